@@ -1,0 +1,88 @@
+# gcore — one Makefile. `make` builds bin/ and lib/; `make test` runs the CPU
+# suite; `make SANITIZE=1 test` the same under ASan+UBSan; `make demo` runs the
+# whole pipeline on this machine's CPU; `make deps` installs what the build
+# and tests need (Debian).
+
+VERSION   := 0.1.0
+CC        ?= cc
+PYTHON    ?= /usr/bin/python3
+CFLAGS_W  := -Wall -Wextra -Werror -Wno-format-truncation
+CFLAGS    := -std=c11 -D_GNU_SOURCE -O2 -g $(CFLAGS_W) -DGC_VERSION='"$(VERSION)"'
+LDLIBS    := -lsqlite3 -lxxhash -ldl -lpthread -lm
+
+ifeq ($(SANITIZE),1)
+  BUILD   := build/san
+  BIN     := build/san/bin
+  LIB     := build/san/lib
+  CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDFLAGS += -fsanitize=address,undefined
+else
+  BUILD   := build/rel
+  BIN     := bin
+  LIB     := lib
+endif
+
+MAINS     := gen/gen_main.c tuner/tune_main.c models/run_main.c
+LIB_SRC   := $(filter-out $(MAINS),$(wildcard base/*.c db/*.c gen/*.c runtime/*.c tuner/*.c))
+EMBED     := $(sort $(wildcard templates/cpu/*.c)) templates/cpu/prelude.h $(sort $(wildcard db/migrations/*.sql))
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/embedded.o
+TOOLS     := $(BIN)/gcore-gen $(BIN)/gcore-tune $(BIN)/gcore-run
+
+all: $(TOOLS) $(LIB)/libgcore.a
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/embedded.c: $(EMBED) gen/embed.sh
+	@mkdir -p $(dir $@)
+	sh gen/embed.sh $@ $(EMBED)
+
+$(BUILD)/embedded.o: $(BUILD)/embedded.c
+	$(CC) $(CFLAGS) -I. -c $< -o $@
+
+$(LIB)/libgcore.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BIN)/gcore-gen: $(BUILD)/gen/gen_main.o $(LIB)/libgcore.a
+$(BIN)/gcore-tune: $(BUILD)/tuner/tune_main.o $(LIB)/libgcore.a
+$(BIN)/gcore-run: $(BUILD)/models/run_main.o $(LIB)/libgcore.a
+$(TOOLS):
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+-include $(LIB_OBJ:.o=.d) $(MAINS:%.c=$(BUILD)/%.d)
+
+# ---- tests ----------------------------------------------------------------
+C_TESTS   := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
+
+$(BUILD)/tests/%: tests/c/%.c $(LIB)/libgcore.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+test: all $(C_TESTS)
+	GCORE_BIN=$(abspath $(BIN)) GCORE_CTESTS=$(abspath $(BUILD)/tests) \
+	  $(PYTHON) -m pytest -q tests
+
+# ---- the demo -------------------------------------------------------------
+demo:
+	@sh bench/demo.sh
+
+# ---- dependencies (Debian bookworm) ---------------------------------------
+DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev python3 \
+            python3-numpy python3-pytest libopenblas-dev
+
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  sudo=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  echo "installing: $$missing"; \
+	  $$sudo apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+clean:
+	rm -rf build bin lib
+
+.PHONY: all test demo deps clean

@@ -1,0 +1,60 @@
+/* problem.h — the problem key shared by tune.db, bundles and the runtime:
+ * an op, the dtypes of its operands and its dimensions, with one canonical
+ * text form ("gemm f16:f16:f16 m=128 n=1024 k=1024") and the workload file
+ * format (one problem per line, comma lists expand to their product). */
+#ifndef GC_PROBLEM_H
+#define GC_PROBLEM_H
+
+#include "../base/base.h"
+
+typedef enum gc_dtype { GC_DT_F32 = 0, GC_DT_F16 = 1, GC_DT_BF16 = 2 } gc_dtype_t;
+
+#define GC_OP_NAME 24
+typedef struct gc_problem {
+  char op[GC_OP_NAME]; /* "gemm", "gemm_swiglu", "rmsnorm" */
+  gc_dtype_t ta, tb, tc; /* operand dtypes: A (activations), B (weights), C (output) */
+  int64_t m, n, k;     /* dims the op uses; unused ones are 0 */
+} gc_problem_t;
+
+/* What an op is, as far as keys go: its name and which of m/n/k it uses. */
+typedef struct gc_op_desc {
+  const char *name;
+  const char *dims; /* subset of "mnk" */
+  const char *doc;
+} gc_op_desc_t;
+
+const gc_op_desc_t *gc_op_find(const char *name);
+const gc_op_desc_t *gc_op_list(int *n);
+
+const char *gc_dtype_name(gc_dtype_t t);
+size_t gc_dtype_size(gc_dtype_t t);
+/* "f16" → all three f16; "f32:f16:f32" → A,B,C. */
+int gc_dtypes_parse(const char *s, gc_dtype_t *ta, gc_dtype_t *tb,
+                    gc_dtype_t *tc, gc_err_t *e);
+/* Writes "A:B:C" into out (at least 16 bytes). */
+void gc_dtypes_format(gc_dtype_t ta, gc_dtype_t tb, gc_dtype_t tc, char *out);
+
+/* Canonical key text; out must hold GC_PROBLEM_KEY bytes. */
+#define GC_PROBLEM_KEY 128
+void gc_problem_key(const gc_problem_t *p, char *out);
+/* Checks op exists, dims the op uses are in [1, 2^31), others are 0. */
+int gc_problem_check(const gc_problem_t *p, gc_err_t *e);
+
+/* A list of problems (a workload). */
+typedef struct gc_problems {
+  gc_problem_t *v;
+  int n, cap;
+} gc_problems_t;
+int gc_problems_push(gc_problems_t *l, const gc_problem_t *p, gc_err_t *e);
+void gc_problems_free(gc_problems_t *l);
+
+/* Expand one spec into l: op, dtype and comma lists of m/n/k as strings
+ * (NULL for dims the op does not use). Duplicates are dropped. */
+int gc_problems_expand(gc_problems_t *l, const char *op, const char *dtypes,
+                       const char *ms, const char *ns, const char *ks,
+                       gc_err_t *e);
+/* Parse a workload file: lines "OP DTYPES m=LIST n=LIST k=LIST", '#'
+ * comments, blank lines. Errors name the file and line. */
+int gc_problems_load(gc_problems_t *l, const char *path, gc_err_t *e);
+
+#endif

@@ -1,0 +1,103 @@
+/* sqlite_util.c — opening untrusted SQLite files safely, and statement
+ * helpers shared by tunedb.c and bundle.c. */
+#include "sqlite_util.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int gc_sql_err(sqlite3 *db, gc_err_t *e, const char *context) {
+  int rc = sqlite3_errcode(db);
+  int code = (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT) ? GC_ECORRUPT
+             : rc == SQLITE_NOMEM                          ? GC_ENOMEM
+                                                           : GC_EIO;
+  return gc_err_set(e, code, "%s: %s", context, sqlite3_errmsg(db));
+}
+
+int gc_sql_exec(sqlite3 *db, const char *sql, gc_err_t *e) {
+  char *msg = NULL;
+  if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+    int rc = sqlite3_errcode(db);
+    gc_err_set(e, rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT ? GC_ECORRUPT : GC_EIO,
+               "%s", msg ? msg : sqlite3_errmsg(db));
+    sqlite3_free(msg);
+    return e ? e->code : GC_EIO;
+  }
+  return GC_OK;
+}
+
+int gc_sql_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st, gc_err_t *e) {
+  if (sqlite3_prepare_v2(db, sql, -1, st, NULL) != SQLITE_OK)
+    return gc_sql_err(db, e, "preparing SQL");
+  return GC_OK;
+}
+
+void gc_sql_bind_text(sqlite3_stmt *st, int i, const char *s) {
+  if (s)
+    sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+  else
+    sqlite3_bind_null(st, i);
+}
+
+static int query_int(sqlite3 *db, const char *sql, int64_t *v, gc_err_t *e) {
+  sqlite3_stmt *st;
+  if (gc_sql_prepare(db, sql, &st, e)) return e->code;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) *v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? GC_OK : gc_sql_err(db, e, sql);
+}
+
+/* An existing file must be readable by SQLite, intact, and ours. */
+static int check_identity(sqlite3 *db, const char *path, int appid,
+                          const char *what, gc_err_t *e) {
+  int64_t id, tables;
+  if (query_int(db, "PRAGMA application_id", &id, e) ||
+      query_int(db, "SELECT count(*) FROM sqlite_master", &tables, e))
+    return gc_err_prefix(e, "%s: cannot read %s", path, what);
+  sqlite3_stmt *st;
+  if (gc_sql_prepare(db, "PRAGMA quick_check", &st, e))
+    return gc_err_prefix(e, "%s: cannot read %s", path, what);
+  int rc = sqlite3_step(st);
+  const char *res = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+  int ok = res && !strcmp(res, "ok");
+  char first[200] = "";
+  if (res) snprintf(first, sizeof first, "%s", res);
+  sqlite3_finalize(st);
+  if (!ok)
+    return gc_err_set(e, GC_ECORRUPT, "%s: %s is corrupt or truncated (%s)",
+                      path, what, rc == SQLITE_ROW ? first : sqlite3_errmsg(db));
+  if (id != appid && !(id == 0 && tables == 0))
+    return gc_err_set(e, GC_ECORRUPT, "%s: not a gcore %s (SQLite application id 0x%llx)",
+                      path, what, (unsigned long long)id);
+  return GC_OK;
+}
+
+int gc_sql_open(const char *path, char mode, int appid, const char *what,
+                sqlite3 **out, gc_err_t *e) {
+  *out = NULL;
+  struct stat st;
+  int exists = stat(path, &st) == 0;
+  if (mode == 'r' && !exists)
+    return gc_err_set(e, GC_EIO, "%s: %s", path, strerror(errno));
+  if (exists && !S_ISREG(st.st_mode))
+    return gc_err_set(e, GC_EIO, "%s: not a regular file", path);
+  if (mode == 'n' && exists && unlink(path) != 0)
+    return gc_err_set(e, GC_EIO, "%s: cannot replace: %s", path, strerror(errno));
+  int flags = mode == 'r' ? SQLITE_OPEN_READONLY
+                          : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  sqlite3 *db = NULL;
+  if (sqlite3_open_v2(path, &db, flags, NULL) != SQLITE_OK) {
+    gc_err_set(e, GC_EIO, "%s: %s", path, db ? sqlite3_errmsg(db) : "cannot open");
+    sqlite3_close(db);
+    return GC_EIO;
+  }
+  sqlite3_busy_timeout(db, 10000);
+  if (exists && mode != 'n' && check_identity(db, path, appid, what, e)) {
+    sqlite3_close(db);
+    return e->code;
+  }
+  *out = db;
+  return GC_OK;
+}

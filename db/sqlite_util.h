@@ -1,0 +1,31 @@
+/* sqlite_util.h — the few SQLite helpers tune.db and bundles share: opening
+ * an untrusted file with its identity checked, and statements with errors
+ * carried as gc_err_t values. Internal to db/. */
+#ifndef GC_SQLITE_UTIL_H
+#define GC_SQLITE_UTIL_H
+
+#include <sqlite3.h>
+
+#include "../base/base.h"
+
+#define GC_APPID_TUNEDB 0x67636462 /* "gcdb" */
+#define GC_APPID_BUNDLE 0x67636231 /* "gcb1" */
+
+/* Open path. mode: 'r' read-only existing, 'w' read-write existing or new
+ * (create), 'n' new file replacing any old one. For existing files: checks
+ * that SQLite can read it (quick_check) and that its application id is
+ * appid (or 0 with no tables, a fresh file). what names the kind of file in
+ * messages ("tuning database", "bundle"). */
+int gc_sql_open(const char *path, char mode, int appid, const char *what,
+                sqlite3 **out, gc_err_t *e);
+
+/* Run SQL with no result rows. */
+int gc_sql_exec(sqlite3 *db, const char *sql, gc_err_t *e);
+/* Prepare; on failure fill e with SQLite's message. */
+int gc_sql_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st, gc_err_t *e);
+/* Error from the last call on db, with context. */
+int gc_sql_err(sqlite3 *db, gc_err_t *e, const char *context);
+/* Bind a text or NULL. */
+void gc_sql_bind_text(sqlite3_stmt *st, int i, const char *s);
+
+#endif

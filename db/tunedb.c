@@ -1,0 +1,467 @@
+/* tunedb.c — tune.db: schema migrations (embedded db/migrations/NNN_*.sql,
+ * applied in order, each in a transaction that also bumps user_version),
+ * upserts of the key rows, measurements, and winner selection. */
+#include "tunedb.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/embed.h"
+#include "sqlite_util.h"
+
+struct gc_db {
+  sqlite3 *sq;
+  char *path;
+};
+
+const char *const gc_db_statuses[6] = {"ok", "compile-failed", "rejected",
+                                       "verify-failed", "launch-failed",
+                                       "timed-out"};
+
+/* Migration number of an embedded path "db/migrations/NNN_name.sql", or 0. */
+static int migration_number(const char *path) {
+  const char *pre = "db/migrations/";
+  if (strncmp(path, pre, strlen(pre))) return 0;
+  return atoi(path + strlen(pre));
+}
+
+int gc_db_latest_version(void) {
+  int v = 0;
+  for (int i = 0; i < gc_embedded_count; i++) {
+    int n = migration_number(gc_embedded[i].path);
+    if (n > v) v = n;
+  }
+  return v;
+}
+
+static const gc_embed_t *migration(int number) {
+  for (int i = 0; i < gc_embedded_count; i++)
+    if (migration_number(gc_embedded[i].path) == number) return &gc_embedded[i];
+  return NULL;
+}
+
+int gc_db_schema_version(gc_db_t *db) {
+  sqlite3_stmt *st;
+  int v = -1;
+  if (sqlite3_prepare_v2(db->sq, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK) {
+    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+  }
+  return v;
+}
+
+static int apply_migration(gc_db_t *db, const gc_embed_t *m, int number,
+                           gc_err_t *e) {
+  char *sql = gc_malloc(m->size + 1, e);
+  if (!sql) return GC_ENOMEM;
+  memcpy(sql, m->data, m->size);
+  sql[m->size] = 0;
+  char tail[96];
+  snprintf(tail, sizeof tail, "PRAGMA user_version = %d; PRAGMA application_id = %d;",
+           number, GC_APPID_TUNEDB);
+  int rc = gc_sql_exec(db->sq, "BEGIN IMMEDIATE", e);
+  if (!rc) rc = gc_sql_exec(db->sq, sql, e);
+  if (!rc) rc = gc_sql_exec(db->sq, tail, e);
+  if (!rc) rc = gc_sql_exec(db->sq, "COMMIT", e);
+  if (rc) {
+    gc_sql_exec(db->sq, "ROLLBACK", NULL);
+    gc_err_prefix(e, "%s: migration %s failed", db->path, m->path);
+  }
+  free(sql);
+  return rc;
+}
+
+static int migrate(gc_db_t *db, gc_err_t *e) {
+  int have = gc_db_schema_version(db), latest = gc_db_latest_version();
+  if (have < 0) return gc_sql_err(db->sq, e, db->path);
+  if (have > latest)
+    return gc_err_set(e, GC_EUNSUPPORTED,
+                      "%s: schema version %d is newer than this gcore knows (%d); "
+                      "use a newer gcore",
+                      db->path, have, latest);
+  for (int v = have + 1; v <= latest; v++) {
+    const gc_embed_t *m = migration(v);
+    if (!m) return gc_err_set(e, GC_EINVAL, "migration %d is missing from the build", v);
+    if (apply_migration(db, m, v, e)) return e->code;
+  }
+  return GC_OK;
+}
+
+int gc_db_open(const char *path, int create, gc_db_t **out, gc_err_t *e) {
+  *out = NULL;
+  gc_db_t *db = gc_calloc(1, sizeof *db, e);
+  if (!db) return GC_ENOMEM;
+  if (!(db->path = gc_strdup(path, e)) ||
+      gc_sql_open(path, create ? 'w' : 'r', GC_APPID_TUNEDB, "tuning database",
+                  &db->sq, e) ||
+      gc_sql_exec(db->sq, "PRAGMA foreign_keys = ON", e) ||
+      (create && gc_sql_exec(db->sq, "PRAGMA journal_mode = WAL", e)) ||
+      (create && migrate(db, e))) {
+    gc_db_close(db);
+    return e->code;
+  }
+  if (!create && gc_db_schema_version(db) != gc_db_latest_version()) {
+    int v = gc_db_schema_version(db);
+    gc_db_close(db);
+    return gc_err_set(e, GC_EUNSUPPORTED,
+                      "%s: schema version %d, this gcore reads %d (open it with "
+                      "gcore-tune once to migrate)",
+                      path, v, gc_db_latest_version());
+  }
+  *out = db;
+  return GC_OK;
+}
+
+void gc_db_close(gc_db_t *db) {
+  if (!db) return;
+  sqlite3_close(db->sq);
+  free(db->path);
+  free(db);
+}
+
+int gc_db_begin(gc_db_t *db, gc_err_t *e) { return gc_sql_exec(db->sq, "BEGIN", e); }
+int gc_db_commit(gc_db_t *db, gc_err_t *e) { return gc_sql_exec(db->sq, "COMMIT", e); }
+
+/* Run an INSERT OR IGNORE then a SELECT id with the same bound values. */
+typedef void (*binder_t)(sqlite3_stmt *st, const void *arg);
+
+static int upsert(gc_db_t *db, const char *ins, const char *sel, binder_t bind,
+                  const void *arg, int64_t *id, gc_err_t *e) {
+  sqlite3_stmt *st;
+  if (gc_sql_prepare(db->sq, ins, &st, e)) return e->code;
+  bind(st, arg);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return gc_sql_err(db->sq, e, db->path);
+  if (gc_sql_prepare(db->sq, sel, &st, e)) return e->code;
+  bind(st, arg);
+  rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) *id = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? GC_OK : gc_sql_err(db->sq, e, db->path);
+}
+
+static void bind_device(sqlite3_stmt *st, const void *arg) {
+  const gc_db_device_t *d = arg;
+  gc_sql_bind_text(st, 1, d->backend);
+  gc_sql_bind_text(st, 2, d->arch);
+  gc_sql_bind_text(st, 3, d->name);
+  sqlite3_bind_int64(st, 4, d->compute_units);
+  sqlite3_bind_int64(st, 5, d->mem_bytes);
+  gc_sql_bind_text(st, 6, d->driver);
+}
+
+int gc_db_device_id(gc_db_t *db, const gc_db_device_t *d, int64_t *id, gc_err_t *e) {
+  return upsert(db,
+                "INSERT OR IGNORE INTO devices(backend,arch,name,compute_units,"
+                "mem_bytes,driver) VALUES(?1,?2,?3,?4,?5,?6)",
+                "SELECT id FROM devices WHERE backend=?1 AND arch=?2 AND name=?3 "
+                "AND compute_units=?4 AND mem_bytes=?5 AND driver=?6",
+                bind_device, d, id, e);
+}
+
+static void bind_compiler(sqlite3_stmt *st, const void *arg) {
+  const char *const *s = arg;
+  for (int i = 0; i < 3; i++) gc_sql_bind_text(st, i + 1, s[i]);
+}
+
+int gc_db_compiler_id(gc_db_t *db, const char *driver, const char *version,
+                      const char *flags, int64_t *id, gc_err_t *e) {
+  const char *s[3] = {driver, version, flags};
+  return upsert(db,
+                "INSERT OR IGNORE INTO compilers(driver,version,flags) VALUES(?1,?2,?3)",
+                "SELECT id FROM compilers WHERE driver=?1 AND version=?2 AND flags=?3",
+                bind_compiler, s, id, e);
+}
+
+static void bind_problem(sqlite3_stmt *st, const void *arg) {
+  const gc_problem_t *p = arg;
+  char key[GC_PROBLEM_KEY];
+  gc_problem_key(p, key);
+  gc_sql_bind_text(st, 1, key);
+  gc_sql_bind_text(st, 2, p->op);
+  gc_sql_bind_text(st, 3, gc_dtype_name(p->ta));
+  gc_sql_bind_text(st, 4, gc_dtype_name(p->tb));
+  gc_sql_bind_text(st, 5, gc_dtype_name(p->tc));
+  sqlite3_bind_int64(st, 6, p->m);
+  sqlite3_bind_int64(st, 7, p->n);
+  sqlite3_bind_int64(st, 8, p->k);
+}
+
+int gc_db_problem_id(gc_db_t *db, const gc_problem_t *p, int64_t *id, gc_err_t *e) {
+  return upsert(db,
+                "INSERT OR IGNORE INTO problems(key,op,ta,tb,tc,m,n,k) "
+                "VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
+                "SELECT id FROM problems WHERE key=?1", bind_problem, p, id, e);
+}
+
+static void bind_variant(sqlite3_stmt *st, const void *arg) {
+  const gc_db_variant_t *v = arg;
+  gc_sql_bind_text(st, 1, v->vid);
+  gc_sql_bind_text(st, 2, v->template_name);
+  gc_sql_bind_text(st, 3, v->template_hash);
+  gc_sql_bind_text(st, 4, v->params);
+  gc_sql_bind_text(st, 5, v->dtypes);
+  gc_sql_bind_text(st, 6, v->target);
+  sqlite3_bind_int64(st, 7, v->compiler_id);
+}
+
+int gc_db_variant_id(gc_db_t *db, const gc_db_variant_t *v, int64_t *id, gc_err_t *e) {
+  return upsert(db,
+                "INSERT OR IGNORE INTO variants(vid,template,template_hash,params,"
+                "dtypes,target,compiler_id) VALUES(?1,?2,?3,?4,?5,?6,?7)",
+                "SELECT id FROM variants WHERE vid=?1", bind_variant, v, id, e);
+}
+
+static void bind_opt_int(sqlite3_stmt *st, int i, int64_t v) {
+  if (v < 0)
+    sqlite3_bind_null(st, i);
+  else
+    sqlite3_bind_int64(st, i, v);
+}
+
+int gc_db_set_resources(gc_db_t *db, int64_t variant_id,
+                        const gc_db_resources_t *r, gc_err_t *e) {
+  sqlite3_stmt *st;
+  if (gc_sql_prepare(db->sq,
+                     "UPDATE variants SET code_bytes=?2, regs=?3, spills=?4, "
+                     "shared_bytes=?5, scratch_bytes=?6 WHERE id=?1",
+                     &st, e))
+    return e->code;
+  sqlite3_bind_int64(st, 1, variant_id);
+  bind_opt_int(st, 2, r->code_bytes);
+  bind_opt_int(st, 3, r->regs);
+  bind_opt_int(st, 4, r->spills);
+  bind_opt_int(st, 5, r->shared_bytes);
+  bind_opt_int(st, 6, r->scratch_bytes);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? GC_OK : gc_sql_err(db->sq, e, db->path);
+}
+
+int gc_db_measured(gc_db_t *db, int64_t device_id, int64_t problem_id,
+                   int64_t variant_id, int *found, gc_err_t *e) {
+  sqlite3_stmt *st;
+  if (gc_sql_prepare(db->sq,
+                     "SELECT 1 FROM measurements WHERE device_id=?1 AND "
+                     "problem_id=?2 AND variant_id=?3",
+                     &st, e))
+    return e->code;
+  sqlite3_bind_int64(st, 1, device_id);
+  sqlite3_bind_int64(st, 2, problem_id);
+  sqlite3_bind_int64(st, 3, variant_id);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return gc_sql_err(db->sq, e, db->path);
+  *found = rc == SQLITE_ROW;
+  return GC_OK;
+}
+
+static void bind_opt_real(sqlite3_stmt *st, int i, double v, int ok) {
+  if (ok)
+    sqlite3_bind_double(st, i, v);
+  else
+    sqlite3_bind_null(st, i);
+}
+
+int gc_db_record(gc_db_t *db, const gc_db_measurement_t *m, gc_err_t *e) {
+  sqlite3_stmt *st;
+  if (gc_sql_prepare(db->sq,
+                     "INSERT OR REPLACE INTO measurements(device_id,problem_id,"
+                     "variant_id,status,detail,median_us,min_us,max_us,spread,iters,"
+                     "tflops,gbps,max_err) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,"
+                     "?11,?12,?13)",
+                     &st, e))
+    return e->code;
+  int timed = !strcmp(m->status, "ok");
+  sqlite3_bind_int64(st, 1, m->device_id);
+  sqlite3_bind_int64(st, 2, m->problem_id);
+  sqlite3_bind_int64(st, 3, m->variant_id);
+  gc_sql_bind_text(st, 4, m->status);
+  gc_sql_bind_text(st, 5, m->detail);
+  bind_opt_real(st, 6, m->median_us, timed);
+  bind_opt_real(st, 7, m->min_us, timed);
+  bind_opt_real(st, 8, m->max_us, timed);
+  bind_opt_real(st, 9, m->spread, timed);
+  if (timed)
+    sqlite3_bind_int64(st, 10, m->iters);
+  else
+    sqlite3_bind_null(st, 10);
+  bind_opt_real(st, 11, m->tflops, timed);
+  bind_opt_real(st, 12, m->gbps, timed);
+  bind_opt_real(st, 13, m->max_err, m->max_err >= 0);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? GC_OK : gc_sql_err(db->sq, e, db->path);
+}
+
+typedef struct cand {
+  int64_t id;
+  double median, spread;
+} cand_t;
+
+/* The two fastest verified measurements and the incumbent winner. */
+static int load_candidates(gc_db_t *db, int64_t dev, int64_t prob, const char *target,
+                           cand_t c[2], int *nc, cand_t *inc, int *has_inc,
+                           gc_err_t *e) {
+  sqlite3_stmt *st;
+  *nc = *has_inc = 0;
+  if (gc_sql_prepare(db->sq,
+                     "SELECT m.id, m.median_us, m.spread FROM measurements m "
+                     "JOIN variants v ON v.id = m.variant_id WHERE m.device_id=?1 "
+                     "AND m.problem_id=?2 AND v.target=?3 AND m.status='ok' "
+                     "ORDER BY m.median_us, m.min_us, m.id LIMIT 2",
+                     &st, e))
+    return e->code;
+  sqlite3_bind_int64(st, 1, dev);
+  sqlite3_bind_int64(st, 2, prob);
+  gc_sql_bind_text(st, 3, target);
+  while (sqlite3_step(st) == SQLITE_ROW && *nc < 2)
+    c[(*nc)++] = (cand_t){sqlite3_column_int64(st, 0), sqlite3_column_double(st, 1),
+                          sqlite3_column_double(st, 2)};
+  sqlite3_finalize(st);
+  if (gc_sql_prepare(db->sq,
+                     "SELECT m.id, m.median_us, m.spread FROM winners w JOIN "
+                     "measurements m ON m.id = w.measurement_id WHERE "
+                     "w.device_id=?1 AND w.problem_id=?2 AND w.target=?3 AND "
+                     "m.status='ok'",
+                     &st, e))
+    return e->code;
+  sqlite3_bind_int64(st, 1, dev);
+  sqlite3_bind_int64(st, 2, prob);
+  gc_sql_bind_text(st, 3, target);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    *inc = (cand_t){sqlite3_column_int64(st, 0), sqlite3_column_double(st, 1),
+                    sqlite3_column_double(st, 2)};
+    *has_inc = 1;
+  }
+  sqlite3_finalize(st);
+  return GC_OK;
+}
+
+int gc_db_pick_winner(gc_db_t *db, int64_t device_id, int64_t problem_id,
+                      const char *target, double margin, int *found, gc_err_t *e) {
+  cand_t c[2], inc;
+  int nc, has_inc;
+  *found = 0;
+  if (load_candidates(db, device_id, problem_id, target, c, &nc, &inc, &has_inc, e))
+    return e->code;
+  if (!nc) return GC_OK;
+  cand_t win = c[0];
+  if (has_inc && inc.id != c[0].id) {
+    double noise = margin;
+    if (inc.spread > noise) noise = inc.spread;
+    if (c[0].spread > noise) noise = c[0].spread;
+    if (inc.median <= c[0].median * (1.0 + noise)) win = inc; /* within noise */
+  }
+  const cand_t *runner = NULL;
+  for (int i = 0; i < nc; i++)
+    if (c[i].id != win.id) {
+      runner = &c[i];
+      break;
+    }
+  sqlite3_stmt *st;
+  if (gc_sql_prepare(db->sq,
+                     "INSERT OR REPLACE INTO winners(device_id,problem_id,target,"
+                     "measurement_id,runner_up_id,margin) VALUES(?1,?2,?6,?3,?4,?5)",
+                     &st, e))
+    return e->code;
+  sqlite3_bind_int64(st, 1, device_id);
+  sqlite3_bind_int64(st, 2, problem_id);
+  sqlite3_bind_int64(st, 3, win.id);
+  if (runner) {
+    sqlite3_bind_int64(st, 4, runner->id);
+    sqlite3_bind_double(st, 5, (runner->median - win.median) / win.median);
+  }
+  gc_sql_bind_text(st, 6, target);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return gc_sql_err(db->sq, e, db->path);
+  *found = 1;
+  return GC_OK;
+}
+
+static void copy_col(sqlite3_stmt *st, int i, char *dst, size_t n) {
+  const unsigned char *s = sqlite3_column_text(st, i);
+  snprintf(dst, n, "%s", s ? (const char *)s : "");
+}
+
+int gc_db_find_winner(gc_db_t *db, const char *target, const gc_problem_t *p,
+                      gc_db_winner_t *w, int *found, gc_err_t *e) {
+  sqlite3_stmt *st;
+  char key[GC_PROBLEM_KEY];
+  gc_problem_key(p, key);
+  *found = 0;
+  memset(w, 0, sizeof *w);
+  if (gc_sql_prepare(db->sq,
+                     "SELECT m.id, v.vid, v.template, v.template_hash, v.params, "
+                     "c.driver || ' ' || c.version || ' ' || c.flags, m.median_us, "
+                     "coalesce(w.margin, 0) FROM winners w "
+                     "JOIN measurements m ON m.id = w.measurement_id "
+                     "JOIN variants v ON v.id = m.variant_id "
+                     "JOIN compilers c ON c.id = v.compiler_id "
+                     "JOIN problems p ON p.id = w.problem_id "
+                     "WHERE w.target=?1 AND v.target=?1 AND p.key=?2 "
+                     "ORDER BY w.chosen DESC, m.median_us LIMIT 1",
+                     &st, e))
+    return e->code;
+  gc_sql_bind_text(st, 1, target);
+  gc_sql_bind_text(st, 2, key);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    w->measurement_id = sqlite3_column_int64(st, 0);
+    copy_col(st, 1, w->vid, sizeof w->vid);
+    copy_col(st, 2, w->template_name, sizeof w->template_name);
+    copy_col(st, 3, w->template_hash, sizeof w->template_hash);
+    copy_col(st, 4, w->params, sizeof w->params);
+    copy_col(st, 5, w->compiler, sizeof w->compiler);
+    w->median_us = sqlite3_column_double(st, 6);
+    w->margin = sqlite3_column_double(st, 7);
+    *found = 1;
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return gc_sql_err(db->sq, e, db->path);
+  return GC_OK;
+}
+
+int gc_db_variant_median(gc_db_t *db, int64_t device_id, int64_t problem_id,
+                         const char *vid, double *median_us, int *found,
+                         gc_err_t *e) {
+  sqlite3_stmt *st;
+  *found = 0;
+  if (gc_sql_prepare(db->sq,
+                     "SELECT m.median_us FROM measurements m JOIN variants v ON "
+                     "v.id = m.variant_id WHERE m.device_id=?1 AND m.problem_id=?2 "
+                     "AND v.vid=?3 AND m.status='ok'",
+                     &st, e))
+    return e->code;
+  sqlite3_bind_int64(st, 1, device_id);
+  sqlite3_bind_int64(st, 2, problem_id);
+  gc_sql_bind_text(st, 3, vid);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    *median_us = sqlite3_column_double(st, 0);
+    *found = 1;
+  }
+  sqlite3_finalize(st);
+  return GC_OK;
+}
+
+int gc_db_status_counts(gc_db_t *db, int64_t device_id, int64_t problem_id,
+                        int64_t counts[6], gc_err_t *e) {
+  sqlite3_stmt *st;
+  memset(counts, 0, 6 * sizeof counts[0]);
+  if (gc_sql_prepare(db->sq,
+                     "SELECT status, count(*) FROM measurements WHERE device_id=?1 "
+                     "AND problem_id=?2 GROUP BY status",
+                     &st, e))
+    return e->code;
+  sqlite3_bind_int64(st, 1, device_id);
+  sqlite3_bind_int64(st, 2, problem_id);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    const char *s = (const char *)sqlite3_column_text(st, 0);
+    for (int i = 0; i < 6; i++)
+      if (s && !strcmp(s, gc_db_statuses[i])) counts[i] = sqlite3_column_int64(st, 1);
+  }
+  sqlite3_finalize(st);
+  return GC_OK;
+}

@@ -1,0 +1,90 @@
+/* tunedb.h — the tuning database (tune.db, SQLite): devices, compilers,
+ * problems, variants, every measurement, and the winner per (device,
+ * problem). Opening a database applies the schema migrations it lacks. */
+#ifndef GC_TUNEDB_H
+#define GC_TUNEDB_H
+
+#include "problem.h"
+
+typedef struct gc_db gc_db_t;
+
+typedef struct gc_db_device {
+  const char *backend, *arch, *name, *driver;
+  int64_t compute_units, mem_bytes;
+} gc_db_device_t;
+
+typedef struct gc_db_variant {
+  const char *vid, *template_name, *template_hash, *params, *dtypes, *target;
+  int64_t compiler_id;
+} gc_db_variant_t;
+
+/* Resource usage of a compiled variant; -1 where not reported. */
+typedef struct gc_db_resources {
+  int64_t code_bytes, regs, spills, shared_bytes, scratch_bytes;
+} gc_db_resources_t;
+
+typedef struct gc_db_measurement {
+  int64_t device_id, problem_id, variant_id;
+  const char *status; /* ok | compile-failed | rejected | verify-failed | launch-failed | timed-out */
+  const char *detail; /* may be NULL */
+  double median_us, min_us, max_us, spread, tflops, gbps, max_err;
+  int64_t iters;
+} gc_db_measurement_t;
+
+/* A winner as gcore-gen needs it. Strings are owned by the struct. */
+typedef struct gc_db_winner {
+  int64_t measurement_id;
+  char vid[64], template_name[64], template_hash[64], params[512];
+  char compiler[160];
+  double median_us, margin;
+} gc_db_winner_t;
+
+/* Open (create when create != 0) and migrate. A file that is not an SQLite
+ * database, is truncated, or has a schema newer than this gcore → error. */
+int gc_db_open(const char *path, int create, gc_db_t **out, gc_err_t *e);
+void gc_db_close(gc_db_t *db);
+int gc_db_schema_version(gc_db_t *db);
+int gc_db_latest_version(void);
+
+int gc_db_begin(gc_db_t *db, gc_err_t *e);
+int gc_db_commit(gc_db_t *db, gc_err_t *e);
+
+/* Upserts returning the row id. */
+int gc_db_device_id(gc_db_t *db, const gc_db_device_t *d, int64_t *id, gc_err_t *e);
+int gc_db_compiler_id(gc_db_t *db, const char *driver, const char *version,
+                      const char *flags, int64_t *id, gc_err_t *e);
+int gc_db_problem_id(gc_db_t *db, const gc_problem_t *p, int64_t *id, gc_err_t *e);
+int gc_db_variant_id(gc_db_t *db, const gc_db_variant_t *v, int64_t *id, gc_err_t *e);
+int gc_db_set_resources(gc_db_t *db, int64_t variant_id,
+                        const gc_db_resources_t *r, gc_err_t *e);
+
+/* *found = 1 when a measurement for (device, problem, variant) exists. */
+int gc_db_measured(gc_db_t *db, int64_t device_id, int64_t problem_id,
+                   int64_t variant_id, int *found, gc_err_t *e);
+int gc_db_record(gc_db_t *db, const gc_db_measurement_t *m, gc_err_t *e);
+
+/* Choose the winner of (device, problem) among 'ok' measurements: the lowest
+ * median, except that an incumbent within the noise margin (max(margin,
+ * spread of the two)) keeps its place so that reruns do not flip winners.
+ * *found = 0 when nothing verified exists. */
+int gc_db_pick_winner(gc_db_t *db, int64_t device_id, int64_t problem_id,
+                      const char *target, double margin, int *found, gc_err_t *e);
+
+/* The winner for problem p among variants built for target, on any device
+ * (newest choice first). */
+int gc_db_find_winner(gc_db_t *db, const char *target, const gc_problem_t *p,
+                      gc_db_winner_t *w, int *found, gc_err_t *e);
+
+/* Median of the measurement of a given variant on (device, problem), or
+ * *found = 0. Used to report what the winner gained over the default. */
+int gc_db_variant_median(gc_db_t *db, int64_t device_id, int64_t problem_id,
+                         const char *vid, double *median_us, int *found,
+                         gc_err_t *e);
+
+/* Status counts over (device, problem): fills counts for the 6 statuses in
+ * the order listed for gc_db_measurement_t.status. */
+int gc_db_status_counts(gc_db_t *db, int64_t device_id, int64_t problem_id,
+                        int64_t counts[6], gc_err_t *e);
+extern const char *const gc_db_statuses[6];
+
+#endif

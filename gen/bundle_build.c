@@ -1,0 +1,326 @@
+/* bundle_build.c — choosing a kernel per problem and target, and writing
+ * the bundle. Dispatch entries per (op, dtypes, n, k) group:
+ *   - one exact entry [m, m] per requested m (winner or default);
+ *   - a range entry (previous m, m) served by m's kernel where that kernel
+ *     applies at both ends of the range;
+ *   - a catch-all [1, 2^31-1] with the default for large m, where it applies
+ *     everywhere, so that any m a model produces finds a kernel.
+ * The runtime takes the narrowest entry containing m. */
+#include "bundle_build.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../db/bundle.h"
+#include "../db/tunedb.h"
+#include "compile.h"
+#include "template.h"
+
+#define M_MAX ((int64_t)(1LL << 31) - 1)
+
+typedef struct pick {
+  gc_variant_t v;
+  gc_problem_t shape;        /* m unused */
+  int64_t m_lo, m_hi;
+  int is_default;
+  char source[256];
+  char vid[GC_HASH_HEX];
+  int job;                   /* index into the compile jobs */
+} pick_t;
+
+typedef struct gen {
+  const gc_gen_opts_t *o;
+  gc_templates_t tpls;
+  gc_db_t *db;
+  gc_target_t tg;
+  gc_compiler_t cc;
+  pick_t *picks;
+  int npicks, cap;
+  int ntuned, ndefault, nstale;
+} gen_t;
+
+static int push_pick(gen_t *g, const pick_t *p, gc_err_t *e) {
+  if (g->npicks == g->cap) {
+    int cap = g->cap ? 2 * g->cap : 64;
+    pick_t *v = gc_realloc(g->picks, (size_t)cap * sizeof *v, e);
+    if (!v) return GC_ENOMEM;
+    g->picks = v;
+    g->cap = cap;
+  }
+  g->picks[g->npicks] = *p;
+  gc_tpl_vid(&p->v, &g->tg, g->cc.id, g->picks[g->npicks].vid);
+  g->npicks++;
+  return GC_OK;
+}
+
+static int applies_at(gen_t *g, const gc_variant_t *v, const gc_problem_t *p, int64_t m,
+                      int *ok, gc_err_t *e) {
+  gc_problem_t q = *p;
+  q.m = m;
+  return gc_tpl_applies(v, &g->tg, &q, ok, e);
+}
+
+/* --force TEMPLATE[:params] where it serves p; *used = 1 then. */
+static int forced(gen_t *g, const gc_problem_t *p, gc_variant_t *v, int *used, gc_err_t *e) {
+  *used = 0;
+  if (!g->o->force) return GC_OK;
+  char name[64];
+  const char *colon = strchr(g->o->force, ':');
+  snprintf(name, sizeof name, "%.*s", colon ? (int)(colon - g->o->force) : 63, g->o->force);
+  const gc_template_t *t = gc_tpl_find(&g->tpls, name);
+  if (!t) return gc_err_set(e, GC_ENOTFOUND, "--force: no template named '%s'", name);
+  if (!gc_tpl_supports(t, p)) return GC_OK;
+  int ok;
+  const char *why = NULL;
+  gc_tpl_default(t, p, v);
+  if ((colon && gc_tpl_set_params(t, colon + 1, v, e)) || gc_tpl_valid(v, &g->tg, &ok, &why, e))
+    return e->code;
+  if (!ok) return gc_err_set(e, GC_EINVAL, "--force %s: constraint fails: %s", g->o->force, why);
+  if (applies_at(g, v, p, p->m, &ok, e)) return e->code;
+  *used = ok;
+  return GC_OK;
+}
+
+/* The winner of p from the database, if its template is unchanged. */
+static int tuned(gen_t *g, const gc_problem_t *p, pick_t *pk, int *found, gc_err_t *e) {
+  gc_db_winner_t w;
+  *found = 0;
+  if (!g->db) return GC_OK;
+  if (gc_db_find_winner(g->db, g->tg.name, p, &w, found, e)) return e->code;
+  if (!*found) return GC_OK;
+  *found = 0;
+  const gc_template_t *t = gc_tpl_find(&g->tpls, w.template_name);
+  char key[GC_PROBLEM_KEY];
+  gc_problem_key(p, key);
+  if (!t || strcmp(t->hash, w.template_hash)) {
+    fprintf(stderr, "gcore-gen: %s on %s: the winner's template %s has changed since it was "
+            "tuned; using the default (rerun gcore-tune)\n", key, g->tg.name, w.template_name);
+    g->nstale++;
+    return GC_OK;
+  }
+  int ok;
+  gc_tpl_default(t, p, &pk->v);
+  if (gc_tpl_set_params(t, w.params, &pk->v, e) || gc_tpl_valid(&pk->v, &g->tg, &ok, NULL, e))
+    return e->code;
+  if (!ok) return GC_OK;
+  snprintf(pk->source, sizeof pk->source, "tuned: %s measurement %lld, %.2f us (%s)",
+           g->o->db_path, (long long)w.measurement_id, w.median_us, w.compiler);
+  *found = 1;
+  return GC_OK;
+}
+
+static int choose(gen_t *g, const gc_problem_t *p, pick_t *pk, gc_err_t *e) {
+  int found;
+  memset(pk, 0, sizeof *pk);
+  pk->shape = *p;
+  pk->shape.m = 0;
+  pk->m_lo = pk->m_hi = p->m;
+  if (forced(g, p, &pk->v, &found, e)) return e->code;
+  if (found) {
+    snprintf(pk->source, sizeof pk->source, "forced: --force %s", g->o->force);
+    return GC_OK;
+  }
+  if (tuned(g, p, pk, &found, e)) return e->code;
+  if (found) {
+    g->ntuned++;
+    return GC_OK;
+  }
+  if (gc_tpl_pick_default(&g->tpls, &g->tg, p, &pk->v, e)) return e->code;
+  pk->is_default = 1;
+  snprintf(pk->source, sizeof pk->source, "default: no tuned winner%s", g->db ? " in the database" : " (no --db)");
+  g->ndefault++;
+  return GC_OK;
+}
+
+static int same_group(const gc_problem_t *a, const gc_problem_t *b) {
+  return !strcmp(a->op, b->op) && a->ta == b->ta && a->tb == b->tb && a->tc == b->tc &&
+         a->n == b->n && a->k == b->k;
+}
+
+static int cmp_m(const void *a, const void *b) {
+  const gc_problem_t *x = a, *y = b;
+  int c = strcmp(x->op, y->op);
+  if (c) return c;
+  if (x->n != y->n) return x->n < y->n ? -1 : 1;
+  if (x->k != y->k) return x->k < y->k ? -1 : 1;
+  if (x->ta != y->ta) return (int)x->ta - (int)y->ta;
+  if (x->tb != y->tb) return (int)x->tb - (int)y->tb;
+  if (x->tc != y->tc) return (int)x->tc - (int)y->tc;
+  return (x->m > y->m) - (x->m < y->m);
+}
+
+/* Exact entries, the ranges between them, and the group's catch-all. */
+static int plan_group(gen_t *g, const gc_problem_t *ps, int n, gc_err_t *e) {
+  int64_t prev = 0;
+  for (int i = 0; i < n; i++) {
+    pick_t pk;
+    int lo_ok;
+    if (choose(g, &ps[i], &pk, e) || push_pick(g, &pk, e)) return e->code;
+    if (ps[i].m - 1 > prev) {
+      if (applies_at(g, &pk.v, &ps[i], prev + 1, &lo_ok, e)) return e->code;
+      if (lo_ok) {
+        pk.m_lo = prev + 1;
+        pk.m_hi = ps[i].m - 1;
+        if (push_pick(g, &pk, e)) return e->code;
+      }
+    }
+    prev = ps[i].m;
+  }
+  gc_problem_t big = ps[n - 1];
+  big.m = M_MAX;
+  pick_t pk = {0};
+  int lo_ok, hi_ok;
+  if (gc_tpl_pick_default(&g->tpls, &g->tg, &big, &pk.v, e) ||
+      applies_at(g, &pk.v, &big, 1, &lo_ok, e) || applies_at(g, &pk.v, &big, M_MAX, &hi_ok, e))
+    return e->code;
+  if (!lo_ok || !hi_ok) return GC_OK;
+  pk.shape = big;
+  pk.shape.m = 0;
+  pk.m_lo = 1;
+  pk.m_hi = M_MAX;
+  pk.is_default = 1;
+  snprintf(pk.source, sizeof pk.source, "default: catch-all for m not listed");
+  return push_pick(g, &pk, e);
+}
+
+static int plan_target(gen_t *g, const gc_problems_t *probs, gc_err_t *e) {
+  gc_problem_t *ps = gc_malloc((size_t)probs->n * sizeof *ps, e);
+  if (!ps) return GC_ENOMEM;
+  memcpy(ps, probs->v, (size_t)probs->n * sizeof *ps);
+  qsort(ps, (size_t)probs->n, sizeof *ps, cmp_m);
+  int rc = GC_OK;
+  for (int i = 0, j; !rc && i < probs->n; i = j) {
+    for (j = i + 1; j < probs->n && same_group(&ps[i], &ps[j]); j++) {
+    }
+    rc = plan_group(g, ps + i, j - i, e);
+  }
+  free(ps);
+  return rc;
+}
+
+/* Compile the distinct variants of this target's picks, then write them. */
+static int emit_target(gen_t *g, gc_bundle_t *b, int first, gc_err_t *e) {
+  int n = g->npicks - first, nj = 0, rc = GC_OK;
+  gc_compile_job_t *jobs = gc_calloc((size_t)n, sizeof *jobs, e);
+  gc_buf_t *src = gc_calloc((size_t)n, sizeof *src, e);
+  if (!jobs || !src) rc = GC_ENOMEM;
+  for (int i = first; !rc && i < g->npicks; i++) {
+    pick_t *pk = &g->picks[i];
+    pk->job = -1;
+    for (int j = 0; j < nj; j++)
+      if (!strcmp(jobs[j].vid, pk->vid)) pk->job = j;
+    if (pk->job >= 0) continue;
+    pk->job = nj;
+    rc = gc_tpl_expand(&g->tpls, &pk->v, &g->tg, g->cc.id, &src[nj], jobs[nj].vid, e);
+    jobs[nj].source = src[nj].data;
+    jobs[nj].source_len = src[nj].len;
+    nj++;
+  }
+  if (!rc) rc = gc_compile_batch(&g->cc, &g->tg, g->o->cache, jobs, nj, g->o->jobs, e);
+  for (int j = 0; !rc && j < nj; j++)
+    if (!jobs[j].ok)
+      rc = gc_err_set(e, GC_ECOMPILE, "variant %s failed to compile: %s", jobs[j].vid, jobs[j].log);
+  int64_t *code_ids = rc ? NULL : gc_calloc((size_t)(nj ? nj : 1), sizeof *code_ids, e);
+  if (!rc && !code_ids) rc = GC_ENOMEM;
+  for (int j = 0; !rc && j < nj; j++) {
+    const pick_t *pk = NULL;
+    for (int i = first; i < g->npicks && !pk; i++)
+      if (g->picks[i].job == j) pk = &g->picks[i];
+    char *blob = NULL, dt[16];
+    size_t size;
+    gc_dtypes_format(pk->v.ta, pk->v.tb, pk->v.tc, dt);
+    rc = gc_read_file(jobs[j].obj, 256u << 20, &blob, &size, e);
+    gc_code_rec_t cr = {g->tg.name, jobs[j].vid, pk->v.tpl->name, pk->v.tpl->hash,
+                        pk->v.params, dt, g->cc.id, blob, size, -1, -1, -1, -1};
+    if (!rc) rc = gc_bundle_add_code(b, &cr, &code_ids[j], e);
+    free(blob);
+  }
+  for (int i = first; !rc && i < g->npicks; i++) {
+    pick_t *pk = &g->picks[i];
+    gc_dispatch_t d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.target, sizeof d.target, "%s", g->tg.name);
+    d.shape = pk->shape;
+    d.m_lo = pk->m_lo;
+    d.m_hi = pk->m_hi;
+    d.code_id = code_ids[pk->job];
+    snprintf(d.symbol, sizeof d.symbol, "%s", pk->v.tpl->kernel);
+    snprintf(d.grid, sizeof d.grid, "%s", pk->v.tpl->grid);
+    snprintf(d.block, sizeof d.block, "%s", pk->v.tpl->block);
+    snprintf(d.template_name, sizeof d.template_name, "%s", pk->v.tpl->name);
+    snprintf(d.params, sizeof d.params, "%s", pk->v.params);
+    snprintf(d.vid, sizeof d.vid, "%s", pk->vid);
+    snprintf(d.source, sizeof d.source, "%s", pk->source);
+    d.is_default = pk->is_default;
+    rc = gc_tpl_consts_text(&pk->v, &g->tg, d.consts, sizeof d.consts, e);
+    if (!rc) rc = gc_bundle_add_dispatch(b, &d, e);
+  }
+  for (int j = 0; src && j < nj; j++) gc_buf_free(&src[j]);
+  free(src);
+  free(jobs);
+  free(code_ids);
+  return rc;
+}
+
+static int write_provenance(gen_t *g, gc_bundle_t *b, gc_err_t *e) {
+  char when[64], buf[64];
+  time_t now = time(NULL);
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+  snprintf(buf, sizeof buf, "%d tuned, %d default, %d stale", g->ntuned, g->ndefault, g->nstale);
+  if (gc_bundle_set_meta(b, "tool", "gcore-gen " GC_VERSION, e) ||
+      gc_bundle_set_meta(b, "created", when, e) ||
+      gc_bundle_set_meta(b, "targets", g->o->targets, e) ||
+      gc_bundle_set_meta(b, "tune_db", g->o->db_path ? g->o->db_path : "(none)", e) ||
+      gc_bundle_set_meta(b, "entries", buf, e))
+    return e->code;
+  return GC_OK;
+}
+
+static int gen_targets(gen_t *g, gc_bundle_t *b, const gc_problems_t *probs, gc_err_t *e) {
+  char list[512];
+  snprintf(list, sizeof list, "%s", g->o->targets);
+  int rc = GC_OK;
+  for (char *save = NULL, *t = strtok_r(list, ",", &save); !rc && t;
+       t = strtok_r(NULL, ",", &save)) {
+    int first = g->npicks;
+    char key[80];
+    rc = gc_target_parse(t, &g->tg, e);
+    if (!rc) rc = gc_compiler_for(&g->tg, g->o->compiler, &g->cc, e);
+    if (!rc) rc = plan_target(g, probs, e);
+    if (!rc) rc = emit_target(g, b, first, e);
+    if (!rc) {
+      snprintf(key, sizeof key, "compiler:%s", g->tg.name);
+      rc = gc_bundle_set_meta(b, key, g->cc.id, e);
+    }
+  }
+  return rc;
+}
+
+int gc_gen_bundle(const gc_gen_opts_t *o, const gc_problems_t *probs, gc_err_t *e) {
+  gen_t g;
+  memset(&g, 0, sizeof g);
+  g.o = o;
+  char tmp[1100];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%d", o->out_path, (int)getpid());
+  gc_bundle_t *b = NULL;
+  int rc = gc_tpl_load_all(o->templates_dir, &g.tpls, e);
+  if (!rc && o->db_path) rc = gc_db_open(o->db_path, 0, &g.db, e);
+  if (!rc) rc = gc_bundle_create(tmp, &b, e);
+  if (!rc) rc = gen_targets(&g, b, probs, e);
+  if (!rc) rc = write_provenance(&g, b, e);
+  if (!rc) rc = gc_bundle_finish(b, e);
+  gc_bundle_close(b);
+  if (!rc && rename(tmp, o->out_path) != 0)
+    rc = gc_err_set(e, GC_EIO, "%s: cannot write the bundle", o->out_path);
+  if (rc) unlink(tmp);
+  if (!rc && !o->quiet)
+    printf("%s: %d problems for %s: %d tuned, %d defaults%s; %d dispatch entries\n",
+           o->out_path, probs->n, o->targets, g.ntuned, g.ndefault,
+           g.nstale ? " (some winners stale)" : "", g.npicks);
+  gc_db_close(g.db);
+  gc_tpl_free_all(&g.tpls);
+  free(g.picks);
+  return rc;
+}

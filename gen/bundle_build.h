@@ -1,0 +1,25 @@
+/* bundle_build.h — gcore-gen's work: for every problem × target, take the
+ * tuned winner from tune.db (or the template default where none exists or
+ * the winner's template changed), compile what is needed through the
+ * compile driver, and write one bundle with the dispatch table and
+ * provenance. Needs no device. */
+#ifndef GC_BUNDLE_BUILD_H
+#define GC_BUNDLE_BUILD_H
+
+#include "../db/problem.h"
+
+typedef struct gc_gen_opts {
+  const char *db_path;        /* NULL: defaults only */
+  const char *out_path;
+  const char *targets;        /* comma-separated */
+  const char *templates_dir;  /* NULL = embedded */
+  const char *cache;
+  const char *compiler;       /* NULL = each target's default driver */
+  const char *force;          /* "TEMPLATE[:P=V,...]": use this variant where it applies */
+  int jobs;
+  int quiet;
+} gc_gen_opts_t;
+
+int gc_gen_bundle(const gc_gen_opts_t *o, const gc_problems_t *probs, gc_err_t *e);
+
+#endif

@@ -1,0 +1,177 @@
+/* compile.c — the cc compile driver and the ninja batch that runs it.
+ * The cache layout: <cache>/src/<vid>.c, <cache>/obj/<vid>.so, and a log
+ * per failed compile at <cache>/obj/<vid>.log. A flock on <cache>/lock
+ * keeps concurrent gcore processes from rewriting build.ninja under ninja. */
+#include "compile.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Run argv-less shell command and capture the first line of its stdout. */
+static int first_line(const char *cmd, char *out, size_t n) {
+  FILE *p = popen(cmd, "r");
+  if (!p) return -1;
+  out[0] = 0;
+  if (!fgets(out, (int)n, p)) out[0] = 0;
+  char drain[256];
+  while (fgets(drain, sizeof drain, p)) {
+  }
+  int st = pclose(p);
+  out[strcspn(out, "\r\n")] = 0;
+  return (WIFEXITED(st) && WEXITSTATUS(st) == 0 && out[0]) ? 0 : -1;
+}
+
+static int safe_word(const char *s) {
+  for (; *s; s++)
+    if (!(isalnum((unsigned char)*s) || strchr("/._-+", *s))) return 0;
+  return 1;
+}
+
+int gc_compiler_for(const gc_target_t *tg, const char *force, gc_compiler_t *c,
+                    gc_err_t *e) {
+  memset(c, 0, sizeof *c);
+  if (strcmp(tg->backend, "cpu"))
+    return gc_err_set(e, GC_EUNSUPPORTED, "no compile driver for target %s", tg->name);
+  if (force && strcmp(force, "cc"))
+    return gc_err_set(e, GC_EINVAL, "compiler '%s' cannot build %s (use cc)", force,
+                      tg->name);
+  const char *cc = getenv("CC");
+  if (!cc || !*cc) cc = "cc";
+  if (!safe_word(cc))
+    return gc_err_set(e, GC_EINVAL, "CC='%s': give a plain compiler path", cc);
+  strcpy(c->driver, "cc");
+  snprintf(c->path, sizeof c->path, "%s", cc);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "%s --version 2>/dev/null", cc);
+  if (first_line(cmd, c->version, sizeof c->version))
+    return gc_err_set(e, GC_ECOMPILE,
+                      "C compiler '%s' not found or not working (install gcc: make deps)", cc);
+  snprintf(c->flags, sizeof c->flags,
+           "-std=gnu11 -O3 -march=%s -fPIC -shared -fvisibility=hidden -fno-math-errno",
+           tg->arch);
+  snprintf(c->id, sizeof c->id, "%s|%s|%s", c->driver, c->version, c->flags);
+  return GC_OK;
+}
+
+void gc_cache_default(char *buf, size_t n) {
+  const char *g = getenv("GCORE_CACHE"), *x = getenv("XDG_CACHE_HOME"),
+             *h = getenv("HOME");
+  if (g && *g)
+    snprintf(buf, n, "%s", g);
+  else if (x && *x)
+    snprintf(buf, n, "%s/gcore", x);
+  else
+    snprintf(buf, n, "%s/.cache/gcore", h && *h ? h : "/tmp");
+}
+
+static int exists(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && st.st_size > 0;
+}
+
+/* Write the source unless an identical file (same vid) is already there. */
+static int write_source(const char *cache, gc_compile_job_t *j, gc_err_t *e) {
+  char path[1100];
+  snprintf(path, sizeof path, "%s/src/%s.c", cache, j->vid);
+  if (exists(path)) return GC_OK;
+  return gc_write_file(path, j->source, j->source_len, e);
+}
+
+static int write_ninja(const gc_compiler_t *c, const char *cache,
+                       gc_compile_job_t *jobs, int n, gc_err_t *e) {
+  gc_buf_t b = {0};
+  int rc = gc_buf_printf(&b, e,
+                         "# written by gcore: one edge per variant; outputs are "
+                         "content-addressed by variant id\n"
+                         "cc = %s\ncflags = %s\n"
+                         "rule cc\n"
+                         "  command = $cc $cflags -o $out $in > $out.log 2>&1 && rm -f $out.log\n"
+                         "  description = CC $out\n",
+                         c->path, c->flags);
+  for (int i = 0; !rc && i < n; i++)
+    rc = gc_buf_printf(&b, e, "build obj/%s.so: cc src/%s.c\n", jobs[i].vid, jobs[i].vid);
+  if (!rc) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/build.ninja", cache);
+    rc = gc_write_file(path, b.data, b.len, e);
+  }
+  gc_buf_free(&b);
+  return rc;
+}
+
+/* Keep the compiler's error lines (or its first line) as the job's log. */
+static void read_log(const char *cache, gc_compile_job_t *j) {
+  char path[1100], line[512], first[512] = "";
+  snprintf(path, sizeof path, "%s/obj/%s.so.log", cache, j->vid);
+  snprintf(j->log, sizeof j->log, "compiler produced no code object");
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  size_t len = 0;
+  j->log[0] = 0;
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\n")] = 0;
+    if (!first[0]) snprintf(first, sizeof first, "%s", line);
+    if (strstr(line, "error") && len + 1 < sizeof j->log)
+      len += (size_t)snprintf(j->log + len, sizeof j->log - len, "%s%s",
+                              len ? " | " : "", line);
+  }
+  fclose(f);
+  if (!len) snprintf(j->log, sizeof j->log, "%s", first[0] ? first : "compile failed");
+}
+
+static int run_ninja(const char *cache, int parallel, gc_err_t *e) {
+  char cmd[1300], jflag[32] = "";
+  if (parallel > 0) snprintf(jflag, sizeof jflag, "-j %d", parallel);
+  snprintf(cmd, sizeof cmd, "ninja -C '%s' -k 0 %s > '%s/ninja.out' 2>&1", cache, jflag,
+           cache);
+  int st = system(cmd);
+  if (st == -1 || !WIFEXITED(st))
+    return gc_err_set(e, GC_ECOMPILE, "could not run ninja");
+  if (WEXITSTATUS(st) == 127)
+    return gc_err_set(e, GC_ECOMPILE, "ninja not found (install ninja-build: make deps)");
+  return GC_OK; /* individual failures are read per job */
+}
+
+int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
+                     const char *cache, gc_compile_job_t *jobs, int n,
+                     int parallel, gc_err_t *e) {
+  (void)tg;
+  char dir[1100];
+  if (strchr(cache, '\''))
+    return gc_err_set(e, GC_EINVAL, "cache path may not contain quotes: %s", cache);
+  snprintf(dir, sizeof dir, "%s/src", cache);
+  if (gc_mkdirs(dir, e)) return e->code;
+  snprintf(dir, sizeof dir, "%s/obj", cache);
+  if (gc_mkdirs(dir, e)) return e->code;
+  snprintf(dir, sizeof dir, "%s/lock", cache);
+  int lock = open(dir, O_CREAT | O_RDWR, 0666);
+  if (lock < 0) return gc_err_set(e, GC_EIO, "%s: %s", dir, strerror(errno));
+  flock(lock, LOCK_EX);
+  int rc = GC_OK, todo = 0;
+  for (int i = 0; i < n; i++) {
+    gc_compile_job_t *j = &jobs[i];
+    snprintf(j->obj, sizeof j->obj, "%s/obj/%s.so", cache, j->vid);
+    j->cached = exists(j->obj);
+    if (!j->cached) todo++;
+    if (!rc) rc = write_source(cache, j, e);
+  }
+  if (!rc && todo) rc = write_ninja(c, cache, jobs, n, e);
+  if (!rc && todo) rc = run_ninja(cache, parallel, e);
+  for (int i = 0; !rc && i < n; i++) {
+    gc_compile_job_t *j = &jobs[i];
+    struct stat st;
+    j->ok = stat(j->obj, &st) == 0 && st.st_size > 0;
+    j->res = (gc_db_resources_t){j->ok ? st.st_size : -1, -1, -1, -1, -1};
+    if (!j->ok) read_log(cache, j);
+  }
+  flock(lock, LOCK_UN);
+  close(lock);
+  return rc;
+}

@@ -1,0 +1,537 @@
+/* template.c — parsing template declarations, walking the parameter
+ * space, and expanding a variant into source. The declaration block is the
+ * template's first block comment; lines there starting with '@' declare. */
+#include "template.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/embed.h"
+
+/* ---- parsing -------------------------------------------------------- */
+
+typedef struct line_ctx {
+  const char *path;
+  int lineno;
+  gc_err_t *e;
+} line_ctx_t;
+
+static int perr(line_ctx_t *c, const char *fmt, const char *arg) {
+  char msg[256];
+  snprintf(msg, sizeof msg, fmt, arg);
+  return gc_err_set(c->e, GC_EINVAL, "%s:%d: %s", c->path, c->lineno, msg);
+}
+
+/* Split "body -- doc" in place; returns doc (possibly ""). */
+static char *split_doc(char *s) {
+  char *d = strstr(s, " -- ");
+  if (!d) return s + strlen(s);
+  *d = 0;
+  return d + 4;
+}
+
+static void trim(char *s) {
+  size_t n = strlen(s);
+  while (n && isspace((unsigned char)s[n - 1])) s[--n] = 0;
+  size_t i = strspn(s, " \t");
+  if (i) memmove(s, s + i, strlen(s + i) + 1);
+}
+
+static int copy_word(line_ctx_t *c, char *dst, size_t n, const char *src,
+                     const char *what) {
+  if (!*src || strchr(src, ' ')) return perr(c, "%s takes one word", what);
+  if (strlen(src) >= n) return perr(c, "%s is too long", what);
+  strcpy(dst, src);
+  return GC_OK;
+}
+
+static int parse_dtypes(line_ctx_t *c, gc_template_t *t, char *rest) {
+  for (char *save = NULL, *w = strtok_r(rest, " \t", &save); w;
+       w = strtok_r(NULL, " \t", &save)) {
+    if (t->ndtypes == GC_TPL_DTYPES) return perr(c, "too many dtypes%s", "");
+    gc_dtype_t *d = t->dtypes[t->ndtypes];
+    if (gc_dtypes_parse(w, &d[0], &d[1], &d[2], c->e))
+      return gc_err_prefix(c->e, "%s:%d", c->path, c->lineno);
+    t->ndtypes++;
+  }
+  return t->ndtypes ? GC_OK : perr(c, "@dtypes lists no dtype%s", "");
+}
+
+static int parse_param(line_ctx_t *c, gc_template_t *t, char *rest) {
+  if (t->nparams == GC_TPL_PARAMS) return perr(c, "too many @param lines%s", "");
+  gc_tparam_t *p = &t->params[t->nparams];
+  memset(p, 0, sizeof *p);
+  snprintf(p->doc, sizeof p->doc, "%s", split_doc(rest));
+  int have_def = 0, expect_def = 0;
+  for (char *save = NULL, *w = strtok_r(rest, " \t", &save); w;
+       w = strtok_r(NULL, " \t", &save)) {
+    if (!p->name[0]) {
+      if (!isalpha((unsigned char)w[0]) || strlen(w) >= GC_NAME_MAX)
+        return perr(c, "bad parameter name '%s'", w);
+      for (int i = 0; i < t->nparams; i++)
+        if (!strcmp(t->params[i].name, w)) return perr(c, "parameter %s declared twice", w);
+      strcpy(p->name, w);
+    } else if (!strcmp(w, "default")) {
+      expect_def = 1;
+    } else {
+      int64_t v;
+      if (gc_parse_i64(w, &v)) return perr(c, "'%s' is not an integer", w);
+      if (expect_def) {
+        p->def = v;
+        have_def = 1;
+        expect_def = 0;
+      } else {
+        if (p->nvalues == GC_TPL_VALUES) return perr(c, "too many values%s", "");
+        for (int i = 0; i < p->nvalues; i++)
+          if (p->values[i] == v) return perr(c, "value %s listed twice", w);
+        p->values[p->nvalues++] = v;
+      }
+    }
+  }
+  if (!p->name[0] || !p->nvalues) return perr(c, "@param needs a name and values%s", "");
+  if (!have_def) return perr(c, "@param %s has no 'default D'", p->name);
+  int found = 0;
+  for (int i = 0; i < p->nvalues; i++) found |= p->values[i] == p->def;
+  if (!found) return perr(c, "default of %s is not among its values", p->name);
+  t->nparams++;
+  return GC_OK;
+}
+
+static int parse_expr_line(line_ctx_t *c, gc_texpr_t *list, int *n, int max,
+                           char *rest, const char *what) {
+  if (*n == max) return perr(c, "too many %s lines", what);
+  gc_texpr_t *x = &list[*n];
+  snprintf(x->doc, sizeof x->doc, "%s", split_doc(rest));
+  trim(rest);
+  if (!*rest) return perr(c, "%s without an expression", what);
+  if (strlen(rest) >= sizeof x->expr) return perr(c, "%s expression too long", what);
+  strcpy(x->expr, rest);
+  (*n)++;
+  return GC_OK;
+}
+
+static int parse_decl(line_ctx_t *c, gc_template_t *t, char *line) {
+  char *kw = line + 1, *rest = kw;
+  while (*rest && !isspace((unsigned char)*rest)) rest++;
+  if (*rest) *rest++ = 0;
+  trim(rest);
+  if (!strcmp(kw, "template")) return copy_word(c, t->name, sizeof t->name, rest, "@template");
+  if (!strcmp(kw, "op")) {
+    if (copy_word(c, t->op, sizeof t->op, rest, "@op")) return c->e->code;
+    return gc_op_find(t->op) ? GC_OK : perr(c, "unknown op '%s'", t->op);
+  }
+  if (!strcmp(kw, "backend")) {
+    if (copy_word(c, t->backend, sizeof t->backend, rest, "@backend")) return c->e->code;
+    return !strcmp(t->backend, "cpu") ? GC_OK : perr(c, "unknown backend '%s'", t->backend);
+  }
+  if (!strcmp(kw, "kernel")) return copy_word(c, t->kernel, sizeof t->kernel, rest, "@kernel");
+  if (!strcmp(kw, "dtypes")) return parse_dtypes(c, t, rest);
+  if (!strcmp(kw, "param")) return parse_param(c, t, rest);
+  if (!strcmp(kw, "constraint"))
+    return parse_expr_line(c, t->constraints, &t->nconstraints, GC_TPL_EXPRS, rest,
+                           "@constraint");
+  if (!strcmp(kw, "applies"))
+    return parse_expr_line(c, t->applies, &t->napplies, 8, rest, "@applies");
+  if (!strcmp(kw, "grid") || !strcmp(kw, "block")) {
+    char *dst = kw[0] == 'g' ? t->grid : t->block;
+    split_doc(rest);
+    trim(rest);
+    if (!*rest || strlen(rest) >= sizeof t->grid) return perr(c, "bad @%s", kw);
+    strcpy(dst, rest);
+    return GC_OK;
+  }
+  if (!strcmp(kw, "priority")) {
+    int64_t v;
+    split_doc(rest);
+    trim(rest);
+    if (gc_parse_i64(rest, &v) || v < 0 || v > 1000) return perr(c, "bad @priority '%s'", rest);
+    t->priority = (int)v;
+    return GC_OK;
+  }
+  return perr(c, "unknown declaration '@%s'", kw);
+}
+
+/* Evaluate every declared expression once with all names bound to 1 so
+ * that misspelt names are caught when the template is loaded. */
+static int check_names(gc_template_t *t, gc_err_t *e) {
+  gc_env_t env = {0};
+  const char *names[] = {"M", "N", "K", "SA", "SB", "SC", "VBYTES", "L1", "L2", "NCPU"};
+  for (size_t i = 0; i < GC_ARRAY_LEN(names); i++) gc_env_set(&env, names[i], 1, NULL);
+  for (int i = 0; i < t->nparams; i++) gc_env_set(&env, t->params[i].name, 1, NULL);
+  int64_t v[3];
+  for (int i = 0; i < t->nconstraints + t->napplies + 2; i++) {
+    const char *x = i < t->nconstraints ? t->constraints[i].expr
+                    : i < t->nconstraints + t->napplies
+                        ? t->applies[i - t->nconstraints].expr
+                    : i == t->nconstraints + t->napplies ? t->grid
+                                                         : t->block;
+    gc_err_t tmp;
+    if (gc_expr_eval3(x, &env, v, &tmp) && strstr(tmp.msg, "unknown name"))
+      return gc_err_set(e, GC_EINVAL, "%s: %s", t->path, tmp.msg);
+  }
+  return GC_OK;
+}
+
+static int require(gc_template_t *t, const char *v, const char *what, gc_err_t *e) {
+  return *v ? GC_OK : gc_err_set(e, GC_EINVAL, "%s: missing %s declaration", t->path, what);
+}
+
+int gc_tpl_parse(const char *path, const char *src, size_t n, gc_template_t *t,
+                 gc_err_t *e) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->path, sizeof t->path, "%s", path);
+  if (memchr(src, 0, n)) return gc_err_set(e, GC_EINVAL, "%s: contains a NUL byte", path);
+  if (!(t->source = gc_malloc(n + 1, e))) return GC_ENOMEM;
+  memcpy(t->source, src, n);
+  t->source[n] = 0;
+  gc_hash_hex(src, n, t->hash);
+  const char *open = strstr(t->source, "/*");
+  const char *close = open ? strstr(open + 2, "*/") : NULL;
+  if (!close) return gc_err_set(e, GC_EINVAL, "%s: no declaration comment (/* ... */)", path);
+  line_ctx_t c = {path, 1, e};
+  for (const char *p = t->source; p < open; p++) c.lineno += *p == '\n';
+  for (const char *p = open + 2; p < close; c.lineno++) {
+    const char *nl = memchr(p, '\n', (size_t)(close - p));
+    const char *end = nl ? nl : close;
+    char line[512];
+    if ((size_t)(end - p) >= sizeof line) return perr(&c, "line too long%s", "");
+    memcpy(line, p, (size_t)(end - p));
+    line[end - p] = 0;
+    char *s = line + strspn(line, " \t*");
+    trim(s);
+    if (*s == '@' && parse_decl(&c, t, s)) return e->code;
+    p = nl ? nl + 1 : close;
+  }
+  if (require(t, t->name, "@template", e) || require(t, t->op, "@op", e) ||
+      require(t, t->backend, "@backend", e) || require(t, t->kernel, "@kernel", e) ||
+      require(t, t->grid, "@grid", e))
+    return e->code;
+  if (!t->ndtypes) return gc_err_set(e, GC_EINVAL, "%s: missing @dtypes declaration", path);
+  if (!t->block[0]) strcpy(t->block, "1");
+  return check_names(t, e);
+}
+
+void gc_tpl_free(gc_template_t *t) {
+  free(t->source);
+  t->source = NULL;
+}
+
+/* ---- loading sets --------------------------------------------------- */
+
+static const char *const backends[] = {"cpu"};
+
+static int add_template(gc_templates_t *set, const char *path, const char *src,
+                        size_t n, gc_err_t *e) {
+  gc_template_t *v = gc_realloc(set->v, (size_t)(set->n + 1) * sizeof *v, e);
+  if (!v) return GC_ENOMEM;
+  set->v = v;
+  if (gc_tpl_parse(path, src, n, &v[set->n], e)) {
+    gc_tpl_free(&v[set->n]);
+    return e->code;
+  }
+  for (int i = 0; i < set->n; i++)
+    if (!strcmp(v[i].name, v[set->n].name)) {
+      gc_err_set(e, GC_EINVAL, "%s: template name '%s' is also used by %s", path,
+                 v[i].name, v[i].path);
+      gc_tpl_free(&v[set->n]);
+      return e->code;
+    }
+  set->n++;
+  return GC_OK;
+}
+
+static int is_template_file(const char *name) {
+  size_t n = strlen(name);
+  return n > 2 && !strcmp(name + n - 2, ".c");
+}
+
+static int load_dir(const char *dir, int b, gc_templates_t *set, gc_err_t *e) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir, backends[b]);
+  struct dirent **ents;
+  int n = scandir(path, &ents, NULL, alphasort), rc = GC_OK;
+  if (n < 0) return GC_OK; /* no templates for this backend */
+  for (int i = 0; i < n; i++) {
+    char file[1300];
+    snprintf(file, sizeof file, "%s/%s", path, ents[i]->d_name);
+    char *src = NULL;
+    size_t len;
+    if (!rc && !strcmp(ents[i]->d_name, "prelude.h")) {
+      if (!(rc = gc_read_file(file, 1 << 20, &src, &len, e))) set->prelude[b] = src, src = NULL;
+    } else if (!rc && is_template_file(ents[i]->d_name)) {
+      if (!(rc = gc_read_file(file, 1 << 20, &src, &len, e)))
+        rc = add_template(set, file, src, len, e);
+    }
+    free(src);
+    free(ents[i]);
+  }
+  free(ents);
+  return rc;
+}
+
+static int load_embedded(int b, gc_templates_t *set, gc_err_t *e) {
+  char pre[64];
+  snprintf(pre, sizeof pre, "templates/%s/", backends[b]);
+  for (int i = 0; i < gc_embedded_count; i++) {
+    const gc_embed_t *f = &gc_embedded[i];
+    if (strncmp(f->path, pre, strlen(pre)) || strchr(f->path + strlen(pre), '/')) continue;
+    const char *base = f->path + strlen(pre);
+    if (!strcmp(base, "prelude.h")) {
+      if (!(set->prelude[b] = gc_malloc(f->size + 1, e))) return GC_ENOMEM;
+      memcpy(set->prelude[b], f->data, f->size);
+      set->prelude[b][f->size] = 0;
+    } else if (is_template_file(base) &&
+               add_template(set, f->path, (const char *)f->data, f->size, e)) {
+      return e->code;
+    }
+  }
+  return GC_OK;
+}
+
+int gc_tpl_load_all(const char *dir, gc_templates_t *set, gc_err_t *e) {
+  memset(set, 0, sizeof *set);
+  for (int b = 0; b < (int)GC_ARRAY_LEN(backends); b++) {
+    int rc = dir ? load_dir(dir, b, set, e) : load_embedded(b, set, e);
+    if (rc) {
+      gc_tpl_free_all(set);
+      return rc;
+    }
+  }
+  for (int i = 0; i < set->n; i++)
+    if (!set->prelude[0]) {
+      gc_tpl_free_all(set);
+      return gc_err_set(e, GC_EINVAL, "%s: no prelude.h for backend cpu", dir ? dir : "embedded templates");
+    }
+  for (int i = 0; i < set->n; i++)
+    gc_hash_hex(set->prelude[0], strlen(set->prelude[0]), set->v[i].prelude_hash);
+  if (!set->n) {
+    gc_tpl_free_all(set);
+    return gc_err_set(e, GC_ENOTFOUND, "%s: no templates found (expected <dir>/cpu/*.c)",
+                      dir ? dir : "embedded templates");
+  }
+  return GC_OK;
+}
+
+void gc_tpl_free_all(gc_templates_t *set) {
+  for (int i = 0; i < set->n; i++) gc_tpl_free(&set->v[i]);
+  free(set->v);
+  for (int b = 0; b < 4; b++) free(set->prelude[b]);
+  memset(set, 0, sizeof *set);
+}
+
+const gc_template_t *gc_tpl_find(const gc_templates_t *set, const char *name) {
+  for (int i = 0; i < set->n; i++)
+    if (!strcmp(set->v[i].name, name)) return &set->v[i];
+  return NULL;
+}
+
+/* ---- the space ------------------------------------------------------ */
+
+int gc_tpl_supports(const gc_template_t *t, const gc_problem_t *p) {
+  if (strcmp(t->op, p->op)) return 0;
+  for (int i = 0; i < t->ndtypes; i++)
+    if (t->dtypes[i][0] == p->ta && t->dtypes[i][1] == p->tb && t->dtypes[i][2] == p->tc)
+      return 1;
+  return 0;
+}
+
+static void format_params(gc_variant_t *v) {
+  size_t n = 0;
+  v->params[0] = 0;
+  for (int i = 0; i < v->tpl->nparams && n < sizeof v->params; i++)
+    n += (size_t)snprintf(v->params + n, sizeof v->params - n, "%s%s=%lld", i ? "," : "",
+                          v->tpl->params[i].name, (long long)v->values[i]);
+}
+
+static void init_variant(const gc_template_t *t, const gc_problem_t *p, gc_variant_t *v) {
+  memset(v, 0, sizeof *v);
+  v->tpl = t;
+  v->ta = p->ta;
+  v->tb = p->tb;
+  v->tc = p->tc;
+}
+
+void gc_tpl_default(const gc_template_t *t, const gc_problem_t *p, gc_variant_t *v) {
+  init_variant(t, p, v);
+  for (int i = 0; i < t->nparams; i++) v->values[i] = t->params[i].def;
+  format_params(v);
+}
+
+int gc_tpl_set_params(const gc_template_t *t, const char *text, gc_variant_t *v,
+                      gc_err_t *e) {
+  gc_env_t env = {0};
+  if (gc_env_parse(&env, text, e)) return e->code;
+  for (int j = 0; j < env.n; j++) {
+    int i = 0;
+    while (i < t->nparams && strcmp(t->params[i].name, env.name[j])) i++;
+    if (i == t->nparams)
+      return gc_err_set(e, GC_EINVAL, "template %s has no parameter '%s'", t->name,
+                        env.name[j]);
+    int ok = 0;
+    for (int k = 0; k < t->params[i].nvalues; k++) ok |= t->params[i].values[k] == env.value[j];
+    if (!ok)
+      return gc_err_set(e, GC_EINVAL, "template %s: %s=%lld is not an allowed value",
+                        t->name, env.name[j], (long long)env.value[j]);
+    v->values[i] = env.value[j];
+  }
+  format_params(v);
+  return GC_OK;
+}
+
+int64_t gc_tpl_space_size(const gc_template_t *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->nparams; i++)
+    if (__builtin_mul_overflow(n, (int64_t)t->params[i].nvalues, &n)) return INT64_MAX;
+  return n;
+}
+
+void gc_tpl_nth(const gc_template_t *t, const gc_problem_t *p, int64_t idx,
+                gc_variant_t *v) {
+  init_variant(t, p, v);
+  for (int i = t->nparams - 1; i >= 0; i--) {
+    int64_t nv = t->params[i].nvalues;
+    v->values[i] = t->params[i].values[idx % nv];
+    idx /= nv;
+  }
+  format_params(v);
+}
+
+int gc_tpl_env(const gc_variant_t *v, const gc_target_t *tg, const gc_problem_t *p,
+               gc_env_t *env, gc_err_t *e) {
+  *env = tg->consts;
+  if (gc_env_set(env, "SA", (int64_t)gc_dtype_size(v->ta), e) ||
+      gc_env_set(env, "SB", (int64_t)gc_dtype_size(v->tb), e) ||
+      gc_env_set(env, "SC", (int64_t)gc_dtype_size(v->tc), e))
+    return e->code;
+  for (int i = 0; i < v->tpl->nparams; i++)
+    if (gc_env_set(env, v->tpl->params[i].name, v->values[i], e)) return e->code;
+  if (p && (gc_env_set(env, "M", p->m, e) || gc_env_set(env, "N", p->n, e) ||
+            gc_env_set(env, "K", p->k, e)))
+    return e->code;
+  return GC_OK;
+}
+
+static int all_hold(const gc_variant_t *v, const gc_env_t *env, const gc_texpr_t *x,
+                    int n, int *ok, const char **why, gc_err_t *e) {
+  *ok = 1;
+  for (int i = 0; i < n; i++) {
+    int64_t r;
+    if (gc_expr_eval(x[i].expr, env, &r, e))
+      return gc_err_prefix(e, "template %s", v->tpl->name);
+    if (!r) {
+      *ok = 0;
+      if (why) *why = x[i].expr;
+      return GC_OK;
+    }
+  }
+  return GC_OK;
+}
+
+int gc_tpl_valid(const gc_variant_t *v, const gc_target_t *tg, int *ok,
+                 const char **why, gc_err_t *e) {
+  gc_env_t env;
+  if (gc_tpl_env(v, tg, NULL, &env, e)) return e->code;
+  return all_hold(v, &env, v->tpl->constraints, v->tpl->nconstraints, ok, why, e);
+}
+
+int gc_tpl_applies(const gc_variant_t *v, const gc_target_t *tg,
+                   const gc_problem_t *p, int *ok, gc_err_t *e) {
+  gc_env_t env;
+  if (gc_tpl_env(v, tg, p, &env, e)) return e->code;
+  return all_hold(v, &env, v->tpl->applies, v->tpl->napplies, ok, NULL, e);
+}
+
+int gc_tpl_launch(const gc_variant_t *v, const gc_target_t *tg, const gc_problem_t *p,
+                  int64_t grid[3], int64_t block[3], gc_err_t *e) {
+  gc_env_t env;
+  if (gc_tpl_env(v, tg, p, &env, e) || gc_expr_eval3(v->tpl->grid, &env, grid, e) ||
+      gc_expr_eval3(v->tpl->block, &env, block, e))
+    return gc_err_prefix(e, "template %s", v->tpl->name);
+  return GC_OK;
+}
+
+int gc_tpl_consts_text(const gc_variant_t *v, const gc_target_t *tg, char *out,
+                       size_t n, gc_err_t *e) {
+  gc_env_t env;
+  if (gc_tpl_env(v, tg, NULL, &env, e)) return e->code;
+  size_t len = 0;
+  out[0] = 0;
+  for (int i = 0; i < env.n; i++) {
+    int w = snprintf(out + len, n - len, "%s%s=%lld", i ? "," : "", env.name[i],
+                     (long long)env.value[i]);
+    if (w < 0 || (size_t)w >= n - len)
+      return gc_err_set(e, GC_EINVAL, "template %s: constants too long", v->tpl->name);
+    len += (size_t)w;
+  }
+  return GC_OK;
+}
+
+/* ---- expansion ------------------------------------------------------ */
+
+void gc_tpl_vid(const gc_variant_t *v, const gc_target_t *tg, const char *compiler_id,
+                char vid[GC_HASH_HEX]) {
+  char key[2048], dt[16];
+  gc_dtypes_format(v->ta, v->tb, v->tc, dt);
+  int n = snprintf(key, sizeof key, "%s|%s|%s|%s|%s|%s|%s", v->tpl->hash,
+                   v->tpl->prelude_hash, v->tpl->name, v->params, dt, tg->name,
+                   compiler_id);
+  gc_hash_hex(key, (size_t)n < sizeof key ? (size_t)n : sizeof key - 1, vid);
+}
+
+int gc_tpl_expand(const gc_templates_t *set, const gc_variant_t *v,
+                  const gc_target_t *tg, const char *compiler_id, gc_buf_t *src,
+                  char vid[GC_HASH_HEX], gc_err_t *e) {
+  const gc_template_t *t = v->tpl;
+  const char *prelude = set->prelude[0];
+  if (!prelude) return gc_err_set(e, GC_EINVAL, "no prelude for backend %s", t->backend);
+  gc_tpl_vid(v, tg, compiler_id, vid);
+  char dt[16];
+  gc_dtypes_format(v->ta, v->tb, v->tc, dt);
+  gc_env_t env;
+  if (gc_tpl_env(v, tg, NULL, &env, e)) return e->code;
+  if (gc_buf_printf(src, e,
+                    "/* generated by gcore: template %s (%s), %s, target %s, "
+                    "variant %s */\n",
+                    t->name, t->hash, dt, tg->name, vid) ||
+      gc_buf_printf(src, e, "%s\n", prelude))
+    return e->code;
+  const char *tn[3] = {"GC_TA", "GC_TB", "GC_TC"};
+  const gc_dtype_t td[3] = {v->ta, v->tb, v->tc};
+  for (int i = 0; i < 3; i++)
+    if (gc_buf_printf(src, e, "#define %s %d\n", tn[i], (int)td[i])) return e->code;
+  for (int i = 0; i < env.n; i++)
+    if (gc_buf_printf(src, e, "#define %s %lld\n", env.name[i], (long long)env.value[i]))
+      return e->code;
+  if (gc_buf_printf(src, e, "#line 1 \"%s\"\n%s", t->path, t->source)) return e->code;
+  return GC_OK;
+}
+
+int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
+                        const gc_problem_t *p, gc_variant_t *v, gc_err_t *e) {
+  const gc_template_t *best = NULL;
+  char key[GC_PROBLEM_KEY];
+  gc_problem_key(p, key);
+  for (int i = 0; i < set->n; i++) {
+    const gc_template_t *t = &set->v[i];
+    int ok;
+    if (strcmp(t->backend, tg->backend) || !gc_tpl_supports(t, p)) continue;
+    gc_tpl_default(t, p, v);
+    if (gc_tpl_applies(v, tg, p, &ok, e)) return e->code;
+    if (ok && (!best || t->priority > best->priority)) best = t;
+  }
+  if (!best)
+    return gc_err_set(e, GC_ENOTFOUND, "no %s template implements '%s'", tg->backend, key);
+  int ok;
+  gc_tpl_default(best, p, v);
+  if (gc_tpl_valid(v, tg, &ok, NULL, e)) return e->code;
+  for (int64_t i = 0, n = gc_tpl_space_size(best); !ok && i < n && i < (1 << 20); i++) {
+    gc_tpl_nth(best, p, i, v);
+    if (gc_tpl_valid(v, tg, &ok, NULL, e)) return e->code;
+  }
+  if (!ok)
+    return gc_err_set(e, GC_EINVAL, "template %s: no variant satisfies its constraints on %s",
+                      best->name, tg->name);
+  return GC_OK;
+}

@@ -1,0 +1,123 @@
+/* template.h — kernel templates: their declarations parsed from the
+ * opening comment (templates/README.md is the format), enumeration of the
+ * parameter space with pruning by constraints, and expansion of one
+ * variant into compilable source with a stable variant id. */
+#ifndef GC_TEMPLATE_H
+#define GC_TEMPLATE_H
+
+#include "../base/expr.h"
+#include "../db/problem.h"
+#include "target.h"
+
+#define GC_TPL_PARAMS 16
+#define GC_TPL_VALUES 32
+#define GC_TPL_EXPRS 32
+#define GC_TPL_DTYPES 16
+
+typedef struct gc_tparam {
+  char name[GC_NAME_MAX];
+  int64_t values[GC_TPL_VALUES];
+  int nvalues;
+  int64_t def;
+  char doc[160];
+} gc_tparam_t;
+
+typedef struct gc_texpr {
+  char expr[256];
+  char doc[160];
+} gc_texpr_t;
+
+typedef struct gc_template {
+  char name[64], op[GC_OP_NAME], backend[8], kernel[64];
+  char path[256];               /* where it came from (for #line and messages) */
+  char hash[GC_HASH_HEX];       /* of the whole source text */
+  char prelude_hash[GC_HASH_HEX]; /* of its backend's prelude (part of variant ids) */
+  char *source;                 /* owned, NUL-terminated */
+  gc_dtype_t dtypes[GC_TPL_DTYPES][3];
+  int ndtypes;
+  gc_tparam_t params[GC_TPL_PARAMS];
+  int nparams;
+  gc_texpr_t constraints[GC_TPL_EXPRS];
+  int nconstraints;
+  gc_texpr_t applies[8];
+  int napplies;
+  char grid[256], block[256];   /* three space-separated expressions each */
+  int priority;
+} gc_template_t;
+
+typedef struct gc_templates {
+  gc_template_t *v;
+  int n;
+  char *prelude[4];             /* per backend: index by gc_tpl_backend_index */
+} gc_templates_t;
+
+/* Parse src (n bytes, from path) into t. Errors name path:line and what is
+ * wrong: a missing @template/@op/@kernel/@grid, a default not among the
+ * values, an undeclared name in an expression, duplicate params. */
+int gc_tpl_parse(const char *path, const char *src, size_t n, gc_template_t *t,
+                 gc_err_t *e);
+void gc_tpl_free(gc_template_t *t);
+
+/* Load every template and prelude: from dir (files DIR/<backend>/NAME.c and
+ * DIR/<backend>/prelude.h) or, when dir is NULL, the embedded copies. */
+int gc_tpl_load_all(const char *dir, gc_templates_t *set, gc_err_t *e);
+void gc_tpl_free_all(gc_templates_t *set);
+const gc_template_t *gc_tpl_find(const gc_templates_t *set, const char *name);
+
+/* One point in a template's space, for one dtype triple. */
+typedef struct gc_variant {
+  const gc_template_t *tpl;
+  gc_dtype_t ta, tb, tc;
+  int64_t values[GC_TPL_PARAMS]; /* in declaration order */
+  char params[512];              /* canonical "MR=6,NR=32" */
+} gc_variant_t;
+
+/* Does the template implement problem p's op and dtypes? */
+int gc_tpl_supports(const gc_template_t *t, const gc_problem_t *p);
+/* Fill v with the template defaults for p's dtypes. */
+void gc_tpl_default(const gc_template_t *t, const gc_problem_t *p, gc_variant_t *v);
+/* The untuned choice for p on tg: among templates of tg's backend that
+ * support p and apply to it, the highest @priority (ties: first loaded);
+ * its declared defaults, or, if those break a constraint on tg, its first
+ * valid point. GC_ENOTFOUND / GC_EINVAL with a message when none. */
+int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
+                        const gc_problem_t *p, gc_variant_t *v, gc_err_t *e);
+/* Set v's params from text "A=1,B=2" (names must exist, values must be
+ * among the declared ones; unnamed params keep their defaults). */
+int gc_tpl_set_params(const gc_template_t *t, const char *text, gc_variant_t *v,
+                      gc_err_t *e);
+/* Count of points in the space (product of value counts), saturating. */
+int64_t gc_tpl_space_size(const gc_template_t *t);
+/* The i-th point (odometer order, last param fastest) for p's dtypes. */
+void gc_tpl_nth(const gc_template_t *t, const gc_problem_t *p, int64_t i,
+                gc_variant_t *v);
+
+/* Environment of v on target: target constants, SA SB SC, params, and when
+ * p is given M N K. */
+int gc_tpl_env(const gc_variant_t *v, const gc_target_t *tg, const gc_problem_t *p,
+               gc_env_t *env, gc_err_t *e);
+/* *ok = 1 when every @constraint holds; else *why names the first that
+ * fails (points into the template). */
+int gc_tpl_valid(const gc_variant_t *v, const gc_target_t *tg, int *ok,
+                 const char **why, gc_err_t *e);
+/* *ok = 1 when every @applies holds for p. */
+int gc_tpl_applies(const gc_variant_t *v, const gc_target_t *tg,
+                   const gc_problem_t *p, int *ok, gc_err_t *e);
+/* Evaluate @grid and @block for p. */
+int gc_tpl_launch(const gc_variant_t *v, const gc_target_t *tg, const gc_problem_t *p,
+                  int64_t grid[3], int64_t block[3], gc_err_t *e);
+/* The constants a bundle stores for evaluating grid/block at run time:
+ * params, target constants and dtype sizes as "A=1,B=2". */
+int gc_tpl_consts_text(const gc_variant_t *v, const gc_target_t *tg, char *out,
+                       size_t n, gc_err_t *e);
+
+/* Expand v for target into source text (appended to src), and compute its
+ * variant id from the template hash, params, dtypes, target and compiler. */
+int gc_tpl_expand(const gc_templates_t *set, const gc_variant_t *v,
+                  const gc_target_t *tg, const char *compiler_id, gc_buf_t *src,
+                  char vid[GC_HASH_HEX], gc_err_t *e);
+/* The variant id alone (cheap; no source). */
+void gc_tpl_vid(const gc_variant_t *v, const gc_target_t *tg,
+                const char *compiler_id, char vid[GC_HASH_HEX]);
+
+#endif

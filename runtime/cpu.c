@@ -1,0 +1,318 @@
+/* cpu.c — the cpu backend: device memory is host memory, code objects are
+ * shared objects loaded from memory (memfd + dlopen), and a launch runs the
+ * grid's tasks on a pool of worker threads. Launches are synchronous, so
+ * events are host timestamps taken between them. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "dev_impl.h"
+
+#define POOL_STACK (16u << 20) /* kernels keep packed panels on the stack */
+
+typedef void (*cpu_kernel_fn)(void **args, int64_t task);
+
+typedef struct cpu_pool {
+  pthread_t *threads;
+  int n;                         /* worker threads */
+  pthread_mutex_t mu;
+  pthread_cond_t go, done;
+  uint64_t generation;           /* bumped per launch */
+  int active;                    /* workers taking part in this launch */
+  int finished;                  /* workers done with this launch */
+  int quit;
+  cpu_kernel_fn fn;
+  void **args;
+  int64_t ntasks;
+  atomic_llong next;             /* next task index */
+} cpu_pool_t;
+
+typedef struct cpu_dev {
+  struct gc_dev base;
+  cpu_pool_t pool;
+} cpu_dev_t;
+
+struct gc_module {
+  void *handle;
+};
+struct gc_kernel {
+  cpu_kernel_fn fn;
+};
+struct gc_event {
+  double t;
+};
+
+typedef struct worker_arg {
+  cpu_pool_t *pool;
+  int index;
+} worker_arg_t;
+
+static void run_tasks(cpu_pool_t *p) {
+  for (;;) {
+    long long t = atomic_fetch_add(&p->next, 1);
+    if (t >= p->ntasks) break;
+    p->fn(p->args, t);
+  }
+}
+
+static void *worker(void *arg) {
+  worker_arg_t *w = arg;
+  cpu_pool_t *p = w->pool;
+  int me = w->index;
+  free(w);
+  uint64_t seen = 0;
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    while (!p->quit && p->generation == seen) pthread_cond_wait(&p->go, &p->mu);
+    if (p->quit) break;
+    seen = p->generation;
+    if (me >= p->active) continue;
+    pthread_mutex_unlock(&p->mu);
+    run_tasks(p);
+    pthread_mutex_lock(&p->mu);
+    if (++p->finished == p->active) pthread_cond_signal(&p->done);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+static void pool_stop(cpu_pool_t *p) {
+  pthread_mutex_lock(&p->mu);
+  p->quit = 1;
+  pthread_cond_broadcast(&p->go);
+  pthread_mutex_unlock(&p->mu);
+  for (int i = 0; i < p->n; i++) pthread_join(p->threads[i], NULL);
+  free(p->threads);
+  pthread_mutex_destroy(&p->mu);
+  pthread_cond_destroy(&p->go);
+  pthread_cond_destroy(&p->done);
+}
+
+static int pool_start(cpu_pool_t *p, int n, gc_err_t *e) {
+  memset(p, 0, sizeof *p);
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->go, NULL);
+  pthread_cond_init(&p->done, NULL);
+  if (!(p->threads = gc_calloc((size_t)n, sizeof *p->threads, e))) return GC_ENOMEM;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, POOL_STACK);
+  for (int i = 0; i < n; i++) {
+    worker_arg_t *w = gc_malloc(sizeof *w, e);
+    if (!w) break;
+    *w = (worker_arg_t){p, i};
+    if (pthread_create(&p->threads[i], &attr, worker, w)) {
+      free(w);
+      gc_err_set(e, GC_EDEVICE, "cannot start CPU worker thread %d", i);
+      break;
+    }
+    p->n++;
+  }
+  pthread_attr_destroy(&attr);
+  if (p->n < n) {
+    pool_stop(p);
+    return e ? e->code : GC_EDEVICE;
+  }
+  return GC_OK;
+}
+
+/* Run fn over ntasks tasks on nthreads workers (0 = all) and wait. */
+static void pool_run(cpu_pool_t *p, cpu_kernel_fn fn, void **args, int64_t ntasks,
+                     int nthreads) {
+  if (nthreads <= 0 || nthreads > p->n) nthreads = p->n;
+  if (nthreads > ntasks) nthreads = (int)ntasks;
+  pthread_mutex_lock(&p->mu);
+  p->fn = fn;
+  p->args = args;
+  p->ntasks = ntasks;
+  atomic_store(&p->next, 0);
+  p->active = nthreads;
+  p->finished = 0;
+  p->generation++;
+  pthread_cond_broadcast(&p->go);
+  while (p->finished < p->active) pthread_cond_wait(&p->done, &p->mu);
+  pthread_mutex_unlock(&p->mu);
+}
+
+static int cpu_open(int ordinal, gc_dev_t **out, gc_err_t *e) {
+  if (ordinal != 0)
+    return gc_err_set(e, GC_EDEVICE, "cpu backend has one device (0), not %d", ordinal);
+  cpu_dev_t *d = gc_calloc(1, sizeof *d, e);
+  if (!d) return GC_ENOMEM;
+  d->base.ops = &gc_cpu_ops;
+  gc_dev_info_t *in = &d->base.info;
+  static const char *const levels[] = {"x86-64", "x86-64", "x86-64-v2", "x86-64-v3",
+                                       "x86-64-v4"};
+  strcpy(in->backend, "cpu");
+  snprintf(in->arch, sizeof in->arch, "%s", levels[gc_host_cpu_level()]);
+  snprintf(in->target, sizeof in->target, "cpu:%s", in->arch);
+  gc_host_cpu_name(in->name, sizeof in->name);
+  in->compute_units = gc_host_ncpu();
+  in->mem_bytes = gc_host_mem_bytes();
+  struct utsname u;
+  snprintf(in->driver, sizeof in->driver, "linux %s", uname(&u) == 0 ? u.release : "?");
+  if (pool_start(&d->pool, (int)in->compute_units, e)) {
+    free(d);
+    return e ? e->code : GC_EDEVICE;
+  }
+  *out = &d->base;
+  return GC_OK;
+}
+
+static void cpu_close(gc_dev_t *dev) {
+  cpu_dev_t *d = (cpu_dev_t *)dev;
+  pool_stop(&d->pool);
+  free(d);
+}
+
+/* Code for cpu:x86-64-vN runs on a host of level >= N. */
+static int cpu_runs_target(const gc_dev_t *d, const char *target) {
+  (void)d;
+  if (strncmp(target, "cpu:x86-64", 10)) return 0;
+  const char *lv = target + 10;
+  int need = !*lv ? 1 : (lv[0] == '-' && lv[1] == 'v' && lv[2] >= '1' && lv[2] <= '4' && !lv[3])
+                            ? lv[2] - '0'
+                            : 99;
+  return need <= gc_host_cpu_level();
+}
+
+static int cpu_alloc(gc_dev_t *d, size_t n, gc_dptr_t *out, gc_err_t *e) {
+  (void)d;
+  void *p = NULL;
+  if (posix_memalign(&p, 256, n ? n : 1))
+    return gc_err_set(e, GC_ENOMEM, "out of memory allocating %zu bytes", n);
+  *out = (gc_dptr_t)(uintptr_t)p;
+  return GC_OK;
+}
+
+static void cpu_free(gc_dev_t *d, gc_dptr_t p) {
+  (void)d;
+  free((void *)(uintptr_t)p);
+}
+
+static int cpu_upload(gc_dev_t *d, gc_dptr_t dst, const void *src, size_t n, gc_err_t *e) {
+  (void)d, (void)e;
+  memcpy((void *)(uintptr_t)dst, src, n);
+  return GC_OK;
+}
+
+static int cpu_download(gc_dev_t *d, void *dst, gc_dptr_t src, size_t n, gc_err_t *e) {
+  (void)d, (void)e;
+  memcpy(dst, (const void *)(uintptr_t)src, n);
+  return GC_OK;
+}
+
+static int cpu_memset(gc_dev_t *d, gc_dptr_t dst, int byte, size_t n, gc_err_t *e) {
+  (void)d, (void)e;
+  memset((void *)(uintptr_t)dst, byte, n);
+  return GC_OK;
+}
+
+static void *cpu_host_ptr(gc_dev_t *d, gc_dptr_t p) {
+  (void)d;
+  return (void *)(uintptr_t)p;
+}
+
+/* dlopen needs a file; a sealed memfd is one that nothing else can see. */
+static int cpu_module_load(gc_dev_t *d, const void *code, size_t n, gc_module_t **out,
+                           gc_err_t *e) {
+  (void)d;
+  *out = NULL;
+  if (n < 64 || memcmp(code, "\177ELF", 4))
+    return gc_err_set(e, GC_ECORRUPT, "code object is not an ELF shared object");
+  int fd = memfd_create("gcore-code", MFD_CLOEXEC);
+  if (fd < 0) return gc_err_set(e, GC_EDEVICE, "memfd_create failed");
+  const char *p = code;
+  for (size_t off = 0; off < n;) {
+    ssize_t w = write(fd, p + off, n - off);
+    if (w <= 0) {
+      close(fd);
+      return gc_err_set(e, GC_EIO, "writing code object to memfd failed");
+    }
+    off += (size_t)w;
+  }
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  close(fd);
+  if (!h) return gc_err_set(e, GC_ECORRUPT, "cannot load code object: %s", dlerror());
+  gc_module_t *m = gc_malloc(sizeof *m, e);
+  if (!m) {
+    dlclose(h);
+    return GC_ENOMEM;
+  }
+  m->handle = h;
+  *out = m;
+  return GC_OK;
+}
+
+static void cpu_module_unload(gc_dev_t *d, gc_module_t *m) {
+  (void)d;
+  dlclose(m->handle);
+  free(m);
+}
+
+static int cpu_kernel(gc_dev_t *d, gc_module_t *m, const char *name, gc_kernel_t **out,
+                      gc_err_t *e) {
+  (void)d;
+  void *sym = dlsym(m->handle, name);
+  if (!sym) return gc_err_set(e, GC_ENOTFOUND, "code object has no kernel '%s'", name);
+  gc_kernel_t *k = gc_malloc(sizeof *k, e);
+  if (!k) return GC_ENOMEM;
+  *(void **)&k->fn = sym;
+  *out = k;
+  return GC_OK;
+}
+
+static int cpu_launch(gc_dev_t *dev, gc_kernel_t *k, const int64_t grid[3],
+                      const int64_t block[3], size_t shmem, void **args, gc_err_t *e) {
+  (void)shmem;
+  cpu_dev_t *d = (cpu_dev_t *)dev;
+  int64_t n;
+  if (__builtin_mul_overflow(grid[0], grid[1], &n) || __builtin_mul_overflow(n, grid[2], &n))
+    return gc_err_set(e, GC_ELAUNCH, "grid too large");
+  pool_run(&d->pool, k->fn, args, n, (int)block[0]);
+  return GC_OK;
+}
+
+static int cpu_sync(gc_dev_t *d, gc_err_t *e) {
+  (void)d, (void)e;
+  return GC_OK;
+}
+
+static int cpu_event_create(gc_dev_t *d, gc_event_t **out, gc_err_t *e) {
+  (void)d;
+  *out = gc_calloc(1, sizeof **out, e);
+  return *out ? GC_OK : GC_ENOMEM;
+}
+
+static void cpu_event_destroy(gc_dev_t *d, gc_event_t *ev) {
+  (void)d;
+  free(ev);
+}
+
+static int cpu_event_record(gc_dev_t *d, gc_event_t *ev, gc_err_t *e) {
+  (void)d, (void)e;
+  ev->t = gc_now();
+  return GC_OK;
+}
+
+static int cpu_event_elapsed(gc_dev_t *d, gc_event_t *a, gc_event_t *b, double *ms,
+                             gc_err_t *e) {
+  (void)d, (void)e;
+  *ms = (b->t - a->t) * 1e3;
+  return GC_OK;
+}
+
+const gc_dev_ops_t gc_cpu_ops = {
+    "cpu",          cpu_open,         cpu_close,         cpu_runs_target,
+    cpu_alloc,      cpu_free,         cpu_upload,        cpu_download,
+    cpu_memset,     cpu_host_ptr,     cpu_module_load,   cpu_module_unload,
+    cpu_kernel,     cpu_launch,       cpu_sync,          cpu_event_create,
+    cpu_event_destroy, cpu_event_record, cpu_event_elapsed,
+};

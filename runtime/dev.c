@@ -1,0 +1,70 @@
+/* dev.c — the device interface: backend selection and the thin dispatch
+ * from gc_dev_* to the backend's table. */
+#include "dev_impl.h"
+
+#include <string.h>
+
+static const gc_dev_ops_t *const backends[] = {&gc_cpu_ops};
+
+int gc_dev_open(const char *backend, int ordinal, gc_dev_t **out, gc_err_t *e) {
+  *out = NULL;
+  for (size_t i = 0; i < GC_ARRAY_LEN(backends); i++)
+    if (!strcmp(backends[i]->name, backend)) return backends[i]->open(ordinal, out, e);
+  return gc_err_set(e, GC_EINVAL, "unknown backend '%s' (this build has: cpu)", backend);
+}
+
+void gc_dev_close(gc_dev_t *d) {
+  if (d) d->ops->close(d);
+}
+const gc_dev_info_t *gc_dev_info(const gc_dev_t *d) { return &d->info; }
+int gc_dev_runs_target(const gc_dev_t *d, const char *t) { return d->ops->runs_target(d, t); }
+int gc_dev_alloc(gc_dev_t *d, size_t n, gc_dptr_t *out, gc_err_t *e) {
+  return d->ops->alloc(d, n, out, e);
+}
+void gc_dev_free(gc_dev_t *d, gc_dptr_t p) {
+  if (p) d->ops->free(d, p);
+}
+int gc_dev_upload(gc_dev_t *d, gc_dptr_t dst, const void *src, size_t n, gc_err_t *e) {
+  return d->ops->upload(d, dst, src, n, e);
+}
+int gc_dev_download(gc_dev_t *d, void *dst, gc_dptr_t src, size_t n, gc_err_t *e) {
+  return d->ops->download(d, dst, src, n, e);
+}
+int gc_dev_memset(gc_dev_t *d, gc_dptr_t dst, int byte, size_t n, gc_err_t *e) {
+  return d->ops->memset(d, dst, byte, n, e);
+}
+void *gc_dev_host_ptr(gc_dev_t *d, gc_dptr_t p) { return d->ops->host_ptr(d, p); }
+int gc_dev_module_load(gc_dev_t *d, const void *code, size_t n, gc_module_t **out,
+                       gc_err_t *e) {
+  return d->ops->module_load(d, code, n, out, e);
+}
+void gc_dev_module_unload(gc_dev_t *d, gc_module_t *m) {
+  if (m) d->ops->module_unload(d, m);
+}
+int gc_dev_kernel(gc_dev_t *d, gc_module_t *m, const char *name, gc_kernel_t **out,
+                  gc_err_t *e) {
+  return d->ops->kernel(d, m, name, out, e);
+}
+int gc_dev_launch(gc_dev_t *d, gc_kernel_t *k, const int64_t grid[3],
+                  const int64_t block[3], size_t shmem, void **args, gc_err_t *e) {
+  for (int i = 0; i < 3; i++)
+    if (grid[i] < 1 || block[i] < 0)
+      return gc_err_set(e, GC_ELAUNCH, "launch geometry %lldx%lldx%lld / %lldx%lldx%lld is invalid",
+                        (long long)grid[0], (long long)grid[1], (long long)grid[2],
+                        (long long)block[0], (long long)block[1], (long long)block[2]);
+  return d->ops->launch(d, k, grid, block, shmem, args, e);
+}
+int gc_dev_sync(gc_dev_t *d, gc_err_t *e) { return d->ops->sync(d, e); }
+int gc_dev_event_create(gc_dev_t *d, gc_event_t **out, gc_err_t *e) {
+  return d->ops->event_create(d, out, e);
+}
+void gc_dev_event_destroy(gc_dev_t *d, gc_event_t *ev) {
+  if (ev) d->ops->event_destroy(d, ev);
+}
+int gc_dev_event_record(gc_dev_t *d, gc_event_t *ev, gc_err_t *e) {
+  return d->ops->event_record(d, ev, e);
+}
+int gc_dev_event_elapsed(gc_dev_t *d, gc_event_t *a, gc_event_t *b, double *ms,
+                         gc_err_t *e) {
+  return d->ops->event_elapsed(d, a, b, ms, e);
+}

@@ -1,0 +1,66 @@
+/* dev.h — the device interface every backend implements: memory, copies,
+ * code-object loading, kernel lookup, launch, synchronisation and timing.
+ * Nothing above this interface names a vendor. Backends: cpu (this
+ * build); cuda and hip join behind the same calls. */
+#ifndef GC_DEV_H
+#define GC_DEV_H
+
+#include "../base/base.h"
+
+typedef struct gc_dev gc_dev_t;
+typedef struct gc_module gc_module_t;
+typedef struct gc_kernel gc_kernel_t;
+typedef struct gc_event gc_event_t;
+typedef uint64_t gc_dptr_t; /* device address; 0 is never a valid buffer */
+
+typedef struct gc_dev_info {
+  char backend[8];     /* "cpu" */
+  char arch[64];       /* "x86-64-v4", "sm_90", "gfx942:sramecc+:xnack-" */
+  char target[64];     /* the gcore-gen target that builds code for it */
+  char name[128];      /* marketing name */
+  int64_t compute_units; /* cores, SMs or CUs */
+  int64_t mem_bytes;
+  char driver[64];     /* driver / runtime version */
+} gc_dev_info_t;
+
+/* Open device ordinal of backend ("cpu"). Errors say what was missing. */
+int gc_dev_open(const char *backend, int ordinal, gc_dev_t **out, gc_err_t *e);
+void gc_dev_close(gc_dev_t *d);
+const gc_dev_info_t *gc_dev_info(const gc_dev_t *d);
+
+/* 1 when code built for target (a bundle's target string) runs here. */
+int gc_dev_runs_target(const gc_dev_t *d, const char *target);
+
+/* Memory. Allocations are at least 256-byte aligned. */
+int gc_dev_alloc(gc_dev_t *d, size_t n, gc_dptr_t *out, gc_err_t *e);
+void gc_dev_free(gc_dev_t *d, gc_dptr_t p);
+int gc_dev_upload(gc_dev_t *d, gc_dptr_t dst, const void *src, size_t n, gc_err_t *e);
+int gc_dev_download(gc_dev_t *d, void *dst, gc_dptr_t src, size_t n, gc_err_t *e);
+int gc_dev_memset(gc_dev_t *d, gc_dptr_t dst, int byte, size_t n, gc_err_t *e);
+/* Host-visible address of device memory, or NULL where there is none. */
+void *gc_dev_host_ptr(gc_dev_t *d, gc_dptr_t p);
+
+/* Code objects and kernels. */
+int gc_dev_module_load(gc_dev_t *d, const void *code, size_t n, gc_module_t **out,
+                       gc_err_t *e);
+void gc_dev_module_unload(gc_dev_t *d, gc_module_t *m);
+int gc_dev_kernel(gc_dev_t *d, gc_module_t *m, const char *name, gc_kernel_t **out,
+                  gc_err_t *e);
+
+/* Launch k over grid × block with dynamic shared memory shmem. args[i]
+ * points at the value of argument i (as cuLaunchKernel). On the CPU, the
+ * grid's product is the task count and block[0] the thread count (0 =
+ * all). Launches are ordered; completion is observed by gc_dev_sync. */
+int gc_dev_launch(gc_dev_t *d, gc_kernel_t *k, const int64_t grid[3],
+                  const int64_t block[3], size_t shmem, void **args, gc_err_t *e);
+int gc_dev_sync(gc_dev_t *d, gc_err_t *e);
+
+/* Events for timing on the device's own clock. */
+int gc_dev_event_create(gc_dev_t *d, gc_event_t **out, gc_err_t *e);
+void gc_dev_event_destroy(gc_dev_t *d, gc_event_t *ev);
+int gc_dev_event_record(gc_dev_t *d, gc_event_t *ev, gc_err_t *e);
+/* Milliseconds between two recorded, completed events. */
+int gc_dev_event_elapsed(gc_dev_t *d, gc_event_t *a, gc_event_t *b, double *ms,
+                         gc_err_t *e);
+
+#endif

@@ -1,0 +1,139 @@
+/* dispatch.c — bundle → kernels on a device. Code objects are loaded once
+ * per bundle and shared by every entry that names them. */
+#include "dispatch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct loaded_code {
+  int64_t code_id;
+  gc_module_t *mod;
+} loaded_code_t;
+
+struct gc_rt {
+  gc_dev_t *dev;
+  gc_bundle_t *b;
+  char target[64];
+  loaded_code_t *codes;
+  int ncodes;
+  gc_rt_kernel_t **kernels; /* found entries, by pointer so they stay put */
+  int nkernels;
+};
+
+/* Of the bundle's targets, the one dev runs best: the device's own target
+ * if present, else the last (highest) one it can run. */
+static int pick_target(gc_rt_t *rt, const char *path, gc_err_t *e) {
+  char *list = gc_bundle_targets(rt->b, e);
+  if (!list) return e->code;
+  const gc_dev_info_t *in = gc_dev_info(rt->dev);
+  rt->target[0] = 0;
+  char *save = NULL;
+  for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    if (!gc_dev_runs_target(rt->dev, t)) continue;
+    snprintf(rt->target, sizeof rt->target, "%s", t);
+    if (!strcmp(t, in->target)) break;
+  }
+  int rc = GC_OK;
+  if (!rt->target[0]) {
+    char *again = gc_bundle_targets(rt->b, NULL);
+    rc = gc_err_set(e, GC_EUNSUPPORTED,
+                    "%s has no code for this device (%s, %s); it has: %s. Build one with: "
+                    "gcore-gen --target %s ...",
+                    path, in->target, in->name, again && *again ? again : "nothing",
+                    in->target);
+    free(again);
+  }
+  free(list);
+  return rc;
+}
+
+int gc_rt_open(gc_dev_t *dev, const char *bundle_path, gc_rt_t **out, gc_err_t *e) {
+  *out = NULL;
+  gc_rt_t *rt = gc_calloc(1, sizeof *rt, e);
+  if (!rt) return GC_ENOMEM;
+  rt->dev = dev;
+  if (gc_bundle_open(bundle_path, &rt->b, e) || pick_target(rt, bundle_path, e)) {
+    gc_rt_close(rt);
+    return e->code;
+  }
+  *out = rt;
+  return GC_OK;
+}
+
+void gc_rt_close(gc_rt_t *rt) {
+  if (!rt) return;
+  for (int i = 0; i < rt->nkernels; i++) {
+    free(rt->kernels[i]->k);
+    free(rt->kernels[i]);
+  }
+  free(rt->kernels);
+  for (int i = 0; i < rt->ncodes; i++) gc_dev_module_unload(rt->dev, rt->codes[i].mod);
+  free(rt->codes);
+  gc_bundle_close(rt->b);
+  free(rt);
+}
+
+const char *gc_rt_target(const gc_rt_t *rt) { return rt->target; }
+gc_bundle_t *gc_rt_bundle(gc_rt_t *rt) { return rt->b; }
+
+static int module_for(gc_rt_t *rt, int64_t code_id, gc_module_t **mod, gc_err_t *e) {
+  for (int i = 0; i < rt->ncodes; i++)
+    if (rt->codes[i].code_id == code_id) {
+      *mod = rt->codes[i].mod;
+      return GC_OK;
+    }
+  void *blob;
+  size_t n;
+  if (gc_bundle_code(rt->b, code_id, &blob, &n, e)) return e->code;
+  loaded_code_t *v = gc_realloc(rt->codes, (size_t)(rt->ncodes + 1) * sizeof *v, e);
+  int rc = v ? gc_dev_module_load(rt->dev, blob, n, mod, e) : GC_ENOMEM;
+  free(blob);
+  if (!v) return rc;
+  rt->codes = v;
+  if (rc) return gc_err_prefix(e, "%s", gc_bundle_path(rt->b));
+  rt->codes[rt->ncodes++] = (loaded_code_t){code_id, *mod};
+  return GC_OK;
+}
+
+static int same_shape(const gc_dispatch_t *d, const gc_problem_t *p) {
+  return !strcmp(d->shape.op, p->op) && d->shape.ta == p->ta && d->shape.tb == p->tb &&
+         d->shape.tc == p->tc && d->shape.n == p->n && d->shape.k == p->k &&
+         p->m >= d->m_lo && p->m <= d->m_hi;
+}
+
+int gc_rt_find(gc_rt_t *rt, const gc_problem_t *p, const gc_rt_kernel_t **out,
+               gc_err_t *e) {
+  for (int i = 0; i < rt->nkernels; i++)
+    if (same_shape(&rt->kernels[i]->d, p)) {
+      *out = rt->kernels[i];
+      return GC_OK;
+    }
+  gc_rt_kernel_t *k = gc_calloc(1, sizeof *k, e);
+  if (!k) return GC_ENOMEM;
+  gc_module_t *mod;
+  gc_rt_kernel_t **v = NULL;
+  if (gc_bundle_lookup(rt->b, rt->target, p, &k->d, e) ||
+      gc_env_parse(&k->consts, k->d.consts, e) || module_for(rt, k->d.code_id, &mod, e) ||
+      gc_dev_kernel(rt->dev, mod, k->d.symbol, &k->k, e) ||
+      !(v = gc_realloc(rt->kernels, (size_t)(rt->nkernels + 1) * sizeof *v, e))) {
+    free(k->k);
+    free(k);
+    return e->code;
+  }
+  rt->kernels = v;
+  rt->kernels[rt->nkernels++] = k;
+  *out = k;
+  return GC_OK;
+}
+
+int gc_rt_launch(gc_rt_t *rt, const gc_rt_kernel_t *k, const gc_problem_t *p,
+                 void **args, gc_err_t *e) {
+  gc_env_t env = k->consts;
+  int64_t grid[3], block[3];
+  if (gc_env_set(&env, "M", p->m, e) || gc_env_set(&env, "N", p->n, e) ||
+      gc_env_set(&env, "K", p->k, e) || gc_expr_eval3(k->d.grid, &env, grid, e) ||
+      gc_expr_eval3(k->d.block, &env, block, e))
+    return gc_err_prefix(e, "%s: dispatch entry %lld", gc_bundle_path(rt->b),
+                         (long long)k->d.id);
+  return gc_dev_launch(rt->dev, k->k, grid, block, 0, args, e);
+}

@@ -1,0 +1,35 @@
+/* dispatch.h — a bundle opened on a device: picks the bundle target this
+ * device runs, finds the kernel for a problem through the dispatch table,
+ * loads its code object once, and launches it with the geometry the
+ * bundle's expressions give for the problem's dimensions. */
+#ifndef GC_DISPATCH_H
+#define GC_DISPATCH_H
+
+#include "../base/expr.h"
+#include "../db/bundle.h"
+#include "dev.h"
+
+typedef struct gc_rt gc_rt_t;
+
+typedef struct gc_rt_kernel {
+  gc_dispatch_t d;    /* the entry */
+  gc_kernel_t *k;     /* loaded */
+  gc_env_t consts;    /* d.consts parsed */
+} gc_rt_kernel_t;
+
+/* Open bundle_path for dev. Refuses a bundle with no code for dev, naming
+ * the gcore-gen --target that would build it. */
+int gc_rt_open(gc_dev_t *dev, const char *bundle_path, gc_rt_t **out, gc_err_t *e);
+void gc_rt_close(gc_rt_t *rt);
+const char *gc_rt_target(const gc_rt_t *rt);
+gc_bundle_t *gc_rt_bundle(gc_rt_t *rt);
+
+/* The kernel for p (loaded on first use; the pointer stays valid until
+ * gc_rt_close). */
+int gc_rt_find(gc_rt_t *rt, const gc_problem_t *p, const gc_rt_kernel_t **out,
+               gc_err_t *e);
+/* Launch k for p with args (see runtime/ops.h for each op's list). */
+int gc_rt_launch(gc_rt_t *rt, const gc_rt_kernel_t *k, const gc_problem_t *p,
+                 void **args, gc_err_t *e);
+
+#endif

@@ -1,0 +1,349 @@
+/* tune.c — the sweep. Candidate order: each template's default first (so a
+ * capped budget always measures the documented default, and the summary
+ * can say what tuning gained over it), then the rest of the space in a
+ * shuffled order seeded by the problem, so that a budget samples the whole
+ * space rather than one corner of it. */
+#include "tune.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../db/tunedb.h"
+#include "../gen/compile.h"
+#include "../gen/template.h"
+#include "worker.h"
+
+#define MAX_SPACE (1 << 20) /* points per template a sweep will walk */
+#define CHUNK 16            /* candidates compiled per ninja run */
+
+typedef struct cand {
+  gc_variant_t v;
+  char vid[GC_HASH_HEX];
+  int64_t variant_id;
+  int is_default;
+} cand_t;
+
+typedef struct sweep {
+  const gc_tune_opts_t *o;
+  gc_templates_t tpls;
+  gc_compiler_t cc;
+  gc_db_t *db;
+  gc_worker_t *worker;
+  gc_dev_info_t info;
+  int64_t device_id, compiler_id;
+  double t0, deadline;
+  /* per problem */
+  const gc_problem_t *p;
+  int64_t problem_id;
+  char key[GC_PROBLEM_KEY];
+  cand_t *c;
+  int nc, cap;
+  int done, total;            /* progress */
+  double best_us, default_us, measure_time;
+  char default_vid[GC_HASH_HEX]; /* the bundle default's variant, for "x the default" */
+  char best_params[512];
+} sweep_t;
+
+static int push_cand(sweep_t *s, const gc_variant_t *v, int is_default, gc_err_t *e) {
+  if (s->nc == s->cap) {
+    int cap = s->cap ? s->cap * 2 : 256;
+    cand_t *c = gc_realloc(s->c, (size_t)cap * sizeof *c, e);
+    if (!c) return GC_ENOMEM;
+    s->c = c;
+    s->cap = cap;
+  }
+  cand_t *c = &s->c[s->nc++];
+  memset(c, 0, sizeof *c);
+  c->v = *v;
+  c->is_default = is_default;
+  gc_tpl_vid(v, &s->o->target, s->cc.id, c->vid);
+  return GC_OK;
+}
+
+static uint64_t mix(uint64_t *x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  return z ^ (z >> 27);
+}
+
+static void shuffle(cand_t *c, int n, const char *key) {
+  uint64_t seed = 0;
+  for (const char *p = key; *p; p++) seed = seed * 131 + (unsigned char)*p;
+  for (int i = n - 1; i > 0; i--) {
+    int j = (int)(mix(&seed) % (uint64_t)(i + 1));
+    cand_t t = c[i];
+    c[i] = c[j];
+    c[j] = t;
+  }
+}
+
+/* All candidates of the templates that serve s->p: defaults first. */
+static int enumerate(sweep_t *s, gc_err_t *e) {
+  s->nc = 0;
+  int ndefaults = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (int t = 0; t < s->tpls.n; t++) {
+      const gc_template_t *tp = &s->tpls.v[t];
+      if (!gc_tpl_supports(tp, s->p) || strcmp(tp->backend, s->o->target.backend)) continue;
+      if (s->o->only_template && strcmp(tp->name, s->o->only_template)) continue;
+      gc_variant_t def, v;
+      gc_tpl_default(tp, s->p, &def);
+      int ok;
+      if (gc_tpl_applies(&def, &s->o->target, s->p, &ok, e)) return e->code;
+      if (!ok) continue;
+      if (pass == 0) {
+        if (push_cand(s, &def, 1, e)) return e->code;
+        ndefaults++;
+        continue;
+      }
+      int64_t n = gc_tpl_space_size(tp);
+      if (n > MAX_SPACE)
+        return gc_err_set(e, GC_EINVAL, "template %s: %lld points is more than a sweep walks "
+                          "(%d); narrow its values", tp->name, (long long)n, MAX_SPACE);
+      for (int64_t i = 0; i < n; i++) {
+        gc_tpl_nth(tp, s->p, i, &v);
+        if (strcmp(v.params, def.params) && push_cand(s, &v, 0, e)) return e->code;
+      }
+    }
+  shuffle(s->c + ndefaults, s->nc - ndefaults, s->key);
+  return GC_OK;
+}
+
+static int record(sweep_t *s, cand_t *c, const char *status, const char *detail,
+                  const gc_work_reply_t *r, gc_err_t *e) {
+  gc_db_measurement_t m = {.device_id = s->device_id, .problem_id = s->problem_id,
+                           .variant_id = c->variant_id, .status = status,
+                           .detail = detail, .max_err = -1};
+  if (r && !strcmp(status, "ok")) {
+    m.median_us = r->timing.median_us;
+    m.min_us = r->timing.min_us;
+    m.max_us = r->timing.max_us;
+    m.spread = r->timing.spread;
+    m.iters = r->timing.iters;
+    m.tflops = gc_op_flops(s->p) / (m.median_us * 1e-6) / 1e12;
+    m.gbps = gc_op_bytes(s->p) / (m.median_us * 1e-6) / 1e9;
+  }
+  if (r && (!strcmp(status, "ok") || !strcmp(status, "verify-failed")))
+    m.max_err = r->verify.worst;
+  return gc_db_record(s->db, &m, e);
+}
+
+static void progress(sweep_t *s) {
+  if (!s->o->progress) return;
+  double per = s->done ? (gc_now() - s->measure_time) / s->done : 0;
+  int eta = (int)(per * (s->total - s->done));
+  char best[96] = "none yet";
+  if (s->best_us > 0)
+    snprintf(best, sizeof best, "%.1f us (%.2f TFLOP/s)", s->best_us,
+             gc_op_flops(s->p) / (s->best_us * 1e-6) / 1e12);
+  fprintf(stderr, "\r\033[K[%d/%d] %s | best %s | ETA %d:%02d", s->done, s->total, s->key,
+          best, eta / 60, eta % 60);
+  fflush(stderr);
+}
+
+static int budget_left(sweep_t *s, int measured) {
+  if (s->o->budget_n > 0 && measured >= s->o->budget_n) return 0;
+  if (s->o->budget_s > 0 && gc_now() > s->deadline) return 0;
+  return 1;
+}
+
+/* Register each candidate; record constraint rejections; drop what the
+ * database already measured. Leaves the ones to measure at the front. */
+static int triage(sweep_t *s, int *n_reused, gc_err_t *e) {
+  int keep = 0;
+  *n_reused = 0;
+  char dt[16];
+  gc_dtypes_format(s->p->ta, s->p->tb, s->p->tc, dt);
+  for (int i = 0; i < s->nc; i++) {
+    cand_t *c = &s->c[i];
+    gc_db_variant_t dv = {c->vid, c->v.tpl->name, c->v.tpl->hash, c->v.params, dt,
+                          s->o->target.name, s->compiler_id};
+    int found, ok;
+    const char *why = NULL;
+    if (gc_db_variant_id(s->db, &dv, &c->variant_id, e) ||
+        gc_db_measured(s->db, s->device_id, s->problem_id, c->variant_id, &found, e) ||
+        (!found && gc_tpl_valid(&c->v, &s->o->target, &ok, &why, e)))
+      return e->code;
+    if (found) {
+      (*n_reused)++;
+      continue;
+    }
+    if (!ok) {
+      char d[300];
+      snprintf(d, sizeof d, "constraint failed: %s", why);
+      if (record(s, c, "rejected", d, NULL, e)) return e->code;
+      continue;
+    }
+    s->c[keep++] = *c;
+  }
+  s->nc = keep;
+  return GC_OK;
+}
+
+static int measure(sweep_t *s, cand_t *c, const gc_compile_job_t *j, gc_err_t *e) {
+  if (!j->ok) return record(s, c, "compile-failed", j->log, NULL, e);
+  gc_work_req_t q;
+  memset(&q, 0, sizeof q);
+  q.problem = *s->p;
+  snprintf(q.obj, sizeof q.obj, "%s", j->obj);
+  snprintf(q.symbol, sizeof q.symbol, "%s", c->v.tpl->kernel);
+  snprintf(q.grid, sizeof q.grid, "%s", c->v.tpl->grid);
+  snprintf(q.block, sizeof q.block, "%s", c->v.tpl->block);
+  if (gc_tpl_consts_text(&c->v, &s->o->target, q.consts, sizeof q.consts, e)) return e->code;
+  q.timing = s->o->timing;
+  q.seed = 0x5eed;
+  gc_work_reply_t r;
+  if (gc_worker_run(s->worker, &q, s->o->timeout_s, &r, e)) return e->code;
+  if (gc_db_set_resources(s->db, c->variant_id, &j->res, e)) return e->code;
+  if (!strcmp(r.status, "ok")) {
+    if (s->best_us <= 0 || r.timing.median_us < s->best_us) {
+      s->best_us = r.timing.median_us;
+      snprintf(s->best_params, sizeof s->best_params, "%s %s", c->v.tpl->name, c->v.params);
+    }
+    if (!strcmp(c->vid, s->default_vid)) s->default_us = r.timing.median_us;
+  }
+  return record(s, c, r.status, r.detail[0] ? r.detail : NULL, &r, e);
+}
+
+/* Compile and measure candidates in chunks until the budget runs out. */
+static int sweep_candidates(sweep_t *s, int *measured, gc_err_t *e) {
+  gc_compile_job_t jobs[CHUNK];
+  gc_buf_t src[CHUNK];
+  *measured = 0;
+  s->total = s->nc;
+  if (s->o->budget_n > 0 && s->total > s->o->budget_n) s->total = (int)s->o->budget_n;
+  s->measure_time = gc_now();
+  for (int base = 0; base < s->nc && budget_left(s, *measured); base += CHUNK) {
+    int n = s->nc - base < CHUNK ? s->nc - base : CHUNK;
+    if (s->o->budget_n > 0 && n > s->o->budget_n - *measured)
+      n = (int)(s->o->budget_n - *measured);
+    memset(jobs, 0, sizeof jobs);
+    memset(src, 0, sizeof src);
+    int rc = GC_OK;
+    for (int i = 0; !rc && i < n; i++) {
+      rc = gc_tpl_expand(&s->tpls, &s->c[base + i].v, &s->o->target, s->cc.id, &src[i],
+                         jobs[i].vid, e);
+      jobs[i].source = src[i].data;
+      jobs[i].source_len = src[i].len;
+    }
+    if (!rc) rc = gc_compile_batch(&s->cc, &s->o->target, s->o->cache, jobs, n, s->o->jobs, e);
+    for (int i = 0; !rc && i < n && budget_left(s, *measured); i++) {
+      rc = measure(s, &s->c[base + i], &jobs[i], e);
+      (*measured)++;
+      s->done++;
+      progress(s);
+    }
+    for (int i = 0; i < n; i++) gc_buf_free(&src[i]);
+    if (rc) return rc;
+  }
+  return GC_OK;
+}
+
+static void summary(sweep_t *s, int measured, int reused, int found, gc_err_t *e) {
+  int64_t cnt[6];
+  if (s->o->progress) fprintf(stderr, "\r\033[K");
+  gc_db_status_counts(s->db, s->device_id, s->problem_id, cnt, e);
+  printf("%s: %d measured now, %d reused; %lld ok, %lld rejected, %lld compile-failed, "
+         "%lld verify-failed, %lld launch-failed, %lld timed-out\n",
+         s->key, measured, reused, (long long)cnt[0], (long long)cnt[2], (long long)cnt[1],
+         (long long)cnt[3], (long long)cnt[4], (long long)cnt[5]);
+  gc_db_winner_t w;
+  int have = 0;
+  if (found) gc_db_find_winner(s->db, s->o->target.name, s->p, &w, &have, e);
+  if (!have) {
+    printf("  no verified variant: no winner\n");
+    return;
+  }
+  double flops = gc_op_flops(s->p) / (w.median_us * 1e-6);
+  printf("  winner %s %s: %.1f us, %.1f GFLOP/s", w.template_name, w.params, w.median_us,
+         flops / 1e9);
+  if (s->default_us > 0) printf(", %.2fx the default", s->default_us / w.median_us);
+  if (w.margin > 0) printf(", %.1f%% ahead of the runner-up", 100 * w.margin);
+  printf("\n");
+}
+
+static int tune_problem(sweep_t *s, const gc_problem_t *p, gc_err_t *e) {
+  s->p = p;
+  s->best_us = s->default_us = 0;
+  s->done = 0;
+  gc_problem_key(p, s->key);
+  int reused, measured, found;
+  gc_variant_t def;
+  if (gc_db_problem_id(s->db, p, &s->problem_id, e) || enumerate(s, e)) return e->code;
+  s->default_vid[0] = 0;
+  if (!gc_tpl_pick_default(&s->tpls, &s->o->target, p, &def, NULL))
+    gc_tpl_vid(&def, &s->o->target, s->cc.id, s->default_vid);
+  for (int i = 1; i < s->nc; i++) /* the bundle's default goes first */
+    if (!strcmp(s->c[i].vid, s->default_vid)) {
+      cand_t t = s->c[0];
+      s->c[0] = s->c[i];
+      s->c[i] = t;
+    }
+  if (!s->nc)
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: no template for %s implements it", s->key,
+                      s->o->target.name);
+  int total = s->nc;
+  if (gc_db_begin(s->db, e) || triage(s, &reused, e) || gc_db_commit(s->db, e)) return e->code;
+  if (!s->nc && !reused)
+    return gc_err_set(e, GC_EINVAL, "%s: none of the %d variants satisfies the templates' "
+                      "constraints on %s", s->key, total, s->o->target.name);
+  int rc = sweep_candidates(s, &measured, e);
+  if (!rc) rc = gc_db_pick_winner(s->db, s->device_id, s->problem_id, s->o->target.name,
+                                  s->o->margin, &found, e);
+  if (!rc) {
+    /* the default's time, also when it was measured by an earlier run */
+    int f = 0;
+    if (s->default_us <= 0 &&
+        (gc_db_variant_median(s->db, s->device_id, s->problem_id, s->default_vid,
+                              &s->default_us, &f, e) || !f))
+      s->default_us = 0;
+    summary(s, measured, reused, found, e);
+  }
+  return rc;
+}
+
+static int open_sweep(sweep_t *s, const gc_tune_opts_t *o, gc_err_t *e) {
+  memset(s, 0, sizeof *s);
+  s->o = o;
+  s->t0 = gc_now();
+  s->deadline = s->t0 + o->budget_s;
+  if (gc_tpl_load_all(o->templates_dir, &s->tpls, e) ||
+      gc_compiler_for(&o->target, o->compiler, &s->cc, e) ||
+      gc_worker_start(o->target.backend, o->ordinal, &s->worker, &s->info, e))
+    return e->code;
+  for (int t = 0; o->only_template && t <= s->tpls.n; t++)
+    if (t == s->tpls.n)
+      return gc_err_set(e, GC_ENOTFOUND, "no template named '%s'", o->only_template);
+    else if (!strcmp(s->tpls.v[t].name, o->only_template))
+      break;
+  char probe[80];
+  snprintf(probe, sizeof probe, "%s", o->target.name);
+  /* the device must run code built for the target */
+  if (strcmp(s->info.backend, o->target.backend))
+    return gc_err_set(e, GC_EINVAL, "target %s needs a %s device; found %s (%s)", probe,
+                      o->target.backend, s->info.backend, s->info.name);
+  gc_db_device_t dk = {s->info.backend, s->info.arch, s->info.name, s->info.driver,
+                       s->info.compute_units, s->info.mem_bytes};
+  if (gc_db_open(o->db_path, 1, &s->db, e) || gc_db_device_id(s->db, &dk, &s->device_id, e) ||
+      gc_db_compiler_id(s->db, s->cc.driver, s->cc.version, s->cc.flags, &s->compiler_id, e))
+    return e->code;
+  return GC_OK;
+}
+
+int gc_tune_run(const gc_tune_opts_t *o, const gc_problems_t *probs, gc_err_t *e) {
+  sweep_t s;
+  int rc = open_sweep(&s, o, e);
+  if (!rc)
+    printf("device: %s (%s, %lld cores), compiler: %s, target %s\n", s.info.name,
+           s.info.arch, (long long)s.info.compute_units, s.cc.version, o->target.name);
+  for (int i = 0; !rc && i < probs->n; i++) rc = tune_problem(&s, &probs->v[i], e);
+  if (!rc && o->budget_s > 0 && gc_now() > s.deadline)
+    printf("time budget of %.0f s reached; rerun to continue where this run stopped\n",
+           o->budget_s);
+  gc_worker_stop(s.worker);
+  gc_db_close(s.db);
+  gc_tpl_free_all(&s.tpls);
+  free(s.c);
+  return rc;
+}

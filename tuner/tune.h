@@ -1,0 +1,35 @@
+/* tune.h — a tuning sweep: for each problem, enumerate every applicable
+ * template's space, prune by constraints, compile through the driver,
+ * measure each candidate in the worker, record everything in tune.db and
+ * pick a winner. Resumable: what the database holds for this device and
+ * compiler is not measured again. */
+#ifndef GC_TUNE_H
+#define GC_TUNE_H
+
+#include "../db/problem.h"
+#include "../gen/target.h"
+#include "../runtime/check.h"
+
+typedef struct gc_tune_opts {
+  const char *db_path;
+  const char *templates_dir;  /* NULL = embedded */
+  const char *cache;          /* compile cache directory */
+  const char *compiler;       /* NULL = default for the target */
+  const char *only_template;  /* restrict to one template, or NULL */
+  gc_target_t target;
+  int ordinal;                /* device ordinal */
+  int64_t budget_n;           /* new candidates per problem; 0 = no cap */
+  double budget_s;            /* seconds for the whole run; 0 = no cap */
+  double timeout_s;           /* per candidate */
+  double margin;              /* winner noise margin (fraction) */
+  int jobs;                   /* parallel compiles; 0 = ninja default */
+  int progress;               /* 1 = live progress line on stderr */
+  gc_time_opts_t timing;
+} gc_tune_opts_t;
+
+/* Run the sweep. Prints one summary line per problem to stdout. Errors:
+ * no device, database unusable, templates malformed, no variant at all
+ * satisfying the constraints for a problem. */
+int gc_tune_run(const gc_tune_opts_t *o, const gc_problems_t *probs, gc_err_t *e);
+
+#endif

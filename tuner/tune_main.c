@@ -1,0 +1,156 @@
+/* tune_main.c — gcore-tune: the command line over tuner/tune.c. */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../gen/compile.h"
+#include "tune.h"
+
+static const char usage[] =
+    "usage: gcore-tune [options] (--workload FILE | --op OP --m LIST --n LIST --k LIST)\n"
+    "Sweeps kernel variants on this machine's device, verifies each against an fp64\n"
+    "reference, times it, records every result and the winners in an SQLite database.\n"
+    "\n"
+    "problems:\n"
+    "  --op OP           gemm | gemm_swiglu | rmsnorm\n"
+    "  --m/--n/--k LIST  comma-separated sizes (rmsnorm uses m rows of n)\n"
+    "  --dtype T         f32 | f16 | bf16 | A:B:C such as f32:f16:f32 (default f32)\n"
+    "  --workload FILE   one problem per line: 'OP DTYPE m=LIST n=LIST k=LIST'\n"
+    "sweep:\n"
+    "  --target T        cpu (the host's x86-64 level) or cpu:x86-64-v3|v4 (default cpu)\n"
+    "  --db PATH         tuning database (default tune.db; created and migrated)\n"
+    "  --budget N|Ns     at most N new candidates per problem, or N seconds in all\n"
+    "  --template NAME   sweep only this template\n"
+    "  --templates DIR   read templates from DIR/<backend>/ instead of the built-in ones\n"
+    "  --compiler NAME   compile driver (cpu: cc)\n"
+    "  --cache DIR       compile cache (default $GCORE_CACHE or ~/.cache/gcore)\n"
+    "  --jobs N          parallel compiles (default: ninja's)\n"
+    "  --device N        device ordinal (default 0)\n"
+    "  --timeout S       seconds a candidate may take before it is killed (default 60)\n"
+    "  --min-time S      seconds of timed launches per candidate (default 0.2)\n"
+    "  --margin F        noise margin for keeping an incumbent winner (default 0.02)\n"
+    "  --progress/--no-progress  live progress line (default: when stderr is a terminal)\n"
+    "  -h, --help        this text\n";
+
+enum { O_OP = 256, O_M, O_N, O_K, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_BUDGET,
+       O_TEMPLATE, O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_DEVICE, O_TIMEOUT,
+       O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS };
+
+static const struct option longopts[] = {
+    {"op", 1, 0, O_OP},           {"m", 1, 0, O_M},
+    {"n", 1, 0, O_N},             {"k", 1, 0, O_K},
+    {"dtype", 1, 0, O_DTYPE},     {"workload", 1, 0, O_WORKLOAD},
+    {"target", 1, 0, O_TARGET},   {"db", 1, 0, O_DB},
+    {"budget", 1, 0, O_BUDGET},   {"template", 1, 0, O_TEMPLATE},
+    {"templates", 1, 0, O_TEMPLATES}, {"compiler", 1, 0, O_COMPILER},
+    {"cache", 1, 0, O_CACHE},     {"jobs", 1, 0, O_JOBS},
+    {"device", 1, 0, O_DEVICE},   {"timeout", 1, 0, O_TIMEOUT},
+    {"min-time", 1, 0, O_MINTIME}, {"margin", 1, 0, O_MARGIN},
+    {"progress", 0, 0, O_PROGRESS}, {"no-progress", 0, 0, O_NOPROGRESS},
+    {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
+
+static int die(const char *msg) {
+  fprintf(stderr, "gcore-tune: %s\n", msg);
+  return 1;
+}
+
+static int parse_budget(const char *s, gc_tune_opts_t *o) {
+  char num[32];
+  size_t n = strlen(s);
+  int secs = n > 1 && s[n - 1] == 's';
+  if (n == 0 || n >= sizeof num) return -1;
+  snprintf(num, sizeof num, "%.*s", (int)(n - (size_t)secs), s);
+  int64_t v;
+  if (gc_parse_i64(num, &v) || v < 1) return -1;
+  if (secs)
+    o->budget_s = (double)v;
+  else
+    o->budget_n = v;
+  return 0;
+}
+
+static int parse_pos(const char *s, double *out) {
+  char *end;
+  double v = strtod(s, &end);
+  if (*end || !(v > 0)) return -1;
+  *out = v;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  gc_tune_opts_t o;
+  memset(&o, 0, sizeof o);
+  o.db_path = "tune.db";
+  o.timeout_s = 60;
+  o.margin = 0.02;
+  o.timing = (gc_time_opts_t){2, 5, 2000, 0.2};
+  o.progress = isatty(2);
+  const char *op = NULL, *m = NULL, *n = NULL, *k = NULL, *dtype = NULL, *workload = NULL,
+             *target = "cpu";
+  char cache[1024];
+  gc_cache_default(cache, sizeof cache);
+  o.cache = cache;
+  int c;
+  int64_t iv;
+  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    switch (c) {
+      case O_OP: op = optarg; break;
+      case O_M: m = optarg; break;
+      case O_N: n = optarg; break;
+      case O_K: k = optarg; break;
+      case O_DTYPE: dtype = optarg; break;
+      case O_WORKLOAD: workload = optarg; break;
+      case O_TARGET: target = optarg; break;
+      case O_DB: o.db_path = optarg; break;
+      case O_BUDGET:
+        if (parse_budget(optarg, &o)) return die("--budget: expected N (candidates) or Ns (seconds)");
+        break;
+      case O_TEMPLATE: o.only_template = optarg; break;
+      case O_TEMPLATES: o.templates_dir = optarg; break;
+      case O_COMPILER: o.compiler = optarg; break;
+      case O_CACHE: o.cache = optarg; break;
+      case O_JOBS:
+        if (gc_parse_i64(optarg, &iv) || iv < 1 || iv > 1024) return die("--jobs: expected 1..1024");
+        o.jobs = (int)iv;
+        break;
+      case O_DEVICE:
+        if (gc_parse_i64(optarg, &iv) || iv < 0 || iv > 1024) return die("--device: expected an ordinal");
+        o.ordinal = (int)iv;
+        break;
+      case O_TIMEOUT:
+        if (parse_pos(optarg, &o.timeout_s)) return die("--timeout: expected seconds > 0");
+        break;
+      case O_MINTIME:
+        if (parse_pos(optarg, &o.timing.min_time)) return die("--min-time: expected seconds > 0");
+        break;
+      case O_MARGIN:
+        if (parse_pos(optarg, &o.margin) || o.margin >= 1) return die("--margin: expected 0 < F < 1");
+        break;
+      case O_PROGRESS: o.progress = 1; break;
+      case O_NOPROGRESS: o.progress = 0; break;
+      case 'h': fputs(usage, stdout); return 0;
+      default: fputs(usage, stderr); return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "gcore-tune: unexpected argument '%s'\n", argv[optind]);
+    return 2;
+  }
+  gc_err_t e = {0};
+  gc_problems_t probs = {0};
+  int rc;
+  if (workload && (op || m || n || k || dtype))
+    rc = gc_err_set(&e, GC_EINVAL, "give either --workload or --op/--m/--n/--k/--dtype");
+  else if (workload)
+    rc = gc_problems_load(&probs, workload, &e);
+  else if (!op)
+    rc = gc_err_set(&e, GC_EINVAL, "no problems: give --workload FILE or --op OP with sizes (see --help)");
+  else
+    rc = gc_problems_expand(&probs, op, dtype, m, n, k, &e);
+  if (!rc) rc = gc_target_parse(target, &o.target, &e);
+  if (!rc) rc = gc_tune_run(&o, &probs, &e);
+  gc_problems_free(&probs);
+  if (rc) return die(e.msg);
+  return 0;
+}

@@ -1,0 +1,290 @@
+/* worker.c — the measurement worker: fork, pipes, time-outs, restarts.
+ *
+ * Child loop: read a request; when its problem differs from the last one,
+ * set up inputs and reference (untimed by the parent's clock: the parent
+ * allows setup its own long deadline); load the code object; verify; if
+ * verified, time; reply. The parent never touches the device. */
+#include "worker.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../base/expr.h"
+
+#define SETUP_TIMEOUT 900.0 /* seconds: the fp64 reference of a large GEMM */
+
+enum { MSG_INFO = 1, MSG_SETUP = 2, MSG_RUN = 3 };
+
+typedef struct msg_hdr {
+  int kind;
+  int rc;              /* reply: GC_OK or an error code */
+  char err[GC_ERR_MSG]; /* reply: the error message */
+} msg_hdr_t;
+
+struct gc_worker {
+  char backend[8];
+  int ordinal;
+  pid_t pid;
+  int to_child, from_child;
+  int have_problem;
+  gc_problem_t problem;
+};
+
+/* ---- io ----------------------------------------------------------------- */
+
+static int write_all(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n) {
+    ssize_t w = write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    c += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* Read n bytes with a deadline (timeout < 0: none). 0 ok, -1 EOF/error,
+ * -2 timeout. */
+static int read_all(int fd, void *p, size_t n, double timeout) {
+  char *c = p;
+  double end = gc_now() + timeout;
+  while (n) {
+    if (timeout >= 0) {
+      double left = end - gc_now();
+      if (left <= 0) return -2;
+      struct pollfd pfd = {fd, POLLIN, 0};
+      int r = poll(&pfd, 1, (int)(left * 1000) + 1);
+      if (r < 0 && errno == EINTR) continue;
+      if (r == 0) return -2;
+    }
+    ssize_t got = read(fd, c, n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return -1;
+    c += got;
+    n -= (size_t)got;
+  }
+  return 0;
+}
+
+/* ---- child ------------------------------------------------------------- */
+
+typedef struct child {
+  gc_dev_t *dev;
+  gc_check_t *check;
+} child_t;
+
+typedef struct launch_ctx {
+  gc_dev_t *dev;
+  gc_kernel_t *k;
+  int64_t grid[3], block[3];
+} launch_ctx_t;
+
+static int launch_cb(void *ctx, void **args, gc_err_t *e) {
+  launch_ctx_t *l = ctx;
+  return gc_dev_launch(l->dev, l->k, l->grid, l->block, 0, args, e);
+}
+
+static int load_kernel(child_t *ch, const gc_work_req_t *q, gc_module_t **mod,
+                       launch_ctx_t *l, gc_err_t *e) {
+  char *code;
+  size_t n;
+  gc_env_t env = {0};
+  if (gc_read_file(q->obj, 256u << 20, &code, &n, e)) return e->code;
+  int rc = gc_dev_module_load(ch->dev, code, n, mod, e);
+  free(code);
+  if (rc) return rc;
+  l->dev = ch->dev;
+  if (gc_dev_kernel(ch->dev, *mod, q->symbol, &l->k, e) ||
+      gc_env_parse(&env, q->consts, e) || gc_env_set(&env, "M", q->problem.m, e) ||
+      gc_env_set(&env, "N", q->problem.n, e) || gc_env_set(&env, "K", q->problem.k, e) ||
+      gc_expr_eval3(q->grid, &env, l->grid, e) || gc_expr_eval3(q->block, &env, l->block, e))
+    return e->code;
+  return GC_OK;
+}
+
+static void child_run(child_t *ch, const gc_work_req_t *q, gc_work_reply_t *r,
+                      gc_err_t *e) {
+  gc_module_t *mod = NULL;
+  launch_ctx_t l = {0};
+  memset(r, 0, sizeof *r);
+  strcpy(r->status, "launch-failed");
+  if (load_kernel(ch, q, &mod, &l, e)) {
+    snprintf(r->detail, sizeof r->detail, "%s", e->msg);
+  } else if (gc_check_verify(ch->check, launch_cb, &l, &r->verify, e)) {
+    snprintf(r->detail, sizeof r->detail, "%s", e->msg);
+  } else if (!r->verify.ok) {
+    strcpy(r->status, "verify-failed");
+    snprintf(r->detail, sizeof r->detail, "%s", r->verify.why);
+  } else if (gc_check_time(ch->check, launch_cb, &l, &q->timing, &r->timing, e)) {
+    snprintf(r->detail, sizeof r->detail, "%s", e->msg);
+  } else {
+    strcpy(r->status, "ok");
+  }
+  free(l.k);
+  gc_dev_module_unload(ch->dev, mod);
+}
+
+static void child_main(const char *backend, int ordinal, int in, int out) {
+  child_t ch = {0};
+  gc_err_t e = {0};
+  msg_hdr_t h;
+  gc_work_req_t q;
+  gc_work_reply_t r;
+  int open_rc = gc_dev_open(backend, ordinal, &ch.dev, &e);
+  while (read_all(in, &h, sizeof h, -1) == 0 && read_all(in, &q, sizeof q, -1) == 0) {
+    msg_hdr_t reply = {h.kind, open_rc, ""};
+    memset(&r, 0, sizeof r);
+    if (open_rc) {
+      snprintf(reply.err, sizeof reply.err, "%s", e.msg);
+    } else if (h.kind == MSG_INFO) {
+      memcpy(r.detail, gc_dev_info(ch.dev), sizeof(gc_dev_info_t));
+    } else if (h.kind == MSG_SETUP) {
+      gc_check_free(ch.check);
+      ch.check = NULL;
+      if ((reply.rc = gc_check_setup(ch.dev, &q.problem, q.seed, &ch.check, &e)))
+        snprintf(reply.err, sizeof reply.err, "%s", e.msg);
+    } else if (h.kind == MSG_RUN) {
+      if (!ch.check) {
+        reply.rc = GC_EINVAL;
+        snprintf(reply.err, sizeof reply.err, "no problem set up");
+      } else {
+        child_run(&ch, &q, &r, &e);
+      }
+    }
+    if (write_all(out, &reply, sizeof reply) || write_all(out, &r, sizeof r)) break;
+  }
+  gc_check_free(ch.check);
+  gc_dev_close(ch.dev);
+  _exit(0);
+}
+
+_Static_assert(sizeof(gc_dev_info_t) <= sizeof(((gc_work_reply_t *)0)->detail),
+               "device info travels in the reply's detail field");
+
+/* ---- parent ------------------------------------------------------------ */
+
+static void kill_child(gc_worker_t *w, int *status) {
+  if (w->pid <= 0) return;
+  kill(w->pid, SIGKILL);
+  int st = 0;
+  waitpid(w->pid, &st, 0);
+  if (status) *status = st;
+  close(w->to_child);
+  close(w->from_child);
+  w->pid = 0;
+  w->have_problem = 0;
+}
+
+static int spawn(gc_worker_t *w, gc_err_t *e) {
+  int down[2], up[2];
+  if (pipe(down)) return gc_err_set(e, GC_EIO, "pipe: %s", strerror(errno));
+  if (pipe(up)) {
+    close(down[0]), close(down[1]);
+    return gc_err_set(e, GC_EIO, "pipe: %s", strerror(errno));
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) return gc_err_set(e, GC_EIO, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    close(down[1]);
+    close(up[0]);
+    child_main(w->backend, w->ordinal, down[0], up[1]);
+  }
+  close(down[0]);
+  close(up[1]);
+  w->pid = pid;
+  w->to_child = down[1];
+  w->from_child = up[0];
+  return GC_OK;
+}
+
+/* One round trip. *died = 1 (and the worker is gone) on crash/timeout;
+ * *status then holds the wait status, or -1 for a timeout. */
+static int round_trip(gc_worker_t *w, int kind, const gc_work_req_t *q, double timeout,
+                      gc_work_reply_t *r, int *died, int *status, gc_err_t *e) {
+  *died = 0;
+  if (!w->pid && spawn(w, e)) return e->code;
+  msg_hdr_t h = {kind, 0, ""};
+  int rd = -1;
+  if (!write_all(w->to_child, &h, sizeof h) && !write_all(w->to_child, q, sizeof *q)) {
+    rd = read_all(w->from_child, &h, sizeof h, timeout);
+    if (!rd) rd = read_all(w->from_child, r, sizeof *r, timeout);
+  }
+  if (rd) {
+    int st = 0;
+    kill_child(w, &st);
+    *died = 1;
+    *status = rd == -2 ? -1 : st;
+    return GC_OK;
+  }
+  if (h.rc) return gc_err_set(e, h.rc, "%s", h.err);
+  return GC_OK;
+}
+
+int gc_worker_start(const char *backend, int ordinal, gc_worker_t **out,
+                    gc_dev_info_t *info, gc_err_t *e) {
+  signal(SIGPIPE, SIG_IGN);
+  gc_worker_t *w = gc_calloc(1, sizeof *w, e);
+  if (!w) return GC_ENOMEM;
+  snprintf(w->backend, sizeof w->backend, "%s", backend);
+  w->ordinal = ordinal;
+  gc_work_req_t q = {0};
+  gc_work_reply_t r;
+  int died, st;
+  if (round_trip(w, MSG_INFO, &q, 120, &r, &died, &st, e) ||
+      (died && gc_err_set(e, GC_EDEVICE, "the device worker died while opening the device"))) {
+    gc_worker_stop(w);
+    return e->code;
+  }
+  memcpy(info, r.detail, sizeof *info);
+  *out = w;
+  return GC_OK;
+}
+
+void gc_worker_stop(gc_worker_t *w) {
+  if (!w) return;
+  if (w->pid > 0) {
+    close(w->to_child); /* EOF ends the child's loop */
+    close(w->from_child);
+    int st;
+    waitpid(w->pid, &st, 0);
+  }
+  free(w);
+}
+
+static void describe_death(int status, double timeout, gc_work_reply_t *r) {
+  if (status == -1) {
+    strcpy(r->status, "timed-out");
+    snprintf(r->detail, sizeof r->detail, "no result within %.0f s; worker killed", timeout);
+  } else {
+    strcpy(r->status, "launch-failed");
+    if (WIFSIGNALED(status))
+      snprintf(r->detail, sizeof r->detail, "worker died: %s", strsignal(WTERMSIG(status)));
+    else
+      snprintf(r->detail, sizeof r->detail, "worker exited with status %d",
+               WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
+}
+
+int gc_worker_run(gc_worker_t *w, const gc_work_req_t *req, double timeout_s,
+                  gc_work_reply_t *rep, gc_err_t *e) {
+  int died, st;
+  memset(rep, 0, sizeof *rep);
+  if (!w->have_problem || memcmp(&w->problem, &req->problem, sizeof w->problem)) {
+    gc_work_reply_t tmp;
+    if (round_trip(w, MSG_SETUP, req, SETUP_TIMEOUT, &tmp, &died, &st, e)) return e->code;
+    if (died)
+      return gc_err_set(e, GC_EDEVICE, "the device worker died while setting up the problem");
+    w->have_problem = 1;
+    w->problem = req->problem;
+  }
+  if (round_trip(w, MSG_RUN, req, timeout_s, rep, &died, &st, e)) return e->code;
+  if (died) describe_death(st, timeout_s, rep);
+  return GC_OK;
+}

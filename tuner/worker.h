@@ -1,0 +1,41 @@
+/* worker.h — candidates run in a worker process that owns the device, so a
+ * kernel that faults, hangs or corrupts the device cannot end a sweep: the
+ * parent sees the worker die or time out, records that, and starts a new
+ * worker for the next candidate. Requests and replies are fixed-size
+ * structs over pipes (both ends are the same binary). */
+#ifndef GC_WORKER_H
+#define GC_WORKER_H
+
+#include "../db/problem.h"
+#include "../runtime/check.h"
+
+typedef struct gc_worker gc_worker_t;
+
+typedef struct gc_work_req {
+  gc_problem_t problem;
+  char obj[1024];       /* code object file */
+  char symbol[64];
+  char grid[256], block[256], consts[1024];
+  gc_time_opts_t timing;
+  uint64_t seed;
+} gc_work_req_t;
+
+typedef struct gc_work_reply {
+  char status[16];      /* ok | verify-failed | launch-failed | timed-out */
+  char detail[512];
+  gc_verify_t verify;
+  gc_timing_t timing;
+} gc_work_reply_t;
+
+/* Start a worker on device ordinal of backend; fills info from it. */
+int gc_worker_start(const char *backend, int ordinal, gc_worker_t **out,
+                    gc_dev_info_t *info, gc_err_t *e);
+void gc_worker_stop(gc_worker_t *w);
+
+/* Run one candidate. A worker crash or a timeout is not an error: the
+ * reply says launch-failed / timed-out and the worker restarts. Errors
+ * are failures to (re)start the worker or set up the problem. */
+int gc_worker_run(gc_worker_t *w, const gc_work_req_t *req, double timeout_s,
+                  gc_work_reply_t *rep, gc_err_t *e);
+
+#endif
