@@ -8,7 +8,7 @@ CC        ?= cc
 PYTHON    ?= /usr/bin/python3
 CFLAGS_W  := -Wall -Wextra -Werror -Wno-format-truncation
 CFLAGS    := -std=c11 -D_GNU_SOURCE -O2 -g $(CFLAGS_W) -DGC_VERSION='"$(VERSION)"'
-LDLIBS    := -lsqlite3 -lxxhash -ldl -lpthread -lm
+LDLIBS    := -lsqlite3 -lxxhash -ljson-c -ldl -lpthread -lm
 
 ifeq ($(SANITIZE),1)
   BUILD   := build/san
@@ -23,7 +23,7 @@ else
 endif
 
 MAINS     := gen/gen_main.c tuner/tune_main.c models/run_main.c
-LIB_SRC   := $(filter-out $(MAINS),$(wildcard base/*.c db/*.c gen/*.c runtime/*.c tuner/*.c))
+LIB_SRC   := $(filter-out $(MAINS),$(wildcard base/*.c db/*.c gen/*.c runtime/*.c models/*.c tuner/*.c))
 EMBED     := $(sort $(wildcard templates/cpu/*.c)) templates/cpu/prelude.h $(sort $(wildcard db/migrations/*.sql))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/embedded.o
 TOOLS     := $(BIN)/gcore-gen $(BIN)/gcore-tune $(BIN)/gcore-run
@@ -70,7 +70,7 @@ demo:
 	@sh bench/demo.sh
 
 # ---- dependencies (Debian bookworm) ---------------------------------------
-DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev python3 \
+DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev libjson-c-dev python3 \
             python3-numpy python3-pytest libopenblas-dev
 
 deps:

@@ -21,15 +21,17 @@ static const char usage[] =
     "  --device N         device ordinal (default 0)\n"
     "  --seed N           input seed (default 1)\n"
     "  --dump DIR         write inputs and output as raw little-endian files + meta.txt\n"
+    "  --min-time S       seconds of timed launches (default 0.2)\n"
     "  -h, --help         this text\n";
 
-enum { O_OP = 256, O_M, O_N, O_K, O_DTYPE, O_BACKEND, O_DEVICE, O_SEED, O_DUMP };
+enum { O_OP = 256, O_M, O_N, O_K, O_DTYPE, O_BACKEND, O_DEVICE, O_SEED, O_DUMP, O_MINTIME };
 
 static const struct option longopts[] = {
     {"bundle", 1, 0, 'b'}, {"op", 1, 0, O_OP},       {"m", 1, 0, O_M},
     {"n", 1, 0, O_N},      {"k", 1, 0, O_K},         {"dtype", 1, 0, O_DTYPE},
     {"backend", 1, 0, O_BACKEND}, {"device", 1, 0, O_DEVICE}, {"seed", 1, 0, O_SEED},
-    {"dump", 1, 0, O_DUMP}, {"help", 0, 0, 'h'},     {0, 0, 0, 0}};
+    {"dump", 1, 0, O_DUMP}, {"min-time", 1, 0, O_MINTIME}, {"help", 0, 0, 'h'},
+    {0, 0, 0, 0}};
 
 typedef struct run_ctx {
   gc_rt_t *rt;
@@ -74,7 +76,7 @@ static int dump(gc_check_t *c, const gc_problem_t *p, const char *dir, gc_err_t 
 }
 
 static int run_op(const char *bundle, const char *backend, int ordinal, const gc_problem_t *p,
-                  uint64_t seed, const char *dump_dir, gc_err_t *e) {
+                  uint64_t seed, const char *dump_dir, double min_time, gc_err_t *e) {
   gc_dev_t *dev = NULL;
   gc_rt_t *rt = NULL;
   gc_check_t *chk = NULL;
@@ -93,7 +95,8 @@ static int run_op(const char *bundle, const char *backend, int ordinal, const gc
   if (!rc && dump_dir) rc = dump(chk, p, dump_dir, e);
   if (!rc && !v.ok) rc = gc_err_set(e, GC_EVERIFY, "%s: kernel %s %s is wrong: %s", key,
                                     ctx.k->d.template_name, ctx.k->d.params, v.why);
-  if (!rc) rc = gc_check_time(chk, launch, &ctx, NULL, &t, e);
+  gc_time_opts_t topt = {2, 5, 2000, min_time};
+  if (!rc) rc = gc_check_time(chk, launch, &ctx, &topt, &t, e);
   if (!rc) {
     printf("%s on %s (%s): kernel %s %s%s\n", key, gc_rt_target(rt), gc_dev_info(dev)->name,
            ctx.k->d.template_name, ctx.k->d.params, ctx.k->d.is_default ? " [default]" : " [tuned]");
@@ -112,6 +115,8 @@ int main(int argc, char **argv) {
   const char *bundle = NULL, *op = NULL, *m = NULL, *n = NULL, *k = NULL, *dtype = NULL,
              *backend = "cpu", *dump_dir = NULL;
   int64_t ordinal = 0, seed = 1;
+  double min_time = 0.2;
+  char *end;
   int c;
   while ((c = getopt_long(argc, argv, "b:h", longopts, NULL)) != -1) {
     switch (c) {
@@ -123,6 +128,13 @@ int main(int argc, char **argv) {
       case O_DTYPE: dtype = optarg; break;
       case O_BACKEND: backend = optarg; break;
       case O_DUMP: dump_dir = optarg; break;
+      case O_MINTIME:
+        min_time = strtod(optarg, &end);
+        if (*end || !(min_time > 0) || min_time > 3600) {
+          fprintf(stderr, "gcore-run: --min-time: expected seconds > 0\n");
+          return 2;
+        }
+        break;
       case O_DEVICE:
         if (gc_parse_i64(optarg, &ordinal) || ordinal < 0) {
           fprintf(stderr, "gcore-run: --device: expected an ordinal\n");
@@ -152,7 +164,7 @@ int main(int argc, char **argv) {
     rc = gc_problems_expand(&probs, op, dtype, m, n, k, &e);
   if (!rc && probs.n != 1)
     rc = gc_err_set(&e, GC_EINVAL, "give one value for each of --m, --n, --k");
-  if (!rc) rc = run_op(bundle, backend, (int)ordinal, &probs.v[0], (uint64_t)seed, dump_dir, &e);
+  if (!rc) rc = run_op(bundle, backend, (int)ordinal, &probs.v[0], (uint64_t)seed, dump_dir, min_time, &e);
   gc_problems_free(&probs);
   if (rc) {
     fprintf(stderr, "gcore-run: %s\n", e.msg);

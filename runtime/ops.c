@@ -6,7 +6,8 @@
  * standard bound for recursive summation; blocked sums do better), and
  * then rounds to the output dtype (half an ulp: 2^-24, 2^-11, 2^-8
  * relative; we allow one ulp). Each element must satisfy
- *   |got - ref| <= ulp_c * |ref| + gamma_K * absref + 1e-30.
+ *   |got - ref| <= ulp_c * |ref| + gamma_K * absref + sub_c
+ * where sub_c is the spacing of the output dtype's subnormals.
  * This is tight enough to catch a dropped k term (error ~ absref / K). */
 #include "ops.h"
 
@@ -166,6 +167,12 @@ static double ulp_rel(gc_dtype_t t) {
   return t == GC_DT_F32 ? 0x1p-23 : t == GC_DT_F16 ? 0x1p-10 : 0x1p-7;
 }
 
+/* The spacing of the output dtype's subnormals: below its smallest normal
+ * number, rounding error is absolute, not relative. */
+static double ulp_abs(gc_dtype_t t) {
+  return t == GC_DT_F32 ? 0x1p-149 : t == GC_DT_F16 ? 0x1p-24 : 0x1p-133;
+}
+
 /* Dot product of row i of X ([*,K], dtype tx) with row j of W (dtype tw),
  * in fp64; *abs gets sum |x||w|. */
 static double dot(const void *x, gc_dtype_t tx, int64_t i, const void *w, gc_dtype_t tw,
@@ -186,7 +193,7 @@ static void ref_gemm(const gc_problem_t *p, void **h, double *ref, double *tol) 
     for (int64_t j = 0; j < p->n; j++) {
       double a, r = dot(h[0], p->ta, i, h[1], p->tb, j, p->k, &a);
       ref[i * p->n + j] = r;
-      tol[i * p->n + j] = u * fabs(r) + gamma * a + 1e-30;
+      tol[i * p->n + j] = u * fabs(r) + gamma * a + ulp_abs(p->tc);
     }
 }
 
@@ -203,7 +210,7 @@ static void ref_swiglu(const gc_problem_t *p, void **h, double *ref, double *tol
       double r = sg * up;
       ref[i * p->n + j] = r;
       tol[i * p->n + j] = uc * fabs(r) + 1.1 * fabs(up) * gamma * (ag + fabs(g)) +
-                          fabs(sg) * gamma * au + 1e-30;
+                          fabs(sg) * gamma * au + ulp_abs(p->tc);
     }
 }
 
@@ -221,7 +228,7 @@ static void ref_rmsnorm(const gc_problem_t *p, void **h, double *ref, double *to
     for (int64_t j = 0; j < p->n; j++) {
       double r = gc_load_elem(h[0], p->ta, i * p->n + j) * inv * gc_load_elem(h[1], p->tb, j);
       ref[i * p->n + j] = r;
-      tol[i * p->n + j] = (uc + rel) * fabs(r) + 1e-30;
+      tol[i * p->n + j] = (uc + rel) * fabs(r) + ulp_abs(p->tc);
     }
   }
 }

@@ -1,0 +1,423 @@
+/* llama_config.c — parses Hugging Face config.json (json-c) and llama2.c
+ * headers into gc_llama_config_t. Defaults follow transformers'
+ * LlamaConfig where a field is absent; any declared feature gcore does not
+ * implement is refused by name rather than silently ignored. */
+#include "llama_config.h"
+
+#include <json-c/json.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define CFG_MAX_BYTES (4u * 1024u * 1024u)
+
+/* ------------------------------------------------------- JSON accessors */
+
+/* The value of key, or NULL when absent or JSON null. */
+static struct json_object *cfg_get(struct json_object *o, const char *key) {
+  struct json_object *v = NULL;
+  if (!o || !json_object_object_get_ex(o, key, &v)) return NULL;
+  if (json_object_is_type(v, json_type_null)) return NULL;
+  return v;
+}
+
+static const char *cfg_type_name(struct json_object *v) {
+  return json_type_to_name(json_object_get_type(v));
+}
+
+/* Integer field; absent/null gives def when !required. */
+static int cfg_int(struct json_object *o, const char *key, int required, int def,
+                   int *out, const char *what, gc_err_t *e) {
+  struct json_object *v = cfg_get(o, key);
+  if (!v) {
+    if (required) return gc_err_set(e, GC_ECORRUPT, "%s: missing required field '%s'", what, key);
+    *out = def;
+    return GC_OK;
+  }
+  if (!json_object_is_type(v, json_type_int))
+    return gc_err_set(e, GC_ECORRUPT, "%s: '%s' must be an integer, got %s", what, key, cfg_type_name(v));
+  int64_t x = json_object_get_int64(v);
+  if (x < INT_MIN || x > INT_MAX)
+    return gc_err_set(e, GC_ECORRUPT, "%s: '%s' = %lld is out of range", what, key, (long long)x);
+  *out = (int)x;
+  return GC_OK;
+}
+
+/* Number field (integer or real); absent/null gives def when !required. */
+static int cfg_num(struct json_object *o, const char *key, int required, double def,
+                   double *out, const char *what, gc_err_t *e) {
+  struct json_object *v = cfg_get(o, key);
+  if (!v) {
+    if (required) return gc_err_set(e, GC_ECORRUPT, "%s: missing required field '%s'", what, key);
+    *out = def;
+    return GC_OK;
+  }
+  if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
+    return gc_err_set(e, GC_ECORRUPT, "%s: '%s' must be a number, got %s", what, key, cfg_type_name(v));
+  *out = json_object_get_double(v);
+  if (!isfinite(*out)) return gc_err_set(e, GC_ECORRUPT, "%s: '%s' is not finite", what, key);
+  return GC_OK;
+}
+
+static int cfg_bool(struct json_object *o, const char *key, int def, int *out,
+                    const char *what, gc_err_t *e) {
+  struct json_object *v = cfg_get(o, key);
+  if (!v) {
+    *out = def;
+    return GC_OK;
+  }
+  if (!json_object_is_type(v, json_type_boolean))
+    return gc_err_set(e, GC_ECORRUPT, "%s: '%s' must be true or false, got %s", what, key, cfg_type_name(v));
+  *out = json_object_get_boolean(v) ? 1 : 0;
+  return GC_OK;
+}
+
+/* String field or NULL when absent/null; wrong type is an error. */
+static int cfg_str(struct json_object *o, const char *key, const char **out,
+                   const char *what, gc_err_t *e) {
+  struct json_object *v = cfg_get(o, key);
+  *out = NULL;
+  if (!v) return GC_OK;
+  if (!json_object_is_type(v, json_type_string))
+    return gc_err_set(e, GC_ECORRUPT, "%s: '%s' must be a string, got %s", what, key, cfg_type_name(v));
+  *out = json_object_get_string(v);
+  return GC_OK;
+}
+
+/* ------------------------------------------------------------ features */
+
+static int cfg_unsupported(gc_err_t *e, const char *what, const char *fmt_detail, const char *val) {
+  char detail[256];
+  snprintf(detail, sizeof detail, fmt_detail, val);
+  return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %s", what, detail);
+}
+
+static int cfg_model_kind(struct json_object *o, const char *what, gc_err_t *e) {
+  const char *mt;
+  int rc = cfg_str(o, "model_type", &mt, what, e);
+  if (rc) return rc;
+  if (!mt) return gc_err_set(e, GC_ECORRUPT, "%s: missing 'model_type' (expected \"llama\")", what);
+  if (strcmp(mt, "llama") != 0)
+    return cfg_unsupported(e, what, "model_type '%.100s' (gcore supports llama)", mt);
+  struct json_object *ar = cfg_get(o, "architectures");
+  if (!ar) return GC_OK;
+  if (!json_object_is_type(ar, json_type_array))
+    return gc_err_set(e, GC_ECORRUPT, "%s: 'architectures' must be a list, got %s", what, cfg_type_name(ar));
+  for (size_t i = 0; i < json_object_array_length(ar); i++) {
+    struct json_object *a = json_object_array_get_idx(ar, i);
+    if (!a || !json_object_is_type(a, json_type_string))
+      return gc_err_set(e, GC_ECORRUPT, "%s: architectures[%zu] is not a string", what, i);
+    if (strcmp(json_object_get_string(a), "LlamaForCausalLM") != 0)
+      return cfg_unsupported(e, what, "architectures '%.100s' (gcore supports LlamaForCausalLM)",
+                             json_object_get_string(a));
+  }
+  return GC_OK;
+}
+
+/* Flags and options of the HF Llama family that change the math. */
+static int cfg_refuse_features(struct json_object *o, const char *what, gc_err_t *e) {
+  const char *act;
+  int rc = cfg_str(o, "hidden_act", &act, what, e);
+  if (rc) return rc;
+  if (act && strcmp(act, "silu") != 0)
+    return cfg_unsupported(e, what, "hidden_act '%.100s' (gcore supports silu)", act);
+  static const char *const bias_flags[] = {"attention_bias", "mlp_bias", "use_sliding_window"};
+  for (size_t i = 0; i < GC_ARRAY_LEN(bias_flags); i++) {
+    int b = 0;
+    rc = cfg_bool(o, bias_flags[i], 0, &b, what, e);
+    if (rc) return rc;
+    if (b) return cfg_unsupported(e, what, "%s true", bias_flags[i]);
+  }
+  int tp = 1;
+  rc = cfg_int(o, "pretraining_tp", 0, 1, &tp, what, e);
+  if (rc) return rc;
+  if (tp > 1) return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: pretraining_tp %d (gcore supports 1)", what, tp);
+  if (cfg_get(o, "sliding_window"))
+    return cfg_unsupported(e, what, "%s (gcore attends to the whole context)", "sliding_window");
+  if (cfg_get(o, "quantization_config"))
+    return cfg_unsupported(e, what, "%s (quantized checkpoints)", "quantization_config");
+  double prf = 1.0;
+  rc = cfg_num(o, "partial_rotary_factor", 0, 1.0, &prf, what, e);
+  if (rc) return rc;
+  if (prf != 1.0)
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: partial_rotary_factor %g (gcore supports 1)", what, prf);
+  return GC_OK;
+}
+
+/* rope_scaling (transformers 4.x) or rope_parameters (5.x). */
+static int cfg_rope(struct json_object *o, gc_llama_config_t *c, const char *what, gc_err_t *e) {
+  const char *sec = "rope_scaling";
+  struct json_object *rs = cfg_get(o, "rope_scaling");
+  struct json_object *rp = cfg_get(o, "rope_parameters");
+  if (rp && !json_object_is_type(rp, json_type_object))
+    return gc_err_set(e, GC_ECORRUPT, "%s: 'rope_parameters' must be an object, got %s", what, cfg_type_name(rp));
+  int rc = cfg_num(o, "rope_theta", 0, 10000.0, &c->rope_theta, what, e);
+  if (rc) return rc;
+  if (!cfg_get(o, "rope_theta") && rp) {
+    rc = cfg_num(rp, "rope_theta", 0, 10000.0, &c->rope_theta, what, e);
+    if (rc) return rc;
+  }
+  if (!rs && rp) {
+    rs = rp;
+    sec = "rope_parameters";
+  }
+  c->rope_scaling = GC_ROPE_SCALING_NONE;
+  if (!rs) return GC_OK;
+  if (!json_object_is_type(rs, json_type_object))
+    return gc_err_set(e, GC_ECORRUPT, "%s: '%s' must be an object or null, got %s", what, sec, cfg_type_name(rs));
+  const char *key = "rope_type", *type;
+  rc = cfg_str(rs, key, &type, what, e);
+  if (rc) return rc;
+  if (!type) {
+    key = "type";
+    rc = cfg_str(rs, key, &type, what, e);
+    if (rc) return rc;
+  }
+  if (!type || strcmp(type, "default") == 0) return GC_OK;
+  if (strcmp(type, "llama3") != 0)
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %s.%s '%.100s' (gcore supports llama3)",
+                      what, sec, key, type);
+  c->rope_scaling = GC_ROPE_SCALING_LLAMA3;
+  char w[512];
+  snprintf(w, sizeof w, "%s: %s (llama3)", what, sec);
+  if ((rc = cfg_num(rs, "factor", 1, 0, &c->rope_factor, w, e)) ||
+      (rc = cfg_num(rs, "low_freq_factor", 1, 0, &c->rope_low_freq_factor, w, e)) ||
+      (rc = cfg_num(rs, "high_freq_factor", 1, 0, &c->rope_high_freq_factor, w, e)))
+    return rc;
+  return cfg_int(rs, "original_max_position_embeddings", 1, 0, &c->rope_original_max_seq, w, e);
+}
+
+static int cfg_token_ids(struct json_object *o, gc_llama_config_t *c, const char *what, gc_err_t *e) {
+  struct json_object *v = NULL;
+  /* Absent: LlamaConfig's defaults (1, 2). Explicit null: none. */
+  if (!json_object_object_get_ex(o, "bos_token_id", &v)) {
+    c->bos_id = 1;
+  } else if (json_object_is_type(v, json_type_null)) {
+    c->bos_id = -1;
+  } else {
+    int rc = cfg_int(o, "bos_token_id", 1, 0, &c->bos_id, what, e);
+    if (rc) return rc;
+  }
+  c->n_eos = 0;
+  if (!json_object_object_get_ex(o, "eos_token_id", &v)) {
+    c->eos_ids[c->n_eos++] = 2;
+    return GC_OK;
+  }
+  if (json_object_is_type(v, json_type_null)) return GC_OK;
+  if (json_object_is_type(v, json_type_int)) return cfg_int(o, "eos_token_id", 1, 0, &c->eos_ids[c->n_eos++], what, e);
+  if (!json_object_is_type(v, json_type_array))
+    return gc_err_set(e, GC_ECORRUPT, "%s: 'eos_token_id' must be an integer or a list, got %s", what, cfg_type_name(v));
+  size_t n = json_object_array_length(v);
+  if (n > GC_LLAMA_MAX_EOS)
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %zu eos_token_id values (at most %d)", what, n, GC_LLAMA_MAX_EOS);
+  for (size_t i = 0; i < n; i++) {
+    struct json_object *x = json_object_array_get_idx(v, i);
+    if (!x || !json_object_is_type(x, json_type_int) || json_object_get_int64(x) < 0 ||
+        json_object_get_int64(x) > INT_MAX)
+      return gc_err_set(e, GC_ECORRUPT, "%s: eos_token_id[%zu] is not a token id", what, i);
+    c->eos_ids[c->n_eos++] = (int)json_object_get_int64(x);
+  }
+  return GC_OK;
+}
+
+static int cfg_dtype(struct json_object *o, gc_llama_config_t *c, const char *what, gc_err_t *e) {
+  const char *key = "torch_dtype", *s;
+  int rc = cfg_str(o, key, &s, what, e);
+  if (rc) return rc;
+  if (!s) {
+    key = "dtype";
+    if ((rc = cfg_str(o, key, &s, what, e))) return rc;
+  }
+  c->dtype = GC_ST_F32;
+  if (!s || strcmp(s, "float32") == 0) return GC_OK;
+  if (strcmp(s, "float16") == 0) c->dtype = GC_ST_F16;
+  else if (strcmp(s, "bfloat16") == 0) c->dtype = GC_ST_BF16;
+  else
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %s '%.64s' (gcore supports float32, float16, bfloat16)",
+                      what, key, s);
+  return GC_OK;
+}
+
+static int cfg_dims(struct json_object *o, gc_llama_config_t *c, const char *what, gc_err_t *e) {
+  int rc;
+  if ((rc = cfg_int(o, "hidden_size", 1, 0, &c->dim, what, e)) ||
+      (rc = cfg_int(o, "intermediate_size", 1, 0, &c->hidden_dim, what, e)) ||
+      (rc = cfg_int(o, "num_hidden_layers", 1, 0, &c->n_layers, what, e)) ||
+      (rc = cfg_int(o, "num_attention_heads", 1, 0, &c->n_heads, what, e)) ||
+      (rc = cfg_int(o, "num_key_value_heads", 0, c->n_heads, &c->n_kv_heads, what, e)) ||
+      (rc = cfg_int(o, "vocab_size", 1, 0, &c->vocab_size, what, e)) ||
+      (rc = cfg_int(o, "max_position_embeddings", 0, 2048, &c->max_seq, what, e)) ||
+      (rc = cfg_num(o, "rms_norm_eps", 0, 1e-6, &c->rms_norm_eps, what, e)) ||
+      (rc = cfg_bool(o, "tie_word_embeddings", 0, &c->tie_word_embeddings, what, e)))
+    return rc;
+  if (c->n_heads <= 0)
+    return gc_err_set(e, GC_ECORRUPT, "%s: num_attention_heads %d must be positive", what, c->n_heads);
+  if (cfg_get(o, "head_dim")) return cfg_int(o, "head_dim", 1, 0, &c->head_dim, what, e);
+  if (c->dim % c->n_heads != 0)
+    return gc_err_set(e, GC_ECORRUPT, "%s: hidden_size %d is not divisible by num_attention_heads %d (and no head_dim given)",
+                      what, c->dim, c->n_heads);
+  c->head_dim = c->dim / c->n_heads;
+  return GC_OK;
+}
+
+/* ----------------------------------------------------------------- API */
+
+int gc_llama_config_parse_hf(const char *text, size_t n, const char *what,
+                             gc_llama_config_t *c, gc_err_t *e) {
+  memset(c, 0, sizeof *c);
+  if (!what) what = "config.json";
+  if (n > CFG_MAX_BYTES) return gc_err_set(e, GC_ECORRUPT, "%s: %zu bytes is too large for a config", what, n);
+  if (memchr(text, '\0', n)) return gc_err_set(e, GC_ECORRUPT, "%s: contains a NUL byte; not JSON", what);
+  struct json_tokener *tok = json_tokener_new_ex(32);
+  if (!tok) return gc_err_set(e, GC_ENOMEM, "out of memory (JSON tokenizer)");
+  struct json_object *o = json_tokener_parse_ex(tok, text, (int)n);
+  enum json_tokener_error jerr = json_tokener_get_error(tok);
+  json_tokener_free(tok);
+  if (!o || jerr != json_tokener_success || !json_object_is_type(o, json_type_object)) {
+    if (o) json_object_put(o);
+    return gc_err_set(e, GC_ECORRUPT, "%s: not a JSON object%s%s", what, jerr != json_tokener_success ? ": " : "",
+                      jerr == json_tokener_success ? ""
+                      : jerr == json_tokener_continue ? "unexpected end"
+                                                      : json_tokener_error_desc(jerr));
+  }
+  int rc;
+  if (!(rc = cfg_model_kind(o, what, e)) && !(rc = cfg_refuse_features(o, what, e)) &&
+      !(rc = cfg_dims(o, c, what, e)) && !(rc = cfg_rope(o, c, what, e)) && !(rc = cfg_token_ids(o, c, what, e)))
+    rc = cfg_dtype(o, c, what, e);
+  json_object_put(o);
+  if (rc) return rc;
+  c->rope_layout = GC_ROPE_HALVES;
+  c->weight_dtype = c->dtype;
+  if (gc_llama_config_check(c, e) != GC_OK) { /* from a file: corrupt */
+    if (e) {
+      e->code = GC_ECORRUPT;
+      gc_err_prefix(e, "%s", what);
+    }
+    return GC_ECORRUPT;
+  }
+  return GC_OK;
+}
+
+int gc_llama_config_load_hf(const char *dir, gc_llama_config_t *c, gc_err_t *e) {
+  memset(c, 0, sizeof *c);
+  size_t dl = strlen(dir);
+  char *path = gc_aprintf(e, "%s%sconfig.json", dir, dl && dir[dl - 1] == '/' ? "" : "/");
+  if (!path) return GC_ENOMEM;
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    int rc = gc_err_set(e, GC_ENOTFOUND, "%s: not found (a Hugging Face model directory has a config.json)", path);
+    free(path);
+    return rc;
+  }
+  char *text = NULL;
+  size_t n = 0;
+  int rc = gc_read_file(path, CFG_MAX_BYTES, &text, &n, e);
+  if (!rc) rc = gc_llama_config_parse_hf(text, n, path, c, e);
+  free(text);
+  free(path);
+  return rc;
+}
+
+int gc_llama_config_from_llama2c(const int32_t hdr[7], gc_llama_config_t *c, gc_err_t *e) {
+  memset(c, 0, sizeof *c);
+  static const char *const names[7] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"};
+  for (int i = 0; i < 7; i++)
+    if (hdr[i] == 0 || (hdr[i] < 0 && i != 5) || hdr[i] == INT32_MIN)
+      return gc_err_set(e, GC_ECORRUPT, "llama2.c header: %s = %d is not a positive size", names[i], (int)hdr[i]);
+  c->dim = hdr[0];
+  c->hidden_dim = hdr[1];
+  c->n_layers = hdr[2];
+  c->n_heads = hdr[3];
+  c->n_kv_heads = hdr[4];
+  c->vocab_size = hdr[5] < 0 ? -hdr[5] : hdr[5];
+  c->tie_word_embeddings = hdr[5] > 0;
+  c->max_seq = hdr[6];
+  if (c->dim % c->n_heads != 0)
+    return gc_err_set(e, GC_ECORRUPT, "llama2.c header: dim %d is not divisible by n_heads %d", c->dim, c->n_heads);
+  c->head_dim = c->dim / c->n_heads;
+  c->rms_norm_eps = 1e-5;
+  c->rope_theta = 10000.0;
+  c->rope_scaling = GC_ROPE_SCALING_NONE;
+  c->rope_layout = GC_ROPE_PAIRS;
+  c->bos_id = 1;
+  c->n_eos = 1;
+  c->eos_ids[0] = 2;
+  c->dtype = GC_ST_F32;
+  c->weight_dtype = GC_ST_F32;
+  if (gc_llama_config_check(c, e) != GC_OK) {
+    if (e) {
+      e->code = GC_ECORRUPT;
+      gc_err_prefix(e, "llama2.c header");
+    }
+    return GC_ECORRUPT;
+  }
+  return GC_OK;
+}
+
+static int cfg_bound(gc_err_t *e, const char *name, int v, int max) {
+  if (v <= 0 || v > max) return gc_err_set(e, GC_EINVAL, "%s = %d is outside 1..%d", name, v, max);
+  return GC_OK;
+}
+
+int gc_llama_config_check(const gc_llama_config_t *c, gc_err_t *e) {
+  int rc;
+  if ((rc = cfg_bound(e, "hidden_size", c->dim, GC_LLAMA_MAX_DIM)) ||
+      (rc = cfg_bound(e, "intermediate_size", c->hidden_dim, GC_LLAMA_MAX_HIDDEN)) ||
+      (rc = cfg_bound(e, "num_hidden_layers", c->n_layers, GC_LLAMA_MAX_LAYERS)) ||
+      (rc = cfg_bound(e, "num_attention_heads", c->n_heads, GC_LLAMA_MAX_HEADS)) ||
+      (rc = cfg_bound(e, "num_key_value_heads", c->n_kv_heads, GC_LLAMA_MAX_HEADS)) ||
+      (rc = cfg_bound(e, "head_dim", c->head_dim, GC_LLAMA_MAX_HEAD_DIM)) ||
+      (rc = cfg_bound(e, "vocab_size", c->vocab_size, GC_LLAMA_MAX_VOCAB)) ||
+      (rc = cfg_bound(e, "max_position_embeddings", c->max_seq, GC_LLAMA_MAX_SEQ)))
+    return rc;
+  if (c->n_heads % c->n_kv_heads != 0)
+    return gc_err_set(e, GC_EINVAL, "num_attention_heads %d is not a multiple of num_key_value_heads %d",
+                      c->n_heads, c->n_kv_heads);
+  if (c->head_dim % 2 != 0) return gc_err_set(e, GC_EINVAL, "head_dim %d must be even for RoPE", c->head_dim);
+  if ((int64_t)c->n_heads * c->head_dim > GC_LLAMA_MAX_HIDDEN)
+    return gc_err_set(e, GC_EINVAL, "num_attention_heads * head_dim = %lld is too large",
+                      (long long)c->n_heads * c->head_dim);
+  if (!(c->rms_norm_eps > 0 && c->rms_norm_eps < 1))
+    return gc_err_set(e, GC_EINVAL, "rms_norm_eps %g must be in (0, 1)", c->rms_norm_eps);
+  if (!(c->rope_theta > 0 && isfinite(c->rope_theta)))
+    return gc_err_set(e, GC_EINVAL, "rope_theta %g must be positive", c->rope_theta);
+  if (c->rope_scaling == GC_ROPE_SCALING_LLAMA3) {
+    if (!(c->rope_factor > 0 && isfinite(c->rope_factor)))
+      return gc_err_set(e, GC_EINVAL, "rope_scaling.factor %g must be positive", c->rope_factor);
+    if (!(c->rope_low_freq_factor > 0 && c->rope_high_freq_factor > c->rope_low_freq_factor &&
+          isfinite(c->rope_high_freq_factor)))
+      return gc_err_set(e, GC_EINVAL, "rope_scaling needs 0 < low_freq_factor < high_freq_factor (got %g, %g)",
+                        c->rope_low_freq_factor, c->rope_high_freq_factor);
+    if (c->rope_original_max_seq <= 0)
+      return gc_err_set(e, GC_EINVAL, "rope_scaling.original_max_position_embeddings %d must be positive",
+                        c->rope_original_max_seq);
+  } else if (c->rope_scaling != GC_ROPE_SCALING_NONE) {
+    return gc_err_set(e, GC_EINVAL, "unknown rope scaling %d", (int)c->rope_scaling);
+  }
+  if (c->rope_layout != GC_ROPE_HALVES && c->rope_layout != GC_ROPE_PAIRS)
+    return gc_err_set(e, GC_EINVAL, "unknown rope layout %d", (int)c->rope_layout);
+  if (c->bos_id < -1 || c->bos_id >= c->vocab_size)
+    return gc_err_set(e, GC_EINVAL, "bos_token_id %d is outside the vocabulary (%d)", c->bos_id, c->vocab_size);
+  if (c->n_eos < 0 || c->n_eos > GC_LLAMA_MAX_EOS) return gc_err_set(e, GC_EINVAL, "n_eos %d out of range", c->n_eos);
+  for (int i = 0; i < c->n_eos; i++)
+    if (c->eos_ids[i] < 0 || c->eos_ids[i] >= c->vocab_size)
+      return gc_err_set(e, GC_EINVAL, "eos_token_id %d is outside the vocabulary (%d)", c->eos_ids[i], c->vocab_size);
+  return GC_OK;
+}
+
+void gc_llama_config_describe(const gc_llama_config_t *c, char *buf, size_t n) {
+  if (!n) return;
+  char rs[128] = "";
+  if (c->rope_scaling == GC_ROPE_SCALING_LLAMA3)
+    snprintf(rs, sizeof rs, " llama3(factor %g, low %g, high %g, orig %d)", c->rope_factor,
+             c->rope_low_freq_factor, c->rope_high_freq_factor, c->rope_original_max_seq);
+  snprintf(buf, n,
+           "llama: dim %d, ffn %d, layers %d, heads %d (kv %d, head_dim %d), vocab %d, max_seq %d, "
+           "eps %g, rope theta %g%s %s, %s classifier, %s",
+           c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->vocab_size, c->max_seq,
+           c->rms_norm_eps, c->rope_theta, rs, c->rope_layout == GC_ROPE_PAIRS ? "pairs" : "halves",
+           c->tie_word_embeddings ? "tied" : "separate", gc_st_dtype_name(c->weight_dtype));
+}

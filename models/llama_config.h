@@ -1,0 +1,98 @@
+/* llama_config.h — the Llama family's hyperparameters, from a Hugging Face
+ * config.json or a llama2.c header, checked for consistency. What gcore
+ * cannot run (other RoPE scalings, biases, other activations, ...) is refused
+ * here, by name, before any weight is touched. */
+#ifndef GC_MODELS_LLAMA_CONFIG_H
+#define GC_MODELS_LLAMA_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/base.h"
+#include "safetensors.h"
+
+/* How RoPE pairs the elements of one head of q and k.
+ * HALVES: (x[i], x[i + head_dim/2]) — Hugging Face checkpoints.
+ * PAIRS:  (x[2i], x[2i + 1])       — llama2.c / Meta's original checkpoints.
+ * Both rotate pair i by angle pos * inv_freq[i]. */
+typedef enum gc_rope_layout {
+  GC_ROPE_HALVES = 0,
+  GC_ROPE_PAIRS = 1,
+} gc_rope_layout_t;
+
+typedef enum gc_rope_scaling {
+  GC_ROPE_SCALING_NONE = 0,
+  GC_ROPE_SCALING_LLAMA3 = 1, /* Llama 3.1 frequency-dependent rescaling */
+} gc_rope_scaling_t;
+
+#define GC_LLAMA_MAX_EOS 16
+
+/* Upper bounds that keep every size product inside int64 and refuse
+ * nonsense; the largest Llama (405B) is well inside them. */
+#define GC_LLAMA_MAX_DIM (1 << 16)
+#define GC_LLAMA_MAX_HIDDEN (1 << 18)
+#define GC_LLAMA_MAX_LAYERS 1024
+#define GC_LLAMA_MAX_HEADS 1024
+#define GC_LLAMA_MAX_HEAD_DIM 1024
+#define GC_LLAMA_MAX_VOCAB (1 << 22)
+#define GC_LLAMA_MAX_SEQ (1 << 24)
+
+typedef struct gc_llama_config {
+  int dim;        /* hidden_size: width of the residual stream */
+  int hidden_dim; /* intermediate_size: FFN width */
+  int n_layers;
+  int n_heads;    /* query heads */
+  int n_kv_heads; /* key/value heads; n_heads % n_kv_heads == 0 (GQA) */
+  int head_dim;   /* HF head_dim if given, else dim / n_heads; even */
+  int vocab_size;
+  int max_seq;    /* max_position_embeddings (llama2.c: seq_len) */
+  double rms_norm_eps;
+  double rope_theta;
+  gc_rope_scaling_t rope_scaling;
+  double rope_factor;           /* LLAMA3 only: factor */
+  double rope_low_freq_factor;  /* LLAMA3 only */
+  double rope_high_freq_factor; /* LLAMA3 only; > low_freq_factor */
+  int rope_original_max_seq;    /* LLAMA3 only: original_max_position_embeddings */
+  gc_rope_layout_t rope_layout;
+  int tie_word_embeddings;      /* 1: the classifier is the embedding */
+  int bos_id;                   /* -1 when the config names none */
+  int n_eos;                    /* 0 .. GC_LLAMA_MAX_EOS */
+  int eos_ids[GC_LLAMA_MAX_EOS];
+  gc_st_dtype_t dtype;          /* declared torch_dtype/dtype (F32 if absent) */
+  gc_st_dtype_t weight_dtype;   /* dtype of the loaded projection matrices
+                                   (set by the weight loader; llama2.c: F32) */
+} gc_llama_config_t;
+
+/* Parse config.json text [n bytes, need not be NUL-terminated]; `what`
+ * names the source in messages (e.g. the file path). Fills *c and checks it
+ * with gc_llama_config_check. Errors: GC_ECORRUPT (not JSON, wrong field
+ * types, missing required fields, values that fail the consistency check),
+ * GC_EUNSUPPORTED (a declared feature gcore does not implement, named:
+ * "unsupported config: rope_scaling.rope_type 'yarn' (gcore supports
+ * llama3)"), GC_ENOMEM. */
+int gc_llama_config_parse_hf(const char *text, size_t n, const char *what,
+                             gc_llama_config_t *c, gc_err_t *e);
+
+/* Read and parse <dir>/config.json (at most 4 MiB). */
+int gc_llama_config_load_hf(const char *dir, gc_llama_config_t *c,
+                            gc_err_t *e);
+
+/* The 7 little-endian int32 of a legacy llama2.c checkpoint header:
+ * dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len.
+ * A negative vocab_size means an untied classifier follows the weights.
+ * Fills *c (PAIRS rope, theta 1e4, eps 1e-5, BOS 1, EOS 2, F32) and checks
+ * it. Errors: GC_ECORRUPT naming the bad field. c->dim must equal
+ * n_heads * head_dim in this format (head_dim = dim / n_heads). */
+int gc_llama_config_from_llama2c(const int32_t hdr[7], gc_llama_config_t *c,
+                                 gc_err_t *e);
+
+/* Consistency: positive dims within the GC_LLAMA_MAX_* bounds, n_heads %
+ * n_kv_heads == 0, even head_dim, eps in (0, 1), finite theta > 0, sane
+ * llama3 parameters, ids inside the vocabulary (or -1 for BOS).
+ * GC_OK or GC_EINVAL with the offending field named. */
+int gc_llama_config_check(const gc_llama_config_t *c, gc_err_t *e);
+
+/* One-line human summary into buf[n] (always NUL-terminated). */
+void gc_llama_config_describe(const gc_llama_config_t *c, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,84 @@
+/* weights.h — one view of a Llama model's weights, whatever file they came
+ * from (a Hugging Face directory or a llama2.c checkpoint): per layer the
+ * nine named tensors, plus embedding, final norm and classifier, each with
+ * dtype, shape and a read-only host pointer. Every tensor is checked against
+ * the shape the config implies before the view is handed out. */
+#ifndef GC_MODELS_WEIGHTS_H
+#define GC_MODELS_WEIGHTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/base.h"
+#include "llama2c.h"
+#include "llama_config.h"
+#include "safetensors.h"
+
+/* One weight tensor: dense, row-major, y = W x for matrices. */
+typedef struct gc_weight {
+  char name[96];       /* HF name ("model.layers.3.mlp.up_proj.weight") or,
+                          for llama2.c, Meta's ("layers.3.feed_forward.w3.weight") */
+  gc_st_dtype_t dtype; /* F32, F16 or BF16 */
+  int ndim;            /* 1 (norm weights) or 2 (matrices) */
+  int64_t shape[2];    /* [n] or [rows = out_features, cols = in_features] */
+  const void *data;    /* [nbytes] host memory, read-only, aligned to the
+                          element size; valid until gc_weights_close */
+  size_t nbytes;
+} gc_weight_t;
+
+typedef struct gc_llama_layer_weights {
+  gc_weight_t attn_norm; /* [dim]                        input_layernorm */
+  gc_weight_t wq;        /* [n_heads * head_dim, dim]    q_proj */
+  gc_weight_t wk;        /* [n_kv_heads * head_dim, dim] k_proj */
+  gc_weight_t wv;        /* [n_kv_heads * head_dim, dim] v_proj */
+  gc_weight_t wo;        /* [dim, n_heads * head_dim]    o_proj */
+  gc_weight_t ffn_norm;  /* [dim]                        post_attention_layernorm */
+  gc_weight_t w1;        /* [hidden_dim, dim]            gate_proj */
+  gc_weight_t w2;        /* [dim, hidden_dim]            down_proj */
+  gc_weight_t w3;        /* [hidden_dim, dim]            up_proj */
+} gc_llama_layer_weights_t;
+
+#define GC_LLAMA_LAYER_TENSORS 9 /* fields of gc_llama_layer_weights_t */
+
+typedef struct gc_llama_weights {
+  gc_llama_config_t cfg; /* rope_layout: PAIRS for llama2.c, HALVES for HF;
+                            weight_dtype: dtype of layer 0's wq */
+  gc_weight_t tok_embeddings;       /* [vocab, dim] */
+  gc_llama_layer_weights_t *layers; /* [n_layers] */
+  gc_weight_t norm;                 /* [dim] final RMSNorm */
+  gc_weight_t classifier;           /* [vocab, dim]; when tied, the same
+                                       data as tok_embeddings */
+  int mixed_dtypes;                 /* 1 if not all tensors share weight_dtype */
+  /* private: what the pointers point into */
+  gc_st_t *st;
+  gc_llama2c_t *l2c;
+  void **copies; /* [n_copies] aligned copies of unaligned tensors */
+  size_t n_copies;
+} gc_llama_weights_t;
+
+/* Open a model: a directory is read as Hugging Face (config.json +
+ * safetensors), a regular file as a llama2.c checkpoint. On success *out
+ * is a view to release with gc_weights_close. Errors carry the tensor's or
+ * file's name: GC_ENOTFOUND (missing file or tensor), GC_ECORRUPT (bad file,
+ * wrong shape: "model.layers.3.mlp.up_proj.weight: shape [64,172] but the
+ * config implies [172,64]"), GC_EUNSUPPORTED (config feature or dtype),
+ * GC_EIO, GC_ENOMEM. */
+int gc_weights_open(const char *path, gc_llama_weights_t **out, gc_err_t *e);
+int gc_weights_open_hf(const char *dir, gc_llama_weights_t **out, gc_err_t *e);
+int gc_weights_open_llama2c(const char *path, gc_llama_weights_t **out, gc_err_t *e);
+
+/* Release the view and every mapping under it; NULL is a no-op. */
+void gc_weights_close(gc_llama_weights_t *w);
+
+/* Every tensor of the view in a fixed order: tok_embeddings, then per layer
+ * attn_norm wq wk wv wo ffn_norm w1 w2 w3, then norm, then classifier.
+ * count = 3 + 9 * n_layers; at(i) is NULL when i >= count. A tied
+ * classifier repeats tok_embeddings' data pointer: uploaders should share
+ * it rather than copy it twice. Can't fail. */
+size_t gc_weights_count(const gc_llama_weights_t *w);
+const gc_weight_t *gc_weights_at(const gc_llama_weights_t *w, size_t i);
+
+/* Host bytes of all distinct tensors (a tied classifier counted once). */
+uint64_t gc_weights_bytes(const gc_llama_weights_t *w);
+
+#endif

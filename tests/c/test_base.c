@@ -1,0 +1,180 @@
+/* test_base.c — unit tests of the bottom layers: the expression language,
+ * half-precision conversions, problem keys, template parsing, and
+ * allocation-failure injection through the loaders. */
+#include <math.h>
+#include <string.h>
+
+#include "../../base/expr.h"
+#include "../../db/problem.h"
+#include "../../gen/template.h"
+#include "../../runtime/ops.h"
+
+static int passed, failed;
+#define CHECK(cond)                                                      \
+  do {                                                                   \
+    if (cond) passed++;                                                  \
+    else {                                                               \
+      failed++;                                                          \
+      printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);             \
+    }                                                                    \
+  } while (0)
+
+static int64_t ev(const char *s, int *rc) {
+  gc_env_t env = {0};
+  gc_env_set(&env, "M", 17, NULL);
+  gc_env_set(&env, "MC", 8, NULL);
+  int64_t v = -999;
+  gc_err_t e;
+  *rc = gc_expr_eval(s, &env, &v, &e);
+  return v;
+}
+
+static void test_expr(void) {
+  int rc;
+  CHECK(ev("1 + 2 * 3", &rc) == 7 && !rc);
+  CHECK(ev("(1 + 2) * 3", &rc) == 9 && !rc);
+  CHECK(ev("cdiv(M, MC)", &rc) == 3 && !rc);
+  CHECK(ev("min(M, MC) + max(1, 2)", &rc) == 10 && !rc);
+  CHECK(ev("M % MC == 1 && !(M < 3) || 0", &rc) == 1 && !rc);
+  CHECK(ev("M <= 17", &rc) == 1 && ev("M >= 18", &rc) == 0);
+  CHECK(ev("-M / 2", &rc) == -8);
+  ev("1 / 0", &rc);
+  CHECK(rc == GC_EINVAL);
+  ev("9223372036854775807 + 1", &rc);
+  CHECK(rc == GC_EINVAL);
+  ev("Q + 1", &rc);
+  CHECK(rc == GC_EINVAL);
+  ev("(1 + 2", &rc);
+  CHECK(rc == GC_EINVAL);
+  ev("1 2", &rc);
+  CHECK(rc == GC_EINVAL);
+  char deep[400];
+  memset(deep, '(', 200);
+  deep[200] = '1';
+  memset(deep + 201, ')', 198);
+  deep[399] = 0;
+  ev(deep, &rc);
+  CHECK(rc == GC_EINVAL); /* nesting limit, not a stack overflow */
+
+  gc_env_t env = {0};
+  gc_err_t e;
+  int64_t g[3];
+  gc_env_set(&env, "M", 10, NULL);
+  CHECK(!gc_expr_eval3("cdiv(M, 4) * 2  3", &env, g, &e) && g[0] == 6 && g[1] == 3 && g[2] == 1);
+  CHECK(!gc_expr_eval3("M; M + 1; 2", &env, g, &e) && g[0] == 10 && g[1] == 11 && g[2] == 2);
+  CHECK(!gc_expr_eval3("(M) (1)", &env, g, &e) && g[0] == 10 && g[1] == 1);
+  CHECK(gc_expr_eval3("1 2 3 4", &env, g, &e) == GC_EINVAL);
+  gc_env_t p = {0};
+  CHECK(!gc_env_parse(&p, "A=1,B=-2", &e) && p.n == 2 && p.value[1] == -2);
+  CHECK(gc_env_parse(&p, "A=,B=2", &e) == GC_EINVAL);
+  CHECK(gc_env_parse(&p, "=3", &e) == GC_EINVAL);
+}
+
+static void test_half(void) {
+  int bad = 0;
+  for (uint32_t h = 0; h < 65536; h++) {
+    float f = gc_f16_to_f32((uint16_t)h);
+    if (isnan(f)) continue;
+    if (gc_f32_to_f16(f) != h) bad++;
+  }
+  CHECK(bad == 0);
+  CHECK(gc_f32_to_f16(1.0f) == 0x3c00);
+  CHECK(gc_f32_to_f16(65520.0f) == 0x7c00);            /* rounds to inf */
+  CHECK(gc_f32_to_f16(65504.0f) == 0x7bff);
+  CHECK(gc_f32_to_f16(1.0f + 0x1p-11f) == 0x3c00);     /* tie to even */
+  CHECK(gc_f32_to_f16(1.0f + 3 * 0x1p-11f) == 0x3c02); /* tie to even, up */
+  CHECK(gc_f32_to_f16(0x1p-24f) == 0x0001);            /* smallest subnormal */
+  CHECK(gc_f32_to_f16(0x1p-25f) == 0x0000);            /* tie to even (zero) */
+  CHECK(isnan(gc_f16_to_f32(gc_f32_to_f16(NAN))));
+  CHECK(gc_f32_to_bf16(1.0f) == 0x3f80);
+  CHECK(gc_f32_to_bf16(1.0f + 0x1p-8f) == 0x3f80);     /* tie to even */
+  CHECK(gc_f32_to_bf16(1.0f + 3 * 0x1p-8f) == 0x3f82);
+  CHECK(isnan(gc_bf16_to_f32(gc_f32_to_bf16(NAN))));
+  CHECK(gc_bf16_to_f32(0x4049) == 3.140625f);
+}
+
+static void test_problem(void) {
+  gc_problems_t l = {0};
+  gc_err_t e;
+  CHECK(!gc_problems_expand(&l, "gemm", "f32:f16:f32", "1,16", "64", "32", &e) && l.n == 2);
+  char key[GC_PROBLEM_KEY];
+  gc_problem_key(&l.v[1], key);
+  CHECK(!strcmp(key, "gemm f32:f16:f32 m=16 n=64 k=32"));
+  CHECK(gc_problems_expand(&l, "gemm", "f16:f16", "1", "1", "1", &e) == GC_EINVAL);
+  CHECK(gc_problems_expand(&l, "rmsnorm", "f32", "1", "8", "2", &e) == GC_EINVAL);
+  gc_problems_free(&l);
+}
+
+static void test_template_parse(void) {
+  const char *src =
+      "/* t\n * @template t1\n * @op gemm\n * @backend cpu\n * @dtypes f32 f32:f16:f32\n"
+      " * @kernel k\n * @param A 1 2 4 default 2 -- doc\n * @param B 8 16 default 16\n"
+      " * @constraint A * B <= 32 -- fits\n * @applies M <= 8\n * @grid cdiv(M, A) 1\n"
+      " * @block B\n * @priority 3\n */\nint x;\n";
+  gc_template_t t;
+  gc_err_t e;
+  CHECK(!gc_tpl_parse("t.c", src, strlen(src), &t, &e));
+  CHECK(t.nparams == 2 && t.params[0].nvalues == 3 && t.params[0].def == 2);
+  CHECK(t.ndtypes == 2 && t.dtypes[1][1] == GC_DT_F16 && t.priority == 3);
+  CHECK(gc_tpl_space_size(&t) == 6);
+  gc_problem_t p = {"gemm", GC_DT_F32, GC_DT_F32, GC_DT_F32, 5, 3, 3};
+  gc_target_t tg;
+  CHECK(!gc_target_parse("cpu:x86-64-v3", &tg, &e));
+  int ok = 0, valid = 0;
+  gc_variant_t v;
+  for (int64_t i = 0; i < 6; i++) {
+    const char *why;
+    gc_tpl_nth(&t, &p, i, &v);
+    if (!gc_tpl_valid(&v, &tg, &ok, &why, &e) && ok) valid++;
+  }
+  CHECK(valid == 5); /* A*B <= 32: (1,8)(1,16)(2,8)(2,16)(4,8) */
+  gc_tpl_default(&t, &p, &v);
+  CHECK(!strcmp(v.params, "A=2,B=16"));
+  int64_t grid[3], block[3];
+  CHECK(!gc_tpl_launch(&v, &tg, &p, grid, block, &e) && grid[0] == 3 && block[0] == 16);
+  CHECK(!gc_tpl_applies(&v, &tg, &p, &ok, &e) && ok);
+  p.m = 9;
+  CHECK(!gc_tpl_applies(&v, &tg, &p, &ok, &e) && !ok);
+  CHECK(gc_tpl_set_params(&t, "A=3", &v, &e) == GC_EINVAL);
+  CHECK(gc_tpl_set_params(&t, "C=1", &v, &e) == GC_EINVAL);
+  CHECK(!gc_tpl_set_params(&t, "A=4,B=8", &v, &e) && !strcmp(v.params, "A=4,B=8"));
+  char vid1[GC_HASH_HEX], vid2[GC_HASH_HEX];
+  gc_tpl_vid(&v, &tg, "cc 12", vid1);
+  gc_tpl_vid(&v, &tg, "cc 13", vid2);
+  CHECK(strcmp(vid1, vid2) != 0); /* the compiler is part of the id */
+  gc_tpl_free(&t);
+}
+
+/* Every allocation in the loaders may fail: each must report GC_ENOMEM,
+ * never crash or leak into a half-built state. */
+static void test_alloc_faults(void) {
+  int nomem = 0, ok_after = 0;
+  for (long n = 0; n < 400; n++) {
+    gc_templates_t set;
+    gc_err_t e = {0};
+    gc_fault_alloc_after(n);
+    int rc = gc_tpl_load_all(NULL, &set, &e);
+    gc_fault_alloc_after(-1);
+    if (rc == GC_ENOMEM) nomem++;
+    else if (rc == GC_OK) {
+      ok_after++;
+      gc_tpl_free_all(&set);
+      break;
+    } else {
+      printf("FAIL: fault at allocation %ld gave %s: %s\n", n, gc_err_name(rc), e.msg);
+      failed++;
+      return;
+    }
+  }
+  CHECK(nomem > 0 && ok_after == 1);
+}
+
+int main(void) {
+  test_expr();
+  test_half();
+  test_problem();
+  test_template_parse();
+  test_alloc_faults();
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed != 0;
+}

@@ -1,0 +1,57 @@
+"""Test harness: finds the built tools, gives every test a scratch directory,
+and shares one compile cache per session so a variant compiles once."""
+import os
+import subprocess
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.environ.get("GCORE_BIN", os.path.join(ROOT, "bin"))
+SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
+SANITIZER_MARKS = ("AddressSanitizer", "runtime error:", "LeakSanitizer", "Segmentation fault",
+                   "Traceback", "core dumped")
+
+
+class Result:
+    def __init__(self, p):
+        self.rc, self.out, self.err = p.returncode, p.stdout, p.stderr
+
+    def __repr__(self):
+        return f"rc={self.rc}\nstdout:\n{self.out}\nstderr:\n{self.err}"
+
+
+def run_tool(tool, *args, cwd=None, env=None, timeout=600):
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    p = subprocess.run([os.path.join(BIN, tool), *map(str, args)], cwd=cwd, env=e,
+                       capture_output=True, text=True, timeout=timeout)
+    r = Result(p)
+    for mark in SANITIZER_MARKS:
+        assert mark not in r.err, f"{tool} crashed or sanitizer fired:\n{r}"
+    return r
+
+
+def assert_clean_error(r, tool, *needles):
+    """A bad input: non-zero exit, one line on stderr naming the tool, no crash."""
+    assert r.rc not in (0,) and r.rc > 0, r
+    lines = [l for l in r.err.splitlines() if l.strip()]
+    assert len(lines) == 1, f"expected one error line:\n{r}"
+    assert lines[0].startswith(tool + ": "), r
+    for n in needles:
+        assert n in lines[0], f"'{n}' not in: {lines[0]}"
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture
+def gc(tmp_path, cache_dir):
+    """Runs a gcore tool in tmp_path with the session cache."""
+    def run(tool, *args, **kw):
+        env = {"GCORE_CACHE": cache_dir}
+        env.update(kw.pop("env", {}) or {})
+        return run_tool(tool, *args, cwd=kw.pop("cwd", tmp_path), env=env, **kw)
+    run.dir = tmp_path
+    return run

@@ -1,0 +1,51 @@
+"""numpy fp64 references for the ops and readers for gcore-run --dump."""
+import os
+import numpy as np
+
+
+def bf16_to_f64(u16):
+    return (u16.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def load(path, dtype, count):
+    raw = np.fromfile(path, dtype=np.uint8)
+    size = 4 if dtype == "f32" else 2
+    assert raw.size == count * size, f"{path}: {raw.size} bytes, want {count * size}"
+    if dtype == "f32":
+        return raw.view(np.float32).astype(np.float64)
+    if dtype == "f16":
+        return raw.view(np.float16).astype(np.float64)
+    return bf16_to_f64(raw.view(np.uint16))
+
+
+def read_dump(d):
+    """{name: (dtype, array)} from a gcore-run --dump directory."""
+    out = {}
+    with open(os.path.join(d, "meta.txt")) as f:
+        lines = f.read().splitlines()
+    for line in lines[1:]:
+        name, dt, count, _ = line.split()
+        out[name] = (dt, load(os.path.join(d, name + ".bin"), dt, int(count)))
+    return out
+
+
+def split_dtypes(s):
+    p = s.split(":")
+    return p * 3 if len(p) == 1 else p
+
+
+def gemm(a, b, m, n, k):
+    A, B = a.reshape(m, k), b.reshape(n, k)
+    return A @ B.T, np.abs(A) @ np.abs(B).T
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def check(got, ref, tol):
+    assert np.all(np.isfinite(got)), "non-finite output"
+    err = np.abs(got - ref)
+    bad = np.argwhere(err > tol)
+    assert bad.size == 0, (f"{bad.shape[0]} of {got.size} elements out of tolerance; first at "
+                           f"{bad[0]}: got {got.flat[bad[0][0]]}, want {ref.flat[bad[0][0]]}")

@@ -1,0 +1,142 @@
+"""Bad input: each gives one clear line on stderr and a non-zero exit, never
+a crash (the harness fails any run that trips a sanitizer)."""
+import os
+import shutil
+import sqlite3
+
+import pytest
+
+from conftest import ROOT, assert_clean_error
+
+GEMM = ["--op", "gemm", "--m", "4", "--n", "32", "--k", "32"]
+
+
+@pytest.fixture
+def bundle(gc):
+    assert gc("gcore-gen", *GEMM, "-o", "good.gcb", "-q").rc == 0
+    return gc.dir / "good.gcb"
+
+
+@pytest.fixture
+def tunedb(gc):
+    r = gc("gcore-tune", "--template", "gemv_cpu", *GEMM, "--db", "good.db", "--budget", "1",
+           "--no-progress")
+    assert r.rc == 0, r
+    with sqlite3.connect(gc.dir / "good.db") as c:
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return gc.dir / "good.db"
+
+
+@pytest.mark.parametrize("tool", ["gcore-tune", "gcore-gen"])
+def test_unknown_op_and_dtype(gc, tool):
+    extra = ["-o", "x.gcb"] if tool == "gcore-gen" else ["--db", "t.db"]
+    assert_clean_error(gc(tool, "--op", "conv", "--m", "1", *extra), tool, "unknown op 'conv'")
+    assert_clean_error(gc(tool, *GEMM, "--dtype", "f8", *extra), tool, "unknown dtype 'f8'")
+    assert_clean_error(gc(tool, "--op", "gemm", "--m", "0", "--n", "1", "--k", "1", *extra), tool,
+                       "out of range")
+    assert_clean_error(gc(tool, "--op", "rmsnorm", "--m", "1", "--n", "4", "--k", "3", *extra),
+                       tool, "no k dimension")
+
+
+def test_unknown_op_at_run(gc, bundle):
+    assert_clean_error(gc("gcore-run", "-b", bundle, "--op", "conv", "--m", "1"), "gcore-run",
+                       "unknown op")
+
+
+def test_bad_flags(gc):
+    assert_clean_error(gc("gcore-tune", *GEMM, "--budget", "x"), "gcore-tune", "--budget")
+    assert_clean_error(gc("gcore-tune", *GEMM, "--target", "sm_99"), "gcore-tune", "unknown target")
+    assert_clean_error(gc("gcore-gen", *GEMM), "gcore-gen", "-o BUNDLE")
+    assert_clean_error(gc("gcore-run", "--op", "gemm"), "gcore-run", "no bundle")
+
+
+def bad_template(gc, name, text):
+    d = gc.dir / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), d)
+    (d / "cpu" / name).write_text(text)
+    return d
+
+
+HEAD = ("/*\n * @template bad\n * @op gemm\n * @backend cpu\n * @dtypes f32\n * @kernel k\n"
+        " * @grid M\n{extra} */\nvoid k(void **a, long t) {{ (void)a; (void)t; }}\n")
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (" * @param X 1 2 default 3\n", "default of X is not among its values"),
+    (" * @param X 1 2\n", "has no 'default D'"),
+    (" * @param X 1 2 default 1\n * @constraint X < Y\n", "unknown name 'Y'"),
+    (" * @frobnicate 1\n", "unknown declaration '@frobnicate'"),
+    (" * @param X 1 1 default 1\n", "listed twice"),
+    (" * @constraint (X\n * @param X 1 default 1\n", "expected ')'"),
+])
+def test_malformed_template(gc, extra, needle):
+    d = bad_template(gc, "bad.c", HEAD.format(extra=extra))
+    for tool, out in (("gcore-tune", ["--db", "t.db"]), ("gcore-gen", ["-o", "x.gcb"])):
+        r = gc(tool, "--templates", d, *GEMM, *out)
+        assert_clean_error(r, tool, "bad.c", needle)
+
+
+def test_template_missing_kernel_decl(gc):
+    d = bad_template(gc, "bad.c", "/*\n * @template bad\n * @op gemm\n */\n")
+    assert_clean_error(gc("gcore-gen", "--templates", d, *GEMM, "-o", "x.gcb"), "gcore-gen",
+                       "missing @backend")
+
+
+def test_constraints_no_variant_satisfies(gc):
+    d = gc.dir / "tpl"
+    (d / "cpu").mkdir(parents=True)
+    shutil.copy(os.path.join(ROOT, "templates", "cpu", "prelude.h"), d / "cpu")
+    (d / "cpu" / "never.c").write_text(HEAD.format(
+        extra=" * @param X 1 2 default 1\n * @constraint X > 5 -- never\n"))
+    r = gc("gcore-tune", "--templates", d, *GEMM, "--dtype", "f32", "--db", "t.db")
+    assert_clean_error(r, "gcore-tune", "none of the 2 variants satisfies")
+    r = gc("gcore-gen", "--templates", d, *GEMM, "--dtype", "f32", "-o", "x.gcb")
+    assert_clean_error(r, "gcore-gen", "no variant satisfies its constraints")
+
+
+def test_database_missing_corrupt_truncated(gc, tunedb):
+    assert_clean_error(gc("gcore-gen", "--db", "nope.db", *GEMM, "-o", "x.gcb"), "gcore-gen",
+                       "nope.db")
+    (gc.dir / "garbage.db").write_bytes(os.urandom(8192))
+    for tool, out in (("gcore-gen", ["-o", "x.gcb"]), ("gcore-tune", [])):
+        assert_clean_error(gc(tool, "--db", "garbage.db", *GEMM, *out), tool, "garbage.db")
+    data = tunedb.read_bytes()
+    (gc.dir / "trunc.db").write_bytes(data[: len(data) // 2])
+    assert_clean_error(gc("gcore-gen", "--db", "trunc.db", *GEMM, "-o", "x.gcb"), "gcore-gen",
+                       "trunc.db")
+
+
+def test_bundle_missing_corrupt_truncated_wrong_kind(gc, bundle, tunedb):
+    run = ["gcore-run", *GEMM, "-b"]
+    assert_clean_error(gc(*run, "missing.gcb"), "gcore-run", "missing.gcb")
+    data = bundle.read_bytes()
+    (gc.dir / "trunc.gcb").write_bytes(data[: len(data) // 3])
+    assert_clean_error(gc(*run, "trunc.gcb"), "gcore-run", "trunc.gcb")
+    corrupt = bytearray(data)
+    for i in range(200, len(corrupt), 97):
+        corrupt[i] ^= 0x5A
+    (gc.dir / "corrupt.gcb").write_bytes(bytes(corrupt))
+    assert_clean_error(gc(*run, "corrupt.gcb"), "gcore-run", "corrupt.gcb")
+    (gc.dir / "empty.gcb").write_bytes(b"")
+    assert_clean_error(gc(*run, "empty.gcb"), "gcore-run", "not a gcore bundle")
+    assert_clean_error(gc(*run, tunedb), "gcore-run", "not a gcore bundle")
+
+
+def test_bundle_lacks_problem(gc, bundle):
+    r = gc("gcore-run", "-b", bundle, "--op", "gemm", "--m", "4", "--n", "64", "--k", "32")
+    assert_clean_error(r, "gcore-run", "has no kernel for 'gemm f32:f32:f32 m=4 n=64 k=32'")
+
+
+def test_bundle_for_another_target(gc, bundle):
+    with sqlite3.connect(bundle) as c:
+        c.execute("UPDATE code_objects SET target='sm_90'")
+        c.execute("UPDATE dispatch SET target='sm_90'")
+    r = gc("gcore-run", "-b", bundle, *GEMM)
+    assert_clean_error(r, "gcore-run", "has no code for this device", "it has: sm_90",
+                       "gcore-gen --target cpu:x86-64")
+
+
+def test_tampered_code_object(gc, bundle):
+    with sqlite3.connect(bundle) as c:
+        c.execute("UPDATE code_objects SET blob = zeroblob(length(blob))")
+    assert_clean_error(gc("gcore-run", "-b", bundle, *GEMM), "gcore-run", "hash check")

@@ -1,0 +1,108 @@
+"""gcore-tune: records every candidate, resumes, keeps wrong / crashing /
+hanging variants from winning, honours budgets, shows progress."""
+import os
+import shutil
+import sqlite3
+
+from conftest import ROOT
+
+PROB = ["--op", "gemm", "--m", "8", "--n", "16", "--k", "32", "--dtype", "f32"]
+
+
+def planted_templates(tmp):
+    d = tmp / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), d)
+    shutil.copy(os.path.join(ROOT, "tests", "data", "wrong_gemm.c"), d / "cpu" / "wrong_gemm.c")
+    return d
+
+
+def statuses(db, template):
+    with sqlite3.connect(db) as c:
+        return dict(c.execute(
+            "SELECT v.params, m.status FROM measurements m JOIN variants v ON v.id = m.variant_id "
+            "WHERE v.template = ?", (template,)).fetchall())
+
+
+def winner_template(db):
+    with sqlite3.connect(db) as c:
+        return c.execute("SELECT v.template FROM winners w JOIN measurements m ON "
+                         "m.id = w.measurement_id JOIN variants v ON v.id = m.variant_id").fetchall()
+
+
+def test_wrong_crashing_hanging_variants_never_win(gc):
+    tpl = planted_templates(gc.dir)
+    # (under ASan, let the planted NULL dereference kill the worker as a plain SIGSEGV)
+    r = gc("gcore-tune", "--templates", tpl, "--template", "wrong_gemm", *PROB, "--db", "t.db",
+           "--timeout", "3", "--no-progress", env={"ASAN_OPTIONS": "handle_segv=0"})
+    assert r.rc == 0, r
+    assert "no verified variant" in r.out
+    assert statuses(gc.dir / "t.db", "wrong_gemm") == {
+        "BUG=1": "verify-failed", "BUG=2": "launch-failed", "BUG=3": "timed-out"}
+    r = gc("gcore-tune", "--templates", tpl, "--template", "gemm_cpu", *PROB, "--db", "t.db",
+           "--budget", "3", "--no-progress")
+    assert r.rc == 0, r
+    assert winner_template(gc.dir / "t.db") == [("gemm_cpu",)]
+    # the bundle uses the verified winner even though wrong_gemm is the default
+    r = gc("gcore-gen", "--templates", tpl, "--db", "t.db", *PROB, "-o", "b.gcb")
+    assert r.rc == 0 and "1 tuned" in r.out, r
+    r = gc("gcore-run", "-b", "b.gcb", *PROB)
+    assert r.rc == 0 and "gemm_cpu" in r.out and "[tuned]" in r.out, r
+
+
+def test_records_every_candidate_and_resumes(gc):
+    args = ["gcore-tune", "--template", "gemv_cpu", *PROB[:2], "--m", "1", *PROB[4:], "--db",
+            "t.db", "--budget", "4", "--no-progress"]
+    r = gc(*args)
+    assert r.rc == 0, r
+    assert "4 measured now, 0 reused" in r.out, r
+    with sqlite3.connect(gc.dir / "t.db") as c:
+        rows = c.execute("SELECT status, count(*) FROM measurements GROUP BY status").fetchall()
+        n_ok = dict(rows).get("ok", 0)
+        assert n_ok == 4, rows
+        # timing statistics are complete for verified rows
+        bad = c.execute("SELECT count(*) FROM measurements WHERE status='ok' AND (median_us IS NULL "
+                        "OR min_us > median_us OR max_us < median_us OR iters < 5 OR max_err > 1)"
+                        ).fetchone()[0]
+        assert bad == 0
+    r = gc(*args)
+    assert r.rc == 0, r
+    assert "4 measured now" in r.out  # the next 4 of the space, nothing re-measured
+    with sqlite3.connect(gc.dir / "t.db") as c:
+        assert dict(c.execute("SELECT status, count(*) FROM measurements GROUP BY status")
+                    .fetchall()).get("ok") == 8
+
+
+def test_full_resume_measures_nothing(gc):
+    args = ["gcore-tune", "--template", "rmsnorm_cpu", "--op", "rmsnorm", "--m", "2", "--n", "64",
+            "--db", "t.db", "--no-progress"]
+    r = gc(*args)
+    assert r.rc == 0, r
+    r2 = gc(*args)
+    assert r2.rc == 0, r2
+    assert " 0 measured now" in r2.out, r2
+    assert "winner rmsnorm_cpu" in r2.out
+
+
+def test_time_budget_stops_early(gc):
+    r = gc("gcore-tune", "--template", "gemm_cpu", *PROB, "--db", "t.db", "--budget", "2s",
+           "--min-time", "0.05", "--no-progress")
+    assert r.rc == 0, r
+    assert "time budget of 2 s reached" in r.out, r
+
+
+def test_progress_line(gc):
+    r = gc("gcore-tune", "--template", "gemv_cpu", *PROB[:2], "--m", "1", *PROB[4:], "--db", "t.db",
+           "--budget", "2", "--progress")
+    assert r.rc == 0, r
+    assert "[1/2]" in r.err and "ETA" in r.err and "best" in r.err, r
+
+
+def test_compile_cache_is_content_addressed(gc, tmp_path):
+    cache = tmp_path / "own_cache"
+    args = ["gcore-gen", "--op", "rmsnorm", "--m", "4", "--n", "64", "-o", "b.gcb", "--cache", cache]
+    assert gc(*args).rc == 0
+    objs = sorted((cache / "obj").glob("*.so"))
+    assert objs and (cache / "build.ninja").exists()
+    before = {o: o.stat().st_mtime_ns for o in objs}
+    assert gc(*args).rc == 0
+    assert {o: o.stat().st_mtime_ns for o in sorted((cache / "obj").glob("*.so"))} == before

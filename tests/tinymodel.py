@@ -1,0 +1,290 @@
+"""tinymodel.py — writes random tiny Llama models in Hugging Face layout
+(config.json + model.safetensors, or shards + model.safetensors.index.json)
+with numpy only, and deliberately broken variants for tests.
+
+The safetensors format is written by hand: 8-byte little-endian header
+length, a JSON header {name: {dtype, shape, data_offsets}} padded with spaces
+to 8 bytes, then the data. F16 is numpy's round-to-nearest-even; BF16 keeps
+the upper halves of the fp32 bits, rounded to nearest even.
+
+    python3 tests/tinymodel.py OUTDIR [--dim 64 --n-layers 2 --dtype bf16 --tied ...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import struct
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+DTYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16"}
+
+LLAMA3_SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                  "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+
+
+# ---------------------------------------------------------- conversions
+
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """fp32 -> bf16 bit patterns (uint16), round to nearest, ties to even."""
+    b = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (b + 0x7FFF + ((b >> 16) & 1)) >> 16
+    nan = np.isnan(np.asarray(x, dtype=np.float32))
+    out = rounded.astype(np.uint16)
+    out[nan] = 0x7FC0
+    return out
+
+
+def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def encode(x: np.ndarray, dtype: str) -> Tuple[bytes, np.ndarray]:
+    """Stored bytes of x in dtype ("F32", "F16", "BF16") and the values they
+    hold, as fp64 (what an exact reader must get back)."""
+    x = np.asarray(x, dtype=np.float32)
+    if dtype == "F32":
+        return x.astype("<f4").tobytes(), x.astype(np.float64)
+    if dtype == "F16":
+        h = x.astype("<f2")
+        return h.tobytes(), h.astype(np.float64)
+    if dtype == "BF16":
+        bits = bf16_bits(x)
+        return bits.astype("<u2").tobytes(), bf16_to_f32(bits).astype(np.float64)
+    raise ValueError(f"unknown dtype {dtype}")
+
+
+# ------------------------------------------------------------- writing
+
+def write_safetensors(path: str, tensors: Sequence[Tuple[str, str, Sequence[int], bytes]],
+                      metadata: Optional[dict] = None, offsets: Optional[Dict[str, Tuple[int, int]]] = None,
+                      align: int = 8) -> None:
+    """tensors: (name, dtype string, shape, raw bytes), stored in this order.
+    offsets overrides the data_offsets written for some names (to lie)."""
+    header: dict = {"__metadata__": metadata or {"format": "pt"}}
+    pos = 0
+    for name, dt, shape, raw in tensors:
+        b, e = pos, pos + len(raw)
+        if offsets and name in offsets:
+            b, e = offsets[name]
+        header[name] = {"dtype": dt, "shape": [int(s) for s in shape], "data_offsets": [b, e]}
+        pos += len(raw)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    if align > 1:
+        h += b" " * (-(8 + len(h)) % align)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for _, _, _, raw in tensors:
+            f.write(raw)
+
+
+def read_safetensors_raw(path: str) -> Tuple[dict, bytes]:
+    """(header dict, data region bytes) with no checks: for breaking files."""
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    return json.loads(raw[8:8 + n]), raw[8 + n:]
+
+
+def tensor_shapes(cfg: dict) -> List[Tuple[str, Tuple[int, ...]]]:
+    """HF tensor names and shapes of a Llama config, in file order."""
+    D, H, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    hd = cfg.get("head_dim") or D // cfg["num_attention_heads"]
+    Q, KV = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
+    out = [("model.embed_tokens.weight", (V, D))]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        out += [(p + "input_layernorm.weight", (D,)), (p + "self_attn.q_proj.weight", (Q, D)),
+                (p + "self_attn.k_proj.weight", (KV, D)), (p + "self_attn.v_proj.weight", (KV, D)),
+                (p + "self_attn.o_proj.weight", (D, Q)), (p + "post_attention_layernorm.weight", (D,)),
+                (p + "mlp.gate_proj.weight", (H, D)), (p + "mlp.down_proj.weight", (D, H)),
+                (p + "mlp.up_proj.weight", (H, D))]
+    out.append(("model.norm.weight", (D,)))
+    if not cfg.get("tie_word_embeddings", False):
+        out.append(("lm_head.weight", (V, D)))
+    return out
+
+
+def make_config(dim: int = 64, hidden_dim: int = 172, n_layers: int = 2, n_heads: int = 8,
+                n_kv_heads: int = 4, head_dim: Optional[int] = None, vocab: int = 128, max_seq: int = 256,
+                tied: bool = False, rope_scaling=None, rope_theta: float = 10000.0, eps: float = 1e-5,
+                dtype: str = "f32") -> dict:
+    """A config.json dict. rope_scaling: None, "llama3" (LLAMA3_SCALING) or a dict."""
+    if rope_scaling == "llama3":
+        rope_scaling = dict(LLAMA3_SCALING)
+    cfg = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+        "hidden_size": dim, "intermediate_size": hidden_dim, "num_hidden_layers": n_layers,
+        "num_attention_heads": n_heads, "num_key_value_heads": n_kv_heads, "vocab_size": vocab,
+        "max_position_embeddings": max_seq, "rms_norm_eps": eps, "rope_theta": rope_theta,
+        "rope_scaling": rope_scaling, "tie_word_embeddings": tied, "hidden_act": "silu",
+        "attention_bias": False, "mlp_bias": False, "bos_token_id": 1, "eos_token_id": 2,
+        "torch_dtype": {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[dtype],
+    }
+    if head_dim is not None:
+        cfg["head_dim"] = head_dim
+    return cfg
+
+
+def random_weights(cfg: dict, seed: int = 0) -> Dict[str, np.ndarray]:
+    """fp32 tensors by HF name: N(0,1) embeddings, 1/sqrt(fan_in) matrices,
+    norms near 1, so that logits are neither flat nor saturated."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, shape in tensor_shapes(cfg):
+        if len(shape) == 1:
+            out[name] = (1.0 + 0.1 * rng.standard_normal(shape)).astype(np.float32)
+        elif "embed_tokens" in name:
+            out[name] = rng.standard_normal(shape).astype(np.float32)
+        else:
+            out[name] = (rng.standard_normal(shape) / np.sqrt(shape[1])).astype(np.float32)
+    return out
+
+
+def write_hf(outdir: str, cfg: dict, weights: Dict[str, np.ndarray], dtype: str = "f32",
+             shards: int = 1) -> Dict[str, np.ndarray]:
+    """Write config.json and the weights (fp32 arrays by HF name) as dtype,
+    in `shards` files. Returns the fp64 values actually stored, by name."""
+    os.makedirs(outdir, exist_ok=True)
+    with open(os.path.join(outdir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    st = DTYPES[dtype]
+    entries, stored = [], {}
+    for name in weights:
+        raw, val = encode(weights[name], st)
+        entries.append((name, st, weights[name].shape, raw))
+        stored[name] = val
+    for fn in os.listdir(outdir):
+        if fn.endswith(".safetensors") or fn == "model.safetensors.index.json":
+            os.remove(os.path.join(outdir, fn))
+    if shards <= 1:
+        write_safetensors(os.path.join(outdir, "model.safetensors"), entries)
+        return stored
+    per = -(-len(entries) // shards)
+    weight_map = {}
+    for s in range(shards):
+        fn = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+        part = entries[s * per:(s + 1) * per]
+        write_safetensors(os.path.join(outdir, fn), part)
+        weight_map.update({name: fn for name, _, _, _ in part})
+    total = sum(len(e[3]) for e in entries)
+    with open(os.path.join(outdir, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+    return stored
+
+
+def write_model(outdir: str, seed: int = 0, dtype: str = "f32", shards: int = 1,
+                **config_kw) -> Tuple[dict, Dict[str, np.ndarray]]:
+    """Random tiny model in outdir. config_kw: see make_config (dim, hidden_dim,
+    n_layers, n_heads, n_kv_heads, head_dim, vocab, max_seq, tied,
+    rope_scaling, rope_theta, eps). Returns (config dict, stored fp64 values)."""
+    cfg = make_config(dtype=dtype, **config_kw)
+    return cfg, write_hf(outdir, cfg, random_weights(cfg, seed), dtype=dtype, shards=shards)
+
+
+# ------------------------------------------------------ broken variants
+
+def _rewrite(path: str, edit) -> None:
+    """Load path's header and data, let edit(header, data) -> (header, data)
+    change them, and write the file back verbatim (no re-validation)."""
+    header, data = read_safetensors_raw(path)
+    header, data = edit(header, data)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-(8 + len(h)) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + data)
+
+
+def shard_of(outdir: str, name: str) -> str:
+    idx = os.path.join(outdir, "model.safetensors.index.json")
+    if os.path.exists(idx):
+        return os.path.join(outdir, json.load(open(idx))["weight_map"][name])
+    return os.path.join(outdir, "model.safetensors")
+
+
+def truncate(path: str, drop: int) -> None:
+    """Cut the last `drop` bytes of a file."""
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.truncate(max(0, size - drop))
+
+
+def lie_offsets(outdir: str, name: str, end_delta: int) -> None:
+    """Move the end offset of tensor `name` by end_delta bytes."""
+    def edit(h, d):
+        h[name]["data_offsets"][1] += end_delta
+        return h, d
+    _rewrite(shard_of(outdir, name), edit)
+
+
+def header_length_past_eof(path: str) -> None:
+    raw = bytearray(open(path, "rb").read())
+    raw[:8] = struct.pack("<Q", len(raw) + 16)
+    open(path, "wb").write(bytes(raw))
+
+
+def remove_tensor(outdir: str, name: str) -> None:
+    """Drop tensor `name` from the header of its file (the index keeps it)."""
+    def edit(h, d):
+        del h[name]
+        return h, d
+    _rewrite(shard_of(outdir, name), edit)
+
+
+def wrong_shape(outdir: str, name: str) -> None:
+    """Reverse the dims of tensor `name` (same byte size, wrong shape)."""
+    def edit(h, d):
+        h[name]["shape"] = list(reversed(h[name]["shape"]))
+        return h, d
+    _rewrite(shard_of(outdir, name), edit)
+
+
+def wrong_dtype(outdir: str, name: str, dtype: str = "I16") -> None:
+    """Relabel tensor `name` with another dtype of the same element size
+    (I16 for F16/BF16 data, I32 for F32) or any string given."""
+    def edit(h, d):
+        h[name]["dtype"] = dtype
+        return h, d
+    _rewrite(shard_of(outdir, name), edit)
+
+
+def remove_shard(outdir: str, index: int = 1) -> str:
+    """Delete the index-th shard file of a sharded model; returns its path."""
+    wm = json.load(open(os.path.join(outdir, "model.safetensors.index.json")))["weight_map"]
+    path = os.path.join(outdir, sorted(set(wm.values()))[index])
+    os.remove(path)
+    return path
+
+
+# ------------------------------------------------------------------ CLI
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description="write a random tiny Llama in Hugging Face layout")
+    ap.add_argument("outdir")
+    ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--hidden-dim", type=int, default=172)
+    ap.add_argument("--n-layers", type=int, default=2)
+    ap.add_argument("--n-heads", type=int, default=8)
+    ap.add_argument("--n-kv-heads", type=int, default=4)
+    ap.add_argument("--head-dim", type=int, default=None)
+    ap.add_argument("--vocab", type=int, default=128)
+    ap.add_argument("--max-seq", type=int, default=256)
+    ap.add_argument("--rope-theta", type=float, default=10000.0)
+    ap.add_argument("--llama3-rope", action="store_true", help="add llama3 rope_scaling")
+    ap.add_argument("--tied", action="store_true")
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default="f32")
+    ap.add_argument("--shards", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    cfg, _ = write_model(a.outdir, seed=a.seed, dtype=a.dtype, shards=a.shards, dim=a.dim,
+                         hidden_dim=a.hidden_dim, n_layers=a.n_layers, n_heads=a.n_heads,
+                         n_kv_heads=a.n_kv_heads, head_dim=a.head_dim, vocab=a.vocab, max_seq=a.max_seq,
+                         tied=a.tied, rope_scaling="llama3" if a.llama3_rope else None,
+                         rope_theta=a.rope_theta)
+    print(f"wrote {a.outdir}: {len(tensor_shapes(cfg))} tensors, {a.dtype}, {a.shards} file(s)")
+
+
+if __name__ == "__main__":
+    main()
