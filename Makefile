@@ -66,8 +66,8 @@ test: all $(C_TESTS)
 	  $(PYTHON) -m pytest -q tests
 
 # ---- the demo -------------------------------------------------------------
-demo:
-	@sh bench/demo.sh
+demo: deps all
+	@sh tuner/demo.sh
 
 # ---- dependencies (Debian bookworm) ---------------------------------------
 DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev libjson-c-dev python3 \
@@ -86,3 +86,12 @@ clean:
 	rm -rf build bin lib
 
 .PHONY: all test demo deps clean
+
+# ---- benchmarks -----------------------------------------------------------
+build/rel/bench/cpu_gemm: bench/cpu_gemm.c lib/libgcore.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I/usr/include/x86_64-linux-gnu/openblas-pthread -o $@ $^ $(LDLIBS) -lopenblas
+
+bench-cpu: all
+	sh bench/cpu_gemm.sh
+.PHONY: bench-cpu

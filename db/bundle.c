@@ -25,7 +25,8 @@ static const char *schema =
     "CREATE TABLE dispatch("
     "  id INTEGER PRIMARY KEY, target TEXT NOT NULL, op TEXT NOT NULL,"
     "  ta TEXT NOT NULL, tb TEXT NOT NULL, tc TEXT NOT NULL,"
-    "  n INTEGER NOT NULL, k INTEGER NOT NULL, m_lo INTEGER NOT NULL,"
+    "  n INTEGER NOT NULL, k INTEGER NOT NULL, h INTEGER NOT NULL,"
+    "  g INTEGER NOT NULL, d INTEGER NOT NULL, m_lo INTEGER NOT NULL,"
     "  m_hi INTEGER NOT NULL, code_id INTEGER NOT NULL REFERENCES code_objects(id),"
     "  symbol TEXT NOT NULL, grid TEXT NOT NULL, block TEXT NOT NULL,"
     "  consts TEXT NOT NULL, template TEXT NOT NULL, params TEXT NOT NULL,"
@@ -116,9 +117,9 @@ int gc_bundle_add_dispatch(gc_bundle_t *b, const gc_dispatch_t *d, gc_err_t *e) 
   sqlite3_stmt *st;
   if (gc_sql_prepare(b->sq,
                      "INSERT INTO dispatch(target,op,ta,tb,tc,n,k,m_lo,m_hi,code_id,"
-                     "symbol,grid,block,consts,template,params,vid,is_default,source)"
-                     " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,"
-                     "?16,?17,?18,?19)",
+                     "symbol,grid,block,consts,template,params,vid,is_default,source,"
+                     "h,g,d) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,"
+                     "?16,?17,?18,?19,?20,?21,?22)",
                      &st, e))
     return e->code;
   gc_sql_bind_text(st, 1, d->target);
@@ -137,6 +138,9 @@ int gc_bundle_add_dispatch(gc_bundle_t *b, const gc_dispatch_t *d, gc_err_t *e) 
   gc_sql_bind_text(st, 17, d->vid);
   sqlite3_bind_int(st, 18, d->is_default);
   gc_sql_bind_text(st, 19, d->source);
+  sqlite3_bind_int64(st, 20, d->shape.h);
+  sqlite3_bind_int64(st, 21, d->shape.g);
+  sqlite3_bind_int64(st, 22, d->shape.d);
   int rc = sqlite3_step(st);
   sqlite3_finalize(st);
   return rc == SQLITE_DONE ? GC_OK : gc_sql_err(b->sq, e, b->path);
@@ -220,7 +224,7 @@ static void col_text(sqlite3_stmt *st, int i, char *dst, size_t n) {
 
 #define DISPATCH_COLS                                                          \
   "id,target,op,ta,tb,tc,n,k,m_lo,m_hi,code_id,symbol,grid,block,consts,"     \
-  "template,params,vid,is_default,source"
+  "template,params,vid,is_default,source,h,g,d"
 
 /* Fill d from a row of DISPATCH_COLS, validating what the runtime relies on. */
 static int read_dispatch(gc_bundle_t *b, sqlite3_stmt *st, gc_dispatch_t *d,
@@ -249,6 +253,9 @@ static int read_dispatch(gc_bundle_t *b, sqlite3_stmt *st, gc_dispatch_t *d,
   col_text(st, 17, d->vid, sizeof d->vid);
   d->is_default = sqlite3_column_int(st, 18);
   col_text(st, 19, d->source, sizeof d->source);
+  d->shape.h = sqlite3_column_int64(st, 20);
+  d->shape.g = sqlite3_column_int64(st, 21);
+  d->shape.d = sqlite3_column_int64(st, 22);
   if (d->m_lo < 0 || d->m_hi < d->m_lo || !d->symbol[0] || !gc_op_find(d->shape.op))
     return gc_err_set(e, GC_ECORRUPT, "%s: dispatch entry %lld is malformed",
                       b->path, (long long)d->id);
@@ -261,7 +268,8 @@ int gc_bundle_lookup(gc_bundle_t *b, const char *target, const gc_problem_t *p,
   if (gc_sql_prepare(b->sq,
                      "SELECT " DISPATCH_COLS " FROM dispatch WHERE target=?1 AND "
                      "op=?2 AND ta=?3 AND tb=?4 AND tc=?5 AND n=?6 AND k=?7 AND "
-                     "m_lo<=?8 AND m_hi>=?8 ORDER BY m_hi - m_lo LIMIT 1",
+                     "h=?9 AND g=?10 AND d=?11 AND m_lo<=?8 AND m_hi>=?8 "
+                     "ORDER BY m_hi - m_lo LIMIT 1",
                      &st, e))
     return gc_err_prefix(e, "%s", b->path);
   gc_sql_bind_text(st, 1, target);
@@ -272,6 +280,9 @@ int gc_bundle_lookup(gc_bundle_t *b, const char *target, const gc_problem_t *p,
   sqlite3_bind_int64(st, 6, p->n);
   sqlite3_bind_int64(st, 7, p->k);
   sqlite3_bind_int64(st, 8, p->m);
+  sqlite3_bind_int64(st, 9, p->h);
+  sqlite3_bind_int64(st, 10, p->g);
+  sqlite3_bind_int64(st, 11, p->d);
   int rc = sqlite3_step(st);
   int r;
   if (rc == SQLITE_ROW) {

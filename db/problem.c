@@ -1,6 +1,8 @@
 /* problem.c — ops, dtypes and the canonical problem key; workload files. */
 #include "problem.h"
 
+#include "../base/expr.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +12,23 @@ static const gc_op_desc_t ops[] = {
     {"gemm_swiglu", "mnk",
      "C[M,N] = silu(A W[0:N]^T) * (A W[N:2N]^T), W is [2N,K] (gate then up)"},
     {"rmsnorm", "mn", "Y[M,N] = X / sqrt(mean(X^2) + eps) * W[N], eps 1e-5"},
+    {"add", "mn", "Z[M,N] = X + Y"},
+    {"embed", "mnk", "Z[M,N] = table[K,N][tokens[M]]"},
+    {"rope_kv", "mhgd", "rotate q,k of QKV[M,(H+2G)D]; write k,v to the cache at pos0.."},
+    {"attention", "mhgd", "causal GQA attention of Q[M,H*D] over the cache"},
 };
+
+const char gc_dim_letters[GC_NDIMS + 1] = "mnkhgd";
+
+int64_t *gc_problem_dim(gc_problem_t *p, int i) {
+  int64_t *v[GC_NDIMS] = {&p->m, &p->n, &p->k, &p->h, &p->g, &p->d};
+  return v[i];
+}
+
+int64_t gc_problem_get(const gc_problem_t *p, int i) {
+  const int64_t v[GC_NDIMS] = {p->m, p->n, p->k, p->h, p->g, p->d};
+  return v[i];
+}
 
 const gc_op_desc_t *gc_op_find(const char *name) {
   for (size_t i = 0; i < GC_ARRAY_LEN(ops); i++)
@@ -23,13 +41,15 @@ const gc_op_desc_t *gc_op_list(int *n) {
   return ops;
 }
 
-static const char *const dt_names[] = {"f32", "f16", "bf16"};
+static const char *const dt_names[] = {"f32", "f16", "bf16", "i32", "f64"};
 
 const char *gc_dtype_name(gc_dtype_t t) {
-  return (unsigned)t < 3 ? dt_names[t] : "?";
+  return (unsigned)t < 5 ? dt_names[t] : "?";
 }
 
-size_t gc_dtype_size(gc_dtype_t t) { return t == GC_DT_F32 ? 4 : 2; }
+size_t gc_dtype_size(gc_dtype_t t) {
+  return t == GC_DT_F64 ? 8 : (t == GC_DT_F32 || t == GC_DT_I32) ? 4 : 2;
+}
 
 static int dtype_one(const char *s, size_t n, gc_dtype_t *t) {
   for (int i = 0; i < 3; i++)
@@ -76,11 +96,10 @@ void gc_problem_key(const gc_problem_t *p, char *out) {
   int n = snprintf(out, GC_PROBLEM_KEY, "%s %s", p->op, dt);
   const gc_op_desc_t *d = gc_op_find(p->op);
   const char *dims = d ? d->dims : "mnk";
-  const int64_t v[3] = {p->m, p->n, p->k};
-  for (int i = 0; i < 3; i++)
-    if (strchr(dims, "mnk"[i]) && n < GC_PROBLEM_KEY)
-      n += snprintf(out + n, (size_t)(GC_PROBLEM_KEY - n), " %c=%lld", "mnk"[i],
-                    (long long)v[i]);
+  for (int i = 0; i < GC_NDIMS; i++)
+    if (strchr(dims, gc_dim_letters[i]) && n < GC_PROBLEM_KEY)
+      n += snprintf(out + n, (size_t)(GC_PROBLEM_KEY - n), " %c=%lld", gc_dim_letters[i],
+                    (long long)gc_problem_get(p, i));
 }
 
 int gc_problem_check(const gc_problem_t *p, gc_err_t *e) {
@@ -94,15 +113,20 @@ int gc_problem_check(const gc_problem_t *p, gc_err_t *e) {
                i ? ", " : "", l[i].name);
     return gc_err_set(e, GC_EINVAL, "unknown op '%s' (known: %s)", p->op, names);
   }
-  const int64_t v[3] = {p->m, p->n, p->k};
-  for (int i = 0; i < 3; i++) {
-    int used = strchr(d->dims, "mnk"[i]) != NULL;
-    if (used && (v[i] < 1 || v[i] >= (1LL << 31)))
-      return gc_err_set(e, GC_EINVAL, "%s: %c=%lld is out of range [1, 2^31)",
-                        p->op, "mnk"[i], (long long)v[i]);
-    if (!used && v[i] != 0)
-      return gc_err_set(e, GC_EINVAL, "%s has no %c dimension", p->op, "mnk"[i]);
+  for (int i = 0; i < GC_NDIMS; i++) {
+    int64_t v = gc_problem_get(p, i);
+    char c = gc_dim_letters[i];
+    int used = strchr(d->dims, c) != NULL;
+    if (used && (v < 1 || v >= (1LL << 31)))
+      return gc_err_set(e, GC_EINVAL, "%s: %c=%lld is out of range [1, 2^31)", p->op, c,
+                        (long long)v);
+    if (!used && v != 0) return gc_err_set(e, GC_EINVAL, "%s has no %c dimension", p->op, c);
   }
+  if (p->h && p->g && p->h % p->g)
+    return gc_err_set(e, GC_EINVAL, "%s: h=%lld is not a multiple of g=%lld", p->op,
+                      (long long)p->h, (long long)p->g);
+  if (!strcmp(p->op, "rope_kv") && p->d % 2)
+    return gc_err_set(e, GC_EINVAL, "rope_kv: d=%lld is odd", (long long)p->d);
   return GC_OK;
 }
 
@@ -143,9 +167,19 @@ static int parse_list(const char *s, char dim, int64_t *v, int *n, gc_err_t *e) 
   return GC_OK;
 }
 
+/* Every combination of the lists, innermost dim last. */
+static int expand_rec(gc_problems_t *l, gc_problem_t *p, int64_t v[GC_NDIMS][64],
+                      const int cnt[GC_NDIMS], int i, gc_err_t *e) {
+  if (i == GC_NDIMS) return gc_problem_check(p, e) || gc_problems_push(l, p, e) ? e->code : GC_OK;
+  for (int j = 0; j < cnt[i]; j++) {
+    *gc_problem_dim(p, i) = v[i][j];
+    if (expand_rec(l, p, v, cnt, i + 1, e)) return e->code;
+  }
+  return GC_OK;
+}
+
 int gc_problems_expand(gc_problems_t *l, const char *op, const char *dtypes,
-                       const char *ms, const char *ns, const char *ks,
-                       gc_err_t *e) {
+                       const char *const dims[GC_NDIMS], gc_err_t *e) {
   gc_problem_t p = {0};
   if (!op) return gc_err_set(e, GC_EINVAL, "missing --op");
   if (strlen(op) >= GC_OP_NAME || !gc_op_find(op)) {
@@ -153,49 +187,40 @@ int gc_problems_expand(gc_problems_t *l, const char *op, const char *dtypes,
     return gc_problem_check(&p, e);
   }
   strcpy(p.op, op);
-  if (gc_dtypes_parse(dtypes ? dtypes : "f32", &p.ta, &p.tb, &p.tc, e))
-    return e->code;
-  const char *dims = gc_op_find(op)->dims;
-  const char *src[3] = {ms, ns, ks};
-  int64_t v[3][64];
-  int cnt[3];
-  for (int i = 0; i < 3; i++) {
+  if (gc_dtypes_parse(dtypes ? dtypes : "f32", &p.ta, &p.tb, &p.tc, e)) return e->code;
+  const char *used = gc_op_find(op)->dims;
+  int64_t v[GC_NDIMS][64];
+  int cnt[GC_NDIMS];
+  for (int i = 0; i < GC_NDIMS; i++) {
+    char c = gc_dim_letters[i];
     cnt[i] = 1;
     v[i][0] = 0;
-    if (strchr(dims, "mnk"[i])) {
-      if (parse_list(src[i], "mnk"[i], v[i], &cnt[i], e)) return e->code;
-    } else if (src[i]) {
-      return gc_err_set(e, GC_EINVAL, "%s has no %c dimension", op, "mnk"[i]);
+    if (strchr(used, c)) {
+      if (parse_list(dims[i], c, v[i], &cnt[i], e)) return e->code;
+    } else if (dims[i]) {
+      return gc_err_set(e, GC_EINVAL, "%s has no %c dimension", op, c);
     }
   }
-  for (int a = 0; a < cnt[0]; a++)
-    for (int b = 0; b < cnt[1]; b++)
-      for (int c = 0; c < cnt[2]; c++) {
-        p.m = v[0][a];
-        p.n = v[1][b];
-        p.k = v[2][c];
-        if (gc_problem_check(&p, e) || gc_problems_push(l, &p, e)) return e->code;
-      }
-  return GC_OK;
+  return expand_rec(l, &p, v, cnt, 0, e);
 }
 
 static int load_line(gc_problems_t *l, char *line, gc_err_t *e) {
-  char *tok[8];
+  char *tok[10];
   int nt = 0;
   for (char *save = NULL, *t = strtok_r(line, " \t\r", &save); t;
        t = strtok_r(NULL, " \t\r", &save)) {
-    if (nt == 8) return gc_err_set(e, GC_EINVAL, "too many fields");
+    if (nt == 10) return gc_err_set(e, GC_EINVAL, "too many fields");
     tok[nt++] = t;
   }
   if (nt < 2) return gc_err_set(e, GC_EINVAL, "expected 'OP DTYPES m=.. n=.. k=..'");
-  const char *dim[3] = {NULL, NULL, NULL};
+  const char *dim[GC_NDIMS] = {0};
   for (int i = 2; i < nt; i++) {
-    const char *c = strchr("mnk", tok[i][0]);
-    if (!c || !tok[i][0] || tok[i][1] != '=')
-      return gc_err_set(e, GC_EINVAL, "'%s': expected m=, n= or k=", tok[i]);
-    dim[c - "mnk"] = tok[i] + 2;
+    const char *c = tok[i][0] ? strchr(gc_dim_letters, tok[i][0]) : NULL;
+    if (!c || tok[i][1] != '=')
+      return gc_err_set(e, GC_EINVAL, "'%s': expected m=, n=, k=, h=, g= or d=", tok[i]);
+    dim[c - gc_dim_letters] = tok[i] + 2;
   }
-  return gc_problems_expand(l, tok[0], tok[1], dim[0], dim[1], dim[2], e);
+  return gc_problems_expand(l, tok[0], tok[1], dim, e);
 }
 
 int gc_problems_load(gc_problems_t *l, const char *path, gc_err_t *e) {
@@ -215,4 +240,11 @@ int gc_problems_load(gc_problems_t *l, const char *path, gc_err_t *e) {
   free(text);
   if (!rc && l->n == 0) rc = gc_err_set(e, GC_EINVAL, "%s: no problems in workload", path);
   return rc;
+}
+
+int gc_env_set_dims(gc_env_t *env, const gc_problem_t *p, gc_err_t *e) {
+  static const char *const names[GC_NDIMS] = {"M", "N", "K", "H", "G", "D"};
+  for (int i = 0; i < GC_NDIMS; i++)
+    if (gc_env_set(env, names[i], gc_problem_get(p, i), e)) return e->code;
+  return GC_OK;
 }

@@ -7,19 +7,28 @@
 
 #include "../base/base.h"
 
-typedef enum gc_dtype { GC_DT_F32 = 0, GC_DT_F16 = 1, GC_DT_BF16 = 2 } gc_dtype_t;
+typedef enum gc_dtype {
+  GC_DT_F32 = 0, GC_DT_F16 = 1, GC_DT_BF16 = 2, /* operand dtypes of problems */
+  GC_DT_I32 = 3, GC_DT_F64 = 4                  /* index and table buffers of some ops */
+} gc_dtype_t;
 
 #define GC_OP_NAME 24
 typedef struct gc_problem {
   char op[GC_OP_NAME]; /* "gemm", "gemm_swiglu", "rmsnorm" */
   gc_dtype_t ta, tb, tc; /* operand dtypes: A (activations), B (weights), C (output) */
-  int64_t m, n, k;     /* dims the op uses; unused ones are 0 */
-} gc_problem_t;
+  int64_t m, n, k;     /* rows, columns, reduction length */
+  int64_t h, g, d;     /* query heads, key/value heads, head dimension */
+} gc_problem_t;       /* dims the op does not use are 0 */
+
+#define GC_NDIMS 6
+extern const char gc_dim_letters[GC_NDIMS + 1]; /* "mnkhgd" */
+int64_t *gc_problem_dim(gc_problem_t *p, int i);
+int64_t gc_problem_get(const gc_problem_t *p, int i);
 
 /* What an op is, as far as keys go: its name and which of m/n/k it uses. */
 typedef struct gc_op_desc {
   const char *name;
-  const char *dims; /* subset of "mnk" */
+  const char *dims; /* subset of "mnkhgd" */
   const char *doc;
 } gc_op_desc_t;
 
@@ -48,13 +57,17 @@ typedef struct gc_problems {
 int gc_problems_push(gc_problems_t *l, const gc_problem_t *p, gc_err_t *e);
 void gc_problems_free(gc_problems_t *l);
 
-/* Expand one spec into l: op, dtype and comma lists of m/n/k as strings
- * (NULL for dims the op does not use). Duplicates are dropped. */
+/* Expand one spec into l: op, dtype and comma lists per dim, in the order
+ * of gc_dim_letters (NULL for dims not given). Duplicates are dropped. */
 int gc_problems_expand(gc_problems_t *l, const char *op, const char *dtypes,
-                       const char *ms, const char *ns, const char *ks,
-                       gc_err_t *e);
-/* Parse a workload file: lines "OP DTYPES m=LIST n=LIST k=LIST", '#'
- * comments, blank lines. Errors name the file and line. */
+                       const char *const dims[GC_NDIMS], gc_err_t *e);
+/* Parse a workload file: lines "OP DTYPES m=LIST n=LIST k=LIST" (and h=,
+ * g=, d= for attention ops), '#' comments, blank lines. Errors name the
+ * file and line. */
 int gc_problems_load(gc_problems_t *l, const char *path, gc_err_t *e);
+
+/* Bind M N K H G D of p in an expression environment (base/expr.h). */
+struct gc_env;
+int gc_env_set_dims(struct gc_env *env, const gc_problem_t *p, gc_err_t *e);
 
 #endif

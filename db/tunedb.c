@@ -186,12 +186,15 @@ static void bind_problem(sqlite3_stmt *st, const void *arg) {
   sqlite3_bind_int64(st, 6, p->m);
   sqlite3_bind_int64(st, 7, p->n);
   sqlite3_bind_int64(st, 8, p->k);
+  sqlite3_bind_int64(st, 9, p->h);
+  sqlite3_bind_int64(st, 10, p->g);
+  sqlite3_bind_int64(st, 11, p->d);
 }
 
 int gc_db_problem_id(gc_db_t *db, const gc_problem_t *p, int64_t *id, gc_err_t *e) {
   return upsert(db,
-                "INSERT OR IGNORE INTO problems(key,op,ta,tb,tc,m,n,k) "
-                "VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
+                "INSERT OR IGNORE INTO problems(key,op,ta,tb,tc,m,n,k,h,g,d) "
+                "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
                 "SELECT id FROM problems WHERE key=?1", bind_problem, p, id, e);
 }
 

@@ -136,7 +136,7 @@ static int choose(gen_t *g, const gc_problem_t *p, pick_t *pk, gc_err_t *e) {
 
 static int same_group(const gc_problem_t *a, const gc_problem_t *b) {
   return !strcmp(a->op, b->op) && a->ta == b->ta && a->tb == b->tb && a->tc == b->tc &&
-         a->n == b->n && a->k == b->k;
+         a->n == b->n && a->k == b->k && a->h == b->h && a->g == b->g && a->d == b->d;
 }
 
 static int cmp_m(const void *a, const void *b) {
@@ -148,6 +148,9 @@ static int cmp_m(const void *a, const void *b) {
   if (x->ta != y->ta) return (int)x->ta - (int)y->ta;
   if (x->tb != y->tb) return (int)x->tb - (int)y->tb;
   if (x->tc != y->tc) return (int)x->tc - (int)y->tc;
+  for (int i = 3; i < GC_NDIMS; i++)
+    if (gc_problem_get(x, i) != gc_problem_get(y, i))
+      return gc_problem_get(x, i) < gc_problem_get(y, i) ? -1 : 1;
   return (x->m > y->m) - (x->m < y->m);
 }
 

@@ -5,16 +5,20 @@
 
 #include "bundle_build.h"
 #include "compile.h"
+#include "../models/llama.h"
 
 static const char usage[] =
-    "usage: gcore-gen [options] -o BUNDLE (--workload FILE | --op OP --m LIST --n LIST --k LIST)\n"
+    "usage: gcore-gen [options] -o BUNDLE (--model PATH | --workload FILE | --op OP --m LIST ...)\n"
     "Builds, offline and without a device, one bundle with code for every problem on\n"
     "every target: the tuned winner from --db, or the template's default where none.\n"
     "\n"
     "  -o, --output PATH   bundle to write (replaced atomically)\n"
     "  --target LIST       comma-separated targets (default cpu): cpu, cpu:x86-64-v3, cpu:x86-64-v4\n"
     "  --db PATH           tuning database with the winners (omit: defaults only)\n"
-    "  --op OP, --m/--n/--k LIST, --dtype T, --workload FILE   problems, as gcore-tune\n"
+    "  --op OP, --m/--n/--k/--h/--g/--d LIST, --dtype T, --workload FILE   problems, as gcore-tune\n"
+    "  --model PATH        every op a Llama model needs (HF dir or llama2.c .bin)\n"
+    "  --prefill LIST      with --model: prompt lengths with exact entries (default 128,512)\n"
+    "  --batch N           with --model: rows of a decode step (default 1)\n"
     "  --force T[:P=V,..]  use template T (with these params) wherever it serves a problem\n"
     "  --templates DIR     read templates from DIR/<backend>/ instead of the built-in ones\n"
     "  --compiler NAME     compile driver (cpu: cc)\n"
@@ -23,13 +27,13 @@ static const char usage[] =
     "  -q, --quiet         no summary line\n"
     "  -h, --help          this text\n";
 
-enum { O_OP = 256, O_M, O_N, O_K, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_FORCE,
+enum { O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_FORCE,
        O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS };
 
 static const struct option longopts[] = {
-    {"output", 1, 0, 'o'},        {"op", 1, 0, O_OP},
+    {"output", 1, 0, 'o'},        {"op", 1, 0, O_OP}, {"model", 1, 0, O_MODEL}, {"prefill", 1, 0, O_PREFILL}, {"batch", 1, 0, O_BATCH},
     {"m", 1, 0, O_M},             {"n", 1, 0, O_N},
-    {"k", 1, 0, O_K},             {"dtype", 1, 0, O_DTYPE},
+    {"k", 1, 0, O_K}, {"h", 1, 0, O_H}, {"g", 1, 0, O_G}, {"d", 1, 0, O_D},             {"dtype", 1, 0, O_DTYPE},
     {"workload", 1, 0, O_WORKLOAD}, {"target", 1, 0, O_TARGET},
     {"db", 1, 0, O_DB},           {"force", 1, 0, O_FORCE},
     {"templates", 1, 0, O_TEMPLATES}, {"compiler", 1, 0, O_COMPILER},
@@ -41,7 +45,9 @@ int main(int argc, char **argv) {
   gc_gen_opts_t o;
   memset(&o, 0, sizeof o);
   o.targets = "cpu";
-  const char *op = NULL, *m = NULL, *n = NULL, *k = NULL, *dtype = NULL, *workload = NULL;
+  const char *dims[GC_NDIMS] = {0};
+  const char *model = NULL, *prefill = NULL, *batch = NULL;
+  const char *op = NULL, *dtype = NULL, *workload = NULL;
   char cache[1024];
   gc_cache_default(cache, sizeof cache);
   o.cache = cache;
@@ -51,9 +57,12 @@ int main(int argc, char **argv) {
     switch (c) {
       case 'o': o.out_path = optarg; break;
       case O_OP: op = optarg; break;
-      case O_M: m = optarg; break;
-      case O_N: n = optarg; break;
-      case O_K: k = optarg; break;
+      case O_MODEL: model = optarg; break;
+      case O_PREFILL: prefill = optarg; break;
+      case O_BATCH: batch = optarg; break;
+      case O_M: case O_N: case O_K: case O_H: case O_G: case O_D:
+        dims[c - O_M] = optarg;
+        break;
       case O_DTYPE: dtype = optarg; break;
       case O_WORKLOAD: workload = optarg; break;
       case O_TARGET: o.targets = optarg; break;
@@ -83,14 +92,18 @@ int main(int argc, char **argv) {
   int rc;
   if (!o.out_path)
     rc = gc_err_set(&e, GC_EINVAL, "no output: give -o BUNDLE");
-  else if (workload && (op || m || n || k || dtype))
-    rc = gc_err_set(&e, GC_EINVAL, "give either --workload or --op/--m/--n/--k/--dtype");
+  else if ((workload != NULL) + (model != NULL) + (op || dtype || dims[0] || dims[1] || dims[2] || dims[3] || dims[4] || dims[5]) > 1)
+    rc = gc_err_set(&e, GC_EINVAL, "give one of --workload, --model, or --op with sizes");
+  else if ((prefill || batch) && !model)
+    rc = gc_err_set(&e, GC_EINVAL, "--prefill and --batch go with --model");
   else if (workload)
     rc = gc_problems_load(&probs, workload, &e);
+  else if (model)
+    rc = gc_llama_workload(model, prefill, batch, &probs, &e);
   else if (!op)
-    rc = gc_err_set(&e, GC_EINVAL, "no problems: give --workload FILE or --op OP with sizes (see --help)");
+    rc = gc_err_set(&e, GC_EINVAL, "no problems: give --model PATH, --workload FILE or --op OP with sizes (see --help)");
   else
-    rc = gc_problems_expand(&probs, op, dtype, m, n, k, &e);
+    rc = gc_problems_expand(&probs, op, dtype, dims, &e);
   if (!rc) rc = gc_gen_bundle(&o, &probs, &e);
   gc_problems_free(&probs);
   if (rc) {

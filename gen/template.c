@@ -158,7 +158,8 @@ static int parse_decl(line_ctx_t *c, gc_template_t *t, char *line) {
  * loaded (arithmetic errors may be artefacts of the 1s and are not). */
 static int check_names(gc_template_t *t, gc_err_t *e) {
   gc_env_t env = {0};
-  const char *names[] = {"M", "N", "K", "SA", "SB", "SC", "VBYTES", "L1", "L2", "NCPU"};
+  const char *names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC", "VBYTES", "L1",
+                         "L2", "NCPU"};
   for (size_t i = 0; i < GC_ARRAY_LEN(names); i++) gc_env_set(&env, names[i], 1, NULL);
   for (int i = 0; i < t->nparams; i++) gc_env_set(&env, t->params[i].name, 1, NULL);
   int64_t v[3];
@@ -409,9 +410,7 @@ int gc_tpl_env(const gc_variant_t *v, const gc_target_t *tg, const gc_problem_t 
     return e->code;
   for (int i = 0; i < v->tpl->nparams; i++)
     if (gc_env_set(env, v->tpl->params[i].name, v->values[i], e)) return e->code;
-  if (p && (gc_env_set(env, "M", p->m, e) || gc_env_set(env, "N", p->n, e) ||
-            gc_env_set(env, "K", p->k, e)))
-    return e->code;
+  if (p && gc_env_set_dims(env, p, e)) return e->code;
   return GC_OK;
 }
 

@@ -1,24 +1,29 @@
-/* check.c — verification and timing of one kernel on one problem. */
+/* check.c — verification and timing of one kernel on one problem.
+ * Buffers: inputs are uploaded once; outputs are poisoned before each
+ * verification launch; in/out buffers (a KV cache) are restored to their
+ * initial contents, whose to-be-written rows are NaN. Every output and
+ * in/out buffer has guard bytes after it that must survive the launch. */
 #include "check.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define GUARD 256        /* bytes after the output that must stay untouched */
+#define GUARD 256        /* bytes after an output that must stay untouched */
 #define GUARD_BYTE 0xA5
 #define POISON_BYTE 0xFF /* all-ones is NaN in f32, f16 and bf16 */
 
 struct gc_check {
   gc_dev_t *dev;
   gc_problem_t p;
+  gc_op_scalars_t sc;
   gc_opbuf_t bufs[GC_OP_MAX_BUFS];
-  int nbufs, out;                   /* index of the output buffer */
-  void *host[GC_OP_MAX_BUFS];       /* inputs (and output scratch) on the host */
+  int nbufs;
+  void *host[GC_OP_MAX_BUFS];       /* initial contents (inputs, in/out) */
   gc_dptr_t dev_buf[GC_OP_MAX_BUFS];
   size_t bytes[GC_OP_MAX_BUFS];
-  double *ref, *tol;                /* [output count] */
-  unsigned char *readback;          /* output + guard */
+  double *ref[GC_OP_MAX_BUFS], *tol[GC_OP_MAX_BUFS]; /* outputs and in/out only */
+  unsigned char *readback;          /* largest output + guard */
   gc_argpack_t args;
 };
 
@@ -26,53 +31,67 @@ void gc_check_free(gc_check_t *c) {
   if (!c) return;
   for (int i = 0; i < c->nbufs; i++) {
     free(c->host[i]);
+    free(c->ref[i]);
+    free(c->tol[i]);
     gc_dev_free(c->dev, c->dev_buf[i]);
   }
-  free(c->ref);
-  free(c->tol);
   free(c->readback);
   free(c);
 }
 
 const gc_problem_t *gc_check_problem(const gc_check_t *c) { return &c->p; }
 
-static int alloc_buffers(gc_check_t *c, gc_err_t *e) {
-  for (int i = 0; i < c->nbufs; i++) {
-    c->bytes[i] = (size_t)c->bufs[i].count * gc_dtype_size(c->bufs[i].dtype);
-    size_t extra = c->bufs[i].output ? GUARD : 0;
-    if (!(c->host[i] = gc_malloc(c->bytes[i] + extra, e)) ||
-        gc_dev_alloc(c->dev, c->bytes[i] + extra, &c->dev_buf[i], e))
-      return e->code;
-    if (c->bufs[i].output) c->out = i;
-  }
-  int64_t n = c->bufs[c->out].count;
-  if (!(c->ref = gc_calloc((size_t)n, sizeof *c->ref, e)) ||
-      !(c->tol = gc_calloc((size_t)n, sizeof *c->tol, e)) ||
-      !(c->readback = gc_malloc(c->bytes[c->out] + GUARD, e)))
-    return e->code;
-  return GC_OK;
+void gc_check_buffers(gc_check_t *c, const gc_opbuf_t **b, int *n) {
+  *b = c->bufs;
+  *n = c->nbufs;
 }
 
-int gc_check_setup(gc_dev_t *dev, const gc_problem_t *p, uint64_t seed,
-                   gc_check_t **out, gc_err_t *e) {
+static int checked(const gc_opbuf_t *b) { return b->kind != GC_BUF_IN; }
+
+static int alloc_buffers(gc_check_t *c, gc_err_t *e) {
+  size_t most = 0;
+  for (int i = 0; i < c->nbufs; i++) {
+    const gc_opbuf_t *b = &c->bufs[i];
+    c->bytes[i] = (size_t)b->count * gc_dtype_size(b->dtype);
+    size_t extra = checked(b) ? GUARD : 0;
+    if (!(c->host[i] = gc_calloc(1, c->bytes[i] + extra, e)) ||
+        gc_dev_alloc(c->dev, c->bytes[i] + extra, &c->dev_buf[i], e))
+      return e->code;
+    if (checked(b)) {
+      if (!(c->ref[i] = gc_calloc((size_t)b->count, sizeof(double), e)) ||
+          !(c->tol[i] = gc_calloc((size_t)b->count, sizeof(double), e)))
+        return e->code;
+      if (c->bytes[i] > most) most = c->bytes[i];
+    }
+  }
+  return (c->readback = gc_malloc(most + GUARD, e)) ? GC_OK : GC_ENOMEM;
+}
+
+int gc_check_setup(gc_dev_t *dev, const gc_problem_t *p, const gc_op_scalars_t *sc,
+                   uint64_t seed, gc_check_t **out, gc_err_t *e) {
   *out = NULL;
   gc_check_t *c = gc_calloc(1, sizeof *c, e);
   if (!c) return GC_ENOMEM;
   c->dev = dev;
   c->p = *p;
-  int rc = gc_op_buffers(p, c->bufs, &c->nbufs, e);
+  if (sc)
+    c->sc = *sc;
+  else
+    gc_op_default_scalars(p, &c->sc);
+  int rc = gc_op_buffers(p, &c->sc, c->bufs, &c->nbufs, e);
   if (!rc) rc = alloc_buffers(c, e);
   if (!rc) {
-    gc_op_fill_inputs(p, c->host, seed);
-    rc = gc_op_reference(p, c->host, c->ref, c->tol, e);
+    gc_op_fill_inputs(p, &c->sc, c->host, seed);
+    rc = gc_op_reference(p, &c->sc, c->host, c->ref, c->tol, e);
   }
   for (int i = 0; !rc && i < c->nbufs; i++)
-    if (!c->bufs[i].output) rc = gc_dev_upload(dev, c->dev_buf[i], c->host[i], c->bytes[i], e);
+    if (c->bufs[i].kind == GC_BUF_IN)
+      rc = gc_dev_upload(dev, c->dev_buf[i], c->host[i], c->bytes[i], e);
   if (rc) {
     gc_check_free(c);
     return rc;
   }
-  gc_op_args(p, c->dev_buf, &c->args);
+  gc_op_args(p, &c->sc, c->dev_buf, &c->args);
   *out = c;
   return GC_OK;
 }
@@ -83,21 +102,37 @@ static int guard_intact(const unsigned char *g) {
   return 1;
 }
 
+/* Poison outputs, restore in/out buffers, set guards. */
+static int prepare(gc_check_t *c, gc_err_t *e) {
+  for (int i = 0; i < c->nbufs; i++) {
+    const gc_opbuf_t *b = &c->bufs[i];
+    if (!checked(b)) continue;
+    int rc = b->kind == GC_BUF_OUT
+                 ? gc_dev_memset(c->dev, c->dev_buf[i], POISON_BYTE, c->bytes[i], e)
+                 : gc_dev_upload(c->dev, c->dev_buf[i], c->host[i], c->bytes[i], e);
+    if (rc || gc_dev_memset(c->dev, c->dev_buf[i] + c->bytes[i], GUARD_BYTE, GUARD, e))
+      return e->code;
+  }
+  return GC_OK;
+}
+
 int gc_check_verify(gc_check_t *c, gc_launch_fn fn, void *ctx, gc_verify_t *v,
                     gc_err_t *e) {
   memset(v, 0, sizeof *v);
-  gc_dptr_t o = c->dev_buf[c->out];
-  size_t n = c->bytes[c->out];
-  if (gc_dev_memset(c->dev, o, POISON_BYTE, n, e) ||
-      gc_dev_memset(c->dev, o + n, GUARD_BYTE, GUARD, e) || fn(ctx, c->args.args, e) ||
-      gc_dev_sync(c->dev, e) || gc_dev_download(c->dev, c->readback, o, n + GUARD, e))
-    return e->code;
-  v->ok = gc_op_check(&c->p, c->readback, c->ref, c->tol, c->bufs[c->out].count,
-                      &v->worst, v->why, sizeof v->why);
-  if (v->ok && !guard_intact(c->readback + n)) {
-    v->ok = 0;
-    snprintf(v->why, sizeof v->why, "kernel wrote past the end of its output %s",
-             c->bufs[c->out].name);
+  v->ok = 1;
+  if (prepare(c, e) || fn(ctx, c->args.args, e) || gc_dev_sync(c->dev, e)) return e->code;
+  for (int i = 0; i < c->nbufs && v->ok; i++) {
+    const gc_opbuf_t *b = &c->bufs[i];
+    double worst;
+    if (!checked(b)) continue;
+    if (gc_dev_download(c->dev, c->readback, c->dev_buf[i], c->bytes[i] + GUARD, e))
+      return e->code;
+    v->ok = gc_op_check(b, c->readback, c->ref[i], c->tol[i], &worst, v->why, sizeof v->why);
+    if (worst > v->worst) v->worst = worst;
+    if (v->ok && !guard_intact(c->readback + c->bytes[i])) {
+      v->ok = 0;
+      snprintf(v->why, sizeof v->why, "kernel wrote past the end of %s", b->name);
+    }
   }
   return GC_OK;
 }
@@ -161,12 +196,11 @@ int gc_check_time(gc_check_t *c, gc_launch_fn fn, void *ctx, const gc_time_opts_
   return rc;
 }
 
-int gc_check_output(gc_check_t *c, void *host, gc_err_t *e) {
-  return gc_dev_download(c->dev, host, c->dev_buf[c->out], c->bytes[c->out], e);
-}
-
-void *gc_check_host_input(gc_check_t *c, int i, int64_t *count) {
-  if (i < 0 || i >= c->nbufs || c->bufs[i].output) return NULL;
-  *count = c->bufs[i].count;
-  return c->host[i];
+int gc_check_read(gc_check_t *c, int i, void *host, gc_err_t *e) {
+  if (i < 0 || i >= c->nbufs) return gc_err_set(e, GC_EINVAL, "no buffer %d", i);
+  if (!checked(&c->bufs[i])) {
+    memcpy(host, c->host[i], c->bytes[i]);
+    return GC_OK;
+  }
+  return gc_dev_download(c->dev, host, c->dev_buf[i], c->bytes[i], e);
 }

@@ -31,9 +31,10 @@ typedef struct gc_timing {
   int64_t iters;
 } gc_timing_t;
 
-/* Allocate and fill inputs for p on dev, compute the reference. */
-int gc_check_setup(gc_dev_t *dev, const gc_problem_t *p, uint64_t seed,
-                   gc_check_t **out, gc_err_t *e);
+/* Allocate and fill inputs for p on dev, compute the reference. sc gives
+ * the op's scalars (NULL: gc_op_default_scalars). */
+int gc_check_setup(gc_dev_t *dev, const gc_problem_t *p, const gc_op_scalars_t *sc,
+                   uint64_t seed, gc_check_t **out, gc_err_t *e);
 void gc_check_free(gc_check_t *c);
 const gc_problem_t *gc_check_problem(const gc_check_t *c);
 
@@ -41,9 +42,10 @@ int gc_check_verify(gc_check_t *c, gc_launch_fn fn, void *ctx, gc_verify_t *v,
                     gc_err_t *e);
 int gc_check_time(gc_check_t *c, gc_launch_fn fn, void *ctx, const gc_time_opts_t *o,
                   gc_timing_t *t, gc_err_t *e);
-/* Copy the output buffer to host memory (count elements of the output
- * dtype) and the inputs' host copies, for --dump. */
-int gc_check_output(gc_check_t *c, void *host, gc_err_t *e);
-void *gc_check_host_input(gc_check_t *c, int i, int64_t *count);
+/* The buffers (for --dump): *n of them, described in b. */
+void gc_check_buffers(gc_check_t *c, const gc_opbuf_t **b, int *n);
+/* Buffer i as the last verification left it (outputs, in/out buffers) or
+ * as it was filled (inputs), copied to host (b[i].count elements). */
+int gc_check_read(gc_check_t *c, int i, void *host, gc_err_t *e);
 
 #endif

@@ -39,6 +39,8 @@ typedef struct cpu_dev {
 
 struct gc_module {
   void *handle;
+  int fd; /* the memfd stays open while loaded: glibc matches libraries by
+             name first, and a reused /proc/self/fd/N would alias another */
 };
 struct gc_kernel {
   cpu_kernel_fn fn;
@@ -154,6 +156,7 @@ static int cpu_open(int ordinal, gc_dev_t **out, gc_err_t *e) {
   gc_host_cpu_name(in->name, sizeof in->name);
   in->compute_units = gc_host_ncpu();
   in->mem_bytes = gc_host_mem_bytes();
+  in->host_memory = 1;
   struct utsname u;
   snprintf(in->driver, sizeof in->driver, "linux %s", uname(&u) == 0 ? u.release : "?");
   if (pool_start(&d->pool, (int)in->compute_units, e)) {
@@ -239,14 +242,18 @@ static int cpu_module_load(gc_dev_t *d, const void *code, size_t n, gc_module_t 
   char path[64];
   snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  close(fd);
-  if (!h) return gc_err_set(e, GC_ECORRUPT, "cannot load code object: %s", dlerror());
+  if (!h) {
+    close(fd);
+    return gc_err_set(e, GC_ECORRUPT, "cannot load code object: %s", dlerror());
+  }
   gc_module_t *m = gc_malloc(sizeof *m, e);
   if (!m) {
     dlclose(h);
+    close(fd);
     return GC_ENOMEM;
   }
   m->handle = h;
+  m->fd = fd;
   *out = m;
   return GC_OK;
 }
@@ -254,6 +261,7 @@ static int cpu_module_load(gc_dev_t *d, const void *code, size_t n, gc_module_t 
 static void cpu_module_unload(gc_dev_t *d, gc_module_t *m) {
   (void)d;
   dlclose(m->handle);
+  close(m->fd);
   free(m);
 }
 

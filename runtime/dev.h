@@ -21,6 +21,8 @@ typedef struct gc_dev_info {
   int64_t compute_units; /* cores, SMs or CUs */
   int64_t mem_bytes;
   char driver[64];     /* driver / runtime version */
+  int host_memory;     /* 1: device addresses are host addresses (cpu), so
+                          host data can be used in place without a copy */
 } gc_dev_info_t;
 
 /* Open device ordinal of backend ("cpu"). Errors say what was missing. */

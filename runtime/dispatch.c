@@ -98,6 +98,7 @@ static int module_for(gc_rt_t *rt, int64_t code_id, gc_module_t **mod, gc_err_t 
 static int same_shape(const gc_dispatch_t *d, const gc_problem_t *p) {
   return !strcmp(d->shape.op, p->op) && d->shape.ta == p->ta && d->shape.tb == p->tb &&
          d->shape.tc == p->tc && d->shape.n == p->n && d->shape.k == p->k &&
+         d->shape.h == p->h && d->shape.g == p->g && d->shape.d == p->d &&
          p->m >= d->m_lo && p->m <= d->m_hi;
 }
 
@@ -130,8 +131,7 @@ int gc_rt_launch(gc_rt_t *rt, const gc_rt_kernel_t *k, const gc_problem_t *p,
                  void **args, gc_err_t *e) {
   gc_env_t env = k->consts;
   int64_t grid[3], block[3];
-  if (gc_env_set(&env, "M", p->m, e) || gc_env_set(&env, "N", p->n, e) ||
-      gc_env_set(&env, "K", p->k, e) || gc_expr_eval3(k->d.grid, &env, grid, e) ||
+  if (gc_env_set_dims(&env, p, e) || gc_expr_eval3(k->d.grid, &env, grid, e) ||
       gc_expr_eval3(k->d.block, &env, block, e))
     return gc_err_prefix(e, "%s: dispatch entry %lld", gc_bundle_path(rt->b),
                          (long long)k->d.id);

@@ -8,7 +8,8 @@
  * relative; we allow one ulp). Each element must satisfy
  *   |got - ref| <= ulp_c * |ref| + gamma_K * absref + sub_c
  * where sub_c is the spacing of the output dtype's subnormals.
- * This is tight enough to catch a dropped k term (error ~ absref / K). */
+ * This is tight enough to catch a dropped k term (error ~ absref / K).
+ * The other ops state their rule next to their reference. */
 #include "ops.h"
 
 #include <math.h>
@@ -75,7 +76,9 @@ double gc_load_elem(const void *p, gc_dtype_t t, int64_t i) {
   switch (t) {
     case GC_DT_F32: return ((const float *)p)[i];
     case GC_DT_F16: return gc_f16_to_f32(((const uint16_t *)p)[i]);
-    default: return gc_bf16_to_f32(((const uint16_t *)p)[i]);
+    case GC_DT_BF16: return gc_bf16_to_f32(((const uint16_t *)p)[i]);
+    case GC_DT_I32: return ((const int32_t *)p)[i];
+    default: return ((const double *)p)[i];
   }
 }
 
@@ -83,52 +86,95 @@ void gc_store_elem(void *p, gc_dtype_t t, int64_t i, double v) {
   switch (t) {
     case GC_DT_F32: ((float *)p)[i] = (float)v; break;
     case GC_DT_F16: ((uint16_t *)p)[i] = gc_f32_to_f16((float)v); break;
-    default: ((uint16_t *)p)[i] = gc_f32_to_bf16((float)v); break;
+    case GC_DT_BF16: ((uint16_t *)p)[i] = gc_f32_to_bf16((float)v); break;
+    case GC_DT_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    default: ((double *)p)[i] = v; break;
   }
 }
 
 /* ---- buffers and arguments ------------------------------------------- */
 
-int gc_op_buffers(const gc_problem_t *p, gc_opbuf_t b[GC_OP_MAX_BUFS], int *n,
-                  gc_err_t *e) {
+void gc_op_default_scalars(const gc_problem_t *p, gc_op_scalars_t *sc) {
+  sc->eps = 1e-5f;
+  sc->pos0 = (!strcmp(p->op, "attention") && p->m == 1) ? 255 : 3;
+  sc->layout = 0;
+  sc->scale = p->d > 0 ? (float)(1.0 / sqrt((double)p->d)) : 1.0f;
+}
+
+static gc_opbuf_t buf(const char *name, gc_dtype_t t, int64_t rows, int64_t cols, int kind) {
+  return (gc_opbuf_t){name, t, rows * cols, kind, cols};
+}
+
+int gc_op_buffers(const gc_problem_t *p, const gc_op_scalars_t *sc,
+                  gc_opbuf_t b[GC_OP_MAX_BUFS], int *n, gc_err_t *e) {
   if (gc_problem_check(p, e)) return e->code;
+  if (sc->pos0 < 0 || sc->pos0 >= (1LL << 31))
+    return gc_err_set(e, GC_EINVAL, "%s: position %lld out of range", p->op, (long long)sc->pos0);
+  int64_t m = p->m, hd = p->h * p->d, gd = p->g * p->d, s = sc->pos0 + p->m;
+  *n = 3;
   if (!strcmp(p->op, "gemm")) {
-    b[0] = (gc_opbuf_t){"A", p->ta, p->m * p->k, 0};
-    b[1] = (gc_opbuf_t){"B", p->tb, p->n * p->k, 0};
-    b[2] = (gc_opbuf_t){"C", p->tc, p->m * p->n, 1};
-    *n = 3;
+    b[0] = buf("A", p->ta, m, p->k, GC_BUF_IN);
+    b[1] = buf("B", p->tb, p->n, p->k, GC_BUF_IN);
+    b[2] = buf("C", p->tc, m, p->n, GC_BUF_OUT);
   } else if (!strcmp(p->op, "gemm_swiglu")) {
-    b[0] = (gc_opbuf_t){"A", p->ta, p->m * p->k, 0};
-    b[1] = (gc_opbuf_t){"W", p->tb, 2 * p->n * p->k, 0};
-    b[2] = (gc_opbuf_t){"C", p->tc, p->m * p->n, 1};
-    *n = 3;
-  } else { /* rmsnorm */
-    b[0] = (gc_opbuf_t){"X", p->ta, p->m * p->n, 0};
-    b[1] = (gc_opbuf_t){"W", p->tb, p->n, 0};
-    b[2] = (gc_opbuf_t){"Y", p->tc, p->m * p->n, 1};
-    *n = 3;
+    b[0] = buf("A", p->ta, m, p->k, GC_BUF_IN);
+    b[1] = buf("W", p->tb, 2 * p->n, p->k, GC_BUF_IN);
+    b[2] = buf("C", p->tc, m, p->n, GC_BUF_OUT);
+  } else if (!strcmp(p->op, "rmsnorm")) {
+    b[0] = buf("X", p->ta, m, p->n, GC_BUF_IN);
+    b[1] = buf("W", p->tb, 1, p->n, GC_BUF_IN);
+    b[2] = buf("Y", p->tc, m, p->n, GC_BUF_OUT);
+  } else if (!strcmp(p->op, "add")) {
+    b[0] = buf("X", p->ta, m, p->n, GC_BUF_IN);
+    b[1] = buf("Y", p->tb, m, p->n, GC_BUF_IN);
+    b[2] = buf("Z", p->tc, m, p->n, GC_BUF_OUT);
+  } else if (!strcmp(p->op, "embed")) {
+    b[0] = buf("tokens", GC_DT_I32, 1, m, GC_BUF_IN);
+    b[1] = buf("table", p->tb, p->k, p->n, GC_BUF_IN);
+    b[2] = buf("Z", p->tc, m, p->n, GC_BUF_OUT);
+  } else if (!strcmp(p->op, "rope_kv")) {
+    b[0] = buf("QKV", p->ta, m, hd + 2 * gd, GC_BUF_IN);
+    b[1] = buf("Qout", p->tc, m, hd, GC_BUF_OUT);
+    b[2] = buf("Kc", p->tc, s, gd, GC_BUF_INOUT);
+    b[3] = buf("Vc", p->tc, s, gd, GC_BUF_INOUT);
+    b[4] = buf("inv_freq", GC_DT_F64, 1, p->d / 2, GC_BUF_IN);
+    *n = 5;
+  } else { /* attention */
+    b[0] = buf("Q", p->ta, m, hd, GC_BUF_IN);
+    b[1] = buf("Kc", p->tb, s, gd, GC_BUF_IN);
+    b[2] = buf("Vc", p->tb, s, gd, GC_BUF_IN);
+    b[3] = buf("O", p->tc, m, hd, GC_BUF_OUT);
+    *n = 4;
   }
   return GC_OK;
 }
 
-void gc_op_args(const gc_problem_t *p, const gc_dptr_t *bufs, gc_argpack_t *pk) {
+void gc_op_args(const gc_problem_t *p, const gc_op_scalars_t *sc, const gc_dptr_t *bufs,
+                gc_argpack_t *pk) {
+  gc_opbuf_t b[GC_OP_MAX_BUFS];
+  int nb = 0, ni = 0;
   memset(pk, 0, sizeof *pk);
-  for (int i = 0; i < 3; i++) {
+  if (gc_op_buffers(p, sc, b, &nb, NULL)) return;
+  for (int i = 0; i < nb; i++) {
     pk->ptr[i] = bufs[i];
-    pk->args[i] = &pk->ptr[i];
+    pk->args[pk->nargs++] = &pk->ptr[i];
   }
-  pk->i64[0] = p->m;
-  pk->i64[1] = p->n;
-  pk->args[3] = &pk->i64[0];
-  pk->args[4] = &pk->i64[1];
-  if (!strcmp(p->op, "rmsnorm")) {
-    pk->f32[0] = GC_RMSNORM_EPS;
-    pk->args[5] = &pk->f32[0];
+  int64_t v[8];
+  if (!strcmp(p->op, "rope_kv") || !strcmp(p->op, "attention")) {
+    v[ni++] = p->m, v[ni++] = p->h, v[ni++] = p->g, v[ni++] = p->d, v[ni++] = sc->pos0;
+    if (!strcmp(p->op, "rope_kv")) v[ni++] = sc->layout;
   } else {
-    pk->i64[2] = p->k;
-    pk->args[5] = &pk->i64[2];
+    v[ni++] = p->m, v[ni++] = p->n;
+    if (strcmp(p->op, "rmsnorm") && strcmp(p->op, "add")) v[ni++] = p->k;
   }
-  pk->nargs = 6;
+  for (int i = 0; i < ni; i++) {
+    pk->i64[i] = v[i];
+    pk->args[pk->nargs++] = &pk->i64[i];
+  }
+  if (!strcmp(p->op, "rmsnorm") || !strcmp(p->op, "attention")) {
+    pk->f32[0] = !strcmp(p->op, "rmsnorm") ? sc->eps : sc->scale;
+    pk->args[pk->nargs++] = &pk->f32[0];
+  }
 }
 
 /* ---- inputs ----------------------------------------------------------- */
@@ -148,16 +194,29 @@ static void fill(void *p, gc_dtype_t t, int64_t n, double lo, double hi, uint64_
   }
 }
 
-void gc_op_fill_inputs(const gc_problem_t *p, void *host[GC_OP_MAX_BUFS], uint64_t seed) {
+void gc_op_fill_inputs(const gc_problem_t *p, const gc_op_scalars_t *sc,
+                       void *host[GC_OP_MAX_BUFS], uint64_t seed) {
   gc_opbuf_t b[GC_OP_MAX_BUFS];
   int n;
-  if (gc_op_buffers(p, b, &n, NULL)) return;
+  if (gc_op_buffers(p, sc, b, &n, NULL)) return;
   uint64_t s = seed;
   for (int i = 0; i < n; i++) {
-    if (b[i].output) continue;
-    int is_norm_weight = !strcmp(p->op, "rmsnorm") && i == 1;
-    fill(host[i], b[i].dtype, b[i].count, is_norm_weight ? 0.5 : -1.0,
-         is_norm_weight ? 1.5 : 1.0, &s);
+    if (b[i].kind == GC_BUF_OUT) continue;
+    if (b[i].dtype == GC_DT_I32) { /* token ids */
+      for (int64_t j = 0; j < b[i].count; j++)
+        ((int32_t *)host[i])[j] = (int32_t)(splitmix(&s) % (uint64_t)p->k);
+    } else if (b[i].dtype == GC_DT_F64) { /* RoPE inverse frequencies, theta 10000 */
+      for (int64_t j = 0; j < b[i].count; j++)
+        ((double *)host[i])[j] = pow(10000.0, -2.0 * (double)j / (double)p->d);
+    } else if (b[i].kind == GC_BUF_INOUT) { /* a cache: rows before pos0 kept, the rest to be written */
+      int64_t keep = sc->pos0 * b[i].cols;
+      fill(host[i], b[i].dtype, keep, -1.0, 1.0, &s);
+      memset((char *)host[i] + (size_t)keep * gc_dtype_size(b[i].dtype), 0xFF,
+             (size_t)(b[i].count - keep) * gc_dtype_size(b[i].dtype));
+    } else {
+      int norm_weight = !strcmp(p->op, "rmsnorm") && i == 1;
+      fill(host[i], b[i].dtype, b[i].count, norm_weight ? 0.5 : -1.0, norm_weight ? 1.5 : 1.0, &s);
+    }
   }
 }
 
@@ -216,7 +275,8 @@ static void ref_swiglu(const gc_problem_t *p, void **h, double *ref, double *tol
 
 /* y = x * w / sqrt(mean(x^2) + eps); the fp32 sum of squares has relative
  * error N * 2^-24, the rsqrt and products a few more ulps. */
-static void ref_rmsnorm(const gc_problem_t *p, void **h, double *ref, double *tol) {
+static void ref_rmsnorm(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
+                        double *ref, double *tol) {
   double rel = ((double)p->n + 8) * 0x1p-24, uc = ulp_rel(p->tc);
   for (int64_t i = 0; i < p->m; i++) {
     double ss = 0;
@@ -224,7 +284,7 @@ static void ref_rmsnorm(const gc_problem_t *p, void **h, double *ref, double *to
       double x = gc_load_elem(h[0], p->ta, i * p->n + j);
       ss += x * x;
     }
-    double inv = 1.0 / sqrt(ss / (double)p->n + (double)GC_RMSNORM_EPS);
+    double inv = 1.0 / sqrt(ss / (double)p->n + (double)sc->eps);
     for (int64_t j = 0; j < p->n; j++) {
       double r = gc_load_elem(h[0], p->ta, i * p->n + j) * inv * gc_load_elem(h[1], p->tb, j);
       ref[i * p->n + j] = r;
@@ -233,33 +293,132 @@ static void ref_rmsnorm(const gc_problem_t *p, void **h, double *ref, double *to
   }
 }
 
-int gc_op_reference(const gc_problem_t *p, void *host[GC_OP_MAX_BUFS], double *ref,
-                    double *tol, gc_err_t *e) {
+/* x + y: one rounding of the sum (two for a narrow output dtype). */
+static void ref_add(const gc_problem_t *p, void **h, double *ref, double *tol) {
+  for (int64_t i = 0; i < p->m * p->n; i++) {
+    double x = gc_load_elem(h[0], p->ta, i), y = gc_load_elem(h[1], p->tb, i);
+    ref[i] = x + y;
+    tol[i] = ulp_rel(p->tc) * fabs(x + y) + 0x1p-24 * (fabs(x) + fabs(y)) + ulp_abs(p->tc);
+  }
+}
+
+/* A row copy: exact up to the rounding into the output dtype. */
+static void ref_embed(const gc_problem_t *p, void **h, double *ref, double *tol) {
+  const int32_t *tok = h[0];
+  for (int64_t i = 0; i < p->m; i++)
+    for (int64_t j = 0; j < p->n; j++) {
+      int ok = tok[i] >= 0 && tok[i] < p->k;
+      double r = ok ? gc_load_elem(h[1], p->tb, (int64_t)tok[i] * p->n + j) : 0.0;
+      ref[i * p->n + j] = r;
+      tol[i * p->n + j] = 0.5 * ulp_rel(p->tc) * fabs(r) + ulp_abs(p->tc);
+    }
+}
+
+/* Rotate pair (a, b) of a head by theta = pos * inv_freq[j] (double). The
+ * rule: rounding into the output dtype plus fp32 arithmetic on the pair. */
+static void rotate(const gc_problem_t *p, const gc_op_scalars_t *sc, const void *qkv,
+                   int64_t src, double *ref, double *tol, int64_t dst, const double *inv,
+                   int64_t pos) {
+  int64_t half = p->d / 2;
+  for (int64_t j = 0; j < half; j++) {
+    int64_t ia = sc->layout ? 2 * j : j, ib = sc->layout ? 2 * j + 1 : j + half;
+    double a = gc_load_elem(qkv, p->ta, src + ia), b = gc_load_elem(qkv, p->ta, src + ib);
+    double th = (double)pos * inv[j], c = cos(th), s = sin(th);
+    double ra = a * c - b * s, rb = a * s + b * c, slack = 4 * 0x1p-24 * (fabs(a) + fabs(b));
+    ref[dst + ia] = ra;
+    ref[dst + ib] = rb;
+    tol[dst + ia] = ulp_rel(p->tc) * fabs(ra) + slack + ulp_abs(p->tc);
+    tol[dst + ib] = ulp_rel(p->tc) * fabs(rb) + slack + ulp_abs(p->tc);
+  }
+}
+
+static void ref_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
+                        double **ref, double **tol) {
+  int64_t H = p->h, G = p->g, D = p->d, row = (H + 2 * G) * D;
+  for (int b = 2; b <= 3; b++) /* cache rows before pos0 stay as they were */
+    for (int64_t i = 0; i < sc->pos0 * G * D; i++) {
+      ref[b][i] = gc_load_elem(h[b], p->tc, i);
+      tol[b][i] = 0;
+    }
+  for (int64_t t = 0; t < p->m; t++) {
+    int64_t pos = sc->pos0 + t;
+    for (int64_t hh = 0; hh < H; hh++)
+      rotate(p, sc, h[0], t * row + hh * D, ref[1], tol[1], (t * H + hh) * D, h[4], pos);
+    for (int64_t g = 0; g < G; g++) {
+      rotate(p, sc, h[0], t * row + (H + g) * D, ref[2], tol[2], (pos * G + g) * D, h[4], pos);
+      for (int64_t j = 0; j < D; j++) {
+        double v = gc_load_elem(h[0], p->ta, t * row + (H + G + g) * D + j);
+        ref[3][(pos * G + g) * D + j] = v;
+        tol[3][(pos * G + g) * D + j] = 0.5 * ulp_rel(p->tc) * fabs(v) + ulp_abs(p->tc);
+      }
+    }
+  }
+}
+
+/* softmax(scale q.k) v over keys 0..pos. Rule: output rounding, plus
+ * 4 (L + D) 2^-24 sum_j p_j |v_j| for fp32 scores, exponentials and sums
+ * over L keys of length D. */
+static void ref_attention(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
+                          double *ref, double *tol, double *w) {
+  int64_t H = p->h, G = p->g, D = p->d, per = H / G;
+  for (int64_t t = 0; t < p->m; t++)
+    for (int64_t hh = 0; hh < H; hh++) {
+      int64_t L = sc->pos0 + t + 1, kv = hh / per;
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < L; j++) {
+        double a;
+        w[j] = sc->scale * dot(h[0], p->ta, t * H + hh, h[1], p->tb, j * G + kv, D, &a);
+        if (w[j] > mx) mx = w[j];
+      }
+      for (int64_t j = 0; j < L; j++) sum += (w[j] = exp(w[j] - mx));
+      for (int64_t c = 0; c < D; c++) {
+        double o = 0, ao = 0;
+        for (int64_t j = 0; j < L; j++) {
+          double v = gc_load_elem(h[2], p->tb, (j * G + kv) * D + c);
+          o += w[j] / sum * v;
+          ao += w[j] / sum * fabs(v);
+        }
+        int64_t at = (t * H + hh) * D + c;
+        ref[at] = o;
+        tol[at] = ulp_rel(p->tc) * fabs(o) + 4.0 * (double)(L + D) * 0x1p-24 * ao + ulp_abs(p->tc);
+      }
+    }
+}
+
+int gc_op_reference(const gc_problem_t *p, const gc_op_scalars_t *sc,
+                    void *host[GC_OP_MAX_BUFS], double *ref[GC_OP_MAX_BUFS],
+                    double *tol[GC_OP_MAX_BUFS], gc_err_t *e) {
   if (gc_problem_check(p, e)) return e->code;
-  if (!strcmp(p->op, "gemm"))
-    ref_gemm(p, host, ref, tol);
-  else if (!strcmp(p->op, "gemm_swiglu"))
-    ref_swiglu(p, host, ref, tol);
-  else
-    ref_rmsnorm(p, host, ref, tol);
+  if (!strcmp(p->op, "gemm")) ref_gemm(p, host, ref[2], tol[2]);
+  else if (!strcmp(p->op, "gemm_swiglu")) ref_swiglu(p, host, ref[2], tol[2]);
+  else if (!strcmp(p->op, "rmsnorm")) ref_rmsnorm(p, sc, host, ref[2], tol[2]);
+  else if (!strcmp(p->op, "add")) ref_add(p, host, ref[2], tol[2]);
+  else if (!strcmp(p->op, "embed")) ref_embed(p, host, ref[2], tol[2]);
+  else if (!strcmp(p->op, "rope_kv")) ref_rope_kv(p, sc, host, ref, tol);
+  else {
+    double *w = gc_malloc((size_t)(sc->pos0 + p->m) * sizeof *w, e);
+    if (!w) return GC_ENOMEM;
+    ref_attention(p, sc, host, ref[3], tol[3], w);
+    free(w);
+  }
   return GC_OK;
 }
 
-int gc_op_check(const gc_problem_t *p, const void *out, const double *ref,
-                const double *tol, int64_t count, double *worst, char *why,
-                size_t why_n) {
+int gc_op_check(const gc_opbuf_t *b, const void *out, const double *ref, const double *tol,
+                double *worst, char *why, size_t why_n) {
   int ok = 1;
   *worst = 0;
-  for (int64_t i = 0; i < count; i++) {
-    double g = gc_load_elem(out, p->tc, i), err = fabs(g - ref[i]);
-    double ratio = isfinite(g) ? err / tol[i] : INFINITY;
+  for (int64_t i = 0; i < b->count; i++) {
+    double g = gc_load_elem(out, b->dtype, i), err = fabs(g - ref[i]);
+    double ratio = !isfinite(g) ? INFINITY : err == 0 ? 0 : tol[i] > 0 ? err / tol[i] : INFINITY;
     if (ratio > *worst) *worst = ratio;
     if (ok && !(ratio <= 1.0)) {
       ok = 0;
+      int64_t cols = b->cols > 0 ? b->cols : 1;
       if (why)
-        snprintf(why, why_n, "element %lld (row %lld, col %lld): got %.9g, want %.9g "
-                 "(tolerance %.3g)", (long long)i, (long long)(i / (p->n ? p->n : 1)),
-                 (long long)(i % (p->n ? p->n : 1)), g, ref[i], tol[i]);
+        snprintf(why, why_n, "%s element %lld (row %lld, col %lld): got %.9g, want %.9g "
+                 "(tolerance %.3g)", b->name, (long long)i, (long long)(i / cols),
+                 (long long)(i % cols), g, ref[i], tol[i]);
     }
   }
   return ok;
@@ -268,14 +427,22 @@ int gc_op_check(const gc_problem_t *p, const void *out, const double *ref,
 double gc_op_flops(const gc_problem_t *p) {
   if (!strcmp(p->op, "gemm")) return 2.0 * p->m * p->n * p->k;
   if (!strcmp(p->op, "gemm_swiglu")) return 4.0 * p->m * p->n * p->k;
+  if (!strcmp(p->op, "attention")) { /* at the default position */
+    gc_op_scalars_t sc;
+    gc_op_default_scalars(p, &sc);
+    return 4.0 * p->m * p->h * p->d * (double)(sc.pos0 + (p->m + 1) / 2);
+  }
+  if (!strcmp(p->op, "rope_kv")) return 6.0 * p->m * (p->h + p->g) * p->d;
   return 3.0 * p->m * p->n;
 }
 
 double gc_op_bytes(const gc_problem_t *p) {
   gc_opbuf_t b[GC_OP_MAX_BUFS];
+  gc_op_scalars_t sc;
   int n;
   double s = 0;
-  if (gc_op_buffers(p, b, &n, NULL)) return 0;
+  gc_op_default_scalars(p, &sc);
+  if (gc_op_buffers(p, &sc, b, &n, NULL)) return 0;
   for (int i = 0; i < n; i++) s += (double)b[i].count * (double)gc_dtype_size(b[i].dtype);
   return s;
 }

@@ -1,52 +1,73 @@
 /* ops.h — what each op means, independent of any kernel: its buffers and
- * argument list (the ABI every template of the op implements), input
- * generation, an fp64 reference, and per-element verification with a
- * stated tolerance. The tuner, gcore-run and the tests all use this. */
+ * argument list (the ABI every template of the op implements, see
+ * templates/README.md), input generation, an fp64 reference, and
+ * per-element verification with a stated tolerance. The tuner, gcore-run,
+ * the model and the tests all build launches through this. */
 #ifndef GC_OPS_H
 #define GC_OPS_H
 
 #include "../db/problem.h"
 #include "dev.h"
 
-#define GC_OP_MAX_BUFS 4
+#define GC_OP_MAX_BUFS 6
+
+enum { GC_BUF_IN = 0, GC_BUF_OUT = 1, GC_BUF_INOUT = 2 };
 
 typedef struct gc_opbuf {
   const char *name;   /* "A", "B", "C" ... */
   gc_dtype_t dtype;
   int64_t count;      /* elements */
-  int output;         /* 1 = written by the kernel */
+  int kind;           /* GC_BUF_IN / OUT / INOUT */
+  int64_t cols;       /* row length, for messages */
 } gc_opbuf_t;
 
-/* The buffers of problem p in argument order. */
-int gc_op_buffers(const gc_problem_t *p, gc_opbuf_t bufs[GC_OP_MAX_BUFS], int *n,
-                  gc_err_t *e);
+/* Values that are arguments but not part of the problem key. */
+typedef struct gc_op_scalars {
+  float eps;          /* rmsnorm */
+  int64_t pos0;       /* rope_kv, attention: position of the first row */
+  int64_t layout;     /* rope_kv: 0 = halves (Hugging Face), 1 = adjacent pairs (llama2.c) */
+  float scale;        /* attention: usually 1/sqrt(D) */
+} gc_op_scalars_t;
 
-/* Argument values for a launch: buffer addresses then scalars. */
+/* The scalars the tuner and gcore-run --op use for p: eps 1e-5; pos0 255
+ * for single-row attention (a decode step at length 256), 3 otherwise;
+ * halves layout; scale 1/sqrt(D). */
+void gc_op_default_scalars(const gc_problem_t *p, gc_op_scalars_t *sc);
+
+/* The buffers of p in argument order (sizes depend on sc->pos0). */
+int gc_op_buffers(const gc_problem_t *p, const gc_op_scalars_t *sc,
+                  gc_opbuf_t bufs[GC_OP_MAX_BUFS], int *n, gc_err_t *e);
+
+/* Argument values for a launch: buffer addresses then scalars, in the
+ * order of templates/README.md. args points into the pack. */
 typedef struct gc_argpack {
   gc_dptr_t ptr[GC_OP_MAX_BUFS];
-  int64_t i64[4];
+  int64_t i64[8];
   float f32[2];
-  void *args[12];
+  void *args[16];
   int nargs;
 } gc_argpack_t;
-void gc_op_args(const gc_problem_t *p, const gc_dptr_t *bufs, gc_argpack_t *pk);
+void gc_op_args(const gc_problem_t *p, const gc_op_scalars_t *sc, const gc_dptr_t *bufs,
+                gc_argpack_t *pk);
 
-/* Fill the input buffers (host memory, in the buffers' dtypes) with
- * deterministic pseudo-random values from seed. */
-void gc_op_fill_inputs(const gc_problem_t *p, void *host[GC_OP_MAX_BUFS], uint64_t seed);
+/* Fill the host copies of the input and in/out buffers with deterministic
+ * pseudo-random values from seed (rows of a cache that the op writes are
+ * filled with NaN, so that a kernel that skips them fails). */
+void gc_op_fill_inputs(const gc_problem_t *p, const gc_op_scalars_t *sc,
+                       void *host[GC_OP_MAX_BUFS], uint64_t seed);
 
-/* The fp64 reference of the (single) output from the host inputs:
- * ref[i] the value and tol[i] the error each element may have (derived
- * from the dtypes and the reduction length; see ops.c). */
-int gc_op_reference(const gc_problem_t *p, void *host[GC_OP_MAX_BUFS], double *ref,
-                    double *tol, gc_err_t *e);
+/* The fp64 reference of every output and in/out buffer i: ref[i][j] the
+ * value and tol[i][j] the error element j may have (see ops.c); NULL
+ * entries for inputs. */
+int gc_op_reference(const gc_problem_t *p, const gc_op_scalars_t *sc,
+                    void *host[GC_OP_MAX_BUFS], double *ref[GC_OP_MAX_BUFS],
+                    double *tol[GC_OP_MAX_BUFS], gc_err_t *e);
 
-/* Check every element of out (in the output dtype) against ref/tol.
- * Non-finite values fail. *worst is max |err|/tol. On failure, *why gets
- * the first bad element. Returns 1 when all pass. */
-int gc_op_check(const gc_problem_t *p, const void *out, const double *ref,
-                const double *tol, int64_t count, double *worst, char *why,
-                size_t why_n);
+/* Check every element of out (dtype b->dtype) against ref/tol. Non-finite
+ * values fail. *worst is max |err|/tol. On failure, why gets the first
+ * bad element. Returns 1 when all pass. */
+int gc_op_check(const gc_opbuf_t *b, const void *out, const double *ref, const double *tol,
+                double *worst, char *why, size_t why_n);
 
 /* Work per call, for throughput figures. */
 double gc_op_flops(const gc_problem_t *p);
@@ -59,7 +80,5 @@ float gc_bf16_to_f32(uint16_t h);
 uint16_t gc_f32_to_bf16(float f);
 double gc_load_elem(const void *p, gc_dtype_t t, int64_t i);
 void gc_store_elem(void *p, gc_dtype_t t, int64_t i, double v);
-
-#define GC_RMSNORM_EPS 1e-5f
 
 #endif

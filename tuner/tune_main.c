@@ -5,18 +5,23 @@
 #include <unistd.h>
 
 #include "../gen/compile.h"
+#include "../models/llama.h"
 #include "tune.h"
 
 static const char usage[] =
-    "usage: gcore-tune [options] (--workload FILE | --op OP --m LIST --n LIST --k LIST)\n"
+    "usage: gcore-tune [options] (--model PATH | --workload FILE | --op OP --m LIST ...)\n"
     "Sweeps kernel variants on this machine's device, verifies each against an fp64\n"
     "reference, times it, records every result and the winners in an SQLite database.\n"
     "\n"
     "problems:\n"
-    "  --op OP           gemm | gemm_swiglu | rmsnorm\n"
+    "  --op OP           gemm | gemm_swiglu | rmsnorm | add | embed | rope_kv | attention\n"
     "  --m/--n/--k LIST  comma-separated sizes (rmsnorm uses m rows of n)\n"
     "  --dtype T         f32 | f16 | bf16 | A:B:C such as f32:f16:f32 (default f32)\n"
     "  --workload FILE   one problem per line: 'OP DTYPE m=LIST n=LIST k=LIST'\n"
+    "  --model PATH      every problem a Llama model's forward needs (HF dir or llama2.c .bin)\n"
+    "  --prefill LIST    with --model: prompt lengths to tune for (default 128,512)\n"
+    "  --batch N         with --model: rows of a decode step (default 1)\n"
+    "  --h/--g/--d LIST  query heads, kv heads, head dim (rope_kv, attention)\n"
     "sweep:\n"
     "  --target T        cpu (the host's x86-64 level) or cpu:x86-64-v3|v4 (default cpu)\n"
     "  --db PATH         tuning database (default tune.db; created and migrated)\n"
@@ -33,13 +38,13 @@ static const char usage[] =
     "  --progress/--no-progress  live progress line (default: when stderr is a terminal)\n"
     "  -h, --help        this text\n";
 
-enum { O_OP = 256, O_M, O_N, O_K, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_BUDGET,
+enum { O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_BUDGET,
        O_TEMPLATE, O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_DEVICE, O_TIMEOUT,
        O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS };
 
 static const struct option longopts[] = {
-    {"op", 1, 0, O_OP},           {"m", 1, 0, O_M},
-    {"n", 1, 0, O_N},             {"k", 1, 0, O_K},
+    {"op", 1, 0, O_OP}, {"model", 1, 0, O_MODEL}, {"prefill", 1, 0, O_PREFILL}, {"batch", 1, 0, O_BATCH},           {"m", 1, 0, O_M},
+    {"n", 1, 0, O_N},             {"k", 1, 0, O_K}, {"h", 1, 0, O_H}, {"g", 1, 0, O_G}, {"d", 1, 0, O_D},
     {"dtype", 1, 0, O_DTYPE},     {"workload", 1, 0, O_WORKLOAD},
     {"target", 1, 0, O_TARGET},   {"db", 1, 0, O_DB},
     {"budget", 1, 0, O_BUDGET},   {"template", 1, 0, O_TEMPLATE},
@@ -86,7 +91,9 @@ int main(int argc, char **argv) {
   o.margin = 0.02;
   o.timing = (gc_time_opts_t){2, 5, 2000, 0.2};
   o.progress = isatty(2);
-  const char *op = NULL, *m = NULL, *n = NULL, *k = NULL, *dtype = NULL, *workload = NULL,
+  const char *dims[GC_NDIMS] = {0};
+  const char *model = NULL, *prefill = NULL, *batch = NULL;
+  const char *op = NULL, *dtype = NULL, *workload = NULL,
              *target = "cpu";
   char cache[1024];
   gc_cache_default(cache, sizeof cache);
@@ -96,9 +103,12 @@ int main(int argc, char **argv) {
   while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     switch (c) {
       case O_OP: op = optarg; break;
-      case O_M: m = optarg; break;
-      case O_N: n = optarg; break;
-      case O_K: k = optarg; break;
+      case O_MODEL: model = optarg; break;
+      case O_PREFILL: prefill = optarg; break;
+      case O_BATCH: batch = optarg; break;
+      case O_M: case O_N: case O_K: case O_H: case O_G: case O_D:
+        dims[c - O_M] = optarg;
+        break;
       case O_DTYPE: dtype = optarg; break;
       case O_WORKLOAD: workload = optarg; break;
       case O_TARGET: target = optarg; break;
@@ -140,14 +150,18 @@ int main(int argc, char **argv) {
   gc_err_t e = {0};
   gc_problems_t probs = {0};
   int rc;
-  if (workload && (op || m || n || k || dtype))
-    rc = gc_err_set(&e, GC_EINVAL, "give either --workload or --op/--m/--n/--k/--dtype");
+  if ((workload != NULL) + (model != NULL) + (op || dtype || dims[0] || dims[1] || dims[2] || dims[3] || dims[4] || dims[5]) > 1)
+    rc = gc_err_set(&e, GC_EINVAL, "give one of --workload, --model, or --op with sizes");
+  else if ((prefill || batch) && !model)
+    rc = gc_err_set(&e, GC_EINVAL, "--prefill and --batch go with --model");
   else if (workload)
     rc = gc_problems_load(&probs, workload, &e);
+  else if (model)
+    rc = gc_llama_workload(model, prefill, batch, &probs, &e);
   else if (!op)
-    rc = gc_err_set(&e, GC_EINVAL, "no problems: give --workload FILE or --op OP with sizes (see --help)");
+    rc = gc_err_set(&e, GC_EINVAL, "no problems: give --model PATH, --workload FILE or --op OP with sizes (see --help)");
   else
-    rc = gc_problems_expand(&probs, op, dtype, m, n, k, &e);
+    rc = gc_problems_expand(&probs, op, dtype, dims, &e);
   if (!rc) rc = gc_target_parse(target, &o.target, &e);
   if (!rc) rc = gc_tune_run(&o, &probs, &e);
   gc_problems_free(&probs);

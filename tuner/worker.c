@@ -101,8 +101,7 @@ static int load_kernel(child_t *ch, const gc_work_req_t *q, gc_module_t **mod,
   if (rc) return rc;
   l->dev = ch->dev;
   if (gc_dev_kernel(ch->dev, *mod, q->symbol, &l->k, e) ||
-      gc_env_parse(&env, q->consts, e) || gc_env_set(&env, "M", q->problem.m, e) ||
-      gc_env_set(&env, "N", q->problem.n, e) || gc_env_set(&env, "K", q->problem.k, e) ||
+      gc_env_parse(&env, q->consts, e) || gc_env_set_dims(&env, &q->problem, e) ||
       gc_expr_eval3(q->grid, &env, l->grid, e) || gc_expr_eval3(q->block, &env, l->block, e))
     return e->code;
   return GC_OK;
@@ -147,7 +146,7 @@ static void child_main(const char *backend, int ordinal, int in, int out) {
     } else if (h.kind == MSG_SETUP) {
       gc_check_free(ch.check);
       ch.check = NULL;
-      if ((reply.rc = gc_check_setup(ch.dev, &q.problem, q.seed, &ch.check, &e)))
+      if ((reply.rc = gc_check_setup(ch.dev, &q.problem, NULL, q.seed, &ch.check, &e)))
         snprintf(reply.err, sizeof reply.err, "%s", e.msg);
     } else if (h.kind == MSG_RUN) {
       if (!ch.check) {

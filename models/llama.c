@@ -1,0 +1,323 @@
+/* llama.c — the Llama forward pass through bundle kernels.
+ *
+ * One layer, as the recipe lists it (t tokens, D = dim, F = hidden_dim,
+ * H/G query/kv heads of hd each):
+ *   xn  = rmsnorm(x, attn_norm)            [t, D]
+ *   qkv = xn · Wqkvᵀ                        [t, (H+2G)·hd]   (wq|wk|wv concatenated)
+ *   q, cache[pos..] = rope_kv(qkv)          [t, H·hd]
+ *   a   = attention(q, cache)               [t, H·hd]        (causal, GQA)
+ *   x   = x + a · Woᵀ                       [t, D]
+ *   xn  = rmsnorm(x, ffn_norm)
+ *   h   = silu(xn · W1ᵀ) ⊙ (xn · W3ᵀ)        [t, F]           (W1|W3 concatenated)
+ *   x   = x + h · W2ᵀ
+ * then the final norm and the LM head on the last row (or every row). */
+#include "llama.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct layer_dev {
+  gc_dptr_t attn_norm, wqkv, wo, ffn_norm, w13, w2; /* weights on the device */
+  gc_dptr_t kc, vc;                                 /* [ctx, G·hd] each */
+} layer_dev_t;
+
+struct gc_llama {
+  gc_dev_t *dev;
+  gc_rt_t *rt;
+  gc_llama_config_t cfg;
+  gc_llama_dtypes_t dt;
+  int ctx, max_t, pos;
+  layer_dev_t *layers;          /* [n_layers] */
+  gc_dptr_t tok_emb, norm, cls, inv_freq;
+  gc_dptr_t x, xn, qkv, q, att, tmp, hb, logits, tokens; /* activations, [max_t, ...] */
+  gc_dptr_t owned[512];         /* allocations to free */
+  int nowned;
+};
+
+/* ---- the recipe --------------------------------------------------------- */
+
+static gc_problem_t prob(const char *op, gc_dtype_t a, gc_dtype_t b, gc_dtype_t c, int64_t m,
+                         int64_t n, int64_t k, int64_t h, int64_t g, int64_t d) {
+  gc_problem_t p = {"", a, b, c, m, n, k, h, g, d};
+  snprintf(p.op, sizeof p.op, "%s", op);
+  return p;
+}
+
+typedef struct steps {
+  gc_problem_t embed, norm, qkv, rope, attn, wo, add, swiglu, w2, fnorm, head;
+} steps_t;
+
+static void recipe_steps(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t,
+                         int64_t rows, steps_t *s) {
+  gc_dtype_t a = dt.act, w = dt.weight;
+  int64_t D = c->dim, F = c->hidden_dim, H = c->n_heads, G = c->n_kv_heads, hd = c->head_dim;
+  s->embed = prob("embed", a, w, a, t, D, c->vocab_size, 0, 0, 0);
+  s->norm = prob("rmsnorm", a, w, a, t, D, 0, 0, 0, 0);
+  s->qkv = prob("gemm", a, w, a, t, (H + 2 * G) * hd, D, 0, 0, 0);
+  s->rope = prob("rope_kv", a, a, a, t, 0, 0, H, G, hd);
+  s->attn = prob("attention", a, a, a, t, 0, 0, H, G, hd);
+  s->wo = prob("gemm", a, w, a, t, D, H * hd, 0, 0, 0);
+  s->add = prob("add", a, a, a, t, D, 0, 0, 0, 0);
+  s->swiglu = prob("gemm_swiglu", a, w, a, t, F, D, 0, 0, 0);
+  s->w2 = prob("gemm", a, w, a, t, D, F, 0, 0, 0);
+  s->fnorm = prob("rmsnorm", a, w, a, rows, D, 0, 0, 0, 0);
+  s->head = prob("gemm", a, w, a, rows, c->vocab_size, D, 0, 0, 0);
+}
+
+int gc_llama_recipe(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t,
+                    int64_t logits_rows, gc_problems_t *l, gc_err_t *e) {
+  steps_t s;
+  recipe_steps(c, dt, t, logits_rows, &s);
+  const gc_problem_t *all = &s.embed;
+  for (size_t i = 0; i < sizeof s / sizeof s.embed; i++)
+    if (gc_problems_push(l, &all[i], e)) return e->code;
+  return GC_OK;
+}
+
+int gc_llama_dtypes_for(const gc_llama_weights_t *w, gc_llama_dtypes_t *dt, gc_err_t *e) {
+  if (w->mixed_dtypes)
+    return gc_err_set(e, GC_EUNSUPPORTED, "the model's tensors have mixed dtypes; gcore "
+                      "needs one weight dtype");
+  dt->act = GC_DT_F32;
+  dt->weight = (gc_dtype_t)w->cfg.weight_dtype;
+  return GC_OK;
+}
+
+/* ---- RoPE frequencies ---------------------------------------------------- */
+
+/* Llama 3.1 scaling as Hugging Face computes it: long wavelengths are
+ * divided by the factor, short ones kept, the band between interpolated. */
+void gc_llama_inv_freq(const gc_llama_config_t *c, double *out) {
+  int hd = c->head_dim;
+  for (int j = 0; j < hd / 2; j++) {
+    double f = pow(c->rope_theta, -(double)(2 * j) / hd);
+    if (c->rope_scaling == GC_ROPE_SCALING_LLAMA3) {
+      double old = c->rope_original_max_seq, lo = c->rope_low_freq_factor,
+             hi = c->rope_high_freq_factor, factor = c->rope_factor;
+      double wavelen = 2 * M_PI / f, lo_wl = old / lo, hi_wl = old / hi;
+      double scaled = wavelen > lo_wl ? f / factor : f;
+      if (!(wavelen < hi_wl) && !(wavelen > lo_wl)) {
+        double smooth = (old / wavelen - lo) / (hi - lo);
+        scaled = (1 - smooth) * scaled / factor + smooth * scaled;
+      }
+      f = scaled;
+    }
+    out[j] = f;
+  }
+}
+
+/* ---- device memory ------------------------------------------------------- */
+
+static int alloc(gc_llama_t *m, size_t n, gc_dptr_t *out, gc_err_t *e) {
+  if (m->nowned == (int)GC_ARRAY_LEN(m->owned))
+    return gc_err_set(e, GC_ENOMEM, "too many device buffers");
+  if (gc_dev_alloc(m->dev, n, out, e)) return gc_err_prefix(e, "model on %s", gc_dev_info(m->dev)->name);
+  m->owned[m->nowned++] = *out;
+  return GC_OK;
+}
+
+/* A weight on the device: in place where the device reads host memory and
+ * the data is 64-byte aligned, else a copy. */
+static int place(gc_llama_t *m, const gc_weight_t *w, gc_dptr_t *out, gc_err_t *e) {
+  if (gc_dev_info(m->dev)->host_memory && ((uintptr_t)w->data % 64) == 0) {
+    *out = (gc_dptr_t)(uintptr_t)w->data;
+    return GC_OK;
+  }
+  if (alloc(m, w->nbytes, out, e)) return e->code;
+  return gc_dev_upload(m->dev, *out, w->data, w->nbytes, e);
+}
+
+/* Rows of several weights stacked into one matrix (wq|wk|wv, w1|w3). */
+static int stack(gc_llama_t *m, const gc_weight_t *const *ws, int n, gc_dptr_t *out,
+                 gc_err_t *e) {
+  size_t total = 0, off = 0;
+  for (int i = 0; i < n; i++) total += ws[i]->nbytes;
+  if (alloc(m, total, out, e)) return e->code;
+  for (int i = 0; i < n; i++) {
+    if (gc_dev_upload(m->dev, *out + off, ws[i]->data, ws[i]->nbytes, e)) return e->code;
+    off += ws[i]->nbytes;
+  }
+  return GC_OK;
+}
+
+static int place_layer(gc_llama_t *m, const gc_llama_layer_weights_t *lw, layer_dev_t *ld,
+                       gc_err_t *e) {
+  const gc_weight_t *qkv[3] = {&lw->wq, &lw->wk, &lw->wv}, *w13[2] = {&lw->w1, &lw->w3};
+  size_t cache = (size_t)m->ctx * m->cfg.n_kv_heads * m->cfg.head_dim * gc_dtype_size(m->dt.act);
+  if (place(m, &lw->attn_norm, &ld->attn_norm, e) || stack(m, qkv, 3, &ld->wqkv, e) ||
+      place(m, &lw->wo, &ld->wo, e) || place(m, &lw->ffn_norm, &ld->ffn_norm, e) ||
+      stack(m, w13, 2, &ld->w13, e) || place(m, &lw->w2, &ld->w2, e) ||
+      alloc(m, cache, &ld->kc, e) || alloc(m, cache, &ld->vc, e))
+    return e->code;
+  return GC_OK;
+}
+
+static int alloc_activations(gc_llama_t *m, gc_err_t *e) {
+  const gc_llama_config_t *c = &m->cfg;
+  size_t a = gc_dtype_size(m->dt.act), t = (size_t)m->max_t;
+  size_t hd = (size_t)c->head_dim, H = (size_t)c->n_heads, G = (size_t)c->n_kv_heads;
+  size_t widest = (size_t)c->dim > (size_t)c->vocab_size ? (size_t)c->dim : (size_t)c->vocab_size;
+  if (alloc(m, t * c->dim * a, &m->x, e) || alloc(m, t * c->dim * a, &m->xn, e) ||
+      alloc(m, t * (H + 2 * G) * hd * a, &m->qkv, e) || alloc(m, t * H * hd * a, &m->q, e) ||
+      alloc(m, t * H * hd * a, &m->att, e) || alloc(m, t * c->dim * a, &m->tmp, e) ||
+      alloc(m, t * c->hidden_dim * a, &m->hb, e) || alloc(m, t * widest * 4, &m->logits, e) ||
+      alloc(m, t * 4, &m->tokens, e))
+    return e->code;
+  return GC_OK;
+}
+
+static int upload_freqs(gc_llama_t *m, gc_err_t *e) {
+  double f[512];
+  if (m->cfg.head_dim / 2 > (int)GC_ARRAY_LEN(f))
+    return gc_err_set(e, GC_EUNSUPPORTED, "head_dim %d is over 1024", m->cfg.head_dim);
+  gc_llama_inv_freq(&m->cfg, f);
+  size_t n = (size_t)m->cfg.head_dim / 2 * sizeof(double);
+  if (alloc(m, n, &m->inv_freq, e)) return e->code;
+  return gc_dev_upload(m->dev, m->inv_freq, f, n, e);
+}
+
+/* Every kernel for decode (t = 1) and for the largest prefill, so that a
+ * bundle missing one fails now with its name, not mid-generation. */
+static int resolve_kernels(gc_llama_t *m, gc_err_t *e) {
+  int64_t ts[2] = {1, m->max_t};
+  for (int i = 0; i < 2; i++) {
+    gc_problems_t l = {0};
+    int rc = gc_llama_recipe(&m->cfg, m->dt, ts[i], 1, &l, e);
+    for (int j = 0; !rc && j < l.n; j++) {
+      const gc_rt_kernel_t *k;
+      rc = gc_rt_find(m->rt, &l.v[j], &k, e);
+    }
+    gc_problems_free(&l);
+    if (rc) return gc_err_prefix(e, "the bundle cannot run this model");
+  }
+  return GC_OK;
+}
+
+int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int ctx,
+                    int max_t, gc_llama_t **out, gc_err_t *e) {
+  *out = NULL;
+  if (ctx < 1 || max_t < 1 || max_t > ctx)
+    return gc_err_set(e, GC_EINVAL, "context %d / prefill %d out of range", ctx, max_t);
+  gc_llama_t *m = gc_calloc(1, sizeof *m, e);
+  if (!m) return GC_ENOMEM;
+  m->dev = dev;
+  m->rt = rt;
+  m->cfg = w->cfg;
+  m->ctx = ctx;
+  m->max_t = max_t;
+  int rc = gc_llama_dtypes_for(w, &m->dt, e);
+  if (!rc) rc = resolve_kernels(m, e);
+  if (!rc && !(m->layers = gc_calloc((size_t)m->cfg.n_layers, sizeof *m->layers, e))) rc = GC_ENOMEM;
+  for (int l = 0; !rc && l < m->cfg.n_layers; l++) rc = place_layer(m, &w->layers[l], &m->layers[l], e);
+  if (!rc) rc = place(m, &w->tok_embeddings, &m->tok_emb, e);
+  if (!rc) rc = place(m, &w->norm, &m->norm, e);
+  if (!rc) rc = w->classifier.data == w->tok_embeddings.data ? (m->cls = m->tok_emb, GC_OK)
+                                                              : place(m, &w->classifier, &m->cls, e);
+  if (!rc) rc = upload_freqs(m, e);
+  if (!rc) rc = alloc_activations(m, e);
+  if (rc) {
+    gc_llama_free(m);
+    return rc;
+  }
+  *out = m;
+  return GC_OK;
+}
+
+void gc_llama_free(gc_llama_t *m) {
+  if (!m) return;
+  for (int i = 0; i < m->nowned; i++) gc_dev_free(m->dev, m->owned[i]);
+  free(m->layers);
+  free(m);
+}
+
+const gc_llama_config_t *gc_llama_config(const gc_llama_t *m) { return &m->cfg; }
+int gc_llama_pos(const gc_llama_t *m) { return m->pos; }
+
+/* ---- the forward ---------------------------------------------------------- */
+
+static int run(gc_llama_t *m, const gc_problem_t *p, const gc_op_scalars_t *sc,
+               const gc_dptr_t *bufs, gc_err_t *e) {
+  const gc_rt_kernel_t *k;
+  gc_argpack_t pk;
+  if (gc_rt_find(m->rt, p, &k, e)) return e->code;
+  gc_op_args(p, sc, bufs, &pk);
+  return gc_rt_launch(m->rt, k, p, pk.args, e);
+}
+
+static int layer(gc_llama_t *m, const steps_t *s, const layer_dev_t *L, gc_err_t *e) {
+  gc_op_scalars_t sc = {(float)m->cfg.rms_norm_eps, m->pos,
+                        m->cfg.rope_layout == GC_ROPE_PAIRS ? 1 : 0,
+                        (float)(1.0 / sqrt((double)m->cfg.head_dim))};
+  const gc_dptr_t norm1[] = {m->x, L->attn_norm, m->xn}, qkv[] = {m->xn, L->wqkv, m->qkv},
+                  rope[] = {m->qkv, m->q, L->kc, L->vc, m->inv_freq},
+                  attn[] = {m->q, L->kc, L->vc, m->att}, wo[] = {m->att, L->wo, m->tmp},
+                  add[] = {m->x, m->tmp, m->x}, norm2[] = {m->x, L->ffn_norm, m->xn},
+                  ffn[] = {m->xn, L->w13, m->hb}, w2[] = {m->hb, L->w2, m->tmp};
+  if (run(m, &s->norm, &sc, norm1, e) || run(m, &s->qkv, &sc, qkv, e) ||
+      run(m, &s->rope, &sc, rope, e) || run(m, &s->attn, &sc, attn, e) ||
+      run(m, &s->wo, &sc, wo, e) || run(m, &s->add, &sc, add, e) ||
+      run(m, &s->norm, &sc, norm2, e) || run(m, &s->swiglu, &sc, ffn, e) ||
+      run(m, &s->w2, &sc, w2, e) || run(m, &s->add, &sc, add, e))
+    return e->code;
+  return GC_OK;
+}
+
+int gc_llama_forward(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
+                     float *logits, gc_err_t *e) {
+  if (t < 1 || t > m->max_t)
+    return gc_err_set(e, GC_EINVAL, "%d tokens in one pass; this model was set up for at most %d",
+                      t, m->max_t);
+  if (m->pos + t > m->ctx)
+    return gc_err_set(e, GC_EINVAL, "context full: %d + %d tokens exceed --ctx %d", m->pos, t,
+                      m->ctx);
+  for (int i = 0; i < t; i++)
+    if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab_size)
+      return gc_err_set(e, GC_EINVAL, "token id %d is outside the vocabulary [0, %d)",
+                        (int)tokens[i], m->cfg.vocab_size);
+  int rows = all_rows ? t : 1;
+  steps_t s;
+  recipe_steps(&m->cfg, m->dt, t, rows, &s);
+  gc_op_scalars_t sc = {(float)m->cfg.rms_norm_eps, m->pos, 0, 1.0f};
+  size_t a = gc_dtype_size(m->dt.act);
+  gc_dptr_t last = m->x + (gc_dptr_t)((size_t)(t - rows) * (size_t)m->cfg.dim * a);
+  const gc_dptr_t emb[] = {m->tokens, m->tok_emb, m->x}, fn[] = {last, m->norm, m->xn},
+                  head[] = {m->xn, m->cls, m->logits};
+  if (gc_dev_upload(m->dev, m->tokens, tokens, (size_t)t * 4, e) ||
+      run(m, &s.embed, &sc, emb, e))
+    return e->code;
+  for (int l = 0; l < m->cfg.n_layers; l++)
+    if (layer(m, &s, &m->layers[l], e)) return e->code;
+  if (run(m, &s.fnorm, &sc, fn, e) || run(m, &s.head, &sc, head, e) || gc_dev_sync(m->dev, e) ||
+      gc_dev_download(m->dev, logits, m->logits, (size_t)rows * m->cfg.vocab_size * 4, e))
+    return e->code;
+  m->pos += t;
+  return GC_OK;
+}
+
+static int add_recipe(const gc_llama_weights_t *w, gc_llama_dtypes_t dt, const char *list,
+                      const char *flag, gc_problems_t *out, gc_err_t *e) {
+  char buf[512];
+  if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf)
+    return gc_err_set(e, GC_EINVAL, "%s: list too long", flag);
+  for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    int64_t v;
+    if (gc_parse_i64(t, &v) || v < 1 || v > w->cfg.max_seq)
+      return gc_err_set(e, GC_EINVAL, "%s: '%s' is not a token count in [1, %d]", flag, t,
+                        w->cfg.max_seq);
+    if (gc_llama_recipe(&w->cfg, dt, v, 1, out, e)) return e->code;
+  }
+  return GC_OK;
+}
+
+int gc_llama_workload(const char *model_path, const char *prefill, const char *batch,
+                      gc_problems_t *out, gc_err_t *e) {
+  gc_llama_weights_t *w;
+  gc_llama_dtypes_t dt;
+  if (gc_weights_open(model_path, &w, e)) return e->code;
+  int rc = gc_llama_dtypes_for(w, &dt, e);
+  if (!rc) rc = add_recipe(w, dt, prefill ? prefill : "128,512", "--prefill", out, e);
+  if (!rc) rc = add_recipe(w, dt, batch ? batch : "1", "--batch", out, e);
+  gc_weights_close(w);
+  return rc;
+}

@@ -1,0 +1,51 @@
+/* llama.h — the Llama family on a device: the forward recipe (one
+ * description of the layer as a list of ops with shapes, which drives both
+ * execution and tuning), weights resident on the device, the KV cache, and
+ * prefill / decode steps through bundle kernels. Nothing here names a
+ * backend: every kernel comes from the bundle through runtime/dispatch. */
+#ifndef GC_LLAMA_H
+#define GC_LLAMA_H
+
+#include "../runtime/dispatch.h"
+#include "../runtime/ops.h"
+#include "weights.h"
+
+/* The dtypes the forward uses on a device: activations and KV cache in
+ * act, weights as stored. */
+typedef struct gc_llama_dtypes {
+  gc_dtype_t act, weight;
+} gc_llama_dtypes_t;
+
+/* Append to l every problem a forward of t tokens needs (t = 1: a decode
+ * step). logits_rows: rows of the LM head (1, or t for all positions). */
+int gc_llama_recipe(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t,
+                    int64_t logits_rows, gc_problems_t *l, gc_err_t *e);
+/* The dtypes for weights w on the CPU backend: fp32 activations. */
+int gc_llama_dtypes_for(const gc_llama_weights_t *w, gc_llama_dtypes_t *dt, gc_err_t *e);
+
+typedef struct gc_llama gc_llama_t;
+
+/* Put the model on rt's device with a KV cache of ctx positions and room
+ * for prefills of up to max_t tokens; resolve every kernel the recipe needs
+ * for 1 and max_t tokens (a bundle lacking one is refused here, by name). */
+int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int ctx,
+                    int max_t, gc_llama_t **out, gc_err_t *e);
+void gc_llama_free(gc_llama_t *m);
+const gc_llama_config_t *gc_llama_config(const gc_llama_t *m);
+int gc_llama_pos(const gc_llama_t *m); /* tokens in the cache */
+
+/* Run tokens[0..t) at the current position, append them to the cache, and
+ * write logits of the last all_rows ? t : 1 rows (fp32, row-major
+ * [rows, vocab]) to logits. Token ids are checked against the vocabulary. */
+int gc_llama_forward(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
+                     float *logits, gc_err_t *e);
+
+/* RoPE inverse frequencies [head_dim/2] (theta, llama3 scaling), double. */
+void gc_llama_inv_freq(const gc_llama_config_t *c, double *out);
+
+
+/* The problems of a model for tuning or bundling: the recipe for a prefill
+ * of each t in prefill (comma list) and a decode step of batch rows. */
+int gc_llama_workload(const char *model_path, const char *prefill, const char *batch,
+                      gc_problems_t *out, gc_err_t *e);
+#endif
