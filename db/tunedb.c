@@ -95,7 +95,7 @@ int gc_db_open(const char *path, int create, gc_db_t **out, gc_err_t *e) {
       gc_sql_open(path, create ? 'w' : 'r', GC_APPID_TUNEDB, "tuning database",
                   &db->sq, e) ||
       gc_sql_exec(db->sq, "PRAGMA foreign_keys = ON", e) ||
-      (create && gc_sql_exec(db->sq, "PRAGMA journal_mode = WAL", e)) ||
+      (create && gc_sql_exec(db->sq, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL", e)) ||
       (create && migrate(db, e))) {
     gc_db_close(db);
     return e->code;

@@ -19,10 +19,10 @@ typedef void (*cpu_kernel_fn)(void **args, int64_t task);
 
 typedef struct cpu_pool {
   pthread_t *threads;
-  int n;                         /* worker threads */
+  int n;                         /* helper threads; the launching thread is one more */
   pthread_mutex_t mu;
   pthread_cond_t go, done;
-  uint64_t generation;           /* bumped per launch */
+  atomic_ullong generation;      /* bumped per launch */
   int active;                    /* workers taking part in this launch */
   int finished;                  /* workers done with this launch */
   int quit;
@@ -62,22 +62,36 @@ static void run_tasks(cpu_pool_t *p) {
   }
 }
 
+/* Spin a little before sleeping: decode steps launch dozens of small
+ * kernels back to back, and a condition-variable wake-up costs more than
+ * most of them take. */
+static int spin_for_launch(cpu_pool_t *p, uint64_t seen) {
+  for (int i = 0; i < 20000; i++) {
+    if (atomic_load_explicit(&p->generation, memory_order_acquire) != seen) return 1;
+    __builtin_ia32_pause();
+  }
+  return 0;
+}
+
 static void *worker(void *arg) {
   worker_arg_t *w = arg;
   cpu_pool_t *p = w->pool;
   int me = w->index;
   free(w);
   uint64_t seen = 0;
-  pthread_mutex_lock(&p->mu);
   for (;;) {
-    while (!p->quit && p->generation == seen) pthread_cond_wait(&p->go, &p->mu);
+    spin_for_launch(p, seen);
+    pthread_mutex_lock(&p->mu);
+    while (!p->quit && atomic_load(&p->generation) == seen) pthread_cond_wait(&p->go, &p->mu);
     if (p->quit) break;
-    seen = p->generation;
-    if (me >= p->active) continue;
+    seen = atomic_load(&p->generation);
+    int mine = me < p->active;
     pthread_mutex_unlock(&p->mu);
+    if (!mine) continue;
     run_tasks(p);
     pthread_mutex_lock(&p->mu);
     if (++p->finished == p->active) pthread_cond_signal(&p->done);
+    pthread_mutex_unlock(&p->mu);
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;
@@ -100,7 +114,7 @@ static int pool_start(cpu_pool_t *p, int n, gc_err_t *e) {
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->go, NULL);
   pthread_cond_init(&p->done, NULL);
-  if (!(p->threads = gc_calloc((size_t)n, sizeof *p->threads, e))) return GC_ENOMEM;
+  if (!(p->threads = gc_calloc((size_t)(n ? n : 1), sizeof *p->threads, e))) return GC_ENOMEM;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, POOL_STACK);
@@ -123,20 +137,28 @@ static int pool_start(cpu_pool_t *p, int n, gc_err_t *e) {
   return GC_OK;
 }
 
-/* Run fn over ntasks tasks on nthreads workers (0 = all) and wait. */
+/* Run fn over ntasks tasks on nthreads threads (0 = all), the calling
+ * thread being one of them, and wait. */
 static void pool_run(cpu_pool_t *p, cpu_kernel_fn fn, void **args, int64_t ntasks,
                      int nthreads) {
-  if (nthreads <= 0 || nthreads > p->n) nthreads = p->n;
+  if (nthreads <= 0 || nthreads > p->n + 1) nthreads = p->n + 1;
   if (nthreads > ntasks) nthreads = (int)ntasks;
-  pthread_mutex_lock(&p->mu);
   p->fn = fn;
   p->args = args;
   p->ntasks = ntasks;
   atomic_store(&p->next, 0);
-  p->active = nthreads;
+  if (nthreads == 1) { /* nobody to wake */
+    run_tasks(p);
+    return;
+  }
+  pthread_mutex_lock(&p->mu);
+  p->active = nthreads - 1;
   p->finished = 0;
-  p->generation++;
+  atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
   pthread_cond_broadcast(&p->go);
+  pthread_mutex_unlock(&p->mu);
+  run_tasks(p);
+  pthread_mutex_lock(&p->mu);
   while (p->finished < p->active) pthread_cond_wait(&p->done, &p->mu);
   pthread_mutex_unlock(&p->mu);
 }
@@ -159,7 +181,7 @@ static int cpu_open(int ordinal, gc_dev_t **out, gc_err_t *e) {
   in->host_memory = 1;
   struct utsname u;
   snprintf(in->driver, sizeof in->driver, "linux %s", uname(&u) == 0 ? u.release : "?");
-  if (pool_start(&d->pool, (int)in->compute_units, e)) {
+  if (pool_start(&d->pool, (int)in->compute_units - 1, e)) {
     free(d);
     return e ? e->code : GC_EDEVICE;
   }

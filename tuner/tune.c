@@ -14,14 +14,21 @@
 #include "../gen/template.h"
 #include "worker.h"
 
-#define MAX_SPACE (1 << 20) /* points per template a sweep will walk */
-#define CHUNK 16            /* candidates compiled per ninja run */
+#define MAX_SPACE ((int64_t)1 << 24) /* points per template a sweep will walk */
+#define CHUNK 16                       /* candidates compiled per ninja run */
+
+/* A point of the search: a template and an index into its space (-1 is the
+ * template's declared default). 16 bytes, so that spaces of millions of
+ * points can be shuffled without materialising variants. */
+typedef struct point {
+  int tpl;
+  int64_t idx;
+} point_t;
 
 typedef struct cand {
   gc_variant_t v;
   char vid[GC_HASH_HEX];
   int64_t variant_id;
-  int is_default;
 } cand_t;
 
 typedef struct sweep {
@@ -37,27 +44,22 @@ typedef struct sweep {
   const gc_problem_t *p;
   int64_t problem_id;
   char key[GC_PROBLEM_KEY];
-  cand_t *c;
-  int nc, cap;
-  int done, total;            /* progress */
+  point_t *pts;
+  int64_t npts, cap;
+  int64_t walked, measured, reused, rejected; /* progress through pts */
   double best_us, default_us, measure_time;
   char default_vid[GC_HASH_HEX]; /* the bundle default's variant, for "x the default" */
-  char best_params[512];
 } sweep_t;
 
-static int push_cand(sweep_t *s, const gc_variant_t *v, int is_default, gc_err_t *e) {
-  if (s->nc == s->cap) {
-    int cap = s->cap ? s->cap * 2 : 256;
-    cand_t *c = gc_realloc(s->c, (size_t)cap * sizeof *c, e);
-    if (!c) return GC_ENOMEM;
-    s->c = c;
+static int push_point(sweep_t *s, int tpl, int64_t idx, gc_err_t *e) {
+  if (s->npts == s->cap) {
+    int64_t cap = s->cap ? s->cap * 2 : 1024;
+    point_t *v = gc_realloc(s->pts, (size_t)cap * sizeof *v, e);
+    if (!v) return GC_ENOMEM;
+    s->pts = v;
     s->cap = cap;
   }
-  cand_t *c = &s->c[s->nc++];
-  memset(c, 0, sizeof *c);
-  c->v = *v;
-  c->is_default = is_default;
-  gc_tpl_vid(v, &s->o->target, s->cc.id, c->vid);
+  s->pts[s->npts++] = (point_t){tpl, idx};
   return GC_OK;
 }
 
@@ -67,46 +69,57 @@ static uint64_t mix(uint64_t *x) {
   return z ^ (z >> 27);
 }
 
-static void shuffle(cand_t *c, int n, const char *key) {
+static void shuffle(point_t *c, int64_t n, const char *key) {
   uint64_t seed = 0;
   for (const char *p = key; *p; p++) seed = seed * 131 + (unsigned char)*p;
-  for (int i = n - 1; i > 0; i--) {
-    int j = (int)(mix(&seed) % (uint64_t)(i + 1));
-    cand_t t = c[i];
+  for (int64_t i = n - 1; i > 0; i--) {
+    int64_t j = (int64_t)(mix(&seed) % (uint64_t)(i + 1));
+    point_t t = c[i];
     c[i] = c[j];
     c[j] = t;
   }
 }
 
-/* All candidates of the templates that serve s->p: defaults first. */
+static int serves(sweep_t *s, const gc_template_t *tp, int *ok, gc_err_t *e) {
+  gc_variant_t def;
+  *ok = 0;
+  if (!gc_tpl_supports(tp, s->p) || strcmp(tp->backend, s->o->target.backend)) return GC_OK;
+  if (s->o->only_template && strcmp(tp->name, s->o->only_template)) return GC_OK;
+  gc_tpl_default(tp, s->p, &def);
+  return gc_tpl_applies(&def, &s->o->target, s->p, ok, e);
+}
+
+/* The points of every template that serves s->p: the bundle's default
+ * first, the other templates' defaults next, then all the rest shuffled. */
 static int enumerate(sweep_t *s, gc_err_t *e) {
-  s->nc = 0;
-  int ndefaults = 0;
-  for (int pass = 0; pass < 2; pass++)
-    for (int t = 0; t < s->tpls.n; t++) {
-      const gc_template_t *tp = &s->tpls.v[t];
-      if (!gc_tpl_supports(tp, s->p) || strcmp(tp->backend, s->o->target.backend)) continue;
-      if (s->o->only_template && strcmp(tp->name, s->o->only_template)) continue;
-      gc_variant_t def, v;
-      gc_tpl_default(tp, s->p, &def);
-      int ok;
-      if (gc_tpl_applies(&def, &s->o->target, s->p, &ok, e)) return e->code;
-      if (!ok) continue;
-      if (pass == 0) {
-        if (push_cand(s, &def, 1, e)) return e->code;
-        ndefaults++;
-        continue;
-      }
-      int64_t n = gc_tpl_space_size(tp);
-      if (n > MAX_SPACE)
-        return gc_err_set(e, GC_EINVAL, "template %s: %lld points is more than a sweep walks "
-                          "(%d); narrow its values", tp->name, (long long)n, MAX_SPACE);
-      for (int64_t i = 0; i < n; i++) {
-        gc_tpl_nth(tp, s->p, i, &v);
-        if (strcmp(v.params, def.params) && push_cand(s, &v, 0, e)) return e->code;
-      }
+  s->npts = 0;
+  int ndef = 0, ok;
+  for (int t = 0; t < s->tpls.n; t++) {
+    if (serves(s, &s->tpls.v[t], &ok, e)) return e->code;
+    if (!ok) continue;
+    if (push_point(s, t, -1, e)) return e->code;
+    gc_variant_t def;
+    char vid[GC_HASH_HEX];
+    gc_tpl_default(&s->tpls.v[t], s->p, &def);
+    gc_tpl_vid(&def, &s->o->target, s->cc.id, vid);
+    if (!strcmp(vid, s->default_vid)) { /* the bundle's default goes first */
+      point_t x = s->pts[0];
+      s->pts[0] = s->pts[ndef];
+      s->pts[ndef] = x;
     }
-  shuffle(s->c + ndefaults, s->nc - ndefaults, s->key);
+    ndef++;
+  }
+  for (int t = 0; t < s->tpls.n; t++) {
+    if (serves(s, &s->tpls.v[t], &ok, e)) return e->code;
+    int64_t n = gc_tpl_space_size(&s->tpls.v[t]);
+    if (ok && n > MAX_SPACE)
+      return gc_err_set(e, GC_EINVAL, "template %s: %lld points is more than a sweep walks "
+                        "(%lld); narrow its values", s->tpls.v[t].name, (long long)n,
+                        (long long)MAX_SPACE);
+    for (int64_t i = 0; ok && i < n; i++)
+      if (push_point(s, t, i, e)) return e->code;
+  }
+  shuffle(s->pts + ndef, s->npts - ndef, s->key);
   return GC_OK;
 }
 
@@ -129,56 +142,28 @@ static int record(sweep_t *s, cand_t *c, const char *status, const char *detail,
   return gc_db_record(s->db, &m, e);
 }
 
+/* done/total: total is the budget, or an estimate of the valid points
+ * from the fraction seen valid so far. */
 static void progress(sweep_t *s) {
   if (!s->o->progress) return;
-  double per = s->done ? (gc_now() - s->measure_time) / s->done : 0;
-  int eta = (int)(per * (s->total - s->done));
+  int64_t left = s->npts - s->walked, valid = s->walked - s->rejected - s->reused;
+  int64_t total = s->measured + (s->walked ? left * valid / s->walked : left);
+  if (s->o->budget_n > 0 && total > s->o->budget_n) total = s->o->budget_n;
+  double per = s->measured ? (gc_now() - s->measure_time) / (double)s->measured : 0;
+  long eta = (long)(per * (double)(total - s->measured));
   char best[96] = "none yet";
   if (s->best_us > 0)
     snprintf(best, sizeof best, "%.1f us (%.2f TFLOP/s)", s->best_us,
              gc_op_flops(s->p) / (s->best_us * 1e-6) / 1e12);
-  fprintf(stderr, "\r\033[K[%d/%d] %s | best %s | ETA %d:%02d", s->done, s->total, s->key,
-          best, eta / 60, eta % 60);
+  fprintf(stderr, "\r\033[K[%lld/%lld] %s | best %s | ETA %ld:%02ld", (long long)s->measured,
+          (long long)total, s->key, best, eta / 60, eta % 60);
   fflush(stderr);
 }
 
-static int budget_left(sweep_t *s, int measured) {
-  if (s->o->budget_n > 0 && measured >= s->o->budget_n) return 0;
+static int budget_left(sweep_t *s, int64_t pending) {
+  if (s->o->budget_n > 0 && s->measured + pending >= s->o->budget_n) return 0;
   if (s->o->budget_s > 0 && gc_now() > s->deadline) return 0;
   return 1;
-}
-
-/* Register each candidate; record constraint rejections; drop what the
- * database already measured. Leaves the ones to measure at the front. */
-static int triage(sweep_t *s, int *n_reused, gc_err_t *e) {
-  int keep = 0;
-  *n_reused = 0;
-  char dt[16];
-  gc_dtypes_format(s->p->ta, s->p->tb, s->p->tc, dt);
-  for (int i = 0; i < s->nc; i++) {
-    cand_t *c = &s->c[i];
-    gc_db_variant_t dv = {c->vid, c->v.tpl->name, c->v.tpl->hash, c->v.params, dt,
-                          s->o->target.name, s->compiler_id};
-    int found, ok;
-    const char *why = NULL;
-    if (gc_db_variant_id(s->db, &dv, &c->variant_id, e) ||
-        gc_db_measured(s->db, s->device_id, s->problem_id, c->variant_id, &found, e) ||
-        (!found && gc_tpl_valid(&c->v, &s->o->target, &ok, &why, e)))
-      return e->code;
-    if (found) {
-      (*n_reused)++;
-      continue;
-    }
-    if (!ok) {
-      char d[300];
-      snprintf(d, sizeof d, "constraint failed: %s", why);
-      if (record(s, c, "rejected", d, NULL, e)) return e->code;
-      continue;
-    }
-    s->c[keep++] = *c;
-  }
-  s->nc = keep;
-  return GC_OK;
 }
 
 static int measure(sweep_t *s, cand_t *c, const gc_compile_job_t *j, gc_err_t *e) {
@@ -197,56 +182,102 @@ static int measure(sweep_t *s, cand_t *c, const gc_compile_job_t *j, gc_err_t *e
   if (gc_worker_run(s->worker, &q, s->o->timeout_s, &r, e)) return e->code;
   if (gc_db_set_resources(s->db, c->variant_id, &j->res, e)) return e->code;
   if (!strcmp(r.status, "ok")) {
-    if (s->best_us <= 0 || r.timing.median_us < s->best_us) {
-      s->best_us = r.timing.median_us;
-      snprintf(s->best_params, sizeof s->best_params, "%s %s", c->v.tpl->name, c->v.params);
-    }
+    if (s->best_us <= 0 || r.timing.median_us < s->best_us) s->best_us = r.timing.median_us;
     if (!strcmp(c->vid, s->default_vid)) s->default_us = r.timing.median_us;
   }
   return record(s, c, r.status, r.detail[0] ? r.detail : NULL, &r, e);
 }
 
-/* Compile and measure candidates in chunks until the budget runs out. */
-static int sweep_candidates(sweep_t *s, int *measured, gc_err_t *e) {
+/* Compile a chunk of candidates through the driver, then measure each. */
+static int flush(sweep_t *s, cand_t *chunk, int n, gc_err_t *e) {
   gc_compile_job_t jobs[CHUNK];
   gc_buf_t src[CHUNK];
-  *measured = 0;
-  s->total = s->nc;
-  if (s->o->budget_n > 0 && s->total > s->o->budget_n) s->total = (int)s->o->budget_n;
-  s->measure_time = gc_now();
-  for (int base = 0; base < s->nc && budget_left(s, *measured); base += CHUNK) {
-    int n = s->nc - base < CHUNK ? s->nc - base : CHUNK;
-    if (s->o->budget_n > 0 && n > s->o->budget_n - *measured)
-      n = (int)(s->o->budget_n - *measured);
-    memset(jobs, 0, sizeof jobs);
-    memset(src, 0, sizeof src);
-    int rc = GC_OK;
-    for (int i = 0; !rc && i < n; i++) {
-      rc = gc_tpl_expand(&s->tpls, &s->c[base + i].v, &s->o->target, s->cc.id, &src[i],
-                         jobs[i].vid, e);
-      jobs[i].source = src[i].data;
-      jobs[i].source_len = src[i].len;
-    }
-    if (!rc) rc = gc_compile_batch(&s->cc, &s->o->target, s->o->cache, jobs, n, s->o->jobs, e);
-    for (int i = 0; !rc && i < n && budget_left(s, *measured); i++) {
-      rc = measure(s, &s->c[base + i], &jobs[i], e);
-      (*measured)++;
-      s->done++;
-      progress(s);
-    }
-    for (int i = 0; i < n; i++) gc_buf_free(&src[i]);
-    if (rc) return rc;
+  memset(jobs, 0, sizeof jobs);
+  memset(src, 0, sizeof src);
+  int rc = GC_OK;
+  for (int i = 0; !rc && i < n; i++) {
+    rc = gc_tpl_expand(&s->tpls, &chunk[i].v, &s->o->target, s->cc.id, &src[i], jobs[i].vid, e);
+    jobs[i].source = src[i].data;
+    jobs[i].source_len = src[i].len;
   }
+  if (!rc) rc = gc_compile_batch(&s->cc, &s->o->target, s->o->cache, jobs, n, s->o->jobs, e);
+  for (int i = 0; !rc && i < n; i++) {
+    if (s->o->budget_s > 0 && gc_now() > s->deadline) break;
+    rc = measure(s, &chunk[i], &jobs[i], e);
+    s->measured++;
+    progress(s);
+  }
+  for (int i = 0; i < n; i++) gc_buf_free(&src[i]);
+  return rc;
+}
+
+/* Turn point pt into a candidate: registered in the database. *skip is set
+ * when it is measured already (resume), a duplicate of its template's
+ * default, or rejected by a constraint (then recorded as such). */
+static int prepare(sweep_t *s, const point_t *pt, cand_t *c, int *skip, gc_err_t *e) {
+  const gc_template_t *tp = &s->tpls.v[pt->tpl];
+  char dt[16];
+  int found, ok;
+  const char *why = NULL;
+  *skip = 1;
+  if (pt->idx < 0) {
+    gc_tpl_default(tp, s->p, &c->v);
+  } else {
+    gc_variant_t def;
+    gc_tpl_default(tp, s->p, &def);
+    gc_tpl_nth(tp, s->p, pt->idx, &c->v);
+    if (!strcmp(def.params, c->v.params)) return GC_OK; /* walked as the default */
+  }
+  gc_tpl_vid(&c->v, &s->o->target, s->cc.id, c->vid);
+  gc_dtypes_format(s->p->ta, s->p->tb, s->p->tc, dt);
+  gc_db_variant_t dv = {c->vid, tp->name, tp->hash, c->v.params, dt, s->o->target.name,
+                        s->compiler_id};
+  if (gc_db_variant_id(s->db, &dv, &c->variant_id, e) ||
+      gc_db_measured(s->db, s->device_id, s->problem_id, c->variant_id, &found, e))
+    return e->code;
+  if (found) {
+    s->reused++;
+    return GC_OK;
+  }
+  if (gc_tpl_valid(&c->v, &s->o->target, &ok, &why, e)) return e->code;
+  if (!ok) {
+    char d[300];
+    snprintf(d, sizeof d, "constraint failed: %s", why);
+    s->rejected++;
+    return record(s, c, "rejected", d, NULL, e);
+  }
+  *skip = 0;
   return GC_OK;
 }
 
-static void summary(sweep_t *s, int measured, int reused, int found, gc_err_t *e) {
+/* Walk the points in order until the budget is spent. */
+static int sweep_points(sweep_t *s, gc_err_t *e) {
+  cand_t *chunk = gc_calloc(CHUNK, sizeof *chunk, e);
+  if (!chunk) return GC_ENOMEM;
+  int n = 0, rc = GC_OK, skip;
+  s->walked = s->measured = s->reused = s->rejected = 0;
+  s->measure_time = gc_now();
+  rc = gc_db_begin(s->db, e);
+  for (; !rc && s->walked < s->npts && budget_left(s, n); s->walked++) {
+    rc = prepare(s, &s->pts[s->walked], &chunk[n], &skip, e);
+    if (rc || skip || ++n < CHUNK) continue;
+    if (!(rc = gc_db_commit(s->db, e)) && !(rc = flush(s, chunk, n, e))) rc = gc_db_begin(s->db, e);
+    n = 0;
+  }
+  if (!rc) rc = gc_db_commit(s->db, e);
+  if (!rc && n) rc = flush(s, chunk, n, e);
+  free(chunk);
+  return rc;
+}
+
+static void summary(sweep_t *s, int found, gc_err_t *e) {
   int64_t cnt[6];
   if (s->o->progress) fprintf(stderr, "\r\033[K");
   gc_db_status_counts(s->db, s->device_id, s->problem_id, cnt, e);
-  printf("%s: %d measured now, %d reused; %lld ok, %lld rejected, %lld compile-failed, "
+  printf("%s: %lld measured now, %lld reused; %lld ok, %lld rejected, %lld compile-failed, "
          "%lld verify-failed, %lld launch-failed, %lld timed-out\n",
-         s->key, measured, reused, (long long)cnt[0], (long long)cnt[2], (long long)cnt[1],
+         s->key, (long long)s->measured, (long long)s->reused, (long long)cnt[0],
+         (long long)cnt[2], (long long)cnt[1],
          (long long)cnt[3], (long long)cnt[4], (long long)cnt[5]);
   gc_db_winner_t w;
   int have = 0;
@@ -266,29 +297,20 @@ static void summary(sweep_t *s, int measured, int reused, int found, gc_err_t *e
 static int tune_problem(sweep_t *s, const gc_problem_t *p, gc_err_t *e) {
   s->p = p;
   s->best_us = s->default_us = 0;
-  s->done = 0;
-  gc_problem_key(p, s->key);
-  int reused, measured, found;
-  gc_variant_t def;
-  if (gc_db_problem_id(s->db, p, &s->problem_id, e) || enumerate(s, e)) return e->code;
   s->default_vid[0] = 0;
+  gc_problem_key(p, s->key);
+  gc_variant_t def;
+  int found = 0;
   if (!gc_tpl_pick_default(&s->tpls, &s->o->target, p, &def, NULL))
     gc_tpl_vid(&def, &s->o->target, s->cc.id, s->default_vid);
-  for (int i = 1; i < s->nc; i++) /* the bundle's default goes first */
-    if (!strcmp(s->c[i].vid, s->default_vid)) {
-      cand_t t = s->c[0];
-      s->c[0] = s->c[i];
-      s->c[i] = t;
-    }
-  if (!s->nc)
+  if (gc_db_problem_id(s->db, p, &s->problem_id, e) || enumerate(s, e)) return e->code;
+  if (!s->npts)
     return gc_err_set(e, GC_EUNSUPPORTED, "%s: no template for %s implements it", s->key,
                       s->o->target.name);
-  int total = s->nc;
-  if (gc_db_begin(s->db, e) || triage(s, &reused, e) || gc_db_commit(s->db, e)) return e->code;
-  if (!s->nc && !reused)
-    return gc_err_set(e, GC_EINVAL, "%s: none of the %d variants satisfies the templates' "
-                      "constraints on %s", s->key, total, s->o->target.name);
-  int rc = sweep_candidates(s, &measured, e);
+  int rc = sweep_points(s, e);
+  if (!rc && s->walked == s->npts && s->measured + s->reused == 0)
+    return gc_err_set(e, GC_EINVAL, "%s: none of the %lld variants satisfies the templates' "
+                      "constraints on %s", s->key, (long long)s->npts, s->o->target.name);
   if (!rc) rc = gc_db_pick_winner(s->db, s->device_id, s->problem_id, s->o->target.name,
                                   s->o->margin, &found, e);
   if (!rc) {
@@ -298,7 +320,7 @@ static int tune_problem(sweep_t *s, const gc_problem_t *p, gc_err_t *e) {
         (gc_db_variant_median(s->db, s->device_id, s->problem_id, s->default_vid,
                               &s->default_us, &f, e) || !f))
       s->default_us = 0;
-    summary(s, measured, reused, found, e);
+    summary(s, found, e);
   }
   return rc;
 }
@@ -344,6 +366,6 @@ int gc_tune_run(const gc_tune_opts_t *o, const gc_problems_t *probs, gc_err_t *e
   gc_worker_stop(s.worker);
   gc_db_close(s.db);
   gc_tpl_free_all(&s.tpls);
-  free(s.c);
+  free(s.pts);
   return rc;
 }
