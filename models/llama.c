@@ -295,14 +295,18 @@ int gc_llama_forward(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
   return GC_OK;
 }
 
+/* Problems for each token count in list. Counts over the model's context
+ * are an error when the user gave them, and are capped to it in the
+ * default list (so that small models work without flags). */
 static int add_recipe(const gc_llama_weights_t *w, gc_llama_dtypes_t dt, const char *list,
-                      const char *flag, gc_problems_t *out, gc_err_t *e) {
+                      int given, const char *flag, gc_problems_t *out, gc_err_t *e) {
   char buf[512];
   if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf)
     return gc_err_set(e, GC_EINVAL, "%s: list too long", flag);
   for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     int64_t v;
-    if (gc_parse_i64(t, &v) || v < 1 || v > w->cfg.max_seq)
+    if (!given && gc_parse_i64(t, &v) == GC_OK && v > w->cfg.max_seq) v = w->cfg.max_seq;
+    else if (gc_parse_i64(t, &v) || v < 1 || v > w->cfg.max_seq)
       return gc_err_set(e, GC_EINVAL, "%s: '%s' is not a token count in [1, %d]", flag, t,
                         w->cfg.max_seq);
     if (gc_llama_recipe(&w->cfg, dt, v, 1, out, e)) return e->code;
@@ -316,8 +320,8 @@ int gc_llama_workload(const char *model_path, const char *prefill, const char *b
   gc_llama_dtypes_t dt;
   if (gc_weights_open(model_path, &w, e)) return e->code;
   int rc = gc_llama_dtypes_for(w, &dt, e);
-  if (!rc) rc = add_recipe(w, dt, prefill ? prefill : "128,512", "--prefill", out, e);
-  if (!rc) rc = add_recipe(w, dt, batch ? batch : "1", "--batch", out, e);
+  if (!rc) rc = add_recipe(w, dt, prefill ? prefill : "128,512", prefill != NULL, "--prefill", out, e);
+  if (!rc) rc = add_recipe(w, dt, batch ? batch : "1", batch != NULL, "--batch", out, e);
   gc_weights_close(w);
   return rc;
 }

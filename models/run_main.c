@@ -84,7 +84,10 @@ static int dump(gc_check_t *c, const gc_problem_t *p, const char *dir, gc_err_t 
   gc_buf_t meta = {0};
   char key[GC_PROBLEM_KEY], path[1200];
   gc_problem_key(p, key);
-  int rc = gc_buf_printf(&meta, e, "problem %s\n", key);
+  const gc_op_scalars_t *sc = gc_check_scalars(c);
+  int rc = gc_buf_printf(&meta, e, "problem %s\nscalars eps=%.9g pos0=%lld layout=%lld scale=%.9g\n",
+                         key, (double)sc->eps, (long long)sc->pos0, (long long)sc->layout,
+                         (double)sc->scale);
   static const char *const kinds[] = {"input", "output", "inout"};
   for (int i = 0; !rc && i < n; i++) {
     size_t bytes = (size_t)bufs[i].count * gc_dtype_size(bufs[i].dtype);
@@ -93,6 +96,10 @@ static int dump(gc_check_t *c, const gc_problem_t *p, const char *dir, gc_err_t 
     rc = gc_check_read(c, i, host, e);
     snprintf(path, sizeof path, "%s/%s.bin", dir, bufs[i].name);
     if (!rc) rc = gc_write_file(path, host, bytes, e);
+    if (!rc && bufs[i].kind == GC_BUF_INOUT) {
+      snprintf(path, sizeof path, "%s/%s.init.bin", dir, bufs[i].name);
+      rc = gc_write_file(path, gc_check_initial(c, i), bytes, e);
+    }
     if (!rc) rc = gc_buf_printf(&meta, e, "%s %s %lld %s\n", bufs[i].name,
                                 gc_dtype_name(bufs[i].dtype), (long long)bufs[i].count,
                                 kinds[bufs[i].kind]);

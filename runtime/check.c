@@ -204,3 +204,9 @@ int gc_check_read(gc_check_t *c, int i, void *host, gc_err_t *e) {
   }
   return gc_dev_download(c->dev, host, c->dev_buf[i], c->bytes[i], e);
 }
+
+const void *gc_check_initial(gc_check_t *c, int i) {
+  return i >= 0 && i < c->nbufs && c->bufs[i].kind != GC_BUF_OUT ? c->host[i] : NULL;
+}
+
+const gc_op_scalars_t *gc_check_scalars(gc_check_t *c) { return &c->sc; }

@@ -47,5 +47,8 @@ void gc_check_buffers(gc_check_t *c, const gc_opbuf_t **b, int *n);
 /* Buffer i as the last verification left it (outputs, in/out buffers) or
  * as it was filled (inputs), copied to host (b[i].count elements). */
 int gc_check_read(gc_check_t *c, int i, void *host, gc_err_t *e);
+/* The initial contents of buffer i (inputs and in/out buffers). */
+const void *gc_check_initial(gc_check_t *c, int i);
+const gc_op_scalars_t *gc_check_scalars(gc_check_t *c);
 
 #endif

@@ -10,10 +10,19 @@ GEMM_SHAPES = [  # (m, n, k)
 ]
 RMSNORM_SHAPES = [(1, 64), (3, 100), (17, 4096), (64, 7), (2, 1)]
 
+ADD_SHAPES = [(1, 64), (3, 100), (17, 4096), (2, 1)]
+EMBED_SHAPES = [(1, 64, 512), (7, 100, 33), (17, 256, 1000)]        # (m, n, k = vocab)
+HEAD_SHAPES = [(1, 8, 4, 8), (1, 4, 1, 64), (3, 4, 4, 16), (5, 6, 1, 64), (17, 8, 2, 32)]  # (m, h, g, d)
+SAME = ["f32", "f16", "bf16"]
+
 CASES = {
     "gemm": [(dt, s) for dt in DTYPES for s in GEMM_SHAPES],
     "gemm_swiglu": [(dt, s) for dt in DTYPES for s in GEMM_SHAPES[:6]],
     "rmsnorm": [(dt, s) for dt in DTYPES for s in RMSNORM_SHAPES],
+    "add": [(dt, s) for dt in SAME for s in ADD_SHAPES],
+    "embed": [(dt, s) for dt in DTYPES for s in EMBED_SHAPES],
+    "rope_kv": [(dt, s) for dt in SAME for s in HEAD_SHAPES],
+    "attention": [(dt, s) for dt in SAME for s in HEAD_SHAPES],
 }
 
 # Tolerances for the numpy comparison (independent of the C verifier):

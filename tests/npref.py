@@ -9,23 +9,32 @@ def bf16_to_f64(u16):
 
 def load(path, dtype, count):
     raw = np.fromfile(path, dtype=np.uint8)
-    size = 4 if dtype == "f32" else 2
+    size = {"f32": 4, "i32": 4, "f64": 8}.get(dtype, 2)
     assert raw.size == count * size, f"{path}: {raw.size} bytes, want {count * size}"
     if dtype == "f32":
         return raw.view(np.float32).astype(np.float64)
+    if dtype == "i32":
+        return raw.view(np.int32).astype(np.int64)
+    if dtype == "f64":
+        return raw.view(np.float64)
     if dtype == "f16":
         return raw.view(np.float16).astype(np.float64)
     return bf16_to_f64(raw.view(np.uint16))
 
 
 def read_dump(d):
-    """{name: (dtype, array)} from a gcore-run --dump directory."""
+    """{name: (dtype, array)} from a gcore-run --dump directory; in/out
+    buffers also as name + '.init' (their contents before the launch), and
+    the op's scalars under 'scalars'."""
     out = {}
     with open(os.path.join(d, "meta.txt")) as f:
         lines = f.read().splitlines()
-    for line in lines[1:]:
-        name, dt, count, _ = line.split()
+    out["scalars"] = {k: float(v) for k, v in (kv.split("=") for kv in lines[1].split()[1:])}
+    for line in lines[2:]:
+        name, dt, count, kind = line.split()
         out[name] = (dt, load(os.path.join(d, name + ".bin"), dt, int(count)))
+        if kind == "inout":
+            out[name + ".init"] = (dt, load(os.path.join(d, name + ".init.bin"), dt, int(count)))
     return out
 
 

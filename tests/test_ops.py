@@ -13,12 +13,69 @@ import npref
 EPS_F32 = 2.0 ** -24
 
 
+DIMS = {"rmsnorm": "mn", "add": "mn", "embed": "mnk", "gemm": "mnk", "gemm_swiglu": "mnk",
+        "rope_kv": "mhgd", "attention": "mhgd"}
+
+
 def problem_args(op, shape):
-    if op == "rmsnorm":
-        m, n = shape
-        return ["--m", m, "--n", n]
-    m, n, k = shape
-    return ["--m", m, "--n", n, "--k", k]
+    out = []
+    for letter, v in zip(DIMS[op], shape):
+        out += ["--" + letter, v]
+    return out
+
+
+def rope_ref(x, pos, inv, d):
+    """Rotate the halves-layout pairs (x[j], x[j+d/2]) of each head row of x
+    [rows, d] by pos * inv[j]."""
+    th = np.asarray(pos, dtype=np.float64)[:, None] * inv[None, :]
+    c, s = np.cos(th), np.sin(th)
+    a, b = x[:, : d // 2], x[:, d // 2:]
+    return np.concatenate([a * c - b * s, a * s + b * c], axis=1), np.abs(a) + np.abs(b)
+
+
+def check_rope(d, dt, shape):
+    m, h, g, dd = shape
+    tc = npref.split_dtypes(dt)[2]
+    pos0 = int(d["scalars"]["pos0"])
+    assert int(d["scalars"]["layout"]) == 0
+    inv = 10000.0 ** (-2.0 * np.arange(dd // 2) / dd)
+    qkv = d["QKV"][1].reshape(m, h + 2 * g, dd)
+    pos = np.arange(m) + pos0
+    q, aq = rope_ref(qkv[:, :h].reshape(m * h, dd), np.repeat(pos, h), inv, dd)
+    k, ak = rope_ref(qkv[:, h:h + g].reshape(m * g, dd), np.repeat(pos, g), inv, dd)
+    slack = lambda a: np.concatenate([a, a], axis=1) * 4 * EPS_F32
+    npref.check(d["Qout"][1].reshape(m * h, dd), q, ULP[tc] * np.abs(q) + slack(aq) + SUB[tc])
+    for name, new, tol in (("Kc", k, ULP[tc] * np.abs(k) + slack(ak) + SUB[tc]),
+                           ("Vc", qkv[:, h + g:].reshape(m * g, dd), None)):
+        got = d[name][1].reshape(pos0 + m, g * dd)
+        init = d[name + ".init"][1].reshape(pos0 + m, g * dd)
+        assert np.array_equal(got[:pos0], init[:pos0]), f"{name}: rows before pos0 changed"
+        new = new.reshape(m, g * dd)
+        npref.check(got[pos0:], new, (0.5 * ULP[tc] * np.abs(new) + SUB[tc]) if tol is None
+                    else tol.reshape(m, g * dd))
+
+
+def check_attention(d, dt, shape):
+    m, h, g, dd = shape
+    tc = npref.split_dtypes(dt)[2]
+    pos0, scale = int(d["scalars"]["pos0"]), d["scalars"]["scale"]
+    s_len = pos0 + m
+    q = d["Q"][1].reshape(m, h, dd)
+    k = d["Kc"][1].reshape(s_len, g, dd)
+    v = d["Vc"][1].reshape(s_len, g, dd)
+    ref = np.zeros((m, h, dd))
+    tol = np.zeros((m, h, dd))
+    for t in range(m):
+        L = pos0 + t + 1
+        for hh in range(h):
+            kv = hh // (h // g)
+            sc = np.float32(scale).astype(np.float64) * (k[:L, kv] @ q[t, hh])
+            p = np.exp(sc - sc.max())
+            p /= p.sum()
+            ref[t, hh] = p @ v[:L, kv]
+            tol[t, hh] = 4 * (L + dd) * EPS_F32 * (p @ np.abs(v[:L, kv]))
+    tol += ULP[tc] * np.abs(ref) + SUB[tc]
+    npref.check(d["O"][1].reshape(m, h, dd), ref, tol)
 
 
 def numpy_check(op, dt, shape, dump_dir):
@@ -39,6 +96,22 @@ def numpy_check(op, dt, shape, dump_dir):
         gam = k * EPS_F32 + 2.0 ** -21
         tol = ULP[tc] * np.abs(ref) + 1.1 * np.abs(u) * gam * (ag + np.abs(g)) + np.abs(sg) * gam * au + SUB[tc]
         got = d["C"][1].reshape(m, n)
+    elif op == "add":
+        x, y = d["X"][1], d["Y"][1]
+        ref = x + y
+        npref.check(d["Z"][1], ref, ULP[tc] * np.abs(ref) + EPS_F32 * (np.abs(x) + np.abs(y)) + SUB[tc])
+        return
+    elif op == "embed":
+        m, n, k = shape
+        tok = d["tokens"][1].astype(np.int64)
+        assert tok.min() >= 0 and tok.max() < k
+        ref = d["table"][1].reshape(k, n)[tok]
+        npref.check(d["Z"][1].reshape(m, n), ref, 0.5 * ULP[tc] * np.abs(ref) + SUB[tc])
+        return
+    elif op == "rope_kv":
+        return check_rope(d, dt, shape)
+    elif op == "attention":
+        return check_attention(d, dt, shape)
     else:
         m, n = shape
         x = d["X"][1].reshape(m, n)
@@ -50,9 +123,8 @@ def numpy_check(op, dt, shape, dump_dir):
 
 
 def workload_line(op, dt, shape):
-    if op == "rmsnorm":
-        return f"{op} {dt} m={shape[0]} n={shape[1]}\n"
-    return f"{op} {dt} m={shape[0]} n={shape[1]} k={shape[2]}\n"
+    dims = " ".join(f"{l}={v}" for l, v in zip(DIMS[op], shape))
+    return f"{op} {dt} {dims}\n"
 
 
 GROUPS = sorted({(op, dt) for op, cases in CASES.items() for dt, _ in cases})
@@ -91,12 +163,16 @@ def template_spaces():
     return out
 
 
-SAMPLE_SHAPE = {"gemm": (3, 100, 37), "gemm_swiglu": (5, 40, 70), "rmsnorm": (3, 300)}
+SAMPLE_SHAPE = {"gemm": (3, 100, 37), "gemm_swiglu": (5, 40, 70), "rmsnorm": (3, 300),
+                "add": (3, 300), "embed": (5, 72, 40), "rope_kv": (3, 8, 2, 16),
+                "attention": (3, 8, 2, 16)}
 
 
 @pytest.mark.parametrize("tpl,op,params", template_spaces(), ids=[t[0] for t in template_spaces()])
 @pytest.mark.parametrize("dt", ["f32", "f16", "f32:bf16:f32"])
 def test_parameter_space_sample(gc, tpl, op, params, dt):
+    if dt == "f32:bf16:f32" and op in ("add", "rope_kv", "attention"):
+        dt = "bf16"  # these ops take one dtype
     shape = SAMPLE_SHAPE[op]
     tried = 0
     for p, (values, default) in params.items():

@@ -73,14 +73,17 @@ def test_records_every_candidate_and_resumes(gc):
 
 
 def test_full_resume_measures_nothing(gc):
-    args = ["gcore-tune", "--template", "rmsnorm_cpu", "--op", "rmsnorm", "--m", "2", "--n", "64",
-            "--db", "t.db", "--no-progress"]
+    d = gc.dir / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), d)
+    shutil.copy(os.path.join(ROOT, "tests", "data", "tiny_gemm.c"), d / "cpu" / "tiny_gemm.c")
+    args = ["gcore-tune", "--templates", d, "--template", "tiny_gemm", *PROB, "--db", "t.db",
+            "--min-time", "0.02", "--no-progress"]
     r = gc(*args)
-    assert r.rc == 0, r
+    assert r.rc == 0 and "4 measured now, 0 reused" in r.out, r
     r2 = gc(*args)
     assert r2.rc == 0, r2
-    assert " 0 measured now" in r2.out, r2
-    assert "winner rmsnorm_cpu" in r2.out
+    assert "0 measured now, 4 reused" in r2.out, r2
+    assert "winner tiny_gemm" in r2.out
 
 
 def test_time_budget_stops_early(gc):

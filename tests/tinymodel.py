@@ -258,6 +258,69 @@ def remove_shard(outdir: str, index: int = 1) -> str:
     return path
 
 
+_NP_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
+              "I8": "i1", "U8": "u1"}
+
+
+def _decode_values(raw: bytes, dtype: str) -> np.ndarray:
+    if dtype == "BF16":
+        return bf16_to_f32(np.frombuffer(raw, dtype="<u2")).astype(np.float64)
+    return np.frombuffer(raw, dtype=_NP_DTYPES[dtype]).astype(np.float64)
+
+
+def retype(outdir: str, name: str, dtype: str) -> None:
+    """Store tensor `name` as another dtype (e.g. F64, I8, I32) with data of
+    the right size for it: a well-formed file whose tensor gcore must refuse
+    for its dtype. Integer dtypes get the values rounded (and clipped)."""
+    path = shard_of(outdir, name)
+    header, data = read_safetensors_raw(path)
+    meta = header.pop("__metadata__", None)
+    tensors = []
+    for n, ent in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+        b, e = ent["data_offsets"]
+        raw, dt = data[b:e], ent["dtype"]
+        if n == name:
+            vals = _decode_values(raw, dt)
+            npdt = np.dtype(_NP_DTYPES[dtype])
+            if npdt.kind in "iu":
+                info = np.iinfo(npdt)
+                vals = np.clip(np.round(vals * 16), info.min, info.max)
+            raw, dt = vals.astype(npdt).tobytes(), dtype
+        tensors.append((n, dt, ent["shape"], raw))
+    write_safetensors(path, tensors, metadata=meta)
+
+
+def write_llama2c(path: str, dim: int = 32, hidden_dim: int = 64, n_layers: int = 2, n_heads: int = 4,
+                  n_kv_heads: int = 2, vocab: int = 96, seq_len: int = 128, tied: bool = True,
+                  seed: int = 0) -> None:
+    """A random tiny checkpoint in the legacy llama2.c format (layout in
+    shared/data/README.md; a negative vocab_size in the header means an
+    untied classifier follows). The legacy freq_cis tables hold the usual
+    cos/sin values (readers skip them)."""
+    rng = np.random.default_rng(seed)
+    hd = dim // n_heads
+    L, D, H, Q, KV = n_layers, dim, hidden_dim, n_heads * hd, n_kv_heads * hd
+
+    def mat(*shape):
+        return rng.standard_normal(shape) / np.sqrt(shape[-1])
+
+    def norm(*shape):
+        return 1.0 + 0.1 * rng.standard_normal(shape)
+
+    inv = 1.0 / (10000.0 ** (np.arange(0, hd, 2) / hd))
+    ang = np.arange(seq_len)[:, None] * inv[None, :]
+    parts = [rng.standard_normal((vocab, D)), norm(L, D), mat(L, Q, D), mat(L, KV, D), mat(L, KV, D),
+             mat(L, D, Q), norm(L, D), mat(L, H, D), mat(L, D, H), mat(L, H, D), norm(D),
+             np.cos(ang), np.sin(ang)]
+    if not tied:
+        parts.append(mat(vocab, D))
+    with open(path, "wb") as f:
+        f.write(struct.pack("<7i", dim, hidden_dim, n_layers, n_heads, n_kv_heads,
+                            vocab if tied else -vocab, seq_len))
+        for a in parts:
+            f.write(np.ascontiguousarray(a, dtype="<f4").tobytes())
+
+
 # ------------------------------------------------------------------ CLI
 
 def main(argv=None) -> None:

@@ -1,21 +1,30 @@
 #!/bin/sh
-# demo.sh — the whole pipeline on this machine's CPU: tune a small workload
-# (a capped sample of each template's space), build a bundle from the
-# winners, and run one of its kernels. Run by `make demo`.
+# demo.sh — the whole pipeline on this machine's CPU, run by `make demo`:
+# write a small Llama-3-style model with deterministic random fp16 weights,
+# tune every kernel its forward needs (a capped sample of each template's
+# space, every candidate verified against fp64), build a bundle from the
+# winners, and generate tokens with it.
 set -eu
 cd "$(dirname "$0")/.."
 out=build/demo
 mkdir -p "$out"
 export GCORE_CACHE="$PWD/$out/cache"
-budget=${DEMO_BUDGET:-10}
-echo "== gcore-tune: $budget candidates per problem, verified against fp64, timed =="
-bin/gcore-tune --workload tuner/workloads/demo.txt --db "$out/tune.db" --budget "$budget"
+budget=${DEMO_BUDGET:-4}
+model=$out/model
+if [ ! -f "$model/config.json" ]; then
+  echo "== writing $model: Llama-3 style (GQA 8/2 heads, llama3 RoPE scaling), 4 layers, fp16, random weights =="
+  /usr/bin/python3 tests/tinymodel.py "$model" --dim 256 --hidden-dim 704 --n-layers 4 \
+    --n-heads 8 --n-kv-heads 2 --vocab 2048 --max-seq 1024 --llama3-rope --dtype f16 --seed 1
+fi
+echo "== gcore-tune: every op of the model, $budget new candidates per problem =="
+bin/gcore-tune --model "$model" --prefill 32 --batch 1 --db "$out/tune.db" --budget "$budget"
 echo
-echo "== gcore-gen: bundle from the winners =="
-bin/gcore-gen --db "$out/tune.db" --workload tuner/workloads/demo.txt -o "$out/demo.gcb"
+echo "== gcore-gen: a bundle from the winners =="
+bin/gcore-gen --model "$model" --prefill 32 --db "$out/tune.db" -o "$out/model.gcb"
 echo
-echo "== gcore-run: one kernel from the bundle =="
-bin/gcore-run -b "$out/demo.gcb" --op gemm --m 128 --n 512 --k 512
+echo "== gcore-run: a 32-token prompt, 64 tokens generated greedily =="
+bin/gcore-run -m "$model" -b "$out/model.gcb" -n 64 --temp 0 --ignore-eos \
+  --tokens 1,50,100,150,200,250,300,350,400,450,500,550,600,650,700,750,800,850,900,950,1000,1050,1100,1150,1200,1250,1300,1350,1400,1450,1500,1550
 echo
-echo "Rerun 'make demo' to tune $budget more candidates per problem (nothing is measured twice);"
-echo "the database is $out/tune.db, the bundle $out/demo.gcb."
+echo "Rerun 'make demo' to tune $budget more candidates per problem (nothing is measured twice)."
+echo "Database: $out/tune.db   bundle: $out/model.gcb   model: $model"

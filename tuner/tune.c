@@ -47,6 +47,7 @@ typedef struct sweep {
   point_t *pts;
   int64_t npts, cap;
   int64_t walked, measured, reused, rejected; /* progress through pts */
+  int64_t space;                              /* distinct points of the serving templates */
   double best_us, default_us, measure_time;
   char default_vid[GC_HASH_HEX]; /* the bundle default's variant, for "x the default" */
 } sweep_t;
@@ -92,7 +93,7 @@ static int serves(sweep_t *s, const gc_template_t *tp, int *ok, gc_err_t *e) {
 /* The points of every template that serves s->p: the bundle's default
  * first, the other templates' defaults next, then all the rest shuffled. */
 static int enumerate(sweep_t *s, gc_err_t *e) {
-  s->npts = 0;
+  s->npts = s->space = 0;
   int ndef = 0, ok;
   for (int t = 0; t < s->tpls.n; t++) {
     if (serves(s, &s->tpls.v[t], &ok, e)) return e->code;
@@ -116,6 +117,7 @@ static int enumerate(sweep_t *s, gc_err_t *e) {
       return gc_err_set(e, GC_EINVAL, "template %s: %lld points is more than a sweep walks "
                         "(%lld); narrow its values", s->tpls.v[t].name, (long long)n,
                         (long long)MAX_SPACE);
+    if (ok) s->space += n;
     for (int64_t i = 0; ok && i < n; i++)
       if (push_point(s, t, i, e)) return e->code;
   }
@@ -310,7 +312,7 @@ static int tune_problem(sweep_t *s, const gc_problem_t *p, gc_err_t *e) {
   int rc = sweep_points(s, e);
   if (!rc && s->walked == s->npts && s->measured + s->reused == 0)
     return gc_err_set(e, GC_EINVAL, "%s: none of the %lld variants satisfies the templates' "
-                      "constraints on %s", s->key, (long long)s->npts, s->o->target.name);
+                      "constraints on %s", s->key, (long long)s->space, s->o->target.name);
   if (!rc) rc = gc_db_pick_winner(s->db, s->device_id, s->problem_id, s->o->target.name,
                                   s->o->margin, &found, e);
   if (!rc) {
