@@ -36,7 +36,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   gc_problem_t p = {"gemm", GC_DT_F32, GC_DT_F32, GC_DT_F32, atol(argv[2]), atol(argv[3]),
-                    atol(argv[4])};
+                    atol(argv[4]), 0, 0, 0};
   gc_err_t e = {0};
   gc_dev_t *dev;
   ctx_t c = {0, 0, &p};

@@ -96,12 +96,19 @@ static void test_half(void) {
 static void test_problem(void) {
   gc_problems_t l = {0};
   gc_err_t e;
-  CHECK(!gc_problems_expand(&l, "gemm", "f32:f16:f32", "1,16", "64", "32", &e) && l.n == 2);
+  const char *d1[GC_NDIMS] = {"1,16", "64", "32"}, *d2[GC_NDIMS] = {"1", "1", "1"},
+             *d3[GC_NDIMS] = {"1", "8", "2"}, *d4[GC_NDIMS] = {"2", 0, 0, "8", "3", "16"};
+  CHECK(!gc_problems_expand(&l, "gemm", "f32:f16:f32", d1, &e) && l.n == 2);
   char key[GC_PROBLEM_KEY];
   gc_problem_key(&l.v[1], key);
   CHECK(!strcmp(key, "gemm f32:f16:f32 m=16 n=64 k=32"));
-  CHECK(gc_problems_expand(&l, "gemm", "f16:f16", "1", "1", "1", &e) == GC_EINVAL);
-  CHECK(gc_problems_expand(&l, "rmsnorm", "f32", "1", "8", "2", &e) == GC_EINVAL);
+  CHECK(gc_problems_expand(&l, "gemm", "f16:f16", d2, &e) == GC_EINVAL);
+  CHECK(gc_problems_expand(&l, "rmsnorm", "f32", d3, &e) == GC_EINVAL); /* no k */
+  CHECK(gc_problems_expand(&l, "attention", "f32", d4, &e) == GC_EINVAL); /* 8 % 3 */
+  d4[4] = "2";
+  CHECK(!gc_problems_expand(&l, "attention", "f32", d4, &e) && l.n == 3);
+  gc_problem_key(&l.v[2], key);
+  CHECK(!strcmp(key, "attention f32:f32:f32 m=2 h=8 g=2 d=16"));
   gc_problems_free(&l);
 }
 
@@ -117,7 +124,7 @@ static void test_template_parse(void) {
   CHECK(t.nparams == 2 && t.params[0].nvalues == 3 && t.params[0].def == 2);
   CHECK(t.ndtypes == 2 && t.dtypes[1][1] == GC_DT_F16 && t.priority == 3);
   CHECK(gc_tpl_space_size(&t) == 6);
-  gc_problem_t p = {"gemm", GC_DT_F32, GC_DT_F32, GC_DT_F32, 5, 3, 3};
+  gc_problem_t p = {"gemm", GC_DT_F32, GC_DT_F32, GC_DT_F32, 5, 3, 3, 0, 0, 0};
   gc_target_t tg;
   CHECK(!gc_target_parse("cpu:x86-64-v3", &tg, &e));
   int ok = 0, valid = 0;
