@@ -244,6 +244,9 @@ int gc_expr_eval3(const char *text, const gc_env_t *env, int64_t out[3],
     }
     if (*p == '(') depth++;
     if (*p == ')') depth--;
+    if (np == 3 && !isspace((unsigned char)*p))
+      return gc_err_set(e, GC_EINVAL, "'%s': more than three expressions", text);
+    if (np == 3) continue;
     if (len + 1 >= sizeof part[0])
       return gc_err_set(e, GC_EINVAL, "'%s': expression too long", text);
     if (len || !isspace((unsigned char)*p)) part[np][len++] = *p;

@@ -527,6 +527,15 @@ int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
   int ok;
   gc_tpl_default(best, p, v);
   if (gc_tpl_valid(v, tg, &ok, NULL, e)) return e->code;
+  /* nearest valid point first: the defaults with one parameter changed
+   * (VEC=16 is invalid on a 32-byte-vector target; VEC=8 alone fixes it) */
+  for (int i = 0; !ok && i < best->nparams; i++)
+    for (int j = 0; !ok && j < best->params[i].nvalues; j++) {
+      gc_tpl_default(best, p, v);
+      v->values[i] = best->params[i].values[j];
+      format_params(v);
+      if (gc_tpl_valid(v, tg, &ok, NULL, e)) return e->code;
+    }
   for (int64_t i = 0, n = gc_tpl_space_size(best); !ok && i < n && i < (1 << 20); i++) {
     gc_tpl_nth(best, p, i, v);
     if (gc_tpl_valid(v, tg, &ok, NULL, e)) return e->code;
