@@ -22,11 +22,12 @@ else
   LIB     := lib
 endif
 
-MAINS     := gen/gen_main.c tuner/tune_main.c models/run_main.c
+MAINS     := gen/gen_main.c gen/compile_main.c tuner/tune_main.c models/run_main.c
 LIB_SRC   := $(filter-out $(MAINS),$(wildcard base/*.c db/*.c gen/*.c runtime/*.c models/*.c tuner/*.c))
-EMBED     := $(sort $(wildcard templates/cpu/*.c)) templates/cpu/prelude.h $(sort $(wildcard db/migrations/*.sql))
+EMBED     := $(sort $(wildcard templates/cpu/*.c)) templates/cpu/prelude.h \
+             $(sort $(wildcard templates/gpu/*.cu templates/gpu/*.h)) $(sort $(wildcard db/migrations/*.sql))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/embedded.o
-TOOLS     := $(BIN)/gcore-gen $(BIN)/gcore-tune $(BIN)/gcore-run
+TOOLS     := $(BIN)/gcore-gen $(BIN)/gcore-tune $(BIN)/gcore-run $(BIN)/gcore-compile
 
 all: $(TOOLS) $(LIB)/libgcore.a
 
@@ -46,6 +47,7 @@ $(LIB)/libgcore.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 $(BIN)/gcore-gen: $(BUILD)/gen/gen_main.o $(LIB)/libgcore.a
+$(BIN)/gcore-compile: $(BUILD)/gen/compile_main.o $(LIB)/libgcore.a
 $(BIN)/gcore-tune: $(BUILD)/tuner/tune_main.o $(LIB)/libgcore.a
 $(BIN)/gcore-run: $(BUILD)/models/run_main.o $(LIB)/libgcore.a
 $(TOOLS):
@@ -64,6 +66,13 @@ $(BUILD)/tests/%: tests/c/%.c $(LIB)/libgcore.a
 test: all $(C_TESTS)
 	GCORE_BIN=$(abspath $(BIN)) GCORE_CTESTS=$(abspath $(BUILD)/tests) \
 	  $(PYTHON) -m pytest -q tests
+
+# The GPU suite, on a machine with an NVIDIA GPU: the same op case table
+# through the cuda backend, plus the GPU-only tests (tests/gpu).
+GPU_TARGETS ?= sm_80,sm_90
+test-gpu: all $(C_TESTS)
+	GCORE_BIN=$(abspath $(BIN)) GCORE_CTESTS=$(abspath $(BUILD)/tests) GCORE_TEST_BACKEND=cuda \
+	  GCORE_TEST_TARGETS=$(GPU_TARGETS) $(PYTHON) -m pytest -q tests/test_ops.py tests/gpu tests/test_c_units.py
 
 # ---- the demo -------------------------------------------------------------
 demo: deps all
@@ -85,7 +94,7 @@ deps:
 clean:
 	rm -rf build bin lib
 
-.PHONY: all test demo deps clean
+.PHONY: all test test-gpu demo deps clean
 
 # ---- benchmarks -----------------------------------------------------------
 build/rel/bench/cpu_gemm: bench/cpu_gemm.c lib/libgcore.a

@@ -219,6 +219,7 @@ static int emit_target(gen_t *g, gc_bundle_t *b, int first, gc_err_t *e) {
     rc = gc_tpl_expand(&g->tpls, &pk->v, &g->tg, g->cc.id, &src[nj], jobs[nj].vid, e);
     jobs[nj].source = src[nj].data;
     jobs[nj].source_len = src[nj].len;
+    jobs[nj].kernel = pk->v.tpl->kernel;
     nj++;
   }
   if (!rc) rc = gc_compile_batch(&g->cc, &g->tg, g->o->cache, jobs, nj, g->o->jobs, e);
@@ -235,8 +236,10 @@ static int emit_target(gen_t *g, gc_bundle_t *b, int first, gc_err_t *e) {
     size_t size;
     gc_dtypes_format(pk->v.ta, pk->v.tb, pk->v.tc, dt);
     rc = gc_read_file(jobs[j].obj, 256u << 20, &blob, &size, e);
+    const gc_db_resources_t *r = &jobs[j].res;
     gc_code_rec_t cr = {g->tg.name, jobs[j].vid, pk->v.tpl->name, pk->v.tpl->hash,
-                        pk->v.params, dt, g->cc.id, blob, size, -1, -1, -1, -1};
+                        pk->v.params, dt, g->cc.id, blob, size, r->regs, r->spills,
+                        r->shared_bytes, r->scratch_bytes};
     if (!rc) rc = gc_bundle_add_code(b, &cr, &code_ids[j], e);
     free(blob);
   }

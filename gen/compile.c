@@ -4,6 +4,10 @@
  * keeps concurrent gcore processes from rewriting build.ninja under ninja. */
 #include "compile.h"
 
+#include <limits.h>
+
+#include "nvrtc.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -34,11 +38,46 @@ static int safe_word(const char *s) {
   return 1;
 }
 
+/* gcore-compile beside the running executable. */
+static int tool_path(const char *name, char *out, size_t n, gc_err_t *e) {
+  char self[PATH_MAX];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) return gc_err_set(e, GC_EIO, "cannot find the gcore executable's folder");
+  self[len] = 0;
+  char *slash = strrchr(self, '/');
+  if (slash) *slash = 0;
+  if (snprintf(out, n, "%s/%s", self, name) >= (int)n)
+    return gc_err_set(e, GC_EINVAL, "path too long");
+  if (access(out, X_OK) != 0)
+    return gc_err_set(e, GC_ECOMPILE, "%s not found (it is built with gcore: make)", out);
+  return GC_OK;
+}
+
+static int nvrtc_compiler(const gc_target_t *tg, gc_compiler_t *c, gc_err_t *e) {
+  strcpy(c->driver, "nvrtc");
+  strcpy(c->ext, ".cubin");
+  snprintf(c->target, sizeof c->target, "%s", tg->arch);
+  if (!gc_nvrtc_available(c->version, sizeof c->version, e))
+    return gc_err_prefix(e, "target %s needs NVRTC (the CUDA toolkit)", tg->name);
+  if (tool_path("gcore-compile", c->path, sizeof c->path, e)) return e->code;
+  snprintf(c->flags, sizeof c->flags, "--gpu-architecture=%s --std=c++17 -default-device",
+           tg->arch);
+  snprintf(c->id, sizeof c->id, "%s|%s|%s", c->driver, c->version, c->flags);
+  return GC_OK;
+}
+
 int gc_compiler_for(const gc_target_t *tg, const char *force, gc_compiler_t *c,
                     gc_err_t *e) {
   memset(c, 0, sizeof *c);
+  if (!strcmp(tg->backend, "cuda")) {
+    if (force && strcmp(force, "nvrtc"))
+      return gc_err_set(e, GC_EINVAL, "compiler '%s' cannot build %s (use nvrtc)", force, tg->name);
+    return nvrtc_compiler(tg, c, e);
+  }
   if (strcmp(tg->backend, "cpu"))
     return gc_err_set(e, GC_EUNSUPPORTED, "no compile driver for target %s", tg->name);
+  strcpy(c->ext, ".so");
+  snprintf(c->target, sizeof c->target, "%s", tg->arch);
   if (force && strcmp(force, "cc"))
     return gc_err_set(e, GC_EINVAL, "compiler '%s' cannot build %s (use cc)", force,
                       tg->name);
@@ -77,9 +116,10 @@ static int exists(const char *p) {
 }
 
 /* Write the source unless an identical file (same vid) is already there. */
-static int write_source(const char *cache, gc_compile_job_t *j, gc_err_t *e) {
+static int write_source(const char *cache, const gc_compiler_t *c, gc_compile_job_t *j,
+                        gc_err_t *e) {
   char path[1100];
-  snprintf(path, sizeof path, "%s/src/%s.c", cache, j->vid);
+  snprintf(path, sizeof path, "%s/src/%s%s", cache, j->vid, !strcmp(c->ext, ".so") ? ".c" : ".cu");
   if (exists(path)) return GC_OK;
   return gc_write_file(path, j->source, j->source_len, e);
 }
@@ -87,16 +127,23 @@ static int write_source(const char *cache, gc_compile_job_t *j, gc_err_t *e) {
 static int write_ninja(const gc_compiler_t *c, const char *cache,
                        gc_compile_job_t *jobs, int n, gc_err_t *e) {
   gc_buf_t b = {0};
+  int nv = !strcmp(c->driver, "nvrtc");
   int rc = gc_buf_printf(&b, e,
                          "# written by gcore: one edge per variant; outputs are "
                          "content-addressed by variant id\n"
                          "cc = %s\ncflags = %s\n"
                          "rule cc\n"
                          "  command = $cc $cflags -o $out $in > $out.log 2>&1 && rm -f $out.log\n"
-                         "  description = CC $out\n",
-                         c->path, c->flags);
+                         "  description = CC $out\n"
+                         "rule nvrtc\n"
+                         "  command = $cc --target %s --kernel $kernel -o $out $in > $out.log 2>&1 "
+                         "&& rm -f $out.log\n"
+                         "  description = NVRTC $out\n",
+                         c->path, c->flags, c->target);
   for (int i = 0; !rc && i < n; i++)
-    rc = gc_buf_printf(&b, e, "build obj/%s.so: cc src/%s.c\n", jobs[i].vid, jobs[i].vid);
+    rc = nv ? gc_buf_printf(&b, e, "build obj/%s.cubin: nvrtc src/%s.cu\n  kernel = %s\n",
+                            jobs[i].vid, jobs[i].vid, jobs[i].kernel ? jobs[i].kernel : "none")
+            : gc_buf_printf(&b, e, "build obj/%s.so: cc src/%s.c\n", jobs[i].vid, jobs[i].vid);
   if (!rc) {
     char path[1100];
     snprintf(path, sizeof path, "%s/build.ninja", cache);
@@ -108,8 +155,9 @@ static int write_ninja(const gc_compiler_t *c, const char *cache,
 
 /* Keep the compiler's error lines (or its first line) as the job's log. */
 static void read_log(const char *cache, gc_compile_job_t *j) {
+  (void)cache;
   char path[1100], line[512], first[512] = "";
-  snprintf(path, sizeof path, "%s/obj/%s.so.log", cache, j->vid);
+  snprintf(path, sizeof path, "%s.log", j->obj);
   snprintf(j->log, sizeof j->log, "compiler produced no code object");
   FILE *f = fopen(path, "r");
   if (!f) return;
@@ -124,6 +172,18 @@ static void read_log(const char *cache, gc_compile_job_t *j) {
   }
   fclose(f);
   if (!len) snprintf(j->log, sizeof j->log, "%s", first[0] ? first : "compile failed");
+}
+
+/* OUT.res written by gcore-compile: registers, spills, shared memory. */
+static void read_resources(gc_compile_job_t *j) {
+  char path[1100];
+  long long v[5];
+  snprintf(path, sizeof path, "%s.res", j->obj);
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  if (fscanf(f, "%lld %lld %lld %lld %lld", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5)
+    j->res = (gc_db_resources_t){v[0], v[1], v[2], v[3], v[4]};
+  fclose(f);
 }
 
 static int run_ninja(const char *cache, int parallel, gc_err_t *e) {
@@ -157,10 +217,10 @@ int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
   int rc = GC_OK, todo = 0;
   for (int i = 0; i < n; i++) {
     gc_compile_job_t *j = &jobs[i];
-    snprintf(j->obj, sizeof j->obj, "%s/obj/%s.so", cache, j->vid);
+    snprintf(j->obj, sizeof j->obj, "%s/obj/%s%s", cache, j->vid, c->ext);
     j->cached = exists(j->obj);
     if (!j->cached) todo++;
-    if (!rc) rc = write_source(cache, j, e);
+    if (!rc) rc = write_source(cache, c, j, e);
   }
   if (!rc && todo) rc = write_ninja(c, cache, jobs, n, e);
   if (!rc && todo) rc = run_ninja(cache, parallel, e);
@@ -170,6 +230,7 @@ int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
     j->ok = stat(j->obj, &st) == 0 && st.st_size > 0;
     j->res = (gc_db_resources_t){j->ok ? st.st_size : -1, -1, -1, -1, -1};
     if (!j->ok) read_log(cache, j);
+    else read_resources(j);
   }
   flock(lock, LOCK_UN);
   close(lock);

@@ -1,7 +1,8 @@
 /* compile.h — compile drivers. A driver turns variant sources into code
  * objects for a target; builds run through ninja so that they are parallel,
  * and land in a content-addressed cache (<cache>/obj/<variant id>.so), so an
- * unchanged variant is never compiled twice. Drivers: cc (CPU). */
+ * unchanged variant is never compiled twice. Drivers: cc (CPU), nvrtc
+ * (NVIDIA: in process, through the gcore-compile tool on ninja edges). */
 #ifndef GC_COMPILE_H
 #define GC_COMPILE_H
 
@@ -9,11 +10,13 @@
 #include "../db/tunedb.h"
 
 typedef struct gc_compiler {
-  char driver[16];   /* "cc" */
-  char path[256];    /* the executable */
+  char driver[16];   /* "cc" | "nvrtc" */
+  char path[1024];   /* the executable ninja runs (cc, or gcore-compile for nvrtc) */
+  char target[64];   /* the target it builds for */
+  char ext[8];       /* code object file extension: ".so", ".cubin" */
   char version[160]; /* first line of --version */
   char flags[256];
-  char id[600];      /* driver + version + flags: part of every variant id */
+  char id[1400];     /* driver + version + flags: part of every variant id */
 } gc_compiler_t;
 
 /* Find the compiler for target (cc: $CC or "cc"). force names a driver or
@@ -24,6 +27,7 @@ int gc_compiler_for(const gc_target_t *tg, const char *force, gc_compiler_t *c,
 /* One compilation. Inputs: vid, source. Outputs: obj (path), ok, log. */
 typedef struct gc_compile_job {
   char vid[GC_HASH_HEX];
+  const char *kernel;  /* entry point (resource figures are per kernel) */
   const char *source;
   size_t source_len;
   char obj[1024];

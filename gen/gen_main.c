@@ -99,7 +99,7 @@ int main(int argc, char **argv) {
   else if (workload)
     rc = gc_problems_load(&probs, workload, &e);
   else if (model)
-    rc = gc_llama_workload(model, prefill, batch, &probs, &e);
+    rc = gc_llama_workload(model, prefill, batch, NULL, &probs, &e);
   else if (!op)
     rc = gc_err_set(&e, GC_EINVAL, "no problems: give --model PATH, --workload FILE or --op OP with sizes (see --help)");
   else

@@ -61,12 +61,38 @@ static int cpu_target(const char *level, gc_target_t *t, gc_err_t *e) {
   return GC_OK;
 }
 
+/* NVIDIA: sm_XY[a]. Shared memory a block may opt into: 163 KiB on sm_80,
+ * 227 KiB on sm_90 (sm_86/89: 99 KiB). NSM is 0 offline: templates must
+ * not depend on it for correctness. */
+static int cuda_target(const char *s, gc_target_t *t, gc_err_t *e) {
+  int major = 0, minor = 0, n = 0;
+  char suffix[4] = "";
+  if (sscanf(s, "sm_%1d%1d%n", &major, &minor, &n) != 2 || (s[n] && strcmp(s + n, "a")))
+    return gc_err_set(e, GC_EINVAL, "target '%s': expected sm_XY or sm_XYa", s);
+  if (s[n]) strcpy(suffix, "a");
+  if (major < 8 || (suffix[0] && major < 9))
+    return gc_err_set(e, GC_EUNSUPPORTED, "target %s: gcore's CUDA templates need sm_80 or newer "
+                      "(and an 'a' target only exists from sm_90)", s);
+  snprintf(t->name, sizeof t->name, "%s", s);
+  strcpy(t->backend, "cuda");
+  snprintf(t->arch, sizeof t->arch, "%s", s);
+  int64_t smem = major >= 9 ? 232448 : (major == 8 && minor == 0) ? 166912 : 101376;
+  if (gc_env_set(&t->consts, "WARP", 32, e) || gc_env_set(&t->consts, "SMEM", smem, e) ||
+      gc_env_set(&t->consts, "NSM", 0, e) || gc_env_set(&t->consts, "MAXT", 1024, e) ||
+      gc_env_set(&t->consts, "SM", major * 10 + minor, e))
+    return e->code;
+  return GC_OK;
+}
+
 int gc_target_parse(const char *s, gc_target_t *t, gc_err_t *e) {
   memset(t, 0, sizeof *t);
   if (!strcmp(s, "cpu")) return cpu_target(gc_target_host_cpu_level(), t, e);
   if (!strncmp(s, "cpu:", 4)) return cpu_target(s + 4, t, e);
+  if (!strncmp(s, "sm_", 3)) return cuda_target(s, t, e);
+  if (!strncmp(s, "gfx", 3))
+    return gc_err_set(e, GC_EUNSUPPORTED, "target %s: the AMD backend is not built yet", s);
   return gc_err_set(e, GC_EINVAL,
                     "unknown target '%s' (this build supports: cpu, cpu:x86-64-v3, "
-                    "cpu:x86-64-v4)",
+                    "cpu:x86-64-v4, sm_80, sm_86, sm_89, sm_90, sm_90a)",
                     s);
 }

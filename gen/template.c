@@ -124,7 +124,10 @@ static int parse_decl(line_ctx_t *c, gc_template_t *t, char *line) {
   }
   if (!strcmp(kw, "backend")) {
     if (copy_word(c, t->backend, sizeof t->backend, rest, "@backend")) return c->e->code;
-    return !strcmp(t->backend, "cpu") ? GC_OK : perr(c, "unknown backend '%s'", t->backend);
+    return (!strcmp(t->backend, "cpu") || !strcmp(t->backend, "gpu") ||
+            !strcmp(t->backend, "cuda") || !strcmp(t->backend, "hip"))
+               ? GC_OK
+               : perr(c, "unknown backend '%s' (cpu, gpu, cuda or hip)", t->backend);
   }
   if (!strcmp(kw, "kernel")) return copy_word(c, t->kernel, sizeof t->kernel, rest, "@kernel");
   if (!strcmp(kw, "dtypes")) return parse_dtypes(c, t, rest);
@@ -159,7 +162,7 @@ static int parse_decl(line_ctx_t *c, gc_template_t *t, char *line) {
 static int check_names(gc_template_t *t, gc_err_t *e) {
   gc_env_t env = {0};
   const char *names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC", "VBYTES", "L1",
-                         "L2", "NCPU"};
+                         "L2", "NCPU", "WARP", "SMEM", "NSM", "MAXT", "SM"};
   for (size_t i = 0; i < GC_ARRAY_LEN(names); i++) gc_env_set(&env, names[i], 1, NULL);
   for (int i = 0; i < t->nparams; i++) gc_env_set(&env, t->params[i].name, 1, NULL);
   int64_t v[3];
@@ -223,7 +226,18 @@ void gc_tpl_free(gc_template_t *t) {
 
 /* ---- loading sets --------------------------------------------------- */
 
-static const char *const backends[] = {"cpu"};
+/* Template folders: cpu/ holds C (*.c, prelude.h); gpu/ holds the sources
+ * shared by NVIDIA and AMD and the matrix-core ones (*.cu, prelude_cuda.h,
+ * prelude_hip.h). */
+static const char *const dirs[] = {"cpu", "gpu"};
+static const char *const exts[] = {".c", ".cu"};
+static const char *const prelude_files[3] = {"cpu/prelude.h", "gpu/prelude_cuda.h",
+                                             "gpu/prelude_hip.h"};
+
+int gc_tpl_serves(const gc_template_t *t, const char *backend) {
+  if (!strcmp(t->backend, backend)) return 1;
+  return !strcmp(t->backend, "gpu") && (!strcmp(backend, "cuda") || !strcmp(backend, "hip"));
+}
 
 static int add_template(gc_templates_t *set, const char *path, const char *src,
                         size_t n, gc_err_t *e) {
@@ -231,6 +245,13 @@ static int add_template(gc_templates_t *set, const char *path, const char *src,
   if (!v) return GC_ENOMEM;
   set->v = v;
   if (gc_tpl_parse(path, src, n, &v[set->n], e)) {
+    gc_tpl_free(&v[set->n]);
+    return e->code;
+  }
+  int cpu_dir = strstr(path, "/gpu/") == NULL && strncmp(path, "gpu/", 4) != 0;
+  if (cpu_dir != !strcmp(v[set->n].backend, "cpu")) {
+    gc_err_set(e, GC_EINVAL, "%s: @backend %s does not belong in this folder", path,
+               v[set->n].backend);
     gc_tpl_free(&v[set->n]);
     return e->code;
   }
@@ -245,28 +266,48 @@ static int add_template(gc_templates_t *set, const char *path, const char *src,
   return GC_OK;
 }
 
-static int is_template_file(const char *name) {
-  size_t n = strlen(name);
-  return n > 2 && !strcmp(name + n - 2, ".c");
+static int has_ext(const char *name, const char *ext) {
+  size_t n = strlen(name), m = strlen(ext);
+  return n > m && !strcmp(name + n - m, ext);
 }
 
-static int load_dir(const char *dir, int b, gc_templates_t *set, gc_err_t *e) {
+/* The prelude index of a file relative to the templates root, or -1. */
+static int prelude_index(const char *rel) {
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(rel, prelude_files[i])) return i;
+  return -1;
+}
+
+static int load_file(gc_templates_t *set, const char *rel, const char *path,
+                     const char *src, size_t n, int d, gc_err_t *e) {
+  int pi = prelude_index(rel);
+  if (pi >= 0) {
+    if (!(set->prelude[pi] = gc_malloc(n + 1, e))) return GC_ENOMEM;
+    memcpy(set->prelude[pi], src, n);
+    set->prelude[pi][n] = 0;
+    return GC_OK;
+  }
+  const char *base = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
+  if (!has_ext(base, exts[d])) return GC_OK;
+  return add_template(set, path, src, n, e);
+}
+
+static int load_dir(const char *dir, int d, gc_templates_t *set, gc_err_t *e) {
   char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir, backends[b]);
+  snprintf(path, sizeof path, "%s/%s", dir, dirs[d]);
   struct dirent **ents;
   int n = scandir(path, &ents, NULL, alphasort), rc = GC_OK;
-  if (n < 0) return GC_OK; /* no templates for this backend */
+  if (n < 0) return GC_OK; /* no templates for this folder */
   for (int i = 0; i < n; i++) {
-    char file[1300];
+    char file[1300], rel[300];
     snprintf(file, sizeof file, "%s/%s", path, ents[i]->d_name);
+    snprintf(rel, sizeof rel, "%s/%s", dirs[d], ents[i]->d_name);
     char *src = NULL;
     size_t len;
-    if (!rc && !strcmp(ents[i]->d_name, "prelude.h")) {
-      if (!(rc = gc_read_file(file, 1 << 20, &src, &len, e))) set->prelude[b] = src, src = NULL;
-    } else if (!rc && is_template_file(ents[i]->d_name)) {
-      if (!(rc = gc_read_file(file, 1 << 20, &src, &len, e)))
-        rc = add_template(set, file, src, len, e);
-    }
+    if (!rc && ents[i]->d_name[0] != '.' &&
+        (prelude_index(rel) >= 0 || has_ext(ents[i]->d_name, exts[d])) &&
+        !(rc = gc_read_file(file, 1 << 20, &src, &len, e)))
+      rc = load_file(set, rel, file, src, len, d, e);
     free(src);
     free(ents[i]);
   }
@@ -274,45 +315,56 @@ static int load_dir(const char *dir, int b, gc_templates_t *set, gc_err_t *e) {
   return rc;
 }
 
-static int load_embedded(int b, gc_templates_t *set, gc_err_t *e) {
+static int load_embedded(int d, gc_templates_t *set, gc_err_t *e) {
   char pre[64];
-  snprintf(pre, sizeof pre, "templates/%s/", backends[b]);
+  snprintf(pre, sizeof pre, "templates/%s/", dirs[d]);
   for (int i = 0; i < gc_embedded_count; i++) {
     const gc_embed_t *f = &gc_embedded[i];
     if (strncmp(f->path, pre, strlen(pre)) || strchr(f->path + strlen(pre), '/')) continue;
-    const char *base = f->path + strlen(pre);
-    if (!strcmp(base, "prelude.h")) {
-      if (!(set->prelude[b] = gc_malloc(f->size + 1, e))) return GC_ENOMEM;
-      memcpy(set->prelude[b], f->data, f->size);
-      set->prelude[b][f->size] = 0;
-    } else if (is_template_file(base) &&
-               add_template(set, f->path, (const char *)f->data, f->size, e)) {
+    if (load_file(set, f->path + strlen("templates/"), f->path, (const char *)f->data,
+                  f->size, d, e))
       return e->code;
-    }
   }
   return GC_OK;
 }
 
+/* Hash of the preludes a template's code is generated with (part of every
+ * variant id, so that a prelude change recompiles and retunes). */
+static void prelude_hash(const gc_templates_t *set, gc_template_t *t) {
+  gc_buf_t b = {0};
+  for (int i = 0; i < 3; i++) {
+    int used = i == 0 ? gc_tpl_serves(t, "cpu") : gc_tpl_serves(t, i == 1 ? "cuda" : "hip");
+    if (used && set->prelude[i]) gc_buf_append(&b, set->prelude[i], strlen(set->prelude[i]), NULL);
+  }
+  gc_hash_hex(b.data ? b.data : "", b.len, t->prelude_hash);
+  gc_buf_free(&b);
+}
+
 int gc_tpl_load_all(const char *dir, gc_templates_t *set, gc_err_t *e) {
   memset(set, 0, sizeof *set);
-  for (int b = 0; b < (int)GC_ARRAY_LEN(backends); b++) {
-    int rc = dir ? load_dir(dir, b, set, e) : load_embedded(b, set, e);
+  for (int d = 0; d < (int)GC_ARRAY_LEN(dirs); d++) {
+    int rc = dir ? load_dir(dir, d, set, e) : load_embedded(d, set, e);
     if (rc) {
       gc_tpl_free_all(set);
       return rc;
     }
   }
-  for (int i = 0; i < set->n; i++)
-    if (!set->prelude[0]) {
+  for (int i = 0; i < set->n; i++) {
+    const char *need = !strcmp(set->v[i].backend, "cpu") ? prelude_files[0]
+                       : !strcmp(set->v[i].backend, "hip") ? prelude_files[2]
+                                                           : prelude_files[1];
+    if (!set->prelude[prelude_index(need)]) {
+      gc_err_set(e, GC_EINVAL, "%s: no %s for template %s", dir ? dir : "embedded templates",
+                 need, set->v[i].name);
       gc_tpl_free_all(set);
-      return gc_err_set(e, GC_EINVAL, "%s: no prelude.h for backend cpu", dir ? dir : "embedded templates");
+      return e->code;
     }
-  for (int i = 0; i < set->n; i++)
-    gc_hash_hex(set->prelude[0], strlen(set->prelude[0]), set->v[i].prelude_hash);
+    prelude_hash(set, &set->v[i]);
+  }
   if (!set->n) {
     gc_tpl_free_all(set);
-    return gc_err_set(e, GC_ENOTFOUND, "%s: no templates found (expected <dir>/cpu/*.c)",
-                      dir ? dir : "embedded templates");
+    return gc_err_set(e, GC_ENOTFOUND, "%s: no templates found (expected <dir>/cpu/NAME.c or "
+                      "<dir>/gpu/NAME.cu)", dir ? dir : "embedded templates");
   }
   return GC_OK;
 }
@@ -320,7 +372,7 @@ int gc_tpl_load_all(const char *dir, gc_templates_t *set, gc_err_t *e) {
 void gc_tpl_free_all(gc_templates_t *set) {
   for (int i = 0; i < set->n; i++) gc_tpl_free(&set->v[i]);
   free(set->v);
-  for (int b = 0; b < 4; b++) free(set->prelude[b]);
+  for (int b = 0; b < 3; b++) free(set->prelude[b]);
   memset(set, 0, sizeof *set);
 }
 
@@ -485,8 +537,10 @@ int gc_tpl_expand(const gc_templates_t *set, const gc_variant_t *v,
                   const gc_target_t *tg, const char *compiler_id, gc_buf_t *src,
                   char vid[GC_HASH_HEX], gc_err_t *e) {
   const gc_template_t *t = v->tpl;
-  const char *prelude = set->prelude[0];
-  if (!prelude) return gc_err_set(e, GC_EINVAL, "no prelude for backend %s", t->backend);
+  int pi = !strcmp(tg->backend, "cpu") ? 0 : !strcmp(tg->backend, "cuda") ? 1 : 2;
+  const char *prelude = set->prelude[pi];
+  if (!prelude || !gc_tpl_serves(t, tg->backend))
+    return gc_err_set(e, GC_EINVAL, "template %s has no code for %s targets", t->name, tg->backend);
   gc_tpl_vid(v, tg, compiler_id, vid);
   char dt[16];
   gc_dtypes_format(v->ta, v->tb, v->tc, dt);
@@ -517,7 +571,7 @@ int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
   for (int i = 0; i < set->n; i++) {
     const gc_template_t *t = &set->v[i];
     int ok;
-    if (strcmp(t->backend, tg->backend) || !gc_tpl_supports(t, p)) continue;
+    if (!gc_tpl_serves(t, tg->backend) || !gc_tpl_supports(t, p)) continue;
     gc_tpl_default(t, p, v);
     if (gc_tpl_applies(v, tg, p, &ok, e)) return e->code;
     if (ok && (!best || t->priority > best->priority)) best = t;

@@ -48,7 +48,7 @@ typedef struct gc_template {
 typedef struct gc_templates {
   gc_template_t *v;
   int n;
-  char *prelude[4];             /* per backend: index by gc_tpl_backend_index */
+  char *prelude[3];             /* cpu, cuda, hip (gc_tpl_prelude picks) */
 } gc_templates_t;
 
 /* Parse src (n bytes, from path) into t. Errors name path:line and what is
@@ -71,6 +71,10 @@ typedef struct gc_variant {
   int64_t values[GC_TPL_PARAMS]; /* in declaration order */
   char params[512];              /* canonical "MR=6,NR=32" */
 } gc_variant_t;
+
+/* Does template t generate code for a target of this backend ("cpu",
+ * "cuda", "hip")? A "gpu" template serves both GPU backends. */
+int gc_tpl_serves(const gc_template_t *t, const char *backend);
 
 /* Does the template implement problem p's op and dtypes? */
 int gc_tpl_supports(const gc_template_t *t, const gc_problem_t *p);

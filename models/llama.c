@@ -75,12 +75,13 @@ int gc_llama_recipe(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t,
   return GC_OK;
 }
 
-int gc_llama_dtypes_for(const gc_llama_weights_t *w, gc_llama_dtypes_t *dt, gc_err_t *e) {
+int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend,
+                        gc_llama_dtypes_t *dt, gc_err_t *e) {
   if (w->mixed_dtypes)
     return gc_err_set(e, GC_EUNSUPPORTED, "the model's tensors have mixed dtypes; gcore "
                       "needs one weight dtype");
-  dt->act = GC_DT_F32;
   dt->weight = (gc_dtype_t)w->cfg.weight_dtype;
+  dt->act = !strcmp(backend, "cpu") ? GC_DT_F32 : dt->weight;
   return GC_OK;
 }
 
@@ -206,7 +207,7 @@ int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int
   m->cfg = w->cfg;
   m->ctx = ctx;
   m->max_t = max_t;
-  int rc = gc_llama_dtypes_for(w, &m->dt, e);
+  int rc = gc_llama_dtypes_for(w, gc_dev_info(dev)->backend, &m->dt, e);
   if (!rc) rc = resolve_kernels(m, e);
   if (!rc && !(m->layers = gc_calloc((size_t)m->cfg.n_layers, sizeof *m->layers, e))) rc = GC_ENOMEM;
   for (int l = 0; !rc && l < m->cfg.n_layers; l++) rc = place_layer(m, &w->layers[l], &m->layers[l], e);
@@ -263,6 +264,17 @@ static int layer(gc_llama_t *m, const steps_t *s, const layer_dev_t *L, gc_err_t
   return GC_OK;
 }
 
+/* Logits in the activation dtype, as fp32 on the host. The fp32 buffer
+ * doubles as the staging area: narrow values are expanded from its end. */
+static int download_logits(gc_llama_t *m, float *out, size_t n, gc_err_t *e) {
+  size_t es = gc_dtype_size(m->dt.act);
+  if (m->dt.act == GC_DT_F32) return gc_dev_download(m->dev, out, m->logits, n * 4, e);
+  unsigned char *stage = (unsigned char *)out + n * (4 - es);
+  if (gc_dev_download(m->dev, stage, m->logits, n * es, e)) return e->code;
+  for (size_t i = 0; i < n; i++) out[i] = (float)gc_load_elem(stage, m->dt.act, (int64_t)i);
+  return GC_OK;
+}
+
 int gc_llama_forward(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
                      float *logits, gc_err_t *e) {
   if (t < 1 || t > m->max_t)
@@ -289,7 +301,7 @@ int gc_llama_forward(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
   for (int l = 0; l < m->cfg.n_layers; l++)
     if (layer(m, &s, &m->layers[l], e)) return e->code;
   if (run(m, &s.fnorm, &sc, fn, e) || run(m, &s.head, &sc, head, e) || gc_dev_sync(m->dev, e) ||
-      gc_dev_download(m->dev, logits, m->logits, (size_t)rows * m->cfg.vocab_size * 4, e))
+      download_logits(m, logits, (size_t)rows * m->cfg.vocab_size, e))
     return e->code;
   m->pos += t;
   return GC_OK;
@@ -315,13 +327,18 @@ static int add_recipe(const gc_llama_weights_t *w, gc_llama_dtypes_t dt, const c
 }
 
 int gc_llama_workload(const char *model_path, const char *prefill, const char *batch,
-                      gc_problems_t *out, gc_err_t *e) {
+                      const char *backend, gc_problems_t *out, gc_err_t *e) {
+  static const char *const all[] = {"cpu", "cuda"};
   gc_llama_weights_t *w;
-  gc_llama_dtypes_t dt;
   if (gc_weights_open(model_path, &w, e)) return e->code;
-  int rc = gc_llama_dtypes_for(w, &dt, e);
-  if (!rc) rc = add_recipe(w, dt, prefill ? prefill : "128,512", prefill != NULL, "--prefill", out, e);
-  if (!rc) rc = add_recipe(w, dt, batch ? batch : "1", batch != NULL, "--batch", out, e);
+  int rc = GC_OK;
+  for (int i = 0; !rc && i < 2; i++) {
+    gc_llama_dtypes_t dt;
+    if (backend && strcmp(backend, all[i])) continue;
+    rc = gc_llama_dtypes_for(w, all[i], &dt, e);
+    if (!rc) rc = add_recipe(w, dt, prefill ? prefill : "128,512", prefill != NULL, "--prefill", out, e);
+    if (!rc) rc = add_recipe(w, dt, batch ? batch : "1", batch != NULL, "--batch", out, e);
+  }
   gc_weights_close(w);
   return rc;
 }

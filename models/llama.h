@@ -20,8 +20,10 @@ typedef struct gc_llama_dtypes {
  * step). logits_rows: rows of the LM head (1, or t for all positions). */
 int gc_llama_recipe(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t,
                     int64_t logits_rows, gc_problems_t *l, gc_err_t *e);
-/* The dtypes for weights w on the CPU backend: fp32 activations. */
-int gc_llama_dtypes_for(const gc_llama_weights_t *w, gc_llama_dtypes_t *dt, gc_err_t *e);
+/* The dtypes for weights w on a backend: the CPU keeps activations in
+ * fp32; GPUs keep them in the weights' dtype. */
+int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend,
+                        gc_llama_dtypes_t *dt, gc_err_t *e);
 
 typedef struct gc_llama gc_llama_t;
 
@@ -45,7 +47,8 @@ void gc_llama_inv_freq(const gc_llama_config_t *c, double *out);
 
 
 /* The problems of a model for tuning or bundling: the recipe for a prefill
- * of each t in prefill (comma list) and a decode step of batch rows. */
+ * of each t in prefill (comma list) and a decode step of batch rows, in the
+ * dtypes of backend ("cpu", "cuda"), or of every backend when NULL. */
 int gc_llama_workload(const char *model_path, const char *prefill, const char *batch,
-                      gc_problems_t *out, gc_err_t *e);
+                      const char *backend, gc_problems_t *out, gc_err_t *e);
 #endif

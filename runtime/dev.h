@@ -57,6 +57,15 @@ int gc_dev_launch(gc_dev_t *d, gc_kernel_t *k, const int64_t grid[3],
                   const int64_t block[3], size_t shmem, void **args, gc_err_t *e);
 int gc_dev_sync(gc_dev_t *d, gc_err_t *e);
 
+/* Graphs: launches between begin and end are recorded, not run; the
+ * result replays them all with one call. GC_EUNSUPPORTED on backends
+ * without graphs (cpu), where callers launch directly instead. */
+typedef struct gc_graph gc_graph_t;
+int gc_dev_graph_begin(gc_dev_t *d, gc_err_t *e);
+int gc_dev_graph_end(gc_dev_t *d, gc_graph_t **out, gc_err_t *e);
+int gc_dev_graph_launch(gc_dev_t *d, gc_graph_t *g, gc_err_t *e);
+void gc_dev_graph_destroy(gc_dev_t *d, gc_graph_t *g);
+
 /* Events for timing on the device's own clock. */
 int gc_dev_event_create(gc_dev_t *d, gc_event_t **out, gc_err_t *e);
 void gc_dev_event_destroy(gc_dev_t *d, gc_event_t *ev);

@@ -38,5 +38,13 @@ struct gc_dev {
 };
 
 extern const gc_dev_ops_t gc_cpu_ops;
+extern const gc_dev_ops_t gc_cuda_ops;
+
+/* Backend-specific graph entry points (NULL-able in the table would be
+ * neater; only cuda has them so far). */
+int gc_cuda_graph_begin(gc_dev_t *d, gc_err_t *e);
+int gc_cuda_graph_end(gc_dev_t *d, void **exec, gc_err_t *e);
+int gc_cuda_graph_launch(gc_dev_t *d, void *exec, gc_err_t *e);
+void gc_cuda_graph_destroy(gc_dev_t *d, void *exec);
 
 #endif

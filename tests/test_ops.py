@@ -1,6 +1,9 @@
 """Every op of the case table, through gcore-gen (template defaults) and
 gcore-run --dump, against numpy in fp64; then a sample of each template's
-parameter space (each value of each parameter at least once) the same way."""
+parameter space (each value of each parameter at least once) the same way.
+
+The backend comes from GCORE_TEST_BACKEND (default cpu): `make test-gpu`
+runs this same table with cuda, bundles built for GCORE_TEST_TARGETS."""
 import os
 import re
 import numpy as np
@@ -11,6 +14,10 @@ from conftest import ROOT
 import npref
 
 EPS_F32 = 2.0 ** -24
+BACKEND = os.environ.get("GCORE_TEST_BACKEND", "cpu")
+TARGETS = os.environ.get("GCORE_TEST_TARGETS", "cpu")
+RUN = ["--backend", BACKEND]
+GEN = ["--target", TARGETS]
 
 
 DIMS = {"rmsnorm": "mn", "add": "mn", "embed": "mnk", "gemm": "mnk", "gemm_swiglu": "mnk",
@@ -135,25 +142,29 @@ def test_case_table_defaults(gc, op, dt):
     shapes = [s for d, s in CASES[op] if d == dt]
     wl = gc.dir / "w.txt"
     wl.write_text("".join(workload_line(op, dt, s) for s in shapes))
-    r = gc("gcore-gen", "--workload", wl, "-o", "b.gcb", "-q")
+    r = gc("gcore-gen", *GEN, "--workload", wl, "-o", "b.gcb", "-q")
     assert r.rc == 0, r
     for s in shapes:
         dump = gc.dir / ("dump_" + "x".join(map(str, s)))
-        r = gc("gcore-run", "-b", "b.gcb", "--op", op, "--dtype", dt, *problem_args(op, s),
+        r = gc("gcore-run", *RUN, "-b", "b.gcb", "--op", op, "--dtype", dt, *problem_args(op, s),
                "--dump", dump, "--min-time", "0.001")
         assert r.rc == 0, r
         assert "[default]" in r.out
         numpy_check(op, dt, s, dump)
 
 
-def template_spaces():
-    """(template, op, {param: (values, default)}) parsed from the sources."""
+def template_spaces(backend=BACKEND):
+    """(template, op, {param: (values, default)}) parsed from the sources of
+    the templates that generate code for backend."""
     out = []
-    tdir = os.path.join(ROOT, "templates", "cpu")
+    folder, ext, kinds = ("cpu", ".c", ("cpu",)) if backend == "cpu" else ("gpu", ".cu", ("gpu", backend))
+    tdir = os.path.join(ROOT, "templates", folder)
     for f in sorted(os.listdir(tdir)):
-        if not f.endswith(".c"):
+        if not f.endswith(ext):
             continue
         head = open(os.path.join(tdir, f)).read().split("*/", 1)[0]
+        if re.search(r"@backend\s+(\S+)", head).group(1) not in kinds:
+            continue
         name = re.search(r"@template\s+(\S+)", head).group(1)
         op = re.search(r"@op\s+(\S+)", head).group(1)
         params = {}

@@ -84,7 +84,7 @@ static void shuffle(point_t *c, int64_t n, const char *key) {
 static int serves(sweep_t *s, const gc_template_t *tp, int *ok, gc_err_t *e) {
   gc_variant_t def;
   *ok = 0;
-  if (!gc_tpl_supports(tp, s->p) || strcmp(tp->backend, s->o->target.backend)) return GC_OK;
+  if (!gc_tpl_supports(tp, s->p) || !gc_tpl_serves(tp, s->o->target.backend)) return GC_OK;
   if (s->o->only_template && strcmp(tp->name, s->o->only_template)) return GC_OK;
   gc_tpl_default(tp, s->p, &def);
   return gc_tpl_applies(&def, &s->o->target, s->p, ok, e);
@@ -201,6 +201,7 @@ static int flush(sweep_t *s, cand_t *chunk, int n, gc_err_t *e) {
     rc = gc_tpl_expand(&s->tpls, &chunk[i].v, &s->o->target, s->cc.id, &src[i], jobs[i].vid, e);
     jobs[i].source = src[i].data;
     jobs[i].source_len = src[i].len;
+    jobs[i].kernel = chunk[i].v.tpl->kernel;
   }
   if (!rc) rc = gc_compile_batch(&s->cc, &s->o->target, s->o->cache, jobs, n, s->o->jobs, e);
   for (int i = 0; !rc && i < n; i++) {

@@ -156,8 +156,8 @@ int main(int argc, char **argv) {
     rc = gc_err_set(&e, GC_EINVAL, "--prefill and --batch go with --model");
   else if (workload)
     rc = gc_problems_load(&probs, workload, &e);
-  else if (model)
-    rc = gc_llama_workload(model, prefill, batch, &probs, &e);
+  else if (model && !(rc = gc_target_parse(target, &o.target, &e)))
+    rc = gc_llama_workload(model, prefill, batch, o.target.backend, &probs, &e);
   else if (!op)
     rc = gc_err_set(&e, GC_EINVAL, "no problems: give --model PATH, --workload FILE or --op OP with sizes (see --help)");
   else

@@ -1,0 +1,662 @@
+/* cuda.c — the cuda backend: NVIDIA GPUs through the CUDA driver API, with
+ * libcuda.so.1 dlopen'd at run time so one binary runs with or without a
+ * driver. Each device uses its primary context and one stream; every
+ * operation is ordered on that stream, and downloads wait for it. Cubins
+ * load with cuModuleLoadData. Graph capture/replay of the stream is here
+ * too (gc_cuda_graph_*), reached through gc_dev_graph_* (dev.c). */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dev_impl.h"
+
+/* Graphs: launches and memsets issued between begin and end are recorded,
+ * not run (uploads, downloads and syncs in between fail). end instantiates
+ * the capture into *exec; launch replays it on the stream. */
+
+/* ---- the driver API, as its ABI is documented (cuda.h) ----------------- */
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent, *CUgraph,
+    *CUgraphExec;
+
+enum {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_INVALID_VALUE = 1,
+  CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CUDA_ERROR_NO_DEVICE = 100,
+  CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
+  CUDA_ERROR_NOT_FOUND = 500,
+  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+  CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
+  CU_STREAM_NON_BLOCKING = 1,
+  CU_EVENT_DEFAULT = 0,
+  CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
+  EM_CUDA = 190,
+};
+
+typedef struct cu_api {
+  void *lib;
+  CUresult (*GetErrorName)(CUresult, const char **);
+  CUresult (*GetErrorString)(CUresult, const char **);
+  CUresult (*Init)(unsigned);
+  CUresult (*DriverGetVersion)(int *);
+  CUresult (*DeviceGetCount)(int *);
+  CUresult (*DeviceGet)(CUdevice *, int);
+  CUresult (*DeviceGetName)(char *, int, CUdevice);
+  CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
+  CUresult (*DeviceTotalMem)(size_t *, CUdevice);
+  CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*DevicePrimaryCtxRelease)(CUdevice);
+  CUresult (*CtxSetCurrent)(CUcontext);
+  CUresult (*StreamCreate)(CUstream *, unsigned);
+  CUresult (*StreamDestroy)(CUstream);
+  CUresult (*StreamSynchronize)(CUstream);
+  CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+  CUresult (*MemFree)(CUdeviceptr);
+  CUresult (*MemGetInfo)(size_t *, size_t *);
+  CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+  CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+  CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*ModuleLoadData)(CUmodule *, const void *);
+  CUresult (*ModuleUnload)(CUmodule);
+  CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*FuncGetAttribute)(int *, int, CUfunction);
+  CUresult (*FuncSetAttribute)(CUfunction, int, int);
+  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, unsigned, CUstream, void **, void **);
+  CUresult (*EventCreate)(CUevent *, unsigned);
+  CUresult (*EventDestroy)(CUevent);
+  CUresult (*EventRecord)(CUevent, CUstream);
+  CUresult (*EventSynchronize)(CUevent);
+  CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
+  CUresult (*StreamBeginCapture)(CUstream, int);
+  CUresult (*StreamEndCapture)(CUstream, CUgraph *);
+  CUresult (*GraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
+  CUresult (*GraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*GraphExecDestroy)(CUgraphExec);
+  CUresult (*GraphDestroy)(CUgraph);
+} cu_api_t;
+
+/* Loaded once and kept: unloading a driver under live contexts is unsafe. */
+static pthread_mutex_t cu_mu = PTHREAD_MUTEX_INITIALIZER;
+static cu_api_t cu;
+
+/* The entry points by the names cuda.h maps its API to (the _v2 ones),
+ * each with an older name to fall back on where a driver may lack it. */
+static const struct cu_sym {
+  const char *name, *fallback;
+  size_t off;
+} cu_syms[] = {
+#define S(field, name, fb) {name, fb, offsetof(cu_api_t, field)}
+    S(GetErrorName, "cuGetErrorName", NULL),
+    S(GetErrorString, "cuGetErrorString", NULL),
+    S(Init, "cuInit", NULL),
+    S(DriverGetVersion, "cuDriverGetVersion", NULL),
+    S(DeviceGetCount, "cuDeviceGetCount", NULL),
+    S(DeviceGet, "cuDeviceGet", NULL),
+    S(DeviceGetName, "cuDeviceGetName", NULL),
+    S(DeviceGetAttribute, "cuDeviceGetAttribute", NULL),
+    S(DeviceTotalMem, "cuDeviceTotalMem_v2", NULL),
+    S(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL),
+    S(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"),
+    S(CtxSetCurrent, "cuCtxSetCurrent", NULL),
+    S(StreamCreate, "cuStreamCreate", NULL),
+    S(StreamDestroy, "cuStreamDestroy_v2", NULL),
+    S(StreamSynchronize, "cuStreamSynchronize", NULL),
+    S(MemAlloc, "cuMemAlloc_v2", NULL),
+    S(MemFree, "cuMemFree_v2", NULL),
+    S(MemGetInfo, "cuMemGetInfo_v2", NULL),
+    S(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", NULL),
+    S(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", NULL),
+    S(MemsetD8Async, "cuMemsetD8Async", NULL),
+    S(ModuleLoadData, "cuModuleLoadData", NULL),
+    S(ModuleUnload, "cuModuleUnload", NULL),
+    S(ModuleGetFunction, "cuModuleGetFunction", NULL),
+    S(FuncGetAttribute, "cuFuncGetAttribute", NULL),
+    S(FuncSetAttribute, "cuFuncSetAttribute", NULL),
+    S(LaunchKernel, "cuLaunchKernel", NULL),
+    S(EventCreate, "cuEventCreate", NULL),
+    S(EventDestroy, "cuEventDestroy_v2", NULL),
+    S(EventRecord, "cuEventRecord", NULL),
+    S(EventSynchronize, "cuEventSynchronize", NULL),
+    S(EventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime"),
+    S(StreamBeginCapture, "cuStreamBeginCapture_v2", NULL),
+    S(StreamEndCapture, "cuStreamEndCapture", NULL),
+    S(GraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", NULL),
+    S(GraphLaunch, "cuGraphLaunch", NULL),
+    S(GraphExecDestroy, "cuGraphExecDestroy", NULL),
+    S(GraphDestroy, "cuGraphDestroy", NULL),
+#undef S
+};
+
+/* Load libcuda.so.1 (only that name: the toolkit's libcuda.so under
+ * lib64/stubs is a link-time stub, not a driver). */
+static int cu_load(gc_err_t *e) {
+  pthread_mutex_lock(&cu_mu);
+  int rc = GC_OK;
+  if (!cu.lib) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      rc = gc_err_set(e, GC_EDEVICE, "no NVIDIA driver: libcuda.so.1 not found (dlopen: %s)",
+                      dlerror());
+      goto out;
+    }
+    cu_api_t api = {.lib = h};
+    for (size_t i = 0; i < GC_ARRAY_LEN(cu_syms) && !rc; i++) {
+      void *f = dlsym(h, cu_syms[i].name);
+      if (!f && cu_syms[i].fallback) f = dlsym(h, cu_syms[i].fallback);
+      if (!f)
+        rc = gc_err_set(e, GC_EDEVICE, "NVIDIA driver too old: libcuda.so.1 has no %s",
+                        cu_syms[i].name);
+      memcpy((char *)&api + cu_syms[i].off, &f, sizeof f);
+    }
+    if (rc) dlclose(h);
+    else cu = api;
+  }
+out:
+  pthread_mutex_unlock(&cu_mu);
+  return rc;
+}
+
+/* "CUDA_ERROR_X (string)" for r, into buf. */
+static const char *cu_describe(CUresult r, char *buf, size_t n) {
+  const char *name = NULL, *str = NULL;
+  if (cu.GetErrorName(r, &name) != CUDA_SUCCESS || !name) name = "unknown CUDA error";
+  if (cu.GetErrorString(r, &str) != CUDA_SUCCESS || !str) str = "?";
+  snprintf(buf, n, "%s (%s)", name, str);
+  return buf;
+}
+
+/* Errors a faulting kernel leaves behind (sticky: the context is lost). */
+static int cu_kernel_fault(CUresult r) {
+  return r == 700 || r == 701 || r == 702 || r == 710 || (r >= 714 && r <= 719);
+}
+
+/* Set e for a failed driver call: "call: CUDA_ERROR_X (string)". Kernel
+ * faults surfacing here are launch errors whatever the call. */
+static int cu_fail(gc_err_t *e, int code, CUresult r, const char *call) {
+  char what[256];
+  if (cu_kernel_fault(r)) code = GC_ELAUNCH;
+  return gc_err_set(e, code, "%s: %s", call, cu_describe(r, what, sizeof what));
+}
+
+/* Call cu.fn(...) and return the failure, named "cu<fn>", from the caller. */
+#define CU_TRY(e, code, fn, ...)                                        \
+  do {                                                                  \
+    CUresult r_ = cu.fn(__VA_ARGS__);                                   \
+    if (r_ != CUDA_SUCCESS) return cu_fail(e, code, r_, "cu" #fn);      \
+  } while (0)
+
+/* ---- device ---------------------------------------------------------- */
+
+typedef struct cuda_dev {
+  struct gc_dev base;
+  CUdevice dev;
+  CUcontext ctx;
+  CUstream stream;
+  int cc_major, cc_minor;
+  int max_shmem;   /* opt-in dynamic + static shared memory per block */
+  int capturing;   /* a graph capture is open on stream */
+} cuda_dev_t;
+
+struct gc_module {
+  CUmodule mod;
+};
+struct gc_kernel {
+  CUfunction fn;
+  unsigned shmem_granted; /* dynamic shared memory the function may use now */
+};
+struct gc_event {
+  CUevent ev;
+};
+
+/* The context is current per thread; make it current on whichever thread
+ * calls (cheap: a thread-local store in the driver). */
+static int bind(cuda_dev_t *d, gc_err_t *e) {
+  CU_TRY(e, GC_EDEVICE, CtxSetCurrent, d->ctx);
+  return GC_OK;
+}
+
+static int no_capture(cuda_dev_t *d, const char *what, gc_err_t *e) {
+  if (!d->capturing) return GC_OK;
+  return gc_err_set(e, GC_EINVAL, "%s is not allowed while a CUDA graph is being captured",
+                    what);
+}
+
+static int cuda_find_device(int ordinal, CUdevice *dev, gc_err_t *e) {
+  CUresult r = cu.Init(0);
+  if (r != CUDA_SUCCESS) {
+    const char *name = NULL;
+    if (cu.GetErrorName(r, &name) != CUDA_SUCCESS || !name) name = "unknown CUDA error";
+    if (r == CUDA_ERROR_NO_DEVICE)
+      return gc_err_set(e, GC_EDEVICE, "no NVIDIA GPU: cuInit returned %s (%d)", name, r);
+    const char *str = NULL;
+    if (cu.GetErrorString(r, &str) != CUDA_SUCCESS || !str) str = "?";
+    return gc_err_set(e, GC_EDEVICE, "NVIDIA driver unusable: cuInit returned %s (%d): %s",
+                      name, r, str);
+  }
+  int count = 0;
+  CU_TRY(e, GC_EDEVICE, DeviceGetCount, &count);
+  if (ordinal < 0 || ordinal >= count)
+    return gc_err_set(e, GC_EDEVICE, "no NVIDIA GPU with ordinal %d (found %d)", ordinal, count);
+  CU_TRY(e, GC_EDEVICE, DeviceGet, dev, ordinal);
+  return GC_OK;
+}
+
+static int cuda_fill_info(cuda_dev_t *d, gc_err_t *e) {
+  gc_dev_info_t *in = &d->base.info;
+  int sms = 0, ver = 0;
+  size_t mem = 0;
+  const struct { int attr, *out; } attrs[] = {
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &d->cc_major},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &d->cc_minor},
+      {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &sms},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &d->max_shmem},
+  };
+  for (size_t i = 0; i < GC_ARRAY_LEN(attrs); i++)
+    CU_TRY(e, GC_EDEVICE, DeviceGetAttribute, attrs[i].out, attrs[i].attr, d->dev);
+  CU_TRY(e, GC_EDEVICE, DeviceTotalMem, &mem, d->dev);
+  CU_TRY(e, GC_EDEVICE, DriverGetVersion, &ver);
+  CU_TRY(e, GC_EDEVICE, DeviceGetName, in->name, (int)sizeof in->name, d->dev);
+  in->name[sizeof in->name - 1] = 0;
+  strcpy(in->backend, "cuda");
+  snprintf(in->arch, sizeof in->arch, "sm_%d%d", d->cc_major, d->cc_minor);
+  snprintf(in->target, sizeof in->target, "%s", in->arch);
+  in->compute_units = sms;
+  in->mem_bytes = (int64_t)mem;
+  snprintf(in->driver, sizeof in->driver, "cuda driver %d", ver);
+  in->host_memory = 0;
+  return GC_OK;
+}
+
+/* Retain the primary context and make the stream; undone by cuda_close. */
+static int cuda_start(cuda_dev_t *d, gc_err_t *e) {
+  CU_TRY(e, GC_EDEVICE, DevicePrimaryCtxRetain, &d->ctx, d->dev);
+  int rc = bind(d, e);
+  if (!rc) {
+    CUresult r = cu.StreamCreate(&d->stream, CU_STREAM_NON_BLOCKING);
+    if (r != CUDA_SUCCESS) rc = cu_fail(e, GC_EDEVICE, r, "cuStreamCreate");
+  }
+  if (rc) {
+    cu.DevicePrimaryCtxRelease(d->dev);
+    d->ctx = NULL;
+  }
+  return rc;
+}
+
+static int cuda_open(int ordinal, gc_dev_t **out, gc_err_t *e) {
+  *out = NULL;
+  int rc = cu_load(e);
+  CUdevice dev = 0;
+  if (!rc) rc = cuda_find_device(ordinal, &dev, e);
+  if (rc) return rc;
+  cuda_dev_t *d = gc_calloc(1, sizeof *d, e);
+  if (!d) return GC_ENOMEM;
+  d->base.ops = &gc_cuda_ops;
+  d->dev = dev;
+  if ((rc = cuda_fill_info(d, e)) || (rc = cuda_start(d, e))) {
+    free(d);
+    return rc;
+  }
+  *out = &d->base;
+  return GC_OK;
+}
+
+/* Work still queued finishes first; memory and modules not freed by the
+ * caller go with the context when its last user releases it. */
+static void cuda_close(gc_dev_t *dev) {
+  cuda_dev_t *d = (cuda_dev_t *)dev;
+  if (!d) return;
+  if (!bind(d, NULL)) {
+    if (d->capturing) {
+      CUgraph g = NULL;
+      if (cu.StreamEndCapture(d->stream, &g) == CUDA_SUCCESS && g) cu.GraphDestroy(g);
+    }
+    cu.StreamSynchronize(d->stream);
+    cu.StreamDestroy(d->stream);
+  }
+  cu.DevicePrimaryCtxRelease(d->dev);
+  free(d);
+}
+
+/* Parse "sm_<major><minor>[a|f]" (major one or two digits). */
+static int parse_sm(const char *t, int *major, int *minor, char *suffix) {
+  if (strncmp(t, "sm_", 3)) return 0;
+  int v = 0, digits = 0;
+  for (t += 3; *t >= '0' && *t <= '9' && digits < 4; t++, digits++) v = v * 10 + (*t - '0');
+  if (digits < 2 || digits > 3) return 0;
+  *suffix = 0;
+  if (*t == 'a' || *t == 'f') *suffix = *t++;
+  if (*t) return 0;
+  *major = v / 10;
+  *minor = v % 10;
+  return 1;
+}
+
+/* A cubin for sm_XY runs on major X with minor >= Y; an arch-specific
+ * one (sm_90a) only on exactly that arch. */
+static int cuda_runs_target(const gc_dev_t *dev, const char *target) {
+  const cuda_dev_t *d = (const cuda_dev_t *)dev;
+  int major, minor;
+  char suffix;
+  if (!target || !parse_sm(target, &major, &minor, &suffix)) return 0;
+  if (major != d->cc_major) return 0;
+  return suffix == 'a' ? minor == d->cc_minor : minor <= d->cc_minor;
+}
+
+/* ---- memory ---------------------------------------------------------- */
+
+static void fmt_bytes(size_t n, char *buf, size_t len) {
+  if (n >= (1ull << 30)) snprintf(buf, len, "%.1f GiB", (double)n / (1ull << 30));
+  else if (n >= (1ull << 20)) snprintf(buf, len, "%.1f MiB", (double)n / (1ull << 20));
+  else snprintf(buf, len, "%zu bytes", n);
+}
+
+static int cuda_alloc(gc_dev_t *dev, size_t n, gc_dptr_t *out, gc_err_t *e) {
+  cuda_dev_t *d = (cuda_dev_t *)dev;
+  int rc = no_capture(d, "alloc", e);
+  if (rc || (rc = bind(d, e))) return rc;
+  CUdeviceptr p = 0;
+  CUresult r = cu.MemAlloc(&p, n ? n : 1);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    size_t fr = 0, tot = 0;
+    char fs[32] = "?", ts[32] = "?";
+    if (cu.MemGetInfo(&fr, &tot) == CUDA_SUCCESS) {
+      fmt_bytes(fr, fs, sizeof fs);
+      fmt_bytes(tot, ts, sizeof ts);
+    }
+    return gc_err_set(e, GC_ENOMEM, "out of GPU memory allocating %zu bytes (%s free of %s)", n,
+                      fs, ts);
+  }
+  if (r != CUDA_SUCCESS) return cu_fail(e, GC_EDEVICE, r, "cuMemAlloc");
+  *out = (gc_dptr_t)p;
+  return GC_OK;
+}
+
+static void cuda_free(gc_dev_t *dev, gc_dptr_t p) {
+  cuda_dev_t *d = (cuda_dev_t *)dev;
+  if (p && !bind(d, NULL)) cu.MemFree((CUdeviceptr)p);
+}
+
+/* From pageable host memory the driver stages src before returning, so
+ * the caller may reuse it at once; the copy itself is ordered on the
+ * stream. */
+static int cuda_upload(gc_dev_t *dev, gc_dptr_t dst, const void *src, size_t n, gc_err_t *e) {
+  cuda_dev_t *d = (cuda_dev_t *)dev;
+  int rc = no_capture(d, "upload", e);
+  if (rc || !n || (rc = bind(d, e))) return rc;
+  CU_TRY(e, GC_EDEVICE, MemcpyHtoDAsync, (CUdeviceptr)dst, src, n, d->stream);
+  return GC_OK;
+}
+
+static int cuda_download(gc_dev_t *dev, void *dst, gc_dptr_t src, size_t n, gc_err_t *e) {
+  cuda_dev_t *d = (cuda_dev_t *)dev;
+  int rc = no_capture(d, "download", e);
+  if (rc || !n || (rc = bind(d, e))) return rc;
+  CU_TRY(e, GC_EDEVICE, MemcpyDtoHAsync, dst, (CUdeviceptr)src, n, d->stream);
+  CU_TRY(e, GC_EDEVICE, StreamSynchronize, d->stream);
+  return GC_OK;
+}
+
+static int cuda_memset(gc_dev_t *dev, gc_dptr_t dst, int byte, size_t n, gc_err_t *e) {
+  cuda_dev_t *d = (cuda_dev_t *)dev;
+  int rc = bind(d, e);
+  if (rc || !n) return rc;
+  CU_TRY(e, GC_EDEVICE, MemsetD8Async, (CUdeviceptr)dst, (unsigned char)byte, n, d->stream);
+  return GC_OK;
+}
+
+static void *cuda_host_ptr(gc_dev_t *d, gc_dptr_t p) {
+  (void)d, (void)p;
+  return NULL;
+}
+
+/* ---- code ------------------------------------------------------------ */
+
+static uint64_t le(const uint8_t *p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+/* cuModuleLoadData takes no size and trusts the image, so check that it
+ * is an ELF64 for CUDA whose headers and sections lie inside n bytes. */
+static int check_cubin(const uint8_t *p, size_t n, gc_err_t *e) {
+  if (!p || n < 64 || memcmp(p, "\177ELF", 4))
+    return gc_err_set(e, GC_ECORRUPT, "code object is not a cubin: not an ELF file (%zu bytes)",
+                      n);
+  if (p[4] != 2 || p[5] != 1 || le(p + 18, 2) != EM_CUDA)
+    return gc_err_set(e, GC_ECORRUPT,
+                      "code object is not a cubin: ELF for machine %u, not NVIDIA CUDA (%d)",
+                      (unsigned)le(p + 18, 2), EM_CUDA);
+  uint64_t shoff = le(p + 0x28, 8), shsz = le(p + 0x3a, 2), shnum = le(p + 0x3c, 2);
+  uint64_t phoff = le(p + 0x20, 8), phsz = le(p + 0x36, 2), phnum = le(p + 0x38, 2);
+  if ((shnum && (shsz < 64 || shoff > n || shnum * shsz > n - shoff)) ||
+      (phnum && (phsz < 56 || phoff > n || phnum * phsz > n - phoff)))
+    return gc_err_set(e, GC_ECORRUPT, "cubin is truncated or corrupt (headers past its end)");
+  for (uint64_t i = 0; i < shnum; i++) {
+    const uint8_t *h = p + shoff + i * shsz;
+    uint64_t off = le(h + 24, 8), size = le(h + 32, 8);
+    if (le(h + 4, 4) != 8 /* NOBITS */ && (off > n || size > n - off))
+      return gc_err_set(e, GC_ECORRUPT, "cubin is truncated or corrupt (section %u past its end)",
+                        (unsigned)i);
+  }
+  return GC_OK;
+}
+
+static int cuda_module_load(gc_dev_t *dev, const void *code, size_t n, gc_module_t **out,
+                            gc_err_t *e) {
+  cuda_dev_t *d = (cuda_dev_t *)dev;
+  *out = NULL;
+  int rc = check_cubin(code, n, e);
+  if (rc || (rc = bind(d, e))) return rc;
+  CUmodule mod = NULL;
+  CUresult r = cu.ModuleLoadData(&mod, code);
+  if (r == CUDA_ERROR_NO_BINARY_FOR_GPU) {
+    cu_fail(e, GC_EDEVICE, r, "cuModuleLoadData");
+    return gc_err_prefix(e, "code object was built for another GPU than this %s",
+                         d->base.info.arch);
+  }
+  if (r != CUDA_SUCCESS) return cu_fail(e, GC_EDEVICE, r, "cuModuleLoadData");
+  gc_module_t *m = gc_malloc(sizeof *m, e);
+  if (!m) {
+    cu.ModuleUnload(mod);
+    return GC_ENOMEM;
+  }
+  m->mod = mod;
+  *out = m;
+  return GC_OK;
+}
+
+static void cuda_module_unload(gc_dev_t *dev, gc_module_t *m) {
+  if (!m) return;
+  if (!bind((cuda_dev_t *)dev, NULL)) cu.ModuleUnload(m->mod);
+  free(m);
+}
+
+/* The kernel handle lives as long as its module. */
+static int cuda_kernel(gc_dev_t *dev, gc_module_t *m, const char *name, gc_kernel_t **out,
+                       gc_err_t *e) {
+  cuda_dev_t *d = (cuda_dev_t *)dev;
+  *out = NULL;
+  int rc = bind(d, e);
+  if (rc) return rc;
+  CUfunction fn = NULL;
+  CUresult r = cu.ModuleGetFunction(&fn, m->mod, name);
+  if (r == CUDA_ERROR_NOT_FOUND)
+    return gc_err_set(e, GC_ENOTFOUND, "code object has no kernel '%s'", name);
+  if (r != CUDA_SUCCESS) return cu_fail(e, GC_EDEVICE, r, "cuModuleGetFunction");
+  gc_kernel_t *k = gc_malloc(sizeof *k, e);
+  if (!k) return GC_ENOMEM;
+  k->fn = fn;
+  int lim = 0; /* unasked, 48 KiB less the kernel's static shared memory */
+  if (cu.FuncGetAttribute(&lim, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fn))
+    lim = 0;
+  k->shmem_granted = lim > 0 ? (unsigned)lim : 0;
+  *out = k;
+  return GC_OK;
+}
+
+/* Each dimension must be 1 .. 2^32-1 (the driver's own limits, e.g. 1024
+ * threads a block, are checked by the driver). */
+static int check_dims(const int64_t v[3], const char *what, unsigned out[3], gc_err_t *e) {
+  for (int i = 0; i < 3; i++) {
+    if (v[i] < 1 || v[i] > (int64_t)UINT32_MAX)
+      return gc_err_set(e, GC_ELAUNCH, "%s dimension %d is %lld: must be 1 .. %u", what, i,
+                        (long long)v[i], UINT32_MAX);
+    out[i] = (unsigned)v[i];
+  }
+  return GC_OK;
+}
+
+/* Beyond what it gets unasked (48 KiB in all with its static shared
+ * memory) a function must be allowed more dynamic shared memory first
+ * (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES). */
+static int grant_shmem(cuda_dev_t *d, gc_kernel_t *k, size_t shmem, gc_err_t *e) {
+  if (shmem <= k->shmem_granted) return GC_OK;
+  if (shmem > (size_t)d->max_shmem)
+    return gc_err_set(e, GC_ELAUNCH,
+                      "launch asks for %zu bytes of dynamic shared memory; this %s allows at "
+                      "most %d a block",
+                      shmem, d->base.info.arch, d->max_shmem);
+  CU_TRY(e, GC_ELAUNCH,
+         FuncSetAttribute, k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shmem);
+  k->shmem_granted = (unsigned)shmem;
+  return GC_OK;
+}
+
+static int cuda_launch(gc_dev_t *dev, gc_kernel_t *k, const int64_t grid[3],
+                       const int64_t block[3], size_t shmem, void **args, gc_err_t *e) {
+  cuda_dev_t *d = (cuda_dev_t *)dev;
+  unsigned g[3], b[3];
+  int rc;
+  if ((rc = check_dims(grid, "grid", g, e)) || (rc = check_dims(block, "block", b, e)) ||
+      (rc = bind(d, e)) || (rc = grant_shmem(d, k, shmem, e)))
+    return rc;
+  CU_TRY(e, GC_ELAUNCH,
+         LaunchKernel, k->fn, g[0], g[1], g[2], b[0], b[1], b[2], (unsigned)shmem, d->stream,
+                      args, NULL);
+  return GC_OK;
+}
+
+static int cuda_sync(gc_dev_t *dev, gc_err_t *e) {
+  cuda_dev_t *d = (cuda_dev_t *)dev;
+  int rc = no_capture(d, "sync", e);
+  if (rc || (rc = bind(d, e))) return rc;
+  CU_TRY(e, GC_EDEVICE, StreamSynchronize, d->stream);
+  return GC_OK;
+}
+
+/* ---- events ---------------------------------------------------------- */
+
+static int cuda_event_create(gc_dev_t *dev, gc_event_t **out, gc_err_t *e) {
+  cuda_dev_t *d = (cuda_dev_t *)dev;
+  *out = NULL;
+  int rc = bind(d, e);
+  if (rc) return rc;
+  gc_event_t *ev = gc_malloc(sizeof *ev, e);
+  if (!ev) return GC_ENOMEM;
+  CUresult r = cu.EventCreate(&ev->ev, CU_EVENT_DEFAULT);
+  if (r != CUDA_SUCCESS) {
+    free(ev);
+    return cu_fail(e, GC_EDEVICE, r, "cuEventCreate");
+  }
+  *out = ev;
+  return GC_OK;
+}
+
+static void cuda_event_destroy(gc_dev_t *dev, gc_event_t *ev) {
+  if (!ev) return;
+  if (!bind((cuda_dev_t *)dev, NULL)) cu.EventDestroy(ev->ev);
+  free(ev);
+}
+
+static int cuda_event_record(gc_dev_t *dev, gc_event_t *ev, gc_err_t *e) {
+  cuda_dev_t *d = (cuda_dev_t *)dev;
+  int rc = bind(d, e);
+  if (rc) return rc;
+  CU_TRY(e, GC_EDEVICE, EventRecord, ev->ev, d->stream);
+  return GC_OK;
+}
+
+/* Waits for both events, so a caller need not sync first. */
+static int cuda_event_elapsed(gc_dev_t *dev, gc_event_t *a, gc_event_t *b, double *ms,
+                              gc_err_t *e) {
+  cuda_dev_t *d = (cuda_dev_t *)dev;
+  int rc = no_capture(d, "event timing", e);
+  if (rc || (rc = bind(d, e))) return rc;
+  float f = 0;
+  CU_TRY(e, GC_EDEVICE, EventSynchronize, a->ev);
+  CU_TRY(e, GC_EDEVICE, EventSynchronize, b->ev);
+  CU_TRY(e, GC_EDEVICE, EventElapsedTime, &f, a->ev, b->ev);
+  *ms = f;
+  return GC_OK;
+}
+
+/* ---- graphs ---------------------------------------------------------- */
+
+static int is_cuda(gc_dev_t *dev, gc_err_t *e) {
+  if (dev && dev->ops == &gc_cuda_ops) return GC_OK;
+  return gc_err_set(e, GC_EUNSUPPORTED, "CUDA graphs need a cuda device, not %s",
+                    dev ? dev->info.backend : "none");
+}
+
+/* Thread-local mode: other threads of the process (a tuner's workers)
+ * may go on allocating while this one captures. */
+int gc_cuda_graph_begin(gc_dev_t *dev, gc_err_t *e) {
+  int rc = is_cuda(dev, e);
+  cuda_dev_t *d = (cuda_dev_t *)dev;
+  if (rc || (rc = bind(d, e))) return rc;
+  if (d->capturing) return gc_err_set(e, GC_EINVAL, "a CUDA graph capture is already open");
+  CU_TRY(e, GC_EDEVICE, StreamBeginCapture, d->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  d->capturing = 1;
+  return GC_OK;
+}
+
+/* Always ends the capture, also when a call inside it failed (the capture
+ * is then invalidated and reported here). */
+int gc_cuda_graph_end(gc_dev_t *dev, void **exec, gc_err_t *e) {
+  int rc = is_cuda(dev, e);
+  cuda_dev_t *d = (cuda_dev_t *)dev;
+  *exec = NULL;
+  if (rc || (rc = bind(d, e))) return rc;
+  if (!d->capturing) return gc_err_set(e, GC_EINVAL, "no CUDA graph capture is open");
+  d->capturing = 0;
+  CUgraph g = NULL;
+  CU_TRY(e, GC_EDEVICE, StreamEndCapture, d->stream, &g);
+  CUgraphExec x = NULL;
+  CUresult r = cu.GraphInstantiateWithFlags(&x, g, 0);
+  cu.GraphDestroy(g); /* the executable graph does not need it */
+  if (r != CUDA_SUCCESS) return cu_fail(e, GC_EDEVICE, r, "cuGraphInstantiateWithFlags");
+  *exec = x;
+  return GC_OK;
+}
+
+int gc_cuda_graph_launch(gc_dev_t *dev, void *exec, gc_err_t *e) {
+  int rc = is_cuda(dev, e);
+  cuda_dev_t *d = (cuda_dev_t *)dev;
+  if (rc || (rc = no_capture(d, "graph launch", e)) || (rc = bind(d, e))) return rc;
+  if (!exec) return gc_err_set(e, GC_EINVAL, "no CUDA graph to launch");
+  CU_TRY(e, GC_ELAUNCH, GraphLaunch, (CUgraphExec)exec, d->stream);
+  return GC_OK;
+}
+
+void gc_cuda_graph_destroy(gc_dev_t *dev, void *exec) {
+  if (!exec || is_cuda(dev, NULL) || bind((cuda_dev_t *)dev, NULL)) return;
+  cu.GraphExecDestroy((CUgraphExec)exec);
+}
+
+const gc_dev_ops_t gc_cuda_ops = {
+    "cuda",           cuda_open,          cuda_close,         cuda_runs_target,
+    cuda_alloc,       cuda_free,          cuda_upload,        cuda_download,
+    cuda_memset,      cuda_host_ptr,      cuda_module_load,   cuda_module_unload,
+    cuda_kernel,      cuda_launch,        cuda_sync,          cuda_event_create,
+    cuda_event_destroy, cuda_event_record, cuda_event_elapsed,
+};

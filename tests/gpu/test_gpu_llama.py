@@ -1,0 +1,84 @@
+"""Llama through the cuda backend. stories260K (fp32 weights, so fp32 on
+the GPU too) must match the fp64 numpy reference exactly as on the CPU:
+identical greedy ids for 200 steps, logits within 1e-4 relative. Tiny
+random models in fp16 and bf16 (activations in that dtype on the GPU) are
+compared with Hugging Face transformers running the same files on the same
+GPU in the same dtype: prefill logits within a stated tolerance and 32
+greedy steps identical."""
+import os
+
+import numpy as np
+import pytest
+
+import llama_ref as R
+import test_llama as TL
+from conftest import SHARED
+
+BACKEND = os.environ.get("GCORE_TEST_BACKEND", "cpu")
+TARGETS = os.environ.get("GCORE_TEST_TARGETS", "sm_80,sm_90")
+pytestmark = pytest.mark.skipif(BACKEND != "cuda", reason="GPU suite: run with make test-gpu")
+
+# Tolerance against transformers in the same dtype: both sides round
+# activations to 16 bits at different points, so agreement is to a few
+# ulps of the dtype on the logits' scale: 2^-7 (fp16) and 2^-4 (bf16) of
+# the row's largest logit.
+TOL_HF = {"f16": 2.0 ** -7, "bf16": 2.0 ** -4}
+MARGIN = 0.05  # least top-2 gap (relative) at every greedy step of a chosen model
+
+
+def gen_bundle(gc, model):
+    r = gc("gcore-gen", "--model", model, "--target", TARGETS, "--prefill", "7", "-o", "g.gcb")
+    assert r.rc == 0, r
+    return str(gc.dir / "g.gcb")
+
+
+def test_stories260k_on_gpu(gc):
+    path = os.path.join(SHARED, "stories260K.bin")
+    if not os.path.exists(path):
+        pytest.skip("shared data absent")
+    w, cfg = R.load_llama2c(path)
+    want = R.greedy(w, cfg, [1], 200)
+    b = gen_bundle(gc, path)
+    ids, logits, _ = TL.generate(gc, path, b, [1], 200, "--backend", "cuda", *TL.GREEDY,
+                                 vocab=cfg.vocab_size)
+    TL.assert_same_ids(ids, want, "stories260K on the GPU")
+    ref = R.forward(w, cfg, [1] + want[:-1])
+    TL.assert_logits_close(logits, ref, TL.TOL, "stories260K logits on the GPU")
+
+
+def hf_model(path, dtype):
+    import torch
+    from transformers import LlamaForCausalLM
+    td = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    return LlamaForCausalLM.from_pretrained(path, dtype=td).cuda().eval(), torch
+
+
+def chosen_model(outdir, dtype, **cfg):
+    """A tiny model whose greedy continuation has no near-ties (by the fp64
+    reference), so 16-bit rounding cannot flip a step."""
+    for seed in range(60):
+        TL.write_tiny(outdir, seed, dtype=dtype, **cfg)
+        ref = TL.reference(outdir)
+        if np.min(TL.top2_margin(ref.logits[len(TL.PROMPT) - 1:])) >= MARGIN and len(set(ref.ids)) >= 6:
+            return ref
+    pytest.fail(f"no seed gives a model without near-ties for {cfg}")
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("kind", ["llama2_mha", "llama3_gqa", "tied", "llama3_rope_scaling"])
+def test_tiny_vs_transformers(gc, kind, dtype):
+    cfg = dict(TL.CONFIGS[kind])
+    ref = chosen_model(str(gc.dir / "model"), dtype, **cfg)
+    b = gen_bundle(gc, ref.path)
+    vocab = ref.cfg.vocab_size
+    ids, logits, _ = TL.generate(gc, ref.path, b, TL.PROMPT, TL.N_DECODE, "--backend", "cuda",
+                                 *TL.GREEDY, vocab=vocab)
+    model, torch = hf_model(ref.path, dtype)
+    with torch.no_grad():
+        inp = torch.tensor([TL.PROMPT], device="cuda")
+        hf_logits = model(inp).logits[0].float().cpu().numpy().astype(np.float64)
+        out = model.generate(inp, max_new_tokens=TL.N_DECODE, do_sample=False, min_new_tokens=TL.N_DECODE,
+                             eos_token_id=None, pad_token_id=0)
+    hf_ids = out[0, len(TL.PROMPT):].tolist()
+    TL.assert_logits_close(logits[:len(TL.PROMPT)], hf_logits, TOL_HF[dtype], f"{kind} {dtype} prefill")
+    TL.assert_same_ids(ids, hf_ids, f"{kind} {dtype} greedy vs transformers")
