@@ -149,9 +149,14 @@ static double quantile(const double *s, int64_t n, double q) {
   return i + 1 < n ? s[i] * (1 - f) + s[i + 1] * f : s[i];
 }
 
+size_t gc_check_default_flush(gc_dev_t *dev) {
+  return gc_dev_info(dev)->host_memory ? 0 : (size_t)256 << 20;
+}
+
 static int timed_launch(gc_check_t *c, gc_launch_fn fn, void *ctx, gc_event_t *a,
-                        gc_event_t *b, double *ms, gc_err_t *e) {
-  if (gc_dev_event_record(c->dev, a, e) || fn(ctx, c->args.args, e) ||
+                        gc_event_t *b, gc_dptr_t flush, size_t flush_n, double *ms, gc_err_t *e) {
+  if ((flush && gc_dev_memset(c->dev, flush, 0x5A, flush_n, e)) ||
+      gc_dev_event_record(c->dev, a, e) || fn(ctx, c->args.args, e) ||
       gc_dev_event_record(c->dev, b, e) || gc_dev_sync(c->dev, e) ||
       gc_dev_event_elapsed(c->dev, a, b, ms, e))
     return e->code;
@@ -160,12 +165,14 @@ static int timed_launch(gc_check_t *c, gc_launch_fn fn, void *ctx, gc_event_t *a
 
 int gc_check_time(gc_check_t *c, gc_launch_fn fn, void *ctx, const gc_time_opts_t *o,
                   gc_timing_t *t, gc_err_t *e) {
-  gc_time_opts_t d = {2, 5, 2000, 0.2};
+  gc_time_opts_t d = {2, 5, 2000, 0.2, 0};
   if (o) d = *o;
   memset(t, 0, sizeof *t);
   double *s = gc_malloc((size_t)d.max_iters * sizeof *s, e);
   gc_event_t *a = NULL, *b = NULL;
+  gc_dptr_t flush = 0;
   int rc = s ? GC_OK : GC_ENOMEM;
+  if (!rc && d.flush) rc = gc_dev_alloc(c->dev, d.flush, &flush, e);
   if (!rc) rc = gc_dev_event_create(c->dev, &a, e);
   if (!rc) rc = gc_dev_event_create(c->dev, &b, e);
   for (int i = 0; !rc && i < d.warmup; i++) rc = fn(ctx, c->args.args, e);
@@ -174,7 +181,7 @@ int gc_check_time(gc_check_t *c, gc_launch_fn fn, void *ctx, const gc_time_opts_
   int64_t n = 0;
   while (!rc && n < d.max_iters && (n < d.min_iters || total < d.min_time * 1e3)) {
     double ms;
-    rc = timed_launch(c, fn, ctx, a, b, &ms, e);
+    rc = timed_launch(c, fn, ctx, a, b, flush, d.flush, &ms, e);
     if (!rc) {
       s[n++] = ms;
       total += ms;
@@ -192,6 +199,7 @@ int gc_check_time(gc_check_t *c, gc_launch_fn fn, void *ctx, const gc_time_opts_
   }
   gc_dev_event_destroy(c->dev, a);
   gc_dev_event_destroy(c->dev, b);
+  gc_dev_free(c->dev, flush);
   free(s);
   return rc;
 }

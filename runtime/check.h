@@ -24,7 +24,14 @@ typedef struct gc_time_opts {
   int min_iters;    /* default 5 */
   int max_iters;    /* default 2000 */
   double min_time;  /* seconds of timed launches to aim for (default 0.2) */
+  size_t flush;     /* bytes written between timed launches to evict the
+                       cache (cold-cache timing); 0 = none */
 } gc_time_opts_t;
+
+/* The flush gcore uses on a device: 256 MiB on GPUs (over the L2 of any
+ * current GPU), none on the CPU, whose tuned kernels are compute bound or
+ * meant to run with warm caches. */
+size_t gc_check_default_flush(gc_dev_t *dev);
 
 typedef struct gc_timing {
   double median_us, min_us, max_us, spread; /* spread = IQR / median */

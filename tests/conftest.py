@@ -6,7 +6,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("GCORE_BIN", os.path.join(ROOT, "bin"))
-SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
+SHARED = os.environ.get("GCORE_SHARED_DATA", os.path.join(os.path.dirname(ROOT), "shared", "data"))
 SANITIZER_MARKS = ("AddressSanitizer", "runtime error:", "LeakSanitizer", "Segmentation fault",
                    "Traceback", "core dumped")
 

@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
   o.db_path = "tune.db";
   o.timeout_s = 60;
   o.margin = 0.02;
-  o.timing = (gc_time_opts_t){2, 5, 2000, 0.2};
+  o.timing = (gc_time_opts_t){2, 5, 2000, 0.2, 0}; /* flush: the worker sets it per device */
   o.progress = isatty(2);
   const char *dims[GC_NDIMS] = {0};
   const char *model = NULL, *prefill = NULL, *batch = NULL;

@@ -153,6 +153,7 @@ static void child_main(const char *backend, int ordinal, int in, int out) {
         reply.rc = GC_EINVAL;
         snprintf(reply.err, sizeof reply.err, "no problem set up");
       } else {
+        q.timing.flush = gc_check_default_flush(ch.dev); /* cold cache on GPUs */
         child_run(&ch, &q, &r, &e);
       }
     }
