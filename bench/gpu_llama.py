@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""gpu_llama.py — gcore against Hugging Face transformers on one NVIDIA GPU,
+in one run: random-weight fp16 models shaped like Llama-3.2-1B and
+Llama-3-8B; decode (batch 1, a 128-token prompt, 256 new tokens) and prefill
+(512 tokens). Prints tokens/s for both, the ratio, and the fraction of the
+memory-bandwidth bound for decode (weight bytes read per token over the
+device-to-device copy bandwidth measured in the same run).
+
+usage: bench/gpu_llama.py [--shapes 1b,8b] [--budget N] [--out DIR]
+Needs: bin/ built, torch + transformers, an NVIDIA GPU."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import tinymodel as TM  # noqa: E402
+
+SHAPES = {
+    "1b": dict(dim=2048, hidden_dim=8192, n_layers=16, n_heads=32, n_kv_heads=8, vocab=128256,
+               max_seq=4096, rope_theta=500000.0, rope_scaling="llama3", tied=True),
+    "8b": dict(dim=4096, hidden_dim=14336, n_layers=32, n_heads=32, n_kv_heads=8, vocab=128256,
+               max_seq=4096, rope_theta=500000.0, rope_scaling="llama3", tied=False),
+}
+PROMPT, NEW, PREFILL = 128, 256, 512
+
+
+def write_model(d, shape):
+    """fp16 weights ~ N(0, 0.02) cut from one random pool (fast for billions
+    of parameters), streamed to one safetensors file; norms are 1. Both
+    engines read the same file."""
+    if os.path.exists(os.path.join(d, "config.json")):
+        return
+    os.makedirs(d, exist_ok=True)
+    hf = TM.make_config(dtype="f16", **shape)
+    pool = (np.random.default_rng(0).standard_normal(1 << 26) * 0.02).astype(np.float16)
+    shapes = TM.tensor_shapes(hf)
+    header, off = {}, 0
+    for name, shp in shapes:
+        n = int(np.prod(shp)) * 2
+        header[name] = {"dtype": "F16", "shape": list(shp), "data_offsets": [off, off + n]}
+        off += n
+    hj = json.dumps(header).encode()
+    hj += b" " * (-len(hj) % 8)
+    with open(os.path.join(d, "model.safetensors"), "wb") as f:
+        f.write(len(hj).to_bytes(8, "little") + hj)
+        for k, (name, shp) in enumerate(shapes):
+            n = int(np.prod(shp))
+            if len(shp) == 1:
+                f.write(np.ones(n, np.float16).tobytes())
+                continue
+            start = (k * 7919) % pool.size
+            while n:
+                take = min(n, pool.size - start)
+                f.write(pool[start:start + take].tobytes())
+                n -= take
+                start = 0
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(hf, f)
+
+
+def copy_bandwidth(torch):
+    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    for _ in range(3):
+        y.copy_(x)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    n = 20
+    for _ in range(n):
+        y.copy_(x)
+    torch.cuda.synchronize()
+    return 2 * x.numel() * n / (time.perf_counter() - t0)  # read + write bytes / s
+
+
+def hf_bench(torch, d):
+    from transformers import LlamaForCausalLM
+    m = LlamaForCausalLM.from_pretrained(d, dtype=torch.float16).cuda().eval()
+    ids = torch.randint(0, 1000, (1, PROMPT), device="cuda")
+    out = {}
+    with torch.no_grad():
+        gen = dict(max_new_tokens=NEW, min_new_tokens=NEW, do_sample=False, cache_implementation="static",
+                   pad_token_id=0)
+        m.generate(ids, **dict(gen, max_new_tokens=8, min_new_tokens=8))  # warm-up
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        m.generate(ids, **gen)
+        torch.cuda.synchronize()
+        t_all = time.perf_counter() - t0
+        p = torch.randint(0, 1000, (1, PREFILL), device="cuda")
+        m(p)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(3):
+            m(p)
+        torch.cuda.synchronize()
+        t_pre = (time.perf_counter() - t0) / 3
+        m(ids)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        m(ids)
+        torch.cuda.synchronize()
+        t_p128 = time.perf_counter() - t0
+    out["decode_tok_s"] = NEW / max(t_all - t_p128, 1e-9)
+    out["prefill_tok_s"] = PREFILL / t_pre
+    del m
+    torch.cuda.empty_cache()
+    return out
+
+
+def gcore(*args, env=None):
+    r = subprocess.run([os.path.join(ROOT, "bin", args[0]), *map(str, args[1:])], capture_output=True,
+                       text=True, env=env)
+    if r.returncode:
+        raise SystemExit(f"{args[0]} failed: {r.stderr.strip()}")
+    return r
+
+
+def gcore_bench(d, out, budget, arch):
+    env = dict(os.environ, GCORE_CACHE=os.path.join(out, "cache"))
+    db, b = os.path.join(out, "tune.db"), os.path.join(out, os.path.basename(d) + ".gcb")
+    if budget:
+        gcore("gcore-tune", "--model", d, "--target", arch, "--prefill", f"{PROMPT},{PREFILL}", "--batch", "1",
+              "--db", db, "--budget", budget, "--no-progress", env=env)
+    gcore("gcore-gen", "--model", d, "--target", arch, "--prefill", f"{PROMPT},{PREFILL}",
+          *(["--db", db] if budget else []), "-o", b, env=env)
+    toks = ",".join(str(i) for i in range(1, PROMPT + 1))
+    r = gcore("gcore-run", "-m", d, "-b", b, "--backend", "cuda", "--tokens", toks, "-n", NEW, "--temp", "0",
+              "--ignore-eos", "--json", "--ctx", "1024", env=env)
+    dec = json.loads(r.stdout)
+    toks = ",".join(str(i % 1000 + 1) for i in range(PREFILL))
+    r = gcore("gcore-run", "-m", d, "-b", b, "--backend", "cuda", "--tokens", toks, "-n", 1, "--temp", "0",
+              "--json", "--ctx", "1024", env=env)
+    pre = json.loads(r.stdout)
+    return {"decode_tok_s": dec["decode_tok_per_s"], "prefill_tok_s": pre["prompt_tok_per_s"]}
+
+
+def weight_bytes_per_token(shape):
+    D, F, L, H, G, V = (shape[k] for k in ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab"))
+    hd = D // H
+    per_layer = D * (H + 2 * G) * hd + H * hd * D + 3 * D * F + 2 * D
+    return 2 * (L * per_layer + V * D + D)  # fp16; the LM head reads the (tied or not) classifier
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="1b,8b")
+    ap.add_argument("--budget", default="0", help="gcore-tune candidates per problem (0: defaults only)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-gpu"))
+    ap.add_argument("--arch", default="sm_90")
+    a = ap.parse_args()
+    import torch
+    os.makedirs(a.out, exist_ok=True)
+    bw = copy_bandwidth(torch)
+    print(f"device: {torch.cuda.get_device_name()}, copy bandwidth {bw / 1e9:.0f} GB/s (read+write)")
+    for s in a.shapes.split(","):
+        d = os.path.join(a.out, f"llama-{s}")
+        t0 = time.time()
+        write_model(d, SHAPES[s])
+        print(f"[{s}] model written in {time.time() - t0:.0f} s")
+        g = gcore_bench(d, a.out, a.budget if a.budget != "0" else None, a.arch)
+        h = hf_bench(torch, d)
+        bound = bw / weight_bytes_per_token(SHAPES[s])
+        print(f"[{s}] decode  gcore {g['decode_tok_s']:8.1f} tok/s  HF {h['decode_tok_s']:8.1f} tok/s  "
+              f"ratio {g['decode_tok_s'] / h['decode_tok_s']:.2f}  bound {bound:.0f} tok/s: gcore "
+              f"{g['decode_tok_s'] / bound:.0%}, HF {h['decode_tok_s'] / bound:.0%}")
+        print(f"[{s}] prefill gcore {g['prefill_tok_s']:8.0f} tok/s  HF {h['prefill_tok_s']:8.0f} tok/s  "
+              f"ratio {g['prefill_tok_s'] / h['prefill_tok_s']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
