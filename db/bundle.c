@@ -30,7 +30,8 @@ static const char *schema =
     "  m_hi INTEGER NOT NULL, code_id INTEGER NOT NULL REFERENCES code_objects(id),"
     "  symbol TEXT NOT NULL, grid TEXT NOT NULL, block TEXT NOT NULL,"
     "  consts TEXT NOT NULL, template TEXT NOT NULL, params TEXT NOT NULL,"
-    "  vid TEXT NOT NULL, is_default INTEGER NOT NULL, source TEXT NOT NULL);"
+    "  vid TEXT NOT NULL, is_default INTEGER NOT NULL, source TEXT NOT NULL,"
+    "  shmem TEXT NOT NULL);"
     "CREATE INDEX dispatch_by_shape ON dispatch(target, op, n, k, m_lo);";
 
 int gc_bundle_create(const char *path, gc_bundle_t **out, gc_err_t *e) {
@@ -118,8 +119,8 @@ int gc_bundle_add_dispatch(gc_bundle_t *b, const gc_dispatch_t *d, gc_err_t *e) 
   if (gc_sql_prepare(b->sq,
                      "INSERT INTO dispatch(target,op,ta,tb,tc,n,k,m_lo,m_hi,code_id,"
                      "symbol,grid,block,consts,template,params,vid,is_default,source,"
-                     "h,g,d) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,"
-                     "?16,?17,?18,?19,?20,?21,?22)",
+                     "h,g,d,shmem) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,"
+                     "?15,?16,?17,?18,?19,?20,?21,?22,?23)",
                      &st, e))
     return e->code;
   gc_sql_bind_text(st, 1, d->target);
@@ -141,6 +142,7 @@ int gc_bundle_add_dispatch(gc_bundle_t *b, const gc_dispatch_t *d, gc_err_t *e) 
   sqlite3_bind_int64(st, 20, d->shape.h);
   sqlite3_bind_int64(st, 21, d->shape.g);
   sqlite3_bind_int64(st, 22, d->shape.d);
+  gc_sql_bind_text(st, 23, d->shmem[0] ? d->shmem : "0");
   int rc = sqlite3_step(st);
   sqlite3_finalize(st);
   return rc == SQLITE_DONE ? GC_OK : gc_sql_err(b->sq, e, b->path);
@@ -224,7 +226,7 @@ static void col_text(sqlite3_stmt *st, int i, char *dst, size_t n) {
 
 #define DISPATCH_COLS                                                          \
   "id,target,op,ta,tb,tc,n,k,m_lo,m_hi,code_id,symbol,grid,block,consts,"     \
-  "template,params,vid,is_default,source,h,g,d"
+  "template,params,vid,is_default,source,h,g,d,shmem"
 
 /* Fill d from a row of DISPATCH_COLS, validating what the runtime relies on. */
 static int read_dispatch(gc_bundle_t *b, sqlite3_stmt *st, gc_dispatch_t *d,
@@ -256,6 +258,7 @@ static int read_dispatch(gc_bundle_t *b, sqlite3_stmt *st, gc_dispatch_t *d,
   d->shape.h = sqlite3_column_int64(st, 20);
   d->shape.g = sqlite3_column_int64(st, 21);
   d->shape.d = sqlite3_column_int64(st, 22);
+  col_text(st, 23, d->shmem, sizeof d->shmem);
   if (d->m_lo < 0 || d->m_hi < d->m_lo || !d->symbol[0] || !gc_op_find(d->shape.op))
     return gc_err_set(e, GC_ECORRUPT, "%s: dispatch entry %lld is malformed",
                       b->path, (long long)d->id);

@@ -28,6 +28,7 @@ typedef struct gc_dispatch {
   int64_t m_lo, m_hi;        /* inclusive range of M served */
   char symbol[64];
   char grid[256], block[256]; /* expressions over consts and M N K */
+  char shmem[256];           /* dynamic shared memory bytes, an expression */
   char consts[1024];         /* "MR=6,NR=32,...,VBYTES=64,SA=4" bound for the expressions */
   char template_name[64], params[512], vid[64];
   int is_default;            /* 1 = no tuned winner, the template default */

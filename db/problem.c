@@ -16,6 +16,7 @@ static const gc_op_desc_t ops[] = {
     {"embed", "mnk", "Z[M,N] = table[K,N][tokens[M]]"},
     {"rope_kv", "mhgd", "rotate q,k of QKV[M,(H+2G)D]; write k,v to the cache at pos0.."},
     {"attention", "mhgd", "causal GQA attention of Q[M,H*D] over the cache"},
+    {"argmax", "mn", "idx[M] = the lowest index of the maximum of each row of X[M,N]"},
 };
 
 const char gc_dim_letters[GC_NDIMS + 1] = "mnkhgd";

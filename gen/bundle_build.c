@@ -255,6 +255,7 @@ static int emit_target(gen_t *g, gc_bundle_t *b, int first, gc_err_t *e) {
     snprintf(d.symbol, sizeof d.symbol, "%s", pk->v.tpl->kernel);
     snprintf(d.grid, sizeof d.grid, "%s", pk->v.tpl->grid);
     snprintf(d.block, sizeof d.block, "%s", pk->v.tpl->block);
+    snprintf(d.shmem, sizeof d.shmem, "%s", pk->v.tpl->shmem);
     snprintf(d.template_name, sizeof d.template_name, "%s", pk->v.tpl->name);
     snprintf(d.params, sizeof d.params, "%s", pk->v.params);
     snprintf(d.vid, sizeof d.vid, "%s", pk->vid);

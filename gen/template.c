@@ -137,8 +137,8 @@ static int parse_decl(line_ctx_t *c, gc_template_t *t, char *line) {
                            "@constraint");
   if (!strcmp(kw, "applies"))
     return parse_expr_line(c, t->applies, &t->napplies, 8, rest, "@applies");
-  if (!strcmp(kw, "grid") || !strcmp(kw, "block")) {
-    char *dst = kw[0] == 'g' ? t->grid : t->block;
+  if (!strcmp(kw, "grid") || !strcmp(kw, "block") || !strcmp(kw, "shmem")) {
+    char *dst = kw[0] == 'g' ? t->grid : kw[0] == 'b' ? t->block : t->shmem;
     split_doc(rest);
     trim(rest);
     if (!*rest || strlen(rest) >= sizeof t->grid) return perr(c, "bad @%s", kw);
@@ -166,12 +166,13 @@ static int check_names(gc_template_t *t, gc_err_t *e) {
   for (size_t i = 0; i < GC_ARRAY_LEN(names); i++) gc_env_set(&env, names[i], 1, NULL);
   for (int i = 0; i < t->nparams; i++) gc_env_set(&env, t->params[i].name, 1, NULL);
   int64_t v[3];
-  for (int i = 0; i < t->nconstraints + t->napplies + 2; i++) {
+  for (int i = 0; i < t->nconstraints + t->napplies + 3; i++) {
+    int k = i - t->nconstraints - t->napplies;
     const char *x = i < t->nconstraints ? t->constraints[i].expr
-                    : i < t->nconstraints + t->napplies
-                        ? t->applies[i - t->nconstraints].expr
-                    : i == t->nconstraints + t->napplies ? t->grid
-                                                         : t->block;
+                    : k < 0 ? t->applies[i - t->nconstraints].expr
+                    : k == 0 ? t->grid
+                    : k == 1 ? t->block
+                             : t->shmem;
     gc_err_t tmp;
     if (gc_expr_eval3(x, &env, v, &tmp) && !strstr(tmp.msg, "division by zero") &&
         !strstr(tmp.msg, "overflow"))
@@ -216,6 +217,7 @@ int gc_tpl_parse(const char *path, const char *src, size_t n, gc_template_t *t,
     return e->code;
   if (!t->ndtypes) return gc_err_set(e, GC_EINVAL, "%s: missing @dtypes declaration", path);
   if (!t->block[0]) strcpy(t->block, "1");
+  if (!t->shmem[0]) strcpy(t->shmem, "0");
   return check_names(t, e);
 }
 

@@ -42,6 +42,7 @@ typedef struct gc_template {
   gc_texpr_t applies[8];
   int napplies;
   char grid[256], block[256];   /* three space-separated expressions each */
+  char shmem[256];              /* bytes of dynamic shared memory (GPU), "0" if none */
   int priority;
 } gc_template_t;
 

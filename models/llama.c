@@ -45,7 +45,7 @@ static gc_problem_t prob(const char *op, gc_dtype_t a, gc_dtype_t b, gc_dtype_t 
 }
 
 typedef struct steps {
-  gc_problem_t embed, norm, qkv, rope, attn, wo, add, swiglu, w2, fnorm, head;
+  gc_problem_t embed, norm, qkv, rope, attn, wo, add, swiglu, w2, fnorm, head, argmax;
 } steps_t;
 
 static void recipe_steps(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t,
@@ -63,6 +63,7 @@ static void recipe_steps(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64
   s->w2 = prob("gemm", a, w, a, t, D, F, 0, 0, 0);
   s->fnorm = prob("rmsnorm", a, w, a, rows, D, 0, 0, 0, 0);
   s->head = prob("gemm", a, w, a, rows, c->vocab_size, D, 0, 0, 0);
+  s->argmax = prob("argmax", a, a, a, 1, c->vocab_size, 0, 0, 0, 0);
 }
 
 int gc_llama_recipe(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t,
@@ -277,6 +278,11 @@ static int download_logits(gc_llama_t *m, float *out, size_t n, gc_err_t *e) {
 
 int gc_llama_forward(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
                      float *logits, gc_err_t *e) {
+  return gc_llama_forward_ex(m, tokens, t, all_rows, logits, NULL, e);
+}
+
+int gc_llama_forward_ex(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
+                        float *logits, int32_t *next, gc_err_t *e) {
   if (t < 1 || t > m->max_t)
     return gc_err_set(e, GC_EINVAL, "%d tokens in one pass; this model was set up for at most %d",
                       t, m->max_t);
@@ -300,9 +306,18 @@ int gc_llama_forward(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
     return e->code;
   for (int l = 0; l < m->cfg.n_layers; l++)
     if (layer(m, &s, &m->layers[l], e)) return e->code;
-  if (run(m, &s.fnorm, &sc, fn, e) || run(m, &s.head, &sc, head, e) || gc_dev_sync(m->dev, e) ||
-      download_logits(m, logits, (size_t)rows * m->cfg.vocab_size, e))
+  gc_dptr_t last_logits = m->logits + (gc_dptr_t)((size_t)(rows - 1) * m->cfg.vocab_size *
+                                                   gc_dtype_size(m->dt.act));
+  const gc_dptr_t am[] = {last_logits, m->tokens};
+  if (run(m, &s.fnorm, &sc, fn, e) || run(m, &s.head, &sc, head, e)) return e->code;
+  if (next) { /* greedy on the device: one id comes back, not the logits */
+    if (run(m, &s.argmax, &sc, am, e) || gc_dev_sync(m->dev, e) ||
+        gc_dev_download(m->dev, next, m->tokens, sizeof *next, e))
+      return e->code;
+  } else if (gc_dev_sync(m->dev, e) ||
+             download_logits(m, logits, (size_t)rows * m->cfg.vocab_size, e)) {
     return e->code;
+  }
   m->pos += t;
   return GC_OK;
 }

@@ -42,6 +42,12 @@ int gc_llama_pos(const gc_llama_t *m); /* tokens in the cache */
 int gc_llama_forward(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
                      float *logits, gc_err_t *e);
 
+/* As gc_llama_forward, but when next is given the device picks the argmax
+ * of the last row (ties to the lowest id) and only that id is copied back;
+ * logits is then not written. */
+int gc_llama_forward_ex(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
+                        float *logits, int32_t *next, gc_err_t *e);
+
 /* RoPE inverse frequencies [head_dim/2] (theta, llama3 scaling), double. */
 void gc_llama_inv_freq(const gc_llama_config_t *c, double *out);
 

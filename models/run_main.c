@@ -230,10 +230,16 @@ static int generate(gc_llama_t *m, const run_opts_t *o, gc_sampler_t *smp, const
   int rc = prefill(m, o, p, np, lg, g, e);
   for (int i = 0; i < np; i++) gc_sampler_accept(smp, p[i]);
   double td = gc_now();
+  /* greedy with no penalty and no logits to write: the device does argmax */
+  int on_device = o->sp.temperature <= 0 && o->sp.repeat_penalty == 1.0f && !g->logits;
+  int32_t next = -1;
   for (int i = 0; !rc && i < o->n_predict; i++) {
     int32_t tok;
     int t;
-    if ((rc = gc_sampler_sample(smp, lg, &t, e))) break;
+    if (next >= 0)
+      t = next;
+    else if ((rc = gc_sampler_sample(smp, lg, &t, e)))
+      break;
     tok = t;
     gc_sampler_accept(smp, tok);
     g->out[g->n_out++] = tok;
@@ -248,8 +254,8 @@ static int generate(gc_llama_t *m, const run_opts_t *o, gc_sampler_t *smp, const
       break;
     }
     if (i == 0) td = gc_now();
-    rc = gc_llama_forward(m, &tok, 1, 0, lg, e);
-    if (!rc) rc = write_logits(g, lg, 1, c->vocab_size, e);
+    rc = gc_llama_forward_ex(m, &tok, 1, 0, lg, on_device ? &next : NULL, e);
+    if (!rc && !on_device) rc = write_logits(g, lg, 1, c->vocab_size, e);
   }
   g->t_decode = gc_now() - td;
   free(lg);

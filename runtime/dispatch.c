@@ -130,10 +130,13 @@ int gc_rt_find(gc_rt_t *rt, const gc_problem_t *p, const gc_rt_kernel_t **out,
 int gc_rt_launch(gc_rt_t *rt, const gc_rt_kernel_t *k, const gc_problem_t *p,
                  void **args, gc_err_t *e) {
   gc_env_t env = k->consts;
-  int64_t grid[3], block[3];
+  int64_t grid[3], block[3], shmem = 0;
   if (gc_env_set_dims(&env, p, e) || gc_expr_eval3(k->d.grid, &env, grid, e) ||
-      gc_expr_eval3(k->d.block, &env, block, e))
+      gc_expr_eval3(k->d.block, &env, block, e) || gc_expr_eval(k->d.shmem, &env, &shmem, e))
     return gc_err_prefix(e, "%s: dispatch entry %lld", gc_bundle_path(rt->b),
                          (long long)k->d.id);
-  return gc_dev_launch(rt->dev, k->k, grid, block, 0, args, e);
+  if (shmem < 0 || shmem > (1 << 24))
+    return gc_err_set(e, GC_ECORRUPT, "%s: dispatch entry %lld asks for %lld bytes of shared memory",
+                      gc_bundle_path(rt->b), (long long)k->d.id, (long long)shmem);
+  return gc_dev_launch(rt->dev, k->k, grid, block, (size_t)shmem, args, e);
 }

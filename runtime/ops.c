@@ -132,6 +132,10 @@ int gc_op_buffers(const gc_problem_t *p, const gc_op_scalars_t *sc,
     b[0] = buf("tokens", GC_DT_I32, 1, m, GC_BUF_IN);
     b[1] = buf("table", p->tb, p->k, p->n, GC_BUF_IN);
     b[2] = buf("Z", p->tc, m, p->n, GC_BUF_OUT);
+  } else if (!strcmp(p->op, "argmax")) {
+    b[0] = buf("X", p->ta, m, p->n, GC_BUF_IN);
+    b[1] = buf("idx", GC_DT_I32, 1, m, GC_BUF_OUT);
+    *n = 2;
   } else if (!strcmp(p->op, "rope_kv")) {
     b[0] = buf("QKV", p->ta, m, hd + 2 * gd, GC_BUF_IN);
     b[1] = buf("Qout", p->tc, m, hd, GC_BUF_OUT);
@@ -165,7 +169,8 @@ void gc_op_args(const gc_problem_t *p, const gc_op_scalars_t *sc, const gc_dptr_
     if (!strcmp(p->op, "rope_kv")) v[ni++] = sc->layout;
   } else {
     v[ni++] = p->m, v[ni++] = p->n;
-    if (strcmp(p->op, "rmsnorm") && strcmp(p->op, "add")) v[ni++] = p->k;
+    if (strcmp(p->op, "rmsnorm") && strcmp(p->op, "add") && strcmp(p->op, "argmax"))
+      v[ni++] = p->k;
   }
   for (int i = 0; i < ni; i++) {
     pk->i64[i] = v[i];
@@ -385,6 +390,20 @@ static void ref_attention(const gc_problem_t *p, const gc_op_scalars_t *sc, void
     }
 }
 
+/* The lowest index of each row's maximum (NaN skipped): exact, tolerance 0. */
+static void ref_argmax(const gc_problem_t *p, void **h, double *ref, double *tol) {
+  for (int64_t i = 0; i < p->m; i++) {
+    int64_t at = -1;
+    double best = 0;
+    for (int64_t j = 0; j < p->n; j++) {
+      double v = gc_load_elem(h[0], p->ta, i * p->n + j);
+      if (v == v && (at < 0 || v > best)) best = v, at = j;
+    }
+    ref[i] = at < 0 ? 0 : (double)at;
+    tol[i] = 0;
+  }
+}
+
 int gc_op_reference(const gc_problem_t *p, const gc_op_scalars_t *sc,
                     void *host[GC_OP_MAX_BUFS], double *ref[GC_OP_MAX_BUFS],
                     double *tol[GC_OP_MAX_BUFS], gc_err_t *e) {
@@ -394,6 +413,7 @@ int gc_op_reference(const gc_problem_t *p, const gc_op_scalars_t *sc,
   else if (!strcmp(p->op, "rmsnorm")) ref_rmsnorm(p, sc, host, ref[2], tol[2]);
   else if (!strcmp(p->op, "add")) ref_add(p, host, ref[2], tol[2]);
   else if (!strcmp(p->op, "embed")) ref_embed(p, host, ref[2], tol[2]);
+  else if (!strcmp(p->op, "argmax")) ref_argmax(p, host, ref[1], tol[1]);
   else if (!strcmp(p->op, "rope_kv")) ref_rope_kv(p, sc, host, ref, tol);
   else {
     double *w = gc_malloc((size_t)(sc->pos0 + p->m) * sizeof *w, e);

@@ -177,6 +177,7 @@ static int measure(sweep_t *s, cand_t *c, const gc_compile_job_t *j, gc_err_t *e
   snprintf(q.symbol, sizeof q.symbol, "%s", c->v.tpl->kernel);
   snprintf(q.grid, sizeof q.grid, "%s", c->v.tpl->grid);
   snprintf(q.block, sizeof q.block, "%s", c->v.tpl->block);
+  snprintf(q.shmem, sizeof q.shmem, "%s", c->v.tpl->shmem);
   if (gc_tpl_consts_text(&c->v, &s->o->target, q.consts, sizeof q.consts, e)) return e->code;
   q.timing = s->o->timing;
   q.seed = 0x5eed;

@@ -82,12 +82,12 @@ typedef struct child {
 typedef struct launch_ctx {
   gc_dev_t *dev;
   gc_kernel_t *k;
-  int64_t grid[3], block[3];
+  int64_t grid[3], block[3], shmem;
 } launch_ctx_t;
 
 static int launch_cb(void *ctx, void **args, gc_err_t *e) {
   launch_ctx_t *l = ctx;
-  return gc_dev_launch(l->dev, l->k, l->grid, l->block, 0, args, e);
+  return gc_dev_launch(l->dev, l->k, l->grid, l->block, (size_t)l->shmem, args, e);
 }
 
 static int load_kernel(child_t *ch, const gc_work_req_t *q, gc_module_t **mod,
@@ -102,7 +102,8 @@ static int load_kernel(child_t *ch, const gc_work_req_t *q, gc_module_t **mod,
   l->dev = ch->dev;
   if (gc_dev_kernel(ch->dev, *mod, q->symbol, &l->k, e) ||
       gc_env_parse(&env, q->consts, e) || gc_env_set_dims(&env, &q->problem, e) ||
-      gc_expr_eval3(q->grid, &env, l->grid, e) || gc_expr_eval3(q->block, &env, l->block, e))
+      gc_expr_eval3(q->grid, &env, l->grid, e) || gc_expr_eval3(q->block, &env, l->block, e) ||
+      gc_expr_eval(q->shmem, &env, &l->shmem, e))
     return e->code;
   return GC_OK;
 }

@@ -15,7 +15,7 @@ typedef struct gc_work_req {
   gc_problem_t problem;
   char obj[1024];       /* code object file */
   char symbol[64];
-  char grid[256], block[256], consts[1024];
+  char grid[256], block[256], shmem[256], consts[1024];
   gc_time_opts_t timing;
   uint64_t seed;
 } gc_work_req_t;

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(BACKEND != "cuda", reason="GPU suite: run with m
 # ulps of the dtype on the logits' scale: 2^-7 (fp16) and 2^-4 (bf16) of
 # the row's largest logit.
 TOL_HF = {"f16": 2.0 ** -7, "bf16": 2.0 ** -4}
-MARGIN = 0.05  # least top-2 gap (relative) at every greedy step of a chosen model
+MARGIN = 0.01  # least top-2 gap (relative) at every greedy step: ~10x the 16-bit rounding of logits
 
 
 def gen_bundle(gc, model):
@@ -56,7 +56,7 @@ def hf_model(path, dtype):
 def chosen_model(outdir, dtype, **cfg):
     """A tiny model whose greedy continuation has no near-ties (by the fp64
     reference), so 16-bit rounding cannot flip a step."""
-    for seed in range(60):
+    for seed in range(200):
         TL.write_tiny(outdir, seed, dtype=dtype, **cfg)
         ref = TL.reference(outdir)
         if np.min(TL.top2_margin(ref.logits[len(TL.PROMPT) - 1:])) >= MARGIN and len(set(ref.ids)) >= 6:

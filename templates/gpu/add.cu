@@ -1,0 +1,53 @@
+/* add.cu — GPU elementwise sum, the residual add: Z[M,N] = X[M,N] + Y[M,N],
+ * summed in fp32 and rounded once to Z's dtype. Z may be X.
+ *
+ * @template add_gpu
+ * @op add
+ * @backend gpu
+ * @dtypes f32 f16 bf16
+ * @kernel add_gpu
+ * @param THREADS 64 128 256 512 1024 default 256 -- threads per block
+ * @param VEC 1 2 4 8 default 8 -- consecutive elements per thread per access (8 f16 = one 16-byte access)
+ * @param UNROLL 1 2 4 default 2 -- accesses per thread, all loads issued before the stores
+ * @constraint THREADS % WARP == 0 && THREADS <= MAXT -- whole warps, a legal block
+ * @constraint VEC * SA <= 32 && VEC * SC <= 32 -- at most two 16-byte accesses per vector
+ * @grid cdiv(M * N, THREADS * VEC * UNROLL) 1 1
+ * @block THREADS 1 1
+ * @priority 1
+ *
+ * The arrays are dense, so the kernel sees them as flat vectors of M*N
+ * elements. Block b covers elements b*E .. b*E+E-1, E = THREADS*VEC*UNROLL;
+ * access u of thread t is the VEC elements from b*E + (u*THREADS + t)*VEC,
+ * so each access instruction of a warp is contiguous. A full block uses
+ * vector accesses (aligned: the arrays are 64-byte aligned and every
+ * offset is a multiple of VEC); the last, partial block goes element by
+ * element, so nothing past M*N is touched. Z = X is safe: every element is
+ * read and then written by the same thread, and X and Z are not restrict.
+ */
+
+#define ADD_E (THREADS * VEC * UNROLL) /* elements per block */
+
+GC_KERNEL_BOUNDS(THREADS)
+void add_gpu(const TA *X, const TB *Y, TC *Z, int64_t M, int64_t N) {
+  int64_t n = M * N, base = gc_bid() * ADD_E;
+  int t = gc_tid();
+  if (base + ADD_E <= n) {
+    float x[UNROLL][VEC], y[UNROLL][VEC];
+    GC_UNROLL(UNROLL)
+    for (int u = 0; u < UNROLL; u++) {
+      int64_t i = base + ((int64_t)u * THREADS + t) * VEC;
+      LOADV_A(VEC, X, i, x[u]);
+      LOADV_B(VEC, Y, i, y[u]);
+    }
+    GC_UNROLL(UNROLL)
+    for (int u = 0; u < UNROLL; u++) {
+      GC_UNROLL(VEC)
+      for (int v = 0; v < VEC; v++)
+        x[u][v] += y[u][v];
+      STOREV_C(VEC, Z, base + ((int64_t)u * THREADS + t) * VEC, x[u]);
+    }
+  } else {
+    for (int64_t i = base + t; i < n; i += THREADS)
+      STORE_C(Z, i, LOAD_A(X, i) + LOAD_B(Y, i));
+  }
+}

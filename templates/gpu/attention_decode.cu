@@ -1,0 +1,257 @@
+/* attention_decode.cu — GPU causal attention for one query token (decode)
+ * with grouped-query heads, split over the sequence: O = softmax(scale ·
+ * q·Kᵀ) · V over cache rows 0 .. pos0 of kv head h / (H/G).
+ *
+ * @template attention_decode
+ * @op attention
+ * @backend gpu
+ * @dtypes f32 f16 bf16
+ * @kernel attention_decode
+ * @param WARPS 2 4 8 16 default 4 -- warps per block
+ * @param KL 4 8 16 32 default 16 -- lanes that share one key (each holds D/KL of its elements)
+ * @param HPB 1 2 4 8 default 1 -- query heads per block, all of one kv head (share every K/V load)
+ * @param SPLIT 1 2 4 8 16 32 default 8 -- blocks per head group, each over a 1/SPLIT slice of the keys
+ * @param U 1 2 4 default 2 -- keys per lane group per step (loads in flight, one rescale per step)
+ * @param DMAX 64 128 256 default 128 -- largest head dimension served (registers are sized for it)
+ * @constraint WARPS * WARP <= MAXT && KL <= WARP -- a legal block; a key's lanes lie in one warp
+ * @constraint DMAX % (KL * 16 / SB) == 0 -- a key row is whole 16-byte chunks per lane
+ * @constraint (2 * HPB + 2 * U) * (DMAX / KL) + 40 <= min(255, 65536 / (WARPS * WARP)) -- q, output and K/V registers fit the budget
+ * @constraint WARPS * HPB * (DMAX + 2) * 4 <= 40960 -- per-warp partial results fit in shared memory
+ * @constraint SPLIT * (DMAX + 2) <= 8192 -- the cross-block workspace stays within 4 MiB (128 heads)
+ * @applies M == 1 && G > 0 && H % G == 0 && (H / G) % HPB == 0 && D <= DMAX && (SPLIT == 1 || H <= 128) -- one query row; whole head groups; the workspace holds 128 heads
+ * @grid H / HPB * SPLIT 1 1
+ * @block WARPS * WARP 1 1
+ * @priority 2
+ *
+ * Block b serves query heads h0 .. h0+HPB-1 (h0 = (b / SPLIT)·HPB) over
+ * key slice s = b % SPLIT: keys j0 .. j1-1, j0 = s·cdiv(L, SPLIT), L =
+ * pos0 + 1. Inside the block, lane groups of KL lanes each take U
+ * consecutive keys per step (group i: keys j0 + i·U + t·NG·U, NG groups);
+ * lane k of a group holds elements (c·KL + k)·VEC .. +VEC-1 of q, of the
+ * keys and of its output, VEC = 16/SB, so a key row is read with one
+ * 16-byte load per lane and chunk. All K and V loads of a step are issued
+ * first; scores are reduced over the group with shuffles; each group keeps
+ * its own online softmax in fp32, base 2 (q is pre-scaled by scale·log2 e):
+ * running max m, sum l, and output o. At the end groups merge within the
+ * warp by shuffles, warps within the block through shared memory (each
+ * partial weighted by 2^(m_i - max)).
+ *
+ * With SPLIT > 1 the block writes its (m, l, o) per head to a module-scope
+ * workspace, fences, and takes a ticket from a per-head-block counter; the
+ * block that takes the last ticket merges the SPLIT partials, writes O and
+ * resets the counter to 0 for the next launch. So one launch does it all,
+ * but two launches of this code object must not run concurrently (on two
+ * streams); they are serialised in the runtime's one stream. Slices with
+ * no keys (SPLIT > L) contribute m = -inf, l = 0. D < DMAX and D not a
+ * multiple of VEC are served (element loads, zeros past D).
+ */
+
+#define AD_VEC (16 / SB)                 /* elements per 16-byte chunk */
+#define AD_T (WARPS * WARP)              /* threads */
+#define AD_NG (AD_T / KL)                /* lane groups */
+#define AD_NC (DMAX / (KL * AD_VEC))     /* chunks per lane */
+#define AD_HMAX 128                      /* heads the workspace holds */
+#define AD_W (DMAX + 2)                  /* workspace floats per partial: m, l, o[DMAX] */
+#define AD_NEG_INF (-GC_INF)
+
+GC_GLOBAL float ad_ws[SPLIT > 1 ? AD_HMAX * SPLIT * AD_W : 1];
+GC_GLOBAL unsigned ad_cnt[SPLIT > 1 ? AD_HMAX : 1];
+
+/* out := row[d0 .. d0+VEC-1] widened, zeros past D. vec_ok: D % VEC == 0
+ * (then every chunk is aligned and wholly inside or outside the row). */
+template <class T>
+GC_DEVICE void ad_load(const T *row, int64_t d0, int64_t D, int vec_ok, float *out) {
+  if (vec_ok && d0 < D) {
+    gc_ldv<AD_VEC>(row + d0, out);
+  } else {
+    GC_UNROLL(AD_VEC)
+    for (int e = 0; e < AD_VEC; e++)
+      out[e] = !vec_ok && d0 + e < D ? gc_ld(row, d0 + e) : 0.0f;
+  }
+}
+
+/* The weight 2^(m - mx) of a partial with max m in a merge with max mx;
+ * 0 for an empty partial (m = -inf), whatever mx is. */
+GC_DEVICE float ad_weight(float m, float mx) {
+  return m == AD_NEG_INF ? 0.0f : gc_exp2(m - mx);
+}
+
+GC_KERNEL_BOUNDS(AD_T)
+void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, int64_t M, int64_t H,
+                      int64_t G, int64_t D, int64_t pos0, float scale) {
+  GC_SHARED float sm_m[WARPS][HPB], sm_l[WARPS][HPB], sm_o[WARPS][HPB][DMAX];
+  GC_SHARED int s_last;
+  if (M != 1 || G <= 0 || H % G || (H / G) % HPB || D <= 0 || D > DMAX ||
+      (SPLIT > 1 && H > AD_HMAX))
+    return; /* outside @applies */
+  const int64_t hb = gc_bid() / SPLIT, h0 = hb * HPB, g = h0 / (H / G);
+  const int sp = (int)(gc_bid() % SPLIT);
+  const int tid = gc_tid(), lane = gc_lane(), w = tid / GC_WARP;
+  const int kl = tid % KL, grp = tid / KL;
+  const int vec_ok = D % AD_VEC == 0;
+  const int64_t L = pos0 + 1, cs = gc_cdiv(L, SPLIT);
+  const int64_t j0 = gc_min64(L, sp * cs), j1 = gc_min64(L, j0 + cs);
+
+  /* q, pre-scaled into the base-2 domain */
+  const float qs = scale * 1.4426950408889634f;
+  float q[HPB][AD_NC][AD_VEC];
+  GC_UNROLL(HPB)
+  for (int hh = 0; hh < HPB; hh++)
+    GC_UNROLL(AD_NC)
+    for (int c = 0; c < AD_NC; c++) {
+      ad_load(Q + (h0 + hh) * D, (int64_t)(c * KL + kl) * AD_VEC, D, vec_ok, q[hh][c]);
+      GC_UNROLL(AD_VEC)
+      for (int e = 0; e < AD_VEC; e++)
+        q[hh][c][e] *= qs;
+    }
+
+  float m[HPB], l[HPB], o[HPB][AD_NC][AD_VEC];
+  GC_UNROLL(HPB)
+  for (int hh = 0; hh < HPB; hh++) {
+    m[hh] = AD_NEG_INF, l[hh] = 0.0f;
+    GC_UNROLL(AD_NC)
+    for (int c = 0; c < AD_NC; c++)
+      GC_UNROLL(AD_VEC)
+      for (int e = 0; e < AD_VEC; e++)
+        o[hh][c][e] = 0.0f;
+  }
+
+  const int64_t ld = G * D;
+  const TB *kb = Kc + g * D, *vb = Vc + g * D;
+  /* The loop bound is the warp's first group, so all lanes of a warp run
+   * the same steps (the shuffles need them); later groups mask keys. */
+  const int grp0 = w * (GC_WARP / KL);
+  for (int64_t jbase = j0; jbase + (int64_t)grp0 * U < j1; jbase += (int64_t)AD_NG * U) {
+    const int64_t jb = jbase + (int64_t)grp * U;
+    float kf[U][AD_NC][AD_VEC], vf[U][AD_NC][AD_VEC];
+    GC_UNROLL(U)
+    for (int u = 0; u < U; u++)
+      GC_UNROLL(AD_NC)
+      for (int c = 0; c < AD_NC; c++) {
+        int64_t d0 = (int64_t)(c * KL + kl) * AD_VEC;
+        if (jb + u < j1) {
+          ad_load(kb + (jb + u) * ld, d0, D, vec_ok, kf[u][c]);
+          ad_load(vb + (jb + u) * ld, d0, D, vec_ok, vf[u][c]);
+        } else {
+          GC_UNROLL(AD_VEC)
+          for (int e = 0; e < AD_VEC; e++)
+            kf[u][c][e] = 0.0f, vf[u][c][e] = 0.0f;
+        }
+      }
+    GC_UNROLL(HPB)
+    for (int hh = 0; hh < HPB; hh++) {
+      float s[U], mx = m[hh];
+      GC_UNROLL(U)
+      for (int u = 0; u < U; u++) {
+        float d = 0.0f;
+        GC_UNROLL(AD_NC)
+        for (int c = 0; c < AD_NC; c++)
+          GC_UNROLL(AD_VEC)
+          for (int e = 0; e < AD_VEC; e++)
+            d = gc_fma(q[hh][c][e], kf[u][c][e], d);
+        d = gc_group_sum(d, KL);
+        s[u] = jb + u < j1 ? d : AD_NEG_INF;
+        mx = gc_max(mx, s[u]);
+      }
+      if (mx == AD_NEG_INF)
+        continue; /* no keys yet for this group */
+      float corr = ad_weight(m[hh], mx), ls = 0.0f;
+      GC_UNROLL(AD_NC)
+      for (int c = 0; c < AD_NC; c++)
+        GC_UNROLL(AD_VEC)
+        for (int e = 0; e < AD_VEC; e++)
+          o[hh][c][e] *= corr;
+      GC_UNROLL(U)
+      for (int u = 0; u < U; u++) {
+        float p = gc_exp2(s[u] - mx); /* 0 for masked keys */
+        ls += p;
+        GC_UNROLL(AD_NC)
+        for (int c = 0; c < AD_NC; c++)
+          GC_UNROLL(AD_VEC)
+          for (int e = 0; e < AD_VEC; e++)
+            o[hh][c][e] = gc_fma(p, vf[u][c][e], o[hh][c][e]);
+      }
+      l[hh] = l[hh] * corr + ls;
+      m[hh] = mx;
+    }
+  }
+
+  /* Merge the lane groups of each warp (butterfly over group bits). */
+  for (int mask = KL; mask < GC_WARP; mask <<= 1) {
+    GC_UNROLL(HPB)
+    for (int hh = 0; hh < HPB; hh++) {
+      float mo = gc_shfl_xor(m[hh], mask), lo = gc_shfl_xor(l[hh], mask);
+      float mn = gc_max(m[hh], mo), a = ad_weight(m[hh], mn), b = ad_weight(mo, mn);
+      l[hh] = l[hh] * a + lo * b;
+      GC_UNROLL(AD_NC)
+      for (int c = 0; c < AD_NC; c++)
+        GC_UNROLL(AD_VEC)
+        for (int e = 0; e < AD_VEC; e++) {
+          float oo = gc_shfl_xor(o[hh][c][e], mask);
+          o[hh][c][e] = o[hh][c][e] * a + oo * b;
+        }
+      m[hh] = mn;
+    }
+  }
+  if (lane < KL) { /* group 0 of the warp now holds the warp's result */
+    GC_UNROLL(HPB)
+    for (int hh = 0; hh < HPB; hh++) {
+      if (lane == 0)
+        sm_m[w][hh] = m[hh], sm_l[w][hh] = l[hh];
+      GC_UNROLL(AD_NC)
+      for (int c = 0; c < AD_NC; c++)
+        GC_UNROLL(AD_VEC)
+        for (int e = 0; e < AD_VEC; e++)
+          sm_o[w][hh][(c * KL + kl) * AD_VEC + e] = o[hh][c][e];
+    }
+  }
+  gc_barrier();
+
+  /* Merge the warps: thread t takes (head, element) pairs. */
+  for (int64_t i = tid; i < HPB * D; i += AD_T) {
+    int hh = (int)(i / D), d = (int)(i % D);
+    float mx = AD_NEG_INF, os = 0.0f, ls = 0.0f;
+    for (int k = 0; k < WARPS; k++)
+      mx = gc_max(mx, sm_m[k][hh]);
+    for (int k = 0; k < WARPS; k++) {
+      float wt = ad_weight(sm_m[k][hh], mx);
+      os += wt * sm_o[k][hh][d];
+      ls += wt * sm_l[k][hh];
+    }
+    if (SPLIT == 1) {
+      STORE_C(O, (h0 + hh) * D + d, os / ls);
+    } else {
+      float *p = ad_ws + ((h0 + hh) * SPLIT + sp) * AD_W;
+      if (d == 0)
+        gc_st_cg(p, mx), gc_st_cg(p + 1, ls);
+      gc_st_cg(p + 2 + d, os);
+    }
+  }
+  if (SPLIT == 1)
+    return;
+
+  /* Hand off: the last block of this head block merges the slices. */
+  gc_fence_device();
+  gc_barrier();
+  if (tid == 0)
+    s_last = gc_atomic_add(&ad_cnt[hb], 1u) == SPLIT - 1;
+  gc_barrier();
+  if (!s_last)
+    return;
+  gc_fence_device();
+  for (int64_t i = tid; i < HPB * D; i += AD_T) {
+    int hh = (int)(i / D), d = (int)(i % D);
+    const float *p = ad_ws + (h0 + hh) * SPLIT * AD_W;
+    float mx = AD_NEG_INF, os = 0.0f, ls = 0.0f;
+    for (int k = 0; k < SPLIT; k++)
+      mx = gc_max(mx, gc_ld_cg(p + k * AD_W));
+    for (int k = 0; k < SPLIT; k++) {
+      float wt = ad_weight(gc_ld_cg(p + k * AD_W), mx);
+      os += wt * gc_ld_cg(p + k * AD_W + 2 + d);
+      ls += wt * gc_ld_cg(p + k * AD_W + 1);
+    }
+    STORE_C(O, (h0 + hh) * D + d, os / ls);
+  }
+  if (tid == 0)
+    ad_cnt[hb] = 0u; /* ready for the next launch (stream order) */
+}

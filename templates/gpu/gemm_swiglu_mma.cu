@@ -1,0 +1,229 @@
+/* gemm_swiglu_mma.cu — NVIDIA tensor-core gate/up GEMM with the SwiGLU
+ * epilogue (mma.sync, sm_80+), f16 or bf16 in and out, fp32 accumulation:
+ * C[M,N] = silu(A·Wgᵀ) ⊙ (A·Wuᵀ), W[2N,K] = gate rows 0..N-1, up rows
+ * N..2N-1.
+ *
+ * @template gemm_swiglu_mma
+ * @op gemm_swiglu
+ * @backend cuda
+ * @dtypes f16 bf16
+ * @kernel gemm_swiglu_mma
+ * @param BM 32 64 128 256 default 128 -- block tile rows
+ * @param BN 32 64 128 default 64 -- block tile columns of C (as many gate and as many up rows of W)
+ * @param BK 16 32 64 default 32 -- K depth of a pipeline stage
+ * @param WM 16 32 64 128 default 32 -- warp tile rows (multiple of the mma's 16)
+ * @param WN 16 32 64 default 32 -- warp tile columns (pairs of the mma's 8), gate and up each
+ * @param STAGES 2 3 4 5 default 4 -- cp.async pipeline depth (shared-memory stages)
+ * @param SWZ 0 1 default 1 -- shared layout: 0 pads rows by 16 bytes, 1 XOR-swizzles 16-byte chunks
+ * @param RASTER 1 4 8 default 8 -- block rows walked together (L2 reuse of W columns)
+ * @constraint BM % WM == 0 && BN % WN == 0 -- whole warp tiles
+ * @constraint (BM / WM) * (BN / WN) * 32 >= 64 && (BM / WM) * (BN / WN) * 32 <= min(512, MAXT) -- 2 to 16 warps
+ * @constraint 2 * WM * WN / 32 <= 128 -- fp32 accumulators (gate and up) per thread
+ * @constraint 2 * WM * WN / 32 + 8 * WM / 16 + 8 * WN / 8 + 64 <= min(255, 65536 / ((BM / WM) * (BN / WN) * 32)) -- accumulators and fragments fit the register budget
+ * @constraint STAGES * (BM + 2 * BN) * (BK + 8 * (1 - SWZ)) * 2 <= SMEM -- the pipeline fits in shared memory
+ * @constraint WARP == 32 -- NVIDIA warps
+ * @shmem STAGES * (BM + 2 * BN) * (BK + 8 * (1 - SWZ)) * 2
+ * @applies K % 8 == 0 -- rows of A and W are whole 16-byte chunks (cp.async)
+ * @grid cdiv(M, BM) * cdiv(N, BN) 1 1
+ * @block (BM / WM) * (BN / WN) * 32 1 1
+ * @priority 3
+ *
+ * gemm_mma's structure (see there: grouped raster, cp.async pipeline with
+ * zero-filled edges, padded or XOR-swizzled shared rows, ldmatrix
+ * fragments, m16n8k16 mma.sync) with two B tiles per stage: gate rows
+ * n0 .. n0+BN-1 and up rows N+n0 .. N+n0+BN-1 of W. Each warp loads its A
+ * fragments once per k step and multiplies them into a gate and an up
+ * accumulator set; the epilogue writes g / (1 + e^-g) · u computed in fp32
+ * and rounded once (e^-g overflowing to inf gives silu = -0).
+ */
+
+#define GM_WARPS ((BM / WM) * (BN / WN))
+#define GM_T (GM_WARPS * 32)
+#define GM_RC (BK / 8)                    /* 16-byte chunks per tile row */
+#define GM_LDK (BK + 8 * (1 - SWZ))       /* halves per shared row */
+#define GM_ASZ (BM * GM_LDK)              /* halves per A stage */
+#define GM_BSZ (BN * GM_LDK)             /* halves per gate (or up) stage */
+#define GM_MT (WM / 16)                   /* mma tiles down a warp tile */
+#define GM_NT (WN / 8)                    /* mma tiles across */
+#if GC_TA == GC_BF16
+#define GM_MMA "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+#else
+#define GM_MMA "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+#endif
+
+/* Byte offset of 16-byte chunk c of row r in a tile (see the header). */
+GC_DEVICE unsigned gm_off(int r, int c) {
+  if (SWZ) {
+    if (GM_RC >= 8)
+      c ^= r & 7;
+    else
+      c ^= (r / (8 / GM_RC)) % GM_RC;
+  }
+  return (unsigned)(r * GM_LDK * 2 + c * 16);
+}
+
+GC_DEVICE unsigned gm_smem_addr(const void *p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes from global g to shared address s; n = 16 copies, n = 0
+ * writes zeros (g is then not read). */
+GC_DEVICE void gm_cp16(unsigned s, const void *g, int n) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(n));
+}
+GC_DEVICE void gm_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> GC_DEVICE void gm_wait(void) {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+GC_DEVICE void gm_ldsm4(unsigned addr, uint32_t r[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+GC_DEVICE void gm_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm volatile(GM_MMA " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Issue the copies of rows r0 .. r0+R-1 (of nr), columns k0 .. k0+BK-1
+ * (of K) of X into the tile at shared address s. */
+template <int R>
+GC_DEVICE void gm_load_tile(unsigned s, const TA *X, int64_t r0, int64_t nr, int64_t k0,
+                            int64_t K) {
+  const int NCH = R * GM_RC;
+  GC_UNROLL((NCH + GM_T - 1) / GM_T)
+  for (int i = 0; i < (NCH + GM_T - 1) / GM_T; i++) {
+    int id = gc_tid() + i * GM_T;
+    if (NCH % GM_T == 0 || id < NCH) {
+      int r = id / GM_RC, c = id % GM_RC;
+      int64_t k = k0 + c * 8;
+      bool ok = r0 + r < nr && k < K;
+      const TA *g = ok ? X + (r0 + r) * K + k : X;
+      gm_cp16(s + gm_off(r, c), g, ok ? 16 : 0);
+    }
+  }
+}
+
+/* B fragments of the warp's WN columns at k step kk of the tile at sb. */
+GC_DEVICE void gm_bfrag(unsigned sb, int wn, int lane, int kk, uint32_t b[GM_NT][2]) {
+  GC_UNROLL(GM_NT / 2)
+  for (int j = 0; j < GM_NT / 2; j++) { /* matrices (n0-7,k0) (n0-7,k1) (n8-15,k0) (n8-15,k1) */
+    uint32_t r[4];
+    gm_ldsm4(sb + gm_off(wn * WN + j * 16 + (lane & 7) + ((lane >> 4) << 3),
+                         kk * 2 + ((lane >> 3) & 1)),
+             r);
+    b[2 * j][0] = r[0], b[2 * j][1] = r[1];
+    b[2 * j + 1][0] = r[2], b[2 * j + 1][1] = r[3];
+  }
+}
+
+/* ag += A·Wgᵀ, au += A·Wuᵀ over the stage, for this warp's tile. */
+GC_DEVICE void gm_stage_math(unsigned sa, unsigned sg, unsigned su, int wm, int wn, int lane,
+                             float ag[GM_MT][GM_NT][4], float au[GM_MT][GM_NT][4]) {
+  GC_UNROLL(BK / 16)
+  for (int kk = 0; kk < BK / 16; kk++) {
+    uint32_t a[GM_MT][4], b[GM_NT][2];
+    GC_UNROLL(GM_MT)
+    for (int i = 0; i < GM_MT; i++) /* lanes 0-15: rows, k chunk 0; 16-31: chunk 1 */
+      gm_ldsm4(sa + gm_off(wm * WM + i * 16 + (lane & 15), kk * 2 + (lane >> 4)), a[i]);
+    gm_bfrag(sg, wn, lane, kk, b);
+    GC_UNROLL(GM_MT)
+    for (int i = 0; i < GM_MT; i++)
+      GC_UNROLL(GM_NT)
+      for (int j = 0; j < GM_NT; j++)
+        gm_mma(ag[i][j], a[i], b[j][0], b[j][1]);
+    gm_bfrag(su, wn, lane, kk, b);
+    GC_UNROLL(GM_MT)
+    for (int i = 0; i < GM_MT; i++)
+      GC_UNROLL(GM_NT)
+      for (int j = 0; j < GM_NT; j++)
+        gm_mma(au[i][j], a[i], b[j][0], b[j][1]);
+  }
+}
+
+/* C[m][n], C[m][n+1] := x, y (each only inside the matrix). */
+GC_DEVICE void gm_store2(TC *C, int64_t M, int64_t N, int64_t m, int64_t n, float x, float y) {
+  if (m >= M || n >= N)
+    return;
+  TC *p = C + m * N + n;
+  if (N % 2 == 0) { /* n is even: an aligned pair */
+    float v[2] = {x, y};
+    gc_stv<2>(p, v);
+  } else {
+    gc_st(p, 0, x);
+    if (n + 1 < N)
+      gc_st(p, 1, y);
+  }
+}
+
+/* silu(g) · u in fp32. */
+GC_DEVICE float gm_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
+
+GC_KERNEL_BOUNDS(GM_T)
+void gemm_swiglu_mma(const TA *A, const TB *W, TC *C, int64_t M, int64_t N, int64_t K) {
+  unsigned char *smem = gc_dyn_shared();
+  const int64_t nbm = gc_cdiv(M, BM), nbn = gc_cdiv(N, BN);
+  if (nbm <= 0 || nbn <= 0)
+    return;
+  /* grouped raster: RASTER block rows at a time, column by column */
+  const int64_t bid = gc_bid(), gsz = (int64_t)RASTER * nbn, first = bid / gsz * RASTER;
+  const int64_t rows = gc_min64(nbm - first, RASTER);
+  const int64_t m0 = (first + bid % gsz % rows) * BM, n0 = bid % gsz / rows * BN;
+
+  const int lane = gc_lane(), w = gc_tid() / 32;
+  const int wm = w / (BN / WN), wn = w % (BN / WN);
+  const unsigned s0 = gm_smem_addr(smem);
+  const unsigned stage_bytes = (GM_ASZ + 2 * GM_BSZ) * 2;
+  const TB *Wu = W + N * K; /* up rows */
+
+  float ag[GM_MT][GM_NT][4], au[GM_MT][GM_NT][4];
+  GC_UNROLL(GM_MT)
+  for (int i = 0; i < GM_MT; i++)
+    GC_UNROLL(GM_NT)
+    for (int j = 0; j < GM_NT; j++)
+      GC_UNROLL(4)
+      for (int e = 0; e < 4; e++)
+        ag[i][j][e] = 0.0f, au[i][j][e] = 0.0f;
+
+  const int64_t kt_n = gc_cdiv(K, BK);
+  GC_UNROLL(STAGES - 1)
+  for (int s = 0; s < STAGES - 1; s++) {
+    if (s < kt_n) {
+      unsigned sa = s0 + s * stage_bytes;
+      gm_load_tile<BM>(sa, A, m0, M, (int64_t)s * BK, K);
+      gm_load_tile<BN>(sa + GM_ASZ * 2, W, n0, N, (int64_t)s * BK, K);
+      gm_load_tile<BN>(sa + (GM_ASZ + GM_BSZ) * 2, Wu, n0, N, (int64_t)s * BK, K);
+    }
+    gm_commit();
+  }
+  for (int64_t kt = 0; kt < kt_n; kt++) {
+    gm_wait<STAGES - 2>(); /* tile kt has landed (for this thread) */
+    gc_barrier();          /* ... for all threads; tile kt-1 is consumed */
+    int64_t nx = kt + STAGES - 1;
+    if (nx < kt_n) {
+      unsigned sa = s0 + (unsigned)(nx % STAGES) * stage_bytes;
+      gm_load_tile<BM>(sa, A, m0, M, nx * BK, K);
+      gm_load_tile<BN>(sa + GM_ASZ * 2, W, n0, N, nx * BK, K);
+      gm_load_tile<BN>(sa + (GM_ASZ + GM_BSZ) * 2, Wu, n0, N, nx * BK, K);
+    }
+    gm_commit();
+    unsigned sa = s0 + (unsigned)(kt % STAGES) * stage_bytes;
+    gm_stage_math(sa, sa + GM_ASZ * 2, sa + (GM_ASZ + GM_BSZ) * 2, wm, wn, lane, ag, au);
+  }
+  gm_wait<0>();
+
+  const int g = lane >> 2, t = lane & 3;
+  GC_UNROLL(GM_MT)
+  for (int i = 0; i < GM_MT; i++)
+    GC_UNROLL(GM_NT)
+    for (int j = 0; j < GM_NT; j++) {
+      int64_t m = m0 + wm * WM + i * 16 + g, n = n0 + wn * WN + j * 8 + 2 * t;
+      gm_store2(C, M, N, m, n, gm_swiglu(ag[i][j][0], au[i][j][0]),
+                gm_swiglu(ag[i][j][1], au[i][j][1]));
+      gm_store2(C, M, N, m + 8, n, gm_swiglu(ag[i][j][2], au[i][j][2]),
+                gm_swiglu(ag[i][j][3], au[i][j][3]));
+    }
+}

@@ -1,0 +1,170 @@
+/* gemv.cu — GPU GEMM for a few rows of A (the decode path):
+ * C[M,N] = A[M,K] · B[N,K]ᵀ, M <= MMAX <= 16, fp32 accumulation. Memory
+ * bound on B: every byte of B is read once, 16 bytes per lane per access.
+ *
+ * @template gemv_gpu
+ * @op gemm
+ * @backend gpu
+ * @dtypes f32 f16 bf16 f32:f16:f32 f32:bf16:f32
+ * @kernel gemv_gpu
+ * @param WARPS 2 4 8 16 default 8 -- warps per block
+ * @param KS 1 2 4 8 default 2 -- warps that split one row group's K range (block-level split-K)
+ * @param ROWS 1 2 4 8 default 2 -- rows of B (outputs) per warp, streamed together
+ * @param UNR 1 2 4 default 2 -- 16-byte chunks per lane per row in flight per step
+ * @param MMAX 1 2 4 8 16 default 1 -- largest M served; bodies for M <= 1, 2, 4, 8, 16 up to it are compiled in
+ * @param OCC 1 2 default 2 -- blocks per SM the register budget is planned for (65536 / (OCC * threads) per thread)
+ * @constraint WARPS % KS == 0 -- warps form whole row groups
+ * @constraint WARPS * WARP <= MAXT -- a legal block
+ * @constraint ROWS * UNR <= 16 -- bounded loads in flight per lane (registers)
+ * @constraint MMAX * ROWS <= 32 -- bounded accumulators per lane (registers)
+ * @constraint OCC * WARPS * WARP <= 2048 -- that many blocks can be resident
+ * @constraint MMAX * (ROWS + 4) + (UNR * ROWS + 2) * (16 / SB) + 32 <= 65536 / (OCC * WARPS * 32) -- estimated registers (accumulators, B and A chunks in flight, addresses) fit the budget
+ * @applies M <= MMAX && M <= 16 -- one register block of A rows
+ * @grid cdiv(N, WARPS / KS * ROWS) 1 1
+ * @block WARPS * WARP 1 1
+ * @priority 2
+ *
+ * Block b owns the RB = (WARPS/KS)·ROWS outputs columns b·RB .. b·RB+RB-1
+ * (rows of B), for all M rows of A. Warp w belongs to row group w / KS
+ * (ROWS consecutive rows of B) and takes K slice w % KS: with 16-byte
+ * chunks of B (VEC = 16/SB elements), step s of slice k covers chunks
+ * (s·KS + k)·UNR·WARP + u·WARP + lane, u < UNR, so every access
+ * instruction of a warp reads WARP·16 contiguous bytes of one row and each
+ * lane has ROWS·UNR independent 16-byte loads in flight. The matching
+ * chunks of A (tiny, cached in L1/L2) are read per row of A. Each lane
+ * keeps M×ROWS fp32 accumulators; at the end they are summed across the
+ * warp with shuffles and, when KS > 1, across the KS warps of a row group
+ * in shared memory; one thread writes each output, so C is written once,
+ * by one block, and never read.
+ *
+ * M is a run-time value: the kernel dispatches to a body compiled for the
+ * smallest of 1, 2, 4, 8, 16 that is >= M (rows past M are not loaded).
+ * The kernel's register count is that of its largest body, so a variant
+ * with a large MMAX runs M = 1 at a lower occupancy: MMAX is tuned per
+ * problem, and the default (1) is the decode case.
+ * When K % VEC != 0 the rows are not 16-byte aligned and the same bodies
+ * run with one element per chunk (slow, but any K). Rows of B past N are
+ * clamped to row N-1 and not stored.
+ */
+
+#define GV_VEC (16 / SB)             /* elements of B per 16-byte chunk */
+#define GV_RG (WARPS / KS)           /* row groups per block */
+#define GV_RB (GV_RG * ROWS)         /* outputs (rows of B) per block */
+
+/* Accumulate this lane's share of A·Bᵀ for MR rows of A (M <= MR) and the
+ * warp's ROWS rows of B, CW elements per chunk (GV_VEC or 1), then reduce
+ * and store. red: shared scratch, WARPS·MR·ROWS floats (KS > 1). */
+template <int MR, int CW>
+GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K,
+                         float *red) {
+  const int w = gc_tid() / GC_WARP, lane = gc_lane();
+  const int g = w / KS, ks = w % KS;
+  const int64_t n0 = gc_bid() * GV_RB + (int64_t)g * ROWS;
+  const TB *b[ROWS];
+  GC_UNROLL(ROWS)
+  for (int r = 0; r < ROWS; r++)
+    b[r] = B + gc_min64(n0 + r, N - 1) * K;
+
+  float acc[MR][ROWS];
+  GC_UNROLL(MR)
+  for (int m = 0; m < MR; m++)
+    GC_UNROLL(ROWS)
+    for (int r = 0; r < ROWS; r++)
+      acc[m][r] = 0.0f;
+
+  const int64_t nq = K / CW; /* chunks per row */
+  const int64_t step = (int64_t)KS * UNR * GC_WARP;
+  for (int64_t q0 = (int64_t)ks * UNR * GC_WARP + lane; q0 < nq; q0 += step) {
+    float bv[UNR][ROWS][CW];
+    GC_UNROLL(UNR)
+    for (int u = 0; u < UNR; u++) {
+      int64_t q = q0 + (int64_t)u * GC_WARP;
+      GC_UNROLL(ROWS)
+      for (int r = 0; r < ROWS; r++) {
+        if (q < nq) {
+          gc_ldv<CW>(b[r] + q * CW, bv[u][r]);
+        } else {
+          GC_UNROLL(CW)
+          for (int e = 0; e < CW; e++)
+            bv[u][r][e] = 0.0f;
+        }
+      }
+    }
+    GC_UNROLL(UNR)
+    for (int u = 0; u < UNR; u++) {
+      int64_t q = q0 + (int64_t)u * GC_WARP;
+      if (q >= nq)
+        break;
+      GC_UNROLL(MR)
+      for (int m = 0; m < MR; m++) {
+        if (m < M) {
+          float av[CW];
+          gc_ldv<CW>(A + m * K + q * CW, av);
+          GC_UNROLL(ROWS)
+          for (int r = 0; r < ROWS; r++)
+            GC_UNROLL(CW)
+            for (int e = 0; e < CW; e++)
+              acc[m][r] = gc_fma(av[e], bv[u][r][e], acc[m][r]);
+        }
+      }
+    }
+  }
+
+  /* Reduce over the warp; lane (m·ROWS + r) % WARP keeps output (m, r). */
+  GC_UNROLL(MR)
+  for (int m = 0; m < MR; m++)
+    GC_UNROLL(ROWS)
+    for (int r = 0; r < ROWS; r++)
+      acc[m][r] = gc_warp_sum(acc[m][r]);
+  if (KS == 1) {
+    GC_UNROLL(MR)
+    for (int m = 0; m < MR; m++)
+      GC_UNROLL(ROWS)
+      for (int r = 0; r < ROWS; r++)
+        if (lane == (m * ROWS + r) % GC_WARP && m < M && n0 + r < N)
+          STORE_C(C, m * N + n0 + r, acc[m][r]);
+    return;
+  }
+  GC_UNROLL(MR)
+  for (int m = 0; m < MR; m++)
+    GC_UNROLL(ROWS)
+    for (int r = 0; r < ROWS; r++)
+      if (lane == (m * ROWS + r) % GC_WARP)
+        red[(w * MR + m) * ROWS + r] = acc[m][r];
+  gc_barrier();
+  for (int o = gc_tid(); o < GV_RG * MR * ROWS; o += WARPS * GC_WARP) {
+    int gg = o / (MR * ROWS), m = o / ROWS % MR, r = o % ROWS;
+    int64_t n = gc_bid() * GV_RB + (int64_t)gg * ROWS + r;
+    float s = 0.0f;
+    for (int k = 0; k < KS; k++)
+      s += red[((gg * KS + k) * MR + m) * ROWS + r];
+    if (m < M && n < N)
+      STORE_C(C, m * N + n, s);
+  }
+}
+
+template <int CW>
+GC_DEVICE void gemv_dispatch(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K,
+                             float *red) {
+  if (M <= 1 || MMAX < 2)
+    gemv_body<1, CW>(A, B, C, M, N, K, red);
+  else if (M <= 2 || MMAX < 4)
+    gemv_body<(MMAX < 2 ? MMAX : 2), CW>(A, B, C, M, N, K, red);
+  else if (M <= 4 || MMAX < 8)
+    gemv_body<(MMAX < 4 ? MMAX : 4), CW>(A, B, C, M, N, K, red);
+  else if (M <= 8 || MMAX < 16)
+    gemv_body<(MMAX < 8 ? MMAX : 8), CW>(A, B, C, M, N, K, red);
+  else
+    gemv_body<MMAX, CW>(A, B, C, M, N, K, red);
+}
+
+GC_KERNEL_OCC(WARPS * WARP, OCC)
+void gemv_gpu(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K) {
+  GC_SHARED float red[KS > 1 ? WARPS * MMAX * ROWS : 1];
+  if (M <= 0 || M > MMAX || N <= 0)
+    return; /* nothing to do, or outside @applies */
+  if (K % GV_VEC == 0)
+    gemv_dispatch<GV_VEC>(A, B, C, M, N, K, red);
+  else
+    gemv_dispatch<1>(A, B, C, M, N, K, red);
+}

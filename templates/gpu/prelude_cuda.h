@@ -1,0 +1,289 @@
+/* prelude_cuda.h — the text gen/ puts first in every generated NVIDIA kernel
+ * source (NVRTC, sm_80 / sm_90 / sm_90a). prelude_hip.h gives the same names
+ * for AMD, so a `@backend gpu` template is one source for both vendors.
+ *
+ * It owns: fixed-width integer types (NVRTC has no <stdint.h>), kernel and
+ * helper qualifiers, thread/block ids, barriers, warp shuffles and
+ * reductions, shared memory, device-scope atomics for cross-block handoff,
+ * the storage type of each dtype with scalar and vector (up to 16 bytes per
+ * access) loads widening to fp32 and stores narrowing from fp32 (round to
+ * nearest even), and fast math (gc_exp, gc_exp2, gc_rsqrt, gc_fma, sincos in
+ * double).
+ *
+ * Order of the generated source: this prelude, then the #defines of the
+ * target constants (WARP SMEM NSM MAXT), dtype sizes (SA SB SC), dtype codes
+ * (GC_TA GC_TB GC_TC) and parameters, then the template. So nothing here may
+ * use those names at prelude time: TA, TB, TC, LOAD_A, ... only name them in
+ * their bodies and expand at their use in the template.
+ *
+ * Only cuda_fp16.h and cuda_bf16.h are included (NVRTC finds them with
+ * -I<cuda>/include). The same text compiles under nvcc for offline checks,
+ * where the system's <stdint.h> types are already declared. */
+#ifndef GC_CUDA_PRELUDE_H
+#define GC_CUDA_PRELUDE_H
+
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#ifdef __CUDACC_RTC__
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+#else
+#include <stdint.h> /* offline nvcc checks only; NVRTC never sees this */
+#endif
+
+#define GC_CUDA 1
+#define GC_F32 0
+#define GC_F16 1
+#define GC_BF16 2
+
+/* ------------------------------------------------------------------ */
+/* Qualifiers, ids, barriers                                           */
+/* ------------------------------------------------------------------ */
+
+/* GC_KERNEL void f(...) is an entry point; GC_KERNEL_BOUNDS(n) also
+ * promises at most n threads per block, so the compiler may use up to
+ * 65536/n registers per thread. (The explicit minimum of 1 block per SM
+ * matters: with __launch_bounds__(n) alone, ptxas 13.0 was seen capping
+ * a 256-thread kernel at 32 registers and spilling.) */
+#define GC_KERNEL extern "C" __global__
+#define GC_KERNEL_BOUNDS(n) extern "C" __global__ __launch_bounds__(n, 1)
+/* ... and asks for b such blocks resident per SM: registers are capped at
+ * 65536/(n·b) per thread (an occupancy target for latency-bound kernels). */
+#define GC_KERNEL_OCC(n, b) extern "C" __global__ __launch_bounds__(n, b)
+#define GC_DEVICE __device__ __forceinline__ /* inline, so unused helpers draw no warning */
+#define GC_SHARED __shared__
+#define GC_GLOBAL __device__ /* a module-scope device variable */
+#define GC_RESTRICT __restrict__
+#define GC_ALIGN(n) __align__(n)
+
+#define GC_CAT_(a, b) a##b
+#define GC_CAT(a, b) GC_CAT_(a, b)
+#define GC_STR_(x) #x
+#define GC_STR(x) GC_STR_(x)
+/* Unroll the next loop n times; n may be a macro (a parameter). */
+#define GC_UNROLL(n) _Pragma(GC_STR(unroll n))
+
+#define GC_WARP 32
+
+GC_DEVICE int gc_tid(void) { return (int)threadIdx.x; }
+GC_DEVICE int gc_tid_y(void) { return (int)threadIdx.y; }
+GC_DEVICE int gc_tid_z(void) { return (int)threadIdx.z; }
+GC_DEVICE int64_t gc_bid(void) { return (int64_t)blockIdx.x; }
+GC_DEVICE int64_t gc_bid_y(void) { return (int64_t)blockIdx.y; }
+GC_DEVICE int64_t gc_bid_z(void) { return (int64_t)blockIdx.z; }
+/* Lane of the calling thread within its warp. */
+GC_DEVICE int gc_lane(void) {
+  unsigned l;
+  asm("mov.u32 %0, %%laneid;" : "=r"(l));
+  return (int)l;
+}
+
+/* All threads of the block arrive; shared-memory writes before are seen
+ * by reads after. */
+GC_DEVICE void gc_barrier(void) { __syncthreads(); }
+/* The same for the threads of one warp (all lanes must call it). */
+GC_DEVICE void gc_syncwarp(void) { __syncwarp(); }
+
+/* Dynamic shared memory (@shmem bytes), 16-byte aligned at least. */
+extern __shared__ __align__(16) unsigned char gc_dyn_smem_[];
+GC_DEVICE unsigned char *gc_dyn_shared(void) { return gc_dyn_smem_; }
+
+/* ------------------------------------------------------------------ */
+/* Warp shuffles and reductions (full warp, all lanes active)          */
+/* ------------------------------------------------------------------ */
+
+GC_DEVICE float gc_shfl_xor(float v, int mask) {
+  return __shfl_xor_sync(0xffffffffu, v, mask);
+}
+GC_DEVICE int gc_shfl_xor(int v, int mask) {
+  return __shfl_xor_sync(0xffffffffu, v, mask);
+}
+/* v of lane src (all lanes read). */
+GC_DEVICE float gc_shfl(float v, int src) { return __shfl_sync(0xffffffffu, v, src); }
+GC_DEVICE int gc_shfl(int v, int src) { return __shfl_sync(0xffffffffu, v, src); }
+
+/* Sum / max over aligned groups of w lanes (w a power of two <= GC_WARP);
+ * every lane of a group gets the group's result. */
+GC_DEVICE float gc_group_sum(float v, int w) {
+  for (int m = w >> 1; m > 0; m >>= 1)
+    v += gc_shfl_xor(v, m);
+  return v;
+}
+GC_DEVICE float gc_group_max(float v, int w) {
+  for (int m = w >> 1; m > 0; m >>= 1)
+    v = fmaxf(v, gc_shfl_xor(v, m));
+  return v;
+}
+GC_DEVICE float gc_warp_sum(float v) { return gc_group_sum(v, GC_WARP); }
+GC_DEVICE float gc_warp_max(float v) { return gc_group_max(v, GC_WARP); }
+
+/* ------------------------------------------------------------------ */
+/* Device-scope handoff between blocks of one launch                   */
+/* ------------------------------------------------------------------ */
+
+/* Orders this thread's earlier global writes before its later ones, as
+ * seen by every thread of the device. */
+GC_DEVICE void gc_fence_device(void) { __threadfence(); }
+/* *p += v atomically at device scope; returns the old value. */
+GC_DEVICE unsigned gc_atomic_add(unsigned *p, unsigned v) { return atomicAdd(p, v); }
+/* Loads/stores that bypass the (non-coherent) L1, for data another block
+ * wrote in this launch. */
+GC_DEVICE float gc_ld_cg(const float *p) { return __ldcg(p); }
+GC_DEVICE void gc_st_cg(float *p, float v) { __stcg(p, v); }
+
+/* ------------------------------------------------------------------ */
+/* Math                                                                */
+/* ------------------------------------------------------------------ */
+
+/* +infinity as a float expression. */
+#define GC_INF __int_as_float(0x7f800000)
+
+GC_DEVICE float gc_fma(float a, float b, float c) { return fmaf(a, b, c); }
+GC_DEVICE float gc_max(float a, float b) { return fmaxf(a, b); }
+GC_DEVICE float gc_min(float a, float b) { return fminf(a, b); }
+/* 2^x, about 2 ulp; results below 2^-126 flush to 0; exp2(-inf) = 0. */
+GC_DEVICE float gc_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+/* e^x as 2^(x·log2 e): a few ulp near 0, relative error growing like
+ * |x|·2^-24 for large |x| (the rounding of the product). */
+GC_DEVICE float gc_exp(float x) { return gc_exp2(x * 1.4426950408889634f); }
+/* 1/sqrt(x), about 2 ulp. */
+GC_DEVICE float gc_rsqrt(float x) { return rsqrtf(x); }
+GC_DEVICE float gc_sqrt(float x) { return sqrtf(x); }
+/* sin x and cos x in double, to about 1 ulp. */
+GC_DEVICE void gc_sincos_f64(double x, double *s, double *c) { sincos(x, s, c); }
+
+GC_DEVICE int64_t gc_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+GC_DEVICE int64_t gc_min64(int64_t a, int64_t b) { return a < b ? a : b; }
+GC_DEVICE int64_t gc_max64(int64_t a, int64_t b) { return a > b ? a : b; }
+GC_DEVICE uint32_t gc_f2u(float f) { return __float_as_uint(f); }
+GC_DEVICE float gc_u2f(uint32_t u) { return __uint_as_float(u); }
+
+/* ------------------------------------------------------------------ */
+/* Element types                                                       */
+/* ------------------------------------------------------------------ */
+
+typedef float gc_f32_t;
+typedef __half gc_f16_t;
+typedef __nv_bfloat16 gc_bf16_t;
+
+#define GC_DTNAME_0 f32
+#define GC_DTNAME_1 f16
+#define GC_DTNAME_2 bf16
+#define GC_DTNAME(code) GC_CAT(GC_DTNAME_, code)
+#define GC_STORAGE(code) GC_CAT(GC_CAT(gc_, GC_DTNAME(code)), _t)
+
+#define TA GC_STORAGE(GC_TA)
+#define TB GC_STORAGE(GC_TB)
+#define TC GC_STORAGE(GC_TC)
+
+/* Scalar: widen exactly, narrow with round to nearest even (NaN stays
+ * NaN, overflow gives inf). Overloaded on the storage type. */
+GC_DEVICE float gc_ld(const float *p, int64_t i) { return p[i]; }
+GC_DEVICE float gc_ld(const __half *p, int64_t i) { return __half2float(p[i]); }
+GC_DEVICE float gc_ld(const __nv_bfloat16 *p, int64_t i) {
+  return __uint_as_float((uint32_t)__bfloat16_as_ushort(p[i]) << 16);
+}
+GC_DEVICE void gc_st(float *p, int64_t i, float v) { p[i] = v; }
+GC_DEVICE void gc_st(__half *p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+GC_DEVICE void gc_st(__nv_bfloat16 *p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+/* float x = LOAD_A(p, i): element i of an A/B/C array, widened to fp32.
+ * STORE_C(p, i, x): narrow x to C's dtype and store it as element i. */
+#define LOAD_A(p, i) gc_ld((const TA *)(p), (i))
+#define LOAD_B(p, i) gc_ld((const TB *)(p), (i))
+#define LOAD_C(p, i) gc_ld((const TC *)(p), (i))
+#define STORE_C(p, i, v) gc_st((TC *)(p), (i), (v))
+
+/* Two elements packed in one 32-bit word <-> two floats. */
+GC_DEVICE void gc_unpack2(float, uint32_t, float *) {}
+GC_DEVICE void gc_unpack2(__half, uint32_t w, float *o) {
+  __half2 h = *reinterpret_cast<__half2 *>(&w);
+  float2 f = __half22float2(h);
+  o[0] = f.x, o[1] = f.y;
+}
+GC_DEVICE void gc_unpack2(__nv_bfloat16, uint32_t w, float *o) {
+  o[0] = __uint_as_float(w << 16), o[1] = __uint_as_float(w & 0xffff0000u);
+}
+GC_DEVICE uint32_t gc_pack2(__half, float a, float b) {
+  __half2 h = __floats2half2_rn(a, b);
+  return *reinterpret_cast<uint32_t *>(&h);
+}
+GC_DEVICE uint32_t gc_pack2(__nv_bfloat16, float a, float b) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<uint32_t *>(&h);
+}
+
+/* Raw aligned chunks of 4, 8 and 16 bytes. */
+struct GC_ALIGN(16) gc_raw16 { uint32_t w[4]; };
+struct GC_ALIGN(8) gc_raw8 { uint32_t w[2]; };
+struct gc_raw4 { uint32_t w[1]; };
+template <int BYTES> struct gc_raw_t;
+template <> struct gc_raw_t<4> { typedef gc_raw4 T; };
+template <> struct gc_raw_t<8> { typedef gc_raw8 T; };
+template <> struct gc_raw_t<16> { typedef gc_raw16 T; };
+
+/* o[0..N-1] := fp32 of p[0..N-1]. N·sizeof(T) is 2 or a multiple of 4,
+ * and p is aligned to min(16, N·sizeof(T)) bytes: one load per 16 bytes. */
+template <int N, class T> GC_DEVICE void gc_ldv(const T *p, float *o) {
+  constexpr int BYTES = N * (int)sizeof(T);
+  if constexpr (BYTES == 2) {
+    o[0] = gc_ld(p, 0);
+  } else {
+    constexpr int CH = BYTES < 16 ? BYTES : 16; /* bytes per access */
+    typedef typename gc_raw_t<CH>::T R;
+#pragma unroll
+    for (int c = 0; c < BYTES / CH; c++) {
+      R r = reinterpret_cast<const R *>(p)[c];
+#pragma unroll
+      for (int w = 0; w < CH / 4; w++) {
+        if constexpr (sizeof(T) == 4)
+          o[c * (CH / 4) + w] = __uint_as_float(r.w[w]);
+        else
+          gc_unpack2(T(), r.w[w], o + c * (CH / 2) + 2 * w);
+      }
+    }
+  }
+}
+
+/* p[0..N-1] := x[0..N-1] narrowed (same size/alignment rules as gc_ldv). */
+template <int N, class T> GC_DEVICE void gc_stv(T *p, const float *x) {
+  constexpr int BYTES = N * (int)sizeof(T);
+  if constexpr (BYTES == 2) {
+    gc_st(p, 0, x[0]);
+  } else {
+    constexpr int CH = BYTES < 16 ? BYTES : 16;
+    typedef typename gc_raw_t<CH>::T R;
+#pragma unroll
+    for (int c = 0; c < BYTES / CH; c++) {
+      R r;
+#pragma unroll
+      for (int w = 0; w < CH / 4; w++) {
+        if constexpr (sizeof(T) == 4)
+          r.w[w] = __float_as_uint(x[c * (CH / 4) + w]);
+        else
+          r.w[w] = gc_pack2(T(), x[c * (CH / 2) + 2 * w], x[c * (CH / 2) + 2 * w + 1]);
+      }
+      reinterpret_cast<R *>(p)[c] = r;
+    }
+  }
+}
+
+/* Vector forms of LOAD_A ... STORE_C: n elements from element i on, i and
+ * the array's base aligned as gc_ldv requires. */
+#define LOADV_A(n, p, i, o) gc_ldv<n>((const TA *)(p) + (i), (o))
+#define LOADV_B(n, p, i, o) gc_ldv<n>((const TB *)(p) + (i), (o))
+#define LOADV_C(n, p, i, o) gc_ldv<n>((const TC *)(p) + (i), (o))
+#define STOREV_C(n, p, i, x) gc_stv<n>((TC *)(p) + (i), (x))
+
+#endif /* GC_CUDA_PRELUDE_H */

@@ -1,0 +1,314 @@
+/* prelude_hip.h — the text gen/ puts first in every generated AMD kernel
+ * source (clang-19 or comgr, gfx90a / gfx942 / gfx1100). prelude_cuda.h
+ * gives the same names for NVIDIA, so a `@backend gpu` template is one
+ * source for both vendors.
+ *
+ * Header-free: only clang builtins (__builtin_amdgcn_*, __hip_atomic_*),
+ * so it compiles with -nogpuinc -nogpulib, without ROCm headers or device
+ * libraries. It owns: fixed-width integer types, kernel and helper
+ * qualifiers, thread/block ids, barriers, wave shuffles (ds_bpermute) and
+ * reductions, shared memory (LDS), device-scope atomics, the storage type
+ * of each dtype (_Float16; bf16 as raw bits) with scalar and vector loads
+ * widening to fp32 and stores narrowing from fp32 (round to nearest even),
+ * and math (gc_exp, gc_exp2, gc_rsqrt, gc_fma, and sincos in double, done
+ * here because there is no libm on the device).
+ *
+ * Order of the generated source: this prelude, then the #defines of the
+ * target constants (WARP SMEM NSM MAXT), dtype sizes, dtype codes and
+ * parameters, then the template; macros that depend on them expand at
+ * their use in the template. GC_WARP is the compiler's wavefront size
+ * (64 on CDNA gfx90a/gfx942, 32 on RDNA gfx1100), which gen's WARP must
+ * match. */
+#ifndef GC_HIP_PRELUDE_H
+#define GC_HIP_PRELUDE_H
+
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+
+#define GC_HIP 1
+#define GC_F32 0
+#define GC_F16 1
+#define GC_BF16 2
+
+/* ------------------------------------------------------------------ */
+/* Qualifiers, ids, barriers                                           */
+/* ------------------------------------------------------------------ */
+
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __shared__ __attribute__((shared))
+
+#define GC_KERNEL extern "C" __global__
+#define GC_KERNEL_BOUNDS(n) \
+  extern "C" __global__ __attribute__((amdgpu_flat_work_group_size(1, n)))
+/* ... and asks for b such blocks resident per CU (4 SIMDs): at least
+ * b·ceil(n/GC_WARP)/4 waves per SIMD, which caps VGPRs accordingly. */
+#define GC_KERNEL_OCC(n, b)                                              \
+  extern "C" __global__ __attribute__((amdgpu_flat_work_group_size(1, n), \
+                                       amdgpu_waves_per_eu(((b) * (((n) + GC_WARP - 1) / GC_WARP) + 3) / 4)))
+#define GC_DEVICE static __device__ inline __attribute__((always_inline))
+#define GC_SHARED __shared__
+#define GC_GLOBAL __device__ /* a module-scope device variable */
+#define GC_RESTRICT __restrict__
+#define GC_ALIGN(n) __attribute__((aligned(n)))
+
+#define GC_CAT_(a, b) a##b
+#define GC_CAT(a, b) GC_CAT_(a, b)
+#define GC_STR_(x) #x
+#define GC_STR(x) GC_STR_(x)
+/* Unroll the next loop n times; n may be a macro (a parameter). */
+#define GC_UNROLL(n) _Pragma(GC_STR(unroll n))
+
+#ifdef __AMDGCN_WAVEFRONT_SIZE
+#define GC_WARP __AMDGCN_WAVEFRONT_SIZE
+#else
+#define GC_WARP WARP /* gen's target constant */
+#endif
+
+GC_DEVICE int gc_tid(void) { return (int)__builtin_amdgcn_workitem_id_x(); }
+GC_DEVICE int gc_tid_y(void) { return (int)__builtin_amdgcn_workitem_id_y(); }
+GC_DEVICE int gc_tid_z(void) { return (int)__builtin_amdgcn_workitem_id_z(); }
+GC_DEVICE int64_t gc_bid(void) { return (int64_t)__builtin_amdgcn_workgroup_id_x(); }
+GC_DEVICE int64_t gc_bid_y(void) { return (int64_t)__builtin_amdgcn_workgroup_id_y(); }
+GC_DEVICE int64_t gc_bid_z(void) { return (int64_t)__builtin_amdgcn_workgroup_id_z(); }
+/* Lane of the calling thread within its wavefront. */
+GC_DEVICE int gc_lane(void) {
+  unsigned lo = __builtin_amdgcn_mbcnt_lo(~0u, 0u);
+  return GC_WARP == 64 ? (int)__builtin_amdgcn_mbcnt_hi(~0u, lo) : (int)lo;
+}
+
+/* All threads of the block arrive; LDS writes before are seen by reads
+ * after (what __syncthreads is in HIP). */
+GC_DEVICE void gc_barrier(void) {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+  __builtin_amdgcn_s_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+}
+/* The same for the lanes of one wavefront (all lanes must call it). */
+GC_DEVICE void gc_syncwarp(void) {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+  __builtin_amdgcn_wave_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+}
+
+/* Dynamic shared memory (@shmem bytes), 16-byte aligned at least. */
+extern __shared__ GC_ALIGN(16) unsigned char gc_dyn_smem_[];
+GC_DEVICE unsigned char *gc_dyn_shared(void) { return gc_dyn_smem_; }
+
+/* ------------------------------------------------------------------ */
+/* Wave shuffles and reductions (whole wave, all lanes active)         */
+/* ------------------------------------------------------------------ */
+
+GC_DEVICE int gc_shfl(int v, int src) {
+  return __builtin_amdgcn_ds_bpermute(src << 2, v);
+}
+GC_DEVICE float gc_shfl(float v, int src) {
+  return __builtin_bit_cast(float, gc_shfl(__builtin_bit_cast(int, v), src));
+}
+GC_DEVICE int gc_shfl_xor(int v, int mask) { return gc_shfl(v, gc_lane() ^ mask); }
+GC_DEVICE float gc_shfl_xor(float v, int mask) { return gc_shfl(v, gc_lane() ^ mask); }
+
+/* Sum / max over aligned groups of w lanes (w a power of two <= GC_WARP);
+ * every lane of a group gets the group's result. */
+GC_DEVICE float gc_group_sum(float v, int w) {
+  for (int m = w >> 1; m > 0; m >>= 1)
+    v += gc_shfl_xor(v, m);
+  return v;
+}
+GC_DEVICE float gc_group_max(float v, int w) {
+  for (int m = w >> 1; m > 0; m >>= 1)
+    v = __builtin_fmaxf(v, gc_shfl_xor(v, m));
+  return v;
+}
+GC_DEVICE float gc_warp_sum(float v) { return gc_group_sum(v, GC_WARP); }
+GC_DEVICE float gc_warp_max(float v) { return gc_group_max(v, GC_WARP); }
+
+/* ------------------------------------------------------------------ */
+/* Device-scope handoff between blocks of one launch                   */
+/* ------------------------------------------------------------------ */
+
+GC_DEVICE void gc_fence_device(void) { __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "agent"); }
+GC_DEVICE unsigned gc_atomic_add(unsigned *p, unsigned v) {
+  return __hip_atomic_fetch_add(p, v, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_AGENT);
+}
+GC_DEVICE float gc_ld_cg(const float *p) {
+  return __hip_atomic_load(p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+GC_DEVICE void gc_st_cg(float *p, float v) {
+  __hip_atomic_store(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+
+/* ------------------------------------------------------------------ */
+/* Math                                                                */
+/* ------------------------------------------------------------------ */
+
+/* +infinity as a float expression. */
+#define GC_INF __builtin_huge_valf()
+
+GC_DEVICE float gc_fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+GC_DEVICE float gc_max(float a, float b) { return __builtin_fmaxf(a, b); }
+GC_DEVICE float gc_min(float a, float b) { return __builtin_fminf(a, b); }
+/* 2^x (v_exp_f32, about 1 ulp); exp2(-inf) = 0. */
+GC_DEVICE float gc_exp2(float x) { return __builtin_amdgcn_exp2f(x); }
+/* e^x as 2^(x·log2 e), as on NVIDIA. */
+GC_DEVICE float gc_exp(float x) { return gc_exp2(x * 1.4426950408889634f); }
+GC_DEVICE float gc_rsqrt(float x) { return __builtin_amdgcn_rsqf(x); }
+GC_DEVICE float gc_sqrt(float x) { return __builtin_sqrtf(x); }
+
+/* sin x and cos x in double, about 1 ulp for |x| < 2^20·π/2 (larger x lose
+ * accuracy gradually). x = k·π/2 + r with π/2 in three parts (33, 33 and
+ * 53 bits, so k·part is exact), |r| <= π/4; then the Taylor series of sin r
+ * to r^17 and cos r to r^18 (first term dropped < 2^-60). */
+GC_DEVICE void gc_sincos_f64(double x, double *s, double *c) {
+  const double P1 = 0x1.921fb544p+0, P2 = 0x1.0b4611a6p-34, P3 = 0x1.3198a2e037073p-69;
+  double kf = __builtin_rint(x * 0x1.45f306dc9c883p-1);
+  double r = ((x - kf * P1) - kf * P2) - kf * P3;
+  double r2 = r * r, ts = 1, tc = 1;
+  for (int n = 17; n >= 3; n -= 2)
+    ts = 1 - r2 * (1.0 / (double)(n * (n - 1))) * ts;
+  for (int n = 18; n >= 2; n -= 2)
+    tc = 1 - r2 * (1.0 / (double)(n * (n - 1))) * tc;
+  double sr = r * ts, cr = tc;
+  switch ((long long)kf & 3) {
+  case 0: *s = sr, *c = cr; break;
+  case 1: *s = cr, *c = -sr; break;
+  case 2: *s = -sr, *c = -cr; break;
+  default: *s = -cr, *c = sr; break;
+  }
+}
+
+GC_DEVICE int64_t gc_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+GC_DEVICE int64_t gc_min64(int64_t a, int64_t b) { return a < b ? a : b; }
+GC_DEVICE int64_t gc_max64(int64_t a, int64_t b) { return a > b ? a : b; }
+GC_DEVICE uint32_t gc_f2u(float f) { return __builtin_bit_cast(uint32_t, f); }
+GC_DEVICE float gc_u2f(uint32_t u) { return __builtin_bit_cast(float, u); }
+
+/* ------------------------------------------------------------------ */
+/* Element types                                                       */
+/* ------------------------------------------------------------------ */
+
+typedef float gc_f32_t;
+typedef _Float16 gc_f16_t;
+struct gc_bf16_t { uint16_t bits; }; /* upper half of a binary32 */
+
+#define GC_DTNAME_0 f32
+#define GC_DTNAME_1 f16
+#define GC_DTNAME_2 bf16
+#define GC_DTNAME(code) GC_CAT(GC_DTNAME_, code)
+#define GC_STORAGE(code) GC_CAT(GC_CAT(gc_, GC_DTNAME(code)), _t)
+
+#define TA GC_STORAGE(GC_TA)
+#define TB GC_STORAGE(GC_TB)
+#define TC GC_STORAGE(GC_TC)
+
+/* fp32 -> bf16 bits, round to nearest even; NaN -> quiet NaN. */
+GC_DEVICE uint16_t gc_f32_to_bf16(float f) {
+  uint32_t u = gc_f2u(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((u >> 16) | 0x40u);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+GC_DEVICE uint16_t gc_f32_to_f16(float f) {
+  return __builtin_bit_cast(uint16_t, (_Float16)f);
+}
+
+GC_DEVICE float gc_ld(const float *p, int64_t i) { return p[i]; }
+GC_DEVICE float gc_ld(const _Float16 *p, int64_t i) { return (float)p[i]; }
+GC_DEVICE float gc_ld(const gc_bf16_t *p, int64_t i) {
+  return gc_u2f((uint32_t)p[i].bits << 16);
+}
+GC_DEVICE void gc_st(float *p, int64_t i, float v) { p[i] = v; }
+GC_DEVICE void gc_st(_Float16 *p, int64_t i, float v) { p[i] = (_Float16)v; }
+GC_DEVICE void gc_st(gc_bf16_t *p, int64_t i, float v) { p[i].bits = gc_f32_to_bf16(v); }
+
+/* float x = LOAD_A(p, i): element i of an A/B/C array, widened to fp32.
+ * STORE_C(p, i, x): narrow x to C's dtype and store it as element i. */
+#define LOAD_A(p, i) gc_ld((const TA *)(p), (i))
+#define LOAD_B(p, i) gc_ld((const TB *)(p), (i))
+#define LOAD_C(p, i) gc_ld((const TC *)(p), (i))
+#define STORE_C(p, i, v) gc_st((TC *)(p), (i), (v))
+
+/* Two elements packed in one 32-bit word <-> two floats. */
+GC_DEVICE void gc_unpack2(_Float16, uint32_t w, float *o) {
+  o[0] = (float)__builtin_bit_cast(_Float16, (uint16_t)(w & 0xffffu));
+  o[1] = (float)__builtin_bit_cast(_Float16, (uint16_t)(w >> 16));
+}
+GC_DEVICE void gc_unpack2(gc_bf16_t, uint32_t w, float *o) {
+  o[0] = gc_u2f(w << 16), o[1] = gc_u2f(w & 0xffff0000u);
+}
+GC_DEVICE uint32_t gc_pack2(_Float16, float a, float b) {
+  return (uint32_t)gc_f32_to_f16(a) | (uint32_t)gc_f32_to_f16(b) << 16;
+}
+GC_DEVICE uint32_t gc_pack2(gc_bf16_t, float a, float b) {
+  return (uint32_t)gc_f32_to_bf16(a) | (uint32_t)gc_f32_to_bf16(b) << 16;
+}
+
+/* Raw aligned chunks of 4, 8 and 16 bytes. */
+struct GC_ALIGN(16) gc_raw16 { uint32_t w[4]; };
+struct GC_ALIGN(8) gc_raw8 { uint32_t w[2]; };
+struct gc_raw4 { uint32_t w[1]; };
+template <int BYTES> struct gc_raw_t;
+template <> struct gc_raw_t<4> { typedef gc_raw4 T; };
+template <> struct gc_raw_t<8> { typedef gc_raw8 T; };
+template <> struct gc_raw_t<16> { typedef gc_raw16 T; };
+
+/* o[0..N-1] := fp32 of p[0..N-1]. N·sizeof(T) is 2 or a multiple of 4,
+ * and p is aligned to min(16, N·sizeof(T)) bytes: one load per 16 bytes. */
+template <int N, class T> GC_DEVICE void gc_ldv(const T *p, float *o) {
+  constexpr int BYTES = N * (int)sizeof(T);
+  if constexpr (BYTES == 2) {
+    o[0] = gc_ld(p, 0);
+  } else {
+    constexpr int CH = BYTES < 16 ? BYTES : 16;
+    typedef typename gc_raw_t<CH>::T R;
+#pragma unroll
+    for (int c = 0; c < BYTES / CH; c++) {
+      R r = reinterpret_cast<const R *>(p)[c];
+#pragma unroll
+      for (int w = 0; w < CH / 4; w++) {
+        if constexpr (sizeof(T) == 4)
+          o[c * (CH / 4) + w] = gc_u2f(r.w[w]);
+        else
+          gc_unpack2(T(), r.w[w], o + c * (CH / 2) + 2 * w);
+      }
+    }
+  }
+}
+
+/* p[0..N-1] := x[0..N-1] narrowed (same size/alignment rules as gc_ldv). */
+template <int N, class T> GC_DEVICE void gc_stv(T *p, const float *x) {
+  constexpr int BYTES = N * (int)sizeof(T);
+  if constexpr (BYTES == 2) {
+    gc_st(p, 0, x[0]);
+  } else {
+    constexpr int CH = BYTES < 16 ? BYTES : 16;
+    typedef typename gc_raw_t<CH>::T R;
+#pragma unroll
+    for (int c = 0; c < BYTES / CH; c++) {
+      R r;
+#pragma unroll
+      for (int w = 0; w < CH / 4; w++) {
+        if constexpr (sizeof(T) == 4)
+          r.w[w] = gc_f2u(x[c * (CH / 4) + w]);
+        else
+          r.w[w] = gc_pack2(T(), x[c * (CH / 2) + 2 * w], x[c * (CH / 2) + 2 * w + 1]);
+      }
+      reinterpret_cast<R *>(p)[c] = r;
+    }
+  }
+}
+
+/* Vector forms of LOAD_A ... STORE_C: n elements from element i on, i and
+ * the array's base aligned as gc_ldv requires. */
+#define LOADV_A(n, p, i, o) gc_ldv<n>((const TA *)(p) + (i), (o))
+#define LOADV_B(n, p, i, o) gc_ldv<n>((const TB *)(p) + (i), (o))
+#define LOADV_C(n, p, i, o) gc_ldv<n>((const TC *)(p) + (i), (o))
+#define STOREV_C(n, p, i, x) gc_stv<n>((TC *)(p) + (i), (x))
+
+#endif /* GC_HIP_PRELUDE_H */

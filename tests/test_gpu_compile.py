@@ -1,0 +1,75 @@
+"""GPU templates compile offline (no GPU needed, NVRTC from the CUDA
+toolkit): every template at its defaults and at a random sample of its
+space, for sm_80 and sm_90; and a gcore-gen --target sm_90 bundle builds
+for a model. Skipped, saying why, where NVRTC is not installed."""
+import os
+import random
+import re
+import sqlite3
+
+import pytest
+
+from conftest import ROOT, SHARED
+
+NVRTC = [p for p in ("/usr/local/cuda/lib64", os.environ.get("CUDA_HOME", "") + "/lib64")
+         if p and os.path.isdir(p) and any(f.startswith("libnvrtc.so") for f in os.listdir(p))]
+needs_nvrtc = pytest.mark.skipif(not NVRTC, reason="NVRTC not installed (CUDA toolkit not found)")
+
+# m = 1 lies in every template's @applies (decode-only templates included).
+SHAPES = {"gemm": "--m 1 --n 96 --k 72", "gemm_swiglu": "--m 1 --n 96 --k 72",
+          "rmsnorm": "--m 1 --n 300", "add": "--m 1 --n 300", "embed": "--m 1 --n 64 --k 50",
+          "rope_kv": "--m 1 --h 8 --g 2 --d 64", "attention": "--m 1 --h 8 --g 2 --d 64",
+          "argmax": "--m 1 --n 1000"}
+
+
+def gpu_templates():
+    out = []
+    d = os.path.join(ROOT, "templates", "gpu")
+    for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        if not f.endswith(".cu"):
+            continue
+        head = open(os.path.join(d, f)).read().split("*/", 1)[0]
+        params = {m.group(1): m.group(2).split() for m in
+                  re.finditer(r"@param\s+(\w+)\s+([-\d\s]+?)\s+default", head)}
+        dts = re.search(r"@dtypes\s+([^\n]+)", head).group(1).split(" -- ")[0].split()
+        out.append((re.search(r"@template\s+(\S+)", head).group(1),
+                    re.search(r"@op\s+(\S+)", head).group(1), dts, params))
+    return out
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("tpl,op,dts,params", gpu_templates(), ids=[t[0] for t in gpu_templates()])
+def test_template_compiles(gc, arch, tpl, op, dts, params):
+    rng = random.Random(f"{tpl}-{arch}")
+    forces = [tpl] + [tpl + ":" + ",".join(f"{k}={rng.choice(v)}" for k, v in params.items())
+                      for _ in range(12)]
+    built = 0
+    for force in forces:
+        if built >= 4:
+            break
+        r = gc("gcore-gen", "--target", arch, "--op", op, "--dtype", dts[0],
+               *SHAPES[op].split(), "--force", force, "-o", "b.gcb", "-q")
+        if force != tpl and r.rc != 0 and "constraint fails" in r.err:
+            continue  # a random point outside the space
+        assert r.rc == 0, r
+        with sqlite3.connect(gc.dir / "b.gcb") as c:
+            rows = c.execute("SELECT regs, spills, length(blob) FROM code_objects WHERE "
+                             "template = ?", (tpl,)).fetchall()
+        assert rows and all(b > 0 and regs is not None and regs > 0 for regs, _, b in rows), rows
+        if force == tpl:
+            assert all(sp == 0 for _, sp, _ in rows), f"{tpl} spills at its defaults: {rows}"
+        built += 1
+    assert built >= 2, f"{tpl}: fewer than two variants of the sample were in its space"
+
+
+@needs_nvrtc
+def test_sm90_bundle_for_a_model(gc):
+    model = os.path.join(SHARED, "stories260K.bin")
+    if not os.path.exists(model):
+        pytest.skip("shared data not present")
+    r = gc("gcore-gen", "--model", model, "--target", "sm_90,cpu", "--prefill", "16", "-o", "m.gcb")
+    assert r.rc == 0, r
+    with sqlite3.connect(gc.dir / "m.gcb") as c:
+        ops = {op for (op,) in c.execute("SELECT DISTINCT op FROM dispatch WHERE target='sm_90'")}
+    assert ops == {"embed", "rmsnorm", "gemm", "rope_kv", "attention", "add", "gemm_swiglu", "argmax"}
