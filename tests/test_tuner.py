@@ -109,3 +109,15 @@ def test_compile_cache_is_content_addressed(gc, tmp_path):
     before = {o: o.stat().st_mtime_ns for o in objs}
     assert gc(*args).rc == 0
     assert {o: o.stat().st_mtime_ns for o in sorted((cache / "obj").glob("*.so"))} == before
+
+
+def test_devices_share_one_database(gc):
+    """--devices: one worker per device (here the CPU twice), the problems
+    dealt out between them, every result in the one database."""
+    r = gc("gcore-tune", "--op", "rmsnorm", "--m", "1,2,3,4", "--n", "256", "--db", "t.db",
+           "--budget", "2", "--min-time", "0.02", "--devices", "0,0")
+    assert r.rc == 0, r
+    assert r.out.count("device: ") == 2, r
+    with sqlite3.connect(gc.dir / "t.db") as c:
+        assert c.execute("SELECT count(DISTINCT problem_id) FROM measurements WHERE status='ok'").fetchone()[0] == 4
+        assert c.execute("SELECT count(*) FROM winners").fetchone()[0] == 4

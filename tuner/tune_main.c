@@ -2,11 +2,13 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../gen/compile.h"
 #include "../models/llama.h"
 #include "tune.h"
+#include "../db/tunedb.h"
 
 static const char usage[] =
     "usage: gcore-tune [options] (--model PATH | --workload FILE | --op OP --m LIST ...)\n"
@@ -32,6 +34,8 @@ static const char usage[] =
     "  --cache DIR       compile cache (default $GCORE_CACHE or ~/.cache/gcore)\n"
     "  --jobs N          parallel compiles (default: ninja's)\n"
     "  --device N        device ordinal (default 0)\n"
+    "  --devices LIST    tune on several devices of this host in parallel (e.g. 0,1,2,3):\n"
+    "                    one worker per device, problems dealt out in turn, one database\n"
     "  --timeout S       seconds a candidate may take before it is killed (default 60)\n"
     "  --min-time S      seconds of timed launches per candidate (default 0.2)\n"
     "  --margin F        noise margin for keeping an incumbent winner (default 0.02)\n"
@@ -40,7 +44,7 @@ static const char usage[] =
 
 enum { O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_BUDGET,
        O_TEMPLATE, O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_DEVICE, O_TIMEOUT,
-       O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS };
+       O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_DEVICES };
 
 static const struct option longopts[] = {
     {"op", 1, 0, O_OP}, {"model", 1, 0, O_MODEL}, {"prefill", 1, 0, O_PREFILL}, {"batch", 1, 0, O_BATCH},           {"m", 1, 0, O_M},
@@ -53,6 +57,7 @@ static const struct option longopts[] = {
     {"device", 1, 0, O_DEVICE},   {"timeout", 1, 0, O_TIMEOUT},
     {"min-time", 1, 0, O_MINTIME}, {"margin", 1, 0, O_MARGIN},
     {"progress", 0, 0, O_PROGRESS}, {"no-progress", 0, 0, O_NOPROGRESS},
+    {"devices", 1, 0, O_DEVICES},
     {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
 
 static int die(const char *msg) {
@@ -73,6 +78,33 @@ static int parse_budget(const char *s, gc_tune_opts_t *o) {
   else
     o->budget_n = v;
   return 0;
+}
+
+/* Tune on each device of ords in a child process of its own; child i takes
+ * problems i, i + n, i + 2n, ... Returns the number of children that failed. */
+static int tune_devices(gc_tune_opts_t *o, const gc_problems_t *probs, const int *ords, int n) {
+  pid_t pids[64];
+  fflush(NULL);
+  for (int i = 0; i < n; i++) {
+    if ((pids[i] = fork()) == 0) {
+      gc_problems_t mine = {0};
+      gc_err_t e = {0};
+      int rc = GC_OK;
+      for (int j = i; !rc && j < probs->n; j += n) rc = gc_problems_push(&mine, &probs->v[j], &e);
+      o->ordinal = ords[i];
+      o->progress = 0; /* several live lines would garble each other */
+      if (!rc && mine.n) rc = gc_tune_run(o, &mine, &e);
+      if (rc) fprintf(stderr, "gcore-tune: device %d: %s\n", ords[i], e.msg);
+      fflush(NULL);
+      _exit(rc ? 1 : 0);
+    }
+  }
+  int failed = 0;
+  for (int i = 0; i < n; i++) {
+    int st = 0;
+    if (pids[i] < 0 || waitpid(pids[i], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) failed++;
+  }
+  return failed;
 }
 
 static int parse_pos(const char *s, double *out) {
@@ -98,7 +130,7 @@ int main(int argc, char **argv) {
   char cache[1024];
   gc_cache_default(cache, sizeof cache);
   o.cache = cache;
-  int c;
+  int c, ndev = 0, ords[64];
   int64_t iv;
   while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     switch (c) {
@@ -137,6 +169,18 @@ int main(int argc, char **argv) {
       case O_MARGIN:
         if (parse_pos(optarg, &o.margin) || o.margin >= 1) return die("--margin: expected 0 < F < 1");
         break;
+      case O_DEVICES: {
+        char buf[512], *save = NULL;
+        snprintf(buf, sizeof buf, "%s", optarg);
+        ndev = 0;
+        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+          if (ndev == 64 || gc_parse_i64(t, &iv) || iv < 0 || iv > 1024)
+            return die("--devices: expected a comma list of up to 64 ordinals");
+          ords[ndev++] = (int)iv;
+        }
+        if (!ndev) return die("--devices: expected a comma list of ordinals");
+        break;
+      }
       case O_PROGRESS: o.progress = 1; break;
       case O_NOPROGRESS: o.progress = 0; break;
       case 'h': fputs(usage, stdout); return 0;
@@ -163,7 +207,16 @@ int main(int argc, char **argv) {
   else
     rc = gc_problems_expand(&probs, op, dtype, dims, &e);
   if (!rc) rc = gc_target_parse(target, &o.target, &e);
-  if (!rc) rc = gc_tune_run(&o, &probs, &e);
+  if (!rc && ndev > 1) {
+    /* create and migrate the database once, before the workers race to it */
+    gc_db_t *db;
+    if (!(rc = gc_db_open(o.db_path, 1, &db, &e))) gc_db_close(db);
+    int failed = rc ? 0 : tune_devices(&o, &probs, ords, ndev);
+    if (!rc && failed) rc = gc_err_set(&e, GC_EDEVICE, "%d of %d device workers failed", failed, ndev);
+  } else if (!rc) {
+    if (ndev == 1) o.ordinal = ords[0];
+    rc = gc_tune_run(&o, &probs, &e);
+  }
   gc_problems_free(&probs);
   if (rc) return die(e.msg);
   return 0;
