@@ -21,7 +21,7 @@ GEN = ["--target", TARGETS]
 
 
 DIMS = {"rmsnorm": "mn", "add": "mn", "embed": "mnk", "gemm": "mnk", "gemm_swiglu": "mnk",
-        "rope_kv": "mhgd", "attention": "mhgd"}
+        "rope_kv": "mhgd", "attention": "mhgd", "argmax": "mn"}
 
 
 def problem_args(op, shape):
@@ -115,6 +115,12 @@ def numpy_check(op, dt, shape, dump_dir):
         ref = d["table"][1].reshape(k, n)[tok]
         npref.check(d["Z"][1].reshape(m, n), ref, 0.5 * ULP[tc] * np.abs(ref) + SUB[tc])
         return
+    elif op == "argmax":
+        m, n = shape
+        x = d["X"][1].reshape(m, n)
+        got = d["idx"][1].astype(np.int64)
+        assert got.tolist() == np.argmax(x, axis=1).tolist(), "argmax: wrong index (ties go to the lowest)"
+        return
     elif op == "rope_kv":
         return check_rope(d, dt, shape)
     elif op == "attention":
@@ -176,13 +182,13 @@ def template_spaces(backend=BACKEND):
 
 SAMPLE_SHAPE = {"gemm": (3, 100, 37), "gemm_swiglu": (5, 40, 70), "rmsnorm": (3, 300),
                 "add": (3, 300), "embed": (5, 72, 40), "rope_kv": (3, 8, 2, 16),
-                "attention": (3, 8, 2, 16)}
+                "attention": (3, 8, 2, 16), "argmax": (3, 1000)}
 
 
 @pytest.mark.parametrize("tpl,op,params", template_spaces(), ids=[t[0] for t in template_spaces()])
 @pytest.mark.parametrize("dt", ["f32", "f16", "f32:bf16:f32"])
 def test_parameter_space_sample(gc, tpl, op, params, dt):
-    if dt == "f32:bf16:f32" and op in ("add", "rope_kv", "attention"):
+    if dt == "f32:bf16:f32" and op in ("add", "rope_kv", "attention", "argmax"):
         dt = "bf16"  # these ops take one dtype
     shape = SAMPLE_SHAPE[op]
     tried = 0
@@ -191,13 +197,13 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
             if v == default:
                 continue
             force = f"{tpl}:{p}={v}"
-            r = gc("gcore-gen", "--op", op, "--dtype", dt, *problem_args(op, shape), "--force",
+            r = gc("gcore-gen", *GEN, "--op", op, "--dtype", dt, *problem_args(op, shape), "--force",
                    force, "-o", "b.gcb", "-q")
             if r.rc != 0 and "constraint fails" in r.err:
                 continue  # not a point of the space on this target
             assert r.rc == 0, r
             dump = gc.dir / f"d_{p}_{v}"
-            r = gc("gcore-run", "-b", "b.gcb", "--op", op, "--dtype", dt, *problem_args(op, shape),
+            r = gc("gcore-run", *RUN, "-b", "b.gcb", "--op", op, "--dtype", dt, *problem_args(op, shape),
                    "--dump", dump, "--min-time", "0.001")
             assert r.rc == 0, r
             assert f"{p}={v}" in r.out, r
