@@ -176,8 +176,20 @@ def template_spaces(backend=BACKEND):
         params = {}
         for m in re.finditer(r"@param\s+(\w+)\s+([-\d\s]+?)\s+default\s+(-?\d+)", head):
             params[m.group(1)] = ([int(v) for v in m.group(2).split()], int(m.group(3)))
-        out.append((name, op, params))
+        applies = " ".join(re.findall(r"@applies\s+([^\n]+)", head))
+        dtypes = re.search(r"@dtypes\s+([^\n]+)", head).group(1).split(" -- ")[0].split()
+        out.append((name, op, dict(params=params, decode=("M ==" in applies or "M <=" in applies),
+                                   dtypes=dtypes)))
     return out
+
+
+def serves(bundle, tpl, m):
+    """Does the bundle's exact entry for m use template tpl? (--force falls
+    back to the default where the forced template does not serve a problem.)"""
+    import sqlite3
+    with sqlite3.connect(bundle) as c:
+        rows = c.execute("SELECT template FROM dispatch WHERE m_lo = ? AND m_hi = ?", (m, m)).fetchall()
+    return bool(rows) and all(t == tpl for (t,) in rows)
 
 
 SAMPLE_SHAPE = {"gemm": (3, 100, 37), "gemm_swiglu": (5, 40, 70), "rmsnorm": (3, 300),
@@ -188,9 +200,14 @@ SAMPLE_SHAPE = {"gemm": (3, 100, 37), "gemm_swiglu": (5, 40, 70), "rmsnorm": (3,
 @pytest.mark.parametrize("tpl,op,params", template_spaces(), ids=[t[0] for t in template_spaces()])
 @pytest.mark.parametrize("dt", ["f32", "f16", "f32:bf16:f32"])
 def test_parameter_space_sample(gc, tpl, op, params, dt):
+    info, params = params, params["params"]
     if dt == "f32:bf16:f32" and op in ("add", "rope_kv", "attention", "argmax"):
         dt = "bf16"  # these ops take one dtype
+    if dt not in info["dtypes"] and dt.split(":")[0] not in info["dtypes"]:
+        dt = info["dtypes"][0] if dt == "f32" else info["dtypes"][-1]  # e.g. mma: f16/bf16 only
     shape = SAMPLE_SHAPE[op]
+    if info["decode"]:
+        shape = (1,) + tuple(shape[1:])  # decode-only templates serve M = 1
     tried = 0
     for p, (values, default) in params.items():
         for v in values:
@@ -202,6 +219,8 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
             if r.rc != 0 and "constraint fails" in r.err:
                 continue  # not a point of the space on this target
             assert r.rc == 0, r
+            if not serves(gc.dir / "b.gcb", tpl, shape[0]):
+                continue  # this point's template does not serve the problem (@applies)
             dump = gc.dir / f"d_{p}_{v}"
             r = gc("gcore-run", *RUN, "-b", "b.gcb", "--op", op, "--dtype", dt, *problem_args(op, shape),
                    "--dump", dump, "--min-time", "0.001")
