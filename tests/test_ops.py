@@ -178,18 +178,21 @@ def template_spaces(backend=BACKEND):
             params[m.group(1)] = ([int(v) for v in m.group(2).split()], int(m.group(3)))
         applies = " ".join(re.findall(r"@applies\s+([^\n]+)", head))
         dtypes = re.search(r"@dtypes\s+([^\n]+)", head).group(1).split(" -- ")[0].split()
+        backend = re.search(r"@backend\s+(\S+)", head).group(1)
         out.append((name, op, dict(params=params, decode=("M ==" in applies or "M <=" in applies),
-                                   dtypes=dtypes)))
+                                   dtypes=dtypes, matrix=backend in ("cuda", "hip"))))
     return out
 
 
-def serves(bundle, tpl, m):
-    """Does the bundle's exact entry for m use template tpl? (--force falls
-    back to the default where the forced template does not serve a problem.)"""
+def serves(bundle, tpl, m, param):
+    """Does the bundle's exact entry for m use template tpl with param
+    ("P=V")? (--force falls back to the default where the forced variant
+    does not serve a problem.)"""
     import sqlite3
     with sqlite3.connect(bundle) as c:
-        rows = c.execute("SELECT template FROM dispatch WHERE m_lo = ? AND m_hi = ?", (m, m)).fetchall()
-    return bool(rows) and all(t == tpl for (t,) in rows)
+        rows = c.execute("SELECT template, params FROM dispatch WHERE m_lo = ? AND m_hi = ?",
+                         (m, m)).fetchall()
+    return bool(rows) and all(t == tpl and param in ps.split(",") for t, ps in rows)
 
 
 SAMPLE_SHAPE = {"gemm": (3, 100, 37), "gemm_swiglu": (5, 40, 70), "rmsnorm": (3, 300),
@@ -208,6 +211,8 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
     shape = SAMPLE_SHAPE[op]
     if info["decode"]:
         shape = (1,) + tuple(shape[1:])  # decode-only templates serve M = 1
+    if info["matrix"]:
+        shape = (48, 128, 256)  # matrix-core templates: whole mma tiles in N and K
     tried = 0
     for p, (values, default) in params.items():
         for v in values:
@@ -219,7 +224,7 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
             if r.rc != 0 and "constraint fails" in r.err:
                 continue  # not a point of the space on this target
             assert r.rc == 0, r
-            if not serves(gc.dir / "b.gcb", tpl, shape[0]):
+            if not serves(gc.dir / "b.gcb", tpl, shape[0], f"{p}={v}"):
                 continue  # this point's template does not serve the problem (@applies)
             dump = gc.dir / f"d_{p}_{v}"
             r = gc("gcore-run", *RUN, "-b", "b.gcb", "--op", op, "--dtype", dt, *problem_args(op, shape),
