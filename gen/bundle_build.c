@@ -171,20 +171,24 @@ static int plan_group(gen_t *g, const gc_problem_t *ps, int n, gc_err_t *e) {
     }
     prev = ps[i].m;
   }
+  /* above the largest m: the default for large m, where it applies from
+   * there on; and, where it applies down to m = 1, a catch-all as well */
   gc_problem_t big = ps[n - 1];
   big.m = M_MAX;
   pick_t pk = {0};
-  int lo_ok, hi_ok;
+  int lo_ok, hi_ok, one_ok;
   if (gc_tpl_pick_default(&g->tpls, &g->tg, &big, &pk.v, e) ||
-      applies_at(g, &pk.v, &big, 1, &lo_ok, e) || applies_at(g, &pk.v, &big, M_MAX, &hi_ok, e))
+      applies_at(g, &pk.v, &big, prev + 1, &lo_ok, e) ||
+      applies_at(g, &pk.v, &big, M_MAX, &hi_ok, e) || applies_at(g, &pk.v, &big, 1, &one_ok, e))
     return e->code;
-  if (!lo_ok || !hi_ok) return GC_OK;
+  if (!hi_ok || !lo_ok) return GC_OK;
   pk.shape = big;
   pk.shape.m = 0;
-  pk.m_lo = 1;
+  pk.m_lo = one_ok ? 1 : prev + 1;
   pk.m_hi = M_MAX;
   pk.is_default = 1;
-  snprintf(pk.source, sizeof pk.source, "default: catch-all for m not listed");
+  snprintf(pk.source, sizeof pk.source, "default: %s", one_ok ? "catch-all for m not listed"
+                                                              : "m above the largest listed");
   return push_pick(g, &pk, e);
 }
 

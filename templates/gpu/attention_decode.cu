@@ -9,29 +9,34 @@
  * @kernel attention_decode
  * @param WARPS 2 4 8 16 default 4 -- warps per block
  * @param KL 4 8 16 32 default 16 -- lanes that share one key (each holds D/KL of its elements)
- * @param HPB 1 2 4 8 default 1 -- query heads per block, all of one kv head (share every K/V load)
- * @param SPLIT 1 2 4 8 16 32 default 8 -- blocks per head group, each over a 1/SPLIT slice of the keys
- * @param U 1 2 4 default 2 -- keys per lane group per step (loads in flight, one rescale per step)
+ * @param HPB 1 2 4 8 default 2 -- query heads per block (at most; all of one kv head, they share every K/V load)
+ * @param SPLIT 1 2 4 8 16 32 64 default 32 -- blocks per head block, each over a 1/SPLIT slice of the keys
+ * @param U 1 2 4 default 2 -- keys per lane group per step (one rescale per step; the next step's loads are in flight meanwhile)
  * @param DMAX 64 128 256 default 128 -- largest head dimension served (registers are sized for it)
  * @constraint WARPS * WARP <= MAXT && KL <= WARP -- a legal block; a key's lanes lie in one warp
  * @constraint DMAX % (KL * 16 / SB) == 0 -- a key row is whole 16-byte chunks per lane
- * @constraint (2 * HPB + 2 * U) * (DMAX / KL) + 40 <= min(255, 65536 / (WARPS * WARP)) -- q, output and K/V registers fit the budget
+ * @constraint (2 * HPB + 2 * U) * (DMAX / KL) + 16 * U * DMAX / KL / (16 / SB) + 40 <= min(255, 65536 / (WARPS * WARP)) -- q, output, widened K/V and two raw steps fit the budget
  * @constraint WARPS * HPB * (DMAX + 2) * 4 <= 40960 -- per-warp partial results fit in shared memory
- * @constraint SPLIT * (DMAX + 2) <= 8192 -- the cross-block workspace stays within 4 MiB (128 heads)
- * @applies M == 1 && G > 0 && H % G == 0 && (H / G) % HPB == 0 && D <= DMAX && (SPLIT == 1 || H <= 128) -- one query row; whole head groups; the workspace holds 128 heads
- * @grid H / HPB * SPLIT 1 1
+ * @constraint SPLIT * (DMAX + 2) <= 16384 -- the cross-block workspace (128 heads) stays within 8 MiB
+ * @applies M == 1 && G > 0 && H % G == 0 && D <= DMAX && (SPLIT == 1 || H <= 128) -- one query row; whole head groups; the workspace holds 128 heads
+ * @grid G * cdiv(H / G, HPB) * SPLIT 1 1
  * @block WARPS * WARP 1 1
  * @priority 2
  *
- * Block b serves query heads h0 .. h0+HPB-1 (h0 = (b / SPLIT)·HPB) over
- * key slice s = b % SPLIT: keys j0 .. j1-1, j0 = s·cdiv(L, SPLIT), L =
- * pos0 + 1. Inside the block, lane groups of KL lanes each take U
- * consecutive keys per step (group i: keys j0 + i·U + t·NG·U, NG groups);
- * lane k of a group holds elements (c·KL + k)·VEC .. +VEC-1 of q, of the
- * keys and of its output, VEC = 16/SB, so a key row is read with one
- * 16-byte load per lane and chunk. All K and V loads of a step are issued
- * first; scores are reduced over the group with shuffles; each group keeps
- * its own online softmax in fp32, base 2 (q is pre-scaled by scale·log2 e):
+ * Block b = hb·SPLIT + s serves head block hb: kv head g = hb / nb and
+ * its query heads h0 .. h0+nh-1, h0 = g·(H/G) + (hb % nb)·HPB, nb =
+ * cdiv(H/G, HPB), nh = min(HPB, H/G - (hb % nb)·HPB) (so one block reads
+ * each K/V row for all its heads, and H/G need not be a multiple of HPB),
+ * over key slice s: keys j0 .. j1-1, j0 = s·cdiv(L, SPLIT), L = pos0 + 1.
+ * Inside the block, lane groups of KL lanes each take U consecutive keys
+ * per step (group i: keys j0 + i·U + t·NG·U, NG groups); lane k of a group
+ * holds elements (c·KL + k)·VEC .. +VEC-1 of q, of the keys and of its
+ * output, VEC = 16/SB, so a key row is read with one 16-byte load per lane
+ * and chunk. The K and V loads of step t+1 are issued before step t is
+ * computed (two register sets), so each lane keeps 2·U·NC 16-byte loads
+ * in flight while it works. Scores are reduced over the group with
+ * shuffles; each group keeps its own online softmax in fp32, base 2 (q is
+ * pre-scaled by scale·log2 e):
  * running max m, sum l, and output o. At the end groups merge within the
  * warp by shuffles, warps within the block through shared memory (each
  * partial weighted by 2^(m_i - max)).
@@ -70,6 +75,45 @@ GC_DEVICE void ad_load(const T *row, int64_t d0, int64_t D, int vec_ok, float *o
   }
 }
 
+/* The raw 16 bytes of elements d0 .. d0+VEC-1 of a row (zero bits, +0.0,
+ * past D); vec_ok as for ad_load. Widening waits until the data is used,
+ * so a step in flight costs 4 registers per chunk, not VEC. */
+GC_DEVICE void ad_fetch(const TB *row, int64_t d0, int64_t D, int vec_ok, gc_raw16 &r) {
+  if (vec_ok && d0 < D) {
+    r = *reinterpret_cast<const gc_raw16 *>(row + d0);
+  } else {
+    GC_UNROLL(4)
+    for (int w = 0; w < 4; w++)
+      r.w[w] = 0u;
+    if (!vec_ok)
+      for (int e = 0; e < AD_VEC && d0 + e < D; e++) {
+        if (SB == 2)
+          r.w[e / 2] |= (uint32_t)reinterpret_cast<const uint16_t *>(row)[d0 + e] << (16 * (e % 2));
+        else
+          r.w[e] = reinterpret_cast<const uint32_t *>(row)[d0 + e];
+      }
+  }
+}
+
+/* K and V chunks of keys jb .. jb+U-1 (zeros from j1 on) for lane kl. */
+GC_DEVICE void ad_step_load(const TB *kb, const TB *vb, int64_t ld, int64_t jb, int64_t j1, int kl,
+                            int64_t D, int vec_ok, gc_raw16 kr[U][AD_NC], gc_raw16 vr[U][AD_NC]) {
+  GC_UNROLL(U)
+  for (int u = 0; u < U; u++)
+    GC_UNROLL(AD_NC)
+    for (int c = 0; c < AD_NC; c++) {
+      int64_t d0 = (int64_t)(c * KL + kl) * AD_VEC;
+      if (jb + u < j1) {
+        ad_fetch(kb + (jb + u) * ld, d0, D, vec_ok, kr[u][c]);
+        ad_fetch(vb + (jb + u) * ld, d0, D, vec_ok, vr[u][c]);
+      } else {
+        GC_UNROLL(4)
+        for (int w = 0; w < 4; w++)
+          kr[u][c].w[w] = 0u, vr[u][c].w[w] = 0u;
+      }
+    }
+}
+
 /* The weight 2^(m - mx) of a partial with max m in a merge with max mx;
  * 0 for an empty partial (m = -inf), whatever mx is. */
 GC_DEVICE float ad_weight(float m, float mx) {
@@ -81,10 +125,11 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, int64_t M,
                       int64_t G, int64_t D, int64_t pos0, float scale) {
   GC_SHARED float sm_m[WARPS][HPB], sm_l[WARPS][HPB], sm_o[WARPS][HPB][DMAX];
   GC_SHARED int s_last;
-  if (M != 1 || G <= 0 || H % G || (H / G) % HPB || D <= 0 || D > DMAX ||
-      (SPLIT > 1 && H > AD_HMAX))
+  if (M != 1 || G <= 0 || H % G || D <= 0 || D > DMAX || (SPLIT > 1 && H > AD_HMAX))
     return; /* outside @applies */
-  const int64_t hb = gc_bid() / SPLIT, h0 = hb * HPB, g = h0 / (H / G);
+  const int64_t per = H / G, nb = gc_cdiv(per, HPB); /* heads per kv head, blocks per kv head */
+  const int64_t hb = gc_bid() / SPLIT, g = hb / nb;
+  const int64_t h0 = g * per + hb % nb * HPB, nh = gc_min64(HPB, per - hb % nb * HPB);
   const int sp = (int)(gc_bid() % SPLIT);
   const int tid = gc_tid(), lane = gc_lane(), w = tid / GC_WARP;
   const int kl = tid % KL, grp = tid / KL;
@@ -99,7 +144,8 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, int64_t M,
   for (int hh = 0; hh < HPB; hh++)
     GC_UNROLL(AD_NC)
     for (int c = 0; c < AD_NC; c++) {
-      ad_load(Q + (h0 + hh) * D, (int64_t)(c * KL + kl) * AD_VEC, D, vec_ok, q[hh][c]);
+      ad_load(Q + (h0 + gc_min64(hh, nh - 1)) * D, (int64_t)(c * KL + kl) * AD_VEC, D, vec_ok,
+              q[hh][c]); /* heads past nh repeat the last one and are not stored */
       GC_UNROLL(AD_VEC)
       for (int e = 0; e < AD_VEC; e++)
         q[hh][c][e] *= qs;
@@ -121,22 +167,19 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, int64_t M,
   /* The loop bound is the warp's first group, so all lanes of a warp run
    * the same steps (the shuffles need them); later groups mask keys. */
   const int grp0 = w * (GC_WARP / KL);
+  gc_raw16 kr[U][AD_NC], vr[U][AD_NC]; /* this step's keys and values, raw */
+  ad_step_load(kb, vb, ld, j0 + (int64_t)grp * U, j1, kl, D, vec_ok, kr, vr);
   for (int64_t jbase = j0; jbase + (int64_t)grp0 * U < j1; jbase += (int64_t)AD_NG * U) {
     const int64_t jb = jbase + (int64_t)grp * U;
+    gc_raw16 kn[U][AD_NC], vn[U][AD_NC]; /* the next step's, in flight */
+    ad_step_load(kb, vb, ld, jb + (int64_t)AD_NG * U, j1, kl, D, vec_ok, kn, vn);
     float kf[U][AD_NC][AD_VEC], vf[U][AD_NC][AD_VEC];
     GC_UNROLL(U)
     for (int u = 0; u < U; u++)
       GC_UNROLL(AD_NC)
       for (int c = 0; c < AD_NC; c++) {
-        int64_t d0 = (int64_t)(c * KL + kl) * AD_VEC;
-        if (jb + u < j1) {
-          ad_load(kb + (jb + u) * ld, d0, D, vec_ok, kf[u][c]);
-          ad_load(vb + (jb + u) * ld, d0, D, vec_ok, vf[u][c]);
-        } else {
-          GC_UNROLL(AD_VEC)
-          for (int e = 0; e < AD_VEC; e++)
-            kf[u][c][e] = 0.0f, vf[u][c][e] = 0.0f;
-        }
+        gc_ldv<AD_VEC>(reinterpret_cast<const TB *>(&kr[u][c]), kf[u][c]);
+        gc_ldv<AD_VEC>(reinterpret_cast<const TB *>(&vr[u][c]), vf[u][c]);
       }
     GC_UNROLL(HPB)
     for (int hh = 0; hh < HPB; hh++) {
@@ -174,6 +217,11 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, int64_t M,
       l[hh] = l[hh] * corr + ls;
       m[hh] = mx;
     }
+    GC_UNROLL(U)
+    for (int u = 0; u < U; u++)
+      GC_UNROLL(AD_NC)
+      for (int c = 0; c < AD_NC; c++)
+        kr[u][c] = kn[u][c], vr[u][c] = vn[u][c];
   }
 
   /* Merge the lane groups of each warp (butterfly over group bits). */
@@ -208,7 +256,7 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, int64_t M,
   gc_barrier();
 
   /* Merge the warps: thread t takes (head, element) pairs. */
-  for (int64_t i = tid; i < HPB * D; i += AD_T) {
+  for (int64_t i = tid; i < nh * D; i += AD_T) {
     int hh = (int)(i / D), d = (int)(i % D);
     float mx = AD_NEG_INF, os = 0.0f, ls = 0.0f;
     for (int k = 0; k < WARPS; k++)
@@ -239,12 +287,14 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, int64_t M,
   if (!s_last)
     return;
   gc_fence_device();
-  for (int64_t i = tid; i < HPB * D; i += AD_T) {
+  for (int64_t i = tid; i < nh * D; i += AD_T) {
     int hh = (int)(i / D), d = (int)(i % D);
     const float *p = ad_ws + (h0 + hh) * SPLIT * AD_W;
     float mx = AD_NEG_INF, os = 0.0f, ls = 0.0f;
+    GC_UNROLL(8) /* 8 loads of a pass in flight together */
     for (int k = 0; k < SPLIT; k++)
       mx = gc_max(mx, gc_ld_cg(p + k * AD_W));
+    GC_UNROLL(8)
     for (int k = 0; k < SPLIT; k++) {
       float wt = ad_weight(gc_ld_cg(p + k * AD_W), mx);
       os += wt * gc_ld_cg(p + k * AD_W + 2 + d);

@@ -23,7 +23,7 @@
  * @constraint STAGES * (BM + 2 * BN) * (BK + 8 * (1 - SWZ)) * 2 <= SMEM -- the pipeline fits in shared memory
  * @constraint WARP == 32 -- NVIDIA warps
  * @shmem STAGES * (BM + 2 * BN) * (BK + 8 * (1 - SWZ)) * 2
- * @applies K % 8 == 0 -- rows of A and W are whole 16-byte chunks (cp.async)
+ * @applies K % 8 == 0 && M > 1 -- rows of A and W are whole 16-byte chunks (cp.async); M = 1 is the GEMV's
  * @grid cdiv(M, BM) * cdiv(N, BN) 1 1
  * @block (BM / WM) * (BN / WN) * 32 1 1
  * @priority 3

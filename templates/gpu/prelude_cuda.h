@@ -206,7 +206,6 @@ GC_DEVICE void gc_st(__nv_bfloat16 *p, int64_t i, float v) { p[i] = __float2bflo
 #define STORE_C(p, i, v) gc_st((TC *)(p), (i), (v))
 
 /* Two elements packed in one 32-bit word <-> two floats. */
-GC_DEVICE void gc_unpack2(float, uint32_t, float *) {}
 GC_DEVICE void gc_unpack2(__half, uint32_t w, float *o) {
   __half2 h = *reinterpret_cast<__half2 *>(&w);
   float2 f = __half22float2(h);
