@@ -59,6 +59,18 @@ static int parse_dtypes(line_ctx_t *c, gc_template_t *t, char *rest) {
   return t->ndtypes ? GC_OK : perr(c, "@dtypes lists no dtype%s", "");
 }
 
+/* Names gen defines itself: problem dims, dtype sizes and codes, target
+ * constants, and the preludes' element-type macros. A parameter by one of
+ * these names would silently redefine it. */
+static int reserved(const char *w) {
+  static const char *const names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC", "TA",
+                                      "TB", "TC", "VBYTES", "L1", "L2", "NCPU", "WARP",
+                                      "SMEM", "NSM", "MAXT", "SM"};
+  for (size_t i = 0; i < GC_ARRAY_LEN(names); i++)
+    if (!strcmp(w, names[i])) return 1;
+  return !strncmp(w, "GC_", 3) || !strncmp(w, "LOAD_", 5) || !strncmp(w, "STORE_", 6);
+}
+
 static int parse_param(line_ctx_t *c, gc_template_t *t, char *rest) {
   if (t->nparams == GC_TPL_PARAMS) return perr(c, "too many @param lines%s", "");
   gc_tparam_t *p = &t->params[t->nparams];
@@ -70,6 +82,7 @@ static int parse_param(line_ctx_t *c, gc_template_t *t, char *rest) {
     if (!p->name[0]) {
       if (!isalpha((unsigned char)w[0]) || strlen(w) >= GC_NAME_MAX)
         return perr(c, "bad parameter name '%s'", w);
+      if (reserved(w)) return perr(c, "parameter name '%s' is reserved (gen defines it)", w);
       for (int i = 0; i < t->nparams; i++)
         if (!strcmp(t->params[i].name, w)) return perr(c, "parameter %s declared twice", w);
       strcpy(p->name, w);

@@ -70,6 +70,8 @@ HEAD = ("/*\n * @template bad\n * @op gemm\n * @backend cpu\n * @dtypes f32\n * 
     (" * @frobnicate 1\n", "unknown declaration '@frobnicate'"),
     (" * @param X 1 1 default 1\n", "listed twice"),
     (" * @constraint (X\n * @param X 1 default 1\n", "expected ')'"),
+    (" * @param TC 1 2 default 1\n", "parameter name 'TC' is reserved"),
+    (" * @param M 1 2 default 1\n", "parameter name 'M' is reserved"),
 ])
 def test_malformed_template(gc, extra, needle):
     d = bad_template(gc, "bad.c", HEAD.format(extra=extra))
