@@ -127,16 +127,34 @@ int gc_rt_find(gc_rt_t *rt, const gc_problem_t *p, const gc_rt_kernel_t **out,
   return GC_OK;
 }
 
-int gc_rt_launch(gc_rt_t *rt, const gc_rt_kernel_t *k, const gc_problem_t *p,
-                 void **args, gc_err_t *e) {
+static int same_dims(const gc_problem_t *a, const gc_problem_t *b) {
+  for (int i = 0; i < GC_NDIMS; i++)
+    if (gc_problem_get(a, i) != gc_problem_get(b, i)) return 0;
+  return 1;
+}
+
+/* Evaluate k's grid, block and shared memory for p into k. (The entry fixes
+ * op and dtypes; only the dimensions can change between launches.) */
+static int geometry(gc_rt_t *rt, gc_rt_kernel_t *k, const gc_problem_t *p, gc_err_t *e) {
   gc_env_t env = k->consts;
-  int64_t grid[3], block[3], shmem = 0;
-  if (gc_env_set_dims(&env, p, e) || gc_expr_eval3(k->d.grid, &env, grid, e) ||
-      gc_expr_eval3(k->d.block, &env, block, e) || gc_expr_eval(k->d.shmem, &env, &shmem, e))
+  k->geom_valid = 0;
+  k->shmem = 0;
+  if (gc_env_set_dims(&env, p, e) || gc_expr_eval3(k->d.grid, &env, k->grid, e) ||
+      gc_expr_eval3(k->d.block, &env, k->block, e) || gc_expr_eval(k->d.shmem, &env, &k->shmem, e))
     return gc_err_prefix(e, "%s: dispatch entry %lld", gc_bundle_path(rt->b),
                          (long long)k->d.id);
-  if (shmem < 0 || shmem > (1 << 24))
+  if (k->shmem < 0 || k->shmem > (1 << 24))
     return gc_err_set(e, GC_ECORRUPT, "%s: dispatch entry %lld asks for %lld bytes of shared memory",
-                      gc_bundle_path(rt->b), (long long)k->d.id, (long long)shmem);
-  return gc_dev_launch(rt->dev, k->k, grid, block, (size_t)shmem, args, e);
+                      gc_bundle_path(rt->b), (long long)k->d.id, (long long)k->shmem);
+  k->geom_for = *p;
+  k->geom_valid = 1;
+  return GC_OK;
+}
+
+int gc_rt_launch(gc_rt_t *rt, const gc_rt_kernel_t *kc, const gc_problem_t *p,
+                 void **args, gc_err_t *e) {
+  gc_rt_kernel_t *k = (gc_rt_kernel_t *)kc; /* the geometry cache is ours to update */
+  if (!(k->geom_valid && same_dims(&k->geom_for, p)) && geometry(rt, k, p, e))
+    return e->code;
+  return gc_dev_launch(rt->dev, k->k, k->grid, k->block, (size_t)k->shmem, args, e);
 }

@@ -15,6 +15,11 @@ typedef struct gc_rt_kernel {
   gc_dispatch_t d;    /* the entry */
   gc_kernel_t *k;     /* loaded */
   gc_env_t consts;    /* d.consts parsed */
+  /* launch geometry for the last problem launched (expressions are parsed
+   * once per shape, not on every launch of a decode step) */
+  gc_problem_t geom_for;
+  int64_t grid[3], block[3], shmem;
+  int geom_valid;
 } gc_rt_kernel_t;
 
 /* Open bundle_path for dev. Refuses a bundle with no code for dev, naming
