@@ -142,13 +142,15 @@ int gc_op_buffers(const gc_problem_t *p, const gc_op_scalars_t *sc,
     b[2] = buf("Kc", p->tc, s, gd, GC_BUF_INOUT);
     b[3] = buf("Vc", p->tc, s, gd, GC_BUF_INOUT);
     b[4] = buf("inv_freq", GC_DT_F64, 1, p->d / 2, GC_BUF_IN);
-    *n = 5;
+    b[5] = buf("pos", GC_DT_I32, 1, 1, GC_BUF_IN);
+    *n = 6;
   } else { /* attention */
     b[0] = buf("Q", p->ta, m, hd, GC_BUF_IN);
     b[1] = buf("Kc", p->tb, s, gd, GC_BUF_IN);
     b[2] = buf("Vc", p->tb, s, gd, GC_BUF_IN);
     b[3] = buf("O", p->tc, m, hd, GC_BUF_OUT);
-    *n = 4;
+    b[4] = buf("pos", GC_DT_I32, 1, 1, GC_BUF_IN);
+    *n = 5;
   }
   return GC_OK;
 }
@@ -165,7 +167,7 @@ void gc_op_args(const gc_problem_t *p, const gc_op_scalars_t *sc, const gc_dptr_
   }
   int64_t v[8];
   if (!strcmp(p->op, "rope_kv") || !strcmp(p->op, "attention")) {
-    v[ni++] = p->m, v[ni++] = p->h, v[ni++] = p->g, v[ni++] = p->d, v[ni++] = sc->pos0;
+    v[ni++] = p->m, v[ni++] = p->h, v[ni++] = p->g, v[ni++] = p->d;
     if (!strcmp(p->op, "rope_kv")) v[ni++] = sc->layout;
   } else {
     v[ni++] = p->m, v[ni++] = p->n;
@@ -207,7 +209,9 @@ void gc_op_fill_inputs(const gc_problem_t *p, const gc_op_scalars_t *sc,
   uint64_t s = seed;
   for (int i = 0; i < n; i++) {
     if (b[i].kind == GC_BUF_OUT) continue;
-    if (b[i].dtype == GC_DT_I32) { /* token ids */
+    if (!strcmp(b[i].name, "pos")) { /* the position, read on the device */
+      ((int32_t *)host[i])[0] = (int32_t)sc->pos0;
+    } else if (b[i].dtype == GC_DT_I32) { /* token ids */
       for (int64_t j = 0; j < b[i].count; j++)
         ((int32_t *)host[i])[j] = (int32_t)(splitmix(&s) % (uint64_t)p->k);
     } else if (b[i].dtype == GC_DT_F64) { /* RoPE inverse frequencies, theta 10000 */
@@ -444,16 +448,34 @@ int gc_op_check(const gc_opbuf_t *b, const void *out, const double *ref, const d
   return ok;
 }
 
-double gc_op_flops(const gc_problem_t *p) {
-  if (!strcmp(p->op, "gemm")) return 2.0 * p->m * p->n * p->k;
-  if (!strcmp(p->op, "gemm_swiglu")) return 4.0 * p->m * p->n * p->k;
-  if (!strcmp(p->op, "attention")) { /* at the default position */
-    gc_op_scalars_t sc;
-    gc_op_default_scalars(p, &sc);
-    return 4.0 * p->m * p->h * p->d * (double)(sc.pos0 + (p->m + 1) / 2);
+void gc_op_work(const gc_problem_t *p, const gc_op_scalars_t *sc, double *flops, double *bytes) {
+  gc_opbuf_t b[GC_OP_MAX_BUFS];
+  int n;
+  *flops = *bytes = 0;
+  if (!strcmp(p->op, "gemm")) *flops = 2.0 * p->m * p->n * p->k;
+  else if (!strcmp(p->op, "gemm_swiglu")) *flops = 4.0 * p->m * p->n * p->k;
+  else if (!strcmp(p->op, "attention"))
+    *flops = 4.0 * p->m * p->h * p->d * (double)(sc->pos0 + (p->m + 1) / 2);
+  else if (!strcmp(p->op, "rope_kv")) *flops = 6.0 * p->m * (p->h + p->g) * p->d;
+  else *flops = 3.0 * p->m * p->n;
+  if (gc_op_buffers(p, sc, b, &n, NULL)) return;
+  for (int i = 0; i < n; i++) {
+    double rows = b[i].cols > 0 ? (double)b[i].count / (double)b[i].cols : 0;
+    double touched = (double)b[i].count;
+    /* a cache moves only the rows the op reads or writes */
+    if (!strcmp(p->op, "rope_kv") && b[i].kind == GC_BUF_INOUT) touched = (double)p->m * b[i].cols;
+    else if (!strcmp(p->op, "attention") && rows > 0 && (i == 1 || i == 2))
+      touched = (double)(sc->pos0 + p->m) * b[i].cols;
+    *bytes += touched * (double)gc_dtype_size(b[i].dtype);
   }
-  if (!strcmp(p->op, "rope_kv")) return 6.0 * p->m * (p->h + p->g) * p->d;
-  return 3.0 * p->m * p->n;
+}
+
+double gc_op_flops(const gc_problem_t *p) {
+  gc_op_scalars_t sc;
+  double f, b;
+  gc_op_default_scalars(p, &sc);
+  gc_op_work(p, &sc, &f, &b);
+  return f;
 }
 
 double gc_op_bytes(const gc_problem_t *p) {

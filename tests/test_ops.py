@@ -44,6 +44,7 @@ def check_rope(d, dt, shape):
     m, h, g, dd = shape
     tc = npref.split_dtypes(dt)[2]
     pos0 = int(d["scalars"]["pos0"])
+    assert int(d["pos"][1][0]) == pos0, "the kernel reads its position from the pos buffer"
     assert int(d["scalars"]["layout"]) == 0
     inv = 10000.0 ** (-2.0 * np.arange(dd // 2) / dd)
     qkv = d["QKV"][1].reshape(m, h + 2 * g, dd)
@@ -66,6 +67,7 @@ def check_attention(d, dt, shape):
     m, h, g, dd = shape
     tc = npref.split_dtypes(dt)[2]
     pos0, scale = int(d["scalars"]["pos0"]), d["scalars"]["scale"]
+    assert int(d["pos"][1][0]) == pos0, "the kernel reads its position from the pos buffer"
     s_len = pos0 + m
     q = d["Q"][1].reshape(m, h, dd)
     k = d["Kc"][1].reshape(s_len, g, dd)
