@@ -247,6 +247,8 @@ int gc_llama_pos(const gc_llama_t *m) { return m->npos; }
 
 void gc_llama_set_graphs(gc_llama_t *m, int on) { m->graphs = on; }
 void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p) { m->prof = p; }
+gc_prof_t *gc_llama_profile(const gc_llama_t *m) { return m->prof; }
+void gc_llama_reset(gc_llama_t *m) { m->npos = 0; }
 
 /* ---- the forward ---------------------------------------------------------- */
 

@@ -54,6 +54,9 @@ int gc_llama_forward_ex(gc_llama_t *m, const int32_t *tokens, int t, int all_row
 void gc_llama_set_graphs(gc_llama_t *m, int on);
 /* Time every launch into p (NULL: off). Profiled steps run without graphs. */
 void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p);
+gc_prof_t *gc_llama_profile(const gc_llama_t *m);
+/* Empty the KV cache: the next forward starts at position 0. */
+void gc_llama_reset(gc_llama_t *m);
 
 /* RoPE inverse frequencies [head_dim/2] (theta, llama3 scaling), double. */
 void gc_llama_inv_freq(const gc_llama_config_t *c, double *out);

@@ -305,13 +305,14 @@ def parse_profile(err):
 def test_profile_table_accounts_for_every_launch(gc, gqa):
     """--profile: one row per (phase, kernel, problem); launch counts are the
     recipe's (per decode step: 2 rmsnorm per layer + the final one, one
-    embed, one LM head, one argmax); the ids are those of an unprofiled run."""
+    embed, one LM head, one argmax), the --warmup steps not among them; the
+    ids are those of an unprofiled run."""
     n, L = 6, gqa.cfg.n_layers
     plain, _, _ = generate(gc, gqa.path, gqa.bundle, PROMPT, n, *GREEDY)
     r = gc("gcore-run", "-m", gqa.path, "-b", gqa.bundle, "--tokens", ",".join(map(str, PROMPT)),
-           "-n", n, *GREEDY, "--json", "--profile")
+           "-n", n, *GREEDY, "--json", "--profile", "--warmup", 3)
     assert r.rc == 0, r
-    assert parse_json(r)["tokens"] == plain, "--profile changed the output"
+    assert parse_json(r)["tokens"] == plain, "--profile (after a --warmup) changed the output"
     ph = parse_profile(r.err)
     assert set(ph) == {"prefill", "decode"}, r.err
     steps, rows = ph["decode"]
