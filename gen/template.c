@@ -578,6 +578,40 @@ int gc_tpl_expand(const gc_templates_t *set, const gc_variant_t *v,
   return GC_OK;
 }
 
+/* v applies to p and satisfies its constraints on tg. */
+static int usable(const gc_variant_t *v, const gc_target_t *tg, const gc_problem_t *p, int *ok,
+                  gc_err_t *e) {
+  int valid = 0;
+  if (gc_tpl_applies(v, tg, p, ok, e)) return e->code;
+  if (*ok && gc_tpl_valid(v, tg, &valid, NULL, e)) return e->code;
+  *ok = *ok && valid;
+  return GC_OK;
+}
+
+/* t's default for p if usable, else the nearest usable variant: the
+ * defaults with one parameter changed (VEC=16 is invalid on a 32-byte-
+ * vector target, VEC=8 alone fixes it; SPLIT=1 serves rows a split
+ * workspace does not hold), then, where the default applies, the first
+ * usable point of the space. *ok = 0 when there is none. */
+static int nearest_usable(const gc_template_t *t, const gc_target_t *tg, const gc_problem_t *p,
+                          gc_variant_t *v, int *ok, gc_err_t *e) {
+  int applies;
+  gc_tpl_default(t, p, v);
+  if (gc_tpl_applies(v, tg, p, &applies, e) || usable(v, tg, p, ok, e)) return e->code;
+  for (int i = 0; !*ok && i < t->nparams; i++)
+    for (int j = 0; !*ok && j < t->params[i].nvalues; j++) {
+      gc_tpl_default(t, p, v);
+      v->values[i] = t->params[i].values[j];
+      format_params(v);
+      if (usable(v, tg, p, ok, e)) return e->code;
+    }
+  for (int64_t i = 0, n = gc_tpl_space_size(t); applies && !*ok && i < n && i < (1 << 20); i++) {
+    gc_tpl_nth(t, p, i, v);
+    if (usable(v, tg, p, ok, e)) return e->code;
+  }
+  return GC_OK;
+}
+
 int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
                         const gc_problem_t *p, gc_variant_t *v, gc_err_t *e) {
   const gc_template_t *best = NULL;
@@ -587,30 +621,16 @@ int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
     const gc_template_t *t = &set->v[i];
     int ok;
     if (!gc_tpl_serves(t, tg->backend) || !gc_tpl_supports(t, p)) continue;
-    gc_tpl_default(t, p, v);
-    if (gc_tpl_applies(v, tg, p, &ok, e)) return e->code;
-    if (ok && (!best || t->priority > best->priority)) best = t;
+    if (best && t->priority <= best->priority) continue;
+    gc_variant_t cand;
+    if (nearest_usable(t, tg, p, &cand, &ok, e)) return e->code;
+    if (ok) {
+      best = t;
+      *v = cand;
+    }
   }
   if (!best)
-    return gc_err_set(e, GC_ENOTFOUND, "no %s template implements '%s'", tg->backend, key);
-  int ok;
-  gc_tpl_default(best, p, v);
-  if (gc_tpl_valid(v, tg, &ok, NULL, e)) return e->code;
-  /* nearest valid point first: the defaults with one parameter changed
-   * (VEC=16 is invalid on a 32-byte-vector target; VEC=8 alone fixes it) */
-  for (int i = 0; !ok && i < best->nparams; i++)
-    for (int j = 0; !ok && j < best->params[i].nvalues; j++) {
-      gc_tpl_default(best, p, v);
-      v->values[i] = best->params[i].values[j];
-      format_params(v);
-      if (gc_tpl_valid(v, tg, &ok, NULL, e)) return e->code;
-    }
-  for (int64_t i = 0, n = gc_tpl_space_size(best); !ok && i < n && i < (1 << 20); i++) {
-    gc_tpl_nth(best, p, i, v);
-    if (gc_tpl_valid(v, tg, &ok, NULL, e)) return e->code;
-  }
-  if (!ok)
-    return gc_err_set(e, GC_EINVAL, "template %s: no variant satisfies its constraints on %s",
-                      best->name, tg->name);
+    return gc_err_set(e, GC_ENOTFOUND, "no %s template implements '%s' (or none has a variant "
+                      "that applies and satisfies its constraints on %s)", tg->backend, key, tg->name);
   return GC_OK;
 }
