@@ -6,10 +6,10 @@
  *   qkv = xn · Wqkvᵀ                        [t, (H+2G)·hd]   (wq|wk|wv concatenated)
  *   q, cache[pos..] = rope_kv(qkv)          [t, H·hd]
  *   a   = attention(q, cache)               [t, H·hd]        (causal, GQA)
- *   x   = x + a · Woᵀ                       [t, D]
+ *   x  += a · Woᵀ                           [t, D]           (gemm_add: the residual add in the epilogue)
  *   xn  = rmsnorm(x, ffn_norm)
  *   h   = silu(xn · W1ᵀ) ⊙ (xn · W3ᵀ)        [t, F]           (W1|W3 concatenated)
- *   x   = x + h · W2ᵀ
+ *   x  += h · W2ᵀ                           (gemm_add)
  * then the final norm and the LM head on the last row (or every row). */
 #include "llama.h"
 
@@ -30,7 +30,7 @@ struct gc_llama {
   int ctx, max_t, npos;       /* npos: tokens in the cache */
   layer_dev_t *layers;          /* [n_layers] */
   gc_dptr_t tok_emb, norm, cls, inv_freq;
-  gc_dptr_t x, xn, qkv, q, att, tmp, hb, logits; /* activations, [max_t, ...] */
+  gc_dptr_t x, xn, qkv, q, att, hb, logits; /* activations, [max_t, ...] */
   gc_dptr_t step;               /* int32 [1 + max_t]: the position, then the tokens */
   gc_dptr_t pos, tokens;        /* step, step + 4 */
   int graphs;                   /* capture the decode step and replay it */
@@ -50,7 +50,7 @@ static gc_problem_t prob(const char *op, gc_dtype_t a, gc_dtype_t b, gc_dtype_t 
 }
 
 typedef struct steps {
-  gc_problem_t embed, norm, qkv, rope, attn, wo, add, swiglu, w2, fnorm, head, argmax;
+  gc_problem_t embed, norm, qkv, rope, attn, wo, swiglu, w2, fnorm, head, argmax;
 } steps_t;
 
 static void recipe_steps(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t,
@@ -62,10 +62,9 @@ static void recipe_steps(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64
   s->qkv = prob("gemm", a, w, a, t, (H + 2 * G) * hd, D, 0, 0, 0);
   s->rope = prob("rope_kv", a, a, a, t, 0, 0, H, G, hd);
   s->attn = prob("attention", a, a, a, t, 0, 0, H, G, hd);
-  s->wo = prob("gemm", a, w, a, t, D, H * hd, 0, 0, 0);
-  s->add = prob("add", a, a, a, t, D, 0, 0, 0, 0);
+  s->wo = prob("gemm_add", a, w, a, t, D, H * hd, 0, 0, 0);
   s->swiglu = prob("gemm_swiglu", a, w, a, t, F, D, 0, 0, 0);
-  s->w2 = prob("gemm", a, w, a, t, D, F, 0, 0, 0);
+  s->w2 = prob("gemm_add", a, w, a, t, D, F, 0, 0, 0);
   s->fnorm = prob("rmsnorm", a, w, a, rows, D, 0, 0, 0, 0);
   s->head = prob("gemm", a, w, a, rows, c->vocab_size, D, 0, 0, 0);
   s->argmax = prob("argmax", a, a, a, 1, c->vocab_size, 0, 0, 0, 0);
@@ -167,7 +166,7 @@ static int alloc_activations(gc_llama_t *m, gc_err_t *e) {
   size_t widest = (size_t)c->dim > (size_t)c->vocab_size ? (size_t)c->dim : (size_t)c->vocab_size;
   if (alloc(m, t * c->dim * a, &m->x, e) || alloc(m, t * c->dim * a, &m->xn, e) ||
       alloc(m, t * (H + 2 * G) * hd * a, &m->qkv, e) || alloc(m, t * H * hd * a, &m->q, e) ||
-      alloc(m, t * H * hd * a, &m->att, e) || alloc(m, t * c->dim * a, &m->tmp, e) ||
+      alloc(m, t * H * hd * a, &m->att, e) ||
       alloc(m, t * c->hidden_dim * a, &m->hb, e) || alloc(m, t * widest * 4, &m->logits, e) ||
       alloc(m, (t + 1) * 4, &m->step, e))
     return e->code;
@@ -271,14 +270,13 @@ static int layer(gc_llama_t *m, const steps_t *s, const layer_dev_t *L, gc_err_t
                         (float)(1.0 / sqrt((double)m->cfg.head_dim))};
   const gc_dptr_t norm1[] = {m->x, L->attn_norm, m->xn}, qkv[] = {m->xn, L->wqkv, m->qkv},
                   rope[] = {m->qkv, m->q, L->kc, L->vc, m->inv_freq, m->pos},
-                  attn[] = {m->q, L->kc, L->vc, m->att, m->pos}, wo[] = {m->att, L->wo, m->tmp},
-                  add[] = {m->x, m->tmp, m->x}, norm2[] = {m->x, L->ffn_norm, m->xn},
-                  ffn[] = {m->xn, L->w13, m->hb}, w2[] = {m->hb, L->w2, m->tmp};
+                  attn[] = {m->q, L->kc, L->vc, m->att, m->pos}, wo[] = {m->att, L->wo, m->x},
+                  norm2[] = {m->x, L->ffn_norm, m->xn}, ffn[] = {m->xn, L->w13, m->hb},
+                  w2[] = {m->hb, L->w2, m->x};
   if (run(m, &s->norm, &sc, norm1, e) || run(m, &s->qkv, &sc, qkv, e) ||
       run(m, &s->rope, &sc, rope, e) || run(m, &s->attn, &sc, attn, e) ||
-      run(m, &s->wo, &sc, wo, e) || run(m, &s->add, &sc, add, e) ||
-      run(m, &s->norm, &sc, norm2, e) || run(m, &s->swiglu, &sc, ffn, e) ||
-      run(m, &s->w2, &sc, w2, e) || run(m, &s->add, &sc, add, e))
+      run(m, &s->wo, &sc, wo, e) || run(m, &s->norm, &sc, norm2, e) ||
+      run(m, &s->swiglu, &sc, ffn, e) || run(m, &s->w2, &sc, w2, e))
     return e->code;
   return GC_OK;
 }

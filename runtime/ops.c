@@ -112,10 +112,10 @@ int gc_op_buffers(const gc_problem_t *p, const gc_op_scalars_t *sc,
     return gc_err_set(e, GC_EINVAL, "%s: position %lld out of range", p->op, (long long)sc->pos0);
   int64_t m = p->m, hd = p->h * p->d, gd = p->g * p->d, s = sc->pos0 + p->m;
   *n = 3;
-  if (!strcmp(p->op, "gemm")) {
+  if (!strcmp(p->op, "gemm") || !strcmp(p->op, "gemm_add")) {
     b[0] = buf("A", p->ta, m, p->k, GC_BUF_IN);
     b[1] = buf("B", p->tb, p->n, p->k, GC_BUF_IN);
-    b[2] = buf("C", p->tc, m, p->n, GC_BUF_OUT);
+    b[2] = buf("C", p->tc, m, p->n, !strcmp(p->op, "gemm") ? GC_BUF_OUT : GC_BUF_INOUT);
   } else if (!strcmp(p->op, "gemm_swiglu")) {
     b[0] = buf("A", p->ta, m, p->k, GC_BUF_IN);
     b[1] = buf("W", p->tb, 2 * p->n, p->k, GC_BUF_IN);
@@ -217,7 +217,7 @@ void gc_op_fill_inputs(const gc_problem_t *p, const gc_op_scalars_t *sc,
     } else if (b[i].dtype == GC_DT_F64) { /* RoPE inverse frequencies, theta 10000 */
       for (int64_t j = 0; j < b[i].count; j++)
         ((double *)host[i])[j] = pow(10000.0, -2.0 * (double)j / (double)p->d);
-    } else if (b[i].kind == GC_BUF_INOUT) { /* a cache: rows before pos0 kept, the rest to be written */
+    } else if (b[i].kind == GC_BUF_INOUT && !strcmp(p->op, "rope_kv")) { /* a cache: rows before pos0 kept, the rest to be written */
       int64_t keep = sc->pos0 * b[i].cols;
       fill(host[i], b[i].dtype, keep, -1.0, 1.0, &s);
       memset((char *)host[i] + (size_t)keep * gc_dtype_size(b[i].dtype), 0xFF,
@@ -262,6 +262,18 @@ static void ref_gemm(const gc_problem_t *p, void **h, double *ref, double *tol) 
       double a, r = dot(h[0], p->ta, i, h[1], p->tb, j, p->k, &a);
       ref[i * p->n + j] = r;
       tol[i * p->n + j] = u * fabs(r) + gamma * a + ulp_abs(p->tc);
+    }
+}
+
+/* C0 + A·Bᵀ: the GEMM's rule, plus the fp32 rounding of the sum with C0. */
+static void ref_gemm_add(const gc_problem_t *p, void **h, double *ref, double *tol) {
+  double gamma = (double)p->k * 0x1p-24, u = ulp_rel(p->tc);
+  for (int64_t i = 0; i < p->m; i++)
+    for (int64_t j = 0; j < p->n; j++) {
+      double a, c0 = gc_load_elem(h[2], p->tc, i * p->n + j);
+      double r = dot(h[0], p->ta, i, h[1], p->tb, j, p->k, &a) + c0;
+      ref[i * p->n + j] = r;
+      tol[i * p->n + j] = u * fabs(r) + gamma * a + 0x1p-23 * fabs(c0) + ulp_abs(p->tc);
     }
 }
 
@@ -413,6 +425,7 @@ int gc_op_reference(const gc_problem_t *p, const gc_op_scalars_t *sc,
                     double *tol[GC_OP_MAX_BUFS], gc_err_t *e) {
   if (gc_problem_check(p, e)) return e->code;
   if (!strcmp(p->op, "gemm")) ref_gemm(p, host, ref[2], tol[2]);
+  else if (!strcmp(p->op, "gemm_add")) ref_gemm_add(p, host, ref[2], tol[2]);
   else if (!strcmp(p->op, "gemm_swiglu")) ref_swiglu(p, host, ref[2], tol[2]);
   else if (!strcmp(p->op, "rmsnorm")) ref_rmsnorm(p, sc, host, ref[2], tol[2]);
   else if (!strcmp(p->op, "add")) ref_add(p, host, ref[2], tol[2]);
@@ -453,6 +466,7 @@ void gc_op_work(const gc_problem_t *p, const gc_op_scalars_t *sc, double *flops,
   int n;
   *flops = *bytes = 0;
   if (!strcmp(p->op, "gemm")) *flops = 2.0 * p->m * p->n * p->k;
+  else if (!strcmp(p->op, "gemm_add")) *flops = 2.0 * p->m * p->n * p->k + (double)p->m * p->n;
   else if (!strcmp(p->op, "gemm_swiglu")) *flops = 4.0 * p->m * p->n * p->k;
   else if (!strcmp(p->op, "attention"))
     *flops = 4.0 * p->m * p->h * p->d * (double)(sc->pos0 + (p->m + 1) / 2);

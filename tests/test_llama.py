@@ -321,7 +321,8 @@ def test_profile_table_accounts_for_every_launch(gc, gqa):
     assert count(rows, "rmsnorm") == (2 * L + 1) * steps, r.err
     assert count(rows, "embed") == steps and count(rows, "argmax") == steps, r.err
     assert count(rows, "attention") == L * steps and count(rows, "gemm_swiglu") == L * steps, r.err
-    assert count(rows, "gemm") == (3 * L + 1) * steps, r.err  # qkv, wo, w2 per layer + the head
+    assert count(rows, "gemm") == (L + 1) * steps, r.err  # qkv per layer + the head
+    assert count(rows, "gemm_add") == 2 * L * steps, r.err  # wo and w2, the residual add fused
     psteps, prows = ph["prefill"]
     assert psteps == 1 and count(prows, "rope_kv") == L, r.err
     assert all(t > 0 for _, t, _, _, _ in rows + prows), r.err

@@ -20,7 +20,7 @@ RUN = ["--backend", BACKEND]
 GEN = ["--target", TARGETS]
 
 
-DIMS = {"rmsnorm": "mn", "add": "mn", "embed": "mnk", "gemm": "mnk", "gemm_swiglu": "mnk",
+DIMS = {"rmsnorm": "mn", "add": "mn", "embed": "mnk", "gemm": "mnk", "gemm_add": "mnk", "gemm_swiglu": "mnk",
         "rope_kv": "mhgd", "attention": "mhgd", "argmax": "mn"}
 
 
@@ -94,6 +94,13 @@ def numpy_check(op, dt, shape, dump_dir):
         m, n, k = shape
         ref, absref = npref.gemm(d["A"][1], d["B"][1], m, n, k)
         tol = ULP[tc] * np.abs(ref) + k * EPS_F32 * absref + SUB[tc]
+        got = d["C"][1].reshape(m, n)
+    elif op == "gemm_add":  # C += A·Bᵀ in place
+        m, n, k = shape
+        ab, absref = npref.gemm(d["A"][1], d["B"][1], m, n, k)
+        c0 = d["C.init"][1].reshape(m, n)
+        ref = c0 + ab
+        tol = ULP[tc] * np.abs(ref) + k * EPS_F32 * absref + 2 * EPS_F32 * np.abs(c0) + SUB[tc]
         got = d["C"][1].reshape(m, n)
     elif op == "gemm_swiglu":
         m, n, k = shape
