@@ -123,14 +123,18 @@ def gcore(*args, env=None):
     return r
 
 
-def gcore_bench(d, out, budget, arch):
+def gcore_bench(d, out, budget, arch, tune_decode=None):
     env = dict(os.environ, GCORE_CACHE=os.path.join(out, "cache"))
     db, b = os.path.join(out, "tune.db"), os.path.join(out, os.path.basename(d) + ".gcb")
-    if budget:
-        gcore("gcore-tune", "--model", d, "--target", arch, "--prefill", f"{PROMPT},{PREFILL}", "--batch", "1",
-              "--db", db, "--budget", budget, "--no-progress", env=env)
+    t_tune = 0.0
+    if budget or tune_decode:
+        t0 = time.time()
+        gcore("gcore-tune", "--model", d, "--target", arch,
+              "--prefill", f"{PROMPT},{PREFILL}" if budget else "none", "--batch", "1",
+              "--db", db, "--budget", budget or tune_decode, "--no-progress", env=env)
+        t_tune = time.time() - t0
     gcore("gcore-gen", "--model", d, "--target", arch, "--prefill", f"{PROMPT},{PREFILL}",
-          *(["--db", db] if budget else []), "-o", b, env=env)
+          *(["--db", db] if budget or tune_decode else []), "-o", b, env=env)
     toks = ",".join(str(i) for i in range(1, PROMPT + 1))
     run = ["gcore-run", "-m", d, "-b", b, "--backend", "cuda", "--temp", "0", "--ignore-eos", "--json",
            "--ctx", "1024"]
@@ -144,7 +148,7 @@ def gcore_bench(d, out, budget, arch):
     prof_pre = gcore(*run, "--tokens", ptoks, "-n", 1, "--warmup", 0, "--profile", env=env).stderr
     with open(os.path.join(out, os.path.basename(d) + ".profile.txt"), "w") as f:
         f.write(prof_dec + "\n" + prof_pre)
-    return {"decode_tok_s": dec["decode_tok_per_s"], "decode_nograph_tok_s": nog["decode_tok_per_s"],
+    return {"tune_s": t_tune, "decode_tok_s": dec["decode_tok_per_s"], "decode_nograph_tok_s": nog["decode_tok_per_s"],
             "prefill_tok_s": pre["prompt_tok_per_s"], "profile": prof_dec + "\n" + prof_pre}
 
 
@@ -162,6 +166,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-gpu"))
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--profile", action="store_true", help="print gcore-run --profile tables")
+    ap.add_argument("--tune-decode", default=None, metavar="N",
+                    help="tune the decode step's problems only (N candidates each) before building the bundle")
     a = ap.parse_args()
     import torch
     os.makedirs(a.out, exist_ok=True)
@@ -172,7 +178,9 @@ def main():
         t0 = time.time()
         write_model(d, SHAPES[s])
         print(f"[{s}] model written in {time.time() - t0:.0f} s")
-        g = gcore_bench(d, a.out, a.budget if a.budget != "0" else None, a.arch)
+        g = gcore_bench(d, a.out, a.budget if a.budget != "0" else None, a.arch, a.tune_decode)
+        if g["tune_s"]:
+            print(f"[{s}] gcore-tune: {g['tune_s']:.0f} s")
         h = hf_bench(torch, d)
         bound = bw / weight_bytes_per_token(SHAPES[s])
         print(f"[{s}] decode  gcore {g['decode_tok_s']:8.1f} tok/s  HF {h['decode_tok_s']:8.1f} tok/s  "

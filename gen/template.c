@@ -612,8 +612,8 @@ static int usable(const gc_variant_t *v, const gc_target_t *tg, const gc_problem
 /* t's default for p if usable, else the nearest usable variant: the
  * defaults with one parameter changed (VEC=16 is invalid on a 32-byte-
  * vector target, VEC=8 alone fixes it; SPLIT=1 serves rows a split
- * workspace does not hold), then, where the default applies, the first
- * usable point of the space. *ok = 0 when there is none. */
+ * workspace does not hold), then with two changed, then, where the
+ * default applies, the first usable point of the space. *ok = 0 when there is none. */
 static int nearest_usable(const gc_template_t *t, const gc_target_t *tg, const gc_problem_t *p,
                           gc_variant_t *v, int *ok, gc_err_t *e) {
   int applies;
@@ -626,6 +626,18 @@ static int nearest_usable(const gc_template_t *t, const gc_target_t *tg, const g
       format_params(v);
       if (usable(v, tg, p, ok, e)) return e->code;
     }
+  /* two changed (M = 16 rows may need both MMAX=16 and a register plan
+   * for fewer resident blocks) */
+  for (int i = 0; !*ok && i < t->nparams; i++)
+    for (int i2 = i + 1; !*ok && i2 < t->nparams; i2++)
+      for (int j = 0; !*ok && j < t->params[i].nvalues; j++)
+        for (int j2 = 0; !*ok && j2 < t->params[i2].nvalues; j2++) {
+          gc_tpl_default(t, p, v);
+          v->values[i] = t->params[i].values[j];
+          v->values[i2] = t->params[i2].values[j2];
+          format_params(v);
+          if (usable(v, tg, p, ok, e)) return e->code;
+        }
   for (int64_t i = 0, n = gc_tpl_space_size(t); applies && !*ok && i < n && i < (1 << 20); i++) {
     gc_tpl_nth(t, p, i, v);
     if (usable(v, tg, p, ok, e)) return e->code;

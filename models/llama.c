@@ -10,7 +10,13 @@
  *   xn  = rmsnorm(x, ffn_norm)
  *   h   = silu(xn · W1ᵀ) ⊙ (xn · W3ᵀ)        [t, F]           (W1|W3 concatenated)
  *   x  += h · W2ᵀ                           (gemm_add)
- * then the final norm and the LM head on the last row (or every row). */
+ * then the final norm and the LM head on the last row (or every row).
+ * Passes of at most GC_LLAMA_FUSE_MAX tokens (decode steps, small batches)
+ * fold each RMSNorm into the GEMM that reads it (rmsnorm_gemm,
+ * rmsnorm_gemm_swiglu): the GEMVs that serve them normalise A's rows in
+ * their own pass, which saves a launch and a round trip of xn through
+ * memory; longer passes keep the two steps (the norm costs little there,
+ * and the big-GEMM templates need not implement the fused ops). */
 #include "llama.h"
 
 #include <math.h>
@@ -50,6 +56,7 @@ static gc_problem_t prob(const char *op, gc_dtype_t a, gc_dtype_t b, gc_dtype_t 
 }
 
 typedef struct steps {
+  int fused; /* norms folded into qkv, swiglu and head; norm and fnorm unused */
   gc_problem_t embed, norm, qkv, rope, attn, wo, swiglu, w2, fnorm, head, argmax;
 } steps_t;
 
@@ -57,16 +64,17 @@ static void recipe_steps(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64
                          int64_t rows, steps_t *s) {
   gc_dtype_t a = dt.act, w = dt.weight;
   int64_t D = c->dim, F = c->hidden_dim, H = c->n_heads, G = c->n_kv_heads, hd = c->head_dim;
+  int f = s->fused = t <= GC_LLAMA_FUSE_MAX;
   s->embed = prob("embed", a, w, a, t, D, c->vocab_size, 0, 0, 0);
   s->norm = prob("rmsnorm", a, w, a, t, D, 0, 0, 0, 0);
-  s->qkv = prob("gemm", a, w, a, t, (H + 2 * G) * hd, D, 0, 0, 0);
+  s->qkv = prob(f ? "rmsnorm_gemm" : "gemm", a, w, a, t, (H + 2 * G) * hd, D, 0, 0, 0);
   s->rope = prob("rope_kv", a, a, a, t, 0, 0, H, G, hd);
   s->attn = prob("attention", a, a, a, t, 0, 0, H, G, hd);
   s->wo = prob("gemm_add", a, w, a, t, D, H * hd, 0, 0, 0);
-  s->swiglu = prob("gemm_swiglu", a, w, a, t, F, D, 0, 0, 0);
+  s->swiglu = prob(f ? "rmsnorm_gemm_swiglu" : "gemm_swiglu", a, w, a, t, F, D, 0, 0, 0);
   s->w2 = prob("gemm_add", a, w, a, t, D, F, 0, 0, 0);
   s->fnorm = prob("rmsnorm", a, w, a, rows, D, 0, 0, 0, 0);
-  s->head = prob("gemm", a, w, a, rows, c->vocab_size, D, 0, 0, 0);
+  s->head = prob(f ? "rmsnorm_gemm" : "gemm", a, w, a, rows, c->vocab_size, D, 0, 0, 0);
   s->argmax = prob("argmax", a, a, a, 1, c->vocab_size, 0, 0, 0, 0);
 }
 
@@ -74,9 +82,12 @@ int gc_llama_recipe(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t,
                     int64_t logits_rows, gc_problems_t *l, gc_err_t *e) {
   steps_t s;
   recipe_steps(c, dt, t, logits_rows, &s);
-  const gc_problem_t *all = &s.embed;
-  for (size_t i = 0; i < sizeof s / sizeof s.embed; i++)
-    if (gc_problems_push(l, &all[i], e)) return e->code;
+  const gc_problem_t *all[] = {&s.embed, &s.norm, &s.qkv, &s.rope, &s.attn, &s.wo,
+                               &s.swiglu, &s.w2, &s.fnorm, &s.head, &s.argmax};
+  for (size_t i = 0; i < GC_ARRAY_LEN(all); i++)
+    if (!(s.fused && (all[i] == &s.norm || all[i] == &s.fnorm)) &&
+        gc_problems_push(l, all[i], e))
+      return e->code;
   return GC_OK;
 }
 
@@ -269,16 +280,21 @@ static int layer(gc_llama_t *m, const steps_t *s, const layer_dev_t *L, gc_err_t
                         m->cfg.rope_layout == GC_ROPE_PAIRS ? 1 : 0,
                         (float)(1.0 / sqrt((double)m->cfg.head_dim))};
   const gc_dptr_t norm1[] = {m->x, L->attn_norm, m->xn}, qkv[] = {m->xn, L->wqkv, m->qkv},
+                  fqkv[] = {m->x, L->wqkv, m->qkv, L->attn_norm},
                   rope[] = {m->qkv, m->q, L->kc, L->vc, m->inv_freq, m->pos},
                   attn[] = {m->q, L->kc, L->vc, m->att, m->pos}, wo[] = {m->att, L->wo, m->x},
                   norm2[] = {m->x, L->ffn_norm, m->xn}, ffn[] = {m->xn, L->w13, m->hb},
-                  w2[] = {m->hb, L->w2, m->x};
-  if (run(m, &s->norm, &sc, norm1, e) || run(m, &s->qkv, &sc, qkv, e) ||
-      run(m, &s->rope, &sc, rope, e) || run(m, &s->attn, &sc, attn, e) ||
-      run(m, &s->wo, &sc, wo, e) || run(m, &s->norm, &sc, norm2, e) ||
-      run(m, &s->swiglu, &sc, ffn, e) || run(m, &s->w2, &sc, w2, e))
+                  fffn[] = {m->x, L->w13, m->hb, L->ffn_norm}, w2[] = {m->hb, L->w2, m->x};
+  if (s->fused ? run(m, &s->qkv, &sc, fqkv, e)
+               : run(m, &s->norm, &sc, norm1, e) || run(m, &s->qkv, &sc, qkv, e))
     return e->code;
-  return GC_OK;
+  if (run(m, &s->rope, &sc, rope, e) || run(m, &s->attn, &sc, attn, e) ||
+      run(m, &s->wo, &sc, wo, e))
+    return e->code;
+  if (s->fused ? run(m, &s->swiglu, &sc, fffn, e)
+               : run(m, &s->norm, &sc, norm2, e) || run(m, &s->swiglu, &sc, ffn, e))
+    return e->code;
+  return run(m, &s->w2, &sc, w2, e);
 }
 
 /* Logits in the activation dtype, as fp32 on the host. The fp32 buffer
@@ -308,14 +324,15 @@ static int launch_forward(gc_llama_t *m, int t, int rows, int argmax, gc_err_t *
   gc_dptr_t last = m->x + (gc_dptr_t)((size_t)(t - rows) * (size_t)m->cfg.dim * a);
   gc_dptr_t last_logits = m->logits + (gc_dptr_t)((size_t)(rows - 1) * m->cfg.vocab_size * a);
   const gc_dptr_t emb[] = {m->tokens, m->tok_emb, m->x}, fn[] = {last, m->norm, m->xn},
-                  head[] = {m->xn, m->cls, m->logits}, am[] = {last_logits, m->tokens};
+                  head[] = {m->xn, m->cls, m->logits}, fhead[] = {last, m->cls, m->logits, m->norm},
+                  am[] = {last_logits, m->tokens};
   if (run(m, &s.embed, &sc, emb, e)) return e->code;
   for (int l = 0; l < m->cfg.n_layers; l++)
     if (layer(m, &s, &m->layers[l], e)) return e->code;
-  if (run(m, &s.fnorm, &sc, fn, e) || run(m, &s.head, &sc, head, e) ||
-      (argmax && run(m, &s.argmax, &sc, am, e)))
+  if (s.fused ? run(m, &s.head, &sc, fhead, e)
+              : run(m, &s.fnorm, &sc, fn, e) || run(m, &s.head, &sc, head, e))
     return e->code;
-  return GC_OK;
+  return argmax ? run(m, &s.argmax, &sc, am, e) : GC_OK;
 }
 
 /* A decode step as one graph replay, captured on first use. Returns
@@ -387,6 +404,7 @@ int gc_llama_forward_ex(gc_llama_t *m, const int32_t *tokens, int t, int all_row
 static int add_recipe(const gc_llama_weights_t *w, gc_llama_dtypes_t dt, const char *list,
                       int given, const char *flag, gc_problems_t *out, gc_err_t *e) {
   char buf[512];
+  if (!strcmp(list, "none")) return GC_OK; /* e.g. decode steps only */
   if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf)
     return gc_err_set(e, GC_EINVAL, "%s: list too long", flag);
   for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {

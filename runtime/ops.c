@@ -116,10 +116,20 @@ int gc_op_buffers(const gc_problem_t *p, const gc_op_scalars_t *sc,
     b[0] = buf("A", p->ta, m, p->k, GC_BUF_IN);
     b[1] = buf("B", p->tb, p->n, p->k, GC_BUF_IN);
     b[2] = buf("C", p->tc, m, p->n, !strcmp(p->op, "gemm") ? GC_BUF_OUT : GC_BUF_INOUT);
-  } else if (!strcmp(p->op, "gemm_swiglu")) {
+  } else if (!strcmp(p->op, "rmsnorm_gemm")) {
+    b[0] = buf("A", p->ta, m, p->k, GC_BUF_IN);
+    b[1] = buf("B", p->tb, p->n, p->k, GC_BUF_IN);
+    b[2] = buf("C", p->tc, m, p->n, GC_BUF_OUT);
+    b[3] = buf("norm", p->tb, 1, p->k, GC_BUF_IN);
+    *n = 4;
+  } else if (!strcmp(p->op, "gemm_swiglu") || !strcmp(p->op, "rmsnorm_gemm_swiglu")) {
     b[0] = buf("A", p->ta, m, p->k, GC_BUF_IN);
     b[1] = buf("W", p->tb, 2 * p->n, p->k, GC_BUF_IN);
     b[2] = buf("C", p->tc, m, p->n, GC_BUF_OUT);
+    if (!strcmp(p->op, "rmsnorm_gemm_swiglu")) {
+      b[3] = buf("norm", p->tb, 1, p->k, GC_BUF_IN);
+      *n = 4;
+    }
   } else if (!strcmp(p->op, "rmsnorm")) {
     b[0] = buf("X", p->ta, m, p->n, GC_BUF_IN);
     b[1] = buf("W", p->tb, 1, p->n, GC_BUF_IN);
@@ -155,6 +165,10 @@ int gc_op_buffers(const gc_problem_t *p, const gc_op_scalars_t *sc,
   return GC_OK;
 }
 
+static int is_norm_gemm(const gc_problem_t *p) {
+  return !strcmp(p->op, "rmsnorm_gemm") || !strcmp(p->op, "rmsnorm_gemm_swiglu");
+}
+
 void gc_op_args(const gc_problem_t *p, const gc_op_scalars_t *sc, const gc_dptr_t *bufs,
                 gc_argpack_t *pk) {
   gc_opbuf_t b[GC_OP_MAX_BUFS];
@@ -178,8 +192,8 @@ void gc_op_args(const gc_problem_t *p, const gc_op_scalars_t *sc, const gc_dptr_
     pk->i64[i] = v[i];
     pk->args[pk->nargs++] = &pk->i64[i];
   }
-  if (!strcmp(p->op, "rmsnorm") || !strcmp(p->op, "attention")) {
-    pk->f32[0] = !strcmp(p->op, "rmsnorm") ? sc->eps : sc->scale;
+  if (!strcmp(p->op, "rmsnorm") || !strcmp(p->op, "attention") || is_norm_gemm(p)) {
+    pk->f32[0] = !strcmp(p->op, "attention") ? sc->scale : sc->eps;
     pk->args[pk->nargs++] = &pk->f32[0];
   }
 }
@@ -223,7 +237,7 @@ void gc_op_fill_inputs(const gc_problem_t *p, const gc_op_scalars_t *sc,
       memset((char *)host[i] + (size_t)keep * gc_dtype_size(b[i].dtype), 0xFF,
              (size_t)(b[i].count - keep) * gc_dtype_size(b[i].dtype));
     } else {
-      int norm_weight = !strcmp(p->op, "rmsnorm") && i == 1;
+      int norm_weight = (!strcmp(p->op, "rmsnorm") && i == 1) || !strcmp(b[i].name, "norm");
       fill(host[i], b[i].dtype, b[i].count, norm_weight ? 0.5 : -1.0, norm_weight ? 1.5 : 1.0, &s);
     }
   }
@@ -312,6 +326,50 @@ static void ref_rmsnorm(const gc_problem_t *p, const gc_op_scalars_t *sc, void *
       tol[i * p->n + j] = (uc + rel) * fabs(r) + ulp_abs(p->tc);
     }
   }
+}
+
+/* rmsnorm_gemm and rmsnorm_gemm_swiglu: the GEMM rules applied to the
+ * normalised rows x·w/sqrt(mean(x²)+eps) computed in fp64; the kernel's
+ * fp32 sum of squares and rsqrt add a relative (K + 8)·2^-24 to every
+ * product. B (or W) is h[1], the norm weight h[3]. */
+static int ref_norm_gemm(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
+                         double *ref, double *tol, gc_err_t *e) {
+  int64_t M = p->m, N = p->n, K = p->k;
+  int swiglu = !strcmp(p->op, "rmsnorm_gemm_swiglu");
+  double *xn = gc_malloc((size_t)(M * K > 0 ? M * K : 1) * sizeof *xn, e);
+  if (!xn) return GC_ENOMEM;
+  for (int64_t i = 0; i < M; i++) {
+    double ss = 0;
+    for (int64_t k = 0; k < K; k++) {
+      double x = gc_load_elem(h[0], p->ta, i * K + k);
+      ss += x * x;
+    }
+    double inv = 1.0 / sqrt(ss / (double)K + (double)sc->eps);
+    for (int64_t k = 0; k < K; k++)
+      xn[i * K + k] = gc_load_elem(h[0], p->ta, i * K + k) * inv * gc_load_elem(h[3], p->tb, k);
+  }
+  double gamma = (double)K * 0x1p-24 + (double)(K + 8) * 0x1p-24, uc = ulp_rel(p->tc);
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double d[2] = {0, 0}, a[2] = {0, 0};
+      for (int r = 0; r < 1 + swiglu; r++)
+        for (int64_t k = 0; k < K; k++) {
+          double v = xn[i * K + k] * gc_load_elem(h[1], p->tb, (j + r * N) * K + k);
+          d[r] += v;
+          a[r] += fabs(v);
+        }
+      double out = d[0], t = uc * fabs(d[0]) + gamma * a[0];
+      if (swiglu) {
+        double sg = d[0] / (1.0 + exp(-d[0]));
+        out = sg * d[1];
+        t = uc * fabs(out) + 1.1 * fabs(d[1]) * (gamma + 0x1p-21) * (a[0] + fabs(d[0])) +
+            fabs(sg) * (gamma + 0x1p-21) * a[1];
+      }
+      ref[i * N + j] = out;
+      tol[i * N + j] = t + ulp_abs(p->tc);
+    }
+  free(xn);
+  return GC_OK;
 }
 
 /* x + y: one rounding of the sum (two for a narrow output dtype). */
@@ -427,6 +485,7 @@ int gc_op_reference(const gc_problem_t *p, const gc_op_scalars_t *sc,
   if (!strcmp(p->op, "gemm")) ref_gemm(p, host, ref[2], tol[2]);
   else if (!strcmp(p->op, "gemm_add")) ref_gemm_add(p, host, ref[2], tol[2]);
   else if (!strcmp(p->op, "gemm_swiglu")) ref_swiglu(p, host, ref[2], tol[2]);
+  else if (is_norm_gemm(p)) return ref_norm_gemm(p, sc, host, ref[2], tol[2], e);
   else if (!strcmp(p->op, "rmsnorm")) ref_rmsnorm(p, sc, host, ref[2], tol[2]);
   else if (!strcmp(p->op, "add")) ref_add(p, host, ref[2], tol[2]);
   else if (!strcmp(p->op, "embed")) ref_embed(p, host, ref[2], tol[2]);
@@ -468,6 +527,8 @@ void gc_op_work(const gc_problem_t *p, const gc_op_scalars_t *sc, double *flops,
   if (!strcmp(p->op, "gemm")) *flops = 2.0 * p->m * p->n * p->k;
   else if (!strcmp(p->op, "gemm_add")) *flops = 2.0 * p->m * p->n * p->k + (double)p->m * p->n;
   else if (!strcmp(p->op, "gemm_swiglu")) *flops = 4.0 * p->m * p->n * p->k;
+  else if (!strcmp(p->op, "rmsnorm_gemm")) *flops = 2.0 * p->m * p->n * p->k + 3.0 * p->m * p->k;
+  else if (!strcmp(p->op, "rmsnorm_gemm_swiglu")) *flops = 4.0 * p->m * p->n * p->k + 3.0 * p->m * p->k;
   else if (!strcmp(p->op, "attention"))
     *flops = 4.0 * p->m * p->h * p->d * (double)(sc->pos0 + (p->m + 1) / 2);
   else if (!strcmp(p->op, "rope_kv")) *flops = 6.0 * p->m * (p->h + p->g) * p->d;

@@ -19,7 +19,8 @@ needs_nvrtc = pytest.mark.skipif(not NVRTC, reason="NVRTC not installed (CUDA to
 SHAPES = {"gemm": "--m 1 --n 96 --k 72", "gemm_swiglu": "--m 1 --n 96 --k 72",
           "rmsnorm": "--m 1 --n 300", "add": "--m 1 --n 300", "embed": "--m 1 --n 64 --k 50",
           "rope_kv": "--m 1 --h 8 --g 2 --d 64", "attention": "--m 1 --h 8 --g 2 --d 64",
-          "argmax": "--m 1 --n 1000", "gemm_add": "--m 1 --n 96 --k 72"}
+          "argmax": "--m 1 --n 1000", "gemm_add": "--m 1 --n 96 --k 72",
+          "rmsnorm_gemm": "--m 1 --n 96 --k 72", "rmsnorm_gemm_swiglu": "--m 1 --n 96 --k 72"}
 
 
 def gpu_templates():
@@ -70,8 +71,10 @@ def test_sm90_bundle_for_a_model(gc):
     model = os.path.join(SHARED, "stories260K.bin")
     if not os.path.exists(model):
         pytest.skip("shared data not present")
-    r = gc("gcore-gen", "--model", model, "--target", "sm_90,cpu", "--prefill", "16", "-o", "m.gcb")
+    r = gc("gcore-gen", "--model", model, "--target", "sm_90,cpu", "--prefill", "16,32", "-o", "m.gcb")
     assert r.rc == 0, r
     with sqlite3.connect(gc.dir / "m.gcb") as c:
         ops = {op for (op,) in c.execute("SELECT DISTINCT op FROM dispatch WHERE target='sm_90'")}
-    assert ops == {"embed", "rmsnorm", "gemm", "rope_kv", "attention", "gemm_add", "gemm_swiglu", "argmax"}
+    # 16 tokens and decode steps fold the norms into the GEMMs; 32 do not
+    assert ops == {"embed", "rmsnorm", "gemm", "rope_kv", "attention", "gemm_add", "gemm_swiglu", "argmax",
+                   "rmsnorm_gemm", "rmsnorm_gemm_swiglu"}

@@ -304,9 +304,12 @@ def parse_profile(err):
 
 def test_profile_table_accounts_for_every_launch(gc, gqa):
     """--profile: one row per (phase, kernel, problem); launch counts are the
-    recipe's (per decode step: 2 rmsnorm per layer + the final one, one
-    embed, one LM head, one argmax), the --warmup steps not among them; the
-    ids are those of an unprofiled run."""
+    recipe's (per decode step: one embed; per layer the QKV GEMM with the
+    attention norm folded in, rope, attention, the output projection with
+    the residual add, the gate/up GEMM with the FFN norm folded in, the down
+    projection with the add; the LM head with the final norm folded in; one
+    argmax), the --warmup steps not among them; the ids are those of an
+    unprofiled run."""
     n, L = 6, gqa.cfg.n_layers
     plain, _, _ = generate(gc, gqa.path, gqa.bundle, PROMPT, n, *GREEDY)
     r = gc("gcore-run", "-m", gqa.path, "-b", gqa.bundle, "--tokens", ",".join(map(str, PROMPT)),
@@ -318,10 +321,11 @@ def test_profile_table_accounts_for_every_launch(gc, gqa):
     steps, rows = ph["decode"]
     assert steps == n - 1, r.err
     count = lambda rs, op: sum(c for c, _, o, _, _ in rs if o == op)
-    assert count(rows, "rmsnorm") == (2 * L + 1) * steps, r.err
+    assert count(rows, "rmsnorm") == 0 and count(rows, "gemm") == 0, r.err  # folded
+    assert count(rows, "rmsnorm_gemm") == (L + 1) * steps, r.err
+    assert count(rows, "rmsnorm_gemm_swiglu") == L * steps, r.err
     assert count(rows, "embed") == steps and count(rows, "argmax") == steps, r.err
-    assert count(rows, "attention") == L * steps and count(rows, "gemm_swiglu") == L * steps, r.err
-    assert count(rows, "gemm") == (L + 1) * steps, r.err  # qkv per layer + the head
+    assert count(rows, "attention") == L * steps and count(rows, "rope_kv") == L * steps, r.err
     assert count(rows, "gemm_add") == 2 * L * steps, r.err  # wo and w2, the residual add fused
     psteps, prows = ph["prefill"]
     assert psteps == 1 and count(prows, "rope_kv") == L, r.err
@@ -334,6 +338,19 @@ def test_no_graph_flag_is_accepted_on_cpu(gc, gqa):
     a, _, _ = generate(gc, gqa.path, gqa.bundle, PROMPT, 8, *GREEDY)
     b, _, _ = generate(gc, gqa.path, gqa.bundle, PROMPT, 8, *GREEDY, "--no-graph")
     assert a == b == gqa.ids[:8]
+
+
+def test_long_prefill_unfused_matches_reference(gc, gqa):
+    """A 24-token prompt runs the unfused recipe (rmsnorm, then the GEMMs:
+    over GC_LLAMA_FUSE_MAX = 16 tokens); feeding it token by token runs the
+    fused one. Both match the fp64 reference's logits."""
+    prompt = [(7 * i + 3) % gqa.cfg.vocab_size for i in range(24)]
+    V = gqa.cfg.vocab_size
+    ref = R.forward(gqa.w, gqa.cfg, prompt)
+    _, lp, _ = generate(gc, gqa.path, gqa.bundle, prompt, 1, *GREEDY, vocab=V)
+    _, lt, _ = generate(gc, gqa.path, gqa.bundle, prompt, 1, *GREEDY, "--token-by-token", vocab=V)
+    assert_logits_close(lp, ref, TOL, "24-token prefill (unfused) vs reference")
+    assert_logits_close(lt, ref, TOL, "token by token (fused) vs reference")
 
 
 # ------------------------------------------------------------ stopping

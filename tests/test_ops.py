@@ -21,6 +21,7 @@ GEN = ["--target", TARGETS]
 
 
 DIMS = {"rmsnorm": "mn", "add": "mn", "embed": "mnk", "gemm": "mnk", "gemm_add": "mnk", "gemm_swiglu": "mnk",
+        "rmsnorm_gemm": "mnk", "rmsnorm_gemm_swiglu": "mnk",
         "rope_kv": "mhgd", "attention": "mhgd", "argmax": "mn"}
 
 
@@ -101,6 +102,24 @@ def numpy_check(op, dt, shape, dump_dir):
         c0 = d["C.init"][1].reshape(m, n)
         ref = c0 + ab
         tol = ULP[tc] * np.abs(ref) + k * EPS_F32 * absref + 2 * EPS_F32 * np.abs(c0) + SUB[tc]
+        got = d["C"][1].reshape(m, n)
+    elif op in ("rmsnorm_gemm", "rmsnorm_gemm_swiglu"):
+        m, n, k = shape
+        x = d["A"][1].reshape(m, k)
+        inv = 1.0 / np.sqrt((x * x).mean(axis=1, keepdims=True) + np.float32(1e-5).astype(np.float64))
+        xn = (x * inv * d["norm"][1][None, :]).ravel()
+        gam = (2 * k + 8) * EPS_F32  # the GEMM's sum plus the fp32 norm's error on every product
+        if op == "rmsnorm_gemm":
+            ref, absref = npref.gemm(xn, d["B"][1], m, n, k)
+            tol = ULP[tc] * np.abs(ref) + gam * absref + SUB[tc]
+        else:
+            w = d["W"][1].reshape(2 * n, k)
+            g, ag = npref.gemm(xn, w[:n].ravel(), m, n, k)
+            u, au = npref.gemm(xn, w[n:].ravel(), m, n, k)
+            sg = npref.silu(g)
+            ref = sg * u
+            gam += 2.0 ** -21
+            tol = ULP[tc] * np.abs(ref) + 1.1 * np.abs(u) * gam * (ag + np.abs(g)) + np.abs(sg) * gam * au + SUB[tc]
         got = d["C"][1].reshape(m, n)
     elif op == "gemm_swiglu":
         m, n, k = shape

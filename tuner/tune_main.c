@@ -22,7 +22,7 @@ static const char usage[] =
     "  --dtype T         f32 | f16 | bf16 | A:B:C such as f32:f16:f32 (default f32)\n"
     "  --workload FILE   one problem per line: 'OP DTYPE m=LIST n=LIST k=LIST'\n"
     "  --model PATH      every problem a Llama model's forward needs (HF dir or llama2.c .bin)\n"
-    "  --prefill LIST    with --model: prompt lengths to tune for (default 128,512)\n"
+    "  --prefill LIST    with --model: prompt lengths to tune for (default 128,512; none: decode only)\n"
     "  --batch N         with --model: rows of a decode step (default 1)\n"
     "  --h/--g/--d LIST  query heads, kv heads, head dim (rope_kv, attention)\n"
     "sweep:\n"

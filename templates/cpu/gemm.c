@@ -1,7 +1,7 @@
 /* gemm.c — blocked CPU GEMM, C[M,N] = A[M,K] · B[N,K]ᵀ, fp32 accumulation.
  *
  * @template gemm_cpu
- * @op gemm gemm_add
+ * @op gemm gemm_add rmsnorm_gemm
  * @backend cpu
  * @dtypes f32 f16 bf16 f32:f16:f32 f32:bf16:f32
  * @kernel gemm_cpu
@@ -132,29 +132,39 @@ static void gemm_micro(int64_t kc, const float *restrict ap,
  * cacc is tile-major: micro-tile (jt, it) at cacc[(jt*TM + it)*MR*NR],
  * each tile row-major [MR][NR]. c has leading dimension ldc. */
 static void gemm_store(const float *cacc, TC *c, int64_t ldc, int64_t mb,
-                       int64_t nb) {
+                       int64_t nb, const float *inv) {
   for (int64_t i = 0; i < mb; i++) {
+    VF sc = VSET1(inv ? inv[i] : 1.0f); /* rmsnorm_gemm: the row's 1/rms */
     for (int64_t j = 0; j < nb; j += NR) {
       const float *s = cacc + ((j / NR * TM + i / MR) * MR + i % MR) * NR;
       TC *d = c + i * ldc + j;
       int64_t n = gc_min(NR, nb - j);
       int64_t v = 0;
       for (; v + VEC <= n; v += VEC)
-        VSTORE_GEMM(d + v, VLOADF(s + v));
+        VSTORE_GEMM(d + v, VMUL(VLOADF(s + v), sc));
       if (v < n)
-        VSTOREN_GEMM(d + v, VLOADF(s + v), n - v);
+        VSTOREN_GEMM(d + v, VMUL(VLOADF(s + v), sc), n - v);
     }
   }
 }
 
-/* args: A[M,K] (TA), B[N,K] (TB), C[M,N] (TC), int64 M, N, K. */
+#if GC_OP_RMSNORM_GEMM
+#define GM_NORM 1 /* rmsnorm_gemm: A's rows normalised on the way */
+#else
+#define GM_NORM 0
+#endif
+
+/* args: A[M,K] (TA), B[N,K] (TB), C[M,N] (TC), [norm[K] (TB),] int64 M, N,
+ * K[, float eps]. */
 GC_EXPORT void gemm_cpu(void **args, int64_t task) {
   const TA *A = GC_ARG(args, 0, const TA *);
   const TB *B = GC_ARG(args, 1, const TB *);
   TC *C = GC_ARG(args, 2, TC *);
-  int64_t M = GC_ARG(args, 3, int64_t);
-  int64_t N = GC_ARG(args, 4, int64_t);
-  int64_t K = GC_ARG(args, 5, int64_t);
+  const TB *wn = GM_NORM ? GC_ARG(args, 3, const TB *) : 0;
+  int64_t M = GC_ARG(args, 3 + GM_NORM, int64_t);
+  int64_t N = GC_ARG(args, 4 + GM_NORM, int64_t);
+  int64_t K = GC_ARG(args, 5 + GM_NORM, int64_t);
+  float eps = GM_NORM ? GC_ARG(args, 7, float) : 0.0f;
 
   int64_t nbn = gc_cdiv(N, NC);
   int64_t i0 = task / nbn * MC, j0 = task % nbn * NC;
@@ -165,6 +175,10 @@ GC_EXPORT void gemm_cpu(void **args, int64_t task) {
   float ap[MC * KC] GC_ALIGN64;   /* [TM][MR][KC]: A block, this K chunk */
   float bp[KC * NR] GC_ALIGN64;   /* [KC][NR]: one B micro-panel, transposed */
   float cacc[MC * NC] GC_ALIGN64; /* [NC/NR][TM][MR][NR]: C block, fp32 */
+  float inv[MC];                  /* rmsnorm_gemm: 1/rms of the block's rows */
+  if (GM_NORM)
+    for (int64_t i = 0; i < mb; i++)
+      GC_ROW_INV_RMS(A + (i0 + i) * K, K, eps, inv[i]);
 
   /* K == 0 still runs one empty chunk, which zeroes cacc. */
   for (int64_t k0 = 0; k0 == 0 || k0 < K; k0 += KC) {
@@ -172,6 +186,8 @@ GC_EXPORT void gemm_cpu(void **args, int64_t task) {
     for (int64_t i = 0; i < mb; i += MR)
       gemm_pack_a(A + (i0 + i) * K + k0, K, gc_min(MR, mb - i), kc,
                   ap + i * KC);
+    if (GM_NORM)
+      GC_SCALE_PACKED(ap, mb, kc, wn, k0);
     for (int64_t j = 0; j < nb; j += NR) {
       gemm_pack_b(B + (j0 + j) * K + k0, K, gc_min(NR, nb - j), kc, bp);
       for (int64_t i = 0; i < mb; i += MR)
@@ -179,5 +195,5 @@ GC_EXPORT void gemm_cpu(void **args, int64_t task) {
                    k0 > 0);
     }
   }
-  gemm_store(cacc, C + i0 * N + j0, N, mb, nb);
+  gemm_store(cacc, C + i0 * N + j0, N, mb, nb, GM_NORM ? inv : 0);
 }

@@ -3,7 +3,7 @@
  * silu(g) = g / (1 + e^-g), fp32 accumulation.
  *
  * @template gemm_swiglu_cpu
- * @op gemm_swiglu
+ * @op gemm_swiglu rmsnorm_gemm_swiglu
  * @backend cpu
  * @dtypes f32 f16 bf16 f32:f16:f32 f32:bf16:f32
  * @kernel gemm_swiglu_cpu
@@ -142,14 +142,15 @@ GC_INLINE VF swiglu_act(VF g, VF u) {
  * each tile row-major [MR][PW] with gate in columns 0..NR-1, up in
  * NR..PW-1. c has leading dimension ldc. */
 static void swiglu_store(const float *cacc, TC *c, int64_t ldc, int64_t mb,
-                         int64_t nb) {
+                         int64_t nb, const float *inv) {
   for (int64_t i = 0; i < mb; i++) {
+    VF sc = VSET1(inv ? inv[i] : 1.0f); /* rmsnorm_gemm_swiglu: the row's 1/rms */
     for (int64_t j = 0; j < nb; j += NR) {
       const float *s = cacc + ((j / NR * TM + i / MR) * MR + i % MR) * PW;
       TC *d = c + i * ldc + j;
       int64_t n = gc_min(NR, nb - j);
       for (int64_t v = 0; v < n; v += VEC) {
-        VF y = swiglu_act(VLOADF(s + v), VLOADF(s + NR + v));
+        VF y = swiglu_act(VMUL(VLOADF(s + v), sc), VMUL(VLOADF(s + NR + v), sc));
         if (v + VEC <= n)
           VSTORE_C(d + v, y);
         else
@@ -159,14 +160,23 @@ static void swiglu_store(const float *cacc, TC *c, int64_t ldc, int64_t mb,
   }
 }
 
-/* args: A[M,K] (TA), W[2N,K] (TB), C[M,N] (TC), int64 M, N, K. */
+#if GC_OP_RMSNORM_GEMM_SWIGLU
+#define GS_NORM 1 /* rmsnorm_gemm_swiglu: A's rows normalised on the way */
+#else
+#define GS_NORM 0
+#endif
+
+/* args: A[M,K] (TA), W[2N,K] (TB), C[M,N] (TC), [norm[K] (TB),] int64 M, N,
+ * K[, float eps]. */
 GC_EXPORT void gemm_swiglu_cpu(void **args, int64_t task) {
   const TA *A = GC_ARG(args, 0, const TA *);
   const TB *W = GC_ARG(args, 1, const TB *);
   TC *C = GC_ARG(args, 2, TC *);
-  int64_t M = GC_ARG(args, 3, int64_t);
-  int64_t N = GC_ARG(args, 4, int64_t);
-  int64_t K = GC_ARG(args, 5, int64_t);
+  const TB *wn = GS_NORM ? GC_ARG(args, 3, const TB *) : 0;
+  int64_t M = GC_ARG(args, 3 + GS_NORM, int64_t);
+  int64_t N = GC_ARG(args, 4 + GS_NORM, int64_t);
+  int64_t K = GC_ARG(args, 5 + GS_NORM, int64_t);
+  float eps = GS_NORM ? GC_ARG(args, 7, float) : 0.0f;
 
   int64_t nbn = gc_cdiv(N, NC);
   int64_t i0 = task / nbn * MC, j0 = task % nbn * NC;
@@ -177,6 +187,10 @@ GC_EXPORT void gemm_swiglu_cpu(void **args, int64_t task) {
   float ap[MC * KC] GC_ALIGN64;       /* [TM][MR][KC]: A block, this K chunk */
   float bp[KC * PW] GC_ALIGN64;       /* [KC][gate NR | up NR]: W micro-panel */
   float cacc[MC * 2 * NC] GC_ALIGN64; /* [NC/NR][TM][MR][PW]: gate|up, fp32 */
+  float inv[MC];                      /* rmsnorm_gemm_swiglu: 1/rms of the block's rows */
+  if (GS_NORM)
+    for (int64_t i = 0; i < mb; i++)
+      GC_ROW_INV_RMS(A + (i0 + i) * K, K, eps, inv[i]);
 
   /* K == 0 still runs one empty chunk, which zeroes cacc. */
   for (int64_t k0 = 0; k0 == 0 || k0 < K; k0 += KC) {
@@ -184,6 +198,8 @@ GC_EXPORT void gemm_swiglu_cpu(void **args, int64_t task) {
     for (int64_t i = 0; i < mb; i += MR)
       swiglu_pack_a(A + (i0 + i) * K + k0, K, gc_min(MR, mb - i), kc,
                     ap + i * KC);
+    if (GS_NORM)
+      GC_SCALE_PACKED(ap, mb, kc, wn, k0);
     for (int64_t j = 0; j < nb; j += NR) {
       int64_t nv = gc_min(NR, nb - j);
       swiglu_pack_w(W + (j0 + j) * K + k0, K, nv, kc, bp);
@@ -193,5 +209,5 @@ GC_EXPORT void gemm_swiglu_cpu(void **args, int64_t task) {
                      cacc + (j / NR * TM + i / MR) * MR * PW, k0 > 0);
     }
   }
-  swiglu_store(cacc, C + i0 * N + j0, N, mb, nb);
+  swiglu_store(cacc, C + i0 * N + j0, N, mb, nb, GS_NORM ? inv : 0);
 }

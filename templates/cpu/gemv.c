@@ -2,7 +2,7 @@
  * C[M,N] = A[M,K] · B[N,K]ᵀ, M <= 4, fp32 accumulation.
  *
  * @template gemv_cpu
- * @op gemm gemm_add
+ * @op gemm gemm_add rmsnorm_gemm
  * @backend cpu
  * @dtypes f32 f16 bf16 f32:f16:f32 f32:bf16:f32
  * @kernel gemv_cpu
@@ -27,12 +27,20 @@
  * vector accumulators, then reduces each to a scalar. The K tail is read
  * with partial (zero-filled) loads, so nothing past a row is touched. B
  * rows past N within a group are clamped to row N-1 and not stored.
+ * rmsnorm_gemm multiplies each A vector by the norm weight's as it is
+ * loaded and each output by its row's 1/rms (computed once per task).
  */
+
+#if GC_OP_RMSNORM_GEMM
+#define GV_NORM 1
+#else
+#define GV_NORM 0
+#endif
 
 /* c[m][r] = sum_k a[m][k] * b[r][k] for m < MROWS, r < ROWS.
  * a: MROWS rows with stride lda; b: ROWS row pointers. */
 GC_INLINE void gemv_group(int MROWS, const TA *a, int64_t lda,
-                          const TB *b[ROWS], int64_t K,
+                          const TB *b[ROWS], const TB *wn, int64_t K,
                           float c[4][ROWS]) {
   VF acc[4][ROWS][UNROLL]; /* acc[m][r][u] */
   for (int m = 0; m < MROWS; m++)
@@ -48,6 +56,11 @@ GC_INLINE void gemv_group(int MROWS, const TA *a, int64_t lda,
       VF av[4];
       for (int m = 0; m < MROWS; m++)
         av[m] = VLOAD_A(a + m * lda + k + u * VEC);
+      if (GV_NORM) {
+        VF wv = VLOAD_B(wn + k + u * VEC);
+        for (int m = 0; m < MROWS; m++)
+          av[m] = VMUL(av[m], wv);
+      }
       GC_UNROLL(ROWS)
       for (int r = 0; r < ROWS; r++) {
         if (PF > 0)
@@ -63,6 +76,11 @@ GC_INLINE void gemv_group(int MROWS, const TA *a, int64_t lda,
     VF av[4];
     for (int m = 0; m < MROWS; m++)
       av[m] = n == VEC ? VLOAD_A(a + m * lda + k) : VLOADN_A(a + m * lda + k, n);
+    if (GV_NORM) {
+      VF wv = n == VEC ? VLOAD_B(wn + k) : VLOADN_B(wn + k, n);
+      for (int m = 0; m < MROWS; m++)
+        av[m] = VMUL(av[m], wv);
+    }
     GC_UNROLL(ROWS)
     for (int r = 0; r < ROWS; r++) {
       VF bv = n == VEC ? VLOAD_B(b[r] + k) : VLOADN_B(b[r] + k, n);
@@ -83,38 +101,45 @@ GC_INLINE void gemv_group(int MROWS, const TA *a, int64_t lda,
 
 /* C[0..MROWS-1][j0 .. j0+nb-1] for one task; MROWS is a constant at
  * each call site so the M loops unroll. */
-GC_INLINE void gemv_task(int MROWS, const TA *A, const TB *B, TC *C,
-                         int64_t N, int64_t K, int64_t j0, int64_t nb) {
+GC_INLINE void gemv_task(int MROWS, const TA *A, const TB *B, TC *C, const TB *wn,
+                         float eps, int64_t N, int64_t K, int64_t j0, int64_t nb) {
+  float inv[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+  if (GV_NORM)
+    for (int m = 0; m < MROWS; m++)
+      GC_ROW_INV_RMS(A + m * K, K, eps, inv[m]);
   for (int64_t j = j0; j < j0 + nb; j += ROWS) {
     const TB *b[ROWS];
     for (int r = 0; r < ROWS; r++)
       b[r] = B + gc_min(j + r, N - 1) * K;
     float c[4][ROWS];
-    gemv_group(MROWS, A, K, b, K, c);
+    gemv_group(MROWS, A, K, b, wn, K, c);
     for (int m = 0; m < MROWS; m++)
       for (int r = 0; r < ROWS && j + r < j0 + nb; r++)
-        STORE_GEMM(C + m * N, j + r, c[m][r]);
+        STORE_GEMM(C + m * N, j + r, c[m][r] * inv[m]);
   }
 }
 
-/* args: A[M,K] (TA), B[N,K] (TB), C[M,N] (TC), int64 M, N, K; M <= 4. */
+/* args: A[M,K] (TA), B[N,K] (TB), C[M,N] (TC), [norm[K] (TB),] int64 M, N,
+ * K[, float eps]; M <= 4. */
 GC_EXPORT void gemv_cpu(void **args, int64_t task) {
   const TA *A = GC_ARG(args, 0, const TA *);
   const TB *B = GC_ARG(args, 1, const TB *);
   TC *C = GC_ARG(args, 2, TC *);
-  int64_t M = GC_ARG(args, 3, int64_t);
-  int64_t N = GC_ARG(args, 4, int64_t);
-  int64_t K = GC_ARG(args, 5, int64_t);
+  const TB *wn = GV_NORM ? GC_ARG(args, 3, const TB *) : 0;
+  int64_t M = GC_ARG(args, 3 + GV_NORM, int64_t);
+  int64_t N = GC_ARG(args, 4 + GV_NORM, int64_t);
+  int64_t K = GC_ARG(args, 5 + GV_NORM, int64_t);
+  float eps = GV_NORM ? GC_ARG(args, 7, float) : 0.0f;
 
   int64_t j0 = task * NB;
   int64_t nb = gc_min(NB, N - j0);
   if (nb <= 0)
     return;
   switch (M) {
-  case 1: gemv_task(1, A, B, C, N, K, j0, nb); break;
-  case 2: gemv_task(2, A, B, C, N, K, j0, nb); break;
-  case 3: gemv_task(3, A, B, C, N, K, j0, nb); break;
-  case 4: gemv_task(4, A, B, C, N, K, j0, nb); break;
+  case 1: gemv_task(1, A, B, C, wn, eps, N, K, j0, nb); break;
+  case 2: gemv_task(2, A, B, C, wn, eps, N, K, j0, nb); break;
+  case 3: gemv_task(3, A, B, C, wn, eps, N, K, j0, nb); break;
+  case 4: gemv_task(4, A, B, C, wn, eps, N, K, j0, nb); break;
   default: break; /* M == 0, or outside @applies */
   }
 }

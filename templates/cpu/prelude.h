@@ -420,6 +420,24 @@ GC_INLINE gc_v16 gc_v16_exp(gc_v16 x) {
  * template's other ops; these expand in the template, after them). */
 #define STORE_GEMM(p, i, v) STORE_C(p, i, GC_OP_GEMM_ADD ? (v) + LOAD_C(p, i) : (v))
 #define VSTORE_GEMM(p, v) VSTORE_C(p, GC_OP_GEMM_ADD ? VADD(v, VLOAD_C(p)) : (v))
+/* rmsnorm_gemm*: out := 1/sqrt(mean(a[0..K-1]²) + eps) of one row a of A
+ * (fp32 sums), and ap[r][0..kc-1] *= norm[k0..k0+kc-1] for rows r < mb of
+ * a packed block (row stride KC). Macros: they expand in the template. */
+#define GC_ROW_INV_RMS(a, K, eps, out)                                       \
+  do {                                                                       \
+    float s_ = 0.0f;                                                         \
+    for (int64_t k_ = 0; k_ < (K); k_++) {                                   \
+      float v_ = LOAD_A(a, k_);                                              \
+      s_ += v_ * v_;                                                         \
+    }                                                                        \
+    (out) = 1.0f / sqrtf(s_ / (float)(K) + (eps));                           \
+  } while (0)
+#define GC_SCALE_PACKED(ap, mb, kc, norm, k0)                                \
+  do {                                                                       \
+    for (int64_t r_ = 0; r_ < (mb); r_++)                                    \
+      for (int64_t k_ = 0; k_ < (kc); k_++)                                  \
+        (ap)[r_ * KC + k_] *= LOAD_B(norm, (k0) + k_);                       \
+  } while (0)
 #define VSTOREN_GEMM(p, v, n) VSTOREN_C(p, GC_OP_GEMM_ADD ? VADD(v, VLOADN_C(p, n)) : (v), n)
 
 #endif /* GC_CPU_PRELUDE_H */

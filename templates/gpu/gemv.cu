@@ -3,7 +3,7 @@
  * bound on B: every byte of B is read once, 16 bytes per lane per access.
  *
  * @template gemv_gpu
- * @op gemm gemm_add
+ * @op gemm gemm_add rmsnorm_gemm
  * @backend gpu
  * @dtypes f32 f16 bf16 f32:f16:f32 f32:bf16:f32
  * @kernel gemv_gpu
@@ -42,12 +42,25 @@
  * The kernel's register count is that of its largest body, so a variant
  * with a large MMAX runs M = 1 at a lower occupancy: MMAX is tuned per
  * problem, and the default (1) is the decode case.
+ *
+ * rmsnorm_gemm (C = rmsnorm(A; norm, eps) · Bᵀ) is the same pass: each
+ * lane squares the A elements it loads anyway and scales them by the
+ * norm weight before the products; the sums of squares are reduced with
+ * the products, and the owner of an output multiplies it by
+ * 1/sqrt(mean + eps). Each row group reads all of A's row, so it has the
+ * whole sum. One launch instead of two, and the normalised row never goes
+ * through memory.
  * When K % VEC != 0 the rows are not 16-byte aligned and the same bodies
  * run with one element per chunk (slow, but any K). Rows of B past N are
  * clamped to row N-1 and not stored.
  */
 
 #define GV_VEC (16 / SB)             /* elements of B per 16-byte chunk */
+#if GC_OP_RMSNORM_GEMM
+#define GV_NORM 1                    /* rmsnorm_gemm: normalise A's rows on the way */
+#else
+#define GV_NORM 0
+#endif
 #define GV_RG (WARPS / KS)           /* row groups per block */
 #define GV_RB (GV_RG * ROWS)         /* outputs (rows of B) per block */
 
@@ -55,8 +68,8 @@
  * warp's ROWS rows of B, CW elements per chunk (GV_VEC or 1), then reduce
  * and store. red: shared scratch, WARPS·MR·ROWS floats (KS > 1). */
 template <int MR, int CW>
-GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K,
-                         float *red) {
+GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, const TB *Wn, int64_t M, int64_t N,
+                         int64_t K, float eps, float *red) {
   const int w = gc_tid() / GC_WARP, lane = gc_lane();
   const int g = w / KS, ks = w % KS;
   const int64_t n0 = gc_bid() * GV_RB + (int64_t)g * ROWS;
@@ -65,12 +78,14 @@ GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, 
   for (int r = 0; r < ROWS; r++)
     b[r] = B + gc_min64(n0 + r, N - 1) * K;
 
-  float acc[MR][ROWS];
+  float acc[MR][ROWS], ss[MR]; /* ss: sums of squares of A's rows (GV_NORM) */
   GC_UNROLL(MR)
-  for (int m = 0; m < MR; m++)
+  for (int m = 0; m < MR; m++) {
+    ss[m] = 0.0f;
     GC_UNROLL(ROWS)
     for (int r = 0; r < ROWS; r++)
       acc[m][r] = 0.0f;
+  }
 
   const int64_t nq = K / CW; /* chunks per row */
   const int64_t step = (int64_t)KS * UNR * GC_WARP;
@@ -95,11 +110,21 @@ GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, 
       int64_t q = q0 + (int64_t)u * GC_WARP;
       if (q >= nq)
         break;
+      float wv[CW];
+      if (GV_NORM)
+        gc_ldv<CW>(Wn + q * CW, wv);
       GC_UNROLL(MR)
       for (int m = 0; m < MR; m++) {
         if (m < M) {
           float av[CW];
           gc_ldv<CW>(A + m * K + q * CW, av);
+          if (GV_NORM) {
+            GC_UNROLL(CW)
+            for (int e = 0; e < CW; e++) {
+              ss[m] = gc_fma(av[e], av[e], ss[m]);
+              av[e] *= wv[e];
+            }
+          }
           GC_UNROLL(ROWS)
           for (int r = 0; r < ROWS; r++)
             GC_UNROLL(CW)
@@ -116,14 +141,27 @@ GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, 
     GC_UNROLL(ROWS)
     for (int r = 0; r < ROWS; r++)
       acc[m][r] = gc_warp_sum(acc[m][r]);
-  if (KS == 1) {
+  if (GV_NORM) {
     GC_UNROLL(MR)
     for (int m = 0; m < MR; m++)
+      ss[m] = gc_warp_sum(ss[m]);
+  }
+  if (KS == 1) {
+    GC_UNROLL(MR)
+    for (int m = 0; m < MR; m++) {
+      const float sc = GV_NORM ? gc_rsqrt(ss[m] / (float)K + eps) : 1.0f;
       GC_UNROLL(ROWS)
       for (int r = 0; r < ROWS; r++)
         if (lane == (m * ROWS + r) % GC_WARP && m < M && n0 + r < N)
-          STORE_GEMM(C, m * N + n0 + r, acc[m][r]);
+          STORE_GEMM(C, m * N + n0 + r, acc[m][r] * sc);
+    }
     return;
+  }
+  float *red_ss = red + WARPS * MR * ROWS; /* [WARPS][MR] (GV_NORM) */
+  if (GV_NORM && lane == 0) {
+    GC_UNROLL(MR)
+    for (int m = 0; m < MR; m++)
+      red_ss[w * MR + m] = ss[m];
   }
   GC_UNROLL(MR)
   for (int m = 0; m < MR; m++)
@@ -135,36 +173,55 @@ GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, 
   for (int o = gc_tid(); o < GV_RG * MR * ROWS; o += WARPS * GC_WARP) {
     int gg = o / (MR * ROWS), m = o / ROWS % MR, r = o % ROWS;
     int64_t n = gc_bid() * GV_RB + (int64_t)gg * ROWS + r;
-    float s = 0.0f;
-    for (int k = 0; k < KS; k++)
+    float s = 0.0f, q = 0.0f;
+    for (int k = 0; k < KS; k++) {
       s += red[((gg * KS + k) * MR + m) * ROWS + r];
+      if (GV_NORM)
+        q += red_ss[(gg * KS + k) * MR + m];
+    }
+    if (GV_NORM)
+      s *= gc_rsqrt(q / (float)K + eps);
     if (m < M && n < N)
       STORE_GEMM(C, m * N + n, s);
   }
 }
 
 template <int CW>
-GC_DEVICE void gemv_dispatch(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K,
-                             float *red) {
+GC_DEVICE void gemv_dispatch(const TA *A, const TB *B, TC *C, const TB *Wn, int64_t M, int64_t N,
+                             int64_t K, float eps, float *red) {
   if (M <= 1 || MMAX < 2)
-    gemv_body<1, CW>(A, B, C, M, N, K, red);
+    gemv_body<1, CW>(A, B, C, Wn, M, N, K, eps, red);
   else if (M <= 2 || MMAX < 4)
-    gemv_body<(MMAX < 2 ? MMAX : 2), CW>(A, B, C, M, N, K, red);
+    gemv_body<(MMAX < 2 ? MMAX : 2), CW>(A, B, C, Wn, M, N, K, eps, red);
   else if (M <= 4 || MMAX < 8)
-    gemv_body<(MMAX < 4 ? MMAX : 4), CW>(A, B, C, M, N, K, red);
+    gemv_body<(MMAX < 4 ? MMAX : 4), CW>(A, B, C, Wn, M, N, K, eps, red);
   else if (M <= 8 || MMAX < 16)
-    gemv_body<(MMAX < 8 ? MMAX : 8), CW>(A, B, C, M, N, K, red);
+    gemv_body<(MMAX < 8 ? MMAX : 8), CW>(A, B, C, Wn, M, N, K, eps, red);
   else
-    gemv_body<MMAX, CW>(A, B, C, M, N, K, red);
+    gemv_body<MMAX, CW>(A, B, C, Wn, M, N, K, eps, red);
 }
 
+/* args: A, B, C, int64 M, N, K (gemm, gemm_add); A, B, C, norm[K], int64
+ * M, N, K, float eps (rmsnorm_gemm). */
 GC_KERNEL_OCC(WARPS * WARP, OCC)
-void gemv_gpu(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K) {
-  GC_SHARED float red[KS > 1 ? WARPS * MMAX * ROWS : 1];
+void gemv_gpu(const TA *A, const TB *B, TC *C,
+#if GV_NORM
+              const TB *Wn,
+#endif
+              int64_t M, int64_t N, int64_t K
+#if GV_NORM
+              , float eps
+#endif
+) {
+#if !GV_NORM
+  const TB *Wn = 0;
+  const float eps = 0.0f;
+#endif
+  GC_SHARED float red[KS > 1 ? WARPS * MMAX * (ROWS + 1) : 1];
   if (M <= 0 || M > MMAX || N <= 0)
     return; /* nothing to do, or outside @applies */
   if (K % GV_VEC == 0)
-    gemv_dispatch<GV_VEC>(A, B, C, M, N, K, red);
+    gemv_dispatch<GV_VEC>(A, B, C, Wn, M, N, K, eps, red);
   else
-    gemv_dispatch<1>(A, B, C, M, N, K, red);
+    gemv_dispatch<1>(A, B, C, Wn, M, N, K, eps, red);
 }

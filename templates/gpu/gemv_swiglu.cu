@@ -5,7 +5,7 @@
  * lane per access.
  *
  * @template gemv_swiglu_gpu
- * @op gemm_swiglu
+ * @op gemm_swiglu rmsnorm_gemm_swiglu
  * @backend gpu
  * @dtypes f32 f16 bf16 f32:f16:f32 f32:bf16:f32
  * @kernel gemv_swiglu_gpu
@@ -33,12 +33,19 @@
  * two accumulators. After the warp (and split-K) reductions the thread
  * that owns output (m, n) writes g / (1 + e^-g) · u, computed in fp32 and
  * rounded once (e^-g overflowing to inf gives silu = -0).
+ * rmsnorm_gemm_swiglu normalises A's rows on the way, as gemv_gpu's
+ * rmsnorm_gemm does: both sums are scaled by 1/sqrt(mean(a²) + eps).
  */
 
 #define GV_VEC (16 / SB)             /* elements of B per 16-byte chunk */
 #define GV_RG (WARPS / KS)           /* row groups per block */
 #define GV_RB (GV_RG * ROWS)         /* outputs per block */
 #define GV_NR (2 * ROWS)             /* rows of W per warp: gate 0..ROWS-1, up ROWS.. */
+#if GC_OP_RMSNORM_GEMM_SWIGLU
+#define GV_NORM 1                    /* normalise A's rows on the way */
+#else
+#define GV_NORM 0
+#endif
 
 /* Accumulate this lane's share of A·Wᵀ for MR rows of A (M <= MR) and the
  * warp's ROWS gate and ROWS up rows of W, CW elements per chunk (GV_VEC or
@@ -48,8 +55,8 @@
 GC_DEVICE float gv_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
 
 template <int MR, int CW>
-GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K,
-                         float *red) {
+GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, const TB *Wn, int64_t M, int64_t N,
+                         int64_t K, float eps, float *red) {
   const int w = gc_tid() / GC_WARP, lane = gc_lane();
   const int g = w / KS, ks = w % KS;
   const int64_t n0 = gc_bid() * GV_RB + (int64_t)g * ROWS;
@@ -60,12 +67,14 @@ GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, 
     b[ROWS + r] = B + (N + gc_min64(n0 + r, N - 1)) * K;
   }
 
-  float acc[MR][GV_NR];
+  float acc[MR][GV_NR], ss[MR]; /* ss: sums of squares of A's rows (GV_NORM) */
   GC_UNROLL(MR)
-  for (int m = 0; m < MR; m++)
+  for (int m = 0; m < MR; m++) {
+    ss[m] = 0.0f;
     GC_UNROLL(GV_NR)
     for (int r = 0; r < GV_NR; r++)
       acc[m][r] = 0.0f;
+  }
 
   const int64_t nq = K / CW; /* chunks per row */
   const int64_t step = (int64_t)KS * UNR * GC_WARP;
@@ -90,11 +99,21 @@ GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, 
       int64_t q = q0 + (int64_t)u * GC_WARP;
       if (q >= nq)
         break;
+      float wv[CW];
+      if (GV_NORM)
+        gc_ldv<CW>(Wn + q * CW, wv);
       GC_UNROLL(MR)
       for (int m = 0; m < MR; m++) {
         if (m < M) {
           float av[CW];
           gc_ldv<CW>(A + m * K + q * CW, av);
+          if (GV_NORM) {
+            GC_UNROLL(CW)
+            for (int e = 0; e < CW; e++) {
+              ss[m] = gc_fma(av[e], av[e], ss[m]);
+              av[e] *= wv[e];
+            }
+          }
           GC_UNROLL(GV_NR)
           for (int r = 0; r < GV_NR; r++)
             GC_UNROLL(CW)
@@ -111,14 +130,27 @@ GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, 
     GC_UNROLL(GV_NR)
     for (int r = 0; r < GV_NR; r++)
       acc[m][r] = gc_warp_sum(acc[m][r]);
-  if (KS == 1) {
+  if (GV_NORM) {
     GC_UNROLL(MR)
     for (int m = 0; m < MR; m++)
+      ss[m] = gc_warp_sum(ss[m]);
+  }
+  if (KS == 1) {
+    GC_UNROLL(MR)
+    for (int m = 0; m < MR; m++) {
+      const float sc = GV_NORM ? gc_rsqrt(ss[m] / (float)K + eps) : 1.0f;
       GC_UNROLL(ROWS)
       for (int r = 0; r < ROWS; r++)
         if (lane == (m * ROWS + r) % GC_WARP && m < M && n0 + r < N)
-          STORE_C(C, m * N + n0 + r, gv_swiglu(acc[m][r], acc[m][ROWS + r]));
+          STORE_C(C, m * N + n0 + r, gv_swiglu(acc[m][r] * sc, acc[m][ROWS + r] * sc));
+    }
     return;
+  }
+  float *red_ss = red + WARPS * MR * GV_NR; /* [WARPS][MR] (GV_NORM) */
+  if (GV_NORM && lane == 0) {
+    GC_UNROLL(MR)
+    for (int m = 0; m < MR; m++)
+      red_ss[w * MR + m] = ss[m];
   }
   GC_UNROLL(MR)
   for (int m = 0; m < MR; m++)
@@ -130,10 +162,16 @@ GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, 
   for (int o = gc_tid(); o < GV_RG * MR * ROWS; o += WARPS * GC_WARP) {
     int gg = o / (MR * ROWS), m = o / ROWS % MR, r = o % ROWS;
     int64_t n = gc_bid() * GV_RB + (int64_t)gg * ROWS + r;
-    float g = 0.0f, u = 0.0f;
+    float g = 0.0f, u = 0.0f, q = 0.0f;
     for (int k = 0; k < KS; k++) {
       g += red[((gg * KS + k) * MR + m) * GV_NR + r];
       u += red[((gg * KS + k) * MR + m) * GV_NR + ROWS + r];
+      if (GV_NORM)
+        q += red_ss[(gg * KS + k) * MR + m];
+    }
+    if (GV_NORM) {
+      const float sc = gc_rsqrt(q / (float)K + eps);
+      g *= sc, u *= sc;
     }
     if (m < M && n < N)
       STORE_C(C, m * N + n, gv_swiglu(g, u));
@@ -141,27 +179,41 @@ GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, 
 }
 
 template <int CW>
-GC_DEVICE void gemv_dispatch(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K,
-                             float *red) {
+GC_DEVICE void gemv_dispatch(const TA *A, const TB *B, TC *C, const TB *Wn, int64_t M, int64_t N,
+                             int64_t K, float eps, float *red) {
   if (M <= 1 || MMAX < 2)
-    gemv_body<1, CW>(A, B, C, M, N, K, red);
+    gemv_body<1, CW>(A, B, C, Wn, M, N, K, eps, red);
   else if (M <= 2 || MMAX < 4)
-    gemv_body<(MMAX < 2 ? MMAX : 2), CW>(A, B, C, M, N, K, red);
+    gemv_body<(MMAX < 2 ? MMAX : 2), CW>(A, B, C, Wn, M, N, K, eps, red);
   else if (M <= 4 || MMAX < 8)
-    gemv_body<(MMAX < 4 ? MMAX : 4), CW>(A, B, C, M, N, K, red);
+    gemv_body<(MMAX < 4 ? MMAX : 4), CW>(A, B, C, Wn, M, N, K, eps, red);
   else if (M <= 8 || MMAX < 16)
-    gemv_body<(MMAX < 8 ? MMAX : 8), CW>(A, B, C, M, N, K, red);
+    gemv_body<(MMAX < 8 ? MMAX : 8), CW>(A, B, C, Wn, M, N, K, eps, red);
   else
-    gemv_body<MMAX, CW>(A, B, C, M, N, K, red);
+    gemv_body<MMAX, CW>(A, B, C, Wn, M, N, K, eps, red);
 }
 
+/* args: A, W, C, int64 M, N, K (gemm_swiglu); A, W, C, norm[K], int64 M,
+ * N, K, float eps (rmsnorm_gemm_swiglu). */
 GC_KERNEL_OCC(WARPS * WARP, OCC)
-void gemv_swiglu_gpu(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K) {
-  GC_SHARED float red[KS > 1 ? WARPS * MMAX * GV_NR : 1];
+void gemv_swiglu_gpu(const TA *A, const TB *B, TC *C,
+#if GV_NORM
+                     const TB *Wn,
+#endif
+                     int64_t M, int64_t N, int64_t K
+#if GV_NORM
+                     , float eps
+#endif
+) {
+#if !GV_NORM
+  const TB *Wn = 0;
+  const float eps = 0.0f;
+#endif
+  GC_SHARED float red[KS > 1 ? WARPS * MMAX * (GV_NR + 1) : 1];
   if (M <= 0 || M > MMAX || N <= 0)
     return; /* nothing to do, or outside @applies */
   if (K % GV_VEC == 0)
-    gemv_dispatch<GV_VEC>(A, B, C, M, N, K, red);
+    gemv_dispatch<GV_VEC>(A, B, C, Wn, M, N, K, eps, red);
   else
-    gemv_dispatch<1>(A, B, C, M, N, K, red);
+    gemv_dispatch<1>(A, B, C, Wn, M, N, K, eps, red);
 }
