@@ -121,3 +121,37 @@ def test_devices_share_one_database(gc):
     with sqlite3.connect(gc.dir / "t.db") as c:
         assert c.execute("SELECT count(DISTINCT problem_id) FROM measurements WHERE status='ok'").fetchone()[0] == 4
         assert c.execute("SELECT count(*) FROM winners").fetchone()[0] == 4
+
+
+def measured_in_order(db):
+    """[(template, params, status)] of the candidates that ran, in order."""
+    with sqlite3.connect(db) as c:
+        return c.execute("SELECT v.template, v.params, m.status FROM measurements m JOIN variants v "
+                         "ON v.id = m.variant_id WHERE m.status != 'rejected' ORDER BY m.id").fetchall()
+
+
+def test_local_search_walks_neighbours_of_the_best(gc):
+    """--strategy local: the defaults first, then only untried candidates one
+    parameter away from a point already measured (the fastest first), never
+    one twice; --strategy random samples the shuffled space instead."""
+    prob = ["--op", "gemm", "--m", "1", "--n", "64", "--k", "64", "--dtype", "f32"]
+    r = gc("gcore-tune", *prob, "--db", "l.db", "--budget", "12", "--strategy", "local", "--no-progress")
+    assert r.rc == 0, r
+    runs = measured_in_order(gc.dir / "l.db")
+    assert len(runs) == 12 and len(set(runs)) == 12, runs
+    r = gc("gcore-run", "-b", "/dev/null", "--help")
+    defaults = {}
+    for tpl, params, _ in runs[:2]:  # gemv_cpu and gemm_cpu serve m = 1
+        defaults[tpl] = dict(kv.split("=") for kv in params.split(","))
+    assert set(defaults) == {"gemv_cpu", "gemm_cpu"}, runs
+    seen = [dict(kv.split("=") for kv in p.split(",")) for _, p, _ in runs[:2]]
+    for tpl, params, _ in runs[2:]:
+        p = dict(kv.split("=") for kv in params.split(","))
+        assert any(len(p) == len(q) and sum(p[k] != q[k] for k in p) == 1 for q in seen), \
+            f"{tpl} {params} is not a neighbour of a point measured before it"
+        seen.append(p)
+    r = gc("gcore-tune", *prob, "--db", "r.db", "--budget", "12", "--strategy", "random", "--no-progress")
+    assert r.rc == 0, r
+    assert len(measured_in_order(gc.dir / "r.db")) == 12
+    r = gc("gcore-tune", *prob, "--db", "x.db", "--strategy", "sideways")
+    assert r.rc != 0 and "--strategy" in r.err

@@ -2,7 +2,10 @@
  * capped budget always measures the documented default, and the summary
  * can say what tuning gained over it), then the rest of the space in a
  * shuffled order seeded by the problem, so that a budget samples the whole
- * space rather than one corner of it. */
+ * space rather than one corner of it (--strategy random), or the untried
+ * neighbours of the fastest points so far before shuffled ones (--strategy
+ * local, the default). */
+#include <math.h>
 #include "tune.h"
 
 #include <stdlib.h>
@@ -26,6 +29,7 @@ typedef struct point {
 } point_t;
 
 typedef struct cand {
+  point_t pt;
   gc_variant_t v;
   char vid[GC_HASH_HEX];
   int64_t variant_id;
@@ -49,6 +53,10 @@ typedef struct sweep {
   int64_t walked, measured, reused, rejected; /* progress through pts */
   int64_t space;                              /* distinct points of the serving templates */
   double best_us, default_us, measure_time;
+  int64_t ndef;                               /* leading default points in pts */
+  /* local search: every point tried, with its median (INFINITY: failed) */
+  struct seen { uint64_t key; double us; } *seen;
+  int64_t nseen, capseen;
   char default_vid[GC_HASH_HEX]; /* the bundle default's variant, for "x the default" */
 } sweep_t;
 
@@ -62,6 +70,39 @@ static int push_point(sweep_t *s, int tpl, int64_t idx, gc_err_t *e) {
   }
   s->pts[s->npts++] = (point_t){tpl, idx};
   return GC_OK;
+}
+
+/* ---- points tried (open addressing on tpl<<40 | idx+1) ------------------- */
+
+static uint64_t point_key(point_t p) { return ((uint64_t)p.tpl << 40) | (uint64_t)(p.idx + 1); }
+
+static struct seen *seen_slot(sweep_t *s, uint64_t key) {
+  uint64_t h = key * 0x9e3779b97f4a7c15ull;
+  for (int64_t i = (int64_t)(h >> 20) & (s->capseen - 1);; i = (i + 1) & (s->capseen - 1))
+    if (!s->seen[i].key || s->seen[i].key == key) return &s->seen[i];
+}
+
+/* Mark p tried (us: its median, INFINITY when it failed; NAN: not yet
+ * known). Returns 1 when p was new. */
+static int seen_put(sweep_t *s, point_t p, double us, gc_err_t *e) {
+  if (2 * (s->nseen + 1) > s->capseen) {
+    struct seen *old = s->seen;
+    int64_t n = s->capseen;
+    s->capseen = n ? 2 * n : 1024;
+    if (!(s->seen = gc_calloc((size_t)s->capseen, sizeof *s->seen, e))) {
+      s->seen = old, s->capseen = n;
+      return -1;
+    }
+    for (int64_t i = 0; i < n; i++)
+      if (old[i].key) *seen_slot(s, old[i].key) = old[i];
+    free(old);
+  }
+  struct seen *x = seen_slot(s, point_key(p));
+  int fresh = !x->key;
+  if (fresh) s->nseen++;
+  x->key = point_key(p);
+  if (fresh || !isnan(us)) x->us = us;
+  return fresh;
 }
 
 static uint64_t mix(uint64_t *x) {
@@ -122,6 +163,7 @@ static int enumerate(sweep_t *s, gc_err_t *e) {
       if (push_point(s, t, i, e)) return e->code;
   }
   shuffle(s->pts + ndef, s->npts - ndef, s->key);
+  s->ndef = ndef;
   return GC_OK;
 }
 
@@ -184,6 +226,8 @@ static int measure(sweep_t *s, cand_t *c, const gc_compile_job_t *j, gc_err_t *e
   gc_work_reply_t r;
   if (gc_worker_run(s->worker, &q, s->o->timeout_s, &r, e)) return e->code;
   if (gc_db_set_resources(s->db, c->variant_id, &j->res, e)) return e->code;
+  if (seen_put(s, c->pt, !strcmp(r.status, "ok") ? r.timing.median_us : INFINITY, e) < 0)
+    return e->code;
   if (!strcmp(r.status, "ok")) {
     if (s->best_us <= 0 || r.timing.median_us < s->best_us) s->best_us = r.timing.median_us;
     if (!strcmp(c->vid, s->default_vid)) s->default_us = r.timing.median_us;
@@ -224,6 +268,7 @@ static int prepare(sweep_t *s, const point_t *pt, cand_t *c, int *skip, gc_err_t
   int found, ok;
   const char *why = NULL;
   *skip = 1;
+  c->pt = *pt;
   if (pt->idx < 0) {
     gc_tpl_default(tp, s->p, &c->v);
   } else {
@@ -239,7 +284,11 @@ static int prepare(sweep_t *s, const point_t *pt, cand_t *c, int *skip, gc_err_t
   if (gc_db_variant_id(s->db, &dv, &c->variant_id, e) ||
       gc_db_measured(s->db, s->device_id, s->problem_id, c->variant_id, &found, e))
     return e->code;
-  if (found) {
+  if (found) { /* measured by an earlier run: its time steers the local search */
+    double us = INFINITY;
+    int f = 0;
+    if (gc_db_variant_median(s->db, s->device_id, s->problem_id, c->vid, &us, &f, e)) return e->code;
+    if (seen_put(s, *pt, f ? us : INFINITY, e) < 0) return e->code;
     s->reused++;
     return GC_OK;
   }
@@ -254,22 +303,81 @@ static int prepare(sweep_t *s, const point_t *pt, cand_t *c, int *skip, gc_err_t
   return GC_OK;
 }
 
-/* Walk the points in order until the budget is spent. */
+/* The index of t's default in its space (digits as gc_tpl_nth reads them). */
+static int64_t default_index(const gc_template_t *t, const gc_problem_t *p) {
+  gc_variant_t d;
+  gc_tpl_default(t, p, &d);
+  int64_t idx = 0;
+  for (int i = 0; i < t->nparams; i++) {
+    int j = 0;
+    while (j < t->params[i].nvalues - 1 && t->params[i].values[j] != d.values[i]) j++;
+    idx = idx * t->params[i].nvalues + j;
+  }
+  return idx;
+}
+
+static int by_time(const void *a, const void *b) {
+  double x = ((const struct seen *)a)->us, y = ((const struct seen *)b)->us;
+  return x < y ? -1 : x > y;
+}
+
+#define LOCAL_STARTS 4 /* fastest points whose neighbourhoods a round explores */
+
+/* Local search: fill chunk[*n..] with untried one-parameter neighbours of
+ * the LOCAL_STARTS fastest points measured so far, fastest first. */
+static int neighbours(sweep_t *s, cand_t *chunk, int *n, gc_err_t *e) {
+  struct seen best[LOCAL_STARTS];
+  int nb = 0;
+  for (int64_t i = 0; i < s->capseen; i++) {
+    const struct seen *x = &s->seen[i];
+    if (!x->key || !isfinite(x->us)) continue;
+    if (nb < LOCAL_STARTS) best[nb++] = *x;
+    else if (x->us < best[nb - 1].us) best[nb - 1] = *x;
+    qsort(best, (size_t)nb, sizeof *best, by_time);
+  }
+  for (int b = 0; b < nb && *n < CHUNK && budget_left(s, *n); b++) {
+    point_t at = {(int)(best[b].key >> 40), (int64_t)(best[b].key & ((1ull << 40) - 1)) - 1};
+    const gc_template_t *t = &s->tpls.v[at.tpl];
+    int64_t idx = at.idx < 0 ? default_index(t, s->p) : at.idx, w = 1;
+    for (int i = t->nparams - 1; i >= 0 && *n < CHUNK; i--) {
+      int64_t nv = t->params[i].nvalues, digit = idx / w % nv;
+      for (int64_t j = 0; j < nv && *n < CHUNK && budget_left(s, *n); j++) {
+        point_t nb_pt = {at.tpl, idx + (j - digit) * w};
+        int skip, fresh = j == digit ? 0 : seen_put(s, nb_pt, NAN, e);
+        if (fresh < 0) return e->code;
+        if (!fresh) continue;
+        if (prepare(s, &nb_pt, &chunk[*n], &skip, e)) return e->code;
+        if (!skip) (*n)++;
+      }
+      w *= nv;
+    }
+  }
+  return GC_OK;
+}
+
+/* Walk the points until the budget is spent: a chunk at a time, each
+ * compiled in one ninja run and then measured. */
 static int sweep_points(sweep_t *s, gc_err_t *e) {
   cand_t *chunk = gc_calloc(CHUNK, sizeof *chunk, e);
   if (!chunk) return GC_ENOMEM;
-  int n = 0, rc = GC_OK, skip;
+  int rc = GC_OK, local = s->o->strategy == GC_SEARCH_LOCAL;
   s->walked = s->measured = s->reused = s->rejected = 0;
   s->measure_time = gc_now();
-  rc = gc_db_begin(s->db, e);
-  for (; !rc && s->walked < s->npts && budget_left(s, n); s->walked++) {
-    rc = prepare(s, &s->pts[s->walked], &chunk[n], &skip, e);
-    if (rc || skip || ++n < CHUNK) continue;
-    if (!(rc = gc_db_commit(s->db, e)) && !(rc = flush(s, chunk, n, e))) rc = gc_db_begin(s->db, e);
-    n = 0;
+  while (!rc && budget_left(s, 0)) {
+    int n = 0, skip;
+    rc = gc_db_begin(s->db, e);
+    if (!rc && local && s->walked >= s->ndef) rc = neighbours(s, chunk, &n, e);
+    /* defaults first (alone, under local search), then shuffled points */
+    for (; !rc && n < CHUNK && s->walked < s->npts && budget_left(s, n); s->walked++) {
+      if (local && s->walked == s->ndef && n) break;
+      int fresh = seen_put(s, s->pts[s->walked], NAN, e);
+      if (fresh < 0) rc = e->code;
+      else if (fresh && !(rc = prepare(s, &s->pts[s->walked], &chunk[n], &skip, e)) && !skip) n++;
+    }
+    if (!rc) rc = gc_db_commit(s->db, e);
+    if (rc || !n) break;
+    rc = flush(s, chunk, n, e);
   }
-  if (!rc) rc = gc_db_commit(s->db, e);
-  if (!rc && n) rc = flush(s, chunk, n, e);
   free(chunk);
   return rc;
 }
@@ -371,5 +479,6 @@ int gc_tune_run(const gc_tune_opts_t *o, const gc_problems_t *probs, gc_err_t *e
   gc_db_close(s.db);
   gc_tpl_free_all(&s.tpls);
   free(s.pts);
+  free(s.seen);
   return rc;
 }

@@ -24,8 +24,17 @@ typedef struct gc_tune_opts {
   double margin;              /* winner noise margin (fraction) */
   int jobs;                   /* parallel compiles; 0 = ninja default */
   int progress;               /* 1 = live progress line on stderr */
+  int strategy;               /* GC_SEARCH_* */
   gc_time_opts_t timing;
 } gc_tune_opts_t;
+
+/* Search strategies: the order in which a budget spends its candidates.
+ * Both measure the templates' defaults first. random: the rest of the
+ * space in a shuffled order. local: then, repeatedly, the untried
+ * one-parameter neighbours of the fastest points so far (hill climbing
+ * from several starts at once), topped up with shuffled points when the
+ * neighbourhoods run dry; found-fraction figures in bench/RESULTS.md. */
+enum { GC_SEARCH_RANDOM = 0, GC_SEARCH_LOCAL = 1 };
 
 /* Run the sweep. Prints one summary line per problem to stdout. Errors:
  * no device, database unusable, templates malformed, no variant at all

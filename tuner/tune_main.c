@@ -29,6 +29,9 @@ static const char usage[] =
     "  --target T        cpu (the host's x86-64 level) or cpu:x86-64-v3|v4 (default cpu)\n"
     "  --db PATH         tuning database (default tune.db; created and migrated)\n"
     "  --budget N|Ns     at most N new candidates per problem, or N seconds in all\n"
+    "  --strategy S      local (default): the defaults, then the untried one-parameter\n"
+    "                    neighbours of the fastest points so far; random: the defaults, then\n"
+    "                    the space in a shuffled order\n"
     "  --template NAME   sweep only this template\n"
     "  --templates DIR   read templates from DIR/<backend>/ instead of the built-in ones\n"
     "  --compiler NAME   compile driver (cpu: cc)\n"
@@ -45,7 +48,7 @@ static const char usage[] =
 
 enum { O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_BUDGET,
        O_TEMPLATE, O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_DEVICE, O_TIMEOUT,
-       O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_DEVICES };
+       O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_DEVICES, O_STRATEGY };
 
 static const struct option longopts[] = {
     {"op", 1, 0, O_OP}, {"model", 1, 0, O_MODEL}, {"prefill", 1, 0, O_PREFILL}, {"batch", 1, 0, O_BATCH},           {"m", 1, 0, O_M},
@@ -58,7 +61,7 @@ static const struct option longopts[] = {
     {"device", 1, 0, O_DEVICE},   {"timeout", 1, 0, O_TIMEOUT},
     {"min-time", 1, 0, O_MINTIME}, {"margin", 1, 0, O_MARGIN},
     {"progress", 0, 0, O_PROGRESS}, {"no-progress", 0, 0, O_NOPROGRESS},
-    {"devices", 1, 0, O_DEVICES},
+    {"devices", 1, 0, O_DEVICES}, {"strategy", 1, 0, O_STRATEGY},
     {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
 
 static int die(const char *msg) {
@@ -124,6 +127,7 @@ int main(int argc, char **argv) {
   o.margin = 0.02;
   o.timing = (gc_time_opts_t){2, 5, 2000, 0.2, 0}; /* flush: the worker sets it per device */
   o.progress = isatty(2);
+  o.strategy = GC_SEARCH_LOCAL;
   const char *dims[GC_NDIMS] = {0};
   const char *model = NULL, *prefill = NULL, *batch = NULL;
   const char *op = NULL, *dtype = NULL, *workload = NULL,
@@ -182,6 +186,11 @@ int main(int argc, char **argv) {
         if (!ndev) return die("--devices: expected a comma list of ordinals");
         break;
       }
+      case O_STRATEGY:
+        if (!strcmp(optarg, "local")) o.strategy = GC_SEARCH_LOCAL;
+        else if (!strcmp(optarg, "random")) o.strategy = GC_SEARCH_RANDOM;
+        else return die("--strategy: expected local or random");
+        break;
       case O_PROGRESS: o.progress = 1; break;
       case O_NOPROGRESS: o.progress = 0; break;
       case 'h': fputs(usage, stdout); return 0;
