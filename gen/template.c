@@ -65,7 +65,7 @@ static int parse_dtypes(line_ctx_t *c, gc_template_t *t, char *rest) {
 static int reserved(const char *w) {
   static const char *const names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC", "TA",
                                       "TB", "TC", "VBYTES", "L1", "L2", "NCPU", "WARP",
-                                      "SMEM", "NSM", "MAXT", "SM"};
+                                      "SMEM", "NSM", "MAXT", "SM", "ARCH_A"};
   for (size_t i = 0; i < GC_ARRAY_LEN(names); i++)
     if (!strcmp(w, names[i])) return 1;
   return !strncmp(w, "GC_", 3) || !strncmp(w, "LOAD_", 5) || !strncmp(w, "STORE_", 6);
@@ -175,7 +175,7 @@ static int parse_decl(line_ctx_t *c, gc_template_t *t, char *line) {
 static int check_names(gc_template_t *t, gc_err_t *e) {
   gc_env_t env = {0};
   const char *names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC", "VBYTES", "L1",
-                         "L2", "NCPU", "WARP", "SMEM", "NSM", "MAXT", "SM"};
+                         "L2", "NCPU", "WARP", "SMEM", "NSM", "MAXT", "SM", "ARCH_A"};
   for (size_t i = 0; i < GC_ARRAY_LEN(names); i++) gc_env_set(&env, names[i], 1, NULL);
   for (int i = 0; i < t->nparams; i++) gc_env_set(&env, t->params[i].name, 1, NULL);
   int64_t v[3];
@@ -578,6 +578,28 @@ int gc_tpl_expand(const gc_templates_t *set, const gc_variant_t *v,
   return GC_OK;
 }
 
+/* The default variant of t for p on tg, or else the nearest valid point:
+ * the defaults with one parameter changed (VEC=16 is invalid on a
+ * 32-byte-vector target; VEC=8 alone fixes it), then the first valid point
+ * of the space. *ok = 0 when t has no valid variant on tg. */
+static int valid_default(const gc_template_t *t, const gc_target_t *tg, const gc_problem_t *p,
+                         gc_variant_t *v, int *ok, gc_err_t *e) {
+  gc_tpl_default(t, p, v);
+  if (gc_tpl_valid(v, tg, ok, NULL, e)) return e->code;
+  for (int i = 0; !*ok && i < t->nparams; i++)
+    for (int j = 0; !*ok && j < t->params[i].nvalues; j++) {
+      gc_tpl_default(t, p, v);
+      v->values[i] = t->params[i].values[j];
+      format_params(v);
+      if (gc_tpl_valid(v, tg, ok, NULL, e)) return e->code;
+    }
+  for (int64_t i = 0, n = gc_tpl_space_size(t); !*ok && i < n && i < (1 << 20); i++) {
+    gc_tpl_nth(t, p, i, v);
+    if (gc_tpl_valid(v, tg, ok, NULL, e)) return e->code;
+  }
+  return GC_OK;
+}
+
 int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
                         const gc_problem_t *p, gc_variant_t *v, gc_err_t *e) {
   const gc_template_t *best = NULL;
@@ -587,28 +609,19 @@ int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
     const gc_template_t *t = &set->v[i];
     int ok;
     if (!gc_tpl_serves(t, tg->backend) || !gc_tpl_supports(t, p)) continue;
+    if (best && t->priority <= best->priority) continue;
     gc_tpl_default(t, p, v);
     if (gc_tpl_applies(v, tg, p, &ok, e)) return e->code;
-    if (ok && (!best || t->priority > best->priority)) best = t;
+    if (!ok) continue;
+    /* a template with no variant on this target (wgmma on sm_90, not
+     * sm_90a) is not a candidate */
+    if (valid_default(t, tg, p, v, &ok, e)) return e->code;
+    if (ok) best = t;
   }
   if (!best)
     return gc_err_set(e, GC_ENOTFOUND, "no %s template implements '%s'", tg->backend, key);
   int ok;
-  gc_tpl_default(best, p, v);
-  if (gc_tpl_valid(v, tg, &ok, NULL, e)) return e->code;
-  /* nearest valid point first: the defaults with one parameter changed
-   * (VEC=16 is invalid on a 32-byte-vector target; VEC=8 alone fixes it) */
-  for (int i = 0; !ok && i < best->nparams; i++)
-    for (int j = 0; !ok && j < best->params[i].nvalues; j++) {
-      gc_tpl_default(best, p, v);
-      v->values[i] = best->params[i].values[j];
-      format_params(v);
-      if (gc_tpl_valid(v, tg, &ok, NULL, e)) return e->code;
-    }
-  for (int64_t i = 0, n = gc_tpl_space_size(best); !ok && i < n && i < (1 << 20); i++) {
-    gc_tpl_nth(best, p, i, v);
-    if (gc_tpl_valid(v, tg, &ok, NULL, e)) return e->code;
-  }
+  if (valid_default(best, tg, p, v, &ok, e)) return e->code;
   if (!ok)
     return gc_err_set(e, GC_EINVAL, "template %s: no variant satisfies its constraints on %s",
                       best->name, tg->name);

@@ -1,0 +1,266 @@
+/* gemm_wgmma.cu — Hopper (sm_90a) tensor-core GEMM: warpgroup wgmma.mma_async
+ * from 128-byte-swizzled shared memory, a producer warpgroup feeding a
+ * multi-stage mbarrier pipeline; f16 or bf16 in and out, fp32 accumulation:
+ * C[M,N] = A[M,K] · B[N,K]ᵀ.
+ *
+ * @template gemm_wgmma
+ * @op gemm
+ * @backend cuda
+ * @dtypes f16 bf16
+ * @kernel gemm_wgmma
+ * @param BM 128 256 default 128 -- block tile rows (two consumer warpgroups, BM/2 rows each)
+ * @param BN 64 128 256 default 256 -- block tile columns (rows of B): the wgmma's n
+ * @param STAGES 2 3 4 5 6 default 4 -- shared-memory pipeline stages of 64 K-columns each
+ * @param RASTER 1 4 8 16 default 8 -- block rows walked together (L2 reuse of B tiles)
+ * @constraint SM == 90 && ARCH_A == 1 -- wgmma exists only on sm_90a
+ * @constraint WARP == 32 && MAXT >= 384 -- three warpgroups
+ * @constraint (BM / 128) * BN / 2 <= 128 -- fp32 accumulators per consumer thread
+ * @constraint STAGES * (BM + BN) * 128 + 1024 <= SMEM -- the pipeline fits in shared memory
+ * @shmem STAGES * (BM + BN) * 128 + 1024
+ * @applies K % 8 == 0 && M > 1 -- rows of A and B are whole 16-byte chunks (cp.async); M = 1 is the GEMV's
+ * @grid cdiv(M, BM) * cdiv(N, BN) 1 1
+ * @block 384 1 1
+ * @priority 5
+ *
+ * Why cp.async and not the tensor copy engine: kernels receive only the
+ * op's pointers and sizes (templates/README.md), so there is no host-made
+ * CUtensorMap for cp.async.bulk.tensor; the non-tensor cp.async.bulk
+ * copies contiguous bytes and cannot produce the 128-byte swizzle, whose
+ * 16-byte chunks of one 128-byte row are permuted. So the producer
+ * warpgroup writes the swizzled layout itself with 16-byte cp.async
+ * (zero-filling rows past M/N and chunks past K) and signals completion
+ * on the stage's mbarrier with cp.async.mbarrier.arrive.noinc.
+ *
+ * Block b computes the BM×BN tile of C at (bm, bn), b walked in groups of
+ * RASTER block rows (as gemm_mma). 384 threads: warpgroup 0 is the
+ * producer, warpgroups 1 and 2 the consumers, each owning BM/2 rows × BN
+ * columns of the tile as (BM/2)/64 m64nBNk16 wgmma accumulators in
+ * registers (BN/2 floats per thread each).
+ *
+ * Shared memory: STAGES stages, each an A tile [BM][64] and a B tile
+ * [BN][64] of 128-byte rows, 1024-byte aligned; 16-byte chunk c of row r
+ * lies at r·128 + ((c ^ (r mod 8))·16): the 128-byte swizzle the wgmma
+ * descriptors name (K-major, stride between 8-row groups 1024 bytes).
+ * Moving the descriptor's start by 32 bytes selects the next k16 slice.
+ *
+ * Pipeline: full[s] (128 producer arrivals, each when that thread's
+ * copies landed) and empty[s] (256 consumer arrivals) mbarriers per stage.
+ * Consumers wait full[s], issue the stage's 4·(BM/128) wgmmas, commit,
+ * wait until at most this stage's group is in flight, and release the
+ * previous stage. The epilogue writes fragments straight to C (pairs of
+ * columns as one 32-bit store), guarded against M and N.
+ */
+
+#define WG_T 384
+#define WG_MT (BM / 128)               /* m64 tiles per consumer warpgroup */
+#define WG_ACC (BN / 2)                /* floats per m64 tile per thread */
+#define WG_ABYTES (BM * 128)
+#define WG_SBYTES ((BM + BN) * 128)    /* bytes per stage */
+#if GC_TA == GC_BF16
+#define WG_MMA(n) "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32.bf16.bf16"
+#else
+#define WG_MMA(n) "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32.f16.f16"
+#endif
+
+GC_DEVICE unsigned wg_saddr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+/* Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row
+ * groups 1024 bytes apart (leading offset unused for this layout: 1). */
+GC_DEVICE uint64_t wg_desc(unsigned s) {
+  return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
+         ((uint64_t)1 << 62);
+}
+
+GC_DEVICE void wg_bar_init(unsigned b, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(b), "r"(count) : "memory");
+}
+GC_DEVICE void wg_bar_arrive(unsigned b) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(b)
+               : "memory");
+}
+/* Block until the phase of parity `par` of barrier b has completed. */
+GC_DEVICE void wg_bar_wait(unsigned b, unsigned par) {
+  unsigned ok;
+  do {
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(ok)
+                 : "r"(b), "r"(par)
+                 : "memory");
+  } while (!ok);
+}
+/* Arrive on b once every cp.async this thread issued so far has landed. */
+GC_DEVICE void wg_cp_arrive(unsigned b) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(b) : "memory");
+}
+GC_DEVICE void wg_cp16(unsigned s, const void *g, int n) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(n)
+               : "memory");
+}
+
+GC_DEVICE void wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+GC_DEVICE void wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> GC_DEVICE void wg_wait(void) {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/* Keeps the compiler from moving accumulator accesses across wgmma
+ * fences and waits (no instruction). */
+GC_DEVICE void wg_touch(float &x) { asm volatile("" : "+f"(x)::"memory"); }
+
+/* d[0..31] += A(64x16, descriptor a) · B(64x16, descriptor b)ᵀ */
+GC_DEVICE void wg_mma_n64(float *d, uint64_t a, uint64_t b) {
+  asm volatile("{\n"
+               WG_MMA(64) " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, 1, 1, 1, 0, 0;\n"
+               "}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "l"(a), "l"(b));
+}
+
+/* d[0..63] += A(64x16, descriptor a) · B(128x16, descriptor b)ᵀ */
+GC_DEVICE void wg_mma_n128(float *d, uint64_t a, uint64_t b) {
+  asm volatile("{\n"
+               WG_MMA(128) " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, 1, 1, 1, 0, 0;\n"
+               "}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "l"(a), "l"(b));
+}
+
+/* d[0..127] += A(64x16, descriptor a) · B(256x16, descriptor b)ᵀ */
+GC_DEVICE void wg_mma_n256(float *d, uint64_t a, uint64_t b) {
+  asm volatile("{\n"
+               WG_MMA(256) " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, 1, 1, 1, 0, 0;\n"
+               "}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+               : "l"(a), "l"(b));
+}
+
+template <int NN> GC_DEVICE void wg_mma(float *d, uint64_t a, uint64_t b);
+template <> GC_DEVICE void wg_mma<64>(float *d, uint64_t a, uint64_t b) { wg_mma_n64(d, a, b); }
+template <> GC_DEVICE void wg_mma<128>(float *d, uint64_t a, uint64_t b) { wg_mma_n128(d, a, b); }
+template <> GC_DEVICE void wg_mma<256>(float *d, uint64_t a, uint64_t b) { wg_mma_n256(d, a, b); }
+
+/* Producer thread p (0..127) copies chunk column p % 8 of rows p / 8,
+ * p / 8 + 16, ... of R rows of X starting at row r0 (of nr), columns
+ * k0 .. k0+63 (of K), into the swizzled tile at shared address s. The
+ * swizzle term r mod 8 = (p / 8) mod 8 is the same for all its rows. */
+template <int R>
+GC_DEVICE void wg_load(unsigned s, const TA *X, int64_t r0, int64_t nr, int64_t k0, int64_t K,
+                       int p) {
+  const int c = p & 7, rr = p >> 3;
+  const int64_t k = k0 + c * 8;
+  const unsigned off = (unsigned)(rr * 128 + ((c ^ (rr & 7)) << 4));
+  const bool kok = k < K;
+  GC_UNROLL(R / 16)
+  for (int i = 0; i < R / 16; i++) {
+    int64_t r = r0 + rr + i * 16;
+    bool ok = kok && r < nr;
+    wg_cp16(s + off + i * 16 * 128, ok ? X + r * K + k : X, ok ? 16 : 0);
+  }
+}
+
+/* C[m][n], C[m][n+1] := x, y (each only inside the matrix). */
+GC_DEVICE void wg_store2(TC *C, int64_t M, int64_t N, int64_t m, int64_t n, float x, float y) {
+  if (m >= M || n >= N)
+    return;
+  TC *p = C + m * N + n;
+  if (N % 2 == 0) { /* n is even: an aligned pair */
+    float v[2] = {x, y};
+    gc_stv<2>(p, v);
+  } else {
+    gc_st(p, 0, x);
+    if (n + 1 < N)
+      gc_st(p, 1, y);
+  }
+}
+
+GC_KERNEL_BOUNDS(WG_T)
+void gemm_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K) {
+  GC_SHARED uint64_t bars[2 * STAGES]; /* full[0..S-1], empty[0..S-1] */
+  const int64_t nbm = gc_cdiv(M, BM), nbn = gc_cdiv(N, BN);
+  if (nbm <= 0 || nbn <= 0)
+    return;
+  const int64_t bid = gc_bid(), gsz = (int64_t)RASTER * nbn, first = bid / gsz * RASTER;
+  const int64_t rows = gc_min64(nbm - first, RASTER);
+  const int64_t m0 = (first + bid % gsz % rows) * BM, n0 = bid % gsz / rows * BN;
+
+  const int tid = gc_tid(), wg = tid >> 7;
+  const unsigned s0 = (wg_saddr(gc_dyn_shared()) + 1023u) & ~1023u;
+  const unsigned full = wg_saddr(bars), empty = full + 8 * STAGES;
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; s++) {
+      wg_bar_init(full + 8 * s, 128);
+      wg_bar_init(empty + 8 * s, 256);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  gc_barrier();
+
+  const int64_t kt_n = gc_cdiv(K, 64);
+  if (wg == 0) { /* producer */
+    for (int64_t kt = 0; kt < kt_n; kt++) {
+      const int s = (int)(kt % STAGES);
+      if (kt >= STAGES)
+        wg_bar_wait(empty + 8 * s, (unsigned)((kt / STAGES - 1) & 1));
+      const unsigned sa = s0 + s * WG_SBYTES;
+      wg_load<BM>(sa, A, m0, M, kt * 64, K, tid);
+      wg_load<BN>(sa + WG_ABYTES, (const TA *)B, n0, N, kt * 64, K, tid);
+      wg_cp_arrive(full + 8 * s);
+    }
+    return;
+  }
+
+  /* consumers */
+  const int c = wg - 1;
+  float acc[WG_MT][WG_ACC];
+  GC_UNROLL(WG_MT)
+  for (int i = 0; i < WG_MT; i++)
+    GC_UNROLL(WG_ACC)
+    for (int j = 0; j < WG_ACC; j++)
+      acc[i][j] = 0.0f;
+
+  for (int64_t kt = 0; kt < kt_n; kt++) {
+    const int s = (int)(kt % STAGES);
+    wg_bar_wait(full + 8 * s, (unsigned)((kt / STAGES) & 1));
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    const unsigned sa = s0 + s * WG_SBYTES;
+    const uint64_t db = wg_desc(sa + WG_ABYTES);
+    GC_UNROLL(WG_MT)
+    for (int i = 0; i < WG_MT; i++)
+      GC_UNROLL(WG_ACC)
+      for (int j = 0; j < WG_ACC; j++)
+        wg_touch(acc[i][j]);
+    wg_fence();
+    GC_UNROLL(4)
+    for (int kk = 0; kk < 4; kk++)
+      GC_UNROLL(WG_MT)
+      for (int i = 0; i < WG_MT; i++)
+        wg_mma<BN>(acc[i], wg_desc(sa + (c * (BM / 2) + i * 64) * 128) + 2 * kk, db + 2 * kk);
+    wg_commit();
+    GC_UNROLL(WG_MT)
+    for (int i = 0; i < WG_MT; i++)
+      GC_UNROLL(WG_ACC)
+      for (int j = 0; j < WG_ACC; j++)
+        wg_touch(acc[i][j]);
+    wg_wait<1>();
+    if (kt > 0)
+      wg_bar_arrive(empty + 8 * (int)((kt - 1) % STAGES));
+  }
+  wg_wait<0>();
+  GC_UNROLL(WG_MT)
+  for (int i = 0; i < WG_MT; i++)
+    GC_UNROLL(WG_ACC)
+    for (int j = 0; j < WG_ACC; j++)
+      wg_touch(acc[i][j]);
+
+  /* fragment (i, j): rows w·16 + lane/4 (+8), columns 8·(j/4) + 2·(lane%4) */
+  const int t = tid & 127, w = t >> 5, lane = t & 31;
+  const int64_t mr = m0 + c * (BM / 2) + w * 16 + (lane >> 2);
+  GC_UNROLL(WG_MT)
+  for (int i = 0; i < WG_MT; i++)
+    GC_UNROLL(BN / 8)
+    for (int j = 0; j < BN / 8; j++) {
+      int64_t m = mr + i * 64, n = n0 + j * 8 + 2 * (lane & 3);
+      wg_store2(C, M, N, m, n, acc[i][4 * j], acc[i][4 * j + 1]);
+      wg_store2(C, M, N, m + 8, n, acc[i][4 * j + 2], acc[i][4 * j + 3]);
+    }
+}
