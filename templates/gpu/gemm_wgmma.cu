@@ -12,13 +12,14 @@
  * @param BN 64 128 256 default 256 -- block tile columns (rows of B): the wgmma's n
  * @param STAGES 2 3 4 5 6 default 4 -- shared-memory pipeline stages of 64 K-columns each
  * @param RASTER 1 4 8 16 default 8 -- block rows walked together (L2 reuse of B tiles)
+ * @param PERSIST 0 1 default 1 -- 1: at most one block per SM (132, or the device's count if smaller), each walking tiles; the producer fills the next tile's stages during the epilogue
  * @constraint SM == 90 && ARCH_A == 1 -- wgmma exists only on sm_90a
  * @constraint WARP == 32 && MAXT >= 384 -- three warpgroups
  * @constraint (BM / 128) * BN / 2 <= 128 -- fp32 accumulators per consumer thread
  * @constraint STAGES * (BM + BN) * 128 + 1024 <= SMEM -- the pipeline fits in shared memory
  * @shmem STAGES * (BM + BN) * 128 + 1024
  * @applies K % 8 == 0 && M > 1 -- rows of A and B are whole 16-byte chunks (cp.async); M = 1 is the GEMV's
- * @grid cdiv(M, BM) * cdiv(N, BN) 1 1
+ * @grid min(cdiv(M, BM) * cdiv(N, BN), PERSIST * 132 + (1 - PERSIST) * cdiv(M, BM) * cdiv(N, BN)) 1 1
  * @block 384 1 1
  * @priority 5
  *
@@ -140,22 +141,26 @@ template <> GC_DEVICE void wg_mma<128>(float *d, uint64_t a, uint64_t b) { wg_mm
 template <> GC_DEVICE void wg_mma<256>(float *d, uint64_t a, uint64_t b) { wg_mma_n256(d, a, b); }
 
 /* Producer thread p (0..127) copies chunk column p % 8 of rows p / 8,
- * p / 8 + 16, ... of R rows of X starting at row r0 (of nr), columns
- * k0 .. k0+63 (of K), into the swizzled tile at shared address s. The
- * swizzle term r mod 8 = (p / 8) mod 8 is the same for all its rows. */
+ * p / 8 + 16, ... of an R-row tile: X points at its first row's chunk for
+ * this stage, rows i >= nv of it (past the matrix) and all rows when !kok
+ * (chunk past K) are zero-filled (Xb, the matrix, is then the address not
+ * read). s is the tile's shared address plus this thread's offset in a
+ * row group, the same for all its rows since the swizzle term r mod 8 =
+ * (p / 8) mod 8 is. */
 template <int R>
-GC_DEVICE void wg_load(unsigned s, const TA *X, int64_t r0, int64_t nr, int64_t k0, int64_t K,
-                       int p) {
-  const int c = p & 7, rr = p >> 3;
-  const int64_t k = k0 + c * 8;
-  const unsigned off = (unsigned)(rr * 128 + ((c ^ (rr & 7)) << 4));
-  const bool kok = k < K;
-  GC_UNROLL(R / 16)
+GC_DEVICE void wg_load(unsigned s, const TA *X, int64_t K, int nv, bool kok, const TA *Xb) {
+  GC_UNROLL(4)
   for (int i = 0; i < R / 16; i++) {
-    int64_t r = r0 + rr + i * 16;
-    bool ok = kok && r < nr;
-    wg_cp16(s + off + i * 16 * 128, ok ? X + r * K + k : X, ok ? 16 : 0);
+    bool ok = kok && i < nv;
+    wg_cp16(s + i * 16 * 128, ok ? X : Xb, ok ? 16 : 0);
+    X += 16 * K;
   }
+}
+
+/* Rows of an R-row tile at row r0 (of nr) that producer row rr, rr+16, ...
+ * finds inside the matrix. */
+GC_DEVICE int wg_rows(int64_t r0, int64_t nr, int rr, int R) {
+  return (int)gc_max64(0, gc_min64(R / 16, gc_cdiv(nr - r0 - rr, 16)));
 }
 
 /* C[m][n], C[m][n+1] := x, y (each only inside the matrix). */
@@ -173,15 +178,100 @@ GC_DEVICE void wg_store2(TC *C, int64_t M, int64_t N, int64_t m, int64_t n, floa
   }
 }
 
+/* Tile t of the grouped raster: RASTER block rows at a time, column by
+ * column (consecutive tiles share B tiles in L2). */
+GC_DEVICE void wg_tile(int64_t t, int64_t nbm, int64_t nbn, int64_t *m0, int64_t *n0) {
+  const int64_t gsz = (int64_t)RASTER * nbn, first = t / gsz * RASTER;
+  const int64_t rows = gc_min64(nbm - first, RASTER);
+  *m0 = (first + t % gsz % rows) * BM;
+  *n0 = t % gsz / rows * BN;
+}
+
+/* A consumer warpgroup (c = 0 or 1, thread t of it): for each tile, the
+ * wgmmas of every stage into fp32 accumulators, then the epilogue. */
+GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, int t, int64_t t0,
+                           int64_t tstep, int64_t nbm, int64_t nbn, int64_t kt_n, TC *C,
+                           int64_t M, int64_t N) {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  const int64_t tiles = nbm * nbn;
+  const int w = t >> 5, lane = t & 31;
+  float acc[WG_MT][WG_ACC];
+  int64_t it = 0;
+  for (int64_t tile = t0; tile < tiles; tile += tstep) {
+    int64_t m0, n0;
+    wg_tile(tile, nbm, nbn, &m0, &n0);
+    GC_UNROLL(WG_MT)
+    for (int i = 0; i < WG_MT; i++)
+      GC_UNROLL(WG_ACC)
+      for (int j = 0; j < WG_ACC; j++)
+        acc[i][j] = 0.0f;
+
+    for (int64_t kt = 0; kt < kt_n; kt++, it++) {
+      const int s = (int)(it % STAGES);
+      wg_bar_wait(full + 8 * s, (unsigned)((it / STAGES) & 1));
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      const unsigned sa = s0 + s * WG_SBYTES;
+      const uint64_t db = wg_desc(sa + WG_ABYTES);
+      GC_UNROLL(WG_MT)
+      for (int i = 0; i < WG_MT; i++)
+        GC_UNROLL(WG_ACC)
+        for (int j = 0; j < WG_ACC; j++)
+          wg_touch(acc[i][j]);
+      wg_fence();
+      GC_UNROLL(4)
+      for (int kk = 0; kk < 4; kk++)
+        GC_UNROLL(WG_MT)
+        for (int i = 0; i < WG_MT; i++)
+          wg_mma<BN>(acc[i], wg_desc(sa + (c * (BM / 2) + i * 64) * 128) + 2 * kk, db + 2 * kk);
+      wg_commit();
+      GC_UNROLL(WG_MT)
+      for (int i = 0; i < WG_MT; i++)
+        GC_UNROLL(WG_ACC)
+        for (int j = 0; j < WG_ACC; j++)
+          wg_touch(acc[i][j]);
+      wg_wait<1>();
+      if (kt > 0) /* the previous stage's wgmmas are done */
+        wg_bar_arrive(empty + 8 * (int)((it - 1) % STAGES));
+    }
+    wg_wait<0>();
+    wg_bar_arrive(empty + 8 * (int)((it - 1) % STAGES));
+    GC_UNROLL(WG_MT)
+    for (int i = 0; i < WG_MT; i++)
+      GC_UNROLL(WG_ACC)
+      for (int j = 0; j < WG_ACC; j++)
+        wg_touch(acc[i][j]);
+
+    /* fragment (i, j): rows w·16 + lane/4 (+8), columns 8·(j/4) + 2·(lane%4);
+     * the producer meanwhile fills the stages of the next tile */
+    const int64_t mr = m0 + c * (BM / 2) + w * 16 + (lane >> 2);
+    GC_UNROLL(WG_MT)
+    for (int i = 0; i < WG_MT; i++)
+      GC_UNROLL(BN / 8)
+      for (int j = 0; j < BN / 8; j++) {
+        int64_t m = mr + i * 64, n = n0 + j * 8 + 2 * (lane & 3);
+        wg_store2(C, M, N, m, n, acc[i][4 * j], acc[i][4 * j + 1]);
+        wg_store2(C, M, N, m + 8, n, acc[i][4 * j + 2], acc[i][4 * j + 3]);
+      }
+  }
+}
+
 GC_KERNEL_BOUNDS(WG_T)
 void gemm_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K) {
   GC_SHARED uint64_t bars[2 * STAGES]; /* full[0..S-1], empty[0..S-1] */
-  const int64_t nbm = gc_cdiv(M, BM), nbn = gc_cdiv(N, BN);
-  if (nbm <= 0 || nbn <= 0)
+  const int64_t nbm = gc_cdiv(M, BM), nbn = gc_cdiv(N, BN), tiles = nbm * nbn;
+  if (tiles <= 0)
     return;
-  const int64_t bid = gc_bid(), gsz = (int64_t)RASTER * nbn, first = bid / gsz * RASTER;
-  const int64_t rows = gc_min64(nbm - first, RASTER);
-  const int64_t m0 = (first + bid % gsz % rows) * BM, n0 = bid % gsz / rows * BN;
+  /* PERSIST: blocks 0 .. P-1 walk tiles b, b+P, ...; P is at most the SM
+   * count, read on the device; blocks past it (a GPU with fewer SMs than
+   * the launch assumed) have nothing to do. */
+  int64_t t0 = gc_bid(), tstep = 1;
+  if (PERSIST) {
+    unsigned nsm;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
+    tstep = gc_min64((int64_t)gridDim.x, (int64_t)nsm);
+    if (t0 >= tstep)
+      return;
+  }
 
   const int tid = gc_tid(), wg = tid >> 7;
   const unsigned s0 = (wg_saddr(gc_dyn_shared()) + 1023u) & ~1023u;
@@ -196,71 +286,28 @@ void gemm_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K
   gc_barrier();
 
   const int64_t kt_n = gc_cdiv(K, 64);
-  if (wg == 0) { /* producer */
-    for (int64_t kt = 0; kt < kt_n; kt++) {
-      const int s = (int)(kt % STAGES);
-      if (kt >= STAGES)
-        wg_bar_wait(empty + 8 * s, (unsigned)((kt / STAGES - 1) & 1));
-      const unsigned sa = s0 + s * WG_SBYTES;
-      wg_load<BM>(sa, A, m0, M, kt * 64, K, tid);
-      wg_load<BN>(sa + WG_ABYTES, (const TA *)B, n0, N, kt * 64, K, tid);
-      wg_cp_arrive(full + 8 * s);
+  if (wg == 0) { /* producer: it counts stages over all of this block's tiles */
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    const int c8 = (tid & 7) * 8, rr = tid >> 3;
+    const unsigned off = (unsigned)(rr * 128 + (((tid & 7) ^ (rr & 7)) << 4));
+    int64_t it = 0;
+    for (int64_t t = t0; t < tiles; t += tstep) {
+      int64_t m0, n0;
+      wg_tile(t, nbm, nbn, &m0, &n0);
+      const TA *pa = A + (m0 + rr) * K + c8, *pb = (const TA *)B + (n0 + rr) * K + c8;
+      const int na = wg_rows(m0, M, rr, BM), nb = wg_rows(n0, N, rr, BN);
+      for (int64_t kt = 0; kt < kt_n; kt++, it++) {
+        const int s = (int)(it % STAGES);
+        if (it >= STAGES)
+          wg_bar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
+        const unsigned sa = s0 + s * WG_SBYTES + off;
+        const bool kok = kt * 64 + c8 < K;
+        wg_load<BM>(sa, pa + kt * 64, K, na, kok, A);
+        wg_load<BN>(sa + WG_ABYTES, pb + kt * 64, K, nb, kok, (const TA *)B);
+        wg_cp_arrive(full + 8 * s);
+      }
     }
-    return;
+  } else {
+    wg_consumer(full, empty, s0, wg - 1, tid & 127, t0, tstep, nbm, nbn, kt_n, C, M, N);
   }
-
-  /* consumers */
-  const int c = wg - 1;
-  float acc[WG_MT][WG_ACC];
-  GC_UNROLL(WG_MT)
-  for (int i = 0; i < WG_MT; i++)
-    GC_UNROLL(WG_ACC)
-    for (int j = 0; j < WG_ACC; j++)
-      acc[i][j] = 0.0f;
-
-  for (int64_t kt = 0; kt < kt_n; kt++) {
-    const int s = (int)(kt % STAGES);
-    wg_bar_wait(full + 8 * s, (unsigned)((kt / STAGES) & 1));
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    const unsigned sa = s0 + s * WG_SBYTES;
-    const uint64_t db = wg_desc(sa + WG_ABYTES);
-    GC_UNROLL(WG_MT)
-    for (int i = 0; i < WG_MT; i++)
-      GC_UNROLL(WG_ACC)
-      for (int j = 0; j < WG_ACC; j++)
-        wg_touch(acc[i][j]);
-    wg_fence();
-    GC_UNROLL(4)
-    for (int kk = 0; kk < 4; kk++)
-      GC_UNROLL(WG_MT)
-      for (int i = 0; i < WG_MT; i++)
-        wg_mma<BN>(acc[i], wg_desc(sa + (c * (BM / 2) + i * 64) * 128) + 2 * kk, db + 2 * kk);
-    wg_commit();
-    GC_UNROLL(WG_MT)
-    for (int i = 0; i < WG_MT; i++)
-      GC_UNROLL(WG_ACC)
-      for (int j = 0; j < WG_ACC; j++)
-        wg_touch(acc[i][j]);
-    wg_wait<1>();
-    if (kt > 0)
-      wg_bar_arrive(empty + 8 * (int)((kt - 1) % STAGES));
-  }
-  wg_wait<0>();
-  GC_UNROLL(WG_MT)
-  for (int i = 0; i < WG_MT; i++)
-    GC_UNROLL(WG_ACC)
-    for (int j = 0; j < WG_ACC; j++)
-      wg_touch(acc[i][j]);
-
-  /* fragment (i, j): rows w·16 + lane/4 (+8), columns 8·(j/4) + 2·(lane%4) */
-  const int t = tid & 127, w = t >> 5, lane = t & 31;
-  const int64_t mr = m0 + c * (BM / 2) + w * 16 + (lane >> 2);
-  GC_UNROLL(WG_MT)
-  for (int i = 0; i < WG_MT; i++)
-    GC_UNROLL(BN / 8)
-    for (int j = 0; j < BN / 8; j++) {
-      int64_t m = mr + i * 64, n = n0 + j * 8 + 2 * (lane & 3);
-      wg_store2(C, M, N, m, n, acc[i][4 * j], acc[i][4 * j + 1]);
-      wg_store2(C, M, N, m + 8, n, acc[i][4 * j + 2], acc[i][4 * j + 3]);
-    }
 }
