@@ -252,9 +252,9 @@ def main():
             for fi, force in enumerate(forces):
                 bundle = os.path.join(tmp, f"{op}-{dt}-{fi}.gcb")
                 allm = sorted({s[0] for s in shapes + checks})
-                allnk = sorted({(s[1], s[2]) for s in shapes + (checks if op == "gemm" else [])})
+                allnk = sorted({(s[1], s[2]) for s in shapes + checks})
                 build_bundle(op, dt, allm, allnk, a.target, force, bundle)
-                for (M, N, K) in (checks if op == "gemm" else []) + shapes:
+                for (M, N, K) in checks + shapes:
                     kern = kernel_for(bundle, a.target, op, dt, M, N, K, cache)
                     r = run_gemm(a, dt, M, N, K, kern, stream, swiglu=(op == "gemm_swiglu"))
                     tol = 1e-2 if dt == "bf16" else 2e-3
