@@ -171,13 +171,15 @@ static int plan_group(gen_t *g, const gc_problem_t *ps, int n, gc_err_t *e) {
     }
     prev = ps[i].m;
   }
-  /* above the largest m: the default for large m, where it applies from
-   * there on; and, where it applies down to m = 1, a catch-all as well */
+  /* above the largest m: the default for large m (or the --force
+   * template where it serves), where it applies from there on; and, where
+   * it applies down to m = 1, a catch-all as well */
   gc_problem_t big = ps[n - 1];
   big.m = M_MAX;
   pick_t pk = {0};
-  int lo_ok, hi_ok, one_ok;
-  if (gc_tpl_pick_default(&g->tpls, &g->tg, &big, &pk.v, e) ||
+  int lo_ok, hi_ok, one_ok, force_ok;
+  if (forced(g, &big, &pk.v, &force_ok, e) ||
+      (!force_ok && gc_tpl_pick_default(&g->tpls, &g->tg, &big, &pk.v, e)) ||
       applies_at(g, &pk.v, &big, prev + 1, &lo_ok, e) ||
       applies_at(g, &pk.v, &big, M_MAX, &hi_ok, e) || applies_at(g, &pk.v, &big, 1, &one_ok, e))
     return e->code;
@@ -186,9 +188,9 @@ static int plan_group(gen_t *g, const gc_problem_t *ps, int n, gc_err_t *e) {
   pk.shape.m = 0;
   pk.m_lo = one_ok ? 1 : prev + 1;
   pk.m_hi = M_MAX;
-  pk.is_default = 1;
-  snprintf(pk.source, sizeof pk.source, "default: %s", one_ok ? "catch-all for m not listed"
-                                                              : "m above the largest listed");
+  pk.is_default = !force_ok;
+  snprintf(pk.source, sizeof pk.source, "%s: %s", force_ok ? "forced" : "default",
+           one_ok ? "catch-all for m not listed" : "m above the largest listed");
   return push_pick(g, &pk, e);
 }
 
