@@ -9,14 +9,15 @@
  * @kernel gemm_swiglu_wgmma
  * @param BM 128 256 default 128 -- block tile rows (two consumer warpgroups, BM/2 rows each)
  * @param BN 64 128 256 default 256 -- rows of W per tile, the wgmma's n: BN/2 gate and BN/2 up rows, BN/2 columns of C
- * @param STAGES 2 3 4 5 6 default 4 -- shared-memory pipeline stages of 64 K-columns each
+ * @param BK 32 64 default 64 -- K depth of a stage: 64 (128-byte rows, 128-byte swizzle) or 32 (64-byte rows, 64-byte swizzle: twice the stages in the same bytes)
+ * @param STAGES 2 3 4 5 6 8 default 4 -- shared-memory pipeline stages of BK K-columns each
  * @param RASTER 1 4 8 16 default 8 -- block rows walked together (L2 reuse of W tiles)
  * @param PERSIST 0 1 default 1 -- 1: at most one block per SM (132, or the device's count if smaller), each walking tiles
  * @constraint SM == 90 && ARCH_A == 1 -- wgmma exists only on sm_90a
  * @constraint WARP == 32 && MAXT >= 384 -- three warpgroups
  * @constraint (BM / 128) * BN / 2 <= 128 -- fp32 accumulators per consumer thread
- * @constraint STAGES * (BM + BN) * 128 + 1024 <= SMEM -- the pipeline fits in shared memory
- * @shmem STAGES * (BM + BN) * 128 + 1024
+ * @constraint STAGES * (BM + BN) * BK * 2 + 1024 <= SMEM -- the pipeline fits in shared memory
+ * @shmem STAGES * (BM + BN) * BK * 2 + 1024
  * @applies K % 8 == 0 && M > 1 -- rows of A and W are whole 16-byte chunks (cp.async); M = 1 is the GEMV's
  * @grid min(cdiv(M, BM) * cdiv(N, BN / 2), PERSIST * 132 + (1 - PERSIST) * cdiv(M, BM) * cdiv(N, BN / 2)) 1 1
  * @block 384 1 1
@@ -33,11 +34,24 @@
  * to inf gives silu = -0), as gemm_swiglu_mma.
  */
 
-#define WG_T 384
-#define WG_MT (BM / 128)               /* m64 tiles per consumer warpgroup */
+#define WG_CW 2                        /* consumer warpgroups */
+#define WG_T (128 * (WG_CW + 1))
+#define WG_MT (BM / (64 * WG_CW))      /* m64 tiles per consumer warpgroup */
+/* registers per thread after setmaxnreg: producer, consumers (within the
+ * 64K register file; ptxas compiles all of the kernel within the entry
+ * cap of 65536 / 384 = 168, so a tile needing more per consumer thread
+ * does not assemble: four warpgroups (cap 128) cannot hold a m64n256
+ * accumulator) */
+#define WG_PREG 40
+#define WG_CREG 232
 #define WG_ACC (BN / 2)                /* floats per m64 tile per thread */
-#define WG_ABYTES (BM * 128)
-#define WG_SBYTES ((BM + BN) * 128)    /* bytes per stage */
+#define WG_RB (BK * 2)                 /* bytes per tile row */
+#define WG_CH (BK / 8)                 /* 16-byte chunks per row */
+#define WG_RP (128 / WG_CH)            /* rows per producer pass */
+#define WG_ABYTES (BM * WG_RB)
+#define WG_SBYTES ((BM + BN) * WG_RB)  /* bytes per stage */
+/* the swizzle term of row r: 16-byte chunk c lies at chunk c ^ WG_SWZ(r) */
+#define WG_SWZ(r) (BK == 64 ? ((r) & 7) : (((r) >> 1) & 3))
 #if GC_TA == GC_BF16
 #define WG_MMA(n) "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32.bf16.bf16"
 #else
@@ -46,11 +60,12 @@
 
 GC_DEVICE unsigned wg_saddr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 
-/* Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row
- * groups 1024 bytes apart (leading offset unused for this layout: 1). */
+/* Shared-memory matrix descriptor: K-major, 128-byte (64-byte) swizzle,
+ * 8-row groups 1024 (512) bytes apart (leading offset unused for these
+ * layouts: 1). */
 GC_DEVICE uint64_t wg_desc(unsigned s) {
-  return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
-         ((uint64_t)1 << 62);
+  return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) |
+         ((uint64_t)(8 * WG_RB >> 4) << 32) | ((uint64_t)(BK == 64 ? 1 : 2) << 62);
 }
 
 GC_DEVICE void wg_bar_init(unsigned b, unsigned count) {
@@ -121,27 +136,26 @@ template <> GC_DEVICE void wg_mma<64>(float *d, uint64_t a, uint64_t b) { wg_mma
 template <> GC_DEVICE void wg_mma<128>(float *d, uint64_t a, uint64_t b) { wg_mma_n128(d, a, b); }
 template <> GC_DEVICE void wg_mma<256>(float *d, uint64_t a, uint64_t b) { wg_mma_n256(d, a, b); }
 
-/* Producer thread p (0..127) copies chunk column p % 8 of rows p / 8,
- * p / 8 + 16, ... of an R-row tile: X points at its first row's chunk for
+/* Producer thread p (0..127) copies chunk column p % WG_CH of rows
+ * p / WG_CH + i·WG_RP of an R-row tile: X points at its first row's chunk for
  * this stage, rows i >= nv of it (past the matrix) and all rows when !kok
  * (chunk past K) are zero-filled (Xb, the matrix, is then the address not
  * read). s is the tile's shared address plus this thread's offset in a
- * row group, the same for all its rows since the swizzle term r mod 8 =
- * (p / 8) mod 8 is. */
+ * row group, the same for all its rows since the swizzle term is. */
 template <int R>
 GC_DEVICE void wg_load(unsigned s, const TA *X, int64_t K, int nv, bool kok, const TA *Xb) {
   GC_UNROLL(4)
-  for (int i = 0; i < R / 16; i++) {
+  for (int i = 0; i < R / WG_RP; i++) {
     bool ok = kok && i < nv;
-    wg_cp16(s + i * 16 * 128, ok ? X : Xb, ok ? 16 : 0);
-    X += 16 * K;
+    wg_cp16(s + i * WG_RP * WG_RB, ok ? X : Xb, ok ? 16 : 0);
+    X += WG_RP * K;
   }
 }
 
-/* Rows of an R-row tile at row r0 (of nr) that producer row rr, rr+16, ...
- * finds inside the matrix. */
+/* Rows of an R-row tile at row r0 (of nr) that producer row rr,
+ * rr + WG_RP, ... finds inside the matrix. */
 GC_DEVICE int wg_rows(int64_t r0, int64_t nr, int rr, int R) {
-  return (int)gc_max64(0, gc_min64(R / 16, gc_cdiv(nr - r0 - rr, 16)));
+  return (int)gc_max64(0, gc_min64(R / WG_RP, gc_cdiv(nr - r0 - rr, WG_RP)));
 }
 
 /* silu(g) · u in fp32. */
@@ -176,7 +190,7 @@ GC_DEVICE void wg_tile(int64_t t, int64_t nbm, int64_t nbn, int64_t *m0, int64_t
 GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, int t, int64_t t0,
                            int64_t tstep, int64_t nbm, int64_t nbn, int64_t kt_n, TC *C,
                            int64_t M, int64_t N) {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WG_CREG) : "memory");
   const int64_t tiles = nbm * nbn;
   const int w = t >> 5, lane = t & 31;
   float acc[WG_MT][WG_ACC];
@@ -202,11 +216,11 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
         for (int j = 0; j < WG_ACC; j++)
           wg_touch(acc[i][j]);
       wg_fence();
-      GC_UNROLL(4)
-      for (int kk = 0; kk < 4; kk++)
+      GC_UNROLL(BK / 16)
+      for (int kk = 0; kk < BK / 16; kk++)
         GC_UNROLL(WG_MT)
         for (int i = 0; i < WG_MT; i++)
-          wg_mma<BN>(acc[i], wg_desc(sa + (c * (BM / 2) + i * 64) * 128) + 2 * kk, db + 2 * kk);
+          wg_mma<BN>(acc[i], wg_desc(sa + (c * (BM / WG_CW) + i * 64) * WG_RB) + 2 * kk, db + 2 * kk);
       wg_commit();
       GC_UNROLL(WG_MT)
       for (int i = 0; i < WG_MT; i++)
@@ -227,7 +241,7 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
 
     /* fragment (i, j): rows w·16 + lane/4 (+8), columns 8·(j/4) + 2·(lane%4);
      * the producer meanwhile fills the stages of the next tile */
-    const int64_t mr = m0 + c * (BM / 2) + w * 16 + (lane >> 2);
+    const int64_t mr = m0 + c * (BM / WG_CW) + w * 16 + (lane >> 2);
     GC_UNROLL(WG_MT)
     for (int i = 0; i < WG_MT; i++)
       GC_UNROLL(BN / 16)
@@ -251,7 +265,7 @@ void gemm_swiglu_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, in
   /* PERSIST: blocks 0 .. P-1 walk tiles b, b+P, ...; P is at most the SM
    * count, read on the device; blocks past it (a GPU with fewer SMs than
    * the launch assumed) have nothing to do. */
-  int64_t t0 = gc_bid(), tstep = 1;
+  int64_t t0 = gc_bid(), tstep = gridDim.x; /* PERSIST = 0: one tile per block */
   if (PERSIST) {
     unsigned nsm;
     asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
@@ -266,17 +280,17 @@ void gemm_swiglu_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, in
   if (tid == 0) {
     for (int s = 0; s < STAGES; s++) {
       wg_bar_init(full + 8 * s, 128);
-      wg_bar_init(empty + 8 * s, 256);
+      wg_bar_init(empty + 8 * s, 128 * WG_CW);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   gc_barrier();
 
-  const int64_t kt_n = gc_cdiv(K, 64);
+  const int64_t kt_n = gc_cdiv(K, BK);
   if (wg == 0) { /* producer: it counts stages over all of this block's tiles */
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-    const int c8 = (tid & 7) * 8, rr = tid >> 3;
-    const unsigned off = (unsigned)(rr * 128 + (((tid & 7) ^ (rr & 7)) << 4));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WG_PREG) : "memory");
+    const int c8 = (tid % WG_CH) * 8, rr = tid / WG_CH;
+    const unsigned off = (unsigned)(rr * WG_RB + (((tid % WG_CH) ^ WG_SWZ(rr)) << 4));
     int64_t it = 0;
     for (int64_t t = t0; t < tiles; t += tstep) {
       int64_t m0, n0;
@@ -289,10 +303,10 @@ void gemm_swiglu_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, in
         if (it >= STAGES)
           wg_bar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
         const unsigned sa = s0 + s * WG_SBYTES + off;
-        const bool kok = kt * 64 + c8 < K;
-        wg_load<BM>(sa, pa + kt * 64, K, na, kok, A);
-        wg_load<BN / 2>(sa + WG_ABYTES, pg + kt * 64, K, nb, kok, (const TA *)B);
-        wg_load<BN / 2>(sa + WG_ABYTES + BN / 2 * 128, pu + kt * 64, K, nb, kok, (const TA *)B);
+        const bool kok = kt * BK + c8 < K;
+        wg_load<BM>(sa, pa + kt * BK, K, na, kok, A);
+        wg_load<BN / 2>(sa + WG_ABYTES, pg + kt * BK, K, nb, kok, (const TA *)B);
+        wg_load<BN / 2>(sa + WG_ABYTES + BN / 2 * WG_RB, pu + kt * BK, K, nb, kok, (const TA *)B);
         wg_cp_arrive(full + 8 * s);
       }
     }
