@@ -12,6 +12,7 @@
  * @param BK 32 64 default 64 -- K depth of a stage: 64 (128-byte rows, 128-byte swizzle) or 32 (64-byte rows, 64-byte swizzle: twice the stages in the same bytes)
  * @param STAGES 2 3 4 5 6 8 default 4 -- shared-memory pipeline stages of BK K-columns each
  * @param RASTER 1 4 8 16 default 8 -- block rows walked together (L2 reuse of W tiles)
+ * @param INFL 0 1 default 1 -- wgmma groups a consumer leaves in flight when it moves to the next stage (0: each stage is released as soon as its own wgmmas finish)
  * @param PERSIST 0 1 default 1 -- 1: at most one block per SM (132, or the device's count if smaller), each walking tiles
  * @constraint SM == 90 && ARCH_A == 1 -- wgmma exists only on sm_90a
  * @constraint WARP == 32 && MAXT >= 384 -- three warpgroups
@@ -227,12 +228,19 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
         GC_UNROLL(WG_ACC)
         for (int j = 0; j < WG_ACC; j++)
           wg_touch(acc[i][j]);
-      wg_wait<1>();
-      if (kt > 0) /* the previous stage's wgmmas are done */
-        wg_bar_arrive(empty + 8 * (int)((it - 1) % STAGES));
+      if (INFL) {
+        wg_wait<1>();
+        if (kt > 0) /* the previous stage's wgmmas are done */
+          wg_bar_arrive(empty + 8 * (int)((it - 1) % STAGES));
+      } else { /* this stage's are: release it now (the other warpgroup's
+                  wgmmas keep the tensor cores busy meanwhile) */
+        wg_wait<0>();
+        wg_bar_arrive(empty + 8 * s);
+      }
     }
     wg_wait<0>();
-    wg_bar_arrive(empty + 8 * (int)((it - 1) % STAGES));
+    if (INFL)
+      wg_bar_arrive(empty + 8 * (int)((it - 1) % STAGES));
     GC_UNROLL(WG_MT)
     for (int i = 0; i < WG_MT; i++)
       GC_UNROLL(WG_ACC)
