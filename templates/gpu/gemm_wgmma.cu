@@ -52,8 +52,20 @@
  * copies landed) and empty[s] (256 consumer arrivals) mbarriers per stage.
  * Consumers wait full[s], issue the stage's (BK/16)·(BM/128) wgmmas, commit,
  * wait until at most this stage's group is in flight, and release the
- * previous stage. The epilogue writes fragments straight to C (pairs of
- * columns as one 32-bit store), guarded against M and N.
+ * previous stage (INFL = 1; INFL = 0 waits for its own group and releases
+ * it at once). With PERSIST, a block walks tiles b, b+P, ...: the producer
+ * runs on into the next tile while the consumers store. The epilogue
+ * writes fragments straight to C (pairs of columns as one 32-bit store),
+ * guarded against M and N. Registers: setmaxnreg gives the producer 40
+ * and the consumers 232, but ptxas compiles the whole kernel within the
+ * entry cap (65536 / 384 = 168), which is what bounds a consumer's tile.
+ *
+ * Measured (bench/RESULTS.md, H100 SXM, 2026-11-22): 0.69-0.83 of cuBLAS
+ * on the Llama-3-8B prefill shapes at the defaults; 128x128 tiles are
+ * 20% slower (more operand bytes per FLOP), BK = 32 with twice the stages
+ * 10% slower, PERSIST, INFL and RASTER within noise. cuBLAS uses the same
+ * 128x256x64 4-stage tile with TMA multicast over 2x1 clusters, which this
+ * ABI (no tensor map) rules out.
  */
 
 #define WG_CW 2                        /* consumer warpgroups */
