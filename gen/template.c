@@ -602,7 +602,7 @@ static int valid_default(const gc_template_t *t, const gc_target_t *tg, const gc
 
 int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
                         const gc_problem_t *p, gc_variant_t *v, gc_err_t *e) {
-  const gc_template_t *best = NULL;
+  const gc_template_t *best = NULL, *none_valid = NULL;
   char key[GC_PROBLEM_KEY];
   gc_problem_key(p, key);
   for (int i = 0; i < set->n; i++) {
@@ -617,7 +617,11 @@ int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
      * sm_90a) is not a candidate */
     if (valid_default(t, tg, p, v, &ok, e)) return e->code;
     if (ok) best = t;
+    else if (!none_valid) none_valid = t;
   }
+  if (!best && none_valid)
+    return gc_err_set(e, GC_EINVAL, "template %s: no variant satisfies its constraints on %s",
+                      none_valid->name, tg->name);
   if (!best)
     return gc_err_set(e, GC_ENOTFOUND, "no %s template implements '%s'", tg->backend, key);
   int ok;
