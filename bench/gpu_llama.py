@@ -154,7 +154,8 @@ def main():
     ap.add_argument("--shapes", default="1b,8b")
     ap.add_argument("--budget", default="0", help="gcore-tune candidates per problem (0: defaults only)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-gpu"))
-    ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--arch", default="sm_90a",
+                    help="NVIDIA target (sm_90a: the wgmma GEMMs serve prefill; sm_90: mma.sync ones)")
     a = ap.parse_args()
     import torch
     os.makedirs(a.out, exist_ok=True)
