@@ -35,9 +35,19 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/embedded.c: $(EMBED) gen/embed.sh
+# The list of embedded files, rewritten only when it changes: a template
+# that is deleted (or added) must rebuild embedded.c too, which a plain
+# prerequisite list does not do for a deletion.
+$(BUILD)/embed.list: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(EMBED)' | cmp -s - $@ || echo '$(EMBED)' > $@
+
+$(BUILD)/embedded.c: $(EMBED) $(BUILD)/embed.list gen/embed.sh
 	@mkdir -p $(dir $@)
 	sh gen/embed.sh $@ $(EMBED)
+
+.PHONY: FORCE
+FORCE:
 
 $(BUILD)/embedded.o: $(BUILD)/embedded.c
 	$(CC) $(CFLAGS) -I. -c $< -o $@

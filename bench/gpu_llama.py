@@ -164,7 +164,8 @@ def main():
     ap.add_argument("--shapes", default="1b,8b")
     ap.add_argument("--budget", default="0", help="gcore-tune candidates per problem (0: defaults only)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-gpu"))
-    ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--arch", default="sm_90a",
+                    help="NVIDIA target (sm_90a: the wgmma GEMMs serve prefill; sm_90: mma.sync ones)")
     ap.add_argument("--profile", action="store_true", help="print gcore-run --profile tables")
     ap.add_argument("--tune-decode", default=None, metavar="N",
                     help="tune the decode step's problems only (N candidates each) before building the bundle")

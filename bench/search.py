@@ -8,8 +8,8 @@ exhaustive sweep measured for the run's winner (so both times come from
 one sweep and timing noise between runs does not enter); 1.0 = it found
 the best.
 
-usage: bench/search.py [--target cpu] [--backend-note TEXT] [--min-time S] [--out DIR]
-       [--problems 'OP DTYPE M N K;...']"""
+usage: bench/search.py [--target cpu] [--min-time S] [--out DIR]
+       [--problems 'gcore-tune problem flags;...']"""
 import argparse
 import os
 import sqlite3
@@ -18,16 +18,15 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT = "gemm f32 1 512 512;gemm f32 4 256 1024;rmsnorm f32 4 4096 0"
+DEFAULT = ("--op rmsnorm --dtype f32 --m 4 --n 4096;"
+           "--op rope_kv --dtype f32 --m 4 --h 32 --g 8 --d 128;"
+           "--op embed --dtype f32 --m 16 --n 2048 --k 32000")
 
 
 def tune(out, db, prob, target, min_time, *extra):
-    op, dt, m, n, k = prob.split()
-    args = [os.path.join(ROOT, "bin", "gcore-tune"), "--op", op, "--dtype", dt, "--m", m, "--n", n,
-            "--target", target, "--db", os.path.join(out, db), "--min-time", str(min_time),
+    args = [os.path.join(ROOT, "bin", "gcore-tune"), *prob.split(), "--target", target,
+            "--db", os.path.join(out, db), "--min-time", str(min_time),
             "--cache", os.path.join(out, "cache"), "--no-progress", *extra]
-    if op != "rmsnorm":
-        args += ["--k", k]
     t0 = time.time()
     r = subprocess.run(args, capture_output=True, text=True)
     if r.returncode:

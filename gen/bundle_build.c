@@ -171,20 +171,24 @@ static int plan_group(gen_t *g, const gc_problem_t *ps, int n, gc_err_t *e) {
     }
     prev = ps[i].m;
   }
-  /* above the largest m: the default for large m, where it applies from
-   * there on (up to 2^31-1, else up to 4096, 256 or 16: fused decode ops
-   * exist only for the GEMVs' few rows); and, where it applies down to
-   * m = 1, a catch-all as well */
+  /* above the largest m: the default for large m (or the --force
+   * template where it serves), where it applies from there on (up to
+   * 2^31-1, else up to 4096, 256 or 16: fused decode ops exist only for
+   * the GEMVs' few rows); and, where it applies down to m = 1, a catch-all
+   * as well */
   static const int64_t his[] = {M_MAX, 4096, 256, 16};
   for (size_t h = 0; h < GC_ARRAY_LEN(his) && his[h] > prev; h++) {
     gc_problem_t big = ps[n - 1];
     big.m = his[h];
     pick_t pk = {0};
-    int lo_ok, hi_ok, one_ok;
-    gc_err_t none = {0};
-    int rc = gc_tpl_pick_default(&g->tpls, &g->tg, &big, &pk.v, &none);
-    if (rc == GC_ENOTFOUND || rc == GC_EINVAL) continue; /* nothing serves m this large */
-    if (rc) return gc_err_set(e, rc, "%s", none.msg);
+    int lo_ok, hi_ok, one_ok, force_ok;
+    if (forced(g, &big, &pk.v, &force_ok, e)) return e->code;
+    if (!force_ok) {
+      gc_err_t none = {0};
+      int rc = gc_tpl_pick_default(&g->tpls, &g->tg, &big, &pk.v, &none);
+      if (rc == GC_ENOTFOUND || rc == GC_EINVAL) continue; /* nothing serves m this large */
+      if (rc) return gc_err_set(e, rc, "%s", none.msg);
+    }
     if (applies_at(g, &pk.v, &big, prev + 1, &lo_ok, e) ||
         applies_at(g, &pk.v, &big, his[h], &hi_ok, e) || applies_at(g, &pk.v, &big, 1, &one_ok, e))
       return e->code;
@@ -193,9 +197,9 @@ static int plan_group(gen_t *g, const gc_problem_t *ps, int n, gc_err_t *e) {
     pk.shape.m = 0;
     pk.m_lo = one_ok ? 1 : prev + 1;
     pk.m_hi = his[h];
-    pk.is_default = 1;
-    snprintf(pk.source, sizeof pk.source, "default: %s", one_ok ? "catch-all for m not listed"
-                                                                : "m above the largest listed");
+    pk.is_default = !force_ok;
+    snprintf(pk.source, sizeof pk.source, "%s: %s", force_ok ? "forced" : "default",
+             one_ok ? "catch-all for m not listed" : "m above the largest listed");
     return push_pick(g, &pk, e);
   }
   return GC_OK;

@@ -63,7 +63,8 @@ static int cpu_target(const char *level, gc_target_t *t, gc_err_t *e) {
 
 /* NVIDIA: sm_XY[a]. Shared memory a block may opt into: 163 KiB on sm_80,
  * 227 KiB on sm_90 (sm_86/89: 99 KiB). NSM is 0 offline: templates must
- * not depend on it for correctness. */
+ * not depend on it for correctness. ARCH_A is 1 on an arch-specific
+ * target (sm_90a): wgmma and setmaxnreg exist only there. */
 static int cuda_target(const char *s, gc_target_t *t, gc_err_t *e) {
   int major = 0, minor = 0, n = 0;
   char suffix[4] = "";
@@ -79,7 +80,8 @@ static int cuda_target(const char *s, gc_target_t *t, gc_err_t *e) {
   int64_t smem = major >= 9 ? 232448 : (major == 8 && minor == 0) ? 166912 : 101376;
   if (gc_env_set(&t->consts, "WARP", 32, e) || gc_env_set(&t->consts, "SMEM", smem, e) ||
       gc_env_set(&t->consts, "NSM", 0, e) || gc_env_set(&t->consts, "MAXT", 1024, e) ||
-      gc_env_set(&t->consts, "SM", major * 10 + minor, e))
+      gc_env_set(&t->consts, "SM", major * 10 + minor, e) ||
+      gc_env_set(&t->consts, "ARCH_A", suffix[0] == 'a', e))
     return e->code;
   return GC_OK;
 }

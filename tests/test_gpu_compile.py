@@ -1,7 +1,8 @@
 """GPU templates compile offline (no GPU needed, NVRTC from the CUDA
 toolkit): every template at its defaults and at a random sample of its
-space, for sm_80 and sm_90; and a gcore-gen --target sm_90 bundle builds
-for a model. Skipped, saying why, where NVRTC is not installed."""
+space, for sm_80, sm_90 and sm_90a (templates whose constraints need the
+arch-specific target, such as wgmma's ARCH_A == 1, are refused cleanly
+elsewhere); and a gcore-gen --target sm_90 bundle builds for a model. Skipped, saying why, where NVRTC is not installed."""
 import os
 import random
 import re
@@ -34,16 +35,29 @@ def gpu_templates():
                   re.finditer(r"@param\s+(\w+)\s+([-\d\s]+?)\s+default", head)}
         dts = re.search(r"@dtypes\s+([^\n]+)", head).group(1).split(" -- ")[0].split()
         ops = re.search(r"@op\s+([^\n]+)", head).group(1).split()
+        arch_a = bool(re.search(r"@constraint[^\n]*ARCH_A == 1", head))
         # the first op at its defaults and a sample; every further op at its defaults
-        out.append((re.search(r"@template\s+(\S+)", head).group(1), ops[0], dts, params))
-        out += [(out[-1][0], op, dts, {}) for op in ops[1:]]
+        out.append((re.search(r"@template\s+(\S+)", head).group(1), ops[0], dts, params, arch_a))
+        out += [(out[-1][0], op, dts, {}, arch_a) for op in ops[1:]]
     return out
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-@pytest.mark.parametrize("tpl,op,dts,params", gpu_templates(), ids=[f"{t[0]}-{t[1]}" for t in gpu_templates()])
-def test_template_compiles(gc, arch, tpl, op, dts, params):
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_90a"])
+@pytest.mark.parametrize("tpl,op,dts,params,arch_a", gpu_templates(),
+                         ids=[f"{t[0]}-{t[1]}" for t in gpu_templates()])
+def test_template_compiles(gc, arch, tpl, op, dts, params, arch_a):
+    if arch_a and not arch.endswith("a"):
+        r = gc("gcore-gen", "--target", arch, "--op", op, "--dtype", dts[0],
+               *SHAPES[op].split(), "--force", tpl, "-o", "b.gcb", "-q")
+        assert r.rc != 0 and "constraint fails" in r.err, r
+        # and the default for the op on this target is another template
+        r = gc("gcore-gen", "--target", arch, "--op", op, "--dtype", dts[0],
+               *SHAPES[op].replace("--m 1 ", "--m 64 ").split(), "-o", "b.gcb", "-q")
+        assert r.rc == 0, r
+        with sqlite3.connect(gc.dir / "b.gcb") as c:
+            assert tpl not in {t for (t,) in c.execute("SELECT template FROM code_objects")}
+        return
     rng = random.Random(f"{tpl}-{arch}")
     forces = [tpl] + [tpl + ":" + ",".join(f"{k}={rng.choice(v)}" for k, v in params.items())
                       for _ in range(12 if params else 0)]

@@ -1,0 +1,329 @@
+#!/usr/bin/env python3
+"""gpu_gemm.py — gcore's GEMM kernels against cuBLAS (torch.matmul) on one
+NVIDIA GPU, in one run, on the same inputs: the Llama-3-8B prefill shapes
+(M = 2048..8192; N, K in {4096, 14336}: C[M,N] = A[M,K]·B[N,K]ᵀ), fp16 and
+bf16; optionally the gate/up SwiGLU GEMM against torch (two matmuls + silu·mul)
+and the decode GEMVs (M = 1) against device-to-device copy bandwidth.
+
+gcore's kernels come from a bundle built by bin/gcore-gen for the target
+(the untuned template default, or --force VARIANT, several allowed); each
+code object is loaded with the driver API (ctypes on libcuda) into torch's
+context and launched on torch's stream with the bundle's grid, block and
+shared-memory expressions, so both sides read the same device buffers.
+
+Correctness: each gcore result is compared with torch in fp32 (upcast
+inputs): relative Frobenius error and the largest element error over
+sum|a·b| of its row (fp16 products, fp32 sums: ~1e-3 or better), and every
+element must be written (output poisoned with NaN first). Timing: CUDA
+events around batches of launches after a warm-up, median per launch;
+torch.matmul timed the same way, interleaved. GEMVs (microseconds each,
+less than Python's launch cost) are timed as graph replays of 50 launches
+(falling back to eager launches, and saying so, where capture fails).
+
+usage: bench/gpu_gemm.py [--dtypes f16,bf16] [--m 2048,4096,8192] [--nk 4096:4096,...]
+                         [--force T:P=V,..]... [--swiglu] [--gemv] [--out FILE]
+Needs: bin/ built, torch, an NVIDIA GPU (sm_90 for the wgmma kernels)."""
+import argparse
+import ctypes
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DT = {"f16": torch.float16, "bf16": torch.bfloat16}
+
+cu = ctypes.CDLL("libcuda.so.1")
+
+
+def ck(r, what):
+    if r != 0:
+        s = ctypes.c_char_p()
+        cu.cuGetErrorString(r, ctypes.byref(s))
+        raise RuntimeError(f"{what}: CUDA error {r} {s.value}")
+
+
+def split3(x):
+    """A @grid/@block line into its expressions: split at ';' and at
+    whitespace between two operands (outside parentheses)."""
+    out, cur, depth = [], "", 0
+    i = 0
+    while i < len(x):
+        ch = x[i]
+        if ch == ";" and depth == 0:
+            out.append(cur)
+            cur = ""
+        elif ch.isspace() and depth == 0:
+            j = i
+            while j < len(x) and x[j].isspace():
+                j += 1
+            prev = cur.rstrip()[-1:] if cur.strip() else ""
+            nxt = x[j:j + 1]
+            if prev and (prev.isalnum() or prev in "_)") and (nxt.isalnum() or nxt in "_("):
+                out.append(cur)
+                cur = ""
+            else:
+                cur += " "
+            i = j
+            continue
+        else:
+            depth += ch == "("
+            depth -= ch == ")"
+            cur += ch
+        i += 1
+    out.append(cur)
+    return [o.strip() for o in out if o.strip()]
+
+
+class Kernel:
+    """One dispatch entry of a bundle: its code object loaded, its launch
+    geometry as expressions over M N K and the consts."""
+
+    def __init__(self, row):
+        blob, self.symbol, grid, block, consts, self.shmem_x, self.name = row
+        self.env = {k: int(v) for k, v in (kv.split("=") for kv in consts.split(","))}
+        self.grid_x, self.block_x = split3(grid), split3(block)
+        self.mod = ctypes.c_void_p()
+        self.blob = ctypes.create_string_buffer(bytes(blob), len(blob))
+        ck(cu.cuModuleLoadData(ctypes.byref(self.mod), self.blob), "cuModuleLoadData")
+        self.fn = ctypes.c_void_p()
+        ck(cu.cuModuleGetFunction(ctypes.byref(self.fn), self.mod, self.symbol.encode()),
+           "cuModuleGetFunction")
+        self.geo = {}
+
+    def ev(self, x, M, N, K):
+        env = dict(self.env, M=M, N=N, K=K, H=0, G=0, D=0)
+        py = re.sub(r"(?<![/])/(?!/)", "//", x).replace("&&", " and ").replace("||", " or ")
+        py = re.sub(r"!(?!=)", " not ", py)
+        return int(eval(py, {"cdiv": lambda a, b: -(-a // b), "min": min, "max": max}, env))
+
+    def launch(self, args, M, N, K, stream):
+        key = (M, N, K)
+        if key not in self.geo:
+            g = [self.ev(x, M, N, K) for x in self.grid_x] + [1, 1]
+            b = [self.ev(x, M, N, K) for x in self.block_x] + [1, 1]
+            sh = self.ev(self.shmem_x, M, N, K) if self.shmem_x not in ("", "0") else 0
+            if sh > 48 * 1024:
+                ck(cu.cuFuncSetAttribute(self.fn, 8, sh), "cuFuncSetAttribute")
+            self.geo[key] = (g[:3], b[:3], sh)
+        g, b, sh = self.geo[key]
+        ptrs = [ctypes.c_void_p(a.data_ptr()) for a in args] + [ctypes.c_int64(v) for v in (M, N, K)]
+        arr = (ctypes.c_void_p * len(ptrs))(*[ctypes.cast(ctypes.pointer(p), ctypes.c_void_p)
+                                              for p in ptrs])
+        ck(cu.cuLaunchKernel(self.fn, g[0], g[1], g[2], b[0], b[1], b[2], sh,
+                             ctypes.c_void_p(stream), arr, None), "cuLaunchKernel")
+
+
+def build_bundle(op, dt, ms, nks, target, force, out):
+    ns = sorted({n for n, _ in nks})
+    ks = sorted({k for _, k in nks})
+    cmd = [os.path.join(ROOT, "bin", "gcore-gen"), "--target", target, "--op", op, "--dtype", dt,
+           "--m", ",".join(map(str, ms)), "--n", ",".join(map(str, ns)),
+           "--k", ",".join(map(str, ks)), "-o", out, "-q"]
+    if force:
+        cmd += ["--force", force]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(f"{' '.join(cmd)}: {r.stderr}")
+
+
+def kernel_for(bundle, target, op, dt, M, N, K, cache):
+    with sqlite3.connect(bundle) as c:
+        row = c.execute(
+            "SELECT o.blob, d.symbol, d.grid, d.block, d.consts, d.shmem, "
+            "d.template || ' ' || d.params FROM dispatch d JOIN code_objects o ON o.id = d.code_id "
+            "WHERE d.target=? AND d.op=? AND d.ta=? AND d.n=? AND d.k=? AND d.m_lo<=? AND ?<=d.m_hi "
+            "ORDER BY d.m_hi - d.m_lo LIMIT 1", (target, op, dt, N, K, M, M)).fetchone()
+    if row is None:
+        raise RuntimeError(f"no dispatch entry for {op} {dt} {M}x{N}x{K} in {bundle}")
+    key = (bundle, row[6])
+    if key not in cache:
+        cache[key] = Kernel(row)
+    return cache[key]
+
+
+def timeit(fn, reps=7, batch=10):
+    """Median over reps of (time of batch launches) / batch, in ms."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(batch):
+            fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) / batch)
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def timeit_graph(launch, n=50, reps=9):
+    """Median ms per launch of n launches captured in one CUDA graph
+    (launch(stream_handle) issues one), replayed reps times."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            launch(torch.cuda.current_stream().cuda_stream)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        st = torch.cuda.current_stream().cuda_stream
+        for _ in range(n):
+            launch(st)
+    return timeit(g.replay, reps=reps, batch=1) / n
+
+
+def check(out, ref, absref):
+    """(relative Frobenius error, max |out-ref| / absref row scale, all written)."""
+    o = out.float()
+    written = not torch.isnan(o).any().item()
+    d = (o - ref)
+    rel = (d.norm() / ref.norm()).item()
+    worst = (d.abs() / absref).max().item()
+    return rel, worst, written
+
+
+def run_gemm(args, dt, M, N, K, kern, stream, swiglu=False):
+    torch.manual_seed(M * 31 + N * 7 + K)
+    A = (torch.randn(M, K, device="cuda") * 0.5).to(DT[dt])
+    B = (torch.randn(2 * N if swiglu else N, K, device="cuda") * 0.5 / K ** 0.25).to(DT[dt])
+    C = torch.full((M, N), float("nan"), device="cuda", dtype=DT[dt])
+    Af, Bf = A.float(), B.float()
+    if swiglu:
+        g, u = Af @ Bf[:N].T, Af @ Bf[N:].T
+        ref = torch.nn.functional.silu(g) * u
+        absref = (Af.abs() @ Bf[:N].abs().T) * u.abs() + (Af.abs() @ Bf[N:].abs().T) * \
+            torch.nn.functional.silu(g).abs() + 1e-6
+    else:
+        ref = Af @ Bf.T
+        absref = Af.abs() @ Bf.abs().T + 1e-6
+    kern.launch([A, B, C], M, N, K, stream)
+    torch.cuda.synchronize()
+    rel, worst, written = check(C, ref, absref)
+    del Af, Bf, ref, absref
+    tg = timeit(lambda: kern.launch([A, B, C], M, N, K, stream))
+    if swiglu:
+        def peer():
+            h = A @ B.T  # one matmul over the stacked weights, then the epilogue
+            return torch.nn.functional.silu(h[:, :N]) * h[:, N:]
+        T = A @ B.T
+        tt = timeit(peer)
+        tmm = timeit(lambda: torch.matmul(A, B.T, out=T))
+    else:
+        T = torch.empty(M, N, device="cuda", dtype=DT[dt])
+        tt = tmm = timeit(lambda: torch.matmul(A, B.T, out=T))
+    fl = 2.0 * M * N * K * (2 if swiglu else 1)
+    return dict(rel=rel, worst=worst, written=written, t_g=tg, t_t=tt, t_mm=tmm,
+                tf_g=fl / tg / 1e9, tf_t=fl / tt / 1e9, tf_mm=fl / tmm / 1e9)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtypes", default="f16,bf16")
+    ap.add_argument("--m", default="2048,4096,8192")
+    ap.add_argument("--nk", default="4096:4096,14336:4096,4096:14336",
+                    help="N:K pairs (8B: q/o 4096:4096, gate or up 14336:4096, down 4096:14336)")
+    ap.add_argument("--check", default="1000:4100:1032,130:72:72,2048:264:1000,257:4096:4104",
+                    help="extra M:N:K shapes, correctness only (ragged edges)")
+    ap.add_argument("--force", action="append", default=[], help="variant(s) to time (default: "
+                    "the template default); repeatable")
+    ap.add_argument("--target", default="sm_90a")
+    ap.add_argument("--swiglu", action="store_true", help="also the gate/up GEMM (N:K = 14336:4096)")
+    ap.add_argument("--swiglu-force", action="append", default=[])
+    ap.add_argument("--gemv", action="store_true", help="also M = 1 GEMVs vs copy bandwidth")
+    ap.add_argument("--out", default=None, help="also write the table here")
+    a = ap.parse_args()
+
+    torch.cuda.init()
+    torch.zeros(1, device="cuda")
+    ctx = ctypes.c_void_p()
+    ck(cu.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
+    stream = torch.cuda.current_stream().cuda_stream
+    dev = torch.cuda.get_device_name()
+    ms = [int(x) for x in a.m.split(",")]
+    nks = [tuple(int(v) for v in x.split(":")) for x in a.nk.split(",")]
+    checks = [tuple(int(v) for v in x.split(":")) for x in a.check.split(",") if x]
+    lines = [f"device: {dev}, torch {torch.__version__}, target {a.target}", ""]
+    tmp = tempfile.mkdtemp()
+    cache = {}
+    bad = 0
+
+    def emit(s):
+        print(s, flush=True)
+        lines.append(s)
+
+    for op, forces, shapes in (
+            [("gemm", a.force or [None], [(m, n, k) for m in ms for n, k in nks])] +
+            ([("gemm_swiglu", a.swiglu_force or [None], [(m, 14336, 4096) for m in ms])]
+             if a.swiglu else [])):
+        emit(f"| op | dtype | M | N | K | kernel | rel err | worst/|ab| | gcore TFLOP/s | "
+             f"torch TFLOP/s | gcore / torch |")
+        emit("|---|---|---|---|---|---|---|---|---|---|---|")
+        for dt in a.dtypes.split(","):
+            for fi, force in enumerate(forces):
+                bundle = os.path.join(tmp, f"{op}-{dt}-{fi}.gcb")
+                allm = sorted({s[0] for s in shapes + checks})
+                allnk = sorted({(s[1], s[2]) for s in shapes + checks})
+                build_bundle(op, dt, allm, allnk, a.target, force, bundle)
+                for (M, N, K) in checks + shapes:
+                    kern = kernel_for(bundle, a.target, op, dt, M, N, K, cache)
+                    r = run_gemm(a, dt, M, N, K, kern, stream, swiglu=(op == "gemm_swiglu"))
+                    tol = 1e-2 if dt == "bf16" else 2e-3
+                    ok = r["written"] and r["rel"] < tol and r["worst"] < 0.05
+                    bad += not ok
+                    timed = (M, N, K) in shapes
+                    emit(f"| {op} | {dt} | {M} | {N} | {K} | {kern.name} | {r['rel']:.2e} | "
+                         f"{r['worst']:.2e}{'' if ok else ' FAIL'} | "
+                         + (f"{r['tf_g']:.0f} | {r['tf_t']:.0f} | {r['tf_g'] / r['tf_t']:.3f} |"
+                            if timed else "(check only) | | |"))
+    if a.gemv:
+        n = 1 << 28
+        x = torch.empty(n, device="cuda", dtype=torch.float16)
+        y = torch.empty_like(x)
+        tc = timeit(lambda: y.copy_(x))
+        bw = 2 * n * 2 / tc / 1e6
+        emit("")
+        emit(f"copy bandwidth (read + write, 512 MiB each way): {bw:.0f} GB/s")
+        emit("| op | dtype | N | K | kernel | rel err | GB/s | fraction of copy | timed as |")
+        emit("|---|---|---|---|---|---|---|---|---|")
+        for dt in a.dtypes.split(","):
+            gv = [(4096, 4096), (6144, 4096), (14336, 4096), (4096, 14336), (128256, 4096)]
+            bundle = os.path.join(tmp, f"gemv-{dt}.gcb")
+            build_bundle("gemm", dt, [1], gv, a.target, None, bundle)
+            for N, K in gv:
+                kern = kernel_for(bundle, a.target, "gemm", dt, 1, N, K, cache)
+                A = torch.randn(1, K, device="cuda").to(DT[dt])
+                B = (torch.randn(N, K, device="cuda") / K ** 0.5).to(DT[dt])
+                C = torch.full((1, N), float("nan"), device="cuda", dtype=DT[dt])
+                kern.launch([A, B, C], 1, N, K, stream)
+                torch.cuda.synchronize()
+                ref = A.float() @ B.float().T
+                rel = ((C.float() - ref).norm() / ref.norm()).item()
+                how = "graph"
+                try:  # 50 launches replayed as one graph: Python's launch cost stays out
+                    t = timeit_graph(lambda st: kern.launch([A, B, C], 1, N, K, st))
+                except Exception as ex:  # noqa: BLE001
+                    how = f"eager ({type(ex).__name__}; small shapes launch-bound)"
+                    t = timeit(lambda: kern.launch([A, B, C], 1, N, K, stream), reps=9, batch=50)
+                gbs = (N * K + K + N) * 2 / t / 1e6
+                emit(f"| gemv | {dt} | {N} | {K} | {kern.name} | {rel:.1e} | {gbs:.0f} | "
+                     f"{gbs / bw:.3f} | {how} |")
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    if bad:
+        print(f"{bad} correctness failures", file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

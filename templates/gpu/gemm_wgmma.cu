@@ -1,0 +1,354 @@
+/* gemm_wgmma.cu — Hopper (sm_90a) tensor-core GEMM: warpgroup wgmma.mma_async
+ * from 128-byte-swizzled shared memory, a producer warpgroup feeding a
+ * multi-stage mbarrier pipeline; f16 or bf16 in and out, fp32 accumulation:
+ * C[M,N] = A[M,K] · B[N,K]ᵀ.
+ *
+ * @template gemm_wgmma
+ * @op gemm gemm_add
+ * @backend cuda
+ * @dtypes f16 bf16
+ * @kernel gemm_wgmma
+ * @param BM 128 256 default 128 -- block tile rows (two consumer warpgroups, BM/2 rows each)
+ * @param BN 64 128 256 default 256 -- block tile columns (rows of B): the wgmma's n
+ * @param BK 32 64 default 64 -- K depth of a stage: 64 (128-byte rows, 128-byte swizzle) or 32 (64-byte rows, 64-byte swizzle: twice the stages in the same bytes)
+ * @param STAGES 2 3 4 5 6 8 default 4 -- shared-memory pipeline stages of BK K-columns each
+ * @param RASTER 1 4 8 16 default 8 -- block rows walked together (L2 reuse of B tiles)
+ * @param INFL 0 1 default 1 -- wgmma groups a consumer leaves in flight when it moves to the next stage (0: each stage is released as soon as its own wgmmas finish)
+ * @param PERSIST 0 1 default 1 -- 1: at most one block per SM (132, or the device's count if smaller), each walking tiles; the producer fills the next tile's stages during the epilogue
+ * @constraint SM == 90 && ARCH_A == 1 -- wgmma exists only on sm_90a
+ * @constraint WARP == 32 && MAXT >= 384 -- three warpgroups
+ * @constraint (BM / 128) * BN / 2 <= 128 -- fp32 accumulators per consumer thread
+ * @constraint STAGES * (BM + BN) * BK * 2 + 1024 <= SMEM -- the pipeline fits in shared memory
+ * @shmem STAGES * (BM + BN) * BK * 2 + 1024
+ * @applies K % 8 == 0 && M > 1 -- rows of A and B are whole 16-byte chunks (cp.async); M = 1 is the GEMV's
+ * @grid min(cdiv(M, BM) * cdiv(N, BN), PERSIST * 132 + (1 - PERSIST) * cdiv(M, BM) * cdiv(N, BN)) 1 1
+ * @block 384 1 1
+ * @priority 5
+ *
+ * Why cp.async and not the tensor copy engine: kernels receive only the
+ * op's pointers and sizes (templates/README.md), so there is no host-made
+ * CUtensorMap for cp.async.bulk.tensor; the non-tensor cp.async.bulk
+ * copies contiguous bytes and cannot produce the 128-byte swizzle, whose
+ * 16-byte chunks of one 128-byte row are permuted. So the producer
+ * warpgroup writes the swizzled layout itself with 16-byte cp.async
+ * (zero-filling rows past M/N and chunks past K) and signals completion
+ * on the stage's mbarrier with cp.async.mbarrier.arrive.noinc.
+ *
+ * Block b computes the BM×BN tile of C at (bm, bn), b walked in groups of
+ * RASTER block rows (as gemm_mma). 384 threads: warpgroup 0 is the
+ * producer, warpgroups 1 and 2 the consumers, each owning BM/2 rows × BN
+ * columns of the tile as (BM/2)/64 m64nBNk16 wgmma accumulators in
+ * registers (BN/2 floats per thread each).
+ *
+ * Shared memory: STAGES stages, each an A tile [BM][BK] and a B tile
+ * [BN][BK], 1024-byte aligned. BK = 64: 128-byte rows, 16-byte chunk c of
+ * row r at r·128 + ((c ^ (r mod 8))·16), the 128-byte swizzle (8-row
+ * groups 1024 bytes apart); BK = 32: 64-byte rows, chunk c at
+ * r·64 + ((c ^ ((r / 2) mod 4))·16), the 64-byte swizzle (groups 512
+ * bytes apart) — the layouts the wgmma descriptors name (K-major). Moving
+ * a descriptor's start by 32 bytes selects the next k16 slice.
+ *
+ * Pipeline: full[s] (128 producer arrivals, each when that thread's
+ * copies landed) and empty[s] (256 consumer arrivals) mbarriers per stage.
+ * Consumers wait full[s], issue the stage's (BK/16)·(BM/128) wgmmas, commit,
+ * wait until at most this stage's group is in flight, and release the
+ * previous stage (INFL = 1; INFL = 0 waits for its own group and releases
+ * it at once). With PERSIST, a block walks tiles b, b+P, ...: the producer
+ * runs on into the next tile while the consumers store. The epilogue
+ * writes fragments straight to C (pairs of columns as one 32-bit store),
+ * guarded against M and N. Registers: setmaxnreg gives the producer 40
+ * and the consumers 232, but ptxas compiles the whole kernel within the
+ * entry cap (65536 / 384 = 168), which is what bounds a consumer's tile.
+ *
+ * Measured (bench/RESULTS.md, H100 SXM, 2026-11-22): 0.69-0.83 of cuBLAS
+ * on the Llama-3-8B prefill shapes at the defaults; 128x128 tiles are
+ * 20% slower (more operand bytes per FLOP), BK = 32 with twice the stages
+ * 10% slower, PERSIST, INFL and RASTER within noise. cuBLAS uses the same
+ * 128x256x64 4-stage tile with TMA multicast over 2x1 clusters, which this
+ * ABI (no tensor map) rules out.
+ */
+
+#define WG_CW 2                        /* consumer warpgroups */
+#define WG_T (128 * (WG_CW + 1))
+#define WG_MT (BM / (64 * WG_CW))      /* m64 tiles per consumer warpgroup */
+/* registers per thread after setmaxnreg: producer, consumers (within the
+ * 64K register file; ptxas compiles all of the kernel within the entry
+ * cap of 65536 / 384 = 168, so a tile needing more per consumer thread
+ * does not assemble: four warpgroups (cap 128) cannot hold a m64n256
+ * accumulator) */
+#define WG_PREG 40
+#define WG_CREG 232
+#define WG_ACC (BN / 2)                /* floats per m64 tile per thread */
+#define WG_RB (BK * 2)                 /* bytes per tile row */
+#define WG_CH (BK / 8)                 /* 16-byte chunks per row */
+#define WG_RP (128 / WG_CH)            /* rows per producer pass */
+#define WG_ABYTES (BM * WG_RB)
+#define WG_SBYTES ((BM + BN) * WG_RB)  /* bytes per stage */
+/* the swizzle term of row r: 16-byte chunk c lies at chunk c ^ WG_SWZ(r) */
+#define WG_SWZ(r) (BK == 64 ? ((r) & 7) : (((r) >> 1) & 3))
+#if GC_TA == GC_BF16
+#define WG_MMA(n) "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32.bf16.bf16"
+#else
+#define WG_MMA(n) "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32.f16.f16"
+#endif
+
+GC_DEVICE unsigned wg_saddr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+/* Shared-memory matrix descriptor: K-major, 128-byte (64-byte) swizzle,
+ * 8-row groups 1024 (512) bytes apart (leading offset unused for these
+ * layouts: 1). */
+GC_DEVICE uint64_t wg_desc(unsigned s) {
+  return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) |
+         ((uint64_t)(8 * WG_RB >> 4) << 32) | ((uint64_t)(BK == 64 ? 1 : 2) << 62);
+}
+
+GC_DEVICE void wg_bar_init(unsigned b, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(b), "r"(count) : "memory");
+}
+GC_DEVICE void wg_bar_arrive(unsigned b) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(b)
+               : "memory");
+}
+/* Block until the phase of parity `par` of barrier b has completed. */
+GC_DEVICE void wg_bar_wait(unsigned b, unsigned par) {
+  unsigned ok;
+  do {
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(ok)
+                 : "r"(b), "r"(par)
+                 : "memory");
+  } while (!ok);
+}
+/* Arrive on b once every cp.async this thread issued so far has landed. */
+GC_DEVICE void wg_cp_arrive(unsigned b) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(b) : "memory");
+}
+GC_DEVICE void wg_cp16(unsigned s, const void *g, int n) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(n)
+               : "memory");
+}
+
+GC_DEVICE void wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+GC_DEVICE void wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> GC_DEVICE void wg_wait(void) {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/* Keeps the compiler from moving accumulator accesses across wgmma
+ * fences and waits (no instruction). */
+GC_DEVICE void wg_touch(float &x) { asm volatile("" : "+f"(x)::"memory"); }
+
+/* d[0..31] += A(64x16, descriptor a) · B(64x16, descriptor b)ᵀ */
+GC_DEVICE void wg_mma_n64(float *d, uint64_t a, uint64_t b) {
+  asm volatile("{\n"
+               WG_MMA(64) " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, 1, 1, 1, 0, 0;\n"
+               "}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "l"(a), "l"(b));
+}
+
+/* d[0..63] += A(64x16, descriptor a) · B(128x16, descriptor b)ᵀ */
+GC_DEVICE void wg_mma_n128(float *d, uint64_t a, uint64_t b) {
+  asm volatile("{\n"
+               WG_MMA(128) " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, 1, 1, 1, 0, 0;\n"
+               "}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "l"(a), "l"(b));
+}
+
+/* d[0..127] += A(64x16, descriptor a) · B(256x16, descriptor b)ᵀ */
+GC_DEVICE void wg_mma_n256(float *d, uint64_t a, uint64_t b) {
+  asm volatile("{\n"
+               WG_MMA(256) " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, 1, 1, 1, 0, 0;\n"
+               "}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+               : "l"(a), "l"(b));
+}
+
+template <int NN> GC_DEVICE void wg_mma(float *d, uint64_t a, uint64_t b);
+template <> GC_DEVICE void wg_mma<64>(float *d, uint64_t a, uint64_t b) { wg_mma_n64(d, a, b); }
+template <> GC_DEVICE void wg_mma<128>(float *d, uint64_t a, uint64_t b) { wg_mma_n128(d, a, b); }
+template <> GC_DEVICE void wg_mma<256>(float *d, uint64_t a, uint64_t b) { wg_mma_n256(d, a, b); }
+
+/* Producer thread p (0..127) copies chunk column p % WG_CH of rows
+ * p / WG_CH + i·WG_RP of an R-row tile: X points at its first row's chunk for
+ * this stage, rows i >= nv of it (past the matrix) and all rows when !kok
+ * (chunk past K) are zero-filled (Xb, the matrix, is then the address not
+ * read). s is the tile's shared address plus this thread's offset in a
+ * row group, the same for all its rows since the swizzle term is. */
+template <int R>
+GC_DEVICE void wg_load(unsigned s, const TA *X, int64_t K, int nv, bool kok, const TA *Xb) {
+  GC_UNROLL(4)
+  for (int i = 0; i < R / WG_RP; i++) {
+    bool ok = kok && i < nv;
+    wg_cp16(s + i * WG_RP * WG_RB, ok ? X : Xb, ok ? 16 : 0);
+    X += WG_RP * K;
+  }
+}
+
+/* Rows of an R-row tile at row r0 (of nr) that producer row rr,
+ * rr + WG_RP, ... finds inside the matrix. */
+GC_DEVICE int wg_rows(int64_t r0, int64_t nr, int rr, int R) {
+  return (int)gc_max64(0, gc_min64(R / WG_RP, gc_cdiv(nr - r0 - rr, WG_RP)));
+}
+
+/* C[m][n], C[m][n+1] := x, y (each only inside the matrix). */
+GC_DEVICE void wg_store2(TC *C, int64_t M, int64_t N, int64_t m, int64_t n, float x, float y) {
+  if (m >= M || n >= N)
+    return;
+  TC *p = C + m * N + n;
+  if (N % 2 == 0) { /* n is even: an aligned pair */
+    float v[2] = {x, y};
+    if (GC_OP_GEMM_ADD) { /* C += A·Bᵀ: each element read once, by the thread that writes it */
+      float c0[2];
+      gc_ldv<2>(p, c0);
+      v[0] += c0[0], v[1] += c0[1];
+    }
+    gc_stv<2>(p, v);
+  } else {
+    STORE_GEMM(p, 0, x);
+    if (n + 1 < N)
+      STORE_GEMM(p, 1, y);
+  }
+}
+
+/* Tile t of the grouped raster: RASTER block rows at a time, column by
+ * column (consecutive tiles share B tiles in L2). */
+GC_DEVICE void wg_tile(int64_t t, int64_t nbm, int64_t nbn, int64_t *m0, int64_t *n0) {
+  const int64_t gsz = (int64_t)RASTER * nbn, first = t / gsz * RASTER;
+  const int64_t rows = gc_min64(nbm - first, RASTER);
+  *m0 = (first + t % gsz % rows) * BM;
+  *n0 = t % gsz / rows * BN;
+}
+
+/* A consumer warpgroup (c = 0 or 1, thread t of it): for each tile, the
+ * wgmmas of every stage into fp32 accumulators, then the epilogue. */
+GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, int t, int64_t t0,
+                           int64_t tstep, int64_t nbm, int64_t nbn, int64_t kt_n, TC *C,
+                           int64_t M, int64_t N) {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WG_CREG) : "memory");
+  const int64_t tiles = nbm * nbn;
+  const int w = t >> 5, lane = t & 31;
+  float acc[WG_MT][WG_ACC];
+  int64_t it = 0;
+  for (int64_t tile = t0; tile < tiles; tile += tstep) {
+    int64_t m0, n0;
+    wg_tile(tile, nbm, nbn, &m0, &n0);
+    GC_UNROLL(WG_MT)
+    for (int i = 0; i < WG_MT; i++)
+      GC_UNROLL(WG_ACC)
+      for (int j = 0; j < WG_ACC; j++)
+        acc[i][j] = 0.0f;
+
+    for (int64_t kt = 0; kt < kt_n; kt++, it++) {
+      const int s = (int)(it % STAGES);
+      wg_bar_wait(full + 8 * s, (unsigned)((it / STAGES) & 1));
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      const unsigned sa = s0 + s * WG_SBYTES;
+      const uint64_t db = wg_desc(sa + WG_ABYTES);
+      GC_UNROLL(WG_MT)
+      for (int i = 0; i < WG_MT; i++)
+        GC_UNROLL(WG_ACC)
+        for (int j = 0; j < WG_ACC; j++)
+          wg_touch(acc[i][j]);
+      wg_fence();
+      GC_UNROLL(BK / 16)
+      for (int kk = 0; kk < BK / 16; kk++)
+        GC_UNROLL(WG_MT)
+        for (int i = 0; i < WG_MT; i++)
+          wg_mma<BN>(acc[i], wg_desc(sa + (c * (BM / WG_CW) + i * 64) * WG_RB) + 2 * kk, db + 2 * kk);
+      wg_commit();
+      GC_UNROLL(WG_MT)
+      for (int i = 0; i < WG_MT; i++)
+        GC_UNROLL(WG_ACC)
+        for (int j = 0; j < WG_ACC; j++)
+          wg_touch(acc[i][j]);
+      if (INFL) {
+        wg_wait<1>();
+        if (kt > 0) /* the previous stage's wgmmas are done */
+          wg_bar_arrive(empty + 8 * (int)((it - 1) % STAGES));
+      } else { /* this stage's are: release it now (the other warpgroup's
+                  wgmmas keep the tensor cores busy meanwhile) */
+        wg_wait<0>();
+        wg_bar_arrive(empty + 8 * s);
+      }
+    }
+    wg_wait<0>();
+    if (INFL)
+      wg_bar_arrive(empty + 8 * (int)((it - 1) % STAGES));
+    GC_UNROLL(WG_MT)
+    for (int i = 0; i < WG_MT; i++)
+      GC_UNROLL(WG_ACC)
+      for (int j = 0; j < WG_ACC; j++)
+        wg_touch(acc[i][j]);
+
+    /* fragment (i, j): rows w·16 + lane/4 (+8), columns 8·(j/4) + 2·(lane%4);
+     * the producer meanwhile fills the stages of the next tile */
+    const int64_t mr = m0 + c * (BM / WG_CW) + w * 16 + (lane >> 2);
+    GC_UNROLL(WG_MT)
+    for (int i = 0; i < WG_MT; i++)
+      GC_UNROLL(BN / 8)
+      for (int j = 0; j < BN / 8; j++) {
+        int64_t m = mr + i * 64, n = n0 + j * 8 + 2 * (lane & 3);
+        wg_store2(C, M, N, m, n, acc[i][4 * j], acc[i][4 * j + 1]);
+        wg_store2(C, M, N, m + 8, n, acc[i][4 * j + 2], acc[i][4 * j + 3]);
+      }
+  }
+}
+
+GC_KERNEL_BOUNDS(WG_T)
+void gemm_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K) {
+  GC_SHARED uint64_t bars[2 * STAGES]; /* full[0..S-1], empty[0..S-1] */
+  const int64_t nbm = gc_cdiv(M, BM), nbn = gc_cdiv(N, BN), tiles = nbm * nbn;
+  if (tiles <= 0)
+    return;
+  /* PERSIST: blocks 0 .. P-1 walk tiles b, b+P, ...; P is at most the SM
+   * count, read on the device; blocks past it (a GPU with fewer SMs than
+   * the launch assumed) have nothing to do. */
+  int64_t t0 = gc_bid(), tstep = gridDim.x; /* PERSIST = 0: one tile per block */
+  if (PERSIST) {
+    unsigned nsm;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
+    tstep = gc_min64((int64_t)gridDim.x, (int64_t)nsm);
+    if (t0 >= tstep)
+      return;
+  }
+
+  const int tid = gc_tid(), wg = tid >> 7;
+  const unsigned s0 = (wg_saddr(gc_dyn_shared()) + 1023u) & ~1023u;
+  const unsigned full = wg_saddr(bars), empty = full + 8 * STAGES;
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; s++) {
+      wg_bar_init(full + 8 * s, 128);
+      wg_bar_init(empty + 8 * s, 128 * WG_CW);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  gc_barrier();
+
+  const int64_t kt_n = gc_cdiv(K, BK);
+  if (wg == 0) { /* producer: it counts stages over all of this block's tiles */
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WG_PREG) : "memory");
+    const int c8 = (tid % WG_CH) * 8, rr = tid / WG_CH;
+    const unsigned off = (unsigned)(rr * WG_RB + (((tid % WG_CH) ^ WG_SWZ(rr)) << 4));
+    int64_t it = 0;
+    for (int64_t t = t0; t < tiles; t += tstep) {
+      int64_t m0, n0;
+      wg_tile(t, nbm, nbn, &m0, &n0);
+      const TA *pa = A + (m0 + rr) * K + c8, *pb = (const TA *)B + (n0 + rr) * K + c8;
+      const int na = wg_rows(m0, M, rr, BM), nb = wg_rows(n0, N, rr, BN);
+      for (int64_t kt = 0; kt < kt_n; kt++, it++) {
+        const int s = (int)(it % STAGES);
+        if (it >= STAGES)
+          wg_bar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
+        const unsigned sa = s0 + s * WG_SBYTES + off;
+        const bool kok = kt * BK + c8 < K;
+        wg_load<BM>(sa, pa + kt * BK, K, na, kok, A);
+        wg_load<BN>(sa + WG_ABYTES, pb + kt * BK, K, nb, kok, (const TA *)B);
+        wg_cp_arrive(full + 8 * s);
+      }
+    }
+  } else {
+    wg_consumer(full, empty, s0, wg - 1, tid & 127, t0, tstep, nbm, nbn, kt_n, C, M, N);
+  }
+}
