@@ -15,6 +15,7 @@
 
 #include "../db/bundle.h"
 #include "../db/tunedb.h"
+#include "comgr.h"
 #include "compile.h"
 #include "template.h"
 
@@ -289,16 +290,52 @@ static int write_provenance(gen_t *g, gc_bundle_t *b, gc_err_t *e) {
   return GC_OK;
 }
 
+/* --compiler and --code-object must fit at least one listed target, so
+ * that a typo is an error rather than silently ignored. */
+static int check_target_opts(gen_t *g, gc_err_t *e) {
+  char list[512];
+  int compiler_used = 0, cov_used = 0;
+  snprintf(list, sizeof list, "%s", g->o->targets);
+  for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    gc_target_t tg;
+    if (gc_target_parse(t, &tg, e)) return e->code;
+    compiler_used |= g->o->compiler && gc_compiler_serves(g->o->compiler, tg.backend);
+    cov_used |= !strcmp(tg.backend, "hip");
+  }
+  if (g->o->compiler && !compiler_used)
+    return gc_err_set(e, GC_EINVAL, "--compiler %s builds none of the targets %s (cc: cpu, "
+                      "nvrtc: sm_XX, comgr or clang: gfx...)", g->o->compiler, g->o->targets);
+  if (g->o->code_object && !cov_used)
+    return gc_err_set(e, GC_EINVAL, "--code-object applies to AMD targets; none in %s",
+                      g->o->targets);
+  return GC_OK;
+}
+
+/* Parse target t with the options that shape its code. */
+static int setup_target(gen_t *g, const char *t, gc_err_t *e) {
+  const char *force = g->o->compiler;
+  if (gc_target_parse(t, &g->tg, e)) return e->code;
+  if (g->o->code_object && !strcmp(g->tg.backend, "hip") &&
+      gc_target_set_code_object(&g->tg, g->o->code_object, e))
+    return e->code;
+  if (force && !gc_compiler_serves(force, g->tg.backend)) force = NULL;
+  if (gc_compiler_for(&g->tg, force, &g->cc, e)) return e->code;
+  if (!strcmp(g->tg.backend, "hip") && !gc_comgr_available(NULL, 0, NULL) && !g->o->quiet)
+    fprintf(stderr, "gcore-gen: warning: AMD comgr not found: %s code builds, but its "
+            "resources (VGPRs, LDS, spills) are not read or checked (install libamd-comgr2)\n",
+            g->tg.name);
+  return GC_OK;
+}
+
 static int gen_targets(gen_t *g, gc_bundle_t *b, const gc_problems_t *probs, gc_err_t *e) {
   char list[512];
   snprintf(list, sizeof list, "%s", g->o->targets);
-  int rc = GC_OK;
+  int rc = check_target_opts(g, e);
   for (char *save = NULL, *t = strtok_r(list, ",", &save); !rc && t;
        t = strtok_r(NULL, ",", &save)) {
     int first = g->npicks;
     char key[80];
-    rc = gc_target_parse(t, &g->tg, e);
-    if (!rc) rc = gc_compiler_for(&g->tg, g->o->compiler, &g->cc, e);
+    rc = setup_target(g, t, e);
     if (!rc) rc = plan_target(g, probs, e);
     if (!rc) rc = emit_target(g, b, first, e);
     if (!rc) {

@@ -65,7 +65,8 @@ static int parse_dtypes(line_ctx_t *c, gc_template_t *t, char *rest) {
 static int reserved(const char *w) {
   static const char *const names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC", "TA",
                                       "TB", "TC", "VBYTES", "L1", "L2", "NCPU", "WARP",
-                                      "SMEM", "NSM", "MAXT", "SM"};
+                                      "SMEM", "NSM", "MAXT", "SM", "AMD", "GFX", "NCU",
+                                      "VGPRS", "MFMA", "WMMA"};
   for (size_t i = 0; i < GC_ARRAY_LEN(names); i++)
     if (!strcmp(w, names[i])) return 1;
   return !strncmp(w, "GC_", 3) || !strncmp(w, "LOAD_", 5) || !strncmp(w, "STORE_", 6);
@@ -175,7 +176,8 @@ static int parse_decl(line_ctx_t *c, gc_template_t *t, char *line) {
 static int check_names(gc_template_t *t, gc_err_t *e) {
   gc_env_t env = {0};
   const char *names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC", "VBYTES", "L1",
-                         "L2", "NCPU", "WARP", "SMEM", "NSM", "MAXT", "SM"};
+                         "L2", "NCPU", "WARP", "SMEM", "NSM", "MAXT", "SM", "AMD", "GFX", "NCU",
+                                      "VGPRS", "MFMA", "WMMA"};
   for (size_t i = 0; i < GC_ARRAY_LEN(names); i++) gc_env_set(&env, names[i], 1, NULL);
   for (int i = 0; i < t->nparams; i++) gc_env_set(&env, t->params[i].name, 1, NULL);
   int64_t v[3];
