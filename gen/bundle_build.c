@@ -17,6 +17,7 @@
 #include "../db/tunedb.h"
 #include "comgr.h"
 #include "compile.h"
+#include "resources.h"
 #include "template.h"
 
 #define M_MAX ((int64_t)(1LL << 31) - 1)
@@ -208,6 +209,21 @@ static int plan_target(gen_t *g, const gc_problems_t *probs, gc_err_t *e) {
   return rc;
 }
 
+/* Occupancy of a compiled pick, and a warning when it breaks the target's
+ * limits (gcore-tune rejects such variants; a default or --force one may
+ * still land here, and the AMD CI test fails on it). */
+static int check_resources(gen_t *g, const pick_t *pk, gc_compile_job_t *j, gc_err_t *e) {
+  gc_problem_t p = pk->shape;
+  int ok;
+  char why[300];
+  p.m = pk->m_lo;
+  if (gc_res_check(&pk->v, &g->tg, &p, &j->res, &ok, why, sizeof why, e)) return e->code;
+  if (!ok)
+    fprintf(stderr, "gcore-gen: warning: %s %s (%s) on %s: %s\n", pk->v.tpl->name,
+            pk->v.params, pk->source, g->tg.name, why);
+  return GC_OK;
+}
+
 /* Compile the distinct variants of this target's picks, then write them. */
 static int emit_target(gen_t *g, gc_bundle_t *b, int first, gc_err_t *e) {
   int n = g->npicks - first, nj = 0, rc = GC_OK;
@@ -241,10 +257,12 @@ static int emit_target(gen_t *g, gc_bundle_t *b, int first, gc_err_t *e) {
     size_t size;
     gc_dtypes_format(pk->v.ta, pk->v.tb, pk->v.tc, dt);
     rc = gc_read_file(jobs[j].obj, 256u << 20, &blob, &size, e);
-    const gc_db_resources_t *r = &jobs[j].res;
+    gc_db_resources_t *r = &jobs[j].res;
+    if (!rc) rc = check_resources(g, pk, &jobs[j], e);
     gc_code_rec_t cr = {g->tg.name, jobs[j].vid, pk->v.tpl->name, pk->v.tpl->hash,
                         pk->v.params, dt, g->cc.id, blob, size, r->regs, r->spills,
-                        r->shared_bytes, r->scratch_bytes};
+                        r->shared_bytes, r->scratch_bytes, r->agprs, r->sgprs, r->wave,
+                        r->occupancy};
     if (!rc) rc = gc_bundle_add_code(b, &cr, &code_ids[j], e);
     free(blob);
   }
