@@ -75,17 +75,24 @@ static gc_err_t cg_err;
     }                                                                           \
   } while (0)
 
+/* $GCORE_COMGR names the library (and nothing else is tried); otherwise
+ * the library path, then ROCm's. */
 static void cg_load_locked(void) {
   static const char *const names[] = {"libamd_comgr.so", "libamd_comgr.so.3",
                                       "libamd_comgr.so.2", "/opt/rocm/lib/libamd_comgr.so"};
+  const char *env = getenv("GCORE_COMGR");
   char why[400] = "";
-  for (size_t i = 0; i < GC_ARRAY_LEN(names) && !cg.lib; i++)
-    if (!(cg.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)) && !why[0])
+  for (size_t i = 0; i < GC_ARRAY_LEN(names) && !cg.lib; i++) {
+    const char *name = env && *env ? env : names[i];
+    if (!(cg.lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) && !why[0])
       snprintf(why, sizeof why, "%s", dlerror());
+    if (env && *env) break;
+  }
   if (!cg.lib) {
     gc_err_set(&cg_err, GC_EUNSUPPORTED,
-               "AMD comgr not found: tried libamd_comgr.so, .so.3, .so.2 and /opt/rocm/lib "
-               "(install libamd-comgr2: make deps) (dlopen: %s)", why);
+               "AMD comgr not found: tried %s (install libamd-comgr2: make deps) (dlopen: %s)",
+               env && *env ? "$GCORE_COMGR" : "libamd_comgr.so, .so.3, .so.2 and /opt/rocm/lib",
+               why);
     return;
   }
   CG_SYM(get_version); CG_SYM(status_string); CG_SYM(get_isa_count); CG_SYM(get_isa_name);

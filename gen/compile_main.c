@@ -29,6 +29,7 @@ static const char usage[] =
     "  --kernel NAME    the kernel whose registers/spills/shared memory to report\n"
     "  -o OUT           the code object to write\n"
     "  --describe OBJ   print the kernels of an AMD code object (metadata) as JSON\n"
+    "  --list-isas      print the AMD ISAs the installed comgr builds, one a line\n"
     "  -h, --help       this text\n";
 
 typedef struct args {
@@ -135,11 +136,26 @@ static int describe(const char *path, gc_err_t *e) {
   return rc;
 }
 
+/* --list-isas: comgr's ISAs without the amdgcn-amd-amdhsa-- prefix. */
+static int list_isas(void) {
+  gc_err_t e = {0};
+  char isas[4096];
+  if (!gc_comgr_available(NULL, 0, &e)) {
+    fprintf(stderr, "gcore-compile: %s\n", e.msg);
+    return 1;
+  }
+  gc_comgr_isa_list(isas, sizeof isas);
+  for (char *p = isas; *p; p++)
+    if (*p == ',') *p = '\n';
+  printf("%s\n", isas);
+  return 0;
+}
+
 static int parse_args(int argc, char **argv, args_t *a) {
   static const struct option opts[] = {
       {"driver", 1, 0, 'd'}, {"target", 1, 0, 't'}, {"kernel", 1, 0, 'k'},
       {"output", 1, 0, 'o'}, {"clang", 1, 0, 'c'}, {"code-object", 1, 0, 'v'},
-      {"describe", 1, 0, 'D'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+      {"describe", 1, 0, 'D'}, {"list-isas", 0, 0, 'L'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
     if (c == 'd') a->driver = optarg;
@@ -150,6 +166,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
     else if (c == 'D') a->describe = optarg;
     else if (c == 'v') a->cov = atoi(optarg);
     else if (c == 'h') return fputs(usage, stdout), 0;
+    else if (c == 'L') return list_isas();
     else return fputs(usage, stderr), 2;
   }
   if (a->kernel && !strcmp(a->kernel, "none")) a->kernel = NULL;
