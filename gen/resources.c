@@ -21,8 +21,8 @@ int64_t gc_res_amd_occupancy(const gc_amd_isa_t *isa, const gc_db_resources_t *r
   int64_t cap = min64(isa->max_waves, by_vgpr);
   if ((waves_wg + isa->simds - 1) / isa->simds > cap) return 0;
   if (lds > 0) {
-    int64_t wgs = isa->lds / lds;
-    cap = min64(cap, wgs * waves_wg / isa->simds);
+    int64_t wgs = isa->lds / lds; /* resident workgroups per CU; their waves spread over the SIMDs */
+    cap = min64(cap, (wgs * waves_wg + isa->simds - 1) / isa->simds);
   }
   return cap;
 }

@@ -7,7 +7,7 @@
  * (W = ceil(T / wave) waves) using L bytes of LDS (static + dynamic):
  *   regs      = CDNA: align(vgprs, 4) + agprs (one unified file); RDNA: vgprs
  *   by_vgpr   = floor(vgpr_file / align(max(regs, 1), granule))
- *   by_lds    = L > 0 ? floor(floor(lds_per_cu / L) · W / simds) : max_waves
+ *   by_lds    = L > 0 ? ceil(floor(lds_per_cu / L) · W / simds) : max_waves
  *   occupancy = min(max_waves, by_vgpr, by_lds), and 0 when one workgroup
  *               does not fit (ceil(W / simds) > min(max_waves, by_vgpr))
  * with the constants of gc_amd_isa_t (target.c): gfx90a/gfx942 file 512,

@@ -3,6 +3,8 @@
  * template's first block comment; lines there starting with '@' declare. */
 #include "template.h"
 
+#include "defaults.h"
+
 #include <ctype.h>
 #include <dirent.h>
 #include <stdlib.h>
@@ -409,7 +411,7 @@ int gc_tpl_supports(const gc_template_t *t, const gc_problem_t *p) {
   return 0;
 }
 
-static void format_params(gc_variant_t *v) {
+void gc_tpl_refresh(gc_variant_t *v) {
   size_t n = 0;
   v->params[0] = 0;
   for (int i = 0; i < v->tpl->nparams && n < sizeof v->params; i++)
@@ -428,7 +430,7 @@ static void init_variant(const gc_template_t *t, const gc_problem_t *p, gc_varia
 void gc_tpl_default(const gc_template_t *t, const gc_problem_t *p, gc_variant_t *v) {
   init_variant(t, p, v);
   for (int i = 0; i < t->nparams; i++) v->values[i] = t->params[i].def;
-  format_params(v);
+  gc_tpl_refresh(v);
 }
 
 int gc_tpl_set_params(const gc_template_t *t, const char *text, gc_variant_t *v,
@@ -448,7 +450,7 @@ int gc_tpl_set_params(const gc_template_t *t, const char *text, gc_variant_t *v,
                         t->name, env.name[j], (long long)env.value[j]);
     v->values[i] = env.value[j];
   }
-  format_params(v);
+  gc_tpl_refresh(v);
   return GC_OK;
 }
 
@@ -467,7 +469,7 @@ void gc_tpl_nth(const gc_template_t *t, const gc_problem_t *p, int64_t idx,
     v->values[i] = t->params[i].values[idx % nv];
     idx /= nv;
   }
-  format_params(v);
+  gc_tpl_refresh(v);
 }
 
 int gc_tpl_env(const gc_variant_t *v, const gc_target_t *tg, const gc_problem_t *p,
@@ -604,7 +606,7 @@ int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
     for (int j = 0; !ok && j < best->params[i].nvalues; j++) {
       gc_tpl_default(best, p, v);
       v->values[i] = best->params[i].values[j];
-      format_params(v);
+      gc_tpl_refresh(v);
       if (gc_tpl_valid(v, tg, &ok, NULL, e)) return e->code;
     }
   for (int64_t i = 0, n = gc_tpl_space_size(best); !ok && i < n && i < (1 << 20); i++) {
@@ -614,5 +616,5 @@ int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
   if (!ok)
     return gc_err_set(e, GC_EINVAL, "template %s: no variant satisfies its constraints on %s",
                       best->name, tg->name);
-  return GC_OK;
+  return gc_default_fit(tg, p, v, e);
 }

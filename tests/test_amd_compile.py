@@ -246,3 +246,42 @@ def test_missing_comgr_still_builds_with_a_warning(gc):
 def test_tune_without_an_amd_gpu(gc):
     r = gc("gcore-tune", "--target", "gfx942", "--op", "add", "--m", "1", "--n", "300", "--db", "t.db")
     assert_clean_error(r, "gcore-tune", "needs an AMD GPU", "/dev/kfd", "gcore-gen --target gfx942")
+
+
+def declared_defaults(tpl):
+    d = os.path.join(ROOT, "templates", "gpu")
+    for f in os.listdir(d):
+        text = open(os.path.join(d, f)).read().split("*/", 1)[0]
+        if f.endswith(".cu") and re.search(rf"@template\s+{re.escape(tpl)}\b", text):
+            return {m.group(1): m.group(2) for m in
+                    re.finditer(r"@param\s+(\w+)\s+[-\d\s]+?\s+default\s+(-?\d+)", text)}
+    raise AssertionError(f"no template {tpl}")
+
+
+def picks(gc, target, *problem):
+    assert gc("gcore-gen", "--target", target, *problem, "-o", "d.gcb", "-q").rc == 0
+    with sqlite3.connect(gc.dir / "d.gcb") as c:
+        return c.execute("SELECT template, params, is_default, source FROM dispatch WHERE "
+                         "m_lo = m_hi").fetchall()
+
+
+@needs_clang
+def test_untuned_defaults_follow_the_architecture(gc):
+    """The heuristic of gen/defaults.h: a problem that fills every CU keeps
+    the template's declared defaults; a small one may move at most two
+    parameters away from them, and is marked a default either way."""
+    big = ["--op", "gemm", "--m", "4096", "--n", "4096", "--k", "4096", "--dtype", "f16"]
+    for tpl, params, is_default, source in picks(gc, "gfx942", *big):
+        want = declared_defaults(tpl)
+        got = dict(kv.split("=") for kv in params.split(","))
+        assert got == want and is_default == 1 and source.startswith("default"), (tpl, got, want)
+    small = ["--op", "attention", "--m", "1", "--h", "8", "--g", "2", "--d", "64"]
+    moved = {}
+    for target in ("gfx942", "gfx90a", "gfx1100"):
+        for tpl, params, is_default, _ in picks(gc, target, *small):
+            want = declared_defaults(tpl)
+            got = dict(kv.split("=") for kv in params.split(","))
+            assert is_default == 1 and sum(got[k] != want[k] for k in want) <= 2, (target, got)
+            moved[target] = got
+    # 8 heads of one token cannot fill 304 CUs at the defaults: more split
+    assert moved["gfx942"] != declared_defaults("attention_decode"), moved

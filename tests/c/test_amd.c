@@ -79,6 +79,8 @@ static void test_occupancy(void) {
   CHECK(gc_res_amd_occupancy(cdna, &r, 256, 0) == 2);
   r = res(64, 0, 32768);                                          /* 2 workgroups of 4 waves */
   CHECK(gc_res_amd_occupancy(cdna, &r, 256, 32768) == 2);
+  r = res(66, 0, 40000);                                          /* one wave on one SIMD */
+  CHECK(gc_res_amd_occupancy(cdna, &r, 64, 40000) == 1);
   r = res(256, 0, 0);                                             /* 16 waves need 4 per SIMD */
   CHECK(gc_res_amd_occupancy(cdna, &r, 1024, 0) == 0);
   r = res(96, -1, 0);                                             /* 1536 / 96 */
