@@ -8,7 +8,7 @@ CC        ?= cc
 PYTHON    ?= /usr/bin/python3
 CFLAGS_W  := -Wall -Wextra -Werror -Wno-format-truncation
 CFLAGS    := -std=c11 -D_GNU_SOURCE -O2 -g $(CFLAGS_W) -DGC_VERSION='"$(VERSION)"'
-LDLIBS    := -lsqlite3 -lxxhash -ljson-c -ldl -lpthread -lm
+LDLIBS    := -lsqlite3 -lxxhash -ljson-c -lpcre2-8 -ldl -lpthread -lm
 
 ifeq ($(SANITIZE),1)
   BUILD   := build/san
