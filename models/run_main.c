@@ -54,6 +54,9 @@ static const char usage[] =
     "  --bos                with --tokenize: prepend the BOS id\n"
     "  --detokenize         read ids (spaces, commas or newlines between them) on stdin, print\n"
     "                       the text (invalid UTF-8 is written as U+FFFD)\n"
+    "  --null               many texts: --tokenize reads NUL-separated texts and prints one line\n"
+    "                       of ids per text; --detokenize reads one line of ids per text and\n"
+    "                       writes each text followed by a NUL\n"
     "one op (--op):\n"
     "  --op OP              gemm | gemm_swiglu | rmsnorm | add | embed | rope_kv | attention\n"
     "  --m/--n/--k/--h/--g/--d N   problem size, one value each\n"
@@ -68,7 +71,7 @@ static const char usage[] =
 
 enum { O_OP = 256, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_BACKEND, O_DEVICE, O_SEED, O_DUMP,
        O_MINTIME, O_TOKENS, O_CTX, O_IGNORE_EOS, O_TBT, O_JSON, O_LOGITS, O_TEMP, O_TOPK, O_TOPP,
-       O_MINP, O_REPEAT, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE, O_BOS, O_CHAT, O_SYSTEM };
+       O_MINP, O_REPEAT, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE, O_BOS, O_CHAT, O_SYSTEM, O_NULL };
 
 static const struct option longopts[] = {
     {"bundle", 1, 0, 'b'},        {"model", 1, 0, 'm'},        {"prompt", 1, 0, 'p'},
@@ -83,6 +86,7 @@ static const struct option longopts[] = {
     {"min-p", 1, 0, O_MINP},      {"repeat-penalty", 1, 0, O_REPEAT},
     {"tokenizer", 1, 0, O_TOKENIZER}, {"tokenize", 0, 0, O_TOKENIZE}, {"detokenize", 0, 0, O_DETOKENIZE},
     {"bos", 0, 0, O_BOS},         {"chat", 0, 0, O_CHAT},      {"system", 1, 0, O_SYSTEM},
+    {"null", 0, 0, O_NULL},
     {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
 
 typedef struct run_ctx {
@@ -250,11 +254,12 @@ static int prefill(gc_llama_t *m, const run_opts_t *o, int max_t, const int32_t 
 }
 
 /* Print token tok as it is generated: text through the stream (control
- * tokens and the stop token print nothing), else its id. */
+ * tokens, the stop token and ids past the tokenizer's vocabulary, as in a
+ * model's padded embedding, print nothing), else its id. */
 static int show(const run_opts_t *o, text_io_t *io, int32_t tok, int stop, gc_err_t *e) {
   if (!io->tok) {
     if (!o->json) printf("%d ", tok);
-  } else if (!stop) {
+  } else if (!stop && tok < gc_tok_vocab_size(io->tok)) {
     size_t before = io->text.len;
     if (gc_tok_stream_put(&io->ts, tok, &io->text, e)) return e->code;
     if (!o->json) fwrite(io->text.data + before, 1, io->text.len - before, stdout);
@@ -506,29 +511,50 @@ static int read_stdin(gc_buf_t *b, gc_err_t *e) {
   return gc_buf_append(b, "", 1, e) ? GC_ENOMEM : (b->len--, GC_OK); /* NUL after the text */
 }
 
-/* --tokenize / --detokenize: stdin to stdout through the tokenizer. */
-static int run_tokenizer(const run_opts_t *o, int detok, gc_err_t *e) {
-  gc_tok_t *t = NULL;
-  gc_buf_t in = {0}, out = {0};
+/* One text's ids as a line. */
+static int tokenize_one(gc_tok_t *t, const char *s, size_t n, int bos, gc_err_t *e) {
   gc_tok_ids_t ids = {0};
+  int rc = gc_tok_encode(t, s, n, GC_TOK_SPECIAL | (bos ? GC_TOK_BOS : 0), &ids, e);
+  for (size_t i = 0; !rc && i < ids.n; i++) printf(i ? " %d" : "%d", ids.v[i]);
+  if (!rc) printf("\n");
+  gc_tok_ids_free(&ids);
+  return rc;
+}
+
+/* One line of ids [n bytes at s, NUL after] as text, plus end (0 or NUL). */
+static int detokenize_one(gc_tok_t *t, char *s, int with_nul, gc_err_t *e) {
   int32_t *v = NULL;
   int n = 0;
+  gc_buf_t out = {0};
+  int rc = parse_tokens(s, "--detokenize", &v, &n, e);
+  if (!rc) rc = gc_tok_decode(t, v, (size_t)n, 0, &out, e);
+  if (!rc && with_nul) rc = gc_buf_append(&out, "", 1, e);
+  if (!rc && out.len && fwrite(out.data, 1, out.len, stdout) != out.len)
+    rc = gc_err_set(e, GC_EIO, "writing stdout failed");
+  free(v);
+  gc_buf_free(&out);
+  return rc;
+}
+
+/* --tokenize / --detokenize: stdin to stdout through the tokenizer; with
+ * --null many texts (NUL-separated in, one id line each; or one id line
+ * each in, NUL-terminated texts out). */
+static int run_tokenizer(const run_opts_t *o, int detok, int batch, gc_err_t *e) {
+  gc_tok_t *t = NULL;
+  gc_buf_t in = {0};
   int rc = gc_tok_load(o->tokenizer, &t, e);
   if (!rc) rc = read_stdin(&in, e);
-  if (!rc && !detok) {
-    rc = gc_tok_encode(t, in.data, in.len, GC_TOK_SPECIAL | (o->bos ? GC_TOK_BOS : 0), &ids, e);
-    for (size_t i = 0; !rc && i < ids.n; i++) printf(i ? " %d" : "%d", ids.v[i]);
-    if (!rc) printf("\n");
-  } else if (!rc) {
-    rc = parse_tokens(in.data, "--detokenize", &v, &n, e);
-    if (!rc) rc = gc_tok_decode(t, v, (size_t)n, 0, &out, e);
-    if (!rc && out.len && fwrite(out.data, 1, out.len, stdout) != out.len)
-      rc = gc_err_set(e, GC_EIO, "writing stdout failed");
+  char *p = in.data, *end = in.data + in.len;
+  if (!rc && !batch)
+    rc = detok ? detokenize_one(t, p, 0, e) : tokenize_one(t, p, in.len, o->bos, e);
+  while (!rc && batch && p < end) {
+    char *q = memchr(p, detok ? '\n' : '\0', (size_t)(end - p));
+    if (!q) q = end;
+    *q = 0;
+    rc = detok ? detokenize_one(t, p, 1, e) : tokenize_one(t, p, (size_t)(q - p), o->bos, e);
+    p = q + 1;
   }
-  free(v);
-  gc_tok_ids_free(&ids);
   gc_buf_free(&in);
-  gc_buf_free(&out);
   gc_tok_free(t);
   return rc;
 }
@@ -559,7 +585,7 @@ int main(int argc, char **argv) {
   o.sp.min_p = 0.05f;
   o.sp.repeat_penalty = 1.0f;
   int64_t iv, seed = -1;
-  int tok_mode = 0; /* 1 --tokenize, 2 --detokenize */
+  int tok_mode = 0, batch = 0; /* tok_mode: 1 --tokenize, 2 --detokenize */
   double min_time = 0.2, fv;
   int c;
   while ((c = getopt_long(argc, argv, "b:m:p:n:h", longopts, NULL)) != -1) {
@@ -585,6 +611,7 @@ int main(int argc, char **argv) {
       case O_TOKENIZE: tok_mode |= 1; break;
       case O_DETOKENIZE: tok_mode |= 2; break;
       case O_BOS: o.bos = 1; break;
+      case O_NULL: batch = 1; break;
       case O_CHAT: o.chat = 1; break;
       case O_SYSTEM: o.system = optarg; break;
       case O_DEVICE:
@@ -637,10 +664,12 @@ int main(int argc, char **argv) {
     rc = gc_err_set(&e, GC_EINVAL, "--%s needs --tokenizer PATH", tok_mode == 1 ? "tokenize" : "detokenize");
   else if (tok_mode && (o.model || op))
     rc = gc_err_set(&e, GC_EINVAL, "--%s runs the tokenizer alone: drop -m/--op", tok_mode == 1 ? "tokenize" : "detokenize");
+  else if (batch && !tok_mode)
+    rc = gc_err_set(&e, GC_EINVAL, "--null goes with --tokenize or --detokenize");
   else if (o.bos && tok_mode != 1)
     rc = gc_err_set(&e, GC_EINVAL, "--bos goes with --tokenize");
   else if (tok_mode)
-    rc = run_tokenizer(&o, tok_mode == 2, &e);
+    rc = run_tokenizer(&o, tok_mode == 2, batch, &e);
   else if (o.system && !o.chat)
     rc = gc_err_set(&e, GC_EINVAL, "--system goes with --chat");
   else if (o.chat && o.tokens)
