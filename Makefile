@@ -103,4 +103,11 @@ build/rel/bench/cpu_gemm: bench/cpu_gemm.c lib/libgcore.a
 
 bench-cpu: all
 	sh bench/cpu_gemm.sh
-.PHONY: bench-cpu
+
+build/rel/bench/tok_bench: bench/tok_bench.c lib/libgcore.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+bench-tokenizer: all
+	sh bench/tokenizer.sh
+.PHONY: bench-cpu bench-tokenizer

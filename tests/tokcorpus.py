@@ -65,3 +65,17 @@ def mixed_text(nbytes):
         size += len(s.encode())
         i += 1
     return "".join(out)
+
+
+def random_words(nbytes, seed=1):
+    """About nbytes of made-up words (Latin, accented, CJK, Cyrillic letters):
+    few repeats, so a word cache rarely helps."""
+    import random
+    r = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyzéüñ你好мир"
+    out, size = [], 0
+    while size < nbytes:
+        w = "".join(r.choice(letters) for _ in range(r.randint(1, 12))) + r.choice([" ", " ", " ", "\n", ", ", ". "])
+        out.append(w)
+        size += len(w.encode())
+    return "".join(out)
