@@ -71,9 +71,15 @@ static int read_merges(gc_tok_t *t, const gc_gguf_t *g, gc_err_t *e) {
     }
     b.len = 0;
     size_t na = (size_t)(sp - m[i].p), nb = (size_t)m[i].n - na - 1;
-    if (tok_bytelevel_decode(m[i].p, na, &b, e) == 0) id[0] = tok_lookup(t, b.data, b.len);
+    int da = tok_bytelevel_decode(m[i].p, na, &b, e);
     size_t mid = b.len;
-    if (tok_bytelevel_decode(sp + 1, nb, &b, e) == 0) {
+    int db = da > 0 ? da : tok_bytelevel_decode(sp + 1, nb, &b, e);
+    if (da > 0 || db > 0) {
+      rc = GC_ENOMEM;
+      break;
+    }
+    if (da == 0 && db == 0) {
+      id[0] = tok_lookup(t, b.data, mid);
       id[1] = tok_lookup(t, b.data + mid, b.len - mid);
       id[2] = tok_lookup(t, b.data, b.len);
     }

@@ -30,7 +30,7 @@ struct tok_cache_ent; /* a cached word, tokenizer.c */
 struct gc_tok {
   char what[512]; /* the file, for messages */
   int kind;       /* TOK_SPM | TOK_BYTELEVEL */
-  int n_vocab;
+  int n_vocab, cap_vocab;
   /* token text, in the form the encoder matches: SPM the vocabulary's own
      spelling (▁ for space), byte-level the raw bytes */
   gc_buf_t arena;

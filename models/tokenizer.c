@@ -101,22 +101,27 @@ gc_tok_t *tok_new(const char *what, gc_err_t *e) {
   return t;
 }
 
+/* Make ids 0 .. n-1 valid (new ones unassigned); capacity doubles. */
 static int grow_vocab(gc_tok_t *t, int32_t n, gc_err_t *e) {
   if (n <= t->n_vocab) return GC_OK;
-  size_t cap = (size_t)n;
-  uint32_t *off = gc_realloc(t->off, cap * sizeof *off, e);
-  if (!off) return GC_ENOMEM;
-  t->off = off;
-  uint32_t *len = gc_realloc(t->len, cap * sizeof *len, e);
-  if (!len) return GC_ENOMEM;
-  t->len = len;
-  uint8_t *type = gc_realloc(t->type, cap, e);
-  if (!type) return GC_ENOMEM;
-  t->type = type;
-  uint8_t *added = gc_realloc(t->added, cap, e);
-  if (!added) return GC_ENOMEM;
-  t->added = added;
-  for (int32_t i = t->n_vocab; i < n; i++) off[i] = len[i] = type[i] = added[i] = 0;
+  if (n > t->cap_vocab) {
+    size_t cap = (size_t)(t->cap_vocab ? t->cap_vocab : 256);
+    while (cap < (size_t)n) cap *= 2;
+    uint32_t *off = gc_realloc(t->off, cap * sizeof *off, e);
+    if (!off) return GC_ENOMEM;
+    t->off = off;
+    uint32_t *len = gc_realloc(t->len, cap * sizeof *len, e);
+    if (!len) return GC_ENOMEM;
+    t->len = len;
+    uint8_t *type = gc_realloc(t->type, cap, e);
+    if (!type) return GC_ENOMEM;
+    t->type = type;
+    uint8_t *added = gc_realloc(t->added, cap, e);
+    if (!added) return GC_ENOMEM;
+    t->added = added;
+    t->cap_vocab = (int32_t)cap;
+  }
+  for (int32_t i = t->n_vocab; i < n; i++) t->off[i] = t->len[i] = t->type[i] = t->added[i] = 0;
   t->n_vocab = n;
   return GC_OK;
 }
@@ -165,7 +170,7 @@ int32_t tok_lookup(const gc_tok_t *t, const char *s, size_t n) {
 }
 
 int tok_index(gc_tok_t *t, gc_err_t *e) {
-  if (tab_init(&t->vocab_ix, (size_t)t->n_vocab, e) || tab_init(&t->added_ix, 64, e)) return GC_ENOMEM;
+  if (tab_init(&t->vocab_ix, (size_t)t->n_vocab, e)) return GC_ENOMEM;
   size_t n_added = 0;
   for (int32_t i = 0; i < t->n_vocab; i++) n_added += t->added[i];
   if (tab_init(&t->added_ix, n_added, e)) return GC_ENOMEM;
