@@ -441,8 +441,9 @@ static heap_ent_t heap_pop(work_t *w) {
 
 /* Queue the pair starting at symbol i, if it merges. */
 static int queue_pair(const gc_tok_t *t, work_t *w, int32_t i, gc_err_t *e) {
+  if (i < 0) return GC_OK;
   int32_t j = w->sym[i].next;
-  if (i < 0 || j < 0 || w->sym[i].id < 0 || w->sym[j].id < 0) return GC_OK;
+  if (j < 0 || w->sym[i].id < 0 || w->sym[j].id < 0) return GC_OK;
   const tok_merge_t *m = merge_find(t, w->sym[i].id, w->sym[j].id);
   return m ? heap_push(w, (heap_ent_t){m->rank, i, m->left, m->right}, e) : GC_OK;
 }
