@@ -439,8 +439,9 @@ static int chat_loop(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t
   char *line = NULL;
   size_t cap = 0;
   int rc = GC_OK, turn = 0;
+  int tty = isatty(0);
   if (o->prompt) rc = chat_turn(m, o, max_t, smp, o->prompt, turn++, g, io, e);
-  for (ssize_t n; !rc && (n = getline(&line, &cap, stdin)) >= 0;) {
+  for (ssize_t n; !rc && (!tty || fputs("> ", stderr) >= 0) && (n = getline(&line, &cap, stdin)) >= 0;) {
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
     if (n == 0) continue;
     rc = chat_turn(m, o, max_t, smp, line, turn++, g, io, e);
