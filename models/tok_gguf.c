@@ -47,7 +47,7 @@ static int read_tokens(gc_tok_t *t, const gc_gguf_t *g, gc_err_t *e) {
     if (ty < TOK_NORMAL || ty > TOK_BYTE)
       rc = gc_err_set(e, GC_ECORRUPT, "%s: token %llu has type %d", t->what, (unsigned long long)i, ty);
     if (!rc) rc = put_token(t, (int32_t)i, tok[i], ty, &b, e);
-    if (!rc && (ty == TOK_CONTROL || ty == TOK_USER || ty == TOK_UNKNOWN)) rc = tok_mark_added(t, (int32_t)i, e);
+    if (!rc && (ty == TOK_CONTROL || ty == TOK_USER || ty == TOK_UNKNOWN)) rc = tok_mark_added(t, (int32_t)i, 0, e);
   }
   free(tok);
   free(type);

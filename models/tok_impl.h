@@ -13,6 +13,9 @@
 /* Token types, numbered as GGUF's token_type. */
 enum { TOK_NORMAL = 1, TOK_UNKNOWN = 2, TOK_CONTROL = 3, TOK_USER = 4, TOK_UNUSED = 5, TOK_BYTE = 6 };
 enum { TOK_SPM = 0, TOK_BYTELEVEL = 1 };
+/* Bits of gc_tok_t.added: matched in text; whitespace before it (lstrip)
+ * or after it (rstrip) is dropped, as Hugging Face's AddedToken flags. */
+enum { TOK_ADDED = 1, TOK_LSTRIP = 2, TOK_RSTRIP = 4 };
 
 /* Open-addressing table of ids; keys live elsewhere (token text, pairs). */
 typedef struct tok_tab {
@@ -36,7 +39,7 @@ struct gc_tok {
   gc_buf_t arena;
   uint32_t *off, *len; /* [n_vocab] into arena; len 0 for unassigned ids */
   uint8_t *type;       /* [n_vocab] TOK_* (0 = unassigned) */
-  uint8_t *added;      /* [n_vocab] 1: matched in text before BPE */
+  uint8_t *added;      /* [n_vocab] TOK_ADDED | TOK_LSTRIP | TOK_RSTRIP, or 0 */
   tok_tab_t vocab_ix;  /* text -> id, tokens of the model's vocabulary */
   tok_tab_t added_ix;  /* text -> id, added tokens */
   uint64_t added_lens[4]; /* bit L set: some added token has L bytes (L < 256) */
@@ -63,7 +66,8 @@ gc_tok_t *tok_new(const char *what, gc_err_t *e);
 /* Give id the text s [n] (match form) and type. Grows the vocabulary;
  * GC_ECORRUPT when id is already taken by other text. */
 int tok_set(gc_tok_t *t, int32_t id, const char *s, size_t n, int type, gc_err_t *e);
-int tok_mark_added(gc_tok_t *t, int32_t id, gc_err_t *e);
+/* Mark id an added token, matched in text before BPE; strip: TOK_LSTRIP|TOK_RSTRIP. */
+int tok_mark_added(gc_tok_t *t, int32_t id, int strip, gc_err_t *e);
 int tok_add_merge(gc_tok_t *t, int32_t left, int32_t right, int32_t rank, int32_t id, gc_err_t *e);
 /* The id of vocabulary text s [n], or -1 (valid once tok_index ran). */
 int32_t tok_lookup(const gc_tok_t *t, const char *s, size_t n);

@@ -195,9 +195,13 @@ static int read_added(gc_tok_t *t, json_object *list, gc_err_t *e) {
     if (id < 0 || id > INT32_MAX)
       return gc_err_set(e, GC_ECORRUPT, "%s: added_tokens[%zu] id %lld is out of range", t->what, i, (long long)id);
     int special = get_bool(a, "special", 0);
+    if (get_bool(a, "single_word", 0) || (!special && get_bool(a, "normalized", 0) && (t->prepend || t->replace_space)))
+      return gc_err_set(e, GC_EUNSUPPORTED, "%s: added_tokens[%zu]: single_word, or matching after the normalizer, "
+                        "is not supported", t->what, i);
+    int strip = (get_bool(a, "lstrip", 0) ? TOK_LSTRIP : 0) | (get_bool(a, "rstrip", 0) ? TOK_RSTRIP : 0);
     if (tok_set(t, (int32_t)id, json_object_get_string(cv), (size_t)json_object_get_string_len(cv),
                 special ? TOK_CONTROL : TOK_USER, e) ||
-        tok_mark_added(t, (int32_t)id, e))
+        tok_mark_added(t, (int32_t)id, strip, e))
       return e->code;
     t->type[id] = special ? TOK_CONTROL : TOK_USER;
   }

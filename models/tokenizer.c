@@ -145,11 +145,11 @@ int tok_set(gc_tok_t *t, int32_t id, const char *s, size_t n, int type, gc_err_t
   return gc_buf_append(&t->arena, s, n, e);
 }
 
-int tok_mark_added(gc_tok_t *t, int32_t id, gc_err_t *e) {
+int tok_mark_added(gc_tok_t *t, int32_t id, int strip, gc_err_t *e) {
   if (id < 0 || id >= t->n_vocab || !t->type[id])
     return gc_err_set(e, GC_ECORRUPT, "%s: added token id %d has no text", t->what, id);
   if (t->len[id] == 0) return GC_OK; /* an empty added token can never match */
-  t->added[id] = 1;
+  t->added[id] = (uint8_t)(TOK_ADDED | (strip & (TOK_LSTRIP | TOK_RSTRIP)));
   return GC_OK;
 }
 
@@ -172,7 +172,7 @@ int32_t tok_lookup(const gc_tok_t *t, const char *s, size_t n) {
 int tok_index(gc_tok_t *t, gc_err_t *e) {
   if (tab_init(&t->vocab_ix, (size_t)t->n_vocab, e)) return GC_ENOMEM;
   size_t n_added = 0;
-  for (int32_t i = 0; i < t->n_vocab; i++) n_added += t->added[i];
+  for (int32_t i = 0; i < t->n_vocab; i++) n_added += t->added[i] != 0;
   if (tab_init(&t->added_ix, n_added, e)) return GC_ENOMEM;
   memset(t->added_lens, 0, sizeof t->added_lens);
   memset(t->added_first, 0, sizeof t->added_first);
@@ -601,6 +601,8 @@ static int encode_text(gc_tok_t *t, work_t *w, const char *s, size_t n, int seg,
   return t->kind == TOK_SPM ? encode_spm(t, w, s, n, seg, out, e) : encode_bytelevel(t, w, s, n, out, e);
 }
 
+static int is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
 /* The added token at s [n] (longest first), or -1. */
 static int32_t match_added(const gc_tok_t *t, const char *s, size_t n) {
   if (!t->added_first[(unsigned char)s[0]]) return -1;
@@ -625,9 +627,14 @@ int gc_tok_encode(gc_tok_t *t, const char *text, size_t n, int flags, gc_tok_ids
       i++;
       continue;
     }
-    rc = encode_text(t, &w, text + start, i - start, seg++, out, e);
+    size_t end = i;
+    if (t->added[id] & TOK_LSTRIP)
+      while (end > start && is_space(text[end - 1])) end--;
+    rc = encode_text(t, &w, text + start, end - start, seg++, out, e);
     if (!rc) rc = gc_tok_ids_push(out, id, e);
     i += t->len[id];
+    if (t->added[id] & TOK_RSTRIP)
+      while (i < n && is_space(text[i])) i++;
     start = i;
   }
   if (!rc) rc = encode_text(t, &w, text + start, n - start, seg, out, e);

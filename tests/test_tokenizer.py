@@ -444,3 +444,17 @@ def test_chat_flag_errors(gc, chat_model):
     TM.write_llama2c(ck)
     assert_clean_error(gc("gcore-run", "-m", ck, "-b", bundle, "--chat", input="hi\n"), "gcore-run",
                        "has no tokenizer")
+
+
+def test_added_token_strip_flags(gc):
+    """lstrip/rstrip drop the whitespace before/after an added token, as
+    Hugging Face's AddedToken does; single_word is refused."""
+    d = small_json()
+    d["added_tokens"][4].update(lstrip=True)
+    d["added_tokens"][3].update(rstrip=True)
+    tok = write_json(d, str(gc.dir / "t"))
+    got = tokenize(gc, tok, ["a  <|eot_id|> b", "a <|end_header_id|>  b"])
+    assert got == [[97, 264, 32, 98], [97, 32, 263, 98]], got
+    d["added_tokens"][0].update(single_word=True)
+    r = gc("gcore-run", "--tokenizer", write_json(d, str(gc.dir / "u")), "--tokenize", input="x")
+    assert_clean_error(r, "gcore-run", "single_word")
