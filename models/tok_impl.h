@@ -28,6 +28,13 @@ typedef struct tok_merge {
   int32_t left, right, rank, id;
 } tok_merge_t;
 
+/* The pair table: (left, right) as one key, with what the pair becomes;
+ * one cache line per probe. key UINT64_MAX: empty. */
+typedef struct tok_pair {
+  uint64_t key;
+  int32_t rank, id;
+} tok_pair_t;
+
 struct tok_cache_ent; /* a cached word, tokenizer.c */
 
 struct gc_tok {
@@ -45,9 +52,10 @@ struct gc_tok {
   uint64_t added_lens[4]; /* bit L set: some added token has L bytes (L < 256) */
   int added_max;          /* longest added token */
   uint8_t added_first[256]; /* 1: some added token starts with this byte */
-  tok_merge_t *merges;    /* [n_merges] */
+  tok_merge_t *merges;    /* [n_merges] as the loader added them; freed by tok_finish */
   size_t n_merges, cap_merges;
-  tok_tab_t merge_ix;     /* (left, right) -> index into merges */
+  tok_pair_t *pairs;      /* [pair_mask + 1] open addressing over the merges */
+  uint32_t pair_mask;
   int32_t byte_id[256];   /* byte-level: byte -> token; SPM: <0xXX> -> token; -1 none */
   int byte_fallback, unk_id, fuse_unk, ignore_merges;
   int prepend;            /* SPM: prepend ▁ to each text segment (2: the first only) */

@@ -78,15 +78,12 @@ static void tab_put_text(gc_tok_t *t, tok_tab_t *tb, int32_t id) {
   tb->slot[i] = id;
 }
 
-/* The merge of (l, r), or NULL. */
-static const tok_merge_t *merge_find(const gc_tok_t *t, int32_t l, int32_t r) {
-  if (!t->merge_ix.slot) return NULL;
+/* The slot of pair (l, r) in t->pairs: its merge, or the empty slot
+ * where it would go. */
+static tok_pair_t *pair_slot(const gc_tok_t *t, int32_t l, int32_t r) {
   uint64_t k = pair_key(l, r);
-  for (uint32_t i = pair_hash(k) & t->merge_ix.mask;; i = (i + 1) & t->merge_ix.mask) {
-    int32_t m = t->merge_ix.slot[i];
-    if (m < 0) return NULL;
-    if (t->merges[m].left == l && t->merges[m].right == r) return &t->merges[m];
-  }
+  for (uint32_t i = pair_hash(k) & t->pair_mask;; i = (i + 1) & t->pair_mask)
+    if (t->pairs[i].key == k || t->pairs[i].key == UINT64_MAX) return &t->pairs[i];
 }
 
 /* ---- building (used by the loaders) ------------------------------------------ */
@@ -255,17 +252,19 @@ int tok_finish(gc_tok_t *t, gc_err_t *e) {
         return gc_err_set(e, GC_ECORRUPT, "%s: byte-level vocabulary has no token for byte 0x%02X",
                           t->what, b);
   }
-  if (tab_init(&t->merge_ix, t->n_merges, e)) return GC_ENOMEM;
+  size_t np = 16;
+  while (np < t->n_merges * 2) np *= 2;
+  if (!(t->pairs = gc_malloc(np * sizeof *t->pairs, e))) return GC_ENOMEM;
+  memset(t->pairs, 0xff, np * sizeof *t->pairs);
+  t->pair_mask = (uint32_t)(np - 1);
   for (size_t m = 0; m < t->n_merges; m++) {
     const tok_merge_t *g = &t->merges[m];
-    uint64_t k = pair_key(g->left, g->right);
-    uint32_t i = pair_hash(k) & t->merge_ix.mask;
-    for (; t->merge_ix.slot[i] >= 0; i = (i + 1) & t->merge_ix.mask) {
-      const tok_merge_t *o = &t->merges[t->merge_ix.slot[i]];
-      if (o->left == g->left && o->right == g->right) break;
-    }
-    if (t->merge_ix.slot[i] < 0) t->merge_ix.slot[i] = (int32_t)m; /* the first (best) one stays */
+    tok_pair_t *p = pair_slot(t, g->left, g->right);
+    if (p->key == UINT64_MAX) *p = (tok_pair_t){pair_key(g->left, g->right), g->rank, g->id}; /* the first stays */
   }
+  free(t->merges);
+  t->merges = NULL;
+  t->n_merges = t->cap_merges = 0;
   if (t->bos >= t->n_vocab) t->bos = -1;
   int k = 0;
   for (int i = 0; i < t->n_eos; i++)
@@ -327,7 +326,7 @@ void gc_tok_free(gc_tok_t *t) {
   free(t->added);
   free(t->vocab_ix.slot);
   free(t->added_ix.slot);
-  free(t->merge_ix.slot);
+  free(t->pairs);
   free(t->merges);
   if (t->md) pcre2_match_data_free(t->md);
   if (t->re) pcre2_code_free(t->re);
@@ -392,7 +391,7 @@ typedef struct sym {
 } sym_t;
 
 typedef struct heap_ent {
-  int32_t rank, pos, left, right;
+  int32_t rank, pos, left, right, id; /* pair (left, right) at symbol pos becomes id */
 } heap_ent_t;
 
 /* Scratch space of one encode call. */
@@ -444,8 +443,8 @@ static int queue_pair(const gc_tok_t *t, work_t *w, int32_t i, gc_err_t *e) {
   if (i < 0) return GC_OK;
   int32_t j = w->sym[i].next;
   if (j < 0 || w->sym[i].id < 0 || w->sym[j].id < 0) return GC_OK;
-  const tok_merge_t *m = merge_find(t, w->sym[i].id, w->sym[j].id);
-  return m ? heap_push(w, (heap_ent_t){m->rank, i, m->left, m->right}, e) : GC_OK;
+  const tok_pair_t *p = pair_slot(t, w->sym[i].id, w->sym[j].id);
+  return p->key != UINT64_MAX ? heap_push(w, (heap_ent_t){p->rank, i, w->sym[i].id, w->sym[j].id, p->id}, e) : GC_OK;
 }
 
 /* Split word s [n] into initial symbols: bytes (byte-level) or characters
@@ -499,7 +498,7 @@ static int bpe_word(const gc_tok_t *t, work_t *w, const char *s, size_t n, gc_to
     sym_t *a = &w->sym[h.pos];
     if (!a->len || a->id != h.left || a->next < 0 || w->sym[a->next].id != h.right) continue;
     sym_t *b = &w->sym[a->next];
-    a->id = merge_find(t, h.left, h.right)->id;
+    a->id = h.id;
     a->len += b->len;
     b->len = 0;
     a->next = b->next;
