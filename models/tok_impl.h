@@ -35,6 +35,13 @@ typedef struct tok_pair {
   int32_t rank, id;
 } tok_pair_t;
 
+/* SPM: one character (its UTF-8 bytes packed little-endian) -> token.
+ * key UINT32_MAX: empty. */
+typedef struct tok_char {
+  uint32_t key;
+  int32_t id;
+} tok_char_t;
+
 struct tok_cache_ent; /* a cached word, tokenizer.c */
 
 struct gc_tok {
@@ -56,6 +63,8 @@ struct gc_tok {
   size_t n_merges, cap_merges;
   tok_pair_t *pairs;      /* [pair_mask + 1] open addressing over the merges */
   uint32_t pair_mask;
+  tok_char_t *chars;      /* SPM: [char_mask + 1] the single-character tokens */
+  uint32_t char_mask;
   int32_t byte_id[256];   /* byte-level: byte -> token; SPM: <0xXX> -> token; -1 none */
   int byte_fallback, unk_id, fuse_unk, ignore_merges;
   int prepend;            /* SPM: prepend ▁ to each text segment (2: the first only) */

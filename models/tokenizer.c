@@ -86,6 +86,18 @@ static tok_pair_t *pair_slot(const gc_tok_t *t, int32_t l, int32_t r) {
     if (t->pairs[i].key == k || t->pairs[i].key == UINT64_MAX) return &t->pairs[i];
 }
 
+static uint32_t char_key(const char *s, size_t n) {
+  uint32_t k = 0;
+  memcpy(&k, s, n < 4 ? n : 4);
+  return k;
+}
+
+/* The slot of character key k in t->chars. */
+static tok_char_t *char_slot(const gc_tok_t *t, uint32_t k) {
+  for (uint32_t i = (k * 0x9E3779B1u) >> 7 & t->char_mask;; i = (i + 1) & t->char_mask)
+    if (t->chars[i].key == k || t->chars[i].key == UINT32_MAX) return &t->chars[i];
+}
+
 /* ---- building (used by the loaders) ------------------------------------------ */
 
 gc_tok_t *tok_new(const char *what, gc_err_t *e) {
@@ -228,6 +240,27 @@ static void find_byte_tokens(gc_tok_t *t) {
   }
 }
 
+static size_t utf8_len(const unsigned char *s, size_t n);
+
+/* SPM: the table of single-character tokens (the initial symbols). */
+static int index_chars(gc_tok_t *t, gc_err_t *e) {
+  size_t count = 0, n = 16;
+  for (int32_t i = 0; i < t->n_vocab; i++)
+    count += t->len[i] && t->len[i] <= 4 && !t->added[i];
+  while (n < count * 2) n *= 2;
+  if (!(t->chars = gc_malloc(n * sizeof *t->chars, e))) return GC_ENOMEM;
+  memset(t->chars, 0xff, n * sizeof *t->chars);
+  t->char_mask = (uint32_t)(n - 1);
+  for (int32_t i = 0; i < t->n_vocab; i++) {
+    const char *p = t->arena.data + t->off[i];
+    if (!t->len[i] || t->len[i] > 4 || utf8_len((const unsigned char *)p, t->len[i]) != t->len[i]) continue;
+    if (tok_lookup(t, p, t->len[i]) != i) continue; /* not the vocabulary's (first) token for it */
+    tok_char_t *c = char_slot(t, char_key(p, t->len[i]));
+    *c = (tok_char_t){char_key(p, t->len[i]), i};
+  }
+  return GC_OK;
+}
+
 /* SPM: whether some token has a non-▁ character followed by ▁ (then words
  * may not be split before ▁). */
 static int spans_space_mark(const gc_tok_t *t) {
@@ -246,6 +279,7 @@ int tok_finish(gc_tok_t *t, gc_err_t *e) {
   if (t->kind == TOK_SPM) {
     find_byte_tokens(t);
     t->split_words = !spans_space_mark(t);
+    if (index_chars(t, e)) return GC_ENOMEM;
   } else {
     for (int b = 0; b < 256; b++)
       if ((t->byte_id[b] = tok_lookup(t, (const char *)&(unsigned char){(unsigned char)b}, 1)) < 0)
@@ -327,6 +361,7 @@ void gc_tok_free(gc_tok_t *t) {
   free(t->vocab_ix.slot);
   free(t->added_ix.slot);
   free(t->pairs);
+  free(t->chars);
   free(t->merges);
   if (t->md) pcre2_match_data_free(t->md);
   if (t->re) pcre2_code_free(t->re);
@@ -459,7 +494,7 @@ static int init_symbols(const gc_tok_t *t, work_t *w, const char *s, size_t n, s
   size_t k = 0;
   for (size_t i = 0; i < n; k++) {
     size_t l = t->kind == TOK_BYTELEVEL ? 1 : utf8_len((const unsigned char *)s + i, n - i);
-    int32_t id = t->kind == TOK_BYTELEVEL ? t->byte_id[(unsigned char)s[i]] : tok_lookup(t, s + i, l);
+    int32_t id = t->kind == TOK_BYTELEVEL ? t->byte_id[(unsigned char)s[i]] : char_slot(t, char_key(s + i, l))->id;
     w->sym[k] = (sym_t){id, (uint32_t)i, (uint32_t)l, (int32_t)k - 1, (int32_t)k + 1};
     i += l;
   }
