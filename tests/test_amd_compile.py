@@ -48,7 +48,7 @@ def amd_templates():
         listed = gpu_templates(backends=("gpu", "hip"))
     except TypeError:
         listed = gpu_templates()
-    for name, op, dts, params in listed:
+    for name, op, dts, params, *_ in listed:
         src = [f for f in os.listdir(d) if f.endswith(".cu") and
                re.search(rf"@template\s+{re.escape(name)}\b", open(os.path.join(d, f)).read())]
         backend = re.search(r"@backend\s+(\w+)", open(os.path.join(d, src[0])).read()).group(1)

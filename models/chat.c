@@ -1,0 +1,86 @@
+/* chat.c — Llama 2 and Llama 3 chat turns as token ids (see chat.h); the
+ * text of each turn is trimmed as the models' Jinja templates do. */
+#include "chat.h"
+
+#include <string.h>
+
+#include "tok_impl.h"
+
+int gc_chat_detect(const gc_tok_t *t, gc_chat_kind_t *out, gc_err_t *e) {
+  const char *tpl = gc_tok_chat_template(t);
+  if (tpl && strstr(tpl, "<|start_header_id|>")) *out = GC_CHAT_LLAMA3;
+  else if (tpl && strstr(tpl, "[INST]")) *out = GC_CHAT_LLAMA2;
+  else if (tpl)
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: chat_template is neither Llama 2 ([INST]) nor Llama 3 "
+                      "(<|start_header_id|>)", t->what);
+  else if (gc_tok_find(t, "<|start_header_id|>", 19) >= 0) *out = GC_CHAT_LLAMA3;
+  else if (t->kind == TOK_SPM && t->bos >= 0 && t->n_eos) *out = GC_CHAT_LLAMA2;
+  else
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: no chat template and no Llama chat tokens in the vocabulary",
+                      t->what);
+  return GC_OK;
+}
+
+static int need(const gc_tok_t *t, const char *name, int32_t *id, gc_err_t *e) {
+  *id = gc_tok_find(t, name, strlen(name));
+  if (*id < 0) return gc_err_set(e, GC_ENOTFOUND, "%s: the chat template needs %s, which is not in the vocabulary",
+                                 t->what, name);
+  return GC_OK;
+}
+
+/* Text s without leading and trailing whitespace, as [*p, *p + *n). */
+static void trim(const char *s, const char **p, size_t *n) {
+  size_t a = 0, b = strlen(s);
+  while (a < b && strchr(" \t\r\n\v\f", s[a])) a++;
+  while (b > a && strchr(" \t\r\n\v\f", s[b - 1])) b--;
+  *p = s + a;
+  *n = b - a;
+}
+
+/* <|start_header_id|>role<|end_header_id|>, then "\n\n" + text (trimmed)
+ * + <|eot_id|> when text is given. */
+static int llama3_msg(gc_tok_t *t, const char *role, const char *text, gc_tok_ids_t *out, gc_err_t *e) {
+  int32_t sh, eh, eot;
+  if (need(t, "<|start_header_id|>", &sh, e) || need(t, "<|end_header_id|>", &eh, e) || need(t, "<|eot_id|>", &eot, e))
+    return e->code;
+  gc_buf_t b = {0};
+  const char *p = "";
+  size_t n = 0;
+  if (text) trim(text, &p, &n);
+  int rc = gc_tok_ids_push(out, sh, e) || gc_tok_encode(t, role, strlen(role), 0, out, e) ||
+           gc_tok_ids_push(out, eh, e) || gc_buf_append(&b, "\n\n", 2, e) || gc_buf_append(&b, p, n, e) ||
+           gc_tok_encode(t, b.data, b.len, 0, out, e) || (text && gc_tok_ids_push(out, eot, e));
+  gc_buf_free(&b);
+  return rc ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
+}
+
+static int llama2_turn(gc_tok_t *t, int first, const char *system, const char *user, gc_tok_ids_t *out,
+                       gc_err_t *e) {
+  gc_buf_t b = {0};
+  const char *p;
+  size_t n;
+  int rc = gc_buf_printf(&b, e, "[INST] ");
+  if (!rc && first && system) {
+    trim(system, &p, &n);
+    rc = gc_buf_printf(&b, e, "<<SYS>>\n%.*s\n<</SYS>>\n\n", (int)n, p);
+  }
+  trim(user, &p, &n);
+  if (!rc) rc = gc_buf_printf(&b, e, "%.*s [/INST]", (int)n, p);
+  if (!rc) rc = gc_tok_encode(t, b.data, b.len, GC_TOK_BOS, out, e);
+  gc_buf_free(&b);
+  return rc;
+}
+
+int gc_chat_turn(gc_tok_t *t, gc_chat_kind_t k, int first, const char *system, const char *user,
+                 gc_tok_ids_t *out, gc_err_t *e) {
+  if (k == GC_CHAT_LLAMA2) return llama2_turn(t, first, system, user, out, e);
+  if (first && t->bos >= 0 && gc_tok_ids_push(out, t->bos, e)) return GC_ENOMEM;
+  if (first && system && llama3_msg(t, "system", system, out, e)) return e->code;
+  if (llama3_msg(t, "user", user, out, e)) return e->code;
+  return llama3_msg(t, "assistant", NULL, out, e);
+}
+
+int32_t gc_chat_end_token(const gc_tok_t *t, gc_chat_kind_t k) {
+  if (k == GC_CHAT_LLAMA3) return gc_tok_find(t, "<|eot_id|>", 10);
+  return t->n_eos ? t->eos[0] : -1;
+}

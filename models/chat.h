@@ -1,0 +1,32 @@
+/* chat.h — the chat templates of Llama 2 and Llama 3 instruct models, as
+ * token ids built piece by piece: control tokens by id, text through the
+ * tokenizer with special-token matching off, so a user's text can never
+ * smuggle in a control token. Which template applies is read from the
+ * chat_template (its markers) or, without one, from the vocabulary. */
+#ifndef GC_MODELS_CHAT_H
+#define GC_MODELS_CHAT_H
+
+#include "tokenizer.h"
+
+typedef enum gc_chat_kind {
+  GC_CHAT_LLAMA2 = 1, /* <s>[INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST] reply </s> */
+  GC_CHAT_LLAMA3 = 2, /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
+} gc_chat_kind_t;
+
+/* The template for t: "<|start_header_id|>" in the chat template or, with
+ * no template, in the vocabulary -> LLAMA3; "[INST]" in the template or,
+ * with no template, a SentencePiece vocabulary with BOS and EOS -> LLAMA2.
+ * GC_EUNSUPPORTED otherwise, naming what was found. */
+int gc_chat_detect(const gc_tok_t *t, gc_chat_kind_t *out, gc_err_t *e);
+
+/* Append to out the ids of one user turn, ending where the assistant's
+ * reply begins. first: the conversation's first turn (BOS, and the system
+ * prompt when system is non-NULL). Errors: GC_ENOTFOUND when a control
+ * token of the template is missing from the vocabulary; GC_ENOMEM. */
+int gc_chat_turn(gc_tok_t *t, gc_chat_kind_t k, int first, const char *system, const char *user,
+                 gc_tok_ids_t *out, gc_err_t *e);
+
+/* The id that closes an assistant reply (<|eot_id|>, </s>), or -1. */
+int32_t gc_chat_end_token(const gc_tok_t *t, gc_chat_kind_t k);
+
+#endif

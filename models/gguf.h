@@ -1,0 +1,61 @@
+/* gguf.h — the metadata of a GGUF file (llama.cpp's format): the key/value
+ * section only, memory-mapped and bounds-checked once at open, so every
+ * getter below reads inside the file. Tensor data is not touched; gcore
+ * uses GGUF for vocabularies. GGUF versions 2 and 3 (64-bit counts). */
+#ifndef GC_MODELS_GGUF_H
+#define GC_MODELS_GGUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/base.h"
+
+/* Value types as numbered in the GGUF specification. */
+typedef enum gc_gguf_type {
+  GC_GGUF_U8 = 0, GC_GGUF_I8, GC_GGUF_U16, GC_GGUF_I16, GC_GGUF_U32, GC_GGUF_I32,
+  GC_GGUF_F32, GC_GGUF_BOOL, GC_GGUF_STRING, GC_GGUF_ARRAY, GC_GGUF_U64, GC_GGUF_I64,
+  GC_GGUF_F64, GC_GGUF_NTYPES
+} gc_gguf_type_t;
+
+/* A string inside the mapping: not NUL-terminated. */
+typedef struct gc_gguf_str {
+  const char *p;
+  uint64_t n;
+} gc_gguf_str_t;
+
+/* One key/value pair. For arrays, type is GC_GGUF_ARRAY, elem the element
+ * type and count the element count; data points at the first element (or,
+ * for scalars, at the value) inside the mapping, possibly unaligned. */
+typedef struct gc_gguf_kv {
+  gc_gguf_str_t key;
+  gc_gguf_type_t type, elem;
+  uint64_t count;
+  const uint8_t *data;
+} gc_gguf_kv_t;
+
+typedef struct gc_gguf gc_gguf_t;
+
+/* Map path and check its whole metadata section: magic, version, counts
+ * against the file size, every string length and array extent. Errors:
+ * GC_EIO (cannot open/map), GC_ECORRUPT ("x.gguf: truncated in the value
+ * of 'tokenizer.ggml.tokens'"), GC_EUNSUPPORTED (version 1), GC_ENOMEM. */
+int gc_gguf_open(const char *path, gc_gguf_t **out, gc_err_t *e);
+void gc_gguf_close(gc_gguf_t *g); /* NULL is a no-op */
+
+/* The pair named key, or NULL. Can't fail. */
+const gc_gguf_kv_t *gc_gguf_find(const gc_gguf_t *g, const char *key);
+
+/* Typed getters. Each returns GC_ENOTFOUND when the key is absent and
+ * GC_ECORRUPT when it has another type, with the key in the message. */
+int gc_gguf_get_str(const gc_gguf_t *g, const char *key, gc_gguf_str_t *out, gc_err_t *e);
+/* Any integer type or bool, range-checked into int64. */
+int gc_gguf_get_int(const gc_gguf_t *g, const char *key, int64_t *out, gc_err_t *e);
+/* An array of strings: *out (free it) holds count pointers into the map. */
+int gc_gguf_get_strs(const gc_gguf_t *g, const char *key, gc_gguf_str_t **out, uint64_t *count,
+                     gc_err_t *e);
+/* An array of f32 (as float) or of any integer type (as int32, range
+ * checked): a fresh copy in *out (free it). */
+int gc_gguf_get_f32s(const gc_gguf_t *g, const char *key, float **out, uint64_t *count, gc_err_t *e);
+int gc_gguf_get_i32s(const gc_gguf_t *g, const char *key, int32_t **out, uint64_t *count, gc_err_t *e);
+
+#endif
