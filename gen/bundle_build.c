@@ -175,10 +175,10 @@ static int plan_group(gen_t *g, const gc_problem_t *ps, int n, gc_err_t *e) {
   }
   /* above the largest m: the default for large m (or the --force
    * template where it serves), where it applies from there on (up to
-   * 2^31-1, else up to 4096, 256 or 16: fused decode ops exist only for
-   * the GEMVs' few rows); and, where it applies down to m = 1, a catch-all
-   * as well */
-  static const int64_t his[] = {M_MAX, 4096, 256, 16};
+   * 2^31-1, else up to 4096, 256, 16 or 8: fused decode ops exist only
+   * for the GEMVs' few rows); and, where it applies down to m = 1, a
+   * catch-all as well */
+  static const int64_t his[] = {M_MAX, 4096, 256, 16, 8};
   for (size_t h = 0; h < GC_ARRAY_LEN(his) && his[h] > prev; h++) {
     gc_problem_t big = ps[n - 1];
     big.m = his[h];

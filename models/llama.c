@@ -11,7 +11,7 @@
  *   h   = silu(xn · W1ᵀ) ⊙ (xn · W3ᵀ)        [t, F]           (W1|W3 concatenated)
  *   x  += h · W2ᵀ                           (gemm_add)
  * then the final norm and the LM head on the last row (or every row).
- * Passes of at most GC_LLAMA_FUSE_MAX tokens (decode steps, small batches)
+ * Passes of at most GC_LLAMA_FUSE_MAX (8) tokens (decode steps, small batches)
  * fold each RMSNorm into the GEMM that reads it (rmsnorm_gemm,
  * rmsnorm_gemm_swiglu): the GEMVs that serve them normalise A's rows in
  * their own pass, which saves a launch and a round trip of xn through

@@ -13,7 +13,7 @@
 
 /* Passes of at most this many tokens fold each RMSNorm into the GEMM
  * after it (rmsnorm_gemm, rmsnorm_gemm_swiglu); see llama.c. */
-#define GC_LLAMA_FUSE_MAX 16
+#define GC_LLAMA_FUSE_MAX 8
 
 /* The dtypes the forward uses on a device: activations and KV cache in
  * act, weights as stored. */

@@ -342,7 +342,7 @@ def test_no_graph_flag_is_accepted_on_cpu(gc, gqa):
 
 def test_long_prefill_unfused_matches_reference(gc, gqa):
     """A 24-token prompt runs the unfused recipe (rmsnorm, then the GEMMs:
-    over GC_LLAMA_FUSE_MAX = 16 tokens); feeding it token by token runs the
+    over GC_LLAMA_FUSE_MAX = 8 tokens); feeding it token by token runs the
     fused one. Both match the fp64 reference's logits."""
     prompt = [(7 * i + 3) % gqa.cfg.vocab_size for i in range(24)]
     V = gqa.cfg.vocab_size

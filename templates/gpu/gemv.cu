@@ -18,7 +18,7 @@
  * @constraint ROWS * UNR <= 16 -- bounded loads in flight per lane (registers)
  * @constraint MMAX * ROWS <= 32 -- bounded accumulators per lane (registers)
  * @constraint OCC * WARPS * WARP <= 2048 -- that many blocks can be resident
- * @constraint MMAX * (ROWS + 4) + (UNR * ROWS + 2) * (16 / SB) + 32 <= 65536 / (OCC * WARPS * 32) -- estimated registers (accumulators, B and A chunks in flight, addresses) fit the budget
+ * @constraint MMAX * (ROWS + 5) + (UNR * ROWS + 2) * (16 / SB) + (MMAX > 4) * MMAX * (16 / SB) + 32 <= min(255, 65536 / (OCC * WARPS * 32)) -- estimated registers (accumulators and row sums, B and A chunks in flight (the compiler hoists A's loads of the larger bodies), addresses) fit the budget, at most 255 per lane
  * @applies M <= MMAX && M <= 16 -- one register block of A rows
  * @grid cdiv(N, WARPS / KS * ROWS) 1 1
  * @block WARPS * WARP 1 1
