@@ -10,7 +10,7 @@
  * @param MI 32 16 default 32 -- MFMA family: 32x32 (v_mfma_f32_32x32x{8f16,8bf16_1k,2f32}) or 16x16 (16x16x{16f16,16bf16_1k,4f32})
  * @param BM 32 64 128 256 default 128 -- block tile rows
  * @param BN 32 64 128 256 default 128 -- block tile columns (rows of B)
- * @param BK 16 32 64 default 32 -- K depth of an LDS stage
+ * @param BK 16 32 64 default 16 -- K depth of an LDS stage (16 keeps the f32 defaults inside 64 KiB of LDS)
  * @param WM 16 32 64 128 default 64 -- wave tile rows (multiple of MI)
  * @param WN 16 32 64 128 default 64 -- wave tile columns (multiple of MI)
  * @param STAGES 1 2 default 2 -- LDS stages: 2 double-buffers (next tile's global loads in flight during this tile's math)

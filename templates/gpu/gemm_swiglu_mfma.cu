@@ -11,7 +11,7 @@
  * @param MI 32 16 default 32 -- MFMA family: 32x32 or 16x16 (as gemm_mfma)
  * @param BM 32 64 128 256 default 128 -- block tile rows
  * @param BN 32 64 128 default 64 -- block tile columns of C (as many gate and as many up rows of W)
- * @param BK 16 32 64 default 32 -- K depth of an LDS stage
+ * @param BK 16 32 64 default 16 -- K depth of an LDS stage (16 keeps the f32 defaults inside 64 KiB of LDS)
  * @param WM 16 32 64 128 default 64 -- wave tile rows (multiple of MI)
  * @param WN 16 32 64 default 32 -- wave tile columns (multiple of MI), gate and up each
  * @param STAGES 1 2 default 2 -- LDS stages: 2 double-buffers
