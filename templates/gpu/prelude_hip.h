@@ -10,8 +10,10 @@
  * reductions, shared memory (LDS), device-scope atomics, the storage type
  * of each dtype (_Float16; bf16 as raw bits) with scalar and vector loads
  * widening to fp32 and stores narrowing from fp32 (round to nearest even),
- * and math (gc_exp, gc_exp2, gc_rsqrt, gc_fma, and sincos in double, done
- * here because there is no libm on the device).
+ * math (gc_exp, gc_exp2, gc_rsqrt, gc_fma, and sincos in double, done
+ * here because there is no libm on the device), and for the matrix-core
+ * templates the MFMA/WMMA operand layouts (the gc-matrix-layouts block,
+ * plain C that tests compile on the host) and builtin wrappers.
  *
  * Order of the generated source: this prelude, then the #defines of the
  * target constants (WARP SMEM NSM MAXT), dtype sizes, dtype codes and
