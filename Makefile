@@ -86,7 +86,8 @@ demo: deps all
 
 # ---- dependencies (Debian bookworm) ---------------------------------------
 DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev libjson-c-dev python3 \
-            python3-numpy python3-pytest libopenblas-dev
+            python3-numpy python3-pytest libopenblas-dev \
+            clang-19 lld-19 llvm-19 libamd-comgr2
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \

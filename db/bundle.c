@@ -21,7 +21,8 @@ static const char *schema =
     "  template TEXT NOT NULL, template_hash TEXT NOT NULL, params TEXT NOT NULL,"
     "  dtypes TEXT NOT NULL, compiler TEXT NOT NULL, blob BLOB NOT NULL,"
     "  blob_hash TEXT NOT NULL, regs INTEGER, spills INTEGER,"
-    "  shared_bytes INTEGER, scratch_bytes INTEGER, UNIQUE(target, vid));"
+    "  shared_bytes INTEGER, scratch_bytes INTEGER, agprs INTEGER, sgprs INTEGER,"
+    "  wave INTEGER, occupancy INTEGER, UNIQUE(target, vid));"
     "CREATE TABLE dispatch("
     "  id INTEGER PRIMARY KEY, target TEXT NOT NULL, op TEXT NOT NULL,"
     "  ta TEXT NOT NULL, tb TEXT NOT NULL, tc TEXT NOT NULL,"
@@ -87,8 +88,8 @@ int gc_bundle_add_code(gc_bundle_t *b, const gc_code_rec_t *c, int64_t *code_id,
   if (gc_sql_prepare(b->sq,
                      "INSERT OR IGNORE INTO code_objects(target,vid,template,"
                      "template_hash,params,dtypes,compiler,blob,blob_hash,regs,"
-                     "spills,shared_bytes,scratch_bytes) VALUES(?1,?2,?3,?4,?5,?6,"
-                     "?7,?8,?9,?10,?11,?12,?13)",
+                     "spills,shared_bytes,scratch_bytes,agprs,sgprs,wave,occupancy) "
+                     "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)",
                      &st, e))
     return e->code;
   const char *txt[7] = {c->target, c->vid, c->template_name, c->template_hash,
@@ -100,6 +101,10 @@ int gc_bundle_add_code(gc_bundle_t *b, const gc_code_rec_t *c, int64_t *code_id,
   bind_opt(st, 11, c->spills);
   bind_opt(st, 12, c->shared_bytes);
   bind_opt(st, 13, c->scratch_bytes);
+  bind_opt(st, 14, c->agprs);
+  bind_opt(st, 15, c->sgprs);
+  bind_opt(st, 16, c->wave);
+  bind_opt(st, 17, c->occupancy);
   int rc = sqlite3_step(st);
   sqlite3_finalize(st);
   if (rc != SQLITE_DONE) return gc_sql_err(b->sq, e, b->path);

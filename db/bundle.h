@@ -18,6 +18,7 @@ typedef struct gc_code_rec {
   const void *blob;          /* the code object */
   size_t blob_size;
   int64_t regs, spills, shared_bytes, scratch_bytes; /* -1 = unknown */
+  int64_t agprs, sgprs, wave, occupancy;             /* AMD; -1 = unknown */
 } gc_code_rec_t;
 
 /* One dispatch entry. Strings point into the bundle's storage when read. */

@@ -228,7 +228,8 @@ int gc_db_set_resources(gc_db_t *db, int64_t variant_id,
   sqlite3_stmt *st;
   if (gc_sql_prepare(db->sq,
                      "UPDATE variants SET code_bytes=?2, regs=?3, spills=?4, "
-                     "shared_bytes=?5, scratch_bytes=?6 WHERE id=?1",
+                     "shared_bytes=?5, scratch_bytes=?6, agprs=?7, sgprs=?8, wave=?9, "
+                     "occupancy=?10 WHERE id=?1",
                      &st, e))
     return e->code;
   sqlite3_bind_int64(st, 1, variant_id);
@@ -237,6 +238,10 @@ int gc_db_set_resources(gc_db_t *db, int64_t variant_id,
   bind_opt_int(st, 4, r->spills);
   bind_opt_int(st, 5, r->shared_bytes);
   bind_opt_int(st, 6, r->scratch_bytes);
+  bind_opt_int(st, 7, r->agprs);
+  bind_opt_int(st, 8, r->sgprs);
+  bind_opt_int(st, 9, r->wave);
+  bind_opt_int(st, 10, r->occupancy);
   int rc = sqlite3_step(st);
   sqlite3_finalize(st);
   return rc == SQLITE_DONE ? GC_OK : gc_sql_err(db->sq, e, db->path);

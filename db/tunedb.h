@@ -18,10 +18,17 @@ typedef struct gc_db_variant {
   int64_t compiler_id;
 } gc_db_variant_t;
 
-/* Resource usage of a compiled variant; -1 where not reported. */
+/* Resource usage of a compiled variant; -1 where not reported. regs are
+ * registers per thread (NVIDIA) or architected VGPRs per lane (AMD);
+ * agprs, sgprs and wave are AMD's (accumulation VGPRs, scalar registers,
+ * wavefront size); occupancy is theoretical waves per SIMD (AMD) at the
+ * variant's block size, computed by gen (gc_amd_occupancy). */
 typedef struct gc_db_resources {
   int64_t code_bytes, regs, spills, shared_bytes, scratch_bytes;
+  int64_t agprs, sgprs, wave, occupancy;
 } gc_db_resources_t;
+
+#define GC_DB_RESOURCES_UNKNOWN ((gc_db_resources_t){-1, -1, -1, -1, -1, -1, -1, -1, -1})
 
 typedef struct gc_db_measurement {
   int64_t device_id, problem_id, variant_id;

@@ -15,7 +15,9 @@
 
 #include "../db/bundle.h"
 #include "../db/tunedb.h"
+#include "comgr.h"
 #include "compile.h"
+#include "resources.h"
 #include "template.h"
 
 #define M_MAX ((int64_t)(1LL << 31) - 1)
@@ -207,6 +209,21 @@ static int plan_target(gen_t *g, const gc_problems_t *probs, gc_err_t *e) {
   return rc;
 }
 
+/* Occupancy of a compiled pick, and a warning when it breaks the target's
+ * limits (gcore-tune rejects such variants; a default or --force one may
+ * still land here, and the AMD CI test fails on it). */
+static int check_resources(gen_t *g, const pick_t *pk, gc_compile_job_t *j, gc_err_t *e) {
+  gc_problem_t p = pk->shape;
+  int ok;
+  char why[300];
+  p.m = pk->m_lo;
+  if (gc_res_check(&pk->v, &g->tg, &p, &j->res, &ok, why, sizeof why, e)) return e->code;
+  if (!ok)
+    fprintf(stderr, "gcore-gen: warning: %s %s (%s) on %s: %s\n", pk->v.tpl->name,
+            pk->v.params, pk->source, g->tg.name, why);
+  return GC_OK;
+}
+
 /* Compile the distinct variants of this target's picks, then write them. */
 static int emit_target(gen_t *g, gc_bundle_t *b, int first, gc_err_t *e) {
   int n = g->npicks - first, nj = 0, rc = GC_OK;
@@ -240,10 +257,12 @@ static int emit_target(gen_t *g, gc_bundle_t *b, int first, gc_err_t *e) {
     size_t size;
     gc_dtypes_format(pk->v.ta, pk->v.tb, pk->v.tc, dt);
     rc = gc_read_file(jobs[j].obj, 256u << 20, &blob, &size, e);
-    const gc_db_resources_t *r = &jobs[j].res;
+    gc_db_resources_t *r = &jobs[j].res;
+    if (!rc) rc = check_resources(g, pk, &jobs[j], e);
     gc_code_rec_t cr = {g->tg.name, jobs[j].vid, pk->v.tpl->name, pk->v.tpl->hash,
                         pk->v.params, dt, g->cc.id, blob, size, r->regs, r->spills,
-                        r->shared_bytes, r->scratch_bytes};
+                        r->shared_bytes, r->scratch_bytes, r->agprs, r->sgprs, r->wave,
+                        r->occupancy};
     if (!rc) rc = gc_bundle_add_code(b, &cr, &code_ids[j], e);
     free(blob);
   }
@@ -289,16 +308,52 @@ static int write_provenance(gen_t *g, gc_bundle_t *b, gc_err_t *e) {
   return GC_OK;
 }
 
+/* --compiler and --code-object must fit at least one listed target, so
+ * that a typo is an error rather than silently ignored. */
+static int check_target_opts(gen_t *g, gc_err_t *e) {
+  char list[512];
+  int compiler_used = 0, cov_used = 0;
+  snprintf(list, sizeof list, "%s", g->o->targets);
+  for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    gc_target_t tg;
+    if (gc_target_parse(t, &tg, e)) return e->code;
+    compiler_used |= g->o->compiler && gc_compiler_serves(g->o->compiler, tg.backend);
+    cov_used |= !strcmp(tg.backend, "hip");
+  }
+  if (g->o->compiler && !compiler_used)
+    return gc_err_set(e, GC_EINVAL, "--compiler %s builds none of the targets %s (cc: cpu, "
+                      "nvrtc: sm_XX, comgr or clang: gfx...)", g->o->compiler, g->o->targets);
+  if (g->o->code_object && !cov_used)
+    return gc_err_set(e, GC_EINVAL, "--code-object applies to AMD targets; none in %s",
+                      g->o->targets);
+  return GC_OK;
+}
+
+/* Parse target t with the options that shape its code. */
+static int setup_target(gen_t *g, const char *t, gc_err_t *e) {
+  const char *force = g->o->compiler;
+  if (gc_target_parse(t, &g->tg, e)) return e->code;
+  if (g->o->code_object && !strcmp(g->tg.backend, "hip") &&
+      gc_target_set_code_object(&g->tg, g->o->code_object, e))
+    return e->code;
+  if (force && !gc_compiler_serves(force, g->tg.backend)) force = NULL;
+  if (gc_compiler_for(&g->tg, force, &g->cc, e)) return e->code;
+  if (!strcmp(g->tg.backend, "hip") && !gc_comgr_available(NULL, 0, NULL) && !g->o->quiet)
+    fprintf(stderr, "gcore-gen: warning: AMD comgr not found: %s code builds, but its "
+            "resources (VGPRs, LDS, spills) are not read or checked (install libamd-comgr2)\n",
+            g->tg.name);
+  return GC_OK;
+}
+
 static int gen_targets(gen_t *g, gc_bundle_t *b, const gc_problems_t *probs, gc_err_t *e) {
   char list[512];
   snprintf(list, sizeof list, "%s", g->o->targets);
-  int rc = GC_OK;
+  int rc = check_target_opts(g, e);
   for (char *save = NULL, *t = strtok_r(list, ",", &save); !rc && t;
        t = strtok_r(NULL, ",", &save)) {
     int first = g->npicks;
     char key[80];
-    rc = gc_target_parse(t, &g->tg, e);
-    if (!rc) rc = gc_compiler_for(&g->tg, g->o->compiler, &g->cc, e);
+    rc = setup_target(g, t, e);
     if (!rc) rc = plan_target(g, probs, e);
     if (!rc) rc = emit_target(g, b, first, e);
     if (!rc) {

@@ -14,7 +14,10 @@ typedef struct gc_gen_opts {
   const char *targets;        /* comma-separated */
   const char *templates_dir;  /* NULL = embedded */
   const char *cache;
-  const char *compiler;       /* NULL = each target's default driver */
+  const char *compiler;       /* NULL = each target's default driver; else the
+                                 driver for the targets it serves (see
+                                 gc_compiler_serves), the default for others */
+  int code_object;            /* AMD code object version (0 = default, 5) */
   const char *force;          /* "TEMPLATE[:P=V,...]": use this variant where it applies */
   int jobs;
   int quiet;

@@ -1,4 +1,5 @@
-/* compile.c — the cc compile driver and the ninja batch that runs it.
+/* compile.c — choosing a compile driver per target, and the ninja batch
+ * that runs it (cc directly; nvrtc, comgr and clang through gcore-compile).
  * The cache layout: <cache>/src/<vid>.c, <cache>/obj/<vid>.so, and a log
  * per failed compile at <cache>/obj/<vid>.log. A flock on <cache>/lock
  * keeps concurrent gcore processes from rewriting build.ninja under ninja. */
@@ -6,6 +7,7 @@
 
 #include <limits.h>
 
+#include "comgr.h"
 #include "nvrtc.h"
 
 #include <ctype.h>
@@ -62,8 +64,88 @@ static int nvrtc_compiler(const gc_target_t *tg, gc_compiler_t *c, gc_err_t *e) 
   if (tool_path("gcore-compile", c->path, sizeof c->path, e)) return e->code;
   snprintf(c->flags, sizeof c->flags, "--gpu-architecture=%s --std=c++17 -default-device",
            tg->arch);
+  snprintf(c->tool_args, sizeof c->tool_args, "--target %s", tg->arch);
   snprintf(c->id, sizeof c->id, "%s|%s|%s", c->driver, c->version, c->flags);
   return GC_OK;
+}
+
+int gc_clang_find(char *path, size_t path_n, char *version, size_t version_n, gc_err_t *e) {
+  const char *env = getenv("GCORE_CLANG");
+  const char *cands[] = {env && *env ? env : NULL, "clang-19", "/opt/rocm/llvm/bin/clang"};
+  for (size_t i = 0; i < GC_ARRAY_LEN(cands); i++) {
+    char cmd[1200];
+    if (!cands[i]) continue;
+    if (!safe_word(cands[i]))
+      return gc_err_set(e, GC_EINVAL, "GCORE_CLANG='%s': give a plain compiler path", cands[i]);
+    snprintf(cmd, sizeof cmd, "command -v '%s' 2>/dev/null", cands[i]);
+    if (first_line(cmd, path, path_n)) {
+      if (i == 0) return gc_err_set(e, GC_ECOMPILE, "GCORE_CLANG='%s' is not an executable", env);
+      continue;
+    }
+    snprintf(cmd, sizeof cmd, "'%s' --version 2>/dev/null", path);
+    if (!first_line(cmd, version, version_n)) return GC_OK;
+  }
+  return gc_err_set(e, GC_ECOMPILE, "no clang for AMD targets: set $GCORE_CLANG, or install "
+                    "clang-19 and lld-19 (make deps), or ROCm (/opt/rocm/llvm/bin/clang)");
+}
+
+/* The AMD driver options shared by comgr and clang edges. */
+static int amd_common(const gc_target_t *tg, gc_compiler_t *c, gc_err_t *e) {
+  strcpy(c->ext, ".hsaco");
+  snprintf(c->target, sizeof c->target, "%s", tg->arch);
+  return tool_path("gcore-compile", c->path, sizeof c->path, e);
+}
+
+static int comgr_compiler(const gc_target_t *tg, gc_compiler_t *c, gc_err_t *e) {
+  strcpy(c->driver, "comgr");
+  if (!gc_comgr_available(c->version, sizeof c->version, e))
+    return gc_err_prefix(e, "--compiler comgr for %s", tg->name);
+  if (!gc_comgr_has_isa(tg->arch)) {
+    char isas[600];
+    gc_comgr_isa_list(isas, sizeof isas);
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s cannot build %s (it lists %s): use --compiler clang",
+                      c->version, tg->name, isas);
+  }
+  if (amd_common(tg, c, e)) return e->code;
+  snprintf(c->flags, sizeof c->flags, "isa=amdgcn-amd-amdhsa--%s -x hip -O3 -std=c++17 -nogpuinc "
+           "-mcode-object-version=%d", tg->arch, tg->code_object);
+  snprintf(c->tool_args, sizeof c->tool_args, "--driver comgr --target %s --code-object %d",
+           tg->arch, tg->code_object);
+  snprintf(c->id, sizeof c->id, "%s|%s|%s", c->driver, c->version, c->flags);
+  return GC_OK;
+}
+
+static int clang_compiler(const gc_target_t *tg, gc_compiler_t *c, gc_err_t *e) {
+  char clang[1024];
+  strcpy(c->driver, "clang");
+  if (gc_clang_find(clang, sizeof clang, c->version, sizeof c->version, e) ||
+      amd_common(tg, c, e))
+    return e->code;
+  snprintf(c->flags, sizeof c->flags, "-x hip --offload-arch=%s --offload-device-only "
+           "--no-gpu-bundle-output -nogpuinc -nogpulib -O3 -std=c++17 -mcode-object-version=%d",
+           tg->arch, tg->code_object);
+  snprintf(c->tool_args, sizeof c->tool_args, "--driver clang --clang %s --target %s "
+           "--code-object %d", clang, tg->arch, tg->code_object);
+  snprintf(c->id, sizeof c->id, "%s|%s|%s", c->driver, c->version, c->flags);
+  return GC_OK;
+}
+
+/* comgr where it lists the ISA, clang otherwise; force picks one. */
+static int amd_compiler(const gc_target_t *tg, const char *force, gc_compiler_t *c,
+                        gc_err_t *e) {
+  if (force && strcmp(force, "comgr") && strcmp(force, "clang"))
+    return gc_err_set(e, GC_EINVAL, "compiler '%s' cannot build %s (use comgr or clang)", force,
+                      tg->name);
+  if (force) return !strcmp(force, "comgr") ? comgr_compiler(tg, c, e) : clang_compiler(tg, c, e);
+  if (gc_comgr_has_isa(tg->arch)) return comgr_compiler(tg, c, e);
+  return clang_compiler(tg, c, e);
+}
+
+int gc_compiler_serves(const char *driver, const char *backend) {
+  if (!strcmp(driver, "cc")) return !strcmp(backend, "cpu");
+  if (!strcmp(driver, "nvrtc")) return !strcmp(backend, "cuda");
+  if (!strcmp(driver, "comgr") || !strcmp(driver, "clang")) return !strcmp(backend, "hip");
+  return 0;
 }
 
 int gc_compiler_for(const gc_target_t *tg, const char *force, gc_compiler_t *c,
@@ -74,6 +156,7 @@ int gc_compiler_for(const gc_target_t *tg, const char *force, gc_compiler_t *c,
       return gc_err_set(e, GC_EINVAL, "compiler '%s' cannot build %s (use nvrtc)", force, tg->name);
     return nvrtc_compiler(tg, c, e);
   }
+  if (!strcmp(tg->backend, "hip")) return amd_compiler(tg, force, c, e);
   if (strcmp(tg->backend, "cpu"))
     return gc_err_set(e, GC_EUNSUPPORTED, "no compile driver for target %s", tg->name);
   strcpy(c->ext, ".so");
@@ -127,23 +210,24 @@ static int write_source(const char *cache, const gc_compiler_t *c, gc_compile_jo
 static int write_ninja(const gc_compiler_t *c, const char *cache,
                        gc_compile_job_t *jobs, int n, gc_err_t *e) {
   gc_buf_t b = {0};
-  int nv = !strcmp(c->driver, "nvrtc");
+  int tool = strcmp(c->driver, "cc") != 0;
   int rc = gc_buf_printf(&b, e,
                          "# written by gcore: one edge per variant; outputs are "
                          "content-addressed by variant id\n"
-                         "cc = %s\ncflags = %s\n"
+                         "cc = %s\ncflags = %s\ntargs = %s\n"
                          "rule cc\n"
                          "  command = $cc $cflags -o $out $in > $out.log 2>&1 && rm -f $out.log\n"
                          "  description = CC $out\n"
-                         "rule nvrtc\n"
-                         "  command = $cc --target %s --kernel $kernel -o $out $in > $out.log 2>&1 "
+                         "rule tool\n"
+                         "  command = $cc $targs --kernel $kernel -o $out $in > $out.log 2>&1 "
                          "&& rm -f $out.log\n"
-                         "  description = NVRTC $out\n",
-                         c->path, c->flags, c->target);
+                         "  description = %s $out\n",
+                         c->path, c->flags, c->tool_args, c->driver);
   for (int i = 0; !rc && i < n; i++)
-    rc = nv ? gc_buf_printf(&b, e, "build obj/%s.cubin: nvrtc src/%s.cu\n  kernel = %s\n",
-                            jobs[i].vid, jobs[i].vid, jobs[i].kernel ? jobs[i].kernel : "none")
-            : gc_buf_printf(&b, e, "build obj/%s.so: cc src/%s.c\n", jobs[i].vid, jobs[i].vid);
+    rc = tool ? gc_buf_printf(&b, e, "build obj/%s%s: tool src/%s.cu\n  kernel = %s\n",
+                              jobs[i].vid, c->ext, jobs[i].vid,
+                              jobs[i].kernel ? jobs[i].kernel : "none")
+              : gc_buf_printf(&b, e, "build obj/%s.so: cc src/%s.c\n", jobs[i].vid, jobs[i].vid);
   if (!rc) {
     char path[1100];
     snprintf(path, sizeof path, "%s/build.ninja", cache);
@@ -174,15 +258,18 @@ static void read_log(const char *cache, gc_compile_job_t *j) {
   if (!len) snprintf(j->log, sizeof j->log, "%s", first[0] ? first : "compile failed");
 }
 
-/* OUT.res written by gcore-compile: registers, spills, shared memory. */
+/* OUT.res written by gcore-compile: "code_bytes regs spills shared_bytes
+ * scratch_bytes [agprs sgprs wave]" (older sidecars have the first five). */
 static void read_resources(gc_compile_job_t *j) {
   char path[1100];
-  long long v[5];
+  long long v[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
   snprintf(path, sizeof path, "%s.res", j->obj);
   FILE *f = fopen(path, "r");
   if (!f) return;
-  if (fscanf(f, "%lld %lld %lld %lld %lld", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5)
-    j->res = (gc_db_resources_t){v[0], v[1], v[2], v[3], v[4]};
+  int got = fscanf(f, "%lld %lld %lld %lld %lld %lld %lld %lld", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]);
+  if (got >= 5)
+    j->res = (gc_db_resources_t){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], -1};
   fclose(f);
 }
 
@@ -228,7 +315,8 @@ int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
     gc_compile_job_t *j = &jobs[i];
     struct stat st;
     j->ok = stat(j->obj, &st) == 0 && st.st_size > 0;
-    j->res = (gc_db_resources_t){j->ok ? st.st_size : -1, -1, -1, -1, -1};
+    j->res = GC_DB_RESOURCES_UNKNOWN;
+    j->res.code_bytes = j->ok ? st.st_size : -1;
     if (!j->ok) read_log(cache, j);
     else read_resources(j);
   }

@@ -2,7 +2,11 @@
  * objects for a target; builds run through ninja so that they are parallel,
  * and land in a content-addressed cache (<cache>/obj/<variant id>.so), so an
  * unchanged variant is never compiled twice. Drivers: cc (CPU), nvrtc
- * (NVIDIA: in process, through the gcore-compile tool on ninja edges). */
+ * (NVIDIA: in process, through the gcore-compile tool on ninja edges),
+ * comgr (AMD: in process through gcore-compile, for the ISAs the installed
+ * libamd_comgr lists) and clang (AMD: gcore-compile runs clang -x hip as a
+ * subprocess, for every other ISA). Both AMD drivers leave the code
+ * object's metadata, read through comgr, in a .res sidecar. */
 #ifndef GC_COMPILE_H
 #define GC_COMPILE_H
 
@@ -10,19 +14,31 @@
 #include "../db/tunedb.h"
 
 typedef struct gc_compiler {
-  char driver[16];   /* "cc" | "nvrtc" */
-  char path[1024];   /* the executable ninja runs (cc, or gcore-compile for nvrtc) */
+  char driver[16];   /* "cc" | "nvrtc" | "comgr" | "clang" */
+  char path[1024];   /* the executable ninja runs (cc, or gcore-compile) */
+  char tool_args[1200]; /* gcore-compile's options before --kernel (not cc) */
   char target[64];   /* the target it builds for */
-  char ext[8];       /* code object file extension: ".so", ".cubin" */
+  char ext[8];       /* code object file extension: ".so", ".cubin", ".hsaco" */
   char version[160]; /* first line of --version */
   char flags[256];
   char id[1400];     /* driver + version + flags: part of every variant id */
 } gc_compiler_t;
 
-/* Find the compiler for target (cc: $CC or "cc"). force names a driver or
- * is NULL. Fails with a message naming what is missing. */
+/* Find the compiler for target (cc: $CC or "cc"; AMD: comgr where it lists
+ * the ISA, else clang). force names a driver or is NULL. Fails with a
+ * message naming what is missing, or why the forced driver cannot build
+ * the target. */
 int gc_compiler_for(const gc_target_t *tg, const char *force, gc_compiler_t *c,
                     gc_err_t *e);
+
+/* 1 when driver (cc, nvrtc, comgr, clang) builds code for backend (cpu,
+ * cuda, hip); 0 for an unknown driver. */
+int gc_compiler_serves(const char *driver, const char *backend);
+
+/* The clang that builds AMD code: $GCORE_CLANG, else clang-19 on the PATH,
+ * else ROCm's /opt/rocm/llvm/bin/clang. Fills path and version (first line
+ * of --version). Errors: GC_ECOMPILE naming where it looked. */
+int gc_clang_find(char *path, size_t path_n, char *version, size_t version_n, gc_err_t *e);
 
 /* One compilation. Inputs: vid, source. Outputs: obj (path), ok, log. */
 typedef struct gc_compile_job {

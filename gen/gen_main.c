@@ -13,7 +13,9 @@ static const char usage[] =
     "every target: the tuned winner from --db, or the template's default where none.\n"
     "\n"
     "  -o, --output PATH   bundle to write (replaced atomically)\n"
-    "  --target LIST       comma-separated targets (default cpu): cpu, cpu:x86-64-v3, cpu:x86-64-v4\n"
+    "  --target LIST       comma-separated targets (default cpu): cpu, cpu:x86-64-v3, cpu:x86-64-v4,\n"
+    "                      sm_80, sm_90, sm_90a, gfx90a, gfx942, gfx1100 (AMD: features as in\n"
+    "                      gfx942:sramecc+:xnack-)\n"
     "  --db PATH           tuning database with the winners (omit: defaults only)\n"
     "  --op OP, --m/--n/--k/--h/--g/--d LIST, --dtype T, --workload FILE   problems, as gcore-tune\n"
     "  --model PATH        every op a Llama model needs (HF dir or llama2.c .bin)\n"
@@ -21,14 +23,16 @@ static const char usage[] =
     "  --batch N           with --model: rows of a decode step (default 1)\n"
     "  --force T[:P=V,..]  use template T (with these params) wherever it serves a problem\n"
     "  --templates DIR     read templates from DIR/<backend>/ instead of the built-in ones\n"
-    "  --compiler NAME     compile driver (cpu: cc)\n"
+    "  --compiler NAME     compile driver for the targets it serves (cpu: cc; NVIDIA: nvrtc;\n"
+    "                      AMD: comgr or clang; default: comgr where it lists the ISA, else clang)\n"
+    "  --code-object N     AMD code object version: 5 (default) or 4\n"
     "  --cache DIR         compile cache (default $GCORE_CACHE or ~/.cache/gcore)\n"
     "  --jobs N            parallel compiles (default: ninja's)\n"
     "  -q, --quiet         no summary line\n"
     "  -h, --help          this text\n";
 
 enum { O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_FORCE,
-       O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS };
+       O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_COV };
 
 static const struct option longopts[] = {
     {"output", 1, 0, 'o'},        {"op", 1, 0, O_OP}, {"model", 1, 0, O_MODEL}, {"prefill", 1, 0, O_PREFILL}, {"batch", 1, 0, O_BATCH},
@@ -37,7 +41,7 @@ static const struct option longopts[] = {
     {"workload", 1, 0, O_WORKLOAD}, {"target", 1, 0, O_TARGET},
     {"db", 1, 0, O_DB},           {"force", 1, 0, O_FORCE},
     {"templates", 1, 0, O_TEMPLATES}, {"compiler", 1, 0, O_COMPILER},
-    {"cache", 1, 0, O_CACHE},     {"jobs", 1, 0, O_JOBS},
+    {"cache", 1, 0, O_CACHE},     {"jobs", 1, 0, O_JOBS}, {"code-object", 1, 0, O_COV},
     {"quiet", 0, 0, 'q'},         {"help", 0, 0, 'h'},
     {0, 0, 0, 0}};
 
@@ -77,6 +81,13 @@ int main(int argc, char **argv) {
           return 2;
         }
         o.jobs = (int)iv;
+        break;
+      case O_COV:
+        if (gc_parse_i64(optarg, &iv) || (iv != 4 && iv != 5)) {
+          fprintf(stderr, "gcore-gen: --code-object: expected 4 or 5\n");
+          return 2;
+        }
+        o.code_object = (int)iv;
         break;
       case 'q': o.quiet = 1; break;
       case 'h': fputs(usage, stdout); return 0;

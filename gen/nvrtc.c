@@ -331,7 +331,7 @@ int gc_nvrtc_compile(const char *src, const char *name, const char *arch,
   *cubin = NULL;
   *size = 0;
   if (log && log_n) log[0] = 0;
-  if (res) *res = (gc_db_resources_t){-1, -1, -1, -1, -1};
+  if (res) *res = GC_DB_RESOURCES_UNKNOWN;
   if (!src) return gc_err_set(e, GC_EINVAL, "no source to compile");
   int have_inc, rc = check_arch(arch, e);
   if (!rc) rc = nv_load(e);

@@ -79,8 +79,82 @@ static int cuda_target(const char *s, gc_target_t *t, gc_err_t *e) {
   int64_t smem = major >= 9 ? 232448 : (major == 8 && minor == 0) ? 166912 : 101376;
   if (gc_env_set(&t->consts, "WARP", 32, e) || gc_env_set(&t->consts, "SMEM", smem, e) ||
       gc_env_set(&t->consts, "NSM", 0, e) || gc_env_set(&t->consts, "MAXT", 1024, e) ||
-      gc_env_set(&t->consts, "SM", major * 10 + minor, e))
+      gc_env_set(&t->consts, "SM", major * 10 + minor, e) ||
+      gc_env_set(&t->consts, "AMD", 0, e))
     return e->code;
+  return GC_OK;
+}
+
+/* AMD: the ISAs gcore builds for, with the figures the occupancy formula
+ * (gen/amd_meta.c) and the default heuristic use. Sources: LLVM
+ * AMDGPUUsage (processor table), AMDGPUBaseInfo.cpp (VGPR file, granule,
+ * waves per EU), and AMD's CDNA2/CDNA3/RDNA3 ISA guides and product pages
+ * (CU counts: MI250X GCD 110, MI300X 304, RX 7900 XTX 96). */
+static const gc_amd_isa_t amd_isas[] = {
+    /* arch     GFX   wave ncu  simd vgpr_file granule waves budget lds     mfma wmma */
+    {"gfx90a",  910,  64,  110, 4,   512,      8,      8,    512,   65536,  1,   0},
+    {"gfx942",  942,  64,  304, 4,   512,      8,      8,    512,   65536,  1,   0},
+    {"gfx1100", 1100, 32,  96,  2,   1536,     24,     16,   256,   65536,  0,   1},
+};
+
+const gc_amd_isa_t *gc_target_amd_isa(const char *arch) {
+  size_t n = strcspn(arch, ":");
+  for (size_t i = 0; i < GC_ARRAY_LEN(amd_isas); i++)
+    if (strlen(amd_isas[i].arch) == n && !strncmp(arch, amd_isas[i].arch, n)) return &amd_isas[i];
+  return NULL;
+}
+
+/* Features after the processor: ":sramecc+", ":xnack-", each at most once,
+ * in any order; written back in LLVM's canonical order (sramecc, xnack).
+ * gfx1100 has neither. */
+static int amd_features(const char *s, const char *arch, char *canon, size_t n, gc_err_t *e) {
+  int sramecc = 0, xnack = 0; /* 0 = any, '+' or '-' */
+  for (const char *p = strchr(s, ':'); p; p = strchr(p + 1, ':')) {
+    size_t len = strcspn(p + 1, ":");
+    char sign = len ? p[len] : 0;
+    int *slot = NULL;
+    if (len == 8 && !strncmp(p + 1, "sramecc", 7)) slot = &sramecc;
+    else if (len == 6 && !strncmp(p + 1, "xnack", 5)) slot = &xnack;
+    if (!slot || (sign != '+' && sign != '-'))
+      return gc_err_set(e, GC_EINVAL, "target %s: bad feature '%.*s' (expected sramecc+, "
+                        "sramecc-, xnack+ or xnack-)", s, (int)len, p + 1);
+    if (*slot) return gc_err_set(e, GC_EINVAL, "target %s: feature '%.*s' given twice", s,
+                                 (int)len - 1, p + 1);
+    *slot = sign;
+  }
+  if ((sramecc || xnack) && !strncmp(arch, "gfx11", 5))
+    return gc_err_set(e, GC_EINVAL, "target %s: %s has no sramecc or xnack feature", s, arch);
+  int w = snprintf(canon, n, "%s", arch);
+  if (sramecc) w += snprintf(canon + w, n - (size_t)w, ":sramecc%c", sramecc);
+  if (xnack) snprintf(canon + w, n - (size_t)w, ":xnack%c", xnack);
+  return GC_OK;
+}
+
+static int amd_target(const char *s, gc_target_t *t, gc_err_t *e) {
+  const gc_amd_isa_t *isa = gc_target_amd_isa(s);
+  if (!isa)
+    return gc_err_set(e, GC_EUNSUPPORTED, "unknown AMD target '%.*s' (gcore builds for gfx90a, "
+                      "gfx942 and gfx1100)", (int)strcspn(s, ":"), s);
+  if (amd_features(s, isa->arch, t->name, sizeof t->name, e)) return e->code;
+  strcpy(t->backend, "hip");
+  snprintf(t->arch, sizeof t->arch, "%s", t->name);
+  t->code_object = 5;
+  if (gc_env_set(&t->consts, "WARP", isa->wave, e) ||
+      gc_env_set(&t->consts, "SMEM", isa->lds, e) || gc_env_set(&t->consts, "NSM", 0, e) ||
+      gc_env_set(&t->consts, "MAXT", 1024, e) || gc_env_set(&t->consts, "AMD", 1, e) ||
+      gc_env_set(&t->consts, "GFX", isa->gfx, e) || gc_env_set(&t->consts, "NCU", isa->ncu, e) ||
+      gc_env_set(&t->consts, "VGPRS", isa->vgpr_budget, e) ||
+      gc_env_set(&t->consts, "MFMA", isa->mfma, e) || gc_env_set(&t->consts, "WMMA", isa->wmma, e))
+    return e->code;
+  return GC_OK;
+}
+
+int gc_target_set_code_object(gc_target_t *t, int version, gc_err_t *e) {
+  if (strcmp(t->backend, "hip"))
+    return gc_err_set(e, GC_EINVAL, "target %s: --code-object applies to AMD targets only", t->name);
+  if (version != 4 && version != 5)
+    return gc_err_set(e, GC_EINVAL, "code object version %d: expected 4 or 5", version);
+  t->code_object = version;
   return GC_OK;
 }
 
@@ -89,10 +163,10 @@ int gc_target_parse(const char *s, gc_target_t *t, gc_err_t *e) {
   if (!strcmp(s, "cpu")) return cpu_target(gc_target_host_cpu_level(), t, e);
   if (!strncmp(s, "cpu:", 4)) return cpu_target(s + 4, t, e);
   if (!strncmp(s, "sm_", 3)) return cuda_target(s, t, e);
-  if (!strncmp(s, "gfx", 3))
-    return gc_err_set(e, GC_EUNSUPPORTED, "target %s: the AMD backend is not built yet", s);
+  if (!strncmp(s, "gfx", 3)) return amd_target(s, t, e);
   return gc_err_set(e, GC_EINVAL,
                     "unknown target '%s' (this build supports: cpu, cpu:x86-64-v3, "
-                    "cpu:x86-64-v4, sm_80, sm_86, sm_89, sm_90, sm_90a)",
+                    "cpu:x86-64-v4, sm_80, sm_86, sm_89, sm_90, sm_90a, gfx90a, gfx942, "
+                    "gfx1100, gfx...:sramecc+:xnack-)",
                     s);
 }

@@ -3,6 +3,8 @@
  * template's first block comment; lines there starting with '@' declare. */
 #include "template.h"
 
+#include "defaults.h"
+
 #include <ctype.h>
 #include <dirent.h>
 #include <stdlib.h>
@@ -65,7 +67,8 @@ static int parse_dtypes(line_ctx_t *c, gc_template_t *t, char *rest) {
 static int reserved(const char *w) {
   static const char *const names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC", "TA",
                                       "TB", "TC", "VBYTES", "L1", "L2", "NCPU", "WARP",
-                                      "SMEM", "NSM", "MAXT", "SM"};
+                                      "SMEM", "NSM", "MAXT", "SM", "AMD", "GFX", "NCU",
+                                      "VGPRS", "MFMA", "WMMA"};
   for (size_t i = 0; i < GC_ARRAY_LEN(names); i++)
     if (!strcmp(w, names[i])) return 1;
   return !strncmp(w, "GC_", 3) || !strncmp(w, "LOAD_", 5) || !strncmp(w, "STORE_", 6);
@@ -175,7 +178,8 @@ static int parse_decl(line_ctx_t *c, gc_template_t *t, char *line) {
 static int check_names(gc_template_t *t, gc_err_t *e) {
   gc_env_t env = {0};
   const char *names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC", "VBYTES", "L1",
-                         "L2", "NCPU", "WARP", "SMEM", "NSM", "MAXT", "SM"};
+                         "L2", "NCPU", "WARP", "SMEM", "NSM", "MAXT", "SM", "AMD", "GFX", "NCU",
+                                      "VGPRS", "MFMA", "WMMA"};
   for (size_t i = 0; i < GC_ARRAY_LEN(names); i++) gc_env_set(&env, names[i], 1, NULL);
   for (int i = 0; i < t->nparams; i++) gc_env_set(&env, t->params[i].name, 1, NULL);
   int64_t v[3];
@@ -407,7 +411,7 @@ int gc_tpl_supports(const gc_template_t *t, const gc_problem_t *p) {
   return 0;
 }
 
-static void format_params(gc_variant_t *v) {
+void gc_tpl_refresh(gc_variant_t *v) {
   size_t n = 0;
   v->params[0] = 0;
   for (int i = 0; i < v->tpl->nparams && n < sizeof v->params; i++)
@@ -426,7 +430,7 @@ static void init_variant(const gc_template_t *t, const gc_problem_t *p, gc_varia
 void gc_tpl_default(const gc_template_t *t, const gc_problem_t *p, gc_variant_t *v) {
   init_variant(t, p, v);
   for (int i = 0; i < t->nparams; i++) v->values[i] = t->params[i].def;
-  format_params(v);
+  gc_tpl_refresh(v);
 }
 
 int gc_tpl_set_params(const gc_template_t *t, const char *text, gc_variant_t *v,
@@ -446,7 +450,7 @@ int gc_tpl_set_params(const gc_template_t *t, const char *text, gc_variant_t *v,
                         t->name, env.name[j], (long long)env.value[j]);
     v->values[i] = env.value[j];
   }
-  format_params(v);
+  gc_tpl_refresh(v);
   return GC_OK;
 }
 
@@ -465,7 +469,7 @@ void gc_tpl_nth(const gc_template_t *t, const gc_problem_t *p, int64_t idx,
     v->values[i] = t->params[i].values[idx % nv];
     idx /= nv;
   }
-  format_params(v);
+  gc_tpl_refresh(v);
 }
 
 int gc_tpl_env(const gc_variant_t *v, const gc_target_t *tg, const gc_problem_t *p,
@@ -602,7 +606,7 @@ int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
     for (int j = 0; !ok && j < best->params[i].nvalues; j++) {
       gc_tpl_default(best, p, v);
       v->values[i] = best->params[i].values[j];
-      format_params(v);
+      gc_tpl_refresh(v);
       if (gc_tpl_valid(v, tg, &ok, NULL, e)) return e->code;
     }
   for (int64_t i = 0, n = gc_tpl_space_size(best); !ok && i < n && i < (1 << 20); i++) {
@@ -612,5 +616,5 @@ int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
   if (!ok)
     return gc_err_set(e, GC_EINVAL, "template %s: no variant satisfies its constraints on %s",
                       best->name, tg->name);
-  return GC_OK;
+  return gc_default_fit(tg, p, v, e);
 }

@@ -84,9 +84,13 @@ void gc_tpl_default(const gc_template_t *t, const gc_problem_t *p, gc_variant_t 
 /* The untuned choice for p on tg: among templates of tg's backend that
  * support p and apply to it, the highest @priority (ties: first loaded);
  * its declared defaults, or, if those break a constraint on tg, its first
- * valid point. GC_ENOTFOUND / GC_EINVAL with a message when none. */
+ * valid point; then, on targets with a CU count (AMD), the architecture
+ * heuristic of gen/defaults.h may move it to a nearby point that fills
+ * the machine. GC_ENOTFOUND / GC_EINVAL with a message when none. */
 int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
                         const gc_problem_t *p, gc_variant_t *v, gc_err_t *e);
+/* Rewrite v->params from v->values (after changing values by hand). */
+void gc_tpl_refresh(gc_variant_t *v);
 /* Set v's params from text "A=1,B=2" (names must exist, values must be
  * among the declared ones; unnamed params keep their defaults). */
 int gc_tpl_set_params(const gc_template_t *t, const char *text, gc_variant_t *v,

@@ -11,6 +11,7 @@
 
 #include "../db/tunedb.h"
 #include "../gen/compile.h"
+#include "../gen/resources.h"
 #include "../gen/template.h"
 #include "worker.h"
 
@@ -168,8 +169,17 @@ static int budget_left(sweep_t *s, int64_t pending) {
   return 1;
 }
 
-static int measure(sweep_t *s, cand_t *c, const gc_compile_job_t *j, gc_err_t *e) {
+static int measure(sweep_t *s, cand_t *c, gc_compile_job_t *j, gc_err_t *e) {
   if (!j->ok) return record(s, c, "compile-failed", j->log, NULL, e);
+  int fits;
+  char why[300];
+  if (gc_res_check(&c->v, &s->o->target, s->p, &j->res, &fits, why, sizeof why, e) ||
+      gc_db_set_resources(s->db, c->variant_id, &j->res, e))
+    return e->code;
+  if (!fits) {
+    s->rejected++;
+    return record(s, c, "rejected", why, NULL, e);
+  }
   gc_work_req_t q;
   memset(&q, 0, sizeof q);
   q.problem = *s->p;
@@ -183,7 +193,6 @@ static int measure(sweep_t *s, cand_t *c, const gc_compile_job_t *j, gc_err_t *e
   q.seed = 0x5eed;
   gc_work_reply_t r;
   if (gc_worker_run(s->worker, &q, s->o->timeout_s, &r, e)) return e->code;
-  if (gc_db_set_resources(s->db, c->variant_id, &j->res, e)) return e->code;
   if (!strcmp(r.status, "ok")) {
     if (s->best_us <= 0 || r.timing.median_us < s->best_us) s->best_us = r.timing.median_us;
     if (!strcmp(c->vid, s->default_vid)) s->default_us = r.timing.median_us;
@@ -329,13 +338,22 @@ static int tune_problem(sweep_t *s, const gc_problem_t *p, gc_err_t *e) {
   return rc;
 }
 
+/* An AMD target is tuned on an AMD GPU, which the kernel driver exposes as
+ * /dev/kfd; without one, say so before starting a worker. */
+static int gpu_present(const gc_target_t *tg, gc_err_t *e) {
+  if (strcmp(tg->backend, "hip") || access("/dev/kfd", F_OK) == 0) return GC_OK;
+  return gc_err_set(e, GC_EDEVICE, "target %s needs an AMD GPU, and this machine has none (no "
+                    "/dev/kfd); gcore-gen --target %s builds a bundle without one", tg->name,
+                    tg->name);
+}
+
 static int open_sweep(sweep_t *s, const gc_tune_opts_t *o, gc_err_t *e) {
   memset(s, 0, sizeof *s);
   s->o = o;
   s->t0 = gc_now();
   s->deadline = s->t0 + o->budget_s;
   if (gc_tpl_load_all(o->templates_dir, &s->tpls, e) ||
-      gc_compiler_for(&o->target, o->compiler, &s->cc, e) ||
+      gc_compiler_for(&o->target, o->compiler, &s->cc, e) || gpu_present(&o->target, e) ||
       gc_worker_start(o->target.backend, o->ordinal, &s->worker, &s->info, e))
     return e->code;
   for (int t = 0; o->only_template && t <= s->tpls.n; t++)

@@ -25,12 +25,16 @@ static const char usage[] =
     "  --batch N         with --model: rows of a decode step (default 1)\n"
     "  --h/--g/--d LIST  query heads, kv heads, head dim (rope_kv, attention)\n"
     "sweep:\n"
-    "  --target T        cpu (the host's x86-64 level) or cpu:x86-64-v3|v4 (default cpu)\n"
+    "  --target T        cpu (the host's x86-64 level) or cpu:x86-64-v3|v4 (default cpu);\n"
+    "                    sm_80, sm_90, sm_90a (NVIDIA); gfx90a, gfx942, gfx1100 (AMD, with\n"
+    "                    features as in gfx942:sramecc+:xnack-)\n"
     "  --db PATH         tuning database (default tune.db; created and migrated)\n"
     "  --budget N|Ns     at most N new candidates per problem, or N seconds in all\n"
     "  --template NAME   sweep only this template\n"
     "  --templates DIR   read templates from DIR/<backend>/ instead of the built-in ones\n"
-    "  --compiler NAME   compile driver (cpu: cc)\n"
+    "  --compiler NAME   compile driver (cpu: cc; NVIDIA: nvrtc; AMD: comgr or clang, default\n"
+    "                    comgr where it lists the ISA, else clang)\n"
+    "  --code-object N   AMD code object version: 5 (default) or 4\n"
     "  --cache DIR       compile cache (default $GCORE_CACHE or ~/.cache/gcore)\n"
     "  --jobs N          parallel compiles (default: ninja's)\n"
     "  --device N        device ordinal (default 0)\n"
@@ -44,7 +48,7 @@ static const char usage[] =
 
 enum { O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_BUDGET,
        O_TEMPLATE, O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_DEVICE, O_TIMEOUT,
-       O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_DEVICES };
+       O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_DEVICES, O_COV };
 
 static const struct option longopts[] = {
     {"op", 1, 0, O_OP}, {"model", 1, 0, O_MODEL}, {"prefill", 1, 0, O_PREFILL}, {"batch", 1, 0, O_BATCH},           {"m", 1, 0, O_M},
@@ -57,7 +61,7 @@ static const struct option longopts[] = {
     {"device", 1, 0, O_DEVICE},   {"timeout", 1, 0, O_TIMEOUT},
     {"min-time", 1, 0, O_MINTIME}, {"margin", 1, 0, O_MARGIN},
     {"progress", 0, 0, O_PROGRESS}, {"no-progress", 0, 0, O_NOPROGRESS},
-    {"devices", 1, 0, O_DEVICES},
+    {"devices", 1, 0, O_DEVICES}, {"code-object", 1, 0, O_COV},
     {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
 
 static int die(const char *msg) {
@@ -130,7 +134,7 @@ int main(int argc, char **argv) {
   char cache[1024];
   gc_cache_default(cache, sizeof cache);
   o.cache = cache;
-  int c, ndev = 0, ords[64];
+  int c, ndev = 0, ords[64], cov = 0;
   int64_t iv;
   while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     switch (c) {
@@ -181,6 +185,10 @@ int main(int argc, char **argv) {
         if (!ndev) return die("--devices: expected a comma list of ordinals");
         break;
       }
+      case O_COV:
+        if (gc_parse_i64(optarg, &iv) || (iv != 4 && iv != 5)) return die("--code-object: expected 4 or 5");
+        cov = (int)iv;
+        break;
       case O_PROGRESS: o.progress = 1; break;
       case O_NOPROGRESS: o.progress = 0; break;
       case 'h': fputs(usage, stdout); return 0;
@@ -207,6 +215,7 @@ int main(int argc, char **argv) {
   else
     rc = gc_problems_expand(&probs, op, dtype, dims, &e);
   if (!rc) rc = gc_target_parse(target, &o.target, &e);
+  if (!rc && cov) rc = gc_target_set_code_object(&o.target, cov, &e);
   if (!rc && ndev > 1) {
     /* create and migrate the database once, before the workers race to it */
     gc_db_t *db;

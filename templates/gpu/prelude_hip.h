@@ -156,8 +156,14 @@ GC_DEVICE void gc_st_cg(float *p, float v) {
 GC_DEVICE float gc_fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 GC_DEVICE float gc_max(float a, float b) { return __builtin_fmaxf(a, b); }
 GC_DEVICE float gc_min(float a, float b) { return __builtin_fminf(a, b); }
-/* 2^x (v_exp_f32, about 1 ulp); exp2(-inf) = 0. */
+/* 2^x (v_exp_f32, about 1 ulp); exp2(-inf) = 0. clang before 17 (comgr
+ * 5.2 is LLVM 15) has no __builtin_amdgcn_exp2f; there llvm.exp2.f32
+ * itself selects v_exp_f32. */
+#if __has_builtin(__builtin_amdgcn_exp2f)
 GC_DEVICE float gc_exp2(float x) { return __builtin_amdgcn_exp2f(x); }
+#else
+GC_DEVICE float gc_exp2(float x) { return __builtin_exp2f(x); }
+#endif
 /* e^x as 2^(x·log2 e), as on NVIDIA. */
 GC_DEVICE float gc_exp(float x) { return gc_exp2(x * 1.4426950408889634f); }
 GC_DEVICE float gc_rsqrt(float x) { return __builtin_amdgcn_rsqf(x); }

@@ -1,0 +1,287 @@
+"""The AMD path, proven as far as it goes without an AMD GPU: every GPU
+template that serves AMD (@backend gpu or hip) compiles at its defaults and
+at a sample of its space for gfx90a, gfx942 and gfx1100 through each driver
+that supports the target (comgr where the installed comgr lists the ISA --
+Debian's 5.2 lists gfx90a, not gfx942/gfx1100 -- and clang-19 everywhere);
+a model bundle for all AMD targets builds, no kernel in it spills, and its
+GEMM kernels use the matrix cores (v_mfma on gfx90a/gfx942, v_wmma on
+gfx1100); comgr and clang agree on the kernel symbols and argument layout
+of the same variant; code object v4 on request; clear one-line errors.
+Parts whose tool is missing skip, saying why."""
+import json
+import os
+import random
+import re
+import shutil
+import sqlite3
+import subprocess
+
+import pytest
+
+from conftest import ROOT, SHARED, assert_clean_error, run_tool
+from test_gpu_compile import SHAPES, gpu_templates
+
+CLANG = os.environ.get("GCORE_CLANG") or shutil.which("clang-19") or (
+    "/opt/rocm/llvm/bin/clang" if os.path.exists("/opt/rocm/llvm/bin/clang") else None)
+OBJDUMP = shutil.which("llvm-objdump-19") or shutil.which("llvm-objdump")
+needs_clang = pytest.mark.skipif(not CLANG, reason="no clang for AMD (install clang-19 lld-19: make deps)")
+WAVE = {"gfx90a": 64, "gfx942": 64, "gfx1100": 32}
+
+
+def comgr_isas():
+    """ISAs the installed comgr lists (empty when comgr is missing): the AMD
+    driver choice in gcore-gen follows the same list."""
+    r = run_tool("gcore-compile", "--list-isas")
+    return set(r.out.split()) if r.rc == 0 else set()
+
+
+COMGR = comgr_isas()
+DRIVERS = [("gfx90a", "clang"), ("gfx942", "clang"), ("gfx1100", "clang")] + \
+          [(a, "comgr") for a in ("gfx90a", "gfx942", "gfx1100") if a in COMGR]
+
+
+def amd_templates():
+    """gpu_templates() that serve AMD: @backend gpu or hip."""
+    d = os.path.join(ROOT, "templates", "gpu")
+    served = []
+    for name, op, dts, params in gpu_templates():
+        src = [f for f in os.listdir(d) if f.endswith(".cu") and
+               re.search(rf"@template\s+{re.escape(name)}\b", open(os.path.join(d, f)).read())]
+        backend = re.search(r"@backend\s+(\w+)", open(os.path.join(d, src[0])).read()).group(1)
+        if backend in ("gpu", "hip"):
+            served.append((name, op, dts, params))
+    return served
+
+
+TEMPLATES = amd_templates()
+
+
+def hip_gemm_templates():
+    """The matrix-core GEMM templates (@backend hip, op gemm or gemm_swiglu)."""
+    d = os.path.join(ROOT, "templates", "gpu")
+    return [f for f in os.listdir(d) if f.endswith(".cu") and
+            re.search(r"@backend\s+hip\b", open(os.path.join(d, f)).read()) and
+            re.search(r"@op\s+gemm", open(os.path.join(d, f)).read())]
+
+
+@needs_clang
+@pytest.mark.parametrize("arch,driver", DRIVERS, ids=[f"{a}-{d}" for a, d in DRIVERS])
+@pytest.mark.parametrize("tpl,op,dts,params", TEMPLATES, ids=[t[0] for t in TEMPLATES])
+def test_template_compiles(gc, arch, driver, tpl, op, dts, params):
+    rng = random.Random(f"{tpl}-{arch}")
+    forces = [tpl] + [tpl + ":" + ",".join(f"{k}={rng.choice(v)}" for k, v in params.items())
+                      for _ in range(12)]
+    built = 0
+    for force in forces:
+        if built >= 3:
+            break
+        r = gc("gcore-gen", "--target", arch, "--compiler", driver, "--op", op, "--dtype", dts[0],
+               *SHAPES[op].split(), "--force", force, "-o", "b.gcb", "-q")
+        if force != tpl and r.rc != 0 and "constraint fails" in r.err:
+            continue  # a random point outside the space
+        assert r.rc == 0, r
+        with sqlite3.connect(gc.dir / "b.gcb") as c:
+            rows = c.execute("SELECT regs, spills, scratch_bytes, wave, length(blob), compiler "
+                             "FROM code_objects WHERE template = ?", (tpl,)).fetchall()
+        assert rows, r
+        for regs, spills, scratch, wave, size, compiler in rows:
+            assert compiler.startswith(driver + "|") and size > 0, rows
+            if COMGR:  # metadata is read through comgr
+                assert regs and regs > 0 and wave == WAVE[arch], rows
+                if force == tpl:
+                    assert spills == 0 and scratch == 0, f"{tpl} spills at its defaults on {arch}: {rows}"
+        built += 1
+    assert built >= 2, f"{tpl}: fewer than two variants of the sample were in its space"
+
+
+@pytest.fixture(scope="module")
+def model_bundle(tmp_path_factory, cache_dir):
+    """One bundle, every AMD target plus the CPU (and sm_90 where NVRTC is)."""
+    model = os.path.join(SHARED, "stories260K.bin")
+    if not CLANG:
+        pytest.skip("no clang for AMD (install clang-19 lld-19: make deps)")
+    if not os.path.exists(model):
+        pytest.skip("shared data not present")
+    from test_gpu_compile import NVRTC
+    targets = "gfx942,gfx90a,gfx1100," + ("sm_90," if NVRTC else "") + "cpu"
+    d = tmp_path_factory.mktemp("amdmodel")
+    r = run_tool("gcore-gen", "--model", model, "--target", targets, "--prefill", "16", "-o",
+                 "m.gcb", cwd=d, env={"GCORE_CACHE": cache_dir})
+    assert r.rc == 0, r
+    assert "warning" not in r.err, r
+    return d / "m.gcb", targets
+
+
+def test_model_bundle_has_every_target(model_bundle):
+    path, targets = model_bundle
+    ops = {"embed", "rmsnorm", "gemm", "rope_kv", "attention", "add", "gemm_swiglu", "argmax"}
+    with sqlite3.connect(path) as c:
+        for t in targets.split(","):  # "cpu" is stored as "cpu:<level>"
+            got = {op for (op,) in c.execute("SELECT DISTINCT op FROM dispatch WHERE target = ? "
+                                             "OR (? = 'cpu' AND target LIKE 'cpu:%')", (t, t))}
+            assert got == ops, (t, got)
+
+
+def test_no_kernel_spills(model_bundle):
+    path, _ = model_bundle
+    if not COMGR:
+        pytest.skip("comgr not installed: AMD resource figures are not read")
+    with sqlite3.connect(path) as c:
+        rows = c.execute("SELECT target, template, params, regs, spills, scratch_bytes, occupancy "
+                         "FROM code_objects WHERE target LIKE 'gfx%'").fetchall()
+    assert rows
+    bad = [r for r in rows if r[3] is None or r[4] != 0 or r[5] != 0 or not r[6]]
+    assert not bad, f"kernels that spill, use scratch or cannot run: {bad}"
+
+
+def disassemble(blob, tmp_path, name):
+    p = tmp_path / name
+    p.write_bytes(blob)
+    return subprocess.run([OBJDUMP, "-d", str(p)], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.skipif(not OBJDUMP, reason="llvm-objdump-19 not installed (make deps)")
+def test_gemm_kernels_use_matrix_cores(model_bundle, tmp_path):
+    if not hip_gemm_templates():
+        pytest.skip("no MFMA/WMMA GEMM templates (@backend hip, op gemm) yet: they land with the "
+                    "amd-rt branch; until then AMD GEMMs are the SIMT ones")
+    path, _ = model_bundle
+    want = {"gfx942": "v_mfma", "gfx90a": "v_mfma", "gfx1100": "v_wmma"}
+    with sqlite3.connect(path) as c:
+        rows = c.execute("SELECT DISTINCT o.id, o.target, o.template, o.params, o.blob FROM "
+                         "code_objects o JOIN dispatch d ON d.code_id = o.id WHERE o.target IN "
+                         "('gfx942', 'gfx90a', 'gfx1100') AND d.op IN ('gemm', 'gemm_swiglu') "
+                         "AND o.template NOT LIKE 'gemv%'").fetchall()
+    assert {r[1] for r in rows} == set(want), "every AMD target must have GEMM kernels"
+    for oid, target, tpl, params, blob in rows:
+        text = disassemble(blob, tmp_path, f"{oid}.hsaco")
+        assert want[target] in text, f"{target} {tpl} {params}: no {want[target]} in the disassembly"
+
+
+@pytest.mark.skipif("gfx90a" not in COMGR, reason="the installed comgr cannot build gfx90a")
+@needs_clang
+@pytest.mark.parametrize("tpl,op,dts,params", TEMPLATES, ids=[t[0] for t in TEMPLATES])
+def test_comgr_and_clang_agree(gc, tpl, op, dts, params):
+    described = {}
+    for driver in ("comgr", "clang"):
+        r = gc("gcore-gen", "--target", "gfx90a", "--compiler", driver, "--op", op, "--dtype",
+               dts[0], *SHAPES[op].split(), "--force", tpl, "-o", f"{driver}.gcb", "-q")
+        assert r.rc == 0, r
+        with sqlite3.connect(gc.dir / f"{driver}.gcb") as c:
+            (blob,) = c.execute("SELECT blob FROM code_objects WHERE template = ?", (tpl,)).fetchone()
+        (gc.dir / f"{driver}.hsaco").write_bytes(blob)
+        d = gc("gcore-compile", "--describe", gc.dir / f"{driver}.hsaco")
+        assert d.rc == 0, d
+        described[driver] = json.loads(d.out)["kernels"]
+    layout = {d: sorted((k["name"], k["symbol"], k["wavefront_size"],
+                         tuple((a["offset"], a["size"], a["value_kind"]) for a in k["args"]
+                               if not a["value_kind"].startswith("hidden_")))
+                        for k in ks) for d, ks in described.items()}
+    assert layout["comgr"] == layout["clang"], layout
+
+
+def elf_abi_version(blob):
+    assert blob[:4] == b"\x7fELF" and blob[7] == 64, "not an AMDGPU HSA code object"
+    return blob[8]  # 2: code object v4, 3: v5
+
+
+@needs_clang
+def test_code_object_version(gc):
+    vids = {}
+    for cov, abi in (("5", 3), ("4", 2)):
+        r = gc("gcore-gen", "--target", "gfx942:sramecc+:xnack-", "--code-object", cov, "--op",
+               "add", "--m", "1", "--n", "300", "-o", f"v{cov}.gcb", "-q")
+        assert r.rc == 0, r
+        with sqlite3.connect(gc.dir / f"v{cov}.gcb") as c:
+            vid, blob, comp = c.execute("SELECT vid, blob, compiler FROM code_objects").fetchone()
+        assert elf_abi_version(blob) == abi and f"-mcode-object-version={cov}" in comp
+        vids[cov] = vid
+    assert vids["4"] != vids["5"], "the code object version must be part of the variant id"
+
+
+@needs_clang
+def test_bundle_without_code_for_the_device_names_the_command(gc):
+    assert gc("gcore-gen", "--target", "gfx942", "--op", "add", "--m", "1", "--n", "300",
+              "-o", "amd.gcb", "-q").rc == 0
+    r = gc("gcore-run", "-b", "amd.gcb", "--op", "add", "--m", "1", "--n", "300")
+    assert_clean_error(r, "gcore-run", "has no code for this device", "gcore-gen --target cpu")
+
+
+ADD = ["--op", "add", "--m", "1", "--n", "300", "-o", "x.gcb"]
+
+
+@pytest.mark.parametrize("args,env,needle", [
+    (["--target", "gfx999"], {}, "unknown AMD target 'gfx999'"),
+    (["--target", "gfx942:xnack"], {}, "bad feature 'xnack'"),
+    (["--target", "gfx942:fast+"], {}, "bad feature 'fast+'"),
+    (["--target", "gfx1100:xnack-"], {}, "no sramecc or xnack"),
+    (["--target", "gfx942:xnack+:xnack-"], {}, "given twice"),
+    (["--target", "gfx942", "--code-object", "3"], {}, "--code-object: expected 4 or 5"),
+    (["--target", "cpu", "--code-object", "4"], {}, "applies to AMD targets"),
+    (["--target", "cpu", "--compiler", "clang"], {}, "builds none of the targets"),
+    (["--target", "gfx942", "--compiler", "nvrtc"], {}, "builds none of the targets"),
+    (["--target", "gfx942"], {"GCORE_CLANG": "/nonexistent/clang"}, "is not an executable"),
+    (["--target", "gfx90a", "--compiler", "comgr"], {"GCORE_COMGR": "/nonexistent/libamd_comgr.so"},
+     "AMD comgr not found"),
+])
+def test_clear_errors(gc, args, env, needle):
+    assert_clean_error(gc("gcore-gen", *args, *ADD, env=env), "gcore-gen", needle)
+
+
+@pytest.mark.skipif("gfx942" in COMGR, reason="this comgr builds gfx942")
+def test_forced_comgr_that_cannot_build_the_isa(gc):
+    if not COMGR:
+        pytest.skip("comgr not installed")
+    assert_clean_error(gc("gcore-gen", "--target", "gfx942", "--compiler", "comgr", *ADD),
+                       "gcore-gen", "cannot build gfx942", "--compiler clang")
+
+
+@needs_clang
+def test_missing_comgr_still_builds_with_a_warning(gc):
+    r = gc("gcore-gen", "--target", "gfx90a", *ADD, env={"GCORE_COMGR": "/nonexistent/x.so"})
+    assert r.rc == 0 and "comgr not found" in r.err and "not read or checked" in r.err, r
+
+
+@pytest.mark.skipif(os.path.exists("/dev/kfd"), reason="an AMD GPU is present: gcore-tune runs")
+def test_tune_without_an_amd_gpu(gc):
+    r = gc("gcore-tune", "--target", "gfx942", "--op", "add", "--m", "1", "--n", "300", "--db", "t.db")
+    assert_clean_error(r, "gcore-tune", "needs an AMD GPU", "/dev/kfd", "gcore-gen --target gfx942")
+
+
+def declared_defaults(tpl):
+    d = os.path.join(ROOT, "templates", "gpu")
+    for f in os.listdir(d):
+        text = open(os.path.join(d, f)).read().split("*/", 1)[0]
+        if f.endswith(".cu") and re.search(rf"@template\s+{re.escape(tpl)}\b", text):
+            return {m.group(1): m.group(2) for m in
+                    re.finditer(r"@param\s+(\w+)\s+[-\d\s]+?\s+default\s+(-?\d+)", text)}
+    raise AssertionError(f"no template {tpl}")
+
+
+def picks(gc, target, *problem):
+    assert gc("gcore-gen", "--target", target, *problem, "-o", "d.gcb", "-q").rc == 0
+    with sqlite3.connect(gc.dir / "d.gcb") as c:
+        return c.execute("SELECT template, params, is_default, source FROM dispatch WHERE "
+                         "m_lo = m_hi").fetchall()
+
+
+@needs_clang
+def test_untuned_defaults_follow_the_architecture(gc):
+    """The heuristic of gen/defaults.h: a problem that fills every CU keeps
+    the template's declared defaults; a small one may move at most two
+    parameters away from them, and is marked a default either way."""
+    big = ["--op", "gemm", "--m", "4096", "--n", "4096", "--k", "4096", "--dtype", "f16"]
+    for tpl, params, is_default, source in picks(gc, "gfx942", *big):
+        want = declared_defaults(tpl)
+        got = dict(kv.split("=") for kv in params.split(","))
+        assert got == want and is_default == 1 and source.startswith("default"), (tpl, got, want)
+    small = ["--op", "attention", "--m", "1", "--h", "8", "--g", "2", "--d", "64"]
+    moved = {}
+    for target in ("gfx942", "gfx90a", "gfx1100"):
+        for tpl, params, is_default, _ in picks(gc, target, *small):
+            want = declared_defaults(tpl)
+            got = dict(kv.split("=") for kv in params.split(","))
+            assert is_default == 1 and sum(got[k] != want[k] for k in want) <= 2, (target, got)
+            moved[target] = got
+    # 8 heads of one token cannot fill 304 CUs at the defaults: more split
+    assert moved["gfx942"] != declared_defaults("attention_decode"), moved
