@@ -38,6 +38,8 @@ CASES = [
                                  dict(MI=32, BM=32, BN=32, BK=32, WM=32, WN=32, STAGES=1, RASTER=4)]),
     ("gemm_wmma.cu", 32, [dict(BM=32, BN=32, BK=32, WM=16, WN=16, STAGES=2, RASTER=4),
                           dict(BM=32, BN=64, BK=16, WM=32, WN=16, STAGES=1, RASTER=1)]),
+    ("gemm_swiglu_wmma.cu", 32, [dict(BM=32, BN=32, BK=16, WM=16, WN=16, STAGES=2, RASTER=1),
+                                 dict(BM=64, BN=32, BK=32, WM=32, WN=16, STAGES=1, RASTER=4)]),
 ]
 SHAPES = [(70, 50, 40), (64, 96, 64), (33, 17, 8)]
 
@@ -55,11 +57,11 @@ def build(tmp, tpl_file, wave, dtype, params, layout_text=None):
     (tmp / "layouts.h").write_text(layout_text) if layout_text else layouts(tmp / "layouts.h")
     code, size = DT[dtype]
     env = {"WARP": wave, "SMEM": 65536, "NSM": 0, "MAXT": 1024, "SA": size, "SB": size,
-           "SC": size} | params
+           "SC": size, "AMD": 1, "MFMA": int(wave == 64), "WMMA": int(wave == 32)} | params
     assert all(evaluate(c, env) for c in tpl["constraints"]), (tpl_file, params)
     defs = "".join(f"#define {k} {v}\n" for k, v in env.items())
     defs += "".join(f"#define GC_T{x} {code}\n" for x in "ABC")
-    defs += f"#define GC_MFMA {int(wave == 64)}\n#define GC_WMMA {int(wave == 32)}\n"
+    defs += f"#define GC_MFMA {env['MFMA']}\n#define GC_WMMA {env['WMMA']}\n"
     kernel = re.search(r"@kernel\s+(\S+)", open(os.path.join(GPU, tpl_file)).read()).group(1)
     src = ('#include "prelude_emu.h"\n' + defs + f'#line 1 "{tpl_file}"\n' +
            open(os.path.join(GPU, tpl_file)).read() +

@@ -1,5 +1,5 @@
 """The AMD matrix-core templates (@backend hip: gemm_mfma, gemm_swiglu_mfma,
-gemm_wmma) compile offline with clang-19 for their targets: at their
+gemm_wmma, gemm_swiglu_wmma) compile offline with clang-19 for their targets: at their
 defaults and at a sample of their space, for every dtype. Each code object
 must contain the target's matrix instructions (v_mfma on gfx90a/gfx942
 with the ISA's own spelling, v_wmma on gfx1100), spill nothing (no
@@ -30,6 +30,10 @@ pytestmark = pytest.mark.skipif(not (CLANG and OBJDUMP and READELF),
 GPU = os.path.join(ROOT, "templates", "gpu")
 DT = {"f32": (0, 4), "f16": (1, 2), "bf16": (2, 2)}
 TARGETS = {"gfx90a": 64, "gfx942": 64, "gfx1100": 32}  # wavefront size
+# gen's target constants for them (gen/target.c)
+CONSTS = {"gfx90a": dict(GFX=910, NCU=110, VGPRS=512, MFMA=1, WMMA=0),
+          "gfx942": dict(GFX=942, NCU=304, VGPRS=512, MFMA=1, WMMA=0),
+          "gfx1100": dict(GFX=1100, NCU=96, VGPRS=256, MFMA=0, WMMA=1)}
 LDS = 65536
 # The instruction each (target, dtype) must show, as the disassembler spells it.
 ISA = {("gfx90a", "f16"): "v_mfma_f32_(32x32x8|16x16x16)f16",
@@ -68,8 +72,8 @@ def evaluate(expr, env):
 
 def env_for(tpl, target, dtype, params):
     code, size = DT[dtype]
-    return {"WARP": TARGETS[target], "SMEM": LDS, "NSM": 0, "MAXT": 1024,
-            "SA": size, "SB": size, "SC": size} | params, code
+    return {"WARP": TARGETS[target], "SMEM": LDS, "NSM": 0, "MAXT": 1024, "AMD": 1,
+            "SA": size, "SB": size, "SC": size} | CONSTS[target] | params, code
 
 
 def source(tpl, env, code):
@@ -109,12 +113,13 @@ def compile_one(tmp, tpl, target, dtype, params):
 
 
 CASES = [(t, tg, dt) for t in hip_templates() for tg in TARGETS for dt in t["dtypes"]
-         if evaluate(next(c for c in t["constraints"] if "WARP" in c), {"WARP": TARGETS[tg]})]
+         if evaluate(next(c for c in t["constraints"] if "WARP" in c),
+                     {"WARP": TARGETS[tg]} | CONSTS[tg])]
 
 
 def test_hip_templates_found():
     names = {t["name"] for t in hip_templates()}
-    assert {"gemm_mfma", "gemm_swiglu_mfma", "gemm_wmma"} <= names, names
+    assert {"gemm_mfma", "gemm_swiglu_mfma", "gemm_wmma", "gemm_swiglu_wmma"} <= names, names
     # every (target, dtype) the templates claim has a case
     assert {(tg, dt) for _, tg, dt in CASES} == set(ISA), sorted({(tg, dt) for _, tg, dt in CASES})
 

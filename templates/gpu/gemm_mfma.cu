@@ -18,8 +18,9 @@
  * @constraint BM % WM == 0 && BN % WN == 0 && WM % MI == 0 && WN % MI == 0 -- whole wave tiles of whole MFMA blocks
  * @constraint (BM / WM) * (BN / WN) * 64 <= min(1024, MAXT) -- at most 16 waves
  * @constraint WM * WN / 64 <= 128 -- fp32 accumulators per lane (AGPRs on gfx90a/gfx942)
+ * @constraint 2 * (WM + WN) / MI + 4 * cdiv((BM + BN) * BK * SA / 16, (BM / WM) * (BN / WN) * 64) + 64 <= 256 -- operands, staged chunks and addresses fit the 256 arch VGPRs
  * @constraint STAGES * (BM + BN) * (BK + 8 / SA) * SA <= SMEM -- the stages fit in LDS
- * @constraint WARP == 64 -- MFMA is CDNA (wave64) only
+ * @constraint MFMA && WARP == 64 -- MFMA targets (CDNA: gfx90a, gfx942), wave64
  * @shmem STAGES * (BM + BN) * (BK + 8 / SA) * SA
  * @applies K % 8 == 0 && M > 1 -- rows of A and B are whole 16-byte chunks; M = 1 is the GEMV's
  * @grid cdiv(M, BM) * cdiv(N, BN) 1 1

@@ -17,8 +17,9 @@
  * @constraint BM % WM == 0 && BN % WN == 0 -- whole wave tiles
  * @constraint (BM / WM) * (BN / WN) * 32 >= 64 && (BM / WM) * (BN / WN) * 32 <= min(1024, MAXT) -- 2 to 32 waves
  * @constraint WM * WN / 32 <= 128 -- fp32 accumulators per lane
+ * @constraint WM * WN / 32 + 8 * (WM + WN) / 16 + 4 * cdiv((BM + BN) * BK / 8, (BM / WM) * (BN / WN) * 32) + 64 <= VGPRS -- accumulators, operands, staged chunks and addresses fit the VGPRs
  * @constraint STAGES * (BM + BN) * (BK + 8) * 2 <= SMEM -- the stages fit in LDS
- * @constraint WARP == 32 -- WMMA runs in wave32 here
+ * @constraint WMMA && WARP == 32 -- WMMA targets (RDNA3: gfx1100), wave32
  * @shmem STAGES * (BM + BN) * (BK + 8) * 2
  * @applies K % 8 == 0 && M > 1 -- rows of A and B are whole 16-byte chunks; M = 1 is the GEMV's
  * @grid cdiv(M, BM) * cdiv(N, BN) 1 1
