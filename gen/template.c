@@ -6,6 +6,7 @@
 #include "defaults.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
@@ -582,39 +583,65 @@ int gc_tpl_expand(const gc_templates_t *set, const gc_variant_t *v,
   return GC_OK;
 }
 
+/* Into v, the valid variant of t nearest its defaults for p on tg: the
+ * defaults, else the defaults with one parameter changed (VEC=16 is
+ * invalid on a 32-byte-vector target; VEC=8 alone fixes it), else the
+ * first valid point of the space. *ok = 0 where t has none on tg (a
+ * template for another ISA of the backend, e.g. MFMA on gfx1100). */
+static int nearest_valid(const gc_template_t *t, const gc_target_t *tg, const gc_problem_t *p,
+                         gc_variant_t *v, int *ok, gc_err_t *e) {
+  gc_tpl_default(t, p, v);
+  if (gc_tpl_valid(v, tg, ok, NULL, e)) return e->code;
+  for (int i = 0; !*ok && i < t->nparams; i++)
+    for (int j = 0; !*ok && j < t->params[i].nvalues; j++) {
+      gc_tpl_default(t, p, v);
+      v->values[i] = t->params[i].values[j];
+      gc_tpl_refresh(v);
+      if (gc_tpl_valid(v, tg, ok, NULL, e)) return e->code;
+    }
+  for (int64_t i = 0, n = gc_tpl_space_size(t); !*ok && i < n && i < (1 << 20); i++) {
+    gc_tpl_nth(t, p, i, v);
+    if (gc_tpl_valid(v, tg, ok, NULL, e)) return e->code;
+  }
+  return GC_OK;
+}
+
+/* Does t come after (priority pri, index i) in the order templates are
+ * tried: priority descending, then load order? */
+static int tried_later(const gc_template_t *t, int ti, int pri, int i) {
+  return t->priority < pri || (t->priority == pri && ti > i);
+}
+
 int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
                         const gc_problem_t *p, gc_variant_t *v, gc_err_t *e) {
-  const gc_template_t *best = NULL;
   char key[GC_PROBLEM_KEY];
   gc_problem_key(p, key);
-  for (int i = 0; i < set->n; i++) {
-    const gc_template_t *t = &set->v[i];
-    int ok;
-    if (!gc_tpl_serves(t, tg->backend) || !gc_tpl_supports(t, p)) continue;
-    gc_tpl_default(t, p, v);
-    if (gc_tpl_applies(v, tg, p, &ok, e)) return e->code;
-    if (ok && (!best || t->priority > best->priority)) best = t;
-  }
-  if (!best)
-    return gc_err_set(e, GC_ENOTFOUND, "no %s template implements '%s'", tg->backend, key);
-  int ok;
-  gc_tpl_default(best, p, v);
-  if (gc_tpl_valid(v, tg, &ok, NULL, e)) return e->code;
-  /* nearest valid point first: the defaults with one parameter changed
-   * (VEC=16 is invalid on a 32-byte-vector target; VEC=8 alone fixes it) */
-  for (int i = 0; !ok && i < best->nparams; i++)
-    for (int j = 0; !ok && j < best->params[i].nvalues; j++) {
-      gc_tpl_default(best, p, v);
-      v->values[i] = best->params[i].values[j];
-      gc_tpl_refresh(v);
-      if (gc_tpl_valid(v, tg, &ok, NULL, e)) return e->code;
+  const gc_template_t *invalid = NULL; /* applies, but has no variant on tg */
+  int last_pri = INT_MAX, last_i = -1;
+  /* the templates that apply, in priority order; the first with a valid
+   * variant on tg wins */
+  for (;;) {
+    const gc_template_t *best = NULL;
+    int bi = -1;
+    for (int i = 0; i < set->n; i++) {
+      const gc_template_t *t = &set->v[i];
+      int ok;
+      if (!tried_later(t, i, last_pri, last_i) || !gc_tpl_serves(t, tg->backend) ||
+          !gc_tpl_supports(t, p))
+        continue;
+      gc_tpl_default(t, p, v);
+      if (gc_tpl_applies(v, tg, p, &ok, e)) return e->code;
+      if (ok && (!best || t->priority > best->priority)) best = t, bi = i;
     }
-  for (int64_t i = 0, n = gc_tpl_space_size(best); !ok && i < n && i < (1 << 20); i++) {
-    gc_tpl_nth(best, p, i, v);
-    if (gc_tpl_valid(v, tg, &ok, NULL, e)) return e->code;
+    if (!best) break;
+    last_pri = best->priority, last_i = bi;
+    int ok = 0;
+    if (nearest_valid(best, tg, p, v, &ok, e)) return e->code;
+    if (ok) return gc_default_fit(tg, p, v, e);
+    if (!invalid) invalid = best;
   }
-  if (!ok)
+  if (invalid)
     return gc_err_set(e, GC_EINVAL, "template %s: no variant satisfies its constraints on %s",
-                      best->name, tg->name);
-  return gc_default_fit(tg, p, v, e);
+                      invalid->name, tg->name);
+  return gc_err_set(e, GC_ENOTFOUND, "no %s template implements '%s'", tg->backend, key);
 }

@@ -82,9 +82,10 @@ int gc_tpl_supports(const gc_template_t *t, const gc_problem_t *p);
 /* Fill v with the template defaults for p's dtypes. */
 void gc_tpl_default(const gc_template_t *t, const gc_problem_t *p, gc_variant_t *v);
 /* The untuned choice for p on tg: among templates of tg's backend that
- * support p and apply to it, the highest @priority (ties: first loaded);
- * its declared defaults, or, if those break a constraint on tg, its first
- * valid point; then, on targets with a CU count (AMD), the architecture
+ * support p and apply to it, the highest @priority (ties: first loaded)
+ * that has a valid variant on tg (a template for another ISA of the
+ * backend has none: MFMA on gfx1100); its declared defaults, or, if those
+ * break a constraint on tg, its nearest valid point; then, on targets with a CU count (AMD), the architecture
  * heuristic of gen/defaults.h may move it to a nearby point that fills
  * the machine. GC_ENOTFOUND / GC_EINVAL with a message when none. */
 int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,

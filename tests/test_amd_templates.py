@@ -142,3 +142,31 @@ def test_matrix_template_compiles(tmp_path, tpl, target, dtype):
         assert evaluate(tpl["shmem"], env) <= LDS
         assert meta["wavefront_size"] == TARGETS[target]
         assert meta["vgpr_count"] <= 512
+
+
+BUNDLE_ISA = {"gfx942": "v_mfma", "gfx90a": "v_mfma", "gfx1100": "v_wmma"}
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
+@pytest.mark.parametrize("op", ["gemm", "gemm_swiglu"])
+def test_bundle_gemms_use_matrix_cores(gc, tmp_path, op, dtype):
+    """Through gen's own pipeline (gcore-gen, the clang driver): a bundle's
+    GEMM kernels for M > 1 are the matrix-core templates, whose code has the
+    target's matrix instructions (gfx1100 only for 16-bit: RDNA3 WMMA has no
+    fp32 inputs, so there fp32 GEMMs are the SIMT ones)."""
+    import sqlite3
+    targets = [t for t in BUNDLE_ISA if not (t == "gfx1100" and dtype == "f32")]
+    r = gc("gcore-gen", "--target", ",".join(targets), "--compiler", "clang", "--op", op,
+           "--dtype", dtype, "--m", "2,64,300", "--n", "96", "--k", "72", "-o", "b.gcb", "-q")
+    assert r.rc == 0, r
+    with sqlite3.connect(gc.dir / "b.gcb") as c:
+        rows = c.execute("SELECT DISTINCT o.id, o.target, o.template, o.blob FROM code_objects o "
+                         "JOIN dispatch d ON d.code_id = o.id WHERE d.m_hi > 1 AND "
+                         "o.template NOT LIKE 'gemv%'").fetchall()
+    assert {t for _, t, _, _ in rows} == set(targets), rows
+    for oid, target, tpl, blob in rows:
+        assert tpl.endswith("mfma" if BUNDLE_ISA[target] == "v_mfma" else "wmma"), (target, tpl)
+        (tmp_path / f"{oid}.co").write_bytes(blob)
+        dis = subprocess.run([OBJDUMP, "-d", str(tmp_path / f"{oid}.co")], capture_output=True,
+                             text=True).stdout
+        assert BUNDLE_ISA[target] in dis, f"{target} {tpl}: no {BUNDLE_ISA[target]}"

@@ -23,7 +23,7 @@
  * @constraint STAGES * (BM + 2 * BN) * (BK + 8 / SA) * SA <= SMEM -- the stages fit in LDS
  * @constraint MFMA && WARP == 64 -- MFMA targets (CDNA: gfx90a, gfx942), wave64
  * @shmem STAGES * (BM + 2 * BN) * (BK + 8 / SA) * SA
- * @applies K % 8 == 0 && M > 1 -- rows of A and W are whole 16-byte chunks; M = 1 is the GEMV's
+ * @applies K * SA % 16 == 0 && M > 1 -- rows of A and W are whole 16-byte chunks (K % 8 for 16-bit, K % 4 for f32); M = 1 is the GEMV's
  * @grid cdiv(M, BM) * cdiv(N, BN) 1 1
  * @block (BM / WM) * (BN / WN) * 64 1 1
  * @priority 3

@@ -21,7 +21,7 @@
  * @constraint STAGES * (BM + BN) * (BK + 8) * 2 <= SMEM -- the stages fit in LDS
  * @constraint WMMA && WARP == 32 -- WMMA targets (RDNA3: gfx1100), wave32
  * @shmem STAGES * (BM + BN) * (BK + 8) * 2
- * @applies K % 8 == 0 && M > 1 -- rows of A and B are whole 16-byte chunks; M = 1 is the GEMV's
+ * @applies K * SA % 16 == 0 && M > 1 -- rows of A and B are whole 16-byte chunks (K % 8 for 16-bit, K % 4 for f32); M = 1 is the GEMV's
  * @grid cdiv(M, BM) * cdiv(N, BN) 1 1
  * @block (BM / WM) * (BN / WN) * 32 1 1
  * @priority 3
