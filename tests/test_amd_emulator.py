@@ -57,7 +57,8 @@ def build(tmp, tpl_file, wave, dtype, params, layout_text=None):
     (tmp / "layouts.h").write_text(layout_text) if layout_text else layouts(tmp / "layouts.h")
     code, size = DT[dtype]
     env = {"WARP": wave, "SMEM": 65536, "NSM": 0, "MAXT": 1024, "SA": size, "SB": size,
-           "SC": size, "AMD": 1, "MFMA": int(wave == 64), "WMMA": int(wave == 32)} | params
+           "SC": size, "AMD": 1, "MFMA": int(wave == 64), "WMMA": int(wave == 32),
+           "VGPRS": 512 if wave == 64 else 256} | params
     assert all(evaluate(c, env) for c in tpl["constraints"]), (tpl_file, params)
     defs = "".join(f"#define {k} {v}\n" for k, v in env.items())
     defs += "".join(f"#define GC_T{x} {code}\n" for x in "ABC")
