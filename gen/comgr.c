@@ -176,7 +176,7 @@ static void cg_logs(cg_set_t set, char *log, size_t log_n) {
     size_t size = 0, used = strlen(log);
     if (cg.action_data_get_data(set, CG_LOG, i, &d) != CG_OK) continue;
     if (cg.get_data(d, &size, NULL) == CG_OK && size && used + 1 < log_n) {
-      char *text = malloc(size + 1);
+      char *text = gc_malloc(size + 1, NULL);
       if (text && cg.get_data(d, &size, text) == CG_OK) {
         text[size] = 0;
         snprintf(log + used, log_n - used, "%s", text);
@@ -263,12 +263,11 @@ int gc_comgr_compile(const char *src, const char *arch, int cov, void **obj, siz
   cg_set_t sets[5] = {{0}};
   cg_data_t d = {0};
   cg_info_t info = {0};
-  int rc = GC_OK, made = 0;
+  int rc = GC_OK;
   if (cg.create_data_set(&sets[0]) || cg.create_data(CG_SOURCE, &d) ||
       cg.set_data(d, strlen(src), src) || cg.set_data_name(d, "gcore_variant.hip") ||
       cg.data_set_add(sets[0], d) || cg.create_action_info(&info))
     rc = gc_err_set(e, GC_ENOMEM, "comgr: cannot set up the compile");
-  made = 1;
   if (!rc && cg_opts(info, isa, bc_opts, GC_ARRAY_LEN(bc_opts)))
     rc = gc_err_set(e, GC_EINVAL, "comgr: rejected ISA %s or its options", isa);
   if (!rc) rc = cg_step(CG_TO_BC, info, sets[0], &sets[1], "source to bitcode", log, log_n, e);
@@ -278,12 +277,10 @@ int gc_comgr_compile(const char *src, const char *arch, int cov, void **obj, siz
   if (!rc) rc = cg_step(CG_CODEGEN, info, sets[2], &sets[3], "code generation", log, log_n, e);
   if (!rc) rc = cg_step(CG_LINK_EXEC, info, sets[3], &sets[4], "linking", log, log_n, e);
   if (!rc) rc = cg_take_exec(sets[4], obj, size, e);
-  if (made) {
-    if (d.handle) cg.release_data(d);
-    if (info.handle) cg.destroy_action_info(info);
-    for (int i = 0; i < 5; i++)
-      if (sets[i].handle) cg.destroy_data_set(sets[i]);
-  }
+  if (d.handle) cg.release_data(d);
+  if (info.handle) cg.destroy_action_info(info);
+  for (int i = 0; i < 5; i++)
+    if (sets[i].handle) cg.destroy_data_set(sets[i]);
   return rc;
 }
 

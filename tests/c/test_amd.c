@@ -10,6 +10,9 @@
 #include "../../gen/resources.h"
 #include "../../gen/target.h"
 
+#include <sqlite3.h>
+#include <unistd.h>
+
 static int passed, failed;
 #define CHECK(cond)                                                      \
   do {                                                                   \
@@ -197,7 +200,46 @@ static void test_comgr(void) {
   free(obj);
 }
 
+/* AMD figures survive a round trip through tune.db (migration 004). */
+static void test_tunedb(void) {
+  char path[] = "/tmp/gcore_test_amd_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  if (fd < 0) return;
+  close(fd);
+  unlink(path);
+  gc_db_t *db = NULL;
+  gc_err_t e = {0};
+  int64_t cid = 0, vid = 0;
+  gc_db_variant_t v = {"vid1", "gemm_mfma", "h", "BM=64", "f16:f16:f16", "gfx942", 0};
+  CHECK(gc_db_open(path, 1, &db, &e) == GC_OK && gc_db_schema_version(db) >= 4);
+  CHECK(db && !gc_db_compiler_id(db, "clang", "clang 19", "-O3", &cid, &e));
+  v.compiler_id = cid;
+  CHECK(db && !gc_db_variant_id(db, &v, &vid, &e));
+  gc_db_resources_t r = {4096, 128, 0, 16384, 0, 64, 40, 64, 3};
+  CHECK(db && !gc_db_set_resources(db, vid, &r, &e));
+  gc_db_close(db);
+  sqlite3 *sq = NULL;
+  sqlite3_stmt *st = NULL;
+  CHECK(sqlite3_open(path, &sq) == SQLITE_OK &&
+        sqlite3_prepare_v2(sq, "SELECT regs, agprs, sgprs, wave, occupancy, shared_bytes FROM "
+                           "variants WHERE vid='vid1'", -1, &st, NULL) == SQLITE_OK);
+  CHECK(st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) == 128 &&
+        sqlite3_column_int64(st, 1) == 64 && sqlite3_column_int64(st, 2) == 40 &&
+        sqlite3_column_int64(st, 3) == 64 && sqlite3_column_int64(st, 4) == 3 &&
+        sqlite3_column_int64(st, 5) == 16384);
+  sqlite3_finalize(st);
+  sqlite3_close(sq);
+  char side[64];
+  snprintf(side, sizeof side, "%s-wal", path);
+  unlink(side);
+  snprintf(side, sizeof side, "%s-shm", path);
+  unlink(side);
+  unlink(path);
+}
+
 int main(void) {
+  test_tunedb();
   test_targets();
   test_occupancy();
   test_pruning();
