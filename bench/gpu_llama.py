@@ -132,14 +132,20 @@ def gcore_bench(d, out, budget, arch):
     gcore("gcore-gen", "--model", d, "--target", arch, "--prefill", f"{PROMPT},{PREFILL}",
           *(["--db", db] if budget else []), "-o", b, env=env)
     toks = ",".join(str(i) for i in range(1, PROMPT + 1))
-    r = gcore("gcore-run", "-m", d, "-b", b, "--backend", "cuda", "--tokens", toks, "-n", NEW, "--temp", "0",
-              "--ignore-eos", "--json", "--ctx", "1024", env=env)
-    dec = json.loads(r.stdout)
-    toks = ",".join(str(i % 1000 + 1) for i in range(PREFILL))
-    r = gcore("gcore-run", "-m", d, "-b", b, "--backend", "cuda", "--tokens", toks, "-n", 1, "--temp", "0",
-              "--json", "--ctx", "1024", env=env)
-    pre = json.loads(r.stdout)
-    return {"decode_tok_s": dec["decode_tok_per_s"], "prefill_tok_s": pre["prompt_tok_per_s"]}
+    run = ["gcore-run", "-m", d, "-b", b, "--backend", "cuda", "--temp", "0", "--ignore-eos", "--json",
+           "--ctx", "1024"]
+    # --warmup: the first launch of each kernel, cold caches and the graph
+    # capture are not timed (transformers is warmed up the same way).
+    dec = json.loads(gcore(*run, "--tokens", toks, "-n", NEW, "--warmup", 8, env=env).stdout)
+    nog = json.loads(gcore(*run, "--tokens", toks, "-n", NEW, "--warmup", 8, "--no-graph", env=env).stdout)
+    prof_dec = gcore(*run, "--tokens", toks, "-n", 64, "--warmup", 8, "--profile", env=env).stderr
+    ptoks = ",".join(str(i % 1000 + 1) for i in range(PREFILL))
+    pre = json.loads(gcore(*run, "--tokens", ptoks, "-n", 1, "--warmup", 0, env=env).stdout)
+    prof_pre = gcore(*run, "--tokens", ptoks, "-n", 1, "--warmup", 0, "--profile", env=env).stderr
+    with open(os.path.join(out, os.path.basename(d) + ".profile.txt"), "w") as f:
+        f.write(prof_dec + "\n" + prof_pre)
+    return {"decode_tok_s": dec["decode_tok_per_s"], "decode_nograph_tok_s": nog["decode_tok_per_s"],
+            "prefill_tok_s": pre["prompt_tok_per_s"], "profile": prof_dec + "\n" + prof_pre}
 
 
 def weight_bytes_per_token(shape):
@@ -155,6 +161,7 @@ def main():
     ap.add_argument("--budget", default="0", help="gcore-tune candidates per problem (0: defaults only)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-gpu"))
     ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--profile", action="store_true", help="print gcore-run --profile tables")
     a = ap.parse_args()
     import torch
     os.makedirs(a.out, exist_ok=True)
@@ -171,6 +178,9 @@ def main():
         print(f"[{s}] decode  gcore {g['decode_tok_s']:8.1f} tok/s  HF {h['decode_tok_s']:8.1f} tok/s  "
               f"ratio {g['decode_tok_s'] / h['decode_tok_s']:.2f}  bound {bound:.0f} tok/s: gcore "
               f"{g['decode_tok_s'] / bound:.0%}, HF {h['decode_tok_s'] / bound:.0%}")
+        print(f"[{s}] decode without the graph (kernel by kernel): {g['decode_nograph_tok_s']:8.1f} tok/s")
+        if a.profile:
+            print(g["profile"])
         print(f"[{s}] prefill gcore {g['prefill_tok_s']:8.0f} tok/s  HF {h['prefill_tok_s']:8.0f} tok/s  "
               f"ratio {g['prefill_tok_s'] / h['prefill_tok_s']:.2f}")
 

@@ -9,6 +9,7 @@
 
 static const gc_op_desc_t ops[] = {
     {"gemm", "mnk", "C[M,N] = A[M,K] * B[N,K]^T, fp32 accumulation"},
+    {"gemm_add", "mnk", "C[M,N] += A[M,K] * B[N,K]^T (the residual stream updated in place)"},
     {"gemm_swiglu", "mnk",
      "C[M,N] = silu(A W[0:N]^T) * (A W[N:2N]^T), W is [2N,K] (gate then up)"},
     {"rmsnorm", "mn", "Y[M,N] = X / sqrt(mean(X^2) + eps) * W[N], eps 1e-5"},

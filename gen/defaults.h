@@ -5,8 +5,8 @@
  *
  * The template has been chosen already (highest @priority among those
  * that serve the target, support the problem and apply to it), and v holds
- * its declared defaults: the template author's choice for a large problem
- * on a large GPU. The heuristic looks at v and every point that differs
+ * its declared defaults (the template author's choice for a large problem
+ * on a large GPU) or, where those do not apply, the nearest point that does. The heuristic looks at v and every point that differs
  * from it in one or two parameters, keeps the points that satisfy every
  * @constraint and @applies and whose dynamic LDS (@shmem) fits SMEM, and
  * takes the best by, in order:

@@ -6,7 +6,6 @@
 #include "defaults.h"
 
 #include <ctype.h>
-#include <limits.h>
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +46,21 @@ static int copy_word(line_ctx_t *c, char *dst, size_t n, const char *src,
   if (!*src || strchr(src, ' ')) return perr(c, "%s takes one word", what);
   if (strlen(src) >= n) return perr(c, "%s is too long", what);
   strcpy(dst, src);
+  return GC_OK;
+}
+
+/* @op gemm [gemm_add ...]: ops that share one source (and argument list
+ * but for what the op adds), told apart by GC_OP_<NAME>. */
+static int parse_ops(line_ctx_t *c, gc_template_t *t, char *rest) {
+  for (char *save = NULL, *w = strtok_r(rest, " \t", &save); w;
+       w = strtok_r(NULL, " \t", &save)) {
+    if (t->nops == GC_TPL_OPS) return perr(c, "@op lists too many ops%s", "");
+    if (!gc_op_find(w)) return perr(c, "unknown op '%s'", w);
+    if (copy_word(c, t->ops[t->nops], sizeof t->ops[0], w, "@op")) return c->e->code;
+    t->nops++;
+  }
+  if (!t->nops) return perr(c, "@op names no op%s", "");
+  strcpy(t->op, t->ops[0]);
   return GC_OK;
 }
 
@@ -135,10 +149,7 @@ static int parse_decl(line_ctx_t *c, gc_template_t *t, char *line) {
   if (*rest) *rest++ = 0;
   trim(rest);
   if (!strcmp(kw, "template")) return copy_word(c, t->name, sizeof t->name, rest, "@template");
-  if (!strcmp(kw, "op")) {
-    if (copy_word(c, t->op, sizeof t->op, rest, "@op")) return c->e->code;
-    return gc_op_find(t->op) ? GC_OK : perr(c, "unknown op '%s'", t->op);
-  }
+  if (!strcmp(kw, "op")) return parse_ops(c, t, rest);
   if (!strcmp(kw, "backend")) {
     if (copy_word(c, t->backend, sizeof t->backend, rest, "@backend")) return c->e->code;
     return (!strcmp(t->backend, "cpu") || !strcmp(t->backend, "gpu") ||
@@ -405,7 +416,9 @@ const gc_template_t *gc_tpl_find(const gc_templates_t *set, const char *name) {
 /* ---- the space ------------------------------------------------------ */
 
 int gc_tpl_supports(const gc_template_t *t, const gc_problem_t *p) {
-  if (strcmp(t->op, p->op)) return 0;
+  int op = 0;
+  for (int i = 0; i < t->nops; i++) op |= !strcmp(t->ops[i], p->op);
+  if (!op) return 0;
   for (int i = 0; i < t->ndtypes; i++)
     if (t->dtypes[i][0] == p->ta && t->dtypes[i][1] == p->tb && t->dtypes[i][2] == p->tc)
       return 1;
@@ -423,6 +436,7 @@ void gc_tpl_refresh(gc_variant_t *v) {
 static void init_variant(const gc_template_t *t, const gc_problem_t *p, gc_variant_t *v) {
   memset(v, 0, sizeof *v);
   v->tpl = t;
+  snprintf(v->op, sizeof v->op, "%s", p->op);
   v->ta = p->ta;
   v->tb = p->tb;
   v->tc = p->tc;
@@ -547,8 +561,8 @@ void gc_tpl_vid(const gc_variant_t *v, const gc_target_t *tg, const char *compil
                 char vid[GC_HASH_HEX]) {
   char key[2048], dt[16];
   gc_dtypes_format(v->ta, v->tb, v->tc, dt);
-  int n = snprintf(key, sizeof key, "%s|%s|%s|%s|%s|%s|%s", v->tpl->hash,
-                   v->tpl->prelude_hash, v->tpl->name, v->params, dt, tg->name,
+  int n = snprintf(key, sizeof key, "%s|%s|%s|%s|%s|%s|%s|%s", v->tpl->hash,
+                   v->tpl->prelude_hash, v->tpl->name, v->op, v->params, dt, tg->name,
                    compiler_id);
   gc_hash_hex(key, (size_t)n < sizeof key ? (size_t)n : sizeof key - 1, vid);
 }
@@ -579,69 +593,72 @@ int gc_tpl_expand(const gc_templates_t *set, const gc_variant_t *v,
   for (int i = 0; i < env.n; i++)
     if (gc_buf_printf(src, e, "#define %s %lld\n", env.name[i], (long long)env.value[i]))
       return e->code;
+  for (int i = 0; i < t->nops; i++) { /* GC_OP_<op>: 1 for the op built, 0 for the others */
+    char opm[GC_OP_NAME];
+    for (size_t j = 0; j < sizeof opm; j++) opm[j] = (char)toupper((unsigned char)t->ops[i][j]);
+    if (gc_buf_printf(src, e, "#define GC_OP_%s %d\n", opm, !strcmp(t->ops[i], v->op)))
+      return e->code;
+  }
   if (gc_buf_printf(src, e, "#line 1 \"%s\"\n%s", t->path, t->source)) return e->code;
   return GC_OK;
 }
 
-/* Into v, the valid variant of t nearest its defaults for p on tg: the
- * defaults, else the defaults with one parameter changed (VEC=16 is
- * invalid on a 32-byte-vector target; VEC=8 alone fixes it), else the
- * first valid point of the space. *ok = 0 where t has none on tg (a
- * template for another ISA of the backend, e.g. MFMA on gfx1100). */
-static int nearest_valid(const gc_template_t *t, const gc_target_t *tg, const gc_problem_t *p,
-                         gc_variant_t *v, int *ok, gc_err_t *e) {
+/* v applies to p and satisfies its constraints on tg. */
+static int usable(const gc_variant_t *v, const gc_target_t *tg, const gc_problem_t *p, int *ok,
+                  gc_err_t *e) {
+  int valid = 0;
+  if (gc_tpl_applies(v, tg, p, ok, e)) return e->code;
+  if (*ok && gc_tpl_valid(v, tg, &valid, NULL, e)) return e->code;
+  *ok = *ok && valid;
+  return GC_OK;
+}
+
+/* t's default for p if usable, else the nearest usable variant: the
+ * defaults with one parameter changed (VEC=16 is invalid on a 32-byte-
+ * vector target, VEC=8 alone fixes it; SPLIT=1 serves rows a split
+ * workspace does not hold), then, where the default applies, the first
+ * usable point of the space. *ok = 0 when there is none. */
+static int nearest_usable(const gc_template_t *t, const gc_target_t *tg, const gc_problem_t *p,
+                          gc_variant_t *v, int *ok, gc_err_t *e) {
+  int applies;
   gc_tpl_default(t, p, v);
-  if (gc_tpl_valid(v, tg, ok, NULL, e)) return e->code;
+  if (gc_tpl_applies(v, tg, p, &applies, e) || usable(v, tg, p, ok, e)) return e->code;
   for (int i = 0; !*ok && i < t->nparams; i++)
     for (int j = 0; !*ok && j < t->params[i].nvalues; j++) {
       gc_tpl_default(t, p, v);
       v->values[i] = t->params[i].values[j];
       gc_tpl_refresh(v);
-      if (gc_tpl_valid(v, tg, ok, NULL, e)) return e->code;
+      if (usable(v, tg, p, ok, e)) return e->code;
     }
-  for (int64_t i = 0, n = gc_tpl_space_size(t); !*ok && i < n && i < (1 << 20); i++) {
+  for (int64_t i = 0, n = gc_tpl_space_size(t); applies && !*ok && i < n && i < (1 << 20); i++) {
     gc_tpl_nth(t, p, i, v);
-    if (gc_tpl_valid(v, tg, ok, NULL, e)) return e->code;
+    if (usable(v, tg, p, ok, e)) return e->code;
   }
   return GC_OK;
 }
 
-/* Does t come after (priority pri, index i) in the order templates are
- * tried: priority descending, then load order? */
-static int tried_later(const gc_template_t *t, int ti, int pri, int i) {
-  return t->priority < pri || (t->priority == pri && ti > i);
-}
-
 int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
                         const gc_problem_t *p, gc_variant_t *v, gc_err_t *e) {
+  const gc_template_t *best = NULL, *unusable = NULL;
   char key[GC_PROBLEM_KEY];
   gc_problem_key(p, key);
-  const gc_template_t *invalid = NULL; /* applies, but has no variant on tg */
-  int last_pri = INT_MAX, last_i = -1;
-  /* the templates that apply, in priority order; the first with a valid
-   * variant on tg wins */
-  for (;;) {
-    const gc_template_t *best = NULL;
-    int bi = -1;
-    for (int i = 0; i < set->n; i++) {
-      const gc_template_t *t = &set->v[i];
-      int ok;
-      if (!tried_later(t, i, last_pri, last_i) || !gc_tpl_serves(t, tg->backend) ||
-          !gc_tpl_supports(t, p))
-        continue;
-      gc_tpl_default(t, p, v);
-      if (gc_tpl_applies(v, tg, p, &ok, e)) return e->code;
-      if (ok && (!best || t->priority > best->priority)) best = t, bi = i;
+  for (int i = 0; i < set->n; i++) {
+    const gc_template_t *t = &set->v[i];
+    int ok;
+    if (!gc_tpl_serves(t, tg->backend) || !gc_tpl_supports(t, p)) continue;
+    if (best && t->priority <= best->priority) continue;
+    gc_variant_t cand;
+    if (nearest_usable(t, tg, p, &cand, &ok, e)) return e->code;
+    if (ok) {
+      best = t;
+      *v = cand;
+    } else if (!unusable) {
+      unusable = t;
     }
-    if (!best) break;
-    last_pri = best->priority, last_i = bi;
-    int ok = 0;
-    if (nearest_valid(best, tg, p, v, &ok, e)) return e->code;
-    if (ok) return gc_default_fit(tg, p, v, e);
-    if (!invalid) invalid = best;
   }
-  if (invalid)
-    return gc_err_set(e, GC_EINVAL, "template %s: no variant satisfies its constraints on %s",
-                      invalid->name, tg->name);
-  return gc_err_set(e, GC_ENOTFOUND, "no %s template implements '%s'", tg->backend, key);
+  if (!best && unusable)
+    return gc_err_set(e, GC_EINVAL, "template %s: no variant satisfies its constraints on %s "
+                      "and applies to '%s'", unusable->name, tg->name, key);
+  if (!best) return gc_err_set(e, GC_ENOTFOUND, "no %s template implements '%s'", tg->backend, key);
+  return gc_default_fit(tg, p, v, e);
 }

@@ -27,8 +27,12 @@ typedef struct gc_texpr {
   char doc[160];
 } gc_texpr_t;
 
+#define GC_TPL_OPS 4
+
 typedef struct gc_template {
-  char name[64], op[GC_OP_NAME], backend[8], kernel[64];
+  char name[64], op[GC_OP_NAME], backend[8], kernel[64]; /* op: the first of ops */
+  char ops[GC_TPL_OPS][GC_OP_NAME]; /* @op lists one or more; GC_OP_<NAME> tells the source which */
+  int nops;
   char path[256];               /* where it came from (for #line and messages) */
   char hash[GC_HASH_HEX];       /* of the whole source text */
   char prelude_hash[GC_HASH_HEX]; /* of its backend's prelude (part of variant ids) */
@@ -68,6 +72,7 @@ const gc_template_t *gc_tpl_find(const gc_templates_t *set, const char *name);
 /* One point in a template's space, for one dtype triple. */
 typedef struct gc_variant {
   const gc_template_t *tpl;
+  char op[GC_OP_NAME];           /* which of the template's ops */
   gc_dtype_t ta, tb, tc;
   int64_t values[GC_TPL_PARAMS]; /* in declaration order */
   char params[512];              /* canonical "MR=6,NR=32" */
@@ -82,10 +87,9 @@ int gc_tpl_supports(const gc_template_t *t, const gc_problem_t *p);
 /* Fill v with the template defaults for p's dtypes. */
 void gc_tpl_default(const gc_template_t *t, const gc_problem_t *p, gc_variant_t *v);
 /* The untuned choice for p on tg: among templates of tg's backend that
- * support p and apply to it, the highest @priority (ties: first loaded)
- * that has a valid variant on tg (a template for another ISA of the
- * backend has none: MFMA on gfx1100); its declared defaults, or, if those
- * break a constraint on tg, its nearest valid point; then, on targets with a CU count (AMD), the architecture
+ * support p and apply to it, the highest @priority (ties: first loaded);
+ * its declared defaults, or, if those break a constraint on tg, its first
+ * valid point; then, on targets with a CU count (AMD), the architecture
  * heuristic of gen/defaults.h may move it to a nearby point that fills
  * the machine. GC_ENOTFOUND / GC_EINVAL with a message when none. */
 int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,

@@ -6,10 +6,10 @@
  *   qkv = xn · Wqkvᵀ                        [t, (H+2G)·hd]   (wq|wk|wv concatenated)
  *   q, cache[pos..] = rope_kv(qkv)          [t, H·hd]
  *   a   = attention(q, cache)               [t, H·hd]        (causal, GQA)
- *   x   = x + a · Woᵀ                       [t, D]
+ *   x  += a · Woᵀ                           [t, D]           (gemm_add: the residual add in the epilogue)
  *   xn  = rmsnorm(x, ffn_norm)
  *   h   = silu(xn · W1ᵀ) ⊙ (xn · W3ᵀ)        [t, F]           (W1|W3 concatenated)
- *   x   = x + h · W2ᵀ
+ *   x  += h · W2ᵀ                           (gemm_add)
  * then the final norm and the LM head on the last row (or every row). */
 #include "llama.h"
 
@@ -27,10 +27,15 @@ struct gc_llama {
   gc_rt_t *rt;
   gc_llama_config_t cfg;
   gc_llama_dtypes_t dt;
-  int ctx, max_t, pos;
+  int ctx, max_t, npos;       /* npos: tokens in the cache */
   layer_dev_t *layers;          /* [n_layers] */
   gc_dptr_t tok_emb, norm, cls, inv_freq;
-  gc_dptr_t x, xn, qkv, q, att, tmp, hb, logits, tokens; /* activations, [max_t, ...] */
+  gc_dptr_t x, xn, qkv, q, att, hb, logits; /* activations, [max_t, ...] */
+  gc_dptr_t step;               /* int32 [1 + max_t]: the position, then the tokens */
+  gc_dptr_t pos, tokens;        /* step, step + 4 */
+  int graphs;                   /* capture the decode step and replay it */
+  gc_graph_t *decode_graph[2];  /* [0]: logits out, [1]: device argmax */
+  gc_prof_t *prof;
   gc_dptr_t owned[512];         /* allocations to free */
   int nowned;
 };
@@ -45,7 +50,7 @@ static gc_problem_t prob(const char *op, gc_dtype_t a, gc_dtype_t b, gc_dtype_t 
 }
 
 typedef struct steps {
-  gc_problem_t embed, norm, qkv, rope, attn, wo, add, swiglu, w2, fnorm, head, argmax;
+  gc_problem_t embed, norm, qkv, rope, attn, wo, swiglu, w2, fnorm, head, argmax;
 } steps_t;
 
 static void recipe_steps(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t,
@@ -57,10 +62,9 @@ static void recipe_steps(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64
   s->qkv = prob("gemm", a, w, a, t, (H + 2 * G) * hd, D, 0, 0, 0);
   s->rope = prob("rope_kv", a, a, a, t, 0, 0, H, G, hd);
   s->attn = prob("attention", a, a, a, t, 0, 0, H, G, hd);
-  s->wo = prob("gemm", a, w, a, t, D, H * hd, 0, 0, 0);
-  s->add = prob("add", a, a, a, t, D, 0, 0, 0, 0);
+  s->wo = prob("gemm_add", a, w, a, t, D, H * hd, 0, 0, 0);
   s->swiglu = prob("gemm_swiglu", a, w, a, t, F, D, 0, 0, 0);
-  s->w2 = prob("gemm", a, w, a, t, D, F, 0, 0, 0);
+  s->w2 = prob("gemm_add", a, w, a, t, D, F, 0, 0, 0);
   s->fnorm = prob("rmsnorm", a, w, a, rows, D, 0, 0, 0, 0);
   s->head = prob("gemm", a, w, a, rows, c->vocab_size, D, 0, 0, 0);
   s->argmax = prob("argmax", a, a, a, 1, c->vocab_size, 0, 0, 0, 0);
@@ -162,10 +166,12 @@ static int alloc_activations(gc_llama_t *m, gc_err_t *e) {
   size_t widest = (size_t)c->dim > (size_t)c->vocab_size ? (size_t)c->dim : (size_t)c->vocab_size;
   if (alloc(m, t * c->dim * a, &m->x, e) || alloc(m, t * c->dim * a, &m->xn, e) ||
       alloc(m, t * (H + 2 * G) * hd * a, &m->qkv, e) || alloc(m, t * H * hd * a, &m->q, e) ||
-      alloc(m, t * H * hd * a, &m->att, e) || alloc(m, t * c->dim * a, &m->tmp, e) ||
+      alloc(m, t * H * hd * a, &m->att, e) ||
       alloc(m, t * c->hidden_dim * a, &m->hb, e) || alloc(m, t * widest * 4, &m->logits, e) ||
-      alloc(m, t * 4, &m->tokens, e))
+      alloc(m, (t + 1) * 4, &m->step, e))
     return e->code;
+  m->pos = m->step;
+  m->tokens = m->step + 4;
   return GC_OK;
 }
 
@@ -208,6 +214,7 @@ int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int
   m->cfg = w->cfg;
   m->ctx = ctx;
   m->max_t = max_t;
+  m->graphs = 1;
   int rc = gc_llama_dtypes_for(w, gc_dev_info(dev)->backend, &m->dt, e);
   if (!rc) rc = resolve_kernels(m, e);
   if (!rc && !(m->layers = gc_calloc((size_t)m->cfg.n_layers, sizeof *m->layers, e))) rc = GC_ENOMEM;
@@ -228,13 +235,19 @@ int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int
 
 void gc_llama_free(gc_llama_t *m) {
   if (!m) return;
+  for (int i = 0; i < 2; i++) gc_dev_graph_destroy(m->dev, m->decode_graph[i]);
   for (int i = 0; i < m->nowned; i++) gc_dev_free(m->dev, m->owned[i]);
   free(m->layers);
   free(m);
 }
 
 const gc_llama_config_t *gc_llama_config(const gc_llama_t *m) { return &m->cfg; }
-int gc_llama_pos(const gc_llama_t *m) { return m->pos; }
+int gc_llama_pos(const gc_llama_t *m) { return m->npos; }
+
+void gc_llama_set_graphs(gc_llama_t *m, int on) { m->graphs = on; }
+void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p) { m->prof = p; }
+gc_prof_t *gc_llama_profile(const gc_llama_t *m) { return m->prof; }
+void gc_llama_reset(gc_llama_t *m) { m->npos = 0; }
 
 /* ---- the forward ---------------------------------------------------------- */
 
@@ -244,23 +257,26 @@ static int run(gc_llama_t *m, const gc_problem_t *p, const gc_op_scalars_t *sc,
   gc_argpack_t pk;
   if (gc_rt_find(m->rt, p, &k, e)) return e->code;
   gc_op_args(p, sc, bufs, &pk);
-  return gc_rt_launch(m->rt, k, p, pk.args, e);
+  if (!m->prof) return gc_rt_launch(m->rt, k, p, pk.args, e);
+  double flops, bytes;
+  gc_op_work(p, sc, &flops, &bytes);
+  if (gc_prof_begin(m->prof, e) || gc_rt_launch(m->rt, k, p, pk.args, e)) return e->code;
+  return gc_prof_end(m->prof, k->d.template_name, p, flops, bytes, e);
 }
 
 static int layer(gc_llama_t *m, const steps_t *s, const layer_dev_t *L, gc_err_t *e) {
-  gc_op_scalars_t sc = {(float)m->cfg.rms_norm_eps, m->pos,
+  gc_op_scalars_t sc = {(float)m->cfg.rms_norm_eps, m->npos,
                         m->cfg.rope_layout == GC_ROPE_PAIRS ? 1 : 0,
                         (float)(1.0 / sqrt((double)m->cfg.head_dim))};
   const gc_dptr_t norm1[] = {m->x, L->attn_norm, m->xn}, qkv[] = {m->xn, L->wqkv, m->qkv},
-                  rope[] = {m->qkv, m->q, L->kc, L->vc, m->inv_freq},
-                  attn[] = {m->q, L->kc, L->vc, m->att}, wo[] = {m->att, L->wo, m->tmp},
-                  add[] = {m->x, m->tmp, m->x}, norm2[] = {m->x, L->ffn_norm, m->xn},
-                  ffn[] = {m->xn, L->w13, m->hb}, w2[] = {m->hb, L->w2, m->tmp};
+                  rope[] = {m->qkv, m->q, L->kc, L->vc, m->inv_freq, m->pos},
+                  attn[] = {m->q, L->kc, L->vc, m->att, m->pos}, wo[] = {m->att, L->wo, m->x},
+                  norm2[] = {m->x, L->ffn_norm, m->xn}, ffn[] = {m->xn, L->w13, m->hb},
+                  w2[] = {m->hb, L->w2, m->x};
   if (run(m, &s->norm, &sc, norm1, e) || run(m, &s->qkv, &sc, qkv, e) ||
       run(m, &s->rope, &sc, rope, e) || run(m, &s->attn, &sc, attn, e) ||
-      run(m, &s->wo, &sc, wo, e) || run(m, &s->add, &sc, add, e) ||
-      run(m, &s->norm, &sc, norm2, e) || run(m, &s->swiglu, &sc, ffn, e) ||
-      run(m, &s->w2, &sc, w2, e) || run(m, &s->add, &sc, add, e))
+      run(m, &s->wo, &sc, wo, e) || run(m, &s->norm, &sc, norm2, e) ||
+      run(m, &s->swiglu, &sc, ffn, e) || run(m, &s->w2, &sc, w2, e))
     return e->code;
   return GC_OK;
 }
@@ -281,44 +297,87 @@ int gc_llama_forward(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
   return gc_llama_forward_ex(m, tokens, t, all_rows, logits, NULL, e);
 }
 
+/* Launch the whole forward of t tokens (rows of logits; with argmax, the
+ * next id lands in tokens[0]). Everything it reads that changes between
+ * steps (tokens, position) is in device memory, so a capture replays. */
+static int launch_forward(gc_llama_t *m, int t, int rows, int argmax, gc_err_t *e) {
+  steps_t s;
+  recipe_steps(&m->cfg, m->dt, t, rows, &s);
+  gc_op_scalars_t sc = {(float)m->cfg.rms_norm_eps, m->npos, 0, 1.0f};
+  size_t a = gc_dtype_size(m->dt.act);
+  gc_dptr_t last = m->x + (gc_dptr_t)((size_t)(t - rows) * (size_t)m->cfg.dim * a);
+  gc_dptr_t last_logits = m->logits + (gc_dptr_t)((size_t)(rows - 1) * m->cfg.vocab_size * a);
+  const gc_dptr_t emb[] = {m->tokens, m->tok_emb, m->x}, fn[] = {last, m->norm, m->xn},
+                  head[] = {m->xn, m->cls, m->logits}, am[] = {last_logits, m->tokens};
+  if (run(m, &s.embed, &sc, emb, e)) return e->code;
+  for (int l = 0; l < m->cfg.n_layers; l++)
+    if (layer(m, &s, &m->layers[l], e)) return e->code;
+  if (run(m, &s.fnorm, &sc, fn, e) || run(m, &s.head, &sc, head, e) ||
+      (argmax && run(m, &s.argmax, &sc, am, e)))
+    return e->code;
+  return GC_OK;
+}
+
+/* A decode step as one graph replay, captured on first use. Returns
+ * GC_EUNSUPPORTED (and turns graphs off) where the backend has none. */
+static int replay_decode(gc_llama_t *m, int argmax, gc_err_t *e) {
+  gc_graph_t **g = &m->decode_graph[argmax];
+  if (!*g) {
+    gc_err_t probe = {0};
+    if (gc_dev_graph_begin(m->dev, &probe)) {
+      m->graphs = 0;
+      return GC_EUNSUPPORTED;
+    }
+    int rc = launch_forward(m, 1, 1, argmax, e);
+    gc_graph_t *made = NULL;
+    int rc2 = gc_dev_graph_end(m->dev, &made, rc ? NULL : e);
+    if (rc || rc2) {
+      gc_dev_graph_destroy(m->dev, made);
+      return rc ? rc : rc2;
+    }
+    *g = made;
+  }
+  return gc_dev_graph_launch(m->dev, *g, e);
+}
+
 int gc_llama_forward_ex(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
                         float *logits, int32_t *next, gc_err_t *e) {
   if (t < 1 || t > m->max_t)
     return gc_err_set(e, GC_EINVAL, "%d tokens in one pass; this model was set up for at most %d",
                       t, m->max_t);
-  if (m->pos + t > m->ctx)
-    return gc_err_set(e, GC_EINVAL, "context full: %d + %d tokens exceed --ctx %d", m->pos, t,
+  if (m->npos + t > m->ctx)
+    return gc_err_set(e, GC_EINVAL, "context full: %d + %d tokens exceed --ctx %d", m->npos, t,
                       m->ctx);
-  for (int i = 0; i < t; i++)
+  int32_t stage[1 + 4096];
+  int32_t *step = t < 4096 ? stage : gc_malloc((size_t)(t + 1) * sizeof *step, e);
+  if (!step) return GC_ENOMEM;
+  int rc = GC_OK;
+  step[0] = m->npos;
+  for (int i = 0; i < t && !rc; i++) {
     if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab_size)
-      return gc_err_set(e, GC_EINVAL, "token id %d is outside the vocabulary [0, %d)",
-                        (int)tokens[i], m->cfg.vocab_size);
+      rc = gc_err_set(e, GC_EINVAL, "token id %d is outside the vocabulary [0, %d)",
+                      (int)tokens[i], m->cfg.vocab_size);
+    step[1 + i] = tokens[i];
+  }
   int rows = all_rows ? t : 1;
-  steps_t s;
-  recipe_steps(&m->cfg, m->dt, t, rows, &s);
-  gc_op_scalars_t sc = {(float)m->cfg.rms_norm_eps, m->pos, 0, 1.0f};
-  size_t a = gc_dtype_size(m->dt.act);
-  gc_dptr_t last = m->x + (gc_dptr_t)((size_t)(t - rows) * (size_t)m->cfg.dim * a);
-  const gc_dptr_t emb[] = {m->tokens, m->tok_emb, m->x}, fn[] = {last, m->norm, m->xn},
-                  head[] = {m->xn, m->cls, m->logits};
-  if (gc_dev_upload(m->dev, m->tokens, tokens, (size_t)t * 4, e) ||
-      run(m, &s.embed, &sc, emb, e))
-    return e->code;
-  for (int l = 0; l < m->cfg.n_layers; l++)
-    if (layer(m, &s, &m->layers[l], e)) return e->code;
-  gc_dptr_t last_logits = m->logits + (gc_dptr_t)((size_t)(rows - 1) * m->cfg.vocab_size *
-                                                   gc_dtype_size(m->dt.act));
-  const gc_dptr_t am[] = {last_logits, m->tokens};
-  if (run(m, &s.fnorm, &sc, fn, e) || run(m, &s.head, &sc, head, e)) return e->code;
+  double t0 = gc_now();
+  if (m->prof) gc_prof_phase(m->prof, t > 1 ? "prefill" : "decode");
+  if (!rc) rc = gc_dev_upload(m->dev, m->step, step, (size_t)(t + 1) * sizeof *step, e);
+  if (step != stage) free(step);
+  if (rc) return rc;
+  rc = GC_EUNSUPPORTED;
+  if (t == 1 && rows == 1 && m->graphs && !m->prof) rc = replay_decode(m, next != NULL, e);
+  if (rc == GC_EUNSUPPORTED) rc = launch_forward(m, t, rows, next != NULL, e);
+  if (rc) return rc;
   if (next) { /* greedy on the device: one id comes back, not the logits */
-    if (run(m, &s.argmax, &sc, am, e) || gc_dev_sync(m->dev, e) ||
-        gc_dev_download(m->dev, next, m->tokens, sizeof *next, e))
+    if (gc_dev_sync(m->dev, e) || gc_dev_download(m->dev, next, m->tokens, sizeof *next, e))
       return e->code;
   } else if (gc_dev_sync(m->dev, e) ||
              download_logits(m, logits, (size_t)rows * m->cfg.vocab_size, e)) {
     return e->code;
   }
-  m->pos += t;
+  if (m->prof && gc_prof_collect(m->prof, gc_now() - t0, e)) return e->code;
+  m->npos += t;
   return GC_OK;
 }
 

@@ -8,6 +8,7 @@
 
 #include "../runtime/dispatch.h"
 #include "../runtime/ops.h"
+#include "../runtime/profile.h"
 #include "weights.h"
 
 /* The dtypes the forward uses on a device: activations and KV cache in
@@ -47,6 +48,15 @@ int gc_llama_forward(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
  * logits is then not written. */
 int gc_llama_forward_ex(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
                         float *logits, int32_t *next, gc_err_t *e);
+
+/* Decode steps (one token, one row of logits) are captured as one graph
+ * on first use and replayed after, on backends with graphs (default on). */
+void gc_llama_set_graphs(gc_llama_t *m, int on);
+/* Time every launch into p (NULL: off). Profiled steps run without graphs. */
+void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p);
+gc_prof_t *gc_llama_profile(const gc_llama_t *m);
+/* Empty the KV cache: the next forward starts at position 0. */
+void gc_llama_reset(gc_llama_t *m);
 
 /* RoPE inverse frequencies [head_dim/2] (theta, llama3 scaling), double. */
 void gc_llama_inv_freq(const gc_llama_config_t *c, double *out);

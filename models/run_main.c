@@ -29,6 +29,11 @@ static const char usage[] =
     "  --token-by-token     feed the prompt one token at a time (decode path) instead of a prefill\n"
     "  --json               print one JSON object at the end (ids, timings) instead of streaming\n"
     "  --logits FILE        write the logits of every position as float32 [positions, vocab]\n"
+    "  --profile            print a per-kernel table for prefill and decode to stderr (count,\n"
+    "                       total and mean time, TFLOP/s, GB/s, share of the wall time; no graphs)\n"
+    "  --no-graph           launch decode steps kernel by kernel instead of replaying a graph\n"
+    "  --warmup N           first run the prompt and N decode steps untimed, then start over\n"
+    "                       (first launches, caches and graph capture are then not in the timings)\n"
     "sampling:\n"
     "  --temp T             temperature (default 0.8; 0 = greedy)\n"
     "  --top-k K            keep the K most likely tokens (default 40; 0 = all)\n"
@@ -37,7 +42,8 @@ static const char usage[] =
     "  --repeat-penalty R   penalise the last 64 tokens (default 1.0 = off)\n"
     "  --seed N             sampler seed (default 0)\n"
     "one op (--op):\n"
-    "  --op OP              gemm | gemm_swiglu | rmsnorm | add | embed | rope_kv | attention\n"
+    "  --op OP              gemm | gemm_add | gemm_swiglu | rmsnorm | add | embed | rope_kv |\n"
+    "                       attention | argmax\n"
     "  --m/--n/--k/--h/--g/--d N   problem size, one value each\n"
     "  --dtype T            f32 | f16 | bf16 | A:B:C (default f32)\n"
     "  --seed N             input seed (default 1 here)\n"
@@ -50,7 +56,7 @@ static const char usage[] =
 
 enum { O_OP = 256, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_BACKEND, O_DEVICE, O_SEED, O_DUMP,
        O_MINTIME, O_TOKENS, O_CTX, O_IGNORE_EOS, O_TBT, O_JSON, O_LOGITS, O_TEMP, O_TOPK, O_TOPP,
-       O_MINP, O_REPEAT };
+       O_MINP, O_REPEAT, O_PROFILE, O_NOGRAPH, O_WARMUP };
 
 static const struct option longopts[] = {
     {"bundle", 1, 0, 'b'},        {"model", 1, 0, 'm'},        {"prompt", 1, 0, 'p'},
@@ -63,6 +69,8 @@ static const struct option longopts[] = {
     {"token-by-token", 0, 0, O_TBT}, {"json", 0, 0, O_JSON},   {"logits", 1, 0, O_LOGITS},
     {"temp", 1, 0, O_TEMP},       {"top-k", 1, 0, O_TOPK},     {"top-p", 1, 0, O_TOPP},
     {"min-p", 1, 0, O_MINP},      {"repeat-penalty", 1, 0, O_REPEAT},
+    {"profile", 0, 0, O_PROFILE}, {"no-graph", 0, 0, O_NOGRAPH},
+    {"warmup", 1, 0, O_WARMUP},
     {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
 
 typedef struct run_ctx {
@@ -152,7 +160,7 @@ static int run_op(const char *bundle, const char *backend, int ordinal, const gc
 
 typedef struct run_opts {
   const char *model, *bundle, *backend, *tokens, *logits_path, *prompt;
-  int ordinal, n_predict, ctx, ignore_eos, token_by_token, json;
+  int ordinal, n_predict, ctx, ignore_eos, token_by_token, json, profile, no_graph, warmup;
   gc_sampler_params_t sp;
 } run_opts_t;
 
@@ -262,6 +270,28 @@ static int generate(gc_llama_t *m, const run_opts_t *o, gc_sampler_t *smp, const
   return rc;
 }
 
+/* The prompt, then up to o->warmup greedy decode steps, untimed and not
+ * profiled; then the cache is emptied for the timed run. */
+static int warm_up(gc_llama_t *m, const run_opts_t *o, const int32_t *p, int np, gc_err_t *e) {
+  const gc_llama_config_t *c = gc_llama_config(m);
+  float *lg = gc_malloc((size_t)c->vocab_size * sizeof *lg, e);
+  if (!lg) return GC_ENOMEM;
+  gc_prof_t *prof = gc_llama_profile(m);
+  gc_llama_set_profile(m, NULL);
+  int rc = GC_OK;
+  if (o->token_by_token)
+    for (int i = 0; i < np && !rc; i++) rc = gc_llama_forward(m, p + i, 1, 0, lg, e);
+  else
+    rc = gc_llama_forward(m, p, np, 0, lg, e);
+  int32_t tok = p[np - 1], next = 0;
+  for (int i = 0; i < o->warmup && !rc && gc_llama_pos(m) < o->ctx; i++, tok = next)
+    rc = gc_llama_forward_ex(m, &tok, 1, 0, lg, &next, e);
+  gc_llama_set_profile(m, prof);
+  gc_llama_reset(m);
+  free(lg);
+  return rc;
+}
+
 static void report(const run_opts_t *o, int np, const gen_state_t *g) {
   double pre = np / (g->t_prefill > 0 ? g->t_prefill : 1e-9);
   int steps = g->n_out > 1 ? g->n_out - 1 : 0;
@@ -285,6 +315,7 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   gc_rt_t *rt = NULL;
   gc_llama_t *m = NULL;
   gc_sampler_t *smp = NULL;
+  gc_prof_t *prof = NULL;
   int32_t *prompt = NULL;
   int np = 0;
   gen_state_t g = {0};
@@ -304,13 +335,18 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   if (!rc) rc = gc_dev_open(o->backend, o->ordinal, &dev, e);
   if (!rc) rc = gc_rt_open(dev, o->bundle, &rt, e);
   if (!rc) rc = gc_llama_create(dev, rt, w, oo.ctx, o->token_by_token ? 1 : np, &m, e);
+  if (!rc && o->profile && !(rc = gc_prof_create(dev, &prof, e))) gc_llama_set_profile(m, prof);
+  if (!rc && o->no_graph) gc_llama_set_graphs(m, 0);
   if (!rc) rc = gc_sampler_create(w->cfg.vocab_size, &o->sp, &smp, e);
   if (!rc && !(g.out = gc_calloc((size_t)o->n_predict + 1, sizeof *g.out, e))) rc = GC_ENOMEM;
   if (!rc && o->logits_path && !(g.logits = fopen(o->logits_path, "wb")))
     rc = gc_err_set(e, GC_EIO, "%s: cannot write", o->logits_path);
+  if (!rc && o->warmup) rc = warm_up(m, &oo, prompt, np, e);
   if (!rc) rc = generate(m, &oo, smp, prompt, np, &g, e);
   if (g.logits && fclose(g.logits) != 0 && !rc) rc = gc_err_set(e, GC_EIO, "%s: write failed", o->logits_path);
   if (!rc) report(o, np, &g);
+  if (!rc && prof) gc_prof_print(prof, stderr);
+  gc_prof_free(prof);
   free(g.out);
   free(prompt);
   gc_sampler_free(smp);
@@ -402,6 +438,12 @@ int main(int argc, char **argv) {
       case O_REPEAT:
         if (parse_f(optarg, 0.01, 100, &fv)) return bad_flag("--repeat-penalty", "a penalty > 0");
         o.sp.repeat_penalty = (float)fv;
+        break;
+      case O_PROFILE: o.profile = 1; break;
+      case O_NOGRAPH: o.no_graph = 1; break;
+      case O_WARMUP:
+        if (gc_parse_i64(optarg, &iv) || iv < 0 || iv > 1000000) return bad_flag("--warmup", "a step count >= 0");
+        o.warmup = (int)iv;
         break;
       case 'h': fputs(usage, stdout); return 0;
       default: fputs(usage, stderr); return 2;

@@ -112,10 +112,10 @@ int gc_op_buffers(const gc_problem_t *p, const gc_op_scalars_t *sc,
     return gc_err_set(e, GC_EINVAL, "%s: position %lld out of range", p->op, (long long)sc->pos0);
   int64_t m = p->m, hd = p->h * p->d, gd = p->g * p->d, s = sc->pos0 + p->m;
   *n = 3;
-  if (!strcmp(p->op, "gemm")) {
+  if (!strcmp(p->op, "gemm") || !strcmp(p->op, "gemm_add")) {
     b[0] = buf("A", p->ta, m, p->k, GC_BUF_IN);
     b[1] = buf("B", p->tb, p->n, p->k, GC_BUF_IN);
-    b[2] = buf("C", p->tc, m, p->n, GC_BUF_OUT);
+    b[2] = buf("C", p->tc, m, p->n, !strcmp(p->op, "gemm") ? GC_BUF_OUT : GC_BUF_INOUT);
   } else if (!strcmp(p->op, "gemm_swiglu")) {
     b[0] = buf("A", p->ta, m, p->k, GC_BUF_IN);
     b[1] = buf("W", p->tb, 2 * p->n, p->k, GC_BUF_IN);
@@ -142,13 +142,15 @@ int gc_op_buffers(const gc_problem_t *p, const gc_op_scalars_t *sc,
     b[2] = buf("Kc", p->tc, s, gd, GC_BUF_INOUT);
     b[3] = buf("Vc", p->tc, s, gd, GC_BUF_INOUT);
     b[4] = buf("inv_freq", GC_DT_F64, 1, p->d / 2, GC_BUF_IN);
-    *n = 5;
+    b[5] = buf("pos", GC_DT_I32, 1, 1, GC_BUF_IN);
+    *n = 6;
   } else { /* attention */
     b[0] = buf("Q", p->ta, m, hd, GC_BUF_IN);
     b[1] = buf("Kc", p->tb, s, gd, GC_BUF_IN);
     b[2] = buf("Vc", p->tb, s, gd, GC_BUF_IN);
     b[3] = buf("O", p->tc, m, hd, GC_BUF_OUT);
-    *n = 4;
+    b[4] = buf("pos", GC_DT_I32, 1, 1, GC_BUF_IN);
+    *n = 5;
   }
   return GC_OK;
 }
@@ -165,7 +167,7 @@ void gc_op_args(const gc_problem_t *p, const gc_op_scalars_t *sc, const gc_dptr_
   }
   int64_t v[8];
   if (!strcmp(p->op, "rope_kv") || !strcmp(p->op, "attention")) {
-    v[ni++] = p->m, v[ni++] = p->h, v[ni++] = p->g, v[ni++] = p->d, v[ni++] = sc->pos0;
+    v[ni++] = p->m, v[ni++] = p->h, v[ni++] = p->g, v[ni++] = p->d;
     if (!strcmp(p->op, "rope_kv")) v[ni++] = sc->layout;
   } else {
     v[ni++] = p->m, v[ni++] = p->n;
@@ -207,13 +209,15 @@ void gc_op_fill_inputs(const gc_problem_t *p, const gc_op_scalars_t *sc,
   uint64_t s = seed;
   for (int i = 0; i < n; i++) {
     if (b[i].kind == GC_BUF_OUT) continue;
-    if (b[i].dtype == GC_DT_I32) { /* token ids */
+    if (!strcmp(b[i].name, "pos")) { /* the position, read on the device */
+      ((int32_t *)host[i])[0] = (int32_t)sc->pos0;
+    } else if (b[i].dtype == GC_DT_I32) { /* token ids */
       for (int64_t j = 0; j < b[i].count; j++)
         ((int32_t *)host[i])[j] = (int32_t)(splitmix(&s) % (uint64_t)p->k);
     } else if (b[i].dtype == GC_DT_F64) { /* RoPE inverse frequencies, theta 10000 */
       for (int64_t j = 0; j < b[i].count; j++)
         ((double *)host[i])[j] = pow(10000.0, -2.0 * (double)j / (double)p->d);
-    } else if (b[i].kind == GC_BUF_INOUT) { /* a cache: rows before pos0 kept, the rest to be written */
+    } else if (b[i].kind == GC_BUF_INOUT && !strcmp(p->op, "rope_kv")) { /* a cache: rows before pos0 kept, the rest to be written */
       int64_t keep = sc->pos0 * b[i].cols;
       fill(host[i], b[i].dtype, keep, -1.0, 1.0, &s);
       memset((char *)host[i] + (size_t)keep * gc_dtype_size(b[i].dtype), 0xFF,
@@ -258,6 +262,18 @@ static void ref_gemm(const gc_problem_t *p, void **h, double *ref, double *tol) 
       double a, r = dot(h[0], p->ta, i, h[1], p->tb, j, p->k, &a);
       ref[i * p->n + j] = r;
       tol[i * p->n + j] = u * fabs(r) + gamma * a + ulp_abs(p->tc);
+    }
+}
+
+/* C0 + A·Bᵀ: the GEMM's rule, plus the fp32 rounding of the sum with C0. */
+static void ref_gemm_add(const gc_problem_t *p, void **h, double *ref, double *tol) {
+  double gamma = (double)p->k * 0x1p-24, u = ulp_rel(p->tc);
+  for (int64_t i = 0; i < p->m; i++)
+    for (int64_t j = 0; j < p->n; j++) {
+      double a, c0 = gc_load_elem(h[2], p->tc, i * p->n + j);
+      double r = dot(h[0], p->ta, i, h[1], p->tb, j, p->k, &a) + c0;
+      ref[i * p->n + j] = r;
+      tol[i * p->n + j] = u * fabs(r) + gamma * a + 0x1p-23 * fabs(c0) + ulp_abs(p->tc);
     }
 }
 
@@ -409,6 +425,7 @@ int gc_op_reference(const gc_problem_t *p, const gc_op_scalars_t *sc,
                     double *tol[GC_OP_MAX_BUFS], gc_err_t *e) {
   if (gc_problem_check(p, e)) return e->code;
   if (!strcmp(p->op, "gemm")) ref_gemm(p, host, ref[2], tol[2]);
+  else if (!strcmp(p->op, "gemm_add")) ref_gemm_add(p, host, ref[2], tol[2]);
   else if (!strcmp(p->op, "gemm_swiglu")) ref_swiglu(p, host, ref[2], tol[2]);
   else if (!strcmp(p->op, "rmsnorm")) ref_rmsnorm(p, sc, host, ref[2], tol[2]);
   else if (!strcmp(p->op, "add")) ref_add(p, host, ref[2], tol[2]);
@@ -444,16 +461,35 @@ int gc_op_check(const gc_opbuf_t *b, const void *out, const double *ref, const d
   return ok;
 }
 
-double gc_op_flops(const gc_problem_t *p) {
-  if (!strcmp(p->op, "gemm")) return 2.0 * p->m * p->n * p->k;
-  if (!strcmp(p->op, "gemm_swiglu")) return 4.0 * p->m * p->n * p->k;
-  if (!strcmp(p->op, "attention")) { /* at the default position */
-    gc_op_scalars_t sc;
-    gc_op_default_scalars(p, &sc);
-    return 4.0 * p->m * p->h * p->d * (double)(sc.pos0 + (p->m + 1) / 2);
+void gc_op_work(const gc_problem_t *p, const gc_op_scalars_t *sc, double *flops, double *bytes) {
+  gc_opbuf_t b[GC_OP_MAX_BUFS];
+  int n;
+  *flops = *bytes = 0;
+  if (!strcmp(p->op, "gemm")) *flops = 2.0 * p->m * p->n * p->k;
+  else if (!strcmp(p->op, "gemm_add")) *flops = 2.0 * p->m * p->n * p->k + (double)p->m * p->n;
+  else if (!strcmp(p->op, "gemm_swiglu")) *flops = 4.0 * p->m * p->n * p->k;
+  else if (!strcmp(p->op, "attention"))
+    *flops = 4.0 * p->m * p->h * p->d * (double)(sc->pos0 + (p->m + 1) / 2);
+  else if (!strcmp(p->op, "rope_kv")) *flops = 6.0 * p->m * (p->h + p->g) * p->d;
+  else *flops = 3.0 * p->m * p->n;
+  if (gc_op_buffers(p, sc, b, &n, NULL)) return;
+  for (int i = 0; i < n; i++) {
+    double rows = b[i].cols > 0 ? (double)b[i].count / (double)b[i].cols : 0;
+    double touched = (double)b[i].count;
+    /* a cache moves only the rows the op reads or writes */
+    if (!strcmp(p->op, "rope_kv") && b[i].kind == GC_BUF_INOUT) touched = (double)p->m * b[i].cols;
+    else if (!strcmp(p->op, "attention") && rows > 0 && (i == 1 || i == 2))
+      touched = (double)(sc->pos0 + p->m) * b[i].cols;
+    *bytes += touched * (double)gc_dtype_size(b[i].dtype);
   }
-  if (!strcmp(p->op, "rope_kv")) return 6.0 * p->m * (p->h + p->g) * p->d;
-  return 3.0 * p->m * p->n;
+}
+
+double gc_op_flops(const gc_problem_t *p) {
+  gc_op_scalars_t sc;
+  double f, b;
+  gc_op_default_scalars(p, &sc);
+  gc_op_work(p, &sc, &f, &b);
+  return f;
 }
 
 double gc_op_bytes(const gc_problem_t *p) {

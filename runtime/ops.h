@@ -72,6 +72,9 @@ int gc_op_check(const gc_opbuf_t *b, const void *out, const double *ref, const d
 /* Work per call, for throughput figures. */
 double gc_op_flops(const gc_problem_t *p);
 double gc_op_bytes(const gc_problem_t *p);
+/* The same at the position in sc, counting only the cache rows the op
+ * touches (what a profile of a real run reports). */
+void gc_op_work(const gc_problem_t *p, const gc_op_scalars_t *sc, double *flops, double *bytes);
 
 /* Scalar conversions (round to nearest even). */
 float gc_f16_to_f32(uint16_t h);

@@ -6,7 +6,8 @@ register), independent of the prelude's GC_MFMA_*/GC_WMMA_* layout macros
 (lane -> element) that the templates use.
 
 What a pass proves: for every dtype, both MFMA families and WMMA, single
-and double LDS stages, and shapes with edges in M, N and K, the template's
+and double LDS stages, gemm, gemm_add and gemm_swiglu, and shapes with
+edges in M, N and K, the template's
 whole index math (global -> LDS staging, fragment reads, accumulator
 mapping, epilogue, bounds) agrees with the documented operand layouts,
 every C element is written exactly within the matrix, LDS stays inside
@@ -52,7 +53,7 @@ def layouts(path):
     return block.group(0)
 
 
-def build(tmp, tpl_file, wave, dtype, params, layout_text=None):
+def build(tmp, tpl_file, wave, dtype, params, layout_text=None, add=False):
     tpl = parse(os.path.join(GPU, tpl_file))
     (tmp / "layouts.h").write_text(layout_text) if layout_text else layouts(tmp / "layouts.h")
     code, size = DT[dtype]
@@ -63,6 +64,7 @@ def build(tmp, tpl_file, wave, dtype, params, layout_text=None):
     defs = "".join(f"#define {k} {v}\n" for k, v in env.items())
     defs += "".join(f"#define GC_T{x} {code}\n" for x in "ABC")
     defs += f"#define GC_MFMA {env['MFMA']}\n#define GC_WMMA {env['WMMA']}\n"
+    defs += f"#define GC_OP_GEMM_ADD {int(add)}\n"
     kernel = re.search(r"@kernel\s+(\S+)", open(os.path.join(GPU, tpl_file)).read()).group(1)
     src = ('#include "prelude_emu.h"\n' + defs + f'#line 1 "{tpl_file}"\n' +
            open(os.path.join(GPU, tpl_file)).read() +
@@ -101,7 +103,9 @@ IDS = [(f, w, dt, i) for f, w, ps in CASES for dt in parse(os.path.join(GPU, f))
                          ids=[f"{f[:-3]}-{dt}-{i}" for f, _, dt, i in IDS])
 def test_template_on_emulated_matrix_cores(tmp_path, tpl_file, wave, dtype, which):
     params = next(ps for f, _, ps in CASES if f == tpl_file)[which]
-    tpl, env, exe = build(tmp_path, tpl_file, wave, dtype, params)
+    # the gemm templates also serve gemm_add (C += A·Bᵀ): the second set runs as that
+    add = "swiglu" not in tpl_file and which == 1
+    tpl, env, exe = build(tmp_path, tpl_file, wave, dtype, params, add=add)
     tpl["grid"], tpl["block"] = grid_block(tpl_file)
     for m, n, k in SHAPES:
         r = run(tpl, env, exe, m, n, k)

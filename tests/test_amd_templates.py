@@ -80,6 +80,7 @@ def source(tpl, env, code):
     prelude = open(os.path.join(GPU, "prelude_hip.h")).read()
     defs = "".join(f"#define {k} {v}\n" for k, v in env.items())
     defs += "".join(f"#define GC_T{x} {code}\n" for x in "ABC")
+    defs += "#define GC_OP_GEMM_ADD 0\n"
     return f'{prelude}\n{defs}#line 1 "{tpl["file"]}"\n' + open(os.path.join(GPU, tpl["file"])).read()
 
 

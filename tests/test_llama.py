@@ -285,6 +285,57 @@ def test_prefill_equals_token_by_token(gc, gqa):
     assert_same_ids(ids_p, gqa.ids[:16], "prefill vs reference")
 
 
+PROFILE_ROW = re.compile(r"^\s*(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)%\s+(\w+) (\S+)(.*?)\s(\S+)$")
+
+
+def parse_profile(err):
+    """{phase: (steps, [(count, total_ms, op, problem text, kernel)])} from --profile's table."""
+    phases, cur = {}, None
+    for line in err.splitlines():
+        m = re.match(r"^(prefill|decode): (\d+) steps?, wall ([\d.]+) ms", line)
+        if m:
+            cur = phases.setdefault(m.group(1), (int(m.group(2)), []))
+            continue
+        r = PROFILE_ROW.match(line)
+        if r and cur is not None:
+            cur[1].append((int(r.group(1)), float(r.group(2)), r.group(7), r.group(8) + r.group(9), r.group(10)))
+    return phases
+
+
+def test_profile_table_accounts_for_every_launch(gc, gqa):
+    """--profile: one row per (phase, kernel, problem); launch counts are the
+    recipe's (per decode step: 2 rmsnorm per layer + the final one, one
+    embed, one LM head, one argmax), the --warmup steps not among them; the
+    ids are those of an unprofiled run."""
+    n, L = 6, gqa.cfg.n_layers
+    plain, _, _ = generate(gc, gqa.path, gqa.bundle, PROMPT, n, *GREEDY)
+    r = gc("gcore-run", "-m", gqa.path, "-b", gqa.bundle, "--tokens", ",".join(map(str, PROMPT)),
+           "-n", n, *GREEDY, "--json", "--profile", "--warmup", 3)
+    assert r.rc == 0, r
+    assert parse_json(r)["tokens"] == plain, "--profile (after a --warmup) changed the output"
+    ph = parse_profile(r.err)
+    assert set(ph) == {"prefill", "decode"}, r.err
+    steps, rows = ph["decode"]
+    assert steps == n - 1, r.err
+    count = lambda rs, op: sum(c for c, _, o, _, _ in rs if o == op)
+    assert count(rows, "rmsnorm") == (2 * L + 1) * steps, r.err
+    assert count(rows, "embed") == steps and count(rows, "argmax") == steps, r.err
+    assert count(rows, "attention") == L * steps and count(rows, "gemm_swiglu") == L * steps, r.err
+    assert count(rows, "gemm") == (L + 1) * steps, r.err  # qkv per layer + the head
+    assert count(rows, "gemm_add") == 2 * L * steps, r.err  # wo and w2, the residual add fused
+    psteps, prows = ph["prefill"]
+    assert psteps == 1 and count(prows, "rope_kv") == L, r.err
+    assert all(t > 0 for _, t, _, _, _ in rows + prows), r.err
+
+
+def test_no_graph_flag_is_accepted_on_cpu(gc, gqa):
+    """The CPU has no graphs, so --no-graph changes nothing there (on the GPU,
+    tests/gpu compares graph replay with kernel-by-kernel launches)."""
+    a, _, _ = generate(gc, gqa.path, gqa.bundle, PROMPT, 8, *GREEDY)
+    b, _, _ = generate(gc, gqa.path, gqa.bundle, PROMPT, 8, *GREEDY, "--no-graph")
+    assert a == b == gqa.ids[:8]
+
+
 # ------------------------------------------------------------ stopping
 
 def test_stops_at_eos_unless_ignored(gc, gqa):

@@ -20,7 +20,7 @@ RUN = ["--backend", BACKEND]
 GEN = ["--target", TARGETS]
 
 
-DIMS = {"rmsnorm": "mn", "add": "mn", "embed": "mnk", "gemm": "mnk", "gemm_swiglu": "mnk",
+DIMS = {"rmsnorm": "mn", "add": "mn", "embed": "mnk", "gemm": "mnk", "gemm_add": "mnk", "gemm_swiglu": "mnk",
         "rope_kv": "mhgd", "attention": "mhgd", "argmax": "mn"}
 
 
@@ -44,6 +44,7 @@ def check_rope(d, dt, shape):
     m, h, g, dd = shape
     tc = npref.split_dtypes(dt)[2]
     pos0 = int(d["scalars"]["pos0"])
+    assert int(d["pos"][1][0]) == pos0, "the kernel reads its position from the pos buffer"
     assert int(d["scalars"]["layout"]) == 0
     inv = 10000.0 ** (-2.0 * np.arange(dd // 2) / dd)
     qkv = d["QKV"][1].reshape(m, h + 2 * g, dd)
@@ -66,6 +67,7 @@ def check_attention(d, dt, shape):
     m, h, g, dd = shape
     tc = npref.split_dtypes(dt)[2]
     pos0, scale = int(d["scalars"]["pos0"]), d["scalars"]["scale"]
+    assert int(d["pos"][1][0]) == pos0, "the kernel reads its position from the pos buffer"
     s_len = pos0 + m
     q = d["Q"][1].reshape(m, h, dd)
     k = d["Kc"][1].reshape(s_len, g, dd)
@@ -92,6 +94,13 @@ def numpy_check(op, dt, shape, dump_dir):
         m, n, k = shape
         ref, absref = npref.gemm(d["A"][1], d["B"][1], m, n, k)
         tol = ULP[tc] * np.abs(ref) + k * EPS_F32 * absref + SUB[tc]
+        got = d["C"][1].reshape(m, n)
+    elif op == "gemm_add":  # C += A·Bᵀ in place
+        m, n, k = shape
+        ab, absref = npref.gemm(d["A"][1], d["B"][1], m, n, k)
+        c0 = d["C.init"][1].reshape(m, n)
+        ref = c0 + ab
+        tol = ULP[tc] * np.abs(ref) + k * EPS_F32 * absref + 2 * EPS_F32 * np.abs(c0) + SUB[tc]
         got = d["C"][1].reshape(m, n)
     elif op == "gemm_swiglu":
         m, n, k = shape

@@ -356,15 +356,15 @@ static void att_store(TC *O, int64_t H, att_task_t a, const att_scratch_t *w) {
 }
 
 /* args: Q[M,H·D] (TA), Kc[S,G·D], Vc[S,G·D] (TB), O[M,H·D] (TC),
- * int64 M, H, G, D, pos0, float scale. */
+ * int32 pos[1] (pos0), int64 M, H, G, D, float scale. */
 GC_EXPORT void attention_cpu(void **args, int64_t task) {
   const TA *Q = GC_ARG(args, 0, const TA *);
   const TB *Kc = GC_ARG(args, 1, const TB *);
   const TB *Vc = GC_ARG(args, 2, const TB *);
   TC *O = GC_ARG(args, 3, TC *);
-  int64_t M = GC_ARG(args, 4, int64_t), H = GC_ARG(args, 5, int64_t);
-  int64_t G = GC_ARG(args, 6, int64_t), D = GC_ARG(args, 7, int64_t);
-  int64_t pos0 = GC_ARG(args, 8, int64_t);
+  int64_t pos0 = *GC_ARG(args, 4, const int32_t *);
+  int64_t M = GC_ARG(args, 5, int64_t), H = GC_ARG(args, 6, int64_t);
+  int64_t G = GC_ARG(args, 7, int64_t), D = GC_ARG(args, 8, int64_t);
   float scale = GC_ARG(args, 9, float);
 
   if (M <= 0 || G <= 0 || H % G || D <= 0 || D > AT_DMAX)

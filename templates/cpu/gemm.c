@@ -1,7 +1,7 @@
 /* gemm.c — blocked CPU GEMM, C[M,N] = A[M,K] · B[N,K]ᵀ, fp32 accumulation.
  *
  * @template gemm_cpu
- * @op gemm
+ * @op gemm gemm_add
  * @backend cpu
  * @dtypes f32 f16 bf16 f32:f16:f32 f32:bf16:f32
  * @kernel gemm_cpu
@@ -140,9 +140,9 @@ static void gemm_store(const float *cacc, TC *c, int64_t ldc, int64_t mb,
       int64_t n = gc_min(NR, nb - j);
       int64_t v = 0;
       for (; v + VEC <= n; v += VEC)
-        VSTORE_C(d + v, VLOADF(s + v));
+        VSTORE_GEMM(d + v, VLOADF(s + v));
       if (v < n)
-        VSTOREN_C(d + v, VLOADF(s + v), n - v);
+        VSTOREN_GEMM(d + v, VLOADF(s + v), n - v);
     }
   }
 }

@@ -2,7 +2,7 @@
  * C[M,N] = A[M,K] · B[N,K]ᵀ, M <= 4, fp32 accumulation.
  *
  * @template gemv_cpu
- * @op gemm
+ * @op gemm gemm_add
  * @backend cpu
  * @dtypes f32 f16 bf16 f32:f16:f32 f32:bf16:f32
  * @kernel gemv_cpu
@@ -93,7 +93,7 @@ GC_INLINE void gemv_task(int MROWS, const TA *A, const TB *B, TC *C,
     gemv_group(MROWS, A, K, b, K, c);
     for (int m = 0; m < MROWS; m++)
       for (int r = 0; r < ROWS && j + r < j0 + nb; r++)
-        STORE_C(C + m * N, j + r, c[m][r]);
+        STORE_GEMM(C + m * N, j + r, c[m][r]);
   }
 }
 

@@ -413,5 +413,13 @@ GC_INLINE gc_v16 gc_v16_exp(gc_v16 x) {
 #define VLOADN_B(p, n) GC_VDT(ldn, GC_TB)(p, n)
 #define VSTORE_C(p, v) GC_VDT(st, GC_TC)(p, v)
 #define VSTOREN_C(p, v, n) GC_VDT(stn, GC_TC)(p, v, n)
+#define VLOAD_C(p) GC_VDT(ld, GC_TC)(p)
+#define VLOADN_C(p, n) GC_VDT(ldn, GC_TC)(p, n)
+/* The GEMM family's stores: C = v, or C += v when the variant is built for
+ * gemm_add (gen defines GC_OP_<op> 1 for the op it builds and 0 for the
+ * template's other ops; these expand in the template, after them). */
+#define STORE_GEMM(p, i, v) STORE_C(p, i, GC_OP_GEMM_ADD ? (v) + LOAD_C(p, i) : (v))
+#define VSTORE_GEMM(p, v) VSTORE_C(p, GC_OP_GEMM_ADD ? VADD(v, VLOAD_C(p)) : (v))
+#define VSTOREN_GEMM(p, v, n) VSTOREN_C(p, GC_OP_GEMM_ADD ? VADD(v, VLOADN_C(p, n)) : (v), n)
 
 #endif /* GC_CPU_PRELUDE_H */

@@ -161,16 +161,17 @@ static void rope_copy(const TA *src, TC *dst, int64_t D) {
 }
 
 /* args: QKV[M,(H+2G)·D] (TA), Qout[M,H·D], Kc[S,G·D], Vc[S,G·D] (TC),
- * double inv_freq[D/2], int64 M, H, G, D, pos0, layout. */
+ * double inv_freq[D/2], int32 pos[1] (pos0), int64 M, H, G, D, layout. */
 GC_EXPORT void rope_kv_cpu(void **args, int64_t task) {
   const TA *QKV = GC_ARG(args, 0, const TA *);
   TC *Qout = GC_ARG(args, 1, TC *);
   TC *Kc = GC_ARG(args, 2, TC *);
   TC *Vc = GC_ARG(args, 3, TC *);
   const double *inv_freq = GC_ARG(args, 4, const double *);
-  int64_t M = GC_ARG(args, 5, int64_t), H = GC_ARG(args, 6, int64_t);
-  int64_t G = GC_ARG(args, 7, int64_t), D = GC_ARG(args, 8, int64_t);
-  int64_t pos0 = GC_ARG(args, 9, int64_t), layout = GC_ARG(args, 10, int64_t);
+  int64_t pos0 = *GC_ARG(args, 5, const int32_t *);
+  int64_t M = GC_ARG(args, 6, int64_t), H = GC_ARG(args, 7, int64_t);
+  int64_t G = GC_ARG(args, 8, int64_t), D = GC_ARG(args, 9, int64_t);
+  int64_t layout = GC_ARG(args, 10, int64_t);
 
   int64_t nsb = gc_cdiv(H + G, HEADS); /* slot blocks */
   if (nsb <= 0 || D <= 0 || D % 2 || D > 1024)

@@ -8,13 +8,25 @@
  * @backend  gpu
  * @dtypes   f32 f16 bf16
  * @kernel   argmax_gpu
- * @param    THREADS 64 128 256 512 1024 default 512 -- threads per block (one block per row)
+ * @param    THREADS 64 128 256 512 1024 default 256 -- threads per block
  * @param    UNROLL 1 2 4 8 default 4 -- loads in flight per thread
+ * @param    SPLIT 1 4 16 32 64 default 32 -- blocks per row, each over a 1/SPLIT slice
  * @constraint THREADS % WARP == 0 && THREADS <= MAXT
- * @grid     M
+ * @applies  SPLIT == 1 || (M <= 16 && N <= 16777216) -- the workspace holds 16 rows; indices are exact in fp32
+ * @grid     M * SPLIT
  * @block    THREADS
  * @priority 1
+ *
+ * One row on one block leaves all but one SM idle (a 128256-entry row took
+ * about 110 us on an H100); with SPLIT > 1 each block reduces a slice and
+ * writes its (value, index) to a module-scope workspace, and the block that
+ * takes the last ticket of its row reduces the SPLIT partials (as in
+ * attention_decode: launches of one code object must not run concurrently).
  */
+
+#define AM_RMAX 16
+GC_GLOBAL float am_ws[SPLIT > 1 ? AM_RMAX * SPLIT * 2 : 1];
+GC_GLOBAL unsigned am_cnt[SPLIT > 1 ? AM_RMAX : 1];
 
 /* (v, i) beats (w, j): larger value, or equal value and lower index; an
  * index < 0 is "nothing yet". */
@@ -24,33 +36,66 @@ GC_DEVICE bool am_better(float v, int i, float w, int j) {
   return v > w || (v == w && i < j);
 }
 
+/* Reduce (best, at) over the block; thread 0 gets the result. */
+GC_DEVICE void am_block_reduce(float *best, int *at, float *sv, int *si) {
+  for (int m = GC_WARP / 2; m > 0; m /= 2) {
+    float w = gc_shfl_xor(*best, m);
+    int j = gc_shfl_xor(*at, m);
+    if (am_better(w, j, *best, *at)) *best = w, *at = j;
+  }
+  int warp = gc_tid() / GC_WARP;
+  if (gc_lane() == 0) sv[warp] = *best, si[warp] = *at;
+  gc_barrier();
+  if (gc_tid() == 0)
+    for (int k = 1; k < THREADS / GC_WARP; k++)
+      if (am_better(sv[k], si[k], *best, *at)) *best = sv[k], *at = si[k];
+}
+
 GC_KERNEL void argmax_gpu(const TA *X, int32_t *out, int64_t M, int64_t N) {
   GC_SHARED float sv[THREADS / GC_WARP];
   GC_SHARED int si[THREADS / GC_WARP];
-  const TA *x = X + gc_bid() * N; /* row [N] */
+  GC_SHARED int s_last;
+  if (SPLIT > 1 && (M > AM_RMAX || N > 16777216))
+    return; /* outside @applies */
+  const int64_t row = gc_bid() / SPLIT, sp = gc_bid() % SPLIT;
+  const int64_t cs = gc_cdiv(N, SPLIT), i0 = gc_min64(N, sp * cs), i1 = gc_min64(N, i0 + cs);
+  const TA *x = X + row * N; /* row [N] */
   float best = -GC_INF;
   int at = -1;
-  for (int64_t base = gc_tid(); base < N; base += (int64_t)THREADS * UNROLL) {
+  for (int64_t base = i0 + gc_tid(); base < i1; base += (int64_t)THREADS * UNROLL) {
     GC_UNROLL(UNROLL)
     for (int u = 0; u < UNROLL; u++) {
       int64_t i = base + (int64_t)u * THREADS;
-      if (i >= N) break;
+      if (i >= i1) break;
       float v = LOAD_A(x, i);
       if (v == v && am_better(v, (int)i, best, at)) best = v, at = (int)i;
     }
   }
-  for (int m = GC_WARP / 2; m > 0; m /= 2) {
-    float w = gc_shfl_xor(best, m);
-    int j = gc_shfl_xor(at, m);
-    if (am_better(w, j, best, at)) best = w, at = j;
+  am_block_reduce(&best, &at, sv, si);
+  if (SPLIT == 1) {
+    if (gc_tid() == 0) out[row] = at < 0 ? 0 : at;
+    return;
   }
-  int warp = gc_tid() / GC_WARP;
-  if (gc_lane() == 0) sv[warp] = best, si[warp] = at;
-  gc_barrier();
+  float *ws = am_ws + row * SPLIT * 2;
   if (gc_tid() == 0) {
-    for (int k = 1; k < THREADS / GC_WARP; k++)
-      if (am_better(sv[k], si[k], best, at)) best = sv[k], at = si[k];
-    out[gc_bid()] = at < 0 ? 0 : at;
+    gc_st_cg(ws + 2 * sp, best);
+    gc_st_cg(ws + 2 * sp + 1, (float)at); /* exact: at < 2^24 */
+    gc_fence_device();
+    s_last = gc_atomic_add(&am_cnt[row], 1u) == SPLIT - 1;
   }
-  (void)M;
+  gc_barrier();
+  if (!s_last)
+    return;
+  gc_fence_device();
+  best = -GC_INF, at = -1;
+  for (int k = gc_tid(); k < SPLIT; k += THREADS) {
+    float v = gc_ld_cg(ws + 2 * k);
+    int j = (int)gc_ld_cg(ws + 2 * k + 1);
+    if (am_better(v, j, best, at)) best = v, at = j;
+  }
+  am_block_reduce(&best, &at, sv, si);
+  if (gc_tid() == 0) {
+    out[row] = at < 0 ? 0 : at;
+    am_cnt[row] = 0u; /* ready for the next launch (stream order) */
+  }
 }

@@ -121,8 +121,8 @@ GC_DEVICE float ad_weight(float m, float mx) {
 }
 
 GC_KERNEL_BOUNDS(AD_T)
-void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, int64_t M, int64_t H,
-                      int64_t G, int64_t D, int64_t pos0, float scale) {
+void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t *pos,
+                      int64_t M, int64_t H, int64_t G, int64_t D, float scale) {
   GC_SHARED float sm_m[WARPS][HPB], sm_l[WARPS][HPB], sm_o[WARPS][HPB][DMAX];
   GC_SHARED int s_last;
   if (M != 1 || G <= 0 || H % G || D <= 0 || D > DMAX || (SPLIT > 1 && H > AD_HMAX))
@@ -134,6 +134,7 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, int64_t M,
   const int tid = gc_tid(), lane = gc_lane(), w = tid / GC_WARP;
   const int kl = tid % KL, grp = tid / KL;
   const int vec_ok = D % AD_VEC == 0;
+  const int64_t pos0 = *pos; /* on the device: a captured step replays at any length */
   const int64_t L = pos0 + 1, cs = gc_cdiv(L, SPLIT);
   const int64_t j0 = gc_min64(L, sp * cs), j1 = gc_min64(L, j0 + cs);
 

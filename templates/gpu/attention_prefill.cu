@@ -83,8 +83,9 @@ GC_DEVICE void ap_fill(float *S, int n, int nv, const T *src, int64_t ld, int64_
 }
 
 GC_KERNEL_BOUNDS(AP_T)
-void attention_prefill(const TA *Q, const TB *Kc, const TB *Vc, TC *O, int64_t M, int64_t H,
-                       int64_t G, int64_t D, int64_t pos0, float scale) {
+void attention_prefill(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t *pos,
+                       int64_t M, int64_t H, int64_t G, int64_t D, float scale) {
+  const int64_t pos0 = *pos;
   float *Qs = reinterpret_cast<float *>(gc_dyn_shared());
   float *Ks = Qs + AP_R * AP_S, *Vs = Ks + AP_KB * AP_S, *Ps = Vs + AP_KB * AP_S;
   if (M <= 0 || G <= 0 || H % G || (H / G) % HPB || D <= 0 || D > DMAX)

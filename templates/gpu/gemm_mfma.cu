@@ -1,9 +1,9 @@
 /* gemm_mfma.cu — AMD matrix-core GEMM (MFMA, CDNA: gfx90a, gfx942), f16,
- * bf16 or f32 in and out, fp32 accumulation: C[M,N] = A[M,K] · B[N,K]ᵀ.
+ * bf16 or f32 in and out, fp32 accumulation: C[M,N] = A[M,K] · B[N,K]ᵀ (gemm_add: C += A·Bᵀ).
  * The counterpart of gemm_mma.cu (same op, arguments and applicability).
  *
  * @template gemm_mfma
- * @op gemm
+ * @op gemm gemm_add
  * @backend hip
  * @dtypes f16 bf16 f32
  * @kernel gemm_mfma
@@ -48,7 +48,8 @@
  * registers before tile kt's math and written to the other stage after
  * it, one barrier per tile. STAGES = 1: load, barrier, math, barrier.
  * The epilogue stores each accumulator to C (guarded against M and N),
- * rounded once to C's dtype. C is written once, never read.
+ * rounded once to C's dtype (gemm_add: added to C's element first, each
+ * element read once by the lane that writes it).
  */
 
 #define GM_T ((BM / WM) * (BN / WN) * 64) /* threads */
@@ -201,7 +202,7 @@ void gemm_mfma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K)
       for (int r = 0; r < GM_NACC; r++) {
         const int64_t m = m0 + wm * WM + i * MI + GC_MFMA_D_ROW(MI, lane, r);
         if (m < M && n < N)
-          gc_st(C, m * N + n, acc[i][j][r]);
+          STORE_GEMM(C, m * N + n, acc[i][j][r]); /* gemm_add: C += A·Bᵀ */
       }
     }
 }

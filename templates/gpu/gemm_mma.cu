@@ -2,7 +2,7 @@
  * in and out, fp32 accumulation: C[M,N] = A[M,K] · B[N,K]ᵀ.
  *
  * @template gemm_mma
- * @op gemm
+ * @op gemm gemm_add
  * @backend cuda
  * @dtypes f16 bf16
  * @kernel gemm_mma
@@ -157,11 +157,16 @@ GC_DEVICE void gm_store2(TC *C, int64_t M, int64_t N, int64_t m, int64_t n, floa
   TC *p = C + m * N + n;
   if (N % 2 == 0) { /* n is even: an aligned pair */
     float v[2] = {x, y};
+    if (GC_OP_GEMM_ADD) { /* C += A·Bᵀ: each element read once, by the thread that writes it */
+      float c0[2];
+      gc_ldv<2>(p, c0);
+      v[0] += c0[0], v[1] += c0[1];
+    }
     gc_stv<2>(p, v);
   } else {
-    gc_st(p, 0, x);
+    STORE_GEMM(p, 0, x);
     if (n + 1 < N)
-      gc_st(p, 1, y);
+      STORE_GEMM(p, 1, y);
   }
 }
 

@@ -2,7 +2,7 @@
  * fallback: C[M,N] = A[M,K] · B[N,K]ᵀ, fp32 accumulation, any M, N, K.
  *
  * @template gemm_simt
- * @op gemm
+ * @op gemm gemm_add
  * @backend gpu
  * @dtypes f32 f16 bf16 f32:f16:f32 f32:bf16:f32
  * @kernel gemm_simt
@@ -157,12 +157,23 @@ void gemm_simt(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K)
       int64_t n = n0 + j * (BN / (TN / 4)) + tx * 4;
       TC *c = C + m * N + n;
       if (N % 4 == 0 && n + 4 <= N) {
-        gc_stv<4>(c, &acc[i][4 * j]);
+        float v[4];
+        GC_UNROLL(4)
+        for (int e = 0; e < 4; e++)
+          v[e] = acc[i][4 * j + e];
+        if (GC_OP_GEMM_ADD) {
+          float c0[4];
+          gc_ldv<4>(c, c0);
+          GC_UNROLL(4)
+          for (int e = 0; e < 4; e++)
+            v[e] += c0[e];
+        }
+        gc_stv<4>(c, v);
       } else {
         GC_UNROLL(4)
         for (int e = 0; e < 4; e++)
           if (n + e < N)
-            gc_st(c, e, acc[i][4 * j + e]);
+            STORE_GEMM(c, e, acc[i][4 * j + e]);
       }
     }
   }

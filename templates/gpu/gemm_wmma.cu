@@ -1,9 +1,9 @@
 /* gemm_wmma.cu — AMD matrix-core GEMM for RDNA3 (WMMA, gfx1100, wave32),
- * f16 or bf16 in and out, fp32 accumulation: C[M,N] = A[M,K] · B[N,K]ᵀ.
+ * f16 or bf16 in and out, fp32 accumulation: C[M,N] = A[M,K] · B[N,K]ᵀ (gemm_add: C += A·Bᵀ).
  * The counterpart of gemm_mma.cu / gemm_mfma.cu (same op and arguments).
  *
  * @template gemm_wmma
- * @op gemm
+ * @op gemm gemm_add
  * @backend hip
  * @dtypes f16 bf16
  * @kernel gemm_wmma
@@ -182,7 +182,7 @@ void gemm_wmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K)
       for (int r = 0; r < GM_NACC; r++) {
         const int64_t m = m0 + wm * WM + i * 16 + GC_WMMA_D_ROW(lane, r);
         if (m < M && n < N)
-          gc_st(C, m * N + n, acc[i][j][r]);
+          STORE_GEMM(C, m * N + n, acc[i][j][r]); /* gemm_add: C += A·Bᵀ */
       }
     }
 }

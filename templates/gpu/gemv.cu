@@ -3,7 +3,7 @@
  * bound on B: every byte of B is read once, 16 bytes per lane per access.
  *
  * @template gemv_gpu
- * @op gemm
+ * @op gemm gemm_add
  * @backend gpu
  * @dtypes f32 f16 bf16 f32:f16:f32 f32:bf16:f32
  * @kernel gemv_gpu
@@ -122,7 +122,7 @@ GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, 
       GC_UNROLL(ROWS)
       for (int r = 0; r < ROWS; r++)
         if (lane == (m * ROWS + r) % GC_WARP && m < M && n0 + r < N)
-          STORE_C(C, m * N + n0 + r, acc[m][r]);
+          STORE_GEMM(C, m * N + n0 + r, acc[m][r]);
     return;
   }
   GC_UNROLL(MR)
@@ -139,7 +139,7 @@ GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, 
     for (int k = 0; k < KS; k++)
       s += red[((gg * KS + k) * MR + m) * ROWS + r];
     if (m < M && n < N)
-      STORE_C(C, m * N + n, s);
+      STORE_GEMM(C, m * N + n, s);
   }
 }
 

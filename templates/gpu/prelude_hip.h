@@ -241,6 +241,10 @@ GC_DEVICE void gc_st(gc_bf16_t *p, int64_t i, float v) { p[i].bits = gc_f32_to_b
 #define LOAD_B(p, i) gc_ld((const TB *)(p), (i))
 #define LOAD_C(p, i) gc_ld((const TC *)(p), (i))
 #define STORE_C(p, i, v) gc_st((TC *)(p), (i), (v))
+/* The GEMM family's store: C = v, or C += v when the variant is built for
+ * gemm_add (gen defines GC_OP_<op> 1 for the op it builds and 0 for the
+ * template's other ops; the macro expands in the template, after them). */
+#define STORE_GEMM(p, i, v) STORE_C(p, i, GC_OP_GEMM_ADD ? (v) + LOAD_C(p, i) : (v))
 
 /* Two elements packed in one 32-bit word <-> two floats. */
 GC_DEVICE void gc_unpack2(_Float16, uint32_t w, float *o) {

@@ -53,7 +53,9 @@ GC_DEVICE float rope_round(double y) {
 
 GC_KERNEL_BOUNDS(THREADS)
 void rope_kv_gpu(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *inv_freq,
-                 int64_t M, int64_t H, int64_t G, int64_t D, int64_t pos0, int64_t layout) {
+                 const int32_t *pos, int64_t M, int64_t H, int64_t G, int64_t D,
+                 int64_t layout) {
+  const int64_t pos0 = *pos; /* on the device, so a captured decode step replays at any position */
   GC_SHARED double tc[TOK][ROPE_DMAX / 2], ts[TOK][ROPE_DMAX / 2];
   int64_t ns = gc_cdiv(H + G, HEADS);
   if (ns <= 0 || D <= 0 || D % 2 || D > ROPE_DMAX)

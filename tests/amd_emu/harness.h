@@ -8,7 +8,8 @@
  * Prints "max_err E bad B unwritten U replication R" and exits 1 when any
  * element is outside the tolerance, left unwritten (C is poisoned with
  * NaN first) or a WMMA operand was not replicated across half-waves.
- * EMU_SWIGLU selects the gemm_swiglu op (W[2N,K], C = silu(A·Wgᵀ)⊙(A·Wuᵀ)). */
+ * EMU_SWIGLU selects the gemm_swiglu op (W[2N,K], C = silu(A·Wgᵀ)⊙(A·Wuᵀ));
+ * GC_OP_GEMM_ADD the gemm_add op (C += A·Bᵀ: C starts random, not NaN). */
 #include <thread>
 #include <vector>
 
@@ -60,7 +61,8 @@ int main(int argc, char **argv) {
   std::vector<TC> C(M * N);
   for (auto &x : A) gc_st(&x, 0, emu_rand());
   for (auto &x : B) gc_st(&x, 0, emu_rand());
-  for (int64_t i = 0; i < M * N; i++) gc_st(C.data(), i, NAN);
+  for (int64_t i = 0; i < M * N; i++) gc_st(C.data(), i, GC_OP_GEMM_ADD ? emu_rand() : NAN);
+  std::vector<TC> C0(C);
   for (int64_t b = 0; b < grid; b++)
     emu_block_run(b, block, shmem, WARP, A.data(), B.data(), C.data(), M, N, K);
   const double u = GC_TC == GC_F32 ? 0x1p-23 : GC_TC == GC_F16 ? 0x1p-10 : 0x1p-7;
@@ -76,6 +78,7 @@ int main(int argc, char **argv) {
         if (EMU_SWIGLU) up += a * emu_get(B.data(), (N + n) * K + k);
       }
       double ref = EMU_SWIGLU ? g / (1 + exp(-g)) * up : g;
+      if (GC_OP_GEMM_ADD) ref += emu_get(C0.data(), m * N + n), mag += 1;
       double scale = EMU_SWIGLU ? (1 + fabs(g)) * (1 + fabs(up)) : 1;
       double got = emu_get(C.data(), m * N + n);
       if (isnan(got)) {

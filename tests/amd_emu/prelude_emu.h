@@ -101,6 +101,12 @@ GC_DEVICE uint16_t emu_to_bf16(float f) {
 GC_DEVICE void gc_st(float *p, int64_t i, float v) { p[i] = v; }
 GC_DEVICE void gc_st(_Float16 *p, int64_t i, float v) { p[i] = (_Float16)v; }
 GC_DEVICE void gc_st(gc_bf16_t *p, int64_t i, float v) { p[i].bits = emu_to_bf16(v); }
+GC_DEVICE float gc_ld(const float *p, int64_t i) { return p[i]; }
+GC_DEVICE float gc_ld(const _Float16 *p, int64_t i) { return (float)p[i]; }
+GC_DEVICE float gc_ld(const gc_bf16_t *p, int64_t i) { return emu_bf16(p[i].bits); }
+#define LOAD_C(p, i) gc_ld((const TC *)(p), (i))
+#define STORE_C(p, i, v) gc_st((TC *)(p), (i), (v))
+#define STORE_GEMM(p, i, v) STORE_C(p, i, GC_OP_GEMM_ADD ? (v) + LOAD_C(p, i) : (v))
 
 /* A 16-bit operand word as a float, by dtype. */
 GC_DEVICE float emu_word(int dt, short w) {

@@ -48,6 +48,42 @@ def test_stories260k_on_gpu(gc):
     TL.assert_logits_close(logits, ref, TL.TOL, "stories260K logits on the GPU")
 
 
+def test_graph_replay_equals_launches(gc):
+    """Decode steps replayed from one captured graph (the default) give the
+    fp64 reference's 200 greedy ids, as kernel-by-kernel launches
+    (--no-graph) do; both with the argmax on the device (no --logits) and
+    with logits copied back (--logits, a second graph)."""
+    path = os.path.join(SHARED, "stories260K.bin")
+    if not os.path.exists(path):
+        pytest.skip("shared data absent")
+    w, cfg = R.load_llama2c(path)
+    want = R.greedy(w, cfg, [1, 300, 20], 200)
+    b = gen_bundle(gc, path)
+    for flags in ([], ["--no-graph"]):
+        ids, _, _ = TL.generate(gc, path, b, [1, 300, 20], 200, "--backend", "cuda", *TL.GREEDY, *flags)
+        TL.assert_same_ids(ids, want, f"stories260K decode {flags or 'graph'}")
+        ids, lg, _ = TL.generate(gc, path, b, [1, 300, 20], 200, "--backend", "cuda", *TL.GREEDY, *flags,
+                                 vocab=cfg.vocab_size)
+        TL.assert_same_ids(ids, want, f"stories260K decode with logits {flags or 'graph'}")
+        TL.assert_logits_close(lg, R.forward(w, cfg, [1, 300, 20] + want[:-1]), TL.TOL, "graph logits")
+
+
+def test_profile_on_gpu(gc):
+    """--profile on the GPU: both phases, every row timed, ids unchanged."""
+    path = os.path.join(SHARED, "stories260K.bin")
+    if not os.path.exists(path):
+        pytest.skip("shared data absent")
+    b = gen_bundle(gc, path)
+    plain, _, _ = TL.generate(gc, path, b, [1, 300, 20], 20, "--backend", "cuda", *TL.GREEDY)
+    r = gc("gcore-run", "-m", path, "-b", b, "--tokens", "1,300,20", "-n", 20, "--backend", "cuda",
+           *TL.GREEDY, "--json", "--profile")
+    assert r.rc == 0, r
+    assert TL.parse_json(r)["tokens"] == plain
+    ph = TL.parse_profile(r.err)
+    assert ph["decode"][0] == 19 and ph["prefill"][0] == 1, r.err
+    assert all(t > 0 for _, t, _, _, _ in ph["decode"][1] + ph["prefill"][1]), r.err
+
+
 def hf_model(path, dtype):
     import torch
     from transformers import LlamaForCausalLM
