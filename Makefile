@@ -77,12 +77,18 @@ test: all $(C_TESTS)
 	GCORE_BIN=$(abspath $(BIN)) GCORE_CTESTS=$(abspath $(BUILD)/tests) \
 	  $(PYTHON) -m pytest -q tests
 
-# The GPU suite, on a machine with an NVIDIA GPU: the same op case table
-# through the cuda backend, plus the GPU-only tests (tests/gpu).
-GPU_TARGETS ?= sm_80,sm_90
+# The GPU suite, on a machine with a GPU: the same op case table through
+# the GPU_BACKEND (cuda; hip on AMD), plus the GPU-only tests (tests/gpu).
+# `make test-gpu-amd` is `make test-gpu GPU_BACKEND=hip GPU_TARGETS=gfx942`
+# (set GPU_TARGETS=gfx90a or gfx1100 for those GPUs).
+GPU_BACKEND ?= cuda
+GPU_TARGETS ?= $(if $(filter hip,$(GPU_BACKEND)),gfx942,sm_80,sm_90)
 test-gpu: all $(C_TESTS)
-	GCORE_BIN=$(abspath $(BIN)) GCORE_CTESTS=$(abspath $(BUILD)/tests) GCORE_TEST_BACKEND=cuda \
+	GCORE_BIN=$(abspath $(BIN)) GCORE_CTESTS=$(abspath $(BUILD)/tests) GCORE_TEST_BACKEND=$(GPU_BACKEND) \
 	  GCORE_TEST_TARGETS=$(GPU_TARGETS) $(PYTHON) -m pytest -q tests/test_ops.py tests/gpu tests/test_c_units.py
+
+test-gpu-amd:
+	$(MAKE) test-gpu GPU_BACKEND=hip
 
 # ---- the demo -------------------------------------------------------------
 demo: deps all
@@ -114,7 +120,7 @@ deps:
 clean:
 	rm -rf build bin lib
 
-.PHONY: all test test-gpu demo deps clean
+.PHONY: all test test-gpu test-gpu-amd demo deps clean
 
 # ---- benchmarks -----------------------------------------------------------
 build/rel/bench/cpu_gemm: bench/cpu_gemm.c lib/libgcore.a

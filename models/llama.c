@@ -421,6 +421,8 @@ static int add_recipe(const gc_llama_weights_t *w, gc_llama_dtypes_t dt, const c
 int gc_llama_workload(const char *model_path, const char *prefill, const char *batch,
                       const char *backend, gc_problems_t *out, gc_err_t *e) {
   static const char *const all[] = {"cpu", "cuda"};
+  /* GPU backends share one recipe: activations in the weights' dtype */
+  if (backend && !strcmp(backend, "hip")) backend = "cuda";
   gc_llama_weights_t *w;
   if (gc_weights_open(model_path, &w, e)) return e->code;
   int rc = GC_OK;

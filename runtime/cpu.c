@@ -345,4 +345,5 @@ const gc_dev_ops_t gc_cpu_ops = {
     cpu_memset,     cpu_host_ptr,     cpu_module_load,   cpu_module_unload,
     cpu_kernel,     cpu_launch,       cpu_sync,          cpu_event_create,
     cpu_event_destroy, cpu_event_record, cpu_event_elapsed,
+    NULL,           NULL,             NULL,              NULL, /* no graphs */
 };

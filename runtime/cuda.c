@@ -3,7 +3,7 @@
  * driver. Each device uses its primary context and one stream; every
  * operation is ordered on that stream, and downloads wait for it. Cubins
  * load with cuModuleLoadData. Graph capture/replay of the stream is here
- * too (gc_cuda_graph_*), reached through gc_dev_graph_* (dev.c). */
+ * too (gc_cuda_graph_*), in the ops table behind gc_dev_graph_*. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -658,5 +658,6 @@ const gc_dev_ops_t gc_cuda_ops = {
     cuda_alloc,       cuda_free,          cuda_upload,        cuda_download,
     cuda_memset,      cuda_host_ptr,      cuda_module_load,   cuda_module_unload,
     cuda_kernel,      cuda_launch,        cuda_sync,          cuda_event_create,
-    cuda_event_destroy, cuda_event_record, cuda_event_elapsed,
+    cuda_event_destroy, cuda_event_record, cuda_event_elapsed, gc_cuda_graph_begin,
+    gc_cuda_graph_end, gc_cuda_graph_launch, gc_cuda_graph_destroy,
 };

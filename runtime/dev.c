@@ -4,13 +4,13 @@
 
 #include <string.h>
 
-static const gc_dev_ops_t *const backends[] = {&gc_cpu_ops, &gc_cuda_ops};
+static const gc_dev_ops_t *const backends[] = {&gc_cpu_ops, &gc_cuda_ops, &gc_hip_ops};
 
 int gc_dev_open(const char *backend, int ordinal, gc_dev_t **out, gc_err_t *e) {
   *out = NULL;
   for (size_t i = 0; i < GC_ARRAY_LEN(backends); i++)
     if (!strcmp(backends[i]->name, backend)) return backends[i]->open(ordinal, out, e);
-  return gc_err_set(e, GC_EINVAL, "unknown backend '%s' (this build has: cpu, cuda)", backend);
+  return gc_err_set(e, GC_EINVAL, "unknown backend '%s' (this build has: cpu, cuda, hip)", backend);
 }
 
 void gc_dev_close(gc_dev_t *d) {
@@ -69,30 +69,29 @@ int gc_dev_event_elapsed(gc_dev_t *d, gc_event_t *a, gc_event_t *b, double *ms,
   return d->ops->event_elapsed(d, a, b, ms, e);
 }
 
-static int is_cuda(const gc_dev_t *d) { return d->ops == &gc_cuda_ops; }
+static int no_graphs(gc_dev_t *d, gc_err_t *e) {
+  return gc_err_set(e, GC_EUNSUPPORTED, "the %s backend has no graphs", d->ops->name);
+}
 
 int gc_dev_graph_begin(gc_dev_t *d, gc_err_t *e) {
-  if (!is_cuda(d))
-    return gc_err_set(e, GC_EUNSUPPORTED, "the %s backend has no graphs", d->ops->name);
-  return gc_cuda_graph_begin(d, e);
+  if (!d->ops->graph_begin) return no_graphs(d, e);
+  return d->ops->graph_begin(d, e);
 }
 
 int gc_dev_graph_end(gc_dev_t *d, gc_graph_t **out, gc_err_t *e) {
   void *exec = NULL;
   *out = NULL;
-  if (!is_cuda(d))
-    return gc_err_set(e, GC_EUNSUPPORTED, "the %s backend has no graphs", d->ops->name);
-  if (gc_cuda_graph_end(d, &exec, e)) return e->code;
+  if (!d->ops->graph_end) return no_graphs(d, e);
+  if (d->ops->graph_end(d, &exec, e)) return e->code;
   *out = exec;
   return GC_OK;
 }
 
 int gc_dev_graph_launch(gc_dev_t *d, gc_graph_t *g, gc_err_t *e) {
-  if (!is_cuda(d))
-    return gc_err_set(e, GC_EUNSUPPORTED, "the %s backend has no graphs", d->ops->name);
-  return gc_cuda_graph_launch(d, g, e);
+  if (!d->ops->graph_launch) return no_graphs(d, e);
+  return d->ops->graph_launch(d, g, e);
 }
 
 void gc_dev_graph_destroy(gc_dev_t *d, gc_graph_t *g) {
-  if (g && is_cuda(d)) gc_cuda_graph_destroy(d, g);
+  if (g && d->ops->graph_destroy) d->ops->graph_destroy(d, g);
 }

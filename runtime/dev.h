@@ -1,7 +1,7 @@
 /* dev.h — the device interface every backend implements: memory, copies,
  * code-object loading, kernel lookup, launch, synchronisation and timing.
- * Nothing above this interface names a vendor. Backends: cpu (this
- * build); cuda and hip join behind the same calls. */
+ * Nothing above this interface names a vendor. Backends: cpu, cuda
+ * (NVIDIA, driver API) and hip (AMD, HIP runtime), behind the same calls. */
 #ifndef GC_DEV_H
 #define GC_DEV_H
 

@@ -29,6 +29,14 @@ typedef struct gc_dev_ops {
   int (*event_record)(gc_dev_t *d, gc_event_t *ev, gc_err_t *e);
   int (*event_elapsed)(gc_dev_t *d, gc_event_t *a, gc_event_t *b, double *ms,
                        gc_err_t *e);
+  /* Graphs (capture of the device's stream, then replay). NULL on a
+   * backend without them; gc_dev_graph_* then answers GC_EUNSUPPORTED.
+   * graph_end always closes the capture and sets *exec (NULL on failure);
+   * the executable graph is the backend's own handle. */
+  int (*graph_begin)(gc_dev_t *d, gc_err_t *e);
+  int (*graph_end)(gc_dev_t *d, void **exec, gc_err_t *e);
+  int (*graph_launch)(gc_dev_t *d, void *exec, gc_err_t *e);
+  void (*graph_destroy)(gc_dev_t *d, void *exec);
 } gc_dev_ops_t;
 
 /* Every device struct starts with this header. */
@@ -39,12 +47,23 @@ struct gc_dev {
 
 extern const gc_dev_ops_t gc_cpu_ops;
 extern const gc_dev_ops_t gc_cuda_ops;
+extern const gc_dev_ops_t gc_hip_ops;
 
-/* Backend-specific graph entry points (NULL-able in the table would be
- * neater; only cuda has them so far). */
+/* The cuda graph entry points (also in gc_cuda_ops; tests call them
+ * directly). */
 int gc_cuda_graph_begin(gc_dev_t *d, gc_err_t *e);
 int gc_cuda_graph_end(gc_dev_t *d, void **exec, gc_err_t *e);
 int gc_cuda_graph_launch(gc_dev_t *d, void *exec, gc_err_t *e);
 void gc_cuda_graph_destroy(gc_dev_t *d, void *exec);
+
+/* 1 when an AMD code object for target ("gfx942", "gfx90a:xnack+", ...)
+ * runs on a device whose arch is dev_arch ("gfx942:sramecc+:xnack-"):
+ * the same processor, and every feature the target states (+ or -) set
+ * the same way on the device. A feature the target leaves out means
+ * "either". Pure string logic (hip.c), so tests need no GPU. */
+int gc_hip_target_runs(const char *dev_arch, const char *target);
+/* GC_OK when code (n bytes) is an ELF64 AMDGPU code object whose headers
+ * and sections lie inside it, else GC_ECORRUPT saying what is wrong. */
+int gc_hip_check_code_object(const void *code, size_t n, gc_err_t *e);
 
 #endif

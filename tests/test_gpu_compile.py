@@ -24,7 +24,8 @@ SHAPES = {"gemm": "--m 1 --n 96 --k 72", "gemm_swiglu": "--m 1 --n 96 --k 72",
           "rmsnorm_gemm": "--m 1 --n 96 --k 72", "rmsnorm_gemm_swiglu": "--m 1 --n 96 --k 72"}
 
 
-def gpu_templates():
+def gpu_templates(backends=("gpu", "cuda")):
+    """(name, op, dtypes, params) of the GPU templates for these backends."""
     out = []
     d = os.path.join(ROOT, "templates", "gpu")
     for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
@@ -33,6 +34,8 @@ def gpu_templates():
         head = open(os.path.join(d, f)).read().split("*/", 1)[0]
         params = {m.group(1): m.group(2).split() for m in
                   re.finditer(r"@param\s+(\w+)\s+([-\d\s]+?)\s+default", head)}
+        if re.search(r"@backend\s+(\S+)", head).group(1) not in backends:
+            continue
         dts = re.search(r"@dtypes\s+([^\n]+)", head).group(1).split(" -- ")[0].split()
         ops = re.search(r"@op\s+([^\n]+)", head).group(1).split()
         arch_a = bool(re.search(r"@constraint[^\n]*ARCH_A == 1", head))

@@ -10,8 +10,10 @@
  * reductions, shared memory (LDS), device-scope atomics, the storage type
  * of each dtype (_Float16; bf16 as raw bits) with scalar and vector loads
  * widening to fp32 and stores narrowing from fp32 (round to nearest even),
- * and math (gc_exp, gc_exp2, gc_rsqrt, gc_fma, and sincos in double, done
- * here because there is no libm on the device).
+ * math (gc_exp, gc_exp2, gc_rsqrt, gc_fma, and sincos in double, done
+ * here because there is no libm on the device), and for the matrix-core
+ * templates the MFMA/WMMA operand layouts (the gc-matrix-layouts block,
+ * plain C that tests compile on the host) and builtin wrappers.
  *
  * Order of the generated source: this prelude, then the #defines of the
  * target constants (WARP SMEM NSM MAXT), dtype sizes, dtype codes and
@@ -320,5 +322,122 @@ template <int N, class T> GC_DEVICE void gc_stv(T *p, const float *x) {
 #define LOADV_B(n, p, i, o) gc_ldv<n>((const TB *)(p) + (i), (o))
 #define LOADV_C(n, p, i, o) gc_ldv<n>((const TC *)(p) + (i), (o))
 #define STOREV_C(n, p, i, x) gc_stv<n>((TC *)(p) + (i), (x))
+
+/* ------------------------------------------------------------------ */
+/* Matrix cores: MFMA (CDNA: gfx90a, gfx942) and WMMA (RDNA3: gfx1100) */
+/* ------------------------------------------------------------------ */
+
+/* GC_MFMA / GC_WMMA: 1 where the compiled-for ISA has the instruction
+ * family the matrix templates use (bf16 MFMA as the _1k forms, which
+ * gfx90a and gfx94x have; gfx908 lacks them and is not a gcore target). */
+#if defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__)
+#define GC_MFMA 1
+#else
+#define GC_MFMA 0
+#endif
+#if defined(__gfx1100__) || defined(__gfx1101__) || defined(__gfx1102__) || defined(__gfx1103__)
+#define GC_WMMA 1
+#else
+#define GC_WMMA 0
+#endif
+
+/* >>> gc-matrix-layouts: plain C integer macros (tests/test_mfma_layout.py
+ * compiles this block on the host and checks it against a model of the
+ * instructions written from the ISA documents; keep it self-contained).
+ *
+ * MFMA, one block (v_mfma_f32_SxSxK*: D[S,S] = A[S,K]·B[K,S] + C), S = 32
+ * or 16. KPL is the K elements a lane holds per operand: 4 for f16/bf16
+ * (a 64-bit register pair), 1 for f32; K = 64·KPL/S (32x32x8, 16x16x16,
+ * 32x32x2, 16x16x4). Lane l, element v (0..KPL-1) of A holds
+ * A[l % S][(l / S)·KPL + v]; of B holds B[(l / S)·KPL + v][l % S]: A is
+ * read row-wise and B column-wise, so with B given as [N,K] both are
+ * K-contiguous rows. D: lane l, accumulator register r holds
+ *   S = 32 (16 registers): D[8·(r/4) + 4·(l/32) + r%4][l % 32]
+ *   S = 16 (4 registers):  D[4·(l/16) + r][l % 16]
+ * (AMD matrix instruction calculator, CDNA2/CDNA3 ISA "matrix fused
+ * multiply-add" operand layouts.) */
+#define GC_MFMA_K(S, KPL) (64 * (KPL) / (S))
+#define GC_MFMA_AB_ROW(S, l) ((l) % (S))                  /* A row / B column */
+#define GC_MFMA_AB_K(S, KPL, l, v) ((l) / (S) * (KPL) + (v)) /* its k */
+#define GC_MFMA_NACC(S) ((S) * (S) / 64)                  /* accumulators a lane */
+#define GC_MFMA_D_ROW(S, l, r) \
+  ((S) == 32 ? 8 * ((r) / 4) + 4 * ((l) / 32) + (r) % 4 : 4 * ((l) / 16) + (r))
+#define GC_MFMA_D_COL(S, l) ((l) % (S))
+
+/* WMMA, wave32 (v_wmma_f32_16x16x16_{f16,bf16}: D[16,16] = A·B + C).
+ * Lane l holds A row l % 16, all 16 k (element v = k), and B column
+ * l % 16, all 16 k; lanes 16-31 must hold the same A and B as lanes
+ * 0-15 (the operands are replicated across the half-waves). D: lane l,
+ * register r (0..7) holds D[2·r + l/16][l % 16]. (RDNA3 ISA, WMMA;
+ * AMD GPUOpen "WMMA on RDNA 3".) */
+#define GC_WMMA_AB_ROW(l) ((l) % 16)
+#define GC_WMMA_AB_K(v) (v)
+#define GC_WMMA_D_ROW(l, r) (2 * (r) + (l) / 16)
+#define GC_WMMA_D_COL(l) ((l) % 16)
+/* <<< gc-matrix-layouts */
+
+typedef _Float16 gc_half4_t __attribute__((ext_vector_type(4)));
+typedef short gc_short4_t __attribute__((ext_vector_type(4)));
+typedef _Float16 gc_half16_t __attribute__((ext_vector_type(16)));
+typedef short gc_short16_t __attribute__((ext_vector_type(16)));
+typedef float gc_float4_t __attribute__((ext_vector_type(4)));
+typedef float gc_float8_t __attribute__((ext_vector_type(8)));
+typedef float gc_float16_t __attribute__((ext_vector_type(16)));
+
+#if GC_MFMA
+/* acc += A·B for one S×S×K block; a and b are a lane's KPL elements as
+ * raw 16-bit words (f16/bf16: 4 of them) or one float (f32). Overloads by
+ * dtype code and S, so a template calls one name. */
+template <int DT, int S> struct gc_mfma;
+template <> struct gc_mfma<GC_F16, 32> {
+  typedef gc_float16_t acc_t;
+  GC_DEVICE static acc_t run(gc_short4_t a, gc_short4_t b, acc_t c) {
+    return __builtin_amdgcn_mfma_f32_32x32x8f16(__builtin_bit_cast(gc_half4_t, a),
+                                                __builtin_bit_cast(gc_half4_t, b), c, 0, 0, 0);
+  }
+};
+template <> struct gc_mfma<GC_F16, 16> {
+  typedef gc_float4_t acc_t;
+  GC_DEVICE static acc_t run(gc_short4_t a, gc_short4_t b, acc_t c) {
+    return __builtin_amdgcn_mfma_f32_16x16x16f16(__builtin_bit_cast(gc_half4_t, a),
+                                                 __builtin_bit_cast(gc_half4_t, b), c, 0, 0, 0);
+  }
+};
+template <> struct gc_mfma<GC_BF16, 32> {
+  typedef gc_float16_t acc_t;
+  GC_DEVICE static acc_t run(gc_short4_t a, gc_short4_t b, acc_t c) {
+    return __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(a, b, c, 0, 0, 0);
+  }
+};
+template <> struct gc_mfma<GC_BF16, 16> {
+  typedef gc_float4_t acc_t;
+  GC_DEVICE static acc_t run(gc_short4_t a, gc_short4_t b, acc_t c) {
+    return __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, b, c, 0, 0, 0);
+  }
+};
+template <> struct gc_mfma<GC_F32, 32> {
+  typedef gc_float16_t acc_t;
+  GC_DEVICE static acc_t run(float a, float b, acc_t c) {
+    return __builtin_amdgcn_mfma_f32_32x32x2f32(a, b, c, 0, 0, 0);
+  }
+};
+template <> struct gc_mfma<GC_F32, 16> {
+  typedef gc_float4_t acc_t;
+  GC_DEVICE static acc_t run(float a, float b, acc_t c) {
+    return __builtin_amdgcn_mfma_f32_16x16x4f32(a, b, c, 0, 0, 0);
+  }
+};
+#endif
+
+#if GC_WMMA
+/* acc += A·B for one 16×16×16 block (wave32); a, b: a lane's 16 k. */
+template <int DT> GC_DEVICE gc_float8_t gc_wmma(gc_short16_t a, gc_short16_t b, gc_float8_t c) {
+  if constexpr (DT == GC_BF16)
+    return __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32(a, b, c);
+  else
+    return __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(__builtin_bit_cast(gc_half16_t, a),
+                                                      __builtin_bit_cast(gc_half16_t, b), c);
+}
+#endif
 
 #endif /* GC_HIP_PRELUDE_H */

@@ -1,4 +1,5 @@
-"""Llama through the cuda backend. stories260K (fp32 weights, so fp32 on
+"""Llama through a GPU backend (GCORE_TEST_BACKEND: cuda, or hip on AMD,
+where torch also names the GPU "cuda"). stories260K (fp32 weights, so fp32 on
 the GPU too) must match the fp64 numpy reference exactly as on the CPU:
 identical greedy ids for 200 steps, logits within 1e-4 relative. Tiny
 random models in fp16 and bf16 (activations in that dtype on the GPU) are
@@ -16,7 +17,8 @@ from conftest import SHARED
 
 BACKEND = os.environ.get("GCORE_TEST_BACKEND", "cpu")
 TARGETS = os.environ.get("GCORE_TEST_TARGETS", "sm_80,sm_90")
-pytestmark = pytest.mark.skipif(BACKEND != "cuda", reason="GPU suite: run with make test-gpu")
+pytestmark = pytest.mark.skipif(BACKEND not in ("cuda", "hip"),
+                                reason="GPU suite: run with make test-gpu or make test-gpu-amd")
 
 # Tolerance against transformers in the same dtype: both sides round
 # activations to 16 bits at different points, so agreement is to a few
@@ -39,7 +41,7 @@ def test_stories260k_on_gpu(gc):
     w, cfg = R.load_llama2c(path)
     want = R.greedy(w, cfg, [1], 200)
     b = gen_bundle(gc, path)
-    ids, logits, _ = TL.generate(gc, path, b, [1], 200, "--backend", "cuda", *TL.GREEDY,
+    ids, logits, _ = TL.generate(gc, path, b, [1], 200, "--backend", BACKEND, *TL.GREEDY,
                                  vocab=cfg.vocab_size)
     TL.assert_same_ids(ids, want, "stories260K on the GPU")
     ref = R.forward(w, cfg, [1] + want[:-1])
@@ -107,7 +109,7 @@ def test_tiny_vs_transformers(gc, kind, dtype):
     ref = chosen_model(str(gc.dir / "model"), dtype, **cfg)
     b = gen_bundle(gc, ref.path)
     vocab = ref.cfg.vocab_size
-    ids, logits, _ = TL.generate(gc, ref.path, b, TL.PROMPT, TL.N_DECODE, "--backend", "cuda",
+    ids, logits, _ = TL.generate(gc, ref.path, b, TL.PROMPT, TL.N_DECODE, "--backend", BACKEND,
                                  *TL.GREEDY, vocab=vocab)
     model, torch = hf_model(ref.path, dtype)
     with torch.no_grad():

@@ -1,0 +1,202 @@
+/* gemm_swiglu_wmma.cu — AMD matrix-core gate/up GEMM with the SwiGLU
+ * epilogue for RDNA3 (WMMA, gfx1100, wave32), f16 or bf16 in and out,
+ * fp32 accumulation: C[M,N] = silu(A·Wgᵀ) ⊙ (A·Wuᵀ), W[2N,K] = gate rows
+ * 0..N-1, up rows N..2N-1. The counterpart of gemm_swiglu_mma.cu.
+ *
+ * @template gemm_swiglu_wmma
+ * @op gemm_swiglu
+ * @backend hip
+ * @dtypes f16 bf16
+ * @kernel gemm_swiglu_wmma
+ * @param BM 32 64 128 256 default 128 -- block tile rows
+ * @param BN 32 64 128 default 64 -- block tile columns of C (as many gate and as many up rows of W)
+ * @param BK 16 32 64 default 32 -- K depth of an LDS stage
+ * @param WM 16 32 64 default 32 -- wave tile rows (multiple of 16)
+ * @param WN 16 32 64 default 32 -- wave tile columns (multiple of 16), gate and up each
+ * @param STAGES 1 2 default 2 -- LDS stages: 2 double-buffers
+ * @param RASTER 1 4 8 default 8 -- block rows walked together (L2 reuse of W columns)
+ * @constraint BM % WM == 0 && BN % WN == 0 -- whole wave tiles
+ * @constraint (BM / WM) * (BN / WN) * 32 >= 64 && (BM / WM) * (BN / WN) * 32 <= min(1024, MAXT) -- 2 to 32 waves
+ * @constraint 2 * WM * WN / 32 <= 128 -- fp32 accumulators (gate and up) per lane
+ * @constraint 2 * WM * WN / 32 + 8 * (WM + WN) / 16 + 4 * cdiv((BM + 2 * BN) * BK / 8, (BM / WM) * (BN / WN) * 32) + 64 <= VGPRS -- accumulators, operands, staged chunks and addresses fit the VGPRs
+ * @constraint STAGES * (BM + 2 * BN) * (BK + 8) * 2 <= SMEM -- the stages fit in LDS
+ * @constraint WMMA && WARP == 32 -- WMMA targets (RDNA3: gfx1100), wave32
+ * @shmem STAGES * (BM + 2 * BN) * (BK + 8) * 2
+ * @applies K * SA % 16 == 0 && M > 1 -- rows of A and W are whole 16-byte chunks (K % 8 for 16-bit, K % 4 for f32); M = 1 is the GEMV's
+ * @grid cdiv(M, BM) * cdiv(N, BN) 1 1
+ * @block (BM / WM) * (BN / WN) * 32 1 1
+ * @priority 3
+ *
+ * gemm_wmma's structure and operand layouts (the prelude's GC_WMMA_*
+ * macros) with gemm_swiglu_mfma's two W tiles per stage (gate rows
+ * n0 .. n0+BN-1, up rows N+n0 .. N+n0+BN-1): each wave reads its A
+ * operands once per k step into a gate and an up accumulator set; the
+ * epilogue writes g / (1 + e^-g) · u computed in fp32 and rounded once.
+ */
+
+#define GM_T ((BM / WM) * (BN / WN) * 32) /* threads */
+#define GM_KI 16                           /* k per WMMA */
+#define GM_CH (16 / SA)                    /* elements per 16-byte chunk */
+#define GM_LDK (BK + 8)                    /* elements per padded LDS row */
+#define GM_ASZ (BM * GM_LDK)               /* elements per A stage */
+#define GM_BSZ (BN * GM_LDK)               /* elements per gate (or up) stage */
+#define GM_SSZ (GM_ASZ + 2 * GM_BSZ)        /* elements per stage */
+#define GM_MT (WM / 16)                    /* WMMA blocks down a wave tile */
+#define GM_NT (WN / 16)                    /* ... and across */
+#define GM_NACC 8                          /* accumulators a lane per block */
+
+#if !GC_WMMA || SA != 2
+#error "gemm_swiglu_wmma needs a WMMA target (gfx1100 .. gfx1103) and 16-bit inputs"
+#endif
+
+typedef gc_float8_t gm_acc_t;
+typedef gc_short16_t gm_op_t;
+
+/* Chunks of an R-row tile, and per thread. */
+template <int R> struct gm_tile {
+  static constexpr int NCH = R * (BK / GM_CH);
+  static constexpr int PER = (NCH + GM_T - 1) / GM_T;
+};
+
+/* Rows r0 .. r0+R-1 (of nr), columns k0 .. k0+BK-1 (of K) of X into
+ * this thread's chunk registers v (zeros outside X). */
+template <int R>
+GC_DEVICE void gm_fetch(gc_raw16 *v, const TA *X, int64_t r0, int64_t nr, int64_t k0, int64_t K) {
+  GC_UNROLL(gm_tile<R>::PER)
+  for (int i = 0; i < gm_tile<R>::PER; i++) {
+    int id = gc_tid() + i * GM_T;
+    int r = id / (BK / GM_CH), c = id % (BK / GM_CH);
+    int64_t k = k0 + c * GM_CH;
+    v[i] = gc_raw16{{0, 0, 0, 0}};
+    if ((gm_tile<R>::NCH % GM_T == 0 || id < gm_tile<R>::NCH) && r0 + r < nr && k < K)
+      v[i] = *reinterpret_cast<const gc_raw16 *>(X + (r0 + r) * K + k);
+  }
+}
+
+/* The chunk registers v into the tile at LDS s (element (r, k) at
+ * s[r·GM_LDK + k]). */
+template <int R> GC_DEVICE void gm_put(TA *s, const gc_raw16 *v) {
+  GC_UNROLL(gm_tile<R>::PER)
+  for (int i = 0; i < gm_tile<R>::PER; i++) {
+    int id = gc_tid() + i * GM_T;
+    if (gm_tile<R>::NCH % GM_T == 0 || id < gm_tile<R>::NCH) {
+      int r = id / (BK / GM_CH), c = id % (BK / GM_CH);
+      *reinterpret_cast<gc_raw16 *>(s + r * GM_LDK + c * GM_CH) = v[i];
+    }
+  }
+}
+
+/* A lane's operand for the WMMA block at tile row row0, k step ks: row
+ * row0 + GC_WMMA_AB_ROW, the 16 elements from k = ks·16 + GC_WMMA_AB_K(0). */
+GC_DEVICE gm_op_t gm_frag(const TA *s, int row0, int ks, int lane) {
+  int r = row0 + GC_WMMA_AB_ROW(lane), k = ks * GM_KI + GC_WMMA_AB_K(0);
+  const gc_raw16 *p = reinterpret_cast<const gc_raw16 *>(s + r * GM_LDK + k);
+  struct { gc_raw16 lo, hi; } v = {p[0], p[1]};
+  return __builtin_bit_cast(gm_op_t, v);
+}
+
+/* ag += A·Wgᵀ, au += A·Wuᵀ over the stage, for this wave's tile. */
+GC_DEVICE void gm_stage_math(const TA *sa, const TA *sg, const TA *su, int wm, int wn, int lane,
+                             gm_acc_t ag[GM_MT][GM_NT], gm_acc_t au[GM_MT][GM_NT]) {
+  GC_UNROLL(BK / GM_KI)
+  for (int ks = 0; ks < BK / GM_KI; ks++) {
+    gm_op_t a[GM_MT], b[GM_NT];
+    GC_UNROLL(GM_MT)
+    for (int i = 0; i < GM_MT; i++)
+      a[i] = gm_frag(sa, wm * WM + i * 16, ks, lane);
+    GC_UNROLL(GM_NT)
+    for (int j = 0; j < GM_NT; j++)
+      b[j] = gm_frag(sg, wn * WN + j * 16, ks, lane);
+    GC_UNROLL(GM_MT)
+    for (int i = 0; i < GM_MT; i++)
+      GC_UNROLL(GM_NT)
+      for (int j = 0; j < GM_NT; j++)
+        ag[i][j] = gc_wmma<GC_TA>(a[i], b[j], ag[i][j]);
+    GC_UNROLL(GM_NT)
+    for (int j = 0; j < GM_NT; j++)
+      b[j] = gm_frag(su, wn * WN + j * 16, ks, lane);
+    GC_UNROLL(GM_MT)
+    for (int i = 0; i < GM_MT; i++)
+      GC_UNROLL(GM_NT)
+      for (int j = 0; j < GM_NT; j++)
+        au[i][j] = gc_wmma<GC_TA>(a[i], b[j], au[i][j]);
+  }
+}
+
+/* silu(g) · u in fp32. */
+GC_DEVICE float gm_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
+
+/* Tile kt of A, Wg and Wu into the chunk registers. */
+GC_DEVICE void gm_fetch_all(gc_raw16 *va, gc_raw16 *vg, gc_raw16 *vu, const TA *A, const TB *W,
+                            int64_t m0, int64_t n0, int64_t M, int64_t N, int64_t K, int64_t kt) {
+  gm_fetch<BM>(va, A, m0, M, kt * BK, K);
+  gm_fetch<BN>(vg, W, n0, N, kt * BK, K);
+  gm_fetch<BN>(vu, W + N * K, n0, N, kt * BK, K);
+}
+
+/* The chunk registers into the stage at s. */
+GC_DEVICE void gm_put_all(TA *s, const gc_raw16 *va, const gc_raw16 *vg, const gc_raw16 *vu) {
+  gm_put<BM>(s, va);
+  gm_put<BN>(s + GM_ASZ, vg);
+  gm_put<BN>(s + GM_ASZ + GM_BSZ, vu);
+}
+
+GC_KERNEL_BOUNDS(GM_T)
+void gemm_swiglu_wmma(const TA *A, const TB *W, TC *C, int64_t M, int64_t N, int64_t K) {
+  TA *smem = reinterpret_cast<TA *>(gc_dyn_shared());
+  const int64_t nbm = gc_cdiv(M, BM), nbn = gc_cdiv(N, BN);
+  if (nbm <= 0 || nbn <= 0)
+    return;
+  /* grouped raster: RASTER block rows at a time, column by column */
+  const int64_t bid = gc_bid(), gsz = (int64_t)RASTER * nbn, first = bid / gsz * RASTER;
+  const int64_t rows = gc_min64(nbm - first, RASTER);
+  const int64_t m0 = (first + bid % gsz % rows) * BM, n0 = bid % gsz / rows * BN;
+
+  const int lane = gc_lane(), w = gc_tid() / 32;
+  const int wm = w / (BN / WN), wn = w % (BN / WN);
+
+  gm_acc_t ag[GM_MT][GM_NT], au[GM_MT][GM_NT];
+  GC_UNROLL(GM_MT)
+  for (int i = 0; i < GM_MT; i++)
+    GC_UNROLL(GM_NT)
+    for (int j = 0; j < GM_NT; j++)
+      ag[i][j] = gm_acc_t{}, au[i][j] = gm_acc_t{};
+
+  gc_raw16 va[gm_tile<BM>::PER], vg[gm_tile<BN>::PER], vu[gm_tile<BN>::PER];
+  const int64_t kt_n = gc_cdiv(K, BK);
+  if (STAGES == 2) {
+    gm_fetch_all(va, vg, vu, A, W, m0, n0, M, N, K, 0);
+    gm_put_all(smem, va, vg, vu);
+    gc_barrier();
+  }
+  for (int64_t kt = 0; kt < kt_n; kt++) {
+    TA *cur = smem + (STAGES == 2 ? (kt & 1) : 0) * GM_SSZ;
+    if (STAGES == 1) {
+      gm_fetch_all(va, vg, vu, A, W, m0, n0, M, N, K, kt);
+      gc_barrier(); /* the previous tile's math is done */
+      gm_put_all(cur, va, vg, vu);
+      gc_barrier();
+    } else if (kt + 1 < kt_n) {
+      gm_fetch_all(va, vg, vu, A, W, m0, n0, M, N, K, kt + 1);
+    }
+    gm_stage_math(cur, cur + GM_ASZ, cur + GM_ASZ + GM_BSZ, wm, wn, lane, ag, au);
+    if (STAGES == 2) {
+      if (kt + 1 < kt_n)
+        gm_put_all(smem + ((kt + 1) & 1) * GM_SSZ, va, vg, vu);
+      gc_barrier();
+    }
+  }
+
+  GC_UNROLL(GM_MT)
+  for (int i = 0; i < GM_MT; i++)
+    GC_UNROLL(GM_NT)
+    for (int j = 0; j < GM_NT; j++) {
+      const int64_t n = n0 + wn * WN + j * 16 + GC_WMMA_D_COL(lane);
+      GC_UNROLL(GM_NACC)
+      for (int r = 0; r < GM_NACC; r++) {
+        const int64_t m = m0 + wm * WM + i * 16 + GC_WMMA_D_ROW(lane, r);
+        if (m < M && n < N)
+          gc_st(C, m * N + n, gm_swiglu(ag[i][j][r], au[i][j][r]));
+      }
+    }
+}

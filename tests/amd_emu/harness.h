@@ -1,0 +1,95 @@
+/* harness.h — main() for a template built against prelude_emu.h: runs
+ * KERNEL (the template's @kernel, with the op's argument ABI) on the host
+ * SIMT emulation for one problem and checks C against an fp64 reference.
+ *
+ *   emu M N K GRID BLOCK SHMEM     (GRID, BLOCK, SHMEM: the template's
+ *                                   @grid, @block, @shmem for M N K)
+ *
+ * Prints "max_err E bad B unwritten U replication R" and exits 1 when any
+ * element is outside the tolerance, left unwritten (C is poisoned with
+ * NaN first) or a WMMA operand was not replicated across half-waves.
+ * EMU_SWIGLU selects the gemm_swiglu op (W[2N,K], C = silu(A·Wgᵀ)⊙(A·Wuᵀ));
+ * GC_OP_GEMM_ADD the gemm_add op (C += A·Bᵀ: C starts random, not NaN). */
+#include <thread>
+#include <vector>
+
+#ifndef EMU_SWIGLU
+#define EMU_SWIGLU 0
+#endif
+
+static uint64_t emu_rng = 0x243f6a8885a308d3ull;
+static float emu_rand(void) { /* in [-1, 1) */
+  emu_rng ^= emu_rng << 13, emu_rng ^= emu_rng >> 7, emu_rng ^= emu_rng << 17;
+  return (float)((emu_rng >> 40) & 0xffffff) / (float)(1 << 23) - 1.0f;
+}
+static float emu_get(const float *p, int64_t i) { return p[i]; }
+static float emu_get(const _Float16 *p, int64_t i) { return (float)p[i]; }
+static float emu_get(const gc_bf16_t *p, int64_t i) { return emu_bf16(p[i].bits); }
+
+/* One block: BLOCK host threads run the kernel with the block's LDS. */
+static void emu_block_run(int64_t bid, int block, size_t shmem, int wave, const TA *A, const TB *B,
+                          TC *C, int64_t M, int64_t N, int64_t K) {
+  emu_block blk;
+  blk.wave_size = wave;
+  blk.lds = (unsigned char *)aligned_alloc(16, shmem ? (shmem + 15) / 16 * 16 : 16);
+  memset(blk.lds, 0xcd, shmem);
+  int nw = (block + wave - 1) / wave;
+  blk.waves = new emu_wave[nw];
+  pthread_barrier_init(&blk.bar, NULL, (unsigned)block);
+  for (int w = 0; w < nw; w++) pthread_barrier_init(&blk.waves[w].bar, NULL, (unsigned)wave);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < block; t++)
+    ts.emplace_back([=, &blk] {
+      emu_tid = t, emu_bid = bid, emu_blk = &blk;
+      KERNEL(A, B, C, M, N, K);
+    });
+  for (auto &t : ts) t.join();
+  pthread_barrier_destroy(&blk.bar);
+  for (int w = 0; w < nw; w++) pthread_barrier_destroy(&blk.waves[w].bar);
+  delete[] blk.waves;
+  free(blk.lds);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 7) return fprintf(stderr, "usage: emu M N K GRID BLOCK SHMEM\n"), 2;
+  int64_t M = atoll(argv[1]), N = atoll(argv[2]), K = atoll(argv[3]), grid = atoll(argv[4]);
+  int block = atoi(argv[5]);
+  size_t shmem = (size_t)atoll(argv[6]);
+  int64_t rows_b = EMU_SWIGLU ? 2 * N : N;
+  std::vector<TA> A(M * K);
+  std::vector<TB> B(rows_b * K);
+  std::vector<TC> C(M * N);
+  for (auto &x : A) gc_st(&x, 0, emu_rand());
+  for (auto &x : B) gc_st(&x, 0, emu_rand());
+  for (int64_t i = 0; i < M * N; i++) gc_st(C.data(), i, GC_OP_GEMM_ADD ? emu_rand() : NAN);
+  std::vector<TC> C0(C);
+  for (int64_t b = 0; b < grid; b++)
+    emu_block_run(b, block, shmem, WARP, A.data(), B.data(), C.data(), M, N, K);
+  const double u = GC_TC == GC_F32 ? 0x1p-23 : GC_TC == GC_F16 ? 0x1p-10 : 0x1p-7;
+  double max_err = 0;
+  long bad = 0, unwritten = 0;
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) {
+      double g = 0, up = 0, mag = 0;
+      for (int64_t k = 0; k < K; k++) {
+        double a = emu_get(A.data(), m * K + k);
+        g += a * emu_get(B.data(), n * K + k);
+        mag += fabs(a * emu_get(B.data(), n * K + k));
+        if (EMU_SWIGLU) up += a * emu_get(B.data(), (N + n) * K + k);
+      }
+      double ref = EMU_SWIGLU ? g / (1 + exp(-g)) * up : g;
+      if (GC_OP_GEMM_ADD) ref += emu_get(C0.data(), m * N + n), mag += 1;
+      double scale = EMU_SWIGLU ? (1 + fabs(g)) * (1 + fabs(up)) : 1;
+      double got = emu_get(C.data(), m * N + n);
+      if (isnan(got)) {
+        unwritten++;
+        continue;
+      }
+      double err = fabs(got - ref), tol = u * fabs(ref) + K * 0x1p-22 * mag * scale + 1e-6;
+      if (err > max_err) max_err = err;
+      if (err > tol && bad++ < 5)
+        fprintf(stderr, "C[%lld][%lld] = %g, expected %g\n", (long long)m, (long long)n, got, ref);
+    }
+  printf("max_err %.3g bad %ld unwritten %ld replication %d\n", max_err, bad, unwritten, emu_errors);
+  return bad || unwritten || emu_errors ? 1 : 0;
+}

@@ -1,0 +1,195 @@
+/* prelude_emu.h — runs the AMD matrix-core templates (gemm_mfma,
+ * gemm_swiglu_mfma, gemm_wmma) on the host, unchanged, as a SIMT
+ * emulation: one host thread per work-item of a block, blocks one after
+ * another, LDS a heap buffer of exactly @shmem bytes (ASan sees any access
+ * past it), barriers as pthread barriers, and the matrix instructions as
+ * a wave-wide rendezvous where one lane evaluates the instruction for all.
+ *
+ * The instruction model below is written from the ISA documents (AMD
+ * matrix instruction calculator for CDNA2/CDNA3 MFMA; RDNA3 ISA / GPUOpen
+ * "WMMA on RDNA 3"), in the direction "matrix element -> (lane, item)",
+ * deliberately not by reusing the prelude's GC_MFMA_* / GC_WMMA_* macros
+ * (which state the same layouts in the direction the kernels use, "lane
+ * -> matrix element"). A template whose index math does not match the
+ * hardware's layout therefore computes a wrong product here. It replaces
+ * only prelude_hip.h's device surface; the layout macros themselves come
+ * from the real prelude (layouts.h, extracted by the test). */
+#ifndef GC_EMU_PRELUDE_H
+#define GC_EMU_PRELUDE_H
+
+#include <math.h>
+#include <type_traits>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GC_F32 0
+#define GC_F16 1
+#define GC_BF16 2
+
+#include "layouts.h" /* the >>> gc-matrix-layouts block of prelude_hip.h */
+
+#define GC_DEVICE static inline
+#define GC_KERNEL_BOUNDS(n) extern "C"
+#define GC_UNROLL(n)
+#define GC_CAT_(a, b) a##b
+#define GC_CAT(a, b) GC_CAT_(a, b)
+
+typedef _Float16 gc_half4_t __attribute__((ext_vector_type(4)));
+typedef short gc_short4_t __attribute__((ext_vector_type(4)));
+typedef _Float16 gc_half16_t __attribute__((ext_vector_type(16)));
+typedef short gc_short16_t __attribute__((ext_vector_type(16)));
+typedef float gc_float4_t __attribute__((ext_vector_type(4)));
+typedef float gc_float8_t __attribute__((ext_vector_type(8)));
+typedef float gc_float16_t __attribute__((ext_vector_type(16)));
+
+typedef float gc_f32_t;
+typedef _Float16 gc_f16_t;
+struct gc_bf16_t { uint16_t bits; };
+#define GC_DTNAME_0 f32
+#define GC_DTNAME_1 f16
+#define GC_DTNAME_2 bf16
+#define GC_DTNAME(code) GC_CAT(GC_DTNAME_, code)
+#define GC_STORAGE(code) GC_CAT(GC_CAT(gc_, GC_DTNAME(code)), _t)
+#define TA GC_STORAGE(GC_TA)
+#define TB GC_STORAGE(GC_TB)
+#define TC GC_STORAGE(GC_TC)
+
+struct alignas(16) gc_raw16 { uint32_t w[4]; };
+struct alignas(8) gc_raw8 { uint32_t w[2]; };
+
+/* ---- the emulated machine ---------------------------------------------- */
+
+struct emu_wave {
+  pthread_barrier_t bar;
+  float in_a[64][16], in_b[64][16], acc[64][16], out[64][16];
+};
+struct emu_block {
+  pthread_barrier_t bar;
+  unsigned char *lds;
+  emu_wave *waves;
+  int wave_size;
+};
+static thread_local int emu_tid;
+static thread_local int64_t emu_bid;
+static thread_local emu_block *emu_blk;
+static int emu_errors; /* replication violations (WMMA) */
+
+GC_DEVICE int gc_tid(void) { return emu_tid; }
+GC_DEVICE int64_t gc_bid(void) { return emu_bid; }
+GC_DEVICE int gc_lane(void) { return emu_tid % emu_blk->wave_size; }
+GC_DEVICE void gc_barrier(void) { pthread_barrier_wait(&emu_blk->bar); }
+GC_DEVICE unsigned char *gc_dyn_shared(void) { return emu_blk->lds; }
+
+GC_DEVICE int64_t gc_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+GC_DEVICE int64_t gc_min64(int64_t a, int64_t b) { return a < b ? a : b; }
+GC_DEVICE float gc_exp(float x) { return expf(x); }
+
+GC_DEVICE float emu_bf16(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+GC_DEVICE uint16_t emu_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+GC_DEVICE void gc_st(float *p, int64_t i, float v) { p[i] = v; }
+GC_DEVICE void gc_st(_Float16 *p, int64_t i, float v) { p[i] = (_Float16)v; }
+GC_DEVICE void gc_st(gc_bf16_t *p, int64_t i, float v) { p[i].bits = emu_to_bf16(v); }
+GC_DEVICE float gc_ld(const float *p, int64_t i) { return p[i]; }
+GC_DEVICE float gc_ld(const _Float16 *p, int64_t i) { return (float)p[i]; }
+GC_DEVICE float gc_ld(const gc_bf16_t *p, int64_t i) { return emu_bf16(p[i].bits); }
+#define LOAD_C(p, i) gc_ld((const TC *)(p), (i))
+#define STORE_C(p, i, v) gc_st((TC *)(p), (i), (v))
+#define STORE_GEMM(p, i, v) STORE_C(p, i, GC_OP_GEMM_ADD ? (v) + LOAD_C(p, i) : (v))
+
+/* A 16-bit operand word as a float, by dtype. */
+GC_DEVICE float emu_word(int dt, short w) {
+  if (dt == GC_BF16) return emu_bf16((uint16_t)w);
+  return (float)__builtin_bit_cast(_Float16, w);
+}
+
+/* Every lane of the wave deposits its operands; lane 0 evaluates the
+ * instruction with fn; every lane takes its result back. */
+template <class F> GC_DEVICE void emu_wave_op(F fn) {
+  emu_wave *w = &emu_blk->waves[emu_tid / emu_blk->wave_size];
+  pthread_barrier_wait(&w->bar);
+  if (gc_lane() == 0) fn(w);
+  pthread_barrier_wait(&w->bar);
+}
+
+/* MFMA S×S×K, one block (ISA model). A[i][k] is item k % KPL of lane
+ * i + S·(k / KPL); B[k][j] is item k % KPL of lane j + S·(k / KPL);
+ * D[i][j] is register (i % 4) + 4·(i / 8) of lane j + 32·((i / 4) % 2)
+ * for S = 32, register i % 4 of lane j + 16·(i / 4) for S = 16. */
+template <int S, int KPL> GC_DEVICE void emu_mfma_eval(emu_wave *w) {
+  const int K = 64 * KPL / S;
+  for (int i = 0; i < S; i++)
+    for (int j = 0; j < S; j++) {
+      float sum = 0;
+      for (int k = 0; k < K; k++)
+        sum += w->in_a[i + S * (k / KPL)][k % KPL] * w->in_b[j + S * (k / KPL)][k % KPL];
+      int lane = S == 32 ? j + 32 * ((i / 4) % 2) : j + 16 * (i / 4);
+      int reg = S == 32 ? (i % 4) + 4 * (i / 8) : i % 4;
+      w->out[lane][reg] = w->acc[lane][reg] + sum;
+    }
+}
+
+template <int DT, int S> struct gc_mfma {
+  typedef typename std::conditional<S == 32, gc_float16_t, gc_float4_t>::type acc_t;
+  static constexpr int NACC = S == 32 ? 16 : 4;
+  template <class OP> GC_DEVICE static acc_t run(OP a, OP b, acc_t c) {
+    const int l = gc_lane();
+    emu_wave *w = &emu_blk->waves[emu_tid / emu_blk->wave_size];
+    constexpr int KPL = DT == GC_F32 ? 1 : 4;
+    for (int v = 0; v < KPL; v++) {
+      if constexpr (DT == GC_F32) {
+        w->in_a[l][v] = (float)a, w->in_b[l][v] = (float)b;
+      } else {
+        w->in_a[l][v] = emu_word(DT, ((gc_short4_t)a)[v]);
+        w->in_b[l][v] = emu_word(DT, ((gc_short4_t)b)[v]);
+      }
+    }
+    for (int r = 0; r < NACC; r++) w->acc[l][r] = c[r];
+    emu_wave_op([](emu_wave *w) { emu_mfma_eval<S, KPL>(w); });
+    acc_t d;
+    for (int r = 0; r < NACC; r++) d[r] = w->out[l][r];
+    pthread_barrier_wait(&w->bar); /* out is read before the next op */
+    return d;
+  }
+};
+
+/* WMMA 16×16×16, wave32 (ISA model). A[i][k] is item k of lane i and of
+ * lane i + 16 (the two must agree); B[k][j] is item k of lanes j and
+ * j + 16; D[i][j] is register i / 2 of lane j + 16·(i % 2). */
+GC_DEVICE void emu_wmma_eval(emu_wave *w) {
+  for (int l = 0; l < 16; l++)
+    for (int k = 0; k < 16; k++)
+      if (w->in_a[l][k] != w->in_a[l + 16][k] || w->in_b[l][k] != w->in_b[l + 16][k])
+        __atomic_add_fetch(&emu_errors, 1, __ATOMIC_RELAXED);
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 16; j++) {
+      float sum = 0;
+      for (int k = 0; k < 16; k++) sum += w->in_a[i][k] * w->in_b[j][k];
+      w->out[j + 16 * (i % 2)][i / 2] = w->acc[j + 16 * (i % 2)][i / 2] + sum;
+    }
+}
+
+template <int DT> GC_DEVICE gc_float8_t gc_wmma(gc_short16_t a, gc_short16_t b, gc_float8_t c) {
+  const int l = gc_lane();
+  emu_wave *w = &emu_blk->waves[emu_tid / emu_blk->wave_size];
+  for (int v = 0; v < 16; v++) w->in_a[l][v] = emu_word(DT, a[v]), w->in_b[l][v] = emu_word(DT, b[v]);
+  for (int r = 0; r < 8; r++) w->acc[l][r] = c[r];
+  emu_wave_op([](emu_wave *w) { emu_wmma_eval(w); });
+  gc_float8_t d;
+  for (int r = 0; r < 8; r++) d[r] = w->out[l][r];
+  pthread_barrier_wait(&w->bar);
+  return d;
+}
+
+#endif

@@ -1,0 +1,173 @@
+"""The AMD matrix-core templates (@backend hip: gemm_mfma, gemm_swiglu_mfma,
+gemm_wmma, gemm_swiglu_wmma) compile offline with clang-19 for their targets: at their
+defaults and at a sample of their space, for every dtype. Each code object
+must contain the target's matrix instructions (v_mfma on gfx90a/gfx942
+with the ISA's own spelling, v_wmma on gfx1100), spill nothing (no
+scratch, no VGPR/SGPR spills in the code-object metadata), use no static
+LDS (all of it is the @shmem dynamic buffer, which must fit in 64 KiB) and
+run at the wavefront size the template assumes. Skipped, saying why,
+without clang-19 and the LLVM tools.
+
+The source is assembled the way gen/ does it (prelude, target constants,
+dtype sizes and codes, parameters, #line, template), so this test does
+not need the AMD compile drivers of gen/."""
+import os
+import random
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+
+CLANG = shutil.which("clang-19")
+OBJDUMP = shutil.which("llvm-objdump-19")
+READELF = shutil.which("llvm-readelf-19")
+pytestmark = pytest.mark.skipif(not (CLANG and OBJDUMP and READELF),
+                                reason="clang-19 / llvm-objdump-19 / llvm-readelf-19 not installed")
+
+GPU = os.path.join(ROOT, "templates", "gpu")
+DT = {"f32": (0, 4), "f16": (1, 2), "bf16": (2, 2)}
+TARGETS = {"gfx90a": 64, "gfx942": 64, "gfx1100": 32}  # wavefront size
+# gen's target constants for them (gen/target.c)
+CONSTS = {"gfx90a": dict(GFX=910, NCU=110, VGPRS=512, MFMA=1, WMMA=0),
+          "gfx942": dict(GFX=942, NCU=304, VGPRS=512, MFMA=1, WMMA=0),
+          "gfx1100": dict(GFX=1100, NCU=96, VGPRS=256, MFMA=0, WMMA=1)}
+LDS = 65536
+# The instruction each (target, dtype) must show, as the disassembler spells it.
+ISA = {("gfx90a", "f16"): "v_mfma_f32_(32x32x8|16x16x16)f16",
+       ("gfx90a", "bf16"): "v_mfma_f32_(32x32x8|16x16x16)bf16_1k",
+       ("gfx90a", "f32"): "v_mfma_f32_(32x32x2|16x16x4)f32",
+       ("gfx942", "f16"): "v_mfma_f32_(32x32x8|16x16x16)_f16",
+       ("gfx942", "bf16"): "v_mfma_f32_(32x32x8|16x16x16)_bf16",
+       ("gfx942", "f32"): "v_mfma_f32_(32x32x2|16x16x4)_f32",
+       ("gfx1100", "f16"): "v_wmma_f32_16x16x16_f16",
+       ("gfx1100", "bf16"): "v_wmma_f32_16x16x16_bf16"}
+
+
+def parse(path):
+    head = open(path).read().split("*/", 1)[0]
+    params = {m.group(1): (m.group(2).split(), m.group(3)) for m in
+              re.finditer(r"@param\s+(\w+)\s+([-\d\s]+?)\s+default\s+(\d+)", head)}
+    return {"name": re.search(r"@template\s+(\S+)", head).group(1),
+            "backend": re.search(r"@backend\s+(\S+)", head).group(1),
+            "dtypes": re.search(r"@dtypes\s+([^\n]+)", head).group(1).split(" -- ")[0].split(),
+            "params": params,
+            "constraints": [c.split(" -- ")[0] for c in re.findall(r"@constraint\s+([^\n]+)", head)],
+            "shmem": (re.findall(r"@shmem\s+([^\n]+)", head) or ["0"])[0].split(" -- ")[0]}
+
+
+def hip_templates():
+    return [parse(os.path.join(GPU, f)) | {"file": f} for f in sorted(os.listdir(GPU))
+            if f.endswith(".cu") and parse(os.path.join(GPU, f))["backend"] == "hip"]
+
+
+def evaluate(expr, env):
+    """A template expression (C-like integers) in Python: / is C's truncation."""
+    py = re.sub(r"(?<![=!<>])/(?!/)", "//", expr).replace("&&", " and ").replace("||", " or ")
+    py = re.sub(r"!(?!=)", " not ", py)
+    return int(eval(py, {"min": min, "max": max, "cdiv": lambda a, b: -(-a // b)}, dict(env)))
+
+
+def env_for(tpl, target, dtype, params):
+    code, size = DT[dtype]
+    return {"WARP": TARGETS[target], "SMEM": LDS, "NSM": 0, "MAXT": 1024, "AMD": 1,
+            "SA": size, "SB": size, "SC": size} | CONSTS[target] | params, code
+
+
+def source(tpl, env, code):
+    prelude = open(os.path.join(GPU, "prelude_hip.h")).read()
+    defs = "".join(f"#define {k} {v}\n" for k, v in env.items())
+    defs += "".join(f"#define GC_T{x} {code}\n" for x in "ABC")
+    defs += "#define GC_OP_GEMM_ADD 0\n"
+    return f'{prelude}\n{defs}#line 1 "{tpl["file"]}"\n' + open(os.path.join(GPU, tpl["file"])).read()
+
+
+def variants(tpl, target, dtype, n=4):
+    """The defaults and up to n-1 random points inside the constraints."""
+    names = list(tpl["params"])
+    default = {k: int(d) for k, (_, d) in tpl["params"].items()}
+    rng = random.Random(f"{tpl['name']}-{target}-{dtype}")
+    out, tries = [default], 0
+    while len(out) < n and tries < 400:
+        tries += 1
+        p = {k: int(rng.choice(tpl["params"][k][0])) for k in names}
+        env, _ = env_for(tpl, target, dtype, p)
+        if p not in out and all(evaluate(c, env) for c in tpl["constraints"]):
+            out.append(p)
+    return out
+
+
+def compile_one(tmp, tpl, target, dtype, params):
+    env, code = env_for(tpl, target, dtype, params)
+    src, obj = tmp / "k.hip", tmp / "k.o"
+    src.write_text(source(tpl, env, code))
+    r = subprocess.run([CLANG, "-x", "hip", f"--offload-arch={target}", "--offload-device-only",
+                        "--no-gpu-bundle-output", "-nogpuinc", "-nogpulib", "-O3", "-o", str(obj),
+                        str(src)], capture_output=True, text=True)
+    assert r.returncode == 0, f"{tpl['name']} {target} {dtype} {params}:\n{r.stderr[-3000:]}"
+    dis = subprocess.run([OBJDUMP, "-d", str(obj)], capture_output=True, text=True).stdout
+    notes = subprocess.run([READELF, "--notes", str(obj)], capture_output=True, text=True).stdout
+    meta = {k: int(v) for k, v in re.findall(r"\.(\w+):\s+(\d+)\s*$", notes, re.M)}
+    return env, dis, meta
+
+
+CASES = [(t, tg, dt) for t in hip_templates() for tg in TARGETS for dt in t["dtypes"]
+         if evaluate(next(c for c in t["constraints"] if "WARP" in c),
+                     {"WARP": TARGETS[tg]} | CONSTS[tg])]
+
+
+def test_hip_templates_found():
+    names = {t["name"] for t in hip_templates()}
+    assert {"gemm_mfma", "gemm_swiglu_mfma", "gemm_wmma", "gemm_swiglu_wmma"} <= names, names
+    # every (target, dtype) the templates claim has a case
+    assert {(tg, dt) for _, tg, dt in CASES} == set(ISA), sorted({(tg, dt) for _, tg, dt in CASES})
+
+
+@pytest.mark.parametrize("tpl,target,dtype", CASES,
+                         ids=[f"{t['name']}-{tg}-{dt}" for t, tg, dt in CASES])
+def test_matrix_template_compiles(tmp_path, tpl, target, dtype):
+    for params in variants(tpl, target, dtype):
+        env, dis, meta = compile_one(tmp_path, tpl, target, dtype, params)
+        what = f"{tpl['name']} {target} {dtype} {params}"
+        assert re.search(ISA[(target, dtype)], dis), f"{what}: no matrix instruction"
+        if target == "gfx1100":
+            assert "v_mfma" not in dis
+        else:
+            assert "v_wmma" not in dis
+        assert "scratch_" not in dis, f"{what}: scratch instructions"
+        assert meta["private_segment_fixed_size"] == 0, f"{what}: scratch {meta}"
+        assert meta["vgpr_spill_count"] == 0 and meta["sgpr_spill_count"] == 0, f"{what}: {meta}"
+        assert meta["group_segment_fixed_size"] == 0, f"{what}: static LDS"
+        assert evaluate(tpl["shmem"], env) <= LDS
+        assert meta["wavefront_size"] == TARGETS[target]
+        assert meta["vgpr_count"] <= 512
+
+
+BUNDLE_ISA = {"gfx942": "v_mfma", "gfx90a": "v_mfma", "gfx1100": "v_wmma"}
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
+@pytest.mark.parametrize("op", ["gemm", "gemm_swiglu"])
+def test_bundle_gemms_use_matrix_cores(gc, tmp_path, op, dtype):
+    """Through gen's own pipeline (gcore-gen, the clang driver): a bundle's
+    GEMM kernels for M > 1 are the matrix-core templates, whose code has the
+    target's matrix instructions (gfx1100 only for 16-bit: RDNA3 WMMA has no
+    fp32 inputs, so there fp32 GEMMs are the SIMT ones)."""
+    import sqlite3
+    targets = [t for t in BUNDLE_ISA if not (t == "gfx1100" and dtype == "f32")]
+    r = gc("gcore-gen", "--target", ",".join(targets), "--compiler", "clang", "--op", op,
+           "--dtype", dtype, "--m", "2,64,300", "--n", "96", "--k", "72", "-o", "b.gcb", "-q")
+    assert r.rc == 0, r
+    with sqlite3.connect(gc.dir / "b.gcb") as c:
+        rows = c.execute("SELECT DISTINCT o.id, o.target, o.template, o.blob FROM code_objects o "
+                         "JOIN dispatch d ON d.code_id = o.id WHERE d.m_hi > 1 AND "
+                         "o.template NOT LIKE 'gemv%'").fetchall()
+    assert {t for _, t, _, _ in rows} == set(targets), rows
+    for oid, target, tpl, blob in rows:
+        assert tpl.endswith("mfma" if BUNDLE_ISA[target] == "v_mfma" else "wmma"), (target, tpl)
+        (tmp_path / f"{oid}.co").write_bytes(blob)
+        dis = subprocess.run([OBJDUMP, "-d", str(tmp_path / f"{oid}.co")], capture_output=True,
+                             text=True).stdout
+        assert BUNDLE_ISA[target] in dis, f"{target} {tpl}: no {BUNDLE_ISA[target]}"
