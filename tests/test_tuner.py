@@ -139,7 +139,6 @@ def test_local_search_walks_neighbours_of_the_best(gc):
     assert r.rc == 0, r
     runs = measured_in_order(gc.dir / "l.db")
     assert len(runs) == 12 and len(set(runs)) == 12, runs
-    r = gc("gcore-run", "-b", "/dev/null", "--help")
     defaults = {}
     for tpl, params, _ in runs[:2]:  # gemv_cpu and gemm_cpu serve m = 1
         defaults[tpl] = dict(kv.split("=") for kv in params.split(","))

@@ -325,11 +325,6 @@ static int64_t default_index(const gc_template_t *t, const gc_problem_t *p) {
   return idx;
 }
 
-static int by_time(const void *a, const void *b) {
-  double x = ((const struct seen *)a)->us, y = ((const struct seen *)b)->us;
-  return x < y ? -1 : x > y;
-}
-
 #define LOCAL_STARTS 4 /* fastest points whose neighbourhoods a round explores */
 
 /* Local search: fill chunk[*n..] with untried one-parameter neighbours of
@@ -337,12 +332,12 @@ static int by_time(const void *a, const void *b) {
 static int neighbours(sweep_t *s, cand_t *chunk, int *n, gc_err_t *e) {
   struct seen best[LOCAL_STARTS];
   int nb = 0;
-  for (int64_t i = 0; i < s->capseen; i++) {
+  for (int64_t i = 0; i < s->capseen; i++) { /* keep best[] sorted: insert x in place */
     const struct seen *x = &s->seen[i];
-    if (!x->key || !isfinite(x->us)) continue;
-    if (nb < LOCAL_STARTS) best[nb++] = *x;
-    else if (x->us < best[nb - 1].us) best[nb - 1] = *x;
-    qsort(best, (size_t)nb, sizeof *best, by_time);
+    if (!x->key || !isfinite(x->us) || (nb == LOCAL_STARTS && x->us >= best[nb - 1].us)) continue;
+    int at = nb < LOCAL_STARTS ? nb++ : nb - 1;
+    for (; at > 0 && best[at - 1].us > x->us; at--) best[at] = best[at - 1];
+    best[at] = *x;
   }
   for (int b = 0; b < nb && *n < CHUNK && budget_left(s, *n); b++) {
     point_t at = {(int)(best[b].key >> 40), (int64_t)(best[b].key & ((1ull << 40) - 1)) - 1};
