@@ -251,17 +251,17 @@ int gc_db_measured(gc_db_t *db, int64_t device_id, int64_t problem_id,
                    int64_t variant_id, int *found, gc_err_t *e) {
   sqlite3_stmt *st;
   if (gc_sql_prepare(db->sq,
-                     "SELECT 1 FROM measurements WHERE device_id=?1 AND "
-                     "problem_id=?2 AND variant_id=?3",
+                     "SELECT 1 + (status = 'rejected' AND detail LIKE 'constraint failed%') "
+                     "FROM measurements WHERE device_id=?1 AND problem_id=?2 AND variant_id=?3",
                      &st, e))
     return e->code;
   sqlite3_bind_int64(st, 1, device_id);
   sqlite3_bind_int64(st, 2, problem_id);
   sqlite3_bind_int64(st, 3, variant_id);
   int rc = sqlite3_step(st);
+  *found = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
   sqlite3_finalize(st);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) return gc_sql_err(db->sq, e, db->path);
-  *found = rc == SQLITE_ROW;
   return GC_OK;
 }
 

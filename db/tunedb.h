@@ -65,7 +65,9 @@ int gc_db_variant_id(gc_db_t *db, const gc_db_variant_t *v, int64_t *id, gc_err_
 int gc_db_set_resources(gc_db_t *db, int64_t variant_id,
                         const gc_db_resources_t *r, gc_err_t *e);
 
-/* *found = 1 when a measurement for (device, problem, variant) exists. */
+/* *found = 1 when a measurement for (device, problem, variant) exists, 2
+ * when it is a rejection by a template constraint (never a candidate), 0
+ * when none does. */
 int gc_db_measured(gc_db_t *db, int64_t device_id, int64_t problem_id,
                    int64_t variant_id, int *found, gc_err_t *e);
 int gc_db_record(gc_db_t *db, const gc_db_measurement_t *m, gc_err_t *e);

@@ -149,6 +149,15 @@ static double quantile(const double *s, int64_t n, double q) {
   return i + 1 < n ? s[i] * (1 - f) + s[i + 1] * f : s[i];
 }
 
+/* The median of the n samples in s (n <= 64), s left as it was. */
+static double median_of(const double *s, int64_t n) {
+  double c[64];
+  if (n > 64) n = 64;
+  memcpy(c, s, (size_t)n * sizeof *c);
+  qsort(c, (size_t)n, sizeof *c, cmp_double);
+  return quantile(c, n, 0.5);
+}
+
 size_t gc_check_default_flush(gc_dev_t *dev) {
   return gc_dev_info(dev)->host_memory ? 0 : (size_t)256 << 20;
 }
@@ -165,7 +174,7 @@ static int timed_launch(gc_check_t *c, gc_launch_fn fn, void *ctx, gc_event_t *a
 
 int gc_check_time(gc_check_t *c, gc_launch_fn fn, void *ctx, const gc_time_opts_t *o,
                   gc_timing_t *t, gc_err_t *e) {
-  gc_time_opts_t d = {2, 5, 2000, 0.2, 0};
+  gc_time_opts_t d = {2, 5, 2000, 0.2, 0, 0};
   if (o) d = *o;
   memset(t, 0, sizeof *t);
   double *s = gc_malloc((size_t)d.max_iters * sizeof *s, e);
@@ -186,6 +195,8 @@ int gc_check_time(gc_check_t *c, gc_launch_fn fn, void *ctx, const gc_time_opts_
       s[n++] = ms;
       total += ms;
     }
+    if (!rc && n == d.min_iters && d.abandon_us > 0 && median_of(s, n) * 1e3 > d.abandon_us)
+      break;
   }
   if (!rc) {
     qsort(s, (size_t)n, sizeof *s, cmp_double);

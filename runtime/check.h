@@ -26,6 +26,10 @@ typedef struct gc_time_opts {
   double min_time;  /* seconds of timed launches to aim for (default 0.2) */
   size_t flush;     /* bytes written between timed launches to evict the
                        cache (cold-cache timing); 0 = none */
+  double abandon_us; /* > 0: stop after min_iters launches when their median
+                        is above this (a candidate clearly slower than the
+                        tuner's incumbent: its figure then rests on
+                        min_iters launches); 0 = never */
 } gc_time_opts_t;
 
 /* The flush gcore uses on a device: 256 MiB on GPUs (over the L2 of any

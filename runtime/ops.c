@@ -14,7 +14,10 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
+
+#include "refdot.h"
 
 /* ---- half-precision conversions -------------------------------------- */
 
@@ -200,19 +203,49 @@ void gc_op_args(const gc_problem_t *p, const gc_op_scalars_t *sc, const gc_dptr_
 
 /* ---- inputs ----------------------------------------------------------- */
 
-static uint64_t splitmix(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+#define GOLDEN 0x9e3779b97f4a7c15ull
+
+/* splitmix64's output for state z */
+static uint64_t mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
 
-/* Uniform in [lo, hi), rounded to dtype t. */
-static void fill(void *p, gc_dtype_t t, int64_t n, double lo, double hi, uint64_t *s) {
-  for (int64_t i = 0; i < n; i++) {
-    double u = (double)(splitmix(s) >> 11) * 0x1p-53;
-    gc_store_elem(p, t, i, lo + (hi - lo) * u);
+static uint64_t splitmix(uint64_t *s) { return mix(*s += GOLDEN); }
+
+#define FILL_CHUNK (1 << 20)
+
+/* Element i of a fill takes splitmix's (i+1)-th output from state s0, so
+ * chunks fill in parallel and give what one pass would. */
+typedef struct fill_job {
+  void *p;
+  gc_dtype_t t;
+  int64_t n;
+  double lo, hi;
+  uint64_t s0;
+  atomic_llong next;
+} fill_job_t;
+
+static void *fill_worker(void *arg) {
+  fill_job_t *f = arg;
+  for (;;) {
+    int64_t i0 = (int64_t)atomic_fetch_add(&f->next, FILL_CHUNK);
+    if (i0 >= f->n) return NULL;
+    int64_t i1 = i0 + FILL_CHUNK < f->n ? i0 + FILL_CHUNK : f->n;
+    for (int64_t i = i0; i < i1; i++) {
+      double u = (double)(mix(f->s0 + (uint64_t)(i + 1) * GOLDEN) >> 11) * 0x1p-53;
+      gc_store_elem(f->p, f->t, i, f->lo + (f->hi - f->lo) * u);
+    }
   }
+}
+
+/* Uniform in [lo, hi), rounded to dtype t; large fills on every core. */
+static void fill(void *p, gc_dtype_t t, int64_t n, double lo, double hi, uint64_t *s) {
+  fill_job_t f = {p, t, n, lo, hi, *s, 0};
+  int threads = n < 4 * FILL_CHUNK ? 1 : gc_ref_host_threads();
+  if (gc_ref_threads(fill_worker, &f, threads, NULL)) fill_worker(&f); /* no memory for a thread list: one */
+  *s += (uint64_t)n * GOLDEN;
 }
 
 void gc_op_fill_inputs(const gc_problem_t *p, const gc_op_scalars_t *sc,
@@ -269,43 +302,62 @@ static double dot(const void *x, gc_dtype_t tx, int64_t i, const void *w, gc_dty
   return s;
 }
 
-static void ref_gemm(const gc_problem_t *p, void **h, double *ref, double *tol) {
-  double gamma = (double)p->k * 0x1p-24, u = ulp_rel(p->tc);
-  for (int64_t i = 0; i < p->m; i++)
-    for (int64_t j = 0; j < p->n; j++) {
-      double a, r = dot(h[0], p->ta, i, h[1], p->tb, j, p->k, &a);
-      ref[i * p->n + j] = r;
-      tol[i * p->n + j] = u * fabs(r) + gamma * a + ulp_abs(p->tc);
-    }
+/* dot[i·n + j] and abs[i·n + j] (Σ x·w and Σ |x·w|, fp64) of the rows of
+ * X ([m,k], dtype tx) and of W ([n,k], dtype tw) or of wd (W already in
+ * fp64; then tw is unused). */
+static int dots(const void *x, gc_dtype_t tx, const double *xd, const void *w, gc_dtype_t tw,
+                int64_t m, int64_t n, int64_t k, double *dot, double *abs, gc_err_t *e) {
+  double *xc = xd ? NULL : gc_ref_f64(x, tx, m * k, e);
+  double *wc = xc || xd ? gc_ref_f64(w, tw, n * k, e) : NULL;
+  int rc = wc ? gc_ref_dots(xd ? xd : xc, wc, m, n, k, dot, abs, 0, e) : e->code;
+  free(xc);
+  free(wc);
+  return rc;
 }
 
-/* C0 + A·Bᵀ: the GEMM's rule, plus the fp32 rounding of the sum with C0. */
-static void ref_gemm_add(const gc_problem_t *p, void **h, double *ref, double *tol) {
+/* The GEMM rule of every element, given the dot in ref and Σ|a·b| in tol:
+ * u·|r| + gamma·abs + sub (plus c0's rounding in the sum, gemm_add). */
+static int ref_gemm(const gc_problem_t *p, void **h, int add, double *ref, double *tol,
+                    gc_err_t *e) {
   double gamma = (double)p->k * 0x1p-24, u = ulp_rel(p->tc);
-  for (int64_t i = 0; i < p->m; i++)
-    for (int64_t j = 0; j < p->n; j++) {
-      double a, c0 = gc_load_elem(h[2], p->tc, i * p->n + j);
-      double r = dot(h[0], p->ta, i, h[1], p->tb, j, p->k, &a) + c0;
-      ref[i * p->n + j] = r;
-      tol[i * p->n + j] = u * fabs(r) + gamma * a + 0x1p-23 * fabs(c0) + ulp_abs(p->tc);
-    }
+  if (dots(h[0], p->ta, NULL, h[1], p->tb, p->m, p->n, p->k, ref, tol, e)) return e->code;
+  for (int64_t i = 0; i < p->m * p->n; i++) {
+    double c0 = add ? gc_load_elem(h[2], p->tc, i) : 0; /* gemm_add: C0 + A·Bᵀ */
+    ref[i] += c0;
+    tol[i] = u * fabs(ref[i]) + gamma * tol[i] + 0x1p-23 * fabs(c0) + ulp_abs(p->tc);
+  }
+  return GC_OK;
 }
 
-/* silu(g) * up. Errors in g and u (each gamma * abs) propagate through
- * |d/dg silu(g)| <= 1.1 and |silu(g)| <= |g|; exp adds a few ulps of fp32. */
-static void ref_swiglu(const gc_problem_t *p, void **h, double *ref, double *tol) {
-  double gamma = (double)p->k * 0x1p-24 + 0x1p-21, uc = ulp_rel(p->tc);
+/* silu(g) * up from the dots of the stacked [2N, K] weights (d, a: [M, 2N]).
+ * Errors in g and u (each gamma * abs) propagate through
+ * |d/dg silu(g)| <= 1.1 and |silu(g)| <= |g|; exp adds a few ulps of fp32
+ * (0x1p-21 on gamma). */
+static void swiglu_rule(const gc_problem_t *p, double gamma, const double *d, const double *a,
+                        double *ref, double *tol) {
+  double uc = ulp_rel(p->tc);
   for (int64_t i = 0; i < p->m; i++)
     for (int64_t j = 0; j < p->n; j++) {
-      double ag, au;
-      double g = dot(h[0], p->ta, i, h[1], p->tb, j, p->k, &ag);
-      double up = dot(h[0], p->ta, i, h[1], p->tb, p->n + j, p->k, &au);
+      const double g = d[i * 2 * p->n + j], up = d[i * 2 * p->n + p->n + j];
+      const double ag = a[i * 2 * p->n + j], au = a[i * 2 * p->n + p->n + j];
       double sg = g / (1.0 + exp(-g));
       double r = sg * up;
       ref[i * p->n + j] = r;
-      tol[i * p->n + j] = uc * fabs(r) + 1.1 * fabs(up) * gamma * (ag + fabs(g)) +
-                          fabs(sg) * gamma * au + ulp_abs(p->tc);
+      tol[i * p->n + j] = uc * fabs(r) + 1.1 * fabs(up) * (gamma + 0x1p-21) * (ag + fabs(g)) +
+                          fabs(sg) * (gamma + 0x1p-21) * au + ulp_abs(p->tc);
     }
+}
+
+/* The dots of X (or xd, fp64) with the stacked weights, then the rule. */
+static int ref_swiglu(const gc_problem_t *p, void **h, const double *xd, double gamma,
+                      double *ref, double *tol, gc_err_t *e) {
+  size_t cnt = (size_t)(p->m * 2 * p->n > 0 ? p->m * 2 * p->n : 1);
+  double *d = gc_malloc(cnt * sizeof *d, e), *a = d ? gc_malloc(cnt * sizeof *a, e) : NULL;
+  int rc = a ? dots(h[0], p->ta, xd, h[1], p->tb, p->m, 2 * p->n, p->k, d, a, e) : e->code;
+  if (!rc) swiglu_rule(p, gamma, d, a, ref, tol);
+  free(d);
+  free(a);
+  return rc;
 }
 
 /* y = x * w / sqrt(mean(x^2) + eps); the fp32 sum of squares has relative
@@ -349,27 +401,12 @@ static int ref_norm_gemm(const gc_problem_t *p, const gc_op_scalars_t *sc, void 
       xn[i * K + k] = gc_load_elem(h[0], p->ta, i * K + k) * inv * gc_load_elem(h[3], p->tb, k);
   }
   double gamma = (double)K * 0x1p-24 + (double)(K + 8) * 0x1p-24, uc = ulp_rel(p->tc);
-  for (int64_t i = 0; i < M; i++)
-    for (int64_t j = 0; j < N; j++) {
-      double d[2] = {0, 0}, a[2] = {0, 0};
-      for (int r = 0; r < 1 + swiglu; r++)
-        for (int64_t k = 0; k < K; k++) {
-          double v = xn[i * K + k] * gc_load_elem(h[1], p->tb, (j + r * N) * K + k);
-          d[r] += v;
-          a[r] += fabs(v);
-        }
-      double out = d[0], t = uc * fabs(d[0]) + gamma * a[0];
-      if (swiglu) {
-        double sg = d[0] / (1.0 + exp(-d[0]));
-        out = sg * d[1];
-        t = uc * fabs(out) + 1.1 * fabs(d[1]) * (gamma + 0x1p-21) * (a[0] + fabs(d[0])) +
-            fabs(sg) * (gamma + 0x1p-21) * a[1];
-      }
-      ref[i * N + j] = out;
-      tol[i * N + j] = t + ulp_abs(p->tc);
-    }
+  int rc = swiglu ? ref_swiglu(p, h, xn, gamma, ref, tol, e)
+                  : dots(NULL, p->ta, xn, h[1], p->tb, M, N, K, ref, tol, e);
+  for (int64_t i = 0; !rc && !swiglu && i < M * N; i++)
+    tol[i] = uc * fabs(ref[i]) + gamma * tol[i] + ulp_abs(p->tc);
   free(xn);
-  return GC_OK;
+  return rc;
 }
 
 /* x + y: one rounding of the sum (two for a narrow output dtype). */
@@ -482,9 +519,10 @@ int gc_op_reference(const gc_problem_t *p, const gc_op_scalars_t *sc,
                     void *host[GC_OP_MAX_BUFS], double *ref[GC_OP_MAX_BUFS],
                     double *tol[GC_OP_MAX_BUFS], gc_err_t *e) {
   if (gc_problem_check(p, e)) return e->code;
-  if (!strcmp(p->op, "gemm")) ref_gemm(p, host, ref[2], tol[2]);
-  else if (!strcmp(p->op, "gemm_add")) ref_gemm_add(p, host, ref[2], tol[2]);
-  else if (!strcmp(p->op, "gemm_swiglu")) ref_swiglu(p, host, ref[2], tol[2]);
+  if (!strcmp(p->op, "gemm") || !strcmp(p->op, "gemm_add"))
+    return ref_gemm(p, host, !strcmp(p->op, "gemm_add"), ref[2], tol[2], e);
+  else if (!strcmp(p->op, "gemm_swiglu"))
+    return ref_swiglu(p, host, NULL, (double)p->k * 0x1p-24, ref[2], tol[2], e);
   else if (is_norm_gemm(p)) return ref_norm_gemm(p, sc, host, ref[2], tol[2], e);
   else if (!strcmp(p->op, "rmsnorm")) ref_rmsnorm(p, sc, host, ref[2], tol[2]);
   else if (!strcmp(p->op, "add")) ref_add(p, host, ref[2], tol[2]);

@@ -64,9 +64,11 @@ def test_records_every_candidate_and_resumes(gc):
                         "OR min_us > median_us OR max_us < median_us OR iters < 5 OR max_err > 1)"
                         ).fetchone()[0]
         assert bad == 0
-    r = gc(*args)
+    r = gc(*args)  # the same budget again: everything reused, nothing measured
+    assert r.rc == 0 and "0 measured now, 4 reused" in r.out, r
+    r = gc(*args[:-2], "8", "--no-progress")  # a larger budget: the next 4 of the space
     assert r.rc == 0, r
-    assert "4 measured now" in r.out  # the next 4 of the space, nothing re-measured
+    assert "4 measured now, 4 reused" in r.out, r
     with sqlite3.connect(gc.dir / "t.db") as c:
         assert dict(c.execute("SELECT status, count(*) FROM measurements GROUP BY status")
                     .fetchall()).get("ok") == 8
@@ -154,3 +156,18 @@ def test_local_search_walks_neighbours_of_the_best(gc):
     assert len(measured_in_order(gc.dir / "r.db")) == 12
     r = gc("gcore-tune", *prob, "--db", "x.db", "--strategy", "sideways")
     assert r.rc != 0 and "--strategy" in r.err
+
+
+def test_clearly_slower_candidates_stop_timing_early(gc):
+    """A verified candidate whose first launches are over 1.25x the best so far
+    stops after min_iters (5) launches; the winner is timed in full."""
+    prob = ["--op", "gemm", "--m", "32", "--n", "64", "--k", "64", "--dtype", "f32"]
+    r = gc("gcore-tune", *prob, "--db", "a.db", "--budget", "16", "--min-time", "0.05", "--no-progress")
+    assert r.rc == 0, r
+    with sqlite3.connect(gc.dir / "a.db") as c:
+        rows = c.execute("SELECT median_us, iters FROM measurements WHERE status='ok' ORDER BY id").fetchall()
+    best = min(m for m, _ in rows)
+    short = [(m, n) for m, n in rows if n == 5]
+    assert short, f"no candidate was abandoned: {rows}"
+    assert all(m > 1.25 * best for m, _ in short), rows
+    assert all(n > 5 for m, n in rows if m == best), rows

@@ -206,10 +206,15 @@ static void progress(sweep_t *s) {
 }
 
 static int budget_left(sweep_t *s, int64_t pending) {
-  if (s->o->budget_n > 0 && s->measured + pending >= s->o->budget_n) return 0;
+  if (s->o->budget_n > 0 && s->measured + s->reused + pending >= s->o->budget_n) return 0;
   if (s->o->budget_s > 0 && gc_now() > s->deadline) return 0;
   return 1;
 }
+
+/* A verified candidate whose first min_iters launches have a median over
+ * ABANDON times the problem's best so far stops timing there: it cannot
+ * win, and most of a search's candidates are such (racing, as in irace). */
+#define ABANDON 1.25
 
 static int measure(sweep_t *s, cand_t *c, gc_compile_job_t *j, gc_err_t *e) {
   if (!j->ok) return record(s, c, "compile-failed", j->log, NULL, e);
@@ -232,6 +237,7 @@ static int measure(sweep_t *s, cand_t *c, gc_compile_job_t *j, gc_err_t *e) {
   snprintf(q.shmem, sizeof q.shmem, "%s", c->v.tpl->shmem);
   if (gc_tpl_consts_text(&c->v, &s->o->target, q.consts, sizeof q.consts, e)) return e->code;
   q.timing = s->o->timing;
+  q.timing.abandon_us = s->best_us > 0 ? ABANDON * s->best_us : 0;
   q.seed = 0x5eed;
   gc_work_reply_t r;
   if (gc_worker_run(s->worker, &q, s->o->timeout_s, &r, e)) return e->code;
@@ -293,6 +299,10 @@ static int prepare(sweep_t *s, const point_t *pt, cand_t *c, int *skip, gc_err_t
   if (gc_db_variant_id(s->db, &dv, &c->variant_id, e) ||
       gc_db_measured(s->db, s->device_id, s->problem_id, c->variant_id, &found, e))
     return e->code;
+  if (found == 2) { /* rejected by a constraint before: not a candidate, as when recorded */
+    s->rejected++;
+    return GC_OK;
+  }
   if (found) { /* measured by an earlier run: its time steers the local search */
     double us = INFINITY;
     int f = 0;
@@ -368,17 +378,21 @@ static int sweep_points(sweep_t *s, gc_err_t *e) {
   s->walked = s->measured = s->reused = s->rejected = 0;
   s->measure_time = gc_now();
   while (!rc && budget_left(s, 0)) {
-    int n = 0, skip;
+    int n = 0, skip, nb_round = local && s->walked >= s->ndef;
     rc = gc_db_begin(s->db, e);
-    if (!rc && local && s->walked >= s->ndef) rc = neighbours(s, chunk, &n, e);
-    /* defaults first (alone, under local search), then shuffled points */
+    if (!rc && nb_round) rc = neighbours(s, chunk, &n, e);
+    /* defaults first (alone, under local search: the next round starts from
+     * their neighbours, also when an earlier run measured them all), then
+     * shuffled points topping up rounds whose neighbours ran out */
     for (; !rc && n < CHUNK && s->walked < s->npts && budget_left(s, n); s->walked++) {
-      if (local && s->walked == s->ndef && n) break;
+      if (local && s->walked == s->ndef && (n || !nb_round)) break;
       int fresh = seen_put(s, s->pts[s->walked], NAN, e);
       if (fresh < 0) rc = e->code;
       else if (fresh && !(rc = prepare(s, &s->pts[s->walked], &chunk[n], &skip, e)) && !skip) n++;
     }
     if (!rc) rc = gc_db_commit(s->db, e);
+    if (!rc && !n && local && !nb_round && s->walked == s->ndef && s->walked < s->npts)
+      continue; /* the defaults were all measured before: on to their neighbours */
     if (rc || !n) break;
     rc = flush(s, chunk, n, e);
   }

@@ -30,7 +30,8 @@ static const char usage[] =
     "                    sm_80, sm_90, sm_90a (NVIDIA); gfx90a, gfx942, gfx1100 (AMD, with\n"
     "                    features as in gfx942:sramecc+:xnack-)\n"
     "  --db PATH         tuning database (default tune.db; created and migrated)\n"
-    "  --budget N|Ns     at most N new candidates per problem, or N seconds in all\n"
+    "  --budget N|Ns     at most N candidates per problem, counting those an earlier run\n"
+    "                    measured (rerun with a larger N to go on), or N seconds in all\n"
     "  --strategy S      local (default): the defaults, then the untried one-parameter\n"
     "                    neighbours of the fastest points so far; random: the defaults, then\n"
     "                    the space in a shuffled order\n"
@@ -130,7 +131,7 @@ int main(int argc, char **argv) {
   o.db_path = "tune.db";
   o.timeout_s = 60;
   o.margin = 0.02;
-  o.timing = (gc_time_opts_t){2, 5, 2000, 0.2, 0}; /* flush: the worker sets it per device */
+  o.timing = (gc_time_opts_t){2, 5, 2000, 0.2, 0, 0}; /* flush: the worker sets it per device */
   o.progress = isatty(2);
   o.strategy = GC_SEARCH_LOCAL;
   const char *dims[GC_NDIMS] = {0};

@@ -2,12 +2,14 @@
  * half-precision conversions, problem keys, template parsing, and
  * allocation-failure injection through the loaders. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../base/expr.h"
 #include "../../db/problem.h"
 #include "../../gen/template.h"
 #include "../../runtime/ops.h"
+#include "../../runtime/refdot.h"
 
 static int passed, failed;
 #define CHECK(cond)                                                      \
@@ -176,7 +178,39 @@ static void test_alloc_faults(void) {
   CHECK(nomem > 0 && ok_after == 1);
 }
 
+/* gc_ref_dots against a plain fp64 loop: odd shapes (tails of the 2×2
+ * tiles and of the 4-lane k loop), one thread and several, and a problem
+ * large enough to take the threaded path. */
+static void refdot_case(int64_t m, int64_t n, int64_t k, int threads) {
+  double *x = malloc(sizeof *x * m * k), *w = malloc(sizeof *w * n * k);
+  double *d = malloc(sizeof *d * m * n), *a = malloc(sizeof *a * m * n);
+  uint64_t s = 12345;
+  for (int64_t i = 0; i < m * k; i++) x[i] = (double)((s = s * 6364136223846793005ull + 1) >> 40) / (1 << 23) - 1;
+  for (int64_t i = 0; i < n * k; i++) w[i] = (double)((s = s * 6364136223846793005ull + 1) >> 40) / (1 << 23) - 1;
+  gc_err_t e;
+  CHECK(gc_ref_dots(x, w, m, n, k, d, a, threads, &e) == GC_OK);
+  double worst = 0;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double sd = 0, sa = 0;
+      for (int64_t l = 0; l < k; l++) sd += x[i * k + l] * w[j * k + l], sa += fabs(x[i * k + l] * w[j * k + l]);
+      double err = fmax(fabs(sd - d[i * n + j]), fabs(sa - a[i * n + j])) / (sa > 0 ? sa : 1);
+      if (err > worst) worst = err;
+    }
+  CHECK(worst < 1e-13);
+  free(x), free(w), free(d), free(a);
+}
+
+static void test_refdot(void) {
+  refdot_case(1, 1, 1, 1);
+  refdot_case(3, 5, 7, 1);
+  refdot_case(37, 29, 19, 3);
+  refdot_case(67, 131, 515, 0); /* 4.5M products: threads */
+  refdot_case(67, 131, 515, 5);
+}
+
 int main(void) {
+  test_refdot();
   test_expr();
   test_half();
   test_problem();

@@ -1,0 +1,32 @@
+/* refdot.h — the fp64 dot products behind the GEMM-family references,
+ * on every core of the host. A GEMM of the Llama-3-8B prefill (M = 4096,
+ * N = 14336, K = 4096) is 2.4e11 products: minutes on one core through
+ * gc_load_elem, seconds here, which is what lets the tuner set up such a
+ * problem in seconds. The sums stay fp64 (in a different order than a
+ * plain loop: far below the fp32 tolerances they are compared against). */
+#ifndef GC_REFDOT_H
+#define GC_REFDOT_H
+
+#include "ops.h"
+
+/* A copy of count elements of p (dtype t) as doubles (converted on every
+ * core for large counts); NULL on ENOMEM
+ * (e set). The caller frees. */
+double *gc_ref_f64(const void *p, gc_dtype_t t, int64_t count, gc_err_t *e);
+
+/* For every i < m, j < n:
+ *   dot[i·n + j] = Σ_k x[i·k + l]·w[j·k + l]      (x [m,k], w [n,k])
+ *   abs[i·n + j] = Σ_k |x[i·k + l]·w[j·k + l]|
+ * on up to `threads` threads (0: one per online CPU; problems under 4M
+ * products use one). */
+int gc_ref_dots(const double *x, const double *w, int64_t m, int64_t n, int64_t k,
+                double *dot, double *abs, int threads, gc_err_t *e);
+
+/* Run fn(arg) on `threads` threads, this one among them (fn takes work
+ * items from a counter of its own until none is left); GC_ENOMEM only
+ * when no thread list could be made. */
+int gc_ref_threads(void *(*fn)(void *), void *arg, int threads, gc_err_t *e);
+/* The online CPUs of the host, at most 64. */
+int gc_ref_host_threads(void);
+
+#endif
