@@ -244,7 +244,7 @@ static void *fill_worker(void *arg) {
 static void fill(void *p, gc_dtype_t t, int64_t n, double lo, double hi, uint64_t *s) {
   fill_job_t f = {p, t, n, lo, hi, *s, 0};
   int threads = n < 4 * FILL_CHUNK ? 1 : gc_ref_host_threads();
-  if (gc_ref_threads(fill_worker, &f, threads, NULL)) fill_worker(&f); /* no memory for a thread list: one */
+  gc_ref_threads(fill_worker, &f, threads);
   *s += (uint64_t)n * GOLDEN;
 }
 
@@ -309,10 +309,10 @@ static int dots(const void *x, gc_dtype_t tx, const double *xd, const void *w, g
                 int64_t m, int64_t n, int64_t k, double *dot, double *abs, gc_err_t *e) {
   double *xc = xd ? NULL : gc_ref_f64(x, tx, m * k, e);
   double *wc = xc || xd ? gc_ref_f64(w, tw, n * k, e) : NULL;
-  int rc = wc ? gc_ref_dots(xd ? xd : xc, wc, m, n, k, dot, abs, 0, e) : e->code;
+  if (wc) gc_ref_dots(xd ? xd : xc, wc, m, n, k, dot, abs, 0);
   free(xc);
   free(wc);
-  return rc;
+  return wc ? GC_OK : e->code;
 }
 
 /* The GEMM rule of every element, given the dot in ref and Σ|a·b| in tol:
@@ -538,24 +538,64 @@ int gc_op_reference(const gc_problem_t *p, const gc_op_scalars_t *sc,
   return GC_OK;
 }
 
+#define CHECK_CHUNK (1 << 20)
+#define CHECK_TABLE 64 /* chunks per round: results of one round fit on the stack */
+
+/* A check split in chunks of CHECK_CHUNK elements over the host's cores,
+ * CHECK_TABLE chunks a round: each chunk's worst ratio and first failing
+ * element; the first failure overall is the one reported, as one pass
+ * would. */
+typedef struct check_job {
+  const gc_opbuf_t *b;
+  const void *out;
+  const double *ref, *tol;
+  int64_t start, end;         /* this round's elements */
+  double worst[CHECK_TABLE];  /* per chunk of the round */
+  int64_t first[CHECK_TABLE]; /* per chunk: first failing index, or -1 */
+  atomic_llong next;
+} check_job_t;
+
+static void *check_worker(void *arg) {
+  check_job_t *c = arg;
+  for (;;) {
+    int64_t i0 = (int64_t)atomic_fetch_add(&c->next, CHECK_CHUNK);
+    if (i0 >= c->end) return NULL;
+    int64_t i1 = i0 + CHECK_CHUNK < c->end ? i0 + CHECK_CHUNK : c->end, bad = -1;
+    double w = 0;
+    for (int64_t i = i0; i < i1; i++) {
+      double g = gc_load_elem(c->out, c->b->dtype, i), err = fabs(g - c->ref[i]);
+      double ratio = !isfinite(g) ? INFINITY : err == 0 ? 0 : c->tol[i] > 0 ? err / c->tol[i] : INFINITY;
+      if (ratio > w) w = ratio;
+      if (bad < 0 && !(ratio <= 1.0)) bad = i;
+    }
+    c->worst[(i0 - c->start) / CHECK_CHUNK] = w;
+    c->first[(i0 - c->start) / CHECK_CHUNK] = bad;
+  }
+}
+
 int gc_op_check(const gc_opbuf_t *b, const void *out, const double *ref, const double *tol,
                 double *worst, char *why, size_t why_n) {
-  int ok = 1;
+  static const int64_t round = (int64_t)CHECK_CHUNK * CHECK_TABLE;
+  check_job_t c = {.b = b, .out = out, .ref = ref, .tol = tol};
+  int64_t bad = -1;
   *worst = 0;
-  for (int64_t i = 0; i < b->count; i++) {
-    double g = gc_load_elem(out, b->dtype, i), err = fabs(g - ref[i]);
-    double ratio = !isfinite(g) ? INFINITY : err == 0 ? 0 : tol[i] > 0 ? err / tol[i] : INFINITY;
-    if (ratio > *worst) *worst = ratio;
-    if (ok && !(ratio <= 1.0)) {
-      ok = 0;
-      int64_t cols = b->cols > 0 ? b->cols : 1;
-      if (why)
-        snprintf(why, why_n, "%s element %lld (row %lld, col %lld): got %.9g, want %.9g "
-                 "(tolerance %.3g)", b->name, (long long)i, (long long)(i / cols),
-                 (long long)(i % cols), g, ref[i], tol[i]);
+  for (c.start = 0; c.start < b->count; c.start += round) {
+    c.end = c.start + round < b->count ? c.start + round : b->count;
+    atomic_store(&c.next, c.start);
+    int64_t chunks = (c.end - c.start + CHECK_CHUNK - 1) / CHECK_CHUNK;
+    gc_ref_threads(check_worker, &c, chunks > 4 ? gc_ref_host_threads() : 1);
+    for (int64_t k = 0; k < chunks; k++) {
+      if (c.worst[k] > *worst) *worst = c.worst[k];
+      if (bad < 0) bad = c.first[k];
     }
   }
-  return ok;
+  if (bad >= 0 && why) {
+    int64_t cols = b->cols > 0 ? b->cols : 1;
+    snprintf(why, why_n, "%s element %lld (row %lld, col %lld): got %.9g, want %.9g "
+             "(tolerance %.3g)", b->name, (long long)bad, (long long)(bad / cols),
+             (long long)(bad % cols), gc_load_elem(out, b->dtype, bad), ref[bad], tol[bad]);
+  }
+  return bad < 0;
 }
 
 void gc_op_work(const gc_problem_t *p, const gc_op_scalars_t *sc, double *flops, double *bytes) {

@@ -22,16 +22,14 @@
 
 typedef double v4d __attribute__((vector_size(32)));
 
-int gc_ref_threads(void *(*fn)(void *), void *arg, int threads, gc_err_t *e) {
-  pthread_t *t = threads > 1 ? gc_calloc((size_t)threads, sizeof *t, e) : NULL;
-  if (threads > 1 && !t) return GC_ENOMEM;
+void gc_ref_threads(void *(*fn)(void *), void *arg, int threads) {
+  pthread_t *t = threads > 1 ? calloc((size_t)threads, sizeof *t) : NULL;
   int started = 0;
-  for (; started < threads - 1; started++)
+  for (; t && started < threads - 1; started++)
     if (pthread_create(&t[started], NULL, fn, arg)) break;
   fn(arg); /* this thread works too, and finishes alone if none started */
   for (int i = 0; i < started; i++) pthread_join(t[i], NULL);
   free(t);
-  return GC_OK;
 }
 
 int gc_ref_host_threads(void) {
@@ -63,10 +61,7 @@ double *gc_ref_f64(const void *p, gc_dtype_t t, int64_t count, gc_err_t *e) {
   conv_t c = {p, t, count, gc_malloc((size_t)(count > 0 ? count : 1) * sizeof(double), e), 0};
   if (!c.d) return NULL;
   int threads = count < 4 * CONV_CHUNK ? 1 : gc_ref_host_threads();
-  if (gc_ref_threads(conv_worker, &c, threads, e)) {
-    free(c.d);
-    return NULL;
-  }
+  gc_ref_threads(conv_worker, &c, threads);
   return c.d;
 }
 
@@ -140,12 +135,12 @@ static void *worker(void *arg) {
   }
 }
 
-int gc_ref_dots(const double *x, const double *w, int64_t m, int64_t n, int64_t k,
-                double *dot, double *abs, int threads, gc_err_t *e) {
+void gc_ref_dots(const double *x, const double *w, int64_t m, int64_t n, int64_t k,
+                 double *dot, double *abs, int threads) {
   job_t j = {x, w, m, n, k, dot, abs, (n + NB - 1) / NB, 0};
   if (threads <= 0) threads = gc_ref_host_threads();
   int64_t items = (m + RB - 1) / RB * j.nbn;
   if (threads > items) threads = (int)(items > 0 ? items : 1);
   if (m * n * k < (1 << 22)) threads = 1; /* small problems: no thread */
-  return gc_ref_threads(worker, &j, threads, e);
+  gc_ref_threads(worker, &j, threads);
 }

@@ -19,13 +19,13 @@ double *gc_ref_f64(const void *p, gc_dtype_t t, int64_t count, gc_err_t *e);
  *   abs[i·n + j] = Σ_k |x[i·k + l]·w[j·k + l]|
  * on up to `threads` threads (0: one per online CPU; problems under 4M
  * products use one). */
-int gc_ref_dots(const double *x, const double *w, int64_t m, int64_t n, int64_t k,
-                double *dot, double *abs, int threads, gc_err_t *e);
+void gc_ref_dots(const double *x, const double *w, int64_t m, int64_t n, int64_t k,
+                 double *dot, double *abs, int threads);
 
-/* Run fn(arg) on `threads` threads, this one among them (fn takes work
- * items from a counter of its own until none is left); GC_ENOMEM only
- * when no thread list could be made. */
-int gc_ref_threads(void *(*fn)(void *), void *arg, int threads, gc_err_t *e);
+/* Run fn(arg) on up to `threads` threads, this one among them; fn takes
+ * work items from a counter of its own until none is left, so fewer
+ * threads (none could be started) only take longer. */
+void gc_ref_threads(void *(*fn)(void *), void *arg, int threads);
 /* The online CPUs of the host, at most 64. */
 int gc_ref_host_threads(void);
 

@@ -171,3 +171,18 @@ def test_clearly_slower_candidates_stop_timing_early(gc):
     assert short, f"no candidate was abandoned: {rows}"
     assert all(m > 1.25 * best for m, _ in short), rows
     assert all(n > 5 for m, n in rows if m == best), rows
+
+
+def test_local_search_stays_within_each_problem(gc):
+    """Several problems in one run: the neighbours walked for a problem come
+    from its own templates, never from the points of the problem before."""
+    wl = gc.dir / "w.txt"
+    wl.write_text("rmsnorm f32 m=4 n=64\ngemm f32 m=1 n=64 k=64\n")
+    r = gc("gcore-tune", "--workload", wl, "--db", "w.db", "--budget", "6", "--min-time", "0.02",
+           "--no-progress")
+    assert r.rc == 0, r
+    with sqlite3.connect(gc.dir / "w.db") as c:
+        rows = c.execute("SELECT p.op, v.template FROM measurements m JOIN variants v ON v.id = m.variant_id "
+                         "JOIN problems p ON p.id = m.problem_id").fetchall()
+    assert {op for op, _ in rows} == {"rmsnorm", "gemm"}, rows
+    assert all(t.startswith("rmsnorm") == (op == "rmsnorm") for op, t in rows), rows

@@ -427,6 +427,8 @@ static void summary(sweep_t *s, int found, gc_err_t *e) {
 static int tune_problem(sweep_t *s, const gc_problem_t *p, gc_err_t *e) {
   s->p = p;
   s->best_us = s->default_us = 0;
+  if (s->seen) memset(s->seen, 0, (size_t)s->capseen * sizeof *s->seen); /* points are per problem */
+  s->nseen = 0;
   s->default_vid[0] = 0;
   gc_problem_key(p, s->key);
   gc_variant_t def;

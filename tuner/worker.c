@@ -287,5 +287,8 @@ int gc_worker_run(gc_worker_t *w, const gc_work_req_t *req, double timeout_s,
   }
   if (round_trip(w, MSG_RUN, req, timeout_s, rep, &died, &st, e)) return e->code;
   if (died) describe_death(st, timeout_s, rep);
+  /* a failed launch may leave the device context unusable (a CUDA illegal
+   * address is sticky): the next candidate gets a fresh worker */
+  else if (!strcmp(rep->status, "launch-failed")) kill_child(w, NULL);
   return GC_OK;
 }

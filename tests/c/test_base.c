@@ -187,8 +187,7 @@ static void refdot_case(int64_t m, int64_t n, int64_t k, int threads) {
   uint64_t s = 12345;
   for (int64_t i = 0; i < m * k; i++) x[i] = (double)((s = s * 6364136223846793005ull + 1) >> 40) / (1 << 23) - 1;
   for (int64_t i = 0; i < n * k; i++) w[i] = (double)((s = s * 6364136223846793005ull + 1) >> 40) / (1 << 23) - 1;
-  gc_err_t e;
-  CHECK(gc_ref_dots(x, w, m, n, k, d, a, threads, &e) == GC_OK);
+  gc_ref_dots(x, w, m, n, k, d, a, threads);
   double worst = 0;
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) {
@@ -209,8 +208,31 @@ static void test_refdot(void) {
   refdot_case(67, 131, 515, 5);
 }
 
+/* gc_op_check over many chunks (threads): the first failing element is
+ * named, the worst ratio is the largest of all, a clean buffer passes. */
+static void test_check_chunks(void) {
+  int64_t n = 5 * (1 << 20) + 7;
+  float *out = malloc(sizeof *out * n);
+  double *ref = malloc(sizeof *ref * n), *tol = malloc(sizeof *tol * n);
+  for (int64_t i = 0; i < n; i++) out[i] = (float)(ref[i] = (double)(i % 1000)), tol[i] = 0.5;
+  gc_opbuf_t b = {.name = "C", .dtype = GC_DT_F32, .count = n, .cols = 1000};
+  char why[200] = "";
+  double worst;
+  CHECK(gc_op_check(&b, out, ref, tol, &worst, why, sizeof why) == 1 && worst == 0);
+  out[4500000] += 4.0f; /* ratio 8, later */
+  out[3000001] += 1.0f; /* ratio 2, first */
+  out[n - 1] = NAN;
+  CHECK(gc_op_check(&b, out, ref, tol, &worst, why, sizeof why) == 0);
+  CHECK(strstr(why, "element 3000001 (row 3000, col 1)") != NULL);
+  CHECK(isinf(worst));
+  out[n - 1] = (float)ref[n - 1];
+  CHECK(gc_op_check(&b, out, ref, tol, &worst, why, sizeof why) == 0 && worst == 8.0);
+  free(out), free(ref), free(tol);
+}
+
 int main(void) {
   test_refdot();
+  test_check_chunks();
   test_expr();
   test_half();
   test_problem();
