@@ -288,20 +288,6 @@ static double ulp_abs(gc_dtype_t t) {
   return t == GC_DT_F32 ? 0x1p-149 : t == GC_DT_F16 ? 0x1p-24 : 0x1p-133;
 }
 
-/* Dot product of row i of X ([*,K], dtype tx) with row j of W (dtype tw),
- * in fp64; *abs gets sum |x||w|. */
-static double dot(const void *x, gc_dtype_t tx, int64_t i, const void *w, gc_dtype_t tw,
-                  int64_t j, int64_t k, double *abs) {
-  double s = 0, a = 0;
-  for (int64_t l = 0; l < k; l++) {
-    double u = gc_load_elem(x, tx, i * k + l), v = gc_load_elem(w, tw, j * k + l);
-    s += u * v;
-    a += fabs(u * v);
-  }
-  *abs = a;
-  return s;
-}
-
 /* dot[i·n + j] and abs[i·n + j] (Σ x·w and Σ |x·w|, fp64) of the rows of
  * X ([m,k], dtype tx) and of W ([n,k], dtype tw) or of wd (W already in
  * fp64; then tw is unused). */
@@ -471,34 +457,72 @@ static void ref_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc, void *
   }
 }
 
-/* softmax(scale q.k) v over keys 0..pos. Rule: output rounding, plus
- * 4 (L + D) 2^-24 sum_j p_j |v_j| for fp32 scores, exponentials and sums
- * over L keys of length D. */
-static void ref_attention(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
-                          double *ref, double *tol, double *w) {
+typedef struct att_job {
+  const gc_problem_t *p;
+  const gc_op_scalars_t *sc;
+  const double *q, *k, *v; /* [M, H, D], [pos0 + M, G, D] twice, in fp64 */
+  double *ref, *tol;       /* [M, H, D] */
+  atomic_llong next;       /* next (token, head) item: t * H + head */
+  atomic_int nomem;
+} att_job_t;
+
+/* Query items t·H + hh until none is left; w, o, ao are this thread's. */
+static void *att_worker(void *arg) {
+  att_job_t *j = arg;
+  const gc_problem_t *p = j->p;
   int64_t H = p->h, G = p->g, D = p->d, per = H / G;
-  for (int64_t t = 0; t < p->m; t++)
-    for (int64_t hh = 0; hh < H; hh++) {
-      int64_t L = sc->pos0 + t + 1, kv = hh / per;
-      double mx = -INFINITY, sum = 0;
-      for (int64_t j = 0; j < L; j++) {
-        double a;
-        w[j] = sc->scale * dot(h[0], p->ta, t * H + hh, h[1], p->tb, j * G + kv, D, &a);
-        if (w[j] > mx) mx = w[j];
-      }
-      for (int64_t j = 0; j < L; j++) sum += (w[j] = exp(w[j] - mx));
-      for (int64_t c = 0; c < D; c++) {
-        double o = 0, ao = 0;
-        for (int64_t j = 0; j < L; j++) {
-          double v = gc_load_elem(h[2], p->tb, (j * G + kv) * D + c);
-          o += w[j] / sum * v;
-          ao += w[j] / sum * fabs(v);
-        }
-        int64_t at = (t * H + hh) * D + c;
-        ref[at] = o;
-        tol[at] = ulp_rel(p->tc) * fabs(o) + 4.0 * (double)(L + D) * 0x1p-24 * ao + ulp_abs(p->tc);
-      }
+  double *w = malloc((size_t)(j->sc->pos0 + p->m) * sizeof *w), *o = malloc((size_t)D * 2 * sizeof *o);
+  if (!w || !o) {
+    atomic_store(&j->nomem, 1);
+    free(w), free(o);
+    return NULL;
+  }
+  double *ao = o + D;
+  for (;;) {
+    int64_t it = (int64_t)atomic_fetch_add(&j->next, 1);
+    if (it >= p->m * H) break;
+    int64_t t = it / H, hh = it % H, L = j->sc->pos0 + t + 1, kv = hh / per;
+    const double *q = j->q + it * D;
+    double mx = -INFINITY, sum = 0;
+    for (int64_t l = 0; l < L; l++) {
+      const double *k = j->k + (l * G + kv) * D;
+      double d = 0;
+      for (int64_t c = 0; c < D; c++) d += q[c] * k[c];
+      w[l] = j->sc->scale * d;
+      if (w[l] > mx) mx = w[l];
     }
+    for (int64_t l = 0; l < L; l++) sum += (w[l] = exp(w[l] - mx));
+    for (int64_t c = 0; c < D; c++) o[c] = ao[c] = 0;
+    for (int64_t l = 0; l < L; l++) {
+      const double *v = j->v + (l * G + kv) * D, pl = w[l] / sum;
+      for (int64_t c = 0; c < D; c++) o[c] += pl * v[c], ao[c] += pl * fabs(v[c]);
+    }
+    for (int64_t c = 0; c < D; c++) {
+      j->ref[it * D + c] = o[c];
+      j->tol[it * D + c] = ulp_rel(p->tc) * fabs(o[c]) + 4.0 * (double)(L + D) * 0x1p-24 * ao[c] +
+                           ulp_abs(p->tc);
+    }
+  }
+  free(w), free(o);
+  return NULL;
+}
+
+/* softmax(scale q.k) v over keys 0..pos, on every core. Rule: output
+ * rounding, plus 4 (L + D) 2^-24 sum_j p_j |v_j| for fp32 scores,
+ * exponentials and sums over L keys of length D. */
+static int ref_attention(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
+                         double *ref, double *tol, gc_err_t *e) {
+  int64_t rows = (sc->pos0 + p->m) * p->g * p->d;
+  att_job_t j = {p, sc, gc_ref_f64(h[0], p->ta, p->m * p->h * p->d, e), NULL, NULL, ref, tol, 0, 0};
+  if (j.q) j.k = gc_ref_f64(h[1], p->tb, rows, e);
+  if (j.k) j.v = gc_ref_f64(h[2], p->tb, rows, e);
+  if (j.v) {
+    gc_ref_threads(att_worker, &j, p->m * p->h * (sc->pos0 + p->m) > (1 << 16) ? gc_ref_host_threads() : 1);
+    if (atomic_load(&j.nomem)) gc_err_set(e, GC_ENOMEM, "out of memory in the attention reference");
+  }
+  int rc = j.v && !atomic_load(&j.nomem) ? GC_OK : e->code;
+  free((void *)j.q), free((void *)j.k), free((void *)j.v);
+  return rc;
 }
 
 /* The lowest index of each row's maximum (NaN skipped): exact, tolerance 0. */
@@ -529,12 +553,7 @@ int gc_op_reference(const gc_problem_t *p, const gc_op_scalars_t *sc,
   else if (!strcmp(p->op, "embed")) ref_embed(p, host, ref[2], tol[2]);
   else if (!strcmp(p->op, "argmax")) ref_argmax(p, host, ref[1], tol[1]);
   else if (!strcmp(p->op, "rope_kv")) ref_rope_kv(p, sc, host, ref, tol);
-  else {
-    double *w = gc_malloc((size_t)(sc->pos0 + p->m) * sizeof *w, e);
-    if (!w) return GC_ENOMEM;
-    ref_attention(p, sc, host, ref[3], tol[3], w);
-    free(w);
-  }
+  else return ref_attention(p, sc, host, ref[3], tol[3], e);
   return GC_OK;
 }
 

@@ -46,7 +46,8 @@ static const char usage[] =
     "  --devices LIST    tune on several devices of this host in parallel (e.g. 0,1,2,3):\n"
     "                    one worker per device, problems dealt out in turn, one database\n"
     "  --timeout S       seconds a candidate may take before it is killed (default 60)\n"
-    "  --min-time S      seconds of timed launches per candidate (default 0.2)\n"
+    "  --min-time S      seconds of timed launches per candidate (default 0.2; at most 500\n"
+    "                    launches, each after a cache flush on GPUs)\n"
     "  --margin F        noise margin for keeping an incumbent winner (default 0.02)\n"
     "  --progress/--no-progress  live progress line (default: when stderr is a terminal)\n"
     "  -h, --help        this text\n";
@@ -131,7 +132,7 @@ int main(int argc, char **argv) {
   o.db_path = "tune.db";
   o.timeout_s = 60;
   o.margin = 0.02;
-  o.timing = (gc_time_opts_t){2, 5, 2000, 0.2, 0, 0}; /* flush: the worker sets it per device */
+  o.timing = (gc_time_opts_t){2, 5, 500, 0.2, 0, 0}; /* flush: the worker sets it per device */
   o.progress = isatty(2);
   o.strategy = GC_SEARCH_LOCAL;
   const char *dims[GC_NDIMS] = {0};
