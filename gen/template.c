@@ -613,13 +613,11 @@ static int usable(const gc_variant_t *v, const gc_target_t *tg, const gc_problem
   return GC_OK;
 }
 
-/* t's default for p if usable, else the nearest usable variant: the
- * defaults with one parameter changed (VEC=16 is invalid on a 32-byte-
- * vector target, VEC=8 alone fixes it; SPLIT=1 serves rows a split
- * workspace does not hold), then with two changed, then, where the
- * default applies, the first usable point of the space. *ok = 0 when there is none. */
-static int nearest_usable(const gc_template_t *t, const gc_target_t *tg, const gc_problem_t *p,
-                          gc_variant_t *v, int *ok, gc_err_t *e) {
+/* (VEC=16 is invalid on a 32-byte-vector target, VEC=8 alone fixes it;
+ * SPLIT=1 serves rows a split workspace does not hold; M = 16 rows may
+ * need both MMAX=16 and a register plan for fewer resident blocks.) */
+int gc_tpl_nearest(const gc_template_t *t, const gc_target_t *tg, const gc_problem_t *p,
+                   gc_variant_t *v, int *ok, gc_err_t *e) {
   int applies;
   gc_tpl_default(t, p, v);
   if (gc_tpl_applies(v, tg, p, &applies, e) || usable(v, tg, p, ok, e)) return e->code;
@@ -660,7 +658,7 @@ int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
     if (!gc_tpl_serves(t, tg->backend) || !gc_tpl_supports(t, p)) continue;
     if (best && t->priority <= best->priority) continue;
     gc_variant_t cand;
-    if (nearest_usable(t, tg, p, &cand, &ok, e)) return e->code;
+    if (gc_tpl_nearest(t, tg, p, &cand, &ok, e)) return e->code;
     if (ok) {
       best = t;
       *v = cand;

@@ -86,6 +86,12 @@ int gc_tpl_serves(const gc_template_t *t, const char *backend);
 int gc_tpl_supports(const gc_template_t *t, const gc_problem_t *p);
 /* Fill v with the template defaults for p's dtypes. */
 void gc_tpl_default(const gc_template_t *t, const gc_problem_t *p, gc_variant_t *v);
+/* t's default for p if usable on tg (applies to p, satisfies the
+ * constraints), else the nearest usable variant: the defaults with one
+ * parameter changed, then with two, then, where the default applies, the
+ * first usable point of the space. *ok = 0 when there is none. */
+int gc_tpl_nearest(const gc_template_t *t, const gc_target_t *tg, const gc_problem_t *p,
+                   gc_variant_t *v, int *ok, gc_err_t *e);
 /* The untuned choice for p on tg: among templates of tg's backend that
  * support p and apply to it, the highest @priority (ties: first loaded);
  * its declared defaults, or, if those break a constraint on tg, its first

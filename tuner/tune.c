@@ -123,13 +123,31 @@ static void shuffle(point_t *c, int64_t n, const char *key) {
   }
 }
 
-static int serves(sweep_t *s, const gc_template_t *tp, int *ok, gc_err_t *e) {
+/* The index of v in its template's space (digits as gc_tpl_nth reads them). */
+static int64_t variant_index(const gc_template_t *t, const gc_variant_t *v) {
+  int64_t idx = 0;
+  for (int i = 0; i < t->nparams; i++) {
+    int j = 0;
+    while (j < t->params[i].nvalues - 1 && t->params[i].values[j] != v->values[i]) j++;
+    idx = idx * t->params[i].nvalues + j;
+  }
+  return idx;
+}
+
+/* *ok = 1 when tp serves s->p; *start is its starting point: -1 (its
+ * declared defaults) or, where those do not apply (a GEMV with MMAX=1 for
+ * M = 4 rows), the index of its nearest usable variant, the one gcore-gen
+ * would build; *v gets that variant. */
+static int serves(sweep_t *s, const gc_template_t *tp, int *ok, int64_t *start, gc_variant_t *v,
+                  gc_err_t *e) {
   gc_variant_t def;
   *ok = 0;
   if (!gc_tpl_supports(tp, s->p) || !gc_tpl_serves(tp, s->o->target.backend)) return GC_OK;
   if (s->o->only_template && strcmp(tp->name, s->o->only_template)) return GC_OK;
+  if (gc_tpl_nearest(tp, &s->o->target, s->p, v, ok, e)) return e->code;
   gc_tpl_default(tp, s->p, &def);
-  return gc_tpl_applies(&def, &s->o->target, s->p, ok, e);
+  *start = strcmp(def.params, v->params) ? variant_index(tp, v) : -1;
+  return GC_OK;
 }
 
 /* The points of every template that serves s->p: the bundle's default
@@ -137,14 +155,14 @@ static int serves(sweep_t *s, const gc_template_t *tp, int *ok, gc_err_t *e) {
 static int enumerate(sweep_t *s, gc_err_t *e) {
   s->npts = s->space = 0;
   int ndef = 0, ok;
+  gc_variant_t v;
+  int64_t start;
   for (int t = 0; t < s->tpls.n; t++) {
-    if (serves(s, &s->tpls.v[t], &ok, e)) return e->code;
+    if (serves(s, &s->tpls.v[t], &ok, &start, &v, e)) return e->code;
     if (!ok) continue;
-    if (push_point(s, t, -1, e)) return e->code;
-    gc_variant_t def;
+    if (push_point(s, t, start, e)) return e->code;
     char vid[GC_HASH_HEX];
-    gc_tpl_default(&s->tpls.v[t], s->p, &def);
-    gc_tpl_vid(&def, &s->o->target, s->cc.id, vid);
+    gc_tpl_vid(&v, &s->o->target, s->cc.id, vid);
     if (!strcmp(vid, s->default_vid)) { /* the bundle's default goes first */
       point_t x = s->pts[0];
       s->pts[0] = s->pts[ndef];
@@ -153,7 +171,7 @@ static int enumerate(sweep_t *s, gc_err_t *e) {
     ndef++;
   }
   for (int t = 0; t < s->tpls.n; t++) {
-    if (serves(s, &s->tpls.v[t], &ok, e)) return e->code;
+    if (serves(s, &s->tpls.v[t], &ok, &start, &v, e)) return e->code;
     int64_t n = gc_tpl_space_size(&s->tpls.v[t]);
     if (ok && n > MAX_SPACE)
       return gc_err_set(e, GC_EINVAL, "template %s: %lld points is more than a sweep walks "
@@ -161,7 +179,7 @@ static int enumerate(sweep_t *s, gc_err_t *e) {
                         (long long)MAX_SPACE);
     if (ok) s->space += n;
     for (int64_t i = 0; ok && i < n; i++)
-      if (push_point(s, t, i, e)) return e->code;
+      if (i != start && push_point(s, t, i, e)) return e->code;
   }
   shuffle(s->pts + ndef, s->npts - ndef, s->key);
   s->ndef = ndef;
@@ -322,19 +340,6 @@ static int prepare(sweep_t *s, const point_t *pt, cand_t *c, int *skip, gc_err_t
   return GC_OK;
 }
 
-/* The index of t's default in its space (digits as gc_tpl_nth reads them). */
-static int64_t default_index(const gc_template_t *t, const gc_problem_t *p) {
-  gc_variant_t d;
-  gc_tpl_default(t, p, &d);
-  int64_t idx = 0;
-  for (int i = 0; i < t->nparams; i++) {
-    int j = 0;
-    while (j < t->params[i].nvalues - 1 && t->params[i].values[j] != d.values[i]) j++;
-    idx = idx * t->params[i].nvalues + j;
-  }
-  return idx;
-}
-
 #define LOCAL_STARTS 4 /* fastest points whose neighbourhoods a round explores */
 
 /* Local search: fill chunk[*n..] with untried one-parameter neighbours of
@@ -352,7 +357,9 @@ static int neighbours(sweep_t *s, cand_t *chunk, int *n, gc_err_t *e) {
   for (int b = 0; b < nb && *n < CHUNK && budget_left(s, *n); b++) {
     point_t at = {(int)(best[b].key >> 40), (int64_t)(best[b].key & ((1ull << 40) - 1)) - 1};
     const gc_template_t *t = &s->tpls.v[at.tpl];
-    int64_t idx = at.idx < 0 ? default_index(t, s->p) : at.idx, w = 1;
+    gc_variant_t def;
+    gc_tpl_default(t, s->p, &def);
+    int64_t idx = at.idx < 0 ? variant_index(t, &def) : at.idx, w = 1;
     for (int i = t->nparams - 1; i >= 0 && *n < CHUNK; i--) {
       int64_t nv = t->params[i].nvalues, digit = idx / w % nv;
       for (int64_t j = 0; j < nv && *n < CHUNK && budget_left(s, *n); j++) {
