@@ -454,6 +454,31 @@ int gc_db_variant_median(gc_db_t *db, int64_t device_id, int64_t problem_id,
   return GC_OK;
 }
 
+int gc_db_candidates(gc_db_t *db, int64_t device_id, int64_t problem_id, const char *target,
+                     int64_t compiler_id, const char *template_name, int64_t *n, gc_err_t *e) {
+  sqlite3_stmt *st;
+  if (gc_sql_prepare(db->sq,
+                     "SELECT count(*) FROM measurements m JOIN variants v ON v.id = m.variant_id "
+                     "WHERE m.device_id=?1 AND m.problem_id=?2 AND v.target=?3 AND "
+                     "v.compiler_id=?4 AND (?5 IS NULL OR v.template=?5) AND NOT "
+                     "(m.status = 'rejected' AND m.detail LIKE 'constraint failed%')",
+                     &st, e))
+    return e->code;
+  sqlite3_bind_int64(st, 1, device_id);
+  sqlite3_bind_int64(st, 2, problem_id);
+  sqlite3_bind_text(st, 3, target, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 4, compiler_id);
+  if (template_name)
+    sqlite3_bind_text(st, 5, template_name, -1, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(st, 5);
+  int rc = sqlite3_step(st);
+  *n = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW) return gc_sql_err(db->sq, e, db->path);
+  return GC_OK;
+}
+
 int gc_db_status_counts(gc_db_t *db, int64_t device_id, int64_t problem_id,
                         int64_t counts[6], gc_err_t *e) {
   sqlite3_stmt *st;

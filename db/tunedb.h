@@ -90,6 +90,12 @@ int gc_db_variant_median(gc_db_t *db, int64_t device_id, int64_t problem_id,
                          const char *vid, double *median_us, int *found,
                          gc_err_t *e);
 
+/* *n = the candidates already measured for (device, problem) among the
+ * variants of target built by compiler_id (of template_name only, unless
+ * NULL): every status but a rejection by a template constraint. */
+int gc_db_candidates(gc_db_t *db, int64_t device_id, int64_t problem_id, const char *target,
+                     int64_t compiler_id, const char *template_name, int64_t *n, gc_err_t *e);
+
 /* Status counts over (device, problem): fills counts for the 6 statuses in
  * the order listed for gc_db_measurement_t.status. */
 int gc_db_status_counts(gc_db_t *db, int64_t device_id, int64_t problem_id,

@@ -189,3 +189,21 @@ def test_local_search_stays_within_each_problem(gc):
                          "JOIN problems p ON p.id = m.problem_id").fetchall()
     assert {op for op, _ in rows} == {"rmsnorm", "gemm"}, rows
     assert all(t.startswith("rmsnorm") == (op == "rmsnorm") for op, t in rows), rows
+
+
+def test_points_outside_applies_are_never_measured(gc):
+    """RMAX=4 does not apply to 8 rows: recorded as a constraint rejection,
+    never launched (it would leave C unwritten), and not counted in a budget."""
+    d = gc.dir / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), d)
+    shutil.copy(os.path.join(ROOT, "tests", "data", "capped_gemm.c"), d / "cpu" / "capped_gemm.c")
+    r = gc("gcore-tune", "--templates", d, "--template", "capped_gemm", *PROB, "--db", "c.db",
+           "--min-time", "0.02", "--no-progress")
+    assert r.rc == 0, r
+    with sqlite3.connect(gc.dir / "c.db") as c:
+        rows = dict(c.execute("SELECT v.params, m.status || ' ' || coalesce(m.detail, '') FROM measurements m "
+                              "JOIN variants v ON v.id = m.variant_id").fetchall())
+    assert rows["RMAX=64,UNR=1"].startswith("ok") and rows["RMAX=64,UNR=2"].startswith("ok"), rows
+    for p in ("RMAX=4,UNR=1", "RMAX=4,UNR=2"):
+        assert rows[p].startswith("rejected constraint failed: does not apply"), rows
+    assert "2 measured now" in r.out, r

@@ -336,6 +336,16 @@ static int prepare(sweep_t *s, const point_t *pt, cand_t *c, int *skip, gc_err_t
     s->rejected++;
     return record(s, c, "rejected", d, NULL, e);
   }
+  /* a neighbour may leave the region the template serves (MMAX=1 for four
+   * rows, DMAX=64 for heads of 128): not a candidate, as a constraint */
+  if (gc_tpl_applies(&c->v, &s->o->target, s->p, &ok, e)) return e->code;
+  if (!ok) {
+    char d[300];
+    snprintf(d, sizeof d, "constraint failed: does not apply to the problem (@applies %s)",
+             tp->napplies ? tp->applies[0].expr : "");
+    s->rejected++;
+    return record(s, c, "rejected", d, NULL, e);
+  }
   *skip = 0;
   return GC_OK;
 }
@@ -446,7 +456,17 @@ static int tune_problem(sweep_t *s, const gc_problem_t *p, gc_err_t *e) {
   if (!s->npts)
     return gc_err_set(e, GC_EUNSUPPORTED, "%s: no template for %s implements it", s->key,
                       s->o->target.name);
-  int rc = sweep_points(s, e);
+  /* a budget that earlier runs spent already: nothing to walk */
+  int64_t prior = 0;
+  if (s->o->budget_n > 0 &&
+      gc_db_candidates(s->db, s->device_id, s->problem_id, s->o->target.name, s->compiler_id,
+                       s->o->only_template, &prior, e))
+    return e->code;
+  int rc = GC_OK;
+  if (s->o->budget_n > 0 && prior >= s->o->budget_n)
+    s->walked = s->measured = s->rejected = 0, s->reused = prior;
+  else
+    rc = sweep_points(s, e);
   if (!rc && s->walked == s->npts && s->measured + s->reused == 0)
     return gc_err_set(e, GC_EINVAL, "%s: none of the %lld variants satisfies the templates' "
                       "constraints on %s", s->key, (long long)s->space, s->o->target.name);
