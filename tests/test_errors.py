@@ -73,6 +73,7 @@ HEAD = ("/*\n * @template bad\n * @op gemm\n * @backend cpu\n * @dtypes f32\n * 
     (" * @constraint (X\n * @param X 1 default 1\n", "expected ')'"),
     (" * @param TC 1 2 default 1\n", "parameter name 'TC' is reserved"),
     (" * @param M 1 2 default 1\n", "parameter name 'M' is reserved"),
+    (" * @tensormap A M K 8 8 0\n", "@tensormap needs @backend cuda"),
 ])
 def test_malformed_template(gc, extra, needle):
     d = bad_template(gc, "bad.c", HEAD.format(extra=extra))
