@@ -214,13 +214,15 @@ int gc_expr_eval(const char *src, const gc_env_t *env, int64_t *out,
 
 static int operand_end(char c) { return isalnum((unsigned char)c) || c == '_' || c == ')'; }
 
-int gc_expr_eval3(const char *text, const gc_env_t *env, int64_t out[3],
+int gc_expr_evaln(const char *text, const gc_env_t *env, int64_t *out, int max, int *count,
                   gc_err_t *e) {
-  char part[3][256];
+  char part[GC_EXPR_PARTS][256];
   int np = 0, depth = 0;
   size_t len = 0;
   char prev = 0; /* last non-space character of the current part */
-  out[0] = out[1] = out[2] = 1;
+  static const char *const nums[] = {"none", "one", "two", "three", "four", "five", "six", "seven", "eight"};
+  if (max < 1 || max > GC_EXPR_PARTS) return gc_err_set(e, GC_EINVAL, "'%s': bad expression count", text);
+  *count = 0;
   memset(part, 0, sizeof part);
   for (const char *p = text;; p++) {
     int end = !*p || (*p == ';' && depth == 0);
@@ -232,8 +234,8 @@ int gc_expr_eval3(const char *text, const gc_env_t *env, int64_t out[3],
     }
     if (end) {
       if (len) {
-        if (np == 3)
-          return gc_err_set(e, GC_EINVAL, "'%s': more than three expressions", text);
+        if (np == max)
+          return gc_err_set(e, GC_EINVAL, "'%s': more than %s expressions", text, nums[max]);
         part[np][len] = 0;
         np++;
       }
@@ -244,9 +246,9 @@ int gc_expr_eval3(const char *text, const gc_env_t *env, int64_t out[3],
     }
     if (*p == '(') depth++;
     if (*p == ')') depth--;
-    if (np == 3 && !isspace((unsigned char)*p))
-      return gc_err_set(e, GC_EINVAL, "'%s': more than three expressions", text);
-    if (np == 3) continue;
+    if (np == max && !isspace((unsigned char)*p))
+      return gc_err_set(e, GC_EINVAL, "'%s': more than %s expressions", text, nums[max]);
+    if (np == max) continue;
     if (len + 1 >= sizeof part[0])
       return gc_err_set(e, GC_EINVAL, "'%s': expression too long", text);
     if (len || !isspace((unsigned char)*p)) part[np][len++] = *p;
@@ -254,7 +256,15 @@ int gc_expr_eval3(const char *text, const gc_env_t *env, int64_t out[3],
   }
   for (int i = 0; i < np; i++)
     if (gc_expr_eval(part[i], env, &out[i], e)) return e->code;
+  *count = np;
   return GC_OK;
+}
+
+int gc_expr_eval3(const char *text, const gc_env_t *env, int64_t out[3],
+                  gc_err_t *e) {
+  int n;
+  out[0] = out[1] = out[2] = 1;
+  return gc_expr_evaln(text, env, out, 3, &n, e);
 }
 
 int gc_env_parse(gc_env_t *env, const char *text, gc_err_t *e) {

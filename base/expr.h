@@ -33,6 +33,12 @@ int gc_expr_eval(const char *src, const gc_env_t *env, int64_t *out,
 int gc_expr_eval3(const char *text, const gc_env_t *env, int64_t out[3],
                   gc_err_t *e);
 
+/* The same for up to max (<= GC_EXPR_PARTS) expressions, into
+ * out[0..*count-1] (the rest of out untouched). */
+#define GC_EXPR_PARTS 8
+int gc_expr_evaln(const char *text, const gc_env_t *env, int64_t *out, int max, int *count,
+                  gc_err_t *e);
+
 /* Parse "A=1,B=2" into env (appending). */
 int gc_env_parse(gc_env_t *env, const char *text, gc_err_t *e);
 

@@ -10,6 +10,11 @@ gcore's kernels come from a bundle built by bin/gcore-gen for the target
 code object is loaded with the driver API (ctypes on libcuda) into torch's
 context and launched on torch's stream with the bundle's grid, block and
 shared-memory expressions, so both sides read the same device buffers.
+Kernels that declare tensor maps (@tensormap, e.g. gemm_wgmma:TMA=1) get
+them as the runtime builds them (runtime/tmap.c, runtime/cuda.c): the
+bundle's dispatch.tmaps lines evaluated for the shape, each map encoded
+with cuTensorMapEncodeTiled (2-D, zero fill, the declared box and swizzle)
+for the buffer's address and appended to the arguments by value.
 
 Correctness: each gcore result is compared with torch in fp32 (upcast
 inputs): relative Frobenius error and the largest element error over
@@ -81,14 +86,50 @@ def split3(x):
     return [o.strip() for o in out if o.strip()]
 
 
+# cuTensorMapEncodeTiled(map, dtype, rank, addr, dims, strides, box, elementStrides,
+#                        interleave, swizzle, l2Promotion, oobFill)
+TMAP_DTYPE = {torch.float16: 6, torch.bfloat16: 9, torch.float32: 7}
+TMAP_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
+TMAP_ARG = {"A": 0, "B": 1, "W": 1, "C": 2}  # the op buffers, in argument order (runtime/ops.c)
+if hasattr(cu, "cuTensorMapEncodeTiled"):
+    cu.cuTensorMapEncodeTiled.argtypes = [
+        ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
+        ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
+        ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+
+
+def encode_tmap(t, rows, cols, box_rows, box_cols, swizzle):
+    """The tensor map of tensor t (row-major [rows][cols]) as runtime/cuda.c
+    makes it: a 64-byte-aligned 128-byte buffer, kept alive by the caller."""
+    es = t.element_size()
+    assert t.data_ptr() % 16 == 0 and cols * es % 16 == 0 and rows * cols <= t.numel(), \
+        "tensor map: buffer too small or misaligned"
+    raw = ctypes.create_string_buffer(128 + 64)
+    addr = (ctypes.addressof(raw) + 63) // 64 * 64
+    ck(cu.cuTensorMapEncodeTiled(
+        ctypes.c_void_p(addr), TMAP_DTYPE[t.dtype], 2, ctypes.c_void_p(t.data_ptr()),
+        (ctypes.c_uint64 * 2)(cols, rows), (ctypes.c_uint64 * 1)(cols * es),
+        (ctypes.c_uint32 * 2)(box_cols, box_rows), (ctypes.c_uint32 * 2)(1, 1),
+        0, TMAP_SWIZZLE[swizzle], 3, 0), "cuTensorMapEncodeTiled")
+    return raw, addr
+
+
 class Kernel:
     """One dispatch entry of a bundle: its code object loaded, its launch
     geometry as expressions over M N K and the consts."""
 
     def __init__(self, row):
-        blob, self.symbol, grid, block, consts, self.shmem_x, self.name = row
+        blob, self.symbol, grid, block, consts, self.shmem_x, self.name, tmaps = row
         self.env = {k: int(v) for k, v in (kv.split("=") for kv in consts.split(","))}
         self.grid_x, self.block_x = split3(grid), split3(block)
+        self.tmaps = []  # (buffer, [rows, cols, box rows, box cols, swizzle], condition)
+        for line in (tmaps or "").split("\n"):
+            if line.strip():
+                body, _, cond = line.partition(" if ")
+                buf, _, rest = body.strip().partition(" ")
+                self.tmaps.append((buf, split3(rest), cond.strip() or "1"))
+        self.maps = {}
         self.mod = ctypes.c_void_p()
         self.blob = ctypes.create_string_buffer(bytes(blob), len(blob))
         ck(cu.cuModuleLoadData(ctypes.byref(self.mod), self.blob), "cuModuleLoadData")
@@ -116,8 +157,16 @@ class Kernel:
         ptrs = [ctypes.c_void_p(a.data_ptr()) for a in args] + [ctypes.c_int64(v) for v in (M, N, K)]
         if eps is not None:  # the fused-norm ops: (A, B, C, norm, M, N, K, eps)
             ptrs.append(ctypes.c_float(eps))
-        arr = (ctypes.c_void_p * len(ptrs))(*[ctypes.cast(ctypes.pointer(p), ctypes.c_void_p)
-                                              for p in ptrs])
+        vals = [ctypes.cast(ctypes.pointer(p), ctypes.c_void_p) for p in ptrs]
+        for i, (buf, xs, cond) in enumerate(self.tmaps):  # then the tensor maps, by value
+            if not self.ev(cond, M, N, K):
+                continue
+            t = args[TMAP_ARG[buf]]
+            mkey = (i, t.data_ptr(), M, N, K)
+            if mkey not in self.maps:
+                self.maps[mkey] = encode_tmap(t, *[self.ev(x, M, N, K) for x in xs])
+            vals.append(ctypes.c_void_p(self.maps[mkey][1]))
+        arr = (ctypes.c_void_p * len(vals))(*vals)
         ck(cu.cuLaunchKernel(self.fn, g[0], g[1], g[2], b[0], b[1], b[2], sh,
                              ctypes.c_void_p(stream), arr, None), "cuLaunchKernel")
 
@@ -141,7 +190,8 @@ def kernel_for(bundle, target, op, dt, M, N, K, cache):
     with sqlite3.connect(bundle) as c:
         row = c.execute(
             "SELECT o.blob, d.symbol, d.grid, d.block, d.consts, d.shmem, "
-            "d.template || ' ' || d.params FROM dispatch d JOIN code_objects o ON o.id = d.code_id "
+            "d.template || ' ' || d.params, d.tmaps FROM dispatch d "
+            "JOIN code_objects o ON o.id = d.code_id "
             "WHERE d.target=? AND d.op=? AND d.ta=? AND d.n=? AND d.k=? AND d.m_lo<=? AND ?<=d.m_hi "
             "ORDER BY d.m_hi - d.m_lo LIMIT 1", (target, op, dt, N, K, M, M)).fetchone()
     if row is None:

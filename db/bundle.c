@@ -12,6 +12,7 @@ struct gc_bundle {
   sqlite3 *sq;
   char *path;
   int writing;
+  int version; /* format version read (1 has no dispatch.tmaps) */
 };
 
 static const char *schema =
@@ -32,7 +33,7 @@ static const char *schema =
     "  symbol TEXT NOT NULL, grid TEXT NOT NULL, block TEXT NOT NULL,"
     "  consts TEXT NOT NULL, template TEXT NOT NULL, params TEXT NOT NULL,"
     "  vid TEXT NOT NULL, is_default INTEGER NOT NULL, source TEXT NOT NULL,"
-    "  shmem TEXT NOT NULL);"
+    "  shmem TEXT NOT NULL, tmaps TEXT NOT NULL DEFAULT '');"
     "CREATE INDEX dispatch_by_shape ON dispatch(target, op, n, k, m_lo);";
 
 int gc_bundle_create(const char *path, gc_bundle_t **out, gc_err_t *e) {
@@ -124,8 +125,8 @@ int gc_bundle_add_dispatch(gc_bundle_t *b, const gc_dispatch_t *d, gc_err_t *e) 
   if (gc_sql_prepare(b->sq,
                      "INSERT INTO dispatch(target,op,ta,tb,tc,n,k,m_lo,m_hi,code_id,"
                      "symbol,grid,block,consts,template,params,vid,is_default,source,"
-                     "h,g,d,shmem) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,"
-                     "?15,?16,?17,?18,?19,?20,?21,?22,?23)",
+                     "h,g,d,shmem,tmaps) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,"
+                     "?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24)",
                      &st, e))
     return e->code;
   gc_sql_bind_text(st, 1, d->target);
@@ -148,6 +149,7 @@ int gc_bundle_add_dispatch(gc_bundle_t *b, const gc_dispatch_t *d, gc_err_t *e) 
   sqlite3_bind_int64(st, 21, d->shape.g);
   sqlite3_bind_int64(st, 22, d->shape.d);
   gc_sql_bind_text(st, 23, d->shmem[0] ? d->shmem : "0");
+  gc_sql_bind_text(st, 24, d->tmaps);
   int rc = sqlite3_step(st);
   sqlite3_finalize(st);
   return rc == SQLITE_DONE ? GC_OK : gc_sql_err(b->sq, e, b->path);
@@ -198,13 +200,14 @@ int gc_bundle_open(const char *path, gc_bundle_t **out, gc_err_t *e) {
     gc_bundle_close(b);
     return gc_err_set(e, GC_ECORRUPT, "%s: not a gcore bundle (no format record)", path);
   }
-  if (v != GC_BUNDLE_FORMAT_VERSION) {
+  if (v != GC_BUNDLE_FORMAT_VERSION && v != 1) {
     gc_bundle_close(b);
     return gc_err_set(e, GC_EUNSUPPORTED,
                       "%s: bundle format %d, this gcore reads %d; rebuild it with "
                       "gcore-gen",
                       path, v, GC_BUNDLE_FORMAT_VERSION);
   }
+  b->version = v;
   *out = b;
   return GC_OK;
 }
@@ -232,6 +235,11 @@ static void col_text(sqlite3_stmt *st, int i, char *dst, size_t n) {
 #define DISPATCH_COLS                                                          \
   "id,target,op,ta,tb,tc,n,k,m_lo,m_hi,code_id,symbol,grid,block,consts,"     \
   "template,params,vid,is_default,source,h,g,d,shmem"
+
+/* The columns to select: format 1 has no tmaps (read as ''). */
+static const char *dispatch_cols(const gc_bundle_t *b) {
+  return b->version == 1 ? DISPATCH_COLS ",''" : DISPATCH_COLS ",tmaps";
+}
 
 /* Fill d from a row of DISPATCH_COLS, validating what the runtime relies on. */
 static int read_dispatch(gc_bundle_t *b, sqlite3_stmt *st, gc_dispatch_t *d,
@@ -264,6 +272,7 @@ static int read_dispatch(gc_bundle_t *b, sqlite3_stmt *st, gc_dispatch_t *d,
   d->shape.g = sqlite3_column_int64(st, 21);
   d->shape.d = sqlite3_column_int64(st, 22);
   col_text(st, 23, d->shmem, sizeof d->shmem);
+  col_text(st, 24, d->tmaps, sizeof d->tmaps);
   if (d->m_lo < 0 || d->m_hi < d->m_lo || !d->symbol[0] || !gc_op_find(d->shape.op))
     return gc_err_set(e, GC_ECORRUPT, "%s: dispatch entry %lld is malformed",
                       b->path, (long long)d->id);
@@ -273,12 +282,13 @@ static int read_dispatch(gc_bundle_t *b, sqlite3_stmt *st, gc_dispatch_t *d,
 int gc_bundle_lookup(gc_bundle_t *b, const char *target, const gc_problem_t *p,
                      gc_dispatch_t *d, gc_err_t *e) {
   sqlite3_stmt *st;
-  if (gc_sql_prepare(b->sq,
-                     "SELECT " DISPATCH_COLS " FROM dispatch WHERE target=?1 AND "
-                     "op=?2 AND ta=?3 AND tb=?4 AND tc=?5 AND n=?6 AND k=?7 AND "
-                     "h=?9 AND g=?10 AND d=?11 AND m_lo<=?8 AND m_hi>=?8 "
-                     "ORDER BY m_hi - m_lo LIMIT 1",
-                     &st, e))
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "SELECT %s FROM dispatch WHERE target=?1 AND "
+           "op=?2 AND ta=?3 AND tb=?4 AND tc=?5 AND n=?6 AND k=?7 AND "
+           "h=?9 AND g=?10 AND d=?11 AND m_lo<=?8 AND m_hi>=?8 "
+           "ORDER BY m_hi - m_lo LIMIT 1", dispatch_cols(b));
+  if (gc_sql_prepare(b->sq, sql, &st, e))
     return gc_err_prefix(e, "%s", b->path);
   gc_sql_bind_text(st, 1, target);
   gc_sql_bind_text(st, 2, p->op);
@@ -347,8 +357,10 @@ int gc_bundle_entries(gc_bundle_t *b, gc_dispatch_t **out, int *n, gc_err_t *e) 
   sqlite3_stmt *st;
   *out = NULL;
   *n = 0;
-  if (gc_sql_prepare(b->sq, "SELECT " DISPATCH_COLS " FROM dispatch ORDER BY target, "
-                     "op, ta, tb, tc, n, k, m_lo", &st, e))
+  char sql[512];
+  snprintf(sql, sizeof sql, "SELECT %s FROM dispatch ORDER BY target, op, ta, tb, tc, n, k, m_lo",
+           dispatch_cols(b));
+  if (gc_sql_prepare(b->sq, sql, &st, e))
     return e->code;
   int cap = 0, r = GC_OK;
   while (!r && sqlite3_step(st) == SQLITE_ROW) {

@@ -6,8 +6,10 @@
 #define GC_BUNDLE_H
 
 #include "problem.h"
+#include "tmapspec.h"
 
-#define GC_BUNDLE_FORMAT_VERSION 1
+/* 2 added dispatch.tmaps; version 1 bundles (no tensor maps) still read */
+#define GC_BUNDLE_FORMAT_VERSION 2
 
 typedef struct gc_bundle gc_bundle_t;
 
@@ -31,6 +33,7 @@ typedef struct gc_dispatch {
   char grid[256], block[256]; /* expressions over consts and M N K */
   char shmem[256];           /* dynamic shared memory bytes, an expression */
   char consts[1024];         /* "MR=6,NR=32,...,VBYTES=64,SA=4" bound for the expressions */
+  char tmaps[GC_TMAPS_MAX * GC_TMAP_LINE]; /* @tensormap lines (db/tmapspec.h), "" if none */
   char template_name[64], params[512], vid[64];
   int is_default;            /* 1 = no tuned winner, the template default */
   char source[256];          /* provenance of this entry */

@@ -292,6 +292,7 @@ static int emit_target(gen_t *g, gc_bundle_t *b, int first, gc_err_t *e) {
     snprintf(d.grid, sizeof d.grid, "%s", pk->v.tpl->grid);
     snprintf(d.block, sizeof d.block, "%s", pk->v.tpl->block);
     snprintf(d.shmem, sizeof d.shmem, "%s", pk->v.tpl->shmem);
+    gc_tpl_tmaps_text(pk->v.tpl, d.tmaps, sizeof d.tmaps);
     snprintf(d.template_name, sizeof d.template_name, "%s", pk->v.tpl->name);
     snprintf(d.params, sizeof d.params, "%s", pk->v.params);
     snprintf(d.vid, sizeof d.vid, "%s", pk->vid);

@@ -173,6 +173,14 @@ static int parse_decl(line_ctx_t *c, gc_template_t *t, char *line) {
     strcpy(dst, rest);
     return GC_OK;
   }
+  if (!strcmp(kw, "tensormap")) {
+    if (t->ntmaps == GC_TMAPS_MAX) return perr(c, "more than %s @tensormap lines", "4");
+    split_doc(rest);
+    trim(rest);
+    if (!*rest || strlen(rest) >= sizeof t->tmaps[0]) return perr(c, "bad @%s", kw);
+    strcpy(t->tmaps[t->ntmaps++], rest);
+    return GC_OK;
+  }
   if (!strcmp(kw, "priority")) {
     int64_t v;
     split_doc(rest);
@@ -205,6 +213,11 @@ static int check_names(gc_template_t *t, gc_err_t *e) {
     gc_err_t tmp;
     if (gc_expr_eval3(x, &env, v, &tmp) && !strstr(tmp.msg, "division by zero") &&
         !strstr(tmp.msg, "overflow"))
+      return gc_err_set(e, GC_EINVAL, "%s: %s", t->path, tmp.msg);
+  }
+  for (int i = 0; i < t->ntmaps; i++) {
+    gc_err_t tmp;
+    if (gc_tmap_spec_check(t->tmaps[i], &env, &tmp))
       return gc_err_set(e, GC_EINVAL, "%s: %s", t->path, tmp.msg);
   }
   return GC_OK;
@@ -247,6 +260,9 @@ int gc_tpl_parse(const char *path, const char *src, size_t n, gc_template_t *t,
   if (!t->ndtypes) return gc_err_set(e, GC_EINVAL, "%s: missing @dtypes declaration", path);
   if (!t->block[0]) strcpy(t->block, "1");
   if (!t->shmem[0]) strcpy(t->shmem, "0");
+  if (t->ntmaps && strcmp(t->backend, "cuda"))
+    return gc_err_set(e, GC_EINVAL, "%s: @tensormap needs @backend cuda (the maps are CUDA "
+                      "driver objects), not %s", path, t->backend);
   return check_names(t, e);
 }
 
@@ -556,6 +572,13 @@ int gc_tpl_consts_text(const gc_variant_t *v, const gc_target_t *tg, char *out,
 }
 
 /* ---- expansion ------------------------------------------------------ */
+
+void gc_tpl_tmaps_text(const gc_template_t *t, char *out, size_t n) {
+  size_t len = 0;
+  out[0] = 0;
+  for (int i = 0; i < t->ntmaps && len < n; i++)
+    len += (size_t)snprintf(out + len, n - len, "%s%s", i ? "\n" : "", t->tmaps[i]);
+}
 
 void gc_tpl_vid(const gc_variant_t *v, const gc_target_t *tg, const char *compiler_id,
                 char vid[GC_HASH_HEX]) {

@@ -7,6 +7,7 @@
 
 #include "../base/expr.h"
 #include "../db/problem.h"
+#include "../db/tmapspec.h"
 #include "target.h"
 
 #define GC_TPL_PARAMS 16
@@ -47,6 +48,8 @@ typedef struct gc_template {
   int napplies;
   char grid[256], block[256];   /* three space-separated expressions each */
   char shmem[256];              /* bytes of dynamic shared memory (GPU), "0" if none */
+  char tmaps[GC_TMAPS_MAX][GC_TMAP_LINE]; /* @tensormap lines (cuda): trailing kernel args */
+  int ntmaps;
   int priority;
 } gc_template_t;
 
@@ -130,6 +133,11 @@ int gc_tpl_launch(const gc_variant_t *v, const gc_target_t *tg, const gc_problem
  * params, target constants and dtype sizes as "A=1,B=2". */
 int gc_tpl_consts_text(const gc_variant_t *v, const gc_target_t *tg, char *out,
                        size_t n, gc_err_t *e);
+
+/* t's @tensormap declarations as a bundle stores them: one a line, ""
+ * when none. out has room for n bytes (GC_TMAPS_MAX * GC_TMAP_LINE
+ * always suffices). */
+void gc_tpl_tmaps_text(const gc_template_t *t, char *out, size_t n);
 
 /* Expand v for target into source text (appended to src), and compute its
  * variant id from the template hash, params, dtypes, target and compiler. */

@@ -346,4 +346,5 @@ const gc_dev_ops_t gc_cpu_ops = {
     cpu_kernel,     cpu_launch,       cpu_sync,          cpu_event_create,
     cpu_event_destroy, cpu_event_record, cpu_event_elapsed,
     NULL,           NULL,             NULL,              NULL, /* no graphs */
+    NULL,                                                          /* no tensor maps */
 };

@@ -82,6 +82,10 @@ typedef struct cu_api {
   CUresult (*GraphLaunch)(CUgraphExec, CUstream);
   CUresult (*GraphExecDestroy)(CUgraphExec);
   CUresult (*GraphDestroy)(CUgraph);
+  /* optional (CUDA 12.0+; NULL before): tensor maps for the copy engine */
+  CUresult (*TensorMapEncodeTiled)(void *, int, unsigned, void *, const unsigned long long *,
+                                   const unsigned long long *, const unsigned *, const unsigned *,
+                                   int, int, int, int);
 } cu_api_t;
 
 /* Loaded once and kept: unloading a driver under live contexts is unsafe. */
@@ -157,6 +161,8 @@ static int cu_load(gc_err_t *e) {
                         cu_syms[i].name);
       memcpy((char *)&api + cu_syms[i].off, &f, sizeof f);
     }
+    void *tm = dlsym(h, "cuTensorMapEncodeTiled"); /* optional */
+    memcpy(&api.TensorMapEncodeTiled, &tm, sizeof tm);
     if (rc) dlclose(h);
     else cu = api;
   }
@@ -600,6 +606,45 @@ static int cuda_event_elapsed(gc_dev_t *dev, gc_event_t *a, gc_event_t *b, doubl
   return GC_OK;
 }
 
+/* ---- tensor maps ----------------------------------------------------- */
+
+/* CUtensorMapDataType, CUtensorMapSwizzle and the other enums of cuda.h
+ * (CUDA 12.0+) as numbers. */
+enum {
+  CU_TMAP_F16 = 6, CU_TMAP_F32 = 7, CU_TMAP_F64 = 8, CU_TMAP_BF16 = 9, CU_TMAP_I32 = 3,
+  CU_TMAP_INTERLEAVE_NONE = 0, CU_TMAP_L2_PROMOTION_256B = 3, CU_TMAP_OOB_FILL_ZERO = 0,
+};
+
+static int cu_tmap_dtype(gc_dtype_t t) {
+  switch (t) {
+  case GC_DT_F16: return CU_TMAP_F16;
+  case GC_DT_BF16: return CU_TMAP_BF16;
+  case GC_DT_F32: return CU_TMAP_F32;
+  case GC_DT_F64: return CU_TMAP_F64;
+  default: return CU_TMAP_I32;
+  }
+}
+
+/* A 2-D map: dimension 0 the columns (contiguous), 1 the rows; element
+ * strides 1; zero fill past the matrix; L2 promotion of 256 bytes (what
+ * CUTLASS uses for GEMM operands). */
+static int cuda_tmap_encode(gc_dev_t *dev, const gc_tmap_spec_t *s, gc_dtype_t dtype,
+                            gc_dptr_t ptr, void *out, gc_err_t *e) {
+  int rc = bind((cuda_dev_t *)dev, e);
+  if (rc) return rc;
+  if (!cu.TensorMapEncodeTiled)
+    return gc_err_set(e, GC_EUNSUPPORTED, "NVIDIA driver too old for tensor maps: libcuda.so.1 "
+                      "has no cuTensorMapEncodeTiled (CUDA 12.0+)");
+  const unsigned long long dims[2] = {(unsigned long long)s->cols, (unsigned long long)s->rows};
+  const unsigned long long strides[1] = {(unsigned long long)s->cols * gc_dtype_size(dtype)};
+  const unsigned box[2] = {(unsigned)s->box_cols, (unsigned)s->box_rows}, es[2] = {1, 1};
+  const int swz = s->swizzle == 128 ? 3 : s->swizzle == 64 ? 2 : s->swizzle == 32 ? 1 : 0;
+  CU_TRY(e, GC_ELAUNCH, TensorMapEncodeTiled, out, cu_tmap_dtype(dtype), 2u, (void *)ptr, dims,
+         strides, box, es, CU_TMAP_INTERLEAVE_NONE, swz, CU_TMAP_L2_PROMOTION_256B,
+         CU_TMAP_OOB_FILL_ZERO);
+  return GC_OK;
+}
+
 /* ---- graphs ---------------------------------------------------------- */
 
 static int is_cuda(gc_dev_t *dev, gc_err_t *e) {
@@ -659,5 +704,5 @@ const gc_dev_ops_t gc_cuda_ops = {
     cuda_memset,      cuda_host_ptr,      cuda_module_load,   cuda_module_unload,
     cuda_kernel,      cuda_launch,        cuda_sync,          cuda_event_create,
     cuda_event_destroy, cuda_event_record, cuda_event_elapsed, gc_cuda_graph_begin,
-    gc_cuda_graph_end, gc_cuda_graph_launch, gc_cuda_graph_destroy,
+    gc_cuda_graph_end, gc_cuda_graph_launch, gc_cuda_graph_destroy, cuda_tmap_encode,
 };

@@ -69,6 +69,14 @@ int gc_dev_event_elapsed(gc_dev_t *d, gc_event_t *a, gc_event_t *b, double *ms,
   return d->ops->event_elapsed(d, a, b, ms, e);
 }
 
+int gc_dev_tmap_encode(gc_dev_t *d, const gc_tmap_spec_t *s, gc_dtype_t dtype, gc_dptr_t ptr,
+                       void *out, gc_err_t *e) {
+  if (!d->ops->tmap_encode)
+    return gc_err_set(e, GC_EUNSUPPORTED, "the %s backend has no tensor maps (a kernel with "
+                      "@tensormap runs on cuda only)", d->ops->name);
+  return d->ops->tmap_encode(d, s, dtype, ptr, out, e);
+}
+
 static int no_graphs(gc_dev_t *d, gc_err_t *e) {
   return gc_err_set(e, GC_EUNSUPPORTED, "the %s backend has no graphs", d->ops->name);
 }

@@ -6,6 +6,8 @@
 #define GC_DEV_H
 
 #include "../base/base.h"
+#include "../db/problem.h"
+#include "../db/tmapspec.h"
 
 typedef struct gc_dev gc_dev_t;
 typedef struct gc_module gc_module_t;
@@ -56,6 +58,15 @@ int gc_dev_kernel(gc_dev_t *d, gc_module_t *m, const char *name, gc_kernel_t **o
 int gc_dev_launch(gc_dev_t *d, gc_kernel_t *k, const int64_t grid[3],
                   const int64_t block[3], size_t shmem, void **args, gc_err_t *e);
 int gc_dev_sync(gc_dev_t *d, gc_err_t *e);
+
+/* Encode into out (128 bytes, 64-byte aligned) the tensor map of s over
+ * the row-major matrix of dtype at device address ptr: a 2-D tiled map,
+ * out-of-bounds elements read as zero, the box and swizzle of s (see
+ * runtime/tmap.h, which checks what the map needs of its buffer first).
+ * A host-only call. GC_EUNSUPPORTED on backends without tensor maps
+ * (cpu, hip) and on CUDA drivers older than 12.0. */
+int gc_dev_tmap_encode(gc_dev_t *d, const gc_tmap_spec_t *s, gc_dtype_t dtype, gc_dptr_t ptr,
+                       void *out, gc_err_t *e);
 
 /* Graphs: launches between begin and end are recorded, not run; the
  * result replays them all with one call. GC_EUNSUPPORTED on backends

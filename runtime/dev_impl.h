@@ -37,6 +37,9 @@ typedef struct gc_dev_ops {
   int (*graph_end)(gc_dev_t *d, void **exec, gc_err_t *e);
   int (*graph_launch)(gc_dev_t *d, void *exec, gc_err_t *e);
   void (*graph_destroy)(gc_dev_t *d, void *exec);
+  /* Tensor maps (gc_dev_tmap_encode); NULL where there are none. */
+  int (*tmap_encode)(gc_dev_t *d, const gc_tmap_spec_t *s, gc_dtype_t dtype, gc_dptr_t ptr,
+                     void *out, gc_err_t *e);
 } gc_dev_ops_t;
 
 /* Every device struct starts with this header. */

@@ -140,7 +140,8 @@ static int geometry(gc_rt_t *rt, gc_rt_kernel_t *k, const gc_problem_t *p, gc_er
   k->geom_valid = 0;
   k->shmem = 0;
   if (gc_env_set_dims(&env, p, e) || gc_expr_eval3(k->d.grid, &env, k->grid, e) ||
-      gc_expr_eval3(k->d.block, &env, k->block, e) || gc_expr_eval(k->d.shmem, &env, &k->shmem, e))
+      gc_expr_eval3(k->d.block, &env, k->block, e) || gc_expr_eval(k->d.shmem, &env, &k->shmem, e) ||
+      gc_tmaps_plan(k->d.tmaps, &env, p, &k->tmaps, e))
     return gc_err_prefix(e, "%s: dispatch entry %lld", gc_bundle_path(rt->b),
                          (long long)k->d.id);
   if (k->shmem < 0 || k->shmem > (1 << 24))
@@ -154,7 +155,9 @@ static int geometry(gc_rt_t *rt, gc_rt_kernel_t *k, const gc_problem_t *p, gc_er
 int gc_rt_launch(gc_rt_t *rt, const gc_rt_kernel_t *kc, const gc_problem_t *p,
                  void **args, gc_err_t *e) {
   gc_rt_kernel_t *k = (gc_rt_kernel_t *)kc; /* the geometry cache is ours to update */
-  if (!(k->geom_valid && same_dims(&k->geom_for, p)) && geometry(rt, k, p, e))
+  void **a;
+  if ((!(k->geom_valid && same_dims(&k->geom_for, p)) && geometry(rt, k, p, e)) ||
+      gc_tmaps_args(rt->dev, &k->tmaps, args, &a, e))
     return e->code;
-  return gc_dev_launch(rt->dev, k->k, k->grid, k->block, (size_t)k->shmem, args, e);
+  return gc_dev_launch(rt->dev, k->k, k->grid, k->block, (size_t)k->shmem, a, e);
 }

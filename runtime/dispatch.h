@@ -8,6 +8,7 @@
 #include "../base/expr.h"
 #include "../db/bundle.h"
 #include "dev.h"
+#include "tmap.h"
 
 typedef struct gc_rt gc_rt_t;
 
@@ -19,6 +20,7 @@ typedef struct gc_rt_kernel {
    * once per shape, not on every launch of a decode step) */
   gc_problem_t geom_for;
   int64_t grid[3], block[3], shmem;
+  gc_tmaps_t tmaps;   /* d.tmaps planned for geom_for (n = 0: none) */
   int geom_valid;
 } gc_rt_kernel_t;
 
@@ -33,7 +35,9 @@ gc_bundle_t *gc_rt_bundle(gc_rt_t *rt);
  * gc_rt_close). */
 int gc_rt_find(gc_rt_t *rt, const gc_problem_t *p, const gc_rt_kernel_t **out,
                gc_err_t *e);
-/* Launch k for p with args (see runtime/ops.h for each op's list). */
+/* Launch k for p with args (see runtime/ops.h for each op's list). A
+ * kernel that declares tensor maps gets them after args, encoded for the
+ * buffer addresses in args (runtime/tmap.h). */
 int gc_rt_launch(gc_rt_t *rt, const gc_rt_kernel_t *k, const gc_problem_t *p,
                  void **args, gc_err_t *e);
 

@@ -86,3 +86,25 @@ def test_newer_schema_is_refused(gc):
         c.execute("PRAGMA user_version = 99")
     r = gc("gcore-tune", "--op", "rmsnorm", "--m", "1", "--n", "32", "--db", db)
     assert_clean_error(r, "gcore-tune", "schema version 99 is newer")
+
+
+def test_format_1_bundle_still_reads(gc):
+    """Bundles of format 1 (before dispatch.tmaps) load: their kernels take no tensor maps."""
+    r = gc("gcore-gen", *GEMM, "--m", "4", "-o", "b.gcb")
+    assert r.rc == 0, r
+    with sqlite3.connect(gc.dir / "b.gcb") as c:
+        assert c.execute("SELECT value FROM meta WHERE key='format_version'").fetchone()[0] == "2"
+        assert {t for (t,) in c.execute("SELECT tmaps FROM dispatch")} == {""}
+        c.execute("ALTER TABLE dispatch DROP COLUMN tmaps")
+        c.execute("UPDATE meta SET value='1' WHERE key='format_version'")
+    r = gc("gcore-run", "-b", "b.gcb", *GEMM, "--m", "4")
+    assert r.rc == 0 and "verified" in r.out, r
+
+
+def test_newer_bundle_format_is_refused(gc):
+    r = gc("gcore-gen", *GEMM, "--m", "4", "-o", "b.gcb")
+    assert r.rc == 0, r
+    with sqlite3.connect(gc.dir / "b.gcb") as c:
+        c.execute("UPDATE meta SET value='3' WHERE key='format_version'")
+    r = gc("gcore-run", "-b", "b.gcb", *GEMM, "--m", "4")
+    assert_clean_error(r, "gcore-run", "bundle format 3, this gcore reads 2; rebuild it with gcore-gen")

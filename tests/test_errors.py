@@ -1,5 +1,6 @@
 """Bad input: each gives one clear line on stderr and a non-zero exit, never
 a crash (the harness fails any run that trips a sanitizer)."""
+import ctypes
 import os
 import shutil
 import sqlite3
@@ -73,6 +74,7 @@ HEAD = ("/*\n * @template bad\n * @op gemm\n * @backend cpu\n * @dtypes f32\n * 
     (" * @constraint (X\n * @param X 1 default 1\n", "expected ')'"),
     (" * @param TC 1 2 default 1\n", "parameter name 'TC' is reserved"),
     (" * @param M 1 2 default 1\n", "parameter name 'M' is reserved"),
+    (" * @tensormap A M K 8 8 0\n", "@tensormap needs @backend cuda"),
 ])
 def test_malformed_template(gc, extra, needle):
     d = bad_template(gc, "bad.c", HEAD.format(extra=extra))
@@ -145,3 +147,18 @@ def test_tampered_code_object(gc, bundle):
     with sqlite3.connect(bundle) as c:
         c.execute("UPDATE code_objects SET blob = zeroblob(length(blob))")
     assert_clean_error(gc("gcore-run", "-b", bundle, *GEMM), "gcore-run", "hash check")
+
+
+def _has_cuda_driver():
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(_has_cuda_driver(), reason="this machine has an NVIDIA driver")
+def test_run_op_without_the_device(gc, bundle):
+    """--op on a backend that cannot open: the reason, not a crash."""
+    r = gc("gcore-run", "-b", bundle, "--backend", "cuda", *GEMM)
+    assert_clean_error(r, "gcore-run", "no NVIDIA driver")

@@ -95,3 +95,20 @@ def test_sm90_bundle_for_a_model(gc):
     # decode steps fold the norms into the GEMMs; 16 and 32 tokens do not
     assert ops == {"embed", "rmsnorm", "gemm", "rope_kv", "attention", "gemm_add", "gemm_swiglu", "argmax",
                    "rmsnorm_gemm", "rmsnorm_gemm_swiglu"}
+
+
+@needs_nvrtc
+def test_tensormap_declarations_reach_the_bundle(gc):
+    """gemm_wgmma's TMA variants carry their @tensormap lines into the
+    dispatch table (the runtime builds the maps from them); the cp.async
+    variant carries the same lines, switched off by their "if TMA"."""
+    common = ["--target", "sm_90a", "--op", "gemm", "--dtype", "f16", "--m", "256", "--n", "512",
+              "--k", "136", "-q"]
+    r = gc("gcore-gen", *common, "--force", "gemm_wgmma:TMA=1,CLUSTER=2", "-o", "b.gcb")
+    assert r.rc == 0, r
+    with sqlite3.connect(gc.dir / "b.gcb") as c:
+        rows = c.execute("SELECT params, tmaps, grid FROM dispatch").fetchall()
+    assert rows and all("TMA=1,CLUSTER=2" in p for p, _, _ in rows), rows
+    assert {t for _, t, _ in rows} == {"A M K BM BK 2*BK if TMA\nB N K BN/CLUSTER BK 2*BK if TMA"}
+    r = gc("gcore-gen", *common, "--force", "gemm_wgmma:TMA=0,CLUSTER=2", "-o", "c.gcb")
+    assert r.rc != 0 and "constraint fails" in r.err and "TMA == 1 || CLUSTER == 1" in r.err, r

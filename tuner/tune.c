@@ -253,6 +253,7 @@ static int measure(sweep_t *s, cand_t *c, gc_compile_job_t *j, gc_err_t *e) {
   snprintf(q.grid, sizeof q.grid, "%s", c->v.tpl->grid);
   snprintf(q.block, sizeof q.block, "%s", c->v.tpl->block);
   snprintf(q.shmem, sizeof q.shmem, "%s", c->v.tpl->shmem);
+  gc_tpl_tmaps_text(c->v.tpl, q.tmaps, sizeof q.tmaps);
   if (gc_tpl_consts_text(&c->v, &s->o->target, q.consts, sizeof q.consts, e)) return e->code;
   q.timing = s->o->timing;
   q.timing.abandon_us = s->best_us > 0 ? ABANDON * s->best_us : 0;

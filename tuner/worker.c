@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../base/expr.h"
+#include "../runtime/tmap.h"
 
 #define SETUP_TIMEOUT 900.0 /* seconds: the fp64 reference of a large GEMM */
 
@@ -83,11 +84,14 @@ typedef struct launch_ctx {
   gc_dev_t *dev;
   gc_kernel_t *k;
   int64_t grid[3], block[3], shmem;
+  gc_tmaps_t tmaps; /* the kernel's tensor maps, if it declares any */
 } launch_ctx_t;
 
 static int launch_cb(void *ctx, void **args, gc_err_t *e) {
   launch_ctx_t *l = ctx;
-  return gc_dev_launch(l->dev, l->k, l->grid, l->block, (size_t)l->shmem, args, e);
+  void **a;
+  if (gc_tmaps_args(l->dev, &l->tmaps, args, &a, e)) return e->code;
+  return gc_dev_launch(l->dev, l->k, l->grid, l->block, (size_t)l->shmem, a, e);
 }
 
 static int load_kernel(child_t *ch, const gc_work_req_t *q, gc_module_t **mod,
@@ -103,7 +107,8 @@ static int load_kernel(child_t *ch, const gc_work_req_t *q, gc_module_t **mod,
   if (gc_dev_kernel(ch->dev, *mod, q->symbol, &l->k, e) ||
       gc_env_parse(&env, q->consts, e) || gc_env_set_dims(&env, &q->problem, e) ||
       gc_expr_eval3(q->grid, &env, l->grid, e) || gc_expr_eval3(q->block, &env, l->block, e) ||
-      gc_expr_eval(q->shmem, &env, &l->shmem, e))
+      gc_expr_eval(q->shmem, &env, &l->shmem, e) ||
+      gc_tmaps_plan(q->tmaps, &env, &q->problem, &l->tmaps, e))
     return e->code;
   return GC_OK;
 }

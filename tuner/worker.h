@@ -7,6 +7,7 @@
 #define GC_WORKER_H
 
 #include "../db/problem.h"
+#include "../db/tmapspec.h"
 #include "../runtime/check.h"
 
 typedef struct gc_worker gc_worker_t;
@@ -16,6 +17,7 @@ typedef struct gc_work_req {
   char obj[1024];       /* code object file */
   char symbol[64];
   char grid[256], block[256], shmem[256], consts[1024];
+  char tmaps[GC_TMAPS_MAX * GC_TMAP_LINE]; /* @tensormap lines, "" if none */
   gc_time_opts_t timing;
   uint64_t seed;
 } gc_work_req_t;

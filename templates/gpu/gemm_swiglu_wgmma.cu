@@ -14,13 +14,18 @@
  * @param RASTER 1 4 8 16 default 8 -- block rows walked together (L2 reuse of W tiles)
  * @param INFL 0 1 default 1 -- wgmma groups a consumer leaves in flight when it moves to the next stage (0: each stage is released as soon as its own wgmmas finish)
  * @param PERSIST 0 1 default 1 -- 1: at most one block per SM (132, or the device's count if smaller), each walking tiles
+ * @param TMA 0 1 default 0 -- 1: operands by the tensor copy engine (host-made tensor maps, one producer thread), as gemm_wgmma
+ * @param CLUSTER 1 2 default 1 -- blocks per cluster (TMA only): 2 pairs the blocks of vertically adjacent tiles; one loads the gate half, the other the up half of their common W tile, each multicast to both
  * @constraint SM == 90 && ARCH_A == 1 -- wgmma exists only on sm_90a
  * @constraint WARP == 32 && MAXT >= 384 -- three warpgroups
  * @constraint (BM / 128) * BN / 2 <= 128 -- fp32 accumulators per consumer thread
  * @constraint STAGES * (BM + BN) * BK * 2 + 1024 <= SMEM -- the pipeline fits in shared memory
+ * @constraint TMA == 1 || CLUSTER == 1 -- multicast is a copy-engine operation
  * @shmem STAGES * (BM + BN) * BK * 2 + 1024
  * @applies K % 8 == 0 && M > 1 -- rows of A and W are whole 16-byte chunks (cp.async); M = 1 is the GEMV's
- * @grid min(cdiv(M, BM) * cdiv(N, BN / 2), PERSIST * 132 + (1 - PERSIST) * cdiv(M, BM) * cdiv(N, BN / 2)) 1 1
+ * @grid CLUSTER * min(cdiv(M, BM * CLUSTER) * cdiv(N, BN / 2), PERSIST * (132 / CLUSTER) + (1 - PERSIST) * cdiv(M, BM * CLUSTER) * cdiv(N, BN / 2)) 1 1
+ * @tensormap A M K BM BK 2*BK if TMA -- A tiles [BM][BK], 128-byte (64-byte) swizzle, zero past M and K
+ * @tensormap W 2*N K BN/2 BK 2*BK if TMA -- gate or up halves [BN/2][BK] of W tiles
  * @block 384 1 1
  * @priority 5
  *
@@ -33,6 +38,15 @@
  * column j (fragment columns repeat every 8): the epilogue writes
  * g / (1 + e^-g) · u computed in fp32 and rounded once (e^-g overflowing
  * to inf gives silu = -0), as gemm_swiglu_mma.
+ *
+ * TMA = 1: one map over all of W [2N, K] with boxes of BN/2 rows; the
+ * gate half of a tile is the box at row n0, the up half the box at row
+ * N + n0. Where n0 + BN/2 passes N (ragged N), the gate box reads up rows
+ * (zeros only past 2N) and the up box zeros: both feed only columns
+ * j >= N, which the epilogue does not store, so no value of C depends on
+ * them. CLUSTER = 2: block r of the pair loads half r (gate, up) and
+ * multicasts it to both blocks (gemm_wgmma says how the barriers count).
+ * Not yet measured on a GPU (2026-11-22); the default stays TMA = 0.
  */
 
 #define WG_CW 2                        /* consumer warpgroups */
@@ -94,6 +108,85 @@ GC_DEVICE void wg_cp_arrive(unsigned b) {
 GC_DEVICE void wg_cp16(unsigned s, const void *g, int n) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(n)
                : "memory");
+}
+
+/* ---- the copy engine (TMA = 1) and clusters ---- */
+
+/* A CUtensorMap as the runtime passes it (128 bytes, 64-byte aligned). */
+#ifndef GC_TMAP_T
+#define GC_TMAP_T
+struct __align__(64) gc_tmap_t { uint64_t w[16]; };
+#endif
+
+/* Arm barrier b for this phase: one arrival, and `bytes` to land. */
+GC_DEVICE void wg_expect(unsigned b, unsigned bytes) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n"
+               ::"r"(b), "r"(bytes) : "memory");
+}
+/* The box of map at (column x, row y) to shared address s; completes on b. */
+GC_DEVICE void wg_tma(unsigned s, const gc_tmap_t *map, int x, int y, unsigned b) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3}], [%4];\n"
+               ::"r"(s), "l"((uint64_t)map), "r"(x), "r"(y), "r"(b) : "memory");
+}
+/* The same into shared address s of every block of the cluster in mask,
+ * completing on barrier b of each. */
+GC_DEVICE void wg_tma_mc(unsigned s, const gc_tmap_t *map, int x, int y, unsigned b,
+                         uint16_t mask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n"
+               ::"r"(s), "l"((uint64_t)map), "r"(x), "r"(y), "r"(b), "h"(mask) : "memory");
+}
+GC_DEVICE unsigned wg_cta_rank(void) {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+/* Every thread of every block of the cluster arrives, then waits (the
+ * .aligned forms: the warp reconverges first). */
+GC_DEVICE void wg_cluster_sync(void) {
+  __syncwarp();
+  asm volatile("barrier.cluster.arrive.release.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+/* Arrive on barrier b (a shared::cta address) of block `cta` of the cluster. */
+GC_DEVICE void wg_arrive_cluster(unsigned b, unsigned cta) {
+  asm volatile("{\n .reg .b32 ra;\n mapa.shared::cluster.u32 ra, %0, %1;\n"
+               " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n"
+               ::"r"(b), "r"(cta) : "memory");
+}
+/* wg_bar_wait with cluster-scope acquire (arrivals from the peer block). */
+GC_DEVICE void wg_bar_wait_cl(unsigned b, unsigned par) {
+  unsigned ok;
+  do {
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(ok)
+                 : "r"(b), "r"(par)
+                 : "memory");
+  } while (!ok);
+}
+
+/* Arrivals a stage's empty barrier waits for: per consumer thread
+ * (cp.async path), or per consumer warp of each block of the cluster. */
+#define WG_EMPTY_COUNT (TMA ? CLUSTER * WG_CW * 4 : 128 * WG_CW)
+
+/* A consumer thread is done reading the stage of empty barrier b. */
+GC_DEVICE void wg_release(unsigned b) {
+#if TMA
+  __syncwarp(); /* the warp's wgmmas on the stage are complete */
+  if ((gc_tid() & 31) == 0) {
+#if CLUSTER > 1
+    GC_UNROLL(CLUSTER)
+    for (unsigned r = 0; r < CLUSTER; r++)
+      wg_arrive_cluster(b, r);
+#else
+    wg_bar_arrive(b);
+#endif
+  }
+#else
+  wg_bar_arrive(b);
+#endif
 }
 
 GC_DEVICE void wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -177,20 +270,21 @@ GC_DEVICE void wg_store2(TC *C, int64_t M, int64_t N, int64_t m, int64_t n, floa
   }
 }
 
-/* Tile t of the grouped raster: RASTER block rows at a time, column by
- * column (consecutive tiles share B tiles in L2). */
-GC_DEVICE void wg_tile(int64_t t, int64_t nbm, int64_t nbn, int64_t *m0, int64_t *n0) {
+/* Tile t of the grouped raster: RASTER rows of (CLUSTER·BM)-row super-
+ * tiles at a time, column by column (consecutive tiles share W tiles in
+ * L2); block `rank` of the cluster takes its BM rows of the super-tile. */
+GC_DEVICE void wg_tile(int64_t t, int64_t nbm, int64_t nbn, int rank, int64_t *m0, int64_t *n0) {
   const int64_t gsz = (int64_t)RASTER * nbn, first = t / gsz * RASTER;
   const int64_t rows = gc_min64(nbm - first, RASTER);
-  *m0 = (first + t % gsz % rows) * BM;
+  *m0 = (first + t % gsz % rows) * (BM * CLUSTER) + rank * BM;
   *n0 = t % gsz / rows * (BN / 2);
 }
 
 /* A consumer warpgroup (c = 0 or 1, thread t of it): for each tile, the
  * wgmmas of every stage into fp32 accumulators, then the epilogue. */
-GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, int t, int64_t t0,
-                           int64_t tstep, int64_t nbm, int64_t nbn, int64_t kt_n, TC *C,
-                           int64_t M, int64_t N) {
+GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, int t, int rank,
+                           int64_t t0, int64_t tstep, int64_t nbm, int64_t nbn, int64_t kt_n,
+                           TC *C, int64_t M, int64_t N) {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WG_CREG) : "memory");
   const int64_t tiles = nbm * nbn;
   const int w = t >> 5, lane = t & 31;
@@ -198,7 +292,7 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
   int64_t it = 0;
   for (int64_t tile = t0; tile < tiles; tile += tstep) {
     int64_t m0, n0;
-    wg_tile(tile, nbm, nbn, &m0, &n0);
+    wg_tile(tile, nbm, nbn, rank, &m0, &n0);
     GC_UNROLL(WG_MT)
     for (int i = 0; i < WG_MT; i++)
       GC_UNROLL(WG_ACC)
@@ -208,7 +302,8 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
     for (int64_t kt = 0; kt < kt_n; kt++, it++) {
       const int s = (int)(it % STAGES);
       wg_bar_wait(full + 8 * s, (unsigned)((it / STAGES) & 1));
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      if (!TMA) /* cp.async wrote through the generic proxy; wgmma reads through the async one */
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       const unsigned sa = s0 + s * WG_SBYTES;
       const uint64_t db = wg_desc(sa + WG_ABYTES);
       GC_UNROLL(WG_MT)
@@ -231,16 +326,16 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
       if (INFL) {
         wg_wait<1>();
         if (kt > 0) /* the previous stage's wgmmas are done */
-          wg_bar_arrive(empty + 8 * (int)((it - 1) % STAGES));
+          wg_release(empty + 8 * (int)((it - 1) % STAGES));
       } else { /* this stage's are: release it now (the other warpgroup's
                   wgmmas keep the tensor cores busy meanwhile) */
         wg_wait<0>();
-        wg_bar_arrive(empty + 8 * s);
+        wg_release(empty + 8 * s);
       }
     }
     wg_wait<0>();
     if (INFL)
-      wg_bar_arrive(empty + 8 * (int)((it - 1) % STAGES));
+      wg_release(empty + 8 * (int)((it - 1) % STAGES));
     GC_UNROLL(WG_MT)
     for (int i = 0; i < WG_MT; i++)
       GC_UNROLL(WG_ACC)
@@ -264,61 +359,127 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
   }
 }
 
-GC_KERNEL_BOUNDS(WG_T)
-void gemm_swiglu_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K) {
+/* The producer of the TMA path, one thread: for each stage of each of the
+ * block's tiles, arm the full barrier with the stage's bytes and issue
+ * the A box and the gate and up boxes of W (CLUSTER = 2: this block's
+ * half, gate or up, to both blocks of the pair). */
+GC_DEVICE void wg_tma_producer(const gc_tmap_t *tmA, const gc_tmap_t *tmW, int64_t N,
+                               unsigned full, unsigned empty, unsigned s0, int rank, int64_t t0,
+                               int64_t tstep, int64_t nbm, int64_t nbn, int64_t kt_n) {
+  int64_t it = 0;
+  for (int64_t t = t0; t < nbm * nbn; t += tstep) {
+    int64_t m0, n0;
+    wg_tile(t, nbm, nbn, rank, &m0, &n0);
+    for (int64_t kt = 0; kt < kt_n; kt++, it++) {
+      const int s = (int)(it % STAGES);
+      if (it >= STAGES) { /* both blocks' consumers released the stage */
+        if (CLUSTER > 1)
+          wg_bar_wait_cl(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
+        else
+          wg_bar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
+      }
+      const unsigned sa = s0 + s * WG_SBYTES, f = full + 8 * s;
+      const int x = (int)(kt * BK);
+      wg_expect(f, WG_SBYTES);
+      wg_tma(sa, tmA, x, (int)m0, f);
+#if CLUSTER > 1
+      wg_tma_mc(sa + WG_ABYTES + rank * (BN / 2) * WG_RB, tmW, x, (int)(rank * N + n0), f,
+                (uint16_t)((1u << CLUSTER) - 1));
+#else
+      wg_tma(sa + WG_ABYTES, tmW, x, (int)n0, f);
+      wg_tma(sa + WG_ABYTES + (BN / 2) * WG_RB, tmW, x, (int)(N + n0), f);
+#endif
+    }
+  }
+}
+
+/* The cp.async producer (TMA = 0): the warpgroup's 128 threads, each
+ * copying its chunk column of rows, signalling when its copies land. */
+GC_DEVICE void wg_cp_producer(const TA *A, const TB *B, int64_t M, int64_t N, int64_t K,
+                              unsigned full, unsigned empty, unsigned s0, int tid, int64_t t0,
+                              int64_t tstep, int64_t nbm, int64_t nbn, int64_t kt_n) {
+  const int c8 = (tid % WG_CH) * 8, rr = tid / WG_CH;
+  const unsigned off = (unsigned)(rr * WG_RB + (((tid % WG_CH) ^ WG_SWZ(rr)) << 4));
+  int64_t it = 0;
+  for (int64_t t = t0; t < nbm * nbn; t += tstep) {
+    int64_t m0, n0;
+    wg_tile(t, nbm, nbn, 0, &m0, &n0);
+    const TA *pa = A + (m0 + rr) * K + c8, *pg = (const TA *)B + (n0 + rr) * K + c8,
+             *pu = pg + N * K;
+    const int na = wg_rows(m0, M, rr, BM), nb = wg_rows(n0, N, rr, BN / 2);
+    for (int64_t kt = 0; kt < kt_n; kt++, it++) {
+      const int s = (int)(it % STAGES);
+      if (it >= STAGES)
+        wg_bar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
+      const unsigned sa = s0 + s * WG_SBYTES + off;
+      const bool kok = kt * BK + c8 < K;
+      wg_load<BM>(sa, pa + kt * BK, K, na, kok, A);
+      wg_load<BN / 2>(sa + WG_ABYTES, pg + kt * BK, K, nb, kok, (const TA *)B);
+      wg_load<BN / 2>(sa + WG_ABYTES + BN / 2 * WG_RB, pu + kt * BK, K, nb, kok, (const TA *)B);
+      wg_cp_arrive(full + 8 * s);
+    }
+  }
+}
+
+#if TMA /* the maps the @tensormap lines declare, after the op's arguments */
+#define WG_TMAP_PARAMS , const __grid_constant__ gc_tmap_t tmA, const __grid_constant__ gc_tmap_t tmW
+#else
+#define WG_TMAP_PARAMS
+#endif
+#if CLUSTER > 1
+#define WG_CLUSTER_DIMS __cluster_dims__(CLUSTER, 1, 1)
+#else
+#define WG_CLUSTER_DIMS
+#endif
+
+GC_KERNEL_BOUNDS(WG_T) WG_CLUSTER_DIMS
+void gemm_swiglu_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K
+                       WG_TMAP_PARAMS) {
   GC_SHARED uint64_t bars[2 * STAGES]; /* full[0..S-1], empty[0..S-1] */
-  const int64_t nbm = gc_cdiv(M, BM), nbn = gc_cdiv(N, BN / 2), tiles = nbm * nbn;
+  /* tiles of CLUSTER·BM rows: a cluster's blocks share one (and its W tile) */
+  const int64_t nbm = gc_cdiv(M, BM * CLUSTER), nbn = gc_cdiv(N, BN / 2), tiles = nbm * nbn;
   if (tiles <= 0)
     return;
-  /* PERSIST: blocks 0 .. P-1 walk tiles b, b+P, ...; P is at most the SM
-   * count, read on the device; blocks past it (a GPU with fewer SMs than
-   * the launch assumed) have nothing to do. */
-  int64_t t0 = gc_bid(), tstep = gridDim.x; /* PERSIST = 0: one tile per block */
+  /* PERSIST: clusters 0 .. P-1 walk tiles c, c+P, ...; P is at most the SM
+   * count (over CLUSTER), read on the device; clusters past it (a GPU with
+   * fewer SMs than the launch assumed) have nothing to do. Both blocks of
+   * a cluster take the same branch. */
+  int64_t t0 = gc_bid() / CLUSTER, tstep = gridDim.x / CLUSTER; /* PERSIST = 0: one tile each */
   if (PERSIST) {
     unsigned nsm;
     asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
-    tstep = gc_min64((int64_t)gridDim.x, (int64_t)nsm);
+    tstep = gc_min64(tstep, (int64_t)(nsm / CLUSTER));
     if (t0 >= tstep)
       return;
   }
 
-  const int tid = gc_tid(), wg = tid >> 7;
+  const int tid = gc_tid(), wg = tid >> 7, rank = CLUSTER > 1 ? (int)wg_cta_rank() : 0;
   const unsigned s0 = (wg_saddr(gc_dyn_shared()) + 1023u) & ~1023u;
   const unsigned full = wg_saddr(bars), empty = full + 8 * STAGES;
   if (tid == 0) {
     for (int s = 0; s < STAGES; s++) {
-      wg_bar_init(full + 8 * s, 128);
-      wg_bar_init(empty + 8 * s, 128 * WG_CW);
+      wg_bar_init(full + 8 * s, TMA ? 1 : 128);
+      wg_bar_init(empty + 8 * s, WG_EMPTY_COUNT);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  gc_barrier();
+  if (CLUSTER > 1) /* the peer's barriers are initialised before anyone arrives on them */
+    wg_cluster_sync();
+  else
+    gc_barrier();
 
   const int64_t kt_n = gc_cdiv(K, BK);
   if (wg == 0) { /* producer: it counts stages over all of this block's tiles */
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WG_PREG) : "memory");
-    const int c8 = (tid % WG_CH) * 8, rr = tid / WG_CH;
-    const unsigned off = (unsigned)(rr * WG_RB + (((tid % WG_CH) ^ WG_SWZ(rr)) << 4));
-    int64_t it = 0;
-    for (int64_t t = t0; t < tiles; t += tstep) {
-      int64_t m0, n0;
-      wg_tile(t, nbm, nbn, &m0, &n0);
-      const TA *pa = A + (m0 + rr) * K + c8, *pg = (const TA *)B + (n0 + rr) * K + c8,
-               *pu = pg + N * K;
-      const int na = wg_rows(m0, M, rr, BM), nb = wg_rows(n0, N, rr, BN / 2);
-      for (int64_t kt = 0; kt < kt_n; kt++, it++) {
-        const int s = (int)(it % STAGES);
-        if (it >= STAGES)
-          wg_bar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
-        const unsigned sa = s0 + s * WG_SBYTES + off;
-        const bool kok = kt * BK + c8 < K;
-        wg_load<BM>(sa, pa + kt * BK, K, na, kok, A);
-        wg_load<BN / 2>(sa + WG_ABYTES, pg + kt * BK, K, nb, kok, (const TA *)B);
-        wg_load<BN / 2>(sa + WG_ABYTES + BN / 2 * WG_RB, pu + kt * BK, K, nb, kok, (const TA *)B);
-        wg_cp_arrive(full + 8 * s);
-      }
-    }
+#if TMA
+    if (tid == 0)
+      wg_tma_producer(&tmA, &tmW, N, full, empty, s0, rank, t0, tstep, nbm, nbn, kt_n);
+#else
+    wg_cp_producer(A, B, M, N, K, full, empty, s0, tid, t0, tstep, nbm, nbn, kt_n);
+#endif
   } else {
-    wg_consumer(full, empty, s0, wg - 1, tid & 127, t0, tstep, nbm, nbn, kt_n, C, M, N);
+    wg_consumer(full, empty, s0, wg - 1, tid & 127, rank, t0, tstep, nbm, nbn, kt_n, C, M, N);
   }
+  if (CLUSTER > 1) /* no block leaves while its peer may still write to it */
+    wg_cluster_sync();
 }

@@ -1,6 +1,7 @@
 /* test_base.c — unit tests of the bottom layers: the expression language,
- * half-precision conversions, problem keys, template parsing, and
- * allocation-failure injection through the loaders. */
+ * half-precision conversions, problem keys, template parsing (tensor-map
+ * declarations too, and what the runtime makes of them before a device
+ * is involved), and allocation-failure injection through the loaders. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "../../gen/template.h"
 #include "../../runtime/ops.h"
 #include "../../runtime/refdot.h"
+#include "../../runtime/tmap.h"
 
 static int passed, failed;
 #define CHECK(cond)                                                      \
@@ -154,6 +156,96 @@ static void test_template_parse(void) {
   gc_tpl_free(&t);
 }
 
+/* @tensormap: parsing, evaluation under a shape, the tie to the op's
+ * buffers, and the clear errors of bad declarations. */
+static void test_tensormap(void) {
+  const char *src =
+      "/* t\n * @template t2\n * @op gemm gemm_add\n * @backend cuda\n * @dtypes f16\n"
+      " * @kernel k\n * @param BM 64 128 default 128\n * @param TMA 0 1 default 1\n"
+      " * @grid cdiv(M, BM) 1\n * @block 128\n"
+      " * @tensormap A M K BM 64 128 if TMA -- A tiles\n * @tensormap B N K BM/2 64 128\n */\n";
+  gc_template_t t;
+  gc_err_t e;
+  CHECK(!gc_tpl_parse("t.cu", src, strlen(src), &t, &e));
+  CHECK(t.ntmaps == 2 && !strcmp(t.tmaps[0], "A M K BM 64 128 if TMA"));
+  char text[GC_TMAPS_MAX * GC_TMAP_LINE];
+  gc_tpl_tmaps_text(&t, text, sizeof text);
+  CHECK(!strcmp(text, "A M K BM 64 128 if TMA\nB N K BM/2 64 128"));
+  gc_tpl_free(&t);
+
+  gc_env_t env = {0};
+  gc_env_parse(&env, "BM=128,TMA=1,M=300,N=256,K=200", NULL);
+  gc_tmap_spec_t sp[GC_TMAPS_MAX];
+  int n = 0;
+  CHECK(!gc_tmap_specs_eval(text, &env, sp, &n, &e) && n == 2);
+  CHECK(!strcmp(sp[0].buf, "A") && sp[0].rows == 300 && sp[0].cols == 200 && sp[0].box_rows == 128);
+  CHECK(!strcmp(sp[1].buf, "B") && sp[1].box_rows == 64 && sp[1].swizzle == 128);
+  gc_env_set(&env, "TMA", 0, NULL); /* the "if TMA" map drops out */
+  CHECK(!gc_tmap_specs_eval(text, &env, sp, &n, &e) && n == 1 && !strcmp(sp[0].buf, "B"));
+  gc_env_set(&env, "TMA", 1, NULL);
+
+  /* tied to gemm's buffers: A is argument 0, B argument 1, six op arguments */
+  gc_problem_t p = {"gemm", GC_DT_F16, GC_DT_F16, GC_DT_F16, 300, 256, 200, 0, 0, 0};
+  gc_tmaps_t tm;
+  CHECK(!gc_tmaps_plan(text, &env, &p, &tm, &e) && tm.n == 2 && tm.nargs == 6);
+  CHECK(tm.arg[0] == 0 && tm.arg[1] == 1 && tm.dtype[1] == GC_DT_F16);
+  void *args[6] = {0}, **out = NULL;
+  CHECK(!gc_tmaps_plan("", &env, &p, &tm, &e) && tm.n == 0);
+  CHECK(!gc_tmaps_args(NULL, &tm, args, &out, &e) && out == args); /* no maps: args as given */
+
+  static const struct { const char *text, *needle; } bad[] = {
+      {"Q M K 64 64 128", "op gemm has no buffer 'Q' (it has A B C)"},
+      {"A M K 512 64 128", "each side must be 1..256"},
+      {"A M K 64 64 96", "swizzle 96: must be 0, 32, 64 or 128"},
+      {"A M K 64 128 128", "box rows of 256 bytes exceed the 128-byte swizzle"},
+      {"A M 2*K 64 64 128", "more than the buffer's"},
+      {"A M K 64 4 0", "box rows of 8 bytes; must be a multiple of 16"},
+      {"A M K 64", "five expressions after the buffer, got 3"},
+      {"A M K 64 64 128 1", "more than five expressions"},
+      {"9 M K 64 64 128", "expected a buffer name first"},
+      {"A M K 64 64 Z", "unknown name 'Z'"},
+      {"A M K 64 64 128 if Z", "unknown name 'Z'"},
+  };
+  for (size_t i = 0; i < GC_ARRAY_LEN(bad); i++) {
+    int rc = gc_tmaps_plan(bad[i].text, &env, &p, &tm, &e);
+    CHECK(rc == GC_EINVAL && strstr(e.msg, bad[i].needle) && !strchr(e.msg, '\n'));
+    if (!rc || !strstr(e.msg, bad[i].needle)) printf("  %s -> %s\n", bad[i].text, rc ? e.msg : "ok");
+  }
+  p.k = 204; /* rows of 408 bytes: no tensor map */
+  gc_env_set(&env, "K", 204, NULL);
+  CHECK(gc_tmaps_plan("A M K 64 64 128", &env, &p, &tm, &e) == GC_EINVAL &&
+        strstr(e.msg, "rows of 408 bytes"));
+
+  /* the cpu device has no tensor maps: a clear refusal, not a launch */
+  gc_dev_t *d = NULL;
+  p.k = 200;
+  gc_env_set(&env, "K", 200, NULL);
+  gc_dptr_t a = 4096, b = 8192, c = 0;
+  void *av[6] = {&a, &b, &c, &p.m, &p.n, &p.k};
+  if (!gc_dev_open("cpu", 0, &d, &e)) {
+    CHECK(!gc_tmaps_plan("A M K 64 64 128", &env, &p, &tm, &e));
+    CHECK(gc_tmaps_args(d, &tm, av, &out, &e) == GC_EUNSUPPORTED && strstr(e.msg, "no tensor maps"));
+    a = 4100; /* not 16-byte aligned */
+    CHECK(gc_tmaps_args(d, &tm, av, &out, &e) == GC_EINVAL && strstr(e.msg, "not 16-byte aligned"));
+    gc_dev_close(d);
+  }
+
+  /* a @tensormap outside a cuda template, and a malformed one, fail at load */
+  const char *cpu_src = "/* t\n * @template t3\n * @op gemm\n * @backend cpu\n * @dtypes f32\n"
+                        " * @kernel k\n * @grid 1\n * @tensormap A M K 8 4 0\n */\n";
+  CHECK(gc_tpl_parse("t.c", cpu_src, strlen(cpu_src), &t, &e) == GC_EINVAL &&
+        strstr(e.msg, "@tensormap needs @backend cuda"));
+  gc_tpl_free(&t);
+  const char *bad_src = "/* t\n * @template t4\n * @op gemm\n * @backend cuda\n * @dtypes f16\n"
+                        " * @kernel k\n * @grid 1\n * @tensormap A M K BQ 64 128\n */\n";
+  CHECK(gc_tpl_parse("t.cu", bad_src, strlen(bad_src), &t, &e) == GC_EINVAL &&
+        strstr(e.msg, "t.cu") && strstr(e.msg, "unknown name 'BQ'"));
+  gc_tpl_free(&t);
+
+  int64_t v[8];
+  CHECK(!gc_expr_evaln("1 2 min(3, 4) 4+1", &env, v, 8, &n, &e) && n == 4 && v[3] == 5);
+}
+
 /* Every allocation in the loaders may fail: each must report GC_ENOMEM,
  * never crash or leak into a half-built state. */
 static void test_alloc_faults(void) {
@@ -237,6 +329,7 @@ int main(void) {
   test_half();
   test_problem();
   test_template_parse();
+  test_tensormap();
   test_alloc_faults();
   printf("%d passed, %d failed\n", passed, failed);
   return failed != 0;

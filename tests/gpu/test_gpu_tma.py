@@ -1,0 +1,56 @@
+"""The tensor-copy-engine (TMA) variants of the wgmma GEMMs on an sm_90a GPU,
+through gcore's own launch paths: gcore-run --op (the bundle dispatch,
+tensor maps encoded by runtime/cuda.c from the bundle's @tensormap lines)
+on ragged shapes, every element checked against numpy in fp64 as the op
+case table is; and gcore-tune (the worker's verification and timing).
+Run with GCORE_TEST_BACKEND=cuda GCORE_TEST_TARGETS=sm_90a (an H100/H200)."""
+import os
+import sqlite3
+
+import pytest
+
+from test_ops import numpy_check, problem_args
+
+BACKEND = os.environ.get("GCORE_TEST_BACKEND", "cpu")
+TARGETS = os.environ.get("GCORE_TEST_TARGETS", "cpu").split(",")
+pytestmark = pytest.mark.skipif(BACKEND != "cuda" or "sm_90a" not in TARGETS,
+                                reason="needs GCORE_TEST_BACKEND=cuda and sm_90a in GCORE_TEST_TARGETS")
+
+# M not a multiple of the tile (nor of a cluster pair's two tiles), N not a
+# multiple of BN, K not a multiple of BK: the copy engine's zero fill at work.
+SHAPES = [(300, 520, 264), (129, 256, 64), (2048, 264, 1000), (257, 4096, 4104)]
+VARIANTS = ["TMA=1", "TMA=1,CLUSTER=2", "TMA=1,CLUSTER=2,PERSIST=0", "TMA=1,CLUSTER=2,BK=32,STAGES=8",
+            "TMA=1,BM=256,BN=128"]
+
+
+@pytest.mark.parametrize("op,tpl", [("gemm", "gemm_wgmma"), ("gemm_add", "gemm_wgmma"),
+                                    ("gemm_swiglu", "gemm_swiglu_wgmma")])
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+def test_tma_variants_verify(gc, op, tpl, variant, dt):
+    for s in SHAPES:
+        r = gc("gcore-gen", "--target", "sm_90a", "--op", op, "--dtype", dt, *problem_args(op, s),
+               "--force", f"{tpl}:{variant}", "-o", "b.gcb", "-q")
+        assert r.rc == 0, r
+        with sqlite3.connect(gc.dir / "b.gcb") as c:
+            rows = c.execute("SELECT params, tmaps FROM dispatch WHERE m_lo = ?", (s[0],)).fetchall()
+        assert rows and all(variant.split(",")[0] in p and t for p, t in rows), rows
+        dump = gc.dir / ("d_" + "x".join(map(str, s)))
+        r = gc("gcore-run", "--backend", "cuda", "-b", "b.gcb", "--op", op, "--dtype", dt,
+               *problem_args(op, s), "--dump", dump, "--min-time", "0.001")
+        assert r.rc == 0 and "verified" in r.out, r
+        numpy_check(op, dt, s, dump)
+
+
+def test_tuner_measures_tma(gc):
+    """The one-parameter neighbours of gemm_wgmma's defaults include TMA=1:
+    the worker must verify and time it (maps built in the worker)."""
+    r = gc("gcore-tune", "--target", "sm_90a", "--op", "gemm", "--dtype", "f16", "--m", "300",
+           "--n", "520", "--k", "264", "--template", "gemm_wgmma", "--db", "t.db", "--budget", "24",
+           "--no-progress")
+    assert r.rc == 0, r
+    with sqlite3.connect(gc.dir / "t.db") as c:
+        rows = c.execute("SELECT v.params, m.status FROM measurements m JOIN variants v "
+                         "ON v.id = m.variant_id").fetchall()
+    tma = [(p, s) for p, s in rows if "TMA=1" in p]
+    assert tma and all(s == "ok" for _, s in tma), rows
