@@ -296,7 +296,7 @@ def main():
     ap.add_argument("--swiglu", action="store_true", help="also the gate/up GEMM (N:K = 14336:4096)")
     ap.add_argument("--swiglu-force", action="append", default=[])
     ap.add_argument("--gemv", action="store_true", help="also M = 1 GEMVs vs copy bandwidth")
-    ap.add_argument("--db", default=None, help="tuning database: the GEMV rows use its winners")
+    ap.add_argument("--db", default=None, help="tuning database: unforced rows use its winners")
     ap.add_argument("--out", default=None, help="also write the table here")
     a = ap.parse_args()
 
@@ -330,7 +330,7 @@ def main():
                 bundle = os.path.join(tmp, f"{op}-{dt}-{fi}.gcb")
                 allm = sorted({s[0] for s in shapes + checks})
                 allnk = sorted({(s[1], s[2]) for s in shapes + checks})
-                build_bundle(op, dt, allm, allnk, a.target, force, bundle)
+                build_bundle(op, dt, allm, allnk, a.target, force, bundle, None if force else a.db)
                 for (M, N, K) in checks + shapes:
                     kern = kernel_for(bundle, a.target, op, dt, M, N, K, cache)
                     r = run_gemm(a, dt, M, N, K, kern, stream, swiglu=(op == "gemm_swiglu"))

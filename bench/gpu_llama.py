@@ -123,9 +123,11 @@ def gcore(*args, env=None):
     return r
 
 
-def gcore_bench(d, out, budget, arch, tune_decode=None):
+def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None):
     env = dict(os.environ, GCORE_CACHE=os.path.join(out, "cache"))
     db, b = os.path.join(out, "tune.db"), os.path.join(out, os.path.basename(d) + ".gcb")
+    if use_db:  # winners of an earlier gcore-tune run (bench/gpu_tune.py)
+        db = use_db
     t_tune = 0.0
     if budget or tune_decode:
         t0 = time.time()
@@ -134,7 +136,7 @@ def gcore_bench(d, out, budget, arch, tune_decode=None):
               "--db", db, "--budget", budget or tune_decode, "--no-progress", env=env)
         t_tune = time.time() - t0
     gcore("gcore-gen", "--model", d, "--target", arch, "--prefill", f"{PROMPT},{PREFILL}",
-          *(["--db", db] if budget or tune_decode else []), "-o", b, env=env)
+          *(["--db", db] if budget or tune_decode or use_db else []), "-o", b, env=env)
     toks = ",".join(str(i) for i in range(1, PROMPT + 1))
     run = ["gcore-run", "-m", d, "-b", b, "--backend", "cuda", "--temp", "0", "--ignore-eos", "--json",
            "--ctx", "1024"]
@@ -167,6 +169,8 @@ def main():
     ap.add_argument("--arch", default="sm_90a",
                     help="NVIDIA target (sm_90a: the wgmma GEMMs serve prefill; sm_90: mma.sync ones)")
     ap.add_argument("--profile", action="store_true", help="print gcore-run --profile tables")
+    ap.add_argument("--db", default=None, help="build the bundles from this tuning database "
+                    "(e.g. bench/gpu_tune.py's) instead of tuning here")
     ap.add_argument("--tune-decode", default=None, metavar="N",
                     help="tune the decode step's problems only (N candidates each) before building the bundle")
     a = ap.parse_args()
@@ -179,7 +183,7 @@ def main():
         t0 = time.time()
         write_model(d, SHAPES[s])
         print(f"[{s}] model written in {time.time() - t0:.0f} s")
-        g = gcore_bench(d, a.out, a.budget if a.budget != "0" else None, a.arch, a.tune_decode)
+        g = gcore_bench(d, a.out, a.budget if a.budget != "0" else None, a.arch, a.tune_decode, a.db)
         if g["tune_s"]:
             print(f"[{s}] gcore-tune: {g['tune_s']:.0f} s")
         h = hf_bench(torch, d)
