@@ -164,7 +164,7 @@ size_t gc_check_default_flush(gc_dev_t *dev) {
 
 static int timed_launch(gc_check_t *c, gc_launch_fn fn, void *ctx, gc_event_t *a,
                         gc_event_t *b, gc_dptr_t flush, size_t flush_n, double *ms, gc_err_t *e) {
-  if ((flush && gc_dev_memset(c->dev, flush, 0x5A, flush_n, e)) ||
+  if ((flush && gc_dev_flush(c->dev, flush, flush_n, e)) ||
       gc_dev_event_record(c->dev, a, e) || fn(ctx, c->args.args, e) ||
       gc_dev_event_record(c->dev, b, e) || gc_dev_sync(c->dev, e) ||
       gc_dev_event_elapsed(c->dev, a, b, ms, e))
@@ -182,6 +182,7 @@ int gc_check_time(gc_check_t *c, gc_launch_fn fn, void *ctx, const gc_time_opts_
   gc_dptr_t flush = 0;
   int rc = s ? GC_OK : GC_ENOMEM;
   if (!rc && d.flush) rc = gc_dev_alloc(c->dev, d.flush, &flush, e);
+  if (!rc && d.flush) rc = gc_dev_memset(c->dev, flush, 0, d.flush, e); /* defined bytes to read */
   if (!rc) rc = gc_dev_event_create(c->dev, &a, e);
   if (!rc) rc = gc_dev_event_create(c->dev, &b, e);
   for (int i = 0; !rc && i < d.warmup; i++) rc = fn(ctx, c->args.args, e);

@@ -347,4 +347,5 @@ const gc_dev_ops_t gc_cpu_ops = {
     cpu_event_destroy, cpu_event_record, cpu_event_elapsed,
     NULL,           NULL,             NULL,              NULL, /* no graphs */
     NULL,                                                          /* no tensor maps */
+    NULL, /* flush: never asked (gc_check_default_flush is 0 here) */
 };

@@ -41,6 +41,12 @@ void gc_dev_free(gc_dev_t *d, gc_dptr_t p);
 int gc_dev_upload(gc_dev_t *d, gc_dptr_t dst, const void *src, size_t n, gc_err_t *e);
 int gc_dev_download(gc_dev_t *d, void *dst, gc_dptr_t src, size_t n, gc_err_t *e);
 int gc_dev_memset(gc_dev_t *d, gc_dptr_t dst, int byte, size_t n, gc_err_t *e);
+/* Evict the device's caches before a cold-cache timing by passing n bytes
+ * at buf through them. Where the backend can, the bytes are read: a write
+ * (the fallback, a memset) leaves the cache full of dirty lines that the
+ * timed kernel then pays to write back, which inflates a 10 µs kernel by
+ * several µs. buf's contents are left as they are, or overwritten. */
+int gc_dev_flush(gc_dev_t *d, gc_dptr_t buf, size_t n, gc_err_t *e);
 /* Host-visible address of device memory, or NULL where there is none. */
 void *gc_dev_host_ptr(gc_dev_t *d, gc_dptr_t p);
 

@@ -40,6 +40,8 @@ typedef struct gc_dev_ops {
   /* Tensor maps (gc_dev_tmap_encode); NULL where there are none. */
   int (*tmap_encode)(gc_dev_t *d, const gc_tmap_spec_t *s, gc_dtype_t dtype, gc_dptr_t ptr,
                      void *out, gc_err_t *e);
+  /* Cache eviction by reading (gc_dev_flush); NULL: a memset does it. */
+  int (*flush)(gc_dev_t *d, gc_dptr_t buf, size_t n, gc_err_t *e);
 } gc_dev_ops_t;
 
 /* Every device struct starts with this header. */

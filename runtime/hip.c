@@ -708,4 +708,5 @@ const gc_dev_ops_t gc_hip_ops = {
     .graph_launch = hip_graph_launch,
     .graph_destroy = hip_graph_destroy,
     .tmap_encode = NULL, /* AMD has no tensor-map copy engine */
+    .flush = NULL,       /* a memset (no hand-written read kernel for AMD yet) */
 };

@@ -146,7 +146,12 @@ static int serves(sweep_t *s, const gc_template_t *tp, int *ok, int64_t *start, 
   if (s->o->only_template && strcmp(tp->name, s->o->only_template)) return GC_OK;
   if (gc_tpl_nearest(tp, &s->o->target, s->p, v, ok, e)) return e->code;
   gc_tpl_default(tp, s->p, &def);
-  *start = strcmp(def.params, v->params) ? variant_index(tp, v) : -1;
+  *start = *ok && strcmp(def.params, v->params) ? variant_index(tp, v) : -1;
+  if (!*ok) { /* none usable: served where its defaults apply, so that the
+                 sweep records why each point fails its constraints */
+    *v = def;
+    return gc_tpl_applies(&def, &s->o->target, s->p, ok, e);
+  }
   return GC_OK;
 }
 
