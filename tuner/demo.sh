@@ -16,7 +16,7 @@ if [ ! -f "$model/config.json" ]; then
   /usr/bin/python3 tests/tinymodel.py "$model" --dim 256 --hidden-dim 704 --n-layers 4 \
     --n-heads 8 --n-kv-heads 2 --vocab 2048 --max-seq 1024 --llama3-rope --dtype f16 --seed 1
 fi
-echo "== gcore-tune: every op of the model, $budget new candidates per problem =="
+echo "== gcore-tune: every op of the model, $budget candidates per problem (reused where an earlier run measured them) =="
 bin/gcore-tune --model "$model" --prefill 32 --batch 1 --db "$out/tune.db" --budget "$budget"
 echo
 echo "== gcore-gen: a bundle from the winners =="
