@@ -43,8 +43,10 @@ def test_tma_variants_verify(gc, op, tpl, variant, dt):
 
 
 def test_tuner_measures_tma(gc):
-    """The one-parameter neighbours of gemm_wgmma's defaults include TMA=1:
-    the worker must verify and time it (maps built in the worker)."""
+    """gemm_wgmma's defaults (TMA=1) and their neighbours: the worker must
+    verify and time every TMA variant that fits (maps built in the worker);
+    the only other outcome allowed is a rejection before launch (STAGES=5
+    does not fit in shared memory)."""
     r = gc("gcore-tune", "--target", "sm_90a", "--op", "gemm", "--dtype", "f16", "--m", "300",
            "--n", "520", "--k", "264", "--template", "gemm_wgmma", "--db", "t.db", "--budget", "24",
            "--no-progress")
@@ -53,4 +55,4 @@ def test_tuner_measures_tma(gc):
         rows = c.execute("SELECT v.params, m.status FROM measurements m JOIN variants v "
                          "ON v.id = m.variant_id").fetchall()
     tma = [(p, s) for p, s in rows if "TMA=1" in p]
-    assert tma and all(s == "ok" for _, s in tma), rows
+    assert any(s == "ok" for _, s in tma) and all(s in ("ok", "rejected") for _, s in tma), rows
