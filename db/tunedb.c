@@ -310,34 +310,38 @@ typedef struct cand {
 
 /* The two fastest verified measurements and the incumbent winner. */
 static int load_candidates(gc_db_t *db, int64_t dev, int64_t prob, const char *target,
-                           cand_t c[2], int *nc, cand_t *inc, int *has_inc,
-                           gc_err_t *e) {
+                           const char *hashes, cand_t c[2], int *nc, cand_t *inc,
+                           int *has_inc, gc_err_t *e) {
   sqlite3_stmt *st;
   *nc = *has_inc = 0;
   if (gc_sql_prepare(db->sq,
                      "SELECT m.id, m.median_us, m.spread FROM measurements m "
                      "JOIN variants v ON v.id = m.variant_id WHERE m.device_id=?1 "
-                     "AND m.problem_id=?2 AND v.target=?3 AND m.status='ok' "
+                     "AND m.problem_id=?2 AND v.target=?3 AND m.status='ok' AND "
+                     "(?4 IS NULL OR instr(?4, ',' || v.template_hash || ',') > 0) "
                      "ORDER BY m.median_us, m.min_us, m.id LIMIT 2",
                      &st, e))
     return e->code;
   sqlite3_bind_int64(st, 1, dev);
   sqlite3_bind_int64(st, 2, prob);
   gc_sql_bind_text(st, 3, target);
+  gc_sql_bind_text(st, 4, hashes);
   while (sqlite3_step(st) == SQLITE_ROW && *nc < 2)
     c[(*nc)++] = (cand_t){sqlite3_column_int64(st, 0), sqlite3_column_double(st, 1),
                           sqlite3_column_double(st, 2)};
   sqlite3_finalize(st);
   if (gc_sql_prepare(db->sq,
                      "SELECT m.id, m.median_us, m.spread FROM winners w JOIN "
-                     "measurements m ON m.id = w.measurement_id WHERE "
-                     "w.device_id=?1 AND w.problem_id=?2 AND w.target=?3 AND "
-                     "m.status='ok'",
+                     "measurements m ON m.id = w.measurement_id JOIN variants v ON "
+                     "v.id = m.variant_id WHERE w.device_id=?1 AND w.problem_id=?2 AND "
+                     "w.target=?3 AND m.status='ok' AND "
+                     "(?4 IS NULL OR instr(?4, ',' || v.template_hash || ',') > 0)",
                      &st, e))
     return e->code;
   sqlite3_bind_int64(st, 1, dev);
   sqlite3_bind_int64(st, 2, prob);
   gc_sql_bind_text(st, 3, target);
+  gc_sql_bind_text(st, 4, hashes);
   if (sqlite3_step(st) == SQLITE_ROW) {
     *inc = (cand_t){sqlite3_column_int64(st, 0), sqlite3_column_double(st, 1),
                     sqlite3_column_double(st, 2)};
@@ -348,11 +352,13 @@ static int load_candidates(gc_db_t *db, int64_t dev, int64_t prob, const char *t
 }
 
 int gc_db_pick_winner(gc_db_t *db, int64_t device_id, int64_t problem_id,
-                      const char *target, double margin, int *found, gc_err_t *e) {
+                      const char *target, const char *template_hashes, double margin,
+                      int *found, gc_err_t *e) {
   cand_t c[2], inc;
   int nc, has_inc;
   *found = 0;
-  if (load_candidates(db, device_id, problem_id, target, c, &nc, &inc, &has_inc, e))
+  if (load_candidates(db, device_id, problem_id, target, template_hashes, c, &nc, &inc,
+                      &has_inc, e))
     return e->code;
   if (!nc) return GC_OK;
   cand_t win = c[0];
@@ -455,12 +461,12 @@ int gc_db_variant_median(gc_db_t *db, int64_t device_id, int64_t problem_id,
 }
 
 int gc_db_candidates(gc_db_t *db, int64_t device_id, int64_t problem_id, const char *target,
-                     int64_t compiler_id, const char *template_name, int64_t *n, gc_err_t *e) {
+                     int64_t compiler_id, const char *template_hashes, int64_t *n, gc_err_t *e) {
   sqlite3_stmt *st;
   if (gc_sql_prepare(db->sq,
                      "SELECT count(*) FROM measurements m JOIN variants v ON v.id = m.variant_id "
                      "WHERE m.device_id=?1 AND m.problem_id=?2 AND v.target=?3 AND "
-                     "v.compiler_id=?4 AND (?5 IS NULL OR v.template=?5) AND NOT "
+                     "v.compiler_id=?4 AND instr(?5, ',' || v.template_hash || ',') > 0 AND NOT "
                      "(m.status = 'rejected' AND m.detail LIKE 'constraint failed%')",
                      &st, e))
     return e->code;
@@ -468,10 +474,7 @@ int gc_db_candidates(gc_db_t *db, int64_t device_id, int64_t problem_id, const c
   sqlite3_bind_int64(st, 2, problem_id);
   sqlite3_bind_text(st, 3, target, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 4, compiler_id);
-  if (template_name)
-    sqlite3_bind_text(st, 5, template_name, -1, SQLITE_STATIC);
-  else
-    sqlite3_bind_null(st, 5);
+  sqlite3_bind_text(st, 5, template_hashes, -1, SQLITE_STATIC);
   int rc = sqlite3_step(st);
   *n = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
   sqlite3_finalize(st);

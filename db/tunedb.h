@@ -75,9 +75,12 @@ int gc_db_record(gc_db_t *db, const gc_db_measurement_t *m, gc_err_t *e);
 /* Choose the winner of (device, problem) among 'ok' measurements: the lowest
  * median, except that an incumbent within the noise margin (max(margin,
  * spread of the two)) keeps its place so that reruns do not flip winners.
- * *found = 0 when nothing verified exists. */
+ * Only variants of the template versions in template_hashes (",h1,...,")
+ * compete, so a winner never names code its template no longer builds;
+ * NULL: all versions. *found = 0 when nothing verified exists. */
 int gc_db_pick_winner(gc_db_t *db, int64_t device_id, int64_t problem_id,
-                      const char *target, double margin, int *found, gc_err_t *e);
+                      const char *target, const char *template_hashes, double margin,
+                      int *found, gc_err_t *e);
 
 /* The winner for problem p among variants built for target, on any device
  * (newest choice first). */
@@ -91,10 +94,11 @@ int gc_db_variant_median(gc_db_t *db, int64_t device_id, int64_t problem_id,
                          gc_err_t *e);
 
 /* *n = the candidates already measured for (device, problem) among the
- * variants of target built by compiler_id (of template_name only, unless
- * NULL): every status but a rejection by a template constraint. */
+ * variants of target built by compiler_id from the template versions in
+ * template_hashes (",h1,h2,...,": an edited template's old measurements
+ * do not count): every status but a rejection by a template constraint. */
 int gc_db_candidates(gc_db_t *db, int64_t device_id, int64_t problem_id, const char *target,
-                     int64_t compiler_id, const char *template_name, int64_t *n, gc_err_t *e);
+                     int64_t compiler_id, const char *template_hashes, int64_t *n, gc_err_t *e);
 
 /* Status counts over (device, problem): fills counts for the 6 statuses in
  * the order listed for gc_db_measurement_t.status. */

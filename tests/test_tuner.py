@@ -207,3 +207,26 @@ def test_points_outside_applies_are_never_measured(gc):
     for p in ("RMAX=4,UNR=1", "RMAX=4,UNR=2"):
         assert rows[p].startswith("rejected constraint failed: does not apply"), rows
     assert "2 measured now" in r.out, r
+
+
+def test_an_edited_template_is_tuned_again(gc):
+    """Measurements of an older version of a template neither use up a budget
+    nor win: after the template changes, a rerun with the same budget
+    measures again, and the winner is of the new version even when an old
+    measurement was faster (gcore-gen would call that winner stale)."""
+    d = gc.dir / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), d)
+    t = d / "cpu" / "slow_gemm.c"
+    shutil.copy(os.path.join(ROOT, "tests", "data", "slow_gemm.c"), t)
+    args = ["gcore-tune", "--templates", d, "--template", "slow_gemm", *PROB, "--db", "e.db",
+            "--budget", "1", "--min-time", "0.02", "--no-progress"]
+    r = gc(*args)
+    assert r.rc == 0 and "1 measured now, 0 reused" in r.out, r
+    r = gc(*args)
+    assert r.rc == 0 and "0 measured now, 1 reused" in r.out, r
+    # the new version's default is the slow one
+    t.write_text(t.read_text().replace("REP 1 8 default 1", "REP 1 8 default 8"))
+    r = gc(*args)
+    assert r.rc == 0 and "1 measured now, 0 reused" in r.out and "REP=8" in r.out, r
+    r = gc("gcore-gen", "--templates", d, "--db", "e.db", *PROB, "-o", "e.gcb")
+    assert r.rc == 0 and "1 tuned" in r.out and "stale" not in r.out + r.err, r

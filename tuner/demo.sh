@@ -26,5 +26,5 @@ echo "== gcore-run: a 32-token prompt, 64 tokens generated greedily =="
 bin/gcore-run -m "$model" -b "$out/model.gcb" -n 64 --temp 0 --ignore-eos \
   --tokens 1,50,100,150,200,250,300,350,400,450,500,550,600,650,700,750,800,850,900,950,1000,1050,1100,1150,1200,1250,1300,1350,1400,1450,1500,1550
 echo
-echo "Rerun 'make demo' to tune $budget more candidates per problem (nothing is measured twice)."
+echo "Rerun as DEMO_BUDGET=$((budget * 2)) make demo to go on to more candidates per problem (what the database holds is reused; nothing is measured twice)."
 echo "Database: $out/tune.db   bundle: $out/model.gcb   model: $model"

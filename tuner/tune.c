@@ -59,6 +59,8 @@ typedef struct sweep {
   struct seen { uint64_t key; double us; } *seen;
   int64_t nseen, capseen;
   char default_vid[GC_HASH_HEX]; /* the bundle default's variant, for "x the default" */
+  char *hashes;                  /* ",h1,h2,...,": the swept templates' versions */
+  char *hashes_all;              /* the same of every template of the backend */
 } sweep_t;
 
 static int push_point(sweep_t *s, int tpl, int64_t idx, gc_err_t *e) {
@@ -466,7 +468,7 @@ static int tune_problem(sweep_t *s, const gc_problem_t *p, gc_err_t *e) {
   int64_t prior = 0;
   if (s->o->budget_n > 0 &&
       gc_db_candidates(s->db, s->device_id, s->problem_id, s->o->target.name, s->compiler_id,
-                       s->o->only_template, &prior, e))
+                       s->hashes, &prior, e))
     return e->code;
   int rc = GC_OK;
   if (s->o->budget_n > 0 && prior >= s->o->budget_n)
@@ -477,7 +479,7 @@ static int tune_problem(sweep_t *s, const gc_problem_t *p, gc_err_t *e) {
     return gc_err_set(e, GC_EINVAL, "%s: none of the %lld variants satisfies the templates' "
                       "constraints on %s", s->key, (long long)s->space, s->o->target.name);
   if (!rc) rc = gc_db_pick_winner(s->db, s->device_id, s->problem_id, s->o->target.name,
-                                  s->o->margin, &found, e);
+                                  s->hashes_all, s->o->margin, &found, e);
   if (!rc) {
     /* the default's time, also when it was measured by an earlier run */
     int f = 0;
@@ -513,6 +515,19 @@ static int open_sweep(sweep_t *s, const gc_tune_opts_t *o, gc_err_t *e) {
       return gc_err_set(e, GC_ENOTFOUND, "no template named '%s'", o->only_template);
     else if (!strcmp(s->tpls.v[t].name, o->only_template))
       break;
+  /* the versions of the templates this sweep may walk: earlier runs'
+   * measurements of other versions are stale and do not use up a budget */
+  if (!(s->hashes = gc_calloc((size_t)s->tpls.n + 1, GC_HASH_HEX + 1, e)) ||
+      !(s->hashes_all = gc_calloc((size_t)s->tpls.n + 1, GC_HASH_HEX + 1, e)))
+    return GC_ENOMEM;
+  strcpy(s->hashes, ",");
+  strcpy(s->hashes_all, ",");
+  for (int t = 0; t < s->tpls.n; t++) {
+    if (!gc_tpl_serves(&s->tpls.v[t], o->target.backend)) continue;
+    strcat(strcat(s->hashes_all, s->tpls.v[t].hash), ",");
+    if (!o->only_template || !strcmp(s->tpls.v[t].name, o->only_template))
+      strcat(strcat(s->hashes, s->tpls.v[t].hash), ",");
+  }
   char probe[80];
   snprintf(probe, sizeof probe, "%s", o->target.name);
   /* the device must run code built for the target */
@@ -542,5 +557,7 @@ int gc_tune_run(const gc_tune_opts_t *o, const gc_problems_t *probs, gc_err_t *e
   gc_tpl_free_all(&s.tpls);
   free(s.pts);
   free(s.seen);
+  free(s.hashes);
+  free(s.hashes_all);
   return rc;
 }
