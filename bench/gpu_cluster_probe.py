@@ -9,12 +9,12 @@ ctx = ctypes.c_void_p(); cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev); cu
 b = "/tmp/pc.gcb"
 subprocess.run(["bin/gcore-gen", "--target", "sm_90a", "--op", "gemm", "--dtype", "f16", "--m", "4096", "--n", "4096",
                 "--k", "4096", "--force", "gemm_wgmma:TMA=1,CLUSTER=2", "-o", b, "-q"], check=True)
-blob, sym, shm = sqlite3.connect(b).execute("SELECT o.blob, d.symbol, d.shmem FROM dispatch d JOIN code_objects o "
+blob, sym = sqlite3.connect(b).execute("SELECT o.blob, d.symbol FROM dispatch d JOIN code_objects o "
                                            "ON o.id=d.code_id WHERE d.m_lo<=4096 AND 4096<=d.m_hi").fetchone()
 mod = ctypes.c_void_p(); buf = ctypes.create_string_buffer(bytes(blob), len(blob))
 print("load", cu.cuModuleLoadData(ctypes.byref(mod), buf))
 fn = ctypes.c_void_p(); print("fn", cu.cuModuleGetFunction(ctypes.byref(fn), mod, sym.encode()))
-sh = 4 * (128 + 256) * 64 * 2 + 1024
+sh = 4 * (128 + 256) * 64 * 2 + 1024  # the @shmem of the defaults: STAGES=4, BM=128, BN=256, BK=64
 print("attr", cu.cuFuncSetAttribute(fn, 8, sh))
 class Cfg(ctypes.Structure):
     _fields_ = [("gx", ctypes.c_uint), ("gy", ctypes.c_uint), ("gz", ctypes.c_uint), ("bx", ctypes.c_uint),

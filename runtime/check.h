@@ -24,8 +24,9 @@ typedef struct gc_time_opts {
   int min_iters;    /* default 5 */
   int max_iters;    /* default 2000 */
   double min_time;  /* seconds of timed launches to aim for (default 0.2) */
-  size_t flush;     /* bytes written between timed launches to evict the
-                       cache (cold-cache timing); 0 = none */
+  size_t flush;     /* bytes passed through the cache before each timed
+                       launch to evict it (cold-cache timing, gc_dev_flush:
+                       read where the backend can); 0 = none */
   double abandon_us; /* > 0: stop after min_iters launches when their median
                         is above this (a candidate clearly slower than the
                         tuner's incumbent: its figure then rests on

@@ -12,7 +12,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ops.h"
 
@@ -33,8 +32,8 @@ void gc_ref_threads(void *(*fn)(void *), void *arg, int threads) {
 }
 
 int gc_ref_host_threads(void) {
-  long c = sysconf(_SC_NPROCESSORS_ONLN);
-  return c > 0 ? (int)(c < 64 ? c : 64) : 1;
+  int c = gc_host_ncpu();
+  return c < 64 ? c : 64;
 }
 
 #define CONV_CHUNK (1 << 20) /* elements per work item of a conversion */

@@ -163,7 +163,7 @@ static int enumerate(sweep_t *s, gc_err_t *e) {
   s->npts = s->space = 0;
   int ndef = 0, ok;
   gc_variant_t v;
-  int64_t start;
+  int64_t start = -1;
   for (int t = 0; t < s->tpls.n; t++) {
     if (serves(s, &s->tpls.v[t], &ok, &start, &v, e)) return e->code;
     if (!ok) continue;
@@ -177,8 +177,14 @@ static int enumerate(sweep_t *s, gc_err_t *e) {
     }
     ndef++;
   }
+  /* the spaces of the templates that serve, in template order; each one's
+   * starting point is among pts[0 .. ndef) (serves() is not asked twice:
+   * finding a nearest usable variant may walk the space) */
   for (int t = 0; t < s->tpls.n; t++) {
-    if (serves(s, &s->tpls.v[t], &ok, &start, &v, e)) return e->code;
+    int d = 0;
+    while (d < ndef && s->pts[d].tpl != t) d++;
+    ok = d < ndef;
+    start = ok ? s->pts[d].idx : -1;
     int64_t n = gc_tpl_space_size(&s->tpls.v[t]);
     if (ok && n > MAX_SPACE)
       return gc_err_set(e, GC_EINVAL, "template %s: %lld points is more than a sweep walks "
