@@ -109,6 +109,24 @@ def test_tensormap_declarations_reach_the_bundle(gc):
     with sqlite3.connect(gc.dir / "b.gcb") as c:
         rows = c.execute("SELECT params, tmaps, grid FROM dispatch").fetchall()
     assert rows and all("TMA=1,CLUSTER=2" in p for p, _, _ in rows), rows
-    assert {t for _, t, _ in rows} == {"A M K BM BK 2*BK if TMA\nB N K BN/CLUSTER BK 2*BK if TMA"}
+    assert {t for _, t, _ in rows} == {"A M K BM BK 2*BK if TMA\nB N K BN/CLUSTER BK 2*BK if TMA\n"
+                                       "C M N 64 64 128 if EPI"}
     r = gc("gcore-gen", *common, "--force", "gemm_wgmma:TMA=0,CLUSTER=2", "-o", "c.gcb")
     assert r.rc != 0 and "constraint fails" in r.err and "TMA == 1 || CLUSTER == 1" in r.err, r
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("op,tpl", [("gemm", "gemm_wgmma"), ("gemm_swiglu", "gemm_swiglu_wgmma")])
+def test_staged_epilogue_only_where_c_rows_fit_a_map(gc, op, tpl):
+    """The copy-engine epilogue (EPI=1, the default) maps C, whose rows must
+    be whole 16-byte chunks: at N = 512 the default serves, at N = 4100 the
+    @applies line sends the problem to the nearest variant that stores from
+    registers (EPI=0), which takes no C map."""
+    for n, epi in ((512, "EPI=1"), (4100, "EPI=0")):
+        r = gc("gcore-gen", "--target", "sm_90a", "--op", op, "--dtype", "f16", "--m", "256",
+               "--n", str(n), "--k", "136", "-q", "-o", "b.gcb")
+        assert r.rc == 0, r
+        with sqlite3.connect(gc.dir / "b.gcb") as c:
+            rows = c.execute("SELECT params, tmaps FROM dispatch WHERE template = ?", (tpl,)).fetchall()
+        assert rows and all(epi in p for p, _ in rows), rows
+        assert all(("C M N 64 64 128 if EPI" in t) for _, t in rows), rows

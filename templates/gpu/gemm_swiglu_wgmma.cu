@@ -16,16 +16,20 @@
  * @param PERSIST 0 1 default 1 -- 1: at most one block per SM (132, or the device's count if smaller), each walking tiles
  * @param TMA 0 1 default 1 -- 1: operands by the tensor copy engine (host-made tensor maps, one producer thread), as gemm_wgmma
  * @param CLUSTER 1 2 default 1 -- blocks per cluster (TMA only): 2 pairs the blocks of vertically adjacent tiles; one loads the gate half, the other the up half of their common W tile, each multicast to both
+ * @param EPI 0 1 default 1 -- epilogue: 0 stores from registers to C; 1 stages 64x64 subtiles of C in shared memory and stores them with the copy engine while the next tile's wgmmas run, as gemm_wgmma
  * @constraint SM == 90 && ARCH_A == 1 -- wgmma exists only on sm_90a
  * @constraint WARP == 32 && MAXT >= 384 -- three warpgroups
  * @constraint (BM / 128) * BN / 2 <= 128 -- fp32 accumulators per consumer thread
- * @constraint STAGES * (BM + BN) * BK * 2 + 1024 <= SMEM -- the pipeline fits in shared memory
+ * @constraint STAGES * (BM + BN) * BK * 2 + 1024 + EPI * 32768 <= SMEM -- the pipeline and the epilogue buffers fit in shared memory
  * @constraint TMA == 1 || CLUSTER == 1 -- multicast is a copy-engine operation
- * @shmem STAGES * (BM + BN) * BK * 2 + 1024
+ * @constraint EPI == 0 || (SC == 2 && BN >= 128) -- a subtile is 64 columns of C (BN/2 a tile), 128-byte rows
+ * @shmem STAGES * (BM + BN) * BK * 2 + 1024 + EPI * 32768
  * @applies K % 8 == 0 && M > 1 -- rows of A and W are whole 16-byte chunks (cp.async); M = 1 is the GEMV's
+ * @applies EPI == 0 || N % 8 == 0 -- EPI = 1: rows of C are whole 16-byte chunks (the copy engine's map)
  * @grid CLUSTER * min(cdiv(M, BM * CLUSTER) * cdiv(N, BN / 2), PERSIST * (132 / CLUSTER) + (1 - PERSIST) * cdiv(M, BM * CLUSTER) * cdiv(N, BN / 2)) 1 1
  * @tensormap A M K BM BK 2*BK if TMA -- A tiles [BM][BK], 128-byte (64-byte) swizzle, zero past M and K
  * @tensormap W 2*N K BN/2 BK 2*BK if TMA -- gate or up halves [BN/2][BK] of W tiles
+ * @tensormap C M N 64 64 128 if EPI -- C subtiles [64][64] staged in shared memory, 128-byte swizzle, clipped at M and N
  * @block 384 1 1
  * @priority 5
  *
@@ -46,9 +50,15 @@
  * j >= N, which the epilogue does not store, so no value of C depends on
  * them. CLUSTER = 2: block r of the pair loads half r (gate, up) and
  * multicasts it to both blocks (gemm_wgmma says how the barriers count).
+ * EPI = 1 stages the SwiGLU'd 64x64 subtiles of C in shared memory and
+ * stores them with the copy engine, as gemm_wgmma (a tile has BN/2
+ * columns of C, so BN >= 128).
  * Measured (H100, 2026-11-22): TMA = 1 at 1.13-1.31 of torch (matmul +
- * silu·mul), TMA = 0 at 0.92-1.05, CLUSTER = 2 at 0.54-0.58; TMA = 1 is
- * the default.
+ * silu·mul), TMA = 0 at 0.92-1.05, CLUSTER = 2 at 0.54-0.58 (before its
+ * stage releases lost their cluster-scope fence, as gemm_wgmma's); TMA = 1
+ * is the default. Session 4, one run: EPI = 0 at 1.17-1.30, EPI = 1 at
+ * 1.13-1.26, EPI = 1 with CLUSTER = 2 at 1.17-1.34 (within the spread of
+ * runs; the tuner picks).
  */
 
 #define WG_CW 2                        /* consumer warpgroups */
@@ -151,24 +161,14 @@ GC_DEVICE void wg_cluster_sync(void) {
   asm volatile("barrier.cluster.arrive.release.aligned;\n"
                "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
-/* Arrive on barrier b (a shared::cta address) of block `cta` of the cluster. */
+/* Arrive on barrier b (a shared::cta address) of block `cta` of the
+ * cluster, with the default (.release.cta) semantics, as gemm_wgmma says
+ * why. */
 GC_DEVICE void wg_arrive_cluster(unsigned b, unsigned cta) {
   asm volatile("{\n .reg .b32 ra;\n mapa.shared::cluster.u32 ra, %0, %1;\n"
-               " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n"
+               " mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n"
                ::"r"(b), "r"(cta) : "memory");
 }
-/* wg_bar_wait with cluster-scope acquire (arrivals from the peer block). */
-GC_DEVICE void wg_bar_wait_cl(unsigned b, unsigned par) {
-  unsigned ok;
-  do {
-    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-                 " selp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(ok)
-                 : "r"(b), "r"(par)
-                 : "memory");
-  } while (!ok);
-}
-
 /* Arrivals a stage's empty barrier waits for: per consumer thread
  * (cp.async path), or per consumer warp of each block of the cluster. */
 #define WG_EMPTY_COUNT (TMA ? CLUSTER * WG_CW * 4 : 128 * WG_CW)
@@ -272,6 +272,53 @@ GC_DEVICE void wg_store2(TC *C, int64_t M, int64_t N, int64_t m, int64_t n, floa
   }
 }
 
+/* ---- the staged epilogue (EPI = 1), as gemm_wgmma's ---- */
+#define WG_EBYTES 8192
+
+GC_DEVICE void wg_bulk_commit(void) { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N> GC_DEVICE void wg_bulk_wait_read(void) {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+GC_DEVICE void wg_bulk_wait_all(void) { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+GC_DEVICE void wg_tma_store(const gc_tmap_t *map, int x, int y, unsigned s) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
+               ::"l"((uint64_t)map), "r"(x), "r"(y), "r"(s) : "memory");
+}
+GC_DEVICE void wg_group_sync(int c) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+}
+
+/* Subtile q of m64 tile `acc` (C columns 64q .. 64q+63 of the block's
+ * tile, at rows m, columns n of C) through buffer e % 2 of warpgroup c:
+ * the gate fragment of column group j = 8q + jj and its up fragment
+ * (group j + BN/16) give chunk jj of rows w·16 + lane/4 (+8), at chunk
+ * jj ^ (row mod 8) (conflict-free, gemm_wgmma says why). */
+GC_DEVICE void wg_epi_subtile(const float *acc, int q, const gc_tmap_t *tmC, unsigned ebuf, int c,
+                              int t, int64_t e, int64_t m, int64_t n) {
+  const unsigned buf = ebuf + (unsigned)(2 * c + (e & 1)) * WG_EBYTES;
+  if (t == 0)
+    wg_bulk_wait_read<1>(); /* the store two subtiles back has read buf */
+  wg_group_sync(c);
+  const int w = t >> 5, lane = t & 31;
+  GC_UNROLL(2)
+  for (int h = 0; h < 2; h++) {
+    const int r = w * 16 + (lane >> 2) + 8 * h;
+    GC_UNROLL(8)
+    for (int jj = 0; jj < 8; jj++) {
+      const int g = 4 * (8 * q + jj) + 2 * h, u = g + 4 * (BN / 16);
+      const unsigned a = buf + (unsigned)(r * 128 + ((jj ^ (r & 7)) << 4) + (lane & 3) * 4);
+      const uint32_t v = gc_pack2(TC(), wg_swiglu(acc[g], acc[u]), wg_swiglu(acc[g + 1], acc[u + 1]));
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");
+    }
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* visible to the copy engine */
+  wg_group_sync(c);
+  if (t == 0) {
+    wg_tma_store(tmC, (int)n, (int)m, buf);
+    wg_bulk_commit();
+  }
+}
+
 /* Tile t of the grouped raster: RASTER rows of (CLUSTER·BM)-row super-
  * tiles at a time, column by column (consecutive tiles share W tiles in
  * L2); block `rank` of the cluster takes its BM rows of the super-tile. */
@@ -286,12 +333,12 @@ GC_DEVICE void wg_tile(int64_t t, int64_t nbm, int64_t nbn, int rank, int64_t *m
  * wgmmas of every stage into fp32 accumulators, then the epilogue. */
 GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, int t, int rank,
                            int64_t t0, int64_t tstep, int64_t nbm, int64_t nbn, int64_t kt_n,
-                           TC *C, int64_t M, int64_t N) {
+                           TC *C, int64_t M, int64_t N, const gc_tmap_t *tmC, unsigned ebuf) {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WG_CREG) : "memory");
   const int64_t tiles = nbm * nbn;
   const int w = t >> 5, lane = t & 31;
   float acc[WG_MT][WG_ACC];
-  int64_t it = 0;
+  int64_t it = 0, e = 0; /* stages consumed, epilogue subtiles written */
   for (int64_t tile = t0; tile < tiles; tile += tstep) {
     int64_t m0, n0;
     wg_tile(tile, nbm, nbn, rank, &m0, &n0);
@@ -344,8 +391,17 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
       for (int j = 0; j < WG_ACC; j++)
         wg_touch(acc[i][j]);
 
-    /* fragment (i, j): rows w·16 + lane/4 (+8), columns 8·(j/4) + 2·(lane%4);
-     * the producer meanwhile fills the stages of the next tile */
+    /* the producer meanwhile fills the stages of the next tile */
+    if (EPI) {
+      GC_UNROLL(WG_MT)
+      for (int i = 0; i < WG_MT; i++)
+        GC_UNROLL(BN / 128)
+        for (int q = 0; q < BN / 128; q++, e++)
+          wg_epi_subtile(acc[i], q, tmC, ebuf, c, t, e, m0 + c * (BM / WG_CW) + i * 64,
+                         n0 + q * 64);
+      continue;
+    }
+    /* fragment (i, j): rows w·16 + lane/4 (+8), columns 8·(j/4) + 2·(lane%4) */
     const int64_t mr = m0 + c * (BM / WG_CW) + w * 16 + (lane >> 2);
     GC_UNROLL(WG_MT)
     for (int i = 0; i < WG_MT; i++)
@@ -359,6 +415,8 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
                   wg_swiglu(acc[i][4 * j + 3], acc[i][u + 3]));
       }
   }
+  if (EPI && t == 0) /* the stores complete before the block's shared memory goes */
+    wg_bulk_wait_all();
 }
 
 /* The producer of the TMA path, one thread: for each stage of each of the
@@ -375,10 +433,7 @@ GC_DEVICE void wg_tma_producer(const gc_tmap_t *tmA, const gc_tmap_t *tmW, int64
     for (int64_t kt = 0; kt < kt_n; kt++, it++) {
       const int s = (int)(it % STAGES);
       if (it >= STAGES) { /* both blocks' consumers released the stage */
-        if (CLUSTER > 1)
-          wg_bar_wait_cl(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
-        else
-          wg_bar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
+        wg_bar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
       }
       const unsigned sa = s0 + s * WG_SBYTES, f = full + 8 * s;
       const int x = (int)(kt * BK);
@@ -423,10 +478,18 @@ GC_DEVICE void wg_cp_producer(const TA *A, const TB *B, int64_t M, int64_t N, in
   }
 }
 
-#if TMA /* the maps the @tensormap lines declare, after the op's arguments */
-#define WG_TMAP_PARAMS , const __grid_constant__ gc_tmap_t tmA, const __grid_constant__ gc_tmap_t tmW
+/* the maps the @tensormap lines declare, after the op's arguments */
+#if TMA
+#define WG_TMAP_AW , const __grid_constant__ gc_tmap_t tmA, const __grid_constant__ gc_tmap_t tmW
 #else
-#define WG_TMAP_PARAMS
+#define WG_TMAP_AW
+#endif
+#if EPI
+#define WG_TMAP_C , const __grid_constant__ gc_tmap_t tmC
+#define WG_TMC &tmC
+#else
+#define WG_TMAP_C
+#define WG_TMC NULL
 #endif
 #if CLUSTER > 1
 #define WG_CLUSTER_DIMS __cluster_dims__(CLUSTER, 1, 1)
@@ -436,7 +499,7 @@ GC_DEVICE void wg_cp_producer(const TA *A, const TB *B, int64_t M, int64_t N, in
 
 GC_KERNEL_BOUNDS(WG_T) WG_CLUSTER_DIMS
 void gemm_swiglu_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K
-                       WG_TMAP_PARAMS) {
+                       WG_TMAP_AW WG_TMAP_C) {
   GC_SHARED uint64_t bars[2 * STAGES]; /* full[0..S-1], empty[0..S-1] */
   /* tiles of CLUSTER·BM rows: a cluster's blocks share one (and its W tile) */
   const int64_t nbm = gc_cdiv(M, BM * CLUSTER), nbn = gc_cdiv(N, BN / 2), tiles = nbm * nbn;
@@ -480,7 +543,8 @@ void gemm_swiglu_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, in
     wg_cp_producer(A, B, M, N, K, full, empty, s0, tid, t0, tstep, nbm, nbn, kt_n);
 #endif
   } else {
-    wg_consumer(full, empty, s0, wg - 1, tid & 127, rank, t0, tstep, nbm, nbn, kt_n, C, M, N);
+    wg_consumer(full, empty, s0, wg - 1, tid & 127, rank, t0, tstep, nbm, nbn, kt_n, C, M, N,
+                WG_TMC, s0 + STAGES * WG_SBYTES);
   }
   if (CLUSTER > 1) /* no block leaves while its peer may still write to it */
     wg_cluster_sync();

@@ -17,16 +17,20 @@
  * @param PERSIST 0 1 default 1 -- 1: at most one block per SM (132, or the device's count if smaller), each walking tiles; the producer fills the next tile's stages during the epilogue
  * @param TMA 0 1 default 1 -- 1: operands by the tensor copy engine (cp.async.bulk.tensor on host-made tensor maps, one producer thread); 0: 16-byte cp.async by the producer warpgroup
  * @param CLUSTER 1 2 default 1 -- blocks per cluster (TMA only): 2 pairs the blocks of vertically adjacent tiles, each loading half of their common B tile and multicasting it to both
+ * @param EPI 0 1 default 1 -- epilogue: 0 stores fragments from registers to C; 1 stages 64x64 subtiles in shared memory (two buffers per consumer warpgroup) and stores them with the copy engine while the next tile's wgmmas run (gemm_add: C's subtile is loaded the same way first)
  * @constraint SM == 90 && ARCH_A == 1 -- wgmma exists only on sm_90a
  * @constraint WARP == 32 && MAXT >= 384 -- three warpgroups
  * @constraint (BM / 128) * BN / 2 <= 128 -- fp32 accumulators per consumer thread
- * @constraint STAGES * (BM + BN) * BK * 2 + 1024 <= SMEM -- the pipeline fits in shared memory
+ * @constraint STAGES * (BM + BN) * BK * 2 + 1024 + EPI * 32768 <= SMEM -- the pipeline and the epilogue buffers fit in shared memory
  * @constraint TMA == 1 || CLUSTER == 1 -- multicast is a copy-engine operation
- * @shmem STAGES * (BM + BN) * BK * 2 + 1024
+ * @constraint EPI == 0 || SC == 2 -- a subtile row is 128 bytes
+ * @shmem STAGES * (BM + BN) * BK * 2 + 1024 + EPI * 32768
  * @applies K % 8 == 0 && M > 1 -- rows of A and B are whole 16-byte chunks (cp.async); M = 1 is the GEMV's
+ * @applies EPI == 0 || N % 8 == 0 -- EPI = 1: rows of C are whole 16-byte chunks (the copy engine's map)
  * @grid CLUSTER * min(cdiv(M, BM * CLUSTER) * cdiv(N, BN), PERSIST * (132 / CLUSTER) + (1 - PERSIST) * cdiv(M, BM * CLUSTER) * cdiv(N, BN)) 1 1
  * @tensormap A M K BM BK 2*BK if TMA -- A tiles [BM][BK], 128-byte (64-byte) swizzle, zero past M and K
  * @tensormap B N K BN/CLUSTER BK 2*BK if TMA -- B tiles [BN][BK], or the half of one each block of a pair loads
+ * @tensormap C M N 64 64 128 if EPI -- C subtiles [64][64] staged in shared memory, 128-byte swizzle, clipped at M and N
  * @block 384 1 1
  * @priority 5
  *
@@ -77,9 +81,16 @@
  * wait until at most this stage's group is in flight, and release the
  * previous stage (INFL = 1; INFL = 0 waits for its own group and releases
  * it at once). With PERSIST, a block walks tiles b, b+P, ...: the producer
- * runs on into the next tile while the consumers store. The epilogue
- * writes fragments straight to C (pairs of columns as one 32-bit store),
- * guarded against M and N. Registers: setmaxnreg gives the producer 40
+ * runs on into the next tile while the consumers store. EPI = 0: the
+ * epilogue writes fragments straight to C (pairs of columns as one 32-bit
+ * store), guarded against M and N. EPI = 1: each consumer warpgroup
+ * writes 64x64 subtiles into one of its two shared-memory buffers
+ * (conflict-free, in the C map's 128-byte swizzle) and one thread hands
+ * each to the copy engine (cp.async.bulk.tensor, clipped at M and N);
+ * the warpgroup goes on to the next subtile and then the next tile's
+ * wgmmas while the stores drain, waiting only before it reuses a buffer
+ * whose store has not yet read it. gemm_add first loads C's subtile into
+ * the buffer the same way, adds in fp32 and rounds once. Registers: setmaxnreg gives the producer 40
  * and the consumers 232, but ptxas compiles the whole kernel within the
  * entry cap (65536 / 384 = 168), which is what bounds a consumer's tile.
  *
@@ -91,9 +102,15 @@
  * 2x1 clusters: TMA = 1, CLUSTER = 2 here. Measured in one run (H100,
  * 2026-11-22, bench/gpu_gemm_tma.sh): TMA = 1 at 0.84-1.05 of cuBLAS
  * (f16 and bf16), faster than TMA = 0 on every shape, hence the default;
- * CLUSTER = 2 verifies but runs at 0.38-0.47 (not yet understood: the
- * cross-block release per stage is the first suspect), so it stays a
- * value the tuner may try, not the default.
+ * CLUSTER = 2 verified but ran at 0.38-0.47: its cross-block stage
+ * releases were .release.cluster arrivals, each a cluster-scope fence
+ * that waited for the thread's outstanding global stores; with the
+ * default semantics it runs at the speed of CLUSTER = 1 (session 4).
+ * A K sweep at M = N = 4096 (bench/gpu_gemm_ncu.sh) put a fixed cost of
+ * about 8 us on every tile (cuBLAS: under 1): 0.67 of cuBLAS at K = 1024,
+ * 1.05 at K = 16384; skipping the stores took 4096^3 from 0.89 to 0.99.
+ * The staged epilogue (EPI = 1, the default) brought the nine 8B shapes
+ * to 0.93-1.13 of cuBLAS (from 0.82-1.09 with EPI = 0 in the same run).
  */
 
 #define WG_CW 2                        /* consumer warpgroups */
@@ -196,22 +213,17 @@ GC_DEVICE void wg_cluster_sync(void) {
   asm volatile("barrier.cluster.arrive.release.aligned;\n"
                "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
-/* Arrive on barrier b (a shared::cta address) of block `cta` of the cluster. */
+/* Arrive on barrier b (a shared::cta address) of block `cta` of the
+ * cluster, with the default (.release.cta) semantics: what the arrival
+ * orders is the warp's completed wgmma reads of the stage, which the
+ * peer's copy engine then overwrites. (.release.cluster made every
+ * arrival a cluster-scope fence, which waits for all of the thread's
+ * outstanding global stores, such as the previous tile's epilogue: 2.1x
+ * slower, bench/RESULTS.md.) */
 GC_DEVICE void wg_arrive_cluster(unsigned b, unsigned cta) {
   asm volatile("{\n .reg .b32 ra;\n mapa.shared::cluster.u32 ra, %0, %1;\n"
-               " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n"
+               " mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n"
                ::"r"(b), "r"(cta) : "memory");
-}
-/* wg_bar_wait with cluster-scope acquire (arrivals from the peer block). */
-GC_DEVICE void wg_bar_wait_cl(unsigned b, unsigned par) {
-  unsigned ok;
-  do {
-    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-                 " selp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(ok)
-                 : "r"(b), "r"(par)
-                 : "memory");
-  } while (!ok);
 }
 
 /* Arrivals a stage's empty barrier waits for: per consumer thread
@@ -319,6 +331,80 @@ GC_DEVICE void wg_store2(TC *C, int64_t M, int64_t N, int64_t m, int64_t n, floa
   }
 }
 
+/* ---- the staged epilogue (EPI = 1) ----
+ * Consumer warpgroup c owns buffers 2c and 2c+1 of 64x64 C elements
+ * (8 KB, 128-byte rows, the 128-byte swizzle of the C map), used in turn
+ * by its subtiles (e = 0, 1, ... over all of its tiles): its thread 0
+ * waits until the copy engine has read buffer e % 2's previous subtile
+ * (gemm_add: then loads C's subtile into it, on epilogue barrier
+ * 2c + e % 2), the warpgroup writes its fragments there, fences them to
+ * the async proxy, and thread 0 issues the store of the subtile to C. */
+#define WG_EBYTES 8192
+
+/* Bulk stores: commit this thread's issued ones as a group; wait until
+ * at most N groups still read shared memory (or, _all, still run). */
+GC_DEVICE void wg_bulk_commit(void) { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N> GC_DEVICE void wg_bulk_wait_read(void) {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+GC_DEVICE void wg_bulk_wait_all(void) { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+/* The box of map at (column x, row y) from shared address s (clipped at
+ * the map's edges). */
+GC_DEVICE void wg_tma_store(const gc_tmap_t *map, int x, int y, unsigned s) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
+               ::"l"((uint64_t)map), "r"(x), "r"(y), "r"(s) : "memory");
+}
+/* The 128 threads of consumer warpgroup c meet (named barrier 1 + c). */
+GC_DEVICE void wg_group_sync(int c) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+}
+
+/* Subtile (i, q) of warpgroup c's accumulators (m64 tile i, columns
+ * 64q .. 64q+63 of the block's tile at rows m, columns n of C) through
+ * buffer e % 2; thread t (warp w, lane) writes its fragments: column group
+ * j = 8q + jj of rows w·16 + lane/4 (+8) is 16-byte chunk jj of those rows,
+ * at chunk jj ^ (row mod 8) — eight rows a warp store, each in another
+ * four banks, so the stores are conflict-free. */
+GC_DEVICE void wg_epi_subtile(const float *acc, int q, const gc_tmap_t *tmC, unsigned ebuf,
+                              unsigned ebar, int c, int t, int64_t e, int64_t m, int64_t n) {
+  const unsigned buf = ebuf + (unsigned)(2 * c + (e & 1)) * WG_EBYTES;
+  const unsigned bar = ebar + 8u * (unsigned)(2 * c + (e & 1));
+  if (t == 0) {
+    wg_bulk_wait_read<1>(); /* the store two subtiles back has read buf */
+    if (GC_OP_GEMM_ADD) {
+      wg_expect(bar, WG_EBYTES);
+      wg_tma(buf, tmC, (int)n, (int)m, bar);
+    }
+  }
+  wg_group_sync(c);
+  if (GC_OP_GEMM_ADD) /* C's subtile has landed (each buffer's barrier completes every other e) */
+    wg_bar_wait(bar, (unsigned)((e >> 1) & 1));
+  const int w = t >> 5, lane = t & 31;
+  GC_UNROLL(2)
+  for (int h = 0; h < 2; h++) {
+    const int r = w * 16 + (lane >> 2) + 8 * h;
+    GC_UNROLL(8)
+    for (int jj = 0; jj < 8; jj++) {
+      const unsigned a = buf + (unsigned)(r * 128 + ((jj ^ (r & 7)) << 4) + (lane & 3) * 4);
+      float x = acc[4 * (8 * q + jj) + 2 * h], y = acc[4 * (8 * q + jj) + 2 * h + 1];
+      if (GC_OP_GEMM_ADD) { /* C += A·Bᵀ, summed in fp32 and rounded once */
+        uint32_t old;
+        float c0[2];
+        asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(old) : "r"(a) : "memory");
+        gc_unpack2(TC(), old, c0);
+        x += c0[0], y += c0[1];
+      }
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(gc_pack2(TC(), x, y)) : "memory");
+    }
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* visible to the copy engine */
+  wg_group_sync(c);
+  if (t == 0) {
+    wg_tma_store(tmC, (int)n, (int)m, buf);
+    wg_bulk_commit();
+  }
+}
+
 /* Tile t of the grouped raster: RASTER rows of (CLUSTER·BM)-row super-
  * tiles at a time, column by column (consecutive tiles share B tiles in
  * L2); block `rank` of the cluster takes its BM rows of the super-tile. */
@@ -333,12 +419,13 @@ GC_DEVICE void wg_tile(int64_t t, int64_t nbm, int64_t nbn, int rank, int64_t *m
  * wgmmas of every stage into fp32 accumulators, then the epilogue. */
 GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, int t, int rank,
                            int64_t t0, int64_t tstep, int64_t nbm, int64_t nbn, int64_t kt_n,
-                           TC *C, int64_t M, int64_t N) {
+                           TC *C, int64_t M, int64_t N, const gc_tmap_t *tmC, unsigned ebuf,
+                           unsigned ebar) {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WG_CREG) : "memory");
   const int64_t tiles = nbm * nbn;
   const int w = t >> 5, lane = t & 31;
   float acc[WG_MT][WG_ACC];
-  int64_t it = 0;
+  int64_t it = 0, e = 0; /* stages consumed, epilogue subtiles written */
   for (int64_t tile = t0; tile < tiles; tile += tstep) {
     int64_t m0, n0;
     wg_tile(tile, nbm, nbn, rank, &m0, &n0);
@@ -391,8 +478,17 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
       for (int j = 0; j < WG_ACC; j++)
         wg_touch(acc[i][j]);
 
-    /* fragment (i, j): rows w·16 + lane/4 (+8), columns 8·(j/4) + 2·(lane%4);
-     * the producer meanwhile fills the stages of the next tile */
+    /* the producer meanwhile fills the stages of the next tile */
+    if (EPI) {
+      GC_UNROLL(WG_MT)
+      for (int i = 0; i < WG_MT; i++)
+        GC_UNROLL(BN / 64)
+        for (int q = 0; q < BN / 64; q++, e++)
+          wg_epi_subtile(acc[i], q, tmC, ebuf, ebar, c, t, e, m0 + c * (BM / WG_CW) + i * 64,
+                         n0 + q * 64);
+      continue;
+    }
+    /* fragment (i, j): rows w·16 + lane/4 (+8), columns 8·(j/4) + 2·(lane%4) */
     const int64_t mr = m0 + c * (BM / WG_CW) + w * 16 + (lane >> 2);
     GC_UNROLL(WG_MT)
     for (int i = 0; i < WG_MT; i++)
@@ -403,6 +499,8 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
         wg_store2(C, M, N, m + 8, n, acc[i][4 * j + 2], acc[i][4 * j + 3]);
       }
   }
+  if (EPI && t == 0) /* the stores complete before the block's shared memory goes */
+    wg_bulk_wait_all();
 }
 
 /* The producer of the TMA path, one thread: for each stage of each of the
@@ -419,10 +517,7 @@ GC_DEVICE void wg_tma_producer(const gc_tmap_t *tmA, const gc_tmap_t *tmB, unsig
     for (int64_t kt = 0; kt < kt_n; kt++, it++) {
       const int s = (int)(it % STAGES);
       if (it >= STAGES) { /* both blocks' consumers released the stage */
-        if (CLUSTER > 1)
-          wg_bar_wait_cl(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
-        else
-          wg_bar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
+        wg_bar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
       }
       const unsigned sa = s0 + s * WG_SBYTES, f = full + 8 * s;
       const int x = (int)(kt * BK);
@@ -464,10 +559,18 @@ GC_DEVICE void wg_cp_producer(const TA *A, const TB *B, int64_t M, int64_t N, in
   }
 }
 
-#if TMA /* the maps the @tensormap lines declare, after the op's arguments */
-#define WG_TMAP_PARAMS , const __grid_constant__ gc_tmap_t tmA, const __grid_constant__ gc_tmap_t tmB
+/* the maps the @tensormap lines declare, after the op's arguments */
+#if TMA
+#define WG_TMAP_AB , const __grid_constant__ gc_tmap_t tmA, const __grid_constant__ gc_tmap_t tmB
 #else
-#define WG_TMAP_PARAMS
+#define WG_TMAP_AB
+#endif
+#if EPI
+#define WG_TMAP_C , const __grid_constant__ gc_tmap_t tmC
+#define WG_TMC &tmC
+#else
+#define WG_TMAP_C
+#define WG_TMC NULL
 #endif
 #if CLUSTER > 1
 #define WG_CLUSTER_DIMS __cluster_dims__(CLUSTER, 1, 1)
@@ -476,8 +579,9 @@ GC_DEVICE void wg_cp_producer(const TA *A, const TB *B, int64_t M, int64_t N, in
 #endif
 
 GC_KERNEL_BOUNDS(WG_T) WG_CLUSTER_DIMS
-void gemm_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K WG_TMAP_PARAMS) {
-  GC_SHARED uint64_t bars[2 * STAGES]; /* full[0..S-1], empty[0..S-1] */
+void gemm_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K WG_TMAP_AB
+                WG_TMAP_C) {
+  GC_SHARED uint64_t bars[2 * STAGES + 4]; /* full[0..S-1], empty[0..S-1], epilogue[0..3] */
   /* tiles of CLUSTER·BM rows: a cluster's blocks share one (and its B) */
   const int64_t nbm = gc_cdiv(M, BM * CLUSTER), nbn = gc_cdiv(N, BN), tiles = nbm * nbn;
   if (tiles <= 0)
@@ -497,12 +601,15 @@ void gemm_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K
 
   const int tid = gc_tid(), wg = tid >> 7, rank = CLUSTER > 1 ? (int)wg_cta_rank() : 0;
   const unsigned s0 = (wg_saddr(gc_dyn_shared()) + 1023u) & ~1023u;
-  const unsigned full = wg_saddr(bars), empty = full + 8 * STAGES;
+  const unsigned full = wg_saddr(bars), empty = full + 8 * STAGES, ebar = empty + 8 * STAGES;
+  const unsigned ebuf = s0 + STAGES * WG_SBYTES; /* EPI: 4 buffers of WG_EBYTES, 1024-aligned */
   if (tid == 0) {
     for (int s = 0; s < STAGES; s++) {
       wg_bar_init(full + 8 * s, TMA ? 1 : 128);
       wg_bar_init(empty + 8 * s, WG_EMPTY_COUNT);
     }
+    for (int b = 0; b < 4; b++)
+      wg_bar_init(ebar + 8 * b, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   if (CLUSTER > 1) /* the peer's barriers are initialised before anyone arrives on them */
@@ -520,7 +627,8 @@ void gemm_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K
     wg_cp_producer(A, B, M, N, K, full, empty, s0, tid, t0, tstep, nbm, nbn, kt_n);
 #endif
   } else {
-    wg_consumer(full, empty, s0, wg - 1, tid & 127, rank, t0, tstep, nbm, nbn, kt_n, C, M, N);
+    wg_consumer(full, empty, s0, wg - 1, tid & 127, rank, t0, tstep, nbm, nbn, kt_n, C, M, N,
+                WG_TMC, ebuf, ebar);
   }
   if (CLUSTER > 1) /* no block leaves while its peer may still write to it */
     wg_cluster_sync();

@@ -19,8 +19,11 @@ pytestmark = pytest.mark.skipif(BACKEND != "cuda" or "sm_90a" not in TARGETS,
 # M not a multiple of the tile (nor of a cluster pair's two tiles), N not a
 # multiple of BN, K not a multiple of BK: the copy engine's zero fill at work.
 SHAPES = [(300, 520, 264), (129, 256, 64), (2048, 264, 1000), (257, 4096, 4104)]
+# EPI=1 (the default) stores C through shared memory with the copy engine;
+# EPI=0 from registers; TMA=0 with EPI=1 takes only the C map.
 VARIANTS = ["TMA=1", "TMA=1,CLUSTER=2", "TMA=1,CLUSTER=2,PERSIST=0", "TMA=1,CLUSTER=2,BK=32,STAGES=8",
-            "TMA=1,BM=256,BN=128"]
+            "TMA=1,BM=256,BN=128", "TMA=1,EPI=0", "TMA=1,EPI=0,CLUSTER=2", "TMA=0,EPI=1",
+            "TMA=1,BM=256,BN=128,PERSIST=0"]
 
 
 @pytest.mark.parametrize("op,tpl", [("gemm", "gemm_wgmma"), ("gemm_add", "gemm_wgmma"),
