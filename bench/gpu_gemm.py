@@ -29,6 +29,12 @@ so that no launch finds its weights in the 50 MB L2.
 
 usage: bench/gpu_gemm.py [--dtypes f16,bf16] [--m 2048,4096,8192] [--nk 4096:4096,...]
                          [--force T:P=V,..]... [--swiglu] [--gemv] [--db DB] [--out FILE]
+                         [--no-pdl]
+@pdl kernels (the GEMVs) are launched as the runtime launches them on sm_90:
+overlapping the kernel before them (programmatic dependent launch), so in a
+timed graph each GEMV's start and weight prefetch overlap the previous
+one's drain, as they overlap the attention kernel before them in a decode
+step; --no-pdl times them serialised.
 Needs: bin/ built, torch, an NVIDIA GPU (sm_90 for the wgmma kernels)."""
 import argparse
 import ctypes
@@ -115,12 +121,27 @@ def encode_tmap(t, rows, cols, box_rows, box_cols, swizzle):
     return raw, addr
 
 
+class LaunchAttr(ctypes.Structure):  # CUlaunchAttribute: id, pad, a 64-byte value union
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int * 16)]
+
+
+class LaunchConfig(ctypes.Structure):  # CUlaunchConfig
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shmem", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(LaunchAttr)),
+                ("nattrs", ctypes.c_uint)]
+
+
+PDL = {"on": True}  # --no-pdl turns programmatic dependent launch off
+
+
 class Kernel:
     """One dispatch entry of a bundle: its code object loaded, its launch
-    geometry as expressions over M N K and the consts."""
+    geometry as expressions over M N K and the consts; pdl: the template
+    waits for its predecessor itself (@pdl), so on sm_90 it is launched to
+    overlap the kernel before it, as runtime/cuda.c does."""
 
     def __init__(self, row):
-        blob, self.symbol, grid, block, consts, self.shmem_x, self.name, tmaps = row
+        blob, self.symbol, grid, block, consts, self.shmem_x, self.name, tmaps, self.pdl = row
         self.env = {k: int(v) for k, v in (kv.split("=") for kv in consts.split(","))}
         self.grid_x, self.block_x = split3(grid), split3(block)
         self.tmaps = []  # (buffer, [rows, cols, box rows, box cols, swizzle], condition)
@@ -167,6 +188,13 @@ class Kernel:
                 self.maps[mkey] = encode_tmap(t, *[self.ev(x, M, N, K) for x in xs])
             vals.append(ctypes.c_void_p(self.maps[mkey][1]))
         arr = (ctypes.c_void_p * len(vals))(*vals)
+        if self.pdl and PDL["on"]:
+            at = LaunchAttr(id=6)  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+            at.value[0] = 1
+            cfg = LaunchConfig((ctypes.c_uint * 3)(*g), (ctypes.c_uint * 3)(*b), sh,
+                               ctypes.c_void_p(stream), ctypes.pointer(at), 1)
+            ck(cu.cuLaunchKernelEx(ctypes.byref(cfg), self.fn, arr, None), "cuLaunchKernelEx")
+            return
         ck(cu.cuLaunchKernel(self.fn, g[0], g[1], g[2], b[0], b[1], b[2], sh,
                              ctypes.c_void_p(stream), arr, None), "cuLaunchKernel")
 
@@ -190,7 +218,7 @@ def kernel_for(bundle, target, op, dt, M, N, K, cache):
     with sqlite3.connect(bundle) as c:
         row = c.execute(
             "SELECT o.blob, d.symbol, d.grid, d.block, d.consts, d.shmem, "
-            "d.template || ' ' || d.params, d.tmaps FROM dispatch d "
+            "d.template || ' ' || d.params, d.tmaps, d.pdl FROM dispatch d "
             "JOIN code_objects o ON o.id = d.code_id "
             "WHERE d.target=? AND d.op=? AND d.ta=? AND d.n=? AND d.k=? AND d.m_lo<=? AND ?<=d.m_hi "
             "ORDER BY d.m_hi - d.m_lo LIMIT 1", (target, op, dt, N, K, M, M)).fetchone()
@@ -298,7 +326,14 @@ def main():
     ap.add_argument("--gemv", action="store_true", help="also M = 1 GEMVs vs copy bandwidth")
     ap.add_argument("--db", default=None, help="tuning database: unforced rows use its winners")
     ap.add_argument("--out", default=None, help="also write the table here")
+    ap.add_argument("--gemv-ops", default=None, help="with --gemv: only these OP:N:K, comma-separated")
+    ap.add_argument("--gemv-force", action="append", default=[], metavar="T:P=V,..",
+                    help="with --gemv: also time this variant of the ops its template serves "
+                         "(repeatable; the --db winner or the default is timed first)")
+    ap.add_argument("--no-pdl", action="store_true", help="launch @pdl kernels serialised, not "
+                    "overlapping the kernel before them (programmatic dependent launch)")
     a = ap.parse_args()
+    PDL["on"] = not a.no_pdl
 
     torch.cuda.init()
     torch.zeros(1, device="cuda")
@@ -360,46 +395,50 @@ def main():
         emit("|---|---|---|---|---|---|---|---|---|")
         decode = [("rmsnorm_gemm", 6144, 4096), ("gemm_add", 4096, 4096), ("rmsnorm_gemm_swiglu", 14336, 4096),
                   ("gemm_add", 4096, 14336), ("rmsnorm_gemm", 128256, 4096)]
-        for dt in a.dtypes.split(","):
-            for op, N, K in decode:
-                bundle = os.path.join(tmp, f"gemv-{op}-{dt}-{N}-{K}.gcb")
-                build_bundle(op, dt, [1], [(N, K)], a.target, None, bundle, a.db)
-                kern = kernel_for(bundle, a.target, op, dt, 1, N, K, cache)
-                rows = 2 * N if op.endswith("swiglu") else N
-                torch.manual_seed(N + K)
-                A = torch.randn(1, K, device="cuda").to(DT[dt])
-                norm = (torch.rand(K, device="cuda") + 0.5).to(DT[dt])
-                wbytes = rows * K * 2
-                copies = max(2, -(-200_000_000 // wbytes))
-                Bs = [(torch.randn(rows, K, device="cuda") / K ** 0.5).to(DT[dt]) for _ in range(copies)]
-                C0 = torch.randn(1, N, device="cuda").to(DT[dt])
-                C = torch.full((1, N), float("nan"), device="cuda", dtype=DT[dt])
-                if op == "gemm_add":
-                    C.copy_(C0)
-                fused = op.startswith("rmsnorm")
-                args = (lambda B: [A, B, C, norm]) if fused else (lambda B: [A, B, C])
-                eps = 1e-5 if fused else None
-                kern.launch(args(Bs[0]), 1, N, K, stream, eps)
-                torch.cuda.synchronize()
-                x = A.float()
-                if fused:
-                    x = x * torch.rsqrt((x * x).mean() + 1e-5) * norm.float()
-                h = x @ Bs[0].float().T
-                ref = (torch.nn.functional.silu(h[:, :N]) * h[:, N:] if op.endswith("swiglu") else
-                       h + C0.float() if op == "gemm_add" else h)
-                rel = ((C.float() - ref).norm() / ref.norm()).item()
-                bad += not (rel < (1e-2 if dt == "bf16" else 2e-3))
-                turn = [0]
+        if a.gemv_ops:
+            decode = [d for d in decode if f"{d[0]}:{d[1]}:{d[2]}" in a.gemv_ops.split(",")]
+        serves = {"gemv_gpu": ("rmsnorm_gemm", "gemm_add"), "gemv_swiglu_gpu": ("rmsnorm_gemm_swiglu",)}
+        runs = [(dt, op, N, K, f) for dt in a.dtypes.split(",") for op, N, K in decode
+                for f in [None] + [f for f in a.gemv_force if op in serves.get(f.split(":")[0], ())]]
+        for dt, op, N, K, force in runs:
+            bundle = os.path.join(tmp, f"gemv-{op}-{dt}-{N}-{K}-{len(cache)}.gcb")
+            build_bundle(op, dt, [1], [(N, K)], a.target, force, bundle, None if force else a.db)
+            kern = kernel_for(bundle, a.target, op, dt, 1, N, K, cache)
+            rows = 2 * N if op.endswith("swiglu") else N
+            torch.manual_seed(N + K)
+            A = torch.randn(1, K, device="cuda").to(DT[dt])
+            norm = (torch.rand(K, device="cuda") + 0.5).to(DT[dt])
+            wbytes = rows * K * 2
+            copies = max(2, -(-200_000_000 // wbytes))
+            Bs = [(torch.randn(rows, K, device="cuda") / K ** 0.5).to(DT[dt]) for _ in range(copies)]
+            C0 = torch.randn(1, N, device="cuda").to(DT[dt])
+            C = torch.full((1, N), float("nan"), device="cuda", dtype=DT[dt])
+            if op == "gemm_add":
+                C.copy_(C0)
+            fused = op.startswith("rmsnorm")
+            args = (lambda B: [A, B, C, norm]) if fused else (lambda B: [A, B, C])
+            eps = 1e-5 if fused else None
+            kern.launch(args(Bs[0]), 1, N, K, stream, eps)
+            torch.cuda.synchronize()
+            x = A.float()
+            if fused:
+                x = x * torch.rsqrt((x * x).mean() + 1e-5) * norm.float()
+            h = x @ Bs[0].float().T
+            ref = (torch.nn.functional.silu(h[:, :N]) * h[:, N:] if op.endswith("swiglu") else
+                   h + C0.float() if op == "gemm_add" else h)
+            rel = ((C.float() - ref).norm() / ref.norm()).item()
+            bad += not (rel < (1e-2 if dt == "bf16" else 2e-3))
+            turn = [0]
 
-                def one(st):
-                    turn[0] += 1
-                    kern.launch(args(Bs[turn[0] % copies]), 1, N, K, st, eps)
-                t = timeit_graph(one, n=copies * max(1, 48 // copies))
-                nbytes = wbytes + (K + N + (N if op == "gemm_add" else 0) + (K if fused else 0)) * 2
-                gbs = nbytes / t / 1e6
-                emit(f"| {op} | {dt} | {N} | {K} | {kern.name} | {rel:.1e} | {t * 1e3:.1f} | {gbs:.0f} | "
-                     f"{gbs / bw:.3f} |")
-                del Bs
+            def one(st):
+                turn[0] += 1
+                kern.launch(args(Bs[turn[0] % copies]), 1, N, K, st, eps)
+            t = timeit_graph(one, n=copies * max(1, 48 // copies))
+            nbytes = wbytes + (K + N + (N if op == "gemm_add" else 0) + (K if fused else 0)) * 2
+            gbs = nbytes / t / 1e6
+            emit(f"| {op} | {dt} | {N} | {K} | {kern.name} | {rel:.1e} | {t * 1e3:.1f} | {gbs:.0f} | "
+                 f"{gbs / bw:.3f} |")
+            del Bs
     if a.out:
         with open(a.out, "w") as f:
             f.write("\n".join(lines) + "\n")

@@ -144,6 +144,9 @@ def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None):
     # capture are not timed (transformers is warmed up the same way).
     dec = json.loads(gcore(*run, "--tokens", toks, "-n", NEW, "--warmup", 8, env=env).stdout)
     nog = json.loads(gcore(*run, "--tokens", toks, "-n", NEW, "--warmup", 8, "--no-graph", env=env).stdout)
+    # the graph with every launch serialised (no programmatic dependent launch)
+    nopdl = json.loads(gcore(*run, "--tokens", toks, "-n", NEW, "--warmup", 8, "--no-pdl",
+                             env=env).stdout)
     prof_dec = gcore(*run, "--tokens", toks, "-n", 64, "--warmup", 8, "--profile", env=env).stderr
     ptoks = ",".join(str(i % 1000 + 1) for i in range(PREFILL))
     pre = json.loads(gcore(*run, "--tokens", ptoks, "-n", 1, "--warmup", 0, env=env).stdout)
@@ -151,6 +154,7 @@ def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None):
     with open(os.path.join(out, os.path.basename(d) + ".profile.txt"), "w") as f:
         f.write(prof_dec + "\n" + prof_pre)
     return {"tune_s": t_tune, "decode_tok_s": dec["decode_tok_per_s"], "decode_nograph_tok_s": nog["decode_tok_per_s"],
+            "decode_nopdl_tok_s": nopdl["decode_tok_per_s"],
             "prefill_tok_s": pre["prompt_tok_per_s"], "profile": prof_dec + "\n" + prof_pre}
 
 
@@ -192,6 +196,8 @@ def main():
               f"ratio {g['decode_tok_s'] / h['decode_tok_s']:.2f}  bound {bound:.0f} tok/s: gcore "
               f"{g['decode_tok_s'] / bound:.0%}, HF {h['decode_tok_s'] / bound:.0%}")
         print(f"[{s}] decode without the graph (kernel by kernel): {g['decode_nograph_tok_s']:8.1f} tok/s")
+        print(f"[{s}] decode in the graph without overlapped launches (--no-pdl): "
+              f"{g['decode_nopdl_tok_s']:8.1f} tok/s ({g['decode_nopdl_tok_s'] / bound:.0%} of the bound)")
         if a.profile:
             print(g["profile"])
         print(f"[{s}] prefill gcore {g['prefill_tok_s']:8.0f} tok/s  HF {h['prefill_tok_s']:8.0f} tok/s  "

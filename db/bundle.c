@@ -12,7 +12,7 @@ struct gc_bundle {
   sqlite3 *sq;
   char *path;
   int writing;
-  int version; /* format version read (1 has no dispatch.tmaps) */
+  int version; /* format version read (1 has no dispatch.tmaps, 1-2 no dispatch.pdl) */
 };
 
 static const char *schema =
@@ -33,7 +33,8 @@ static const char *schema =
     "  symbol TEXT NOT NULL, grid TEXT NOT NULL, block TEXT NOT NULL,"
     "  consts TEXT NOT NULL, template TEXT NOT NULL, params TEXT NOT NULL,"
     "  vid TEXT NOT NULL, is_default INTEGER NOT NULL, source TEXT NOT NULL,"
-    "  shmem TEXT NOT NULL, tmaps TEXT NOT NULL DEFAULT '');"
+    "  shmem TEXT NOT NULL, tmaps TEXT NOT NULL DEFAULT '',"
+    "  pdl INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX dispatch_by_shape ON dispatch(target, op, n, k, m_lo);";
 
 int gc_bundle_create(const char *path, gc_bundle_t **out, gc_err_t *e) {
@@ -125,8 +126,8 @@ int gc_bundle_add_dispatch(gc_bundle_t *b, const gc_dispatch_t *d, gc_err_t *e) 
   if (gc_sql_prepare(b->sq,
                      "INSERT INTO dispatch(target,op,ta,tb,tc,n,k,m_lo,m_hi,code_id,"
                      "symbol,grid,block,consts,template,params,vid,is_default,source,"
-                     "h,g,d,shmem,tmaps) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,"
-                     "?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24)",
+                     "h,g,d,shmem,tmaps,pdl) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,"
+                     "?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25)",
                      &st, e))
     return e->code;
   gc_sql_bind_text(st, 1, d->target);
@@ -150,6 +151,7 @@ int gc_bundle_add_dispatch(gc_bundle_t *b, const gc_dispatch_t *d, gc_err_t *e) 
   sqlite3_bind_int64(st, 22, d->shape.d);
   gc_sql_bind_text(st, 23, d->shmem[0] ? d->shmem : "0");
   gc_sql_bind_text(st, 24, d->tmaps);
+  sqlite3_bind_int(st, 25, d->pdl != 0);
   int rc = sqlite3_step(st);
   sqlite3_finalize(st);
   return rc == SQLITE_DONE ? GC_OK : gc_sql_err(b->sq, e, b->path);
@@ -200,7 +202,7 @@ int gc_bundle_open(const char *path, gc_bundle_t **out, gc_err_t *e) {
     gc_bundle_close(b);
     return gc_err_set(e, GC_ECORRUPT, "%s: not a gcore bundle (no format record)", path);
   }
-  if (v != GC_BUNDLE_FORMAT_VERSION && v != 1) {
+  if (v < 1 || v > GC_BUNDLE_FORMAT_VERSION) {
     gc_bundle_close(b);
     return gc_err_set(e, GC_EUNSUPPORTED,
                       "%s: bundle format %d, this gcore reads %d; rebuild it with "
@@ -236,9 +238,12 @@ static void col_text(sqlite3_stmt *st, int i, char *dst, size_t n) {
   "id,target,op,ta,tb,tc,n,k,m_lo,m_hi,code_id,symbol,grid,block,consts,"     \
   "template,params,vid,is_default,source,h,g,d,shmem"
 
-/* The columns to select: format 1 has no tmaps (read as ''). */
+/* The columns to select: format 1 has no tmaps (read as ''), formats 1
+ * and 2 no pdl (read as 0: their kernels do not wait for a predecessor). */
 static const char *dispatch_cols(const gc_bundle_t *b) {
-  return b->version == 1 ? DISPATCH_COLS ",''" : DISPATCH_COLS ",tmaps";
+  return b->version == 1   ? DISPATCH_COLS ",'',0"
+         : b->version == 2 ? DISPATCH_COLS ",tmaps,0"
+                           : DISPATCH_COLS ",tmaps,pdl";
 }
 
 /* Fill d from a row of DISPATCH_COLS, validating what the runtime relies on. */
@@ -273,6 +278,7 @@ static int read_dispatch(gc_bundle_t *b, sqlite3_stmt *st, gc_dispatch_t *d,
   d->shape.d = sqlite3_column_int64(st, 22);
   col_text(st, 23, d->shmem, sizeof d->shmem);
   col_text(st, 24, d->tmaps, sizeof d->tmaps);
+  d->pdl = sqlite3_column_int(st, 25) != 0;
   if (d->m_lo < 0 || d->m_hi < d->m_lo || !d->symbol[0] || !gc_op_find(d->shape.op))
     return gc_err_set(e, GC_ECORRUPT, "%s: dispatch entry %lld is malformed",
                       b->path, (long long)d->id);

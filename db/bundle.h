@@ -8,8 +8,9 @@
 #include "problem.h"
 #include "tmapspec.h"
 
-/* 2 added dispatch.tmaps; version 1 bundles (no tensor maps) still read */
-#define GC_BUNDLE_FORMAT_VERSION 2
+/* 2 added dispatch.tmaps, 3 dispatch.pdl; bundles of versions 1 (no tensor
+ * maps) and 2 (no programmatic launch) still read */
+#define GC_BUNDLE_FORMAT_VERSION 3
 
 typedef struct gc_bundle gc_bundle_t;
 
@@ -36,6 +37,7 @@ typedef struct gc_dispatch {
   char tmaps[GC_TMAPS_MAX * GC_TMAP_LINE]; /* @tensormap lines (db/tmapspec.h), "" if none */
   char template_name[64], params[512], vid[64];
   int is_default;            /* 1 = no tuned winner, the template default */
+  int pdl;                   /* 1 = the kernel may overlap its predecessor (@pdl) */
   char source[256];          /* provenance of this entry */
 } gc_dispatch_t;
 

@@ -181,6 +181,14 @@ static int parse_decl(line_ctx_t *c, gc_template_t *t, char *line) {
     strcpy(t->tmaps[t->ntmaps++], rest);
     return GC_OK;
   }
+  if (!strcmp(kw, "pdl")) { /* no value; the doc after -- is optional */
+    if (!strncmp(rest, "--", 2) && (!rest[2] || rest[2] == ' ')) *rest = 0;
+    split_doc(rest);
+    trim(rest);
+    if (*rest) return perr(c, "@pdl takes no value (got '%s')", rest);
+    t->pdl = 1;
+    return GC_OK;
+  }
   if (!strcmp(kw, "priority")) {
     int64_t v;
     split_doc(rest);

@@ -51,6 +51,7 @@ typedef struct gc_template {
   char tmaps[GC_TMAPS_MAX][GC_TMAP_LINE]; /* @tensormap lines (cuda): trailing kernel args */
   int ntmaps;
   int priority;
+  int pdl;                      /* @pdl: the kernel waits for its predecessor itself */
 } gc_template_t;
 
 typedef struct gc_templates {

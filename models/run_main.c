@@ -45,6 +45,8 @@ static const char usage[] =
     "  --profile            print a per-kernel table for prefill and decode to stderr (count,\n"
     "                       total and mean time, TFLOP/s, GB/s, share of the wall time; no graphs)\n"
     "  --no-graph           launch decode steps kernel by kernel instead of replaying a graph\n"
+    "  --no-pdl             launch every kernel after the one before it has finished (by default\n"
+    "                       kernels that allow it start while it drains: CUDA, sm_90 and newer)\n"
     "  --warmup N           first run the prompt and N decode steps untimed, then start over\n"
     "                       (not with --chat)\n"
     "                       (first launches, caches and graph capture are then not in the timings)\n"
@@ -78,7 +80,7 @@ static const char usage[] =
 
 enum { O_OP = 256, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_BACKEND, O_DEVICE, O_SEED, O_DUMP,
        O_MINTIME, O_TOKENS, O_CTX, O_IGNORE_EOS, O_TBT, O_JSON, O_LOGITS, O_TEMP, O_TOPK, O_TOPP,
-       O_MINP, O_REPEAT, O_PROFILE, O_NOGRAPH, O_WARMUP, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE,
+       O_MINP, O_REPEAT, O_PROFILE, O_NOGRAPH, O_NOPDL, O_WARMUP, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE,
        O_BOS, O_CHAT, O_SYSTEM, O_NULL };
 
 static const struct option longopts[] = {
@@ -92,7 +94,7 @@ static const struct option longopts[] = {
     {"token-by-token", 0, 0, O_TBT}, {"json", 0, 0, O_JSON},   {"logits", 1, 0, O_LOGITS},
     {"temp", 1, 0, O_TEMP},       {"top-k", 1, 0, O_TOPK},     {"top-p", 1, 0, O_TOPP},
     {"min-p", 1, 0, O_MINP},      {"repeat-penalty", 1, 0, O_REPEAT},
-    {"profile", 0, 0, O_PROFILE}, {"no-graph", 0, 0, O_NOGRAPH},
+    {"profile", 0, 0, O_PROFILE}, {"no-graph", 0, 0, O_NOGRAPH}, {"no-pdl", 0, 0, O_NOPDL},
     {"warmup", 1, 0, O_WARMUP},
     {"tokenizer", 1, 0, O_TOKENIZER}, {"tokenize", 0, 0, O_TOKENIZE}, {"detokenize", 0, 0, O_DETOKENIZE},
     {"bos", 0, 0, O_BOS},         {"chat", 0, 0, O_CHAT},      {"system", 1, 0, O_SYSTEM},
@@ -186,7 +188,7 @@ static int run_op(const char *bundle, const char *backend, int ordinal, const gc
 
 typedef struct run_opts {
   const char *model, *bundle, *backend, *tokens, *logits_path, *prompt, *tokenizer, *system;
-  int ordinal, n_predict, ctx, ignore_eos, token_by_token, json, chat, bos, profile, no_graph, warmup;
+  int ordinal, n_predict, ctx, ignore_eos, token_by_token, json, chat, bos, profile, no_graph, no_pdl, warmup;
   gc_sampler_params_t sp;
 } run_opts_t;
 
@@ -510,6 +512,7 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   if (!rc) max_t = o->token_by_token ? 1 : o->chat ? (oo.ctx < 512 ? oo.ctx : 512) : np;
   if (!rc) rc = gc_dev_open(o->backend, o->ordinal, &dev, e);
   if (!rc) rc = gc_rt_open(dev, o->bundle, &rt, e);
+  if (!rc && o->no_pdl) gc_rt_set_pdl(rt, 0);
   if (!rc) rc = gc_llama_create(dev, rt, w, oo.ctx, max_t, &m, e);
   if (!rc && o->profile && !(rc = gc_prof_create(dev, &prof, e))) gc_llama_set_profile(m, prof);
   if (!rc && o->no_graph) gc_llama_set_graphs(m, 0);
@@ -690,6 +693,7 @@ int main(int argc, char **argv) {
         break;
       case O_PROFILE: o.profile = 1; break;
       case O_NOGRAPH: o.no_graph = 1; break;
+      case O_NOPDL: o.no_pdl = 1; break;
       case O_WARMUP:
         if (gc_parse_i64(optarg, &iv) || iv < 0 || iv > 1000000) return bad_flag("--warmup", "a step count >= 0");
         o.warmup = (int)iv;

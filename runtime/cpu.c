@@ -340,12 +340,30 @@ static int cpu_event_elapsed(gc_dev_t *d, gc_event_t *a, gc_event_t *b, double *
 }
 
 const gc_dev_ops_t gc_cpu_ops = {
-    "cpu",          cpu_open,         cpu_close,         cpu_runs_target,
-    cpu_alloc,      cpu_free,         cpu_upload,        cpu_download,
-    cpu_memset,     cpu_host_ptr,     cpu_module_load,   cpu_module_unload,
-    cpu_kernel,     cpu_launch,       cpu_sync,          cpu_event_create,
-    cpu_event_destroy, cpu_event_record, cpu_event_elapsed,
-    NULL,           NULL,             NULL,              NULL, /* no graphs */
-    NULL,                                                          /* no tensor maps */
-    NULL, /* flush: never asked (gc_check_default_flush is 0 here) */
+    .name = "cpu",
+    .open = cpu_open,
+    .close = cpu_close,
+    .runs_target = cpu_runs_target,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .memset = cpu_memset,
+    .host_ptr = cpu_host_ptr,
+    .module_load = cpu_module_load,
+    .module_unload = cpu_module_unload,
+    .kernel = cpu_kernel,
+    .launch = cpu_launch,
+    .kernel_pdl = NULL, /* launches run one after the other */
+    .sync = cpu_sync,
+    .event_create = cpu_event_create,
+    .event_destroy = cpu_event_destroy,
+    .event_record = cpu_event_record,
+    .event_elapsed = cpu_event_elapsed,
+    .graph_begin = NULL, /* no graphs */
+    .graph_end = NULL,
+    .graph_launch = NULL,
+    .graph_destroy = NULL,
+    .tmap_encode = NULL, /* no tensor maps */
+    .flush = NULL,       /* never asked (gc_check_default_flush is 0 here) */
 };

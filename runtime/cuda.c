@@ -39,7 +39,24 @@ enum {
   CU_EVENT_DEFAULT = 0,
   CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
   EM_CUDA = 190,
+  CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
 };
+
+/* cuLaunchKernelEx's configuration and one attribute (CUDA 12.0+). */
+typedef struct cu_launch_attr {
+  int id;
+  char pad[4];
+  union {
+    char pad[64];
+    int programmatic_serialization_allowed;
+  } value;
+} cu_launch_attr_t;
+typedef struct cu_launch_config {
+  unsigned grid[3], block[3], shmem;
+  CUstream stream;
+  cu_launch_attr_t *attrs;
+  unsigned nattrs;
+} cu_launch_config_t;
 
 typedef struct cu_api {
   void *lib;
@@ -82,7 +99,9 @@ typedef struct cu_api {
   CUresult (*GraphLaunch)(CUgraphExec, CUstream);
   CUresult (*GraphExecDestroy)(CUgraphExec);
   CUresult (*GraphDestroy)(CUgraph);
-  /* optional (CUDA 12.0+; NULL before): tensor maps for the copy engine */
+  /* optional (CUDA 12.0+; NULL before): launches with attributes
+   * (programmatic dependent launch), tensor maps for the copy engine */
+  CUresult (*LaunchKernelEx)(const cu_launch_config_t *, CUfunction, void **, void **);
   CUresult (*TensorMapEncodeTiled)(void *, int, unsigned, void *, const unsigned long long *,
                                    const unsigned long long *, const unsigned *, const unsigned *,
                                    int, int, int, int);
@@ -163,6 +182,8 @@ static int cu_load(gc_err_t *e) {
     }
     void *tm = dlsym(h, "cuTensorMapEncodeTiled"); /* optional */
     memcpy(&api.TensorMapEncodeTiled, &tm, sizeof tm);
+    void *lx = dlsym(h, "cuLaunchKernelEx"); /* optional */
+    memcpy(&api.LaunchKernelEx, &lx, sizeof lx);
     if (rc) dlclose(h);
     else cu = api;
   }
@@ -220,6 +241,7 @@ struct gc_module {
 struct gc_kernel {
   CUfunction fn;
   unsigned shmem_granted; /* dynamic shared memory the function may use now */
+  int pdl;                /* launched with programmatic stream serialisation */
 };
 struct gc_event {
   CUevent ev;
@@ -587,10 +609,25 @@ static int cuda_launch(gc_dev_t *dev, gc_kernel_t *k, const int64_t grid[3],
   if ((rc = check_dims(grid, "grid", g, e)) || (rc = check_dims(block, "block", b, e)) ||
       (rc = bind(d, e)) || (rc = grant_shmem(d, k, shmem, e)))
     return rc;
+  if (k->pdl) { /* may start while the kernel before it drains (it waits itself) */
+    cu_launch_attr_t at = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
+    at.value.programmatic_serialization_allowed = 1;
+    cu_launch_config_t c = {{g[0], g[1], g[2]}, {b[0], b[1], b[2]}, (unsigned)shmem, d->stream,
+                            &at, 1};
+    CU_TRY(e, GC_ELAUNCH, LaunchKernelEx, &c, k->fn, args, NULL);
+    return GC_OK;
+  }
   CU_TRY(e, GC_ELAUNCH,
          LaunchKernel, k->fn, g[0], g[1], g[2], b[0], b[1], b[2], (unsigned)shmem, d->stream,
                       args, NULL);
   return GC_OK;
+}
+
+/* Programmatic dependent launch needs sm_90 and cuLaunchKernelEx. */
+static int cuda_kernel_pdl(gc_dev_t *dev, gc_kernel_t *k, int on) {
+  cuda_dev_t *d = (cuda_dev_t *)dev;
+  k->pdl = on && d->cc_major >= 9 && cu.LaunchKernelEx;
+  return k->pdl;
 }
 
 static int cuda_sync(gc_dev_t *dev, gc_err_t *e) {
@@ -740,11 +777,30 @@ void gc_cuda_graph_destroy(gc_dev_t *dev, void *exec) {
 }
 
 const gc_dev_ops_t gc_cuda_ops = {
-    "cuda",           cuda_open,          cuda_close,         cuda_runs_target,
-    cuda_alloc,       cuda_free,          cuda_upload,        cuda_download,
-    cuda_memset,      cuda_host_ptr,      cuda_module_load,   cuda_module_unload,
-    cuda_kernel,      cuda_launch,        cuda_sync,          cuda_event_create,
-    cuda_event_destroy, cuda_event_record, cuda_event_elapsed, gc_cuda_graph_begin,
-    gc_cuda_graph_end, gc_cuda_graph_launch, gc_cuda_graph_destroy, cuda_tmap_encode,
-    cuda_flush,
+    .name = "cuda",
+    .open = cuda_open,
+    .close = cuda_close,
+    .runs_target = cuda_runs_target,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .memset = cuda_memset,
+    .host_ptr = cuda_host_ptr,
+    .module_load = cuda_module_load,
+    .module_unload = cuda_module_unload,
+    .kernel = cuda_kernel,
+    .launch = cuda_launch,
+    .kernel_pdl = cuda_kernel_pdl,
+    .sync = cuda_sync,
+    .event_create = cuda_event_create,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .event_elapsed = cuda_event_elapsed,
+    .graph_begin = gc_cuda_graph_begin,
+    .graph_end = gc_cuda_graph_end,
+    .graph_launch = gc_cuda_graph_launch,
+    .graph_destroy = gc_cuda_graph_destroy,
+    .tmap_encode = cuda_tmap_encode,
+    .flush = cuda_flush,
 };

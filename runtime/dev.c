@@ -57,6 +57,9 @@ int gc_dev_launch(gc_dev_t *d, gc_kernel_t *k, const int64_t grid[3],
                         (long long)block[0], (long long)block[1], (long long)block[2]);
   return d->ops->launch(d, k, grid, block, shmem, args, e);
 }
+int gc_dev_kernel_pdl(gc_dev_t *d, gc_kernel_t *k, int on) {
+  return d->ops->kernel_pdl ? d->ops->kernel_pdl(d, k, on) : 0;
+}
 int gc_dev_sync(gc_dev_t *d, gc_err_t *e) { return d->ops->sync(d, e); }
 int gc_dev_event_create(gc_dev_t *d, gc_event_t **out, gc_err_t *e) {
   return d->ops->event_create(d, out, e);

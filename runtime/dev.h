@@ -56,6 +56,14 @@ int gc_dev_module_load(gc_dev_t *d, const void *code, size_t n, gc_module_t **ou
 void gc_dev_module_unload(gc_dev_t *d, gc_module_t *m);
 int gc_dev_kernel(gc_dev_t *d, gc_module_t *m, const char *name, gc_kernel_t **out,
                   gc_err_t *e);
+/* Let k's later launches overlap the kernel before them in the stream
+ * (programmatic dependent launch, CUDA on sm_90 and newer): k may start
+ * once its predecessor allows it (gc_pdl_launch in its code) and must
+ * itself wait (gc_pdl_wait) before it touches what that kernel writes,
+ * which a template declares with @pdl. Returns 1 when the backend and
+ * device do it, 0 where launches stay serialised (cpu, hip, older
+ * NVIDIA GPUs and drivers); on = 0 turns it off again. */
+int gc_dev_kernel_pdl(gc_dev_t *d, gc_kernel_t *k, int on);
 
 /* Launch k over grid × block with dynamic shared memory shmem. args[i]
  * points at the value of argument i (as cuLaunchKernel). On the CPU, the

@@ -23,6 +23,8 @@ typedef struct gc_dev_ops {
                 gc_err_t *e);
   int (*launch)(gc_dev_t *d, gc_kernel_t *k, const int64_t grid[3],
                 const int64_t block[3], size_t shmem, void **args, gc_err_t *e);
+  /* gc_dev_kernel_pdl; NULL where launches are always serialised. */
+  int (*kernel_pdl)(gc_dev_t *d, gc_kernel_t *k, int on);
   int (*sync)(gc_dev_t *d, gc_err_t *e);
   int (*event_create)(gc_dev_t *d, gc_event_t **out, gc_err_t *e);
   void (*event_destroy)(gc_dev_t *d, gc_event_t *ev);

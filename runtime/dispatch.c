@@ -18,6 +18,7 @@ struct gc_rt {
   int ncodes;
   gc_rt_kernel_t **kernels; /* found entries, by pointer so they stay put */
   int nkernels;
+  int pdl; /* @pdl kernels overlap their predecessors (gc_rt_set_pdl) */
 };
 
 /* Of the bundle's targets, the one dev runs best: the device's own target
@@ -52,12 +53,19 @@ int gc_rt_open(gc_dev_t *dev, const char *bundle_path, gc_rt_t **out, gc_err_t *
   gc_rt_t *rt = gc_calloc(1, sizeof *rt, e);
   if (!rt) return GC_ENOMEM;
   rt->dev = dev;
+  rt->pdl = 1;
   if (gc_bundle_open(bundle_path, &rt->b, e) || pick_target(rt, bundle_path, e)) {
     gc_rt_close(rt);
     return e->code;
   }
   *out = rt;
   return GC_OK;
+}
+
+void gc_rt_set_pdl(gc_rt_t *rt, int on) {
+  rt->pdl = on;
+  for (int i = 0; i < rt->nkernels; i++)
+    if (rt->kernels[i]->d.pdl) gc_dev_kernel_pdl(rt->dev, rt->kernels[i]->k, on);
 }
 
 void gc_rt_close(gc_rt_t *rt) {
@@ -121,6 +129,7 @@ int gc_rt_find(gc_rt_t *rt, const gc_problem_t *p, const gc_rt_kernel_t **out,
     free(k);
     return e->code;
   }
+  if (k->d.pdl && rt->pdl) gc_dev_kernel_pdl(rt->dev, k->k, 1);
   rt->kernels = v;
   rt->kernels[rt->nkernels++] = k;
   *out = k;

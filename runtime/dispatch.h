@@ -25,8 +25,13 @@ typedef struct gc_rt_kernel {
 } gc_rt_kernel_t;
 
 /* Open bundle_path for dev. Refuses a bundle with no code for dev, naming
- * the gcore-gen --target that would build it. */
+ * the gcore-gen --target that would build it. Kernels whose entry says
+ * @pdl overlap the kernel before them where the device can
+ * (gc_dev_kernel_pdl). */
 int gc_rt_open(gc_dev_t *dev, const char *bundle_path, gc_rt_t **out, gc_err_t *e);
+/* on = 0: launch every kernel serialised after the one before it (a
+ * comparison for benchmarks); 1 (the default) lets @pdl kernels overlap. */
+void gc_rt_set_pdl(gc_rt_t *rt, int on);
 void gc_rt_close(gc_rt_t *rt);
 const char *gc_rt_target(const gc_rt_t *rt);
 gc_bundle_t *gc_rt_bundle(gc_rt_t *rt);

@@ -698,6 +698,7 @@ const gc_dev_ops_t gc_hip_ops = {
     .module_unload = hip_module_unload,
     .kernel = hip_kernel,
     .launch = hip_launch,
+    .kernel_pdl = NULL, /* HIP has no programmatic dependent launch */
     .sync = hip_sync,
     .event_create = hip_event_create,
     .event_destroy = hip_event_destroy,

@@ -88,15 +88,19 @@ def test_newer_schema_is_refused(gc):
     assert_clean_error(r, "gcore-tune", "schema version 99 is newer")
 
 
-def test_format_1_bundle_still_reads(gc):
-    """Bundles of format 1 (before dispatch.tmaps) load: their kernels take no tensor maps."""
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_bundle_formats_still_read(gc, version):
+    """Bundles of format 1 (before dispatch.tmaps) and 2 (before dispatch.pdl)
+    load: their kernels take no tensor maps and never overlap a predecessor."""
     r = gc("gcore-gen", *GEMM, "--m", "4", "-o", "b.gcb")
     assert r.rc == 0, r
     with sqlite3.connect(gc.dir / "b.gcb") as c:
-        assert c.execute("SELECT value FROM meta WHERE key='format_version'").fetchone()[0] == "2"
+        assert c.execute("SELECT value FROM meta WHERE key='format_version'").fetchone()[0] == "3"
         assert {t for (t,) in c.execute("SELECT tmaps FROM dispatch")} == {""}
-        c.execute("ALTER TABLE dispatch DROP COLUMN tmaps")
-        c.execute("UPDATE meta SET value='1' WHERE key='format_version'")
+        c.execute("ALTER TABLE dispatch DROP COLUMN pdl")
+        if version == 1:
+            c.execute("ALTER TABLE dispatch DROP COLUMN tmaps")
+        c.execute("UPDATE meta SET value=? WHERE key='format_version'", (str(version),))
     r = gc("gcore-run", "-b", "b.gcb", *GEMM, "--m", "4")
     assert r.rc == 0 and "verified" in r.out, r
 
@@ -105,6 +109,6 @@ def test_newer_bundle_format_is_refused(gc):
     r = gc("gcore-gen", *GEMM, "--m", "4", "-o", "b.gcb")
     assert r.rc == 0, r
     with sqlite3.connect(gc.dir / "b.gcb") as c:
-        c.execute("UPDATE meta SET value='3' WHERE key='format_version'")
+        c.execute("UPDATE meta SET value='4' WHERE key='format_version'")
     r = gc("gcore-run", "-b", "b.gcb", *GEMM, "--m", "4")
-    assert_clean_error(r, "gcore-run", "bundle format 3, this gcore reads 2; rebuild it with gcore-gen")
+    assert_clean_error(r, "gcore-run", "bundle format 4, this gcore reads 3; rebuild it with gcore-gen")

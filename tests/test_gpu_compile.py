@@ -98,6 +98,25 @@ def test_sm90_bundle_for_a_model(gc):
 
 
 @needs_nvrtc
+def test_pdl_declarations_reach_the_bundle(gc):
+    """Templates that wait for their predecessor on the device (@pdl: the
+    decode path's GEMVs, norms, rope, attention, argmax) are marked in the
+    dispatch table, so the runtime may overlap their launches; the others
+    (the prefill GEMMs here) are not."""
+    model = os.path.join(SHARED, "stories260K.bin")
+    if not os.path.exists(model):
+        pytest.skip("shared data not present")
+    r = gc("gcore-gen", "--model", model, "--target", "sm_90a", "--prefill", "64", "-o", "m.gcb")
+    assert r.rc == 0, r
+    with sqlite3.connect(gc.dir / "m.gcb") as c:
+        rows = c.execute("SELECT template, pdl FROM dispatch").fetchall()
+    pdl = {t for t, p in rows if p == 1}
+    assert {"gemv_gpu", "gemv_swiglu_gpu", "attention_decode", "rope_kv_gpu",
+            "argmax_gpu", "embed_gpu"} <= pdl, rows
+    assert {t for t, p in rows if p == 0} and not {t for t, p in rows if p == 0} & pdl, rows
+
+
+@needs_nvrtc
 def test_tensormap_declarations_reach_the_bundle(gc):
     """gemm_wgmma's TMA variants carry their @tensormap lines into the
     dispatch table (the runtime builds the maps from them); the cp.async

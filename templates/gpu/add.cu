@@ -14,6 +14,7 @@
  * @grid cdiv(M * N, THREADS * VEC * UNROLL) 1 1
  * @block THREADS 1 1
  * @priority 1
+ * @pdl -- waits for the kernel before it first thing
  *
  * The arrays are dense, so the kernel sees them as flat vectors of M*N
  * elements. Block b covers elements b*E .. b*E+E-1, E = THREADS*VEC*UNROLL;
@@ -29,6 +30,8 @@
 
 GC_KERNEL_BOUNDS(THREADS)
 void add_gpu(const TA *X, const TB *Y, TC *Z, int64_t M, int64_t N) {
+  gc_pdl_wait(); /* @pdl: the kernel before it has completed */
+  gc_pdl_launch();
   int64_t n = M * N, base = gc_bid() * ADD_E;
   int t = gc_tid();
   if (base + ADD_E <= n) {

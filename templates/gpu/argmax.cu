@@ -16,6 +16,7 @@
  * @grid     M * SPLIT
  * @block    THREADS
  * @priority 1
+ * @pdl -- waits for the kernel before it first thing
  *
  * One row on one block leaves all but one SM idle (a 128256-entry row took
  * about 110 us on an H100); with SPLIT > 1 each block reduces a slice and
@@ -52,6 +53,8 @@ GC_DEVICE void am_block_reduce(float *best, int *at, float *sv, int *si) {
 }
 
 GC_KERNEL void argmax_gpu(const TA *X, int32_t *out, int64_t M, int64_t N) {
+  gc_pdl_wait(); /* @pdl: the kernel before it has completed */
+  gc_pdl_launch();
   GC_SHARED float sv[THREADS / GC_WARP];
   GC_SHARED int si[THREADS / GC_WARP];
   GC_SHARED int s_last;

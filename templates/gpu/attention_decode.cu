@@ -22,6 +22,7 @@
  * @grid G * cdiv(H / G, HPB) * SPLIT 1 1
  * @block WARPS * WARP 1 1
  * @priority 2
+ * @pdl -- waits for the kernel before it first thing
  *
  * Block b = hb·SPLIT + s serves head block hb: kv head g = hb / nb and
  * its query heads h0 .. h0+nh-1, h0 = g·(H/G) + (hb % nb)·HPB, nb =
@@ -123,6 +124,8 @@ GC_DEVICE float ad_weight(float m, float mx) {
 GC_KERNEL_BOUNDS(AD_T)
 void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t *pos,
                       int64_t M, int64_t H, int64_t G, int64_t D, float scale) {
+  gc_pdl_wait(); /* @pdl: the kernel before it has completed */
+  gc_pdl_launch();
   GC_SHARED float sm_m[WARPS][HPB], sm_l[WARPS][HPB], sm_o[WARPS][HPB][DMAX];
   GC_SHARED int s_last;
   if (M != 1 || G <= 0 || H % G || D <= 0 || D > DMAX || (SPLIT > 1 && H > AD_HMAX))

@@ -14,6 +14,7 @@
  * @grid cdiv(N, THREADS * VEC) * cdiv(M, ROWS) 1 1
  * @block THREADS 1 1
  * @priority 1
+ * @pdl -- waits for the kernel before it first thing
  *
  * Block b copies columns c*THREADS*VEC .. +THREADS*VEC-1 (c = b % nc, nc =
  * cdiv(N, THREADS*VEC)) of rows r*ROWS .. r*ROWS+ROWS-1 (r = b / nc), fewer
@@ -60,6 +61,8 @@ GC_DEVICE void embed_vec(const TB *t, TC *z) {
 
 GC_KERNEL_BOUNDS(THREADS)
 void embed_gpu(const int32_t *tokens, const TB *T, TC *Z, int64_t M, int64_t N, int64_t K) {
+  gc_pdl_wait(); /* @pdl: the kernel before it has completed */
+  gc_pdl_launch();
   int64_t nc = gc_cdiv(N, THREADS * VEC);
   if (nc <= 0)
     return;

@@ -23,6 +23,7 @@
  * @grid cdiv(N, WARPS / KS * ROWS) 1 1
  * @block WARPS * WARP 1 1
  * @priority 2
+ * @pdl -- waits for the kernel before it (gc_pdl_wait) before it reads or writes anything but its rows of B
  *
  * Block b owns the RB = (WARPS/KS)·ROWS outputs columns b·RB .. b·RB+RB-1
  * (rows of B), for all M rows of A. Warp w belongs to row group w / KS
@@ -53,6 +54,11 @@
  * When K % VEC != 0 the rows are not 16-byte aligned and the same bodies
  * run with one element per chunk (slow, but any K). Rows of B past N are
  * clamped to row N-1 and not stored.
+ *
+ * Launched overlapping the kernel before it (@pdl, CUDA sm_90+), a block
+ * first asks L2 for its rows of B (weights: no kernel writes them), then
+ * waits for that kernel, so its first loads hit L2 while the previous
+ * kernel drains, and lets the next kernel start launching.
  */
 
 #define GV_VEC (16 / SB)             /* elements of B per 16-byte chunk */
@@ -201,6 +207,14 @@ GC_DEVICE void gemv_dispatch(const TA *A, const TB *B, TC *C, const TB *Wn, int6
     gemv_body<MMAX, CW>(A, B, C, Wn, M, N, K, eps, red);
 }
 
+/* Ask L2 for the n rows of B from row r (contiguous: rows are K long). */
+GC_DEVICE void gv_prefetch(const TB *B, int64_t r, int64_t n, int64_t K) {
+  const char *p = (const char *)(B + r * K);
+  const int64_t bytes = n * K * SB;
+  for (int64_t o = (int64_t)gc_tid() * 128; o < bytes; o += (int64_t)WARPS * GC_WARP * 128)
+    gc_prefetch_l2(p + o);
+}
+
 /* args: A, B, C, int64 M, N, K (gemm, gemm_add); A, B, C, norm[K], int64
  * M, N, K, float eps (rmsnorm_gemm). */
 GC_KERNEL_OCC(WARPS * WARP, OCC)
@@ -218,6 +232,13 @@ void gemv_gpu(const TA *A, const TB *B, TC *C,
   const float eps = 0.0f;
 #endif
   GC_SHARED float red[KS > 1 ? WARPS * MMAX * (ROWS + 1) : 1];
+#if !AMD /* only an overlapped launch (CUDA) has anything to prefetch for */
+  const int64_t r0 = gc_bid() * GV_RB; /* this block's rows of B */
+  if (r0 < N)
+    gv_prefetch(B, r0, gc_min64(GV_RB, N - r0), K);
+#endif
+  gc_pdl_wait();
+  gc_pdl_launch();
   if (M <= 0 || M > MMAX || N <= 0)
     return; /* nothing to do, or outside @applies */
   if (K % GV_VEC == 0)

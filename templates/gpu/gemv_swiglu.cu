@@ -25,6 +25,7 @@
  * @grid cdiv(N, WARPS / KS * ROWS) 1 1
  * @block WARPS * WARP 1 1
  * @priority 2
+ * @pdl -- waits for the kernel before it (gc_pdl_wait) before it reads or writes anything but its gate and up rows of W
  *
  * gemv_gpu's structure (see there: row groups of warps, block-level
  * split-K over KS warps, 16-byte lane-contiguous chunks with ROWS·UNR
@@ -35,6 +36,8 @@
  * rounded once (e^-g overflowing to inf gives silu = -0).
  * rmsnorm_gemm_swiglu normalises A's rows on the way, as gemv_gpu's
  * rmsnorm_gemm does: both sums are scaled by 1/sqrt(mean(a²) + eps).
+ * Launched overlapping the kernel before it (@pdl), a block asks L2 for
+ * its gate and up rows first, as gemv_gpu does.
  */
 
 #define GV_VEC (16 / SB)             /* elements of B per 16-byte chunk */
@@ -51,6 +54,14 @@
  * warp's ROWS gate and ROWS up rows of W, CW elements per chunk (GV_VEC or
  * 1), then reduce and store silu(gate)·up. red: shared scratch,
  * WARPS·MR·2·ROWS floats (KS > 1). */
+/* Ask L2 for the n rows of W from row r (contiguous: rows are K long). */
+GC_DEVICE void gv_prefetch(const TB *B, int64_t r, int64_t n, int64_t K) {
+  const char *p = (const char *)(B + r * K);
+  const int64_t bytes = n * K * SB;
+  for (int64_t o = (int64_t)gc_tid() * 128; o < bytes; o += (int64_t)WARPS * GC_WARP * 128)
+    gc_prefetch_l2(p + o);
+}
+
 /* silu(g) · u in fp32. */
 GC_DEVICE float gv_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
 
@@ -210,6 +221,15 @@ void gemv_swiglu_gpu(const TA *A, const TB *B, TC *C,
   const float eps = 0.0f;
 #endif
   GC_SHARED float red[KS > 1 ? WARPS * MMAX * (GV_NR + 1) : 1];
+#if !AMD /* only an overlapped launch (CUDA) has anything to prefetch for */
+  const int64_t r0 = gc_bid() * GV_RB; /* this block's gate rows, then its up rows */
+  if (r0 < N) {
+    gv_prefetch(B, r0, gc_min64(GV_RB, N - r0), K);
+    gv_prefetch(B, N + r0, gc_min64(GV_RB, N - r0), K);
+  }
+#endif
+  gc_pdl_wait();
+  gc_pdl_launch();
   if (M <= 0 || M > MMAX || N <= 0)
     return; /* nothing to do, or outside @applies */
   if (K % GV_VEC == 0)

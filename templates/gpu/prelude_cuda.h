@@ -91,6 +91,28 @@ GC_DEVICE void gc_barrier(void) { __syncthreads(); }
 /* The same for the threads of one warp (all lanes must call it). */
 GC_DEVICE void gc_syncwarp(void) { __syncwarp(); }
 
+/* Programmatic dependent launch (a @pdl template's kernel, sm_90+).
+ * gc_pdl_wait: block until the kernels this launch depends on have
+ * completed and their writes are visible; before it, a kernel may read
+ * only what no earlier kernel of the stream writes (weights). gc_pdl_launch:
+ * the next kernel of the stream may start launching (it still waits for
+ * this one to complete before it touches this one's output). Both are
+ * no-ops below sm_90 and in launches that did not ask for the overlap. */
+GC_DEVICE void gc_pdl_wait(void) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+GC_DEVICE void gc_pdl_launch(void) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+/* Start bringing the 128-byte line at p into L2 (a hint; no value). */
+GC_DEVICE void gc_prefetch_l2(const void *p) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+}
+
 /* Dynamic shared memory (@shmem bytes), 16-byte aligned at least. */
 extern __shared__ __align__(16) unsigned char gc_dyn_smem_[];
 GC_DEVICE unsigned char *gc_dyn_shared(void) { return gc_dyn_smem_; }

@@ -99,6 +99,13 @@ GC_DEVICE void gc_syncwarp(void) {
   __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
 }
 
+/* Programmatic dependent launch is NVIDIA's (prelude_cuda.h): HIP
+ * launches on one stream never overlap, so a @pdl kernel's wait and
+ * launch points are no-ops here, and so is the L2 prefetch hint. */
+GC_DEVICE void gc_pdl_wait(void) {}
+GC_DEVICE void gc_pdl_launch(void) {}
+GC_DEVICE void gc_prefetch_l2(const void *) {}
+
 /* Dynamic shared memory (@shmem bytes), 16-byte aligned at least. */
 extern __shared__ GC_ALIGN(16) unsigned char gc_dyn_smem_[];
 GC_DEVICE unsigned char *gc_dyn_shared(void) { return gc_dyn_smem_; }

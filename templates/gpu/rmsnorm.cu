@@ -17,6 +17,7 @@
  * @grid cdiv(M, ROWS) 1 1
  * @block THREADS 1 1
  * @priority 1
+ * @pdl -- waits for the kernel before it first thing
  *
  * Row i = b*ROWS + r of block b is handled by the TPR = THREADS/ROWS
  * threads r*TPR .. r*TPR+TPR-1 (a warp's aligned lanes, or whole warps).
@@ -63,6 +64,8 @@ GC_DEVICE void rms_out(float *t, const TB *W, TC *y, int64_t j0, float s) {
 
 GC_KERNEL_BOUNDS(THREADS)
 void rmsnorm_gpu(const TA *X, const TB *W, TC *Y, int64_t M, int64_t N, float eps) {
+  gc_pdl_wait(); /* @pdl: the kernel before it has completed */
+  gc_pdl_launch();
   GC_SHARED float red[THREADS / 32 + 1];
   int l = gc_tid() % RMS_TPR;
   int64_t i = gc_bid() * ROWS + gc_tid() / RMS_TPR;

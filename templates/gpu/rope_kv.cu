@@ -17,6 +17,7 @@
  * @grid cdiv(M, TOK) * cdiv(H + G, HEADS) 1 1
  * @block THREADS 1 1
  * @priority 1
+ * @pdl -- waits for the kernel before it first thing
  *
  * Block b handles tokens t*TOK .. t*TOK+TOK-1 (t = b / ns, ns =
  * cdiv(H+G, HEADS)) and head slots s*HEADS .. s*HEADS+HEADS-1 (s = b % ns),
@@ -55,6 +56,8 @@ GC_KERNEL_BOUNDS(THREADS)
 void rope_kv_gpu(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *inv_freq,
                  const int32_t *pos, int64_t M, int64_t H, int64_t G, int64_t D,
                  int64_t layout) {
+  gc_pdl_wait(); /* @pdl: the kernel before it has completed */
+  gc_pdl_launch();
   const int64_t pos0 = *pos; /* on the device, so a captured decode step replays at any position */
   GC_SHARED double tc[TOK][ROPE_DMAX / 2], ts[TOK][ROPE_DMAX / 2];
   int64_t ns = gc_cdiv(H + G, HEADS);

@@ -68,6 +68,25 @@ def test_graph_replay_equals_launches(gc):
         TL.assert_logits_close(lg, R.forward(w, cfg, [1, 300, 20] + want[:-1]), TL.TOL, "graph logits")
 
 
+def test_overlapped_launches_equal_serialised(gc):
+    """The decode kernels declare @pdl: on sm_90+ each is launched to overlap
+    the kernel before it and waits for it on the device (programmatic
+    dependent launch). With the overlap (the default) and without it
+    (--no-pdl) the graph gives the fp64 reference's 200 greedy ids and
+    the very same logits, bit for bit."""
+    path = os.path.join(SHARED, "stories260K.bin")
+    if not os.path.exists(path):
+        pytest.skip("shared data absent")
+    w, cfg = R.load_llama2c(path)
+    want = R.greedy(w, cfg, [1, 300, 20], 200)
+    b = gen_bundle(gc, path)
+    runs = [TL.generate(gc, path, b, [1, 300, 20], 200, "--backend", BACKEND, *TL.GREEDY, *flags,
+                        vocab=cfg.vocab_size) for flags in ([], ["--no-pdl"])]
+    for (ids, _, _), how in zip(runs, ("overlapped", "serialised")):
+        TL.assert_same_ids(ids, want, f"stories260K decode, launches {how}")
+    assert np.array_equal(runs[0][1], runs[1][1]), "logits differ with and without the overlap"
+
+
 def test_profile_on_gpu(gc):
     """--profile on the GPU: both phases, every row timed, ids unchanged."""
     path = os.path.join(SHARED, "stories260K.bin")
