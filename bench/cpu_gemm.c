@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
   if (gc_dev_open("cpu", 0, &dev, &e) || gc_rt_open(dev, argv[1], &c.rt, &e) ||
       gc_rt_find(c.rt, &p, &c.k, &e) || gc_check_setup(dev, &p, NULL, 7, &chk, &e) ||
       gc_check_verify(chk, launch, &c, &v, &e) ||
-      gc_check_time(chk, launch, &c, &(gc_time_opts_t){3, 20, 2000, 2.0, 0, 0}, &t, &e)) {
+      gc_check_time(chk, launch, &c, &(gc_time_opts_t){.warmup = 3, .min_iters = 20, .max_iters = 2000, .min_time = 2.0}, &t, &e)) {
     fprintf(stderr, "cpu_gemm: %s\n", e.msg);
     return 1;
   }

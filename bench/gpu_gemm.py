@@ -397,7 +397,8 @@ def main():
                   ("gemm_add", 4096, 14336), ("rmsnorm_gemm", 128256, 4096)]
         if a.gemv_ops:
             decode = [d for d in decode if f"{d[0]}:{d[1]}:{d[2]}" in a.gemv_ops.split(",")]
-        serves = {"gemv_gpu": ("rmsnorm_gemm", "gemm_add"), "gemv_swiglu_gpu": ("rmsnorm_gemm_swiglu",)}
+        serves = {"gemv_gpu": ("rmsnorm_gemm", "gemm_add"), "gemv_bulk": ("rmsnorm_gemm", "gemm_add"),
+                  "gemv_swiglu_gpu": ("rmsnorm_gemm_swiglu",)}
         runs = [(dt, op, N, K, f) for dt in a.dtypes.split(",") for op, N, K in decode
                 for f in [None] + [f for f in a.gemv_force if op in serves.get(f.split(":")[0], ())]]
         for dt, op, N, K, force in runs:

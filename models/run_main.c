@@ -167,7 +167,8 @@ static int run_op(const char *bundle, const char *backend, int ordinal, const gc
   if (!rc && dump_dir) rc = dump(chk, p, dump_dir, e);
   if (!rc && !v.ok) rc = gc_err_set(e, GC_EVERIFY, "%s: kernel %s %s is wrong: %s", key,
                                     ctx.k->d.template_name, ctx.k->d.params, v.why);
-  gc_time_opts_t topt = {2, 5, 2000, min_time, dev ? gc_check_default_flush(dev) : 0, 0};
+  gc_time_opts_t topt = {.warmup = 2, .min_iters = 5, .max_iters = 2000, .min_time = min_time,
+                         .flush = dev ? gc_check_default_flush(dev) : 0};
   if (!rc) rc = gc_check_time(chk, launch, &ctx, &topt, &t, e);
   if (!rc) {
     printf("%s on %s (%s): kernel %s %s%s\n", key, gc_rt_target(rt), gc_dev_info(dev)->name,

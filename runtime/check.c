@@ -162,25 +162,77 @@ size_t gc_check_default_flush(gc_dev_t *dev) {
   return gc_dev_info(dev)->host_memory ? 0 : (size_t)256 << 20;
 }
 
-static int timed_launch(gc_check_t *c, gc_launch_fn fn, void *ctx, gc_event_t *a,
-                        gc_event_t *b, gc_dptr_t flush, size_t flush_n, double *ms, gc_err_t *e) {
+/* Chain timing's copies of the largest input buffer (gc_time_opts_t.chain). */
+typedef struct chain {
+  int n, buf;                  /* launches a sample; the buffer rotated (-1: none) */
+  int ncopies, turn;           /* copies; the next one to use */
+  gc_dptr_t copy[16];
+} chain_t;
+
+/* Make ch's copies of c's largest input: as many as make `bytes` together
+ * (2 to 16), each uploaded from the initial contents. */
+static int chain_setup(gc_check_t *c, int n, size_t bytes, chain_t *ch, gc_err_t *e) {
+  memset(ch, 0, sizeof *ch);
+  ch->n = n;
+  ch->buf = -1;
+  for (int i = 0; i < c->nbufs; i++)
+    if (c->bufs[i].kind == GC_BUF_IN && (ch->buf < 0 || c->bytes[i] > c->bytes[ch->buf])) ch->buf = i;
+  if (ch->buf < 0 || !c->bytes[ch->buf]) return GC_OK; /* nothing to rotate: one buffer */
+  size_t want = (bytes + c->bytes[ch->buf] - 1) / c->bytes[ch->buf];
+  int k = want < 2 ? 2 : want > 16 ? 16 : (int)want;
+  for (; ch->ncopies < k; ch->ncopies++)
+    if (gc_dev_alloc(c->dev, c->bytes[ch->buf], &ch->copy[ch->ncopies], e) ||
+        gc_dev_upload(c->dev, ch->copy[ch->ncopies], c->host[ch->buf], c->bytes[ch->buf], e))
+      return e->code;
+  return GC_OK;
+}
+
+static void chain_free(gc_check_t *c, chain_t *ch) {
+  for (int i = 0; i < ch->ncopies; i++) gc_dev_free(c->dev, ch->copy[i]);
+}
+
+/* The sample's launches: one, or ch->n over the copies in turn (the turn
+ * goes on across samples). */
+static int sample_launches(gc_check_t *c, gc_launch_fn fn, void *ctx, chain_t *ch,
+                           gc_err_t *e) {
+  if (ch->n <= 1 || !ch->ncopies) {
+    for (int r = 0; r < (ch->n > 1 ? ch->n : 1); r++)
+      if (fn(ctx, c->args.args, e)) return e->code;
+    return GC_OK;
+  }
+  void *args[16];
+  memcpy(args, c->args.args, sizeof args);
+  for (int r = 0; r < ch->n; r++) {
+    gc_dptr_t p = ch->copy[ch->turn++ % ch->ncopies]; /* the launch copies its arguments */
+    args[ch->buf] = &p;
+    if (fn(ctx, args, e)) return e->code;
+  }
+  return GC_OK;
+}
+
+static int timed_launch(gc_check_t *c, gc_launch_fn fn, void *ctx, chain_t *ch,
+                        gc_event_t *a, gc_event_t *b, gc_dptr_t flush, size_t flush_n,
+                        double *ms, gc_err_t *e) {
   if ((flush && gc_dev_flush(c->dev, flush, flush_n, e)) ||
-      gc_dev_event_record(c->dev, a, e) || fn(ctx, c->args.args, e) ||
+      gc_dev_event_record(c->dev, a, e) || sample_launches(c, fn, ctx, ch, e) ||
       gc_dev_event_record(c->dev, b, e) || gc_dev_sync(c->dev, e) ||
       gc_dev_event_elapsed(c->dev, a, b, ms, e))
     return e->code;
+  if (ch->n > 1) *ms /= ch->n;
   return GC_OK;
 }
 
 int gc_check_time(gc_check_t *c, gc_launch_fn fn, void *ctx, const gc_time_opts_t *o,
                   gc_timing_t *t, gc_err_t *e) {
-  gc_time_opts_t d = {2, 5, 2000, 0.2, 0, 0};
+  gc_time_opts_t d = {.warmup = 2, .min_iters = 5, .max_iters = 2000, .min_time = 0.2};
   if (o) d = *o;
   memset(t, 0, sizeof *t);
   double *s = gc_malloc((size_t)d.max_iters * sizeof *s, e);
   gc_event_t *a = NULL, *b = NULL;
   gc_dptr_t flush = 0;
+  chain_t ch = {.n = 1, .buf = -1};
   int rc = s ? GC_OK : GC_ENOMEM;
+  if (!rc && d.chain > 1) rc = chain_setup(c, d.chain, d.flush, &ch, e);
   if (!rc && d.flush) rc = gc_dev_alloc(c->dev, d.flush, &flush, e);
   if (!rc && d.flush) rc = gc_dev_memset(c->dev, flush, 0, d.flush, e); /* defined bytes to read */
   if (!rc) rc = gc_dev_event_create(c->dev, &a, e);
@@ -191,7 +243,7 @@ int gc_check_time(gc_check_t *c, gc_launch_fn fn, void *ctx, const gc_time_opts_
   int64_t n = 0;
   while (!rc && n < d.max_iters && (n < d.min_iters || total < d.min_time * 1e3)) {
     double ms;
-    rc = timed_launch(c, fn, ctx, a, b, flush, d.flush, &ms, e);
+    rc = timed_launch(c, fn, ctx, &ch, a, b, flush, d.flush, &ms, e);
     if (!rc) {
       s[n++] = ms;
       total += ms;
@@ -212,6 +264,7 @@ int gc_check_time(gc_check_t *c, gc_launch_fn fn, void *ctx, const gc_time_opts_
   gc_dev_event_destroy(c->dev, a);
   gc_dev_event_destroy(c->dev, b);
   gc_dev_free(c->dev, flush);
+  chain_free(c, &ch);
   free(s);
   return rc;
 }

@@ -31,6 +31,13 @@ typedef struct gc_time_opts {
                         is above this (a candidate clearly slower than the
                         tuner's incumbent: its figure then rests on
                         min_iters launches); 0 = never */
+  int chain;        /* > 1: a sample is the time of `chain` launches issued
+                       back to back (after the flush), over copies of the
+                       largest input buffer (together at least the flush
+                       bytes, so each launch reads its copy from memory, not
+                       from the cache), divided by chain: how a decode step
+                       runs a kernel that overlaps the one before it
+                       (gc_dev_kernel_pdl); 0 or 1: one launch a sample */
 } gc_time_opts_t;
 
 /* The flush gcore uses on a device: 256 MiB on GPUs (over the L2 of any

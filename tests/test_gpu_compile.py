@@ -38,7 +38,8 @@ def gpu_templates(backends=("gpu", "cuda")):
             continue
         dts = re.search(r"@dtypes\s+([^\n]+)", head).group(1).split(" -- ")[0].split()
         ops = re.search(r"@op\s+([^\n]+)", head).group(1).split()
-        arch_a = bool(re.search(r"@constraint[^\n]*ARCH_A == 1", head))
+        min_sm = re.search(r"@constraint[^\n]*SM >= (\d+)", head)  # e.g. sm_90 instructions
+        arch_a = (bool(re.search(r"@constraint[^\n]*ARCH_A == 1", head)), int(min_sm.group(1)) if min_sm else 0)
         # the first op at its defaults and a sample; every further op at its defaults
         out.append((re.search(r"@template\s+(\S+)", head).group(1), ops[0], dts, params, arch_a))
         out += [(out[-1][0], op, dts, {}, arch_a) for op in ops[1:]]
@@ -50,13 +51,17 @@ def gpu_templates(backends=("gpu", "cuda")):
 @pytest.mark.parametrize("tpl,op,dts,params,arch_a", gpu_templates(),
                          ids=[f"{t[0]}-{t[1]}" for t in gpu_templates()])
 def test_template_compiles(gc, arch, tpl, op, dts, params, arch_a):
-    if arch_a and not arch.endswith("a"):
+    """Every GPU template compiles at its defaults and at sampled points for
+    each NVIDIA target it allows; on a target it excludes (arch-specific
+    sm_90a, or below its least SM) it is refused and another serves."""
+    if (arch_a[0] and not arch.endswith("a")) or int(arch[3:5]) < arch_a[1]:
         r = gc("gcore-gen", "--target", arch, "--op", op, "--dtype", dts[0],
                *SHAPES[op].split(), "--force", tpl, "-o", "b.gcb", "-q")
         assert r.rc != 0 and "constraint fails" in r.err, r
         # and the default for the op on this target is another template
+        shape = SHAPES[op].replace("--m 1 ", "--m 64 ") if arch_a[0] else SHAPES[op]  # M = 1: GEMVs'
         r = gc("gcore-gen", "--target", arch, "--op", op, "--dtype", dts[0],
-               *SHAPES[op].replace("--m 1 ", "--m 64 ").split(), "-o", "b.gcb", "-q")
+               *shape.split(), "-o", "b.gcb", "-q")
         assert r.rc == 0, r
         with sqlite3.connect(gc.dir / "b.gcb") as c:
             assert tpl not in {t for (t,) in c.execute("SELECT template FROM code_objects")}

@@ -270,6 +270,7 @@ static int measure(sweep_t *s, cand_t *c, gc_compile_job_t *j, gc_err_t *e) {
   if (gc_tpl_consts_text(&c->v, &s->o->target, q.consts, sizeof q.consts, e)) return e->code;
   q.timing = s->o->timing;
   q.timing.abandon_us = s->best_us > 0 ? ABANDON * s->best_us : 0;
+  q.pdl = c->v.tpl->pdl;
   q.seed = 0x5eed;
   gc_work_reply_t r;
   if (gc_worker_run(s->worker, &q, s->o->timeout_s, &r, e)) return e->code;

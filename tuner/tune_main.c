@@ -132,7 +132,8 @@ int main(int argc, char **argv) {
   o.db_path = "tune.db";
   o.timeout_s = 60;
   o.margin = 0.02;
-  o.timing = (gc_time_opts_t){2, 5, 500, 0.2, 0, 0}; /* flush: the worker sets it per device */
+  /* flush: the worker sets it per device, and chain for @pdl kernels */
+  o.timing = (gc_time_opts_t){.warmup = 2, .min_iters = 5, .max_iters = 500, .min_time = 0.2};
   o.progress = isatty(2);
   o.strategy = GC_SEARCH_LOCAL;
   const char *dims[GC_NDIMS] = {0};

@@ -19,6 +19,8 @@ typedef struct gc_work_req {
   char grid[256], block[256], shmem[256], consts[1024];
   char tmaps[GC_TMAPS_MAX * GC_TMAP_LINE]; /* @tensormap lines, "" if none */
   gc_time_opts_t timing;
+  int pdl;              /* the template is @pdl: where the device overlaps such
+                           launches, time chains of them (gc_time_opts_t.chain) */
   uint64_t seed;
 } gc_work_req_t;
 

@@ -1,7 +1,8 @@
 /* test_base.c — unit tests of the bottom layers: the expression language,
  * half-precision conversions, problem keys, template parsing (tensor-map
  * declarations too, and what the runtime makes of them before a device
- * is involved), and allocation-failure injection through the loaders. */
+ * is involved), chain timing's rotation of copies (on the cpu device), and
+ * allocation-failure injection through the loaders. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "../../base/expr.h"
 #include "../../db/problem.h"
 #include "../../gen/template.h"
+#include "../../runtime/check.h"
 #include "../../runtime/ops.h"
 #include "../../runtime/refdot.h"
 #include "../../runtime/tmap.h"
@@ -322,7 +324,53 @@ static void test_check_chunks(void) {
   free(out), free(ref), free(tol);
 }
 
+/* A launch that only records the B address it was given. */
+typedef struct seen_b {
+  int n;
+  gc_dptr_t b[64];
+} seen_b_t;
+static int record_b(void *ctx, void **args, gc_err_t *e) {
+  (void)e;
+  seen_b_t *s = ctx;
+  if (s->n < 64) s->b[s->n] = *(gc_dptr_t *)args[1];
+  s->n++;
+  return GC_OK;
+}
+
+/* gc_time_opts_t.chain: each sample is `chain` launches over copies of the
+ * largest input (B of a GEMV), as many copies as make the flush bytes, in
+ * turn, never the original buffer; the verified launch keeps the original. */
+static void test_chain_timing(void) {
+  gc_err_t e = {0};
+  gc_dev_t *dev = NULL;
+  gc_check_t *c = NULL;
+  gc_problem_t p = {"gemm", GC_DT_F32, GC_DT_F32, GC_DT_F32, 1, 64, 32, 0, 0, 0};
+  CHECK(!gc_dev_open("cpu", 0, &dev, &e) && !gc_check_setup(dev, &p, NULL, 1, &c, &e));
+  if (!c) return;
+  seen_b_t s = {0};
+  gc_verify_t v;
+  gc_timing_t t;
+  gc_time_opts_t o = {.min_iters = 2, .max_iters = 2, .chain = 4,
+                      .flush = 3 * 64 * 32 * sizeof(float)}; /* three copies of B */
+  CHECK(!gc_check_verify(c, record_b, &s, &v, &e) && !v.ok && s.n == 1); /* wrote nothing */
+  gc_dptr_t orig = s.b[0];
+  CHECK(!gc_check_time(c, record_b, &s, &o, &t, &e) && t.iters == 2 && s.n == 1 + 8);
+  int distinct = 0, ok = 1;
+  for (int i = 1; i < s.n; i++) {
+    ok &= s.b[i] != orig && s.b[i] == s.b[1 + (i - 1) % 3]; /* copies 0, 1, 2, 0, ... */
+    int fresh = 1;
+    for (int j = 1; j < i; j++) fresh &= s.b[j] != s.b[i];
+    distinct += fresh;
+  }
+  CHECK(ok && distinct == 3);
+  if (!(ok && distinct == 3))
+    for (int i = 0; i < s.n; i++) printf("  launch %d: B at %llx\n", i, (unsigned long long)s.b[i]);
+  gc_check_free(c);
+  gc_dev_close(dev);
+}
+
 int main(void) {
+  test_chain_timing();
   test_refdot();
   test_check_chunks();
   test_expr();

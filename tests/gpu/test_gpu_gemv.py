@@ -1,0 +1,35 @@
+"""The bulk-copy GEMV (gemv_bulk, sm_90) through gcore's own launch path:
+gcore-run --op on shapes whose rows are not a whole number of stages (K
+not a multiple of KC), whose N is not a whole number of row groups, and
+with more row groups than blocks (each block walks several); every element
+checked against the fp64 host reference and against numpy, as the op case
+table is. Run with GCORE_TEST_BACKEND=cuda GCORE_TEST_TARGETS=sm_90a."""
+import os
+
+import pytest
+
+from test_ops import numpy_check, problem_args
+
+BACKEND = os.environ.get("GCORE_TEST_BACKEND", "cpu")
+TARGETS = os.environ.get("GCORE_TEST_TARGETS", "cpu").split(",")
+pytestmark = pytest.mark.skipif(BACKEND != "cuda" or not any(t.startswith("sm_9") for t in TARGETS),
+                                reason="needs GCORE_TEST_BACKEND=cuda and an sm_90 target")
+
+SHAPES = [(1, 4100, 4104), (1, 7, 24), (1, 300, 14336), (1, 5000, 1000)]
+VARIANTS = ["RS=8", "RS=2,KC=256,STAGES=8,BPS=2", "RS=16,KC=512,STAGES=3", "RS=4,KC=2048,STAGES=2"]
+
+
+@pytest.mark.parametrize("op", ["gemm", "gemm_add", "rmsnorm_gemm"])
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+def test_gemv_bulk_verifies(gc, op, variant, dt):
+    target = next(t for t in TARGETS if t.startswith("sm_9"))
+    for s in SHAPES:
+        r = gc("gcore-gen", "--target", target, "--op", op, "--dtype", dt, *problem_args(op, s),
+               "--force", f"gemv_bulk:{variant}", "-o", "b.gcb", "-q")
+        assert r.rc == 0, r
+        dump = gc.dir / ("d_" + "x".join(map(str, s)))
+        r = gc("gcore-run", "--backend", "cuda", "-b", "b.gcb", "--op", op, "--dtype", dt,
+               *problem_args(op, s), "--dump", dump, "--min-time", "0.001")
+        assert r.rc == 0 and "verified" in r.out and "gemv_bulk" in r.out, r
+        numpy_check(op, dt, s, dump)
