@@ -246,7 +246,7 @@ int gc_check_time(gc_check_t *c, gc_launch_fn fn, void *ctx, const gc_time_opts_
     rc = timed_launch(c, fn, ctx, &ch, a, b, flush, d.flush, &ms, e);
     if (!rc) {
       s[n++] = ms;
-      total += ms;
+      total += ms * (ch.n > 1 ? ch.n : 1); /* device time spent: chains count whole */
     }
     if (!rc && n == d.min_iters && d.abandon_us > 0 && median_of(s, n) * 1e3 > d.abandon_us)
       break;

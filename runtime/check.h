@@ -37,7 +37,8 @@ typedef struct gc_time_opts {
                        bytes, so each launch reads its copy from memory, not
                        from the cache), divided by chain: how a decode step
                        runs a kernel that overlaps the one before it
-                       (gc_dev_kernel_pdl); 0 or 1: one launch a sample */
+                       (gc_dev_kernel_pdl); min_time counts all of a chain's
+                       launches; 0 or 1: one launch a sample */
 } gc_time_opts_t;
 
 /* The flush gcore uses on a device: 256 MiB on GPUs (over the L2 of any
