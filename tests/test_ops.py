@@ -237,10 +237,10 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
     if dt not in info["dtypes"] and dt.split(":")[0] not in info["dtypes"]:
         dt = info["dtypes"][0] if dt == "f32" else info["dtypes"][-1]  # e.g. mma: f16/bf16 only
     shape = SAMPLE_SHAPE[op]
-    if info["decode"]:
-        shape = (1,) + tuple(shape[1:])  # decode-only templates serve M = 1
     if info["matrix"]:
         shape = (48, 128, 256)  # matrix-core templates: whole mma tiles in N and K
+    if info["decode"]:
+        shape = (1,) + tuple(shape[1:])  # decode-only templates serve M = 1
     tried = 0
     for p, (values, default) in params.items():
         for v in values:
