@@ -385,8 +385,6 @@ def main():
         bw = 2 * n * 2 / tc / 1e6
         emit("")
         emit(f"copy bandwidth (read + write, 512 MiB each way): {bw:.0f} GB/s")
-        emit("| op | dtype | N | K | kernel | rel err | GB/s | fraction of copy | timed as |")
-        emit("|---|---|---|---|---|---|---|---|---|")
         emit("")
         emit("Decode ops at M = 1 as the 8B recipe runs them. Every launch of a timed graph reads a")
         emit("different copy of the weights (copies of 200 MB or more in all: four times the L2),")
