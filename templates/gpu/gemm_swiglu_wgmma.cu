@@ -85,8 +85,6 @@
 #define WG_MMA(n) "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32.f16.f16"
 #endif
 
-GC_DEVICE unsigned wg_saddr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-
 /* Shared-memory matrix descriptor: K-major, 128-byte (64-byte) swizzle,
  * 8-row groups 1024 (512) bytes apart (leading offset unused for these
  * layouts: 1). */
@@ -95,80 +93,6 @@ GC_DEVICE uint64_t wg_desc(unsigned s) {
          ((uint64_t)(8 * WG_RB >> 4) << 32) | ((uint64_t)(BK == 64 ? 1 : 2) << 62);
 }
 
-GC_DEVICE void wg_bar_init(unsigned b, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(b), "r"(count) : "memory");
-}
-GC_DEVICE void wg_bar_arrive(unsigned b) {
-  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(b)
-               : "memory");
-}
-/* Block until the phase of parity `par` of barrier b has completed. */
-GC_DEVICE void wg_bar_wait(unsigned b, unsigned par) {
-  unsigned ok;
-  do {
-    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 " selp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(ok)
-                 : "r"(b), "r"(par)
-                 : "memory");
-  } while (!ok);
-}
-/* Arrive on b once every cp.async this thread issued so far has landed. */
-GC_DEVICE void wg_cp_arrive(unsigned b) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(b) : "memory");
-}
-GC_DEVICE void wg_cp16(unsigned s, const void *g, int n) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(n)
-               : "memory");
-}
-
-/* ---- the copy engine (TMA = 1) and clusters ---- */
-
-/* A CUtensorMap as the runtime passes it (128 bytes, 64-byte aligned). */
-#ifndef GC_TMAP_T
-#define GC_TMAP_T
-struct __align__(64) gc_tmap_t { uint64_t w[16]; };
-#endif
-
-/* Arm barrier b for this phase: one arrival, and `bytes` to land. */
-GC_DEVICE void wg_expect(unsigned b, unsigned bytes) {
-  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n"
-               ::"r"(b), "r"(bytes) : "memory");
-}
-/* The box of map at (column x, row y) to shared address s; completes on b. */
-GC_DEVICE void wg_tma(unsigned s, const gc_tmap_t *map, int x, int y, unsigned b) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%2, %3}], [%4];\n"
-               ::"r"(s), "l"((uint64_t)map), "r"(x), "r"(y), "r"(b) : "memory");
-}
-/* The same into shared address s of every block of the cluster in mask,
- * completing on barrier b of each. */
-GC_DEVICE void wg_tma_mc(unsigned s, const gc_tmap_t *map, int x, int y, unsigned b,
-                         uint16_t mask) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-               ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n"
-               ::"r"(s), "l"((uint64_t)map), "r"(x), "r"(y), "r"(b), "h"(mask) : "memory");
-}
-GC_DEVICE unsigned wg_cta_rank(void) {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-/* Every thread of every block of the cluster arrives, then waits (the
- * .aligned forms: the warp reconverges first). */
-GC_DEVICE void wg_cluster_sync(void) {
-  __syncwarp();
-  asm volatile("barrier.cluster.arrive.release.aligned;\n"
-               "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-/* Arrive on barrier b (a shared::cta address) of block `cta` of the
- * cluster, with the default (.release.cta) semantics, as gemm_wgmma says
- * why. */
-GC_DEVICE void wg_arrive_cluster(unsigned b, unsigned cta) {
-  asm volatile("{\n .reg .b32 ra;\n mapa.shared::cluster.u32 ra, %0, %1;\n"
-               " mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n"
-               ::"r"(b), "r"(cta) : "memory");
-}
 /* Arrivals a stage's empty barrier waits for: per consumer thread
  * (cp.async path), or per consumer warp of each block of the cluster. */
 #define WG_EMPTY_COUNT (TMA ? CLUSTER * WG_CW * 4 : 128 * WG_CW)
@@ -181,13 +105,13 @@ GC_DEVICE void wg_release(unsigned b) {
 #if CLUSTER > 1
     GC_UNROLL(CLUSTER)
     for (unsigned r = 0; r < CLUSTER; r++)
-      wg_arrive_cluster(b, r);
+      gc_mbar_arrive_remote(b, r);
 #else
-    wg_bar_arrive(b);
+    gc_mbar_arrive(b);
 #endif
   }
 #else
-  wg_bar_arrive(b);
+  gc_mbar_arrive(b);
 #endif
 }
 
@@ -243,7 +167,7 @@ GC_DEVICE void wg_load(unsigned s, const TA *X, int64_t K, int nv, bool kok, con
   GC_UNROLL(4)
   for (int i = 0; i < R / WG_RP; i++) {
     bool ok = kok && i < nv;
-    wg_cp16(s + i * WG_RP * WG_RB, ok ? X : Xb, ok ? 16 : 0);
+    gc_cp_async16(s + i * WG_RP * WG_RB, ok ? X : Xb, ok ? 16 : 0);
     X += WG_RP * K;
   }
 }
@@ -275,15 +199,6 @@ GC_DEVICE void wg_store2(TC *C, int64_t M, int64_t N, int64_t m, int64_t n, floa
 /* ---- the staged epilogue (EPI = 1), as gemm_wgmma's ---- */
 #define WG_EBYTES 8192
 
-GC_DEVICE void wg_bulk_commit(void) { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-template <int N> GC_DEVICE void wg_bulk_wait_read(void) {
-  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
-}
-GC_DEVICE void wg_bulk_wait_all(void) { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
-GC_DEVICE void wg_tma_store(const gc_tmap_t *map, int x, int y, unsigned s) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
-               ::"l"((uint64_t)map), "r"(x), "r"(y), "r"(s) : "memory");
-}
 GC_DEVICE void wg_group_sync(int c) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
 }
@@ -297,7 +212,7 @@ GC_DEVICE void wg_epi_subtile(const float *acc, int q, const gc_tmap_t *tmC, uns
                               int t, int64_t e, int64_t m, int64_t n) {
   const unsigned buf = ebuf + (unsigned)(2 * c + (e & 1)) * WG_EBYTES;
   if (t == 0)
-    wg_bulk_wait_read<1>(); /* the store two subtiles back has read buf */
+    gc_bulk_wait_read<1>(); /* the store two subtiles back has read buf */
   wg_group_sync(c);
   const int w = t >> 5, lane = t & 31;
   GC_UNROLL(2)
@@ -314,8 +229,8 @@ GC_DEVICE void wg_epi_subtile(const float *acc, int q, const gc_tmap_t *tmC, uns
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* visible to the copy engine */
   wg_group_sync(c);
   if (t == 0) {
-    wg_tma_store(tmC, (int)n, (int)m, buf);
-    wg_bulk_commit();
+    gc_tma_store(tmC, (int)n, (int)m, buf);
+    gc_bulk_commit();
   }
 }
 
@@ -350,7 +265,7 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
 
     for (int64_t kt = 0; kt < kt_n; kt++, it++) {
       const int s = (int)(it % STAGES);
-      wg_bar_wait(full + 8 * s, (unsigned)((it / STAGES) & 1));
+      gc_mbar_wait(full + 8 * s, (unsigned)((it / STAGES) & 1));
       if (!TMA) /* cp.async wrote through the generic proxy; wgmma reads through the async one */
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       const unsigned sa = s0 + s * WG_SBYTES;
@@ -416,7 +331,7 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
       }
   }
   if (EPI && t == 0) /* the stores complete before the block's shared memory goes */
-    wg_bulk_wait_all();
+    gc_bulk_wait_all();
 }
 
 /* The producer of the TMA path, one thread: for each stage of each of the
@@ -433,18 +348,18 @@ GC_DEVICE void wg_tma_producer(const gc_tmap_t *tmA, const gc_tmap_t *tmW, int64
     for (int64_t kt = 0; kt < kt_n; kt++, it++) {
       const int s = (int)(it % STAGES);
       if (it >= STAGES) { /* both blocks' consumers released the stage */
-        wg_bar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
+        gc_mbar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
       }
       const unsigned sa = s0 + s * WG_SBYTES, f = full + 8 * s;
       const int x = (int)(kt * BK);
-      wg_expect(f, WG_SBYTES);
-      wg_tma(sa, tmA, x, (int)m0, f);
+      gc_mbar_expect_tx(f, WG_SBYTES);
+      gc_tma_load(sa, tmA, x, (int)m0, f);
 #if CLUSTER > 1
-      wg_tma_mc(sa + WG_ABYTES + rank * (BN / 2) * WG_RB, tmW, x, (int)(rank * N + n0), f,
+      gc_tma_load_mc(sa + WG_ABYTES + rank * (BN / 2) * WG_RB, tmW, x, (int)(rank * N + n0), f,
                 (uint16_t)((1u << CLUSTER) - 1));
 #else
-      wg_tma(sa + WG_ABYTES, tmW, x, (int)n0, f);
-      wg_tma(sa + WG_ABYTES + (BN / 2) * WG_RB, tmW, x, (int)(N + n0), f);
+      gc_tma_load(sa + WG_ABYTES, tmW, x, (int)n0, f);
+      gc_tma_load(sa + WG_ABYTES + (BN / 2) * WG_RB, tmW, x, (int)(N + n0), f);
 #endif
     }
   }
@@ -467,13 +382,13 @@ GC_DEVICE void wg_cp_producer(const TA *A, const TB *B, int64_t M, int64_t N, in
     for (int64_t kt = 0; kt < kt_n; kt++, it++) {
       const int s = (int)(it % STAGES);
       if (it >= STAGES)
-        wg_bar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
+        gc_mbar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
       const unsigned sa = s0 + s * WG_SBYTES + off;
       const bool kok = kt * BK + c8 < K;
       wg_load<BM>(sa, pa + kt * BK, K, na, kok, A);
       wg_load<BN / 2>(sa + WG_ABYTES, pg + kt * BK, K, nb, kok, (const TA *)B);
       wg_load<BN / 2>(sa + WG_ABYTES + BN / 2 * WG_RB, pu + kt * BK, K, nb, kok, (const TA *)B);
-      wg_cp_arrive(full + 8 * s);
+      gc_cp_async_mbar_arrive(full + 8 * s);
     }
   }
 }
@@ -518,18 +433,18 @@ void gemm_swiglu_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, in
       return;
   }
 
-  const int tid = gc_tid(), wg = tid >> 7, rank = CLUSTER > 1 ? (int)wg_cta_rank() : 0;
-  const unsigned s0 = (wg_saddr(gc_dyn_shared()) + 1023u) & ~1023u;
-  const unsigned full = wg_saddr(bars), empty = full + 8 * STAGES;
+  const int tid = gc_tid(), wg = tid >> 7, rank = CLUSTER > 1 ? (int)gc_cluster_rank() : 0;
+  const unsigned s0 = (gc_smem_addr(gc_dyn_shared()) + 1023u) & ~1023u;
+  const unsigned full = gc_smem_addr(bars), empty = full + 8 * STAGES;
   if (tid == 0) {
     for (int s = 0; s < STAGES; s++) {
-      wg_bar_init(full + 8 * s, TMA ? 1 : 128);
-      wg_bar_init(empty + 8 * s, WG_EMPTY_COUNT);
+      gc_mbar_init(full + 8 * s, TMA ? 1 : 128);
+      gc_mbar_init(empty + 8 * s, WG_EMPTY_COUNT);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   if (CLUSTER > 1) /* the peer's barriers are initialised before anyone arrives on them */
-    wg_cluster_sync();
+    gc_cluster_sync();
   else
     gc_barrier();
 
@@ -547,5 +462,5 @@ void gemm_swiglu_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, in
                 WG_TMC, s0 + STAGES * WG_SBYTES);
   }
   if (CLUSTER > 1) /* no block leaves while its peer may still write to it */
-    wg_cluster_sync();
+    gc_cluster_sync();
 }

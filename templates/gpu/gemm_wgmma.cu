@@ -54,7 +54,7 @@
  * block's full barrier then counts its own A bytes, its own B half and
  * its peer's; its empty barrier counts the releases of both blocks'
  * consumers (one arrival per consumer warp on each block of the pair,
- * mbarrier.arrive.release.cluster through mapa), so neither producer
+ * mbarrier.arrive through mapa), so neither producer
  * overwrites a stage the other block still reads. A cluster barrier
  * after the barrier set-up and before exit keeps a block from leaving
  * while its peer may still write into its shared memory or barriers.
@@ -137,93 +137,12 @@
 #define WG_MMA(n) "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32.f16.f16"
 #endif
 
-GC_DEVICE unsigned wg_saddr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-
 /* Shared-memory matrix descriptor: K-major, 128-byte (64-byte) swizzle,
  * 8-row groups 1024 (512) bytes apart (leading offset unused for these
  * layouts: 1). */
 GC_DEVICE uint64_t wg_desc(unsigned s) {
   return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) |
          ((uint64_t)(8 * WG_RB >> 4) << 32) | ((uint64_t)(BK == 64 ? 1 : 2) << 62);
-}
-
-GC_DEVICE void wg_bar_init(unsigned b, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(b), "r"(count) : "memory");
-}
-GC_DEVICE void wg_bar_arrive(unsigned b) {
-  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(b)
-               : "memory");
-}
-/* Block until the phase of parity `par` of barrier b has completed. */
-GC_DEVICE void wg_bar_wait(unsigned b, unsigned par) {
-  unsigned ok;
-  do {
-    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 " selp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(ok)
-                 : "r"(b), "r"(par)
-                 : "memory");
-  } while (!ok);
-}
-/* Arrive on b once every cp.async this thread issued so far has landed. */
-GC_DEVICE void wg_cp_arrive(unsigned b) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(b) : "memory");
-}
-GC_DEVICE void wg_cp16(unsigned s, const void *g, int n) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(n)
-               : "memory");
-}
-
-/* ---- the copy engine (TMA = 1) and clusters ---- */
-
-/* A CUtensorMap as the runtime passes it (128 bytes, 64-byte aligned). */
-#ifndef GC_TMAP_T
-#define GC_TMAP_T
-struct __align__(64) gc_tmap_t { uint64_t w[16]; };
-#endif
-
-/* Arm barrier b for this phase: one arrival, and `bytes` to land. */
-GC_DEVICE void wg_expect(unsigned b, unsigned bytes) {
-  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n"
-               ::"r"(b), "r"(bytes) : "memory");
-}
-/* The box of map at (column x, row y) to shared address s; completes on b. */
-GC_DEVICE void wg_tma(unsigned s, const gc_tmap_t *map, int x, int y, unsigned b) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%2, %3}], [%4];\n"
-               ::"r"(s), "l"((uint64_t)map), "r"(x), "r"(y), "r"(b) : "memory");
-}
-/* The same into shared address s of every block of the cluster in mask,
- * completing on barrier b of each. */
-GC_DEVICE void wg_tma_mc(unsigned s, const gc_tmap_t *map, int x, int y, unsigned b,
-                         uint16_t mask) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-               ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n"
-               ::"r"(s), "l"((uint64_t)map), "r"(x), "r"(y), "r"(b), "h"(mask) : "memory");
-}
-GC_DEVICE unsigned wg_cta_rank(void) {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-/* Every thread of every block of the cluster arrives, then waits (the
- * .aligned forms: the warp reconverges first). */
-GC_DEVICE void wg_cluster_sync(void) {
-  __syncwarp();
-  asm volatile("barrier.cluster.arrive.release.aligned;\n"
-               "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-/* Arrive on barrier b (a shared::cta address) of block `cta` of the
- * cluster, with the default (.release.cta) semantics: what the arrival
- * orders is the warp's completed wgmma reads of the stage, which the
- * peer's copy engine then overwrites. (.release.cluster made every
- * arrival a cluster-scope fence, which waits for all of the thread's
- * outstanding global stores, such as the previous tile's epilogue: 2.1x
- * slower, bench/RESULTS.md.) */
-GC_DEVICE void wg_arrive_cluster(unsigned b, unsigned cta) {
-  asm volatile("{\n .reg .b32 ra;\n mapa.shared::cluster.u32 ra, %0, %1;\n"
-               " mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n"
-               ::"r"(b), "r"(cta) : "memory");
 }
 
 /* Arrivals a stage's empty barrier waits for: per consumer thread
@@ -238,13 +157,13 @@ GC_DEVICE void wg_release(unsigned b) {
 #if CLUSTER > 1
     GC_UNROLL(CLUSTER)
     for (unsigned r = 0; r < CLUSTER; r++)
-      wg_arrive_cluster(b, r);
+      gc_mbar_arrive_remote(b, r);
 #else
-    wg_bar_arrive(b);
+    gc_mbar_arrive(b);
 #endif
   }
 #else
-  wg_bar_arrive(b);
+  gc_mbar_arrive(b);
 #endif
 }
 
@@ -300,7 +219,7 @@ GC_DEVICE void wg_load(unsigned s, const TA *X, int64_t K, int nv, bool kok, con
   GC_UNROLL(4)
   for (int i = 0; i < R / WG_RP; i++) {
     bool ok = kok && i < nv;
-    wg_cp16(s + i * WG_RP * WG_RB, ok ? X : Xb, ok ? 16 : 0);
+    gc_cp_async16(s + i * WG_RP * WG_RB, ok ? X : Xb, ok ? 16 : 0);
     X += WG_RP * K;
   }
 }
@@ -341,19 +260,6 @@ GC_DEVICE void wg_store2(TC *C, int64_t M, int64_t N, int64_t m, int64_t n, floa
  * the async proxy, and thread 0 issues the store of the subtile to C. */
 #define WG_EBYTES 8192
 
-/* Bulk stores: commit this thread's issued ones as a group; wait until
- * at most N groups still read shared memory (or, _all, still run). */
-GC_DEVICE void wg_bulk_commit(void) { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-template <int N> GC_DEVICE void wg_bulk_wait_read(void) {
-  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
-}
-GC_DEVICE void wg_bulk_wait_all(void) { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
-/* The box of map at (column x, row y) from shared address s (clipped at
- * the map's edges). */
-GC_DEVICE void wg_tma_store(const gc_tmap_t *map, int x, int y, unsigned s) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
-               ::"l"((uint64_t)map), "r"(x), "r"(y), "r"(s) : "memory");
-}
 /* The 128 threads of consumer warpgroup c meet (named barrier 1 + c). */
 GC_DEVICE void wg_group_sync(int c) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
@@ -370,15 +276,15 @@ GC_DEVICE void wg_epi_subtile(const float *acc, int q, const gc_tmap_t *tmC, uns
   const unsigned buf = ebuf + (unsigned)(2 * c + (e & 1)) * WG_EBYTES;
   const unsigned bar = ebar + 8u * (unsigned)(2 * c + (e & 1));
   if (t == 0) {
-    wg_bulk_wait_read<1>(); /* the store two subtiles back has read buf */
+    gc_bulk_wait_read<1>(); /* the store two subtiles back has read buf */
     if (GC_OP_GEMM_ADD) {
-      wg_expect(bar, WG_EBYTES);
-      wg_tma(buf, tmC, (int)n, (int)m, bar);
+      gc_mbar_expect_tx(bar, WG_EBYTES);
+      gc_tma_load(buf, tmC, (int)n, (int)m, bar);
     }
   }
   wg_group_sync(c);
   if (GC_OP_GEMM_ADD) /* C's subtile has landed (each buffer's barrier completes every other e) */
-    wg_bar_wait(bar, (unsigned)((e >> 1) & 1));
+    gc_mbar_wait(bar, (unsigned)((e >> 1) & 1));
   const int w = t >> 5, lane = t & 31;
   GC_UNROLL(2)
   for (int h = 0; h < 2; h++) {
@@ -400,8 +306,8 @@ GC_DEVICE void wg_epi_subtile(const float *acc, int q, const gc_tmap_t *tmC, uns
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* visible to the copy engine */
   wg_group_sync(c);
   if (t == 0) {
-    wg_tma_store(tmC, (int)n, (int)m, buf);
-    wg_bulk_commit();
+    gc_tma_store(tmC, (int)n, (int)m, buf);
+    gc_bulk_commit();
   }
 }
 
@@ -437,7 +343,7 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
 
     for (int64_t kt = 0; kt < kt_n; kt++, it++) {
       const int s = (int)(it % STAGES);
-      wg_bar_wait(full + 8 * s, (unsigned)((it / STAGES) & 1));
+      gc_mbar_wait(full + 8 * s, (unsigned)((it / STAGES) & 1));
       if (!TMA) /* cp.async wrote through the generic proxy; wgmma reads through the async one */
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       const unsigned sa = s0 + s * WG_SBYTES;
@@ -500,7 +406,7 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
       }
   }
   if (EPI && t == 0) /* the stores complete before the block's shared memory goes */
-    wg_bulk_wait_all();
+    gc_bulk_wait_all();
 }
 
 /* The producer of the TMA path, one thread: for each stage of each of the
@@ -517,17 +423,17 @@ GC_DEVICE void wg_tma_producer(const gc_tmap_t *tmA, const gc_tmap_t *tmB, unsig
     for (int64_t kt = 0; kt < kt_n; kt++, it++) {
       const int s = (int)(it % STAGES);
       if (it >= STAGES) { /* both blocks' consumers released the stage */
-        wg_bar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
+        gc_mbar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
       }
       const unsigned sa = s0 + s * WG_SBYTES, f = full + 8 * s;
       const int x = (int)(kt * BK);
-      wg_expect(f, WG_SBYTES);
-      wg_tma(sa, tmA, x, (int)m0, f);
+      gc_mbar_expect_tx(f, WG_SBYTES);
+      gc_tma_load(sa, tmA, x, (int)m0, f);
 #if CLUSTER > 1
-      wg_tma_mc(sa + WG_ABYTES + rank * (BN / CLUSTER) * WG_RB, tmB, x,
+      gc_tma_load_mc(sa + WG_ABYTES + rank * (BN / CLUSTER) * WG_RB, tmB, x,
                 (int)(n0 + rank * (BN / CLUSTER)), f, (uint16_t)((1u << CLUSTER) - 1));
 #else
-      wg_tma(sa + WG_ABYTES, tmB, x, (int)n0, f);
+      gc_tma_load(sa + WG_ABYTES, tmB, x, (int)n0, f);
 #endif
     }
   }
@@ -549,12 +455,12 @@ GC_DEVICE void wg_cp_producer(const TA *A, const TB *B, int64_t M, int64_t N, in
     for (int64_t kt = 0; kt < kt_n; kt++, it++) {
       const int s = (int)(it % STAGES);
       if (it >= STAGES)
-        wg_bar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
+        gc_mbar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
       const unsigned sa = s0 + s * WG_SBYTES + off;
       const bool kok = kt * BK + c8 < K;
       wg_load<BM>(sa, pa + kt * BK, K, na, kok, A);
       wg_load<BN>(sa + WG_ABYTES, pb + kt * BK, K, nb, kok, (const TA *)B);
-      wg_cp_arrive(full + 8 * s);
+      gc_cp_async_mbar_arrive(full + 8 * s);
     }
   }
 }
@@ -599,21 +505,21 @@ void gemm_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K
       return;
   }
 
-  const int tid = gc_tid(), wg = tid >> 7, rank = CLUSTER > 1 ? (int)wg_cta_rank() : 0;
-  const unsigned s0 = (wg_saddr(gc_dyn_shared()) + 1023u) & ~1023u;
-  const unsigned full = wg_saddr(bars), empty = full + 8 * STAGES, ebar = empty + 8 * STAGES;
+  const int tid = gc_tid(), wg = tid >> 7, rank = CLUSTER > 1 ? (int)gc_cluster_rank() : 0;
+  const unsigned s0 = (gc_smem_addr(gc_dyn_shared()) + 1023u) & ~1023u;
+  const unsigned full = gc_smem_addr(bars), empty = full + 8 * STAGES, ebar = empty + 8 * STAGES;
   const unsigned ebuf = s0 + STAGES * WG_SBYTES; /* EPI: 4 buffers of WG_EBYTES, 1024-aligned */
   if (tid == 0) {
     for (int s = 0; s < STAGES; s++) {
-      wg_bar_init(full + 8 * s, TMA ? 1 : 128);
-      wg_bar_init(empty + 8 * s, WG_EMPTY_COUNT);
+      gc_mbar_init(full + 8 * s, TMA ? 1 : 128);
+      gc_mbar_init(empty + 8 * s, WG_EMPTY_COUNT);
     }
     for (int b = 0; b < 4; b++)
-      wg_bar_init(ebar + 8 * b, 1);
+      gc_mbar_init(ebar + 8 * b, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   if (CLUSTER > 1) /* the peer's barriers are initialised before anyone arrives on them */
-    wg_cluster_sync();
+    gc_cluster_sync();
   else
     gc_barrier();
 
@@ -631,5 +537,5 @@ void gemm_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K
                 WG_TMC, ebuf, ebar);
   }
   if (CLUSTER > 1) /* no block leaves while its peer may still write to it */
-    wg_cluster_sync();
+    gc_cluster_sync();
 }

@@ -59,36 +59,6 @@
 #endif
 #define GB_SBYTES (RS * KC * SB) /* bytes per stage */
 
-GC_DEVICE unsigned gb_saddr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-GC_DEVICE void gb_bar_init(unsigned b, unsigned n) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(b), "r"(n) : "memory");
-}
-GC_DEVICE void gb_arrive(unsigned b) {
-  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(b)
-               : "memory");
-}
-/* One arrival on b and `bytes` more to land in this phase. */
-GC_DEVICE void gb_expect(unsigned b, unsigned bytes) {
-  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n"
-               ::"r"(b), "r"(bytes) : "memory");
-}
-/* Block until the phase of parity par of barrier b has completed. */
-GC_DEVICE void gb_wait(unsigned b, unsigned par) {
-  unsigned ok;
-  do {
-    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 " selp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(ok)
-                 : "r"(b), "r"(par)
-                 : "memory");
-  } while (!ok);
-}
-/* bytes (a multiple of 16) from global g to shared s, completing on b. */
-GC_DEVICE void gb_bulk(unsigned s, const void *g, unsigned bytes, unsigned b) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-               ::"r"(s), "l"(g), "r"(bytes), "r"(b) : "memory");
-}
-
 /* The producer (one thread): every stage of every group of the block. */
 GC_DEVICE void gb_produce(const TB *B, int64_t N, int64_t K, unsigned ring, unsigned full,
                           unsigned empty) {
@@ -98,12 +68,12 @@ GC_DEVICE void gb_produce(const TB *B, int64_t N, int64_t K, unsigned ring, unsi
     for (int64_t kc = 0; kc < nk; kc++, it++) {
       const int s = (int)(it % STAGES);
       if (it >= STAGES) /* every consumer warp is done with the stage's last use */
-        gb_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
+        gc_mbar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
       const int rows = (int)gc_min64(RS, N - g * RS);
       const unsigned cb = (unsigned)(gc_min64(KC, K - kc * KC) * SB); /* bytes per row segment */
-      gb_expect(full + 8 * s, (unsigned)rows * cb);
+      gc_mbar_expect_tx(full + 8 * s, (unsigned)rows * cb);
       for (int r = 0; r < rows; r++)
-        gb_bulk(ring + (unsigned)(s * GB_SBYTES + r * KC * SB), B + (g * RS + r) * K + kc * KC, cb,
+        gc_bulk_load(ring + (unsigned)(s * GB_SBYTES + r * KC * SB), B + (g * RS + r) * K + kc * KC, cb,
                 full + 8 * s);
     }
 }
@@ -120,7 +90,7 @@ GC_DEVICE void gb_consume(const TA *A, TC *C, const TB *Wn, int64_t N, int64_t K
     float acc = 0.0f;
     for (int64_t kc = 0; kc < nk; kc++, it++) {
       const int s = (int)(it % STAGES);
-      gb_wait(full + 8 * s, (unsigned)((it / STAGES) & 1));
+      gc_mbar_wait(full + 8 * s, (unsigned)((it / STAGES) & 1));
       const int cols = (int)gc_min64(KC, K - kc * KC);
       const TB *row = (const TB *)(ring + s * GB_SBYTES + w * KC * SB); /* [KC] */
       if (g * RS + w < N) {
@@ -146,7 +116,7 @@ GC_DEVICE void gb_consume(const TA *A, TC *C, const TB *Wn, int64_t N, int64_t K
       }
       __syncwarp(); /* the warp has read the stage */
       if (lane == 0)
-        gb_arrive(empty + 8 * s);
+        gc_mbar_arrive(empty + 8 * s);
     }
     acc = gc_warp_sum(acc);
     if (GB_NORM && first)
@@ -175,19 +145,19 @@ void gemv_bulk(const TA *A, const TB *B, TC *C,
 #endif
   GC_SHARED uint64_t bars[2 * STAGES]; /* full[0..S-1], empty[0..S-1] */
   const int tid = gc_tid(), w = tid / 32, lane = tid % 32;
-  unsigned char *ring = gc_dyn_shared() + ((128 - (gb_saddr(gc_dyn_shared()) & 127)) & 127);
-  const unsigned full = gb_saddr(bars), empty = full + 8 * STAGES;
+  unsigned char *ring = gc_dyn_shared() + ((128 - (gc_smem_addr(gc_dyn_shared()) & 127)) & 127);
+  const unsigned full = gc_smem_addr(bars), empty = full + 8 * STAGES;
   if (tid == 0) {
     for (int s = 0; s < STAGES; s++) {
-      gb_bar_init(full + 8 * s, 1);
-      gb_bar_init(empty + 8 * s, RS);
+      gc_mbar_init(full + 8 * s, 1);
+      gc_mbar_init(empty + 8 * s, RS);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   gc_barrier();
   if (w == RS) { /* the producer reads only B: no need to wait for the kernel before */
     if (lane == 0 && M == 1 && N > 0 && K > 0)
-      gb_produce(B, N, K, gb_saddr(ring), full, empty);
+      gb_produce(B, N, K, gc_smem_addr(ring), full, empty);
     return;
   }
   gc_pdl_wait(); /* A, C and the norm may be the previous kernel's output */

@@ -113,6 +113,110 @@ GC_DEVICE void gc_prefetch_l2(const void *p) {
   asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
 }
 
+/* ------------------------------------------------------------------ */
+/* Shared-memory barriers and the copy engines (NVIDIA only: templates */
+/* of @backend cuda; mbarriers and cp.async from sm_80, bulk copies,   */
+/* tensor maps and clusters from sm_90). Barriers and shared buffers   */
+/* are named by their shared-memory addresses (gc_smem_addr).          */
+/* ------------------------------------------------------------------ */
+
+/* A CUtensorMap as the runtime passes it (128 bytes, 64-byte aligned;
+ * @tensormap, runtime/tmap.h). */
+struct __align__(64) gc_tmap_t { uint64_t w[16]; };
+
+GC_DEVICE unsigned gc_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+/* Barrier b expects `count` arrivals a phase. */
+GC_DEVICE void gc_mbar_init(unsigned b, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(b), "r"(count) : "memory");
+}
+GC_DEVICE void gc_mbar_arrive(unsigned b) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(b)
+               : "memory");
+}
+/* One arrival on b, and `bytes` more that copies must land this phase. */
+GC_DEVICE void gc_mbar_expect_tx(unsigned b, unsigned bytes) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n"
+               ::"r"(b), "r"(bytes) : "memory");
+}
+/* Block until the phase of parity par of barrier b has completed. */
+GC_DEVICE void gc_mbar_wait(unsigned b, unsigned par) {
+  unsigned ok;
+  do {
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(ok)
+                 : "r"(b), "r"(par)
+                 : "memory");
+  } while (!ok);
+}
+/* Arrive on barrier b (a shared::cta address) of block `cta` of the
+ * cluster, with the default (.release.cta) semantics. (.release.cluster
+ * makes every arrival a cluster-scope fence that waits for all of the
+ * thread's outstanding global stores: gemm_wgmma ran 2.1x slower with it,
+ * bench/RESULTS.md.) */
+GC_DEVICE void gc_mbar_arrive_remote(unsigned b, unsigned cta) {
+  asm volatile("{\n .reg .b32 ra;\n mapa.shared::cluster.u32 ra, %0, %1;\n"
+               " mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n"
+               ::"r"(b), "r"(cta) : "memory");
+}
+
+/* 16 bytes from g to shared s, n of them read (the rest zero filled). */
+GC_DEVICE void gc_cp_async16(unsigned s, const void *g, int n) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(n)
+               : "memory");
+}
+/* Arrive on b once every cp.async this thread issued so far has landed. */
+GC_DEVICE void gc_cp_async_mbar_arrive(unsigned b) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(b) : "memory");
+}
+
+/* bytes (a multiple of 16) from global g to shared s, completing on b. */
+GC_DEVICE void gc_bulk_load(unsigned s, const void *g, unsigned bytes, unsigned b) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+               ::"r"(s), "l"(g), "r"(bytes), "r"(b) : "memory");
+}
+/* The box of map at (column x, row y) to shared address s; completes on b. */
+GC_DEVICE void gc_tma_load(unsigned s, const gc_tmap_t *map, int x, int y, unsigned b) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3}], [%4];\n"
+               ::"r"(s), "l"((uint64_t)map), "r"(x), "r"(y), "r"(b) : "memory");
+}
+/* The same into shared address s of every block of the cluster in mask,
+ * completing on barrier b of each. */
+GC_DEVICE void gc_tma_load_mc(unsigned s, const gc_tmap_t *map, int x, int y, unsigned b,
+                              uint16_t mask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n"
+               ::"r"(s), "l"((uint64_t)map), "r"(x), "r"(y), "r"(b), "h"(mask) : "memory");
+}
+/* The box of map at (column x, row y) from shared address s (clipped at
+ * the map's edges); a bulk group of this thread's. */
+GC_DEVICE void gc_tma_store(const gc_tmap_t *map, int x, int y, unsigned s) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
+               ::"l"((uint64_t)map), "r"(x), "r"(y), "r"(s) : "memory");
+}
+/* Bulk stores: commit this thread's issued ones as a group; wait until
+ * at most N groups still read shared memory (or, _all, until all ran). */
+GC_DEVICE void gc_bulk_commit(void) { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N> GC_DEVICE void gc_bulk_wait_read(void) {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+GC_DEVICE void gc_bulk_wait_all(void) { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+GC_DEVICE unsigned gc_cluster_rank(void) {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+/* Every thread of every block of the cluster arrives, then waits (the
+ * .aligned forms: the warp reconverges first). */
+GC_DEVICE void gc_cluster_sync(void) {
+  __syncwarp();
+  asm volatile("barrier.cluster.arrive.release.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
 /* Dynamic shared memory (@shmem bytes), 16-byte aligned at least. */
 extern __shared__ __align__(16) unsigned char gc_dyn_smem_[];
 GC_DEVICE unsigned char *gc_dyn_shared(void) { return gc_dyn_smem_; }
