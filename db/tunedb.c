@@ -247,11 +247,15 @@ int gc_db_set_resources(gc_db_t *db, int64_t variant_id,
   return rc == SQLITE_DONE ? GC_OK : gc_sql_err(db->sq, e, db->path);
 }
 
+/* SQL: the measurement (columns prefixed t) is a constraint rejection. */
+#define CONSTRAINT_REJECTION(t) \
+  "(" t "status = 'rejected' AND " t "detail LIKE '" GC_DB_CONSTRAINT_DETAIL "%')"
+
 int gc_db_measured(gc_db_t *db, int64_t device_id, int64_t problem_id,
                    int64_t variant_id, int *found, gc_err_t *e) {
   sqlite3_stmt *st;
   if (gc_sql_prepare(db->sq,
-                     "SELECT 1 + (status = 'rejected' AND detail LIKE 'constraint failed%') "
+                     "SELECT 1 + " CONSTRAINT_REJECTION("") " "
                      "FROM measurements WHERE device_id=?1 AND problem_id=?2 AND variant_id=?3",
                      &st, e))
     return e->code;
@@ -467,7 +471,7 @@ int gc_db_candidates(gc_db_t *db, int64_t device_id, int64_t problem_id, const c
                      "SELECT count(*) FROM measurements m JOIN variants v ON v.id = m.variant_id "
                      "WHERE m.device_id=?1 AND m.problem_id=?2 AND v.target=?3 AND "
                      "v.compiler_id=?4 AND instr(?5, ',' || v.template_hash || ',') > 0 AND NOT "
-                     "(m.status = 'rejected' AND m.detail LIKE 'constraint failed%')",
+                     CONSTRAINT_REJECTION("m."),
                      &st, e))
     return e->code;
   sqlite3_bind_int64(st, 1, device_id);

@@ -65,6 +65,11 @@ int gc_db_variant_id(gc_db_t *db, const gc_db_variant_t *v, int64_t *id, gc_err_
 int gc_db_set_resources(gc_db_t *db, int64_t variant_id,
                         const gc_db_resources_t *r, gc_err_t *e);
 
+/* How the detail of a rejection by a template constraint (or @applies)
+ * begins: such a candidate was never one, so it counts toward no budget
+ * (gc_db_measured, gc_db_candidates). */
+#define GC_DB_CONSTRAINT_DETAIL "constraint failed"
+
 /* *found = 1 when a measurement for (device, problem, variant) exists, 2
  * when it is a rejection by a template constraint (never a candidate), 0
  * when none does. */

@@ -25,6 +25,11 @@ struct gc_check {
   double *ref[GC_OP_MAX_BUFS], *tol[GC_OP_MAX_BUFS]; /* outputs and in/out only */
   unsigned char *readback;          /* largest output + guard */
   gc_argpack_t args;
+  /* made by the first timing that needs them, kept for the next ones */
+  gc_dptr_t flush;                  /* cold-cache reads (gc_time_opts_t.flush) */
+  size_t flush_bytes;
+  int rot_buf, ncopies;             /* chain timing: copies of input rot_buf */
+  gc_dptr_t copy[16];
 };
 
 void gc_check_free(gc_check_t *c) {
@@ -35,6 +40,8 @@ void gc_check_free(gc_check_t *c) {
     free(c->tol[i]);
     gc_dev_free(c->dev, c->dev_buf[i]);
   }
+  for (int i = 0; i < c->ncopies; i++) gc_dev_free(c->dev, c->copy[i]);
+  gc_dev_free(c->dev, c->flush);
   free(c->readback);
   free(c);
 }
@@ -162,63 +169,64 @@ size_t gc_check_default_flush(gc_dev_t *dev) {
   return gc_dev_info(dev)->host_memory ? 0 : (size_t)256 << 20;
 }
 
-/* Chain timing's copies of the largest input buffer (gc_time_opts_t.chain). */
-typedef struct chain {
-  int n, buf;                  /* launches a sample; the buffer rotated (-1: none) */
-  int ncopies, turn;           /* copies; the next one to use */
-  gc_dptr_t copy[16];
-} chain_t;
+/* The flush buffer of n bytes (defined contents to read), made once. */
+static int flush_buffer(gc_check_t *c, size_t n, gc_err_t *e) {
+  if (c->flush_bytes == n) return GC_OK;
+  gc_dev_free(c->dev, c->flush);
+  c->flush = 0;
+  c->flush_bytes = 0;
+  if (gc_dev_alloc(c->dev, n, &c->flush, e) || gc_dev_memset(c->dev, c->flush, 0, n, e))
+    return e->code;
+  c->flush_bytes = n;
+  return GC_OK;
+}
 
-/* Make ch's copies of c's largest input: as many as make `bytes` together
- * (2 to 16), each uploaded from the initial contents. */
-static int chain_setup(gc_check_t *c, int n, size_t bytes, chain_t *ch, gc_err_t *e) {
-  memset(ch, 0, sizeof *ch);
-  ch->n = n;
-  ch->buf = -1;
+/* Chain timing's copies of c's largest input, made once: as many as make
+ * `bytes` together (2 to 16), each uploaded from the initial contents.
+ * None where there is no input to rotate. */
+static int chain_copies(gc_check_t *c, size_t bytes, gc_err_t *e) {
+  if (c->ncopies) return GC_OK;
+  c->rot_buf = -1;
   for (int i = 0; i < c->nbufs; i++)
-    if (c->bufs[i].kind == GC_BUF_IN && (ch->buf < 0 || c->bytes[i] > c->bytes[ch->buf])) ch->buf = i;
-  if (ch->buf < 0 || !c->bytes[ch->buf]) return GC_OK; /* nothing to rotate: one buffer */
-  size_t want = (bytes + c->bytes[ch->buf] - 1) / c->bytes[ch->buf];
+    if (c->bufs[i].kind == GC_BUF_IN && (c->rot_buf < 0 || c->bytes[i] > c->bytes[c->rot_buf]))
+      c->rot_buf = i;
+  if (c->rot_buf < 0 || !c->bytes[c->rot_buf]) return GC_OK;
+  size_t sz = c->bytes[c->rot_buf], want = (bytes + sz - 1) / sz;
   int k = want < 2 ? 2 : want > 16 ? 16 : (int)want;
-  for (; ch->ncopies < k; ch->ncopies++)
-    if (gc_dev_alloc(c->dev, c->bytes[ch->buf], &ch->copy[ch->ncopies], e) ||
-        gc_dev_upload(c->dev, ch->copy[ch->ncopies], c->host[ch->buf], c->bytes[ch->buf], e))
+  for (; c->ncopies < k; c->ncopies++)
+    if (gc_dev_alloc(c->dev, sz, &c->copy[c->ncopies], e) ||
+        gc_dev_upload(c->dev, c->copy[c->ncopies], c->host[c->rot_buf], sz, e))
       return e->code;
   return GC_OK;
 }
 
-static void chain_free(gc_check_t *c, chain_t *ch) {
-  for (int i = 0; i < ch->ncopies; i++) gc_dev_free(c->dev, ch->copy[i]);
-}
-
-/* The sample's launches: one, or ch->n over the copies in turn (the turn
- * goes on across samples). */
-static int sample_launches(gc_check_t *c, gc_launch_fn fn, void *ctx, chain_t *ch,
+/* A sample's launches: one, or n over the copies in turn (*turn goes on
+ * across samples). */
+static int sample_launches(gc_check_t *c, gc_launch_fn fn, void *ctx, int n, int *turn,
                            gc_err_t *e) {
-  if (ch->n <= 1 || !ch->ncopies) {
-    for (int r = 0; r < (ch->n > 1 ? ch->n : 1); r++)
+  if (n <= 1 || !c->ncopies) {
+    for (int r = 0; r < (n > 1 ? n : 1); r++)
       if (fn(ctx, c->args.args, e)) return e->code;
     return GC_OK;
   }
   void *args[16];
   memcpy(args, c->args.args, sizeof args);
-  for (int r = 0; r < ch->n; r++) {
-    gc_dptr_t p = ch->copy[ch->turn++ % ch->ncopies]; /* the launch copies its arguments */
-    args[ch->buf] = &p;
+  for (int r = 0; r < n; r++) {
+    gc_dptr_t p = c->copy[(*turn)++ % c->ncopies]; /* the launch copies its arguments */
+    args[c->rot_buf] = &p;
     if (fn(ctx, args, e)) return e->code;
   }
   return GC_OK;
 }
 
-static int timed_launch(gc_check_t *c, gc_launch_fn fn, void *ctx, chain_t *ch,
-                        gc_event_t *a, gc_event_t *b, gc_dptr_t flush, size_t flush_n,
-                        double *ms, gc_err_t *e) {
-  if ((flush && gc_dev_flush(c->dev, flush, flush_n, e)) ||
-      gc_dev_event_record(c->dev, a, e) || sample_launches(c, fn, ctx, ch, e) ||
+static int timed_launch(gc_check_t *c, gc_launch_fn fn, void *ctx, int chain, int *turn,
+                        gc_event_t *a, gc_event_t *b, size_t flush_n, double *ms, gc_err_t *e) {
+  if ((flush_n && gc_dev_flush(c->dev, c->flush, flush_n, e)) ||
+      gc_dev_event_record(c->dev, a, e) || sample_launches(c, fn, ctx, chain, turn, e) ||
       gc_dev_event_record(c->dev, b, e) || gc_dev_sync(c->dev, e) ||
       gc_dev_event_elapsed(c->dev, a, b, ms, e))
     return e->code;
-  if (ch->n > 1) *ms /= ch->n;
+  if (chain > 1) *ms /= chain;
   return GC_OK;
 }
 
@@ -229,12 +237,11 @@ int gc_check_time(gc_check_t *c, gc_launch_fn fn, void *ctx, const gc_time_opts_
   memset(t, 0, sizeof *t);
   double *s = gc_malloc((size_t)d.max_iters * sizeof *s, e);
   gc_event_t *a = NULL, *b = NULL;
-  gc_dptr_t flush = 0;
-  chain_t ch = {.n = 1, .buf = -1};
+  const int chain = d.chain > 1 ? d.chain : 1;
+  int turn = 0;
   int rc = s ? GC_OK : GC_ENOMEM;
-  if (!rc && d.chain > 1) rc = chain_setup(c, d.chain, d.flush, &ch, e);
-  if (!rc && d.flush) rc = gc_dev_alloc(c->dev, d.flush, &flush, e);
-  if (!rc && d.flush) rc = gc_dev_memset(c->dev, flush, 0, d.flush, e); /* defined bytes to read */
+  if (!rc && chain > 1) rc = chain_copies(c, d.flush, e);
+  if (!rc && d.flush) rc = flush_buffer(c, d.flush, e);
   if (!rc) rc = gc_dev_event_create(c->dev, &a, e);
   if (!rc) rc = gc_dev_event_create(c->dev, &b, e);
   for (int i = 0; !rc && i < d.warmup; i++) rc = fn(ctx, c->args.args, e);
@@ -243,10 +250,10 @@ int gc_check_time(gc_check_t *c, gc_launch_fn fn, void *ctx, const gc_time_opts_
   int64_t n = 0;
   while (!rc && n < d.max_iters && (n < d.min_iters || total < d.min_time * 1e3)) {
     double ms;
-    rc = timed_launch(c, fn, ctx, &ch, a, b, flush, d.flush, &ms, e);
+    rc = timed_launch(c, fn, ctx, chain, &turn, a, b, d.flush, &ms, e);
     if (!rc) {
       s[n++] = ms;
-      total += ms * (ch.n > 1 ? ch.n : 1); /* device time spent: chains count whole */
+      total += ms * chain; /* device time spent: chains count whole */
     }
     if (!rc && n == d.min_iters && d.abandon_us > 0 && median_of(s, n) * 1e3 > d.abandon_us)
       break;
@@ -263,8 +270,6 @@ int gc_check_time(gc_check_t *c, gc_launch_fn fn, void *ctx, const gc_time_opts_
   }
   gc_dev_event_destroy(c->dev, a);
   gc_dev_event_destroy(c->dev, b);
-  gc_dev_free(c->dev, flush);
-  chain_free(c, &ch);
   free(s);
   return rc;
 }

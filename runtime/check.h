@@ -60,6 +60,9 @@ const gc_problem_t *gc_check_problem(const gc_check_t *c);
 
 int gc_check_verify(gc_check_t *c, gc_launch_fn fn, void *ctx, gc_verify_t *v,
                     gc_err_t *e);
+/* Time fn's launches as o says (NULL: the defaults). The flush buffer and
+ * chain timing's copies are made by the first call that needs them and
+ * kept for the next ones (a tuner times many candidates on one check). */
 int gc_check_time(gc_check_t *c, gc_launch_fn fn, void *ctx, const gc_time_opts_t *o,
                   gc_timing_t *t, gc_err_t *e);
 /* The buffers (for --dump): *n of them, described in b. */

@@ -221,30 +221,22 @@ static uint64_t splitmix(uint64_t *s) { return mix(*s += GOLDEN); }
 typedef struct fill_job {
   void *p;
   gc_dtype_t t;
-  int64_t n;
   double lo, hi;
   uint64_t s0;
-  atomic_llong next;
 } fill_job_t;
 
-static void *fill_worker(void *arg) {
+static void fill_body(void *arg, int64_t i0, int64_t i1) {
   fill_job_t *f = arg;
-  for (;;) {
-    int64_t i0 = (int64_t)atomic_fetch_add(&f->next, FILL_CHUNK);
-    if (i0 >= f->n) return NULL;
-    int64_t i1 = i0 + FILL_CHUNK < f->n ? i0 + FILL_CHUNK : f->n;
-    for (int64_t i = i0; i < i1; i++) {
-      double u = (double)(mix(f->s0 + (uint64_t)(i + 1) * GOLDEN) >> 11) * 0x1p-53;
-      gc_store_elem(f->p, f->t, i, f->lo + (f->hi - f->lo) * u);
-    }
+  for (int64_t i = i0; i < i1; i++) {
+    double u = (double)(mix(f->s0 + (uint64_t)(i + 1) * GOLDEN) >> 11) * 0x1p-53;
+    gc_store_elem(f->p, f->t, i, f->lo + (f->hi - f->lo) * u);
   }
 }
 
 /* Uniform in [lo, hi), rounded to dtype t; large fills on every core. */
 static void fill(void *p, gc_dtype_t t, int64_t n, double lo, double hi, uint64_t *s) {
-  fill_job_t f = {p, t, n, lo, hi, *s, 0};
-  int threads = n < 4 * FILL_CHUNK ? 1 : gc_ref_host_threads();
-  gc_ref_threads(fill_worker, &f, threads);
+  fill_job_t f = {p, t, lo, hi, *s};
+  gc_ref_for(0, n, FILL_CHUNK, fill_body, &f, n < 4 * FILL_CHUNK ? 1 : gc_ref_host_threads());
   *s += (uint64_t)n * GOLDEN;
 }
 
@@ -568,28 +560,23 @@ typedef struct check_job {
   const gc_opbuf_t *b;
   const void *out;
   const double *ref, *tol;
-  int64_t start, end;         /* this round's elements */
+  int64_t start;               /* this round's first element */
   double worst[CHECK_TABLE];  /* per chunk of the round */
   int64_t first[CHECK_TABLE]; /* per chunk: first failing index, or -1 */
-  atomic_llong next;
 } check_job_t;
 
-static void *check_worker(void *arg) {
+static void check_body(void *arg, int64_t i0, int64_t i1) {
   check_job_t *c = arg;
-  for (;;) {
-    int64_t i0 = (int64_t)atomic_fetch_add(&c->next, CHECK_CHUNK);
-    if (i0 >= c->end) return NULL;
-    int64_t i1 = i0 + CHECK_CHUNK < c->end ? i0 + CHECK_CHUNK : c->end, bad = -1;
-    double w = 0;
-    for (int64_t i = i0; i < i1; i++) {
-      double g = gc_load_elem(c->out, c->b->dtype, i), err = fabs(g - c->ref[i]);
-      double ratio = !isfinite(g) ? INFINITY : err == 0 ? 0 : c->tol[i] > 0 ? err / c->tol[i] : INFINITY;
-      if (ratio > w) w = ratio;
-      if (bad < 0 && !(ratio <= 1.0)) bad = i;
-    }
-    c->worst[(i0 - c->start) / CHECK_CHUNK] = w;
-    c->first[(i0 - c->start) / CHECK_CHUNK] = bad;
+  int64_t bad = -1;
+  double w = 0;
+  for (int64_t i = i0; i < i1; i++) {
+    double g = gc_load_elem(c->out, c->b->dtype, i), err = fabs(g - c->ref[i]);
+    double ratio = !isfinite(g) ? INFINITY : err == 0 ? 0 : c->tol[i] > 0 ? err / c->tol[i] : INFINITY;
+    if (ratio > w) w = ratio;
+    if (bad < 0 && !(ratio <= 1.0)) bad = i;
   }
+  c->worst[(i0 - c->start) / CHECK_CHUNK] = w;
+  c->first[(i0 - c->start) / CHECK_CHUNK] = bad;
 }
 
 int gc_op_check(const gc_opbuf_t *b, const void *out, const double *ref, const double *tol,
@@ -599,10 +586,9 @@ int gc_op_check(const gc_opbuf_t *b, const void *out, const double *ref, const d
   int64_t bad = -1;
   *worst = 0;
   for (c.start = 0; c.start < b->count; c.start += round) {
-    c.end = c.start + round < b->count ? c.start + round : b->count;
-    atomic_store(&c.next, c.start);
-    int64_t chunks = (c.end - c.start + CHECK_CHUNK - 1) / CHECK_CHUNK;
-    gc_ref_threads(check_worker, &c, chunks > 4 ? gc_ref_host_threads() : 1);
+    int64_t end = c.start + round < b->count ? c.start + round : b->count;
+    int64_t chunks = (end - c.start + CHECK_CHUNK - 1) / CHECK_CHUNK;
+    gc_ref_for(c.start, end, CHECK_CHUNK, check_body, &c, chunks > 4 ? gc_ref_host_threads() : 1);
     for (int64_t k = 0; k < chunks; k++) {
       if (c.worst[k] > *worst) *worst = c.worst[k];
       if (bad < 0) bad = c.first[k];

@@ -36,31 +36,46 @@ int gc_ref_host_threads(void) {
   return c < 64 ? c : 64;
 }
 
+typedef struct range_job {
+  void (*body)(void *arg, int64_t i0, int64_t i1);
+  void *arg;
+  int64_t end, chunk;
+  atomic_llong next; /* the next chunk's start */
+} range_job_t;
+
+static void *range_worker(void *arg) {
+  range_job_t *r = arg;
+  for (;;) {
+    int64_t i0 = (int64_t)atomic_fetch_add(&r->next, r->chunk);
+    if (i0 >= r->end) return NULL;
+    r->body(r->arg, i0, i0 + r->chunk < r->end ? i0 + r->chunk : r->end);
+  }
+}
+
+void gc_ref_for(int64_t start, int64_t end, int64_t chunk,
+                void (*body)(void *arg, int64_t i0, int64_t i1), void *arg, int threads) {
+  range_job_t r = {body, arg, end, chunk > 0 ? chunk : 1, start};
+  gc_ref_threads(range_worker, &r, threads);
+}
+
 #define CONV_CHUNK (1 << 20) /* elements per work item of a conversion */
 
 typedef struct conv {
   const void *p;
   gc_dtype_t t;
-  int64_t count;
   double *d;
-  atomic_llong next;
 } conv_t;
 
-static void *conv_worker(void *arg) {
+static void conv_body(void *arg, int64_t i0, int64_t i1) {
   conv_t *c = arg;
-  for (;;) {
-    int64_t i0 = (int64_t)atomic_fetch_add(&c->next, CONV_CHUNK);
-    if (i0 >= c->count) return NULL;
-    int64_t i1 = i0 + CONV_CHUNK < c->count ? i0 + CONV_CHUNK : c->count;
-    for (int64_t i = i0; i < i1; i++) c->d[i] = gc_load_elem(c->p, c->t, i);
-  }
+  for (int64_t i = i0; i < i1; i++) c->d[i] = gc_load_elem(c->p, c->t, i);
 }
 
 double *gc_ref_f64(const void *p, gc_dtype_t t, int64_t count, gc_err_t *e) {
-  conv_t c = {p, t, count, gc_malloc((size_t)(count > 0 ? count : 1) * sizeof(double), e), 0};
+  conv_t c = {p, t, gc_malloc((size_t)(count > 0 ? count : 1) * sizeof(double), e)};
   if (!c.d) return NULL;
-  int threads = count < 4 * CONV_CHUNK ? 1 : gc_ref_host_threads();
-  gc_ref_threads(conv_worker, &c, threads);
+  gc_ref_for(0, count, CONV_CHUNK, conv_body, &c,
+             count < 4 * CONV_CHUNK ? 1 : gc_ref_host_threads());
   return c.d;
 }
 

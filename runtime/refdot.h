@@ -28,5 +28,10 @@ void gc_ref_dots(const double *x, const double *w, int64_t m, int64_t n, int64_t
 void gc_ref_threads(void *(*fn)(void *), void *arg, int threads);
 /* The online CPUs of the host, at most 64. */
 int gc_ref_host_threads(void);
+/* body(arg, i0, i1) for the chunks [i0, i1) of [start, end), chunk long
+ * (the last shorter), handed out to up to `threads` threads (this one
+ * among them, as gc_ref_threads); each chunk runs once, in no set order. */
+void gc_ref_for(int64_t start, int64_t end, int64_t chunk,
+                void (*body)(void *arg, int64_t i0, int64_t i1), void *arg, int threads);
 
 #endif

@@ -88,14 +88,20 @@ def test_template_compiles(gc, arch, tpl, op, dts, params, arch_a):
     assert built >= (2 if params else 1), f"{tpl}: fewer than two variants of the sample were in its space"
 
 
-@needs_nvrtc
-def test_sm90_bundle_for_a_model(gc):
+def stories_bundle(gc, targets, prefill):
+    """gcore-gen --model stories260K for targets and prefill lengths (skipped
+    where the shared data is absent): the bundle's path."""
     model = os.path.join(SHARED, "stories260K.bin")
     if not os.path.exists(model):
         pytest.skip("shared data not present")
-    r = gc("gcore-gen", "--model", model, "--target", "sm_90,cpu", "--prefill", "16,32", "-o", "m.gcb")
+    r = gc("gcore-gen", "--model", model, "--target", targets, "--prefill", prefill, "-o", "m.gcb")
     assert r.rc == 0, r
-    with sqlite3.connect(gc.dir / "m.gcb") as c:
+    return gc.dir / "m.gcb"
+
+
+@needs_nvrtc
+def test_sm90_bundle_for_a_model(gc):
+    with sqlite3.connect(stories_bundle(gc, "sm_90,cpu", "16,32")) as c:
         ops = {op for (op,) in c.execute("SELECT DISTINCT op FROM dispatch WHERE target='sm_90'")}
     # decode steps fold the norms into the GEMMs; 16 and 32 tokens do not
     assert ops == {"embed", "rmsnorm", "gemm", "rope_kv", "attention", "gemm_add", "gemm_swiglu", "argmax",
@@ -108,12 +114,7 @@ def test_pdl_declarations_reach_the_bundle(gc):
     decode path's GEMVs, norms, rope, attention, argmax) are marked in the
     dispatch table, so the runtime may overlap their launches; the others
     (the prefill GEMMs here) are not."""
-    model = os.path.join(SHARED, "stories260K.bin")
-    if not os.path.exists(model):
-        pytest.skip("shared data not present")
-    r = gc("gcore-gen", "--model", model, "--target", "sm_90a", "--prefill", "64", "-o", "m.gcb")
-    assert r.rc == 0, r
-    with sqlite3.connect(gc.dir / "m.gcb") as c:
+    with sqlite3.connect(stories_bundle(gc, "sm_90a", "64")) as c:
         rows = c.execute("SELECT template, pdl FROM dispatch").fetchall()
     pdl = {t for t, p in rows if p == 1}
     assert {"gemv_gpu", "gemv_swiglu_gpu", "attention_decode", "rope_kv_gpu",

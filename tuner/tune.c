@@ -347,7 +347,7 @@ static int prepare(sweep_t *s, const point_t *pt, cand_t *c, int *skip, gc_err_t
   if (gc_tpl_valid(&c->v, &s->o->target, &ok, &why, e)) return e->code;
   if (!ok) {
     char d[300];
-    snprintf(d, sizeof d, "constraint failed: %s", why);
+    snprintf(d, sizeof d, GC_DB_CONSTRAINT_DETAIL ": %s", why);
     s->rejected++;
     return record(s, c, "rejected", d, NULL, e);
   }
@@ -356,7 +356,7 @@ static int prepare(sweep_t *s, const point_t *pt, cand_t *c, int *skip, gc_err_t
   if (gc_tpl_applies(&c->v, &s->o->target, s->p, &ok, e)) return e->code;
   if (!ok) {
     char d[300];
-    snprintf(d, sizeof d, "constraint failed: does not apply to the problem (@applies %s)",
+    snprintf(d, sizeof d, GC_DB_CONSTRAINT_DETAIL ": does not apply to the problem (@applies %s)",
              tp->napplies ? tp->applies[0].expr : "");
     s->rejected++;
     return record(s, c, "rejected", d, NULL, e);

@@ -115,15 +115,6 @@ GC_DEVICE void wg_release(unsigned b) {
 #endif
 }
 
-GC_DEVICE void wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-GC_DEVICE void wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N> GC_DEVICE void wg_wait(void) {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-/* Keeps the compiler from moving accumulator accesses across wgmma
- * fences and waits (no instruction). */
-GC_DEVICE void wg_touch(float &x) { asm volatile("" : "+f"(x)::"memory"); }
-
 /* d[0..31] += A(64x16, descriptor a) · B(64x16, descriptor b)ᵀ */
 GC_DEVICE void wg_mma_n64(float *d, uint64_t a, uint64_t b) {
   asm volatile("{\n"
@@ -199,10 +190,6 @@ GC_DEVICE void wg_store2(TC *C, int64_t M, int64_t N, int64_t m, int64_t n, floa
 /* ---- the staged epilogue (EPI = 1), as gemm_wgmma's ---- */
 #define WG_EBYTES 8192
 
-GC_DEVICE void wg_group_sync(int c) {
-  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
-}
-
 /* Subtile q of m64 tile `acc` (C columns 64q .. 64q+63 of the block's
  * tile, at rows m, columns n of C) through buffer e % 2 of warpgroup c:
  * the gate fragment of column group j = 8q + jj and its up fragment
@@ -213,7 +200,7 @@ GC_DEVICE void wg_epi_subtile(const float *acc, int q, const gc_tmap_t *tmC, uns
   const unsigned buf = ebuf + (unsigned)(2 * c + (e & 1)) * WG_EBYTES;
   if (t == 0)
     gc_bulk_wait_read<1>(); /* the store two subtiles back has read buf */
-  wg_group_sync(c);
+  gc_named_sync(1 + c, 128);
   const int w = t >> 5, lane = t & 31;
   GC_UNROLL(2)
   for (int h = 0; h < 2; h++) {
@@ -227,7 +214,7 @@ GC_DEVICE void wg_epi_subtile(const float *acc, int q, const gc_tmap_t *tmC, uns
     }
   }
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* visible to the copy engine */
-  wg_group_sync(c);
+  gc_named_sync(1 + c, 128);
   if (t == 0) {
     gc_tma_store(tmC, (int)n, (int)m, buf);
     gc_bulk_commit();
@@ -274,37 +261,37 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
       for (int i = 0; i < WG_MT; i++)
         GC_UNROLL(WG_ACC)
         for (int j = 0; j < WG_ACC; j++)
-          wg_touch(acc[i][j]);
-      wg_fence();
+          gc_reg_touch(acc[i][j]);
+      gc_wgmma_fence();
       GC_UNROLL(BK / 16)
       for (int kk = 0; kk < BK / 16; kk++)
         GC_UNROLL(WG_MT)
         for (int i = 0; i < WG_MT; i++)
           wg_mma<BN>(acc[i], wg_desc(sa + (c * (BM / WG_CW) + i * 64) * WG_RB) + 2 * kk, db + 2 * kk);
-      wg_commit();
+      gc_wgmma_commit();
       GC_UNROLL(WG_MT)
       for (int i = 0; i < WG_MT; i++)
         GC_UNROLL(WG_ACC)
         for (int j = 0; j < WG_ACC; j++)
-          wg_touch(acc[i][j]);
+          gc_reg_touch(acc[i][j]);
       if (INFL) {
-        wg_wait<1>();
+        gc_wgmma_wait<1>();
         if (kt > 0) /* the previous stage's wgmmas are done */
           wg_release(empty + 8 * (int)((it - 1) % STAGES));
       } else { /* this stage's are: release it now (the other warpgroup's
                   wgmmas keep the tensor cores busy meanwhile) */
-        wg_wait<0>();
+        gc_wgmma_wait<0>();
         wg_release(empty + 8 * s);
       }
     }
-    wg_wait<0>();
+    gc_wgmma_wait<0>();
     if (INFL)
       wg_release(empty + 8 * (int)((it - 1) % STAGES));
     GC_UNROLL(WG_MT)
     for (int i = 0; i < WG_MT; i++)
       GC_UNROLL(WG_ACC)
       for (int j = 0; j < WG_ACC; j++)
-        wg_touch(acc[i][j]);
+        gc_reg_touch(acc[i][j]);
 
     /* the producer meanwhile fills the stages of the next tile */
     if (EPI) {

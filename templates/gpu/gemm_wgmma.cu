@@ -167,15 +167,6 @@ GC_DEVICE void wg_release(unsigned b) {
 #endif
 }
 
-GC_DEVICE void wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-GC_DEVICE void wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N> GC_DEVICE void wg_wait(void) {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-/* Keeps the compiler from moving accumulator accesses across wgmma
- * fences and waits (no instruction). */
-GC_DEVICE void wg_touch(float &x) { asm volatile("" : "+f"(x)::"memory"); }
-
 /* d[0..31] += A(64x16, descriptor a) · B(64x16, descriptor b)ᵀ */
 GC_DEVICE void wg_mma_n64(float *d, uint64_t a, uint64_t b) {
   asm volatile("{\n"
@@ -260,11 +251,6 @@ GC_DEVICE void wg_store2(TC *C, int64_t M, int64_t N, int64_t m, int64_t n, floa
  * the async proxy, and thread 0 issues the store of the subtile to C. */
 #define WG_EBYTES 8192
 
-/* The 128 threads of consumer warpgroup c meet (named barrier 1 + c). */
-GC_DEVICE void wg_group_sync(int c) {
-  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
-}
-
 /* Subtile (i, q) of warpgroup c's accumulators (m64 tile i, columns
  * 64q .. 64q+63 of the block's tile at rows m, columns n of C) through
  * buffer e % 2; thread t (warp w, lane) writes its fragments: column group
@@ -282,7 +268,7 @@ GC_DEVICE void wg_epi_subtile(const float *acc, int q, const gc_tmap_t *tmC, uns
       gc_tma_load(buf, tmC, (int)n, (int)m, bar);
     }
   }
-  wg_group_sync(c);
+  gc_named_sync(1 + c, 128);
   if (GC_OP_GEMM_ADD) /* C's subtile has landed (each buffer's barrier completes every other e) */
     gc_mbar_wait(bar, (unsigned)((e >> 1) & 1));
   const int w = t >> 5, lane = t & 31;
@@ -304,7 +290,7 @@ GC_DEVICE void wg_epi_subtile(const float *acc, int q, const gc_tmap_t *tmC, uns
     }
   }
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* visible to the copy engine */
-  wg_group_sync(c);
+  gc_named_sync(1 + c, 128);
   if (t == 0) {
     gc_tma_store(tmC, (int)n, (int)m, buf);
     gc_bulk_commit();
@@ -352,37 +338,37 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
       for (int i = 0; i < WG_MT; i++)
         GC_UNROLL(WG_ACC)
         for (int j = 0; j < WG_ACC; j++)
-          wg_touch(acc[i][j]);
-      wg_fence();
+          gc_reg_touch(acc[i][j]);
+      gc_wgmma_fence();
       GC_UNROLL(BK / 16)
       for (int kk = 0; kk < BK / 16; kk++)
         GC_UNROLL(WG_MT)
         for (int i = 0; i < WG_MT; i++)
           wg_mma<BN>(acc[i], wg_desc(sa + (c * (BM / WG_CW) + i * 64) * WG_RB) + 2 * kk, db + 2 * kk);
-      wg_commit();
+      gc_wgmma_commit();
       GC_UNROLL(WG_MT)
       for (int i = 0; i < WG_MT; i++)
         GC_UNROLL(WG_ACC)
         for (int j = 0; j < WG_ACC; j++)
-          wg_touch(acc[i][j]);
+          gc_reg_touch(acc[i][j]);
       if (INFL) {
-        wg_wait<1>();
+        gc_wgmma_wait<1>();
         if (kt > 0) /* the previous stage's wgmmas are done */
           wg_release(empty + 8 * (int)((it - 1) % STAGES));
       } else { /* this stage's are: release it now (the other warpgroup's
                   wgmmas keep the tensor cores busy meanwhile) */
-        wg_wait<0>();
+        gc_wgmma_wait<0>();
         wg_release(empty + 8 * s);
       }
     }
-    wg_wait<0>();
+    gc_wgmma_wait<0>();
     if (INFL)
       wg_release(empty + 8 * (int)((it - 1) % STAGES));
     GC_UNROLL(WG_MT)
     for (int i = 0; i < WG_MT; i++)
       GC_UNROLL(WG_ACC)
       for (int j = 0; j < WG_ACC; j++)
-        wg_touch(acc[i][j]);
+        gc_reg_touch(acc[i][j]);
 
     /* the producer meanwhile fills the stages of the next tile */
     if (EPI) {

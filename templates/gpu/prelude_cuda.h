@@ -204,6 +204,25 @@ template <int N> GC_DEVICE void gc_bulk_wait_read(void) {
 }
 GC_DEVICE void gc_bulk_wait_all(void) { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
+/* The threads of named barrier id (1..15; 0 is gc_barrier's) meet:
+ * n threads, a multiple of 32, take part. */
+GC_DEVICE void gc_named_sync(int id, int n) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
+/* Warpgroup MMA (sm_90a) ordering: a fence before the first wgmma that
+ * reads registers written since, a commit of the wgmmas issued so far as
+ * a group, a wait until at most N groups are in flight, and a no-op that
+ * keeps the compiler from moving an accumulator access across them. */
+GC_DEVICE void gc_wgmma_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+GC_DEVICE void gc_wgmma_commit(void) {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N> GC_DEVICE void gc_wgmma_wait(void) {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+GC_DEVICE void gc_reg_touch(float &x) { asm volatile("" : "+f"(x)::"memory"); }
+
 GC_DEVICE unsigned gc_cluster_rank(void) {
   unsigned r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));

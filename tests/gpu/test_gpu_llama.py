@@ -34,13 +34,19 @@ def gen_bundle(gc, model):
     return str(gc.dir / "g.gcb")
 
 
-def test_stories260k_on_gpu(gc):
+def stories(gc, prompt):
+    """stories260K (skipped where the shared data is absent): its path,
+    weights and config, the fp64 reference's 200 greedy ids after prompt,
+    and a bundle for the GPU targets."""
     path = os.path.join(SHARED, "stories260K.bin")
     if not os.path.exists(path):
         pytest.skip("shared data absent")
     w, cfg = R.load_llama2c(path)
-    want = R.greedy(w, cfg, [1], 200)
-    b = gen_bundle(gc, path)
+    return path, w, cfg, R.greedy(w, cfg, prompt, 200), gen_bundle(gc, path)
+
+
+def test_stories260k_on_gpu(gc):
+    path, w, cfg, want, b = stories(gc, [1])
     ids, logits, _ = TL.generate(gc, path, b, [1], 200, "--backend", BACKEND, *TL.GREEDY,
                                  vocab=cfg.vocab_size)
     TL.assert_same_ids(ids, want, "stories260K on the GPU")
@@ -53,12 +59,7 @@ def test_graph_replay_equals_launches(gc):
     fp64 reference's 200 greedy ids, as kernel-by-kernel launches
     (--no-graph) do; both with the argmax on the device (no --logits) and
     with logits copied back (--logits, a second graph)."""
-    path = os.path.join(SHARED, "stories260K.bin")
-    if not os.path.exists(path):
-        pytest.skip("shared data absent")
-    w, cfg = R.load_llama2c(path)
-    want = R.greedy(w, cfg, [1, 300, 20], 200)
-    b = gen_bundle(gc, path)
+    path, w, cfg, want, b = stories(gc, [1, 300, 20])
     for flags in ([], ["--no-graph"]):
         ids, _, _ = TL.generate(gc, path, b, [1, 300, 20], 200, "--backend", "cuda", *TL.GREEDY, *flags)
         TL.assert_same_ids(ids, want, f"stories260K decode {flags or 'graph'}")
@@ -74,12 +75,7 @@ def test_overlapped_launches_equal_serialised(gc):
     dependent launch). With the overlap (the default) and without it
     (--no-pdl) the graph gives the fp64 reference's 200 greedy ids and
     the very same logits, bit for bit."""
-    path = os.path.join(SHARED, "stories260K.bin")
-    if not os.path.exists(path):
-        pytest.skip("shared data absent")
-    w, cfg = R.load_llama2c(path)
-    want = R.greedy(w, cfg, [1, 300, 20], 200)
-    b = gen_bundle(gc, path)
+    path, w, cfg, want, b = stories(gc, [1, 300, 20])
     runs = [TL.generate(gc, path, b, [1, 300, 20], 200, "--backend", BACKEND, *TL.GREEDY, *flags,
                         vocab=cfg.vocab_size) for flags in ([], ["--no-pdl"])]
     for (ids, _, _), how in zip(runs, ("overlapped", "serialised")):
