@@ -12,6 +12,7 @@
 #include "../base/cli.h"
 #include "../gen/autobundle.h"
 #include "../gen/compile.h"
+#include "../gen/target.h"
 #include "../runtime/check.h"
 #include "../runtime/dispatch.h"
 #include "chat.h"
@@ -549,19 +550,26 @@ static int open_bundle(const run_opts_t *o, gc_dev_t *dev, gc_rt_t **rt, gc_err_
   else gc_db_default_path(db, sizeof db);
   if (o->cache) snprintf(cache, sizeof cache, "%s", o->cache);
   else gc_cache_default(cache, sizeof cache);
+  /* the device's own target, arch-specific where it has one (sm_90a for
+   * an sm_90 device: wgmma exists only there) */
+  char target[80];
+  gc_target_t tg;
+  snprintf(target, sizeof target, "%sa", in->target);
+  if (!gc_dev_runs_target(dev, target) || gc_target_parse(target, &tg, NULL))
+    snprintf(target, sizeof target, "%s", in->target);
   int rc = gc_llama_workload(o->model, NULL, NULL, in->backend, &probs, &needs, e);
-  if (!rc) rc = gc_gen_auto(db, in->target, cache, &probs, &needs, &r, e);
+  if (!rc) rc = gc_gen_auto(db, target, cache, &probs, &needs, &r, e);
   gc_problems_free(&probs);
   gc_needs_free(&needs);
-  if (rc) return gc_err_prefix(e, "no -b given, and the bundle for %s could not be built", in->target);
+  if (rc) return gc_err_prefix(e, "no -b given, and the bundle for %s could not be built", target);
   struct stat st;
   if (stat(db, &st) == 0)
     fprintf(stderr, "gcore-run: %s bundle %s for %s: %d of %d problems tuned in %s\n",
-            r.built ? "built" : "reusing", r.path, in->target, r.ntuned, r.nproblems, db);
+            r.built ? "built" : "reusing", r.path, target, r.ntuned, r.nproblems, db);
   else
     fprintf(stderr, "gcore-run: %s bundle %s for %s: template defaults (no tuning database at "
             "%s; gcore-tune --model fills it)\n", r.built ? "built" : "reusing", r.path,
-            in->target, db);
+            target, db);
   return gc_rt_open(dev, r.path, rt, e);
 }
 
