@@ -69,9 +69,9 @@ def test_template_compiles(gc, arch, tpl, op, dts, params, arch_a):
         with sqlite3.connect(gc.dir / "b.gcb") as c:
             assert tpl not in {t for (t,) in c.execute("SELECT template FROM code_objects")}
         return
-    rng = random.Random(f"{tpl}-{arch}")
+    rng = random.Random(f"{tpl}-{op}-{arch}")
     forces = [tpl] + [tpl + ":" + ",".join(f"{k}={rng.choice(v)}" for k, v in params.items())
-                      for _ in range(12 if params else 0)]
+                      for _ in range(40 if params else 0)]  # a gate/up op's space is smaller
     built = 0
     for force in forces:
         if built >= 4:
