@@ -77,7 +77,7 @@ static int parse_dtypes(line_ctx_t *c, gc_template_t *t, char *rest) {
 }
 
 /* Names gen defines itself: problem dims, dtype sizes, target constants
- * (gen/target.c), the names derived from the op (op_names below), then
+ * (gen/target.c), the names derived from the op (op_values below), then
  * the dtype macros; expressions may use all but the last three. A
  * parameter by one of these names would silently redefine it. */
 static const char *const gen_names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC",

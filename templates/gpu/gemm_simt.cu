@@ -117,14 +117,21 @@ GC_DEVICE void gs_math(const float *As, const float *Bs, int ty, int tx, float a
   }
 }
 
-/* ---- the epilogue: output (i, j) of the thread's tile from its PAIR
- * accumulators (another epilogue is one more #elif here) ---- */
+/* ---- the epilogue: output e of the four at (i, 4j) of the thread's tile
+ * from its PAIR accumulators, GS_PRE(i, j) computing what they need first
+ * (another epilogue is one more #elif here) ---- */
 #if PAIR == 2
-/* silu(g) · u in fp32. */
+/* silu(g) · u in fp32, for the four outputs at once (y) */
 GC_DEVICE float gs_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
-#define GS_OUT(i, j) gs_swiglu(acc[i][j], acc_up[i][j])
+#define GS_PRE(i, j)                                                         \
+  float y[4];                                                                \
+  GC_UNROLL(4)                                                               \
+  for (int e = 0; e < 4; e++)                                                \
+    y[e] = gs_swiglu(acc[i][4 * (j) + e], acc_up[i][4 * (j) + e]);
+#define GS_OUT(i, j, e) y[e]
 #else
-#define GS_OUT(i, j) acc[i][j]
+#define GS_PRE(i, j)
+#define GS_OUT(i, j, e) acc[i][4 * (j) + (e)]
 #endif
 
 /* B: [N,K]; gemm_swiglu: W [2N,K], gate rows then up rows. */
@@ -184,12 +191,13 @@ void gemm_simt(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K)
     GC_UNROLL(TN / 4)
     for (int j = 0; j < TN / 4; j++) {
       int64_t n = n0 + j * (BN / (TN / 4)) + tx * 4;
-      float v[4];
-      GC_UNROLL(4)
-      for (int e = 0; e < 4; e++)
-        v[e] = GS_OUT(i, 4 * j + e);
+      GS_PRE(i, j)
       TC *c = C + m * N + n;
       if (N % 4 == 0 && n + 4 <= N) {
+        float v[4];
+        GC_UNROLL(4)
+        for (int e = 0; e < 4; e++)
+          v[e] = GS_OUT(i, j, e);
         if (GC_OP_GEMM_ADD) {
           float c0[4];
           gc_ldv<4>(c, c0);
@@ -202,7 +210,7 @@ void gemm_simt(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K)
         GC_UNROLL(4)
         for (int e = 0; e < 4; e++)
           if (n + e < N)
-            STORE_GEMM(c, e, v[e]);
+            STORE_GEMM(c, e, GS_OUT(i, j, e));
       }
     }
   }
