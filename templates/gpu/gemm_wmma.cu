@@ -135,24 +135,6 @@ GC_DEVICE void gm_stage_math(const TA *sa, const TA *sb, int wm, int wn, int lan
   }
 }
 
-/* Tile kt of A and B (gemm_swiglu: of the gate and the up rows) into the
- * chunk registers. */
-GC_DEVICE void gm_fetch_all(gc_raw16 *va, gc_raw16 *vb, gc_raw16 *vb_up, const TA *A, const TB *B,
-                            int64_t m0, int64_t n0, int64_t M, int64_t N, int64_t K, int64_t kt) {
-  gm_fetch<BM>(va, A, m0, M, kt * BK, K);
-  gm_fetch<BN>(vb, B, n0, N, kt * BK, K);
-  if (PAIR == 2)
-    gm_fetch<BN>(vb_up, B + N * K, n0, N, kt * BK, K);
-}
-
-/* The chunk registers into the stage at s. */
-GC_DEVICE void gm_put_all(TA *s, const gc_raw16 *va, const gc_raw16 *vb, const gc_raw16 *vb_up) {
-  gm_put<BM>(s, va);
-  gm_put<BN>(s + GM_ASZ, vb);
-  if (PAIR == 2)
-    gm_put<BN>(s + GM_ASZ + GM_BSZ, vb_up);
-}
-
 /* ---- the epilogue: accumulator r of block (i, j) (another epilogue is
  * one more #elif here) ---- */
 #if PAIR == 2
@@ -186,28 +168,49 @@ void gemm_wmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K)
       acc[i][j] = gm_acc_t{}, acc_up[i][j] = gm_acc_t{};
 
   gc_raw16 va[gm_tile<BM>::PER], vb[gm_tile<BN>::PER], vb_up[gm_tile<BN>::PER];
+  const TB *Bu = B + N * K; /* gemm_swiglu: the up rows */
   const int64_t kt_n = gc_cdiv(K, BK);
   if (STAGES == 2) {
-    gm_fetch_all(va, vb, vb_up, A, B, m0, n0, M, N, K, 0);
-    gm_put_all(smem, va, vb, vb_up);
+    gm_fetch<BM>(va, A, m0, M, 0, K);
+    gm_fetch<BN>(vb, B, n0, N, 0, K);
+    if (PAIR == 2)
+      gm_fetch<BN>(vb_up, Bu, n0, N, 0, K);
+    gm_put<BM>(smem, va);
+    gm_put<BN>(smem + GM_ASZ, vb);
+    if (PAIR == 2)
+      gm_put<BN>(smem + GM_ASZ + GM_BSZ, vb_up);
     gc_barrier();
   }
   for (int64_t kt = 0; kt < kt_n; kt++) {
     TA *cur = smem + (STAGES == 2 ? (kt & 1) : 0) * GM_SSZ;
     if (STAGES == 1) {
-      gm_fetch_all(va, vb, vb_up, A, B, m0, n0, M, N, K, kt);
+      gm_fetch<BM>(va, A, m0, M, kt * BK, K);
+      gm_fetch<BN>(vb, B, n0, N, kt * BK, K);
+      if (PAIR == 2)
+        gm_fetch<BN>(vb_up, Bu, n0, N, kt * BK, K);
       gc_barrier(); /* the previous tile's math is done */
-      gm_put_all(cur, va, vb, vb_up);
+      gm_put<BM>(cur, va);
+      gm_put<BN>(cur + GM_ASZ, vb);
+      if (PAIR == 2)
+        gm_put<BN>(cur + GM_ASZ + GM_BSZ, vb_up);
       gc_barrier();
       gm_stage_math(cur, cur + GM_ASZ, wm, wn, lane, acc, acc_up);
     } else {
       TA *nxt = smem + ((kt + 1) & 1) * GM_SSZ;
       bool more = kt + 1 < kt_n;
-      if (more)
-        gm_fetch_all(va, vb, vb_up, A, B, m0, n0, M, N, K, kt + 1);
+      if (more) {
+        gm_fetch<BM>(va, A, m0, M, (kt + 1) * BK, K);
+        gm_fetch<BN>(vb, B, n0, N, (kt + 1) * BK, K);
+        if (PAIR == 2)
+          gm_fetch<BN>(vb_up, Bu, n0, N, (kt + 1) * BK, K);
+      }
       gm_stage_math(cur, cur + GM_ASZ, wm, wn, lane, acc, acc_up);
-      if (more)
-        gm_put_all(nxt, va, vb, vb_up);
+      if (more) {
+        gm_put<BM>(nxt, va);
+        gm_put<BN>(nxt + GM_ASZ, vb);
+        if (PAIR == 2)
+          gm_put<BN>(nxt + GM_ASZ + GM_BSZ, vb_up);
+      }
       gc_barrier();
     }
   }
