@@ -117,20 +117,29 @@ GC_DEVICE void gs_math(const float *As, const float *Bs, int ty, int tx, float a
   }
 }
 
-/* ---- the epilogue: output e of the four at (i, 4j) of the thread's tile
- * from its PAIR accumulators, GS_PRE(i, j) computing what they need first
- * (another epilogue is one more #elif here) ---- */
+/* ---- the epilogue (another is one more #elif here): the four outputs
+ * at (i, 4j) of the thread's tile from its PAIR accumulators, as v[4]:
+ * GS_PRE(i, j) before C's address is formed, GS_VEC(i, j) where the
+ * vector store needs them, GS_OUT(i, j, e) output e alone. (Where v is
+ * formed matters to the register allocation: these keep each op's code as
+ * it was when gemm_swiglu_simt was a template of its own.) ---- */
 #if PAIR == 2
-/* silu(g) · u in fp32, for the four outputs at once (y) */
+/* silu(g) · u in fp32. */
 GC_DEVICE float gs_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
 #define GS_PRE(i, j)                                                         \
-  float y[4];                                                                \
+  float v[4];                                                                \
   GC_UNROLL(4)                                                               \
   for (int e = 0; e < 4; e++)                                                \
-    y[e] = gs_swiglu(acc[i][4 * (j) + e], acc_up[i][4 * (j) + e]);
-#define GS_OUT(i, j, e) y[e]
+    v[e] = gs_swiglu(acc[i][4 * (j) + e], acc_up[i][4 * (j) + e]);
+#define GS_VEC(i, j)
+#define GS_OUT(i, j, e) v[e]
 #else
 #define GS_PRE(i, j)
+#define GS_VEC(i, j)                                                         \
+  float v[4];                                                                \
+  GC_UNROLL(4)                                                               \
+  for (int e = 0; e < 4; e++)                                                \
+    v[e] = acc[i][4 * (j) + e];
 #define GS_OUT(i, j, e) acc[i][4 * (j) + (e)]
 #endif
 
@@ -194,10 +203,7 @@ void gemm_simt(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K)
       GS_PRE(i, j)
       TC *c = C + m * N + n;
       if (N % 4 == 0 && n + 4 <= N) {
-        float v[4];
-        GC_UNROLL(4)
-        for (int e = 0; e < 4; e++)
-          v[e] = GS_OUT(i, j, e);
+        GS_VEC(i, j)
         if (GC_OP_GEMM_ADD) {
           float c0[4];
           gc_ldv<4>(c, c0);
