@@ -3,6 +3,7 @@
  * grid's tasks on a pool of worker threads. Launches are synchronous, so
  * events are host timestamps taken between them. */
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -243,6 +244,21 @@ static void *cpu_host_ptr(gc_dev_t *d, gc_dptr_t p) {
   return (void *)(uintptr_t)p;
 }
 
+static size_t cpu_page_size(gc_dev_t *d) {
+  (void)d;
+  long pg = sysconf(_SC_PAGESIZE);
+  return pg > 0 ? (size_t)pg : 4096;
+}
+
+static int cpu_protect(gc_dev_t *d, gc_dptr_t p, size_t n, int prot, gc_err_t *e) {
+  (void)d;
+  int m = prot == GC_PROT_RW ? PROT_READ | PROT_WRITE : prot == GC_PROT_READ ? PROT_READ : PROT_NONE;
+  if (n && mprotect((void *)(uintptr_t)p, n, m))
+    return gc_err_set(e, GC_EDEVICE, "mprotect of %zu bytes at %#llx: %s", n,
+                      (unsigned long long)p, strerror(errno));
+  return GC_OK;
+}
+
 /* dlopen needs a file; a sealed memfd is one that nothing else can see. */
 static int cpu_module_load(gc_dev_t *d, const void *code, size_t n, gc_module_t **out,
                            gc_err_t *e) {
@@ -350,6 +366,8 @@ const gc_dev_ops_t gc_cpu_ops = {
     .download = cpu_download,
     .memset = cpu_memset,
     .host_ptr = cpu_host_ptr,
+    .page_size = cpu_page_size,
+    .protect = cpu_protect,
     .module_load = cpu_module_load,
     .module_unload = cpu_module_unload,
     .kernel = cpu_kernel,
