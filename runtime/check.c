@@ -185,11 +185,11 @@ int gc_check_setup(gc_dev_t *dev, const gc_problem_t *p, const gc_op_scalars_t *
 /* ---- comparing device memory with what it should hold ------------------ */
 
 /* Whether the n bytes at p equal want (or, want NULL, are all GUARD_BYTE):
- * *same, and where not, the offsets of the first and last bytes that
- * differ. Read in place where the device's memory is the host's, else a
+ * *same, and where not, *first the offset of the first byte that differs.
+ * Read in place where the device's memory is the host's, else a
  * STAGE-byte piece at a time. */
 static int compare(gc_check_t *c, gc_dptr_t p, const unsigned char *want, size_t n, int *same,
-                   size_t *first, size_t *last, gc_err_t *e) {
+                   size_t *first, gc_err_t *e) {
   const unsigned char *in_place = gc_dev_host_ptr(c->dev, p);
   *same = 1;
   for (size_t off = 0; off < n; off += STAGE) {
@@ -198,12 +198,11 @@ static int compare(gc_check_t *c, gc_dptr_t p, const unsigned char *want, size_t
     const unsigned char *w = want ? want + off : c->pattern;
     if (!in_place && gc_dev_download(c->dev, c->stage, p + off, len, e)) return e->code;
     if (!memcmp(got, w, len)) continue;
-    for (size_t k = 0; k < len; k++)
-      if (got[k] != w[k]) {
-        if (*same) *first = off + k;
-        *same = 0;
-        *last = off + k;
-      }
+    size_t k = 0;
+    while (got[k] == w[k]) k++;
+    *first = off + k;
+    *same = 0;
+    return GC_OK;
   }
   return GC_OK;
 }
@@ -234,18 +233,18 @@ static void fail(gc_verify_t *v, const char *fmt, ...) {
  * in v and refilled. */
 static int check_guards(gc_check_t *c, int i, gc_verify_t *v, gc_err_t *e) {
   gc_dptr_t lo, hi;
-  size_t lo_n, hi_n, first, last;
+  size_t lo_n, hi_n, first;
   int same;
   const char *name = c->bufs[i].name;
   const char *what = checked(&c->bufs[i]) ? "" : "input ";
   guard_ranges(c, i, &lo, &lo_n, &hi, &hi_n);
-  if (compare(c, lo, NULL, lo_n, &same, &first, &last, e)) return e->code;
+  if (compare(c, lo, NULL, lo_n, &same, &first, e)) return e->code;
   if (!same) {
     fail(v, "wrote before the start of %s%s (changed byte at start - %zu)", what, name,
-         lo_n - last);
+         lo_n - first);
     if (gc_dev_memset(c->dev, lo, GUARD_BYTE, lo_n, e)) return e->code;
   }
-  if (compare(c, hi, NULL, hi_n, &same, &first, &last, e)) return e->code;
+  if (compare(c, hi, NULL, hi_n, &same, &first, e)) return e->code;
   if (!same) {
     fail(v, "wrote past the end of %s%s (changed byte at end + %zu)", what, name, first);
     if (gc_dev_memset(c->dev, hi, GUARD_BYTE, hi_n, e)) return e->code;
@@ -256,10 +255,10 @@ static int check_guards(gc_check_t *c, int i, gc_verify_t *v, gc_err_t *e) {
 /* Input i still holds its initial bytes; a changed one is reported in v
  * and uploaded again. */
 static int check_input(gc_check_t *c, int i, gc_verify_t *v, gc_err_t *e) {
-  size_t first, last, esz = gc_dtype_size(c->bufs[i].dtype);
+  size_t first, esz = gc_dtype_size(c->bufs[i].dtype);
   int64_t cols = c->bufs[i].cols > 0 ? c->bufs[i].cols : 1;
   int same;
-  if (compare(c, c->dev_buf[i], c->host[i], c->bytes[i], &same, &first, &last, e)) return e->code;
+  if (compare(c, c->dev_buf[i], c->host[i], c->bytes[i], &same, &first, e)) return e->code;
   if (same) return GC_OK;
   int64_t el = (int64_t)(first / esz);
   fail(v, "wrote into input %s (element %lld: row %lld, col %lld)", c->bufs[i].name,
@@ -274,11 +273,11 @@ static int check_input(gc_check_t *c, int i, gc_verify_t *v, gc_err_t *e) {
 /* The timing copies of an input still hold its bytes (they are used only
  * by timings; a copy that changed is uploaded again). */
 static int check_copies(gc_check_t *c, gc_verify_t *v, gc_err_t *e) {
-  size_t first, last;
+  size_t first;
   int same;
   for (int k = 0; k < c->ncopies; k++) {
     int r = c->rot_buf;
-    if (compare(c, c->copy[k], c->host[r], c->bytes[r], &same, &first, &last, e)) return e->code;
+    if (compare(c, c->copy[k], c->host[r], c->bytes[r], &same, &first, e)) return e->code;
     if (same) continue;
     fail(v, "wrote into input %s (a copy of it for chained timing, byte %zu)", c->bufs[r].name,
          first);

@@ -36,6 +36,8 @@ typedef struct cpu_pool {
 typedef struct cpu_dev {
   struct gc_dev base;
   cpu_pool_t pool;
+  int no_protect; /* GCORE_CPU_PROTECT=0: no page protection, as on a GPU
+                     (tests run the GPUs' guard checks on the CPU with it) */
 } cpu_dev_t;
 
 struct gc_module {
@@ -182,6 +184,8 @@ static int cpu_open(int ordinal, gc_dev_t **out, gc_err_t *e) {
   in->host_memory = 1;
   struct utsname u;
   snprintf(in->driver, sizeof in->driver, "linux %s", uname(&u) == 0 ? u.release : "?");
+  const char *prot = getenv("GCORE_CPU_PROTECT");
+  d->no_protect = prot && !strcmp(prot, "0");
   if (pool_start(&d->pool, (int)in->compute_units - 1, e)) {
     free(d);
     return e ? e->code : GC_EDEVICE;
@@ -245,7 +249,7 @@ static void *cpu_host_ptr(gc_dev_t *d, gc_dptr_t p) {
 }
 
 static size_t cpu_page_size(gc_dev_t *d) {
-  (void)d;
+  if (((cpu_dev_t *)d)->no_protect) return 0;
   long pg = sysconf(_SC_PAGESIZE);
   return pg > 0 ? (size_t)pg : 4096;
 }
