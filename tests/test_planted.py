@@ -97,6 +97,74 @@ GC_EXPORT void planted_{kind}(void **args, int64_t task) {{
 """
 
 
+# The same table for the GPU (tests/gpu/test_gpu_planted.py runs it there);
+# a GPU kernel is not stopped at the write, so the reasons are the guards'.
+# kind: (the harm, done by thread 0 after C is computed; expected status;
+#        words of the reason, or None where the driver's words vary)
+GPU_HARMS = {
+    "ok": ("", "ok", ""),
+    "far_past": ("C[M * N + 16384] = 1.0f; /* 64 KiB past the end of C */", "verify-failed",
+                 "wrote past the end of C (changed byte at end + 65536)"),
+    "one_past": ("C[M * N] = 1.0f;", "verify-failed",
+                 "wrote past the end of C (changed byte at end + 0)"),
+    "before_c": ("C[-(1 << 18)] = 1.0f; /* 1 MiB before C */", "verify-failed",
+                 "wrote before the start of C (changed byte at start - 1048576)"),
+    "into_a": ("Aw[5] += 1.0f;", "verify-failed", "wrote into input A (element 5: row 0, col 5)"),
+    "into_b": ("Bw[N * K - 1] = 0.5f;", "verify-failed", "wrote into input B (element"),
+    "later_into_a": ("if (launches > 0) Aw[0] += 1.0f; /* only after the first launch */",
+                     "verify-failed", "after the timed launches: wrote into input A (element 0"),
+    "wrong": ("C[0] += 1.0f;", "verify-failed", "C element 0 (row 0, col 0)"),
+    "first_only": ("if (launches > 0) C[0] += 1.0f;", "verify-failed",
+                   "after the timed launches: C element 0"),
+    "segv": ("*(volatile int *)16 = 1; /* an illegal address */", "launch-failed", None),
+    "hang": ("for (volatile int spin = 0;; spin = spin + 1) {}", "timed-out", "no result within"),
+    "abort": ("gc_planted_trap();", "launch-failed", None),
+}
+
+# A correct f32 GEMM for small problems: a thread per element of C.
+GPU_TEMPLATE = r"""/* planted for tests/gpu/test_gpu_planted.py: {kind}
+ *
+ * @template planted_{kind}
+ * @op       gemm
+ * @backend  gpu
+ * @dtypes   f32
+ * @kernel   planted_{kind}
+ * @param    HARM 1 default 1 -- unused: a template has at least one parameter
+ * @grid     cdiv(M * N, 128) 1 1
+ * @block    128 1 1
+ * @priority 0
+ */
+#if AMD
+#define gc_planted_trap() __builtin_trap()
+#else
+#define gc_planted_trap() __trap()
+#endif
+
+GC_GLOBAL int planted_launches_{kind}; /* launches so far: thread 0 counts them */
+
+GC_KERNEL void planted_{kind}(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K) {{
+  int64_t e = gc_bid() * 128 + gc_tid();
+  if (e < M * N) {{
+    int64_t i = e / N, j = e % N;
+    float s = 0;
+    for (int64_t k = 0; k < K; k++) s += A[i * K + k] * B[j * K + k];
+    C[e] = s;
+  }}
+  if (e == 0) {{ /* the thread that wrote C[0] */
+    int launches = planted_launches_{kind}++;
+    float *Aw = (float *)A, *Bw = (float *)B;
+    (void)launches, (void)Aw, (void)Bw;
+    {harm}
+  }}
+}}
+"""
+
+
+
+NVRTC = [p for p in ("/usr/local/cuda/lib64", os.environ.get("CUDA_HOME", "") + "/lib64")
+         if p and os.path.isdir(p) and any(f.startswith("libnvrtc.so") for f in os.listdir(p))]
+
+
 def plant(tmp, folder, ext, template, harms):
     """Copies of the built-in templates plus one planted template per harm."""
     d = tmp / "tpl"
@@ -149,3 +217,15 @@ def test_planted_variants_never_win(gc, mode, m):
     # would have won had its harm gone unseen
     assert winner == ["planted_ok"], (winner, by)
     assert by["planted_ok"][2] < min(by["builtin"]), by
+
+
+@pytest.mark.skipif(not NVRTC, reason="NVRTC not installed (CUDA toolkit not found)")
+def test_gpu_planted_templates_compile(gc, target="sm_90"):
+    """The GPU table's templates build offline, so that `make test-gpu`
+    measures them rather than failing to compile them."""
+    tpl = plant(gc.dir, "gpu", "cu", GPU_TEMPLATE, GPU_HARMS)
+    for kind in GPU_HARMS:
+        r = gc("gcore-gen", "--templates", tpl, "--target", target, "--op", "gemm", "--m", "8",
+               "--n", "16", "--k", "32", "--dtype", "f32", "--force", "planted_" + kind,
+               "-o", "b.gcb", "-q")
+        assert r.rc == 0, (kind, r)
