@@ -1,14 +1,16 @@
 /* check.c — verification and timing of one kernel on one problem.
  *
  * Buffers. Every buffer lives inside its own larger allocation, between a
- * guard of at least GUARD bytes before it and one after it, filled with
- * GUARD_BYTE when the check is set up:
+ * guard of G >= GUARD bytes before it and one after it, all of it filled
+ * with GUARD_BYTE when the check is set up:
  *
- *   alloc  lo           S          E      P             P+G
- *     |....|[guard G    ]|[ buffer ]|slack|[guard G      ]|....
+ *   alloc  lo            lo+G     S          E       P            P+G
+ *     |....|[ guard: G    ]|slack|[ buffer   ]|slack|[ guard: G   ]|....
  *
- * S (the address kernels get) is ALIGN-aligned and the buffer's end E
- * lies less than ALIGN bytes before P, where the guard after it starts.
+ * S (the address kernels get) is ALIGN-aligned; the buffer's end E lies
+ * less than ALIGN bytes before P, where the guard after it starts; lo, P
+ * and G are whole pages where the device protects memory (the slack
+ * before S is then less than a page), else S = lo + G.
  * Inputs are uploaded once; outputs are poisoned before each verification
  * launch; in/out buffers (a KV cache) are restored to their initial
  * contents, whose to-be-written rows are NaN. After each verification

@@ -8,8 +8,9 @@ launch (runtime/check.c). Each planted variant is a correct kernel plus one
 harmful act by thread 0 after it; a control without the harm shows what
 the others would have scored. exit(0) has no GPU counterpart.
 
-Run by `make test-gpu` (GCORE_TEST_BACKEND=cuda, the first target of
-GCORE_TEST_TARGETS); `make test-gpu-amd` runs it through hip."""
+Run by `make test-gpu` (GCORE_TEST_BACKEND=cuda, an sm_9x target of
+GCORE_TEST_TARGETS, else its first); `make test-gpu-amd` runs it through
+hip."""
 import os
 import sys
 
@@ -23,8 +24,10 @@ TARGETS = os.environ.get("GCORE_TEST_TARGETS", "cpu").split(",")
 pytestmark = pytest.mark.skipif(BACKEND not in ("cuda", "hip"),
                                 reason="needs a GPU: GCORE_TEST_BACKEND=cuda (make test-gpu) or hip")
 
+
 def test_gpu_planted_variants_never_win(gc):
-    target = TARGETS[0]
+    # the target the device runs: an sm_9x one on the H100/H200 of make test-gpu
+    target = next((t for t in TARGETS if t.startswith("sm_9")), TARGETS[0])
     tpl = plant(gc.dir, "gpu", "cu", GPU_TEMPLATE, GPU_HARMS)
     r = gc("gcore-tune", "--target", target, "--templates", tpl, "--op", "gemm", "--m", "8",
            "--n", "16", "--k", "32", "--dtype", "f32", "--db", "t.db", "--timeout", "10",
