@@ -7,8 +7,10 @@
  *   alloc  lo            lo+G     S          E       P            P+G
  *     |....|[ guard: G    ]|slack|[ buffer   ]|slack|[ guard: G   ]|....
  *
- * S (the address kernels get) is ALIGN-aligned; the buffer's end E lies
- * less than ALIGN bytes before P, where the guard after it starts; lo, P
+ * S (the address kernels get) is `align`-aligned (ALIGN, or HOST_ALIGN on
+ * the CPU, whose kernels need 64 bytes: a smaller slack after the buffer);
+ * its end E lies less than `align` bytes before P, where the guard after
+ * it starts; lo, P
  * and G are whole pages where the device protects memory (the slack
  * before S is then less than a page), else S = lo + G.
  * Inputs are uploaded once; outputs are poisoned before each verification
@@ -35,6 +37,7 @@
 #define GUARD_BYTE 0xA5
 #define POISON_BYTE 0xFF /* all-ones is NaN in f32, f16 and bf16 */
 #define ALIGN 256        /* what gc_dev_alloc promises, kept for each buffer */
+#define HOST_ALIGN 64    /* what CPU kernels are promised (templates/README.md) */
 #define STAGE ((size_t)4 << 20) /* bytes compared at a time off a device */
 
 struct gc_check {
@@ -52,6 +55,7 @@ struct gc_check {
   gc_dptr_t hi[GC_OP_MAX_BUFS];     /* P: start of the guard after it */
   size_t gbytes;                    /* G: bytes of each guard (whole pages) */
   size_t page;                      /* protection granule; 0: none */
+  size_t align;                     /* of each buffer: ALIGN or HOST_ALIGN */
   int protected;                    /* the guards and inputs are protected */
   double *ref[GC_OP_MAX_BUFS], *tol[GC_OP_MAX_BUFS]; /* outputs and in/out only */
   unsigned char *readback;          /* largest output */
@@ -117,13 +121,14 @@ static int alloc_guarded(gc_check_t *c, int i, gc_err_t *e) {
     return e->code;
   c->lo[i] = (gc_dptr_t)round_up((size_t)c->alloc[i], gran);
   c->hi[i] = c->lo[i] + c->gbytes + body;
-  c->dev_buf[i] = c->hi[i] - round_up(c->bytes[i], ALIGN);
+  c->dev_buf[i] = c->hi[i] - round_up(c->bytes[i], c->align);
   return GC_OK;
 }
 
 static int alloc_buffers(gc_check_t *c, gc_err_t *e) {
   size_t most = 0;
   c->page = gc_dev_page_size(c->dev);
+  c->align = gc_dev_info(c->dev)->host_memory ? HOST_ALIGN : ALIGN;
   c->gbytes = round_up(GUARD, c->page > ALIGN ? c->page : ALIGN);
   for (int i = 0; i < c->nbufs; i++) {
     const gc_opbuf_t *b = &c->bufs[i];

@@ -54,9 +54,9 @@ typedef struct gc_timing {
 
 /* Allocate (each buffer inside a guarded allocation: gc_check_verify)
  * and fill inputs for p on dev, compute the reference. sc gives the op's
- * scalars (NULL: gc_op_default_scalars). Buffers are 256-byte aligned and
- * keep their addresses until gc_check_free; on the CPU the inputs stay
- * read-only all that time. */
+ * scalars (NULL: gc_op_default_scalars). Buffers are 256-byte aligned (64
+ * on the CPU) and keep their addresses until gc_check_free; on the CPU the
+ * inputs stay read-only all that time. */
 int gc_check_setup(gc_dev_t *dev, const gc_problem_t *p, const gc_op_scalars_t *sc,
                    uint64_t seed, gc_check_t **out, gc_err_t *e);
 void gc_check_free(gc_check_t *c);
@@ -65,7 +65,7 @@ const gc_problem_t *gc_check_problem(const gc_check_t *c);
 /* One verification launch of fn. Each buffer lies between guards of more
  * than 1 MiB before and after it, filled with a pattern; where the device
  * can protect memory (the CPU), the guards of outputs are inaccessible
- * pages (the buffer's end within 256 bytes of them) and inputs with their
+ * pages (the buffer's end within 64 bytes of them) and inputs with their
  * guards are read-only, from setup until gc_check_free, so a stray write
  * faults in the launch (gc_check_locate says where). After the launch, in
  * this order: every guard byte a write could have changed unnoticed still

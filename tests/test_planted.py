@@ -192,10 +192,10 @@ def results(db):
 
 @pytest.mark.parametrize("mode,m", [("protected", 8), ("guards-only", 5)])
 def test_planted_variants_never_win(gc, mode, m):
-    """m = 8: C is 512 bytes, its end at a page boundary when protected;
-    m = 5: 320 bytes, so one element past it lands in the slack before the
-    guard, which the pattern check sees. (m > 4: gemv_cpu, faster than the
-    control at m <= 4, does not apply.)"""
+    """C's end is at a page boundary when protected (512 bytes, a multiple
+    of the 64-byte alignment: tests/c/test_base.c covers the slack of an
+    end between). m > 4: gemv_cpu, faster than the control at m <= 4, does
+    not apply."""
     tpl = plant(gc.dir, "cpu", "c", TEMPLATE, HARMS)
     # under ASan: plain signals, and no leak check in a worker that a kernel
     # ends with exit(0) (LeakSanitizer cannot stop its threads there)

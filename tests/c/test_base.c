@@ -487,6 +487,16 @@ static void test_check_protection(void) {
         !strcmp(where, "past the end of input A (at end + 4)"));
   CHECK(!gc_check_locate(c, 16, where, sizeof where) && !where[0]);
   gc_check_free(c);
+  /* C of 3x5 floats (60 bytes) ends 4 bytes before the inaccessible page:
+   * one element past it is found by the pattern of that slack */
+  p.m = 3, p.n = 5;
+  CHECK(!gc_check_setup(dev, &p, NULL, 1, &c, &e));
+  int one_past = HARM_ONE_PAST;
+  CHECK(c && !gc_check_verify(c, host_gemm, &one_past, &v, &e) && !v.ok &&
+        !strcmp(v.why, "wrote past the end of C (changed byte at end + 0)"));
+  CHECK(c && !gc_check_verify(c, host_gemm, &none, &v, &e) && v.ok);
+  CHECK(c && faults(c, HARM_FAR_PAST));
+  gc_check_free(c);
   gc_dev_close(dev);
 }
 
