@@ -1,0 +1,168 @@
+"""Trust under hostile conditions (issue 15): many tuners on one database,
+databases in read-only places, outputs that are not regular files, compiles
+that never end, and error messages that echo bytes read from outside."""
+import os
+import socket
+import sqlite3
+import stat
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import BIN, ROOT, assert_clean_error
+
+CONSTRAINT = "rejected' AND detail LIKE 'constraint failed%"
+
+
+def spawn(tool, *args, cwd, env):
+    e = dict(os.environ)
+    e.update(env)
+    return subprocess.Popen([os.path.join(BIN, tool), *map(str, args)], cwd=cwd, env=e,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def measured_now(out):
+    """{problem key: candidates this process measured} from its summary lines."""
+    got = {}
+    for line in out.splitlines():
+        if " measured now, " in line:
+            key, rest = line.split(": ", 1)
+            got[key] = int(rest.split(" measured now")[0])
+    return got
+
+
+# ---- one database, many tuners ---------------------------------------------
+
+TUNERS = [  # (op args, budget): four on one problem, others on their own or shared ones
+    (["--op", "rmsnorm", "--m", "1", "--n", "64"], 4),
+    (["--op", "rmsnorm", "--m", "1", "--n", "64"], 4),
+    (["--op", "rmsnorm", "--m", "1", "--n", "64"], 4),
+    (["--op", "rmsnorm", "--m", "1", "--n", "64"], 4),
+    (["--op", "rmsnorm", "--m", "2,3", "--n", "64"], 3),
+    (["--op", "add", "--m", "1", "--n", "256"], 3),
+    (["--op", "add", "--m", "1", "--n", "256"], 3),
+    (["--op", "add", "--m", "4", "--n", "128"], 2),
+]
+
+
+def test_eight_tuners_on_a_new_database(gc):
+    """All start at once on a database that does not exist: every one exits
+    0, every candidate any of them measured is in the database once, no
+    variant is measured twice for one (device, problem), and no claim is
+    left behind."""
+    env = {"GCORE_CACHE": os.path.join(gc.dir, "cache")}
+    # the compile cache warmed once, so that the eight race on the database
+    assert gc("gcore-gen", "--op", "rmsnorm", "--m", "1", "--n", "64",
+              "-o", "w.gcb", "-q", env=env).rc == 0
+    procs = [spawn("gcore-tune", *args, "--db", "t.db", "--budget", budget, "--min-time", "0.01",
+                   "--no-progress", cwd=gc.dir, env=env) for args, budget in TUNERS]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0 and not err.strip(), f"rc={p.returncode}\n{out}\n{err}"
+    now = {}
+    for out, _ in outs:
+        for key, n in measured_now(out).items():
+            now[key] = now.get(key, 0) + n
+    assert len(now) == 5, now
+    with sqlite3.connect(gc.dir / "t.db") as c:
+        rows = dict(c.execute(
+            "SELECT p.key, count(*) FROM measurements m JOIN problems p ON p.id = m.problem_id "
+            f"WHERE NOT (m.status = '{CONSTRAINT}') GROUP BY p.key").fetchall())
+        # each candidate measured by exactly one process, and recorded
+        assert rows == now, (rows, now)
+        # each process keeps to its budget as it sees the problem (the others'
+        # claims it meets count toward it)
+        budgets = {}
+        for args, budget in TUNERS:
+            for m in args[3].split(","):
+                key = f"{args[1]} f32:f32:f32 m={m} n={args[5]}"
+                budgets[key] = budgets.get(key, 0) + budget
+        for key, n in rows.items():
+            assert 1 <= n <= budgets[key], (key, n)
+        assert c.execute("SELECT count(*) FROM winners").fetchone()[0] == 5
+        assert c.execute("SELECT count(*) FROM claims").fetchone()[0] == 0
+        assert c.execute("PRAGMA user_version").fetchone()[0] == len(
+            [f for f in os.listdir(os.path.join(ROOT, "db", "migrations")) if f.endswith(".sql")])
+    # every process's summary names the winner (it waited for the others' claims)
+    for out, _ in outs:
+        assert "no winner" not in out, out
+
+
+def proc_start(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
+def owner():
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        return socket.gethostname() + "/" + f.read().strip()
+
+
+def test_claims_of_live_and_ended_processes(gc):
+    """A candidate claimed by a live process is left to it (and waited for);
+    a claim of a process that has ended is retaken and measured."""
+    args = ["gcore-tune", "--op", "rmsnorm", "--m", "1", "--n", "64", "--db", "t.db",
+            "--min-time", "0.01", "--no-progress", "--budget"]
+    assert gc(*args, "2").rc == 0
+    db = gc.dir / "t.db"
+    with sqlite3.connect(db) as c:
+        (mid, dev, prob, var), = c.execute(
+            "SELECT id, device_id, problem_id, variant_id FROM measurements WHERE status='ok' "
+            "ORDER BY id DESC LIMIT 1").fetchall()
+        c.execute("DELETE FROM winners")
+        c.execute("DELETE FROM measurements WHERE id=?", (mid,))
+    # a live claimant: this sleep, for three seconds
+    sleeper = subprocess.Popen(["sleep", "3"])
+    with sqlite3.connect(db) as c:
+        c.execute("INSERT INTO claims(device_id, problem_id, variant_id, owner, pid, pstart) "
+                  "VALUES (?,?,?,?,?,?)", (dev, prob, var, owner(), sleeper.pid,
+                                           proc_start(sleeper.pid)))
+    t0 = time.time()
+    r = gc(*args, "2")
+    assert r.rc == 0, r
+    assert "0 measured now, 2 reused" in r.out, r
+    assert time.time() - t0 > 2.0  # it waited for the claim until its owner ended
+    sleeper.wait()
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT count(*) FROM measurements WHERE variant_id=?", (var,)).fetchone()[0] == 0
+    # now the claim's owner has ended: the candidate is retaken
+    r = gc(*args, "2")
+    assert r.rc == 0 and "1 measured now, 1 reused" in r.out, r
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT status FROM measurements WHERE variant_id=?", (var,)).fetchall() == [("ok",)]
+        assert c.execute("SELECT count(*) FROM claims").fetchone()[0] == 0
+
+
+def test_gen_reads_a_database_in_a_read_only_directory(gc):
+    """gcore-gen only reads the database: a WAL database in a directory it
+    may not write (no -shm can be made there) is read all the same."""
+    r = gc("gcore-tune", "--op", "rmsnorm", "--m", "1", "--n", "64", "--db", "t.db", "--budget", "1",
+           "--min-time", "0.01", "--no-progress")
+    assert r.rc == 0, r
+    top = tempfile.mkdtemp(prefix="gcore-ro-")
+    try:
+        os.chmod(top, 0o755)
+        ro, cache = os.path.join(top, "ro"), os.path.join(top, "cache")
+        os.mkdir(ro)
+        os.mkdir(cache)
+        os.chmod(cache, 0o777)
+        with sqlite3.connect(gc.dir / "t.db") as c:
+            assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        with open(gc.dir / "t.db", "rb") as f, open(os.path.join(ro, "t.db"), "wb") as g:
+            g.write(f.read())
+        os.chmod(os.path.join(ro, "t.db"), 0o444)
+        os.chmod(ro, 0o555)
+        cmd = [os.path.join(BIN, "gcore-gen"), "--db", os.path.join(ro, "t.db"), "--op", "rmsnorm",
+               "--m", "1", "--n", "64", "-o", os.path.join(cache, "b.gcb")]
+        if os.geteuid() == 0:  # root writes anywhere: run it as nobody
+            cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+        env = dict(os.environ, GCORE_CACHE=cache, HOME=top)
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=top, timeout=300)
+        assert p.returncode == 0 and "1 tuned" in p.stdout, p
+        assert sorted(os.listdir(ro)) == ["t.db"]
+    finally:
+        for d, _, files in os.walk(top):
+            os.chmod(d, 0o755)
+        subprocess.run(["rm", "-rf", top])
