@@ -3,6 +3,7 @@
 #include "base.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,19 +201,67 @@ int gc_read_file(const char *path, size_t max_bytes, char **out, size_t *n,
   return GC_OK;
 }
 
-int gc_write_file(const char *path, const void *p, size_t n, gc_err_t *e) {
-  char tmp[PATH_MAX];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
-    return gc_err_set(e, GC_EINVAL, "%s: path too long", path);
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return gc_err_set(e, GC_EIO, "%s: %s", tmp, strerror(errno));
-  int ok = fwrite(p, 1, n, f) == n;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp, path) != 0) {
+static const char *file_kind(mode_t m) {
+  return S_ISREG(m)    ? "a regular file"
+         : S_ISDIR(m)  ? "a directory"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a file";
+}
+
+int gc_check_output(const char *path, char kind, gc_err_t *e) {
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    if (errno == ENOENT) return GC_OK;
+    return gc_err_set(e, GC_EIO, "%s: %s", path, strerror(errno));
+  }
+  if (kind == 'd' ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) return GC_OK;
+  return gc_err_set(e, GC_EINVAL, "%s: %s, not a %s", path, file_kind(st.st_mode),
+                    kind == 'd' ? "directory" : "regular file");
+}
+
+int gc_rename_output(const char *tmp, const char *path, gc_err_t *e) {
+  if (gc_check_output(path, 'f', e)) {
     remove(tmp);
-    return gc_err_set(e, GC_EIO, "%s: write failed: %s", path, strerror(errno));
+    return e->code;
+  }
+  if (rename(tmp, path) != 0) {
+    int err = errno;
+    remove(tmp);
+    return gc_err_set(e, GC_EIO, "%s: cannot write: %s", path, strerror(err));
   }
   return GC_OK;
+}
+
+int gc_write_file(const char *path, const void *p, size_t n, gc_err_t *e) {
+  char tmp[PATH_MAX];
+  if (gc_check_output(path, 'f', e)) return e->code;
+  if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
+    return gc_err_set(e, GC_EINVAL, "%s: path too long", path);
+  /* a FIFO or link planted at the temporary name fails here, never blocks */
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+  struct stat st;
+  if (fd < 0) return gc_err_set(e, GC_EIO, "%s: %s", tmp, strerror(errno));
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return gc_err_set(e, GC_EIO, "%s: not a regular file", tmp);
+  }
+  FILE *f = fdopen(fd, "wb");
+  if (!f) {
+    close(fd);
+    remove(tmp);
+    return gc_err_set(e, GC_EIO, "%s: %s", tmp, strerror(errno));
+  }
+  int ok = fwrite(p, 1, n, f) == n;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok) {
+    int err = errno;
+    remove(tmp);
+    return gc_err_set(e, GC_EIO, "%s: write failed: %s", path, strerror(err));
+  }
+  return gc_rename_output(tmp, path, e);
 }
 
 int gc_mkdirs(const char *path, gc_err_t *e) {

@@ -70,8 +70,19 @@ void gc_hash_hex(const void *data, size_t n, char out[GC_HASH_HEX]);
  * Refuses files larger than max_bytes. */
 int gc_read_file(const char *path, size_t max_bytes, char **out, size_t *n,
                  gc_err_t *e);
-/* Write atomically: to path.tmp then rename. */
+/* Write atomically: to path.tmp.PID then rename (gc_rename_output).
+ * Refuses a path that is not a regular file (gc_check_output). */
 int gc_write_file(const char *path, const void *p, size_t n, gc_err_t *e);
+/* Whether gcore may write path: nothing is there, or what is there is a
+ * regular file (kind 'f') or a directory (kind 'd'). A device node, a
+ * FIFO, a socket or the other of file/directory is refused (GC_EINVAL,
+ * "PATH: a character device, not a regular file"), so that an output flag
+ * never replaces /dev/null or blocks on a FIFO. Symbolic links are
+ * followed. */
+int gc_check_output(const char *path, char kind, gc_err_t *e);
+/* rename(tmp, path), but only over a regular file or nothing (checked just
+ * before); on refusal or failure tmp is removed. */
+int gc_rename_output(const char *tmp, const char *path, gc_err_t *e);
 /* mkdir -p */
 int gc_mkdirs(const char *path, gc_err_t *e);
 

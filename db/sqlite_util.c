@@ -147,8 +147,7 @@ int gc_sql_open(const char *path, char mode, int appid, const char *what,
   int exists = stat(path, &st) == 0;
   if (mode == 'r' && !exists)
     return gc_err_set(e, GC_EIO, "%s: %s", path, strerror(errno));
-  if (exists && !S_ISREG(st.st_mode))
-    return gc_err_set(e, GC_EIO, "%s: not a regular file", path);
+  if (exists && gc_check_output(path, 'f', e)) return e->code;
   if (mode == 'r') return open_read(path, appid, what, out, e);
   if (mode == 'n' && exists && unlink(path) != 0)
     return gc_err_set(e, GC_EIO, "%s: cannot replace: %s", path, strerror(errno));

@@ -386,15 +386,15 @@ int gc_gen_bundle(const gc_gen_opts_t *o, const gc_problems_t *probs, gc_err_t *
   char tmp[1100];
   snprintf(tmp, sizeof tmp, "%s.tmp.%d", o->out_path, (int)getpid());
   gc_bundle_t *b = NULL;
-  int rc = gc_tpl_load_all(o->templates_dir, &g.tpls, e);
+  int rc = gc_check_output(o->out_path, 'f', e);
+  if (!rc) rc = gc_tpl_load_all(o->templates_dir, &g.tpls, e);
   if (!rc && o->db_path) rc = gc_db_open(o->db_path, 0, &g.db, e);
   if (!rc) rc = gc_bundle_create(tmp, &b, e);
   if (!rc) rc = gen_targets(&g, b, probs, e);
   if (!rc) rc = write_provenance(&g, b, e);
   if (!rc) rc = gc_bundle_finish(b, e);
   gc_bundle_close(b);
-  if (!rc && rename(tmp, o->out_path) != 0)
-    rc = gc_err_set(e, GC_EIO, "%s: cannot write the bundle", o->out_path);
+  if (!rc) rc = gc_rename_output(tmp, o->out_path, e);
   if (rc) unlink(tmp);
   if (!rc && !o->quiet)
     printf("%s: %d problems for %s: %d tuned, %d defaults%s; %d dispatch entries\n",

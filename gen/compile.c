@@ -293,6 +293,7 @@ int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
   char dir[1100];
   if (strchr(cache, '\''))
     return gc_err_set(e, GC_EINVAL, "cache path may not contain quotes: %s", cache);
+  if (gc_check_output(cache, 'd', e)) return gc_err_prefix(e, "compile cache");
   snprintf(dir, sizeof dir, "%s/src", cache);
   if (gc_mkdirs(dir, e)) return e->code;
   snprintf(dir, sizeof dir, "%s/obj", cache);

@@ -166,3 +166,61 @@ def test_gen_reads_a_database_in_a_read_only_directory(gc):
         for d, _, files in os.walk(top):
             os.chmod(d, 0o755)
         subprocess.run(["rm", "-rf", top])
+
+
+# ---- outputs that are not regular files ---------------------------------------
+
+RMS = ["--op", "rmsnorm", "--m", "1", "--n", "64"]
+
+
+@pytest.fixture
+def fifo(gc):
+    path = gc.dir / "fifo"
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.parametrize("target, kind", [("/dev/full", "a character device"),
+                                          ("/dev/null", "a character device"),
+                                          ("FIFO", "a FIFO")])
+def test_gen_output_must_be_a_regular_file(gc, fifo, target, kind):
+    target = str(fifo) if target == "FIFO" else target
+    before = os.stat(target)
+    r = gc("gcore-gen", *RMS, "-o", target, timeout=60)
+    assert_clean_error(r, "gcore-gen", target, kind, "not a regular file")
+    after = os.stat(target)
+    assert stat.S_IFMT(after.st_mode) == stat.S_IFMT(before.st_mode)
+    assert (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
+    assert not [f for f in os.listdir(os.path.dirname(target)) if ".tmp." in f]
+
+
+def test_gen_output_may_not_be_a_directory(gc):
+    (gc.dir / "d").mkdir()
+    assert_clean_error(gc("gcore-gen", *RMS, "-o", "d"), "gcore-gen", "a directory, not a regular file")
+
+
+@pytest.fixture
+def bundle(gc):
+    assert gc("gcore-gen", *RMS, "-o", "b.gcb", "-q").rc == 0
+    return "b.gcb"
+
+
+def test_run_outputs_must_be_regular(gc, fifo, bundle):
+    for target in ("/dev/null", str(fifo)):
+        r = gc("gcore-run", "-b", bundle, *RMS, "--dump", target, "--min-time", "0.01", timeout=60)
+        assert_clean_error(r, "gcore-run", target, "not a directory")
+    # a FIFO planted where a dump file goes is refused, not opened
+    (gc.dir / "dump").mkdir()
+    os.mkfifo(gc.dir / "dump" / "meta.txt")
+    r = gc("gcore-run", "-b", bundle, *RMS, "--dump", "dump", "--min-time", "0.01", timeout=60)
+    assert_clean_error(r, "gcore-run", "meta.txt", "a FIFO, not a regular file")
+
+
+def test_db_and_cache_must_be_a_file_and_a_directory(gc, fifo):
+    for tool, out in (("gcore-tune", ["--budget", "1", "--no-progress"]), ("gcore-gen", ["-o", "x.gcb"])):
+        for target in ("/dev/null", str(fifo)):
+            r = gc(tool, *RMS, "--db", target, *out, timeout=60)
+            assert_clean_error(r, tool, target, "not a regular file")
+        r = gc(tool, *RMS, "--cache", "/dev/null", *out, timeout=60)
+        assert_clean_error(r, tool, "/dev/null", "not a directory")
+    assert os.path.exists("/dev/null") and stat.S_ISCHR(os.stat("/dev/null").st_mode)
