@@ -257,9 +257,11 @@ static int emit_target(gen_t *g, gc_bundle_t *b, int first, gc_err_t *e) {
     nj++;
   }
   if (!rc) rc = gc_compile_batch(&g->cc, &g->tg, g->o->cache, jobs, nj, g->o->jobs, e);
-  for (int j = 0; !rc && j < nj; j++)
-    if (!jobs[j].ok)
-      rc = gc_err_set(e, GC_ECOMPILE, "variant %s failed to compile: %s", jobs[j].vid, jobs[j].log);
+  for (int i = first; !rc && i < g->npicks; i++)
+    if (!jobs[g->picks[i].job].ok)
+      rc = gc_err_set(e, GC_ECOMPILE, "%s %s (variant %s) for %s failed to compile: %s",
+                      g->picks[i].v.tpl->name, g->picks[i].v.params, g->picks[i].vid,
+                      g->tg.name, jobs[g->picks[i].job].log);
   int64_t *code_ids = rc ? NULL : gc_calloc((size_t)(nj ? nj : 1), sizeof *code_ids, e);
   if (!rc && !code_ids) rc = GC_ENOMEM;
   for (int j = 0; !rc && j < nj; j++) {
@@ -353,6 +355,7 @@ static int setup_target(gen_t *g, const char *t, gc_err_t *e) {
     return e->code;
   if (force && !gc_compiler_serves(force, g->tg.backend)) force = NULL;
   if (gc_compiler_for(&g->tg, force, &g->cc, e)) return e->code;
+  if (g->o->compile_timeout_s > 0) g->cc.timeout_s = g->o->compile_timeout_s;
   if (!strcmp(g->tg.backend, "hip") && !gc_comgr_available(NULL, 0, NULL) && !g->o->quiet)
     fprintf(stderr, "gcore-gen: warning: AMD comgr not found: %s code builds, but its "
             "resources (VGPRs, LDS, spills) are not read or checked (install libamd-comgr2)\n",

@@ -29,11 +29,13 @@ static const char usage[] =
     "  --code-object N     AMD code object version: 5 (default) or 4\n"
     "  --cache DIR         compile cache, a directory (default $GCORE_CACHE or ~/.cache/gcore)\n"
     "  --jobs N            parallel compiles (default: ninja's)\n"
+    "  --compile-timeout S seconds one compile may run before it is killed (default 300);\n"
+    "                      a variant the bundle needs that does not compile is an error\n"
     "  -q, --quiet         no summary line\n"
     "  -h, --help          this text\n";
 
 enum { O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_FORCE,
-       O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_COV };
+       O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_COV, O_CTIMEOUT };
 
 static const struct option longopts[] = {
     {"output", 1, 0, 'o'},        {"op", 1, 0, O_OP}, {"model", 1, 0, O_MODEL}, {"prefill", 1, 0, O_PREFILL}, {"batch", 1, 0, O_BATCH},
@@ -43,6 +45,7 @@ static const struct option longopts[] = {
     {"db", 1, 0, O_DB},           {"force", 1, 0, O_FORCE},
     {"templates", 1, 0, O_TEMPLATES}, {"compiler", 1, 0, O_COMPILER},
     {"cache", 1, 0, O_CACHE},     {"jobs", 1, 0, O_JOBS}, {"code-object", 1, 0, O_COV},
+    {"compile-timeout", 1, 0, O_CTIMEOUT},
     {"quiet", 0, 0, 'q'},         {"help", 0, 0, 'h'},
     {0, 0, 0, 0}};
 
@@ -90,6 +93,15 @@ int main(int argc, char **argv) {
         }
         o.code_object = (int)iv;
         break;
+      case O_CTIMEOUT: {
+        char *end;
+        o.compile_timeout_s = strtod(optarg, &end);
+        if (*end || !(o.compile_timeout_s > 0 && o.compile_timeout_s <= 86400)) {
+          fprintf(stderr, "gcore-gen: --compile-timeout: expected seconds, 0 < S <= 86400\n");
+          return 2;
+        }
+        break;
+      }
       case 'q': o.quiet = 1; break;
       case 'h': fputs(usage, stdout); return 0;
       default: fputs(usage, stderr); return 2;

@@ -224,3 +224,61 @@ def test_db_and_cache_must_be_a_file_and_a_directory(gc, fifo):
         r = gc(tool, *RMS, "--cache", "/dev/null", *out, timeout=60)
         assert_clean_error(r, tool, "/dev/null", "not a directory")
     assert os.path.exists("/dev/null") and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+# ---- compiles that never end ------------------------------------------------
+
+GEMM = ["--op", "gemm", "--m", "8", "--n", "16", "--k", "32", "--dtype", "f32"]
+TMO = 15  # seconds: a healthy compile takes ~3 s on a loaded 2-core machine
+
+
+def stalling_templates(gc, priority):
+    """tiny_gemm whose UNR=4 variants include a FIFO nobody writes: the
+    compiler blocks opening it, for ever."""
+    d = gc.dir / "tpl"
+    if not d.exists():
+        import shutil
+        shutil.copytree(os.path.join(ROOT, "templates"), d)
+    fifo = gc.dir / "never.h"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    src = open(os.path.join(ROOT, "tests", "data", "tiny_gemm.c")).read()
+    src = src.replace("@priority 0", f"@priority {priority}")
+    src = src.replace("default 1 -- k-loop unroll", "default 4 -- k-loop unroll")
+    src += f'\n#if UNR == 4\n#include "{fifo}"\n#endif\n'
+    (d / "cpu" / "tiny_gemm.c").write_text(src)
+    return d
+
+
+def test_a_stalled_compile_is_recorded_and_the_sweep_goes_on(gc):
+    tpl = stalling_templates(gc, 0)
+    t0 = time.time()
+    r = gc("gcore-tune", "--templates", tpl, "--template", "tiny_gemm", *GEMM, "--db", "t.db",
+           "--compile-timeout", TMO, "--min-time", "0.01", "--no-progress", timeout=300)
+    assert r.rc == 0, r
+    assert time.time() - t0 < 10 * TMO
+    with sqlite3.connect(gc.dir / "t.db") as c:
+        got = dict(c.execute("SELECT v.params, m.status || ': ' || coalesce(m.detail, '') FROM "
+                             "measurements m JOIN variants v ON v.id = m.variant_id").fetchall())
+    assert got == {"ROWS=1,UNR=4": f"compile-failed: timed out after {TMO} s",
+                   "ROWS=2,UNR=4": f"compile-failed: timed out after {TMO} s",
+                   "ROWS=1,UNR=1": "ok: ", "ROWS=2,UNR=1": "ok: "}, got
+    assert "winner tiny_gemm ROWS=" in r.out and "UNR=1" in r.out, r
+
+
+def test_gen_fails_within_the_compile_timeout(gc):
+    tpl = stalling_templates(gc, 100)
+    t0 = time.time()
+    r = gc("gcore-gen", "--templates", tpl, *GEMM, "-o", "b.gcb", "--compile-timeout", TMO,
+           timeout=300)
+    assert time.time() - t0 < 5 * TMO
+    assert_clean_error(r, "gcore-gen", "tiny_gemm ROWS=1,UNR=4", "failed to compile",
+                       f"timed out after {TMO} s")
+    assert not os.path.exists(gc.dir / "b.gcb")
+
+
+def test_compile_timeout_flag_is_checked(gc):
+    for tool, out in (("gcore-tune", []), ("gcore-gen", ["-o", "x.gcb"])):
+        for bad in ("0", "-1", "x", "1e9"):
+            assert_clean_error(gc(tool, *GEMM, "--compile-timeout", bad, *out), tool,
+                               "--compile-timeout")

@@ -470,7 +470,7 @@ static void summary(sweep_t *s, int found, gc_err_t *e) {
  * than a chunk of candidates can take, nor past a time budget. */
 static int wait_for_others(sweep_t *s, gc_err_t *e) {
   int64_t held = 0;
-  double until = gc_now() + CHUNK * (s->o->timeout_s + 30);
+  double until = gc_now() + CHUNK * (s->o->timeout_s + s->cc.timeout_s) + 60;
   for (;;) {
     if (gc_db_claims_held(s->db, s->device_id, s->problem_id, &held, e)) return e->code;
     if (!held || gc_now() > until || (s->o->budget_s > 0 && gc_now() > s->deadline))
@@ -547,6 +547,7 @@ static int open_sweep(sweep_t *s, const gc_tune_opts_t *o, gc_err_t *e) {
       gc_compiler_for(&o->target, o->compiler, &s->cc, e) || gpu_present(&o->target, e) ||
       gc_worker_start(o->target.backend, o->ordinal, &s->worker, &s->info, e))
     return e->code;
+  if (o->compile_timeout_s > 0) s->cc.timeout_s = o->compile_timeout_s;
   for (int t = 0; o->only_template && t <= s->tpls.n; t++)
     if (t == s->tpls.n)
       return gc_err_set(e, GC_ENOTFOUND, "no template named '%s'", o->only_template);

@@ -47,6 +47,8 @@ static const char usage[] =
     "  --devices LIST    tune on several devices of this host in parallel (e.g. 0,1,2,3):\n"
     "                    one worker per device, problems dealt out in turn, one database\n"
     "  --timeout S       seconds a candidate may take before it is killed (default 60)\n"
+    "  --compile-timeout S  seconds one compile may run before it is killed and recorded\n"
+    "                    compile-failed, \"timed out after S s\" (default 300)\n"
     "  --min-time S      seconds of timed launches per candidate (default 0.2; at most 500\n"
     "                    launches, each after a cache flush on GPUs)\n"
     "  --margin F        noise margin for keeping an incumbent winner (default 0.02)\n"
@@ -55,7 +57,7 @@ static const char usage[] =
 
 enum { O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_BUDGET,
        O_TEMPLATE, O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_DEVICE, O_TIMEOUT,
-       O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_DEVICES, O_STRATEGY, O_COV };
+       O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_DEVICES, O_STRATEGY, O_COV, O_CTIMEOUT };
 
 static const struct option longopts[] = {
     {"op", 1, 0, O_OP}, {"model", 1, 0, O_MODEL}, {"prefill", 1, 0, O_PREFILL}, {"batch", 1, 0, O_BATCH},           {"m", 1, 0, O_M},
@@ -69,7 +71,7 @@ static const struct option longopts[] = {
     {"min-time", 1, 0, O_MINTIME}, {"margin", 1, 0, O_MARGIN},
     {"progress", 0, 0, O_PROGRESS}, {"no-progress", 0, 0, O_NOPROGRESS},
     {"devices", 1, 0, O_DEVICES}, {"strategy", 1, 0, O_STRATEGY},
-    {"code-object", 1, 0, O_COV},
+    {"code-object", 1, 0, O_COV}, {"compile-timeout", 1, 0, O_CTIMEOUT},
     {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
 
 static int die(const char *msg) {
@@ -176,6 +178,10 @@ int main(int argc, char **argv) {
         break;
       case O_TIMEOUT:
         if (parse_pos(optarg, &o.timeout_s)) return die("--timeout: expected seconds > 0");
+        break;
+      case O_CTIMEOUT:
+        if (parse_pos(optarg, &o.compile_timeout_s) || o.compile_timeout_s > 86400)
+          return die("--compile-timeout: expected seconds, 0 < S <= 86400");
         break;
       case O_MINTIME:
         if (parse_pos(optarg, &o.timing.min_time)) return die("--min-time: expected seconds > 0");
