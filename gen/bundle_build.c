@@ -72,7 +72,7 @@ static int forced(gen_t *g, const gc_problem_t *p, gc_variant_t *v, int *used, g
   const char *colon = strchr(g->o->force, ':');
   snprintf(name, sizeof name, "%.*s", colon ? (int)(colon - g->o->force) : 63, g->o->force);
   const gc_template_t *t = gc_tpl_find(&g->tpls, name);
-  if (!t) return gc_err_set(e, GC_ENOTFOUND, "--force: no template named '%s'", name);
+  if (!t) return gc_err_set(e, GC_ENOTFOUND, "--force: no template named %s", GC_QUOTED(name));
   if (!gc_tpl_supports(t, p)) return GC_OK;
   int ok;
   const char *why = NULL;

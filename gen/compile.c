@@ -82,7 +82,7 @@ int gc_clang_find(char *path, size_t path_n, char *version, size_t version_n, gc
       if (i == 0) return gc_err_set(e, GC_ECOMPILE, "GCORE_CLANG='%s' is not an executable", env);
       continue;
     }
-    snprintf(cmd, sizeof cmd, "'%s' --version 2>/dev/null", path);
+    snprintf(cmd, sizeof cmd, "timeout -k 5 60 '%s' --version 2>/dev/null", path);
     if (!first_line(cmd, version, version_n)) return GC_OK;
   }
   return gc_err_set(e, GC_ECOMPILE, "no clang for AMD targets: set $GCORE_CLANG, or install "
@@ -172,7 +172,7 @@ int gc_compiler_for(const gc_target_t *tg, const char *force, gc_compiler_t *c,
   strcpy(c->driver, "cc");
   snprintf(c->path, sizeof c->path, "%s", cc);
   char cmd[400];
-  snprintf(cmd, sizeof cmd, "%s --version 2>/dev/null", cc);
+  snprintf(cmd, sizeof cmd, "timeout -k 5 60 %s --version 2>/dev/null", cc); /* a compiler that stalls */
   if (first_line(cmd, c->version, sizeof c->version))
     return gc_err_set(e, GC_ECOMPILE,
                       "C compiler '%s' not found or not working (install gcc: make deps)", cc);

@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
     }
   }
   if (optind < argc) {
-    fprintf(stderr, "gcore-gen: unexpected argument '%s'\n", argv[optind]);
+    fprintf(stderr, "gcore-gen: unexpected argument %s\n", GC_QUOTED(argv[optind]));
     return 2;
   }
   gc_err_t e = {0};

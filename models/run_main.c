@@ -208,7 +208,7 @@ static int parse_tokens(const char *s, const char *what, int32_t **out, int *n, 
   for (char *save = NULL, *t = strtok_r(buf, ", \t\r\n", &save); t && !rc; t = strtok_r(NULL, ", \t\r\n", &save)) {
     int64_t id;
     if (gc_parse_i64(t, &id) || id < 0 || id > INT32_MAX)
-      rc = gc_err_set(e, GC_EINVAL, "%s: '%.40s' is not a token id", what, t);
+      rc = gc_err_set(e, GC_EINVAL, "%s: %s is not a token id", what, GC_QUOTED(t));
     else
       v[(*n)++] = (int32_t)id;
   }
@@ -709,7 +709,7 @@ int main(int argc, char **argv) {
   gc_problems_t probs = {0};
   int rc;
   if (optind < argc)
-    rc = gc_err_set(&e, GC_EINVAL, "unexpected argument '%s'", argv[optind]);
+    rc = gc_err_set(&e, GC_EINVAL, "unexpected argument %s", GC_QUOTED(argv[optind]));
   else if (tok_mode == 3)
     rc = gc_err_set(&e, GC_EINVAL, "give either --tokenize or --detokenize, not both");
   else if (tok_mode && !o.tokenizer)

@@ -1,6 +1,7 @@
 """Trust under hostile conditions (issue 15): many tuners on one database,
 databases in read-only places, outputs that are not regular files, compiles
 that never end, and error messages that echo bytes read from outside."""
+import json
 import os
 import socket
 import sqlite3
@@ -282,3 +283,82 @@ def test_compile_timeout_flag_is_checked(gc):
         for bad in ("0", "-1", "x", "1e9"):
             assert_clean_error(gc(tool, *GEMM, "--compile-timeout", bad, *out), tool,
                                "--compile-timeout")
+
+
+# ---- errors that stay one line -----------------------------------------------
+
+EVIL = "ev\nil\x01\x1b[31m"      # a newline, a control byte and a terminal escape
+SHOWN = "'ev\\nil\\x01\\x1b[31m'"  # how a message shows it
+
+
+def one_line(r, tool, *needles):
+    assert_clean_error(r, tool, *needles)
+    assert "\x1b" not in r.err and "\x01" not in r.err
+
+
+def tiny_model(path):
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import tinymodel as TM
+    TM.write_model(str(path), seed=1, dim=32, hidden_dim=64, n_layers=1, n_heads=4, n_kv_heads=2,
+                   vocab=64)
+    return TM
+
+
+def test_config_value_is_quoted(gc):
+    tiny_model(gc.dir / "m")
+    cfg_path = gc.dir / "m" / "config.json"
+    cfg = json.load(open(cfg_path))
+    cfg["model_type"] = EVIL
+    json.dump(cfg, open(cfg_path, "w"))
+    for tool, out in (("gcore-gen", ["-o", "x.gcb"]), ("gcore-tune", ["--db", "t.db"])):
+        one_line(gc(tool, "--model", gc.dir / "m", *out), tool, "model_type " + SHOWN)
+
+
+def test_tensor_name_is_quoted(gc):
+    TM = tiny_model(gc.dir / "m")
+
+    def edit(h, d):
+        h[EVIL] = {"dtype": "Q9\n", "shape": [1], "data_offsets": [0, 4]}
+        return h, d
+    TM._rewrite(str(gc.dir / "m" / "model.safetensors"), edit)
+    one_line(gc("gcore-gen", "--model", gc.dir / "m", "-o", "x.gcb"), "gcore-gen",
+             "tensor " + SHOWN, "dtype 'Q9\\n'")
+
+
+@pytest.mark.parametrize("line, shown", [
+    (b"gemm\x01\x1b[2J f32 m=1 n=2 k=3\n", "unknown op 'gemm\\x01\\x1b[2J'"),
+    (b"gemm f32 m=1 n=\x0b2\xff k=3\n", "--n: '\\x0b2\\xff' is not an integer"),
+    (b"gemm f32 m=1 \x1b=2 k=3\n", "'\\x1b=2': expected m="),
+])
+def test_workload_line_is_quoted(gc, line, shown):
+    (gc.dir / "w.txt").write_bytes(b"# a workload\n" + line)
+    for tool, out in (("gcore-gen", ["-o", "x.gcb"]), ("gcore-tune", ["--db", "t.db"])):
+        one_line(gc(tool, "--workload", "w.txt", *out), tool, "w.txt:2: " + shown)
+
+
+def test_template_line_is_quoted(gc):
+    import shutil
+    d = gc.dir / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), d)
+    src = open(d / "cpu" / "add.c", encoding="utf-8").read()
+    src = src.replace("/*", "/*\n * @frob\x01nicate\x1b[0m 1", 1)
+    (d / "cpu" / "add.c").write_text(src, encoding="utf-8")
+    one_line(gc("gcore-gen", "--templates", d, *RMS, "-o", "x.gcb"), "gcore-gen",
+             "unknown declaration '@frob\\x01nicate\\x1b[0m'")
+
+
+def test_command_line_values_are_quoted(gc):
+    one_line(gc("gcore-tune", "--op", "gem\nm", "--m", "1"), "gcore-tune", "unknown op 'gem\\nm'")
+    one_line(gc("gcore-gen", *RMS, "--target", "sm_9\x1b", "-o", "x.gcb"), "gcore-gen",
+             "target 'sm_9\\x1b'")
+    one_line(gc("gcore-run", "-b", "nope.gcb", "--tokens", "1,\x012"), "gcore-run")
+    one_line(gc("gcore-gen", *RMS, "-o", "x.gcb", "extra\narg"), "gcore-gen",
+             "unexpected argument 'extra\\narg'")
+
+
+def test_tokenizer_value_is_quoted(gc):
+    tok = {"model": {"type": "Uni\ngram\x07", "vocab": {}}, "added_tokens": []}
+    (gc.dir / "tokenizer.json").write_text(json.dumps(tok))
+    one_line(gc("gcore-run", "--tokenizer", "tokenizer.json", "--tokenize", input="hi"), "gcore-run",
+             "'Uni\\ngram\\x07'")

@@ -550,7 +550,7 @@ static int open_sweep(sweep_t *s, const gc_tune_opts_t *o, gc_err_t *e) {
   if (o->compile_timeout_s > 0) s->cc.timeout_s = o->compile_timeout_s;
   for (int t = 0; o->only_template && t <= s->tpls.n; t++)
     if (t == s->tpls.n)
-      return gc_err_set(e, GC_ENOTFOUND, "no template named '%s'", o->only_template);
+      return gc_err_set(e, GC_ENOTFOUND, "no template named %s", GC_QUOTED(o->only_template));
     else if (!strcmp(s->tpls.v[t].name, o->only_template))
       break;
   /* the versions of the templates this sweep may walk: earlier runs'
