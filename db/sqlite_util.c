@@ -111,8 +111,9 @@ static int open_ro(const char *path, const char *query, sqlite3 **db, gc_err_t *
 
 /* Read-only, wherever the file lies. A WAL database needs its -shm, which
  * SQLite cannot create in a directory this process may not write; then
- * the file alone is the whole database (a cleanly closed WAL database has
- * no -wal left), and it is read as immutable. */
+ * the file alone is the whole database (a cleanly closed database has no
+ * -wal or hot -journal left: where one has, the file is refused rather
+ * than read without it), and it is read as immutable. */
 static int open_read(const char *path, int appid, const char *what, sqlite3 **out,
                      gc_err_t *e) {
   sqlite3 *db;
@@ -124,13 +125,16 @@ static int open_read(const char *path, int appid, const char *what, sqlite3 **ou
   int rc = sqlite3_extended_errcode(db), prim = rc & 0xff;
   sqlite3_close(db);
   if (prim != SQLITE_CANTOPEN && prim != SQLITE_READONLY) return e->code;
-  char wal[PATH_MAX + 8];
-  struct stat st;
-  snprintf(wal, sizeof wal, "%s-wal", path);
-  if (stat(wal, &st) == 0 && st.st_size > 0)
-    return gc_err_set(e, GC_EIO, "%s: cannot read the %s: %s holds changes not yet written "
-                      "into it, and SQLite cannot open its -shm here (open it once where "
-                      "it is writable)", path, what, wal);
+  static const char *const sidecars[] = {"-wal", "-journal"};
+  for (size_t i = 0; i < GC_ARRAY_LEN(sidecars); i++) {
+    char side[PATH_MAX + 16];
+    struct stat st;
+    snprintf(side, sizeof side, "%s%s", path, sidecars[i]);
+    if (stat(side, &st) == 0 && st.st_size > 0)
+      return gc_err_set(e, GC_EIO, "%s: cannot read the %s: %s holds changes not yet written "
+                        "into it, and SQLite cannot use it here (open it once where it is "
+                        "writable)", path, what, side);
+  }
   if (open_ro(path, "immutable=1", &db, e)) return e->code;
   if (gc_sql_check_identity(db, path, appid, what, e)) {
     sqlite3_close(db);

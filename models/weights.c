@@ -146,9 +146,11 @@ static int w_fill_hf(gc_llama_weights_t *w, gc_err_t *e) {
 }
 
 /* Tensors of a checkpoint that hold no weight gcore would need: the
- * rotary inverse frequencies some exports keep per layer (gcore computes
- * them from rope_theta and rope_scaling). */
+ * rotary inverse frequencies some exports keep, per layer ("REST" of
+ * model.layers.N.REST) or once for the model (gcore computes them from
+ * rope_theta and rope_scaling). */
 static int w_hf_ignorable(const char *rest) { return !strcmp(rest, "self_attn.rotary_emb.inv_freq"); }
+static int w_hf_ignorable_top(const char *name) { return !strcmp(name, "model.rotary_emb.inv_freq"); }
 
 /* Layer number and the rest of a "model.layers.N.REST" name, or -1. */
 static long w_hf_layer_of(const char *name, const char **rest) {
@@ -202,7 +204,8 @@ static int w_hf_check_unused(gc_llama_weights_t *w, gc_err_t *e) {
       if (!known && !first_other) first_other = t;
       continue;
     }
-    if (!strcmp(t->name, "model.embed_tokens.weight") || !strcmp(t->name, "model.norm.weight"))
+    if (!strcmp(t->name, "model.embed_tokens.weight") || !strcmp(t->name, "model.norm.weight") ||
+        w_hf_ignorable_top(t->name))
       continue;
     if (!strcmp(t->name, "lm_head.weight")) {
       if (c->tie_word_embeddings && w_hf_check_tied(w, t, e)) return e->code;
