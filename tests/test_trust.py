@@ -163,6 +163,18 @@ def test_gen_reads_a_database_in_a_read_only_directory(gc):
         p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=top, timeout=300)
         assert p.returncode == 0 and "1 tuned" in p.stdout, p
         assert sorted(os.listdir(ro)) == ["t.db"]
+        # a -wal with changes not yet checkpointed is not skipped silently
+        os.chmod(ro, 0o755)
+        with sqlite3.connect(gc.dir / "t.db") as c:
+            c.execute("PRAGMA wal_autocheckpoint = 0")
+            c.execute("UPDATE measurements SET detail = 'pending' WHERE id = 1")
+            c.commit()
+            with open(gc.dir / "t.db-wal", "rb") as f, open(os.path.join(ro, "t.db-wal"), "wb") as g:
+                g.write(f.read())
+        os.chmod(ro, 0o555)
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=top, timeout=300)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode != 0 and len(lines) == 1 and "t.db-wal holds changes" in lines[0], p
     finally:
         for d, _, files in os.walk(top):
             os.chmod(d, 0o755)
