@@ -6,11 +6,10 @@
 #include <getopt.h>
 #include <sys/stat.h>
 #include <stdlib.h>
-
-#include "../base/cli.h"
 #include <string.h>
 #include <unistd.h>
 
+#include "../base/cli.h"
 #include "../gen/autobundle.h"
 #include "../gen/compile.h"
 #include "../runtime/check.h"
@@ -39,6 +38,8 @@ static const char usage[] =
     "                       ~/.cache/gcore)\n"
     "  -p, --prompt TEXT    text prompt, tokenized (BOS first when the tokenizer adds one)\n"
     "  --tokens IDS         prompt as comma-separated token ids (default: the BOS id); output as ids\n"
+    "  --tokens-file FILE   many prompts, one line of ids each, each run from an empty cache;\n"
+    "                       one output line (or --json object) per prompt\n"
     "  --tokenizer PATH     tokenizer.json, a directory holding one, or a .gguf vocabulary\n"
     "                       (default: MODEL/tokenizer.json)\n"
     "  --chat               interactive chat (Llama 2 / Llama 3 instruct templates): each stdin\n"
@@ -76,22 +77,22 @@ static const char usage[] =
     "                       of ids per text; --detokenize reads one line of ids per text and\n"
     "                       writes each text followed by a NUL\n"
     "one op (--op):\n"
-    "  --op OP              gemm | gemm_add | gemm_swiglu | rmsnorm | add | embed | rope_kv |\n"
-    "                       attention | argmax\n"
+    "  --op OP              one of the ops listed at the end\n"
     "  --m/--n/--k/--h/--g/--d N   problem size, one value each\n"
     "  --dtype T            f32 | f16 | bf16 | A:B:C (default f32)\n"
     "  --seed N             input seed (default 1 here)\n"
     "  --dump DIR           write the op's buffers as raw little-endian files + meta.txt (a directory)\n"
     "  --min-time S         seconds of timed launches (default 0.2)\n"
     "device:\n"
-    "  --backend NAME       device backend (default cpu)\n"
+    "  --backend NAME       device backend: cpu (default), cuda (NVIDIA) or hip (AMD)\n"
     "  --device N           device ordinal (default 0)\n"
-    "  -h, --help           this text\n";
+    "  -h, --help           this text\n"
+    "  --version            this tool's version\n";
 
 enum { O_VERSION = 255, O_OP = 256, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_BACKEND, O_DEVICE, O_SEED, O_DUMP,
        O_MINTIME, O_TOKENS, O_CTX, O_IGNORE_EOS, O_TBT, O_JSON, O_LOGITS, O_TEMP, O_TOPK, O_TOPP,
        O_MINP, O_REPEAT, O_PROFILE, O_NOGRAPH, O_NOPDL, O_WARMUP, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE,
-       O_BOS, O_CHAT, O_SYSTEM, O_NULL, O_DB, O_CACHE };
+       O_BOS, O_CHAT, O_SYSTEM, O_NULL, O_DB, O_CACHE, O_TOKENS_FILE };
 
 static const struct option longopts[] = {
     {"bundle", 1, 0, 'b'},        {"model", 1, 0, 'm'},        {"prompt", 1, 0, 'p'},
@@ -109,6 +110,7 @@ static const struct option longopts[] = {
     {"tokenizer", 1, 0, O_TOKENIZER}, {"tokenize", 0, 0, O_TOKENIZE}, {"detokenize", 0, 0, O_DETOKENIZE},
     {"bos", 0, 0, O_BOS},         {"chat", 0, 0, O_CHAT},      {"system", 1, 0, O_SYSTEM},
     {"null", 0, 0, O_NULL},       {"db", 1, 0, O_DB},          {"cache", 1, 0, O_CACHE},
+    {"tokens-file", 1, 0, O_TOKENS_FILE},
     {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},          {0, 0, 0, 0}};
 
 typedef struct run_ctx {
@@ -199,6 +201,7 @@ static int run_op(const char *bundle, const char *backend, int ordinal, const gc
 
 typedef struct run_opts {
   const char *model, *bundle, *backend, *tokens, *logits_path, *prompt, *tokenizer, *system;
+  const char *tokens_file; /* one prompt of ids per line, each from an empty cache */
   const char *db, *cache; /* without -b: where the bundle comes from */
   int ordinal, n_predict, ctx, ignore_eos, token_by_token, json, chat, bos, profile, no_graph, no_pdl, warmup;
   gc_sampler_params_t sp;
@@ -496,6 +499,44 @@ static int chat_loop(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t
   return rc;
 }
 
+/* --tokens-file: the prompts, one line of ids each (blank lines skipped). */
+typedef struct prompts {
+  int32_t **v; /* [n][len[i]] */
+  int *len, n, longest;
+} prompts_t;
+
+static void prompts_free(prompts_t *p) {
+  for (int i = 0; i < p->n; i++) free(p->v[i]);
+  free(p->v);
+  free(p->len);
+}
+
+static int read_prompts(const char *path, prompts_t *p, gc_err_t *e) {
+  char *text, *save = NULL;
+  memset(p, 0, sizeof *p);
+  if (gc_read_file(path, 64u << 20, &text, NULL, e)) return e->code;
+  int rc = GC_OK, lineno = 0;
+  for (char *line = strtok_r(text, "\n", &save); line && !rc; line = strtok_r(NULL, "\n", &save)) {
+    lineno++;
+    if (strspn(line, " \t\r,") == strlen(line)) continue;
+    int32_t **v = gc_realloc(p->v, (size_t)(p->n + 1) * sizeof *v, e);
+    int *len = v ? gc_realloc(p->len, (size_t)(p->n + 1) * sizeof *len, e) : NULL;
+    if (v) p->v = v;
+    if (len) p->len = len;
+    if (!v || !len) rc = GC_ENOMEM;
+    else if (!(rc = parse_tokens(line, "--tokens-file", &p->v[p->n], &p->len[p->n], e))) {
+      if (p->len[p->n] > p->longest) p->longest = p->len[p->n];
+      p->n++;
+    } else {
+      gc_err_prefix(e, "%s:%d", path, lineno);
+    }
+  }
+  free(text);
+  if (!rc && !p->n) rc = gc_err_set(e, GC_EINVAL, "%s: no prompts", path);
+  if (rc) prompts_free(p);
+  return rc;
+}
+
 /* -b BUNDLE, or the bundle for this device and model from the tuning
  * database (built into the cache, or reused), said in one line. */
 static int open_bundle(const run_opts_t *o, gc_dev_t *dev, gc_rt_t **rt, gc_err_t *e) {
@@ -525,6 +566,25 @@ static int open_bundle(const run_opts_t *o, gc_dev_t *dev, gc_rt_t **rt, gc_err_
   return gc_rt_open(dev, r.path, rt, e);
 }
 
+/* Each prompt of ps from an empty cache, with a sampler of its own: one
+ * line (or JSON object) per prompt, in order; the logits of every prompt
+ * follow each other in --logits. */
+static int run_prompts(gc_llama_t *m, const run_opts_t *o, int max_t, const prompts_t *ps,
+                       gen_state_t *g, text_io_t *io, gc_err_t *e) {
+  int rc = GC_OK;
+  for (int i = 0; !rc && i < ps->n; i++) {
+    gc_sampler_t *smp = NULL;
+    gc_llama_reset(m);
+    rc = gc_sampler_create(gc_llama_config(m)->vocab_size, &o->sp, &smp, e);
+    if (!rc && ps->len[i] > o->ctx)
+      rc = gc_err_set(e, GC_EINVAL, "prompt %d has %d tokens, more than --ctx %d", i + 1, ps->len[i], o->ctx);
+    if (!rc) rc = generate(m, o, max_t, smp, ps->v[i], ps->len[i], g, io, e);
+    if (!rc) report(o, ps->v[i], ps->len[i], g, io);
+    gc_sampler_free(smp);
+  }
+  return rc;
+}
+
 static int run_model(const run_opts_t *o, gc_err_t *e) {
   gc_llama_weights_t *w = NULL;
   gc_dev_t *dev = NULL;
@@ -537,9 +597,15 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   gen_state_t g = {0};
   text_io_t io = {.chat_end = -1};
   run_opts_t oo = *o;
+  prompts_t many = {0};
   int rc = gc_weights_open(o->model, &w, e);
   if (!rc) rc = open_tokenizer(o, &w->cfg, &io, e);
-  if (!rc && !o->chat) rc = prompt_ids(o, &w->cfg, &io, &prompt, &np, e);
+  if (!rc && o->tokens_file) {
+    rc = read_prompts(o->tokens_file, &many, e);
+    np = many.longest;
+  } else if (!rc && !o->chat) {
+    rc = prompt_ids(o, &w->cfg, &io, &prompt, &np, e);
+  }
   if (!rc && o->tokens) { /* ids in, ids out */
     gc_tok_free(io.tok);
     io.tok = NULL;
@@ -564,6 +630,8 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
     rc = gc_err_set(e, GC_EIO, "%s: cannot write", o->logits_path);
   if (!rc && o->chat)
     rc = chat_loop(m, &oo, max_t, smp, &g, &io, e);
+  else if (!rc && o->tokens_file)
+    rc = run_prompts(m, &oo, max_t, &many, &g, &io, e);
   else if (!rc) {
     if (o->warmup) rc = warm_up(m, &oo, prompt, np, e);
     if (!rc) rc = generate(m, &oo, max_t, smp, prompt, np, &g, &io, e);
@@ -574,6 +642,7 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   gc_prof_free(prof);
   free(g.out);
   free(prompt);
+  prompts_free(&many);
   gc_buf_free(&io.text);
   gc_tok_free(io.tok);
   gc_sampler_free(smp);
@@ -687,6 +756,7 @@ int main(int argc, char **argv) {
       case O_BACKEND: o.backend = optarg; break;
       case O_DUMP: dump_dir = optarg; break;
       case O_TOKENS: o.tokens = optarg; break;
+      case O_TOKENS_FILE: o.tokens_file = optarg; break;
       case O_LOGITS: o.logits_path = optarg; break;
       case O_IGNORE_EOS: o.ignore_eos = 1; break;
       case O_TBT: o.token_by_token = 1; break;
@@ -742,7 +812,11 @@ int main(int argc, char **argv) {
         if (gc_parse_i64(optarg, &iv) || iv < 0 || iv > 1000000) return bad_flag("--warmup", "a step count >= 0");
         o.warmup = (int)iv;
         break;
-      case 'h': fputs(usage, stdout); return gc_cli_exit("gcore-run", 0);
+      case 'h':
+        fputs(usage, stdout);
+        printf("ops:\n");
+        gc_op_help(stdout);
+        return gc_cli_exit("gcore-run", 0);
       case O_VERSION: return gc_cli_version("gcore-run");
       default: return gc_cli_bad_option("gcore-run", c, argv);
     }
@@ -770,6 +844,8 @@ int main(int argc, char **argv) {
     rc = gc_err_set(&e, GC_EINVAL, "--chat takes text turns on stdin, not --tokens");
   else if (o.chat && o.warmup)
     rc = gc_err_set(&e, GC_EINVAL, "--warmup runs a prompt before the timed run; it does not go with --chat");
+  else if (o.tokens_file && (o.prompt || o.tokens || o.chat || o.warmup))
+    rc = gc_err_set(&e, GC_EINVAL, "--tokens-file gives the prompts: it goes without -p, --tokens, --chat and --warmup");
   else if (o.prompt && o.tokens)
     rc = gc_err_set(&e, GC_EINVAL, "give the prompt as -p TEXT or as --tokens IDS, not both");
   else if (op && !o.bundle)
