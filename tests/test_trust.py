@@ -3,16 +3,22 @@ databases in read-only places, outputs that are not regular files, compiles
 that never end, and error messages that echo bytes read from outside."""
 import json
 import os
+import shutil
 import socket
 import sqlite3
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
 
-from conftest import BIN, ROOT, assert_clean_error
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from conftest import BIN, ROOT, assert_clean_error  # noqa: E402
+import tinymodel as TM  # noqa: E402
 
 CONSTRAINT = "rejected' AND detail LIKE 'constraint failed%"
 
@@ -250,7 +256,6 @@ def stalling_templates(gc, priority):
     compiler blocks opening it, for ever."""
     d = gc.dir / "tpl"
     if not d.exists():
-        import shutil
         shutil.copytree(os.path.join(ROOT, "templates"), d)
     fifo = gc.dir / "never.h"
     if not fifo.exists():
@@ -309,12 +314,8 @@ def one_line(r, tool, *needles):
 
 
 def tiny_model(path):
-    import sys
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
-    import tinymodel as TM
     TM.write_model(str(path), seed=1, dim=32, hidden_dim=64, n_layers=1, n_heads=4, n_kv_heads=2,
                    vocab=64)
-    return TM
 
 
 def test_config_value_is_quoted(gc):
@@ -328,7 +329,7 @@ def test_config_value_is_quoted(gc):
 
 
 def test_tensor_name_is_quoted(gc):
-    TM = tiny_model(gc.dir / "m")
+    tiny_model(gc.dir / "m")
 
     def edit(h, d):
         h[EVIL] = {"dtype": "Q9\n", "shape": [1], "data_offsets": [0, 4]}
@@ -350,7 +351,6 @@ def test_workload_line_is_quoted(gc, line, shown):
 
 
 def test_template_line_is_quoted(gc):
-    import shutil
     d = gc.dir / "tpl"
     shutil.copytree(os.path.join(ROOT, "templates"), d)
     src = open(d / "cpu" / "add.c", encoding="utf-8").read()
