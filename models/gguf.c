@@ -108,6 +108,7 @@ static int read_kvs(gc_gguf_t *g, cur_t *c, gc_err_t *e) {
   for (uint64_t i = 0; i < g->n_kv; i++) {
     gc_gguf_kv_t *kv = &g->kv[i];
     uint32_t t;
+    char q[GC_QUOTE_BUF]; /* keys come from the file */
     if (take_str(c, &kv->key) || take_u32(c, &t))
       return gc_err_set(e, GC_ECORRUPT, "%s: truncated in key %llu of %llu", g->path,
                         (unsigned long long)i, (unsigned long long)g->n_kv);
@@ -117,18 +118,18 @@ static int read_kvs(gc_gguf_t *g, cur_t *c, gc_err_t *e) {
     if (t == GC_GGUF_ARRAY) {
       uint32_t et;
       if (take_u32(&v, &et) || take_u64(&v, &kv->count))
-        return gc_err_set(e, GC_ECORRUPT, "%s: truncated in the value of '%.*s'", g->path,
-                          (int)(kv->key.n > 200 ? 200 : kv->key.n), kv->key.p);
+        return gc_err_set(e, GC_ECORRUPT, "%s: truncated in the value of %s", g->path,
+                          gc_quote(kv->key.p, kv->key.n, q, sizeof q));
       kv->elem = (gc_gguf_type_t)et;
     }
     kv->data = v.p;
     int rc = skip_value(c, t, 0);
     if (rc == -2)
-      return gc_err_set(e, GC_ECORRUPT, "%s: '%.*s' has an unknown value type %u", g->path,
-                        (int)(kv->key.n > 200 ? 200 : kv->key.n), kv->key.p, t);
+      return gc_err_set(e, GC_ECORRUPT, "%s: %s has an unknown value type %u", g->path,
+                        gc_quote(kv->key.p, kv->key.n, q, sizeof q), t);
     if (rc)
-      return gc_err_set(e, GC_ECORRUPT, "%s: truncated in the value of '%.*s'", g->path,
-                        (int)(kv->key.n > 200 ? 200 : kv->key.n), kv->key.p);
+      return gc_err_set(e, GC_ECORRUPT, "%s: truncated in the value of %s", g->path,
+                        gc_quote(kv->key.p, kv->key.n, q, sizeof q));
   }
   return GC_OK;
 }

@@ -311,7 +311,8 @@ static int cpu_kernel(gc_dev_t *d, gc_module_t *m, const char *name, gc_kernel_t
                       gc_err_t *e) {
   (void)d;
   void *sym = dlsym(m->handle, name);
-  if (!sym) return gc_err_set(e, GC_ENOTFOUND, "code object has no kernel '%s'", name);
+  if (!sym) return gc_err_set(e, GC_ENOTFOUND, "code object has no kernel %s",
+                      GC_QUOTED(name));
   gc_kernel_t *k = gc_malloc(sizeof *k, e);
   if (!k) return GC_ENOMEM;
   *(void **)&k->fn = sym;

@@ -542,7 +542,8 @@ static int hip_kernel(gc_dev_t *dev, gc_module_t *m, const char *name, gc_kernel
   hipFunction_t fn = NULL;
   hipError_t r = hip.ModuleGetFunction(&fn, m->mod, name);
   if (r == hipErrorNotFound || (r == hipSuccess && !fn))
-    return gc_err_set(e, GC_ENOTFOUND, "code object has no kernel '%s'", name);
+    return gc_err_set(e, GC_ENOTFOUND, "code object has no kernel %s",
+                      GC_QUOTED(name));
   if (r != hipSuccess) return hip_fail(e, GC_EDEVICE, r, "hipModuleGetFunction");
   gc_kernel_t *k = gc_malloc(sizeof *k, e);
   if (!k) return GC_ENOMEM;
