@@ -85,7 +85,8 @@ GPU_BACKEND ?= cuda
 GPU_TARGETS ?= $(if $(filter hip,$(GPU_BACKEND)),gfx942,sm_80,sm_90)
 test-gpu: all $(C_TESTS)
 	GCORE_BIN=$(abspath $(BIN)) GCORE_CTESTS=$(abspath $(BUILD)/tests) GCORE_TEST_BACKEND=$(GPU_BACKEND) \
-	  GCORE_TEST_TARGETS=$(GPU_TARGETS) $(PYTHON) -m pytest -q tests/test_ops.py tests/gpu tests/test_c_units.py
+	  GCORE_TEST_BACKENDS=cpu,$(GPU_BACKEND) GCORE_TEST_TARGETS=cpu,$(GPU_TARGETS) \
+	  $(PYTHON) -m pytest -q tests/test_ops.py tests/gpu tests/test_c_units.py
 
 test-gpu-amd:
 	$(MAKE) test-gpu GPU_BACKEND=hip

@@ -7,22 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const gc_op_desc_t ops[] = {
-    {"gemm", "mnk", "C[M,N] = A[M,K] * B[N,K]^T, fp32 accumulation"},
-    {"gemm_add", "mnk", "C[M,N] += A[M,K] * B[N,K]^T (the residual stream updated in place)"},
-    {"gemm_swiglu", "mnk",
-     "C[M,N] = silu(A W[0:N]^T) * (A W[N:2N]^T), W is [2N,K] (gate then up)"},
-    {"rmsnorm_gemm", "mnk",
-     "C[M,N] = rmsnorm(A; norm[K], eps) * B[N,K]^T: the norm in the GEMM's pass over A"},
-    {"rmsnorm_gemm_swiglu", "mnk", "gemm_swiglu of rmsnorm(A; norm[K], eps)"},
-    {"rmsnorm", "mn", "Y[M,N] = X / sqrt(mean(X^2) + eps) * W[N], eps 1e-5"},
-    {"add", "mn", "Z[M,N] = X + Y"},
-    {"embed", "mnk", "Z[M,N] = table[K,N][tokens[M]]"},
-    {"rope_kv", "mhgd", "rotate q,k of QKV[M,(H+2G)D]; write k,v to the cache at pos0.."},
-    {"attention", "mhgd", "causal GQA attention of Q[M,H*D] over the cache"},
-    {"argmax", "mn", "idx[M] = the lowest index of the maximum of each row of X[M,N]"},
-};
-
 const char gc_dim_letters[GC_NDIMS + 1] = "mnkhgd";
 
 int64_t *gc_problem_dim(gc_problem_t *p, int i) {
@@ -33,22 +17,6 @@ int64_t *gc_problem_dim(gc_problem_t *p, int i) {
 int64_t gc_problem_get(const gc_problem_t *p, int i) {
   const int64_t v[GC_NDIMS] = {p->m, p->n, p->k, p->h, p->g, p->d};
   return v[i];
-}
-
-const gc_op_desc_t *gc_op_find(const char *name) {
-  for (size_t i = 0; i < GC_ARRAY_LEN(ops); i++)
-    if (!strcmp(ops[i].name, name)) return &ops[i];
-  return NULL;
-}
-
-void gc_op_help(FILE *out) {
-  for (size_t i = 0; i < GC_ARRAY_LEN(ops); i++)
-    fprintf(out, "  %-20s %s\n", ops[i].name, ops[i].doc);
-}
-
-const gc_op_desc_t *gc_op_list(int *n) {
-  *n = (int)GC_ARRAY_LEN(ops);
-  return ops;
 }
 
 static const char *const dt_names[] = {"f32", "f16", "bf16", "i32", "f64"};
@@ -106,8 +74,8 @@ void gc_problem_key(const gc_problem_t *p, char *out) {
   char dt[16];
   gc_dtypes_format(p->ta, p->tb, p->tc, dt);
   int n = snprintf(out, GC_PROBLEM_KEY, "%s %s", p->op, dt);
-  const gc_op_desc_t *d = gc_op_find(p->op);
-  const char *dims = d ? d->dims : "mnk";
+  const gc_op_t *d = gc_op_find(p->op);
+  const char *dims = d ? gc_op_dims(d) : "mnk";
   for (int i = 0; i < GC_NDIMS; i++)
     if (strchr(dims, gc_dim_letters[i]) && n < GC_PROBLEM_KEY)
       n += snprintf(out + n, (size_t)(GC_PROBLEM_KEY - n), " %c=%lld", gc_dim_letters[i],
@@ -115,21 +83,17 @@ void gc_problem_key(const gc_problem_t *p, char *out) {
 }
 
 int gc_problem_check(const gc_problem_t *p, gc_err_t *e) {
-  const gc_op_desc_t *d = gc_op_find(p->op);
+  const gc_op_t *d = gc_op_find(p->op);
   if (!d) {
-    int n;
-    const gc_op_desc_t *l = gc_op_list(&n);
-    char names[128] = "", q[GC_QUOTE_BUF];
-    for (int i = 0; i < n; i++)
-      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
-               i ? ", " : "", l[i].name);
+    char names[256], q[GC_QUOTE_BUF];
+    gc_op_names(names, sizeof names);
     return gc_err_set(e, GC_EINVAL, "unknown op %s (known: %s)",
                       gc_quote(p->op, GC_QSTR, q, sizeof q), names);
   }
   for (int i = 0; i < GC_NDIMS; i++) {
     int64_t v = gc_problem_get(p, i);
     char c = gc_dim_letters[i];
-    int used = strchr(d->dims, c) != NULL;
+    int used = strchr(gc_op_dims(d), c) != NULL;
     if (used && (v < 1 || v >= (1LL << 31)))
       return gc_err_set(e, GC_EINVAL, "%s: %c=%lld is out of range [1, 2^31)", p->op, c,
                         (long long)v);
@@ -222,7 +186,7 @@ int gc_problems_expand(gc_problems_t *l, const char *op, const char *dtypes,
   }
   strcpy(p.op, op);
   if (gc_dtypes_parse(dtypes ? dtypes : "f32", &p.ta, &p.tb, &p.tc, e)) return e->code;
-  const char *used = gc_op_find(op)->dims;
+  const char *used = gc_op_dims(gc_op_find(op));
   int64_t v[GC_NDIMS][64];
   int cnt[GC_NDIMS];
   for (int i = 0; i < GC_NDIMS; i++) {

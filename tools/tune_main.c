@@ -10,6 +10,7 @@
 #include "../gen/compile.h"
 #include "../models/recipe.h"
 #include "../tuner/tune.h"
+#include "../core/ops.h"
 #include "../db/tunedb.h"
 
 static const char usage[] =
@@ -56,12 +57,14 @@ static const char usage[] =
     "                    launches, each after a cache flush on GPUs)\n"
     "  --margin F        noise margin for keeping an incumbent winner (default 0.02)\n"
     "  --progress/--no-progress  live progress line (default: when stderr is a terminal)\n"
+    "  --list-ops        print the op table (dimensions, buffers and their shapes, arguments)\n"
+    "                    as JSON, and exit\n"
     "  -h, --help        this text\n"
     "  --version         this tool's version\n";
 
 enum { O_VERSION = 255, O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_BUDGET,
        O_TEMPLATE, O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_DEVICE, O_TIMEOUT,
-       O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_DEVICES, O_STRATEGY, O_COV, O_CTIMEOUT };
+       O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_LISTOPS, O_DEVICES, O_STRATEGY, O_COV, O_CTIMEOUT };
 
 static const struct option longopts[] = {
     {"op", 1, 0, O_OP}, {"model", 1, 0, O_MODEL}, {"prefill", 1, 0, O_PREFILL}, {"batch", 1, 0, O_BATCH},           {"m", 1, 0, O_M},
@@ -76,6 +79,7 @@ static const struct option longopts[] = {
     {"progress", 0, 0, O_PROGRESS}, {"no-progress", 0, 0, O_NOPROGRESS},
     {"devices", 1, 0, O_DEVICES}, {"strategy", 1, 0, O_STRATEGY},
     {"code-object", 1, 0, O_COV}, {"compile-timeout", 1, 0, O_CTIMEOUT},
+    {"list-ops", 0, 0, O_LISTOPS},
     {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},          {0, 0, 0, 0}};
 
 static int help(void) {
@@ -241,6 +245,7 @@ int main(int argc, char **argv) {
       case O_PROGRESS: o.progress = 1; break;
       case O_NOPROGRESS: o.progress = 0; break;
       case 'h': return help();
+      case O_LISTOPS: gc_op_table_json(stdout); return gc_cli_exit("gcore-tune", 0);
       case O_VERSION: return gc_cli_version("gcore-tune");
       default: return gc_cli_bad_option("gcore-tune", c, argv);
     }
