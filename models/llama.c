@@ -40,6 +40,7 @@ struct gc_llama {
   gc_dptr_t step;               /* int32 [1 + max_t]: the position, then the tokens */
   gc_dptr_t pos, tokens;        /* step, step + 4 */
   int graphs;                   /* capture the decode step and replay it */
+  int64_t replays;              /* decode steps run as a graph replay */
   gc_graph_t *decode_graph[2];  /* [0]: logits out, [1]: device argmax */
   gc_prof_t *prof;
   gc_dptr_t *owned;             /* [nowned]: allocations to free (cap: capowned) */
@@ -187,6 +188,7 @@ void gc_llama_set_graphs(gc_llama_t *m, int on) { m->graphs = on; }
 void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p) { m->prof = p; }
 gc_prof_t *gc_llama_profile(const gc_llama_t *m) { return m->prof; }
 void gc_llama_reset(gc_llama_t *m) { m->npos = 0; }
+int64_t gc_llama_graph_replays(const gc_llama_t *m) { return m->replays; }
 
 /* ---- the forward ---------------------------------------------------------- */
 
@@ -311,7 +313,10 @@ int gc_llama_forward_ex(gc_llama_t *m, const int32_t *tokens, int t, int all_row
   if (step != stage) free(step);
   if (rc) return rc;
   rc = GC_EUNSUPPORTED;
-  if (t == 1 && rows == 1 && m->graphs && !m->prof) rc = replay_decode(m, next != NULL, e);
+  if (t == 1 && rows == 1 && m->graphs && !m->prof) {
+    rc = replay_decode(m, next != NULL, e);
+    m->replays += rc == GC_OK;
+  }
   if (rc == GC_EUNSUPPORTED) rc = launch_forward(m, t, rows, next != NULL, e);
   if (rc) return rc;
   if (next) { /* greedy on the device: one id comes back, not the logits */

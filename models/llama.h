@@ -41,6 +41,8 @@ void gc_llama_set_graphs(gc_llama_t *m, int on);
 /* Time every launch into p (NULL: off). Profiled steps run without graphs. */
 void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p);
 gc_prof_t *gc_llama_profile(const gc_llama_t *m);
+/* Decode steps run so far as one graph replay (the rest: launch by launch). */
+int64_t gc_llama_graph_replays(const gc_llama_t *m);
 /* Empty the KV cache: the next forward starts at position 0. */
 void gc_llama_reset(gc_llama_t *m);
 

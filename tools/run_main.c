@@ -257,6 +257,7 @@ typedef struct gen_state {
   int32_t *out;       /* generated ids */
   int n_out;
   double t_prefill, t_decode, ttft;
+  int64_t replays; /* decode steps of this generation replayed from a graph */
 } gen_state_t;
 
 static int write_logits(gen_state_t *g, const float *lg, int rows, int vocab, gc_err_t *e) {
@@ -313,6 +314,7 @@ static int generate(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t 
   float *lg = gc_malloc((size_t)rows * c->vocab_size * sizeof *lg, e);
   if (!lg) return GC_ENOMEM;
   double t0 = gc_now();
+  int64_t replays0 = gc_llama_graph_replays(m);
   int rc = prefill(m, o, max_t, p, np, lg, g, e);
   for (int i = 0; i < np; i++) gc_sampler_accept(smp, p[i]);
   double td = gc_now();
@@ -342,6 +344,7 @@ static int generate(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t 
   }
   if (!rc) rc = finish_text(o, io, e);
   g->t_decode = gc_now() - td;
+  g->replays = gc_llama_graph_replays(m) - replays0;
   free(lg);
   return rc;
 }
@@ -403,8 +406,8 @@ static void report(const run_opts_t *o, const int32_t *p, int np, const gen_stat
       json_str(io->text.data ? io->text.data : "", io->text.len);
     }
     printf(", \"prompt_tokens\": %d, \"generated_tokens\": %d, \"prompt_tok_per_s\": %.3f, "
-           "\"decode_tok_per_s\": %.3f, \"ttft_ms\": %.3f}\n",
-           np, g->n_out, pre, steps ? dec : 0.0, g->ttft * 1e3);
+           "\"decode_tok_per_s\": %.3f, \"ttft_ms\": %.3f, \"graph_replays\": %lld}\n",
+           np, g->n_out, pre, steps ? dec : 0.0, g->ttft * 1e3, (long long)g->replays);
   } else {
     printf("\n");
     fprintf(stderr, "prompt: %d tokens, %.1f tok/s; decode: %d tokens, %.1f tok/s; "
