@@ -44,6 +44,7 @@ struct gc_llama {
   gc_prof_t *prof;
   gc_dptr_t owned[512];         /* allocations to free */
   int nowned;
+  gc_llama_weights_t *dense;    /* TEMPORARY: dense copies of quantized weights */
 };
 
 /* ---- the recipe --------------------------------------------------------- */
@@ -93,11 +94,16 @@ int gc_llama_recipe(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t,
 
 int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend,
                         gc_llama_dtypes_t *dt, gc_err_t *e) {
-  if (w->mixed_dtypes)
-    return gc_err_set(e, GC_EUNSUPPORTED, "the model's tensors have mixed dtypes; gcore "
-                      "needs one weight dtype");
-  dt->weight = (gc_dtype_t)w->cfg.weight_dtype;
-  dt->act = !strcmp(backend, "cpu") ? GC_DT_F32 : dt->weight;
+  int cpu = !strcmp(backend, "cpu");
+  gc_st_dtype_t wt = w->cfg.weight_dtype;
+  (void)e;
+  /* No kernel reads block formats yet: quantized models run on dense
+     copies (gc_weights_dequantize in gc_llama_create), fp32 on the CPU and
+     fp16 on GPUs. Tensors in another float type than the matrices (a GGUF
+     file's F32 norms) are converted to theirs the same way. */
+  if (gc_weights_quantized(w)) wt = cpu ? GC_ST_F32 : GC_ST_F16;
+  dt->weight = (gc_dtype_t)wt;
+  dt->act = cpu ? GC_DT_F32 : dt->weight;
   return GC_OK;
 }
 
@@ -120,6 +126,7 @@ void gc_llama_inv_freq(const gc_llama_config_t *c, double *out) {
       }
       f = scaled;
     }
+    if (c->rope_scaling == GC_ROPE_SCALING_FACTORS) f /= c->rope_factors[j];
     out[j] = f;
   }
 }
@@ -227,6 +234,10 @@ int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int
   m->max_t = max_t;
   m->graphs = 1;
   int rc = gc_llama_dtypes_for(w, gc_dev_info(dev)->backend, &m->dt, e);
+  /* TEMPORARY, until the templates read block formats: the forward runs on
+     dense copies of whatever is not in the weight dtype (quantized tensors) */
+  if (!rc) rc = gc_weights_dequantize(w, (gc_st_dtype_t)m->dt.weight, &m->dense, e);
+  if (m->dense) w = m->dense;
   if (!rc) rc = resolve_kernels(m, e);
   if (!rc && !(m->layers = gc_calloc((size_t)m->cfg.n_layers, sizeof *m->layers, e))) rc = GC_ENOMEM;
   for (int l = 0; !rc && l < m->cfg.n_layers; l++) rc = place_layer(m, &w->layers[l], &m->layers[l], e);
@@ -236,6 +247,10 @@ int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int
                                                               : place(m, &w->classifier, &m->cls, e);
   if (!rc) rc = upload_freqs(m, e);
   if (!rc) rc = alloc_activations(m, e);
+  if (m->dense && !gc_dev_info(dev)->host_memory) { /* uploaded: the host copies can go */
+    gc_weights_close(m->dense);
+    m->dense = NULL;
+  }
   if (rc) {
     gc_llama_free(m);
     return rc;
@@ -248,6 +263,7 @@ void gc_llama_free(gc_llama_t *m) {
   if (!m) return;
   for (int i = 0; i < 2; i++) gc_dev_graph_destroy(m->dev, m->decode_graph[i]);
   for (int i = 0; i < m->nowned; i++) gc_dev_free(m->dev, m->owned[i]);
+  gc_weights_close(m->dense);
   free(m->layers);
   free(m);
 }
@@ -418,14 +434,14 @@ static int add_recipe(const gc_llama_weights_t *w, gc_llama_dtypes_t dt, const c
   return GC_OK;
 }
 
-int gc_llama_workload(const char *model_path, const char *prefill, const char *batch,
-                      const char *backend, gc_problems_t *out, gc_err_t *e) {
+int gc_llama_workload(const char *model_path, const char *quantize, const char *prefill,
+                      const char *batch, const char *backend, gc_problems_t *out, gc_err_t *e) {
   static const char *const all[] = {"cpu", "cuda"};
   /* GPU backends share one recipe: activations in the weights' dtype */
   if (backend && !strcmp(backend, "hip")) backend = "cuda";
   gc_llama_weights_t *w;
   if (gc_weights_open(model_path, &w, e)) return e->code;
-  int rc = GC_OK;
+  int rc = quantize ? gc_weights_quantize(w, quantize, e) : GC_OK;
   for (int i = 0; !rc && i < 2; i++) {
     gc_llama_dtypes_t dt;
     if (backend && strcmp(backend, all[i])) continue;

@@ -26,7 +26,9 @@ typedef struct gc_llama_dtypes {
 int gc_llama_recipe(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t,
                     int64_t logits_rows, gc_problems_t *l, gc_err_t *e);
 /* The dtypes for weights w on a backend: the CPU keeps activations in
- * fp32; GPUs keep them in the weights' dtype. */
+ * fp32; GPUs keep them in the weights' dtype. Quantized weights count as
+ * fp32 on the CPU and fp16 on GPUs (dense copies, until quantized kernels
+ * exist). */
 int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend,
                         gc_llama_dtypes_t *dt, gc_err_t *e);
 
@@ -34,7 +36,8 @@ typedef struct gc_llama gc_llama_t;
 
 /* Put the model on rt's device with a KV cache of ctx positions and room
  * for prefills of up to max_t tokens; resolve every kernel the recipe needs
- * for 1 and max_t tokens (a bundle lacking one is refused here, by name). */
+ * for 1 and max_t tokens (a bundle lacking one is refused here, by name).
+ * Quantized weights are dequantized on the host first (for now). */
 int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int ctx,
                     int max_t, gc_llama_t **out, gc_err_t *e);
 void gc_llama_free(gc_llama_t *m);
@@ -62,13 +65,15 @@ gc_prof_t *gc_llama_profile(const gc_llama_t *m);
 /* Empty the KV cache: the next forward starts at position 0. */
 void gc_llama_reset(gc_llama_t *m);
 
-/* RoPE inverse frequencies [head_dim/2] (theta, llama3 scaling), double. */
+/* RoPE inverse frequencies [head_dim/2] (theta, llama3 scaling or GGUF's
+ * per-frequency factors), double. */
 void gc_llama_inv_freq(const gc_llama_config_t *c, double *out);
 
 
 /* The problems of a model for tuning or bundling: the recipe for a prefill
  * of each t in prefill (comma list) and a decode step of batch rows, in the
- * dtypes of backend ("cpu", "cuda"), or of every backend when NULL. */
-int gc_llama_workload(const char *model_path, const char *prefill, const char *batch,
-                      const char *backend, gc_problems_t *out, gc_err_t *e);
+ * dtypes of backend ("cpu", "cuda"), or of every backend when NULL; with
+ * quantize (NULL: none) the model's matrices as --quantize stores them. */
+int gc_llama_workload(const char *model_path, const char *quantize, const char *prefill,
+                      const char *batch, const char *backend, gc_problems_t *out, gc_err_t *e);
 #endif
