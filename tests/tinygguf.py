@@ -102,11 +102,11 @@ def write_gguf(path: str, kvs: Sequence[Tuple[str, str, object]],
     return {"data_start": data_start, "infos": infos, "offsets": offsets}
 
 
-def patch(path: str, pos: int, fmt: str, value) -> None:
-    """Overwrite the struct-packed value at byte pos of a file."""
+def patch(path: str, pos: int, fmt: str, *values) -> None:
+    """Overwrite the struct-packed values at byte pos of a file."""
     with open(path, "r+b") as f:
         f.seek(pos)
-        f.write(struct.pack(fmt, value))
+        f.write(struct.pack(fmt, *values))
 
 
 # ----------------------------------------------------------------- reading
@@ -245,11 +245,15 @@ def vocab(n: int) -> Tuple[List[str], List[float], List[int]]:
 
 def write_llama(path: str, hf_cfg: dict, weights: Dict[str, np.ndarray], qtype: str = "F32",
                 version: int = 3, alignment: Optional[int] = None, with_vocab: bool = True,
-                extra_kvs: Sequence = (), exact_norms: bool = True) -> dict:
+                extra_kvs: Sequence = (), drop_keys: Sequence[str] = (), extra_tensors: Sequence = (),
+                exact_norms: bool = True) -> dict:
     """A tiny Llama GGUF from HF-named fp32 weights and a tinymodel config.
     qtype: a ggufq type name, or MIXED. exact_norms: norms first rounded to
     the matrices' float type (as a model converted from fp16/bf16 weights
     has them), so that gcore's conversion of F32 norms to it is exact.
+    extra_kvs: (key, type, value) replacing a key of the same name or added;
+    drop_keys: keys left out; extra_tensors: (name, ggml type id, dims, raw)
+    added at the end (to break files).
     Returns the write_gguf layout plus "types": {gguf name: type name}."""
     c = hf_cfg
     nh, nkv = c["num_attention_heads"], c["num_key_value_heads"]
@@ -271,7 +275,8 @@ def write_llama(path: str, hf_cfg: dict, weights: Dict[str, np.ndarray], qtype: 
                 ("tokenizer.ggml.scores", "arr:f32", scores), ("tokenizer.ggml.token_type", "arr:i32", types),
                 ("tokenizer.ggml.bos_token_id", "u32", 1), ("tokenizer.ggml.eos_token_id", "u32", 2),
                 ("tokenizer.ggml.unknown_token_id", "u32", 0), ("tokenizer.ggml.add_bos_token", "bool", True)]
-    kvs += list(extra_kvs)
+    extra = {k: (k, t, v) for k, t, v in extra_kvs}
+    kvs = [extra.pop(k, (k, t, v)) for k, t, v in kvs if k not in drop_keys] + list(extra.values())
     tensors, types = [], {}
     rope = c.get("rope_scaling")
     if rope and rope.get("rope_type") == "llama3":
@@ -290,6 +295,7 @@ def write_llama(path: str, hf_cfg: dict, weights: Dict[str, np.ndarray], qtype: 
             a = Q.roundtrip(mat_float, a)
         tensors.append((g, Q.TYPES[t][0], list(reversed(a.shape)), Q.quantize(t, a)))
         types[g] = t
+    tensors += list(extra_tensors)
     layout = write_gguf(path, kvs, tensors, version=version, alignment=alignment)
     layout["types"] = types
     return layout
