@@ -275,23 +275,22 @@ static int w_bind_gguf(gc_llama_weights_t *w, gc_weight_t *dst, const char *name
   return GC_OK;
 }
 
-/* 1 if name is a tensor of the llama model gcore runs (n layers). */
+/* 1 if name is a tensor of the llama model gcore runs (n layers), spelt
+ * as gcore binds it ("blk.3.attn_q.weight", not "blk.03..."). */
 static int w_gguf_known(gc_gguf_str_t name, int n) {
-  char buf[128];
-  int l, used = 0;
-  if (name.n >= sizeof buf) return 0;
-  memcpy(buf, name.p, (size_t)name.n);
-  buf[name.n] = 0;
-  if (!strcmp(buf, "token_embd.weight") || !strcmp(buf, "output_norm.weight") || !strcmp(buf, "output.weight") ||
-      !strcmp(buf, "rope_freqs.weight"))
-    return 1;
-  char pre[32];
-  if (sscanf(buf, "blk.%d.%n", &l, &used) != 1 || !used || l < 0 || l >= n) return 0;
-  snprintf(pre, sizeof pre, "blk.%d.", l); /* the spelling gcore binds: no "blk.01." */
-  if ((int)strlen(pre) != used || strncmp(buf, pre, (size_t)used)) return 0;
+  static const char *const top[] = {"token_embd.weight", "output_norm.weight", "output.weight", "rope_freqs.weight"};
+  const char *p = name.p, *end = name.p + name.n;
+  for (size_t i = 0; i < GC_ARRAY_LEN(top); i++)
+    if (name.n == strlen(top[i]) && !memcmp(p, top[i], (size_t)name.n)) return 1;
+  if (name.n < 5 || memcmp(p, "blk.", 4)) return 0;
+  long l = 0;
+  const char *d = p + 4;
+  for (; d < end && *d >= '0' && *d <= '9' && d - p < 12; d++) l = l * 10 + (*d - '0');
+  if (d == p + 4 || (p[4] == '0' && d > p + 5) || d >= end || *d != '.' || l >= n) return 0;
+  size_t rest = (size_t)(end - d - 1);
   for (int k = 0; k < GC_LLAMA_LAYER_TENSORS; k++) {
     size_t kn = strlen(w_gguf_layer_names[k]);
-    if (!strncmp(buf + used, w_gguf_layer_names[k], kn) && !strcmp(buf + used + kn, ".weight")) return 1;
+    if (rest == kn + 7 && !memcmp(d + 1, w_gguf_layer_names[k], kn) && !memcmp(d + 1 + kn, ".weight", 7)) return 1;
   }
   return 0;
 }
