@@ -234,11 +234,11 @@ int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int
   m->max_t = max_t;
   m->graphs = 1;
   int rc = gc_llama_dtypes_for(w, gc_dev_info(dev)->backend, &m->dt, e);
+  if (!rc) rc = resolve_kernels(m, e);
   /* TEMPORARY, until the templates read block formats: the forward runs on
      dense copies of whatever is not in the weight dtype (quantized tensors) */
   if (!rc) rc = gc_weights_dequantize(w, (gc_st_dtype_t)m->dt.weight, &m->dense, e);
   if (m->dense) w = m->dense;
-  if (!rc) rc = resolve_kernels(m, e);
   if (!rc && !(m->layers = gc_calloc((size_t)m->cfg.n_layers, sizeof *m->layers, e))) rc = GC_ENOMEM;
   for (int l = 0; !rc && l < m->cfg.n_layers; l++) rc = place_layer(m, &w->layers[l], &m->layers[l], e);
   if (!rc) rc = place(m, &w->tok_embeddings, &m->tok_emb, e);
