@@ -154,6 +154,25 @@ void gc_problems_free(gc_problems_t *l) {
   memset(l, 0, sizeof *l);
 }
 
+int gc_needs_push(gc_needs_t *l, const gc_problem_t *p, int64_t lo, gc_err_t *e) {
+  for (int i = 0; i < l->n; i++)
+    if (l->v[i].lo == lo && !memcmp(&l->v[i].p, p, sizeof *p)) return GC_OK;
+  if (l->n == l->cap) {
+    int cap = l->cap ? l->cap * 2 : 16;
+    gc_need_t *v = gc_realloc(l->v, (size_t)cap * sizeof *v, e);
+    if (!v) return GC_ENOMEM;
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = (gc_need_t){*p, lo};
+  return GC_OK;
+}
+
+void gc_needs_free(gc_needs_t *l) {
+  free(l->v);
+  memset(l, 0, sizeof *l);
+}
+
 /* Parse "1,16,128" into at most 64 values. */
 static int parse_list(const char *s, char dim, int64_t *v, int *n, gc_err_t *e) {
   *n = 0;

@@ -57,6 +57,20 @@ typedef struct gc_problems {
 int gc_problems_push(gc_problems_t *l, const gc_problem_t *p, gc_err_t *e);
 void gc_problems_free(gc_problems_t *l);
 
+/* A range of rows a bundle must serve: every m in [lo, p.m] of p's group
+ * (p with any m). */
+typedef struct gc_need {
+  gc_problem_t p;
+  int64_t lo;
+} gc_need_t;
+typedef struct gc_needs {
+  gc_need_t *v;
+  int n, cap;
+} gc_needs_t;
+/* Append [lo, p->m] of p's group unless the same range is there. */
+int gc_needs_push(gc_needs_t *l, const gc_problem_t *p, int64_t lo, gc_err_t *e);
+void gc_needs_free(gc_needs_t *l);
+
 /* Expand one spec into l: op, dtype and comma lists per dim, in the order
  * of gc_dim_letters (NULL for dims not given). Duplicates are dropped. */
 int gc_problems_expand(gc_problems_t *l, const char *op, const char *dtypes,

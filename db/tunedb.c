@@ -442,6 +442,36 @@ int gc_db_find_winner(gc_db_t *db, const char *target, const gc_problem_t *p,
   return GC_OK;
 }
 
+int gc_db_tuned_problems(gc_db_t *db, const char *target, gc_problems_t *out, gc_err_t *e) {
+  sqlite3_stmt *st;
+  if (gc_sql_prepare(db->sq,
+                     "SELECT DISTINCT p.op, p.ta, p.tb, p.tc, p.m, p.n, p.k, p.h, p.g, p.d "
+                     "FROM winners w JOIN problems p ON p.id = w.problem_id WHERE w.target = ?1 "
+                     "ORDER BY p.key",
+                     &st, e))
+    return e->code;
+  gc_sql_bind_text(st, 1, target);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    gc_problem_t p;
+    char dt[48];
+    memset(&p, 0, sizeof p);
+    copy_col(st, 0, p.op, sizeof p.op);
+    snprintf(dt, sizeof dt, "%s:%s:%s", (const char *)sqlite3_column_text(st, 1),
+             (const char *)sqlite3_column_text(st, 2), (const char *)sqlite3_column_text(st, 3));
+    for (int i = 0; i < GC_NDIMS; i++) *gc_problem_dim(&p, i) = sqlite3_column_int64(st, 4 + i);
+    /* rows another gcore wrote that this one cannot read are not its problems */
+    if (gc_dtypes_parse(dt, &p.ta, &p.tb, &p.tc, NULL) || gc_problem_check(&p, NULL)) continue;
+    if (gc_problems_push(out, &p, e)) {
+      sqlite3_finalize(st);
+      return e->code;
+    }
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return gc_sql_err(db->sq, e, db->path);
+  return GC_OK;
+}
+
 int gc_db_variant_median(gc_db_t *db, int64_t device_id, int64_t problem_id,
                          const char *vid, double *median_us, int *found,
                          gc_err_t *e) {

@@ -92,6 +92,9 @@ int gc_db_pick_winner(gc_db_t *db, int64_t device_id, int64_t problem_id,
 int gc_db_find_winner(gc_db_t *db, const char *target, const gc_problem_t *p,
                       gc_db_winner_t *w, int *found, gc_err_t *e);
 
+/* Append to out every problem that has a winner for target (any device). */
+int gc_db_tuned_problems(gc_db_t *db, const char *target, gc_problems_t *out, gc_err_t *e);
+
 /* Median of the measurement of a given variant on (device, problem), or
  * *found = 0. Used to report what the winner gained over the default. */
 int gc_db_variant_median(gc_db_t *db, int64_t device_id, int64_t problem_id,

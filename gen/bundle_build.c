@@ -4,7 +4,11 @@
  *   - a range entry (previous m, m) served by m's kernel where that kernel
  *     applies at both ends of the range;
  *   - a catch-all [1, 2^31-1] with the default for large m, where it applies
- *     everywhere, so that any m a model produces finds a kernel.
+ *     everywhere;
+ *   - for every need (a range of rows a model's passes reach, from the
+ *     recipe), defaults that close each gap the entries above leave, so
+ *     that any prompt length finds a kernel; a gap no template serves is
+ *     an error, never a bundle with a hole.
  * The runtime takes the narrowest entry containing m. */
 #include "bundle_build.h"
 
@@ -156,31 +160,75 @@ static int cmp_m(const void *a, const void *b) {
   return (x->m > y->m) - (x->m < y->m);
 }
 
-/* Exact entries, the ranges between them, and the group's catch-all. */
-static int plan_group(gen_t *g, const gc_problem_t *ps, int n, gc_err_t *e) {
+/* The lowest m in [lo, hi] from which v applies up to hi, given that it
+ * applies at hi (@applies holds on an interval of m: templates/README.md). */
+static int lowest_applying(gen_t *g, const gc_variant_t *v, const gc_problem_t *p, int64_t lo,
+                           int64_t hi, int64_t *out, gc_err_t *e) {
+  int ok;
+  if (applies_at(g, v, p, lo, &ok, e)) return e->code;
+  if (ok) {
+    *out = lo;
+    return GC_OK;
+  }
+  while (hi - lo > 1) { /* applies at hi, not at lo */
+    int64_t mid = lo + (hi - lo) / 2;
+    if (applies_at(g, v, p, mid, &ok, e)) return e->code;
+    if (ok) hi = mid;
+    else lo = mid;
+  }
+  *out = hi;
+  return GC_OK;
+}
+
+/* The same, upwards: the highest m in [lo, hi] up to which v applies from lo. */
+static int highest_applying(gen_t *g, const gc_variant_t *v, const gc_problem_t *p, int64_t lo,
+                            int64_t hi, int64_t *out, gc_err_t *e) {
+  int ok;
+  if (applies_at(g, v, p, hi, &ok, e)) return e->code;
+  if (ok) {
+    *out = hi;
+    return GC_OK;
+  }
+  while (hi - lo > 1) { /* applies at lo, not at hi */
+    int64_t mid = lo + (hi - lo) / 2;
+    if (applies_at(g, v, p, mid, &ok, e)) return e->code;
+    if (ok) lo = mid;
+    else hi = mid;
+  }
+  *out = lo;
+  return GC_OK;
+}
+
+/* Exact entries, and below each the range down to the previous one that
+ * its kernel serves. */
+static int plan_exact(gen_t *g, const gc_problem_t *ps, int n, gc_err_t *e) {
   int64_t prev = 0;
   for (int i = 0; i < n; i++) {
     pick_t pk;
-    int lo_ok;
+    int64_t lo = 0;
     if (choose(g, &ps[i], &pk, e) || push_pick(g, &pk, e)) return e->code;
     if (ps[i].m - 1 > prev) {
-      if (applies_at(g, &pk.v, &ps[i], prev + 1, &lo_ok, e)) return e->code;
-      if (lo_ok) {
-        pk.m_lo = prev + 1;
+      if (lowest_applying(g, &pk.v, &ps[i], prev + 1, ps[i].m, &lo, e)) return e->code;
+      if (lo < ps[i].m) {
+        pk.m_lo = lo;
         pk.m_hi = ps[i].m - 1;
         if (push_pick(g, &pk, e)) return e->code;
       }
     }
     prev = ps[i].m;
   }
-  /* above the largest m: the default for large m (or the --force
-   * template where it serves), where it applies from there on (up to
-   * 2^31-1, else up to 4096, 256, 16 or 8: fused decode ops exist only
-   * for the GEMVs' few rows); and, where it applies down to m = 1, a
-   * catch-all as well */
+  return GC_OK;
+}
+
+/* Above the largest listed m (prev; 0 when none is listed): the default
+ * for large m (or the --force template where it serves), where it applies
+ * from there on (up to 2^31-1, else up to 4096, 256, 16 or 8: fused decode
+ * ops exist only for the GEMVs' few rows); and, where it applies down to
+ * m = 1, a catch-all as well. Best effort: plan_needs makes sure. */
+static int plan_catch_all(gen_t *g, const gc_problem_t *shape, int64_t prev, gc_err_t *e) {
   static const int64_t his[] = {M_MAX, 4096, 256, 16, 8};
   for (size_t h = 0; h < GC_ARRAY_LEN(his) && his[h] > prev; h++) {
-    gc_problem_t big = ps[n - 1];
+    gc_problem_t big = *shape;
     big.m = his[h];
     pick_t pk = {0};
     int lo_ok, hi_ok, one_ok, force_ok;
@@ -207,16 +255,95 @@ static int plan_group(gen_t *g, const gc_problem_t *ps, int n, gc_err_t *e) {
   return GC_OK;
 }
 
-static int plan_target(gen_t *g, const gc_problems_t *probs, gc_err_t *e) {
-  gc_problem_t *ps = gc_malloc((size_t)probs->n * sizeof *ps, e);
-  if (!ps) return GC_ENOMEM;
-  memcpy(ps, probs->v, (size_t)probs->n * sizeof *ps);
-  qsort(ps, (size_t)probs->n, sizeof *ps, cmp_m);
-  int rc = GC_OK;
-  for (int i = 0, j; !rc && i < probs->n; i = j) {
-    for (j = i + 1; j < probs->n && same_group(&ps[i], &ps[j]); j++) {
+/* The lowest m >= from in no entry of picks[first..] (M_MAX + 1: none). */
+static int64_t first_uncovered(const gen_t *g, int first, int64_t from) {
+  for (int moved = 1; moved;) {
+    moved = 0;
+    for (int i = first; i < g->npicks; i++)
+      if (g->picks[i].m_lo <= from && from <= g->picks[i].m_hi) {
+        if (g->picks[i].m_hi >= M_MAX) return M_MAX + 1;
+        from = g->picks[i].m_hi + 1;
+        moved = 1;
+      }
+  }
+  return from;
+}
+
+/* The end of the gap that starts at m: the lowest m_lo above it, less 1. */
+static int64_t gap_end(const gen_t *g, int first, int64_t m, int64_t hi) {
+  for (int i = first; i < g->npicks; i++)
+    if (g->picks[i].m_lo > m && g->picks[i].m_lo - 1 < hi) hi = g->picks[i].m_lo - 1;
+  return hi;
+}
+
+/* Every m of need nd served by an entry of this group (picks[first..]):
+ * each gap gets the default that applies at its start, for as far as it
+ * applies, until the gap is closed. A gap no template serves is a hole,
+ * and the bundle is refused with its name. */
+static int plan_need(gen_t *g, int first, const gc_need_t *nd, gc_err_t *e) {
+  int64_t m = nd->lo;
+  while ((m = first_uncovered(g, first, m)) <= nd->p.m) {
+    int64_t end = gap_end(g, first, m, nd->p.m), hi = m;
+    gc_problem_t at = nd->p;
+    pick_t pk = {0};
+    gc_err_t why = {0};
+    at.m = m;
+    int rc = gc_tpl_pick_default(&g->tpls, &g->tg, &at, &pk.v, &why);
+    if (rc == GC_ENOTFOUND || rc == GC_EINVAL) {
+      char key[GC_PROBLEM_KEY];
+      gc_problem_key(&at, key);
+      return gc_err_set(e, GC_ENOTFOUND, "no template serves '%s' on %s (a prompt of that "
+                        "length would fail): %s", key, g->tg.name, why.msg);
     }
-    rc = plan_group(g, ps + i, j - i, e);
+    if (rc) return gc_err_set(e, rc, "%s", why.msg);
+    if (highest_applying(g, &pk.v, &at, m, end, &hi, e)) return e->code;
+    pk.shape = at;
+    pk.shape.m = 0;
+    pk.m_lo = m;
+    pk.m_hi = hi;
+    pk.is_default = 1;
+    snprintf(pk.source, sizeof pk.source, "default: rows %lld..%lld, which the model reaches",
+             (long long)m, (long long)hi);
+    if (push_pick(g, &pk, e)) return e->code;
+    m = hi + 1;
+  }
+  return GC_OK;
+}
+
+/* One group of problems (same op, dtypes and dims but m): its exact
+ * entries ps[0..n) (sorted by m; n may be 0), the catch-all, and every
+ * need of the group. */
+static int plan_group(gen_t *g, const gc_problem_t *shape, const gc_problem_t *ps, int n,
+                      const gc_needs_t *needs, gc_err_t *e) {
+  int first = g->npicks;
+  if (plan_exact(g, ps, n, e) || plan_catch_all(g, shape, n ? ps[n - 1].m : 0, e))
+    return e->code;
+  for (int i = 0; needs && i < needs->n; i++)
+    if (same_group(&needs->v[i].p, shape) && plan_need(g, first, &needs->v[i], e)) return e->code;
+  return GC_OK;
+}
+
+/* Groups of the problems and needs, in a stable order. */
+static int plan_target(gen_t *g, const gc_problems_t *probs, const gc_needs_t *needs,
+                       gc_err_t *e) {
+  int n = probs->n, nn = needs ? needs->n : 0;
+  gc_problem_t *ps = gc_malloc((size_t)(n + nn + 1) * sizeof *ps, e);
+  if (!ps) return GC_ENOMEM;
+  memcpy(ps, probs->v, (size_t)n * sizeof *ps);
+  qsort(ps, (size_t)n, sizeof *ps, cmp_m);
+  int rc = GC_OK;
+  for (int i = 0, j; !rc && i < n; i = j) {
+    for (j = i + 1; j < n && same_group(&ps[i], &ps[j]); j++) {
+    }
+    rc = plan_group(g, &ps[i], ps + i, j - i, needs, e);
+  }
+  /* groups that only needs name (no listed m: --prefill none leaves the
+   * GEMMs of longer prompts unlisted) */
+  for (int i = 0; !rc && i < nn; i++) {
+    int seen = 0;
+    for (int j = 0; j < n && !seen; j++) seen = same_group(&needs->v[i].p, &ps[j]);
+    for (int j = 0; j < i && !seen; j++) seen = same_group(&needs->v[i].p, &needs->v[j].p);
+    if (!seen) rc = plan_group(g, &needs->v[i].p, NULL, 0, needs, e);
   }
   free(ps);
   return rc;
@@ -360,7 +487,8 @@ static int setup_target(gen_t *g, const char *t, gc_err_t *e) {
   return GC_OK;
 }
 
-static int gen_targets(gen_t *g, gc_bundle_t *b, const gc_problems_t *probs, gc_err_t *e) {
+static int gen_targets(gen_t *g, gc_bundle_t *b, const gc_problems_t *probs,
+                       const gc_needs_t *needs, gc_err_t *e) {
   char list[512];
   snprintf(list, sizeof list, "%s", g->o->targets);
   int rc = check_target_opts(g, e);
@@ -369,7 +497,7 @@ static int gen_targets(gen_t *g, gc_bundle_t *b, const gc_problems_t *probs, gc_
     int first = g->npicks;
     char key[80];
     rc = setup_target(g, t, e);
-    if (!rc) rc = plan_target(g, probs, e);
+    if (!rc) rc = plan_target(g, probs, needs, e);
     if (!rc) rc = emit_target(g, b, first, e);
     if (!rc) {
       snprintf(key, sizeof key, "compiler:%s", g->tg.name);
@@ -379,7 +507,8 @@ static int gen_targets(gen_t *g, gc_bundle_t *b, const gc_problems_t *probs, gc_
   return rc;
 }
 
-int gc_gen_bundle(const gc_gen_opts_t *o, const gc_problems_t *probs, gc_err_t *e) {
+int gc_gen_bundle(const gc_gen_opts_t *o, const gc_problems_t *probs, const gc_needs_t *needs,
+                  gc_err_t *e) {
   gen_t g;
   memset(&g, 0, sizeof g);
   g.o = o;
@@ -389,7 +518,7 @@ int gc_gen_bundle(const gc_gen_opts_t *o, const gc_problems_t *probs, gc_err_t *
   int rc = gc_tpl_load_all(o->templates_dir, &g.tpls, e);
   if (!rc && o->db_path) rc = gc_db_open(o->db_path, 0, &g.db, e);
   if (!rc) rc = gc_bundle_create(tmp, &b, e);
-  if (!rc) rc = gen_targets(&g, b, probs, e);
+  if (!rc) rc = gen_targets(&g, b, probs, needs, e);
   if (!rc) rc = write_provenance(&g, b, e);
   if (!rc) rc = gc_bundle_finish(b, e);
   gc_bundle_close(b);

@@ -23,6 +23,10 @@ typedef struct gc_gen_opts {
   int quiet;
 } gc_gen_opts_t;
 
-int gc_gen_bundle(const gc_gen_opts_t *o, const gc_problems_t *probs, gc_err_t *e);
+/* Build the bundle o->out_path for probs (exact entries) on every target,
+ * so that every row range of needs (may be NULL) is served; a range no
+ * template serves is GC_ENOTFOUND naming it, and nothing is written. */
+int gc_gen_bundle(const gc_gen_opts_t *o, const gc_problems_t *probs, const gc_needs_t *needs,
+                  gc_err_t *e);
 
 #endif

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../base/cli.h"
 #include "comgr.h"
 #include "nvrtc.h"
 
@@ -155,9 +156,10 @@ static int parse_args(int argc, char **argv, args_t *a) {
   static const struct option opts[] = {
       {"driver", 1, 0, 'd'}, {"target", 1, 0, 't'}, {"kernel", 1, 0, 'k'},
       {"output", 1, 0, 'o'}, {"clang", 1, 0, 'c'}, {"code-object", 1, 0, 'v'},
-      {"describe", 1, 0, 'D'}, {"list-isas", 0, 0, 'L'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+      {"describe", 1, 0, 'D'}, {"list-isas", 0, 0, 'L'}, {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'},
+      {0, 0, 0, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+  while ((c = gc_cli_getopt(argc, argv, "o:h", opts)) != -1) {
     if (c == 'd') a->driver = optarg;
     else if (c == 't') a->target = optarg;
     else if (c == 'k') a->kernel = optarg;
@@ -165,9 +167,10 @@ static int parse_args(int argc, char **argv, args_t *a) {
     else if (c == 'c') a->clang = optarg;
     else if (c == 'D') a->describe = optarg;
     else if (c == 'v') a->cov = atoi(optarg);
-    else if (c == 'h') return fputs(usage, stdout), 0;
+    else if (c == 'h') return fputs(usage, stdout), gc_cli_exit("gcore-compile", 0);
+    else if (c == 'V') return gc_cli_version("gcore-compile");
     else if (c == 'L') return list_isas();
-    else return fputs(usage, stderr), 2;
+    else return gc_cli_bad_option("gcore-compile", c, argv);
   }
   if (a->kernel && !strcmp(a->kernel, "none")) a->kernel = NULL;
   a->source = optind + 1 == argc ? argv[optind] : NULL;
@@ -200,5 +203,5 @@ int main(int argc, char **argv) {
   }
   free(src);
   free(obj);
-  return rc ? 1 : 0;
+  return gc_cli_exit("gcore-compile", rc ? 1 : 0);
 }

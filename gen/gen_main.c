@@ -1,11 +1,13 @@
 /* gen_main.c — gcore-gen: the command line over gen/bundle_build.c. */
 #include <getopt.h>
 #include <stdlib.h>
+
+#include "../base/cli.h"
 #include <string.h>
 
 #include "bundle_build.h"
 #include "compile.h"
-#include "../models/llama.h"
+#include "../models/recipe.h"
 
 static const char usage[] =
     "usage: gcore-gen [options] -o BUNDLE (--model PATH | --workload FILE | --op OP --m LIST ...)\n"
@@ -34,7 +36,7 @@ static const char usage[] =
     "  -q, --quiet         no summary line\n"
     "  -h, --help          this text\n";
 
-enum { O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_FORCE,
+enum { O_VERSION = 255, O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_FORCE,
        O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_COV, O_QUANTIZE };
 
 static const struct option longopts[] = {
@@ -46,7 +48,7 @@ static const struct option longopts[] = {
     {"templates", 1, 0, O_TEMPLATES}, {"compiler", 1, 0, O_COMPILER},
     {"cache", 1, 0, O_CACHE},     {"jobs", 1, 0, O_JOBS}, {"code-object", 1, 0, O_COV},
     {"quantize", 1, 0, O_QUANTIZE},
-    {"quiet", 0, 0, 'q'},         {"help", 0, 0, 'h'},
+    {"quiet", 0, 0, 'q'},         {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},
     {0, 0, 0, 0}};
 
 int main(int argc, char **argv) {
@@ -61,7 +63,7 @@ int main(int argc, char **argv) {
   o.cache = cache;
   int c;
   int64_t iv;
-  while ((c = getopt_long(argc, argv, "o:qh", longopts, NULL)) != -1) {
+  while ((c = gc_cli_getopt(argc, argv, "o:qh", longopts)) != -1) {
     switch (c) {
       case 'o': o.out_path = optarg; break;
       case O_OP: op = optarg; break;
@@ -95,8 +97,9 @@ int main(int argc, char **argv) {
         o.code_object = (int)iv;
         break;
       case 'q': o.quiet = 1; break;
-      case 'h': fputs(usage, stdout); return 0;
-      default: fputs(usage, stderr); return 2;
+      case 'h': fputs(usage, stdout); return gc_cli_exit("gcore-gen", 0);
+      case O_VERSION: return gc_cli_version("gcore-gen");
+      default: return gc_cli_bad_option("gcore-gen", c, argv);
     }
   }
   if (optind < argc) {
@@ -105,6 +108,7 @@ int main(int argc, char **argv) {
   }
   gc_err_t e = {0};
   gc_problems_t probs = {0};
+  gc_needs_t needs = {0};
   int rc;
   if (!o.out_path)
     rc = gc_err_set(&e, GC_EINVAL, "no output: give -o BUNDLE");
@@ -115,16 +119,17 @@ int main(int argc, char **argv) {
   else if (workload)
     rc = gc_problems_load(&probs, workload, &e);
   else if (model)
-    rc = gc_llama_workload(model, quantize, prefill, batch, NULL, &probs, &e);
+    rc = gc_llama_workload(model, quantize, prefill, batch, NULL, &probs, &needs, &e);
   else if (!op)
     rc = gc_err_set(&e, GC_EINVAL, "no problems: give --model PATH, --workload FILE or --op OP with sizes (see --help)");
   else
     rc = gc_problems_expand(&probs, op, dtype, dims, &e);
-  if (!rc) rc = gc_gen_bundle(&o, &probs, &e);
+  if (!rc) rc = gc_gen_bundle(&o, &probs, &needs, &e);
   gc_problems_free(&probs);
+  gc_needs_free(&needs);
   if (rc) {
     fprintf(stderr, "gcore-gen: %s\n", e.msg);
     return 1;
   }
-  return 0;
+  return gc_cli_exit("gcore-gen", 0);
 }

@@ -9,28 +9,8 @@
 #include "../runtime/dispatch.h"
 #include "../runtime/ops.h"
 #include "../runtime/profile.h"
+#include "recipe.h"
 #include "weights.h"
-
-/* Passes of at most this many tokens fold each RMSNorm into the GEMM
- * after it (rmsnorm_gemm, rmsnorm_gemm_swiglu); see llama.c. */
-#define GC_LLAMA_FUSE_MAX 8
-
-/* The dtypes the forward uses on a device: activations and KV cache in
- * act, weights as stored. */
-typedef struct gc_llama_dtypes {
-  gc_dtype_t act, weight;
-} gc_llama_dtypes_t;
-
-/* Append to l every problem a forward of t tokens needs (t = 1: a decode
- * step). logits_rows: rows of the LM head (1, or t for all positions). */
-int gc_llama_recipe(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t,
-                    int64_t logits_rows, gc_problems_t *l, gc_err_t *e);
-/* The dtypes for weights w on a backend: the CPU keeps activations in
- * fp32; GPUs keep them in the weights' dtype. Quantized weights count as
- * fp32 on the CPU and fp16 on GPUs (dense copies, until quantized kernels
- * exist). */
-int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend,
-                        gc_llama_dtypes_t *dt, gc_err_t *e);
 
 typedef struct gc_llama gc_llama_t;
 
@@ -65,15 +45,4 @@ gc_prof_t *gc_llama_profile(const gc_llama_t *m);
 /* Empty the KV cache: the next forward starts at position 0. */
 void gc_llama_reset(gc_llama_t *m);
 
-/* RoPE inverse frequencies [head_dim/2] (theta, llama3 scaling or GGUF's
- * per-frequency factors), double. */
-void gc_llama_inv_freq(const gc_llama_config_t *c, double *out);
-
-
-/* The problems of a model for tuning or bundling: the recipe for a prefill
- * of each t in prefill (comma list) and a decode step of batch rows, in the
- * dtypes of backend ("cpu", "cuda"), or of every backend when NULL; with
- * quantize (NULL: none) the model's matrices as --quantize stores them. */
-int gc_llama_workload(const char *model_path, const char *quantize, const char *prefill,
-                      const char *batch, const char *backend, gc_problems_t *out, gc_err_t *e);
 #endif

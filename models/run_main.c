@@ -6,9 +6,13 @@
 #include <getopt.h>
 #include <sys/stat.h>
 #include <stdlib.h>
+
+#include "../base/cli.h"
 #include <string.h>
 #include <unistd.h>
 
+#include "../gen/autobundle.h"
+#include "../gen/compile.h"
 #include "../runtime/check.h"
 #include "../runtime/dispatch.h"
 #include "chat.h"
@@ -17,8 +21,8 @@
 #include "tokenizer.h"
 
 static const char usage[] =
-    "usage: gcore-run -m MODEL -b BUNDLE [-p TEXT | --tokens IDS] [-n N] [sampling] [options]\n"
-    "       gcore-run -m MODEL -b BUNDLE --chat [--system TEXT]   (one user turn per stdin line)\n"
+    "usage: gcore-run -m MODEL [-b BUNDLE] [-p TEXT | --tokens IDS] [-n N] [sampling] [options]\n"
+    "       gcore-run -m MODEL [-b BUNDLE] --chat [--system TEXT]   (one user turn per stdin line)\n"
     "       gcore-run --tokenizer PATH --tokenize [--bos] | --detokenize   (stdin to stdout)\n"
     "       gcore-run -b BUNDLE --op OP --m M --n N [--k K] [--dtype T]\n"
     "Runs a Llama model (a Hugging Face directory, a GGUF file or a llama2.c checkpoint) through the\n"
@@ -30,7 +34,12 @@ static const char usage[] =
     "                       F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) or llama2.c .bin\n"
     "  --quantize T         store the model's matrices as q8_0, q4_0 or q4_k on load (llama.cpp's\n"
     "                       reference quantizers; embeddings and norms keep their precision)\n"
-    "  -b, --bundle PATH    bundle built by gcore-gen for this model\n"
+    "  -b, --bundle PATH    bundle built by gcore-gen for this model (default: built from the\n"
+    "                       tuning database for this device into the cache, or reused from it)\n"
+    "  --db PATH            without -b: the tuning database (default $GCORE_DB, else\n"
+    "                       ~/.local/share/gcore/tune.db; a missing one gives the defaults)\n"
+    "  --cache DIR          without -b: compile and bundle cache (default $GCORE_CACHE or\n"
+    "                       ~/.cache/gcore)\n"
     "  -p, --prompt TEXT    text prompt, tokenized (BOS first when the tokenizer adds one)\n"
     "  --tokens IDS         prompt as comma-separated token ids (default: the BOS id); output as ids\n"
     "  --tokenizer PATH     tokenizer.json, a directory holding one, or a .gguf vocabulary\n"
@@ -81,10 +90,10 @@ static const char usage[] =
     "  --device N           device ordinal (default 0)\n"
     "  -h, --help           this text\n";
 
-enum { O_OP = 256, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_BACKEND, O_DEVICE, O_SEED, O_DUMP,
+enum { O_VERSION = 255, O_OP = 256, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_BACKEND, O_DEVICE, O_SEED, O_DUMP,
        O_MINTIME, O_TOKENS, O_CTX, O_IGNORE_EOS, O_TBT, O_JSON, O_LOGITS, O_TEMP, O_TOPK, O_TOPP,
        O_MINP, O_REPEAT, O_PROFILE, O_NOGRAPH, O_NOPDL, O_WARMUP, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE,
-       O_BOS, O_CHAT, O_SYSTEM, O_NULL, O_QUANTIZE };
+       O_BOS, O_CHAT, O_SYSTEM, O_NULL, O_DB, O_CACHE, O_QUANTIZE };
 
 static const struct option longopts[] = {
     {"bundle", 1, 0, 'b'},        {"model", 1, 0, 'm'},        {"prompt", 1, 0, 'p'},
@@ -101,8 +110,9 @@ static const struct option longopts[] = {
     {"warmup", 1, 0, O_WARMUP},
     {"tokenizer", 1, 0, O_TOKENIZER}, {"tokenize", 0, 0, O_TOKENIZE}, {"detokenize", 0, 0, O_DETOKENIZE},
     {"bos", 0, 0, O_BOS},         {"chat", 0, 0, O_CHAT},      {"system", 1, 0, O_SYSTEM},
-    {"null", 0, 0, O_NULL},       {"quantize", 1, 0, O_QUANTIZE},
-    {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
+    {"null", 0, 0, O_NULL},       {"db", 1, 0, O_DB},          {"cache", 1, 0, O_CACHE},
+    {"quantize", 1, 0, O_QUANTIZE},
+    {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},          {0, 0, 0, 0}};
 
 typedef struct run_ctx {
   gc_rt_t *rt;
@@ -192,6 +202,7 @@ static int run_op(const char *bundle, const char *backend, int ordinal, const gc
 
 typedef struct run_opts {
   const char *model, *bundle, *backend, *tokens, *logits_path, *prompt, *tokenizer, *system, *quantize;
+  const char *db, *cache; /* without -b: where the bundle comes from */
   int ordinal, n_predict, ctx, ignore_eos, token_by_token, json, chat, bos, profile, no_graph, no_pdl, warmup;
   gc_sampler_params_t sp;
 } run_opts_t;
@@ -490,6 +501,35 @@ static int chat_loop(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t
   return rc;
 }
 
+/* -b BUNDLE, or the bundle for this device and model from the tuning
+ * database (built into the cache, or reused), said in one line. */
+static int open_bundle(const run_opts_t *o, gc_dev_t *dev, gc_rt_t **rt, gc_err_t *e) {
+  if (o->bundle) return gc_rt_open(dev, o->bundle, rt, e);
+  const gc_dev_info_t *in = gc_dev_info(dev);
+  gc_problems_t probs = {0};
+  gc_needs_t needs = {0};
+  gc_auto_result_t r;
+  char db[1024], cache[1024];
+  if (o->db) snprintf(db, sizeof db, "%s", o->db);
+  else gc_db_default_path(db, sizeof db);
+  if (o->cache) snprintf(cache, sizeof cache, "%s", o->cache);
+  else gc_cache_default(cache, sizeof cache);
+  int rc = gc_llama_workload(o->model, o->quantize, NULL, NULL, in->backend, &probs, &needs, e);
+  if (!rc) rc = gc_gen_auto(db, in->target, cache, &probs, &needs, &r, e);
+  gc_problems_free(&probs);
+  gc_needs_free(&needs);
+  if (rc) return gc_err_prefix(e, "no -b given, and the bundle for %s could not be built", in->target);
+  struct stat st;
+  if (stat(db, &st) == 0)
+    fprintf(stderr, "gcore-run: %s bundle %s for %s: %d of %d problems tuned in %s\n",
+            r.built ? "built" : "reusing", r.path, in->target, r.ntuned, r.nproblems, db);
+  else
+    fprintf(stderr, "gcore-run: %s bundle %s for %s: template defaults (no tuning database at "
+            "%s; gcore-tune --model fills it)\n", r.built ? "built" : "reusing", r.path,
+            in->target, db);
+  return gc_rt_open(dev, r.path, rt, e);
+}
+
 static int run_model(const run_opts_t *o, gc_err_t *e) {
   gc_llama_weights_t *w = NULL;
   gc_dev_t *dev = NULL;
@@ -518,7 +558,7 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   /* prefill passes: the whole prompt; a chat turn in passes of at most 512 */
   if (!rc) max_t = o->token_by_token ? 1 : o->chat ? (oo.ctx < 512 ? oo.ctx : 512) : np;
   if (!rc) rc = gc_dev_open(o->backend, o->ordinal, &dev, e);
-  if (!rc) rc = gc_rt_open(dev, o->bundle, &rt, e);
+  if (!rc) rc = open_bundle(o, dev, &rt, e);
   if (!rc && o->no_pdl) gc_rt_set_pdl(rt, 0);
   if (!rc) rc = gc_llama_create(dev, rt, w, oo.ctx, max_t, &m, e);
   if (!rc && o->profile && !(rc = gc_prof_create(dev, &prof, e))) gc_llama_set_profile(m, prof);
@@ -637,7 +677,7 @@ int main(int argc, char **argv) {
   int tok_mode = 0, batch = 0; /* tok_mode: 1 --tokenize, 2 --detokenize */
   double min_time = 0.2, fv;
   int c;
-  while ((c = getopt_long(argc, argv, "b:m:p:n:h", longopts, NULL)) != -1) {
+  while ((c = gc_cli_getopt(argc, argv, "b:m:p:n:h", longopts)) != -1) {
     switch (c) {
       case 'b': o.bundle = optarg; break;
       case 'm': o.model = optarg; break;
@@ -657,6 +697,8 @@ int main(int argc, char **argv) {
       case O_TBT: o.token_by_token = 1; break;
       case O_JSON: o.json = 1; break;
       case O_TOKENIZER: o.tokenizer = optarg; break;
+      case O_DB: o.db = optarg; break;
+      case O_CACHE: o.cache = optarg; break;
       case O_TOKENIZE: tok_mode |= 1; break;
       case O_DETOKENIZE: tok_mode |= 2; break;
       case O_BOS: o.bos = 1; break;
@@ -706,8 +748,9 @@ int main(int argc, char **argv) {
         if (gc_parse_i64(optarg, &iv) || iv < 0 || iv > 1000000) return bad_flag("--warmup", "a step count >= 0");
         o.warmup = (int)iv;
         break;
-      case 'h': fputs(usage, stdout); return 0;
-      default: fputs(usage, stderr); return 2;
+      case 'h': fputs(usage, stdout); return gc_cli_exit("gcore-run", 0);
+      case O_VERSION: return gc_cli_version("gcore-run");
+      default: return gc_cli_bad_option("gcore-run", c, argv);
     }
   }
   gc_err_t e = {0};
@@ -735,8 +778,10 @@ int main(int argc, char **argv) {
     rc = gc_err_set(&e, GC_EINVAL, "--warmup runs a prompt before the timed run; it does not go with --chat");
   else if (o.prompt && o.tokens)
     rc = gc_err_set(&e, GC_EINVAL, "give the prompt as -p TEXT or as --tokens IDS, not both");
-  else if (!o.bundle)
-    rc = gc_err_set(&e, GC_EINVAL, "no bundle: give -b BUNDLE (built by gcore-gen)");
+  else if (op && !o.bundle)
+    rc = gc_err_set(&e, GC_EINVAL, "--op runs a kernel of a bundle: give -b BUNDLE");
+  else if (o.bundle && (o.db || o.cache))
+    rc = gc_err_set(&e, GC_EINVAL, "--db and --cache build the bundle when -b is not given; drop them or -b");
   else if (op && o.model)
     rc = gc_err_set(&e, GC_EINVAL, "give either -m MODEL or --op, not both");
   else if (o.quantize && !o.model)
@@ -757,5 +802,5 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gcore-run: %s\n", e.msg);
     return 1;
   }
-  return 0;
+  return gc_cli_exit("gcore-run", 0);
 }

@@ -52,7 +52,9 @@ def cache_dir(tmp_path_factory):
 def gc(tmp_path, cache_dir):
     """Runs a gcore tool in tmp_path with the session cache."""
     def run(tool, *args, **kw):
-        env = {"GCORE_CACHE": cache_dir}
+        # the default tuning database (gcore-tune's --db, gcore-run's
+        # bundle without -b) stays inside the test's directory
+        env = {"GCORE_CACHE": cache_dir, "GCORE_DB": str(tmp_path / "default-tune.db")}
         env.update(kw.pop("env", {}) or {})
         return run_tool(tool, *args, cwd=kw.pop("cwd", tmp_path), env=env, **kw)
     run.dir = tmp_path

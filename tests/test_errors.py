@@ -3,11 +3,12 @@ a crash (the harness fails any run that trips a sanitizer)."""
 import ctypes
 import os
 import shutil
+import subprocess
 import sqlite3
 
 import pytest
 
-from conftest import ROOT, assert_clean_error
+from conftest import BIN, ROOT, assert_clean_error
 
 GEMM = ["--op", "gemm", "--m", "4", "--n", "32", "--k", "32"]
 
@@ -51,7 +52,33 @@ def test_bad_flags(gc):
     assert_clean_error(gc("gcore-gen", *GEMM, "--target", "gfx999", "-o", "x.gcb"), "gcore-gen",
                        "unknown AMD target 'gfx999'")
     assert_clean_error(gc("gcore-gen", *GEMM), "gcore-gen", "-o BUNDLE")
-    assert_clean_error(gc("gcore-run", "--op", "gemm"), "gcore-run", "no bundle")
+    assert_clean_error(gc("gcore-run", "--op", "gemm"), "gcore-run", "give -b BUNDLE")
+
+
+TOOLS = ["gcore-tune", "gcore-gen", "gcore-run", "gcore-compile"]
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_unknown_option_is_one_line(gc, tool):
+    """An unknown option or a missing value is one line pointing at --help,
+    not the whole usage text; exit code 2."""
+    r = gc(tool, "--no-such-flag")
+    assert_clean_error(r, tool, "unknown option '--no-such-flag'", f"{tool} --help")
+    assert r.rc == 2 and r.out == ""
+    flag = "--model" if tool == "gcore-run" else "--target"
+    r = gc(tool, flag)
+    assert_clean_error(r, tool, f"'{flag}' needs a value", f"{tool} --help")
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_version_and_failed_stdout(gc, tool):
+    r = gc(tool, "--version")
+    assert r.rc == 0 and r.out.split() == [tool, r.out.split()[1]] and r.out.split()[1][0].isdigit(), r
+    # a write to stdout that fails is an error, not a silent success
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([os.path.join(BIN, tool), "--help"], stdout=full, stderr=subprocess.PIPE,
+                           text=True)
+    assert p.returncode == 1 and "writing standard output failed" in p.stderr, p.stderr
 
 
 def bad_template(gc, name, text):

@@ -1,10 +1,14 @@
 """gcore-tune: records every candidate, resumes, keeps wrong / crashing /
 hanging variants from winning, honours budgets, shows progress."""
 import os
+import time
+import select
+import re
+import pty
 import shutil
 import sqlite3
 
-from conftest import ROOT
+from conftest import BIN, ROOT
 
 PROB = ["--op", "gemm", "--m", "8", "--n", "16", "--k", "32", "--dtype", "f32"]
 
@@ -95,11 +99,67 @@ def test_time_budget_stops_early(gc):
     assert "time budget of 2 s reached" in r.out, r
 
 
-def test_progress_line(gc):
-    r = gc("gcore-tune", "--template", "gemv_cpu", *PROB[:2], "--m", "1", *PROB[4:], "--db", "t.db",
-           "--budget", "2", "--progress")
+def run_in_pty(args, env, cwd, timeout=300):
+    """Run args with stdout and stderr on a pseudo-terminal (as a person at
+    a terminal sees it); returns (exit code, everything written)."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(cwd)
+        os.execve(args[0], args, env)
+    out, deadline = b"", time.time() + timeout
+    while time.time() < deadline:
+        r, _, _ = select.select([fd], [], [], 1)
+        if not r:
+            continue
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), out.decode("utf-8", "replace")
+
+
+PROGRESS = re.compile(r"\[(\d+)/(\d+)\] (defaults of )?(.+?) \| (-?\d+)/(-?\d+) \| best .*? \| ETA (-?\d+):(-?\d+)")
+
+
+def test_progress_line_on_a_terminal(gc, cache_dir):
+    """On a terminal the progress line is on by default: the problem among
+    the run's, candidates done of those that will run (never fewer than
+    done, never negative), an ETA that is never negative, and the last
+    count of each problem equal to what its summary says was measured."""
+    env = dict(os.environ, GCORE_CACHE=cache_dir)
+    args = [os.path.join(BIN, "gcore-tune"), "--op", "rmsnorm", "--m", "1,3", "--n", "256",
+            "--db", str(gc.dir / "t.db"), "--budget", "5"]
+    rc, out = run_in_pty(args, env, gc.dir)
+    assert rc == 0, out
+    lines = PROGRESS.findall(out.replace("\r", "\n"))
+    assert lines, out
+    last = {}
+    for i, n, _, key, done, total, mins, secs in lines:
+        assert int(n) == 2 and 1 <= int(i) <= 2, lines
+        assert 0 <= int(done) <= int(total) <= 5, lines
+        assert int(mins) >= 0 and 0 <= int(secs) < 60, lines
+        last[key] = (int(done), int(total))
+    measured = dict(re.findall(r"(rmsnorm [^:]+:[^:]+:\S+ m=\d+ n=256): (\d+) measured now", out))
+    assert len(measured) == 2, out
+    for key, (done, total) in last.items():
+        assert done == total == int(measured[key]), (key, done, total, out)
+    # a rerun measures nothing: no candidate lines count up
+    rc, out = run_in_pty(args, env, gc.dir)
+    assert rc == 0 and out.count("0 measured now") == 2, out
+
+
+def test_time_budget_is_shared(gc):
+    """--budget Ns over several problems: each gets its templates' defaults
+    measured before any gets more (the old behaviour spent it all on the
+    first problem and left the others without a winner)."""
+    r = gc("gcore-tune", "--op", "rmsnorm", "--m", "1,2,3,5,7", "--n", "128", "--db", "t.db",
+           "--budget", "2s", "--no-progress")
     assert r.rc == 0, r
-    assert "[1/2]" in r.err and "ETA" in r.err and "best" in r.err, r
+    assert r.out.count("winner rmsnorm_cpu") == 5 and "no winner" not in r.out, r
 
 
 def test_compile_cache_is_content_addressed(gc, tmp_path):

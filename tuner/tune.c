@@ -19,7 +19,10 @@
 #include "worker.h"
 
 #define MAX_SPACE ((int64_t)1 << 24) /* points per template a sweep will walk */
-#define CHUNK 16                       /* candidates compiled per ninja run */
+#define CHUNK 16 /* candidates compiled per ninja run */
+/* Under a deadline, fewer at a time: a chunk's compiles run past it. */
+#define CHUNK_TIMED 4
+#define chunk_cap(s) (isfinite((s)->deadline) ? CHUNK_TIMED : CHUNK)
 
 /* A point of the search: a template and an index into its space (-1 is the
  * template's declared default). 16 bytes, so that spaces of millions of
@@ -44,7 +47,10 @@ typedef struct sweep {
   gc_worker_t *worker;
   gc_dev_info_t info;
   int64_t device_id, compiler_id;
-  double t0, deadline;
+  double t0, deadline;      /* the current pass's end (INFINITY: none) */
+  int iprob, nprobs;         /* for the progress line */
+  int defaults_only;         /* the first pass of a time budget: templates' defaults */
+  int64_t *first_pass;       /* [nprobs]: what that pass measured of each problem */
   /* per problem */
   const gc_problem_t *p;
   int64_t problem_id;
@@ -52,6 +58,7 @@ typedef struct sweep {
   point_t *pts;
   int64_t npts, cap;
   int64_t walked, measured, reused, rejected; /* progress through pts */
+  int64_t examined;                           /* points prepared (walked or as neighbours) */
   int64_t space;                              /* distinct points of the serving templates */
   double best_us, default_us, measure_time;
   int64_t ndef;                               /* leading default points in pts */
@@ -218,27 +225,46 @@ static int record(sweep_t *s, cand_t *c, const char *status, const char *detail,
   return gc_db_record(s->db, &m, e);
 }
 
-/* done/total: total is the budget, or an estimate of the valid points
- * from the fraction seen valid so far. */
+/* Candidates this run will measure for the problem: those measured, and
+ * of the points not yet examined the share that examined points had of
+ * candidates (neither rejected nor measured before), within the budget. */
+static int64_t to_measure(const sweep_t *s) {
+  int64_t left = s->npts - s->examined, fresh = s->examined - s->rejected - s->reused;
+  if (fresh < 0) fresh = 0;
+  if (left < 0) left = 0;
+  int64_t more = s->examined ? (int64_t)((double)left * (double)fresh / (double)s->examined) : left;
+  if (s->defaults_only) more = s->ndef > s->walked ? s->ndef - s->walked : 0;
+  if (s->o->budget_n > 0) {
+    int64_t room = s->o->budget_n - s->reused - s->measured;
+    if (more > room) more = room;
+  }
+  return s->measured + (more > 0 ? more : 0);
+}
+
+/* One live line: the problem among the run's, candidates done of those
+ * that will run, the best so far and the time left (never negative; never
+ * past a time budget's end). */
 static void progress(sweep_t *s) {
   if (!s->o->progress) return;
-  int64_t left = s->npts - s->walked, valid = s->walked - s->rejected - s->reused;
-  int64_t total = s->measured + (s->walked ? left * valid / s->walked : left);
-  if (s->o->budget_n > 0 && total > s->o->budget_n) total = s->o->budget_n;
+  int64_t total = to_measure(s);
   double per = s->measured ? (gc_now() - s->measure_time) / (double)s->measured : 0;
-  long eta = (long)(per * (double)(total - s->measured));
+  double eta = per * (double)(total - s->measured);
+  if (eta > s->deadline - gc_now()) eta = s->deadline - gc_now();
+  long secs = eta > 0 ? (long)eta : 0;
   char best[96] = "none yet";
   if (s->best_us > 0)
     snprintf(best, sizeof best, "%.1f us (%.2f TFLOP/s)", s->best_us,
              gc_op_flops(s->p) / (s->best_us * 1e-6) / 1e12);
-  fprintf(stderr, "\r\033[K[%lld/%lld] %s | best %s | ETA %ld:%02ld", (long long)s->measured,
-          (long long)total, s->key, best, eta / 60, eta % 60);
+  fprintf(stderr, "\r\033[K[%d/%d] %s%s | %lld/%lld | best %s | ETA %ld:%02ld", s->iprob + 1,
+          s->nprobs, s->defaults_only ? "defaults of " : "", s->key, (long long)s->measured,
+          (long long)total, best, secs / 60, secs % 60);
   fflush(stderr);
 }
 
 static int budget_left(sweep_t *s, int64_t pending) {
   if (s->o->budget_n > 0 && s->measured + s->reused + pending >= s->o->budget_n) return 0;
-  if (s->o->budget_s > 0 && gc_now() > s->deadline) return 0;
+  if (s->defaults_only && s->walked >= s->ndef) return 0;
+  if (gc_now() > s->deadline) return 0;
   return 1;
 }
 
@@ -298,7 +324,7 @@ static int flush(sweep_t *s, cand_t *chunk, int n, gc_err_t *e) {
   }
   if (!rc) rc = gc_compile_batch(&s->cc, &s->o->target, s->o->cache, jobs, n, s->o->jobs, e);
   for (int i = 0; !rc && i < n; i++) {
-    if (s->o->budget_s > 0 && gc_now() > s->deadline) break;
+    if (gc_now() > s->deadline) break;
     rc = measure(s, &chunk[i], &jobs[i], e);
     s->measured++;
     progress(s);
@@ -325,6 +351,7 @@ static int prepare(sweep_t *s, const point_t *pt, cand_t *c, int *skip, gc_err_t
     gc_tpl_nth(tp, s->p, pt->idx, &c->v);
     if (!strcmp(def.params, c->v.params)) return GC_OK; /* walked as the default */
   }
+  s->examined++;
   gc_tpl_vid(&c->v, &s->o->target, s->cc.id, c->vid);
   gc_dtypes_format(s->p->ta, s->p->tb, s->p->tc, dt);
   gc_db_variant_t dv = {c->vid, tp->name, tp->hash, c->v.params, dt, s->o->target.name,
@@ -379,15 +406,15 @@ static int neighbours(sweep_t *s, cand_t *chunk, int *n, gc_err_t *e) {
     for (; at > 0 && best[at - 1].us > x->us; at--) best[at] = best[at - 1];
     best[at] = *x;
   }
-  for (int b = 0; b < nb && *n < CHUNK && budget_left(s, *n); b++) {
+  for (int b = 0; b < nb && *n < chunk_cap(s) && budget_left(s, *n); b++) {
     point_t at = {(int)(best[b].key >> 40), (int64_t)(best[b].key & ((1ull << 40) - 1)) - 1};
     const gc_template_t *t = &s->tpls.v[at.tpl];
     gc_variant_t def;
     gc_tpl_default(t, s->p, &def);
     int64_t idx = at.idx < 0 ? variant_index(t, &def) : at.idx, w = 1;
-    for (int i = t->nparams - 1; i >= 0 && *n < CHUNK; i--) {
+    for (int i = t->nparams - 1; i >= 0 && *n < chunk_cap(s); i--) {
       int64_t nv = t->params[i].nvalues, digit = idx / w % nv;
-      for (int64_t j = 0; j < nv && *n < CHUNK && budget_left(s, *n); j++) {
+      for (int64_t j = 0; j < nv && *n < chunk_cap(s) && budget_left(s, *n); j++) {
         point_t nb_pt = {at.tpl, idx + (j - digit) * w};
         int skip, fresh = j == digit ? 0 : seen_put(s, nb_pt, NAN, e);
         if (fresh < 0) return e->code;
@@ -407,7 +434,7 @@ static int sweep_points(sweep_t *s, gc_err_t *e) {
   cand_t *chunk = gc_calloc(CHUNK, sizeof *chunk, e);
   if (!chunk) return GC_ENOMEM;
   int rc = GC_OK, local = s->o->strategy == GC_SEARCH_LOCAL;
-  s->walked = s->measured = s->reused = s->rejected = 0;
+  s->walked = s->measured = s->reused = s->rejected = s->examined = 0;
   s->measure_time = gc_now();
   while (!rc && budget_left(s, 0)) {
     int n = 0, skip, nb_round = local && s->walked >= s->ndef;
@@ -416,7 +443,7 @@ static int sweep_points(sweep_t *s, gc_err_t *e) {
     /* defaults first (alone, under local search: the next round starts from
      * their neighbours, also when an earlier run measured them all), then
      * shuffled points topping up rounds whose neighbours ran out */
-    for (; !rc && n < CHUNK && s->walked < s->npts && budget_left(s, n); s->walked++) {
+    for (; !rc && n < chunk_cap(s) && s->walked < s->npts && budget_left(s, n); s->walked++) {
       if (local && s->walked == s->ndef && (n || !nb_round)) break;
       int fresh = seen_put(s, s->pts[s->walked], NAN, e);
       if (fresh < 0) rc = e->code;
@@ -433,12 +460,12 @@ static int sweep_points(sweep_t *s, gc_err_t *e) {
 }
 
 static void summary(sweep_t *s, int found, gc_err_t *e) {
-  int64_t cnt[6];
+  int64_t cnt[6], carried = s->first_pass ? s->first_pass[s->iprob] : 0;
   if (s->o->progress) fprintf(stderr, "\r\033[K");
   gc_db_status_counts(s->db, s->device_id, s->problem_id, cnt, e);
   printf("%s: %lld measured now, %lld reused; %lld ok, %lld rejected, %lld compile-failed, "
          "%lld verify-failed, %lld launch-failed, %lld timed-out\n",
-         s->key, (long long)s->measured, (long long)s->reused, (long long)cnt[0],
+         s->key, (long long)(s->measured + carried), (long long)(s->reused > carried ? s->reused - carried : 0), (long long)cnt[0],
          (long long)cnt[2], (long long)cnt[1],
          (long long)cnt[3], (long long)cnt[4], (long long)cnt[5]);
   gc_db_winner_t w;
@@ -456,7 +483,9 @@ static void summary(sweep_t *s, int found, gc_err_t *e) {
   printf("\n");
 }
 
-static int tune_problem(sweep_t *s, const gc_problem_t *p, gc_err_t *e) {
+/* Sweep p within the budget, pick its winner and, unless quiet, print
+ * its summary. */
+static int tune_problem(sweep_t *s, const gc_problem_t *p, int quiet, gc_err_t *e) {
   s->p = p;
   s->best_us = s->default_us = 0;
   if (s->seen) memset(s->seen, 0, (size_t)s->capseen * sizeof *s->seen); /* points are per problem */
@@ -479,7 +508,7 @@ static int tune_problem(sweep_t *s, const gc_problem_t *p, gc_err_t *e) {
     return e->code;
   int rc = GC_OK;
   if (s->o->budget_n > 0 && prior >= s->o->budget_n)
-    s->walked = s->measured = s->rejected = 0, s->reused = prior;
+    s->walked = s->measured = s->rejected = s->examined = 0, s->reused = prior;
   else
     rc = sweep_points(s, e);
   if (!rc && s->walked == s->npts && s->measured + s->reused == 0)
@@ -494,7 +523,8 @@ static int tune_problem(sweep_t *s, const gc_problem_t *p, gc_err_t *e) {
         (gc_db_variant_median(s->db, s->device_id, s->problem_id, s->default_vid,
                               &s->default_us, &f, e) || !f))
       s->default_us = 0;
-    summary(s, found, e);
+    if (quiet && s->o->progress) fprintf(stderr, "\r\033[K");
+    else if (!quiet) summary(s, found, e);
   }
   return rc;
 }
@@ -512,7 +542,7 @@ static int open_sweep(sweep_t *s, const gc_tune_opts_t *o, gc_err_t *e) {
   memset(s, 0, sizeof *s);
   s->o = o;
   s->t0 = gc_now();
-  s->deadline = s->t0 + o->budget_s;
+  s->deadline = INFINITY;
   if (gc_tpl_load_all(o->templates_dir, &s->tpls, e) ||
       gc_compiler_for(&o->target, o->compiler, &s->cc, e) || gpu_present(&o->target, e) ||
       gc_worker_start(o->target.backend, o->ordinal, &s->worker, &s->info, e))
@@ -549,16 +579,46 @@ static int open_sweep(sweep_t *s, const gc_tune_opts_t *o, gc_err_t *e) {
   return GC_OK;
 }
 
+/* A time budget is shared: first every problem gets its templates'
+ * defaults measured (whatever the clock says), then each problem in turn
+ * gets an equal share of the time left, and a problem that finishes early
+ * leaves its share to the ones after it. */
+static int run_timed(sweep_t *s, const gc_problems_t *probs, gc_err_t *e) {
+  double end = s->t0 + s->o->budget_s;
+  int rc = GC_OK;
+  if (!(s->first_pass = gc_calloc((size_t)probs->n, sizeof *s->first_pass, e))) return GC_ENOMEM;
+  s->defaults_only = 1;
+  for (int i = 0; !rc && i < probs->n; i++) {
+    s->iprob = i;
+    rc = tune_problem(s, &probs->v[i], 1, e);
+    s->first_pass[i] = s->measured;
+  }
+  s->defaults_only = 0;
+  for (int i = 0; !rc && i < probs->n; i++) {
+    double now = gc_now();
+    s->iprob = i;
+    s->deadline = now + (end > now ? (end - now) / (probs->n - i) : 0);
+    rc = tune_problem(s, &probs->v[i], 0, e);
+  }
+  if (!rc && gc_now() > end)
+    printf("time budget of %.0f s reached; rerun to continue where this run stopped\n",
+           s->o->budget_s);
+  return rc;
+}
+
 int gc_tune_run(const gc_tune_opts_t *o, const gc_problems_t *probs, gc_err_t *e) {
   sweep_t s;
   int rc = open_sweep(&s, o, e);
+  s.nprobs = probs->n;
   if (!rc)
     printf("device: %s (%s, %lld cores), compiler: %s, target %s\n", s.info.name,
            s.info.arch, (long long)s.info.compute_units, s.cc.version, o->target.name);
-  for (int i = 0; !rc && i < probs->n; i++) rc = tune_problem(&s, &probs->v[i], e);
-  if (!rc && o->budget_s > 0 && gc_now() > s.deadline)
-    printf("time budget of %.0f s reached; rerun to continue where this run stopped\n",
-           o->budget_s);
+  if (!rc && o->budget_s > 0)
+    rc = run_timed(&s, probs, e);
+  for (int i = 0; !rc && o->budget_s <= 0 && i < probs->n; i++) {
+    s.iprob = i;
+    rc = tune_problem(&s, &probs->v[i], 0, e);
+  }
   gc_worker_stop(s.worker);
   gc_db_close(s.db);
   gc_tpl_free_all(&s.tpls);
@@ -566,5 +626,6 @@ int gc_tune_run(const gc_tune_opts_t *o, const gc_problems_t *probs, gc_err_t *e
   free(s.seen);
   free(s.hashes);
   free(s.hashes_all);
+  free(s.first_pass);
   return rc;
 }

@@ -18,8 +18,8 @@ typedef struct gc_tune_opts {
   const char *only_template;  /* restrict to one template, or NULL */
   gc_target_t target;
   int ordinal;                /* device ordinal */
-  int64_t budget_n;           /* new candidates per problem; 0 = no cap */
-  double budget_s;            /* seconds for the whole run; 0 = no cap */
+  int64_t budget_n;           /* candidates per problem, earlier runs' included; 0 = no cap */
+  double budget_s;            /* seconds for the whole run, shared (gc_tune_run); 0 = no cap */
   double timeout_s;           /* per candidate */
   double margin;              /* winner noise margin (fraction) */
   int jobs;                   /* parallel compiles; 0 = ninja default */
@@ -27,6 +27,10 @@ typedef struct gc_tune_opts {
   int strategy;               /* GC_SEARCH_* */
   gc_time_opts_t timing;
 } gc_tune_opts_t;
+
+/* Candidates per problem when no --budget is given: a sweep that ends in
+ * minutes on any problem (--budget all walks the whole space). */
+#define GC_TUNE_DEFAULT_BUDGET 16
 
 /* Search strategies: the order in which a budget spends its candidates.
  * Both measure the templates' defaults first. random: the rest of the
@@ -36,7 +40,9 @@ typedef struct gc_tune_opts {
  * neighbourhoods run dry; found-fraction figures in bench/RESULTS.md. */
 enum { GC_SEARCH_RANDOM = 0, GC_SEARCH_LOCAL = 1 };
 
-/* Run the sweep. Prints one summary line per problem to stdout. Errors:
+/* Run the sweep. Prints one summary line per problem to stdout. With a
+ * time budget, every problem's template defaults are measured first, then
+ * the time left is shared out problem by problem. Errors:
  * no device, database unusable, templates malformed, no variant at all
  * satisfying the constraints for a problem. */
 int gc_tune_run(const gc_tune_opts_t *o, const gc_problems_t *probs, gc_err_t *e);

@@ -1,12 +1,15 @@
 /* tune_main.c — gcore-tune: the command line over tuner/tune.c. */
 #include <getopt.h>
 #include <stdlib.h>
+
+#include "../base/cli.h"
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../gen/autobundle.h"
 #include "../gen/compile.h"
-#include "../models/llama.h"
+#include "../models/recipe.h"
 #include "tune.h"
 #include "../db/tunedb.h"
 
@@ -32,9 +35,12 @@ static const char usage[] =
     "  --target T        cpu (the host's x86-64 level) or cpu:x86-64-v3|v4 (default cpu);\n"
     "                    sm_80, sm_90, sm_90a (NVIDIA); gfx90a, gfx942, gfx1100 (AMD, with\n"
     "                    features as in gfx942:sramecc+:xnack-)\n"
-    "  --db PATH         tuning database (default tune.db; created and migrated)\n"
-    "  --budget N|Ns     at most N candidates per problem, counting those an earlier run\n"
-    "                    measured (rerun with a larger N to go on), or N seconds in all\n"
+    "  --db PATH         tuning database (default $GCORE_DB, else ~/.local/share/gcore/tune.db,\n"
+    "                    which gcore-run reads when given no -b; created and migrated)\n"
+    "  --budget N|Ns|all at most N candidates per problem, counting those an earlier run\n"
+    "                    measured (default 16; rerun with a larger N to go on); or N seconds\n"
+    "                    in all, shared: every problem's template defaults first, then an\n"
+    "                    equal share of the time left each; all: every point of the spaces\n"
     "  --strategy S      local (default): the defaults, then the untried one-parameter\n"
     "                    neighbours of the fastest points so far; random: the defaults, then\n"
     "                    the space in a shuffled order\n"
@@ -55,7 +61,7 @@ static const char usage[] =
     "  --progress/--no-progress  live progress line (default: when stderr is a terminal)\n"
     "  -h, --help        this text\n";
 
-enum { O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_BUDGET,
+enum { O_VERSION = 255, O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_BUDGET,
        O_TEMPLATE, O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_DEVICE, O_TIMEOUT,
        O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_DEVICES, O_STRATEGY, O_COV, O_QUANTIZE };
 
@@ -72,17 +78,21 @@ static const struct option longopts[] = {
     {"progress", 0, 0, O_PROGRESS}, {"no-progress", 0, 0, O_NOPROGRESS},
     {"devices", 1, 0, O_DEVICES}, {"strategy", 1, 0, O_STRATEGY},
     {"code-object", 1, 0, O_COV}, {"quantize", 1, 0, O_QUANTIZE},
-    {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
+    {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},          {0, 0, 0, 0}};
 
 static int die(const char *msg) {
   fprintf(stderr, "gcore-tune: %s\n", msg);
   return 1;
 }
 
+/* N candidates, Ns seconds, or all (the whole space). */
 static int parse_budget(const char *s, gc_tune_opts_t *o) {
   char num[32];
   size_t n = strlen(s);
   int secs = n > 1 && s[n - 1] == 's';
+  o->budget_n = 0;
+  o->budget_s = 0;
+  if (!strcmp(s, "all")) return 0;
   if (n == 0 || n >= sizeof num) return -1;
   snprintf(num, sizeof num, "%.*s", (int)(n - (size_t)secs), s);
   int64_t v;
@@ -121,6 +131,15 @@ static int tune_devices(gc_tune_opts_t *o, const gc_problems_t *probs, const int
   return failed;
 }
 
+/* The folder the database goes in (the default one may not exist yet). */
+static int make_parent(const char *path, gc_err_t *e) {
+  char dir[1024];
+  const char *slash = strrchr(path, '/');
+  if (!slash || slash == path) return GC_OK;
+  snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  return gc_mkdirs(dir, e);
+}
+
 static int parse_pos(const char *s, double *out) {
   char *end;
   double v = strtod(s, &end);
@@ -132,13 +151,16 @@ static int parse_pos(const char *s, double *out) {
 int main(int argc, char **argv) {
   gc_tune_opts_t o;
   memset(&o, 0, sizeof o);
-  o.db_path = "tune.db";
+  char dbdef[1024];
+  gc_db_default_path(dbdef, sizeof dbdef);
+  o.db_path = dbdef;
   o.timeout_s = 60;
   o.margin = 0.02;
   /* flush: the worker sets it per device, and chain for @pdl kernels */
   o.timing = (gc_time_opts_t){.warmup = 2, .min_iters = 5, .max_iters = 500, .min_time = 0.2};
   o.progress = isatty(2);
   o.strategy = GC_SEARCH_LOCAL;
+  o.budget_n = GC_TUNE_DEFAULT_BUDGET;
   const char *dims[GC_NDIMS] = {0};
   const char *model = NULL, *prefill = NULL, *batch = NULL, *quantize = NULL;
   const char *op = NULL, *dtype = NULL, *workload = NULL,
@@ -148,7 +170,7 @@ int main(int argc, char **argv) {
   o.cache = cache;
   int c, ndev = 0, ords[64], cov = 0;
   int64_t iv;
-  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+  while ((c = gc_cli_getopt(argc, argv, "h", longopts)) != -1) {
     switch (c) {
       case O_OP: op = optarg; break;
       case O_MODEL: model = optarg; break;
@@ -163,7 +185,7 @@ int main(int argc, char **argv) {
       case O_TARGET: target = optarg; break;
       case O_DB: o.db_path = optarg; break;
       case O_BUDGET:
-        if (parse_budget(optarg, &o)) return die("--budget: expected N (candidates) or Ns (seconds)");
+        if (parse_budget(optarg, &o)) return die("--budget: expected N (candidates), Ns (seconds) or all");
         break;
       case O_TEMPLATE: o.only_template = optarg; break;
       case O_TEMPLATES: o.templates_dir = optarg; break;
@@ -209,8 +231,9 @@ int main(int argc, char **argv) {
         break;
       case O_PROGRESS: o.progress = 1; break;
       case O_NOPROGRESS: o.progress = 0; break;
-      case 'h': fputs(usage, stdout); return 0;
-      default: fputs(usage, stderr); return 2;
+      case 'h': fputs(usage, stdout); return gc_cli_exit("gcore-tune", 0);
+      case O_VERSION: return gc_cli_version("gcore-tune");
+      default: return gc_cli_bad_option("gcore-tune", c, argv);
     }
   }
   if (optind < argc) {
@@ -219,7 +242,8 @@ int main(int argc, char **argv) {
   }
   gc_err_t e = {0};
   gc_problems_t probs = {0};
-  int rc;
+  int rc = make_parent(o.db_path, &e);
+  if (rc) return die(e.msg);
   if ((workload != NULL) + (model != NULL) + (op || dtype || dims[0] || dims[1] || dims[2] || dims[3] || dims[4] || dims[5]) > 1)
     rc = gc_err_set(&e, GC_EINVAL, "give one of --workload, --model, or --op with sizes");
   else if ((prefill || batch || quantize) && !model)
@@ -227,7 +251,7 @@ int main(int argc, char **argv) {
   else if (workload)
     rc = gc_problems_load(&probs, workload, &e);
   else if (model && !(rc = gc_target_parse(target, &o.target, &e)))
-    rc = gc_llama_workload(model, quantize, prefill, batch, o.target.backend, &probs, &e);
+    rc = gc_llama_workload(model, quantize, prefill, batch, o.target.backend, &probs, NULL, &e);
   else if (!op)
     rc = gc_err_set(&e, GC_EINVAL, "no problems: give --model PATH, --workload FILE or --op OP with sizes (see --help)");
   else
@@ -246,5 +270,5 @@ int main(int argc, char **argv) {
   }
   gc_problems_free(&probs);
   if (rc) return die(e.msg);
-  return 0;
+  return gc_cli_exit("gcore-tune", 0);
 }

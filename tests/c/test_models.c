@@ -2,7 +2,7 @@
  * sampler: the real stories260K checkpoint, safetensors files and HF model
  * directories written here into a temp dir (valid, broken and fuzzed),
  * config.json variants, allocation-failure injection, and the sampler's
- * selection rules. Shared data: $GC_SHARED_DATA, else ../shared/data
+ * selection rules. Shared data: $GCORE_SHARED_DATA, else ../shared/data
  * relative to the working directory (the repo root). */
 #include <ftw.h>
 #include <math.h>
@@ -1212,7 +1212,7 @@ static void test_sampler_penalty(void) {
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   g_verbose = getenv("GC_TEST_VERBOSE") != NULL; /* print every checked message */
-  const char *d = getenv("GC_SHARED_DATA");
+  const char *d = getenv("GCORE_SHARED_DATA");
   if (d && *d) g_data = d;
   snprintf(g_tmp, sizeof g_tmp, "%s/gc_test_models.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   if (!mkdtemp(g_tmp)) {

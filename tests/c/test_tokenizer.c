@@ -3,7 +3,7 @@
  * sequence, the same text as a whole decode), Llama 2 chat turns,
  * out-of-memory at every allocation of a load and an encode, and GGUF
  * files truncated and corrupted byte by byte. Shared data:
- * $GC_SHARED_DATA, else ../shared/data relative to the repo root. */
+ * $GCORE_SHARED_DATA, else ../shared/data relative to the repo root. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,7 +289,7 @@ static void test_gguf_fuzz(void) {
 
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  const char *d = getenv("GC_SHARED_DATA");
+  const char *d = getenv("GCORE_SHARED_DATA");
   if (d && *d) g_data = d;
   snprintf(g_spm, sizeof g_spm, "%s/vocab/ggml-vocab-llama-spm.gguf", g_data);
   snprintf(g_gpt2, sizeof g_gpt2, "%s/vocab/ggml-vocab-gpt-2.gguf", g_data);

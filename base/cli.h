@@ -1,0 +1,28 @@
+/* cli.h — what every gcore tool does the same way at its edges: a bad
+ * option is one line that points at --help, --version prints one line,
+ * and a tool whose output could not be written exits non-zero. */
+#ifndef GC_CLI_H
+#define GC_CLI_H
+
+#include <getopt.h>
+
+/* getopt_long over argv, quiet (no message of getopt's own): returns the
+ * option, -1 at the end, '?' for an unknown option and ':' for a missing
+ * argument (optstring gets a leading ':' here). */
+int gc_cli_getopt(int argc, char **argv, const char *optstring, const struct option *longopts);
+
+/* After gc_cli_getopt returned '?' or ':': print
+ *   "TOOL: unknown option '--x' (see TOOL --help)" or
+ *   "TOOL: option '--x' needs a value (see TOOL --help)"
+ * on stderr and return 2, the exit code for a usage error. */
+int gc_cli_bad_option(const char *tool, int c, char **argv);
+
+/* Print "TOOL VERSION" on stdout; return gc_cli_exit(tool, 0). */
+int gc_cli_version(const char *tool);
+
+/* The exit code of a tool that would return rc: stdout is flushed, and a
+ * write that failed (a full disk, a closed pipe, /dev/full) turns 0 into 1
+ * with "TOOL: writing standard output failed" on stderr. */
+int gc_cli_exit(const char *tool, int rc);
+
+#endif

@@ -1,0 +1,63 @@
+/* recipe.h — the Llama forward as data: the list of problems (op, dtypes,
+ * shape) a pass of t tokens launches, and the ranges of rows every pass
+ * a model can run reaches. No device: gcore-gen and gcore-tune use this to
+ * know what to build and tune; models/llama.c runs the same steps. */
+#ifndef GC_RECIPE_H
+#define GC_RECIPE_H
+
+#include "../db/problem.h"
+#include "weights.h"
+
+/* Passes of at most this many tokens fold each RMSNorm into the GEMM
+ * after it (rmsnorm_gemm, rmsnorm_gemm_swiglu); see llama.c. */
+#define GC_LLAMA_FUSE_MAX 8
+
+/* The dtypes the forward uses on a device: activations and KV cache in
+ * act, weights as stored. */
+typedef struct gc_llama_dtypes {
+  gc_dtype_t act, weight;
+} gc_llama_dtypes_t;
+
+/* The problems of one pass of t tokens with rows rows of logits. When
+ * fused, norm and fnorm are not launched (qkv, swiglu and head fold them). */
+typedef struct gc_llama_steps {
+  int fused;
+  gc_problem_t embed, norm, qkv, rope, attn, wo, swiglu, w2, fnorm, head, argmax;
+} gc_llama_steps_t;
+
+void gc_llama_steps(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t, int64_t rows,
+                    gc_llama_steps_t *s);
+
+/* Append to l every problem a forward of t tokens needs (t = 1: a decode
+ * step). logits_rows: rows of the LM head (1, or t for all positions). */
+int gc_llama_recipe(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t,
+                    int64_t logits_rows, gc_problems_t *l, gc_err_t *e);
+
+/* Append to out, for every problem group of the forward, the range of
+ * rows that passes of 1 to ctx tokens reach (logits of the last row or of
+ * every row): what a bundle must serve so that any prompt runs. */
+int gc_llama_needs(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t ctx,
+                   gc_needs_t *out, gc_err_t *e);
+
+/* The dtypes for weights w on a backend: the CPU keeps activations in
+ * fp32; GPUs keep them in the weights' dtype. Quantized weights count as
+ * fp32 on the CPU and fp16 on GPUs (dense copies, until quantized kernels
+ * exist). */
+int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend,
+                        gc_llama_dtypes_t *dt, gc_err_t *e);
+
+/* RoPE inverse frequencies [head_dim/2] (theta, llama3 scaling or GGUF's
+ * per-frequency factors), double. */
+void gc_llama_inv_freq(const gc_llama_config_t *c, double *out);
+
+/* The problems of a model for tuning or bundling: the recipe for a prefill
+ * of each t in prefill (comma list; NULL: 128,512 capped to the context;
+ * "none": no prefill) and a decode step of each batch row count (NULL: 1),
+ * in the dtypes of backend ("cpu", "cuda", "hip"), or of every backend when
+ * NULL. needs (may be NULL) gets the rows every prompt length reaches.
+ * quantize (NULL: none): the model's matrices as --quantize stores them. */
+int gc_llama_workload(const char *model_path, const char *quantize, const char *prefill,
+                      const char *batch, const char *backend, gc_problems_t *out, gc_needs_t *needs,
+                      gc_err_t *e);
+
+#endif
