@@ -1,7 +1,7 @@
 # gcore — one Makefile. `make` builds bin/ and lib/; `make test` runs the CPU
 # suite; `make SANITIZE=1 test` the same under ASan+UBSan; `make demo` runs the
-# whole pipeline on this machine's CPU; `make deps` installs what the build
-# and tests need (Debian).
+# whole pipeline on this machine's CPU; `make deps` installs the Debian
+# packages the build and the demo need, `make deps-test` those the tests add.
 
 VERSION   := 0.1.0
 CC        ?= cc
@@ -73,7 +73,7 @@ $(BUILD)/tests/%: tests/c/%.c $(LIB)/libgcore.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-test: all $(C_TESTS)
+test: deps-test all $(C_TESTS)
 	GCORE_BIN=$(abspath $(BIN)) GCORE_CTESTS=$(abspath $(BUILD)/tests) \
 	  $(PYTHON) -m pytest -q tests
 
@@ -95,17 +95,27 @@ demo: deps all
 	@sh tuner/demo.sh
 
 # ---- dependencies (Debian bookworm) ---------------------------------------
-# Node.js only runs the JavaScript tokenizer reference (tests, bench): Debian's
-# nodejs and npm unless a node and an npm are already on PATH (another
-# packaging of Node conflicts with Debian's npm); `npm ci` installs the
-# reference's exact versions from tests/js/package-lock.json.
+# `make deps` installs the Debian packages the build, the demo and the tests
+# need. `make deps-test` adds what only the tests use: Node.js runs the
+# JavaScript tokenizer reference (Debian's nodejs and npm unless a node and
+# an npm are already on PATH: another packaging of Node conflicts with
+# Debian's npm), and `npm ci` installs the reference's exact versions from
+# tests/js/package-lock.json.
 DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev libjson-c-dev libpcre2-dev python3 \
             python3-numpy python3-pytest libopenblas-dev \
             clang-19 lld-19 llvm-19 libamd-comgr2
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	command -v node >/dev/null 2>&1 || missing="$$missing nodejs"; \
+	if [ -n "$$missing" ]; then \
+	  sudo=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  echo "installing: $$missing"; \
+	  $$sudo apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+deps-test: deps
+	@missing=""; command -v node >/dev/null 2>&1 || missing="nodejs"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then \
 	  sudo=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -120,7 +130,7 @@ deps:
 clean:
 	rm -rf build bin lib
 
-.PHONY: all test test-gpu test-gpu-amd demo deps clean
+.PHONY: all test test-gpu test-gpu-amd demo deps deps-test clean
 
 # ---- benchmarks -----------------------------------------------------------
 build/rel/bench/cpu_gemm: bench/cpu_gemm.c lib/libgcore.a

@@ -87,6 +87,11 @@ void gc_host_cpu_name(char *out, size_t n);
 int gc_host_ncpu(void);
 int64_t gc_host_mem_bytes(void);
 
+/* The largest code object gcore reads back (a compiled variant, a bundle
+ * blob): far above any real kernel, a bound on what an untrusted file
+ * can make it allocate. */
+#define GC_CODE_OBJECT_MAX ((size_t)256 << 20)
+
 #define GC_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 #endif

@@ -160,7 +160,9 @@ class Kernel:
         self.geo = {}
 
     def ev(self, x, M, N, K):
-        env = dict(self.env, M=M, N=N, K=K, H=0, G=0, D=0)
+        # SMS is the device's SM count at launch, as the runtime binds it
+        env = dict(self.env, M=M, N=N, K=K, H=0, G=0, D=0,
+                   SMS=torch.cuda.get_device_properties(0).multi_processor_count)
         py = re.sub(r"(?<![/])/(?!/)", "//", x).replace("&&", " and ").replace("||", " or ")
         py = re.sub(r"!(?!=)", " not ", py)
         return int(eval(py, {"cdiv": lambda a, b: -(-a // b), "min": min, "max": max}, env))

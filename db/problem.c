@@ -41,6 +41,11 @@ const gc_op_desc_t *gc_op_find(const char *name) {
   return NULL;
 }
 
+void gc_op_help(FILE *out) {
+  for (size_t i = 0; i < GC_ARRAY_LEN(ops); i++)
+    fprintf(out, "  %-20s %s\n", ops[i].name, ops[i].doc);
+}
+
 const gc_op_desc_t *gc_op_list(int *n) {
   *n = (int)GC_ARRAY_LEN(ops);
   return ops;
@@ -264,6 +269,10 @@ int gc_problems_load(gc_problems_t *l, const char *path, gc_err_t *e) {
   free(text);
   if (!rc && l->n == 0) rc = gc_err_set(e, GC_EINVAL, "%s: no problems in workload", path);
   return rc;
+}
+
+int gc_env_set_sms(gc_env_t *env, int64_t sms, gc_err_t *e) {
+  return sms > 0 ? gc_env_set(env, "SMS", sms, e) : GC_OK;
 }
 
 int gc_env_set_dims(gc_env_t *env, const gc_problem_t *p, gc_err_t *e) {

@@ -33,6 +33,8 @@ typedef struct gc_op_desc {
 } gc_op_desc_t;
 
 const gc_op_desc_t *gc_op_find(const char *name);
+/* The ops, one a line ("  gemm   C[M,N] = ..."), for --help. */
+void gc_op_help(FILE *out);
 const gc_op_desc_t *gc_op_list(int *n);
 
 const char *gc_dtype_name(gc_dtype_t t);
@@ -83,5 +85,8 @@ int gc_problems_load(gc_problems_t *l, const char *path, gc_err_t *e);
 /* Bind M N K H G D of p in an expression environment (base/expr.h). */
 struct gc_env;
 int gc_env_set_dims(struct gc_env *env, const gc_problem_t *p, gc_err_t *e);
+/* Bind SMS to the device's multiprocessor (SM, CU, core) count at launch,
+ * over the target's offline figure; sms <= 0 leaves it. */
+int gc_env_set_sms(struct gc_env *env, int64_t sms, gc_err_t *e);
 
 #endif

@@ -28,10 +28,11 @@ static const char usage[] =
     "  --code-object N  AMD code object version, 5 (default) or 4\n"
     "  --clang PATH     the clang for --driver clang (default: clang-19)\n"
     "  --kernel NAME    the kernel whose registers/spills/shared memory to report\n"
-    "  -o OUT           the code object to write\n"
+    "  -o, --output OUT the code object to write\n"
     "  --describe OBJ   print the kernels of an AMD code object (metadata) as JSON\n"
     "  --list-isas      print the AMD ISAs the installed comgr builds, one a line\n"
-    "  -h, --help       this text\n";
+    "  -h, --help       this text\n"
+    "  --version        this tool's version\n";
 
 typedef struct args {
   const char *driver, *target, *kernel, *out, *clang, *describe, *source;
@@ -87,7 +88,7 @@ static int compile(const args_t *a, const char *src, void **obj, size_t *size,
   if (!strcmp(a->driver, "comgr"))
     rc = gc_comgr_compile(src, a->target, a->cov, obj, size, log, log_n, e);
   else if (!strcmp(a->driver, "clang"))
-    rc = run_clang(a, e) || gc_read_file(a->out, 256u << 20, (char **)obj, size, e);
+    rc = run_clang(a, e) || gc_read_file(a->out, GC_CODE_OBJECT_MAX, (char **)obj, size, e);
   else
     return gc_err_set(e, GC_EINVAL, "unknown driver '%s' (nvrtc, comgr or clang)", a->driver);
   if (rc) return e->code ? e->code : rc;
@@ -114,7 +115,7 @@ static int describe(const char *path, gc_err_t *e) {
   size_t n;
   enum { MAXK = 16 };
   gc_amd_kernel_t *ks = NULL;
-  int count = 0, rc = gc_read_file(path, 256u << 20, &obj, &n, e);
+  int count = 0, rc = gc_read_file(path, GC_CODE_OBJECT_MAX, &obj, &n, e);
   if (!rc && !(ks = gc_calloc(MAXK, sizeof *ks, e))) rc = GC_ENOMEM;
   if (!rc) rc = gc_comgr_kernels(obj, n, ks, MAXK, &count, e);
   for (int i = 0; !rc && i < count; i++) {

@@ -1,6 +1,6 @@
 /* defaults.h — the heuristic that chooses the kernel for a problem nobody
  * has tuned on an AMD target (any target whose constants include a CU
- * count NCU > 0; NVIDIA targets have NSM = 0 offline and keep the
+ * count NCU > 0; NVIDIA targets have none and keep the
  * template's declared defaults unchanged).
  *
  * The template has been chosen already (highest @priority among those

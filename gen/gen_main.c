@@ -1,12 +1,12 @@
 /* gen_main.c — gcore-gen: the command line over gen/bundle_build.c. */
 #include <getopt.h>
 #include <stdlib.h>
-
-#include "../base/cli.h"
 #include <string.h>
 
+#include "../base/cli.h"
 #include "bundle_build.h"
 #include "compile.h"
+#include "target.h"
 #include "../models/recipe.h"
 
 static const char usage[] =
@@ -15,11 +15,10 @@ static const char usage[] =
     "every target: the tuned winner from --db, or the template's default where none.\n"
     "\n"
     "  -o, --output PATH   bundle to write (replaced atomically)\n"
-    "  --target LIST       comma-separated targets (default cpu): cpu, cpu:x86-64-v3, cpu:x86-64-v4,\n"
-    "                      sm_80, sm_90, sm_90a, gfx90a, gfx942, gfx1100 (AMD: features as in\n"
-    "                      gfx942:sramecc+:xnack-)\n"
+    "  --target LIST       comma-separated targets (default cpu), listed at the end\n"
     "  --db PATH           tuning database with the winners (omit: defaults only)\n"
     "  --op OP, --m/--n/--k/--h/--g/--d LIST, --dtype T, --workload FILE   problems, as gcore-tune\n"
+    "                      (the ops are listed at the end)\n"
     "  --model PATH        every op a Llama model needs (HF dir, .gguf or llama2.c .bin)\n"
     "  --prefill LIST      with --model: prompt lengths with exact entries (default 128,512;\n"
     "                      none: decode steps only)\n"
@@ -34,7 +33,8 @@ static const char usage[] =
     "  --cache DIR         compile cache (default $GCORE_CACHE or ~/.cache/gcore)\n"
     "  --jobs N            parallel compiles (default: ninja's)\n"
     "  -q, --quiet         no summary line\n"
-    "  -h, --help          this text\n";
+    "  -h, --help          this text\n"
+    "  --version           this tool's version\n";
 
 enum { O_VERSION = 255, O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_FORCE,
        O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_COV, O_QUANTIZE };
@@ -97,7 +97,12 @@ int main(int argc, char **argv) {
         o.code_object = (int)iv;
         break;
       case 'q': o.quiet = 1; break;
-      case 'h': fputs(usage, stdout); return gc_cli_exit("gcore-gen", 0);
+      case 'h':
+        fputs(usage, stdout);
+        printf("ops:\n");
+        gc_op_help(stdout);
+        printf("targets: %s\n", gc_target_names());
+        return gc_cli_exit("gcore-gen", 0);
       case O_VERSION: return gc_cli_version("gcore-gen");
       default: return gc_cli_bad_option("gcore-gen", c, argv);
     }

@@ -56,15 +56,18 @@ static int cpu_target(const char *level, gc_target_t *t, gc_err_t *e) {
   if (gc_env_set(&t->consts, "VBYTES", lv >= 4 ? 64 : 32, e) ||
       gc_env_set(&t->consts, "L1", cache_bytes(1, 32 * 1024), e) ||
       gc_env_set(&t->consts, "L2", cache_bytes(2, 512 * 1024), e) ||
-      gc_env_set(&t->consts, "NCPU", gc_host_ncpu(), e))
+      gc_env_set(&t->consts, "NCPU", gc_host_ncpu(), e) ||
+      gc_env_set(&t->consts, "SMS", gc_host_ncpu(), e))
     return e->code;
   return GC_OK;
 }
 
 /* NVIDIA: sm_XY[a]. Shared memory a block may opt into: 163 KiB on sm_80,
- * 227 KiB on sm_90 (sm_86/89: 99 KiB). NSM is 0 offline: templates must
- * not depend on it for correctness. ARCH_A is 1 on an arch-specific
- * target (sm_90a): wgmma and setmaxnreg exist only there. */
+ * 227 KiB on sm_90 (sm_86/89: 99 KiB). SMS is the flagship's SM count
+ * (A100 108, RTX A6000 84, L40S 142, H100 SXM/H200 132) for what is
+ * decided offline; in launch geometry the runtime binds the device's own
+ * (gc_env_set_sms). ARCH_A is 1 on an arch-specific target (sm_90a):
+ * wgmma and setmaxnreg exist only there. */
 static int cuda_target(const char *s, gc_target_t *t, gc_err_t *e) {
   int major = 0, minor = 0, n = 0;
   char suffix[4] = "";
@@ -79,7 +82,8 @@ static int cuda_target(const char *s, gc_target_t *t, gc_err_t *e) {
   snprintf(t->arch, sizeof t->arch, "%s", s);
   int64_t smem = major >= 9 ? 232448 : (major == 8 && minor == 0) ? 166912 : 101376;
   if (gc_env_set(&t->consts, "WARP", 32, e) || gc_env_set(&t->consts, "SMEM", smem, e) ||
-      gc_env_set(&t->consts, "NSM", 0, e) || gc_env_set(&t->consts, "MAXT", 1024, e) ||
+      gc_env_set(&t->consts, "SMS", major >= 9 ? 132 : minor == 0 ? 108 : minor == 9 ? 142 : 84, e) ||
+      gc_env_set(&t->consts, "MAXT", 1024, e) ||
       gc_env_set(&t->consts, "SM", major * 10 + minor, e) ||
       gc_env_set(&t->consts, "ARCH_A", suffix[0] == 'a', e) ||
       gc_env_set(&t->consts, "AMD", 0, e))
@@ -142,7 +146,7 @@ static int amd_target(const char *s, gc_target_t *t, gc_err_t *e) {
   snprintf(t->arch, sizeof t->arch, "%s", t->name);
   t->code_object = 5;
   if (gc_env_set(&t->consts, "WARP", isa->wave, e) ||
-      gc_env_set(&t->consts, "SMEM", isa->lds, e) || gc_env_set(&t->consts, "NSM", 0, e) ||
+      gc_env_set(&t->consts, "SMEM", isa->lds, e) || gc_env_set(&t->consts, "SMS", isa->ncu, e) ||
       gc_env_set(&t->consts, "MAXT", 1024, e) || gc_env_set(&t->consts, "AMD", 1, e) ||
       gc_env_set(&t->consts, "GFX", isa->gfx, e) || gc_env_set(&t->consts, "NCU", isa->ncu, e) ||
       gc_env_set(&t->consts, "VGPRS", isa->vgpr_budget, e) ||
@@ -160,15 +164,17 @@ int gc_target_set_code_object(gc_target_t *t, int version, gc_err_t *e) {
   return GC_OK;
 }
 
+/* Every target name this build knows, for messages and --help. */
+#define TARGET_NAMES "cpu, cpu:x86-64-v3, cpu:x86-64-v4, sm_80, sm_86, sm_89, sm_90, sm_90a, " \
+                     "gfx90a, gfx942, gfx1100 (AMD with features: gfx942:sramecc+:xnack-)"
+
+const char *gc_target_names(void) { return TARGET_NAMES; }
+
 int gc_target_parse(const char *s, gc_target_t *t, gc_err_t *e) {
   memset(t, 0, sizeof *t);
   if (!strcmp(s, "cpu")) return cpu_target(gc_target_host_cpu_level(), t, e);
   if (!strncmp(s, "cpu:", 4)) return cpu_target(s + 4, t, e);
   if (!strncmp(s, "sm_", 3)) return cuda_target(s, t, e);
   if (!strncmp(s, "gfx", 3)) return amd_target(s, t, e);
-  return gc_err_set(e, GC_EINVAL,
-                    "unknown target '%s' (this build supports: cpu, cpu:x86-64-v3, "
-                    "cpu:x86-64-v4, sm_80, sm_86, sm_89, sm_90, sm_90a, gfx90a, gfx942, "
-                    "gfx1100, gfx...:sramecc+:xnack-)",
-                    s);
+  return gc_err_set(e, GC_EINVAL, "unknown target '%s' (this build supports: %s)", s, TARGET_NAMES);
 }

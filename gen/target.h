@@ -5,11 +5,14 @@
  * features ("gfx942:sramecc+:xnack-"; backend "hip").
  *
  * Template constants per target kind:
+ *   all   SMS: multiprocessors (cores, SMs, CUs); the flagship part's figure
+ *         offline, the device's own in launch geometry (the runtime and the
+ *         tuner bind it at launch: gc_env_set_sms)
  *   cpu   VBYTES L1 L2 NCPU
- *   cuda  WARP (32) SMEM (opt-in shared bytes per block) NSM (0 offline)
+ *   cuda  WARP (32) SMEM (opt-in shared bytes per block)
  *         MAXT (1024) SM (80, 90, ...) AMD (0)
  *   hip   WARP (64 CDNA, 32 RDNA) SMEM (LDS bytes per workgroup: 65536)
- *         NSM (0) MAXT (1024) AMD (1) GFX (910 for gfx90a, 942, 1100)
+ *         MAXT (1024) AMD (1) GFX (910 for gfx90a, 942, 1100)
  *         NCU (compute units of the flagship part: 110 per MI250X GCD,
  *         304 MI300X, 96 RX 7900 XTX; for heuristics only, never for
  *         correctness) VGPRS (VGPR+AGPR a wave may hold: 512 on gfx90a and
@@ -46,6 +49,8 @@ typedef struct gc_amd_isa {
 /* Parse one target name. Unknown or unsupported names → GC_EINVAL naming
  * the targets this build supports. */
 int gc_target_parse(const char *s, gc_target_t *t, gc_err_t *e);
+/* "cpu, cpu:x86-64-v3, ...": every target name this build knows. */
+const char *gc_target_names(void);
 /* The AMD ISA of an arch ("gfx942" or "gfx942:xnack-"), NULL if unknown. */
 const gc_amd_isa_t *gc_target_amd_isa(const char *arch);
 /* Ask for AMDHSA code object v4 or v5 (the default) on an AMD target; the

@@ -76,16 +76,18 @@ static int parse_dtypes(line_ctx_t *c, gc_template_t *t, char *rest) {
   return t->ndtypes ? GC_OK : perr(c, "@dtypes lists no dtype%s", "");
 }
 
-/* Names gen defines itself: problem dims, dtype sizes and codes, target
- * constants, and the preludes' element-type macros. A parameter by one of
- * these names would silently redefine it. */
+/* Names gen defines itself: problem dims, dtype sizes, target constants
+ * (gen/target.c), then the dtype macros; expressions may use all but the
+ * last three. A parameter by one of these names would silently redefine it. */
+static const char *const gen_names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC",
+                                        "VBYTES", "L1", "L2", "NCPU", "WARP", "SMEM", "SMS",
+                                        "MAXT", "SM", "ARCH_A", "AMD", "GFX", "NCU", "VGPRS",
+                                        "MFMA", "WMMA", "TA", "TB", "TC"};
+#define GEN_EXPR_NAMES (GC_ARRAY_LEN(gen_names) - 3)
+
 static int reserved(const char *w) {
-  static const char *const names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC", "TA",
-                                      "TB", "TC", "VBYTES", "L1", "L2", "NCPU", "WARP",
-                                      "SMEM", "NSM", "MAXT", "SM", "ARCH_A", "AMD", "GFX",
-                                      "NCU", "VGPRS", "MFMA", "WMMA"};
-  for (size_t i = 0; i < GC_ARRAY_LEN(names); i++)
-    if (!strcmp(w, names[i])) return 1;
+  for (size_t i = 0; i < GC_ARRAY_LEN(gen_names); i++)
+    if (!strcmp(w, gen_names[i])) return 1;
   return !strncmp(w, "GC_", 3) || !strncmp(w, "LOAD_", 5) || !strncmp(w, "STORE_", 6);
 }
 
@@ -205,10 +207,7 @@ static int parse_decl(line_ctx_t *c, gc_template_t *t, char *line) {
  * loaded (arithmetic errors may be artefacts of the 1s and are not). */
 static int check_names(gc_template_t *t, gc_err_t *e) {
   gc_env_t env = {0};
-  const char *names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC", "VBYTES", "L1",
-                         "L2", "NCPU", "WARP", "SMEM", "NSM", "MAXT", "SM", "ARCH_A", "AMD",
-                         "GFX", "NCU", "VGPRS", "MFMA", "WMMA"};
-  for (size_t i = 0; i < GC_ARRAY_LEN(names); i++) gc_env_set(&env, names[i], 1, NULL);
+  for (size_t i = 0; i < GEN_EXPR_NAMES; i++) gc_env_set(&env, gen_names[i], 1, NULL);
   for (int i = 0; i < t->nparams; i++) gc_env_set(&env, t->params[i].name, 1, NULL);
   int64_t v[3];
   for (int i = 0; i < t->nconstraints + t->napplies + 3; i++) {

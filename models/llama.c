@@ -42,16 +42,21 @@ struct gc_llama {
   int graphs;                   /* capture the decode step and replay it */
   gc_graph_t *decode_graph[2];  /* [0]: logits out, [1]: device argmax */
   gc_prof_t *prof;
-  gc_dptr_t owned[512];         /* allocations to free */
-  int nowned;
+  gc_dptr_t *owned;             /* [nowned]: allocations to free (cap: capowned) */
+  int nowned, capowned;
   gc_llama_weights_t *dense;    /* TEMPORARY: dense copies of quantized weights */
 };
 
 /* ---- device memory ------------------------------------------------------- */
 
 static int alloc(gc_llama_t *m, size_t n, gc_dptr_t *out, gc_err_t *e) {
-  if (m->nowned == (int)GC_ARRAY_LEN(m->owned))
-    return gc_err_set(e, GC_ENOMEM, "too many device buffers");
+  if (m->nowned == m->capowned) {
+    int cap = m->capowned ? 2 * m->capowned : 64;
+    gc_dptr_t *v = gc_realloc(m->owned, (size_t)cap * sizeof *v, e);
+    if (!v) return GC_ENOMEM;
+    m->owned = v;
+    m->capowned = cap;
+  }
   if (gc_dev_alloc(m->dev, n, out, e)) return gc_err_prefix(e, "model on %s", gc_dev_info(m->dev)->name);
   m->owned[m->nowned++] = *out;
   return GC_OK;
@@ -179,6 +184,7 @@ void gc_llama_free(gc_llama_t *m) {
   if (!m) return;
   for (int i = 0; i < 2; i++) gc_dev_graph_destroy(m->dev, m->decode_graph[i]);
   for (int i = 0; i < m->nowned; i++) gc_dev_free(m->dev, m->owned[i]);
+  free(m->owned);
   gc_weights_close(m->dense);
   free(m->layers);
   free(m);

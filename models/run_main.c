@@ -6,13 +6,13 @@
 #include <getopt.h>
 #include <sys/stat.h>
 #include <stdlib.h>
-
-#include "../base/cli.h"
 #include <string.h>
 #include <unistd.h>
 
+#include "../base/cli.h"
 #include "../gen/autobundle.h"
 #include "../gen/compile.h"
+#include "../gen/target.h"
 #include "../runtime/check.h"
 #include "../runtime/dispatch.h"
 #include "chat.h"
@@ -42,6 +42,8 @@ static const char usage[] =
     "                       ~/.cache/gcore)\n"
     "  -p, --prompt TEXT    text prompt, tokenized (BOS first when the tokenizer adds one)\n"
     "  --tokens IDS         prompt as comma-separated token ids (default: the BOS id); output as ids\n"
+    "  --tokens-file FILE   many prompts, one line of ids each, each run from an empty cache;\n"
+    "                       one output line (or --json object) per prompt\n"
     "  --tokenizer PATH     tokenizer.json, a directory holding one, or a .gguf vocabulary\n"
     "                       (default: MODEL/tokenizer.json, or the GGUF model's own)\n"
     "  --chat               interactive chat (Llama 2 / Llama 3 instruct templates): each stdin\n"
@@ -78,22 +80,22 @@ static const char usage[] =
     "                       of ids per text; --detokenize reads one line of ids per text and\n"
     "                       writes each text followed by a NUL\n"
     "one op (--op):\n"
-    "  --op OP              gemm | gemm_add | gemm_swiglu | rmsnorm | add | embed | rope_kv |\n"
-    "                       attention | argmax\n"
+    "  --op OP              one of the ops listed at the end\n"
     "  --m/--n/--k/--h/--g/--d N   problem size, one value each\n"
     "  --dtype T            f32 | f16 | bf16 | A:B:C (default f32)\n"
     "  --seed N             input seed (default 1 here)\n"
     "  --dump DIR           write the op's buffers as raw little-endian files + meta.txt\n"
     "  --min-time S         seconds of timed launches (default 0.2)\n"
     "device:\n"
-    "  --backend NAME       device backend (default cpu)\n"
+    "  --backend NAME       device backend: cpu (default), cuda (NVIDIA) or hip (AMD)\n"
     "  --device N           device ordinal (default 0)\n"
-    "  -h, --help           this text\n";
+    "  -h, --help           this text\n"
+    "  --version            this tool's version\n";
 
 enum { O_VERSION = 255, O_OP = 256, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_BACKEND, O_DEVICE, O_SEED, O_DUMP,
        O_MINTIME, O_TOKENS, O_CTX, O_IGNORE_EOS, O_TBT, O_JSON, O_LOGITS, O_TEMP, O_TOPK, O_TOPP,
        O_MINP, O_REPEAT, O_PROFILE, O_NOGRAPH, O_NOPDL, O_WARMUP, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE,
-       O_BOS, O_CHAT, O_SYSTEM, O_NULL, O_DB, O_CACHE, O_QUANTIZE };
+       O_BOS, O_CHAT, O_SYSTEM, O_NULL, O_DB, O_CACHE, O_TOKENS_FILE, O_QUANTIZE };
 
 static const struct option longopts[] = {
     {"bundle", 1, 0, 'b'},        {"model", 1, 0, 'm'},        {"prompt", 1, 0, 'p'},
@@ -111,7 +113,7 @@ static const struct option longopts[] = {
     {"tokenizer", 1, 0, O_TOKENIZER}, {"tokenize", 0, 0, O_TOKENIZE}, {"detokenize", 0, 0, O_DETOKENIZE},
     {"bos", 0, 0, O_BOS},         {"chat", 0, 0, O_CHAT},      {"system", 1, 0, O_SYSTEM},
     {"null", 0, 0, O_NULL},       {"db", 1, 0, O_DB},          {"cache", 1, 0, O_CACHE},
-    {"quantize", 1, 0, O_QUANTIZE},
+    {"tokens-file", 1, 0, O_TOKENS_FILE}, {"quantize", 1, 0, O_QUANTIZE},
     {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},          {0, 0, 0, 0}};
 
 typedef struct run_ctx {
@@ -201,7 +203,9 @@ static int run_op(const char *bundle, const char *backend, int ordinal, const gc
 /* ---- the model path ------------------------------------------------------- */
 
 typedef struct run_opts {
-  const char *model, *bundle, *backend, *tokens, *logits_path, *prompt, *tokenizer, *system, *quantize;
+  const char *model, *bundle, *backend, *tokens, *logits_path, *prompt, *tokenizer, *system;
+  const char *quantize;    /* --quantize TYPE, or NULL */
+  const char *tokens_file; /* one prompt of ids per line, each from an empty cache */
   const char *db, *cache; /* without -b: where the bundle comes from */
   int ordinal, n_predict, ctx, ignore_eos, token_by_token, json, chat, bos, profile, no_graph, no_pdl, warmup;
   gc_sampler_params_t sp;
@@ -501,6 +505,44 @@ static int chat_loop(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t
   return rc;
 }
 
+/* --tokens-file: the prompts, one line of ids each (blank lines skipped). */
+typedef struct prompts {
+  int32_t **v; /* [n][len[i]] */
+  int *len, n, longest;
+} prompts_t;
+
+static void prompts_free(prompts_t *p) {
+  for (int i = 0; i < p->n; i++) free(p->v[i]);
+  free(p->v);
+  free(p->len);
+}
+
+static int read_prompts(const char *path, prompts_t *p, gc_err_t *e) {
+  char *text, *save = NULL;
+  memset(p, 0, sizeof *p);
+  if (gc_read_file(path, 64u << 20, &text, NULL, e)) return e->code;
+  int rc = GC_OK, lineno = 0;
+  for (char *line = strtok_r(text, "\n", &save); line && !rc; line = strtok_r(NULL, "\n", &save)) {
+    lineno++;
+    if (strspn(line, " \t\r,") == strlen(line)) continue;
+    int32_t **v = gc_realloc(p->v, (size_t)(p->n + 1) * sizeof *v, e);
+    int *len = v ? gc_realloc(p->len, (size_t)(p->n + 1) * sizeof *len, e) : NULL;
+    if (v) p->v = v;
+    if (len) p->len = len;
+    if (!v || !len) rc = GC_ENOMEM;
+    else if (!(rc = parse_tokens(line, "--tokens-file", &p->v[p->n], &p->len[p->n], e))) {
+      if (p->len[p->n] > p->longest) p->longest = p->len[p->n];
+      p->n++;
+    } else {
+      gc_err_prefix(e, "%s:%d", path, lineno);
+    }
+  }
+  free(text);
+  if (!rc && !p->n) rc = gc_err_set(e, GC_EINVAL, "%s: no prompts", path);
+  if (rc) prompts_free(p);
+  return rc;
+}
+
 /* -b BUNDLE, or the bundle for this device and model from the tuning
  * database (built into the cache, or reused), said in one line. */
 static int open_bundle(const run_opts_t *o, gc_dev_t *dev, gc_rt_t **rt, gc_err_t *e) {
@@ -514,20 +556,46 @@ static int open_bundle(const run_opts_t *o, gc_dev_t *dev, gc_rt_t **rt, gc_err_
   else gc_db_default_path(db, sizeof db);
   if (o->cache) snprintf(cache, sizeof cache, "%s", o->cache);
   else gc_cache_default(cache, sizeof cache);
+  /* the device's own target, arch-specific where it has one (sm_90a for
+   * an sm_90 device: wgmma exists only there) */
+  char target[80];
+  gc_target_t tg;
+  snprintf(target, sizeof target, "%sa", in->target);
+  if (!gc_dev_runs_target(dev, target) || gc_target_parse(target, &tg, NULL))
+    snprintf(target, sizeof target, "%s", in->target);
   int rc = gc_llama_workload(o->model, o->quantize, NULL, NULL, in->backend, &probs, &needs, e);
-  if (!rc) rc = gc_gen_auto(db, in->target, cache, &probs, &needs, &r, e);
+  if (!rc) rc = gc_gen_auto(db, target, cache, &probs, &needs, &r, e);
   gc_problems_free(&probs);
   gc_needs_free(&needs);
-  if (rc) return gc_err_prefix(e, "no -b given, and the bundle for %s could not be built", in->target);
+  if (rc) return gc_err_prefix(e, "no -b given, and the bundle for %s could not be built", target);
   struct stat st;
   if (stat(db, &st) == 0)
     fprintf(stderr, "gcore-run: %s bundle %s for %s: %d of %d problems tuned in %s\n",
-            r.built ? "built" : "reusing", r.path, in->target, r.ntuned, r.nproblems, db);
+            r.built ? "built" : "reusing", r.path, target, r.ntuned, r.nproblems, db);
   else
     fprintf(stderr, "gcore-run: %s bundle %s for %s: template defaults (no tuning database at "
             "%s; gcore-tune --model fills it)\n", r.built ? "built" : "reusing", r.path,
-            in->target, db);
+            target, db);
   return gc_rt_open(dev, r.path, rt, e);
+}
+
+/* Each prompt of ps from an empty cache, with a sampler of its own: one
+ * line (or JSON object) per prompt, in order; the logits of every prompt
+ * follow each other in --logits. */
+static int run_prompts(gc_llama_t *m, const run_opts_t *o, int max_t, const prompts_t *ps,
+                       gen_state_t *g, text_io_t *io, gc_err_t *e) {
+  int rc = GC_OK;
+  for (int i = 0; !rc && i < ps->n; i++) {
+    gc_sampler_t *smp = NULL;
+    gc_llama_reset(m);
+    rc = gc_sampler_create(gc_llama_config(m)->vocab_size, &o->sp, &smp, e);
+    if (!rc && ps->len[i] > o->ctx)
+      rc = gc_err_set(e, GC_EINVAL, "prompt %d has %d tokens, more than --ctx %d", i + 1, ps->len[i], o->ctx);
+    if (!rc) rc = generate(m, o, max_t, smp, ps->v[i], ps->len[i], g, io, e);
+    if (!rc) report(o, ps->v[i], ps->len[i], g, io);
+    gc_sampler_free(smp);
+  }
+  return rc;
 }
 
 static int run_model(const run_opts_t *o, gc_err_t *e) {
@@ -542,10 +610,16 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   gen_state_t g = {0};
   text_io_t io = {.chat_end = -1};
   run_opts_t oo = *o;
+  prompts_t many = {0};
   int rc = gc_weights_open(o->model, &w, e);
   if (!rc && o->quantize) rc = gc_weights_quantize(w, o->quantize, e);
   if (!rc) rc = open_tokenizer(o, &w->cfg, &io, e);
-  if (!rc && !o->chat) rc = prompt_ids(o, &w->cfg, &io, &prompt, &np, e);
+  if (!rc && o->tokens_file) {
+    rc = read_prompts(o->tokens_file, &many, e);
+    np = many.longest;
+  } else if (!rc && !o->chat) {
+    rc = prompt_ids(o, &w->cfg, &io, &prompt, &np, e);
+  }
   if (!rc && o->tokens) { /* ids in, ids out */
     gc_tok_free(io.tok);
     io.tok = NULL;
@@ -569,6 +643,8 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
     rc = gc_err_set(e, GC_EIO, "%s: cannot write", o->logits_path);
   if (!rc && o->chat)
     rc = chat_loop(m, &oo, max_t, smp, &g, &io, e);
+  else if (!rc && o->tokens_file)
+    rc = run_prompts(m, &oo, max_t, &many, &g, &io, e);
   else if (!rc) {
     if (o->warmup) rc = warm_up(m, &oo, prompt, np, e);
     if (!rc) rc = generate(m, &oo, max_t, smp, prompt, np, &g, &io, e);
@@ -579,6 +655,7 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   gc_prof_free(prof);
   free(g.out);
   free(prompt);
+  prompts_free(&many);
   gc_buf_free(&io.text);
   gc_tok_free(io.tok);
   gc_sampler_free(smp);
@@ -692,6 +769,7 @@ int main(int argc, char **argv) {
       case O_BACKEND: o.backend = optarg; break;
       case O_DUMP: dump_dir = optarg; break;
       case O_TOKENS: o.tokens = optarg; break;
+      case O_TOKENS_FILE: o.tokens_file = optarg; break;
       case O_LOGITS: o.logits_path = optarg; break;
       case O_IGNORE_EOS: o.ignore_eos = 1; break;
       case O_TBT: o.token_by_token = 1; break;
@@ -748,7 +826,11 @@ int main(int argc, char **argv) {
         if (gc_parse_i64(optarg, &iv) || iv < 0 || iv > 1000000) return bad_flag("--warmup", "a step count >= 0");
         o.warmup = (int)iv;
         break;
-      case 'h': fputs(usage, stdout); return gc_cli_exit("gcore-run", 0);
+      case 'h':
+        fputs(usage, stdout);
+        printf("ops:\n");
+        gc_op_help(stdout);
+        return gc_cli_exit("gcore-run", 0);
       case O_VERSION: return gc_cli_version("gcore-run");
       default: return gc_cli_bad_option("gcore-run", c, argv);
     }
@@ -776,6 +858,8 @@ int main(int argc, char **argv) {
     rc = gc_err_set(&e, GC_EINVAL, "--chat takes text turns on stdin, not --tokens");
   else if (o.chat && o.warmup)
     rc = gc_err_set(&e, GC_EINVAL, "--warmup runs a prompt before the timed run; it does not go with --chat");
+  else if (o.tokens_file && (o.prompt || o.tokens || o.chat || o.warmup))
+    rc = gc_err_set(&e, GC_EINVAL, "--tokens-file gives the prompts: it goes without -p, --tokens, --chat and --warmup");
   else if (o.prompt && o.tokens)
     rc = gc_err_set(&e, GC_EINVAL, "give the prompt as -p TEXT or as --tokens IDS, not both");
   else if (op && !o.bundle)

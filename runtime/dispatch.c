@@ -148,7 +148,9 @@ static int geometry(gc_rt_t *rt, gc_rt_kernel_t *k, const gc_problem_t *p, gc_er
   gc_env_t env = k->consts;
   k->geom_valid = 0;
   k->shmem = 0;
-  if (gc_env_set_dims(&env, p, e) || gc_expr_eval3(k->d.grid, &env, k->grid, e) ||
+  if (gc_env_set_dims(&env, p, e) ||
+      gc_env_set_sms(&env, gc_dev_info(rt->dev)->compute_units, e) ||
+      gc_expr_eval3(k->d.grid, &env, k->grid, e) ||
       gc_expr_eval3(k->d.block, &env, k->block, e) || gc_expr_eval(k->d.shmem, &env, &k->shmem, e) ||
       gc_tmaps_plan(k->d.tmaps, &env, p, &k->tmaps, e))
     return gc_err_prefix(e, "%s: dispatch entry %lld", gc_bundle_path(rt->b),

@@ -57,7 +57,7 @@ def build(tmp, tpl_file, wave, dtype, params, layout_text=None, add=False):
     tpl = parse(os.path.join(GPU, tpl_file))
     (tmp / "layouts.h").write_text(layout_text) if layout_text else layouts(tmp / "layouts.h")
     code, size = DT[dtype]
-    env = {"WARP": wave, "SMEM": 65536, "NSM": 0, "MAXT": 1024, "SA": size, "SB": size,
+    env = {"WARP": wave, "SMEM": 65536, "SMS": 304, "MAXT": 1024, "SA": size, "SB": size,
            "SC": size, "AMD": 1, "MFMA": int(wave == 64), "WMMA": int(wave == 32),
            "VGPRS": 512 if wave == 64 else 256} | params
     assert all(evaluate(c, env) for c in tpl["constraints"]), (tpl_file, params)

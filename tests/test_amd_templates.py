@@ -72,7 +72,7 @@ def evaluate(expr, env):
 
 def env_for(tpl, target, dtype, params):
     code, size = DT[dtype]
-    return {"WARP": TARGETS[target], "SMEM": LDS, "NSM": 0, "MAXT": 1024, "AMD": 1,
+    return {"WARP": TARGETS[target], "SMEM": LDS, "SMS": 304, "MAXT": 1024, "AMD": 1,
             "SA": size, "SB": size, "SC": size} | CONSTS[target] | params, code
 
 

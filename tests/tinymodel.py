@@ -323,6 +323,88 @@ def write_llama2c(path: str, dim: int = 32, hidden_dim: int = 64, n_layers: int 
 
 # ------------------------------------------------------------------ CLI
 
+# ---------------------------------------------------- a tokenizer of our own
+
+SAMPLE_TEXT = ("Once upon a time, there was a little girl named Lily. She liked to play in the park "
+               "with her friends. One day, she saw a big red ball under a tree. She ran to the ball "
+               "and picked it up. The sun was warm and the sky was blue, and everyone was happy. ")
+
+
+def byte_chars():
+    """GPT-2's map of the 256 bytes to printable characters (ByteLevel)."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return chars
+
+
+def write_tokenizer(outdir: str, vocab: int, n_merges: int = 400) -> Tuple[int, int]:
+    """A byte-level BPE tokenizer.json for a model of `vocab` ids: the 256
+    bytes, merges learned greedily from SAMPLE_TEXT (at most n_merges), the
+    ids left over as reserved special tokens, Llama 3's chat headers and
+    <|eot_id|>, and BOS/EOS as the last two ids (tokenizer_config.json and
+    the model's config.json name them).
+    Returns (bos, eos). Made by the project, so tests and the demo need no
+    third-party vocabulary."""
+    assert vocab >= 260, "a byte-level vocabulary needs 256 byte ids and the special ones"
+    bc = byte_chars()
+    tokens = [bc[b] for b in range(256)]
+    words = [[bc[b] for b in (" " + w).encode()] for w in SAMPLE_TEXT.split()]
+    merges = []
+    while len(merges) < n_merges and len(tokens) < vocab - 2:
+        pairs = {}
+        for w in words:
+            for a, b in zip(w, w[1:]):
+                pairs[(a, b)] = pairs.get((a, b), 0) + 1
+        if not pairs:
+            break
+        (a, b), n = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))
+        if n < 2:
+            break
+        merges.append(f"{a} {b}")
+        tokens.append(a + b)
+        for w in words:
+            i = 0
+            while i < len(w) - 1:
+                if w[i] == a and w[i + 1] == b:
+                    w[i:i + 2] = [a + b]
+                i += 1
+    bos, eos = vocab - 2, vocab - 1
+    added = [{"id": i, "content": f"<|reserved_{i}|>", "special": True, "single_word": False,
+              "lstrip": False, "rstrip": False, "normalized": False} for i in range(len(tokens), bos - 3)]
+    for i, name in ((bos - 3, "<|start_header_id|>"), (bos - 2, "<|end_header_id|>"), (bos - 1, "<|eot_id|>"),
+                    (bos, "<|begin_of_text|>"), (eos, "<|end_of_text|>")):
+        added.append({"id": i, "content": name, "special": True, "single_word": False,
+                      "lstrip": False, "rstrip": False, "normalized": False})
+    tok = {
+        "version": "1.0", "added_tokens": added, "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                          "use_regex": True},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                  "vocab": {t: i for i, t in enumerate(tokens)}, "merges": merges},
+    }
+    with open(os.path.join(outdir, "tokenizer.json"), "w") as f:
+        json.dump(tok, f, ensure_ascii=False)
+    with open(os.path.join(outdir, "tokenizer_config.json"), "w") as f:
+        json.dump({"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>",
+                   "add_bos_token": True}, f)
+    path = os.path.join(outdir, "config.json")
+    with open(path) as f:
+        cfg = json.load(f)
+    cfg["bos_token_id"], cfg["eos_token_id"] = bos, eos
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=2)
+    return bos, eos
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description="write a random tiny Llama in Hugging Face layout")
     ap.add_argument("outdir")
@@ -340,13 +422,18 @@ def main(argv=None) -> None:
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="f32")
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tokenizer", action="store_true",
+                    help="also write a byte-level BPE tokenizer.json (vocab >= 260)")
     a = ap.parse_args(argv)
     cfg, _ = write_model(a.outdir, seed=a.seed, dtype=a.dtype, shards=a.shards, dim=a.dim,
                          hidden_dim=a.hidden_dim, n_layers=a.n_layers, n_heads=a.n_heads,
                          n_kv_heads=a.n_kv_heads, head_dim=a.head_dim, vocab=a.vocab, max_seq=a.max_seq,
                          tied=a.tied, rope_scaling="llama3" if a.llama3_rope else None,
                          rope_theta=a.rope_theta)
-    print(f"wrote {a.outdir}: {len(tensor_shapes(cfg))} tensors, {a.dtype}, {a.shards} file(s)")
+    if a.tokenizer:
+        write_tokenizer(a.outdir, a.vocab)
+    print(f"wrote {a.outdir}: {len(tensor_shapes(cfg))} tensors, {a.dtype}, {a.shards} file(s)"
+          + (", tokenizer.json" if a.tokenizer else ""))
 
 
 if __name__ == "__main__":

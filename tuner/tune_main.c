@@ -1,12 +1,11 @@
 /* tune_main.c — gcore-tune: the command line over tuner/tune.c. */
 #include <getopt.h>
 #include <stdlib.h>
-
-#include "../base/cli.h"
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../base/cli.h"
 #include "../gen/autobundle.h"
 #include "../gen/compile.h"
 #include "../models/recipe.h"
@@ -19,8 +18,7 @@ static const char usage[] =
     "reference, times it, records every result and the winners in an SQLite database.\n"
     "\n"
     "problems:\n"
-    "  --op OP           gemm | gemm_add | gemm_swiglu | rmsnorm | add | embed | rope_kv | attention |\n"
-    "                    argmax\n"
+    "  --op OP           one of the ops listed at the end\n"
     "  --m/--n/--k LIST  comma-separated sizes (rmsnorm uses m rows of n)\n"
     "  --dtype T         f32 | f16 | bf16 | A:B:C such as f32:f16:f32 (default f32)\n"
     "  --workload FILE   one problem per line: 'OP DTYPE m=LIST n=LIST k=LIST'\n"
@@ -32,9 +30,8 @@ static const char usage[] =
     "                    --quantize runs them\n"
     "  --h/--g/--d LIST  query heads, kv heads, head dim (rope_kv, attention)\n"
     "sweep:\n"
-    "  --target T        cpu (the host's x86-64 level) or cpu:x86-64-v3|v4 (default cpu);\n"
-    "                    sm_80, sm_90, sm_90a (NVIDIA); gfx90a, gfx942, gfx1100 (AMD, with\n"
-    "                    features as in gfx942:sramecc+:xnack-)\n"
+    "  --target T        the code to tune (default cpu: the host's x86-64 level); targets\n"
+    "                    are listed at the end\n"
     "  --db PATH         tuning database (default $GCORE_DB, else ~/.local/share/gcore/tune.db,\n"
     "                    which gcore-run reads when given no -b; created and migrated)\n"
     "  --budget N|Ns|all at most N candidates per problem, counting those an earlier run\n"
@@ -59,7 +56,8 @@ static const char usage[] =
     "                    launches, each after a cache flush on GPUs)\n"
     "  --margin F        noise margin for keeping an incumbent winner (default 0.02)\n"
     "  --progress/--no-progress  live progress line (default: when stderr is a terminal)\n"
-    "  -h, --help        this text\n";
+    "  -h, --help        this text\n"
+    "  --version         this tool's version\n";
 
 enum { O_VERSION = 255, O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_BUDGET,
        O_TEMPLATE, O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_DEVICE, O_TIMEOUT,
@@ -79,6 +77,14 @@ static const struct option longopts[] = {
     {"devices", 1, 0, O_DEVICES}, {"strategy", 1, 0, O_STRATEGY},
     {"code-object", 1, 0, O_COV}, {"quantize", 1, 0, O_QUANTIZE},
     {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},          {0, 0, 0, 0}};
+
+static int help(void) {
+  fputs(usage, stdout);
+  printf("ops:\n");
+  gc_op_help(stdout);
+  printf("targets: %s\n", gc_target_names());
+  return gc_cli_exit("gcore-tune", 0);
+}
 
 static int die(const char *msg) {
   fprintf(stderr, "gcore-tune: %s\n", msg);
@@ -231,7 +237,7 @@ int main(int argc, char **argv) {
         break;
       case O_PROGRESS: o.progress = 1; break;
       case O_NOPROGRESS: o.progress = 0; break;
-      case 'h': fputs(usage, stdout); return gc_cli_exit("gcore-tune", 0);
+      case 'h': return help();
       case O_VERSION: return gc_cli_version("gcore-tune");
       default: return gc_cli_bad_option("gcore-tune", c, argv);
     }

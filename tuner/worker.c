@@ -99,13 +99,14 @@ static int load_kernel(child_t *ch, const gc_work_req_t *q, gc_module_t **mod,
   char *code;
   size_t n;
   gc_env_t env = {0};
-  if (gc_read_file(q->obj, 256u << 20, &code, &n, e)) return e->code;
+  if (gc_read_file(q->obj, GC_CODE_OBJECT_MAX, &code, &n, e)) return e->code;
   int rc = gc_dev_module_load(ch->dev, code, n, mod, e);
   free(code);
   if (rc) return rc;
   l->dev = ch->dev;
   if (gc_dev_kernel(ch->dev, *mod, q->symbol, &l->k, e) ||
       gc_env_parse(&env, q->consts, e) || gc_env_set_dims(&env, &q->problem, e) ||
+      gc_env_set_sms(&env, gc_dev_info(ch->dev)->compute_units, e) ||
       gc_expr_eval3(q->grid, &env, l->grid, e) || gc_expr_eval3(q->block, &env, l->block, e) ||
       gc_expr_eval(q->shmem, &env, &l->shmem, e) ||
       gc_tmaps_plan(q->tmaps, &env, &q->problem, &l->tmaps, e))

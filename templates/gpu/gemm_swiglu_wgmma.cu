@@ -13,7 +13,7 @@
  * @param STAGES 2 3 4 5 6 8 default 4 -- shared-memory pipeline stages of BK K-columns each
  * @param RASTER 1 4 8 16 default 8 -- block rows walked together (L2 reuse of W tiles)
  * @param INFL 0 1 default 1 -- wgmma groups a consumer leaves in flight when it moves to the next stage (0: each stage is released as soon as its own wgmmas finish)
- * @param PERSIST 0 1 default 1 -- 1: at most one block per SM (132, or the device's count if smaller), each walking tiles
+ * @param PERSIST 0 1 default 1 -- 1: at most one block per SM (SMS: the device's count at launch), each walking tiles
  * @param TMA 0 1 default 1 -- 1: operands by the tensor copy engine (host-made tensor maps, one producer thread), as gemm_wgmma
  * @param CLUSTER 1 2 default 1 -- blocks per cluster (TMA only): 2 pairs the blocks of vertically adjacent tiles; one loads the gate half, the other the up half of their common W tile, each multicast to both
  * @param EPI 0 1 default 1 -- epilogue: 0 stores from registers to C; 1 stages 64x64 subtiles of C in shared memory and stores them with the copy engine while the next tile's wgmmas run, as gemm_wgmma
@@ -26,7 +26,7 @@
  * @shmem STAGES * (BM + BN) * BK * 2 + 1024 + EPI * 32768
  * @applies K % 8 == 0 && M > 1 -- rows of A and W are whole 16-byte chunks (cp.async); M = 1 is the GEMV's
  * @applies EPI == 0 || N % 8 == 0 -- EPI = 1: rows of C are whole 16-byte chunks (the copy engine's map)
- * @grid CLUSTER * min(cdiv(M, BM * CLUSTER) * cdiv(N, BN / 2), PERSIST * (132 / CLUSTER) + (1 - PERSIST) * cdiv(M, BM * CLUSTER) * cdiv(N, BN / 2)) 1 1
+ * @grid CLUSTER * min(cdiv(M, BM * CLUSTER) * cdiv(N, BN / 2), PERSIST * (SMS / CLUSTER) + (1 - PERSIST) * cdiv(M, BM * CLUSTER) * cdiv(N, BN / 2)) 1 1
  * @tensormap A M K BM BK 2*BK if TMA -- A tiles [BM][BK], 128-byte (64-byte) swizzle, zero past M and K
  * @tensormap W 2*N K BN/2 BK 2*BK if TMA -- gate or up halves [BN/2][BK] of W tiles
  * @tensormap C M N 64 64 128 if EPI -- C subtiles [64][64] staged in shared memory, 128-byte swizzle, clipped at M and N

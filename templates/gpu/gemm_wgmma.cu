@@ -14,7 +14,7 @@
  * @param STAGES 2 3 4 5 6 8 default 4 -- shared-memory pipeline stages of BK K-columns each
  * @param RASTER 1 4 8 16 default 8 -- block rows walked together (L2 reuse of B tiles)
  * @param INFL 0 1 default 1 -- wgmma groups a consumer leaves in flight when it moves to the next stage (0: each stage is released as soon as its own wgmmas finish)
- * @param PERSIST 0 1 default 1 -- 1: at most one block per SM (132, or the device's count if smaller), each walking tiles; the producer fills the next tile's stages during the epilogue
+ * @param PERSIST 0 1 default 1 -- 1: at most one block per SM (SMS: the device's count at launch), each walking tiles; the producer fills the next tile's stages during the epilogue
  * @param TMA 0 1 default 1 -- 1: operands by the tensor copy engine (cp.async.bulk.tensor on host-made tensor maps, one producer thread); 0: 16-byte cp.async by the producer warpgroup
  * @param CLUSTER 1 2 default 1 -- blocks per cluster (TMA only): 2 pairs the blocks of vertically adjacent tiles, each loading half of their common B tile and multicasting it to both
  * @param EPI 0 1 default 1 -- epilogue: 0 stores fragments from registers to C; 1 stages 64x64 subtiles in shared memory (two buffers per consumer warpgroup) and stores them with the copy engine while the next tile's wgmmas run (gemm_add: C's subtile is loaded the same way first)
@@ -27,7 +27,7 @@
  * @shmem STAGES * (BM + BN) * BK * 2 + 1024 + EPI * 32768
  * @applies K % 8 == 0 && M > 1 -- rows of A and B are whole 16-byte chunks (cp.async); M = 1 is the GEMV's
  * @applies EPI == 0 || N % 8 == 0 -- EPI = 1: rows of C are whole 16-byte chunks (the copy engine's map)
- * @grid CLUSTER * min(cdiv(M, BM * CLUSTER) * cdiv(N, BN), PERSIST * (132 / CLUSTER) + (1 - PERSIST) * cdiv(M, BM * CLUSTER) * cdiv(N, BN)) 1 1
+ * @grid CLUSTER * min(cdiv(M, BM * CLUSTER) * cdiv(N, BN), PERSIST * (SMS / CLUSTER) + (1 - PERSIST) * cdiv(M, BM * CLUSTER) * cdiv(N, BN)) 1 1
  * @tensormap A M K BM BK 2*BK if TMA -- A tiles [BM][BK], 128-byte (64-byte) swizzle, zero past M and K
  * @tensormap B N K BN/CLUSTER BK 2*BK if TMA -- B tiles [BN][BK], or the half of one each block of a pair loads
  * @tensormap C M N 64 64 128 if EPI -- C subtiles [64][64] staged in shared memory, 128-byte swizzle, clipped at M and N

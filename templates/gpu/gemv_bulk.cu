@@ -12,13 +12,13 @@
  * @param RS 2 4 8 16 default 8 -- rows of B per stage, one consumer warp each
  * @param KC 256 512 1024 2048 default 1024 -- columns per stage (a segment of each of the RS rows)
  * @param STAGES 2 3 4 6 8 default 8 -- stages in the ring
- * @param BPS 1 2 default 1 -- blocks per SM the grid is sized for (132 SMs)
+ * @param BPS 1 2 default 1 -- blocks per SM the grid is sized for (SMS: the device's count at launch)
  * @constraint SM >= 90 -- cp.async.bulk and transaction-counting mbarriers (sm_90)
  * @constraint WARP == 32 && (RS + 1) * WARP <= MAXT -- RS consumer warps and a producer warp
  * @constraint BPS * (STAGES * RS * KC * SB + 1024) <= SMEM -- the ring fits (BPS of them per SM)
  * @shmem STAGES * RS * KC * SB + 128
  * @applies M == 1 && K % 8 == 0 -- one row of A; rows of B are whole 16-byte chunks (bulk copies)
- * @grid min(cdiv(N, RS), 132 * BPS) 1 1
+ * @grid min(cdiv(N, RS), SMS * BPS) 1 1
  * @block (RS + 1) * WARP 1 1
  * @pdl -- the producer reads only B; the consumers wait (gc_pdl_wait) before they read A, C or the norm
  * @priority 3

@@ -11,7 +11,7 @@
  * double).
  *
  * Order of the generated source: this prelude, then the #defines of the
- * target constants (WARP SMEM NSM MAXT), dtype sizes (SA SB SC), dtype codes
+ * target constants (WARP SMEM SMS MAXT), dtype sizes (SA SB SC), dtype codes
  * (GC_TA GC_TB GC_TC) and parameters, then the template. So nothing here may
  * use those names at prelude time: TA, TB, TC, LOAD_A, ... only name them in
  * their bodies and expand at their use in the template.

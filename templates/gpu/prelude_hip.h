@@ -16,7 +16,7 @@
  * plain C that tests compile on the host) and builtin wrappers.
  *
  * Order of the generated source: this prelude, then the #defines of the
- * target constants (WARP SMEM NSM MAXT), dtype sizes, dtype codes and
+ * target constants (WARP SMEM SMS MAXT), dtype sizes, dtype codes and
  * parameters, then the template; macros that depend on them expand at
  * their use in the template. GC_WARP is the compiler's wavefront size
  * (64 on CDNA gfx90a/gfx942, 32 on RDNA gfx1100), which gen's WARP must
