@@ -245,3 +245,26 @@ def test_quantize_llama2c_matches_reference(gc, bundles):
     ref.seed = seed
     bundle = bundles.get(path, "l2c", "--quantize", "q8_0")
     check_run(gc, ref, bundle, "--quantize", "q8_0", what="llama2.c --quantize q8_0")
+
+
+@pytest.mark.parametrize("kind", ["gguf", "hf --quantize"])
+def test_gguf_and_quantize_without_a_bundle(gc, kind):
+    """gcore-run without -b builds the bundle for this device from the tuning
+    database (none here: the templates' defaults) for the model as it runs:
+    a Q4_0 GGUF file, or a Hugging Face model with --quantize q4_0."""
+    if kind == "gguf":
+        ref = tiefree(str(gc.dir / "q.gguf"), gguf_writer("Q4_0"), n=8, min_distinct=4)
+        flags = []
+    else:
+        path = str(gc.dir / "hf")
+        for seed in range(50):
+            TM.write_model(path, seed=seed, dtype="bf16", **CFG)
+            ref = quantized_reference(path, "Q4_0", n=8)
+            if np.min(top2_margin(ref.logits[len(PROMPT) - 1:])) >= TIE_MARGIN and len(set(ref.ids)) >= 4:
+                break
+        flags = ["--quantize", "q4_0"]
+    r = gc("gcore-run", "-m", ref.path, *flags, "--db", str(gc.dir / "none.db"), "--tokens",
+           ",".join(map(str, PROMPT)), "-n", 8, *GREEDY, "--json")
+    assert r.rc == 0, r
+    assert "bundle" in r.err, r
+    assert json_of(r)["tokens"] == ref.ids
