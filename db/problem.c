@@ -74,21 +74,23 @@ int gc_dtypes_parse(const char *s, gc_dtype_t *ta, gc_dtype_t *tb,
                     gc_dtype_t *tc, gc_err_t *e) {
   gc_dtype_t t[3];
   const char *p = s;
+  char q[GC_QUOTE_BUF];
   int n = 0;
   for (;;) {
     const char *c = strchr(p, ':');
     size_t len = c ? (size_t)(c - p) : strlen(p);
     if (n == 3 || !dtype_one(p, len, &t[n]))
       return gc_err_set(e, GC_EINVAL,
-                        "unknown dtype '%s' (expected f32, f16, bf16 or A:B:C "
+                        "unknown dtype %s (expected f32, f16, bf16 or A:B:C "
                         "such as f32:f16:f32)",
-                        s);
+                        gc_quote(s, GC_QSTR, q, sizeof q));
     n++;
     if (!c) break;
     p = c + 1;
   }
   if (n == 2)
-    return gc_err_set(e, GC_EINVAL, "dtype '%s': give one dtype or three (A:B:C)", s);
+    return gc_err_set(e, GC_EINVAL, "dtype %s: give one dtype or three (A:B:C)",
+                      gc_quote(s, GC_QSTR, q, sizeof q));
   *ta = t[0];
   *tb = n == 3 ? t[1] : t[0];
   *tc = n == 3 ? t[2] : t[0];
@@ -117,11 +119,12 @@ int gc_problem_check(const gc_problem_t *p, gc_err_t *e) {
   if (!d) {
     int n;
     const gc_op_desc_t *l = gc_op_list(&n);
-    char names[128] = "";
+    char names[128] = "", q[GC_QUOTE_BUF];
     for (int i = 0; i < n; i++)
       snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
                i ? ", " : "", l[i].name);
-    return gc_err_set(e, GC_EINVAL, "unknown op '%s' (known: %s)", p->op, names);
+    return gc_err_set(e, GC_EINVAL, "unknown op %s (known: %s)",
+                      gc_quote(p->op, GC_QSTR, q, sizeof q), names);
   }
   for (int i = 0; i < GC_NDIMS; i++) {
     int64_t v = gc_problem_get(p, i);
@@ -188,8 +191,10 @@ static int parse_list(const char *s, char dim, int64_t *v, int *n, gc_err_t *e) 
   for (char *save = NULL, *t = strtok_r(buf, ",", &save); t;
        t = strtok_r(NULL, ",", &save)) {
     if (*n == 64) return gc_err_set(e, GC_EINVAL, "--%c: more than 64 values", dim);
+    char q[GC_QUOTE_BUF];
     if (gc_parse_i64(t, &v[*n]))
-      return gc_err_set(e, GC_EINVAL, "--%c: '%s' is not an integer", dim, t);
+      return gc_err_set(e, GC_EINVAL, "--%c: %s is not an integer", dim,
+                        gc_quote(t, GC_QSTR, q, sizeof q));
     (*n)++;
   }
   if (!*n) return gc_err_set(e, GC_EINVAL, "--%c: empty list", dim);
@@ -245,8 +250,10 @@ static int load_line(gc_problems_t *l, char *line, gc_err_t *e) {
   const char *dim[GC_NDIMS] = {0};
   for (int i = 2; i < nt; i++) {
     const char *c = tok[i][0] ? strchr(gc_dim_letters, tok[i][0]) : NULL;
+    char q[GC_QUOTE_BUF];
     if (!c || tok[i][1] != '=')
-      return gc_err_set(e, GC_EINVAL, "'%s': expected m=, n=, k=, h=, g= or d=", tok[i]);
+      return gc_err_set(e, GC_EINVAL, "%s: expected m=, n=, k=, h=, g= or d=",
+                        gc_quote(tok[i], GC_QSTR, q, sizeof q));
     dim[c - gc_dim_letters] = tok[i] + 2;
   }
   return gc_problems_expand(l, tok[0], tok[1], dim, e);

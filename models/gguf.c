@@ -118,6 +118,7 @@ static int read_kvs(gc_gguf_t *g, cur_t *c, gc_err_t *e) {
   for (uint64_t i = 0; i < g->n_kv; i++) {
     gc_gguf_kv_t *kv = &g->kv[i];
     uint32_t t;
+    char q[GC_QUOTE_BUF]; /* keys come from the file */
     if (take_str(c, &kv->key) || take_u32(c, &t))
       return gc_err_set(e, GC_ECORRUPT, "%s: truncated in key %llu of %llu", g->path,
                         (unsigned long long)i, (unsigned long long)g->n_kv);
@@ -127,25 +128,26 @@ static int read_kvs(gc_gguf_t *g, cur_t *c, gc_err_t *e) {
     if (t == GC_GGUF_ARRAY) {
       uint32_t et;
       if (take_u32(&v, &et) || take_u64(&v, &kv->count))
-        return gc_err_set(e, GC_ECORRUPT, "%s: truncated in the value of '%.*s'", g->path,
-                          (int)(kv->key.n > 200 ? 200 : kv->key.n), kv->key.p);
+        return gc_err_set(e, GC_ECORRUPT, "%s: truncated in the value of %s", g->path,
+                          gc_quote(kv->key.p, kv->key.n, q, sizeof q));
       kv->elem = (gc_gguf_type_t)et;
     }
     kv->data = v.p;
     int rc = skip_value(c, t, 0);
     if (rc == -2)
-      return gc_err_set(e, GC_ECORRUPT, "%s: '%.*s' has an unknown value type %u", g->path,
-                        (int)(kv->key.n > 200 ? 200 : kv->key.n), kv->key.p, t);
+      return gc_err_set(e, GC_ECORRUPT, "%s: %s has an unknown value type %u", g->path,
+                        gc_quote(kv->key.p, kv->key.n, q, sizeof q), t);
     if (rc)
-      return gc_err_set(e, GC_ECORRUPT, "%s: truncated in the value of '%.*s'", g->path,
-                        (int)(kv->key.n > 200 ? 200 : kv->key.n), kv->key.p);
+      return gc_err_set(e, GC_ECORRUPT, "%s: truncated in the value of %s", g->path,
+                        gc_quote(kv->key.p, kv->key.n, q, sizeof q));
   }
   return GC_OK;
 }
 
 /* ---- tensors ------------------------------------------------------------- */
 
-#define TNAME(t) (int)((t)->name.n > 100 ? 100 : (t)->name.n), (t)->name.p
+/* A tensor's name for a message (it comes from the file). */
+#define TNAME(t) gc_quote((t)->name.p, (size_t)(t)->name.n, (char[GC_QUOTE_BUF]){0}, GC_QUOTE_BUF)
 
 /* general.alignment: a power of two (default 32). */
 static int read_alignment(const gc_gguf_t *g, uint64_t *align, gc_err_t *e) {
@@ -172,34 +174,34 @@ static int read_tensor_info(gc_gguf_t *g, cur_t *c, uint64_t i, uint64_t align, 
     return gc_err_set(e, GC_ECORRUPT, "%s: tensor %llu has a name of %llu bytes (1 to %d, no NUL)", g->path,
                       (unsigned long long)i, (unsigned long long)t->name.n, GGUF_MAX_NAME);
   if (nd < 1 || nd > GC_GGUF_MAX_DIMS)
-    return gc_err_set(e, GC_ECORRUPT, "%s: tensor '%.*s' has %u dimensions (1 to %d)", g->path, TNAME(t), nd,
+    return gc_err_set(e, GC_ECORRUPT, "%s: tensor %s has %u dimensions (1 to %d)", g->path, TNAME(t), nd,
                       GC_GGUF_MAX_DIMS);
   t->ndim = (int)nd;
   uint64_t n = 1;
   for (int d = 0; d < GC_GGUF_MAX_DIMS; d++) {
     uint64_t v = 1;
     if (d < t->ndim && take_u64(c, &v))
-      return gc_err_set(e, GC_ECORRUPT, "%s: truncated in the info of tensor '%.*s'", g->path, TNAME(t));
+      return gc_err_set(e, GC_ECORRUPT, "%s: truncated in the info of tensor %s", g->path, TNAME(t));
     if (v > (uint64_t)INT64_MAX || (v && n > (uint64_t)INT64_MAX / v))
-      return gc_err_set(e, GC_ECORRUPT, "%s: tensor '%.*s' has dimensions whose product overflows", g->path,
+      return gc_err_set(e, GC_ECORRUPT, "%s: tensor %s has dimensions whose product overflows", g->path,
                         TNAME(t));
     t->ne[d] = (int64_t)v;
     n *= v;
   }
   t->nelem = (int64_t)n;
   if (take_u32(c, &t->type) || take_u64(c, &t->offset))
-    return gc_err_set(e, GC_ECORRUPT, "%s: truncated in the info of tensor '%.*s'", g->path, TNAME(t));
+    return gc_err_set(e, GC_ECORRUPT, "%s: truncated in the info of tensor %s", g->path, TNAME(t));
   if (gc_quant_ggml_info(t->type, &t->type_name, &block, &bytes))
-    return gc_err_set(e, GC_EUNSUPPORTED, "%s: tensor '%.*s' has ggml type %u, unknown to gcore", g->path,
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: tensor %s has ggml type %u, unknown to gcore", g->path,
                       TNAME(t), t->type);
   if (t->ne[0] % block)
-    return gc_err_set(e, GC_ECORRUPT, "%s: tensor '%.*s': rows of %lld elements are not whole %s blocks of %d",
+    return gc_err_set(e, GC_ECORRUPT, "%s: tensor %s: rows of %lld elements are not whole %s blocks of %d",
                       g->path, TNAME(t), (long long)t->ne[0], t->type_name, block);
   if (n / (uint64_t)block > UINT64_MAX / (uint64_t)bytes)
-    return gc_err_set(e, GC_ECORRUPT, "%s: tensor '%.*s' is too large", g->path, TNAME(t));
+    return gc_err_set(e, GC_ECORRUPT, "%s: tensor %s is too large", g->path, TNAME(t));
   t->nbytes = n / (uint64_t)block * (uint64_t)bytes;
   if (t->offset % align)
-    return gc_err_set(e, GC_ECORRUPT, "%s: tensor '%.*s' is at offset %llu, not a multiple of the alignment %llu",
+    return gc_err_set(e, GC_ECORRUPT, "%s: tensor %s is at offset %llu, not a multiple of the alignment %llu",
                       g->path, TNAME(t), (unsigned long long)t->offset, (unsigned long long)align);
   return GC_OK;
 }
@@ -225,13 +227,13 @@ static int check_layout(gc_gguf_t *g, gc_err_t *e) {
   qsort(v, (size_t)g->n_t, sizeof *v, cmp_name);
   for (uint64_t i = 1; !rc && i < g->n_t; i++)
     if (!cmp_name(&v[i - 1], &v[i]))
-      rc = gc_err_set(e, GC_ECORRUPT, "%s: tensor '%.*s' appears twice", g->path, TNAME(v[i]));
+      rc = gc_err_set(e, GC_ECORRUPT, "%s: tensor %s appears twice", g->path, TNAME(v[i]));
   qsort(v, (size_t)g->n_t, sizeof *v, cmp_offset);
   const gc_gguf_tensor_t *prev = NULL;
   for (uint64_t i = 0; !rc && i < g->n_t; i++) {
     if (!v[i]->nbytes) continue;
     if (prev && prev->offset + prev->nbytes > v[i]->offset)
-      rc = gc_err_set(e, GC_ECORRUPT, "%s: tensors '%.*s' and '%.*s' overlap in the data section", g->path,
+      rc = gc_err_set(e, GC_ECORRUPT, "%s: tensors %s and %s overlap in the data section", g->path,
                       TNAME(prev), TNAME(v[i]));
     prev = v[i];
   }
@@ -257,7 +259,7 @@ static int read_tensors(gc_gguf_t *g, cur_t *c, uint64_t n, gc_err_t *e) {
     gc_gguf_tensor_t *t = &g->t[i];
     if (t->offset > data || t->nbytes > data - t->offset)
       return gc_err_set(e, GC_ECORRUPT,
-                        "%s: tensor '%.*s' (%s, %llu bytes at offset %llu) ends past the end of the file "
+                        "%s: tensor %s (%s, %llu bytes at offset %llu) ends past the end of the file "
                         "(data section of %llu bytes)", g->path, TNAME(t), t->type_name,
                         (unsigned long long)t->nbytes, (unsigned long long)t->offset, (unsigned long long)data);
     t->data = g->map + start + t->offset;

@@ -89,9 +89,11 @@ static int cfg_str(struct json_object *o, const char *key, const char **out,
 
 /* ------------------------------------------------------------ features */
 
+/* "WHAT: unsupported config: " + fmt_detail, whose one %s is val, read
+ * from the file and so quoted (gc_quote). */
 static int cfg_unsupported(gc_err_t *e, const char *what, const char *fmt_detail, const char *val) {
-  char detail[256];
-  snprintf(detail, sizeof detail, fmt_detail, val);
+  char detail[256], q[GC_QUOTE_BUF];
+  snprintf(detail, sizeof detail, fmt_detail, gc_quote(val, GC_QSTR, q, sizeof q));
   return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %s", what, detail);
 }
 
@@ -101,7 +103,7 @@ static int cfg_model_kind(struct json_object *o, const char *what, gc_err_t *e) 
   if (rc) return rc;
   if (!mt) return gc_err_set(e, GC_ECORRUPT, "%s: missing 'model_type' (expected \"llama\")", what);
   if (strcmp(mt, "llama") != 0)
-    return cfg_unsupported(e, what, "model_type '%.100s' (gcore supports llama)", mt);
+    return cfg_unsupported(e, what, "model_type %s (gcore supports llama)", mt);
   struct json_object *ar = cfg_get(o, "architectures");
   if (!ar) return GC_OK;
   if (!json_object_is_type(ar, json_type_array))
@@ -111,7 +113,7 @@ static int cfg_model_kind(struct json_object *o, const char *what, gc_err_t *e) 
     if (!a || !json_object_is_type(a, json_type_string))
       return gc_err_set(e, GC_ECORRUPT, "%s: architectures[%zu] is not a string", what, i);
     if (strcmp(json_object_get_string(a), "LlamaForCausalLM") != 0)
-      return cfg_unsupported(e, what, "architectures '%.100s' (gcore supports LlamaForCausalLM)",
+      return cfg_unsupported(e, what, "architectures %s (gcore supports LlamaForCausalLM)",
                              json_object_get_string(a));
   }
   return GC_OK;
@@ -123,22 +125,24 @@ static int cfg_refuse_features(struct json_object *o, const char *what, gc_err_t
   int rc = cfg_str(o, "hidden_act", &act, what, e);
   if (rc) return rc;
   if (act && strcmp(act, "silu") != 0)
-    return cfg_unsupported(e, what, "hidden_act '%.100s' (gcore supports silu)", act);
+    return cfg_unsupported(e, what, "hidden_act %s (gcore supports silu)", act);
   static const char *const bias_flags[] = {"attention_bias", "mlp_bias", "use_sliding_window"};
   for (size_t i = 0; i < GC_ARRAY_LEN(bias_flags); i++) {
     int b = 0;
     rc = cfg_bool(o, bias_flags[i], 0, &b, what, e);
     if (rc) return rc;
-    if (b) return cfg_unsupported(e, what, "%s true", bias_flags[i]);
+    if (b) return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %s true", what, bias_flags[i]);
   }
   int tp = 1;
   rc = cfg_int(o, "pretraining_tp", 0, 1, &tp, what, e);
   if (rc) return rc;
   if (tp > 1) return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: pretraining_tp %d (gcore supports 1)", what, tp);
   if (cfg_get(o, "sliding_window"))
-    return cfg_unsupported(e, what, "%s (gcore attends to the whole context)", "sliding_window");
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: sliding_window (gcore attends "
+                      "to the whole context)", what);
   if (cfg_get(o, "quantization_config"))
-    return cfg_unsupported(e, what, "%s (quantized checkpoints)", "quantization_config");
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: quantization_config "
+                      "(quantized checkpoints)", what);
   double prf = 1.0;
   rc = cfg_num(o, "partial_rotary_factor", 0, 1.0, &prf, what, e);
   if (rc) return rc;
@@ -169,6 +173,7 @@ static int cfg_rope(struct json_object *o, gc_llama_config_t *c, const char *wha
   if (!json_object_is_type(rs, json_type_object))
     return gc_err_set(e, GC_ECORRUPT, "%s: '%s' must be an object or null, got %s", what, sec, cfg_type_name(rs));
   const char *key = "rope_type", *type;
+  char q[GC_QUOTE_BUF];
   rc = cfg_str(rs, key, &type, what, e);
   if (rc) return rc;
   if (!type) {
@@ -178,8 +183,8 @@ static int cfg_rope(struct json_object *o, gc_llama_config_t *c, const char *wha
   }
   if (!type || strcmp(type, "default") == 0) return GC_OK;
   if (strcmp(type, "llama3") != 0)
-    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %s.%s '%.100s' (gcore supports llama3)",
-                      what, sec, key, type);
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %s.%s %s (gcore supports llama3)",
+                      what, sec, key, gc_quote(type, GC_QSTR, q, sizeof q));
   c->rope_scaling = GC_ROPE_SCALING_LLAMA3;
   char w[512];
   snprintf(w, sizeof w, "%s: %s (llama3)", what, sec);
@@ -225,6 +230,7 @@ static int cfg_token_ids(struct json_object *o, gc_llama_config_t *c, const char
 
 static int cfg_dtype(struct json_object *o, gc_llama_config_t *c, const char *what, gc_err_t *e) {
   const char *key = "torch_dtype", *s;
+  char q[GC_QUOTE_BUF];
   int rc = cfg_str(o, key, &s, what, e);
   if (rc) return rc;
   if (!s) {
@@ -236,8 +242,8 @@ static int cfg_dtype(struct json_object *o, gc_llama_config_t *c, const char *wh
   if (strcmp(s, "float16") == 0) c->dtype = GC_ST_F16;
   else if (strcmp(s, "bfloat16") == 0) c->dtype = GC_ST_BF16;
   else
-    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %s '%.64s' (gcore supports float32, float16, bfloat16)",
-                      what, key, s);
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %s %s (gcore supports float32, float16, bfloat16)",
+                      what, key, gc_quote(s, GC_QSTR, q, sizeof q));
   return GC_OK;
 }
 
@@ -476,8 +482,8 @@ static int gg_refuse(const gc_gguf_t *g, gc_err_t *e) {
   if (rc == GC_ENOTFOUND) return gc_err_set(e, GC_ECORRUPT, "%s: no 'general.architecture'", p);
   if (rc) return rc;
   if (!gg_str_is(s, "llama"))
-    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported model: general.architecture '%.*s' (gcore runs llama)", p,
-                      (int)(s.n > 64 ? 64 : s.n), s.p);
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported model: general.architecture %s (gcore runs llama)", p,
+                      gc_quote(s.p, (size_t)s.n, (char[GC_QUOTE_BUF]){0}, GC_QUOTE_BUF));
   if ((rc = gg_int(g, "llama.expert_count", 0, 0, 0, INT_MAX, &n, e))) return rc;
   if (n > 0)
     return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported model: llama.expert_count %d (mixture of experts)", p, n);
@@ -485,8 +491,9 @@ static int gg_refuse(const gc_gguf_t *g, gc_err_t *e) {
   if (rc && rc != GC_ENOTFOUND) return rc;
   if (!rc && !gg_str_is(s, "none"))
     return gc_err_set(e, GC_EUNSUPPORTED,
-                      "%s: unsupported config: llama.rope.scaling.type '%.*s' (gcore supports none, and llama3 "
-                      "scaling as rope_freqs.weight)", p, (int)(s.n > 64 ? 64 : s.n), s.p);
+                      "%s: unsupported config: llama.rope.scaling.type %s (gcore supports none, and llama3 "
+                      "scaling as rope_freqs.weight)", p, gc_quote(s.p, (size_t)s.n, (char[GC_QUOTE_BUF]){0},
+                                                                   GC_QUOTE_BUF));
   double lin;
   if ((rc = gg_num(g, "llama.rope.scale_linear", 0, 1.0, &lin, e))) return rc;
   if (lin != 1.0)

@@ -56,6 +56,7 @@ static const char usage[] =
     "  --json               print one JSON object at the end (ids, text, timings) instead of\n"
     "                       streaming; with --chat one object per turn\n"
     "  --logits FILE        write the logits of every position as float32 [positions, vocab]\n"
+    "                       (a regular file)\n"
     "  --profile            print a per-kernel table for prefill and decode to stderr (count,\n"
     "                       total and mean time, TFLOP/s, GB/s, share of the wall time; no graphs)\n"
     "  --no-graph           launch decode steps kernel by kernel instead of replaying a graph\n"
@@ -84,7 +85,7 @@ static const char usage[] =
     "  --m/--n/--k/--h/--g/--d N   problem size, one value each\n"
     "  --dtype T            f32 | f16 | bf16 | A:B:C (default f32)\n"
     "  --seed N             input seed (default 1 here)\n"
-    "  --dump DIR           write the op's buffers as raw little-endian files + meta.txt\n"
+    "  --dump DIR           write the op's buffers as raw little-endian files + meta.txt (a directory)\n"
     "  --min-time S         seconds of timed launches (default 0.2)\n"
     "device:\n"
     "  --backend NAME       device backend: cpu (default), cuda (NVIDIA) or hip (AMD)\n"
@@ -131,7 +132,7 @@ static int dump(gc_check_t *c, const gc_problem_t *p, const char *dir, gc_err_t 
   const gc_opbuf_t *bufs;
   int n;
   gc_check_buffers(c, &bufs, &n);
-  if (gc_mkdirs(dir, e)) return e->code;
+  if (gc_check_output(dir, 'd', e) || gc_mkdirs(dir, e)) return e->code;
   gc_buf_t meta = {0};
   char key[GC_PROBLEM_KEY], path[1200];
   gc_problem_key(p, key);
@@ -225,7 +226,7 @@ static int parse_tokens(const char *s, const char *what, int32_t **out, int *n, 
   for (char *save = NULL, *t = strtok_r(buf, ", \t\r\n", &save); t && !rc; t = strtok_r(NULL, ", \t\r\n", &save)) {
     int64_t id;
     if (gc_parse_i64(t, &id) || id < 0 || id > INT32_MAX)
-      rc = gc_err_set(e, GC_EINVAL, "%s: '%.40s' is not a token id", what, t);
+      rc = gc_err_set(e, GC_EINVAL, "%s: %s is not a token id", what, GC_QUOTED(t));
     else
       v[(*n)++] = (int32_t)id;
   }
@@ -639,6 +640,7 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   if (!rc && o->no_graph) gc_llama_set_graphs(m, 0);
   if (!rc) rc = gc_sampler_create(w->cfg.vocab_size, &o->sp, &smp, e);
   if (!rc && !(g.out = gc_calloc((size_t)o->n_predict + 1, sizeof *g.out, e))) rc = GC_ENOMEM;
+  if (!rc && o->logits_path && gc_check_output(o->logits_path, 'f', e)) rc = e->code;
   if (!rc && o->logits_path && !(g.logits = fopen(o->logits_path, "wb")))
     rc = gc_err_set(e, GC_EIO, "%s: cannot write", o->logits_path);
   if (!rc && o->chat)
@@ -839,7 +841,7 @@ int main(int argc, char **argv) {
   gc_problems_t probs = {0};
   int rc;
   if (optind < argc)
-    rc = gc_err_set(&e, GC_EINVAL, "unexpected argument '%s'", argv[optind]);
+    rc = gc_err_set(&e, GC_EINVAL, "unexpected argument %s", GC_QUOTED(argv[optind]));
   else if (tok_mode == 3)
     rc = gc_err_set(&e, GC_EINVAL, "give either --tokenize or --detokenize, not both");
   else if (tok_mode && !o.tokenizer)

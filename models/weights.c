@@ -141,6 +141,15 @@ static const char *const w_hf_layer_names[GC_LLAMA_LAYER_TENSORS] = {
     "mlp.gate_proj",        "mlp.down_proj",    "mlp.up_proj",
 };
 
+/* Whether any tensor of layer l ("model.layers.L.") is in st. */
+static int w_hf_has_layer(const gc_st_t *st, int l) {
+  char pre[48];
+  int n = snprintf(pre, sizeof pre, "model.layers.%d.", l);
+  for (size_t i = 0; i < gc_st_count(st); i++)
+    if (!strncmp(gc_st_at(st, i)->name, pre, (size_t)n)) return 1;
+  return 0;
+}
+
 static int w_fill_hf(gc_llama_weights_t *w, gc_err_t *e) {
   const gc_llama_config_t *c = &w->cfg;
   int rc = w_bind_hf(w, &w->tok_embeddings, "model.embed_tokens.weight", c->vocab_size, c->dim, e);
@@ -151,6 +160,10 @@ static int w_fill_hf(gc_llama_weights_t *w, gc_err_t *e) {
       snprintf(name, sizeof name, "model.layers.%d.%s.weight", l, w_hf_layer_names[k]);
       w_layer_shape(c, k, &r, &cols);
       rc = w_bind_hf(w, w_layer_field(&w->layers[l], k), name, r, cols, e);
+      if (rc == GC_ENOTFOUND && !w_hf_has_layer(w->st, l)) /* more layers than the weights */
+        gc_err_set(e, GC_ENOTFOUND, "%s: config.json has num_hidden_layers %d, but the weights "
+                   "have no layer %d (first missing tensor '%s')", gc_st_path(w->st), c->n_layers,
+                   l, name);
     }
   }
   if (!rc) rc = w_bind_hf(w, &w->norm, "model.norm.weight", c->dim, 0, e);
@@ -166,6 +179,85 @@ static int w_fill_hf(gc_llama_weights_t *w, gc_err_t *e) {
   return rc;
 }
 
+/* Tensors of a checkpoint that hold no weight gcore would need: the
+ * rotary inverse frequencies some exports keep, per layer ("REST" of
+ * model.layers.N.REST) or once for the model (gcore computes them from
+ * rope_theta and rope_scaling). */
+static int w_hf_ignorable(const char *rest) { return !strcmp(rest, "self_attn.rotary_emb.inv_freq"); }
+static int w_hf_ignorable_top(const char *name) { return !strcmp(name, "model.rotary_emb.inv_freq"); }
+
+/* Layer number and the rest of a "model.layers.N.REST" name, or -1. */
+static long w_hf_layer_of(const char *name, const char **rest) {
+  const char *pre = "model.layers.";
+  if (strncmp(name, pre, strlen(pre))) return -1;
+  char *end;
+  const char *p = name + strlen(pre);
+  if (*p < '0' || *p > '9') return -1;
+  long l = strtol(p, &end, 10);
+  if (*end != '.' || l < 0) return -1;
+  *rest = end + 1;
+  return l;
+}
+
+/* A tied config: an lm_head.weight in the file must be a copy of the
+ * embedding (some exports save both), or the two disagree. */
+static int w_hf_check_tied(gc_llama_weights_t *w, const gc_st_tensor_t *t, gc_err_t *e) {
+  const gc_weight_t *emb = &w->tok_embeddings;
+  if (t->dtype == emb->dtype && t->nbytes == emb->nbytes && t->ndim == 2 &&
+      t->shape[0] == emb->shape[0] && t->shape[1] == emb->shape[1] &&
+      !memcmp(t->data, emb->data, t->nbytes))
+    return GC_OK;
+  return gc_err_set(e, GC_ECORRUPT, "%s: config.json has tie_word_embeddings true, but the weights "
+                    "hold an lm_head.weight that is not a copy of model.embed_tokens.weight "
+                    "(set tie_word_embeddings false to use it)", gc_st_path(w->st));
+}
+
+/* Every tensor of the checkpoint is one the config accounts for: a layer
+ * past num_hidden_layers, or any tensor gcore would silently ignore (a
+ * bias, a weight of another architecture), means config.json describes
+ * another model than its weights. The first such tensor (in name order,
+ * lowest layer first) is named. */
+static int w_hf_check_unused(gc_llama_weights_t *w, gc_err_t *e) {
+  const gc_llama_config_t *c = &w->cfg;
+  const gc_st_tensor_t *first_layer = NULL, *first_other = NULL;
+  long low = -1;
+  for (size_t i = 0; i < gc_st_count(w->st); i++) {
+    const gc_st_tensor_t *t = gc_st_at(w->st, i);
+    const char *rest = NULL;
+    long l = w_hf_layer_of(t->name, &rest);
+    if (l >= c->n_layers) {
+      if (!first_layer || l < low) first_layer = t, low = l;
+      continue;
+    }
+    if (l >= 0) {
+      int known = w_hf_ignorable(rest);
+      for (int k = 0; !known && k < GC_LLAMA_LAYER_TENSORS; k++) {
+        size_t n = strlen(w_hf_layer_names[k]);
+        known = !strncmp(rest, w_hf_layer_names[k], n) && !strcmp(rest + n, ".weight");
+      }
+      if (!known && !first_other) first_other = t;
+      continue;
+    }
+    if (!strcmp(t->name, "model.embed_tokens.weight") || !strcmp(t->name, "model.norm.weight") ||
+        w_hf_ignorable_top(t->name))
+      continue;
+    if (!strcmp(t->name, "lm_head.weight")) {
+      if (c->tie_word_embeddings && w_hf_check_tied(w, t, e)) return e->code;
+      continue;
+    }
+    if (!first_other) first_other = t;
+  }
+  if (first_layer)
+    return gc_err_set(e, GC_ECORRUPT, "%s: config.json has num_hidden_layers %d, but the weights "
+                      "have layer %ld (first unexpected tensor %s)", gc_st_path(w->st),
+                      c->n_layers, low, GC_QUOTED(first_layer->name));
+  if (first_other)
+    return gc_err_set(e, GC_ECORRUPT, "%s: unexpected tensor %s: config.json describes no weight "
+                      "of that name (a feature gcore does not implement, or another model's "
+                      "config)", gc_st_path(w->st), GC_QUOTED(first_other->name));
+  return GC_OK;
+}
+
 int gc_weights_open_hf(const char *dir, gc_llama_weights_t **out, gc_err_t *e) {
   *out = NULL;
   gc_llama_config_t cfg;
@@ -175,6 +267,7 @@ int gc_weights_open_hf(const char *dir, gc_llama_weights_t **out, gc_err_t *e) {
   if ((rc = w_alloc(&cfg, &w, e))) return rc;
   rc = gc_st_open(dir, &w->st, e);
   if (!rc) rc = w_fill_hf(w, e);
+  if (!rc) rc = w_hf_check_unused(w, e);
   if (rc) {
     gc_weights_close(w);
     return rc;
@@ -314,8 +407,8 @@ static int w_fill_gguf(gc_llama_weights_t *w, gc_err_t *e) {
   for (uint64_t i = 0; !rc && i < gc_gguf_tensor_count(w->gguf); i++) {
     gc_gguf_str_t n = gc_gguf_tensor_at(w->gguf, i)->name;
     if (!w_gguf_known(n, c->n_layers))
-      rc = gc_err_set(e, GC_EUNSUPPORTED, "%s: tensor '%.*s' is not part of a llama model as gcore runs it",
-                      gc_gguf_path(w->gguf), (int)(n.n > 100 ? 100 : n.n), n.p);
+      rc = gc_err_set(e, GC_EUNSUPPORTED, "%s: tensor %s is not part of a llama model as gcore runs it",
+                      gc_gguf_path(w->gguf), gc_quote(n.p, (size_t)n.n, (char[GC_QUOTE_BUF]){0}, GC_QUOTE_BUF));
   }
   return rc;
 }

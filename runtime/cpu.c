@@ -3,6 +3,7 @@
  * grid's tasks on a pool of worker threads. Launches are synchronous, so
  * events are host timestamps taken between them. */
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -35,6 +36,8 @@ typedef struct cpu_pool {
 typedef struct cpu_dev {
   struct gc_dev base;
   cpu_pool_t pool;
+  int no_protect; /* GCORE_CPU_PROTECT=0: no page protection, as on a GPU
+                     (tests run the GPUs' guard checks on the CPU with it) */
 } cpu_dev_t;
 
 struct gc_module {
@@ -181,6 +184,8 @@ static int cpu_open(int ordinal, gc_dev_t **out, gc_err_t *e) {
   in->host_memory = 1;
   struct utsname u;
   snprintf(in->driver, sizeof in->driver, "linux %s", uname(&u) == 0 ? u.release : "?");
+  const char *prot = getenv("GCORE_CPU_PROTECT");
+  d->no_protect = prot && !strcmp(prot, "0");
   if (pool_start(&d->pool, (int)in->compute_units - 1, e)) {
     free(d);
     return e ? e->code : GC_EDEVICE;
@@ -243,6 +248,21 @@ static void *cpu_host_ptr(gc_dev_t *d, gc_dptr_t p) {
   return (void *)(uintptr_t)p;
 }
 
+static size_t cpu_page_size(gc_dev_t *d) {
+  if (((cpu_dev_t *)d)->no_protect) return 0;
+  long pg = sysconf(_SC_PAGESIZE);
+  return pg > 0 ? (size_t)pg : 4096;
+}
+
+static int cpu_protect(gc_dev_t *d, gc_dptr_t p, size_t n, int prot, gc_err_t *e) {
+  (void)d;
+  int m = prot == GC_PROT_RW ? PROT_READ | PROT_WRITE : prot == GC_PROT_READ ? PROT_READ : PROT_NONE;
+  if (n && mprotect((void *)(uintptr_t)p, n, m))
+    return gc_err_set(e, GC_EDEVICE, "mprotect of %zu bytes at %#llx: %s", n,
+                      (unsigned long long)p, strerror(errno));
+  return GC_OK;
+}
+
 /* dlopen needs a file; a sealed memfd is one that nothing else can see. */
 static int cpu_module_load(gc_dev_t *d, const void *code, size_t n, gc_module_t **out,
                            gc_err_t *e) {
@@ -291,7 +311,8 @@ static int cpu_kernel(gc_dev_t *d, gc_module_t *m, const char *name, gc_kernel_t
                       gc_err_t *e) {
   (void)d;
   void *sym = dlsym(m->handle, name);
-  if (!sym) return gc_err_set(e, GC_ENOTFOUND, "code object has no kernel '%s'", name);
+  if (!sym) return gc_err_set(e, GC_ENOTFOUND, "code object has no kernel %s",
+                      GC_QUOTED(name));
   gc_kernel_t *k = gc_malloc(sizeof *k, e);
   if (!k) return GC_ENOMEM;
   *(void **)&k->fn = sym;
@@ -350,6 +371,8 @@ const gc_dev_ops_t gc_cpu_ops = {
     .download = cpu_download,
     .memset = cpu_memset,
     .host_ptr = cpu_host_ptr,
+    .page_size = cpu_page_size,
+    .protect = cpu_protect,
     .module_load = cpu_module_load,
     .module_unload = cpu_module_unload,
     .kernel = cpu_kernel,

@@ -522,7 +522,8 @@ static int cuda_kernel(gc_dev_t *dev, gc_module_t *m, const char *name, gc_kerne
   CUfunction fn = NULL;
   CUresult r = cu.ModuleGetFunction(&fn, m->mod, name);
   if (r == CUDA_ERROR_NOT_FOUND)
-    return gc_err_set(e, GC_ENOTFOUND, "code object has no kernel '%s'", name);
+    return gc_err_set(e, GC_ENOTFOUND, "code object has no kernel %s",
+                      GC_QUOTED(name));
   if (r != CUDA_SUCCESS) return cu_fail(e, GC_EDEVICE, r, "cuModuleGetFunction");
   gc_kernel_t *k = gc_malloc(sizeof *k, e);
   if (!k) return GC_ENOMEM;
@@ -787,6 +788,8 @@ const gc_dev_ops_t gc_cuda_ops = {
     .download = cuda_download,
     .memset = cuda_memset,
     .host_ptr = cuda_host_ptr,
+    .page_size = NULL, /* no page protection: runtime/check.c's guard patterns */
+    .protect = NULL,
     .module_load = cuda_module_load,
     .module_unload = cuda_module_unload,
     .kernel = cuda_kernel,

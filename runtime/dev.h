@@ -50,6 +50,18 @@ int gc_dev_flush(gc_dev_t *d, gc_dptr_t buf, size_t n, gc_err_t *e);
 /* Host-visible address of device memory, or NULL where there is none. */
 void *gc_dev_host_ptr(gc_dev_t *d, gc_dptr_t p);
 
+/* Page protection, where the backend has it (cpu: mprotect), so that a
+ * kernel that writes where it may not faults at once instead of leaving
+ * damage to be found later. gc_dev_page_size is the granule (the host's
+ * page size), or 0 where device memory cannot be protected (cuda, hip).
+ * gc_dev_protect sets [p, p+n) of an allocation to prot; p and n are
+ * multiples of the granule. While a range is not GC_PROT_RW the device's
+ * own copies into it (upload, memset) fault too: set it back first, and
+ * before gc_dev_free. GC_EUNSUPPORTED where the granule is 0. */
+enum { GC_PROT_NONE = 0, GC_PROT_READ = 1, GC_PROT_RW = 3 };
+size_t gc_dev_page_size(gc_dev_t *d);
+int gc_dev_protect(gc_dev_t *d, gc_dptr_t p, size_t n, int prot, gc_err_t *e);
+
 /* Code objects and kernels. */
 int gc_dev_module_load(gc_dev_t *d, const void *code, size_t n, gc_module_t **out,
                        gc_err_t *e);

@@ -16,6 +16,10 @@ typedef struct gc_dev_ops {
   int (*download)(gc_dev_t *d, void *dst, gc_dptr_t src, size_t n, gc_err_t *e);
   int (*memset)(gc_dev_t *d, gc_dptr_t dst, int byte, size_t n, gc_err_t *e);
   void *(*host_ptr)(gc_dev_t *d, gc_dptr_t p);
+  /* Page protection (gc_dev_page_size, gc_dev_protect); NULL where there
+   * is none. */
+  size_t (*page_size)(gc_dev_t *d);
+  int (*protect)(gc_dev_t *d, gc_dptr_t p, size_t n, int prot, gc_err_t *e);
   int (*module_load)(gc_dev_t *d, const void *code, size_t n, gc_module_t **out,
                      gc_err_t *e);
   void (*module_unload)(gc_dev_t *d, gc_module_t *m);

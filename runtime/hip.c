@@ -542,7 +542,8 @@ static int hip_kernel(gc_dev_t *dev, gc_module_t *m, const char *name, gc_kernel
   hipFunction_t fn = NULL;
   hipError_t r = hip.ModuleGetFunction(&fn, m->mod, name);
   if (r == hipErrorNotFound || (r == hipSuccess && !fn))
-    return gc_err_set(e, GC_ENOTFOUND, "code object has no kernel '%s'", name);
+    return gc_err_set(e, GC_ENOTFOUND, "code object has no kernel %s",
+                      GC_QUOTED(name));
   if (r != hipSuccess) return hip_fail(e, GC_EDEVICE, r, "hipModuleGetFunction");
   gc_kernel_t *k = gc_malloc(sizeof *k, e);
   if (!k) return GC_ENOMEM;
@@ -694,6 +695,8 @@ const gc_dev_ops_t gc_hip_ops = {
     .download = hip_download,
     .memset = hip_memset,
     .host_ptr = hip_host_ptr,
+    .page_size = NULL, /* no page protection: runtime/check.c's guard patterns */
+    .protect = NULL,
     .module_load = hip_module_load,
     .module_unload = hip_module_unload,
     .kernel = hip_kernel,

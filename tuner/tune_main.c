@@ -32,8 +32,9 @@ static const char usage[] =
     "sweep:\n"
     "  --target T        the code to tune (default cpu: the host's x86-64 level); targets\n"
     "                    are listed at the end\n"
-    "  --db PATH         tuning database (default $GCORE_DB, else ~/.local/share/gcore/tune.db,\n"
-    "                    which gcore-run reads when given no -b; created and migrated)\n"
+    "  --db PATH         tuning database, a regular file (default $GCORE_DB, else\n"
+    "                    ~/.local/share/gcore/tune.db, which gcore-run reads when given no -b;\n"
+    "                    created and migrated; several gcore-tune processes may share one)\n"
     "  --budget N|Ns|all at most N candidates per problem, counting those an earlier run\n"
     "                    measured (default 16; rerun with a larger N to go on); or N seconds\n"
     "                    in all, shared: every problem's template defaults first, then an\n"
@@ -46,12 +47,14 @@ static const char usage[] =
     "  --compiler NAME   compile driver (cpu: cc; NVIDIA: nvrtc; AMD: comgr or clang, default\n"
     "                    comgr where it lists the ISA, else clang)\n"
     "  --code-object N   AMD code object version: 5 (default) or 4\n"
-    "  --cache DIR       compile cache (default $GCORE_CACHE or ~/.cache/gcore)\n"
+    "  --cache DIR       compile cache, a directory (default $GCORE_CACHE or ~/.cache/gcore)\n"
     "  --jobs N          parallel compiles (default: ninja's)\n"
     "  --device N        device ordinal (default 0)\n"
     "  --devices LIST    tune on several devices of this host in parallel (e.g. 0,1,2,3):\n"
     "                    one worker per device, problems dealt out in turn, one database\n"
     "  --timeout S       seconds a candidate may take before it is killed (default 60)\n"
+    "  --compile-timeout S  seconds one compile may run before it is killed and recorded\n"
+    "                    compile-failed, \"timed out after S s\" (default 300)\n"
     "  --min-time S      seconds of timed launches per candidate (default 0.2; at most 500\n"
     "                    launches, each after a cache flush on GPUs)\n"
     "  --margin F        noise margin for keeping an incumbent winner (default 0.02)\n"
@@ -61,7 +64,7 @@ static const char usage[] =
 
 enum { O_VERSION = 255, O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_BUDGET,
        O_TEMPLATE, O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_DEVICE, O_TIMEOUT,
-       O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_DEVICES, O_STRATEGY, O_COV, O_QUANTIZE };
+       O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_DEVICES, O_STRATEGY, O_COV, O_CTIMEOUT, O_QUANTIZE };
 
 static const struct option longopts[] = {
     {"op", 1, 0, O_OP}, {"model", 1, 0, O_MODEL}, {"prefill", 1, 0, O_PREFILL}, {"batch", 1, 0, O_BATCH},           {"m", 1, 0, O_M},
@@ -75,7 +78,8 @@ static const struct option longopts[] = {
     {"min-time", 1, 0, O_MINTIME}, {"margin", 1, 0, O_MARGIN},
     {"progress", 0, 0, O_PROGRESS}, {"no-progress", 0, 0, O_NOPROGRESS},
     {"devices", 1, 0, O_DEVICES}, {"strategy", 1, 0, O_STRATEGY},
-    {"code-object", 1, 0, O_COV}, {"quantize", 1, 0, O_QUANTIZE},
+    {"code-object", 1, 0, O_COV}, {"compile-timeout", 1, 0, O_CTIMEOUT},
+    {"quantize", 1, 0, O_QUANTIZE},
     {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},          {0, 0, 0, 0}};
 
 static int help(void) {
@@ -208,6 +212,10 @@ int main(int argc, char **argv) {
       case O_TIMEOUT:
         if (parse_pos(optarg, &o.timeout_s)) return die("--timeout: expected seconds > 0");
         break;
+      case O_CTIMEOUT:
+        if (parse_pos(optarg, &o.compile_timeout_s) || o.compile_timeout_s > 86400)
+          return die("--compile-timeout: expected seconds, 0 < S <= 86400");
+        break;
       case O_MINTIME:
         if (parse_pos(optarg, &o.timing.min_time)) return die("--min-time: expected seconds > 0");
         break;
@@ -243,7 +251,7 @@ int main(int argc, char **argv) {
     }
   }
   if (optind < argc) {
-    fprintf(stderr, "gcore-tune: unexpected argument '%s'\n", argv[optind]);
+    fprintf(stderr, "gcore-tune: unexpected argument %s\n", GC_QUOTED(argv[optind]));
     return 2;
   }
   gc_err_t e = {0};
