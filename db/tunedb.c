@@ -254,7 +254,7 @@ static void bind_opt_int(sqlite3_stmt *st, int i, int64_t v) {
 }
 
 int gc_db_set_resources(gc_db_t *db, int64_t variant_id,
-                        const gc_db_resources_t *r, gc_err_t *e) {
+                        const gc_resources_t *r, gc_err_t *e) {
   sqlite3_stmt *st;
   if (gc_sql_prepare(db->sq,
                      "UPDATE variants SET code_bytes=?2, regs=?3, spills=?4, "

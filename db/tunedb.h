@@ -4,7 +4,8 @@
 #ifndef GC_TUNEDB_H
 #define GC_TUNEDB_H
 
-#include "problem.h"
+#include "../core/problem.h"
+#include "../core/resources.h"
 
 typedef struct gc_db gc_db_t;
 
@@ -18,17 +19,6 @@ typedef struct gc_db_variant {
   int64_t compiler_id;
 } gc_db_variant_t;
 
-/* Resource usage of a compiled variant; -1 where not reported. regs are
- * registers per thread (NVIDIA) or architected VGPRs per lane (AMD);
- * agprs, sgprs and wave are AMD's (accumulation VGPRs, scalar registers,
- * wavefront size); occupancy is theoretical waves per SIMD (AMD) at the
- * variant's block size, computed by gen (gc_amd_occupancy). */
-typedef struct gc_db_resources {
-  int64_t code_bytes, regs, spills, shared_bytes, scratch_bytes;
-  int64_t agprs, sgprs, wave, occupancy;
-} gc_db_resources_t;
-
-#define GC_DB_RESOURCES_UNKNOWN ((gc_db_resources_t){-1, -1, -1, -1, -1, -1, -1, -1, -1})
 
 typedef struct gc_db_measurement {
   int64_t device_id, problem_id, variant_id;
@@ -67,7 +57,7 @@ int gc_db_compiler_id(gc_db_t *db, const char *driver, const char *version,
 int gc_db_problem_id(gc_db_t *db, const gc_problem_t *p, int64_t *id, gc_err_t *e);
 int gc_db_variant_id(gc_db_t *db, const gc_db_variant_t *v, int64_t *id, gc_err_t *e);
 int gc_db_set_resources(gc_db_t *db, int64_t variant_id,
-                        const gc_db_resources_t *r, gc_err_t *e);
+                        const gc_resources_t *r, gc_err_t *e);
 
 /* How the detail of a rejection by a template constraint (or @applies)
  * begins: such a candidate was never one, so it counts toward no budget

@@ -399,7 +399,7 @@ static int emit_target(gen_t *g, gc_bundle_t *b, int first, gc_err_t *e) {
     size_t size;
     gc_dtypes_format(pk->v.ta, pk->v.tb, pk->v.tc, dt);
     rc = gc_read_file(jobs[j].obj, GC_CODE_OBJECT_MAX, &blob, &size, e);
-    gc_db_resources_t *r = &jobs[j].res;
+    gc_resources_t *r = &jobs[j].res;
     if (!rc) rc = check_resources(g, pk, &jobs[j], e);
     gc_code_rec_t cr = {g->tg.name, jobs[j].vid, pk->v.tpl->name, pk->v.tpl->hash,
                         pk->v.params, dt, g->cc.id, blob, size, r->regs, r->spills,

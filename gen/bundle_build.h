@@ -6,7 +6,7 @@
 #ifndef GC_BUNDLE_BUILD_H
 #define GC_BUNDLE_BUILD_H
 
-#include "../db/problem.h"
+#include "../core/problem.h"
 
 typedef struct gc_gen_opts {
   const char *db_path;        /* NULL: defaults only */

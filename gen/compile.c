@@ -285,7 +285,7 @@ static void read_resources(gc_compile_job_t *j) {
   int got = fscanf(f, "%lld %lld %lld %lld %lld %lld %lld %lld", &v[0], &v[1], &v[2], &v[3],
                    &v[4], &v[5], &v[6], &v[7]);
   if (got >= 5)
-    j->res = (gc_db_resources_t){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], -1};
+    j->res = (gc_resources_t){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], -1};
   fclose(f);
 }
 
@@ -332,7 +332,7 @@ int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
     gc_compile_job_t *j = &jobs[i];
     struct stat st;
     j->ok = stat(j->obj, &st) == 0 && st.st_size > 0;
-    j->res = GC_DB_RESOURCES_UNKNOWN;
+    j->res = GC_RESOURCES_UNKNOWN;
     j->res.code_bytes = j->ok ? st.st_size : -1;
     if (!j->ok) read_log(c, j);
     else read_resources(j);

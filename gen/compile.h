@@ -11,7 +11,7 @@
 #define GC_COMPILE_H
 
 #include "target.h"
-#include "../db/tunedb.h"
+#include "../core/resources.h"
 
 typedef struct gc_compiler {
   char driver[16];   /* "cc" | "nvrtc" | "comgr" | "clang" */
@@ -56,7 +56,7 @@ typedef struct gc_compile_job {
   int ok;            /* 1 = code object exists */
   int cached;        /* 1 = it existed before this batch */
   char log[512];     /* first lines of the compiler's output on failure */
-  gc_db_resources_t res;
+  gc_resources_t res;
 } gc_compile_job_t;
 
 /* Default cache: $GCORE_CACHE, else $XDG_CACHE_HOME/gcore, else

@@ -7,7 +7,7 @@
 #define GC_LLAMA_H
 
 #include "../runtime/dispatch.h"
-#include "../runtime/ops.h"
+#include "../core/ops.h"
 #include "../runtime/profile.h"
 #include "recipe.h"
 #include "weights.h"

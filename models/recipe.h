@@ -5,7 +5,7 @@
 #ifndef GC_RECIPE_H
 #define GC_RECIPE_H
 
-#include "../db/problem.h"
+#include "../core/problem.h"
 #include "weights.h"
 
 /* Passes of at most this many tokens fold each RMSNorm into the GEMM

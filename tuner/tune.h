@@ -6,7 +6,7 @@
 #ifndef GC_TUNE_H
 #define GC_TUNE_H
 
-#include "../db/problem.h"
+#include "../core/problem.h"
 #include "../gen/target.h"
 #include "../runtime/check.h"
 

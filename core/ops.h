@@ -6,8 +6,9 @@
 #ifndef GC_OPS_H
 #define GC_OPS_H
 
-#include "../db/problem.h"
-#include "dev.h"
+#include "problem.h"
+
+typedef uint64_t gc_dptr_t; /* device address; 0 is never a valid buffer */
 
 #define GC_OP_MAX_BUFS 6
 

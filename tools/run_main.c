@@ -15,10 +15,10 @@
 #include "../gen/target.h"
 #include "../runtime/check.h"
 #include "../runtime/dispatch.h"
-#include "chat.h"
-#include "llama.h"
-#include "sampler.h"
-#include "tokenizer.h"
+#include "../models/chat.h"
+#include "../models/llama.h"
+#include "../models/sampler.h"
+#include "../models/tokenizer.h"
 
 static const char usage[] =
     "usage: gcore-run -m MODEL [-b BUNDLE] [-p TEXT | --tokens IDS] [-n N] [sampling] [options]\n"

@@ -4,9 +4,9 @@
 #include <string.h>
 
 #include "../base/cli.h"
-#include "bundle_build.h"
-#include "compile.h"
-#include "target.h"
+#include "../gen/bundle_build.h"
+#include "../gen/compile.h"
+#include "../gen/target.h"
 #include "../models/recipe.h"
 
 static const char usage[] =

@@ -9,7 +9,7 @@
 #include "../gen/autobundle.h"
 #include "../gen/compile.h"
 #include "../models/recipe.h"
-#include "tune.h"
+#include "../tuner/tune.h"
 #include "../db/tunedb.h"
 
 static const char usage[] =
