@@ -45,6 +45,7 @@ struct gc_llama {
   gc_prof_t *prof;
   gc_dptr_t *owned;             /* [nowned]: allocations to free (cap: capowned) */
   int nowned, capowned;
+  gc_llama_weights_t *dense;    /* TEMPORARY: dense copies of quantized weights */
 };
 
 /* ---- device memory ------------------------------------------------------- */
@@ -156,6 +157,10 @@ int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int
   m->graphs = 1;
   int rc = gc_llama_dtypes_for(w, gc_dev_info(dev)->backend, &m->dt, e);
   if (!rc) rc = resolve_kernels(m, e);
+  /* TEMPORARY, until the templates read block formats: the forward runs on
+     dense copies of whatever is not in the weight dtype (quantized tensors) */
+  if (!rc) rc = gc_weights_dequantize(w, (gc_st_dtype_t)m->dt.weight, &m->dense, e);
+  if (m->dense) w = m->dense;
   if (!rc && !(m->layers = gc_calloc((size_t)m->cfg.n_layers, sizeof *m->layers, e))) rc = GC_ENOMEM;
   for (int l = 0; !rc && l < m->cfg.n_layers; l++) rc = place_layer(m, &w->layers[l], &m->layers[l], e);
   if (!rc) rc = place(m, &w->tok_embeddings, &m->tok_emb, e);
@@ -164,6 +169,10 @@ int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int
                                                               : place(m, &w->classifier, &m->cls, e);
   if (!rc) rc = upload_freqs(m, e);
   if (!rc) rc = alloc_activations(m, e);
+  if (m->dense && !gc_dev_info(dev)->host_memory) { /* uploaded: the host copies can go */
+    gc_weights_close(m->dense);
+    m->dense = NULL;
+  }
   if (rc) {
     gc_llama_free(m);
     return rc;
@@ -177,6 +186,7 @@ void gc_llama_free(gc_llama_t *m) {
   for (int i = 0; i < 2; i++) gc_dev_graph_destroy(m->dev, m->decode_graph[i]);
   for (int i = 0; i < m->nowned; i++) gc_dev_free(m->dev, m->owned[i]);
   free(m->owned);
+  gc_weights_close(m->dense);
   free(m->layers);
   free(m);
 }

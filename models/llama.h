@@ -16,7 +16,8 @@ typedef struct gc_llama gc_llama_t;
 
 /* Put the model on rt's device with a KV cache of ctx positions and room
  * for prefills of up to max_t tokens; resolve every kernel the recipe needs
- * for 1 and max_t tokens (a bundle lacking one is refused here, by name). */
+ * for 1 and max_t tokens (a bundle lacking one is refused here, by name).
+ * Quantized weights are dequantized on the host first (for now). */
 int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int ctx,
                     int max_t, gc_llama_t **out, gc_err_t *e);
 void gc_llama_free(gc_llama_t *m);

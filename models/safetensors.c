@@ -6,6 +6,8 @@
  * model.safetensors.index.json. */
 #include "safetensors.h"
 
+#include "../base/quant.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -68,13 +70,12 @@ size_t gc_st_dtype_size(gc_st_dtype_t t) {
   }
 }
 
+_Static_assert((int)GC_ST_Q8_0 == GC_QT_Q8_0 && (int)GC_ST_Q6_K == GC_QT_Q6_K && (int)GC_ST_BF16 == GC_QT_BF16,
+               "gc_st_dtype_t numbers the block formats as gc_qtype_t does");
+
 const char *gc_st_dtype_name(gc_st_dtype_t t) {
-  switch (t) {
-  case GC_ST_F32: return "F32";
-  case GC_ST_F16: return "F16";
-  case GC_ST_BF16: return "BF16";
-  default: return "?";
-  }
+  const gc_qformat_t *f = gc_quant_format((int)t);
+  return f ? f->name : "?";
 }
 
 static const st_dtype_info_t *st_dtype_lookup(const char *s) {

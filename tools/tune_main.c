@@ -23,9 +23,12 @@ static const char usage[] =
     "  --m/--n/--k LIST  comma-separated sizes (rmsnorm uses m rows of n)\n"
     "  --dtype T         f32 | f16 | bf16 | A:B:C such as f32:f16:f32 (default f32)\n"
     "  --workload FILE   one problem per line: 'OP DTYPE m=LIST n=LIST k=LIST'\n"
-    "  --model PATH      every problem a Llama model's forward needs (HF dir or llama2.c .bin)\n"
+    "  --model PATH      every problem a Llama model's forward needs (HF dir, .gguf or llama2.c\n"
+    "                    .bin)\n"
     "  --prefill LIST    with --model: prompt lengths to tune for (default 128,512; none: decode only)\n"
     "  --batch N         with --model: rows of a decode step (default 1)\n"
+    "  --quantize T      with --model: its matrices stored as q8_0, q4_0 or q4_k, as gcore-run\n"
+    "                    --quantize runs them\n"
     "  --h/--g/--d LIST  query heads, kv heads, head dim (rope_kv, attention)\n"
     "sweep:\n"
     "  --target T        the code to tune (default cpu: the host's x86-64 level); targets\n"
@@ -64,7 +67,8 @@ static const char usage[] =
 
 enum { O_VERSION = 255, O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_BUDGET,
        O_TEMPLATE, O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_DEVICE, O_TIMEOUT,
-       O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_LISTOPS, O_DEVICES, O_STRATEGY, O_COV, O_CTIMEOUT };
+       O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_LISTOPS, O_DEVICES, O_STRATEGY, O_COV, O_CTIMEOUT,
+       O_QUANTIZE };
 
 static const struct option longopts[] = {
     {"op", 1, 0, O_OP}, {"model", 1, 0, O_MODEL}, {"prefill", 1, 0, O_PREFILL}, {"batch", 1, 0, O_BATCH},           {"m", 1, 0, O_M},
@@ -79,7 +83,7 @@ static const struct option longopts[] = {
     {"progress", 0, 0, O_PROGRESS}, {"no-progress", 0, 0, O_NOPROGRESS},
     {"devices", 1, 0, O_DEVICES}, {"strategy", 1, 0, O_STRATEGY},
     {"code-object", 1, 0, O_COV}, {"compile-timeout", 1, 0, O_CTIMEOUT},
-    {"list-ops", 0, 0, O_LISTOPS},
+    {"list-ops", 0, 0, O_LISTOPS}, {"quantize", 1, 0, O_QUANTIZE},
     {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},          {0, 0, 0, 0}};
 
 static int help(void) {
@@ -172,7 +176,7 @@ int main(int argc, char **argv) {
   o.strategy = GC_SEARCH_LOCAL;
   o.budget_n = GC_TUNE_DEFAULT_BUDGET;
   const char *dims[GC_NDIMS] = {0};
-  const char *model = NULL, *prefill = NULL, *batch = NULL;
+  const char *model = NULL, *prefill = NULL, *batch = NULL, *quantize = NULL;
   const char *op = NULL, *dtype = NULL, *workload = NULL,
              *target = "cpu";
   char cache[1024];
@@ -186,6 +190,7 @@ int main(int argc, char **argv) {
       case O_MODEL: model = optarg; break;
       case O_PREFILL: prefill = optarg; break;
       case O_BATCH: batch = optarg; break;
+      case O_QUANTIZE: quantize = optarg; break;
       case O_M: case O_N: case O_K: case O_H: case O_G: case O_D:
         dims[c - O_M] = optarg;
         break;
@@ -260,12 +265,12 @@ int main(int argc, char **argv) {
   if (rc) return die(e.msg);
   if ((workload != NULL) + (model != NULL) + (op || dtype || dims[0] || dims[1] || dims[2] || dims[3] || dims[4] || dims[5]) > 1)
     rc = gc_err_set(&e, GC_EINVAL, "give one of --workload, --model, or --op with sizes");
-  else if ((prefill || batch) && !model)
-    rc = gc_err_set(&e, GC_EINVAL, "--prefill and --batch go with --model");
+  else if ((prefill || batch || quantize) && !model)
+    rc = gc_err_set(&e, GC_EINVAL, "--prefill, --batch and --quantize go with --model");
   else if (workload)
     rc = gc_problems_load(&probs, workload, &e);
   else if (model && !(rc = gc_target_parse(target, &o.target, &e)))
-    rc = gc_llama_workload(model, prefill, batch, o.target.backend, &probs, NULL, &e);
+    rc = gc_llama_workload(model, quantize, prefill, batch, o.target.backend, &probs, NULL, &e);
   else if (!op)
     rc = gc_err_set(&e, GC_EINVAL, "no problems: give --model PATH, --workload FILE or --op OP with sizes (see --help)");
   else
