@@ -4,10 +4,15 @@
 # packages the build and the demo need, `make deps-test` those the tests add.
 
 VERSION   := 0.1.0
+ABI       := 1
+PREFIX    ?= /usr/local
+PYTHONDIR ?= $(PREFIX)/lib/python3/dist-packages
 CC        ?= cc
 PYTHON    ?= /usr/bin/python3
 CFLAGS_W  := -Wall -Wextra -Werror -Wno-format-truncation
-CFLAGS    := -std=c11 -D_GNU_SOURCE -O2 -g $(CFLAGS_W) -DGC_VERSION='"$(VERSION)"'
+# -fPIC: the same objects make libgcore.a (the tools) and libgcore.so, which
+# exports only the gcore_* API (-fvisibility=hidden, GCORE_API, api/gcore.map)
+CFLAGS    := -std=c11 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden $(CFLAGS_W) -DGC_VERSION='"$(VERSION)"'
 LDLIBS    := -lsqlite3 -lxxhash -ljson-c -lpcre2-8 -ldl -lpthread -lm
 
 ifeq ($(SANITIZE),1)
@@ -23,17 +28,25 @@ else
 endif
 
 MAINS     := $(wildcard tools/*_main.c)
-LIB_SRC   := $(filter-out $(MAINS),$(wildcard base/*.c core/*.c db/*.c gen/*.c runtime/*.c models/*.c tuner/*.c))
+LIB_SRC   := $(filter-out $(MAINS),$(wildcard base/*.c core/*.c db/*.c gen/*.c runtime/*.c models/*.c tuner/*.c api/*.c))
 EMBED     := $(sort $(wildcard templates/cpu/*.c)) templates/cpu/prelude.h \
              $(sort $(wildcard templates/gpu/*.cu templates/gpu/*.h)) $(sort $(wildcard db/migrations/*.sql))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/embedded.o
 TOOLS     := $(BIN)/gcore-gen $(BIN)/gcore-tune $(BIN)/gcore-run $(BIN)/gcore-compile
 
-all: $(TOOLS) $(LIB)/libgcore.a
+SHLIB     := $(LIB)/libgcore.so.$(ABI)
 
-$(BUILD)/%.o: %.c
+all: $(TOOLS) $(LIB)/libgcore.a $(LIB)/libgcore.so
+
+# Objects depend on the flags they were built with: a change of CFLAGS
+# (say -fPIC, which libgcore.so needs) rebuilds them.
+$(BUILD)/%.o: %.c $(BUILD)/cflags.txt
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/cflags.txt: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(CC) $(CFLAGS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS)' > $@
 
 # The list of embedded files, rewritten only when it changes: a template
 # that is deleted (or added) must rebuild embedded.c too, which a plain
@@ -49,12 +62,21 @@ $(BUILD)/embedded.c: $(EMBED) $(BUILD)/embed.list gen/embed.sh
 .PHONY: FORCE
 FORCE:
 
-$(BUILD)/embedded.o: $(BUILD)/embedded.c
+$(BUILD)/embedded.o: $(BUILD)/embedded.c $(BUILD)/cflags.txt
 	$(CC) $(CFLAGS) -I. -c $< -o $@
 
 $(LIB)/libgcore.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
+
+# The shared library: the API of include/gcore.h and nothing else exported.
+$(SHLIB): $(LIB_OBJ) api/gcore.map
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,libgcore.so.$(ABI) -Wl,--version-script=api/gcore.map \
+	  -Wl,--no-undefined -o $@ $(LIB_OBJ) $(LDLIBS)
+
+$(LIB)/libgcore.so: $(SHLIB)
+	ln -sf libgcore.so.$(ABI) $@
 
 $(BIN)/gcore-gen: $(BUILD)/tools/gen_main.o $(LIB)/libgcore.a
 $(BIN)/gcore-compile: $(BUILD)/tools/compile_main.o $(LIB)/libgcore.a
@@ -131,7 +153,24 @@ deps-test: deps
 clean:
 	rm -rf build bin lib
 
-.PHONY: all test test-gpu test-gpu-amd demo deps deps-test clean
+# ---- install ----------------------------------------------------------------
+# `make install PREFIX=DIR`: the tools in DIR/bin (gcore-compile too, which
+# the library runs to build GPU kernels on demand), libgcore.so and .a in
+# DIR/lib, gcore.h in DIR/include, DIR/lib/pkgconfig/gcore.pc, and the
+# Python package in PYTHONDIR (default DIR/lib/python3/dist-packages).
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include \
+	  $(DESTDIR)$(PYTHONDIR)/gcore
+	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(LIB)/libgcore.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(SHLIB) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libgcore.so.$(ABI) $(DESTDIR)$(PREFIX)/lib/libgcore.so
+	install -m 644 include/gcore.h $(DESTDIR)$(PREFIX)/include/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' api/gcore.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gcore.pc
+	install -m 644 python/gcore/*.py $(DESTDIR)$(PYTHONDIR)/gcore/
+
+.PHONY: all test test-gpu test-gpu-amd demo deps deps-test clean install
 
 # ---- benchmarks -----------------------------------------------------------
 build/rel/bench/cpu_gemm: bench/cpu_gemm.c lib/libgcore.a

@@ -228,6 +228,7 @@ typedef struct cuda_dev {
   CUdevice dev;
   CUcontext ctx;
   CUstream stream;
+  CUstream own;    /* the stream cuda_start made; stream is it or a caller's (set_stream) */
   int cc_major, cc_minor;
   int max_shmem;   /* opt-in dynamic + static shared memory per block */
   int capturing;   /* a graph capture is open on stream */
@@ -313,6 +314,7 @@ static int cuda_start(cuda_dev_t *d, gc_err_t *e) {
   if (!rc) {
     CUresult r = cu.StreamCreate(&d->stream, CU_STREAM_NON_BLOCKING);
     if (r != CUDA_SUCCESS) rc = cu_fail(e, GC_EDEVICE, r, "cuStreamCreate");
+    d->own = d->stream;
   }
   if (rc) {
     cu.DevicePrimaryCtxRelease(d->dev);
@@ -349,8 +351,8 @@ static void cuda_close(gc_dev_t *dev) {
       CUgraph g = NULL;
       if (cu.StreamEndCapture(d->stream, &g) == CUDA_SUCCESS && g) cu.GraphDestroy(g);
     }
-    cu.StreamSynchronize(d->stream);
-    cu.StreamDestroy(d->stream);
+    cu.StreamSynchronize(d->own);
+    cu.StreamDestroy(d->own);
     if (d->flush_mod) cu.ModuleUnload(d->flush_mod);
   }
   cu.DevicePrimaryCtxRelease(d->dev);
@@ -639,6 +641,13 @@ static int cuda_sync(gc_dev_t *dev, gc_err_t *e) {
   return GC_OK;
 }
 
+static int cuda_set_stream(gc_dev_t *dev, void *const *stream, gc_err_t *e) {
+  cuda_dev_t *d = (cuda_dev_t *)dev;
+  int rc = no_capture(d, "set_stream", e);
+  if (!rc) d->stream = stream ? (CUstream)*stream : d->own;
+  return rc;
+}
+
 /* ---- events ---------------------------------------------------------- */
 
 static int cuda_event_create(gc_dev_t *dev, gc_event_t **out, gc_err_t *e) {
@@ -796,6 +805,7 @@ const gc_dev_ops_t gc_cuda_ops = {
     .launch = cuda_launch,
     .kernel_pdl = cuda_kernel_pdl,
     .sync = cuda_sync,
+    .set_stream = cuda_set_stream,
     .event_create = cuda_event_create,
     .event_destroy = cuda_event_destroy,
     .event_record = cuda_event_record,

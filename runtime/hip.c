@@ -223,6 +223,7 @@ typedef struct hip_dev {
   struct gc_dev base;
   int ordinal;
   hipStream_t stream;
+  hipStream_t own; /* the stream hip_open made; stream is it or a caller's (set_stream) */
   int max_shmem;  /* LDS bytes a block may use (64 KiB on gfx9/gfx11) */
   int warp;       /* wavefront size: 64 on CDNA, 32 on RDNA */
   int capturing;  /* a graph capture is open on stream */
@@ -338,6 +339,7 @@ static int hip_open(int ordinal, gc_dev_t **out, gc_err_t *e) {
     free(d);
     return hip_fail(e, GC_EDEVICE, r, "hipStreamCreateWithFlags");
   }
+  d->own = d->stream;
   *out = &d->base;
   return GC_OK;
 }
@@ -352,8 +354,8 @@ static void hip_close(gc_dev_t *dev) {
       hipGraph_t g = NULL;
       if (hip.StreamEndCapture(d->stream, &g) == hipSuccess && g) hip.GraphDestroy(g);
     }
-    hip.StreamSynchronize(d->stream);
-    hip.StreamDestroy(d->stream);
+    hip.StreamSynchronize(d->own);
+    hip.StreamDestroy(d->own);
   }
   free(d);
 }
@@ -592,6 +594,13 @@ static int hip_sync(gc_dev_t *dev, gc_err_t *e) {
   return GC_OK;
 }
 
+static int hip_set_stream(gc_dev_t *dev, void *const *stream, gc_err_t *e) {
+  hip_dev_t *d = (hip_dev_t *)dev;
+  int rc = no_capture(d, "set_stream", e);
+  if (!rc) d->stream = stream ? (hipStream_t)*stream : d->own;
+  return rc;
+}
+
 /* ---- events ---------------------------------------------------------- */
 
 static int hip_event_create(gc_dev_t *dev, gc_event_t **out, gc_err_t *e) {
@@ -703,6 +712,7 @@ const gc_dev_ops_t gc_hip_ops = {
     .launch = hip_launch,
     .kernel_pdl = NULL, /* HIP has no programmatic dependent launch */
     .sync = hip_sync,
+    .set_stream = hip_set_stream,
     .event_create = hip_event_create,
     .event_destroy = hip_event_destroy,
     .event_record = hip_event_record,
