@@ -156,7 +156,7 @@ static int check_call(const gcore_ctx *ctx, const gc_problem_t *p, const void *c
     if ((int)t[i] < GCORE_F32 || (int)t[i] > GCORE_BF16)
       return gc_err_set(e, GC_EINVAL, "%s: dtype %d of operand %c is not GCORE_F32, GCORE_F16 "
                         "or GCORE_BF16", p->op, (int)t[i], "ABC"[i]);
-  if (gc_problem_check(p, e)) return gc_err_prefix(e, "%s", p->op);
+  if (gc_problem_check(p, e)) return e->code; /* "gemm: m=0 is out of range ..." */
   const gc_op_t *op = gc_op_find(p->op);
   for (int i = 0; i < op->nbufs; i++) {
     if (!bufs[i]) return gc_err_set(e, GC_EINVAL, "%s: buffer %s is NULL", p->op, op->buf[i].name);
