@@ -180,10 +180,15 @@ static int launch(gcore_ctx *ctx, const gc_problem_t *p, const gc_op_scalars_t *
   for (int i = 0; i < gc_op_find(p->op)->nbufs; i++) ptr[i] = (gc_dptr_t)(uintptr_t)bufs[i];
   gc_op_args(p, sc, ptr, &pk);
   pthread_mutex_lock(&ctx->mu);
-  rc = gc_api_route(ctx, p, &r, e);
+  /* the stream is checked first (the device refuses one it cannot use), and
+   * the kernel found (or built and verified) on the device's own stream */
+  if (!(rc = gc_dev_set_stream(ctx->dev, &stream, e))) {
+    gc_dev_set_stream(ctx->dev, NULL, NULL); /* back to its own: can't fail */
+    rc = gc_api_route(ctx, p, &r, e);
+  }
   if (!rc && !(rc = gc_dev_set_stream(ctx->dev, &stream, e))) {
     rc = gc_rt_launch(r->rt, r->k, p, pk.args, e);
-    gc_dev_set_stream(ctx->dev, NULL, NULL); /* back to its own: can't fail */
+    gc_dev_set_stream(ctx->dev, NULL, NULL);
   }
   pthread_mutex_unlock(&ctx->mu);
   if (!rc) {
