@@ -26,15 +26,22 @@ import threading
 
 import torch
 
-from . import (BF16, EPI_ADD, EPI_NONE, EPI_SWIGLU, F16, F32, UNSERVED, Context, GcoreError)
+from . import (BF16, CODES, EPI_ADD, EPI_NONE, EPI_SWIGLU, F16, F32, UNSERVED, Context, GcoreError,
+               library)
 
-__all__ = ["configure", "context", "stats", "reset_fallbacks", "swap_linear", "GcoreLinear"]
+__all__ = ["configure", "context", "stats", "reset_fallbacks", "mm", "swap_linear", "GcoreLinear"]
 
 _DT = {torch.float32: F32, torch.float16: F16, torch.bfloat16: BF16}
 _lock = threading.Lock()
 _config = {"bundle": None, "db": None, "target": None}
 _contexts = {}
 _fallback = {}
+_devs = {}  # (device type, index) → (the context's handle, index, on cuda): the call path's cache
+_lib = library()
+# PyTorch's current stream of a device as a raw handle: the private call
+# Triton and Inductor use (a fraction of current_stream()'s cost), else that
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
+    (lambda i: torch.cuda.current_stream(i).cuda_stream)
 
 
 def configure(bundle=None, db=None, target=None):
@@ -43,6 +50,7 @@ def configure(bundle=None, db=None, target=None):
     Closes contexts opened before, so call it before the ops run."""
     with _lock:
         _config.update(bundle=bundle, db=db, target=target)
+        _devs.clear()
         for c in _contexts.values():
             c.close()
         _contexts.clear()
@@ -94,42 +102,51 @@ def _count(reason):
 
 def _ready(t):
     """t as gcore takes it: contiguous and 64-byte aligned (a copy where not)."""
-    t = t.contiguous()
+    if not t.is_contiguous():
+        t = t.contiguous()
     return t if t.data_ptr() % 64 == 0 else t.clone()
 
 
-def _why_not(*ts):
-    """The reason gcore cannot take these tensors, or None."""
+def _dev(device):
+    """(handle, index, cuda) of device's context, or None where gcore does
+    not run; no lock once the context is open."""
+    key = (device.type, device.index)
+    d = _devs.get(key)
+    if d is None:
+        backend, index = _backend(device)
+        if backend is None:
+            return None
+        c = context(device)
+        d = _devs[key] = (c._handle(), index, device.type == "cuda")
+    return d
+
+
+def _served(rc):
+    """After a call: True when it ran; False (counted) when gcore has no
+    kernel that serves it; a GcoreError for a real error."""
+    if not rc:
+        return True
+    name = CODES.get(rc, "")
+    if name not in UNSERVED:
+        raise GcoreError(rc, _lib.gcore_errmsg().decode(errors="replace"))
+    _count(name)
+    return False
+
+
+def _usable(*ts):
+    """Whether gcore can take these tensors (else the reason is counted)."""
     dev = ts[0].device
     for t in ts:
         if t.device != dev:
-            return "device"
+            _count("device")
+            return False
         if t.dtype not in _DT:
-            return "dtype"
-    if _backend(dev)[0] is None:
-        return "device"
-    return None
-
-
-def _run(fn, ts):
-    """Call fn(ctx, stream) on gcore for tensors ts: True, or False after
-    counting why torch must compute it instead."""
-    why = _why_not(*ts)
-    if why is None and any(t.numel() == 0 for t in ts):
-        why = "empty"
-    if why is None:
-        dev = ts[0].device
-        try:
-            ctx = context(dev)
-            stream = torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else None
-            fn(ctx, stream)
-            return True
-        except GcoreError as ex:
-            if ex.name not in UNSERVED:
-                raise
-            why = ex.name
-    _count(why)
-    return False
+            _count("dtype")
+            return False
+        if not t.numel():
+            _count("empty")
+            return False
+    return True
 
 
 # ---- the references torch computes when gcore does not ------------------------
@@ -151,20 +168,32 @@ def _rmsnorm(a, norm, eps):
 # ---- the ops -----------------------------------------------------------------
 
 def _gemm_into(epi, a, b, c):
-    m, k = a.shape
-    n = c.shape[1]
+    """gcore's kernel of epilogue epi for c from a and b: True, or False
+    (counted) where torch must compute it."""
+    if not _usable(a, b, c):
+        return False
+    d = _dev(a.device)
+    if d is None:
+        _count("device")
+        return False
     a, b = _ready(a), _ready(b)
-    return _run(lambda ctx, s: ctx.gemm_ptr(epi, _DT[a.dtype], _DT[b.dtype], _DT[c.dtype], m, n, k,
-                                            a.data_ptr(), b.data_ptr(), c.data_ptr(), s), (a, b, c))
+    m, k = a.shape
+    return _served(_lib.gcore_gemm(d[0], epi, _DT[a.dtype], _DT[b.dtype], _DT[c.dtype], m, c.shape[1], k,
+                                   a.data_ptr(), b.data_ptr(), c.data_ptr(),
+                                   _raw_stream(d[1]) if d[2] else None))
+
+
+def mm(a, b):
+    """a [m,k] · b[n,k]ᵀ → [m,n] of a's dtype, called directly (what
+    torch.ops.gcore.gemm runs, without the dispatcher's cost: eager code)."""
+    c = torch.empty((a.shape[0], b.shape[0]), dtype=a.dtype, device=a.device)
+    return c if _gemm_into(EPI_NONE, a, b, c) else _mm(a, b)
 
 
 @torch.library.custom_op("gcore::gemm", mutates_args=())
 def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a [m,k] · b[n,k]ᵀ → [m,n] of a's dtype (nn.Linear without bias)."""
-    c = a.new_empty((a.shape[0], b.shape[0]))
-    if not _gemm_into(EPI_NONE, a, b, c):
-        c.copy_(_mm(a, b))
-    return c
+    return mm(a, b)
 
 
 @gemm.register_fake
@@ -203,12 +232,17 @@ def _(a, w):
 
 
 def _norm_gemm_into(epi, a, norm, b, eps, c):
-    m, k = a.shape
-    n = c.shape[1]
+    if not _usable(a, norm, b, c):
+        return False
+    d = _dev(a.device)
+    if d is None:
+        _count("device")
+        return False
     a, norm, b = _ready(a), _ready(norm), _ready(b)
-    return _run(lambda ctx, s: ctx.rmsnorm_gemm_ptr(epi, _DT[a.dtype], _DT[b.dtype], _DT[c.dtype], m,
-                                                    n, k, a.data_ptr(), norm.data_ptr(), eps,
-                                                    b.data_ptr(), c.data_ptr(), s), (a, norm, b, c))
+    m, k = a.shape
+    return _served(_lib.gcore_rmsnorm_gemm(d[0], epi, _DT[a.dtype], _DT[b.dtype], _DT[c.dtype], m, c.shape[1],
+                                           k, a.data_ptr(), norm.data_ptr(), eps, b.data_ptr(),
+                                           c.data_ptr(), _raw_stream(d[1]) if d[2] else None))
 
 
 @torch.library.custom_op("gcore::rmsnorm_gemm", mutates_args=())
@@ -256,7 +290,9 @@ class GcoreLinear(torch.nn.Module):
         if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
             _count("autograd")  # the ops have no backward: a graph to train through stays torch's
             return torch.nn.functional.linear(x, self.weight, self.bias)
-        y = torch.ops.gcore.gemm(x.reshape(-1, self.in_features), self.weight)
+        x2 = x.reshape(-1, self.in_features)
+        # eager: the op's code called directly; traced (torch.compile): the op
+        y = torch.ops.gcore.gemm(x2, self.weight) if torch.compiler.is_compiling() else mm(x2, self.weight)
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*x.shape[:-1], self.out_features)
