@@ -174,10 +174,11 @@ static int from_bundle(gcore_ctx *ctx, gc_rt_t *rt, const gc_problem_t *p, gc_ap
   return GC_OK;
 }
 
+/* m rounded up to a power of two, within the dimensions' range [1, 2^31). */
 static int64_t bucket_of(int64_t m) {
   int64_t b = 1;
   while (b < m) b *= 2;
-  return b;
+  return b < ((int64_t)1 << 31) ? b : ((int64_t)1 << 31) - 1;
 }
 
 static int same_group(const gc_problem_t *a, const gc_problem_t *b) {
