@@ -8,9 +8,10 @@
  * ($GCORE_CACHE, else $XDG_CACHE_HOME/gcore, else ~/.cache/gcore). A shape
  * that the bundle lacks gets a default kernel built on demand. Every
  * default kernel is verified on this device against gcore's fp64
- * reference before its first use (on random inputs, at up to 64 rows of
- * the call's shape), and a kernel that fails is never used: the call
- * then returns GCORE_EVERIFY instead of a wrong result. gcore_stats counts
+ * reference before its first use (on random inputs of the call's shape
+ * with at most 64 rows, fewer where the host's reference would cost over
+ * a few GFLOP), and a kernel that fails is never used: the next source
+ * serves the call, or it returns GCORE_EVERIFY, never a wrong result. gcore_stats counts
  * the calls that ran tuned and untuned kernels.
  *
  * Buffers are the caller's: device pointers (cuda, hip) or host pointers
@@ -105,8 +106,9 @@ GCORE_API int gcore_open(const char *backend, int device, const char *bundle_pat
 GCORE_API int gcore_open_db(const char *backend, int device, const char *db_path,
                             const char *target, gcore_ctx **ctx);
 
-/* Free the context. Work it enqueued on a caller's stream still runs; the
- * caller synchronises that stream first. NULL is a no-op. */
+/* Free the context; no call on it may be running in another thread. Work
+ * it enqueued on a caller's stream must have finished (synchronise the
+ * stream first). NULL is a no-op. */
 GCORE_API void gcore_close(gcore_ctx *ctx);
 
 /* The target the context's kernels are built for ("sm_90a",
