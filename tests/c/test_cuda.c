@@ -13,13 +13,6 @@
 #include "../../runtime/dev_impl.h"
 #include "../../runtime/ops.h"
 
-/* Not yet in the device interface: the lead moves these to dev.h. */
-extern const gc_dev_ops_t gc_cuda_ops;
-int gc_cuda_graph_begin(gc_dev_t *d, gc_err_t *e);
-int gc_cuda_graph_end(gc_dev_t *d, void **exec, gc_err_t *e);
-int gc_cuda_graph_launch(gc_dev_t *d, void *exec, gc_err_t *e);
-void gc_cuda_graph_destroy(gc_dev_t *d, void *exec);
-
 static int passed, failed;
 #define CHECK(cond)                                                      \
   do {                                                                   \
@@ -387,15 +380,15 @@ static void test_graph(gpu_t *g) {
   gc_err_t e = {0};
   int n = N;
   void *args[] = {&g->a, &g->c, &n};
-  void *exec = NULL;
-  CHECK(gc_cuda_graph_end(g->d, &exec, &e) == GC_EINVAL && !exec);
+  gc_graph_t *exec = NULL;
+  CHECK(gc_dev_graph_end(g->d, &exec, &e) == GC_EINVAL && !exec);
   CHECK(!g->ops->memset(g->d, g->c, 0, N * 4, &e));
-  CHECK(!gc_cuda_graph_begin(g->d, &e));
-  CHECK(gc_cuda_graph_begin(g->d, &e) == GC_EINVAL);
+  CHECK(!gc_dev_graph_begin(g->d, &e));
+  CHECK(gc_dev_graph_begin(g->d, &e) == GC_EINVAL);
   for (int i = 0; i < 3; i++) CHECK(!launch1d(g, g->vacc, N, 128, 0, args, &e));
   CHECK(g->ops->download(g->d, g->got, g->c, 4, &e) == GC_EINVAL);
   CHECK(g->ops->sync(g->d, &e) == GC_EINVAL);
-  int rc = gc_cuda_graph_end(g->d, &exec, &e);
+  int rc = gc_dev_graph_end(g->d, &exec, &e);
   if (rc) printf("  graph end: %s\n", e.msg);
   CHECK(rc == GC_OK && exec);
   if (rc) return;
@@ -405,13 +398,13 @@ static void test_graph(gpu_t *g) {
   for (int i = 0; i < N; i++) zero &= g->got[i] == 0.0f;
   CHECK(zero);
   for (int rep = 1; rep <= 2; rep++) {
-    CHECK(!gc_cuda_graph_launch(g->d, exec, &e));
+    CHECK(!gc_dev_graph_launch(g->d, exec, &e));
     CHECK(!g->ops->download(g->d, g->got, g->c, N * 4, &e));
     int ok = 1;
     for (int i = 0; i < N; i++) ok &= g->got[i] == (float)(3 * rep) * ((float)(i % 1000) * 0.5f);
     CHECK(ok);
   }
-  gc_cuda_graph_destroy(g->d, exec);
+  gc_dev_graph_destroy(g->d, exec);
 }
 
 static void test_bad_geometry(gpu_t *g) {
