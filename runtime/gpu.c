@@ -6,7 +6,6 @@
  * (allocations, copies, syncs, event timing, graph launches) is refused
  * while a capture is open. Each call first makes the device current on
  * the calling thread, so any thread may use a device. */
-#include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +55,9 @@ static int api_complete(const gc_gpu_api_t *a) {
 }
 
 int gc_gpu_start(gc_gpu_dev_t *d, gc_err_t *e) {
-  assert(d->api && api_complete(d->api));
+  if (!d->api || !api_complete(d->api)) /* a vendor file's mistake, said at its first open */
+    return gc_err_set(e, GC_EINVAL, "the %s backend's table of GPU calls is incomplete",
+                      d->base.ops ? d->base.ops->name : "?");
   int rc = gc_gpu_bind(d, e);
   if (rc) return rc;
   GPU_TRY(d, e, GC_EDEVICE, stream_create, &d->stream);

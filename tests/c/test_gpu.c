@@ -621,6 +621,13 @@ static void test_open(const setup_t *s) {
   gc_fault_alloc_after(0);
   CHECK(mock_open(s, &d, &e) == GC_ENOMEM && !d);
   gc_fault_alloc_after(-1);
+  /* a table with a call missing is refused before any call */
+  gc_gpu_api_t partial = *s->api;
+  partial.graph_launch.fn = NULL;
+  setup_t broken = *s;
+  broken.api = &partial;
+  CHECK(mock_open(&broken, &d, &e) == GC_EINVAL && !d && mock.streams == 0);
+  CHECK(strstr(e.msg, "table of GPU calls is incomplete") != NULL);
 }
 
 static void test_memory(gpu_t *g) {
