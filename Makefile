@@ -22,8 +22,8 @@ else
   LIB     := lib
 endif
 
-MAINS     := gen/gen_main.c gen/compile_main.c tuner/tune_main.c models/run_main.c
-LIB_SRC   := $(filter-out $(MAINS),$(wildcard base/*.c db/*.c gen/*.c runtime/*.c models/*.c tuner/*.c))
+MAINS     := $(wildcard tools/*_main.c)
+LIB_SRC   := $(filter-out $(MAINS),$(wildcard base/*.c core/*.c db/*.c gen/*.c runtime/*.c models/*.c tuner/*.c))
 EMBED     := $(sort $(wildcard templates/cpu/*.c)) templates/cpu/prelude.h \
              $(sort $(wildcard templates/gpu/*.cu templates/gpu/*.h)) $(sort $(wildcard db/migrations/*.sql))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/embedded.o
@@ -56,10 +56,10 @@ $(LIB)/libgcore.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(BIN)/gcore-gen: $(BUILD)/gen/gen_main.o $(LIB)/libgcore.a
-$(BIN)/gcore-compile: $(BUILD)/gen/compile_main.o $(LIB)/libgcore.a
-$(BIN)/gcore-tune: $(BUILD)/tuner/tune_main.o $(LIB)/libgcore.a
-$(BIN)/gcore-run: $(BUILD)/models/run_main.o $(LIB)/libgcore.a
+$(BIN)/gcore-gen: $(BUILD)/tools/gen_main.o $(LIB)/libgcore.a
+$(BIN)/gcore-compile: $(BUILD)/tools/compile_main.o $(LIB)/libgcore.a
+$(BIN)/gcore-tune: $(BUILD)/tools/tune_main.o $(LIB)/libgcore.a
+$(BIN)/gcore-run: $(BUILD)/tools/run_main.o $(LIB)/libgcore.a
 $(TOOLS):
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -85,7 +85,8 @@ GPU_BACKEND ?= cuda
 GPU_TARGETS ?= $(if $(filter hip,$(GPU_BACKEND)),gfx942,sm_80,sm_90)
 test-gpu: all $(C_TESTS)
 	GCORE_BIN=$(abspath $(BIN)) GCORE_CTESTS=$(abspath $(BUILD)/tests) GCORE_TEST_BACKEND=$(GPU_BACKEND) \
-	  GCORE_TEST_TARGETS=$(GPU_TARGETS) $(PYTHON) -m pytest -q tests/test_ops.py tests/gpu tests/test_c_units.py
+	  GCORE_TEST_BACKENDS=cpu,$(GPU_BACKEND) GCORE_TEST_TARGETS=cpu,$(GPU_TARGETS) \
+	  $(PYTHON) -m pytest -q tests/test_ops.py tests/gpu tests/test_c_units.py
 
 test-gpu-amd:
 	$(MAKE) test-gpu GPU_BACKEND=hip

@@ -6,8 +6,8 @@
 #define GC_TEMPLATE_H
 
 #include "../base/expr.h"
-#include "../db/problem.h"
-#include "../db/tmapspec.h"
+#include "../core/problem.h"
+#include "../core/tmapspec.h"
 #include "target.h"
 
 #define GC_TPL_PARAMS 16

@@ -7,7 +7,8 @@
 #ifndef GC_CHECK_H
 #define GC_CHECK_H
 
-#include "ops.h"
+#include "../core/ops.h"
+#include "dev.h"
 
 typedef struct gc_check gc_check_t;
 

@@ -6,14 +6,14 @@
 #define GC_DEV_H
 
 #include "../base/base.h"
-#include "../db/problem.h"
-#include "../db/tmapspec.h"
+#include "../core/ops.h"
+#include "../core/problem.h"
+#include "../core/tmapspec.h"
 
 typedef struct gc_dev gc_dev_t;
 typedef struct gc_module gc_module_t;
 typedef struct gc_kernel gc_kernel_t;
 typedef struct gc_event gc_event_t;
-typedef uint64_t gc_dptr_t; /* device address; 0 is never a valid buffer */
 
 typedef struct gc_dev_info {
   char backend[8];     /* "cpu" */

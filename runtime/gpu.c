@@ -233,7 +233,7 @@ int gc_gpu_kernel(gc_dev_t *dev, gc_module_t *m, const char *name, gc_kernel_t *
   void *fn = NULL;
   gc_gpu_res_t r = api->module_function.fn(&fn, m->mod, name);
   if ((r && api->classify(r) == GC_GPU_R_NOT_FOUND) || (!r && !fn))
-    return gc_err_set(e, GC_ENOTFOUND, "code object has no kernel '%s'", name);
+    return gc_err_set(e, GC_ENOTFOUND, "code object has no kernel %s", GC_QUOTED(name));
   if (r) return gc_gpu_fail(api, e, GC_EDEVICE, r, api->module_function.name);
   gc_kernel_t *k = gc_calloc(1, sizeof *k, e);
   if (!k) return GC_ENOMEM;

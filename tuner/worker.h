@@ -6,8 +6,8 @@
 #ifndef GC_WORKER_H
 #define GC_WORKER_H
 
-#include "../db/problem.h"
-#include "../db/tmapspec.h"
+#include "../core/problem.h"
+#include "../core/tmapspec.h"
 #include "../runtime/check.h"
 
 typedef struct gc_worker gc_worker_t;

@@ -12,11 +12,11 @@
 #include <unistd.h>
 
 #include "../../base/expr.h"
-#include "../../db/problem.h"
+#include "../../core/problem.h"
 #include "../../gen/template.h"
 #include "../../runtime/check.h"
-#include "../../runtime/ops.h"
-#include "../../runtime/refdot.h"
+#include "../../core/ops.h"
+#include "../../core/refdot.h"
 #include "../../runtime/tmap.h"
 
 static int passed, failed;

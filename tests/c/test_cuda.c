@@ -12,7 +12,7 @@
 
 #include "../../gen/nvrtc.h"
 #include "../../runtime/dev_impl.h"
-#include "../../runtime/ops.h"
+#include "../../core/ops.h"
 
 static int passed, failed;
 #define CHECK(cond)                                                      \
@@ -58,7 +58,7 @@ static int is_cuda_elf(const void *p, size_t n) {
 static void test_compile_arch(const char *arch) {
   void *cubin = NULL;
   size_t n = 0;
-  gc_db_resources_t res;
+  gc_resources_t res;
   char log[8192];
   gc_err_t e = {0};
   int rc = gc_nvrtc_compile(SRC, "vadd", arch, NULL, 0, &cubin, &n, &res, log, sizeof log, &e);
@@ -71,7 +71,7 @@ static void test_compile_arch(const char *arch) {
   /* again: no compile cache may swallow ptxas's report */
   void *again = NULL;
   size_t n2 = 0;
-  gc_db_resources_t res2;
+  gc_resources_t res2;
   CHECK(!gc_nvrtc_compile(SRC, "vadd", arch, NULL, 0, &again, &n2, &res2, log, sizeof log, &e) &&
         strstr(log, "ptxas") && res2.regs == res.regs && res2.shared_bytes == 0);
   free(again);
@@ -91,7 +91,7 @@ static void test_compile_arch(const char *arch) {
 static void test_compile_errors(void) {
   void *cubin = (void *)1;
   size_t n = 1;
-  gc_db_resources_t res;
+  gc_resources_t res;
   char log[4096];
   gc_err_t e = {0};
   const char *bad = "extern \"C\" __global__ void k(float *x) { x[0] = 1.0f }\n";
@@ -139,7 +139,7 @@ static void test_compile_faults(void) {
   for (long k = 0; k < 10 && !ok; k++) {
     void *cubin = NULL;
     size_t n = 0;
-    gc_db_resources_t res;
+    gc_resources_t res;
     gc_err_t e = {0};
     gc_fault_alloc_after(k);
     int rc = gc_nvrtc_compile(SRC, "vadd", "sm_80", NULL, 0, &cubin, &n, &res, NULL, 0, &e);

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "../../runtime/dev_impl.h"
-#include "../../runtime/ops.h"
+#include "../../core/ops.h"
 
 static int passed, failed;
 #define CHECK(cond)                                                      \

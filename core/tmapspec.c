@@ -11,9 +11,9 @@ static int split_buf(const char *line, char buf[GC_TMAP_BUF], const char **rest,
   size_t n = 0;
   while (isalnum((unsigned char)p[n]) || p[n] == '_') n++;
   if (!n || isdigit((unsigned char)p[0]) || (p[n] && !isspace((unsigned char)p[n])))
-    return gc_err_set(e, GC_EINVAL, "@tensormap '%s': expected a buffer name first", line);
+    return gc_err_set(e, GC_EINVAL, "@tensormap %s: expected a buffer name first", GC_QUOTED(line));
   if (n >= GC_TMAP_BUF)
-    return gc_err_set(e, GC_EINVAL, "@tensormap '%s': buffer name too long", line);
+    return gc_err_set(e, GC_EINVAL, "@tensormap %s: buffer name too long", GC_QUOTED(line));
   memcpy(buf, p, n);
   buf[n] = 0;
   *rest = p + n;
@@ -40,8 +40,8 @@ static int eval_line(const char *line, const gc_env_t *env, gc_tmap_spec_t *s, i
   if (gc_expr_evaln(body, env, v, 5, &n, e)) return gc_err_prefix(e, "@tensormap");
   if (n != 5)
     return gc_err_set(e, GC_EINVAL,
-                      "@tensormap '%s': expected BUF ROWS COLS BOX_ROWS BOX_COLS SWIZZLE "
-                      "(five expressions after the buffer, got %d)", line, n);
+                      "@tensormap %s: expected BUF ROWS COLS BOX_ROWS BOX_COLS SWIZZLE "
+                      "(five expressions after the buffer, got %d)", GC_QUOTED(line), n);
   s->rows = v[0], s->cols = v[1], s->box_rows = v[2], s->box_cols = v[3], s->swizzle = v[4];
   *on = cond != 0;
   return GC_OK;
@@ -58,14 +58,14 @@ int gc_tmap_spec_check(const char *line, const gc_env_t *env, gc_err_t *e) {
 
 static int check_range(const char *line, const gc_tmap_spec_t *s, gc_err_t *e) {
   if (s->rows < 1 || s->cols < 1)
-    return gc_err_set(e, GC_EINVAL, "@tensormap '%s': matrix %lldx%lld is empty", line,
+    return gc_err_set(e, GC_EINVAL, "@tensormap %s: matrix %lldx%lld is empty", GC_QUOTED(line),
                       (long long)s->rows, (long long)s->cols);
   if (s->box_rows < 1 || s->box_rows > 256 || s->box_cols < 1 || s->box_cols > 256)
-    return gc_err_set(e, GC_EINVAL, "@tensormap '%s': box %lldx%lld: each side must be 1..256",
-                      line, (long long)s->box_rows, (long long)s->box_cols);
+    return gc_err_set(e, GC_EINVAL, "@tensormap %s: box %lldx%lld: each side must be 1..256",
+                      GC_QUOTED(line), (long long)s->box_rows, (long long)s->box_cols);
   if (s->swizzle != 0 && s->swizzle != 32 && s->swizzle != 64 && s->swizzle != 128)
-    return gc_err_set(e, GC_EINVAL, "@tensormap '%s': swizzle %lld: must be 0, 32, 64 or 128",
-                      line, (long long)s->swizzle);
+    return gc_err_set(e, GC_EINVAL, "@tensormap %s: swizzle %lld: must be 0, 32, 64 or 128",
+                      GC_QUOTED(line), (long long)s->swizzle);
   return GC_OK;
 }
 

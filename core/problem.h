@@ -25,17 +25,15 @@ extern const char gc_dim_letters[GC_NDIMS + 1]; /* "mnkhgd" */
 int64_t *gc_problem_dim(gc_problem_t *p, int i);
 int64_t gc_problem_get(const gc_problem_t *p, int i);
 
-/* What an op is, as far as keys go: its name and which of m/n/k it uses. */
-typedef struct gc_op_desc {
-  const char *name;
-  const char *dims; /* subset of "mnkhgd" */
-  const char *doc;
-} gc_op_desc_t;
-
-const gc_op_desc_t *gc_op_find(const char *name);
+/* The op table (core/ops.h) holds everything known about each op; keys
+ * need only its name and which of m n k h g d it uses. NULL: no such op. */
+typedef struct gc_op gc_op_t;
+const gc_op_t *gc_op_find(const char *name);
+const char *gc_op_dims(const gc_op_t *op); /* subset of "mnkhgd" */
+/* The ops' names, ", "-separated, into out (n bytes). */
+void gc_op_names(char *out, size_t n);
 /* The ops, one a line ("  gemm   C[M,N] = ..."), for --help. */
 void gc_op_help(FILE *out);
-const gc_op_desc_t *gc_op_list(int *n);
 
 const char *gc_dtype_name(gc_dtype_t t);
 size_t gc_dtype_size(gc_dtype_t t);

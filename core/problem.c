@@ -7,22 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const gc_op_desc_t ops[] = {
-    {"gemm", "mnk", "C[M,N] = A[M,K] * B[N,K]^T, fp32 accumulation"},
-    {"gemm_add", "mnk", "C[M,N] += A[M,K] * B[N,K]^T (the residual stream updated in place)"},
-    {"gemm_swiglu", "mnk",
-     "C[M,N] = silu(A W[0:N]^T) * (A W[N:2N]^T), W is [2N,K] (gate then up)"},
-    {"rmsnorm_gemm", "mnk",
-     "C[M,N] = rmsnorm(A; norm[K], eps) * B[N,K]^T: the norm in the GEMM's pass over A"},
-    {"rmsnorm_gemm_swiglu", "mnk", "gemm_swiglu of rmsnorm(A; norm[K], eps)"},
-    {"rmsnorm", "mn", "Y[M,N] = X / sqrt(mean(X^2) + eps) * W[N], eps 1e-5"},
-    {"add", "mn", "Z[M,N] = X + Y"},
-    {"embed", "mnk", "Z[M,N] = table[K,N][tokens[M]]"},
-    {"rope_kv", "mhgd", "rotate q,k of QKV[M,(H+2G)D]; write k,v to the cache at pos0.."},
-    {"attention", "mhgd", "causal GQA attention of Q[M,H*D] over the cache"},
-    {"argmax", "mn", "idx[M] = the lowest index of the maximum of each row of X[M,N]"},
-};
-
 const char gc_dim_letters[GC_NDIMS + 1] = "mnkhgd";
 
 int64_t *gc_problem_dim(gc_problem_t *p, int i) {
@@ -33,22 +17,6 @@ int64_t *gc_problem_dim(gc_problem_t *p, int i) {
 int64_t gc_problem_get(const gc_problem_t *p, int i) {
   const int64_t v[GC_NDIMS] = {p->m, p->n, p->k, p->h, p->g, p->d};
   return v[i];
-}
-
-const gc_op_desc_t *gc_op_find(const char *name) {
-  for (size_t i = 0; i < GC_ARRAY_LEN(ops); i++)
-    if (!strcmp(ops[i].name, name)) return &ops[i];
-  return NULL;
-}
-
-void gc_op_help(FILE *out) {
-  for (size_t i = 0; i < GC_ARRAY_LEN(ops); i++)
-    fprintf(out, "  %-20s %s\n", ops[i].name, ops[i].doc);
-}
-
-const gc_op_desc_t *gc_op_list(int *n) {
-  *n = (int)GC_ARRAY_LEN(ops);
-  return ops;
 }
 
 static const char *const dt_names[] = {"f32", "f16", "bf16", "i32", "f64"};
@@ -74,21 +42,23 @@ int gc_dtypes_parse(const char *s, gc_dtype_t *ta, gc_dtype_t *tb,
                     gc_dtype_t *tc, gc_err_t *e) {
   gc_dtype_t t[3];
   const char *p = s;
+  char q[GC_QUOTE_BUF];
   int n = 0;
   for (;;) {
     const char *c = strchr(p, ':');
     size_t len = c ? (size_t)(c - p) : strlen(p);
     if (n == 3 || !dtype_one(p, len, &t[n]))
       return gc_err_set(e, GC_EINVAL,
-                        "unknown dtype '%s' (expected f32, f16, bf16 or A:B:C "
+                        "unknown dtype %s (expected f32, f16, bf16 or A:B:C "
                         "such as f32:f16:f32)",
-                        s);
+                        gc_quote(s, GC_QSTR, q, sizeof q));
     n++;
     if (!c) break;
     p = c + 1;
   }
   if (n == 2)
-    return gc_err_set(e, GC_EINVAL, "dtype '%s': give one dtype or three (A:B:C)", s);
+    return gc_err_set(e, GC_EINVAL, "dtype %s: give one dtype or three (A:B:C)",
+                      gc_quote(s, GC_QSTR, q, sizeof q));
   *ta = t[0];
   *tb = n == 3 ? t[1] : t[0];
   *tc = n == 3 ? t[2] : t[0];
@@ -104,8 +74,8 @@ void gc_problem_key(const gc_problem_t *p, char *out) {
   char dt[16];
   gc_dtypes_format(p->ta, p->tb, p->tc, dt);
   int n = snprintf(out, GC_PROBLEM_KEY, "%s %s", p->op, dt);
-  const gc_op_desc_t *d = gc_op_find(p->op);
-  const char *dims = d ? d->dims : "mnk";
+  const gc_op_t *d = gc_op_find(p->op);
+  const char *dims = d ? gc_op_dims(d) : "mnk";
   for (int i = 0; i < GC_NDIMS; i++)
     if (strchr(dims, gc_dim_letters[i]) && n < GC_PROBLEM_KEY)
       n += snprintf(out + n, (size_t)(GC_PROBLEM_KEY - n), " %c=%lld", gc_dim_letters[i],
@@ -113,20 +83,17 @@ void gc_problem_key(const gc_problem_t *p, char *out) {
 }
 
 int gc_problem_check(const gc_problem_t *p, gc_err_t *e) {
-  const gc_op_desc_t *d = gc_op_find(p->op);
+  const gc_op_t *d = gc_op_find(p->op);
   if (!d) {
-    int n;
-    const gc_op_desc_t *l = gc_op_list(&n);
-    char names[128] = "";
-    for (int i = 0; i < n; i++)
-      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
-               i ? ", " : "", l[i].name);
-    return gc_err_set(e, GC_EINVAL, "unknown op '%s' (known: %s)", p->op, names);
+    char names[256], q[GC_QUOTE_BUF];
+    gc_op_names(names, sizeof names);
+    return gc_err_set(e, GC_EINVAL, "unknown op %s (known: %s)",
+                      gc_quote(p->op, GC_QSTR, q, sizeof q), names);
   }
   for (int i = 0; i < GC_NDIMS; i++) {
     int64_t v = gc_problem_get(p, i);
     char c = gc_dim_letters[i];
-    int used = strchr(d->dims, c) != NULL;
+    int used = strchr(gc_op_dims(d), c) != NULL;
     if (used && (v < 1 || v >= (1LL << 31)))
       return gc_err_set(e, GC_EINVAL, "%s: %c=%lld is out of range [1, 2^31)", p->op, c,
                         (long long)v);
@@ -188,8 +155,10 @@ static int parse_list(const char *s, char dim, int64_t *v, int *n, gc_err_t *e) 
   for (char *save = NULL, *t = strtok_r(buf, ",", &save); t;
        t = strtok_r(NULL, ",", &save)) {
     if (*n == 64) return gc_err_set(e, GC_EINVAL, "--%c: more than 64 values", dim);
+    char q[GC_QUOTE_BUF];
     if (gc_parse_i64(t, &v[*n]))
-      return gc_err_set(e, GC_EINVAL, "--%c: '%s' is not an integer", dim, t);
+      return gc_err_set(e, GC_EINVAL, "--%c: %s is not an integer", dim,
+                        gc_quote(t, GC_QSTR, q, sizeof q));
     (*n)++;
   }
   if (!*n) return gc_err_set(e, GC_EINVAL, "--%c: empty list", dim);
@@ -217,7 +186,7 @@ int gc_problems_expand(gc_problems_t *l, const char *op, const char *dtypes,
   }
   strcpy(p.op, op);
   if (gc_dtypes_parse(dtypes ? dtypes : "f32", &p.ta, &p.tb, &p.tc, e)) return e->code;
-  const char *used = gc_op_find(op)->dims;
+  const char *used = gc_op_dims(gc_op_find(op));
   int64_t v[GC_NDIMS][64];
   int cnt[GC_NDIMS];
   for (int i = 0; i < GC_NDIMS; i++) {
@@ -245,8 +214,10 @@ static int load_line(gc_problems_t *l, char *line, gc_err_t *e) {
   const char *dim[GC_NDIMS] = {0};
   for (int i = 2; i < nt; i++) {
     const char *c = tok[i][0] ? strchr(gc_dim_letters, tok[i][0]) : NULL;
+    char q[GC_QUOTE_BUF];
     if (!c || tok[i][1] != '=')
-      return gc_err_set(e, GC_EINVAL, "'%s': expected m=, n=, k=, h=, g= or d=", tok[i]);
+      return gc_err_set(e, GC_EINVAL, "%s: expected m=, n=, k=, h=, g= or d=",
+                        gc_quote(tok[i], GC_QSTR, q, sizeof q));
     dim[c - gc_dim_letters] = tok[i] + 2;
   }
   return gc_problems_expand(l, tok[0], tok[1], dim, e);

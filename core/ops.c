@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "refdot.h"
+#include "../base/expr.h"
 
 /* ---- half-precision conversions -------------------------------------- */
 
@@ -104,8 +105,15 @@ void gc_op_default_scalars(const gc_problem_t *p, gc_op_scalars_t *sc) {
   sc->scale = p->d > 0 ? (float)(1.0 / sqrt((double)p->d)) : 1.0f;
 }
 
-static gc_opbuf_t buf(const char *name, gc_dtype_t t, int64_t rows, int64_t cols, int kind) {
-  return (gc_opbuf_t){name, t, rows * cols, kind, cols};
+static gc_dtype_t spec_dtype(const gc_problem_t *p, char t) {
+  return t == 'A' ? p->ta : t == 'B' ? p->tb : t == 'C' ? p->tc : t == 'i' ? GC_DT_I32 : GC_DT_F64;
+}
+
+/* M N K H G D and S = pos0 + M, for the shape expressions. */
+static int shape_env(const gc_problem_t *p, const gc_op_scalars_t *sc, gc_env_t *env, gc_err_t *e) {
+  env->n = 0;
+  if (gc_env_set_dims(env, p, e) || gc_env_set(env, "S", sc->pos0 + p->m, e)) return e->code;
+  return GC_OK;
 }
 
 int gc_op_buffers(const gc_problem_t *p, const gc_op_scalars_t *sc,
@@ -113,90 +121,36 @@ int gc_op_buffers(const gc_problem_t *p, const gc_op_scalars_t *sc,
   if (gc_problem_check(p, e)) return e->code;
   if (sc->pos0 < 0 || sc->pos0 >= (1LL << 31))
     return gc_err_set(e, GC_EINVAL, "%s: position %lld out of range", p->op, (long long)sc->pos0);
-  int64_t m = p->m, hd = p->h * p->d, gd = p->g * p->d, s = sc->pos0 + p->m;
-  *n = 3;
-  if (!strcmp(p->op, "gemm") || !strcmp(p->op, "gemm_add")) {
-    b[0] = buf("A", p->ta, m, p->k, GC_BUF_IN);
-    b[1] = buf("B", p->tb, p->n, p->k, GC_BUF_IN);
-    b[2] = buf("C", p->tc, m, p->n, !strcmp(p->op, "gemm") ? GC_BUF_OUT : GC_BUF_INOUT);
-  } else if (!strcmp(p->op, "rmsnorm_gemm")) {
-    b[0] = buf("A", p->ta, m, p->k, GC_BUF_IN);
-    b[1] = buf("B", p->tb, p->n, p->k, GC_BUF_IN);
-    b[2] = buf("C", p->tc, m, p->n, GC_BUF_OUT);
-    b[3] = buf("norm", p->tb, 1, p->k, GC_BUF_IN);
-    *n = 4;
-  } else if (!strcmp(p->op, "gemm_swiglu") || !strcmp(p->op, "rmsnorm_gemm_swiglu")) {
-    b[0] = buf("A", p->ta, m, p->k, GC_BUF_IN);
-    b[1] = buf("W", p->tb, 2 * p->n, p->k, GC_BUF_IN);
-    b[2] = buf("C", p->tc, m, p->n, GC_BUF_OUT);
-    if (!strcmp(p->op, "rmsnorm_gemm_swiglu")) {
-      b[3] = buf("norm", p->tb, 1, p->k, GC_BUF_IN);
-      *n = 4;
-    }
-  } else if (!strcmp(p->op, "rmsnorm")) {
-    b[0] = buf("X", p->ta, m, p->n, GC_BUF_IN);
-    b[1] = buf("W", p->tb, 1, p->n, GC_BUF_IN);
-    b[2] = buf("Y", p->tc, m, p->n, GC_BUF_OUT);
-  } else if (!strcmp(p->op, "add")) {
-    b[0] = buf("X", p->ta, m, p->n, GC_BUF_IN);
-    b[1] = buf("Y", p->tb, m, p->n, GC_BUF_IN);
-    b[2] = buf("Z", p->tc, m, p->n, GC_BUF_OUT);
-  } else if (!strcmp(p->op, "embed")) {
-    b[0] = buf("tokens", GC_DT_I32, 1, m, GC_BUF_IN);
-    b[1] = buf("table", p->tb, p->k, p->n, GC_BUF_IN);
-    b[2] = buf("Z", p->tc, m, p->n, GC_BUF_OUT);
-  } else if (!strcmp(p->op, "argmax")) {
-    b[0] = buf("X", p->ta, m, p->n, GC_BUF_IN);
-    b[1] = buf("idx", GC_DT_I32, 1, m, GC_BUF_OUT);
-    *n = 2;
-  } else if (!strcmp(p->op, "rope_kv")) {
-    b[0] = buf("QKV", p->ta, m, hd + 2 * gd, GC_BUF_IN);
-    b[1] = buf("Qout", p->tc, m, hd, GC_BUF_OUT);
-    b[2] = buf("Kc", p->tc, s, gd, GC_BUF_INOUT);
-    b[3] = buf("Vc", p->tc, s, gd, GC_BUF_INOUT);
-    b[4] = buf("inv_freq", GC_DT_F64, 1, p->d / 2, GC_BUF_IN);
-    b[5] = buf("pos", GC_DT_I32, 1, 1, GC_BUF_IN);
-    *n = 6;
-  } else { /* attention */
-    b[0] = buf("Q", p->ta, m, hd, GC_BUF_IN);
-    b[1] = buf("Kc", p->tb, s, gd, GC_BUF_IN);
-    b[2] = buf("Vc", p->tb, s, gd, GC_BUF_IN);
-    b[3] = buf("O", p->tc, m, hd, GC_BUF_OUT);
-    b[4] = buf("pos", GC_DT_I32, 1, 1, GC_BUF_IN);
-    *n = 5;
+  const gc_op_t *op = gc_op_find(p->op);
+  gc_env_t env;
+  if (shape_env(p, sc, &env, e)) return e->code;
+  for (int i = 0; i < op->nbufs; i++) {
+    const gc_opbuf_spec_t *s = &op->buf[i];
+    int64_t rows, cols;
+    if (gc_expr_eval(s->rows, &env, &rows, e) || gc_expr_eval(s->cols, &env, &cols, e))
+      return gc_err_prefix(e, "%s: buffer %s", p->op, s->name);
+    b[i] = (gc_opbuf_t){s->name, spec_dtype(p, s->dtype), rows * cols, s->kind, cols};
   }
+  *n = op->nbufs;
   return GC_OK;
-}
-
-static int is_norm_gemm(const gc_problem_t *p) {
-  return !strcmp(p->op, "rmsnorm_gemm") || !strcmp(p->op, "rmsnorm_gemm_swiglu");
 }
 
 void gc_op_args(const gc_problem_t *p, const gc_op_scalars_t *sc, const gc_dptr_t *bufs,
                 gc_argpack_t *pk) {
-  gc_opbuf_t b[GC_OP_MAX_BUFS];
-  int nb = 0, ni = 0;
+  const gc_op_t *op = gc_op_find(p->op);
   memset(pk, 0, sizeof *pk);
-  if (gc_op_buffers(p, sc, b, &nb, NULL)) return;
-  for (int i = 0; i < nb; i++) {
+  if (!op) return;
+  for (int i = 0; i < op->nbufs; i++) {
     pk->ptr[i] = bufs[i];
     pk->args[pk->nargs++] = &pk->ptr[i];
   }
-  int64_t v[8];
-  if (!strcmp(p->op, "rope_kv") || !strcmp(p->op, "attention")) {
-    v[ni++] = p->m, v[ni++] = p->h, v[ni++] = p->g, v[ni++] = p->d;
-    if (!strcmp(p->op, "rope_kv")) v[ni++] = sc->layout;
-  } else {
-    v[ni++] = p->m, v[ni++] = p->n;
-    if (strcmp(p->op, "rmsnorm") && strcmp(p->op, "add") && strcmp(p->op, "argmax"))
-      v[ni++] = p->k;
-  }
-  for (int i = 0; i < ni; i++) {
-    pk->i64[i] = v[i];
+  for (int i = 0; op->ints[i]; i++) {
+    const char *at = strchr("MNKHGD", op->ints[i]);
+    pk->i64[i] = at ? gc_problem_get(p, (int)(at - "MNKHGD")) : sc->layout;
     pk->args[pk->nargs++] = &pk->i64[i];
   }
-  if (!strcmp(p->op, "rmsnorm") || !strcmp(p->op, "attention") || is_norm_gemm(p)) {
-    pk->f32[0] = !strcmp(p->op, "attention") ? sc->scale : sc->eps;
+  if (op->flt) {
+    pk->f32[0] = op->flt == 's' ? sc->scale : sc->eps;
     pk->args[pk->nargs++] = &pk->f32[0];
   }
 }
@@ -242,28 +196,32 @@ static void fill(void *p, gc_dtype_t t, int64_t n, double lo, double hi, uint64_
 
 void gc_op_fill_inputs(const gc_problem_t *p, const gc_op_scalars_t *sc,
                        void *host[GC_OP_MAX_BUFS], uint64_t seed) {
+  const gc_op_t *op = gc_op_find(p->op);
   gc_opbuf_t b[GC_OP_MAX_BUFS];
   int n;
   if (gc_op_buffers(p, sc, b, &n, NULL)) return;
   uint64_t s = seed;
   for (int i = 0; i < n; i++) {
     if (b[i].kind == GC_BUF_OUT) continue;
-    if (!strcmp(b[i].name, "pos")) { /* the position, read on the device */
-      ((int32_t *)host[i])[0] = (int32_t)sc->pos0;
-    } else if (b[i].dtype == GC_DT_I32) { /* token ids */
-      for (int64_t j = 0; j < b[i].count; j++)
-        ((int32_t *)host[i])[j] = (int32_t)(splitmix(&s) % (uint64_t)p->k);
-    } else if (b[i].dtype == GC_DT_F64) { /* RoPE inverse frequencies, theta 10000 */
-      for (int64_t j = 0; j < b[i].count; j++)
-        ((double *)host[i])[j] = pow(10000.0, -2.0 * (double)j / (double)p->d);
-    } else if (b[i].kind == GC_BUF_INOUT && !strcmp(p->op, "rope_kv")) { /* a cache: rows before pos0 kept, the rest to be written */
-      int64_t keep = sc->pos0 * b[i].cols;
-      fill(host[i], b[i].dtype, keep, -1.0, 1.0, &s);
-      memset((char *)host[i] + (size_t)keep * gc_dtype_size(b[i].dtype), 0xFF,
-             (size_t)(b[i].count - keep) * gc_dtype_size(b[i].dtype));
-    } else {
-      int norm_weight = (!strcmp(p->op, "rmsnorm") && i == 1) || !strcmp(b[i].name, "norm");
-      fill(host[i], b[i].dtype, b[i].count, norm_weight ? 0.5 : -1.0, norm_weight ? 1.5 : 1.0, &s);
+    switch (op->buf[i].fill) {
+      case GC_FILL_POS: ((int32_t *)host[i])[0] = (int32_t)sc->pos0; break;
+      case GC_FILL_TOKENS:
+        for (int64_t j = 0; j < b[i].count; j++)
+          ((int32_t *)host[i])[j] = (int32_t)(splitmix(&s) % (uint64_t)p->k);
+        break;
+      case GC_FILL_INV_FREQ:
+        for (int64_t j = 0; j < b[i].count; j++)
+          ((double *)host[i])[j] = pow(10000.0, -2.0 * (double)j / (double)p->d);
+        break;
+      case GC_FILL_CACHE: { /* rows before pos0 kept, the rest to be written */
+        int64_t keep = sc->pos0 * b[i].cols;
+        fill(host[i], b[i].dtype, keep, -1.0, 1.0, &s);
+        memset((char *)host[i] + (size_t)keep * gc_dtype_size(b[i].dtype), 0xFF,
+               (size_t)(b[i].count - keep) * gc_dtype_size(b[i].dtype));
+        break;
+      }
+      case GC_FILL_NORM: fill(host[i], b[i].dtype, b[i].count, 0.5, 1.5, &s); break;
+      default: fill(host[i], b[i].dtype, b[i].count, -1.0, 1.0, &s); break;
     }
   }
 }
@@ -365,7 +323,7 @@ static void ref_rmsnorm(const gc_problem_t *p, const gc_op_scalars_t *sc, void *
 static int ref_norm_gemm(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
                          double *ref, double *tol, gc_err_t *e) {
   int64_t M = p->m, N = p->n, K = p->k;
-  int swiglu = !strcmp(p->op, "rmsnorm_gemm_swiglu");
+  int swiglu = gc_op_find(p->op)->pair == 2;
   double *xn = gc_malloc((size_t)(M * K > 0 ? M * K : 1) * sizeof *xn, e);
   if (!xn) return GC_ENOMEM;
   for (int64_t i = 0; i < M; i++) {
@@ -531,22 +489,66 @@ static void ref_argmax(const gc_problem_t *p, void **h, double *ref, double *tol
   }
 }
 
+/* The table's reference entries: each op's rule applied to its buffers. */
+static int r_gemm(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                  double **tol, gc_err_t *e) {
+  (void)sc;
+  return ref_gemm(p, h, 0, ref[2], tol[2], e);
+}
+static int r_gemm_add(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                      double **tol, gc_err_t *e) {
+  (void)sc;
+  return ref_gemm(p, h, 1, ref[2], tol[2], e);
+}
+static int r_swiglu(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                    double **tol, gc_err_t *e) {
+  (void)sc;
+  return ref_swiglu(p, h, NULL, (double)p->k * 0x1p-24, ref[2], tol[2], e);
+}
+static int r_norm_gemm(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                       double **tol, gc_err_t *e) {
+  return ref_norm_gemm(p, sc, h, ref[2], tol[2], e);
+}
+static int r_rmsnorm(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                     double **tol, gc_err_t *e) {
+  (void)e;
+  ref_rmsnorm(p, sc, h, ref[2], tol[2]);
+  return GC_OK;
+}
+static int r_add(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                 double **tol, gc_err_t *e) {
+  (void)sc, (void)e;
+  ref_add(p, h, ref[2], tol[2]);
+  return GC_OK;
+}
+static int r_embed(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                   double **tol, gc_err_t *e) {
+  (void)sc, (void)e;
+  ref_embed(p, h, ref[2], tol[2]);
+  return GC_OK;
+}
+static int r_argmax(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                    double **tol, gc_err_t *e) {
+  (void)sc, (void)e;
+  ref_argmax(p, h, ref[1], tol[1]);
+  return GC_OK;
+}
+static int r_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                     double **tol, gc_err_t *e) {
+  (void)e;
+  ref_rope_kv(p, sc, h, ref, tol);
+  return GC_OK;
+}
+static int r_attention(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                       double **tol, gc_err_t *e) {
+  return ref_attention(p, sc, h, ref[3], tol[3], e);
+}
+
 int gc_op_reference(const gc_problem_t *p, const gc_op_scalars_t *sc,
                     void *host[GC_OP_MAX_BUFS], double *ref[GC_OP_MAX_BUFS],
                     double *tol[GC_OP_MAX_BUFS], gc_err_t *e) {
   if (gc_problem_check(p, e)) return e->code;
-  if (!strcmp(p->op, "gemm") || !strcmp(p->op, "gemm_add"))
-    return ref_gemm(p, host, !strcmp(p->op, "gemm_add"), ref[2], tol[2], e);
-  else if (!strcmp(p->op, "gemm_swiglu"))
-    return ref_swiglu(p, host, NULL, (double)p->k * 0x1p-24, ref[2], tol[2], e);
-  else if (is_norm_gemm(p)) return ref_norm_gemm(p, sc, host, ref[2], tol[2], e);
-  else if (!strcmp(p->op, "rmsnorm")) ref_rmsnorm(p, sc, host, ref[2], tol[2]);
-  else if (!strcmp(p->op, "add")) ref_add(p, host, ref[2], tol[2]);
-  else if (!strcmp(p->op, "embed")) ref_embed(p, host, ref[2], tol[2]);
-  else if (!strcmp(p->op, "argmax")) ref_argmax(p, host, ref[1], tol[1]);
-  else if (!strcmp(p->op, "rope_kv")) ref_rope_kv(p, sc, host, ref, tol);
-  else return ref_attention(p, sc, host, ref[3], tol[3], e);
-  return GC_OK;
+  return gc_op_find(p->op)->reference(p, sc, host, ref, tol, e);
 }
 
 #define CHECK_CHUNK (1 << 20)
@@ -603,28 +605,49 @@ int gc_op_check(const gc_opbuf_t *b, const void *out, const double *ref, const d
   return bad < 0;
 }
 
+/* The table's work entries (FLOPs of one call). */
+static double f_gemm(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  (void)sc;
+  return 2.0 * p->m * p->n * p->k;
+}
+static double f_gemm_add(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  return f_gemm(p, sc) + (double)p->m * p->n;
+}
+static double f_swiglu(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  (void)sc;
+  return 4.0 * p->m * p->n * p->k;
+}
+static double f_norm_gemm(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  return f_gemm(p, sc) + 3.0 * p->m * p->k;
+}
+static double f_norm_swiglu(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  return f_swiglu(p, sc) + 3.0 * p->m * p->k;
+}
+static double f_rows(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  (void)sc;
+  return 3.0 * p->m * p->n;
+}
+static double f_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  (void)sc;
+  return 6.0 * p->m * (p->h + p->g) * p->d;
+}
+static double f_attention(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  return 4.0 * p->m * p->h * p->d * (double)(sc->pos0 + (p->m + 1) / 2);
+}
+
 void gc_op_work(const gc_problem_t *p, const gc_op_scalars_t *sc, double *flops, double *bytes) {
   gc_opbuf_t b[GC_OP_MAX_BUFS];
+  gc_env_t env;
   int n;
   *flops = *bytes = 0;
-  if (!strcmp(p->op, "gemm")) *flops = 2.0 * p->m * p->n * p->k;
-  else if (!strcmp(p->op, "gemm_add")) *flops = 2.0 * p->m * p->n * p->k + (double)p->m * p->n;
-  else if (!strcmp(p->op, "gemm_swiglu")) *flops = 4.0 * p->m * p->n * p->k;
-  else if (!strcmp(p->op, "rmsnorm_gemm")) *flops = 2.0 * p->m * p->n * p->k + 3.0 * p->m * p->k;
-  else if (!strcmp(p->op, "rmsnorm_gemm_swiglu")) *flops = 4.0 * p->m * p->n * p->k + 3.0 * p->m * p->k;
-  else if (!strcmp(p->op, "attention"))
-    *flops = 4.0 * p->m * p->h * p->d * (double)(sc->pos0 + (p->m + 1) / 2);
-  else if (!strcmp(p->op, "rope_kv")) *flops = 6.0 * p->m * (p->h + p->g) * p->d;
-  else *flops = 3.0 * p->m * p->n;
-  if (gc_op_buffers(p, sc, b, &n, NULL)) return;
+  const gc_op_t *op = gc_op_find(p->op);
+  if (!op || gc_op_buffers(p, sc, b, &n, NULL) || shape_env(p, sc, &env, NULL)) return;
+  *flops = op->flops(p, sc);
   for (int i = 0; i < n; i++) {
-    double rows = b[i].cols > 0 ? (double)b[i].count / (double)b[i].cols : 0;
-    double touched = (double)b[i].count;
+    int64_t rows = b[i].cols > 0 ? b[i].count / b[i].cols : 0;
     /* a cache moves only the rows the op reads or writes */
-    if (!strcmp(p->op, "rope_kv") && b[i].kind == GC_BUF_INOUT) touched = (double)p->m * b[i].cols;
-    else if (!strcmp(p->op, "attention") && rows > 0 && (i == 1 || i == 2))
-      touched = (double)(sc->pos0 + p->m) * b[i].cols;
-    *bytes += touched * (double)gc_dtype_size(b[i].dtype);
+    if (op->buf[i].touched && gc_expr_eval(op->buf[i].touched, &env, &rows, NULL)) rows = 0;
+    *bytes += (double)rows * (double)b[i].cols * (double)gc_dtype_size(b[i].dtype);
   }
 }
 
@@ -645,4 +668,112 @@ double gc_op_bytes(const gc_problem_t *p) {
   if (gc_op_buffers(p, &sc, b, &n, NULL)) return 0;
   for (int i = 0; i < n; i++) s += (double)b[i].count * (double)gc_dtype_size(b[i].dtype);
   return s;
+}
+
+/* ---- the table ------------------------------------------------------------- */
+
+#define IN GC_BUF_IN
+#define OUT GC_BUF_OUT
+#define INOUT GC_BUF_INOUT
+#define BUF(n, t, r, c, k, f) {n, t, r, c, k, f, NULL}
+
+static const gc_op_t ops[] = {
+    {"gemm", "mnk", "C[M,N] = A[M,K] * B[N,K]^T, fp32 accumulation", 1, 0, 3,
+     {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("B", 'B', "N", "K", IN, GC_FILL_UNIT),
+      BUF("C", 'C', "M", "N", OUT, 0)},
+     "MNK", 0, r_gemm, f_gemm},
+    {"gemm_add", "mnk", "C[M,N] += A[M,K] * B[N,K]^T (the residual stream updated in place)", 1, 0, 3,
+     {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("B", 'B', "N", "K", IN, GC_FILL_UNIT),
+      BUF("C", 'C', "M", "N", INOUT, GC_FILL_UNIT)},
+     "MNK", 0, r_gemm_add, f_gemm_add},
+    {"gemm_swiglu", "mnk",
+     "C[M,N] = silu(A W[0:N]^T) * (A W[N:2N]^T), W is [2N,K] (gate then up)", 2, 0, 3,
+     {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("W", 'B', "2*N", "K", IN, GC_FILL_UNIT),
+      BUF("C", 'C', "M", "N", OUT, 0)},
+     "MNK", 0, r_swiglu, f_swiglu},
+    {"rmsnorm_gemm", "mnk",
+     "C[M,N] = rmsnorm(A; norm[K], eps) * B[N,K]^T: the norm in the GEMM's pass over A", 1, 1, 4,
+     {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("B", 'B', "N", "K", IN, GC_FILL_UNIT),
+      BUF("C", 'C', "M", "N", OUT, 0), BUF("norm", 'B', "1", "K", IN, GC_FILL_NORM)},
+     "MNK", 'e', r_norm_gemm, f_norm_gemm},
+    {"rmsnorm_gemm_swiglu", "mnk", "gemm_swiglu of rmsnorm(A; norm[K], eps)", 2, 1, 4,
+     {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("W", 'B', "2*N", "K", IN, GC_FILL_UNIT),
+      BUF("C", 'C', "M", "N", OUT, 0), BUF("norm", 'B', "1", "K", IN, GC_FILL_NORM)},
+     "MNK", 'e', r_norm_gemm, f_norm_swiglu},
+    {"rmsnorm", "mn", "Y[M,N] = X / sqrt(mean(X^2) + eps) * W[N], eps 1e-5", 1, 0, 3,
+     {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("W", 'B', "1", "N", IN, GC_FILL_NORM),
+      BUF("Y", 'C', "M", "N", OUT, 0)},
+     "MN", 'e', r_rmsnorm, f_rows},
+    {"add", "mn", "Z[M,N] = X + Y", 1, 0, 3,
+     {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("Y", 'B', "M", "N", IN, GC_FILL_UNIT),
+      BUF("Z", 'C', "M", "N", OUT, 0)},
+     "MN", 0, r_add, f_rows},
+    {"embed", "mnk", "Z[M,N] = table[K,N][tokens[M]]", 1, 0, 3,
+     {BUF("tokens", 'i', "1", "M", IN, GC_FILL_TOKENS), BUF("table", 'B', "K", "N", IN, GC_FILL_UNIT),
+      BUF("Z", 'C', "M", "N", OUT, 0)},
+     "MNK", 0, r_embed, f_rows},
+    {"rope_kv", "mhgd", "rotate q,k of QKV[M,(H+2G)D]; write k,v to the cache at pos0..", 1, 0, 6,
+     {BUF("QKV", 'A', "M", "(H+2*G)*D", IN, GC_FILL_UNIT), BUF("Qout", 'C', "M", "H*D", OUT, 0),
+      {"Kc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"}, {"Vc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"},
+      BUF("inv_freq", 'd', "1", "D/2", IN, GC_FILL_INV_FREQ), BUF("pos", 'i', "1", "1", IN, GC_FILL_POS)},
+     "MHGDL", 0, r_rope_kv, f_rope_kv},
+    {"attention", "mhgd", "causal GQA attention of Q[M,H*D] over the cache", 1, 0, 5,
+     {BUF("Q", 'A', "M", "H*D", IN, GC_FILL_UNIT), BUF("Kc", 'B', "S", "G*D", IN, GC_FILL_UNIT),
+      BUF("Vc", 'B', "S", "G*D", IN, GC_FILL_UNIT), BUF("O", 'C', "M", "H*D", OUT, 0),
+      BUF("pos", 'i', "1", "1", IN, GC_FILL_POS)},
+     "MHGD", 's', r_attention, f_attention},
+    {"argmax", "mn", "idx[M] = the lowest index of the maximum of each row of X[M,N]", 1, 0, 2,
+     {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("idx", 'i', "1", "M", OUT, 0)},
+     "MN", 0, r_argmax, f_rows},
+};
+
+const gc_op_t *gc_op_table(int *n) {
+  *n = (int)GC_ARRAY_LEN(ops);
+  return ops;
+}
+
+const gc_op_t *gc_op_find(const char *name) {
+  for (size_t i = 0; i < GC_ARRAY_LEN(ops); i++)
+    if (!strcmp(ops[i].name, name)) return &ops[i];
+  return NULL;
+}
+
+const char *gc_op_dims(const gc_op_t *op) { return op->dims; }
+
+void gc_op_names(char *out, size_t n) {
+  out[0] = 0;
+  for (size_t i = 0; i < GC_ARRAY_LEN(ops); i++)
+    snprintf(out + strlen(out), n - strlen(out), "%s%s", i ? ", " : "", ops[i].name);
+}
+
+/* s as a JSON string (table text is plain ASCII: no escapes needed but
+ * for quotes and backslashes). */
+static void json_str(FILE *out, const char *s) {
+  fputc('"', out);
+  for (; *s; s++) fprintf(out, *s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
+  fputc('"', out);
+}
+
+void gc_op_table_json(FILE *out) {
+  static const char *const kinds[] = {"in", "out", "inout"};
+  fprintf(out, "[\n");
+  for (size_t i = 0; i < GC_ARRAY_LEN(ops); i++) {
+    const gc_op_t *o = &ops[i];
+    fprintf(out, "  {\"name\": \"%s\", \"dims\": \"%s\", \"doc\": ", o->name, o->dims);
+    json_str(out, o->doc);
+    fprintf(out, ", \"pair\": %d, \"norm\": %d, \"ints\": \"%s\", \"float\": \"%s\", \"buffers\": [",
+            o->pair, o->norm, o->ints, o->flt == 'e' ? "eps" : o->flt == 's' ? "scale" : "");
+    for (int b = 0; b < o->nbufs; b++) {
+      const gc_opbuf_spec_t *s = &o->buf[b];
+      fprintf(out, "%s{\"name\": \"%s\", \"dtype\": \"%c\", \"rows\": \"%s\", \"cols\": \"%s\", "
+              "\"kind\": \"%s\"}", b ? ", " : "", s->name, s->dtype, s->rows, s->cols, kinds[s->kind]);
+    }
+    fprintf(out, "]}%s\n", i + 1 < GC_ARRAY_LEN(ops) ? "," : "");
+  }
+  fprintf(out, "]\n");
+}
+
+void gc_op_help(FILE *out) {
+  for (size_t i = 0; i < GC_ARRAY_LEN(ops); i++)
+    fprintf(out, "  %-20s %s\n", ops[i].name, ops[i].doc);
 }

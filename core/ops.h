@@ -6,8 +6,9 @@
 #ifndef GC_OPS_H
 #define GC_OPS_H
 
-#include "../db/problem.h"
-#include "dev.h"
+#include "problem.h"
+
+typedef uint64_t gc_dptr_t; /* device address; 0 is never a valid buffer */
 
 #define GC_OP_MAX_BUFS 6
 
@@ -28,6 +29,63 @@ typedef struct gc_op_scalars {
   int64_t layout;     /* rope_kv: 0 = halves (Hugging Face), 1 = adjacent pairs (llama2.c) */
   float scale;        /* attention: usually 1/sqrt(D) */
 } gc_op_scalars_t;
+
+/* ---- the op table ---------------------------------------------------------
+ * One entry per op holds everything the code knows about it: its buffers
+ * (the kernel ABI, templates/README.md), its other arguments, how inputs are
+ * made, the fp64 reference with its tolerance, and its work. The runtime,
+ * problem keys, the CLI (--help, gcore-tune --ops) and the tests read it.
+ * Adding an op is an entry here plus its templates. */
+
+/* What a test input of a buffer is. */
+enum {
+  GC_FILL_UNIT = 0,  /* uniform in [-1, 1) */
+  GC_FILL_NORM,      /* uniform in [0.5, 1.5): norm weights */
+  GC_FILL_TOKENS,    /* token ids in [0, K) */
+  GC_FILL_POS,       /* the position pos0 (one int32, read on the device) */
+  GC_FILL_INV_FREQ,  /* RoPE inverse frequencies of theta 10000 (float64) */
+  GC_FILL_CACHE      /* a KV cache: rows before pos0 random, the rows the op writes NaN */
+};
+
+/* A buffer of an op, in argument order. Shapes are expressions (base/expr.h)
+ * over M N K H G D and S, the cache rows pos0 + M. */
+typedef struct gc_opbuf_spec {
+  const char *name;    /* "A", "B", "C", ... */
+  char dtype;          /* 'A' 'B' 'C': the problem's operand dtype; 'i' int32; 'd' float64 */
+  const char *rows, *cols;
+  int kind;            /* GC_BUF_IN / OUT / INOUT */
+  int fill;            /* GC_FILL_*, for inputs and in/out buffers */
+  const char *touched; /* rows one call moves when fewer than rows (a cache); NULL: rows */
+} gc_opbuf_spec_t;
+
+/* The fp64 reference of every output and in/out buffer i into ref[i] and
+ * the error each element may have into tol[i] (inputs: NULL). */
+typedef int (*gc_op_ref_fn)(const gc_problem_t *p, const gc_op_scalars_t *sc, void **host,
+                            double **ref, double **tol, gc_err_t *e);
+/* Floating-point operations of one call. */
+typedef double (*gc_op_flops_fn)(const gc_problem_t *p, const gc_op_scalars_t *sc);
+
+struct gc_op {
+  const char *name;
+  const char *dims;   /* the dimensions of its key, a subset of "mnkhgd" */
+  const char *doc;    /* one line for --help */
+  int pair;           /* rows of B per column of C: 2 for a gate|up pair (SwiGLU), else 1 */
+  int norm;           /* 1: the rmsnorm of A is folded in (a "norm" buffer, eps) */
+  int nbufs;
+  gc_opbuf_spec_t buf[GC_OP_MAX_BUFS];
+  const char *ints;   /* the int64 arguments after the buffers, in order: letters of
+                         MNKHGD, and L for the RoPE layout */
+  char flt;           /* the float argument last: 'e' eps, 's' attention scale, 0 none */
+  gc_op_ref_fn reference;
+  gc_op_flops_fn flops;
+};
+
+/* Every op, in a fixed order; *n gets the count. */
+const gc_op_t *gc_op_table(int *n);
+/* The table as JSON (a list of {name, dims, doc, pair, norm, ints, float,
+ * buffers: [{name, dtype, rows, cols, kind}]}): gcore-tune --list-ops, which
+ * the tests' case table reads. */
+void gc_op_table_json(FILE *out);
 
 /* The scalars the tuner and gcore-run --op use for p: eps 1e-5; pos0 255
  * for single-row attention (a decode step at length 256), 3 otherwise;

@@ -9,7 +9,8 @@
 #include "../gen/autobundle.h"
 #include "../gen/compile.h"
 #include "../models/recipe.h"
-#include "tune.h"
+#include "../tuner/tune.h"
+#include "../core/ops.h"
 #include "../db/tunedb.h"
 
 static const char usage[] =
@@ -22,15 +23,19 @@ static const char usage[] =
     "  --m/--n/--k LIST  comma-separated sizes (rmsnorm uses m rows of n)\n"
     "  --dtype T         f32 | f16 | bf16 | A:B:C such as f32:f16:f32 (default f32)\n"
     "  --workload FILE   one problem per line: 'OP DTYPE m=LIST n=LIST k=LIST'\n"
-    "  --model PATH      every problem a Llama model's forward needs (HF dir or llama2.c .bin)\n"
+    "  --model PATH      every problem a Llama model's forward needs (HF dir, .gguf or llama2.c\n"
+    "                    .bin)\n"
     "  --prefill LIST    with --model: prompt lengths to tune for (default 128,512; none: decode only)\n"
     "  --batch N         with --model: rows of a decode step (default 1)\n"
+    "  --quantize T      with --model: its matrices stored as q8_0, q4_0 or q4_k, as gcore-run\n"
+    "                    --quantize runs them\n"
     "  --h/--g/--d LIST  query heads, kv heads, head dim (rope_kv, attention)\n"
     "sweep:\n"
     "  --target T        the code to tune (default cpu: the host's x86-64 level); targets\n"
     "                    are listed at the end\n"
-    "  --db PATH         tuning database (default $GCORE_DB, else ~/.local/share/gcore/tune.db,\n"
-    "                    which gcore-run reads when given no -b; created and migrated)\n"
+    "  --db PATH         tuning database, a regular file (default $GCORE_DB, else\n"
+    "                    ~/.local/share/gcore/tune.db, which gcore-run reads when given no -b;\n"
+    "                    created and migrated; several gcore-tune processes may share one)\n"
     "  --budget N|Ns|all at most N candidates per problem, counting those an earlier run\n"
     "                    measured (default 16; rerun with a larger N to go on); or N seconds\n"
     "                    in all, shared: every problem's template defaults first, then an\n"
@@ -43,22 +48,27 @@ static const char usage[] =
     "  --compiler NAME   compile driver (cpu: cc; NVIDIA: nvrtc; AMD: comgr or clang, default\n"
     "                    comgr where it lists the ISA, else clang)\n"
     "  --code-object N   AMD code object version: 5 (default) or 4\n"
-    "  --cache DIR       compile cache (default $GCORE_CACHE or ~/.cache/gcore)\n"
+    "  --cache DIR       compile cache, a directory (default $GCORE_CACHE or ~/.cache/gcore)\n"
     "  --jobs N          parallel compiles (default: ninja's)\n"
     "  --device N        device ordinal (default 0)\n"
     "  --devices LIST    tune on several devices of this host in parallel (e.g. 0,1,2,3):\n"
     "                    one worker per device, problems dealt out in turn, one database\n"
     "  --timeout S       seconds a candidate may take before it is killed (default 60)\n"
+    "  --compile-timeout S  seconds one compile may run before it is killed and recorded\n"
+    "                    compile-failed, \"timed out after S s\" (default 300)\n"
     "  --min-time S      seconds of timed launches per candidate (default 0.2; at most 500\n"
     "                    launches, each after a cache flush on GPUs)\n"
     "  --margin F        noise margin for keeping an incumbent winner (default 0.02)\n"
     "  --progress/--no-progress  live progress line (default: when stderr is a terminal)\n"
+    "  --list-ops        print the op table (dimensions, buffers and their shapes, arguments)\n"
+    "                    as JSON, and exit\n"
     "  -h, --help        this text\n"
     "  --version         this tool's version\n";
 
 enum { O_VERSION = 255, O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_BUDGET,
        O_TEMPLATE, O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_DEVICE, O_TIMEOUT,
-       O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_DEVICES, O_STRATEGY, O_COV };
+       O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_LISTOPS, O_DEVICES, O_STRATEGY, O_COV, O_CTIMEOUT,
+       O_QUANTIZE };
 
 static const struct option longopts[] = {
     {"op", 1, 0, O_OP}, {"model", 1, 0, O_MODEL}, {"prefill", 1, 0, O_PREFILL}, {"batch", 1, 0, O_BATCH},           {"m", 1, 0, O_M},
@@ -72,7 +82,8 @@ static const struct option longopts[] = {
     {"min-time", 1, 0, O_MINTIME}, {"margin", 1, 0, O_MARGIN},
     {"progress", 0, 0, O_PROGRESS}, {"no-progress", 0, 0, O_NOPROGRESS},
     {"devices", 1, 0, O_DEVICES}, {"strategy", 1, 0, O_STRATEGY},
-    {"code-object", 1, 0, O_COV},
+    {"code-object", 1, 0, O_COV}, {"compile-timeout", 1, 0, O_CTIMEOUT},
+    {"list-ops", 0, 0, O_LISTOPS}, {"quantize", 1, 0, O_QUANTIZE},
     {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},          {0, 0, 0, 0}};
 
 static int help(void) {
@@ -165,7 +176,7 @@ int main(int argc, char **argv) {
   o.strategy = GC_SEARCH_LOCAL;
   o.budget_n = GC_TUNE_DEFAULT_BUDGET;
   const char *dims[GC_NDIMS] = {0};
-  const char *model = NULL, *prefill = NULL, *batch = NULL;
+  const char *model = NULL, *prefill = NULL, *batch = NULL, *quantize = NULL;
   const char *op = NULL, *dtype = NULL, *workload = NULL,
              *target = "cpu";
   char cache[1024];
@@ -179,6 +190,7 @@ int main(int argc, char **argv) {
       case O_MODEL: model = optarg; break;
       case O_PREFILL: prefill = optarg; break;
       case O_BATCH: batch = optarg; break;
+      case O_QUANTIZE: quantize = optarg; break;
       case O_M: case O_N: case O_K: case O_H: case O_G: case O_D:
         dims[c - O_M] = optarg;
         break;
@@ -203,6 +215,10 @@ int main(int argc, char **argv) {
         break;
       case O_TIMEOUT:
         if (parse_pos(optarg, &o.timeout_s)) return die("--timeout: expected seconds > 0");
+        break;
+      case O_CTIMEOUT:
+        if (parse_pos(optarg, &o.compile_timeout_s) || o.compile_timeout_s > 86400)
+          return die("--compile-timeout: expected seconds, 0 < S <= 86400");
         break;
       case O_MINTIME:
         if (parse_pos(optarg, &o.timing.min_time)) return die("--min-time: expected seconds > 0");
@@ -234,12 +250,13 @@ int main(int argc, char **argv) {
       case O_PROGRESS: o.progress = 1; break;
       case O_NOPROGRESS: o.progress = 0; break;
       case 'h': return help();
+      case O_LISTOPS: gc_op_table_json(stdout); return gc_cli_exit("gcore-tune", 0);
       case O_VERSION: return gc_cli_version("gcore-tune");
       default: return gc_cli_bad_option("gcore-tune", c, argv);
     }
   }
   if (optind < argc) {
-    fprintf(stderr, "gcore-tune: unexpected argument '%s'\n", argv[optind]);
+    fprintf(stderr, "gcore-tune: unexpected argument %s\n", GC_QUOTED(argv[optind]));
     return 2;
   }
   gc_err_t e = {0};
@@ -248,12 +265,12 @@ int main(int argc, char **argv) {
   if (rc) return die(e.msg);
   if ((workload != NULL) + (model != NULL) + (op || dtype || dims[0] || dims[1] || dims[2] || dims[3] || dims[4] || dims[5]) > 1)
     rc = gc_err_set(&e, GC_EINVAL, "give one of --workload, --model, or --op with sizes");
-  else if ((prefill || batch) && !model)
-    rc = gc_err_set(&e, GC_EINVAL, "--prefill and --batch go with --model");
+  else if ((prefill || batch || quantize) && !model)
+    rc = gc_err_set(&e, GC_EINVAL, "--prefill, --batch and --quantize go with --model");
   else if (workload)
     rc = gc_problems_load(&probs, workload, &e);
   else if (model && !(rc = gc_target_parse(target, &o.target, &e)))
-    rc = gc_llama_workload(model, prefill, batch, o.target.backend, &probs, NULL, &e);
+    rc = gc_llama_workload(model, quantize, prefill, batch, o.target.backend, &probs, NULL, &e);
   else if (!op)
     rc = gc_err_set(&e, GC_EINVAL, "no problems: give --model PATH, --workload FILE or --op OP with sizes (see --help)");
   else

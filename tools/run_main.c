@@ -15,22 +15,25 @@
 #include "../gen/target.h"
 #include "../runtime/check.h"
 #include "../runtime/dispatch.h"
-#include "chat.h"
-#include "llama.h"
-#include "sampler.h"
-#include "tokenizer.h"
+#include "../models/chat.h"
+#include "../models/llama.h"
+#include "../models/sampler.h"
+#include "../models/tokenizer.h"
 
 static const char usage[] =
     "usage: gcore-run -m MODEL [-b BUNDLE] [-p TEXT | --tokens IDS] [-n N] [sampling] [options]\n"
     "       gcore-run -m MODEL [-b BUNDLE] --chat [--system TEXT]   (one user turn per stdin line)\n"
     "       gcore-run --tokenizer PATH --tokenize [--bos] | --detokenize   (stdin to stdout)\n"
     "       gcore-run -b BUNDLE --op OP --m M --n N [--k K] [--dtype T]\n"
-    "Runs a Llama model (a Hugging Face directory or a llama2.c checkpoint) through the\n"
+    "Runs a Llama model (a Hugging Face directory, a GGUF file or a llama2.c checkpoint) through the\n"
     "kernels of a bundle built by gcore-gen: prefill of the prompt in one pass, then one\n"
     "token at a time; generated text (ids with --tokens) streams to stdout, timings to stderr.\n"
     "\n"
     "model:\n"
-    "  -m, --model PATH     Hugging Face directory (config.json + safetensors) or llama2.c .bin\n"
+    "  -m, --model PATH     Hugging Face directory (config.json + safetensors), GGUF file (F32,\n"
+    "                       F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) or llama2.c .bin\n"
+    "  --quantize T         store the model's matrices as q8_0, q4_0 or q4_k on load (llama.cpp's\n"
+    "                       reference quantizers; embeddings and norms keep their precision)\n"
     "  -b, --bundle PATH    bundle built by gcore-gen for this model (default: built from the\n"
     "                       tuning database for this device into the cache, or reused from it)\n"
     "  --db PATH            without -b: the tuning database (default $GCORE_DB, else\n"
@@ -42,7 +45,7 @@ static const char usage[] =
     "  --tokens-file FILE   many prompts, one line of ids each, each run from an empty cache;\n"
     "                       one output line (or --json object) per prompt\n"
     "  --tokenizer PATH     tokenizer.json, a directory holding one, or a .gguf vocabulary\n"
-    "                       (default: MODEL/tokenizer.json)\n"
+    "                       (default: MODEL/tokenizer.json, or the GGUF model's own)\n"
     "  --chat               interactive chat (Llama 2 / Llama 3 instruct templates): each stdin\n"
     "                       line is a user turn; the KV cache is kept between turns\n"
     "  --system TEXT        system prompt of the chat\n"
@@ -53,6 +56,7 @@ static const char usage[] =
     "  --json               print one JSON object at the end (ids, text, timings) instead of\n"
     "                       streaming; with --chat one object per turn\n"
     "  --logits FILE        write the logits of every position as float32 [positions, vocab]\n"
+    "                       (a regular file)\n"
     "  --profile            print a per-kernel table for prefill and decode to stderr (count,\n"
     "                       total and mean time, TFLOP/s, GB/s, share of the wall time; no graphs)\n"
     "  --no-graph           launch decode steps kernel by kernel instead of replaying a graph\n"
@@ -81,7 +85,7 @@ static const char usage[] =
     "  --m/--n/--k/--h/--g/--d N   problem size, one value each\n"
     "  --dtype T            f32 | f16 | bf16 | A:B:C (default f32)\n"
     "  --seed N             input seed (default 1 here)\n"
-    "  --dump DIR           write the op's buffers as raw little-endian files + meta.txt\n"
+    "  --dump DIR           write the op's buffers as raw little-endian files + meta.txt (a directory)\n"
     "  --min-time S         seconds of timed launches (default 0.2)\n"
     "device:\n"
     "  --backend NAME       device backend: cpu (default), cuda (NVIDIA) or hip (AMD)\n"
@@ -92,7 +96,7 @@ static const char usage[] =
 enum { O_VERSION = 255, O_OP = 256, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_BACKEND, O_DEVICE, O_SEED, O_DUMP,
        O_MINTIME, O_TOKENS, O_CTX, O_IGNORE_EOS, O_TBT, O_JSON, O_LOGITS, O_TEMP, O_TOPK, O_TOPP,
        O_MINP, O_REPEAT, O_PROFILE, O_NOGRAPH, O_NOPDL, O_WARMUP, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE,
-       O_BOS, O_CHAT, O_SYSTEM, O_NULL, O_DB, O_CACHE, O_TOKENS_FILE };
+       O_BOS, O_CHAT, O_SYSTEM, O_NULL, O_DB, O_CACHE, O_TOKENS_FILE, O_QUANTIZE };
 
 static const struct option longopts[] = {
     {"bundle", 1, 0, 'b'},        {"model", 1, 0, 'm'},        {"prompt", 1, 0, 'p'},
@@ -110,7 +114,7 @@ static const struct option longopts[] = {
     {"tokenizer", 1, 0, O_TOKENIZER}, {"tokenize", 0, 0, O_TOKENIZE}, {"detokenize", 0, 0, O_DETOKENIZE},
     {"bos", 0, 0, O_BOS},         {"chat", 0, 0, O_CHAT},      {"system", 1, 0, O_SYSTEM},
     {"null", 0, 0, O_NULL},       {"db", 1, 0, O_DB},          {"cache", 1, 0, O_CACHE},
-    {"tokens-file", 1, 0, O_TOKENS_FILE},
+    {"tokens-file", 1, 0, O_TOKENS_FILE}, {"quantize", 1, 0, O_QUANTIZE},
     {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},          {0, 0, 0, 0}};
 
 typedef struct run_ctx {
@@ -128,7 +132,7 @@ static int dump(gc_check_t *c, const gc_problem_t *p, const char *dir, gc_err_t 
   const gc_opbuf_t *bufs;
   int n;
   gc_check_buffers(c, &bufs, &n);
-  if (gc_mkdirs(dir, e)) return e->code;
+  if (gc_check_output(dir, 'd', e) || gc_mkdirs(dir, e)) return e->code;
   gc_buf_t meta = {0};
   char key[GC_PROBLEM_KEY], path[1200];
   gc_problem_key(p, key);
@@ -201,6 +205,7 @@ static int run_op(const char *bundle, const char *backend, int ordinal, const gc
 
 typedef struct run_opts {
   const char *model, *bundle, *backend, *tokens, *logits_path, *prompt, *tokenizer, *system;
+  const char *quantize;    /* --quantize TYPE, or NULL */
   const char *tokens_file; /* one prompt of ids per line, each from an empty cache */
   const char *db, *cache; /* without -b: where the bundle comes from */
   int ordinal, n_predict, ctx, ignore_eos, token_by_token, json, chat, bos, profile, no_graph, no_pdl, warmup;
@@ -221,7 +226,7 @@ static int parse_tokens(const char *s, const char *what, int32_t **out, int *n, 
   for (char *save = NULL, *t = strtok_r(buf, ", \t\r\n", &save); t && !rc; t = strtok_r(NULL, ", \t\r\n", &save)) {
     int64_t id;
     if (gc_parse_i64(t, &id) || id < 0 || id > INT32_MAX)
-      rc = gc_err_set(e, GC_EINVAL, "%s: '%.40s' is not a token id", what, t);
+      rc = gc_err_set(e, GC_EINVAL, "%s: %s is not a token id", what, GC_QUOTED(t));
     else
       v[(*n)++] = (int32_t)id;
   }
@@ -256,6 +261,7 @@ typedef struct gen_state {
   int32_t *out;       /* generated ids */
   int n_out;
   double t_prefill, t_decode, ttft;
+  int64_t replays; /* decode steps of this generation replayed from a graph */
 } gen_state_t;
 
 static int write_logits(gen_state_t *g, const float *lg, int rows, int vocab, gc_err_t *e) {
@@ -312,6 +318,7 @@ static int generate(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t 
   float *lg = gc_malloc((size_t)rows * c->vocab_size * sizeof *lg, e);
   if (!lg) return GC_ENOMEM;
   double t0 = gc_now();
+  int64_t replays0 = gc_llama_graph_replays(m);
   int rc = prefill(m, o, max_t, p, np, lg, g, e);
   for (int i = 0; i < np; i++) gc_sampler_accept(smp, p[i]);
   double td = gc_now();
@@ -341,6 +348,7 @@ static int generate(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t 
   }
   if (!rc) rc = finish_text(o, io, e);
   g->t_decode = gc_now() - td;
+  g->replays = gc_llama_graph_replays(m) - replays0;
   free(lg);
   return rc;
 }
@@ -402,8 +410,8 @@ static void report(const run_opts_t *o, const int32_t *p, int np, const gen_stat
       json_str(io->text.data ? io->text.data : "", io->text.len);
     }
     printf(", \"prompt_tokens\": %d, \"generated_tokens\": %d, \"prompt_tok_per_s\": %.3f, "
-           "\"decode_tok_per_s\": %.3f, \"ttft_ms\": %.3f}\n",
-           np, g->n_out, pre, steps ? dec : 0.0, g->ttft * 1e3);
+           "\"decode_tok_per_s\": %.3f, \"ttft_ms\": %.3f, \"graph_replays\": %lld}\n",
+           np, g->n_out, pre, steps ? dec : 0.0, g->ttft * 1e3, (long long)g->replays);
   } else {
     printf("\n");
     fprintf(stderr, "prompt: %d tokens, %.1f tok/s; decode: %d tokens, %.1f tok/s; "
@@ -412,7 +420,8 @@ static void report(const run_opts_t *o, const int32_t *p, int np, const gen_stat
   fflush(stdout);
 }
 
-/* The tokenizer for a model run: --tokenizer, else MODEL/tokenizer.json.
+/* The tokenizer for a model run: --tokenizer, else MODEL/tokenizer.json or
+ * the vocabulary of a GGUF model.
  * io->tok stays NULL when neither -p nor --chat needs one and none was named. */
 static int open_tokenizer(const run_opts_t *o, const gc_llama_config_t *c, text_io_t *io, gc_err_t *e) {
   char path[4096];
@@ -421,6 +430,7 @@ static int open_tokenizer(const run_opts_t *o, const gc_llama_config_t *c, text_
   if (!tp && !o->prompt && !o->chat) return GC_OK;
   snprintf(path, sizeof path, "%s/tokenizer.json", o->model);
   if (!tp && stat(o->model, &st) == 0 && S_ISDIR(st.st_mode) && stat(path, &st) == 0) tp = o->model;
+  if (!tp && gc_weights_is_gguf(o->model)) tp = o->model;
   if (!tp)
     return gc_err_set(e, GC_EINVAL, "%s has no tokenizer (llama2.c checkpoints carry no vocabulary; a Hugging Face "
                       "directory needs tokenizer.json): pass --tokenizer PATH, or give ids with --tokens",
@@ -557,7 +567,7 @@ static int open_bundle(const run_opts_t *o, gc_dev_t *dev, gc_rt_t **rt, gc_err_
   snprintf(target, sizeof target, "%sa", in->target);
   if (!gc_dev_runs_target(dev, target) || gc_target_parse(target, &tg, NULL))
     snprintf(target, sizeof target, "%s", in->target);
-  int rc = gc_llama_workload(o->model, NULL, NULL, in->backend, &probs, &needs, e);
+  int rc = gc_llama_workload(o->model, o->quantize, NULL, NULL, in->backend, &probs, &needs, e);
   if (!rc) rc = gc_gen_auto(db, target, cache, &probs, &needs, &r, e);
   gc_problems_free(&probs);
   gc_needs_free(&needs);
@@ -606,6 +616,7 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   run_opts_t oo = *o;
   prompts_t many = {0};
   int rc = gc_weights_open(o->model, &w, e);
+  if (!rc && o->quantize) rc = gc_weights_quantize(w, o->quantize, e);
   if (!rc) rc = open_tokenizer(o, &w->cfg, &io, e);
   if (!rc && o->tokens_file) {
     rc = read_prompts(o->tokens_file, &many, e);
@@ -632,6 +643,7 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   if (!rc && o->no_graph) gc_llama_set_graphs(m, 0);
   if (!rc) rc = gc_sampler_create(w->cfg.vocab_size, &o->sp, &smp, e);
   if (!rc && !(g.out = gc_calloc((size_t)o->n_predict + 1, sizeof *g.out, e))) rc = GC_ENOMEM;
+  if (!rc && o->logits_path && gc_check_output(o->logits_path, 'f', e)) rc = e->code;
   if (!rc && o->logits_path && !(g.logits = fopen(o->logits_path, "wb")))
     rc = gc_err_set(e, GC_EIO, "%s: cannot write", o->logits_path);
   if (!rc && o->chat)
@@ -776,6 +788,7 @@ int main(int argc, char **argv) {
       case O_NULL: batch = 1; break;
       case O_CHAT: o.chat = 1; break;
       case O_SYSTEM: o.system = optarg; break;
+      case O_QUANTIZE: o.quantize = optarg; break;
       case O_DEVICE:
         if (gc_parse_i64(optarg, &iv) || iv < 0 || iv > 1024) return bad_flag("--device", "an ordinal");
         o.ordinal = (int)iv;
@@ -831,7 +844,7 @@ int main(int argc, char **argv) {
   gc_problems_t probs = {0};
   int rc;
   if (optind < argc)
-    rc = gc_err_set(&e, GC_EINVAL, "unexpected argument '%s'", argv[optind]);
+    rc = gc_err_set(&e, GC_EINVAL, "unexpected argument %s", GC_QUOTED(argv[optind]));
   else if (tok_mode == 3)
     rc = gc_err_set(&e, GC_EINVAL, "give either --tokenize or --detokenize, not both");
   else if (tok_mode && !o.tokenizer)
@@ -860,6 +873,8 @@ int main(int argc, char **argv) {
     rc = gc_err_set(&e, GC_EINVAL, "--db and --cache build the bundle when -b is not given; drop them or -b");
   else if (op && o.model)
     rc = gc_err_set(&e, GC_EINVAL, "give either -m MODEL or --op, not both");
+  else if (o.quantize && !o.model)
+    rc = gc_err_set(&e, GC_EINVAL, "--quantize goes with -m MODEL");
   else if (op) {
     rc = gc_problems_expand(&probs, op, dtype, dims, &e);
     if (!rc && probs.n != 1) rc = gc_err_set(&e, GC_EINVAL, "give one value for each size");

@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "../base/cli.h"
-#include "comgr.h"
-#include "nvrtc.h"
+#include "../gen/comgr.h"
+#include "../gen/nvrtc.h"
 
 static const char usage[] =
     "usage: gcore-compile [--driver nvrtc|comgr|clang] --target T [--kernel NAME] -o OUT SOURCE\n"
@@ -63,7 +63,7 @@ static int run_clang(const args_t *a, gc_err_t *e) {
 }
 
 /* AMD resource figures of the kernel from the code object's metadata. */
-static int amd_resources(const void *obj, size_t n, const char *kernel, gc_db_resources_t *r,
+static int amd_resources(const void *obj, size_t n, const char *kernel, gc_resources_t *r,
                          gc_err_t *e) {
   gc_amd_kernel_t k;
   if (gc_comgr_kernel_meta(obj, n, kernel, &k, e)) return e->code;
@@ -81,7 +81,7 @@ static int amd_resources(const void *obj, size_t n, const char *kernel, gc_db_re
 
 /* Compile with the chosen driver into *obj (gc_malloc'd) and res. */
 static int compile(const args_t *a, const char *src, void **obj, size_t *size,
-                   gc_db_resources_t *res, char *log, size_t log_n, gc_err_t *e) {
+                   gc_resources_t *res, char *log, size_t log_n, gc_err_t *e) {
   if (!strcmp(a->driver, "nvrtc"))
     return gc_nvrtc_compile(src, a->kernel, a->target, NULL, 0, obj, size, res, log, log_n, e);
   int rc;
@@ -99,7 +99,7 @@ static int compile(const args_t *a, const char *src, void **obj, size_t *size,
   return GC_OK;
 }
 
-static int write_res(const char *out, const gc_db_resources_t *r, gc_err_t *e) {
+static int write_res(const char *out, const gc_resources_t *r, gc_err_t *e) {
   char line[256], path[1200];
   int len = snprintf(line, sizeof line, "%lld %lld %lld %lld %lld %lld %lld %lld\n",
                      (long long)r->code_bytes, (long long)r->regs, (long long)r->spills,
@@ -186,7 +186,7 @@ int main(int argc, char **argv) {
   char *src = NULL, log[8192] = "";
   void *obj = NULL;
   size_t size = 0, n;
-  gc_db_resources_t res = GC_DB_RESOURCES_UNKNOWN;
+  gc_resources_t res = GC_RESOURCES_UNKNOWN;
   int rc;
   if (a.describe) rc = describe(a.describe, &e);
   else if (!a.target || !a.out || !a.source)
