@@ -1,11 +1,11 @@
 /* fuzz_template.c — the input as a kernel template (gen/template.h):
  * parsed as gcore-tune --templates DIR parses each file, then used as the
  * sweep and gcore-gen use a template: for each of its ops and dtypes on a
- * target of its backend, the default variant, a walk over the first
- * points of its space (constraints, @applies, launch geometry, tensor
- * maps), the nearest usable variant and the untuned pick (small spaces
- * only: their search is bounded by the space, not by the input), and the
- * expanded source. */
+ * target of its backend, the default variant (constraints, @applies,
+ * launch geometry, tensor maps); for the first of them also a walk over
+ * the first points of its space, the nearest usable variant and the
+ * untuned pick (small spaces only: their search is bounded by the space,
+ * not by the input), and the expanded source. */
 #include <string.h>
 
 #include "fuzz.h"
@@ -79,8 +79,12 @@ static void fz_expand(const gc_template_t *t, const gc_variant_t *v, const gc_ta
     (void)gc_tpl_pick_default(&set, tg, &p, &d, &e);
 }
 
+/* Every op and dtype of t through the default variant; the first that t
+ * supports also through expansion, the untuned pick and the first points
+ * of the space (the rest would repeat the same code with other numbers). */
 static void fz_use(const gc_template_t *t) {
   const gc_target_t *tg = fz_target_for(t);
+  int first = 1;
   for (int o = 0; o < t->nops; o++)
     for (int d = 0; d < t->ndtypes; d++) {
       gc_problem_t p;
@@ -89,13 +93,15 @@ static void fz_use(const gc_template_t *t) {
       if (!fz_problem(t->ops[o], t->dtypes[d], &p) || !gc_tpl_supports(t, &p)) continue;
       gc_tpl_default(t, &p, &v);
       fz_variant(&v, tg, &p);
+      if (!first) continue;
+      first = 0;
       if (t->nparams) {
         char text[64];
         snprintf(text, sizeof text, "%s=%lld", t->params[0].name, (long long)t->params[0].values[0]);
         (void)gc_tpl_set_params(t, text, &v, &e);
       }
       fz_expand(t, &v, tg);
-      for (int64_t i = 0, n = gc_tpl_space_size(t); i < n && i < 16; i++) {
+      for (int64_t i = 0, n = gc_tpl_space_size(t); i < n && i < 8; i++) {
         gc_tpl_nth(t, &p, i, &v);
         fz_variant(&v, tg, &p);
       }

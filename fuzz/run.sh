@@ -43,7 +43,7 @@ for t in "$@"; do
   secs_run=$(( $(date +%s) - start ))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   files=$(ls "$corpus" | wc -l)
-  kb=$(du -sk "$corpus" | cut -f1)
+  kb=$(( $(cat "$corpus"/* | wc -c) / 1024 ))
   if [ "$rc" -ne 0 ] || ls "$art" | grep -q .; then
     found=1
     echo "fuzz_$t: FINDING after ${execs:-?} executions in ${secs_run}s (exit $rc): $(ls "$art" | head -n 3 | tr '\n' ' ')— see $log"
