@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 secs=$1 runs=$2
 shift 2
 out=build/fuzz
-found=0
+found=0 passed=0 failed=0
 
 # The largest input each target is given: a little over its largest seed,
 # so that an input is always handled quickly.
@@ -45,11 +45,13 @@ for t in "$@"; do
   files=$(ls "$corpus" | wc -l)
   kb=$(( $(cat "$corpus"/* | wc -c) / 1024 ))
   if [ "$rc" -ne 0 ] || ls "$art" | grep -q .; then
-    found=1
+    found=1 failed=$((failed + 1))
     echo "fuzz_$t: FINDING after ${execs:-?} executions in ${secs_run}s (exit $rc): $(ls "$art" | head -n 3 | tr '\n' ' ')— see $log"
     grep -m 3 -E 'ERROR|SUMMARY|runtime error|Sanitizer|timeout' "$log" | sed 's/^/  /'
   else
+    passed=$((passed + 1))
     echo "fuzz_$t: ${execs:-?} executions in ${secs_run}s, corpus $files files (${kb} KiB), no finding"
   fi
 done
+echo "fuzz: $passed passed, $failed failed"
 exit $found
