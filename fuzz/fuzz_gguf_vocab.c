@@ -1,7 +1,7 @@
 /* fuzz_gguf_vocab.c — the input as a .gguf vocabulary: loaded as
  * gcore-run --tokenizer FILE.gguf loads it and used (fz_tok_use); then the
- * metadata reader itself (models/gguf.h), every key through the getter of
- * its type. Inputs without the GGUF magic are left out: gc_tok_load reads
+ * metadata reader itself (models/gguf.h): the keys the vocabulary loader
+ * and a model loader ask for, each through every typed getter. Inputs without the GGUF magic are left out: gc_tok_load reads
  * them as tokenizer.json, which fuzz_tokenizer_json covers. */
 #include <stdlib.h>
 #include <string.h>
