@@ -313,6 +313,19 @@ def expr_seeds() -> None:
         put("expr", f"e{i}", text.encode())
 
 
+def gguf_model_seeds(tmp: str) -> None:
+    """Tiny GGUF models (tests/tinygguf.py): F16 with llama3 rope factors,
+    Q4_0 untied, Q8_0 tied; a few KiB each (the K-quants' 256-wide blocks
+    would make seeds over the fuzzer's input limit)."""
+    import tinygguf
+    for name, qtype, kw in (("f16_rope", "F16", {"rope_scaling": "llama3"}), ("q4_0", "Q4_0", {}),
+                            ("q8_0_tied", "Q8_0", {"tied": True})):
+        path = os.path.join(tmp, name + ".gguf")
+        tinygguf.write_model(path, qtype=qtype, dim=32, hidden_dim=32, n_layers=1, n_heads=2,
+                             n_kv_heads=1, vocab=16, max_seq=16, **kw)
+        put("gguf_model", name, read(path))
+
+
 def main() -> None:
     if os.path.isdir(CORPUS):
         shutil.rmtree(CORPUS)
@@ -323,6 +336,7 @@ def main() -> None:
         tokenizer_json_seeds()
         bundle_seeds(tmp)
         tunedb_seeds(tmp)
+        gguf_model_seeds(tmp)
     workload_seeds()
     template_seeds()
     expr_seeds()
