@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "../db/tmapspec.h"
+#include "../core/tmapspec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *text = fz_cstr(data, size);

@@ -36,7 +36,7 @@ static int fz_problem(const char *op, const gc_dtype_t dt[3], gc_problem_t *p) {
   memset(p, 0, sizeof *p);
   snprintf(p->op, sizeof p->op, "%s", op);
   p->ta = dt[0], p->tb = dt[1], p->tc = dt[2];
-  const gc_op_desc_t *d = gc_op_find(op);
+  const gc_op_t *d = gc_op_find(op);
   if (!d) return 0;
   for (int i = 0; i < GC_NDIMS; i++)
     if (strchr(d->dims, gc_dim_letters[i])) *gc_problem_dim(p, i) = dims[i];

@@ -1,7 +1,7 @@
 /* fuzz_workload.c — the input as a workload file (gcore-tune and gcore-gen
  * --workload): parsed with gc_problems_load, each problem's key made. */
 #include "fuzz.h"
-#include "../db/problem.h"
+#include "../core/problem.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char path[FZ_PATH];
