@@ -3,6 +3,7 @@
 #include "base.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,10 +25,87 @@ const char *gc_err_name(int code) {
 }
 
 /* Messages are one line: newlines from compiler or driver output are
- * folded into spaces so that callers can print them as they are. */
+ * folded into spaces so that callers can print them as they are, and any
+ * other control character (C0, DEL, or a C1 encoded in UTF-8, which some
+ * terminals obey) that reached a message unquoted becomes '?'. */
 static void one_line(char *s) {
-  for (; *s; s++)
-    if (*s == '\n' || *s == '\r') *s = ' ';
+  for (unsigned char *p = (unsigned char *)s; *p; p++)
+    if (*p == '\n' || *p == '\r' || *p == '\t' || *p == '\v' || *p == '\f')
+      *p = ' ';
+    else if (*p < 0x20 || *p == 0x7f)
+      *p = '?';
+    else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+      p[0] = p[1] = '?';
+}
+
+/* Length of the valid UTF-8 sequence at s (of at most n bytes) encoding a
+ * printable code point (not a C1 control), or 0. */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+  size_t len = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+               : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+  if (!len || len > n) return 0;
+  for (size_t i = 1; i < len; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0;
+  if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||
+      (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f) ||
+      (s[0] == 0xc2 && s[1] <= 0x9f))
+    return 0; /* overlong, surrogate, past U+10FFFF, or C1 */
+  return len;
+}
+
+/* The text that shows the byte or UTF-8 sequence at p[i] (of n) in a
+ * quoted value: into piece (at most 4 bytes), its length returned, and
+ * the bytes it stands for in *used. */
+static size_t quote_piece(const unsigned char *p, size_t n, size_t i, char piece[4],
+                          size_t *used) {
+  static const char hex[] = "0123456789abcdef";
+  unsigned char c = p[i];
+  const char *esc = c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t"
+                    : c == '\\' ? "\\\\" : c == '\'' ? "\\'" : NULL;
+  size_t u;
+  *used = 1;
+  if (esc) {
+    memcpy(piece, esc, 2);
+    return 2;
+  }
+  if (c >= 0x20 && c < 0x7f) {
+    piece[0] = (char)c;
+    return 1;
+  }
+  if ((u = utf8_len(p + i, n - i)) > 0) {
+    memcpy(piece, p + i, u);
+    return *used = u;
+  }
+  piece[0] = '\\', piece[1] = 'x', piece[2] = hex[c >> 4], piece[3] = hex[c & 15];
+  return 4;
+}
+
+char *gc_quote(const char *s, size_t n, char *out, size_t out_n) {
+  if (!s) {
+    snprintf(out, out_n, "(null)");
+    return out;
+  }
+  if (n == GC_QSTR) n = strlen(s);
+  const unsigned char *p = (const unsigned char *)s;
+  char piece[4];
+  size_t used, need = 3; /* two quotes and the NUL */
+  for (size_t i = 0; i < n && need <= out_n; i += used) need += quote_piece(p, n, i, piece, &used);
+  int whole = need <= out_n;
+  size_t o = 0;
+  out[o++] = '\'';
+  for (size_t i = 0; i < n; i += used) {
+    size_t len = quote_piece(p, n, i, piece, &used);
+    if (!whole && o + len + 5 > out_n) { /* leave room for "…'" and the NUL */
+      memcpy(out + o, "\xe2\x80\xa6", 3);
+      o += 3;
+      break;
+    }
+    memcpy(out + o, piece, len);
+    o += len;
+  }
+  out[o++] = '\'';
+  out[o] = 0;
+  return out;
 }
 
 int gc_err_set(gc_err_t *e, int code, const char *fmt, ...) {
@@ -200,19 +278,67 @@ int gc_read_file(const char *path, size_t max_bytes, char **out, size_t *n,
   return GC_OK;
 }
 
-int gc_write_file(const char *path, const void *p, size_t n, gc_err_t *e) {
-  char tmp[PATH_MAX];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
-    return gc_err_set(e, GC_EINVAL, "%s: path too long", path);
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return gc_err_set(e, GC_EIO, "%s: %s", tmp, strerror(errno));
-  int ok = fwrite(p, 1, n, f) == n;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp, path) != 0) {
+static const char *file_kind(mode_t m) {
+  return S_ISREG(m)    ? "a regular file"
+         : S_ISDIR(m)  ? "a directory"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a file";
+}
+
+int gc_check_output(const char *path, char kind, gc_err_t *e) {
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    if (errno == ENOENT) return GC_OK;
+    return gc_err_set(e, GC_EIO, "%s: %s", path, strerror(errno));
+  }
+  if (kind == 'd' ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) return GC_OK;
+  return gc_err_set(e, GC_EINVAL, "%s: %s, not a %s", path, file_kind(st.st_mode),
+                    kind == 'd' ? "directory" : "regular file");
+}
+
+int gc_rename_output(const char *tmp, const char *path, gc_err_t *e) {
+  if (gc_check_output(path, 'f', e)) {
     remove(tmp);
-    return gc_err_set(e, GC_EIO, "%s: write failed: %s", path, strerror(errno));
+    return e->code;
+  }
+  if (rename(tmp, path) != 0) {
+    int err = errno;
+    remove(tmp);
+    return gc_err_set(e, GC_EIO, "%s: cannot write: %s", path, strerror(err));
   }
   return GC_OK;
+}
+
+int gc_write_file(const char *path, const void *p, size_t n, gc_err_t *e) {
+  char tmp[PATH_MAX];
+  if (gc_check_output(path, 'f', e)) return e->code;
+  if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
+    return gc_err_set(e, GC_EINVAL, "%s: path too long", path);
+  /* a FIFO or link planted at the temporary name fails here, never blocks */
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+  struct stat st;
+  if (fd < 0) return gc_err_set(e, GC_EIO, "%s: %s", tmp, strerror(errno));
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return gc_err_set(e, GC_EIO, "%s: not a regular file", tmp);
+  }
+  FILE *f = fdopen(fd, "wb");
+  if (!f) {
+    close(fd);
+    remove(tmp);
+    return gc_err_set(e, GC_EIO, "%s: %s", tmp, strerror(errno));
+  }
+  int ok = fwrite(p, 1, n, f) == n;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok) {
+    int err = errno;
+    remove(tmp);
+    return gc_err_set(e, GC_EIO, "%s: write failed: %s", path, strerror(err));
+  }
+  return gc_rename_output(tmp, path, e);
 }
 
 int gc_mkdirs(const char *path, gc_err_t *e) {

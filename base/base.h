@@ -31,13 +31,30 @@ typedef struct gc_err {
   char msg[GC_ERR_MSG];
 } gc_err_t;
 
-/* Set *e (may be NULL) and return code. The message is one line. */
+/* Set *e (may be NULL) and return code. The message is one line: newlines,
+ * tabs and carriage returns become spaces and any other control character
+ * (C0, DEL, C1) a '?', whatever the arguments held. Values read from a
+ * file or the command line go in through gc_quote, which shows them. */
 int gc_err_set(gc_err_t *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Prefix the existing message of e with "fmt: ". Returns e->code. */
 int gc_err_prefix(gc_err_t *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 const char *gc_err_name(int code);
+
+/* Quote n bytes of s (n = GC_QSTR: up to its NUL) for a message: between
+ * single quotes, with \n \r \t \\ \' escaped, every other control
+ * character and every byte that is not part of valid UTF-8 written \xNN
+ * (printable UTF-8 is kept), and a value longer than out_n allows cut
+ * with "…" before the closing quote. s may be NULL ('(null)' without
+ * quotes). Returns out, NUL-terminated; out_n must be at least 8.
+ * GC_QUOTE_BUF is a size that keeps a message short. */
+char *gc_quote(const char *s, size_t n, char *out, size_t out_n);
+#define GC_QSTR ((size_t)-1)
+#define GC_QUOTE_BUF 100
+/* gc_quote of the NUL-terminated s into a buffer of the enclosing block:
+ * for use in a message's argument list. */
+#define GC_QUOTED(s) gc_quote((s), GC_QSTR, (char[GC_QUOTE_BUF]){0}, GC_QUOTE_BUF)
 
 /* Allocation through one wrapper so that out-of-memory is reported in one
  * way. Return NULL and set e (GC_ENOMEM) on failure. A test hook can make
@@ -70,8 +87,19 @@ void gc_hash_hex(const void *data, size_t n, char out[GC_HASH_HEX]);
  * Refuses files larger than max_bytes. */
 int gc_read_file(const char *path, size_t max_bytes, char **out, size_t *n,
                  gc_err_t *e);
-/* Write atomically: to path.tmp then rename. */
+/* Write atomically: to path.tmp.PID then rename (gc_rename_output).
+ * Refuses a path that is not a regular file (gc_check_output). */
 int gc_write_file(const char *path, const void *p, size_t n, gc_err_t *e);
+/* Whether gcore may write path: nothing is there, or what is there is a
+ * regular file (kind 'f') or a directory (kind 'd'). A device node, a
+ * FIFO, a socket or the other of file/directory is refused (GC_EINVAL,
+ * "PATH: a character device, not a regular file"), so that an output flag
+ * never replaces /dev/null or blocks on a FIFO. Symbolic links are
+ * followed. */
+int gc_check_output(const char *path, char kind, gc_err_t *e);
+/* rename(tmp, path), but only over a regular file or nothing (checked just
+ * before); on refusal or failure tmp is removed. */
+int gc_rename_output(const char *tmp, const char *path, gc_err_t *e);
 /* mkdir -p */
 int gc_mkdirs(const char *path, gc_err_t *e);
 

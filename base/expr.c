@@ -15,8 +15,9 @@ int gc_env_set(gc_env_t *env, const char *name, int64_t v, gc_err_t *e) {
     }
   if (env->n >= GC_ENV_MAX)
     return gc_err_set(e, GC_EINVAL, "too many names (max %d)", GC_ENV_MAX);
+  char q[GC_QUOTE_BUF];
   if (strlen(name) >= GC_NAME_MAX)
-    return gc_err_set(e, GC_EINVAL, "name '%s' is too long", name);
+    return gc_err_set(e, GC_EINVAL, "name %s is too long", gc_quote(name, GC_QSTR, q, sizeof q));
   strcpy(env->name[env->n], name);
   env->value[env->n++] = v;
   return GC_OK;
@@ -40,9 +41,10 @@ typedef struct parser {
 } parser_t;
 
 static int64_t fail(parser_t *ps, const char *what) {
+  char q[GC_QUOTE_BUF];
   if (!ps->failed)
-    gc_err_set(ps->e, GC_EINVAL, "expression '%s': %s at offset %d", ps->src,
-               what, (int)(ps->p - ps->src));
+    gc_err_set(ps->e, GC_EINVAL, "expression %s: %s at offset %d",
+               gc_quote(ps->src, GC_QSTR, q, sizeof q), what, (int)(ps->p - ps->src));
   ps->failed = 1;
   return 0;
 }
@@ -112,8 +114,8 @@ static int64_t parse_primary(parser_t *ps) {
       r = parse_call(ps, name);
     else if (!gc_env_get(ps->env, name, &r)) {
       ps->p = s;
-      char msg[64];
-      snprintf(msg, sizeof msg, "unknown name '%s'", name);
+      char msg[GC_QUOTE_BUF + 16], q[GC_QUOTE_BUF];
+      snprintf(msg, sizeof msg, "unknown name %s", gc_quote(name, GC_QSTR, q, sizeof q));
       r = fail(ps, msg);
     }
   } else {
@@ -212,6 +214,14 @@ int gc_expr_eval(const char *src, const gc_env_t *env, int64_t *out,
   return GC_OK;
 }
 
+/* "'TEXT': " + what (whose one %s is arg): TEXT is quoted, as it may come
+ * from a template or a bundle. */
+static int text_err(gc_err_t *e, const char *text, const char *what, const char *arg) {
+  char q[GC_QUOTE_BUF], msg[256];
+  snprintf(msg, sizeof msg, what, arg);
+  return gc_err_set(e, GC_EINVAL, "%s: %s", gc_quote(text, GC_QSTR, q, sizeof q), msg);
+}
+
 static int operand_end(char c) { return isalnum((unsigned char)c) || c == '_' || c == ')'; }
 
 int gc_expr_evaln(const char *text, const gc_env_t *env, int64_t *out, int max, int *count,
@@ -221,7 +231,7 @@ int gc_expr_evaln(const char *text, const gc_env_t *env, int64_t *out, int max, 
   size_t len = 0;
   char prev = 0; /* last non-space character of the current part */
   static const char *const nums[] = {"none", "one", "two", "three", "four", "five", "six", "seven", "eight"};
-  if (max < 1 || max > GC_EXPR_PARTS) return gc_err_set(e, GC_EINVAL, "'%s': bad expression count", text);
+  if (max < 1 || max > GC_EXPR_PARTS) return text_err(e, text, "bad expression count", "");
   *count = 0;
   memset(part, 0, sizeof part);
   for (const char *p = text;; p++) {
@@ -235,7 +245,7 @@ int gc_expr_evaln(const char *text, const gc_env_t *env, int64_t *out, int max, 
     if (end) {
       if (len) {
         if (np == max)
-          return gc_err_set(e, GC_EINVAL, "'%s': more than %s expressions", text, nums[max]);
+          return text_err(e, text, "more than %s expressions", nums[max]);
         part[np][len] = 0;
         np++;
       }
@@ -247,10 +257,10 @@ int gc_expr_evaln(const char *text, const gc_env_t *env, int64_t *out, int max, 
     if (*p == '(') depth++;
     if (*p == ')') depth--;
     if (np == max && !isspace((unsigned char)*p))
-      return gc_err_set(e, GC_EINVAL, "'%s': more than %s expressions", text, nums[max]);
+      return text_err(e, text, "more than %s expressions", nums[max]);
     if (np == max) continue;
     if (len + 1 >= sizeof part[0])
-      return gc_err_set(e, GC_EINVAL, "'%s': expression too long", text);
+      return text_err(e, text, "expression too long", "");
     if (len || !isspace((unsigned char)*p)) part[np][len++] = *p;
     if (!isspace((unsigned char)*p)) prev = *p;
   }
@@ -273,15 +283,15 @@ int gc_env_parse(gc_env_t *env, const char *text, gc_err_t *e) {
     const char *eq = strchr(p, '='), *comma = strchr(p, ',');
     if (!comma) comma = p + strlen(p);
     if (!eq || eq > comma || eq == p || eq - p >= GC_NAME_MAX)
-      return gc_err_set(e, GC_EINVAL, "'%s': expected NAME=VALUE pairs", text);
+      return text_err(e, text, "expected NAME=VALUE pairs", "");
     char name[GC_NAME_MAX], num[32];
     snprintf(name, sizeof name, "%.*s", (int)(eq - p), p);
     if (comma - eq - 1 <= 0 || comma - eq - 1 >= (long)sizeof num)
-      return gc_err_set(e, GC_EINVAL, "'%s': bad value for %s", text, name);
+      return text_err(e, text, "bad value for %s", name);
     snprintf(num, sizeof num, "%.*s", (int)(comma - eq - 1), eq + 1);
     int64_t v;
     if (gc_parse_i64(num, &v))
-      return gc_err_set(e, GC_EINVAL, "'%s': %s is not an integer", text, name);
+      return text_err(e, text, "%s is not an integer", name);
     if (gc_env_set(env, name, v, e)) return e->code;
     p = *comma ? comma + 1 : comma;
   }

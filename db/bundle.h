@@ -5,8 +5,8 @@
 #ifndef GC_BUNDLE_H
 #define GC_BUNDLE_H
 
-#include "problem.h"
-#include "tmapspec.h"
+#include "../core/problem.h"
+#include "../core/tmapspec.h"
 
 /* 2 added dispatch.tmaps, 3 dispatch.pdl; bundles of versions 1 (no tensor
  * maps) and 2 (no programmatic launch) still read */

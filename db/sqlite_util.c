@@ -2,7 +2,9 @@
  * helpers shared by tunedb.c and bundle.c. */
 #include "sqlite_util.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -50,8 +52,8 @@ static int query_int(sqlite3 *db, const char *sql, int64_t *v, gc_err_t *e) {
 }
 
 /* An existing file must be readable by SQLite, intact, and ours. */
-static int check_identity(sqlite3 *db, const char *path, int appid,
-                          const char *what, gc_err_t *e) {
+int gc_sql_check_identity(sqlite3 *db, const char *path, int appid, const char *what,
+                          gc_err_t *e) {
   int64_t id, tables;
   if (query_int(db, "PRAGMA application_id", &id, e) ||
       query_int(db, "SELECT count(*) FROM sqlite_master", &tables, e))
@@ -74,6 +76,74 @@ static int check_identity(sqlite3 *db, const char *path, int appid,
   return GC_OK;
 }
 
+/* "file:PATH?QUERY" with the path percent-encoded, so that '?', '#' and
+ * '%' in a file name are not read as URI syntax. */
+static int uri_for(const char *path, const char *query, char *out, size_t n) {
+  static const char hex[] = "0123456789ABCDEF";
+  size_t o = (size_t)snprintf(out, n, "file:");
+  for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+    if (o + 4 >= n) return -1;
+    if (isalnum(*p) || strchr("/-._~", *p)) {
+      out[o++] = (char)*p;
+    } else {
+      out[o++] = '%';
+      out[o++] = hex[*p >> 4];
+      out[o++] = hex[*p & 15];
+    }
+  }
+  return snprintf(out + o, n - o, "?%s", query) >= (int)(n - o) ? -1 : 0;
+}
+
+static int open_ro(const char *path, const char *query, sqlite3 **db, gc_err_t *e) {
+  char uri[3 * PATH_MAX + 64];
+  *db = NULL;
+  if (uri_for(path, query, uri, sizeof uri))
+    return gc_err_set(e, GC_EINVAL, "%s: path too long", path);
+  if (sqlite3_open_v2(uri, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) != SQLITE_OK) {
+    gc_err_set(e, GC_EIO, "%s: %s", path, *db ? sqlite3_errmsg(*db) : "cannot open");
+    sqlite3_close(*db);
+    *db = NULL;
+    return GC_EIO;
+  }
+  sqlite3_busy_timeout(*db, GC_SQL_BUSY_MS);
+  return GC_OK;
+}
+
+/* Read-only, wherever the file lies. A WAL database needs its -shm, which
+ * SQLite cannot create in a directory this process may not write; then
+ * the file alone is the whole database (a cleanly closed database has no
+ * -wal or hot -journal left: where one has, the file is refused rather
+ * than read without it), and it is read as immutable. */
+static int open_read(const char *path, int appid, const char *what, sqlite3 **out,
+                     gc_err_t *e) {
+  sqlite3 *db;
+  if (open_ro(path, "mode=ro", &db, e)) return e->code;
+  if (!gc_sql_check_identity(db, path, appid, what, e)) {
+    *out = db;
+    return GC_OK;
+  }
+  int rc = sqlite3_extended_errcode(db), prim = rc & 0xff;
+  sqlite3_close(db);
+  if (prim != SQLITE_CANTOPEN && prim != SQLITE_READONLY) return e->code;
+  static const char *const sidecars[] = {"-wal", "-journal"};
+  for (size_t i = 0; i < GC_ARRAY_LEN(sidecars); i++) {
+    char side[PATH_MAX + 16];
+    struct stat st;
+    snprintf(side, sizeof side, "%s%s", path, sidecars[i]);
+    if (stat(side, &st) == 0 && st.st_size > 0)
+      return gc_err_set(e, GC_EIO, "%s: cannot read the %s: %s holds changes not yet written "
+                        "into it, and SQLite cannot use it here (open it once where it is "
+                        "writable)", path, what, side);
+  }
+  if (open_ro(path, "immutable=1", &db, e)) return e->code;
+  if (gc_sql_check_identity(db, path, appid, what, e)) {
+    sqlite3_close(db);
+    return e->code;
+  }
+  *out = db;
+  return GC_OK;
+}
+
 int gc_sql_open(const char *path, char mode, int appid, const char *what,
                 sqlite3 **out, gc_err_t *e) {
   *out = NULL;
@@ -81,23 +151,18 @@ int gc_sql_open(const char *path, char mode, int appid, const char *what,
   int exists = stat(path, &st) == 0;
   if (mode == 'r' && !exists)
     return gc_err_set(e, GC_EIO, "%s: %s", path, strerror(errno));
-  if (exists && !S_ISREG(st.st_mode))
-    return gc_err_set(e, GC_EIO, "%s: not a regular file", path);
+  if (exists && gc_check_output(path, 'f', e)) return e->code;
+  if (mode == 'r') return open_read(path, appid, what, out, e);
   if (mode == 'n' && exists && unlink(path) != 0)
     return gc_err_set(e, GC_EIO, "%s: cannot replace: %s", path, strerror(errno));
-  int flags = mode == 'r' ? SQLITE_OPEN_READONLY
-                          : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
   sqlite3 *db = NULL;
-  if (sqlite3_open_v2(path, &db, flags, NULL) != SQLITE_OK) {
+  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+      SQLITE_OK) {
     gc_err_set(e, GC_EIO, "%s: %s", path, db ? sqlite3_errmsg(db) : "cannot open");
     sqlite3_close(db);
     return GC_EIO;
   }
-  sqlite3_busy_timeout(db, 10000);
-  if (exists && mode != 'n' && check_identity(db, path, appid, what, e)) {
-    sqlite3_close(db);
-    return e->code;
-  }
+  sqlite3_busy_timeout(db, GC_SQL_BUSY_MS);
   *out = db;
   return GC_OK;
 }

@@ -12,12 +12,25 @@
 #define GC_APPID_BUNDLE 0x67636231 /* "gcb1" */
 
 /* Open path. mode: 'r' read-only existing, 'w' read-write existing or new
- * (create), 'n' new file replacing any old one. For existing files: checks
- * that SQLite can read it (quick_check) and that its application id is
- * appid (or 0 with no tables, a fresh file). what names the kind of file in
- * messages ("tuning database", "bundle"). */
+ * (create; the caller checks identity with gc_sql_check_identity inside
+ * its own write transaction, so that concurrent creators cannot see each
+ * other half done), 'n' new file replacing any old one. Anything at path
+ * that is not a regular file (device, FIFO, socket, directory) is refused.
+ * 'r' opens with SQLITE_OPEN_READONLY wherever the file lies: where SQLite
+ * cannot create the -shm of a WAL database (a read-only directory), it
+ * reads the file as immutable, unless a -wal file holds changes not yet
+ * checkpointed (then an error says so). For 'r': checks that SQLite can
+ * read it (quick_check) and that its application id is appid (or 0 with
+ * no tables, a fresh file). what names the kind of file in messages
+ * ("tuning database", "bundle"). A writer waits up to GC_SQL_BUSY_MS for
+ * another's lock instead of failing. */
 int gc_sql_open(const char *path, char mode, int appid, const char *what,
                 sqlite3 **out, gc_err_t *e);
+#define GC_SQL_BUSY_MS 120000
+
+/* The identity check gc_sql_open makes for 'r' (see there). */
+int gc_sql_check_identity(sqlite3 *db, const char *path, int appid, const char *what,
+                          gc_err_t *e);
 
 /* Run SQL with no result rows. */
 int gc_sql_exec(sqlite3 *db, const char *sql, gc_err_t *e);

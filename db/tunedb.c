@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../base/embed.h"
 #include "sqlite_util.h"
@@ -12,7 +13,12 @@
 struct gc_db {
   sqlite3 *sq;
   char *path;
+  /* this process as the owner of claims: "host/boot id", pid, start time */
+  char owner[320];
+  int64_t pid, pstart;
 };
+
+static void whoami(gc_db_t *db);
 
 const char *const gc_db_statuses[6] = {"ok", "compile-failed", "rejected",
                                        "verify-failed", "launch-failed",
@@ -50,27 +56,21 @@ int gc_db_schema_version(gc_db_t *db) {
   return v;
 }
 
-static int apply_migration(gc_db_t *db, const gc_embed_t *m, int number,
-                           gc_err_t *e) {
+/* Run the SQL of migration m (inside the caller's transaction). */
+static int apply_migration(gc_db_t *db, const gc_embed_t *m, gc_err_t *e) {
   char *sql = gc_malloc(m->size + 1, e);
   if (!sql) return GC_ENOMEM;
   memcpy(sql, m->data, m->size);
   sql[m->size] = 0;
-  char tail[96];
-  snprintf(tail, sizeof tail, "PRAGMA user_version = %d; PRAGMA application_id = %d;",
-           number, GC_APPID_TUNEDB);
-  int rc = gc_sql_exec(db->sq, "BEGIN IMMEDIATE", e);
-  if (!rc) rc = gc_sql_exec(db->sq, sql, e);
-  if (!rc) rc = gc_sql_exec(db->sq, tail, e);
-  if (!rc) rc = gc_sql_exec(db->sq, "COMMIT", e);
-  if (rc) {
-    gc_sql_exec(db->sq, "ROLLBACK", NULL);
-    gc_err_prefix(e, "%s: migration %s failed", db->path, m->path);
-  }
+  int rc = gc_sql_exec(db->sq, sql, e);
+  if (rc) gc_err_prefix(e, "%s: migration %s failed", db->path, m->path);
   free(sql);
   return rc;
 }
 
+/* Bring the schema to the latest version. The caller holds the write lock
+ * (BEGIN IMMEDIATE): the version read here is the one the migrations
+ * apply to, whoever else opened the file at the same time. */
 static int migrate(gc_db_t *db, gc_err_t *e) {
   int have = gc_db_schema_version(db), latest = gc_db_latest_version();
   if (have < 0) return gc_sql_err(db->sq, e, db->path);
@@ -82,21 +82,50 @@ static int migrate(gc_db_t *db, gc_err_t *e) {
   for (int v = have + 1; v <= latest; v++) {
     const gc_embed_t *m = migration(v);
     if (!m) return gc_err_set(e, GC_EINVAL, "migration %d is missing from the build", v);
-    if (apply_migration(db, m, v, e)) return e->code;
+    if (apply_migration(db, m, e)) return e->code;
   }
-  return GC_OK;
+  if (have == latest) return GC_OK;
+  char tail[96];
+  snprintf(tail, sizeof tail, "PRAGMA user_version = %d; PRAGMA application_id = %d;", latest,
+           GC_APPID_TUNEDB);
+  return gc_sql_exec(db->sq, tail, e);
+}
+
+/* Create or migrate in one write transaction: the identity check, the
+ * version read and every migration see one state of the file, and a
+ * second process opening it meanwhile waits for the lock (busy timeout),
+ * then finds the schema complete. */
+static int open_for_writing(gc_db_t *db, gc_err_t *e) {
+  if (gc_sql_exec(db->sq, "BEGIN IMMEDIATE", e))
+    return gc_err_prefix(e, "%s: cannot read tuning database", db->path);
+  int rc = gc_sql_check_identity(db->sq, db->path, GC_APPID_TUNEDB, "tuning database", e);
+  if (!rc) rc = migrate(db, e);
+  if (!rc) rc = gc_sql_exec(db->sq, "COMMIT", e);
+  if (rc) {
+    gc_sql_exec(db->sq, "ROLLBACK", NULL);
+    return rc;
+  }
+  /* WAL lets gcore-gen read while tuners write. Switching needs a moment
+   * alone with the file; where another process holds it open the mode
+   * stays as it is (rollback journal: correct, only less concurrent) and
+   * a later open switches it. */
+  sqlite3_stmt *st;
+  if (gc_sql_prepare(db->sq, "PRAGMA journal_mode = WAL", &st, e)) return e->code;
+  sqlite3_step(st);
+  sqlite3_finalize(st);
+  return gc_sql_exec(db->sq, "PRAGMA synchronous = NORMAL", e);
 }
 
 int gc_db_open(const char *path, int create, gc_db_t **out, gc_err_t *e) {
   *out = NULL;
   gc_db_t *db = gc_calloc(1, sizeof *db, e);
   if (!db) return GC_ENOMEM;
+  whoami(db);
   if (!(db->path = gc_strdup(path, e)) ||
       gc_sql_open(path, create ? 'w' : 'r', GC_APPID_TUNEDB, "tuning database",
                   &db->sq, e) ||
       gc_sql_exec(db->sq, "PRAGMA foreign_keys = ON", e) ||
-      (create && gc_sql_exec(db->sq, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL", e)) ||
-      (create && migrate(db, e))) {
+      (create && open_for_writing(db, e))) {
     gc_db_close(db);
     return e->code;
   }
@@ -119,7 +148,8 @@ void gc_db_close(gc_db_t *db) {
   free(db);
 }
 
-int gc_db_begin(gc_db_t *db, gc_err_t *e) { return gc_sql_exec(db->sq, "BEGIN", e); }
+int gc_db_begin(gc_db_t *db, gc_err_t *e) { return gc_sql_exec(db->sq, "BEGIN IMMEDIATE", e); }
+int gc_db_rollback(gc_db_t *db) { return gc_sql_exec(db->sq, "ROLLBACK", NULL); }
 int gc_db_commit(gc_db_t *db, gc_err_t *e) { return gc_sql_exec(db->sq, "COMMIT", e); }
 
 /* Run an INSERT OR IGNORE then a SELECT id with the same bound values. */
@@ -224,7 +254,7 @@ static void bind_opt_int(sqlite3_stmt *st, int i, int64_t v) {
 }
 
 int gc_db_set_resources(gc_db_t *db, int64_t variant_id,
-                        const gc_db_resources_t *r, gc_err_t *e) {
+                        const gc_resources_t *r, gc_err_t *e) {
   sqlite3_stmt *st;
   if (gc_sql_prepare(db->sq,
                      "UPDATE variants SET code_bytes=?2, regs=?3, spills=?4, "
@@ -269,6 +299,127 @@ int gc_db_measured(gc_db_t *db, int64_t device_id, int64_t problem_id,
   return GC_OK;
 }
 
+/* ---- claims ------------------------------------------------------------ */
+
+/* Start time of process pid in clock ticks after boot (field 22 of
+ * /proc/PID/stat), or -1 when there is no such process or it has ended
+ * and waits to be reaped (a zombie measures nothing). */
+static int64_t proc_start(int64_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *p = strrchr(buf, ')'); /* the command name may hold spaces and ')' */
+  if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X') return -1;
+  p++;
+  for (int field = 2; field < 21 && p; field++) p = strchr(p + 1, ' ');
+  return p ? strtoll(p + 1, NULL, 10) : -1;
+}
+
+/* "hostname/boot id": pids name processes only on one host, one boot. */
+static void owner_name(char *out, size_t n) {
+  char host[256] = "?", boot[64] = "?";
+  if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "?");
+  host[sizeof host - 1] = 0;
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (!fgets(boot, sizeof boot, f)) snprintf(boot, sizeof boot, "?");
+    boot[strcspn(boot, "\n")] = 0;
+    fclose(f);
+  }
+  snprintf(out, n, "%s/%s", host, boot);
+}
+
+static void whoami(gc_db_t *db) {
+  owner_name(db->owner, sizeof db->owner);
+  db->pid = (int64_t)getpid();
+  db->pstart = proc_start(db->pid);
+}
+
+/* Run a statement over (device, problem, variant) with no result rows. */
+static int claim_stmt(gc_db_t *db, const char *sql, int64_t dev, int64_t prob, int64_t var,
+                      gc_err_t *e) {
+  sqlite3_stmt *st;
+  if (gc_sql_prepare(db->sq, sql, &st, e)) return e->code;
+  sqlite3_bind_int64(st, 1, dev);
+  sqlite3_bind_int64(st, 2, prob);
+  sqlite3_bind_int64(st, 3, var);
+  gc_sql_bind_text(st, 4, db->owner);
+  sqlite3_bind_int64(st, 5, db->pid);
+  sqlite3_bind_int64(st, 6, db->pstart);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? GC_OK : gc_sql_err(db->sq, e, db->path);
+}
+
+/* Whether the claim's owner may still be measuring: on this host, whether
+ * the process lives (same pid and start time); elsewhere, for
+ * GC_DB_CLAIM_MAX_AGE seconds. */
+static int claim_live(gc_db_t *db, const char *owner, int64_t pid, int64_t pstart,
+                      double age_s) {
+  if (strcmp(owner, db->owner)) return age_s < GC_DB_CLAIM_MAX_AGE;
+  return pstart >= 0 && proc_start(pid) == pstart;
+}
+
+int gc_db_claim(gc_db_t *db, int64_t device_id, int64_t problem_id, int64_t variant_id,
+                int *got, gc_err_t *e) {
+  sqlite3_stmt *st;
+  *got = 0;
+  if (gc_sql_prepare(db->sq,
+                     "SELECT owner, pid, pstart, (julianday('now') - julianday(claimed)) * "
+                     "86400 FROM claims WHERE device_id=?1 AND problem_id=?2 AND variant_id=?3",
+                     &st, e))
+    return e->code;
+  sqlite3_bind_int64(st, 1, device_id);
+  sqlite3_bind_int64(st, 2, problem_id);
+  sqlite3_bind_int64(st, 3, variant_id);
+  int rc = sqlite3_step(st), held = 0;
+  if (rc == SQLITE_ROW) {
+    const char *owner = (const char *)sqlite3_column_text(st, 0);
+    int64_t pid = sqlite3_column_int64(st, 1), pstart = sqlite3_column_int64(st, 2);
+    int mine = owner && !strcmp(owner, db->owner) && pid == db->pid && pstart == db->pstart;
+    held = !mine && claim_live(db, owner ? owner : "", pid, pstart, sqlite3_column_double(st, 3));
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return gc_sql_err(db->sq, e, db->path);
+  if (held) return GC_OK;
+  if (claim_stmt(db, "INSERT OR REPLACE INTO claims(device_id,problem_id,variant_id,owner,pid,"
+                 "pstart) VALUES(?1,?2,?3,?4,?5,?6)", device_id, problem_id, variant_id, e))
+    return e->code;
+  *got = 1;
+  return GC_OK;
+}
+
+int gc_db_claims_held(gc_db_t *db, int64_t device_id, int64_t problem_id, int64_t *n,
+                      gc_err_t *e) {
+  sqlite3_stmt *st;
+  *n = 0;
+  if (gc_sql_prepare(db->sq,
+                     "SELECT owner, pid, pstart, (julianday('now') - julianday(claimed)) * "
+                     "86400 FROM claims WHERE device_id=?1 AND problem_id=?2",
+                     &st, e))
+    return e->code;
+  sqlite3_bind_int64(st, 1, device_id);
+  sqlite3_bind_int64(st, 2, problem_id);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *owner = (const char *)sqlite3_column_text(st, 0);
+    int64_t pid = sqlite3_column_int64(st, 1), pstart = sqlite3_column_int64(st, 2);
+    int mine = owner && !strcmp(owner, db->owner) && pid == db->pid && pstart == db->pstart;
+    if (!mine && claim_live(db, owner ? owner : "", pid, pstart, sqlite3_column_double(st, 3)))
+      (*n)++;
+  }
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? GC_OK : gc_sql_err(db->sq, e, db->path);
+}
+
+int gc_db_release_claims(gc_db_t *db, gc_err_t *e) {
+  return claim_stmt(db, "DELETE FROM claims WHERE owner=?4 AND pid=?5 AND pstart=?6", 0, 0, 0, e);
+}
+
 static void bind_opt_real(sqlite3_stmt *st, int i, double v, int ok) {
   if (ok)
     sqlite3_bind_double(st, i, v);
@@ -279,10 +430,10 @@ static void bind_opt_real(sqlite3_stmt *st, int i, double v, int ok) {
 int gc_db_record(gc_db_t *db, const gc_db_measurement_t *m, gc_err_t *e) {
   sqlite3_stmt *st;
   if (gc_sql_prepare(db->sq,
-                     "INSERT OR REPLACE INTO measurements(device_id,problem_id,"
+                     "INSERT INTO measurements(device_id,problem_id,"
                      "variant_id,status,detail,median_us,min_us,max_us,spread,iters,"
                      "tflops,gbps,max_err) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,"
-                     "?11,?12,?13)",
+                     "?11,?12,?13) ON CONFLICT(device_id,problem_id,variant_id) DO NOTHING",
                      &st, e))
     return e->code;
   int timed = !strcmp(m->status, "ok");
@@ -304,7 +455,9 @@ int gc_db_record(gc_db_t *db, const gc_db_measurement_t *m, gc_err_t *e) {
   bind_opt_real(st, 13, m->max_err, m->max_err >= 0);
   int rc = sqlite3_step(st);
   sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? GC_OK : gc_sql_err(db->sq, e, db->path);
+  if (rc != SQLITE_DONE) return gc_sql_err(db->sq, e, db->path);
+  return claim_stmt(db, "DELETE FROM claims WHERE device_id=?1 AND problem_id=?2 AND "
+                    "variant_id=?3", m->device_id, m->problem_id, m->variant_id, e);
 }
 
 typedef struct cand {

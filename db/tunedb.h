@@ -4,7 +4,8 @@
 #ifndef GC_TUNEDB_H
 #define GC_TUNEDB_H
 
-#include "problem.h"
+#include "../core/problem.h"
+#include "../core/resources.h"
 
 typedef struct gc_db gc_db_t;
 
@@ -18,17 +19,6 @@ typedef struct gc_db_variant {
   int64_t compiler_id;
 } gc_db_variant_t;
 
-/* Resource usage of a compiled variant; -1 where not reported. regs are
- * registers per thread (NVIDIA) or architected VGPRs per lane (AMD);
- * agprs, sgprs and wave are AMD's (accumulation VGPRs, scalar registers,
- * wavefront size); occupancy is theoretical waves per SIMD (AMD) at the
- * variant's block size, computed by gen (gc_amd_occupancy). */
-typedef struct gc_db_resources {
-  int64_t code_bytes, regs, spills, shared_bytes, scratch_bytes;
-  int64_t agprs, sgprs, wave, occupancy;
-} gc_db_resources_t;
-
-#define GC_DB_RESOURCES_UNKNOWN ((gc_db_resources_t){-1, -1, -1, -1, -1, -1, -1, -1, -1})
 
 typedef struct gc_db_measurement {
   int64_t device_id, problem_id, variant_id;
@@ -53,8 +43,12 @@ void gc_db_close(gc_db_t *db);
 int gc_db_schema_version(gc_db_t *db);
 int gc_db_latest_version(void);
 
+/* A write transaction (BEGIN IMMEDIATE: taken at once, waiting for
+ * another process's to end, so that what it reads stays true until it
+ * commits). */
 int gc_db_begin(gc_db_t *db, gc_err_t *e);
 int gc_db_commit(gc_db_t *db, gc_err_t *e);
+int gc_db_rollback(gc_db_t *db);
 
 /* Upserts returning the row id. */
 int gc_db_device_id(gc_db_t *db, const gc_db_device_t *d, int64_t *id, gc_err_t *e);
@@ -63,7 +57,7 @@ int gc_db_compiler_id(gc_db_t *db, const char *driver, const char *version,
 int gc_db_problem_id(gc_db_t *db, const gc_problem_t *p, int64_t *id, gc_err_t *e);
 int gc_db_variant_id(gc_db_t *db, const gc_db_variant_t *v, int64_t *id, gc_err_t *e);
 int gc_db_set_resources(gc_db_t *db, int64_t variant_id,
-                        const gc_db_resources_t *r, gc_err_t *e);
+                        const gc_resources_t *r, gc_err_t *e);
 
 /* How the detail of a rejection by a template constraint (or @applies)
  * begins: such a candidate was never one, so it counts toward no budget
@@ -75,7 +69,25 @@ int gc_db_set_resources(gc_db_t *db, int64_t variant_id,
  * when none does. */
 int gc_db_measured(gc_db_t *db, int64_t device_id, int64_t problem_id,
                    int64_t variant_id, int *found, gc_err_t *e);
+/* Record a measurement and release its claim. A measurement already
+ * recorded for (device, problem, variant) is kept, never replaced. */
 int gc_db_record(gc_db_t *db, const gc_db_measurement_t *m, gc_err_t *e);
+
+/* Several processes may tune one database at once. Inside a transaction
+ * (gc_db_begin) in which gc_db_measured found (device, problem, variant)
+ * unmeasured, gc_db_claim takes it for this process: *got = 1 when it is
+ * now this process's to measure, 0 when another process that may still be
+ * running holds it. A claim of a process that has ended on this host is
+ * retaken; one from another host after GC_DB_CLAIM_MAX_AGE seconds.
+ * gc_db_record releases a claim; gc_db_release_claims drops every claim of
+ * this process (a sweep cut short). */
+#define GC_DB_CLAIM_MAX_AGE (24 * 3600.0)
+int gc_db_claim(gc_db_t *db, int64_t device_id, int64_t problem_id, int64_t variant_id,
+                int *got, gc_err_t *e);
+int gc_db_release_claims(gc_db_t *db, gc_err_t *e);
+/* *n = the claims on (device, problem) that other live processes hold. */
+int gc_db_claims_held(gc_db_t *db, int64_t device_id, int64_t problem_id, int64_t *n,
+                      gc_err_t *e);
 
 /* Choose the winner of (device, problem) among 'ok' measurements: the lowest
  * median, except that an incumbent within the noise margin (max(margin,

@@ -4,7 +4,7 @@
 #ifndef GC_AUTOBUNDLE_H
 #define GC_AUTOBUNDLE_H
 
-#include "../db/problem.h"
+#include "../core/problem.h"
 
 #define GC_AUTO_PATH 1200
 

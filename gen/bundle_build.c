@@ -76,7 +76,7 @@ static int forced(gen_t *g, const gc_problem_t *p, gc_variant_t *v, int *used, g
   const char *colon = strchr(g->o->force, ':');
   snprintf(name, sizeof name, "%.*s", colon ? (int)(colon - g->o->force) : 63, g->o->force);
   const gc_template_t *t = gc_tpl_find(&g->tpls, name);
-  if (!t) return gc_err_set(e, GC_ENOTFOUND, "--force: no template named '%s'", name);
+  if (!t) return gc_err_set(e, GC_ENOTFOUND, "--force: no template named %s", GC_QUOTED(name));
   if (!gc_tpl_supports(t, p)) return GC_OK;
   int ok;
   const char *why = NULL;
@@ -384,9 +384,11 @@ static int emit_target(gen_t *g, gc_bundle_t *b, int first, gc_err_t *e) {
     nj++;
   }
   if (!rc) rc = gc_compile_batch(&g->cc, &g->tg, g->o->cache, jobs, nj, g->o->jobs, e);
-  for (int j = 0; !rc && j < nj; j++)
-    if (!jobs[j].ok)
-      rc = gc_err_set(e, GC_ECOMPILE, "variant %s failed to compile: %s", jobs[j].vid, jobs[j].log);
+  for (int i = first; !rc && i < g->npicks; i++)
+    if (!jobs[g->picks[i].job].ok)
+      rc = gc_err_set(e, GC_ECOMPILE, "%s %s (variant %s) for %s failed to compile: %s",
+                      g->picks[i].v.tpl->name, g->picks[i].v.params, g->picks[i].vid,
+                      g->tg.name, jobs[g->picks[i].job].log);
   int64_t *code_ids = rc ? NULL : gc_calloc((size_t)(nj ? nj : 1), sizeof *code_ids, e);
   if (!rc && !code_ids) rc = GC_ENOMEM;
   for (int j = 0; !rc && j < nj; j++) {
@@ -397,7 +399,7 @@ static int emit_target(gen_t *g, gc_bundle_t *b, int first, gc_err_t *e) {
     size_t size;
     gc_dtypes_format(pk->v.ta, pk->v.tb, pk->v.tc, dt);
     rc = gc_read_file(jobs[j].obj, GC_CODE_OBJECT_MAX, &blob, &size, e);
-    gc_db_resources_t *r = &jobs[j].res;
+    gc_resources_t *r = &jobs[j].res;
     if (!rc) rc = check_resources(g, pk, &jobs[j], e);
     gc_code_rec_t cr = {g->tg.name, jobs[j].vid, pk->v.tpl->name, pk->v.tpl->hash,
                         pk->v.params, dt, g->cc.id, blob, size, r->regs, r->spills,
@@ -480,6 +482,7 @@ static int setup_target(gen_t *g, const char *t, gc_err_t *e) {
     return e->code;
   if (force && !gc_compiler_serves(force, g->tg.backend)) force = NULL;
   if (gc_compiler_for(&g->tg, force, &g->cc, e)) return e->code;
+  if (g->o->compile_timeout_s > 0) g->cc.timeout_s = g->o->compile_timeout_s;
   if (!strcmp(g->tg.backend, "hip") && !gc_comgr_available(NULL, 0, NULL) && !g->o->quiet)
     fprintf(stderr, "gcore-gen: warning: AMD comgr not found: %s code builds, but its "
             "resources (VGPRs, LDS, spills) are not read or checked (install libamd-comgr2)\n",
@@ -515,15 +518,15 @@ int gc_gen_bundle(const gc_gen_opts_t *o, const gc_problems_t *probs, const gc_n
   char tmp[1100];
   snprintf(tmp, sizeof tmp, "%s.tmp.%d", o->out_path, (int)getpid());
   gc_bundle_t *b = NULL;
-  int rc = gc_tpl_load_all(o->templates_dir, &g.tpls, e);
+  int rc = gc_check_output(o->out_path, 'f', e);
+  if (!rc) rc = gc_tpl_load_all(o->templates_dir, &g.tpls, e);
   if (!rc && o->db_path) rc = gc_db_open(o->db_path, 0, &g.db, e);
   if (!rc) rc = gc_bundle_create(tmp, &b, e);
   if (!rc) rc = gen_targets(&g, b, probs, needs, e);
   if (!rc) rc = write_provenance(&g, b, e);
   if (!rc) rc = gc_bundle_finish(b, e);
   gc_bundle_close(b);
-  if (!rc && rename(tmp, o->out_path) != 0)
-    rc = gc_err_set(e, GC_EIO, "%s: cannot write the bundle", o->out_path);
+  if (!rc) rc = gc_rename_output(tmp, o->out_path, e);
   if (rc) unlink(tmp);
   if (!rc && !o->quiet)
     printf("%s: %d problems for %s: %d tuned, %d defaults%s; %d dispatch entries\n",

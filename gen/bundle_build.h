@@ -6,7 +6,7 @@
 #ifndef GC_BUNDLE_BUILD_H
 #define GC_BUNDLE_BUILD_H
 
-#include "../db/problem.h"
+#include "../core/problem.h"
 
 typedef struct gc_gen_opts {
   const char *db_path;        /* NULL: defaults only */
@@ -20,6 +20,7 @@ typedef struct gc_gen_opts {
   int code_object;            /* AMD code object version (0 = default, 5) */
   const char *force;          /* "TEMPLATE[:P=V,...]": use this variant where it applies */
   int jobs;
+  double compile_timeout_s;   /* per compile; 0 = GC_COMPILE_TIMEOUT */
   int quiet;
 } gc_gen_opts_t;
 

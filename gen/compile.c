@@ -11,6 +11,7 @@
 #include "nvrtc.h"
 
 #include <ctype.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -40,7 +41,9 @@ static int safe_word(const char *s) {
   return 1;
 }
 
-/* gcore-compile beside the running executable. */
+/* A gcore tool: beside the running executable (the tools), else in ../bin
+ * from the shared library that holds this code (a program using
+ * libgcore.so: PREFIX/lib → PREFIX/bin, and lib/ → bin/ in the tree). */
 static int tool_path(const char *name, char *out, size_t n, gc_err_t *e) {
   char self[PATH_MAX];
   ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -50,9 +53,17 @@ static int tool_path(const char *name, char *out, size_t n, gc_err_t *e) {
   if (slash) *slash = 0;
   if (snprintf(out, n, "%s/%s", self, name) >= (int)n)
     return gc_err_set(e, GC_EINVAL, "path too long");
-  if (access(out, X_OK) != 0)
-    return gc_err_set(e, GC_ECOMPILE, "%s not found (it is built with gcore: make)", out);
-  return GC_OK;
+  if (access(out, X_OK) == 0) return GC_OK;
+  Dl_info dl;
+  char lib[PATH_MAX], beside[PATH_MAX + 16];
+  if (dladdr((void *)tool_path, &dl) && dl.dli_fname && realpath(dl.dli_fname, lib) &&
+      (slash = strrchr(lib, '/'))) {
+    *slash = 0;
+    if (snprintf(beside, sizeof beside, "%s/../bin/%s", lib, name) < (int)sizeof beside &&
+        access(beside, X_OK) == 0 && snprintf(out, n, "%s", beside) < (int)n)
+      return GC_OK;
+  }
+  return gc_err_set(e, GC_ECOMPILE, "%s not found (it is built with gcore: make)", out);
 }
 
 static int nvrtc_compiler(const gc_target_t *tg, gc_compiler_t *c, gc_err_t *e) {
@@ -82,7 +93,7 @@ int gc_clang_find(char *path, size_t path_n, char *version, size_t version_n, gc
       if (i == 0) return gc_err_set(e, GC_ECOMPILE, "GCORE_CLANG='%s' is not an executable", env);
       continue;
     }
-    snprintf(cmd, sizeof cmd, "'%s' --version 2>/dev/null", path);
+    snprintf(cmd, sizeof cmd, "timeout -k 5 60 '%s' --version 2>/dev/null", path);
     if (!first_line(cmd, version, version_n)) return GC_OK;
   }
   return gc_err_set(e, GC_ECOMPILE, "no clang for AMD targets: set $GCORE_CLANG, or install "
@@ -151,6 +162,7 @@ int gc_compiler_serves(const char *driver, const char *backend) {
 int gc_compiler_for(const gc_target_t *tg, const char *force, gc_compiler_t *c,
                     gc_err_t *e) {
   memset(c, 0, sizeof *c);
+  c->timeout_s = GC_COMPILE_TIMEOUT;
   if (!strcmp(tg->backend, "cuda")) {
     if (force && strcmp(force, "nvrtc"))
       return gc_err_set(e, GC_EINVAL, "compiler '%s' cannot build %s (use nvrtc)", force, tg->name);
@@ -171,7 +183,7 @@ int gc_compiler_for(const gc_target_t *tg, const char *force, gc_compiler_t *c,
   strcpy(c->driver, "cc");
   snprintf(c->path, sizeof c->path, "%s", cc);
   char cmd[400];
-  snprintf(cmd, sizeof cmd, "%s --version 2>/dev/null", cc);
+  snprintf(cmd, sizeof cmd, "timeout -k 5 60 %s --version 2>/dev/null", cc); /* a compiler that stalls */
   if (first_line(cmd, c->version, sizeof c->version))
     return gc_err_set(e, GC_ECOMPILE,
                       "C compiler '%s' not found or not working (install gcc: make deps)", cc);
@@ -207,22 +219,32 @@ static int write_source(const char *cache, const gc_compiler_t *c, gc_compile_jo
   return gc_write_file(path, j->source, j->source_len, e);
 }
 
+/* The line a timed-out compile's log ends with (read_log looks for it). */
+#define TIMED_OUT_MARK "gcore: compile timed out"
+
 static int write_ninja(const gc_compiler_t *c, const char *cache,
                        gc_compile_job_t *jobs, int n, gc_err_t *e) {
   gc_buf_t b = {0};
   int tool = strcmp(c->driver, "cc") != 0;
+  /* timeout(1) ends the compile's whole process group: TERM at the limit,
+   * KILL 10 s later. A failed compile leaves no partial code object, and
+   * a timed-out one says so in its log (exit 124; 137 after the KILL). */
+#define AFTER                                                                         \
+  "s=$$?; [ $$s = 0 ] && exec rm -f $out.log; rm -f $out; "                          \
+  "[ $$s = 124 -o $$s = 137 ] && echo '" TIMED_OUT_MARK "' >> $out.log; exit $$s"
   int rc = gc_buf_printf(&b, e,
                          "# written by gcore: one edge per variant; outputs are "
                          "content-addressed by variant id\n"
                          "cc = %s\ncflags = %s\ntargs = %s\n"
+                         "run = timeout -k 10 %g\n"
                          "rule cc\n"
-                         "  command = $cc $cflags -o $out $in > $out.log 2>&1 && rm -f $out.log\n"
+                         "  command = $run $cc $cflags -o $out $in > $out.log 2>&1; " AFTER "\n"
                          "  description = CC $out\n"
                          "rule tool\n"
-                         "  command = $cc $targs --kernel $kernel -o $out $in > $out.log 2>&1 "
-                         "&& rm -f $out.log\n"
+                         "  command = $run $cc $targs --kernel $kernel -o $out $in > $out.log "
+                         "2>&1; " AFTER "\n"
                          "  description = %s $out\n",
-                         c->path, c->flags, c->tool_args, c->driver);
+                         c->path, c->flags, c->tool_args, c->timeout_s, c->driver);
   for (int i = 0; !rc && i < n; i++)
     rc = tool ? gc_buf_printf(&b, e, "build obj/%s%s: tool src/%s.cu\n  kernel = %s\n",
                               jobs[i].vid, c->ext, jobs[i].vid,
@@ -237,9 +259,9 @@ static int write_ninja(const gc_compiler_t *c, const char *cache,
   return rc;
 }
 
-/* Keep the compiler's error lines (or its first line) as the job's log. */
-static void read_log(const char *cache, gc_compile_job_t *j) {
-  (void)cache;
+/* Keep the compiler's error lines (or its first line) as the job's log;
+ * a compile that ran out of time says only that. */
+static void read_log(const gc_compiler_t *c, gc_compile_job_t *j) {
   char path[1100], line[512], first[512] = "";
   snprintf(path, sizeof path, "%s.log", j->obj);
   snprintf(j->log, sizeof j->log, "compiler produced no code object");
@@ -249,6 +271,11 @@ static void read_log(const char *cache, gc_compile_job_t *j) {
   j->log[0] = 0;
   while (fgets(line, sizeof line, f)) {
     line[strcspn(line, "\n")] = 0;
+    if (!strcmp(line, TIMED_OUT_MARK)) {
+      snprintf(j->log, sizeof j->log, "timed out after %g s", c->timeout_s);
+      fclose(f);
+      return;
+    }
     if (!first[0]) snprintf(first, sizeof first, "%s", line);
     if (strstr(line, "error") && len + 1 < sizeof j->log)
       len += (size_t)snprintf(j->log + len, sizeof j->log - len, "%s%s",
@@ -269,7 +296,7 @@ static void read_resources(gc_compile_job_t *j) {
   int got = fscanf(f, "%lld %lld %lld %lld %lld %lld %lld %lld", &v[0], &v[1], &v[2], &v[3],
                    &v[4], &v[5], &v[6], &v[7]);
   if (got >= 5)
-    j->res = (gc_db_resources_t){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], -1};
+    j->res = (gc_resources_t){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], -1};
   fclose(f);
 }
 
@@ -293,6 +320,7 @@ int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
   char dir[1100];
   if (strchr(cache, '\''))
     return gc_err_set(e, GC_EINVAL, "cache path may not contain quotes: %s", cache);
+  if (gc_check_output(cache, 'd', e)) return gc_err_prefix(e, "compile cache");
   snprintf(dir, sizeof dir, "%s/src", cache);
   if (gc_mkdirs(dir, e)) return e->code;
   snprintf(dir, sizeof dir, "%s/obj", cache);
@@ -315,9 +343,9 @@ int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
     gc_compile_job_t *j = &jobs[i];
     struct stat st;
     j->ok = stat(j->obj, &st) == 0 && st.st_size > 0;
-    j->res = GC_DB_RESOURCES_UNKNOWN;
+    j->res = GC_RESOURCES_UNKNOWN;
     j->res.code_bytes = j->ok ? st.st_size : -1;
-    if (!j->ok) read_log(cache, j);
+    if (!j->ok) read_log(c, j);
     else read_resources(j);
   }
   flock(lock, LOCK_UN);

@@ -11,7 +11,7 @@
 #define GC_COMPILE_H
 
 #include "target.h"
-#include "../db/tunedb.h"
+#include "../core/resources.h"
 
 typedef struct gc_compiler {
   char driver[16];   /* "cc" | "nvrtc" | "comgr" | "clang" */
@@ -22,7 +22,13 @@ typedef struct gc_compiler {
   char version[160]; /* first line of --version */
   char flags[256];
   char id[1400];     /* driver + version + flags: part of every variant id */
+  double timeout_s;  /* seconds one compile may run before it is killed and
+                        fails ("timed out after S s"); gc_compiler_for sets
+                        GC_COMPILE_TIMEOUT, callers may change it */
 } gc_compiler_t;
+
+/* The documented default of --compile-timeout. */
+#define GC_COMPILE_TIMEOUT 300.0
 
 /* Find the compiler for target (cc: $CC or "cc"; AMD: comgr where it lists
  * the ISA, else clang). force names a driver or is NULL. Fails with a
@@ -50,7 +56,7 @@ typedef struct gc_compile_job {
   int ok;            /* 1 = code object exists */
   int cached;        /* 1 = it existed before this batch */
   char log[512];     /* first lines of the compiler's output on failure */
-  gc_db_resources_t res;
+  gc_resources_t res;
 } gc_compile_job_t;
 
 /* Default cache: $GCORE_CACHE, else $XDG_CACHE_HOME/gcore, else
@@ -59,7 +65,10 @@ void gc_cache_default(char *buf, size_t n);
 
 /* Compile jobs through ninja (-j parallel, 0 = ninja's default). A job
  * that fails to compile gets ok = 0 and its log; that is not an error of
- * the batch. Errors: ninja missing, cache not writable. */
+ * the batch. Each compile runs under timeout(1) for c->timeout_s seconds
+ * (its whole process group: cc1, clang, the in-process NVRTC or comgr of
+ * gcore-compile): one that stalls fails with the log "timed out after S s".
+ * Errors: ninja missing, cache not writable or not a directory. */
 int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
                      const char *cache, gc_compile_job_t *jobs, int n,
                      int parallel, gc_err_t *e);

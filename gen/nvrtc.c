@@ -193,7 +193,7 @@ static void ptx_line(const char *line, char *cur, size_t cur_n, ptx_res_t *r) {
 
 /* Fill res for kernel name from the log: its own lines when the log has
  * them, else (name NULL or not found) the largest figures over all. */
-static void ptx_parse(const char *log, const char *name, gc_db_resources_t *res) {
+static void ptx_parse(const char *log, const char *name, gc_resources_t *res) {
   ptx_res_t cur_r = {-1, -1, -1, -1}, all = {-1, -1, -1, -1}, mine = {-1, -1, -1, -1};
   char cur[256] = "", line[1024];
   int found = 0;
@@ -326,12 +326,12 @@ static int compile_failed(nvrtc_result r, const char *text, const char *what,
 
 int gc_nvrtc_compile(const char *src, const char *name, const char *arch,
                      const char *const *extra_opts, int n_extra, void **cubin,
-                     size_t *size, gc_db_resources_t *res, char *log, size_t log_n,
+                     size_t *size, gc_resources_t *res, char *log, size_t log_n,
                      gc_err_t *e) {
   *cubin = NULL;
   *size = 0;
   if (log && log_n) log[0] = 0;
-  if (res) *res = GC_DB_RESOURCES_UNKNOWN;
+  if (res) *res = GC_RESOURCES_UNKNOWN;
   if (!src) return gc_err_set(e, GC_EINVAL, "no source to compile");
   int have_inc, rc = check_arch(arch, e);
   if (!rc) rc = nv_load(e);

@@ -5,7 +5,8 @@
 #ifndef GC_NVRTC_H
 #define GC_NVRTC_H
 
-#include "../db/tunedb.h"
+#include "../base/base.h"
+#include "../core/resources.h"
 
 /* 1 when libnvrtc can be loaded; version gets "nvrtc 13.0". 0 with e set
  * (GC_EUNSUPPORTED, naming every place tried) when it cannot. Safe to call
@@ -30,7 +31,7 @@ int gc_nvrtc_available(char *version, size_t n, gc_err_t *e);
  * first error lines when the source does not compile. */
 int gc_nvrtc_compile(const char *src, const char *name, const char *arch,
                      const char *const *extra_opts, int n_extra, void **cubin,
-                     size_t *size, gc_db_resources_t *res, char *log, size_t log_n,
+                     size_t *size, gc_resources_t *res, char *log, size_t log_n,
                      gc_err_t *e);
 
 /* The register count of kernel as the cubin records it (EIATTR_REGCOUNT in

@@ -7,12 +7,12 @@ static int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* VGPRs a wave holds: CDNA allocates AGPRs after the VGPRs, aligned to 4. */
-static int64_t amd_regs(const gc_amd_isa_t *isa, const gc_db_resources_t *r) {
+static int64_t amd_regs(const gc_amd_isa_t *isa, const gc_resources_t *r) {
   if (isa->mfma && r->agprs > 0) return align_up(r->regs, 4) + r->agprs;
   return r->regs;
 }
 
-int64_t gc_res_amd_occupancy(const gc_amd_isa_t *isa, const gc_db_resources_t *r,
+int64_t gc_res_amd_occupancy(const gc_amd_isa_t *isa, const gc_resources_t *r,
                              int64_t threads, int64_t lds) {
   if (r->regs < 0) return -1;
   int64_t regs = amd_regs(isa, r), waves_wg = (threads + isa->wave - 1) / isa->wave;
@@ -39,7 +39,7 @@ static int launch_shape(const gc_variant_t *v, const gc_target_t *tg, const gc_p
   return GC_OK;
 }
 
-static void amd_check(const gc_amd_isa_t *isa, const gc_target_t *tg, gc_db_resources_t *r,
+static void amd_check(const gc_amd_isa_t *isa, const gc_target_t *tg, gc_resources_t *r,
                       int64_t threads, int64_t lds, int *ok, char *why, size_t n) {
   int64_t budget = 0, regs = r->regs >= 0 ? amd_regs(isa, r) : -1;
   gc_env_get(&tg->consts, "VGPRS", &budget);
@@ -60,7 +60,7 @@ static void amd_check(const gc_amd_isa_t *isa, const gc_target_t *tg, gc_db_reso
     *ok = 1;
 }
 
-static void cuda_check(const gc_target_t *tg, const gc_db_resources_t *r, int64_t dyn, int *ok,
+static void cuda_check(const gc_target_t *tg, const gc_resources_t *r, int64_t dyn, int *ok,
                        char *why, size_t n) {
   int64_t smem = 0, total = (r->shared_bytes > 0 ? r->shared_bytes : 0) + dyn;
   gc_env_get(&tg->consts, "SMEM", &smem);
@@ -76,7 +76,7 @@ static void cuda_check(const gc_target_t *tg, const gc_db_resources_t *r, int64_
 }
 
 int gc_res_check(const gc_variant_t *v, const gc_target_t *tg, const gc_problem_t *p,
-                 gc_db_resources_t *r, int *ok, char *why, size_t why_n, gc_err_t *e) {
+                 gc_resources_t *r, int *ok, char *why, size_t why_n, gc_err_t *e) {
   *ok = 1;
   if (why_n) why[0] = 0;
   const gc_amd_isa_t *isa = !strcmp(tg->backend, "hip") ? gc_target_amd_isa(tg->arch) : NULL;

@@ -24,13 +24,13 @@
 #ifndef GC_RESOURCES_H
 #define GC_RESOURCES_H
 
-#include "../db/tunedb.h"
+#include "../core/resources.h"
 #include "template.h"
 
 /* Theoretical waves per SIMD of an AMD kernel with resources r, a
  * workgroup of threads threads and lds bytes of LDS in all, on isa; -1
  * when r lacks the VGPR count. */
-int64_t gc_res_amd_occupancy(const gc_amd_isa_t *isa, const gc_db_resources_t *r,
+int64_t gc_res_amd_occupancy(const gc_amd_isa_t *isa, const gc_resources_t *r,
                              int64_t threads, int64_t lds);
 
 /* Check compiled variant v (resources r) for problem p on tg: fills
@@ -38,6 +38,6 @@ int64_t gc_res_amd_occupancy(const gc_amd_isa_t *isa, const gc_db_resources_t *r
  * ...") when it must be rejected. Errors only from evaluating the
  * template's @block/@shmem. */
 int gc_res_check(const gc_variant_t *v, const gc_target_t *tg, const gc_problem_t *p,
-                 gc_db_resources_t *r, int *ok, char *why, size_t why_n, gc_err_t *e);
+                 gc_resources_t *r, int *ok, char *why, size_t why_n, gc_err_t *e);
 
 #endif

@@ -72,7 +72,7 @@ static int cuda_target(const char *s, gc_target_t *t, gc_err_t *e) {
   int major = 0, minor = 0, n = 0;
   char suffix[4] = "";
   if (sscanf(s, "sm_%1d%1d%n", &major, &minor, &n) != 2 || (s[n] && strcmp(s + n, "a")))
-    return gc_err_set(e, GC_EINVAL, "target '%s': expected sm_XY or sm_XYa", s);
+    return gc_err_set(e, GC_EINVAL, "target %s: expected sm_XY or sm_XYa", GC_QUOTED(s));
   if (s[n]) strcpy(suffix, "a");
   if (major < 8 || (suffix[0] && major < 9))
     return gc_err_set(e, GC_EUNSUPPORTED, "target %s: gcore's CUDA templates need sm_80 or newer "
@@ -92,7 +92,7 @@ static int cuda_target(const char *s, gc_target_t *t, gc_err_t *e) {
 }
 
 /* AMD: the ISAs gcore builds for, with the figures the occupancy formula
- * (gen/amd_meta.c) and the default heuristic use. Sources: LLVM
+ * (gen/resources.c) and the default heuristic use. Sources: LLVM
  * AMDGPUUsage (processor table), AMDGPUBaseInfo.cpp (VGPR file, granule,
  * waves per EU), and AMD's CDNA2/CDNA3/RDNA3 ISA guides and product pages
  * (CU counts: MI250X GCD 110, MI300X 304, RX 7900 XTX 96). */
@@ -122,10 +122,11 @@ static int amd_features(const char *s, const char *arch, char *canon, size_t n, 
     if (len == 8 && !strncmp(p + 1, "sramecc", 7)) slot = &sramecc;
     else if (len == 6 && !strncmp(p + 1, "xnack", 5)) slot = &xnack;
     if (!slot || (sign != '+' && sign != '-'))
-      return gc_err_set(e, GC_EINVAL, "target %s: bad feature '%.*s' (expected sramecc+, "
-                        "sramecc-, xnack+ or xnack-)", s, (int)len, p + 1);
-    if (*slot) return gc_err_set(e, GC_EINVAL, "target %s: feature '%.*s' given twice", s,
-                                 (int)len - 1, p + 1);
+      return gc_err_set(e, GC_EINVAL, "target %s: bad feature %s (expected sramecc+, "
+                        "sramecc-, xnack+ or xnack-)", GC_QUOTED(s),
+                        gc_quote(p + 1, len, (char[GC_QUOTE_BUF]){0}, GC_QUOTE_BUF));
+    if (*slot) return gc_err_set(e, GC_EINVAL, "target %s: feature %s given twice", GC_QUOTED(s),
+                                 gc_quote(p + 1, len - 1, (char[GC_QUOTE_BUF]){0}, GC_QUOTE_BUF));
     *slot = sign;
   }
   if ((sramecc || xnack) && !strncmp(arch, "gfx11", 5))
@@ -139,8 +140,9 @@ static int amd_features(const char *s, const char *arch, char *canon, size_t n, 
 static int amd_target(const char *s, gc_target_t *t, gc_err_t *e) {
   const gc_amd_isa_t *isa = gc_target_amd_isa(s);
   if (!isa)
-    return gc_err_set(e, GC_EUNSUPPORTED, "unknown AMD target '%.*s' (gcore builds for gfx90a, "
-                      "gfx942 and gfx1100)", (int)strcspn(s, ":"), s);
+    return gc_err_set(e, GC_EUNSUPPORTED, "unknown AMD target %s (gcore builds for gfx90a, "
+                      "gfx942 and gfx1100)",
+                      gc_quote(s, strcspn(s, ":"), (char[GC_QUOTE_BUF]){0}, GC_QUOTE_BUF));
   if (amd_features(s, isa->arch, t->name, sizeof t->name, e)) return e->code;
   strcpy(t->backend, "hip");
   snprintf(t->arch, sizeof t->arch, "%s", t->name);
@@ -176,5 +178,6 @@ int gc_target_parse(const char *s, gc_target_t *t, gc_err_t *e) {
   if (!strncmp(s, "cpu:", 4)) return cpu_target(s + 4, t, e);
   if (!strncmp(s, "sm_", 3)) return cuda_target(s, t, e);
   if (!strncmp(s, "gfx", 3)) return amd_target(s, t, e);
-  return gc_err_set(e, GC_EINVAL, "unknown target '%s' (this build supports: %s)", s, TARGET_NAMES);
+  return gc_err_set(e, GC_EINVAL, "unknown target %s (this build supports: %s)", GC_QUOTED(s),
+                    TARGET_NAMES);
 }

@@ -26,6 +26,12 @@ static int perr(line_ctx_t *c, const char *fmt, const char *arg) {
   return gc_err_set(c->e, GC_EINVAL, "%s:%d: %s", c->path, c->lineno, msg);
 }
 
+/* perr with arg, text of the template, quoted (gc_quote). */
+static int perrq(line_ctx_t *c, const char *fmt, const char *arg) {
+  char q[GC_QUOTE_BUF];
+  return perr(c, fmt, gc_quote(arg, GC_QSTR, q, sizeof q));
+}
+
 /* Split "body -- doc" in place; returns doc (possibly ""). */
 static char *split_doc(char *s) {
   char *d = strstr(s, " -- ");
@@ -55,7 +61,7 @@ static int parse_ops(line_ctx_t *c, gc_template_t *t, char *rest) {
   for (char *save = NULL, *w = strtok_r(rest, " \t", &save); w;
        w = strtok_r(NULL, " \t", &save)) {
     if (t->nops == GC_TPL_OPS) return perr(c, "@op lists too many ops%s", "");
-    if (!gc_op_find(w)) return perr(c, "unknown op '%s'", w);
+    if (!gc_op_find(w)) return perrq(c, "unknown op %s", w);
     if (copy_word(c, t->ops[t->nops], sizeof t->ops[0], w, "@op")) return c->e->code;
     t->nops++;
   }
@@ -124,8 +130,8 @@ static int parse_param(line_ctx_t *c, gc_template_t *t, char *rest) {
        w = strtok_r(NULL, " \t", &save)) {
     if (!p->name[0]) {
       if (!isalpha((unsigned char)w[0]) || strlen(w) >= GC_NAME_MAX)
-        return perr(c, "bad parameter name '%s'", w);
-      if (reserved(w)) return perr(c, "parameter name '%s' is reserved (gen defines it)", w);
+        return perrq(c, "bad parameter name %s", w);
+      if (reserved(w)) return perrq(c, "parameter name %s is reserved (gen defines it)", w);
       for (int i = 0; i < t->nparams; i++)
         if (!strcmp(t->params[i].name, w)) return perr(c, "parameter %s declared twice", w);
       strcpy(p->name, w);
@@ -133,7 +139,7 @@ static int parse_param(line_ctx_t *c, gc_template_t *t, char *rest) {
       expect_def = 1;
     } else {
       int64_t v;
-      if (gc_parse_i64(w, &v)) return perr(c, "'%s' is not an integer", w);
+      if (gc_parse_i64(w, &v)) return perrq(c, "%s is not an integer", w);
       if (expect_def) {
         p->def = v;
         have_def = 1;
@@ -141,7 +147,7 @@ static int parse_param(line_ctx_t *c, gc_template_t *t, char *rest) {
       } else {
         if (p->nvalues == GC_TPL_VALUES) return perr(c, "too many values%s", "");
         for (int i = 0; i < p->nvalues; i++)
-          if (p->values[i] == v) return perr(c, "value %s listed twice", w);
+          if (p->values[i] == v) return perrq(c, "value %s listed twice", w);
         p->values[p->nvalues++] = v;
       }
     }
@@ -221,7 +227,7 @@ static int parse_decl(line_ctx_t *c, gc_template_t *t, char *line) {
     return (!strcmp(t->backend, "cpu") || !strcmp(t->backend, "gpu") ||
             !strcmp(t->backend, "cuda") || !strcmp(t->backend, "hip"))
                ? GC_OK
-               : perr(c, "unknown backend '%s' (cpu, gpu, cuda or hip)", t->backend);
+               : perrq(c, "unknown backend %s (cpu, gpu, cuda or hip)", t->backend);
   }
   if (!strcmp(kw, "kernel")) return copy_word(c, t->kernel, sizeof t->kernel, rest, "@kernel");
   if (!strcmp(kw, "dtypes")) return parse_dtypes(c, t, rest);
@@ -252,7 +258,7 @@ static int parse_decl(line_ctx_t *c, gc_template_t *t, char *line) {
     if (!strncmp(rest, "--", 2) && (!rest[2] || rest[2] == ' ')) *rest = 0;
     split_doc(rest);
     trim(rest);
-    if (*rest) return perr(c, "@pdl takes no value (got '%s')", rest);
+    if (*rest) return perrq(c, "@pdl takes no value (got %s)", rest);
     t->pdl = 1;
     return GC_OK;
   }
@@ -260,11 +266,13 @@ static int parse_decl(line_ctx_t *c, gc_template_t *t, char *line) {
     int64_t v;
     split_doc(rest);
     trim(rest);
-    if (gc_parse_i64(rest, &v) || v < 0 || v > 1000) return perr(c, "bad @priority '%s'", rest);
+    if (gc_parse_i64(rest, &v) || v < 0 || v > 1000) return perrq(c, "bad @priority %s", rest);
     t->priority = (int)v;
     return GC_OK;
   }
-  return perr(c, "unknown declaration '@%s'", kw);
+  char at[GC_QUOTE_BUF];
+  snprintf(at, sizeof at, "@%s", kw);
+  return perrq(c, "unknown declaration %s", at);
 }
 
 /* Evaluate every declared expression once with all names bound to 1 so

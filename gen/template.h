@@ -6,8 +6,8 @@
 #define GC_TEMPLATE_H
 
 #include "../base/expr.h"
-#include "../db/problem.h"
-#include "../db/tmapspec.h"
+#include "../core/problem.h"
+#include "../core/tmapspec.h"
 #include "target.h"
 
 #define GC_TPL_PARAMS 16
@@ -59,7 +59,7 @@ typedef struct gc_template {
 typedef struct gc_templates {
   gc_template_t *v;
   int n;
-  char *prelude[3];             /* cpu, cuda, hip (gc_tpl_prelude picks) */
+  char *prelude[3];             /* cpu, cuda, hip (prelude_index picks) */
 } gc_templates_t;
 
 /* Parse src (n bytes, from path) into t. Errors name path:line and what is

@@ -1,6 +1,7 @@
-/* gguf.c — GGUF metadata reader. The file is untrusted: open walks every
- * key/value once with a cursor that refuses to step past the mapping, so
- * that later getters can read without further checks. */
+/* gguf.c — GGUF reader. The file is untrusted: open walks every key/value
+ * and every tensor info once with a cursor that refuses to step past the
+ * mapping, then checks each tensor's type, size and place in the data
+ * section, so that later getters can read without further checks. */
 #include "gguf.h"
 
 #include <fcntl.h>
@@ -10,15 +11,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/quant.h"
+
 #define GGUF_MAGIC 0x46554747u /* "GGUF" little-endian */
 #define GGUF_MAX_KV (1u << 20)
+#define GGUF_MAX_TENSORS (1u << 20)
+#define GGUF_MAX_NAME 255
+#define GGUF_MAX_ALIGN (1u << 16)
+#define GGUF_DEFAULT_ALIGN 32
 #define GGUF_MAX_DEPTH 3 /* arrays of arrays of ... */
 
 struct gc_gguf {
   const uint8_t *map;
   size_t size;
+  uint32_t version;
   gc_gguf_kv_t *kv; /* [n_kv] */
   uint64_t n_kv;
+  gc_gguf_tensor_t *t; /* [n_t] in file order */
+  uint64_t n_t;
   char path[512];
 };
 
@@ -108,6 +118,7 @@ static int read_kvs(gc_gguf_t *g, cur_t *c, gc_err_t *e) {
   for (uint64_t i = 0; i < g->n_kv; i++) {
     gc_gguf_kv_t *kv = &g->kv[i];
     uint32_t t;
+    char q[GC_QUOTE_BUF]; /* keys come from the file */
     if (take_str(c, &kv->key) || take_u32(c, &t))
       return gc_err_set(e, GC_ECORRUPT, "%s: truncated in key %llu of %llu", g->path,
                         (unsigned long long)i, (unsigned long long)g->n_kv);
@@ -117,20 +128,143 @@ static int read_kvs(gc_gguf_t *g, cur_t *c, gc_err_t *e) {
     if (t == GC_GGUF_ARRAY) {
       uint32_t et;
       if (take_u32(&v, &et) || take_u64(&v, &kv->count))
-        return gc_err_set(e, GC_ECORRUPT, "%s: truncated in the value of '%.*s'", g->path,
-                          (int)(kv->key.n > 200 ? 200 : kv->key.n), kv->key.p);
+        return gc_err_set(e, GC_ECORRUPT, "%s: truncated in the value of %s", g->path,
+                          gc_quote(kv->key.p, kv->key.n, q, sizeof q));
       kv->elem = (gc_gguf_type_t)et;
     }
     kv->data = v.p;
     int rc = skip_value(c, t, 0);
     if (rc == -2)
-      return gc_err_set(e, GC_ECORRUPT, "%s: '%.*s' has an unknown value type %u", g->path,
-                        (int)(kv->key.n > 200 ? 200 : kv->key.n), kv->key.p, t);
+      return gc_err_set(e, GC_ECORRUPT, "%s: %s has an unknown value type %u", g->path,
+                        gc_quote(kv->key.p, kv->key.n, q, sizeof q), t);
     if (rc)
-      return gc_err_set(e, GC_ECORRUPT, "%s: truncated in the value of '%.*s'", g->path,
-                        (int)(kv->key.n > 200 ? 200 : kv->key.n), kv->key.p);
+      return gc_err_set(e, GC_ECORRUPT, "%s: truncated in the value of %s", g->path,
+                        gc_quote(kv->key.p, kv->key.n, q, sizeof q));
   }
   return GC_OK;
+}
+
+/* ---- tensors ------------------------------------------------------------- */
+
+/* A tensor's name for a message (it comes from the file). */
+#define TNAME(t) gc_quote((t)->name.p, (size_t)(t)->name.n, (char[GC_QUOTE_BUF]){0}, GC_QUOTE_BUF)
+
+/* general.alignment: a power of two (default 32). */
+static int read_alignment(const gc_gguf_t *g, uint64_t *align, gc_err_t *e) {
+  int64_t a;
+  *align = GGUF_DEFAULT_ALIGN;
+  if (!gc_gguf_find(g, "general.alignment")) return GC_OK;
+  if (gc_gguf_get_int(g, "general.alignment", &a, e)) return e->code;
+  if (a <= 0 || a > GGUF_MAX_ALIGN || (a & (a - 1)))
+    return gc_err_set(e, GC_ECORRUPT, "%s: general.alignment %lld is not a power of two up to %u", g->path,
+                      (long long)a, GGUF_MAX_ALIGN);
+  *align = (uint64_t)a;
+  return GC_OK;
+}
+
+/* One tensor info at the cursor: name, dims, type, offset; sizes checked. */
+static int read_tensor_info(gc_gguf_t *g, cur_t *c, uint64_t i, uint64_t align, gc_gguf_tensor_t *t,
+                            gc_err_t *e) {
+  uint32_t nd;
+  int block, bytes;
+  if (take_str(c, &t->name) || take_u32(c, &nd))
+    return gc_err_set(e, GC_ECORRUPT, "%s: truncated in tensor info %llu of %llu", g->path,
+                      (unsigned long long)i, (unsigned long long)g->n_t);
+  if (t->name.n == 0 || t->name.n > GGUF_MAX_NAME || memchr(t->name.p, 0, (size_t)t->name.n))
+    return gc_err_set(e, GC_ECORRUPT, "%s: tensor %llu has a name of %llu bytes (1 to %d, no NUL)", g->path,
+                      (unsigned long long)i, (unsigned long long)t->name.n, GGUF_MAX_NAME);
+  if (nd < 1 || nd > GC_GGUF_MAX_DIMS)
+    return gc_err_set(e, GC_ECORRUPT, "%s: tensor %s has %u dimensions (1 to %d)", g->path, TNAME(t), nd,
+                      GC_GGUF_MAX_DIMS);
+  t->ndim = (int)nd;
+  uint64_t n = 1;
+  for (int d = 0; d < GC_GGUF_MAX_DIMS; d++) {
+    uint64_t v = 1;
+    if (d < t->ndim && take_u64(c, &v))
+      return gc_err_set(e, GC_ECORRUPT, "%s: truncated in the info of tensor %s", g->path, TNAME(t));
+    if (v > (uint64_t)INT64_MAX || (v && n > (uint64_t)INT64_MAX / v))
+      return gc_err_set(e, GC_ECORRUPT, "%s: tensor %s has dimensions whose product overflows", g->path,
+                        TNAME(t));
+    t->ne[d] = (int64_t)v;
+    n *= v;
+  }
+  t->nelem = (int64_t)n;
+  if (take_u32(c, &t->type) || take_u64(c, &t->offset))
+    return gc_err_set(e, GC_ECORRUPT, "%s: truncated in the info of tensor %s", g->path, TNAME(t));
+  if (gc_quant_ggml_info(t->type, &t->type_name, &block, &bytes))
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: tensor %s has ggml type %u, unknown to gcore", g->path,
+                      TNAME(t), t->type);
+  if (t->ne[0] % block)
+    return gc_err_set(e, GC_ECORRUPT, "%s: tensor %s: rows of %lld elements are not whole %s blocks of %d",
+                      g->path, TNAME(t), (long long)t->ne[0], t->type_name, block);
+  if (n / (uint64_t)block > UINT64_MAX / (uint64_t)bytes)
+    return gc_err_set(e, GC_ECORRUPT, "%s: tensor %s is too large", g->path, TNAME(t));
+  t->nbytes = n / (uint64_t)block * (uint64_t)bytes;
+  if (t->offset % align)
+    return gc_err_set(e, GC_ECORRUPT, "%s: tensor %s is at offset %llu, not a multiple of the alignment %llu",
+                      g->path, TNAME(t), (unsigned long long)t->offset, (unsigned long long)align);
+  return GC_OK;
+}
+
+static int cmp_name(const void *a, const void *b) {
+  const gc_gguf_tensor_t *x = *(const gc_gguf_tensor_t *const *)a, *y = *(const gc_gguf_tensor_t *const *)b;
+  size_t n = x->name.n < y->name.n ? (size_t)x->name.n : (size_t)y->name.n;
+  int r = memcmp(x->name.p, y->name.p, n);
+  return r ? r : (x->name.n > y->name.n) - (x->name.n < y->name.n);
+}
+
+static int cmp_offset(const void *a, const void *b) {
+  const gc_gguf_tensor_t *x = *(const gc_gguf_tensor_t *const *)a, *y = *(const gc_gguf_tensor_t *const *)b;
+  return (x->offset > y->offset) - (x->offset < y->offset);
+}
+
+/* Names unique; tensors of non-zero size disjoint. */
+static int check_layout(gc_gguf_t *g, gc_err_t *e) {
+  gc_gguf_tensor_t **v = gc_malloc((g->n_t ? g->n_t : 1) * sizeof *v, e);
+  if (!v) return GC_ENOMEM;
+  int rc = GC_OK;
+  for (uint64_t i = 0; i < g->n_t; i++) v[i] = &g->t[i];
+  qsort(v, (size_t)g->n_t, sizeof *v, cmp_name);
+  for (uint64_t i = 1; !rc && i < g->n_t; i++)
+    if (!cmp_name(&v[i - 1], &v[i]))
+      rc = gc_err_set(e, GC_ECORRUPT, "%s: tensor %s appears twice", g->path, TNAME(v[i]));
+  qsort(v, (size_t)g->n_t, sizeof *v, cmp_offset);
+  const gc_gguf_tensor_t *prev = NULL;
+  for (uint64_t i = 0; !rc && i < g->n_t; i++) {
+    if (!v[i]->nbytes) continue;
+    if (prev && prev->offset + prev->nbytes > v[i]->offset)
+      rc = gc_err_set(e, GC_ECORRUPT, "%s: tensors %s and %s overlap in the data section", g->path,
+                      TNAME(prev), TNAME(v[i]));
+    prev = v[i];
+  }
+  free(v);
+  return rc;
+}
+
+/* The tensor infos after the metadata, then the data section. */
+static int read_tensors(gc_gguf_t *g, cur_t *c, uint64_t n, gc_err_t *e) {
+  uint64_t align;
+  if (read_alignment(g, &align, e)) return e->code;
+  /* a tensor info takes at least 32 bytes: refuse counts the file cannot hold */
+  if (n > GGUF_MAX_TENSORS || n > (uint64_t)(c->end - c->p) / 32)
+    return gc_err_set(e, GC_ECORRUPT, "%s: %llu tensors do not fit in the file", g->path, (unsigned long long)n);
+  g->n_t = n;
+  if (!(g->t = gc_calloc(n ? n : 1, sizeof *g->t, e))) return GC_ENOMEM;
+  for (uint64_t i = 0; i < n; i++)
+    if (read_tensor_info(g, c, i, align, &g->t[i], e)) return e->code;
+  uint64_t start = (uint64_t)(c->p - g->map);
+  start += (align - start % align) % align;
+  uint64_t data = start <= g->size ? g->size - start : 0;
+  for (uint64_t i = 0; i < n; i++) {
+    gc_gguf_tensor_t *t = &g->t[i];
+    if (t->offset > data || t->nbytes > data - t->offset)
+      return gc_err_set(e, GC_ECORRUPT,
+                        "%s: tensor %s (%s, %llu bytes at offset %llu) ends past the end of the file "
+                        "(data section of %llu bytes)", g->path, TNAME(t), t->type_name,
+                        (unsigned long long)t->nbytes, (unsigned long long)t->offset, (unsigned long long)data);
+    t->data = g->map + start + t->offset;
+  }
+  return check_layout(g, e);
 }
 
 static int parse(gc_gguf_t *g, gc_err_t *e) {
@@ -141,15 +275,20 @@ static int parse(gc_gguf_t *g, gc_err_t *e) {
     return gc_err_set(e, GC_ECORRUPT, "%s: not a GGUF file (bad magic)", g->path);
   if (take_u32(&c, &version) || take_u64(&c, &n_tensors) || take_u64(&c, &g->n_kv))
     return gc_err_set(e, GC_ECORRUPT, "%s: truncated GGUF header", g->path);
+  if (version == 0x02000000u || version == 0x03000000u) /* 2 or 3 written big-endian */
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: a big-endian GGUF file (gcore reads little-endian ones)",
+                      g->path);
   if (version < 2 || version > 3)
     return gc_err_set(e, version == 1 ? GC_EUNSUPPORTED : GC_ECORRUPT,
                       "%s: GGUF version %u (gcore reads versions 2 and 3)", g->path, version);
+  g->version = version;
   /* a key/value takes at least 12 bytes: refuse counts the file cannot hold */
   if (g->n_kv > GGUF_MAX_KV || g->n_kv > (uint64_t)(c.end - c.p) / 12)
     return gc_err_set(e, GC_ECORRUPT, "%s: %llu metadata keys do not fit in the file", g->path,
                       (unsigned long long)g->n_kv);
   if (!(g->kv = gc_calloc(g->n_kv ? g->n_kv : 1, sizeof *g->kv, e))) return GC_ENOMEM;
-  return read_kvs(g, &c, e);
+  if (read_kvs(g, &c, e)) return e->code;
+  return read_tensors(g, &c, n_tensors, e);
 }
 
 int gc_gguf_open(const char *path, gc_gguf_t **out, gc_err_t *e) {
@@ -187,7 +326,23 @@ void gc_gguf_close(gc_gguf_t *g) {
   if (!g) return;
   if (g->map) munmap((void *)g->map, g->size);
   free(g->kv);
+  free(g->t);
   free(g);
+}
+
+const char *gc_gguf_path(const gc_gguf_t *g) { return g->path; }
+uint32_t gc_gguf_version(const gc_gguf_t *g) { return g->version; }
+uint64_t gc_gguf_tensor_count(const gc_gguf_t *g) { return g->n_t; }
+
+const gc_gguf_tensor_t *gc_gguf_tensor_at(const gc_gguf_t *g, uint64_t i) {
+  return i < g->n_t ? &g->t[i] : NULL;
+}
+
+const gc_gguf_tensor_t *gc_gguf_tensor(const gc_gguf_t *g, const char *name) {
+  size_t n = strlen(name);
+  for (uint64_t i = 0; i < g->n_t; i++)
+    if (g->t[i].name.n == n && !memcmp(g->t[i].name.p, name, n)) return &g->t[i];
+  return NULL;
 }
 
 const gc_gguf_kv_t *gc_gguf_find(const gc_gguf_t *g, const char *key) {
@@ -291,5 +446,23 @@ int gc_gguf_get_i32s(const gc_gguf_t *g, const char *key, int32_t **out, uint64_
   }
   *out = v;
   *count = kv->count;
+  return GC_OK;
+}
+
+int gc_gguf_get_num(const gc_gguf_t *g, const char *key, double *out, gc_err_t *e) {
+  const gc_gguf_kv_t *kv = gc_gguf_find(g, key);
+  int64_t v;
+  if (!kv) return gc_err_set(e, GC_ENOTFOUND, "%s: no '%s'", g->path, key);
+  if (kv->type == GC_GGUF_F32) {
+    float f;
+    memcpy(&f, kv->data, 4);
+    *out = f;
+  } else if (kv->type == GC_GGUF_F64) {
+    memcpy(out, kv->data, 8);
+  } else if (kv->type != GC_GGUF_ARRAY && kv->type != GC_GGUF_BOOL && !int_at(kv->data, kv->type, &v)) {
+    *out = (double)v;
+  } else {
+    return gc_err_set(e, GC_ECORRUPT, "%s: '%s' is %s, expected a number", g->path, key, type_name(kv->type));
+  }
   return GC_OK;
 }

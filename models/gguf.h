@@ -1,7 +1,9 @@
-/* gguf.h — the metadata of a GGUF file (llama.cpp's format): the key/value
- * section only, memory-mapped and bounds-checked once at open, so every
- * getter below reads inside the file. Tensor data is not touched; gcore
- * uses GGUF for vocabularies. GGUF versions 2 and 3 (64-bit counts). */
+/* gguf.h — a GGUF file (llama.cpp's format), memory-mapped: the key/value
+ * metadata and the tensor table, both bounds-checked once at open, so every
+ * getter below reads inside the file. Tensors are described (name, dims,
+ * ggml type, bytes) and located in the data section; what they mean is the
+ * model loader's business (weights.c). GGUF versions 2 and 3 (64-bit
+ * counts), little-endian. */
 #ifndef GC_MODELS_GGUF_H
 #define GC_MODELS_GGUF_H
 
@@ -33,12 +35,33 @@ typedef struct gc_gguf_kv {
   const uint8_t *data;
 } gc_gguf_kv_t;
 
+/* One tensor of the file. ne is innermost first (ne[0] is the length of a
+ * row: in_features for a matrix); dims past ndim are 1. */
+#define GC_GGUF_MAX_DIMS 4
+typedef struct gc_gguf_tensor {
+  gc_gguf_str_t name;
+  int ndim;                       /* 1 .. GC_GGUF_MAX_DIMS */
+  int64_t ne[GC_GGUF_MAX_DIMS];   /* each >= 0, product <= INT64_MAX */
+  uint32_t type;                  /* ggml type id (base/quant.h) */
+  const char *type_name;          /* "Q4_K" */
+  int64_t nelem;
+  uint64_t offset;                /* from the start of the data section */
+  uint64_t nbytes;                /* nelem / block * bytes of the type */
+  const uint8_t *data;            /* [nbytes] inside the mapping, aligned to
+                                     general.alignment from the map's start */
+} gc_gguf_tensor_t;
+
 typedef struct gc_gguf gc_gguf_t;
 
-/* Map path and check its whole metadata section: magic, version, counts
- * against the file size, every string length and array extent. Errors:
- * GC_EIO (cannot open/map), GC_ECORRUPT ("x.gguf: truncated in the value
- * of 'tokenizer.ggml.tokens'"), GC_EUNSUPPORTED (version 1), GC_ENOMEM. */
+/* Map path and check it whole: magic, version, counts against the file
+ * size, every string length and array extent, and every tensor (name
+ * unique, dims, a ggml type id, rows that are whole blocks, size with
+ * overflow checks, offset aligned to general.alignment (default 32) and
+ * inside the data section, no two tensors overlapping). Errors: GC_EIO
+ * (cannot open/map), GC_ECORRUPT ("x.gguf: truncated in the value of
+ * 'tokenizer.ggml.tokens'", "x.gguf: tensor 'blk.0.attn_q.weight' ends at
+ * byte N, past the end of the file"), GC_EUNSUPPORTED (version 1,
+ * big-endian files), GC_ENOMEM. */
 int gc_gguf_open(const char *path, gc_gguf_t **out, gc_err_t *e);
 void gc_gguf_close(gc_gguf_t *g); /* NULL is a no-op */
 
@@ -57,5 +80,17 @@ int gc_gguf_get_strs(const gc_gguf_t *g, const char *key, gc_gguf_str_t **out, u
  * checked): a fresh copy in *out (free it). */
 int gc_gguf_get_f32s(const gc_gguf_t *g, const char *key, float **out, uint64_t *count, gc_err_t *e);
 int gc_gguf_get_i32s(const gc_gguf_t *g, const char *key, int32_t **out, uint64_t *count, gc_err_t *e);
+/* A number of any integer or float type, as double. */
+int gc_gguf_get_num(const gc_gguf_t *g, const char *key, double *out, gc_err_t *e);
+
+/* The file's path and GGUF version. */
+const char *gc_gguf_path(const gc_gguf_t *g);
+uint32_t gc_gguf_version(const gc_gguf_t *g);
+
+/* Tensors in file order: count, the i-th (NULL when out of range), and by
+ * exact name (NULL when absent). Can't fail. */
+uint64_t gc_gguf_tensor_count(const gc_gguf_t *g);
+const gc_gguf_tensor_t *gc_gguf_tensor_at(const gc_gguf_t *g, uint64_t i);
+const gc_gguf_tensor_t *gc_gguf_tensor(const gc_gguf_t *g, const char *name);
 
 #endif

@@ -40,10 +40,12 @@ struct gc_llama {
   gc_dptr_t step;               /* int32 [1 + max_t]: the position, then the tokens */
   gc_dptr_t pos, tokens;        /* step, step + 4 */
   int graphs;                   /* capture the decode step and replay it */
+  int64_t replays;              /* decode steps run as a graph replay */
   gc_graph_t *decode_graph[2];  /* [0]: logits out, [1]: device argmax */
   gc_prof_t *prof;
   gc_dptr_t *owned;             /* [nowned]: allocations to free (cap: capowned) */
   int nowned, capowned;
+  gc_llama_weights_t *dense;    /* TEMPORARY: dense copies of quantized weights */
 };
 
 /* ---- device memory ------------------------------------------------------- */
@@ -155,6 +157,10 @@ int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int
   m->graphs = 1;
   int rc = gc_llama_dtypes_for(w, gc_dev_info(dev)->backend, &m->dt, e);
   if (!rc) rc = resolve_kernels(m, e);
+  /* TEMPORARY, until the templates read block formats: the forward runs on
+     dense copies of whatever is not in the weight dtype (quantized tensors) */
+  if (!rc) rc = gc_weights_dequantize(w, (gc_st_dtype_t)m->dt.weight, &m->dense, e);
+  if (m->dense) w = m->dense;
   if (!rc && !(m->layers = gc_calloc((size_t)m->cfg.n_layers, sizeof *m->layers, e))) rc = GC_ENOMEM;
   for (int l = 0; !rc && l < m->cfg.n_layers; l++) rc = place_layer(m, &w->layers[l], &m->layers[l], e);
   if (!rc) rc = place(m, &w->tok_embeddings, &m->tok_emb, e);
@@ -163,6 +169,10 @@ int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int
                                                               : place(m, &w->classifier, &m->cls, e);
   if (!rc) rc = upload_freqs(m, e);
   if (!rc) rc = alloc_activations(m, e);
+  if (m->dense && !gc_dev_info(dev)->host_memory) { /* uploaded: the host copies can go */
+    gc_weights_close(m->dense);
+    m->dense = NULL;
+  }
   if (rc) {
     gc_llama_free(m);
     return rc;
@@ -176,6 +186,7 @@ void gc_llama_free(gc_llama_t *m) {
   for (int i = 0; i < 2; i++) gc_dev_graph_destroy(m->dev, m->decode_graph[i]);
   for (int i = 0; i < m->nowned; i++) gc_dev_free(m->dev, m->owned[i]);
   free(m->owned);
+  gc_weights_close(m->dense);
   free(m->layers);
   free(m);
 }
@@ -187,6 +198,7 @@ void gc_llama_set_graphs(gc_llama_t *m, int on) { m->graphs = on; }
 void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p) { m->prof = p; }
 gc_prof_t *gc_llama_profile(const gc_llama_t *m) { return m->prof; }
 void gc_llama_reset(gc_llama_t *m) { m->npos = 0; }
+int64_t gc_llama_graph_replays(const gc_llama_t *m) { return m->replays; }
 
 /* ---- the forward ---------------------------------------------------------- */
 
@@ -311,7 +323,10 @@ int gc_llama_forward_ex(gc_llama_t *m, const int32_t *tokens, int t, int all_row
   if (step != stage) free(step);
   if (rc) return rc;
   rc = GC_EUNSUPPORTED;
-  if (t == 1 && rows == 1 && m->graphs && !m->prof) rc = replay_decode(m, next != NULL, e);
+  if (t == 1 && rows == 1 && m->graphs && !m->prof) {
+    rc = replay_decode(m, next != NULL, e);
+    m->replays += rc == GC_OK;
+  }
   if (rc == GC_EUNSUPPORTED) rc = launch_forward(m, t, rows, next != NULL, e);
   if (rc) return rc;
   if (next) { /* greedy on the device: one id comes back, not the logits */

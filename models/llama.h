@@ -7,7 +7,7 @@
 #define GC_LLAMA_H
 
 #include "../runtime/dispatch.h"
-#include "../runtime/ops.h"
+#include "../core/ops.h"
 #include "../runtime/profile.h"
 #include "recipe.h"
 #include "weights.h"
@@ -16,7 +16,8 @@ typedef struct gc_llama gc_llama_t;
 
 /* Put the model on rt's device with a KV cache of ctx positions and room
  * for prefills of up to max_t tokens; resolve every kernel the recipe needs
- * for 1 and max_t tokens (a bundle lacking one is refused here, by name). */
+ * for 1 and max_t tokens (a bundle lacking one is refused here, by name).
+ * Quantized weights are dequantized on the host first (for now). */
 int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int ctx,
                     int max_t, gc_llama_t **out, gc_err_t *e);
 void gc_llama_free(gc_llama_t *m);
@@ -41,6 +42,8 @@ void gc_llama_set_graphs(gc_llama_t *m, int on);
 /* Time every launch into p (NULL: off). Profiled steps run without graphs. */
 void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p);
 gc_prof_t *gc_llama_profile(const gc_llama_t *m);
+/* Decode steps run so far as one graph replay (the rest: launch by launch). */
+int64_t gc_llama_graph_replays(const gc_llama_t *m);
 /* Empty the KV cache: the next forward starts at position 0. */
 void gc_llama_reset(gc_llama_t *m);
 

@@ -89,9 +89,11 @@ static int cfg_str(struct json_object *o, const char *key, const char **out,
 
 /* ------------------------------------------------------------ features */
 
+/* "WHAT: unsupported config: " + fmt_detail, whose one %s is val, read
+ * from the file and so quoted (gc_quote). */
 static int cfg_unsupported(gc_err_t *e, const char *what, const char *fmt_detail, const char *val) {
-  char detail[256];
-  snprintf(detail, sizeof detail, fmt_detail, val);
+  char detail[256], q[GC_QUOTE_BUF];
+  snprintf(detail, sizeof detail, fmt_detail, gc_quote(val, GC_QSTR, q, sizeof q));
   return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %s", what, detail);
 }
 
@@ -101,7 +103,7 @@ static int cfg_model_kind(struct json_object *o, const char *what, gc_err_t *e) 
   if (rc) return rc;
   if (!mt) return gc_err_set(e, GC_ECORRUPT, "%s: missing 'model_type' (expected \"llama\")", what);
   if (strcmp(mt, "llama") != 0)
-    return cfg_unsupported(e, what, "model_type '%.100s' (gcore supports llama)", mt);
+    return cfg_unsupported(e, what, "model_type %s (gcore supports llama)", mt);
   struct json_object *ar = cfg_get(o, "architectures");
   if (!ar) return GC_OK;
   if (!json_object_is_type(ar, json_type_array))
@@ -111,7 +113,7 @@ static int cfg_model_kind(struct json_object *o, const char *what, gc_err_t *e) 
     if (!a || !json_object_is_type(a, json_type_string))
       return gc_err_set(e, GC_ECORRUPT, "%s: architectures[%zu] is not a string", what, i);
     if (strcmp(json_object_get_string(a), "LlamaForCausalLM") != 0)
-      return cfg_unsupported(e, what, "architectures '%.100s' (gcore supports LlamaForCausalLM)",
+      return cfg_unsupported(e, what, "architectures %s (gcore supports LlamaForCausalLM)",
                              json_object_get_string(a));
   }
   return GC_OK;
@@ -123,22 +125,24 @@ static int cfg_refuse_features(struct json_object *o, const char *what, gc_err_t
   int rc = cfg_str(o, "hidden_act", &act, what, e);
   if (rc) return rc;
   if (act && strcmp(act, "silu") != 0)
-    return cfg_unsupported(e, what, "hidden_act '%.100s' (gcore supports silu)", act);
+    return cfg_unsupported(e, what, "hidden_act %s (gcore supports silu)", act);
   static const char *const bias_flags[] = {"attention_bias", "mlp_bias", "use_sliding_window"};
   for (size_t i = 0; i < GC_ARRAY_LEN(bias_flags); i++) {
     int b = 0;
     rc = cfg_bool(o, bias_flags[i], 0, &b, what, e);
     if (rc) return rc;
-    if (b) return cfg_unsupported(e, what, "%s true", bias_flags[i]);
+    if (b) return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %s true", what, bias_flags[i]);
   }
   int tp = 1;
   rc = cfg_int(o, "pretraining_tp", 0, 1, &tp, what, e);
   if (rc) return rc;
   if (tp > 1) return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: pretraining_tp %d (gcore supports 1)", what, tp);
   if (cfg_get(o, "sliding_window"))
-    return cfg_unsupported(e, what, "%s (gcore attends to the whole context)", "sliding_window");
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: sliding_window (gcore attends "
+                      "to the whole context)", what);
   if (cfg_get(o, "quantization_config"))
-    return cfg_unsupported(e, what, "%s (quantized checkpoints)", "quantization_config");
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: quantization_config "
+                      "(quantized checkpoints)", what);
   double prf = 1.0;
   rc = cfg_num(o, "partial_rotary_factor", 0, 1.0, &prf, what, e);
   if (rc) return rc;
@@ -169,6 +173,7 @@ static int cfg_rope(struct json_object *o, gc_llama_config_t *c, const char *wha
   if (!json_object_is_type(rs, json_type_object))
     return gc_err_set(e, GC_ECORRUPT, "%s: '%s' must be an object or null, got %s", what, sec, cfg_type_name(rs));
   const char *key = "rope_type", *type;
+  char q[GC_QUOTE_BUF];
   rc = cfg_str(rs, key, &type, what, e);
   if (rc) return rc;
   if (!type) {
@@ -178,8 +183,8 @@ static int cfg_rope(struct json_object *o, gc_llama_config_t *c, const char *wha
   }
   if (!type || strcmp(type, "default") == 0) return GC_OK;
   if (strcmp(type, "llama3") != 0)
-    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %s.%s '%.100s' (gcore supports llama3)",
-                      what, sec, key, type);
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %s.%s %s (gcore supports llama3)",
+                      what, sec, key, gc_quote(type, GC_QSTR, q, sizeof q));
   c->rope_scaling = GC_ROPE_SCALING_LLAMA3;
   char w[512];
   snprintf(w, sizeof w, "%s: %s (llama3)", what, sec);
@@ -225,6 +230,7 @@ static int cfg_token_ids(struct json_object *o, gc_llama_config_t *c, const char
 
 static int cfg_dtype(struct json_object *o, gc_llama_config_t *c, const char *what, gc_err_t *e) {
   const char *key = "torch_dtype", *s;
+  char q[GC_QUOTE_BUF];
   int rc = cfg_str(o, key, &s, what, e);
   if (rc) return rc;
   if (!s) {
@@ -236,8 +242,8 @@ static int cfg_dtype(struct json_object *o, gc_llama_config_t *c, const char *wh
   if (strcmp(s, "float16") == 0) c->dtype = GC_ST_F16;
   else if (strcmp(s, "bfloat16") == 0) c->dtype = GC_ST_BF16;
   else
-    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %s '%.64s' (gcore supports float32, float16, bfloat16)",
-                      what, key, s);
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %s %s (gcore supports float32, float16, bfloat16)",
+                      what, key, gc_quote(s, GC_QSTR, q, sizeof q));
   return GC_OK;
 }
 
@@ -394,6 +400,14 @@ int gc_llama_config_check(const gc_llama_config_t *c, gc_err_t *e) {
     if (c->rope_original_max_seq <= 0)
       return gc_err_set(e, GC_EINVAL, "rope_scaling.original_max_position_embeddings %d must be positive",
                         c->rope_original_max_seq);
+  } else if (c->rope_scaling == GC_ROPE_SCALING_FACTORS) {
+    if (c->n_rope_factors != c->head_dim / 2)
+      return gc_err_set(e, GC_EINVAL, "%d rope frequency factors for head_dim %d (expected %d)", c->n_rope_factors,
+                        c->head_dim, c->head_dim / 2);
+    for (int i = 0; i < c->n_rope_factors; i++)
+      if (!(c->rope_factors[i] > 0 && isfinite(c->rope_factors[i])))
+        return gc_err_set(e, GC_EINVAL, "rope frequency factor %d is %g, not a positive number", i,
+                          (double)c->rope_factors[i]);
   } else if (c->rope_scaling != GC_ROPE_SCALING_NONE) {
     return gc_err_set(e, GC_EINVAL, "unknown rope scaling %d", (int)c->rope_scaling);
   }
@@ -414,10 +428,152 @@ void gc_llama_config_describe(const gc_llama_config_t *c, char *buf, size_t n) {
   if (c->rope_scaling == GC_ROPE_SCALING_LLAMA3)
     snprintf(rs, sizeof rs, " llama3(factor %g, low %g, high %g, orig %d)", c->rope_factor,
              c->rope_low_freq_factor, c->rope_high_freq_factor, c->rope_original_max_seq);
+  else if (c->rope_scaling == GC_ROPE_SCALING_FACTORS)
+    snprintf(rs, sizeof rs, " factors(%g .. %g)", (double)c->rope_factors[0],
+             (double)c->rope_factors[c->n_rope_factors - 1]);
   snprintf(buf, n,
            "llama: dim %d, ffn %d, layers %d, heads %d (kv %d, head_dim %d), vocab %d, max_seq %d, "
            "eps %g, rope theta %g%s %s, %s classifier, %s",
            c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->vocab_size, c->max_seq,
            c->rms_norm_eps, c->rope_theta, rs, c->rope_layout == GC_ROPE_PAIRS ? "pairs" : "halves",
            c->tie_word_embeddings ? "tied" : "separate", gc_st_dtype_name(c->weight_dtype));
+}
+
+/* ----------------------------------------------------------------- GGUF */
+
+/* An integer key in [lo, hi]; absent gives def, or an error when required. */
+static int gg_int(const gc_gguf_t *g, const char *key, int required, int def, int lo, int hi, int *out,
+                  gc_err_t *e) {
+  int64_t v;
+  int rc = gc_gguf_get_int(g, key, &v, e);
+  if (rc == GC_ENOTFOUND && !required) {
+    *out = def;
+    return GC_OK;
+  }
+  if (rc == GC_ENOTFOUND)
+    return gc_err_set(e, GC_ECORRUPT, "%s: no '%s' (a llama GGUF file has it)", gc_gguf_path(g), key);
+  if (rc) return rc;
+  if (v < lo || v > hi)
+    return gc_err_set(e, GC_ECORRUPT, "%s: '%s' = %lld is outside %d..%d", gc_gguf_path(g), key, (long long)v, lo, hi);
+  *out = (int)v;
+  return GC_OK;
+}
+
+static int gg_num(const gc_gguf_t *g, const char *key, int required, double def, double *out, gc_err_t *e) {
+  int rc = gc_gguf_get_num(g, key, out, e);
+  if (rc == GC_ENOTFOUND && !required) {
+    *out = def;
+    return GC_OK;
+  }
+  if (rc == GC_ENOTFOUND)
+    return gc_err_set(e, GC_ECORRUPT, "%s: no '%s' (a llama GGUF file has it)", gc_gguf_path(g), key);
+  if (!rc && !isfinite(*out)) return gc_err_set(e, GC_ECORRUPT, "%s: '%s' is not finite", gc_gguf_path(g), key);
+  return rc;
+}
+
+static int gg_str_is(gc_gguf_str_t s, const char *lit) { return s.n == strlen(lit) && !memcmp(s.p, lit, s.n); }
+
+/* general.architecture must be llama; what llama.cpp's llama models may
+ * declare that gcore does not run is refused by name. */
+static int gg_refuse(const gc_gguf_t *g, gc_err_t *e) {
+  const char *p = gc_gguf_path(g);
+  gc_gguf_str_t s;
+  int rc = gc_gguf_get_str(g, "general.architecture", &s, e), n;
+  if (rc == GC_ENOTFOUND) return gc_err_set(e, GC_ECORRUPT, "%s: no 'general.architecture'", p);
+  if (rc) return rc;
+  if (!gg_str_is(s, "llama"))
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported model: general.architecture %s (gcore runs llama)", p,
+                      gc_quote(s.p, (size_t)s.n, (char[GC_QUOTE_BUF]){0}, GC_QUOTE_BUF));
+  if ((rc = gg_int(g, "llama.expert_count", 0, 0, 0, INT_MAX, &n, e))) return rc;
+  if (n > 0)
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported model: llama.expert_count %d (mixture of experts)", p, n);
+  rc = gc_gguf_get_str(g, "llama.rope.scaling.type", &s, e);
+  if (rc && rc != GC_ENOTFOUND) return rc;
+  if (!rc && !gg_str_is(s, "none"))
+    return gc_err_set(e, GC_EUNSUPPORTED,
+                      "%s: unsupported config: llama.rope.scaling.type %s (gcore supports none, and llama3 "
+                      "scaling as rope_freqs.weight)", p, gc_quote(s.p, (size_t)s.n, (char[GC_QUOTE_BUF]){0},
+                                                                   GC_QUOTE_BUF));
+  double lin;
+  if ((rc = gg_num(g, "llama.rope.scale_linear", 0, 1.0, &lin, e))) return rc;
+  if (lin != 1.0)
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: llama.rope.scale_linear %g", p, lin);
+  return GC_OK;
+}
+
+static int gg_dims(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e) {
+  const char *p = gc_gguf_path(g);
+  int rc, kl, vl, rot;
+  if ((rc = gg_int(g, "llama.embedding_length", 1, 0, 1, GC_LLAMA_MAX_DIM, &c->dim, e)) ||
+      (rc = gg_int(g, "llama.feed_forward_length", 1, 0, 1, GC_LLAMA_MAX_HIDDEN, &c->hidden_dim, e)) ||
+      (rc = gg_int(g, "llama.block_count", 1, 0, 1, GC_LLAMA_MAX_LAYERS, &c->n_layers, e)) ||
+      (rc = gg_int(g, "llama.attention.head_count", 1, 0, 1, GC_LLAMA_MAX_HEADS, &c->n_heads, e)) ||
+      (rc = gg_int(g, "llama.attention.head_count_kv", 0, c->n_heads, 1, GC_LLAMA_MAX_HEADS, &c->n_kv_heads, e)) ||
+      (rc = gg_int(g, "llama.context_length", 1, 0, 1, GC_LLAMA_MAX_SEQ, &c->max_seq, e)) ||
+      (rc = gg_num(g, "llama.attention.layer_norm_rms_epsilon", 1, 0, &c->rms_norm_eps, e)) ||
+      (rc = gg_num(g, "llama.rope.freq_base", 0, 10000.0, &c->rope_theta, e)))
+    return rc;
+  if (c->dim % c->n_heads && !gc_gguf_find(g, "llama.attention.key_length"))
+    return gc_err_set(e, GC_ECORRUPT, "%s: embedding_length %d is not divisible by head_count %d (and no key_length)",
+                      p, c->dim, c->n_heads);
+  if ((rc = gg_int(g, "llama.attention.key_length", 0, c->dim / c->n_heads, 1, GC_LLAMA_MAX_HEAD_DIM, &kl, e)) ||
+      (rc = gg_int(g, "llama.attention.value_length", 0, kl, 1, GC_LLAMA_MAX_HEAD_DIM, &vl, e)) ||
+      (rc = gg_int(g, "llama.rope.dimension_count", 0, kl, 0, GC_LLAMA_MAX_HEAD_DIM, &rot, e)))
+    return rc;
+  c->head_dim = kl;
+  if (vl != kl)
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: attention.value_length %d differs from key_length %d",
+                      p, vl, kl);
+  if (rot != kl)
+    return gc_err_set(e, GC_EUNSUPPORTED,
+                      "%s: unsupported config: llama.rope.dimension_count %d rotates part of head_dim %d (gcore "
+                      "rotates whole heads)", p, rot, kl);
+  return GC_OK;
+}
+
+/* vocab_size, tied classifier and llama3 factors from the tensor table. */
+static int gg_tensors(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e) {
+  const char *p = gc_gguf_path(g);
+  const gc_gguf_tensor_t *t = gc_gguf_tensor(g, "token_embd.weight");
+  int v;
+  if (!t) return gc_err_set(e, GC_ENOTFOUND, "token_embd.weight: tensor missing from %s", p);
+  if (t->ndim != 2 || t->ne[1] < 1 || t->ne[1] > GC_LLAMA_MAX_VOCAB)
+    return gc_err_set(e, GC_ECORRUPT, "token_embd.weight: %d dimensions {%lld, %lld} in %s; expected {dim, vocab}",
+                      t->ndim, (long long)t->ne[0], (long long)t->ne[1], p);
+  c->vocab_size = (int)t->ne[1];
+  int rc = gg_int(g, "llama.vocab_size", 0, c->vocab_size, 1, GC_LLAMA_MAX_VOCAB, &v, e);
+  if (rc) return rc;
+  if (v != c->vocab_size)
+    return gc_err_set(e, GC_ECORRUPT, "%s: llama.vocab_size %d but token_embd.weight has %d rows", p, v, c->vocab_size);
+  c->tie_word_embeddings = gc_gguf_tensor(g, "output.weight") == NULL;
+  c->dtype = t->type == 1 ? GC_ST_F16 : t->type == 30 ? GC_ST_BF16 : GC_ST_F32;
+  if (!(t = gc_gguf_tensor(g, "rope_freqs.weight"))) return GC_OK;
+  if (t->type != 0 || t->ndim != 1 || t->ne[0] != c->head_dim / 2)
+    return gc_err_set(e, GC_ECORRUPT, "rope_freqs.weight: %s {%lld} in %s; expected F32 {%d} (head_dim / 2)",
+                      t->type_name, (long long)t->ne[0], p, c->head_dim / 2);
+  c->rope_scaling = GC_ROPE_SCALING_FACTORS;
+  c->n_rope_factors = c->head_dim / 2;
+  memcpy(c->rope_factors, t->data, (size_t)c->n_rope_factors * sizeof(float)); /* may be unaligned */
+  return GC_OK;
+}
+
+int gc_llama_config_from_gguf(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e) {
+  memset(c, 0, sizeof *c);
+  int rc;
+  if ((rc = gg_refuse(g, e)) || (rc = gg_dims(g, c, e)) || (rc = gg_tensors(g, c, e)) ||
+      (rc = gg_int(g, "tokenizer.ggml.bos_token_id", 0, 1, 0, INT_MAX, &c->bos_id, e)) ||
+      (rc = gg_int(g, "tokenizer.ggml.eos_token_id", 0, 2, 0, INT_MAX, &c->eos_ids[0], e)) ||
+      (rc = gg_int(g, "tokenizer.ggml.eot_token_id", 0, c->eos_ids[0], 0, INT_MAX, &c->eos_ids[1], e)))
+    return rc;
+  c->n_eos = c->eos_ids[1] != c->eos_ids[0] ? 2 : 1; /* end of turn (Llama 3 instruct) stops too */
+  c->rope_layout = GC_ROPE_PAIRS;
+  c->weight_dtype = c->dtype;
+  if (gc_llama_config_check(c, e) != GC_OK) {
+    if (e) {
+      e->code = GC_ECORRUPT;
+      gc_err_prefix(e, "%s", gc_gguf_path(g));
+    }
+    return GC_ECORRUPT;
+  }
+  return GC_OK;
 }

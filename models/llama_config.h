@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "../base/base.h"
+#include "gguf.h"
 #include "safetensors.h"
 
 /* How RoPE pairs the elements of one head of q and k.
@@ -22,7 +23,9 @@ typedef enum gc_rope_layout {
 
 typedef enum gc_rope_scaling {
   GC_ROPE_SCALING_NONE = 0,
-  GC_ROPE_SCALING_LLAMA3 = 1, /* Llama 3.1 frequency-dependent rescaling */
+  GC_ROPE_SCALING_LLAMA3 = 1,  /* Llama 3.1 frequency-dependent rescaling */
+  GC_ROPE_SCALING_FACTORS = 2, /* per-frequency divisors, as GGUF files store
+                                  llama3 scaling (tensor rope_freqs.weight) */
 } gc_rope_scaling_t;
 
 #define GC_LLAMA_MAX_EOS 16
@@ -53,6 +56,9 @@ typedef struct gc_llama_config {
   double rope_low_freq_factor;  /* LLAMA3 only */
   double rope_high_freq_factor; /* LLAMA3 only; > low_freq_factor */
   int rope_original_max_seq;    /* LLAMA3 only: original_max_position_embeddings */
+  int n_rope_factors;           /* FACTORS only: head_dim / 2 */
+  float rope_factors[GC_LLAMA_MAX_HEAD_DIM / 2]; /* FACTORS only: inv_freq[i] is
+                                   divided by rope_factors[i] (llama.cpp's freq_factors) */
   gc_rope_layout_t rope_layout;
   int tie_word_embeddings;      /* 1: the classifier is the embedding */
   int bos_id;                   /* -1 when the config names none */
@@ -85,6 +91,19 @@ int gc_llama_config_load_hf(const char *dir, gc_llama_config_t *c,
  * n_heads * head_dim in this format (head_dim = dim / n_heads). */
 int gc_llama_config_from_llama2c(const int32_t hdr[7], gc_llama_config_t *c,
                                  gc_err_t *e);
+
+/* The configuration of a GGUF file of architecture "llama" (llama.cpp's
+ * keys: llama.context_length, .embedding_length, .feed_forward_length,
+ * .block_count, .attention.head_count[_kv], .attention.key_length (else
+ * embedding_length / head_count), .attention.layer_norm_rms_epsilon,
+ * .rope.freq_base; tokenizer.ggml.bos/eos_token_id), with what the tensor
+ * table says: vocab_size from token_embd.weight, tied when output.weight
+ * is absent, llama3 scaling as per-frequency factors from rope_freqs.weight.
+ * RoPE layout PAIRS (llama.cpp's converter interleaves Q and K). Refused by
+ * name: other architectures (GC_EUNSUPPORTED "general.architecture
+ * 'qwen2'"), rope.scaling.type other than none, partial rotary dims,
+ * experts. Missing or ill-typed keys: GC_ECORRUPT naming the file. */
+int gc_llama_config_from_gguf(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e);
 
 /* Consistency: positive dims within the GC_LLAMA_MAX_* bounds, n_heads %
  * n_kv_heads == 0, even head_dim, eps in (0, 1), finite theta > 0, sane

@@ -84,11 +84,16 @@ int gc_llama_needs(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t ctx
 
 int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend,
                         gc_llama_dtypes_t *dt, gc_err_t *e) {
-  if (w->mixed_dtypes)
-    return gc_err_set(e, GC_EUNSUPPORTED, "the model's tensors have mixed dtypes; gcore "
-                      "needs one weight dtype");
-  dt->weight = (gc_dtype_t)w->cfg.weight_dtype;
-  dt->act = !strcmp(backend, "cpu") ? GC_DT_F32 : dt->weight;
+  int cpu = !strcmp(backend, "cpu");
+  gc_st_dtype_t wt = w->cfg.weight_dtype;
+  (void)e;
+  /* No kernel reads block formats yet: quantized models run on dense
+     copies (gc_weights_dequantize in gc_llama_create), fp32 on the CPU and
+     fp16 on GPUs. Tensors in another float type than the matrices (a GGUF
+     file's F32 norms) are converted to theirs the same way. */
+  if (gc_weights_quantized(w)) wt = cpu ? GC_ST_F32 : GC_ST_F16;
+  dt->weight = (gc_dtype_t)wt;
+  dt->act = cpu ? GC_DT_F32 : dt->weight;
   return GC_OK;
 }
 
@@ -111,6 +116,7 @@ void gc_llama_inv_freq(const gc_llama_config_t *c, double *out) {
       }
       f = scaled;
     }
+    if (c->rope_scaling == GC_ROPE_SCALING_FACTORS) f /= c->rope_factors[j];
     out[j] = f;
   }
 }
@@ -136,15 +142,15 @@ static int add_recipe(const gc_llama_weights_t *w, gc_llama_dtypes_t dt, const c
   return GC_OK;
 }
 
-int gc_llama_workload(const char *model_path, const char *prefill, const char *batch,
-                      const char *backend, gc_problems_t *out, gc_needs_t *needs,
+int gc_llama_workload(const char *model_path, const char *quantize, const char *prefill,
+                      const char *batch, const char *backend, gc_problems_t *out, gc_needs_t *needs,
                       gc_err_t *e) {
   static const char *const all[] = {"cpu", "cuda"};
   /* GPU backends share one recipe: activations in the weights' dtype */
   if (backend && !strcmp(backend, "hip")) backend = "cuda";
   gc_llama_weights_t *w;
   if (gc_weights_open(model_path, &w, e)) return e->code;
-  int rc = GC_OK;
+  int rc = quantize ? gc_weights_quantize(w, quantize, e) : GC_OK;
   for (int i = 0; !rc && i < 2; i++) {
     gc_llama_dtypes_t dt;
     if (backend && strcmp(backend, all[i])) continue;

@@ -5,7 +5,7 @@
 #ifndef GC_RECIPE_H
 #define GC_RECIPE_H
 
-#include "../db/problem.h"
+#include "../core/problem.h"
 #include "weights.h"
 
 /* Passes of at most this many tokens fold each RMSNorm into the GEMM
@@ -40,20 +40,24 @@ int gc_llama_needs(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t ctx
                    gc_needs_t *out, gc_err_t *e);
 
 /* The dtypes for weights w on a backend: the CPU keeps activations in
- * fp32; GPUs keep them in the weights' dtype. */
+ * fp32; GPUs keep them in the weights' dtype. Quantized weights count as
+ * fp32 on the CPU and fp16 on GPUs (dense copies, until quantized kernels
+ * exist). */
 int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend,
                         gc_llama_dtypes_t *dt, gc_err_t *e);
 
-/* RoPE inverse frequencies [head_dim/2] (theta, llama3 scaling), double. */
+/* RoPE inverse frequencies [head_dim/2] (theta, llama3 scaling or GGUF's
+ * per-frequency factors), double. */
 void gc_llama_inv_freq(const gc_llama_config_t *c, double *out);
 
 /* The problems of a model for tuning or bundling: the recipe for a prefill
  * of each t in prefill (comma list; NULL: 128,512 capped to the context;
  * "none": no prefill) and a decode step of each batch row count (NULL: 1),
  * in the dtypes of backend ("cpu", "cuda", "hip"), or of every backend when
- * NULL. needs (may be NULL) gets the rows every prompt length reaches. */
-int gc_llama_workload(const char *model_path, const char *prefill, const char *batch,
-                      const char *backend, gc_problems_t *out, gc_needs_t *needs,
+ * NULL. needs (may be NULL) gets the rows every prompt length reaches.
+ * quantize (NULL: none): the model's matrices as --quantize stores them. */
+int gc_llama_workload(const char *model_path, const char *quantize, const char *prefill,
+                      const char *batch, const char *backend, gc_problems_t *out, gc_needs_t *needs,
                       gc_err_t *e);
 
 #endif

@@ -6,6 +6,8 @@
  * model.safetensors.index.json. */
 #include "safetensors.h"
 
+#include "../base/quant.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -68,13 +70,12 @@ size_t gc_st_dtype_size(gc_st_dtype_t t) {
   }
 }
 
+_Static_assert((int)GC_ST_Q8_0 == GC_QT_Q8_0 && (int)GC_ST_Q6_K == GC_QT_Q6_K && (int)GC_ST_BF16 == GC_QT_BF16,
+               "gc_st_dtype_t numbers the block formats as gc_qtype_t does");
+
 const char *gc_st_dtype_name(gc_st_dtype_t t) {
-  switch (t) {
-  case GC_ST_F32: return "F32";
-  case GC_ST_F16: return "F16";
-  case GC_ST_BF16: return "BF16";
-  default: return "?";
-  }
+  const gc_qformat_t *f = gc_quant_format((int)t);
+  return f ? f->name : "?";
 }
 
 static const st_dtype_info_t *st_dtype_lookup(const char *s) {
@@ -174,22 +175,22 @@ static void st_shape_str(const gc_st_tensor_t *t, char *buf, size_t n) {
 }
 
 /* shape: at most GC_ST_MAX_DIMS non-negative integers whose product
- * fits in int64; fills t->ndim, t->shape and *numel. */
+ * fits in int64; fills t->ndim, t->shape and *numel. name is quoted. */
 static int st_parse_shape(const char *p, const char *name, struct json_object *js, gc_st_tensor_t *t,
                           uint64_t *numel_out, gc_err_t *e) {
   size_t nd = json_object_array_length(js);
   if (nd > GC_ST_MAX_DIMS)
-    return gc_err_set(e, GC_EUNSUPPORTED, "%s: tensor '%s' has %zu dimensions (at most %d)",
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: tensor %s has %zu dimensions (at most %d)",
                       p, name, nd, GC_ST_MAX_DIMS);
   t->ndim = (int)nd;
   uint64_t numel = 1;
   for (size_t i = 0; i < nd; i++) {
     uint64_t d;
     if (!st_json_u64(json_object_array_get_idx(js, i), &d) || d > (uint64_t)INT64_MAX)
-      return gc_err_set(e, GC_ECORRUPT, "%s: tensor '%s': shape[%zu] is not a non-negative integer", p, name, i);
+      return gc_err_set(e, GC_ECORRUPT, "%s: tensor %s: shape[%zu] is not a non-negative integer", p, name, i);
     t->shape[i] = (int64_t)d;
     if (__builtin_mul_overflow(numel, d, &numel) || numel > (uint64_t)INT64_MAX)
-      return gc_err_set(e, GC_ECORRUPT, "%s: tensor '%s': shape overflows", p, name);
+      return gc_err_set(e, GC_ECORRUPT, "%s: tensor %s: shape overflows", p, name);
   }
   *numel_out = numel;
   return GC_OK;
@@ -201,22 +202,24 @@ static int st_parse_entry(const st_file_t *f, const char *name,
                           uint64_t *begin, uint64_t *end, gc_err_t *e) {
   const char *p = f->path;
   struct json_object *jd, *js, *jo;
+  char qn[GC_QUOTE_BUF], qd[40];
+  name = gc_quote(name, GC_QSTR, qn, sizeof qn); /* from the file: used here in messages only */
   if (!json_object_is_type(v, json_type_object))
-    return gc_err_set(e, GC_ECORRUPT, "%s: tensor '%s': entry is not a JSON object", p, name);
+    return gc_err_set(e, GC_ECORRUPT, "%s: tensor %s: entry is not a JSON object", p, name);
   if (!json_object_object_get_ex(v, "dtype", &jd) || !json_object_is_type(jd, json_type_string))
-    return gc_err_set(e, GC_ECORRUPT, "%s: tensor '%s': missing string 'dtype'", p, name);
+    return gc_err_set(e, GC_ECORRUPT, "%s: tensor %s: missing string 'dtype'", p, name);
   if (!json_object_object_get_ex(v, "shape", &js) || !json_object_is_type(js, json_type_array))
-    return gc_err_set(e, GC_ECORRUPT, "%s: tensor '%s': missing array 'shape'", p, name);
+    return gc_err_set(e, GC_ECORRUPT, "%s: tensor %s: missing array 'shape'", p, name);
   if (!json_object_object_get_ex(v, "data_offsets", &jo) ||
       !json_object_is_type(jo, json_type_array) || json_object_array_length(jo) != 2)
-    return gc_err_set(e, GC_ECORRUPT, "%s: tensor '%s': 'data_offsets' is not an array [begin, end]", p, name);
+    return gc_err_set(e, GC_ECORRUPT, "%s: tensor %s: 'data_offsets' is not an array [begin, end]", p, name);
 
   const char *ds = json_object_get_string(jd);
   const st_dtype_info_t *di = st_dtype_lookup(ds);
   if (!di)
     return gc_err_set(e, GC_EUNSUPPORTED,
-                      "%s: tensor '%s' has dtype '%.32s', which gcore does not "
-                      "know (it computes with F32, F16, BF16)", p, name, ds);
+                      "%s: tensor %s has dtype %s, which gcore does not "
+                      "know (it computes with F32, F16, BF16)", p, name, gc_quote(ds, GC_QSTR, qd, sizeof qd));
   t->dtype = di->dtype;
   snprintf(t->dtype_name, sizeof t->dtype_name, "%s", di->name);
 
@@ -225,24 +228,24 @@ static int st_parse_entry(const st_file_t *f, const char *name,
   if (rc) return rc;
   uint64_t nbytes;
   if (__builtin_mul_overflow(numel, (uint64_t)di->size, &nbytes))
-    return gc_err_set(e, GC_ECORRUPT, "%s: tensor '%s': byte size overflows", p, name);
+    return gc_err_set(e, GC_ECORRUPT, "%s: tensor %s: byte size overflows", p, name);
   t->numel = (int64_t)numel;
 
   if (!st_json_u64(json_object_array_get_idx(jo, 0), begin) ||
       !st_json_u64(json_object_array_get_idx(jo, 1), end))
-    return gc_err_set(e, GC_ECORRUPT, "%s: tensor '%s': data_offsets are not non-negative integers", p, name);
+    return gc_err_set(e, GC_ECORRUPT, "%s: tensor %s: data_offsets are not non-negative integers", p, name);
   if (*begin > *end)
-    return gc_err_set(e, GC_ECORRUPT, "%s: tensor '%s': data_offsets [%llu, %llu] begin after end",
+    return gc_err_set(e, GC_ECORRUPT, "%s: tensor %s: data_offsets [%llu, %llu] begin after end",
                       p, name, (unsigned long long)*begin, (unsigned long long)*end);
   if (*end > f->data_size)
     return gc_err_set(e, GC_ECORRUPT,
-                      "%s: tensor '%s': data_offsets [%llu, %llu] run past the data region (%zu bytes; file truncated?)",
+                      "%s: tensor %s: data_offsets [%llu, %llu] run past the data region (%zu bytes; file truncated?)",
                       p, name, (unsigned long long)*begin, (unsigned long long)*end, f->data_size);
   if (*end - *begin != nbytes) {
     char sh[160];
     st_shape_str(t, sh, sizeof sh);
     return gc_err_set(e, GC_ECORRUPT,
-                      "%s: tensor '%s': data_offsets [%llu, %llu] hold %llu bytes but %s %s needs %llu",
+                      "%s: tensor %s: data_offsets [%llu, %llu] hold %llu bytes but %s %s needs %llu",
                       p, name, (unsigned long long)*begin, (unsigned long long)*end,
                       (unsigned long long)(*end - *begin), di->name, sh, (unsigned long long)nbytes);
   }
@@ -272,9 +275,11 @@ static int st_check_overlap(const gc_st_t *st, const st_file_t *f,
   size_t reach_idx = 0;
   for (size_t i = 0; i < n; i++) {
     if (spans[i].begin == spans[i].end) continue;
+    char q1[GC_QUOTE_BUF], q2[GC_QUOTE_BUF];
     if (spans[i].begin < reach)
-      return gc_err_set(e, GC_ECORRUPT, "%s: tensors '%s' and '%s' overlap in the data region",
-                        f->path, st->tensors[reach_idx].name, st->tensors[spans[i].idx].name);
+      return gc_err_set(e, GC_ECORRUPT, "%s: tensors %s and %s overlap in the data region", f->path,
+                        gc_quote(st->tensors[reach_idx].name, GC_QSTR, q1, sizeof q1),
+                        gc_quote(st->tensors[spans[i].idx].name, GC_QSTR, q2, sizeof q2));
     reach = spans[i].end;
     reach_idx = spans[i].idx;
   }
@@ -395,10 +400,12 @@ static int st_add_file(gc_st_t *st, const char *path, gc_err_t *e) {
 /* Sort by name and refuse duplicates (possible across shards). */
 static int st_finish(gc_st_t *st, gc_err_t *e) {
   if (st->n_tensors) qsort(st->tensors, st->n_tensors, sizeof *st->tensors, st_cmp_name);
+  char q[GC_QUOTE_BUF];
   for (size_t i = 1; i < st->n_tensors; i++)
     if (strcmp(st->tensors[i - 1].name, st->tensors[i].name) == 0)
-      return gc_err_set(e, GC_ECORRUPT, "tensor '%s' appears twice (in %s and %s)",
-                        st->tensors[i].name, st->tensors[i - 1].file, st->tensors[i].file);
+      return gc_err_set(e, GC_ECORRUPT, "tensor %s appears twice (in %s and %s)",
+                        gc_quote(st->tensors[i].name, GC_QSTR, q, sizeof q), st->tensors[i - 1].file,
+                        st->tensors[i].file);
   return GC_OK;
 }
 
@@ -449,12 +456,14 @@ static int st_index_open_shards(gc_st_t *st, const char *dir, const char *ipath,
   for (; !json_object_iter_equal(&it, &end); json_object_iter_next(&it)) {
     const char *tname = json_object_iter_peek_name(&it);
     struct json_object *v = json_object_iter_peek_value(&it);
+    char qt[GC_QUOTE_BUF], qs[GC_QUOTE_BUF];
     if (!json_object_is_type(v, json_type_string))
-      return gc_err_set(e, GC_ECORRUPT, "%s: weight_map['%s'] is not a file name", ipath, tname);
+      return gc_err_set(e, GC_ECORRUPT, "%s: weight_map[%s] is not a file name", ipath,
+                        gc_quote(tname, GC_QSTR, qt, sizeof qt));
     const char *shard = json_object_get_string(v);
     if (!st_shard_name_ok(shard))
-      return gc_err_set(e, GC_ECORRUPT, "%s: weight_map['%s'] names '%.200s', not a plain file name in %s", ipath,
-                        tname, shard, dir);
+      return gc_err_set(e, GC_ECORRUPT, "%s: weight_map[%s] names %s, not a plain file name in %s", ipath,
+                        gc_quote(tname, GC_QSTR, qt, sizeof qt), gc_quote(shard, GC_QSTR, qs, sizeof qs), dir);
     char *sp = st_join(dir, shard, e);
     if (!sp) return GC_ENOMEM;
     int seen = 0, rc = GC_OK;
@@ -462,7 +471,8 @@ static int st_index_open_shards(gc_st_t *st, const char *dir, const char *ipath,
     if (!seen) rc = st_add_file(st, sp, e);
     free(sp);
     if (rc == GC_ENOTFOUND)
-      return gc_err_set(e, GC_ENOTFOUND, "%s names shard '%s', which does not exist in %s", ipath, shard, dir);
+      return gc_err_set(e, GC_ENOTFOUND, "%s names shard %s, which does not exist in %s", ipath,
+                        gc_quote(shard, GC_QSTR, qs, sizeof qs), dir);
     if (rc) return rc;
   }
   if (st->n_files == 0) return gc_err_set(e, GC_ECORRUPT, "%s: weight_map is empty", ipath);
@@ -478,9 +488,10 @@ static int st_index_check(const gc_st_t *st, const char *ipath, struct json_obje
     const gc_st_tensor_t *t = gc_st_find(st, tname);
     const char *base = t ? strrchr(t->file, '/') : NULL;
     base = base ? base + 1 : (t ? t->file : NULL);
+    char qt[GC_QUOTE_BUF], qs[GC_QUOTE_BUF];
     if (!t || strcmp(base, shard) != 0)
-      return gc_err_set(e, GC_ECORRUPT, "%s maps tensor '%s' to '%s', but that shard has no such tensor", ipath,
-                        tname, shard);
+      return gc_err_set(e, GC_ECORRUPT, "%s maps tensor %s to %s, but that shard has no such tensor", ipath,
+                        gc_quote(tname, GC_QSTR, qt, sizeof qt), gc_quote(shard, GC_QSTR, qs, sizeof qs));
   }
   return GC_OK;
 }
@@ -579,10 +590,13 @@ const gc_st_tensor_t *gc_st_find(const gc_st_t *st, const char *name) {
 int gc_st_get(const gc_st_t *st, const char *name, const gc_st_tensor_t **out, gc_err_t *e) {
   *out = NULL;
   const gc_st_tensor_t *t = gc_st_find(st, name);
-  if (!t) return gc_err_set(e, GC_ENOTFOUND, "tensor '%s' not found in %s", name, st ? st->path : "(null)");
+  char q[GC_QUOTE_BUF];
+  if (!t)
+    return gc_err_set(e, GC_ENOTFOUND, "tensor %s not found in %s", gc_quote(name, GC_QSTR, q, sizeof q),
+                      st ? st->path : "(null)");
   if (t->dtype == GC_ST_OTHER)
-    return gc_err_set(e, GC_EUNSUPPORTED, "%s: tensor '%s' has dtype %s; gcore computes with F32, F16, BF16",
-                      t->file, name, t->dtype_name);
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: tensor %s has dtype %s; gcore computes with F32, F16, BF16",
+                      t->file, gc_quote(name, GC_QSTR, q, sizeof q), t->dtype_name);
   *out = t;
   return GC_OK;
 }

@@ -20,11 +20,18 @@ typedef enum gc_st_dtype {
   GC_ST_F32 = 0,
   GC_ST_F16 = 1,
   GC_ST_BF16 = 2,
+  /* ggml's block formats (base/quant.h, same numbering as gc_qtype_t):
+     weights from GGUF files or --quantize, never in a safetensors file */
+  GC_ST_Q8_0 = 3,
+  GC_ST_Q4_0 = 4,
+  GC_ST_Q4_K = 5,
+  GC_ST_Q5_K = 6,
+  GC_ST_Q6_K = 7,
 } gc_st_dtype_t;
 
-/* Bytes per element of F32/F16/BF16; 0 for GC_ST_OTHER. */
+/* Bytes per element of F32/F16/BF16; 0 for GC_ST_OTHER and block formats. */
 size_t gc_st_dtype_size(gc_st_dtype_t t);
-/* "F32", "F16", "BF16" (safetensors spelling); "?" otherwise. */
+/* "F32", "F16", "BF16" (safetensors spelling), "Q4_K" (ggml's); "?" otherwise. */
 const char *gc_st_dtype_name(gc_st_dtype_t t);
 
 #define GC_ST_MAX_DIMS 8

@@ -21,9 +21,10 @@ static int put_token(gc_tok_t *t, int32_t i, gc_gguf_str_t s, int type, gc_buf_t
     int rc = tok_bytelevel_decode(s.p, (size_t)s.n, b, e);
     if (rc > 0) return rc;
     if (rc == 0) return tok_set(t, i, b->data ? b->data : "", b->len, type, e);
+    char q[GC_QUOTE_BUF];
     if (type == TOK_NORMAL)
-      return gc_err_set(e, GC_ECORRUPT, "%s: token %d '%.*s' is not byte-level text", t->what, i,
-                        (int)(s.n > 64 ? 64 : s.n), s.p);
+      return gc_err_set(e, GC_ECORRUPT, "%s: token %d %s is not byte-level text", t->what, i,
+                        gc_quote(s.p, s.n, q, sizeof q));
   }
   return tok_set(t, i, s.p, (size_t)s.n, type, e);
 }
@@ -83,9 +84,10 @@ static int read_merges(gc_tok_t *t, const gc_gguf_t *g, gc_err_t *e) {
       id[1] = tok_lookup(t, b.data + mid, b.len - mid);
       id[2] = tok_lookup(t, b.data, b.len);
     }
+    char q[GC_QUOTE_BUF];
     if (id[0] < 0 || id[1] < 0 || id[2] < 0)
-      rc = gc_err_set(e, GC_ECORRUPT, "%s: merge %llu '%.*s' names a token that is not in the vocabulary",
-                      t->what, (unsigned long long)i, (int)(m[i].n > 64 ? 64 : m[i].n), m[i].p);
+      rc = gc_err_set(e, GC_ECORRUPT, "%s: merge %llu %s names a token that is not in the vocabulary",
+                      t->what, (unsigned long long)i, gc_quote(m[i].p, m[i].n, q, sizeof q));
     if (!rc) rc = tok_add_merge(t, id[0], id[1], (int32_t)i, id[2], e);
   }
   free(m);
@@ -165,8 +167,9 @@ static int set_pre(gc_tok_t *t, const gc_gguf_t *g, gc_err_t *e) {
   if (str_is(pre, "default") || str_is(pre, "gpt-2")) return tok_set_regex(t, TOK_GPT2_REGEX, e);
   if (str_is(pre, "llama3") || str_is(pre, "llama-bpe") || str_is(pre, "llama-v3"))
     return tok_set_regex(t, TOK_LLAMA3_REGEX, e);
-  return gc_err_set(e, GC_EUNSUPPORTED, "%s: pre-tokenizer '%.*s' is not supported (gcore knows gpt-2, llama-bpe)",
-                    t->what, (int)(pre.n > 64 ? 64 : pre.n), pre.p);
+  char q[GC_QUOTE_BUF];
+  return gc_err_set(e, GC_EUNSUPPORTED, "%s: pre-tokenizer %s is not supported (gcore knows gpt-2, llama-bpe)",
+                    t->what, gc_quote(pre.p, pre.n, q, sizeof q));
 }
 
 static int build(gc_tok_t *t, const gc_gguf_t *g, gc_err_t *e) {
@@ -179,8 +182,9 @@ static int build(gc_tok_t *t, const gc_gguf_t *g, gc_err_t *e) {
     t->kind = TOK_BYTELEVEL;
     if (set_pre(t, g, e)) return e->code;
   } else {
-    return gc_err_set(e, GC_EUNSUPPORTED, "%s: tokenizer model '%.*s' is not supported (gcore implements llama, gpt2)",
-                      t->what, (int)(model.n > 64 ? 64 : model.n), model.p);
+    char q[GC_QUOTE_BUF];
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: tokenizer model %s is not supported (gcore implements llama, gpt2)",
+                      t->what, gc_quote(model.p, model.n, q, sizeof q));
   }
   if (read_tokens(t, g, e) || tok_index(t, e)) return e->code;
   if (t->kind == TOK_SPM ? merges_from_scores(t, g, e) : read_merges(t, g, e)) return e->code;

@@ -76,8 +76,10 @@ static int normalizer_step(gc_tok_t *t, json_object *n, gc_err_t *e) {
       return GC_OK;
     }
   }
-  return gc_err_set(e, GC_EUNSUPPORTED, "%s: normalizer '%s' is not supported (gcore implements "
-                    "Prepend('▁') and Replace(' ', '▁'))", t->what, type ? type : "?");
+  char q[GC_QUOTE_BUF];
+  return gc_err_set(e, GC_EUNSUPPORTED, "%s: normalizer %s is not supported (gcore implements "
+                    "Prepend('▁') and Replace(' ', '▁'))", t->what,
+                    type ? gc_quote(type, GC_QSTR, q, sizeof q) : "'?'");
 }
 
 static int read_normalizer(gc_tok_t *t, json_object *n, gc_err_t *e) {
@@ -122,8 +124,10 @@ static int pre_step(gc_tok_t *t, json_object *p, int in_sequence, gc_err_t *e) {
                         : get_bool(p, "add_prefix_space", 1);
     return GC_OK;
   }
-  return gc_err_set(e, GC_EUNSUPPORTED, "%s: pre-tokenizer '%s' is not supported (gcore implements "
-                    "ByteLevel, Split with a regex, Metaspace)", t->what, type ? type : "?");
+  char q[GC_QUOTE_BUF];
+  return gc_err_set(e, GC_EUNSUPPORTED, "%s: pre-tokenizer %s is not supported (gcore implements "
+                    "ByteLevel, Split with a regex, Metaspace)", t->what,
+                    type ? gc_quote(type, GC_QSTR, q, sizeof q) : "'?'");
 }
 
 static int read_pre(gc_tok_t *t, json_object *p, gc_err_t *e) {
@@ -153,9 +157,10 @@ static int match_form(gc_tok_t *t, const char *s, size_t n, gc_buf_t *b, gc_err_
   b->len = 0;
   if (t->kind != TOK_BYTELEVEL) return gc_buf_append(b, s, n, e);
   int rc = tok_bytelevel_decode(s, n, b, e);
+  char q[GC_QUOTE_BUF];
   if (rc < 0)
-    return gc_err_set(e, GC_ECORRUPT, "%s: vocabulary entry '%.*s' is not byte-level text", t->what,
-                      (int)(n > 64 ? 64 : n), s);
+    return gc_err_set(e, GC_ECORRUPT, "%s: vocabulary entry %s is not byte-level text", t->what,
+                      gc_quote(s, n, q, sizeof q));
   return rc;
 }
 
@@ -166,14 +171,18 @@ static int read_vocab(gc_tok_t *t, json_object *vocab, gc_err_t *e) {
   int rc = GC_OK;
   json_object_object_foreach(vocab, key, val) {
     if (!json_object_is_type(val, json_type_int)) {
-      rc = gc_err_set(e, GC_ECORRUPT, "%s: model.vocab['%.64s'] is not an integer id", t->what, key);
+      char q[GC_QUOTE_BUF];
+      rc = gc_err_set(e, GC_ECORRUPT, "%s: model.vocab[%s] is not an integer id", t->what,
+                      gc_quote(key, GC_QSTR, q, sizeof q));
       break;
     }
     int64_t id = json_object_get_int64(val);
     size_t n = strlen(key);
     int type = t->byte_fallback && is_byte_token(key, n) ? TOK_BYTE : TOK_NORMAL;
-    if (id < 0 || id > INT32_MAX) rc = gc_err_set(e, GC_ECORRUPT, "%s: model.vocab['%.64s'] = %lld is out of range",
-                                                  t->what, key, (long long)id);
+    char q[GC_QUOTE_BUF];
+    if (id < 0 || id > INT32_MAX)
+      rc = gc_err_set(e, GC_ECORRUPT, "%s: model.vocab[%s] = %lld is out of range", t->what,
+                      gc_quote(key, n, q, sizeof q), (long long)id);
     if (!rc) rc = match_form(t, key, n, &b, e);
     if (!rc) rc = tok_set(t, (int32_t)id, b.data ? b.data : "", b.len, type, e);
     if (rc) break;
@@ -231,9 +240,10 @@ static int merge_halves(gc_tok_t *t, json_object *m, size_t i, const char **a, s
 static int32_t need_token(gc_tok_t *t, const char *s, size_t n, size_t i, gc_buf_t *b, gc_err_t *e) {
   if (match_form(t, s, n, b, e)) return -1;
   int32_t id = tok_lookup(t, b->data ? b->data : "", b->len);
+  char q[GC_QUOTE_BUF];
   if (id < 0)
-    gc_err_set(e, GC_ECORRUPT, "%s: model.merges[%zu] names '%.*s', which is not in the vocabulary", t->what, i,
-               (int)(n > 64 ? 64 : n), s);
+    gc_err_set(e, GC_ECORRUPT, "%s: model.merges[%zu] names %s, which is not in the vocabulary", t->what, i,
+               gc_quote(s, n, q, sizeof q));
   return id;
 }
 
@@ -262,11 +272,12 @@ static int read_merges(gc_tok_t *t, json_object *merges, gc_err_t *e) {
 
 static int read_model(gc_tok_t *t, json_object *model, gc_err_t *e) {
   const char *type = get_str(model, "type");
+  char q[GC_QUOTE_BUF];
   if (!model || !json_object_is_type(model, json_type_object))
     return gc_err_set(e, GC_ECORRUPT, "%s: no model object", t->what);
   if (type ? strcmp(type, "BPE") != 0 : !get(model, "merges"))
-    return gc_err_set(e, GC_EUNSUPPORTED, "%s: model type '%s' is not supported (gcore implements BPE)",
-                      t->what, type ? type : "?");
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: model type %s is not supported (gcore implements BPE)",
+                      t->what, type ? gc_quote(type, GC_QSTR, q, sizeof q) : "'?'");
   if (get_str(model, "continuing_subword_prefix") || get_str(model, "end_of_word_suffix"))
     return gc_err_set(e, GC_EUNSUPPORTED, "%s: BPE with subword prefixes or suffixes is not supported", t->what);
   t->byte_fallback = get_bool(model, "byte_fallback", 0);

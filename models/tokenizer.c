@@ -143,8 +143,10 @@ int tok_set(gc_tok_t *t, int32_t id, const char *s, size_t n, int type, gc_err_t
   if (grow_vocab(t, id + 1, e)) return GC_ENOMEM;
   if (t->type[id]) {
     if (text_eq(t, id, s, n)) return GC_OK;
-    return gc_err_set(e, GC_ECORRUPT, "%s: token id %d is given to two different texts ('%.*s' and '%.*s')",
-                      t->what, id, (int)t->len[id], t->arena.data + t->off[id], (int)(n > 64 ? 64 : n), s);
+    char q1[GC_QUOTE_BUF], q2[GC_QUOTE_BUF];
+    return gc_err_set(e, GC_ECORRUPT, "%s: token id %d is given to two different texts (%s and %s)",
+                      t->what, id, gc_quote(t->arena.data + t->off[id], t->len[id], q1, sizeof q1),
+                      gc_quote(s, n, q2, sizeof q2));
   }
   if (t->arena.len + n > UINT32_MAX)
     return gc_err_set(e, GC_ECORRUPT, "%s: the vocabulary is larger than 4 GiB", t->what);

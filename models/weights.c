@@ -1,16 +1,26 @@
-/* weights.c — fills gc_llama_weights_t from a Hugging Face directory or a
- * llama2.c file. HF tensors are looked up by their transformers names and
- * checked against the config's shapes; llama2.c arrays are sliced per
+/* weights.c — fills gc_llama_weights_t from a Hugging Face directory, a
+ * GGUF file or a llama2.c file. HF and GGUF tensors are looked up by name
+ * and checked against the config's shapes; llama2.c arrays are sliced per
  * layer. Tensors whose file offset is not aligned to their element size
- * (legal in safetensors) are copied once so that every pointer is aligned. */
+ * (legal in safetensors) are copied once so that every pointer is aligned.
+ * Also: quantizing the matrices on load, and (temporarily) dense copies of
+ * quantized tensors for a forward pass without quantized kernels. */
 #include "weights.h"
 
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "../base/quant.h"
 
 /* --------------------------------------------------------------- common */
+
+/* Matrices of a layer (fields of gc_llama_layer_weights_t, in order). */
+static const int w_matrices[7] = {1, 2, 3, 4, 6, 7, 8};
 
 static gc_weight_t *w_layer_field(gc_llama_layer_weights_t *l, int k) {
   gc_weight_t *f[GC_LLAMA_LAYER_TENSORS] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo,
@@ -56,19 +66,43 @@ static void w_summarize(gc_llama_weights_t *w) {
     if (gc_weights_at(w, i)->dtype != w->cfg.weight_dtype) w->mixed_dtypes = 1;
 }
 
-/* ------------------------------------------------------------------ HF */
-
-/* Keep an aligned heap copy of t's bytes; returns NULL on ENOMEM. */
-static const void *w_aligned_copy(gc_llama_weights_t *w, const gc_st_tensor_t *t, gc_err_t *e) {
+/* n bytes of heap owned by w, 64-byte aligned (so that the CPU device
+ * uses them in place); NULL on ENOMEM. */
+static void *w_own(gc_llama_weights_t *w, size_t n, gc_err_t *e) {
   void **nc = gc_realloc(w->copies, (w->n_copies + 1) * sizeof *w->copies, e);
   if (!nc) return NULL;
   w->copies = nc;
-  void *p = gc_malloc(t->nbytes, e);
+  void *p = n <= SIZE_MAX - 64 ? gc_malloc(n + 64, e) : NULL;
   if (!p) return NULL;
-  memcpy(p, t->data, t->nbytes);
   w->copies[w->n_copies++] = p;
+  return (char *)p + (64 - (uintptr_t)p % 64) % 64;
+}
+
+/* Keep an aligned heap copy of n bytes at data; returns NULL on ENOMEM. */
+static const void *w_aligned_copy(gc_llama_weights_t *w, const void *data, size_t n, gc_err_t *e) {
+  void *p = w_own(w, n, e);
+  if (p) memcpy(p, data, n);
   return p;
 }
+
+/* The i-th tensor of w in gc_weights_at's order, writable. */
+static gc_weight_t *w_at(gc_llama_weights_t *w, size_t i) {
+  size_t n = gc_weights_count(w);
+  if (i >= n) return NULL;
+  if (i == 0) return &w->tok_embeddings;
+  if (i == n - 2) return &w->norm;
+  if (i == n - 1) return &w->classifier;
+  i -= 1;
+  return w_layer_field(&w->layers[i / GC_LLAMA_LAYER_TENSORS], (int)(i % GC_LLAMA_LAYER_TENSORS));
+}
+
+/* Rows and row length of a tensor (a 1-D tensor is one row). */
+static void w_rows(const gc_weight_t *t, int64_t *rows, int64_t *cols) {
+  *rows = t->ndim == 2 ? t->shape[0] : 1;
+  *cols = t->ndim == 2 ? t->shape[1] : t->shape[0];
+}
+
+/* ------------------------------------------------------------------ HF */
 
 /* Bind dst to tensor `name` of w->st, which must have shape [r] (c == 0)
  * or [r, c] and a dtype gcore computes with. */
@@ -95,7 +129,7 @@ static int w_bind_hf(gc_llama_weights_t *w, gc_weight_t *dst, const char *name, 
   dst->nbytes = t->nbytes;
   dst->data = t->data;
   if ((uintptr_t)t->data % gc_st_dtype_size(t->dtype) != 0) {
-    dst->data = w_aligned_copy(w, t, e);
+    dst->data = w_aligned_copy(w, t->data, t->nbytes, e);
     if (!dst->data) return GC_ENOMEM;
   }
   return GC_OK;
@@ -107,6 +141,15 @@ static const char *const w_hf_layer_names[GC_LLAMA_LAYER_TENSORS] = {
     "mlp.gate_proj",        "mlp.down_proj",    "mlp.up_proj",
 };
 
+/* Whether any tensor of layer l ("model.layers.L.") is in st. */
+static int w_hf_has_layer(const gc_st_t *st, int l) {
+  char pre[48];
+  int n = snprintf(pre, sizeof pre, "model.layers.%d.", l);
+  for (size_t i = 0; i < gc_st_count(st); i++)
+    if (!strncmp(gc_st_at(st, i)->name, pre, (size_t)n)) return 1;
+  return 0;
+}
+
 static int w_fill_hf(gc_llama_weights_t *w, gc_err_t *e) {
   const gc_llama_config_t *c = &w->cfg;
   int rc = w_bind_hf(w, &w->tok_embeddings, "model.embed_tokens.weight", c->vocab_size, c->dim, e);
@@ -117,6 +160,10 @@ static int w_fill_hf(gc_llama_weights_t *w, gc_err_t *e) {
       snprintf(name, sizeof name, "model.layers.%d.%s.weight", l, w_hf_layer_names[k]);
       w_layer_shape(c, k, &r, &cols);
       rc = w_bind_hf(w, w_layer_field(&w->layers[l], k), name, r, cols, e);
+      if (rc == GC_ENOTFOUND && !w_hf_has_layer(w->st, l)) /* more layers than the weights */
+        gc_err_set(e, GC_ENOTFOUND, "%s: config.json has num_hidden_layers %d, but the weights "
+                   "have no layer %d (first missing tensor '%s')", gc_st_path(w->st), c->n_layers,
+                   l, name);
     }
   }
   if (!rc) rc = w_bind_hf(w, &w->norm, "model.norm.weight", c->dim, 0, e);
@@ -132,6 +179,85 @@ static int w_fill_hf(gc_llama_weights_t *w, gc_err_t *e) {
   return rc;
 }
 
+/* Tensors of a checkpoint that hold no weight gcore would need: the
+ * rotary inverse frequencies some exports keep, per layer ("REST" of
+ * model.layers.N.REST) or once for the model (gcore computes them from
+ * rope_theta and rope_scaling). */
+static int w_hf_ignorable(const char *rest) { return !strcmp(rest, "self_attn.rotary_emb.inv_freq"); }
+static int w_hf_ignorable_top(const char *name) { return !strcmp(name, "model.rotary_emb.inv_freq"); }
+
+/* Layer number and the rest of a "model.layers.N.REST" name, or -1. */
+static long w_hf_layer_of(const char *name, const char **rest) {
+  const char *pre = "model.layers.";
+  if (strncmp(name, pre, strlen(pre))) return -1;
+  char *end;
+  const char *p = name + strlen(pre);
+  if (*p < '0' || *p > '9') return -1;
+  long l = strtol(p, &end, 10);
+  if (*end != '.' || l < 0) return -1;
+  *rest = end + 1;
+  return l;
+}
+
+/* A tied config: an lm_head.weight in the file must be a copy of the
+ * embedding (some exports save both), or the two disagree. */
+static int w_hf_check_tied(gc_llama_weights_t *w, const gc_st_tensor_t *t, gc_err_t *e) {
+  const gc_weight_t *emb = &w->tok_embeddings;
+  if (t->dtype == emb->dtype && t->nbytes == emb->nbytes && t->ndim == 2 &&
+      t->shape[0] == emb->shape[0] && t->shape[1] == emb->shape[1] &&
+      !memcmp(t->data, emb->data, t->nbytes))
+    return GC_OK;
+  return gc_err_set(e, GC_ECORRUPT, "%s: config.json has tie_word_embeddings true, but the weights "
+                    "hold an lm_head.weight that is not a copy of model.embed_tokens.weight "
+                    "(set tie_word_embeddings false to use it)", gc_st_path(w->st));
+}
+
+/* Every tensor of the checkpoint is one the config accounts for: a layer
+ * past num_hidden_layers, or any tensor gcore would silently ignore (a
+ * bias, a weight of another architecture), means config.json describes
+ * another model than its weights. The first such tensor (in name order,
+ * lowest layer first) is named. */
+static int w_hf_check_unused(gc_llama_weights_t *w, gc_err_t *e) {
+  const gc_llama_config_t *c = &w->cfg;
+  const gc_st_tensor_t *first_layer = NULL, *first_other = NULL;
+  long low = -1;
+  for (size_t i = 0; i < gc_st_count(w->st); i++) {
+    const gc_st_tensor_t *t = gc_st_at(w->st, i);
+    const char *rest = NULL;
+    long l = w_hf_layer_of(t->name, &rest);
+    if (l >= c->n_layers) {
+      if (!first_layer || l < low) first_layer = t, low = l;
+      continue;
+    }
+    if (l >= 0) {
+      int known = w_hf_ignorable(rest);
+      for (int k = 0; !known && k < GC_LLAMA_LAYER_TENSORS; k++) {
+        size_t n = strlen(w_hf_layer_names[k]);
+        known = !strncmp(rest, w_hf_layer_names[k], n) && !strcmp(rest + n, ".weight");
+      }
+      if (!known && !first_other) first_other = t;
+      continue;
+    }
+    if (!strcmp(t->name, "model.embed_tokens.weight") || !strcmp(t->name, "model.norm.weight") ||
+        w_hf_ignorable_top(t->name))
+      continue;
+    if (!strcmp(t->name, "lm_head.weight")) {
+      if (c->tie_word_embeddings && w_hf_check_tied(w, t, e)) return e->code;
+      continue;
+    }
+    if (!first_other) first_other = t;
+  }
+  if (first_layer)
+    return gc_err_set(e, GC_ECORRUPT, "%s: config.json has num_hidden_layers %d, but the weights "
+                      "have layer %ld (first unexpected tensor %s)", gc_st_path(w->st),
+                      c->n_layers, low, GC_QUOTED(first_layer->name));
+  if (first_other)
+    return gc_err_set(e, GC_ECORRUPT, "%s: unexpected tensor %s: config.json describes no weight "
+                      "of that name (a feature gcore does not implement, or another model's "
+                      "config)", gc_st_path(w->st), GC_QUOTED(first_other->name));
+  return GC_OK;
+}
+
 int gc_weights_open_hf(const char *dir, gc_llama_weights_t **out, gc_err_t *e) {
   *out = NULL;
   gc_llama_config_t cfg;
@@ -141,6 +267,7 @@ int gc_weights_open_hf(const char *dir, gc_llama_weights_t **out, gc_err_t *e) {
   if ((rc = w_alloc(&cfg, &w, e))) return rc;
   rc = gc_st_open(dir, &w->st, e);
   if (!rc) rc = w_fill_hf(w, e);
+  if (!rc) rc = w_hf_check_unused(w, e);
   if (rc) {
     gc_weights_close(w);
     return rc;
@@ -207,14 +334,250 @@ int gc_weights_open_llama2c(const char *path, gc_llama_weights_t **out, gc_err_t
   return GC_OK;
 }
 
+/* ---------------------------------------------------------------- GGUF */
+
+static const char *const w_gguf_layer_names[GC_LLAMA_LAYER_TENSORS] = {
+    "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_down", "ffn_up",
+};
+
+/* Bind dst to GGUF tensor name, which must hold [r] (c == 0) or [r, c]
+ * (GGUF writes dims innermost first: {c, r}) in a type gcore reads. */
+static int w_bind_gguf(gc_llama_weights_t *w, gc_weight_t *dst, const char *name, int64_t r, int64_t c,
+                       gc_err_t *e) {
+  const gc_gguf_tensor_t *t = gc_gguf_tensor(w->gguf, name);
+  gc_qtype_t q;
+  if (!t) return gc_err_set(e, GC_ENOTFOUND, "%s: tensor missing from %s", name, gc_gguf_path(w->gguf));
+  if (gc_quant_from_ggml(t->type, &q))
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: tensor type %s is not supported (gcore reads F32, F16, BF16, Q8_0, "
+                      "Q4_0, Q4_K, Q5_K, Q6_K)", name, t->type_name);
+  int ndim = c ? 2 : 1;
+  if (t->ndim != ndim || t->ne[0] != (c ? c : r) || (c && t->ne[1] != r))
+    return gc_err_set(e, GC_ECORRUPT, "%s: dims {%lld, %lld}%s in GGUF order (row length first) but the config "
+                      "implies {%lld%s%.0lld}", name, (long long)t->ne[0], (long long)t->ne[1],
+                      t->ndim > 2 ? ", ..." : "", (long long)(c ? c : r), c ? ", " : "", (long long)(c ? r : 0));
+  snprintf(dst->name, sizeof dst->name, "%s", name);
+  dst->dtype = (gc_st_dtype_t)q;
+  dst->ndim = ndim;
+  dst->shape[0] = r;
+  dst->shape[1] = c;
+  dst->data = t->data;
+  dst->nbytes = (size_t)t->nbytes;
+  size_t es = gc_st_dtype_size(dst->dtype);
+  if (es && (uintptr_t)t->data % es != 0 && !(dst->data = w_aligned_copy(w, t->data, dst->nbytes, e)))
+    return GC_ENOMEM;
+  return GC_OK;
+}
+
+/* 1 if name is a tensor of the llama model gcore runs (n layers), spelt
+ * as gcore binds it ("blk.3.attn_q.weight", not "blk.03..."). */
+static int w_gguf_known(gc_gguf_str_t name, int n) {
+  static const char *const top[] = {"token_embd.weight", "output_norm.weight", "output.weight", "rope_freqs.weight"};
+  const char *p = name.p, *end = name.p + name.n;
+  for (size_t i = 0; i < GC_ARRAY_LEN(top); i++)
+    if (name.n == strlen(top[i]) && !memcmp(p, top[i], (size_t)name.n)) return 1;
+  if (name.n < 5 || memcmp(p, "blk.", 4)) return 0;
+  long l = 0;
+  const char *d = p + 4;
+  for (; d < end && *d >= '0' && *d <= '9' && d - p < 12; d++) l = l * 10 + (*d - '0');
+  if (d == p + 4 || (p[4] == '0' && d > p + 5) || d >= end || *d != '.' || l >= n) return 0;
+  size_t rest = (size_t)(end - d - 1);
+  for (int k = 0; k < GC_LLAMA_LAYER_TENSORS; k++) {
+    size_t kn = strlen(w_gguf_layer_names[k]);
+    if (rest == kn + 7 && !memcmp(d + 1, w_gguf_layer_names[k], kn) && !memcmp(d + 1 + kn, ".weight", 7)) return 1;
+  }
+  return 0;
+}
+
+static int w_fill_gguf(gc_llama_weights_t *w, gc_err_t *e) {
+  const gc_llama_config_t *c = &w->cfg;
+  int rc = w_bind_gguf(w, &w->tok_embeddings, "token_embd.weight", c->vocab_size, c->dim, e);
+  for (int l = 0; !rc && l < c->n_layers; l++) {
+    for (int k = 0; !rc && k < GC_LLAMA_LAYER_TENSORS; k++) {
+      char name[96];
+      int64_t r, cols;
+      snprintf(name, sizeof name, "blk.%d.%s.weight", l, w_gguf_layer_names[k]);
+      w_layer_shape(c, k, &r, &cols);
+      rc = w_bind_gguf(w, w_layer_field(&w->layers[l], k), name, r, cols, e);
+    }
+  }
+  if (!rc) rc = w_bind_gguf(w, &w->norm, "output_norm.weight", c->dim, 0, e);
+  if (!rc && c->tie_word_embeddings) w->classifier = w->tok_embeddings;
+  else if (!rc) rc = w_bind_gguf(w, &w->classifier, "output.weight", c->vocab_size, c->dim, e);
+  /* a tensor gcore would not read changes the model (biases, experts, ...) */
+  for (uint64_t i = 0; !rc && i < gc_gguf_tensor_count(w->gguf); i++) {
+    gc_gguf_str_t n = gc_gguf_tensor_at(w->gguf, i)->name;
+    if (!w_gguf_known(n, c->n_layers))
+      rc = gc_err_set(e, GC_EUNSUPPORTED, "%s: tensor %s is not part of a llama model as gcore runs it",
+                      gc_gguf_path(w->gguf), gc_quote(n.p, (size_t)n.n, (char[GC_QUOTE_BUF]){0}, GC_QUOTE_BUF));
+  }
+  return rc;
+}
+
+int gc_weights_open_gguf(const char *path, gc_llama_weights_t **out, gc_err_t *e) {
+  *out = NULL;
+  gc_gguf_t *g;
+  gc_llama_config_t cfg;
+  gc_llama_weights_t *w;
+  int rc = gc_gguf_open(path, &g, e);
+  if (rc) return rc;
+  if ((rc = gc_llama_config_from_gguf(g, &cfg, e)) || (rc = w_alloc(&cfg, &w, e))) {
+    gc_gguf_close(g);
+    return rc;
+  }
+  w->gguf = g;
+  if ((rc = w_fill_gguf(w, e))) {
+    gc_weights_close(w);
+    return rc;
+  }
+  w_summarize(w);
+  *out = w;
+  return GC_OK;
+}
+
+int gc_weights_is_gguf(const char *path) {
+  struct stat sb;
+  char magic[4];
+  if (!path || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  int ok = read(fd, magic, 4) == 4 && !memcmp(magic, "GGUF", 4);
+  close(fd);
+  return ok;
+}
+
+/* ------------------------------------------------------- converting rows */
+
+/* Rows [r0, r1) of src converted into dst's type, one float row at a time. */
+typedef struct w_job {
+  const gc_weight_t *src;
+  gc_weight_t *dst;
+  int64_t r0, r1, cols;
+  float *tmp; /* [cols] */
+  int rc;
+} w_job_t;
+
+static void *w_convert_rows(void *arg) {
+  w_job_t *j = arg;
+  size_t sb = (size_t)gc_quant_row_bytes(j->src->dtype, j->cols), db = (size_t)gc_quant_row_bytes(j->dst->dtype, j->cols);
+  for (int64_t r = j->r0; r < j->r1 && !j->rc; r++) {
+    const uint8_t *in = (const uint8_t *)j->src->data + (size_t)r * sb;
+    uint8_t *out = (uint8_t *)j->dst->data + (size_t)r * db;
+    if (j->dst->dtype == GC_ST_F32) {
+      gc_quant_dequantize((gc_qtype_t)j->src->dtype, in, (float *)out, j->cols);
+    } else {
+      gc_quant_dequantize((gc_qtype_t)j->src->dtype, in, j->tmp, j->cols);
+      j->rc = gc_quant_quantize((gc_qtype_t)j->dst->dtype, j->tmp, out, j->cols, NULL);
+    }
+  }
+  return NULL;
+}
+
+/* dst (name, shape set; dtype set to the target) gets a copy of src in
+ * dst->dtype, owned by w; rows are converted by up to 16 threads. */
+static int w_convert(gc_llama_weights_t *w, const gc_weight_t *src, gc_weight_t *dst, gc_err_t *e) {
+  int64_t rows, cols;
+  w_rows(src, &rows, &cols);
+  uint64_t rb = gc_quant_row_bytes(dst->dtype, cols);
+  if (!rb || gc_quant_row_bytes(src->dtype, cols) * (uint64_t)rows != src->nbytes)
+    return gc_err_set(e, GC_EINVAL, "%s: rows of %lld elements are not whole %s blocks of %d", src->name,
+                      (long long)cols, gc_st_dtype_name(dst->dtype), gc_quant_format(dst->dtype)->block);
+  dst->nbytes = (size_t)(rb * (uint64_t)rows);
+  void *data = w_own(w, dst->nbytes, e);
+  if (!data) return GC_ENOMEM;
+  dst->data = data;
+  int nt = gc_host_ncpu();
+  nt = nt < 1 ? 1 : nt > 16 ? 16 : nt;
+  if (rows * cols < (1 << 16) || rows < nt) nt = 1;
+  w_job_t jobs[16];
+  pthread_t th[16];
+  int started = 0, rc = GC_OK;
+  float *tmp = gc_malloc((size_t)nt * (size_t)cols * sizeof *tmp, e);
+  if (!tmp) return GC_ENOMEM;
+  for (int i = 0; i < nt; i++) {
+    jobs[i] = (w_job_t){src, dst, rows * i / nt, rows * (i + 1) / nt, cols, tmp + (size_t)i * (size_t)cols, GC_OK};
+    if (i == nt - 1 || pthread_create(&th[i], NULL, w_convert_rows, &jobs[i]) != 0)
+      w_convert_rows(&jobs[i]); /* the last share, or any a thread could not take */
+    else
+      started |= 1 << i;
+  }
+  for (int i = 0; i < nt; i++) {
+    if (started >> i & 1) pthread_join(th[i], NULL);
+    if (jobs[i].rc && !rc) rc = gc_err_set(e, jobs[i].rc, "%s: conversion to %s failed", src->name,
+                                          gc_st_dtype_name(dst->dtype));
+  }
+  free(tmp);
+  return rc;
+}
+
+int gc_weights_quantized(const gc_llama_weights_t *w) {
+  for (size_t i = 0; i < gc_weights_count(w); i++)
+    if (gc_quant_is_block(gc_weights_at(w, i)->dtype)) return 1;
+  return 0;
+}
+
+int gc_weights_quantize(gc_llama_weights_t *w, const char *type, gc_err_t *e) {
+  gc_qtype_t q;
+  if (gc_quant_parse(type, &q) || !gc_quant_is_block(q) || !gc_quant_format(q)->can_quantize)
+    return gc_err_set(e, GC_EINVAL, "--quantize: '%s' is not one of q8_0, q4_0, q4_k", type ? type : "");
+  const gc_qformat_t *f = gc_quant_format(q);
+  for (int l = 0; l < w->cfg.n_layers; l++)
+    for (int k = 0; k < 7; k++) {
+      gc_weight_t *t = w_layer_field(&w->layers[l], w_matrices[k]), src = *t;
+      if (gc_quant_is_block(t->dtype))
+        return gc_err_set(e, GC_EUNSUPPORTED, "--quantize %s: %s is already stored as %s", type, t->name,
+                          gc_st_dtype_name(t->dtype));
+      if (t->shape[1] % f->block)
+        return gc_err_set(e, GC_EINVAL, "--quantize %s: %s has rows of %lld elements, not a multiple of %s's "
+                          "block of %d", type, t->name, (long long)t->shape[1], f->name, f->block);
+      t->dtype = (gc_st_dtype_t)q;
+      int rc = w_convert(w, &src, t, e);
+      if (rc) {
+        *t = src;
+        return rc;
+      }
+    }
+  w_summarize(w);
+  return GC_OK;
+}
+
+/* TEMPORARY: dense copies for a forward pass without quantized kernels
+ * (gc_llama_create); goes when the templates read block formats. */
+int gc_weights_dequantize(const gc_llama_weights_t *w, gc_st_dtype_t to, gc_llama_weights_t **out,
+                          gc_err_t *e) {
+  *out = NULL;
+  if (to != GC_ST_F32 && to != GC_ST_F16 && to != GC_ST_BF16)
+    return gc_err_set(e, GC_EINVAL, "dense copies are F32, F16 or BF16, not %s", gc_st_dtype_name(to));
+  size_t n = gc_weights_count(w), todo = 0;
+  for (size_t i = 0; i < n; i++) todo += gc_weights_at(w, i)->dtype != to;
+  if (!todo) return GC_OK;
+  gc_llama_weights_t *d;
+  int rc = w_alloc(&w->cfg, &d, e);
+  int tied = w->classifier.data == w->tok_embeddings.data;
+  for (size_t i = 0; !rc && i < n; i++) {
+    const gc_weight_t *src = gc_weights_at(w, i);
+    gc_weight_t *dst = w_at(d, i);
+    *dst = *src;
+    if (tied && src == &w->classifier) *dst = d->tok_embeddings; /* shared, as in w */
+    else if (src->dtype != to) dst->dtype = to, rc = w_convert(d, src, dst, e);
+  }
+  if (rc) {
+    gc_weights_close(d);
+    return rc;
+  }
+  w_summarize(d);
+  *out = d;
+  return GC_OK;
+}
+
 /* ----------------------------------------------------------------- API */
 
 int gc_weights_open(const char *path, gc_llama_weights_t **out, gc_err_t *e) {
   *out = NULL;
   struct stat sb;
   if (!path || stat(path, &sb) != 0)
-    return gc_err_set(e, GC_ENOTFOUND, "%s: no such model directory or llama2.c file", path ? path : "(null)");
+    return gc_err_set(e, GC_ENOTFOUND, "%s: no such model directory, GGUF or llama2.c file", path ? path : "(null)");
   if (S_ISDIR(sb.st_mode)) return gc_weights_open_hf(path, out, e);
+  if (gc_weights_is_gguf(path)) return gc_weights_open_gguf(path, out, e);
   return gc_weights_open_llama2c(path, out, e);
 }
 
@@ -225,6 +588,7 @@ void gc_weights_close(gc_llama_weights_t *w) {
   free(w->layers);
   gc_st_close(w->st);
   gc_llama2c_close(w->l2c);
+  gc_gguf_close(w->gguf);
   free(w);
 }
 
@@ -233,13 +597,7 @@ size_t gc_weights_count(const gc_llama_weights_t *w) {
 }
 
 const gc_weight_t *gc_weights_at(const gc_llama_weights_t *w, size_t i) {
-  size_t n = gc_weights_count(w);
-  if (i >= n) return NULL;
-  if (i == 0) return &w->tok_embeddings;
-  if (i == n - 2) return &w->norm;
-  if (i == n - 1) return &w->classifier;
-  i -= 1;
-  return w_layer_field(&w->layers[i / GC_LLAMA_LAYER_TENSORS], (int)(i % GC_LLAMA_LAYER_TENSORS));
+  return w_at((gc_llama_weights_t *)w, i); /* the view is not written */
 }
 
 uint64_t gc_weights_bytes(const gc_llama_weights_t *w) {

@@ -1,8 +1,10 @@
 /* weights.h — one view of a Llama model's weights, whatever file they came
- * from (a Hugging Face directory or a llama2.c checkpoint): per layer the
- * nine named tensors, plus embedding, final norm and classifier, each with
- * dtype, shape and a read-only host pointer. Every tensor is checked against
- * the shape the config implies before the view is handed out. */
+ * from (a Hugging Face directory, a GGUF file or a llama2.c checkpoint):
+ * per layer the nine named tensors, plus embedding, final norm and
+ * classifier, each with its storage type (a float dtype or one of ggml's
+ * block formats, base/quant.h), shape and a read-only host pointer. Every
+ * tensor is checked against the shape the config implies before the view
+ * is handed out. Matrices can be quantized on load (--quantize). */
 #ifndef GC_MODELS_WEIGHTS_H
 #define GC_MODELS_WEIGHTS_H
 
@@ -10,19 +12,23 @@
 #include <stdint.h>
 
 #include "../base/base.h"
+#include "gguf.h"
 #include "llama2c.h"
 #include "llama_config.h"
 #include "safetensors.h"
 
-/* One weight tensor: dense, row-major, y = W x for matrices. */
+/* One weight tensor, row-major, y = W x for matrices. In a block format
+ * each row is cols / block blocks (base/quant.h), rows one after another. */
 typedef struct gc_weight {
-  char name[96];       /* HF name ("model.layers.3.mlp.up_proj.weight") or,
-                          for llama2.c, Meta's ("layers.3.feed_forward.w3.weight") */
-  gc_st_dtype_t dtype; /* F32, F16 or BF16 */
+  char name[96];       /* HF name ("model.layers.3.mlp.up_proj.weight"), GGUF's
+                          ("blk.3.ffn_up.weight") or, for llama2.c, Meta's
+                          ("layers.3.feed_forward.w3.weight") */
+  gc_st_dtype_t dtype; /* F32, F16, BF16, or a block format (Q8_0 .. Q6_K) */
   int ndim;            /* 1 (norm weights) or 2 (matrices) */
   int64_t shape[2];    /* [n] or [rows = out_features, cols = in_features] */
   const void *data;    /* [nbytes] host memory, read-only, aligned to the
-                          element size; valid until gc_weights_close */
+                          element size (block formats: unaligned bytes);
+                          valid until gc_weights_close */
   size_t nbytes;
 } gc_weight_t;
 
@@ -41,8 +47,8 @@ typedef struct gc_llama_layer_weights {
 #define GC_LLAMA_LAYER_TENSORS 9 /* fields of gc_llama_layer_weights_t */
 
 typedef struct gc_llama_weights {
-  gc_llama_config_t cfg; /* rope_layout: PAIRS for llama2.c, HALVES for HF;
-                            weight_dtype: dtype of layer 0's wq */
+  gc_llama_config_t cfg; /* rope_layout: PAIRS for llama2.c and GGUF, HALVES
+                            for HF; weight_dtype: dtype of layer 0's wq */
   gc_weight_t tok_embeddings;       /* [vocab, dim] */
   gc_llama_layer_weights_t *layers; /* [n_layers] */
   gc_weight_t norm;                 /* [dim] final RMSNorm */
@@ -52,20 +58,49 @@ typedef struct gc_llama_weights {
   /* private: what the pointers point into */
   gc_st_t *st;
   gc_llama2c_t *l2c;
-  void **copies; /* [n_copies] aligned copies of unaligned tensors */
+  gc_gguf_t *gguf;
+  void **copies; /* [n_copies] heap copies: unaligned tensors, quantized or
+                    dense versions */
   size_t n_copies;
 } gc_llama_weights_t;
 
 /* Open a model: a directory is read as Hugging Face (config.json +
- * safetensors), a regular file as a llama2.c checkpoint. On success *out
- * is a view to release with gc_weights_close. Errors carry the tensor's or
- * file's name: GC_ENOTFOUND (missing file or tensor), GC_ECORRUPT (bad file,
- * wrong shape: "model.layers.3.mlp.up_proj.weight: shape [64,172] but the
- * config implies [172,64]"), GC_EUNSUPPORTED (config feature or dtype),
- * GC_EIO, GC_ENOMEM. */
+ * safetensors), a regular file starting with "GGUF" as GGUF (architecture
+ * llama; tensors memory-mapped, F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K),
+ * any other file as a llama2.c checkpoint. On success *out is a view to
+ * release with gc_weights_close. Errors carry the tensor's or file's name:
+ * GC_ENOTFOUND (missing file or tensor), GC_ECORRUPT (bad file, wrong
+ * shape: "model.layers.3.mlp.up_proj.weight: shape [64,172] but the config
+ * implies [172,64]"), GC_EUNSUPPORTED (config feature, dtype or tensor
+ * type, architecture), GC_EIO, GC_ENOMEM. */
 int gc_weights_open(const char *path, gc_llama_weights_t **out, gc_err_t *e);
 int gc_weights_open_hf(const char *dir, gc_llama_weights_t **out, gc_err_t *e);
 int gc_weights_open_llama2c(const char *path, gc_llama_weights_t **out, gc_err_t *e);
+int gc_weights_open_gguf(const char *path, gc_llama_weights_t **out, gc_err_t *e);
+
+/* 1 when path is a regular file that starts with the GGUF magic. */
+int gc_weights_is_gguf(const char *path);
+
+/* --quantize TYPE: store the seven matrices of every layer (wq wk wv wo w1
+ * w2 w3) in TYPE ("q8_0", "q4_0" or "q4_k", any case) with llama.cpp's
+ * reference quantizers; the embedding, the classifier and the norms keep
+ * their precision. The quantized copies belong to w. Errors: GC_EINVAL (an
+ * unknown TYPE; a matrix whose rows are not whole blocks, named),
+ * GC_EUNSUPPORTED (a matrix already in a block format), GC_ENOMEM. */
+int gc_weights_quantize(gc_llama_weights_t *w, const char *type, gc_err_t *e);
+
+/* 1 when some tensor of w is in a block format. Can't fail. */
+int gc_weights_quantized(const gc_llama_weights_t *w);
+
+/* TEMPORARY, until the kernel templates read block formats: a view of w
+ * whose tensors are all dense in dtype `to` (F32, F16 or BF16), so that the
+ * forward pass can run a quantized model. Tensors already in `to` are
+ * shared with w (which must outlive *out); the others are dequantized (or
+ * converted: a GGUF file's F32 norms beside F16 matrices) into copies owned
+ * by *out. *out is NULL when every tensor is already in `to`. Release with
+ * gc_weights_close. Errors: GC_EINVAL (to not a float dtype), GC_ENOMEM. */
+int gc_weights_dequantize(const gc_llama_weights_t *w, gc_st_dtype_t to, gc_llama_weights_t **out,
+                          gc_err_t *e);
 
 /* Release the view and every mapping under it; NULL is a no-op. */
 void gc_weights_close(gc_llama_weights_t *w);

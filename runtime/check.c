@@ -1,17 +1,44 @@
 /* check.c — verification and timing of one kernel on one problem.
- * Buffers: inputs are uploaded once; outputs are poisoned before each
- * verification launch; in/out buffers (a KV cache) are restored to their
- * initial contents, whose to-be-written rows are NaN. Every output and
- * in/out buffer has guard bytes after it that must survive the launch. */
+ *
+ * Buffers. Every buffer lives inside its own larger allocation, between a
+ * guard of G >= GUARD bytes before it and one after it, all of it filled
+ * with GUARD_BYTE when the check is set up:
+ *
+ *   alloc  lo            lo+G     S          E       P            P+G
+ *     |....|[ guard: G    ]|slack|[ buffer   ]|slack|[ guard: G   ]|....
+ *
+ * S (the address kernels get) is `align`-aligned (ALIGN, or HOST_ALIGN on
+ * the CPU, whose kernels need 64 bytes: a smaller slack after the buffer);
+ * its end E lies less than `align` bytes before P, where the guard after
+ * it starts; lo, P
+ * and G are whole pages where the device protects memory (the slack
+ * before S is then less than a page), else S = lo + G.
+ * Inputs are uploaded once; outputs are poisoned before each verification
+ * launch; in/out buffers (a KV cache) are restored to their initial
+ * contents, whose to-be-written rows are NaN. After each verification
+ * launch every guard must still hold its pattern and every input its
+ * initial bytes (a write that lands there is reported and undone), then
+ * every output element is checked.
+ *
+ * Where the device can protect memory (the CPU), the guards are whole
+ * pages: those around an output are inaccessible, and an input with its
+ * guards is read-only, for as long as the check lives. A stray write then
+ * faults at once (the tuner's worker reports where, gc_check_locate); only
+ * the slack between a buffer and the protected pages is compared. Where
+ * it cannot (GPUs), whole guards are compared after each launch. */
 #include "check.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define GUARD 256        /* bytes after an output that must stay untouched */
+#define GUARD (((size_t)1 << 20) + ((size_t)64 << 10)) /* a write 1 MiB away still lands inside */
 #define GUARD_BYTE 0xA5
 #define POISON_BYTE 0xFF /* all-ones is NaN in f32, f16 and bf16 */
+#define ALIGN 256        /* what gc_dev_alloc promises, kept for each buffer */
+#define HOST_ALIGN 64    /* what CPU kernels are promised (templates/README.md) */
+#define STAGE ((size_t)4 << 20) /* bytes compared at a time off a device */
 
 struct gc_check {
   gc_dev_t *dev;
@@ -20,17 +47,44 @@ struct gc_check {
   gc_opbuf_t bufs[GC_OP_MAX_BUFS];
   int nbufs;
   void *host[GC_OP_MAX_BUFS];       /* initial contents (inputs, in/out) */
-  gc_dptr_t dev_buf[GC_OP_MAX_BUFS];
+  gc_dptr_t dev_buf[GC_OP_MAX_BUFS]; /* S: the buffer inside its allocation */
   size_t bytes[GC_OP_MAX_BUFS];
+  gc_dptr_t alloc[GC_OP_MAX_BUFS];  /* the allocation, alloc_bytes[i] long */
+  size_t alloc_bytes[GC_OP_MAX_BUFS];
+  gc_dptr_t lo[GC_OP_MAX_BUFS];     /* start of the guard before the buffer */
+  gc_dptr_t hi[GC_OP_MAX_BUFS];     /* P: start of the guard after it */
+  size_t gbytes;                    /* G: bytes of each guard (whole pages) */
+  size_t page;                      /* protection granule; 0: none */
+  size_t align;                     /* of each buffer: ALIGN or HOST_ALIGN */
+  int protected;                    /* the guards and inputs are protected */
   double *ref[GC_OP_MAX_BUFS], *tol[GC_OP_MAX_BUFS]; /* outputs and in/out only */
-  unsigned char *readback;          /* largest output + guard */
+  unsigned char *readback;          /* largest output */
+  unsigned char *stage, *pattern;   /* STAGE bytes each: a downloaded piece, GUARD_BYTEs */
   gc_argpack_t args;
   /* made by the first timing that needs them, kept for the next ones */
   gc_dptr_t flush;                  /* cold-cache reads (gc_time_opts_t.flush) */
   size_t flush_bytes;
   int rot_buf, ncopies;             /* chain timing: copies of input rot_buf */
   gc_dptr_t copy[16];
+  int copies_used;                  /* a timing launched on the copies since the last verification */
 };
+
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+static int checked(const gc_opbuf_t *b) { return b->kind != GC_BUF_IN; }
+
+/* Protection of buffer i and its guards: on (inputs read-only, the guards
+ * of outputs inaccessible) or off (all read-write). */
+static int protect_buf(gc_check_t *c, int i, int on, gc_err_t *e) {
+  size_t g = c->gbytes, span = (size_t)(c->hi[i] - c->lo[i]) + g;
+  if (!checked(&c->bufs[i]))
+    return gc_dev_protect(c->dev, c->lo[i], span, on ? GC_PROT_READ : GC_PROT_RW, e);
+  int prot = on ? GC_PROT_NONE : GC_PROT_RW;
+  if (gc_dev_protect(c->dev, c->lo[i], g, prot, e) ||
+      gc_dev_protect(c->dev, c->hi[i], g, prot, e))
+    return e->code;
+  return GC_OK;
+}
 
 void gc_check_free(gc_check_t *c) {
   if (!c) return;
@@ -38,11 +92,14 @@ void gc_check_free(gc_check_t *c) {
     free(c->host[i]);
     free(c->ref[i]);
     free(c->tol[i]);
-    gc_dev_free(c->dev, c->dev_buf[i]);
+    if (c->protected && c->alloc[i]) protect_buf(c, i, 0, NULL);
+    gc_dev_free(c->dev, c->alloc[i]);
   }
   for (int i = 0; i < c->ncopies; i++) gc_dev_free(c->dev, c->copy[i]);
   gc_dev_free(c->dev, c->flush);
   free(c->readback);
+  free(c->stage);
+  free(c->pattern);
   free(c);
 }
 
@@ -53,16 +110,30 @@ void gc_check_buffers(gc_check_t *c, const gc_opbuf_t **b, int *n) {
   *n = c->nbufs;
 }
 
-static int checked(const gc_opbuf_t *b) { return b->kind != GC_BUF_IN; }
+/* Buffer i inside an allocation with its guards (layout: top of file),
+ * every byte of it GUARD_BYTE. */
+static int alloc_guarded(gc_check_t *c, int i, gc_err_t *e) {
+  size_t gran = c->page > ALIGN ? c->page : ALIGN;
+  size_t body = round_up(c->bytes[i], gran);
+  c->alloc_bytes[i] = gran + 2 * c->gbytes + body;
+  if (gc_dev_alloc(c->dev, c->alloc_bytes[i], &c->alloc[i], e) ||
+      gc_dev_memset(c->dev, c->alloc[i], GUARD_BYTE, c->alloc_bytes[i], e))
+    return e->code;
+  c->lo[i] = (gc_dptr_t)round_up((size_t)c->alloc[i], gran);
+  c->hi[i] = c->lo[i] + c->gbytes + body;
+  c->dev_buf[i] = c->hi[i] - round_up(c->bytes[i], c->align);
+  return GC_OK;
+}
 
 static int alloc_buffers(gc_check_t *c, gc_err_t *e) {
   size_t most = 0;
+  c->page = gc_dev_page_size(c->dev);
+  c->align = gc_dev_info(c->dev)->host_memory ? HOST_ALIGN : ALIGN;
+  c->gbytes = round_up(GUARD, c->page > ALIGN ? c->page : ALIGN);
   for (int i = 0; i < c->nbufs; i++) {
     const gc_opbuf_t *b = &c->bufs[i];
     c->bytes[i] = (size_t)b->count * gc_dtype_size(b->dtype);
-    size_t extra = checked(b) ? GUARD : 0;
-    if (!(c->host[i] = gc_calloc(1, c->bytes[i] + extra, e)) ||
-        gc_dev_alloc(c->dev, c->bytes[i] + extra, &c->dev_buf[i], e))
+    if (!(c->host[i] = gc_calloc(1, c->bytes[i] ? c->bytes[i] : 1, e)) || alloc_guarded(c, i, e))
       return e->code;
     if (checked(b)) {
       if (!(c->ref[i] = gc_calloc((size_t)b->count, sizeof(double), e)) ||
@@ -71,7 +142,20 @@ static int alloc_buffers(gc_check_t *c, gc_err_t *e) {
       if (c->bytes[i] > most) most = c->bytes[i];
     }
   }
-  return (c->readback = gc_malloc(most + GUARD, e)) ? GC_OK : GC_ENOMEM;
+  if (!(c->readback = gc_malloc(most ? most : 1, e)) || !(c->stage = gc_malloc(STAGE, e)) ||
+      !(c->pattern = gc_malloc(STAGE, e)))
+    return e->code;
+  memset(c->pattern, GUARD_BYTE, STAGE);
+  return GC_OK;
+}
+
+/* Inputs and guards read-only or inaccessible where the device can. */
+static int protect_all(gc_check_t *c, gc_err_t *e) {
+  if (!c->page) return GC_OK;
+  c->protected = 1;
+  for (int i = 0; i < c->nbufs; i++)
+    if (protect_buf(c, i, 1, e)) return e->code;
+  return GC_OK;
 }
 
 int gc_check_setup(gc_dev_t *dev, const gc_problem_t *p, const gc_op_scalars_t *sc,
@@ -94,6 +178,8 @@ int gc_check_setup(gc_dev_t *dev, const gc_problem_t *p, const gc_op_scalars_t *
   for (int i = 0; !rc && i < c->nbufs; i++)
     if (c->bufs[i].kind == GC_BUF_IN)
       rc = gc_dev_upload(dev, c->dev_buf[i], c->host[i], c->bytes[i], e);
+  if (!rc) rc = gc_dev_sync(dev, e);
+  if (!rc) rc = protect_all(c, e);
   if (rc) {
     gc_check_free(c);
     return rc;
@@ -103,13 +189,112 @@ int gc_check_setup(gc_dev_t *dev, const gc_problem_t *p, const gc_op_scalars_t *
   return GC_OK;
 }
 
-static int guard_intact(const unsigned char *g) {
-  for (int i = 0; i < GUARD; i++)
-    if (g[i] != GUARD_BYTE) return 0;
-  return 1;
+/* ---- comparing device memory with what it should hold ------------------ */
+
+/* Whether the n bytes at p equal want (or, want NULL, are all GUARD_BYTE):
+ * *same, and where not, *first the offset of the first byte that differs.
+ * Read in place where the device's memory is the host's, else a
+ * STAGE-byte piece at a time. */
+static int compare(gc_check_t *c, gc_dptr_t p, const unsigned char *want, size_t n, int *same,
+                   size_t *first, gc_err_t *e) {
+  const unsigned char *in_place = gc_dev_host_ptr(c->dev, p);
+  *same = 1;
+  for (size_t off = 0; off < n; off += STAGE) {
+    size_t len = n - off < STAGE ? n - off : STAGE;
+    const unsigned char *got = in_place ? in_place + off : c->stage;
+    const unsigned char *w = want ? want + off : c->pattern;
+    if (!in_place && gc_dev_download(c->dev, c->stage, p + off, len, e)) return e->code;
+    if (!memcmp(got, w, len)) continue;
+    size_t k = 0;
+    while (got[k] == w[k]) k++;
+    *first = off + k;
+    *same = 0;
+    return GC_OK;
+  }
+  return GC_OK;
 }
 
-/* Poison outputs, restore in/out buffers, set guards. */
+/* The part of buffer i's guards that a stray write may have changed
+ * unnoticed: all of them where nothing is protected, else the slack
+ * between the buffer and the protected pages. */
+static void guard_ranges(const gc_check_t *c, int i, gc_dptr_t *lo, size_t *lo_n, gc_dptr_t *hi,
+                         size_t *hi_n) {
+  gc_dptr_t s = c->dev_buf[i], end = s + c->bytes[i];
+  *lo = c->lo[i] + (c->protected ? c->gbytes : 0);
+  *lo_n = (size_t)(s - *lo);
+  *hi = end;
+  *hi_n = (size_t)(c->hi[i] - end) + (c->protected ? 0 : c->gbytes);
+}
+
+static void fail(gc_verify_t *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(gc_verify_t *v, const char *fmt, ...) {
+  if (!v->ok) return; /* the first failure is the one reported */
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(v->why, sizeof v->why, fmt, ap);
+  va_end(ap);
+  v->ok = 0;
+}
+
+/* Buffer i's guards still hold their pattern; a changed one is reported
+ * in v and refilled. */
+static int check_guards(gc_check_t *c, int i, gc_verify_t *v, gc_err_t *e) {
+  gc_dptr_t lo, hi;
+  size_t lo_n, hi_n, first;
+  int same;
+  const char *name = c->bufs[i].name;
+  const char *what = checked(&c->bufs[i]) ? "" : "input ";
+  guard_ranges(c, i, &lo, &lo_n, &hi, &hi_n);
+  if (compare(c, lo, NULL, lo_n, &same, &first, e)) return e->code;
+  if (!same) {
+    fail(v, "wrote before the start of %s%s (changed byte at start - %zu)", what, name,
+         lo_n - first);
+    if (gc_dev_memset(c->dev, lo, GUARD_BYTE, lo_n, e)) return e->code;
+  }
+  if (compare(c, hi, NULL, hi_n, &same, &first, e)) return e->code;
+  if (!same) {
+    fail(v, "wrote past the end of %s%s (changed byte at end + %zu)", what, name, first);
+    if (gc_dev_memset(c->dev, hi, GUARD_BYTE, hi_n, e)) return e->code;
+  }
+  return GC_OK;
+}
+
+/* Input i still holds its initial bytes; a changed one is reported in v
+ * and uploaded again. */
+static int check_input(gc_check_t *c, int i, gc_verify_t *v, gc_err_t *e) {
+  size_t first, esz = gc_dtype_size(c->bufs[i].dtype);
+  int64_t cols = c->bufs[i].cols > 0 ? c->bufs[i].cols : 1;
+  int same;
+  if (compare(c, c->dev_buf[i], c->host[i], c->bytes[i], &same, &first, e)) return e->code;
+  if (same) return GC_OK;
+  int64_t el = (int64_t)(first / esz);
+  fail(v, "wrote into input %s (element %lld: row %lld, col %lld)", c->bufs[i].name,
+       (long long)el, (long long)(el / cols), (long long)(el % cols));
+  if ((c->protected && protect_buf(c, i, 0, e)) ||
+      gc_dev_upload(c->dev, c->dev_buf[i], c->host[i], c->bytes[i], e) ||
+      gc_dev_sync(c->dev, e) || (c->protected && protect_buf(c, i, 1, e)))
+    return e->code;
+  return GC_OK;
+}
+
+/* The timing copies of an input still hold its bytes (they are used only
+ * by timings; a copy that changed is uploaded again). */
+static int check_copies(gc_check_t *c, gc_verify_t *v, gc_err_t *e) {
+  size_t first;
+  int same;
+  for (int k = 0; k < c->ncopies; k++) {
+    int r = c->rot_buf;
+    if (compare(c, c->copy[k], c->host[r], c->bytes[r], &same, &first, e)) return e->code;
+    if (same) continue;
+    fail(v, "wrote into input %s (a copy of it for chained timing, byte %zu)", c->bufs[r].name,
+         first);
+    if (gc_dev_upload(c->dev, c->copy[k], c->host[r], c->bytes[r], e)) return e->code;
+  }
+  c->copies_used = 0;
+  return GC_OK;
+}
+
+/* Poison outputs, restore in/out buffers. */
 static int prepare(gc_check_t *c, gc_err_t *e) {
   for (int i = 0; i < c->nbufs; i++) {
     const gc_opbuf_t *b = &c->bufs[i];
@@ -117,8 +302,7 @@ static int prepare(gc_check_t *c, gc_err_t *e) {
     int rc = b->kind == GC_BUF_OUT
                  ? gc_dev_memset(c->dev, c->dev_buf[i], POISON_BYTE, c->bytes[i], e)
                  : gc_dev_upload(c->dev, c->dev_buf[i], c->host[i], c->bytes[i], e);
-    if (rc || gc_dev_memset(c->dev, c->dev_buf[i] + c->bytes[i], GUARD_BYTE, GUARD, e))
-      return e->code;
+    if (rc) return rc;
   }
   return GC_OK;
 }
@@ -128,21 +312,83 @@ int gc_check_verify(gc_check_t *c, gc_launch_fn fn, void *ctx, gc_verify_t *v,
   memset(v, 0, sizeof *v);
   v->ok = 1;
   if (prepare(c, e) || fn(ctx, c->args.args, e) || gc_dev_sync(c->dev, e)) return e->code;
+  /* writes where there should be none first: they also explain a wrong output */
+  for (int i = 0; i < c->nbufs; i++)
+    if (check_guards(c, i, v, e) || (!checked(&c->bufs[i]) && check_input(c, i, v, e)))
+      return e->code;
+  if (c->copies_used && check_copies(c, v, e)) return e->code;
   for (int i = 0; i < c->nbufs && v->ok; i++) {
     const gc_opbuf_t *b = &c->bufs[i];
     double worst;
     if (!checked(b)) continue;
-    if (gc_dev_download(c->dev, c->readback, c->dev_buf[i], c->bytes[i] + GUARD, e))
-      return e->code;
+    if (gc_dev_download(c->dev, c->readback, c->dev_buf[i], c->bytes[i], e)) return e->code;
     v->ok = gc_op_check(b, c->readback, c->ref[i], c->tol[i], &worst, v->why, sizeof v->why);
     if (worst > v->worst) v->worst = worst;
-    if (v->ok && !guard_intact(c->readback + c->bytes[i])) {
-      v->ok = 0;
-      snprintf(v->why, sizeof v->why, "kernel wrote past the end of %s", b->name);
-    }
   }
   return GC_OK;
 }
+
+/* ---- locating a fault (async-signal-safe) ------------------------------- */
+
+typedef struct sbuf {
+  char *p;
+  size_t n, at;
+} sbuf_t;
+
+static void put_s(sbuf_t *b, const char *s) {
+  while (*s && b->at + 1 < b->n) b->p[b->at++] = *s++;
+  b->p[b->at < b->n ? b->at : b->n - 1] = 0;
+}
+
+static void put_u(sbuf_t *b, uint64_t v) {
+  char t[24];
+  int k = 0;
+  do t[k++] = (char)('0' + v % 10); while ((v /= 10) && k < 23);
+  char r[24];
+  for (int j = 0; j < k; j++) r[j] = t[k - 1 - j];
+  r[k] = 0;
+  put_s(b, r);
+}
+
+int gc_check_locate(const gc_check_t *c, uint64_t addr, char *out, size_t n) {
+  sbuf_t b = {out, n, 0};
+  if (!c || !n) return 0;
+  out[0] = 0;
+  for (int i = 0; i < c->nbufs; i++) {
+    gc_dptr_t s = c->dev_buf[i], end = s + c->bytes[i];
+    const char *what = checked(&c->bufs[i]) ? "" : "input ";
+    if (addr < c->alloc[i] || addr >= c->alloc[i] + c->alloc_bytes[i]) continue;
+    if (addr < s) {
+      put_s(&b, "before the start of ");
+      put_s(&b, what);
+      put_s(&b, c->bufs[i].name);
+      put_s(&b, " (at start - ");
+      put_u(&b, s - addr);
+    } else if (addr >= end) {
+      put_s(&b, "past the end of ");
+      put_s(&b, what);
+      put_s(&b, c->bufs[i].name);
+      put_s(&b, " (at end + ");
+      put_u(&b, addr - end);
+    } else {
+      uint64_t el = (addr - s) / gc_dtype_size(c->bufs[i].dtype);
+      uint64_t cols = c->bufs[i].cols > 0 ? (uint64_t)c->bufs[i].cols : 1;
+      put_s(&b, checked(&c->bufs[i]) ? "into output " : "into input ");
+      put_s(&b, c->bufs[i].name);
+      put_s(&b, " (element ");
+      put_u(&b, el);
+      put_s(&b, ": row ");
+      put_u(&b, el / cols);
+      put_s(&b, ", col ");
+      put_u(&b, el % cols);
+    }
+    put_s(&b, ")");
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- timing ------------------------------------------------------------- */
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -211,6 +457,7 @@ static int sample_launches(gc_check_t *c, gc_launch_fn fn, void *ctx, int n, int
   }
   void *args[16];
   memcpy(args, c->args.args, sizeof args);
+  c->copies_used = 1;
   for (int r = 0; r < n; r++) {
     gc_dptr_t p = c->copy[(*turn)++ % c->ncopies]; /* the launch copies its arguments */
     args[c->rot_buf] = &p;
@@ -232,7 +479,7 @@ static int timed_launch(gc_check_t *c, gc_launch_fn fn, void *ctx, int chain, in
 
 int gc_check_time(gc_check_t *c, gc_launch_fn fn, void *ctx, const gc_time_opts_t *o,
                   gc_timing_t *t, gc_err_t *e) {
-  gc_time_opts_t d = {.warmup = 2, .min_iters = 5, .max_iters = 2000, .min_time = 0.2};
+  gc_time_opts_t d = {.warmup = 2, .min_iters = 5, .max_iters = GC_TIME_MAX_ITERS, .min_time = 0.2};
   if (o) d = *o;
   memset(t, 0, sizeof *t);
   double *s = gc_malloc((size_t)d.max_iters * sizeof *s, e);

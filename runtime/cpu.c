@@ -3,6 +3,7 @@
  * grid's tasks on a pool of worker threads. Launches are synchronous, so
  * events are host timestamps taken between them. */
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -32,10 +33,33 @@ typedef struct cpu_pool {
   atomic_llong next;             /* next task index */
 } cpu_pool_t;
 
+/* A launch recorded in a graph: the kernel, its tasks and threads, and a
+ * copy of each argument's value (8 bytes: the widest an argument is). */
+#define CPU_GRAPH_ARGS 16
+typedef struct cpu_node {
+  cpu_kernel_fn fn;
+  int64_t ntasks;
+  int threads, nargs;
+  uint64_t vals[CPU_GRAPH_ARGS];
+} cpu_node_t;
+
+/* A graph: the launches of one capture, replayed in order. */
+typedef struct cpu_graph {
+  cpu_node_t *v;
+  int n, cap;
+} cpu_graph_t;
+
 typedef struct cpu_dev {
   struct gc_dev base;
   cpu_pool_t pool;
+  cpu_graph_t *capturing; /* between graph_begin and graph_end: launches are recorded, not run */
+  int no_protect; /* GCORE_CPU_PROTECT=0: no page protection, as on a GPU
+                     (tests run the GPUs' guard checks on the CPU with it) */
 } cpu_dev_t;
+
+static int record(cpu_graph_t *g, cpu_kernel_fn fn, int64_t ntasks, int threads, void **args,
+                  gc_err_t *e);
+static void cpu_graph_destroy(gc_dev_t *dev, void *exec);
 
 struct gc_module {
   void *handle;
@@ -181,6 +205,8 @@ static int cpu_open(int ordinal, gc_dev_t **out, gc_err_t *e) {
   in->host_memory = 1;
   struct utsname u;
   snprintf(in->driver, sizeof in->driver, "linux %s", uname(&u) == 0 ? u.release : "?");
+  const char *prot = getenv("GCORE_CPU_PROTECT");
+  d->no_protect = prot && !strcmp(prot, "0");
   if (pool_start(&d->pool, (int)in->compute_units - 1, e)) {
     free(d);
     return e ? e->code : GC_EDEVICE;
@@ -192,6 +218,7 @@ static int cpu_open(int ordinal, gc_dev_t **out, gc_err_t *e) {
 static void cpu_close(gc_dev_t *dev) {
   cpu_dev_t *d = (cpu_dev_t *)dev;
   pool_stop(&d->pool);
+  cpu_graph_destroy(dev, d->capturing);
   free(d);
 }
 
@@ -243,6 +270,21 @@ static void *cpu_host_ptr(gc_dev_t *d, gc_dptr_t p) {
   return (void *)(uintptr_t)p;
 }
 
+static size_t cpu_page_size(gc_dev_t *d) {
+  if (((cpu_dev_t *)d)->no_protect) return 0;
+  long pg = sysconf(_SC_PAGESIZE);
+  return pg > 0 ? (size_t)pg : 4096;
+}
+
+static int cpu_protect(gc_dev_t *d, gc_dptr_t p, size_t n, int prot, gc_err_t *e) {
+  (void)d;
+  int m = prot == GC_PROT_RW ? PROT_READ | PROT_WRITE : prot == GC_PROT_READ ? PROT_READ : PROT_NONE;
+  if (n && mprotect((void *)(uintptr_t)p, n, m))
+    return gc_err_set(e, GC_EDEVICE, "mprotect of %zu bytes at %#llx: %s", n,
+                      (unsigned long long)p, strerror(errno));
+  return GC_OK;
+}
+
 /* dlopen needs a file; a sealed memfd is one that nothing else can see. */
 static int cpu_module_load(gc_dev_t *d, const void *code, size_t n, gc_module_t **out,
                            gc_err_t *e) {
@@ -291,7 +333,8 @@ static int cpu_kernel(gc_dev_t *d, gc_module_t *m, const char *name, gc_kernel_t
                       gc_err_t *e) {
   (void)d;
   void *sym = dlsym(m->handle, name);
-  if (!sym) return gc_err_set(e, GC_ENOTFOUND, "code object has no kernel '%s'", name);
+  if (!sym) return gc_err_set(e, GC_ENOTFOUND, "code object has no kernel %s",
+                      GC_QUOTED(name));
   gc_kernel_t *k = gc_malloc(sizeof *k, e);
   if (!k) return GC_ENOMEM;
   *(void **)&k->fn = sym;
@@ -306,8 +349,69 @@ static int cpu_launch(gc_dev_t *dev, gc_kernel_t *k, const int64_t grid[3],
   int64_t n;
   if (__builtin_mul_overflow(grid[0], grid[1], &n) || __builtin_mul_overflow(n, grid[2], &n))
     return gc_err_set(e, GC_ELAUNCH, "grid too large");
+  if (d->capturing) return record(d->capturing, k->fn, n, (int)block[0], args, e);
   pool_run(&d->pool, k->fn, args, n, (int)block[0]);
   return GC_OK;
+}
+
+/* ---- graphs: a capture records launches; a replay runs them in order -- */
+
+/* Append a launch to g. args is NULL-terminated (an argument pack's is:
+ * gc_argpack_t zeroes the slots after its last); each value is copied. */
+static int record(cpu_graph_t *g, cpu_kernel_fn fn, int64_t ntasks, int threads, void **args,
+                  gc_err_t *e) {
+  if (g->n == g->cap) {
+    int cap = g->cap ? 2 * g->cap : 64;
+    cpu_node_t *v = gc_realloc(g->v, (size_t)cap * sizeof *v, e);
+    if (!v) return GC_ENOMEM;
+    g->v = v;
+    g->cap = cap;
+  }
+  cpu_node_t *nd = &g->v[g->n];
+  memset(nd, 0, sizeof *nd);
+  *nd = (cpu_node_t){.fn = fn, .ntasks = ntasks, .threads = threads};
+  for (; args[nd->nargs]; nd->nargs++) {
+    if (nd->nargs == CPU_GRAPH_ARGS)
+      return gc_err_set(e, GC_ELAUNCH, "a launch with more than %d arguments cannot be captured",
+                        CPU_GRAPH_ARGS);
+    memcpy(&nd->vals[nd->nargs], args[nd->nargs], sizeof nd->vals[0]);
+  }
+  g->n++;
+  return GC_OK;
+}
+
+static int cpu_graph_begin(gc_dev_t *dev, gc_err_t *e) {
+  cpu_dev_t *d = (cpu_dev_t *)dev;
+  if (d->capturing) return gc_err_set(e, GC_EINVAL, "a graph capture is already open");
+  d->capturing = gc_calloc(1, sizeof *d->capturing, e);
+  return d->capturing ? GC_OK : GC_ENOMEM;
+}
+
+static int cpu_graph_end(gc_dev_t *dev, void **exec, gc_err_t *e) {
+  cpu_dev_t *d = (cpu_dev_t *)dev;
+  *exec = d->capturing;
+  d->capturing = NULL;
+  return *exec ? GC_OK : gc_err_set(e, GC_EINVAL, "no graph capture is open");
+}
+
+static int cpu_graph_launch(gc_dev_t *dev, void *exec, gc_err_t *e) {
+  cpu_dev_t *d = (cpu_dev_t *)dev;
+  cpu_graph_t *g = exec;
+  if (d->capturing) return gc_err_set(e, GC_EINVAL, "a graph cannot be launched while capturing");
+  for (int i = 0; i < g->n; i++) {
+    cpu_node_t *nd = &g->v[i];
+    void *argv[CPU_GRAPH_ARGS + 1] = {0};
+    for (int a = 0; a < nd->nargs; a++) argv[a] = &nd->vals[a];
+    pool_run(&d->pool, nd->fn, argv, nd->ntasks, nd->threads);
+  }
+  return GC_OK;
+}
+
+static void cpu_graph_destroy(gc_dev_t *dev, void *exec) {
+  (void)dev;
+  cpu_graph_t *g = exec;
+  if (g) free(g->v);
+  free(g);
 }
 
 static int cpu_sync(gc_dev_t *d, gc_err_t *e) {
@@ -350,6 +454,8 @@ const gc_dev_ops_t gc_cpu_ops = {
     .download = cpu_download,
     .memset = cpu_memset,
     .host_ptr = cpu_host_ptr,
+    .page_size = cpu_page_size,
+    .protect = cpu_protect,
     .module_load = cpu_module_load,
     .module_unload = cpu_module_unload,
     .kernel = cpu_kernel,
@@ -360,10 +466,10 @@ const gc_dev_ops_t gc_cpu_ops = {
     .event_destroy = cpu_event_destroy,
     .event_record = cpu_event_record,
     .event_elapsed = cpu_event_elapsed,
-    .graph_begin = NULL, /* no graphs */
-    .graph_end = NULL,
-    .graph_launch = NULL,
-    .graph_destroy = NULL,
+    .graph_begin = cpu_graph_begin,
+    .graph_end = cpu_graph_end,
+    .graph_launch = cpu_graph_launch,
+    .graph_destroy = cpu_graph_destroy,
     .tmap_encode = NULL, /* no tensor maps */
     .flush = NULL,       /* never asked (gc_check_default_flush is 0 here) */
 };

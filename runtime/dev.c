@@ -37,6 +37,16 @@ int gc_dev_flush(gc_dev_t *d, gc_dptr_t buf, size_t n, gc_err_t *e) {
   return d->ops->flush ? d->ops->flush(d, buf, n, e) : d->ops->memset(d, buf, 0x5A, n, e);
 }
 void *gc_dev_host_ptr(gc_dev_t *d, gc_dptr_t p) { return d->ops->host_ptr(d, p); }
+size_t gc_dev_page_size(gc_dev_t *d) { return d->ops->page_size ? d->ops->page_size(d) : 0; }
+int gc_dev_protect(gc_dev_t *d, gc_dptr_t p, size_t n, int prot, gc_err_t *e) {
+  size_t pg = gc_dev_page_size(d);
+  if (!pg || !d->ops->protect)
+    return gc_err_set(e, GC_EUNSUPPORTED, "the %s backend cannot protect memory", d->ops->name);
+  if (p % pg || n % pg)
+    return gc_err_set(e, GC_EINVAL, "protect: %zu bytes at %#llx are not whole pages of %zu",
+                      n, (unsigned long long)p, pg);
+  return d->ops->protect(d, p, n, prot, e);
+}
 int gc_dev_module_load(gc_dev_t *d, const void *code, size_t n, gc_module_t **out,
                        gc_err_t *e) {
   return d->ops->module_load(d, code, n, out, e);
@@ -61,6 +71,13 @@ int gc_dev_kernel_pdl(gc_dev_t *d, gc_kernel_t *k, int on) {
   return d->ops->kernel_pdl ? d->ops->kernel_pdl(d, k, on) : 0;
 }
 int gc_dev_sync(gc_dev_t *d, gc_err_t *e) { return d->ops->sync(d, e); }
+int gc_dev_set_stream(gc_dev_t *d, void *const *stream, gc_err_t *e) {
+  if (d->ops->set_stream) return d->ops->set_stream(d, stream, e);
+  if (stream && *stream)
+    return gc_err_set(e, GC_EINVAL, "the %s backend has no streams: pass no stream (NULL)",
+                      d->ops->name);
+  return GC_OK;
+}
 int gc_dev_event_create(gc_dev_t *d, gc_event_t **out, gc_err_t *e) {
   return d->ops->event_create(d, out, e);
 }

@@ -6,14 +6,14 @@
 #define GC_DEV_H
 
 #include "../base/base.h"
-#include "../db/problem.h"
-#include "../db/tmapspec.h"
+#include "../core/ops.h"
+#include "../core/problem.h"
+#include "../core/tmapspec.h"
 
 typedef struct gc_dev gc_dev_t;
 typedef struct gc_module gc_module_t;
 typedef struct gc_kernel gc_kernel_t;
 typedef struct gc_event gc_event_t;
-typedef uint64_t gc_dptr_t; /* device address; 0 is never a valid buffer */
 
 typedef struct gc_dev_info {
   char backend[8];     /* "cpu" */
@@ -50,6 +50,18 @@ int gc_dev_flush(gc_dev_t *d, gc_dptr_t buf, size_t n, gc_err_t *e);
 /* Host-visible address of device memory, or NULL where there is none. */
 void *gc_dev_host_ptr(gc_dev_t *d, gc_dptr_t p);
 
+/* Page protection, where the backend has it (cpu: mprotect), so that a
+ * kernel that writes where it may not faults at once instead of leaving
+ * damage to be found later. gc_dev_page_size is the granule (the host's
+ * page size), or 0 where device memory cannot be protected (cuda, hip).
+ * gc_dev_protect sets [p, p+n) of an allocation to prot; p and n are
+ * multiples of the granule. While a range is not GC_PROT_RW the device's
+ * own copies into it (upload, memset) fault too: set it back first, and
+ * before gc_dev_free. GC_EUNSUPPORTED where the granule is 0. */
+enum { GC_PROT_NONE = 0, GC_PROT_READ = 1, GC_PROT_RW = 3 };
+size_t gc_dev_page_size(gc_dev_t *d);
+int gc_dev_protect(gc_dev_t *d, gc_dptr_t p, size_t n, int prot, gc_err_t *e);
+
 /* Code objects and kernels. */
 int gc_dev_module_load(gc_dev_t *d, const void *code, size_t n, gc_module_t **out,
                        gc_err_t *e);
@@ -72,6 +84,16 @@ int gc_dev_kernel_pdl(gc_dev_t *d, gc_kernel_t *k, int on);
 int gc_dev_launch(gc_dev_t *d, gc_kernel_t *k, const int64_t grid[3],
                   const int64_t block[3], size_t shmem, void **args, gc_err_t *e);
 int gc_dev_sync(gc_dev_t *d, gc_err_t *e);
+
+/* Order the device's later operations (copies, launches, events, sync,
+ * capture) on a caller's stream instead of its own: *stream is a CUstream
+ * (cuda) or hipStream_t (hip) of the device's primary context, its value
+ * 0 that context's default stream; stream NULL goes back to the device's
+ * own stream. The caller keeps its stream alive while it is set, and
+ * callers that share a device serialise around the switch. Backends
+ * without streams (cpu) take only NULL or a NULL handle. Refused while a
+ * graph capture is open. */
+int gc_dev_set_stream(gc_dev_t *d, void *const *stream, gc_err_t *e);
 
 /* Encode into out (128 bytes, 64-byte aligned) the tensor map of s over
  * the row-major matrix of dtype at device address ptr: a 2-D tiled map,

@@ -10,7 +10,7 @@
 
 #include <stdio.h>
 
-#include "../db/problem.h"
+#include "../core/problem.h"
 #include "dev.h"
 
 typedef struct gc_prof gc_prof_t;

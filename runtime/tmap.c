@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "ops.h"
+#include "../core/ops.h"
 
 /* Tie spec s to p's buffer of its name: *arg its index, *dt its dtype. */
 static int find_buf(const gc_tmap_spec_t *s, const gc_opbuf_t *b, int nb, const char *op,

@@ -9,7 +9,7 @@
 #define GC_TMAP_H
 
 #include "../base/expr.h"
-#include "../db/tmapspec.h"
+#include "../core/tmapspec.h"
 #include "dev.h"
 
 #define GC_TMAP_BYTES 128

@@ -1,6 +1,46 @@
-"""One case table per op family: shapes x dtypes. Drives the correctness
-tests on every backend (and the benchmarks). Odd sizes on purpose: M=1, 3,
-17; K not a multiple of any tile."""
+"""The case table: for every op, the shapes and dtypes its kernels are
+checked at, and beside them the independent fp64 numpy reference with the
+tolerance each element must meet. It drives the op tests on every backend
+(tests/test_ops.py) and the kernel benchmarks (bench/op_cases.py). Odd sizes
+on purpose: M=1, 3, 17; K not a multiple of any tile.
+
+The ops themselves (their dimensions, buffers and arguments) come from the
+C op table through `gcore-tune --list-ops`, not from a copy here; a test
+checks that every op there has cases here."""
+import json
+import os
+import subprocess
+
+import numpy as np
+
+import npref
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.environ.get("GCORE_BIN", os.path.join(ROOT, "bin"))
+_TABLE = None
+
+
+def op_table():
+    """The C op table, by op name (gcore-tune --list-ops)."""
+    global _TABLE
+    if _TABLE is None:
+        out = subprocess.run([os.path.join(BIN, "gcore-tune"), "--list-ops"], capture_output=True,
+                             text=True, check=True).stdout
+        _TABLE = {o["name"]: o for o in json.loads(out)}
+    return _TABLE
+
+
+def dims(op):
+    """The letters of op's problem dimensions, in key order ("mnk")."""
+    return op_table()[op]["dims"]
+
+
+def problem_args(op, shape):
+    """--m 3 --n 100 --k 37 for shape (3, 100, 37) of op."""
+    out = []
+    for letter, v in zip(dims(op), shape):
+        out += ["--" + letter, v]
+    return out
 
 DTYPES = ["f32", "f16", "bf16", "f32:f16:f32", "f32:bf16:f32"]
 
@@ -36,3 +76,173 @@ CASES = {
 ULP = {"f32": 2.0 ** -23, "f16": 2.0 ** -10, "bf16": 2.0 ** -7}
 # Spacing of each dtype's subnormals: the absolute error floor of rounding.
 SUB = {"f32": 2.0 ** -149, "f16": 2.0 ** -24, "bf16": 2.0 ** -133}
+
+EPS_F32 = 2.0 ** -24
+
+# ---- the references, each with its tolerance -------------------------------
+# d is a gcore-run --dump directory read by npref.read_dump; dt the dtypes
+# ("f16" or "A:B:C"); shape the case's dimensions.
+
+def check_gemm(d, dt, shape):
+    tc = npref.split_dtypes(dt)[2]
+    m, n, k = shape
+    ref, absref = npref.gemm(d["A"][1], d["B"][1], m, n, k)
+    tol = ULP[tc] * np.abs(ref) + k * EPS_F32 * absref + SUB[tc]
+    npref.check(d["C"][1].reshape(m, n), ref, tol)
+
+
+def check_gemm_add(d, dt, shape):
+    """C += A·Bᵀ in place: C's initial values plus one more rounding."""
+    tc = npref.split_dtypes(dt)[2]
+    m, n, k = shape
+    ab, absref = npref.gemm(d["A"][1], d["B"][1], m, n, k)
+    c0 = d["C.init"][1].reshape(m, n)
+    ref = c0 + ab
+    tol = ULP[tc] * np.abs(ref) + k * EPS_F32 * absref + 2 * EPS_F32 * np.abs(c0) + SUB[tc]
+    npref.check(d["C"][1].reshape(m, n), ref, tol)
+
+
+def swiglu_tol(tc, g, ag, u, au, gam):
+    """silu(g)·u with g and u each off by gam·(their Σ|a·b|): |d silu/dg| <= 1.1,
+    |silu(g)| <= |g|; exp adds a few ulps of fp32 (2^-21)."""
+    sg = npref.silu(g)
+    gam = gam + 2.0 ** -21
+    return sg * u, ULP[tc] * np.abs(sg * u) + 1.1 * np.abs(u) * gam * (ag + np.abs(g)) + \
+        np.abs(sg) * gam * au + SUB[tc]
+
+
+def check_gemm_swiglu(d, dt, shape):
+    tc = npref.split_dtypes(dt)[2]
+    m, n, k = shape
+    w = d["W"][1].reshape(2 * n, k)
+    g, ag = npref.gemm(d["A"][1], w[:n].ravel(), m, n, k)
+    u, au = npref.gemm(d["A"][1], w[n:].ravel(), m, n, k)
+    ref, tol = swiglu_tol(tc, g, ag, u, au, k * EPS_F32)
+    npref.check(d["C"][1].reshape(m, n), ref, tol)
+
+
+def normed_rows(d, m, k):
+    x = d["A"][1].reshape(m, k)
+    inv = 1.0 / np.sqrt((x * x).mean(axis=1, keepdims=True) + np.float32(1e-5).astype(np.float64))
+    return (x * inv * d["norm"][1][None, :]).ravel()
+
+
+def check_rmsnorm_gemm(d, dt, shape):
+    """The GEMM's sum plus the fp32 norm's error on every product."""
+    tc = npref.split_dtypes(dt)[2]
+    m, n, k = shape
+    ref, absref = npref.gemm(normed_rows(d, m, k), d["B"][1], m, n, k)
+    tol = ULP[tc] * np.abs(ref) + (2 * k + 8) * EPS_F32 * absref + SUB[tc]
+    npref.check(d["C"][1].reshape(m, n), ref, tol)
+
+
+def check_rmsnorm_gemm_swiglu(d, dt, shape):
+    tc = npref.split_dtypes(dt)[2]
+    m, n, k = shape
+    xn, w = normed_rows(d, m, k), d["W"][1].reshape(2 * n, k)
+    g, ag = npref.gemm(xn, w[:n].ravel(), m, n, k)
+    u, au = npref.gemm(xn, w[n:].ravel(), m, n, k)
+    ref, tol = swiglu_tol(tc, g, ag, u, au, (2 * k + 8) * EPS_F32)
+    npref.check(d["C"][1].reshape(m, n), ref, tol)
+
+
+def check_rmsnorm(d, dt, shape):
+    """The fp32 sum of squares (N + 8 ulps of fp32) and the output's rounding."""
+    tc = npref.split_dtypes(dt)[2]
+    m, n = shape
+    x = d["X"][1].reshape(m, n)
+    inv = 1.0 / np.sqrt((x * x).mean(axis=1, keepdims=True) + np.float32(1e-5).astype(np.float64))
+    ref = x * inv * d["W"][1][None, :]
+    npref.check(d["Y"][1].reshape(m, n), ref, (ULP[tc] + (n + 8) * EPS_F32) * np.abs(ref) + SUB[tc])
+
+
+def check_add(d, dt, shape):
+    tc = npref.split_dtypes(dt)[2]
+    x, y = d["X"][1], d["Y"][1]
+    ref = x + y
+    npref.check(d["Z"][1], ref, ULP[tc] * np.abs(ref) + EPS_F32 * (np.abs(x) + np.abs(y)) + SUB[tc])
+
+
+def check_embed(d, dt, shape):
+    """A row copy: exact but for the rounding into the output dtype."""
+    tc = npref.split_dtypes(dt)[2]
+    m, n, k = shape
+    tok = d["tokens"][1].astype(np.int64)
+    assert tok.min() >= 0 and tok.max() < k
+    ref = d["table"][1].reshape(k, n)[tok]
+    npref.check(d["Z"][1].reshape(m, n), ref, 0.5 * ULP[tc] * np.abs(ref) + SUB[tc])
+
+
+def check_argmax(d, dt, shape):
+    """Exact: the lowest index of each row's maximum."""
+    m, n = shape
+    x = d["X"][1].reshape(m, n)
+    got = d["idx"][1].astype(np.int64)
+    assert got.tolist() == np.argmax(x, axis=1).tolist(), "argmax: wrong index (ties go to the lowest)"
+
+def rope_ref(x, pos, inv, d):
+    """Rotate the halves-layout pairs (x[j], x[j+d/2]) of each head row of x
+    [rows, d] by pos * inv[j]."""
+    th = np.asarray(pos, dtype=np.float64)[:, None] * inv[None, :]
+    c, s = np.cos(th), np.sin(th)
+    a, b = x[:, : d // 2], x[:, d // 2:]
+    return np.concatenate([a * c - b * s, a * s + b * c], axis=1), np.abs(a) + np.abs(b)
+
+
+def check_rope_kv(d, dt, shape):
+    m, h, g, dd = shape
+    tc = npref.split_dtypes(dt)[2]
+    pos0 = int(d["scalars"]["pos0"])
+    assert int(d["pos"][1][0]) == pos0, "the kernel reads its position from the pos buffer"
+    assert int(d["scalars"]["layout"]) == 0
+    inv = 10000.0 ** (-2.0 * np.arange(dd // 2) / dd)
+    qkv = d["QKV"][1].reshape(m, h + 2 * g, dd)
+    pos = np.arange(m) + pos0
+    q, aq = rope_ref(qkv[:, :h].reshape(m * h, dd), np.repeat(pos, h), inv, dd)
+    k, ak = rope_ref(qkv[:, h:h + g].reshape(m * g, dd), np.repeat(pos, g), inv, dd)
+    slack = lambda a: np.concatenate([a, a], axis=1) * 4 * EPS_F32
+    npref.check(d["Qout"][1].reshape(m * h, dd), q, ULP[tc] * np.abs(q) + slack(aq) + SUB[tc])
+    for name, new, tol in (("Kc", k, ULP[tc] * np.abs(k) + slack(ak) + SUB[tc]),
+                           ("Vc", qkv[:, h + g:].reshape(m * g, dd), None)):
+        got = d[name][1].reshape(pos0 + m, g * dd)
+        init = d[name + ".init"][1].reshape(pos0 + m, g * dd)
+        assert np.array_equal(got[:pos0], init[:pos0]), f"{name}: rows before pos0 changed"
+        new = new.reshape(m, g * dd)
+        npref.check(got[pos0:], new, (0.5 * ULP[tc] * np.abs(new) + SUB[tc]) if tol is None
+                    else tol.reshape(m, g * dd))
+
+
+def check_attention(d, dt, shape):
+    m, h, g, dd = shape
+    tc = npref.split_dtypes(dt)[2]
+    pos0, scale = int(d["scalars"]["pos0"]), d["scalars"]["scale"]
+    assert int(d["pos"][1][0]) == pos0, "the kernel reads its position from the pos buffer"
+    s_len = pos0 + m
+    q = d["Q"][1].reshape(m, h, dd)
+    k = d["Kc"][1].reshape(s_len, g, dd)
+    v = d["Vc"][1].reshape(s_len, g, dd)
+    ref = np.zeros((m, h, dd))
+    tol = np.zeros((m, h, dd))
+    for t in range(m):
+        L = pos0 + t + 1
+        for hh in range(h):
+            kv = hh // (h // g)
+            sc = np.float32(scale).astype(np.float64) * (k[:L, kv] @ q[t, hh])
+            p = np.exp(sc - sc.max())
+            p /= p.sum()
+            ref[t, hh] = p @ v[:L, kv]
+            tol[t, hh] = 4 * (L + dd) * EPS_F32 * (p @ np.abs(v[:L, kv]))
+    tol += ULP[tc] * np.abs(ref) + SUB[tc]
+    npref.check(d["O"][1].reshape(m, h, dd), ref, tol)
+
+
+
+CHECK = {"gemm": check_gemm, "gemm_add": check_gemm_add, "gemm_swiglu": check_gemm_swiglu,
+         "rmsnorm_gemm": check_rmsnorm_gemm, "rmsnorm_gemm_swiglu": check_rmsnorm_gemm_swiglu,
+         "rmsnorm": check_rmsnorm, "add": check_add, "embed": check_embed, "rope_kv": check_rope_kv,
+         "attention": check_attention, "argmax": check_argmax}
+
+
+def numpy_check(op, dt, shape, dump_dir):
+    """The case table's check of op on a gcore-run --dump directory."""
+    CHECK[op](npref.read_dump(dump_dir), dt, shape)

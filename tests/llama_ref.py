@@ -2,8 +2,9 @@
 pass, written from the math (not from gcore's code), used to check gcore's
 logits and token ids.
 
-It reads llama2.c checkpoints and Hugging Face directories (config.json +
-safetensors, as written by tinymodel.py) into one weights dict:
+It reads llama2.c checkpoints, Hugging Face directories (config.json +
+safetensors, as written by tinymodel.py) and GGUF files (tinygguf.py's
+reader, ggufq.py's dequantization) into one weights dict:
 
     {"tok_embeddings": [vocab, dim],
      "layers": [{"attn_norm": [dim], "wq": [n_heads*head_dim, dim],
@@ -48,6 +49,7 @@ class Config:
     rope_scaling: Optional[dict] = None  # None or {"factor", "low_freq_factor",
                                          #  "high_freq_factor", "original_max_position_embeddings"}
     tied: bool = False
+    rope_factors: Optional[np.ndarray] = None  # GGUF rope_freqs.weight: inv_freq[i] / rope_factors[i]
     bos_id: int = 1
     eos_ids: Tuple[int, ...] = (2,)
 
@@ -208,9 +210,62 @@ def load_hf(d: str) -> Tuple[dict, Config]:
     return dict(tok_embeddings=emb, layers=layers, norm=get("model.norm.weight", D), classifier=cls), cfg
 
 
+def load_gguf(path: str) -> Tuple[dict, Config]:
+    """A GGUF file of architecture llama, every tensor dequantized to fp64 as
+    stored (Q and K rows in llama.cpp's adjacent-pairs order, so the RoPE
+    layout is "pairs"); llama3 scaling as rope_freqs.weight factors."""
+    import ggufq
+    import tinygguf
+    kv, ts = tinygguf.read_gguf(path)
+    if kv.get("general.architecture") != "llama":
+        raise ValueError(f"{path}: architecture {kv.get('general.architecture')!r}")
+    p = "llama."
+    dim, nh = kv[p + "embedding_length"], kv[p + "attention.head_count"]
+    nkv = kv.get(p + "attention.head_count_kv", nh)
+    hd = kv.get(p + "attention.key_length", dim // nh)
+
+    def get(name, *shape):
+        """[rows, cols] (GGUF dims are innermost first)."""
+        if name not in ts:
+            raise ValueError(f"{path}: missing tensor {name}")
+        tn, dims, raw = ts[name]
+        if list(reversed(dims)) != list(shape):
+            raise ValueError(f"{name}: dims {dims}, expected {list(reversed(shape))}")
+        return ggufq.dequantize(tn, raw, int(np.prod(dims))).astype(np.float64).reshape(shape)
+
+    vocab = ts["token_embd.weight"][1][1]
+    factors = get("rope_freqs.weight", hd // 2) if "rope_freqs.weight" in ts else None
+    tied = "output.weight" not in ts
+    eos = kv.get("tokenizer.ggml.eos_token_id", 2)
+    cfg = Config(dim=dim, hidden_dim=kv[p + "feed_forward_length"], n_layers=kv[p + "block_count"], n_heads=nh,
+                 n_kv_heads=nkv, head_dim=hd, vocab_size=vocab, max_seq=kv[p + "context_length"],
+                 eps=float(kv[p + "attention.layer_norm_rms_epsilon"]),
+                 rope_theta=float(kv.get(p + "rope.freq_base", 10000.0)), rope_layout="pairs",
+                 rope_factors=factors, tied=tied, bos_id=kv.get("tokenizer.ggml.bos_token_id", 1), eos_ids=(eos,))
+    cfg.check()
+    D, H, Qd, KV = dim, cfg.hidden_dim, nh * hd, nkv * hd
+    layers = []
+    for i in range(cfg.n_layers):
+        b = f"blk.{i}."
+        layers.append(dict(
+            attn_norm=get(b + "attn_norm.weight", D), wq=get(b + "attn_q.weight", Qd, D),
+            wk=get(b + "attn_k.weight", KV, D), wv=get(b + "attn_v.weight", KV, D),
+            wo=get(b + "attn_output.weight", D, Qd), ffn_norm=get(b + "ffn_norm.weight", D),
+            w1=get(b + "ffn_gate.weight", H, D), w2=get(b + "ffn_down.weight", D, H),
+            w3=get(b + "ffn_up.weight", H, D)))
+    emb = get("token_embd.weight", vocab, D)
+    cls = emb if tied else get("output.weight", vocab, D)
+    return dict(tok_embeddings=emb, layers=layers, norm=get("output_norm.weight", D), classifier=cls), cfg
+
+
 def load(path: str) -> Tuple[dict, Config]:
-    """A directory is Hugging Face, a file is llama2.c."""
-    return load_hf(path) if os.path.isdir(path) else load_llama2c(path)
+    """A directory is Hugging Face, a file starting with "GGUF" is GGUF, any
+    other file llama2.c."""
+    if os.path.isdir(path):
+        return load_hf(path)
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    return load_gguf(path) if magic == b"GGUF" else load_llama2c(path)
 
 
 # ----------------------------------------------------------------- math
@@ -223,6 +278,8 @@ def rope_inv_freq(cfg: Config) -> np.ndarray:
     between blend the two with a factor linear in original/wavelength."""
     hd = cfg.head_dim
     inv = 1.0 / (cfg.rope_theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+    if cfg.rope_factors is not None:   # llama.cpp's freq_factors (GGUF rope_freqs.weight)
+        return inv / np.asarray(cfg.rope_factors, dtype=np.float64)
     rs = cfg.rope_scaling
     if not rs:
         return inv

@@ -41,7 +41,7 @@ TUNE_TIMEOUT = 120       # seconds for gcore-tune --model on the tiny model (a f
 PROMPT = [1, 17, 5, 42, 99, 3, 64]
 N_DECODE = 32
 GREEDY = ["--temp", "0", "--ignore-eos"]
-JSON_KEYS = ("tokens", "prompt_tokens", "prompt_tok_per_s", "decode_tok_per_s", "ttft_ms")
+JSON_KEYS = ("tokens", "prompt_tokens", "prompt_tok_per_s", "decode_tok_per_s", "ttft_ms", "graph_replays")
 
 # Tiny Hugging Face configs (tinymodel.make_config keywords).
 CONFIGS = {
@@ -332,12 +332,17 @@ def test_profile_table_accounts_for_every_launch(gc, gqa):
     assert all(t > 0 for _, t, _, _, _ in rows + prows), r.err
 
 
-def test_no_graph_flag_is_accepted_on_cpu(gc, gqa):
-    """The CPU has no graphs, so --no-graph changes nothing there (on the GPU,
-    tests/gpu compares graph replay with kernel-by-kernel launches)."""
-    a, _, _ = generate(gc, gqa.path, gqa.bundle, PROMPT, 8, *GREEDY)
-    b, _, _ = generate(gc, gqa.path, gqa.bundle, PROMPT, 8, *GREEDY, "--no-graph")
-    assert a == b == gqa.ids[:8]
+def test_graph_replay_and_no_graph_on_cpu(gc, gqa):
+    """Decode steps are one graph replay each by default (the CPU backend
+    records a step's launches once and replays them), kernel by kernel with
+    --no-graph; both give the reference's ids, with logits copied back
+    (a second graph) and with the argmax on the device. --json counts the
+    replays, so an inverted flag fails here."""
+    for extra in ([], ["--logits", "l.f32"]):
+        a, _, ia = generate(gc, gqa.path, gqa.bundle, PROMPT, 8, *GREEDY, *extra)
+        b, _, ib = generate(gc, gqa.path, gqa.bundle, PROMPT, 8, *GREEDY, "--no-graph", *extra)
+        assert a == b == gqa.ids[:8]
+        assert ia["graph_replays"] == 7 and ib["graph_replays"] == 0, (ia, ib)
 
 
 def test_long_prefill_unfused_matches_reference(gc, gqa):

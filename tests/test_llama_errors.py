@@ -200,3 +200,73 @@ def test_truncated_llama2c(gc, good, drop):
 
 def test_missing_model_path(gc, good):
     assert_clean_error(run_model(gc, str(gc.dir / "nowhere"), good.bundle), "gcore-run", "nowhere")
+
+
+# ------------------------------------------------- config against weights
+
+def test_config_with_fewer_layers_than_the_weights(gc, good, model):
+    edit_config(model, num_hidden_layers=1)
+    line = error_line(run_model(gc, model, good.bundle))
+    assert "num_hidden_layers 1, but the weights have layer 1" in line, line
+    assert "first unexpected tensor 'model.layers.1.input_layernorm.weight'" in line, line
+    assert_clean_error(gc("gcore-gen", "--model", model, "--prefill", 8, "-o", "x.gcb"), "gcore-gen",
+                       "num_hidden_layers 1")
+
+
+def test_config_with_more_layers_than_the_weights(gc, good, model):
+    edit_config(model, num_hidden_layers=3)
+    line = error_line(run_model(gc, model, good.bundle))
+    assert "num_hidden_layers 3, but the weights have no layer 2" in line, line
+    assert "model.layers.2.input_layernorm.weight" in line, line
+
+
+def add_tensor(model, name, like="model.norm.weight"):
+    """A copy of tensor `like` under another name, appended to the data."""
+    def edit(h, d):
+        b, e = h[like]["data_offsets"]
+        h[name] = {"dtype": h[like]["dtype"], "shape": h[like]["shape"],
+                   "data_offsets": [len(d), len(d) + e - b]}
+        return h, d + d[b:e]
+    TM._rewrite(st(model), edit)
+
+
+def test_tensor_the_config_does_not_describe(gc, good, model):
+    add_tensor(model, "model.layers.0.self_attn.q_proj.bias")
+    line = error_line(run_model(gc, model, good.bundle))
+    assert "unexpected tensor 'model.layers.0.self_attn.q_proj.bias'" in line, line
+
+
+def test_rotary_inv_freq_is_ignored(gc, good, model):
+    add_tensor(model, "model.layers.0.self_attn.rotary_emb.inv_freq")
+    r = run_model(gc, model, good.bundle)
+    assert r.rc == 0, r
+
+
+def test_tied_config_with_a_different_lm_head(gc, good, model):
+    edit_config(model, tie_word_embeddings=True)
+    line = error_line(run_model(gc, model, good.bundle))
+    assert "tie_word_embeddings true" in line and "lm_head.weight" in line, line
+
+
+def test_tied_config_with_a_copy_of_the_embedding(gc, good, model):
+    """Some exports save lm_head.weight beside tied embeddings: a copy agrees."""
+    def edit(h, d):
+        eb, ee = h["model.embed_tokens.weight"]["data_offsets"]
+        lb, le = h["lm_head.weight"]["data_offsets"]
+        return h, d[:lb] + d[eb:ee] + d[le:]
+    TM._rewrite(st(model), edit)
+    edit_config(model, tie_word_embeddings=True)
+    r = run_model(gc, model, good.bundle)
+    assert r.rc == 0, r
+
+
+def test_untied_config_without_lm_head(gc, good, model):
+    TM.remove_tensor(model, "lm_head.weight")
+    line = error_line(run_model(gc, model, good.bundle))
+    assert "lm_head.weight" in line and "tie_word_embeddings false" in line, line
+
+
+def test_logits_to_a_device_is_refused(gc, good):
+    for target in ("/dev/full", "/dev/null"):
+        line = error_line(run_model(gc, good.model, good.bundle, "--logits", target))
+        assert f"{target}: a character device, not a regular file" in line, line

@@ -120,10 +120,31 @@ INVALID = [b"a\xffb", b"\xff", b"\xc3", b"abc\xe2\x82", b"\xf0\x9f\x98", b"\xf0\
            b"ok \xe4\xbd caf\xc3\xa9 \xfe\xfe"]
 
 
+OWN = ["own-spm.gguf", "own-bytelevel/tokenizer.json"]  # made by the tests themselves
+
+
 def all_tokenizers():
     out = [os.path.join(VOCAB, g) for g in GGUFS]
     out += [p for p in NPM.values() if os.path.exists(p)]
-    return out
+    return out + OWN
+
+
+def resolve_tokenizer(tok, d):
+    """A tokenizer path of all_tokenizers() as a file: the project's own are
+    written into d; third-party ones are skipped where absent."""
+    if tok == "own-spm.gguf":
+        p = d / tok
+        p.write_bytes(gguf_bytes(spm_kvs()))
+        return str(p)
+    if tok.startswith("own-bytelevel"):
+        (d / "own-bytelevel").mkdir(exist_ok=True)
+        with open(d / "own-bytelevel" / "config.json", "w") as f:
+            json.dump({"bos_token_id": 1, "eos_token_id": 2}, f)
+        TM.write_tokenizer(str(d / "own-bytelevel"), 600)
+        return str(d / tok)
+    if not os.path.exists(tok):
+        pytest.skip(f"shared test data absent: {tok}")
+    return tok
 
 
 def vocab_of(path):
@@ -169,6 +190,7 @@ def test_invalid_utf8_encodes_as_bytes_byte_level(gc):
 def test_invalid_utf8_round_trip_is_lossy_decoded(gc, tok):
     """Encoding keeps every byte; decoding writes each maximal invalid
     subpart as U+FFFD, exactly as Python's errors='replace' does."""
+    tok = resolve_tokenizer(tok, gc.dir)
     ids = tokenize(gc, tok, INVALID)
     back = detokenize(tok, ids)
     for raw, b in zip(INVALID, back):
@@ -354,7 +376,7 @@ def test_tokenizer_flag_errors(gc):
                        "gcore-run", "no such tokenizer")
     assert_clean_error(gc("gcore-run", "--tokenizer", str(gc.dir), "--tokenize", input="x"),
                        "gcore-run", "no tokenizer.json in this directory")
-    tok = os.path.join(VOCAB, GGUFS[0])
+    tok = resolve_tokenizer("own-spm.gguf", gc.dir)
     assert_clean_error(gc("gcore-run", "--tokenizer", tok, "--detokenize", input="1 x 2"), "gcore-run",
                        "'x' is not a token id")
     assert_clean_error(gc("gcore-run", "--tokenizer", tok, "--detokenize", input="99999999"), "gcore-run",
@@ -364,7 +386,7 @@ def test_tokenizer_flag_errors(gc):
 
 
 def test_bos_flag(gc):
-    tok = os.path.join(VOCAB, GGUFS[0])
+    tok = resolve_tokenizer(os.path.join(VOCAB, GGUFS[0]), gc.dir)  # Llama 2's own ids
     r = gc("gcore-run", "--tokenizer", tok, "--tokenize", "--bos", input="Hello world")
     assert r.rc == 0 and r.out.split() == ["1", "15043", "3186"], r
     # as Hugging Face's decoder: the leading space is stripped only from the very start

@@ -388,6 +388,13 @@ static int prepare(sweep_t *s, const point_t *pt, cand_t *c, int *skip, gc_err_t
     s->rejected++;
     return record(s, c, "rejected", d, NULL, e);
   }
+  /* another gcore-tune on this database is measuring it: its result will
+   * be there as an earlier run's would */
+  if (gc_db_claim(s->db, s->device_id, s->problem_id, c->variant_id, &ok, e)) return e->code;
+  if (!ok) {
+    s->reused++;
+    return GC_OK;
+  }
   *skip = 0;
   return GC_OK;
 }
@@ -450,6 +457,7 @@ static int sweep_points(sweep_t *s, gc_err_t *e) {
       else if (fresh && !(rc = prepare(s, &s->pts[s->walked], &chunk[n], &skip, e)) && !skip) n++;
     }
     if (!rc) rc = gc_db_commit(s->db, e);
+    else gc_db_rollback(s->db);
     if (!rc && !n && local && !nb_round && s->walked == s->ndef && s->walked < s->npts)
       continue; /* the defaults were all measured before: on to their neighbours */
     if (rc || !n) break;
@@ -483,6 +491,21 @@ static void summary(sweep_t *s, int found, gc_err_t *e) {
   printf("\n");
 }
 
+/* Candidates of this problem that other gcore-tune processes claimed are
+ * counted as reused: wait until they are recorded (or their processes
+ * end), so that the winner and the summary include them; but no longer
+ * than a chunk of candidates can take, nor past a time budget. */
+static int wait_for_others(sweep_t *s, gc_err_t *e) {
+  int64_t held = 0;
+  double until = gc_now() + CHUNK * (s->o->timeout_s + s->cc.timeout_s) + 60;
+  for (;;) {
+    if (gc_db_claims_held(s->db, s->device_id, s->problem_id, &held, e)) return e->code;
+    if (!held || gc_now() > until || (s->o->budget_s > 0 && gc_now() > s->deadline))
+      return GC_OK;
+    usleep(100 * 1000);
+  }
+}
+
 /* Sweep p within the budget, pick its winner and, unless quiet, print
  * its summary. */
 static int tune_problem(sweep_t *s, const gc_problem_t *p, int quiet, gc_err_t *e) {
@@ -514,8 +537,15 @@ static int tune_problem(sweep_t *s, const gc_problem_t *p, int quiet, gc_err_t *
   if (!rc && s->walked == s->npts && s->measured + s->reused == 0)
     return gc_err_set(e, GC_EINVAL, "%s: none of the %lld variants satisfies the templates' "
                       "constraints on %s", s->key, (long long)s->space, s->o->target.name);
-  if (!rc) rc = gc_db_pick_winner(s->db, s->device_id, s->problem_id, s->o->target.name,
-                                  s->hashes_all, s->o->margin, &found, e);
+  if (!rc) rc = wait_for_others(s, e);
+  /* in a write transaction: another tuner's choice cannot land between
+   * this one's reading the candidates and writing the winner */
+  if (!rc && !(rc = gc_db_begin(s->db, e))) {
+    rc = gc_db_pick_winner(s->db, s->device_id, s->problem_id, s->o->target.name,
+                           s->hashes_all, s->o->margin, &found, e);
+    if (!rc) rc = gc_db_commit(s->db, e);
+    else gc_db_rollback(s->db);
+  }
   if (!rc) {
     /* the default's time, also when it was measured by an earlier run */
     int f = 0;
@@ -547,9 +577,10 @@ static int open_sweep(sweep_t *s, const gc_tune_opts_t *o, gc_err_t *e) {
       gc_compiler_for(&o->target, o->compiler, &s->cc, e) || gpu_present(&o->target, e) ||
       gc_worker_start(o->target.backend, o->ordinal, &s->worker, &s->info, e))
     return e->code;
+  if (o->compile_timeout_s > 0) s->cc.timeout_s = o->compile_timeout_s;
   for (int t = 0; o->only_template && t <= s->tpls.n; t++)
     if (t == s->tpls.n)
-      return gc_err_set(e, GC_ENOTFOUND, "no template named '%s'", o->only_template);
+      return gc_err_set(e, GC_ENOTFOUND, "no template named %s", GC_QUOTED(o->only_template));
     else if (!strcmp(s->tpls.v[t].name, o->only_template))
       break;
   /* the versions of the templates this sweep may walk: earlier runs'
@@ -620,6 +651,7 @@ int gc_tune_run(const gc_tune_opts_t *o, const gc_problems_t *probs, gc_err_t *e
     rc = tune_problem(&s, &probs->v[i], 0, e);
   }
   gc_worker_stop(s.worker);
+  if (s.db) gc_db_release_claims(s.db, NULL); /* those a cut-short sweep left */
   gc_db_close(s.db);
   gc_tpl_free_all(&s.tpls);
   free(s.pts);

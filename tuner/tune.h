@@ -6,7 +6,7 @@
 #ifndef GC_TUNE_H
 #define GC_TUNE_H
 
-#include "../db/problem.h"
+#include "../core/problem.h"
 #include "../gen/target.h"
 #include "../runtime/check.h"
 
@@ -21,6 +21,7 @@ typedef struct gc_tune_opts {
   int64_t budget_n;           /* candidates per problem, earlier runs' included; 0 = no cap */
   double budget_s;            /* seconds for the whole run, shared (gc_tune_run); 0 = no cap */
   double timeout_s;           /* per candidate */
+  double compile_timeout_s;   /* per compile; 0 = GC_COMPILE_TIMEOUT */
   double margin;              /* winner noise margin (fraction) */
   int jobs;                   /* parallel compiles; 0 = ninja default */
   int progress;               /* 1 = live progress line on stderr */

@@ -6,8 +6,8 @@
 #ifndef GC_WORKER_H
 #define GC_WORKER_H
 
-#include "../db/problem.h"
-#include "../db/tmapspec.h"
+#include "../core/problem.h"
+#include "../core/tmapspec.h"
 #include "../runtime/check.h"
 
 typedef struct gc_worker gc_worker_t;
@@ -29,6 +29,8 @@ typedef struct gc_work_reply {
   char detail[512];
   gc_verify_t verify;
   gc_timing_t timing;
+  int ended;            /* the worker replied from its fault handler and
+                           exited: the next candidate gets a fresh one */
 } gc_work_reply_t;
 
 /* Start a worker on device ordinal of backend; fills info from it. */
@@ -36,9 +38,16 @@ int gc_worker_start(const char *backend, int ordinal, gc_worker_t **out,
                     gc_dev_info_t *info, gc_err_t *e);
 void gc_worker_stop(gc_worker_t *w);
 
-/* Run one candidate. A worker crash or a timeout is not an error: the
- * reply says launch-failed / timed-out and the worker restarts. Errors
- * are failures to (re)start the worker or set up the problem. */
+/* Run one candidate: a verification launch, the timed launches, and a
+ * second verification launch after them (a kernel right only the first
+ * time, or that writes where it should not only later, fails there). A
+ * worker crash or a timeout is not an error: the reply says launch-failed
+ * / timed-out and the worker restarts. On the CPU a fault inside a guard
+ * or a read-only input (gc_check_verify) is caught in the worker and
+ * replied as verify-failed, saying where ("wrote past the end of C (at end
+ * + 65536), fault at 0x..., in the verification launch"); a fault
+ * elsewhere is launch-failed with its address. Errors are failures to
+ * (re)start the worker or set up the problem. */
 int gc_worker_run(gc_worker_t *w, const gc_work_req_t *req, double timeout_s,
                   gc_work_reply_t *rep, gc_err_t *e);
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../../gen/comgr.h"
+#include "../../db/tunedb.h"
 #include "../../gen/resources.h"
 #include "../../gen/target.h"
 
@@ -58,8 +59,8 @@ static void test_targets(void) {
         gc_target_set_code_object(&t, 4, &e) == GC_EINVAL);
 }
 
-static gc_db_resources_t res(int64_t vgprs, int64_t agprs, int64_t lds) {
-  gc_db_resources_t r = GC_DB_RESOURCES_UNKNOWN;
+static gc_resources_t res(int64_t vgprs, int64_t agprs, int64_t lds) {
+  gc_resources_t r = GC_RESOURCES_UNKNOWN;
   r.regs = vgprs;
   r.agprs = agprs;
   r.shared_bytes = lds;
@@ -72,7 +73,7 @@ static void test_occupancy(void) {
   const gc_amd_isa_t *cdna = gc_target_amd_isa("gfx942:xnack-"), *rdna = gc_target_amd_isa("gfx1100");
   CHECK(cdna && rdna && !gc_target_amd_isa("gfx908"));
   if (!cdna || !rdna) return;
-  gc_db_resources_t r = res(64, 0, 0);
+  gc_resources_t r = res(64, 0, 0);
   CHECK(gc_res_amd_occupancy(cdna, &r, 256, 0) == 8);           /* 512 / 64 */
   r = res(128, 0, 0);
   CHECK(gc_res_amd_occupancy(cdna, &r, 256, 0) == 4);
@@ -118,7 +119,7 @@ static void test_pruning(void) {
   char why[300];
   int ok;
   CHECK(!gc_target_parse("gfx90a", &amd, &e) && !gc_target_parse("sm_80", &nv, &e));
-  gc_db_resources_t r = res(64, 0, 1024);
+  gc_resources_t r = res(64, 0, 1024);
   CHECK(gc_res_check(&v, &amd, &p, &r, &ok, why, sizeof why, &e) == 0 && ok && r.occupancy == 8);
   v.values[1] = 65536; /* 1 KiB static + 64 KiB dynamic */
   CHECK(gc_res_check(&v, &amd, &p, &r, &ok, why, sizeof why, &e) == 0 && !ok &&
@@ -131,7 +132,7 @@ static void test_pruning(void) {
   r.scratch_bytes = 16;
   CHECK(gc_res_check(&v, &amd, &p, &r, &ok, why, sizeof why, &e) == 0 && !ok &&
         strstr(why, "spills"));
-  r = GC_DB_RESOURCES_UNKNOWN; /* nothing known: nothing rejected */
+  r = GC_RESOURCES_UNKNOWN; /* nothing known: nothing rejected */
   CHECK(gc_res_check(&v, &amd, &p, &r, &ok, why, sizeof why, &e) == 0 && ok);
   r = res(64, -1, 0);
   r.spills = 8;
@@ -216,7 +217,7 @@ static void test_tunedb(void) {
   CHECK(db && !gc_db_compiler_id(db, "clang", "clang 19", "-O3", &cid, &e));
   v.compiler_id = cid;
   CHECK(db && !gc_db_variant_id(db, &v, &vid, &e));
-  gc_db_resources_t r = {4096, 128, 0, 16384, 0, 64, 40, 64, 3};
+  gc_resources_t r = {4096, 128, 0, 16384, 0, 64, 40, 64, 3};
   CHECK(db && !gc_db_set_resources(db, vid, &r, &e));
   gc_db_close(db);
   sqlite3 *sq = NULL;

@@ -1,18 +1,22 @@
 /* test_base.c — unit tests of the bottom layers: the expression language,
  * half-precision conversions, problem keys, template parsing (tensor-map
  * declarations too, and what the runtime makes of them before a device
- * is involved), chain timing's rotation of copies (on the cpu device), and
- * allocation-failure injection through the loaders. */
+ * is involved), chain timing's rotation of copies and the verification's
+ * guards (on the cpu device), and allocation-failure injection through the
+ * loaders. */
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../../base/expr.h"
-#include "../../db/problem.h"
+#include "../../core/problem.h"
 #include "../../gen/template.h"
 #include "../../runtime/check.h"
-#include "../../runtime/ops.h"
-#include "../../runtime/refdot.h"
+#include "../../core/ops.h"
+#include "../../core/refdot.h"
 #include "../../runtime/tmap.h"
 
 static int passed, failed;
@@ -369,7 +373,136 @@ static void test_chain_timing(void) {
   gc_dev_close(dev);
 }
 
+/* A launch that computes C = A·Bᵀ (f32) on the host, then does one harm. */
+enum { HARM_NONE, HARM_ONE_PAST, HARM_FAR_PAST, HARM_BEFORE, HARM_INTO_A, HARM_INTO_B };
+static int host_gemm(void *ctx, void **args, gc_err_t *e) {
+  (void)e;
+  int harm = *(int *)ctx;
+  float *A = (float *)(uintptr_t)*(gc_dptr_t *)args[0], *B = (float *)(uintptr_t)*(gc_dptr_t *)args[1];
+  float *C = (float *)(uintptr_t)*(gc_dptr_t *)args[2];
+  int64_t M = *(int64_t *)args[3], N = *(int64_t *)args[4], K = *(int64_t *)args[5];
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double s = 0;
+      for (int64_t k = 0; k < K; k++) s += (double)A[i * K + k] * B[j * K + k];
+      C[i * N + j] = (float)s;
+    }
+  if (harm == HARM_ONE_PAST) C[M * N] = 1;
+  if (harm == HARM_FAR_PAST) ((volatile char *)C)[M * N * 4 + 65536] = 1;
+  if (harm == HARM_BEFORE) C[-(1 << 18)] = 1;
+  if (harm == HARM_INTO_A) A[3] += 1;
+  if (harm == HARM_INTO_B) B[N * K - 1] = 0.5f;
+  return GC_OK;
+}
+
+/* A launch that only records the A and C addresses it was given. */
+static int record_a_c(void *ctx, void **args, gc_err_t *e) {
+  (void)e;
+  seen_b_t *s = ctx;
+  s->b[0] = *(gc_dptr_t *)args[0];
+  s->b[1] = *(gc_dptr_t *)args[2];
+  s->n = 2;
+  return GC_OK;
+}
+
+/* Without page protection (as on a GPU: GCORE_CPU_PROTECT=0), each harm
+ * is found after the launch by the guard patterns or the input comparison,
+ * reported, and undone, so that a clean launch verifies right after. */
+static void test_check_guard_patterns(void) {
+  static const struct {
+    int harm;
+    const char *why;
+  } cases[] = {
+      {HARM_ONE_PAST, "wrote past the end of C (changed byte at end + 0)"},
+      {HARM_FAR_PAST, "wrote past the end of C (changed byte at end + 65536)"},
+      {HARM_BEFORE, "wrote before the start of C (changed byte at start - 1048576)"},
+      {HARM_INTO_A, "wrote into input A (element 3: row 0, col 3)"},
+      {HARM_INTO_B, "wrote into input B (element 1023: row 31, col 31)"},
+  };
+  gc_err_t e = {0};
+  gc_dev_t *dev = NULL;
+  gc_check_t *c = NULL;
+  gc_problem_t p = {"gemm", GC_DT_F32, GC_DT_F32, GC_DT_F32, 3, 32, 32, 0, 0, 0}; /* C: 384 bytes */
+  setenv("GCORE_CPU_PROTECT", "0", 1);
+  CHECK(!gc_dev_open("cpu", 0, &dev, &e) && !gc_check_setup(dev, &p, NULL, 1, &c, &e));
+  unsetenv("GCORE_CPU_PROTECT");
+  if (!c) return;
+  gc_verify_t v;
+  int none = HARM_NONE;
+  CHECK(!gc_check_verify(c, host_gemm, &none, &v, &e) && v.ok);
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    int h = cases[i].harm;
+    CHECK(!gc_check_verify(c, host_gemm, &h, &v, &e) && !v.ok);
+    CHECK(!strcmp(v.why, cases[i].why));
+    if (strcmp(v.why, cases[i].why)) printf("  harm %d: %s\n", h, v.why);
+    CHECK(!gc_check_verify(c, host_gemm, &none, &v, &e) && v.ok); /* put back */
+  }
+  gc_check_free(c);
+  gc_dev_close(dev);
+}
+
+/* 1 when a child process that does harm h to c's buffers is stopped by a
+ * fault before it ends normally. */
+static int faults(gc_check_t *c, int h) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY); /* a sanitizer's report of the fault */
+    if (null >= 0) dup2(null, 2);
+    gc_verify_t v;
+    gc_err_t e;
+    gc_check_verify(c, host_gemm, &h, &v, &e);
+    _exit(0);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* With page protection (the CPU's default) the harms fault in the launch,
+ * and gc_check_locate names the place of a fault address. */
+static void test_check_protection(void) {
+  gc_err_t e = {0};
+  gc_dev_t *dev = NULL;
+  gc_check_t *c = NULL;
+  gc_problem_t p = {"gemm", GC_DT_F32, GC_DT_F32, GC_DT_F32, 4, 32, 32, 0, 0, 0}; /* C: 512 bytes */
+  CHECK(!gc_dev_open("cpu", 0, &dev, &e) && !gc_check_setup(dev, &p, NULL, 1, &c, &e));
+  if (!c) return;
+  gc_verify_t v;
+  int none = HARM_NONE;
+  CHECK(!gc_check_verify(c, host_gemm, &none, &v, &e) && v.ok);
+  CHECK(!faults(c, HARM_NONE));
+  for (int h = HARM_ONE_PAST; h <= HARM_INTO_B; h++) CHECK(faults(c, h));
+  seen_b_t addr = {0}; /* A and C, as a launch sees them */
+  CHECK(!gc_check_verify(c, record_a_c, &addr, &v, &e) && !v.ok && addr.n == 2);
+  gc_dptr_t a = addr.b[0], cc = addr.b[1];
+  char where[256];
+  CHECK(gc_check_locate(c, cc + 512 + 65536, where, sizeof where) &&
+        !strcmp(where, "past the end of C (at end + 65536)"));
+  CHECK(gc_check_locate(c, cc - 8, where, sizeof where) &&
+        !strcmp(where, "before the start of C (at start - 8)"));
+  CHECK(gc_check_locate(c, a + 4 * 33, where, sizeof where) &&
+        !strcmp(where, "into input A (element 33: row 1, col 1)"));
+  CHECK(gc_check_locate(c, a + 4 * 128 + 4, where, sizeof where) &&
+        !strcmp(where, "past the end of input A (at end + 4)"));
+  CHECK(!gc_check_locate(c, 16, where, sizeof where) && !where[0]);
+  gc_check_free(c);
+  /* C of 3x5 floats (60 bytes) ends 4 bytes before the inaccessible page:
+   * one element past it is found by the pattern of that slack */
+  p.m = 3, p.n = 5;
+  CHECK(!gc_check_setup(dev, &p, NULL, 1, &c, &e));
+  int one_past = HARM_ONE_PAST;
+  CHECK(c && !gc_check_verify(c, host_gemm, &one_past, &v, &e) && !v.ok &&
+        !strcmp(v.why, "wrote past the end of C (changed byte at end + 0)"));
+  CHECK(c && !gc_check_verify(c, host_gemm, &none, &v, &e) && v.ok);
+  CHECK(c && faults(c, HARM_FAR_PAST));
+  gc_check_free(c);
+  gc_dev_close(dev);
+}
+
 int main(void) {
+  test_check_guard_patterns();
+  test_check_protection();
   test_chain_timing();
   test_refdot();
   test_check_chunks();

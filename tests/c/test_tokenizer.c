@@ -294,7 +294,7 @@ int main(void) {
   snprintf(g_spm, sizeof g_spm, "%s/vocab/ggml-vocab-llama-spm.gguf", g_data);
   snprintf(g_gpt2, sizeof g_gpt2, "%s/vocab/ggml-vocab-gpt-2.gguf", g_data);
   if (access(g_spm, R_OK) || access(g_gpt2, R_OK)) {
-    printf("skip: %s/vocab is absent\n0 passed, 0 failed\n", g_data);
+    printf("skip: %s/vocab is absent (set GCORE_SHARED_DATA)\n0 passed, 0 failed\n", g_data);
     return 0;
   }
   run_case("stream_one_token_at_a_time", test_stream_one_token_at_a_time);

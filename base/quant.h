@@ -1,0 +1,130 @@
+/* quant.h — the storage formats of weights, described once: plain floats
+ * (F32, F16, BF16) and ggml's quantized block formats (Q8_0, Q4_0, Q4_K,
+ * Q5_K, Q6_K) as GGUF files hold them. For each: elements and bytes per
+ * block, the exact dequantization to float, and for Q8_0, Q4_0 and Q4_K
+ * llama.cpp's reference quantizers. Model loaders, references and kernel
+ * templates all read the layouts written out below.
+ *
+ * A row of n elements is n / block consecutive blocks (n must be a whole
+ * number of blocks); a matrix is its rows one after the other. All
+ * multi-byte fields are little-endian and may be unaligned (blocks of 18,
+ * 34, 144, 176 or 210 bytes follow each other with no padding). "half" is
+ * IEEE binary16; h(x) is its exact value as a float. Dequantization is
+ * exact in float32 except where a rounding is named: products of a half by
+ * the small integers below are exact, so a kernel may compute them in any
+ * order and with or without FMA and get the same floats.
+ *
+ * Q8_0   32 elements, 34 bytes: half d; int8 qs[32].
+ *        y[j] = h(d) * qs[j].
+ * Q4_0   32 elements, 18 bytes: half d; uint8 qs[16].
+ *        y[j]      = h(d) * ((qs[j] & 15) - 8)   j < 16
+ *        y[j + 16] = h(d) * ((qs[j] >> 4) - 8)
+ * Q4_K   256 elements, 144 bytes: half d; half dmin; uint8 scales[12];
+ *        uint8 qs[128]. Eight sub-blocks of 32, each with a 6-bit scale
+ *        sc[s] and a 6-bit min m[s] packed in scales[] (see below):
+ *        for chunk c = 0..3 (64 elements, 32 bytes qs[32c .. 32c+32)):
+ *          y[64c + l]      = fl(h(d)*sc[2c]   * (qs[32c+l] & 15)) - fl(h(dmin)*m[2c])
+ *          y[64c + 32 + l] = fl(h(d)*sc[2c+1] * (qs[32c+l] >> 4)) - fl(h(dmin)*m[2c+1])
+ *        (l < 32; both products exact; the subtraction is one float32
+ *        rounding, to nearest even).
+ *        Scales and mins, s = 0..7 (ggml's get_scale_min_k4):
+ *          s < 4:  sc[s] = scales[s] & 63;      m[s] = scales[s+4] & 63
+ *          s >= 4: sc[s] = (scales[s+4] & 15) | ((scales[s-4] >> 6) << 4)
+ *                  m[s]  = (scales[s+4] >> 4) | ((scales[s]   >> 6) << 4)
+ * Q5_K   256 elements, 176 bytes: half d; half dmin; uint8 scales[12];
+ *        uint8 qh[32]; uint8 qs[128]. As Q4_K with a fifth bit per
+ *        element from qh: for chunk c, l < 32,
+ *          q_lo = (qs[32c+l] & 15) + 16 * ((qh[l] >> (2c))   & 1)
+ *          q_hi = (qs[32c+l] >> 4) + 16 * ((qh[l] >> (2c+1)) & 1)
+ *          y[64c + l] = fl(h(d)*sc[2c]*q_lo) - fl(h(dmin)*m[2c]), and
+ *          y[64c + 32 + l] likewise with sc[2c+1], m[2c+1], q_hi.
+ * Q6_K   256 elements, 210 bytes: uint8 ql[128]; uint8 qh[64];
+ *        int8 scales[16]; half d (d is last). Two halves of 128
+ *        elements, n = 0, 1 (ql + 64n, qh + 32n, scales + 8n), l < 32,
+ *        is = l / 16:
+ *          q1 = ((ql[64n+l]    & 15) | (((qh[32n+l] >> 0) & 3) << 4)) - 32
+ *          q2 = ((ql[64n+l+32] & 15) | (((qh[32n+l] >> 2) & 3) << 4)) - 32
+ *          q3 = ((ql[64n+l]    >> 4) | (((qh[32n+l] >> 4) & 3) << 4)) - 32
+ *          q4 = ((ql[64n+l+32] >> 4) | (((qh[32n+l] >> 6) & 3) << 4)) - 32
+ *          y[128n + l]      = h(d) * scales[8n + is]     * q1
+ *          y[128n + l + 32] = h(d) * scales[8n + is + 2] * q2
+ *          y[128n + l + 64] = h(d) * scales[8n + is + 4] * q3
+ *          y[128n + l + 96] = h(d) * scales[8n + is + 6] * q4
+ *        (the products are exact in float32).
+ * F32, F16, BF16: blocks of one element of 4, 2, 2 bytes; BF16 is the
+ *        upper half of a float32's bits. */
+#ifndef GC_BASE_QUANT_H
+#define GC_BASE_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base.h"
+
+/* The storage types gcore reads. F32, F16 and BF16 keep the numbering of
+ * the problems' dtypes (db/problem.h) and of safetensors dtypes. */
+typedef enum gc_qtype {
+  GC_QT_F32 = 0,
+  GC_QT_F16 = 1,
+  GC_QT_BF16 = 2,
+  GC_QT_Q8_0 = 3,
+  GC_QT_Q4_0 = 4,
+  GC_QT_Q4_K = 5,
+  GC_QT_Q5_K = 6,
+  GC_QT_Q6_K = 7,
+  GC_QT_COUNT
+} gc_qtype_t;
+
+typedef struct gc_qformat {
+  const char *name;   /* ggml's spelling: "F32", "Q4_K" */
+  uint32_t ggml_type; /* the type id in GGUF tensor infos */
+  int block;          /* elements per block (1 for F32, F16, BF16) */
+  int bytes;          /* bytes per block */
+  int can_quantize;   /* gc_quant_quantize writes this format */
+} gc_qformat_t;
+
+/* The format of t, or NULL when t is not a gc_qtype_t. Can't fail. */
+const gc_qformat_t *gc_quant_format(int t);
+
+/* 1 when t is one of the block formats (Q8_0 .. Q6_K), 0 for F32, F16,
+ * BF16 and anything else. */
+int gc_quant_is_block(int t);
+
+/* The gcore type of a ggml type id: GC_OK, or GC_ENOTFOUND when gcore does
+ * not read that type (no message: callers name the tensor). */
+int gc_quant_from_ggml(uint32_t ggml_type, gc_qtype_t *out);
+
+/* "q8_0", "Q4_K", "f16" (any case) to a type: GC_OK or GC_ENOTFOUND. */
+int gc_quant_parse(const char *name, gc_qtype_t *out);
+
+/* Any ggml type id a GGUF file may carry, read by gcore or not: its name,
+ * elements and bytes per block, so that every tensor's size can be checked.
+ * Returns GC_OK, or GC_ENOTFOUND for an id ggml does not define. */
+int gc_quant_ggml_info(uint32_t ggml_type, const char **name, int *block, int *bytes);
+
+/* Bytes of n elements of t, or 0 when n is negative, not a whole number
+ * of blocks, or t is unknown. */
+uint64_t gc_quant_row_bytes(int t, int64_t n);
+
+/* Dequantize n elements (a whole number of blocks, the caller checks with
+ * gc_quant_row_bytes) of type t from src to dst, exactly as the layouts
+ * above say. Can't fail. */
+void gc_quant_dequantize(gc_qtype_t t, const void *src, float *dst, int64_t n);
+
+/* Quantize n floats into t's blocks at dst (gc_quant_row_bytes(t, n)
+ * bytes), bit for bit as llama.cpp's quantize_row_q8_0_ref, _q4_0_ref and
+ * _q4_K_ref compute them, with every float operation rounded on its own
+ * (no fused multiply-add: binaries of llama.cpp built with contraction may
+ * pick another rounding in rare near-ties). F32/F16/BF16 are conversions
+ * (round to nearest even). GC_EINVAL when n is not a whole number of
+ * blocks, GC_EUNSUPPORTED for Q5_K and Q6_K (read, never written). */
+int gc_quant_quantize(gc_qtype_t t, const float *src, void *dst, int64_t n, gc_err_t *e);
+
+/* IEEE half and bfloat16 conversions; float to them rounds to nearest
+ * even (overflow to infinity, NaN stays NaN). */
+float gc_half_to_float(uint16_t h);
+uint16_t gc_float_to_half(float f);
+float gc_bf16_to_float(uint16_t b);
+uint16_t gc_float_to_bf16(float f);
+
+#endif

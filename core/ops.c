@@ -1,0 +1,779 @@
+/* ops.c — op semantics, the fp64 reference and the verification rule.
+ *
+ * Tolerance. Inputs are exact in their dtypes, so the reference sees the
+ * same values the kernel does. A kernel accumulating K products in fp32
+ * has error at most gamma_K * sum|a||b| with gamma_K = K * 2^-24 (the
+ * standard bound for recursive summation; blocked sums do better), and
+ * then rounds to the output dtype (half an ulp: 2^-24, 2^-11, 2^-8
+ * relative; we allow one ulp). Each element must satisfy
+ *   |got - ref| <= ulp_c * |ref| + gamma_K * absref + sub_c
+ * where sub_c is the spacing of the output dtype's subnormals.
+ * This is tight enough to catch a dropped k term (error ~ absref / K).
+ * The other ops state their rule next to their reference. */
+#include "ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "refdot.h"
+#include "../base/expr.h"
+
+/* ---- half-precision conversions -------------------------------------- */
+
+float gc_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else if (exp) {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  } else if (man) { /* subnormal: normalise */
+    int shift = 0;
+    while (!(man & 0x400)) man <<= 1, shift++;
+    bits = sign | ((uint32_t)(113 - shift) << 23) | ((man & 0x3ff) << 13);
+  } else {
+    bits = sign;
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t gc_f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000;
+  uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
+  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* rounds to inf */
+  if (ax < 0x38800000u) {                                   /* subnormal or zero */
+    if (ax < 0x33000000u) return (uint16_t)sign;
+    uint32_t e = ax >> 23, m = (ax & 0x7fffff) | 0x800000;
+    uint32_t shift = 126 - e; /* 14..24 */
+    uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1))) r++;
+    return (uint16_t)(sign | r);
+  }
+  uint32_t r = ((ax >> 13) - (112u << 10)), rem = ax & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (r & 1))) r++;
+  return (uint16_t)(sign | r);
+}
+
+float gc_bf16_to_f32(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t gc_f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);
+  x += 0x7fff + ((x >> 16) & 1);
+  return (uint16_t)(x >> 16);
+}
+
+double gc_load_elem(const void *p, gc_dtype_t t, int64_t i) {
+  switch (t) {
+    case GC_DT_F32: return ((const float *)p)[i];
+    case GC_DT_F16: return gc_f16_to_f32(((const uint16_t *)p)[i]);
+    case GC_DT_BF16: return gc_bf16_to_f32(((const uint16_t *)p)[i]);
+    case GC_DT_I32: return ((const int32_t *)p)[i];
+    default: return ((const double *)p)[i];
+  }
+}
+
+void gc_store_elem(void *p, gc_dtype_t t, int64_t i, double v) {
+  switch (t) {
+    case GC_DT_F32: ((float *)p)[i] = (float)v; break;
+    case GC_DT_F16: ((uint16_t *)p)[i] = gc_f32_to_f16((float)v); break;
+    case GC_DT_BF16: ((uint16_t *)p)[i] = gc_f32_to_bf16((float)v); break;
+    case GC_DT_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    default: ((double *)p)[i] = v; break;
+  }
+}
+
+/* ---- buffers and arguments ------------------------------------------- */
+
+void gc_op_default_scalars(const gc_problem_t *p, gc_op_scalars_t *sc) {
+  sc->eps = 1e-5f;
+  sc->pos0 = (!strcmp(p->op, "attention") && p->m == 1) ? 255 : 3;
+  sc->layout = 0;
+  sc->scale = p->d > 0 ? (float)(1.0 / sqrt((double)p->d)) : 1.0f;
+}
+
+static gc_dtype_t spec_dtype(const gc_problem_t *p, char t) {
+  return t == 'A' ? p->ta : t == 'B' ? p->tb : t == 'C' ? p->tc : t == 'i' ? GC_DT_I32 : GC_DT_F64;
+}
+
+/* M N K H G D and S = pos0 + M, for the shape expressions. */
+static int shape_env(const gc_problem_t *p, const gc_op_scalars_t *sc, gc_env_t *env, gc_err_t *e) {
+  env->n = 0;
+  if (gc_env_set_dims(env, p, e) || gc_env_set(env, "S", sc->pos0 + p->m, e)) return e->code;
+  return GC_OK;
+}
+
+int gc_op_buffers(const gc_problem_t *p, const gc_op_scalars_t *sc,
+                  gc_opbuf_t b[GC_OP_MAX_BUFS], int *n, gc_err_t *e) {
+  if (gc_problem_check(p, e)) return e->code;
+  if (sc->pos0 < 0 || sc->pos0 >= (1LL << 31))
+    return gc_err_set(e, GC_EINVAL, "%s: position %lld out of range", p->op, (long long)sc->pos0);
+  const gc_op_t *op = gc_op_find(p->op);
+  gc_env_t env;
+  if (shape_env(p, sc, &env, e)) return e->code;
+  for (int i = 0; i < op->nbufs; i++) {
+    const gc_opbuf_spec_t *s = &op->buf[i];
+    int64_t rows, cols;
+    if (gc_expr_eval(s->rows, &env, &rows, e) || gc_expr_eval(s->cols, &env, &cols, e))
+      return gc_err_prefix(e, "%s: buffer %s", p->op, s->name);
+    b[i] = (gc_opbuf_t){s->name, spec_dtype(p, s->dtype), rows * cols, s->kind, cols};
+  }
+  *n = op->nbufs;
+  return GC_OK;
+}
+
+void gc_op_args(const gc_problem_t *p, const gc_op_scalars_t *sc, const gc_dptr_t *bufs,
+                gc_argpack_t *pk) {
+  const gc_op_t *op = gc_op_find(p->op);
+  memset(pk, 0, sizeof *pk);
+  if (!op) return;
+  for (int i = 0; i < op->nbufs; i++) {
+    pk->ptr[i] = bufs[i];
+    pk->args[pk->nargs++] = &pk->ptr[i];
+  }
+  for (int i = 0; op->ints[i]; i++) {
+    const char *at = strchr("MNKHGD", op->ints[i]);
+    pk->i64[i] = at ? gc_problem_get(p, (int)(at - "MNKHGD")) : sc->layout;
+    pk->args[pk->nargs++] = &pk->i64[i];
+  }
+  if (op->flt) {
+    pk->f32[0] = op->flt == 's' ? sc->scale : sc->eps;
+    pk->args[pk->nargs++] = &pk->f32[0];
+  }
+}
+
+/* ---- inputs ----------------------------------------------------------- */
+
+#define GOLDEN 0x9e3779b97f4a7c15ull
+
+/* splitmix64's output for state z */
+static uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static uint64_t splitmix(uint64_t *s) { return mix(*s += GOLDEN); }
+
+#define FILL_CHUNK (1 << 20)
+
+/* Element i of a fill takes splitmix's (i+1)-th output from state s0, so
+ * chunks fill in parallel and give what one pass would. */
+typedef struct fill_job {
+  void *p;
+  gc_dtype_t t;
+  double lo, hi;
+  uint64_t s0;
+} fill_job_t;
+
+static void fill_body(void *arg, int64_t i0, int64_t i1) {
+  fill_job_t *f = arg;
+  for (int64_t i = i0; i < i1; i++) {
+    double u = (double)(mix(f->s0 + (uint64_t)(i + 1) * GOLDEN) >> 11) * 0x1p-53;
+    gc_store_elem(f->p, f->t, i, f->lo + (f->hi - f->lo) * u);
+  }
+}
+
+/* Uniform in [lo, hi), rounded to dtype t; large fills on every core. */
+static void fill(void *p, gc_dtype_t t, int64_t n, double lo, double hi, uint64_t *s) {
+  fill_job_t f = {p, t, lo, hi, *s};
+  gc_ref_for(0, n, FILL_CHUNK, fill_body, &f, n < 4 * FILL_CHUNK ? 1 : gc_ref_host_threads());
+  *s += (uint64_t)n * GOLDEN;
+}
+
+void gc_op_fill_inputs(const gc_problem_t *p, const gc_op_scalars_t *sc,
+                       void *host[GC_OP_MAX_BUFS], uint64_t seed) {
+  const gc_op_t *op = gc_op_find(p->op);
+  gc_opbuf_t b[GC_OP_MAX_BUFS];
+  int n;
+  if (gc_op_buffers(p, sc, b, &n, NULL)) return;
+  uint64_t s = seed;
+  for (int i = 0; i < n; i++) {
+    if (b[i].kind == GC_BUF_OUT) continue;
+    switch (op->buf[i].fill) {
+      case GC_FILL_POS: ((int32_t *)host[i])[0] = (int32_t)sc->pos0; break;
+      case GC_FILL_TOKENS:
+        for (int64_t j = 0; j < b[i].count; j++)
+          ((int32_t *)host[i])[j] = (int32_t)(splitmix(&s) % (uint64_t)p->k);
+        break;
+      case GC_FILL_INV_FREQ:
+        for (int64_t j = 0; j < b[i].count; j++)
+          ((double *)host[i])[j] = pow(10000.0, -2.0 * (double)j / (double)p->d);
+        break;
+      case GC_FILL_CACHE: { /* rows before pos0 kept, the rest to be written */
+        int64_t keep = sc->pos0 * b[i].cols;
+        fill(host[i], b[i].dtype, keep, -1.0, 1.0, &s);
+        memset((char *)host[i] + (size_t)keep * gc_dtype_size(b[i].dtype), 0xFF,
+               (size_t)(b[i].count - keep) * gc_dtype_size(b[i].dtype));
+        break;
+      }
+      case GC_FILL_NORM: fill(host[i], b[i].dtype, b[i].count, 0.5, 1.5, &s); break;
+      default: fill(host[i], b[i].dtype, b[i].count, -1.0, 1.0, &s); break;
+    }
+  }
+}
+
+/* ---- reference -------------------------------------------------------- */
+
+static double ulp_rel(gc_dtype_t t) {
+  return t == GC_DT_F32 ? 0x1p-23 : t == GC_DT_F16 ? 0x1p-10 : 0x1p-7;
+}
+
+/* The spacing of the output dtype's subnormals: below its smallest normal
+ * number, rounding error is absolute, not relative. */
+static double ulp_abs(gc_dtype_t t) {
+  return t == GC_DT_F32 ? 0x1p-149 : t == GC_DT_F16 ? 0x1p-24 : 0x1p-133;
+}
+
+/* dot[i·n + j] and abs[i·n + j] (Σ x·w and Σ |x·w|, fp64) of the rows of
+ * X ([m,k], dtype tx) and of W ([n,k], dtype tw) or of wd (W already in
+ * fp64; then tw is unused). */
+static int dots(const void *x, gc_dtype_t tx, const double *xd, const void *w, gc_dtype_t tw,
+                int64_t m, int64_t n, int64_t k, double *dot, double *abs, gc_err_t *e) {
+  double *xc = xd ? NULL : gc_ref_f64(x, tx, m * k, e);
+  double *wc = xc || xd ? gc_ref_f64(w, tw, n * k, e) : NULL;
+  if (wc) gc_ref_dots(xd ? xd : xc, wc, m, n, k, dot, abs, 0);
+  free(xc);
+  free(wc);
+  return wc ? GC_OK : e->code;
+}
+
+/* The GEMM rule of every element, given the dot in ref and Σ|a·b| in tol:
+ * u·|r| + gamma·abs + sub (plus c0's rounding in the sum, gemm_add). */
+static int ref_gemm(const gc_problem_t *p, void **h, int add, double *ref, double *tol,
+                    gc_err_t *e) {
+  double gamma = (double)p->k * 0x1p-24, u = ulp_rel(p->tc);
+  if (dots(h[0], p->ta, NULL, h[1], p->tb, p->m, p->n, p->k, ref, tol, e)) return e->code;
+  for (int64_t i = 0; i < p->m * p->n; i++) {
+    double c0 = add ? gc_load_elem(h[2], p->tc, i) : 0; /* gemm_add: C0 + A·Bᵀ */
+    ref[i] += c0;
+    tol[i] = u * fabs(ref[i]) + gamma * tol[i] + 0x1p-23 * fabs(c0) + ulp_abs(p->tc);
+  }
+  return GC_OK;
+}
+
+/* silu(g) * up from the dots of the stacked [2N, K] weights (d, a: [M, 2N]).
+ * Errors in g and u (each gamma * abs) propagate through
+ * |d/dg silu(g)| <= 1.1 and |silu(g)| <= |g|; exp adds a few ulps of fp32
+ * (0x1p-21 on gamma). */
+static void swiglu_rule(const gc_problem_t *p, double gamma, const double *d, const double *a,
+                        double *ref, double *tol) {
+  double uc = ulp_rel(p->tc);
+  for (int64_t i = 0; i < p->m; i++)
+    for (int64_t j = 0; j < p->n; j++) {
+      const double g = d[i * 2 * p->n + j], up = d[i * 2 * p->n + p->n + j];
+      const double ag = a[i * 2 * p->n + j], au = a[i * 2 * p->n + p->n + j];
+      double sg = g / (1.0 + exp(-g));
+      double r = sg * up;
+      ref[i * p->n + j] = r;
+      tol[i * p->n + j] = uc * fabs(r) + 1.1 * fabs(up) * (gamma + 0x1p-21) * (ag + fabs(g)) +
+                          fabs(sg) * (gamma + 0x1p-21) * au + ulp_abs(p->tc);
+    }
+}
+
+/* The dots of X (or xd, fp64) with the stacked weights, then the rule. */
+static int ref_swiglu(const gc_problem_t *p, void **h, const double *xd, double gamma,
+                      double *ref, double *tol, gc_err_t *e) {
+  size_t cnt = (size_t)(p->m * 2 * p->n > 0 ? p->m * 2 * p->n : 1);
+  double *d = gc_malloc(cnt * sizeof *d, e), *a = d ? gc_malloc(cnt * sizeof *a, e) : NULL;
+  int rc = a ? dots(h[0], p->ta, xd, h[1], p->tb, p->m, 2 * p->n, p->k, d, a, e) : e->code;
+  if (!rc) swiglu_rule(p, gamma, d, a, ref, tol);
+  free(d);
+  free(a);
+  return rc;
+}
+
+/* y = x * w / sqrt(mean(x^2) + eps); the fp32 sum of squares has relative
+ * error N * 2^-24, the rsqrt and products a few more ulps. */
+static void ref_rmsnorm(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
+                        double *ref, double *tol) {
+  double rel = ((double)p->n + 8) * 0x1p-24, uc = ulp_rel(p->tc);
+  for (int64_t i = 0; i < p->m; i++) {
+    double ss = 0;
+    for (int64_t j = 0; j < p->n; j++) {
+      double x = gc_load_elem(h[0], p->ta, i * p->n + j);
+      ss += x * x;
+    }
+    double inv = 1.0 / sqrt(ss / (double)p->n + (double)sc->eps);
+    for (int64_t j = 0; j < p->n; j++) {
+      double r = gc_load_elem(h[0], p->ta, i * p->n + j) * inv * gc_load_elem(h[1], p->tb, j);
+      ref[i * p->n + j] = r;
+      tol[i * p->n + j] = (uc + rel) * fabs(r) + ulp_abs(p->tc);
+    }
+  }
+}
+
+/* rmsnorm_gemm and rmsnorm_gemm_swiglu: the GEMM rules applied to the
+ * normalised rows x·w/sqrt(mean(x²)+eps) computed in fp64; the kernel's
+ * fp32 sum of squares and rsqrt add a relative (K + 8)·2^-24 to every
+ * product. B (or W) is h[1], the norm weight h[3]. */
+static int ref_norm_gemm(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
+                         double *ref, double *tol, gc_err_t *e) {
+  int64_t M = p->m, N = p->n, K = p->k;
+  int swiglu = gc_op_find(p->op)->pair == 2;
+  double *xn = gc_malloc((size_t)(M * K > 0 ? M * K : 1) * sizeof *xn, e);
+  if (!xn) return GC_ENOMEM;
+  for (int64_t i = 0; i < M; i++) {
+    double ss = 0;
+    for (int64_t k = 0; k < K; k++) {
+      double x = gc_load_elem(h[0], p->ta, i * K + k);
+      ss += x * x;
+    }
+    double inv = 1.0 / sqrt(ss / (double)K + (double)sc->eps);
+    for (int64_t k = 0; k < K; k++)
+      xn[i * K + k] = gc_load_elem(h[0], p->ta, i * K + k) * inv * gc_load_elem(h[3], p->tb, k);
+  }
+  double gamma = (double)K * 0x1p-24 + (double)(K + 8) * 0x1p-24, uc = ulp_rel(p->tc);
+  int rc = swiglu ? ref_swiglu(p, h, xn, gamma, ref, tol, e)
+                  : dots(NULL, p->ta, xn, h[1], p->tb, M, N, K, ref, tol, e);
+  for (int64_t i = 0; !rc && !swiglu && i < M * N; i++)
+    tol[i] = uc * fabs(ref[i]) + gamma * tol[i] + ulp_abs(p->tc);
+  free(xn);
+  return rc;
+}
+
+/* x + y: one rounding of the sum (two for a narrow output dtype). */
+static void ref_add(const gc_problem_t *p, void **h, double *ref, double *tol) {
+  for (int64_t i = 0; i < p->m * p->n; i++) {
+    double x = gc_load_elem(h[0], p->ta, i), y = gc_load_elem(h[1], p->tb, i);
+    ref[i] = x + y;
+    tol[i] = ulp_rel(p->tc) * fabs(x + y) + 0x1p-24 * (fabs(x) + fabs(y)) + ulp_abs(p->tc);
+  }
+}
+
+/* A row copy: exact up to the rounding into the output dtype. */
+static void ref_embed(const gc_problem_t *p, void **h, double *ref, double *tol) {
+  const int32_t *tok = h[0];
+  for (int64_t i = 0; i < p->m; i++)
+    for (int64_t j = 0; j < p->n; j++) {
+      int ok = tok[i] >= 0 && tok[i] < p->k;
+      double r = ok ? gc_load_elem(h[1], p->tb, (int64_t)tok[i] * p->n + j) : 0.0;
+      ref[i * p->n + j] = r;
+      tol[i * p->n + j] = 0.5 * ulp_rel(p->tc) * fabs(r) + ulp_abs(p->tc);
+    }
+}
+
+/* Rotate pair (a, b) of a head by theta = pos * inv_freq[j] (double). The
+ * rule: rounding into the output dtype plus fp32 arithmetic on the pair. */
+static void rotate(const gc_problem_t *p, const gc_op_scalars_t *sc, const void *qkv,
+                   int64_t src, double *ref, double *tol, int64_t dst, const double *inv,
+                   int64_t pos) {
+  int64_t half = p->d / 2;
+  for (int64_t j = 0; j < half; j++) {
+    int64_t ia = sc->layout ? 2 * j : j, ib = sc->layout ? 2 * j + 1 : j + half;
+    double a = gc_load_elem(qkv, p->ta, src + ia), b = gc_load_elem(qkv, p->ta, src + ib);
+    double th = (double)pos * inv[j], c = cos(th), s = sin(th);
+    double ra = a * c - b * s, rb = a * s + b * c, slack = 4 * 0x1p-24 * (fabs(a) + fabs(b));
+    ref[dst + ia] = ra;
+    ref[dst + ib] = rb;
+    tol[dst + ia] = ulp_rel(p->tc) * fabs(ra) + slack + ulp_abs(p->tc);
+    tol[dst + ib] = ulp_rel(p->tc) * fabs(rb) + slack + ulp_abs(p->tc);
+  }
+}
+
+static void ref_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
+                        double **ref, double **tol) {
+  int64_t H = p->h, G = p->g, D = p->d, row = (H + 2 * G) * D;
+  for (int b = 2; b <= 3; b++) /* cache rows before pos0 stay as they were */
+    for (int64_t i = 0; i < sc->pos0 * G * D; i++) {
+      ref[b][i] = gc_load_elem(h[b], p->tc, i);
+      tol[b][i] = 0;
+    }
+  for (int64_t t = 0; t < p->m; t++) {
+    int64_t pos = sc->pos0 + t;
+    for (int64_t hh = 0; hh < H; hh++)
+      rotate(p, sc, h[0], t * row + hh * D, ref[1], tol[1], (t * H + hh) * D, h[4], pos);
+    for (int64_t g = 0; g < G; g++) {
+      rotate(p, sc, h[0], t * row + (H + g) * D, ref[2], tol[2], (pos * G + g) * D, h[4], pos);
+      for (int64_t j = 0; j < D; j++) {
+        double v = gc_load_elem(h[0], p->ta, t * row + (H + G + g) * D + j);
+        ref[3][(pos * G + g) * D + j] = v;
+        tol[3][(pos * G + g) * D + j] = 0.5 * ulp_rel(p->tc) * fabs(v) + ulp_abs(p->tc);
+      }
+    }
+  }
+}
+
+typedef struct att_job {
+  const gc_problem_t *p;
+  const gc_op_scalars_t *sc;
+  const double *q, *k, *v; /* [M, H, D], [pos0 + M, G, D] twice, in fp64 */
+  double *ref, *tol;       /* [M, H, D] */
+  atomic_llong next;       /* next (token, head) item: t * H + head */
+  atomic_int nomem;
+} att_job_t;
+
+/* Query items t·H + hh until none is left; w, o, ao are this thread's. */
+static void *att_worker(void *arg) {
+  att_job_t *j = arg;
+  const gc_problem_t *p = j->p;
+  int64_t H = p->h, G = p->g, D = p->d, per = H / G;
+  double *w = malloc((size_t)(j->sc->pos0 + p->m) * sizeof *w), *o = malloc((size_t)D * 2 * sizeof *o);
+  if (!w || !o) {
+    atomic_store(&j->nomem, 1);
+    free(w), free(o);
+    return NULL;
+  }
+  double *ao = o + D;
+  for (;;) {
+    int64_t it = (int64_t)atomic_fetch_add(&j->next, 1);
+    if (it >= p->m * H) break;
+    int64_t t = it / H, hh = it % H, L = j->sc->pos0 + t + 1, kv = hh / per;
+    const double *q = j->q + it * D;
+    double mx = -INFINITY, sum = 0;
+    for (int64_t l = 0; l < L; l++) {
+      const double *k = j->k + (l * G + kv) * D;
+      double d = 0;
+      for (int64_t c = 0; c < D; c++) d += q[c] * k[c];
+      w[l] = j->sc->scale * d;
+      if (w[l] > mx) mx = w[l];
+    }
+    for (int64_t l = 0; l < L; l++) sum += (w[l] = exp(w[l] - mx));
+    for (int64_t c = 0; c < D; c++) o[c] = ao[c] = 0;
+    for (int64_t l = 0; l < L; l++) {
+      const double *v = j->v + (l * G + kv) * D, pl = w[l] / sum;
+      for (int64_t c = 0; c < D; c++) o[c] += pl * v[c], ao[c] += pl * fabs(v[c]);
+    }
+    for (int64_t c = 0; c < D; c++) {
+      j->ref[it * D + c] = o[c];
+      j->tol[it * D + c] = ulp_rel(p->tc) * fabs(o[c]) + 4.0 * (double)(L + D) * 0x1p-24 * ao[c] +
+                           ulp_abs(p->tc);
+    }
+  }
+  free(w), free(o);
+  return NULL;
+}
+
+/* softmax(scale q.k) v over keys 0..pos, on every core. Rule: output
+ * rounding, plus 4 (L + D) 2^-24 sum_j p_j |v_j| for fp32 scores,
+ * exponentials and sums over L keys of length D. */
+static int ref_attention(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
+                         double *ref, double *tol, gc_err_t *e) {
+  int64_t rows = (sc->pos0 + p->m) * p->g * p->d;
+  att_job_t j = {p, sc, gc_ref_f64(h[0], p->ta, p->m * p->h * p->d, e), NULL, NULL, ref, tol, 0, 0};
+  if (j.q) j.k = gc_ref_f64(h[1], p->tb, rows, e);
+  if (j.k) j.v = gc_ref_f64(h[2], p->tb, rows, e);
+  if (j.v) {
+    gc_ref_threads(att_worker, &j, p->m * p->h * (sc->pos0 + p->m) > (1 << 16) ? gc_ref_host_threads() : 1);
+    if (atomic_load(&j.nomem)) gc_err_set(e, GC_ENOMEM, "out of memory in the attention reference");
+  }
+  int rc = j.v && !atomic_load(&j.nomem) ? GC_OK : e->code;
+  free((void *)j.q), free((void *)j.k), free((void *)j.v);
+  return rc;
+}
+
+/* The lowest index of each row's maximum (NaN skipped): exact, tolerance 0. */
+static void ref_argmax(const gc_problem_t *p, void **h, double *ref, double *tol) {
+  for (int64_t i = 0; i < p->m; i++) {
+    int64_t at = -1;
+    double best = 0;
+    for (int64_t j = 0; j < p->n; j++) {
+      double v = gc_load_elem(h[0], p->ta, i * p->n + j);
+      if (v == v && (at < 0 || v > best)) best = v, at = j;
+    }
+    ref[i] = at < 0 ? 0 : (double)at;
+    tol[i] = 0;
+  }
+}
+
+/* The table's reference entries: each op's rule applied to its buffers. */
+static int r_gemm(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                  double **tol, gc_err_t *e) {
+  (void)sc;
+  return ref_gemm(p, h, 0, ref[2], tol[2], e);
+}
+static int r_gemm_add(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                      double **tol, gc_err_t *e) {
+  (void)sc;
+  return ref_gemm(p, h, 1, ref[2], tol[2], e);
+}
+static int r_swiglu(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                    double **tol, gc_err_t *e) {
+  (void)sc;
+  return ref_swiglu(p, h, NULL, (double)p->k * 0x1p-24, ref[2], tol[2], e);
+}
+static int r_norm_gemm(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                       double **tol, gc_err_t *e) {
+  return ref_norm_gemm(p, sc, h, ref[2], tol[2], e);
+}
+static int r_rmsnorm(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                     double **tol, gc_err_t *e) {
+  (void)e;
+  ref_rmsnorm(p, sc, h, ref[2], tol[2]);
+  return GC_OK;
+}
+static int r_add(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                 double **tol, gc_err_t *e) {
+  (void)sc, (void)e;
+  ref_add(p, h, ref[2], tol[2]);
+  return GC_OK;
+}
+static int r_embed(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                   double **tol, gc_err_t *e) {
+  (void)sc, (void)e;
+  ref_embed(p, h, ref[2], tol[2]);
+  return GC_OK;
+}
+static int r_argmax(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                    double **tol, gc_err_t *e) {
+  (void)sc, (void)e;
+  ref_argmax(p, h, ref[1], tol[1]);
+  return GC_OK;
+}
+static int r_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                     double **tol, gc_err_t *e) {
+  (void)e;
+  ref_rope_kv(p, sc, h, ref, tol);
+  return GC_OK;
+}
+static int r_attention(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                       double **tol, gc_err_t *e) {
+  return ref_attention(p, sc, h, ref[3], tol[3], e);
+}
+
+int gc_op_reference(const gc_problem_t *p, const gc_op_scalars_t *sc,
+                    void *host[GC_OP_MAX_BUFS], double *ref[GC_OP_MAX_BUFS],
+                    double *tol[GC_OP_MAX_BUFS], gc_err_t *e) {
+  if (gc_problem_check(p, e)) return e->code;
+  return gc_op_find(p->op)->reference(p, sc, host, ref, tol, e);
+}
+
+#define CHECK_CHUNK (1 << 20)
+#define CHECK_TABLE 64 /* chunks per round: results of one round fit on the stack */
+
+/* A check split in chunks of CHECK_CHUNK elements over the host's cores,
+ * CHECK_TABLE chunks a round: each chunk's worst ratio and first failing
+ * element; the first failure overall is the one reported, as one pass
+ * would. */
+typedef struct check_job {
+  const gc_opbuf_t *b;
+  const void *out;
+  const double *ref, *tol;
+  int64_t start;               /* this round's first element */
+  double worst[CHECK_TABLE];  /* per chunk of the round */
+  int64_t first[CHECK_TABLE]; /* per chunk: first failing index, or -1 */
+} check_job_t;
+
+static void check_body(void *arg, int64_t i0, int64_t i1) {
+  check_job_t *c = arg;
+  int64_t bad = -1;
+  double w = 0;
+  for (int64_t i = i0; i < i1; i++) {
+    double g = gc_load_elem(c->out, c->b->dtype, i), err = fabs(g - c->ref[i]);
+    double ratio = !isfinite(g) ? INFINITY : err == 0 ? 0 : c->tol[i] > 0 ? err / c->tol[i] : INFINITY;
+    if (ratio > w) w = ratio;
+    if (bad < 0 && !(ratio <= 1.0)) bad = i;
+  }
+  c->worst[(i0 - c->start) / CHECK_CHUNK] = w;
+  c->first[(i0 - c->start) / CHECK_CHUNK] = bad;
+}
+
+int gc_op_check(const gc_opbuf_t *b, const void *out, const double *ref, const double *tol,
+                double *worst, char *why, size_t why_n) {
+  static const int64_t round = (int64_t)CHECK_CHUNK * CHECK_TABLE;
+  check_job_t c = {.b = b, .out = out, .ref = ref, .tol = tol};
+  int64_t bad = -1;
+  *worst = 0;
+  for (c.start = 0; c.start < b->count; c.start += round) {
+    int64_t end = c.start + round < b->count ? c.start + round : b->count;
+    int64_t chunks = (end - c.start + CHECK_CHUNK - 1) / CHECK_CHUNK;
+    gc_ref_for(c.start, end, CHECK_CHUNK, check_body, &c, chunks > 4 ? gc_ref_host_threads() : 1);
+    for (int64_t k = 0; k < chunks; k++) {
+      if (c.worst[k] > *worst) *worst = c.worst[k];
+      if (bad < 0) bad = c.first[k];
+    }
+  }
+  if (bad >= 0 && why) {
+    int64_t cols = b->cols > 0 ? b->cols : 1;
+    snprintf(why, why_n, "%s element %lld (row %lld, col %lld): got %.9g, want %.9g "
+             "(tolerance %.3g)", b->name, (long long)bad, (long long)(bad / cols),
+             (long long)(bad % cols), gc_load_elem(out, b->dtype, bad), ref[bad], tol[bad]);
+  }
+  return bad < 0;
+}
+
+/* The table's work entries (FLOPs of one call). */
+static double f_gemm(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  (void)sc;
+  return 2.0 * p->m * p->n * p->k;
+}
+static double f_gemm_add(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  return f_gemm(p, sc) + (double)p->m * p->n;
+}
+static double f_swiglu(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  (void)sc;
+  return 4.0 * p->m * p->n * p->k;
+}
+static double f_norm_gemm(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  return f_gemm(p, sc) + 3.0 * p->m * p->k;
+}
+static double f_norm_swiglu(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  return f_swiglu(p, sc) + 3.0 * p->m * p->k;
+}
+static double f_rows(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  (void)sc;
+  return 3.0 * p->m * p->n;
+}
+static double f_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  (void)sc;
+  return 6.0 * p->m * (p->h + p->g) * p->d;
+}
+static double f_attention(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  return 4.0 * p->m * p->h * p->d * (double)(sc->pos0 + (p->m + 1) / 2);
+}
+
+void gc_op_work(const gc_problem_t *p, const gc_op_scalars_t *sc, double *flops, double *bytes) {
+  gc_opbuf_t b[GC_OP_MAX_BUFS];
+  gc_env_t env;
+  int n;
+  *flops = *bytes = 0;
+  const gc_op_t *op = gc_op_find(p->op);
+  if (!op || gc_op_buffers(p, sc, b, &n, NULL) || shape_env(p, sc, &env, NULL)) return;
+  *flops = op->flops(p, sc);
+  for (int i = 0; i < n; i++) {
+    int64_t rows = b[i].cols > 0 ? b[i].count / b[i].cols : 0;
+    /* a cache moves only the rows the op reads or writes */
+    if (op->buf[i].touched && gc_expr_eval(op->buf[i].touched, &env, &rows, NULL)) rows = 0;
+    *bytes += (double)rows * (double)b[i].cols * (double)gc_dtype_size(b[i].dtype);
+  }
+}
+
+double gc_op_flops(const gc_problem_t *p) {
+  gc_op_scalars_t sc;
+  double f, b;
+  gc_op_default_scalars(p, &sc);
+  gc_op_work(p, &sc, &f, &b);
+  return f;
+}
+
+double gc_op_bytes(const gc_problem_t *p) {
+  gc_opbuf_t b[GC_OP_MAX_BUFS];
+  gc_op_scalars_t sc;
+  int n;
+  double s = 0;
+  gc_op_default_scalars(p, &sc);
+  if (gc_op_buffers(p, &sc, b, &n, NULL)) return 0;
+  for (int i = 0; i < n; i++) s += (double)b[i].count * (double)gc_dtype_size(b[i].dtype);
+  return s;
+}
+
+/* ---- the table ------------------------------------------------------------- */
+
+#define IN GC_BUF_IN
+#define OUT GC_BUF_OUT
+#define INOUT GC_BUF_INOUT
+#define BUF(n, t, r, c, k, f) {n, t, r, c, k, f, NULL}
+
+static const gc_op_t ops[] = {
+    {"gemm", "mnk", "C[M,N] = A[M,K] * B[N,K]^T, fp32 accumulation", 1, 0, 3,
+     {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("B", 'B', "N", "K", IN, GC_FILL_UNIT),
+      BUF("C", 'C', "M", "N", OUT, 0)},
+     "MNK", 0, r_gemm, f_gemm},
+    {"gemm_add", "mnk", "C[M,N] += A[M,K] * B[N,K]^T (the residual stream updated in place)", 1, 0, 3,
+     {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("B", 'B', "N", "K", IN, GC_FILL_UNIT),
+      BUF("C", 'C', "M", "N", INOUT, GC_FILL_UNIT)},
+     "MNK", 0, r_gemm_add, f_gemm_add},
+    {"gemm_swiglu", "mnk",
+     "C[M,N] = silu(A W[0:N]^T) * (A W[N:2N]^T), W is [2N,K] (gate then up)", 2, 0, 3,
+     {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("W", 'B', "2*N", "K", IN, GC_FILL_UNIT),
+      BUF("C", 'C', "M", "N", OUT, 0)},
+     "MNK", 0, r_swiglu, f_swiglu},
+    {"rmsnorm_gemm", "mnk",
+     "C[M,N] = rmsnorm(A; norm[K], eps) * B[N,K]^T: the norm in the GEMM's pass over A", 1, 1, 4,
+     {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("B", 'B', "N", "K", IN, GC_FILL_UNIT),
+      BUF("C", 'C', "M", "N", OUT, 0), BUF("norm", 'B', "1", "K", IN, GC_FILL_NORM)},
+     "MNK", 'e', r_norm_gemm, f_norm_gemm},
+    {"rmsnorm_gemm_swiglu", "mnk", "gemm_swiglu of rmsnorm(A; norm[K], eps)", 2, 1, 4,
+     {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("W", 'B', "2*N", "K", IN, GC_FILL_UNIT),
+      BUF("C", 'C', "M", "N", OUT, 0), BUF("norm", 'B', "1", "K", IN, GC_FILL_NORM)},
+     "MNK", 'e', r_norm_gemm, f_norm_swiglu},
+    {"rmsnorm", "mn", "Y[M,N] = X / sqrt(mean(X^2) + eps) * W[N], eps 1e-5", 1, 0, 3,
+     {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("W", 'B', "1", "N", IN, GC_FILL_NORM),
+      BUF("Y", 'C', "M", "N", OUT, 0)},
+     "MN", 'e', r_rmsnorm, f_rows},
+    {"add", "mn", "Z[M,N] = X + Y", 1, 0, 3,
+     {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("Y", 'B', "M", "N", IN, GC_FILL_UNIT),
+      BUF("Z", 'C', "M", "N", OUT, 0)},
+     "MN", 0, r_add, f_rows},
+    {"embed", "mnk", "Z[M,N] = table[K,N][tokens[M]]", 1, 0, 3,
+     {BUF("tokens", 'i', "1", "M", IN, GC_FILL_TOKENS), BUF("table", 'B', "K", "N", IN, GC_FILL_UNIT),
+      BUF("Z", 'C', "M", "N", OUT, 0)},
+     "MNK", 0, r_embed, f_rows},
+    {"rope_kv", "mhgd", "rotate q,k of QKV[M,(H+2G)D]; write k,v to the cache at pos0..", 1, 0, 6,
+     {BUF("QKV", 'A', "M", "(H+2*G)*D", IN, GC_FILL_UNIT), BUF("Qout", 'C', "M", "H*D", OUT, 0),
+      {"Kc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"}, {"Vc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"},
+      BUF("inv_freq", 'd', "1", "D/2", IN, GC_FILL_INV_FREQ), BUF("pos", 'i', "1", "1", IN, GC_FILL_POS)},
+     "MHGDL", 0, r_rope_kv, f_rope_kv},
+    {"attention", "mhgd", "causal GQA attention of Q[M,H*D] over the cache", 1, 0, 5,
+     {BUF("Q", 'A', "M", "H*D", IN, GC_FILL_UNIT), BUF("Kc", 'B', "S", "G*D", IN, GC_FILL_UNIT),
+      BUF("Vc", 'B', "S", "G*D", IN, GC_FILL_UNIT), BUF("O", 'C', "M", "H*D", OUT, 0),
+      BUF("pos", 'i', "1", "1", IN, GC_FILL_POS)},
+     "MHGD", 's', r_attention, f_attention},
+    {"argmax", "mn", "idx[M] = the lowest index of the maximum of each row of X[M,N]", 1, 0, 2,
+     {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("idx", 'i', "1", "M", OUT, 0)},
+     "MN", 0, r_argmax, f_rows},
+};
+
+const gc_op_t *gc_op_table(int *n) {
+  *n = (int)GC_ARRAY_LEN(ops);
+  return ops;
+}
+
+const gc_op_t *gc_op_find(const char *name) {
+  for (size_t i = 0; i < GC_ARRAY_LEN(ops); i++)
+    if (!strcmp(ops[i].name, name)) return &ops[i];
+  return NULL;
+}
+
+const char *gc_op_dims(const gc_op_t *op) { return op->dims; }
+
+void gc_op_names(char *out, size_t n) {
+  out[0] = 0;
+  for (size_t i = 0; i < GC_ARRAY_LEN(ops); i++)
+    snprintf(out + strlen(out), n - strlen(out), "%s%s", i ? ", " : "", ops[i].name);
+}
+
+/* s as a JSON string (table text is plain ASCII: no escapes needed but
+ * for quotes and backslashes). */
+static void json_str(FILE *out, const char *s) {
+  fputc('"', out);
+  for (; *s; s++) fprintf(out, *s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
+  fputc('"', out);
+}
+
+void gc_op_table_json(FILE *out) {
+  static const char *const kinds[] = {"in", "out", "inout"};
+  fprintf(out, "[\n");
+  for (size_t i = 0; i < GC_ARRAY_LEN(ops); i++) {
+    const gc_op_t *o = &ops[i];
+    fprintf(out, "  {\"name\": \"%s\", \"dims\": \"%s\", \"doc\": ", o->name, o->dims);
+    json_str(out, o->doc);
+    fprintf(out, ", \"pair\": %d, \"norm\": %d, \"ints\": \"%s\", \"float\": \"%s\", \"buffers\": [",
+            o->pair, o->norm, o->ints, o->flt == 'e' ? "eps" : o->flt == 's' ? "scale" : "");
+    for (int b = 0; b < o->nbufs; b++) {
+      const gc_opbuf_spec_t *s = &o->buf[b];
+      fprintf(out, "%s{\"name\": \"%s\", \"dtype\": \"%c\", \"rows\": \"%s\", \"cols\": \"%s\", "
+              "\"kind\": \"%s\"}", b ? ", " : "", s->name, s->dtype, s->rows, s->cols, kinds[s->kind]);
+    }
+    fprintf(out, "]}%s\n", i + 1 < GC_ARRAY_LEN(ops) ? "," : "");
+  }
+  fprintf(out, "]\n");
+}
+
+void gc_op_help(FILE *out) {
+  for (size_t i = 0; i < GC_ARRAY_LEN(ops); i++)
+    fprintf(out, "  %-20s %s\n", ops[i].name, ops[i].doc);
+}

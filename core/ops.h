@@ -1,0 +1,145 @@
+/* ops.h — what each op means, independent of any kernel: its buffers and
+ * argument list (the ABI every template of the op implements, see
+ * templates/README.md), input generation, an fp64 reference, and
+ * per-element verification with a stated tolerance. The tuner, gcore-run,
+ * the model and the tests all build launches through this. */
+#ifndef GC_OPS_H
+#define GC_OPS_H
+
+#include "problem.h"
+
+typedef uint64_t gc_dptr_t; /* device address; 0 is never a valid buffer */
+
+#define GC_OP_MAX_BUFS 6
+
+enum { GC_BUF_IN = 0, GC_BUF_OUT = 1, GC_BUF_INOUT = 2 };
+
+typedef struct gc_opbuf {
+  const char *name;   /* "A", "B", "C" ... */
+  gc_dtype_t dtype;
+  int64_t count;      /* elements */
+  int kind;           /* GC_BUF_IN / OUT / INOUT */
+  int64_t cols;       /* row length, for messages */
+} gc_opbuf_t;
+
+/* Values that are arguments but not part of the problem key. */
+typedef struct gc_op_scalars {
+  float eps;          /* rmsnorm */
+  int64_t pos0;       /* rope_kv, attention: position of the first row */
+  int64_t layout;     /* rope_kv: 0 = halves (Hugging Face), 1 = adjacent pairs (llama2.c) */
+  float scale;        /* attention: usually 1/sqrt(D) */
+} gc_op_scalars_t;
+
+/* ---- the op table ---------------------------------------------------------
+ * One entry per op holds everything the code knows about it: its buffers
+ * (the kernel ABI, templates/README.md), its other arguments, how inputs are
+ * made, the fp64 reference with its tolerance, and its work. The runtime,
+ * problem keys, the CLI (--help, gcore-tune --ops) and the tests read it.
+ * Adding an op is an entry here plus its templates. */
+
+/* What a test input of a buffer is. */
+enum {
+  GC_FILL_UNIT = 0,  /* uniform in [-1, 1) */
+  GC_FILL_NORM,      /* uniform in [0.5, 1.5): norm weights */
+  GC_FILL_TOKENS,    /* token ids in [0, K) */
+  GC_FILL_POS,       /* the position pos0 (one int32, read on the device) */
+  GC_FILL_INV_FREQ,  /* RoPE inverse frequencies of theta 10000 (float64) */
+  GC_FILL_CACHE      /* a KV cache: rows before pos0 random, the rows the op writes NaN */
+};
+
+/* A buffer of an op, in argument order. Shapes are expressions (base/expr.h)
+ * over M N K H G D and S, the cache rows pos0 + M. */
+typedef struct gc_opbuf_spec {
+  const char *name;    /* "A", "B", "C", ... */
+  char dtype;          /* 'A' 'B' 'C': the problem's operand dtype; 'i' int32; 'd' float64 */
+  const char *rows, *cols;
+  int kind;            /* GC_BUF_IN / OUT / INOUT */
+  int fill;            /* GC_FILL_*, for inputs and in/out buffers */
+  const char *touched; /* rows one call moves when fewer than rows (a cache); NULL: rows */
+} gc_opbuf_spec_t;
+
+/* The fp64 reference of every output and in/out buffer i into ref[i] and
+ * the error each element may have into tol[i] (inputs: NULL). */
+typedef int (*gc_op_ref_fn)(const gc_problem_t *p, const gc_op_scalars_t *sc, void **host,
+                            double **ref, double **tol, gc_err_t *e);
+/* Floating-point operations of one call. */
+typedef double (*gc_op_flops_fn)(const gc_problem_t *p, const gc_op_scalars_t *sc);
+
+struct gc_op {
+  const char *name;
+  const char *dims;   /* the dimensions of its key, a subset of "mnkhgd" */
+  const char *doc;    /* one line for --help */
+  int pair;           /* rows of B per column of C: 2 for a gate|up pair (SwiGLU), else 1 */
+  int norm;           /* 1: the rmsnorm of A is folded in (a "norm" buffer, eps) */
+  int nbufs;
+  gc_opbuf_spec_t buf[GC_OP_MAX_BUFS];
+  const char *ints;   /* the int64 arguments after the buffers, in order: letters of
+                         MNKHGD, and L for the RoPE layout */
+  char flt;           /* the float argument last: 'e' eps, 's' attention scale, 0 none */
+  gc_op_ref_fn reference;
+  gc_op_flops_fn flops;
+};
+
+/* Every op, in a fixed order; *n gets the count. */
+const gc_op_t *gc_op_table(int *n);
+/* The table as JSON (a list of {name, dims, doc, pair, norm, ints, float,
+ * buffers: [{name, dtype, rows, cols, kind}]}): gcore-tune --list-ops, which
+ * the tests' case table reads. */
+void gc_op_table_json(FILE *out);
+
+/* The scalars the tuner and gcore-run --op use for p: eps 1e-5; pos0 255
+ * for single-row attention (a decode step at length 256), 3 otherwise;
+ * halves layout; scale 1/sqrt(D). */
+void gc_op_default_scalars(const gc_problem_t *p, gc_op_scalars_t *sc);
+
+/* The buffers of p in argument order (sizes depend on sc->pos0). */
+int gc_op_buffers(const gc_problem_t *p, const gc_op_scalars_t *sc,
+                  gc_opbuf_t bufs[GC_OP_MAX_BUFS], int *n, gc_err_t *e);
+
+/* Argument values for a launch: buffer addresses then scalars, in the
+ * order of templates/README.md. args points into the pack. */
+typedef struct gc_argpack {
+  gc_dptr_t ptr[GC_OP_MAX_BUFS];
+  int64_t i64[8];
+  float f32[2];
+  void *args[16];
+  int nargs;
+} gc_argpack_t;
+void gc_op_args(const gc_problem_t *p, const gc_op_scalars_t *sc, const gc_dptr_t *bufs,
+                gc_argpack_t *pk);
+
+/* Fill the host copies of the input and in/out buffers with deterministic
+ * pseudo-random values from seed (rows of a cache that the op writes are
+ * filled with NaN, so that a kernel that skips them fails). */
+void gc_op_fill_inputs(const gc_problem_t *p, const gc_op_scalars_t *sc,
+                       void *host[GC_OP_MAX_BUFS], uint64_t seed);
+
+/* The fp64 reference of every output and in/out buffer i: ref[i][j] the
+ * value and tol[i][j] the error element j may have (see ops.c); NULL
+ * entries for inputs. */
+int gc_op_reference(const gc_problem_t *p, const gc_op_scalars_t *sc,
+                    void *host[GC_OP_MAX_BUFS], double *ref[GC_OP_MAX_BUFS],
+                    double *tol[GC_OP_MAX_BUFS], gc_err_t *e);
+
+/* Check every element of out (dtype b->dtype) against ref/tol. Non-finite
+ * values fail. *worst is max |err|/tol. On failure, why gets the first
+ * bad element. Returns 1 when all pass. */
+int gc_op_check(const gc_opbuf_t *b, const void *out, const double *ref, const double *tol,
+                double *worst, char *why, size_t why_n);
+
+/* Work per call, for throughput figures. */
+double gc_op_flops(const gc_problem_t *p);
+double gc_op_bytes(const gc_problem_t *p);
+/* The same at the position in sc, counting only the cache rows the op
+ * touches (what a profile of a real run reports). */
+void gc_op_work(const gc_problem_t *p, const gc_op_scalars_t *sc, double *flops, double *bytes);
+
+/* Scalar conversions (round to nearest even). */
+float gc_f16_to_f32(uint16_t h);
+uint16_t gc_f32_to_f16(float f);
+float gc_bf16_to_f32(uint16_t h);
+uint16_t gc_f32_to_bf16(float f);
+double gc_load_elem(const void *p, gc_dtype_t t, int64_t i);
+void gc_store_elem(void *p, gc_dtype_t t, int64_t i, double v);
+
+#endif

@@ -1,0 +1,254 @@
+/* problem.c — ops, dtypes and the canonical problem key; workload files. */
+#include "problem.h"
+
+#include "../base/expr.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char gc_dim_letters[GC_NDIMS + 1] = "mnkhgd";
+
+int64_t *gc_problem_dim(gc_problem_t *p, int i) {
+  int64_t *v[GC_NDIMS] = {&p->m, &p->n, &p->k, &p->h, &p->g, &p->d};
+  return v[i];
+}
+
+int64_t gc_problem_get(const gc_problem_t *p, int i) {
+  const int64_t v[GC_NDIMS] = {p->m, p->n, p->k, p->h, p->g, p->d};
+  return v[i];
+}
+
+static const char *const dt_names[] = {"f32", "f16", "bf16", "i32", "f64"};
+
+const char *gc_dtype_name(gc_dtype_t t) {
+  return (unsigned)t < 5 ? dt_names[t] : "?";
+}
+
+size_t gc_dtype_size(gc_dtype_t t) {
+  return t == GC_DT_F64 ? 8 : (t == GC_DT_F32 || t == GC_DT_I32) ? 4 : 2;
+}
+
+static int dtype_one(const char *s, size_t n, gc_dtype_t *t) {
+  for (int i = 0; i < 3; i++)
+    if (strlen(dt_names[i]) == n && !strncmp(s, dt_names[i], n)) {
+      *t = (gc_dtype_t)i;
+      return 1;
+    }
+  return 0;
+}
+
+int gc_dtypes_parse(const char *s, gc_dtype_t *ta, gc_dtype_t *tb,
+                    gc_dtype_t *tc, gc_err_t *e) {
+  gc_dtype_t t[3];
+  const char *p = s;
+  char q[GC_QUOTE_BUF];
+  int n = 0;
+  for (;;) {
+    const char *c = strchr(p, ':');
+    size_t len = c ? (size_t)(c - p) : strlen(p);
+    if (n == 3 || !dtype_one(p, len, &t[n]))
+      return gc_err_set(e, GC_EINVAL,
+                        "unknown dtype %s (expected f32, f16, bf16 or A:B:C "
+                        "such as f32:f16:f32)",
+                        gc_quote(s, GC_QSTR, q, sizeof q));
+    n++;
+    if (!c) break;
+    p = c + 1;
+  }
+  if (n == 2)
+    return gc_err_set(e, GC_EINVAL, "dtype %s: give one dtype or three (A:B:C)",
+                      gc_quote(s, GC_QSTR, q, sizeof q));
+  *ta = t[0];
+  *tb = n == 3 ? t[1] : t[0];
+  *tc = n == 3 ? t[2] : t[0];
+  return GC_OK;
+}
+
+void gc_dtypes_format(gc_dtype_t ta, gc_dtype_t tb, gc_dtype_t tc, char *out) {
+  snprintf(out, 16, "%s:%s:%s", gc_dtype_name(ta), gc_dtype_name(tb),
+           gc_dtype_name(tc));
+}
+
+void gc_problem_key(const gc_problem_t *p, char *out) {
+  char dt[16];
+  gc_dtypes_format(p->ta, p->tb, p->tc, dt);
+  int n = snprintf(out, GC_PROBLEM_KEY, "%s %s", p->op, dt);
+  const gc_op_t *d = gc_op_find(p->op);
+  const char *dims = d ? gc_op_dims(d) : "mnk";
+  for (int i = 0; i < GC_NDIMS; i++)
+    if (strchr(dims, gc_dim_letters[i]) && n < GC_PROBLEM_KEY)
+      n += snprintf(out + n, (size_t)(GC_PROBLEM_KEY - n), " %c=%lld", gc_dim_letters[i],
+                    (long long)gc_problem_get(p, i));
+}
+
+int gc_problem_check(const gc_problem_t *p, gc_err_t *e) {
+  const gc_op_t *d = gc_op_find(p->op);
+  if (!d) {
+    char names[256], q[GC_QUOTE_BUF];
+    gc_op_names(names, sizeof names);
+    return gc_err_set(e, GC_EINVAL, "unknown op %s (known: %s)",
+                      gc_quote(p->op, GC_QSTR, q, sizeof q), names);
+  }
+  for (int i = 0; i < GC_NDIMS; i++) {
+    int64_t v = gc_problem_get(p, i);
+    char c = gc_dim_letters[i];
+    int used = strchr(gc_op_dims(d), c) != NULL;
+    if (used && (v < 1 || v >= (1LL << 31)))
+      return gc_err_set(e, GC_EINVAL, "%s: %c=%lld is out of range [1, 2^31)", p->op, c,
+                        (long long)v);
+    if (!used && v != 0) return gc_err_set(e, GC_EINVAL, "%s has no %c dimension", p->op, c);
+  }
+  if (p->h && p->g && p->h % p->g)
+    return gc_err_set(e, GC_EINVAL, "%s: h=%lld is not a multiple of g=%lld", p->op,
+                      (long long)p->h, (long long)p->g);
+  if (!strcmp(p->op, "rope_kv") && p->d % 2)
+    return gc_err_set(e, GC_EINVAL, "rope_kv: d=%lld is odd", (long long)p->d);
+  return GC_OK;
+}
+
+int gc_problems_push(gc_problems_t *l, const gc_problem_t *p, gc_err_t *e) {
+  for (int i = 0; i < l->n; i++)
+    if (!memcmp(&l->v[i], p, sizeof *p)) return GC_OK;
+  if (l->n == l->cap) {
+    int cap = l->cap ? l->cap * 2 : 16;
+    gc_problem_t *v = gc_realloc(l->v, (size_t)cap * sizeof *v, e);
+    if (!v) return GC_ENOMEM;
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = *p;
+  return GC_OK;
+}
+
+void gc_problems_free(gc_problems_t *l) {
+  free(l->v);
+  memset(l, 0, sizeof *l);
+}
+
+int gc_needs_push(gc_needs_t *l, const gc_problem_t *p, int64_t lo, gc_err_t *e) {
+  for (int i = 0; i < l->n; i++)
+    if (l->v[i].lo == lo && !memcmp(&l->v[i].p, p, sizeof *p)) return GC_OK;
+  if (l->n == l->cap) {
+    int cap = l->cap ? l->cap * 2 : 16;
+    gc_need_t *v = gc_realloc(l->v, (size_t)cap * sizeof *v, e);
+    if (!v) return GC_ENOMEM;
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = (gc_need_t){*p, lo};
+  return GC_OK;
+}
+
+void gc_needs_free(gc_needs_t *l) {
+  free(l->v);
+  memset(l, 0, sizeof *l);
+}
+
+/* Parse "1,16,128" into at most 64 values. */
+static int parse_list(const char *s, char dim, int64_t *v, int *n, gc_err_t *e) {
+  *n = 0;
+  if (!s) return gc_err_set(e, GC_EINVAL, "missing --%c", dim);
+  char buf[512];
+  if (snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf)
+    return gc_err_set(e, GC_EINVAL, "--%c list too long", dim);
+  for (char *save = NULL, *t = strtok_r(buf, ",", &save); t;
+       t = strtok_r(NULL, ",", &save)) {
+    if (*n == 64) return gc_err_set(e, GC_EINVAL, "--%c: more than 64 values", dim);
+    char q[GC_QUOTE_BUF];
+    if (gc_parse_i64(t, &v[*n]))
+      return gc_err_set(e, GC_EINVAL, "--%c: %s is not an integer", dim,
+                        gc_quote(t, GC_QSTR, q, sizeof q));
+    (*n)++;
+  }
+  if (!*n) return gc_err_set(e, GC_EINVAL, "--%c: empty list", dim);
+  return GC_OK;
+}
+
+/* Every combination of the lists, innermost dim last. */
+static int expand_rec(gc_problems_t *l, gc_problem_t *p, int64_t v[GC_NDIMS][64],
+                      const int cnt[GC_NDIMS], int i, gc_err_t *e) {
+  if (i == GC_NDIMS) return gc_problem_check(p, e) || gc_problems_push(l, p, e) ? e->code : GC_OK;
+  for (int j = 0; j < cnt[i]; j++) {
+    *gc_problem_dim(p, i) = v[i][j];
+    if (expand_rec(l, p, v, cnt, i + 1, e)) return e->code;
+  }
+  return GC_OK;
+}
+
+int gc_problems_expand(gc_problems_t *l, const char *op, const char *dtypes,
+                       const char *const dims[GC_NDIMS], gc_err_t *e) {
+  gc_problem_t p = {0};
+  if (!op) return gc_err_set(e, GC_EINVAL, "missing --op");
+  if (strlen(op) >= GC_OP_NAME || !gc_op_find(op)) {
+    snprintf(p.op, sizeof p.op, "%.*s", GC_OP_NAME - 1, op);
+    return gc_problem_check(&p, e);
+  }
+  strcpy(p.op, op);
+  if (gc_dtypes_parse(dtypes ? dtypes : "f32", &p.ta, &p.tb, &p.tc, e)) return e->code;
+  const char *used = gc_op_dims(gc_op_find(op));
+  int64_t v[GC_NDIMS][64];
+  int cnt[GC_NDIMS];
+  for (int i = 0; i < GC_NDIMS; i++) {
+    char c = gc_dim_letters[i];
+    cnt[i] = 1;
+    v[i][0] = 0;
+    if (strchr(used, c)) {
+      if (parse_list(dims[i], c, v[i], &cnt[i], e)) return e->code;
+    } else if (dims[i]) {
+      return gc_err_set(e, GC_EINVAL, "%s has no %c dimension", op, c);
+    }
+  }
+  return expand_rec(l, &p, v, cnt, 0, e);
+}
+
+static int load_line(gc_problems_t *l, char *line, gc_err_t *e) {
+  char *tok[10];
+  int nt = 0;
+  for (char *save = NULL, *t = strtok_r(line, " \t\r", &save); t;
+       t = strtok_r(NULL, " \t\r", &save)) {
+    if (nt == 10) return gc_err_set(e, GC_EINVAL, "too many fields");
+    tok[nt++] = t;
+  }
+  if (nt < 2) return gc_err_set(e, GC_EINVAL, "expected 'OP DTYPES m=.. n=.. k=..'");
+  const char *dim[GC_NDIMS] = {0};
+  for (int i = 2; i < nt; i++) {
+    const char *c = tok[i][0] ? strchr(gc_dim_letters, tok[i][0]) : NULL;
+    char q[GC_QUOTE_BUF];
+    if (!c || tok[i][1] != '=')
+      return gc_err_set(e, GC_EINVAL, "%s: expected m=, n=, k=, h=, g= or d=",
+                        gc_quote(tok[i], GC_QSTR, q, sizeof q));
+    dim[c - gc_dim_letters] = tok[i] + 2;
+  }
+  return gc_problems_expand(l, tok[0], tok[1], dim, e);
+}
+
+int gc_problems_load(gc_problems_t *l, const char *path, gc_err_t *e) {
+  char *text;
+  if (gc_read_file(path, 1 << 20, &text, NULL, e)) return e->code;
+  int lineno = 0, rc = GC_OK;
+  for (char *line = text; line && !rc;) {
+    char *nl = strchr(line, '\n');
+    if (nl) *nl = 0;
+    lineno++;
+    char *hash = strchr(line, '#');
+    if (hash) *hash = 0;
+    if (strspn(line, " \t\r") != strlen(line) && (rc = load_line(l, line, e)))
+      gc_err_prefix(e, "%s:%d", path, lineno);
+    line = nl ? nl + 1 : NULL;
+  }
+  free(text);
+  if (!rc && l->n == 0) rc = gc_err_set(e, GC_EINVAL, "%s: no problems in workload", path);
+  return rc;
+}
+
+int gc_env_set_sms(gc_env_t *env, int64_t sms, gc_err_t *e) {
+  return sms > 0 ? gc_env_set(env, "SMS", sms, e) : GC_OK;
+}
+
+int gc_env_set_dims(gc_env_t *env, const gc_problem_t *p, gc_err_t *e) {
+  static const char *const names[GC_NDIMS] = {"M", "N", "K", "H", "G", "D"};
+  for (int i = 0; i < GC_NDIMS; i++)
+    if (gc_env_set(env, names[i], gc_problem_get(p, i), e)) return e->code;
+  return GC_OK;
+}

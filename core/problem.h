@@ -1,0 +1,90 @@
+/* problem.h — the problem key shared by tune.db, bundles and the runtime:
+ * an op, the dtypes of its operands and its dimensions, with one canonical
+ * text form ("gemm f16:f16:f16 m=128 n=1024 k=1024") and the workload file
+ * format (one problem per line, comma lists expand to their product). */
+#ifndef GC_PROBLEM_H
+#define GC_PROBLEM_H
+
+#include "../base/base.h"
+
+typedef enum gc_dtype {
+  GC_DT_F32 = 0, GC_DT_F16 = 1, GC_DT_BF16 = 2, /* operand dtypes of problems */
+  GC_DT_I32 = 3, GC_DT_F64 = 4                  /* index and table buffers of some ops */
+} gc_dtype_t;
+
+#define GC_OP_NAME 24
+typedef struct gc_problem {
+  char op[GC_OP_NAME]; /* "gemm", "gemm_swiglu", "rmsnorm" */
+  gc_dtype_t ta, tb, tc; /* operand dtypes: A (activations), B (weights), C (output) */
+  int64_t m, n, k;     /* rows, columns, reduction length */
+  int64_t h, g, d;     /* query heads, key/value heads, head dimension */
+} gc_problem_t;       /* dims the op does not use are 0 */
+
+#define GC_NDIMS 6
+extern const char gc_dim_letters[GC_NDIMS + 1]; /* "mnkhgd" */
+int64_t *gc_problem_dim(gc_problem_t *p, int i);
+int64_t gc_problem_get(const gc_problem_t *p, int i);
+
+/* The op table (core/ops.h) holds everything known about each op; keys
+ * need only its name and which of m n k h g d it uses. NULL: no such op. */
+typedef struct gc_op gc_op_t;
+const gc_op_t *gc_op_find(const char *name);
+const char *gc_op_dims(const gc_op_t *op); /* subset of "mnkhgd" */
+/* The ops' names, ", "-separated, into out (n bytes). */
+void gc_op_names(char *out, size_t n);
+/* The ops, one a line ("  gemm   C[M,N] = ..."), for --help. */
+void gc_op_help(FILE *out);
+
+const char *gc_dtype_name(gc_dtype_t t);
+size_t gc_dtype_size(gc_dtype_t t);
+/* "f16" → all three f16; "f32:f16:f32" → A,B,C. */
+int gc_dtypes_parse(const char *s, gc_dtype_t *ta, gc_dtype_t *tb,
+                    gc_dtype_t *tc, gc_err_t *e);
+/* Writes "A:B:C" into out (at least 16 bytes). */
+void gc_dtypes_format(gc_dtype_t ta, gc_dtype_t tb, gc_dtype_t tc, char *out);
+
+/* Canonical key text; out must hold GC_PROBLEM_KEY bytes. */
+#define GC_PROBLEM_KEY 128
+void gc_problem_key(const gc_problem_t *p, char *out);
+/* Checks op exists, dims the op uses are in [1, 2^31), others are 0. */
+int gc_problem_check(const gc_problem_t *p, gc_err_t *e);
+
+/* A list of problems (a workload). */
+typedef struct gc_problems {
+  gc_problem_t *v;
+  int n, cap;
+} gc_problems_t;
+int gc_problems_push(gc_problems_t *l, const gc_problem_t *p, gc_err_t *e);
+void gc_problems_free(gc_problems_t *l);
+
+/* A range of rows a bundle must serve: every m in [lo, p.m] of p's group
+ * (p with any m). */
+typedef struct gc_need {
+  gc_problem_t p;
+  int64_t lo;
+} gc_need_t;
+typedef struct gc_needs {
+  gc_need_t *v;
+  int n, cap;
+} gc_needs_t;
+/* Append [lo, p->m] of p's group unless the same range is there. */
+int gc_needs_push(gc_needs_t *l, const gc_problem_t *p, int64_t lo, gc_err_t *e);
+void gc_needs_free(gc_needs_t *l);
+
+/* Expand one spec into l: op, dtype and comma lists per dim, in the order
+ * of gc_dim_letters (NULL for dims not given). Duplicates are dropped. */
+int gc_problems_expand(gc_problems_t *l, const char *op, const char *dtypes,
+                       const char *const dims[GC_NDIMS], gc_err_t *e);
+/* Parse a workload file: lines "OP DTYPES m=LIST n=LIST k=LIST" (and h=,
+ * g=, d= for attention ops), '#' comments, blank lines. Errors name the
+ * file and line. */
+int gc_problems_load(gc_problems_t *l, const char *path, gc_err_t *e);
+
+/* Bind M N K H G D of p in an expression environment (base/expr.h). */
+struct gc_env;
+int gc_env_set_dims(struct gc_env *env, const gc_problem_t *p, gc_err_t *e);
+/* Bind SMS to the device's multiprocessor (SM, CU, core) count at launch,
+ * over the target's offline figure; sms <= 0 leaves it. */
+int gc_env_set_sms(struct gc_env *env, int64_t sms, gc_err_t *e);
+
+#endif

@@ -1,0 +1,270 @@
+"""GGUF models and --quantize through the three tools, checked against the
+independent fp64 numpy reference (llama_ref.py) computing on the weights as
+stored: a GGUF file's tensors dequantized by ggufq.py (Q and K in llama.cpp's
+adjacent-pairs order), or a Hugging Face / llama2.c model's matrices
+quantized and dequantized by ggufq.py (llama.cpp's reference quantizers,
+which gcore's C quantizers match byte for byte: test_gguf_quant.py).
+
+Quantized weights are dequantized exactly to fp32 on the CPU (until the
+quantized kernels exist), so the tolerances are test_llama.py's: logits
+within 1e-4 relative per row, greedy ids identical, on models chosen (by
+seed) so that no greedy step has its top two logits within 1e-3.
+
+The model is Llama-3 shaped (GQA: 4 query heads, 2 kv heads of 64) with
+rows of 256 and 512 elements, whole blocks of every format."""
+import os
+import re
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from conftest import run_tool  # noqa: E402
+import ggufq as Q  # noqa: E402
+import llama_ref as R  # noqa: E402
+import tinygguf as G  # noqa: E402
+import tinymodel as TM  # noqa: E402
+from test_llama import (GREEDY, N_DECODE, PROMPT, TIE_MARGIN, TOL, assert_logits_close,  # noqa: E402
+                        assert_same_ids, generate, reference, rel_rows, top2_margin)
+
+CFG = dict(dim=256, hidden_dim=512, n_layers=2, n_heads=4, n_kv_heads=2, vocab=320, max_seq=128)
+TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", G.MIXED]
+# the weight dtype of the CPU recipe: quantized models run on fp32 copies
+RECIPE_DTYPE = {"F16": "F16", "BF16": "BF16"}
+
+
+def tiefree(path, write, prompt=PROMPT, n=N_DECODE, min_distinct=8):
+    """write(path, seed) for seeds 0, 1, ... until the reference on the file
+    has no greedy step within TIE_MARGIN and at least min_distinct ids."""
+    for seed in range(50):
+        write(path, seed)
+        ref = reference(path, prompt, n)
+        if np.min(top2_margin(ref.logits[len(prompt) - 1:])) >= TIE_MARGIN and len(set(ref.ids)) >= min_distinct:
+            ref.seed = seed
+            return ref
+    raise AssertionError(f"no tie-free seed for {path}")
+
+
+def gguf_writer(qtype, **kw):
+    cfg = dict(CFG, **kw)
+    scale = cfg.pop("embed_scale", 1.0)
+    return lambda path, seed: G.write_model(path, qtype=qtype, seed=seed, embed_scale=scale, **cfg)
+
+
+class Bundles:
+    """One CPU bundle per recipe dtype, built from the first model that needs it
+    (decode steps and passes of up to 8 tokens: the prompts here are 7)."""
+
+    def __init__(self, d, cache_dir):
+        self.d, self.env, self.made = d, {"GCORE_CACHE": cache_dir}, {}
+
+    def get(self, model, key, *flags):
+        if key not in self.made:
+            path = os.path.join(self.d, f"{key}.gcb")
+            r = run_tool("gcore-gen", "--model", model, "--target", "cpu", "--prefill", 8, *flags, "-o", path,
+                         cwd=self.d, env=self.env)
+            assert r.rc == 0, r
+            self.made[key] = path
+        return self.made[key]
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory, cache_dir):
+    return Bundles(str(tmp_path_factory.mktemp("bundles")), cache_dir)
+
+
+def check_run(gc, ref, bundle, *flags, what=""):
+    ids, logits, _ = generate(gc, ref.path, bundle, PROMPT, N_DECODE, *GREEDY, *flags, vocab=ref.cfg.vocab_size)
+    T = len(PROMPT)
+    assert_logits_close(logits[:T], ref.logits[:T], TOL, f"{what} prefill")
+    assert_same_ids(ids, ref.ids, f"{what} (seed {ref.seed}) greedy")
+    assert_logits_close(logits, ref.logits, TOL, f"{what} prefill + decode")
+
+
+# ------------------------------------------------------------ GGUF files
+
+@pytest.mark.parametrize("qtype", TYPES)
+def test_gguf_matches_reference(gc, bundles, qtype):
+    """Every tensor type (and llama.cpp's Q4_K_M-like mix of Q4_K and Q6_K),
+    untied: prefill logits of a 7-token prompt and 32 greedy steps match
+    the reference on the stored weights."""
+    ref = tiefree(str(gc.dir / f"m_{qtype}.gguf"), gguf_writer(qtype))
+    bundle = bundles.get(ref.path, RECIPE_DTYPE.get(qtype, "F32"))
+    check_run(gc, ref, bundle, what=f"GGUF {qtype}")
+
+
+@pytest.mark.parametrize("qtype", ["F16", "Q8_0", "Q4_K"])
+def test_gguf_tied_matches_reference(gc, bundles, qtype):
+    """No output.weight: the classifier is token_embd.weight."""
+    ref = tiefree(str(gc.dir / "tied.gguf"), gguf_writer(qtype, tied=True, embed_scale=0.05))
+    _, ts = G.read_gguf(ref.path)
+    assert "output.weight" not in ts and ref.cfg.tied
+    check_run(gc, ref, bundles.get(ref.path, RECIPE_DTYPE.get(qtype, "F32")), what=f"GGUF {qtype} tied")
+
+
+def test_gguf_llama3_rope_scaling(gc, bundles):
+    """llama3 scaling as llama.cpp writes it (rope_freqs.weight, per-frequency
+    factors): gcore matches the reference with those factors, and the factors
+    reproduce Hugging Face's llama3 rescaling (the scaling matters here)."""
+    ref = tiefree(str(gc.dir / "rope.gguf"), gguf_writer("F32", rope_scaling="llama3", rope_theta=500000.0))
+    _, ts = G.read_gguf(ref.path)
+    assert "rope_freqs.weight" in ts and ref.cfg.rope_factors is not None
+    tokens = PROMPT + ref.ids[:-1]
+    hf_cfg = R.Config(**{**ref.cfg.__dict__, "rope_factors": None, "rope_scaling": dict(TM.LLAMA3_SCALING)})
+    hf_like = R.forward(ref.w, hf_cfg, tokens)
+    assert np.max(rel_rows(hf_like, ref.logits)) < 1e-5     # the factors are llama3's scaling
+    plain = R.forward(ref.w, R.Config(**{**ref.cfg.__dict__, "rope_factors": None}), tokens)
+    assert np.max(rel_rows(plain, ref.logits)) > 1e-2      # and it changes the logits
+    check_run(gc, ref, bundles.get(ref.path, "F32"), what="GGUF llama3 rope")
+
+
+def test_gguf_equals_hf_model(gc, bundles):
+    """The same fp32 weights as a Hugging Face directory (rotate-halves Q/K)
+    and as GGUF (llama.cpp's permuted pairs): the reference and gcore give
+    the same ids, and gcore's logits agree within the tolerance."""
+    ref = tiefree(str(gc.dir / "m.gguf"), gguf_writer("F32"))
+    hf = str(gc.dir / "hf")
+    TM.write_model(hf, seed=ref.seed, **CFG)
+    w, cfg = R.load_hf(hf)
+    assert np.max(rel_rows(R.forward(w, cfg, PROMPT), ref.logits[:len(PROMPT)])) < 1e-10
+    bundle = bundles.get(ref.path, "F32")
+    ids_g, lg, _ = generate(gc, ref.path, bundle, PROMPT, 16, *GREEDY, vocab=cfg.vocab_size)
+    ids_h, lh, _ = generate(gc, hf, bundle, PROMPT, 16, *GREEDY, vocab=cfg.vocab_size)
+    assert ids_g == ids_h == ref.ids[:16]
+    assert_logits_close(lg, lh, TOL, "GGUF vs HF")
+
+
+@pytest.mark.parametrize("version,alignment", [(2, None), (3, 1), (3, 64)])
+def test_gguf_version_and_alignment(gc, bundles, version, alignment):
+    """GGUF version 2, and general.alignment 1 (F32 data at odd offsets: gcore
+    copies it) and 64."""
+    def write(path, seed):
+        cfg = TM.make_config(**CFG)
+        G.write_llama(path, cfg, TM.random_weights(cfg, seed), qtype="F32", version=version, alignment=alignment)
+    ref = tiefree(str(gc.dir / "v.gguf"), write)
+    kv, _ = G.read_gguf(ref.path)
+    assert kv.get("general.alignment") == alignment
+    check_run(gc, ref, bundles.get(ref.path, "F32"), what=f"GGUF v{version} alignment {alignment}")
+
+
+def test_gguf_text_prompt_uses_the_files_vocabulary(gc, bundles):
+    """-p with a GGUF model needs no --tokenizer: the vocabulary in the file
+    tokenizes it (the ids --tokenize gives for the same text, BOS first), and
+    the run equals one fed those ids."""
+    path = str(gc.dir / "v.gguf")
+    G.write_model(path, qtype="Q8_0", seed=1, **CFG)
+    bundle = bundles.get(path, "F32")
+    text = "the cat sat."          # at most 8 tokens: the bundle's longest pass
+    r = gc("gcore-run", "--tokenizer", path, "--tokenize", "--bos", input=text)
+    assert r.rc == 0, r
+    ids = [int(t) for t in r.out.split()]
+    assert ids[0] == 1 and 3 < len(ids) <= 8 and max(ids) < CFG["vocab"], ids
+    r = gc("gcore-run", "-m", path, "-b", bundle, "-p", text, "-n", 8, *GREEDY, "--json")
+    assert r.rc == 0, r
+    info = json_of(r)
+    assert info["prompt_tokens"] == len(ids) and isinstance(info.get("text"), str), info
+    by_ids, _, _ = generate(gc, path, bundle, ids, 8, *GREEDY)
+    assert info["tokens"] == by_ids
+
+
+def json_of(r):
+    import json
+    return json.loads(r.out)
+
+
+def test_gguf_tune_and_gen(gc, bundles):
+    """gcore-tune --model FILE.gguf tunes a quantized model's decode step (on
+    its fp32 recipe); gcore-gen --db then uses the winners and the tuned
+    bundle runs the model as the reference does."""
+    ref = tiefree(str(gc.dir / "q.gguf"), gguf_writer("Q4_K"), n=8, min_distinct=4)
+    shape = ["--prefill", 8, "--batch", 1]
+    r = gc("gcore-tune", "--model", ref.path, *shape, "--budget", 1, "--db", "t.db", "--min-time", "0.02",
+           "--no-progress", timeout=600)
+    assert r.rc == 0, r
+    out = str(gc.dir / "tuned.gcb")
+    r = gc("gcore-gen", "--model", ref.path, *shape, "--target", "cpu", "--db", "t.db", "-o", out)
+    assert r.rc == 0, r
+    m = re.search(r"(\d+) tuned", r.out)
+    assert m and int(m.group(1)) > 0, r
+    ids, logits, _ = generate(gc, ref.path, out, PROMPT, 8, *GREEDY, vocab=ref.cfg.vocab_size)
+    assert_same_ids(ids, ref.ids, "tuned bundle")
+    assert_logits_close(logits, ref.logits, TOL, "tuned bundle")
+
+
+# ------------------------------------------------------------- --quantize
+
+def quantized(w, qtype):
+    """The reference's weights with the seven matrices of every layer stored
+    as qtype (what gcore's --quantize does: embedding, classifier and norms
+    keep their precision)."""
+    out = dict(w)
+    out["layers"] = [{k: (Q.roundtrip(qtype, v.astype(np.float32)).astype(np.float64) if v.ndim == 2 else v)
+                      for k, v in L.items()} for L in w["layers"]]
+    return out
+
+
+def quantized_reference(path, qtype, prompt=PROMPT, n=N_DECODE):
+    w, cfg = R.load(path)
+    wq = quantized(w, qtype)
+    ids = R.greedy(wq, cfg, prompt, n)
+    ref = R.forward(wq, cfg, list(prompt) + ids[:-1])
+    from test_llama import Ref
+    return Ref(path, wq, cfg, ids, ref)
+
+
+@pytest.mark.parametrize("qtype", ["q8_0", "q4_0", "q4_k"])
+def test_quantize_hf_matches_reference(gc, bundles, qtype):
+    """--quantize on a Hugging Face fp16 model: gcore-gen and gcore-run with the
+    flag; the reference quantizes with numpy's llama.cpp quantizers."""
+    path = str(gc.dir / "hf")
+    for seed in range(50):
+        TM.write_model(path, seed=seed, dtype="f16", **CFG)
+        ref = quantized_reference(path, qtype.upper())
+        if np.min(top2_margin(ref.logits[len(PROMPT) - 1:])) >= TIE_MARGIN and len(set(ref.ids)) >= 8:
+            break
+    ref.seed = seed
+    bundle = bundles.get(path, "F32", "--quantize", qtype)
+    check_run(gc, ref, bundle, "--quantize", qtype, what=f"HF f16 --quantize {qtype}")
+    # the quantization is not a no-op at this tolerance
+    plain = R.forward(*R.load(path), PROMPT)
+    assert np.max(rel_rows(plain, ref.logits[:len(PROMPT)])) > 10 * TOL
+
+
+def test_quantize_llama2c_matches_reference(gc, bundles):
+    """--quantize q8_0 on a llama2.c checkpoint (rows of 32 and 64)."""
+    path = str(gc.dir / "tiny.bin")
+    for seed in range(50):
+        TM.write_llama2c(path, dim=32, hidden_dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab=128, seq_len=64,
+                         tied=False, seed=seed)
+        ref = quantized_reference(path, "Q8_0")
+        if np.min(top2_margin(ref.logits[len(PROMPT) - 1:])) >= TIE_MARGIN and len(set(ref.ids)) >= 8:
+            break
+    ref.seed = seed
+    bundle = bundles.get(path, "l2c", "--quantize", "q8_0")
+    check_run(gc, ref, bundle, "--quantize", "q8_0", what="llama2.c --quantize q8_0")
+
+
+@pytest.mark.parametrize("kind", ["gguf", "hf --quantize"])
+def test_gguf_and_quantize_without_a_bundle(gc, kind):
+    """gcore-run without -b builds the bundle for this device from the tuning
+    database (none here: the templates' defaults) for the model as it runs:
+    a Q4_0 GGUF file, or a Hugging Face model with --quantize q4_0."""
+    if kind == "gguf":
+        ref = tiefree(str(gc.dir / "q.gguf"), gguf_writer("Q4_0"), n=8, min_distinct=4)
+        flags = []
+    else:
+        path = str(gc.dir / "hf")
+        for seed in range(50):
+            TM.write_model(path, seed=seed, dtype="bf16", **CFG)
+            ref = quantized_reference(path, "Q4_0", n=8)
+            if np.min(top2_margin(ref.logits[len(PROMPT) - 1:])) >= TIE_MARGIN and len(set(ref.ids)) >= 4:
+                break
+        flags = ["--quantize", "q4_0"]
+    r = gc("gcore-run", "-m", ref.path, *flags, "--db", str(gc.dir / "none.db"), "--tokens",
+           ",".join(map(str, PROMPT)), "-n", 8, *GREEDY, "--json")
+    assert r.rc == 0, r
+    assert "bundle" in r.err, r
+    assert json_of(r)["tokens"] == ref.ids

@@ -1,0 +1,250 @@
+"""GGUF files that are broken or describe what gcore does not run, and bad
+--quantize requests: each gives one line `gcore-run: ...` (or gcore-gen,
+gcore-tune) on stderr naming the culprit (file, tensor, key, value) and a
+non-zero exit, never a crash (the harness fails any run that trips a
+sanitizer or dumps core).
+
+The model is opened before the bundle, so a run with a bundle path that
+does not exist shows whether the model loaded: the control case below fails
+on the bundle, every broken file fails on the model."""
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from conftest import assert_clean_error  # noqa: E402
+import ggufq as Q  # noqa: E402
+import tinygguf as G  # noqa: E402
+import tinymodel as TM  # noqa: E402
+
+CFG = dict(dim=64, hidden_dim=128, n_layers=2, n_heads=4, n_kv_heads=2, vocab=96, max_seq=64)
+NO_BUNDLE = "no-such-bundle.gcb"
+
+
+class Model:
+    """A good tiny GGUF (F32, no vocabulary) and where its fields lie."""
+
+    def __init__(self, path, **kw):
+        self.cfg = TM.make_config(**CFG)
+        self.w = TM.random_weights(self.cfg, 3)
+        self.path = path
+        self.layout = G.write_llama(path, self.cfg, self.w, with_vocab=False, **kw)
+
+    def info(self, name, field):
+        return self.layout["infos"][name][field]
+
+
+@pytest.fixture
+def model(tmp_path):
+    return Model(str(tmp_path / "m.gguf"))
+
+
+def run(gc, path, *args, tool="gcore-run"):
+    if tool == "gcore-run":
+        return gc("gcore-run", "-m", path, "-b", NO_BUNDLE, "--tokens", "1,2,3", "-n", 2, *args)
+    if tool == "gcore-gen":
+        return gc("gcore-gen", "--model", path, "--target", "cpu", "-o", "x.gcb", *args)
+    return gc("gcore-tune", "--model", path, "--prefill", "none", "--budget", 1, "--db", "t.db", *args)
+
+
+def test_gguf_control_loads(gc, model):
+    """The good file loads: the error is about the missing bundle."""
+    assert_clean_error(run(gc, model.path), "gcore-run", NO_BUNDLE)
+
+
+# ------------------------------------------------------------- the layout
+
+def test_gguf_truncated_data(gc, model):
+    TM.truncate(model.path, 100)
+    assert_clean_error(run(gc, model.path), "gcore-run", "output.weight", "past the end of the file")
+
+
+@pytest.mark.parametrize("keep", [3, 20, 200])
+def test_gguf_truncated_header(gc, model, keep):
+    """Cut inside the header, the metadata or the tensor infos."""
+    with open(model.path, "r+b") as f:
+        f.truncate(keep)
+    assert_clean_error(run(gc, model.path), "gcore-run", "m.gguf")
+
+
+def test_gguf_offset_past_the_end(gc, model):
+    name = "blk.0.attn_q.weight"
+    G.patch(model.path, model.info(name, "offset"), "<Q", 1 << 40)
+    assert_clean_error(run(gc, model.path), "gcore-run", name, "past the end")
+
+
+def test_gguf_misaligned_offset(gc, model):
+    name = "blk.1.ffn_up.weight"
+    G.patch(model.path, model.info(name, "offset"), "<Q", model.layout["offsets"][name] + 4)
+    assert_clean_error(run(gc, model.path), "gcore-run", name, "alignment")
+
+
+def test_gguf_overlapping_tensors(gc, model):
+    a, b = "blk.0.attn_q.weight", "blk.0.attn_k.weight"
+    G.patch(model.path, model.info(b, "offset"), "<Q", model.layout["offsets"][a])
+    assert_clean_error(run(gc, model.path), "gcore-run", a, b, "overlap")
+
+
+def test_gguf_type_larger_than_its_data(gc, model):
+    """An F32 tensor relabelled F64: twice the bytes, into the next tensor."""
+    name = "blk.0.attn_v.weight"
+    G.patch(model.path, model.info(name, "type"), "<I", Q.OTHER_TYPES["F64"][0])
+    assert_clean_error(run(gc, model.path), "gcore-run", name, "overlap")
+
+
+@pytest.mark.parametrize("where,value,needle", [
+    (8, 1 << 40, "tensors do not fit"),           # tensor count
+    (16, 1 << 40, "metadata keys do not fit"),    # key/value count
+])
+def test_gguf_huge_counts(gc, model, where, value, needle):
+    G.patch(model.path, where, "<Q", value)
+    assert_clean_error(run(gc, model.path), "gcore-run", "m.gguf", needle)
+
+
+def test_gguf_huge_dims(gc, model):
+    name = "blk.0.ffn_gate.weight"
+    G.patch(model.path, model.info(name, "dims") + 8, "<Q", 1 << 62)
+    assert_clean_error(run(gc, model.path), "gcore-run", name)
+
+
+def test_gguf_too_many_dims(gc, model):
+    name = "output_norm.weight"
+    G.patch(model.path, model.info(name, "ndim"), "<I", 9)
+    assert_clean_error(run(gc, model.path), "gcore-run", name, "dimensions")
+
+
+def test_gguf_duplicate_name(gc, model):
+    a, b = "blk.0.attn_q.weight", "blk.0.attn_k.weight"
+    start = model.info(b, "ndim") - len(b)       # the name's bytes end where n_dims begins
+    G.patch(model.path, start, f"{len(a)}s", a.encode())
+    assert_clean_error(run(gc, model.path), "gcore-run", a, "twice")
+
+
+# ------------------------------------------------------------ the types
+
+def test_gguf_unknown_type(gc, model):
+    name = "blk.1.attn_output.weight"
+    G.patch(model.path, model.info(name, "type"), "<I", 99)
+    assert_clean_error(run(gc, model.path), "gcore-run", name, "99")
+
+
+def test_gguf_unsupported_type(gc, model):
+    """Q4_1: a ggml type gcore does not read (its data fits in the F32 bytes)."""
+    name = "blk.1.ffn_down.weight"
+    G.patch(model.path, model.info(name, "type"), "<I", Q.OTHER_TYPES["Q4_1"][0])
+    assert_clean_error(run(gc, model.path), "gcore-run", name, "Q4_1")
+
+
+def test_gguf_rows_not_whole_blocks(gc, model):
+    """Rows of 64 elements relabelled Q4_K (blocks of 256)."""
+    name = "blk.0.ffn_up.weight"
+    G.patch(model.path, model.info(name, "type"), "<I", Q.TYPES["Q4_K"][0])
+    assert_clean_error(run(gc, model.path), "gcore-run", name, "Q4_K")
+
+
+# ------------------------------------------------- what the model declares
+
+def test_gguf_version_1(gc, model):
+    G.patch(model.path, 4, "<I", 1)
+    assert_clean_error(run(gc, model.path), "gcore-run", "version 1")
+
+
+def test_gguf_big_endian(gc, model):
+    G.patch(model.path, 4, ">I", 3)
+    assert_clean_error(run(gc, model.path), "gcore-run", "big-endian")
+
+
+def write(path, **kw):
+    """The good model with write_llama's keywords (extra_kvs, drop_keys, ...)."""
+    cfg = TM.make_config(**CFG)
+    G.write_llama(path, cfg, TM.random_weights(cfg, 3), with_vocab=False, **kw)
+    return path
+
+
+@pytest.mark.parametrize("tool", ["gcore-run", "gcore-gen", "gcore-tune"])
+def test_gguf_wrong_architecture(gc, tmp_path, tool):
+    path = write(str(tmp_path / "q.gguf"), extra_kvs=[("general.architecture", "str", "qwen2")])
+    assert_clean_error(run(gc, path, tool=tool), tool, "general.architecture 'qwen2'")
+
+
+def test_gguf_missing_tensor(gc, tmp_path):
+    cfg = TM.make_config(**CFG)
+    w = TM.random_weights(cfg, 3)
+    del w["model.layers.1.mlp.down_proj.weight"]
+    path = str(tmp_path / "m.gguf")
+    G.write_llama(path, cfg, w, with_vocab=False)
+    assert_clean_error(run(gc, path), "gcore-run", "blk.1.ffn_down.weight", "missing")
+
+
+def test_gguf_wrong_shape(gc, model):
+    """attn_k of [32, 64] ({64, 32} in GGUF order) declared {32, 64}."""
+    name = "blk.0.attn_k.weight"
+    pos = model.info(name, "dims")
+    G.patch(model.path, pos, "<QQ", 32, 64)
+    assert_clean_error(run(gc, model.path), "gcore-run", name)
+
+
+def test_gguf_unknown_tensor(gc, tmp_path):
+    """A bias tensor changes the model: refused by name, not ignored."""
+    path = write(str(tmp_path / "m.gguf"), extra_tensors=[("blk.0.attn_q.bias", 0, [64], b"\0" * 256)])
+    assert_clean_error(run(gc, path), "gcore-run", "blk.0.attn_q.bias")
+
+
+@pytest.mark.parametrize("key,typ,value,needle", [
+    ("llama.rope.scaling.type", "str", "yarn", "yarn"),
+    ("llama.expert_count", "u32", 8, "expert"),
+    ("llama.rope.dimension_count", "u32", 8, "dimension_count"),
+    ("llama.attention.layer_norm_rms_epsilon", "str", "1e-5", "layer_norm_rms_epsilon"),
+    ("llama.block_count", "u32", 0, "block_count"),
+])
+def test_gguf_unsupported_or_bad_config(gc, tmp_path, key, typ, value, needle):
+    path = write(str(tmp_path / "m.gguf"), extra_kvs=[(key, typ, value)])
+    assert_clean_error(run(gc, path), "gcore-run", needle)
+
+
+def test_gguf_alignment_not_a_power_of_two(gc, tmp_path):
+    path = write(str(tmp_path / "m.gguf"), alignment=48)
+    assert_clean_error(run(gc, path), "gcore-run", "general.alignment 48")
+
+
+@pytest.mark.parametrize("key", ["llama.block_count", "general.architecture",
+                                 "llama.attention.layer_norm_rms_epsilon"])
+def test_gguf_missing_key(gc, tmp_path, key):
+    path = write(str(tmp_path / "m.gguf"), drop_keys=[key])
+    assert_clean_error(run(gc, path), "gcore-run", key)
+
+
+# --------------------------------------------------------------- --quantize
+
+@pytest.mark.parametrize("tool", ["gcore-run", "gcore-gen", "gcore-tune"])
+def test_quantize_rows_not_whole_blocks(gc, tmp_path, tool):
+    """q4_k needs rows of 256: a model of width 64 is refused, naming a matrix."""
+    d = str(tmp_path / "hf")
+    TM.write_model(d, seed=1, **CFG)
+    assert_clean_error(run(gc, d, "--quantize", "q4_k", tool=tool), tool, "--quantize q4_k", "q_proj", "256")
+
+
+def test_quantize_unknown_type(gc, tmp_path):
+    d = str(tmp_path / "hf")
+    TM.write_model(d, seed=1, **CFG)
+    assert_clean_error(run(gc, d, "--quantize", "q5_k"), "gcore-run", "q5_k", "q8_0, q4_0, q4_k")
+
+
+def test_quantize_already_quantized(gc, tmp_path):
+    path = str(tmp_path / "m.gguf")
+    cfg = TM.make_config(**CFG)
+    G.write_llama(path, cfg, TM.random_weights(cfg, 3), qtype="Q8_0", with_vocab=False)
+    assert_clean_error(run(gc, path, "--quantize", "q8_0"), "gcore-run", "already stored as Q8_0")
+
+
+@pytest.mark.parametrize("tool,args", [("gcore-run", ["-b", "x.gcb", "--op", "gemm", "--m", 1, "--n", 8,
+                                                      "--k", 8]),
+                                       ("gcore-gen", ["-o", "x.gcb", "--op", "gemm", "--m", 1, "--n", 8,
+                                                      "--k", 8]),
+                                       ("gcore-tune", ["--op", "gemm", "--m", 1, "--n", 8, "--k", 8])])
+def test_quantize_needs_a_model(gc, tool, args):
+    r = gc(tool, *args, "--quantize", "q8_0")
+    assert_clean_error(r, tool, "--quantize")

@@ -1,0 +1,234 @@
+"""Planted harmful variants never win a sweep (issue 15): next to copies of
+the built-in templates (--templates DIR) sits one planted GEMM per harmful
+kind, each a correct kernel faster than the built-ins plus one harmful act
+after it. A control planted without the harm wins the sweep, so each of
+the others would have won had its harm gone unseen; each is recorded with
+a status that is not ok and a reason naming what it did.
+
+The table runs twice on the CPU: with page protection (inputs read-only,
+inaccessible pages around outputs: a stray write faults and the worker
+says where), and with GCORE_CPU_PROTECT=0, where only the guard patterns
+and the input comparison catch it, as on a GPU. tests/gpu/test_gpu_planted.py
+is the same table on the GPU."""
+import os
+import shutil
+import sqlite3
+
+import pytest
+
+from conftest import ROOT
+
+# kind: (the harm, C, after C is computed correctly; expected status;
+#        words of the reason, protected CPU; words of the reason, guards only)
+HARMS = {
+    "ok": ("", "ok", "", ""),
+    "far_past": ("C[M * N + 16384] = 1.0f;  /* 64 KiB past the end of C */",
+                 "verify-failed", "wrote past the end of C (at end + 65536)",
+                 "wrote past the end of C (changed byte at end + 65536)"),
+    "one_past": ("C[M * N] = 1.0f;", "verify-failed", "wrote past the end of C",
+                 "wrote past the end of C (changed byte at end + 0)"),
+    "before_c": ("C[-(1 << 18)] = 1.0f;  /* 1 MiB before C */", "verify-failed",
+                 "wrote before the start of C (at start - 1048576)",
+                 "wrote before the start of C (changed byte at start - 1048576)"),
+    "into_a": ("A[5] += 1.0f;", "verify-failed", "wrote into input A (element 5: row 0, col 5)",
+               "wrote into input A (element 5: row 0, col 5)"),
+    "into_b": ("B[N * K - 1] = 0.5f;", "verify-failed", "wrote into input B (element",
+               "wrote into input B (element"),
+    "later_into_a": ("if (launches > 0) A[0] += 1.0f;  /* only after the first launch */",
+                     "verify-failed", "wrote into input A (element 0: row 0, col 0), fault at 0x",
+                     "after the timed launches: wrote into input A (element 0"),
+    "wrong": ("C[0] += 1.0f;", "verify-failed", "C element 0 (row 0, col 0)",
+              "C element 0 (row 0, col 0)"),
+    "first_only": ("if (launches > 0) C[0] += 1.0f;", "verify-failed",
+                   "after the timed launches: C element 0", "after the timed launches: C element 0"),
+    "segv": ("*(volatile int *)16 = 1;", "launch-failed", "Segmentation fault at 0x10",
+             "Segmentation fault at 0x10"),
+    "hang": ("for (volatile int spin = 0;; spin++) {}", "timed-out", "no result within",
+             "no result within"),
+    "abort": ("abort();", "launch-failed", "worker died: Aborted", "worker died: Aborted"),
+    "exit0": ("exit(0);", "launch-failed", "worker exited with status 0",
+              "worker exited with status 0"),
+}
+
+# A correct f32 GEMM for small K, N (multiples of 8), faster than gemm_cpu
+# there: one task, eight dot products at a time, reduced with hadds.
+TEMPLATE = r"""/* planted for tests/test_planted.py: {kind}
+ *
+ * @template planted_{kind}
+ * @op       gemm
+ * @backend  cpu
+ * @dtypes   f32
+ * @kernel   planted_{kind}
+ * @param    HARM 1 default 1 -- unused: a template has at least one parameter
+ * @constraint VBYTES >= 32 -- AVX2
+ * @applies  K % 8 == 0 && N % 8 == 0 -- whole vectors
+ * @grid     1
+ * @block    1
+ * @priority 0
+ */
+#include <stdlib.h>
+
+static int launches; /* this code object's launches so far */
+
+static inline __m256 planted_sum8(const __m256 a[8]) {{
+  __m256 s0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+  __m256 s1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(s0, s1, 0x20), _mm256_permute2f128_ps(s0, s1, 0x31));
+}}
+
+GC_EXPORT void planted_{kind}(void **args, int64_t task) {{
+  (void)task;
+  float *A = GC_ARG(args, 0, float *), *B = GC_ARG(args, 1, float *), *C = GC_ARG(args, 2, float *);
+  int64_t M = GC_ARG(args, 3, int64_t), N = GC_ARG(args, 4, int64_t), K = GC_ARG(args, 5, int64_t);
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j += 8) {{
+      __m256 acc[8];
+      for (int t = 0; t < 8; t++) acc[t] = _mm256_setzero_ps();
+      for (int64_t k = 0; k < K; k += 8) {{
+        __m256 a = _mm256_loadu_ps(A + i * K + k);
+        for (int t = 0; t < 8; t++)
+          acc[t] = _mm256_fmadd_ps(a, _mm256_loadu_ps(B + (j + t) * K + k), acc[t]);
+      }}
+      _mm256_storeu_ps(C + i * N + j, planted_sum8(acc));
+    }}
+  {harm}
+  launches++;
+}}
+"""
+
+
+# The same table for the GPU (tests/gpu/test_gpu_planted.py runs it there);
+# a GPU kernel is not stopped at the write, so the reasons are the guards'.
+# kind: (the harm, done by thread 0 after C is computed; expected status;
+#        words of the reason, or None where the driver's words vary)
+GPU_HARMS = {
+    "ok": ("", "ok", ""),
+    "far_past": ("C[M * N + 16384] = 1.0f; /* 64 KiB past the end of C */", "verify-failed",
+                 "wrote past the end of C (changed byte at end + 65536)"),
+    "one_past": ("C[M * N] = 1.0f;", "verify-failed",
+                 "wrote past the end of C (changed byte at end + 0)"),
+    "before_c": ("C[-(1 << 18)] = 1.0f; /* 1 MiB before C */", "verify-failed",
+                 "wrote before the start of C (changed byte at start - 1048576)"),
+    "into_a": ("Aw[5] += 1.0f;", "verify-failed", "wrote into input A (element 5: row 0, col 5)"),
+    "into_b": ("Bw[N * K - 1] = 0.5f;", "verify-failed", "wrote into input B (element"),
+    "later_into_a": ("if (launches > 0) Aw[0] += 1.0f; /* only after the first launch */",
+                     "verify-failed", "after the timed launches: wrote into input A (element 0"),
+    "wrong": ("C[0] += 1.0f;", "verify-failed", "C element 0 (row 0, col 0)"),
+    "first_only": ("if (launches > 0) C[0] += 1.0f;", "verify-failed",
+                   "after the timed launches: C element 0"),
+    "segv": ("*(volatile int *)16 = 1; /* an illegal address */", "launch-failed", None),
+    "hang": ("for (volatile int spin = 0;; spin = spin + 1) {}", "timed-out", "no result within"),
+    "abort": ("gc_planted_trap();", "launch-failed", None),
+}
+
+# A correct f32 GEMM for small problems: a thread per element of C.
+GPU_TEMPLATE = r"""/* planted for tests/gpu/test_gpu_planted.py: {kind}
+ *
+ * @template planted_{kind}
+ * @op       gemm
+ * @backend  gpu
+ * @dtypes   f32
+ * @kernel   planted_{kind}
+ * @param    HARM 1 default 1 -- unused: a template has at least one parameter
+ * @grid     cdiv(M * N, 128) 1 1
+ * @block    128 1 1
+ * @priority 0
+ */
+#if AMD
+#define gc_planted_trap() __builtin_trap()
+#else
+#define gc_planted_trap() __trap()
+#endif
+
+GC_GLOBAL int planted_launches_{kind}; /* launches so far: thread 0 counts them */
+
+GC_KERNEL void planted_{kind}(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K) {{
+  int64_t e = gc_bid() * 128 + gc_tid();
+  if (e < M * N) {{
+    int64_t i = e / N, j = e % N;
+    float s = 0;
+    for (int64_t k = 0; k < K; k++) s += A[i * K + k] * B[j * K + k];
+    C[e] = s;
+  }}
+  if (e == 0) {{ /* the thread that wrote C[0] */
+    int launches = planted_launches_{kind}++;
+    float *Aw = (float *)A, *Bw = (float *)B;
+    (void)launches, (void)Aw, (void)Bw;
+    {harm}
+  }}
+}}
+"""
+
+
+
+NVRTC = [p for p in ("/usr/local/cuda/lib64", os.environ.get("CUDA_HOME", "") + "/lib64")
+         if p and os.path.isdir(p) and any(f.startswith("libnvrtc.so") for f in os.listdir(p))]
+
+
+def plant(tmp, folder, ext, template, harms):
+    """Copies of the built-in templates plus one planted template per harm."""
+    d = tmp / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), d)
+    for kind, (harm, *_) in harms.items():
+        (d / folder / f"planted_{kind}.{ext}").write_text(template.format(kind=kind, harm=harm))
+    return d
+
+
+def results(db):
+    """{template: (status, detail, median_us)} and the winner's template."""
+    with sqlite3.connect(db) as c:
+        rows = c.execute("SELECT v.template, m.status, m.detail, m.median_us FROM measurements m "
+                         "JOIN variants v ON v.id = m.variant_id WHERE m.status != 'rejected'").fetchall()
+        win = c.execute("SELECT v.template FROM winners w JOIN measurements m ON m.id = "
+                        "w.measurement_id JOIN variants v ON v.id = m.variant_id").fetchall()
+    by = {}
+    for t, status, detail, us in rows:
+        if t.startswith("planted_"):
+            by[t] = (status, detail or "", us)
+        elif status == "ok":
+            by.setdefault("builtin", []).append(us)
+    return by, [t for (t,) in win]
+
+
+@pytest.mark.parametrize("mode,m", [("protected", 8), ("guards-only", 5)])
+def test_planted_variants_never_win(gc, mode, m):
+    """C's end is at a page boundary when protected (512 bytes, a multiple
+    of the 64-byte alignment: tests/c/test_base.c covers the slack of an
+    end between). m > 4: gemv_cpu, faster than the control at m <= 4, does
+    not apply."""
+    tpl = plant(gc.dir, "cpu", "c", TEMPLATE, HARMS)
+    # under ASan: plain signals, and no leak check in a worker that a kernel
+    # ends with exit(0) (LeakSanitizer cannot stop its threads there)
+    env = {"ASAN_OPTIONS": "handle_segv=0:handle_abort=0:detect_leaks=0"}
+    if mode == "guards-only":
+        env["GCORE_CPU_PROTECT"] = "0"
+    r = gc("gcore-tune", "--templates", tpl, "--op", "gemm", "--m", m, "--n", "16", "--k", "32",
+           "--dtype", "f32", "--db", "t.db", "--timeout", "3", "--min-time", "0.05",
+           "--budget", len(HARMS) + 4, "--no-progress", env=env)
+    assert r.rc == 0, r
+    by, winner = results(gc.dir / "t.db")
+    reason = 2 if mode == "protected" else 3
+    for kind, spec in HARMS.items():
+        status, detail, _ = by.get("planted_" + kind, (None, "", None))
+        assert status == spec[1], (kind, status, detail, r)
+        assert spec[reason] in detail, (kind, detail)
+        if mode == "protected" and status == "verify-failed" and "fault at" in detail:
+            phase = "the timed launches" if kind == "later_into_a" else "the verification launch"
+            assert detail.endswith("in " + phase), (kind, detail)
+    assert by.get("builtin"), r
+    # the control, without the harm, beats the built-ins: each planted one
+    # would have won had its harm gone unseen
+    assert winner == ["planted_ok"], (winner, by)
+    assert by["planted_ok"][2] < min(by["builtin"]), by
+
+
+@pytest.mark.skipif(not NVRTC, reason="NVRTC not installed (CUDA toolkit not found)")
+def test_gpu_planted_templates_compile(gc, target="sm_90"):
+    """The GPU table's templates build offline, so that `make test-gpu`
+    measures them rather than failing to compile them."""
+    tpl = plant(gc.dir, "gpu", "cu", GPU_TEMPLATE, GPU_HARMS)
+    for kind in GPU_HARMS:
+        r = gc("gcore-gen", "--templates", tpl, "--target", target, "--op", "gemm", "--m", "8",
+               "--n", "16", "--k", "32", "--dtype", "f32", "--force", "planted_" + kind,
+               "-o", "b.gcb", "-q")
+        assert r.rc == 0, (kind, r)

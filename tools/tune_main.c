@@ -1,0 +1,293 @@
+/* tune_main.c — gcore-tune: the command line over tuner/tune.c. */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../base/cli.h"
+#include "../gen/autobundle.h"
+#include "../gen/compile.h"
+#include "../models/recipe.h"
+#include "../tuner/tune.h"
+#include "../core/ops.h"
+#include "../db/tunedb.h"
+
+static const char usage[] =
+    "usage: gcore-tune [options] (--model PATH | --workload FILE | --op OP --m LIST ...)\n"
+    "Sweeps kernel variants on this machine's device, verifies each against an fp64\n"
+    "reference, times it, records every result and the winners in an SQLite database.\n"
+    "\n"
+    "problems:\n"
+    "  --op OP           one of the ops listed at the end\n"
+    "  --m/--n/--k LIST  comma-separated sizes (rmsnorm uses m rows of n)\n"
+    "  --dtype T         f32 | f16 | bf16 | A:B:C such as f32:f16:f32 (default f32)\n"
+    "  --workload FILE   one problem per line: 'OP DTYPE m=LIST n=LIST k=LIST'\n"
+    "  --model PATH      every problem a Llama model's forward needs (HF dir, .gguf or llama2.c\n"
+    "                    .bin)\n"
+    "  --prefill LIST    with --model: prompt lengths to tune for (default 128,512; none: decode only)\n"
+    "  --batch N         with --model: rows of a decode step (default 1)\n"
+    "  --quantize T      with --model: its matrices stored as q8_0, q4_0 or q4_k, as gcore-run\n"
+    "                    --quantize runs them\n"
+    "  --h/--g/--d LIST  query heads, kv heads, head dim (rope_kv, attention)\n"
+    "sweep:\n"
+    "  --target T        the code to tune (default cpu: the host's x86-64 level); targets\n"
+    "                    are listed at the end\n"
+    "  --db PATH         tuning database, a regular file (default $GCORE_DB, else\n"
+    "                    ~/.local/share/gcore/tune.db, which gcore-run reads when given no -b;\n"
+    "                    created and migrated; several gcore-tune processes may share one)\n"
+    "  --budget N|Ns|all at most N candidates per problem, counting those an earlier run\n"
+    "                    measured (default 16; rerun with a larger N to go on); or N seconds\n"
+    "                    in all, shared: every problem's template defaults first, then an\n"
+    "                    equal share of the time left each; all: every point of the spaces\n"
+    "  --strategy S      local (default): the defaults, then the untried one-parameter\n"
+    "                    neighbours of the fastest points so far; random: the defaults, then\n"
+    "                    the space in a shuffled order\n"
+    "  --template NAME   sweep only this template\n"
+    "  --templates DIR   read templates from DIR/<backend>/ instead of the built-in ones\n"
+    "  --compiler NAME   compile driver (cpu: cc; NVIDIA: nvrtc; AMD: comgr or clang, default\n"
+    "                    comgr where it lists the ISA, else clang)\n"
+    "  --code-object N   AMD code object version: 5 (default) or 4\n"
+    "  --cache DIR       compile cache, a directory (default $GCORE_CACHE or ~/.cache/gcore)\n"
+    "  --jobs N          parallel compiles (default: ninja's)\n"
+    "  --device N        device ordinal (default 0)\n"
+    "  --devices LIST    tune on several devices of this host in parallel (e.g. 0,1,2,3):\n"
+    "                    one worker per device, problems dealt out in turn, one database\n"
+    "  --timeout S       seconds a candidate may take before it is killed (default 60)\n"
+    "  --compile-timeout S  seconds one compile may run before it is killed and recorded\n"
+    "                    compile-failed, \"timed out after S s\" (default 300)\n"
+    "  --min-time S      seconds of timed launches per candidate (default 0.2; at most 500\n"
+    "                    launches, each after a cache flush on GPUs)\n"
+    "  --margin F        noise margin for keeping an incumbent winner (default 0.02)\n"
+    "  --progress/--no-progress  live progress line (default: when stderr is a terminal)\n"
+    "  --list-ops        print the op table (dimensions, buffers and their shapes, arguments)\n"
+    "                    as JSON, and exit\n"
+    "  -h, --help        this text\n"
+    "  --version         this tool's version\n";
+
+enum { O_VERSION = 255, O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_BUDGET,
+       O_TEMPLATE, O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_DEVICE, O_TIMEOUT,
+       O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_LISTOPS, O_DEVICES, O_STRATEGY, O_COV, O_CTIMEOUT,
+       O_QUANTIZE };
+
+static const struct option longopts[] = {
+    {"op", 1, 0, O_OP}, {"model", 1, 0, O_MODEL}, {"prefill", 1, 0, O_PREFILL}, {"batch", 1, 0, O_BATCH},           {"m", 1, 0, O_M},
+    {"n", 1, 0, O_N},             {"k", 1, 0, O_K}, {"h", 1, 0, O_H}, {"g", 1, 0, O_G}, {"d", 1, 0, O_D},
+    {"dtype", 1, 0, O_DTYPE},     {"workload", 1, 0, O_WORKLOAD},
+    {"target", 1, 0, O_TARGET},   {"db", 1, 0, O_DB},
+    {"budget", 1, 0, O_BUDGET},   {"template", 1, 0, O_TEMPLATE},
+    {"templates", 1, 0, O_TEMPLATES}, {"compiler", 1, 0, O_COMPILER},
+    {"cache", 1, 0, O_CACHE},     {"jobs", 1, 0, O_JOBS},
+    {"device", 1, 0, O_DEVICE},   {"timeout", 1, 0, O_TIMEOUT},
+    {"min-time", 1, 0, O_MINTIME}, {"margin", 1, 0, O_MARGIN},
+    {"progress", 0, 0, O_PROGRESS}, {"no-progress", 0, 0, O_NOPROGRESS},
+    {"devices", 1, 0, O_DEVICES}, {"strategy", 1, 0, O_STRATEGY},
+    {"code-object", 1, 0, O_COV}, {"compile-timeout", 1, 0, O_CTIMEOUT},
+    {"list-ops", 0, 0, O_LISTOPS}, {"quantize", 1, 0, O_QUANTIZE},
+    {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},          {0, 0, 0, 0}};
+
+static int help(void) {
+  fputs(usage, stdout);
+  printf("ops:\n");
+  gc_op_help(stdout);
+  printf("targets: %s\n", gc_target_names());
+  return gc_cli_exit("gcore-tune", 0);
+}
+
+static int die(const char *msg) {
+  fprintf(stderr, "gcore-tune: %s\n", msg);
+  return 1;
+}
+
+/* N candidates, Ns seconds, or all (the whole space). */
+static int parse_budget(const char *s, gc_tune_opts_t *o) {
+  char num[32];
+  size_t n = strlen(s);
+  int secs = n > 1 && s[n - 1] == 's';
+  o->budget_n = 0;
+  o->budget_s = 0;
+  if (!strcmp(s, "all")) return 0;
+  if (n == 0 || n >= sizeof num) return -1;
+  snprintf(num, sizeof num, "%.*s", (int)(n - (size_t)secs), s);
+  int64_t v;
+  if (gc_parse_i64(num, &v) || v < 1) return -1;
+  if (secs)
+    o->budget_s = (double)v;
+  else
+    o->budget_n = v;
+  return 0;
+}
+
+/* Tune on each device of ords in a child process of its own; child i takes
+ * problems i, i + n, i + 2n, ... Returns the number of children that failed. */
+static int tune_devices(gc_tune_opts_t *o, const gc_problems_t *probs, const int *ords, int n) {
+  pid_t pids[64];
+  fflush(NULL);
+  for (int i = 0; i < n; i++) {
+    if ((pids[i] = fork()) == 0) {
+      gc_problems_t mine = {0};
+      gc_err_t e = {0};
+      int rc = GC_OK;
+      for (int j = i; !rc && j < probs->n; j += n) rc = gc_problems_push(&mine, &probs->v[j], &e);
+      o->ordinal = ords[i];
+      o->progress = 0; /* several live lines would garble each other */
+      if (!rc && mine.n) rc = gc_tune_run(o, &mine, &e);
+      if (rc) fprintf(stderr, "gcore-tune: device %d: %s\n", ords[i], e.msg);
+      fflush(NULL);
+      _exit(rc ? 1 : 0);
+    }
+  }
+  int failed = 0;
+  for (int i = 0; i < n; i++) {
+    int st = 0;
+    if (pids[i] < 0 || waitpid(pids[i], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) failed++;
+  }
+  return failed;
+}
+
+/* The folder the database goes in (the default one may not exist yet). */
+static int make_parent(const char *path, gc_err_t *e) {
+  char dir[1024];
+  const char *slash = strrchr(path, '/');
+  if (!slash || slash == path) return GC_OK;
+  snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  return gc_mkdirs(dir, e);
+}
+
+static int parse_pos(const char *s, double *out) {
+  char *end;
+  double v = strtod(s, &end);
+  if (*end || !(v > 0)) return -1;
+  *out = v;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  gc_tune_opts_t o;
+  memset(&o, 0, sizeof o);
+  char dbdef[1024];
+  gc_db_default_path(dbdef, sizeof dbdef);
+  o.db_path = dbdef;
+  o.timeout_s = 60;
+  o.margin = 0.02;
+  /* flush: the worker sets it per device, and chain for @pdl kernels */
+  o.timing = (gc_time_opts_t){.warmup = 2, .min_iters = 5, .max_iters = GC_TIME_MAX_ITERS, .min_time = 0.2};
+  o.progress = isatty(2);
+  o.strategy = GC_SEARCH_LOCAL;
+  o.budget_n = GC_TUNE_DEFAULT_BUDGET;
+  const char *dims[GC_NDIMS] = {0};
+  const char *model = NULL, *prefill = NULL, *batch = NULL, *quantize = NULL;
+  const char *op = NULL, *dtype = NULL, *workload = NULL,
+             *target = "cpu";
+  char cache[1024];
+  gc_cache_default(cache, sizeof cache);
+  o.cache = cache;
+  int c, ndev = 0, ords[64], cov = 0;
+  int64_t iv;
+  while ((c = gc_cli_getopt(argc, argv, "h", longopts)) != -1) {
+    switch (c) {
+      case O_OP: op = optarg; break;
+      case O_MODEL: model = optarg; break;
+      case O_PREFILL: prefill = optarg; break;
+      case O_BATCH: batch = optarg; break;
+      case O_QUANTIZE: quantize = optarg; break;
+      case O_M: case O_N: case O_K: case O_H: case O_G: case O_D:
+        dims[c - O_M] = optarg;
+        break;
+      case O_DTYPE: dtype = optarg; break;
+      case O_WORKLOAD: workload = optarg; break;
+      case O_TARGET: target = optarg; break;
+      case O_DB: o.db_path = optarg; break;
+      case O_BUDGET:
+        if (parse_budget(optarg, &o)) return die("--budget: expected N (candidates), Ns (seconds) or all");
+        break;
+      case O_TEMPLATE: o.only_template = optarg; break;
+      case O_TEMPLATES: o.templates_dir = optarg; break;
+      case O_COMPILER: o.compiler = optarg; break;
+      case O_CACHE: o.cache = optarg; break;
+      case O_JOBS:
+        if (gc_parse_i64(optarg, &iv) || iv < 1 || iv > 1024) return die("--jobs: expected 1..1024");
+        o.jobs = (int)iv;
+        break;
+      case O_DEVICE:
+        if (gc_parse_i64(optarg, &iv) || iv < 0 || iv > 1024) return die("--device: expected an ordinal");
+        o.ordinal = (int)iv;
+        break;
+      case O_TIMEOUT:
+        if (parse_pos(optarg, &o.timeout_s)) return die("--timeout: expected seconds > 0");
+        break;
+      case O_CTIMEOUT:
+        if (parse_pos(optarg, &o.compile_timeout_s) || o.compile_timeout_s > 86400)
+          return die("--compile-timeout: expected seconds, 0 < S <= 86400");
+        break;
+      case O_MINTIME:
+        if (parse_pos(optarg, &o.timing.min_time)) return die("--min-time: expected seconds > 0");
+        break;
+      case O_MARGIN:
+        if (parse_pos(optarg, &o.margin) || o.margin >= 1) return die("--margin: expected 0 < F < 1");
+        break;
+      case O_DEVICES: {
+        char buf[512], *save = NULL;
+        snprintf(buf, sizeof buf, "%s", optarg);
+        ndev = 0;
+        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+          if (ndev == 64 || gc_parse_i64(t, &iv) || iv < 0 || iv > 1024)
+            return die("--devices: expected a comma list of up to 64 ordinals");
+          ords[ndev++] = (int)iv;
+        }
+        if (!ndev) return die("--devices: expected a comma list of ordinals");
+        break;
+      }
+      case O_STRATEGY:
+        if (!strcmp(optarg, "local")) o.strategy = GC_SEARCH_LOCAL;
+        else if (!strcmp(optarg, "random")) o.strategy = GC_SEARCH_RANDOM;
+        else return die("--strategy: expected local or random");
+        break;
+      case O_COV:
+        if (gc_parse_i64(optarg, &iv) || (iv != 4 && iv != 5)) return die("--code-object: expected 4 or 5");
+        cov = (int)iv;
+        break;
+      case O_PROGRESS: o.progress = 1; break;
+      case O_NOPROGRESS: o.progress = 0; break;
+      case 'h': return help();
+      case O_LISTOPS: gc_op_table_json(stdout); return gc_cli_exit("gcore-tune", 0);
+      case O_VERSION: return gc_cli_version("gcore-tune");
+      default: return gc_cli_bad_option("gcore-tune", c, argv);
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "gcore-tune: unexpected argument %s\n", GC_QUOTED(argv[optind]));
+    return 2;
+  }
+  gc_err_t e = {0};
+  gc_problems_t probs = {0};
+  int rc = make_parent(o.db_path, &e);
+  if (rc) return die(e.msg);
+  if ((workload != NULL) + (model != NULL) + (op || dtype || dims[0] || dims[1] || dims[2] || dims[3] || dims[4] || dims[5]) > 1)
+    rc = gc_err_set(&e, GC_EINVAL, "give one of --workload, --model, or --op with sizes");
+  else if ((prefill || batch || quantize) && !model)
+    rc = gc_err_set(&e, GC_EINVAL, "--prefill, --batch and --quantize go with --model");
+  else if (workload)
+    rc = gc_problems_load(&probs, workload, &e);
+  else if (model && !(rc = gc_target_parse(target, &o.target, &e)))
+    rc = gc_llama_workload(model, quantize, prefill, batch, o.target.backend, &probs, NULL, &e);
+  else if (!op)
+    rc = gc_err_set(&e, GC_EINVAL, "no problems: give --model PATH, --workload FILE or --op OP with sizes (see --help)");
+  else
+    rc = gc_problems_expand(&probs, op, dtype, dims, &e);
+  if (!rc) rc = gc_target_parse(target, &o.target, &e);
+  if (!rc && cov) rc = gc_target_set_code_object(&o.target, cov, &e);
+  if (!rc && ndev > 1) {
+    /* create and migrate the database once, before the workers race to it */
+    gc_db_t *db;
+    if (!(rc = gc_db_open(o.db_path, 1, &db, &e))) gc_db_close(db);
+    int failed = rc ? 0 : tune_devices(&o, &probs, ords, ndev);
+    if (!rc && failed) rc = gc_err_set(&e, GC_EDEVICE, "%d of %d device workers failed", failed, ndev);
+  } else if (!rc) {
+    if (ndev == 1) o.ordinal = ords[0];
+    rc = gc_tune_run(&o, &probs, &e);
+  }
+  gc_problems_free(&probs);
+  if (rc) return die(e.msg);
+  return gc_cli_exit("gcore-tune", 0);
+}
