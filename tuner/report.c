@@ -269,6 +269,15 @@ static void fmt_us(char *out, size_t n, double us) {
   else snprintf(out, n, "%.0f", us);
 }
 
+/* Throughput figures: three significant digits, no exponent. */
+static void fmt_rate(char *out, size_t n, double v) {
+  if (!isfinite(v)) snprintf(out, n, "—");
+  else if (v >= 100) snprintf(out, n, "%.0f", v);
+  else if (v >= 10) snprintf(out, n, "%.1f", v);
+  else if (v >= 1) snprintf(out, n, "%.2f", v);
+  else snprintf(out, n, "%.3g", v);
+}
+
 /* ---- SVG ---------------------------------------------------------------- */
 
 typedef struct axis {
@@ -390,7 +399,7 @@ static void diamond(out_t *o, double x, double y, double s, const char *cls, con
  * default marked, the bound where known, the failures counted below. */
 static void plot_candidates(report_t *r, const group_t *g) {
   out_t *o = &r->o;
-  const double W = 480, H = 256, x0 = 58, x1 = W - 16, y0 = 14, y1 = 176;
+  const double W = 380, H = 244, x0 = 52, x1 = W - 12, y0 = 12, y1 = 164;
   double lo = g->best, hi = g->best;
   for (int64_t i = g->lo; i < g->hi; i++) {
     double v = r->d->meas[i].median_us;
@@ -543,7 +552,7 @@ static void plot_param(report_t *r, int64_t g0, int64_t g1, const char *tname, c
     }
   if (nv < 2) return;
   qsort(vals, (size_t)nv, sizeof *vals, all_num ? cmp_pval_num : cmp_pval_text);
-  const double W = 340, H = 210, x0 = 50, x1 = W - 12, y0 = 26, y1 = H - 36;
+  const double W = 290, H = 200, x0 = 46, x1 = W - 10, y0 = 24, y1 = H - 36;
   axis_t a = {.lo = 1, .hi = hi * 1.1, .p0 = y1, .p1 = y0, .log = 1};
   if (a.hi < 1.2) a.hi = 1.2;
   double band = (x1 - x0) / nv;
@@ -625,7 +634,7 @@ static const char css[] =
     "td.num{text-align:right;font-variant-numeric:tabular-nums}td.code,span.code{font-family:"
     "ui-monospace,Menlo,Consolas,monospace;font-size:12px;overflow-wrap:anywhere}"
     ".grid-plots{display:flex;flex-wrap:wrap;gap:14px}figure{margin:0;border:1px solid #e3e6eb;"
-    "padding:6px;background:#fcfcfd}figcaption{font-size:12px;max-width:480px;overflow-wrap:"
+    "padding:6px;background:#fcfcfd}figcaption{font-size:12px;max-width:380px;overflow-wrap:"
     "anywhere}svg.plot{display:block}svg .frame{fill:#fff;stroke:#aab}svg .grid{stroke:#e6e8ee}"
     "svg text{font:10px system-ui,sans-serif;fill:#334}svg .label{font-size:11px}svg .ptitle{"
     "font-size:12px;font-weight:600}svg .empty{font-size:13px;fill:#a33}svg .pt{stroke:#fff;"
@@ -720,9 +729,12 @@ static void summary_table(report_t *r, int64_t g0, int64_t g1) {
       esc(o, w->template_name);
       put(o, " ");
       esc(o, w->params);
+      char tf[32], gb[32];
       fmt_us(t, sizeof t, w->median_us);
-      putf(o, "</td><td class=\"num\">%s</td><td class=\"num\">%.3g</td><td class=\"num\">%.3g</td>",
-           t, isfinite(w->tflops) ? w->tflops : 0, isfinite(w->gbps) ? w->gbps : 0);
+      fmt_rate(tf, sizeof tf, w->tflops);
+      fmt_rate(gb, sizeof gb, w->gbps);
+      putf(o, "</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td>",
+           t, tf, gb);
       if (g->def && g->def == w) put(o, "<td class=\"num\">1.00× (the default won)</td>");
       else if (g->def && !strcmp(g->def->status, "ok") && g->def->median_us > 0) {
         double x = g->def->median_us / w->median_us;
