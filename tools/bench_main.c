@@ -248,8 +248,9 @@ static void print_row(const bench_opts_t *o, const model_info_t *mi, const test_
   test_name(r, test, sizeof test);
   if (!strcmp(o->format, "md")) {
     snprintf(ts, sizeof ts, "%.2f ± %.2f", r->avg_ts, r->sd_ts);
-    /* the model type is made here, not read: no '|' can break the table */
-    printf("| %-30s | %10s | %10s | %-10s | %13s | %20s |\n", mi->type, mi->size, mi->params,
+    /* the model type is made here, not read: no '|' can break the table;
+     * '±' is two bytes in one column */
+    printf("| %-30s | %10s | %10s | %-10s | %13s | %21s |\n", mi->type, mi->size, mi->params,
            o->backend, test, ts);
   } else if (!strcmp(o->format, "csv")) {
     printf("\"%s\",", GC_VERSION);
