@@ -371,20 +371,29 @@ static void status_strip(out_t *o, const group_t *g, double x0, double x1, doubl
 
 #define NCOLORS 8
 
-/* Colour index of template name among g's templates in order of first
- * appearance. */
-static int template_color(const report_t *r, const group_t *g, const char *name) {
-  int k = 0;
-  for (int64_t i = g->lo; i < g->hi; i++) {
-    const char *t = r->d->meas[i].template_name;
-    int first = 1;
-    for (int64_t j = g->lo; j < i && first; j++)
-      if (!strcmp(r->d->meas[j].template_name, t)) first = 0;
-    if (!first) continue;
-    if (!strcmp(t, name)) return k % NCOLORS;
-    k++;
-  }
-  return 0;
+#define MAX_NAMES 64
+
+/* Distinct names in order of first appearance (at most MAX_NAMES; later
+ * ones share the last index). */
+typedef struct names {
+  const char *v[MAX_NAMES];
+  int n;
+} names_t;
+
+/* The index of s in ns, added where new. */
+static int name_index(names_t *ns, const char *s) {
+  for (int i = 0; i < ns->n; i++)
+    if (!strcmp(ns->v[i], s)) return i;
+  if (ns->n == MAX_NAMES) return MAX_NAMES - 1;
+  ns->v[ns->n] = s;
+  return ns->n++;
+}
+
+/* g's templates in order of first appearance: a template's colour is its
+ * index modulo NCOLORS. */
+static void group_templates(const report_t *r, const group_t *g, names_t *ns) {
+  ns->n = 0;
+  for (int64_t i = g->lo; i < g->hi; i++) name_index(ns, r->d->meas[i].template_name);
 }
 
 /* A diamond around (x, y). */
@@ -416,6 +425,8 @@ static void plot_candidates(report_t *r, const group_t *g) {
           "xmlns=\"http://www.w3.org/2000/svg\">\n", W, H, W, H);
   putf(o, "<rect class=\"frame\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/>\n", x0, y0,
        x1 - x0, y1 - y0);
+  names_t tn;
+  group_templates(r, g, &tn);
   if (!g->nok) {
     putf(o, "<text class=\"empty\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">no verified "
             "candidate</text>\n", (x0 + x1) / 2, (y0 + y1) / 2);
@@ -444,7 +455,7 @@ static void plot_candidates(report_t *r, const group_t *g) {
       snprintf(title, sizeof title, "%s %s: %s µs (spread %.1f%%)", m->template_name, m->params,
                t, 100 * (isfinite(m->spread) ? m->spread : 0));
       putf(o, "<circle class=\"pt c%d\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\"><title>",
-           template_color(r, g, m->template_name), x, y);
+           name_index(&tn, m->template_name) % NCOLORS, x, y);
       esc(o, title);
       put(o, "</title></circle>\n");
       if (m == g->win) diamond(o, x, y, 8, "win", "winner");
@@ -604,22 +615,17 @@ static void plot_param(report_t *r, int64_t g0, int64_t g1, const char *tname, c
 /* Every (template, parameter) of the groups [g0, g1) with two or more
  * values measured. */
 static void param_plots(report_t *r, int64_t g0, int64_t g1) {
-  const gc_db_meas_row_t *first = NULL;
+  names_t seen = {0};
   for (int64_t gi = g0; gi < g1; gi++)
     for (int64_t i = r->g[gi].lo; i < r->g[gi].hi; i++) {
       const gc_db_meas_row_t *m = &r->d->meas[i];
-      if (strcmp(m->status, "ok")) continue;
+      int before = seen.n;
       /* the first verified row of each template names its parameters */
-      int seen = 0;
-      for (int64_t gj = g0; gj <= gi && !seen; gj++)
-        for (int64_t j = r->g[gj].lo; j < (gj == gi ? i : r->g[gj].hi) && !seen; j++)
-          seen = !strcmp(r->d->meas[j].status, "ok") &&
-                 !strcmp(r->d->meas[j].template_name, m->template_name);
-      if (seen) continue;
-      first = m;
+      if (strcmp(m->status, "ok") || seen.n == MAX_NAMES || (name_index(&seen, m->template_name), seen.n == before))
+        continue;
       char names[MAX_PARAMS][32];
-      int n = param_names(first->params, names);
-      for (int p = 0; p < n; p++) plot_param(r, g0, g1, first->template_name, names[p]);
+      int n = param_names(m->params, names);
+      for (int p = 0; p < n; p++) plot_param(r, g0, g1, m->template_name, names[p]);
     }
 }
 
@@ -772,13 +778,11 @@ static void candidate_figure(report_t *r, const group_t *g) {
   esc(o, r->d->probs[g->pidx].key);
   put(o, "</span><br>");
   /* the templates' colours */
-  for (int64_t i = g->lo; i < g->hi; i++) {
-    const char *t = r->d->meas[i].template_name;
-    int first = 1;
-    for (int64_t j = g->lo; j < i && first; j++) first = strcmp(r->d->meas[j].template_name, t) != 0;
-    if (!first) continue;
-    putf(o, "<span class=\"sw\" style=\"background:%s\"></span>", swatch_color[template_color(r, g, t)]);
-    esc(o, t);
+  names_t tn;
+  group_templates(r, g, &tn);
+  for (int i = 0; i < tn.n; i++) {
+    putf(o, "<span class=\"sw\" style=\"background:%s\"></span>", swatch_color[i % NCOLORS]);
+    esc(o, tn.v[i]);
   }
   if (g->win) {
     char t[32];
