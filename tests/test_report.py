@@ -99,6 +99,131 @@ def test_report_plots_every_problem(tuned, gc):
     assert not [u for u in re.findall(r"https?://[^\s\"'<>]+", text) if u != "http://www.w3.org/2000/svg"]
 
 
+class Tables(html.parser.HTMLParser):
+    """The text of every cell of the page's tables of class "summary", a
+    list of rows (the header row included) per table."""
+
+    def __init__(self, text):
+        super().__init__(convert_charrefs=True)
+        self.tables, self.cell, self.depth = [], None, 0
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table" and ("class", "summary") in attrs:
+            self.tables.append([])
+        elif tag == "tr" and self.tables:
+            self.tables[-1].append([])
+        elif tag in ("td", "th") and self.tables:
+            self.cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self.cell is not None:
+            self.tables[-1][-1].append("".join(self.cell).strip())
+            self.cell = None
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell.append(data)
+
+
+def summary_rows(text):
+    """{problem key: {column header: cell text}} of the winners' tables."""
+    out = {}
+    for table in Tables(text).tables:
+        head = table[0]
+        for row in table[1:]:
+            out[row[0]] = dict(zip(head, row))
+    return out
+
+
+@pytest.fixture(scope="module")
+def gemm(tmp_path_factory, cache_dir):
+    """One GEMM tuned over several candidates, and what gcore-tune said of
+    its winner: its params, time and speed-up over the template default."""
+    d = tmp_path_factory.mktemp("gemm")
+    env = {"GCORE_CACHE": cache_dir, "GCORE_DB": str(d / "default.db")}
+    r = run_tool("gcore-tune", "--op", "gemm", "--m", "4", "--n", "64", "--k", "64", "--db", "g.db",
+                 "--budget", "8", *FAST, cwd=d, env=env)
+    assert r.rc == 0, r
+    m = re.search(r"winner (\S+) (\S+): [\d.]+ us, [\d.]+ GFLOP/s, ([\d.]+)x the default", r.out)
+    assert m, r
+    return d, m.group(1), m.group(2), float(m.group(3))
+
+
+def winner_row(db):
+    with sqlite3.connect(db) as c:
+        return c.execute("SELECT p.key, m.median_us, m.tflops, m.gbps FROM winners w JOIN problems p "
+                         "ON p.id = w.problem_id JOIN measurements m ON m.id = w.measurement_id").fetchone()
+
+
+def test_summary_table_states_the_winners_figures(gemm, gc):
+    """Each column of the winners' table against the database and against
+    what gcore-tune printed when it picked the winner (its own computation
+    of the template default's time)."""
+    d, tname, params, speedup = gemm
+    key, us, tflops, gbps = winner_row(d / "g.db")
+    text, _ = report(gc, d / "g.db")
+    row = summary_rows(text)[key]
+    assert row["winner"] == f"{tname} {params}"
+    assert float(row["time µs"]) == pytest.approx(us, rel=0.01, abs=0.006)
+    assert float(row["TFLOP/s"]) == pytest.approx(tflops, rel=0.01)
+    assert float(row["GB/s"]) == pytest.approx(gbps, rel=0.01)
+    if f"{speedup:.2f}" == "1.00":
+        assert row["speed-up over the default"].startswith("1.00×"), row
+    else:
+        assert row["speed-up over the default"] == f"{speedup:.2f}×", row
+    assert row["of the device bound"] == "—"  # no published figures for a CPU
+    with sqlite3.connect(d / "g.db") as c:
+        n = c.execute("SELECT count(*) FROM measurements").fetchone()[0]
+        ok = c.execute("SELECT count(*) FROM measurements WHERE status = 'ok'").fetchone()[0]
+    assert row["verified / measured"] == f"{ok} / {n}"
+
+
+def test_summary_table_gives_the_fraction_of_a_known_devices_bound(gemm, gc):
+    """On a device whose peaks gcore knows (an H100 SXM: 3350 GB/s, 67
+    TFLOP/s in fp32), the bound is the longer of the problem's FLOPs at the
+    peak rate and its bytes at the peak bandwidth; both are what the
+    winner's recorded TFLOP/s and GB/s times its time say."""
+    d, *_ = gemm
+    shutil.copy(d / "g.db", gc.dir / "h100.db")
+    with sqlite3.connect(gc.dir / "h100.db") as c:
+        c.execute("UPDATE devices SET name = 'NVIDIA H100 80GB HBM3'")
+    key, us, tflops, gbps = winner_row(gc.dir / "h100.db")
+    flops, nbytes = tflops * 1e12 * us * 1e-6, gbps * 1e9 * us * 1e-6
+    bound_us = 1e6 * max(flops / 67e12, nbytes / 3350e9)
+    text, _ = report(gc, "h100.db")
+    row = summary_rows(text)[key]
+    assert row["of the device bound"] == f"{100 * bound_us / us:.0f}%", (row, bound_us, us)
+    assert "3350 GB/s, 989 TFLOP/s 16-bit, 67.0 TFLOP/s 32-bit" in text
+    assert '<line class="bound"' in text  # the bound drawn in the candidates' plot
+
+
+def test_a_plot_per_parameter_with_two_or_more_values(gemm, gc):
+    """Every (template, parameter) with two or more values among the
+    verified candidates has its plot, with every such candidate in it, and
+    no other parameter has one."""
+    d, *_ = gemm
+    with sqlite3.connect(d / "g.db") as c:
+        ok = c.execute("SELECT v.template, v.params FROM measurements m JOIN variants v ON "
+                       "v.id = m.variant_id WHERE m.status = 'ok'").fetchall()
+    values, counts = {}, {}
+    for tname, params in ok:
+        for kv in params.split(","):
+            name, value = kv.split("=", 1)
+            values.setdefault((tname, name), set()).add(value)
+            counts[(tname, name)] = counts.get((tname, name), 0) + 1
+    want = {k: counts[k] for k, v in values.items() if len(v) >= 2}
+    assert want, values  # the sweep varied some parameter
+    text, _ = report(gc, d / "g.db")
+    got = {}
+    for fig in re.findall(r'<figure class="param">(.*?)</figure>', text, re.S):
+        title = re.search(r'<text class="ptitle"[^>]*>(.*?) · (.*?)</text>', fig)
+        n = re.search(r"\((\d+) candidates\)</text>", fig)
+        got[(title.group(1), title.group(2))] = int(n.group(1))
+        assert fig.count('<circle class="ppt"') == int(n.group(1))
+    assert got == want
+
+
 def test_report_escapes_what_the_database_holds(tuned, gc):
     """Device names, parameters, problem keys and failure details are
     untrusted text: markup in them stays text, invalid UTF-8 and control

@@ -715,8 +715,9 @@ static void failures_cell(out_t *o, const group_t *g) {
   if (!any) put(o, "none");
 }
 
-/* The winners' table of the groups [g0, g1); *gm gets the geometric mean
- * speed-up over the defaults and *ngm how many problems it covers. */
+/* The winners' table of the groups [g0, g1), then a line with the
+ * geometric mean speed-up over the defaults of the problems whose default
+ * was measured, verified and lost. */
 static void summary_table(report_t *r, int64_t g0, int64_t g1) {
   out_t *o = &r->o;
   double logsum = 0;
