@@ -185,15 +185,20 @@ def test_summary_table_gives_the_fraction_of_a_known_devices_bound(gemm, gc):
     peak rate and its bytes at the peak bandwidth; both are what the
     winner's recorded TFLOP/s and GB/s times its time say."""
     d, *_ = gemm
+    key, us, tflops, gbps = winner_row(d / "g.db")
+    flops, nbytes = tflops * 1e12 * us * 1e-6, gbps * 1e9 * us * 1e-6
+    bound_us = 1e6 * max(flops / 67e12, nbytes / 3350e9)
+    # a CPU's time is far from an H100's bound: the winner's made 37% of it
+    # (the shorter of the two times would give another figure)
+    assert 1e6 * min(flops / 67e12, nbytes / 3350e9) < 0.5 * bound_us
     shutil.copy(d / "g.db", gc.dir / "h100.db")
     with sqlite3.connect(gc.dir / "h100.db") as c:
         c.execute("UPDATE devices SET name = 'NVIDIA H100 80GB HBM3'")
-    key, us, tflops, gbps = winner_row(gc.dir / "h100.db")
-    flops, nbytes = tflops * 1e12 * us * 1e-6, gbps * 1e9 * us * 1e-6
-    bound_us = 1e6 * max(flops / 67e12, nbytes / 3350e9)
+        c.execute("UPDATE measurements SET median_us = ? WHERE id = (SELECT measurement_id FROM "
+                  "winners)", (bound_us / 0.37,))
     text, _ = report(gc, "h100.db")
     row = summary_rows(text)[key]
-    assert row["of the device bound"] == f"{100 * bound_us / us:.0f}%", (row, bound_us, us)
+    assert row["of the device bound"] == "37%", (row, bound_us)
     assert "3350 GB/s, 989 TFLOP/s 16-bit, 67.0 TFLOP/s 32-bit" in text
     assert '<line class="bound"' in text  # the bound drawn in the candidates' plot
 
