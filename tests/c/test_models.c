@@ -15,6 +15,7 @@
 
 #include "../../models/llama2c.h"
 #include "../../models/llama_config.h"
+#include "../../models/recipe.h"
 #include "../../models/safetensors.h"
 #include "../../models/sampler.h"
 #include "../../models/weights.h"
@@ -1186,6 +1187,52 @@ static void test_sampler_penalty(void) {
   }
 }
 
+/* gcore's own RoPE frequencies (gc_llama_inv_freq, what the forward pass
+ * rotates by), with Llama 3.1 8B's scaling (head_dim 128, theta 5e5,
+ * factor 8, low 1, high 4, original 8192) as Hugging Face's
+ * _compute_llama3_parameters gives it: wavelengths under 8192/4 kept, over
+ * 8192 divided by 8, the band between interpolated. The numbers pinned were
+ * computed with transformers' formula; tests/test_models_units.py's
+ * test_llama3_inv_freq checks only the numpy reference's copy of it. */
+static void test_rope_inv_freq(void) {
+  gc_llama_config_t c = {0};
+  c.head_dim = 128, c.rope_theta = 500000.0;
+  double base[64], got[64];
+  gc_llama_inv_freq(&c, base);
+  CHECK(base[0] == 1.0 && fabs(base[32] / 0.001414213562373095 - 1) < 1e-12, "unscaled: %.17g %.17g", base[0],
+        base[32]);
+  c.rope_scaling = GC_ROPE_SCALING_LLAMA3;
+  c.rope_factor = 8, c.rope_low_freq_factor = 1, c.rope_high_freq_factor = 4, c.rope_original_max_seq = 8192;
+  gc_llama_inv_freq(&c, got);
+  int kept = 0, divided = 0, between = 0;
+  for (int j = 0; j < 64; j++) {
+    double wavelen = 2 * M_PI / base[j];
+    if (wavelen < 8192 / 4.0) kept += got[j] == base[j];
+    else if (wavelen > 8192) divided += got[j] == base[j] / 8;
+    else between += got[j] < base[j] && got[j] > base[j] / 8;
+  }
+  CHECK(kept == 29 && divided == 29 && between == 6, "kept %d, divided %d, between %d (want 29, 29, 6)", kept,
+        divided, between);
+  static const struct { int j; double want; } pinned[] = {
+      {28, 0.0032114459947525913}, {29, 0.002166570763503359}, {32, 0.0005248461609929547},
+      {34, 0.00017850781276799638}, {35, 9.556212353964683e-05}, {63, 3.068925988914511e-07}};
+  for (size_t i = 0; i < GC_ARRAY_LEN(pinned); i++)
+    CHECK(fabs(got[pinned[i].j] / pinned[i].want - 1) < 1e-12, "inv_freq[%d] %.17g, want %.17g", pinned[i].j,
+          got[pinned[i].j], pinned[i].want);
+  c.rope_factor = 1; /* factor 1 changes nothing */
+  gc_llama_inv_freq(&c, got);
+  int same = 0;
+  for (int j = 0; j < 64; j++) same += fabs(got[j] - base[j]) <= 1e-15 * base[j];
+  CHECK(same == 64, "factor 1: %d of 64 unchanged", same);
+  /* GGUF's form: each frequency divided by its factor from rope_freqs.weight */
+  c.rope_scaling = GC_ROPE_SCALING_FACTORS, c.n_rope_factors = 64;
+  for (int j = 0; j < 64; j++) c.rope_factors[j] = (float)(1 + j % 3);
+  gc_llama_inv_freq(&c, got);
+  same = 0;
+  for (int j = 0; j < 64; j++) same += got[j] == base[j] / (1 + j % 3);
+  CHECK(same == 64, "factors: %d of 64 divided", same);
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
@@ -1219,6 +1266,7 @@ int main(int argc, char **argv) {
   check_case("config_refused", test_config_refused);
   check_case("config_llama2c", test_config_llama2c);
   check_case("config_fuzz", test_config_fuzz);
+  check_case("rope_inv_freq", test_rope_inv_freq);
   check_case("weights_hf", test_weights_hf);
   check_case("weights_hf_broken", test_weights_hf_broken);
   check_case("alloc_faults", test_alloc_faults);
