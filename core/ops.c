@@ -100,9 +100,25 @@ void gc_store_elem(void *p, gc_dtype_t t, int64_t i, double v) {
 
 void gc_op_default_scalars(const gc_problem_t *p, gc_op_scalars_t *sc) {
   sc->eps = 1e-5f;
-  sc->pos0 = (!strcmp(p->op, "attention") && p->m == 1) ? 255 : 3;
+  sc->pos0 = (!strcmp(p->op, "attention") && p->m == 1) || !strcmp(p->op, "attention_batch") ? 255 : 3;
   sc->layout = 0;
   sc->scale = p->d > 0 ? (float)(1.0 / sqrt((double)p->d)) : 1.0f;
+  sc->ctx = 0;
+}
+
+/* The cache rows per slot of the batch ops: sc->ctx, else the test
+ * buffers' pos0 + M. */
+static int64_t slot_rows(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  return sc->ctx > 0 ? sc->ctx : sc->pos0 + p->m;
+}
+
+/* Row i of a test batch (GC_FILL_ROWPOS): row 0 at pos0, the others
+ * scattered over [0, pos0 + i], each in its own slot, in reverse order so
+ * that a kernel that ignores the slots fails. */
+static void test_rowpos(const gc_problem_t *p, const gc_op_scalars_t *sc, int64_t i, int64_t *pos,
+                        int64_t *slot) {
+  *pos = (sc->pos0 + 97 * i) % (sc->pos0 + i + 1);
+  *slot = p->m - 1 - i;
 }
 
 static gc_dtype_t spec_dtype(const gc_problem_t *p, char t) {
@@ -146,7 +162,8 @@ void gc_op_args(const gc_problem_t *p, const gc_op_scalars_t *sc, const gc_dptr_
   }
   for (int i = 0; op->ints[i]; i++) {
     const char *at = strchr("MNKHGD", op->ints[i]);
-    pk->i64[i] = at ? gc_problem_get(p, (int)(at - "MNKHGD")) : sc->layout;
+    pk->i64[i] = at ? gc_problem_get(p, (int)(at - "MNKHGD"))
+                    : op->ints[i] == 'S' ? slot_rows(p, sc) : sc->layout;
     pk->args[pk->nargs++] = &pk->i64[i];
   }
   if (op->flt) {
@@ -218,6 +235,25 @@ void gc_op_fill_inputs(const gc_problem_t *p, const gc_op_scalars_t *sc,
         fill(host[i], b[i].dtype, keep, -1.0, 1.0, &s);
         memset((char *)host[i] + (size_t)keep * gc_dtype_size(b[i].dtype), 0xFF,
                (size_t)(b[i].count - keep) * gc_dtype_size(b[i].dtype));
+        break;
+      }
+      case GC_FILL_ROWPOS:
+        for (int64_t r = 0; r < p->m; r++) {
+          int64_t pos, slot;
+          test_rowpos(p, sc, r, &pos, &slot);
+          ((int32_t *)host[i])[r] = (int32_t)pos;
+          ((int32_t *)host[i])[p->m + r] = (int32_t)slot;
+        }
+        break;
+      case GC_FILL_SLOT_CACHE: { /* every row random but those the rows write */
+        size_t es = gc_dtype_size(b[i].dtype);
+        fill(host[i], b[i].dtype, b[i].count, -1.0, 1.0, &s);
+        for (int64_t r = 0; r < p->m; r++) {
+          int64_t pos, slot;
+          test_rowpos(p, sc, r, &pos, &slot);
+          memset((char *)host[i] + (size_t)((slot * slot_rows(p, sc) + pos) * b[i].cols) * es, 0xFF,
+                 (size_t)b[i].cols * es);
+        }
         break;
       }
       case GC_FILL_NORM: fill(host[i], b[i].dtype, b[i].count, 0.5, 1.5, &s); break;
@@ -384,24 +420,41 @@ static void rotate(const gc_problem_t *p, const gc_op_scalars_t *sc, const void 
   }
 }
 
+/* Row t of a rope_kv pass: its position and the cache row it writes
+ * (rope_kv: pos0 + t in the one cache; rope_kv_batch: its own position in
+ * its slot, from the rowpos buffer as the kernel reads it). */
+static void rope_row(const gc_problem_t *p, const gc_op_scalars_t *sc, const int32_t *rowpos,
+                     int64_t t, int64_t *pos, int64_t *crow) {
+  if (!rowpos) {
+    *pos = *crow = sc->pos0 + t;
+    return;
+  }
+  *pos = rowpos[t];
+  *crow = rowpos[p->m + t] * slot_rows(p, sc) + *pos;
+}
+
+/* rope_kv and rope_kv_batch (rowpos: h[5], int32 [2, M]). Cache rows the
+ * op does not write stay as they were (tolerance 0). */
 static void ref_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
-                        double **ref, double **tol) {
+                        double **ref, double **tol, const int32_t *rowpos) {
   int64_t H = p->h, G = p->g, D = p->d, row = (H + 2 * G) * D;
-  for (int b = 2; b <= 3; b++) /* cache rows before pos0 stay as they were */
-    for (int64_t i = 0; i < sc->pos0 * G * D; i++) {
+  int64_t rows = rowpos ? p->m * slot_rows(p, sc) : sc->pos0 + p->m;
+  for (int b = 2; b <= 3; b++)
+    for (int64_t i = 0; i < rows * G * D; i++) {
       ref[b][i] = gc_load_elem(h[b], p->tc, i);
       tol[b][i] = 0;
     }
   for (int64_t t = 0; t < p->m; t++) {
-    int64_t pos = sc->pos0 + t;
+    int64_t pos, c;
+    rope_row(p, sc, rowpos, t, &pos, &c);
     for (int64_t hh = 0; hh < H; hh++)
       rotate(p, sc, h[0], t * row + hh * D, ref[1], tol[1], (t * H + hh) * D, h[4], pos);
     for (int64_t g = 0; g < G; g++) {
-      rotate(p, sc, h[0], t * row + (H + g) * D, ref[2], tol[2], (pos * G + g) * D, h[4], pos);
+      rotate(p, sc, h[0], t * row + (H + g) * D, ref[2], tol[2], (c * G + g) * D, h[4], pos);
       for (int64_t j = 0; j < D; j++) {
         double v = gc_load_elem(h[0], p->ta, t * row + (H + G + g) * D + j);
-        ref[3][(pos * G + g) * D + j] = v;
-        tol[3][(pos * G + g) * D + j] = 0.5 * ulp_rel(p->tc) * fabs(v) + ulp_abs(p->tc);
+        ref[3][(c * G + g) * D + j] = v;
+        tol[3][(c * G + g) * D + j] = 0.5 * ulp_rel(p->tc) * fabs(v) + ulp_abs(p->tc);
       }
     }
   }
@@ -410,7 +463,9 @@ static void ref_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc, void *
 typedef struct att_job {
   const gc_problem_t *p;
   const gc_op_scalars_t *sc;
-  const double *q, *k, *v; /* [M, H, D], [pos0 + M, G, D] twice, in fp64 */
+  const double *q, *k, *v; /* [M, H, D], [pos0 + M, G, D] twice, in fp64 (attention_batch:
+                              [M·S, G, D], M slots of S rows) */
+  const int32_t *rowpos;   /* attention_batch: [2, M] positions, then slots; else NULL */
   double *ref, *tol;       /* [M, H, D] */
   atomic_llong next;       /* next (token, head) item: t * H + head */
   atomic_int nomem;
@@ -421,7 +476,8 @@ static void *att_worker(void *arg) {
   att_job_t *j = arg;
   const gc_problem_t *p = j->p;
   int64_t H = p->h, G = p->g, D = p->d, per = H / G;
-  double *w = malloc((size_t)(j->sc->pos0 + p->m) * sizeof *w), *o = malloc((size_t)D * 2 * sizeof *o);
+  int64_t most = j->rowpos ? slot_rows(p, j->sc) : j->sc->pos0 + p->m; /* keys of a row, at most */
+  double *w = malloc((size_t)most * sizeof *w), *o = malloc((size_t)D * 2 * sizeof *o);
   if (!w || !o) {
     atomic_store(&j->nomem, 1);
     free(w), free(o);
@@ -431,11 +487,15 @@ static void *att_worker(void *arg) {
   for (;;) {
     int64_t it = (int64_t)atomic_fetch_add(&j->next, 1);
     if (it >= p->m * H) break;
-    int64_t t = it / H, hh = it % H, L = j->sc->pos0 + t + 1, kv = hh / per;
+    int64_t t = it / H, hh = it % H, L = j->sc->pos0 + t + 1, kv = hh / per, base = 0;
+    if (j->rowpos) { /* its own length, in its own slot */
+      L = j->rowpos[t] + 1;
+      base = j->rowpos[p->m + t] * slot_rows(p, j->sc);
+    }
     const double *q = j->q + it * D;
     double mx = -INFINITY, sum = 0;
     for (int64_t l = 0; l < L; l++) {
-      const double *k = j->k + (l * G + kv) * D;
+      const double *k = j->k + ((base + l) * G + kv) * D;
       double d = 0;
       for (int64_t c = 0; c < D; c++) d += q[c] * k[c];
       w[l] = j->sc->scale * d;
@@ -444,7 +504,7 @@ static void *att_worker(void *arg) {
     for (int64_t l = 0; l < L; l++) sum += (w[l] = exp(w[l] - mx));
     for (int64_t c = 0; c < D; c++) o[c] = ao[c] = 0;
     for (int64_t l = 0; l < L; l++) {
-      const double *v = j->v + (l * G + kv) * D, pl = w[l] / sum;
+      const double *v = j->v + ((base + l) * G + kv) * D, pl = w[l] / sum;
       for (int64_t c = 0; c < D; c++) o[c] += pl * v[c], ao[c] += pl * fabs(v[c]);
     }
     for (int64_t c = 0; c < D; c++) {
@@ -461,9 +521,9 @@ static void *att_worker(void *arg) {
  * rounding, plus 4 (L + D) 2^-24 sum_j p_j |v_j| for fp32 scores,
  * exponentials and sums over L keys of length D. */
 static int ref_attention(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
-                         double *ref, double *tol, gc_err_t *e) {
-  int64_t rows = (sc->pos0 + p->m) * p->g * p->d;
-  att_job_t j = {p, sc, gc_ref_f64(h[0], p->ta, p->m * p->h * p->d, e), NULL, NULL, ref, tol, 0, 0};
+                         const int32_t *rowpos, double *ref, double *tol, gc_err_t *e) {
+  int64_t rows = (rowpos ? p->m * slot_rows(p, sc) : sc->pos0 + p->m) * p->g * p->d;
+  att_job_t j = {p, sc, gc_ref_f64(h[0], p->ta, p->m * p->h * p->d, e), NULL, NULL, rowpos, ref, tol, 0, 0};
   if (j.q) j.k = gc_ref_f64(h[1], p->tb, rows, e);
   if (j.k) j.v = gc_ref_f64(h[2], p->tb, rows, e);
   if (j.v) {
@@ -536,12 +596,22 @@ static int r_argmax(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, 
 static int r_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
                      double **tol, gc_err_t *e) {
   (void)e;
-  ref_rope_kv(p, sc, h, ref, tol);
+  ref_rope_kv(p, sc, h, ref, tol, NULL);
   return GC_OK;
 }
 static int r_attention(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
                        double **tol, gc_err_t *e) {
-  return ref_attention(p, sc, h, ref[3], tol[3], e);
+  return ref_attention(p, sc, h, NULL, ref[3], tol[3], e);
+}
+static int r_rope_kv_batch(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
+                           double **ref, double **tol, gc_err_t *e) {
+  (void)e;
+  ref_rope_kv(p, sc, h, ref, tol, h[5]);
+  return GC_OK;
+}
+static int r_attention_batch(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
+                             double **ref, double **tol, gc_err_t *e) {
+  return ref_attention(p, sc, h, h[4], ref[3], tol[3], e);
 }
 
 int gc_op_reference(const gc_problem_t *p, const gc_op_scalars_t *sc,
@@ -634,6 +704,10 @@ static double f_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc) {
 static double f_attention(const gc_problem_t *p, const gc_op_scalars_t *sc) {
   return 4.0 * p->m * p->h * p->d * (double)(sc->pos0 + (p->m + 1) / 2);
 }
+/* Each row over its own keys; pos0 stands for the rows' mean position. */
+static double f_attention_batch(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  return 4.0 * p->m * p->h * p->d * (double)(sc->pos0 + 1);
+}
 
 void gc_op_work(const gc_problem_t *p, const gc_op_scalars_t *sc, double *flops, double *bytes) {
   gc_opbuf_t b[GC_OP_MAX_BUFS];
@@ -722,6 +796,19 @@ static const gc_op_t ops[] = {
       BUF("Vc", 'B', "S", "G*D", IN, GC_FILL_UNIT), BUF("O", 'C', "M", "H*D", OUT, 0),
       BUF("pos", 'i', "1", "1", IN, GC_FILL_POS)},
      "MHGD", 's', r_attention, f_attention},
+    {"rope_kv_batch", "mhgd",
+     "rope_kv of M rows, row i at position pos[0][i] of cache slot pos[1][i] (batched decode)", 1, 0, 6,
+     {BUF("QKV", 'A', "M", "(H+2*G)*D", IN, GC_FILL_UNIT), BUF("Qout", 'C', "M", "H*D", OUT, 0),
+      {"Kc", 'C', "M*S", "G*D", INOUT, GC_FILL_SLOT_CACHE, "M"},
+      {"Vc", 'C', "M*S", "G*D", INOUT, GC_FILL_SLOT_CACHE, "M"},
+      BUF("inv_freq", 'd', "1", "D/2", IN, GC_FILL_INV_FREQ), BUF("pos", 'i', "2", "M", IN, GC_FILL_ROWPOS)},
+     "MHGDSL", 0, r_rope_kv_batch, f_rope_kv},
+    {"attention_batch", "mhgd",
+     "attention of M rows, row i over rows 0..pos[0][i] of cache slot pos[1][i] (batched decode)", 1, 0, 5,
+     {BUF("Q", 'A', "M", "H*D", IN, GC_FILL_UNIT), {"Kc", 'B', "M*S", "G*D", IN, GC_FILL_UNIT, "M*(S-M+1)"},
+      {"Vc", 'B', "M*S", "G*D", IN, GC_FILL_UNIT, "M*(S-M+1)"}, BUF("O", 'C', "M", "H*D", OUT, 0),
+      BUF("pos", 'i', "2", "M", IN, GC_FILL_ROWPOS)},
+     "MHGDS", 's', r_attention_batch, f_attention_batch},
     {"argmax", "mn", "idx[M] = the lowest index of the maximum of each row of X[M,N]", 1, 0, 2,
      {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("idx", 'i', "1", "M", OUT, 0)},
      "MN", 0, r_argmax, f_rows},

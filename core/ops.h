@@ -28,6 +28,9 @@ typedef struct gc_op_scalars {
   int64_t pos0;       /* rope_kv, attention: position of the first row */
   int64_t layout;     /* rope_kv: 0 = halves (Hugging Face), 1 = adjacent pairs (llama2.c) */
   float scale;        /* attention: usually 1/sqrt(D) */
+  int64_t ctx;        /* rope_kv_batch, attention_batch: cache rows per slot (the
+                         slot stride, argument S); 0: pos0 + M, the rows of a
+                         slot in the test buffers (shape variable S) */
 } gc_op_scalars_t;
 
 /* ---- the op table ---------------------------------------------------------
@@ -44,7 +47,11 @@ enum {
   GC_FILL_TOKENS,    /* token ids in [0, K) */
   GC_FILL_POS,       /* the position pos0 (one int32, read on the device) */
   GC_FILL_INV_FREQ,  /* RoPE inverse frequencies of theta 10000 (float64) */
-  GC_FILL_CACHE      /* a KV cache: rows before pos0 random, the rows the op writes NaN */
+  GC_FILL_CACHE,     /* a KV cache: rows before pos0 random, the rows the op writes NaN */
+  GC_FILL_ROWPOS,    /* int32 [2, M] of a batch of rows: row i's position
+                        (pos0 + 97 i) mod (pos0 + i + 1), then its slot M-1-i */
+  GC_FILL_SLOT_CACHE /* a cache of M slots of S rows: random, but the row each
+                        batch row writes (its slot, its position) NaN */
 };
 
 /* A buffer of an op, in argument order. Shapes are expressions (base/expr.h)
@@ -74,7 +81,8 @@ struct gc_op {
   int nbufs;
   gc_opbuf_spec_t buf[GC_OP_MAX_BUFS];
   const char *ints;   /* the int64 arguments after the buffers, in order: letters of
-                         MNKHGD, and L for the RoPE layout */
+                         MNKHGD, L for the RoPE layout, S for the cache rows per
+                         slot (sc->ctx, else pos0 + M) */
   char flt;           /* the float argument last: 'e' eps, 's' attention scale, 0 none */
   gc_op_ref_fn reference;
   gc_op_flops_fn flops;
@@ -88,8 +96,9 @@ const gc_op_t *gc_op_table(int *n);
 void gc_op_table_json(FILE *out);
 
 /* The scalars the tuner and gcore-run --op use for p: eps 1e-5; pos0 255
- * for single-row attention (a decode step at length 256), 3 otherwise;
- * halves layout; scale 1/sqrt(D). */
+ * for single-row attention and for attention_batch (decode steps at
+ * lengths up to 256), 3 otherwise; halves layout; scale 1/sqrt(D); ctx 0
+ * (slots of pos0 + M rows). */
 void gc_op_default_scalars(const gc_problem_t *p, gc_op_scalars_t *sc);
 
 /* The buffers of p in argument order (sizes depend on sc->pos0). */

@@ -218,7 +218,7 @@ static int run(gc_llama_t *m, const gc_problem_t *p, const gc_op_scalars_t *sc,
 static int layer(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L, gc_err_t *e) {
   gc_op_scalars_t sc = {(float)m->cfg.rms_norm_eps, m->npos,
                         m->cfg.rope_layout == GC_ROPE_PAIRS ? 1 : 0,
-                        (float)(1.0 / sqrt((double)m->cfg.head_dim))};
+                        (float)(1.0 / sqrt((double)m->cfg.head_dim)), 0};
   const gc_dptr_t norm1[] = {m->x, L->attn_norm, m->xn}, qkv[] = {m->xn, L->wqkv, m->qkv},
                   fqkv[] = {m->x, L->wqkv, m->qkv, L->attn_norm},
                   rope[] = {m->qkv, m->q, L->kc, L->vc, m->inv_freq, m->pos},
@@ -259,7 +259,7 @@ int gc_llama_forward(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
 static int launch_forward(gc_llama_t *m, int t, int rows, int argmax, gc_err_t *e) {
   gc_llama_steps_t s;
   gc_llama_steps(&m->cfg, m->dt, t, rows, &s);
-  gc_op_scalars_t sc = {(float)m->cfg.rms_norm_eps, m->npos, 0, 1.0f};
+  gc_op_scalars_t sc = {(float)m->cfg.rms_norm_eps, m->npos, 0, 1.0f, 0};
   size_t a = gc_dtype_size(m->dt.act);
   gc_dptr_t last = m->x + (gc_dptr_t)((size_t)(t - rows) * (size_t)m->cfg.dim * a);
   gc_dptr_t last_logits = m->logits + (gc_dptr_t)((size_t)(rows - 1) * m->cfg.vocab_size * a);

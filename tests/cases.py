@@ -68,6 +68,9 @@ CASES = {
     "embed": [(dt, s) for dt in DTYPES for s in EMBED_SHAPES],
     "rope_kv": [(dt, s) for dt in SAME for s in HEAD_SHAPES],
     "attention": [(dt, s) for dt in SAME for s in HEAD_SHAPES],
+    # batched decode: each row at its own position in its own cache slot
+    "rope_kv_batch": [(dt, s) for dt in SAME for s in HEAD_SHAPES],
+    "attention_batch": [(dt, s) for dt in SAME for s in HEAD_SHAPES + [(16, 8, 2, 64)]],
     "argmax": [(dt, s) for dt in SAME for s in [(1, 1000), (3, 128256), (2, 7), (20, 5000)]],
 }
 
@@ -237,10 +240,72 @@ def check_attention(d, dt, shape):
 
 
 
+def batch_rows(d, m):
+    """The rows of a batch op: (positions, slots, rows per slot S = pos0 + M),
+    read from the pos buffer the kernel reads; slots are distinct."""
+    pos0 = int(d["scalars"]["pos0"])
+    pv = d["pos"][1].astype(np.int64).reshape(2, m)
+    s_rows = pos0 + m
+    assert len(set(pv[1].tolist())) == m and pv[1].min() >= 0 and pv[1].max() < m
+    assert pv[0].min() >= 0 and pv[0].max() < s_rows
+    return pv[0], pv[1], s_rows
+
+
+def check_rope_kv_batch(d, dt, shape):
+    """rope_kv per row at its own position; k and v land in row pos of its
+    slot, every other cache row is untouched."""
+    m, h, g, dd = shape
+    tc = npref.split_dtypes(dt)[2]
+    pos, slot, s_rows = batch_rows(d, m)
+    inv = 10000.0 ** (-2.0 * np.arange(dd // 2) / dd)
+    qkv = d["QKV"][1].reshape(m, h + 2 * g, dd)
+    q, aq = rope_ref(qkv[:, :h].reshape(m * h, dd), np.repeat(pos, h), inv, dd)
+    k, ak = rope_ref(qkv[:, h:h + g].reshape(m * g, dd), np.repeat(pos, g), inv, dd)
+    slack = lambda a: np.concatenate([a, a], axis=1) * 4 * EPS_F32
+    npref.check(d["Qout"][1].reshape(m * h, dd), q, ULP[tc] * np.abs(q) + slack(aq) + SUB[tc])
+    written = slot * s_rows + pos
+    for name, new, tol in (("Kc", k, ULP[tc] * np.abs(k) + slack(ak) + SUB[tc]),
+                           ("Vc", qkv[:, h + g:].reshape(m * g, dd), None)):
+        got = d[name][1].reshape(m * s_rows, g * dd)
+        init = d[name + ".init"][1].reshape(m * s_rows, g * dd)
+        keep = np.ones(m * s_rows, bool)
+        keep[written] = False
+        assert np.array_equal(got[keep], init[keep]), f"{name}: a row no batch row writes changed"
+        new = new.reshape(m, g * dd)
+        npref.check(got[written], new, (0.5 * ULP[tc] * np.abs(new) + SUB[tc]) if tol is None
+                    else tol.reshape(m, g * dd))
+
+
+def check_attention_batch(d, dt, shape):
+    """Row t: softmax over keys 0..pos[t] of its own slot."""
+    m, h, g, dd = shape
+    tc = npref.split_dtypes(dt)[2]
+    scale = d["scalars"]["scale"]
+    pos, slot, s_rows = batch_rows(d, m)
+    q = d["Q"][1].reshape(m, h, dd)
+    k = d["Kc"][1].reshape(m, s_rows, g, dd)
+    v = d["Vc"][1].reshape(m, s_rows, g, dd)
+    ref = np.zeros((m, h, dd))
+    tol = np.zeros((m, h, dd))
+    for t in range(m):
+        L = int(pos[t]) + 1
+        for hh in range(h):
+            kv = hh // (h // g)
+            kk, vv = k[slot[t], :L, kv], v[slot[t], :L, kv]
+            sc = np.float32(scale).astype(np.float64) * (kk @ q[t, hh])
+            p = np.exp(sc - sc.max())
+            p /= p.sum()
+            ref[t, hh] = p @ vv
+            tol[t, hh] = 4 * (L + dd) * EPS_F32 * (p @ np.abs(vv))
+    tol += ULP[tc] * np.abs(ref) + SUB[tc]
+    npref.check(d["O"][1].reshape(m, h, dd), ref, tol)
+
+
 CHECK = {"gemm": check_gemm, "gemm_add": check_gemm_add, "gemm_swiglu": check_gemm_swiglu,
          "rmsnorm_gemm": check_rmsnorm_gemm, "rmsnorm_gemm_swiglu": check_rmsnorm_gemm_swiglu,
          "rmsnorm": check_rmsnorm, "add": check_add, "embed": check_embed, "rope_kv": check_rope_kv,
-         "attention": check_attention, "argmax": check_argmax}
+         "attention": check_attention, "argmax": check_argmax, "rope_kv_batch": check_rope_kv_batch,
+         "attention_batch": check_attention_batch}
 
 
 def numpy_check(op, dt, shape, dump_dir):

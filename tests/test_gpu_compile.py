@@ -21,7 +21,8 @@ SHAPES = {"gemm": "--m 1 --n 96 --k 72", "gemm_swiglu": "--m 1 --n 96 --k 72",
           "rmsnorm": "--m 1 --n 300", "add": "--m 1 --n 300", "embed": "--m 1 --n 64 --k 50",
           "rope_kv": "--m 1 --h 8 --g 2 --d 64", "attention": "--m 1 --h 8 --g 2 --d 64",
           "argmax": "--m 1 --n 1000", "gemm_add": "--m 1 --n 96 --k 72",
-          "rmsnorm_gemm": "--m 1 --n 96 --k 72", "rmsnorm_gemm_swiglu": "--m 1 --n 96 --k 72"}
+          "rmsnorm_gemm": "--m 1 --n 96 --k 72", "rmsnorm_gemm_swiglu": "--m 1 --n 96 --k 72",
+          "rope_kv_batch": "--m 1 --h 8 --g 2 --d 64", "attention_batch": "--m 1 --h 8 --g 2 --d 64"}
 
 
 def gpu_templates(backends=("gpu", "cuda")):

@@ -96,14 +96,16 @@ def serves(bundle, tpl, m, param):
 
 SAMPLE_SHAPE = {"gemm": (3, 100, 37), "gemm_swiglu": (5, 40, 70), "rmsnorm": (3, 300),
                 "add": (3, 300), "embed": (5, 72, 40), "rope_kv": (3, 8, 2, 16),
-                "attention": (3, 8, 2, 16), "argmax": (3, 1000)}
+                "attention": (3, 8, 2, 16), "argmax": (3, 1000), "rope_kv_batch": (3, 8, 2, 16),
+                "attention_batch": (3, 8, 2, 16)}
 
 
 @pytest.mark.parametrize("tpl,op,params", template_spaces(), ids=[t[0] for t in template_spaces()])
 @pytest.mark.parametrize("dt", ["f32", "f16", "f32:bf16:f32"])
 def test_parameter_space_sample(gc, tpl, op, params, dt):
     info, params = params, params["params"]
-    if dt == "f32:bf16:f32" and op in ("add", "rope_kv", "attention", "argmax"):
+    if dt == "f32:bf16:f32" and op in ("add", "rope_kv", "attention", "argmax", "rope_kv_batch",
+                                       "attention_batch"):
         dt = "bf16"  # these ops take one dtype
     if dt not in info["dtypes"] and dt.split(":")[0] not in info["dtypes"]:
         dt = info["dtypes"][0] if dt == "f32" else info["dtypes"][-1]  # e.g. mma: f16/bf16 only
