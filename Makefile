@@ -27,7 +27,9 @@ LIB_SRC   := $(filter-out $(MAINS),$(wildcard base/*.c core/*.c db/*.c gen/*.c r
 EMBED     := $(sort $(wildcard templates/cpu/*.c)) templates/cpu/prelude.h \
              $(sort $(wildcard templates/gpu/*.cu templates/gpu/*.h)) $(sort $(wildcard db/migrations/*.sql))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/embedded.o
-TOOLS     := $(BIN)/gcore-gen $(BIN)/gcore-tune $(BIN)/gcore-run $(BIN)/gcore-compile
+# serve/ (above models/) links libmicrohttpd: only gcore-serve takes it
+SERVE_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard serve/*.c))
+TOOLS     := $(BIN)/gcore-gen $(BIN)/gcore-tune $(BIN)/gcore-run $(BIN)/gcore-compile $(BIN)/gcore-serve
 
 all: $(TOOLS) $(LIB)/libgcore.a
 
@@ -60,11 +62,13 @@ $(BIN)/gcore-gen: $(BUILD)/tools/gen_main.o $(LIB)/libgcore.a
 $(BIN)/gcore-compile: $(BUILD)/tools/compile_main.o $(LIB)/libgcore.a
 $(BIN)/gcore-tune: $(BUILD)/tools/tune_main.o $(LIB)/libgcore.a
 $(BIN)/gcore-run: $(BUILD)/tools/run_main.o $(LIB)/libgcore.a
+$(BIN)/gcore-serve: $(BUILD)/tools/serve_main.o $(SERVE_OBJ) $(LIB)/libgcore.a
+$(BIN)/gcore-serve: LDLIBS += -lmicrohttpd
 $(TOOLS):
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
--include $(LIB_OBJ:.o=.d) $(MAINS:%.c=$(BUILD)/%.d)
+-include $(LIB_OBJ:.o=.d) $(SERVE_OBJ:.o=.d) $(MAINS:%.c=$(BUILD)/%.d)
 
 # ---- tests ----------------------------------------------------------------
 C_TESTS   := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
@@ -103,7 +107,7 @@ demo: deps all
 # Debian's npm), and `npm ci` installs the reference's exact versions from
 # tests/js/package-lock.json.
 DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev libjson-c-dev libpcre2-dev python3 \
-            python3-numpy python3-pytest libopenblas-dev \
+            python3-numpy python3-pytest libopenblas-dev libmicrohttpd-dev curl \
             clang-19 lld-19 llvm-19 libamd-comgr2
 
 deps:

@@ -34,6 +34,15 @@ void gc_llama_steps(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t,
   s->argmax = prob("argmax", a, a, a, 1, c->vocab_size, 0, 0, 0, 0);
 }
 
+void gc_llama_batch_steps(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t m,
+                          gc_llama_steps_t *s) {
+  gc_dtype_t a = dt.act;
+  gc_llama_steps(c, dt, m, m, s);
+  s->rope = prob("rope_kv_batch", a, a, a, m, 0, 0, c->n_heads, c->n_kv_heads, c->head_dim);
+  s->attn = prob("attention_batch", a, a, a, m, 0, 0, c->n_heads, c->n_kv_heads, c->head_dim);
+  s->argmax = prob("argmax", a, a, a, m, c->vocab_size, 0, 0, 0, 0);
+}
+
 /* The problems s launches, in order; returns their count (at most 11). */
 static int steps_list(const gc_llama_steps_t *s, const gc_problem_t *out[11]) {
   const gc_problem_t *all[] = {&s->embed, &s->norm, &s->qkv, &s->rope, &s->attn, &s->wo,
@@ -55,16 +64,37 @@ int gc_llama_recipe(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t,
   return GC_OK;
 }
 
+int gc_llama_batch_recipe(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t m,
+                          gc_problems_t *l, gc_err_t *e) {
+  gc_llama_steps_t s;
+  const gc_problem_t *ps[11];
+  gc_llama_batch_steps(c, dt, m, &s);
+  int n = steps_list(&s, ps);
+  for (int i = 0; i < n; i++)
+    if (gc_problems_push(l, ps[i], e)) return e->code;
+  return GC_OK;
+}
+
+/* The passes needs_between spans: logits of the last row, of every row,
+ * or batched decode steps. */
+enum { PASS_LAST, PASS_ALL, PASS_BATCH };
+
+static void pass_steps(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t, int kind,
+                       gc_llama_steps_t *s) {
+  if (kind == PASS_BATCH) gc_llama_batch_steps(c, dt, t, s);
+  else gc_llama_steps(c, dt, t, kind == PASS_ALL ? t : 1, s);
+}
+
 /* Passes of a to b tokens (one side of GC_LLAMA_FUSE_MAX, so the same
  * steps): a step whose rows grow with the pass needs every m between its
  * rows at a and at b; one whose rows are fixed (the LM head of the last
  * row, argmax) needs that m. */
 static int needs_between(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t a, int64_t b,
-                         int all_rows, gc_needs_t *out, gc_err_t *e) {
+                         int kind, gc_needs_t *out, gc_err_t *e) {
   gc_llama_steps_t x, y;
   const gc_problem_t *px[11], *py[11];
-  gc_llama_steps(c, dt, a, all_rows ? a : 1, &x);
-  gc_llama_steps(c, dt, b, all_rows ? b : 1, &y);
+  pass_steps(c, dt, a, kind, &x);
+  pass_steps(c, dt, b, kind, &y);
   int n = steps_list(&x, px);
   assert(n == steps_list(&y, py));
   for (int i = 0; i < n; i++)
@@ -75,11 +105,14 @@ static int needs_between(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64
 int gc_llama_needs(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t ctx,
                    gc_needs_t *out, gc_err_t *e) {
   int64_t fuse = ctx < GC_LLAMA_FUSE_MAX ? ctx : GC_LLAMA_FUSE_MAX;
-  for (int all_rows = 0; all_rows < 2; all_rows++) {
-    if (needs_between(c, dt, 1, fuse, all_rows, out, e)) return e->code;
-    if (ctx > fuse && needs_between(c, dt, fuse + 1, ctx, all_rows, out, e)) return e->code;
+  for (int kind = PASS_LAST; kind <= PASS_ALL; kind++) {
+    if (needs_between(c, dt, 1, fuse, kind, out, e)) return e->code;
+    if (ctx > fuse && needs_between(c, dt, fuse + 1, ctx, kind, out, e)) return e->code;
   }
-  return GC_OK;
+  /* batched decode steps: rows are sequences, not positions, so their
+     count does not depend on the context */
+  if (needs_between(c, dt, 1, GC_LLAMA_FUSE_MAX, PASS_BATCH, out, e)) return e->code;
+  return needs_between(c, dt, GC_LLAMA_FUSE_MAX + 1, GC_LLAMA_BATCH_MAX, PASS_BATCH, out, e);
 }
 
 int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend,
@@ -126,7 +159,7 @@ void gc_llama_inv_freq(const gc_llama_config_t *c, double *out) {
  * are an error when the user gave them, and are capped to it in the
  * default list (so that small models work without flags). */
 static int add_recipe(const gc_llama_weights_t *w, gc_llama_dtypes_t dt, const char *list,
-                      int given, const char *flag, gc_problems_t *out, gc_err_t *e) {
+                      int given, const char *flag, int batched, gc_problems_t *out, gc_err_t *e) {
   char buf[512];
   if (!strcmp(list, "none")) return GC_OK; /* e.g. decode steps only */
   if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf)
@@ -138,6 +171,9 @@ static int add_recipe(const gc_llama_weights_t *w, gc_llama_dtypes_t dt, const c
       return gc_err_set(e, GC_EINVAL, "%s: '%s' is not a token count in [1, %d]", flag, t,
                         w->cfg.max_seq);
     if (gc_llama_recipe(&w->cfg, dt, v, 1, out, e)) return e->code;
+    /* gcore-serve's batched steps (at most GC_LLAMA_BATCH_MAX rows) */
+    if (batched && v <= GC_LLAMA_BATCH_MAX && gc_llama_batch_recipe(&w->cfg, dt, v, out, e))
+      return e->code;
   }
   return GC_OK;
 }
@@ -155,8 +191,8 @@ int gc_llama_workload(const char *model_path, const char *quantize, const char *
     gc_llama_dtypes_t dt;
     if (backend && strcmp(backend, all[i])) continue;
     rc = gc_llama_dtypes_for(w, all[i], &dt, e);
-    if (!rc) rc = add_recipe(w, dt, prefill ? prefill : "128,512", prefill != NULL, "--prefill", out, e);
-    if (!rc) rc = add_recipe(w, dt, batch ? batch : "1", batch != NULL, "--batch", out, e);
+    if (!rc) rc = add_recipe(w, dt, prefill ? prefill : "128,512", prefill != NULL, "--prefill", 0, out, e);
+    if (!rc) rc = add_recipe(w, dt, batch ? batch : "1", batch != NULL, "--batch", 1, out, e);
     if (!rc && needs) rc = gc_llama_needs(&w->cfg, dt, w->cfg.max_seq, needs, e);
   }
   gc_weights_close(w);

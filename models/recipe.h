@@ -12,6 +12,10 @@
  * after it (rmsnorm_gemm, rmsnorm_gemm_swiglu); see llama.c. */
 #define GC_LLAMA_FUSE_MAX 8
 
+/* A batched decode step runs at most this many rows (sequences) in one
+ * pass: the decode passes of 1 to 16 rows the tuner covers. */
+#define GC_LLAMA_BATCH_MAX 16
+
 /* The dtypes the forward uses on a device: activations and KV cache in
  * act, weights as stored. */
 typedef struct gc_llama_dtypes {
@@ -28,6 +32,17 @@ typedef struct gc_llama_steps {
 void gc_llama_steps(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t, int64_t rows,
                     gc_llama_steps_t *s);
 
+/* The problems of a batched decode step of m rows, each row one token of
+ * its own sequence (gcore-serve): the single-sequence steps of m tokens
+ * with logits of every row, but rope_kv_batch and attention_batch (each
+ * row at its own position in its own KV-cache slot) and argmax of m rows. */
+void gc_llama_batch_steps(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t m,
+                          gc_llama_steps_t *s);
+
+/* Append to l every problem a batched decode step of m rows needs. */
+int gc_llama_batch_recipe(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t m,
+                          gc_problems_t *l, gc_err_t *e);
+
 /* Append to l every problem a forward of t tokens needs (t = 1: a decode
  * step). logits_rows: rows of the LM head (1, or t for all positions). */
 int gc_llama_recipe(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t,
@@ -35,7 +50,9 @@ int gc_llama_recipe(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t,
 
 /* Append to out, for every problem group of the forward, the range of
  * rows that passes of 1 to ctx tokens reach (logits of the last row or of
- * every row): what a bundle must serve so that any prompt runs. */
+ * every row) and that batched decode steps of 1 to GC_LLAMA_BATCH_MAX
+ * rows reach: what a bundle must serve so that any prompt runs, in
+ * gcore-run and in gcore-serve. */
 int gc_llama_needs(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t ctx,
                    gc_needs_t *out, gc_err_t *e);
 
@@ -52,7 +69,9 @@ void gc_llama_inv_freq(const gc_llama_config_t *c, double *out);
 
 /* The problems of a model for tuning or bundling: the recipe for a prefill
  * of each t in prefill (comma list; NULL: 128,512 capped to the context;
- * "none": no prefill) and a decode step of each batch row count (NULL: 1),
+ * "none": no prefill) and, for each batch row count b (NULL: 1), a decode
+ * step of b tokens of one sequence and (b <= GC_LLAMA_BATCH_MAX) a batched
+ * decode step of b rows,
  * in the dtypes of backend ("cpu", "cuda", "hip"), or of every backend when
  * NULL. needs (may be NULL) gets the rows every prompt length reaches.
  * quantize (NULL: none): the model's matrices as --quantize stores them. */
