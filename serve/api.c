@@ -154,10 +154,11 @@ static int completion_prompt(gc_api_t *a, json_object *p, gc_tok_ids_t *ids, gc_
   if (json_object_is_type(p, json_type_array)) {
     size_t n = json_object_array_length(p);
     if (!n) return gc_api_fail(err, 400, INVALID, NULL, "prompt", "'prompt' is empty");
+    json_object *x0 = json_object_array_get_idx(p, 0);
+    if (json_object_is_type(x0, json_type_string) || json_object_is_type(x0, json_type_array))
+      return gc_api_fail(err, 400, INVALID, NULL, "prompt", "one prompt per request");
     for (size_t i = 0; i < n; i++) {
       json_object *x = json_object_array_get_idx(p, i);
-      if (json_object_is_type(x, json_type_string) || json_object_is_type(x, json_type_array))
-        return gc_api_fail(err, 400, INVALID, NULL, "prompt", "one prompt per request");
       if (!json_object_is_type(x, json_type_int))
         return want(err, "prompt", "a string or an array of token ids", x);
       if (push_id(ids, json_object_get_int64(x), a, "prompt", err)) return err->status;
