@@ -15,8 +15,17 @@ has that length). It reports:
 Target on an H200 (issue 18): 8B fp16, 8 clients >= 5x one client, every
 stream equal.
 
+Equality needs a row's result not to depend on the rows beside it. By
+default a decode step has as many rows as requests are generating (1 .. N
+over a run), and the bundle may serve each row count with another kernel
+(another summation order: 16-bit rounding can then pick another token at a
+near tie); with --fixed-batch every step has --parallel rows, so one
+client's steps are the same problems as N clients', at the cost of the
+lone client's speed. The report says which was run.
+
 usage: bench/serve_bench.py [--shape 8b] [--clients 8] [--tokens 256] [--prompt 128]
                             [--backend cuda] [--arch sm_90a] [--budget N | --db PATH] [--out DIR]
+                            [--fixed-batch]
 Needs bin/ built (gcore-serve, gcore-tune, gcore-gen) and numpy. With
 --budget N it first tunes the model's prefill of --prompt tokens and its
 batched decode steps of 1 .. --clients rows (gcore-tune --batch 1,...,N);
@@ -124,6 +133,8 @@ def main():
     ap.add_argument("--budget", default=None, help="tune first: gcore-tune candidates per problem")
     ap.add_argument("--db", default=None, help="the tuning database (default: OUT/tune.db)")
     ap.add_argument("--ctx", type=int, default=1024)
+    ap.add_argument("--fixed-batch", action="store_true",
+                    help="gcore-serve --fixed-batch: every decode step runs --parallel rows")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-serve"))
     a = ap.parse_args()
     if a.shape == "tiny" and a.backend == "cuda":
@@ -141,7 +152,8 @@ def main():
              "--budget", a.budget, "--no-progress", env=env)
         print(f"tuned in {time.time() - t0:.0f} s")
     srv = Server(["-m", d, "--backend", a.backend, "--port", 0, "--parallel", a.parallel or n, "--ctx", a.ctx,
-                  "--db", db, "--model-name", "bench"], env, os.path.join(a.out, "serve.log"))
+                  "--db", db, "--model-name", "bench", *(["--fixed-batch"] if a.fixed_batch else [])],
+                 env, os.path.join(a.out, "serve.log"))
     try:
         rng = random.Random(1)
         vocab = SHAPES[a.shape]["vocab"]
@@ -169,6 +181,7 @@ def main():
             at = next((k for k, (x, y) in enumerate(zip(s["ids"], m["ids"])) if x != y), min(len(s["ids"]), len(m["ids"])))
             diffs.append({"stream": i, "first_difference_at": at})
     res = {"shape": a.shape, "backend": a.backend, "clients": n, "prompt": a.prompt, "tokens": a.tokens,
+           "fixed_batch": a.fixed_batch,
            "one_client_tok_s": round(one_tps, 2), "one_client_ttft_s": round(sum(o["first"] - o["t0"] for o in singles) / n, 4),
            "n_clients_tok_s": round(many_tps, 2), "ratio": round(many_tps / one_tps, 3),
            "streams_equal": f"{equal}/{n}", "differences": diffs, "server_exit": rc}

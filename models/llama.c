@@ -462,14 +462,17 @@ int gc_llama_decode_batch(gc_llama_t *m, int M, const int *slots, const int32_t 
   if (M < 1 || M > m->slots)
     return gc_err_set(e, GC_EINVAL, "a batched step of %d rows; this model has %d slots", M, m->slots);
   int32_t stage[3 * BMAX];
-  int used = 0; /* bit per slot: each slot in at most one row */
+  int used = 0, first[BMAX]; /* bit per slot; the first row of each slot */
   int64_t sum = 0;
   for (int i = 0; i < M; i++) {
     int s = slots[i];
-    if (s < 0 || s >= m->slots || (used >> s & 1))
-      return gc_err_set(e, GC_EINVAL, "batch row %d: slot %d is not a free slot in 0 .. %d", i, s, m->slots - 1);
+    if (s < 0 || s >= m->slots)
+      return gc_err_set(e, GC_EINVAL, "batch row %d: slot %d is not one of 0 .. %d", i, s, m->slots - 1);
+    if (used >> s & 1 && tokens[i] != tokens[first[s]]) /* a repeat must be a copy: it writes the same row */
+      return gc_err_set(e, GC_EINVAL, "batch row %d: slot %d is in row %d with another token", i, s, first[s]);
     if (m->npos[s] >= m->ctx)
       return gc_err_set(e, GC_EINVAL, "slot %d: context full (%d positions)", s, m->ctx);
+    if (!(used >> s & 1)) first[s] = i;
     used |= 1 << s;
     stage[BMAX + i] = m->npos[s];
     stage[BMAX + M + i] = s;
@@ -489,6 +492,6 @@ int gc_llama_decode_batch(gc_llama_t *m, int M, const int *slots, const int32_t 
   if (!rc) rc = results(m, m->bstep, M, logits, next, e);
   if (rc) return rc;
   if (m->prof && gc_prof_collect(m->prof, gc_now() - t0, e)) return e->code;
-  for (int i = 0; i < M; i++) m->npos[slots[i]]++;
+  for (int s = 0; s < m->slots; s++) m->npos[s] += used >> s & 1;
   return GC_OK;
 }

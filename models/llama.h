@@ -58,8 +58,10 @@ int gc_llama_slot_forward(gc_llama_t *m, int slot, const int32_t *tokens, int t,
                           int32_t *next, gc_err_t *e);
 
 /* One batched decode step of M rows (1 .. gc_llama_slots): row i runs
- * tokens[i] at the current position of slot slots[i] (distinct slots,
- * none full) and appends it there. Writes the logits of every row
+ * tokens[i] at the current position of slot slots[i] (none full) and
+ * appends it there. A row may repeat an earlier row's slot and token: it
+ * computes the same and writes the same cache row, and the slot advances
+ * once (padding, so that a step can have a fixed M). Writes the logits of every row
  * (fp32 [M, vocab]) to logits or, with next, the device's argmax of each
  * row to next[0..M). Steps of each M are captured as a graph on first use
  * and replayed after (positions and slots live in device memory).

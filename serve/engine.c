@@ -9,7 +9,8 @@
  * (at most prefill_chunk prompt tokens, so a long prompt never stalls the
  * others for long), then one batched decode step of every request that is
  * generating (M rows, M = 1 .. --parallel, one pass through the model:
- * gc_llama_decode_batch). Each sampled token is appended to its request's
+ * gc_llama_decode_batch; with --fixed-batch always --parallel rows, the
+ * missing ones copies of a real row). Each sampled token is appended to its request's
  * ids and text under the request's own lock `mu`, and its condition
  * variable wakes the connection thread that streams it. A request that
  * finishes (a stop token or string, max_tokens, a full context) or whose
@@ -323,8 +324,11 @@ static void decode_step(gc_engine_t *en) {
     M++;
   }
   if (!M) return;
+  int run = M;
+  for (; en->o.fixed_batch && run < en->o.parallel; run++) /* padding: copies of row 0, results dropped */
+    slots[run] = slots[0], toks[run] = toks[0];
   gc_err_t e = {0};
-  if (gc_llama_decode_batch(en->m, M, slots, toks, en->logits, all_greedy ? next : NULL, &e)) {
+  if (gc_llama_decode_batch(en->m, run, slots, toks, en->logits, all_greedy ? next : NULL, &e)) {
     fail_rows(en, rows, M, e.msg);
     return;
   }

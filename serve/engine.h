@@ -70,6 +70,8 @@ typedef struct gc_engine_opts {
   int parallel;           /* slots: requests decoded at once, 1 .. GC_LLAMA_BATCH_MAX */
   int max_queue;          /* requests waiting for a slot, at most */
   int prefill_chunk;      /* most prompt tokens in one pass between decode steps */
+  int fixed_batch;        /* every decode step runs `parallel` rows (copies of a real row pad
+                             it), so that a request's tokens never depend on how many run beside it */
   int no_graph;
 } gc_engine_opts_t;
 

@@ -354,6 +354,28 @@ def test_load_16_clients_20_requests(srv, tiny):
     print(f"{len(jobs)} requests in {elapsed:.1f} s")
 
 
+def test_fixed_batch(tiny):
+    """--fixed-batch: every decode step runs --parallel rows, the missing
+    ones copies of a real row (computed, dropped). Alone or 6 at once on 4
+    slots, every answer is gcore-run's."""
+    d, model, bundle = tiny
+    s = Server(model, bundle, "--parallel", 4, "--fixed-batch")
+    try:
+        rng = random.Random(11)
+        prompts = [[rng.randrange(VOCAB - 8) for _ in range(rng.randint(1, 30))] for _ in range(6)]
+        refs = reference_ids(tiny, prompts, 10)
+        body = lambda p: {"model": MODEL, "prompt": p, "max_tokens": 10, "temperature": 0, "ignore_eos": True,
+                          "return_token_ids": True}
+        alone = json.loads(s.post("/v1/completions", body(prompts[0]))[2])["choices"][0]["token_ids"]
+        assert alone == refs[0]
+        with ThreadPoolExecutor(6) as ex:
+            got = list(ex.map(lambda p: json.loads(s.post("/v1/completions", body(p))[2])["choices"][0]["token_ids"],
+                              prompts))
+        assert got == refs
+    finally:
+        check_clean_exit(s)
+
+
 # ---------------------------------------------------------------- bad input
 
 BAD = [

@@ -42,6 +42,8 @@ static const char usage[] =
     "                       default 4)\n"
     "  --max-queue N        requests waiting for a slot, at most; more get 503 (default 64)\n"
     "  --max-body BYTES     largest request body; larger get 413 (default 1048576)\n"
+    "  --fixed-batch        run every decode step with --parallel rows (padded), so that a request's\n"
+    "                       tokens do not depend on how many others run beside it (slower alone)\n"
     "  --no-graph           launch decode steps kernel by kernel instead of replaying a graph\n"
     "  -v, --verbose        one line per request on stderr\n"
     "device:\n"
@@ -51,7 +53,7 @@ static const char usage[] =
     "  --version            this tool's version\n";
 
 enum { O_VERSION = 256, O_TOKENIZER, O_HOST, O_PORT, O_PARALLEL, O_CTX, O_MAX_QUEUE, O_MAX_BODY,
-       O_MODEL_NAME, O_QUANTIZE, O_DB, O_CACHE, O_BACKEND, O_DEVICE, O_NOGRAPH };
+       O_MODEL_NAME, O_QUANTIZE, O_DB, O_CACHE, O_BACKEND, O_DEVICE, O_NOGRAPH, O_FIXED };
 
 static const struct option longopts[] = {
     {"model", 1, 0, 'm'},          {"bundle", 1, 0, 'b'},         {"tokenizer", 1, 0, O_TOKENIZER},
@@ -59,7 +61,8 @@ static const struct option longopts[] = {
     {"ctx", 1, 0, O_CTX},          {"max-queue", 1, 0, O_MAX_QUEUE}, {"max-body", 1, 0, O_MAX_BODY},
     {"model-name", 1, 0, O_MODEL_NAME}, {"quantize", 1, 0, O_QUANTIZE}, {"db", 1, 0, O_DB},
     {"cache", 1, 0, O_CACHE},      {"backend", 1, 0, O_BACKEND},  {"device", 1, 0, O_DEVICE},
-    {"no-graph", 0, 0, O_NOGRAPH}, {"verbose", 0, 0, 'v'},        {"help", 0, 0, 'h'},
+    {"no-graph", 0, 0, O_NOGRAPH}, {"fixed-batch", 0, 0, O_FIXED}, {"verbose", 0, 0, 'v'},
+    {"help", 0, 0, 'h'},
     {"version", 0, 0, O_VERSION},  {0, 0, 0, 0}};
 
 typedef struct serve_opts {
@@ -177,6 +180,7 @@ int main(int argc, char **argv) {
       case O_CACHE: o.en.cache = optarg; break;
       case O_BACKEND: o.en.backend = optarg; break;
       case O_NOGRAPH: o.en.no_graph = 1; break;
+      case O_FIXED: o.en.fixed_batch = 1; break;
       case 'v': o.http.verbose = 1; break;
       case O_PORT:
         if (gc_parse_i64(optarg, &v) || v < 0 || v > 65535) return bad_flag("--port", "a port from 0 to 65535");
