@@ -302,6 +302,9 @@ static void prefill_step(gc_engine_t *en) {
     return;
   }
   r->fed += t;
+  pthread_mutex_lock(&r->mu);
+  r->prefills++;
+  pthread_mutex_unlock(&r->mu);
   if (!last) return;
   int tok = next;
   if (!on_device && gc_sampler_sample(r->smp, en->logits, &tok, &e)) {

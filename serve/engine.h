@@ -45,6 +45,7 @@ typedef struct gc_srv_req {
   int status;              /* 0, or the HTTP status of a failure (500, 503) */
   char error[256];
   int cancelled;           /* the client went away: the engine frees the slot */
+  int prefills;            /* prompt passes run (ceil(nprompt / prefill_chunk) when done) */
   int refs;                /* holders (the HTTP side, the engine); the last frees it */
 
   /* engine only */

@@ -345,14 +345,14 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_
   if (!x) return;
   if (h->o.verbose) {
     const char *why = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)";
-    int prompt = 0, gen = 0;
+    int prompt = 0, passes = 0, gen = 0;
     if (x->r) {
       pthread_mutex_lock(&x->r->mu);
-      prompt = x->r->nprompt, gen = x->r->nids;
+      prompt = x->r->nprompt, passes = x->r->prefills, gen = x->r->nids;
       pthread_mutex_unlock(&x->r->mu);
     }
-    fprintf(stderr, "gcore-serve: %s %d%s: %d prompt + %d generated tokens, %.3f s%s\n", x->line, x->status,
-            x->q.stream ? " (stream)" : "", prompt, gen, gc_now() - x->t0, why);
+    fprintf(stderr, "gcore-serve: %s %d%s: %d prompt tokens (%d passes) + %d generated, %.3f s%s\n", x->line,
+            x->status, x->q.stream ? " (stream)" : "", prompt, passes, gen, gc_now() - x->t0, why);
   }
   *ctx = NULL;
   hreq_release(x);

@@ -354,6 +354,33 @@ def test_load_16_clients_20_requests(srv, tiny):
     print(f"{len(jobs)} requests in {elapsed:.1f} s")
 
 
+def test_prompts_in_chunks(tiny):
+    """--prefill-chunk 16: prompts of up to 200 tokens are prefilled 16
+    tokens at a time between the decode steps of the others (6 requests on
+    3 slots); every answer is still gcore-run's, which takes each prompt in
+    one pass, and -v's line of each request counts ceil(n / 16) passes (the
+    default, 512 capped at --ctx 256, takes each prompt in one)."""
+    d, model, bundle = tiny
+    rng = random.Random(5)
+    sizes = (200, 17, 16, 15, 64, 1)
+    prompts = [[rng.randrange(VOCAB - 8) for _ in range(n)] for n in sizes]
+    refs = reference_ids(tiny, prompts, 12)
+    body = lambda p: {"model": MODEL, "prompt": p, "max_tokens": 12, "temperature": 0, "ignore_eos": True,
+                      "return_token_ids": True}
+    for chunk in (16, None):
+        s = Server(model, bundle, "--parallel", 3, "-v", *(("--prefill-chunk", chunk) if chunk else ()))
+        try:
+            with ThreadPoolExecutor(6) as ex:
+                got = list(ex.map(lambda p: json.loads(s.post("/v1/completions", body(p))[2]), prompts))
+            assert [g["choices"][0]["token_ids"] for g in got] == refs
+            assert [len(g["choices"][0]["prompt_token_ids"]) for g in got] == list(sizes)
+        finally:
+            check_clean_exit(s)
+        passes = sorted(tuple(map(int, m)) for m in
+                        re.findall(r"POST '/v1/completions' 200: (\d+) prompt tokens \((\d+) passes\)", "".join(s.lines)))
+        assert passes == sorted((n, -(-n // (chunk or CTX))) for n in sizes), "".join(s.lines)
+
+
 def test_fixed_batch(tiny):
     """--fixed-batch: every decode step runs --parallel rows, the missing
     ones copies of a real row (computed, dropped). Alone or 6 at once on 4

@@ -42,6 +42,8 @@ static const char usage[] =
     "                       default 4)\n"
     "  --max-queue N        requests waiting for a slot, at most; more get 503 (default 64)\n"
     "  --max-body BYTES     largest request body; larger get 413 (default 1048576)\n"
+    "  --prefill-chunk N    most prompt tokens in one pass between decode steps (default 512): a long\n"
+    "                       prompt is taken in parts, so that the others' tokens keep flowing\n"
     "  --fixed-batch        run every decode step with --parallel rows (padded), so that a request's\n"
     "                       tokens do not depend on how many others run beside it (slower alone)\n"
     "  --no-graph           launch decode steps kernel by kernel instead of replaying a graph\n"
@@ -53,7 +55,7 @@ static const char usage[] =
     "  --version            this tool's version\n";
 
 enum { O_VERSION = 256, O_TOKENIZER, O_HOST, O_PORT, O_PARALLEL, O_CTX, O_MAX_QUEUE, O_MAX_BODY,
-       O_MODEL_NAME, O_QUANTIZE, O_DB, O_CACHE, O_BACKEND, O_DEVICE, O_NOGRAPH, O_FIXED };
+       O_MODEL_NAME, O_QUANTIZE, O_DB, O_CACHE, O_BACKEND, O_DEVICE, O_NOGRAPH, O_FIXED, O_CHUNK };
 
 static const struct option longopts[] = {
     {"model", 1, 0, 'm'},          {"bundle", 1, 0, 'b'},         {"tokenizer", 1, 0, O_TOKENIZER},
@@ -62,6 +64,7 @@ static const struct option longopts[] = {
     {"model-name", 1, 0, O_MODEL_NAME}, {"quantize", 1, 0, O_QUANTIZE}, {"db", 1, 0, O_DB},
     {"cache", 1, 0, O_CACHE},      {"backend", 1, 0, O_BACKEND},  {"device", 1, 0, O_DEVICE},
     {"no-graph", 0, 0, O_NOGRAPH}, {"fixed-batch", 0, 0, O_FIXED}, {"verbose", 0, 0, 'v'},
+    {"prefill-chunk", 1, 0, O_CHUNK},
     {"help", 0, 0, 'h'},
     {"version", 0, 0, O_VERSION},  {0, 0, 0, 0}};
 
@@ -133,7 +136,8 @@ static int serve(serve_opts_t *o, gc_err_t *e) {
   if (!rc && o->en.ctx <= 0) o->en.ctx = w->cfg.max_seq < 4096 ? w->cfg.max_seq : 4096;
   if (!rc && o->en.ctx > w->cfg.max_seq)
     rc = gc_err_set(e, GC_EINVAL, "--ctx %d is over the model's %d positions", o->en.ctx, w->cfg.max_seq);
-  if (!rc) o->en.prefill_chunk = o->en.ctx < 512 ? o->en.ctx : 512;
+  if (!rc && !o->en.prefill_chunk) o->en.prefill_chunk = 512;
+  if (!rc && o->en.prefill_chunk > o->en.ctx) o->en.prefill_chunk = o->en.ctx;
   if (!rc) rc = setup_api(o, w, tok, &api, id, sizeof id, e);
   if (!rc) rc = gc_engine_start(&o->en, w, tok, &en, e);
   if (!rc) rc = gc_http_start(&o->http, &api, en, &h, e);
@@ -194,6 +198,10 @@ int main(int argc, char **argv) {
       case O_CTX:
         if (gc_parse_i64(optarg, &v) || v < 2 || v > (1 << 24)) return bad_flag("--ctx", "positions >= 2");
         o.en.ctx = (int)v;
+        break;
+      case O_CHUNK:
+        if (gc_parse_i64(optarg, &v) || v < 1 || v > (1 << 20)) return bad_flag("--prefill-chunk", "tokens >= 1");
+        o.en.prefill_chunk = (int)v;
         break;
       case O_MAX_QUEUE:
         if (gc_parse_i64(optarg, &v) || v < 1 || v > 100000) return bad_flag("--max-queue", "1 to 100000 requests");
