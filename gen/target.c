@@ -92,7 +92,7 @@ static int cuda_target(const char *s, gc_target_t *t, gc_err_t *e) {
 }
 
 /* AMD: the ISAs gcore builds for, with the figures the occupancy formula
- * (gen/amd_meta.c) and the default heuristic use. Sources: LLVM
+ * (gen/resources.c) and the default heuristic use. Sources: LLVM
  * AMDGPUUsage (processor table), AMDGPUBaseInfo.cpp (VGPR file, granule,
  * waves per EU), and AMD's CDNA2/CDNA3/RDNA3 ISA guides and product pages
  * (CU counts: MI250X GCD 110, MI300X 304, RX 7900 XTX 96). */

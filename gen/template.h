@@ -57,7 +57,7 @@ typedef struct gc_template {
 typedef struct gc_templates {
   gc_template_t *v;
   int n;
-  char *prelude[3];             /* cpu, cuda, hip (gc_tpl_prelude picks) */
+  char *prelude[3];             /* cpu, cuda, hip (prelude_index picks) */
 } gc_templates_t;
 
 /* Parse src (n bytes, from path) into t. Errors name path:line and what is

@@ -479,7 +479,7 @@ static int timed_launch(gc_check_t *c, gc_launch_fn fn, void *ctx, int chain, in
 
 int gc_check_time(gc_check_t *c, gc_launch_fn fn, void *ctx, const gc_time_opts_t *o,
                   gc_timing_t *t, gc_err_t *e) {
-  gc_time_opts_t d = {.warmup = 2, .min_iters = 5, .max_iters = 2000, .min_time = 0.2};
+  gc_time_opts_t d = {.warmup = 2, .min_iters = 5, .max_iters = GC_TIME_MAX_ITERS, .min_time = 0.2};
   if (o) d = *o;
   memset(t, 0, sizeof *t);
   double *s = gc_malloc((size_t)d.max_iters * sizeof *s, e);

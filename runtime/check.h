@@ -21,10 +21,13 @@ typedef struct gc_verify {
   char why[400];    /* first failure */
 } gc_verify_t;
 
+/* The most timed launches of one measurement, when the options do not say. */
+#define GC_TIME_MAX_ITERS 500
+
 typedef struct gc_time_opts {
   int warmup;       /* launches before timing (default 2) */
   int min_iters;    /* default 5 */
-  int max_iters;    /* default 2000 */
+  int max_iters;    /* default GC_TIME_MAX_ITERS */
   double min_time;  /* seconds of timed launches to aim for (default 0.2) */
   size_t flush;     /* bytes passed through the cache before each timed
                        launch to evict it (cold-cache timing, gc_dev_flush:

@@ -183,7 +183,7 @@ static int run_op(const char *bundle, const char *backend, int ordinal, const gc
   if (!rc && dump_dir) rc = dump(chk, p, dump_dir, e);
   if (!rc && !v.ok) rc = gc_err_set(e, GC_EVERIFY, "%s: kernel %s %s is wrong: %s", key,
                                     ctx.k->d.template_name, ctx.k->d.params, v.why);
-  gc_time_opts_t topt = {.warmup = 2, .min_iters = 5, .max_iters = 2000, .min_time = min_time,
+  gc_time_opts_t topt = {.warmup = 2, .min_iters = 5, .max_iters = GC_TIME_MAX_ITERS, .min_time = min_time,
                          .flush = dev ? gc_check_default_flush(dev) : 0};
   if (!rc) rc = gc_check_time(chk, launch, &ctx, &topt, &t, e);
   if (!rc) {

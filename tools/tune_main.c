@@ -171,7 +171,7 @@ int main(int argc, char **argv) {
   o.timeout_s = 60;
   o.margin = 0.02;
   /* flush: the worker sets it per device, and chain for @pdl kernels */
-  o.timing = (gc_time_opts_t){.warmup = 2, .min_iters = 5, .max_iters = 500, .min_time = 0.2};
+  o.timing = (gc_time_opts_t){.warmup = 2, .min_iters = 5, .max_iters = GC_TIME_MAX_ITERS, .min_time = 0.2};
   o.progress = isatty(2);
   o.strategy = GC_SEARCH_LOCAL;
   o.budget_n = GC_TUNE_DEFAULT_BUDGET;
