@@ -41,10 +41,12 @@ struct gc_engine {
   int started, start_rc;
   gc_err_t start_err;
   int stopping;
+  int joined;                  /* gc_engine_stop ran: the thread is gone, the device closed */
   gc_srv_req_t **queue;        /* [max_queue] FIFO ring */
   int qhead, qlen;
   int active;                  /* requests in slots */
   int64_t seq;
+  int64_t steps;               /* batched decode steps run */
   /* engine only */
   gc_dev_t *dev;
   gc_rt_t *rt;
@@ -335,6 +337,7 @@ static void decode_step(gc_engine_t *en) {
     fail_rows(en, rows, M, e.msg);
     return;
   }
+  en->steps++;
   int vocab = en->w->cfg.vocab_size;
   for (int i = 0; i < M; i++) {
     int tok = next[i];
@@ -383,8 +386,14 @@ static void admit(gc_engine_t *en) {
 
 /* Fail everything waiting or running: the server is stopping. */
 static void drain(gc_engine_t *en) {
-  for (int s = 0; s < en->o.parallel; s++)
-    if (en->slot[s]) fail_rows(en, &en->slot[s], 1, "the server is shutting down");
+  for (int s = 0; s < en->o.parallel; s++) {
+    gc_srv_req_t *r = en->slot[s];
+    if (!r) continue;
+    pthread_mutex_lock(&r->mu);
+    req_done(r, NULL, 503, "the server is shutting down");
+    pthread_mutex_unlock(&r->mu);
+    end_req(en, r);
+  }
   pthread_mutex_lock(&en->mu);
   while (en->qlen) {
     gc_srv_req_t *r = en->queue[en->qhead];
@@ -425,6 +434,8 @@ static void *engine_main(void *arg) {
       nanosleep(&(struct timespec){en->step_delay_ms / 1000, en->step_delay_ms % 1000 * 1000000L}, NULL);
   }
   drain(en);
+  fprintf(stderr, "gcore-serve: %lld decode steps, %lld of them replayed from a graph\n", (long long)en->steps,
+          (long long)gc_llama_graph_replays(en->m));
   return NULL;
 }
 
@@ -461,7 +472,7 @@ int gc_engine_start(const gc_engine_opts_t *o, const gc_llama_weights_t *w, cons
   pthread_mutex_unlock(&en->mu);
   if (rc) {
     *e = en->start_err;
-    gc_engine_stop(en);
+    gc_engine_free(en);
     return rc;
   }
   *out = en;
@@ -488,6 +499,17 @@ void gc_engine_cancel(gc_engine_t *en, gc_srv_req_t *r) {
   pthread_mutex_lock(&r->mu);
   r->cancelled = 1;
   pthread_mutex_unlock(&r->mu);
+  /* still queued: out of the queue at once (its place is free for the next
+   * request), the engine's reference dropped; in a slot: reap() frees it */
+  for (int i = 0; i < en->qlen; i++) {
+    int at = (en->qhead + i) % en->o.max_queue;
+    if (en->queue[at] != r) continue;
+    for (int j = i; j + 1 < en->qlen; j++)
+      en->queue[(en->qhead + j) % en->o.max_queue] = en->queue[(en->qhead + j + 1) % en->o.max_queue];
+    en->qlen--;
+    gc_srv_req_release(r); /* not the last: the caller holds one */
+    break;
+  }
   pthread_cond_signal(&en->cv);
   pthread_mutex_unlock(&en->mu);
 }
@@ -502,13 +524,22 @@ void gc_engine_load(gc_engine_t *en, int *active, int *queued) {
 void gc_engine_stop(gc_engine_t *en) {
   if (!en) return;
   pthread_mutex_lock(&en->mu);
+  int joined = en->joined;
   en->stopping = 1;
+  en->joined = 1;
   pthread_cond_signal(&en->cv);
   pthread_mutex_unlock(&en->mu);
+  if (joined) return;
   pthread_join(en->thread, NULL);
   gc_llama_free(en->m);
   gc_rt_close(en->rt);
   gc_dev_close(en->dev);
+  en->m = NULL, en->rt = NULL, en->dev = NULL;
+}
+
+void gc_engine_free(gc_engine_t *en) {
+  if (!en) return;
+  gc_engine_stop(en);
   free(en->logits);
   free(en->queue);
   pthread_cond_destroy(&en->ready_cv);

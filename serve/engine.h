@@ -89,14 +89,17 @@ enum { GC_SUBMIT_OK = 0, GC_SUBMIT_FULL, GC_SUBMIT_STOPPING };
  * GC_SUBMIT_FULL when max_queue requests are already waiting,
  * GC_SUBMIT_STOPPING once the server is shutting down. */
 int gc_engine_submit(gc_engine_t *en, gc_srv_req_t *r);
-/* The client of r went away: the engine drops it (from the queue, or its
- * slot at its next step). */
+/* The client of r went away: the engine drops it (from the queue at once,
+ * or from its slot at its next step). The caller must still hold r. */
 void gc_engine_cancel(gc_engine_t *en, gc_srv_req_t *r);
 /* Requests running in slots and waiting for one. */
 void gc_engine_load(gc_engine_t *en, int *active, int *queued);
 /* Fail every waiting and running request (503), stop the thread, free the
- * model and the device. */
+ * model and the device. The engine stays valid for the HTTP side's last
+ * calls (a submit then gets GC_SUBMIT_STOPPING) until gc_engine_free. */
 void gc_engine_stop(gc_engine_t *en);
+/* Stop (if not yet) and free the engine: after the HTTP side has stopped. */
+void gc_engine_free(gc_engine_t *en);
 
 /* Facts for the HTTP side, fixed after start. */
 int gc_engine_ctx(const gc_engine_t *en);

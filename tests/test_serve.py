@@ -41,7 +41,7 @@ class Server:
     def __init__(self, model, bundle, *args, env=None):
         e = dict(os.environ)
         e.update(env or {})
-        self.p = subprocess.Popen([os.path.join(BIN, "gcore-serve"), "-m", model, "-b", bundle,
+        self.p = subprocess.Popen([os.path.join(BIN, "gcore-serve"), "-m", model, *(("-b", bundle) if bundle else ()),
                                    "--port", "0", *map(str, args)], stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True, env=e)
         self.lines = []
@@ -600,6 +600,94 @@ def test_disconnects(slow):
     assert status == 200 and json.loads(text)["usage"]["completion_tokens"] == 4
 
 
+def test_queued_clients_that_leave_free_their_places(slow):
+    """Clients that leave while their requests wait for a slot: out of the
+    queue at once (/health's queued drops, their places take new requests),
+    never run."""
+    streams = [open_stream(slow) for _ in range(2)]
+    wait_for(lambda: slow.health()["active"] == 2, "two active requests")
+    body = json.dumps({"model": MODEL, "prompt": [4], "max_tokens": 3}).encode()
+    waiting = []
+    for _ in range(2):
+        s = socket.create_connection(("127.0.0.1", slow.port))
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        waiting.append(s)
+    wait_for(lambda: slow.health()["queued"] == 2, "two queued requests")
+    for s in waiting:
+        s.close()
+    wait_for(lambda: slow.health()["queued"] == 0, "the queue to empty while both slots are busy", timeout=2)
+    assert slow.health()["active"] == 2
+    # the queue has its two places again: two more wait, neither gets 503
+    done = []
+    threads = [threading.Thread(target=lambda: done.append(slow.post("/v1/completions", json.loads(body))[0]))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    wait_for(lambda: slow.health()["queued"] == 2, "two new queued requests")
+    for s in streams:
+        s.close()
+    for t in threads:
+        t.join(timeout=30)
+    assert done == [200, 200]
+    wait_for(lambda: slow.health() == {"status": "ok", "slots": 2, "active": 0, "queued": 0}, "free slots")
+
+
+def test_name_tokenizer_graphs_and_built_bundle(tiny, tmp_path, cache_dir):
+    """A model directory without a tokenizer: prompts must be ids, chats are
+    refused; --tokenizer from elsewhere gives text prompts and the chat
+    template back. Without -b the bundle is built from --db into --cache (as
+    gcore-run's, whose answers it gives); --model-name names the model;
+    decode steps replay graphs unless --no-graph (the closing line counts
+    them)."""
+    d, model, bundle = tiny
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for f in os.listdir(model):
+        if not f.startswith("tokenizer"):
+            shutil.copy(os.path.join(model, f), bare / f)
+    env = {"GCORE_CACHE": cache_dir}
+    flags = ("--db", tmp_path / "none.db", "--cache", cache_dir)
+    ref = run_tool("gcore-run", "-m", bare, "--tokenizer", model, *flags, "--json", "-p", "Hello there", "-n", 8,
+                   "--temp", 0, "--ignore-eos", env=env)
+    assert ref.rc == 0, ref
+    ref = json.loads(ref.out.splitlines()[0])
+    for graphs in (True, False):
+        s = Server(str(bare), None, *flags, "--parallel", 2, "--model-name", "llama-x", "--tokenizer", model,
+                   *(() if graphs else ("--no-graph",)), env=env)
+        try:
+            assert any("bundle" in l and "0 of " in l and "problems tuned (no tuning database at" in l
+                       for l in s.lines), s.lines
+            status, _, text = s.request("GET", "/v1/models")
+            assert [m["id"] for m in json.loads(text)["data"]] == ["llama-x"]
+            body = {"model": "llama-x", "prompt": "Hello there", "max_tokens": 8, "temperature": 0,
+                    "ignore_eos": True, "return_token_ids": True}
+            status, _, text = s.post("/v1/completions", body)
+            assert status == 200, text
+            c = json.loads(text)["choices"][0]
+            assert c["token_ids"] == ref["tokens"] and c["text"] == ref["text"]
+            status, _, text = s.post("/v1/completions", dict(body, model=MODEL))
+            assert status == 404 and json.loads(text)["error"]["code"] == "model_not_found"
+            status, _, text = s.post("/v1/chat/completions", {"model": "llama-x", "max_tokens": 2,
+                                                              "messages": [{"role": "user", "content": "Hi"}]})
+            assert status == 200, text
+        finally:
+            check_clean_exit(s)
+        steps = re.search(r"(\d+) decode steps, (\d+) of them replayed from a graph", "".join(s.lines))
+        assert steps and int(steps.group(1)) >= 8, s.lines
+        assert (int(steps.group(2)) > 0) == graphs, s.lines
+    s = Server(str(bare), bundle)
+    try:
+        status, _, text = s.post("/v1/completions", {"prompt": "Hello", "max_tokens": 2})
+        assert status == 400 and "no tokenizer" in json.loads(text)["error"]["message"], text
+        status, _, text = s.post("/v1/completions", {"prompt": [5, 6], "max_tokens": 2})
+        assert status == 200, text
+        status, _, text = s.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]})
+        assert status == 400 and json.loads(text)["error"]["param"] == "messages", text
+    finally:
+        check_clean_exit(s)
+
+
 def test_servers_exit_cleanly(srv, slow):
     """After everything above, both servers still answer, then stop on
     SIGTERM with exit code 0 and nothing from the sanitizers."""
@@ -608,11 +696,51 @@ def test_servers_exit_cleanly(srv, slow):
         check_clean_exit(s)
 
 
+def test_shutdown_answers_what_waits_and_runs(tiny):
+    """SIGTERM with a stream and a plain request in the two slots and one
+    request queued: the plain and the queued one get 503 in OpenAI's error
+    shape, the stream an error event; the server exits 0 and says how many
+    decode steps it ran."""
+    d, model, bundle = tiny
+    s = Server(model, bundle, "--parallel", 2, env={"GCORE_SERVE_STEP_DELAY_MS": "20"})
+    body = {"model": MODEL, "prompt": [1, 2, 3], "max_tokens": 250, "ignore_eos": True}
+    got = {}
+    def ask(key, b):
+        got[key] = s.post("/v1/completions", b)
+    stream = threading.Thread(target=ask, args=("stream", dict(body, stream=True)))
+    stream.start()
+    wait_for(lambda: s.health()["active"] == 1, "the stream to start")
+    plain = threading.Thread(target=ask, args=("plain", body))
+    plain.start()
+    wait_for(lambda: s.health()["active"] == 2, "the plain request to start")
+    queued = threading.Thread(target=ask, args=("queued", body))
+    queued.start()
+    wait_for(lambda: s.health()["queued"] == 1, "a queued request")
+    rc, err = s.stop()
+    for t in (stream, plain, queued):
+        t.join(timeout=30)
+    assert rc == 0, err
+    for key in ("plain", "queued"):
+        status, headers, text = got[key]
+        assert status == 503, (key, got[key])
+        assert json.loads(text)["error"]["message"] == "the server is shutting down", (key, text)
+    status, _, text = got["stream"]
+    assert status == 200
+    events = sse(text)
+    assert "shutting down" in events[-1]["error"]["message"], events[-1]
+    assert all("error" not in e for e in events[:-1]) and len(events) > 1
+    assert re.search(r"\d+ decode steps, \d+ of them replayed from a graph", err), err
+    for mark in SANITIZER_MARKS:
+        assert mark not in err, err
+
+
 def test_startup_errors(tiny, tmp_path):
     """Bad flags and files: one line, exit code 1 or 2, nothing served."""
     d, model, bundle = tiny
-    r = run_tool("gcore-serve", "-m", model, "-b", bundle, "--parallel", 17)
-    assert r.rc == 2 and "--parallel" in r.err
+    for flag, value in (("--parallel", 17), ("--parallel", 0), ("--prefill-chunk", 0), ("--prefill-chunk", "x"),
+                        ("--max-queue", 0), ("--max-body", -1), ("--ctx", 1), ("--port", 70000)):
+        r = run_tool("gcore-serve", "-m", model, "-b", bundle, flag, value)
+        assert r.rc == 2 and flag in r.err, (flag, value, r)
     r = run_tool("gcore-serve", "-m", str(tmp_path / "nothing"), "-b", bundle, "--port", 0)
     assert r.rc == 1 and r.err.startswith("gcore-serve: ") and len(r.err.strip().splitlines()) == 1, r
     r = run_tool("gcore-serve", "-m", model, "-b", bundle, "--host", "no.such.host.invalid", "--port", 0)

@@ -155,7 +155,8 @@ static int serve(serve_opts_t *o, gc_err_t *e) {
     fprintf(stderr, "gcore-serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   }
   gc_engine_stop(en); /* fails what is waiting, so no connection waits for a token */
-  gc_http_stop(h);
+  gc_http_stop(h);    /* its connection threads may still call the engine until here */
+  gc_engine_free(en);
   pthread_mutex_destroy(&api.tok_mu);
   gc_tok_free(tok);
   gc_weights_close(w);
