@@ -28,7 +28,7 @@ typedef struct gc_texpr {
   char doc[160];
 } gc_texpr_t;
 
-#define GC_TPL_OPS 4
+#define GC_TPL_OPS 8
 
 typedef struct gc_template {
   char name[64], op[GC_OP_NAME], backend[8], kernel[64]; /* op: the first of ops */
