@@ -45,7 +45,8 @@ struct gc_llama {
   gc_prof_t *prof;
   gc_dptr_t *owned;             /* [nowned]: allocations to free (cap: capowned) */
   int nowned, capowned;
-  gc_llama_weights_t *dense;    /* TEMPORARY: dense copies of quantized weights */
+  gc_llama_weights_t *conv;     /* tensors converted to the forward's dtypes (F32 norms of
+                                   an F16 GGUF, the dense parts of a quantized model), or NULL */
 };
 
 /* ---- device memory ------------------------------------------------------- */
@@ -131,7 +132,7 @@ static int resolve_kernels(gc_llama_t *m, gc_err_t *e) {
   int64_t ts[2] = {1, m->max_t};
   for (int i = 0; i < 2; i++) {
     gc_problems_t l = {0};
-    int rc = gc_llama_recipe(&m->cfg, m->dt, ts[i], 1, &l, e);
+    int rc = gc_llama_recipe(&m->cfg, &m->dt, ts[i], 1, &l, e);
     for (int j = 0; !rc && j < l.n; j++) {
       const gc_rt_kernel_t *k;
       rc = gc_rt_find(m->rt, &l.v[j], &k, e);
@@ -157,10 +158,14 @@ int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int
   m->graphs = 1;
   int rc = gc_llama_dtypes_for(w, gc_dev_info(dev)->backend, &m->dt, e);
   if (!rc) rc = resolve_kernels(m, e);
-  /* TEMPORARY, until the templates read block formats: the forward runs on
-     dense copies of whatever is not in the weight dtype (quantized tensors) */
-  if (!rc) rc = gc_weights_dequantize(w, (gc_st_dtype_t)m->dt.weight, &m->dense, e);
-  if (m->dense) w = m->dense;
+  /* Block formats stay as stored (the kernels dequantize); what a step
+     takes in another dtype is converted once (gc_llama_dtypes_for). */
+  gc_st_dtype_t *to = rc ? NULL : gc_malloc(gc_weights_count(w) * sizeof *to, e);
+  if (!rc && !to) rc = GC_ENOMEM;
+  if (!rc) gc_llama_tensor_dtypes(w, &m->dt, to);
+  if (!rc) rc = gc_weights_as(w, to, &m->conv, e);
+  free(to);
+  if (m->conv) w = m->conv;
   if (!rc && !(m->layers = gc_calloc((size_t)m->cfg.n_layers, sizeof *m->layers, e))) rc = GC_ENOMEM;
   for (int l = 0; !rc && l < m->cfg.n_layers; l++) rc = place_layer(m, &w->layers[l], &m->layers[l], e);
   if (!rc) rc = place(m, &w->tok_embeddings, &m->tok_emb, e);
@@ -169,9 +174,9 @@ int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int
                                                               : place(m, &w->classifier, &m->cls, e);
   if (!rc) rc = upload_freqs(m, e);
   if (!rc) rc = alloc_activations(m, e);
-  if (m->dense && !gc_dev_info(dev)->host_memory) { /* uploaded: the host copies can go */
-    gc_weights_close(m->dense);
-    m->dense = NULL;
+  if (m->conv && !gc_dev_info(dev)->host_memory) { /* uploaded: the host copies can go */
+    gc_weights_close(m->conv);
+    m->conv = NULL;
   }
   if (rc) {
     gc_llama_free(m);
@@ -186,7 +191,7 @@ void gc_llama_free(gc_llama_t *m) {
   for (int i = 0; i < 2; i++) gc_dev_graph_destroy(m->dev, m->decode_graph[i]);
   for (int i = 0; i < m->nowned; i++) gc_dev_free(m->dev, m->owned[i]);
   free(m->owned);
-  gc_weights_close(m->dense);
+  gc_weights_close(m->conv);
   free(m->layers);
   free(m);
 }
@@ -258,7 +263,7 @@ int gc_llama_forward(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
  * steps (tokens, position) is in device memory, so a capture replays. */
 static int launch_forward(gc_llama_t *m, int t, int rows, int argmax, gc_err_t *e) {
   gc_llama_steps_t s;
-  gc_llama_steps(&m->cfg, m->dt, t, rows, &s);
+  gc_llama_steps(&m->cfg, &m->dt, t, rows, &s);
   gc_op_scalars_t sc = {(float)m->cfg.rms_norm_eps, m->npos, 0, 1.0f};
   size_t a = gc_dtype_size(m->dt.act);
   gc_dptr_t last = m->x + (gc_dptr_t)((size_t)(t - rows) * (size_t)m->cfg.dim * a);
@@ -267,8 +272,10 @@ static int launch_forward(gc_llama_t *m, int t, int rows, int argmax, gc_err_t *
                   head[] = {m->xn, m->cls, m->logits}, fhead[] = {last, m->cls, m->logits, m->norm},
                   am[] = {last_logits, m->tokens};
   if (run(m, &s.embed, &sc, emb, e)) return e->code;
-  for (int l = 0; l < m->cfg.n_layers; l++)
+  for (int l = 0; l < m->cfg.n_layers; l++) {
+    gc_llama_layer_steps(&m->dt, l, &s); /* the layer's weight dtypes */
     if (layer(m, &s, &m->layers[l], e)) return e->code;
+  }
   if (s.fused ? run(m, &s.head, &sc, fhead, e)
               : run(m, &s.fnorm, &sc, fn, e) || run(m, &s.head, &sc, head, e))
     return e->code;
