@@ -274,3 +274,30 @@ def test_gguf_and_quantize_without_a_bundle(gc, kind):
     assert r.rc == 0, r
     assert "bundle" in r.err, r
     assert json_of(r)["tokens"] == ref.ids
+
+
+def test_quantized_weights_stay_quantized(gc, bundles):
+    """The bundle of a Q4_K_M-like file computes on the blocks: the matrix
+    steps' problems name Q4_K (gate/up) and Q6_K (tinygguf's mix: attn_output,
+    ffn_down, the LM head), the
+    embedding gather reads the Q4_K table, all through the quantized
+    templates; only the stacked QKV step, whose parts differ (Q6_K attn_v
+    beside Q4_K attn_q/attn_k), runs dense (its parts dequantized at load)."""
+    import sqlite3
+    path = str(gc.dir / "mix.gguf")
+    G.write_model(path, qtype=G.MIXED, seed=0, **CFG)
+    with sqlite3.connect(bundles.get(path, G.MIXED)) as c:
+        # the CPU recipe's problems (gcore-gen's workload has the GPUs' f16 ones too)
+        rows = set(c.execute("SELECT op, tb, n, template FROM dispatch WHERE ta = 'f32'").fetchall())
+    D, F, V = CFG["dim"], CFG["hidden_dim"], CFG["vocab"]
+    by = {}
+    for op, tb, n, tpl in rows:
+        by.setdefault((op, n), set()).add((tb, tpl))
+    assert {tb for tb, _ in by[("embed", D)]} == {"q4_k"}
+    assert {tb for tb, _ in by[("gemm_add", D)]} == {"q6_k"}              # attn_output, ffn_down
+    assert {tb for tb, _ in by[("rmsnorm_gemm_swiglu", F)]} == {"q4_k"}
+    assert {tb for tb, _ in by[("rmsnorm_gemm", V)]} == {"q6_k"}          # the LM head
+    qkv = (CFG["n_heads"] + 2 * CFG["n_kv_heads"]) * (D // CFG["n_heads"])
+    assert {tb for tb, _ in by[("rmsnorm_gemm", qkv)]} == {"f32"}         # the mixed stack
+    quant_tpls = {tpl for key, v in by.items() for tb, tpl in v if tb.startswith("q")}
+    assert quant_tpls <= {"gemv_q_cpu", "gemm_q_cpu", "embed_q_cpu"}, quant_tpls
