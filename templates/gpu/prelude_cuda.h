@@ -434,4 +434,184 @@ template <int N, class T> GC_DEVICE void gc_stv(T *p, const float *x) {
 #define LOADV_C(n, p, i, o) gc_ldv<n>((const TC *)(p) + (i), (o))
 #define STOREV_C(n, p, i, x) gc_stv<n>((TC *)(p) + (i), (x))
 
+
+/* ------------------------------------------------------------------ */
+/* Block formats: the vendor's two primitives, then the shared block   */
+/* ------------------------------------------------------------------ */
+/* The half with bits h, exactly, as a float. */
+GC_DEVICE float gc_h2f_bits(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)h)); }
+/* Byte i of w as a float: 2^23 + byte built by a byte permute, minus 2^23. */
+GC_DEVICE float gc_ubyte_f(uint32_t w, int i) {
+  return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u | (unsigned)i)) - 8388608.0f;
+}
+
+/* ================================================================== */
+/* >>> gc-quant: ggml's block formats, for B (the weights)             */
+/* ================================================================== */
+/* The same text in prelude_cuda.h and prelude_hip.h (tests/
+ * test_gpu_compile.py checks it), after each vendor's gc_h2f_bits and
+ * gc_ubyte_f. base/quant.h describes each format once (bytes, order of
+ * elements, dequantization); the functions below follow it, and the op
+ * case table pins them (tests/test_ops.py, against tests/ggufq.py).
+ *
+ * Kernels see a block of QK elements (32 or 256, GC_QK) as QK/32 units of
+ * 32 consecutive elements, and a unit as four parts t = 0..3 of 8
+ * elements: 4t..4t+3 and 16+4t..16+4t+3 (the k's an mma fragment's lane
+ * t holds; a SIMT lane may take any part). For part t of unit u,
+ * GCQ_BYTES8(b, u, t, lo, hi) gives the elements' levels plus GC_QBIAS as
+ * bytes (lo: the first four, hi: the last four), and GCQ_SCALE(b, u, d0,
+ * d1, mn) the unit's scales: element l of the unit is
+ *     y = fl(d · q) − mn   with d = d0 for l < 16, d1 for l >= 16,
+ * q = byte − GC_QBIAS a small integer; d·q is exact in fp32 (a half times
+ * integers of at most 13 bits in all) and mn is 0 but for Q4_K/Q5_K
+ * (GC_QMIN), so y is the value base/quant.h gives. Reads are 16-bit (or
+ * 32-bit where the format keeps fields 4-byte aligned: Q4_K, Q5_K), so a
+ * block may sit at any even address, global or shared. */
+#define GC_Q8_0 5
+#define GC_Q4_0 6
+#define GC_Q4_K 7
+#define GC_Q5_K 8
+#define GC_Q6_K 9
+#define GC_DTNAME_5 q8_0
+#define GC_DTNAME_6 q4_0
+#define GC_DTNAME_7 q4_k
+#define GC_DTNAME_8 q5_k
+#define GC_DTNAME_9 q6_k
+typedef uint8_t gc_q8_0_t; /* a block format's storage: bytes */
+typedef uint8_t gc_q4_0_t;
+typedef uint8_t gc_q4_k_t;
+typedef uint8_t gc_q5_k_t;
+typedef uint8_t gc_q6_k_t;
+#define GC_QK_5 32
+#define GC_QK_6 32
+#define GC_QK_7 256
+#define GC_QK_8 256
+#define GC_QK_9 256
+#define GC_QBYTES_5 34
+#define GC_QBYTES_6 18
+#define GC_QBYTES_7 144
+#define GC_QBYTES_8 176
+#define GC_QBYTES_9 210
+#define GC_QBIAS_5 128
+#define GC_QBIAS_6 8
+#define GC_QBIAS_7 0
+#define GC_QBIAS_8 0
+#define GC_QBIAS_9 32
+#define GC_QMIN_5 0
+#define GC_QMIN_6 0
+#define GC_QMIN_7 1
+#define GC_QMIN_8 1
+#define GC_QMIN_9 0
+#define GC_QK GC_CAT(GC_QK_, GC_TB)         /* elements per block of B */
+#define GC_QBYTES GC_CAT(GC_QBYTES_, GC_TB) /* bytes per block of B */
+#define GC_QBIAS GC_CAT(GC_QBIAS_, GC_TB)   /* level + GC_QBIAS = the byte GCQ_BYTES8 gives */
+#define GC_QMIN GC_CAT(GC_QMIN_, GC_TB)     /* 1: units have a min (mn) */
+#define GC_QUNITS (GC_QK / 32)              /* units of 32 elements per block */
+/* The norm weight of rmsnorm_gemm*: B's dtype, or A's when B is a block
+ * format (core/ops.h, role 'N'). */
+#define GC_QNORM_DT GC_CAT(GC_QNORMOF_, GC_TB)
+#define GC_QNORMOF_0 0
+#define GC_QNORMOF_1 1
+#define GC_QNORMOF_2 2
+#define GC_QNORMOF_5 GC_TA
+#define GC_QNORMOF_6 GC_TA
+#define GC_QNORMOF_7 GC_TA
+#define GC_QNORMOF_8 GC_TA
+#define GC_QNORMOF_9 GC_TA
+#define TN GC_STORAGE(GC_QNORM_DT)
+#define LOAD_N(p, i) gc_ld((const TN *)(p), (i))
+#define LOADV_N(n, p, i, o) gc_ldv<n>((const TN *)(p) + (i), (o))
+
+GC_DEVICE uint32_t gcq_ld16(const uint8_t *p) { return *(const uint16_t *)p; }
+/* 4 bytes at an even address / at a multiple of 4 */
+GC_DEVICE uint32_t gcq_ld32u(const uint8_t *p) { return gcq_ld16(p) | gcq_ld16(p + 2) << 16; }
+GC_DEVICE uint32_t gcq_ld32(const uint8_t *p) { return *(const uint32_t *)p; }
+GC_DEVICE float gcq_half(const uint8_t *p) { return gc_h2f_bits(gcq_ld16(p)); }
+
+/* Q8_0: half d; int8 qs[32]. Bytes: qs + 128. */
+GC_DEVICE void gcq_bytes8_q8_0(const uint8_t *b, int u, int t, uint32_t &lo, uint32_t &hi) {
+  (void)u;
+  lo = gcq_ld32u(b + 2 + 4 * t) ^ 0x80808080u;
+  hi = gcq_ld32u(b + 18 + 4 * t) ^ 0x80808080u;
+}
+GC_DEVICE void gcq_scale_q8_0(const uint8_t *b, int u, float &d0, float &d1, float &mn) {
+  (void)u;
+  d0 = d1 = gcq_half(b);
+  mn = 0.0f;
+}
+/* Q4_0: half d; uint8 qs[16]: element j < 16 the low nibble of qs[j],
+ * j + 16 its high nibble. Bytes: the nibbles (level + 8). */
+GC_DEVICE void gcq_bytes8_q4_0(const uint8_t *b, int u, int t, uint32_t &lo, uint32_t &hi) {
+  (void)u;
+  const uint32_t w = gcq_ld32u(b + 2 + 4 * t);
+  lo = w & 0x0F0F0F0Fu;
+  hi = (w >> 4) & 0x0F0F0F0Fu;
+}
+GC_DEVICE void gcq_scale_q4_0(const uint8_t *b, int u, float &d0, float &d1, float &mn) {
+  gcq_scale_q8_0(b, u, d0, d1, mn);
+}
+/* Q4_K: half d, dmin; scales[12]; qs[128]: unit u (sub-block u) is the
+ * low (u even) or high nibbles of qs[32·(u/2) ..]; scale and min 6 bits. */
+GC_DEVICE void gcq_scale_min_k4(const uint8_t *q, int s, int &sc, int &m) {
+  if (s < 4) {
+    sc = q[s] & 63;
+    m = q[s + 4] & 63;
+  } else {
+    sc = (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
+    m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
+  }
+}
+GC_DEVICE void gcq_bytes8_q4_k(const uint8_t *b, int u, int t, uint32_t &lo, uint32_t &hi) {
+  const uint8_t *qs = b + 16 + 32 * (u >> 1);
+  const int sh = 4 * (u & 1);
+  lo = (gcq_ld32(qs + 4 * t) >> sh) & 0x0F0F0F0Fu;
+  hi = (gcq_ld32(qs + 16 + 4 * t) >> sh) & 0x0F0F0F0Fu;
+}
+GC_DEVICE void gcq_scale_q4_k(const uint8_t *b, int u, float &d0, float &d1, float &mn) {
+  int sc, m;
+  gcq_scale_min_k4(b + 4, u, sc, m);
+  d0 = d1 = gcq_half(b) * (float)sc;
+  mn = gcq_half(b + 2) * (float)m;
+}
+/* Q5_K: as Q4_K (qs at 48) with a fifth bit, bit u of qh[l] (qh at 16). */
+GC_DEVICE void gcq_bytes8_q5_k(const uint8_t *b, int u, int t, uint32_t &lo, uint32_t &hi) {
+  const uint8_t *qs = b + 48 + 32 * (u >> 1), *qh = b + 16;
+  const int sh = 4 * (u & 1);
+  lo = ((gcq_ld32(qs + 4 * t) >> sh) & 0x0F0F0F0Fu) | (((gcq_ld32(qh + 4 * t) >> u) & 0x01010101u) << 4);
+  hi = ((gcq_ld32(qs + 16 + 4 * t) >> sh) & 0x0F0F0F0Fu) |
+       (((gcq_ld32(qh + 16 + 4 * t) >> u) & 0x01010101u) << 4);
+}
+GC_DEVICE void gcq_scale_q5_k(const uint8_t *b, int u, float &d0, float &d1, float &mn) {
+  gcq_scale_q4_k(b, u, d0, d1, mn);
+}
+/* Q6_K: ql[128]; qh[64]; int8 scales[16]; half d. Unit u: half n = u/4,
+ * j = u%4: the low (j < 2) or high nibble of ql[64n + 32·(j%2) + l], bits
+ * 2j, 2j+1 of qh[32n + l] above it, minus 32; scales 8n + 2j (l < 16) and
+ * 8n + 2j + 1. */
+GC_DEVICE void gcq_bytes8_q6_k(const uint8_t *b, int u, int t, uint32_t &lo, uint32_t &hi) {
+  const int n = u >> 2, j = u & 3;
+  const uint8_t *ql = b + 64 * n + 32 * (j & 1), *qh = b + 128 + 32 * n;
+  const int sh = 4 * (j >> 1);
+  lo = ((gcq_ld32u(ql + 4 * t) >> sh) & 0x0F0F0F0Fu) | (((gcq_ld32u(qh + 4 * t) >> (2 * j)) & 0x03030303u) << 4);
+  hi = ((gcq_ld32u(ql + 16 + 4 * t) >> sh) & 0x0F0F0F0Fu) |
+       (((gcq_ld32u(qh + 16 + 4 * t) >> (2 * j)) & 0x03030303u) << 4);
+}
+GC_DEVICE void gcq_scale_q6_k(const uint8_t *b, int u, float &d0, float &d1, float &mn) {
+  const int8_t *sc = (const int8_t *)(b + 192 + 8 * (u >> 2) + 2 * (u & 3));
+  const float d = gcq_half(b + 208);
+  d0 = d * (float)sc[0];
+  d1 = d * (float)sc[1];
+  mn = 0.0f;
+}
+#define GCQ_BYTES8(b, u, t, lo, hi) GC_CAT(gcq_bytes8_, GC_DTNAME(GC_TB))(b, u, t, lo, hi)
+#define GCQ_SCALE(b, u, d0, d1, mn) GC_CAT(gcq_scale_, GC_DTNAME(GC_TB))(b, u, d0, d1, mn)
+/* The level of byte i of w (GCQ_BYTES8's), as a float. */
+#define GCQ_LEVEL(w, i) (gc_ubyte_f(w, i) - (float)GC_QBIAS)
+
+/* The GEMM family's epilogues, chosen by the op (gen defines GC_OP_<op>;
+ * PAIR and NORM where gen derives them from the op table): PAIR rows of B
+ * per column of C (2: silu(gate)·up), NORM where A's rows are normalised. */
+GC_DEVICE float gc_silu_mul(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
+/* <<< gc-quant */
+
 #endif /* GC_CUDA_PRELUDE_H */
