@@ -47,8 +47,7 @@ void embed_q_gpu(const int32_t *tokens, const TB *T, TC *Z, int64_t M, int64_t N
       const uint8_t *blk = (const uint8_t *)T + id * rb + kb * GC_QBYTES;
       uint32_t lo, hi;
       float d0, d1, mn;
-      GCQ_BYTES8(blk, u, t, lo, hi);
-      GCQ_SCALE(blk, u, d0, d1, mn);
+      GCQ_UNIT(blk, u, t, lo, hi, d0, d1, mn);
       GC_UNROLL(4)
       for (int e = 0; e < 4; e++) {
         y[e] = gc_fma(d0, GCQ_LEVEL(lo, e), -mn);

@@ -34,8 +34,8 @@
  * of a unit read its bytes together and a warp reads WARP/4 consecutive
  * units of a row per access. Step i of slice k covers units (i·KS + k)·UNR
  * ·WARP/4 + v·WARP/4 + s, v < UNR: each lane has PAIR·ROWS·UNR units in
- * flight. Per unit a lane takes its 8 levels (GCQ_BYTES8) and the unit's
- * scales (GCQ_SCALE), reads the matching 8 elements of each row of A and
+ * flight. Per unit a lane takes its 8 levels and the unit's scales
+ * (GCQ_UNIT), reads the matching 8 elements of each row of A and
  * accumulates in fp32: d·Σ a·q for the formats without a min (exact
  * products of small integers and a's), Σ a·y with y = fl(d·q) − mn (the
  * reference's own values) for Q4_K and Q5_K. At the end the lanes' sums
@@ -84,8 +84,7 @@ GC_DEVICE void gq_unit(const uint8_t *const b[GQ_NR], const TA *A, const TN *Wn,
   GC_UNROLL(GQ_NR)
   for (int r = 0; r < GQ_NR; r++) {
     const uint8_t *blk = b[r] + kb * GC_QBYTES;
-    GCQ_BYTES8(blk, u, t, lo[r], hi[r]);
-    GCQ_SCALE(blk, u, d0[r], d1[r], mn[r]);
+    GCQ_UNIT(blk, u, t, lo[r], hi[r], d0[r], d1[r], mn[r]);
   }
   float w[8];
   if (NORM) {

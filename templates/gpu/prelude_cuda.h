@@ -458,9 +458,9 @@ GC_DEVICE float gc_ubyte_f(uint32_t w, int i) {
  * 32 consecutive elements, and a unit as four parts t = 0..3 of 8
  * elements: 4t..4t+3 and 16+4t..16+4t+3 (the k's an mma fragment's lane
  * t holds; a SIMT lane may take any part). For part t of unit u,
- * GCQ_BYTES8(b, u, t, lo, hi) gives the elements' levels plus GC_QBIAS as
- * bytes (lo: the first four, hi: the last four), and GCQ_SCALE(b, u, d0,
- * d1, mn) the unit's scales: element l of the unit is
+ * GCQ_UNIT(b, u, t, lo, hi, d0, d1, mn) (or GCQ_LOAD, then GCQ_DECODE)
+ * gives the elements' levels plus GC_QBIAS as bytes (lo: the first four,
+ * hi: the last four) and the unit's scales: element l of the unit is
  *     y = fl(d · q) − mn   with d = d0 for l < 16, d1 for l >= 16,
  * q = byte − GC_QBIAS a small integer; d·q is exact in fp32 (a half times
  * integers of at most 13 bits in all) and mn is 0 but for Q4_K/Q5_K
@@ -504,7 +504,7 @@ typedef uint8_t gc_q6_k_t;
 #define GC_QMIN_9 0
 #define GC_QK GC_CAT(GC_QK_, GC_TB)         /* elements per block of B */
 #define GC_QBYTES GC_CAT(GC_QBYTES_, GC_TB) /* bytes per block of B */
-#define GC_QBIAS GC_CAT(GC_QBIAS_, GC_TB)   /* level + GC_QBIAS = the byte GCQ_BYTES8 gives */
+#define GC_QBIAS GC_CAT(GC_QBIAS_, GC_TB)   /* level + GC_QBIAS = a byte of lo, hi */
 #define GC_QMIN GC_CAT(GC_QMIN_, GC_TB)     /* 1: units have a min (mn) */
 #define GC_QUNITS (GC_QK / 32)              /* units of 32 elements per block */
 /* The norm weight of rmsnorm_gemm*: B's dtype, or A's when B is a block
@@ -526,86 +526,132 @@ GC_DEVICE uint32_t gcq_ld16(const uint8_t *p) { return *(const uint16_t *)p; }
 /* 4 bytes at an even address / at a multiple of 4 */
 GC_DEVICE uint32_t gcq_ld32u(const uint8_t *p) { return gcq_ld16(p) | gcq_ld16(p + 2) << 16; }
 GC_DEVICE uint32_t gcq_ld32(const uint8_t *p) { return *(const uint32_t *)p; }
-GC_DEVICE float gcq_half(const uint8_t *p) { return gc_h2f_bits(gcq_ld16(p)); }
+/* byte i (0..11, a run-time value) of the 12 bytes in q0, q1, q2 (by
+ * value: selects of registers, never an indexed array in scratch) */
+GC_DEVICE uint32_t gcq_byte12(uint32_t q0, uint32_t q1, uint32_t q2, int i) {
+  const uint32_t w = i < 4 ? q0 : i < 8 ? q1 : q2;
+  return (w >> (8 * (i & 3))) & 255u;
+}
+
+/* Each format: gcq_load_F(b, u, t, r) reads the words part t of unit u of
+ * block b needs into r[0..GCQ_RAW-1] (loads only, so a kernel can issue
+ * them long before it needs the values); gcq_decode_F(r, u, t, lo, hi,
+ * d0, d1, mn) turns them into the biased level bytes and the scales
+ * (arithmetic only). */
+#define GCQ_RAW 8
 
 /* Q8_0: half d; int8 qs[32]. Bytes: qs + 128. */
-GC_DEVICE void gcq_bytes8_q8_0(const uint8_t *b, int u, int t, uint32_t &lo, uint32_t &hi) {
+GC_DEVICE void gcq_load_q8_0(const uint8_t *b, int u, int t, uint32_t *r) {
   (void)u;
-  lo = gcq_ld32u(b + 2 + 4 * t) ^ 0x80808080u;
-  hi = gcq_ld32u(b + 18 + 4 * t) ^ 0x80808080u;
+  r[0] = gcq_ld16(b);
+  r[1] = gcq_ld32u(b + 2 + 4 * t);
+  r[2] = gcq_ld32u(b + 18 + 4 * t);
 }
-GC_DEVICE void gcq_scale_q8_0(const uint8_t *b, int u, float &d0, float &d1, float &mn) {
-  (void)u;
-  d0 = d1 = gcq_half(b);
+GC_DEVICE void gcq_decode_q8_0(const uint32_t *r, int u, int t, uint32_t &lo, uint32_t &hi, float &d0,
+                               float &d1, float &mn) {
+  (void)u, (void)t;
+  lo = r[1] ^ 0x80808080u;
+  hi = r[2] ^ 0x80808080u;
+  d0 = d1 = gc_h2f_bits(r[0]);
   mn = 0.0f;
 }
 /* Q4_0: half d; uint8 qs[16]: element j < 16 the low nibble of qs[j],
  * j + 16 its high nibble. Bytes: the nibbles (level + 8). */
-GC_DEVICE void gcq_bytes8_q4_0(const uint8_t *b, int u, int t, uint32_t &lo, uint32_t &hi) {
+GC_DEVICE void gcq_load_q4_0(const uint8_t *b, int u, int t, uint32_t *r) {
   (void)u;
-  const uint32_t w = gcq_ld32u(b + 2 + 4 * t);
-  lo = w & 0x0F0F0F0Fu;
-  hi = (w >> 4) & 0x0F0F0F0Fu;
+  r[0] = gcq_ld16(b);
+  r[1] = gcq_ld32u(b + 2 + 4 * t);
 }
-GC_DEVICE void gcq_scale_q4_0(const uint8_t *b, int u, float &d0, float &d1, float &mn) {
-  gcq_scale_q8_0(b, u, d0, d1, mn);
+GC_DEVICE void gcq_decode_q4_0(const uint32_t *r, int u, int t, uint32_t &lo, uint32_t &hi, float &d0,
+                               float &d1, float &mn) {
+  (void)u, (void)t;
+  lo = r[1] & 0x0F0F0F0Fu;
+  hi = (r[1] >> 4) & 0x0F0F0F0Fu;
+  d0 = d1 = gc_h2f_bits(r[0]);
+  mn = 0.0f;
 }
 /* Q4_K: half d, dmin; scales[12]; qs[128]: unit u (sub-block u) is the
- * low (u even) or high nibbles of qs[32·(u/2) ..]; scale and min 6 bits. */
-GC_DEVICE void gcq_scale_min_k4(const uint8_t *q, int s, int &sc, int &m) {
+ * low (u even) or high nibbles of qs[32·(u/2) ..]; its 6-bit scale and
+ * min packed in scales[] (ggml's get_scale_min_k4). */
+GC_DEVICE void gcq_scale_min_k4(uint32_t q0, uint32_t q1, uint32_t q2, int s, int &sc, int &m) {
   if (s < 4) {
-    sc = q[s] & 63;
-    m = q[s + 4] & 63;
+    sc = (int)(gcq_byte12(q0, q1, q2, s) & 63);
+    m = (int)(gcq_byte12(q0, q1, q2, s + 4) & 63);
   } else {
-    sc = (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
-    m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
+    sc = (int)((gcq_byte12(q0, q1, q2, s + 4) & 0xF) | ((gcq_byte12(q0, q1, q2, s - 4) >> 6) << 4));
+    m = (int)((gcq_byte12(q0, q1, q2, s + 4) >> 4) | ((gcq_byte12(q0, q1, q2, s) >> 6) << 4));
   }
 }
-GC_DEVICE void gcq_bytes8_q4_k(const uint8_t *b, int u, int t, uint32_t &lo, uint32_t &hi) {
+GC_DEVICE void gcq_load_q4_k(const uint8_t *b, int u, int t, uint32_t *r) {
   const uint8_t *qs = b + 16 + 32 * (u >> 1);
-  const int sh = 4 * (u & 1);
-  lo = (gcq_ld32(qs + 4 * t) >> sh) & 0x0F0F0F0Fu;
-  hi = (gcq_ld32(qs + 16 + 4 * t) >> sh) & 0x0F0F0F0Fu;
+  r[0] = gcq_ld32(b); /* d, dmin */
+  r[1] = gcq_ld32(b + 4), r[2] = gcq_ld32(b + 8), r[3] = gcq_ld32(b + 12); /* scales */
+  r[4] = gcq_ld32(qs + 4 * t);
+  r[5] = gcq_ld32(qs + 16 + 4 * t);
 }
-GC_DEVICE void gcq_scale_q4_k(const uint8_t *b, int u, float &d0, float &d1, float &mn) {
+GC_DEVICE void gcq_decode_q4_k(const uint32_t *r, int u, int t, uint32_t &lo, uint32_t &hi, float &d0,
+                               float &d1, float &mn) {
+  (void)t;
+  const int sh = 4 * (u & 1);
   int sc, m;
-  gcq_scale_min_k4(b + 4, u, sc, m);
-  d0 = d1 = gcq_half(b) * (float)sc;
-  mn = gcq_half(b + 2) * (float)m;
+  lo = (r[4] >> sh) & 0x0F0F0F0Fu;
+  hi = (r[5] >> sh) & 0x0F0F0F0Fu;
+  gcq_scale_min_k4(r[1], r[2], r[3], u, sc, m);
+  d0 = d1 = gc_h2f_bits(r[0] & 0xffffu) * (float)sc;
+  mn = gc_h2f_bits(r[0] >> 16) * (float)m;
 }
 /* Q5_K: as Q4_K (qs at 48) with a fifth bit, bit u of qh[l] (qh at 16). */
-GC_DEVICE void gcq_bytes8_q5_k(const uint8_t *b, int u, int t, uint32_t &lo, uint32_t &hi) {
+GC_DEVICE void gcq_load_q5_k(const uint8_t *b, int u, int t, uint32_t *r) {
   const uint8_t *qs = b + 48 + 32 * (u >> 1), *qh = b + 16;
-  const int sh = 4 * (u & 1);
-  lo = ((gcq_ld32(qs + 4 * t) >> sh) & 0x0F0F0F0Fu) | (((gcq_ld32(qh + 4 * t) >> u) & 0x01010101u) << 4);
-  hi = ((gcq_ld32(qs + 16 + 4 * t) >> sh) & 0x0F0F0F0Fu) |
-       (((gcq_ld32(qh + 16 + 4 * t) >> u) & 0x01010101u) << 4);
+  r[0] = gcq_ld32(b);
+  r[1] = gcq_ld32(b + 4), r[2] = gcq_ld32(b + 8), r[3] = gcq_ld32(b + 12);
+  r[4] = gcq_ld32(qs + 4 * t);
+  r[5] = gcq_ld32(qs + 16 + 4 * t);
+  r[6] = gcq_ld32(qh + 4 * t);
+  r[7] = gcq_ld32(qh + 16 + 4 * t);
 }
-GC_DEVICE void gcq_scale_q5_k(const uint8_t *b, int u, float &d0, float &d1, float &mn) {
-  gcq_scale_q4_k(b, u, d0, d1, mn);
+GC_DEVICE void gcq_decode_q5_k(const uint32_t *r, int u, int t, uint32_t &lo, uint32_t &hi, float &d0,
+                               float &d1, float &mn) {
+  gcq_decode_q4_k(r, u, t, lo, hi, d0, d1, mn);
+  lo |= ((r[6] >> u) & 0x01010101u) << 4;
+  hi |= ((r[7] >> u) & 0x01010101u) << 4;
 }
 /* Q6_K: ql[128]; qh[64]; int8 scales[16]; half d. Unit u: half n = u/4,
  * j = u%4: the low (j < 2) or high nibble of ql[64n + 32·(j%2) + l], bits
  * 2j, 2j+1 of qh[32n + l] above it, minus 32; scales 8n + 2j (l < 16) and
  * 8n + 2j + 1. */
-GC_DEVICE void gcq_bytes8_q6_k(const uint8_t *b, int u, int t, uint32_t &lo, uint32_t &hi) {
+GC_DEVICE void gcq_load_q6_k(const uint8_t *b, int u, int t, uint32_t *r) {
   const int n = u >> 2, j = u & 3;
   const uint8_t *ql = b + 64 * n + 32 * (j & 1), *qh = b + 128 + 32 * n;
-  const int sh = 4 * (j >> 1);
-  lo = ((gcq_ld32u(ql + 4 * t) >> sh) & 0x0F0F0F0Fu) | (((gcq_ld32u(qh + 4 * t) >> (2 * j)) & 0x03030303u) << 4);
-  hi = ((gcq_ld32u(ql + 16 + 4 * t) >> sh) & 0x0F0F0F0Fu) |
-       (((gcq_ld32u(qh + 16 + 4 * t) >> (2 * j)) & 0x03030303u) << 4);
+  r[0] = gcq_ld32u(ql + 4 * t);
+  r[1] = gcq_ld32u(ql + 16 + 4 * t);
+  r[2] = gcq_ld32u(qh + 4 * t);
+  r[3] = gcq_ld32u(qh + 16 + 4 * t);
+  r[4] = gcq_ld16(b + 192 + 8 * n + 2 * j); /* the two int8 scales */
+  r[5] = gcq_ld16(b + 208);                 /* d */
 }
-GC_DEVICE void gcq_scale_q6_k(const uint8_t *b, int u, float &d0, float &d1, float &mn) {
-  const int8_t *sc = (const int8_t *)(b + 192 + 8 * (u >> 2) + 2 * (u & 3));
-  const float d = gcq_half(b + 208);
-  d0 = d * (float)sc[0];
-  d1 = d * (float)sc[1];
+GC_DEVICE void gcq_decode_q6_k(const uint32_t *r, int u, int t, uint32_t &lo, uint32_t &hi, float &d0,
+                               float &d1, float &mn) {
+  (void)t;
+  const int j = u & 3, sh = 4 * (j >> 1);
+  lo = ((r[0] >> sh) & 0x0F0F0F0Fu) | (((r[2] >> (2 * j)) & 0x03030303u) << 4);
+  hi = ((r[1] >> sh) & 0x0F0F0F0Fu) | (((r[3] >> (2 * j)) & 0x03030303u) << 4);
+  const float d = gc_h2f_bits(r[5]);
+  d0 = d * (float)(int)(int8_t)(r[4] & 255u);
+  d1 = d * (float)(int)(int8_t)(r[4] >> 8);
   mn = 0.0f;
 }
-#define GCQ_BYTES8(b, u, t, lo, hi) GC_CAT(gcq_bytes8_, GC_DTNAME(GC_TB))(b, u, t, lo, hi)
-#define GCQ_SCALE(b, u, d0, d1, mn) GC_CAT(gcq_scale_, GC_DTNAME(GC_TB))(b, u, d0, d1, mn)
-/* The level of byte i of w (GCQ_BYTES8's), as a float. */
+#define GCQ_LOAD(b, u, t, r) GC_CAT(gcq_load_, GC_DTNAME(GC_TB))(b, u, t, r)
+#define GCQ_DECODE(r, u, t, lo, hi, d0, d1, mn) \
+  GC_CAT(gcq_decode_, GC_DTNAME(GC_TB))(r, u, t, lo, hi, d0, d1, mn)
+/* Both at once: the part's level bytes and the unit's scales. */
+#define GCQ_UNIT(b, u, t, lo, hi, d0, d1, mn)  \
+  do {                                         \
+    uint32_t r_[GCQ_RAW];                      \
+    GCQ_LOAD(b, u, t, r_);                     \
+    GCQ_DECODE(r_, u, t, lo, hi, d0, d1, mn);  \
+  } while (0)
+/* The level of byte i of w (GCQ_DECODE's lo or hi), as a float. */
 #define GCQ_LEVEL(w, i) (gc_ubyte_f(w, i) - (float)GC_QBIAS)
 
 /* The GEMM family's epilogues, chosen by the op (gen defines GC_OP_<op>;
