@@ -11,13 +11,13 @@
  * @kernel gemv_q_gpu
  * @param WARPS 2 4 8 16 default 8 -- warps per block
  * @param KS 1 2 4 8 default 2 -- warps that split one row group's K range (block-level split-K)
- * @param ROWS 1 2 4 default 2 -- outputs per warp: their rows of B (gate and up rows for the SwiGLU pair) streamed together
- * @param UNR 1 2 4 default 2 -- units of 32 elements per lane per row in flight per step
+ * @param ROWS 1 2 4 default 1 -- outputs per warp: their rows of B (gate and up rows for the SwiGLU pair) streamed together
+ * @param UNR 1 2 4 8 default 4 -- units of 32 elements per lane per row in flight per step
  * @param MMAX 1 2 4 8 16 default 1 -- rows of A per pass; bodies for 1, 2, 4, 8, 16 up to it are compiled in
- * @param OCC 1 2 default 2 -- blocks per SM the register budget is planned for
+ * @param OCC 1 2 4 default 1 -- blocks per SM the register budget is planned for (1: no cap below 255)
  * @constraint WARPS % KS == 0 -- warps form whole row groups
  * @constraint WARPS * WARP <= MAXT -- a legal block
- * @constraint ROWS * UNR <= 8 -- bounded loads in flight per lane (registers; twice that for the SwiGLU pair)
+ * @constraint ROWS * UNR <= 16 -- bounded loads in flight per lane (registers; twice that for the SwiGLU pair)
  * @constraint MMAX * ROWS <= 16 -- bounded accumulators per lane (registers)
  * @constraint OCC * WARPS * WARP <= 2048 -- that many blocks can be resident
  * @grid cdiv(N, WARPS / KS * ROWS) 1 1
@@ -33,9 +33,11 @@
  * t of unit s of each step's WARP/4 consecutive units, so the four lanes
  * of a unit read its bytes together and a warp reads WARP/4 consecutive
  * units of a row per access. Step i of slice k covers units (i·KS + k)·UNR
- * ·WARP/4 + v·WARP/4 + s, v < UNR: each lane has PAIR·ROWS·UNR units in
- * flight. Per unit a lane takes its 8 levels and the unit's scales
- * (GCQ_UNIT), reads the matching 8 elements of each row of A and
+ * ·WARP/4 + v·WARP/4 + s, v < UNR: a lane issues the loads of all
+ * PAIR·ROWS·UNR units of a step (GCQ_LOAD) before it decodes any, so
+ * that many are in flight (the bytes a 4-bit format gives a lane per unit
+ * are few: UNR is what hides the memory's latency). Per unit a lane takes
+ * its 8 levels and the unit's scales (GCQ_DECODE), reads the matching 8 elements of each row of A and
  * accumulates in fp32: d·Σ a·q for the formats without a min (exact
  * products of small integers and a's), Σ a·y with y = fl(d·q) − mn (the
  * reference's own values) for Q4_K and Q5_K. At the end the lanes' sums
@@ -71,21 +73,18 @@
 #define GQ_NR (PAIR * ROWS)    /* rows of B per warp: outputs' (gate) rows, then up rows */
 #define GQ_US (GC_WARP / 4)    /* units per warp access */
 
-/* acc[m][r] += lane part t of unit ug of row b[r] against A's rows m < M
- * (<= MR); ss[m] += the squares (NORM). */
+/* acc[m][r] += lane part t of unit ug of each row of B (raw[r]: its words,
+ * GCQ_LOAD's) against A's rows m < M (<= MR); ss[m] += the squares (NORM). */
 template <int MR>
-GC_DEVICE void gq_unit(const uint8_t *const b[GQ_NR], const TA *A, const TN *Wn, int64_t M,
+GC_DEVICE void gq_unit(const uint32_t raw[GQ_NR][GCQ_RAW], const TA *A, const TN *Wn, int64_t M,
                        int64_t K, int64_t ug, int t, float acc[MR][GQ_NR], float ss[MR]) {
-  const int64_t kb = ug / GC_QUNITS; /* block */
   const int u = (int)(ug % GC_QUNITS);
   const int64_t k0 = ug * 32 + 4 * t, k1 = k0 + 16; /* the part's two runs of 4 */
   uint32_t lo[GQ_NR], hi[GQ_NR];
   float d0[GQ_NR], d1[GQ_NR], mn[GQ_NR];
   GC_UNROLL(GQ_NR)
-  for (int r = 0; r < GQ_NR; r++) {
-    const uint8_t *blk = b[r] + kb * GC_QBYTES;
-    GCQ_UNIT(blk, u, t, lo[r], hi[r], d0[r], d1[r], mn[r]);
-  }
+  for (int r = 0; r < GQ_NR; r++)
+    GCQ_DECODE(raw[r], u, t, lo[r], hi[r], d0[r], d1[r], mn[r]);
   float w[8];
   if (NORM) {
     LOADV_N(4, Wn, k0, w);
@@ -154,11 +153,19 @@ GC_DEVICE void gq_body(const TA *A, const TB *B, TC *C, const TN *Wn, int64_t M,
   }
   const int64_t nu = K / 32, step = (int64_t)KS * UNR * GQ_US;
   for (int64_t q0 = (int64_t)ks * UNR * GQ_US + s; q0 < nu; q0 += step) {
+    uint32_t raw[UNR][GQ_NR][GCQ_RAW]; /* every load of the step first: UNR·PAIR·ROWS units in flight */
+    GC_UNROLL(UNR)
+    for (int v = 0; v < UNR; v++) {
+      const int64_t ug = gc_min64(q0 + (int64_t)v * GQ_US, nu - 1); /* past the row: re-read, unused */
+      GC_UNROLL(GQ_NR)
+      for (int r = 0; r < GQ_NR; r++)
+        GCQ_LOAD(b[r] + ug / GC_QUNITS * GC_QBYTES, (int)(ug % GC_QUNITS), t, raw[v][r]);
+    }
     GC_UNROLL(UNR)
     for (int v = 0; v < UNR; v++) {
       const int64_t ug = q0 + (int64_t)v * GQ_US;
       if (ug < nu)
-        gq_unit<MR>(b, A, Wn, M, K, ug, t, acc, ss);
+        gq_unit<MR>(raw[v], A, Wn, M, K, ug, t, acc, ss);
     }
   }
 
