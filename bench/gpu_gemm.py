@@ -449,15 +449,19 @@ def main():
                   ("gemm_add", 4096, 14336), ("rmsnorm_gemm", 128256, 4096)]
         if a.gemv_ops:
             decode = [d for d in decode if f"{d[0]}:{d[1]}:{d[2]}" in a.gemv_ops.split(",")]
-        serves = {"gemv_gpu": ("rmsnorm_gemm", "gemm_add"), "gemv_bulk": ("rmsnorm_gemm", "gemm_add"),
-                  "gemv_swiglu_gpu": ("rmsnorm_gemm_swiglu",),
-                  "gemv_q_gpu": ("rmsnorm_gemm", "gemm_add", "rmsnorm_gemm_swiglu"),
-                  "gemv_q_mma": ("rmsnorm_gemm", "gemm_add", "rmsnorm_gemm_swiglu")}
+        serves = {"gemv_gpu": ("rmsnorm_gemm", "gemm_add", "rmsnorm_gemm_swiglu"),
+                  "gemv_bulk": ("rmsnorm_gemm", "gemm_add"),
+                  "gemv_q_gpu": ("rmsnorm_gemm", "gemm_add", "rmsnorm_gemm_swiglu")}
         runs = [(dt, op, N, K, f) for dt in a.dtypes.split(",") for op, N, K in decode
                 for f in [None] + [f for f in a.gemv_force if op in serves.get(f.split(":")[0], ())]]
         for dt, op, N, K, force in runs:
             bundle = os.path.join(tmp, f"gemv-{op}-{dt}-{N}-{K}-{len(cache)}.gcb")
-            build_bundle(op, dt, [1], [(N, K)], a.target, force, bundle, None if force else a.db)
+            try:
+                build_bundle(op, dt, [1], [(N, K)], a.target, force, bundle, None if force else a.db)
+            except RuntimeError as err:
+                if force and "constraint fails" in str(err):
+                    continue  # not a point of this op's space (gemv_gpu's gate/up pair: ROWS <= 4)
+                raise
             kern = kernel_for(bundle, a.target, op, dt, 1, N, K, cache)
             rows = 2 * N if op.endswith("swiglu") else N
             torch.manual_seed(N + K)

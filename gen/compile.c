@@ -11,6 +11,7 @@
 #include "nvrtc.h"
 
 #include <ctype.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -40,7 +41,9 @@ static int safe_word(const char *s) {
   return 1;
 }
 
-/* gcore-compile beside the running executable. */
+/* A gcore tool: beside the running executable (the tools), else in ../bin
+ * from the shared library that holds this code (a program using
+ * libgcore.so: PREFIX/lib → PREFIX/bin, and lib/ → bin/ in the tree). */
 static int tool_path(const char *name, char *out, size_t n, gc_err_t *e) {
   char self[PATH_MAX];
   ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -50,9 +53,17 @@ static int tool_path(const char *name, char *out, size_t n, gc_err_t *e) {
   if (slash) *slash = 0;
   if (snprintf(out, n, "%s/%s", self, name) >= (int)n)
     return gc_err_set(e, GC_EINVAL, "path too long");
-  if (access(out, X_OK) != 0)
-    return gc_err_set(e, GC_ECOMPILE, "%s not found (it is built with gcore: make)", out);
-  return GC_OK;
+  if (access(out, X_OK) == 0) return GC_OK;
+  Dl_info dl;
+  char lib[PATH_MAX], beside[PATH_MAX + 16];
+  if (dladdr((void *)tool_path, &dl) && dl.dli_fname && realpath(dl.dli_fname, lib) &&
+      (slash = strrchr(lib, '/'))) {
+    *slash = 0;
+    if (snprintf(beside, sizeof beside, "%s/../bin/%s", lib, name) < (int)sizeof beside &&
+        access(beside, X_OK) == 0 && snprintf(out, n, "%s", beside) < (int)n)
+      return GC_OK;
+  }
+  return gc_err_set(e, GC_ECOMPILE, "%s not found (it is built with gcore: make)", out);
 }
 
 static int nvrtc_compiler(const gc_target_t *tg, gc_compiler_t *c, gc_err_t *e) {

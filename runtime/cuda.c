@@ -1,19 +1,21 @@
 /* cuda.c — the cuda backend: NVIDIA GPUs through the CUDA driver API, with
  * libcuda.so.1 dlopen'd at run time so one binary runs with or without a
- * driver. Each device uses its primary context and one stream; every
- * operation is ordered on that stream, and downloads wait for it. Cubins
- * load with cuModuleLoadData. Graph capture/replay of the stream is here
- * too (gc_cuda_graph_*), in the ops table behind gc_dev_graph_*. */
+ * driver. Each device uses its primary context, made current on whichever
+ * thread calls, and one stream.
+ *
+ * What is CUDA's own is here: loading the driver and filling the GPU
+ * skeleton's table of calls (cu_fill_gpu), the errors' names and kinds,
+ * device discovery and info, which sm_XX targets run, the cubin check,
+ * tensor maps, programmatic dependent launch (cuLaunchKernelEx) and the
+ * cache flush's PTX read kernel. Memory, modules, kernels, launches,
+ * sync, events and graph capture are the skeleton's (gpu.c), shared with
+ * hip.c. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dev_impl.h"
-
-/* Graphs: launches and memsets issued between begin and end are recorded,
- * not run (uploads, downloads and syncs in between fail). end instantiates
- * the capture into *exec; launch replays it on the stream. */
+#include "gpu_impl.h"
 
 /* ---- the driver API, as its ABI is documented (cuda.h) ----------------- */
 
@@ -110,6 +112,8 @@ typedef struct cu_api {
 /* Loaded once and kept: unloading a driver under live contexts is unsafe. */
 static pthread_mutex_t cu_mu = PTHREAD_MUTEX_INITIALIZER;
 static cu_api_t cu;
+static gc_gpu_api_t cu_gpu; /* the skeleton's table, filled from cu */
+static void cu_fill_gpu(gc_gpu_api_t *g);
 
 /* The entry points by the names cuda.h maps its API to (the _v2 ones),
  * each with an older name to fall back on where a driver may lack it. */
@@ -184,8 +188,12 @@ static int cu_load(gc_err_t *e) {
     memcpy(&api.TensorMapEncodeTiled, &tm, sizeof tm);
     void *lx = dlsym(h, "cuLaunchKernelEx"); /* optional */
     memcpy(&api.LaunchKernelEx, &lx, sizeof lx);
-    if (rc) dlclose(h);
-    else cu = api;
+    if (rc) {
+      dlclose(h);
+    } else {
+      cu = api;
+      cu_fill_gpu(&cu_gpu);
+    }
   }
 out:
   pthread_mutex_unlock(&cu_mu);
@@ -193,72 +201,43 @@ out:
 }
 
 /* "CUDA_ERROR_X (string)" for r, into buf. */
-static const char *cu_describe(CUresult r, char *buf, size_t n) {
+static void cu_describe(CUresult r, char *buf, size_t n) {
   const char *name = NULL, *str = NULL;
   if (cu.GetErrorName(r, &name) != CUDA_SUCCESS || !name) name = "unknown CUDA error";
   if (cu.GetErrorString(r, &str) != CUDA_SUCCESS || !str) str = "?";
   snprintf(buf, n, "%s (%s)", name, str);
-  return buf;
 }
 
-/* Errors a faulting kernel leaves behind (sticky: the context is lost). */
-static int cu_kernel_fault(CUresult r) {
-  return r == 700 || r == 701 || r == 702 || r == 710 || (r >= 714 && r <= 719);
-}
-
-/* Set e for a failed driver call: "call: CUDA_ERROR_X (string)". Kernel
- * faults surfacing here are launch errors whatever the call. */
-static int cu_fail(gc_err_t *e, int code, CUresult r, const char *call) {
-  char what[256];
-  if (cu_kernel_fault(r)) code = GC_ELAUNCH;
-  return gc_err_set(e, code, "%s: %s", call, cu_describe(r, what, sizeof what));
+/* Faults are the errors a faulting kernel leaves behind (sticky: the
+ * context is lost). */
+static int cu_classify(CUresult r) {
+  if (r == 700 || r == 701 || r == 702 || r == 710 || (r >= 714 && r <= 719))
+    return GC_GPU_R_FAULT;
+  switch (r) {
+  case CUDA_ERROR_OUT_OF_MEMORY: return GC_GPU_R_OOM;
+  case CUDA_ERROR_NOT_FOUND: return GC_GPU_R_NOT_FOUND;
+  case CUDA_ERROR_NO_BINARY_FOR_GPU: return GC_GPU_R_WRONG_ISA;
+  default: return GC_GPU_R_OTHER;
+  }
 }
 
 /* Call cu.fn(...) and return the failure, named "cu<fn>", from the caller. */
-#define CU_TRY(e, code, fn, ...)                                        \
-  do {                                                                  \
-    CUresult r_ = cu.fn(__VA_ARGS__);                                   \
-    if (r_ != CUDA_SUCCESS) return cu_fail(e, code, r_, "cu" #fn);      \
+#define CU_TRY(e, code, fn, ...)                                                  \
+  do {                                                                            \
+    CUresult r_ = cu.fn(__VA_ARGS__);                                             \
+    if (r_ != CUDA_SUCCESS) return gc_gpu_fail(&cu_gpu, e, code, r_, "cu" #fn);   \
   } while (0)
 
 /* ---- device ---------------------------------------------------------- */
 
 typedef struct cuda_dev {
-  struct gc_dev base;
+  gc_gpu_dev_t gpu;   /* max_shmem: opt-in dynamic + static shared memory per block */
   CUdevice dev;
   CUcontext ctx;
-  CUstream stream;
   int cc_major, cc_minor;
-  int max_shmem;   /* opt-in dynamic + static shared memory per block */
-  int capturing;   /* a graph capture is open on stream */
   CUmodule flush_mod; /* the read kernel of cuda_flush, loaded on first use */
   CUfunction flush_fn;
 } cuda_dev_t;
-
-struct gc_module {
-  CUmodule mod;
-};
-struct gc_kernel {
-  CUfunction fn;
-  unsigned shmem_granted; /* dynamic shared memory the function may use now */
-  int pdl;                /* launched with programmatic stream serialisation */
-};
-struct gc_event {
-  CUevent ev;
-};
-
-/* The context is current per thread; make it current on whichever thread
- * calls (cheap: a thread-local store in the driver). */
-static int bind(cuda_dev_t *d, gc_err_t *e) {
-  CU_TRY(e, GC_EDEVICE, CtxSetCurrent, d->ctx);
-  return GC_OK;
-}
-
-static int no_capture(cuda_dev_t *d, const char *what, gc_err_t *e) {
-  if (!d->capturing) return GC_OK;
-  return gc_err_set(e, GC_EINVAL, "%s is not allowed while a CUDA graph is being captured",
-                    what);
-}
 
 static int cuda_find_device(int ordinal, CUdevice *dev, gc_err_t *e) {
   CUresult r = cu.Init(0);
@@ -281,14 +260,14 @@ static int cuda_find_device(int ordinal, CUdevice *dev, gc_err_t *e) {
 }
 
 static int cuda_fill_info(cuda_dev_t *d, gc_err_t *e) {
-  gc_dev_info_t *in = &d->base.info;
+  gc_dev_info_t *in = &d->gpu.base.info;
   int sms = 0, ver = 0;
   size_t mem = 0;
   const struct { int attr, *out; } attrs[] = {
       {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &d->cc_major},
       {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &d->cc_minor},
       {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &sms},
-      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &d->max_shmem},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &d->gpu.max_shmem},
   };
   for (size_t i = 0; i < GC_ARRAY_LEN(attrs); i++)
     CU_TRY(e, GC_EDEVICE, DeviceGetAttribute, attrs[i].out, attrs[i].attr, d->dev);
@@ -306,14 +285,11 @@ static int cuda_fill_info(cuda_dev_t *d, gc_err_t *e) {
   return GC_OK;
 }
 
-/* Retain the primary context and make the stream; undone by cuda_close. */
+/* Retain the primary context, then the skeleton binds it and makes the
+ * stream; undone by gc_gpu_close and cuda_release. */
 static int cuda_start(cuda_dev_t *d, gc_err_t *e) {
   CU_TRY(e, GC_EDEVICE, DevicePrimaryCtxRetain, &d->ctx, d->dev);
-  int rc = bind(d, e);
-  if (!rc) {
-    CUresult r = cu.StreamCreate(&d->stream, CU_STREAM_NON_BLOCKING);
-    if (r != CUDA_SUCCESS) rc = cu_fail(e, GC_EDEVICE, r, "cuStreamCreate");
-  }
+  int rc = gc_gpu_start(&d->gpu, e);
   if (rc) {
     cu.DevicePrimaryCtxRelease(d->dev);
     d->ctx = NULL;
@@ -329,32 +305,24 @@ static int cuda_open(int ordinal, gc_dev_t **out, gc_err_t *e) {
   if (rc) return rc;
   cuda_dev_t *d = gc_calloc(1, sizeof *d, e);
   if (!d) return GC_ENOMEM;
-  d->base.ops = &gc_cuda_ops;
+  d->gpu.base.ops = &gc_cuda_ops;
+  d->gpu.api = &cu_gpu;
   d->dev = dev;
   if ((rc = cuda_fill_info(d, e)) || (rc = cuda_start(d, e))) {
     free(d);
     return rc;
   }
-  *out = &d->base;
+  *out = &d->gpu.base;
   return GC_OK;
 }
 
-/* Work still queued finishes first; memory and modules not freed by the
- * caller go with the context when its last user releases it. */
-static void cuda_close(gc_dev_t *dev) {
-  cuda_dev_t *d = (cuda_dev_t *)dev;
-  if (!d) return;
-  if (!bind(d, NULL)) {
-    if (d->capturing) {
-      CUgraph g = NULL;
-      if (cu.StreamEndCapture(d->stream, &g) == CUDA_SUCCESS && g) cu.GraphDestroy(g);
-    }
-    cu.StreamSynchronize(d->stream);
-    cu.StreamDestroy(d->stream);
-    if (d->flush_mod) cu.ModuleUnload(d->flush_mod);
-  }
+/* On close, after the skeleton has destroyed the stream: memory and
+ * modules not freed by the caller go with the context when its last user
+ * releases it. */
+static void cuda_release(gc_gpu_dev_t *g, int bound) {
+  cuda_dev_t *d = (cuda_dev_t *)g;
+  if (bound && d->flush_mod) cu.ModuleUnload(d->flush_mod);
   cu.DevicePrimaryCtxRelease(d->dev);
-  free(d);
 }
 
 /* Parse "sm_<major><minor>[a|f]" (major one or two digits). */
@@ -382,158 +350,11 @@ static int cuda_runs_target(const gc_dev_t *dev, const char *target) {
   return suffix == 'a' ? minor == d->cc_minor : minor <= d->cc_minor;
 }
 
-/* ---- memory ---------------------------------------------------------- */
-
-static void fmt_bytes(size_t n, char *buf, size_t len) {
-  if (n >= (1ull << 30)) snprintf(buf, len, "%.1f GiB", (double)n / (1ull << 30));
-  else if (n >= (1ull << 20)) snprintf(buf, len, "%.1f MiB", (double)n / (1ull << 20));
-  else snprintf(buf, len, "%zu bytes", n);
-}
-
-static int cuda_alloc(gc_dev_t *dev, size_t n, gc_dptr_t *out, gc_err_t *e) {
-  cuda_dev_t *d = (cuda_dev_t *)dev;
-  int rc = no_capture(d, "alloc", e);
-  if (rc || (rc = bind(d, e))) return rc;
-  CUdeviceptr p = 0;
-  CUresult r = cu.MemAlloc(&p, n ? n : 1);
-  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-    size_t fr = 0, tot = 0;
-    char fs[32] = "?", ts[32] = "?";
-    if (cu.MemGetInfo(&fr, &tot) == CUDA_SUCCESS) {
-      fmt_bytes(fr, fs, sizeof fs);
-      fmt_bytes(tot, ts, sizeof ts);
-    }
-    return gc_err_set(e, GC_ENOMEM, "out of GPU memory allocating %zu bytes (%s free of %s)", n,
-                      fs, ts);
-  }
-  if (r != CUDA_SUCCESS) return cu_fail(e, GC_EDEVICE, r, "cuMemAlloc");
-  *out = (gc_dptr_t)p;
-  return GC_OK;
-}
-
-static void cuda_free(gc_dev_t *dev, gc_dptr_t p) {
-  cuda_dev_t *d = (cuda_dev_t *)dev;
-  if (p && !bind(d, NULL)) cu.MemFree((CUdeviceptr)p);
-}
-
-/* From pageable host memory the driver stages src before returning, so
- * the caller may reuse it at once; the copy itself is ordered on the
- * stream. */
-static int cuda_upload(gc_dev_t *dev, gc_dptr_t dst, const void *src, size_t n, gc_err_t *e) {
-  cuda_dev_t *d = (cuda_dev_t *)dev;
-  int rc = no_capture(d, "upload", e);
-  if (rc || !n || (rc = bind(d, e))) return rc;
-  CU_TRY(e, GC_EDEVICE, MemcpyHtoDAsync, (CUdeviceptr)dst, src, n, d->stream);
-  return GC_OK;
-}
-
-static int cuda_download(gc_dev_t *dev, void *dst, gc_dptr_t src, size_t n, gc_err_t *e) {
-  cuda_dev_t *d = (cuda_dev_t *)dev;
-  int rc = no_capture(d, "download", e);
-  if (rc || !n || (rc = bind(d, e))) return rc;
-  CU_TRY(e, GC_EDEVICE, MemcpyDtoHAsync, dst, (CUdeviceptr)src, n, d->stream);
-  CU_TRY(e, GC_EDEVICE, StreamSynchronize, d->stream);
-  return GC_OK;
-}
-
-static int cuda_memset(gc_dev_t *dev, gc_dptr_t dst, int byte, size_t n, gc_err_t *e) {
-  cuda_dev_t *d = (cuda_dev_t *)dev;
-  int rc = bind(d, e);
-  if (rc || !n) return rc;
-  CU_TRY(e, GC_EDEVICE, MemsetD8Async, (CUdeviceptr)dst, (unsigned char)byte, n, d->stream);
-  return GC_OK;
-}
-
-static void *cuda_host_ptr(gc_dev_t *d, gc_dptr_t p) {
-  (void)d, (void)p;
-  return NULL;
-}
-
 /* ---- code ------------------------------------------------------------ */
 
-static uint64_t le(const uint8_t *p, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; i--) v = v << 8 | p[i];
-  return v;
-}
-
-/* cuModuleLoadData takes no size and trusts the image, so check that it
- * is an ELF64 for CUDA whose headers and sections lie inside n bytes. */
-static int check_cubin(const uint8_t *p, size_t n, gc_err_t *e) {
-  if (!p || n < 64 || memcmp(p, "\177ELF", 4))
-    return gc_err_set(e, GC_ECORRUPT, "code object is not a cubin: not an ELF file (%zu bytes)",
-                      n);
-  if (p[4] != 2 || p[5] != 1 || le(p + 18, 2) != EM_CUDA)
-    return gc_err_set(e, GC_ECORRUPT,
-                      "code object is not a cubin: ELF for machine %u, not NVIDIA CUDA (%d)",
-                      (unsigned)le(p + 18, 2), EM_CUDA);
-  uint64_t shoff = le(p + 0x28, 8), shsz = le(p + 0x3a, 2), shnum = le(p + 0x3c, 2);
-  uint64_t phoff = le(p + 0x20, 8), phsz = le(p + 0x36, 2), phnum = le(p + 0x38, 2);
-  if ((shnum && (shsz < 64 || shoff > n || shnum * shsz > n - shoff)) ||
-      (phnum && (phsz < 56 || phoff > n || phnum * phsz > n - phoff)))
-    return gc_err_set(e, GC_ECORRUPT, "cubin is truncated or corrupt (headers past its end)");
-  for (uint64_t i = 0; i < shnum; i++) {
-    const uint8_t *h = p + shoff + i * shsz;
-    uint64_t off = le(h + 24, 8), size = le(h + 32, 8);
-    if (le(h + 4, 4) != 8 /* NOBITS */ && (off > n || size > n - off))
-      return gc_err_set(e, GC_ECORRUPT, "cubin is truncated or corrupt (section %u past its end)",
-                        (unsigned)i);
-  }
-  return GC_OK;
-}
-
-static int cuda_module_load(gc_dev_t *dev, const void *code, size_t n, gc_module_t **out,
-                            gc_err_t *e) {
-  cuda_dev_t *d = (cuda_dev_t *)dev;
-  *out = NULL;
-  int rc = check_cubin(code, n, e);
-  if (rc || (rc = bind(d, e))) return rc;
-  CUmodule mod = NULL;
-  CUresult r = cu.ModuleLoadData(&mod, code);
-  if (r == CUDA_ERROR_NO_BINARY_FOR_GPU) {
-    cu_fail(e, GC_EDEVICE, r, "cuModuleLoadData");
-    return gc_err_prefix(e, "code object was built for another GPU than this %s",
-                         d->base.info.arch);
-  }
-  if (r != CUDA_SUCCESS) return cu_fail(e, GC_EDEVICE, r, "cuModuleLoadData");
-  gc_module_t *m = gc_malloc(sizeof *m, e);
-  if (!m) {
-    cu.ModuleUnload(mod);
-    return GC_ENOMEM;
-  }
-  m->mod = mod;
-  *out = m;
-  return GC_OK;
-}
-
-static void cuda_module_unload(gc_dev_t *dev, gc_module_t *m) {
-  if (!m) return;
-  if (!bind((cuda_dev_t *)dev, NULL)) cu.ModuleUnload(m->mod);
-  free(m);
-}
-
-/* The kernel handle lives as long as its module. */
-static int cuda_kernel(gc_dev_t *dev, gc_module_t *m, const char *name, gc_kernel_t **out,
-                       gc_err_t *e) {
-  cuda_dev_t *d = (cuda_dev_t *)dev;
-  *out = NULL;
-  int rc = bind(d, e);
-  if (rc) return rc;
-  CUfunction fn = NULL;
-  CUresult r = cu.ModuleGetFunction(&fn, m->mod, name);
-  if (r == CUDA_ERROR_NOT_FOUND)
-    return gc_err_set(e, GC_ENOTFOUND, "code object has no kernel %s",
-                      GC_QUOTED(name));
-  if (r != CUDA_SUCCESS) return cu_fail(e, GC_EDEVICE, r, "cuModuleGetFunction");
-  gc_kernel_t *k = gc_malloc(sizeof *k, e);
-  if (!k) return GC_ENOMEM;
-  k->fn = fn;
-  int lim = 0; /* unasked, 48 KiB less the kernel's static shared memory */
-  if (cu.FuncGetAttribute(&lim, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fn))
-    lim = 0;
-  k->shmem_granted = lim > 0 ? (unsigned)lim : 0;
-  *out = k;
-  return GC_OK;
+int gc_cuda_check_cubin(const void *code, size_t n, gc_err_t *e) {
+  static const gc_gpu_elf_t cubin = {EM_CUDA, "NVIDIA CUDA", "a cubin", "cubin"};
+  return gc_gpu_check_elf(code, n, &cubin, e);
 }
 
 /* The cache flush of timed runs: every thread reads 16-byte words of the
@@ -562,7 +383,7 @@ static const char flush_ptx[] =
 
 static int cuda_flush(gc_dev_t *dev, gc_dptr_t buf, size_t n, gc_err_t *e) {
   cuda_dev_t *d = (cuda_dev_t *)dev;
-  int rc = bind(d, e);
+  int rc = gc_gpu_bind(&d->gpu, e);
   if (rc) return rc;
   if (!d->flush_fn) {
     CU_TRY(e, GC_EDEVICE, ModuleLoadData, &d->flush_mod, flush_ptx);
@@ -570,57 +391,8 @@ static int cuda_flush(gc_dev_t *dev, gc_dptr_t buf, size_t n, gc_err_t *e) {
   }
   uint64_t p = (uint64_t)buf, n16 = n / 16;
   void *args[] = {&p, &n16};
-  CU_TRY(e, GC_ELAUNCH, LaunchKernel, d->flush_fn, 1024, 1, 1, 256, 1, 1, 0, d->stream, args, NULL);
-  return GC_OK;
-}
-
-/* Each dimension must be 1 .. 2^32-1 (the driver's own limits, e.g. 1024
- * threads a block, are checked by the driver). */
-static int check_dims(const int64_t v[3], const char *what, unsigned out[3], gc_err_t *e) {
-  for (int i = 0; i < 3; i++) {
-    if (v[i] < 1 || v[i] > (int64_t)UINT32_MAX)
-      return gc_err_set(e, GC_ELAUNCH, "%s dimension %d is %lld: must be 1 .. %u", what, i,
-                        (long long)v[i], UINT32_MAX);
-    out[i] = (unsigned)v[i];
-  }
-  return GC_OK;
-}
-
-/* Beyond what it gets unasked (48 KiB in all with its static shared
- * memory) a function must be allowed more dynamic shared memory first
- * (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES). */
-static int grant_shmem(cuda_dev_t *d, gc_kernel_t *k, size_t shmem, gc_err_t *e) {
-  if (shmem <= k->shmem_granted) return GC_OK;
-  if (shmem > (size_t)d->max_shmem)
-    return gc_err_set(e, GC_ELAUNCH,
-                      "launch asks for %zu bytes of dynamic shared memory; this %s allows at "
-                      "most %d a block",
-                      shmem, d->base.info.arch, d->max_shmem);
-  CU_TRY(e, GC_ELAUNCH,
-         FuncSetAttribute, k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shmem);
-  k->shmem_granted = (unsigned)shmem;
-  return GC_OK;
-}
-
-static int cuda_launch(gc_dev_t *dev, gc_kernel_t *k, const int64_t grid[3],
-                       const int64_t block[3], size_t shmem, void **args, gc_err_t *e) {
-  cuda_dev_t *d = (cuda_dev_t *)dev;
-  unsigned g[3], b[3];
-  int rc;
-  if ((rc = check_dims(grid, "grid", g, e)) || (rc = check_dims(block, "block", b, e)) ||
-      (rc = bind(d, e)) || (rc = grant_shmem(d, k, shmem, e)))
-    return rc;
-  if (k->pdl) { /* may start while the kernel before it drains (it waits itself) */
-    cu_launch_attr_t at = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
-    at.value.programmatic_serialization_allowed = 1;
-    cu_launch_config_t c = {{g[0], g[1], g[2]}, {b[0], b[1], b[2]}, (unsigned)shmem, d->stream,
-                            &at, 1};
-    CU_TRY(e, GC_ELAUNCH, LaunchKernelEx, &c, k->fn, args, NULL);
-    return GC_OK;
-  }
-  CU_TRY(e, GC_ELAUNCH,
-         LaunchKernel, k->fn, g[0], g[1], g[2], b[0], b[1], b[2], (unsigned)shmem, d->stream,
-                      args, NULL);
+  CU_TRY(e, GC_ELAUNCH, LaunchKernel, d->flush_fn, 1024, 1, 1, 256, 1, 1, 0, d->gpu.stream, args,
+         NULL);
   return GC_OK;
 }
 
@@ -629,60 +401,6 @@ static int cuda_kernel_pdl(gc_dev_t *dev, gc_kernel_t *k, int on) {
   cuda_dev_t *d = (cuda_dev_t *)dev;
   k->pdl = on && d->cc_major >= 9 && cu.LaunchKernelEx;
   return k->pdl;
-}
-
-static int cuda_sync(gc_dev_t *dev, gc_err_t *e) {
-  cuda_dev_t *d = (cuda_dev_t *)dev;
-  int rc = no_capture(d, "sync", e);
-  if (rc || (rc = bind(d, e))) return rc;
-  CU_TRY(e, GC_EDEVICE, StreamSynchronize, d->stream);
-  return GC_OK;
-}
-
-/* ---- events ---------------------------------------------------------- */
-
-static int cuda_event_create(gc_dev_t *dev, gc_event_t **out, gc_err_t *e) {
-  cuda_dev_t *d = (cuda_dev_t *)dev;
-  *out = NULL;
-  int rc = bind(d, e);
-  if (rc) return rc;
-  gc_event_t *ev = gc_malloc(sizeof *ev, e);
-  if (!ev) return GC_ENOMEM;
-  CUresult r = cu.EventCreate(&ev->ev, CU_EVENT_DEFAULT);
-  if (r != CUDA_SUCCESS) {
-    free(ev);
-    return cu_fail(e, GC_EDEVICE, r, "cuEventCreate");
-  }
-  *out = ev;
-  return GC_OK;
-}
-
-static void cuda_event_destroy(gc_dev_t *dev, gc_event_t *ev) {
-  if (!ev) return;
-  if (!bind((cuda_dev_t *)dev, NULL)) cu.EventDestroy(ev->ev);
-  free(ev);
-}
-
-static int cuda_event_record(gc_dev_t *dev, gc_event_t *ev, gc_err_t *e) {
-  cuda_dev_t *d = (cuda_dev_t *)dev;
-  int rc = bind(d, e);
-  if (rc) return rc;
-  CU_TRY(e, GC_EDEVICE, EventRecord, ev->ev, d->stream);
-  return GC_OK;
-}
-
-/* Waits for both events, so a caller need not sync first. */
-static int cuda_event_elapsed(gc_dev_t *dev, gc_event_t *a, gc_event_t *b, double *ms,
-                              gc_err_t *e) {
-  cuda_dev_t *d = (cuda_dev_t *)dev;
-  int rc = no_capture(d, "event timing", e);
-  if (rc || (rc = bind(d, e))) return rc;
-  float f = 0;
-  CU_TRY(e, GC_EDEVICE, EventSynchronize, a->ev);
-  CU_TRY(e, GC_EDEVICE, EventSynchronize, b->ev);
-  CU_TRY(e, GC_EDEVICE, EventElapsedTime, &f, a->ev, b->ev);
-  *ms = f;
-  return GC_OK;
 }
 
 /* ---- tensor maps ----------------------------------------------------- */
@@ -709,7 +427,7 @@ static int cu_tmap_dtype(gc_dtype_t t) {
  * CUTLASS uses for GEMM operands). */
 static int cuda_tmap_encode(gc_dev_t *dev, const gc_tmap_spec_t *s, gc_dtype_t dtype,
                             gc_dptr_t ptr, void *out, gc_err_t *e) {
-  int rc = bind((cuda_dev_t *)dev, e);
+  int rc = gc_gpu_bind((gc_gpu_dev_t *)dev, e);
   if (rc) return rc;
   if (!cu.TensorMapEncodeTiled)
     return gc_err_set(e, GC_EUNSUPPORTED, "NVIDIA driver too old for tensor maps: libcuda.so.1 "
@@ -724,86 +442,86 @@ static int cuda_tmap_encode(gc_dev_t *dev, const gc_tmap_spec_t *s, gc_dtype_t d
   return GC_OK;
 }
 
-/* ---- graphs ---------------------------------------------------------- */
+/* ---- the skeleton's table -------------------------------------------- */
 
-static int is_cuda(gc_dev_t *dev, gc_err_t *e) {
-  if (dev && dev->ops == &gc_cuda_ops) return GC_OK;
-  return gc_err_set(e, GC_EUNSUPPORTED, "CUDA graphs need a cuda device, not %s",
-                    dev ? dev->info.backend : "none");
+/* Wrappers where the driver's signature is not the skeleton's. */
+static CUresult cu_bind(gc_gpu_dev_t *d) {
+  /* the context is current per thread (cheap: a thread-local store) */
+  return cu.CtxSetCurrent(((cuda_dev_t *)d)->ctx);
+}
+static CUresult cu_stream_create(void **s) { return cu.StreamCreate(s, CU_STREAM_NON_BLOCKING); }
+static CUresult cu_event_create(void **ev) { return cu.EventCreate(ev, CU_EVENT_DEFAULT); }
+static CUresult cu_func_shmem(int *bytes, void *fn) {
+  return cu.FuncGetAttribute(bytes, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fn);
+}
+static CUresult cu_func_set_shmem(void *fn, int bytes) {
+  return cu.FuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
+}
+static CUresult cu_capture_begin(void *s) {
+  return cu.StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+}
+static CUresult cu_graph_instantiate(void **x, void *g) {
+  return cu.GraphInstantiateWithFlags(x, g, 0);
+}
+/* May start while the kernel before it drains (it waits itself). */
+static CUresult cu_launch_pdl(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                              unsigned by, unsigned bz, unsigned shmem, void *stream,
+                              void **args, void **extra) {
+  cu_launch_attr_t at = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
+  at.value.programmatic_serialization_allowed = 1;
+  cu_launch_config_t c = {{gx, gy, gz}, {bx, by, bz}, shmem, stream, &at, 1};
+  return cu.LaunchKernelEx(&c, fn, args, extra);
 }
 
-/* Thread-local mode: other threads of the process (a tuner's workers)
- * may go on allocating while this one captures. */
-int gc_cuda_graph_begin(gc_dev_t *dev, gc_err_t *e) {
-  int rc = is_cuda(dev, e);
-  cuda_dev_t *d = (cuda_dev_t *)dev;
-  if (rc || (rc = bind(d, e))) return rc;
-  if (d->capturing) return gc_err_set(e, GC_EINVAL, "a CUDA graph capture is already open");
-  CU_TRY(e, GC_EDEVICE, StreamBeginCapture, d->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
-  d->capturing = 1;
-  return GC_OK;
-}
-
-/* Always ends the capture, also when a call inside it failed (the capture
- * is then invalidated and reported here). */
-int gc_cuda_graph_end(gc_dev_t *dev, void **exec, gc_err_t *e) {
-  int rc = is_cuda(dev, e);
-  cuda_dev_t *d = (cuda_dev_t *)dev;
-  *exec = NULL;
-  if (rc || (rc = bind(d, e))) return rc;
-  if (!d->capturing) return gc_err_set(e, GC_EINVAL, "no CUDA graph capture is open");
-  d->capturing = 0;
-  CUgraph g = NULL;
-  CU_TRY(e, GC_EDEVICE, StreamEndCapture, d->stream, &g);
-  CUgraphExec x = NULL;
-  CUresult r = cu.GraphInstantiateWithFlags(&x, g, 0);
-  cu.GraphDestroy(g); /* the executable graph does not need it */
-  if (r != CUDA_SUCCESS) return cu_fail(e, GC_EDEVICE, r, "cuGraphInstantiateWithFlags");
-  *exec = x;
-  return GC_OK;
-}
-
-int gc_cuda_graph_launch(gc_dev_t *dev, void *exec, gc_err_t *e) {
-  int rc = is_cuda(dev, e);
-  cuda_dev_t *d = (cuda_dev_t *)dev;
-  if (rc || (rc = no_capture(d, "graph launch", e)) || (rc = bind(d, e))) return rc;
-  if (!exec) return gc_err_set(e, GC_EINVAL, "no CUDA graph to launch");
-  CU_TRY(e, GC_ELAUNCH, GraphLaunch, (CUgraphExec)exec, d->stream);
-  return GC_OK;
-}
-
-void gc_cuda_graph_destroy(gc_dev_t *dev, void *exec) {
-  if (!exec || is_cuda(dev, NULL) || bind((cuda_dev_t *)dev, NULL)) return;
-  cu.GraphExecDestroy((CUgraphExec)exec);
+static void cu_fill_gpu(gc_gpu_api_t *g) {
+  *g = (gc_gpu_api_t){
+      .vendor = "CUDA",
+      .shmem_what = "dynamic shared memory",
+      .wrong_isa = "code object was built for another GPU than this",
+      .upload_waits = 0, /* the driver stages pageable src before it returns */
+      .describe = cu_describe,
+      .classify = cu_classify,
+      .check_code = gc_cuda_check_cubin,
+      .bind = {cu_bind, "cuCtxSetCurrent"},
+      .stream_create = {cu_stream_create, "cuStreamCreate"},
+      .stream_destroy = {cu.StreamDestroy, "cuStreamDestroy"},
+      .stream_sync = {cu.StreamSynchronize, "cuStreamSynchronize"},
+      .mem_alloc = {cu.MemAlloc, "cuMemAlloc"},
+      .mem_free = {cu.MemFree, "cuMemFree"},
+      .mem_info = {cu.MemGetInfo, "cuMemGetInfo"},
+      .copy_htod = {cu.MemcpyHtoDAsync, "cuMemcpyHtoDAsync"},
+      .copy_dtoh = {cu.MemcpyDtoHAsync, "cuMemcpyDtoHAsync"},
+      .memset8 = {cu.MemsetD8Async, "cuMemsetD8Async"},
+      .module_load = {cu.ModuleLoadData, "cuModuleLoadData"},
+      .module_unload = {cu.ModuleUnload, "cuModuleUnload"},
+      .module_function = {cu.ModuleGetFunction, "cuModuleGetFunction"},
+      .func_shmem = {cu_func_shmem, "cuFuncGetAttribute"},
+      .func_set_shmem = {cu_func_set_shmem, "cuFuncSetAttribute"},
+      .launch = {cu.LaunchKernel, "cuLaunchKernel"},
+      .launch_pdl = {cu.LaunchKernelEx ? cu_launch_pdl : NULL, "cuLaunchKernelEx"},
+      .event_create = {cu_event_create, "cuEventCreate"},
+      .event_destroy = {cu.EventDestroy, "cuEventDestroy"},
+      .event_record = {cu.EventRecord, "cuEventRecord"},
+      .event_sync = {cu.EventSynchronize, "cuEventSynchronize"},
+      .event_elapsed = {cu.EventElapsedTime, "cuEventElapsedTime"},
+      .capture_begin = {cu_capture_begin, "cuStreamBeginCapture"},
+      .capture_end = {cu.StreamEndCapture, "cuStreamEndCapture"},
+      .graph_instantiate = {cu_graph_instantiate, "cuGraphInstantiateWithFlags"},
+      .graph_destroy = {cu.GraphDestroy, "cuGraphDestroy"},
+      .graph_launch = {cu.GraphLaunch, "cuGraphLaunch"},
+      .graph_exec_destroy = {cu.GraphExecDestroy, "cuGraphExecDestroy"},
+      .release = cuda_release,
+  };
 }
 
 const gc_dev_ops_t gc_cuda_ops = {
     .name = "cuda",
     .open = cuda_open,
-    .close = cuda_close,
     .runs_target = cuda_runs_target,
-    .alloc = cuda_alloc,
-    .free = cuda_free,
-    .upload = cuda_upload,
-    .download = cuda_download,
-    .memset = cuda_memset,
-    .host_ptr = cuda_host_ptr,
     .page_size = NULL, /* no page protection: runtime/check.c's guard patterns */
     .protect = NULL,
-    .module_load = cuda_module_load,
-    .module_unload = cuda_module_unload,
-    .kernel = cuda_kernel,
-    .launch = cuda_launch,
     .kernel_pdl = cuda_kernel_pdl,
-    .sync = cuda_sync,
-    .event_create = cuda_event_create,
-    .event_destroy = cuda_event_destroy,
-    .event_record = cuda_event_record,
-    .event_elapsed = cuda_event_elapsed,
-    .graph_begin = gc_cuda_graph_begin,
-    .graph_end = gc_cuda_graph_end,
-    .graph_launch = gc_cuda_graph_launch,
-    .graph_destroy = gc_cuda_graph_destroy,
     .tmap_encode = cuda_tmap_encode,
     .flush = cuda_flush,
+    GC_GPU_OPS, /* memory, code, launches, sync, events, graphs: gpu.c */
 };

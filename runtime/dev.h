@@ -85,6 +85,16 @@ int gc_dev_launch(gc_dev_t *d, gc_kernel_t *k, const int64_t grid[3],
                   const int64_t block[3], size_t shmem, void **args, gc_err_t *e);
 int gc_dev_sync(gc_dev_t *d, gc_err_t *e);
 
+/* Order the device's later operations (copies, launches, events, sync,
+ * capture) on a caller's stream instead of its own: *stream is a CUstream
+ * (cuda) or hipStream_t (hip) of the device's primary context, its value
+ * 0 that context's default stream; stream NULL goes back to the device's
+ * own stream. The caller keeps its stream alive while it is set, and
+ * callers that share a device serialise around the switch. Backends
+ * without streams (cpu) take only NULL or a NULL handle. Refused while a
+ * graph capture is open. */
+int gc_dev_set_stream(gc_dev_t *d, void *const *stream, gc_err_t *e);
+
 /* Encode into out (128 bytes, 64-byte aligned) the tensor map of s over
  * the row-major matrix of dtype at device address ptr: a 2-D tiled map,
  * out-of-bounds elements read as zero, the box and swizzle of s (see

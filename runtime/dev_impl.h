@@ -1,5 +1,6 @@
 /* dev_impl.h — what a backend provides: a table of operations behind the
- * gc_dev_* calls. Internal to runtime/. */
+ * gc_dev_* calls. Internal to runtime/. The two GPU backends fill most of
+ * theirs from one skeleton (gpu_impl.h, gpu.c). */
 #ifndef GC_DEV_IMPL_H
 #define GC_DEV_IMPL_H
 
@@ -30,6 +31,8 @@ typedef struct gc_dev_ops {
   /* gc_dev_kernel_pdl; NULL where launches are always serialised. */
   int (*kernel_pdl)(gc_dev_t *d, gc_kernel_t *k, int on);
   int (*sync)(gc_dev_t *d, gc_err_t *e);
+  /* gc_dev_set_stream; NULL on a backend without streams. */
+  int (*set_stream)(gc_dev_t *d, void *const *stream, gc_err_t *e);
   int (*event_create)(gc_dev_t *d, gc_event_t **out, gc_err_t *e);
   void (*event_destroy)(gc_dev_t *d, gc_event_t *ev);
   int (*event_record)(gc_dev_t *d, gc_event_t *ev, gc_err_t *e);
@@ -60,12 +63,9 @@ extern const gc_dev_ops_t gc_cpu_ops;
 extern const gc_dev_ops_t gc_cuda_ops;
 extern const gc_dev_ops_t gc_hip_ops;
 
-/* The cuda graph entry points (also in gc_cuda_ops; tests call them
- * directly). */
-int gc_cuda_graph_begin(gc_dev_t *d, gc_err_t *e);
-int gc_cuda_graph_end(gc_dev_t *d, void **exec, gc_err_t *e);
-int gc_cuda_graph_launch(gc_dev_t *d, void *exec, gc_err_t *e);
-void gc_cuda_graph_destroy(gc_dev_t *d, void *exec);
+/* GC_OK when code (n bytes) is an ELF64 cubin whose headers and sections
+ * lie inside it, else GC_ECORRUPT saying what is wrong (cuda.c). */
+int gc_cuda_check_cubin(const void *code, size_t n, gc_err_t *e);
 
 /* 1 when an AMD code object for target ("gfx942", "gfx90a:xnack+", ...)
  * runs on a device whose arch is dev_arch ("gfx942:sramecc+:xnack-"):

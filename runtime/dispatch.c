@@ -5,6 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A problem found before, and its kernel. */
+typedef struct found {
+  gc_problem_t p;
+  gc_rt_kernel_t *k;
+} found_t;
+
 typedef struct loaded_code {
   int64_t code_id;
   gc_module_t *mod;
@@ -16,8 +22,10 @@ struct gc_rt {
   char target[64];
   loaded_code_t *codes;
   int ncodes;
-  gc_rt_kernel_t **kernels; /* found entries, by pointer so they stay put */
+  gc_rt_kernel_t **kernels; /* loaded entries, by pointer so they stay put */
   int nkernels;
+  found_t *found;           /* every problem found, so that the bundle is asked once */
+  int nfound;
   int pdl; /* @pdl kernels overlap their predecessors (gc_rt_set_pdl) */
 };
 
@@ -75,6 +83,7 @@ void gc_rt_close(gc_rt_t *rt) {
     free(rt->kernels[i]);
   }
   free(rt->kernels);
+  free(rt->found);
   for (int i = 0; i < rt->ncodes; i++) gc_dev_module_unload(rt->dev, rt->codes[i].mod);
   free(rt->codes);
   gc_bundle_close(rt->b);
@@ -103,17 +112,17 @@ static int module_for(gc_rt_t *rt, int64_t code_id, gc_module_t **mod, gc_err_t 
   return GC_OK;
 }
 
-static int same_shape(const gc_dispatch_t *d, const gc_problem_t *p) {
-  return !strcmp(d->shape.op, p->op) && d->shape.ta == p->ta && d->shape.tb == p->tb &&
-         d->shape.tc == p->tc && d->shape.n == p->n && d->shape.k == p->k &&
-         d->shape.h == p->h && d->shape.g == p->g && d->shape.d == p->d &&
-         p->m >= d->m_lo && p->m <= d->m_hi;
+static int same_problem(const gc_problem_t *a, const gc_problem_t *b) {
+  if (strcmp(a->op, b->op) || a->ta != b->ta || a->tb != b->tb || a->tc != b->tc) return 0;
+  for (int i = 0; i < GC_NDIMS; i++)
+    if (gc_problem_get(a, i) != gc_problem_get(b, i)) return 0;
+  return 1;
 }
 
-int gc_rt_find(gc_rt_t *rt, const gc_problem_t *p, const gc_rt_kernel_t **out,
-               gc_err_t *e) {
+/* The loaded kernel of entry d, loading it on first use. */
+static int load_entry(gc_rt_t *rt, const gc_dispatch_t *d, gc_rt_kernel_t **out, gc_err_t *e) {
   for (int i = 0; i < rt->nkernels; i++)
-    if (same_shape(&rt->kernels[i]->d, p)) {
+    if (rt->kernels[i]->d.id == d->id) {
       *out = rt->kernels[i];
       return GC_OK;
     }
@@ -121,8 +130,8 @@ int gc_rt_find(gc_rt_t *rt, const gc_problem_t *p, const gc_rt_kernel_t **out,
   if (!k) return GC_ENOMEM;
   gc_module_t *mod;
   gc_rt_kernel_t **v = NULL;
-  if (gc_bundle_lookup(rt->b, rt->target, p, &k->d, e) ||
-      gc_env_parse(&k->consts, k->d.consts, e) || module_for(rt, k->d.code_id, &mod, e) ||
+  k->d = *d;
+  if (gc_env_parse(&k->consts, k->d.consts, e) || module_for(rt, k->d.code_id, &mod, e) ||
       gc_dev_kernel(rt->dev, mod, k->d.symbol, &k->k, e) ||
       !(v = gc_realloc(rt->kernels, (size_t)(rt->nkernels + 1) * sizeof *v, e))) {
     free(k->k);
@@ -132,6 +141,27 @@ int gc_rt_find(gc_rt_t *rt, const gc_problem_t *p, const gc_rt_kernel_t **out,
   if (k->d.pdl && rt->pdl) gc_dev_kernel_pdl(rt->dev, k->k, 1);
   rt->kernels = v;
   rt->kernels[rt->nkernels++] = k;
+  *out = k;
+  return GC_OK;
+}
+
+/* A problem seen before gets the kernel found then; a new one asks the
+ * bundle, which picks the narrowest entry containing its m (a loaded
+ * catch-all must not shadow a narrower tuned entry not loaded yet). */
+int gc_rt_find(gc_rt_t *rt, const gc_problem_t *p, const gc_rt_kernel_t **out,
+               gc_err_t *e) {
+  for (int i = rt->nfound - 1; i >= 0; i--)
+    if (same_problem(&rt->found[i].p, p)) {
+      *out = rt->found[i].k;
+      return GC_OK;
+    }
+  gc_dispatch_t d;
+  gc_rt_kernel_t *k = NULL;
+  if (gc_bundle_lookup(rt->b, rt->target, p, &d, e) || load_entry(rt, &d, &k, e)) return e->code;
+  found_t *v = gc_realloc(rt->found, (size_t)(rt->nfound + 1) * sizeof *v, e);
+  if (!v) return GC_ENOMEM;
+  rt->found = v;
+  rt->found[rt->nfound++] = (found_t){*p, k};
   *out = k;
   return GC_OK;
 }

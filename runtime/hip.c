@@ -1,9 +1,16 @@
 /* hip.c — the hip backend: AMD GPUs through the HIP runtime API, with
  * libamdhip64 dlopen'd at run time (.so, .so.6, .so.5) so one binary runs
- * with or without ROCm. Each device gets one non-blocking stream; every
- * operation is ordered on it, and downloads wait for it. Code objects
- * (AMDGPU ELF, as clang/comgr emit them) load with hipModuleLoadData;
- * graphs are stream capture + hipGraphInstantiate/Launch. Mirrors cuda.c.
+ * with or without ROCm. Each device is set current on whichever thread
+ * calls and gets one non-blocking stream.
+ *
+ * What is HIP's own is here: loading the runtime and filling the GPU
+ * skeleton's table of calls (hip_fill_gpu, with wrappers where HIP's
+ * signatures differ), the errors' names, meanings and kinds, device
+ * discovery and info (gcnArchName through either hipDeviceProp_t layout),
+ * target-id matching with features, and the AMDGPU code-object check.
+ * Memory, modules, kernels, launches, sync, events and graph capture are
+ * the skeleton's (gpu.c), the code the cuda backend runs on NVIDIA GPUs
+ * and tests/c/test_gpu.c runs on a mock GPU.
  *
  * Without an AMD GPU open fails with one line saying which piece is
  * missing: the library, /dev/kfd (the amdgpu kernel driver), or a device
@@ -14,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dev_impl.h"
+#include "gpu_impl.h"
 
 /* ---- the runtime API, as its ABI is documented (hip_runtime_api.h) ---- */
 
@@ -99,6 +106,8 @@ typedef struct hip_api {
 /* Loaded once and kept: unloading the runtime under live streams is unsafe. */
 static pthread_mutex_t hip_mu = PTHREAD_MUTEX_INITIALIZER;
 static hip_api_t hip;
+static gc_gpu_api_t hip_gpu; /* the skeleton's table, filled from hip */
+static void hip_fill_gpu(gc_gpu_api_t *g);
 
 static const struct hip_sym {
   const char *name;
@@ -165,8 +174,12 @@ static int hip_load(gc_err_t *e) {
     } else {
       hip_api_t api = {.lib = h};
       rc = hip_bind_syms(h, &api, e);
-      if (rc) dlclose(h);
-      else hip = api;
+      if (rc) {
+        dlclose(h);
+      } else {
+        hip = api;
+        hip_fill_gpu(&hip_gpu);
+      }
     }
   }
   pthread_mutex_unlock(&hip_mu);
@@ -188,66 +201,41 @@ static const char *hip_meaning(hipError_t r) {
 }
 
 /* "hipErrorX (meaning)" for r, into buf. */
-static const char *hip_describe(hipError_t r, char *buf, size_t n) {
+static void hip_describe(hipError_t r, char *buf, size_t n) {
   const char *name = hip.GetErrorName(r), *str = hip.GetErrorString(r);
   if (!name) name = "unknown HIP error";
   if (!str || !strcmp(str, name) || !str[0]) str = hip_meaning(r);
   if (str) snprintf(buf, n, "%s (%s)", name, str);
   else snprintf(buf, n, "%s (%d)", name, r);
-  return buf;
 }
 
-/* Errors a faulting kernel leaves behind (the device is then unusable). */
-static int hip_kernel_fault(hipError_t r) {
-  return r == 700 || r == 701 || r == 702 || r == 710 || r == 719;
-}
-
-/* Set e for a failed runtime call: "call: hipErrorX (meaning)". Kernel
- * faults surfacing here are launch errors whatever the call. */
-static int hip_fail(gc_err_t *e, int code, hipError_t r, const char *call) {
-  char what[256];
-  if (hip_kernel_fault(r)) code = GC_ELAUNCH;
-  return gc_err_set(e, code, "%s: %s", call, hip_describe(r, what, sizeof what));
+/* Faults are the errors a faulting kernel leaves behind (the device is
+ * then unusable). */
+static int hip_classify(hipError_t r) {
+  switch (r) {
+  case 700: case 701: case 702: case 710: case 719: return GC_GPU_R_FAULT;
+  case hipErrorOutOfMemory: return GC_GPU_R_OOM;
+  case hipErrorNotFound: return GC_GPU_R_NOT_FOUND;
+  case hipErrorNoBinaryForGpu: case hipErrorInvalidImage: case hipErrorInvalidKernelFile:
+    return GC_GPU_R_WRONG_ISA;
+  default: return GC_GPU_R_OTHER;
+  }
 }
 
 /* Call hip.fn(...) and return the failure, named "hip<fn>", from the caller. */
-#define HIP_TRY(e, code, fn, ...)                                       \
-  do {                                                                  \
-    hipError_t r_ = hip.fn(__VA_ARGS__);                                \
-    if (r_ != hipSuccess) return hip_fail(e, code, r_, "hip" #fn);      \
+#define HIP_TRY(e, code, fn, ...)                                                  \
+  do {                                                                             \
+    hipError_t r_ = hip.fn(__VA_ARGS__);                                           \
+    if (r_ != hipSuccess) return gc_gpu_fail(&hip_gpu, e, code, r_, "hip" #fn);    \
   } while (0)
 
 /* ---- device ---------------------------------------------------------- */
 
 typedef struct hip_dev {
-  struct gc_dev base;
+  gc_gpu_dev_t gpu; /* max_shmem: LDS bytes a block may use (64 KiB on gfx9/gfx11) */
   int ordinal;
-  hipStream_t stream;
-  int max_shmem;  /* LDS bytes a block may use (64 KiB on gfx9/gfx11) */
-  int warp;       /* wavefront size: 64 on CDNA, 32 on RDNA */
-  int capturing;  /* a graph capture is open on stream */
+  int warp;         /* wavefront size: 64 on CDNA, 32 on RDNA */
 } hip_dev_t;
-
-struct gc_module {
-  hipModule_t mod;
-};
-struct gc_kernel {
-  hipFunction_t fn;
-};
-struct gc_event {
-  hipEvent_t ev;
-};
-
-/* The current device is per thread; set it on whichever thread calls. */
-static int bind(hip_dev_t *d, gc_err_t *e) {
-  HIP_TRY(e, GC_EDEVICE, SetDevice, d->ordinal);
-  return GC_OK;
-}
-
-static int no_capture(hip_dev_t *d, const char *what, gc_err_t *e) {
-  if (!d->capturing) return GC_OK;
-  return gc_err_set(e, GC_EINVAL, "%s is not allowed while a HIP graph is being captured", what);
-}
 
 /* "no AMD GPU: <call> returned hipErrorX (n): meaning", adding what
  * /dev/kfd says, since a missing kfd is the usual cause. */
@@ -277,7 +265,7 @@ static int hip_find_device(int ordinal, gc_err_t *e) {
 /* info.arch from gcnArchName ("gfx942:sramecc+:xnack-"); info.target is
  * its processor, the gcore-gen target whose code runs on any features. */
 static int hip_fill_arch(hip_dev_t *d, gc_err_t *e) {
-  gc_dev_info_t *in = &d->base.info;
+  gc_dev_info_t *in = &d->gpu.base.info;
   char *prop = gc_calloc(1, PROP_BYTES, e);
   if (!prop) return GC_ENOMEM;
   hipError_t r = hip.GetDeviceProperties(prop, d->ordinal);
@@ -285,7 +273,7 @@ static int hip_fill_arch(hip_dev_t *d, gc_err_t *e) {
   int ok = r == hipSuccess && !strncmp(arch, "gfx", 3) && memchr(arch, 0, 256);
   if (ok) snprintf(in->arch, sizeof in->arch, "%s", arch);
   free(prop);
-  if (r != hipSuccess) return hip_fail(e, GC_EDEVICE, r, "hipGetDeviceProperties");
+  if (r != hipSuccess) return gc_gpu_fail(&hip_gpu, e, GC_EDEVICE, r, "hipGetDeviceProperties");
   if (!ok)
     return gc_err_set(e, GC_EDEVICE, "AMD GPU runtime: hipGetDeviceProperties gave no gfx "
                       "architecture name (unknown hipDeviceProp_t layout)");
@@ -294,13 +282,13 @@ static int hip_fill_arch(hip_dev_t *d, gc_err_t *e) {
 }
 
 static int hip_fill_info(hip_dev_t *d, gc_err_t *e) {
-  gc_dev_info_t *in = &d->base.info;
+  gc_dev_info_t *in = &d->gpu.base.info;
   int cus = 0, ver = 0;
   size_t mem = 0;
   hipDevice_t dev = 0;
   const struct { int attr, *out; } attrs[] = {
       {hipDeviceAttributeMultiprocessorCount, &cus},
-      {hipDeviceAttributeMaxSharedMemoryPerBlock, &d->max_shmem},
+      {hipDeviceAttributeMaxSharedMemoryPerBlock, &d->gpu.max_shmem},
       {hipDeviceAttributeWarpSize, &d->warp},
   };
   for (size_t i = 0; i < GC_ARRAY_LEN(attrs); i++)
@@ -327,35 +315,16 @@ static int hip_open(int ordinal, gc_dev_t **out, gc_err_t *e) {
   if (rc) return rc;
   hip_dev_t *d = gc_calloc(1, sizeof *d, e);
   if (!d) return GC_ENOMEM;
-  d->base.ops = &gc_hip_ops;
+  d->gpu.base.ops = &gc_hip_ops;
+  d->gpu.api = &hip_gpu;
   d->ordinal = ordinal;
-  if ((rc = bind(d, e)) || (rc = hip_fill_info(d, e))) {
+  if ((rc = gc_gpu_bind(&d->gpu, e)) || (rc = hip_fill_info(d, e)) ||
+      (rc = gc_gpu_start(&d->gpu, e))) {
     free(d);
     return rc;
   }
-  hipError_t r = hip.StreamCreateWithFlags(&d->stream, hipStreamNonBlocking);
-  if (r != hipSuccess) {
-    free(d);
-    return hip_fail(e, GC_EDEVICE, r, "hipStreamCreateWithFlags");
-  }
-  *out = &d->base;
+  *out = &d->gpu.base;
   return GC_OK;
-}
-
-/* Work still queued finishes first; memory and modules not freed by the
- * caller stay with the process. */
-static void hip_close(gc_dev_t *dev) {
-  hip_dev_t *d = (hip_dev_t *)dev;
-  if (!d) return;
-  if (!bind(d, NULL)) {
-    if (d->capturing) {
-      hipGraph_t g = NULL;
-      if (hip.StreamEndCapture(d->stream, &g) == hipSuccess && g) hip.GraphDestroy(g);
-    }
-    hip.StreamSynchronize(d->stream);
-    hip.StreamDestroy(d->stream);
-  }
-  free(d);
 }
 
 /* The state ('+', '-', or 0 when unstated) of feature f ("xnack") in a
@@ -393,324 +362,95 @@ static int hip_runs_target(const gc_dev_t *dev, const char *target) {
   return gc_hip_target_runs(dev->info.arch, target);
 }
 
-/* ---- memory ---------------------------------------------------------- */
-
-static void fmt_bytes(size_t n, char *buf, size_t len) {
-  if (n >= (1ull << 30)) snprintf(buf, len, "%.1f GiB", (double)n / (1ull << 30));
-  else if (n >= (1ull << 20)) snprintf(buf, len, "%.1f MiB", (double)n / (1ull << 20));
-  else snprintf(buf, len, "%zu bytes", n);
-}
-
-static int hip_alloc(gc_dev_t *dev, size_t n, gc_dptr_t *out, gc_err_t *e) {
-  hip_dev_t *d = (hip_dev_t *)dev;
-  int rc = no_capture(d, "alloc", e);
-  if (rc || (rc = bind(d, e))) return rc;
-  void *p = NULL;
-  hipError_t r = hip.Malloc(&p, n ? n : 1);
-  if (r == hipErrorOutOfMemory) {
-    size_t fr = 0, tot = 0;
-    char fs[32] = "?", ts[32] = "?";
-    if (hip.MemGetInfo(&fr, &tot) == hipSuccess) {
-      fmt_bytes(fr, fs, sizeof fs);
-      fmt_bytes(tot, ts, sizeof ts);
-    }
-    return gc_err_set(e, GC_ENOMEM, "out of GPU memory allocating %zu bytes (%s free of %s)", n,
-                      fs, ts);
-  }
-  if (r != hipSuccess) return hip_fail(e, GC_EDEVICE, r, "hipMalloc");
-  *out = (gc_dptr_t)(uintptr_t)p;
-  return GC_OK;
-}
-
-static void hip_free(gc_dev_t *dev, gc_dptr_t p) {
-  hip_dev_t *d = (hip_dev_t *)dev;
-  if (p && !bind(d, NULL)) hip.Free((void *)(uintptr_t)p);
-}
-
-/* HIP does not promise that an async copy from pageable memory has read
- * src when it returns, so the upload waits: the caller may reuse src at
- * once, as the interface says. Uploads are rare (weights, inputs). */
-static int hip_upload(gc_dev_t *dev, gc_dptr_t dst, const void *src, size_t n, gc_err_t *e) {
-  hip_dev_t *d = (hip_dev_t *)dev;
-  int rc = no_capture(d, "upload", e);
-  if (rc || !n || (rc = bind(d, e))) return rc;
-  HIP_TRY(e, GC_EDEVICE, MemcpyHtoDAsync, (void *)(uintptr_t)dst, (void *)src, n, d->stream);
-  HIP_TRY(e, GC_EDEVICE, StreamSynchronize, d->stream);
-  return GC_OK;
-}
-
-static int hip_download(gc_dev_t *dev, void *dst, gc_dptr_t src, size_t n, gc_err_t *e) {
-  hip_dev_t *d = (hip_dev_t *)dev;
-  int rc = no_capture(d, "download", e);
-  if (rc || !n || (rc = bind(d, e))) return rc;
-  HIP_TRY(e, GC_EDEVICE, MemcpyDtoHAsync, dst, (void *)(uintptr_t)src, n, d->stream);
-  HIP_TRY(e, GC_EDEVICE, StreamSynchronize, d->stream);
-  return GC_OK;
-}
-
-static int hip_memset(gc_dev_t *dev, gc_dptr_t dst, int byte, size_t n, gc_err_t *e) {
-  hip_dev_t *d = (hip_dev_t *)dev;
-  int rc = bind(d, e);
-  if (rc || !n) return rc;
-  HIP_TRY(e, GC_EDEVICE, MemsetD8Async, (void *)(uintptr_t)dst, (unsigned char)byte, n,
-          d->stream);
-  return GC_OK;
-}
-
-static void *hip_host_ptr(gc_dev_t *d, gc_dptr_t p) {
-  (void)d, (void)p;
-  return NULL;
-}
-
 /* ---- code ------------------------------------------------------------ */
 
-static uint64_t le(const uint8_t *p, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; i--) v = v << 8 | p[i];
-  return v;
-}
-
-/* hipModuleLoadData takes no size and trusts the image, so check that it
- * is an ELF64 for AMDGPU whose headers and sections lie inside n bytes. */
-static int check_code_object(const uint8_t *p, size_t n, gc_err_t *e) {
-  if (!p || n < 64 || memcmp(p, "\177ELF", 4))
-    return gc_err_set(e, GC_ECORRUPT,
-                      "code object is not an AMDGPU code object: not an ELF file (%zu bytes)", n);
-  if (p[4] != 2 || p[5] != 1 || le(p + 18, 2) != EM_AMDGPU)
-    return gc_err_set(e, GC_ECORRUPT,
-                      "code object is not an AMDGPU code object: ELF for machine %u, not AMDGPU "
-                      "(%d)",
-                      (unsigned)le(p + 18, 2), EM_AMDGPU);
-  uint64_t shoff = le(p + 0x28, 8), shsz = le(p + 0x3a, 2), shnum = le(p + 0x3c, 2);
-  uint64_t phoff = le(p + 0x20, 8), phsz = le(p + 0x36, 2), phnum = le(p + 0x38, 2);
-  if ((shnum && (shsz < 64 || shoff > n || shnum * shsz > n - shoff)) ||
-      (phnum && (phsz < 56 || phoff > n || phnum * phsz > n - phoff)))
-    return gc_err_set(e, GC_ECORRUPT,
-                      "AMDGPU code object is truncated or corrupt (headers past its end)");
-  for (uint64_t i = 0; i < shnum; i++) {
-    const uint8_t *h = p + shoff + i * shsz;
-    uint64_t off = le(h + 24, 8), size = le(h + 32, 8);
-    if (le(h + 4, 4) != 8 /* NOBITS */ && (off > n || size > n - off))
-      return gc_err_set(e, GC_ECORRUPT,
-                        "AMDGPU code object is truncated or corrupt (section %u past its end)",
-                        (unsigned)i);
-  }
-  return GC_OK;
-}
-
+/* clang and comgr emit ELF64 for EM_AMDGPU. */
 int gc_hip_check_code_object(const void *code, size_t n, gc_err_t *e) {
-  return check_code_object(code, n, e);
+  static const gc_gpu_elf_t co = {EM_AMDGPU, "AMDGPU", "an AMDGPU code object",
+                                  "AMDGPU code object"};
+  return gc_gpu_check_elf(code, n, &co, e);
 }
 
-static int hip_module_load(gc_dev_t *dev, const void *code, size_t n, gc_module_t **out,
-                           gc_err_t *e) {
-  hip_dev_t *d = (hip_dev_t *)dev;
-  *out = NULL;
-  int rc = check_code_object(code, n, e);
-  if (rc || (rc = bind(d, e))) return rc;
-  hipModule_t mod = NULL;
-  hipError_t r = hip.ModuleLoadData(&mod, code);
-  if (r == hipErrorNoBinaryForGpu || r == hipErrorInvalidImage ||
-      r == hipErrorInvalidKernelFile) {
-    hip_fail(e, GC_EDEVICE, r, "hipModuleLoadData");
-    return gc_err_prefix(e, "code object was not built for this %s", d->base.info.arch);
-  }
-  if (r != hipSuccess) return hip_fail(e, GC_EDEVICE, r, "hipModuleLoadData");
-  gc_module_t *m = gc_malloc(sizeof *m, e);
-  if (!m) {
-    hip.ModuleUnload(mod);
-    return GC_ENOMEM;
-  }
-  m->mod = mod;
-  *out = m;
-  return GC_OK;
+/* ---- the skeleton's table -------------------------------------------- */
+
+/* Wrappers where HIP's signature is not the skeleton's: the current
+ * device instead of a context, void * device addresses, the capture mode
+ * and instantiate's error-node arguments. */
+static hipError_t hip_bind(gc_gpu_dev_t *d) { return hip.SetDevice(((hip_dev_t *)d)->ordinal); }
+static hipError_t hip_stream_create(void **s) {
+  return hip.StreamCreateWithFlags(s, hipStreamNonBlocking);
+}
+static hipError_t hip_mem_alloc(gc_gpu_ptr_t *p, size_t n) {
+  void *q = NULL;
+  hipError_t r = hip.Malloc(&q, n);
+  *p = (gc_gpu_ptr_t)(uintptr_t)q;
+  return r;
+}
+static hipError_t hip_mem_free(gc_gpu_ptr_t p) { return hip.Free((void *)(uintptr_t)p); }
+static hipError_t hip_copy_htod(gc_gpu_ptr_t dst, const void *src, size_t n, void *s) {
+  return hip.MemcpyHtoDAsync((void *)(uintptr_t)dst, (void *)src, n, s);
+}
+static hipError_t hip_copy_dtoh(void *dst, gc_gpu_ptr_t src, size_t n, void *s) {
+  return hip.MemcpyDtoHAsync(dst, (void *)(uintptr_t)src, n, s);
+}
+static hipError_t hip_memset8(gc_gpu_ptr_t dst, unsigned char byte, size_t n, void *s) {
+  return hip.MemsetD8Async((void *)(uintptr_t)dst, byte, n, s);
+}
+static hipError_t hip_capture_begin(void *s) {
+  return hip.StreamBeginCapture(s, hipStreamCaptureModeThreadLocal);
+}
+static hipError_t hip_graph_instantiate(void **x, void *g) {
+  return hip.GraphInstantiate(x, g, NULL, NULL, 0);
 }
 
-static void hip_module_unload(gc_dev_t *dev, gc_module_t *m) {
-  if (!m) return;
-  if (!bind((hip_dev_t *)dev, NULL)) hip.ModuleUnload(m->mod);
-  free(m);
-}
-
-/* The kernel handle lives as long as its module. */
-static int hip_kernel(gc_dev_t *dev, gc_module_t *m, const char *name, gc_kernel_t **out,
-                      gc_err_t *e) {
-  hip_dev_t *d = (hip_dev_t *)dev;
-  *out = NULL;
-  int rc = bind(d, e);
-  if (rc) return rc;
-  hipFunction_t fn = NULL;
-  hipError_t r = hip.ModuleGetFunction(&fn, m->mod, name);
-  if (r == hipErrorNotFound || (r == hipSuccess && !fn))
-    return gc_err_set(e, GC_ENOTFOUND, "code object has no kernel %s",
-                      GC_QUOTED(name));
-  if (r != hipSuccess) return hip_fail(e, GC_EDEVICE, r, "hipModuleGetFunction");
-  gc_kernel_t *k = gc_malloc(sizeof *k, e);
-  if (!k) return GC_ENOMEM;
-  k->fn = fn;
-  *out = k;
-  return GC_OK;
-}
-
-/* Each dimension must be 1 .. 2^32-1; the runtime checks its own limits
- * (1024 work-items a block). */
-static int check_dims(const int64_t v[3], const char *what, unsigned out[3], gc_err_t *e) {
-  for (int i = 0; i < 3; i++) {
-    if (v[i] < 1 || v[i] > (int64_t)UINT32_MAX)
-      return gc_err_set(e, GC_ELAUNCH, "%s dimension %d is %lld: must be 1 .. %u", what, i,
-                        (long long)v[i], UINT32_MAX);
-    out[i] = (unsigned)v[i];
-  }
-  return GC_OK;
-}
-
-/* AMD has no opt-in for more LDS: a block gets at most max_shmem bytes,
- * static and dynamic together. */
-static int hip_launch(gc_dev_t *dev, gc_kernel_t *k, const int64_t grid[3],
-                      const int64_t block[3], size_t shmem, void **args, gc_err_t *e) {
-  hip_dev_t *d = (hip_dev_t *)dev;
-  unsigned g[3], b[3];
-  int rc;
-  if ((rc = check_dims(grid, "grid", g, e)) || (rc = check_dims(block, "block", b, e)) ||
-      (rc = bind(d, e)))
-    return rc;
-  if (shmem > (size_t)d->max_shmem)
-    return gc_err_set(e, GC_ELAUNCH,
-                      "launch asks for %zu bytes of dynamic shared memory (LDS); this %s allows "
-                      "at most %d a block",
-                      shmem, d->base.info.arch, d->max_shmem);
-  HIP_TRY(e, GC_ELAUNCH, ModuleLaunchKernel, k->fn, g[0], g[1], g[2], b[0], b[1], b[2],
-          (unsigned)shmem, d->stream, args, NULL);
-  return GC_OK;
-}
-
-static int hip_sync(gc_dev_t *dev, gc_err_t *e) {
-  hip_dev_t *d = (hip_dev_t *)dev;
-  int rc = no_capture(d, "sync", e);
-  if (rc || (rc = bind(d, e))) return rc;
-  HIP_TRY(e, GC_EDEVICE, StreamSynchronize, d->stream);
-  return GC_OK;
-}
-
-/* ---- events ---------------------------------------------------------- */
-
-static int hip_event_create(gc_dev_t *dev, gc_event_t **out, gc_err_t *e) {
-  hip_dev_t *d = (hip_dev_t *)dev;
-  *out = NULL;
-  int rc = bind(d, e);
-  if (rc) return rc;
-  gc_event_t *ev = gc_malloc(sizeof *ev, e);
-  if (!ev) return GC_ENOMEM;
-  hipError_t r = hip.EventCreate(&ev->ev);
-  if (r != hipSuccess) {
-    free(ev);
-    return hip_fail(e, GC_EDEVICE, r, "hipEventCreate");
-  }
-  *out = ev;
-  return GC_OK;
-}
-
-static void hip_event_destroy(gc_dev_t *dev, gc_event_t *ev) {
-  if (!ev) return;
-  if (!bind((hip_dev_t *)dev, NULL)) hip.EventDestroy(ev->ev);
-  free(ev);
-}
-
-static int hip_event_record(gc_dev_t *dev, gc_event_t *ev, gc_err_t *e) {
-  hip_dev_t *d = (hip_dev_t *)dev;
-  int rc = bind(d, e);
-  if (rc) return rc;
-  HIP_TRY(e, GC_EDEVICE, EventRecord, ev->ev, d->stream);
-  return GC_OK;
-}
-
-/* Waits for both events, so a caller need not sync first. */
-static int hip_event_elapsed(gc_dev_t *dev, gc_event_t *a, gc_event_t *b, double *ms,
-                             gc_err_t *e) {
-  hip_dev_t *d = (hip_dev_t *)dev;
-  int rc = no_capture(d, "event timing", e);
-  if (rc || (rc = bind(d, e))) return rc;
-  float f = 0;
-  HIP_TRY(e, GC_EDEVICE, EventSynchronize, a->ev);
-  HIP_TRY(e, GC_EDEVICE, EventSynchronize, b->ev);
-  HIP_TRY(e, GC_EDEVICE, EventElapsedTime, &f, a->ev, b->ev);
-  *ms = f;
-  return GC_OK;
-}
-
-/* ---- graphs ---------------------------------------------------------- */
-
-/* Launches and memsets issued between begin and end are recorded, not
- * run (uploads, downloads and syncs in between fail). Thread-local mode:
- * other threads may go on allocating while this one captures. */
-static int hip_graph_begin(gc_dev_t *dev, gc_err_t *e) {
-  hip_dev_t *d = (hip_dev_t *)dev;
-  int rc = bind(d, e);
-  if (rc) return rc;
-  if (d->capturing) return gc_err_set(e, GC_EINVAL, "a HIP graph capture is already open");
-  HIP_TRY(e, GC_EDEVICE, StreamBeginCapture, d->stream, hipStreamCaptureModeThreadLocal);
-  d->capturing = 1;
-  return GC_OK;
-}
-
-/* Always ends the capture, also when a call inside it failed. */
-static int hip_graph_end(gc_dev_t *dev, void **exec, gc_err_t *e) {
-  hip_dev_t *d = (hip_dev_t *)dev;
-  *exec = NULL;
-  int rc = bind(d, e);
-  if (rc) return rc;
-  if (!d->capturing) return gc_err_set(e, GC_EINVAL, "no HIP graph capture is open");
-  d->capturing = 0;
-  hipGraph_t g = NULL;
-  HIP_TRY(e, GC_EDEVICE, StreamEndCapture, d->stream, &g);
-  hipGraphExec_t x = NULL;
-  hipError_t r = hip.GraphInstantiate(&x, g, NULL, NULL, 0);
-  hip.GraphDestroy(g); /* the executable graph does not need it */
-  if (r != hipSuccess) return hip_fail(e, GC_EDEVICE, r, "hipGraphInstantiate");
-  *exec = x;
-  return GC_OK;
-}
-
-static int hip_graph_launch(gc_dev_t *dev, void *exec, gc_err_t *e) {
-  hip_dev_t *d = (hip_dev_t *)dev;
-  int rc = no_capture(d, "graph launch", e);
-  if (rc || (rc = bind(d, e))) return rc;
-  if (!exec) return gc_err_set(e, GC_EINVAL, "no HIP graph to launch");
-  HIP_TRY(e, GC_ELAUNCH, GraphLaunch, (hipGraphExec_t)exec, d->stream);
-  return GC_OK;
-}
-
-static void hip_graph_destroy(gc_dev_t *dev, void *exec) {
-  if (exec && !bind((hip_dev_t *)dev, NULL)) hip.GraphExecDestroy((hipGraphExec_t)exec);
+static void hip_fill_gpu(gc_gpu_api_t *g) {
+  *g = (gc_gpu_api_t){
+      .vendor = "HIP",
+      .shmem_what = "dynamic shared memory (LDS)",
+      .wrong_isa = "code object was not built for this",
+      .upload_waits = 1, /* an async copy from pageable src may not have read it yet */
+      .describe = hip_describe,
+      .classify = hip_classify,
+      .check_code = gc_hip_check_code_object,
+      .bind = {hip_bind, "hipSetDevice"},
+      .stream_create = {hip_stream_create, "hipStreamCreateWithFlags"},
+      .stream_destroy = {hip.StreamDestroy, "hipStreamDestroy"},
+      .stream_sync = {hip.StreamSynchronize, "hipStreamSynchronize"},
+      .mem_alloc = {hip_mem_alloc, "hipMalloc"},
+      .mem_free = {hip_mem_free, "hipFree"},
+      .mem_info = {hip.MemGetInfo, "hipMemGetInfo"},
+      .copy_htod = {hip_copy_htod, "hipMemcpyHtoDAsync"},
+      .copy_dtoh = {hip_copy_dtoh, "hipMemcpyDtoHAsync"},
+      .memset8 = {hip_memset8, "hipMemsetD8Async"},
+      .module_load = {hip.ModuleLoadData, "hipModuleLoadData"},
+      .module_unload = {hip.ModuleUnload, "hipModuleUnload"},
+      .module_function = {hip.ModuleGetFunction, "hipModuleGetFunction"},
+      /* no opt-in for more LDS: func_shmem, func_set_shmem stay NULL */
+      .launch = {hip.ModuleLaunchKernel, "hipModuleLaunchKernel"},
+      /* no programmatic dependent launch: launch_pdl stays NULL */
+      .event_create = {hip.EventCreate, "hipEventCreate"},
+      .event_destroy = {hip.EventDestroy, "hipEventDestroy"},
+      .event_record = {hip.EventRecord, "hipEventRecord"},
+      .event_sync = {hip.EventSynchronize, "hipEventSynchronize"},
+      .event_elapsed = {hip.EventElapsedTime, "hipEventElapsedTime"},
+      .capture_begin = {hip_capture_begin, "hipStreamBeginCapture"},
+      .capture_end = {hip.StreamEndCapture, "hipStreamEndCapture"},
+      .graph_instantiate = {hip_graph_instantiate, "hipGraphInstantiate"},
+      .graph_destroy = {hip.GraphDestroy, "hipGraphDestroy"},
+      .graph_launch = {hip.GraphLaunch, "hipGraphLaunch"},
+      .graph_exec_destroy = {hip.GraphExecDestroy, "hipGraphExecDestroy"},
+      .release = NULL, /* memory and modules not freed by the caller stay with the process */
+  };
 }
 
 const gc_dev_ops_t gc_hip_ops = {
     .name = "hip",
     .open = hip_open,
-    .close = hip_close,
     .runs_target = hip_runs_target,
-    .alloc = hip_alloc,
-    .free = hip_free,
-    .upload = hip_upload,
-    .download = hip_download,
-    .memset = hip_memset,
-    .host_ptr = hip_host_ptr,
     .page_size = NULL, /* no page protection: runtime/check.c's guard patterns */
     .protect = NULL,
-    .module_load = hip_module_load,
-    .module_unload = hip_module_unload,
-    .kernel = hip_kernel,
-    .launch = hip_launch,
-    .kernel_pdl = NULL, /* HIP has no programmatic dependent launch */
-    .sync = hip_sync,
-    .event_create = hip_event_create,
-    .event_destroy = hip_event_destroy,
-    .event_record = hip_event_record,
-    .event_elapsed = hip_event_elapsed,
-    .graph_begin = hip_graph_begin,
-    .graph_end = hip_graph_end,
-    .graph_launch = hip_graph_launch,
-    .graph_destroy = hip_graph_destroy,
+    .kernel_pdl = NULL,  /* HIP has no programmatic dependent launch */
     .tmap_encode = NULL, /* AMD has no tensor-map copy engine */
     .flush = NULL,       /* a memset (no hand-written read kernel for AMD yet) */
+    GC_GPU_OPS,          /* memory, code, launches, sync, events, graphs: gpu.c */
 };

@@ -79,9 +79,9 @@ def other_family(r, tpl, arch):
 @pytest.mark.parametrize("arch,driver", DRIVERS, ids=[f"{a}-{d}" for a, d in DRIVERS])
 @pytest.mark.parametrize("tpl,op,dts,params", TEMPLATES, ids=[f"{t[0]}-{t[1]}" for t in TEMPLATES])
 def test_template_compiles(gc, arch, driver, tpl, op, dts, params):
-    rng = random.Random(f"{tpl}-{arch}")
+    rng = random.Random(f"{tpl}-{op}-{arch}")
     forces = [tpl] + [tpl + ":" + ",".join(f"{k}={rng.choice(v)}" for k, v in params.items())
-                      for _ in range(12 if params else 0)]
+                      for _ in range(40 if params else 0)]  # a gate/up op's space is smaller
     built = 0
     for force in forces:
         if built >= 3:

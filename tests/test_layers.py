@@ -11,7 +11,11 @@ from conftest import BIN, ROOT
 
 # Lowest first; a folder may include its own files and those of any folder
 # of a lower rank. templates/ is the kernels' own world (preludes only).
-RANK = {"base": 0, "core": 1, "db": 2, "gen": 3, "runtime": 3, "models": 4, "tuner": 5, "tools": 6}
+# api/ (libgcore.so's C API) builds on gen and runtime and is used by no
+# folder of the tree; include/ holds only its public header, which includes
+# nothing of gcore (test_public_header_stands_alone).
+RANK = {"base": 0, "core": 1, "db": 2, "gen": 3, "runtime": 3, "models": 4, "api": 4, "tuner": 5,
+        "tools": 6}
 
 
 def sources():
@@ -50,3 +54,14 @@ def test_gcore_gen_links_no_device_backend():
     device = [s for s in defined if re.match(r"gc_(dev|cuda|hip|cpu|rt|llama_create|prof)_?", s)]
     assert not device, f"gcore-gen links device code: {device[:10]}"
     assert "gc_gen_bundle" in defined
+
+
+def test_public_header_stands_alone():
+    """include/gcore.h includes only the C library, and only api/ includes it
+    in the tree (examples and tests use it as a user would)."""
+    with open(os.path.join(ROOT, "include", "gcore.h")) as f:
+        incs = re.findall(r'^\s*#\s*include\s+(.+)$', f.read(), re.M)
+    assert incs == ["<stdint.h>"], incs
+    users = [os.path.relpath(p, ROOT) for folder, p in sources()
+             if folder != "api" and "gcore.h" in open(p).read()]
+    assert not users, f"only api/ may include gcore.h: {users}"

@@ -113,12 +113,16 @@ def test_readme_examples_run_as_printed(tmp_path, cache_dir):
     repo = tmp_path / "repo"
     (repo / "build" / "demo").mkdir(parents=True)
     os.symlink(BIN, repo / "bin")
+    for d in ("lib", "include", "python", "examples"):  # the library's examples
+        os.symlink(os.path.join(ROOT, d), repo / d)
     shutil.copytree(os.path.join(ROOT, "tuner", "workloads"), repo / "tuner" / "workloads")
     model = repo / "build" / "demo" / "model"
     TM.write_model(str(model), seed=1, dtype="f16", dim=64, hidden_dim=160, n_layers=2, n_heads=4,
                    n_kv_heads=2, vocab=2048, max_seq=64, rope_scaling="llama3")
     TM.write_tokenizer(str(model), 2048)
-    env = dict(os.environ, GCORE_CACHE=cache_dir, GCORE_DB=str(tmp_path / "default-tune.db"))
+    # python3 in an example is the interpreter running the tests (it has numpy)
+    path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    env = dict(os.environ, GCORE_CACHE=cache_dir, GCORE_DB=str(tmp_path / "default-tune.db"), PATH=path)
     r = subprocess.run(["bin/gcore-tune", "--model", "build/demo/model", "--prefill", "32",
                         "--db", "build/demo/tune.db", "--budget", "1", "--no-progress"],
                        cwd=repo, env=env, capture_output=True, text=True)

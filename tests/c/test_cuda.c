@@ -1,6 +1,7 @@
 /* test_cuda.c — the NVIDIA path: NVRTC compiles (cubins, ptxas resource
  * figures, compile errors, refused targets, allocation faults), the cubin
- * register reader under fuzzing, and, where a GPU is present, the cuda
+ * register reader and the cubin check under fuzzing, and, where a GPU is
+ * present, the cuda
  * backend end to end (memory, loading, launches, events, graphs, bad
  * geometry, threads, a faulting kernel). Without NVRTC or a GPU those parts
  * print why and skip. GCORE_TEST_NO_FAULT=1 leaves out the faulting kernel
@@ -12,13 +13,6 @@
 #include "../../gen/nvrtc.h"
 #include "../../runtime/dev_impl.h"
 #include "../../core/ops.h"
-
-/* Not yet in the device interface: the lead moves these to dev.h. */
-extern const gc_dev_ops_t gc_cuda_ops;
-int gc_cuda_graph_begin(gc_dev_t *d, gc_err_t *e);
-int gc_cuda_graph_end(gc_dev_t *d, void **exec, gc_err_t *e);
-int gc_cuda_graph_launch(gc_dev_t *d, void *exec, gc_err_t *e);
-void gc_cuda_graph_destroy(gc_dev_t *d, void *exec);
 
 static int passed, failed;
 #define CHECK(cond)                                                      \
@@ -221,6 +215,45 @@ static void test_regcount_fuzz(void) {
   free(cubin);
 }
 
+/* The check that guards cuModuleLoadData (which takes no size): a real
+ * cubin passes; truncations and bit flips give a clean GC_ECORRUPT or
+ * pass, never a read past the end (ASan). */
+static void test_cubin_check(void) {
+  void *cubin = NULL;
+  size_t n = 0;
+  gc_err_t e = {0};
+  if (gc_nvrtc_compile(SRC, "vadd", "sm_80", NULL, 0, &cubin, &n, NULL, NULL, 0, &e)) {
+    CHECK(!"compile for the cubin check");
+    return;
+  }
+  CHECK(gc_cuda_check_cubin(cubin, n, &e) == GC_OK);
+  CHECK(gc_cuda_check_cubin(cubin, 63, &e) == GC_ECORRUPT && strstr(e.msg, "not a cubin"));
+  const unsigned char *b = cubin;
+  size_t shoff = 0;
+  for (int i = 7; i >= 0; i--) shoff = shoff << 8 | b[0x28 + i];
+  CHECK(shoff < n && gc_cuda_check_cubin(cubin, shoff + 1, &e) == GC_ECORRUPT &&
+        !strcmp(e.msg, "cubin is truncated or corrupt (headers past its end)"));
+  int bad = 0, ok = 0, errs = 0;
+  for (int it = 0; it < 2000; it++) {
+    size_t len = it % 4 == 0 ? next_rand() % n : n;
+    unsigned char *t = malloc(len ? len : 1);
+    memcpy(t, cubin, len);
+    if (it % 4)
+      for (int f = 1 + (int)(next_rand() % 8); f > 0; f--) {
+        size_t pos = next_rand() % 2 ? next_rand() % 64 : shoff + next_rand() % (n - shoff);
+        t[pos] ^= (unsigned char)(1u << (next_rand() % 8));
+      }
+    int rc = gc_cuda_check_cubin(t, len, &e);
+    if (rc == GC_OK) ok++;
+    else if (rc == GC_ECORRUPT) errs++;
+    else bad++;
+    free(t);
+  }
+  CHECK(bad == 0 && errs > 0);
+  printf("  cubin check: 2000 mutated cubins, %d pass, %d refused cleanly\n", ok, errs);
+  free(cubin);
+}
+
 static int test_nvrtc(void) {
   char ver[64];
   gc_err_t e = {0};
@@ -235,6 +268,7 @@ static int test_nvrtc(void) {
   test_compile_errors();
   test_compile_faults();
   test_regcount_fuzz();
+  test_cubin_check();
   return 1;
 }
 
@@ -387,15 +421,17 @@ static void test_graph(gpu_t *g) {
   gc_err_t e = {0};
   int n = N;
   void *args[] = {&g->a, &g->c, &n};
-  void *exec = NULL;
-  CHECK(gc_cuda_graph_end(g->d, &exec, &e) == GC_EINVAL && !exec);
+  gc_graph_t *exec = NULL;
+  CHECK(gc_dev_graph_end(g->d, &exec, &e) == GC_EINVAL && !exec);
   CHECK(!g->ops->memset(g->d, g->c, 0, N * 4, &e));
-  CHECK(!gc_cuda_graph_begin(g->d, &e));
-  CHECK(gc_cuda_graph_begin(g->d, &e) == GC_EINVAL);
+  CHECK(!gc_dev_graph_begin(g->d, &e));
+  CHECK(gc_dev_graph_begin(g->d, &e) == GC_EINVAL &&
+        !strcmp(e.msg, "a CUDA graph capture is already open"));
   for (int i = 0; i < 3; i++) CHECK(!launch1d(g, g->vacc, N, 128, 0, args, &e));
-  CHECK(g->ops->download(g->d, g->got, g->c, 4, &e) == GC_EINVAL);
+  CHECK(g->ops->download(g->d, g->got, g->c, 4, &e) == GC_EINVAL &&
+        !strcmp(e.msg, "download is not allowed while a CUDA graph is being captured"));
   CHECK(g->ops->sync(g->d, &e) == GC_EINVAL);
-  int rc = gc_cuda_graph_end(g->d, &exec, &e);
+  int rc = gc_dev_graph_end(g->d, &exec, &e);
   if (rc) printf("  graph end: %s\n", e.msg);
   CHECK(rc == GC_OK && exec);
   if (rc) return;
@@ -405,13 +441,13 @@ static void test_graph(gpu_t *g) {
   for (int i = 0; i < N; i++) zero &= g->got[i] == 0.0f;
   CHECK(zero);
   for (int rep = 1; rep <= 2; rep++) {
-    CHECK(!gc_cuda_graph_launch(g->d, exec, &e));
+    CHECK(!gc_dev_graph_launch(g->d, exec, &e));
     CHECK(!g->ops->download(g->d, g->got, g->c, N * 4, &e));
     int ok = 1;
     for (int i = 0; i < N; i++) ok &= g->got[i] == (float)(3 * rep) * ((float)(i % 1000) * 0.5f);
     CHECK(ok);
   }
-  gc_cuda_graph_destroy(g->d, exec);
+  gc_dev_graph_destroy(g->d, exec);
 }
 
 static void test_bad_geometry(gpu_t *g) {
