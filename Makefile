@@ -34,7 +34,8 @@ EMBED     := $(sort $(wildcard templates/cpu/*.c)) templates/cpu/prelude.h \
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/embedded.o
 # serve/ (above models/) links libmicrohttpd: only gcore-serve takes it
 SERVE_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard serve/*.c))
-TOOLS     := $(BIN)/gcore-gen $(BIN)/gcore-tune $(BIN)/gcore-run $(BIN)/gcore-compile $(BIN)/gcore-serve
+TOOLS     := $(BIN)/gcore-gen $(BIN)/gcore-tune $(BIN)/gcore-run $(BIN)/gcore-compile $(BIN)/gcore-serve \
+             $(BIN)/gcore-bench
 
 SHLIB     := $(LIB)/libgcore.so.$(ABI)
 
@@ -86,6 +87,7 @@ $(BIN)/gcore-tune: $(BUILD)/tools/tune_main.o $(LIB)/libgcore.a
 $(BIN)/gcore-run: $(BUILD)/tools/run_main.o $(LIB)/libgcore.a
 $(BIN)/gcore-serve: $(BUILD)/tools/serve_main.o $(SERVE_OBJ) $(LIB)/libgcore.a
 $(BIN)/gcore-serve: LDLIBS += -lmicrohttpd
+$(BIN)/gcore-bench: $(BUILD)/tools/bench_main.o $(LIB)/libgcore.a
 $(TOOLS):
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -121,6 +123,13 @@ test-gpu-amd:
 demo: deps all
 	@sh tuner/demo.sh
 
+# The tuning report of the demo's database (tuned first where `make demo`
+# has not run), and a screenshot of it drawn by headless Chromium.
+report-demo: deps all
+	@[ -f build/demo/tune.db ] || sh tuner/demo.sh
+	bin/gcore-tune --db build/demo/tune.db --report build/demo/report.html
+	sh tuner/screenshot.sh build/demo/report.html build/report.png 1280 5200
+
 # ---- dependencies (Debian bookworm) ---------------------------------------
 # `make deps` installs the Debian packages the build, the demo and the tests
 # need. `make deps-test` adds what only the tests use: Node.js runs the
@@ -130,7 +139,7 @@ demo: deps all
 # JavaScript client's exact versions from tests/js/package-lock.json.
 DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev libjson-c-dev libpcre2-dev python3 \
             python3-numpy python3-pytest libopenblas-dev libmicrohttpd-dev curl \
-            clang-19 lld-19 llvm-19 libamd-comgr2 libclang-rt-19-dev
+            clang-19 lld-19 llvm-19 libamd-comgr2 libclang-rt-19-dev chromium
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -220,7 +229,7 @@ install: all
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gcore.pc
 	install -m 644 python/gcore/*.py $(DESTDIR)$(PYTHONDIR)/gcore/
 
-.PHONY: all test test-gpu test-gpu-amd demo deps deps-test clean install
+.PHONY: all test test-gpu test-gpu-amd demo report-demo deps deps-test clean install
 
 # ---- benchmarks -----------------------------------------------------------
 build/rel/bench/cpu_gemm: bench/cpu_gemm.c lib/libgcore.a

@@ -6,8 +6,8 @@
 # 1. Smoke: each variant alone (its own process and time-out, so a hung
 #    barrier protocol costs only its own line) through gcore-run --op on
 #    ragged shapes, verified element by element against the fp64 host
-#    reference, for gemm and gemm_add (gemm_wgmma) and gemm_swiglu
-#    (gemm_swiglu_wgmma, the same parameters).
+#    reference, for gemm, gemm_add and gemm_swiglu (gemm_wgmma serves
+#    all three, the same parameters).
 # 2. bench/gpu_gemm.py on the Llama-3-8B prefill shapes with the variants
 #    as --force columns (its own ragged correctness checks first).
 #
@@ -24,7 +24,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 ops="gemm gemm_add"; [ "$SWIGLU" = 1 ] && ops="$ops gemm_swiglu"
 for v in $VARIANTS; do
   for op in $ops; do
-    t=gemm_wgmma; [ $op = gemm_swiglu ] && t=gemm_swiglu_wgmma
+    t=gemm_wgmma
     for s in "257 4096 4104" "1000 4096 1032" "130 72 72" "2048 264 1000" "1000 4100 1032"; do
       set -- $s
       r=$(bin/gcore-gen --target sm_90a --op $op --dtype f16 --m $1 --n $2 --k $3 \
@@ -37,7 +37,7 @@ for v in $VARIANTS; do
   done
 done
 F=""; S=""
-for v in $VARIANTS; do F="$F --force gemm_wgmma:$v"; S="$S --swiglu-force gemm_swiglu_wgmma:$v"; done
+for v in $VARIANTS; do F="$F --force gemm_wgmma:$v"; S="$S --swiglu-force gemm_wgmma:$v"; done
 [ "$SWIGLU" = 1 ] && S="--swiglu $S" || S=""
 timeout 400 python3 bench/gpu_gemm.py --dtypes "$DTYPES" $F $S --out "$out/variants.md" \
   > "$out/variants.log" 2>&1

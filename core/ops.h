@@ -17,10 +17,14 @@ enum { GC_BUF_IN = 0, GC_BUF_OUT = 1, GC_BUF_INOUT = 2 };
 typedef struct gc_opbuf {
   const char *name;   /* "A", "B", "C" ... */
   gc_dtype_t dtype;
-  int64_t count;      /* elements */
+  int64_t count;      /* elements (of a block format: whole blocks per row) */
   int kind;           /* GC_BUF_IN / OUT / INOUT */
   int64_t cols;       /* row length, for messages */
 } gc_opbuf_t;
+
+/* Bytes of b: count elements of its dtype, counted by blocks for the
+ * block formats (gc_dtype_bytes). */
+size_t gc_opbuf_bytes(const gc_opbuf_t *b);
 
 /* Values that are arguments but not part of the problem key. */
 typedef struct gc_op_scalars {
@@ -42,7 +46,9 @@ typedef struct gc_op_scalars {
 
 /* What a test input of a buffer is. */
 enum {
-  GC_FILL_UNIT = 0,  /* uniform in [-1, 1) */
+  GC_FILL_UNIT = 0,  /* uniform in [-1, 1); in a block format, such values quantized
+                        (Q8_0, Q4_0, Q4_K), or random levels under modest scales (Q5_K,
+                        Q6_K, which gcore does not write) */
   GC_FILL_NORM,      /* uniform in [0.5, 1.5): norm weights */
   GC_FILL_TOKENS,    /* token ids in [0, K) */
   GC_FILL_POS,       /* the position pos0 (one int32, read on the device) */
@@ -58,7 +64,8 @@ enum {
  * over M N K H G D and S, the cache rows pos0 + M. */
 typedef struct gc_opbuf_spec {
   const char *name;    /* "A", "B", "C", ... */
-  char dtype;          /* 'A' 'B' 'C': the problem's operand dtype; 'i' int32; 'd' float64 */
+  char dtype;          /* 'A' 'B' 'C': the problem's operand dtype; 'i' int32; 'd' float64;
+                          'N' a norm weight: B's dtype, or A's when B is a block format */
   const char *rows, *cols;
   int kind;            /* GC_BUF_IN / OUT / INOUT */
   int fill;            /* GC_FILL_*, for inputs and in/out buffers */
@@ -86,13 +93,23 @@ struct gc_op {
   char flt;           /* the float argument last: 'e' eps, 's' attention scale, 0 none */
   gc_op_ref_fn reference;
   gc_op_flops_fn flops;
+  int quant;          /* 1: B (the weights) may be a block format (gemm family, embed);
+                         the rows of its B buffers must then be whole blocks */
 };
+
+/* The dtype of a buffer role ('A' 'B' 'C' 'N' 'i' 'd', above) in p. */
+gc_dtype_t gc_op_role_dtype(const gc_problem_t *p, char role);
+
+/* For gc_problem_check: when p's B is a block format, the op takes one
+ * (quant) and every B buffer's rows are whole blocks. GC_OK or GC_EINVAL
+ * with a message naming the dimension. */
+int gc_op_check_blocks(const gc_problem_t *p, gc_err_t *e);
 
 /* Every op, in a fixed order; *n gets the count. */
 const gc_op_t *gc_op_table(int *n);
-/* The table as JSON (a list of {name, dims, doc, pair, norm, ints, float,
- * buffers: [{name, dtype, rows, cols, kind}]}): gcore-tune --list-ops, which
- * the tests' case table reads. */
+/* The table as JSON (a list of {name, dims, doc, pair, norm, quant, ints,
+ * float, buffers: [{name, dtype, rows, cols, kind}]}): gcore-tune
+ * --list-ops, which the tests' case table reads. */
 void gc_op_table_json(FILE *out);
 
 /* The scalars the tuner and gcore-run --op use for p: eps 1e-5; pos0 255

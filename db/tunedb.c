@@ -8,15 +8,7 @@
 #include <unistd.h>
 
 #include "../base/embed.h"
-#include "sqlite_util.h"
-
-struct gc_db {
-  sqlite3 *sq;
-  char *path;
-  /* this process as the owner of claims: "host/boot id", pid, start time */
-  char owner[320];
-  int64_t pid, pstart;
-};
+#include "tunedb_impl.h"
 
 static void whoami(gc_db_t *db);
 
@@ -508,6 +500,30 @@ static int load_candidates(gc_db_t *db, int64_t dev, int64_t prob, const char *t
   return GC_OK;
 }
 
+/* *same = 1 when the winners row of the key holds this winner, runner-up
+ * (0: none) and margin already. */
+static int same_winner(gc_db_t *db, int64_t dev, int64_t prob, const char *target, int64_t win,
+                       int64_t runner, double margin, int *same, gc_err_t *e) {
+  sqlite3_stmt *st;
+  *same = 0;
+  if (gc_sql_prepare(db->sq,
+                     "SELECT measurement_id, coalesce(runner_up_id, 0), margin FROM winners "
+                     "WHERE device_id=?1 AND problem_id=?2 AND target=?3",
+                     &st, e))
+    return e->code;
+  sqlite3_bind_int64(st, 1, dev);
+  sqlite3_bind_int64(st, 2, prob);
+  gc_sql_bind_text(st, 3, target);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW)
+    *same = sqlite3_column_int64(st, 0) == win && sqlite3_column_int64(st, 1) == runner &&
+            (runner ? sqlite3_column_type(st, 2) != SQLITE_NULL && sqlite3_column_double(st, 2) == margin
+                    : sqlite3_column_type(st, 2) == SQLITE_NULL);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return gc_sql_err(db->sq, e, db->path);
+  return GC_OK;
+}
+
 int gc_db_pick_winner(gc_db_t *db, int64_t device_id, int64_t problem_id,
                       const char *target, const char *template_hashes, double margin,
                       int *found, gc_err_t *e) {
@@ -531,6 +547,12 @@ int gc_db_pick_winner(gc_db_t *db, int64_t device_id, int64_t problem_id,
       runner = &c[i];
       break;
     }
+  *found = 1;
+  int same = 0;
+  if (same_winner(db, device_id, problem_id, target, win.id, runner ? runner->id : 0,
+                  runner ? (runner->median - win.median) / win.median : 0, &same, e))
+    return e->code;
+  if (same) return GC_OK; /* a rerun (or a second merge) changes nothing, not even the time */
   sqlite3_stmt *st;
   if (gc_sql_prepare(db->sq,
                      "INSERT OR REPLACE INTO winners(device_id,problem_id,target,"

@@ -126,4 +126,80 @@ int gc_db_status_counts(gc_db_t *db, int64_t device_id, int64_t problem_id,
                         int64_t counts[6], gc_err_t *e);
 extern const char *const gc_db_statuses[6];
 
+/* ---- a whole database in memory (reports) ------------------------------ */
+
+typedef struct gc_db_dev_row {
+  int64_t id, compute_units, mem_bytes;
+  char backend[16], arch[96], name[160], driver[128];
+} gc_db_dev_row_t;
+
+typedef struct gc_db_prob_row {
+  int64_t id;
+  char key[GC_PROBLEM_KEY];
+  gc_problem_t p; /* valid where parsed */
+  int parsed;     /* 0: a row this gcore does not read as a problem (an op
+                     or dtype of another version): shown by its key only */
+} gc_db_prob_row_t;
+
+/* A measurement with its variant. Reals that are NULL in the file (the
+ * timings of a failed candidate) are NAN. */
+typedef struct gc_db_meas_row {
+  int64_t id, device_id, problem_id, variant_id, iters;
+  char target[64], template_name[64], template_hash[48], params[512], vid[48];
+  char status[16], detail[401]; /* detail: its first 400 bytes, "" if none */
+  double median_us, min_us, max_us, spread, tflops, gbps, max_err;
+} gc_db_meas_row_t;
+
+typedef struct gc_db_win_row {
+  int64_t device_id, problem_id, measurement_id, runner_up_id; /* runner_up_id 0: none */
+  char target[64];
+  double margin; /* NAN without a runner-up */
+} gc_db_win_row_t;
+
+typedef struct gc_db_dump {
+  gc_db_dev_row_t *devs;   /* by id */
+  gc_db_prob_row_t *probs; /* by op, dtypes, then sizes in numeric order */
+  gc_db_meas_row_t *meas;  /* by device, target, problem, then fastest first
+                              (failed ones last) */
+  gc_db_win_row_t *wins;   /* by device, target, problem */
+  int64_t ndevs, nprobs, nmeas, nwins;
+  int64_t cap_devs, cap_probs, cap_meas, cap_wins;
+} gc_db_dump_t;
+
+/* Read every device, problem, measurement (with its variant) and winner of
+ * db. Strings from the file are cut to their fields, never trusted to be
+ * text of any kind: escape them where they are shown. Release with
+ * gc_db_dump_free (also after an error, which leaves d empty). */
+int gc_db_dump(gc_db_t *db, gc_db_dump_t *d, gc_err_t *e);
+void gc_db_dump_free(gc_db_dump_t *d);
+
+/* ---- merging databases of several machines ------------------------------ */
+
+typedef struct gc_db_merge_stats {
+  int64_t measurements, added; /* rows the source holds; of them new here */
+  int64_t devices, compilers, problems, variants; /* rows new here */
+} gc_db_merge_stats_t;
+
+/* Copy into db (inside the caller's write transaction, gc_db_begin) every
+ * device, compiler, problem, variant and measurement of the database at
+ * src_path, opened read-only (it must have this gcore's schema). Rows are
+ * matched by their keys, not their ids: devices by (backend, arch, name,
+ * compute units, memory, driver), compilers by (driver, version, flags),
+ * problems by key, variants by vid, measurements by (device, problem,
+ * variant). A measurement db already holds is kept and the source's
+ * dropped, so merging a database twice adds nothing. A source winner is
+ * copied where db has none for its (device, problem, target); every such
+ * key the source touches is remembered for gc_db_merge_repick. src_path
+ * naming db's own file is refused. Errors: GC_ENOTFOUND, GC_ECORRUPT,
+ * GC_EUNSUPPORTED (another schema), GC_EINVAL, GC_EIO, GC_ENOMEM. */
+int gc_db_merge_from(gc_db_t *db, const char *src_path, gc_db_merge_stats_t *st, gc_err_t *e);
+
+/* Re-pick the winner of every (device, problem, target) the merges since
+ * the handle was opened touched, as gc_db_pick_winner picks (an incumbent
+ * within the noise margin keeps its place; only template versions in
+ * template_hashes compete). *picked: keys with a winner after it; *changed:
+ * of them, those whose winner is not the one before. */
+int gc_db_merge_repick(gc_db_t *db, const char *template_hashes, double margin, int64_t *picked,
+                       int64_t *changed, gc_err_t *e);
+
 #endif

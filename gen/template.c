@@ -83,13 +83,36 @@ static int parse_dtypes(line_ctx_t *c, gc_template_t *t, char *rest) {
 }
 
 /* Names gen defines itself: problem dims, dtype sizes, target constants
- * (gen/target.c), then the dtype macros; expressions may use all but the
- * last three. A parameter by one of these names would silently redefine it. */
+ * (gen/target.c), the names derived from the op (op_values below), then
+ * the dtype macros; expressions may use all but the last three. A
+ * parameter by one of these names would silently redefine it. */
 static const char *const gen_names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC",
                                         "VBYTES", "L1", "L2", "NCPU", "WARP", "SMEM", "SMS",
                                         "MAXT", "SM", "ARCH_A", "AMD", "GFX", "NCU", "VGPRS",
-                                        "MFMA", "WMMA", "TA", "TB", "TC"};
+                                        "MFMA", "WMMA", "PAIR", "NORM", "TA", "TB", "TC"};
 #define GEN_EXPR_NAMES (GC_ARRAY_LEN(gen_names) - 3)
+#define GEN_OP_NAMES 2 /* the last expression names: PAIR, NORM */
+#define GEN_OP_NAME(i) gen_names[GEN_EXPR_NAMES - GEN_OP_NAMES + (i)]
+
+/* The op-derived names' values, so that one template serves several ops
+ * with its epilogue chosen by them (templates/README.md): PAIR, rows of B
+ * per column of C (2: the gate/up pair of W[2N,K]); NORM, 1 where A's rows
+ * are RMS-normalised on the way. Ops not listed have the first row's. */
+static const struct op_values {
+  const char *op;
+  int64_t v[GEN_OP_NAMES]; /* PAIR, NORM */
+} op_values[] = {
+    {"", {1, 0}},
+    {"gemm_swiglu", {2, 0}},
+    {"rmsnorm_gemm", {1, 1}},
+    {"rmsnorm_gemm_swiglu", {2, 1}},
+};
+
+static const int64_t *op_derived(const char *op) {
+  for (size_t i = 1; i < GC_ARRAY_LEN(op_values); i++)
+    if (!strcmp(op, op_values[i].op)) return op_values[i].v;
+  return op_values[0].v;
+}
 
 static int reserved(const char *w) {
   for (size_t i = 0; i < GC_ARRAY_LEN(gen_names); i++)
@@ -138,6 +161,47 @@ static int parse_param(line_ctx_t *c, gc_template_t *t, char *rest) {
   return GC_OK;
 }
 
+/* @defaults OP [OP ...] P=V [P=V ...]: for these ops of @op, parameter P
+ * defaults to V instead of its @param default (e.g. a smaller tile for
+ * the gate/up pair). The ops and params must be declared before it, V
+ * must be among P's values, and no op may get a parameter's default twice. */
+static int parse_defaults(line_ctx_t *c, gc_template_t *t, char *rest) {
+  split_doc(rest);
+  unsigned ops = 0;
+  int nset = 0;
+  for (char *save = NULL, *w = strtok_r(rest, " \t", &save); w;
+       w = strtok_r(NULL, " \t", &save)) {
+    char *eq = strchr(w, '=');
+    if (!eq) {
+      if (nset) return perr(c, "@defaults: op '%s' after an assignment (ops come first)", w);
+      int i = 0;
+      while (i < t->nops && strcmp(t->ops[i], w)) i++;
+      if (i == t->nops) return perr(c, "@defaults: '%s' is not an op of this template's @op", w);
+      if (ops & 1u << i) return perr(c, "@defaults: op %s listed twice", w);
+      ops |= 1u << i;
+      continue;
+    }
+    *eq = 0;
+    if (!ops) return perr(c, "@defaults: name the ops before '%s='", w);
+    int j = 0;
+    while (j < t->nparams && strcmp(t->params[j].name, w)) j++;
+    if (j == t->nparams) return perr(c, "@defaults: no @param %s above this line", w);
+    gc_tparam_t *p = &t->params[j];
+    int64_t v;
+    int found = 0;
+    if (gc_parse_i64(eq + 1, &v)) return perr(c, "@defaults: '%s' is not an integer", eq + 1);
+    for (int k = 0; k < p->nvalues; k++) found |= p->values[k] == v;
+    if (!found) return perr(c, "@defaults: the value of %s is not among its values", w);
+    if (p->opdef_set & ops) return perr(c, "@defaults: %s is given twice for one op", w);
+    for (int i = 0; i < t->nops; i++)
+      if (ops & 1u << i) p->opdef[i] = v;
+    p->opdef_set |= ops;
+    nset++;
+  }
+  if (!ops || !nset) return perr(c, "@defaults needs ops and P=V assignments%s", "");
+  return GC_OK;
+}
+
 static int parse_expr_line(line_ctx_t *c, gc_texpr_t *list, int *n, int max,
                            char *rest, const char *what) {
   if (*n == max) return perr(c, "too many %s lines", what);
@@ -168,6 +232,7 @@ static int parse_decl(line_ctx_t *c, gc_template_t *t, char *line) {
   if (!strcmp(kw, "kernel")) return copy_word(c, t->kernel, sizeof t->kernel, rest, "@kernel");
   if (!strcmp(kw, "dtypes")) return parse_dtypes(c, t, rest);
   if (!strcmp(kw, "param")) return parse_param(c, t, rest);
+  if (!strcmp(kw, "defaults")) return parse_defaults(c, t, rest);
   if (!strcmp(kw, "constraint"))
     return parse_expr_line(c, t->constraints, &t->nconstraints, GC_TPL_EXPRS, rest,
                            "@constraint");
@@ -273,6 +338,9 @@ int gc_tpl_parse(const char *path, const char *src, size_t n, gc_template_t *t,
       require(t, t->grid, "@grid", e))
     return e->code;
   if (!t->ndtypes) return gc_err_set(e, GC_EINVAL, "%s: missing @dtypes declaration", path);
+  for (int i = 0; i < t->nparams; i++) /* the ops no @defaults line names: the declared default */
+    for (int k = 0; k < t->nops; k++)
+      if (!(t->params[i].opdef_set & 1u << k)) t->params[i].opdef[k] = t->params[i].def;
   if (!t->block[0]) strcpy(t->block, "1");
   if (!t->shmem[0]) strcpy(t->shmem, "0");
   if (t->ntmaps && strcmp(t->backend, "cuda"))
@@ -474,8 +542,11 @@ static void init_variant(const gc_template_t *t, const gc_problem_t *p, gc_varia
 }
 
 void gc_tpl_default(const gc_template_t *t, const gc_problem_t *p, gc_variant_t *v) {
+  int k = 0;
+  while (k < t->nops && strcmp(t->ops[k], p->op)) k++;
   init_variant(t, p, v);
-  for (int i = 0; i < t->nparams; i++) v->values[i] = t->params[i].def;
+  for (int i = 0; i < t->nparams; i++)
+    v->values[i] = k < t->nops ? t->params[i].opdef[k] : t->params[i].def;
   gc_tpl_refresh(v);
 }
 
@@ -525,6 +596,9 @@ int gc_tpl_env(const gc_variant_t *v, const gc_target_t *tg, const gc_problem_t 
       gc_env_set(env, "SB", (int64_t)gc_dtype_size(v->tb), e) ||
       gc_env_set(env, "SC", (int64_t)gc_dtype_size(v->tc), e))
     return e->code;
+  const int64_t *od = op_derived(v->op);
+  for (int i = 0; i < GEN_OP_NAMES; i++)
+    if (gc_env_set(env, GEN_OP_NAME(i), od[i], e)) return e->code;
   for (int i = 0; i < v->tpl->nparams; i++)
     if (gc_env_set(env, v->tpl->params[i].name, v->values[i], e)) return e->code;
   if (p && gc_env_set_dims(env, p, e)) return e->code;

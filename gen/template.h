@@ -14,12 +14,16 @@
 #define GC_TPL_VALUES 32
 #define GC_TPL_EXPRS 32
 #define GC_TPL_DTYPES 16
+#define GC_TPL_OPS 8
 
 typedef struct gc_tparam {
   char name[GC_NAME_MAX];
   int64_t values[GC_TPL_VALUES];
   int nvalues;
-  int64_t def;
+  int64_t def;                  /* the declared default (@param ... default D) */
+  int64_t opdef[GC_TPL_OPS];    /* the default per op of the template's @op list:
+                                 * D, or what an @defaults line gives for that op */
+  unsigned opdef_set;           /* bit i: an @defaults line set opdef[i] */
   char doc[160];
 } gc_tparam_t;
 
@@ -27,8 +31,6 @@ typedef struct gc_texpr {
   char expr[256];
   char doc[160];
 } gc_texpr_t;
-
-#define GC_TPL_OPS 4
 
 typedef struct gc_template {
   char name[64], op[GC_OP_NAME], backend[8], kernel[64]; /* op: the first of ops */
@@ -88,7 +90,8 @@ int gc_tpl_serves(const gc_template_t *t, const char *backend);
 
 /* Does the template implement problem p's op and dtypes? */
 int gc_tpl_supports(const gc_template_t *t, const gc_problem_t *p);
-/* Fill v with the template defaults for p's dtypes. */
+/* Fill v with the template defaults for p's op (@param's, or an
+ * @defaults line's for that op) and p's dtypes. */
 void gc_tpl_default(const gc_template_t *t, const gc_problem_t *p, gc_variant_t *v);
 /* t's default for p if usable on tg (applies to p, satisfies the
  * constraints), else the nearest usable variant: the defaults with one

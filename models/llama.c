@@ -63,7 +63,8 @@ struct gc_llama {
   gc_prof_t *prof;
   gc_dptr_t *owned;             /* [nowned]: allocations to free (cap: capowned) */
   int nowned, capowned;
-  gc_llama_weights_t *dense;    /* TEMPORARY: dense copies of quantized weights */
+  gc_llama_weights_t *conv;     /* tensors converted to the forward's dtypes (F32 norms of
+                                   an F16 GGUF, the dense parts of a quantized model), or NULL */
 };
 
 /* ---- device memory ------------------------------------------------------- */
@@ -151,8 +152,8 @@ static int resolve_kernels(gc_llama_t *m, int batched, gc_err_t *e) {
   int64_t ts[2] = {1, m->max_t};
   for (int i = 0; i < 2 + (batched ? m->slots : 0); i++) {
     gc_problems_t l = {0};
-    int rc = i < 2 ? gc_llama_recipe(&m->cfg, m->dt, ts[i], 1, &l, e)
-                   : gc_llama_batch_recipe(&m->cfg, m->dt, i - 1, &l, e);
+    int rc = i < 2 ? gc_llama_recipe(&m->cfg, &m->dt, ts[i], 1, &l, e)
+                   : gc_llama_batch_recipe(&m->cfg, &m->dt, i - 1, &l, e);
     for (int j = 0; !rc && j < l.n; j++) {
       const gc_rt_kernel_t *k;
       rc = gc_rt_find(m->rt, &l.v[j], &k, e);
@@ -183,10 +184,14 @@ static int create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int c
   m->slot_bytes = (size_t)ctx * m->cfg.n_kv_heads * m->cfg.head_dim * gc_dtype_size(m->dt.act);
   if (!rc && !(m->npos = gc_calloc((size_t)slots, sizeof *m->npos, e))) rc = GC_ENOMEM;
   if (!rc) rc = resolve_kernels(m, batched, e);
-  /* TEMPORARY, until the templates read block formats: the forward runs on
-     dense copies of whatever is not in the weight dtype (quantized tensors) */
-  if (!rc) rc = gc_weights_dequantize(w, (gc_st_dtype_t)m->dt.weight, &m->dense, e);
-  if (m->dense) w = m->dense;
+  /* Block formats stay as stored (the kernels dequantize); what a step
+     takes in another dtype is converted once (gc_llama_dtypes_for). */
+  gc_st_dtype_t *to = rc ? NULL : gc_malloc(gc_weights_count(w) * sizeof *to, e);
+  if (!rc && !to) rc = GC_ENOMEM;
+  if (!rc) gc_llama_tensor_dtypes(w, &m->dt, to);
+  if (!rc) rc = gc_weights_as(w, to, &m->conv, e);
+  free(to);
+  if (m->conv) w = m->conv;
   if (!rc && !(m->layers = gc_calloc((size_t)m->cfg.n_layers, sizeof *m->layers, e))) rc = GC_ENOMEM;
   for (int l = 0; !rc && l < m->cfg.n_layers; l++) rc = place_layer(m, &w->layers[l], &m->layers[l], e);
   if (!rc) rc = place(m, &w->tok_embeddings, &m->tok_emb, e);
@@ -195,9 +200,9 @@ static int create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int c
                                                               : place(m, &w->classifier, &m->cls, e);
   if (!rc) rc = upload_freqs(m, e);
   if (!rc) rc = alloc_activations(m, e);
-  if (m->dense && !gc_dev_info(dev)->host_memory) { /* uploaded: the host copies can go */
-    gc_weights_close(m->dense);
-    m->dense = NULL;
+  if (m->conv && !gc_dev_info(dev)->host_memory) { /* uploaded: the host copies can go */
+    gc_weights_close(m->conv);
+    m->conv = NULL;
   }
   if (rc) {
     gc_llama_free(m);
@@ -224,7 +229,7 @@ void gc_llama_free(gc_llama_t *m) {
     for (int i = 0; i < 2; i++) gc_dev_graph_destroy(m->dev, m->batch_graph[r][i]);
   for (int i = 0; i < m->nowned; i++) gc_dev_free(m->dev, m->owned[i]);
   free(m->owned);
-  gc_weights_close(m->dense);
+  gc_weights_close(m->conv);
   free(m->layers);
   free(m->npos);
   free(m);
@@ -330,7 +335,7 @@ static int launch_head(gc_llama_t *m, const gc_llama_steps_t *s, int t, int rows
  * capture replays. */
 static int launch_forward(gc_llama_t *m, int slot, int t, int rows, int argmax, gc_err_t *e) {
   gc_llama_steps_t s;
-  gc_llama_steps(&m->cfg, m->dt, t, rows, &s);
+  gc_llama_steps(&m->cfg, &m->dt, t, rows, &s);
   gc_op_scalars_t sc = {(float)m->cfg.rms_norm_eps, m->npos[slot],
                         m->cfg.rope_layout == GC_ROPE_PAIRS ? 1 : 0,
                         (float)(1.0 / sqrt((double)m->cfg.head_dim)), m->ctx};
@@ -339,6 +344,7 @@ static int launch_forward(gc_llama_t *m, int slot, int t, int rows, int argmax, 
   if (run(m, &s.embed, &sc, emb, e)) return e->code;
   for (int l = 0; l < m->cfg.n_layers; l++) {
     const layer_dev_t *L = &m->layers[l];
+    gc_llama_layer_steps(&m->dt, l, &s); /* the layer's weight dtypes */
     if (layer(m, &s, L, L->kc + off, L->vc + off, m->pos, &sc, e)) return e->code;
   }
   return launch_head(m, &s, t, rows, argmax, m->tokens, &sc, e);
@@ -348,7 +354,7 @@ static int launch_forward(gc_llama_t *m, int slot, int t, int rows, int argmax, 
  * m->bstep); logits of every row, or (argmax) their ids in bstep[0..M). */
 static int launch_batch(gc_llama_t *m, int M, int argmax, int64_t pos_mean, gc_err_t *e) {
   gc_llama_steps_t s;
-  gc_llama_batch_steps(&m->cfg, m->dt, M, &s);
+  gc_llama_batch_steps(&m->cfg, &m->dt, M, &s);
   gc_op_scalars_t sc = {(float)m->cfg.rms_norm_eps, pos_mean, /* pos0: for profiles only */
                         m->cfg.rope_layout == GC_ROPE_PAIRS ? 1 : 0,
                         (float)(1.0 / sqrt((double)m->cfg.head_dim)), m->ctx};
@@ -356,6 +362,7 @@ static int launch_batch(gc_llama_t *m, int M, int argmax, int64_t pos_mean, gc_e
   if (run(m, &s.embed, &sc, emb, e)) return e->code;
   for (int l = 0; l < m->cfg.n_layers; l++) {
     const layer_dev_t *L = &m->layers[l];
+    gc_llama_layer_steps(&m->dt, l, &s); /* the layer's weight dtypes */
     if (layer(m, &s, L, L->kc, L->vc, m->brows, &sc, e)) return e->code;
   }
   return launch_head(m, &s, M, M, argmax, m->bstep, &sc, e);

@@ -4,6 +4,10 @@ tolerance each element must meet. It drives the op tests on every backend
 (tests/test_ops.py) and the kernel benchmarks (bench/op_cases.py). Odd sizes
 on purpose: M=1, 3, 17; K not a multiple of any tile.
 
+B in a block format (QDTYPES: f32:q4_k:f32, f16:q4_0:f16, ...) for the GEMM
+ops and embed: K (embed: N) whole blocks; the numpy side dequantizes B with
+tests/ggufq.py, independently of gcore's base/quant.c.
+
 The ops themselves (their dimensions, buffers and arguments) come from the
 C op table through `gcore-tune --list-ops`, not from a copy here; a test
 checks that every op there has cases here."""
@@ -56,6 +60,32 @@ EMBED_SHAPES = [(1, 64, 512), (7, 100, 33), (17, 256, 1000)]        # (m, n, k =
 HEAD_SHAPES = [(1, 8, 4, 8), (1, 4, 1, 64), (3, 4, 4, 16), (5, 6, 1, 64), (17, 8, 2, 32)]  # (m, h, g, d)
 SAME = ["f32", "f16", "bf16"]
 
+# B (the weights) in a block format: A and C f32 (the CPU's recipe) or f16
+# (the GPUs'); rows of B whole blocks (K a multiple of 32 or 256), odd N,
+# M = 1, 3, 17, 128 and a single column.
+QFORMATS = ["q8_0", "q4_0", "q4_k", "q5_k", "q6_k"]
+QDTYPES = [f"{a}:{q}:{a}" for q in QFORMATS for a in ("f32", "f16")]
+
+
+def qblock(dt):
+    return 32 if npref.split_dtypes(dt)[1] in ("q8_0", "q4_0") else 256
+
+
+def qgemm_shapes(dt):
+    b = qblock(dt)
+    return [(1, 100, 3 * b), (3, 33, b), (17, 130, 2 * b), (128, 96, 2 * b), (5, 1, b), (1, 64, 8 * b)]
+
+
+def qnorm_shapes(dt):  # the fused norm: decode steps and small batches (M <= 8)
+    b = qblock(dt)
+    return [(1, 100, 3 * b), (3, 33, b), (8, 130, 2 * b)]
+
+
+def qembed_shapes(dt):  # (m, n = dim, k = vocab): rows of the table whole blocks
+    b = qblock(dt)
+    return [(1, b, 40), (7, 2 * b, 33), (17, 3 * b, 100)]
+
+
 CASES = {
     "gemm": [(dt, s) for dt in DTYPES for s in GEMM_SHAPES],
     "gemm_add": [(dt, s) for dt in DTYPES for s in GEMM_SHAPES[:1] + GEMM_SHAPES[2:4] + GEMM_SHAPES[6:]],
@@ -73,6 +103,12 @@ CASES = {
     "attention_batch": [(dt, s) for dt in SAME for s in HEAD_SHAPES + [(16, 8, 2, 64)]],
     "argmax": [(dt, s) for dt in SAME for s in [(1, 1000), (3, 128256), (2, 7), (20, 5000)]],
 }
+for _dt in QDTYPES:
+    for _op in ("gemm", "gemm_add", "gemm_swiglu"):
+        CASES[_op] += [(_dt, s) for s in qgemm_shapes(_dt)]
+    for _op in ("rmsnorm_gemm", "rmsnorm_gemm_swiglu"):
+        CASES[_op] += [(_dt, s) for s in qnorm_shapes(_dt)]
+    CASES["embed"] += [(_dt, s) for s in qembed_shapes(_dt)]
 
 # Tolerances for the numpy comparison (independent of the C verifier):
 # |got - ref| <= ulp(C dtype) * |ref| + k * 2^-24 * sum|a*b| (+ small terms).

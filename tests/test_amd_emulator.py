@@ -25,22 +25,23 @@ import pytest
 
 from conftest import ROOT
 from test_amd_templates import GPU, evaluate, parse
+from tplhead import op_names
 
 CXX = shutil.which("clang++-19")
 pytestmark = pytest.mark.skipif(not CXX, reason="clang++-19 not installed (host emulation)")
 EMU = os.path.join(ROOT, "tests", "amd_emu")
 DT = {"f32": (0, 4), "f16": (1, 2), "bf16": (2, 2)}
 
-# (template, wave size, parameter sets); shapes below have edges in M, N, K.
+# (template, wave size, (op, parameters) sets); shapes below have edges in M, N, K.
 CASES = [
-    ("gemm_mfma.cu", 64, [dict(MI=32, BM=64, BN=32, BK=16, WM=32, WN=32, STAGES=2, RASTER=4),
-                          dict(MI=16, BM=32, BN=64, BK=32, WM=16, WN=32, STAGES=1, RASTER=1)]),
-    ("gemm_swiglu_mfma.cu", 64, [dict(MI=16, BM=32, BN=32, BK=16, WM=16, WN=16, STAGES=2, RASTER=1),
-                                 dict(MI=32, BM=32, BN=32, BK=32, WM=32, WN=32, STAGES=1, RASTER=4)]),
-    ("gemm_wmma.cu", 32, [dict(BM=32, BN=32, BK=32, WM=16, WN=16, STAGES=2, RASTER=4),
-                          dict(BM=32, BN=64, BK=16, WM=32, WN=16, STAGES=1, RASTER=1)]),
-    ("gemm_swiglu_wmma.cu", 32, [dict(BM=32, BN=32, BK=16, WM=16, WN=16, STAGES=2, RASTER=1),
-                                 dict(BM=64, BN=32, BK=32, WM=32, WN=16, STAGES=1, RASTER=4)]),
+    ("gemm_mfma.cu", 64, [("gemm", dict(MI=32, BM=64, BN=32, BK=16, WM=32, WN=32, STAGES=2, RASTER=4)),
+                          ("gemm_add", dict(MI=16, BM=32, BN=64, BK=32, WM=16, WN=32, STAGES=1, RASTER=1)),
+                          ("gemm_swiglu", dict(MI=16, BM=32, BN=32, BK=16, WM=16, WN=16, STAGES=2, RASTER=1)),
+                          ("gemm_swiglu", dict(MI=32, BM=32, BN=32, BK=32, WM=32, WN=32, STAGES=1, RASTER=4))]),
+    ("gemm_wmma.cu", 32, [("gemm", dict(BM=32, BN=32, BK=32, WM=16, WN=16, STAGES=2, RASTER=4)),
+                          ("gemm_add", dict(BM=32, BN=64, BK=16, WM=32, WN=16, STAGES=1, RASTER=1)),
+                          ("gemm_swiglu", dict(BM=32, BN=32, BK=16, WM=16, WN=16, STAGES=2, RASTER=1)),
+                          ("gemm_swiglu", dict(BM=64, BN=32, BK=32, WM=32, WN=16, STAGES=1, RASTER=4))]),
 ]
 SHAPES = [(70, 50, 40), (64, 96, 64), (33, 17, 8)]
 
@@ -53,22 +54,22 @@ def layouts(path):
     return block.group(0)
 
 
-def build(tmp, tpl_file, wave, dtype, params, layout_text=None, add=False):
+def build(tmp, tpl_file, wave, dtype, op, params, layout_text=None):
     tpl = parse(os.path.join(GPU, tpl_file))
     (tmp / "layouts.h").write_text(layout_text) if layout_text else layouts(tmp / "layouts.h")
     code, size = DT[dtype]
     env = {"WARP": wave, "SMEM": 65536, "SMS": 304, "MAXT": 1024, "SA": size, "SB": size,
            "SC": size, "AMD": 1, "MFMA": int(wave == 64), "WMMA": int(wave == 32),
-           "VGPRS": 512 if wave == 64 else 256} | params
-    assert all(evaluate(c, env) for c in tpl["constraints"]), (tpl_file, params)
+           "VGPRS": 512 if wave == 64 else 256} | op_names(op) | params
+    assert op in tpl["ops"], (tpl_file, op)
+    assert all(evaluate(c, env) for c in tpl["constraints"]), (tpl_file, op, params)
     defs = "".join(f"#define {k} {v}\n" for k, v in env.items())
     defs += "".join(f"#define GC_T{x} {code}\n" for x in "ABC")
     defs += f"#define GC_MFMA {env['MFMA']}\n#define GC_WMMA {env['WMMA']}\n"
-    defs += f"#define GC_OP_GEMM_ADD {int(add)}\n"
-    kernel = re.search(r"@kernel\s+(\S+)", open(os.path.join(GPU, tpl_file)).read()).group(1)
+    defs += "".join(f"#define GC_OP_{o.upper()} {int(o == op)}\n" for o in tpl["ops"])
     src = ('#include "prelude_emu.h"\n' + defs + f'#line 1 "{tpl_file}"\n' +
            open(os.path.join(GPU, tpl_file)).read() +
-           f"\n#define KERNEL {kernel}\n#define EMU_SWIGLU {int('swiglu' in tpl_file)}\n"
+           f"\n#define KERNEL {tpl['kernel']}\n#define EMU_SWIGLU {int(op == 'gemm_swiglu')}\n"
            '#include "harness.h"\n')
     (tmp / "emu.cpp").write_text(src)
     exe = tmp / "emu"
@@ -99,17 +100,19 @@ IDS = [(f, w, dt, i) for f, w, ps in CASES for dt in parse(os.path.join(GPU, f))
        for i in range(len(ps))]
 
 
+def case(tpl_file, which):
+    return next(ps for f, _, ps in CASES if f == tpl_file)[which]
+
+
 @pytest.mark.parametrize("tpl_file,wave,dtype,which", IDS,
-                         ids=[f"{f[:-3]}-{dt}-{i}" for f, _, dt, i in IDS])
+                         ids=[f"{f[:-3]}-{case(f, i)[0]}-{dt}-{i}" for f, _, dt, i in IDS])
 def test_template_on_emulated_matrix_cores(tmp_path, tpl_file, wave, dtype, which):
-    params = next(ps for f, _, ps in CASES if f == tpl_file)[which]
-    # the gemm templates also serve gemm_add (C += A·Bᵀ): the second set runs as that
-    add = "swiglu" not in tpl_file and which == 1
-    tpl, env, exe = build(tmp_path, tpl_file, wave, dtype, params, add=add)
+    op, params = case(tpl_file, which)
+    tpl, env, exe = build(tmp_path, tpl_file, wave, dtype, op, params)
     tpl["grid"], tpl["block"] = grid_block(tpl_file)
     for m, n, k in SHAPES:
         r = run(tpl, env, exe, m, n, k)
-        assert r.returncode == 0, f"{tpl_file} {dtype} {params} M={m} N={n} K={k}:\n{r.stdout}{r.stderr[-3000:]}"
+        assert r.returncode == 0, f"{tpl_file} {op} {dtype} {params} M={m} N={n} K={k}:\n{r.stdout}{r.stderr[-3000:]}"
         assert "bad 0 unwritten 0 replication 0" in r.stdout, r.stdout
 
 
@@ -125,7 +128,7 @@ MUTATIONS = [
      "#define GC_MFMA_AB_K(S, KPL, l, v) ((l) / (S) / 2 * (KPL) + (v))", "gemm_mfma.cu", 64, "f16", 1),
     ("operand rows shifted by one lane",
      "#define GC_MFMA_AB_ROW(S, l) ((l) % (S))", "#define GC_MFMA_AB_ROW(S, l) (((l) + 1) % (S))",
-     "gemm_swiglu_mfma.cu", 64, "bf16", 0),
+     "gemm_mfma.cu", 64, "bf16", 2),
     ("WMMA accumulator rows as lane halves",
      "#define GC_WMMA_D_ROW(l, r) (2 * (r) + (l) / 16)",
      "#define GC_WMMA_D_ROW(l, r) ((r) + 8 * ((l) / 16))", "gemm_wmma.cu", 32, "f16", 0),
@@ -140,8 +143,8 @@ MUTATIONS = [
 def test_wrong_layout_is_caught(tmp_path, what, old, new, tpl_file, wave, dtype, which):
     text = layouts(tmp_path / "layouts.h")
     assert old in text, old
-    params = next(ps for f, _, ps in CASES if f == tpl_file)[which]
-    tpl, env, exe = build(tmp_path, tpl_file, wave, dtype, params, text.replace(old, new))
+    op, params = case(tpl_file, which)
+    tpl, env, exe = build(tmp_path, tpl_file, wave, dtype, op, params, text.replace(old, new))
     tpl["grid"], tpl["block"] = grid_block(tpl_file)
     r = run(tpl, env, exe, 64, 64, 32)
     assert r.returncode == 1 and "bad 0 unwritten 0 replication 0" not in r.stdout, \

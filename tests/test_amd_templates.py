@@ -1,6 +1,7 @@
-"""The AMD matrix-core templates (@backend hip: gemm_mfma, gemm_swiglu_mfma,
-gemm_wmma, gemm_swiglu_wmma) compile offline with clang-19 for their targets: at their
-defaults and at a sample of their space, for every dtype. Each code object
+"""The AMD matrix-core templates (@backend hip: gemm_mfma, gemm_wmma) compile
+offline with clang-19 for their targets, for every op they serve (gemm,
+gemm_add, gemm_swiglu) and every dtype: at the op's defaults, and for the
+first op and the gate/up pair (PAIR = 2) at a sample of the space. Each code object
 must contain the target's matrix instructions (v_mfma on gfx90a/gfx942
 with the ISA's own spelling, v_wmma on gfx1100), spill nothing (no
 scratch, no VGPR/SGPR spills in the code-object metadata), use no static
@@ -20,6 +21,8 @@ import subprocess
 import pytest
 
 from conftest import ROOT
+from tplhead import op_names
+from tplhead import parse as parse_head
 
 CLANG = shutil.which("clang-19")
 OBJDUMP = shutil.which("llvm-objdump-19")
@@ -47,19 +50,11 @@ ISA = {("gfx90a", "f16"): "v_mfma_f32_(32x32x8|16x16x16)f16",
 
 
 def parse(path):
-    head = open(path).read().split("*/", 1)[0]
-    params = {m.group(1): (m.group(2).split(), m.group(3)) for m in
-              re.finditer(r"@param\s+(\w+)\s+([-\d\s]+?)\s+default\s+(\d+)", head)}
-    return {"name": re.search(r"@template\s+(\S+)", head).group(1),
-            "backend": re.search(r"@backend\s+(\S+)", head).group(1),
-            "dtypes": re.search(r"@dtypes\s+([^\n]+)", head).group(1).split(" -- ")[0].split(),
-            "params": params,
-            "constraints": [c.split(" -- ")[0] for c in re.findall(r"@constraint\s+([^\n]+)", head)],
-            "shmem": (re.findall(r"@shmem\s+([^\n]+)", head) or ["0"])[0].split(" -- ")[0]}
+    return parse_head(path) | {"file": os.path.basename(path)}
 
 
 def hip_templates():
-    return [parse(os.path.join(GPU, f)) | {"file": f} for f in sorted(os.listdir(GPU))
+    return [parse(os.path.join(GPU, f)) for f in sorted(os.listdir(GPU))
             if f.endswith(".cu") and parse(os.path.join(GPU, f))["backend"] == "hip"]
 
 
@@ -70,67 +65,75 @@ def evaluate(expr, env):
     return int(eval(py, {"min": min, "max": max, "cdiv": lambda a, b: -(-a // b)}, dict(env)))
 
 
-def env_for(tpl, target, dtype, params):
+def env_for(tpl, op, target, dtype, params):
     code, size = DT[dtype]
     return {"WARP": TARGETS[target], "SMEM": LDS, "SMS": 304, "MAXT": 1024, "AMD": 1,
-            "SA": size, "SB": size, "SC": size} | CONSTS[target] | params, code
+            "SA": size, "SB": size, "SC": size} | CONSTS[target] | op_names(op) | params, code
 
 
-def source(tpl, env, code):
+def source(tpl, op, env, code):
     prelude = open(os.path.join(GPU, "prelude_hip.h")).read()
     defs = "".join(f"#define {k} {v}\n" for k, v in env.items())
     defs += "".join(f"#define GC_T{x} {code}\n" for x in "ABC")
-    defs += "#define GC_OP_GEMM_ADD 0\n"
+    defs += "".join(f"#define GC_OP_{o.upper()} {int(o == op)}\n" for o in tpl["ops"])
     return f'{prelude}\n{defs}#line 1 "{tpl["file"]}"\n' + open(os.path.join(GPU, tpl["file"])).read()
 
 
-def variants(tpl, target, dtype, n=4):
-    """The defaults and up to n-1 random points inside the constraints."""
+def variants(tpl, op, target, dtype, n=4):
+    """The op's defaults and up to n-1 random points inside the constraints."""
     names = list(tpl["params"])
-    default = {k: int(d) for k, (_, d) in tpl["params"].items()}
-    rng = random.Random(f"{tpl['name']}-{target}-{dtype}")
-    out, tries = [default], 0
+    rng = random.Random(f"{tpl['name']}-{op}-{target}-{dtype}")
+    out, tries = [dict(tpl["defaults"][op])], 0
     while len(out) < n and tries < 400:
         tries += 1
-        p = {k: int(rng.choice(tpl["params"][k][0])) for k in names}
-        env, _ = env_for(tpl, target, dtype, p)
+        p = {k: rng.choice(tpl["params"][k][0]) for k in names}
+        env, _ = env_for(tpl, op, target, dtype, p)
         if p not in out and all(evaluate(c, env) for c in tpl["constraints"]):
             out.append(p)
     return out
 
 
-def compile_one(tmp, tpl, target, dtype, params):
-    env, code = env_for(tpl, target, dtype, params)
+def compile_one(tmp, tpl, op, target, dtype, params):
+    env, code = env_for(tpl, op, target, dtype, params)
     src, obj = tmp / "k.hip", tmp / "k.o"
-    src.write_text(source(tpl, env, code))
+    src.write_text(source(tpl, op, env, code))
     r = subprocess.run([CLANG, "-x", "hip", f"--offload-arch={target}", "--offload-device-only",
                         "--no-gpu-bundle-output", "-nogpuinc", "-nogpulib", "-O3", "-o", str(obj),
                         str(src)], capture_output=True, text=True)
-    assert r.returncode == 0, f"{tpl['name']} {target} {dtype} {params}:\n{r.stderr[-3000:]}"
+    assert r.returncode == 0, f"{tpl['name']} {op} {target} {dtype} {params}:\n{r.stderr[-3000:]}"
     dis = subprocess.run([OBJDUMP, "-d", str(obj)], capture_output=True, text=True).stdout
     notes = subprocess.run([READELF, "--notes", str(obj)], capture_output=True, text=True).stdout
     meta = {k: int(v) for k, v in re.findall(r"\.(\w+):\s+(\d+)\s*$", notes, re.M)}
     return env, dis, meta
 
 
-CASES = [(t, tg, dt) for t in hip_templates() for tg in TARGETS for dt in t["dtypes"]
+CASES = [(t, op, tg, dt) for t in hip_templates() for op in t["ops"] for tg in TARGETS
+         for dt in t["dtypes"]
          if evaluate(next(c for c in t["constraints"] if "WARP" in c),
                      {"WARP": TARGETS[tg]} | CONSTS[tg])]
 
 
+def sampled(tpl, op):
+    """Is op's space sampled (the first op, and the first gate/up one), or
+    only its defaults compiled (the others: the same code but the store)?"""
+    pair = [o for o in tpl["ops"] if op_names(o)["PAIR"] == 2]
+    return op == tpl["ops"][0] or (pair and op == pair[0])
+
+
 def test_hip_templates_found():
-    names = {t["name"] for t in hip_templates()}
-    assert {"gemm_mfma", "gemm_swiglu_mfma", "gemm_wmma", "gemm_swiglu_wmma"} <= names, names
+    names = {t["name"]: t["ops"] for t in hip_templates()}
+    want = ["gemm", "gemm_add", "gemm_swiglu"]
+    assert names.get("gemm_mfma") == want and names.get("gemm_wmma") == want, names
     # every (target, dtype) the templates claim has a case
-    assert {(tg, dt) for _, tg, dt in CASES} == set(ISA), sorted({(tg, dt) for _, tg, dt in CASES})
+    assert {(tg, dt) for _, _, tg, dt in CASES} == set(ISA), sorted({(tg, dt) for _, _, tg, dt in CASES})
 
 
-@pytest.mark.parametrize("tpl,target,dtype", CASES,
-                         ids=[f"{t['name']}-{tg}-{dt}" for t, tg, dt in CASES])
-def test_matrix_template_compiles(tmp_path, tpl, target, dtype):
-    for params in variants(tpl, target, dtype):
-        env, dis, meta = compile_one(tmp_path, tpl, target, dtype, params)
-        what = f"{tpl['name']} {target} {dtype} {params}"
+@pytest.mark.parametrize("tpl,op,target,dtype", CASES,
+                         ids=[f"{t['name']}-{op}-{tg}-{dt}" for t, op, tg, dt in CASES])
+def test_matrix_template_compiles(tmp_path, tpl, op, target, dtype):
+    for params in variants(tpl, op, target, dtype, 4 if sampled(tpl, op) else 1):
+        env, dis, meta = compile_one(tmp_path, tpl, op, target, dtype, params)
+        what = f"{tpl['name']} {op} {target} {dtype} {params}"
         assert re.search(ISA[(target, dtype)], dis), f"{what}: no matrix instruction"
         if target == "gfx1100":
             assert "v_mfma" not in dis

@@ -102,6 +102,15 @@ HEAD = ("/*\n * @template bad\n * @op gemm\n * @backend cpu\n * @dtypes f32\n * 
     (" * @param TC 1 2 default 1\n", "parameter name 'TC' is reserved"),
     (" * @param M 1 2 default 1\n", "parameter name 'M' is reserved"),
     (" * @tensormap A M K 8 8 0\n", "@tensormap needs @backend cuda"),
+    (" * @param PAIR 1 2 default 1\n", "parameter name 'PAIR' is reserved"),
+    (" * @param X 1 2 default 1\n * @defaults gemm X=3\n", "bad.c:9: @defaults: the value of X is not"),
+    (" * @defaults gemm X=1\n * @param X 1 2 default 1\n", "bad.c:8: @defaults: no @param X above"),
+    (" * @param X 1 2 default 1\n * @defaults gemm_swiglu X=2\n", "'gemm_swiglu' is not an op of"),
+    (" * @param X 1 2 default 1\n * @defaults gemm\n", "@defaults needs ops and P=V"),
+    (" * @param X 1 2 default 1\n * @defaults X=2\n", "name the ops before 'X='"),
+    (" * @param X 1 2 default 1\n * @defaults gemm X=2 gemm\n", "op 'gemm' after an assignment"),
+    (" * @param X 1 2 default 1\n * @defaults gemm X=2\n * @defaults gemm X=1\n",
+     "X is given twice for one op"),
 ])
 def test_malformed_template(gc, extra, needle):
     d = bad_template(gc, "bad.c", HEAD.format(extra=extra))

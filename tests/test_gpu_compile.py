@@ -11,6 +11,7 @@ import sqlite3
 import pytest
 
 from conftest import ROOT, SHARED
+from tplhead import op_names
 
 NVRTC = [p for p in ("/usr/local/cuda/lib64", os.environ.get("CUDA_HOME", "") + "/lib64")
          if p and os.path.isdir(p) and any(f.startswith("libnvrtc.so") for f in os.listdir(p))]
@@ -23,6 +24,18 @@ SHAPES = {"gemm": "--m 1 --n 96 --k 72", "gemm_swiglu": "--m 1 --n 96 --k 72",
           "argmax": "--m 1 --n 1000", "gemm_add": "--m 1 --n 96 --k 72",
           "rmsnorm_gemm": "--m 1 --n 96 --k 72", "rmsnorm_gemm_swiglu": "--m 1 --n 96 --k 72",
           "rope_kv_batch": "--m 1 --h 8 --g 2 --d 64", "attention_batch": "--m 1 --h 8 --g 2 --d 64"}
+
+
+BLOCK_DTYPES = ("q8_0", "q4_0", "q4_k", "q5_k", "q6_k")
+
+
+def shape(op, dtype):
+    """SHAPES[op], with K (N for embed, the table's row) a whole number of
+    super-blocks of 256 when B is in a block format (a problem check)."""
+    s = SHAPES[op]
+    if any(q in dtype.split(":") for q in BLOCK_DTYPES):
+        s = s.replace("--k 72", "--k 256") if op != "embed" else s.replace("--n 64", "--n 256")
+    return s
 
 
 def gpu_templates(backends=("gpu", "cuda")):
@@ -41,9 +54,11 @@ def gpu_templates(backends=("gpu", "cuda")):
         ops = re.search(r"@op\s+([^\n]+)", head).group(1).split()
         min_sm = re.search(r"@constraint[^\n]*SM >= (\d+)", head)  # e.g. sm_90 instructions
         arch_a = (bool(re.search(r"@constraint[^\n]*ARCH_A == 1", head)), int(min_sm.group(1)) if min_sm else 0)
-        # the first op at its defaults and a sample; every further op at its defaults
-        out.append((re.search(r"@template\s+(\S+)", head).group(1), ops[0], dts, params, arch_a))
-        out += [(out[-1][0], op, dts, {}, arch_a) for op in ops[1:]]
+        # the first op and the first gate/up one (PAIR = 2: another epilogue
+        # and tile) at their defaults and a sample; every further op at its defaults
+        name = re.search(r"@template\s+(\S+)", head).group(1)
+        pair = [op for op in ops if op_names(op)["PAIR"] == 2][:1]
+        out += [(name, op, dts, params if op in ops[:1] + pair else {}, arch_a) for op in ops]
     return out
 
 
@@ -57,25 +72,25 @@ def test_template_compiles(gc, arch, tpl, op, dts, params, arch_a):
     sm_90a, or below its least SM) it is refused and another serves."""
     if (arch_a[0] and not arch.endswith("a")) or int(arch[3:5]) < arch_a[1]:
         r = gc("gcore-gen", "--target", arch, "--op", op, "--dtype", dts[0],
-               *SHAPES[op].split(), "--force", tpl, "-o", "b.gcb", "-q")
+               *shape(op, dts[0]).split(), "--force", tpl, "-o", "b.gcb", "-q")
         assert r.rc != 0 and "constraint fails" in r.err, r
         # and the default for the op on this target is another template
-        shape = SHAPES[op].replace("--m 1 ", "--m 64 ") if arch_a[0] else SHAPES[op]  # M = 1: GEMVs'
+        shp = shape(op, dts[0]).replace("--m 1 ", "--m 64 ") if arch_a[0] else shape(op, dts[0])  # M = 1: GEMVs'
         r = gc("gcore-gen", "--target", arch, "--op", op, "--dtype", dts[0],
-               *shape.split(), "-o", "b.gcb", "-q")
+               *shp.split(), "-o", "b.gcb", "-q")
         assert r.rc == 0, r
         with sqlite3.connect(gc.dir / "b.gcb") as c:
             assert tpl not in {t for (t,) in c.execute("SELECT template FROM code_objects")}
         return
-    rng = random.Random(f"{tpl}-{arch}")
+    rng = random.Random(f"{tpl}-{op}-{arch}")
     forces = [tpl] + [tpl + ":" + ",".join(f"{k}={rng.choice(v)}" for k, v in params.items())
-                      for _ in range(12 if params else 0)]
+                      for _ in range(40 if params else 0)]  # a gate/up op's space is smaller
     built = 0
     for force in forces:
         if built >= 4:
             break
         r = gc("gcore-gen", "--target", arch, "--op", op, "--dtype", dts[0],
-               *SHAPES[op].split(), "--force", force, "-o", "b.gcb", "-q")
+               *shape(op, dts[0]).split(), "--force", force, "-o", "b.gcb", "-q")
         if force != tpl and r.rc != 0 and "constraint fails" in r.err:
             continue  # a random point outside the space
         assert r.rc == 0, r
@@ -118,7 +133,7 @@ def test_pdl_declarations_reach_the_bundle(gc):
     with sqlite3.connect(stories_bundle(gc, "sm_90a", "64")) as c:
         rows = c.execute("SELECT template, pdl FROM dispatch").fetchall()
     pdl = {t for t, p in rows if p == 1}
-    assert {"gemv_gpu", "gemv_swiglu_gpu", "attention_decode", "rope_kv_gpu",
+    assert {"gemv_gpu", "attention_decode", "rope_kv_gpu",
             "argmax_gpu", "embed_gpu"} <= pdl, rows
     assert {t for t, p in rows if p == 0} and not {t for t, p in rows if p == 0} & pdl, rows
 
@@ -135,14 +150,15 @@ def test_tensormap_declarations_reach_the_bundle(gc):
     with sqlite3.connect(gc.dir / "b.gcb") as c:
         rows = c.execute("SELECT params, tmaps, grid FROM dispatch").fetchall()
     assert rows and all("TMA=1,CLUSTER=2" in p for p, _, _ in rows), rows
-    assert {t for _, t, _ in rows} == {"A M K BM BK 2*BK if TMA\nB N K BN/CLUSTER BK 2*BK if TMA\n"
+    assert {t for _, t, _ in rows} == {"A M K BM BK 2*BK if TMA\nB N K BN/CLUSTER BK 2*BK if TMA && "
+                                       "PAIR == 1\nW 2*N K BN/2 BK 2*BK if TMA && PAIR == 2\n"
                                        "C M N 64 64 128 if EPI"}
     r = gc("gcore-gen", *common, "--force", "gemm_wgmma:TMA=0,CLUSTER=2", "-o", "c.gcb")
     assert r.rc != 0 and "constraint fails" in r.err and "TMA == 1 || CLUSTER == 1" in r.err, r
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("op,tpl", [("gemm", "gemm_wgmma"), ("gemm_swiglu", "gemm_swiglu_wgmma")])
+@pytest.mark.parametrize("op,tpl", [("gemm", "gemm_wgmma"), ("gemm_swiglu", "gemm_wgmma")])
 def test_staged_epilogue_only_where_c_rows_fit_a_map(gc, op, tpl):
     """The copy-engine epilogue (EPI=1, the default) maps C, whose rows must
     be whole 16-byte chunks: at N = 512 the default serves, at N = 4100 the

@@ -8,13 +8,14 @@ built for GCORE_TEST_TARGETS, which then include cpu), as ggml's
 test-backend-ops does; the parameter-space sample runs on GCORE_TEST_BACKEND
 (the GPU's, under make test-gpu)."""
 import os
-import re
 import numpy as np
 import pytest
 
 from cases import CASES, CHECK, dims, numpy_check, op_table, problem_args
 from conftest import ROOT
 import npref
+from tplhead import op_names
+from tplhead import parse as parse_head
 
 EPS_F32 = 2.0 ** -24
 BACKEND = os.environ.get("GCORE_TEST_BACKEND", "cpu")
@@ -59,27 +60,24 @@ def test_case_table_defaults(gc, op, dt, backend):
 
 
 def template_spaces(backend=BACKEND):
-    """(template, op, {param: (values, default)}) parsed from the sources of
-    the templates that generate code for backend."""
+    """(template, op, {param: (values, op's default)}) parsed from the
+    sources of the templates that generate code for backend: the first op
+    of each, and the first gate/up op (PAIR = 2: another epilogue and tile)
+    of those that serve one."""
     out = []
     folder, ext, kinds = ("cpu", ".c", ("cpu",)) if backend == "cpu" else ("gpu", ".cu", ("gpu", backend))
     tdir = os.path.join(ROOT, "templates", folder)
     for f in sorted(os.listdir(tdir)):
         if not f.endswith(ext):
             continue
-        head = open(os.path.join(tdir, f)).read().split("*/", 1)[0]
-        if re.search(r"@backend\s+(\S+)", head).group(1) not in kinds:
+        t = parse_head(os.path.join(tdir, f))
+        if t["backend"] not in kinds:
             continue
-        name = re.search(r"@template\s+(\S+)", head).group(1)
-        op = re.search(r"@op\s+(\S+)", head).group(1)
-        params = {}
-        for m in re.finditer(r"@param\s+(\w+)\s+([-\d\s]+?)\s+default\s+(-?\d+)", head):
-            params[m.group(1)] = ([int(v) for v in m.group(2).split()], int(m.group(3)))
-        applies = " ".join(re.findall(r"@applies\s+([^\n]+)", head))
-        dtypes = re.search(r"@dtypes\s+([^\n]+)", head).group(1).split(" -- ")[0].split()
-        backend = re.search(r"@backend\s+(\S+)", head).group(1)
-        out.append((name, op, dict(params=params, decode=("M ==" in applies or "M <=" in applies),
-                                   dtypes=dtypes, matrix=backend in ("cuda", "hip"))))
+        applies = " ".join(t["applies"])
+        for op in t["ops"][:1] + [o for o in t["ops"] if op_names(o)["PAIR"] == 2][:1]:
+            params = {k: (v, t["defaults"][op][k]) for k, (v, _) in t["params"].items()}
+            out.append((t["name"], op, dict(params=params, decode=("M ==" in applies or "M <=" in applies),
+                                            dtypes=t["dtypes"], matrix=t["backend"] in ("cuda", "hip"))))
     return out
 
 
@@ -98,18 +96,26 @@ SAMPLE_SHAPE = {"gemm": (3, 100, 37), "gemm_swiglu": (5, 40, 70), "rmsnorm": (3,
                 "add": (3, 300), "embed": (5, 72, 40), "rope_kv": (3, 8, 2, 16),
                 "attention": (3, 8, 2, 16), "argmax": (3, 1000), "rope_kv_batch": (3, 8, 2, 16),
                 "attention_batch": (3, 8, 2, 16)}
+QSAMPLE_SHAPE = {"gemm": (3, 100, 512), "gemm_swiglu": (5, 40, 256), "embed": (5, 256, 40)}
 
 
-@pytest.mark.parametrize("tpl,op,params", template_spaces(), ids=[t[0] for t in template_spaces()])
+@pytest.mark.parametrize("tpl,op,params", template_spaces(),
+                         ids=[t[0] if i == 0 or template_spaces()[i - 1][0] != t[0] else f"{t[0]}-{t[1]}"
+                              for i, t in enumerate(template_spaces())])
 @pytest.mark.parametrize("dt", ["f32", "f16", "f32:bf16:f32"])
 def test_parameter_space_sample(gc, tpl, op, params, dt):
     info, params = params, params["params"]
     if dt == "f32:bf16:f32" and op in ("add", "rope_kv", "attention", "argmax", "rope_kv_batch",
                                        "attention_batch"):
         dt = "bf16"  # these ops take one dtype
-    if dt not in info["dtypes"] and dt.split(":")[0] not in info["dtypes"]:
+    quant = any(":q" in d for d in info["dtypes"])
+    if quant:  # B in a block format: one format per sampled dtype, rows of whole blocks
+        want = {"f32": ["f32:q8_0:f32", "f16:q8_0:f16"], "f16": ["f16:q4_k:f16"],
+                "f32:bf16:f32": ["bf16:q4_0:bf16", "f16:q4_0:f16", "f16:q6_k:f16"]}[dt]
+        dt = next((d for d in want if d in info["dtypes"]), info["dtypes"][0])
+    elif dt not in info["dtypes"] and dt.split(":")[0] not in info["dtypes"]:
         dt = info["dtypes"][0] if dt == "f32" else info["dtypes"][-1]  # e.g. mma: f16/bf16 only
-    shape = SAMPLE_SHAPE[op]
+    shape = QSAMPLE_SHAPE[op] if quant else SAMPLE_SHAPE[op]
     if info["matrix"]:
         shape = (48, 128, 256)  # matrix-core templates: whole mma tiles in N and K
     if info["decode"]:

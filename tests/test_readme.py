@@ -24,7 +24,7 @@ sys.path.insert(0, HERE)
 from conftest import BIN, ROOT  # noqa: E402
 import tinymodel as TM  # noqa: E402
 
-TOOLS = ["gcore-tune", "gcore-gen", "gcore-run", "gcore-compile", "gcore-serve"]
+TOOLS = ["gcore-tune", "gcore-gen", "gcore-run", "gcore-compile", "gcore-serve", "gcore-bench"]
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
 
 

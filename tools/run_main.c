@@ -17,6 +17,7 @@
 #include "../runtime/dispatch.h"
 #include "../models/chat.h"
 #include "../models/llama.h"
+#include "../models/llama_bundle.h"
 #include "../models/sampler.h"
 #include "../models/tokenizer.h"
 
@@ -142,7 +143,7 @@ static int dump(gc_check_t *c, const gc_problem_t *p, const char *dir, gc_err_t 
                          (double)sc->scale);
   static const char *const kinds[] = {"input", "output", "inout"};
   for (int i = 0; !rc && i < n; i++) {
-    size_t bytes = (size_t)bufs[i].count * gc_dtype_size(bufs[i].dtype);
+    size_t bytes = gc_opbuf_bytes(&bufs[i]);
     void *host = gc_malloc(bytes, e);
     if (!host) return GC_ENOMEM;
     rc = gc_check_read(c, i, host, e);
@@ -550,37 +551,13 @@ static int read_prompts(const char *path, prompts_t *p, gc_err_t *e) {
 /* -b BUNDLE, or the bundle for this device and model from the tuning
  * database (built into the cache, or reused), said in one line. */
 static int open_bundle(const run_opts_t *o, gc_dev_t *dev, gc_rt_t **rt, gc_err_t *e) {
-  if (o->bundle) return gc_rt_open(dev, o->bundle, rt, e);
-  const gc_dev_info_t *in = gc_dev_info(dev);
-  gc_problems_t probs = {0};
-  gc_needs_t needs = {0};
-  gc_auto_result_t r;
-  char db[1024], cache[1024];
-  if (o->db) snprintf(db, sizeof db, "%s", o->db);
-  else gc_db_default_path(db, sizeof db);
-  if (o->cache) snprintf(cache, sizeof cache, "%s", o->cache);
-  else gc_cache_default(cache, sizeof cache);
-  /* the device's own target, arch-specific where it has one (sm_90a for
-   * an sm_90 device: wgmma exists only there) */
-  char target[80];
-  gc_target_t tg;
-  snprintf(target, sizeof target, "%sa", in->target);
-  if (!gc_dev_runs_target(dev, target) || gc_target_parse(target, &tg, NULL))
-    snprintf(target, sizeof target, "%s", in->target);
-  int rc = gc_llama_workload(o->model, o->quantize, NULL, NULL, in->backend, &probs, &needs, e);
-  if (!rc) rc = gc_gen_auto(db, target, cache, &probs, &needs, &r, e);
-  gc_problems_free(&probs);
-  gc_needs_free(&needs);
-  if (rc) return gc_err_prefix(e, "no -b given, and the bundle for %s could not be built", target);
-  struct stat st;
-  if (stat(db, &st) == 0)
-    fprintf(stderr, "gcore-run: %s bundle %s for %s: %d of %d problems tuned in %s\n",
-            r.built ? "built" : "reusing", r.path, target, r.ntuned, r.nproblems, db);
-  else
-    fprintf(stderr, "gcore-run: %s bundle %s for %s: template defaults (no tuning database at "
-            "%s; gcore-tune --model fills it)\n", r.built ? "built" : "reusing", r.path,
-            target, db);
-  return gc_rt_open(dev, r.path, rt, e);
+  gc_llama_bundle_opts_t bo = {o->model, o->quantize, o->bundle, o->db, o->cache};
+  gc_llama_bundle_info_t info;
+  char line[4096];
+  if (gc_llama_bundle_open(dev, &bo, rt, &info, e)) return e->code;
+  gc_llama_bundle_describe(&info, line, sizeof line);
+  if (line[0]) fprintf(stderr, "gcore-run: %s\n", line);
+  return GC_OK;
 }
 
 /* Each prompt of ps from an empty cache, with a sampler of its own: one

@@ -9,12 +9,16 @@
 #include "../gen/autobundle.h"
 #include "../gen/compile.h"
 #include "../models/recipe.h"
+#include "../gen/template.h"
+#include "../tuner/report.h"
 #include "../tuner/tune.h"
 #include "../core/ops.h"
 #include "../db/tunedb.h"
 
 static const char usage[] =
     "usage: gcore-tune [options] (--model PATH | --workload FILE | --op OP --m LIST ...)\n"
+    "       gcore-tune --merge A.db B.db ... [--db OUT.db]\n"
+    "       gcore-tune --report FILE.html [--db PATH]\n"
     "Sweeps kernel variants on this machine's device, verifies each against an fp64\n"
     "reference, times it, records every result and the winners in an SQLite database.\n"
     "\n"
@@ -60,15 +64,26 @@ static const char usage[] =
     "                    launches, each after a cache flush on GPUs)\n"
     "  --margin F        noise margin for keeping an incumbent winner (default 0.02)\n"
     "  --progress/--no-progress  live progress line (default: when stderr is a terminal)\n"
+    "  --shard I/N       tune only the I-th of N slices of the problems (problem j goes to\n"
+    "                    slice j % N + 1): N machines of one kind tune one workload together,\n"
+    "                    then --merge their databases\n"
     "  --list-ops        print the op table (dimensions, buffers and their shapes, arguments)\n"
     "                    as JSON, and exit\n"
+    "databases:\n"
+    "  --merge A.db ...  copy every measurement of the databases named after the options into\n"
+    "                    --db (rows keyed by device, compiler, problem and variant; one already\n"
+    "                    there is kept), then re-pick the winners of what they touched\n"
+    "  --report FILE     write one self-contained HTML page on --db (after tuning or merging,\n"
+    "                    if asked): every candidate's time per problem with the winner and the\n"
+    "                    template default marked, failures by status, time against each\n"
+    "                    template parameter, and a table of the winners\n"
     "  -h, --help        this text\n"
     "  --version         this tool's version\n";
 
 enum { O_VERSION = 255, O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_BUDGET,
        O_TEMPLATE, O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_DEVICE, O_TIMEOUT,
        O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_LISTOPS, O_DEVICES, O_STRATEGY, O_COV, O_CTIMEOUT,
-       O_QUANTIZE };
+       O_QUANTIZE, O_MERGE, O_REPORT, O_SHARD };
 
 static const struct option longopts[] = {
     {"op", 1, 0, O_OP}, {"model", 1, 0, O_MODEL}, {"prefill", 1, 0, O_PREFILL}, {"batch", 1, 0, O_BATCH},           {"m", 1, 0, O_M},
@@ -84,6 +99,7 @@ static const struct option longopts[] = {
     {"devices", 1, 0, O_DEVICES}, {"strategy", 1, 0, O_STRATEGY},
     {"code-object", 1, 0, O_COV}, {"compile-timeout", 1, 0, O_CTIMEOUT},
     {"list-ops", 0, 0, O_LISTOPS}, {"quantize", 1, 0, O_QUANTIZE},
+    {"merge", 0, 0, O_MERGE}, {"report", 1, 0, O_REPORT}, {"shard", 1, 0, O_SHARD},
     {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},          {0, 0, 0, 0}};
 
 static int help(void) {
@@ -154,6 +170,77 @@ static int make_parent(const char *path, gc_err_t *e) {
   return gc_mkdirs(dir, e);
 }
 
+/* "I/N" with 1 <= I <= N <= 4096. */
+static int parse_shard(const char *s, int *i, int *n) {
+  char a[24], b[24];
+  const char *slash = strchr(s, '/');
+  int64_t x, y;
+  if (!slash || slash - s >= (long)sizeof a || strlen(slash + 1) >= sizeof b) return -1;
+  snprintf(a, sizeof a, "%.*s", (int)(slash - s), s);
+  snprintf(b, sizeof b, "%s", slash + 1);
+  if (gc_parse_i64(a, &x) || gc_parse_i64(b, &y) || y < 1 || y > 4096 || x < 1 || x > y) return -1;
+  *i = (int)x;
+  *n = (int)y;
+  return 0;
+}
+
+/* ",h1,h2,...,": the versions of every template (embedded, or under dir),
+ * the ones whose variants may win, as when tuning. */
+static int template_hashes(const char *dir, char **out, gc_err_t *e) {
+  gc_templates_t tpls = {0};
+  if (gc_tpl_load_all(dir, &tpls, e)) return e->code;
+  char *h = gc_calloc((size_t)tpls.n + 1, GC_HASH_HEX + 1, e);
+  if (h) {
+    strcpy(h, ",");
+    for (int t = 0; t < tpls.n; t++) strcat(strcat(h, tpls.v[t].hash), ",");
+  }
+  gc_tpl_free_all(&tpls);
+  *out = h;
+  return h ? GC_OK : GC_ENOMEM;
+}
+
+/* --merge: every source into db_path in one transaction (all or nothing),
+ * then the winners of the keys they touched re-picked; a line per source
+ * and one for the winners. */
+static int merge(const char *db_path, char **srcs, int n, const char *templates_dir, double margin,
+                 gc_err_t *e) {
+  gc_db_t *db = NULL;
+  char *hashes = NULL;
+  int64_t picked = 0, changed = 0, added = 0;
+  int rc = template_hashes(templates_dir, &hashes, e);
+  if (!rc) rc = gc_db_open(db_path, 1, &db, e);
+  if (!rc) rc = gc_db_begin(db, e);
+  for (int i = 0; !rc && i < n; i++) {
+    gc_db_merge_stats_t st;
+    rc = gc_db_merge_from(db, srcs[i], &st, e);
+    if (!rc)
+      printf("%s: %lld measurements, %lld new here (%lld already here); new: %lld devices, "
+             "%lld compilers, %lld problems, %lld variants\n", srcs[i], (long long)st.measurements,
+             (long long)st.added, (long long)(st.measurements - st.added), (long long)st.devices,
+             (long long)st.compilers, (long long)st.problems, (long long)st.variants);
+    added += st.added;
+  }
+  if (!rc) rc = gc_db_merge_repick(db, hashes, margin, &picked, &changed, e);
+  if (!rc) rc = gc_db_commit(db, e);
+  else if (db) gc_db_rollback(db);
+  if (!rc)
+    printf("merged into %s: %lld new measurements; %lld winners re-picked over the union, %lld "
+           "changed\n", db_path, (long long)added, (long long)picked, (long long)changed);
+  gc_db_close(db);
+  free(hashes);
+  return rc;
+}
+
+/* --report FILE on the database at db_path, said in one line. */
+static int write_report(const char *db_path, const char *templates_dir, const char *out, gc_err_t *e) {
+  gc_report_stats_t st;
+  if (gc_report_write(db_path, templates_dir, out, &st, e)) return e->code;
+  printf("report: %s (%lld problems, %lld measurements, %lld devices, %lld plots)\n", out,
+         (long long)st.problems, (long long)st.measurements, (long long)st.devices,
+         (long long)st.plots);
+  return GC_OK;
+}
+
 static int parse_pos(const char *s, double *out) {
   char *end;
   double v = strtod(s, &end);
@@ -182,7 +269,8 @@ int main(int argc, char **argv) {
   char cache[1024];
   gc_cache_default(cache, sizeof cache);
   o.cache = cache;
-  int c, ndev = 0, ords[64], cov = 0;
+  int c, ndev = 0, ords[64], cov = 0, merging = 0, shard_i = 0, shard_n = 0;
+  const char *report = NULL;
   int64_t iv;
   while ((c = gc_cli_getopt(argc, argv, "h", longopts)) != -1) {
     switch (c) {
@@ -247,6 +335,12 @@ int main(int argc, char **argv) {
         if (gc_parse_i64(optarg, &iv) || (iv != 4 && iv != 5)) return die("--code-object: expected 4 or 5");
         cov = (int)iv;
         break;
+      case O_MERGE: merging = 1; break;
+      case O_REPORT: report = optarg; break;
+      case O_SHARD:
+        if (parse_shard(optarg, &shard_i, &shard_n))
+          return die("--shard: expected I/N, the I-th of N slices (1 <= I <= N)");
+        break;
       case O_PROGRESS: o.progress = 1; break;
       case O_NOPROGRESS: o.progress = 0; break;
       case 'h': return help();
@@ -255,15 +349,26 @@ int main(int argc, char **argv) {
       default: return gc_cli_bad_option("gcore-tune", c, argv);
     }
   }
-  if (optind < argc) {
+  if (optind < argc && !merging) {
     fprintf(stderr, "gcore-tune: unexpected argument %s\n", GC_QUOTED(argv[optind]));
     return 2;
   }
   gc_err_t e = {0};
   gc_problems_t probs = {0};
+  int given = (workload != NULL) + (model != NULL) +
+              (op || dtype || dims[0] || dims[1] || dims[2] || dims[3] || dims[4] || dims[5]);
+  if (merging && optind == argc) return die("--merge: name the databases to merge (--merge A.db B.db ...)");
+  if (merging && (given || shard_n)) return die("--merge takes databases, not problems or --shard: merge, then tune");
+  if (report && gc_check_output(report, 'f', &e)) return die(e.msg);
   int rc = make_parent(o.db_path, &e);
   if (rc) return die(e.msg);
-  if ((workload != NULL) + (model != NULL) + (op || dtype || dims[0] || dims[1] || dims[2] || dims[3] || dims[4] || dims[5]) > 1)
+  if (merging || (report && !given)) {
+    if (merging) rc = merge(o.db_path, argv + optind, argc - optind, o.templates_dir, o.margin, &e);
+    if (!rc && report) rc = write_report(o.db_path, o.templates_dir, report, &e);
+    if (rc) return die(e.msg);
+    return gc_cli_exit("gcore-tune", 0);
+  }
+  if (given > 1)
     rc = gc_err_set(&e, GC_EINVAL, "give one of --workload, --model, or --op with sizes");
   else if ((prefill || batch || quantize) && !model)
     rc = gc_err_set(&e, GC_EINVAL, "--prefill, --batch and --quantize go with --model");
@@ -277,6 +382,13 @@ int main(int argc, char **argv) {
     rc = gc_problems_expand(&probs, op, dtype, dims, &e);
   if (!rc) rc = gc_target_parse(target, &o.target, &e);
   if (!rc && cov) rc = gc_target_set_code_object(&o.target, cov, &e);
+  if (!rc && shard_n) {
+    gc_problems_t mine = {0};
+    rc = gc_tune_shard(&probs, shard_i, shard_n, &mine, &e);
+    if (!rc) printf("shard %d/%d: %d of the %d problems\n", shard_i, shard_n, mine.n, probs.n);
+    gc_problems_free(&probs);
+    probs = mine;
+  }
   if (!rc && ndev > 1) {
     /* create and migrate the database once, before the workers race to it */
     gc_db_t *db;
@@ -288,6 +400,7 @@ int main(int argc, char **argv) {
     rc = gc_tune_run(&o, &probs, &e);
   }
   gc_problems_free(&probs);
+  if (!rc && report) rc = write_report(o.db_path, o.templates_dir, report, &e);
   if (rc) return die(e.msg);
   return gc_cli_exit("gcore-tune", 0);
 }

@@ -637,6 +637,14 @@ static int run_timed(sweep_t *s, const gc_problems_t *probs, gc_err_t *e) {
   return rc;
 }
 
+int gc_tune_shard(const gc_problems_t *probs, int i, int n, gc_problems_t *out, gc_err_t *e) {
+  if (n < 1 || i < 1 || i > n)
+    return gc_err_set(e, GC_EINVAL, "--shard %d/%d: expected I/N with 1 <= I <= N", i, n);
+  for (int j = i - 1; j < probs->n; j += n)
+    if (gc_problems_push(out, &probs->v[j], e)) return e->code;
+  return GC_OK;
+}
+
 int gc_tune_run(const gc_tune_opts_t *o, const gc_problems_t *probs, gc_err_t *e) {
   sweep_t s;
   int rc = open_sweep(&s, o, e);

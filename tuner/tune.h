@@ -41,6 +41,14 @@ typedef struct gc_tune_opts {
  * neighbourhoods run dry; found-fraction figures in bench/RESULTS.md. */
 enum { GC_SEARCH_RANDOM = 0, GC_SEARCH_LOCAL = 1 };
 
+/* --shard I/N: the I-th (1-based) of N slices of a workload, so that N
+ * machines of one kind tune one model together: problem j goes to slice
+ * j % N + 1, as --devices deals problems to devices. The slices are
+ * disjoint and cover probs; each problem is swept whole on one machine, so
+ * the databases merged (gcore-tune --merge) hold what one machine's sweep
+ * of the whole workload would. Appends the slice to out. */
+int gc_tune_shard(const gc_problems_t *probs, int i, int n, gc_problems_t *out, gc_err_t *e);
+
 /* Run the sweep. Prints one summary line per problem to stdout. With a
  * time budget, every problem's template defaults are measured first, then
  * the time left is shared out problem by problem. Errors:

@@ -1,26 +1,31 @@
 /* gemm_mma.cu — NVIDIA tensor-core GEMM (mma.sync, sm_80+), f16 or bf16
- * in and out, fp32 accumulation: C[M,N] = A[M,K] · B[N,K]ᵀ.
+ * in and out, fp32 accumulation: C[M,N] = A[M,K] · B[N,K]ᵀ (gemm_add:
+ * C += A·Bᵀ), or the gate/up pair with the SwiGLU epilogue,
+ * C = silu(A·Wgᵀ) ⊙ (A·Wuᵀ) with W[2N,K] = gate rows 0..N-1, up rows
+ * N..2N-1 (gemm_swiglu).
  *
  * @template gemm_mma
- * @op gemm gemm_add
+ * @op gemm gemm_add gemm_swiglu
  * @backend cuda
  * @dtypes f16 bf16
  * @kernel gemm_mma
  * @param BM 32 64 128 256 default 128 -- block tile rows
- * @param BN 32 64 128 256 default 128 -- block tile columns (rows of B)
+ * @param BN 32 64 128 256 default 128 -- block tile columns of C (rows of B; gemm_swiglu: as many gate and as many up rows of W)
  * @param BK 16 32 64 default 32 -- K depth of a pipeline stage
  * @param WM 16 32 64 128 default 64 -- warp tile rows (multiple of the mma's 16)
- * @param WN 16 32 64 128 default 32 -- warp tile columns (pairs of the mma's 8)
+ * @param WN 16 32 64 128 default 32 -- warp tile columns (pairs of the mma's 8; gemm_swiglu: gate and up each)
  * @param STAGES 2 3 4 5 default 4 -- cp.async pipeline depth (shared-memory stages)
  * @param SWZ 0 1 default 1 -- shared layout: 0 pads rows by 16 bytes, 1 XOR-swizzles 16-byte chunks
  * @param RASTER 1 4 8 default 8 -- block rows walked together (L2 reuse of B columns)
+ * @defaults gemm_swiglu BN=64 WM=32 -- the gate/up pair holds twice the B rows and accumulators
+ * @constraint PAIR == 1 || (BN <= 128 && WN <= 64) -- the gate/up pair's tiles (twice the B rows) stay in the space it was tuned in
  * @constraint BM % WM == 0 && BN % WN == 0 -- whole warp tiles
  * @constraint (BM / WM) * (BN / WN) * 32 >= 64 && (BM / WM) * (BN / WN) * 32 <= min(512, MAXT) -- 2 to 16 warps
- * @constraint WM * WN / 32 <= 128 -- fp32 accumulators per thread
- * @constraint WM * WN / 32 + 4 * WM / 16 + 2 * WN / 8 + 64 <= min(255, 65536 / ((BM / WM) * (BN / WN) * 32)) -- accumulators and fragments fit the register budget
- * @constraint STAGES * (BM + BN) * (BK + 8 * (1 - SWZ)) * 2 <= SMEM -- the pipeline fits in shared memory
+ * @constraint PAIR * WM * WN / 32 <= 128 -- fp32 accumulators (gate and up) per thread
+ * @constraint PAIR * WM * WN / 32 + 4 * PAIR * WM / 16 + 2 * PAIR * PAIR * WN / 8 + 64 <= min(255, 65536 / ((BM / WM) * (BN / WN) * 32)) -- accumulators and fragments fit the register budget
+ * @constraint STAGES * (BM + PAIR * BN) * (BK + 8 * (1 - SWZ)) * 2 <= SMEM -- the pipeline fits in shared memory
  * @constraint WARP == 32 -- NVIDIA warps
- * @shmem STAGES * (BM + BN) * (BK + 8 * (1 - SWZ)) * 2
+ * @shmem STAGES * (BM + PAIR * BN) * (BK + 8 * (1 - SWZ)) * 2
  * @applies K % 8 == 0 && M > 1 -- rows of A and B are whole 16-byte chunks (cp.async); M = 1 is the GEMV's
  * @grid cdiv(M, BM) * cdiv(N, BN) 1 1
  * @block (BM / WM) * (BN / WN) * 32 1 1
@@ -51,7 +56,14 @@
  * 16x16 tile each), its B fragments with ldmatrix.x4 (two n8 tiles each)
  * and issues (WM/16)·(WN/8) mma.sync. The epilogue writes the fragments
  * directly (pairs of columns as one 32-bit store when N is even), guarded
- * against M and N. C is written once, never read.
+ * against M and N. C is written once, never read (gemm_add: each element
+ * is read once, by the thread that writes it).
+ *
+ * gemm_swiglu (PAIR = 2): each stage holds two B tiles, gate rows
+ * n0 .. n0+BN-1 and up rows N+n0 .. N+n0+BN-1 of W; each warp loads its A
+ * fragments once per k step and multiplies them into a gate and an up
+ * accumulator set; the epilogue writes g / (1 + e^-g) · u computed in
+ * fp32 and rounded once (e^-g overflowing to inf gives silu = -0).
  */
 
 #define GM_WARPS ((BM / WM) * (BN / WN))
@@ -59,7 +71,7 @@
 #define GM_RC (BK / 8)                    /* 16-byte chunks per tile row */
 #define GM_LDK (BK + 8 * (1 - SWZ))       /* halves per shared row */
 #define GM_ASZ (BM * GM_LDK)              /* halves per A stage */
-#define GM_BSZ (BN * GM_LDK)
+#define GM_BSZ (BN * GM_LDK)              /* halves per B (gate, up) stage */
 #define GM_MT (WM / 16)                   /* mma tiles down a warp tile */
 #define GM_NT (WN / 8)                    /* mma tiles across */
 #if GC_TA == GC_BF16
@@ -124,29 +136,43 @@ GC_DEVICE void gm_load_tile(unsigned s, const TA *X, int64_t r0, int64_t nr, int
   }
 }
 
-/* acc += the stage's A·Bᵀ for this warp's tile. */
+/* B fragments of the warp's WN columns at k step kk of the tile at sb. */
+GC_DEVICE void gm_bfrag(unsigned sb, int wn, int lane, int kk, uint32_t b[GM_NT][2]) {
+  GC_UNROLL(GM_NT / 2)
+  for (int j = 0; j < GM_NT / 2; j++) { /* matrices (n0-7,k0) (n0-7,k1) (n8-15,k0) (n8-15,k1) */
+    uint32_t r[4];
+    gm_ldsm4(sb + gm_off(wn * WN + j * 16 + (lane & 7) + ((lane >> 4) << 3),
+                         kk * 2 + ((lane >> 3) & 1)),
+             r);
+    b[2 * j][0] = r[0], b[2 * j][1] = r[1];
+    b[2 * j + 1][0] = r[2], b[2 * j + 1][1] = r[3];
+  }
+}
+
+/* acc += the stage's A·Bᵀ for this warp's tile (gemm_swiglu: acc of the
+ * gate tile at sb, acc_up of the up tile after it). */
 GC_DEVICE void gm_stage_math(unsigned sa, unsigned sb, int wm, int wn, int lane,
-                             float acc[GM_MT][GM_NT][4]) {
+                             float acc[GM_MT][GM_NT][4], float acc_up[GM_MT][GM_NT][4]) {
   GC_UNROLL(BK / 16)
   for (int kk = 0; kk < BK / 16; kk++) {
     uint32_t a[GM_MT][4], b[GM_NT][2];
     GC_UNROLL(GM_MT)
     for (int i = 0; i < GM_MT; i++) /* lanes 0-15: rows, k chunk 0; 16-31: chunk 1 */
       gm_ldsm4(sa + gm_off(wm * WM + i * 16 + (lane & 15), kk * 2 + (lane >> 4)), a[i]);
-    GC_UNROLL(GM_NT / 2)
-    for (int j = 0; j < GM_NT / 2; j++) { /* matrices (n0-7,k0) (n0-7,k1) (n8-15,k0) (n8-15,k1) */
-      uint32_t r[4];
-      gm_ldsm4(sb + gm_off(wn * WN + j * 16 + (lane & 7) + ((lane >> 4) << 3),
-                           kk * 2 + ((lane >> 3) & 1)),
-               r);
-      b[2 * j][0] = r[0], b[2 * j][1] = r[1];
-      b[2 * j + 1][0] = r[2], b[2 * j + 1][1] = r[3];
-    }
+    gm_bfrag(sb, wn, lane, kk, b);
     GC_UNROLL(GM_MT)
     for (int i = 0; i < GM_MT; i++)
       GC_UNROLL(GM_NT)
       for (int j = 0; j < GM_NT; j++)
         gm_mma(acc[i][j], a[i], b[j][0], b[j][1]);
+    if (PAIR == 2) {
+      gm_bfrag(sb + GM_BSZ * 2, wn, lane, kk, b);
+      GC_UNROLL(GM_MT)
+      for (int i = 0; i < GM_MT; i++)
+        GC_UNROLL(GM_NT)
+        for (int j = 0; j < GM_NT; j++)
+          gm_mma(acc_up[i][j], a[i], b[j][0], b[j][1]);
+    }
   }
 }
 
@@ -170,6 +196,17 @@ GC_DEVICE void gm_store2(TC *C, int64_t M, int64_t N, int64_t m, int64_t n, floa
   }
 }
 
+/* ---- the epilogue: element e of fragment (i, j) from the accumulators
+ * (another epilogue is one more #elif here) ---- */
+#if PAIR == 2
+/* silu(g) · u in fp32. */
+GC_DEVICE float gm_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
+#define GM_OUT(i, j, e) gm_swiglu(acc[i][j][e], acc_up[i][j][e])
+#else
+#define GM_OUT(i, j, e) acc[i][j][e]
+#endif
+
+/* B: [N,K]; gemm_swiglu: W [2N,K], gate rows then up rows. */
 GC_KERNEL_BOUNDS(GM_T)
 void gemm_mma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K) {
   unsigned char *smem = gc_dyn_shared();
@@ -184,16 +221,17 @@ void gemm_mma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K) 
   const int lane = gc_lane(), w = gc_tid() / 32;
   const int wm = w / (BN / WN), wn = w % (BN / WN);
   const unsigned s0 = gm_smem_addr(smem);
-  const unsigned stage_bytes = (GM_ASZ + GM_BSZ) * 2;
+  const unsigned stage_bytes = (GM_ASZ + PAIR * GM_BSZ) * 2;
+  const TB *Bu = B + N * K; /* gemm_swiglu: the up rows */
 
-  float acc[GM_MT][GM_NT][4];
+  float acc[GM_MT][GM_NT][4], acc_up[GM_MT][GM_NT][4]; /* of B (or the gate rows), of the up rows */
   GC_UNROLL(GM_MT)
   for (int i = 0; i < GM_MT; i++)
     GC_UNROLL(GM_NT)
     for (int j = 0; j < GM_NT; j++)
       GC_UNROLL(4)
       for (int e = 0; e < 4; e++)
-        acc[i][j][e] = 0.0f;
+        acc[i][j][e] = 0.0f, acc_up[i][j][e] = 0.0f;
 
   const int64_t kt_n = gc_cdiv(K, BK);
   GC_UNROLL(STAGES - 1)
@@ -202,6 +240,8 @@ void gemm_mma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K) 
       unsigned sa = s0 + s * stage_bytes;
       gm_load_tile<BM>(sa, A, m0, M, (int64_t)s * BK, K);
       gm_load_tile<BN>(sa + GM_ASZ * 2, B, n0, N, (int64_t)s * BK, K);
+      if (PAIR == 2)
+        gm_load_tile<BN>(sa + (GM_ASZ + GM_BSZ) * 2, Bu, n0, N, (int64_t)s * BK, K);
     }
     gm_commit();
   }
@@ -213,10 +253,12 @@ void gemm_mma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K) 
       unsigned sa = s0 + (unsigned)(nx % STAGES) * stage_bytes;
       gm_load_tile<BM>(sa, A, m0, M, nx * BK, K);
       gm_load_tile<BN>(sa + GM_ASZ * 2, B, n0, N, nx * BK, K);
+      if (PAIR == 2)
+        gm_load_tile<BN>(sa + (GM_ASZ + GM_BSZ) * 2, Bu, n0, N, nx * BK, K);
     }
     gm_commit();
     unsigned sa = s0 + (unsigned)(kt % STAGES) * stage_bytes;
-    gm_stage_math(sa, sa + GM_ASZ * 2, wm, wn, lane, acc);
+    gm_stage_math(sa, sa + GM_ASZ * 2, wm, wn, lane, acc, acc_up);
   }
   gm_wait<0>();
 
@@ -226,7 +268,7 @@ void gemm_mma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K) 
     GC_UNROLL(GM_NT)
     for (int j = 0; j < GM_NT; j++) {
       int64_t m = m0 + wm * WM + i * 16 + g, n = n0 + wn * WN + j * 8 + 2 * t;
-      gm_store2(C, M, N, m, n, acc[i][j][0], acc[i][j][1]);
-      gm_store2(C, M, N, m + 8, n, acc[i][j][2], acc[i][j][3]);
+      gm_store2(C, M, N, m, n, GM_OUT(i, j, 0), GM_OUT(i, j, 1));
+      gm_store2(C, M, N, m + 8, n, GM_OUT(i, j, 2), GM_OUT(i, j, 3));
     }
 }

@@ -1,23 +1,27 @@
 /* gemm_simt.cu — GPU tiled GEMM on the plain fp32 units, the portable
- * fallback: C[M,N] = A[M,K] · B[N,K]ᵀ, fp32 accumulation, any M, N, K.
+ * fallback: C[M,N] = A[M,K] · B[N,K]ᵀ (gemm_add: C += A·Bᵀ), or the
+ * gate/up pair with the SwiGLU epilogue, C = silu(A·Wgᵀ) ⊙ (A·Wuᵀ) with
+ * W[2N,K] = gate rows 0..N-1, up rows N..2N-1 (gemm_swiglu); fp32
+ * accumulation, any M, N, K.
  *
  * @template gemm_simt
- * @op gemm gemm_add
+ * @op gemm gemm_add gemm_swiglu
  * @backend gpu
  * @dtypes f32 f16 bf16 f32:f16:f32 f32:bf16:f32
  * @kernel gemm_simt
  * @param BM 32 64 128 default 64 -- block tile rows (of A and C)
- * @param BN 32 64 128 default 64 -- block tile columns (rows of B)
+ * @param BN 32 64 128 default 64 -- block tile columns of C (rows of B; gemm_swiglu: as many gate and as many up rows of W)
  * @param BK 8 16 32 default 16 -- K depth of a shared-memory tile
  * @param TM 4 8 default 4 -- thread tile rows
- * @param TN 4 8 default 4 -- thread tile columns
+ * @param TN 4 8 default 4 -- thread tile columns (gemm_swiglu: each with a gate and an up accumulator)
+ * @defaults gemm_swiglu BN=32 -- the gate/up pair stages twice the B rows
  * @constraint (BM / TM) * (BN / TN) % WARP == 0 && (BM / TM) * (BN / TN) <= MAXT -- whole warps, a legal block
  * @constraint (BM / TM) * (BN / TN) >= 64 -- at least two warps to overlap loads and math
  * @constraint BK * SA >= 16 && BK * SB >= 16 -- a tile row is whole 16-byte chunks
- * @constraint (BM + BN) * BK / ((BM / TM) * (BN / TN)) <= 32 -- at most 32 staged tile elements per thread (registers)
- * @constraint TM * TN + 2 * (TM + TN) + 32 + 48 <= min(255, 65536 / ((BM / TM) * (BN / TN))) -- accumulators, operands and staged loads fit the register budget
- * @constraint 2 * BK * (BM + BN + 8) * 4 <= SMEM -- two stages of fp32 tiles fit in shared memory
- * @shmem 2 * BK * (BM + BN + 8) * 4
+ * @constraint (BM + PAIR * BN) * BK / ((BM / TM) * (BN / TN)) <= 32 -- at most 32 staged tile elements per thread (registers)
+ * @constraint PAIR * TM * TN + 2 * (TM + PAIR * TN) + 32 + 48 <= min(255, 65536 / ((BM / TM) * (BN / TN))) -- accumulators, operands and staged loads fit the register budget
+ * @constraint 2 * BK * (BM + PAIR * BN + 4 + 4 * PAIR) * 4 <= SMEM -- two stages of fp32 tiles fit in shared memory
+ * @shmem 2 * BK * (BM + PAIR * BN + 4 + 4 * PAIR) * 4
  * @grid cdiv(M, BM) * cdiv(N, BN) 1 1
  * @block (BM / TM) * (BN / TN) 1 1
  * @priority 1
@@ -35,6 +39,11 @@
  * (no bank conflicts; A reads are broadcasts). Edges: rows past M/N and
  * columns past K are zero-filled in the tiles; stores are guarded. When
  * K % (16/size) != 0 the chunks are loaded element by element.
+ * gemm_swiglu (PAIR = 2) stages two B tiles per step, gate rows
+ * n0 .. n0+BN-1 and up rows N+n0 .. N+n0+BN-1 of W, and each thread keeps
+ * a gate and an up accumulator per output; the epilogue writes
+ * g / (1 + e^-g) · u in fp32, rounded once to C's dtype (e^-g overflowing
+ * to inf gives silu = -0, as it should).
  * The fp32 tiles make f16/bf16 inputs cost twice the shared memory of a
  * 16-bit tile; the matrix-core templates are the fast path for those.
  */
@@ -49,8 +58,7 @@
 #define GS_RB ((GS_CB + GS_T - 1) / GS_T)
 #define GS_SA (BM + 4)               /* shared row stride of As */
 #define GS_SB (BN + 4)
-#define GS_STAGE (BK * (GS_SA + GS_SB)) /* floats per stage */
-
+#define GS_STAGE (BK * (GS_SA + PAIR * GS_SB)) /* floats per stage: A, then B (gate, up) */
 /* One operand's tile (R rows of X, row stride K, from row r0 and column
  * k0) into registers: chunk c = tid + i·T is row c % R, K-chunk c / R.
  * Rows >= nr and columns >= K read as 0. */
@@ -88,7 +96,7 @@ GC_DEVICE void gs_store(float *S, const float reg[PER][L]) {
   }
 }
 
-/* acc += the stage's As·Bsᵀ for this thread's tile. */
+/* acc += the stage's As·Bsᵀ for this thread's tile (Bs: B, or gate or up). */
 GC_DEVICE void gs_math(const float *As, const float *Bs, int ty, int tx, float acc[TM][TN]) {
   GC_UNROLL(4) /* not BK: a full unroll lets clang hoist every shared read (AMD VGPRs) */
   for (int k = 0; k < BK; k++) {
@@ -109,6 +117,33 @@ GC_DEVICE void gs_math(const float *As, const float *Bs, int ty, int tx, float a
   }
 }
 
+/* ---- the epilogue (another is one more #elif here): the four outputs
+ * at (i, 4j) of the thread's tile from its PAIR accumulators, as v[4]:
+ * GS_PRE(i, j) before C's address is formed, GS_VEC(i, j) where the
+ * vector store needs them, GS_OUT(i, j, e) output e alone. (Where v is
+ * formed matters to the register allocation: these keep each op's code as
+ * it was when gemm_swiglu_simt was a template of its own.) ---- */
+#if PAIR == 2
+/* silu(g) · u in fp32. */
+GC_DEVICE float gs_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
+#define GS_PRE(i, j)                                                         \
+  float v[4];                                                                \
+  GC_UNROLL(4)                                                               \
+  for (int e = 0; e < 4; e++)                                                \
+    v[e] = gs_swiglu(acc[i][4 * (j) + e], acc_up[i][4 * (j) + e]);
+#define GS_VEC(i, j)
+#define GS_OUT(i, j, e) v[e]
+#else
+#define GS_PRE(i, j)
+#define GS_VEC(i, j)                                                         \
+  float v[4];                                                                \
+  GC_UNROLL(4)                                                               \
+  for (int e = 0; e < 4; e++)                                                \
+    v[e] = acc[i][4 * (j) + e];
+#define GS_OUT(i, j, e) acc[i][4 * (j) + (e)]
+#endif
+
+/* B: [N,K]; gemm_swiglu: W [2N,K], gate rows then up rows. */
 GC_KERNEL_BOUNDS(GS_T)
 void gemm_simt(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K) {
   float *smem = reinterpret_cast<float *>(gc_dyn_shared());
@@ -119,30 +154,40 @@ void gemm_simt(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K)
   int ty = gc_tid() / GS_NTX, tx = gc_tid() % GS_NTX;
   int vec_a = K % GS_LA == 0, vec_b = K % GS_LB == 0;
 
-  float acc[TM][TN];
+  float acc[TM][TN], acc_up[TM][TN]; /* of B (or the gate rows), of the up rows */
   GC_UNROLL(TM)
   for (int i = 0; i < TM; i++)
     GC_UNROLL(TN)
     for (int j = 0; j < TN; j++)
-      acc[i][j] = 0.0f;
+      acc[i][j] = 0.0f, acc_up[i][j] = 0.0f;
 
-  float ra[GS_RA][GS_LA], rb[GS_RB][GS_LB];
+  float ra[GS_RA][GS_LA], rb[GS_RB][GS_LB], rb_up[GS_RB][GS_LB];
   int64_t nk = gc_cdiv(K, BK);
   gs_load<TA, BM, GS_LA, GS_CA, GS_RA>(A, m0, M, 0, K, vec_a, ra);
   gs_load<TB, BN, GS_LB, GS_CB, GS_RB>(B, n0, N, 0, K, vec_b, rb);
+  if (PAIR == 2)
+    gs_load<TB, BN, GS_LB, GS_CB, GS_RB>(B + N * K, n0, N, 0, K, vec_b, rb_up);
   gs_store<BM, GS_LA, GS_CA, GS_RA, GS_SA>(smem, ra);
   gs_store<BN, GS_LB, GS_CB, GS_RB, GS_SB>(smem + BK * GS_SA, rb);
+  if (PAIR == 2)
+    gs_store<BN, GS_LB, GS_CB, GS_RB, GS_SB>(smem + BK * (GS_SA + GS_SB), rb_up);
   gc_barrier();
   for (int64_t kt = 0; kt < nk; kt++) {
     float *cur = smem + (kt & 1) * GS_STAGE, *nxt = smem + ((kt + 1) & 1) * GS_STAGE;
     if (kt + 1 < nk) {
       gs_load<TA, BM, GS_LA, GS_CA, GS_RA>(A, m0, M, (kt + 1) * BK, K, vec_a, ra);
       gs_load<TB, BN, GS_LB, GS_CB, GS_RB>(B, n0, N, (kt + 1) * BK, K, vec_b, rb);
+      if (PAIR == 2)
+        gs_load<TB, BN, GS_LB, GS_CB, GS_RB>(B + N * K, n0, N, (kt + 1) * BK, K, vec_b, rb_up);
     }
     gs_math(cur, cur + BK * GS_SA, ty, tx, acc);
+    if (PAIR == 2)
+      gs_math(cur, cur + BK * (GS_SA + GS_SB), ty, tx, acc_up);
     if (kt + 1 < nk) {
       gs_store<BM, GS_LA, GS_CA, GS_RA, GS_SA>(nxt, ra);
       gs_store<BN, GS_LB, GS_CB, GS_RB, GS_SB>(nxt + BK * GS_SA, rb);
+      if (PAIR == 2)
+        gs_store<BN, GS_LB, GS_CB, GS_RB, GS_SB>(nxt + BK * (GS_SA + GS_SB), rb_up);
     }
     gc_barrier();
   }
@@ -155,12 +200,10 @@ void gemm_simt(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K)
     GC_UNROLL(TN / 4)
     for (int j = 0; j < TN / 4; j++) {
       int64_t n = n0 + j * (BN / (TN / 4)) + tx * 4;
+      GS_PRE(i, j)
       TC *c = C + m * N + n;
       if (N % 4 == 0 && n + 4 <= N) {
-        float v[4];
-        GC_UNROLL(4)
-        for (int e = 0; e < 4; e++)
-          v[e] = acc[i][4 * j + e];
+        GS_VEC(i, j)
         if (GC_OP_GEMM_ADD) {
           float c0[4];
           gc_ldv<4>(c, c0);
@@ -173,7 +216,7 @@ void gemm_simt(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K)
         GC_UNROLL(4)
         for (int e = 0; e < 4; e++)
           if (n + e < N)
-            STORE_GEMM(c, e, acc[i][4 * j + e]);
+            STORE_GEMM(c, e, GS_OUT(i, j, e));
       }
     }
   }

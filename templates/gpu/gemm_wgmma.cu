@@ -1,35 +1,38 @@
 /* gemm_wgmma.cu — Hopper (sm_90a) tensor-core GEMM: warpgroup wgmma.mma_async
  * from 128-byte-swizzled shared memory, a producer warpgroup feeding a
  * multi-stage mbarrier pipeline; f16 or bf16 in and out, fp32 accumulation:
- * C[M,N] = A[M,K] · B[N,K]ᵀ.
+ * C[M,N] = A[M,K] · B[N,K]ᵀ (gemm_add: C += A·Bᵀ), or the gate/up pair
+ * with the SwiGLU epilogue, C = silu(A·Wgᵀ) ⊙ (A·Wuᵀ) with W[2N,K] = gate
+ * rows 0..N-1, up rows N..2N-1 (gemm_swiglu).
  *
  * @template gemm_wgmma
- * @op gemm gemm_add
+ * @op gemm gemm_add gemm_swiglu
  * @backend cuda
  * @dtypes f16 bf16
  * @kernel gemm_wgmma
  * @param BM 128 256 default 128 -- block tile rows (two consumer warpgroups, BM/2 rows each)
- * @param BN 64 128 256 default 256 -- block tile columns (rows of B): the wgmma's n
+ * @param BN 64 128 256 default 256 -- rows of B per tile, the wgmma's n: BN columns of C (gemm_swiglu: BN/2 gate and BN/2 up rows of W, BN/2 columns of C)
  * @param BK 32 64 default 64 -- K depth of a stage: 64 (128-byte rows, 128-byte swizzle) or 32 (64-byte rows, 64-byte swizzle: twice the stages in the same bytes)
  * @param STAGES 2 3 4 5 6 8 default 4 -- shared-memory pipeline stages of BK K-columns each
  * @param RASTER 1 4 8 16 default 8 -- block rows walked together (L2 reuse of B tiles)
  * @param INFL 0 1 default 1 -- wgmma groups a consumer leaves in flight when it moves to the next stage (0: each stage is released as soon as its own wgmmas finish)
  * @param PERSIST 0 1 default 1 -- 1: at most one block per SM (SMS: the device's count at launch), each walking tiles; the producer fills the next tile's stages during the epilogue
  * @param TMA 0 1 default 1 -- 1: operands by the tensor copy engine (cp.async.bulk.tensor on host-made tensor maps, one producer thread); 0: 16-byte cp.async by the producer warpgroup
- * @param CLUSTER 1 2 default 1 -- blocks per cluster (TMA only): 2 pairs the blocks of vertically adjacent tiles, each loading half of their common B tile and multicasting it to both
+ * @param CLUSTER 1 2 default 1 -- blocks per cluster (TMA only): 2 pairs the blocks of vertically adjacent tiles, each loading half of their common B tile (gemm_swiglu: the gate or the up half) and multicasting it to both
  * @param EPI 0 1 default 1 -- epilogue: 0 stores fragments from registers to C; 1 stages 64x64 subtiles in shared memory (two buffers per consumer warpgroup) and stores them with the copy engine while the next tile's wgmmas run (gemm_add: C's subtile is loaded the same way first)
  * @constraint SM == 90 && ARCH_A == 1 -- wgmma exists only on sm_90a
  * @constraint WARP == 32 && MAXT >= 384 -- three warpgroups
  * @constraint (BM / 128) * BN / 2 <= 128 -- fp32 accumulators per consumer thread
  * @constraint STAGES * (BM + BN) * BK * 2 + 1024 + EPI * 32768 <= SMEM -- the pipeline and the epilogue buffers fit in shared memory
  * @constraint TMA == 1 || CLUSTER == 1 -- multicast is a copy-engine operation
- * @constraint EPI == 0 || SC == 2 -- a subtile row is 128 bytes
+ * @constraint EPI == 0 || (SC == 2 && BN / PAIR >= 64) -- a subtile is 64 columns of C (BN/PAIR a tile), 128-byte rows
  * @shmem STAGES * (BM + BN) * BK * 2 + 1024 + EPI * 32768
  * @applies K % 8 == 0 && M > 1 -- rows of A and B are whole 16-byte chunks (cp.async); M = 1 is the GEMV's
  * @applies EPI == 0 || N % 8 == 0 -- EPI = 1: rows of C are whole 16-byte chunks (the copy engine's map)
- * @grid CLUSTER * min(cdiv(M, BM * CLUSTER) * cdiv(N, BN), PERSIST * (SMS / CLUSTER) + (1 - PERSIST) * cdiv(M, BM * CLUSTER) * cdiv(N, BN)) 1 1
+ * @grid CLUSTER * min(cdiv(M, BM * CLUSTER) * cdiv(N, BN / PAIR), PERSIST * (SMS / CLUSTER) + (1 - PERSIST) * cdiv(M, BM * CLUSTER) * cdiv(N, BN / PAIR)) 1 1
  * @tensormap A M K BM BK 2*BK if TMA -- A tiles [BM][BK], 128-byte (64-byte) swizzle, zero past M and K
- * @tensormap B N K BN/CLUSTER BK 2*BK if TMA -- B tiles [BN][BK], or the half of one each block of a pair loads
+ * @tensormap B N K BN/CLUSTER BK 2*BK if TMA && PAIR == 1 -- B tiles [BN][BK], or the half of one each block of a pair loads
+ * @tensormap W 2*N K BN/2 BK 2*BK if TMA && PAIR == 2 -- gemm_swiglu: the gate or the up half [BN/2][BK] of a tile of W
  * @tensormap C M N 64 64 128 if EPI -- C subtiles [64][64] staged in shared memory, 128-byte swizzle, clipped at M and N
  * @block 384 1 1
  * @priority 5
@@ -111,6 +114,27 @@
  * 1.05 at K = 16384; skipping the stores took 4096^3 from 0.89 to 0.99.
  * The staged epilogue (EPI = 1, the default) brought the nine 8B shapes
  * to 0.93-1.13 of cuBLAS (from 0.82-1.09 with EPI = 0 in the same run).
+ *
+ * gemm_swiglu (PAIR = 2): a B tile is made of two halves, gate rows
+ * n0 .. n0+BN/2-1 and up rows N+n0 .. N+n0+BN/2-1 of W. One m64nBN wgmma
+ * then yields gate columns 0 .. BN/2-1 and up columns BN/2 .. BN-1 of the
+ * tile side by side, and the thread holding gate column j also holds up
+ * column j (fragment columns repeat every 8): the epilogue writes
+ * g / (1 + e^-g) · u computed in fp32 and rounded once (e^-g overflowing
+ * to inf gives silu = -0). TMA = 1: one map over all of W [2N, K] with
+ * boxes of BN/2 rows; the gate half of a tile is the box at row n0, the
+ * up half the box at row N + n0. Where n0 + BN/2 passes N (ragged N), the
+ * gate box reads up rows (zeros only past 2N) and the up box zeros: both
+ * feed only columns j >= N, which the epilogue does not store, so no value
+ * of C depends on them. CLUSTER = 2: block r of the pair loads half r
+ * (gate, up) and multicasts it to both blocks. EPI = 1 stages the
+ * SwiGLU'd 64x64 subtiles of C (a tile has BN/2 columns of C, so
+ * BN >= 128). Measured (H100, 2026-11-22): TMA = 1 at 1.13-1.31 of torch
+ * (matmul + silu·mul), TMA = 0 at 0.92-1.05, CLUSTER = 2 at 0.54-0.58
+ * (before its stage releases lost their cluster-scope fence); TMA = 1 is
+ * the default. Session 4, one run: EPI = 0 at 1.17-1.30, EPI = 1 at
+ * 1.13-1.26, EPI = 1 with CLUSTER = 2 at 1.17-1.34 (within the spread of
+ * runs; the tuner picks).
  */
 
 #define WG_CW 2                        /* consumer warpgroups */
@@ -124,6 +148,7 @@
 #define WG_PREG 40
 #define WG_CREG 232
 #define WG_ACC (BN / 2)                /* floats per m64 tile per thread */
+#define WG_NC (BN / PAIR)              /* columns of C per tile */
 #define WG_RB (BK * 2)                 /* bytes per tile row */
 #define WG_CH (BK / 8)                 /* 16-byte chunks per row */
 #define WG_RP (128 / WG_CH)            /* rows per producer pass */
@@ -221,6 +246,16 @@ GC_DEVICE int wg_rows(int64_t r0, int64_t nr, int rr, int R) {
   return (int)gc_max64(0, gc_min64(R / WG_RP, gc_cdiv(nr - r0 - rr, WG_RP)));
 }
 
+/* ---- the epilogue: the value of accumulator k of an m64 tile's fragments
+ * (another epilogue is one more #elif here) ---- */
+#if PAIR == 2
+/* silu(g) · u in fp32; the up column of gate column group j is j + BN/16. */
+GC_DEVICE float wg_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
+#define WG_OUT(acc, k) wg_swiglu((acc)[k], (acc)[(k) + 4 * (BN / 16)])
+#else
+#define WG_OUT(acc, k) (acc)[k]
+#endif
+
 /* C[m][n], C[m][n+1] := x, y (each only inside the matrix). */
 GC_DEVICE void wg_store2(TC *C, int64_t M, int64_t N, int64_t m, int64_t n, float x, float y) {
   if (m >= M || n >= N)
@@ -278,7 +313,7 @@ GC_DEVICE void wg_epi_subtile(const float *acc, int q, const gc_tmap_t *tmC, uns
     GC_UNROLL(8)
     for (int jj = 0; jj < 8; jj++) {
       const unsigned a = buf + (unsigned)(r * 128 + ((jj ^ (r & 7)) << 4) + (lane & 3) * 4);
-      float x = acc[4 * (8 * q + jj) + 2 * h], y = acc[4 * (8 * q + jj) + 2 * h + 1];
+      float x = WG_OUT(acc, 4 * (8 * q + jj) + 2 * h), y = WG_OUT(acc, 4 * (8 * q + jj) + 2 * h + 1);
       if (GC_OP_GEMM_ADD) { /* C += A·Bᵀ, summed in fp32 and rounded once */
         uint32_t old;
         float c0[2];
@@ -304,7 +339,7 @@ GC_DEVICE void wg_tile(int64_t t, int64_t nbm, int64_t nbn, int rank, int64_t *m
   const int64_t gsz = (int64_t)RASTER * nbn, first = t / gsz * RASTER;
   const int64_t rows = gc_min64(nbm - first, RASTER);
   *m0 = (first + t % gsz % rows) * (BM * CLUSTER) + rank * BM;
-  *n0 = t % gsz / rows * BN;
+  *n0 = t % gsz / rows * WG_NC;
 }
 
 /* A consumer warpgroup (c = 0 or 1, thread t of it): for each tile, the
@@ -374,8 +409,8 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
     if (EPI) {
       GC_UNROLL(WG_MT)
       for (int i = 0; i < WG_MT; i++)
-        GC_UNROLL(BN / 64)
-        for (int q = 0; q < BN / 64; q++, e++)
+        GC_UNROLL(WG_NC / 64)
+        for (int q = 0; q < WG_NC / 64; q++, e++)
           wg_epi_subtile(acc[i], q, tmC, ebuf, ebar, c, t, e, m0 + c * (BM / WG_CW) + i * 64,
                          n0 + q * 64);
       continue;
@@ -384,11 +419,11 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
     const int64_t mr = m0 + c * (BM / WG_CW) + w * 16 + (lane >> 2);
     GC_UNROLL(WG_MT)
     for (int i = 0; i < WG_MT; i++)
-      GC_UNROLL(BN / 8)
-      for (int j = 0; j < BN / 8; j++) {
+      GC_UNROLL(WG_NC / 8)
+      for (int j = 0; j < WG_NC / 8; j++) {
         int64_t m = mr + i * 64, n = n0 + j * 8 + 2 * (lane & 3);
-        wg_store2(C, M, N, m, n, acc[i][4 * j], acc[i][4 * j + 1]);
-        wg_store2(C, M, N, m + 8, n, acc[i][4 * j + 2], acc[i][4 * j + 3]);
+        wg_store2(C, M, N, m, n, WG_OUT(acc[i], 4 * j), WG_OUT(acc[i], 4 * j + 1));
+        wg_store2(C, M, N, m + 8, n, WG_OUT(acc[i], 4 * j + 2), WG_OUT(acc[i], 4 * j + 3));
       }
   }
   if (EPI && t == 0) /* the stores complete before the block's shared memory goes */
@@ -397,10 +432,11 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
 
 /* The producer of the TMA path, one thread: for each stage of each of the
  * block's tiles, arm the full barrier with the stage's bytes and issue
- * the A box and the B box (CLUSTER = 2: this block's half of B, to both
- * blocks of the pair). */
-GC_DEVICE void wg_tma_producer(const gc_tmap_t *tmA, const gc_tmap_t *tmB, unsigned full,
-                               unsigned empty, unsigned s0, int rank, int64_t t0,
+ * the A box and the B box (gemm_swiglu: the gate and the up box of W;
+ * CLUSTER = 2: this block's half of B, or of gate and up, to both blocks
+ * of the pair). */
+GC_DEVICE void wg_tma_producer(const gc_tmap_t *tmA, const gc_tmap_t *tmB, int64_t N,
+                               unsigned full, unsigned empty, unsigned s0, int rank, int64_t t0,
                                int64_t tstep, int64_t nbm, int64_t nbn, int64_t kt_n) {
   int64_t it = 0;
   for (int64_t t = t0; t < nbm * nbn; t += tstep) {
@@ -417,9 +453,12 @@ GC_DEVICE void wg_tma_producer(const gc_tmap_t *tmA, const gc_tmap_t *tmB, unsig
       gc_tma_load(sa, tmA, x, (int)m0, f);
 #if CLUSTER > 1
       gc_tma_load_mc(sa + WG_ABYTES + rank * (BN / CLUSTER) * WG_RB, tmB, x,
-                (int)(n0 + rank * (BN / CLUSTER)), f, (uint16_t)((1u << CLUSTER) - 1));
+                (int)(PAIR == 2 ? rank * N + n0 : n0 + rank * (BN / CLUSTER)), f,
+                (uint16_t)((1u << CLUSTER) - 1));
 #else
       gc_tma_load(sa + WG_ABYTES, tmB, x, (int)n0, f);
+      if (PAIR == 2)
+        gc_tma_load(sa + WG_ABYTES + (BN / 2) * WG_RB, tmB, x, (int)(N + n0), f);
 #endif
     }
   }
@@ -436,8 +475,9 @@ GC_DEVICE void wg_cp_producer(const TA *A, const TB *B, int64_t M, int64_t N, in
   for (int64_t t = t0; t < nbm * nbn; t += tstep) {
     int64_t m0, n0;
     wg_tile(t, nbm, nbn, 0, &m0, &n0);
-    const TA *pa = A + (m0 + rr) * K + c8, *pb = (const TA *)B + (n0 + rr) * K + c8;
-    const int na = wg_rows(m0, M, rr, BM), nb = wg_rows(n0, N, rr, BN);
+    const TA *pa = A + (m0 + rr) * K + c8, *pb = (const TA *)B + (n0 + rr) * K + c8,
+             *pb_up = pb + N * K; /* gemm_swiglu: the up rows */
+    const int na = wg_rows(m0, M, rr, BM), nb = wg_rows(n0, N, rr, WG_NC);
     for (int64_t kt = 0; kt < kt_n; kt++, it++) {
       const int s = (int)(it % STAGES);
       if (it >= STAGES)
@@ -445,7 +485,9 @@ GC_DEVICE void wg_cp_producer(const TA *A, const TB *B, int64_t M, int64_t N, in
       const unsigned sa = s0 + s * WG_SBYTES + off;
       const bool kok = kt * BK + c8 < K;
       wg_load<BM>(sa, pa + kt * BK, K, na, kok, A);
-      wg_load<BN>(sa + WG_ABYTES, pb + kt * BK, K, nb, kok, (const TA *)B);
+      wg_load<WG_NC>(sa + WG_ABYTES, pb + kt * BK, K, nb, kok, (const TA *)B);
+      if (PAIR == 2)
+        wg_load<WG_NC>(sa + WG_ABYTES + WG_NC * WG_RB, pb_up + kt * BK, K, nb, kok, (const TA *)B);
       gc_cp_async_mbar_arrive(full + 8 * s);
     }
   }
@@ -470,12 +512,16 @@ GC_DEVICE void wg_cp_producer(const TA *A, const TB *B, int64_t M, int64_t N, in
 #define WG_CLUSTER_DIMS
 #endif
 
+/* epilogue barriers: gemm_add's loads of C (gemm's go unused; gemm_swiglu has none) */
+#define WG_EBARS (PAIR == 2 ? 0 : 4)
+
+/* B: [N,K]; gemm_swiglu: W [2N,K], gate rows then up rows (tmB: its map). */
 GC_KERNEL_BOUNDS(WG_T) WG_CLUSTER_DIMS
 void gemm_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K WG_TMAP_AB
                 WG_TMAP_C) {
-  GC_SHARED uint64_t bars[2 * STAGES + 4]; /* full[0..S-1], empty[0..S-1], epilogue[0..3] */
+  GC_SHARED uint64_t bars[2 * STAGES + WG_EBARS]; /* full[0..S-1], empty[0..S-1], epilogue */
   /* tiles of CLUSTER·BM rows: a cluster's blocks share one (and its B) */
-  const int64_t nbm = gc_cdiv(M, BM * CLUSTER), nbn = gc_cdiv(N, BN), tiles = nbm * nbn;
+  const int64_t nbm = gc_cdiv(M, BM * CLUSTER), nbn = gc_cdiv(N, WG_NC), tiles = nbm * nbn;
   if (tiles <= 0)
     return;
   /* PERSIST: clusters 0 .. P-1 walk tiles c, c+P, ...; P is at most the SM
@@ -500,7 +546,7 @@ void gemm_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K
       gc_mbar_init(full + 8 * s, TMA ? 1 : 128);
       gc_mbar_init(empty + 8 * s, WG_EMPTY_COUNT);
     }
-    for (int b = 0; b < 4; b++)
+    for (int b = 0; b < WG_EBARS; b++)
       gc_mbar_init(ebar + 8 * b, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -514,7 +560,7 @@ void gemm_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WG_PREG) : "memory");
 #if TMA
     if (tid == 0)
-      wg_tma_producer(&tmA, &tmB, full, empty, s0, rank, t0, tstep, nbm, nbn, kt_n);
+      wg_tma_producer(&tmA, &tmB, N, full, empty, s0, rank, t0, tstep, nbm, nbn, kt_n);
 #else
     wg_cp_producer(A, B, M, N, K, full, empty, s0, tid, t0, tstep, nbm, nbn, kt_n);
 #endif

@@ -1,29 +1,34 @@
 /* gemv.cu — GPU GEMM for a few rows of A (the decode path):
- * C[M,N] = A[M,K] · B[N,K]ᵀ, M <= MMAX <= 16, fp32 accumulation. Memory
+ * C[M,N] = A[M,K] · B[N,K]ᵀ (gemm_add: C += A·Bᵀ), or the gate/up pair
+ * with the SwiGLU epilogue, C = silu(A·Wgᵀ) ⊙ (A·Wuᵀ) with W[2N,K] = gate
+ * rows 0..N-1, up rows N..2N-1 (gemm_swiglu); rmsnorm_*: A's rows
+ * RMS-normalised on the way. M <= MMAX <= 16, fp32 accumulation. Memory
  * bound on B: every byte of B is read once, 16 bytes per lane per access.
  *
  * @template gemv_gpu
- * @op gemm gemm_add rmsnorm_gemm
+ * @op gemm gemm_add rmsnorm_gemm gemm_swiglu rmsnorm_gemm_swiglu
  * @backend gpu
  * @dtypes f32 f16 bf16 f32:f16:f32 f32:bf16:f32
  * @kernel gemv_gpu
  * @param WARPS 2 4 8 16 default 8 -- warps per block
  * @param KS 1 2 4 8 default 2 -- warps that split one row group's K range (block-level split-K)
- * @param ROWS 1 2 4 8 default 2 -- rows of B (outputs) per warp, streamed together
+ * @param ROWS 1 2 4 8 default 2 -- outputs per warp: ROWS rows of B (gemm_swiglu: ROWS gate and ROWS up rows of W) streamed together
  * @param UNR 1 2 4 default 2 -- 16-byte chunks per lane per row in flight per step
  * @param MMAX 1 2 4 8 16 default 1 -- largest M served; bodies for M <= 1, 2, 4, 8, 16 up to it are compiled in
  * @param OCC 1 2 default 2 -- blocks per SM the register budget is planned for (65536 / (OCC * threads) per thread)
  * @constraint WARPS % KS == 0 -- warps form whole row groups
  * @constraint WARPS * WARP <= MAXT -- a legal block
- * @constraint ROWS * UNR <= 16 -- bounded loads in flight per lane (registers)
- * @constraint MMAX * ROWS <= 32 -- bounded accumulators per lane (registers)
+ * @defaults gemm_swiglu rmsnorm_gemm_swiglu ROWS=1 -- the gate/up pair streams twice the rows per output
+ * @constraint PAIR == 1 || ROWS <= 4 -- the gate/up pair's rows stay in the space it was tuned in
+ * @constraint PAIR * ROWS * UNR <= 16 -- bounded loads in flight per lane (registers)
+ * @constraint MMAX * PAIR * ROWS <= 32 -- bounded accumulators per lane (registers)
  * @constraint OCC * WARPS * WARP <= 2048 -- that many blocks can be resident
- * @constraint MMAX * (ROWS + 5) + (UNR * ROWS + 2) * (16 / SB) + (MMAX > 4) * MMAX * (16 / SB) + 32 <= min(255, 65536 / (OCC * WARPS * 32)) -- estimated registers (accumulators and row sums, B and A chunks in flight (the compiler hoists A's loads of the larger bodies), addresses) fit the budget, at most 255 per lane
+ * @constraint MMAX * (PAIR * ROWS + 5) + (PAIR * UNR * ROWS + 2) * (16 / SB) + (MMAX > 4) * MMAX * (16 / SB) + 32 <= min(255, 65536 / (OCC * WARPS * 32)) -- estimated registers (accumulators and row sums, B and A chunks in flight (the compiler hoists A's loads of the larger bodies), addresses) fit the budget, at most 255 per lane
  * @applies M <= MMAX && M <= 16 -- one register block of A rows
  * @grid cdiv(N, WARPS / KS * ROWS) 1 1
  * @block WARPS * WARP 1 1
  * @priority 2
- * @pdl -- waits for the kernel before it (gc_pdl_wait) before it reads or writes anything but its rows of B
+ * @pdl -- waits for the kernel before it (gc_pdl_wait) before it reads or writes anything but its rows of B (gemm_swiglu: its gate and up rows of W)
  *
  * Block b owns the RB = (WARPS/KS)·ROWS outputs columns b·RB .. b·RB+RB-1
  * (rows of B), for all M rows of A. Warp w belongs to row group w / KS
@@ -55,53 +60,71 @@
  * run with one element per chunk (slow, but any K). Rows of B past N are
  * clamped to row N-1 and not stored.
  *
+ * gemm_swiglu (PAIR = 2): each output n reads two rows of W, gate row n
+ * and up row N+n, into two accumulators (a warp streams ROWS gate and
+ * ROWS up rows). After the warp (and split-K) reductions the thread that
+ * owns output (m, n) writes g / (1 + e^-g) · u, computed in fp32 and
+ * rounded once (e^-g overflowing to inf gives silu = -0);
+ * rmsnorm_gemm_swiglu scales both sums by 1/sqrt(mean(a²) + eps).
+ *
  * Launched overlapping the kernel before it (@pdl, CUDA sm_90+), a block
- * first asks L2 for its rows of B (weights: no kernel writes them), then
+ * first asks L2 for its rows of B (weights: no kernel writes them; gate
+ * rows, then up rows), then
  * waits for that kernel, so its first loads hit L2 while the previous
  * kernel drains, and lets the next kernel start launching.
  */
 
 #define GV_VEC (16 / SB)             /* elements of B per 16-byte chunk */
-#if GC_OP_RMSNORM_GEMM
-#define GV_NORM 1                    /* rmsnorm_gemm: normalise A's rows on the way */
-#else
-#define GV_NORM 0
-#endif
 #define GV_RG (WARPS / KS)           /* row groups per block */
 #define GV_RB (GV_RG * ROWS)         /* outputs (rows of B) per block */
+#define GV_NR (PAIR * ROWS)          /* rows of B per warp (gemm_swiglu: gate 0..ROWS-1, up ROWS..) */
+
+/* ---- the epilogue: output i of C from the sums x of its row of B (of its
+ * gate row) and x_up of its up row (another epilogue is one more #elif
+ * here) ---- */
+#if PAIR == 2
+/* silu(g) · u in fp32. */
+GC_DEVICE float gv_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
+#define GV_STORE(C, i, x, x_up) STORE_C(C, i, gv_swiglu(x, x_up))
+#else
+#define GV_STORE(C, i, x, x_up) STORE_GEMM(C, i, x)
+#endif
 
 /* Accumulate this lane's share of A·Bᵀ for MR rows of A (M <= MR) and the
- * warp's ROWS rows of B, CW elements per chunk (GV_VEC or 1), then reduce
- * and store. red: shared scratch, WARPS·MR·ROWS floats (KS > 1). */
+ * warp's GV_NR rows of B, CW elements per chunk (GV_VEC or 1), then reduce
+ * and store. red: shared scratch, WARPS·MR·(GV_NR + 1) floats (KS > 1). */
 template <int MR, int CW>
 GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, const TB *Wn, int64_t M, int64_t N,
                          int64_t K, float eps, float *red) {
   const int w = gc_tid() / GC_WARP, lane = gc_lane();
   const int g = w / KS, ks = w % KS;
   const int64_t n0 = gc_bid() * GV_RB + (int64_t)g * ROWS;
-  const TB *b[ROWS];
+  const TB *b[GV_NR];
   GC_UNROLL(ROWS)
-  for (int r = 0; r < ROWS; r++)
+  for (int r = 0; r < ROWS; r++) {
     b[r] = B + gc_min64(n0 + r, N - 1) * K;
+    if (PAIR == 2) /* the up row of the same output */
+      b[ROWS + r] = B + (N + gc_min64(n0 + r, N - 1)) * K;
+  }
 
-  float acc[MR][ROWS], ss[MR]; /* ss: sums of squares of A's rows (GV_NORM) */
+  float acc[MR][GV_NR], ss[MR]; /* ss: sums of squares of A's rows (NORM) */
   GC_UNROLL(MR)
   for (int m = 0; m < MR; m++) {
     ss[m] = 0.0f;
-    GC_UNROLL(ROWS)
-    for (int r = 0; r < ROWS; r++)
+    GC_UNROLL(GV_NR)
+    for (int r = 0; r < GV_NR; r++)
       acc[m][r] = 0.0f;
   }
 
   const int64_t nq = K / CW; /* chunks per row */
   const int64_t step = (int64_t)KS * UNR * GC_WARP;
   for (int64_t q0 = (int64_t)ks * UNR * GC_WARP + lane; q0 < nq; q0 += step) {
-    float bv[UNR][ROWS][CW];
+    float bv[UNR][GV_NR][CW];
     GC_UNROLL(UNR)
     for (int u = 0; u < UNR; u++) {
       int64_t q = q0 + (int64_t)u * GC_WARP;
-      GC_UNROLL(ROWS)
-      for (int r = 0; r < ROWS; r++) {
+      GC_UNROLL(GV_NR)
+      for (int r = 0; r < GV_NR; r++) {
         if (q < nq) {
           gc_ldv<CW>(b[r] + q * CW, bv[u][r]);
         } else {
@@ -117,22 +140,22 @@ GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, const TB *Wn, int64_t 
       if (q >= nq)
         break;
       float wv[CW];
-      if (GV_NORM)
+      if (NORM)
         gc_ldv<CW>(Wn + q * CW, wv);
       GC_UNROLL(MR)
       for (int m = 0; m < MR; m++) {
         if (m < M) {
           float av[CW];
           gc_ldv<CW>(A + m * K + q * CW, av);
-          if (GV_NORM) {
+          if (NORM) {
             GC_UNROLL(CW)
             for (int e = 0; e < CW; e++) {
               ss[m] = gc_fma(av[e], av[e], ss[m]);
               av[e] *= wv[e];
             }
           }
-          GC_UNROLL(ROWS)
-          for (int r = 0; r < ROWS; r++)
+          GC_UNROLL(GV_NR)
+          for (int r = 0; r < GV_NR; r++)
             GC_UNROLL(CW)
             for (int e = 0; e < CW; e++)
               acc[m][r] = gc_fma(av[e], bv[u][r][e], acc[m][r]);
@@ -141,13 +164,13 @@ GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, const TB *Wn, int64_t 
     }
   }
 
-  /* Reduce over the warp; lane (m·ROWS + r) % WARP keeps output (m, r). */
+  /* Reduce over the warp (every lane gets every sum). */
   GC_UNROLL(MR)
   for (int m = 0; m < MR; m++)
-    GC_UNROLL(ROWS)
-    for (int r = 0; r < ROWS; r++)
+    GC_UNROLL(GV_NR)
+    for (int r = 0; r < GV_NR; r++)
       acc[m][r] = gc_warp_sum(acc[m][r]);
-  if (GV_NORM) {
+  if (NORM) {
     GC_UNROLL(MR)
     for (int m = 0; m < MR; m++)
       ss[m] = gc_warp_sum(ss[m]);
@@ -155,40 +178,44 @@ GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, const TB *Wn, int64_t 
   if (KS == 1) {
     GC_UNROLL(MR)
     for (int m = 0; m < MR; m++) {
-      const float sc = GV_NORM ? gc_rsqrt(ss[m] / (float)K + eps) : 1.0f;
+      const float sc = NORM ? gc_rsqrt(ss[m] / (float)K + eps) : 1.0f;
       GC_UNROLL(ROWS)
       for (int r = 0; r < ROWS; r++)
         if (lane == (m * ROWS + r) % GC_WARP && m < M && n0 + r < N)
-          STORE_GEMM(C, m * N + n0 + r, acc[m][r] * sc);
+          GV_STORE(C, m * N + n0 + r, acc[m][r] * sc, acc[m][ROWS + r] * sc);
     }
     return;
   }
-  float *red_ss = red + WARPS * MR * ROWS; /* [WARPS][MR] (GV_NORM) */
-  if (GV_NORM && lane == 0) {
+  float *red_ss = red + WARPS * MR * GV_NR; /* [WARPS][MR] (NORM) */
+  if (NORM && lane == 0) {
     GC_UNROLL(MR)
     for (int m = 0; m < MR; m++)
       red_ss[w * MR + m] = ss[m];
   }
   GC_UNROLL(MR)
   for (int m = 0; m < MR; m++)
-    GC_UNROLL(ROWS)
-    for (int r = 0; r < ROWS; r++)
-      if (lane == (m * ROWS + r) % GC_WARP)
-        red[(w * MR + m) * ROWS + r] = acc[m][r];
+    GC_UNROLL(GV_NR)
+    for (int r = 0; r < GV_NR; r++)
+      if (lane == (m * GV_NR + r) % GC_WARP)
+        red[(w * MR + m) * GV_NR + r] = acc[m][r];
   gc_barrier();
   for (int o = gc_tid(); o < GV_RG * MR * ROWS; o += WARPS * GC_WARP) {
     int gg = o / (MR * ROWS), m = o / ROWS % MR, r = o % ROWS;
     int64_t n = gc_bid() * GV_RB + (int64_t)gg * ROWS + r;
-    float s = 0.0f, q = 0.0f;
+    float s = 0.0f, s_up = 0.0f, q = 0.0f;
     for (int k = 0; k < KS; k++) {
-      s += red[((gg * KS + k) * MR + m) * ROWS + r];
-      if (GV_NORM)
+      s += red[((gg * KS + k) * MR + m) * GV_NR + r];
+      if (PAIR == 2)
+        s_up += red[((gg * KS + k) * MR + m) * GV_NR + ROWS + r];
+      if (NORM)
         q += red_ss[(gg * KS + k) * MR + m];
     }
-    if (GV_NORM)
-      s *= gc_rsqrt(q / (float)K + eps);
+    if (NORM) {
+      const float sc = gc_rsqrt(q / (float)K + eps);
+      s *= sc, s_up *= sc;
+    }
     if (m < M && n < N)
-      STORE_GEMM(C, m * N + n, s);
+      GV_STORE(C, m * N + n, s, s_up);
   }
 }
 
@@ -215,27 +242,31 @@ GC_DEVICE void gv_prefetch(const TB *B, int64_t r, int64_t n, int64_t K) {
     gc_prefetch_l2(p + o);
 }
 
-/* args: A, B, C, int64 M, N, K (gemm, gemm_add); A, B, C, norm[K], int64
- * M, N, K, float eps (rmsnorm_gemm). */
+/* args: A, B, C, int64 M, N, K (gemm, gemm_add, gemm_swiglu: B is W);
+ * A, B, C, norm[K], int64 M, N, K, float eps (rmsnorm_gemm,
+ * rmsnorm_gemm_swiglu). */
 GC_KERNEL_OCC(WARPS * WARP, OCC)
 void gemv_gpu(const TA *A, const TB *B, TC *C,
-#if GV_NORM
+#if NORM
               const TB *Wn,
 #endif
               int64_t M, int64_t N, int64_t K
-#if GV_NORM
+#if NORM
               , float eps
 #endif
 ) {
-#if !GV_NORM
+#if !NORM
   const TB *Wn = 0;
   const float eps = 0.0f;
 #endif
-  GC_SHARED float red[KS > 1 ? WARPS * MMAX * (ROWS + 1) : 1];
+  GC_SHARED float red[KS > 1 ? WARPS * MMAX * (GV_NR + 1) : 1];
 #if !AMD /* only an overlapped launch (CUDA) has anything to prefetch for */
-  const int64_t r0 = gc_bid() * GV_RB; /* this block's rows of B */
-  if (r0 < N)
+  const int64_t r0 = gc_bid() * GV_RB; /* this block's rows of B (gate rows, then up rows) */
+  if (r0 < N) {
     gv_prefetch(B, r0, gc_min64(GV_RB, N - r0), K);
+    if (PAIR == 2)
+      gv_prefetch(B, N + r0, gc_min64(GV_RB, N - r0), K);
+  }
 #endif
   gc_pdl_wait();
   gc_pdl_launch();

@@ -1,6 +1,6 @@
-/* prelude_emu.h — runs the AMD matrix-core templates (gemm_mfma,
- * gemm_swiglu_mfma, gemm_wmma) on the host, unchanged, as a SIMT
- * emulation: one host thread per work-item of a block, blocks one after
+/* prelude_emu.h — runs the AMD matrix-core templates (gemm_mfma and
+ * gemm_wmma, for gemm, gemm_add and gemm_swiglu) on the host, unchanged,
+ * as a SIMT emulation: one host thread per work-item of a block, blocks one after
  * another, LDS a heap buffer of exactly @shmem bytes (ASan sees any access
  * past it), barriers as pthread barriers, and the matrix instructions as
  * a wave-wide rendezvous where one lane evaluates the instruction for all.

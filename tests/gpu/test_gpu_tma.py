@@ -27,7 +27,7 @@ VARIANTS = ["TMA=1", "TMA=1,CLUSTER=2", "TMA=1,CLUSTER=2,PERSIST=0", "TMA=1,CLUS
 
 
 @pytest.mark.parametrize("op,tpl", [("gemm", "gemm_wgmma"), ("gemm_add", "gemm_wgmma"),
-                                    ("gemm_swiglu", "gemm_swiglu_wgmma")])
+                                    ("gemm_swiglu", "gemm_wgmma")])
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("dt", ["f16", "bf16"])
 def test_tma_variants_verify(gc, op, tpl, variant, dt):

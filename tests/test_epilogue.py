@@ -1,0 +1,118 @@
+"""The epilogue is a template parameter (issue 19): gen's op-derived names
+(PAIR, NORM: in expressions, in the generated source and in a bundle's
+constants) and per-op defaults (@defaults), through the tools; and each
+GEMM/GEMV family one template that serves all its ops, with the op's own
+defaults. (That the merged templates compile to the same code as the pairs
+they replaced was checked when they were merged; test_ops, test_gpu_compile,
+test_amd_templates and test_amd_emulator run every op of each.)"""
+import os
+import re
+import sqlite3
+
+import pytest
+
+from conftest import ROOT
+from test_gpu_compile import NVRTC
+from tplhead import OP_NAMES, op_names, parse
+
+OPS = {"gemm": ["--m", "3", "--n", "40", "--k", "24"], "gemm_add": ["--m", "3", "--n", "40", "--k", "24"],
+       "gemm_swiglu": ["--m", "3", "--n", "40", "--k", "24"],
+       "rmsnorm_gemm": ["--m", "1", "--n", "40", "--k", "24"],
+       "rmsnorm_gemm_swiglu": ["--m", "1", "--n", "40", "--k", "24"], "rmsnorm": ["--m", "3", "--n", "40"]}
+
+
+def dispatch(bundle, *cols):
+    with sqlite3.connect(bundle) as c:
+        return c.execute(f"SELECT {', '.join(cols)} FROM dispatch WHERE m_lo = m_hi").fetchall()
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_op_derived_names(gc, op):
+    """gen binds PAIR and NORM from the op: in the bundle's constants (the
+    runtime evaluates @grid and @tensormap with them) and as #defines in the
+    source it compiles; the values are those of tplhead.OP_NAMES."""
+    cache = gc.dir / "cache"
+    r = gc("gcore-gen", "--op", op, *OPS[op], "--cache", cache, "-o", "b.gcb", "-q")
+    assert r.rc == 0, r
+    want = op_names(op)
+    for (consts,) in dispatch(gc.dir / "b.gcb", "consts"):
+        got = dict(kv.split("=") for kv in consts.split(","))
+        assert {k: int(got[k]) for k in want} == want, consts
+    srcs = [open(cache / "src" / f).read() for f in os.listdir(cache / "src")]
+    assert srcs
+    for src in srcs:
+        assert all(f"#define {k} {v}\n" in src for k, v in want.items()), src[:2000]
+
+
+def test_op_names_table_is_gens():
+    """tplhead.OP_NAMES (the tests' copy) is gen/template.c's op_values table."""
+    text = open(os.path.join(ROOT, "gen", "template.c")).read()
+    rows = dict(re.findall(r'\{"(\w+)", \{(\d+, \d+)\}\}', text))
+    assert {op: {"PAIR": int(v.split(",")[0]), "NORM": int(v.split(",")[1])} for op, v in rows.items()} \
+        == OP_NAMES
+
+
+MERGED = {"cpu/gemm.c": ["gemm", "gemm_add", "rmsnorm_gemm", "gemm_swiglu", "rmsnorm_gemm_swiglu"],
+          "gpu/gemv.cu": ["gemm", "gemm_add", "rmsnorm_gemm", "gemm_swiglu", "rmsnorm_gemm_swiglu"],
+          "gpu/gemm_simt.cu": ["gemm", "gemm_add", "gemm_swiglu"],
+          "gpu/gemm_mma.cu": ["gemm", "gemm_add", "gemm_swiglu"],
+          "gpu/gemm_wgmma.cu": ["gemm", "gemm_add", "gemm_swiglu"],
+          "gpu/gemm_mfma.cu": ["gemm", "gemm_add", "gemm_swiglu"],
+          "gpu/gemm_wmma.cu": ["gemm", "gemm_add", "gemm_swiglu"]}
+
+
+def test_one_template_per_family():
+    """Each GEMM/GEMV family is one file serving all its ops; no template is
+    a copy for the SwiGLU epilogue."""
+    for f, ops in MERGED.items():
+        assert parse(os.path.join(ROOT, "templates", f))["ops"] == ops, f
+    for d in ("cpu", "gpu"):
+        assert not [f for f in os.listdir(os.path.join(ROOT, "templates", d)) if "swiglu" in f]
+
+
+def forced_params(gc, target, op, tpl, shape):
+    r = gc("gcore-gen", "--target", target, "--op", op, "--dtype", "f16", *shape, "--force", tpl,
+           "-o", "f.gcb", "-q")
+    assert r.rc == 0, r
+    rows = dispatch(gc.dir / "f.gcb", "template", "params")
+    assert rows and {t for t, _ in rows} == {tpl}, rows
+    return {p for _, p in rows}
+
+
+def canonical(params):
+    """"P=V,..." in declaration order, as gen writes a variant's parameters."""
+    return ",".join(f"{k}={v}" for k, v in params.items())
+
+
+@pytest.mark.parametrize("op", MERGED["cpu/gemm.c"])
+def test_defaults_per_op_cpu(gc, op):
+    """gemm_cpu's default for each op is @param's or its @defaults line's
+    (the gate/up pair: NR=16, as gemm_swiglu_cpu's was; gemm: NR=32)."""
+    t = parse(os.path.join(ROOT, "templates", "cpu", "gemm.c"))
+    assert t["defaults"][op]["NR"] == (16 if op_names(op)["PAIR"] == 2 else 32)
+    want = canonical(t["defaults"][op])
+    got = forced_params(gc, "cpu:x86-64-v4", op, "gemm_cpu", OPS[op])
+    assert got == {want}, (got, want)
+
+
+@pytest.mark.skipif(not NVRTC, reason="NVRTC not installed (CUDA toolkit not found)")
+@pytest.mark.parametrize("tpl,op,shape", [("gemm_mma", "gemm_swiglu", ["--m", "64", "--n", "128", "--k", "64"]),
+                                          ("gemv_gpu", "rmsnorm_gemm_swiglu", ["--m", "1", "--n", "128", "--k", "64"])])
+def test_defaults_per_op_gpu(gc, tpl, op, shape):
+    """The same for a GPU GEMM (BN=64 WM=32) and the decode GEMV (ROWS=1)."""
+    f = {"gemm_mma": "gemm_mma.cu", "gemv_gpu": "gemv.cu"}[tpl]
+    t = parse(os.path.join(ROOT, "templates", "gpu", f))
+    assert t["defaults"][op] != t["defaults"]["gemm"]
+    assert forced_params(gc, "sm_90", op, tpl, shape) == {canonical(t["defaults"][op])}
+
+
+def test_tuner_starts_from_the_ops_default(gc):
+    """gcore-tune's first candidate (and its "x the default") is the op's
+    default: for the gate/up pair gemm_cpu's NR=16, not gemm's NR=32."""
+    r = gc("gcore-tune", "--template", "gemm_cpu", "--op", "gemm_swiglu", "--m", "4", "--n", "32",
+           "--k", "32", "--db", "t.db", "--budget", "1", "--no-progress")
+    assert r.rc == 0 and "1.00x the default" in r.out, r
+    with sqlite3.connect(gc.dir / "t.db") as c:
+        params = [p for (p,) in c.execute("SELECT v.params FROM measurements m JOIN variants v "
+                                          "ON v.id = m.variant_id")]
+    assert len(params) == 1 and "NR=16" in params[0].split(","), params

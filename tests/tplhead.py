@@ -1,0 +1,43 @@
+"""A template's declaration block (templates/README.md) as the tests read
+it: name, ops, dtypes, parameters with their values and their default per
+op (@param's, or an @defaults line's), constraints and launch expressions;
+and the names gen derives from the op (PAIR, NORM), as gen/template.c's
+op_values table gives them (test_epilogue.py checks the two agree)."""
+import re
+
+# PAIR: rows of B per column of C (2: the gate/up pair of W[2N,K]); NORM: 1
+# where A's rows are RMS-normalised on the way. Other ops: PAIR 1, NORM 0.
+OP_NAMES = {"gemm_swiglu": {"PAIR": 2, "NORM": 0},
+            "rmsnorm_gemm": {"PAIR": 1, "NORM": 1},
+            "rmsnorm_gemm_swiglu": {"PAIR": 2, "NORM": 1}}
+
+
+def op_names(op):
+    """{"PAIR": ..., "NORM": ...} for op."""
+    return OP_NAMES.get(op, {"PAIR": 1, "NORM": 0})
+
+
+def _decl(head, kw):
+    """The bodies of every '@kw' line, without their ' -- doc'."""
+    return [m.split(" -- ")[0].strip() for m in re.findall(rf"@{kw}\s+([^\n]+)", head)]
+
+
+def parse(path):
+    """The declarations of the template at path."""
+    text = open(path).read()
+    head = text.split("*/", 1)[0]
+    params = {}
+    for m in re.finditer(r"@param\s+(\w+)\s+([-\d\s]+?)\s+default\s+(-?\d+)", head):
+        params[m.group(1)] = ([int(v) for v in m.group(2).split()], int(m.group(3)))
+    ops = _decl(head, "op")[0].split()
+    defaults = {op: {k: d for k, (_, d) in params.items()} for op in ops}
+    for line in _decl(head, "defaults"):
+        words = line.split()
+        for op in [w for w in words if "=" not in w]:
+            defaults[op].update({k: int(v) for k, v in (w.split("=") for w in words if "=" in w)})
+    one = lambda kw, dflt: (_decl(head, kw) or [dflt])[0]
+    return {"file": path, "name": one("template", ""), "backend": one("backend", ""),
+            "kernel": one("kernel", ""), "ops": ops, "dtypes": one("dtypes", "").split(),
+            "params": params, "defaults": defaults, "constraints": _decl(head, "constraint"),
+            "applies": _decl(head, "applies"), "grid": one("grid", "1"), "block": one("block", "1"),
+            "shmem": one("shmem", "0")}
