@@ -97,9 +97,13 @@ $(TOOLS):
 # ---- tests ----------------------------------------------------------------
 C_TESTS   := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 
-$(BUILD)/tests/%: tests/c/%.c $(LIB)/libgcore.a
+# A test is rebuilt when a header it includes changes (tests/c/check.h, the
+# library's): -MMD writes those into $@.d. And when the flags change.
+$(BUILD)/tests/%: tests/c/%.c $(LIB)/libgcore.a $(BUILD)/cflags.txt
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -o $@ $(filter %.c %.a,$^) $(LDLIBS)
+
+-include $(C_TESTS:=.d)
 
 test: deps-test all $(C_TESTS)
 	GCORE_BIN=$(abspath $(BIN)) GCORE_CTESTS=$(abspath $(BUILD)/tests) \

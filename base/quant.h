@@ -62,7 +62,7 @@
 #include "base.h"
 
 /* The storage types gcore reads. F32, F16 and BF16 keep the numbering of
- * the problems' dtypes (db/problem.h) and of safetensors dtypes. */
+ * the problems' dtypes (core/problem.h) and of safetensors dtypes. */
 typedef enum gc_qtype {
   GC_QT_F32 = 0,
   GC_QT_F16 = 1,

@@ -141,7 +141,7 @@ def split3(x):
 #                        interleave, swizzle, l2Promotion, oobFill)
 TMAP_DTYPE = {torch.float16: 6, torch.bfloat16: 9, torch.float32: 7}
 TMAP_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
-TMAP_ARG = {"A": 0, "B": 1, "W": 1, "C": 2}  # the op buffers, in argument order (runtime/ops.c)
+TMAP_ARG = {"A": 0, "B": 1, "W": 1, "C": 2}  # the op buffers, in argument order (core/ops.c)
 if hasattr(cu, "cuTensorMapEncodeTiled"):
     cu.cuTensorMapEncodeTiled.argtypes = [
         ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p,

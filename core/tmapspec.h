@@ -17,7 +17,7 @@
 
 /* One map over a row-major matrix [rows][cols] (cols contiguous). */
 typedef struct gc_tmap_spec {
-  char buf[GC_TMAP_BUF];       /* op buffer ("A", "B", "W"; runtime/ops.h names them) */
+  char buf[GC_TMAP_BUF];       /* op buffer ("A", "B", "W"; core/ops.h names them) */
   int64_t rows, cols;          /* the matrix, in elements */
   int64_t box_rows, box_cols;  /* the tile one copy moves, in elements */
   int64_t swizzle;             /* shared-memory swizzle span: 0, 32, 64 or 128 bytes */

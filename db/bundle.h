@@ -34,7 +34,7 @@ typedef struct gc_dispatch {
   char grid[256], block[256]; /* expressions over consts and M N K */
   char shmem[256];           /* dynamic shared memory bytes, an expression */
   char consts[1024];         /* "MR=6,NR=32,...,VBYTES=64,SA=4" bound for the expressions */
-  char tmaps[GC_TMAPS_MAX * GC_TMAP_LINE]; /* @tensormap lines (db/tmapspec.h), "" if none */
+  char tmaps[GC_TMAPS_MAX * GC_TMAP_LINE]; /* @tensormap lines (core/tmapspec.h), "" if none */
   char template_name[64], params[512], vid[64];
   int is_default;            /* 1 = no tuned winner, the template default */
   int pdl;                   /* 1 = the kernel may overlap its predecessor (@pdl) */

@@ -2,7 +2,7 @@
  * bundles carry: the input's first line as constants ("A=1,B=2", as a
  * bundle stores them), the rest as an expression, evaluated as one, as a
  * launch grid (three parts), as up to eight parts, and as tensor-map
- * declarations (db/tmapspec.h). */
+ * declarations (core/tmapspec.h). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -40,7 +40,7 @@ gc_bundle_t *gc_rt_bundle(gc_rt_t *rt);
  * gc_rt_close). */
 int gc_rt_find(gc_rt_t *rt, const gc_problem_t *p, const gc_rt_kernel_t **out,
                gc_err_t *e);
-/* Launch k for p with args (see runtime/ops.h for each op's list). A
+/* Launch k for p with args (core/ops.h: each op's list, gc_op_args). A
  * kernel that declares tensor maps gets them after args, encoded for the
  * buffer addresses in args (runtime/tmap.h). */
 int gc_rt_launch(gc_rt_t *rt, const gc_rt_kernel_t *k, const gc_problem_t *p,

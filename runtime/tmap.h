@@ -1,6 +1,6 @@
 /* tmap.h — tensor maps for kernels that declare them (@tensormap): the
  * declarations evaluated for a shape and tied to the op's buffers, and the
- * argument list a launch then passes: the op's arguments (runtime/ops.h),
+ * argument list a launch then passes: the op's arguments (core/ops.h),
  * then one 128-byte map per declaration, by value, in declaration order
  * (the kernel's trailing `const __grid_constant__ gc_tmap_t` params). The
  * device encodes each map (gc_dev_tmap_encode) from the buffer address a

@@ -43,6 +43,24 @@ def assert_clean_error(r, tool, *needles):
         assert n in lines[0], f"'{n}' not in: {lines[0]}"
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "reference_only: checks only the tests' own reference (llama_ref.py, tinymodel.py, ggufq.py), "
+        "never gcore; the docstring names the test of gcore's code that stands for the same feature "
+        "(deselect with -m 'not reference_only')")
+
+
+def pytest_collection_modifyitems(config, items):
+    """A reference_only test names, in its docstring, the test of gcore's
+    code that stands for the same feature."""
+    bare = sorted({it.nodeid.split("[")[0] for it in items if it.get_closest_marker("reference_only")
+                   and "gcore" not in (getattr(it, "function", None).__doc__ or "")})
+    if bare:
+        raise pytest.UsageError("reference_only tests without a gcore test named in their docstring: " +
+                                ", ".join(bare))
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("cache"))

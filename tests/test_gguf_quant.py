@@ -103,9 +103,12 @@ def test_gguf_quantize_matches_numpy(exe, tmp_path, name, kind):
 
 @pytest.mark.parametrize("name,tol", [("Q8_0", 0.5 / 127), ("Q4_0", 1 / 8), ("Q4_K", 1 / 15),
                                       ("Q5_K", 1 / 31), ("Q6_K", 1 / 31)])
+@pytest.mark.reference_only
 def test_gguf_numpy_roundtrip_error(name, tol):
     """The numpy writers (used for the test models) stay within about half a
-    quantization step of each block's largest magnitude."""
+    quantization step of each block's largest magnitude. gcore's quantizers:
+    test_gguf_quantize_matches_numpy (numpy's bytes exactly) and
+    tests/c/test_quant.c's round trip."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((16, 512)).astype(np.float32)
     y = Q.roundtrip(name, x)

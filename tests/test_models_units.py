@@ -4,6 +4,22 @@ judge gcore: the real stories260K checkpoint decodes deterministically, the
 two forward paths (prefill, one token at a time) agree, both RoPE layouts
 compute the same model, and what tinymodel writes reads back exactly.
 
+Every test here is marked reference_only: none runs gcore. Each feature they
+check has a test of gcore's own code that can fail, named in the test's
+docstring ("gcore: ..."); in short:
+  stories260K decoding         test_llama.py::test_stories260k_matches_reference
+  prefill = token by token     test_llama.py::test_prefill_equals_token_by_token
+  both RoPE layouts            test_llama.py::test_tiny_llama2c_matches_reference (pairs),
+                               test_tiny_hf_matches_reference (halves)
+  GQA, head_dim != dim/heads   test_llama.py::test_tiny_hf_matches_reference[llama3_gqa-*, head_dim-*]
+  llama3 RoPE scaling          tests/c/test_models.c rope_inv_freq (gc_llama_inv_freq),
+                               test_llama.py::test_tiny_hf_matches_reference[llama3_rope_scaling-*],
+                               test_gguf.py::test_gguf_llama3_rope_scaling
+  the RoPE rotation            test_ops.py's rope_kv cases
+  bf16 rounding                tests/c/test_base.c test_half (gc_f32_to_bf16)
+  safetensors reading          tests/c/test_models.c st_valid, st_sharded, weights_hf
+  broken files refused         tests/c/test_models.c st_broken, weights_hf_broken; test_llama_errors.py
+
 Run with Debian's python: /usr/bin/python3 -m pytest tests/test_models_units.py
 """
 import copy
@@ -26,6 +42,8 @@ import tinymodel as TM  # noqa: E402
 REPO = os.path.dirname(HERE)
 from conftest import SHARED as DATA  # noqa: E402
 STORIES = os.path.join(DATA, "stories260K.bin")
+
+pytestmark = pytest.mark.reference_only
 
 # The first greedy ids from BOS. Computed with this reference and, during its
 # development, matched by a float32 scalar transcription of llama2.c's run.c
@@ -50,6 +68,7 @@ def stories_greedy(stories):
 # ------------------------------------------------------------ stories260K
 
 def test_stories_config(stories):
+    """gcore: tests/c/test_models.c stories_header (test_models shared)."""
     _, cfg = stories
     assert (cfg.dim, cfg.hidden_dim, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.vocab_size, cfg.max_seq) == \
         (64, 172, 5, 8, 4, 512, 512)
@@ -57,6 +76,8 @@ def test_stories_config(stories):
 
 
 def test_stories_greedy_deterministic(stories, stories_greedy):
+    """gcore: test_llama.py::test_stories260k_matches_reference (gcore-run's
+    200 greedy ids are these)."""
     w, cfg = stories
     again = R.greedy(w, cfg, [1], 200)
     assert len(stories_greedy) == 200
@@ -66,6 +87,7 @@ def test_stories_greedy_deterministic(stories, stories_greedy):
 
 
 def test_stories_incremental_matches_prefill(stories, stories_greedy):
+    """gcore: test_llama.py::test_prefill_equals_token_by_token."""
     w, cfg = stories
     tokens = [1] + stories_greedy[:127]
     full = R.forward(w, cfg, tokens)
@@ -75,6 +97,7 @@ def test_stories_incremental_matches_prefill(stories, stories_greedy):
 
 
 def test_stories_greedy_is_prefill_argmax(stories, stories_greedy):
+    """gcore: test_llama.py::test_stories260k_matches_reference."""
     w, cfg = stories
     logits = R.forward(w, cfg, [1] + stories_greedy[:-1])
     assert np.argmax(logits, axis=1).tolist() == stories_greedy
@@ -92,7 +115,10 @@ def pairs_to_halves(wq: np.ndarray, n_heads: int, hd: int) -> np.ndarray:
 
 def test_rope_layouts_agree(stories, tmp_path):
     """stories260K rewritten as a Hugging Face model (halves layout, rows of
-    wq/wk permuted) gives the same logits through load_hf."""
+    wq/wk permuted) gives the same logits through load_hf. gcore: each layout
+    against this reference, test_llama.py::test_tiny_llama2c_matches_reference
+    and test_stories260k_matches_reference (pairs), test_tiny_hf_matches_reference
+    (halves)."""
     w, cfg = stories
     hf = TM.make_config(dim=cfg.dim, hidden_dim=cfg.hidden_dim, n_layers=cfg.n_layers, n_heads=cfg.n_heads,
                         n_kv_heads=cfg.n_kv_heads, vocab=cfg.vocab_size, max_seq=cfg.max_seq, tied=True,
@@ -119,7 +145,8 @@ def test_rope_layouts_agree(stories, tmp_path):
 
 def test_gqa_equals_repeated_kv_heads(tmp_path):
     """A GQA model equals the MHA model whose k/v heads are repeated: query
-    head i reads kv head i // (n_heads / n_kv_heads)."""
+    head i reads kv head i // (n_heads / n_kv_heads). gcore:
+    test_llama.py::test_tiny_hf_matches_reference[llama3_gqa-*]."""
     TM.write_model(str(tmp_path), seed=3, dim=32, hidden_dim=48, n_layers=2, n_heads=8, n_kv_heads=2, vocab=40)
     w, cfg = R.load_hf(str(tmp_path))
     m = copy.deepcopy(w)
@@ -133,6 +160,7 @@ def test_gqa_equals_repeated_kv_heads(tmp_path):
 
 
 def test_head_dim_not_hidden_over_heads(tmp_path):
+    """gcore: test_llama.py::test_tiny_hf_matches_reference[head_dim-*]."""
     TM.write_model(str(tmp_path), seed=4, dim=32, hidden_dim=64, n_layers=2, n_heads=4, n_kv_heads=2,
                    head_dim=12, vocab=50, rope_scaling="llama3")
     w, cfg = R.load_hf(str(tmp_path))
@@ -160,6 +188,12 @@ def llama3_scalar(inv, factor, lo, hi, old):
 
 
 def test_llama3_inv_freq():
+    """The reference's llama3 scaling (rope_inv_freq) against transformers'
+    formula. gcore's own: tests/c/test_models.c rope_inv_freq
+    (gc_llama_inv_freq, Llama 3.1 8B's numbers), and end to end
+    test_llama.py::test_tiny_hf_matches_reference[llama3_rope_scaling-*] (the
+    scaling moves the logits by over 1e-2 there) and
+    test_gguf.py::test_gguf_llama3_rope_scaling."""
     rs = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
     cfg = R.Config(dim=64, hidden_dim=8, n_layers=1, n_heads=4, n_kv_heads=4, head_dim=16, vocab_size=8,
                    max_seq=256, rope_scaling=rs)
@@ -183,7 +217,8 @@ def test_llama3_inv_freq():
 
 def test_rope_rotation_properties():
     """Both layouts rotate pairs: norms kept, position 0 is the identity,
-    and q.k depends only on the distance between positions."""
+    and q.k depends only on the distance between positions. gcore: the rope_kv
+    cases of test_ops.py (the RoPE op against cases.rope_ref)."""
     rng = np.random.default_rng(0)
     for layout in ("halves", "pairs"):
         cfg = R.Config(dim=16, hidden_dim=8, n_layers=1, n_heads=2, n_kv_heads=2, head_dim=8, vocab_size=8,
@@ -206,6 +241,8 @@ def test_rope_rotation_properties():
 # -------------------------------------------------------------- tinymodel
 
 def test_bf16_round_to_nearest_even():
+    """tinymodel's bf16 writer. gcore: tests/c/test_base.c test_half
+    (gc_f32_to_bf16, ties to even), test_gguf_quant.py BF16 rows."""
     one = np.float32(1.0)
     ulp = np.float32(2.0 ** -7)          # bf16 spacing at 1.0
     vals = np.array([1.0, 1 + ulp / 2, 1 + 3 * ulp / 2, 1 + ulp / 2 + 2 ** -20, -2.5, 3.0e38, 0.0], np.float32)
@@ -219,6 +256,10 @@ def test_bf16_round_to_nearest_even():
 @pytest.mark.parametrize("tied,shards,head_dim,scaling", [
     (False, 1, None, None), (True, 1, None, "llama3"), (False, 3, 12, None), (True, 2, 12, "llama3")])
 def test_tinymodel_roundtrip(tmp_path, dtype, tied, shards, head_dim, scaling):
+    """What tinymodel writes, the reference reads back. gcore's reader of the
+    same files: tests/c/test_models.c st_valid, st_sharded, weights_hf;
+    test_llama.py::test_tiny_hf_matches_reference (each dtype) and
+    test_sharded_equals_unsharded."""
     cfg_d, stored = TM.write_model(str(tmp_path), seed=7, dtype=dtype, shards=shards, dim=48, hidden_dim=80,
                                    n_layers=2, n_heads=4, n_kv_heads=2, head_dim=head_dim, vocab=64, tied=tied,
                                    rope_scaling=scaling)
@@ -243,7 +284,8 @@ def test_tinymodel_roundtrip(tmp_path, dtype, tied, shards, head_dim, scaling):
 
 def test_safetensors_layout_by_hand(tmp_path):
     """The writer's bytes follow the format: u64 header length, JSON header
-    padded with spaces to 8 bytes, __metadata__, contiguous data."""
+    padded with spaces to 8 bytes, __metadata__, contiguous data. gcore's
+    reader: tests/c/test_models.c st_valid."""
     p = str(tmp_path / "x.safetensors")
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     raw, _ = TM.encode(a, "F16")
@@ -272,6 +314,8 @@ BROKEN = {
 
 @pytest.mark.parametrize("kind", sorted(BROKEN))
 def test_broken_variants_are_refused(tmp_path, kind):
+    """gcore: test_llama_errors.py (each kind) and tests/c/test_models.c
+    st_broken, weights_hf_broken."""
     d = str(tmp_path)
     TM.write_model(d, seed=1, dim=32, hidden_dim=48, n_layers=2, n_heads=4, n_kv_heads=2, vocab=40)
     R.load_hf(d)
@@ -281,6 +325,7 @@ def test_broken_variants_are_refused(tmp_path, kind):
 
 
 def test_missing_shard_is_refused(tmp_path):
+    """gcore: test_llama_errors.py::test_missing_shard."""
     d = str(tmp_path)
     TM.write_model(d, seed=1, shards=2, dim=32, hidden_dim=48, n_layers=1, n_heads=4, n_kv_heads=2, vocab=40)
     R.load_hf(d)
@@ -291,6 +336,8 @@ def test_missing_shard_is_refused(tmp_path):
 
 
 def test_tinymodel_cli(tmp_path):
+    """The writer's command line; gcore reads what it writes in
+    tests/c/test_models.c config_hf (llama3 rope_scaling) and test_llama.py."""
     TM.main([str(tmp_path / "m"), "--dim", "32", "--hidden-dim", "40", "--n-layers", "1", "--n-heads", "4",
              "--n-kv-heads", "1", "--vocab", "30", "--dtype", "bf16", "--tied", "--llama3-rope"])
     w, cfg = R.load_hf(str(tmp_path / "m"))

@@ -38,7 +38,7 @@
  * accumulator vector of MI·MI/64 registers per lane.
  *
  * Operand layouts (the GC_MFMA_* macros of prelude_hip.h, checked on the
- * host by tests/test_mfma_layout.py): for an S×S block (S = MI) a lane l
+ * host by tests/test_amd_emulator.py): for an S×S block (S = MI) a lane l
  * feeds A row l % S and B column l % S — B is [N,K], so that is B row
  * n0 + l % S — with KPL consecutive k from (l / S)·KPL (KPL = 4 for
  * 16-bit, a 64-bit LDS read; 1 for f32), and gets back accumulator r =

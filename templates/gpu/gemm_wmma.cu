@@ -34,7 +34,7 @@
  * gemm_mfma's structure (raster, K-contiguous LDS tiles filled through
  * registers, one or two LDS stages), with 16×16×16 WMMA blocks. Operand
  * layouts (the prelude's GC_WMMA_* macros, checked on the host by
- * tests/test_mfma_layout.py): lane l feeds A row l % 16 and B column
+ * tests/test_amd_emulator.py): lane l feeds A row l % 16 and B column
  * l % 16 (B row n0 + l % 16) with all 16 k of the step, 32 contiguous
  * bytes; lanes 16-31 load the same rows as lanes 0-15, which is the
  * replication WMMA requires. Accumulator register r of lane l is

@@ -348,9 +348,9 @@ template <int N, class T> GC_DEVICE void gc_stv(T *p, const float *x) {
 #define GC_WMMA 0
 #endif
 
-/* >>> gc-matrix-layouts: plain C integer macros (tests/test_mfma_layout.py
- * compiles this block on the host and checks it against a model of the
- * instructions written from the ISA documents; keep it self-contained).
+/* >>> gc-matrix-layouts: plain C integer macros (tests/test_amd_emulator.py
+ * compiles this block on the host into its emulation of the matrix cores,
+ * a model of the instructions from the ISA documents; keep it self-contained).
  *
  * MFMA, one block (v_mfma_f32_SxSxK*: D[S,S] = A[S,K]·B[K,S] + C), S = 32
  * or 16. KPL is the K elements a lane holds per operand: 4 for f16/bf16

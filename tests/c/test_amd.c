@@ -14,15 +14,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
-static int passed, failed;
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (cond) passed++;                                                  \
-    else {                                                               \
-      failed++;                                                          \
-      printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);             \
-    }                                                                    \
-  } while (0)
+#include "check.h"
 
 static int64_t konst(const gc_target_t *t, const char *name) {
   int64_t v = -999;
@@ -245,6 +237,5 @@ int main(void) {
   test_occupancy();
   test_pruning();
   test_comgr();
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_report();
 }

@@ -13,15 +13,8 @@
 #include "../../core/ops.h"
 #include "../../include/gcore.h"
 
-static int passed, failed;
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (cond) passed++;                                                  \
-    else {                                                               \
-      failed++;                                                          \
-      printf("FAIL %s:%d: %s (%s)\n", __FILE__, __LINE__, #cond, gcore_errmsg()); \
-    }                                                                    \
-  } while (0)
+#define CHECK_CONTEXT gcore_errmsg() /* the API's last message, on each failure */
+#include "check.h"
 
 static int64_t counter(gcore_ctx *c, int which) {
   int64_t v[GCORE_STAT_COUNT];
@@ -278,6 +271,5 @@ int main(void) {
     test_threads(c);
     gcore_close(c);
   }
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_report();
 }

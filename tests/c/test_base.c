@@ -19,15 +19,7 @@
 #include "../../core/refdot.h"
 #include "../../runtime/tmap.h"
 
-static int passed, failed;
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (cond) passed++;                                                  \
-    else {                                                               \
-      failed++;                                                          \
-      printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);             \
-    }                                                                    \
-  } while (0)
+#include "check.h"
 
 static int64_t ev(const char *s, int *rc) {
   gc_env_t env = {0};
@@ -268,8 +260,7 @@ static void test_alloc_faults(void) {
       gc_tpl_free_all(&set);
       break;
     } else {
-      printf("FAIL: fault at allocation %ld gave %s: %s\n", n, gc_err_name(rc), e.msg);
-      failed++;
+      CHECK(0, "fault at allocation %ld gave %s: %s", n, gc_err_name(rc), e.msg);
       return;
     }
   }
@@ -512,6 +503,5 @@ int main(void) {
   test_template_parse();
   test_tensormap();
   test_alloc_faults();
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed != 0;
+  return check_report();
 }

@@ -14,15 +14,7 @@
 #include "../../runtime/dev_impl.h"
 #include "../../core/ops.h"
 
-static int passed, failed;
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (cond) passed++;                                                  \
-    else {                                                               \
-      failed++;                                                          \
-      printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);             \
-    }                                                                    \
-  } while (0)
+#include "check.h"
 
 static const char *const SRC =
     "#include <cuda_fp16.h>\n"
@@ -146,7 +138,7 @@ static void test_compile_faults(void) {
     gc_fault_alloc_after(-1);
     if (rc == GC_ENOMEM) nomem++;
     else if (rc == GC_OK) ok = 1;
-    else printf("FAIL: fault at allocation %ld gave %s: %s\n", k, gc_err_name(rc), e.msg);
+    else CHECK(0, "fault at allocation %ld gave %s: %s", k, gc_err_name(rc), e.msg);
     free(cubin);
   }
   CHECK(nomem > 0 && ok);
@@ -557,6 +549,5 @@ static void test_device(int have_nvrtc) {
 int main(void) {
   int have_nvrtc = test_nvrtc();
   test_device(have_nvrtc);
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_report();
 }

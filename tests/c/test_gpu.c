@@ -14,25 +14,7 @@
 
 #include "../../runtime/gpu_impl.h"
 
-static int passed, failed;
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (cond) passed++;                                                  \
-    else {                                                               \
-      failed++;                                                          \
-      printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);             \
-    }                                                                    \
-  } while (0)
-/* The message, exactly. */
-#define CHECK_MSG(e, want)                                               \
-  do {                                                                   \
-    if (!strcmp((e).msg, want)) passed++;                                \
-    else {                                                               \
-      failed++;                                                          \
-      printf("FAIL %s:%d: message\n  got:  %s\n  want: %s\n", __FILE__, __LINE__, (e).msg, \
-             want);                                                      \
-    }                                                                    \
-  } while (0)
+#include "check.h"
 
 /* ---- the mock GPU ---------------------------------------------------- */
 
@@ -1174,6 +1156,5 @@ int main(void) {
     test_every_call(&setups[i]);
   }
   test_code_checks();
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_report();
 }

@@ -15,15 +15,7 @@
 #include "../../runtime/dev_impl.h"
 #include "../../core/ops.h"
 
-static int passed, failed;
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (cond) passed++;                                                  \
-    else {                                                               \
-      failed++;                                                          \
-      printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);             \
-    }                                                                    \
-  } while (0)
+#include "check.h"
 
 /* Header-free, like the templates: clang builtins only. */
 static const char *const SRC =
@@ -441,6 +433,5 @@ int main(void) {
   }
   free(co);
   test_device(clang);
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_report();
 }

@@ -15,40 +15,18 @@
 
 #include "../../models/llama2c.h"
 #include "../../models/llama_config.h"
+#include "../../models/recipe.h"
 #include "../../models/safetensors.h"
 #include "../../models/sampler.h"
 #include "../../models/weights.h"
 
 /* ------------------------------------------------------------- harness */
 
-static int g_pass, g_fail, g_case_failed, g_verbose;
-static const char *g_case;
+#include "check.h"
 
-#define CHECK(cond, ...)                                          \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      g_case_failed = 1;                                          \
-      printf("FAIL %s (%s:%d): ", g_case, __FILE__, __LINE__);    \
-      printf(__VA_ARGS__);                                        \
-      printf("\n");                                               \
-    }                                                             \
-  } while (0)
 #define CHECK_RC(rc, want, e)                                                  \
   CHECK((rc) == (want), "got %s, want %s: %s", gc_err_name(rc), gc_err_name(want), \
         (e).msg)
-#define CHECK_MSG(e, sub)                                                         \
-  do {                                                                            \
-    if (g_verbose) printf("  %s: %s\n", g_case, (e).msg);                          \
-    CHECK(strstr((e).msg, (sub)) != NULL, "message \"%s\" lacks \"%s\"", (e).msg, (sub)); \
-  } while (0)
-
-static void run_case(const char *name, void (*fn)(void)) {
-  g_case = name;
-  g_case_failed = 0;
-  fn();
-  if (g_case_failed) g_fail++;
-  else g_pass++;
-}
 
 static char g_tmp[256];
 static const char *g_data = "../shared/data";
@@ -334,9 +312,9 @@ static void test_llama2c_sizes(void) {
   write_bytes(p, b, n - 4);
   int rc = gc_llama2c_open(p, &m, &e);
   CHECK_RC(rc, GC_ECORRUPT, e);
-  CHECK_MSG(e, "truncated");
-  CHECK_MSG(e, "1056540");
-  CHECK_MSG(e, "1056536");
+  CHECK_MSG_HAS(e, "truncated");
+  CHECK_MSG_HAS(e, "1056540");
+  CHECK_MSG_HAS(e, "1056536");
   CHECK(m == NULL, "no handle on failure");
   unsigned char *big = malloc(n + 8);
   memcpy(big, b, n);
@@ -344,11 +322,11 @@ static void test_llama2c_sizes(void) {
   write_bytes(p, big, n + 8);
   rc = gc_llama2c_open(p, &m, &e);
   CHECK_RC(rc, GC_ECORRUPT, e);
-  CHECK_MSG(e, "oversized");
+  CHECK_MSG_HAS(e, "oversized");
   write_bytes(p, b, 10);
   rc = gc_llama2c_open(p, &m, &e);
   CHECK_RC(rc, GC_ECORRUPT, e);
-  CHECK_MSG(e, "28-byte header");
+  CHECK_MSG_HAS(e, "28-byte header");
   /* header fields: n_heads not dividing dim; kv not dividing heads; ak42 */
   int32_t hdr[7];
   memcpy(hdr, b, 28);
@@ -357,22 +335,22 @@ static void test_llama2c_sizes(void) {
   memcpy(big, bad, 28);
   write_bytes(p, big, n);
   CHECK_RC(gc_llama2c_open(p, &m, &e), GC_ECORRUPT, e);
-  CHECK_MSG(e, "n_heads 7");
+  CHECK_MSG_HAS(e, "n_heads 7");
   memcpy(bad, hdr, 28), bad[4] = 3;
   memcpy(big, bad, 28);
   write_bytes(p, big, n);
   CHECK_RC(gc_llama2c_open(p, &m, &e), GC_ECORRUPT, e);
-  CHECK_MSG(e, "num_key_value_heads 3");
+  CHECK_MSG_HAS(e, "num_key_value_heads 3");
   memcpy(bad, hdr, 28), bad[0] = 0x616b3432, bad[1] = 2;
   memcpy(big, bad, 28);
   write_bytes(p, big, n);
   CHECK_RC(gc_llama2c_open(p, &m, &e), GC_EUNSUPPORTED, e);
-  CHECK_MSG(e, "version 2");
+  CHECK_MSG_HAS(e, "version 2");
   memcpy(bad, hdr, 28), bad[6] = -1;
   memcpy(big, bad, 28);
   write_bytes(p, big, n);
   CHECK_RC(gc_llama2c_open(p, &m, &e), GC_ECORRUPT, e);
-  CHECK_MSG(e, "seq_len");
+  CHECK_MSG_HAS(e, "seq_len");
   CHECK_RC(gc_llama2c_open(tp("%s/nonexistent.bin", g_tmp), &m, &e), GC_ENOTFOUND, e);
   free(big);
   free(b);
@@ -468,7 +446,7 @@ static void test_st_valid(void) {
   memcpy(&x, &bits, 4);
   CHECK(x == -2.0f, "bf16 decodes to -2, got %g", x);
   CHECK_RC(gc_st_get(st, "missing", &t, &e), GC_ENOTFOUND, e);
-  CHECK_MSG(e, "'missing'");
+  CHECK_MSG_HAS(e, "'missing'");
   CHECK(gc_st_find(st, "d.empty")->nbytes == 0, "empty tensor");
   gc_st_close(st);
   /* a directory holding model.safetensors opens the same */
@@ -479,7 +457,7 @@ static void test_st_valid(void) {
   if (!rc) gc_st_close(st);
   mkdir_fresh(tp("%s/empty_dir", g_tmp));
   CHECK_RC(gc_st_open(tp("%s/empty_dir", g_tmp), &st, &e), GC_ENOTFOUND, e);
-  CHECK_MSG(e, "model.safetensors.index.json");
+  CHECK_MSG_HAS(e, "model.safetensors.index.json");
 }
 
 /* Open path expecting failure `want` whose message contains `sub`. */
@@ -488,7 +466,7 @@ static void expect_st_fail(const char *path, int want, const char *sub) {
   gc_st_t *st = (gc_st_t *)&e;
   int rc = gc_st_open(path, &st, &e);
   CHECK_RC(rc, want, e);
-  CHECK_MSG(e, sub);
+  CHECK_MSG_HAS(e, sub);
   CHECK(st == NULL, "handle left set on failure");
   if (!rc) gc_st_close(st);
 }
@@ -551,7 +529,7 @@ static void test_st_broken(void) {
     const gc_st_tensor_t *t;
     CHECK(gc_st_find(st, "q.i8") && gc_st_find(st, "q.i8")->dtype == GC_ST_OTHER, "I8 listed");
     CHECK_RC(gc_st_get(st, "q.i8", &t, &e), GC_EUNSUPPORTED, e);
-    CHECK_MSG(e, "I8");
+    CHECK_MSG_HAS(e, "I8");
     gc_st_close(st);
   }
   /* headers that are not a JSON object of entries */
@@ -779,8 +757,8 @@ static void test_config_refused(void) {
     gc_err_t e = {0};
     int rc = parse_cfg(cases[i].extra, &c, &e);
     CHECK_RC(rc, cases[i].code, e);
-    CHECK_MSG(e, cases[i].sub);
-    CHECK_MSG(e, "config.json");
+    CHECK_MSG_HAS(e, cases[i].sub);
+    CHECK_MSG_HAS(e, "config.json");
   }
   struct {
     const char *text;
@@ -801,7 +779,7 @@ static void test_config_refused(void) {
     gc_err_t e = {0};
     int rc = gc_llama_config_parse_hf(whole[i].text, strlen(whole[i].text), "config.json", &c, &e);
     CHECK_RC(rc, whole[i].code, e);
-    CHECK_MSG(e, whole[i].sub);
+    CHECK_MSG_HAS(e, whole[i].sub);
   }
   gc_llama_config_t c;
   gc_err_t e = {0};
@@ -820,7 +798,7 @@ static void test_config_llama2c(void) {
   for (size_t i = 0; i < GC_ARRAY_LEN(bad); i++) {
     int rc = gc_llama_config_from_llama2c(bad[i], &c, &e);
     CHECK_RC(rc, GC_ECORRUPT, e);
-    CHECK_MSG(e, "llama2.c header");
+    CHECK_MSG_HAS(e, "llama2.c header");
   }
   /* random headers never crash and never imply a size that overflowed */
   for (int it = 0; it < 20000; it++) {
@@ -865,7 +843,7 @@ static void test_weights_hf(void) {
       int rc = gc_weights_open(dir, &w, &e);
       if (tied) { /* head_dim 8 != 16/4: every attention shape changes */
         CHECK_RC(rc, GC_ECORRUPT, e);
-        CHECK_MSG(e, "model.layers.0.self_attn.q_proj.weight: shape [16,16] but the config implies [32,16]");
+        CHECK_MSG_HAS(e, "model.layers.0.self_attn.q_proj.weight: shape [16,16] but the config implies [32,16]");
         o.config_extra = NULL;
         write_hf_model(dir, &o);
         rc = gc_weights_open(dir, &w, &e);
@@ -921,7 +899,7 @@ static void test_weights_hf_broken(void) {
     gc_llama_weights_t *w = (gc_llama_weights_t *)&e;
     int rc = gc_weights_open(dir, &w, &e);
     CHECK_RC(rc, cases[i].code, e);
-    CHECK_MSG(e, cases[i].sub);
+    CHECK_MSG_HAS(e, cases[i].sub);
     CHECK(w == NULL, "no view on failure");
     if (!rc) gc_weights_close(w);
   }
@@ -930,7 +908,7 @@ static void test_weights_hf_broken(void) {
   CHECK_RC(gc_weights_open(tp("%s/none", g_tmp), &w, &e), GC_ENOTFOUND, e);
   mkdir_fresh(dir);
   CHECK_RC(gc_weights_open(dir, &w, &e), GC_ENOTFOUND, e);
-  CHECK_MSG(e, "config.json");
+  CHECK_MSG_HAS(e, "config.json");
 }
 
 /* Every allocation failing in turn must give GC_ENOMEM and leak nothing
@@ -981,7 +959,7 @@ static gc_sampler_t *mk_sampler(int vocab, float temp, int top_k, float top_p, f
   p.temperature = temp, p.top_k = top_k, p.top_p = top_p, p.min_p = min_p, p.seed = seed;
   gc_sampler_t *s = NULL;
   gc_err_t e = {0};
-  if (gc_sampler_create(vocab, &p, &s, &e)) printf("FAIL %s: sampler create: %s\n", g_case, e.msg);
+  CHECK(!gc_sampler_create(vocab, &p, &s, &e), "sampler create: %s", e.msg);
   return s;
 }
 
@@ -1209,49 +1187,94 @@ static void test_sampler_penalty(void) {
   }
 }
 
+/* gcore's own RoPE frequencies (gc_llama_inv_freq, what the forward pass
+ * rotates by), with Llama 3.1 8B's scaling (head_dim 128, theta 5e5,
+ * factor 8, low 1, high 4, original 8192) as Hugging Face's
+ * _compute_llama3_parameters gives it: wavelengths under 8192/4 kept, over
+ * 8192 divided by 8, the band between interpolated. The numbers pinned were
+ * computed with transformers' formula; tests/test_models_units.py's
+ * test_llama3_inv_freq checks only the numpy reference's copy of it. */
+static void test_rope_inv_freq(void) {
+  gc_llama_config_t c = {0};
+  c.head_dim = 128, c.rope_theta = 500000.0;
+  double base[64], got[64];
+  gc_llama_inv_freq(&c, base);
+  CHECK(base[0] == 1.0 && fabs(base[32] / 0.001414213562373095 - 1) < 1e-12, "unscaled: %.17g %.17g", base[0],
+        base[32]);
+  c.rope_scaling = GC_ROPE_SCALING_LLAMA3;
+  c.rope_factor = 8, c.rope_low_freq_factor = 1, c.rope_high_freq_factor = 4, c.rope_original_max_seq = 8192;
+  gc_llama_inv_freq(&c, got);
+  int kept = 0, divided = 0, between = 0;
+  for (int j = 0; j < 64; j++) {
+    double wavelen = 2 * M_PI / base[j];
+    if (wavelen < 8192 / 4.0) kept += got[j] == base[j];
+    else if (wavelen > 8192) divided += got[j] == base[j] / 8;
+    else between += got[j] < base[j] && got[j] > base[j] / 8;
+  }
+  CHECK(kept == 29 && divided == 29 && between == 6, "kept %d, divided %d, between %d (want 29, 29, 6)", kept,
+        divided, between);
+  static const struct { int j; double want; } pinned[] = {
+      {28, 0.0032114459947525913}, {29, 0.002166570763503359}, {32, 0.0005248461609929547},
+      {34, 0.00017850781276799638}, {35, 9.556212353964683e-05}, {63, 3.068925988914511e-07}};
+  for (size_t i = 0; i < GC_ARRAY_LEN(pinned); i++)
+    CHECK(fabs(got[pinned[i].j] / pinned[i].want - 1) < 1e-12, "inv_freq[%d] %.17g, want %.17g", pinned[i].j,
+          got[pinned[i].j], pinned[i].want);
+  c.rope_factor = 1; /* factor 1 changes nothing */
+  gc_llama_inv_freq(&c, got);
+  int same = 0;
+  for (int j = 0; j < 64; j++) same += fabs(got[j] - base[j]) <= 1e-15 * base[j];
+  CHECK(same == 64, "factor 1: %d of 64 unchanged", same);
+  /* GGUF's form: each frequency divided by its factor from rope_freqs.weight */
+  c.rope_scaling = GC_ROPE_SCALING_FACTORS, c.n_rope_factors = 64;
+  for (int j = 0; j < 64; j++) c.rope_factors[j] = (float)(1 + j % 3);
+  gc_llama_inv_freq(&c, got);
+  same = 0;
+  for (int j = 0; j < 64; j++) same += got[j] == base[j] / (1 + j % 3);
+  CHECK(same == 64, "factors: %d of 64 divided", same);
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  g_verbose = getenv("GC_TEST_VERBOSE") != NULL; /* print every checked message */
   const char *d = getenv("GCORE_SHARED_DATA");
   if (d && *d) g_data = d;
   snprintf(g_tmp, sizeof g_tmp, "%s/gc_test_models.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   if (!mkdtemp(g_tmp)) {
-    printf("FAIL harness: mkdtemp %s\n", g_tmp);
-    printf("0 passed, 1 failed\n");
-    return 1;
+    CHECK(0, "harness: mkdtemp %s", g_tmp);
+    return check_report();
   }
   if (argc > 1 && !strcmp(argv[1], "shared")) { /* the cases on the third-party checkpoint */
+    int rc;
     if (access(stories_path(), R_OK)) {
-      printf("skip: %s is absent (set GCORE_SHARED_DATA)\n0 passed, 0 failed\n", stories_path());
+      rc = check_skip("%s is absent (set GCORE_SHARED_DATA)", stories_path());
     } else {
-      run_case("stories_header", test_stories_header);
-      run_case("stories_weights", test_stories_weights);
-      run_case("llama2c_sizes", test_llama2c_sizes);
-      printf("%d passed, %d failed\n", g_pass, g_fail);
+      check_case("stories_header", test_stories_header);
+      check_case("stories_weights", test_stories_weights);
+      check_case("llama2c_sizes", test_llama2c_sizes);
+      rc = check_report();
     }
     nftw(g_tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    return g_fail ? 1 : 0;
+    return rc;
   }
-  run_case("llama2c_untied_layout", test_llama2c_untied_layout);
-  run_case("st_valid", test_st_valid);
-  run_case("st_broken", test_st_broken);
-  run_case("st_sharded", test_st_sharded);
-  run_case("st_fuzz", test_st_fuzz);
-  run_case("config_hf", test_config_hf);
-  run_case("config_refused", test_config_refused);
-  run_case("config_llama2c", test_config_llama2c);
-  run_case("config_fuzz", test_config_fuzz);
-  run_case("weights_hf", test_weights_hf);
-  run_case("weights_hf_broken", test_weights_hf_broken);
-  run_case("alloc_faults", test_alloc_faults);
-  run_case("rng_pcg32", test_rng_pcg32);
-  run_case("sampler_greedy", test_sampler_greedy);
-  run_case("sampler_determinism", test_sampler_determinism);
-  run_case("sampler_sets", test_sampler_sets);
-  run_case("sampler_penalty", test_sampler_penalty);
+  check_case("llama2c_untied_layout", test_llama2c_untied_layout);
+  check_case("st_valid", test_st_valid);
+  check_case("st_broken", test_st_broken);
+  check_case("st_sharded", test_st_sharded);
+  check_case("st_fuzz", test_st_fuzz);
+  check_case("config_hf", test_config_hf);
+  check_case("config_refused", test_config_refused);
+  check_case("config_llama2c", test_config_llama2c);
+  check_case("config_fuzz", test_config_fuzz);
+  check_case("rope_inv_freq", test_rope_inv_freq);
+  check_case("weights_hf", test_weights_hf);
+  check_case("weights_hf_broken", test_weights_hf_broken);
+  check_case("alloc_faults", test_alloc_faults);
+  check_case("rng_pcg32", test_rng_pcg32);
+  check_case("sampler_greedy", test_sampler_greedy);
+  check_case("sampler_determinism", test_sampler_determinism);
+  check_case("sampler_sets", test_sampler_sets);
+  check_case("sampler_penalty", test_sampler_penalty);
   nftw(g_tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-  printf("%d passed, %d failed\n", g_pass, g_fail);
-  return g_fail ? 1 : 0;
+  return check_report();
 }

@@ -14,15 +14,7 @@
 
 #include "../../base/quant.h"
 
-static int passed, failed;
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (cond) passed++;                                                  \
-    else {                                                               \
-      failed++;                                                          \
-      printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);             \
-    }                                                                    \
-  } while (0)
+#include "check.h"
 
 /* y[i] == want[i] for every i (exact), else report the first difference. */
 static int same(const float *y, const float *want, int n, const char *what) {
@@ -290,6 +282,5 @@ int main(int argc, char **argv) {
   test_q4_0_quantize();
   test_q4_k_zero_block();
   test_roundtrip_bounds();
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed != 0;
+  return check_report();
 }

@@ -13,26 +13,7 @@
 #include "../../models/chat.h"
 #include "../../models/tokenizer.h"
 
-static int g_pass, g_fail, g_case_failed;
-static const char *g_case;
-
-#define CHECK(cond, ...)                                       \
-  do {                                                         \
-    if (!(cond)) {                                             \
-      g_case_failed = 1;                                       \
-      printf("FAIL %s (%s:%d): ", g_case, __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                                     \
-      printf("\n");                                            \
-    }                                                          \
-  } while (0)
-
-static void run_case(const char *name, void (*fn)(void)) {
-  g_case = name;
-  g_case_failed = 0;
-  fn();
-  if (g_case_failed) g_fail++;
-  else g_pass++;
-}
+#include "check.h"
 
 static const char *g_data = "../shared/data";
 static char g_spm[1024], g_gpt2[1024];
@@ -294,15 +275,13 @@ int main(void) {
   snprintf(g_spm, sizeof g_spm, "%s/vocab/ggml-vocab-llama-spm.gguf", g_data);
   snprintf(g_gpt2, sizeof g_gpt2, "%s/vocab/ggml-vocab-gpt-2.gguf", g_data);
   if (access(g_spm, R_OK) || access(g_gpt2, R_OK)) {
-    printf("skip: %s/vocab is absent (set GCORE_SHARED_DATA)\n0 passed, 0 failed\n", g_data);
-    return 0;
+    return check_skip("%s/vocab is absent (set GCORE_SHARED_DATA)", g_data);
   }
-  run_case("stream_one_token_at_a_time", test_stream_one_token_at_a_time);
-  run_case("stream_holds_partial_code_points", test_stream_holds_partial_code_points);
-  run_case("chat_llama2", test_chat_llama2);
-  run_case("alloc_faults", test_alloc_faults);
-  run_case("alloc_faults_json", test_alloc_faults_json);
-  run_case("gguf_fuzz", test_gguf_fuzz);
-  printf("%d passed, %d failed\n", g_pass, g_fail);
-  return g_fail ? 1 : 0;
+  check_case("stream_one_token_at_a_time", test_stream_one_token_at_a_time);
+  check_case("stream_holds_partial_code_points", test_stream_holds_partial_code_points);
+  check_case("chat_llama2", test_chat_llama2);
+  check_case("alloc_faults", test_alloc_faults);
+  check_case("alloc_faults_json", test_alloc_faults_json);
+  check_case("gguf_fuzz", test_gguf_fuzz);
+  return check_report();
 }

@@ -9,15 +9,7 @@
 
 #include "../../base/base.h"
 
-static int passed, failed;
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (cond) passed++;                                                  \
-    else {                                                               \
-      failed++;                                                          \
-      printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);             \
-    }                                                                    \
-  } while (0)
+#include "check.h"
 
 static const char *q(const char *s, size_t n, size_t out_n) {
   static char out[512];
@@ -97,6 +89,5 @@ int main(void) {
   test_quote();
   test_err_one_line();
   test_outputs();
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_report();
 }
