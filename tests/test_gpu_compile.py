@@ -119,9 +119,10 @@ def stories_bundle(gc, targets, prefill):
 def test_sm90_bundle_for_a_model(gc):
     with sqlite3.connect(stories_bundle(gc, "sm_90,cpu", "16,32")) as c:
         ops = {op for (op,) in c.execute("SELECT DISTINCT op FROM dispatch WHERE target='sm_90'")}
-    # decode steps fold the norms into the GEMMs; 16 and 32 tokens do not
+    # decode steps fold the norms into the GEMMs; 16 and 32 tokens do not;
+    # every row count of gcore-serve's batched decode steps is served too
     assert ops == {"embed", "rmsnorm", "gemm", "rope_kv", "attention", "gemm_add", "gemm_swiglu", "argmax",
-                   "rmsnorm_gemm", "rmsnorm_gemm_swiglu"}
+                   "rmsnorm_gemm", "rmsnorm_gemm_swiglu", "rope_kv_batch", "attention_batch"}
 
 
 @needs_nvrtc
