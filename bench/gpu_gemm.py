@@ -27,6 +27,13 @@ their fused norm or residual add), timed as one CUDA graph of about 48
 launches that cycle through copies of the weights, 200 MB or more in all,
 so that no launch finds its weights in the 50 MB L2.
 
+Weights in a block format: a --dtypes entry A:B:C with B one of q8_0, q4_0,
+q4_k, q5_k, q6_k (f16:q4_0:f16) times gcore's dequantizing kernels on random
+blocks (random bytes, scales set to modest values) against torch on the same
+weights dequantized to f16 (cuBLAS, a dense peer); GEMV bytes are the
+blocks' bytes, so "fraction of copy" is what the targets of issue 14 name:
+    bench/gpu_gemm.py --dtypes f16:q4_0:f16,f16:q4_k:f16,f16:q6_k:f16,f16:q8_0:f16 --gemv --m 512
+
 usage: bench/gpu_gemm.py [--dtypes f16,bf16] [--m 2048,4096,8192] [--nk 4096:4096,...]
                          [--force T:P=V,..]... [--swiglu] [--gemv] [--db DB] [--out FILE]
                          [--no-pdl]
@@ -48,7 +55,45 @@ import tempfile
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import ggufq  # noqa: E402
+
 DT = {"f16": torch.float16, "bf16": torch.bfloat16}
+# block formats: ggufq's name, elements and bytes per block, and the byte
+# offsets of its fp16 scales with the value each gets (modest: the values
+# stay within about [-1, 1] of random levels)
+QF = {"q8_0": ("Q8_0", 32, 34, [(0, 2.0 ** -8)]), "q4_0": ("Q4_0", 32, 18, [(0, 2.0 ** -4)]),
+      "q4_k": ("Q4_K", 256, 144, [(0, 2.0 ** -10), (2, 2.0 ** -7)]),
+      "q5_k": ("Q5_K", 256, 176, [(0, 2.0 ** -11), (2, 2.0 ** -7)]),
+      "q6_k": ("Q6_K", 256, 210, [(208, 2.0 ** -12)])}
+
+
+def parts(dt):
+    """(A/C dtype name, B's block format or None) of 'f16' or 'f16:q4_0:f16'."""
+    p = dt.split(":")
+    return p[0], (p[1] if len(p) == 3 and p[1] in QF else None)
+
+
+def qblocks(fmt, rows, K, seed, deq=True):
+    """rows×K weights in block format fmt: (uint8 tensor on the GPU, the
+    same dequantized to f32 on the GPU by ggufq, independent of gcore; None
+    without deq)."""
+    name, blk, nb, scales = QF[fmt]
+    assert K % blk == 0, f"K={K} is not whole {fmt} blocks"
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    raw = torch.randint(0, 256, (rows, K // blk, nb), device="cuda", dtype=torch.uint8, generator=g)
+    for off, v in scales:
+        h = torch.tensor([v], dtype=torch.float16).view(torch.uint8)
+        raw[:, :, off], raw[:, :, off + 1] = h[0].item(), h[1].item()
+    if not deq:
+        return raw.reshape(rows, -1), None
+    y = ggufq.dequantize(name, raw.cpu().numpy().reshape(-1), rows * K).reshape(rows, K)
+    return raw.reshape(rows, -1), torch.from_numpy(y).cuda()
+
+
+def qbytes(dt, rows, K):
+    _, q = parts(dt)
+    return rows * K * 2 if q is None else rows * (K // QF[q][1]) * QF[q][2]
 
 cu = ctypes.CDLL("libcuda.so.1")
 
@@ -222,8 +267,9 @@ def kernel_for(bundle, target, op, dt, M, N, K, cache):
             "SELECT o.blob, d.symbol, d.grid, d.block, d.consts, d.shmem, "
             "d.template || ' ' || d.params, d.tmaps, d.pdl FROM dispatch d "
             "JOIN code_objects o ON o.id = d.code_id "
-            "WHERE d.target=? AND d.op=? AND d.ta=? AND d.n=? AND d.k=? AND d.m_lo<=? AND ?<=d.m_hi "
-            "ORDER BY d.m_hi - d.m_lo LIMIT 1", (target, op, dt, N, K, M, M)).fetchone()
+            "WHERE d.target=? AND d.op=? AND d.ta=? AND d.tb=? AND d.n=? AND d.k=? AND d.m_lo<=? AND ?<=d.m_hi "
+            "ORDER BY d.m_hi - d.m_lo LIMIT 1",
+            (target, op, parts(dt)[0], parts(dt)[1] or parts(dt)[0], N, K, M, M)).fetchone()
     if row is None:
         raise RuntimeError(f"no dispatch entry for {op} {dt} {M}x{N}x{K} in {bundle}")
     key = (bundle, row[6])
@@ -280,10 +326,16 @@ def check(out, ref, absref):
 
 def run_gemm(args, dt, M, N, K, kern, stream, swiglu=False):
     torch.manual_seed(M * 31 + N * 7 + K)
-    A = (torch.randn(M, K, device="cuda") * 0.5).to(DT[dt])
-    B = (torch.randn(2 * N if swiglu else N, K, device="cuda") * 0.5 / K ** 0.25).to(DT[dt])
-    C = torch.full((M, N), float("nan"), device="cuda", dtype=DT[dt])
-    Af, Bf = A.float(), B.float()
+    ta, q = parts(dt)
+    A = (torch.randn(M, K, device="cuda") * 0.5).to(DT[ta])
+    C = torch.full((M, N), float("nan"), device="cuda", dtype=DT[ta])
+    if q:  # gcore reads the blocks; torch multiplies their values in f16 (a dense peer)
+        Bq, Bf = qblocks(q, 2 * N if swiglu else N, K, M + N + K)
+        B = Bf.to(DT[ta])
+    else:
+        B = (torch.randn(2 * N if swiglu else N, K, device="cuda") * 0.5 / K ** 0.25).to(DT[ta])
+        Bq, Bf = B, B.float()
+    Af = A.float()
     if swiglu:
         g, u = Af @ Bf[:N].T, Af @ Bf[N:].T
         ref = torch.nn.functional.silu(g) * u
@@ -292,11 +344,11 @@ def run_gemm(args, dt, M, N, K, kern, stream, swiglu=False):
     else:
         ref = Af @ Bf.T
         absref = Af.abs() @ Bf.abs().T + 1e-6
-    kern.launch([A, B, C], M, N, K, stream)
+    kern.launch([A, Bq, C], M, N, K, stream)
     torch.cuda.synchronize()
     rel, worst, written = check(C, ref, absref)
     del Af, Bf, ref, absref
-    tg = timeit(lambda: kern.launch([A, B, C], M, N, K, stream))
+    tg = timeit(lambda: kern.launch([A, Bq, C], M, N, K, stream))
     if swiglu:
         def peer():
             h = A @ B.T  # one matmul over the stacked weights, then the epilogue
@@ -305,7 +357,7 @@ def run_gemm(args, dt, M, N, K, kern, stream, swiglu=False):
         tt = timeit(peer)
         tmm = timeit(lambda: torch.matmul(A, B.T, out=T))
     else:
-        T = torch.empty(M, N, device="cuda", dtype=DT[dt])
+        T = torch.empty(M, N, device="cuda", dtype=DT[ta])
         tt = tmm = timeit(lambda: torch.matmul(A, B.T, out=T))
     fl = 2.0 * M * N * K * (2 if swiglu else 1)
     return dict(rel=rel, worst=worst, written=written, t_g=tg, t_t=tt, t_mm=tmm,
@@ -398,7 +450,8 @@ def main():
         if a.gemv_ops:
             decode = [d for d in decode if f"{d[0]}:{d[1]}:{d[2]}" in a.gemv_ops.split(",")]
         serves = {"gemv_gpu": ("rmsnorm_gemm", "gemm_add", "rmsnorm_gemm_swiglu"),
-                  "gemv_bulk": ("rmsnorm_gemm", "gemm_add")}
+                  "gemv_bulk": ("rmsnorm_gemm", "gemm_add"),
+                  "gemv_q_gpu": ("rmsnorm_gemm", "gemm_add", "rmsnorm_gemm_swiglu")}
         runs = [(dt, op, N, K, f) for dt in a.dtypes.split(",") for op, N, K in decode
                 for f in [None] + [f for f in a.gemv_force if op in serves.get(f.split(":")[0], ())]]
         for dt, op, N, K, force in runs:
@@ -412,13 +465,20 @@ def main():
             kern = kernel_for(bundle, a.target, op, dt, 1, N, K, cache)
             rows = 2 * N if op.endswith("swiglu") else N
             torch.manual_seed(N + K)
-            A = torch.randn(1, K, device="cuda").to(DT[dt])
-            norm = (torch.rand(K, device="cuda") + 0.5).to(DT[dt])
-            wbytes = rows * K * 2
+            ta, q = parts(dt)
+            A = torch.randn(1, K, device="cuda").to(DT[ta])
+            norm = (torch.rand(K, device="cuda") + 0.5).to(DT[ta])
+            wbytes = qbytes(dt, rows, K)
             copies = max(2, -(-200_000_000 // wbytes))
-            Bs = [(torch.randn(rows, K, device="cuda") / K ** 0.5).to(DT[dt]) for _ in range(copies)]
-            C0 = torch.randn(1, N, device="cuda").to(DT[dt])
-            C = torch.full((1, N), float("nan"), device="cuda", dtype=DT[dt])
+            if q:  # random blocks; the first copy's values for the check
+                Bs, B0 = [qblocks(q, rows, K, 1 + i, deq=False)[0] for i in range(1, copies)], qblocks(q, rows, K, 1)
+                Bs.insert(0, B0[0])
+                Bref = B0[1]
+            else:
+                Bs = [(torch.randn(rows, K, device="cuda") / K ** 0.5).to(DT[dt]) for _ in range(copies)]
+                Bref = Bs[0].float()
+            C0 = torch.randn(1, N, device="cuda").to(DT[ta])
+            C = torch.full((1, N), float("nan"), device="cuda", dtype=DT[ta])
             if op == "gemm_add":
                 C.copy_(C0)
             fused = op.startswith("rmsnorm")
@@ -429,7 +489,7 @@ def main():
             x = A.float()
             if fused:
                 x = x * torch.rsqrt((x * x).mean() + 1e-5) * norm.float()
-            h = x @ Bs[0].float().T
+            h = x @ Bref.T
             ref = (torch.nn.functional.silu(h[:, :N]) * h[:, N:] if op.endswith("swiglu") else
                    h + C0.float() if op == "gemm_add" else h)
             rel = ((C.float() - ref).norm() / ref.norm()).item()

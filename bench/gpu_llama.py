@@ -6,11 +6,28 @@ Llama-3-8B; decode (batch 1, a 128-token prompt, 256 new tokens) and prefill
 memory-bandwidth bound for decode (weight bytes read per token over the
 device-to-device copy bandwidth measured in the same run).
 
-usage: bench/gpu_llama.py [--shapes 1b,8b] [--budget N] [--out DIR]
-Needs: bin/ built, torch + transformers, an NVIDIA GPU."""
+Quantized weights (--quant q4_0,q4_k_m,q8_0): GGUF files of the same shapes
+written here with random blocks (random level bytes under fp16 scales chosen
+so that weights stay about N(0, 0.02)-sized), laid out as llama.cpp's
+quantizer lays those types out: q4_0 (matrices and token_embd Q4_0, output
+Q6_K), q8_0 (everything Q8_0), q4_k_m (Q4_K, with attn_v and ffn_down in
+Q6_K on llama.cpp's "more bits" layers and output in Q6_K); norms F32. For
+each: decode tok/s (graph, 256 tokens after a 128-token prompt) against its
+bound, the bytes of the weights as stored that a decode step reads (every
+layer matrix, the LM head's matrix, the norms) over the copy bandwidth of the
+same run, the ratio to gcore's own fp16 decode of the same shape (the fp16
+model is run too), and prefill of 512 tokens. The dequantizing GEMVs'
+fraction of copy bandwidth is bench/gpu_gemm.py's:
+    bench/gpu_gemm.py --dtypes f16:q4_0:f16,f16:q4_k:f16,f16:q6_k:f16,f16:q8_0:f16 --gemv --m 512
+transformers is not run for quantized files (it has no GGUF kernels; its
+GGUF loader dequantizes); --no-hf skips it for fp16 too.
+
+usage: bench/gpu_llama.py [--shapes 1b,8b] [--budget N] [--out DIR] [--quant q4_0,q4_k_m,q8_0]
+Needs: bin/ built, torch (+ transformers unless --no-hf), an NVIDIA GPU."""
 import argparse
 import json
 import os
+import struct
 import subprocess
 import sys
 import time
@@ -20,6 +37,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import tinymodel as TM  # noqa: E402
+import tinygguf as TG  # noqa: E402
 
 SHAPES = {
     "1b": dict(dim=2048, hidden_dim=8192, n_layers=16, n_heads=32, n_kv_heads=8, vocab=128256,
@@ -62,6 +80,133 @@ def write_model(d, shape):
                 start = 0
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(hf, f)
+
+
+# ---- quantized GGUF files ----------------------------------------------------
+
+# ggml type id, elements and bytes per block, [(byte offset of an fp16 scale, its value)]:
+# random levels under these scales give weights of about the fp16 model's size
+QT = {"F32": (0, 1, 4, []), "Q8_0": (8, 32, 34, [(0, 2.0 ** -12)]), "Q4_0": (2, 32, 18, [(0, 2.0 ** -8)]),
+      "Q4_K": (12, 256, 144, [(0, 2.0 ** -14), (2, 2.0 ** -11)]), "Q6_K": (14, 256, 210, [(208, 2.0 ** -16)])}
+
+
+def more_bits(i, n):
+    """llama.cpp's use_more_bits(i_layer, n_layers): the layers whose attn_v
+    and ffn_down Q4_K_M stores in Q6_K."""
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def gguf_type(name, mix, n_layers):
+    """The type llama.cpp's quantizer gives tensor `name` for ftype mix."""
+    if name.endswith("norm.weight") or name == "rope_freqs.weight":
+        return "F32"
+    if mix == "q8_0":
+        return "Q8_0"
+    if name == "output.weight":
+        return "Q6_K"
+    if mix == "q4_0":
+        return "Q4_0"
+    layer = int(name.split(".")[1]) if name.startswith("blk.") else -1
+    if ("attn_v" in name or "ffn_down" in name) and more_bits(layer, n_layers):
+        return "Q6_K"
+    return "Q4_K"
+
+
+def gguf_tensors(shape, mix):
+    """(gguf name, type, dims innermost first) of the model, in file order."""
+    hf = TM.make_config(dtype="f16", **shape)
+    out = []
+    for name, shp in TM.tensor_shapes(hf):
+        g = TG.gguf_name(name)
+        out.append((g, gguf_type(g, mix, shape["n_layers"]), list(reversed(shp))))
+    if shape.get("rope_scaling") == "llama3":
+        hd = shape["dim"] // shape["n_heads"]
+        out.insert(0, ("rope_freqs.weight", "F32", [hd // 2]))
+    return hf, out
+
+
+def nbytes(t, dims):
+    n = int(np.prod(dims))
+    _, blk, size, _ = QT[t]
+    return n // blk * size
+
+
+def block_pool(t, mb=64):
+    """About mb MiB of random blocks of type t with its scales set."""
+    _, blk, size, scales = QT[t]
+    nb = (mb << 20) // size
+    pool = np.random.default_rng(blk + size).integers(0, 256, (nb, size), dtype=np.uint8)
+    for off, v in scales:
+        pool[:, off:off + 2] = np.frombuffer(np.float16(v).tobytes(), np.uint8)
+    return pool.reshape(-1)
+
+
+def write_gguf_model(path, shape, mix):
+    """A GGUF file of the shape with random blocks in mix's types (see the
+    header), streamed from pools of random blocks; norms 1, rope_freqs
+    llama3's. Returns {gguf name: (type, dims)}."""
+    hf, tensors = gguf_tensors(shape, mix)
+    if os.path.exists(path):
+        return {n: (t, d) for n, t, d in tensors}
+    hd = shape["dim"] // shape["n_heads"]
+    kvs = [("general.architecture", "str", "llama"), ("general.name", "str", f"bench-{mix}"),
+           ("llama.context_length", "u32", shape["max_seq"]), ("llama.embedding_length", "u32", shape["dim"]),
+           ("llama.feed_forward_length", "u32", shape["hidden_dim"]),
+           ("llama.block_count", "u32", shape["n_layers"]), ("llama.attention.head_count", "u32", shape["n_heads"]),
+           ("llama.attention.head_count_kv", "u32", shape["n_kv_heads"]),
+           ("llama.rope.freq_base", "f32", shape["rope_theta"]),
+           ("llama.attention.layer_norm_rms_epsilon", "f32", 1e-5), ("llama.rope.dimension_count", "u32", hd),
+           ("llama.vocab_size", "u32", shape["vocab"]),
+           ("general.file_type", "u32", {"q8_0": 7, "q4_0": 2, "q4_k_m": 15}[mix])]
+    align = 32
+    head = bytearray(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)))
+    for k, t, v in kvs:
+        head += TG._str(k) + struct.pack("<I", TG.VT[t]) + TG._value(t, v)
+    off = 0
+    for name, t, dims in tensors:
+        head += TG._str(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+        head += struct.pack("<IQ", QT[t][0], off)
+        n = nbytes(t, dims)
+        off += n + (-n % align)
+    head += b"\0" * (-len(head) % align)
+    pools = {}
+    tmp = path + ".part"
+    with open(tmp, "wb") as f:
+        f.write(head)
+        for k, (name, t, dims) in enumerate(tensors):
+            n = nbytes(t, dims)
+            if t == "F32":
+                data = (TG.llama3_rope_factors(hf) if name == "rope_freqs.weight"
+                        else np.ones(int(np.prod(dims)), np.float32)).astype("<f4").tobytes()
+                f.write(data)
+            else:
+                pool = pools.setdefault(t, block_pool(t))
+                size = QT[t][2]
+                start = (k * 7919 % (pool.size // size)) * size  # whole blocks, a different start per tensor
+                left = n
+                while left:
+                    take = min(left, pool.size - start)
+                    f.write(pool[start:start + take].tobytes())
+                    left -= take
+                    start = 0
+            f.write(b"\0" * (-n % align))
+    os.replace(tmp, path)
+    return {n: (t, d) for n, t, d in tensors}
+
+
+def quant_bytes_per_token(types, tied):
+    """Bytes of the weights as stored that a decode step reads: every layer
+    matrix, the LM head's matrix (token_embd when tied), the norms (F32 in the
+    file, converted to f16 on the GPU: 2 bytes each); the gathered embedding
+    row is left out."""
+    total = 0
+    for name, (t, dims) in types.items():
+        if name.startswith("blk.") and not name.endswith("norm.weight"):
+            total += nbytes(t, dims)
+        elif name.endswith("norm.weight"):
+            total += 2 * int(np.prod(dims))
+    head = "token_embd.weight" if tied else "output.weight"
+    return total + nbytes(*types[head])
 
 
 def copy_bandwidth(torch):
@@ -124,6 +269,7 @@ def gcore(*args, env=None):
 
 
 def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None):
+    """d: a model (a Hugging Face directory or a GGUF file)."""
     env = dict(os.environ, GCORE_CACHE=os.path.join(out, "cache"))
     db, b = os.path.join(out, "tune.db"), os.path.join(out, os.path.basename(d) + ".gcb")
     if use_db:  # winners of an earlier gcore-tune run (bench/gpu_tune.py)
@@ -177,6 +323,9 @@ def main():
                     "(e.g. bench/gpu_tune.py's) instead of tuning here")
     ap.add_argument("--tune-decode", default=None, metavar="N",
                     help="tune the decode step's problems only (N candidates each) before building the bundle")
+    ap.add_argument("--quant", default="", help="also GGUF files in these types (q4_0, q4_k_m, q8_0), "
+                    "comma-separated: decode against their bound, the ratio to gcore's fp16 decode, prefill")
+    ap.add_argument("--no-hf", action="store_true", help="do not run transformers")
     a = ap.parse_args()
     import torch
     os.makedirs(a.out, exist_ok=True)
@@ -190,8 +339,28 @@ def main():
         g = gcore_bench(d, a.out, a.budget if a.budget != "0" else None, a.arch, a.tune_decode, a.db)
         if g["tune_s"]:
             print(f"[{s}] gcore-tune: {g['tune_s']:.0f} s")
-        h = hf_bench(torch, d)
         bound = bw / weight_bytes_per_token(SHAPES[s])
+        for mix in [q for q in a.quant.split(",") if q]:
+            path = os.path.join(a.out, f"llama-{s}-{mix}.gguf")
+            t0 = time.time()
+            types = write_gguf_model(path, SHAPES[s], mix)
+            qb = quant_bytes_per_token(types, SHAPES[s]["tied"])
+            print(f"[{s} {mix}] GGUF written in {time.time() - t0:.0f} s: {qb / 1e9:.2f} GB read per decode token")
+            q = gcore_bench(path, a.out, a.budget if a.budget != "0" else None, a.arch, a.tune_decode, a.db)
+            qbound = bw / qb
+            print(f"[{s} {mix}] decode  gcore {q['decode_tok_s']:8.1f} tok/s  bound {qbound:.0f} tok/s: "
+                  f"{q['decode_tok_s'] / qbound:.0%} of it; {q['decode_tok_s'] / g['decode_tok_s']:.2f}x gcore fp16 "
+                  f"({g['decode_tok_s']:.1f} tok/s)")
+            print(f"[{s} {mix}] decode without the graph: {q['decode_nograph_tok_s']:8.1f} tok/s; "
+                  f"--no-pdl: {q['decode_nopdl_tok_s']:8.1f} tok/s")
+            print(f"[{s} {mix}] prefill gcore {q['prefill_tok_s']:8.0f} tok/s (fp16: {g['prefill_tok_s']:.0f})")
+            if a.profile:
+                print(q["profile"])
+        if a.no_hf:
+            print(f"[{s}] decode  gcore {g['decode_tok_s']:8.1f} tok/s  bound {bound:.0f} tok/s: "
+                  f"{g['decode_tok_s'] / bound:.0%}; prefill {g['prefill_tok_s']:.0f} tok/s")
+            continue
+        h = hf_bench(torch, d)
         print(f"[{s}] decode  gcore {g['decode_tok_s']:8.1f} tok/s  HF {h['decode_tok_s']:8.1f} tok/s  "
               f"ratio {g['decode_tok_s'] / h['decode_tok_s']:.2f}  bound {bound:.0f} tok/s: gcore "
               f"{g['decode_tok_s'] / bound:.0%}, HF {h['decode_tok_s'] / bound:.0%}")

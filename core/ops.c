@@ -19,6 +19,7 @@
 
 #include "refdot.h"
 #include "../base/expr.h"
+#include "../base/quant.h"
 
 /* ---- half-precision conversions -------------------------------------- */
 
@@ -76,7 +77,16 @@ uint16_t gc_f32_to_bf16(float f) {
   return (uint16_t)(x >> 16);
 }
 
+/* Element i of an array of blocks: its block dequantized (base/quant.h). */
+static double load_block_elem(const void *p, gc_dtype_t t, int64_t i) {
+  float y[256];
+  int64_t b = gc_dtype_block(t);
+  gc_quant_dequantize((gc_qtype_t)gc_dtype_qtype(t), (const char *)p + (size_t)(i / b) * gc_dtype_size(t), y, b);
+  return y[i % b];
+}
+
 double gc_load_elem(const void *p, gc_dtype_t t, int64_t i) {
+  if (gc_dtype_is_block(t)) return load_block_elem(p, t, i);
   switch (t) {
     case GC_DT_F32: return ((const float *)p)[i];
     case GC_DT_F16: return gc_f16_to_f32(((const uint16_t *)p)[i]);
@@ -87,6 +97,7 @@ double gc_load_elem(const void *p, gc_dtype_t t, int64_t i) {
 }
 
 void gc_store_elem(void *p, gc_dtype_t t, int64_t i, double v) {
+  if (gc_dtype_is_block(t)) return; /* blocks are written whole (fill_blocks) */
   switch (t) {
     case GC_DT_F32: ((float *)p)[i] = (float)v; break;
     case GC_DT_F16: ((uint16_t *)p)[i] = gc_f32_to_f16((float)v); break;
@@ -100,14 +111,33 @@ void gc_store_elem(void *p, gc_dtype_t t, int64_t i, double v) {
 
 void gc_op_default_scalars(const gc_problem_t *p, gc_op_scalars_t *sc) {
   sc->eps = 1e-5f;
-  sc->pos0 = (!strcmp(p->op, "attention") && p->m == 1) ? 255 : 3;
+  sc->pos0 = (!strcmp(p->op, "attention") && p->m == 1) || !strcmp(p->op, "attention_batch") ? 255 : 3;
   sc->layout = 0;
   sc->scale = p->d > 0 ? (float)(1.0 / sqrt((double)p->d)) : 1.0f;
+  sc->ctx = 0;
 }
 
-static gc_dtype_t spec_dtype(const gc_problem_t *p, char t) {
+/* The cache rows per slot of the batch ops: sc->ctx, else the test
+ * buffers' pos0 + M. */
+static int64_t slot_rows(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  return sc->ctx > 0 ? sc->ctx : sc->pos0 + p->m;
+}
+
+/* Row i of a test batch (GC_FILL_ROWPOS): row 0 at pos0, the others
+ * scattered over [0, pos0 + i], each in its own slot, in reverse order so
+ * that a kernel that ignores the slots fails. */
+static void test_rowpos(const gc_problem_t *p, const gc_op_scalars_t *sc, int64_t i, int64_t *pos,
+                        int64_t *slot) {
+  *pos = (sc->pos0 + 97 * i) % (sc->pos0 + i + 1);
+  *slot = p->m - 1 - i;
+}
+
+gc_dtype_t gc_op_role_dtype(const gc_problem_t *p, char t) {
+  if (t == 'N') return gc_dtype_is_block(p->tb) ? p->ta : p->tb;
   return t == 'A' ? p->ta : t == 'B' ? p->tb : t == 'C' ? p->tc : t == 'i' ? GC_DT_I32 : GC_DT_F64;
 }
+
+size_t gc_opbuf_bytes(const gc_opbuf_t *b) { return gc_dtype_bytes(b->dtype, b->count); }
 
 /* M N K H G D and S = pos0 + M, for the shape expressions. */
 static int shape_env(const gc_problem_t *p, const gc_op_scalars_t *sc, gc_env_t *env, gc_err_t *e) {
@@ -129,9 +159,30 @@ int gc_op_buffers(const gc_problem_t *p, const gc_op_scalars_t *sc,
     int64_t rows, cols;
     if (gc_expr_eval(s->rows, &env, &rows, e) || gc_expr_eval(s->cols, &env, &cols, e))
       return gc_err_prefix(e, "%s: buffer %s", p->op, s->name);
-    b[i] = (gc_opbuf_t){s->name, spec_dtype(p, s->dtype), rows * cols, s->kind, cols};
+    b[i] = (gc_opbuf_t){s->name, gc_op_role_dtype(p, s->dtype), rows * cols, s->kind, cols};
   }
   *n = op->nbufs;
+  return GC_OK;
+}
+
+int gc_op_check_blocks(const gc_problem_t *p, gc_err_t *e) {
+  const gc_op_t *op = gc_op_find(p->op);
+  if (!op || !gc_dtype_is_block(p->tb)) return GC_OK;
+  if (!op->quant)
+    return gc_err_set(e, GC_EINVAL, "%s takes no weights in a block format (%s); the GEMM ops and embed do",
+                      p->op, gc_dtype_name(p->tb));
+  gc_env_t env;
+  gc_op_scalars_t sc = {0};
+  if (shape_env(p, &sc, &env, e)) return e->code;
+  for (int i = 0; i < op->nbufs; i++) {
+    int64_t cols, blk = gc_dtype_block(p->tb);
+    if (op->buf[i].dtype != 'B') continue;
+    if (gc_expr_eval(op->buf[i].cols, &env, &cols, e)) return gc_err_prefix(e, "%s: buffer %s", p->op, op->buf[i].name);
+    if (cols % blk)
+      return gc_err_set(e, GC_EINVAL, "%s %s: rows of %s are %s = %lld elements, not a whole number of %s "
+                        "blocks of %lld", p->op, gc_dtype_name(p->tb), op->buf[i].name, op->buf[i].cols,
+                        (long long)cols, gc_dtype_name(p->tb), (long long)blk);
+  }
   return GC_OK;
 }
 
@@ -146,7 +197,8 @@ void gc_op_args(const gc_problem_t *p, const gc_op_scalars_t *sc, const gc_dptr_
   }
   for (int i = 0; op->ints[i]; i++) {
     const char *at = strchr("MNKHGD", op->ints[i]);
-    pk->i64[i] = at ? gc_problem_get(p, (int)(at - "MNKHGD")) : sc->layout;
+    pk->i64[i] = at ? gc_problem_get(p, (int)(at - "MNKHGD"))
+                    : op->ints[i] == 'S' ? slot_rows(p, sc) : sc->layout;
     pk->args[pk->nargs++] = &pk->i64[i];
   }
   if (op->flt) {
@@ -194,6 +246,54 @@ static void fill(void *p, gc_dtype_t t, int64_t n, double lo, double hi, uint64_
   *s += (uint64_t)n * GOLDEN;
 }
 
+/* A block-format fill: per row of blocks, uniform [-1, 1) floats (splitmix's
+ * stream from s0, as fill_body's) quantized by base/quant's quantizers; Q5_K
+ * and Q6_K (no quantizer) get random bytes under scales chosen so the values
+ * stay within about [-1, 1]: fp16 d, dmin of 2^-11..2^-10 and 2^-7..2^-6
+ * (Q5_K: 63·31·d + 63·dmin), d of 2^-12..2^-11 (Q6_K: 128·32·d). */
+typedef struct qfill_job {
+  unsigned char *p;
+  gc_dtype_t t;
+  int64_t cols;
+  uint64_t s0;
+} qfill_job_t;
+
+static double qf_unit(uint64_t s0, int64_t i) {
+  return (double)(mix(s0 + (uint64_t)(i + 1) * GOLDEN) >> 11) * 0x1p-53;
+}
+
+static void qfill_body(void *arg, int64_t r0, int64_t r1) {
+  qfill_job_t *j = arg;
+  gc_qtype_t q = (gc_qtype_t)gc_dtype_qtype(j->t);
+  size_t rb = gc_dtype_bytes(j->t, j->cols);
+  float *x = malloc((size_t)j->cols * sizeof *x);
+  for (int64_t r = r0; r < r1 && x; r++) {
+    unsigned char *row = j->p + (size_t)r * rb;
+    if (gc_quant_format(q)->can_quantize) {
+      for (int64_t c = 0; c < j->cols; c++) x[c] = (float)(-1.0 + 2.0 * qf_unit(j->s0, r * j->cols + c));
+      gc_quant_quantize(q, x, row, j->cols, NULL);
+      continue;
+    }
+    for (size_t b = 0; b < rb; b++) row[b] = (unsigned char)(mix(j->s0 + (uint64_t)(r * (int64_t)rb + (int64_t)b + 1) * GOLDEN) >> 56);
+    for (size_t off = 0; off < rb; off += gc_dtype_size(j->t)) {
+      double u = qf_unit(j->s0 ^ 0x5eed, r * (int64_t)rb + (int64_t)off);
+      uint16_t d = gc_float_to_half((float)((1.0 + u) * (q == GC_QT_Q6_K ? 0x1p-12 : 0x1p-11)));
+      uint16_t dm = gc_float_to_half((float)((1.0 + u) * 0x1p-7));
+      unsigned char *h = row + off + (q == GC_QT_Q6_K ? 208 : 0); /* Q6_K's d is last */
+      h[0] = (unsigned char)d, h[1] = (unsigned char)(d >> 8);
+      if (q == GC_QT_Q5_K) h[2] = (unsigned char)dm, h[3] = (unsigned char)(dm >> 8);
+    }
+  }
+  free(x);
+}
+
+static void fill_blocks(void *p, gc_dtype_t t, int64_t count, int64_t cols, uint64_t *s) {
+  qfill_job_t j = {p, t, cols, *s};
+  int64_t rows = count / cols;
+  gc_ref_for(0, rows, 16, qfill_body, &j, count < (1 << 20) ? 1 : gc_ref_host_threads());
+  *s += (uint64_t)count * GOLDEN;
+}
+
 void gc_op_fill_inputs(const gc_problem_t *p, const gc_op_scalars_t *sc,
                        void *host[GC_OP_MAX_BUFS], uint64_t seed) {
   const gc_op_t *op = gc_op_find(p->op);
@@ -203,6 +303,10 @@ void gc_op_fill_inputs(const gc_problem_t *p, const gc_op_scalars_t *sc,
   uint64_t s = seed;
   for (int i = 0; i < n; i++) {
     if (b[i].kind == GC_BUF_OUT) continue;
+    if (gc_dtype_is_block(b[i].dtype)) { /* weights: GC_FILL_UNIT */
+      fill_blocks(host[i], b[i].dtype, b[i].count, b[i].cols, &s);
+      continue;
+    }
     switch (op->buf[i].fill) {
       case GC_FILL_POS: ((int32_t *)host[i])[0] = (int32_t)sc->pos0; break;
       case GC_FILL_TOKENS:
@@ -216,8 +320,27 @@ void gc_op_fill_inputs(const gc_problem_t *p, const gc_op_scalars_t *sc,
       case GC_FILL_CACHE: { /* rows before pos0 kept, the rest to be written */
         int64_t keep = sc->pos0 * b[i].cols;
         fill(host[i], b[i].dtype, keep, -1.0, 1.0, &s);
-        memset((char *)host[i] + (size_t)keep * gc_dtype_size(b[i].dtype), 0xFF,
-               (size_t)(b[i].count - keep) * gc_dtype_size(b[i].dtype));
+        memset((char *)host[i] + gc_dtype_bytes(b[i].dtype, keep), 0xFF,
+               gc_dtype_bytes(b[i].dtype, b[i].count - keep));
+        break;
+      }
+      case GC_FILL_ROWPOS:
+        for (int64_t r = 0; r < p->m; r++) {
+          int64_t pos, slot;
+          test_rowpos(p, sc, r, &pos, &slot);
+          ((int32_t *)host[i])[r] = (int32_t)pos;
+          ((int32_t *)host[i])[p->m + r] = (int32_t)slot;
+        }
+        break;
+      case GC_FILL_SLOT_CACHE: { /* every row random but those the rows write */
+        size_t es = gc_dtype_size(b[i].dtype);
+        fill(host[i], b[i].dtype, b[i].count, -1.0, 1.0, &s);
+        for (int64_t r = 0; r < p->m; r++) {
+          int64_t pos, slot;
+          test_rowpos(p, sc, r, &pos, &slot);
+          memset((char *)host[i] + (size_t)((slot * slot_rows(p, sc) + pos) * b[i].cols) * es, 0xFF,
+                 (size_t)b[i].cols * es);
+        }
         break;
       }
       case GC_FILL_NORM: fill(host[i], b[i].dtype, b[i].count, 0.5, 1.5, &s); break;
@@ -324,6 +447,7 @@ static int ref_norm_gemm(const gc_problem_t *p, const gc_op_scalars_t *sc, void 
                          double *ref, double *tol, gc_err_t *e) {
   int64_t M = p->m, N = p->n, K = p->k;
   int swiglu = gc_op_find(p->op)->pair == 2;
+  gc_dtype_t tn = gc_op_role_dtype(p, 'N'); /* the norm weight's */
   double *xn = gc_malloc((size_t)(M * K > 0 ? M * K : 1) * sizeof *xn, e);
   if (!xn) return GC_ENOMEM;
   for (int64_t i = 0; i < M; i++) {
@@ -334,7 +458,7 @@ static int ref_norm_gemm(const gc_problem_t *p, const gc_op_scalars_t *sc, void 
     }
     double inv = 1.0 / sqrt(ss / (double)K + (double)sc->eps);
     for (int64_t k = 0; k < K; k++)
-      xn[i * K + k] = gc_load_elem(h[0], p->ta, i * K + k) * inv * gc_load_elem(h[3], p->tb, k);
+      xn[i * K + k] = gc_load_elem(h[0], p->ta, i * K + k) * inv * gc_load_elem(h[3], tn, k);
   }
   double gamma = (double)K * 0x1p-24 + (double)(K + 8) * 0x1p-24, uc = ulp_rel(p->tc);
   int rc = swiglu ? ref_swiglu(p, h, xn, gamma, ref, tol, e)
@@ -354,16 +478,25 @@ static void ref_add(const gc_problem_t *p, void **h, double *ref, double *tol) {
   }
 }
 
-/* A row copy: exact up to the rounding into the output dtype. */
-static void ref_embed(const gc_problem_t *p, void **h, double *ref, double *tol) {
+/* A row copy: exact up to the rounding into the output dtype (a row of a
+ * block table is dequantized exactly, base/quant.h). */
+static int ref_embed(const gc_problem_t *p, void **h, double *ref, double *tol, gc_err_t *e) {
   const int32_t *tok = h[0];
-  for (int64_t i = 0; i < p->m; i++)
+  float *row = gc_dtype_is_block(p->tb) ? gc_malloc((size_t)p->n * sizeof *row, e) : NULL;
+  if (gc_dtype_is_block(p->tb) && !row) return GC_ENOMEM;
+  for (int64_t i = 0; i < p->m; i++) {
+    int ok = tok[i] >= 0 && tok[i] < p->k;
+    if (ok && row)
+      gc_quant_dequantize((gc_qtype_t)gc_dtype_qtype(p->tb),
+                          (const char *)h[1] + gc_dtype_bytes(p->tb, (int64_t)tok[i] * p->n), row, p->n);
     for (int64_t j = 0; j < p->n; j++) {
-      int ok = tok[i] >= 0 && tok[i] < p->k;
-      double r = ok ? gc_load_elem(h[1], p->tb, (int64_t)tok[i] * p->n + j) : 0.0;
+      double r = !ok ? 0.0 : row ? row[j] : gc_load_elem(h[1], p->tb, (int64_t)tok[i] * p->n + j);
       ref[i * p->n + j] = r;
       tol[i * p->n + j] = 0.5 * ulp_rel(p->tc) * fabs(r) + ulp_abs(p->tc);
     }
+  }
+  free(row);
+  return GC_OK;
 }
 
 /* Rotate pair (a, b) of a head by theta = pos * inv_freq[j] (double). The
@@ -384,24 +517,41 @@ static void rotate(const gc_problem_t *p, const gc_op_scalars_t *sc, const void 
   }
 }
 
+/* Row t of a rope_kv pass: its position and the cache row it writes
+ * (rope_kv: pos0 + t in the one cache; rope_kv_batch: its own position in
+ * its slot, from the rowpos buffer as the kernel reads it). */
+static void rope_row(const gc_problem_t *p, const gc_op_scalars_t *sc, const int32_t *rowpos,
+                     int64_t t, int64_t *pos, int64_t *crow) {
+  if (!rowpos) {
+    *pos = *crow = sc->pos0 + t;
+    return;
+  }
+  *pos = rowpos[t];
+  *crow = rowpos[p->m + t] * slot_rows(p, sc) + *pos;
+}
+
+/* rope_kv and rope_kv_batch (rowpos: h[5], int32 [2, M]). Cache rows the
+ * op does not write stay as they were (tolerance 0). */
 static void ref_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
-                        double **ref, double **tol) {
+                        double **ref, double **tol, const int32_t *rowpos) {
   int64_t H = p->h, G = p->g, D = p->d, row = (H + 2 * G) * D;
-  for (int b = 2; b <= 3; b++) /* cache rows before pos0 stay as they were */
-    for (int64_t i = 0; i < sc->pos0 * G * D; i++) {
+  int64_t rows = rowpos ? p->m * slot_rows(p, sc) : sc->pos0 + p->m;
+  for (int b = 2; b <= 3; b++)
+    for (int64_t i = 0; i < rows * G * D; i++) {
       ref[b][i] = gc_load_elem(h[b], p->tc, i);
       tol[b][i] = 0;
     }
   for (int64_t t = 0; t < p->m; t++) {
-    int64_t pos = sc->pos0 + t;
+    int64_t pos, c;
+    rope_row(p, sc, rowpos, t, &pos, &c);
     for (int64_t hh = 0; hh < H; hh++)
       rotate(p, sc, h[0], t * row + hh * D, ref[1], tol[1], (t * H + hh) * D, h[4], pos);
     for (int64_t g = 0; g < G; g++) {
-      rotate(p, sc, h[0], t * row + (H + g) * D, ref[2], tol[2], (pos * G + g) * D, h[4], pos);
+      rotate(p, sc, h[0], t * row + (H + g) * D, ref[2], tol[2], (c * G + g) * D, h[4], pos);
       for (int64_t j = 0; j < D; j++) {
         double v = gc_load_elem(h[0], p->ta, t * row + (H + G + g) * D + j);
-        ref[3][(pos * G + g) * D + j] = v;
-        tol[3][(pos * G + g) * D + j] = 0.5 * ulp_rel(p->tc) * fabs(v) + ulp_abs(p->tc);
+        ref[3][(c * G + g) * D + j] = v;
+        tol[3][(c * G + g) * D + j] = 0.5 * ulp_rel(p->tc) * fabs(v) + ulp_abs(p->tc);
       }
     }
   }
@@ -410,7 +560,9 @@ static void ref_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc, void *
 typedef struct att_job {
   const gc_problem_t *p;
   const gc_op_scalars_t *sc;
-  const double *q, *k, *v; /* [M, H, D], [pos0 + M, G, D] twice, in fp64 */
+  const double *q, *k, *v; /* [M, H, D], [pos0 + M, G, D] twice, in fp64 (attention_batch:
+                              [M·S, G, D], M slots of S rows) */
+  const int32_t *rowpos;   /* attention_batch: [2, M] positions, then slots; else NULL */
   double *ref, *tol;       /* [M, H, D] */
   atomic_llong next;       /* next (token, head) item: t * H + head */
   atomic_int nomem;
@@ -421,7 +573,8 @@ static void *att_worker(void *arg) {
   att_job_t *j = arg;
   const gc_problem_t *p = j->p;
   int64_t H = p->h, G = p->g, D = p->d, per = H / G;
-  double *w = malloc((size_t)(j->sc->pos0 + p->m) * sizeof *w), *o = malloc((size_t)D * 2 * sizeof *o);
+  int64_t most = j->rowpos ? slot_rows(p, j->sc) : j->sc->pos0 + p->m; /* keys of a row, at most */
+  double *w = malloc((size_t)most * sizeof *w), *o = malloc((size_t)D * 2 * sizeof *o);
   if (!w || !o) {
     atomic_store(&j->nomem, 1);
     free(w), free(o);
@@ -431,11 +584,15 @@ static void *att_worker(void *arg) {
   for (;;) {
     int64_t it = (int64_t)atomic_fetch_add(&j->next, 1);
     if (it >= p->m * H) break;
-    int64_t t = it / H, hh = it % H, L = j->sc->pos0 + t + 1, kv = hh / per;
+    int64_t t = it / H, hh = it % H, L = j->sc->pos0 + t + 1, kv = hh / per, base = 0;
+    if (j->rowpos) { /* its own length, in its own slot */
+      L = j->rowpos[t] + 1;
+      base = j->rowpos[p->m + t] * slot_rows(p, j->sc);
+    }
     const double *q = j->q + it * D;
     double mx = -INFINITY, sum = 0;
     for (int64_t l = 0; l < L; l++) {
-      const double *k = j->k + (l * G + kv) * D;
+      const double *k = j->k + ((base + l) * G + kv) * D;
       double d = 0;
       for (int64_t c = 0; c < D; c++) d += q[c] * k[c];
       w[l] = j->sc->scale * d;
@@ -444,7 +601,7 @@ static void *att_worker(void *arg) {
     for (int64_t l = 0; l < L; l++) sum += (w[l] = exp(w[l] - mx));
     for (int64_t c = 0; c < D; c++) o[c] = ao[c] = 0;
     for (int64_t l = 0; l < L; l++) {
-      const double *v = j->v + (l * G + kv) * D, pl = w[l] / sum;
+      const double *v = j->v + ((base + l) * G + kv) * D, pl = w[l] / sum;
       for (int64_t c = 0; c < D; c++) o[c] += pl * v[c], ao[c] += pl * fabs(v[c]);
     }
     for (int64_t c = 0; c < D; c++) {
@@ -461,9 +618,9 @@ static void *att_worker(void *arg) {
  * rounding, plus 4 (L + D) 2^-24 sum_j p_j |v_j| for fp32 scores,
  * exponentials and sums over L keys of length D. */
 static int ref_attention(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
-                         double *ref, double *tol, gc_err_t *e) {
-  int64_t rows = (sc->pos0 + p->m) * p->g * p->d;
-  att_job_t j = {p, sc, gc_ref_f64(h[0], p->ta, p->m * p->h * p->d, e), NULL, NULL, ref, tol, 0, 0};
+                         const int32_t *rowpos, double *ref, double *tol, gc_err_t *e) {
+  int64_t rows = (rowpos ? p->m * slot_rows(p, sc) : sc->pos0 + p->m) * p->g * p->d;
+  att_job_t j = {p, sc, gc_ref_f64(h[0], p->ta, p->m * p->h * p->d, e), NULL, NULL, rowpos, ref, tol, 0, 0};
   if (j.q) j.k = gc_ref_f64(h[1], p->tb, rows, e);
   if (j.k) j.v = gc_ref_f64(h[2], p->tb, rows, e);
   if (j.v) {
@@ -523,9 +680,8 @@ static int r_add(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, dou
 }
 static int r_embed(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
                    double **tol, gc_err_t *e) {
-  (void)sc, (void)e;
-  ref_embed(p, h, ref[2], tol[2]);
-  return GC_OK;
+  (void)sc;
+  return ref_embed(p, h, ref[2], tol[2], e);
 }
 static int r_argmax(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
                     double **tol, gc_err_t *e) {
@@ -536,12 +692,22 @@ static int r_argmax(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, 
 static int r_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
                      double **tol, gc_err_t *e) {
   (void)e;
-  ref_rope_kv(p, sc, h, ref, tol);
+  ref_rope_kv(p, sc, h, ref, tol, NULL);
   return GC_OK;
 }
 static int r_attention(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
                        double **tol, gc_err_t *e) {
-  return ref_attention(p, sc, h, ref[3], tol[3], e);
+  return ref_attention(p, sc, h, NULL, ref[3], tol[3], e);
+}
+static int r_rope_kv_batch(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
+                           double **ref, double **tol, gc_err_t *e) {
+  (void)e;
+  ref_rope_kv(p, sc, h, ref, tol, h[5]);
+  return GC_OK;
+}
+static int r_attention_batch(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
+                             double **ref, double **tol, gc_err_t *e) {
+  return ref_attention(p, sc, h, h[4], ref[3], tol[3], e);
 }
 
 int gc_op_reference(const gc_problem_t *p, const gc_op_scalars_t *sc,
@@ -634,6 +800,10 @@ static double f_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc) {
 static double f_attention(const gc_problem_t *p, const gc_op_scalars_t *sc) {
   return 4.0 * p->m * p->h * p->d * (double)(sc->pos0 + (p->m + 1) / 2);
 }
+/* Each row over its own keys; pos0 stands for the rows' mean position. */
+static double f_attention_batch(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  return 4.0 * p->m * p->h * p->d * (double)(sc->pos0 + 1);
+}
 
 void gc_op_work(const gc_problem_t *p, const gc_op_scalars_t *sc, double *flops, double *bytes) {
   gc_opbuf_t b[GC_OP_MAX_BUFS];
@@ -647,7 +817,7 @@ void gc_op_work(const gc_problem_t *p, const gc_op_scalars_t *sc, double *flops,
     int64_t rows = b[i].cols > 0 ? b[i].count / b[i].cols : 0;
     /* a cache moves only the rows the op reads or writes */
     if (op->buf[i].touched && gc_expr_eval(op->buf[i].touched, &env, &rows, NULL)) rows = 0;
-    *bytes += (double)rows * (double)b[i].cols * (double)gc_dtype_size(b[i].dtype);
+    *bytes += (double)gc_dtype_bytes(b[i].dtype, rows * b[i].cols);
   }
 }
 
@@ -666,7 +836,7 @@ double gc_op_bytes(const gc_problem_t *p) {
   double s = 0;
   gc_op_default_scalars(p, &sc);
   if (gc_op_buffers(p, &sc, b, &n, NULL)) return 0;
-  for (int i = 0; i < n; i++) s += (double)b[i].count * (double)gc_dtype_size(b[i].dtype);
+  for (int i = 0; i < n; i++) s += (double)gc_opbuf_bytes(&b[i]);
   return s;
 }
 
@@ -681,50 +851,63 @@ static const gc_op_t ops[] = {
     {"gemm", "mnk", "C[M,N] = A[M,K] * B[N,K]^T, fp32 accumulation", 1, 0, 3,
      {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("B", 'B', "N", "K", IN, GC_FILL_UNIT),
       BUF("C", 'C', "M", "N", OUT, 0)},
-     "MNK", 0, r_gemm, f_gemm},
+     "MNK", 0, r_gemm, f_gemm, 1},
     {"gemm_add", "mnk", "C[M,N] += A[M,K] * B[N,K]^T (the residual stream updated in place)", 1, 0, 3,
      {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("B", 'B', "N", "K", IN, GC_FILL_UNIT),
       BUF("C", 'C', "M", "N", INOUT, GC_FILL_UNIT)},
-     "MNK", 0, r_gemm_add, f_gemm_add},
+     "MNK", 0, r_gemm_add, f_gemm_add, 1},
     {"gemm_swiglu", "mnk",
      "C[M,N] = silu(A W[0:N]^T) * (A W[N:2N]^T), W is [2N,K] (gate then up)", 2, 0, 3,
      {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("W", 'B', "2*N", "K", IN, GC_FILL_UNIT),
       BUF("C", 'C', "M", "N", OUT, 0)},
-     "MNK", 0, r_swiglu, f_swiglu},
+     "MNK", 0, r_swiglu, f_swiglu, 1},
     {"rmsnorm_gemm", "mnk",
      "C[M,N] = rmsnorm(A; norm[K], eps) * B[N,K]^T: the norm in the GEMM's pass over A", 1, 1, 4,
      {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("B", 'B', "N", "K", IN, GC_FILL_UNIT),
-      BUF("C", 'C', "M", "N", OUT, 0), BUF("norm", 'B', "1", "K", IN, GC_FILL_NORM)},
-     "MNK", 'e', r_norm_gemm, f_norm_gemm},
+      BUF("C", 'C', "M", "N", OUT, 0), BUF("norm", 'N', "1", "K", IN, GC_FILL_NORM)},
+     "MNK", 'e', r_norm_gemm, f_norm_gemm, 1},
     {"rmsnorm_gemm_swiglu", "mnk", "gemm_swiglu of rmsnorm(A; norm[K], eps)", 2, 1, 4,
      {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("W", 'B', "2*N", "K", IN, GC_FILL_UNIT),
-      BUF("C", 'C', "M", "N", OUT, 0), BUF("norm", 'B', "1", "K", IN, GC_FILL_NORM)},
-     "MNK", 'e', r_norm_gemm, f_norm_swiglu},
+      BUF("C", 'C', "M", "N", OUT, 0), BUF("norm", 'N', "1", "K", IN, GC_FILL_NORM)},
+     "MNK", 'e', r_norm_gemm, f_norm_swiglu, 1},
     {"rmsnorm", "mn", "Y[M,N] = X / sqrt(mean(X^2) + eps) * W[N], eps 1e-5", 1, 0, 3,
      {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("W", 'B', "1", "N", IN, GC_FILL_NORM),
       BUF("Y", 'C', "M", "N", OUT, 0)},
-     "MN", 'e', r_rmsnorm, f_rows},
+     "MN", 'e', r_rmsnorm, f_rows, 0},
     {"add", "mn", "Z[M,N] = X + Y", 1, 0, 3,
      {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("Y", 'B', "M", "N", IN, GC_FILL_UNIT),
       BUF("Z", 'C', "M", "N", OUT, 0)},
-     "MN", 0, r_add, f_rows},
+     "MN", 0, r_add, f_rows, 0},
     {"embed", "mnk", "Z[M,N] = table[K,N][tokens[M]]", 1, 0, 3,
      {BUF("tokens", 'i', "1", "M", IN, GC_FILL_TOKENS), BUF("table", 'B', "K", "N", IN, GC_FILL_UNIT),
       BUF("Z", 'C', "M", "N", OUT, 0)},
-     "MNK", 0, r_embed, f_rows},
+     "MNK", 0, r_embed, f_rows, 1},
     {"rope_kv", "mhgd", "rotate q,k of QKV[M,(H+2G)D]; write k,v to the cache at pos0..", 1, 0, 6,
      {BUF("QKV", 'A', "M", "(H+2*G)*D", IN, GC_FILL_UNIT), BUF("Qout", 'C', "M", "H*D", OUT, 0),
       {"Kc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"}, {"Vc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"},
       BUF("inv_freq", 'd', "1", "D/2", IN, GC_FILL_INV_FREQ), BUF("pos", 'i', "1", "1", IN, GC_FILL_POS)},
-     "MHGDL", 0, r_rope_kv, f_rope_kv},
+     "MHGDL", 0, r_rope_kv, f_rope_kv, 0},
     {"attention", "mhgd", "causal GQA attention of Q[M,H*D] over the cache", 1, 0, 5,
      {BUF("Q", 'A', "M", "H*D", IN, GC_FILL_UNIT), BUF("Kc", 'B', "S", "G*D", IN, GC_FILL_UNIT),
       BUF("Vc", 'B', "S", "G*D", IN, GC_FILL_UNIT), BUF("O", 'C', "M", "H*D", OUT, 0),
       BUF("pos", 'i', "1", "1", IN, GC_FILL_POS)},
-     "MHGD", 's', r_attention, f_attention},
+     "MHGD", 's', r_attention, f_attention, 0},
+    {"rope_kv_batch", "mhgd",
+     "rope_kv of M rows, row i at position pos[0][i] of cache slot pos[1][i] (batched decode)", 1, 0, 6,
+     {BUF("QKV", 'A', "M", "(H+2*G)*D", IN, GC_FILL_UNIT), BUF("Qout", 'C', "M", "H*D", OUT, 0),
+      {"Kc", 'C', "M*S", "G*D", INOUT, GC_FILL_SLOT_CACHE, "M"},
+      {"Vc", 'C', "M*S", "G*D", INOUT, GC_FILL_SLOT_CACHE, "M"},
+      BUF("inv_freq", 'd', "1", "D/2", IN, GC_FILL_INV_FREQ), BUF("pos", 'i', "2", "M", IN, GC_FILL_ROWPOS)},
+     "MHGDSL", 0, r_rope_kv_batch, f_rope_kv, 0},
+    {"attention_batch", "mhgd",
+     "attention of M rows, row i over rows 0..pos[0][i] of cache slot pos[1][i] (batched decode)", 1, 0, 5,
+     {BUF("Q", 'A', "M", "H*D", IN, GC_FILL_UNIT), {"Kc", 'B', "M*S", "G*D", IN, GC_FILL_UNIT, "M*(S-M+1)"},
+      {"Vc", 'B', "M*S", "G*D", IN, GC_FILL_UNIT, "M*(S-M+1)"}, BUF("O", 'C', "M", "H*D", OUT, 0),
+      BUF("pos", 'i', "2", "M", IN, GC_FILL_ROWPOS)},
+     "MHGDS", 's', r_attention_batch, f_attention_batch, 0},
     {"argmax", "mn", "idx[M] = the lowest index of the maximum of each row of X[M,N]", 1, 0, 2,
      {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("idx", 'i', "1", "M", OUT, 0)},
-     "MN", 0, r_argmax, f_rows},
+     "MN", 0, r_argmax, f_rows, 0},
 };
 
 const gc_op_t *gc_op_table(int *n) {
@@ -761,8 +944,9 @@ void gc_op_table_json(FILE *out) {
     const gc_op_t *o = &ops[i];
     fprintf(out, "  {\"name\": \"%s\", \"dims\": \"%s\", \"doc\": ", o->name, o->dims);
     json_str(out, o->doc);
-    fprintf(out, ", \"pair\": %d, \"norm\": %d, \"ints\": \"%s\", \"float\": \"%s\", \"buffers\": [",
-            o->pair, o->norm, o->ints, o->flt == 'e' ? "eps" : o->flt == 's' ? "scale" : "");
+    fprintf(out, ", \"pair\": %d, \"norm\": %d, \"quant\": %d, \"ints\": \"%s\", \"float\": \"%s\", "
+            "\"buffers\": [", o->pair, o->norm, o->quant, o->ints,
+            o->flt == 'e' ? "eps" : o->flt == 's' ? "scale" : "");
     for (int b = 0; b < o->nbufs; b++) {
       const gc_opbuf_spec_t *s = &o->buf[b];
       fprintf(out, "%s{\"name\": \"%s\", \"dtype\": \"%c\", \"rows\": \"%s\", \"cols\": \"%s\", "

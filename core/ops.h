@@ -17,10 +17,14 @@ enum { GC_BUF_IN = 0, GC_BUF_OUT = 1, GC_BUF_INOUT = 2 };
 typedef struct gc_opbuf {
   const char *name;   /* "A", "B", "C" ... */
   gc_dtype_t dtype;
-  int64_t count;      /* elements */
+  int64_t count;      /* elements (of a block format: whole blocks per row) */
   int kind;           /* GC_BUF_IN / OUT / INOUT */
   int64_t cols;       /* row length, for messages */
 } gc_opbuf_t;
+
+/* Bytes of b: count elements of its dtype, counted by blocks for the
+ * block formats (gc_dtype_bytes). */
+size_t gc_opbuf_bytes(const gc_opbuf_t *b);
 
 /* Values that are arguments but not part of the problem key. */
 typedef struct gc_op_scalars {
@@ -28,6 +32,9 @@ typedef struct gc_op_scalars {
   int64_t pos0;       /* rope_kv, attention: position of the first row */
   int64_t layout;     /* rope_kv: 0 = halves (Hugging Face), 1 = adjacent pairs (llama2.c) */
   float scale;        /* attention: usually 1/sqrt(D) */
+  int64_t ctx;        /* rope_kv_batch, attention_batch: cache rows per slot (the
+                         slot stride, argument S); 0: pos0 + M, the rows of a
+                         slot in the test buffers (shape variable S) */
 } gc_op_scalars_t;
 
 /* ---- the op table ---------------------------------------------------------
@@ -39,19 +46,26 @@ typedef struct gc_op_scalars {
 
 /* What a test input of a buffer is. */
 enum {
-  GC_FILL_UNIT = 0,  /* uniform in [-1, 1) */
+  GC_FILL_UNIT = 0,  /* uniform in [-1, 1); in a block format, such values quantized
+                        (Q8_0, Q4_0, Q4_K), or random levels under modest scales (Q5_K,
+                        Q6_K, which gcore does not write) */
   GC_FILL_NORM,      /* uniform in [0.5, 1.5): norm weights */
   GC_FILL_TOKENS,    /* token ids in [0, K) */
   GC_FILL_POS,       /* the position pos0 (one int32, read on the device) */
   GC_FILL_INV_FREQ,  /* RoPE inverse frequencies of theta 10000 (float64) */
-  GC_FILL_CACHE      /* a KV cache: rows before pos0 random, the rows the op writes NaN */
+  GC_FILL_CACHE,     /* a KV cache: rows before pos0 random, the rows the op writes NaN */
+  GC_FILL_ROWPOS,    /* int32 [2, M] of a batch of rows: row i's position
+                        (pos0 + 97 i) mod (pos0 + i + 1), then its slot M-1-i */
+  GC_FILL_SLOT_CACHE /* a cache of M slots of S rows: random, but the row each
+                        batch row writes (its slot, its position) NaN */
 };
 
 /* A buffer of an op, in argument order. Shapes are expressions (base/expr.h)
  * over M N K H G D and S, the cache rows pos0 + M. */
 typedef struct gc_opbuf_spec {
   const char *name;    /* "A", "B", "C", ... */
-  char dtype;          /* 'A' 'B' 'C': the problem's operand dtype; 'i' int32; 'd' float64 */
+  char dtype;          /* 'A' 'B' 'C': the problem's operand dtype; 'i' int32; 'd' float64;
+                          'N' a norm weight: B's dtype, or A's when B is a block format */
   const char *rows, *cols;
   int kind;            /* GC_BUF_IN / OUT / INOUT */
   int fill;            /* GC_FILL_*, for inputs and in/out buffers */
@@ -74,22 +88,34 @@ struct gc_op {
   int nbufs;
   gc_opbuf_spec_t buf[GC_OP_MAX_BUFS];
   const char *ints;   /* the int64 arguments after the buffers, in order: letters of
-                         MNKHGD, and L for the RoPE layout */
+                         MNKHGD, L for the RoPE layout, S for the cache rows per
+                         slot (sc->ctx, else pos0 + M) */
   char flt;           /* the float argument last: 'e' eps, 's' attention scale, 0 none */
   gc_op_ref_fn reference;
   gc_op_flops_fn flops;
+  int quant;          /* 1: B (the weights) may be a block format (gemm family, embed);
+                         the rows of its B buffers must then be whole blocks */
 };
+
+/* The dtype of a buffer role ('A' 'B' 'C' 'N' 'i' 'd', above) in p. */
+gc_dtype_t gc_op_role_dtype(const gc_problem_t *p, char role);
+
+/* For gc_problem_check: when p's B is a block format, the op takes one
+ * (quant) and every B buffer's rows are whole blocks. GC_OK or GC_EINVAL
+ * with a message naming the dimension. */
+int gc_op_check_blocks(const gc_problem_t *p, gc_err_t *e);
 
 /* Every op, in a fixed order; *n gets the count. */
 const gc_op_t *gc_op_table(int *n);
-/* The table as JSON (a list of {name, dims, doc, pair, norm, ints, float,
- * buffers: [{name, dtype, rows, cols, kind}]}): gcore-tune --list-ops, which
- * the tests' case table reads. */
+/* The table as JSON (a list of {name, dims, doc, pair, norm, quant, ints,
+ * float, buffers: [{name, dtype, rows, cols, kind}]}): gcore-tune
+ * --list-ops, which the tests' case table reads. */
 void gc_op_table_json(FILE *out);
 
 /* The scalars the tuner and gcore-run --op use for p: eps 1e-5; pos0 255
- * for single-row attention (a decode step at length 256), 3 otherwise;
- * halves layout; scale 1/sqrt(D). */
+ * for single-row attention and for attention_batch (decode steps at
+ * lengths up to 256), 3 otherwise; halves layout; scale 1/sqrt(D); ctx 0
+ * (slots of pos0 + M rows). */
 void gc_op_default_scalars(const gc_problem_t *p, gc_op_scalars_t *sc);
 
 /* The buffers of p in argument order (sizes depend on sc->pos0). */

@@ -2,6 +2,8 @@
 #include "problem.h"
 
 #include "../base/expr.h"
+#include "../base/quant.h"
+#include "ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,19 +21,49 @@ int64_t gc_problem_get(const gc_problem_t *p, int i) {
   return v[i];
 }
 
-static const char *const dt_names[] = {"f32", "f16", "bf16", "i32", "f64"};
+static const char *const dt_names[GC_DT_COUNT] = {"f32", "f16",  "bf16", "i32",  "f64",
+                                                   "q8_0", "q4_0", "q4_k", "q5_k", "q6_k"};
 
 const char *gc_dtype_name(gc_dtype_t t) {
-  return (unsigned)t < 5 ? dt_names[t] : "?";
+  return (unsigned)t < GC_DT_COUNT ? dt_names[t] : "?";
+}
+
+int gc_dtype_is_block(gc_dtype_t t) { return t >= GC_DT_Q8_0 && t < GC_DT_COUNT; }
+
+/* The block dtypes follow base/quant.h's numbering, two further on. */
+int gc_dtype_qtype(gc_dtype_t t) {
+  if (gc_dtype_is_block(t)) return (int)t - GC_DT_Q8_0 + GC_QT_Q8_0;
+  return t <= GC_DT_BF16 ? (int)t : -1;
+}
+
+gc_dtype_t gc_dtype_from_qtype(int q) {
+  if (q >= GC_QT_Q8_0 && q < GC_QT_COUNT) return (gc_dtype_t)(q - GC_QT_Q8_0 + GC_DT_Q8_0);
+  return q >= 0 && q <= GC_QT_BF16 ? (gc_dtype_t)q : GC_DT_COUNT;
 }
 
 size_t gc_dtype_size(gc_dtype_t t) {
+  if (gc_dtype_is_block(t)) return (size_t)gc_quant_format(gc_dtype_qtype(t))->bytes;
   return t == GC_DT_F64 ? 8 : (t == GC_DT_F32 || t == GC_DT_I32) ? 4 : 2;
 }
 
-static int dtype_one(const char *s, size_t n, gc_dtype_t *t) {
-  for (int i = 0; i < 3; i++)
-    if (strlen(dt_names[i]) == n && !strncmp(s, dt_names[i], n)) {
+int64_t gc_dtype_block(gc_dtype_t t) {
+  return gc_dtype_is_block(t) ? gc_quant_format(gc_dtype_qtype(t))->block : 1;
+}
+
+size_t gc_dtype_bytes(gc_dtype_t t, int64_t n) {
+  int64_t b = gc_dtype_block(t);
+  return n <= 0 ? 0 : (size_t)((n + b - 1) / b) * gc_dtype_size(t);
+}
+
+int64_t gc_dtype_elem_at(gc_dtype_t t, uint64_t off) {
+  return (int64_t)(off / gc_dtype_size(t)) * gc_dtype_block(t);
+}
+
+/* Position 1 (B) may name a block format; 0 and 2 only f32, f16, bf16. */
+static int dtype_one(const char *s, size_t n, int pos, gc_dtype_t *t) {
+  for (int i = 0; i < GC_DT_COUNT; i++)
+    if ((i <= GC_DT_BF16 || (pos == 1 && gc_dtype_is_block((gc_dtype_t)i))) &&
+        strlen(dt_names[i]) == n && !strncmp(s, dt_names[i], n)) {
       *t = (gc_dtype_t)i;
       return 1;
     }
@@ -47,10 +79,11 @@ int gc_dtypes_parse(const char *s, gc_dtype_t *ta, gc_dtype_t *tb,
   for (;;) {
     const char *c = strchr(p, ':');
     size_t len = c ? (size_t)(c - p) : strlen(p);
-    if (n == 3 || !dtype_one(p, len, &t[n]))
+    if (n == 3 || !dtype_one(p, len, c || n ? n : -1, &t[n]))
       return gc_err_set(e, GC_EINVAL,
                         "unknown dtype %s (expected f32, f16, bf16 or A:B:C "
-                        "such as f32:f16:f32)",
+                        "such as f32:f16:f32; B, the weights, may be a block "
+                        "format: f16:q4_k:f16 with q8_0, q4_0, q4_k, q5_k, q6_k)",
                         gc_quote(s, GC_QSTR, q, sizeof q));
     n++;
     if (!c) break;
@@ -99,6 +132,9 @@ int gc_problem_check(const gc_problem_t *p, gc_err_t *e) {
                         (long long)v);
     if (!used && v != 0) return gc_err_set(e, GC_EINVAL, "%s has no %c dimension", p->op, c);
   }
+  if (gc_dtype_is_block(p->ta) || gc_dtype_is_block(p->tc))
+    return gc_err_set(e, GC_EINVAL, "%s: only B (the weights) may be in a block format", p->op);
+  if (gc_dtype_is_block(p->tb) && gc_op_check_blocks(p, e)) return e->code;
   if (p->h && p->g && p->h % p->g)
     return gc_err_set(e, GC_EINVAL, "%s: h=%lld is not a multiple of g=%lld", p->op,
                       (long long)p->h, (long long)p->g);

@@ -9,7 +9,11 @@
 
 typedef enum gc_dtype {
   GC_DT_F32 = 0, GC_DT_F16 = 1, GC_DT_BF16 = 2, /* operand dtypes of problems */
-  GC_DT_I32 = 3, GC_DT_F64 = 4                  /* index and table buffers of some ops */
+  GC_DT_I32 = 3, GC_DT_F64 = 4,                 /* index and table buffers of some ops */
+  /* ggml's block formats (base/quant.h), for B (the weights) of the ops whose
+     op-table entry says quant: rows are whole blocks, bytes count by block */
+  GC_DT_Q8_0 = 5, GC_DT_Q4_0 = 6, GC_DT_Q4_K = 7, GC_DT_Q5_K = 8, GC_DT_Q6_K = 9,
+  GC_DT_COUNT
 } gc_dtype_t;
 
 #define GC_OP_NAME 24
@@ -36,8 +40,25 @@ void gc_op_names(char *out, size_t n);
 void gc_op_help(FILE *out);
 
 const char *gc_dtype_name(gc_dtype_t t);
+/* Bytes of one element; of one block for the block formats (34, 18, 144,
+ * 176, 210: what templates see as SB). Use gc_dtype_bytes for arrays. */
 size_t gc_dtype_size(gc_dtype_t t);
-/* "f16" → all three f16; "f32:f16:f32" → A,B,C. */
+/* Elements per block: 32 (Q8_0, Q4_0), 256 (the K formats), 1 otherwise. */
+int64_t gc_dtype_block(gc_dtype_t t);
+/* 1 for the block formats Q8_0 .. Q6_K. */
+int gc_dtype_is_block(gc_dtype_t t);
+/* Bytes of n elements of t: n / block · bytes per block, n rounded up to
+ * whole blocks (a problem check keeps the rows of block buffers whole). */
+size_t gc_dtype_bytes(gc_dtype_t t, int64_t n);
+/* The first element of the block (or the element) at byte offset off of an
+ * array of t: for messages about a byte that changed. */
+int64_t gc_dtype_elem_at(gc_dtype_t t, uint64_t off);
+/* The storage type (base/quant.h's gc_qtype_t) of a float or block dtype,
+ * -1 for I32 and F64; and back (GC_DT_COUNT for none). */
+int gc_dtype_qtype(gc_dtype_t t);
+gc_dtype_t gc_dtype_from_qtype(int q);
+/* "f16" → all three f16; "f32:f16:f32" → A,B,C; "f16:q4_k:f16": B in a
+ * block format (only B may be one). */
 int gc_dtypes_parse(const char *s, gc_dtype_t *ta, gc_dtype_t *tb,
                     gc_dtype_t *tc, gc_err_t *e);
 /* Writes "A:B:C" into out (at least 16 bytes). */

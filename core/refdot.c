@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "../base/quant.h"
 
 #define RB 16 /* rows of x per work item */
 #define CB 8  /* rows of w per cache block */
@@ -68,6 +69,16 @@ typedef struct conv {
 
 static void conv_body(void *arg, int64_t i0, int64_t i1) {
   conv_t *c = arg;
+  if (gc_dtype_is_block(c->t)) { /* whole blocks (CONV_CHUNK is a multiple of 256) */
+    float y[256];
+    int64_t b = gc_dtype_block(c->t);
+    for (int64_t i = i0; i < i1; i += b) {
+      gc_quant_dequantize((gc_qtype_t)gc_dtype_qtype(c->t),
+                          (const char *)c->p + (size_t)(i / b) * gc_dtype_size(c->t), y, b);
+      for (int64_t j = 0; j < b && i + j < i1; j++) c->d[i + j] = y[j];
+    }
+    return;
+  }
   for (int64_t i = i0; i < i1; i++) c->d[i] = gc_load_elem(c->p, c->t, i);
 }
 

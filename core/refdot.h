@@ -10,7 +10,8 @@
 #include "ops.h"
 
 /* A copy of count elements of p (dtype t) as doubles (converted on every
- * core for large counts); NULL on ENOMEM
+ * core for large counts; a block format dequantized as base/quant.h says,
+ * count whole blocks); NULL on ENOMEM
  * (e set). The caller frees. */
 double *gc_ref_f64(const void *p, gc_dtype_t t, int64_t count, gc_err_t *e);
 

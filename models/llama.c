@@ -16,36 +16,55 @@
  * rmsnorm_gemm_swiglu): the GEMVs that serve them normalise A's rows in
  * their own pass, which saves a launch and a round trip of xn through
  * memory; longer passes keep the two steps (the norm costs little there,
- * and the big-GEMM templates need not implement the fused ops). */
+ * and the big-GEMM templates need not implement the fused ops).
+ *
+ * Slots (gcore-serve). The KV cache holds `slots` independent sequences:
+ * per layer Kc and Vc are [slots, ctx, G·hd], slot s at rows s·ctx ..
+ * s·ctx+ctx-1. A forward of t tokens runs in one slot (a prefill, or
+ * gcore-run's sequence in slot 0) with rope_kv/attention over that slot's
+ * rows. A batched decode step runs M rows, row i the next token of the
+ * sequence in slot[i] at its own position pos[i]: every GEMM is the
+ * M-row problem (as a prefill of M tokens), rope_kv_batch and
+ * attention_batch read pos[] and slot[] from device memory ([2, M] after
+ * the M token ids), so one captured graph per M replays any mix of slots
+ * and positions. */
 #include "llama.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct layer_dev {
   gc_dptr_t attn_norm, wqkv, wo, ffn_norm, w13, w2; /* weights on the device */
-  gc_dptr_t kc, vc;                                 /* [ctx, G·hd] each */
+  gc_dptr_t kc, vc;                                 /* [slots, ctx, G·hd] each */
 } layer_dev_t;
+
+#define BMAX GC_LLAMA_BATCH_MAX
 
 struct gc_llama {
   gc_dev_t *dev;
   gc_rt_t *rt;
   gc_llama_config_t cfg;
   gc_llama_dtypes_t dt;
-  int ctx, max_t, npos;       /* npos: tokens in the cache */
+  int ctx, max_t, slots;        /* positions per slot, rows per pass, slots */
+  int *npos;                    /* [slots]: tokens in each slot's cache */
+  size_t slot_bytes;            /* one slot of one layer's Kc: ctx·G·hd elements */
   layer_dev_t *layers;          /* [n_layers] */
   gc_dptr_t tok_emb, norm, cls, inv_freq;
   gc_dptr_t x, xn, qkv, q, att, hb, logits; /* activations, [max_t, ...] */
   gc_dptr_t step;               /* int32 [1 + max_t]: the position, then the tokens */
   gc_dptr_t pos, tokens;        /* step, step + 4 */
+  gc_dptr_t bstep, brows;       /* batched step, int32: tokens [BMAX], then [2, M]: pos, slot */
   int graphs;                   /* capture the decode step and replay it */
   int64_t replays;              /* decode steps run as a graph replay */
-  gc_graph_t *decode_graph[2];  /* [0]: logits out, [1]: device argmax */
+  gc_graph_t *decode_graph[2];  /* slot 0, one token: [0] logits out, [1] device argmax */
+  gc_graph_t *batch_graph[BMAX + 1][2]; /* batched steps of M rows, the same */
   gc_prof_t *prof;
   gc_dptr_t *owned;             /* [nowned]: allocations to free (cap: capowned) */
   int nowned, capowned;
-  gc_llama_weights_t *dense;    /* TEMPORARY: dense copies of quantized weights */
+  gc_llama_weights_t *conv;     /* tensors converted to the forward's dtypes (F32 norms of
+                                   an F16 GGUF, the dense parts of a quantized model), or NULL */
 };
 
 /* ---- device memory ------------------------------------------------------- */
@@ -90,7 +109,7 @@ static int stack(gc_llama_t *m, const gc_weight_t *const *ws, int n, gc_dptr_t *
 static int place_layer(gc_llama_t *m, const gc_llama_layer_weights_t *lw, layer_dev_t *ld,
                        gc_err_t *e) {
   const gc_weight_t *qkv[3] = {&lw->wq, &lw->wk, &lw->wv}, *w13[2] = {&lw->w1, &lw->w3};
-  size_t cache = (size_t)m->ctx * m->cfg.n_kv_heads * m->cfg.head_dim * gc_dtype_size(m->dt.act);
+  size_t cache = m->slot_bytes * (size_t)m->slots;
   if (place(m, &lw->attn_norm, &ld->attn_norm, e) || stack(m, qkv, 3, &ld->wqkv, e) ||
       place(m, &lw->wo, &ld->wo, e) || place(m, &lw->ffn_norm, &ld->ffn_norm, e) ||
       stack(m, w13, 2, &ld->w13, e) || place(m, &lw->w2, &ld->w2, e) ||
@@ -108,10 +127,11 @@ static int alloc_activations(gc_llama_t *m, gc_err_t *e) {
       alloc(m, t * (H + 2 * G) * hd * a, &m->qkv, e) || alloc(m, t * H * hd * a, &m->q, e) ||
       alloc(m, t * H * hd * a, &m->att, e) ||
       alloc(m, t * c->hidden_dim * a, &m->hb, e) || alloc(m, t * widest * 4, &m->logits, e) ||
-      alloc(m, (t + 1) * 4, &m->step, e))
+      alloc(m, (t + 1) * 4, &m->step, e) || alloc(m, 3 * BMAX * 4, &m->bstep, e))
     return e->code;
   m->pos = m->step;
   m->tokens = m->step + 4;
+  m->brows = m->bstep + BMAX * 4;
   return GC_OK;
 }
 
@@ -125,13 +145,15 @@ static int upload_freqs(gc_llama_t *m, gc_err_t *e) {
   return gc_dev_upload(m->dev, m->inv_freq, f, n, e);
 }
 
-/* Every kernel for decode (t = 1) and for the largest prefill, so that a
- * bundle missing one fails now with its name, not mid-generation. */
-static int resolve_kernels(gc_llama_t *m, gc_err_t *e) {
+/* Every kernel for decode (t = 1), for the largest prefill and, with
+ * slots, for batched steps of 1 .. slots rows, so that a bundle missing
+ * one fails now with its name, not mid-generation. */
+static int resolve_kernels(gc_llama_t *m, int batched, gc_err_t *e) {
   int64_t ts[2] = {1, m->max_t};
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < 2 + (batched ? m->slots : 0); i++) {
     gc_problems_t l = {0};
-    int rc = gc_llama_recipe(&m->cfg, m->dt, ts[i], 1, &l, e);
+    int rc = i < 2 ? gc_llama_recipe(&m->cfg, &m->dt, ts[i], 1, &l, e)
+                   : gc_llama_batch_recipe(&m->cfg, &m->dt, i - 1, &l, e);
     for (int j = 0; !rc && j < l.n; j++) {
       const gc_rt_kernel_t *k;
       rc = gc_rt_find(m->rt, &l.v[j], &k, e);
@@ -142,25 +164,34 @@ static int resolve_kernels(gc_llama_t *m, gc_err_t *e) {
   return GC_OK;
 }
 
-int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int ctx,
-                    int max_t, gc_llama_t **out, gc_err_t *e) {
+static int create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int ctx, int max_t,
+                  int slots, int batched, gc_llama_t **out, gc_err_t *e) {
   *out = NULL;
   if (ctx < 1 || max_t < 1 || max_t > ctx)
     return gc_err_set(e, GC_EINVAL, "context %d / prefill %d out of range", ctx, max_t);
+  if (slots < 1 || slots > BMAX)
+    return gc_err_set(e, GC_EINVAL, "%d sequences at once: from 1 to %d", slots, BMAX);
   gc_llama_t *m = gc_calloc(1, sizeof *m, e);
   if (!m) return GC_ENOMEM;
   m->dev = dev;
   m->rt = rt;
   m->cfg = w->cfg;
   m->ctx = ctx;
-  m->max_t = max_t;
+  m->max_t = batched && max_t < slots ? slots : max_t; /* a batched step has up to slots rows */
+  m->slots = slots;
   m->graphs = 1;
   int rc = gc_llama_dtypes_for(w, gc_dev_info(dev)->backend, &m->dt, e);
-  if (!rc) rc = resolve_kernels(m, e);
-  /* TEMPORARY, until the templates read block formats: the forward runs on
-     dense copies of whatever is not in the weight dtype (quantized tensors) */
-  if (!rc) rc = gc_weights_dequantize(w, (gc_st_dtype_t)m->dt.weight, &m->dense, e);
-  if (m->dense) w = m->dense;
+  m->slot_bytes = (size_t)ctx * m->cfg.n_kv_heads * m->cfg.head_dim * gc_dtype_size(m->dt.act);
+  if (!rc && !(m->npos = gc_calloc((size_t)slots, sizeof *m->npos, e))) rc = GC_ENOMEM;
+  if (!rc) rc = resolve_kernels(m, batched, e);
+  /* Block formats stay as stored (the kernels dequantize); what a step
+     takes in another dtype is converted once (gc_llama_dtypes_for). */
+  gc_st_dtype_t *to = rc ? NULL : gc_malloc(gc_weights_count(w) * sizeof *to, e);
+  if (!rc && !to) rc = GC_ENOMEM;
+  if (!rc) gc_llama_tensor_dtypes(w, &m->dt, to);
+  if (!rc) rc = gc_weights_as(w, to, &m->conv, e);
+  free(to);
+  if (m->conv) w = m->conv;
   if (!rc && !(m->layers = gc_calloc((size_t)m->cfg.n_layers, sizeof *m->layers, e))) rc = GC_ENOMEM;
   for (int l = 0; !rc && l < m->cfg.n_layers; l++) rc = place_layer(m, &w->layers[l], &m->layers[l], e);
   if (!rc) rc = place(m, &w->tok_embeddings, &m->tok_emb, e);
@@ -169,9 +200,9 @@ int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int
                                                               : place(m, &w->classifier, &m->cls, e);
   if (!rc) rc = upload_freqs(m, e);
   if (!rc) rc = alloc_activations(m, e);
-  if (m->dense && !gc_dev_info(dev)->host_memory) { /* uploaded: the host copies can go */
-    gc_weights_close(m->dense);
-    m->dense = NULL;
+  if (m->conv && !gc_dev_info(dev)->host_memory) { /* uploaded: the host copies can go */
+    gc_weights_close(m->conv);
+    m->conv = NULL;
   }
   if (rc) {
     gc_llama_free(m);
@@ -181,23 +212,49 @@ int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int
   return GC_OK;
 }
 
+int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int ctx,
+                    int max_t, gc_llama_t **out, gc_err_t *e) {
+  return create(dev, rt, w, ctx, max_t, 1, 0, out, e);
+}
+
+int gc_llama_create_slots(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int ctx,
+                          int max_t, int slots, gc_llama_t **out, gc_err_t *e) {
+  return create(dev, rt, w, ctx, max_t, slots, 1, out, e);
+}
+
 void gc_llama_free(gc_llama_t *m) {
   if (!m) return;
   for (int i = 0; i < 2; i++) gc_dev_graph_destroy(m->dev, m->decode_graph[i]);
+  for (int r = 0; r <= BMAX; r++)
+    for (int i = 0; i < 2; i++) gc_dev_graph_destroy(m->dev, m->batch_graph[r][i]);
   for (int i = 0; i < m->nowned; i++) gc_dev_free(m->dev, m->owned[i]);
   free(m->owned);
-  gc_weights_close(m->dense);
+  gc_weights_close(m->conv);
   free(m->layers);
+  free(m->npos);
   free(m);
 }
 
 const gc_llama_config_t *gc_llama_config(const gc_llama_t *m) { return &m->cfg; }
-int gc_llama_pos(const gc_llama_t *m) { return m->npos; }
+int gc_llama_pos(const gc_llama_t *m) { return m->npos[0]; }
+int gc_llama_slots(const gc_llama_t *m) { return m->slots; }
+int gc_llama_ctx(const gc_llama_t *m) { return m->ctx; }
+int gc_llama_max_pass(const gc_llama_t *m) { return m->max_t; }
+
+int gc_llama_slot_pos(const gc_llama_t *m, int slot) {
+  assert(slot >= 0 && slot < m->slots);
+  return m->npos[slot];
+}
+
+void gc_llama_slot_reset(gc_llama_t *m, int slot) {
+  assert(slot >= 0 && slot < m->slots);
+  m->npos[slot] = 0;
+}
 
 void gc_llama_set_graphs(gc_llama_t *m, int on) { m->graphs = on; }
 void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p) { m->prof = p; }
 gc_prof_t *gc_llama_profile(const gc_llama_t *m) { return m->prof; }
-void gc_llama_reset(gc_llama_t *m) { m->npos = 0; }
+void gc_llama_reset(gc_llama_t *m) { m->npos[0] = 0; }
 int64_t gc_llama_graph_replays(const gc_llama_t *m) { return m->replays; }
 
 /* ---- the forward ---------------------------------------------------------- */
@@ -215,26 +272,28 @@ static int run(gc_llama_t *m, const gc_problem_t *p, const gc_op_scalars_t *sc,
   return gc_prof_end(m->prof, k->d.template_name, p, flops, bytes, e);
 }
 
-static int layer(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L, gc_err_t *e) {
-  gc_op_scalars_t sc = {(float)m->cfg.rms_norm_eps, m->npos,
-                        m->cfg.rope_layout == GC_ROPE_PAIRS ? 1 : 0,
-                        (float)(1.0 / sqrt((double)m->cfg.head_dim))};
+/* One layer of a pass (steps s). Single-sequence passes read and write
+ * the cache of one slot (kc, vc: its first row) at the position in m->pos;
+ * batched steps (s->rope is rope_kv_batch) the whole cache at the rows'
+ * own positions and slots (m->brows). sc carries the scalars. */
+static int layer(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L, gc_dptr_t kc,
+                 gc_dptr_t vc, gc_dptr_t where, const gc_op_scalars_t *sc, gc_err_t *e) {
   const gc_dptr_t norm1[] = {m->x, L->attn_norm, m->xn}, qkv[] = {m->xn, L->wqkv, m->qkv},
                   fqkv[] = {m->x, L->wqkv, m->qkv, L->attn_norm},
-                  rope[] = {m->qkv, m->q, L->kc, L->vc, m->inv_freq, m->pos},
-                  attn[] = {m->q, L->kc, L->vc, m->att, m->pos}, wo[] = {m->att, L->wo, m->x},
+                  rope[] = {m->qkv, m->q, kc, vc, m->inv_freq, where},
+                  attn[] = {m->q, kc, vc, m->att, where}, wo[] = {m->att, L->wo, m->x},
                   norm2[] = {m->x, L->ffn_norm, m->xn}, ffn[] = {m->xn, L->w13, m->hb},
                   fffn[] = {m->x, L->w13, m->hb, L->ffn_norm}, w2[] = {m->hb, L->w2, m->x};
-  if (s->fused ? run(m, &s->qkv, &sc, fqkv, e)
-               : run(m, &s->norm, &sc, norm1, e) || run(m, &s->qkv, &sc, qkv, e))
+  if (s->fused ? run(m, &s->qkv, sc, fqkv, e)
+               : run(m, &s->norm, sc, norm1, e) || run(m, &s->qkv, sc, qkv, e))
     return e->code;
-  if (run(m, &s->rope, &sc, rope, e) || run(m, &s->attn, &sc, attn, e) ||
-      run(m, &s->wo, &sc, wo, e))
+  if (run(m, &s->rope, sc, rope, e) || run(m, &s->attn, sc, attn, e) ||
+      run(m, &s->wo, sc, wo, e))
     return e->code;
-  if (s->fused ? run(m, &s->swiglu, &sc, fffn, e)
-               : run(m, &s->norm, &sc, norm2, e) || run(m, &s->swiglu, &sc, ffn, e))
+  if (s->fused ? run(m, &s->swiglu, sc, fffn, e)
+               : run(m, &s->norm, sc, norm2, e) || run(m, &s->swiglu, sc, ffn, e))
     return e->code;
-  return run(m, &s->w2, &sc, w2, e);
+  return run(m, &s->w2, sc, w2, e);
 }
 
 /* Logits in the activation dtype, as fp32 on the host. The fp32 buffer
@@ -253,39 +312,75 @@ int gc_llama_forward(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
   return gc_llama_forward_ex(m, tokens, t, all_rows, logits, NULL, e);
 }
 
-/* Launch the whole forward of t tokens (rows of logits; with argmax, the
- * next id lands in tokens[0]). Everything it reads that changes between
- * steps (tokens, position) is in device memory, so a capture replays. */
-static int launch_forward(gc_llama_t *m, int t, int rows, int argmax, gc_err_t *e) {
-  gc_llama_steps_t s;
-  gc_llama_steps(&m->cfg, m->dt, t, rows, &s);
-  gc_op_scalars_t sc = {(float)m->cfg.rms_norm_eps, m->npos, 0, 1.0f};
+/* The final norm, the LM head over rows rows ending at row t - 1 of x,
+ * and (argmax) the device argmax of each of them into ids. */
+static int launch_head(gc_llama_t *m, const gc_llama_steps_t *s, int t, int rows, int argmax,
+                       gc_dptr_t ids, const gc_op_scalars_t *sc, gc_err_t *e) {
   size_t a = gc_dtype_size(m->dt.act);
   gc_dptr_t last = m->x + (gc_dptr_t)((size_t)(t - rows) * (size_t)m->cfg.dim * a);
-  gc_dptr_t last_logits = m->logits + (gc_dptr_t)((size_t)(rows - 1) * m->cfg.vocab_size * a);
-  const gc_dptr_t emb[] = {m->tokens, m->tok_emb, m->x}, fn[] = {last, m->norm, m->xn},
-                  head[] = {m->xn, m->cls, m->logits}, fhead[] = {last, m->cls, m->logits, m->norm},
-                  am[] = {last_logits, m->tokens};
-  if (run(m, &s.embed, &sc, emb, e)) return e->code;
-  for (int l = 0; l < m->cfg.n_layers; l++)
-    if (layer(m, &s, &m->layers[l], e)) return e->code;
-  if (s.fused ? run(m, &s.head, &sc, fhead, e)
-              : run(m, &s.fnorm, &sc, fn, e) || run(m, &s.head, &sc, head, e))
+  /* one row of argmax (single sequence): the last row of logits; a batch: all */
+  gc_dptr_t amx = s->argmax.m == 1 ? m->logits + (gc_dptr_t)((size_t)(rows - 1) * m->cfg.vocab_size * a)
+                                   : m->logits;
+  const gc_dptr_t fn[] = {last, m->norm, m->xn}, head[] = {m->xn, m->cls, m->logits},
+                  fhead[] = {last, m->cls, m->logits, m->norm}, am[] = {amx, ids};
+  if (s->fused ? run(m, &s->head, sc, fhead, e)
+               : run(m, &s->fnorm, sc, fn, e) || run(m, &s->head, sc, head, e))
     return e->code;
-  return argmax ? run(m, &s.argmax, &sc, am, e) : GC_OK;
+  return argmax ? run(m, &s->argmax, sc, am, e) : GC_OK;
 }
 
-/* A decode step as one graph replay, captured on first use. Returns
- * GC_EUNSUPPORTED (and turns graphs off) where the backend has none. */
-static int replay_decode(gc_llama_t *m, int argmax, gc_err_t *e) {
-  gc_graph_t **g = &m->decode_graph[argmax];
+/* Launch the whole forward of t tokens in slot (rows of logits; with
+ * argmax, the next id lands in tokens[0]). Everything it reads that
+ * changes between steps (tokens, position) is in device memory, so a
+ * capture replays. */
+static int launch_forward(gc_llama_t *m, int slot, int t, int rows, int argmax, gc_err_t *e) {
+  gc_llama_steps_t s;
+  gc_llama_steps(&m->cfg, &m->dt, t, rows, &s);
+  gc_op_scalars_t sc = {(float)m->cfg.rms_norm_eps, m->npos[slot],
+                        m->cfg.rope_layout == GC_ROPE_PAIRS ? 1 : 0,
+                        (float)(1.0 / sqrt((double)m->cfg.head_dim)), m->ctx};
+  const gc_dptr_t emb[] = {m->tokens, m->tok_emb, m->x};
+  gc_dptr_t off = (gc_dptr_t)(m->slot_bytes * (size_t)slot);
+  if (run(m, &s.embed, &sc, emb, e)) return e->code;
+  for (int l = 0; l < m->cfg.n_layers; l++) {
+    const layer_dev_t *L = &m->layers[l];
+    gc_llama_layer_steps(&m->dt, l, &s); /* the layer's weight dtypes */
+    if (layer(m, &s, L, L->kc + off, L->vc + off, m->pos, &sc, e)) return e->code;
+  }
+  return launch_head(m, &s, t, rows, argmax, m->tokens, &sc, e);
+}
+
+/* Launch a batched decode step of M rows (tokens, positions and slots in
+ * m->bstep); logits of every row, or (argmax) their ids in bstep[0..M). */
+static int launch_batch(gc_llama_t *m, int M, int argmax, int64_t pos_mean, gc_err_t *e) {
+  gc_llama_steps_t s;
+  gc_llama_batch_steps(&m->cfg, &m->dt, M, &s);
+  gc_op_scalars_t sc = {(float)m->cfg.rms_norm_eps, pos_mean, /* pos0: for profiles only */
+                        m->cfg.rope_layout == GC_ROPE_PAIRS ? 1 : 0,
+                        (float)(1.0 / sqrt((double)m->cfg.head_dim)), m->ctx};
+  const gc_dptr_t emb[] = {m->bstep, m->tok_emb, m->x};
+  if (run(m, &s.embed, &sc, emb, e)) return e->code;
+  for (int l = 0; l < m->cfg.n_layers; l++) {
+    const layer_dev_t *L = &m->layers[l];
+    gc_llama_layer_steps(&m->dt, l, &s); /* the layer's weight dtypes */
+    if (layer(m, &s, L, L->kc, L->vc, m->brows, &sc, e)) return e->code;
+  }
+  return launch_head(m, &s, M, M, argmax, m->bstep, &sc, e);
+}
+
+/* Run launch (a decode step) as one graph replay, captured into *g on
+ * first use. Returns GC_EUNSUPPORTED (and turns graphs off) where the
+ * backend has none. */
+typedef int (*launch_fn)(gc_llama_t *m, int a, int b, gc_err_t *e);
+
+static int replay(gc_llama_t *m, gc_graph_t **g, launch_fn launch, int a, int b, gc_err_t *e) {
   if (!*g) {
     gc_err_t probe = {0};
     if (gc_dev_graph_begin(m->dev, &probe)) {
       m->graphs = 0;
       return GC_EUNSUPPORTED;
     }
-    int rc = launch_forward(m, 1, 1, argmax, e);
+    int rc = launch(m, a, b, e);
     gc_graph_t *made = NULL;
     int rc2 = gc_dev_graph_end(m->dev, &made, rc ? NULL : e);
     if (rc || rc2) {
@@ -297,47 +392,113 @@ static int replay_decode(gc_llama_t *m, int argmax, gc_err_t *e) {
   return gc_dev_graph_launch(m->dev, *g, e);
 }
 
-int gc_llama_forward_ex(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
+static int decode_one(gc_llama_t *m, int argmax, int unused, gc_err_t *e) {
+  (void)unused;
+  return launch_forward(m, 0, 1, 1, argmax, e);
+}
+
+static int decode_rows(gc_llama_t *m, int M, int argmax, gc_err_t *e) {
+  return launch_batch(m, M, argmax, 0, e);
+}
+
+/* The results of a pass of rows rows: the ids the device picked (next)
+ * or the logits. */
+static int results(gc_llama_t *m, gc_dptr_t ids, int rows, float *logits, int32_t *next,
+                   gc_err_t *e) {
+  if (gc_dev_sync(m->dev, e)) return e->code;
+  if (next) return gc_dev_download(m->dev, next, ids, (size_t)rows * sizeof *next, e);
+  return download_logits(m, logits, (size_t)rows * m->cfg.vocab_size, e);
+}
+
+static int check_tokens(const gc_llama_t *m, const int32_t *tokens, int t, gc_err_t *e) {
+  for (int i = 0; i < t; i++)
+    if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab_size)
+      return gc_err_set(e, GC_EINVAL, "token id %d is outside the vocabulary [0, %d)",
+                        (int)tokens[i], m->cfg.vocab_size);
+  return GC_OK;
+}
+
+/* tokens[0..t) at slot's position, as gc_llama_forward_ex. */
+static int forward_slot(gc_llama_t *m, int slot, const int32_t *tokens, int t, int all_rows,
                         float *logits, int32_t *next, gc_err_t *e) {
   if (t < 1 || t > m->max_t)
     return gc_err_set(e, GC_EINVAL, "%d tokens in one pass; this model was set up for at most %d",
                       t, m->max_t);
-  if (m->npos + t > m->ctx)
-    return gc_err_set(e, GC_EINVAL, "context full: %d + %d tokens exceed --ctx %d", m->npos, t,
+  if (m->npos[slot] + t > m->ctx)
+    return gc_err_set(e, GC_EINVAL, "context full: %d + %d tokens exceed --ctx %d", m->npos[slot], t,
                       m->ctx);
+  if (check_tokens(m, tokens, t, e)) return e->code;
   int32_t stage[1 + 4096];
   int32_t *step = t < 4096 ? stage : gc_malloc((size_t)(t + 1) * sizeof *step, e);
   if (!step) return GC_ENOMEM;
-  int rc = GC_OK;
-  step[0] = m->npos;
-  for (int i = 0; i < t && !rc; i++) {
-    if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab_size)
-      rc = gc_err_set(e, GC_EINVAL, "token id %d is outside the vocabulary [0, %d)",
-                      (int)tokens[i], m->cfg.vocab_size);
-    step[1 + i] = tokens[i];
-  }
+  step[0] = m->npos[slot];
+  memcpy(step + 1, tokens, (size_t)t * sizeof *tokens);
   int rows = all_rows ? t : 1;
   double t0 = gc_now();
   if (m->prof) gc_prof_phase(m->prof, t > 1 ? "prefill" : "decode");
-  if (!rc) rc = gc_dev_upload(m->dev, m->step, step, (size_t)(t + 1) * sizeof *step, e);
+  int rc = gc_dev_upload(m->dev, m->step, step, (size_t)(t + 1) * sizeof *step, e);
   if (step != stage) free(step);
   if (rc) return rc;
   rc = GC_EUNSUPPORTED;
-  if (t == 1 && rows == 1 && m->graphs && !m->prof) {
-    rc = replay_decode(m, next != NULL, e);
+  if (slot == 0 && t == 1 && rows == 1 && m->graphs && !m->prof) { /* the graph is slot 0's */
+    rc = replay(m, &m->decode_graph[next != NULL], decode_one, next != NULL, 0, e);
     m->replays += rc == GC_OK;
   }
-  if (rc == GC_EUNSUPPORTED) rc = launch_forward(m, t, rows, next != NULL, e);
+  if (rc == GC_EUNSUPPORTED) rc = launch_forward(m, slot, t, rows, next != NULL, e);
+  if (!rc) rc = results(m, m->tokens, next ? 1 : rows, logits, next, e);
   if (rc) return rc;
-  if (next) { /* greedy on the device: one id comes back, not the logits */
-    if (gc_dev_sync(m->dev, e) || gc_dev_download(m->dev, next, m->tokens, sizeof *next, e))
-      return e->code;
-  } else if (gc_dev_sync(m->dev, e) ||
-             download_logits(m, logits, (size_t)rows * m->cfg.vocab_size, e)) {
-    return e->code;
-  }
   if (m->prof && gc_prof_collect(m->prof, gc_now() - t0, e)) return e->code;
-  m->npos += t;
+  m->npos[slot] += t;
   return GC_OK;
 }
 
+int gc_llama_forward_ex(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
+                        float *logits, int32_t *next, gc_err_t *e) {
+  return forward_slot(m, 0, tokens, t, all_rows, logits, next, e);
+}
+
+int gc_llama_slot_forward(gc_llama_t *m, int slot, const int32_t *tokens, int t, float *logits,
+                          int32_t *next, gc_err_t *e) {
+  if (slot < 0 || slot >= m->slots)
+    return gc_err_set(e, GC_EINVAL, "slot %d: this model has slots 0 .. %d", slot, m->slots - 1);
+  return forward_slot(m, slot, tokens, t, 0, logits, next, e);
+}
+
+int gc_llama_decode_batch(gc_llama_t *m, int M, const int *slots, const int32_t *tokens,
+                          float *logits, int32_t *next, gc_err_t *e) {
+  if (M < 1 || M > m->slots)
+    return gc_err_set(e, GC_EINVAL, "a batched step of %d rows; this model has %d slots", M, m->slots);
+  int32_t stage[3 * BMAX];
+  int used = 0, first[BMAX]; /* bit per slot; the first row of each slot */
+  int64_t sum = 0;
+  for (int i = 0; i < M; i++) {
+    int s = slots[i];
+    if (s < 0 || s >= m->slots)
+      return gc_err_set(e, GC_EINVAL, "batch row %d: slot %d is not one of 0 .. %d", i, s, m->slots - 1);
+    if (used >> s & 1 && tokens[i] != tokens[first[s]]) /* a repeat must be a copy: it writes the same row */
+      return gc_err_set(e, GC_EINVAL, "batch row %d: slot %d is in row %d with another token", i, s, first[s]);
+    if (m->npos[s] >= m->ctx)
+      return gc_err_set(e, GC_EINVAL, "slot %d: context full (%d positions)", s, m->ctx);
+    if (!(used >> s & 1)) first[s] = i;
+    used |= 1 << s;
+    stage[BMAX + i] = m->npos[s];
+    stage[BMAX + M + i] = s;
+    sum += m->npos[s];
+  }
+  if (check_tokens(m, tokens, M, e)) return e->code;
+  memcpy(stage, tokens, (size_t)M * sizeof *tokens);
+  double t0 = gc_now();
+  if (m->prof) gc_prof_phase(m->prof, "decode");
+  if (gc_dev_upload(m->dev, m->bstep, stage, (size_t)(BMAX + 2 * M) * sizeof *stage, e)) return e->code;
+  int rc = GC_EUNSUPPORTED, argmax = next != NULL;
+  if (m->graphs && !m->prof) {
+    rc = replay(m, &m->batch_graph[M][argmax], decode_rows, M, argmax, e);
+    m->replays += rc == GC_OK;
+  }
+  if (rc == GC_EUNSUPPORTED) rc = launch_batch(m, M, argmax, sum / M, e);
+  if (!rc) rc = results(m, m->bstep, M, logits, next, e);
+  if (rc) return rc;
+  if (m->prof && gc_prof_collect(m->prof, gc_now() - t0, e)) return e->code;
+  for (int s = 0; s < m->slots; s++) m->npos[s] += used >> s & 1;
+  return GC_OK;
+}

@@ -20,13 +20,26 @@ typedef struct gc_llama gc_llama_t;
  * Quantized weights are dequantized on the host first (for now). */
 int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int ctx,
                     int max_t, gc_llama_t **out, gc_err_t *e);
+/* As gc_llama_create, with a KV cache of `slots` (1 .. GC_LLAMA_BATCH_MAX)
+ * independent sequences of ctx positions each, for batched decode
+ * (gc_llama_decode_batch); the kernels of batched steps of 1 .. slots rows
+ * are resolved too, and passes hold at least slots rows. */
+int gc_llama_create_slots(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int ctx,
+                          int max_t, int slots, gc_llama_t **out, gc_err_t *e);
 void gc_llama_free(gc_llama_t *m);
 const gc_llama_config_t *gc_llama_config(const gc_llama_t *m);
-int gc_llama_pos(const gc_llama_t *m); /* tokens in the cache */
+int gc_llama_pos(const gc_llama_t *m); /* tokens in the cache (slot 0) */
+int gc_llama_slots(const gc_llama_t *m);
+int gc_llama_ctx(const gc_llama_t *m);      /* positions per slot */
+int gc_llama_max_pass(const gc_llama_t *m); /* most tokens (rows) in one pass */
+int gc_llama_slot_pos(const gc_llama_t *m, int slot); /* tokens in slot's cache */
+/* Empty one slot's cache: its next forward starts at position 0. */
+void gc_llama_slot_reset(gc_llama_t *m, int slot);
 
-/* Run tokens[0..t) at the current position, append them to the cache, and
- * write logits of the last all_rows ? t : 1 rows (fp32, row-major
- * [rows, vocab]) to logits. Token ids are checked against the vocabulary. */
+/* Run tokens[0..t) at the current position of slot 0, append them to its
+ * cache, and write logits of the last all_rows ? t : 1 rows (fp32,
+ * row-major [rows, vocab]) to logits. Token ids are checked against the
+ * vocabulary. */
 int gc_llama_forward(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
                      float *logits, gc_err_t *e);
 
@@ -36,6 +49,26 @@ int gc_llama_forward(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
 int gc_llama_forward_ex(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
                         float *logits, int32_t *next, gc_err_t *e);
 
+/* tokens[0..t) (t <= gc_llama_max_pass) at slot's position (a prefill, or
+ * a chunk of one), appended to its cache: the logits of the last row, or
+ * with next its argmax picked on the device (as gc_llama_forward_ex).
+ * Errors: GC_EINVAL for a bad slot, a full context or a bad token id;
+ * the slot's position is then unchanged. */
+int gc_llama_slot_forward(gc_llama_t *m, int slot, const int32_t *tokens, int t, float *logits,
+                          int32_t *next, gc_err_t *e);
+
+/* One batched decode step of M rows (1 .. gc_llama_slots): row i runs
+ * tokens[i] at the current position of slot slots[i] (none full) and
+ * appends it there. A row may repeat an earlier row's slot and token: it
+ * computes the same and writes the same cache row, and the slot advances
+ * once (padding, so that a step can have a fixed M). Writes the logits of every row
+ * (fp32 [M, vocab]) to logits or, with next, the device's argmax of each
+ * row to next[0..M). Steps of each M are captured as a graph on first use
+ * and replayed after (positions and slots live in device memory).
+ * Errors: GC_EINVAL for bad rows, positions unchanged. */
+int gc_llama_decode_batch(gc_llama_t *m, int M, const int *slots, const int32_t *tokens,
+                          float *logits, int32_t *next, gc_err_t *e);
+
 /* Decode steps (one token, one row of logits) are captured as one graph
  * on first use and replayed after, on backends with graphs (default on). */
 void gc_llama_set_graphs(gc_llama_t *m, int on);
@@ -44,7 +77,7 @@ void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p);
 gc_prof_t *gc_llama_profile(const gc_llama_t *m);
 /* Decode steps run so far as one graph replay (the rest: launch by launch). */
 int64_t gc_llama_graph_replays(const gc_llama_t *m);
-/* Empty the KV cache: the next forward starts at position 0. */
+/* Empty slot 0's KV cache: the next forward starts at position 0. */
 void gc_llama_reset(gc_llama_t *m);
 
 #endif

@@ -12,10 +12,23 @@
  * after it (rmsnorm_gemm, rmsnorm_gemm_swiglu); see llama.c. */
 #define GC_LLAMA_FUSE_MAX 8
 
+/* A batched decode step runs at most this many rows (sequences) in one
+ * pass: the decode passes of 1 to 16 rows the tuner covers. */
+#define GC_LLAMA_BATCH_MAX 16
+
+/* The B dtypes of one layer's four matrix steps. */
+typedef struct gc_llama_layer_dtypes {
+  uint8_t qkv, wo, w13, w2; /* gc_dtype_t values */
+} gc_llama_layer_dtypes_t;
+
 /* The dtypes the forward uses on a device: activations and KV cache in
- * act, weights as stored. */
+ * act; norm weights and dense matrices in weight; the token table, the LM
+ * head and every layer's matrices in their own (a block format where the
+ * model stores them so: quantized weights stay quantized on the device). */
 typedef struct gc_llama_dtypes {
   gc_dtype_t act, weight;
+  gc_dtype_t embed, head;
+  gc_llama_layer_dtypes_t layer[GC_LLAMA_MAX_LAYERS]; /* [n_layers] */
 } gc_llama_dtypes_t;
 
 /* The problems of one pass of t tokens with rows rows of logits. When
@@ -25,26 +38,50 @@ typedef struct gc_llama_steps {
   gc_problem_t embed, norm, qkv, rope, attn, wo, swiglu, w2, fnorm, head, argmax;
 } gc_llama_steps_t;
 
-void gc_llama_steps(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t, int64_t rows,
+void gc_llama_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int64_t t, int64_t rows,
                     gc_llama_steps_t *s);
+/* Set the layer steps of s (qkv, wo, swiglu, w2) to layer l's dtypes. */
+void gc_llama_layer_steps(const gc_llama_dtypes_t *dt, int l, gc_llama_steps_t *s);
+
+/* The problems of a batched decode step of m rows, each row one token of
+ * its own sequence (gcore-serve): the single-sequence steps of m tokens
+ * with logits of every row, but rope_kv_batch and attention_batch (each
+ * row at its own position in its own KV-cache slot) and argmax of m rows. */
+void gc_llama_batch_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int64_t m,
+                          gc_llama_steps_t *s);
+
+/* Append to l every problem a batched decode step of m rows needs. */
+int gc_llama_batch_recipe(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int64_t m,
+                          gc_problems_t *l, gc_err_t *e);
 
 /* Append to l every problem a forward of t tokens needs (t = 1: a decode
  * step). logits_rows: rows of the LM head (1, or t for all positions). */
-int gc_llama_recipe(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t t,
+int gc_llama_recipe(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int64_t t,
                     int64_t logits_rows, gc_problems_t *l, gc_err_t *e);
 
 /* Append to out, for every problem group of the forward, the range of
  * rows that passes of 1 to ctx tokens reach (logits of the last row or of
- * every row): what a bundle must serve so that any prompt runs. */
-int gc_llama_needs(const gc_llama_config_t *c, gc_llama_dtypes_t dt, int64_t ctx,
+ * every row) and that batched decode steps of 1 to GC_LLAMA_BATCH_MAX
+ * rows reach: what a bundle must serve so that any prompt runs, in
+ * gcore-run and in gcore-serve. */
+int gc_llama_needs(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int64_t ctx,
                    gc_needs_t *out, gc_err_t *e);
 
-/* The dtypes for weights w on a backend: the CPU keeps activations in
- * fp32; GPUs keep them in the weights' dtype. Quantized weights count as
- * fp32 on the CPU and fp16 on GPUs (dense copies, until quantized kernels
- * exist). */
+/* The dtypes for weights w on a backend. A model in one float dtype: the
+ * CPU keeps activations in fp32, GPUs in the weights' dtype, and every
+ * weight is in that dtype. A model with block formats: activations (and
+ * norm weights and whatever else is dense) in fp32 on the CPU and fp16 on
+ * GPUs; each matrix step takes its weights' block format, the embedding
+ * gather and the LM head theirs where they are stored in one. A stacked
+ * step whose parts differ (wq|wk|wv or w1|w3: a Q4_K_M file's Q6_K attn_v
+ * beside Q4_K attn_q) has no single format: that layer's step runs dense,
+ * its parts dequantized at load (gc_llama_tensor_dtypes). */
 int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend,
                         gc_llama_dtypes_t *dt, gc_err_t *e);
+
+/* The dtype each tensor of w (gc_weights_at's order) must have for the
+ * forward in dt (what gc_weights_as converts to): count entries of to. */
+void gc_llama_tensor_dtypes(const gc_llama_weights_t *w, const gc_llama_dtypes_t *dt, gc_st_dtype_t *to);
 
 /* RoPE inverse frequencies [head_dim/2] (theta, llama3 scaling or GGUF's
  * per-frequency factors), double. */
@@ -52,7 +89,9 @@ void gc_llama_inv_freq(const gc_llama_config_t *c, double *out);
 
 /* The problems of a model for tuning or bundling: the recipe for a prefill
  * of each t in prefill (comma list; NULL: 128,512 capped to the context;
- * "none": no prefill) and a decode step of each batch row count (NULL: 1),
+ * "none": no prefill) and, for each batch row count b (NULL: 1), a decode
+ * step of b tokens of one sequence and (b <= GC_LLAMA_BATCH_MAX) a batched
+ * decode step of b rows,
  * in the dtypes of backend ("cpu", "cuda", "hip"), or of every backend when
  * NULL. needs (may be NULL) gets the rows every prompt length reaches.
  * quantize (NULL: none): the model's matrices as --quantize stores them. */

@@ -3,8 +3,8 @@
  * and checked against the config's shapes; llama2.c arrays are sliced per
  * layer. Tensors whose file offset is not aligned to their element size
  * (legal in safetensors) are copied once so that every pointer is aligned.
- * Also: quantizing the matrices on load, and (temporarily) dense copies of
- * quantized tensors for a forward pass without quantized kernels. */
+ * Also: quantizing the matrices on load, and converting tensors to the
+ * dtypes a forward pass computes in (gc_weights_as). */
 #include "weights.h"
 
 #include <fcntl.h>
@@ -540,15 +540,18 @@ int gc_weights_quantize(gc_llama_weights_t *w, const char *type, gc_err_t *e) {
   return GC_OK;
 }
 
-/* TEMPORARY: dense copies for a forward pass without quantized kernels
- * (gc_llama_create); goes when the templates read block formats. */
-int gc_weights_dequantize(const gc_llama_weights_t *w, gc_st_dtype_t to, gc_llama_weights_t **out,
-                          gc_err_t *e) {
+int gc_weights_as(const gc_llama_weights_t *w, const gc_st_dtype_t *to, gc_llama_weights_t **out,
+                  gc_err_t *e) {
   *out = NULL;
-  if (to != GC_ST_F32 && to != GC_ST_F16 && to != GC_ST_BF16)
-    return gc_err_set(e, GC_EINVAL, "dense copies are F32, F16 or BF16, not %s", gc_st_dtype_name(to));
   size_t n = gc_weights_count(w), todo = 0;
-  for (size_t i = 0; i < n; i++) todo += gc_weights_at(w, i)->dtype != to;
+  for (size_t i = 0; i < n; i++) {
+    const gc_weight_t *t = gc_weights_at(w, i);
+    if (t->dtype == to[i]) continue;
+    if (gc_quant_is_block(to[i]) || !gc_quant_format(to[i]))
+      return gc_err_set(e, GC_EINVAL, "%s: no conversion from %s to %s (only to F32, F16 or BF16)", t->name,
+                        gc_st_dtype_name(t->dtype), gc_st_dtype_name(to[i]));
+    todo++;
+  }
   if (!todo) return GC_OK;
   gc_llama_weights_t *d;
   int rc = w_alloc(&w->cfg, &d, e);
@@ -557,8 +560,8 @@ int gc_weights_dequantize(const gc_llama_weights_t *w, gc_st_dtype_t to, gc_llam
     const gc_weight_t *src = gc_weights_at(w, i);
     gc_weight_t *dst = w_at(d, i);
     *dst = *src;
-    if (tied && src == &w->classifier) *dst = d->tok_embeddings; /* shared, as in w */
-    else if (src->dtype != to) dst->dtype = to, rc = w_convert(d, src, dst, e);
+    if (tied && src == &w->classifier && to[i] == to[0]) *dst = d->tok_embeddings; /* shared, as in w */
+    else if (src->dtype != to[i]) dst->dtype = to[i], rc = w_convert(d, src, dst, e);
   }
   if (rc) {
     gc_weights_close(d);

@@ -92,15 +92,17 @@ int gc_weights_quantize(gc_llama_weights_t *w, const char *type, gc_err_t *e);
 /* 1 when some tensor of w is in a block format. Can't fail. */
 int gc_weights_quantized(const gc_llama_weights_t *w);
 
-/* TEMPORARY, until the kernel templates read block formats: a view of w
- * whose tensors are all dense in dtype `to` (F32, F16 or BF16), so that the
- * forward pass can run a quantized model. Tensors already in `to` are
- * shared with w (which must outlive *out); the others are dequantized (or
- * converted: a GGUF file's F32 norms beside F16 matrices) into copies owned
- * by *out. *out is NULL when every tensor is already in `to`. Release with
- * gc_weights_close. Errors: GC_EINVAL (to not a float dtype), GC_ENOMEM. */
-int gc_weights_dequantize(const gc_llama_weights_t *w, gc_st_dtype_t to, gc_llama_weights_t **out,
-                          gc_err_t *e);
+/* A view of w whose tensor i (gc_weights_at's order) is in dtype to[i]:
+ * tensors already in it are shared with w (which must outlive *out), the
+ * others converted into copies owned by *out: a block format dequantized
+ * exactly (base/quant.h) or a float type converted (F32 norms of a GGUF
+ * file beside F16 matrices), rounding to nearest even. A tied classifier
+ * stays shared when it and the embedding get one dtype. *out is NULL when
+ * every tensor is already in its dtype. Release with gc_weights_close.
+ * Errors: GC_EINVAL (a target that is a block format or unknown: gcore
+ * converts only to F32, F16, BF16; the tensor named), GC_ENOMEM. */
+int gc_weights_as(const gc_llama_weights_t *w, const gc_st_dtype_t *to, gc_llama_weights_t **out,
+                  gc_err_t *e);
 
 /* Release the view and every mapping under it; NULL is a no-op. */
 void gc_weights_close(gc_llama_weights_t *w);

@@ -132,7 +132,7 @@ static int alloc_buffers(gc_check_t *c, gc_err_t *e) {
   c->gbytes = round_up(GUARD, c->page > ALIGN ? c->page : ALIGN);
   for (int i = 0; i < c->nbufs; i++) {
     const gc_opbuf_t *b = &c->bufs[i];
-    c->bytes[i] = (size_t)b->count * gc_dtype_size(b->dtype);
+    c->bytes[i] = gc_opbuf_bytes(b);
     if (!(c->host[i] = gc_calloc(1, c->bytes[i] ? c->bytes[i] : 1, e)) || alloc_guarded(c, i, e))
       return e->code;
     if (checked(b)) {
@@ -262,12 +262,12 @@ static int check_guards(gc_check_t *c, int i, gc_verify_t *v, gc_err_t *e) {
 /* Input i still holds its initial bytes; a changed one is reported in v
  * and uploaded again. */
 static int check_input(gc_check_t *c, int i, gc_verify_t *v, gc_err_t *e) {
-  size_t first, esz = gc_dtype_size(c->bufs[i].dtype);
+  size_t first;
   int64_t cols = c->bufs[i].cols > 0 ? c->bufs[i].cols : 1;
   int same;
   if (compare(c, c->dev_buf[i], c->host[i], c->bytes[i], &same, &first, e)) return e->code;
   if (same) return GC_OK;
-  int64_t el = (int64_t)(first / esz);
+  int64_t el = gc_dtype_elem_at(c->bufs[i].dtype, first);
   fail(v, "wrote into input %s (element %lld: row %lld, col %lld)", c->bufs[i].name,
        (long long)el, (long long)(el / cols), (long long)(el % cols));
   if ((c->protected && protect_buf(c, i, 0, e)) ||
@@ -371,7 +371,7 @@ int gc_check_locate(const gc_check_t *c, uint64_t addr, char *out, size_t n) {
       put_s(&b, " (at end + ");
       put_u(&b, addr - end);
     } else {
-      uint64_t el = (addr - s) / gc_dtype_size(c->bufs[i].dtype);
+      uint64_t el = (uint64_t)gc_dtype_elem_at(c->bufs[i].dtype, addr - s);
       uint64_t cols = c->bufs[i].cols > 0 ? (uint64_t)c->bufs[i].cols : 1;
       put_s(&b, checked(&c->bufs[i]) ? "into output " : "into input ");
       put_s(&b, c->bufs[i].name);

@@ -4,6 +4,10 @@ tolerance each element must meet. It drives the op tests on every backend
 (tests/test_ops.py) and the kernel benchmarks (bench/op_cases.py). Odd sizes
 on purpose: M=1, 3, 17; K not a multiple of any tile.
 
+B in a block format (QDTYPES: f32:q4_k:f32, f16:q4_0:f16, ...) for the GEMM
+ops and embed: K (embed: N) whole blocks; the numpy side dequantizes B with
+tests/ggufq.py, independently of gcore's base/quant.c.
+
 The ops themselves (their dimensions, buffers and arguments) come from the
 C op table through `gcore-tune --list-ops`, not from a copy here; a test
 checks that every op there has cases here."""
@@ -56,6 +60,32 @@ EMBED_SHAPES = [(1, 64, 512), (7, 100, 33), (17, 256, 1000)]        # (m, n, k =
 HEAD_SHAPES = [(1, 8, 4, 8), (1, 4, 1, 64), (3, 4, 4, 16), (5, 6, 1, 64), (17, 8, 2, 32)]  # (m, h, g, d)
 SAME = ["f32", "f16", "bf16"]
 
+# B (the weights) in a block format: A and C f32 (the CPU's recipe) or f16
+# (the GPUs'); rows of B whole blocks (K a multiple of 32 or 256), odd N,
+# M = 1, 3, 17, 128 and a single column.
+QFORMATS = ["q8_0", "q4_0", "q4_k", "q5_k", "q6_k"]
+QDTYPES = [f"{a}:{q}:{a}" for q in QFORMATS for a in ("f32", "f16")]
+
+
+def qblock(dt):
+    return 32 if npref.split_dtypes(dt)[1] in ("q8_0", "q4_0") else 256
+
+
+def qgemm_shapes(dt):
+    b = qblock(dt)
+    return [(1, 100, 3 * b), (3, 33, b), (17, 130, 2 * b), (128, 96, 2 * b), (5, 1, b), (1, 64, 8 * b)]
+
+
+def qnorm_shapes(dt):  # the fused norm: decode steps and small batches (M <= 8)
+    b = qblock(dt)
+    return [(1, 100, 3 * b), (3, 33, b), (8, 130, 2 * b)]
+
+
+def qembed_shapes(dt):  # (m, n = dim, k = vocab): rows of the table whole blocks
+    b = qblock(dt)
+    return [(1, b, 40), (7, 2 * b, 33), (17, 3 * b, 100)]
+
+
 CASES = {
     "gemm": [(dt, s) for dt in DTYPES for s in GEMM_SHAPES],
     "gemm_add": [(dt, s) for dt in DTYPES for s in GEMM_SHAPES[:1] + GEMM_SHAPES[2:4] + GEMM_SHAPES[6:]],
@@ -68,8 +98,17 @@ CASES = {
     "embed": [(dt, s) for dt in DTYPES for s in EMBED_SHAPES],
     "rope_kv": [(dt, s) for dt in SAME for s in HEAD_SHAPES],
     "attention": [(dt, s) for dt in SAME for s in HEAD_SHAPES],
+    # batched decode: each row at its own position in its own cache slot
+    "rope_kv_batch": [(dt, s) for dt in SAME for s in HEAD_SHAPES],
+    "attention_batch": [(dt, s) for dt in SAME for s in HEAD_SHAPES + [(16, 8, 2, 64)]],
     "argmax": [(dt, s) for dt in SAME for s in [(1, 1000), (3, 128256), (2, 7), (20, 5000)]],
 }
+for _dt in QDTYPES:
+    for _op in ("gemm", "gemm_add", "gemm_swiglu"):
+        CASES[_op] += [(_dt, s) for s in qgemm_shapes(_dt)]
+    for _op in ("rmsnorm_gemm", "rmsnorm_gemm_swiglu"):
+        CASES[_op] += [(_dt, s) for s in qnorm_shapes(_dt)]
+    CASES["embed"] += [(_dt, s) for s in qembed_shapes(_dt)]
 
 # Tolerances for the numpy comparison (independent of the C verifier):
 # |got - ref| <= ulp(C dtype) * |ref| + k * 2^-24 * sum|a*b| (+ small terms).
@@ -237,10 +276,72 @@ def check_attention(d, dt, shape):
 
 
 
+def batch_rows(d, m):
+    """The rows of a batch op: (positions, slots, rows per slot S = pos0 + M),
+    read from the pos buffer the kernel reads; slots are distinct."""
+    pos0 = int(d["scalars"]["pos0"])
+    pv = d["pos"][1].astype(np.int64).reshape(2, m)
+    s_rows = pos0 + m
+    assert len(set(pv[1].tolist())) == m and pv[1].min() >= 0 and pv[1].max() < m
+    assert pv[0].min() >= 0 and pv[0].max() < s_rows
+    return pv[0], pv[1], s_rows
+
+
+def check_rope_kv_batch(d, dt, shape):
+    """rope_kv per row at its own position; k and v land in row pos of its
+    slot, every other cache row is untouched."""
+    m, h, g, dd = shape
+    tc = npref.split_dtypes(dt)[2]
+    pos, slot, s_rows = batch_rows(d, m)
+    inv = 10000.0 ** (-2.0 * np.arange(dd // 2) / dd)
+    qkv = d["QKV"][1].reshape(m, h + 2 * g, dd)
+    q, aq = rope_ref(qkv[:, :h].reshape(m * h, dd), np.repeat(pos, h), inv, dd)
+    k, ak = rope_ref(qkv[:, h:h + g].reshape(m * g, dd), np.repeat(pos, g), inv, dd)
+    slack = lambda a: np.concatenate([a, a], axis=1) * 4 * EPS_F32
+    npref.check(d["Qout"][1].reshape(m * h, dd), q, ULP[tc] * np.abs(q) + slack(aq) + SUB[tc])
+    written = slot * s_rows + pos
+    for name, new, tol in (("Kc", k, ULP[tc] * np.abs(k) + slack(ak) + SUB[tc]),
+                           ("Vc", qkv[:, h + g:].reshape(m * g, dd), None)):
+        got = d[name][1].reshape(m * s_rows, g * dd)
+        init = d[name + ".init"][1].reshape(m * s_rows, g * dd)
+        keep = np.ones(m * s_rows, bool)
+        keep[written] = False
+        assert np.array_equal(got[keep], init[keep]), f"{name}: a row no batch row writes changed"
+        new = new.reshape(m, g * dd)
+        npref.check(got[written], new, (0.5 * ULP[tc] * np.abs(new) + SUB[tc]) if tol is None
+                    else tol.reshape(m, g * dd))
+
+
+def check_attention_batch(d, dt, shape):
+    """Row t: softmax over keys 0..pos[t] of its own slot."""
+    m, h, g, dd = shape
+    tc = npref.split_dtypes(dt)[2]
+    scale = d["scalars"]["scale"]
+    pos, slot, s_rows = batch_rows(d, m)
+    q = d["Q"][1].reshape(m, h, dd)
+    k = d["Kc"][1].reshape(m, s_rows, g, dd)
+    v = d["Vc"][1].reshape(m, s_rows, g, dd)
+    ref = np.zeros((m, h, dd))
+    tol = np.zeros((m, h, dd))
+    for t in range(m):
+        L = int(pos[t]) + 1
+        for hh in range(h):
+            kv = hh // (h // g)
+            kk, vv = k[slot[t], :L, kv], v[slot[t], :L, kv]
+            sc = np.float32(scale).astype(np.float64) * (kk @ q[t, hh])
+            p = np.exp(sc - sc.max())
+            p /= p.sum()
+            ref[t, hh] = p @ vv
+            tol[t, hh] = 4 * (L + dd) * EPS_F32 * (p @ np.abs(vv))
+    tol += ULP[tc] * np.abs(ref) + SUB[tc]
+    npref.check(d["O"][1].reshape(m, h, dd), ref, tol)
+
+
 CHECK = {"gemm": check_gemm, "gemm_add": check_gemm_add, "gemm_swiglu": check_gemm_swiglu,
          "rmsnorm_gemm": check_rmsnorm_gemm, "rmsnorm_gemm_swiglu": check_rmsnorm_gemm_swiglu,
          "rmsnorm": check_rmsnorm, "add": check_add, "embed": check_embed, "rope_kv": check_rope_kv,
-         "attention": check_attention, "argmax": check_argmax}
+         "attention": check_attention, "argmax": check_argmax, "rope_kv_batch": check_rope_kv_batch,
+         "attention_batch": check_attention_batch}
 
 
 def numpy_check(op, dt, shape, dump_dir):

@@ -2,13 +2,24 @@
 import os
 import numpy as np
 
+import ggufq
+
+# gcore's names of ggml's block formats (B of the GEMM ops and embed)
+QTYPES = {"q8_0": "Q8_0", "q4_0": "Q4_0", "q4_k": "Q4_K", "q5_k": "Q5_K", "q6_k": "Q6_K"}
+
 
 def bf16_to_f64(u16):
     return (u16.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
 def load(path, dtype, count):
+    """count elements of dtype from path as float64; a block format is
+    dequantized by ggufq (written from ggml's description, independently of
+    gcore's base/quant.c)."""
     raw = np.fromfile(path, dtype=np.uint8)
+    if dtype in QTYPES:
+        assert raw.size == ggufq.nbytes(QTYPES[dtype], count), f"{path}: {raw.size} bytes for {count} {dtype}"
+        return ggufq.dequantize(QTYPES[dtype], raw, count).astype(np.float64)
     size = {"f32": 4, "i32": 4, "f64": 8}.get(dtype, 2)
     assert raw.size == count * size, f"{path}: {raw.size} bytes, want {count * size}"
     if dtype == "f32":

@@ -19,7 +19,7 @@ import subprocess
 import pytest
 
 from conftest import ROOT, SHARED, assert_clean_error, run_tool
-from test_gpu_compile import SHAPES, gpu_templates
+from test_gpu_compile import gpu_templates, shape
 
 CLANG = os.environ.get("GCORE_CLANG") or shutil.which("clang-19") or (
     "/opt/rocm/llvm/bin/clang" if os.path.exists("/opt/rocm/llvm/bin/clang") else None)
@@ -87,7 +87,7 @@ def test_template_compiles(gc, arch, driver, tpl, op, dts, params):
         if built >= 3:
             break
         r = gc("gcore-gen", "--target", arch, "--compiler", driver, "--op", op, "--dtype", dts[0],
-               *SHAPES[op].split(), "--force", force, "-o", "b.gcb", "-q")
+               *shape(op, dts[0]).split(), "--force", force, "-o", "b.gcb", "-q")
         if force != tpl and r.rc != 0 and "constraint fails" in r.err:
             continue  # a random point outside the space
         other_family(r, tpl, arch)
@@ -203,7 +203,7 @@ def test_comgr_and_clang_agree(gc, tpl, op, dts, params):
     described = {}
     for driver in ("comgr", "clang"):
         r = gc("gcore-gen", "--target", "gfx90a", "--compiler", driver, "--op", op, "--dtype",
-               dts[0], *SHAPES[op].split(), "--force", tpl, "-o", f"{driver}.gcb", "-q")
+               dts[0], *shape(op, dts[0]).split(), "--force", tpl, "-o", f"{driver}.gcb", "-q")
         other_family(r, tpl, "gfx90a")
         assert r.rc == 0, r
         with sqlite3.connect(gc.dir / f"{driver}.gcb") as c:

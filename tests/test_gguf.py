@@ -5,10 +5,11 @@ adjacent-pairs order), or a Hugging Face / llama2.c model's matrices
 quantized and dequantized by ggufq.py (llama.cpp's reference quantizers,
 which gcore's C quantizers match byte for byte: test_gguf_quant.py).
 
-Quantized weights are dequantized exactly to fp32 on the CPU (until the
-quantized kernels exist), so the tolerances are test_llama.py's: logits
-within 1e-4 relative per row, greedy ids identical, on models chosen (by
-seed) so that no greedy step has its top two logits within 1e-3.
+Quantized weights stay in their block formats and run through the quantized
+kernels (gemv_q_cpu, gemm_q_cpu, embed_q_cpu), which dequantize exactly as
+base/quant.h says, so the tolerances are test_llama.py's: logits within 1e-4
+relative per row, greedy ids identical, on models chosen (by seed) so that no
+greedy step has its top two logits within 1e-3.
 
 The model is Llama-3 shaped (GQA: 4 query heads, 2 kv heads of 64) with
 rows of 256 and 512 elements, whole blocks of every format."""
@@ -32,8 +33,13 @@ from test_llama import (GREEDY, N_DECODE, PROMPT, TIE_MARGIN, TOL, assert_logits
 
 CFG = dict(dim=256, hidden_dim=512, n_layers=2, n_heads=4, n_kv_heads=2, vocab=320, max_seq=128)
 TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", G.MIXED]
-# the weight dtype of the CPU recipe: quantized models run on fp32 copies
-RECIPE_DTYPE = {"F16": "F16", "BF16": "BF16"}
+# the bundle a model's CPU recipe needs: dense models share one per float
+# dtype (F32 for F32 files); a quantized model's problems name its formats
+RECIPE_DTYPE = {"F16": "F16", "BF16": "BF16", "F32": "F32"}
+
+
+def recipe_key(qtype):
+    return RECIPE_DTYPE.get(qtype, qtype)
 
 
 def tiefree(path, write, prompt=PROMPT, n=N_DECODE, min_distinct=8):
@@ -92,7 +98,7 @@ def test_gguf_matches_reference(gc, bundles, qtype):
     untied: prefill logits of a 7-token prompt and 32 greedy steps match
     the reference on the stored weights."""
     ref = tiefree(str(gc.dir / f"m_{qtype}.gguf"), gguf_writer(qtype))
-    bundle = bundles.get(ref.path, RECIPE_DTYPE.get(qtype, "F32"))
+    bundle = bundles.get(ref.path, recipe_key(qtype))
     check_run(gc, ref, bundle, what=f"GGUF {qtype}")
 
 
@@ -102,7 +108,7 @@ def test_gguf_tied_matches_reference(gc, bundles, qtype):
     ref = tiefree(str(gc.dir / "tied.gguf"), gguf_writer(qtype, tied=True, embed_scale=0.05))
     _, ts = G.read_gguf(ref.path)
     assert "output.weight" not in ts and ref.cfg.tied
-    check_run(gc, ref, bundles.get(ref.path, RECIPE_DTYPE.get(qtype, "F32")), what=f"GGUF {qtype} tied")
+    check_run(gc, ref, bundles.get(ref.path, recipe_key(qtype)), what=f"GGUF {qtype} tied")
 
 
 def test_gguf_llama3_rope_scaling(gc, bundles):
@@ -156,7 +162,7 @@ def test_gguf_text_prompt_uses_the_files_vocabulary(gc, bundles):
     the run equals one fed those ids."""
     path = str(gc.dir / "v.gguf")
     G.write_model(path, qtype="Q8_0", seed=1, **CFG)
-    bundle = bundles.get(path, "F32")
+    bundle = bundles.get(path, "Q8_0")
     text = "the cat sat."          # at most 8 tokens: the bundle's longest pass
     r = gc("gcore-run", "--tokenizer", path, "--tokenize", "--bos", input=text)
     assert r.rc == 0, r
@@ -176,9 +182,9 @@ def json_of(r):
 
 
 def test_gguf_tune_and_gen(gc, bundles):
-    """gcore-tune --model FILE.gguf tunes a quantized model's decode step (on
-    its fp32 recipe); gcore-gen --db then uses the winners and the tuned
-    bundle runs the model as the reference does."""
+    """gcore-tune --model FILE.gguf tunes a quantized model's decode step (its
+    Q4_K problems); gcore-gen --db then uses the winners and the tuned bundle
+    runs the model as the reference does."""
     ref = tiefree(str(gc.dir / "q.gguf"), gguf_writer("Q4_K"), n=8, min_distinct=4)
     shape = ["--prefill", 8, "--batch", 1]
     r = gc("gcore-tune", "--model", ref.path, *shape, "--budget", 1, "--db", "t.db", "--min-time", "0.02",
@@ -226,7 +232,7 @@ def test_quantize_hf_matches_reference(gc, bundles, qtype):
         if np.min(top2_margin(ref.logits[len(PROMPT) - 1:])) >= TIE_MARGIN and len(set(ref.ids)) >= 8:
             break
     ref.seed = seed
-    bundle = bundles.get(path, "F32", "--quantize", qtype)
+    bundle = bundles.get(path, "hf-" + qtype, "--quantize", qtype)
     check_run(gc, ref, bundle, "--quantize", qtype, what=f"HF f16 --quantize {qtype}")
     # the quantization is not a no-op at this tolerance
     plain = R.forward(*R.load(path), PROMPT)
@@ -268,3 +274,30 @@ def test_gguf_and_quantize_without_a_bundle(gc, kind):
     assert r.rc == 0, r
     assert "bundle" in r.err, r
     assert json_of(r)["tokens"] == ref.ids
+
+
+def test_quantized_weights_stay_quantized(gc, bundles):
+    """The bundle of a Q4_K_M-like file computes on the blocks: the matrix
+    steps' problems name Q4_K (gate/up) and Q6_K (tinygguf's mix: attn_output,
+    ffn_down, the LM head), the
+    embedding gather reads the Q4_K table, all through the quantized
+    templates; only the stacked QKV step, whose parts differ (Q6_K attn_v
+    beside Q4_K attn_q/attn_k), runs dense (its parts dequantized at load)."""
+    import sqlite3
+    path = str(gc.dir / "mix.gguf")
+    G.write_model(path, qtype=G.MIXED, seed=0, **CFG)
+    with sqlite3.connect(bundles.get(path, G.MIXED)) as c:
+        # the CPU recipe's problems (gcore-gen's workload has the GPUs' f16 ones too)
+        rows = set(c.execute("SELECT op, tb, n, template FROM dispatch WHERE ta = 'f32'").fetchall())
+    D, F, V = CFG["dim"], CFG["hidden_dim"], CFG["vocab"]
+    by = {}
+    for op, tb, n, tpl in rows:
+        by.setdefault((op, n), set()).add((tb, tpl))
+    assert {tb for tb, _ in by[("embed", D)]} == {"q4_k"}
+    assert {tb for tb, _ in by[("gemm_add", D)]} == {"q6_k"}              # attn_output, ffn_down
+    assert {tb for tb, _ in by[("rmsnorm_gemm_swiglu", F)]} == {"q4_k"}
+    assert {tb for tb, _ in by[("rmsnorm_gemm", V)]} == {"q6_k"}          # the LM head
+    qkv = (CFG["n_heads"] + 2 * CFG["n_kv_heads"]) * (D // CFG["n_heads"])
+    assert {tb for tb, _ in by[("rmsnorm_gemm", qkv)]} == {"f32"}         # the mixed stack
+    quant_tpls = {tpl for key, v in by.items() for tb, tpl in v if tb.startswith("q")}
+    assert quant_tpls <= {"gemv_q_cpu", "gemm_q_cpu", "embed_q_cpu"}, quant_tpls

@@ -14,7 +14,7 @@ from conftest import BIN, ROOT
 # api/ (libgcore.so's C API) builds on gen and runtime and is used by no
 # folder of the tree; include/ holds only its public header, which includes
 # nothing of gcore (test_public_header_stands_alone).
-RANK = {"base": 0, "core": 1, "db": 2, "gen": 3, "runtime": 3, "models": 4, "api": 4, "tuner": 5,
+RANK = {"base": 0, "core": 1, "db": 2, "gen": 3, "runtime": 3, "models": 4, "api": 4, "tuner": 5, "serve": 5,
         "tools": 6}
 
 

@@ -94,7 +94,9 @@ def serves(bundle, tpl, m, param):
 
 SAMPLE_SHAPE = {"gemm": (3, 100, 37), "gemm_swiglu": (5, 40, 70), "rmsnorm": (3, 300),
                 "add": (3, 300), "embed": (5, 72, 40), "rope_kv": (3, 8, 2, 16),
-                "attention": (3, 8, 2, 16), "argmax": (3, 1000)}
+                "attention": (3, 8, 2, 16), "argmax": (3, 1000), "rope_kv_batch": (3, 8, 2, 16),
+                "attention_batch": (3, 8, 2, 16)}
+QSAMPLE_SHAPE = {"gemm": (3, 100, 512), "gemm_swiglu": (5, 40, 256), "embed": (5, 256, 40)}
 
 
 @pytest.mark.parametrize("tpl,op,params", template_spaces(),
@@ -103,11 +105,17 @@ SAMPLE_SHAPE = {"gemm": (3, 100, 37), "gemm_swiglu": (5, 40, 70), "rmsnorm": (3,
 @pytest.mark.parametrize("dt", ["f32", "f16", "f32:bf16:f32"])
 def test_parameter_space_sample(gc, tpl, op, params, dt):
     info, params = params, params["params"]
-    if dt == "f32:bf16:f32" and op in ("add", "rope_kv", "attention", "argmax"):
+    if dt == "f32:bf16:f32" and op in ("add", "rope_kv", "attention", "argmax", "rope_kv_batch",
+                                       "attention_batch"):
         dt = "bf16"  # these ops take one dtype
-    if dt not in info["dtypes"] and dt.split(":")[0] not in info["dtypes"]:
+    quant = any(":q" in d for d in info["dtypes"])
+    if quant:  # B in a block format: one format per sampled dtype, rows of whole blocks
+        want = {"f32": ["f32:q8_0:f32", "f16:q8_0:f16"], "f16": ["f16:q4_k:f16"],
+                "f32:bf16:f32": ["bf16:q4_0:bf16", "f16:q4_0:f16", "f16:q6_k:f16"]}[dt]
+        dt = next((d for d in want if d in info["dtypes"]), info["dtypes"][0])
+    elif dt not in info["dtypes"] and dt.split(":")[0] not in info["dtypes"]:
         dt = info["dtypes"][0] if dt == "f32" else info["dtypes"][-1]  # e.g. mma: f16/bf16 only
-    shape = SAMPLE_SHAPE[op]
+    shape = QSAMPLE_SHAPE[op] if quant else SAMPLE_SHAPE[op]
     if info["matrix"]:
         shape = (48, 128, 256)  # matrix-core templates: whole mma tiles in N and K
     if info["decode"]:

@@ -7,9 +7,11 @@ The examples run from a directory laid out like the repository after
 build/demo/model and build/demo/tune.db, made here the way tuner/demo.sh
 makes them (a smaller model, for time). Examples for GPU targets need their
 compilers (NVRTC, clang-19) and skip with the reason where one is absent;
-nothing here needs a GPU."""
+nothing here needs a GPU. A ```sh server block starts a server (its first
+line) in the background and runs the rest against it."""
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -22,7 +24,7 @@ sys.path.insert(0, HERE)
 from conftest import BIN, ROOT  # noqa: E402
 import tinymodel as TM  # noqa: E402
 
-TOOLS = ["gcore-tune", "gcore-gen", "gcore-run", "gcore-compile", "gcore-bench"]
+TOOLS = ["gcore-tune", "gcore-gen", "gcore-run", "gcore-compile", "gcore-serve", "gcore-bench"]
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
 
 
@@ -48,6 +50,48 @@ def examples(text):
             if line and not line.startswith("make "):
                 lines.append(line)
     return lines
+
+
+def server_blocks(text):
+    """The README's ```sh server blocks: a server's start command (it runs
+    until a signal), then command lines that talk to it."""
+    return [[line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
+            for block in re.findall(r"```sh server\n(.*?)```", text, re.S)]
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_server_block(lines, repo, env, tmp_path):
+    """Start lines[0] in the background on a free port (in place of 8080, so
+    that a test never takes a port someone else uses), wait until it says
+    it listens, run the other lines (each must succeed and print no API
+    error), then stop it with SIGTERM: it must exit 0."""
+    import signal
+    import time
+    port = str(free_port())
+    lines = [line.replace("8080", port) for line in lines]
+    log = tmp_path / "server.log"
+    with open(log, "w") as err:
+        p = subprocess.Popen(shlex.split(lines[0]), cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.time() + 300
+        while "listening on" not in log.read_text():
+            assert p.poll() is None, f"README server failed: {lines[0]}\n{log.read_text()}"
+            assert time.time() < deadline, f"README server did not start: {log.read_text()}"
+            time.sleep(0.1)
+        for line in lines[1:]:
+            r = subprocess.run(line, shell=True, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+            assert r.returncode == 0 and r.stdout and '"error"' not in r.stdout, \
+                f"README example failed: {line}\n{r.stdout}\n{r.stderr}"
+    finally:
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(timeout=60)
+    assert rc == 0, f"README server exited with {rc}: {log.read_text()}"
 
 
 def help_text(tool):
@@ -138,5 +182,9 @@ def test_readme_examples_run_as_printed(tmp_path, cache_dir):
         p = subprocess.run(line, shell=True, cwd=repo, env=env, capture_output=True, text=True,
                            timeout=900)
         assert p.returncode == 0, f"README example failed: {line}\n{p.stdout}\n{p.stderr}"
+    blocks = server_blocks(readme())
+    assert blocks, "README has no ```sh server block"
+    for block in blocks:
+        run_server_block(block, repo, env, tmp_path)
     for s in skipped:
         print("skipped:", s)

@@ -143,7 +143,7 @@ static int dump(gc_check_t *c, const gc_problem_t *p, const char *dir, gc_err_t 
                          (double)sc->scale);
   static const char *const kinds[] = {"input", "output", "inout"};
   for (int i = 0; !rc && i < n; i++) {
-    size_t bytes = (size_t)bufs[i].count * gc_dtype_size(bufs[i].dtype);
+    size_t bytes = gc_opbuf_bytes(&bufs[i]);
     void *host = gc_malloc(bytes, e);
     if (!host) return GC_ENOMEM;
     rc = gc_check_read(c, i, host, e);

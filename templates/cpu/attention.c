@@ -2,9 +2,12 @@
  * cache, flash style: O = softmax(scale · Q·Kᵀ) · V, each query row i (at
  * position pos0 + i) of head h attending to cache rows 0 .. pos0+i of kv
  * head h / (H/G). One kernel serves prefill (M > 1) and decode (M = 1).
+ * Built for attention_batch (batched decode: row i at its own position
+ * pos[i] in its own cache slot pos[M + i], S rows each), a task runs its
+ * rows one at a time, each as a decode step over its slot.
  *
  * @template attention_cpu
- * @op attention
+ * @op attention attention_batch
  * @backend cpu
  * @dtypes f32 f16 bf16
  * @kernel attention_cpu
@@ -355,21 +358,9 @@ static void att_store(TC *O, int64_t H, att_task_t a, const att_scratch_t *w) {
   }
 }
 
-/* args: Q[M,H·D] (TA), Kc[S,G·D], Vc[S,G·D] (TB), O[M,H·D] (TC),
- * int32 pos[1] (pos0), int64 M, H, G, D, float scale. */
-GC_EXPORT void attention_cpu(void **args, int64_t task) {
-  const TA *Q = GC_ARG(args, 0, const TA *);
-  const TB *Kc = GC_ARG(args, 1, const TB *);
-  const TB *Vc = GC_ARG(args, 2, const TB *);
-  TC *O = GC_ARG(args, 3, TC *);
-  int64_t pos0 = *GC_ARG(args, 4, const int32_t *);
-  int64_t M = GC_ARG(args, 5, int64_t), H = GC_ARG(args, 6, int64_t);
-  int64_t G = GC_ARG(args, 7, int64_t), D = GC_ARG(args, 8, int64_t);
-  float scale = GC_ARG(args, 9, float);
-
-  if (M <= 0 || G <= 0 || H % G || D <= 0 || D > AT_DMAX)
-    return; /* outside @applies */
-  att_task_t a = att_split(task, M, H, G);
+/* Task a over keys 0 .. pos0 + a.i0 + a.nq - 1 of Kc, Vc (rows G·D apart). */
+static void att_run(const TA *Q, const TB *Kc, const TB *Vc, TC *O, int64_t H, int64_t G,
+                    int64_t D, int64_t pos0, att_task_t a, float scale) {
   int64_t rp = gc_cdiv(a.nq * a.nh, RB) * RB, dq = gc_cdiv(D, VEC) * VEC;
   int64_t dp = gc_cdiv(D, TN) * TN;
   float qs[rp * dq], os[rp * dp], kt[D * KB], vs[KB * dp], s[rp * KB];
@@ -384,4 +375,38 @@ GC_EXPORT void attention_cpu(void **args, int64_t task) {
   for (int64_t j0 = 0; j0 < kend; j0 += KB)
     att_block(Kc + a.g * D, Vc + a.g * D, ld, j0, gc_min(KB, kend - j0), scale, &w);
   att_store(O, H, a, &w);
+}
+
+/* args: Q[M,H·D] (TA), Kc[S,G·D], Vc[S,G·D] (TB), O[M,H·D] (TC),
+ * int32 pos[1] (pos0), int64 M, H, G, D, float scale; attention_batch:
+ * Kc, Vc [slots·S, G·D], int32 pos[2·M] (positions, then slots), int64 M,
+ * H, G, D, S, float scale. */
+GC_EXPORT void attention_cpu(void **args, int64_t task) {
+  const TA *Q = GC_ARG(args, 0, const TA *);
+  const TB *Kc = GC_ARG(args, 1, const TB *);
+  const TB *Vc = GC_ARG(args, 2, const TB *);
+  TC *O = GC_ARG(args, 3, TC *);
+  const int32_t *pos = GC_ARG(args, 4, const int32_t *);
+  int64_t M = GC_ARG(args, 5, int64_t), H = GC_ARG(args, 6, int64_t);
+  int64_t G = GC_ARG(args, 7, int64_t), D = GC_ARG(args, 8, int64_t);
+#if GC_OP_ATTENTION_BATCH
+  int64_t S = GC_ARG(args, 9, int64_t);
+  float scale = GC_ARG(args, 10, float);
+#else
+  float scale = GC_ARG(args, 9, float);
+#endif
+
+  if (M <= 0 || G <= 0 || H % G || D <= 0 || D > AT_DMAX)
+    return; /* outside @applies */
+  att_task_t a = att_split(task, M, H, G);
+#if GC_OP_ATTENTION_BATCH
+  for (int64_t i = a.i0; i < a.i0 + a.nq; i++) { /* row i alone, at pos[i] of its slot */
+    att_task_t b = a;
+    b.i0 = i, b.nq = 1;
+    int64_t base = (int64_t)pos[M + i] * S * G * D;
+    att_run(Q, Kc + base, Vc + base, O, H, G, D, pos[i] - i, b, scale);
+  }
+#else
+  att_run(Q, Kc, Vc, O, H, G, D, pos[0], a, scale);
+#endif
 }

@@ -440,4 +440,135 @@ GC_INLINE gc_v16 gc_v16_exp(gc_v16 x) {
   } while (0)
 #define VSTOREN_GEMM(p, v, n) VSTOREN_C(p, GC_OP_GEMM_ADD ? VADD(v, VLOADN_C(p, n)) : (v), n)
 
+
+/* ================================================================== */
+/* >>> gc-quant: ggml's block formats, for B (the weights)             */
+/* ================================================================== */
+/* base/quant.h describes each format once (bytes, order of elements,
+ * dequantization); the code below follows it line by line, and the tests
+ * pin it (tests/test_ops.py's quantized cases, against tests/ggufq.py).
+ * A row of B is K / QK blocks of QBYTES bytes; every product below is exact
+ * in fp32 (a half scale times small integers), so y is the value the fp64
+ * reference sees. Templates of the quantized families use TB (bytes),
+ * GC_QK and GC_QDEQUANT(blk, y); the norm weight of rmsnorm_gemm* then has
+ * A's dtype (LOAD_N). */
+#define GC_Q8_0 5
+#define GC_Q4_0 6
+#define GC_Q4_K 7
+#define GC_Q5_K 8
+#define GC_Q6_K 9
+#define GC_DTNAME_5 q8_0
+#define GC_DTNAME_6 q4_0
+#define GC_DTNAME_7 q4_k
+#define GC_DTNAME_8 q5_k
+#define GC_DTNAME_9 q6_k
+typedef uint8_t gc_q8_0_t; /* a block format's storage: bytes */
+typedef uint8_t gc_q4_0_t;
+typedef uint8_t gc_q4_k_t;
+typedef uint8_t gc_q5_k_t;
+typedef uint8_t gc_q6_k_t;
+/* elements and bytes per block of a format code */
+#define GC_QK_5 32
+#define GC_QK_6 32
+#define GC_QK_7 256
+#define GC_QK_8 256
+#define GC_QK_9 256
+#define GC_QBYTES_5 34
+#define GC_QBYTES_6 18
+#define GC_QBYTES_7 144
+#define GC_QBYTES_8 176
+#define GC_QBYTES_9 210
+#define GC_QK GC_CAT(GC_QK_, GC_TB)         /* elements per block of B */
+#define GC_QBYTES GC_CAT(GC_QBYTES_, GC_TB) /* bytes per block of B */
+/* The norm weight of rmsnorm_gemm*: B's dtype, or A's when B is a block
+ * format (core/ops.h, role 'N'). */
+#define GC_QNORM_DT GC_CAT(GC_QNORMOF_, GC_TB)
+#define GC_QNORMOF_0 0
+#define GC_QNORMOF_1 1
+#define GC_QNORMOF_2 2
+#define GC_QNORMOF_5 GC_TA
+#define GC_QNORMOF_6 GC_TA
+#define GC_QNORMOF_7 GC_TA
+#define GC_QNORMOF_8 GC_TA
+#define GC_QNORMOF_9 GC_TA
+#define TN GC_STORAGE(GC_QNORM_DT)
+#define LOAD_N(p, i) GC_LOAD(GC_QNORM_DT, p, i)
+#define VLOAD_N(p) GC_VDT(ld, GC_QNORM_DT)(p)
+
+/* The little-endian half at p (unaligned), exactly as a float. */
+GC_INLINE float gc_q_half(const uint8_t *p) {
+  return _cvtsh_ss((unsigned short)(p[0] | p[1] << 8));
+}
+
+/* Sub-block s's 6-bit scale and min of a Q4_K/Q5_K block's 12 bytes. */
+GC_INLINE void gc_q_scale_min_k4(int s, const uint8_t *q, int *sc, int *m) {
+  if (s < 4) {
+    *sc = q[s] & 63;
+    *m = q[s + 4] & 63;
+  } else {
+    *sc = (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
+    *m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
+  }
+}
+
+/* y[0..QK-1] := the block at b, dequantized. */
+GC_INLINE void gc_q_dequant_q8_0(const uint8_t *b, float *y) {
+  const float d = gc_q_half(b);
+  for (int j = 0; j < 32; j++)
+    y[j] = d * (float)(int8_t)b[2 + j];
+}
+GC_INLINE void gc_q_dequant_q4_0(const uint8_t *b, float *y) {
+  const float d = gc_q_half(b);
+  for (int j = 0; j < 16; j++) {
+    y[j] = d * (float)((b[2 + j] & 15) - 8);
+    y[j + 16] = d * (float)((b[2 + j] >> 4) - 8);
+  }
+}
+/* Q4_K (qh NULL) and Q5_K: y = fl(d·sc·q) − fl(dmin·m), one rounding. */
+GC_INLINE void gc_q_dequant_k45(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, float *y) {
+  const float d = gc_q_half(b), dmin = gc_q_half(b + 2);
+  for (int c = 0; c < 4; c++) {
+    int sc0, m0, sc1, m1;
+    gc_q_scale_min_k4(2 * c, b + 4, &sc0, &m0);
+    gc_q_scale_min_k4(2 * c + 1, b + 4, &sc1, &m1);
+    const float d0 = d * (float)sc0, mm0 = dmin * (float)m0;
+    const float d1 = d * (float)sc1, mm1 = dmin * (float)m1;
+    for (int l = 0; l < 32; l++) {
+      int lo = qs[32 * c + l] & 15, hi = qs[32 * c + l] >> 4;
+      if (qh) {
+        lo += 16 * (qh[l] >> (2 * c) & 1);
+        hi += 16 * (qh[l] >> (2 * c + 1) & 1);
+      }
+      y[64 * c + l] = d0 * (float)lo - mm0;
+      y[64 * c + 32 + l] = d1 * (float)hi - mm1;
+    }
+  }
+}
+GC_INLINE void gc_q_dequant_q4_k(const uint8_t *b, float *y) { gc_q_dequant_k45(b, 0, b + 16, y); }
+GC_INLINE void gc_q_dequant_q5_k(const uint8_t *b, float *y) { gc_q_dequant_k45(b, b + 16, b + 48, y); }
+GC_INLINE void gc_q_dequant_q6_k(const uint8_t *b, float *y) {
+  const uint8_t *ql = b, *qh = b + 128;
+  const int8_t *sc = (const int8_t *)(b + 192);
+  const float d = gc_q_half(b + 208);
+  for (int n = 0; n < 2; n++, ql += 64, qh += 32, sc += 8, y += 128)
+    for (int l = 0; l < 32; l++) {
+      int is = l / 16;
+      int q1 = ((ql[l] & 15) | ((qh[l] >> 0 & 3) << 4)) - 32;
+      int q2 = ((ql[l + 32] & 15) | ((qh[l] >> 2 & 3) << 4)) - 32;
+      int q3 = ((ql[l] >> 4) | ((qh[l] >> 4 & 3) << 4)) - 32;
+      int q4 = ((ql[l + 32] >> 4) | ((qh[l] >> 6 & 3) << 4)) - 32;
+      y[l] = d * (float)sc[is] * (float)q1;
+      y[l + 32] = d * (float)sc[is + 2] * (float)q2;
+      y[l + 64] = d * (float)sc[is + 4] * (float)q3;
+      y[l + 96] = d * (float)sc[is + 6] * (float)q4;
+    }
+}
+/* GC_QDEQUANT(b, y): block b of B's format into y[0..GC_QK-1]. */
+#define GC_QDEQUANT(b, y) GC_CAT(gc_q_dequant_, GC_DTNAME(GC_TB))(b, y)
+
+/* The GEMM family's epilogues, chosen by the op (gen defines GC_OP_<op>;
+ * PAIR and NORM where gen derives them from the op table): PAIR rows of B
+ * per column of C (2: silu(gate)·up), NORM where A's rows are normalised. */
+#define GC_SILU_MUL(g, u) ((g) / (1.0f + expf(-(g))) * (u))
+
 #endif /* GC_CPU_PRELUDE_H */

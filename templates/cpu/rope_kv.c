@@ -2,9 +2,12 @@
  * token i (position p = pos0 + i) of QKV[M,(H+2G)·D] has its H query heads
  * rotated into Qout[i], its G key heads rotated into Kc[p] and its G value
  * heads copied into Vc[p]. No other cache row is touched.
+ * Built for rope_kv_batch (batched decode), row i has its own position
+ * p = pos[i] and cache slot s = pos[M + i]: its key and value heads go to
+ * row s·S + p of Kc and Vc (S rows per slot); nothing else changes.
  *
  * @template rope_kv_cpu
- * @op rope_kv
+ * @op rope_kv rope_kv_batch
  * @backend cpu
  * @dtypes f32 f16 bf16
  * @kernel rope_kv_cpu
@@ -161,17 +164,23 @@ static void rope_copy(const TA *src, TC *dst, int64_t D) {
 }
 
 /* args: QKV[M,(H+2G)·D] (TA), Qout[M,H·D], Kc[S,G·D], Vc[S,G·D] (TC),
- * double inv_freq[D/2], int32 pos[1] (pos0), int64 M, H, G, D, layout. */
+ * double inv_freq[D/2], int32 pos[1] (pos0), int64 M, H, G, D, layout;
+ * rope_kv_batch: Kc, Vc [slots·S, G·D], int32 pos[2·M] (positions, then
+ * slots), int64 M, H, G, D, S, layout. */
 GC_EXPORT void rope_kv_cpu(void **args, int64_t task) {
   const TA *QKV = GC_ARG(args, 0, const TA *);
   TC *Qout = GC_ARG(args, 1, TC *);
   TC *Kc = GC_ARG(args, 2, TC *);
   TC *Vc = GC_ARG(args, 3, TC *);
   const double *inv_freq = GC_ARG(args, 4, const double *);
-  int64_t pos0 = *GC_ARG(args, 5, const int32_t *);
+  const int32_t *pos = GC_ARG(args, 5, const int32_t *);
   int64_t M = GC_ARG(args, 6, int64_t), H = GC_ARG(args, 7, int64_t);
   int64_t G = GC_ARG(args, 8, int64_t), D = GC_ARG(args, 9, int64_t);
-  int64_t layout = GC_ARG(args, 10, int64_t);
+#if GC_OP_ROPE_KV_BATCH
+  int64_t S = GC_ARG(args, 10, int64_t), layout = GC_ARG(args, 11, int64_t);
+#else
+  int64_t pos0 = pos[0], layout = GC_ARG(args, 10, int64_t);
+#endif
 
   int64_t nsb = gc_cdiv(H + G, HEADS); /* slot blocks */
   if (nsb <= 0 || D <= 0 || D % 2 || D > 1024)
@@ -182,7 +191,11 @@ GC_EXPORT void rope_kv_cpu(void **args, int64_t task) {
   double ce[dp], se[dp];          /* rotation tables of one token */
   float xs[dp], xp[dp], ys[dp];   /* one head: input, partners, result */
   for (int64_t i = i0; i < i1; i++) {
-    int64_t p = pos0 + i;
+#if GC_OP_ROPE_KV_BATCH
+    int64_t p = pos[i], c = pos[M + i] * S + p; /* its position; its row of the cache */
+#else
+    int64_t p = pos0 + i, c = p;
+#endif
     const TA *x = QKV + i * W;
     rope_tables(inv_freq, D, dp, (double)p, layout, ce, se);
     for (int64_t s = s0; s < s1; s++) {
@@ -190,8 +203,8 @@ GC_EXPORT void rope_kv_cpu(void **args, int64_t task) {
         rope_head(x + s * D, Qout + (i * H + s) * D, ce, se, D, dp, layout, xs, xp, ys);
       } else {
         int64_t g = s - H;
-        rope_head(x + (H + g) * D, Kc + (p * G + g) * D, ce, se, D, dp, layout, xs, xp, ys);
-        rope_copy(x + (H + G + g) * D, Vc + (p * G + g) * D, D);
+        rope_head(x + (H + g) * D, Kc + (c * G + g) * D, ce, se, D, dp, layout, xs, xp, ys);
+        rope_copy(x + (H + G + g) * D, Vc + (c * G + g) * D, D);
       }
     }
   }

@@ -2,9 +2,12 @@
  * token i (position p = pos0 + i) of QKV[M,(H+2G)·D] has its H query heads
  * rotated into Qout[i], its G key heads rotated into Kc[p] and its G value
  * heads copied into Vc[p]. No other cache row is touched.
+ * Built for rope_kv_batch (batched decode), row i has its own position
+ * p = pos[i] and cache slot s = pos[M + i]: its key and value heads go to
+ * row s·S + p of Kc and Vc (S rows per slot); nothing else changes.
  *
  * @template rope_kv_gpu
- * @op rope_kv
+ * @op rope_kv rope_kv_batch
  * @backend gpu
  * @dtypes f32 f16 bf16
  * @kernel rope_kv_gpu
@@ -52,13 +55,29 @@ GC_DEVICE float rope_round(double y) {
   return f;
 }
 
+/* Row i's position (rope_kv: pos0 + i; rope_kv_batch: its own) and its
+ * row of the cache (rope_kv_batch: in its slot, S rows each). */
+#if GC_OP_ROPE_KV_BATCH
+#define ROPE_POS(i) ((int64_t)pos[i])
+#define ROPE_ROW(i) ((int64_t)pos[M + (i)] * S + (int64_t)pos[i])
+#else
+#define ROPE_POS(i) (pos0 + (i))
+#define ROPE_ROW(i) (pos0 + (i))
+#endif
+
 GC_KERNEL_BOUNDS(THREADS)
 void rope_kv_gpu(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *inv_freq,
                  const int32_t *pos, int64_t M, int64_t H, int64_t G, int64_t D,
+#if GC_OP_ROPE_KV_BATCH
+                 int64_t S,
+#endif
                  int64_t layout) {
   gc_pdl_wait(); /* @pdl: the kernel before it has completed */
   gc_pdl_launch();
-  const int64_t pos0 = *pos; /* on the device, so a captured decode step replays at any position */
+  /* positions are on the device, so a captured decode step replays at any position */
+#if !GC_OP_ROPE_KV_BATCH
+  const int64_t pos0 = *pos;
+#endif
   GC_SHARED double tc[TOK][ROPE_DMAX / 2], ts[TOK][ROPE_DMAX / 2];
   int64_t ns = gc_cdiv(H + G, HEADS);
   if (ns <= 0 || D <= 0 || D % 2 || D > ROPE_DMAX)
@@ -69,7 +88,7 @@ void rope_kv_gpu(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *inv_freq
   for (int k = gc_tid(); k < nt * half; k += THREADS) {
     int t = k / half, j = k % half;
     double s, c;
-    gc_sincos_f64((double)(pos0 + i0 + t) * inv_freq[j], &s, &c);
+    gc_sincos_f64((double)ROPE_POS(i0 + t) * inv_freq[j], &s, &c);
     tc[t][j] = c, ts[t][j] = s;
   }
   gc_barrier();
@@ -77,7 +96,7 @@ void rope_kv_gpu(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *inv_freq
   int64_t W = (H + 2 * G) * D; /* QKV row length */
   for (int k = gc_tid(); k < nt * nh * half; k += THREADS) {
     int j = k % half, sh = k / half % nh, t = k / half / nh;
-    int64_t i = i0 + t, p = pos0 + i, s = s0 + sh;
+    int64_t i = i0 + t, p = ROPE_ROW(i), s = s0 + sh;
     int64_t ia = layout ? 2 * j : j, ib = layout ? 2 * j + 1 : j + half;
     const TA *x = QKV + i * W + s * D; /* query head s, or key head s - H */
     double a = LOAD_A(x, ia), b = LOAD_A(x, ib);

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""serve_bench.py — gcore-serve under concurrent streaming clients: N
+clients at once against one client at a time, on a model of Llama-3-8B's
+shape (fp16, random weights, written here) or a smaller one.
+
+For each of N different prompts (random ids, --prompt tokens each) it first
+runs the request alone (one client, the server otherwise idle), then all N
+at once, each streaming --tokens greedy tokens (ignore_eos, so every stream
+has that length). It reports:
+  - tokens/s of one client (the mean of the N single runs, first token to
+    last) and the aggregate tokens/s of N clients (all tokens over the
+    wall time from the first request to the last token), and their ratio;
+  - whether each stream of the N-client run equals its single-client run
+    token for token (and where the first that does not differs).
+Target on an H200 (issue 18): 8B fp16, 8 clients >= 5x one client, every
+stream equal.
+
+Equality needs a row's result not to depend on the rows beside it. By
+default a decode step has as many rows as requests are generating (1 .. N
+over a run), and the bundle may serve each row count with another kernel
+(another summation order: 16-bit rounding can then pick another token at a
+near tie); with --fixed-batch every step has --parallel rows, so one
+client's steps are the same problems as N clients', at the cost of the
+lone client's speed. The report says which was run.
+
+usage: bench/serve_bench.py [--shape 8b] [--clients 8] [--tokens 256] [--prompt 128]
+                            [--backend cuda] [--arch sm_90a] [--budget N | --db PATH] [--out DIR]
+                            [--fixed-batch]
+Needs bin/ built (gcore-serve, gcore-tune, gcore-gen) and numpy. With
+--budget N it first tunes the model's prefill of --prompt tokens and its
+batched decode steps of 1 .. --clients rows (gcore-tune --batch 1,...,N);
+--db uses the winners of an earlier run instead. --shape tiny runs on the
+CPU in seconds (a smoke test of the script)."""
+import argparse
+import http.client
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from gpu_llama import SHAPES, write_model  # noqa: E402
+
+SHAPES = dict(SHAPES, tiny=dict(dim=64, hidden_dim=160, n_layers=2, n_heads=4, n_kv_heads=2, vocab=512,
+                                max_seq=1024, rope_theta=10000.0, rope_scaling=None, tied=False))
+
+
+def tool(name, *args, env):
+    r = subprocess.run([os.path.join(ROOT, "bin", name), *map(str, args)], capture_output=True, text=True, env=env)
+    if r.returncode:
+        raise SystemExit(f"{name} failed: {r.stderr.strip()}")
+    return r
+
+
+class Server:
+    def __init__(self, args, env, log):
+        self.log = open(log, "w")
+        self.p = subprocess.Popen([os.path.join(ROOT, "bin", "gcore-serve"), *map(str, args)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        for line in self.p.stderr:  # the bundle may be built first: minutes on a GPU target
+            self.log.write(line)
+            self.log.flush()
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+                break
+        else:
+            raise SystemExit(f"gcore-serve did not start; see {log}")
+        threading.Thread(target=lambda: [self.log.write(x) for x in self.p.stderr], daemon=True).start()
+
+    def stop(self):
+        self.p.terminate()
+        return self.p.wait(timeout=120)
+
+
+def stream(port, model, prompt, n, out, start=None):
+    """One streaming completion: out gets its ids and the times of the
+    request, its first and its last token."""
+    if start:
+        start.wait()
+    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": n, "temperature": 0,
+                       "ignore_eos": True, "stream": True, "return_token_ids": True})
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
+    t0 = time.perf_counter()
+    c.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200:
+        raise SystemExit(f"HTTP {r.status}: {r.read()[:300]}")
+    ids, first, last = [], None, None
+    for line in r:
+        line = line.strip()
+        if not line.startswith(b"data: ") or line == b"data: [DONE]":
+            continue
+        ev = json.loads(line[6:])
+        if "error" in ev:
+            raise SystemExit(f"stream error: {ev['error']}")
+        got = ev["choices"][0].get("token_ids", [])
+        if got:
+            now = time.perf_counter()
+            first = first or now
+            last = now
+            ids += got
+    c.close()
+    out.update(ids=ids, t0=t0, first=first, last=last)
+
+
+def run_concurrent(port, model, prompts, n):
+    outs = [dict() for _ in prompts]
+    start = threading.Barrier(len(prompts))
+    ts = [threading.Thread(target=stream, args=(port, model, p, n, o, start)) for p, o in zip(prompts, outs)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return outs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shape", default="8b", choices=sorted(SHAPES))
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--parallel", type=int, default=0, help="gcore-serve --parallel (default: --clients)")
+    ap.add_argument("--tokens", type=int, default=256, help="tokens each stream generates")
+    ap.add_argument("--prompt", type=int, default=128, help="prompt tokens of each request")
+    ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--arch", default="sm_90a", help="the target gcore-tune tunes for (with --budget)")
+    ap.add_argument("--budget", default=None, help="tune first: gcore-tune candidates per problem")
+    ap.add_argument("--db", default=None, help="the tuning database (default: OUT/tune.db)")
+    ap.add_argument("--ctx", type=int, default=1024)
+    ap.add_argument("--fixed-batch", action="store_true",
+                    help="gcore-serve --fixed-batch: every decode step runs --parallel rows")
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-serve"))
+    a = ap.parse_args()
+    if a.shape == "tiny" and a.backend == "cuda":
+        a.backend = "cpu"
+    os.makedirs(a.out, exist_ok=True)
+    env = dict(os.environ, GCORE_CACHE=os.path.join(a.out, "cache"))
+    d = os.path.join(a.out, f"llama-{a.shape}")
+    write_model(d, SHAPES[a.shape])
+    db = a.db or os.path.join(a.out, "tune.db")
+    n = a.clients
+    if a.budget:
+        t0 = time.time()
+        tool("gcore-tune", "--model", d, "--target", "cpu" if a.backend == "cpu" else a.arch,
+             "--prefill", a.prompt, "--batch", ",".join(str(i) for i in range(1, n + 1)), "--db", db,
+             "--budget", a.budget, "--no-progress", env=env)
+        print(f"tuned in {time.time() - t0:.0f} s")
+    srv = Server(["-m", d, "--backend", a.backend, "--port", 0, "--parallel", a.parallel or n, "--ctx", a.ctx,
+                  "--db", db, "--model-name", "bench", *(["--fixed-batch"] if a.fixed_batch else [])],
+                 env, os.path.join(a.out, "serve.log"))
+    try:
+        rng = random.Random(1)
+        vocab = SHAPES[a.shape]["vocab"]
+        prompts = [[rng.randrange(1, vocab) for _ in range(a.prompt)] for _ in range(n)]
+        # warm-up: every kernel's first launch, and the graphs of steps of 1 .. n rows
+        run_concurrent(srv.port, "bench", prompts, 8)
+        singles = []
+        for p in prompts:
+            o = {}
+            stream(srv.port, "bench", p, a.tokens, o)
+            singles.append(o)
+        many = run_concurrent(srv.port, "bench", prompts, a.tokens)
+    finally:
+        rc = srv.stop()
+    one = [(len(o["ids"]) - 1) / (o["last"] - o["first"]) for o in singles]
+    one_tps = sum(one) / len(one)
+    total = sum(len(o["ids"]) for o in many)
+    wall = max(o["last"] for o in many) - min(o["t0"] for o in many)
+    many_tps = total / wall
+    equal, diffs = 0, []
+    for i, (s, m) in enumerate(zip(singles, many)):
+        if s["ids"] == m["ids"]:
+            equal += 1
+        else:
+            at = next((k for k, (x, y) in enumerate(zip(s["ids"], m["ids"])) if x != y), min(len(s["ids"]), len(m["ids"])))
+            diffs.append({"stream": i, "first_difference_at": at})
+    res = {"shape": a.shape, "backend": a.backend, "clients": n, "prompt": a.prompt, "tokens": a.tokens,
+           "fixed_batch": a.fixed_batch,
+           "one_client_tok_s": round(one_tps, 2), "one_client_ttft_s": round(sum(o["first"] - o["t0"] for o in singles) / n, 4),
+           "n_clients_tok_s": round(many_tps, 2), "ratio": round(many_tps / one_tps, 3),
+           "streams_equal": f"{equal}/{n}", "differences": diffs, "server_exit": rc}
+    with open(os.path.join(a.out, f"serve-{a.shape}-{n}.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    print(json.dumps(res))
+    print(f"{a.shape} on {a.backend}: 1 client {one_tps:.1f} tok/s; {n} clients {many_tps:.1f} tok/s "
+          f"({many_tps / one_tps:.2f}x); streams equal to their single-client runs: {equal}/{n}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+/* api.h — the OpenAI API as gcore-serve speaks it: a request body is
+ * parsed (json-c) and checked into a gc_srv_req_t (prompt ids through the
+ * tokenizer and the chat template, sampling, limits) or into an error in
+ * OpenAI's shape with its HTTP status; responses, stream chunks and
+ * errors are written as JSON. No HTTP and no threads here but the
+ * tokenizer's lock. */
+#ifndef GC_SERVE_API_H
+#define GC_SERVE_API_H
+
+#include <pthread.h>
+
+#include "../models/chat.h"
+#include "engine.h"
+
+/* What requests are checked against; fixed after start but for tok's cache. */
+typedef struct gc_api {
+  gc_tok_t *tok;             /* NULL: prompts as token ids only */
+  pthread_mutex_t tok_mu;    /* gc_tok_encode is not thread-safe */
+  int has_chat;              /* the tokenizer has a Llama 2/3 chat template */
+  gc_chat_kind_t chat;
+  int32_t chat_end;          /* the id that closes a reply */
+  char chat_why[300];        /* without a chat template: why */
+  int ctx, vocab;
+  const char *model_id;      /* the name /v1/models lists */
+  int64_t created;           /* the server's start, as /v1/models' "created" */
+} gc_api_t;
+
+/* An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}. */
+typedef struct gc_api_err {
+  int status;                /* 400, 404, 405, 413, 500, 503 */
+  const char *type;          /* "invalid_request_error", "server_error", ... */
+  const char *code;          /* NULL, or e.g. "context_length_exceeded" */
+  char param[64];            /* the offending field, or "" */
+  char msg[512];
+} gc_api_err_t;
+
+/* Fill err (returns err->status). */
+int gc_api_fail(gc_api_err_t *err, int status, const char *type, const char *code,
+                const char *param, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* How the response is to be written. */
+typedef struct gc_api_req {
+  int chat;                  /* /v1/chat/completions (else /v1/completions) */
+  int stream;                /* server-sent events */
+  int include_usage;         /* stream_options.include_usage */
+  int return_ids;            /* return_token_ids: prompt and completion ids in the choice */
+} gc_api_req_t;
+
+/* Parse body [n bytes] of a completion (chat = 0) or chat completion
+ * request into r (prompt, params) and q. Returns 0, or err->status with
+ * err filled (malformed JSON, a wrong type or value, an unknown model, a
+ * prompt over the context). Errors: no crash on any bytes. */
+int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_srv_req_t *r, gc_api_req_t *q,
+                 gc_api_err_t *err);
+
+/* The JSON texts (malloc'd, NUL-terminated; NULL on out-of-memory). The
+ * request functions read r under its lock, held by the caller. */
+char *gc_api_error_json(const gc_api_err_t *err);
+char *gc_api_models_json(const gc_api_t *a, const char *one); /* one: /v1/models/{one}, or NULL */
+char *gc_api_result_json(const gc_api_t *a, const gc_api_req_t *q, const char *id, int64_t created,
+                         const gc_srv_req_t *r);
+/* A stream chunk: text [n] and ids [nids] new since the last chunk; finish
+ * NULL until the last; role: the first chat chunk (delta.role). */
+char *gc_api_chunk_json(const gc_api_t *a, const gc_api_req_t *q, const char *id, int64_t created,
+                        const char *text, size_t n, const int32_t *ids, int nids, const char *finish,
+                        int role);
+/* The usage chunk after the last (stream_options.include_usage). */
+char *gc_api_usage_json(const gc_api_t *a, const gc_api_req_t *q, const char *id, int64_t created,
+                        const gc_srv_req_t *r);
+
+#endif

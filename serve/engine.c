@@ -1,0 +1,553 @@
+/* engine.c — the engine thread of gcore-serve: the device, the bundle and
+ * the model belong to it alone, and it runs the continuous-batching loop.
+ *
+ * Threads. libmicrohttpd runs one thread per connection (serve/http.c);
+ * each turns a request into a gc_srv_req_t and queues it here
+ * (gc_engine_submit, under the engine's lock `mu`, which guards the queue
+ * and the counters). This thread admits queued requests into free KV-cache
+ * slots and then repeats a step: one prefill chunk of one admitted request
+ * (at most prefill_chunk prompt tokens, so a long prompt never stalls the
+ * others for long), then one batched decode step of every request that is
+ * generating (M rows, M = 1 .. --parallel, one pass through the model:
+ * gc_llama_decode_batch; with --fixed-batch always --parallel rows, the
+ * missing ones copies of a real row). Each sampled token is appended to its request's
+ * ids and text under the request's own lock `mu`, and its condition
+ * variable wakes the connection thread that streams it. A request that
+ * finishes (a stop token or string, max_tokens, a full context) or whose
+ * client went away (gc_engine_cancel: its `cancelled` flag, checked at
+ * every step) frees its slot at once. Lock order: engine before request;
+ * no device call is made under either lock. */
+#include "engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../gen/autobundle.h"
+#include "../gen/compile.h"
+#include "../gen/target.h"
+
+#define BMAX GC_LLAMA_BATCH_MAX
+
+struct gc_engine {
+  gc_engine_opts_t o;
+  const gc_llama_weights_t *w;
+  const gc_tok_t *tok;
+  pthread_t thread;
+  pthread_mutex_t mu;          /* guards everything below up to `engine only` */
+  pthread_cond_t cv;           /* work arrived, or stop */
+  pthread_cond_t ready_cv;     /* the thread finished starting */
+  int started, start_rc;
+  gc_err_t start_err;
+  int stopping;
+  int joined;                  /* gc_engine_stop ran: the thread is gone, the device closed */
+  gc_srv_req_t **queue;        /* [max_queue] FIFO ring */
+  int qhead, qlen;
+  int active;                  /* requests in slots */
+  int64_t seq;
+  int64_t steps;               /* batched decode steps run */
+  /* engine only */
+  gc_dev_t *dev;
+  gc_rt_t *rt;
+  gc_llama_t *m;
+  gc_srv_req_t *slot[BMAX];    /* the request in each slot, or NULL */
+  float *logits;               /* [parallel, vocab] */
+  char devname[200];
+  long step_delay_ms;          /* $GCORE_SERVE_STEP_DELAY_MS: a pause after each step (tests) */
+};
+
+/* ---- requests ---------------------------------------------------------- */
+
+gc_srv_req_t *gc_srv_req_new(gc_err_t *e) {
+  gc_srv_req_t *r = gc_calloc(1, sizeof *r, e);
+  if (!r) return NULL;
+  pthread_mutex_init(&r->mu, NULL);
+  pthread_cond_init(&r->cv, NULL);
+  r->refs = 1;
+  r->slot = -1;
+  r->p.chat_end = -1;
+  return r;
+}
+
+void gc_srv_req_release(gc_srv_req_t *r) {
+  if (!r) return;
+  pthread_mutex_lock(&r->mu);
+  int last = --r->refs == 0;
+  pthread_mutex_unlock(&r->mu);
+  if (!last) return;
+  for (int i = 0; i < r->p.nstop; i++) free(r->p.stop[i]);
+  gc_sampler_free(r->smp);
+  free(r->prompt);
+  free(r->ids);
+  gc_buf_free(&r->text);
+  pthread_cond_destroy(&r->cv);
+  pthread_mutex_destroy(&r->mu);
+  free(r);
+}
+
+/* Mark r done (finish, or a failure with status and msg) and wake its
+ * reader. Call with r->mu held. */
+static void req_done(gc_srv_req_t *r, const char *finish, int status, const char *msg) {
+  r->done = 1;
+  r->finish = finish;
+  r->status = status;
+  if (msg) snprintf(r->error, sizeof r->error, "%s", msg);
+  r->ready = r->text.len;
+  pthread_cond_broadcast(&r->cv);
+}
+
+/* ---- start-up (on the engine thread) ------------------------------------- */
+
+/* -b BUNDLE, or the one gcore-run would build for this device and model
+ * from the tuning database (the same cache entry). */
+static int open_bundle(gc_engine_t *en, gc_err_t *e) {
+  const gc_engine_opts_t *o = &en->o;
+  if (o->bundle) return gc_rt_open(en->dev, o->bundle, &en->rt, e);
+  const gc_dev_info_t *in = gc_dev_info(en->dev);
+  gc_problems_t probs = {0};
+  gc_needs_t needs = {0};
+  gc_auto_result_t r;
+  char db[1024], cache[1024], target[80];
+  gc_target_t tg;
+  if (o->db) snprintf(db, sizeof db, "%s", o->db);
+  else gc_db_default_path(db, sizeof db);
+  if (o->cache) snprintf(cache, sizeof cache, "%s", o->cache);
+  else gc_cache_default(cache, sizeof cache);
+  /* arch-specific where the device has it (sm_90a on sm_90), as gcore-run */
+  snprintf(target, sizeof target, "%sa", in->target);
+  if (!gc_dev_runs_target(en->dev, target) || gc_target_parse(target, &tg, NULL))
+    snprintf(target, sizeof target, "%s", in->target);
+  int rc = gc_llama_workload(o->model, o->quantize, NULL, NULL, in->backend, &probs, &needs, e);
+  if (!rc) rc = gc_gen_auto(db, target, cache, &probs, &needs, &r, e);
+  gc_problems_free(&probs);
+  gc_needs_free(&needs);
+  if (rc) return gc_err_prefix(e, "no -b given, and the bundle for %s could not be built", target);
+  struct stat st;
+  fprintf(stderr, "gcore-serve: %s bundle %s for %s: %d of %d problems tuned%s%s\n",
+          r.built ? "built" : "reusing", r.path, target, r.ntuned, r.nproblems,
+          stat(db, &st) == 0 ? " in " : " (no tuning database at ", db);
+  return gc_rt_open(en->dev, r.path, &en->rt, e);
+}
+
+static int engine_open(gc_engine_t *en, gc_err_t *e) {
+  const gc_engine_opts_t *o = &en->o;
+  int rc = gc_dev_open(o->backend, o->device, &en->dev, e);
+  if (!rc) rc = open_bundle(en, e);
+  if (!rc) rc = gc_llama_create_slots(en->dev, en->rt, en->w, o->ctx, o->prefill_chunk, o->parallel, &en->m, e);
+  if (!rc && o->no_graph) gc_llama_set_graphs(en->m, 0);
+  if (!rc && !(en->logits = gc_malloc((size_t)o->parallel * en->w->cfg.vocab_size * sizeof(float), e)))
+    rc = GC_ENOMEM;
+  if (!rc) {
+    const gc_dev_info_t *in = gc_dev_info(en->dev);
+    snprintf(en->devname, sizeof en->devname, "%s (%s)", in->backend, in->name);
+  }
+  return rc;
+}
+
+/* ---- tokens out ------------------------------------------------------- */
+
+static int is_stop_token(const gc_engine_t *en, const gc_srv_req_t *r, int32_t tok) {
+  if (tok == r->p.chat_end) return 1;
+  if (r->p.ignore_eos) return 0;
+  const gc_llama_config_t *c = &en->w->cfg;
+  for (int i = 0; i < c->n_eos; i++)
+    if (c->eos_ids[i] == tok) return 1;
+  return en->tok && gc_tok_is_eos(en->tok, tok);
+}
+
+/* The earliest stop string in text from byte `from` on: its offset, or -1. */
+static long find_stop(const gc_srv_req_t *r, size_t from) {
+  long best = -1;
+  for (int i = 0; i < r->p.nstop; i++) {
+    const char *s = r->p.stop[i];
+    size_t n = strlen(s);
+    if (r->text.len < n) continue;
+    for (size_t k = from; k + n <= r->text.len; k++)
+      if (!memcmp(r->text.data + k, s, n)) {
+        if (best < 0 || (long)k < best) best = (long)k;
+        break;
+      }
+  }
+  return best;
+}
+
+/* Bytes at the end of text that begin some stop string (held back). */
+static size_t stop_holdback(const gc_srv_req_t *r) {
+  size_t hold = 0;
+  for (int i = 0; i < r->p.nstop; i++) {
+    size_t n = strlen(r->p.stop[i]);
+    for (size_t k = n - 1 < r->text.len ? n - 1 : r->text.len; k > hold; k--)
+      if (!memcmp(r->text.data + r->text.len - k, r->p.stop[i], k)) {
+        hold = k;
+        break;
+      }
+  }
+  return hold;
+}
+
+/* Free r's slot and drop the engine's reference. */
+static void end_req(gc_engine_t *en, gc_srv_req_t *r) {
+  if (r->slot >= 0) {
+    gc_llama_slot_reset(en->m, r->slot);
+    en->slot[r->slot] = NULL;
+    r->slot = -1;
+    pthread_mutex_lock(&en->mu);
+    en->active--;
+    pthread_mutex_unlock(&en->mu);
+  }
+  gc_srv_req_release(r);
+}
+
+/* Token tok was sampled for r: append it, and its text; decide whether r
+ * is finished. Returns 1 when it is (its slot is then free). */
+static int emit(gc_engine_t *en, gc_srv_req_t *r, int32_t tok) {
+  gc_err_t e = {0};
+  const char *finish = NULL;
+  pthread_mutex_lock(&r->mu);
+  if (r->nids == r->capids) {
+    int cap = r->capids ? 2 * r->capids : 64;
+    int32_t *v = gc_realloc(r->ids, (size_t)cap * sizeof *v, &e);
+    if (!v) {
+      req_done(r, NULL, 500, "out of memory");
+      pthread_mutex_unlock(&r->mu);
+      end_req(en, r);
+      return 1;
+    }
+    r->ids = v, r->capids = cap;
+  }
+  r->ids[r->nids++] = tok;
+  gc_sampler_accept(r->smp, tok);
+  size_t before = r->text.len;
+  int cut = 0;
+  if (is_stop_token(en, r, tok)) {
+    finish = "stop";
+  } else if (en->tok && tok < gc_tok_vocab_size(en->tok)) {
+    if (gc_tok_stream_put(&r->ts, tok, &r->text, &e)) {
+      req_done(r, NULL, 500, e.msg);
+      pthread_mutex_unlock(&r->mu);
+      end_req(en, r);
+      return 1;
+    }
+    size_t longest = 0;
+    for (int i = 0; i < r->p.nstop; i++)
+      if (strlen(r->p.stop[i]) > longest) longest = strlen(r->p.stop[i]);
+    long at = r->p.nstop ? find_stop(r, before > longest ? before - longest : 0) : -1;
+    if (at >= 0) {
+      r->text.len = (size_t)at;
+      finish = "stop", cut = 1;
+    }
+  }
+  int pos = r->nprompt + r->nids; /* the prompt and the completion so far */
+  if (!finish && (r->nids >= r->p.max_tokens || pos >= en->o.ctx)) finish = "length";
+  if (finish) {
+    if (!cut && en->tok) gc_tok_stream_flush(&r->ts, &r->text, &e); /* a partial character: U+FFFD */
+    req_done(r, finish, 0, NULL);
+  } else {
+    r->ready = r->text.len - stop_holdback(r);
+    pthread_cond_broadcast(&r->cv);
+  }
+  pthread_mutex_unlock(&r->mu);
+  if (finish) {
+    end_req(en, r);
+    return 1;
+  }
+  r->last = tok;
+  return 0;
+}
+
+/* A failed step: every request in it fails with msg (500). */
+static void fail_rows(gc_engine_t *en, gc_srv_req_t **rows, int n, const char *msg) {
+  fprintf(stderr, "gcore-serve: %s\n", msg);
+  for (int i = 0; i < n; i++) {
+    pthread_mutex_lock(&rows[i]->mu);
+    req_done(rows[i], NULL, 500, msg);
+    pthread_mutex_unlock(&rows[i]->mu);
+    end_req(en, rows[i]);
+  }
+}
+
+static int greedy(const gc_srv_req_t *r) {
+  return r->p.sp.temperature <= 0 && r->p.sp.repeat_penalty == 1.0f;
+}
+
+/* ---- the step ---------------------------------------------------------- */
+
+/* Drop the requests whose clients left. */
+static void reap(gc_engine_t *en) {
+  for (int s = 0; s < en->o.parallel; s++) {
+    gc_srv_req_t *r = en->slot[s];
+    if (!r) continue;
+    pthread_mutex_lock(&r->mu);
+    int gone = r->cancelled;
+    if (gone) req_done(r, NULL, 499, "cancelled");
+    pthread_mutex_unlock(&r->mu);
+    if (gone) end_req(en, r);
+  }
+}
+
+/* The next chunk of the prompt of the request admitted first among those
+ * still prefilling; at its end, the first token. */
+static void prefill_step(gc_engine_t *en) {
+  gc_srv_req_t *r = NULL;
+  for (int s = 0; s < en->o.parallel; s++) {
+    gc_srv_req_t *x = en->slot[s];
+    if (x && x->fed < x->nprompt && (!r || x->seq < r->seq)) r = x;
+  }
+  if (!r) return;
+  int left = r->nprompt - r->fed, t = left < en->o.prefill_chunk ? left : en->o.prefill_chunk;
+  int last = t == left, on_device = !last || greedy(r);
+  int32_t next = -1;
+  gc_err_t e = {0};
+  if (gc_llama_slot_forward(en->m, r->slot, r->prompt + r->fed, t, en->logits, on_device ? &next : NULL, &e)) {
+    fail_rows(en, &r, 1, e.msg);
+    return;
+  }
+  r->fed += t;
+  pthread_mutex_lock(&r->mu);
+  r->prefills++;
+  pthread_mutex_unlock(&r->mu);
+  if (!last) return;
+  int tok = next;
+  if (!on_device && gc_sampler_sample(r->smp, en->logits, &tok, &e)) {
+    fail_rows(en, &r, 1, e.msg);
+    return;
+  }
+  emit(en, r, tok);
+}
+
+/* One batched decode step of every request that is generating. */
+static void decode_step(gc_engine_t *en) {
+  gc_srv_req_t *rows[BMAX];
+  int slots[BMAX], M = 0, all_greedy = 1;
+  int32_t toks[BMAX], next[BMAX];
+  for (int s = 0; s < en->o.parallel; s++) {
+    gc_srv_req_t *r = en->slot[s];
+    if (!r || r->fed < r->nprompt) continue;
+    rows[M] = r, slots[M] = s, toks[M] = r->last;
+    all_greedy &= greedy(r);
+    M++;
+  }
+  if (!M) return;
+  int run = M;
+  for (; en->o.fixed_batch && run < en->o.parallel; run++) /* padding: copies of row 0, results dropped */
+    slots[run] = slots[0], toks[run] = toks[0];
+  gc_err_t e = {0};
+  if (gc_llama_decode_batch(en->m, run, slots, toks, en->logits, all_greedy ? next : NULL, &e)) {
+    fail_rows(en, rows, M, e.msg);
+    return;
+  }
+  en->steps++;
+  int vocab = en->w->cfg.vocab_size;
+  for (int i = 0; i < M; i++) {
+    int tok = next[i];
+    if (!all_greedy && gc_sampler_sample(rows[i]->smp, en->logits + (size_t)i * vocab, &tok, &e)) {
+      fail_rows(en, &rows[i], 1, e.msg);
+      continue;
+    }
+    emit(en, rows[i], tok);
+  }
+}
+
+/* Put queued requests into free slots (under en->mu); those whose client
+ * left are dropped. */
+static void admit(gc_engine_t *en) {
+  while (en->qlen) {
+    int s = 0;
+    while (s < en->o.parallel && en->slot[s]) s++;
+    gc_srv_req_t *r = en->queue[en->qhead];
+    pthread_mutex_lock(&r->mu);
+    int gone = r->cancelled;
+    pthread_mutex_unlock(&r->mu);
+    if (!gone && s == en->o.parallel) return;
+    en->qhead = (en->qhead + 1) % en->o.max_queue;
+    en->qlen--;
+    if (gone) {
+      gc_srv_req_release(r);
+      continue;
+    }
+    gc_err_t e = {0};
+    if (gc_sampler_create(en->w->cfg.vocab_size, &r->p.sp, &r->smp, &e)) {
+      pthread_mutex_lock(&r->mu);
+      req_done(r, NULL, 500, e.msg);
+      pthread_mutex_unlock(&r->mu);
+      gc_srv_req_release(r);
+      continue;
+    }
+    for (int i = 0; i < r->nprompt; i++) gc_sampler_accept(r->smp, r->prompt[i]);
+    if (en->tok) gc_tok_stream_init(&r->ts, en->tok, GC_TOK_SKIP_SPECIAL);
+    gc_llama_slot_reset(en->m, s);
+    r->slot = s;
+    r->seq = en->seq++;
+    en->slot[s] = r;
+    en->active++;
+  }
+}
+
+/* Fail everything waiting or running: the server is stopping. */
+static void drain(gc_engine_t *en) {
+  for (int s = 0; s < en->o.parallel; s++) {
+    gc_srv_req_t *r = en->slot[s];
+    if (!r) continue;
+    pthread_mutex_lock(&r->mu);
+    req_done(r, NULL, 503, "the server is shutting down");
+    pthread_mutex_unlock(&r->mu);
+    end_req(en, r);
+  }
+  pthread_mutex_lock(&en->mu);
+  while (en->qlen) {
+    gc_srv_req_t *r = en->queue[en->qhead];
+    en->qhead = (en->qhead + 1) % en->o.max_queue;
+    en->qlen--;
+    pthread_mutex_lock(&r->mu);
+    req_done(r, NULL, 503, "the server is shutting down");
+    pthread_mutex_unlock(&r->mu);
+    gc_srv_req_release(r);
+  }
+  pthread_mutex_unlock(&en->mu);
+}
+
+static void *engine_main(void *arg) {
+  gc_engine_t *en = arg;
+  int rc = engine_open(en, &en->start_err);
+  pthread_mutex_lock(&en->mu);
+  en->started = 1;
+  en->start_rc = rc;
+  pthread_cond_broadcast(&en->ready_cv);
+  pthread_mutex_unlock(&en->mu);
+  if (rc) return NULL;
+  for (;;) {
+    pthread_mutex_lock(&en->mu);
+    for (;;) {
+      if (en->stopping) break;
+      admit(en);
+      if (en->active) break;
+      pthread_cond_wait(&en->cv, &en->mu);
+    }
+    int stop = en->stopping;
+    pthread_mutex_unlock(&en->mu);
+    if (stop) break;
+    reap(en);
+    prefill_step(en);
+    decode_step(en);
+    if (en->step_delay_ms > 0) /* tests: requests stay in their slots long enough to queue behind */
+      nanosleep(&(struct timespec){en->step_delay_ms / 1000, en->step_delay_ms % 1000 * 1000000L}, NULL);
+  }
+  drain(en);
+  fprintf(stderr, "gcore-serve: %lld decode steps, %lld of them replayed from a graph\n", (long long)en->steps,
+          (long long)gc_llama_graph_replays(en->m));
+  return NULL;
+}
+
+/* ---- the interface -------------------------------------------------------- */
+
+int gc_engine_start(const gc_engine_opts_t *o, const gc_llama_weights_t *w, const gc_tok_t *tok,
+                    gc_engine_t **out, gc_err_t *e) {
+  *out = NULL;
+  if (o->parallel < 1 || o->parallel > BMAX)
+    return gc_err_set(e, GC_EINVAL, "--parallel %d: from 1 to %d requests at once", o->parallel, BMAX);
+  gc_engine_t *en = gc_calloc(1, sizeof *en, e);
+  if (!en) return GC_ENOMEM;
+  en->o = *o;
+  en->w = w;
+  en->tok = tok;
+  const char *delay = getenv("GCORE_SERVE_STEP_DELAY_MS");
+  int64_t ms;
+  if (delay && !gc_parse_i64(delay, &ms) && ms > 0 && ms <= 10000) en->step_delay_ms = (long)ms;
+  if (!(en->queue = gc_calloc((size_t)o->max_queue, sizeof *en->queue, e))) {
+    free(en);
+    return GC_ENOMEM;
+  }
+  pthread_mutex_init(&en->mu, NULL);
+  pthread_cond_init(&en->cv, NULL);
+  pthread_cond_init(&en->ready_cv, NULL);
+  if (pthread_create(&en->thread, NULL, engine_main, en)) {
+    free(en->queue);
+    free(en);
+    return gc_err_set(e, GC_ENOMEM, "cannot start the engine thread");
+  }
+  pthread_mutex_lock(&en->mu);
+  while (!en->started) pthread_cond_wait(&en->ready_cv, &en->mu);
+  int rc = en->start_rc;
+  pthread_mutex_unlock(&en->mu);
+  if (rc) {
+    *e = en->start_err;
+    gc_engine_free(en);
+    return rc;
+  }
+  *out = en;
+  return GC_OK;
+}
+
+int gc_engine_submit(gc_engine_t *en, gc_srv_req_t *r) {
+  pthread_mutex_lock(&en->mu);
+  int rc = en->stopping ? GC_SUBMIT_STOPPING : en->qlen == en->o.max_queue ? GC_SUBMIT_FULL : GC_SUBMIT_OK;
+  if (!rc) {
+    pthread_mutex_lock(&r->mu);
+    r->refs++;
+    pthread_mutex_unlock(&r->mu);
+    en->queue[(en->qhead + en->qlen) % en->o.max_queue] = r;
+    en->qlen++;
+    pthread_cond_signal(&en->cv);
+  }
+  pthread_mutex_unlock(&en->mu);
+  return rc;
+}
+
+void gc_engine_cancel(gc_engine_t *en, gc_srv_req_t *r) {
+  pthread_mutex_lock(&en->mu);
+  pthread_mutex_lock(&r->mu);
+  r->cancelled = 1;
+  pthread_mutex_unlock(&r->mu);
+  /* still queued: out of the queue at once (its place is free for the next
+   * request), the engine's reference dropped; in a slot: reap() frees it */
+  for (int i = 0; i < en->qlen; i++) {
+    int at = (en->qhead + i) % en->o.max_queue;
+    if (en->queue[at] != r) continue;
+    for (int j = i; j + 1 < en->qlen; j++)
+      en->queue[(en->qhead + j) % en->o.max_queue] = en->queue[(en->qhead + j + 1) % en->o.max_queue];
+    en->qlen--;
+    gc_srv_req_release(r); /* not the last: the caller holds one */
+    break;
+  }
+  pthread_cond_signal(&en->cv);
+  pthread_mutex_unlock(&en->mu);
+}
+
+void gc_engine_load(gc_engine_t *en, int *active, int *queued) {
+  pthread_mutex_lock(&en->mu);
+  *active = en->active;
+  *queued = en->qlen;
+  pthread_mutex_unlock(&en->mu);
+}
+
+void gc_engine_stop(gc_engine_t *en) {
+  if (!en) return;
+  pthread_mutex_lock(&en->mu);
+  int joined = en->joined;
+  en->stopping = 1;
+  en->joined = 1;
+  pthread_cond_signal(&en->cv);
+  pthread_mutex_unlock(&en->mu);
+  if (joined) return;
+  pthread_join(en->thread, NULL);
+  gc_llama_free(en->m);
+  gc_rt_close(en->rt);
+  gc_dev_close(en->dev);
+  en->m = NULL, en->rt = NULL, en->dev = NULL;
+}
+
+void gc_engine_free(gc_engine_t *en) {
+  if (!en) return;
+  gc_engine_stop(en);
+  free(en->logits);
+  free(en->queue);
+  pthread_cond_destroy(&en->ready_cv);
+  pthread_cond_destroy(&en->cv);
+  pthread_mutex_destroy(&en->mu);
+  free(en);
+}
+
+int gc_engine_ctx(const gc_engine_t *en) { return en->o.ctx; }
+int gc_engine_parallel(const gc_engine_t *en) { return en->o.parallel; }
+const char *gc_engine_device(const gc_engine_t *en) { return en->devname; }

@@ -1,0 +1,109 @@
+/* engine.h — gcore-serve's engine: one thread owns the device and the
+ * model and runs the batch loop over KV-cache slots; requests are queued to
+ * it, and each request's tokens and text come back through the request's
+ * own buffer, which the HTTP side (serve/http.c) reads under the request's
+ * lock. See engine.c for the loop and the threading. */
+#ifndef GC_SERVE_ENGINE_H
+#define GC_SERVE_ENGINE_H
+
+#include <pthread.h>
+
+#include "../models/llama.h"
+#include "../models/sampler.h"
+#include "../models/tokenizer.h"
+
+#define GC_SRV_MAX_STOP 4   /* stop strings per request (OpenAI's limit) */
+#define GC_SRV_STOP_LEN 256 /* bytes per stop string, at most */
+
+/* What a request asks for, checked by serve/api.c before it is queued. */
+typedef struct gc_srv_params {
+  int max_tokens;          /* >= 1; prompt + max_tokens <= the context */
+  gc_sampler_params_t sp;  /* temperature <= 0: greedy */
+  char *stop[GC_SRV_MAX_STOP]; /* stop strings (owned), nstop of them */
+  int nstop;
+  int ignore_eos;          /* keep going past end-of-sequence tokens */
+  int32_t chat_end;        /* a chat's end-of-turn id (a stop token), or -1 */
+} gc_srv_params_t;
+
+/* One request, shared by the HTTP thread that made it and the engine.
+ * Fields above `mu` are set before gc_engine_submit and read-only after;
+ * the others are read and written under mu; those after `engine only`
+ * belong to the engine thread. */
+typedef struct gc_srv_req {
+  int32_t *prompt;         /* [nprompt] ids (owned) */
+  int nprompt;
+  gc_srv_params_t p;
+
+  pthread_mutex_t mu;
+  pthread_cond_t cv;       /* signalled when text, ids or done change */
+  gc_buf_t text;           /* the completion's text (special tokens skipped; cut at a stop string) */
+  size_t ready;            /* text[0, ready) may be sent: the rest could begin a stop string */
+  int32_t *ids;            /* [nids] generated ids (the stop token included, as gcore-run) */
+  int nids, capids;
+  int done;                /* finished: finish says why, or status/error say what failed */
+  const char *finish;      /* "stop" | "length" */
+  int status;              /* 0, or the HTTP status of a failure (500, 503) */
+  char error[256];
+  int cancelled;           /* the client went away: the engine frees the slot */
+  int prefills;            /* prompt passes run (ceil(nprompt / prefill_chunk) when done) */
+  int refs;                /* holders (the HTTP side, the engine); the last frees it */
+
+  /* engine only */
+  gc_sampler_t *smp;
+  gc_tok_stream_t ts;
+  int slot;                /* KV-cache slot while running, else -1 */
+  int fed;                 /* prompt tokens in the cache */
+  int32_t last;            /* the last sampled id, fed at the next decode step */
+  int64_t seq;             /* admission order */
+} gc_srv_req_t;
+
+/* A new request with one holder (the caller); NULL on out-of-memory. */
+gc_srv_req_t *gc_srv_req_new(gc_err_t *e);
+/* Drop one holder's reference; the last frees the request. */
+void gc_srv_req_release(gc_srv_req_t *r);
+
+typedef struct gc_engine_opts {
+  const char *model;      /* path, for the bundle built without -b */
+  const char *bundle;     /* -b, or NULL: built from db into cache */
+  const char *db, *cache, *backend, *quantize;
+  int device;
+  int ctx;                /* positions per slot */
+  int parallel;           /* slots: requests decoded at once, 1 .. GC_LLAMA_BATCH_MAX */
+  int max_queue;          /* requests waiting for a slot, at most */
+  int prefill_chunk;      /* most prompt tokens in one pass between decode steps */
+  int fixed_batch;        /* every decode step runs `parallel` rows (copies of a real row pad
+                             it), so that a request's tokens never depend on how many run beside it */
+  int no_graph;
+} gc_engine_opts_t;
+
+typedef struct gc_engine gc_engine_t;
+
+/* Start the engine thread: it opens the device and the bundle and puts
+ * the model w on the device; returns once it is ready (or with the error
+ * that stopped it). tok (may be NULL) is used read-only, for detokenizing. */
+int gc_engine_start(const gc_engine_opts_t *o, const gc_llama_weights_t *w, const gc_tok_t *tok,
+                    gc_engine_t **out, gc_err_t *e);
+
+enum { GC_SUBMIT_OK = 0, GC_SUBMIT_FULL, GC_SUBMIT_STOPPING };
+/* Queue r (its prompt and params set): the engine takes a reference.
+ * GC_SUBMIT_FULL when max_queue requests are already waiting,
+ * GC_SUBMIT_STOPPING once the server is shutting down. */
+int gc_engine_submit(gc_engine_t *en, gc_srv_req_t *r);
+/* The client of r went away: the engine drops it (from the queue at once,
+ * or from its slot at its next step). The caller must still hold r. */
+void gc_engine_cancel(gc_engine_t *en, gc_srv_req_t *r);
+/* Requests running in slots and waiting for one. */
+void gc_engine_load(gc_engine_t *en, int *active, int *queued);
+/* Fail every waiting and running request (503), stop the thread, free the
+ * model and the device. The engine stays valid for the HTTP side's last
+ * calls (a submit then gets GC_SUBMIT_STOPPING) until gc_engine_free. */
+void gc_engine_stop(gc_engine_t *en);
+/* Stop (if not yet) and free the engine: after the HTTP side has stopped. */
+void gc_engine_free(gc_engine_t *en);
+
+/* Facts for the HTTP side, fixed after start. */
+int gc_engine_ctx(const gc_engine_t *en);
+int gc_engine_parallel(const gc_engine_t *en);
+const char *gc_engine_device(const gc_engine_t *en); /* "cpu (AMD EPYC ...)" */
+
+#endif

@@ -1,0 +1,411 @@
+/* http.c — the HTTP side of gcore-serve on libmicrohttpd.
+ *
+ * Threads. libmicrohttpd's own thread accepts connections and gives each
+ * its own thread (MHD_USE_THREAD_PER_CONNECTION), which runs `handle` for
+ * each request on it; the callbacks of a connection may block, since only
+ * that connection waits. A completion request is parsed and checked
+ * (serve/api.c), queued to the engine (serve/engine.c), and then:
+ *   - without `stream`, the handler waits on the request's condition
+ *     variable until it is done and answers with the whole JSON;
+ *   - with `stream`, the handler answers at once with a response whose
+ *     body comes from `stream_read`, called on the connection's thread
+ *     whenever the socket can take more: it waits for new text the same
+ *     way and writes it as server-sent events (`data: {...}\n\n`, then
+ *     `data: [DONE]`), chunked.
+ * While it waits, the thread looks at the socket every 100 ms: a client
+ * that closed its end cancels the request (gc_engine_cancel), so its slot
+ * is freed at the engine's next step, and the connection is closed. A
+ * request's context (hreq_t) is held by the connection (released in
+ * `completed`) and by a streaming response (released in `stream_free`).
+ *
+ * Limits: a body over max_body gets 413 (at once when Content-Length says
+ * so, else once the rest has been read and dropped); a full queue 503 with
+ * Retry-After; connections over max_connections are refused by MHD. */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+struct gc_http {
+  gc_http_opts_t o;
+  gc_api_t *api;
+  gc_engine_t *en;
+  struct MHD_Daemon *d;
+  int port;
+  atomic_ullong ids; /* response ids */
+};
+
+enum { R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_COMPLETIONS, R_CHAT };
+enum { S_ROLE, S_TOKENS, S_DONE }; /* a stream's phase */
+
+typedef struct hreq {
+  gc_http_t *h;
+  struct MHD_Connection *conn;
+  atomic_int refs;          /* the connection, and a streaming response */
+  int route;
+  char line[96];            /* "METHOD /path", for the log */
+  gc_buf_t body;
+  int too_big;
+  int status;               /* the answer's, for the log */
+  gc_srv_req_t *r;          /* a queued completion */
+  gc_api_req_t q;
+  char id[64];
+  int64_t created;
+  double t0;
+  /* a stream */
+  int phase;
+  gc_buf_t out;             /* events not yet written to the socket */
+  size_t out_off, sent_text;
+  int sent_ids;
+} hreq_t;
+
+static void hreq_release(hreq_t *x) {
+  if (atomic_fetch_sub(&x->refs, 1) != 1) return;
+  if (x->r) {
+    pthread_mutex_lock(&x->r->mu);
+    int done = x->r->done;
+    pthread_mutex_unlock(&x->r->mu);
+    if (!done) gc_engine_cancel(x->h->en, x->r);
+    gc_srv_req_release(x->r);
+  }
+  gc_buf_free(&x->body);
+  gc_buf_free(&x->out);
+  free(x);
+}
+
+/* ---- answers ------------------------------------------------------------------ */
+
+static enum MHD_Result send_json(hreq_t *x, int status, char *json) {
+  static const char oom[] = "{\"error\": {\"message\": \"out of memory\", \"type\": \"server_error\", "
+                            "\"param\": null, \"code\": null}}";
+  struct MHD_Response *resp = json ? MHD_create_response_from_buffer(strlen(json), json, MHD_RESPMEM_MUST_FREE)
+                                   : MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom,
+                                                                     MHD_RESPMEM_PERSISTENT);
+  if (!resp) {
+    free(json);
+    return MHD_NO;
+  }
+  if (!json) status = 500;
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+  if (status == MHD_HTTP_SERVICE_UNAVAILABLE) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+  if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, x->route == R_COMPLETIONS || x->route == R_CHAT ? "POST" : "GET");
+  x->status = status;
+  enum MHD_Result rc = MHD_queue_response(x->conn, (unsigned)status, resp);
+  MHD_destroy_response(resp);
+  return rc;
+}
+
+static enum MHD_Result send_error(hreq_t *x, const gc_api_err_t *err) {
+  return send_json(x, err->status, gc_api_error_json(err));
+}
+
+static enum MHD_Result fail(hreq_t *x, int status, const char *type, const char *code, const char *fmt,
+                            const char *arg) {
+  gc_api_err_t err;
+  gc_api_fail(&err, status, type, code, NULL, fmt, arg);
+  return send_error(x, &err);
+}
+
+/* ---- the client ---------------------------------------------------------------- */
+
+/* Has the client closed its end of the connection? (EOF or an error on
+ * the socket; bytes of a next request are not a close.) */
+static int client_gone(struct MHD_Connection *c) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (!ci) return 0;
+  struct pollfd p = {ci->connect_fd, POLLIN | POLLRDHUP, 0};
+  if (poll(&p, 1, 0) <= 0) return 0;
+  if (p.revents & (POLLHUP | POLLERR)) return 1;
+  char b;
+  ssize_t n = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Wait (r->mu held) up to 100 ms for r to change. */
+static void wait_a_little(gc_srv_req_t *r) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_nsec += 100 * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+  pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+}
+
+/* ---- streams --------------------------------------------------------------------- */
+
+/* Append "data: json\n\n" (json freed); 0, or -1 on out-of-memory. */
+static int event(hreq_t *x, char *json) {
+  gc_err_t e = {0};
+  int rc = !json || gc_buf_printf(&x->out, &e, "data: %s\n\n", json) ? -1 : 0;
+  free(json);
+  return rc;
+}
+
+/* The events r's progress allows (r->mu held): the first chat chunk, new
+ * text and ids, and at the end the last chunk, usage and [DONE]. Returns
+ * 1 when it wrote any, 0 when there is nothing new, -1 on out-of-memory. */
+static int stream_events(hreq_t *x) {
+  gc_srv_req_t *r = x->r;
+  gc_api_t *a = x->h->api;
+  int wrote = 0;
+  if (x->phase == S_ROLE) {
+    x->phase = S_TOKENS;
+    if (x->q.chat) {
+      if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, "", 0, NULL, 0, NULL, 1))) return -1;
+      wrote = 1;
+    }
+  }
+  int new_ids = x->q.return_ids && r->nids > x->sent_ids;
+  if (r->ready > x->sent_text || (new_ids && !r->done)) {
+    if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, r->text.data + x->sent_text,
+                                   r->ready - x->sent_text, r->ids + x->sent_ids, r->nids - x->sent_ids,
+                                   NULL, 0)))
+      return -1;
+    x->sent_text = r->ready, x->sent_ids = r->nids;
+    wrote = 1;
+  }
+  if (!r->done) return wrote;
+  gc_err_t e = {0};
+  if (r->status) { /* failed after the headers went out: an error event */
+    gc_api_err_t err;
+    gc_api_fail(&err, r->status, "server_error", NULL, NULL, "%s", r->error);
+    if (event(x, gc_api_error_json(&err))) return -1;
+  } else {
+    if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, "", 0, r->ids + x->sent_ids,
+                                   r->nids - x->sent_ids, r->finish, 0)))
+      return -1;
+    x->sent_ids = r->nids;
+    if (x->q.include_usage && event(x, gc_api_usage_json(a, &x->q, x->id, x->created, r))) return -1;
+  }
+  if (gc_buf_printf(&x->out, &e, "data: [DONE]\n\n")) return -1;
+  x->phase = S_DONE;
+  return 1;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+  hreq_t *x = cls;
+  (void)pos;
+  for (;;) {
+    if (x->out_off < x->out.len) {
+      size_t n = x->out.len - x->out_off < max ? x->out.len - x->out_off : max;
+      memcpy(buf, x->out.data + x->out_off, n);
+      x->out_off += n;
+      return (ssize_t)n;
+    }
+    x->out.len = x->out_off = 0;
+    if (x->phase == S_DONE) return MHD_CONTENT_READER_END_OF_STREAM;
+    pthread_mutex_lock(&x->r->mu);
+    int got = stream_events(x);
+    if (!got) wait_a_little(x->r);
+    pthread_mutex_unlock(&x->r->mu);
+    if (got < 0) return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (!got && client_gone(x->conn)) { /* the engine frees its slot (hreq_release) */
+      x->status = 499;
+      return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+  }
+}
+
+static void stream_free(void *cls) { hreq_release(cls); }
+
+/* ---- completions ---------------------------------------------------------------- */
+
+static enum MHD_Result completion(hreq_t *x) {
+  gc_http_t *h = x->h;
+  gc_api_err_t err;
+  gc_err_t e = {0};
+  if (x->too_big) {
+    gc_api_fail(&err, 413, "invalid_request_error", NULL, NULL, "the request body is over %zu bytes", h->o.max_body);
+    return send_error(x, &err);
+  }
+  if (!(x->r = gc_srv_req_new(&e))) return send_json(x, 500, NULL);
+  if (gc_api_parse(h->api, x->route == R_CHAT, x->body.data ? x->body.data : "", x->body.len, x->r, &x->q, &err))
+    return send_error(x, &err);
+  x->created = (int64_t)time(NULL);
+  snprintf(x->id, sizeof x->id, "%s-%llx%06llx", x->q.chat ? "chatcmpl" : "cmpl", (unsigned long long)x->created,
+           (unsigned long long)atomic_fetch_add(&h->ids, 1) & 0xffffffull);
+  int sub = gc_engine_submit(h->en, x->r);
+  if (sub == GC_SUBMIT_FULL)
+    return fail(x, 503, "server_error", "overloaded", "%s: every slot is busy and the queue is full; retry later",
+                "the server is busy");
+  if (sub == GC_SUBMIT_STOPPING) return fail(x, 503, "server_error", NULL, "%s", "the server is shutting down");
+  if (x->q.stream) {
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, x,
+                                                                  stream_free);
+    if (!resp) return MHD_NO;
+    atomic_fetch_add(&x->refs, 1); /* the response's */
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    x->status = 200;
+    enum MHD_Result rc = MHD_queue_response(x->conn, MHD_HTTP_OK, resp);
+    MHD_destroy_response(resp);
+    return rc;
+  }
+  gc_srv_req_t *r = x->r;
+  pthread_mutex_lock(&r->mu);
+  while (!r->done) {
+    wait_a_little(r);
+    if (r->done) break;
+    pthread_mutex_unlock(&r->mu);
+    if (client_gone(x->conn)) { /* nobody to answer: close (hreq_release cancels it) */
+      x->status = 499;
+      return MHD_NO;
+    }
+    pthread_mutex_lock(&r->mu);
+  }
+  char *json = NULL;
+  if (r->status) gc_api_fail(&err, r->status, "server_error", NULL, NULL, "%s", r->error);
+  else json = gc_api_result_json(h->api, &x->q, x->id, x->created, r);
+  pthread_mutex_unlock(&r->mu);
+  return r->status ? send_error(x, &err) : send_json(x, 200, json);
+}
+
+/* ---- routing ---------------------------------------------------------------------- */
+
+static int route_of(const char *url) {
+  if (!strcmp(url, "/health")) return R_HEALTH;
+  if (!strcmp(url, "/v1/models")) return R_MODELS;
+  if (!strncmp(url, "/v1/models/", 11) && url[11]) return R_MODEL;
+  if (!strcmp(url, "/v1/completions")) return R_COMPLETIONS;
+  if (!strcmp(url, "/v1/chat/completions")) return R_CHAT;
+  return R_NONE;
+}
+
+static enum MHD_Result answer(hreq_t *x, const char *url, const char *method) {
+  gc_http_t *h = x->h;
+  int post = !strcmp(method, "POST"), get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+  if (x->route == R_NONE)
+    return fail(x, 404, "invalid_request_error", "not_found", "no route %s (see /v1/models, /v1/completions, "
+                "/v1/chat/completions, /health)", GC_QUOTED(url));
+  int wants_post = x->route == R_COMPLETIONS || x->route == R_CHAT;
+  if (wants_post ? !post : !get)
+    return fail(x, 405, "invalid_request_error", "method_not_allowed", "%s is not allowed here", method);
+  if (x->route == R_HEALTH) {
+    int active, queued;
+    gc_engine_load(h->en, &active, &queued);
+    char *s = gc_aprintf(NULL, "{\"status\": \"ok\", \"slots\": %d, \"active\": %d, \"queued\": %d}",
+                         gc_engine_parallel(h->en), active, queued);
+    return send_json(x, 200, s);
+  }
+  if (x->route == R_MODELS) return send_json(x, 200, gc_api_models_json(h->api, NULL));
+  if (x->route == R_MODEL) {
+    if (strcmp(url + 11, h->api->model_id))
+      return fail(x, 404, "invalid_request_error", "model_not_found", "The model %s does not exist", GC_QUOTED(url + 11));
+    return send_json(x, 200, gc_api_models_json(h->api, url + 11));
+  }
+  return completion(x);
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *version, const char *data, size_t *size, void **ctx) {
+  gc_http_t *h = cls;
+  hreq_t *x = *ctx;
+  (void)version;
+  if (!x) { /* the headers: set up, and refuse a body we would not read */
+    if (!(x = calloc(1, sizeof *x))) return MHD_NO;
+    atomic_init(&x->refs, 1);
+    x->h = h, x->conn = c, x->t0 = gc_now(), x->route = route_of(url);
+    snprintf(x->line, sizeof x->line, "%.10s %s", method, GC_QUOTED(url));
+    *ctx = x;
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > h->o.max_body) {
+      x->too_big = 1;
+      gc_api_err_t err;
+      gc_api_fail(&err, 413, "invalid_request_error", NULL, NULL, "the request body is over %zu bytes", h->o.max_body);
+      return send_error(x, &err);
+    }
+    return MHD_YES;
+  }
+  if (*size) { /* a piece of the body */
+    gc_err_t e = {0};
+    if (!x->too_big && x->body.len + *size <= h->o.max_body) {
+      if (gc_buf_append(&x->body, data, *size, &e)) return MHD_NO;
+    } else {
+      x->too_big = 1; /* read and dropped, to answer 413 at the end */
+    }
+    *size = 0;
+    return MHD_YES;
+  }
+  if (x->status) return MHD_YES; /* answered already (413 on the headers) */
+  return answer(x, url, method);
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_RequestTerminationCode toe) {
+  gc_http_t *h = cls;
+  hreq_t *x = *ctx;
+  (void)c;
+  if (!x) return;
+  if (h->o.verbose) {
+    const char *why = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)";
+    int prompt = 0, passes = 0, gen = 0;
+    if (x->r) {
+      pthread_mutex_lock(&x->r->mu);
+      prompt = x->r->nprompt, passes = x->r->prefills, gen = x->r->nids;
+      pthread_mutex_unlock(&x->r->mu);
+    }
+    fprintf(stderr, "gcore-serve: %s %d%s: %d prompt tokens (%d passes) + %d generated, %.3f s%s\n", x->line,
+            x->status, x->q.stream ? " (stream)" : "", prompt, passes, gen, gc_now() - x->t0, why);
+  }
+  *ctx = NULL;
+  hreq_release(x);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+  (void)cls;
+  char msg[512];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  size_t n = strlen(msg);
+  while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = 0;
+  fprintf(stderr, "gcore-serve: libmicrohttpd: %s\n", msg);
+}
+
+/* ---- the server -------------------------------------------------------------------- */
+
+int gc_http_start(const gc_http_opts_t *o, gc_api_t *api, gc_engine_t *en, gc_http_t **out, gc_err_t *e) {
+  *out = NULL;
+  struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+  char port[16];
+  snprintf(port, sizeof port, "%d", o->port);
+  int g = getaddrinfo(o->host, port, &hints, &ai);
+  if (g) return gc_err_set(e, GC_EINVAL, "--host %s: %s", GC_QUOTED(o->host), gai_strerror(g));
+  gc_http_t *h = gc_calloc(1, sizeof *h, e);
+  if (!h) {
+    freeaddrinfo(ai);
+    return GC_ENOMEM;
+  }
+  h->o = *o, h->api = api, h->en = en;
+  unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                   MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+  errno = 0;
+  h->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+                          MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
+                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
+                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+  int err = errno;
+  freeaddrinfo(ai);
+  if (!h->d) {
+    free(h);
+    return gc_err_set(e, GC_EIO, "cannot listen on %s port %d%s%s", o->host, o->port, err ? ": " : "",
+                      err ? strerror(err) : "");
+  }
+  const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+  h->port = di ? di->port : o->port;
+  *out = h;
+  return GC_OK;
+}
+
+int gc_http_port(const gc_http_t *h) { return h->port; }
+
+void gc_http_stop(gc_http_t *h) {
+  if (!h) return;
+  MHD_stop_daemon(h->d);
+  free(h);
+}

@@ -1,0 +1,84 @@
+"""GGUF models in every tensor type on the GPU, their block formats kept on
+the device (gemv_q_gpu for decode and short passes, gemm_q_mma for longer
+prefills on NVIDIA, embed_q_gpu for the gather), against the independent
+fp64 numpy forward (llama_ref.py) on the weights as stored (ggufq.py
+dequantizes them).
+
+Each prompt is a prefix of one random sequence, run from an empty cache
+through one bundle built by gcore-gen --model for the GPU target, with
+--logits: every prompt row must match the reference's forward of the whole
+sequence within TOL relative to the row's largest logit (the activations
+are fp16 on the GPU; the reference is fp64), and the decode step after it
+the reference's forward of the prefix plus the generated token. Greedy
+tokens must equal the reference's wherever its top two logits are at least
+MARGIN apart. Lengths cover the fused decode passes (1..8), the unfused
+short passes (9..16, the GEMV's M range) and prefill GEMMs (17..100)."""
+import os
+
+import numpy as np
+import pytest
+
+import llama_ref as R
+import tinygguf as G
+
+BACKEND = os.environ.get("GCORE_TEST_BACKEND", "cpu")
+TARGETS = os.environ.get("GCORE_TEST_TARGETS", "sm_80,sm_90")
+pytestmark = pytest.mark.skipif(BACKEND not in ("cuda", "hip"),
+                                reason="GPU suite: run with make test-gpu or make test-gpu-amd")
+
+CFG = dict(dim=256, hidden_dim=512, n_layers=2, n_heads=4, n_kv_heads=2, vocab=320, max_seq=128)
+TYPES = ["F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", G.MIXED]
+LENGTHS = [1, 2, 7, 8, 9, 16, 17, 40, 100]
+TOL = {"BF16": 2.0 ** -4}  # bf16 activations; every other type runs with fp16 ones
+TOL_F16 = 2.0 ** -7
+MARGIN = 0.01
+
+
+def rel_rows(got, ref):
+    return np.max(np.abs(got - ref), axis=1) / np.max(np.abs(ref), axis=1)
+
+
+def margin(rows):
+    s = np.sort(rows, axis=-1)
+    return (s[..., -1] - s[..., -2]) / np.max(np.abs(rows), axis=-1)
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+def test_gguf_on_the_gpu_matches_reference(gc, qtype):
+    path = str(gc.dir / "m.gguf")
+    G.write_model(path, qtype=qtype, seed=3, **CFG)
+    seq = np.random.default_rng(5).integers(3, CFG["vocab"], max(LENGTHS)).tolist()
+    r = gc("gcore-gen", "--model", path, "--target", TARGETS, "-o", "b.gcb")
+    assert r.rc == 0, r
+    prompts = gc.dir / "prompts.txt"
+    prompts.write_text("".join(",".join(map(str, seq[:t])) + "\n" for t in LENGTHS))
+    r = gc("gcore-run", "-m", path, "-b", "b.gcb", "--backend", BACKEND, "--tokens-file", prompts,
+           "-n", "2", "--temp", "0", "--ignore-eos", "--ctx", CFG["max_seq"], "--logits", "l.f32",
+           timeout=600)
+    assert r.rc == 0, r
+    ids = [[int(x) for x in line.split()] for line in r.out.splitlines()]
+    assert len(ids) == len(LENGTHS) and all(len(x) == 2 for x in ids), r
+    V = CFG["vocab"]
+    logits = np.fromfile(gc.dir / "l.f32", dtype="<f4").astype(np.float64)
+    assert logits.size == sum(t + 1 for t in LENGTHS) * V
+    logits = logits.reshape(-1, V)
+
+    w, cfg = R.load(path)
+    full = R.forward(w, cfg, seq)
+    tol = TOL.get(qtype, TOL_F16)
+    at, decided, worst = 0, 0, 0.0
+    for t, (tok1, _) in zip(LENGTHS, ids):
+        rows = logits[at:at + t + 1]
+        at += t + 1
+        err = rel_rows(rows[:t], full[:t])
+        worst = max(worst, float(err.max()))
+        assert err.max() <= tol, \
+            f"{qtype} prompt of {t}: row {int(err.argmax())} off by {err.max():.3g} (tolerance {tol:g})"
+        nxt = R.forward(w, cfg, seq[:t] + [tok1])[-1]
+        e2 = rel_rows(rows[t:t + 1], nxt[None])[0]
+        assert e2 <= tol, f"{qtype} decode after a prompt of {t}: off by {e2:.3g}"
+        if margin(full[t - 1]) >= MARGIN:
+            decided += 1
+            assert tok1 == int(np.argmax(full[t - 1])), f"{qtype} prompt of {t}: greedy token differs"
+    assert decided >= len(LENGTHS) // 2, f"only {decided} of {len(LENGTHS)} greedy steps were clear"
+    print(f"{qtype}: worst row error {worst:.3g}, {decided} greedy tokens checked")

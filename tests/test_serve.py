@@ -1,0 +1,752 @@
+"""gcore-serve with real clients on the loopback address: curl, the official
+OpenAI JavaScript client (npm `openai`) and Python's http.client, streaming
+and not; a bounded load test (16 clients x 20 requests); malformed JSON,
+wrong types, oversize bodies, prompts over the context, a full queue and
+clients that disconnect. Every answer is checked: greedy tokens equal
+gcore-run's for the same prompt (from the same bundle), seeded sampling
+equals gcore-run's with the same settings, and the server never crashes (it
+still answers at the end and exits cleanly on SIGTERM, sanitizers silent)."""
+import http.client
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from conftest import BIN, SANITIZER_MARKS, run_tool  # noqa: E402
+import tinymodel as TM  # noqa: E402
+
+VOCAB = 512
+CTX = 256
+JS = os.path.join(HERE, "js")
+MODEL = "tiny"  # the id the server gives the model (the directory's name)
+
+
+class Server:
+    """gcore-serve on a free loopback port (--port 0; the port is read from
+    its 'listening on' line), its stderr collected."""
+
+    def __init__(self, model, bundle, *args, env=None):
+        e = dict(os.environ)
+        e.update(env or {})
+        self.p = subprocess.Popen([os.path.join(BIN, "gcore-serve"), "-m", model, *(("-b", bundle) if bundle else ()),
+                                   "--port", "0", *map(str, args)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=e)
+        self.lines = []
+        deadline = time.time() + 120
+        while True:
+            line = self.p.stderr.readline()
+            if not line:
+                raise AssertionError(f"gcore-serve exited before listening: {''.join(self.lines)}")
+            self.lines.append(line)
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+                break
+            assert time.time() < deadline, "gcore-serve did not start"
+        self.drain = threading.Thread(target=lambda: self.lines.extend(iter(self.p.stderr.readline, "")),
+                                      daemon=True)
+        self.drain.start()
+
+    def url(self, path=""):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def request(self, method, path, body=None, headers=None, timeout=120):
+        """(status, headers, body text) of one request on a new connection."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body)
+        c.request(method, path, body=body, headers=headers or {"Content-Type": "application/json"})
+        r = c.getresponse()
+        out = (r.status, dict(r.getheaders()), r.read().decode("utf-8", "replace"))
+        c.close()
+        return out
+
+    def post(self, path, body, **kw):
+        status, headers, text = self.request("POST", path, body, **kw)
+        return status, headers, text
+
+    def health(self):
+        return json.loads(self.request("GET", "/health")[2])
+
+    def stop(self):
+        """SIGTERM; the exit code and everything it wrote on stderr."""
+        self.p.send_signal(signal.SIGTERM)
+        rc = self.p.wait(timeout=60)
+        self.drain.join(timeout=10)
+        return rc, "".join(self.lines)
+
+
+def check_clean_exit(srv):
+    assert srv.p.poll() is None, "gcore-serve died:\n" + "".join(srv.lines)
+    rc, err = srv.stop()
+    assert rc == 0, err
+    for mark in SANITIZER_MARKS:
+        assert mark not in err, err
+
+
+def sse(text):
+    """The data payloads of a server-sent event stream, JSON decoded (but
+    the final [DONE])."""
+    events = [block[len("data: "):] for block in text.split("\n\n") if block.startswith("data: ")]
+    assert events and events[-1] == "[DONE]", text[-500:]
+    return [json.loads(e) for e in events[:-1]]
+
+
+def stream_text(events, chat):
+    text, ids, finish = "", [], None
+    for ev in events:
+        assert "error" not in ev, ev
+        for c in ev["choices"]:
+            text += (c["delta"].get("content") or "") if chat else c["text"]
+            ids += c.get("token_ids", [])
+            finish = c["finish_reason"] or finish
+    return text, ids, finish
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, cache_dir):
+    """A tiny Llama-3-style model with the project's byte-level tokenizer,
+    its CPU bundle (gcore-gen --model: the batched decode kernels included)."""
+    d = tmp_path_factory.mktemp("serve")
+    model = str(d / MODEL)
+    TM.write_model(model, seed=3, dtype="f16", dim=64, hidden_dim=160, n_layers=2, n_heads=4,
+                   n_kv_heads=2, vocab=VOCAB, max_seq=CTX)
+    TM.write_tokenizer(model, VOCAB)
+    bundle = str(d / "tiny.gcb")
+    r = run_tool("gcore-gen", "--model", model, "--target", "cpu", "--prefill", 16, "-o", bundle,
+                 env={"GCORE_CACHE": cache_dir})
+    assert r.rc == 0, r
+    return d, model, bundle
+
+
+@pytest.fixture(scope="module")
+def srv(tiny):
+    d, model, bundle = tiny
+    s = Server(model, bundle, "--parallel", 4, "--max-body", 65536)
+    yield s
+    if s.p.poll() is None:
+        s.stop()
+
+
+def gcore_run(tiny, *args, stdin=None):
+    d, model, bundle = tiny
+    r = run_tool("gcore-run", "-m", model, "-b", bundle, "--json", *args, cwd=str(d), input=stdin)
+    assert r.rc == 0, r
+    return [json.loads(line) for line in r.out.splitlines() if line.strip()]
+
+
+def reference_ids(tiny, prompts, n):
+    """gcore-run's greedy ids (EOS ignored) of each prompt (lists of ids),
+    n tokens each, from one process (--tokens-file)."""
+    d = tiny[0]
+    path = d / f"prompts_{random.getrandbits(32)}.txt"
+    path.write_text("".join(",".join(map(str, p)) + "\n" for p in prompts))
+    out = gcore_run(tiny, "--tokens-file", path, "-n", n, "--temp", 0, "--ignore-eos")
+    assert len(out) == len(prompts)
+    return [o["tokens"] for o in out]
+
+
+# ---------------------------------------------------------------- basics
+
+def test_health_and_models(srv):
+    h = srv.health()
+    assert h == {"status": "ok", "slots": 4, "active": 0, "queued": 0}
+    status, _, body = srv.request("GET", "/v1/models")
+    assert status == 200
+    m = json.loads(body)
+    assert m["object"] == "list" and [x["id"] for x in m["data"]] == [MODEL]
+    assert m["data"][0]["max_model_len"] == CTX
+    status, _, body = srv.request("GET", f"/v1/models/{MODEL}")
+    assert status == 200 and json.loads(body)["id"] == MODEL
+    status, _, body = srv.request("GET", "/v1/models/gpt-4")
+    assert status == 404 and json.loads(body)["error"]["code"] == "model_not_found"
+
+
+def test_completion_matches_gcore_run(srv, tiny):
+    """A text prompt, greedy: the ids and text gcore-run -p gives, the
+    prompt tokenized the same way (BOS first)."""
+    prompt = "The capital of France is"
+    ref = gcore_run(tiny, "-p", prompt, "-n", 12, "--temp", 0, "--ignore-eos")[0]
+    status, _, body = srv.post("/v1/completions", {"model": MODEL, "prompt": prompt, "max_tokens": 12,
+                                                   "temperature": 0, "ignore_eos": True,
+                                                   "return_token_ids": True})
+    assert status == 200, body
+    r = json.loads(body)
+    c = r["choices"][0]
+    assert r["object"] == "text_completion" and r["model"] == MODEL and r["id"].startswith("cmpl-")
+    assert c["token_ids"] == ref["tokens"] and c["text"] == ref["text"]
+    assert c["finish_reason"] == "length"
+    assert r["usage"] == {"prompt_tokens": ref["prompt_tokens"], "completion_tokens": 12,
+                          "total_tokens": ref["prompt_tokens"] + 12}
+
+
+def test_token_prompt_and_default_max_tokens(srv, tiny):
+    """A prompt of ids runs as given (no BOS); max_tokens defaults to 16."""
+    prompt = [5, 77, 300, 12, 9]
+    ref = reference_ids(tiny, [prompt], 16)[0]
+    status, _, body = srv.post("/v1/completions", {"model": MODEL, "prompt": prompt, "temperature": 0,
+                                                   "ignore_eos": True, "return_token_ids": True})
+    assert status == 200, body
+    c = json.loads(body)["choices"][0]
+    assert c["prompt_token_ids"] == prompt and c["token_ids"] == ref
+
+
+def test_completion_stream_with_curl(srv, tiny):
+    """curl -N with stream: true: server-sent events whose pieces add up to
+    the non-streamed text and ids; then data: [DONE]."""
+    body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 20, "temperature": 0,
+            "ignore_eos": True, "return_token_ids": True}
+    _, _, whole = srv.post("/v1/completions", body)
+    whole = json.loads(whole)["choices"][0]
+    p = subprocess.run(["curl", "-sN", "--fail-with-body", "-H", "Content-Type: application/json",
+                        "-D", "-", "-d", json.dumps(dict(body, stream=True)), srv.url("/v1/completions")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p
+    head, _, rest = p.stdout.partition("\n\n")  # (text mode: \r\n read as \n)
+    assert "text/event-stream" in head and "chunked" in head.lower(), head
+    events = sse(rest)
+    text, ids, finish = stream_text(events, chat=False)
+    assert (text, ids, finish) == (whole["text"], whole["token_ids"], "length")
+    assert all(e["object"] == "text_completion" for e in events)
+
+
+def test_chat_matches_gcore_run_chat(srv, tiny):
+    """A chat (system + user) through the model's chat template: the prompt
+    ids and the reply gcore-run --chat gives, streamed and not."""
+    ref = gcore_run(tiny, "--chat", "--system", "Be brief.", "-n", 10, "--temp", 0, "--ignore-eos",
+                    stdin="What is a bundle?\n")[0]
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is a bundle?"}]
+    body = {"model": MODEL, "messages": msgs, "max_tokens": 10, "temperature": 0, "ignore_eos": True,
+            "return_token_ids": True}
+    status, _, text = srv.post("/v1/chat/completions", body)
+    assert status == 200, text
+    r = json.loads(text)
+    c = r["choices"][0]
+    assert r["object"] == "chat.completion" and c["message"]["role"] == "assistant"
+    assert c["prompt_token_ids"] == ref["prompt_ids"] and c["token_ids"] == ref["tokens"]
+    assert c["message"]["content"] == ref["text"]
+    status, _, text = srv.post("/v1/chat/completions", dict(body, stream=True))
+    events = sse(text)
+    assert events[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert stream_text(events, chat=True) == (ref["text"], ref["tokens"], "length")
+    # content as text parts: the same prompt
+    parts = [msgs[0], {"role": "user", "content": [{"type": "text", "text": "What is "},
+                                                   {"type": "text", "text": "a bundle?"}]}]
+    status, _, text = srv.post("/v1/chat/completions", dict(body, messages=parts))
+    assert json.loads(text)["choices"][0]["prompt_token_ids"] == ref["prompt_ids"]
+    # a conversation: the first turn, the reply closed by the end token, the next turn
+    turns = msgs + [{"role": "assistant", "content": "A file."}, {"role": "user", "content": "And?"}]
+    status, _, text = srv.post("/v1/chat/completions", dict(body, messages=turns))
+    assert status == 200, text
+    ids = json.loads(text)["choices"][0]["prompt_token_ids"]
+    assert ids[:len(ref["prompt_ids"])] == ref["prompt_ids"] and VOCAB - 3 in ids[len(ref["prompt_ids"]):]
+
+
+def test_chat_stops_at_end_of_turn(srv, tiny):
+    """Without ignore_eos a chat reply ends at the template's end token
+    (<|eot_id|>) or at max_tokens: finish_reason says which."""
+    status, _, text = srv.post("/v1/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}],
+                                                        "max_tokens": 30, "temperature": 0, "return_token_ids": True})
+    c = json.loads(text)["choices"][0]
+    eot = VOCAB - 3  # tinymodel's <|eot_id|>
+    assert c["finish_reason"] == ("stop" if c["token_ids"][-1] in (eot, VOCAB - 1) else "length")
+
+
+def test_openai_js_client(srv, tiny):
+    """The official OpenAI JavaScript client: chat and completions, streamed
+    and not, the model list, and an API error it understands."""
+    if not shutil.which("node") or not os.path.isdir(os.path.join(JS, "node_modules", "openai")):
+        pytest.skip("the npm openai package is not installed (make deps-test)")
+    spec = {"chat": [{"role": "user", "content": "Tell me a story."}], "prompt": "Hello, world", "max_tokens": 9}
+    p = subprocess.run(["node", os.path.join(JS, "serve_client.js"), srv.url("/v1"), MODEL, json.dumps(spec)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    chat_ref = gcore_run(tiny, "--chat", "-n", 9, "--temp", 0, stdin="Tell me a story.\n")[0]
+    cmpl_ref = gcore_run(tiny, "-p", "Hello, world", "-n", 9, "--temp", 0)[0]
+    for key, ref in (("chat", chat_ref), ("chat_stream", chat_ref), ("completion", cmpl_ref),
+                     ("completion_stream", cmpl_ref)):
+        assert out[key]["ids"] == ref["tokens"], (key, out[key], ref)
+        assert out[key]["text"] == ref["text"], (key, out[key], ref)
+        assert out[key]["finish"] in ("stop", "length")
+    assert out["chat_stream"]["roles"] == ["assistant"]
+    assert out["chat_stream"]["usage"]["completion_tokens"] == len(chat_ref["tokens"])
+    assert out["models"] == [MODEL]
+    assert out["error"]["status"] == 404 and out["error"]["code"] == "model_not_found"
+
+
+def test_seeded_sampling_matches_gcore_run(srv, tiny):
+    """temperature, top_p and seed: the tokens gcore-run samples with the
+    same settings (no top-k, no min-p), the same on every request."""
+    prompt = [1, 50, 100, 150]
+    path = tiny[0] / "sampled.txt"
+    path.write_text("1,50,100,150\n")
+    ref = gcore_run(tiny, "--tokens-file", path, "-n", 16, "--temp", 0.9, "--top-p", 0.8, "--top-k", 0,
+                    "--min-p", 0, "--seed", 1234, "--ignore-eos")[0]["tokens"]
+    body = {"model": MODEL, "prompt": prompt, "max_tokens": 16, "temperature": 0.9, "top_p": 0.8,
+            "seed": 1234, "ignore_eos": True, "return_token_ids": True}
+    got = [json.loads(srv.post("/v1/completions", body)[2])["choices"][0]["token_ids"] for _ in range(2)]
+    assert got == [ref, ref]
+    other = json.loads(srv.post("/v1/completions", dict(body, seed=99))[2])["choices"][0]["token_ids"]
+    assert other != ref
+
+
+def test_stop_strings(srv, tiny):
+    """A stop string ends the completion before it (finish_reason stop),
+    streamed or not; text that only begins a stop string is held back."""
+    body = {"model": MODEL, "prompt": "It was a dark and stormy night", "max_tokens": 24, "temperature": 0,
+            "ignore_eos": True}
+    full = json.loads(srv.post("/v1/completions", body)[2])["choices"][0]["text"]
+    at = [i for i in range(2, len(full) - 1) if not set(full[i:i + 2]) & {"\x00", "\ufffd"}]
+    assert at, full  # two characters after the start that can be a stop string
+    stop = full[at[0]:at[0] + 2]
+    want = full[:full.index(stop)]
+    r = json.loads(srv.post("/v1/completions", dict(body, stop=[stop, "\x7fnever"]))[2])["choices"][0]
+    assert (r["text"], r["finish_reason"]) == (want, "stop")
+    text, _, finish = stream_text(sse(srv.post("/v1/completions", dict(body, stop=stop, stream=True))[2]), False)
+    assert (text, finish) == (want, "stop")
+
+
+# ---------------------------------------------------------------- load
+
+def test_load_16_clients_20_requests(srv, tiny):
+    """16 clients x 20 requests at once on 4 slots: every one answered, each
+    equal to gcore-run's greedy tokens for its prompt (token prompts of 1
+    to 40 ids, 1 to 12 tokens, half of them streamed)."""
+    rng = random.Random(7)
+    jobs = []
+    for i in range(16 * 20):
+        prompt = [rng.randrange(VOCAB - 8) for _ in range(rng.randint(1, 40))]
+        jobs.append((prompt, rng.randint(1, 12), i % 2 == 1))
+    uniq = sorted({tuple(p) for p, _, _ in jobs})
+    refs = dict(zip(uniq, reference_ids(tiny, [list(p) for p in uniq], 12)))
+
+    def one(job):
+        prompt, n, stream = job
+        body = {"model": MODEL, "prompt": prompt, "max_tokens": n, "temperature": 0, "ignore_eos": True,
+                "return_token_ids": True, "stream": stream}
+        status, _, text = srv.post("/v1/completions", body, timeout=300)
+        assert status == 200, text
+        if stream:
+            return stream_text(sse(text), chat=False)[1]
+        return json.loads(text)["choices"][0]["token_ids"]
+
+    t0 = time.time()
+    with ThreadPoolExecutor(16) as ex:
+        got = list(ex.map(one, jobs))
+    elapsed = time.time() - t0
+    bad = [(p, n, g, refs[tuple(p)][:n]) for (p, n, _), g in zip(jobs, got) if g != refs[tuple(p)][:n]]
+    assert not bad, f"{len(bad)} of {len(jobs)} differ from gcore-run, e.g. {bad[0]}"
+    assert srv.health() == {"status": "ok", "slots": 4, "active": 0, "queued": 0}
+    print(f"{len(jobs)} requests in {elapsed:.1f} s")
+
+
+def test_prompts_in_chunks(tiny):
+    """--prefill-chunk 16: prompts of up to 200 tokens are prefilled 16
+    tokens at a time between the decode steps of the others (6 requests on
+    3 slots); every answer is still gcore-run's, which takes each prompt in
+    one pass, and -v's line of each request counts ceil(n / 16) passes (the
+    default, 512 capped at --ctx 256, takes each prompt in one)."""
+    d, model, bundle = tiny
+    rng = random.Random(5)
+    sizes = (200, 17, 16, 15, 64, 1)
+    prompts = [[rng.randrange(VOCAB - 8) for _ in range(n)] for n in sizes]
+    refs = reference_ids(tiny, prompts, 12)
+    body = lambda p: {"model": MODEL, "prompt": p, "max_tokens": 12, "temperature": 0, "ignore_eos": True,
+                      "return_token_ids": True}
+    for chunk in (16, None):
+        s = Server(model, bundle, "--parallel", 3, "-v", *(("--prefill-chunk", chunk) if chunk else ()))
+        try:
+            with ThreadPoolExecutor(6) as ex:
+                got = list(ex.map(lambda p: json.loads(s.post("/v1/completions", body(p))[2]), prompts))
+            assert [g["choices"][0]["token_ids"] for g in got] == refs
+            assert [len(g["choices"][0]["prompt_token_ids"]) for g in got] == list(sizes)
+        finally:
+            check_clean_exit(s)
+        passes = sorted(tuple(map(int, m)) for m in
+                        re.findall(r"POST '/v1/completions' 200: (\d+) prompt tokens \((\d+) passes\)", "".join(s.lines)))
+        assert passes == sorted((n, -(-n // (chunk or CTX))) for n in sizes), "".join(s.lines)
+
+
+def test_fixed_batch(tiny):
+    """--fixed-batch: every decode step runs --parallel rows, the missing
+    ones copies of a real row (computed, dropped). Alone or 6 at once on 4
+    slots, every answer is gcore-run's."""
+    d, model, bundle = tiny
+    s = Server(model, bundle, "--parallel", 4, "--fixed-batch")
+    try:
+        rng = random.Random(11)
+        prompts = [[rng.randrange(VOCAB - 8) for _ in range(rng.randint(1, 30))] for _ in range(6)]
+        refs = reference_ids(tiny, prompts, 10)
+        body = lambda p: {"model": MODEL, "prompt": p, "max_tokens": 10, "temperature": 0, "ignore_eos": True,
+                          "return_token_ids": True}
+        alone = json.loads(s.post("/v1/completions", body(prompts[0]))[2])["choices"][0]["token_ids"]
+        assert alone == refs[0]
+        with ThreadPoolExecutor(6) as ex:
+            got = list(ex.map(lambda p: json.loads(s.post("/v1/completions", body(p))[2])["choices"][0]["token_ids"],
+                              prompts))
+        assert got == refs
+    finally:
+        check_clean_exit(s)
+
+
+# ---------------------------------------------------------------- bad input
+
+BAD = [
+    (b"{", 400, None, "not valid JSON"),
+    (b'{"model": "tiny", "prompt": "x",}', 400, None, "not valid JSON"),
+    (b'{"prompt": "x"} trailing', 400, None, "not valid JSON"),
+    (b"[1, 2]", 400, None, "must be a JSON object"),
+    (b'"just a string"', 400, None, "must be a JSON object"),
+    (b"\xff\xfe\x00garbage", 400, None, "not valid JSON"),
+    (b"[" * 5000 + b"]" * 5000, 400, None, "not valid JSON"),
+    (b"", 400, None, "not valid JSON"),
+    (b'{"prompt": 5}', 400, "prompt", "must be a string or an array of token ids"),
+    (b'{"prompt": ["a", "b"]}', 400, "prompt", "one prompt per request"),
+    (b'{"prompt": [1, "a"]}', 400, "prompt", "must be a string or an array of token ids"),
+    (b'{"prompt": [1, 99999]}', 400, "prompt", "outside the vocabulary"),
+    (b'{"prompt": [-1]}', 400, "prompt", "outside the vocabulary"),
+    (b'{"prompt": []}', 400, "prompt", "empty"),
+    (b'{"prompt": "x", "temperature": "hot"}', 400, "temperature", "must be a number"),
+    (b'{"prompt": "x", "temperature": 7}', 400, "temperature", "from 0 to 2"),
+    (b'{"prompt": "x", "top_p": 0}', 400, "top_p", "above 0"),
+    (b'{"prompt": "x", "max_tokens": 2.5}', 400, "max_tokens", "must be an integer"),
+    (b'{"prompt": "x", "max_tokens": 0}', 400, "max_tokens", "from 1"),
+    (b'{"prompt": "x", "max_tokens": 100000}', 400, "max_tokens", "maximum context length"),
+    (b'{"prompt": "x", "stream": "yes"}', 400, "stream", "must be a boolean"),
+    (b'{"prompt": "x", "seed": "1"}', 400, "seed", "must be an integer"),
+    (b'{"prompt": "x", "stop": 3}', 400, "stop", "a string or an array of strings"),
+    (b'{"prompt": "x", "stop": ["a", "b", "c", "d", "e"]}', 400, "stop", "at most 4"),
+    (b'{"prompt": "x", "stop": [""]}', 400, "stop", "1 to 256 bytes"),
+    (b'{"prompt": "x", "n": 3}', 400, "n", "only one choice"),
+    (b'{"prompt": "x", "logprobs": 5}', 400, "logprobs", "not supported"),
+    (b'{"prompt": "x", "presence_penalty": 1}', 400, "presence_penalty", "not supported"),
+    (b'{"prompt": "x", "logit_bias": {"5": 10}}', 400, "logit_bias", "not supported"),
+    (b'{"prompt": "x", "model": 7}', 400, "model", "must be a string"),
+    (b'{"prompt": "x", "model": "gpt-4"}', 404, "model", "does not exist"),
+    (b'{"prompt": "x", "stream_options": 1}', 400, "stream_options", "must be an object"),
+    (b'{}', 400, "prompt", "required"),
+]
+BAD_CHAT = [
+    (b'{"messages": "hi"}', 400, "messages", "must be an array"),
+    (b'{"messages": []}', 400, "messages", "empty"),
+    (b'{"messages": [5]}', 400, "messages", "array of objects"),
+    (b'{"messages": [{"content": "hi"}]}', 400, "messages", "no 'role'"),
+    (b'{"messages": [{"role": "wizard", "content": "hi"}]}', 400, "messages", "is not one of"),
+    (b'{"messages": [{"role": "user", "content": 5}]}', 400, "messages", "must be"),
+    (b'{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}', 400, "messages", "only text"),
+    (b'{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}', 400,
+     "messages", "last message"),
+    (b'{"messages": [{"role": "user", "content": "a"}, {"role": "system", "content": "b"}]}', 400,
+     "messages", "must come first"),
+    (b'{"messages": [{"role": "user", "content": "a\\u0000b"}]}', 400, "messages", "NUL"),
+    (b'{"messages": [{"role": "user", "content": "a"}], "tools": [{"type": "function"}]}', 400, "tools",
+     "not supported"),
+    (b'{"prompt": "x"}', 400, "messages", "required"),
+]
+
+
+@pytest.mark.parametrize("path,cases", [("/v1/completions", BAD), ("/v1/chat/completions", BAD_CHAT)])
+def test_malformed_and_wrong_types(srv, path, cases):
+    """Each bad body: its status, OpenAI's error shape, the field named; the
+    server keeps serving."""
+    for body, status, param, needle in cases:
+        got, headers, text = srv.post(path, body)
+        assert got == status, (body[:80], got, text)
+        assert headers["Content-Type"] == "application/json"
+        err = json.loads(text)["error"]
+        assert set(err) == {"message", "type", "param", "code"}, err
+        assert err["type"] == "invalid_request_error" and err["param"] == param, (body[:80], err)
+        assert needle in err["message"], (body[:80], err)
+    assert srv.health()["status"] == "ok"
+
+
+def test_routes_and_methods(srv):
+    for method, path, status in (("GET", "/", 404), ("GET", "/v1/completion", 404), ("POST", "/health", 405),
+                                 ("GET", "/v1/completions", 405), ("DELETE", "/v1/models", 405),
+                                 ("PUT", "/v1/chat/completions", 405), ("GET", "/v1/models/../x", 404)):
+        got, headers, text = srv.request(method, path, b"{}" if method != "GET" else None)
+        assert got == status, (method, path, text)
+        assert "error" in json.loads(text)
+        if status == 405:
+            assert headers["Allow"] in ("GET", "POST")
+
+
+def test_oversize_bodies(srv):
+    """Over --max-body: 413 with the error shape, whether the size is
+    announced (Content-Length) or not (chunked); then the next request works."""
+    big = json.dumps({"model": MODEL, "prompt": "x" * 70000})
+    status, _, text = srv.post("/v1/completions", big)
+    assert status == 413 and "over 65536 bytes" in json.loads(text)["error"]["message"]
+    p = subprocess.run(["curl", "-s", "-o", "-", "-w", "\n%{http_code}", "-H", "Transfer-Encoding: chunked",
+                        "-H", "Content-Type: application/json", "--data-binary", "@-", srv.url("/v1/completions")],
+                       input=big, capture_output=True, text=True, timeout=60)
+    body, _, code = p.stdout.rpartition("\n")
+    assert code == "413", p
+    assert json.loads(body)["error"]["type"] == "invalid_request_error"
+    status, _, _ = srv.post("/v1/completions", {"model": MODEL, "prompt": "ok", "max_tokens": 2})
+    assert status == 200
+
+
+def test_prompt_over_the_context(srv):
+    """A prompt of the whole context or more: 400 context_length_exceeded."""
+    for prompt in ([1] * CTX, [2] * (CTX + 50)):
+        status, _, text = srv.post("/v1/completions", {"model": MODEL, "prompt": prompt})
+        err = json.loads(text)["error"]
+        assert status == 400 and err["code"] == "context_length_exceeded", text
+    status, _, text = srv.post("/v1/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": "y" * 600}]})
+    assert status == 400 and json.loads(text)["error"]["code"] == "context_length_exceeded"
+    # the longest prompt that fits, and max_tokens up to the context
+    status, _, text = srv.post("/v1/completions", {"model": MODEL, "prompt": [3] * (CTX - 4), "max_tokens": 4,
+                                                   "temperature": 0, "ignore_eos": True})
+    assert status == 200 and json.loads(text)["usage"]["total_tokens"] == CTX
+
+
+# ---------------------------------------------------------------- slots, queue, disconnects
+
+@pytest.fixture(scope="module")
+def slow(tiny):
+    """A server whose steps take 20 ms (GCORE_SERVE_STEP_DELAY_MS): two slots,
+    two places in the queue, so requests run and wait long enough to be seen."""
+    d, model, bundle = tiny
+    s = Server(model, bundle, "--parallel", 2, "--max-queue", 2, env={"GCORE_SERVE_STEP_DELAY_MS": "20"})
+    yield s
+    if s.p.poll() is None:
+        s.stop()
+
+
+def wait_for(cond, what, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def open_stream(srv, n=250):
+    """A streaming request on a raw socket, its first event read."""
+    body = json.dumps({"model": MODEL, "prompt": [1, 2, 3], "max_tokens": n, "stream": True,
+                       "temperature": 0, "ignore_eos": True}).encode()
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    got = b""
+    while b"data: " not in got:
+        chunk = s.recv(4096)
+        assert chunk, got
+        got += chunk
+    assert got.startswith(b"HTTP/1.1 200"), got
+    return s
+
+
+def test_full_queue_gets_503_and_slots_free_at_once(slow):
+    """Two streams fill the two slots, two more wait, a fifth gets 503 with
+    Retry-After; a client that disconnects frees its slot at once, and a
+    waiting request takes it."""
+    streams = [open_stream(slow) for _ in range(2)]
+    wait_for(lambda: slow.health()["active"] == 2, "two active requests")
+    waiting = [threading.Thread(target=slow.post, args=("/v1/completions", {"model": MODEL, "prompt": [4], "max_tokens": 3}))
+               for _ in range(2)]
+    for t in waiting:
+        t.start()
+    wait_for(lambda: slow.health()["queued"] == 2, "two queued requests")
+    status, headers, text = slow.post("/v1/completions", {"model": MODEL, "prompt": [5], "max_tokens": 3})
+    assert status == 503 and headers.get("Retry-After") == "1", text
+    assert json.loads(text)["error"]["code"] == "overloaded"
+    t0 = time.time()
+    for s in streams:
+        s.close()  # both generate 250 tokens at 20 ms a step: only a cancel ends them this soon
+    for t in waiting:
+        t.join(timeout=30)
+    wait_for(lambda: slow.health() == {"status": "ok", "slots": 2, "active": 0, "queued": 0}, "free slots")
+    assert time.time() - t0 < 3, "closed streams kept their slots"
+
+
+def test_disconnects(slow):
+    """Clients that leave at every stage: before sending the body, mid-body,
+    while waiting for a non-streamed answer, mid-stream. The server cancels
+    what they asked for, frees the slots, and answers the next request."""
+    body = json.dumps({"model": MODEL, "prompt": [1, 2, 3], "max_tokens": 250, "ignore_eos": True}).encode()
+    head = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body))
+    for cut in (head[:20], head, head + body[:10]):  # mid-headers, before the body, mid-body
+        s = socket.create_connection(("127.0.0.1", slow.port))
+        s.sendall(cut)
+        s.close()
+    s = socket.create_connection(("127.0.0.1", slow.port))  # the whole request, then gone
+    s.sendall(head + body)
+    wait_for(lambda: slow.health()["active"] == 1, "the abandoned request to start")
+    s.close()
+    wait_for(lambda: slow.health()["active"] == 0, "the abandoned request to be cancelled", timeout=2)
+    s = open_stream(slow)  # mid-stream, with a reset
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    s.close()
+    wait_for(lambda: slow.health()["active"] == 0, "the reset stream to be cancelled", timeout=2)
+    status, _, text = slow.post("/v1/completions", {"model": MODEL, "prompt": [7, 8], "max_tokens": 4})
+    assert status == 200 and json.loads(text)["usage"]["completion_tokens"] == 4
+
+
+def test_queued_clients_that_leave_free_their_places(slow):
+    """Clients that leave while their requests wait for a slot: out of the
+    queue at once (/health's queued drops, their places take new requests),
+    never run."""
+    streams = [open_stream(slow) for _ in range(2)]
+    wait_for(lambda: slow.health()["active"] == 2, "two active requests")
+    body = json.dumps({"model": MODEL, "prompt": [4], "max_tokens": 3}).encode()
+    waiting = []
+    for _ in range(2):
+        s = socket.create_connection(("127.0.0.1", slow.port))
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        waiting.append(s)
+    wait_for(lambda: slow.health()["queued"] == 2, "two queued requests")
+    for s in waiting:
+        s.close()
+    wait_for(lambda: slow.health()["queued"] == 0, "the queue to empty while both slots are busy", timeout=2)
+    assert slow.health()["active"] == 2
+    # the queue has its two places again: two more wait, neither gets 503
+    done = []
+    threads = [threading.Thread(target=lambda: done.append(slow.post("/v1/completions", json.loads(body))[0]))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    wait_for(lambda: slow.health()["queued"] == 2, "two new queued requests")
+    for s in streams:
+        s.close()
+    for t in threads:
+        t.join(timeout=30)
+    assert done == [200, 200]
+    wait_for(lambda: slow.health() == {"status": "ok", "slots": 2, "active": 0, "queued": 0}, "free slots")
+
+
+def test_name_tokenizer_graphs_and_built_bundle(tiny, tmp_path, cache_dir):
+    """A model directory without a tokenizer: prompts must be ids, chats are
+    refused; --tokenizer from elsewhere gives text prompts and the chat
+    template back. Without -b the bundle is built from --db into --cache (as
+    gcore-run's, whose answers it gives); --model-name names the model;
+    decode steps replay graphs unless --no-graph (the closing line counts
+    them)."""
+    d, model, bundle = tiny
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for f in os.listdir(model):
+        if not f.startswith("tokenizer"):
+            shutil.copy(os.path.join(model, f), bare / f)
+    env = {"GCORE_CACHE": cache_dir}
+    flags = ("--db", tmp_path / "none.db", "--cache", cache_dir)
+    ref = run_tool("gcore-run", "-m", bare, "--tokenizer", model, *flags, "--json", "-p", "Hello there", "-n", 8,
+                   "--temp", 0, "--ignore-eos", env=env)
+    assert ref.rc == 0, ref
+    ref = json.loads(ref.out.splitlines()[0])
+    for graphs in (True, False):
+        s = Server(str(bare), None, *flags, "--parallel", 2, "--model-name", "llama-x", "--tokenizer", model,
+                   *(() if graphs else ("--no-graph",)), env=env)
+        try:
+            assert any("bundle" in l and "0 of " in l and "problems tuned (no tuning database at" in l
+                       for l in s.lines), s.lines
+            status, _, text = s.request("GET", "/v1/models")
+            assert [m["id"] for m in json.loads(text)["data"]] == ["llama-x"]
+            body = {"model": "llama-x", "prompt": "Hello there", "max_tokens": 8, "temperature": 0,
+                    "ignore_eos": True, "return_token_ids": True}
+            status, _, text = s.post("/v1/completions", body)
+            assert status == 200, text
+            c = json.loads(text)["choices"][0]
+            assert c["token_ids"] == ref["tokens"] and c["text"] == ref["text"]
+            status, _, text = s.post("/v1/completions", dict(body, model=MODEL))
+            assert status == 404 and json.loads(text)["error"]["code"] == "model_not_found"
+            status, _, text = s.post("/v1/chat/completions", {"model": "llama-x", "max_tokens": 2,
+                                                              "messages": [{"role": "user", "content": "Hi"}]})
+            assert status == 200, text
+        finally:
+            check_clean_exit(s)
+        steps = re.search(r"(\d+) decode steps, (\d+) of them replayed from a graph", "".join(s.lines))
+        assert steps and int(steps.group(1)) >= 8, s.lines
+        assert (int(steps.group(2)) > 0) == graphs, s.lines
+    s = Server(str(bare), bundle)
+    try:
+        status, _, text = s.post("/v1/completions", {"prompt": "Hello", "max_tokens": 2})
+        assert status == 400 and "no tokenizer" in json.loads(text)["error"]["message"], text
+        status, _, text = s.post("/v1/completions", {"prompt": [5, 6], "max_tokens": 2})
+        assert status == 200, text
+        status, _, text = s.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]})
+        assert status == 400 and json.loads(text)["error"]["param"] == "messages", text
+    finally:
+        check_clean_exit(s)
+
+
+def test_servers_exit_cleanly(srv, slow):
+    """After everything above, both servers still answer, then stop on
+    SIGTERM with exit code 0 and nothing from the sanitizers."""
+    for s in (srv, slow):
+        assert s.health()["status"] == "ok"
+        check_clean_exit(s)
+
+
+def test_shutdown_answers_what_waits_and_runs(tiny):
+    """SIGTERM with a stream and a plain request in the two slots and one
+    request queued: the plain and the queued one get 503 in OpenAI's error
+    shape, the stream an error event; the server exits 0 and says how many
+    decode steps it ran."""
+    d, model, bundle = tiny
+    s = Server(model, bundle, "--parallel", 2, env={"GCORE_SERVE_STEP_DELAY_MS": "20"})
+    body = {"model": MODEL, "prompt": [1, 2, 3], "max_tokens": 250, "ignore_eos": True}
+    got = {}
+    def ask(key, b):
+        got[key] = s.post("/v1/completions", b)
+    stream = threading.Thread(target=ask, args=("stream", dict(body, stream=True)))
+    stream.start()
+    wait_for(lambda: s.health()["active"] == 1, "the stream to start")
+    plain = threading.Thread(target=ask, args=("plain", body))
+    plain.start()
+    wait_for(lambda: s.health()["active"] == 2, "the plain request to start")
+    queued = threading.Thread(target=ask, args=("queued", body))
+    queued.start()
+    wait_for(lambda: s.health()["queued"] == 1, "a queued request")
+    rc, err = s.stop()
+    for t in (stream, plain, queued):
+        t.join(timeout=30)
+    assert rc == 0, err
+    for key in ("plain", "queued"):
+        status, headers, text = got[key]
+        assert status == 503, (key, got[key])
+        assert json.loads(text)["error"]["message"] == "the server is shutting down", (key, text)
+    status, _, text = got["stream"]
+    assert status == 200
+    events = sse(text)
+    assert "shutting down" in events[-1]["error"]["message"], events[-1]
+    assert all("error" not in e for e in events[:-1]) and len(events) > 1
+    assert re.search(r"\d+ decode steps, \d+ of them replayed from a graph", err), err
+    for mark in SANITIZER_MARKS:
+        assert mark not in err, err
+
+
+def test_startup_errors(tiny, tmp_path):
+    """Bad flags and files: one line, exit code 1 or 2, nothing served."""
+    d, model, bundle = tiny
+    for flag, value in (("--parallel", 17), ("--parallel", 0), ("--prefill-chunk", 0), ("--prefill-chunk", "x"),
+                        ("--max-queue", 0), ("--max-body", -1), ("--ctx", 1), ("--port", 70000)):
+        r = run_tool("gcore-serve", "-m", model, "-b", bundle, flag, value)
+        assert r.rc == 2 and flag in r.err, (flag, value, r)
+    r = run_tool("gcore-serve", "-m", str(tmp_path / "nothing"), "-b", bundle, "--port", 0)
+    assert r.rc == 1 and r.err.startswith("gcore-serve: ") and len(r.err.strip().splitlines()) == 1, r
+    r = run_tool("gcore-serve", "-m", model, "-b", bundle, "--host", "no.such.host.invalid", "--port", 0)
+    assert r.rc == 1 and "--host" in r.err, r
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        r = run_tool("gcore-serve", "-m", model, "-b", bundle, "--port", busy.getsockname()[1])
+        assert r.rc == 1 and "cannot listen" in r.err, r

@@ -1,0 +1,252 @@
+/* serve_main.c — gcore-serve: a Llama model behind the OpenAI HTTP API
+ * (/v1/completions, /v1/chat/completions, /v1/models, /health), with up
+ * to --parallel requests decoded at once as one batched pass. The layers
+ * it puts together are in serve/ (engine.c: the batch loop; http.c:
+ * libmicrohttpd; api.c: the requests and responses). */
+#include <getopt.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../base/cli.h"
+#include "../serve/http.h"
+
+static const char usage[] =
+    "usage: gcore-serve -m MODEL [-b BUNDLE] [--tokenizer PATH] [--host ADDR] [--port N] [--parallel N]\n"
+    "Serves a Llama model (a Hugging Face directory, a GGUF file or a llama2.c checkpoint) over HTTP\n"
+    "with OpenAI's API: POST /v1/completions and /v1/chat/completions (stream: true as server-sent\n"
+    "events), GET /v1/models and /health. Up to --parallel requests are decoded at once, their\n"
+    "decode steps run as one pass of that many rows; more wait in a queue. Stops on SIGINT/SIGTERM.\n"
+    "\n"
+    "model:\n"
+    "  -m, --model PATH     Hugging Face directory, GGUF file or llama2.c .bin\n"
+    "  --quantize T         store the model's matrices as q8_0, q4_0 or q4_k on load\n"
+    "  -b, --bundle PATH    bundle built by gcore-gen for this model (default: built from the\n"
+    "                       tuning database for this device into the cache, or reused from it)\n"
+    "  --db PATH            without -b: the tuning database (default $GCORE_DB, else\n"
+    "                       ~/.local/share/gcore/tune.db)\n"
+    "  --cache DIR          without -b: compile and bundle cache (default $GCORE_CACHE or\n"
+    "                       ~/.cache/gcore)\n"
+    "  --tokenizer PATH     tokenizer.json, a directory holding one, or a .gguf vocabulary\n"
+    "                       (default: MODEL/tokenizer.json, or the GGUF model's own; without one,\n"
+    "                       prompts must be token ids and there is no chat endpoint)\n"
+    "  --model-name NAME    the model's id in the API (default: the last part of MODEL's path)\n"
+    "  --ctx N              positions per request: prompt and completion (default: the model's\n"
+    "                       maximum, at most 4096)\n"
+    "server:\n"
+    "  --host ADDR          address to listen on (default 127.0.0.1)\n"
+    "  --port N             port (default 8080; 0: any free port, printed at start)\n"
+    "  --parallel N         requests decoded at once, each with its own KV cache (1 to 16;\n"
+    "                       default 4)\n"
+    "  --max-queue N        requests waiting for a slot, at most; more get 503 (default 64)\n"
+    "  --max-body BYTES     largest request body; larger get 413 (default 1048576)\n"
+    "  --prefill-chunk N    most prompt tokens in one pass between decode steps (default 512): a long\n"
+    "                       prompt is taken in parts, so that the others' tokens keep flowing\n"
+    "  --fixed-batch        run every decode step with --parallel rows (padded), so that a request's\n"
+    "                       tokens do not depend on how many others run beside it (slower alone)\n"
+    "  --no-graph           launch decode steps kernel by kernel instead of replaying a graph\n"
+    "  -v, --verbose        one line per request on stderr\n"
+    "device:\n"
+    "  --backend NAME       device backend: cpu (default), cuda (NVIDIA) or hip (AMD)\n"
+    "  --device N           device ordinal (default 0)\n"
+    "  -h, --help           this text\n"
+    "  --version            this tool's version\n";
+
+enum { O_VERSION = 256, O_TOKENIZER, O_HOST, O_PORT, O_PARALLEL, O_CTX, O_MAX_QUEUE, O_MAX_BODY,
+       O_MODEL_NAME, O_QUANTIZE, O_DB, O_CACHE, O_BACKEND, O_DEVICE, O_NOGRAPH, O_FIXED, O_CHUNK };
+
+static const struct option longopts[] = {
+    {"model", 1, 0, 'm'},          {"bundle", 1, 0, 'b'},         {"tokenizer", 1, 0, O_TOKENIZER},
+    {"host", 1, 0, O_HOST},        {"port", 1, 0, O_PORT},        {"parallel", 1, 0, O_PARALLEL},
+    {"ctx", 1, 0, O_CTX},          {"max-queue", 1, 0, O_MAX_QUEUE}, {"max-body", 1, 0, O_MAX_BODY},
+    {"model-name", 1, 0, O_MODEL_NAME}, {"quantize", 1, 0, O_QUANTIZE}, {"db", 1, 0, O_DB},
+    {"cache", 1, 0, O_CACHE},      {"backend", 1, 0, O_BACKEND},  {"device", 1, 0, O_DEVICE},
+    {"no-graph", 0, 0, O_NOGRAPH}, {"fixed-batch", 0, 0, O_FIXED}, {"verbose", 0, 0, 'v'},
+    {"prefill-chunk", 1, 0, O_CHUNK},
+    {"help", 0, 0, 'h'},
+    {"version", 0, 0, O_VERSION},  {0, 0, 0, 0}};
+
+typedef struct serve_opts {
+  gc_engine_opts_t en;
+  gc_http_opts_t http;
+  const char *tokenizer, *model_name;
+} serve_opts_t;
+
+/* The tokenizer: --tokenizer, else MODEL/tokenizer.json or a GGUF
+ * model's vocabulary, else none (prompts as ids). */
+static int open_tokenizer(const serve_opts_t *o, const gc_llama_config_t *c, gc_tok_t **tok, gc_err_t *e) {
+  char path[4096];
+  struct stat st;
+  const char *tp = o->tokenizer, *model = o->en.model;
+  snprintf(path, sizeof path, "%s/tokenizer.json", model);
+  if (!tp && stat(model, &st) == 0 && S_ISDIR(st.st_mode) && stat(path, &st) == 0) tp = model;
+  if (!tp && gc_weights_is_gguf(model)) tp = model;
+  if (!tp) return GC_OK;
+  if (gc_tok_load(tp, tok, e)) return e->code;
+  if (gc_tok_vocab_size(*tok) > c->vocab_size)
+    return gc_err_set(e, GC_EINVAL, "%s: the tokenizer has %d tokens but the model only %d", tp,
+                      gc_tok_vocab_size(*tok), c->vocab_size);
+  return GC_OK;
+}
+
+/* The API's facts: the tokenizer and its chat template (a model without
+ * one still serves /v1/completions), the context, the model's id. */
+static int setup_api(const serve_opts_t *o, const gc_llama_weights_t *w, gc_tok_t *tok, gc_api_t *a,
+                     char *id, size_t idn, gc_err_t *e) {
+  a->tok = tok;
+  a->ctx = o->en.ctx;
+  a->vocab = w->cfg.vocab_size;
+  a->created = (int64_t)time(NULL);
+  a->chat_end = -1;
+  gc_err_t why = {0};
+  if (!tok) snprintf(a->chat_why, sizeof a->chat_why, "this server has no tokenizer, so no chat template");
+  else if (gc_chat_detect(tok, &a->chat, &why))
+    snprintf(a->chat_why, sizeof a->chat_why, "this model has no chat template: %s", why.msg);
+  else if ((a->chat_end = gc_chat_end_token(tok, a->chat)) < 0)
+    snprintf(a->chat_why, sizeof a->chat_why, "this model's chat template has no end-of-turn token");
+  else
+    a->has_chat = 1;
+  if (o->model_name) {
+    snprintf(id, idn, "%s", o->model_name);
+  } else { /* the last part of the path */
+    size_t n = strlen(o->en.model);
+    while (n > 1 && o->en.model[n - 1] == '/') n--;
+    size_t b = n;
+    while (b && o->en.model[b - 1] != '/') b--;
+    snprintf(id, idn, "%.*s", (int)(n - b), o->en.model + b);
+  }
+  if (!id[0]) return gc_err_set(e, GC_EINVAL, "--model-name: an empty name");
+  a->model_id = id;
+  return GC_OK;
+}
+
+static int serve(serve_opts_t *o, gc_err_t *e) {
+  gc_llama_weights_t *w = NULL;
+  gc_tok_t *tok = NULL;
+  gc_engine_t *en = NULL;
+  gc_http_t *h = NULL;
+  gc_api_t api = {0};
+  char id[256];
+  pthread_mutex_init(&api.tok_mu, NULL);
+  int rc = gc_weights_open(o->en.model, &w, e);
+  if (!rc && o->en.quantize) rc = gc_weights_quantize(w, o->en.quantize, e);
+  if (!rc) rc = open_tokenizer(o, &w->cfg, &tok, e);
+  if (!rc && o->en.ctx <= 0) o->en.ctx = w->cfg.max_seq < 4096 ? w->cfg.max_seq : 4096;
+  if (!rc && o->en.ctx > w->cfg.max_seq)
+    rc = gc_err_set(e, GC_EINVAL, "--ctx %d is over the model's %d positions", o->en.ctx, w->cfg.max_seq);
+  if (!rc && !o->en.prefill_chunk) o->en.prefill_chunk = 512;
+  if (!rc && o->en.prefill_chunk > o->en.ctx) o->en.prefill_chunk = o->en.ctx;
+  if (!rc) rc = setup_api(o, w, tok, &api, id, sizeof id, e);
+  if (!rc) rc = gc_engine_start(&o->en, w, tok, &en, e);
+  if (!rc) rc = gc_http_start(&o->http, &api, en, &h, e);
+  if (!rc) {
+    int v6 = strchr(o->http.host, ':') != NULL;
+    fprintf(stderr, "gcore-serve: listening on http://%s%s%s:%d (model '%s', %d slots of %d positions, %s)\n",
+            v6 ? "[" : "", o->http.host, v6 ? "]" : "", gc_http_port(h), id, o->en.parallel, o->en.ctx,
+            gc_engine_device(en));
+    sigset_t set;
+    int sig;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigwait(&set, &sig);
+    fprintf(stderr, "gcore-serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  }
+  gc_engine_stop(en); /* fails what is waiting, so no connection waits for a token */
+  gc_http_stop(h);    /* its connection threads may still call the engine until here */
+  gc_engine_free(en);
+  pthread_mutex_destroy(&api.tok_mu);
+  gc_tok_free(tok);
+  gc_weights_close(w);
+  return rc;
+}
+
+static int bad_flag(const char *flag, const char *what) {
+  fprintf(stderr, "gcore-serve: %s: expected %s\n", flag, what);
+  return 2;
+}
+
+int main(int argc, char **argv) {
+  serve_opts_t o = {.en = {.backend = "cpu", .parallel = 4, .max_queue = 64},
+                    .http = {.host = "127.0.0.1", .port = 8080, .max_body = 1 << 20}};
+  int64_t v;
+  int c;
+  while ((c = gc_cli_getopt(argc, argv, "m:b:vh", longopts)) != -1) {
+    switch (c) {
+      case 'm': o.en.model = optarg; break;
+      case 'b': o.en.bundle = optarg; break;
+      case O_TOKENIZER: o.tokenizer = optarg; break;
+      case O_HOST: o.http.host = optarg; break;
+      case O_MODEL_NAME: o.model_name = optarg; break;
+      case O_QUANTIZE: o.en.quantize = optarg; break;
+      case O_DB: o.en.db = optarg; break;
+      case O_CACHE: o.en.cache = optarg; break;
+      case O_BACKEND: o.en.backend = optarg; break;
+      case O_NOGRAPH: o.en.no_graph = 1; break;
+      case O_FIXED: o.en.fixed_batch = 1; break;
+      case 'v': o.http.verbose = 1; break;
+      case O_PORT:
+        if (gc_parse_i64(optarg, &v) || v < 0 || v > 65535) return bad_flag("--port", "a port from 0 to 65535");
+        o.http.port = (int)v;
+        break;
+      case O_PARALLEL:
+        if (gc_parse_i64(optarg, &v) || v < 1 || v > GC_LLAMA_BATCH_MAX)
+          return bad_flag("--parallel", "1 to 16 requests");
+        o.en.parallel = (int)v;
+        break;
+      case O_CTX:
+        if (gc_parse_i64(optarg, &v) || v < 2 || v > (1 << 24)) return bad_flag("--ctx", "positions >= 2");
+        o.en.ctx = (int)v;
+        break;
+      case O_CHUNK:
+        if (gc_parse_i64(optarg, &v) || v < 1 || v > (1 << 20)) return bad_flag("--prefill-chunk", "tokens >= 1");
+        o.en.prefill_chunk = (int)v;
+        break;
+      case O_MAX_QUEUE:
+        if (gc_parse_i64(optarg, &v) || v < 1 || v > 100000) return bad_flag("--max-queue", "1 to 100000 requests");
+        o.en.max_queue = (int)v;
+        break;
+      case O_MAX_BODY:
+        if (gc_parse_i64(optarg, &v) || v < 1024 || v > (1LL << 30))
+          return bad_flag("--max-body", "bytes from 1024 to 1073741824");
+        o.http.max_body = (size_t)v;
+        break;
+      case O_DEVICE:
+        if (gc_parse_i64(optarg, &v) || v < 0 || v > 1024) return bad_flag("--device", "an ordinal");
+        o.en.device = (int)v;
+        break;
+      case 'h': fputs(usage, stdout); return gc_cli_exit("gcore-serve", 0);
+      case O_VERSION: return gc_cli_version("gcore-serve");
+      default: return gc_cli_bad_option("gcore-serve", c, argv);
+    }
+  }
+  /* connections: every slot and queue place, and room for /health and refusals */
+  o.http.max_connections = o.en.parallel + o.en.max_queue + 64;
+  gc_err_t e = {0};
+  int rc;
+  if (optind < argc)
+    rc = gc_err_set(&e, GC_EINVAL, "unexpected argument %s", GC_QUOTED(argv[optind]));
+  else if (!o.en.model)
+    rc = gc_err_set(&e, GC_EINVAL, "nothing to serve: give -m MODEL");
+  else if (o.en.bundle && (o.en.db || o.en.cache))
+    rc = gc_err_set(&e, GC_EINVAL, "--db and --cache build the bundle when -b is not given; drop them or -b");
+  else {
+    /* signals: SIGINT/SIGTERM go to sigwait in serve(), so every thread
+       started after this blocks them; a closed client socket is an error
+       on the write, not a signal */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    rc = serve(&o, &e);
+  }
+  if (rc) {
+    fprintf(stderr, "gcore-serve: %s\n", e.msg);
+    return 1;
+  }
+  return gc_cli_exit("gcore-serve", 0);
+}
