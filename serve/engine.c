@@ -118,7 +118,7 @@ static int open_bundle(gc_engine_t *en, gc_err_t *e) {
   snprintf(target, sizeof target, "%sa", in->target);
   if (!gc_dev_runs_target(en->dev, target) || gc_target_parse(target, &tg, NULL))
     snprintf(target, sizeof target, "%s", in->target);
-  int rc = gc_llama_workload(o->model, o->quantize, NULL, NULL, in->backend, &probs, &needs, e);
+  int rc = gc_llama_workload(o->model, o->quantize, NULL, NULL, 1, in->backend, &probs, &needs, e);
   if (!rc) rc = gc_gen_auto(db, target, cache, &probs, &needs, &r, e);
   gc_problems_free(&probs);
   gc_needs_free(&needs);

@@ -551,7 +551,7 @@ static int read_prompts(const char *path, prompts_t *p, gc_err_t *e) {
 /* -b BUNDLE, or the bundle for this device and model from the tuning
  * database (built into the cache, or reused), said in one line. */
 static int open_bundle(const run_opts_t *o, gc_dev_t *dev, gc_rt_t **rt, gc_err_t *e) {
-  gc_llama_bundle_opts_t bo = {o->model, o->quantize, o->bundle, o->db, o->cache};
+  gc_llama_bundle_opts_t bo = {o->model, o->quantize, o->bundle, o->db, o->cache, 1};
   gc_llama_bundle_info_t info;
   char line[4096];
   if (gc_llama_bundle_open(dev, &bo, rt, &info, e)) return e->code;
