@@ -143,9 +143,14 @@ int gc_problem_check(const gc_problem_t *p, gc_err_t *e) {
   return GC_OK;
 }
 
+int gc_problem_same(const gc_problem_t *a, const gc_problem_t *b) {
+  return !strncmp(a->op, b->op, sizeof a->op) && a->ta == b->ta && a->tb == b->tb && a->tc == b->tc &&
+         a->m == b->m && a->n == b->n && a->k == b->k && a->h == b->h && a->g == b->g && a->d == b->d;
+}
+
 int gc_problems_push(gc_problems_t *l, const gc_problem_t *p, gc_err_t *e) {
   for (int i = 0; i < l->n; i++)
-    if (!memcmp(&l->v[i], p, sizeof *p)) return GC_OK;
+    if (gc_problem_same(&l->v[i], p)) return GC_OK;
   if (l->n == l->cap) {
     int cap = l->cap ? l->cap * 2 : 16;
     gc_problem_t *v = gc_realloc(l->v, (size_t)cap * sizeof *v, e);
@@ -164,7 +169,7 @@ void gc_problems_free(gc_problems_t *l) {
 
 int gc_needs_push(gc_needs_t *l, const gc_problem_t *p, int64_t lo, gc_err_t *e) {
   for (int i = 0; i < l->n; i++)
-    if (l->v[i].lo == lo && !memcmp(&l->v[i].p, p, sizeof *p)) return GC_OK;
+    if (l->v[i].lo == lo && gc_problem_same(&l->v[i].p, p)) return GC_OK;
   if (l->n == l->cap) {
     int cap = l->cap ? l->cap * 2 : 16;
     gc_need_t *v = gc_realloc(l->v, (size_t)cap * sizeof *v, e);

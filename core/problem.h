@@ -75,6 +75,9 @@ typedef struct gc_problems {
   gc_problem_t *v;
   int n, cap;
 } gc_problems_t;
+/* 1 when a and b are the same problem, field by field: never compare
+ * problems with memcmp, whose padding bytes differ between equal copies. */
+int gc_problem_same(const gc_problem_t *a, const gc_problem_t *b);
 int gc_problems_push(gc_problems_t *l, const gc_problem_t *p, gc_err_t *e);
 void gc_problems_free(gc_problems_t *l);
 

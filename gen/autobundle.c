@@ -30,7 +30,7 @@ static int is_file(const char *p) {
 static int same_group(const gc_problem_t *a, const gc_problem_t *b) {
   gc_problem_t x = *a, y = *b;
   x.m = y.m = 0;
-  return !memcmp(&x, &y, sizeof x);
+  return gc_problem_same(&x, &y);
 }
 
 /* The problems the bundle lists exactly: probs, and every tuned problem of
