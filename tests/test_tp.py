@@ -42,3 +42,86 @@ def test_tp_goes_with_model(gc):
     assert_clean_error(r, "gcore-gen", "--tp go with --model")
     r = gc("gcore-gen", "--model", "m", "--tp", "0", "-o", os.path.join(gc.dir, "x.gcb"))
     assert_clean_error(r, "gcore-gen", "--tp: expected 1..64 ranks")
+
+
+# ------------------------------------------------- the forward over N ranks
+
+from conftest import SHARED  # noqa: E402
+import numpy as np  # noqa: E402
+from test_llama import CONFIGS, GREEDY, PROMPT, parse_json, read_logits, tiefree_model  # noqa: E402
+
+TOL_TP = 1e-5    # TP=N logits vs TP=1 (both fp32; only the order of the sums differs)
+N_TP = 24        # greedy steps compared
+LONG = [1 + (7 * i) % 200 for i in range(20)]   # a prompt over 8 tokens: the unfused passes
+
+
+def run_tp(gc, model, bundle, tp, tokens, n=N_TP, env=None):
+    """gcore-run --tp tp greedy with --logits: (ids, logits rows)."""
+    lf = os.path.join(gc.dir, f"logits-tp{tp}-{len(tokens)}.f32")
+    r = gc("gcore-run", "-m", model, "-b", bundle, "--tp", tp, "--tokens", ",".join(map(str, tokens)),
+           "-n", n, *GREEDY, "--json", "--logits", lf, env=env)
+    assert r.rc == 0, r
+    ids = parse_json(r)["tokens"]
+    vocab = os.path.getsize(lf) // 4 // (len(tokens) + len(ids) - 1)
+    return ids, read_logits(lf, len(tokens) + len(ids) - 1, vocab)
+
+
+def bundle_for(gc, model, tp):
+    out = os.path.join(gc.dir, f"tp{tp}.gcb")
+    r = gc("gcore-gen", "--model", model, "--tp", tp, "--prefill", "none", "-o", out)
+    assert r.rc == 0, r
+    return out
+
+
+def assert_tp_equals_tp1(gc, model, tps, prompts=(PROMPT, LONG), ref_ids=None):
+    """Greedy ids of TP=N equal TP=1's (and the reference's, when given) and
+    the logits of every position agree to TOL_TP relative per row."""
+    one = bundle_for(gc, model, 1)
+    for tokens in prompts:
+        ids1, lg1 = run_tp(gc, model, one, 1, tokens)
+        if ref_ids is not None and tokens is PROMPT:
+            assert ids1 == ref_ids[:len(ids1)], "TP=1 differs from the fp64 reference"
+        for tp in tps:
+            ids, lg = run_tp(gc, model, bundle_for(gc, model, tp), tp, tokens)
+            assert ids == ids1, f"--tp {tp}, prompt of {len(tokens)}: {ids} vs TP=1 {ids1}"
+            rel = np.max(np.abs(lg - lg1), axis=1) / np.max(np.abs(lg1), axis=1)
+            assert rel.max() <= TOL_TP, f"--tp {tp}: logits row {int(rel.argmax())} off by {rel.max():.3g}"
+
+
+def test_tiny_tp2_tp4_equal_tp1(gc):
+    ref = tiefree_model(os.path.join(gc.dir, "model"), prompt=PROMPT, n=N_TP, **TP_CONFIG)
+    assert_tp_equals_tp1(gc, ref.path, (2, 4), ref_ids=ref.ids)
+
+
+@pytest.mark.parametrize("kind", ["llama3_gqa", "tied"])
+def test_tiny_gqa_and_tied_tp2_equal_tp1(gc, kind):
+    """Two KV heads (one per rank) and a classifier tied to the embedding
+    (rank 0's vocabulary rows are the embedding's first rows)."""
+    ref = tiefree_model(os.path.join(gc.dir, "model"), prompt=PROMPT, n=N_TP, **CONFIGS[kind])
+    assert_tp_equals_tp1(gc, ref.path, (2,), prompts=(PROMPT,), ref_ids=ref.ids)
+
+
+def test_stories260k_tp2_tp4_equal_tp1(gc):
+    path = os.path.join(SHARED, "stories260K.bin")
+    if not os.path.exists(path):
+        pytest.skip(f"shared test data absent: {path}")
+    assert_tp_equals_tp1(gc, path, (2, 4), prompts=([1], LONG))
+
+
+def test_run_tp_errors_are_one_line(gc, tiny):
+    one = bundle_for(gc, tiny, 1)
+    r = gc("gcore-run", "-m", tiny, "-b", one, "--tp", 3, "--tokens", "1", "-n", 2)
+    assert_clean_error(r, "gcore-run", "--tp 3: 8 attention heads are not divisible by 3")
+    r = gc("gcore-run", "-m", tiny, "-b", one, "--tp", 2, "--tokens", "1", "-n", 2)
+    assert_clean_error(r, "gcore-run", "rank 0: ", "the bundle cannot run this model")
+    r = gc("gcore-run", "-m", tiny, "-b", one, "--tp", 2, "--quantize", "q8_0", "--tokens", "1", "-n", 2)
+    assert_clean_error(r, "gcore-run", "--tp 2: block-format (quantized) weights are not split yet")
+
+
+def test_run_tp_builds_its_bundle(gc, tiny):
+    """Without -b, the bundle built from the (absent) database serves the
+    shard shapes."""
+    r = gc("gcore-run", "-m", tiny, "--tp", 2, "--tokens", "1,2,3", "-n", 4, *GREEDY)
+    assert r.rc == 0, r
+    assert len(r.out.split()) == 4, r
+
