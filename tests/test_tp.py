@@ -125,3 +125,18 @@ def test_run_tp_builds_its_bundle(gc, tiny):
     assert r.rc == 0, r
     assert len(r.out.split()) == 4, r
 
+
+# ------------------------------------------------------- failure is clean
+
+@pytest.mark.parametrize("tp,rank,call", [(2, 1, 1), (2, 0, 3), (4, 3, 2), (4, 2, 40)])
+def test_failing_rank_stops_every_rank(gc, tiny, tp, rank, call):
+    """GC_COMM_FAIL (a test-only hook, runtime/comm.h) fails one rank's
+    call-th collective: in the prefill, or (call 40) in a decode step. The
+    other ranks, waiting in theirs, stop; one line names the rank and the
+    cause; nothing hangs (the subprocess timeout would say so)."""
+    b = bundle_for(gc, tiny, tp)
+    r = gc("gcore-run", "-m", tiny, "-b", b, "--tp", tp, "--tokens", ",".join(map(str, PROMPT)), "-n", 16,
+           *GREEDY, "--json", env={"GC_COMM_FAIL": f"{rank}:{call}"}, timeout=120)
+    assert_clean_error(r, "gcore-run", f"gcore-run: rank {rank}: forced failure at collective {call} "
+                       "(GC_COMM_FAIL, a test hook)")
+    assert r.out == "", r
