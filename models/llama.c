@@ -272,8 +272,8 @@ int gc_llama_create_tp(gc_dev_t *const *devs, gc_rt_t *const *rts, const gc_llam
     return gc_err_set(e, GC_EUNSUPPORTED, "--tp %d: block-format (quantized) weights are not split yet", tp);
   for (int r = 0; r < tp; r++)
     if (!gc_dev_info(devs[r])->host_memory)
-      return gc_err_set(e, GC_EUNSUPPORTED, "--tp %d on %s: only the CPU backend has a transport for collectives "
-                        "yet (ranks as threads)", tp, gc_dev_info(devs[r])->name);
+      return gc_err_set(e, GC_EUNSUPPORTED, "--tp %d on %s: the forward runs tensor-parallel on the CPU backend "
+                        "only for now (ranks as threads)", tp, gc_dev_info(devs[r])->name);
   gc_comm_t *comms[GC_LLAMA_TP_MAX];
   if (gc_comm_loopback(tp, TP_TIMEOUT_S, comms, e)) return e->code;
   gc_llama_t **ranks = gc_calloc((size_t)tp, sizeof *ranks, e);

@@ -2,87 +2,125 @@
  * transport: ranks as threads of one process, a barrier of a mutex and a
  * condition variable that an abort or a timeout breaks, and collectives
  * built from barriers over pointers the ranks publish. */
-#include "comm.h"
+#include "comm_impl.h"
 
 #include "../core/ops.h"
 
 #include <assert.h>
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-/* The ops a transport fills; every endpoint points at its transport's. */
-typedef struct comm_ops {
-  int (*all_reduce)(gc_comm_t *c, gc_dptr_t buf, size_t count, gc_dtype_t dt, gc_err_t *e);
-  int (*all_gather)(gc_comm_t *c, gc_dptr_t send, gc_dptr_t recv, size_t count, gc_dtype_t dt,
-                    gc_err_t *e);
-  int (*barrier)(gc_comm_t *c, gc_err_t *e);
-  void (*abort)(gc_comm_t *c); /* wake every rank; the failure is already recorded */
-  void (*free)(gc_comm_t *c);
-} comm_ops_t;
+/* ---- the failure record ---------------------------------------------------- */
 
-#define COMM_MAX 64
-
-/* A loopback group: the state every rank shares. */
-typedef struct loop_group {
-  int n;
-  double timeout_s;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int arrived;                /* ranks in the barrier now */
-  uint64_t generation;        /* barriers completed */
-  int failed;                 /* 1 after the first abort (under mu) */
-  int fail_rank;              /* the first failure: rank, code and message */
-  gc_err_t fail;
-  int force_rank;             /* GC_COMM_FAIL: this rank's ... */
-  int64_t force_call;         /* ... call fails (0: none) */
-  const void *ptr[COMM_MAX];  /* what each rank published for a collective */
-  size_t count[COMM_MAX];
-  atomic_int refs;            /* endpoints not yet freed */
-} loop_group_t;
-
-struct gc_comm {
-  const comm_ops_t *ops;
-  int rank, size;
-  loop_group_t *g;            /* loopback */
-  int64_t calls;              /* collectives this rank has entered */
-  float *scratch;             /* loopback all-reduce: this rank's slice of sums */
-  size_t cap;
-};
-
-/* ---- failure ------------------------------------------------------------- */
-
-/* Record why (first caller only) under g->mu. */
-static void record_failure(loop_group_t *g, int rank, const gc_err_t *why) {
-  if (g->failed) return;
-  g->failed = 1;
-  g->fail_rank = rank;
-  g->fail = *why;
-  if (!g->fail.code) g->fail.code = GC_EDEVICE;
+comm_fail_t *gc_comm_fail_new(int n, gc_err_t *e) {
+  comm_fail_t *f = gc_calloc(1, sizeof *f, e);
+  if (!f) return NULL;
+  pthread_mutex_init(&f->mu, NULL);
+  atomic_init(&f->refs, n);
+  return f;
 }
 
-/* The error a collective returns after an abort. */
-static int aborted(const loop_group_t *g, gc_err_t *e) {
-  return gc_err_set(e, GC_EDEVICE, "aborted: rank %d failed: %s", g->fail_rank, g->fail.msg);
+void gc_comm_fail_drop_all(comm_fail_t *f) {
+  pthread_mutex_destroy(&f->mu);
+  free(f);
+}
+
+int gc_comm_fail_drop(comm_fail_t *f) {
+  if (atomic_fetch_sub(&f->refs, 1) != 1) return 0;
+  pthread_mutex_destroy(&f->mu);
+  free(f);
+  return 1;
+}
+
+/* Under f->mu. */
+static int record_locked(comm_fail_t *f, int rank, const gc_err_t *why) {
+  if (f->failed) return 0;
+  f->failed = 1;
+  f->rank = rank;
+  f->why = *why;
+  if (!f->why.code) f->why.code = GC_EDEVICE;
+  return 1;
+}
+
+/* Under f->mu. */
+static int failed_locked(const comm_fail_t *f, gc_err_t *e) {
+  if (!f->failed) return 0;
+  gc_err_set(e, GC_EDEVICE, "aborted: rank %d failed: %s", f->rank, f->why.msg);
+  return 1;
+}
+
+int gc_comm_record(comm_fail_t *f, int rank, const gc_err_t *why) {
+  pthread_mutex_lock(&f->mu);
+  int first = record_locked(f, rank, why);
+  pthread_mutex_unlock(&f->mu);
+  return first;
+}
+
+int gc_comm_failed(comm_fail_t *f, gc_err_t *e) {
+  pthread_mutex_lock(&f->mu);
+  int failed = failed_locked(f, e);
+  pthread_mutex_unlock(&f->mu);
+  return failed;
 }
 
 void gc_comm_abort(gc_comm_t *c, const gc_err_t *why) {
-  pthread_mutex_lock(&c->g->mu);
-  record_failure(c->g, c->rank, why);
-  pthread_mutex_unlock(&c->g->mu);
+  gc_comm_record(c->fail, c->rank, why);
   c->ops->abort(c);
 }
 
 int gc_comm_failure(gc_comm_t *c, gc_err_t *e) {
-  loop_group_t *g = c->g;
-  pthread_mutex_lock(&g->mu);
-  int rc = g->failed ? gc_err_set(e, g->fail.code, "rank %d: %s", g->fail_rank, g->fail.msg) : GC_OK;
-  pthread_mutex_unlock(&g->mu);
+  comm_fail_t *f = c->fail;
+  pthread_mutex_lock(&f->mu);
+  int rc = f->failed ? gc_err_set(e, f->why.code, "rank %d: %s", f->rank, f->why.msg) : GC_OK;
+  pthread_mutex_unlock(&f->mu);
   return rc;
 }
+
+/* ---- the test hook ---------------------------------------------------------- */
+
+int gc_comm_hook_parse(comm_fail_t *f, int n, gc_err_t *e) {
+  const char *s = getenv("GC_COMM_FAIL");
+  if (!s || !*s) return GC_OK;
+  char *end;
+  long r = strtol(s, &end, 10);
+  long long k = *end == ':' ? strtoll(end + 1, &end, 10) : 0;
+  if (*end || r < 0 || r >= n || k < 1)
+    return gc_err_set(e, GC_EINVAL, "GC_COMM_FAIL=%s: expected RANK:CALL, a rank below %d", s, n);
+  f->force_rank = (int)r;
+  f->force_call = k;
+  return GC_OK;
+}
+
+/* Count a collective of c; fail it (aborting the group) where the hook
+ * says so. */
+static int hook(gc_comm_t *c, gc_err_t *e) {
+  c->calls++;
+  if (c->fail->force_call != c->calls || c->fail->force_rank != c->rank) return GC_OK;
+  gc_err_set(e, GC_EDEVICE, "forced failure at collective %lld (GC_COMM_FAIL, a test hook)", (long long)c->calls);
+  gc_comm_abort(c, e);
+  return e->code;
+}
+
+/* A loopback group: what every rank shares. The barrier's state is guarded
+ * by the failure record's mutex, so that an abort and a wait never race. */
+typedef struct loop_group {
+  int n;
+  double timeout_s;
+  comm_fail_t *f;
+  pthread_cond_t cv;
+  int arrived;                    /* ranks in the barrier now */
+  uint64_t generation;            /* barriers completed */
+  const void *ptr[GC_COMM_MAX];   /* what each rank published for a collective */
+  size_t count[GC_COMM_MAX];
+} loop_group_t;
+
+/* A loopback rank's own state. */
+typedef struct loop_rank {
+  float *scratch; /* all-reduce: this rank's slice of sums */
+  size_t cap;
+} loop_rank_t;
 
 /* ---- the loopback barrier -------------------------------------------------- */
 
@@ -98,51 +136,40 @@ static struct timespec deadline(double s) {
 /* Wait until every rank has arrived. Fails (GC_EDEVICE) once the group is
  * aborted, and aborts it itself after the timeout, naming this rank. */
 static int loop_wait(gc_comm_t *c, gc_err_t *e) {
-  loop_group_t *g = c->g;
+  loop_group_t *g = c->group;
+  comm_fail_t *f = g->f;
   struct timespec until = deadline(g->timeout_s);
-  pthread_mutex_lock(&g->mu);
+  pthread_mutex_lock(&f->mu);
   uint64_t gen = g->generation;
-  if (!g->failed && ++g->arrived == g->n) {
+  if (!f->failed && ++g->arrived == g->n) {
     g->arrived = 0;
     g->generation++;
     pthread_cond_broadcast(&g->cv);
   }
-  while (!g->failed && g->generation == gen) {
-    if (pthread_cond_timedwait(&g->cv, &g->mu, &until) == ETIMEDOUT && g->generation == gen) {
+  while (!f->failed && g->generation == gen) {
+    if (pthread_cond_timedwait(&g->cv, &f->mu, &until) == ETIMEDOUT && g->generation == gen) {
       gc_err_t why = {0};
       gc_err_set(&why, GC_EDEVICE, "no peer reached collective %lld within %g s",
                  (long long)c->calls, g->timeout_s);
-      record_failure(g, c->rank, &why);
+      record_locked(f, c->rank, &why);
       pthread_cond_broadcast(&g->cv);
     }
   }
-  int rc = g->generation != gen ? GC_OK : aborted(g, e);
-  pthread_mutex_unlock(&g->mu);
+  int rc = g->generation != gen || !failed_locked(f, e) ? GC_OK : GC_EDEVICE;
+  pthread_mutex_unlock(&f->mu);
   return rc;
 }
 
-/* Entry of every collective: count it, apply the test hook, refuse an
- * aborted group. */
+/* Entry of every collective: refuse an aborted group. */
 static int loop_enter(gc_comm_t *c, gc_err_t *e) {
-  loop_group_t *g = c->g;
-  c->calls++;
-  if (g->force_call == c->calls && g->force_rank == c->rank) {
-    gc_err_set(e, GC_EDEVICE, "forced failure at collective %lld (GC_COMM_FAIL, a test hook)",
-               (long long)c->calls);
-    gc_comm_abort(c, e);
-    return e->code;
-  }
-  pthread_mutex_lock(&g->mu);
-  int rc = g->failed ? aborted(g, e) : GC_OK;
-  pthread_mutex_unlock(&g->mu);
-  return rc;
+  return gc_comm_failed(c->fail, e) ? GC_EDEVICE : GC_OK;
 }
 
 /* Publish p and count, wait for every rank, and check that they all gave
  * the same count: every rank sees a mismatch, and each aborts the group
  * (the first to do so is recorded) before any reads a peer's buffer. */
 static int loop_publish(gc_comm_t *c, const void *p, size_t count, const char *what, gc_err_t *e) {
-  loop_group_t *g = c->g;
+  loop_group_t *g = c->group;
   g->ptr[c->rank] = p;
   g->count[c->rank] = count;
   if (loop_wait(c, e)) return e->code;
@@ -162,12 +189,12 @@ static int loop_barrier(gc_comm_t *c, gc_err_t *e) {
 
 /* ---- loopback collectives -------------------------------------------------- */
 
-static int grow_scratch(gc_comm_t *c, size_t n, gc_err_t *e) {
-  if (n <= c->cap) return GC_OK;
-  float *p = gc_realloc(c->scratch, n * sizeof *p, e);
+static int grow_scratch(loop_rank_t *lr, size_t n, gc_err_t *e) {
+  if (n <= lr->cap) return GC_OK;
+  float *p = gc_realloc(lr->scratch, n * sizeof *p, e);
   if (!p) return GC_ENOMEM;
-  c->scratch = p;
-  c->cap = n;
+  lr->scratch = p;
+  lr->cap = n;
   return GC_OK;
 }
 
@@ -175,17 +202,18 @@ static int grow_scratch(gc_comm_t *c, size_t n, gc_err_t *e) {
  * scratch, then (after everyone has read) writes them into every rank's
  * buffer. */
 static int loop_all_reduce(gc_comm_t *c, gc_dptr_t buf, size_t count, gc_dtype_t dt, gc_err_t *e) {
-  loop_group_t *g = c->g;
+  loop_group_t *g = c->group;
+  loop_rank_t *lr = c->priv;
   if (dt != GC_DT_F32 && dt != GC_DT_F16 && dt != GC_DT_BF16)
     return gc_err_set(e, GC_EINVAL, "all-reduce of %s: f32, f16 or bf16 only", gc_dtype_name(dt));
   size_t lo = count * (size_t)c->rank / (size_t)g->n, hi = count * (size_t)(c->rank + 1) / (size_t)g->n;
-  if (grow_scratch(c, hi - lo, e)) {
+  if (grow_scratch(lr, hi - lo, e)) {
     gc_comm_abort(c, e);
     return e->code;
   }
   if (loop_enter(c, e) || loop_publish(c, (const void *)(uintptr_t)buf, count, "all-reduce", e))
     return e->code;
-  float *s = c->scratch - lo; /* s[lo .. hi) */
+  float *s = lr->scratch - lo; /* s[lo .. hi) */
   if (dt == GC_DT_F32) {
     memcpy(s + lo, (const float *)g->ptr[0] + lo, (hi - lo) * sizeof *s);
     for (int r = 1; r < g->n; r++)
@@ -206,7 +234,7 @@ static int loop_all_reduce(gc_comm_t *c, gc_dptr_t buf, size_t count, gc_dtype_t
 
 static int loop_all_gather(gc_comm_t *c, gc_dptr_t send, gc_dptr_t recv, size_t count, gc_dtype_t dt,
                            gc_err_t *e) {
-  loop_group_t *g = c->g;
+  loop_group_t *g = c->group;
   size_t bytes = count * gc_dtype_size(dt);
   if (loop_enter(c, e) || loop_publish(c, (const void *)(uintptr_t)send, count, "all-gather", e))
     return e->code;
@@ -216,16 +244,18 @@ static int loop_all_gather(gc_comm_t *c, gc_dptr_t send, gc_dptr_t recv, size_t 
 }
 
 static void loop_abort(gc_comm_t *c) {
-  pthread_mutex_lock(&c->g->mu);
-  pthread_cond_broadcast(&c->g->cv);
-  pthread_mutex_unlock(&c->g->mu);
+  loop_group_t *g = c->group;
+  pthread_mutex_lock(&g->f->mu);
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->f->mu);
 }
 
 static void loop_free(gc_comm_t *c) {
-  loop_group_t *g = c->g;
-  free(c->scratch);
-  if (atomic_fetch_sub(&g->refs, 1) == 1) {
-    pthread_mutex_destroy(&g->mu);
+  loop_group_t *g = c->group;
+  loop_rank_t *lr = c->priv;
+  if (lr) free(lr->scratch);
+  free(lr);
+  if (gc_comm_fail_drop(g->f)) {
     pthread_cond_destroy(&g->cv);
     free(g);
   }
@@ -234,46 +264,44 @@ static void loop_free(gc_comm_t *c) {
 
 static const comm_ops_t loop_ops = {loop_all_reduce, loop_all_gather, loop_barrier, loop_abort, loop_free};
 
-/* GC_COMM_FAIL=RANK:CALL (a test hook, comm.h) into g. */
-static int parse_force(loop_group_t *g, gc_err_t *e) {
-  const char *s = getenv("GC_COMM_FAIL");
-  if (!s || !*s) return GC_OK;
-  char *end;
-  long r = strtol(s, &end, 10);
-  long long k = *end == ':' ? strtoll(end + 1, &end, 10) : 0;
-  if (*end || r < 0 || r >= g->n || k < 1)
-    return gc_err_set(e, GC_EINVAL, "GC_COMM_FAIL=%s: expected RANK:CALL, a rank below %d", s, g->n);
-  g->force_rank = (int)r;
-  g->force_call = k;
-  return GC_OK;
-}
-
 int gc_comm_loopback(int n, double timeout_s, gc_comm_t **out, gc_err_t *e) {
-  if (n < 1 || n > COMM_MAX) return gc_err_set(e, GC_EINVAL, "a group of %d ranks: 1 to %d", n, COMM_MAX);
+  if (n < 1 || n > GC_COMM_MAX) return gc_err_set(e, GC_EINVAL, "a group of %d ranks: 1 to %d", n, GC_COMM_MAX);
   if (!(timeout_s > 0)) return gc_err_set(e, GC_EINVAL, "collective timeout %g s: must be positive", timeout_s);
   loop_group_t *g = gc_calloc(1, sizeof *g, e);
   if (!g) return GC_ENOMEM;
   g->n = n;
   g->timeout_s = timeout_s;
-  if (parse_force(g, e)) {
+  if (!(g->f = gc_comm_fail_new(n, e))) {
     free(g);
     return e->code;
   }
-  pthread_mutex_init(&g->mu, NULL);
-  pthread_cond_init(&g->cv, NULL);
-  atomic_init(&g->refs, 0);
-  for (int r = 0; r < n; r++) {
-    gc_comm_t *c = gc_calloc(1, sizeof *c, e);
-    if (!c) {
-      for (int i = 0; i < r; i++) gc_comm_free(out[i]);
-      if (r == 0) free(g);
-      return GC_ENOMEM;
-    }
-    *c = (gc_comm_t){&loop_ops, r, n, g, 0, NULL, 0};
-    atomic_fetch_add(&g->refs, 1);
-    out[r] = c;
+  if (gc_comm_hook_parse(g->f, n, e)) {
+    gc_comm_fail_drop_all(g->f);
+    free(g);
+    return e->code;
   }
-  return GC_OK;
+  pthread_cond_init(&g->cv, NULL);
+  int made = 0;
+  for (; made < n; made++) {
+    gc_comm_t *c = gc_calloc(1, sizeof *c, e);
+    loop_rank_t *lr = c ? gc_calloc(1, sizeof *lr, e) : NULL;
+    if (!lr) {
+      free(c);
+      break;
+    }
+    *c = (gc_comm_t){&loop_ops, made, n, g->f, g, 0, lr};
+    out[made] = c;
+  }
+  if (made == n) return GC_OK;
+  if (!made) { /* nothing references g */
+    pthread_cond_destroy(&g->cv);
+    gc_comm_fail_drop_all(g->f);
+    free(g);
+    return GC_ENOMEM;
+  }
+  for (int r = made; r < n; r++) gc_comm_fail_drop(g->f); /* the endpoints never made */
+  for (int r = 0; r < made; r++) gc_comm_free(out[r]);    /* the last frees g */
+  return GC_ENOMEM;
 }
 
 /* ---- dispatch -------------------------------------------------------------- */
@@ -286,12 +314,17 @@ int gc_comm_rank(const gc_comm_t *c) { return c->rank; }
 int gc_comm_size(const gc_comm_t *c) { return c->size; }
 
 int gc_comm_all_reduce(gc_comm_t *c, gc_dptr_t buf, size_t count, gc_dtype_t dt, gc_err_t *e) {
+  if (hook(c, e)) return e->code;
   return c->ops->all_reduce(c, buf, count, dt, e);
 }
 
 int gc_comm_all_gather(gc_comm_t *c, gc_dptr_t send, gc_dptr_t recv, size_t count, gc_dtype_t dt,
                        gc_err_t *e) {
+  if (hook(c, e)) return e->code;
   return c->ops->all_gather(c, send, recv, count, dt, e);
 }
 
-int gc_comm_barrier(gc_comm_t *c, gc_err_t *e) { return c->ops->barrier(c, e); }
+int gc_comm_barrier(gc_comm_t *c, gc_err_t *e) {
+  if (hook(c, e)) return e->code;
+  return c->ops->barrier(c, e);
+}

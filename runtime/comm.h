@@ -9,6 +9,7 @@
  * gc_comm_failure names the rank that failed first and why.
  *
  * Transports:
+ *   nccl      NCCL or RCCL over the GPUs of one process (gc_comm_nccl).
  *   loopback  ranks are threads of one process, buffers host memory (the
  *             CPU backend, where device addresses are host addresses and
  *             launches are synchronous). A collective runs when it is
@@ -19,7 +20,7 @@
  *             for its peers aborts the group (no hang).
  *
  * Test hook (tests only, not a user setting): GC_COMM_FAIL=RANK:CALL in
- * the environment when a loopback group is made makes rank RANK's CALL-th
+ * the environment when a group is made (any transport) makes rank RANK's CALL-th
  * collective (1-based; all-reduce, all-gather and barrier count) fail with
  * "forced failure at collective CALL (GC_COMM_FAIL, a test hook)", as a
  * rank that runs out of memory would. */
@@ -38,6 +39,18 @@ typedef struct gc_comm gc_comm_t;
  * Errors: GC_EINVAL (n, timeout or a malformed GC_COMM_FAIL), GC_ENOMEM. */
 int gc_comm_loopback(int n, double timeout_s, gc_comm_t **out, gc_err_t *e);
 void gc_comm_free(gc_comm_t *c); /* NULL: no-op */
+
+/* Make an NCCL group (RCCL on hip devices: the same API) of n ranks over
+ * devs[0..n) of this process, CUDA/HIP ordinals ordinals[0..n): the
+ * library is dlopen'd (libnccl.so.2, librccl.so.1), the communicators made
+ * by one ncclCommInitAll. Collectives are enqueued on each device's stream
+ * and finish in stream order (sums in NCCL's order, not rank order); a
+ * barrier also drains the device. A watchdog thread polls the
+ * communicators' asynchronous errors; any failure aborts them all. Free
+ * the endpoints before the devices. Not yet used by the forward (the
+ * model runs tensor-parallel on the CPU only). Errors: GC_EUNSUPPORTED
+ * (not cuda or hip), GC_EDEVICE (the library missing or failing, named). */
+int gc_comm_nccl(gc_dev_t *const *devs, const int *ordinals, int n, gc_comm_t **out, gc_err_t *e);
 
 int gc_comm_rank(const gc_comm_t *c);
 int gc_comm_size(const gc_comm_t *c);
