@@ -363,20 +363,34 @@ static int tp_zero(gc_llama_t *m, int64_t rows, gc_err_t *e) {
   return gc_dev_memset(m->dev, m->x, 0, (size_t)rows * (size_t)m->cfg.dim * gc_dtype_size(m->dt.act), e);
 }
 
+/* File a collective that moved rows × n elements under the profile, as a
+ * row of its own ("all_reduce", "all_gather" over m n; kernel
+ * "collective"): the time a rank spends in it, waiting for its peers
+ * included. */
+static int prof_collective(gc_llama_t *m, const char *op, int64_t rows, int64_t n, gc_err_t *e) {
+  gc_problem_t p = {"", m->dt.act, m->dt.act, m->dt.act, rows, n, 0, 0, 0, 0};
+  snprintf(p.op, sizeof p.op, "%s", op);
+  double bytes = (double)rows * (double)n * (double)gc_dtype_size(m->dt.act);
+  return gc_prof_end(m->prof, "collective", &p, 0, bytes, e);
+}
+
 static int tp_reduce(gc_llama_t *m, int64_t rows, gc_err_t *e) {
   if (m->cfg.tp <= 1) return GC_OK;
-  return gc_comm_all_reduce(m->comm, m->x, (size_t)rows * (size_t)m->cfg.dim, m->dt.act, e);
+  if (m->prof && gc_prof_begin(m->prof, e)) return e->code;
+  if (gc_comm_all_reduce(m->comm, m->x, (size_t)rows * (size_t)m->cfg.dim, m->dt.act, e)) return e->code;
+  return m->prof ? prof_collective(m, "all_reduce", rows, m->cfg.dim, e) : GC_OK;
 }
 
 /* Every rank's rows of the LM head (hlogits [rows, vocab / tp]) into
  * logits [rows, vocab], row by row. */
 static int tp_gather(gc_llama_t *m, int rows, gc_err_t *e) {
   size_t a = gc_dtype_size(m->dt.act), hv = (size_t)gc_llama_head_rows(&m->cfg), v = (size_t)m->cfg.vocab_size;
+  if (m->prof && gc_prof_begin(m->prof, e)) return e->code;
   for (int i = 0; i < rows; i++)
     if (gc_comm_all_gather(m->comm, m->hlogits + (gc_dptr_t)(i * hv * a), m->logits + (gc_dptr_t)(i * v * a), hv,
                            m->dt.act, e))
       return e->code;
-  return GC_OK;
+  return m->prof ? prof_collective(m, "all_gather", rows, (int64_t)v, e) : GC_OK;
 }
 
 /* One layer of a pass (steps s). Single-sequence passes read and write

@@ -140,3 +140,14 @@ def test_failing_rank_stops_every_rank(gc, tiny, tp, rank, call):
     assert_clean_error(r, "gcore-run", f"gcore-run: rank {rank}: forced failure at collective {call} "
                        "(GC_COMM_FAIL, a test hook)")
     assert r.out == "", r
+
+
+def test_profile_shows_the_collectives(gc, tiny):
+    """--profile with --tp: rank 0's table has rows for the all-reduces (two
+    a layer a step) and the logits' all-gather (one a step)."""
+    b = bundle_for(gc, tiny, 2)
+    r = gc("gcore-run", "-m", tiny, "-b", b, "--tp", 2, "--tokens", "3,4,5", "-n", 5, *GREEDY, "--profile")
+    assert r.rc == 0, r
+    decode = r.err[r.err.index("decode:"):]
+    rows = {l.split()[6]: int(l.split()[0]) for l in decode.splitlines() if l.strip().endswith("collective")}
+    assert rows == {"all_reduce": 2 * TP_CONFIG["n_layers"] * 4, "all_gather": 4}, r.err
