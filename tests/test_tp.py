@@ -151,3 +151,14 @@ def test_profile_shows_the_collectives(gc, tiny):
     decode = r.err[r.err.index("decode:"):]
     rows = {l.split()[6]: int(l.split()[0]) for l in decode.splitlines() if l.strip().endswith("collective")}
     assert rows == {"all_reduce": 2 * TP_CONFIG["n_layers"] * 4, "all_gather": 4}, r.err
+
+
+def test_bf16_and_gguf_tp2_equal_tp1(gc):
+    """Shards of bf16 weights (read exactly, summed in fp32) and of a GGUF
+    file (llama.cpp's names, its interleaved RoPE rows inside each head)."""
+    import tinygguf
+    ref = tiefree_model(os.path.join(gc.dir, "bf16"), dtype="bf16", prompt=PROMPT, n=N_TP, **TP_CONFIG)
+    assert_tp_equals_tp1(gc, ref.path, (2,), prompts=(PROMPT,), ref_ids=ref.ids)
+    gguf = os.path.join(gc.dir, "model.gguf")
+    tinygguf.write_model(gguf, qtype="F32", seed=0, **TP_CONFIG)
+    assert_tp_equals_tp1(gc, gguf, (2, 4), prompts=(PROMPT,))
