@@ -249,10 +249,10 @@ static void free_one(gc_llama_t *m);
 
 /* Rank r of a group: its shard of w on its device, with its endpoint. */
 static int create_rank(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, const gc_llama_config_t *shard,
-                       int r, gc_comm_t *comm, int ctx, int max_t, gc_llama_t **out, gc_err_t *e) {
+                       int r, gc_comm_t *comm, int ctx, int max_t, int slots, gc_llama_t **out, gc_err_t *e) {
   gc_llama_weights_t *ws;
   if (gc_weights_shard(w, shard, r, &ws, e)) return e->code;
-  if (create(dev, rt, ws, ctx, max_t, 1, 0, out, e)) {
+  if (create(dev, rt, ws, ctx, max_t, slots ? slots : 1, slots > 0, out, e)) {
     gc_weights_close(ws);
     return e->code;
   }
@@ -263,11 +263,11 @@ static int create_rank(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, 
 }
 
 int gc_llama_create_tp(gc_dev_t *const *devs, gc_rt_t *const *rts, const gc_llama_weights_t *w, int ctx,
-                       int max_t, int tp, gc_llama_t **out, gc_err_t *e) {
+                       int max_t, int slots, int tp, gc_llama_t **out, gc_err_t *e) {
   *out = NULL;
   gc_llama_config_t shard;
   if (gc_llama_shard(&w->cfg, tp, &shard, e)) return e->code;
-  if (tp == 1) return create(devs[0], rts[0], w, ctx, max_t, 1, 0, out, e);
+  if (tp == 1) return create(devs[0], rts[0], w, ctx, max_t, slots ? slots : 1, slots > 0, out, e);
   if (gc_weights_quantized(w))
     return gc_err_set(e, GC_EUNSUPPORTED, "--tp %d: block-format (quantized) weights are not split yet", tp);
   for (int r = 0; r < tp; r++)
@@ -279,7 +279,7 @@ int gc_llama_create_tp(gc_dev_t *const *devs, gc_rt_t *const *rts, const gc_llam
   gc_llama_t **ranks = gc_calloc((size_t)tp, sizeof *ranks, e);
   int rc = ranks ? GC_OK : GC_ENOMEM, made = 0;
   for (; !rc && made < tp; made++)
-    if ((rc = create_rank(devs[made], rts[made], w, &shard, made, comms[made], ctx, max_t, &ranks[made], e)))
+    if ((rc = create_rank(devs[made], rts[made], w, &shard, made, comms[made], ctx, max_t, slots, &ranks[made], e)))
       gc_err_prefix(e, "rank %d", made);
   if (rc) { /* ranks made own their endpoints */
     for (int r = 0; r < tp; r++) {

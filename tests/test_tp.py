@@ -162,3 +162,39 @@ def test_bf16_and_gguf_tp2_equal_tp1(gc):
     gguf = os.path.join(gc.dir, "model.gguf")
     tinygguf.write_model(gguf, qtype="F32", seed=0, **TP_CONFIG)
     assert_tp_equals_tp1(gc, gguf, (2, 4), prompts=(PROMPT,))
+
+
+# ------------------------------------------------------------ gcore-serve
+
+def test_serve_tp2_answers_as_tp1(gc):
+    """gcore-serve --tp 2 with 2 slots (batched decode steps of 1 and 2 rows
+    on both ranks): 3 concurrent greedy requests get gcore-run --tp 1's
+    tokens; the server exits cleanly."""
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+    from test_serve import Server, check_clean_exit
+    cfg = dict(TP_CONFIG, vocab=512)
+    model = os.path.join(gc.dir, "tiny")
+    TM.write_model(model, seed=3, **cfg)
+    TM.write_tokenizer(model, cfg["vocab"])
+    prompts = [[5, 77, 300, 12, 9], [1, 2, 3], [400, 7, 7, 19, 250, 33, 8, 1, 64]]
+    path = os.path.join(gc.dir, "prompts.txt")
+    with open(path, "w") as f:
+        f.write("".join(",".join(map(str, p)) + "\n" for p in prompts))
+    r = gc("gcore-run", "-m", model, "-b", bundle_for(gc, model, 1), "--tokens-file", path, "-n", 10,
+           *GREEDY, "--json")
+    assert r.rc == 0, r
+    want = [json.loads(line)["tokens"] for line in r.out.splitlines() if line.strip()]
+    srv = Server(model, bundle_for(gc, model, 2), "--tp", 2, "--parallel", 2)
+    try:
+        def ask(p):
+            status, _, body = srv.post("/v1/completions", {"model": "tiny", "prompt": p, "max_tokens": 10,
+                                                           "temperature": 0, "ignore_eos": True,
+                                                           "return_token_ids": True})
+            assert status == 200, body
+            return json.loads(body)["choices"][0]["token_ids"]
+        with ThreadPoolExecutor(3) as ex:
+            got = list(ex.map(ask, prompts))
+        assert got == want
+    finally:
+        check_clean_exit(srv)

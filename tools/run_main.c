@@ -634,7 +634,7 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   /* prefill passes: the whole prompt; a chat turn in passes of at most 512 */
   if (!rc) max_t = o->token_by_token ? 1 : o->chat ? (oo.ctx < 512 ? oo.ctx : 512) : np;
   if (!rc) rc = open_ranks(o, devs, rts, e);
-  if (!rc) rc = gc_llama_create_tp(devs, rts, w, oo.ctx, max_t, o->tp, &m, e);
+  if (!rc) rc = gc_llama_create_tp(devs, rts, w, oo.ctx, max_t, 0, o->tp, &m, e);
   if (!rc && o->profile && !(rc = gc_prof_create(devs[0], &prof, e))) gc_llama_set_profile(m, prof);
   if (!rc && o->no_graph) gc_llama_set_graphs(m, 0);
   if (!rc) rc = gc_sampler_create(w->cfg.vocab_size, &o->sp, &smp, e);
