@@ -27,11 +27,26 @@
  * M-row problem (as a prefill of M tokens), rope_kv_batch and
  * attention_batch read pos[] and slot[] from device memory ([2, M] after
  * the M token ids), so one captured graph per M replays any mix of slots
- * and positions. */
+ * and positions.
+ *
+ * Tensor parallelism (recipe.h's split over tp ranks). Each rank is a
+ * gc_llama_t of the shard config on its own device, holding its slices of
+ * the weights (gc_weights_shard) and its heads' KV cache; rank 0's model
+ * leads: every pass runs on all ranks at once, one thread each, and rank 0
+ * returns the results. In a layer, after each row-parallel projection
+ * (wo, w2: gemm_add), the ranks' x are all-reduced: rank 0's gemm_add adds
+ * its partial product to the residual, the other ranks' add theirs to a
+ * zeroed x, so the sum is the residual plus every partial product. After
+ * the LM head each row of logits is all-gathered from the ranks' vocabulary
+ * rows before argmax and download. A rank that fails aborts the group
+ * (runtime/comm.h): every rank stops, and the error names the rank. */
 #include "llama.h"
+
+#include "../runtime/comm.h"
 
 #include <assert.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,7 +80,14 @@ struct gc_llama {
   int nowned, capowned;
   gc_llama_weights_t *conv;     /* tensors converted to the forward's dtypes (F32 norms of
                                    an F16 GGUF, the dense parts of a quantized model), or NULL */
+  int rank;                     /* tensor parallelism (cfg.tp > 1): this rank, ... */
+  gc_comm_t *comm;              /* ... its endpoint, ... */
+  gc_llama_weights_t *shard;    /* ... its slices of the weights, ... */
+  gc_dptr_t hlogits;            /* ... its LM head's rows [max_t, vocab / tp] */
+  gc_llama_t **ranks;           /* rank 0 of a group: every rank's model, [tp] (ranks[0] = m) */
 };
+
+#define TP_TIMEOUT_S 600 /* a rank that waits longer than this for its peers aborts */
 
 /* ---- device memory ------------------------------------------------------- */
 
@@ -129,6 +151,7 @@ static int alloc_activations(gc_llama_t *m, gc_err_t *e) {
       alloc(m, t * c->hidden_dim * a, &m->hb, e) || alloc(m, t * widest * 4, &m->logits, e) ||
       alloc(m, (t + 1) * 4, &m->step, e) || alloc(m, 3 * BMAX * 4, &m->bstep, e))
     return e->code;
+  if (c->tp > 1 && alloc(m, t * (size_t)gc_llama_head_rows(c) * a, &m->hlogits, e)) return e->code;
   m->pos = m->step;
   m->tokens = m->step + 4;
   m->brows = m->bstep + BMAX * 4;
@@ -179,7 +202,7 @@ static int create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int c
   m->ctx = ctx;
   m->max_t = batched && max_t < slots ? slots : max_t; /* a batched step has up to slots rows */
   m->slots = slots;
-  m->graphs = 1;
+  m->graphs = m->cfg.tp <= 1; /* see gc_llama_set_graphs */
   int rc = gc_llama_dtypes_for(w, gc_dev_info(dev)->backend, &m->dt, e);
   m->slot_bytes = (size_t)ctx * m->cfg.n_kv_heads * m->cfg.head_dim * gc_dtype_size(m->dt.act);
   if (!rc && !(m->npos = gc_calloc((size_t)slots, sizeof *m->npos, e))) rc = GC_ENOMEM;
@@ -222,7 +245,64 @@ int gc_llama_create_slots(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *
   return create(dev, rt, w, ctx, max_t, slots, 1, out, e);
 }
 
+static void free_one(gc_llama_t *m);
+
+/* Rank r of a group: its shard of w on its device, with its endpoint. */
+static int create_rank(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, const gc_llama_config_t *shard,
+                       int r, gc_comm_t *comm, int ctx, int max_t, int slots, gc_llama_t **out, gc_err_t *e) {
+  gc_llama_weights_t *ws;
+  if (gc_weights_shard(w, shard, r, &ws, e)) return e->code;
+  if (create(dev, rt, ws, ctx, max_t, slots ? slots : 1, slots > 0, out, e)) {
+    gc_weights_close(ws);
+    return e->code;
+  }
+  (*out)->shard = ws;
+  (*out)->rank = r;
+  (*out)->comm = comm;
+  return GC_OK;
+}
+
+int gc_llama_create_tp(gc_dev_t *const *devs, gc_rt_t *const *rts, const gc_llama_weights_t *w, int ctx,
+                       int max_t, int slots, int tp, gc_llama_t **out, gc_err_t *e) {
+  *out = NULL;
+  gc_llama_config_t shard;
+  if (gc_llama_shard(&w->cfg, tp, &shard, e)) return e->code;
+  if (tp == 1) return create(devs[0], rts[0], w, ctx, max_t, slots ? slots : 1, slots > 0, out, e);
+  if (gc_weights_quantized(w))
+    return gc_err_set(e, GC_EUNSUPPORTED, "--tp %d: block-format (quantized) weights are not split yet", tp);
+  for (int r = 0; r < tp; r++)
+    if (!gc_dev_info(devs[r])->host_memory)
+      return gc_err_set(e, GC_EUNSUPPORTED, "--tp %d on %s: the forward runs tensor-parallel on the CPU backend "
+                        "only for now (ranks as threads)", tp, gc_dev_info(devs[r])->name);
+  gc_comm_t *comms[GC_LLAMA_TP_MAX];
+  if (gc_comm_loopback(tp, TP_TIMEOUT_S, comms, e)) return e->code;
+  gc_llama_t **ranks = gc_calloc((size_t)tp, sizeof *ranks, e);
+  int rc = ranks ? GC_OK : GC_ENOMEM, made = 0;
+  for (; !rc && made < tp; made++)
+    if ((rc = create_rank(devs[made], rts[made], w, &shard, made, comms[made], ctx, max_t, slots, &ranks[made], e)))
+      gc_err_prefix(e, "rank %d", made);
+  if (rc) { /* ranks made own their endpoints */
+    for (int r = 0; r < tp; r++) {
+      if (ranks && ranks[r]) free_one(ranks[r]);
+      else gc_comm_free(comms[r]);
+    }
+    free(ranks);
+    return rc;
+  }
+  ranks[0]->ranks = ranks;
+  *out = ranks[0];
+  return GC_OK;
+}
+
 void gc_llama_free(gc_llama_t *m) {
+  if (!m) return;
+  for (int r = 1; m->ranks && r < m->cfg.tp; r++) free_one(m->ranks[r]);
+  free(m->ranks);
+  free_one(m);
+}
+
+/* Free one rank's model (or the model without tensor parallelism). */
+static void free_one(gc_llama_t *m) {
   if (!m) return;
   for (int i = 0; i < 2; i++) gc_dev_graph_destroy(m->dev, m->decode_graph[i]);
   for (int r = 0; r <= BMAX; r++)
@@ -230,6 +310,8 @@ void gc_llama_free(gc_llama_t *m) {
   for (int i = 0; i < m->nowned; i++) gc_dev_free(m->dev, m->owned[i]);
   free(m->owned);
   gc_weights_close(m->conv);
+  gc_weights_close(m->shard);
+  gc_comm_free(m->comm);
   free(m->layers);
   free(m->npos);
   free(m);
@@ -248,13 +330,14 @@ int gc_llama_slot_pos(const gc_llama_t *m, int slot) {
 
 void gc_llama_slot_reset(gc_llama_t *m, int slot) {
   assert(slot >= 0 && slot < m->slots);
-  m->npos[slot] = 0;
+  for (int r = 0; r < (m->ranks ? m->cfg.tp : 1); r++) (m->ranks ? m->ranks[r] : m)->npos[slot] = 0;
 }
 
-void gc_llama_set_graphs(gc_llama_t *m, int on) { m->graphs = on; }
+/* A loopback collective runs when called: it cannot be captured. */
+void gc_llama_set_graphs(gc_llama_t *m, int on) { m->graphs = on && m->cfg.tp <= 1; }
 void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p) { m->prof = p; }
 gc_prof_t *gc_llama_profile(const gc_llama_t *m) { return m->prof; }
-void gc_llama_reset(gc_llama_t *m) { m->npos[0] = 0; }
+void gc_llama_reset(gc_llama_t *m) { gc_llama_slot_reset(m, 0); }
 int64_t gc_llama_graph_replays(const gc_llama_t *m) { return m->replays; }
 
 /* ---- the forward ---------------------------------------------------------- */
@@ -272,6 +355,44 @@ static int run(gc_llama_t *m, const gc_problem_t *p, const gc_op_scalars_t *sc,
   return gc_prof_end(m->prof, k->d.template_name, p, flops, bytes, e);
 }
 
+/* Tensor parallelism around a row-parallel gemm_add of rows rows into x:
+ * before it, ranks but 0 zero their x (the residual is added once, by
+ * rank 0); after it, x is summed over the ranks. No-ops without. */
+static int tp_zero(gc_llama_t *m, int64_t rows, gc_err_t *e) {
+  if (m->cfg.tp <= 1 || m->rank == 0) return GC_OK;
+  return gc_dev_memset(m->dev, m->x, 0, (size_t)rows * (size_t)m->cfg.dim * gc_dtype_size(m->dt.act), e);
+}
+
+/* File a collective that moved rows × n elements under the profile, as a
+ * row of its own ("all_reduce", "all_gather" over m n; kernel
+ * "collective"): the time a rank spends in it, waiting for its peers
+ * included. */
+static int prof_collective(gc_llama_t *m, const char *op, int64_t rows, int64_t n, gc_err_t *e) {
+  gc_problem_t p = {"", m->dt.act, m->dt.act, m->dt.act, rows, n, 0, 0, 0, 0};
+  snprintf(p.op, sizeof p.op, "%s", op);
+  double bytes = (double)rows * (double)n * (double)gc_dtype_size(m->dt.act);
+  return gc_prof_end(m->prof, "collective", &p, 0, bytes, e);
+}
+
+static int tp_reduce(gc_llama_t *m, int64_t rows, gc_err_t *e) {
+  if (m->cfg.tp <= 1) return GC_OK;
+  if (m->prof && gc_prof_begin(m->prof, e)) return e->code;
+  if (gc_comm_all_reduce(m->comm, m->x, (size_t)rows * (size_t)m->cfg.dim, m->dt.act, e)) return e->code;
+  return m->prof ? prof_collective(m, "all_reduce", rows, m->cfg.dim, e) : GC_OK;
+}
+
+/* Every rank's rows of the LM head (hlogits [rows, vocab / tp]) into
+ * logits [rows, vocab], row by row. */
+static int tp_gather(gc_llama_t *m, int rows, gc_err_t *e) {
+  size_t a = gc_dtype_size(m->dt.act), hv = (size_t)gc_llama_head_rows(&m->cfg), v = (size_t)m->cfg.vocab_size;
+  if (m->prof && gc_prof_begin(m->prof, e)) return e->code;
+  for (int i = 0; i < rows; i++)
+    if (gc_comm_all_gather(m->comm, m->hlogits + (gc_dptr_t)(i * hv * a), m->logits + (gc_dptr_t)(i * v * a), hv,
+                           m->dt.act, e))
+      return e->code;
+  return m->prof ? prof_collective(m, "all_gather", rows, (int64_t)v, e) : GC_OK;
+}
+
 /* One layer of a pass (steps s). Single-sequence passes read and write
  * the cache of one slot (kc, vc: its first row) at the position in m->pos;
  * batched steps (s->rope is rope_kv_batch) the whole cache at the rows'
@@ -287,13 +408,14 @@ static int layer(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L,
   if (s->fused ? run(m, &s->qkv, sc, fqkv, e)
                : run(m, &s->norm, sc, norm1, e) || run(m, &s->qkv, sc, qkv, e))
     return e->code;
-  if (run(m, &s->rope, sc, rope, e) || run(m, &s->attn, sc, attn, e) ||
-      run(m, &s->wo, sc, wo, e))
+  if (run(m, &s->rope, sc, rope, e) || run(m, &s->attn, sc, attn, e) || tp_zero(m, s->wo.m, e) ||
+      run(m, &s->wo, sc, wo, e) || tp_reduce(m, s->wo.m, e))
     return e->code;
   if (s->fused ? run(m, &s->swiglu, sc, fffn, e)
                : run(m, &s->norm, sc, norm2, e) || run(m, &s->swiglu, sc, ffn, e))
     return e->code;
-  return run(m, &s->w2, sc, w2, e);
+  if (tp_zero(m, s->w2.m, e) || run(m, &s->w2, sc, w2, e)) return e->code;
+  return tp_reduce(m, s->w2.m, e);
 }
 
 /* Logits in the activation dtype, as fp32 on the host. The fp32 buffer
@@ -321,11 +443,13 @@ static int launch_head(gc_llama_t *m, const gc_llama_steps_t *s, int t, int rows
   /* one row of argmax (single sequence): the last row of logits; a batch: all */
   gc_dptr_t amx = s->argmax.m == 1 ? m->logits + (gc_dptr_t)((size_t)(rows - 1) * m->cfg.vocab_size * a)
                                    : m->logits;
-  const gc_dptr_t fn[] = {last, m->norm, m->xn}, head[] = {m->xn, m->cls, m->logits},
-                  fhead[] = {last, m->cls, m->logits, m->norm}, am[] = {amx, ids};
+  gc_dptr_t out = m->cfg.tp > 1 ? m->hlogits : m->logits; /* this rank's vocabulary rows */
+  const gc_dptr_t fn[] = {last, m->norm, m->xn}, head[] = {m->xn, m->cls, out},
+                  fhead[] = {last, m->cls, out, m->norm}, am[] = {amx, ids};
   if (s->fused ? run(m, &s->head, sc, fhead, e)
                : run(m, &s->fnorm, sc, fn, e) || run(m, &s->head, sc, head, e))
     return e->code;
+  if (m->cfg.tp > 1 && tp_gather(m, rows, e)) return e->code;
   return argmax ? run(m, &s->argmax, sc, am, e) : GC_OK;
 }
 
@@ -406,6 +530,7 @@ static int decode_rows(gc_llama_t *m, int M, int argmax, gc_err_t *e) {
 static int results(gc_llama_t *m, gc_dptr_t ids, int rows, float *logits, int32_t *next,
                    gc_err_t *e) {
   if (gc_dev_sync(m->dev, e)) return e->code;
+  if (m->rank > 0) return GC_OK; /* rank 0 returns the group's results */
   if (next) return gc_dev_download(m->dev, next, ids, (size_t)rows * sizeof *next, e);
   return download_logits(m, logits, (size_t)rows * m->cfg.vocab_size, e);
 }
@@ -418,22 +543,89 @@ static int check_tokens(const gc_llama_t *m, const int32_t *tokens, int t, gc_er
   return GC_OK;
 }
 
-/* tokens[0..t) at slot's position, as gc_llama_forward_ex. */
-static int forward_slot(gc_llama_t *m, int slot, const int32_t *tokens, int t, int all_rows,
-                        float *logits, int32_t *next, gc_err_t *e) {
+/* ---- every rank ------------------------------------------------------------ */
+
+/* A pass on one rank: fn(m, arg, e) where m is the rank's model. */
+typedef int (*rank_fn)(gc_llama_t *m, const void *arg, gc_err_t *e);
+
+typedef struct rank_run {
+  gc_llama_t *m;
+  rank_fn fn;
+  const void *arg;
+  int rc;
+  gc_err_t e;
+} rank_run_t;
+
+/* Run one rank's part; a failure stops the group (its peers' collectives
+ * return at once). */
+static void *rank_main(void *p) {
+  rank_run_t *r = p;
+  r->rc = r->fn(r->m, r->arg, &r->e);
+  if (r->rc) gc_comm_abort(r->m->comm, &r->e);
+  return NULL;
+}
+
+/* fn on every rank of m's group at once, rank 0 on this thread, the others
+ * on threads of their own; without tensor parallelism, fn(m). Returns when
+ * every rank has; on failure the group's first ("rank R: why"). */
+static int every_rank(gc_llama_t *m, rank_fn fn, const void *arg, gc_err_t *e) {
+  int tp = m->cfg.tp;
+  if (tp <= 1) return fn(m, arg, e);
+  rank_run_t *runs = gc_calloc((size_t)tp, sizeof *runs, e);
+  pthread_t *th = runs ? gc_calloc((size_t)tp, sizeof *th, e) : NULL;
+  if (!th) {
+    free(runs);
+    return GC_ENOMEM;
+  }
+  int started = 1, failed = 0;
+  for (int r = 0; r < tp; r++) runs[r] = (rank_run_t){m->ranks[r], fn, arg, 0, {0}};
+  for (; started < tp; started++)
+    if (pthread_create(&th[started], NULL, rank_main, &runs[started])) {
+      gc_err_set(&runs[started].e, GC_EDEVICE, "could not start its thread");
+      gc_comm_abort(m->ranks[started]->comm, &runs[started].e);
+      break;
+    }
+  rank_main(&runs[0]);
+  for (int r = 1; r < started; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < tp; r++) failed |= runs[r].rc != GC_OK;
+  int rc = failed || started < tp ? gc_comm_failure(m->comm, e) : GC_OK;
+  free(th);
+  free(runs);
+  return rc;
+}
+
+/* ---- passes ----------------------------------------------------------------- */
+
+/* A pass of t tokens in slot: GC_EINVAL (positions unchanged) unless it
+ * fits the model's passes and the slot's context and every id is in the
+ * vocabulary. */
+static int check_pass(const gc_llama_t *m, int slot, const int32_t *tokens, int t, gc_err_t *e) {
   if (t < 1 || t > m->max_t)
     return gc_err_set(e, GC_EINVAL, "%d tokens in one pass; this model was set up for at most %d",
                       t, m->max_t);
   if (m->npos[slot] + t > m->ctx)
     return gc_err_set(e, GC_EINVAL, "context full: %d + %d tokens exceed --ctx %d", m->npos[slot], t,
                       m->ctx);
-  if (check_tokens(m, tokens, t, e)) return e->code;
+  return check_tokens(m, tokens, t, e);
+}
+
+typedef struct slot_pass {
+  int slot, t, all_rows;
+  const int32_t *tokens;
+  float *logits;
+  int32_t *next;
+} slot_pass_t;
+
+/* One rank's part of a checked pass (slot_pass_t), as gc_llama_forward_ex. */
+static int run_slot(gc_llama_t *m, const void *arg, gc_err_t *e) {
+  const slot_pass_t *p = arg;
+  int slot = p->slot, t = p->t;
   int32_t stage[1 + 4096];
   int32_t *step = t < 4096 ? stage : gc_malloc((size_t)(t + 1) * sizeof *step, e);
   if (!step) return GC_ENOMEM;
   step[0] = m->npos[slot];
-  memcpy(step + 1, tokens, (size_t)t * sizeof *tokens);
-  int rows = all_rows ? t : 1;
+  memcpy(step + 1, p->tokens, (size_t)t * sizeof *p->tokens);
+  int rows = p->all_rows ? t : 1;
   double t0 = gc_now();
   if (m->prof) gc_prof_phase(m->prof, t > 1 ? "prefill" : "decode");
   int rc = gc_dev_upload(m->dev, m->step, step, (size_t)(t + 1) * sizeof *step, e);
@@ -441,17 +633,24 @@ static int forward_slot(gc_llama_t *m, int slot, const int32_t *tokens, int t, i
   if (rc) return rc;
   rc = GC_EUNSUPPORTED;
   if (slot == 0 && t == 1 && rows == 1 && m->graphs && !m->prof) { /* the graph is slot 0's */
-    rc = replay(m, &m->decode_graph[next != NULL], decode_one, next != NULL, 0, e);
+    rc = replay(m, &m->decode_graph[p->next != NULL], decode_one, p->next != NULL, 0, e);
     m->replays += rc == GC_OK;
   }
-  if (rc == GC_EUNSUPPORTED) rc = launch_forward(m, slot, t, rows, next != NULL, e);
-  if (!rc) rc = results(m, m->tokens, next ? 1 : rows, logits, next, e);
+  if (rc == GC_EUNSUPPORTED) rc = launch_forward(m, slot, t, rows, p->next != NULL, e);
+  if (!rc) rc = results(m, m->tokens, p->next ? 1 : rows, p->logits, p->next, e);
   if (rc) return rc;
   if (m->prof && gc_prof_collect(m->prof, gc_now() - t0, e)) return e->code;
   m->npos[slot] += t;
   return GC_OK;
 }
 
+/* tokens[0..t) at slot's position, as gc_llama_forward_ex. */
+static int forward_slot(gc_llama_t *m, int slot, const int32_t *tokens, int t, int all_rows,
+                        float *logits, int32_t *next, gc_err_t *e) {
+  if (check_pass(m, slot, tokens, t, e)) return e->code;
+  slot_pass_t p = {slot, t, all_rows, tokens, logits, next};
+  return every_rank(m, run_slot, &p, e);
+}
 int gc_llama_forward_ex(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
                         float *logits, int32_t *next, gc_err_t *e) {
   return forward_slot(m, 0, tokens, t, all_rows, logits, next, e);
@@ -462,6 +661,34 @@ int gc_llama_slot_forward(gc_llama_t *m, int slot, const int32_t *tokens, int t,
   if (slot < 0 || slot >= m->slots)
     return gc_err_set(e, GC_EINVAL, "slot %d: this model has slots 0 .. %d", slot, m->slots - 1);
   return forward_slot(m, slot, tokens, t, 0, logits, next, e);
+}
+
+typedef struct batch_pass {
+  int M, used;              /* rows; a bit per slot that advances */
+  int64_t pos_mean;         /* for profiles */
+  const int32_t *stage;     /* tokens [BMAX], then pos [M], slot [M] */
+  float *logits;
+  int32_t *next;
+} batch_pass_t;
+
+/* One rank's part of a checked batched step (batch_pass_t). */
+static int run_batch(gc_llama_t *m, const void *arg, gc_err_t *e) {
+  const batch_pass_t *p = arg;
+  int M = p->M;
+  double t0 = gc_now();
+  if (m->prof) gc_prof_phase(m->prof, "decode");
+  if (gc_dev_upload(m->dev, m->bstep, p->stage, (size_t)(BMAX + 2 * M) * sizeof *p->stage, e)) return e->code;
+  int rc = GC_EUNSUPPORTED, argmax = p->next != NULL;
+  if (m->graphs && !m->prof) {
+    rc = replay(m, &m->batch_graph[M][argmax], decode_rows, M, argmax, e);
+    m->replays += rc == GC_OK;
+  }
+  if (rc == GC_EUNSUPPORTED) rc = launch_batch(m, M, argmax, p->pos_mean, e);
+  if (!rc) rc = results(m, m->bstep, M, p->logits, p->next, e);
+  if (rc) return rc;
+  if (m->prof && gc_prof_collect(m->prof, gc_now() - t0, e)) return e->code;
+  for (int s = 0; s < m->slots; s++) m->npos[s] += p->used >> s & 1;
+  return GC_OK;
 }
 
 int gc_llama_decode_batch(gc_llama_t *m, int M, const int *slots, const int32_t *tokens,
@@ -487,18 +714,6 @@ int gc_llama_decode_batch(gc_llama_t *m, int M, const int *slots, const int32_t 
   }
   if (check_tokens(m, tokens, M, e)) return e->code;
   memcpy(stage, tokens, (size_t)M * sizeof *tokens);
-  double t0 = gc_now();
-  if (m->prof) gc_prof_phase(m->prof, "decode");
-  if (gc_dev_upload(m->dev, m->bstep, stage, (size_t)(BMAX + 2 * M) * sizeof *stage, e)) return e->code;
-  int rc = GC_EUNSUPPORTED, argmax = next != NULL;
-  if (m->graphs && !m->prof) {
-    rc = replay(m, &m->batch_graph[M][argmax], decode_rows, M, argmax, e);
-    m->replays += rc == GC_OK;
-  }
-  if (rc == GC_EUNSUPPORTED) rc = launch_batch(m, M, argmax, sum / M, e);
-  if (!rc) rc = results(m, m->bstep, M, logits, next, e);
-  if (rc) return rc;
-  if (m->prof && gc_prof_collect(m->prof, gc_now() - t0, e)) return e->code;
-  for (int s = 0; s < m->slots; s++) m->npos[s] += used >> s & 1;
-  return GC_OK;
+  batch_pass_t p = {M, used, sum / M, stage, logits, next};
+  return every_rank(m, run_batch, &p, e);
 }

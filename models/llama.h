@@ -26,6 +26,22 @@ int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int
  * are resolved too, and passes hold at least slots rows. */
 int gc_llama_create_slots(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int ctx,
                           int max_t, int slots, gc_llama_t **out, gc_err_t *e);
+/* The model split over tp tensor-parallel ranks (recipe.h, gc_llama_shard):
+ * rank r's shard of w on devs[r] with bundle rts[r] (one built for the
+ * shard shapes: gcore-gen --tp N), the ranks joined by a communicator
+ * (runtime/comm.h). slots 0: one sequence, as gc_llama_create; 1 ..
+ * GC_LLAMA_BATCH_MAX: as gc_llama_create_slots. The returned model is rank
+ * 0's and leads: every call below runs on all ranks at once (a thread per
+ * rank) and returns rank 0's results; gc_llama_config gives the shard
+ * config. tp = 1: as gc_llama_create(_slots) on devs[0]. Decode steps run launch by launch (the
+ * loopback transport cannot be captured in a graph). Errors: GC_EINVAL
+ * (tp does not divide the model, by name), GC_EUNSUPPORTED (a device
+ * without host memory: no NCCL/RCCL transport yet; block-format weights),
+ * and those of gc_llama_create prefixed "rank R: ". After a rank fails
+ * mid-pass every rank stops and the call returns "rank R: why"; the group
+ * is then unusable (every later pass returns the same). */
+int gc_llama_create_tp(gc_dev_t *const *devs, gc_rt_t *const *rts, const gc_llama_weights_t *w, int ctx,
+                       int max_t, int slots, int tp, gc_llama_t **out, gc_err_t *e);
 void gc_llama_free(gc_llama_t *m);
 const gc_llama_config_t *gc_llama_config(const gc_llama_t *m);
 int gc_llama_pos(const gc_llama_t *m); /* tokens in the cache (slot 0) */

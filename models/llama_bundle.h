@@ -15,6 +15,8 @@ typedef struct gc_llama_bundle_opts {
   const char *bundle;   /* -b PATH, or NULL: built from the database */
   const char *db;       /* without -b: the tuning database (NULL: gc_db_default_path) */
   const char *cache;    /* without -b: the compile cache (NULL: gc_cache_default) */
+  int tp;               /* without -b: tensor-parallel ranks (0 or 1: none); the
+                           bundle serves one rank's shard shapes (gc_llama_shard) */
 } gc_llama_bundle_opts_t;
 
 /* What was opened, for the line a tool prints. */

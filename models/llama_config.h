@@ -67,6 +67,11 @@ typedef struct gc_llama_config {
   gc_st_dtype_t dtype;          /* declared torch_dtype/dtype (F32 if absent) */
   gc_st_dtype_t weight_dtype;   /* dtype of the loaded projection matrices
                                    (set by the weight loader; llama2.c: F32) */
+  int tp;                       /* 0 or 1: the whole model. N > 1: the config of
+                                   one of N tensor-parallel ranks (gc_llama_shard in
+                                   recipe.h): n_heads, n_kv_heads and hidden_dim are
+                                   the rank's; vocab_size stays the model's, and the
+                                   rank's LM head has vocab_size / N rows */
 } gc_llama_config_t;
 
 /* Parse config.json text [n bytes, need not be NUL-terminated]; `what`

@@ -19,6 +19,29 @@ static gc_problem_t prob(const char *op, gc_dtype_t a, gc_dtype_t b, gc_dtype_t 
   return p;
 }
 
+int gc_llama_shard(const gc_llama_config_t *c, int tp, gc_llama_config_t *out, gc_err_t *e) {
+  if (tp < 1 || tp > GC_LLAMA_TP_MAX)
+    return gc_err_set(e, GC_EINVAL, "--tp %d: expected 1 to %d ranks", tp, GC_LLAMA_TP_MAX);
+  if (c->tp > 1) return gc_err_set(e, GC_EINVAL, "--tp %d: the config is already a shard of %d", tp, c->tp);
+  const struct { int v; const char *what; } dims[] = {
+      {c->n_heads, "attention heads"}, {c->n_kv_heads, "KV heads"},
+      {c->hidden_dim, "FFN rows (intermediate_size)"}, {c->vocab_size, "vocabulary rows"}};
+  for (size_t i = 0; i < GC_ARRAY_LEN(dims); i++)
+    if (dims[i].v % tp)
+      return gc_err_set(e, GC_EINVAL, "--tp %d: %d %s are not divisible by %d", tp, dims[i].v,
+                        dims[i].what, tp);
+  *out = *c;
+  out->n_heads /= tp;
+  out->n_kv_heads /= tp;
+  out->hidden_dim /= tp;
+  out->tp = tp;
+  return GC_OK;
+}
+
+int64_t gc_llama_head_rows(const gc_llama_config_t *c) {
+  return c->tp > 1 ? c->vocab_size / c->tp : c->vocab_size;
+}
+
 void gc_llama_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int64_t t, int64_t rows,
                     gc_llama_steps_t *s) {
   gc_dtype_t a = dt->act, w = dt->weight;
@@ -33,7 +56,7 @@ void gc_llama_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int
   s->swiglu = prob(f ? "rmsnorm_gemm_swiglu" : "gemm_swiglu", a, w, a, t, F, D, 0, 0, 0);
   s->w2 = prob("gemm_add", a, w, a, t, D, F, 0, 0, 0);
   s->fnorm = prob("rmsnorm", a, w, a, rows, D, 0, 0, 0, 0);
-  s->head = prob(f ? "rmsnorm_gemm" : "gemm", a, dt->head, a, rows, c->vocab_size, D, 0, 0, 0);
+  s->head = prob(f ? "rmsnorm_gemm" : "gemm", a, dt->head, a, rows, gc_llama_head_rows(c), D, 0, 0, 0);
   s->argmax = prob("argmax", a, a, a, 1, c->vocab_size, 0, 0, 0, 0);
   gc_llama_layer_steps(dt, 0, s);
 }
@@ -220,7 +243,7 @@ void gc_llama_inv_freq(const gc_llama_config_t *c, double *out) {
 /* Problems for each token count in list. Counts over the model's context
  * are an error when the user gave them, and are capped to it in the
  * default list (so that small models work without flags). */
-static int add_recipe(const gc_llama_weights_t *w, const gc_llama_dtypes_t *dt, const char *list,
+static int add_recipe(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, const char *list,
                       int given, const char *flag, int batched, gc_problems_t *out, gc_err_t *e) {
   char buf[512];
   if (!strcmp(list, "none")) return GC_OK; /* e.g. decode steps only */
@@ -228,35 +251,39 @@ static int add_recipe(const gc_llama_weights_t *w, const gc_llama_dtypes_t *dt, 
     return gc_err_set(e, GC_EINVAL, "%s: list too long", flag);
   for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     int64_t v;
-    if (!given && gc_parse_i64(t, &v) == GC_OK && v > w->cfg.max_seq) v = w->cfg.max_seq;
-    else if (gc_parse_i64(t, &v) || v < 1 || v > w->cfg.max_seq)
+    if (!given && gc_parse_i64(t, &v) == GC_OK && v > c->max_seq) v = c->max_seq;
+    else if (gc_parse_i64(t, &v) || v < 1 || v > c->max_seq)
       return gc_err_set(e, GC_EINVAL, "%s: '%s' is not a token count in [1, %d]", flag, t,
-                        w->cfg.max_seq);
-    if (gc_llama_recipe(&w->cfg, dt, v, 1, out, e)) return e->code;
+                        c->max_seq);
+    if (gc_llama_recipe(c, dt, v, 1, out, e)) return e->code;
     /* gcore-serve's batched steps (at most GC_LLAMA_BATCH_MAX rows) */
-    if (batched && v <= GC_LLAMA_BATCH_MAX && gc_llama_batch_recipe(&w->cfg, dt, v, out, e))
+    if (batched && v <= GC_LLAMA_BATCH_MAX && gc_llama_batch_recipe(c, dt, v, out, e))
       return e->code;
   }
   return GC_OK;
 }
 
 int gc_llama_workload(const char *model_path, const char *quantize, const char *prefill,
-                      const char *batch, const char *backend, gc_problems_t *out, gc_needs_t *needs,
-                      gc_err_t *e) {
+                      const char *batch, int tp, const char *backend, gc_problems_t *out,
+                      gc_needs_t *needs, gc_err_t *e) {
   static const char *const all[] = {"cpu", "cuda"};
   /* GPU backends share one recipe: activations in the weights' dtype */
   if (backend && !strcmp(backend, "hip")) backend = "cuda";
   gc_llama_weights_t *w;
   if (gc_weights_open(model_path, &w, e)) return e->code;
   int rc = quantize ? gc_weights_quantize(w, quantize, e) : GC_OK;
+  if (!rc && tp > 1 && gc_weights_quantized(w))
+    rc = gc_err_set(e, GC_EUNSUPPORTED, "--tp %d: block-format (quantized) weights are not split yet", tp);
+  gc_llama_config_t shard;
+  if (!rc) rc = gc_llama_shard(&w->cfg, tp, &shard, e);
   gc_llama_dtypes_t *dt = rc ? NULL : gc_malloc(sizeof *dt, e);
   if (!rc && !dt) rc = GC_ENOMEM;
   for (int i = 0; !rc && i < 2; i++) {
     if (backend && strcmp(backend, all[i])) continue;
     rc = gc_llama_dtypes_for(w, all[i], dt, e);
-    if (!rc) rc = add_recipe(w, dt, prefill ? prefill : "128,512", prefill != NULL, "--prefill", 0, out, e);
-    if (!rc) rc = add_recipe(w, dt, batch ? batch : "1", batch != NULL, "--batch", 1, out, e);
-    if (!rc && needs) rc = gc_llama_needs(&w->cfg, dt, w->cfg.max_seq, needs, e);
+    if (!rc) rc = add_recipe(&shard, dt, prefill ? prefill : "128,512", prefill != NULL, "--prefill", 0, out, e);
+    if (!rc) rc = add_recipe(&shard, dt, batch ? batch : "1", batch != NULL, "--batch", 1, out, e);
+    if (!rc && needs) rc = gc_llama_needs(&shard, dt, shard.max_seq, needs, e);
   }
   free(dt);
   gc_weights_close(w);

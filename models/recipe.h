@@ -31,6 +31,29 @@ typedef struct gc_llama_dtypes {
   gc_llama_layer_dtypes_t layer[GC_LLAMA_MAX_LAYERS]; /* [n_layers] */
 } gc_llama_dtypes_t;
 
+/* Tensor parallelism over tp ranks (Megatron's split). Each rank holds
+ * n_heads/tp query heads and n_kv_heads/tp KV heads (column-parallel
+ * wq|wk|wv: its heads' rows; row-parallel wo: the same heads' columns),
+ * hidden_dim/tp of the FFN (column-parallel w1|w3 rows, row-parallel w2
+ * columns) and vocab_size/tp rows of the LM head. After each row-parallel
+ * projection the ranks' partial sums are all-reduced into the residual
+ * stream, and the ranks' logits are all-gathered before argmax and
+ * download. The token embedding and the norms are replicated: the embedding
+ * is a gather of one row per token (no FLOPs to split), and splitting it
+ * would cost one more collective per pass to save vocab·dim elements of
+ * memory per rank. No remainders: heads, KV heads, the FFN width and the
+ * vocabulary must be divisible by tp (padding is not implemented).
+ *
+ * *out = c as rank's shard (every rank's shapes are the same), with
+ * out->tp = tp. tp = 1: a copy of c. Errors: GC_EINVAL, one line naming
+ * the dimension that tp does not divide ("--tp 3: 8 attention heads are
+ * not divisible by 3"), or tp out of [1, GC_LLAMA_TP_MAX]. */
+#define GC_LLAMA_TP_MAX 64
+int gc_llama_shard(const gc_llama_config_t *c, int tp, gc_llama_config_t *out, gc_err_t *e);
+
+/* Rows of the LM head one rank computes: vocab_size / tp. */
+int64_t gc_llama_head_rows(const gc_llama_config_t *c);
+
 /* The problems of one pass of t tokens with rows rows of logits. When
  * fused, norm and fnorm are not launched (qkv, swiglu and head fold them). */
 typedef struct gc_llama_steps {
@@ -94,9 +117,11 @@ void gc_llama_inv_freq(const gc_llama_config_t *c, double *out);
  * decode step of b rows,
  * in the dtypes of backend ("cpu", "cuda", "hip"), or of every backend when
  * NULL. needs (may be NULL) gets the rows every prompt length reaches.
- * quantize (NULL: none): the model's matrices as --quantize stores them. */
+ * quantize (NULL: none): the model's matrices as --quantize stores them.
+ * tp: tensor-parallel ranks (1: none): the shapes of one rank's shard
+ * (gc_llama_shard); block-format weights are refused with tp > 1. */
 int gc_llama_workload(const char *model_path, const char *quantize, const char *prefill,
-                      const char *batch, const char *backend, gc_problems_t *out, gc_needs_t *needs,
+                      const char *batch, int tp, const char *backend, gc_problems_t *out, gc_needs_t *needs,
                       gc_err_t *e);
 
 #endif

@@ -572,6 +572,76 @@ int gc_weights_as(const gc_llama_weights_t *w, const gc_st_dtype_t *to, gc_llama
   return GC_OK;
 }
 
+/* ------------------------------------------------------ tensor parallel */
+
+/* dst = rows [r0, r0 + n) of src: a view into src's data. */
+static void w_row_slice(const gc_weight_t *src, int64_t r0, int64_t n, gc_weight_t *dst) {
+  size_t row = (size_t)src->shape[1] * gc_st_dtype_size(src->dtype);
+  *dst = *src;
+  dst->shape[0] = n;
+  dst->data = (const char *)src->data + (size_t)r0 * row;
+  dst->nbytes = (size_t)n * row;
+}
+
+/* dst = columns [c0, c0 + n) of src, copied into memory owned by w. */
+static int w_col_slice(gc_llama_weights_t *w, const gc_weight_t *src, int64_t c0, int64_t n,
+                       gc_weight_t *dst, gc_err_t *e) {
+  size_t es = gc_st_dtype_size(src->dtype), rows = (size_t)src->shape[0];
+  size_t in = (size_t)src->shape[1] * es, out = (size_t)n * es;
+  char *p = w_own(w, rows * out, e);
+  if (!p) return GC_ENOMEM;
+  for (size_t r = 0; r < rows; r++) memcpy(p + r * out, (const char *)src->data + r * in + (size_t)c0 * es, out);
+  *dst = *src;
+  dst->shape[1] = n;
+  dst->data = p;
+  dst->nbytes = rows * out;
+  return GC_OK;
+}
+
+/* Layer l of the shard: rank's heads and FFN rows (see weights.h). */
+static int w_shard_layer(gc_llama_weights_t *d, const gc_llama_layer_weights_t *s, int rank,
+                         gc_llama_layer_weights_t *L, gc_err_t *e) {
+  const gc_llama_config_t *c = &d->cfg;
+  int64_t q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim,
+          f = c->hidden_dim;
+  *L = *s; /* the norms stay whole */
+  w_row_slice(&s->wq, rank * q, q, &L->wq);
+  w_row_slice(&s->wk, rank * kv, kv, &L->wk);
+  w_row_slice(&s->wv, rank * kv, kv, &L->wv);
+  w_row_slice(&s->w1, rank * f, f, &L->w1);
+  w_row_slice(&s->w3, rank * f, f, &L->w3);
+  if (w_col_slice(d, &s->wo, rank * q, q, &L->wo, e) || w_col_slice(d, &s->w2, rank * f, f, &L->w2, e))
+    return e->code;
+  return GC_OK;
+}
+
+int gc_weights_shard(const gc_llama_weights_t *w, const gc_llama_config_t *shard, int rank,
+                     gc_llama_weights_t **out, gc_err_t *e) {
+  *out = NULL;
+  int tp = shard->tp > 1 ? shard->tp : 1;
+  if (rank < 0 || rank >= tp) return gc_err_set(e, GC_EINVAL, "rank %d of %d ranks", rank, tp);
+  if (gc_weights_quantized(w))
+    return gc_err_set(e, GC_EUNSUPPORTED, "--tp %d: block-format (quantized) weights are not split yet", tp);
+  if (shard->n_heads * tp != w->cfg.n_heads || shard->n_kv_heads * tp != w->cfg.n_kv_heads ||
+      shard->hidden_dim * tp != w->cfg.hidden_dim || shard->n_layers != w->cfg.n_layers)
+    return gc_err_set(e, GC_EINVAL, "the shard config is not w's split over %d ranks", tp);
+  gc_llama_weights_t *d;
+  if (w_alloc(shard, &d, e)) return e->code;
+  int64_t v = w->cfg.vocab_size / tp;
+  d->tok_embeddings = w->tok_embeddings; /* replicated (recipe.h says why) */
+  d->norm = w->norm;
+  w_row_slice(&w->classifier, rank * v, v, &d->classifier);
+  int rc = GC_OK;
+  for (int l = 0; !rc && l < w->cfg.n_layers; l++) rc = w_shard_layer(d, &w->layers[l], rank, &d->layers[l], e);
+  if (rc) {
+    gc_weights_close(d);
+    return rc;
+  }
+  d->mixed_dtypes = w->mixed_dtypes;
+  *out = d;
+  return GC_OK;
+}
+
 /* ----------------------------------------------------------------- API */
 
 int gc_weights_open(const char *path, gc_llama_weights_t **out, gc_err_t *e) {

@@ -71,6 +71,10 @@ int gc_dev_kernel_pdl(gc_dev_t *d, gc_kernel_t *k, int on) {
   return d->ops->kernel_pdl ? d->ops->kernel_pdl(d, k, on) : 0;
 }
 int gc_dev_sync(gc_dev_t *d, gc_err_t *e) { return d->ops->sync(d, e); }
+int gc_dev_stream(gc_dev_t *d, void **stream, gc_err_t *e) {
+  *stream = NULL;
+  return d->ops->get_stream ? d->ops->get_stream(d, stream, e) : GC_OK;
+}
 int gc_dev_set_stream(gc_dev_t *d, void *const *stream, gc_err_t *e) {
   if (d->ops->set_stream) return d->ops->set_stream(d, stream, e);
   if (stream && *stream)

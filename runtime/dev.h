@@ -95,6 +95,12 @@ int gc_dev_sync(gc_dev_t *d, gc_err_t *e);
  * graph capture is open. */
 int gc_dev_set_stream(gc_dev_t *d, void *const *stream, gc_err_t *e);
 
+/* Make d current on this thread and give in *stream the stream its
+ * operations are ordered on (own or set; a CUstream or hipStream_t), NULL
+ * on a backend without streams: for a vendor library that enqueues work of
+ * its own after d's (NCCL, RCCL). Errors: those of making d current. */
+int gc_dev_stream(gc_dev_t *d, void **stream, gc_err_t *e);
+
 /* Encode into out (128 bytes, 64-byte aligned) the tensor map of s over
  * the row-major matrix of dtype at device address ptr: a 2-D tiled map,
  * out-of-bounds elements read as zero, the box and swizzle of s (see

@@ -33,6 +33,8 @@ typedef struct gc_dev_ops {
   int (*sync)(gc_dev_t *d, gc_err_t *e);
   /* gc_dev_set_stream; NULL on a backend without streams. */
   int (*set_stream)(gc_dev_t *d, void *const *stream, gc_err_t *e);
+  /* gc_dev_stream; NULL on a backend without streams. */
+  int (*get_stream)(gc_dev_t *d, void **stream, gc_err_t *e);
   int (*event_create)(gc_dev_t *d, gc_event_t **out, gc_err_t *e);
   void (*event_destroy)(gc_dev_t *d, gc_event_t *ev);
   int (*event_record)(gc_dev_t *d, gc_event_t *ev, gc_err_t *e);

@@ -306,6 +306,13 @@ int gc_gpu_set_stream(gc_dev_t *dev, void *const *stream, gc_err_t *e) {
   return rc;
 }
 
+int gc_gpu_get_stream(gc_dev_t *dev, void **stream, gc_err_t *e) {
+  gc_gpu_dev_t *d = (gc_gpu_dev_t *)dev;
+  int rc = gc_gpu_bind(d, e);
+  *stream = rc ? NULL : d->stream;
+  return rc;
+}
+
 /* ---- events ---------------------------------------------------------- */
 
 int gc_gpu_event_create(gc_dev_t *dev, gc_event_t **out, gc_err_t *e) {

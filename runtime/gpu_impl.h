@@ -167,6 +167,7 @@ int gc_gpu_launch(gc_dev_t *d, gc_kernel_t *k, const int64_t grid[3], const int6
                   size_t shmem, void **args, gc_err_t *e);
 int gc_gpu_sync(gc_dev_t *d, gc_err_t *e);
 int gc_gpu_set_stream(gc_dev_t *d, void *const *stream, gc_err_t *e);
+int gc_gpu_get_stream(gc_dev_t *d, void **stream, gc_err_t *e);
 int gc_gpu_event_create(gc_dev_t *d, gc_event_t **out, gc_err_t *e);
 void gc_gpu_event_destroy(gc_dev_t *d, gc_event_t *ev);
 int gc_gpu_event_record(gc_dev_t *d, gc_event_t *ev, gc_err_t *e);
@@ -181,7 +182,8 @@ void gc_gpu_graph_destroy(gc_dev_t *d, void *exec);
   .upload = gc_gpu_upload, .download = gc_gpu_download, .memset = gc_gpu_memset,          \
   .host_ptr = gc_gpu_host_ptr, .module_load = gc_gpu_module_load,                         \
   .module_unload = gc_gpu_module_unload, .kernel = gc_gpu_kernel, .launch = gc_gpu_launch, \
-  .sync = gc_gpu_sync, .set_stream = gc_gpu_set_stream, .event_create = gc_gpu_event_create,                               \
+  .sync = gc_gpu_sync, .set_stream = gc_gpu_set_stream, .get_stream = gc_gpu_get_stream,  \
+  .event_create = gc_gpu_event_create,                                                    \
   .event_destroy = gc_gpu_event_destroy, .event_record = gc_gpu_event_record,             \
   .event_elapsed = gc_gpu_event_elapsed, .graph_begin = gc_gpu_graph_begin,               \
   .graph_end = gc_gpu_graph_end, .graph_launch = gc_gpu_graph_launch,                     \

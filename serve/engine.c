@@ -48,8 +48,8 @@ struct gc_engine {
   int64_t seq;
   int64_t steps;               /* batched decode steps run */
   /* engine only */
-  gc_dev_t *dev;
-  gc_rt_t *rt;
+  gc_dev_t *devs[GC_LLAMA_TP_MAX]; /* [tp]: each rank's device and bundle */
+  gc_rt_t *rts[GC_LLAMA_TP_MAX];
   gc_llama_t *m;
   gc_srv_req_t *slot[BMAX];    /* the request in each slot, or NULL */
   float *logits;               /* [parallel, vocab] */
@@ -100,11 +100,16 @@ static void req_done(gc_srv_req_t *r, const char *finish, int status, const char
 /* ---- start-up (on the engine thread) ------------------------------------- */
 
 /* -b BUNDLE, or the one gcore-run would build for this device and model
- * from the tuning database (the same cache entry). */
-static int open_bundle(gc_engine_t *en, gc_err_t *e) {
+ * (the shard shapes of --tp N) from the tuning database (the same cache
+ * entry), into path[n]. */
+static int bundle_path(gc_engine_t *en, char *path, size_t n, gc_err_t *e) {
   const gc_engine_opts_t *o = &en->o;
-  if (o->bundle) return gc_rt_open(en->dev, o->bundle, &en->rt, e);
-  const gc_dev_info_t *in = gc_dev_info(en->dev);
+  gc_dev_t *dev = en->devs[0];
+  if (o->bundle) {
+    snprintf(path, n, "%s", o->bundle);
+    return GC_OK;
+  }
+  const gc_dev_info_t *in = gc_dev_info(dev);
   gc_problems_t probs = {0};
   gc_needs_t needs = {0};
   gc_auto_result_t r;
@@ -116,9 +121,9 @@ static int open_bundle(gc_engine_t *en, gc_err_t *e) {
   else gc_cache_default(cache, sizeof cache);
   /* arch-specific where the device has it (sm_90a on sm_90), as gcore-run */
   snprintf(target, sizeof target, "%sa", in->target);
-  if (!gc_dev_runs_target(en->dev, target) || gc_target_parse(target, &tg, NULL))
+  if (!gc_dev_runs_target(dev, target) || gc_target_parse(target, &tg, NULL))
     snprintf(target, sizeof target, "%s", in->target);
-  int rc = gc_llama_workload(o->model, o->quantize, NULL, NULL, in->backend, &probs, &needs, e);
+  int rc = gc_llama_workload(o->model, o->quantize, NULL, NULL, o->tp, in->backend, &probs, &needs, e);
   if (!rc) rc = gc_gen_auto(db, target, cache, &probs, &needs, &r, e);
   gc_problems_free(&probs);
   gc_needs_free(&needs);
@@ -127,19 +132,33 @@ static int open_bundle(gc_engine_t *en, gc_err_t *e) {
   fprintf(stderr, "gcore-serve: %s bundle %s for %s: %d of %d problems tuned%s%s\n",
           r.built ? "built" : "reusing", r.path, target, r.ntuned, r.nproblems,
           stat(db, &st) == 0 ? " in " : " (no tuning database at ", db);
-  return gc_rt_open(en->dev, r.path, &en->rt, e);
+  snprintf(path, n, "%s", r.path);
+  return GC_OK;
+}
+
+/* Each of o->tp ranks' device (the CPU: the host each time; GPUs: the
+ * ordinals from --device on) and bundle (rank 0's path, opened by all). */
+static int open_ranks(gc_engine_t *en, gc_err_t *e) {
+  const gc_engine_opts_t *o = &en->o;
+  char path[GC_AUTO_PATH];
+  for (int r = 0; r < o->tp; r++) {
+    int ord = strcmp(o->backend, "cpu") ? o->device + r : o->device;
+    if (gc_dev_open(o->backend, ord, &en->devs[r], e)) return e->code;
+    if (r == 0 && bundle_path(en, path, sizeof path, e)) return e->code;
+    if (gc_rt_open(en->devs[r], path, &en->rts[r], e)) return e->code;
+  }
+  return GC_OK;
 }
 
 static int engine_open(gc_engine_t *en, gc_err_t *e) {
   const gc_engine_opts_t *o = &en->o;
-  int rc = gc_dev_open(o->backend, o->device, &en->dev, e);
-  if (!rc) rc = open_bundle(en, e);
-  if (!rc) rc = gc_llama_create_slots(en->dev, en->rt, en->w, o->ctx, o->prefill_chunk, o->parallel, &en->m, e);
+  int rc = open_ranks(en, e);
+  if (!rc) rc = gc_llama_create_tp(en->devs, en->rts, en->w, o->ctx, o->prefill_chunk, o->parallel, o->tp, &en->m, e);
   if (!rc && o->no_graph) gc_llama_set_graphs(en->m, 0);
   if (!rc && !(en->logits = gc_malloc((size_t)o->parallel * en->w->cfg.vocab_size * sizeof(float), e)))
     rc = GC_ENOMEM;
   if (!rc) {
-    const gc_dev_info_t *in = gc_dev_info(en->dev);
+    const gc_dev_info_t *in = gc_dev_info(en->devs[0]);
     snprintf(en->devname, sizeof en->devname, "%s (%s)", in->backend, in->name);
   }
   return rc;
@@ -532,9 +551,12 @@ void gc_engine_stop(gc_engine_t *en) {
   if (joined) return;
   pthread_join(en->thread, NULL);
   gc_llama_free(en->m);
-  gc_rt_close(en->rt);
-  gc_dev_close(en->dev);
-  en->m = NULL, en->rt = NULL, en->dev = NULL;
+  en->m = NULL;
+  for (int r = 0; r < GC_LLAMA_TP_MAX; r++) {
+    gc_rt_close(en->rts[r]);
+    gc_dev_close(en->devs[r]);
+    en->rts[r] = NULL, en->devs[r] = NULL;
+  }
 }
 
 void gc_engine_free(gc_engine_t *en) {

@@ -25,6 +25,8 @@ static const char usage[] =
     "  --batch N           with --model: rows of a decode step (default 1)\n"
     "  --quantize T        with --model: its matrices stored as q8_0, q4_0 or q4_k, as gcore-run\n"
     "                      --quantize runs them\n"
+    "  --tp N              with --model: the shard shapes of one of N tensor-parallel ranks, as\n"
+    "                      gcore-run --tp N runs them\n"
     "  --force T[:P=V,..]  use template T (with these params) wherever it serves a problem\n"
     "  --templates DIR     read templates from DIR/<backend>/ instead of the built-in ones\n"
     "  --compiler NAME     compile driver for the targets it serves (cpu: cc; NVIDIA: nvrtc;\n"
@@ -39,7 +41,7 @@ static const char usage[] =
     "  --version           this tool's version\n";
 
 enum { O_VERSION = 255, O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_FORCE,
-       O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_COV, O_CTIMEOUT, O_QUANTIZE };
+       O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_COV, O_CTIMEOUT, O_QUANTIZE, O_TP };
 
 static const struct option longopts[] = {
     {"output", 1, 0, 'o'},        {"op", 1, 0, O_OP}, {"model", 1, 0, O_MODEL}, {"prefill", 1, 0, O_PREFILL}, {"batch", 1, 0, O_BATCH},
@@ -50,7 +52,7 @@ static const struct option longopts[] = {
     {"templates", 1, 0, O_TEMPLATES}, {"compiler", 1, 0, O_COMPILER},
     {"cache", 1, 0, O_CACHE},     {"jobs", 1, 0, O_JOBS}, {"code-object", 1, 0, O_COV},
     {"compile-timeout", 1, 0, O_CTIMEOUT},
-    {"quantize", 1, 0, O_QUANTIZE},
+    {"quantize", 1, 0, O_QUANTIZE}, {"tp", 1, 0, O_TP},
     {"quiet", 0, 0, 'q'},         {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},
     {0, 0, 0, 0}};
 
@@ -64,7 +66,7 @@ int main(int argc, char **argv) {
   char cache[1024];
   gc_cache_default(cache, sizeof cache);
   o.cache = cache;
-  int c;
+  int c, tp = 0;
   int64_t iv;
   while ((c = gc_cli_getopt(argc, argv, "o:qh", longopts)) != -1) {
     switch (c) {
@@ -74,6 +76,13 @@ int main(int argc, char **argv) {
       case O_PREFILL: prefill = optarg; break;
       case O_BATCH: batch = optarg; break;
       case O_QUANTIZE: quantize = optarg; break;
+      case O_TP:
+        if (gc_parse_i64(optarg, &iv) || iv < 1 || iv > GC_LLAMA_TP_MAX) {
+          fprintf(stderr, "gcore-gen: --tp: expected 1..64 ranks\n");
+          return 2;
+        }
+        tp = (int)iv;
+        break;
       case O_M: case O_N: case O_K: case O_H: case O_G: case O_D:
         dims[c - O_M] = optarg;
         break;
@@ -131,12 +140,12 @@ int main(int argc, char **argv) {
     rc = gc_err_set(&e, GC_EINVAL, "no output: give -o BUNDLE");
   else if ((workload != NULL) + (model != NULL) + (op || dtype || dims[0] || dims[1] || dims[2] || dims[3] || dims[4] || dims[5]) > 1)
     rc = gc_err_set(&e, GC_EINVAL, "give one of --workload, --model, or --op with sizes");
-  else if ((prefill || batch || quantize) && !model)
-    rc = gc_err_set(&e, GC_EINVAL, "--prefill, --batch and --quantize go with --model");
+  else if ((prefill || batch || quantize || tp) && !model)
+    rc = gc_err_set(&e, GC_EINVAL, "--prefill, --batch, --quantize and --tp go with --model");
   else if (workload)
     rc = gc_problems_load(&probs, workload, &e);
   else if (model)
-    rc = gc_llama_workload(model, quantize, prefill, batch, NULL, &probs, &needs, &e);
+    rc = gc_llama_workload(model, quantize, prefill, batch, tp ? tp : 1, NULL, &probs, &needs, &e);
   else if (!op)
     rc = gc_err_set(&e, GC_EINVAL, "no problems: give --model PATH, --workload FILE or --op OP with sizes (see --help)");
   else

@@ -91,13 +91,16 @@ static const char usage[] =
     "device:\n"
     "  --backend NAME       device backend: cpu (default), cuda (NVIDIA) or hip (AMD)\n"
     "  --device N           device ordinal (default 0)\n"
+    "  --tp N               tensor parallelism over N ranks (the model's heads, FFN rows and\n"
+    "                       vocabulary split N ways; a bundle built with gcore-gen --tp N): on\n"
+    "                       the CPU backend the ranks are N threads of this process\n"
     "  -h, --help           this text\n"
     "  --version            this tool's version\n";
 
 enum { O_VERSION = 255, O_OP = 256, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_BACKEND, O_DEVICE, O_SEED, O_DUMP,
        O_MINTIME, O_TOKENS, O_CTX, O_IGNORE_EOS, O_TBT, O_JSON, O_LOGITS, O_TEMP, O_TOPK, O_TOPP,
        O_MINP, O_REPEAT, O_PROFILE, O_NOGRAPH, O_NOPDL, O_WARMUP, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE,
-       O_BOS, O_CHAT, O_SYSTEM, O_NULL, O_DB, O_CACHE, O_TOKENS_FILE, O_QUANTIZE };
+       O_BOS, O_CHAT, O_SYSTEM, O_NULL, O_DB, O_CACHE, O_TOKENS_FILE, O_QUANTIZE, O_TP };
 
 static const struct option longopts[] = {
     {"bundle", 1, 0, 'b'},        {"model", 1, 0, 'm'},        {"prompt", 1, 0, 'p'},
@@ -116,6 +119,7 @@ static const struct option longopts[] = {
     {"bos", 0, 0, O_BOS},         {"chat", 0, 0, O_CHAT},      {"system", 1, 0, O_SYSTEM},
     {"null", 0, 0, O_NULL},       {"db", 1, 0, O_DB},          {"cache", 1, 0, O_CACHE},
     {"tokens-file", 1, 0, O_TOKENS_FILE}, {"quantize", 1, 0, O_QUANTIZE},
+    {"tp", 1, 0, O_TP},
     {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},          {0, 0, 0, 0}};
 
 typedef struct run_ctx {
@@ -210,6 +214,7 @@ typedef struct run_opts {
   const char *tokens_file; /* one prompt of ids per line, each from an empty cache */
   const char *db, *cache; /* without -b: where the bundle comes from */
   int ordinal, n_predict, ctx, ignore_eos, token_by_token, json, chat, bos, profile, no_graph, no_pdl, warmup;
+  int tp;                  /* --tp N: tensor-parallel ranks (1: none) */
   gc_sampler_params_t sp;
 } run_opts_t;
 
@@ -550,13 +555,29 @@ static int read_prompts(const char *path, prompts_t *p, gc_err_t *e) {
 
 /* -b BUNDLE, or the bundle for this device and model from the tuning
  * database (built into the cache, or reused), said in one line. */
-static int open_bundle(const run_opts_t *o, gc_dev_t *dev, gc_rt_t **rt, gc_err_t *e) {
-  gc_llama_bundle_opts_t bo = {o->model, o->quantize, o->bundle, o->db, o->cache};
+static int open_bundle(const run_opts_t *o, gc_dev_t *dev, gc_rt_t **rt, char *path, size_t n, gc_err_t *e) {
+  gc_llama_bundle_opts_t bo = {o->model, o->quantize, o->bundle, o->db, o->cache, o->tp};
   gc_llama_bundle_info_t info;
   char line[4096];
   if (gc_llama_bundle_open(dev, &bo, rt, &info, e)) return e->code;
+  snprintf(path, n, "%s", info.path);
   gc_llama_bundle_describe(&info, line, sizeof line);
   if (line[0]) fprintf(stderr, "gcore-run: %s\n", line);
+  return GC_OK;
+}
+
+/* The device and bundle of each of o->tp ranks: on the CPU the host each
+ * time (ranks are threads), on GPUs ordinals --device, --device + 1, ...;
+ * rank 0 opens (or builds) the bundle, the others open the same file. */
+static int open_ranks(const run_opts_t *o, gc_dev_t **devs, gc_rt_t **rts, gc_err_t *e) {
+  char path[GC_AUTO_PATH];
+  for (int r = 0; r < o->tp; r++) {
+    int ord = strcmp(o->backend, "cpu") ? o->ordinal + r : o->ordinal;
+    if (gc_dev_open(o->backend, ord, &devs[r], e)) return e->code;
+    if (r == 0 ? open_bundle(o, devs[0], &rts[0], path, sizeof path, e) : gc_rt_open(devs[r], path, &rts[r], e))
+      return e->code;
+    if (o->no_pdl) gc_rt_set_pdl(rts[r], 0);
+  }
   return GC_OK;
 }
 
@@ -581,8 +602,8 @@ static int run_prompts(gc_llama_t *m, const run_opts_t *o, int max_t, const prom
 
 static int run_model(const run_opts_t *o, gc_err_t *e) {
   gc_llama_weights_t *w = NULL;
-  gc_dev_t *dev = NULL;
-  gc_rt_t *rt = NULL;
+  gc_dev_t *devs[GC_LLAMA_TP_MAX] = {0};
+  gc_rt_t *rts[GC_LLAMA_TP_MAX] = {0};
   gc_llama_t *m = NULL;
   gc_sampler_t *smp = NULL;
   gc_prof_t *prof = NULL;
@@ -612,11 +633,9 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
     rc = gc_err_set(e, GC_EINVAL, "--ctx %d is over the model's %d positions", oo.ctx, w->cfg.max_seq);
   /* prefill passes: the whole prompt; a chat turn in passes of at most 512 */
   if (!rc) max_t = o->token_by_token ? 1 : o->chat ? (oo.ctx < 512 ? oo.ctx : 512) : np;
-  if (!rc) rc = gc_dev_open(o->backend, o->ordinal, &dev, e);
-  if (!rc) rc = open_bundle(o, dev, &rt, e);
-  if (!rc && o->no_pdl) gc_rt_set_pdl(rt, 0);
-  if (!rc) rc = gc_llama_create(dev, rt, w, oo.ctx, max_t, &m, e);
-  if (!rc && o->profile && !(rc = gc_prof_create(dev, &prof, e))) gc_llama_set_profile(m, prof);
+  if (!rc) rc = open_ranks(o, devs, rts, e);
+  if (!rc) rc = gc_llama_create_tp(devs, rts, w, oo.ctx, max_t, 0, o->tp, &m, e);
+  if (!rc && o->profile && !(rc = gc_prof_create(devs[0], &prof, e))) gc_llama_set_profile(m, prof);
   if (!rc && o->no_graph) gc_llama_set_graphs(m, 0);
   if (!rc) rc = gc_sampler_create(w->cfg.vocab_size, &o->sp, &smp, e);
   if (!rc && !(g.out = gc_calloc((size_t)o->n_predict + 1, sizeof *g.out, e))) rc = GC_ENOMEM;
@@ -642,8 +661,10 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   gc_tok_free(io.tok);
   gc_sampler_free(smp);
   gc_llama_free(m);
-  gc_rt_close(rt);
-  gc_dev_close(dev);
+  for (int r = 0; r < o->tp; r++) {
+    gc_rt_close(rts[r]);
+    gc_dev_close(devs[r]);
+  }
   gc_weights_close(w);
   return rc;
 }
@@ -725,6 +746,7 @@ int main(int argc, char **argv) {
   const char *op = NULL, *dtype = NULL, *dump_dir = NULL;
   run_opts_t o = {0};
   o.backend = "cpu";
+  o.tp = 1;
   o.n_predict = 64;
   gc_sampler_params_default(&o.sp); /* then llama.cpp's defaults */
   o.sp.temperature = 0.8f;
@@ -766,6 +788,10 @@ int main(int argc, char **argv) {
       case O_CHAT: o.chat = 1; break;
       case O_SYSTEM: o.system = optarg; break;
       case O_QUANTIZE: o.quantize = optarg; break;
+      case O_TP:
+        if (gc_parse_i64(optarg, &iv) || iv < 1 || iv > GC_LLAMA_TP_MAX) return bad_flag("--tp", "1..64 ranks");
+        o.tp = (int)iv;
+        break;
       case O_DEVICE:
         if (gc_parse_i64(optarg, &iv) || iv < 0 || iv > 1024) return bad_flag("--device", "an ordinal");
         o.ordinal = (int)iv;

@@ -51,11 +51,13 @@ static const char usage[] =
     "device:\n"
     "  --backend NAME       device backend: cpu (default), cuda (NVIDIA) or hip (AMD)\n"
     "  --device N           device ordinal (default 0)\n"
+    "  --tp N               tensor parallelism over N ranks, as gcore-run --tp N (on the CPU\n"
+    "                       backend: N threads)\n"
     "  -h, --help           this text\n"
     "  --version            this tool's version\n";
 
 enum { O_VERSION = 256, O_TOKENIZER, O_HOST, O_PORT, O_PARALLEL, O_CTX, O_MAX_QUEUE, O_MAX_BODY,
-       O_MODEL_NAME, O_QUANTIZE, O_DB, O_CACHE, O_BACKEND, O_DEVICE, O_NOGRAPH, O_FIXED, O_CHUNK };
+       O_MODEL_NAME, O_QUANTIZE, O_DB, O_CACHE, O_BACKEND, O_DEVICE, O_NOGRAPH, O_FIXED, O_CHUNK, O_TP };
 
 static const struct option longopts[] = {
     {"model", 1, 0, 'm'},          {"bundle", 1, 0, 'b'},         {"tokenizer", 1, 0, O_TOKENIZER},
@@ -64,7 +66,7 @@ static const struct option longopts[] = {
     {"model-name", 1, 0, O_MODEL_NAME}, {"quantize", 1, 0, O_QUANTIZE}, {"db", 1, 0, O_DB},
     {"cache", 1, 0, O_CACHE},      {"backend", 1, 0, O_BACKEND},  {"device", 1, 0, O_DEVICE},
     {"no-graph", 0, 0, O_NOGRAPH}, {"fixed-batch", 0, 0, O_FIXED}, {"verbose", 0, 0, 'v'},
-    {"prefill-chunk", 1, 0, O_CHUNK},
+    {"prefill-chunk", 1, 0, O_CHUNK}, {"tp", 1, 0, O_TP},
     {"help", 0, 0, 'h'},
     {"version", 0, 0, O_VERSION},  {0, 0, 0, 0}};
 
@@ -169,7 +171,7 @@ static int bad_flag(const char *flag, const char *what) {
 }
 
 int main(int argc, char **argv) {
-  serve_opts_t o = {.en = {.backend = "cpu", .parallel = 4, .max_queue = 64},
+  serve_opts_t o = {.en = {.backend = "cpu", .parallel = 4, .max_queue = 64, .tp = 1},
                     .http = {.host = "127.0.0.1", .port = 8080, .max_body = 1 << 20}};
   int64_t v;
   int c;
@@ -216,6 +218,10 @@ int main(int argc, char **argv) {
       case O_DEVICE:
         if (gc_parse_i64(optarg, &v) || v < 0 || v > 1024) return bad_flag("--device", "an ordinal");
         o.en.device = (int)v;
+        break;
+      case O_TP:
+        if (gc_parse_i64(optarg, &v) || v < 1 || v > GC_LLAMA_TP_MAX) return bad_flag("--tp", "1..64 ranks");
+        o.en.tp = (int)v;
         break;
       case 'h': fputs(usage, stdout); return gc_cli_exit("gcore-serve", 0);
       case O_VERSION: return gc_cli_version("gcore-serve");

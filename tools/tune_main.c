@@ -33,6 +33,8 @@ static const char usage[] =
     "  --batch N         with --model: rows of a decode step (default 1)\n"
     "  --quantize T      with --model: its matrices stored as q8_0, q4_0 or q4_k, as gcore-run\n"
     "                    --quantize runs them\n"
+    "  --tp N            with --model: the shard shapes of one of N tensor-parallel ranks\n"
+    "                    (heads, FFN rows and LM-head rows divided by N)\n"
     "  --h/--g/--d LIST  query heads, kv heads, head dim (rope_kv, attention)\n"
     "sweep:\n"
     "  --target T        the code to tune (default cpu: the host's x86-64 level); targets\n"
@@ -83,7 +85,7 @@ static const char usage[] =
 enum { O_VERSION = 255, O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_BUDGET,
        O_TEMPLATE, O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_DEVICE, O_TIMEOUT,
        O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_LISTOPS, O_DEVICES, O_STRATEGY, O_COV, O_CTIMEOUT,
-       O_QUANTIZE, O_MERGE, O_REPORT, O_SHARD };
+       O_QUANTIZE, O_MERGE, O_REPORT, O_SHARD, O_TP };
 
 static const struct option longopts[] = {
     {"op", 1, 0, O_OP}, {"model", 1, 0, O_MODEL}, {"prefill", 1, 0, O_PREFILL}, {"batch", 1, 0, O_BATCH},           {"m", 1, 0, O_M},
@@ -99,7 +101,7 @@ static const struct option longopts[] = {
     {"devices", 1, 0, O_DEVICES}, {"strategy", 1, 0, O_STRATEGY},
     {"code-object", 1, 0, O_COV}, {"compile-timeout", 1, 0, O_CTIMEOUT},
     {"list-ops", 0, 0, O_LISTOPS}, {"quantize", 1, 0, O_QUANTIZE},
-    {"merge", 0, 0, O_MERGE}, {"report", 1, 0, O_REPORT}, {"shard", 1, 0, O_SHARD},
+    {"merge", 0, 0, O_MERGE}, {"report", 1, 0, O_REPORT}, {"shard", 1, 0, O_SHARD}, {"tp", 1, 0, O_TP},
     {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},          {0, 0, 0, 0}};
 
 static int help(void) {
@@ -269,7 +271,7 @@ int main(int argc, char **argv) {
   char cache[1024];
   gc_cache_default(cache, sizeof cache);
   o.cache = cache;
-  int c, ndev = 0, ords[64], cov = 0, merging = 0, shard_i = 0, shard_n = 0;
+  int c, ndev = 0, ords[64], cov = 0, merging = 0, shard_i = 0, shard_n = 0, tp = 0;
   const char *report = NULL;
   int64_t iv;
   while ((c = gc_cli_getopt(argc, argv, "h", longopts)) != -1) {
@@ -279,6 +281,10 @@ int main(int argc, char **argv) {
       case O_PREFILL: prefill = optarg; break;
       case O_BATCH: batch = optarg; break;
       case O_QUANTIZE: quantize = optarg; break;
+      case O_TP:
+        if (gc_parse_i64(optarg, &iv) || iv < 1 || iv > GC_LLAMA_TP_MAX) return die("--tp: expected 1..64 ranks");
+        tp = (int)iv;
+        break;
       case O_M: case O_N: case O_K: case O_H: case O_G: case O_D:
         dims[c - O_M] = optarg;
         break;
@@ -370,12 +376,12 @@ int main(int argc, char **argv) {
   }
   if (given > 1)
     rc = gc_err_set(&e, GC_EINVAL, "give one of --workload, --model, or --op with sizes");
-  else if ((prefill || batch || quantize) && !model)
-    rc = gc_err_set(&e, GC_EINVAL, "--prefill, --batch and --quantize go with --model");
+  else if ((prefill || batch || quantize || tp) && !model)
+    rc = gc_err_set(&e, GC_EINVAL, "--prefill, --batch, --quantize and --tp go with --model");
   else if (workload)
     rc = gc_problems_load(&probs, workload, &e);
   else if (model && !(rc = gc_target_parse(target, &o.target, &e)))
-    rc = gc_llama_workload(model, quantize, prefill, batch, o.target.backend, &probs, NULL, &e);
+    rc = gc_llama_workload(model, quantize, prefill, batch, tp ? tp : 1, o.target.backend, &probs, NULL, &e);
   else if (!op)
     rc = gc_err_set(&e, GC_EINVAL, "no problems: give --model PATH, --workload FILE or --op OP with sizes (see --help)");
   else

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../../gen/nvrtc.h"
+#include "../../runtime/comm.h"
 #include "../../runtime/dev_impl.h"
 #include "../../core/ops.h"
 
@@ -501,6 +502,42 @@ static void test_fault(gpu_t *g) {
   printf("  fault: %s\n", e.msg);
 }
 
+/* The NCCL transport (runtime/comm.h) with one rank on GPU 0, where the
+ * library is installed: the sum over one rank is the identity, a gather
+ * copies, a barrier drains the stream, and the group frees cleanly. */
+static void test_nccl_one_rank(void) {
+  gc_dev_t *d = NULL;
+  gc_err_t e = {0};
+  if (gc_dev_open("cuda", 0, &d, &e)) {
+    printf("  nccl: no device: %s\n", e.msg);
+    return;
+  }
+  gc_comm_t *c = NULL;
+  int ord = 0, rc = gc_comm_nccl(&d, &ord, 1, &c, &e);
+  if (rc == GC_EDEVICE && strstr(e.msg, "cannot load it")) {
+    printf("  nccl: %s\n", e.msg);
+    gc_dev_close(d);
+    return;
+  }
+  CHECK(rc == GC_OK, "gc_comm_nccl: %s", e.msg);
+  float h[N], back[N];
+  for (int i = 0; i < N; i++) h[i] = (float)i * 0.5f - 7;
+  gc_dptr_t a = 0, b = 0;
+  rc = rc ? rc : gc_dev_alloc(d, sizeof h, &a, &e);
+  rc = rc ? rc : gc_dev_alloc(d, sizeof h, &b, &e);
+  rc = rc ? rc : gc_dev_upload(d, a, h, sizeof h, &e);
+  rc = rc ? rc : gc_comm_all_reduce(c, a, N, GC_DT_F32, &e);
+  rc = rc ? rc : gc_comm_all_gather(c, a, b, N, GC_DT_F32, &e);
+  rc = rc ? rc : gc_comm_barrier(c, &e);
+  rc = rc ? rc : gc_dev_download(d, back, b, sizeof back, &e);
+  CHECK(rc == GC_OK, "nccl one rank: %s", e.msg);
+  CHECK(rc || !memcmp(h, back, sizeof h), "one rank's all-reduce and all-gather changed the data");
+  if (!rc) printf("  nccl: one rank on %s: all-reduce, all-gather, barrier\n", gc_dev_info(d)->name);
+  gc_comm_free(c);
+  gc_dev_free(d, a), gc_dev_free(d, b);
+  gc_dev_close(d);
+}
+
 static void test_device(int have_nvrtc) {
   gpu_t g = {.ops = &gc_cuda_ops};
   gc_err_t e = {0};
@@ -548,6 +585,7 @@ static void test_device(int have_nvrtc) {
 
 int main(void) {
   int have_nvrtc = test_nvrtc();
+  test_nccl_one_rank(); /* before test_device, whose last case loses the context */
   test_device(have_nvrtc);
   return check_report();
 }

@@ -768,7 +768,8 @@ static void test_launch(gpu_t *g) {
 
 /* gc_dev_set_stream: launches go to a caller's stream (seen here as a
  * capture of that stream recording them instead of running them), and
- * back to the device's own with NULL; not while the device captures. */
+ * back to the device's own with NULL; not while the device captures.
+ * gc_dev_stream says which stream is in use. */
 static void test_caller_stream(gpu_t *g) {
   gc_err_t e = {0};
   char want[256];
@@ -780,10 +781,14 @@ static void test_caller_stream(gpu_t *g) {
   mock_graph_t graph = {0};
   ts->capturing = 1, ts->graph = &graph;
   int ran = mock.launches;
+  void *own = NULL, *now = NULL;
+  CHECK(!gc_dev_stream(g->d, &own, &e) && own && own != theirs); /* gc_dev_stream: what NCCL enqueues on */
   CHECK(!gc_dev_set_stream(g->d, &theirs, &e));
+  CHECK(!gc_dev_stream(g->d, &now, &e) && now == theirs);
   CHECK(!launch1d(g, g->vadd, N, 256, 0, args, &e));
   CHECK(mock.launches == ran && graph.n == 1); /* on their stream, not the device's */
   CHECK(!gc_dev_set_stream(g->d, NULL, &e));
+  CHECK(!gc_dev_stream(g->d, &now, &e) && now == own);
   CHECK(!launch1d(g, g->vadd, N, 256, 0, args, &e) && !gc_dev_sync(g->d, &e));
   CHECK(mock.launches == ran + 1 && graph.n == 1);
   CHECK(!gc_dev_graph_begin(g->d, &e));

@@ -1233,6 +1233,46 @@ static void test_rope_inv_freq(void) {
   CHECK(same == 64, "factors: %d of 64 divided", same);
 }
 
+/* gc_llama_shard: each rank's heads, KV heads and FFN rows, the LM head's
+ * vocabulary rows; the embedding and argmax stay whole; one-line errors
+ * naming what tp does not divide. */
+static void test_recipe_shard(void) {
+  gc_llama_config_t c = {0}, s;
+  c.dim = 64, c.hidden_dim = 172, c.n_layers = 2, c.n_heads = 8, c.n_kv_heads = 4, c.head_dim = 8;
+  c.vocab_size = 512, c.max_seq = 64;
+  gc_err_t e = {0};
+  CHECK(gc_llama_shard(&c, 2, &s, &e) == GC_OK, "%s", e.msg);
+  CHECK(s.n_heads == 4 && s.n_kv_heads == 2 && s.hidden_dim == 86 && s.tp == 2 && s.dim == 64 &&
+        s.vocab_size == 512 && s.head_dim == 8);
+  gc_llama_dtypes_t dt = {0};
+  dt.act = dt.weight = dt.embed = dt.head = GC_DT_F32;
+  for (int l = 0; l < 2; l++) dt.layer[l] = (gc_llama_layer_dtypes_t){GC_DT_F32, GC_DT_F32, GC_DT_F32, GC_DT_F32};
+  gc_llama_steps_t st;
+  gc_llama_steps(&s, &dt, 16, 1, &st); /* unfused: a pass of 16 tokens */
+  CHECK(st.qkv.n == (4 + 2 * 2) * 8 && st.qkv.k == 64, "qkv n %lld k %lld", (long long)st.qkv.n, (long long)st.qkv.k);
+  CHECK(st.rope.h == 4 && st.rope.g == 2 && st.attn.h == 4 && st.attn.g == 2);
+  CHECK(st.wo.n == 64 && st.wo.k == 32, "wo n %lld k %lld", (long long)st.wo.n, (long long)st.wo.k);
+  CHECK(st.swiglu.n == 86 && st.swiglu.k == 64 && st.w2.n == 64 && st.w2.k == 86);
+  CHECK(st.head.n == 256 && st.head.k == 64 && st.head.m == 1, "head n %lld", (long long)st.head.n);
+  CHECK(st.embed.k == 512 && st.argmax.n == 512, "embed and argmax span the whole vocabulary");
+  CHECK(gc_llama_shard(&c, 1, &s, &e) == GC_OK && s.n_heads == 8 && gc_llama_head_rows(&s) == 512);
+  CHECK(gc_llama_shard(&c, 4, &s, &e) == GC_OK && s.hidden_dim == 43 && gc_llama_head_rows(&s) == 128);
+  CHECK(gc_llama_shard(&s, 2, &s, &e) == GC_EINVAL);
+  CHECK_MSG(e, "--tp 2: the config is already a shard of 4");
+  CHECK(gc_llama_shard(&c, 3, &s, &e) == GC_EINVAL);
+  CHECK_MSG(e, "--tp 3: 8 attention heads are not divisible by 3");
+  CHECK(gc_llama_shard(&c, 8, &s, &e) == GC_EINVAL);
+  CHECK_MSG(e, "--tp 8: 4 KV heads are not divisible by 8");
+  c.hidden_dim = 170;
+  CHECK(gc_llama_shard(&c, 4, &s, &e) == GC_EINVAL);
+  CHECK_MSG(e, "--tp 4: 170 FFN rows (intermediate_size) are not divisible by 4");
+  c.hidden_dim = 172, c.vocab_size = 511;
+  CHECK(gc_llama_shard(&c, 2, &s, &e) == GC_EINVAL);
+  CHECK_MSG(e, "--tp 2: 511 vocabulary rows are not divisible by 2");
+  CHECK(gc_llama_shard(&c, 0, &s, &e) == GC_EINVAL);
+  CHECK_MSG(e, "--tp 0: expected 1 to 64 ranks");
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
@@ -1267,6 +1307,7 @@ int main(int argc, char **argv) {
   check_case("config_llama2c", test_config_llama2c);
   check_case("config_fuzz", test_config_fuzz);
   check_case("rope_inv_freq", test_rope_inv_freq);
+  check_case("recipe_shard", test_recipe_shard);
   check_case("weights_hf", test_weights_hf);
   check_case("weights_hf_broken", test_weights_hf_broken);
   check_case("alloc_faults", test_alloc_faults);

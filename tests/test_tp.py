@@ -1,0 +1,200 @@
+"""Tensor parallelism (issue 17) on the CPU: the recipe's shard shapes
+through the tools (gcore-gen/gcore-tune --tp N; the shapes themselves are
+pinned in tests/c/test_models.c recipe_shard)."""
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from conftest import assert_clean_error  # noqa: E402
+import tinymodel as TM  # noqa: E402
+
+# heads, KV heads, FFN rows and vocabulary all divisible by 2 and 4
+TP_CONFIG = dict(dim=64, hidden_dim=160, n_layers=2, n_heads=8, n_kv_heads=4, vocab=256)
+
+
+@pytest.fixture
+def tiny(gc):
+    path = os.path.join(gc.dir, "model")
+    TM.write_model(path, seed=0, **TP_CONFIG)
+    return path
+
+
+def test_gen_builds_a_shard_bundle(gc, tiny):
+    for tp in (2, 4):
+        out = os.path.join(gc.dir, f"tp{tp}.gcb")
+        r = gc("gcore-gen", "--model", tiny, "--tp", tp, "--prefill", "16", "-o", out)
+        assert r.rc == 0 and os.path.exists(out), r
+
+
+def test_tp_that_does_not_divide_is_one_line(gc, tiny):
+    r = gc("gcore-gen", "--model", tiny, "--tp", 3, "-o", os.path.join(gc.dir, "x.gcb"))
+    assert_clean_error(r, "gcore-gen", "--tp 3: 8 attention heads are not divisible by 3")
+    r = gc("gcore-tune", "--model", tiny, "--tp", 8, "--db", os.path.join(gc.dir, "t.db"))
+    assert_clean_error(r, "gcore-tune", "--tp 8: 4 KV heads are not divisible by 8")
+
+
+def test_tp_goes_with_model(gc):
+    r = gc("gcore-gen", "--op", "gemm", "--m", 1, "--n", 8, "--k", 8, "--tp", 2, "-o", os.path.join(gc.dir, "x.gcb"))
+    assert_clean_error(r, "gcore-gen", "--tp go with --model")
+    r = gc("gcore-gen", "--model", "m", "--tp", "0", "-o", os.path.join(gc.dir, "x.gcb"))
+    assert_clean_error(r, "gcore-gen", "--tp: expected 1..64 ranks")
+
+
+# ------------------------------------------------- the forward over N ranks
+
+from conftest import SHARED  # noqa: E402
+import numpy as np  # noqa: E402
+from test_llama import CONFIGS, GREEDY, PROMPT, parse_json, read_logits, tiefree_model  # noqa: E402
+
+TOL_TP = 1e-5    # TP=N logits vs TP=1 (both fp32; only the order of the sums differs)
+N_TP = 24        # greedy steps compared
+LONG = [1 + (7 * i) % 200 for i in range(20)]   # a prompt over 8 tokens: the unfused passes
+
+
+def run_tp(gc, model, bundle, tp, tokens, n=N_TP, env=None):
+    """gcore-run --tp tp greedy with --logits: (ids, logits rows)."""
+    lf = os.path.join(gc.dir, f"logits-tp{tp}-{len(tokens)}.f32")
+    r = gc("gcore-run", "-m", model, "-b", bundle, "--tp", tp, "--tokens", ",".join(map(str, tokens)),
+           "-n", n, *GREEDY, "--json", "--logits", lf, env=env)
+    assert r.rc == 0, r
+    ids = parse_json(r)["tokens"]
+    vocab = os.path.getsize(lf) // 4 // (len(tokens) + len(ids) - 1)
+    return ids, read_logits(lf, len(tokens) + len(ids) - 1, vocab)
+
+
+def bundle_for(gc, model, tp):
+    out = os.path.join(gc.dir, f"tp{tp}.gcb")
+    r = gc("gcore-gen", "--model", model, "--tp", tp, "--prefill", "none", "-o", out)
+    assert r.rc == 0, r
+    return out
+
+
+def assert_tp_equals_tp1(gc, model, tps, prompts=(PROMPT, LONG), ref_ids=None):
+    """Greedy ids of TP=N equal TP=1's (and the reference's, when given) and
+    the logits of every position agree to TOL_TP relative per row."""
+    one = bundle_for(gc, model, 1)
+    for tokens in prompts:
+        ids1, lg1 = run_tp(gc, model, one, 1, tokens)
+        if ref_ids is not None and tokens is PROMPT:
+            assert ids1 == ref_ids[:len(ids1)], "TP=1 differs from the fp64 reference"
+        for tp in tps:
+            ids, lg = run_tp(gc, model, bundle_for(gc, model, tp), tp, tokens)
+            assert ids == ids1, f"--tp {tp}, prompt of {len(tokens)}: {ids} vs TP=1 {ids1}"
+            rel = np.max(np.abs(lg - lg1), axis=1) / np.max(np.abs(lg1), axis=1)
+            assert rel.max() <= TOL_TP, f"--tp {tp}: logits row {int(rel.argmax())} off by {rel.max():.3g}"
+
+
+def test_tiny_tp2_tp4_equal_tp1(gc):
+    ref = tiefree_model(os.path.join(gc.dir, "model"), prompt=PROMPT, n=N_TP, **TP_CONFIG)
+    assert_tp_equals_tp1(gc, ref.path, (2, 4), ref_ids=ref.ids)
+
+
+@pytest.mark.parametrize("kind", ["llama3_gqa", "tied"])
+def test_tiny_gqa_and_tied_tp2_equal_tp1(gc, kind):
+    """Two KV heads (one per rank) and a classifier tied to the embedding
+    (rank 0's vocabulary rows are the embedding's first rows)."""
+    ref = tiefree_model(os.path.join(gc.dir, "model"), prompt=PROMPT, n=N_TP, **CONFIGS[kind])
+    assert_tp_equals_tp1(gc, ref.path, (2,), prompts=(PROMPT,), ref_ids=ref.ids)
+
+
+def test_stories260k_tp2_tp4_equal_tp1(gc):
+    path = os.path.join(SHARED, "stories260K.bin")
+    if not os.path.exists(path):
+        pytest.skip(f"shared test data absent: {path}")
+    assert_tp_equals_tp1(gc, path, (2, 4), prompts=([1], LONG))
+
+
+def test_run_tp_errors_are_one_line(gc, tiny):
+    one = bundle_for(gc, tiny, 1)
+    r = gc("gcore-run", "-m", tiny, "-b", one, "--tp", 3, "--tokens", "1", "-n", 2)
+    assert_clean_error(r, "gcore-run", "--tp 3: 8 attention heads are not divisible by 3")
+    r = gc("gcore-run", "-m", tiny, "-b", one, "--tp", 2, "--tokens", "1", "-n", 2)
+    assert_clean_error(r, "gcore-run", "rank 0: ", "the bundle cannot run this model")
+    r = gc("gcore-run", "-m", tiny, "-b", one, "--tp", 2, "--quantize", "q8_0", "--tokens", "1", "-n", 2)
+    assert_clean_error(r, "gcore-run", "--tp 2: block-format (quantized) weights are not split yet")
+
+
+def test_run_tp_builds_its_bundle(gc, tiny):
+    """Without -b, the bundle built from the (absent) database serves the
+    shard shapes."""
+    r = gc("gcore-run", "-m", tiny, "--tp", 2, "--tokens", "1,2,3", "-n", 4, *GREEDY)
+    assert r.rc == 0, r
+    assert len(r.out.split()) == 4, r
+
+
+# ------------------------------------------------------- failure is clean
+
+@pytest.mark.parametrize("tp,rank,call", [(2, 1, 1), (2, 0, 3), (4, 3, 2), (4, 2, 40)])
+def test_failing_rank_stops_every_rank(gc, tiny, tp, rank, call):
+    """GC_COMM_FAIL (a test-only hook, runtime/comm.h) fails one rank's
+    call-th collective: in the prefill, or (call 40) in a decode step. The
+    other ranks, waiting in theirs, stop; one line names the rank and the
+    cause; nothing hangs (the subprocess timeout would say so)."""
+    b = bundle_for(gc, tiny, tp)
+    r = gc("gcore-run", "-m", tiny, "-b", b, "--tp", tp, "--tokens", ",".join(map(str, PROMPT)), "-n", 16,
+           *GREEDY, "--json", env={"GC_COMM_FAIL": f"{rank}:{call}"}, timeout=120)
+    assert_clean_error(r, "gcore-run", f"gcore-run: rank {rank}: forced failure at collective {call} "
+                       "(GC_COMM_FAIL, a test hook)")
+    assert r.out == "", r
+
+
+def test_profile_shows_the_collectives(gc, tiny):
+    """--profile with --tp: rank 0's table has rows for the all-reduces (two
+    a layer a step) and the logits' all-gather (one a step)."""
+    b = bundle_for(gc, tiny, 2)
+    r = gc("gcore-run", "-m", tiny, "-b", b, "--tp", 2, "--tokens", "3,4,5", "-n", 5, *GREEDY, "--profile")
+    assert r.rc == 0, r
+    decode = r.err[r.err.index("decode:"):]
+    rows = {l.split()[6]: int(l.split()[0]) for l in decode.splitlines() if l.strip().endswith("collective")}
+    assert rows == {"all_reduce": 2 * TP_CONFIG["n_layers"] * 4, "all_gather": 4}, r.err
+
+
+def test_bf16_and_gguf_tp2_equal_tp1(gc):
+    """Shards of bf16 weights (read exactly, summed in fp32) and of a GGUF
+    file (llama.cpp's names, its interleaved RoPE rows inside each head)."""
+    import tinygguf
+    ref = tiefree_model(os.path.join(gc.dir, "bf16"), dtype="bf16", prompt=PROMPT, n=N_TP, **TP_CONFIG)
+    assert_tp_equals_tp1(gc, ref.path, (2,), prompts=(PROMPT,), ref_ids=ref.ids)
+    gguf = os.path.join(gc.dir, "model.gguf")
+    tinygguf.write_model(gguf, qtype="F32", seed=0, **TP_CONFIG)
+    assert_tp_equals_tp1(gc, gguf, (2, 4), prompts=(PROMPT,))
+
+
+# ------------------------------------------------------------ gcore-serve
+
+def test_serve_tp2_answers_as_tp1(gc):
+    """gcore-serve --tp 2 with 2 slots (batched decode steps of 1 and 2 rows
+    on both ranks): 3 concurrent greedy requests get gcore-run --tp 1's
+    tokens; the server exits cleanly."""
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+    from test_serve import Server, check_clean_exit
+    cfg = dict(TP_CONFIG, vocab=512)
+    model = os.path.join(gc.dir, "tiny")
+    TM.write_model(model, seed=3, **cfg)
+    TM.write_tokenizer(model, cfg["vocab"])
+    prompts = [[5, 77, 300, 12, 9], [1, 2, 3], [400, 7, 7, 19, 250, 33, 8, 1, 64]]
+    path = os.path.join(gc.dir, "prompts.txt")
+    with open(path, "w") as f:
+        f.write("".join(",".join(map(str, p)) + "\n" for p in prompts))
+    r = gc("gcore-run", "-m", model, "-b", bundle_for(gc, model, 1), "--tokens-file", path, "-n", 10,
+           *GREEDY, "--json")
+    assert r.rc == 0, r
+    want = [json.loads(line)["tokens"] for line in r.out.splitlines() if line.strip()]
+    srv = Server(model, bundle_for(gc, model, 2), "--tp", 2, "--parallel", 2)
+    try:
+        def ask(p):
+            status, _, body = srv.post("/v1/completions", {"model": "tiny", "prompt": p, "max_tokens": 10,
+                                                           "temperature": 0, "ignore_eos": True,
+                                                           "return_token_ids": True})
+            assert status == 200, body
+            return json.loads(body)["choices"][0]["token_ids"]
+        with ThreadPoolExecutor(3) as ex:
+            got = list(ex.map(ask, prompts))
+        assert got == want
+    finally:
+        check_clean_exit(srv)
