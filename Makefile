@@ -107,7 +107,7 @@ $(BUILD)/tests/%: tests/c/%.c $(LIB)/libgcore.a $(BUILD)/cflags.txt
 
 test: deps-test all $(C_TESTS)
 	GCORE_BIN=$(abspath $(BIN)) GCORE_CTESTS=$(abspath $(BUILD)/tests) \
-	  $(PYTHON) -m pytest -q tests
+	  $(PYTHON) -m pytest -q --durations=15 tests
 
 # The GPU suite, on a machine with a GPU: the same op case table through
 # the GPU_BACKEND (cuda; hip on AMD), plus the GPU-only tests (tests/gpu).
