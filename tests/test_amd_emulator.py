@@ -24,13 +24,12 @@ import subprocess
 import pytest
 
 from conftest import ROOT
-from test_amd_templates import GPU, evaluate, parse
+from test_amd_templates import GPU, dtype_codes, evaluate, parse
 from tplhead import op_names
 
 CXX = shutil.which("clang++-19")
 pytestmark = pytest.mark.skipif(not CXX, reason="clang++-19 not installed (host emulation)")
 EMU = os.path.join(ROOT, "tests", "amd_emu")
-DT = {"f32": (0, 4), "f16": (1, 2), "bf16": (2, 2)}
 
 # (template, wave size, (op, parameters) sets); shapes below have edges in M, N, K.
 CASES = [
@@ -54,23 +53,37 @@ def layouts(path):
     return block.group(0)
 
 
-def build(tmp, tpl_file, wave, dtype, op, params, layout_text=None):
+def quant_block(path):
+    """prelude_hip.h's gc-quant block (the block formats of B) into path."""
+    text = open(os.path.join(GPU, "prelude_hip.h")).read()
+    block = re.search(r"/\* >>> gc-quant.*?<<< gc-quant \*/", text, re.S)
+    assert block, "prelude_hip.h has no gc-quant block"
+    path.write_text(block.group(0) + "\n")
+    return block.group(0)
+
+
+def build(tmp, tpl_file, wave, dtype, op, params, layout_text=None, quant_text=None, tpl_text=None):
+    """Compile the template for the emulation. dtype: "T", or "A:B:C" with B
+    a block format (then harness_q.h, and the prelude's gc-quant block)."""
     tpl = parse(os.path.join(GPU, tpl_file))
     (tmp / "layouts.h").write_text(layout_text) if layout_text else layouts(tmp / "layouts.h")
-    code, size = DT[dtype]
-    env = {"WARP": wave, "SMEM": 65536, "SMS": 304, "MAXT": 1024, "SA": size, "SB": size,
+    quant = ":" in dtype
+    (code_a, size), (code_b, size_b), (code_c, _) = dtype_codes(dtype)
+    env = {"WARP": wave, "SMEM": 65536, "SMS": 304, "MAXT": 1024, "SA": size, "SB": size_b,
            "SC": size, "AMD": 1, "MFMA": int(wave == 64), "WMMA": int(wave == 32),
            "VGPRS": 512 if wave == 64 else 256} | op_names(op) | params
     assert op in tpl["ops"], (tpl_file, op)
     assert all(evaluate(c, env) for c in tpl["constraints"]), (tpl_file, op, params)
     defs = "".join(f"#define {k} {v}\n" for k, v in env.items())
-    defs += "".join(f"#define GC_T{x} {code}\n" for x in "ABC")
+    defs += "".join(f"#define GC_T{x} {c}\n" for x, c in zip("ABC", (code_a, code_b, code_c)))
     defs += f"#define GC_MFMA {env['MFMA']}\n#define GC_WMMA {env['WMMA']}\n"
     defs += "".join(f"#define GC_OP_{o.upper()} {int(o == op)}\n" for o in tpl["ops"])
-    src = ('#include "prelude_emu.h"\n' + defs + f'#line 1 "{tpl_file}"\n' +
-           open(os.path.join(GPU, tpl_file)).read() +
-           f"\n#define KERNEL {tpl['kernel']}\n#define EMU_SWIGLU {int(op == 'gemm_swiglu')}\n"
-           '#include "harness.h"\n')
+    if quant:
+        (tmp / "quant.h").write_text(quant_text) if quant_text else quant_block(tmp / "quant.h")
+    src = (("#define EMU_QUANT 1\n" if quant else "") + '#include "prelude_emu.h"\n' + defs +
+           f'#line 1 "{tpl_file}"\n' + (tpl_text or open(os.path.join(GPU, tpl_file)).read()) +
+           f"\n#define KERNEL {tpl['kernel']}\n#define EMU_SWIGLU {int(op == 'gemm_swiglu')}\n" +
+           ('#include "harness_q.h"\n' if quant else '#include "harness.h"\n'))
     (tmp / "emu.cpp").write_text(src)
     exe = tmp / "emu"
     r = subprocess.run([CXX, "-std=c++17", "-O1", "-g", "-fsanitize=address,undefined",
@@ -80,14 +93,14 @@ def build(tmp, tpl_file, wave, dtype, op, params, layout_text=None):
     return tpl, env, exe
 
 
-def run(tpl, env, exe, m, n, k):
+def run(tpl, env, exe, m, n, k, *extra):
     e = env | {"M": m, "N": n, "K": k}
     first = lambda s: re.split(r"\s+(?=\d+\s+\d+\s*$)", s.strip())[0]  # "<expr> 1 1"
     grid = evaluate(first(tpl["grid"]), e)
     block = evaluate(first(tpl["block"]), e)
     shmem = evaluate(tpl["shmem"], e)
-    return subprocess.run([str(exe), str(m), str(n), str(k), str(grid), str(block), str(shmem)],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run([str(exe), str(m), str(n), str(k), str(grid), str(block), str(shmem),
+                           *map(str, extra)], capture_output=True, text=True, timeout=600)
 
 
 def grid_block(tpl_file):
@@ -149,3 +162,150 @@ def test_wrong_layout_is_caught(tmp_path, what, old, new, tpl_file, wave, dtype,
     r = run(tpl, env, exe, 64, 64, 32)
     assert r.returncode == 1 and "bad 0 unwritten 0 replication 0" not in r.stdout, \
         f"{what}: not detected\n{r.stdout}"
+
+
+# ---- B in a block format: gemm_q_mfma, gemm_q_wmma ------------------------
+# Each template, every block format, f16 and bf16 activations, gemm,
+# gemm_add and gemm_swiglu (both MFMA families, one and two stages among
+# them; BK of one, two and four units); shapes with edges in M and N (no
+# multiple of any tile), K whole super-blocks.
+# B is random floats quantized by tests/ggufq.py; the reference is fp64 on B
+# dequantized by ggufq (independent of the prelude's gc-quant block), every
+# element of C checked, C poisoned (NaN) before gemm and gemm_swiglu.
+QCASES = [
+    ("gemm_q_mfma.cu", 64, [("gemm", dict(MI=32, BM=64, BN=32, BK=64, WM=32, WN=32, STAGES=2, RASTER=4)),
+                            ("gemm_add", dict(MI=16, BM=32, BN=64, BK=32, WM=16, WN=32, STAGES=1, RASTER=1)),
+                            ("gemm_swiglu", dict(MI=16, BM=32, BN=32, BK=128, WM=16, WN=16, STAGES=2,
+                                                 RASTER=1))]),
+    ("gemm_q_wmma.cu", 32, [("gemm", dict(BM=32, BN=32, BK=64, WM=16, WN=16, STAGES=2, RASTER=4)),
+                            ("gemm_add", dict(BM=32, BN=64, BK=32, WM=32, WN=16, STAGES=1, RASTER=1)),
+                            ("gemm_swiglu", dict(BM=32, BN=32, BK=64, WM=16, WN=16, STAGES=2,
+                                                 RASTER=1))]),
+]
+QSHAPES = [(70, 50, 256), (33, 17, 768)]
+QFORMATS = ["q8_0", "q4_0", "q4_k", "q5_k", "q6_k"]
+TOL_U = {"f16": 2.0 ** -10, "bf16": 2.0 ** -7}
+
+
+def _qdata(fmt, dt, op, m, n, k, seed):
+    """A, B (blocks), C's initial contents as bytes; A, B's values and the
+    mins of B's units (K-quants; bounds of the fp32 terms) as float64."""
+    import numpy as np
+    import ggufq
+    rng = np.random.default_rng(seed)
+    rows = 2 * n if op == "gemm_swiglu" else n
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    if dt == "f16":
+        a_bits = a.astype("<f2")
+        a_val = a_bits.astype(np.float64)
+    else:
+        a_bits = ggufq.bf16_bits(a)
+        a_val = ggufq.bf16_to_f32(a_bits).astype(np.float64)
+    b_raw = ggufq.quantize(fmt.upper(), rng.uniform(-1, 1, (rows, k)).astype(np.float32))
+    b_val = ggufq.dequantize(fmt.upper(), b_raw, rows * k).reshape(rows, k).astype(np.float64)
+    mins = np.zeros((rows, k))
+    if fmt in ("q4_k", "q5_k"):
+        blk = np.frombuffer(b_raw, np.uint8).reshape(-1, ggufq.TYPES[fmt.upper()][2])
+        _, mm = ggufq._scale_min_k4(blk[:, 4:16])
+        dmin = ggufq.h2f(np.ascontiguousarray(blk[:, 2:4]).view("<u2")).reshape(-1).astype(np.float64)
+        mins = np.repeat(np.abs(dmin[:, None] * mm), 32, axis=1).reshape(rows, k)
+    c0 = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+    if op != "gemm_add":
+        c_bits = np.full((m, n), 0x7E00 if dt == "f16" else 0x7FC0, "<u2")  # NaN: unwritten shows
+    else:
+        c_bits = c0.astype("<f2").view("<u2") if dt == "f16" else ggufq.bf16_bits(c0)
+    c_val = (c_bits.view("<f2").astype(np.float64) if dt == "f16"
+             else ggufq.bf16_to_f32(c_bits).astype(np.float64))
+    return a_bits.tobytes(), b_raw, c_bits.tobytes(), a_val, b_val, mins, c_val
+
+
+def _qcheck(out, dt, op, a, b, mins, c0, n, k):
+    """Every element of C against the fp64 reference: (unwritten, bad, messages)."""
+    import numpy as np
+    import ggufq
+    bits = np.frombuffer(out, "<u2").reshape(c0.shape)
+    got = bits.view("<f2").astype(np.float64) if dt == "f16" else ggufq.bf16_to_f32(bits).astype(np.float64)
+    # fp32 terms of a unit: d·Σa·q and mn·Σa, each bounded by |a|·(|y| + |mn|)
+    mag = np.abs(a) @ (np.abs(b) + mins).T
+    g, magg = a @ b[:n].T, mag[:, :n]
+    if op == "gemm_swiglu":
+        up, magu = a @ b[n:].T, mag[:, n:]
+        ref = g / (1 + np.exp(-g)) * up
+        tol = TOL_U[dt] * np.abs(ref) + k * 2.0 ** -22 * (magg + magu) * (1 + np.abs(g)) * (1 + np.abs(up))
+    else:
+        ref = g + (c0 if op == "gemm_add" else 0)
+        tol = TOL_U[dt] * np.abs(ref) + k * 2.0 ** -22 * (magg + (1 if op == "gemm_add" else 0))
+    tol += 1e-6
+    unwritten = np.isnan(got)
+    bad = ~unwritten & ~(np.abs(got - ref) <= tol)
+    msgs = [f"C[{i}][{j}] = {got[i, j]}, expected {ref[i, j]}" for i, j in np.argwhere(bad)[:5]]
+    return int(unwritten.sum()), int(bad.sum()), msgs
+
+
+QIDS = [(f, w, f"{a}:{q}:{a}", i) for f, w, ps in QCASES for q in QFORMATS for a in ("f16", "bf16")
+        for i in range(len(ps))]
+
+
+def qcase(tpl_file, which):
+    return next(ps for f, _, ps in QCASES if f == tpl_file)[which]
+
+
+def run_q(tmp, tpl_file, wave, dtype, which, shapes, **texts):
+    """Build and run one quantized case: [(shape, unwritten, bad, messages, stdout)]."""
+    op, params = qcase(tpl_file, which)
+    fmt, dt = dtype.split(":")[1], dtype.split(":")[0]
+    tpl, env, exe = build(tmp, tpl_file, wave, dtype, op, params, **texts)
+    tpl["grid"], tpl["block"] = grid_block(tpl_file)
+    out = []
+    for s, (m, n, k) in enumerate(shapes):
+        ab, bb, cb, a, b, mins, c0 = _qdata(fmt, dt, op, m, n, k, seed=1000 * s + which)
+        (tmp / "a.bin").write_bytes(ab), (tmp / "b.bin").write_bytes(bb), (tmp / "c.bin").write_bytes(cb)
+        r = run(tpl, env, exe, m, n, k, tmp)
+        assert r.returncode == 0, f"{tpl_file} {op} {dtype} {params} M={m} N={n} K={k}:\n{r.stdout}{r.stderr[-3000:]}"
+        assert "replication 0" in r.stdout, r.stdout
+        out.append(((m, n, k),) + _qcheck((tmp / "out.bin").read_bytes(), dt, op, a, b, mins, c0, n, k))
+    return op, params, out
+
+
+@pytest.mark.parametrize("tpl_file,wave,dtype,which", QIDS,
+                         ids=[f"{f[:-3]}-{qcase(f, i)[0]}-{dt.replace(':', '_')}" for f, _, dt, i in QIDS])
+def test_quantized_template_on_emulated_matrix_cores(tmp_path, tpl_file, wave, dtype, which):
+    op, params, results = run_q(tmp_path, tpl_file, wave, dtype, which, QSHAPES)
+    for shape, unwritten, bad, msgs in results:
+        assert unwritten == 0 and bad == 0, \
+            f"{tpl_file} {op} {dtype} {params} (M, N, K) = {shape}: {unwritten} unwritten, {bad} bad\n" + \
+            "\n".join(msgs)
+
+
+# Each mutation breaks the dequantization (in the prelude's gc-quant block,
+# which the emulation compiles, or in the template's use of the scales);
+# the check above must catch it.
+QMUTATIONS = [
+    ("Q4_0 high nibbles shifted by 3", "quant", "hi = (r[1] >> 4) & 0x0F0F0F0Fu;",
+     "hi = (r[1] >> 3) & 0x0F0F0F0Fu;", "q4_0"),
+    ("Q8_0 levels unbiased twice", "quant", "lo = r[1] ^ 0x80808080u;", "lo = r[1];", "q8_0"),
+    ("Q5_K fifth bit of the wrong unit", "quant", "lo |= ((r[6] >> u) & 0x01010101u) << 4;",
+     "lo |= ((r[6] >> (u ^ 1)) & 0x01010101u) << 4;", "q5_k"),
+    ("Q6_K second half scaled by the first half's d", "tpl", "(GQ_SPLIT ? d1 : d0)", "d0", "q6_k"),
+    ("K-quant mins not subtracted", "tpl", "-= mn * sum[i]", "-= 0.0f * sum[i]", "q4_k"),
+    ("levels of a pair swapped", "tpl", "GCQ_LEVEL(w, 0), GCQ_LEVEL(w, 1)", "GCQ_LEVEL(w, 1), GCQ_LEVEL(w, 0)",
+     "q8_0"),
+]
+QMUT_IDS = [(m, f, w) for m in QMUTATIONS for f, w, _ in QCASES]
+
+
+@pytest.mark.parametrize("mutation,tpl_file,wave", QMUT_IDS,
+                         ids=[f"{f[:-3]}-{m[0].replace(' ', '_')}" for m, f, _ in QMUT_IDS])
+def test_wrong_dequantization_is_caught(tmp_path, mutation, tpl_file, wave):
+    what, where, old, new, fmt = mutation
+    texts = {}
+    if where == "quant":
+        text = quant_block(tmp_path / "quant.h")
+        assert old in text, old
+        texts["quant_text"] = text.replace(old, new)
+    else:
+        text = open(os.path.join(GPU, tpl_file)).read()
+        assert old in text, old
+        texts["tpl_text"] = text.replace(old, new)
+    _, _, results = run_q(tmp_path, tpl_file, wave, f"f16:{fmt}:f16", 0, QSHAPES[:1], **texts)
+    assert any(bad for _, _, bad, _ in results), f"{what}: not detected"

@@ -1,5 +1,6 @@
-"""The AMD matrix-core templates (@backend hip: gemm_mfma, gemm_wmma) compile
-offline with clang-19 for their targets, for every op they serve (gemm,
+"""The AMD matrix-core templates (@backend hip: gemm_mfma, gemm_wmma, and with B
+in a block format gemm_q_mfma, gemm_q_wmma) compile offline with clang-19 for
+their targets, for every op they serve (gemm,
 gemm_add, gemm_swiglu) and every dtype: at the op's defaults, and for the
 first op and the gate/up pair (PAIR = 2) at a sample of the space. Each code object
 must contain the target's matrix instructions (v_mfma on gfx90a/gfx942
@@ -32,6 +33,8 @@ pytestmark = pytest.mark.skipif(not (CLANG and OBJDUMP and READELF),
 
 GPU = os.path.join(ROOT, "templates", "gpu")
 DT = {"f32": (0, 4), "f16": (1, 2), "bf16": (2, 2)}
+# B in a block format (prelude gc-quant's GC_Q*): code, bytes per block
+QDT = {"q8_0": (5, 34), "q4_0": (6, 18), "q4_k": (7, 144), "q5_k": (8, 176), "q6_k": (9, 210)}
 TARGETS = {"gfx90a": 64, "gfx942": 64, "gfx1100": 32}  # wavefront size
 # gen's target constants for them (gen/target.c)
 CONSTS = {"gfx90a": dict(GFX=910, NCU=110, VGPRS=512, MFMA=1, WMMA=0),
@@ -65,16 +68,23 @@ def evaluate(expr, env):
     return int(eval(py, {"min": min, "max": max, "cdiv": lambda a, b: -(-a // b)}, dict(env)))
 
 
+def dtype_codes(dtype):
+    """(code, size) of A, B and C for "T" or "A:B:C" (a block format's size:
+    its block's bytes, as gen's SB)."""
+    parts = dtype.split(":") if ":" in dtype else [dtype] * 3
+    return [DT[p] if p in DT else QDT[p] for p in parts]
+
+
 def env_for(tpl, op, target, dtype, params):
-    code, size = DT[dtype]
+    (ca, sa), (cb, sb), (cc, sc) = dtype_codes(dtype)
     return {"WARP": TARGETS[target], "SMEM": LDS, "SMS": 304, "MAXT": 1024, "AMD": 1,
-            "SA": size, "SB": size, "SC": size} | CONSTS[target] | op_names(op) | params, code
+            "SA": sa, "SB": sb, "SC": sc} | CONSTS[target] | op_names(op) | params, (ca, cb, cc)
 
 
 def source(tpl, op, env, code):
     prelude = open(os.path.join(GPU, "prelude_hip.h")).read()
     defs = "".join(f"#define {k} {v}\n" for k, v in env.items())
-    defs += "".join(f"#define GC_T{x} {code}\n" for x in "ABC")
+    defs += "".join(f"#define GC_T{x} {c}\n" for x, c in zip("ABC", code))
     defs += "".join(f"#define GC_OP_{o.upper()} {int(o == op)}\n" for o in tpl["ops"])
     return f'{prelude}\n{defs}#line 1 "{tpl["file"]}"\n' + open(os.path.join(GPU, tpl["file"])).read()
 
@@ -123,9 +133,14 @@ def sampled(tpl, op):
 def test_hip_templates_found():
     names = {t["name"]: t["ops"] for t in hip_templates()}
     want = ["gemm", "gemm_add", "gemm_swiglu"]
-    assert names.get("gemm_mfma") == want and names.get("gemm_wmma") == want, names
-    # every (target, dtype) the templates claim has a case
-    assert {(tg, dt) for _, _, tg, dt in CASES} == set(ISA), sorted({(tg, dt) for _, _, tg, dt in CASES})
+    for name in ("gemm_mfma", "gemm_wmma", "gemm_q_mfma", "gemm_q_wmma"):
+        assert names.get(name) == want, names
+    # every (target, A's dtype) the templates claim has a case
+    got = {(tg, dt.split(":")[0]) for _, _, tg, dt in CASES}
+    assert got == set(ISA), sorted(got)
+    # and every block format of B, on both matrix-core families
+    for tg in TARGETS:
+        assert {dt.split(":")[1] for _, _, g, dt in CASES if g == tg and ":" in dt} == set(QDT), tg
 
 
 @pytest.mark.parametrize("tpl,op,target,dtype", CASES,
@@ -134,7 +149,7 @@ def test_matrix_template_compiles(tmp_path, tpl, op, target, dtype):
     for params in variants(tpl, op, target, dtype, 4 if sampled(tpl, op) else 1):
         env, dis, meta = compile_one(tmp_path, tpl, op, target, dtype, params)
         what = f"{tpl['name']} {op} {target} {dtype} {params}"
-        assert re.search(ISA[(target, dtype)], dis), f"{what}: no matrix instruction"
+        assert re.search(ISA[(target, dtype.split(":")[0])], dis), f"{what}: no matrix instruction"
         if target == "gfx1100":
             assert "v_mfma" not in dis
         else:

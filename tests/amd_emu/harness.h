@@ -10,9 +10,6 @@
  * NaN first) or a WMMA operand was not replicated across half-waves.
  * EMU_SWIGLU selects the gemm_swiglu op (W[2N,K], C = silu(A·Wgᵀ)⊙(A·Wuᵀ));
  * GC_OP_GEMM_ADD the gemm_add op (C += A·Bᵀ: C starts random, not NaN). */
-#include <thread>
-#include <vector>
-
 #ifndef EMU_SWIGLU
 #define EMU_SWIGLU 0
 #endif
@@ -26,29 +23,7 @@ static float emu_get(const float *p, int64_t i) { return p[i]; }
 static float emu_get(const _Float16 *p, int64_t i) { return (float)p[i]; }
 static float emu_get(const gc_bf16_t *p, int64_t i) { return emu_bf16(p[i].bits); }
 
-/* One block: BLOCK host threads run the kernel with the block's LDS. */
-static void emu_block_run(int64_t bid, int block, size_t shmem, int wave, const TA *A, const TB *B,
-                          TC *C, int64_t M, int64_t N, int64_t K) {
-  emu_block blk;
-  blk.wave_size = wave;
-  blk.lds = (unsigned char *)aligned_alloc(16, shmem ? (shmem + 15) / 16 * 16 : 16);
-  memset(blk.lds, 0xcd, shmem);
-  int nw = (block + wave - 1) / wave;
-  blk.waves = new emu_wave[nw];
-  pthread_barrier_init(&blk.bar, NULL, (unsigned)block);
-  for (int w = 0; w < nw; w++) pthread_barrier_init(&blk.waves[w].bar, NULL, (unsigned)wave);
-  std::vector<std::thread> ts;
-  for (int t = 0; t < block; t++)
-    ts.emplace_back([=, &blk] {
-      emu_tid = t, emu_bid = bid, emu_blk = &blk;
-      KERNEL(A, B, C, M, N, K);
-    });
-  for (auto &t : ts) t.join();
-  pthread_barrier_destroy(&blk.bar);
-  for (int w = 0; w < nw; w++) pthread_barrier_destroy(&blk.waves[w].bar);
-  delete[] blk.waves;
-  free(blk.lds);
-}
+#include "run_block.h"
 
 int main(int argc, char **argv) {
   if (argc != 7) return fprintf(stderr, "usage: emu M N K GRID BLOCK SHMEM\n"), 2;

@@ -1,5 +1,6 @@
-/* prelude_emu.h — runs the AMD matrix-core templates (gemm_mfma and
- * gemm_wmma, for gemm, gemm_add and gemm_swiglu) on the host, unchanged,
+/* prelude_emu.h — runs the AMD matrix-core templates (gemm_mfma,
+ * gemm_wmma, and with B in a block format gemm_q_mfma, gemm_q_wmma; for
+ * gemm, gemm_add and gemm_swiglu) on the host, unchanged,
  * as a SIMT emulation: one host thread per work-item of a block, blocks one after
  * another, LDS a heap buffer of exactly @shmem bytes (ASan sees any access
  * past it), barriers as pthread barriers, and the matrix instructions as
@@ -13,7 +14,8 @@
  * -> matrix element"). A template whose index math does not match the
  * hardware's layout therefore computes a wrong product here. It replaces
  * only prelude_hip.h's device surface; the layout macros themselves come
- * from the real prelude (layouts.h, extracted by the test). */
+ * from the real prelude (layouts.h, extracted by the test), and so do the
+ * block formats of B for the quantized templates (quant.h, EMU_QUANT). */
 #ifndef GC_EMU_PRELUDE_H
 #define GC_EMU_PRELUDE_H
 
@@ -107,6 +109,24 @@ GC_DEVICE float gc_ld(const gc_bf16_t *p, int64_t i) { return emu_bf16(p[i].bits
 #define LOAD_C(p, i) gc_ld((const TC *)(p), (i))
 #define STORE_C(p, i, v) gc_st((TC *)(p), (i), (v))
 #define STORE_GEMM(p, i, v) STORE_C(p, i, GC_OP_GEMM_ADD ? (v) + LOAD_C(p, i) : (v))
+
+/* Two elements packed in one 32-bit word (element 0 in the low half). */
+GC_DEVICE uint32_t gc_pack2(_Float16, float a, float b) {
+  return (uint32_t)__builtin_bit_cast(uint16_t, (_Float16)a) |
+         (uint32_t)__builtin_bit_cast(uint16_t, (_Float16)b) << 16;
+}
+GC_DEVICE uint32_t gc_pack2(gc_bf16_t, float a, float b) {
+  return (uint32_t)emu_to_bf16(a) | (uint32_t)emu_to_bf16(b) << 16;
+}
+
+#ifdef EMU_QUANT
+/* The block formats: the vendor's two primitives (host versions), then the
+ * >>> gc-quant block of prelude_hip.h itself (quant.h, extracted by the
+ * test), which the quantized templates read B through. */
+GC_DEVICE float gc_h2f_bits(uint32_t h) { return (float)__builtin_bit_cast(_Float16, (uint16_t)h); }
+GC_DEVICE float gc_ubyte_f(uint32_t w, int i) { return (float)((w >> (8 * i)) & 255u); }
+#include "quant.h"
+#endif
 
 /* A 16-bit operand word as a float, by dtype. */
 GC_DEVICE float emu_word(int dt, short w) {

@@ -1,0 +1,30 @@
+/* run_block.h — one block of KERNEL on the host SIMT emulation: BLOCK host
+ * threads run it with the block's LDS (exactly SHMEM bytes, filled with
+ * 0xcd, under ASan). Included after the template by harness.h and
+ * harness_q.h (KERNEL is the template's @kernel, with the GEMM ABI). */
+#include <thread>
+#include <vector>
+
+/* One block: BLOCK host threads run the kernel with the block's LDS. */
+static void emu_block_run(int64_t bid, int block, size_t shmem, int wave, const TA *A, const TB *B,
+                          TC *C, int64_t M, int64_t N, int64_t K) {
+  emu_block blk;
+  blk.wave_size = wave;
+  blk.lds = (unsigned char *)aligned_alloc(16, shmem ? (shmem + 15) / 16 * 16 : 16);
+  memset(blk.lds, 0xcd, shmem);
+  int nw = (block + wave - 1) / wave;
+  blk.waves = new emu_wave[nw];
+  pthread_barrier_init(&blk.bar, NULL, (unsigned)block);
+  for (int w = 0; w < nw; w++) pthread_barrier_init(&blk.waves[w].bar, NULL, (unsigned)wave);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < block; t++)
+    ts.emplace_back([=, &blk] {
+      emu_tid = t, emu_bid = bid, emu_blk = &blk;
+      KERNEL(A, B, C, M, N, K);
+    });
+  for (auto &t : ts) t.join();
+  pthread_barrier_destroy(&blk.bar);
+  for (int w = 0; w < nw; w++) pthread_barrier_destroy(&blk.waves[w].bar);
+  delete[] blk.waves;
+  free(blk.lds);
+}
