@@ -23,6 +23,7 @@ transformers is not run for quantized files (it has no GGUF kernels; its
 GGUF loader dequantizes); --no-hf skips it for fp16 too.
 
 usage: bench/gpu_llama.py [--shapes 1b,8b] [--budget N] [--out DIR] [--quant q4_0,q4_k_m,q8_0]
+                          [--tune-decode N] [--no-hf] [--no-extra] [--profile] [--db PATH]
 Needs: bin/ built, torch (+ transformers unless --no-hf), an NVIDIA GPU."""
 import argparse
 import json
@@ -268,8 +269,9 @@ def gcore(*args, env=None):
     return r
 
 
-def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None):
-    """d: a model (a Hugging Face directory or a GGUF file)."""
+def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None, extra=True):
+    """d: a model (a Hugging Face directory or a GGUF file). extra: also the
+    diagnostic runs (no graph, no PDL, --profile)."""
     env = dict(os.environ, GCORE_CACHE=os.path.join(out, "cache"))
     db, b = os.path.join(out, "tune.db"), os.path.join(out, os.path.basename(d) + ".gcb")
     if use_db:  # winners of an earlier gcore-tune run (bench/gpu_tune.py)
@@ -289,13 +291,16 @@ def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None):
     # --warmup: the first launch of each kernel, cold caches and the graph
     # capture are not timed (transformers is warmed up the same way).
     dec = json.loads(gcore(*run, "--tokens", toks, "-n", NEW, "--warmup", 8, env=env).stdout)
+    ptoks = ",".join(str(i % 1000 + 1) for i in range(PREFILL))
+    pre = json.loads(gcore(*run, "--tokens", ptoks, "-n", 1, "--warmup", 0, env=env).stdout)
+    if not extra:
+        return {"tune_s": t_tune, "decode_tok_s": dec["decode_tok_per_s"], "decode_nograph_tok_s": float("nan"),
+                "decode_nopdl_tok_s": float("nan"), "prefill_tok_s": pre["prompt_tok_per_s"], "profile": ""}
     nog = json.loads(gcore(*run, "--tokens", toks, "-n", NEW, "--warmup", 8, "--no-graph", env=env).stdout)
     # the graph with every launch serialised (no programmatic dependent launch)
     nopdl = json.loads(gcore(*run, "--tokens", toks, "-n", NEW, "--warmup", 8, "--no-pdl",
                              env=env).stdout)
     prof_dec = gcore(*run, "--tokens", toks, "-n", 64, "--warmup", 8, "--profile", env=env).stderr
-    ptoks = ",".join(str(i % 1000 + 1) for i in range(PREFILL))
-    pre = json.loads(gcore(*run, "--tokens", ptoks, "-n", 1, "--warmup", 0, env=env).stdout)
     prof_pre = gcore(*run, "--tokens", ptoks, "-n", 1, "--warmup", 0, "--profile", env=env).stderr
     with open(os.path.join(out, os.path.basename(d) + ".profile.txt"), "w") as f:
         f.write(prof_dec + "\n" + prof_pre)
@@ -326,6 +331,8 @@ def main():
     ap.add_argument("--quant", default="", help="also GGUF files in these types (q4_0, q4_k_m, q8_0), "
                     "comma-separated: decode against their bound, the ratio to gcore's fp16 decode, prefill")
     ap.add_argument("--no-hf", action="store_true", help="do not run transformers")
+    ap.add_argument("--no-extra", action="store_true",
+                    help="skip the diagnostic runs (without the graph, --no-pdl, --profile)")
     a = ap.parse_args()
     import torch
     os.makedirs(a.out, exist_ok=True)
@@ -336,7 +343,7 @@ def main():
         t0 = time.time()
         write_model(d, SHAPES[s])
         print(f"[{s}] model written in {time.time() - t0:.0f} s")
-        g = gcore_bench(d, a.out, a.budget if a.budget != "0" else None, a.arch, a.tune_decode, a.db)
+        g = gcore_bench(d, a.out, a.budget if a.budget != "0" else None, a.arch, a.tune_decode, a.db, not a.no_extra)
         if g["tune_s"]:
             print(f"[{s}] gcore-tune: {g['tune_s']:.0f} s")
         bound = bw / weight_bytes_per_token(SHAPES[s])
@@ -346,7 +353,8 @@ def main():
             types = write_gguf_model(path, SHAPES[s], mix)
             qb = quant_bytes_per_token(types, SHAPES[s]["tied"])
             print(f"[{s} {mix}] GGUF written in {time.time() - t0:.0f} s: {qb / 1e9:.2f} GB read per decode token")
-            q = gcore_bench(path, a.out, a.budget if a.budget != "0" else None, a.arch, a.tune_decode, a.db)
+            q = gcore_bench(path, a.out, a.budget if a.budget != "0" else None, a.arch, a.tune_decode, a.db,
+                            not a.no_extra)
             qbound = bw / qb
             print(f"[{s} {mix}] decode  gcore {q['decode_tok_s']:8.1f} tok/s  bound {qbound:.0f} tok/s: "
                   f"{q['decode_tok_s'] / qbound:.0%} of it; {q['decode_tok_s'] / g['decode_tok_s']:.2f}x gcore fp16 "
