@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -66,6 +67,23 @@ int gc_cli_bad_option(const char *tool, int c, char **argv) {
 int gc_cli_version(const char *tool) {
   printf("%s %s\n", tool, GC_VERSION);
   return gc_cli_exit(tool, 0);
+}
+
+int gc_cli_devices(const char *s, int *ord, int max) {
+  int n = 0;
+  for (const char *p = s;; p++) {
+    char *end;
+    if (*p < '0' || *p > '9' || n == max) return -1;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    if (errno || v > 1024) return -1;
+    for (int i = 0; i < n; i++)
+      if (ord[i] == v) return -1;
+    ord[n++] = (int)v;
+    if (!*end) return n;
+    if (*end != ',') return -1;
+    p = end;
+  }
 }
 
 int gc_cli_exit(const char *tool, int rc) {

@@ -26,6 +26,10 @@ int gc_cli_getopt(int argc, char **argv, const char *optstring, const struct opt
  * on stderr and return 2, the exit code for a usage error. */
 int gc_cli_bad_option(const char *tool, int c, char **argv);
 
+/* A --devices list: "0,2,3" into ord[0..n), n returned: 1 to max
+ * different ordinals from 0 to 1024, comma-separated; -1 if s is not one. */
+int gc_cli_devices(const char *s, int *ord, int max);
+
 /* Print "TOOL VERSION" on stdout; return gc_cli_exit(tool, 0). */
 int gc_cli_version(const char *tool);
 

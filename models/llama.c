@@ -246,6 +246,33 @@ int gc_llama_create_slots(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *
 }
 
 static void free_one(gc_llama_t *m);
+typedef int (*rank_fn)(gc_llama_t *m, const void *arg, gc_err_t *e);
+static int every_rank(gc_llama_t *m, rank_fn fn, const void *arg, gc_err_t *e);
+
+static int rank_barrier(gc_llama_t *m, const void *arg, gc_err_t *e) {
+  (void)arg;
+  return gc_comm_barrier(m->comm, e);
+}
+
+/* The group's endpoints comms[0..tp): on the CPU a loopback group (ranks
+ * as threads over host memory), on GPUs NCCL/RCCL over the ranks' devices,
+ * which must be tp different devices of one backend. */
+static int make_comms(gc_dev_t *const *devs, int tp, gc_comm_t **comms, gc_err_t *e) {
+  const gc_dev_info_t *d0 = gc_dev_info(devs[0]);
+  int ordinals[GC_LLAMA_TP_MAX];
+  for (int r = 0; r < tp; r++) {
+    const gc_dev_info_t *d = gc_dev_info(devs[r]);
+    if (strcmp(d->backend, d0->backend))
+      return gc_err_set(e, GC_EINVAL, "--tp %d: rank %d is on %s, rank 0 on %s", tp, r, d->backend, d0->backend);
+    ordinals[r] = d->ordinal;
+    for (int q = 0; !d->host_memory && q < r; q++)
+      if (ordinals[q] == ordinals[r])
+        return gc_err_set(e, GC_EINVAL, "--tp %d: ranks %d and %d are both on %s device %d (one device a rank)", tp,
+                          q, r, d->backend, d->ordinal);
+  }
+  if (d0->host_memory) return gc_comm_loopback(tp, TP_TIMEOUT_S, comms, e);
+  return gc_comm_nccl(devs, ordinals, tp, comms, e);
+}
 
 /* Rank r of a group: its shard of w on its device, with its endpoint. */
 static int create_rank(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, const gc_llama_config_t *shard,
@@ -259,6 +286,7 @@ static int create_rank(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, 
   (*out)->shard = ws;
   (*out)->rank = r;
   (*out)->comm = comm;
+  (*out)->graphs = gc_comm_capturable(comm); /* see gc_llama_set_graphs */
   return GC_OK;
 }
 
@@ -270,12 +298,8 @@ int gc_llama_create_tp(gc_dev_t *const *devs, gc_rt_t *const *rts, const gc_llam
   if (tp == 1) return create(devs[0], rts[0], w, ctx, max_t, slots ? slots : 1, slots > 0, out, e);
   if (gc_weights_quantized(w))
     return gc_err_set(e, GC_EUNSUPPORTED, "--tp %d: block-format (quantized) weights are not split yet", tp);
-  for (int r = 0; r < tp; r++)
-    if (!gc_dev_info(devs[r])->host_memory)
-      return gc_err_set(e, GC_EUNSUPPORTED, "--tp %d on %s: the forward runs tensor-parallel on the CPU backend "
-                        "only for now (ranks as threads)", tp, gc_dev_info(devs[r])->name);
   gc_comm_t *comms[GC_LLAMA_TP_MAX];
-  if (gc_comm_loopback(tp, TP_TIMEOUT_S, comms, e)) return e->code;
+  if (make_comms(devs, tp, comms, e)) return e->code;
   gc_llama_t **ranks = gc_calloc((size_t)tp, sizeof *ranks, e);
   int rc = ranks ? GC_OK : GC_ENOMEM, made = 0;
   for (; !rc && made < tp; made++)
@@ -290,6 +314,13 @@ int gc_llama_create_tp(gc_dev_t *const *devs, gc_rt_t *const *rts, const gc_llam
     return rc;
   }
   ranks[0]->ranks = ranks;
+  /* one collective on every rank before any graph capture: NCCL sets up
+   * its connections on a communicator's first collective, which a stream
+   * capture must not record */
+  if ((rc = every_rank(ranks[0], rank_barrier, NULL, e))) {
+    gc_llama_free(ranks[0]);
+    return rc;
+  }
   *out = ranks[0];
   return GC_OK;
 }
@@ -333,8 +364,14 @@ void gc_llama_slot_reset(gc_llama_t *m, int slot) {
   for (int r = 0; r < (m->ranks ? m->cfg.tp : 1); r++) (m->ranks ? m->ranks[r] : m)->npos[slot] = 0;
 }
 
-/* A loopback collective runs when called: it cannot be captured. */
-void gc_llama_set_graphs(gc_llama_t *m, int on) { m->graphs = on && m->cfg.tp <= 1; }
+/* A loopback collective runs when called: it cannot be captured (NCCL's
+ * are stream work, captured with the step). */
+void gc_llama_set_graphs(gc_llama_t *m, int on) {
+  for (int r = 0; r < (m->ranks ? m->cfg.tp : 1); r++) {
+    gc_llama_t *k = m->ranks ? m->ranks[r] : m;
+    k->graphs = on && (k->cfg.tp <= 1 || gc_comm_capturable(k->comm));
+  }
+}
 void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p) { m->prof = p; }
 gc_prof_t *gc_llama_profile(const gc_llama_t *m) { return m->prof; }
 void gc_llama_reset(gc_llama_t *m) { gc_llama_slot_reset(m, 0); }
@@ -545,8 +582,7 @@ static int check_tokens(const gc_llama_t *m, const int32_t *tokens, int t, gc_er
 
 /* ---- every rank ------------------------------------------------------------ */
 
-/* A pass on one rank: fn(m, arg, e) where m is the rank's model. */
-typedef int (*rank_fn)(gc_llama_t *m, const void *arg, gc_err_t *e);
+/* A pass on one rank: fn(m, arg, e) where m is the rank's model (rank_fn). */
 
 typedef struct rank_run {
   gc_llama_t *m;

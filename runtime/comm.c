@@ -262,7 +262,7 @@ static void loop_free(gc_comm_t *c) {
   free(c);
 }
 
-static const comm_ops_t loop_ops = {loop_all_reduce, loop_all_gather, loop_barrier, loop_abort, loop_free};
+static const comm_ops_t loop_ops = {loop_all_reduce, loop_all_gather, loop_barrier, loop_abort, loop_free, 0};
 
 int gc_comm_loopback(int n, double timeout_s, gc_comm_t **out, gc_err_t *e) {
   if (n < 1 || n > GC_COMM_MAX) return gc_err_set(e, GC_EINVAL, "a group of %d ranks: 1 to %d", n, GC_COMM_MAX);
@@ -312,6 +312,7 @@ void gc_comm_free(gc_comm_t *c) {
 
 int gc_comm_rank(const gc_comm_t *c) { return c->rank; }
 int gc_comm_size(const gc_comm_t *c) { return c->size; }
+int gc_comm_capturable(const gc_comm_t *c) { return c->ops->capturable; }
 
 int gc_comm_all_reduce(gc_comm_t *c, gc_dptr_t buf, size_t count, gc_dtype_t dt, gc_err_t *e) {
   if (hook(c, e)) return e->code;

@@ -47,13 +47,17 @@ void gc_comm_free(gc_comm_t *c); /* NULL: no-op */
  * and finish in stream order (sums in NCCL's order, not rank order); a
  * barrier also drains the device. A watchdog thread polls the
  * communicators' asynchronous errors; any failure aborts them all. Free
- * the endpoints before the devices. Not yet used by the forward (the
- * model runs tensor-parallel on the CPU only). Errors: GC_EUNSUPPORTED
+ * the endpoints before the devices. The forward's transport on GPUs
+ * (gc_llama_create_tp). Errors: GC_EUNSUPPORTED
  * (not cuda or hip), GC_EDEVICE (the library missing or failing, named). */
 int gc_comm_nccl(gc_dev_t *const *devs, const int *ordinals, int n, gc_comm_t **out, gc_err_t *e);
 
 int gc_comm_rank(const gc_comm_t *c);
 int gc_comm_size(const gc_comm_t *c);
+/* 1 where the collectives are work on the rank's device stream, which a
+ * graph capture of that stream records (nccl); 0 where they run when
+ * called (loopback). */
+int gc_comm_capturable(const gc_comm_t *c);
 
 /* buf[0..count) of dtype dt (f32, f16 or bf16) on every rank becomes the
  * sum over the ranks, in place. */

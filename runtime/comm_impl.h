@@ -18,6 +18,7 @@ typedef struct comm_ops {
   int (*barrier)(gc_comm_t *c, gc_err_t *e);
   void (*abort)(gc_comm_t *c); /* stop every rank's work; the failure is already recorded */
   void (*free)(gc_comm_t *c);  /* this endpoint; the group goes with the last */
+  int capturable;              /* 1: collectives are stream work a graph capture records */
 } comm_ops_t;
 
 /* The record every group keeps: the first failure, under mu. */

@@ -153,7 +153,7 @@ static void nccl_free(gc_comm_t *c) {
   gc_comm_fail_drop(f);
 }
 
-static const comm_ops_t nccl_ops = {nccl_all_reduce, nccl_all_gather, nccl_barrier, nccl_abort, nccl_free};
+static const comm_ops_t nccl_ops = {nccl_all_reduce, nccl_all_gather, nccl_barrier, nccl_abort, nccl_free, 1};
 
 /* Per rank: a float of device memory for the barrier. */
 static int alloc_flags(nccl_group_t *g, gc_err_t *e) {

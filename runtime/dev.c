@@ -9,7 +9,11 @@ static const gc_dev_ops_t *const backends[] = {&gc_cpu_ops, &gc_cuda_ops, &gc_hi
 int gc_dev_open(const char *backend, int ordinal, gc_dev_t **out, gc_err_t *e) {
   *out = NULL;
   for (size_t i = 0; i < GC_ARRAY_LEN(backends); i++)
-    if (!strcmp(backends[i]->name, backend)) return backends[i]->open(ordinal, out, e);
+    if (!strcmp(backends[i]->name, backend)) {
+      int rc = backends[i]->open(ordinal, out, e);
+      if (!rc) (*out)->info.ordinal = ordinal;
+      return rc;
+    }
   return gc_err_set(e, GC_EINVAL, "unknown backend '%s' (this build has: cpu, cuda, hip)", backend);
 }
 

@@ -25,6 +25,7 @@ typedef struct gc_dev_info {
   char driver[64];     /* driver / runtime version */
   int host_memory;     /* 1: device addresses are host addresses (cpu), so
                           host data can be used in place without a copy */
+  int ordinal;         /* the ordinal it was opened with (gc_dev_open) */
 } gc_dev_info_t;
 
 /* Open device ordinal of backend ("cpu"). Errors say what was missing. */

@@ -137,13 +137,13 @@ static int bundle_path(gc_engine_t *en, char *path, size_t n, gc_err_t *e) {
 }
 
 /* Each of o->tp ranks' device (the CPU: the host each time; GPUs: the
- * ordinals from --device on) and bundle (rank 0's path, opened by all). */
+ * ordinals of --devices, or from --device on) and bundle (rank 0's path, opened by all). */
 static int open_ranks(gc_engine_t *en, gc_err_t *e) {
   const gc_engine_opts_t *o = &en->o;
   char path[GC_AUTO_PATH];
   for (int r = 0; r < o->tp; r++) {
-    int ord = strcmp(o->backend, "cpu") ? o->device + r : o->device;
-    if (gc_dev_open(o->backend, ord, &en->devs[r], e)) return e->code;
+    int ord = o->devices ? o->devices[r] : strcmp(o->backend, "cpu") ? o->device + r : o->device;
+    if (gc_dev_open(o->backend, ord, &en->devs[r], e)) return o->tp > 1 ? gc_err_prefix(e, "rank %d", r) : e->code;
     if (r == 0 && bundle_path(en, path, sizeof path, e)) return e->code;
     if (gc_rt_open(en->devs[r], path, &en->rts[r], e)) return e->code;
   }

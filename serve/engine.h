@@ -67,6 +67,7 @@ typedef struct gc_engine_opts {
   const char *bundle;     /* -b, or NULL: built from db into cache */
   const char *db, *cache, *backend, *quantize;
   int device;
+  const int *devices;     /* [tp] the ranks' GPU ordinals, or NULL: device, device + 1, .. */
   int tp;                 /* tensor-parallel ranks (1: none; see gc_llama_create_tp) */
   int ctx;                /* positions per slot */
   int parallel;           /* slots: requests decoded at once, 1 .. GC_LLAMA_BATCH_MAX */

@@ -198,3 +198,17 @@ def test_serve_tp2_answers_as_tp1(gc):
         assert got == want
     finally:
         check_clean_exit(srv)
+
+
+def test_devices_flag_errors_are_one_line(gc, tiny):
+    """--devices (the ranks' GPU ordinals) is parsed before anything runs:
+    repeated or malformed ordinals and a count that is not --tp's are one
+    line each, in gcore-run and gcore-serve."""
+    for tool in ("gcore-run", "gcore-serve"):
+        for args, msg in ((["--devices", "0,0"], "--devices: expected different ordinals"),
+                          (["--devices", "0,x"], "--devices: expected different ordinals"),
+                          (["--devices", ""], "--devices: expected different ordinals"),
+                          (["--devices", "0,1", "--tp", "3"], "--devices: expected as many ordinals as --tp ranks"),
+                          (["--devices", "0,1", "--device", "2"], "--devices: expected no --device beside it")):
+            r = gc(tool, "-m", tiny, *args)
+            assert_clean_error(r, tool, msg)

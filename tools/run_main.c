@@ -93,14 +93,17 @@ static const char usage[] =
     "  --device N           device ordinal (default 0)\n"
     "  --tp N               tensor parallelism over N ranks (the model's heads, FFN rows and\n"
     "                       vocabulary split N ways; a bundle built with gcore-gen --tp N): on\n"
-    "                       the CPU backend the ranks are N threads of this process\n"
+    "                       the CPU backend the ranks are N threads of this process; on GPUs\n"
+    "                       rank r runs on device --device + r, collectives over NCCL/RCCL\n"
+    "  --devices LIST       the ranks' GPU ordinals, comma-separated (e.g. 0,1); --tp defaults\n"
+    "                       to their number\n"
     "  -h, --help           this text\n"
     "  --version            this tool's version\n";
 
 enum { O_VERSION = 255, O_OP = 256, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_BACKEND, O_DEVICE, O_SEED, O_DUMP,
        O_MINTIME, O_TOKENS, O_CTX, O_IGNORE_EOS, O_TBT, O_JSON, O_LOGITS, O_TEMP, O_TOPK, O_TOPP,
        O_MINP, O_REPEAT, O_PROFILE, O_NOGRAPH, O_NOPDL, O_WARMUP, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE,
-       O_BOS, O_CHAT, O_SYSTEM, O_NULL, O_DB, O_CACHE, O_TOKENS_FILE, O_QUANTIZE, O_TP };
+       O_BOS, O_CHAT, O_SYSTEM, O_NULL, O_DB, O_CACHE, O_TOKENS_FILE, O_QUANTIZE, O_TP, O_DEVICES };
 
 static const struct option longopts[] = {
     {"bundle", 1, 0, 'b'},        {"model", 1, 0, 'm'},        {"prompt", 1, 0, 'p'},
@@ -119,7 +122,7 @@ static const struct option longopts[] = {
     {"bos", 0, 0, O_BOS},         {"chat", 0, 0, O_CHAT},      {"system", 1, 0, O_SYSTEM},
     {"null", 0, 0, O_NULL},       {"db", 1, 0, O_DB},          {"cache", 1, 0, O_CACHE},
     {"tokens-file", 1, 0, O_TOKENS_FILE}, {"quantize", 1, 0, O_QUANTIZE},
-    {"tp", 1, 0, O_TP},
+    {"tp", 1, 0, O_TP},           {"devices", 1, 0, O_DEVICES},
     {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},          {0, 0, 0, 0}};
 
 typedef struct run_ctx {
@@ -215,6 +218,7 @@ typedef struct run_opts {
   const char *db, *cache; /* without -b: where the bundle comes from */
   int ordinal, n_predict, ctx, ignore_eos, token_by_token, json, chat, bos, profile, no_graph, no_pdl, warmup;
   int tp;                  /* --tp N: tensor-parallel ranks (1: none) */
+  int ndev, devices[GC_LLAMA_TP_MAX]; /* --devices: the ranks' ordinals (0: --device + r) */
   gc_sampler_params_t sp;
 } run_opts_t;
 
@@ -567,13 +571,13 @@ static int open_bundle(const run_opts_t *o, gc_dev_t *dev, gc_rt_t **rt, char *p
 }
 
 /* The device and bundle of each of o->tp ranks: on the CPU the host each
- * time (ranks are threads), on GPUs ordinals --device, --device + 1, ...;
+ * time (ranks are threads), on GPUs --devices or --device, --device + 1, ...;
  * rank 0 opens (or builds) the bundle, the others open the same file. */
 static int open_ranks(const run_opts_t *o, gc_dev_t **devs, gc_rt_t **rts, gc_err_t *e) {
   char path[GC_AUTO_PATH];
   for (int r = 0; r < o->tp; r++) {
-    int ord = strcmp(o->backend, "cpu") ? o->ordinal + r : o->ordinal;
-    if (gc_dev_open(o->backend, ord, &devs[r], e)) return e->code;
+    int ord = o->ndev ? o->devices[r] : strcmp(o->backend, "cpu") ? o->ordinal + r : o->ordinal;
+    if (gc_dev_open(o->backend, ord, &devs[r], e)) return o->tp > 1 ? gc_err_prefix(e, "rank %d", r) : e->code;
     if (r == 0 ? open_bundle(o, devs[0], &rts[0], path, sizeof path, e) : gc_rt_open(devs[r], path, &rts[r], e))
       return e->code;
     if (o->no_pdl) gc_rt_set_pdl(rts[r], 0);
@@ -756,6 +760,7 @@ int main(int argc, char **argv) {
   o.sp.repeat_penalty = 1.0f;
   int64_t iv, seed = -1;
   int tok_mode = 0, batch = 0; /* tok_mode: 1 --tokenize, 2 --detokenize */
+  int tp_given = 0;
   double min_time = 0.2, fv;
   int c;
   while ((c = gc_cli_getopt(argc, argv, "b:m:p:n:h", longopts)) != -1) {
@@ -791,10 +796,15 @@ int main(int argc, char **argv) {
       case O_TP:
         if (gc_parse_i64(optarg, &iv) || iv < 1 || iv > GC_LLAMA_TP_MAX) return bad_flag("--tp", "1..64 ranks");
         o.tp = (int)iv;
+        tp_given = 1;
         break;
       case O_DEVICE:
         if (gc_parse_i64(optarg, &iv) || iv < 0 || iv > 1024) return bad_flag("--device", "an ordinal");
         o.ordinal = (int)iv;
+        break;
+      case O_DEVICES:
+        if ((o.ndev = gc_cli_devices(optarg, o.devices, GC_LLAMA_TP_MAX)) < 0)
+          return bad_flag("--devices", "different ordinals 0..1024, comma-separated");
         break;
       case O_SEED:
         if (gc_parse_i64(optarg, &seed) || seed < 0) return bad_flag("--seed", "an integer >= 0");
@@ -846,6 +856,11 @@ int main(int argc, char **argv) {
   gc_err_t e = {0};
   gc_problems_t probs = {0};
   int rc;
+  if (o.ndev && tp_given && o.tp != o.ndev)
+    return bad_flag("--devices", "as many ordinals as --tp ranks");
+  if (o.ndev && o.ordinal)
+    return bad_flag("--devices", "no --device beside it");
+  if (o.ndev) o.tp = o.ndev;
   if (optind < argc)
     rc = gc_err_set(&e, GC_EINVAL, "unexpected argument %s", GC_QUOTED(argv[optind]));
   else if (tok_mode == 3)

@@ -52,12 +52,13 @@ static const char usage[] =
     "  --backend NAME       device backend: cpu (default), cuda (NVIDIA) or hip (AMD)\n"
     "  --device N           device ordinal (default 0)\n"
     "  --tp N               tensor parallelism over N ranks, as gcore-run --tp N (on the CPU\n"
-    "                       backend: N threads)\n"
+    "                       backend: N threads; on GPUs devices --device + r, NCCL/RCCL)\n"
+    "  --devices LIST       the ranks' GPU ordinals, as gcore-run --devices\n"
     "  -h, --help           this text\n"
     "  --version            this tool's version\n";
 
 enum { O_VERSION = 256, O_TOKENIZER, O_HOST, O_PORT, O_PARALLEL, O_CTX, O_MAX_QUEUE, O_MAX_BODY,
-       O_MODEL_NAME, O_QUANTIZE, O_DB, O_CACHE, O_BACKEND, O_DEVICE, O_NOGRAPH, O_FIXED, O_CHUNK, O_TP };
+       O_MODEL_NAME, O_QUANTIZE, O_DB, O_CACHE, O_BACKEND, O_DEVICE, O_NOGRAPH, O_FIXED, O_CHUNK, O_TP, O_DEVICES };
 
 static const struct option longopts[] = {
     {"model", 1, 0, 'm'},          {"bundle", 1, 0, 'b'},         {"tokenizer", 1, 0, O_TOKENIZER},
@@ -66,7 +67,7 @@ static const struct option longopts[] = {
     {"model-name", 1, 0, O_MODEL_NAME}, {"quantize", 1, 0, O_QUANTIZE}, {"db", 1, 0, O_DB},
     {"cache", 1, 0, O_CACHE},      {"backend", 1, 0, O_BACKEND},  {"device", 1, 0, O_DEVICE},
     {"no-graph", 0, 0, O_NOGRAPH}, {"fixed-batch", 0, 0, O_FIXED}, {"verbose", 0, 0, 'v'},
-    {"prefill-chunk", 1, 0, O_CHUNK}, {"tp", 1, 0, O_TP},
+    {"prefill-chunk", 1, 0, O_CHUNK}, {"tp", 1, 0, O_TP}, {"devices", 1, 0, O_DEVICES},
     {"help", 0, 0, 'h'},
     {"version", 0, 0, O_VERSION},  {0, 0, 0, 0}};
 
@@ -74,6 +75,7 @@ typedef struct serve_opts {
   gc_engine_opts_t en;
   gc_http_opts_t http;
   const char *tokenizer, *model_name;
+  int tp_given, ndev, devices[GC_LLAMA_TP_MAX]; /* --tp was given; --devices */
 } serve_opts_t;
 
 /* The tokenizer: --tokenizer, else MODEL/tokenizer.json or a GGUF
@@ -222,6 +224,11 @@ int main(int argc, char **argv) {
       case O_TP:
         if (gc_parse_i64(optarg, &v) || v < 1 || v > GC_LLAMA_TP_MAX) return bad_flag("--tp", "1..64 ranks");
         o.en.tp = (int)v;
+        o.tp_given = 1;
+        break;
+      case O_DEVICES:
+        if ((o.ndev = gc_cli_devices(optarg, o.devices, GC_LLAMA_TP_MAX)) < 0)
+          return bad_flag("--devices", "different ordinals 0..1024, comma-separated");
         break;
       case 'h': fputs(usage, stdout); return gc_cli_exit("gcore-serve", 0);
       case O_VERSION: return gc_cli_version("gcore-serve");
@@ -230,6 +237,9 @@ int main(int argc, char **argv) {
   }
   /* connections: every slot and queue place, and room for /health and refusals */
   o.http.max_connections = o.en.parallel + o.en.max_queue + 64;
+  if (o.ndev && o.tp_given && o.en.tp != o.ndev) return bad_flag("--devices", "as many ordinals as --tp ranks");
+  if (o.ndev && o.en.device) return bad_flag("--devices", "no --device beside it");
+  if (o.ndev) o.en.tp = o.ndev, o.en.devices = o.devices;
   gc_err_t e = {0};
   int rc;
   if (optind < argc)
