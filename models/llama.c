@@ -16,7 +16,10 @@
  * rmsnorm_gemm_swiglu): the GEMVs that serve them normalise A's rows in
  * their own pass, which saves a launch and a round trip of xn through
  * memory; longer passes keep the two steps (the norm costs little there,
- * and the big-GEMM templates need not implement the fused ops).
+ * and the big-GEMM templates need not implement the fused ops). A decode
+ * step (one token of one sequence) with dense QKV weights also folds
+ * rope_kv into the QKV GEMV (rmsnorm_gemm_rope_kv: q, k and v never go
+ * through memory as qkv); batched decode steps keep rope_kv_batch.
  *
  * Slots (gcore-serve). The KV cache holds `slots` independent sequences:
  * per layer Kc and Vc are [slots, ctx, G·hd], slot s at rows s·ctx ..
