@@ -499,21 +499,24 @@ static int ref_embed(const gc_problem_t *p, void **h, double *ref, double *tol, 
   return GC_OK;
 }
 
-/* Rotate pair (a, b) of a head by theta = pos * inv_freq[j] (double). The
- * rule: rounding into the output dtype plus fp32 arithmetic on the pair. */
-static void rotate(const gc_problem_t *p, const gc_op_scalars_t *sc, const void *qkv,
-                   int64_t src, double *ref, double *tol, int64_t dst, const double *inv,
-                   int64_t pos) {
+/* Rotate the pairs of one head, x[0..D-1] in fp64, by theta = pos *
+ * inv_freq[j] (double) into ref and tol at dst. The rule: rounding into
+ * the output dtype plus fp32 arithmetic on the pair, and where the inputs
+ * carry errors (xt: each one's bound; NULL: exact) those errors through
+ * the rotation, |cos|·err(a) + |sin|·err(b). */
+static void rotate(const gc_problem_t *p, const gc_op_scalars_t *sc, const double *x, const double *xt,
+                   double *ref, double *tol, int64_t dst, const double *inv, int64_t pos) {
   int64_t half = p->d / 2;
   for (int64_t j = 0; j < half; j++) {
     int64_t ia = sc->layout ? 2 * j : j, ib = sc->layout ? 2 * j + 1 : j + half;
-    double a = gc_load_elem(qkv, p->ta, src + ia), b = gc_load_elem(qkv, p->ta, src + ib);
+    double a = x[ia], b = x[ib];
     double th = (double)pos * inv[j], c = cos(th), s = sin(th);
     double ra = a * c - b * s, rb = a * s + b * c, slack = 4 * 0x1p-24 * (fabs(a) + fabs(b));
+    double ea = xt ? fabs(c) * xt[ia] + fabs(s) * xt[ib] : 0, eb = xt ? fabs(s) * xt[ia] + fabs(c) * xt[ib] : 0;
     ref[dst + ia] = ra;
     ref[dst + ib] = rb;
-    tol[dst + ia] = ulp_rel(p->tc) * fabs(ra) + slack + ulp_abs(p->tc);
-    tol[dst + ib] = ulp_rel(p->tc) * fabs(rb) + slack + ulp_abs(p->tc);
+    tol[dst + ia] = ulp_rel(p->tc) * fabs(ra) + slack + ea + ulp_abs(p->tc);
+    tol[dst + ib] = ulp_rel(p->tc) * fabs(rb) + slack + eb + ulp_abs(p->tc);
   }
 }
 
@@ -530,31 +533,76 @@ static void rope_row(const gc_problem_t *p, const gc_op_scalars_t *sc, const int
   *crow = rowpos[p->m + t] * slot_rows(p, sc) + *pos;
 }
 
-/* rope_kv and rope_kv_batch (rowpos: h[5], int32 [2, M]). Cache rows the
- * op does not write stay as they were (tolerance 0). */
-static void ref_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
-                        double **ref, double **tol, const int32_t *rowpos) {
+/* A cache the op writes: rows rows of init (C's dtype) as they were,
+ * tolerance 0; the rows the op writes are overwritten after. */
+static void keep_cache(const gc_problem_t *p, int64_t rows, const void *init, double *ref, double *tol) {
+  for (int64_t i = 0; i < rows * p->g * p->d; i++) {
+    ref[i] = gc_load_elem(init, p->tc, i);
+    tol[i] = 0;
+  }
+}
+
+/* The outputs of a rope pass: Qout, Kc, Vc. */
+typedef struct rope_out {
+  double *ref[3], *tol[3];
+} rope_out_t;
+
+/* The rows of a rope pass over qkv [M, (H+2G)·D] in fp64 (qt: each
+ * value's error bound, NULL when exact): query heads rotated into Qout,
+ * key heads rotated and value heads copied into the cache row each token
+ * writes (rowpos: rope_kv_batch's [2, M], else NULL). */
+static void rope_rows(const gc_problem_t *p, const gc_op_scalars_t *sc, const double *qkv,
+                      const double *qt, const double *inv, const int32_t *rowpos, const rope_out_t *o) {
   int64_t H = p->h, G = p->g, D = p->d, row = (H + 2 * G) * D;
-  int64_t rows = rowpos ? p->m * slot_rows(p, sc) : sc->pos0 + p->m;
-  for (int b = 2; b <= 3; b++)
-    for (int64_t i = 0; i < rows * G * D; i++) {
-      ref[b][i] = gc_load_elem(h[b], p->tc, i);
-      tol[b][i] = 0;
-    }
   for (int64_t t = 0; t < p->m; t++) {
     int64_t pos, c;
     rope_row(p, sc, rowpos, t, &pos, &c);
-    for (int64_t hh = 0; hh < H; hh++)
-      rotate(p, sc, h[0], t * row + hh * D, ref[1], tol[1], (t * H + hh) * D, h[4], pos);
+    for (int64_t hh = 0; hh < H; hh++) {
+      int64_t at = t * row + hh * D;
+      rotate(p, sc, qkv + at, qt ? qt + at : NULL, o->ref[0], o->tol[0], (t * H + hh) * D, inv, pos);
+    }
     for (int64_t g = 0; g < G; g++) {
-      rotate(p, sc, h[0], t * row + (H + g) * D, ref[2], tol[2], (c * G + g) * D, h[4], pos);
+      int64_t at = t * row + (H + g) * D, v = at + G * D, dst = (c * G + g) * D;
+      rotate(p, sc, qkv + at, qt ? qt + at : NULL, o->ref[1], o->tol[1], dst, inv, pos);
       for (int64_t j = 0; j < D; j++) {
-        double v = gc_load_elem(h[0], p->ta, t * row + (H + G + g) * D + j);
-        ref[3][(c * G + g) * D + j] = v;
-        tol[3][(c * G + g) * D + j] = 0.5 * ulp_rel(p->tc) * fabs(v) + ulp_abs(p->tc);
+        o->ref[2][dst + j] = qkv[v + j];
+        o->tol[2][dst + j] = qt ? qt[v + j] : 0.5 * ulp_rel(p->tc) * fabs(qkv[v + j]) + ulp_abs(p->tc);
       }
     }
   }
+}
+
+/* rope_kv and rope_kv_batch (rowpos: h[5], int32 [2, M]). Cache rows the
+ * op does not write stay as they were (tolerance 0). */
+static int ref_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                       double **tol, const int32_t *rowpos, gc_err_t *e) {
+  int64_t rows = rowpos ? p->m * slot_rows(p, sc) : sc->pos0 + p->m;
+  double *x = gc_ref_f64(h[0], p->ta, p->m * (p->h + 2 * p->g) * p->d, e);
+  if (!x) return e->code;
+  keep_cache(p, rows, h[2], ref[2], tol[2]);
+  keep_cache(p, rows, h[3], ref[3], tol[3]);
+  rope_rows(p, sc, x, NULL, h[4], rowpos, &(rope_out_t){{ref[1], ref[2], ref[3]}, {tol[1], tol[2], tol[3]}});
+  free(x);
+  return GC_OK;
+}
+
+/* rmsnorm_gemm_rope_kv (buffers A B Qout norm Kc Vc inv_freq pos): the
+ * rope pass of rmsnorm_gemm's C [M, N], each value carrying the GEMM
+ * rule's error, which includes its rounding into C's dtype (what the
+ * kernel rotates). */
+static int ref_norm_gemm_rope(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                              double **tol, gc_err_t *e) {
+  size_t cnt = (size_t)(p->m * p->n > 0 ? p->m * p->n : 1);
+  double *x = gc_malloc(cnt * sizeof *x, e), *xt = x ? gc_malloc(cnt * sizeof *xt, e) : NULL;
+  int rc = xt ? ref_norm_gemm(p, sc, h, x, xt, e) : GC_ENOMEM;
+  if (!rc) {
+    keep_cache(p, sc->pos0 + p->m, h[4], ref[4], tol[4]);
+    keep_cache(p, sc->pos0 + p->m, h[5], ref[5], tol[5]);
+    rope_rows(p, sc, x, xt, h[6], NULL, &(rope_out_t){{ref[2], ref[4], ref[5]}, {tol[2], tol[4], tol[5]}});
+  }
+  free(x);
+  free(xt);
+  return rc;
 }
 
 typedef struct att_job {
@@ -691,9 +739,7 @@ static int r_argmax(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, 
 }
 static int r_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
                      double **tol, gc_err_t *e) {
-  (void)e;
-  ref_rope_kv(p, sc, h, ref, tol, NULL);
-  return GC_OK;
+  return ref_rope_kv(p, sc, h, ref, tol, NULL, e);
 }
 static int r_attention(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
                        double **tol, gc_err_t *e) {
@@ -701,9 +747,7 @@ static int r_attention(const gc_problem_t *p, const gc_op_scalars_t *sc, void **
 }
 static int r_rope_kv_batch(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
                            double **ref, double **tol, gc_err_t *e) {
-  (void)e;
-  ref_rope_kv(p, sc, h, ref, tol, h[5]);
-  return GC_OK;
+  return ref_rope_kv(p, sc, h, ref, tol, h[5], e);
 }
 static int r_attention_batch(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
                              double **ref, double **tol, gc_err_t *e) {
@@ -796,6 +840,9 @@ static double f_rows(const gc_problem_t *p, const gc_op_scalars_t *sc) {
 static double f_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc) {
   (void)sc;
   return 6.0 * p->m * (p->h + p->g) * p->d;
+}
+static double f_norm_gemm_rope(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  return f_norm_gemm(p, sc) + f_rope_kv(p, sc);
 }
 static double f_attention(const gc_problem_t *p, const gc_op_scalars_t *sc) {
   return 4.0 * p->m * p->h * p->d * (double)(sc->pos0 + (p->m + 1) / 2);
@@ -905,6 +952,13 @@ static const gc_op_t ops[] = {
       {"Vc", 'B', "M*S", "G*D", IN, GC_FILL_UNIT, "M*(S-M+1)"}, BUF("O", 'C', "M", "H*D", OUT, 0),
       BUF("pos", 'i', "2", "M", IN, GC_FILL_ROWPOS)},
      "MHGDS", 's', r_attention_batch, f_attention_batch, 0},
+    {"rmsnorm_gemm_rope_kv", "mnkhgd",
+     "rope_kv of rmsnorm_gemm's QKV[M,N], N = (H+2G)*D, in the GEMV's epilogue (decode)", 1, 1, 8,
+     {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("B", 'B', "N", "K", IN, GC_FILL_UNIT),
+      BUF("Qout", 'C', "M", "H*D", OUT, 0), BUF("norm", 'N', "1", "K", IN, GC_FILL_NORM),
+      {"Kc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"}, {"Vc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"},
+      BUF("inv_freq", 'd', "1", "D/2", IN, GC_FILL_INV_FREQ), BUF("pos", 'i', "1", "1", IN, GC_FILL_POS)},
+     "MNKHGDL", 'e', ref_norm_gemm_rope, f_norm_gemm_rope, 0},
     {"argmax", "mn", "idx[M] = the lowest index of the maximum of each row of X[M,N]", 1, 0, 2,
      {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("idx", 'i', "1", "M", OUT, 0)},
      "MN", 0, r_argmax, f_rows, 0},

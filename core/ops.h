@@ -10,7 +10,7 @@
 
 typedef uint64_t gc_dptr_t; /* device address; 0 is never a valid buffer */
 
-#define GC_OP_MAX_BUFS 6
+#define GC_OP_MAX_BUFS 8
 
 enum { GC_BUF_IN = 0, GC_BUF_OUT = 1, GC_BUF_INOUT = 2 };
 
@@ -29,8 +29,8 @@ size_t gc_opbuf_bytes(const gc_opbuf_t *b);
 /* Values that are arguments but not part of the problem key. */
 typedef struct gc_op_scalars {
   float eps;          /* rmsnorm */
-  int64_t pos0;       /* rope_kv, attention: position of the first row */
-  int64_t layout;     /* rope_kv: 0 = halves (Hugging Face), 1 = adjacent pairs (llama2.c) */
+  int64_t pos0;       /* rope_kv, rmsnorm_gemm_rope_kv, attention: position of the first row */
+  int64_t layout;     /* the rope ops: 0 = halves (Hugging Face), 1 = adjacent pairs (llama2.c) */
   float scale;        /* attention: usually 1/sqrt(D) */
   int64_t ctx;        /* rope_kv_batch, attention_batch: cache rows per slot (the
                          slot stride, argument S); 0: pos0 + M, the rows of a
@@ -128,7 +128,7 @@ typedef struct gc_argpack {
   gc_dptr_t ptr[GC_OP_MAX_BUFS];
   int64_t i64[8];
   float f32[2];
-  void *args[16];
+  void *args[20];
   int nargs;
 } gc_argpack_t;
 void gc_op_args(const gc_problem_t *p, const gc_op_scalars_t *sc, const gc_dptr_t *bufs,

@@ -140,6 +140,12 @@ int gc_problem_check(const gc_problem_t *p, gc_err_t *e) {
                       (long long)p->h, (long long)p->g);
   if (!strcmp(p->op, "rope_kv") && p->d % 2)
     return gc_err_set(e, GC_EINVAL, "rope_kv: d=%lld is odd", (long long)p->d);
+  if (p->n && p->h) { /* a GEMM whose columns are heads (rmsnorm_gemm_rope_kv) */
+    if (p->d % 2) return gc_err_set(e, GC_EINVAL, "%s: d=%lld is odd", p->op, (long long)p->d);
+    if (p->n != (p->h + 2 * p->g) * p->d)
+      return gc_err_set(e, GC_EINVAL, "%s: n=%lld is not (h + 2g)·d = %lld", p->op, (long long)p->n,
+                        (long long)((p->h + 2 * p->g) * p->d));
+  }
   return GC_OK;
 }
 

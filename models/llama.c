@@ -4,7 +4,7 @@
  * H/G query/kv heads of hd each):
  *   xn  = rmsnorm(x, attn_norm)            [t, D]
  *   qkv = xn · Wqkvᵀ                        [t, (H+2G)·hd]   (wq|wk|wv concatenated)
- *   q, cache[pos..] = rope_kv(qkv)          [t, H·hd]
+ *   q, cache[pos..] = rope_kv(qkv)          [t, H·hd]        (a decode step: in the GEMV's epilogue)
  *   a   = attention(q, cache)               [t, H·hd]        (causal, GQA)
  *   x  += a · Woᵀ                           [t, D]           (gemm_add: the residual add in the epilogue)
  *   xn  = rmsnorm(x, ffn_norm)
@@ -16,7 +16,10 @@
  * rmsnorm_gemm_swiglu): the GEMVs that serve them normalise A's rows in
  * their own pass, which saves a launch and a round trip of xn through
  * memory; longer passes keep the two steps (the norm costs little there,
- * and the big-GEMM templates need not implement the fused ops).
+ * and the big-GEMM templates need not implement the fused ops). A decode
+ * step (one token of one sequence) with dense QKV weights also folds
+ * rope_kv into the QKV GEMV (rmsnorm_gemm_rope_kv: q, k and v never go
+ * through memory as qkv); batched decode steps keep rope_kv_batch.
  *
  * Slots (gcore-serve). The KV cache holds `slots` independent sequences:
  * per layer Kc and Vc are [slots, ctx, G·hd], slot s at rows s·ctx ..
@@ -72,6 +75,7 @@ struct gc_llama {
   gc_dptr_t pos, tokens;        /* step, step + 4 */
   gc_dptr_t bstep, brows;       /* batched step, int32: tokens [BMAX], then [2, M]: pos, slot */
   int graphs;                   /* capture the decode step and replay it */
+  int no_qkv_rope;              /* the bundle has no rmsnorm_gemm_rope_kv: decode runs its two steps */
   int64_t replays;              /* decode steps run as a graph replay */
   gc_graph_t *decode_graph[2];  /* slot 0, one token: [0] logits out, [1] device argmax */
   gc_graph_t *batch_graph[BMAX + 1][2]; /* batched steps of M rows, the same */
@@ -430,22 +434,41 @@ static int tp_gather(gc_llama_t *m, int rows, gc_err_t *e) {
   return m->prof ? prof_collective(m, "all_gather", rows, (int64_t)v, e) : GC_OK;
 }
 
+/* The QKV projection and the RoPE/KV write of a layer: one launch of
+ * rmsnorm_gemm_rope_kv where the steps fold them (s->qkv_rope) and the
+ * bundle has a kernel for it; else the projection (rmsnorm_gemm, or
+ * rmsnorm then gemm) and rope. A bundle built before the fused op has
+ * none: the first miss turns it off for the model. */
+static int qkv_rope(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L, gc_dptr_t kc,
+                    gc_dptr_t vc, gc_dptr_t where, const gc_op_scalars_t *sc, gc_err_t *e) {
+  const gc_dptr_t norm1[] = {m->x, L->attn_norm, m->xn}, qkv[] = {m->xn, L->wqkv, m->qkv},
+                  fqkv[] = {m->x, L->wqkv, m->qkv, L->attn_norm},
+                  rope[] = {m->qkv, m->q, kc, vc, m->inv_freq, where},
+                  both[] = {m->x, L->wqkv, m->q, L->attn_norm, kc, vc, m->inv_freq, where};
+  if (s->qkv_rope && !m->no_qkv_rope) {
+    const gc_rt_kernel_t *k;
+    gc_err_t miss = {0};
+    int rc = gc_rt_find(m->rt, &s->qkv, &k, &miss);
+    if (rc == GC_OK) return run(m, &s->qkv, sc, both, e);
+    if (rc != GC_ENOTFOUND) return gc_err_set(e, rc, "%s", miss.msg);
+    m->no_qkv_rope = 1;
+  }
+  gc_problem_t q = s->qkv_rope ? gc_llama_qkv_unfused(&s->qkv) : s->qkv;
+  if (s->fused ? run(m, &q, sc, fqkv, e) : run(m, &s->norm, sc, norm1, e) || run(m, &q, sc, qkv, e))
+    return e->code;
+  return run(m, &s->rope, sc, rope, e);
+}
+
 /* One layer of a pass (steps s). Single-sequence passes read and write
  * the cache of one slot (kc, vc: its first row) at the position in m->pos;
  * batched steps (s->rope is rope_kv_batch) the whole cache at the rows'
  * own positions and slots (m->brows). sc carries the scalars. */
 static int layer(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L, gc_dptr_t kc,
                  gc_dptr_t vc, gc_dptr_t where, const gc_op_scalars_t *sc, gc_err_t *e) {
-  const gc_dptr_t norm1[] = {m->x, L->attn_norm, m->xn}, qkv[] = {m->xn, L->wqkv, m->qkv},
-                  fqkv[] = {m->x, L->wqkv, m->qkv, L->attn_norm},
-                  rope[] = {m->qkv, m->q, kc, vc, m->inv_freq, where},
-                  attn[] = {m->q, kc, vc, m->att, where}, wo[] = {m->att, L->wo, m->x},
+  const gc_dptr_t attn[] = {m->q, kc, vc, m->att, where}, wo[] = {m->att, L->wo, m->x},
                   norm2[] = {m->x, L->ffn_norm, m->xn}, ffn[] = {m->xn, L->w13, m->hb},
                   fffn[] = {m->x, L->w13, m->hb, L->ffn_norm}, w2[] = {m->hb, L->w2, m->x};
-  if (s->fused ? run(m, &s->qkv, sc, fqkv, e)
-               : run(m, &s->norm, sc, norm1, e) || run(m, &s->qkv, sc, qkv, e))
-    return e->code;
-  if (run(m, &s->rope, sc, rope, e) || run(m, &s->attn, sc, attn, e) || tp_zero(m, s->wo.m, e) ||
+  if (qkv_rope(m, s, L, kc, vc, where, sc, e) || run(m, &s->attn, sc, attn, e) || tp_zero(m, s->wo.m, e) ||
       run(m, &s->wo, sc, wo, e) || tp_reduce(m, s->wo.m, e))
     return e->code;
   if (s->fused ? run(m, &s->swiglu, sc, fffn, e)

@@ -58,7 +58,25 @@ void gc_llama_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int
   s->fnorm = prob("rmsnorm", a, w, a, rows, D, 0, 0, 0, 0);
   s->head = prob(f ? "rmsnorm_gemm" : "gemm", a, dt->head, a, rows, gc_llama_head_rows(c), D, 0, 0, 0);
   s->argmax = prob("argmax", a, a, a, 1, c->vocab_size, 0, 0, 0, 0);
+  s->decode = t == 1 && f;
+  s->qkv_rope = 0;
   gc_llama_layer_steps(dt, 0, s);
+}
+
+gc_problem_t gc_llama_qkv_unfused(const gc_problem_t *q) {
+  return prob("rmsnorm_gemm", q->ta, q->tb, q->tc, q->m, q->n, q->k, 0, 0, 0);
+}
+
+/* qkv of a decode step with dense weights: rmsnorm_gemm_rope_kv (the
+ * heads of rope, the GEMM's dimensions); else as gc_llama_steps set it. */
+static void qkv_rope(gc_llama_steps_t *s) {
+  gc_problem_t *q = &s->qkv;
+  int was = s->qkv_rope;
+  s->qkv_rope = s->decode && !gc_dtype_is_block(q->tb);
+  if (s->qkv_rope)
+    *q = prob("rmsnorm_gemm_rope_kv", q->ta, q->tb, q->tc, q->m, q->n, q->k, s->rope.h, s->rope.g, s->rope.d);
+  else if (was)
+    *q = gc_llama_qkv_unfused(q);
 }
 
 void gc_llama_layer_steps(const gc_llama_dtypes_t *dt, int l, gc_llama_steps_t *s) {
@@ -67,12 +85,15 @@ void gc_llama_layer_steps(const gc_llama_dtypes_t *dt, int l, gc_llama_steps_t *
   s->wo.tb = (gc_dtype_t)d->wo;
   s->swiglu.tb = (gc_dtype_t)d->w13;
   s->w2.tb = (gc_dtype_t)d->w2;
+  qkv_rope(s);
 }
 
 void gc_llama_batch_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int64_t m,
                           gc_llama_steps_t *s) {
   gc_dtype_t a = dt->act;
   gc_llama_steps(c, dt, m, m, s);
+  s->decode = 0; /* rows of their own sequences: rope_kv_batch stays a step */
+  qkv_rope(s);
   s->rope = prob("rope_kv_batch", a, a, a, m, 0, 0, c->n_heads, c->n_kv_heads, c->head_dim);
   s->attn = prob("attention_batch", a, a, a, m, 0, 0, c->n_heads, c->n_kv_heads, c->head_dim);
   s->argmax = prob("argmax", a, a, a, m, c->vocab_size, 0, 0, 0, 0);
@@ -84,7 +105,8 @@ static int steps_list(const gc_llama_steps_t *s, const gc_problem_t *out[11]) {
                                &s->swiglu, &s->w2, &s->fnorm, &s->head, &s->argmax};
   int n = 0;
   for (size_t i = 0; i < GC_ARRAY_LEN(all); i++)
-    if (!(s->fused && (all[i] == &s->norm || all[i] == &s->fnorm))) out[n++] = all[i];
+    if (!(s->fused && (all[i] == &s->norm || all[i] == &s->fnorm)) && !(s->qkv_rope && all[i] == &s->rope))
+      out[n++] = all[i];
   return n;
 }
 
@@ -126,8 +148,8 @@ static void pass_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, 
   else gc_llama_steps(c, dt, t, kind == PASS_ALL ? t : 1, s);
 }
 
-/* Passes of a to b tokens (one side of GC_LLAMA_FUSE_MAX, so the same
- * steps): a step whose rows grow with the pass needs every m between its
+/* Passes of a to b tokens (one side of GC_LLAMA_FUSE_MAX and of 1, so the
+ * same steps): a step whose rows grow with the pass needs every m between its
  * rows at a and at b; one whose rows are fixed (the LM head of the last
  * row, argmax) needs that m. */
 static int needs_between(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int64_t a, int64_t b,
@@ -151,7 +173,9 @@ int gc_llama_needs(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int6
                    gc_needs_t *out, gc_err_t *e) {
   int64_t fuse = ctx < GC_LLAMA_FUSE_MAX ? ctx : GC_LLAMA_FUSE_MAX;
   for (int kind = PASS_LAST; kind <= PASS_ALL; kind++) {
-    if (needs_between(c, dt, 1, fuse, kind, out, e)) return e->code;
+    /* the decode step (qkv_rope), the other fused passes, the rest */
+    if (needs_between(c, dt, 1, 1, kind, out, e)) return e->code;
+    if (fuse > 1 && needs_between(c, dt, 2, fuse, kind, out, e)) return e->code;
     if (ctx > fuse && needs_between(c, dt, fuse + 1, ctx, kind, out, e)) return e->code;
   }
   /* batched decode steps: rows are sequences, not positions, so their

@@ -55,15 +55,27 @@ int gc_llama_shard(const gc_llama_config_t *c, int tp, gc_llama_config_t *out, g
 int64_t gc_llama_head_rows(const gc_llama_config_t *c);
 
 /* The problems of one pass of t tokens with rows rows of logits. When
- * fused, norm and fnorm are not launched (qkv, swiglu and head fold them). */
+ * fused, norm and fnorm are not launched (qkv, swiglu and head fold them).
+ * A decode step (t = 1, one sequence) also folds rope into qkv where the
+ * layer's QKV weights are dense: qkv_rope, and qkv is
+ * rmsnorm_gemm_rope_kv (the RoPE/KV write in the GEMV's epilogue; no
+ * quantized template has it yet); rope is then not launched. */
 typedef struct gc_llama_steps {
   int fused;
+  int decode;   /* t = 1 of one sequence: qkv_rope where the layer allows */
+  int qkv_rope; /* this layer's qkv is rmsnorm_gemm_rope_kv */
   gc_problem_t embed, norm, qkv, rope, attn, wo, swiglu, w2, fnorm, head, argmax;
 } gc_llama_steps_t;
 
+/* The unfused steps of a qkv_rope step q: the QKV projection alone
+ * (rmsnorm_gemm, its dimensions), what a bundle built before the fused op
+ * has; rope is s->rope. */
+gc_problem_t gc_llama_qkv_unfused(const gc_problem_t *q);
+
 void gc_llama_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int64_t t, int64_t rows,
                     gc_llama_steps_t *s);
-/* Set the layer steps of s (qkv, wo, swiglu, w2) to layer l's dtypes. */
+/* Set the layer steps of s (qkv, wo, swiglu, w2) to layer l's dtypes (and
+ * qkv's op: rmsnorm_gemm_rope_kv or not, see above). */
 void gc_llama_layer_steps(const gc_llama_dtypes_t *dt, int l, gc_llama_steps_t *s);
 
 /* The problems of a batched decode step of m rows, each row one token of

@@ -59,6 +59,12 @@ ADD_SHAPES = [(1, 64), (3, 100), (17, 4096), (2, 1)]
 EMBED_SHAPES = [(1, 64, 512), (7, 100, 33), (17, 256, 1000)]        # (m, n, k = vocab)
 HEAD_SHAPES = [(1, 8, 4, 8), (1, 4, 1, 64), (3, 4, 4, 16), (5, 6, 1, 64), (17, 8, 2, 32)]  # (m, h, g, d)
 SAME = ["f32", "f16", "bf16"]
+# rmsnorm_gemm_rope_kv: (m, n = (h + 2g)·d, k, h, g, d), at the positions and
+# RoPE layouts of ROPE_POS (gcore-run --pos, --layout): 5 heads of 96 (GQA
+# 5:1), MHA, odd K, M = 3; position 0 and near the end of a long cache
+QKV_ROPE_SHAPES = [(1, 7 * 96, 100, 5, 1, 96), (1, 12 * 16, 64, 4, 4, 16), (3, 8 * 8, 37, 4, 2, 8),
+                   (1, 6 * 64, 7, 4, 1, 64)]
+ROPE_POS = [(0, 0), (4093, 1), (3, 1)]  # (pos, layout)
 
 # B (the weights) in a block format: A and C f32 (the CPU's recipe) or f16
 # (the GPUs'); rows of B whole blocks (K a multiple of 32 or 256), odd N,
@@ -97,6 +103,8 @@ CASES = {
     "add": [(dt, s) for dt in SAME for s in ADD_SHAPES],
     "embed": [(dt, s) for dt in DTYPES for s in EMBED_SHAPES],
     "rope_kv": [(dt, s) for dt in SAME for s in HEAD_SHAPES],
+    # the decode step's QKV projection with rope_kv in the GEMV's epilogue
+    "rmsnorm_gemm_rope_kv": [(dt, s) for dt in DTYPES for s in QKV_ROPE_SHAPES],
     "attention": [(dt, s) for dt in SAME for s in HEAD_SHAPES],
     # batched decode: each row at its own position in its own cache slot
     "rope_kv_batch": [(dt, s) for dt in SAME for s in HEAD_SHAPES],
@@ -251,6 +259,47 @@ def check_rope_kv(d, dt, shape):
                     else tol.reshape(m, g * dd))
 
 
+def check_rmsnorm_gemm_rope_kv(d, dt, shape):
+    """rope_kv of rmsnorm_gemm's C in C's dtype: each rotated value off by the
+    GEMM rule's error of its pair (through |cos|, |sin| <= 1) plus rope_kv's;
+    value heads by the GEMM rule; cache rows before pos0 untouched."""
+    m, n, k, h, g, dd = shape
+    tc = npref.split_dtypes(dt)[2]
+    pos0, layout = int(d["scalars"]["pos0"]), int(d["scalars"]["layout"])
+    assert int(d["pos"][1][0]) == pos0, "the kernel reads its position from the pos buffer"
+    inv = 10000.0 ** (-2.0 * np.arange(dd // 2) / dd)
+    qkv, absref = npref.gemm(normed_rows(d, m, k), d["B"][1], m, n, k)
+    err = ULP[tc] * np.abs(qkv) + (2 * k + 8) * EPS_F32 * absref + SUB[tc]  # check_rmsnorm_gemm's
+    if layout == 1:  # adjacent pairs: to halves and back
+        perm = np.concatenate([np.arange(0, dd, 2), np.arange(1, dd, 2)])
+    else:
+        perm = np.arange(dd)
+    heads = lambda a: a.reshape(m, h + 2 * g, dd)[:, :, perm]
+    x, e = heads(qkv), heads(err)
+    pos = np.arange(m) + pos0
+
+    def rotated(sl, nh):
+        r, ar = rope_ref(x[:, sl].reshape(m * nh, dd), np.repeat(pos, nh), inv, dd)
+        th = np.repeat(pos, nh)[:, None] * inv[None, :]
+        c, s = np.abs(np.cos(th)), np.abs(np.sin(th))
+        ea, eb = e[:, sl].reshape(m * nh, dd)[:, : dd // 2], e[:, sl].reshape(m * nh, dd)[:, dd // 2:]
+        prop = np.concatenate([c * ea + s * eb, s * ea + c * eb], axis=1)
+        tol = ULP[tc] * np.abs(r) + np.concatenate([ar, ar], axis=1) * 4 * EPS_F32 + prop + SUB[tc]
+        back = np.argsort(perm)
+        return r[:, back], tol[:, back]
+
+    q, qt = rotated(slice(0, h), h)
+    npref.check(d["Qout"][1].reshape(m * h, dd), q, qt)
+    kk, kt = rotated(slice(h, h + g), g)
+    back = np.argsort(perm)
+    v, vt = x[:, h + g:][:, :, back].reshape(m * g, dd), e[:, h + g:][:, :, back].reshape(m * g, dd)
+    for name, new, tol in (("Kc", kk, kt), ("Vc", v, vt)):
+        got = d[name][1].reshape(pos0 + m, g * dd)
+        init = d[name + ".init"][1].reshape(pos0 + m, g * dd)
+        assert np.array_equal(got[:pos0], init[:pos0]), f"{name}: rows before pos0 changed"
+        npref.check(got[pos0:], new.reshape(m, g * dd), tol.reshape(m, g * dd))
+
+
 def check_attention(d, dt, shape):
     m, h, g, dd = shape
     tc = npref.split_dtypes(dt)[2]
@@ -341,7 +390,15 @@ CHECK = {"gemm": check_gemm, "gemm_add": check_gemm_add, "gemm_swiglu": check_ge
          "rmsnorm_gemm": check_rmsnorm_gemm, "rmsnorm_gemm_swiglu": check_rmsnorm_gemm_swiglu,
          "rmsnorm": check_rmsnorm, "add": check_add, "embed": check_embed, "rope_kv": check_rope_kv,
          "attention": check_attention, "argmax": check_argmax, "rope_kv_batch": check_rope_kv_batch,
-         "attention_batch": check_attention_batch}
+         "attention_batch": check_attention_batch, "rmsnorm_gemm_rope_kv": check_rmsnorm_gemm_rope_kv}
+
+# gcore-run flags of a case beyond its shape: where an op has more than one
+# position or RoPE layout to check, each runs with each (ROPE_POS)
+RUN_VARIANTS = {"rmsnorm_gemm_rope_kv": [["--pos", p, "--layout", l] for p, l in ROPE_POS]}
+
+
+def run_variants(op):
+    return RUN_VARIANTS.get(op, [[]])
 
 
 def numpy_check(op, dt, shape, dump_dir):

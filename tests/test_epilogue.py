@@ -1,5 +1,5 @@
 """The epilogue is a template parameter (issue 19): gen's op-derived names
-(PAIR, NORM: in expressions, in the generated source and in a bundle's
+(PAIR, NORM, ROPE: in expressions, in the generated source and in a bundle's
 constants) and per-op defaults (@defaults), through the tools; and each
 GEMM/GEMV family one template that serves all its ops, with the op's own
 defaults. (That the merged templates compile to the same code as the pairs
@@ -18,7 +18,8 @@ from tplhead import OP_NAMES, op_names, parse
 OPS = {"gemm": ["--m", "3", "--n", "40", "--k", "24"], "gemm_add": ["--m", "3", "--n", "40", "--k", "24"],
        "gemm_swiglu": ["--m", "3", "--n", "40", "--k", "24"],
        "rmsnorm_gemm": ["--m", "1", "--n", "40", "--k", "24"],
-       "rmsnorm_gemm_swiglu": ["--m", "1", "--n", "40", "--k", "24"], "rmsnorm": ["--m", "3", "--n", "40"]}
+       "rmsnorm_gemm_swiglu": ["--m", "1", "--n", "40", "--k", "24"], "rmsnorm": ["--m", "3", "--n", "40"],
+       "rmsnorm_gemm_rope_kv": ["--m", "1", "--n", "40", "--k", "24", "--h", "3", "--g", "1", "--d", "8"]}
 
 
 def dispatch(bundle, *cols):
@@ -28,7 +29,7 @@ def dispatch(bundle, *cols):
 
 @pytest.mark.parametrize("op", sorted(OPS))
 def test_op_derived_names(gc, op):
-    """gen binds PAIR and NORM from the op: in the bundle's constants (the
+    """gen binds PAIR, NORM and ROPE from the op: in the bundle's constants (the
     runtime evaluates @grid and @tensormap with them) and as #defines in the
     source it compiles; the values are those of tplhead.OP_NAMES."""
     cache = gc.dir / "cache"
@@ -47,13 +48,15 @@ def test_op_derived_names(gc, op):
 def test_op_names_table_is_gens():
     """tplhead.OP_NAMES (the tests' copy) is gen/template.c's op_values table."""
     text = open(os.path.join(ROOT, "gen", "template.c")).read()
-    rows = dict(re.findall(r'\{"(\w+)", \{(\d+, \d+)\}\}', text))
-    assert {op: {"PAIR": int(v.split(",")[0]), "NORM": int(v.split(",")[1])} for op, v in rows.items()} \
+    rows = dict(re.findall(r'\{"(\w+)", \{(\d+, \d+, \d+)\}\}', text))
+    assert {op: dict(zip(("PAIR", "NORM", "ROPE"), map(int, v.split(",")))) for op, v in rows.items()} \
         == OP_NAMES
 
 
 MERGED = {"cpu/gemm.c": ["gemm", "gemm_add", "rmsnorm_gemm", "gemm_swiglu", "rmsnorm_gemm_swiglu"],
-          "gpu/gemv.cu": ["gemm", "gemm_add", "rmsnorm_gemm", "gemm_swiglu", "rmsnorm_gemm_swiglu"],
+          "cpu/gemv.c": ["gemm", "gemm_add", "rmsnorm_gemm", "rmsnorm_gemm_rope_kv"],
+          "gpu/gemv.cu": ["gemm", "gemm_add", "rmsnorm_gemm", "gemm_swiglu", "rmsnorm_gemm_swiglu",
+                          "rmsnorm_gemm_rope_kv"],
           "gpu/gemm_simt.cu": ["gemm", "gemm_add", "gemm_swiglu"],
           "gpu/gemm_mma.cu": ["gemm", "gemm_add", "gemm_swiglu"],
           "gpu/gemm_wgmma.cu": ["gemm", "gemm_add", "gemm_swiglu"],

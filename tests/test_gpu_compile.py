@@ -23,7 +23,8 @@ SHAPES = {"gemm": "--m 1 --n 96 --k 72", "gemm_swiglu": "--m 1 --n 96 --k 72",
           "rope_kv": "--m 1 --h 8 --g 2 --d 64", "attention": "--m 1 --h 8 --g 2 --d 64",
           "argmax": "--m 1 --n 1000", "gemm_add": "--m 1 --n 96 --k 72",
           "rmsnorm_gemm": "--m 1 --n 96 --k 72", "rmsnorm_gemm_swiglu": "--m 1 --n 96 --k 72",
-          "rope_kv_batch": "--m 1 --h 8 --g 2 --d 64", "attention_batch": "--m 1 --h 8 --g 2 --d 64"}
+          "rope_kv_batch": "--m 1 --h 8 --g 2 --d 64", "attention_batch": "--m 1 --h 8 --g 2 --d 64",
+          "rmsnorm_gemm_rope_kv": "--m 1 --n 672 --k 72 --h 5 --g 1 --d 96"}
 
 
 BLOCK_DTYPES = ("q8_0", "q4_0", "q4_k", "q5_k", "q6_k")
@@ -54,10 +55,11 @@ def gpu_templates(backends=("gpu", "cuda")):
         ops = re.search(r"@op\s+([^\n]+)", head).group(1).split()
         min_sm = re.search(r"@constraint[^\n]*SM >= (\d+)", head)  # e.g. sm_90 instructions
         arch_a = (bool(re.search(r"@constraint[^\n]*ARCH_A == 1", head)), int(min_sm.group(1)) if min_sm else 0)
-        # the first op and the first gate/up one (PAIR = 2: another epilogue
-        # and tile) at their defaults and a sample; every further op at its defaults
+        # the first op, the first gate/up one (PAIR = 2: another epilogue
+        # and tile) and the first RoPE/KV one (ROPE = 1) at their defaults and
+        # a sample; every further op at its defaults
         name = re.search(r"@template\s+(\S+)", head).group(1)
-        pair = [op for op in ops if op_names(op)["PAIR"] == 2][:1]
+        pair = [op for op in ops if op_names(op)["PAIR"] == 2][:1] + [op for op in ops if op_names(op)["ROPE"]][:1]
         out += [(name, op, dts, params if op in ops[:1] + pair else {}, arch_a) for op in ops]
     return out
 
@@ -122,7 +124,8 @@ def test_sm90_bundle_for_a_model(gc):
     # decode steps fold the norms into the GEMMs; 16 and 32 tokens do not;
     # every row count of gcore-serve's batched decode steps is served too
     assert ops == {"embed", "rmsnorm", "gemm", "rope_kv", "attention", "gemm_add", "gemm_swiglu", "argmax",
-                   "rmsnorm_gemm", "rmsnorm_gemm_swiglu", "rope_kv_batch", "attention_batch"}
+                   "rmsnorm_gemm", "rmsnorm_gemm_swiglu", "rope_kv_batch", "attention_batch",
+                   "rmsnorm_gemm_rope_kv"}
 
 
 @needs_nvrtc

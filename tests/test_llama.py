@@ -304,8 +304,8 @@ def parse_profile(err):
 
 def test_profile_table_accounts_for_every_launch(gc, gqa):
     """--profile: one row per (phase, kernel, problem); launch counts are the
-    recipe's (per decode step: one embed; per layer the QKV GEMM with the
-    attention norm folded in, rope, attention, the output projection with
+    recipe's (per decode step: one embed; per layer the QKV GEMV with the
+    attention norm folded in and rope_kv in its epilogue, attention, the output projection with
     the residual add, the gate/up GEMM with the FFN norm folded in, the down
     projection with the add; the LM head with the final norm folded in; one
     argmax), the --warmup steps not among them; the ids are those of an
@@ -322,10 +322,11 @@ def test_profile_table_accounts_for_every_launch(gc, gqa):
     assert steps == n - 1, r.err
     count = lambda rs, op: sum(c for c, _, o, _, _ in rs if o == op)
     assert count(rows, "rmsnorm") == 0 and count(rows, "gemm") == 0, r.err  # folded
-    assert count(rows, "rmsnorm_gemm") == (L + 1) * steps, r.err
+    assert count(rows, "rmsnorm_gemm") == steps, r.err  # the LM head
+    assert count(rows, "rmsnorm_gemm_rope_kv") == L * steps, r.err
     assert count(rows, "rmsnorm_gemm_swiglu") == L * steps, r.err
     assert count(rows, "embed") == steps and count(rows, "argmax") == steps, r.err
-    assert count(rows, "attention") == L * steps and count(rows, "rope_kv") == L * steps, r.err
+    assert count(rows, "attention") == L * steps and count(rows, "rope_kv") == 0, r.err
     assert count(rows, "gemm_add") == 2 * L * steps, r.err  # wo and w2, the residual add fused
     psteps, prows = ph["prefill"]
     assert psteps == 1 and count(prows, "rope_kv") == L, r.err

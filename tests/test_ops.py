@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from cases import CASES, CHECK, dims, numpy_check, op_table, problem_args
+from cases import CASES, CHECK, dims, numpy_check, op_table, problem_args, run_variants
 from conftest import ROOT
 import npref
 from tplhead import op_names
@@ -51,19 +51,20 @@ def test_case_table_defaults(gc, op, dt, backend):
     r = gc("gcore-gen", *GEN, "--workload", wl, "-o", "b.gcb", "-q")
     assert r.rc == 0, r
     for s in shapes:
-        dump = gc.dir / ("dump_" + "x".join(map(str, s)))
-        r = gc("gcore-run", "--backend", backend, "-b", "b.gcb", "--op", op, "--dtype", dt, *problem_args(op, s),
-               "--dump", dump, "--min-time", "0.001")
-        assert r.rc == 0, r
-        assert "[default]" in r.out
-        numpy_check(op, dt, s, dump)
+        for i, extra in enumerate(run_variants(op)):
+            dump = gc.dir / ("dump_" + "x".join(map(str, s)) + f"_{i}")
+            r = gc("gcore-run", "--backend", backend, "-b", "b.gcb", "--op", op, "--dtype", dt,
+                   *problem_args(op, s), *extra, "--dump", dump, "--min-time", "0.001")
+            assert r.rc == 0, r
+            assert "[default]" in r.out
+            numpy_check(op, dt, s, dump)
 
 
 def template_spaces(backend=BACKEND):
     """(template, op, {param: (values, op's default)}) parsed from the
     sources of the templates that generate code for backend: the first op
-    of each, and the first gate/up op (PAIR = 2: another epilogue and tile)
-    of those that serve one."""
+    of each, the first gate/up op (PAIR = 2: another epilogue and tile)
+    and the first RoPE/KV op (ROPE = 1) of those that serve one."""
     out = []
     folder, ext, kinds = ("cpu", ".c", ("cpu",)) if backend == "cpu" else ("gpu", ".cu", ("gpu", backend))
     tdir = os.path.join(ROOT, "templates", folder)
@@ -74,7 +75,8 @@ def template_spaces(backend=BACKEND):
         if t["backend"] not in kinds:
             continue
         applies = " ".join(t["applies"])
-        for op in t["ops"][:1] + [o for o in t["ops"] if op_names(o)["PAIR"] == 2][:1]:
+        for op in t["ops"][:1] + [o for o in t["ops"] if op_names(o)["PAIR"] == 2][:1] + \
+                [o for o in t["ops"] if op_names(o)["ROPE"]][:1]:
             params = {k: (v, t["defaults"][op][k]) for k, (v, _) in t["params"].items()}
             out.append((t["name"], op, dict(params=params, decode=("M ==" in applies or "M <=" in applies),
                                             dtypes=t["dtypes"], matrix=t["backend"] in ("cuda", "hip"))))
@@ -95,7 +97,7 @@ def serves(bundle, tpl, m, param):
 SAMPLE_SHAPE = {"gemm": (3, 100, 37), "gemm_swiglu": (5, 40, 70), "rmsnorm": (3, 300),
                 "add": (3, 300), "embed": (5, 72, 40), "rope_kv": (3, 8, 2, 16),
                 "attention": (3, 8, 2, 16), "argmax": (3, 1000), "rope_kv_batch": (3, 8, 2, 16),
-                "attention_batch": (3, 8, 2, 16)}
+                "attention_batch": (3, 8, 2, 16), "rmsnorm_gemm_rope_kv": (3, 10 * 16, 37, 6, 2, 16)}
 QSAMPLE_SHAPE = {"gemm": (3, 100, 512), "gemm_swiglu": (5, 40, 256), "embed": (5, 256, 40)}
 
 
@@ -149,3 +151,31 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
             numpy_check(op, dt, shape, dump)
             tried += 1
     assert tried >= 1 or all(len(v[0]) == 1 for v in params.values())
+
+
+# A wrong RoPE/KV epilogue is caught: each mutation of gemv_cpu's (the pair's
+# partner row, the cache row written) fails gcore-run's fp64 check.
+ROPE_MUTATIONS = {
+    "wrong_pair": ("return u / half * ro->D + e;", "return u / half * ro->D + (e ^ 1);"),
+    "wrong_cache_row": ("ro->Kc + (p * G + hd - H) * D", "ro->Kc + ((p - 1) * G + hd - H) * D"),
+    "value_not_copied": ("STORE_C(v, ib, b);", "STORE_C(v, ib, a);"),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(ROPE_MUTATIONS))
+def test_wrong_rope_epilogue_is_caught(gc, mutation):
+    import shutil
+    old, new = ROPE_MUTATIONS[mutation]
+    tdir = gc.dir / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), tdir)
+    src = (tdir / "cpu" / "gemv.c").read_text()
+    assert src.count(old) == 1, old
+    (tdir / "cpu" / "gemv.c").write_text(src.replace(old, new))
+    shape = ["--m", 1, "--n", 6 * 16, "--k", 40, "--h", 2, "--g", 2, "--d", 16]
+    for layout in (0, 1):
+        r = gc("gcore-gen", "--templates", tdir, "--target", "cpu", "--op", "rmsnorm_gemm_rope_kv",
+               "--dtype", "f32", *shape, "-o", "m.gcb", "-q")
+        assert r.rc == 0, r
+        r = gc("gcore-run", "-b", "m.gcb", "--op", "rmsnorm_gemm_rope_kv", "--dtype", "f32", *shape,
+               "--layout", layout, "--min-time", "0.001")
+        assert r.rc != 0 and "gemv_cpu" in r.err and "is wrong" in r.err, r

@@ -1,20 +1,22 @@
 """A template's declaration block (templates/README.md) as the tests read
 it: name, ops, dtypes, parameters with their values and their default per
 op (@param's, or an @defaults line's), constraints and launch expressions;
-and the names gen derives from the op (PAIR, NORM), as gen/template.c's
+and the names gen derives from the op (PAIR, NORM, ROPE), as gen/template.c's
 op_values table gives them (test_epilogue.py checks the two agree)."""
 import re
 
 # PAIR: rows of B per column of C (2: the gate/up pair of W[2N,K]); NORM: 1
-# where A's rows are RMS-normalised on the way. Other ops: PAIR 1, NORM 0.
-OP_NAMES = {"gemm_swiglu": {"PAIR": 2, "NORM": 0},
-            "rmsnorm_gemm": {"PAIR": 1, "NORM": 1},
-            "rmsnorm_gemm_swiglu": {"PAIR": 2, "NORM": 1}}
+# where A's rows are RMS-normalised on the way; ROPE: 1 where C's columns are
+# heads the epilogue rotates and writes to the KV cache. Other ops: 1, 0, 0.
+OP_NAMES = {"gemm_swiglu": {"PAIR": 2, "NORM": 0, "ROPE": 0},
+            "rmsnorm_gemm": {"PAIR": 1, "NORM": 1, "ROPE": 0},
+            "rmsnorm_gemm_swiglu": {"PAIR": 2, "NORM": 1, "ROPE": 0},
+            "rmsnorm_gemm_rope_kv": {"PAIR": 1, "NORM": 1, "ROPE": 1}}
 
 
 def op_names(op):
-    """{"PAIR": ..., "NORM": ...} for op."""
-    return OP_NAMES.get(op, {"PAIR": 1, "NORM": 0})
+    """{"PAIR": ..., "NORM": ..., "ROPE": ...} for op."""
+    return OP_NAMES.get(op, {"PAIR": 1, "NORM": 0, "ROPE": 0})
 
 
 def _decl(head, kw):

@@ -88,6 +88,8 @@ static const char usage[] =
     "  --seed N             input seed (default 1 here)\n"
     "  --dump DIR           write the op's buffers as raw little-endian files + meta.txt (a directory)\n"
     "  --min-time S         seconds of timed launches (default 0.2)\n"
+    "  --pos P              the position of the first row (default 3; attention of one row: 255)\n"
+    "  --layout L           RoPE pairs: 0 halves (Hugging Face, default), 1 adjacent (llama2.c)\n"
     "device:\n"
     "  --backend NAME       device backend: cpu (default), cuda (NVIDIA) or hip (AMD)\n"
     "  --device N           device ordinal (default 0)\n"
@@ -101,7 +103,7 @@ static const char usage[] =
     "  --version            this tool's version\n";
 
 enum { O_VERSION = 255, O_OP = 256, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_BACKEND, O_DEVICE, O_SEED, O_DUMP,
-       O_MINTIME, O_TOKENS, O_CTX, O_IGNORE_EOS, O_TBT, O_JSON, O_LOGITS, O_TEMP, O_TOPK, O_TOPP,
+       O_MINTIME, O_POS, O_LAYOUT, O_TOKENS, O_CTX, O_IGNORE_EOS, O_TBT, O_JSON, O_LOGITS, O_TEMP, O_TOPK, O_TOPP,
        O_MINP, O_REPEAT, O_PROFILE, O_NOGRAPH, O_NOPDL, O_WARMUP, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE,
        O_BOS, O_CHAT, O_SYSTEM, O_NULL, O_DB, O_CACHE, O_TOKENS_FILE, O_QUANTIZE, O_TP, O_DEVICES };
 
@@ -111,7 +113,7 @@ static const struct option longopts[] = {
     {"n", 1, 0, O_N},             {"k", 1, 0, O_K},            {"h", 1, 0, O_H},
     {"g", 1, 0, O_G},             {"d", 1, 0, O_D},            {"dtype", 1, 0, O_DTYPE},
     {"backend", 1, 0, O_BACKEND}, {"device", 1, 0, O_DEVICE},  {"seed", 1, 0, O_SEED},
-    {"dump", 1, 0, O_DUMP},       {"min-time", 1, 0, O_MINTIME}, {"tokens", 1, 0, O_TOKENS},
+    {"dump", 1, 0, O_DUMP},       {"min-time", 1, 0, O_MINTIME}, {"pos", 1, 0, O_POS}, {"layout", 1, 0, O_LAYOUT}, {"tokens", 1, 0, O_TOKENS},
     {"ctx", 1, 0, O_CTX},         {"ignore-eos", 0, 0, O_IGNORE_EOS},
     {"token-by-token", 0, 0, O_TBT}, {"json", 0, 0, O_JSON},   {"logits", 1, 0, O_LOGITS},
     {"temp", 1, 0, O_TEMP},       {"top-k", 1, 0, O_TOPK},     {"top-p", 1, 0, O_TOPP},
@@ -171,8 +173,10 @@ static int dump(gc_check_t *c, const gc_problem_t *p, const char *dir, gc_err_t 
   return rc;
 }
 
+/* pos, layout: the scalars' pos0 and RoPE layout, or -1 for the defaults. */
 static int run_op(const char *bundle, const char *backend, int ordinal, const gc_problem_t *p,
-                  uint64_t seed, const char *dump_dir, double min_time, gc_err_t *e) {
+                  uint64_t seed, const char *dump_dir, double min_time, int64_t pos, int64_t layout,
+                  gc_err_t *e) {
   gc_dev_t *dev = NULL;
   gc_rt_t *rt = NULL;
   gc_check_t *chk = NULL;
@@ -186,7 +190,11 @@ static int run_op(const char *bundle, const char *backend, int ordinal, const gc
   if (!rc) rc = gc_rt_find(rt, p, &ctx.k, e);
   ctx.rt = rt;
   ctx.p = p;
-  if (!rc) rc = gc_check_setup(dev, p, NULL, seed, &chk, e);
+  gc_op_scalars_t sc;
+  gc_op_default_scalars(p, &sc);
+  if (pos >= 0) sc.pos0 = pos;
+  if (layout >= 0) sc.layout = layout;
+  if (!rc) rc = gc_check_setup(dev, p, &sc, seed, &chk, e);
   if (!rc) rc = gc_check_verify(chk, launch, &ctx, &v, e);
   if (!rc && dump_dir) rc = dump(chk, p, dump_dir, e);
   if (!rc && !v.ok) rc = gc_err_set(e, GC_EVERIFY, "%s: kernel %s %s is wrong: %s", key,
@@ -762,6 +770,7 @@ int main(int argc, char **argv) {
   int tok_mode = 0, batch = 0; /* tok_mode: 1 --tokenize, 2 --detokenize */
   int tp_given = 0;
   double min_time = 0.2, fv;
+  int64_t op_pos = -1, op_layout = -1; /* --op: --pos, --layout (-1: defaults) */
   int c;
   while ((c = gc_cli_getopt(argc, argv, "b:m:p:n:h", longopts)) != -1) {
     switch (c) {
@@ -813,6 +822,12 @@ int main(int argc, char **argv) {
       case O_CTX:
         if (gc_parse_i64(optarg, &iv) || iv < 1 || iv > (1 << 24)) return bad_flag("--ctx", "positions >= 1");
         o.ctx = (int)iv;
+        break;
+      case O_POS:
+        if (gc_parse_i64(optarg, &op_pos) || op_pos < 0 || op_pos >= (1LL << 30)) return bad_flag("--pos", "a position >= 0");
+        break;
+      case O_LAYOUT:
+        if (gc_parse_i64(optarg, &op_layout) || op_layout < 0 || op_layout > 1) return bad_flag("--layout", "0 or 1");
         break;
       case O_MINTIME:
         if (parse_f(optarg, 1e-6, 3600, &min_time)) return bad_flag("--min-time", "seconds > 0");
@@ -898,7 +913,7 @@ int main(int argc, char **argv) {
     if (!rc && probs.n != 1) rc = gc_err_set(&e, GC_EINVAL, "give one value for each size");
     if (!rc)
       rc = run_op(o.bundle, o.backend, o.ordinal, &probs.v[0], seed < 0 ? 1 : (uint64_t)seed,
-                  dump_dir, min_time, &e);
+                  dump_dir, min_time, op_pos, op_layout, &e);
   } else if (!o.model)
     rc = gc_err_set(&e, GC_EINVAL, "nothing to run: give -m MODEL (or --op OP with sizes)");
   else

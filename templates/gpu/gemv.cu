@@ -2,11 +2,12 @@
  * C[M,N] = A[M,K] · B[N,K]ᵀ (gemm_add: C += A·Bᵀ), or the gate/up pair
  * with the SwiGLU epilogue, C = silu(A·Wgᵀ) ⊙ (A·Wuᵀ) with W[2N,K] = gate
  * rows 0..N-1, up rows N..2N-1 (gemm_swiglu); rmsnorm_*: A's rows
- * RMS-normalised on the way. M <= MMAX <= 16, fp32 accumulation. Memory
+ * RMS-normalised on the way; rmsnorm_gemm_rope_kv: the QKV projection
+ * with rope_kv in its epilogue. M <= MMAX <= 16, fp32 accumulation. Memory
  * bound on B: every byte of B is read once, 16 bytes per lane per access.
  *
  * @template gemv_gpu
- * @op gemm gemm_add rmsnorm_gemm gemm_swiglu rmsnorm_gemm_swiglu
+ * @op gemm gemm_add rmsnorm_gemm gemm_swiglu rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv
  * @backend gpu
  * @dtypes f32 f16 bf16 f32:f16:f32 f32:bf16:f32
  * @kernel gemv_gpu
@@ -20,6 +21,8 @@
  * @constraint WARPS * WARP <= MAXT -- a legal block
  * @defaults gemm_swiglu rmsnorm_gemm_swiglu ROWS=1 -- the gate/up pair streams twice the rows per output
  * @constraint PAIR == 1 || ROWS <= 4 -- the gate/up pair's rows stay in the space it was tuned in
+ * @constraint ROPE == 0 || ROWS % 2 == 0 -- the two rows of a RoPE pair are one warp's
+ * @constraint ROPE == 0 || MMAX <= 8 -- the RoPE epilogue's double arithmetic beside 16 rows of sums spills on gfx942 (f32)
  * @constraint PAIR * ROWS * UNR <= 16 -- bounded loads in flight per lane (registers)
  * @constraint MMAX * PAIR * ROWS <= 32 -- bounded accumulators per lane (registers)
  * @constraint OCC * WARPS * WARP <= 2048 -- that many blocks can be resident
@@ -67,6 +70,22 @@
  * rounded once (e^-g overflowing to inf gives silu = -0);
  * rmsnorm_gemm_swiglu scales both sums by 1/sqrt(mean(a²) + eps).
  *
+ * rmsnorm_gemm_rope_kv (ROPE = 1): C's N = (H+2G)·D columns are the
+ * query, key and value heads of token m at position p = pos0 + m (pos0
+ * read from the device after gc_pdl_wait, so a captured decode step
+ * replays at any position), and the epilogue does what rope_kv does with
+ * them (templates/README.md): query heads rotated into Qout (C's place)
+ * row m, key heads rotated into Kc row p, value heads copied into Vc row p;
+ * no other cache row is touched. The rows of B are taken in RoPE pairs: a
+ * warp's rows r, r+1 (r even) of "slot" s = n0 + r are the two elements of
+ * pair s/2 (head s/2 / (D/2), pair j = s/2 % (D/2): rows (j, j + D/2) of
+ * the head in layout 0, (2j, 2j + 1) in layout 1), so the lane that owns
+ * a pair has both sums after the reductions. Each sum is rounded to C's
+ * dtype as rmsnorm_gemm stores it, then rotated as rope_kv_gpu does (sin
+ * and cos of θ = p·inv_freq[j] in double, the rotation in double, one
+ * rounding): rmsnorm_gemm followed by rope_kv, in one launch, with QKV
+ * never in memory.
+ *
  * Launched overlapping the kernel before it (@pdl, CUDA sm_90+), a block
  * first asks L2 for its rows of B (weights: no kernel writes them; gate
  * rows, then up rows), then
@@ -79,30 +98,85 @@
 #define GV_RB (GV_RG * ROWS)         /* outputs (rows of B) per block */
 #define GV_NR (PAIR * ROWS)          /* rows of B per warp (gemm_swiglu: gate 0..ROWS-1, up ROWS..) */
 
-/* ---- the epilogue: output i of C from the sums x of its row of B (of its
- * gate row) and x_up of its up row (another epilogue is one more #elif
- * here) ---- */
-#if PAIR == 2
+/* The RoPE/KV epilogue's arguments (rmsnorm_gemm_rope_kv; zeros and
+ * unused for the other ops). */
+struct gv_rope_t {
+  TC *Kc, *Vc;            /* [S, G·D] each */
+  const double *inv_freq; /* [D/2] */
+  int64_t pos0, H, G, D, layout;
+};
+
+/* The row of B of slot s: s itself, or under ROPE element s % 2 of RoPE
+ * pair s / 2 (see above). */
+GC_DEVICE int64_t gv_row(const gv_rope_t &ro, int64_t s) {
+  if (!ROPE)
+    return s;
+  const int64_t half = ro.D / 2, u = s / 2, j = u % half;
+  return u / half * ro.D + (ro.layout ? 2 * j + s % 2 : j + s % 2 * half);
+}
+
+/* ---- the epilogue: output (m, n) of C from the sums x of its row of B
+ * (of its gate row; of the first row of its RoPE pair) and x2 of its up
+ * row (of the pair's second row) ---- */
+#if ROPE
+/* fp32 of y that narrows to C's dtype with one rounding (rope_kv.cu's
+ * rope_round: nearest even for f32, else to odd first). */
+GC_DEVICE float gv_rope_round(double y) {
+  float f = (float)y;
+#if GC_TC != GC_F32
+  double b = (double)f;
+  if (b != y) {
+    uint32_t u = gc_f2u(f);
+    if ((b > y && y > 0) || (b < y && y < 0))
+      u -= 1; /* rounded away from zero: step back toward it */
+    f = gc_u2f(u | 1u);
+  }
+#endif
+  return f;
+}
+
+/* RoPE pair s/2 (s even) of row m: sums x, y rounded to C's dtype, then
+ * rotated into Qout or Kc, or (value heads) stored into Vc. */
+GC_DEVICE void gv_rope_pair(TC *Q, const gv_rope_t &ro, int64_t m, int64_t s, float x, float y) {
+  const int64_t half = ro.D / 2, u = s / 2, hd = u / half, j = u % half, p = ro.pos0 + m;
+  const int64_t ia = ro.layout ? 2 * j : j, ib = ro.layout ? 2 * j + 1 : j + half;
+  const int64_t H = ro.H, G = ro.G, D = ro.D;
+  TC *y_ = hd < H ? Q + (m * H + hd) * D
+                  : (hd < H + G ? ro.Kc + (p * G + hd - H) * D : ro.Vc + (p * G + hd - H - G) * D);
+  STORE_C(y_, ia, x); /* as rmsnorm_gemm stores it; value heads are done */
+  STORE_C(y_, ib, y);
+  if (hd >= H + G)
+    return;
+  double a = LOAD_C(y_, ia), b = LOAD_C(y_, ib), c, sn;
+  gc_sincos_f64((double)p * ro.inv_freq[j], &sn, &c);
+  STORE_C(y_, ia, gv_rope_round(a * c - b * sn));
+  STORE_C(y_, ib, gv_rope_round(a * sn + b * c));
+}
+#define GV_STORE(C, m, n, x, x2) gv_rope_pair(C, ro, m, n, x, x2)
+#elif PAIR == 2
 /* silu(g) · u in fp32. */
 GC_DEVICE float gv_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
-#define GV_STORE(C, i, x, x_up) STORE_C(C, i, gv_swiglu(x, x_up))
+#define GV_STORE(C, m, n, x, x_up) STORE_C(C, (m) * N + (n), gv_swiglu(x, x_up))
 #else
-#define GV_STORE(C, i, x, x_up) STORE_GEMM(C, i, x)
+#define GV_STORE(C, m, n, x, x_up) STORE_GEMM(C, (m) * N + (n), x)
 #endif
+/* The row of a warp's sums that is x2 for row r: the up row, or the
+ * pair's second row. */
+#define GV_X2(r) (ROPE ? (r) + 1 : ROWS + (r))
 
 /* Accumulate this lane's share of A·Bᵀ for MR rows of A (M <= MR) and the
  * warp's GV_NR rows of B, CW elements per chunk (GV_VEC or 1), then reduce
  * and store. red: shared scratch, WARPS·MR·(GV_NR + 1) floats (KS > 1). */
 template <int MR, int CW>
-GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, const TB *Wn, int64_t M, int64_t N,
-                         int64_t K, float eps, float *red) {
+GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, const TB *Wn, const gv_rope_t &ro,
+                         int64_t M, int64_t N, int64_t K, float eps, float *red) {
   const int w = gc_tid() / GC_WARP, lane = gc_lane();
   const int g = w / KS, ks = w % KS;
   const int64_t n0 = gc_bid() * GV_RB + (int64_t)g * ROWS;
   const TB *b[GV_NR];
   GC_UNROLL(ROWS)
   for (int r = 0; r < ROWS; r++) {
-    b[r] = B + gc_min64(n0 + r, N - 1) * K;
+    b[r] = B + gv_row(ro, gc_min64(n0 + r, N - 1)) * K;
     if (PAIR == 2) /* the up row of the same output */
       b[ROWS + r] = B + (N + gc_min64(n0 + r, N - 1)) * K;
   }
@@ -181,8 +255,8 @@ GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, const TB *Wn, int64_t 
       const float sc = NORM ? gc_rsqrt(ss[m] / (float)K + eps) : 1.0f;
       GC_UNROLL(ROWS)
       for (int r = 0; r < ROWS; r++)
-        if (lane == (m * ROWS + r) % GC_WARP && m < M && n0 + r < N)
-          GV_STORE(C, m * N + n0 + r, acc[m][r] * sc, acc[m][ROWS + r] * sc);
+        if ((!ROPE || r % 2 == 0) && lane == (m * ROWS + r) % GC_WARP && m < M && n0 + r < N)
+          GV_STORE(C, m, n0 + r, acc[m][r] * sc, acc[m][GV_X2(r)] * sc);
     }
     return;
   }
@@ -202,11 +276,13 @@ GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, const TB *Wn, int64_t 
   for (int o = gc_tid(); o < GV_RG * MR * ROWS; o += WARPS * GC_WARP) {
     int gg = o / (MR * ROWS), m = o / ROWS % MR, r = o % ROWS;
     int64_t n = gc_bid() * GV_RB + (int64_t)gg * ROWS + r;
+    if (ROPE && r % 2)
+      continue; /* the second row of a RoPE pair: its first row's thread stores both */
     float s = 0.0f, s_up = 0.0f, q = 0.0f;
     for (int k = 0; k < KS; k++) {
       s += red[((gg * KS + k) * MR + m) * GV_NR + r];
-      if (PAIR == 2)
-        s_up += red[((gg * KS + k) * MR + m) * GV_NR + ROWS + r];
+      if (PAIR == 2 || ROPE)
+        s_up += red[((gg * KS + k) * MR + m) * GV_NR + GV_X2(r)];
       if (NORM)
         q += red_ss[(gg * KS + k) * MR + m];
     }
@@ -215,23 +291,23 @@ GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, const TB *Wn, int64_t 
       s *= sc, s_up *= sc;
     }
     if (m < M && n < N)
-      GV_STORE(C, m * N + n, s, s_up);
+      GV_STORE(C, m, n, s, s_up);
   }
 }
 
 template <int CW>
-GC_DEVICE void gemv_dispatch(const TA *A, const TB *B, TC *C, const TB *Wn, int64_t M, int64_t N,
-                             int64_t K, float eps, float *red) {
+GC_DEVICE void gemv_dispatch(const TA *A, const TB *B, TC *C, const TB *Wn, const gv_rope_t &ro,
+                             int64_t M, int64_t N, int64_t K, float eps, float *red) {
   if (M <= 1 || MMAX < 2)
-    gemv_body<1, CW>(A, B, C, Wn, M, N, K, eps, red);
+    gemv_body<1, CW>(A, B, C, Wn, ro, M, N, K, eps, red);
   else if (M <= 2 || MMAX < 4)
-    gemv_body<(MMAX < 2 ? MMAX : 2), CW>(A, B, C, Wn, M, N, K, eps, red);
+    gemv_body<(MMAX < 2 ? MMAX : 2), CW>(A, B, C, Wn, ro, M, N, K, eps, red);
   else if (M <= 4 || MMAX < 8)
-    gemv_body<(MMAX < 4 ? MMAX : 4), CW>(A, B, C, Wn, M, N, K, eps, red);
+    gemv_body<(MMAX < 4 ? MMAX : 4), CW>(A, B, C, Wn, ro, M, N, K, eps, red);
   else if (M <= 8 || MMAX < 16)
-    gemv_body<(MMAX < 8 ? MMAX : 8), CW>(A, B, C, Wn, M, N, K, eps, red);
+    gemv_body<(MMAX < 8 ? MMAX : 8), CW>(A, B, C, Wn, ro, M, N, K, eps, red);
   else
-    gemv_body<MMAX, CW>(A, B, C, Wn, M, N, K, eps, red);
+    gemv_body<MMAX, CW>(A, B, C, Wn, ro, M, N, K, eps, red);
 }
 
 /* Ask L2 for the n rows of B from row r (contiguous: rows are K long). */
@@ -244,13 +320,21 @@ GC_DEVICE void gv_prefetch(const TB *B, int64_t r, int64_t n, int64_t K) {
 
 /* args: A, B, C, int64 M, N, K (gemm, gemm_add, gemm_swiglu: B is W);
  * A, B, C, norm[K], int64 M, N, K, float eps (rmsnorm_gemm,
- * rmsnorm_gemm_swiglu). */
+ * rmsnorm_gemm_swiglu); A, B, Qout (C), norm, Kc, Vc, double inv_freq,
+ * int32 pos[1], int64 M, N, K, H, G, D, layout, float eps
+ * (rmsnorm_gemm_rope_kv). */
 GC_KERNEL_OCC(WARPS * WARP, OCC)
 void gemv_gpu(const TA *A, const TB *B, TC *C,
 #if NORM
               const TB *Wn,
 #endif
+#if ROPE
+              TC *Kc, TC *Vc, const double *inv_freq, const int32_t *pos,
+#endif
               int64_t M, int64_t N, int64_t K
+#if ROPE
+              , int64_t H, int64_t G, int64_t D, int64_t layout
+#endif
 #if NORM
               , float eps
 #endif
@@ -259,11 +343,22 @@ void gemv_gpu(const TA *A, const TB *B, TC *C,
   const TB *Wn = 0;
   const float eps = 0.0f;
 #endif
+#if ROPE
+  gv_rope_t ro = {Kc, Vc, inv_freq, 0, H, G, D, layout};
+#else
+  const gv_rope_t ro = {0, 0, 0, 0, 0, 0, 0, 0};
+#endif
   GC_SHARED float red[KS > 1 ? WARPS * MMAX * (GV_NR + 1) : 1];
 #if !AMD /* only an overlapped launch (CUDA) has anything to prefetch for */
   const int64_t r0 = gc_bid() * GV_RB; /* this block's rows of B (gate rows, then up rows) */
   if (r0 < N) {
-    gv_prefetch(B, r0, gc_min64(GV_RB, N - r0), K);
+    if (ROPE) { /* its RoPE pairs' rows, row by row */
+      if (ro.D > 0 && ro.D % 2 == 0)
+        for (int64_t i = 0; i < gc_min64(GV_RB, N - r0); i++)
+          gv_prefetch(B, gv_row(ro, r0 + i), 1, K);
+    } else {
+      gv_prefetch(B, r0, gc_min64(GV_RB, N - r0), K);
+    }
     if (PAIR == 2)
       gv_prefetch(B, N + r0, gc_min64(GV_RB, N - r0), K);
   }
@@ -272,8 +367,13 @@ void gemv_gpu(const TA *A, const TB *B, TC *C,
   gc_pdl_launch();
   if (M <= 0 || M > MMAX || N <= 0)
     return; /* nothing to do, or outside @applies */
+#if ROPE
+  if (D <= 0 || D % 2 || N != (H + 2 * G) * D)
+    return; /* not a problem of the op (core/problem.c refuses it) */
+  ro.pos0 = *pos; /* on the device: a captured decode step replays at any position */
+#endif
   if (K % GV_VEC == 0)
-    gemv_dispatch<GV_VEC>(A, B, C, Wn, M, N, K, eps, red);
+    gemv_dispatch<GV_VEC>(A, B, C, Wn, ro, M, N, K, eps, red);
   else
-    gemv_dispatch<1>(A, B, C, Wn, M, N, K, eps, red);
+    gemv_dispatch<1>(A, B, C, Wn, ro, M, N, K, eps, red);
 }
