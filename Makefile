@@ -105,9 +105,13 @@ $(BUILD)/tests/%: tests/c/%.c $(LIB)/libgcore.a $(BUILD)/cflags.txt
 
 -include $(C_TESTS:=.d)
 
+# The suite runs on TEST_JOBS pytest-xdist workers (default: one per core;
+# TEST_JOBS=0 runs it in this process); every test works in its own
+# directory and port, so the order and the worker do not matter.
+TEST_JOBS ?= $(shell nproc)
 test: deps-test all $(C_TESTS)
 	GCORE_BIN=$(abspath $(BIN)) GCORE_CTESTS=$(abspath $(BUILD)/tests) \
-	  $(PYTHON) -m pytest -q --durations=15 tests
+	  $(PYTHON) -m pytest -q -n $(TEST_JOBS) --durations=15 tests
 
 # The GPU suite, on a machine with a GPU: the same op case table through
 # the GPU_BACKEND (cuda; hip on AMD), plus the GPU-only tests (tests/gpu).
@@ -118,7 +122,7 @@ GPU_TARGETS ?= $(if $(filter hip,$(GPU_BACKEND)),gfx942,sm_80,sm_90)
 test-gpu: all $(C_TESTS)
 	GCORE_BIN=$(abspath $(BIN)) GCORE_CTESTS=$(abspath $(BUILD)/tests) GCORE_TEST_BACKEND=$(GPU_BACKEND) \
 	  GCORE_TEST_BACKENDS=cpu,$(GPU_BACKEND) GCORE_TEST_TARGETS=cpu,$(GPU_TARGETS) \
-	  $(PYTHON) -m pytest -q tests/test_ops.py tests/gpu tests/test_c_units.py
+	  $(PYTHON) -m pytest -q -n $(TEST_JOBS) tests/test_ops.py tests/gpu tests/test_c_units.py
 
 test-gpu-amd:
 	$(MAKE) test-gpu GPU_BACKEND=hip
@@ -142,7 +146,7 @@ report-demo: deps all
 # Debian's npm), and `npm ci` installs the reference's and OpenAI's
 # JavaScript client's exact versions from tests/js/package-lock.json.
 DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev libjson-c-dev libpcre2-dev python3 \
-            python3-numpy python3-pytest libopenblas-dev libmicrohttpd-dev curl \
+            python3-numpy python3-pytest python3-pytest-xdist libopenblas-dev libmicrohttpd-dev curl \
             clang-19 lld-19 llvm-19 libamd-comgr2 libclang-rt-19-dev chromium
 
 deps:
