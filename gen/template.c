@@ -358,11 +358,15 @@ void gc_tpl_free(gc_template_t *t) {
 
 /* Template folders: cpu/ holds C (*.c, prelude.h); gpu/ holds the sources
  * shared by NVIDIA and AMD and the matrix-core ones (*.cu, prelude_cuda.h,
- * prelude_hip.h). */
+ * prelude_hip.h, and prelude_common.h, the text those two share). */
 static const char *const dirs[] = {"cpu", "gpu"};
 static const char *const exts[] = {".c", ".cu"};
-static const char *const prelude_files[3] = {"cpu/prelude.h", "gpu/prelude_cuda.h",
-                                             "gpu/prelude_hip.h"};
+static const char *const prelude_files[4] = {"cpu/prelude.h", "gpu/prelude_cuda.h",
+                                             "gpu/prelude_hip.h", "gpu/prelude_common.h"};
+#define PRELUDE_COMMON 3
+/* The line of a GPU prelude that gen replaces by prelude_common.h's text
+ * (NVRTC and comgr compile one string, with no include path). */
+static const char common_include[] = "#include \"prelude_common.h\"\n";
 
 int gc_tpl_serves(const gc_template_t *t, const char *backend) {
   if (!strcmp(t->backend, backend)) return 1;
@@ -403,7 +407,7 @@ static int has_ext(const char *name, const char *ext) {
 
 /* The prelude index of a file relative to the templates root, or -1. */
 static int prelude_index(const char *rel) {
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < (int)GC_ARRAY_LEN(prelude_files); i++)
     if (!strcmp(rel, prelude_files[i])) return i;
   return -1;
 }
@@ -470,6 +474,31 @@ static void prelude_hash(const gc_templates_t *set, gc_template_t *t) {
   gc_buf_free(&b);
 }
 
+/* Replace the common_include line of the CUDA and HIP preludes by
+ * prelude_common.h's text, so that each is one string as if the text
+ * stood there. Fails (GC_EINVAL) where a prelude includes it and it is
+ * missing. */
+static int splice_common(gc_templates_t *set, const char *where, gc_err_t *e) {
+  const size_t nl = sizeof common_include - 1;
+  for (int i = 1; i <= 2; i++) {
+    char *p = set->prelude[i], *at = p ? strstr(p, common_include) : NULL;
+    if (!at) continue;
+    const char *part = set->prelude[PRELUDE_COMMON];
+    if (!part)
+      return gc_err_set(e, GC_EINVAL, "%s: %s includes %s, which is missing", where,
+                        prelude_files[i], prelude_files[PRELUDE_COMMON]);
+    size_t head = (size_t)(at - p), np = strlen(part), tail = strlen(at + nl);
+    char *s = gc_malloc(head + np + tail + 1, e);
+    if (!s) return GC_ENOMEM;
+    memcpy(s, p, head);
+    memcpy(s + head, part, np);
+    memcpy(s + head + np, at + nl, tail + 1);
+    free(p);
+    set->prelude[i] = s;
+  }
+  return GC_OK;
+}
+
 int gc_tpl_load_all(const char *dir, gc_templates_t *set, gc_err_t *e) {
   memset(set, 0, sizeof *set);
   for (int d = 0; d < (int)GC_ARRAY_LEN(dirs); d++) {
@@ -478,6 +507,10 @@ int gc_tpl_load_all(const char *dir, gc_templates_t *set, gc_err_t *e) {
       gc_tpl_free_all(set);
       return rc;
     }
+  }
+  if (splice_common(set, dir ? dir : "embedded templates", e)) {
+    gc_tpl_free_all(set);
+    return e->code;
   }
   for (int i = 0; i < set->n; i++) {
     const char *need = !strcmp(set->v[i].backend, "cpu") ? prelude_files[0]
@@ -502,7 +535,7 @@ int gc_tpl_load_all(const char *dir, gc_templates_t *set, gc_err_t *e) {
 void gc_tpl_free_all(gc_templates_t *set) {
   for (int i = 0; i < set->n; i++) gc_tpl_free(&set->v[i]);
   free(set->v);
-  for (int b = 0; b < 3; b++) free(set->prelude[b]);
+  for (int b = 0; b < (int)GC_ARRAY_LEN(set->prelude); b++) free(set->prelude[b]);
   memset(set, 0, sizeof *set);
 }
 

@@ -125,6 +125,22 @@ def test_template_missing_kernel_decl(gc):
                        "missing @backend")
 
 
+def test_gpu_prelude_without_its_common_part(gc):
+    """A templates folder whose GPU prelude includes prelude_common.h (gen
+    splices it in) but lacks the file is refused by name."""
+    d = gc.dir / "tpl"
+    (d / "cpu").mkdir(parents=True)
+    (d / "gpu").mkdir()
+    shutil.copy(os.path.join(ROOT, "templates", "cpu", "prelude.h"), d / "cpu")
+    (d / "cpu" / "ok.c").write_text(HEAD.format(extra=""))
+    shutil.copy(os.path.join(ROOT, "templates", "gpu", "prelude_cuda.h"), d / "gpu")
+    r = gc("gcore-gen", "--templates", d, *GEMM, "--dtype", "f32", "-o", "x.gcb")
+    assert_clean_error(r, "gcore-gen", "gpu/prelude_cuda.h includes gpu/prelude_common.h, which is missing")
+    shutil.copy(os.path.join(ROOT, "templates", "gpu", "prelude_common.h"), d / "gpu")
+    r = gc("gcore-gen", "--templates", d, *GEMM, "--dtype", "f32", "-o", "x.gcb", "-q")
+    assert r.rc == 0, r
+
+
 def test_constraints_no_variant_satisfies(gc):
     d = gc.dir / "tpl"
     (d / "cpu").mkdir(parents=True)
