@@ -89,23 +89,27 @@ static int parse_dtypes(line_ctx_t *c, gc_template_t *t, char *rest) {
 static const char *const gen_names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC",
                                         "VBYTES", "L1", "L2", "NCPU", "WARP", "SMEM", "SMS",
                                         "MAXT", "SM", "ARCH_A", "AMD", "GFX", "NCU", "VGPRS",
-                                        "MFMA", "WMMA", "PAIR", "NORM", "TA", "TB", "TC"};
+                                        "MFMA", "WMMA", "PAIR", "NORM", "BATCH", "TA", "TB", "TC"};
 #define GEN_EXPR_NAMES (GC_ARRAY_LEN(gen_names) - 3)
-#define GEN_OP_NAMES 2 /* the last expression names: PAIR, NORM */
+#define GEN_OP_NAMES 3 /* the last expression names: PAIR, NORM, BATCH */
 #define GEN_OP_NAME(i) gen_names[GEN_EXPR_NAMES - GEN_OP_NAMES + (i)]
 
 /* The op-derived names' values, so that one template serves several ops
  * with its epilogue chosen by them (templates/README.md): PAIR, rows of B
  * per column of C (2: the gate/up pair of W[2N,K]); NORM, 1 where A's rows
- * are RMS-normalised on the way. Ops not listed have the first row's. */
+ * are RMS-normalised on the way; BATCH, 1 for a batched decode step (row i
+ * at its own position pos[i] in its own cache slot pos[M+i]). Ops not
+ * listed have the first row's. */
 static const struct op_values {
   const char *op;
-  int64_t v[GEN_OP_NAMES]; /* PAIR, NORM */
+  int64_t v[GEN_OP_NAMES]; /* PAIR, NORM, BATCH */
 } op_values[] = {
-    {"", {1, 0}},
-    {"gemm_swiglu", {2, 0}},
-    {"rmsnorm_gemm", {1, 1}},
-    {"rmsnorm_gemm_swiglu", {2, 1}},
+    {"", {1, 0, 0}},
+    {"gemm_swiglu", {2, 0, 0}},
+    {"rmsnorm_gemm", {1, 1, 0}},
+    {"rmsnorm_gemm_swiglu", {2, 1, 0}},
+    {"rope_kv_batch", {1, 0, 1}},
+    {"attention_batch", {1, 0, 1}},
 };
 
 static const int64_t *op_derived(const char *op) {

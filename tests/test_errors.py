@@ -103,6 +103,7 @@ HEAD = ("/*\n * @template bad\n * @op gemm\n * @backend cpu\n * @dtypes f32\n * 
     (" * @param M 1 2 default 1\n", "parameter name 'M' is reserved"),
     (" * @tensormap A M K 8 8 0\n", "@tensormap needs @backend cuda"),
     (" * @param PAIR 1 2 default 1\n", "parameter name 'PAIR' is reserved"),
+    (" * @param BATCH 1 2 default 1\n", "parameter name 'BATCH' is reserved"),
     (" * @param X 1 2 default 1\n * @defaults gemm X=3\n", "bad.c:9: @defaults: the value of X is not"),
     (" * @defaults gemm X=1\n * @param X 1 2 default 1\n", "bad.c:8: @defaults: no @param X above"),
     (" * @param X 1 2 default 1\n * @defaults gemm_swiglu X=2\n", "'gemm_swiglu' is not an op of"),

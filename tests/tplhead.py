@@ -2,19 +2,35 @@
 it: name, ops, dtypes, parameters with their values and their default per
 op (@param's, or an @defaults line's), constraints and launch expressions;
 and the names gen derives from the op (PAIR, NORM), as gen/template.c's
-op_values table gives them (test_epilogue.py checks the two agree)."""
+op_values table gives them (test_epilogue.py checks the two agree), and
+which of a template's ops the tests sample."""
 import re
 
 # PAIR: rows of B per column of C (2: the gate/up pair of W[2N,K]); NORM: 1
-# where A's rows are RMS-normalised on the way. Other ops: PAIR 1, NORM 0.
-OP_NAMES = {"gemm_swiglu": {"PAIR": 2, "NORM": 0},
-            "rmsnorm_gemm": {"PAIR": 1, "NORM": 1},
-            "rmsnorm_gemm_swiglu": {"PAIR": 2, "NORM": 1}}
+# where A's rows are RMS-normalised on the way; BATCH: 1 for a batched
+# decode step (each row at its own position and cache slot). Other ops:
+# PAIR 1, NORM 0, BATCH 0.
+OP_NAMES = {"gemm_swiglu": {"PAIR": 2, "NORM": 0, "BATCH": 0},
+            "rmsnorm_gemm": {"PAIR": 1, "NORM": 1, "BATCH": 0},
+            "rmsnorm_gemm_swiglu": {"PAIR": 2, "NORM": 1, "BATCH": 0},
+            "rope_kv_batch": {"PAIR": 1, "NORM": 0, "BATCH": 1},
+            "attention_batch": {"PAIR": 1, "NORM": 0, "BATCH": 1}}
 
 
 def op_names(op):
-    """{"PAIR": ..., "NORM": ...} for op."""
-    return OP_NAMES.get(op, {"PAIR": 1, "NORM": 0})
+    """{"PAIR": ..., "NORM": ..., "BATCH": ...} for op."""
+    return OP_NAMES.get(op, {"PAIR": 1, "NORM": 0, "BATCH": 0})
+
+
+def sampled_ops(ops):
+    """The ops of a template whose space the tests sample (the others only
+    at their defaults: the same code but the store): the first, the first
+    gate/up one (PAIR = 2: another epilogue and tile) and the first batched
+    decode step (BATCH = 1: another grid, arguments and workspace)."""
+    out = ops[:1]
+    for name, v in (("PAIR", 2), ("BATCH", 1)):
+        out += [o for o in ops if op_names(o)[name] == v and o not in out][:1]
+    return out
 
 
 def _decl(head, kw):
