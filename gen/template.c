@@ -89,26 +89,29 @@ static int parse_dtypes(line_ctx_t *c, gc_template_t *t, char *rest) {
 static const char *const gen_names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC",
                                         "VBYTES", "L1", "L2", "NCPU", "WARP", "SMEM", "SMS",
                                         "MAXT", "SM", "ARCH_A", "AMD", "GFX", "NCU", "VGPRS",
-                                        "MFMA", "WMMA", "PAIR", "NORM", "ROPE", "TA", "TB", "TC"};
+                                        "MFMA", "WMMA", "PAIR", "NORM", "ROPE", "BATCH", "TA", "TB", "TC"};
 #define GEN_EXPR_NAMES (GC_ARRAY_LEN(gen_names) - 3)
-#define GEN_OP_NAMES 3 /* the last expression names: PAIR, NORM, ROPE */
+#define GEN_OP_NAMES 4 /* the last expression names: PAIR, NORM, ROPE, BATCH */
 #define GEN_OP_NAME(i) gen_names[GEN_EXPR_NAMES - GEN_OP_NAMES + (i)]
 
 /* The op-derived names' values, so that one template serves several ops
  * with its epilogue chosen by them (templates/README.md): PAIR, rows of B
  * per column of C (2: the gate/up pair of W[2N,K]); NORM, 1 where A's rows
  * are RMS-normalised on the way; ROPE, 1 where C's columns are heads that
- * the epilogue rotates and writes to the KV cache (rope_kv's rule). Ops
- * not listed have the first row's. */
+ * the epilogue rotates and writes to the KV cache (rope_kv's rule); BATCH,
+ * 1 for a batched decode step (row i at its own position pos[i] in its own
+ * cache slot pos[M+i]). Ops not listed have the first row's. */
 static const struct op_values {
   const char *op;
-  int64_t v[GEN_OP_NAMES]; /* PAIR, NORM, ROPE */
+  int64_t v[GEN_OP_NAMES]; /* PAIR, NORM, ROPE, BATCH */
 } op_values[] = {
-    {"", {1, 0, 0}},
-    {"gemm_swiglu", {2, 0, 0}},
-    {"rmsnorm_gemm", {1, 1, 0}},
-    {"rmsnorm_gemm_swiglu", {2, 1, 0}},
-    {"rmsnorm_gemm_rope_kv", {1, 1, 1}},
+    {"", {1, 0, 0, 0}},
+    {"gemm_swiglu", {2, 0, 0, 0}},
+    {"rmsnorm_gemm", {1, 1, 0, 0}},
+    {"rmsnorm_gemm_swiglu", {2, 1, 0, 0}},
+    {"rmsnorm_gemm_rope_kv", {1, 1, 1, 0}},
+    {"rope_kv_batch", {1, 0, 0, 1}},
+    {"attention_batch", {1, 0, 0, 1}},
 };
 
 static const int64_t *op_derived(const char *op) {
@@ -361,11 +364,15 @@ void gc_tpl_free(gc_template_t *t) {
 
 /* Template folders: cpu/ holds C (*.c, prelude.h); gpu/ holds the sources
  * shared by NVIDIA and AMD and the matrix-core ones (*.cu, prelude_cuda.h,
- * prelude_hip.h). */
+ * prelude_hip.h, and prelude_common.h, the text those two share). */
 static const char *const dirs[] = {"cpu", "gpu"};
 static const char *const exts[] = {".c", ".cu"};
-static const char *const prelude_files[3] = {"cpu/prelude.h", "gpu/prelude_cuda.h",
-                                             "gpu/prelude_hip.h"};
+static const char *const prelude_files[4] = {"cpu/prelude.h", "gpu/prelude_cuda.h",
+                                             "gpu/prelude_hip.h", "gpu/prelude_common.h"};
+#define PRELUDE_COMMON 3
+/* The line of a GPU prelude that gen replaces by prelude_common.h's text
+ * (NVRTC and comgr compile one string, with no include path). */
+static const char common_include[] = "#include \"prelude_common.h\"\n";
 
 int gc_tpl_serves(const gc_template_t *t, const char *backend) {
   if (!strcmp(t->backend, backend)) return 1;
@@ -406,7 +413,7 @@ static int has_ext(const char *name, const char *ext) {
 
 /* The prelude index of a file relative to the templates root, or -1. */
 static int prelude_index(const char *rel) {
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < (int)GC_ARRAY_LEN(prelude_files); i++)
     if (!strcmp(rel, prelude_files[i])) return i;
   return -1;
 }
@@ -473,6 +480,31 @@ static void prelude_hash(const gc_templates_t *set, gc_template_t *t) {
   gc_buf_free(&b);
 }
 
+/* Replace the common_include line of the CUDA and HIP preludes by
+ * prelude_common.h's text, so that each is one string as if the text
+ * stood there. Fails (GC_EINVAL) where a prelude includes it and it is
+ * missing. */
+static int splice_common(gc_templates_t *set, const char *where, gc_err_t *e) {
+  const size_t nl = sizeof common_include - 1;
+  for (int i = 1; i <= 2; i++) {
+    char *p = set->prelude[i], *at = p ? strstr(p, common_include) : NULL;
+    if (!at) continue;
+    const char *part = set->prelude[PRELUDE_COMMON];
+    if (!part)
+      return gc_err_set(e, GC_EINVAL, "%s: %s includes %s, which is missing", where,
+                        prelude_files[i], prelude_files[PRELUDE_COMMON]);
+    size_t head = (size_t)(at - p), np = strlen(part), tail = strlen(at + nl);
+    char *s = gc_malloc(head + np + tail + 1, e);
+    if (!s) return GC_ENOMEM;
+    memcpy(s, p, head);
+    memcpy(s + head, part, np);
+    memcpy(s + head + np, at + nl, tail + 1);
+    free(p);
+    set->prelude[i] = s;
+  }
+  return GC_OK;
+}
+
 int gc_tpl_load_all(const char *dir, gc_templates_t *set, gc_err_t *e) {
   memset(set, 0, sizeof *set);
   for (int d = 0; d < (int)GC_ARRAY_LEN(dirs); d++) {
@@ -481,6 +513,10 @@ int gc_tpl_load_all(const char *dir, gc_templates_t *set, gc_err_t *e) {
       gc_tpl_free_all(set);
       return rc;
     }
+  }
+  if (splice_common(set, dir ? dir : "embedded templates", e)) {
+    gc_tpl_free_all(set);
+    return e->code;
   }
   for (int i = 0; i < set->n; i++) {
     const char *need = !strcmp(set->v[i].backend, "cpu") ? prelude_files[0]
@@ -505,7 +541,7 @@ int gc_tpl_load_all(const char *dir, gc_templates_t *set, gc_err_t *e) {
 void gc_tpl_free_all(gc_templates_t *set) {
   for (int i = 0; i < set->n; i++) gc_tpl_free(&set->v[i]);
   free(set->v);
-  for (int b = 0; b < 3; b++) free(set->prelude[b]);
+  for (int b = 0; b < (int)GC_ARRAY_LEN(set->prelude); b++) free(set->prelude[b]);
   memset(set, 0, sizeof *set);
 }
 

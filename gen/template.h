@@ -59,7 +59,7 @@ typedef struct gc_template {
 typedef struct gc_templates {
   gc_template_t *v;
   int n;
-  char *prelude[3];             /* cpu, cuda, hip (prelude_index picks) */
+  char *prelude[4];             /* cpu, cuda, hip (prelude_index picks); the GPU common part */
 } gc_templates_t;
 
 /* Parse src (n bytes, from path) into t. Errors name path:line and what is
@@ -70,7 +70,9 @@ int gc_tpl_parse(const char *path, const char *src, size_t n, gc_template_t *t,
 void gc_tpl_free(gc_template_t *t);
 
 /* Load every template and prelude: from dir (files DIR/<backend>/NAME.c and
- * DIR/<backend>/prelude.h) or, when dir is NULL, the embedded copies. */
+ * DIR/<backend>/prelude.h) or, when dir is NULL, the embedded copies. The
+ * GPU preludes' line #include "prelude_common.h" is replaced by that
+ * file's text (GC_EINVAL where it is missing). */
 int gc_tpl_load_all(const char *dir, gc_templates_t *set, gc_err_t *e);
 void gc_tpl_free_all(gc_templates_t *set);
 const gc_template_t *gc_tpl_find(const gc_templates_t *set, const char *name);

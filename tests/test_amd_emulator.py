@@ -54,10 +54,11 @@ def layouts(path):
 
 
 def quant_block(path):
-    """prelude_hip.h's gc-quant block (the block formats of B) into path."""
-    text = open(os.path.join(GPU, "prelude_hip.h")).read()
+    """The GPU preludes' gc-quant block (the block formats of B, in
+    prelude_common.h) into path."""
+    text = open(os.path.join(GPU, "prelude_common.h")).read()
     block = re.search(r"/\* >>> gc-quant.*?<<< gc-quant \*/", text, re.S)
-    assert block, "prelude_hip.h has no gc-quant block"
+    assert block, "prelude_common.h has no gc-quant block"
     path.write_text(block.group(0) + "\n")
     return block.group(0)
 

@@ -81,12 +81,21 @@ def env_for(tpl, op, target, dtype, params):
             "SA": sa, "SB": sb, "SC": sc} | CONSTS[target] | op_names(op) | params, (ca, cb, cc)
 
 
+def prelude():
+    """prelude_hip.h with prelude_common.h spliced in where it includes it,
+    as gen/template.c does."""
+    common = open(os.path.join(GPU, "prelude_common.h")).read()
+    text = open(os.path.join(GPU, "prelude_hip.h")).read()
+    line = '#include "prelude_common.h"\n'
+    assert text.count(line) == 1
+    return text.replace(line, common)
+
+
 def source(tpl, op, env, code):
-    prelude = open(os.path.join(GPU, "prelude_hip.h")).read()
     defs = "".join(f"#define {k} {v}\n" for k, v in env.items())
     defs += "".join(f"#define GC_T{x} {c}\n" for x, c in zip("ABC", code))
     defs += "".join(f"#define GC_OP_{o.upper()} {int(o == op)}\n" for o in tpl["ops"])
-    return f'{prelude}\n{defs}#line 1 "{tpl["file"]}"\n' + open(os.path.join(GPU, tpl["file"])).read()
+    return f'{prelude()}\n{defs}#line 1 "{tpl["file"]}"\n' + open(os.path.join(GPU, tpl["file"])).read()
 
 
 def variants(tpl, op, target, dtype, n=4):

@@ -48,9 +48,9 @@ def test_op_derived_names(gc, op):
 def test_op_names_table_is_gens():
     """tplhead.OP_NAMES (the tests' copy) is gen/template.c's op_values table."""
     text = open(os.path.join(ROOT, "gen", "template.c")).read()
-    rows = dict(re.findall(r'\{"(\w+)", \{(\d+, \d+, \d+)\}\}', text))
-    assert {op: dict(zip(("PAIR", "NORM", "ROPE"), map(int, v.split(",")))) for op, v in rows.items()} \
-        == OP_NAMES
+    rows = dict(re.findall(r'\{"(\w+)", \{(\d+, \d+, \d+, \d+)\}\}', text))
+    assert rows and {op: dict(zip(("PAIR", "NORM", "ROPE", "BATCH"), map(int, v.split(","))))
+                     for op, v in rows.items()} == OP_NAMES
 
 
 MERGED = {"cpu/gemm.c": ["gemm", "gemm_add", "rmsnorm_gemm", "gemm_swiglu", "rmsnorm_gemm_swiglu"],

@@ -103,6 +103,7 @@ HEAD = ("/*\n * @template bad\n * @op gemm\n * @backend cpu\n * @dtypes f32\n * 
     (" * @param M 1 2 default 1\n", "parameter name 'M' is reserved"),
     (" * @tensormap A M K 8 8 0\n", "@tensormap needs @backend cuda"),
     (" * @param PAIR 1 2 default 1\n", "parameter name 'PAIR' is reserved"),
+    (" * @param BATCH 1 2 default 1\n", "parameter name 'BATCH' is reserved"),
     (" * @param X 1 2 default 1\n * @defaults gemm X=3\n", "bad.c:9: @defaults: the value of X is not"),
     (" * @defaults gemm X=1\n * @param X 1 2 default 1\n", "bad.c:8: @defaults: no @param X above"),
     (" * @param X 1 2 default 1\n * @defaults gemm_swiglu X=2\n", "'gemm_swiglu' is not an op of"),
@@ -123,6 +124,22 @@ def test_template_missing_kernel_decl(gc):
     d = bad_template(gc, "bad.c", "/*\n * @template bad\n * @op gemm\n */\n")
     assert_clean_error(gc("gcore-gen", "--templates", d, *GEMM, "-o", "x.gcb"), "gcore-gen",
                        "missing @backend")
+
+
+def test_gpu_prelude_without_its_common_part(gc):
+    """A templates folder whose GPU prelude includes prelude_common.h (gen
+    splices it in) but lacks the file is refused by name."""
+    d = gc.dir / "tpl"
+    (d / "cpu").mkdir(parents=True)
+    (d / "gpu").mkdir()
+    shutil.copy(os.path.join(ROOT, "templates", "cpu", "prelude.h"), d / "cpu")
+    (d / "cpu" / "ok.c").write_text(HEAD.format(extra=""))
+    shutil.copy(os.path.join(ROOT, "templates", "gpu", "prelude_cuda.h"), d / "gpu")
+    r = gc("gcore-gen", "--templates", d, *GEMM, "--dtype", "f32", "-o", "x.gcb")
+    assert_clean_error(r, "gcore-gen", "gpu/prelude_cuda.h includes gpu/prelude_common.h, which is missing")
+    shutil.copy(os.path.join(ROOT, "templates", "gpu", "prelude_common.h"), d / "gpu")
+    r = gc("gcore-gen", "--templates", d, *GEMM, "--dtype", "f32", "-o", "x.gcb", "-q")
+    assert r.rc == 0, r
 
 
 def test_constraints_no_variant_satisfies(gc):

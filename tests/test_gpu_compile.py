@@ -11,7 +11,7 @@ import sqlite3
 import pytest
 
 from conftest import ROOT, SHARED
-from tplhead import op_names
+from tplhead import sampled_ops
 
 NVRTC = [p for p in ("/usr/local/cuda/lib64", os.environ.get("CUDA_HOME", "") + "/lib64")
          if p and os.path.isdir(p) and any(f.startswith("libnvrtc.so") for f in os.listdir(p))]
@@ -55,12 +55,11 @@ def gpu_templates(backends=("gpu", "cuda")):
         ops = re.search(r"@op\s+([^\n]+)", head).group(1).split()
         min_sm = re.search(r"@constraint[^\n]*SM >= (\d+)", head)  # e.g. sm_90 instructions
         arch_a = (bool(re.search(r"@constraint[^\n]*ARCH_A == 1", head)), int(min_sm.group(1)) if min_sm else 0)
-        # the first op, the first gate/up one (PAIR = 2: another epilogue
-        # and tile) and the first RoPE/KV one (ROPE = 1) at their defaults and
-        # a sample; every further op at its defaults
+        # the ops tplhead.sampled_ops names (the first, the first gate/up
+        # one, the first RoPE/KV one, the first batched step) at their
+        # defaults and a sample; every further op at its defaults
         name = re.search(r"@template\s+(\S+)", head).group(1)
-        pair = [op for op in ops if op_names(op)["PAIR"] == 2][:1] + [op for op in ops if op_names(op)["ROPE"]][:1]
-        out += [(name, op, dts, params if op in ops[:1] + pair else {}, arch_a) for op in ops]
+        out += [(name, op, dts, params if op in sampled_ops(ops) else {}, arch_a) for op in ops]
     return out
 
 

@@ -14,7 +14,7 @@ import pytest
 from cases import CASES, CHECK, dims, numpy_check, op_table, problem_args, run_variants
 from conftest import ROOT
 import npref
-from tplhead import op_names
+from tplhead import op_names, sampled_ops
 from tplhead import parse as parse_head
 
 EPS_F32 = 2.0 ** -24
@@ -62,9 +62,11 @@ def test_case_table_defaults(gc, op, dt, backend):
 
 def template_spaces(backend=BACKEND):
     """(template, op, {param: (values, op's default)}) parsed from the
-    sources of the templates that generate code for backend: the first op
-    of each, the first gate/up op (PAIR = 2: another epilogue and tile)
-    and the first RoPE/KV op (ROPE = 1) of those that serve one."""
+    sources of the templates that generate code for backend: the ops of
+    each that tplhead.sampled_ops names (the first, the first gate/up op,
+    the first RoPE/KV op, the first batched decode step). A decode-only
+    template's ops (@applies M == 1) are sampled at M = 1, but for its
+    batched step."""
     out = []
     folder, ext, kinds = ("cpu", ".c", ("cpu",)) if backend == "cpu" else ("gpu", ".cu", ("gpu", backend))
     tdir = os.path.join(ROOT, "templates", folder)
@@ -75,10 +77,10 @@ def template_spaces(backend=BACKEND):
         if t["backend"] not in kinds:
             continue
         applies = " ".join(t["applies"])
-        for op in t["ops"][:1] + [o for o in t["ops"] if op_names(o)["PAIR"] == 2][:1] + \
-                [o for o in t["ops"] if op_names(o)["ROPE"]][:1]:
+        for op in sampled_ops(t["ops"]):
             params = {k: (v, t["defaults"][op][k]) for k, (v, _) in t["params"].items()}
-            out.append((t["name"], op, dict(params=params, decode=("M ==" in applies or "M <=" in applies),
+            decode = ("M ==" in applies or "M <=" in applies) and not op_names(op)["BATCH"]
+            out.append((t["name"], op, dict(params=params, decode=decode,
                                             dtypes=t["dtypes"], matrix=t["backend"] in ("cuda", "hip"))))
     return out
 

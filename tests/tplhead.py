@@ -1,22 +1,39 @@
 """A template's declaration block (templates/README.md) as the tests read
 it: name, ops, dtypes, parameters with their values and their default per
 op (@param's, or an @defaults line's), constraints and launch expressions;
-and the names gen derives from the op (PAIR, NORM, ROPE), as gen/template.c's
-op_values table gives them (test_epilogue.py checks the two agree)."""
+and the names gen derives from the op (PAIR, NORM, ROPE, BATCH), as
+gen/template.c's op_values table gives them (test_epilogue.py checks the two
+agree), and which of a template's ops the tests sample."""
 import re
 
 # PAIR: rows of B per column of C (2: the gate/up pair of W[2N,K]); NORM: 1
 # where A's rows are RMS-normalised on the way; ROPE: 1 where C's columns are
-# heads the epilogue rotates and writes to the KV cache. Other ops: 1, 0, 0.
-OP_NAMES = {"gemm_swiglu": {"PAIR": 2, "NORM": 0, "ROPE": 0},
-            "rmsnorm_gemm": {"PAIR": 1, "NORM": 1, "ROPE": 0},
-            "rmsnorm_gemm_swiglu": {"PAIR": 2, "NORM": 1, "ROPE": 0},
-            "rmsnorm_gemm_rope_kv": {"PAIR": 1, "NORM": 1, "ROPE": 1}}
+# heads the epilogue rotates and writes to the KV cache; BATCH: 1 for a
+# batched decode step (each row at its own position and cache slot). Other
+# ops: PAIR 1, NORM 0, ROPE 0, BATCH 0.
+OP_NAMES = {"gemm_swiglu": {"PAIR": 2, "NORM": 0, "ROPE": 0, "BATCH": 0},
+            "rmsnorm_gemm": {"PAIR": 1, "NORM": 1, "ROPE": 0, "BATCH": 0},
+            "rmsnorm_gemm_swiglu": {"PAIR": 2, "NORM": 1, "ROPE": 0, "BATCH": 0},
+            "rmsnorm_gemm_rope_kv": {"PAIR": 1, "NORM": 1, "ROPE": 1, "BATCH": 0},
+            "rope_kv_batch": {"PAIR": 1, "NORM": 0, "ROPE": 0, "BATCH": 1},
+            "attention_batch": {"PAIR": 1, "NORM": 0, "ROPE": 0, "BATCH": 1}}
 
 
 def op_names(op):
-    """{"PAIR": ..., "NORM": ..., "ROPE": ...} for op."""
-    return OP_NAMES.get(op, {"PAIR": 1, "NORM": 0, "ROPE": 0})
+    """{"PAIR": ..., "NORM": ..., "ROPE": ..., "BATCH": ...} for op."""
+    return OP_NAMES.get(op, {"PAIR": 1, "NORM": 0, "ROPE": 0, "BATCH": 0})
+
+
+def sampled_ops(ops):
+    """The ops of a template whose space the tests sample (the others only
+    at their defaults: the same code but the store): the first, the first
+    gate/up one (PAIR = 2: another epilogue and tile), the first RoPE/KV one
+    (ROPE = 1: the pairs' epilogue) and the first batched decode step
+    (BATCH = 1: another grid, arguments and workspace)."""
+    out = ops[:1]
+    for name, v in (("PAIR", 2), ("ROPE", 1), ("BATCH", 1)):
+        out += [o for o in ops if op_names(o)[name] == v and o not in out][:1]
+    return out
 
 
 def _decl(head, kw):

@@ -1,34 +1,43 @@
-/* attention_decode.cu — GPU causal attention for one query token (decode)
- * with grouped-query heads, split over the sequence: O = softmax(scale ·
- * q·Kᵀ) · V over cache rows 0 .. pos0 of kv head h / (H/G).
+/* attention_decode.cu — GPU causal attention of decode steps with
+ * grouped-query heads, split over the sequence: O = softmax(scale ·
+ * q·Kᵀ) · V over cache rows 0 .. pos0 of kv head h / (H/G), for one query
+ * token (attention, M = 1). Built for attention_batch (BATCH = 1: a batched
+ * decode step), row r of Q[M,H·D] is one sequence's query at its own
+ * position pos[r], over rows 0 .. pos[r] of its own cache slot pos[M + r]
+ * (S rows per slot): each block serves one row, and the split workspace
+ * and tickets are per row, so the workspace's 1024 (row, head) pairs bound
+ * SPLIT more tightly than one row's 128 heads.
  *
  * @template attention_decode
- * @op attention
+ * @op attention attention_batch
  * @backend gpu
  * @dtypes f32 f16 bf16
  * @kernel attention_decode
  * @param WARPS 2 4 8 16 default 4 -- warps per block
  * @param KL 4 8 16 32 default 16 -- lanes that share one key (each holds D/KL of its elements)
  * @param HPB 1 2 4 8 default 2 -- query heads per block (at most; all of one kv head, they share every K/V load)
- * @param SPLIT 1 2 4 8 16 32 64 default 32 -- blocks per head block, each over a 1/SPLIT slice of the keys
+ * @param SPLIT 1 2 4 8 16 32 64 default 32 -- blocks per (row, head block), each over a 1/SPLIT slice of the row's keys
  * @param U 1 2 4 default 2 -- keys per lane group per step (one rescale per step; the next step's loads are in flight meanwhile)
  * @param DMAX 64 128 256 default 128 -- largest head dimension served (registers are sized for it)
+ * @defaults attention_batch SPLIT=8 -- a batch's workspace bounds SPLIT more tightly, and its M rows multiply the blocks
  * @constraint WARPS * WARP <= MAXT && KL <= WARP -- a legal block; a key's lanes lie in one warp
  * @constraint DMAX % (KL * 16 / SB) == 0 -- a key row is whole 16-byte chunks per lane
  * @constraint (2 * HPB + 2 * U) * (DMAX / KL) + 16 * U * DMAX / KL / (16 / SB) + 40 <= min(255, 65536 / (WARPS * WARP)) -- q, output, widened K/V and two raw steps fit the budget
  * @constraint WARPS * HPB * (DMAX + 2) * 4 <= 40960 -- per-warp partial results fit in shared memory
- * @constraint SPLIT * (DMAX + 2) <= 16384 -- the cross-block workspace (128 heads) stays within 8 MiB
- * @applies M == 1 && G > 0 && H % G == 0 && D <= DMAX && (SPLIT == 1 || H <= 128) -- one query row; whole head groups; the workspace holds 128 heads
- * @grid G * cdiv(H / G, HPB) * SPLIT 1 1
+ * @constraint SPLIT * (DMAX + 2) * (128 + 896 * BATCH) <= 2097152 -- the cross-block workspace (128 heads; a batch's 1024 (row, head) pairs) stays within 8 MiB
+ * @applies (BATCH == 1 || M == 1) && G > 0 && H % G == 0 && D <= DMAX && (SPLIT == 1 || M * H <= 128 + 896 * BATCH) -- one query row (a batch: any); whole head groups; the workspace holds 128 heads (a batch: 1024 (row, head) pairs)
+ * @grid M * G * cdiv(H / G, HPB) * SPLIT 1 1
  * @block WARPS * WARP 1 1
  * @priority 2
  * @pdl -- waits for the kernel before it first thing
  *
- * Block b = hb·SPLIT + s serves head block hb: kv head g = hb / nb and
- * its query heads h0 .. h0+nh-1, h0 = g·(H/G) + (hb % nb)·HPB, nb =
- * cdiv(H/G, HPB), nh = min(HPB, H/G - (hb % nb)·HPB) (so one block reads
- * each K/V row for all its heads, and H/G need not be a multiple of HPB),
- * over key slice s: keys j0 .. j1-1, j0 = s·cdiv(L, SPLIT), L = pos0 + 1.
+ * Block b = (r·G·nb + hb)·SPLIT + s serves row r (0 but for a batch) and
+ * head block hb: kv head g = hb / nb and its query heads h0 .. h0+nh-1,
+ * h0 = g·(H/G) + (hb % nb)·HPB, nb = cdiv(H/G, HPB), nh = min(HPB, H/G -
+ * (hb % nb)·HPB) (so one block reads each K/V row for all its heads, and
+ * H/G need not be a multiple of HPB), over key slice s of the row: keys
+ * j0 .. j1-1, j0 = s·cdiv(L, SPLIT), L = pos0 + 1 (a batch: pos[r] + 1, in
+ * slot pos[M + r]).
  * Inside the block, lane groups of KL lanes each take U consecutive keys
  * per step (group i: keys j0 + i·U + t·NG·U, NG groups); lane k of a group
  * holds elements (c·KL + k)·VEC .. +VEC-1 of q, of the keys and of its
@@ -42,21 +51,22 @@
  * warp by shuffles, warps within the block through shared memory (each
  * partial weighted by 2^(m_i - max)).
  *
- * With SPLIT > 1 the block writes its (m, l, o) per head to a module-scope
- * workspace, fences, and takes a ticket from a per-head-block counter; the
- * block that takes the last ticket merges the SPLIT partials, writes O and
- * resets the counter to 0 for the next launch. So one launch does it all,
- * but two launches of this code object must not run concurrently (on two
- * streams); they are serialised in the runtime's one stream. Slices with
- * no keys (SPLIT > L) contribute m = -inf, l = 0. D < DMAX and D not a
- * multiple of VEC are served (element loads, zeros past D).
+ * With SPLIT > 1 the block writes its (m, l, o) per (row, head) to a
+ * module-scope workspace, fences, and takes a ticket from a per-(row, head
+ * block) counter; the block that takes the last ticket merges the SPLIT
+ * partials, writes O and resets the counter to 0 for the next launch. So
+ * one launch does it all, but two launches of this code object must not
+ * run concurrently (on two streams); they are serialised in the runtime's
+ * one stream. Slices with no keys (SPLIT > L) contribute m = -inf, l = 0.
+ * D < DMAX and D not a multiple of VEC are served (element loads, zeros
+ * past D).
  */
 
 #define AD_VEC (16 / SB)                 /* elements per 16-byte chunk */
 #define AD_T (WARPS * WARP)              /* threads */
 #define AD_NG (AD_T / KL)                /* lane groups */
 #define AD_NC (DMAX / (KL * AD_VEC))     /* chunks per lane */
-#define AD_HMAX 128                      /* heads the workspace holds */
+#define AD_HMAX (BATCH ? 1024 : 128)     /* (row, head) pairs the workspace holds */
 #define AD_W (DMAX + 2)                  /* workspace floats per partial: m, l, o[DMAX] */
 #define AD_NEG_INF (-GC_INF)
 
@@ -123,22 +133,43 @@ GC_DEVICE float ad_weight(float m, float mx) {
 
 GC_KERNEL_BOUNDS(AD_T)
 void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t *pos,
-                      int64_t M, int64_t H, int64_t G, int64_t D, float scale) {
+                      int64_t M, int64_t H, int64_t G, int64_t D,
+#if BATCH
+                      int64_t S,
+#endif
+                      float scale) {
   gc_pdl_wait(); /* @pdl: the kernel before it has completed */
   gc_pdl_launch();
   GC_SHARED float sm_m[WARPS][HPB], sm_l[WARPS][HPB], sm_o[WARPS][HPB][DMAX];
   GC_SHARED int s_last;
+#if BATCH
+  if (M < 1 || G <= 0 || H % G || D <= 0 || D > DMAX || (SPLIT > 1 && M * H > AD_HMAX))
+#else
   if (M != 1 || G <= 0 || H % G || D <= 0 || D > DMAX || (SPLIT > 1 && H > AD_HMAX))
+#endif
     return; /* outside @applies */
   const int64_t per = H / G, nb = gc_cdiv(per, HPB); /* heads per kv head, blocks per kv head */
-  const int64_t hb = gc_bid() / SPLIT, g = hb / nb;
+#if BATCH
+  const int64_t row = gc_bid() / SPLIT / (G * nb);     /* the batch row */
+  const int64_t hb = gc_bid() / SPLIT % (G * nb), g = hb / nb;
+  const int64_t rhb = row * G * nb + hb;                /* its ticket counter */
+#else
+  const int64_t row = 0, hb = gc_bid() / SPLIT, g = hb / nb, rhb = hb;
+#endif
   const int64_t h0 = g * per + hb % nb * HPB, nh = gc_min64(HPB, per - hb % nb * HPB);
   const int sp = (int)(gc_bid() % SPLIT);
   const int tid = gc_tid(), lane = gc_lane(), w = tid / GC_WARP;
   const int kl = tid % KL, grp = tid / KL;
   const int vec_ok = D % AD_VEC == 0;
+#if BATCH
+  /* on the device: a captured step replays at any lengths and slots */
+  const int64_t L = (int64_t)pos[row] + 1, cs = gc_cdiv(L, SPLIT);
+  Q += row * H * D, O += row * H * D;
+  Kc += (int64_t)pos[M + row] * S * G * D, Vc += (int64_t)pos[M + row] * S * G * D;
+#else
   const int64_t pos0 = *pos; /* on the device: a captured step replays at any length */
   const int64_t L = pos0 + 1, cs = gc_cdiv(L, SPLIT);
+#endif
   const int64_t j0 = gc_min64(L, sp * cs), j1 = gc_min64(L, j0 + cs);
 
   /* q, pre-scaled into the base-2 domain */
@@ -273,7 +304,7 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int3
     if (SPLIT == 1) {
       STORE_C(O, (h0 + hh) * D + d, os / ls);
     } else {
-      float *p = ad_ws + ((h0 + hh) * SPLIT + sp) * AD_W;
+      float *p = ad_ws + ((row * H + h0 + hh) * SPLIT + sp) * AD_W;
       if (d == 0)
         gc_st_cg(p, mx), gc_st_cg(p + 1, ls);
       gc_st_cg(p + 2 + d, os);
@@ -286,14 +317,14 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int3
   gc_fence_device();
   gc_barrier();
   if (tid == 0)
-    s_last = gc_atomic_add(&ad_cnt[hb], 1u) == SPLIT - 1;
+    s_last = gc_atomic_add(&ad_cnt[rhb], 1u) == SPLIT - 1;
   gc_barrier();
   if (!s_last)
     return;
   gc_fence_device();
   for (int64_t i = tid; i < nh * D; i += AD_T) {
     int hh = (int)(i / D), d = (int)(i % D);
-    const float *p = ad_ws + (h0 + hh) * SPLIT * AD_W;
+    const float *p = ad_ws + (row * H + h0 + hh) * SPLIT * AD_W;
     float mx = AD_NEG_INF, os = 0.0f, ls = 0.0f;
     GC_UNROLL(8) /* 8 loads of a pass in flight together */
     for (int k = 0; k < SPLIT; k++)
@@ -307,5 +338,5 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int3
     STORE_C(O, (h0 + hh) * D + d, os / ls);
   }
   if (tid == 0)
-    ad_cnt[hb] = 0u; /* ready for the next launch (stream order) */
+    ad_cnt[rhb] = 0u; /* ready for the next launch (stream order) */
 }

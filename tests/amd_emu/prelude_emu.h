@@ -121,8 +121,8 @@ GC_DEVICE uint32_t gc_pack2(gc_bf16_t, float a, float b) {
 
 #ifdef EMU_QUANT
 /* The block formats: the vendor's two primitives (host versions), then the
- * >>> gc-quant block of prelude_hip.h itself (quant.h, extracted by the
- * test), which the quantized templates read B through. */
+ * GPU preludes' >>> gc-quant block itself (from prelude_common.h: quant.h,
+ * extracted by the test), which the quantized templates read B through. */
 GC_DEVICE float gc_h2f_bits(uint32_t h) { return (float)__builtin_bit_cast(_Float16, (uint16_t)h); }
 GC_DEVICE float gc_ubyte_f(uint32_t w, int i) { return (float)((w >> (8 * i)) & 255u); }
 #include "quant.h"

@@ -1,0 +1,223 @@
+/* prelude_common.h — the part of the GPU preludes that is the same for
+ * NVIDIA and AMD: ggml's block formats (the gc-quant block) and the GEMM
+ * family's epilogue helper. prelude_cuda.h and prelude_hip.h include it
+ * after each vendor's gc_h2f_bits and gc_ubyte_f, which it uses; gen/
+ * splices it into them where they say #include "prelude_common.h" (NVRTC
+ * and comgr compile one string with no include path), so the generated
+ * source is as if the text stood there. It has no include guard of its
+ * own: the prelude's covers it. */
+
+/* ================================================================== */
+/* >>> gc-quant: ggml's block formats, for B (the weights)             */
+/* ================================================================== */
+/* Built on each vendor's gc_h2f_bits and gc_ubyte_f (the prelude's,
+ * before its #include of this file). base/quant.h describes each format
+ * once (bytes, order of elements, dequantization); the functions below
+ * follow it, and the op case table pins them (tests/test_ops.py, against
+ * tests/ggufq.py).
+ *
+ * Kernels see a block of QK elements (32 or 256, GC_QK) as QK/32 units of
+ * 32 consecutive elements, and a unit as four parts t = 0..3 of 8
+ * elements: 4t..4t+3 and 16+4t..16+4t+3 (the k's an mma fragment's lane
+ * t holds; a SIMT lane may take any part). For part t of unit u,
+ * GCQ_UNIT(b, u, t, lo, hi, d0, d1, mn) (or GCQ_LOAD, then GCQ_DECODE)
+ * gives the elements' levels plus GC_QBIAS as bytes (lo: the first four,
+ * hi: the last four) and the unit's scales: element l of the unit is
+ *     y = fl(d · q) − mn   with d = d0 for l < 16, d1 for l >= 16,
+ * q = byte − GC_QBIAS a small integer; d·q is exact in fp32 (a half times
+ * integers of at most 13 bits in all) and mn is 0 but for Q4_K/Q5_K
+ * (GC_QMIN), so y is the value base/quant.h gives. Reads are 16-bit (or
+ * 32-bit where the format keeps fields 4-byte aligned: Q4_K, Q5_K), so a
+ * block may sit at any even address, global or shared. */
+#define GC_Q8_0 5
+#define GC_Q4_0 6
+#define GC_Q4_K 7
+#define GC_Q5_K 8
+#define GC_Q6_K 9
+#define GC_DTNAME_5 q8_0
+#define GC_DTNAME_6 q4_0
+#define GC_DTNAME_7 q4_k
+#define GC_DTNAME_8 q5_k
+#define GC_DTNAME_9 q6_k
+typedef uint8_t gc_q8_0_t; /* a block format's storage: bytes */
+typedef uint8_t gc_q4_0_t;
+typedef uint8_t gc_q4_k_t;
+typedef uint8_t gc_q5_k_t;
+typedef uint8_t gc_q6_k_t;
+#define GC_QK_5 32
+#define GC_QK_6 32
+#define GC_QK_7 256
+#define GC_QK_8 256
+#define GC_QK_9 256
+#define GC_QBYTES_5 34
+#define GC_QBYTES_6 18
+#define GC_QBYTES_7 144
+#define GC_QBYTES_8 176
+#define GC_QBYTES_9 210
+#define GC_QBIAS_5 128
+#define GC_QBIAS_6 8
+#define GC_QBIAS_7 0
+#define GC_QBIAS_8 0
+#define GC_QBIAS_9 32
+#define GC_QMIN_5 0
+#define GC_QMIN_6 0
+#define GC_QMIN_7 1
+#define GC_QMIN_8 1
+#define GC_QMIN_9 0
+#define GC_QK GC_CAT(GC_QK_, GC_TB)         /* elements per block of B */
+#define GC_QBYTES GC_CAT(GC_QBYTES_, GC_TB) /* bytes per block of B */
+#define GC_QBIAS GC_CAT(GC_QBIAS_, GC_TB)   /* level + GC_QBIAS = a byte of lo, hi */
+#define GC_QMIN GC_CAT(GC_QMIN_, GC_TB)     /* 1: units have a min (mn) */
+#define GC_QUNITS (GC_QK / 32)              /* units of 32 elements per block */
+/* The norm weight of rmsnorm_gemm*: B's dtype, or A's when B is a block
+ * format (core/ops.h, role 'N'). */
+#define GC_QNORM_DT GC_CAT(GC_QNORMOF_, GC_TB)
+#define GC_QNORMOF_0 0
+#define GC_QNORMOF_1 1
+#define GC_QNORMOF_2 2
+#define GC_QNORMOF_5 GC_TA
+#define GC_QNORMOF_6 GC_TA
+#define GC_QNORMOF_7 GC_TA
+#define GC_QNORMOF_8 GC_TA
+#define GC_QNORMOF_9 GC_TA
+#define TN GC_STORAGE(GC_QNORM_DT)
+#define LOAD_N(p, i) gc_ld((const TN *)(p), (i))
+#define LOADV_N(n, p, i, o) gc_ldv<n>((const TN *)(p) + (i), (o))
+
+GC_DEVICE uint32_t gcq_ld16(const uint8_t *p) { return *(const uint16_t *)p; }
+/* 4 bytes at an even address / at a multiple of 4 */
+GC_DEVICE uint32_t gcq_ld32u(const uint8_t *p) { return gcq_ld16(p) | gcq_ld16(p + 2) << 16; }
+GC_DEVICE uint32_t gcq_ld32(const uint8_t *p) { return *(const uint32_t *)p; }
+/* byte i (0..11, a run-time value) of the 12 bytes in q0, q1, q2 (by
+ * value: selects of registers, never an indexed array in scratch) */
+GC_DEVICE uint32_t gcq_byte12(uint32_t q0, uint32_t q1, uint32_t q2, int i) {
+  const uint32_t w = i < 4 ? q0 : i < 8 ? q1 : q2;
+  return (w >> (8 * (i & 3))) & 255u;
+}
+
+/* Each format: gcq_load_F(b, u, t, r) reads the words part t of unit u of
+ * block b needs into r[0..GCQ_RAW-1] (loads only, so a kernel can issue
+ * them long before it needs the values); gcq_decode_F(r, u, t, lo, hi,
+ * d0, d1, mn) turns them into the biased level bytes and the scales
+ * (arithmetic only). */
+#define GCQ_RAW 8
+
+/* Q8_0: half d; int8 qs[32]. Bytes: qs + 128. */
+GC_DEVICE void gcq_load_q8_0(const uint8_t *b, int u, int t, uint32_t *r) {
+  (void)u;
+  r[0] = gcq_ld16(b);
+  r[1] = gcq_ld32u(b + 2 + 4 * t);
+  r[2] = gcq_ld32u(b + 18 + 4 * t);
+}
+GC_DEVICE void gcq_decode_q8_0(const uint32_t *r, int u, int t, uint32_t &lo, uint32_t &hi, float &d0,
+                               float &d1, float &mn) {
+  (void)u, (void)t;
+  lo = r[1] ^ 0x80808080u;
+  hi = r[2] ^ 0x80808080u;
+  d0 = d1 = gc_h2f_bits(r[0]);
+  mn = 0.0f;
+}
+/* Q4_0: half d; uint8 qs[16]: element j < 16 the low nibble of qs[j],
+ * j + 16 its high nibble. Bytes: the nibbles (level + 8). */
+GC_DEVICE void gcq_load_q4_0(const uint8_t *b, int u, int t, uint32_t *r) {
+  (void)u;
+  r[0] = gcq_ld16(b);
+  r[1] = gcq_ld32u(b + 2 + 4 * t);
+}
+GC_DEVICE void gcq_decode_q4_0(const uint32_t *r, int u, int t, uint32_t &lo, uint32_t &hi, float &d0,
+                               float &d1, float &mn) {
+  (void)u, (void)t;
+  lo = r[1] & 0x0F0F0F0Fu;
+  hi = (r[1] >> 4) & 0x0F0F0F0Fu;
+  d0 = d1 = gc_h2f_bits(r[0]);
+  mn = 0.0f;
+}
+/* Q4_K: half d, dmin; scales[12]; qs[128]: unit u (sub-block u) is the
+ * low (u even) or high nibbles of qs[32·(u/2) ..]; its 6-bit scale and
+ * min packed in scales[] (ggml's get_scale_min_k4). */
+GC_DEVICE void gcq_scale_min_k4(uint32_t q0, uint32_t q1, uint32_t q2, int s, int &sc, int &m) {
+  if (s < 4) {
+    sc = (int)(gcq_byte12(q0, q1, q2, s) & 63);
+    m = (int)(gcq_byte12(q0, q1, q2, s + 4) & 63);
+  } else {
+    sc = (int)((gcq_byte12(q0, q1, q2, s + 4) & 0xF) | ((gcq_byte12(q0, q1, q2, s - 4) >> 6) << 4));
+    m = (int)((gcq_byte12(q0, q1, q2, s + 4) >> 4) | ((gcq_byte12(q0, q1, q2, s) >> 6) << 4));
+  }
+}
+GC_DEVICE void gcq_load_q4_k(const uint8_t *b, int u, int t, uint32_t *r) {
+  const uint8_t *qs = b + 16 + 32 * (u >> 1);
+  r[0] = gcq_ld32(b); /* d, dmin */
+  r[1] = gcq_ld32(b + 4), r[2] = gcq_ld32(b + 8), r[3] = gcq_ld32(b + 12); /* scales */
+  r[4] = gcq_ld32(qs + 4 * t);
+  r[5] = gcq_ld32(qs + 16 + 4 * t);
+}
+GC_DEVICE void gcq_decode_q4_k(const uint32_t *r, int u, int t, uint32_t &lo, uint32_t &hi, float &d0,
+                               float &d1, float &mn) {
+  (void)t;
+  const int sh = 4 * (u & 1);
+  int sc, m;
+  lo = (r[4] >> sh) & 0x0F0F0F0Fu;
+  hi = (r[5] >> sh) & 0x0F0F0F0Fu;
+  gcq_scale_min_k4(r[1], r[2], r[3], u, sc, m);
+  d0 = d1 = gc_h2f_bits(r[0] & 0xffffu) * (float)sc;
+  mn = gc_h2f_bits(r[0] >> 16) * (float)m;
+}
+/* Q5_K: as Q4_K (qs at 48) with a fifth bit, bit u of qh[l] (qh at 16). */
+GC_DEVICE void gcq_load_q5_k(const uint8_t *b, int u, int t, uint32_t *r) {
+  const uint8_t *qs = b + 48 + 32 * (u >> 1), *qh = b + 16;
+  r[0] = gcq_ld32(b);
+  r[1] = gcq_ld32(b + 4), r[2] = gcq_ld32(b + 8), r[3] = gcq_ld32(b + 12);
+  r[4] = gcq_ld32(qs + 4 * t);
+  r[5] = gcq_ld32(qs + 16 + 4 * t);
+  r[6] = gcq_ld32(qh + 4 * t);
+  r[7] = gcq_ld32(qh + 16 + 4 * t);
+}
+GC_DEVICE void gcq_decode_q5_k(const uint32_t *r, int u, int t, uint32_t &lo, uint32_t &hi, float &d0,
+                               float &d1, float &mn) {
+  gcq_decode_q4_k(r, u, t, lo, hi, d0, d1, mn);
+  lo |= ((r[6] >> u) & 0x01010101u) << 4;
+  hi |= ((r[7] >> u) & 0x01010101u) << 4;
+}
+/* Q6_K: ql[128]; qh[64]; int8 scales[16]; half d. Unit u: half n = u/4,
+ * j = u%4: the low (j < 2) or high nibble of ql[64n + 32·(j%2) + l], bits
+ * 2j, 2j+1 of qh[32n + l] above it, minus 32; scales 8n + 2j (l < 16) and
+ * 8n + 2j + 1. */
+GC_DEVICE void gcq_load_q6_k(const uint8_t *b, int u, int t, uint32_t *r) {
+  const int n = u >> 2, j = u & 3;
+  const uint8_t *ql = b + 64 * n + 32 * (j & 1), *qh = b + 128 + 32 * n;
+  r[0] = gcq_ld32u(ql + 4 * t);
+  r[1] = gcq_ld32u(ql + 16 + 4 * t);
+  r[2] = gcq_ld32u(qh + 4 * t);
+  r[3] = gcq_ld32u(qh + 16 + 4 * t);
+  r[4] = gcq_ld16(b + 192 + 8 * n + 2 * j); /* the two int8 scales */
+  r[5] = gcq_ld16(b + 208);                 /* d */
+}
+GC_DEVICE void gcq_decode_q6_k(const uint32_t *r, int u, int t, uint32_t &lo, uint32_t &hi, float &d0,
+                               float &d1, float &mn) {
+  (void)t;
+  const int j = u & 3, sh = 4 * (j >> 1);
+  lo = ((r[0] >> sh) & 0x0F0F0F0Fu) | (((r[2] >> (2 * j)) & 0x03030303u) << 4);
+  hi = ((r[1] >> sh) & 0x0F0F0F0Fu) | (((r[3] >> (2 * j)) & 0x03030303u) << 4);
+  const float d = gc_h2f_bits(r[5]);
+  d0 = d * (float)(int)(int8_t)(r[4] & 255u);
+  d1 = d * (float)(int)(int8_t)(r[4] >> 8);
+  mn = 0.0f;
+}
+#define GCQ_LOAD(b, u, t, r) GC_CAT(gcq_load_, GC_DTNAME(GC_TB))(b, u, t, r)
+#define GCQ_DECODE(r, u, t, lo, hi, d0, d1, mn) \
+  GC_CAT(gcq_decode_, GC_DTNAME(GC_TB))(r, u, t, lo, hi, d0, d1, mn)
+/* Both at once: the part's level bytes and the unit's scales. */
+#define GCQ_UNIT(b, u, t, lo, hi, d0, d1, mn)  \
+  do {                                         \
+    uint32_t r_[GCQ_RAW];                      \
+    GCQ_LOAD(b, u, t, r_);                     \
+    GCQ_DECODE(r_, u, t, lo, hi, d0, d1, mn);  \
+  } while (0)
+/* The level of byte i of w (GCQ_DECODE's lo or hi), as a float. */
+#define GCQ_LEVEL(w, i) (gc_ubyte_f(w, i) - (float)GC_QBIAS)
+
+/* The GEMM family's epilogues, chosen by the op (gen defines GC_OP_<op>;
+ * PAIR and NORM where gen derives them from the op table): PAIR rows of B
+ * per column of C (2: silu(gate)·up), NORM where A's rows are normalised. */
+GC_DEVICE float gc_silu_mul(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
+/* <<< gc-quant */
