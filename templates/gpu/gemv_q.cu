@@ -48,6 +48,18 @@
  * KS warps of a group in shared memory; one thread writes each output
  * (set, added for gemm_add, silu(gate)·up for the SwiGLU pair).
  *
+ * STAGE 1: those loads are narrow (16/32-bit; Q4_0's 18-byte blocks are
+ * only 2-byte aligned) and each lane reloads its unit's scales, so STAGE
+ * 0 is bound by load instructions, not by memory. With STAGE 1 a step's
+ * units of one row, u0 .. u0 + UNR·WARP/4 − 1, are whole blocks and so
+ * one contiguous byte range: the warp reads the 16-byte aligned chunks
+ * that cover it (one 16-byte load per lane per chunk, all rows' loads
+ * issued before any is stored) into its own region of shared memory, at
+ * the range's offset mod 16 (every field keeps its alignment), and its
+ * lanes then GCQ_LOAD their parts from there; the next step's chunks are
+ * loaded into registers while this step is decoded. The units, lanes and
+ * arithmetic are STAGE 0's, so the results are the same bits.
+ *
  * NORM (rmsnorm_gemm*): each lane squares the A elements it loads and
  * scales them by the norm weight (A's dtype) before the products; the sums
  * of squares are reduced with the products (every row group reads all of
