@@ -77,14 +77,22 @@ def qblock(dt):
     return 32 if npref.split_dtypes(dt)[1] in ("q8_0", "q4_0") else 256
 
 
+def qlong(b):
+    """A long K: several steps of a GEMV's K slices (gemv_q_gpu's staged
+    copies, double-buffered), rows of B at 2 mod 16 bytes (Q4_0, Q8_0 and
+    Q6_K), a last step cut short."""
+    return 201 * 32 if b == 32 else 25 * 256
+
+
 def qgemm_shapes(dt):
     b = qblock(dt)
-    return [(1, 100, 3 * b), (3, 33, b), (17, 130, 2 * b), (128, 96, 2 * b), (5, 1, b), (1, 64, 8 * b)]
+    return [(1, 100, 3 * b), (3, 33, b), (17, 130, 2 * b), (128, 96, 2 * b), (5, 1, b), (1, 64, 8 * b),
+            (3, 37, qlong(b))]
 
 
 def qnorm_shapes(dt):  # the fused norm: decode steps and small batches (M <= 8)
     b = qblock(dt)
-    return [(1, 100, 3 * b), (3, 33, b), (8, 130, 2 * b)]
+    return [(1, 100, 3 * b), (3, 33, b), (8, 130, 2 * b), (1, 37, qlong(b))]
 
 
 def qembed_shapes(dt):  # (m, n = dim, k = vocab): rows of the table whole blocks

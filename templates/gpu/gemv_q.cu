@@ -15,11 +15,14 @@
  * @param UNR 1 2 4 8 default 4 -- units of 32 elements per lane per row in flight per step
  * @param MMAX 1 2 4 8 16 default 1 -- rows of A per pass; bodies for 1, 2, 4, 8, 16 up to it are compiled in
  * @param OCC 1 2 4 default 1 -- blocks per SM the register budget is planned for (1: no cap below 255)
+ * @param STAGE 0 1 default 1 -- 0: lanes load their parts of B's units directly (16/32-bit loads); 1: each warp copies its step's bytes of each row of B with 16-byte loads into shared memory (the next step's loads in flight while this one is decoded), lanes decode from there
  * @constraint WARPS % KS == 0 -- warps form whole row groups
  * @constraint WARPS * WARP <= MAXT -- a legal block
  * @constraint ROWS * UNR <= 16 -- bounded loads in flight per lane (registers; twice that for the SwiGLU pair)
  * @constraint MMAX * ROWS <= 16 -- bounded accumulators per lane (registers)
  * @constraint OCC * WARPS * WARP <= 2048 -- that many blocks can be resident
+ * @constraint STAGE == 0 || WARPS * PAIR * ROWS * (cdiv(UNR * WARP / 4 / (1 + 7 * (SB > 100)) * SB, 16) + 1) * 16 + (KS > 1) * WARPS * MMAX * (PAIR * ROWS + 1) * 4 <= 49152 -- static shared memory (the staged rows, KS's scratch) within 48 KiB; SB > 100: 256-element blocks of 8 units
+ * @constraint STAGE == 0 || ROWS * PAIR * cdiv(cdiv(UNR * WARP / 4 / (1 + 7 * (SB > 100)) * SB, 16) + 1, WARP) <= 16 -- bounded 16-byte loads in flight per lane (registers)
  * @grid cdiv(N, WARPS / KS * ROWS) 1 1
  * @block WARPS * WARP 1 1
  * @priority 1
@@ -44,6 +47,18 @@
  * are reduced across the warp with shuffles and, when KS > 1, across the
  * KS warps of a group in shared memory; one thread writes each output
  * (set, added for gemm_add, silu(gate)·up for the SwiGLU pair).
+ *
+ * STAGE 1: those loads are narrow (16/32-bit; Q4_0's 18-byte blocks are
+ * only 2-byte aligned) and each lane reloads its unit's scales, so STAGE
+ * 0 is bound by load instructions, not by memory. With STAGE 1 a step's
+ * units of one row, u0 .. u0 + UNR·WARP/4 − 1, are whole blocks and so
+ * one contiguous byte range: the warp reads the 16-byte aligned chunks
+ * that cover it (one 16-byte load per lane per chunk, all rows' loads
+ * issued before any is stored) into its own region of shared memory, at
+ * the range's offset mod 16 (every field keeps its alignment), and its
+ * lanes then GCQ_LOAD their parts from there; the next step's chunks are
+ * loaded into registers while this step is decoded. The units, lanes and
+ * arithmetic are STAGE 0's, so the results are the same bits.
  *
  * NORM (rmsnorm_gemm*): each lane squares the A elements it loads and
  * scales them by the norm weight (A's dtype) before the products; the sums
@@ -72,6 +87,20 @@
 #define GQ_RB (GQ_RG * ROWS)   /* outputs per block */
 #define GQ_NR (PAIR * ROWS)    /* rows of B per warp: outputs' (gate) rows, then up rows */
 #define GQ_US (GC_WARP / 4)    /* units per warp access */
+#define GQ_SU (UNR * GQ_US)    /* units of a row per step (a multiple of GC_QUNITS) */
+#define GQ_SR (GQ_SU / GC_QUNITS * GC_QBYTES) /* their bytes: a contiguous range of whole blocks */
+#define GQ_SC ((GQ_SR + 15) / 16 + 1)           /* 16-byte chunks covering it at any even address */
+#define GQ_CPL ((GQ_SC + GC_WARP - 1) / GC_WARP) /* of those, per lane (STAGE 1) */
+
+/* GCQ_LEVEL(w, i): byte i of w minus GC_QBIAS as a float. On NVIDIA in one
+ * subtraction, 2^23 + byte − (2^23 + GC_QBIAS): every term is an integer
+ * below 2^24, so the value is the same, exactly, as the prelude's. */
+#if AMD
+#define GQ_LEVEL(w, i) GCQ_LEVEL(w, i)
+#else
+#define GQ_LEVEL(w, i) \
+  (__uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u | (unsigned)(i))) - (8388608.0f + (float)GC_QBIAS))
+#endif
 
 /* acc[m][r] += lane part t of unit ug of each row of B (raw[r]: its words,
  * GCQ_LOAD's) against A's rows m < M (<= MR); ss[m] += the squares (NORM). */
@@ -110,16 +139,16 @@ GC_DEVICE void gq_unit(const uint32_t raw[GQ_NR][GCQ_RAW], const TA *A, const TN
         float s = 0.0f;
         GC_UNROLL(4)
         for (int e = 0; e < 4; e++) {
-          s = gc_fma(a[e], gc_fma(d0[r], GCQ_LEVEL(lo[r], e), -mn[r]), s);
-          s = gc_fma(a[4 + e], gc_fma(d1[r], GCQ_LEVEL(hi[r], e), -mn[r]), s);
+          s = gc_fma(a[e], gc_fma(d0[r], GQ_LEVEL(lo[r], e), -mn[r]), s);
+          s = gc_fma(a[4 + e], gc_fma(d1[r], GQ_LEVEL(hi[r], e), -mn[r]), s);
         }
         acc[m][r] += s;
       } else { /* d·Σ a·q: the products a·q are exact */
         float s0 = 0.0f, s1 = 0.0f;
         GC_UNROLL(4)
         for (int e = 0; e < 4; e++) {
-          s0 = gc_fma(a[e], GCQ_LEVEL(lo[r], e), s0);
-          s1 = gc_fma(a[4 + e], GCQ_LEVEL(hi[r], e), s1);
+          s0 = gc_fma(a[e], GQ_LEVEL(lo[r], e), s0);
+          s1 = gc_fma(a[4 + e], GQ_LEVEL(hi[r], e), s1);
         }
         acc[m][r] = gc_fma(d0[r], s0, gc_fma(d1[r], s1, acc[m][r]));
       }
@@ -127,11 +156,44 @@ GC_DEVICE void gq_unit(const uint32_t raw[GQ_NR][GCQ_RAW], const TA *A, const TN
   }
 }
 
+/* STAGE 1: issue the 16-byte loads of step u0 of each row b[r] (its units
+ * u0 .. u0+GQ_SU-1 below nu: the bytes lo .. hi of the row) into ch:
+ * chunk c is the 16 aligned bytes at 16·c past the row's byte lo rounded
+ * down to 16, and lane takes c = lane + j·WARP. Chunks wholly past the
+ * row's last unit are not read (ch keeps what it held: never decoded). */
+GC_DEVICE void gq_fetch(const uint8_t *const b[GQ_NR], int64_t u0, int64_t nu, int lane,
+                        gc_raw16 ch[GQ_NR][GQ_CPL]) {
+  const int64_t lo = u0 / GC_QUNITS * GC_QBYTES, hi = gc_min64(u0 + GQ_SU, nu) / GC_QUNITS * GC_QBYTES;
+  GC_UNROLL(GQ_NR)
+  for (int r = 0; r < GQ_NR; r++) {
+    const int off = (int)((uint64_t)(b[r] + lo) & 15);
+    const gc_raw16 *a = (const gc_raw16 *)(b[r] + lo - off);
+    const int64_t nc = (off + hi - lo + 15) / 16; /* chunks holding the units' bytes */
+    GC_UNROLL(GQ_CPL)
+    for (int j = 0; j < GQ_CPL; j++) {
+      const int c = lane + j * GC_WARP;
+      if (c < nc)
+        ch[r][j] = a[c];
+    }
+  }
+}
+
+/* STAGE 1: the warp's chunks into its rows' shared copies st[r·GQ_SC ..]. */
+GC_DEVICE void gq_stash(gc_raw16 *st, const gc_raw16 ch[GQ_NR][GQ_CPL], int lane) {
+  GC_UNROLL(GQ_NR)
+  for (int r = 0; r < GQ_NR; r++)
+    GC_UNROLL(GQ_CPL)
+    for (int j = 0; j < GQ_CPL; j++)
+      if (lane + j * GC_WARP < GQ_SC)
+        st[r * GQ_SC + lane + j * GC_WARP] = ch[r][j];
+}
+
 /* One pass: rows m0 .. m0+M-1 of A (M <= MR) against the warp's rows of
- * B; reduce and store. red: shared scratch (KS > 1). */
+ * B; reduce and store. red: shared scratch (KS > 1); stage: shared copies
+ * of the steps' rows, GQ_NR·GQ_SC chunks per warp (STAGE 1). */
 template <int MR>
 GC_DEVICE void gq_body(const TA *A, const TB *B, TC *C, const TN *Wn, int64_t M, int64_t N, int64_t K,
-                       float eps, float *red) {
+                       float eps, float *red, gc_raw16 *stage) {
   const int w = gc_tid() / GC_WARP, lane = gc_lane(), s = lane / 4, t = lane % 4;
   const int g = w / KS, ks = w % KS;
   const int64_t n0 = gc_bid() * GQ_RB + (int64_t)g * ROWS;
@@ -152,20 +214,55 @@ GC_DEVICE void gq_body(const TA *A, const TB *B, TC *C, const TN *Wn, int64_t M,
       acc[m][r] = 0.0f;
   }
   const int64_t nu = K / 32, step = (int64_t)KS * UNR * GQ_US;
-  for (int64_t q0 = (int64_t)ks * UNR * GQ_US + s; q0 < nu; q0 += step) {
-    uint32_t raw[UNR][GQ_NR][GCQ_RAW]; /* every load of the step first: UNR·PAIR·ROWS units in flight */
-    GC_UNROLL(UNR)
-    for (int v = 0; v < UNR; v++) {
-      const int64_t ug = gc_min64(q0 + (int64_t)v * GQ_US, nu - 1); /* past the row: re-read, unused */
-      GC_UNROLL(GQ_NR)
-      for (int r = 0; r < GQ_NR; r++)
-        GCQ_LOAD(b[r] + ug / GC_QUNITS * GC_QBYTES, (int)(ug % GC_QUNITS), t, raw[v][r]);
+  if (STAGE) { /* the same units, lanes and order as below; the bytes from shared memory */
+    gc_raw16 ch[GQ_NR][GQ_CPL];
+    GC_UNROLL(GQ_NR)
+    for (int r = 0; r < GQ_NR; r++)
+      GC_UNROLL(GQ_CPL)
+      for (int j = 0; j < GQ_CPL; j++)
+        ch[r][j].w[0] = ch[r][j].w[1] = ch[r][j].w[2] = ch[r][j].w[3] = 0u;
+    gc_raw16 *st = stage + w * GQ_NR * GQ_SC;
+    int64_t u0 = (int64_t)ks * GQ_SU;
+    if (u0 < nu)
+      gq_fetch(b, u0, nu, lane, ch);
+    for (; u0 < nu; u0 += step) {
+      gc_syncwarp(); /* the lanes' reads of the last step are done */
+      gq_stash(st, ch, lane);
+      gc_syncwarp();
+      if (u0 + step < nu)
+        gq_fetch(b, u0 + step, nu, lane, ch); /* in flight while this step is decoded */
+      const int64_t lo = u0 / GC_QUNITS * GC_QBYTES;
+      GC_UNROLL(UNR)
+      for (int v = 0; v < UNR; v++) {
+        const int64_t ug = u0 + (int64_t)v * GQ_US + s;
+        if (ug >= nu)
+          break;
+        uint32_t raw[GQ_NR][GCQ_RAW];
+        GC_UNROLL(GQ_NR)
+        for (int r = 0; r < GQ_NR; r++) {
+          const uint8_t *sb = (const uint8_t *)(st + r * GQ_SC) + ((uint64_t)(b[r] + lo) & 15) +
+                              (ug - u0) / GC_QUNITS * GC_QBYTES;
+          GCQ_LOAD(sb, (int)(ug % GC_QUNITS), t, raw[r]);
+        }
+        gq_unit<MR>(raw, A, Wn, M, K, ug, t, acc, ss);
+      }
     }
-    GC_UNROLL(UNR)
-    for (int v = 0; v < UNR; v++) {
-      const int64_t ug = q0 + (int64_t)v * GQ_US;
-      if (ug < nu)
-        gq_unit<MR>(raw[v], A, Wn, M, K, ug, t, acc, ss);
+  } else {
+    for (int64_t q0 = (int64_t)ks * UNR * GQ_US + s; q0 < nu; q0 += step) {
+      uint32_t raw[UNR][GQ_NR][GCQ_RAW]; /* every load of the step first: UNR·PAIR·ROWS units in flight */
+      GC_UNROLL(UNR)
+      for (int v = 0; v < UNR; v++) {
+        const int64_t ug = gc_min64(q0 + (int64_t)v * GQ_US, nu - 1); /* past the row: re-read, unused */
+        GC_UNROLL(GQ_NR)
+        for (int r = 0; r < GQ_NR; r++)
+          GCQ_LOAD(b[r] + ug / GC_QUNITS * GC_QBYTES, (int)(ug % GC_QUNITS), t, raw[v][r]);
+      }
+      GC_UNROLL(UNR)
+      for (int v = 0; v < UNR; v++) {
+        const int64_t ug = q0 + (int64_t)v * GQ_US;
+        if (ug < nu)
+          gq_unit<MR>(raw[v], A, Wn, M, K, ug, t, acc, ss);
+      }
     }
   }
 
@@ -247,6 +344,7 @@ void gemv_q_gpu(const TA *A, const TB *B, TC *C,
   const float eps = 0.0f;
 #endif
   GC_SHARED float red[KS > 1 ? WARPS * MMAX * (GQ_NR + 1) : 1];
+  GC_SHARED gc_raw16 stage[STAGE ? WARPS * GQ_NR * GQ_SC : 1];
 #if !AMD
   const int64_t r0 = gc_bid() * GQ_RB, rb = K / GC_QK * GC_QBYTES;
   if (r0 < N && K % GC_QK == 0) {
@@ -264,14 +362,14 @@ void gemv_q_gpu(const TA *A, const TB *B, TC *C,
     const TA *a = A + m0 * K;
     TC *c = C + m0 * N;
     if (mr <= 1 || MMAX < 2)
-      gq_body<1>(a, B, c, Wn, mr, N, K, eps, red);
+      gq_body<1>(a, B, c, Wn, mr, N, K, eps, red, stage);
     else if (mr <= 2 || MMAX < 4)
-      gq_body<(MMAX < 2 ? MMAX : 2)>(a, B, c, Wn, mr, N, K, eps, red);
+      gq_body<(MMAX < 2 ? MMAX : 2)>(a, B, c, Wn, mr, N, K, eps, red, stage);
     else if (mr <= 4 || MMAX < 8)
-      gq_body<(MMAX < 4 ? MMAX : 4)>(a, B, c, Wn, mr, N, K, eps, red);
+      gq_body<(MMAX < 4 ? MMAX : 4)>(a, B, c, Wn, mr, N, K, eps, red, stage);
     else if (mr <= 8 || MMAX < 16)
-      gq_body<(MMAX < 8 ? MMAX : 8)>(a, B, c, Wn, mr, N, K, eps, red);
+      gq_body<(MMAX < 8 ? MMAX : 8)>(a, B, c, Wn, mr, N, K, eps, red, stage);
     else
-      gq_body<MMAX>(a, B, c, Wn, mr, N, K, eps, red);
+      gq_body<MMAX>(a, B, c, Wn, mr, N, K, eps, red, stage);
   }
 }
