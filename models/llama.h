@@ -33,10 +33,14 @@ int gc_llama_create_slots(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *
  * GC_LLAMA_BATCH_MAX: as gc_llama_create_slots. The returned model is rank
  * 0's and leads: every call below runs on all ranks at once (a thread per
  * rank) and returns rank 0's results; gc_llama_config gives the shard
- * config. tp = 1: as gc_llama_create(_slots) on devs[0]. Decode steps run launch by launch (the
- * loopback transport cannot be captured in a graph). Errors: GC_EINVAL
- * (tp does not divide the model, by name), GC_EUNSUPPORTED (a device
- * without host memory: no NCCL/RCCL transport yet; block-format weights),
+ * config. tp = 1: as gc_llama_create(_slots) on devs[0]. The ranks'
+ * collectives: a loopback group on the CPU, NCCL/RCCL over GPUs (devs on
+ * tp different ordinals of one backend; the communicators warmed by one
+ * barrier here). Decode steps are graph replays with NCCL and run launch
+ * by launch with loopback (its collectives cannot be captured). Errors:
+ * GC_EINVAL (tp does not divide the model, by name; ranks on one GPU or on
+ * mixed backends), GC_EUNSUPPORTED (block-format weights), GC_EDEVICE (the
+ * NCCL/RCCL library missing or failing),
  * and those of gc_llama_create prefixed "rank R: ". After a rank fails
  * mid-pass every rank stops and the call returns "rank R: why"; the group
  * is then unusable (every later pass returns the same). */
