@@ -243,8 +243,22 @@ def _qcheck(out, dt, op, a, b, mins, c0, n, k):
     return int(unwritten.sum()), int(bad.sum()), msgs
 
 
-QIDS = [(f, w, f"{a}:{q}:{a}", i) for f, w, ps in QCASES for q in QFORMATS for a in ("f16", "bf16")
-        for i in range(len(ps))]
+def _qids():
+    """Per template, a covering of block format x activation dtype x op
+    rather than their product: every format, every dtype and every op (its
+    epilogue) at least once, case j taking format j and combination j of
+    (dtype, op), cycling (the dequantization depends on the format, the A
+    path on the dtype, the epilogue on the op)."""
+    out = []
+    for f, w, ps in QCASES:
+        combos = [(a, i) for i in range(len(ps)) for a in ("f16", "bf16")]
+        for j in range(max(len(QFORMATS), len(combos))):
+            (a, i), q = combos[j % len(combos)], QFORMATS[j % len(QFORMATS)]
+            out.append((f, w, f"{a}:{q}:{a}", i))
+    return out
+
+
+QIDS = _qids()
 
 
 def qcase(tpl_file, which):

@@ -108,7 +108,7 @@ QSAMPLE_SHAPE = {"gemm": (3, 100, 512), "gemm_swiglu": (5, 40, 256), "embed": (5
                               for i, t in enumerate(template_spaces())])
 @pytest.mark.parametrize("dt", ["f32", "f16", "f32:bf16:f32"])
 def test_parameter_space_sample(gc, tpl, op, params, dt):
-    info, params = params, params["params"]
+    info, params, request_dt = params, params["params"], dt
     if dt == "f32:bf16:f32" and op in ("add", "rope_kv", "attention", "argmax", "rope_kv_batch",
                                        "attention_batch"):
         dt = "bf16"  # these ops take one dtype
@@ -124,34 +124,41 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
         shape = (48, 128, 256)  # matrix-core templates: whole mma tiles in N and K
     if info["decode"]:
         shape = (1,) + tuple(shape[1:])  # decode-only templates serve M = 1
+    # The moves one parameter away from the defaults, shared out over the
+    # three dtypes: dtype k starts at the k-th third of the list and stops
+    # after a third of them have run (at least one), so every move runs for
+    # some dtype and every dtype runs some moves, at a third of the cost.
+    moves = [(p, v) for p, (values, default) in params.items() for v in values if v != default]
+    k = ["f32", "f16", "f32:bf16:f32"].index(request_dt)
+    moves = moves[k * len(moves) // 3:] + moves[:k * len(moves) // 3]
+    budget = max(1, -(-len(moves) // 3))
     tried = 0
-    for p, (values, default) in params.items():
-        for v in values:
-            if v == default:
-                continue
-            force = f"{tpl}:{p}={v}"
-            r = gc("gcore-gen", *SAMPLE_GEN, "--op", op, "--dtype", dt, *problem_args(op, shape), "--force",
-                   force, "-o", "b.gcb", "-q")
-            if r.rc != 0 and "constraint fails" in r.err and "VEC" in params and p != "VEC":
-                # the declared default vector width is AVX-512's: on a host
-                # without it, take the same point at the widest VEC it has
-                for vec in sorted(params["VEC"][0], reverse=True):
-                    r = gc("gcore-gen", *SAMPLE_GEN, "--op", op, "--dtype", dt, *problem_args(op, shape),
-                           "--force", f"{force},VEC={vec}", "-o", "b.gcb", "-q")
-                    if r.rc == 0 or "constraint fails" not in r.err:
-                        break
-            if r.rc != 0 and "constraint fails" in r.err:
-                continue  # not a point of the space on this target
-            assert r.rc == 0, r
-            if not serves(gc.dir / "b.gcb", tpl, shape[0], f"{p}={v}"):
-                continue  # this point's template does not serve the problem (@applies)
-            dump = gc.dir / f"d_{p}_{v}"
-            r = gc("gcore-run", *RUN, "-b", "b.gcb", "--op", op, "--dtype", dt, *problem_args(op, shape),
-                   "--dump", dump, "--min-time", "0.001")
-            assert r.rc == 0, r
-            assert f"{p}={v}" in r.out, r
-            numpy_check(op, dt, shape, dump)
-            tried += 1
+    for p, v in moves:
+        if tried >= budget:
+            break
+        force = f"{tpl}:{p}={v}"
+        r = gc("gcore-gen", *SAMPLE_GEN, "--op", op, "--dtype", dt, *problem_args(op, shape), "--force",
+               force, "-o", "b.gcb", "-q")
+        if r.rc != 0 and "constraint fails" in r.err and "VEC" in params and p != "VEC":
+            # the declared default vector width is AVX-512's: on a host
+            # without it, take the same point at the widest VEC it has
+            for vec in sorted(params["VEC"][0], reverse=True):
+                r = gc("gcore-gen", *SAMPLE_GEN, "--op", op, "--dtype", dt, *problem_args(op, shape),
+                       "--force", f"{force},VEC={vec}", "-o", "b.gcb", "-q")
+                if r.rc == 0 or "constraint fails" not in r.err:
+                    break
+        if r.rc != 0 and "constraint fails" in r.err:
+            continue  # not a point of the space on this target
+        assert r.rc == 0, r
+        if not serves(gc.dir / "b.gcb", tpl, shape[0], f"{p}={v}"):
+            continue  # this point's template does not serve the problem (@applies)
+        dump = gc.dir / f"d_{p}_{v}"
+        r = gc("gcore-run", *RUN, "-b", "b.gcb", "--op", op, "--dtype", dt, *problem_args(op, shape),
+               "--dump", dump, "--min-time", "0.001")
+        assert r.rc == 0, r
+        assert f"{p}={v}" in r.out, r
+        numpy_check(op, dt, shape, dump)
+        tried += 1
     assert tried >= 1 or all(len(v[0]) == 1 for v in params.values())
 
 

@@ -22,7 +22,7 @@
  * @defaults gemm_swiglu rmsnorm_gemm_swiglu ROWS=1 -- the gate/up pair streams twice the rows per output
  * @constraint PAIR == 1 || ROWS <= 4 -- the gate/up pair's rows stay in the space it was tuned in
  * @constraint ROPE == 0 || ROWS % 2 == 0 -- the two rows of a RoPE pair are one warp's
- * @constraint ROPE == 0 || MMAX <= 8 -- the RoPE epilogue's double arithmetic beside 16 rows of sums spills on gfx942 (f32)
+ * @constraint ROPE == 0 || MMAX <= 4 -- the RoPE epilogue's double arithmetic beside 8 or more rows of sums spills on gfx942 (f32 at MMAX 16, f16 at MMAX 8); the recipe runs it at M = 1
  * @constraint PAIR * ROWS * UNR <= 16 -- bounded loads in flight per lane (registers)
  * @constraint MMAX * PAIR * ROWS <= 32 -- bounded accumulators per lane (registers)
  * @constraint OCC * WARPS * WARP <= 2048 -- that many blocks can be resident
