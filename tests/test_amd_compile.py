@@ -84,7 +84,7 @@ def test_template_compiles(gc, arch, driver, tpl, op, dts, params):
                       for _ in range(40 if params else 0)]  # a gate/up op's space is smaller
     built = 0
     for force in forces:
-        if built >= 3:
+        if built >= (3 if arch == "gfx942" else 2):  # the defaults and 2 points on MI300 (1 elsewhere)
             break
         r = gc("gcore-gen", "--target", arch, "--compiler", driver, "--op", op, "--dtype", dts[0],
                *shape(op, dts[0]).split(), "--force", force, "-o", "b.gcb", "-q")

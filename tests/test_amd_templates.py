@@ -126,10 +126,22 @@ def compile_one(tmp, tpl, op, target, dtype, params):
     return env, dis, meta
 
 
-CASES = [(t, op, tg, dt) for t in hip_templates() for op in t["ops"] for tg in TARGETS
-         for dt in t["dtypes"]
-         if evaluate(next(c for c in t["constraints"] if "WARP" in c),
-                     {"WARP": TARGETS[tg]} | CONSTS[tg])]
+def _cases():
+    """Per template and target its ISA allows, a covering of dtype x op
+    rather than their product: case j takes dtype j and op j, cycling, so
+    every dtype (A's path, B's format) and every op (the epilogue) is
+    compiled and disassembled at least once."""
+    out = []
+    for t in hip_templates():
+        for tg in TARGETS:
+            if not evaluate(next(c for c in t["constraints"] if "WARP" in c), {"WARP": TARGETS[tg]} | CONSTS[tg]):
+                continue
+            n = max(len(t["dtypes"]), len(t["ops"]))
+            out += [(t, t["ops"][j % len(t["ops"])], tg, t["dtypes"][j % len(t["dtypes"])]) for j in range(n)]
+    return out
+
+
+CASES = _cases()
 
 
 def sampled(tpl, op):
