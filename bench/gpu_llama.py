@@ -359,8 +359,9 @@ def main():
             print(f"[{s} {mix}] decode  gcore {q['decode_tok_s']:8.1f} tok/s  bound {qbound:.0f} tok/s: "
                   f"{q['decode_tok_s'] / qbound:.0%} of it; {q['decode_tok_s'] / g['decode_tok_s']:.2f}x gcore fp16 "
                   f"({g['decode_tok_s']:.1f} tok/s)")
-            print(f"[{s} {mix}] decode without the graph: {q['decode_nograph_tok_s']:8.1f} tok/s; "
-                  f"--no-pdl: {q['decode_nopdl_tok_s']:8.1f} tok/s")
+            if not a.no_extra:
+                print(f"[{s} {mix}] decode without the graph: {q['decode_nograph_tok_s']:8.1f} tok/s; "
+                      f"--no-pdl: {q['decode_nopdl_tok_s']:8.1f} tok/s")
             print(f"[{s} {mix}] prefill gcore {q['prefill_tok_s']:8.0f} tok/s (fp16: {g['prefill_tok_s']:.0f})")
             if a.profile:
                 print(q["profile"])
@@ -372,9 +373,10 @@ def main():
         print(f"[{s}] decode  gcore {g['decode_tok_s']:8.1f} tok/s  HF {h['decode_tok_s']:8.1f} tok/s  "
               f"ratio {g['decode_tok_s'] / h['decode_tok_s']:.2f}  bound {bound:.0f} tok/s: gcore "
               f"{g['decode_tok_s'] / bound:.0%}, HF {h['decode_tok_s'] / bound:.0%}")
-        print(f"[{s}] decode without the graph (kernel by kernel): {g['decode_nograph_tok_s']:8.1f} tok/s")
-        print(f"[{s}] decode in the graph without overlapped launches (--no-pdl): "
-              f"{g['decode_nopdl_tok_s']:8.1f} tok/s ({g['decode_nopdl_tok_s'] / bound:.0%} of the bound)")
+        if not a.no_extra:
+            print(f"[{s}] decode without the graph (kernel by kernel): {g['decode_nograph_tok_s']:8.1f} tok/s")
+            print(f"[{s}] decode in the graph without overlapped launches (--no-pdl): "
+                  f"{g['decode_nopdl_tok_s']:8.1f} tok/s ({g['decode_nopdl_tok_s'] / bound:.0%} of the bound)")
         if a.profile:
             print(g["profile"])
         print(f"[{s}] prefill gcore {g['prefill_tok_s']:8.0f} tok/s  HF {h['prefill_tok_s']:8.0f} tok/s  "
