@@ -80,6 +80,26 @@ def test_json_and_csv(gc, model):
     assert all(float(x["avg_ts"]) > 0 and x["model_filename"] == str(model) for x in rows)
 
 
+def test_parallel_sequences_and_profile(gc, model):
+    """--parallel B runs each tg test as batched steps of B rows (B slots),
+    counting all B*N tokens; --profile prints each test's kernel table,
+    the batched one through the batched problems."""
+    r = gc("gcore-bench", "-m", model, "-p", "8", "-n", "4,6", "--parallel", "1,3", "-r", "2", "--profile")
+    assert r.rc == 0, r
+    assert [row[4] for row in md_rows(r.out)] == ["pp8", "tg4", "tg4 x3", "tg6", "tg6 x3"], r.out
+    for name in ["pp8", "tg4", "tg4 x3", "tg6", "tg6 x3"]:
+        assert f"gcore-bench: profile of {name} (2 timed runs):" in r.err, r.err
+    batched = r.err.split("profile of tg4 x3")[1].split("profile of tg6")[0]
+    # 2 timed runs x 4 steps x 2 layers
+    assert re.search(r"\n\s+16 .*attention_batch \S+ m=3 ", batched), batched
+    r = gc("gcore-bench", "-m", model, "-p", "0", "-n", "5", "--parallel", "4", "-r", "2", "-o", "json")
+    assert r.rc == 0, r
+    (t,) = json.loads(r.out)
+    assert (t["n_gen"], t["n_parallel"]) == (5, 4)
+    for ns, ts in zip(t["samples_ns"], t["samples_ts"]):
+        assert ts == pytest.approx(4 * 5 / (ns * 1e-9), rel=1e-3)
+
+
 def test_uses_the_bundle_it_is_given_and_the_tuning_database(gc, model):
     r = gc("gcore-gen", "--model", model, "-o", "m.gcb")
     assert r.rc == 0, r
@@ -99,6 +119,8 @@ def test_uses_the_bundle_it_is_given_and_the_tuning_database(gc, model):
     (["-p", "8,x"], "-p: expected a comma list"),
     (["-n", "8,"], "-n: expected a comma list"),
     (["-p", "0", "-n", "0"], "nothing to run"),
+    (["--parallel", "0"], "--parallel: expected a comma list of sequence counts, 1 to 16"),
+    (["--parallel", "17"], "--parallel: expected a comma list of sequence counts, 1 to 16"),
     (["-b", "x.gcb", "--db", "t.db"], "--db and --cache build the bundle"),
     (["-b", "missing.gcb", "-p", "8", "-n", "0"], "missing.gcb"),
     (["--backend", "nosuch", "-p", "8", "-n", "0"], "nosuch"),

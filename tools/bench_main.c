@@ -2,7 +2,9 @@
  * prefill of N tokens) and text generation (tg: N decode steps) tokens/s,
  * repeated and reported as mean ± sd in the shape of llama.cpp's
  * llama-bench (markdown, CSV or JSON), through the same bundle gcore-run
- * would use (models/llama_bundle.h). */
+ * would use (models/llama_bundle.h). tg tests run for each --parallel
+ * count B: B sequences decoded at once, as gcore-serve batches them
+ * (llama-batched-bench's -npl). */
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
@@ -14,7 +16,7 @@
 #include "../models/llama_bundle.h"
 
 static const char usage[] =
-    "usage: gcore-bench -m MODEL [-b BUNDLE] [-p LIST] [-n LIST] [-r N] [-o md|csv|json]\n"
+    "usage: gcore-bench -m MODEL [-b BUNDLE] [-p LIST] [-n LIST] [--parallel LIST] [-r N] [-o md|csv|json]\n"
     "Times a Llama model as llama-bench does: pp N is one prefill of N tokens from an empty\n"
     "cache, tg N is N decode steps of one token from an empty cache; each test is repeated\n"
     "and reported as tokens/s mean ± sample standard deviation.\n"
@@ -31,21 +33,27 @@ static const char usage[] =
     "                         0: none)\n"
     "  -n, --n-gen LIST       generation lengths, comma-separated: a tg test each (default 128;\n"
     "                         0: none)\n"
+    "  --parallel LIST        sequences decoded at once in tg tests, comma-separated: each B\n"
+    "                         runs tg N as N batched steps of B rows (B KV-cache slots, as\n"
+    "                         gcore-serve --parallel B); t/s counts all B*N tokens (default 1)\n"
     "  -r, --repetitions N    timed runs of each test (default 5)\n"
     "  -o, --output FMT       md (default: a markdown table), csv or json\n"
     "  --no-warmup            no untimed run of each test first\n"
+    "  --profile              after each test, a per-kernel table of its timed runs to stderr\n"
+    "                         (as gcore-run --profile: launches timed one by one, no graphs)\n"
     "  --backend NAME         device backend: cpu (default), cuda (NVIDIA) or hip (AMD)\n"
     "  --device N             device ordinal (default 0)\n"
     "  -h, --help             this text\n"
     "  --version              this tool's version\n";
 
-enum { O_VERSION = 256, O_DB, O_CACHE, O_QUANTIZE, O_NOWARMUP, O_BACKEND, O_DEVICE };
+enum { O_VERSION = 256, O_DB, O_CACHE, O_QUANTIZE, O_NOWARMUP, O_BACKEND, O_DEVICE, O_PARALLEL, O_PROFILE };
 
 static const struct option longopts[] = {
     {"model", 1, 0, 'm'},       {"bundle", 1, 0, 'b'},        {"n-prompt", 1, 0, 'p'},
     {"n-gen", 1, 0, 'n'},       {"repetitions", 1, 0, 'r'},   {"output", 1, 0, 'o'},
     {"db", 1, 0, O_DB},         {"cache", 1, 0, O_CACHE},     {"quantize", 1, 0, O_QUANTIZE},
     {"no-warmup", 0, 0, O_NOWARMUP}, {"backend", 1, 0, O_BACKEND}, {"device", 1, 0, O_DEVICE},
+    {"parallel", 1, 0, O_PARALLEL}, {"profile", 0, 0, O_PROFILE},
     {"help", 0, 0, 'h'},        {"version", 0, 0, O_VERSION}, {0, 0, 0, 0}};
 
 #define MAX_TESTS 64
@@ -53,8 +61,8 @@ static const struct option longopts[] = {
 typedef struct bench_opts {
   gc_llama_bundle_opts_t b;
   const char *backend, *format;
-  int ordinal, reps, warmup;
-  int pp[MAX_TESTS], npp, tg[MAX_TESTS], ntg;
+  int ordinal, reps, warmup, profile;
+  int pp[MAX_TESTS], npp, tg[MAX_TESTS], ntg, par[MAX_TESTS], npar;
 } bench_opts_t;
 
 /* What a row says about the model and the device. */
@@ -65,7 +73,7 @@ typedef struct model_info {
 
 /* The timings of one test. */
 typedef struct test_result {
-  int n_prompt, n_gen, reps;
+  int n_prompt, n_gen, n_parallel, reps;
   double ns[256], ts[256]; /* per repetition: nanoseconds, tokens/s */
   double avg_ns, sd_ns, avg_ts, sd_ts;
   char when[32];           /* ISO 8601, UTC */
@@ -133,18 +141,51 @@ static int run_pp(gc_llama_t *m, int n, float *lg, double *secs, gc_err_t *e) {
   return rc;
 }
 
+static int32_t first_token(const gc_llama_config_t *c) {
+  return c->bos_id >= 0 && c->bos_id < c->vocab_size ? c->bos_id : 1 % c->vocab_size;
+}
+
 /* tg n: n decode steps of one token from an empty cache, each feeding the
  * device's argmax of the step before (greedy generation, as gcore-run
  * --temp 0 runs it: one id copied back per step). */
 static int run_tg(gc_llama_t *m, int n, float *lg, double *secs, gc_err_t *e) {
-  const gc_llama_config_t *c = gc_llama_config(m);
-  int32_t tok = c->bos_id >= 0 && c->bos_id < c->vocab_size ? c->bos_id : 1 % c->vocab_size, next = 0;
+  int32_t tok = first_token(gc_llama_config(m)), next = 0;
   int rc = GC_OK;
   gc_llama_reset(m);
   double t0 = gc_now();
   for (int i = 0; !rc && i < n; i++, tok = next) rc = gc_llama_forward_ex(m, &tok, 1, 0, lg, &next, e);
   *secs = gc_now() - t0;
   return rc;
+}
+
+/* tg n of b sequences (2 <= b <= gc_llama_slots(m)): slots 0 .. b-1
+ * emptied, then n batched decode steps of b rows (gc_llama_decode_batch,
+ * as gcore-serve runs them), row i on slot i, each row feeding its own
+ * argmax; row i starts from the first token plus i, so the rows are
+ * different sequences. */
+static int run_tg_batch(gc_llama_t *m, int b, int n, double *secs, gc_err_t *e) {
+  const gc_llama_config_t *c = gc_llama_config(m);
+  int slots[GC_LLAMA_BATCH_MAX];
+  int32_t tok[GC_LLAMA_BATCH_MAX], next[GC_LLAMA_BATCH_MAX];
+  for (int i = 0; i < b; i++) {
+    slots[i] = i;
+    tok[i] = (int32_t)((first_token(c) + i) % c->vocab_size);
+    gc_llama_slot_reset(m, i);
+  }
+  int rc = GC_OK;
+  double t0 = gc_now();
+  for (int s = 0; !rc && s < n; s++) {
+    rc = gc_llama_decode_batch(m, b, slots, tok, NULL, next, e);
+    memcpy(tok, next, (size_t)b * sizeof *tok);
+  }
+  *secs = gc_now() - t0;
+  return rc;
+}
+
+/* One run of test (pp, tg, b): its seconds into *secs. */
+static int run_once(gc_llama_t *m, int pp, int tg, int b, float *lg, double *secs, gc_err_t *e) {
+  if (pp) return run_pp(m, pp, lg, secs, e);
+  return b > 1 ? run_tg_batch(m, b, tg, secs, e) : run_tg(m, tg, lg, secs, e);
 }
 
 static void stats(test_result_t *r) {
@@ -163,23 +204,26 @@ static void stats(test_result_t *r) {
 /* One test: an untimed run first unless --no-warmup (first launches,
  * caches and the decode graph's capture stay out of the timings), then
  * o->reps timed ones. */
-static int run_test(gc_llama_t *m, const bench_opts_t *o, int pp, int tg, float *lg,
-                    test_result_t *r, gc_err_t *e) {
+static int run_test(gc_llama_t *m, const bench_opts_t *o, int pp, int tg, int b, float *lg,
+                    gc_prof_t *prof, test_result_t *r, gc_err_t *e) {
   double secs;
   time_t now = time(NULL);
   memset(r, 0, sizeof *r);
   r->n_prompt = pp;
   r->n_gen = tg;
+  r->n_parallel = pp ? 1 : b;
   r->reps = o->reps;
   strftime(r->when, sizeof r->when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-  if (o->warmup && (pp ? run_pp(m, pp, lg, &secs, e) : run_tg(m, tg < 2 ? tg : 2, lg, &secs, e)))
-    return e->code;
+  if (o->warmup && run_once(m, pp, tg < 2 ? tg : 2, b, lg, &secs, e)) return e->code;
+  if (prof) gc_llama_set_profile(m, prof);
   for (int i = 0; i < o->reps; i++) {
-    if (pp ? run_pp(m, pp, lg, &secs, e) : run_tg(m, tg, lg, &secs, e)) return e->code;
+    if (run_once(m, pp, tg, b, lg, &secs, e)) break;
     if (secs <= 0) secs = 1e-9;
     r->ns[i] = secs * 1e9;
-    r->ts[i] = (pp ? pp : tg) / secs;
+    r->ts[i] = (double)(pp ? pp : tg * r->n_parallel) / secs;
   }
+  gc_llama_set_profile(m, NULL);
+  if (e->code) return e->code;
   stats(r);
   return GC_OK;
 }
@@ -228,8 +272,10 @@ static void csv_str(const char *s) {
   putchar('"');
 }
 
+/* "pp512", "tg128", and for B sequences at once "tg128 x8". */
 static void test_name(const test_result_t *r, char *out, size_t n) {
   if (r->n_prompt) snprintf(out, n, "pp%d", r->n_prompt);
+  else if (r->n_parallel > 1) snprintf(out, n, "tg%d x%d", r->n_gen, r->n_parallel);
   else snprintf(out, n, "tg%d", r->n_gen);
 }
 
@@ -241,7 +287,7 @@ static const char md_head[] =
 
 static const char csv_head[] =
     "build_version,model_filename,model_type,model_size,model_n_params,backend,target,device,"
-    "n_prompt,n_gen,test_time,repetitions,avg_ns,stddev_ns,avg_ts,stddev_ts\n";
+    "n_prompt,n_gen,n_parallel,test_time,repetitions,avg_ns,stddev_ns,avg_ts,stddev_ts\n";
 
 static void print_row(const bench_opts_t *o, const model_info_t *mi, const test_result_t *r, int first) {
   char test[32], ts[64];
@@ -260,7 +306,7 @@ static void print_row(const bench_opts_t *o, const model_info_t *mi, const test_
     csv_str(mi->target);
     putchar(',');
     csv_str(mi->device);
-    printf(",%d,%d,\"%s\",%d,%.0f,%.0f,%.6f,%.6f\n", r->n_prompt, r->n_gen, r->when, r->reps,
+    printf(",%d,%d,%d,\"%s\",%d,%.0f,%.0f,%.6f,%.6f\n", r->n_prompt, r->n_gen, r->n_parallel, r->when, r->reps,
            r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts);
   } else {
     printf("%s  {\n    \"build_version\": \"%s\",\n    \"model_filename\": ", first ? "" : ",\n",
@@ -272,10 +318,10 @@ static void print_row(const bench_opts_t *o, const model_info_t *mi, const test_
     json_str(mi->target);
     printf(",\n    \"device\": ");
     json_str(mi->device);
-    printf(",\n    \"n_prompt\": %d,\n    \"n_gen\": %d,\n    \"test_time\": \"%s\",\n"
+    printf(",\n    \"n_prompt\": %d,\n    \"n_gen\": %d,\n    \"n_parallel\": %d,\n    \"test_time\": \"%s\",\n"
            "    \"repetitions\": %d,\n    \"avg_ns\": %.0f,\n    \"stddev_ns\": %.0f,\n"
            "    \"avg_ts\": %.6f,\n    \"stddev_ts\": %.6f,\n    \"samples_ns\": [",
-           r->n_prompt, r->n_gen, r->when, r->reps, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts);
+           r->n_prompt, r->n_gen, r->n_parallel, r->when, r->reps, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts);
     for (int i = 0; i < r->reps; i++) printf("%s%.0f", i ? ", " : "", r->ns[i]);
     printf("],\n    \"samples_ts\": [");
     for (int i = 0; i < r->reps; i++) printf("%s%.6f", i ? ", " : "", r->ts[i]);
@@ -301,7 +347,8 @@ static int bench(const bench_opts_t *o, gc_err_t *e) {
   model_info_t mi = {0};
   gc_llama_bundle_info_t info;
   char line[4096];
-  int max_p = max_of(o->pp, o->npp), max_n = max_of(o->tg, o->ntg);
+  gc_prof_t *prof = NULL;
+  int max_p = max_of(o->pp, o->npp), max_n = max_of(o->tg, o->ntg), max_b = max_of(o->par, o->npar);
   int ctx = max_p > max_n ? max_p : max_n, rc = gc_weights_open(o->b.model, &w, e);
   if (!rc && o->b.quantize) rc = gc_weights_quantize(w, o->b.quantize, e);
   if (!rc && ctx > w->cfg.max_seq)
@@ -315,20 +362,35 @@ static int bench(const bench_opts_t *o, gc_err_t *e) {
     if (line[0]) fprintf(stderr, "gcore-bench: %s\n", line);
     snprintf(mi.target, sizeof mi.target, "%s", gc_rt_target(rt));
     snprintf(mi.device, sizeof mi.device, "%s", gc_dev_info(dev)->name);
-    rc = gc_llama_create(dev, rt, w, ctx, max_p > 0 ? max_p : 1, &m, e);
+    rc = max_b > 1 && o->ntg ? gc_llama_create_slots(dev, rt, w, ctx, max_p > 0 ? max_p : 1, max_b, &m, e)
+                             : gc_llama_create(dev, rt, w, ctx, max_p > 0 ? max_p : 1, &m, e);
   }
+  if (!rc && o->profile) rc = gc_prof_create(dev, &prof, e);
   if (!rc && !(lg = gc_malloc((size_t)w->cfg.vocab_size * sizeof *lg, e))) rc = GC_ENOMEM;
   if (!rc && !strcmp(o->format, "md")) fputs(md_head, stdout);
   if (!rc && !strcmp(o->format, "csv")) fputs(csv_head, stdout);
   if (!rc && !strcmp(o->format, "json")) printf("[\n");
+  /* the pp tests, then each tg length for each --parallel count */
   int rows = 0;
-  for (int i = 0; !rc && i < o->npp + o->ntg; i++) {
+  for (int i = 0; !rc && i < o->npp + o->ntg * o->npar; i++) {
     test_result_t r;
-    int pp = i < o->npp ? o->pp[i] : 0, tg = i < o->npp ? 0 : o->tg[i - o->npp];
-    if (!(rc = run_test(m, o, pp, tg, lg, &r, e))) print_row(o, &mi, &r, rows++ == 0);
+    int j = i - o->npp, pp = j < 0 ? o->pp[i] : 0, tg = j < 0 ? 0 : o->tg[j / o->npar];
+    int b = j < 0 ? 1 : o->par[j % o->npar];
+    if (!(rc = run_test(m, o, pp, tg, b, lg, prof, &r, e))) print_row(o, &mi, &r, rows++ == 0);
+    if (!rc && prof) {
+      char name[32];
+      test_name(&r, name, sizeof name);
+      fflush(stdout);
+      fprintf(stderr, "gcore-bench: profile of %s (%d timed runs):\n", name, r.reps);
+      gc_prof_print(prof, stderr);
+      gc_prof_free(prof);
+      prof = NULL;
+      if (i + 1 < o->npp + o->ntg * o->npar) rc = gc_prof_create(dev, &prof, e);
+    }
   }
   if (!rc && !strcmp(o->format, "json")) printf("\n]\n");
   free(lg);
+  gc_prof_free(prof);
   gc_llama_free(m);
   gc_rt_close(rt);
   gc_dev_close(dev);
@@ -336,15 +398,16 @@ static int bench(const bench_opts_t *o, gc_err_t *e) {
   return rc;
 }
 
-/* A comma list of token counts (0 = none) into v; at most MAX_TESTS. */
-static int parse_list(const char *s, int *v, int *n) {
+/* A comma list of counts into v, at most MAX_TESTS of them, each in
+ * [0, hi]; a 0 means none and is dropped. */
+static int parse_list(const char *s, int64_t hi, int *v, int *n) {
   char buf[1024], *save = NULL;
   if (strlen(s) >= sizeof buf) return -1;
   snprintf(buf, sizeof buf, "%s", s);
   *n = 0;
   for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     int64_t x;
-    if (gc_parse_i64(t, &x) || x < 0 || x > (1 << 20) || *n == MAX_TESTS) return -1;
+    if (gc_parse_i64(t, &x) || x < 0 || x > hi || *n == MAX_TESTS) return -1;
     if (x > 0) v[(*n)++] = (int)x;
   }
   return s[0] && s[strlen(s) - 1] != ',' ? 0 : -1;
@@ -359,6 +422,7 @@ int main(int argc, char **argv) {
   bench_opts_t o = {.backend = "cpu", .format = "md", .reps = 5, .warmup = 1};
   o.pp[o.npp++] = 512;
   o.tg[o.ntg++] = 128;
+  o.par[o.npar++] = 1;
   int c;
   int64_t iv;
   while ((c = gc_cli_getopt(argc, argv, "m:b:p:n:r:o:h", longopts)) != -1) {
@@ -369,10 +433,10 @@ int main(int argc, char **argv) {
       case O_CACHE: o.b.cache = optarg; break;
       case O_QUANTIZE: o.b.quantize = optarg; break;
       case 'p':
-        if (parse_list(optarg, o.pp, &o.npp)) return bad_flag("-p", "a comma list of prompt lengths (0: none)");
+        if (parse_list(optarg, 1 << 20, o.pp, &o.npp)) return bad_flag("-p", "a comma list of prompt lengths (0: none)");
         break;
       case 'n':
-        if (parse_list(optarg, o.tg, &o.ntg)) return bad_flag("-n", "a comma list of generation lengths (0: none)");
+        if (parse_list(optarg, 1 << 20, o.tg, &o.ntg)) return bad_flag("-n", "a comma list of generation lengths (0: none)");
         break;
       case 'r':
         if (gc_parse_i64(optarg, &iv) || iv < 1 || iv > 256) return bad_flag("-r", "repetitions, 1 to 256");
@@ -383,6 +447,11 @@ int main(int argc, char **argv) {
           return bad_flag("-o", "md, csv or json");
         o.format = optarg;
         break;
+      case O_PARALLEL:
+        if (parse_list(optarg, GC_LLAMA_BATCH_MAX, o.par, &o.npar) || !o.npar)
+          return bad_flag("--parallel", "a comma list of sequence counts, 1 to 16");
+        break;
+      case O_PROFILE: o.profile = 1; break;
       case O_NOWARMUP: o.warmup = 0; break;
       case O_BACKEND: o.backend = optarg; break;
       case O_DEVICE:
