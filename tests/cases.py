@@ -52,7 +52,11 @@ GEMM_SHAPES = [  # (m, n, k)
     (1, 64, 64), (1, 100, 37), (3, 33, 7), (17, 130, 129), (64, 64, 1),
     (5, 1, 300), (128, 96, 256), (33, 1000, 65),
 ]
-NORM_GEMM_SHAPES = [(1, 64, 64), (1, 100, 37), (3, 33, 7), (5, 1, 300), (8, 130, 129)]
+# M = 6 and 8 with K % 8 == 0: the tensor-core GEMVs of batched decode
+# steps (gemv_mma: N past a 16-row tile, a last K chunk cut short); the
+# fused norm serves passes of up to 8 rows (GC_LLAMA_FUSE_MAX)
+NORM_GEMM_SHAPES = [(1, 64, 64), (1, 100, 37), (3, 33, 7), (6, 37, 200), (5, 1, 300), (8, 130, 129),
+                    (8, 130, 264)]
 RMSNORM_SHAPES = [(1, 64), (3, 100), (17, 4096), (64, 7), (2, 1)]
 
 ADD_SHAPES = [(1, 64), (3, 100), (17, 4096), (2, 1)]
