@@ -173,6 +173,10 @@ def main():
     total = sum(len(o["ids"]) for o in many)
     wall = max(o["last"] for o in many) - min(o["t0"] for o in many)
     many_tps = total / wall
+    # where the N-client wall time goes: the first tokens (admission and
+    # the N prefills) and the steps after them
+    ttft = [o["first"] - o["t0"] for o in many]
+    steady = (total - n) / max(1e-9, max(o["last"] for o in many) - max(o["first"] for o in many))
     equal, diffs = 0, []
     for i, (s, m) in enumerate(zip(singles, many)):
         if s["ids"] == m["ids"]:
@@ -184,6 +188,8 @@ def main():
            "fixed_batch": a.fixed_batch,
            "one_client_tok_s": round(one_tps, 2), "one_client_ttft_s": round(sum(o["first"] - o["t0"] for o in singles) / n, 4),
            "n_clients_tok_s": round(many_tps, 2), "ratio": round(many_tps / one_tps, 3),
+           "n_clients_ttft_s": [round(x, 4) for x in ttft],
+           "n_clients_after_last_first_token_tok_s": round(steady, 2),
            "streams_equal": f"{equal}/{n}", "differences": diffs, "server_exit": rc}
     with open(os.path.join(a.out, f"serve-{a.shape}-{n}.json"), "w") as f:
         json.dump(res, f, indent=1)

@@ -47,6 +47,9 @@ struct gc_engine {
   int active;                  /* requests in slots */
   int64_t seq;
   int64_t steps;               /* batched decode steps run */
+  int64_t step_rows;           /* their rows, in all */
+  double step_s, prefill_s;    /* seconds in decode steps, in prefill chunks */
+  double t_open;               /* when the model was ready (gc_now) */
   /* engine only */
   gc_dev_t *devs[GC_LLAMA_TP_MAX]; /* [tp]: each rank's device and bundle */
   gc_rt_t *rts[GC_LLAMA_TP_MAX];
@@ -157,6 +160,7 @@ static int engine_open(gc_engine_t *en, gc_err_t *e) {
   if (!rc && o->no_graph) gc_llama_set_graphs(en->m, 0);
   if (!rc && !(en->logits = gc_malloc((size_t)o->parallel * en->w->cfg.vocab_size * sizeof(float), e)))
     rc = GC_ENOMEM;
+  en->t_open = gc_now();
   if (!rc) {
     const gc_dev_info_t *in = gc_dev_info(en->devs[0]);
     snprintf(en->devname, sizeof en->devname, "%s (%s)", in->backend, in->name);
@@ -318,7 +322,10 @@ static void prefill_step(gc_engine_t *en) {
   int last = t == left, on_device = !last || greedy(r);
   int32_t next = -1;
   gc_err_t e = {0};
-  if (gc_llama_slot_forward(en->m, r->slot, r->prompt + r->fed, t, en->logits, on_device ? &next : NULL, &e)) {
+  double t0 = gc_now();
+  int rc = gc_llama_slot_forward(en->m, r->slot, r->prompt + r->fed, t, en->logits, on_device ? &next : NULL, &e);
+  en->prefill_s += gc_now() - t0;
+  if (rc) {
     fail_rows(en, &r, 1, e.msg);
     return;
   }
@@ -352,11 +359,15 @@ static void decode_step(gc_engine_t *en) {
   for (; en->o.fixed_batch && run < en->o.parallel; run++) /* padding: copies of row 0, results dropped */
     slots[run] = slots[0], toks[run] = toks[0];
   gc_err_t e = {0};
-  if (gc_llama_decode_batch(en->m, run, slots, toks, en->logits, all_greedy ? next : NULL, &e)) {
+  double t0 = gc_now();
+  int rc = gc_llama_decode_batch(en->m, run, slots, toks, en->logits, all_greedy ? next : NULL, &e);
+  en->step_s += gc_now() - t0;
+  if (rc) {
     fail_rows(en, rows, M, e.msg);
     return;
   }
   en->steps++;
+  en->step_rows += run;
   int vocab = en->w->cfg.vocab_size;
   for (int i = 0; i < M; i++) {
     int tok = next[i];
@@ -453,8 +464,11 @@ static void *engine_main(void *arg) {
       nanosleep(&(struct timespec){en->step_delay_ms / 1000, en->step_delay_ms % 1000 * 1000000L}, NULL);
   }
   drain(en);
-  fprintf(stderr, "gcore-serve: %lld decode steps, %lld of them replayed from a graph\n", (long long)en->steps,
-          (long long)gc_llama_graph_replays(en->m));
+  double wall = gc_now() - en->t_open;
+  fprintf(stderr, "gcore-serve: %lld decode steps, %lld of them replayed from a graph; %.2f rows and %.3f ms "
+          "a step; %.1f s in steps, %.1f s in prefills, of %.1f s served\n", (long long)en->steps,
+          (long long)gc_llama_graph_replays(en->m), en->steps ? (double)en->step_rows / en->steps : 0.0,
+          en->steps ? 1e3 * en->step_s / en->steps : 0.0, en->step_s, en->prefill_s, wall);
   return NULL;
 }
 

@@ -55,6 +55,9 @@ GEMM_SHAPES = [  # (m, n, k)
 # M = 6 and 8 with K % 8 == 0: the tensor-core GEMVs of batched decode
 # steps (gemv_mma: N past a 16-row tile, a last K chunk cut short); the
 # fused norm serves passes of up to 8 rows (GC_LLAMA_FUSE_MAX)
+# a batched decode step's GEMM: 6 rows of A, K % 8 == 0 (gemv_mma's domain
+# on NVIDIA, the default for 2 .. 16 rows there)
+FEW_ROWS = [(6, 72, 200)]
 NORM_GEMM_SHAPES = [(1, 64, 64), (1, 100, 37), (3, 33, 7), (6, 37, 200), (5, 1, 300), (8, 130, 129),
                     (8, 130, 264)]
 RMSNORM_SHAPES = [(1, 64), (3, 100), (17, 4096), (64, 7), (2, 1)]
@@ -105,9 +108,9 @@ def qembed_shapes(dt):  # (m, n = dim, k = vocab): rows of the table whole block
 
 
 CASES = {
-    "gemm": [(dt, s) for dt in DTYPES for s in GEMM_SHAPES],
-    "gemm_add": [(dt, s) for dt in DTYPES for s in GEMM_SHAPES[:1] + GEMM_SHAPES[2:4] + GEMM_SHAPES[6:]],
-    "gemm_swiglu": [(dt, s) for dt in DTYPES for s in GEMM_SHAPES[:6]],
+    "gemm": [(dt, s) for dt in DTYPES for s in GEMM_SHAPES + FEW_ROWS],
+    "gemm_add": [(dt, s) for dt in DTYPES for s in GEMM_SHAPES[:1] + GEMM_SHAPES[2:4] + GEMM_SHAPES[6:] + FEW_ROWS],
+    "gemm_swiglu": [(dt, s) for dt in DTYPES for s in GEMM_SHAPES[:6] + FEW_ROWS],
     # the fused norm serves decode steps and small batches (M <= 8): the GEMVs' domain
     "rmsnorm_gemm": [(dt, s) for dt in DTYPES for s in NORM_GEMM_SHAPES],
     "rmsnorm_gemm_swiglu": [(dt, s) for dt in DTYPES for s in NORM_GEMM_SHAPES[:4]],

@@ -164,8 +164,23 @@ static int serves(sweep_t *s, const gc_template_t *tp, int *ok, int64_t *start, 
   return GC_OK;
 }
 
+/* pts[1 .. n) in order of their templates' @priority, highest first (then
+ * in template order): a budget smaller than the number of templates that
+ * serve a problem measures the likeliest ones. */
+static void order_defaults(sweep_t *s, point_t *pts, int n) {
+  for (int i = 2; i < n; i++)
+    for (int j = i; j > 1; j--) {
+      const gc_template_t *a = &s->tpls.v[pts[j - 1].tpl], *b = &s->tpls.v[pts[j].tpl];
+      if (a->priority > b->priority || (a->priority == b->priority && pts[j - 1].tpl < pts[j].tpl)) break;
+      point_t x = pts[j];
+      pts[j] = pts[j - 1];
+      pts[j - 1] = x;
+    }
+}
+
 /* The points of every template that serves s->p: the bundle's default
- * first, the other templates' defaults next, then all the rest shuffled. */
+ * first, the other templates' defaults next (by priority), then all the
+ * rest shuffled. */
 static int enumerate(sweep_t *s, gc_err_t *e) {
   s->npts = s->space = 0;
   int ndef = 0, ok;
@@ -184,6 +199,7 @@ static int enumerate(sweep_t *s, gc_err_t *e) {
     }
     ndef++;
   }
+  order_defaults(s, s->pts, ndef);
   /* the spaces of the templates that serve, in template order; each one's
    * starting point is among pts[0 .. ndef) (serves() is not asked twice:
    * finding a nearest usable variant may walk the space) */
