@@ -5,9 +5,11 @@
  * each turns a request into a gc_srv_req_t and queues it here
  * (gc_engine_submit, under the engine's lock `mu`, which guards the queue
  * and the counters). This thread admits queued requests into free KV-cache
- * slots and then repeats a step: one prefill chunk of one admitted request
- * (at most prefill_chunk prompt tokens, so a long prompt never stalls the
- * others for long), then one batched decode step of every request that is
+ * slots and then repeats a step: prefill chunks of admitted requests, oldest
+ * first (each chunk at most prefill_chunk prompt tokens of one request, and
+ * as many chunks as fit in prefill_chunk tokens in all, at least one, so a
+ * long prompt never stalls the others for long and short ones start
+ * together), then one batched decode step of every request that is
  * generating (M rows, M = 1 .. --parallel, one pass through the model:
  * gc_llama_decode_batch; with --fixed-batch always --parallel rows, the
  * missing ones copies of a real row). Each sampled token is appended to its request's
@@ -309,16 +311,20 @@ static void reap(gc_engine_t *en) {
   }
 }
 
-/* The next chunk of the prompt of the request admitted first among those
- * still prefilling; at its end, the first token. */
-static void prefill_step(gc_engine_t *en) {
+/* The request admitted first among those still prefilling, or NULL. */
+static gc_srv_req_t *oldest_prefilling(gc_engine_t *en) {
   gc_srv_req_t *r = NULL;
   for (int s = 0; s < en->o.parallel; s++) {
     gc_srv_req_t *x = en->slot[s];
     if (x && x->fed < x->nprompt && (!r || x->seq < r->seq)) r = x;
   }
-  if (!r) return;
-  int left = r->nprompt - r->fed, t = left < en->o.prefill_chunk ? left : en->o.prefill_chunk;
+  return r;
+}
+
+/* The next t tokens of r's prompt; at its end, the first token. A failure
+ * ends r (its slot is free after). */
+static void prefill_chunk(gc_engine_t *en, gc_srv_req_t *r, int t) {
+  int left = r->nprompt - r->fed;
   int last = t == left, on_device = !last || greedy(r);
   int32_t next = -1;
   gc_err_t e = {0};
@@ -340,6 +346,19 @@ static void prefill_step(gc_engine_t *en) {
     return;
   }
   emit(en, r, tok);
+}
+
+/* Prefill chunks of the requests still prefilling, oldest first, each at
+ * most prefill_chunk tokens, while their sum stays within prefill_chunk
+ * (at least one chunk). */
+static void prefill_step(gc_engine_t *en) {
+  int used = 0;
+  for (gc_srv_req_t *r; (r = oldest_prefilling(en));) {
+    int left = r->nprompt - r->fed, t = left < en->o.prefill_chunk ? left : en->o.prefill_chunk;
+    if (used && used + t > en->o.prefill_chunk) break;
+    prefill_chunk(en, r, t);
+    used += t;
+  }
 }
 
 /* One batched decode step of every request that is generating. */
