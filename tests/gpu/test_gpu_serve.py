@@ -8,7 +8,9 @@ The batched kernels add in another order than the single-sequence ones,
 so 16-bit rounding may pick another token where two are nearly tied: each
 stream must equal gcore-run's tokens up to its end or up to a position
 where gcore-run's top two logits are less than MARGIN apart (relative to
-the row's largest); the test says how many tokens that covered."""
+the row's largest: ten units in the last place of the model's dtype, whose
+roundings of every layer's activations are what the orders change); the
+test says how many tokens that covered."""
 import json
 import os
 import random
@@ -29,7 +31,7 @@ pytestmark = pytest.mark.skipif(BACKEND not in ("cuda", "hip"),
                                 reason="GPU suite: run with make test-gpu or make test-gpu-amd")
 
 ODD = dict(dim=320, hidden_dim=864, n_layers=2, n_heads=5, n_kv_heads=1, head_dim=96, vocab=777, max_seq=1024)
-MARGIN = 0.01
+MARGIN = {"f16": 10 * 2.0 ** -10, "bf16": 10 * 2.0 ** -7}
 N = 24
 
 
@@ -79,6 +81,6 @@ def test_concurrent_requests_match_gcore_run(gc, dtype):
         if k < N:
             row = np.sort(logits[rows[i] + k])
             gap = (row[-1] - row[-2]) / np.max(np.abs(row))
-            assert gap < MARGIN, f"prompt {i} ({len(prompts[i])} tokens): token {k} is {g[k]}, gcore-run's " \
+            assert gap < MARGIN[dtype], f"prompt {i} ({len(prompts[i])} tokens): token {k} is {g[k]}, gcore-run's " \
                                  f"{want[k]}, whose top two logits are {gap:.4f} apart"
     print(f"{dtype}: {covered} of {len(prompts) * N} tokens equal to gcore-run's before any near tie")
