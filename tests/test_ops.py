@@ -66,7 +66,8 @@ def template_spaces(backend=BACKEND):
     each that tplhead.sampled_ops names (the first, the first gate/up op,
     the first RoPE/KV op, the first batched decode step). A decode-only
     template's ops (@applies M == 1) are sampled at M = 1, but for its
-    batched step."""
+    batched step; a batched-step matrix-core GEMV's (@applies M > 1 && M <=
+    ..., gemv_mma and gemv_mfma) at M = 8."""
     out = []
     folder, ext, kinds = ("cpu", ".c", ("cpu",)) if backend == "cpu" else ("gpu", ".cu", ("gpu", backend))
     tdir = os.path.join(ROOT, "templates", folder)
@@ -79,8 +80,9 @@ def template_spaces(backend=BACKEND):
         applies = " ".join(t["applies"])
         for op in sampled_ops(t["ops"]):
             params = {k: (v, t["defaults"][op][k]) for k, (v, _) in t["params"].items()}
-            decode = ("M ==" in applies or "M <=" in applies) and not op_names(op)["BATCH"]
-            out.append((t["name"], op, dict(params=params, decode=decode,
+            batch_gemv = "M > 1" in applies and "M <=" in applies
+            decode = ("M ==" in applies or "M <=" in applies) and not op_names(op)["BATCH"] and not batch_gemv
+            out.append((t["name"], op, dict(params=params, decode=decode, batch_gemv=batch_gemv,
                                             dtypes=t["dtypes"], matrix=t["backend"] in ("cuda", "hip"))))
     return out
 
@@ -124,6 +126,8 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
         shape = (48, 128, 256)  # matrix-core templates: whole mma tiles in N and K
     if info["decode"]:
         shape = (1,) + tuple(shape[1:])  # decode-only templates serve M = 1
+    if info["batch_gemv"]:
+        shape = (8,) + tuple(shape[1:])  # batched decode steps: 2 <= M <= 8 (gemv_mma's least)
     # The moves one parameter away from the defaults, shared out over the
     # three dtypes: dtype k starts at the k-th third of the list and stops
     # after a third of them have run (at least one), so every move runs for
