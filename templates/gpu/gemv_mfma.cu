@@ -5,9 +5,10 @@
  * (gemm_swiglu: W[2N,K], gate rows then up rows), and both with A's rows
  * RMS-normalised on the way (rmsnorm_*). The AMD counterpart of
  * gemv_mma.cu (same ops, arguments, epilogues and priority). Memory bound
- * on B, as gemv_gpu, but the products run on the matrix cores: gemv_gpu's
- * fp32 FMAs (M per weight) bound it well below the bandwidth at M = 8-16,
- * this kernel streams B at the same rate for any M up to 16.
+ * on B, as gemv_gpu, but the products run on the matrix cores: where
+ * gemv_gpu spends M fp32 FMAs per weight (what bounds it on NVIDIA at
+ * M = 8, gemv_mma.cu), this kernel spends the same MFMAs for any M up to
+ * 16. (Not yet timed on an AMD GPU.)
  *
  * @template gemv_mfma
  * @op gemm gemm_add rmsnorm_gemm gemm_swiglu rmsnorm_gemm_swiglu
@@ -248,19 +249,20 @@ void gemv_mfma(const TA *A, const TB *B, TC *C,
   /* The lane's outputs: row m = D_COL of A (= r: its own sum) × rows of B. */
   const int64_t m = GC_MFMA_D_COL(16, lane);
   const float sc = NORM ? gc_rsqrt(ss / (float)K + eps) : 1.0f;
-  if (m < M)
-    GC_UNROLL(RT)
-    for (int t = 0; t < RT; t++)
-      GC_UNROLL(4)
-      for (int e = 0; e < 4; e++) {
-        const int64_t n = n0 + 16 * t + GC_MFMA_D_ROW(16, lane, e);
-        if (n < N) {
-          const float x = acc[0][t][e] * sc;
+  if (m >= M)
+    return; /* a column of zeros (rows of A past M) */
+  GC_UNROLL(RT)
+  for (int t = 0; t < RT; t++)
+    GC_UNROLL(4)
+    for (int e = 0; e < 4; e++) {
+      const int64_t n = n0 + 16 * t + GC_MFMA_D_ROW(16, lane, e);
+      if (n < N) {
+        const float x = acc[0][t][e] * sc;
 #if PAIR == 2
-          STORE_C(C, m * N + n, gf_swiglu(x, acc[PAIR - 1][t][e] * sc));
+        STORE_C(C, m * N + n, gf_swiglu(x, acc[PAIR - 1][t][e] * sc));
 #else
-          STORE_GEMM(C, m * N + n, x);
+        STORE_GEMM(C, m * N + n, x);
 #endif
-        }
       }
+    }
 }
