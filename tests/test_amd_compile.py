@@ -87,7 +87,7 @@ def test_template_compiles(gc, arch, driver, tpl, op, dts, params):
         if built >= (3 if arch == "gfx942" else 2):  # the defaults and 2 points on MI300 (1 elsewhere)
             break
         r = gc("gcore-gen", "--target", arch, "--compiler", driver, "--op", op, "--dtype", dts[0],
-               *shape(op, dts[0]).split(), "--force", force, "-o", "b.gcb", "-q")
+               *shape(op, dts[0], tpl).split(), "--force", force, "-o", "b.gcb", "-q")
         if force != tpl and r.rc != 0 and "constraint fails" in r.err:
             continue  # a random point outside the space
         other_family(r, tpl, arch)
@@ -203,7 +203,7 @@ def test_comgr_and_clang_agree(gc, tpl, op, dts, params):
     described = {}
     for driver in ("comgr", "clang"):
         r = gc("gcore-gen", "--target", "gfx90a", "--compiler", driver, "--op", op, "--dtype",
-               dts[0], *shape(op, dts[0]).split(), "--force", tpl, "-o", f"{driver}.gcb", "-q")
+               dts[0], *shape(op, dts[0], tpl).split(), "--force", tpl, "-o", f"{driver}.gcb", "-q")
         other_family(r, tpl, "gfx90a")
         assert r.rc == 0, r
         with sqlite3.connect(gc.dir / f"{driver}.gcb") as c:

@@ -10,6 +10,9 @@ and double LDS stages, gemm, gemm_add and gemm_swiglu, and shapes with
 edges in M, N and K, the template's
 whole index math (global -> LDS staging, fragment reads, accumulator
 mapping, epilogue, bounds) agrees with the documented operand layouts,
+and so does gemv_mfma's (fragments straight from global memory with the
+k-permutation, split-K through LDS, wave shuffles) for all five of its
+ops, rmsnorm_gemm and rmsnorm_gemm_swiglu against rows normalised in fp64;
 every C element is written exactly within the matrix, LDS stays inside
 @shmem, and WMMA operands are replicated across the half-waves. What it
 cannot prove: that the documented layouts are the hardware's (the model
@@ -31,7 +34,9 @@ CXX = shutil.which("clang++-19")
 pytestmark = pytest.mark.skipif(not CXX, reason="clang++-19 not installed (host emulation)")
 EMU = os.path.join(ROOT, "tests", "amd_emu")
 
-# (template, wave size, (op, parameters) sets); shapes below have edges in M, N, K.
+# (template, wave size, (op, parameters[, dtype]) sets): a set runs for each
+# dtype of the template, or for the one it names; shapes below have edges
+# in M, N, K.
 CASES = [
     ("gemm_mfma.cu", 64, [("gemm", dict(MI=32, BM=64, BN=32, BK=16, WM=32, WN=32, STAGES=2, RASTER=4)),
                           ("gemm_add", dict(MI=16, BM=32, BN=64, BK=32, WM=16, WN=32, STAGES=1, RASTER=1)),
@@ -41,8 +46,21 @@ CASES = [
                           ("gemm_add", dict(BM=32, BN=64, BK=16, WM=32, WN=16, STAGES=1, RASTER=1)),
                           ("gemm_swiglu", dict(BM=32, BN=32, BK=16, WM=16, WN=16, STAGES=2, RASTER=1)),
                           ("gemm_swiglu", dict(BM=64, BN=32, BK=32, WM=32, WN=16, STAGES=1, RASTER=4))]),
+    # a covering of op x dtype (each op once, the norm's 2- and 3-way splits
+    # both), split-K through LDS and not (KS = 1), 1-4 tiles and chunks
+    ("gemv_mfma.cu", 64, [("gemm", dict(WARPS=4, KS=2, RT=2, UNR=1, OCC=1), "f16"),
+                          ("gemm_add", dict(WARPS=2, KS=1, RT=1, UNR=4, OCC=2), "bf16"),
+                          ("gemm_swiglu", dict(WARPS=4, KS=4, RT=1, UNR=2, OCC=2), "f16"),
+                          ("rmsnorm_gemm", dict(WARPS=4, KS=2, RT=1, UNR=2, OCC=2), "bf16"),
+                          ("rmsnorm_gemm", dict(WARPS=2, KS=1, RT=4, UNR=1, OCC=1), "f16"),
+                          ("rmsnorm_gemm_swiglu", dict(WARPS=2, KS=2, RT=2, UNR=1, OCC=2), "bf16")]),
 ]
 SHAPES = [(70, 50, 40), (64, 96, 64), (33, 17, 8)]
+# gemv_mfma serves 2 <= M <= 16: the fewest and the most rows and one
+# between; N not a multiple of its 16-row tiles (and one that is); K % 8 ==
+# 0, not a multiple of its 32-element chunks, from one chunk to several
+# steps of every slice
+SHAPES_OF = {"gemv_mfma.cu": [(3, 50, 40), (16, 37, 264), (9, 96, 8), (2, 17, 136)]}
 
 
 def layouts(path):
@@ -83,7 +101,8 @@ def build(tmp, tpl_file, wave, dtype, op, params, layout_text=None, quant_text=N
         (tmp / "quant.h").write_text(quant_text) if quant_text else quant_block(tmp / "quant.h")
     src = (("#define EMU_QUANT 1\n" if quant else "") + '#include "prelude_emu.h"\n' + defs +
            f'#line 1 "{tpl_file}"\n' + (tpl_text or open(os.path.join(GPU, tpl_file)).read()) +
-           f"\n#define KERNEL {tpl['kernel']}\n#define EMU_SWIGLU {int(op == 'gemm_swiglu')}\n" +
+           f"\n#define KERNEL {tpl['kernel']}\n#define EMU_SWIGLU {int(env['PAIR'] == 2)}\n" +
+           f"#define EMU_NORM {env['NORM']}\n" +
            ('#include "harness_q.h"\n' if quant else '#include "harness.h"\n'))
     (tmp / "emu.cpp").write_text(src)
     exe = tmp / "emu"
@@ -111,11 +130,12 @@ def grid_block(tpl_file):
 
 
 IDS = [(f, w, dt, i) for f, w, ps in CASES for dt in parse(os.path.join(GPU, f))["dtypes"]
-       for i in range(len(ps))]
+       for i in range(len(ps)) if dt in ps[i][2:] or len(ps[i]) == 2]
 
 
 def case(tpl_file, which):
-    return next(ps for f, _, ps in CASES if f == tpl_file)[which]
+    """(op, parameters) of set `which` of tpl_file's CASES entry."""
+    return next(ps for f, _, ps in CASES if f == tpl_file)[which][:2]
 
 
 @pytest.mark.parametrize("tpl_file,wave,dtype,which", IDS,
@@ -124,7 +144,7 @@ def test_template_on_emulated_matrix_cores(tmp_path, tpl_file, wave, dtype, whic
     op, params = case(tpl_file, which)
     tpl, env, exe = build(tmp_path, tpl_file, wave, dtype, op, params)
     tpl["grid"], tpl["block"] = grid_block(tpl_file)
-    for m, n, k in SHAPES:
+    for m, n, k in SHAPES_OF.get(tpl_file, SHAPES):
         r = run(tpl, env, exe, m, n, k)
         assert r.returncode == 0, f"{tpl_file} {op} {dtype} {params} M={m} N={n} K={k}:\n{r.stdout}{r.stderr[-3000:]}"
         assert "bad 0 unwritten 0 replication 0" in r.stdout, r.stdout
@@ -149,7 +169,18 @@ MUTATIONS = [
     ("WMMA operands not replicated (upper half-wave reads other rows)",
      "#define GC_WMMA_AB_ROW(l) ((l) % 16)", "#define GC_WMMA_AB_ROW(l) ((l) < 16 ? (l) : 31 - (l))",
      "gemm_wmma.cu", 32, "f16", 0),
+    # gemv_mfma: its k groups (which 8 elements a lane loads), rows and
+    # accumulator rows come from the same macros
+    ("gemv 16x16 operand k groups collide (K per instruction taken as 8)",
+     "#define GC_MFMA_AB_K(S, KPL, l, v) ((l) / (S) * (KPL) + (v))",
+     "#define GC_MFMA_AB_K(S, KPL, l, v) ((l) / (S) / 2 * (KPL) + (v))", "gemv_mfma.cu", 64, "f16", 0),
+    ("gemv operand rows shifted by one lane",
+     "#define GC_MFMA_AB_ROW(S, l) ((l) % (S))", "#define GC_MFMA_AB_ROW(S, l) (((l) + 1) % (S))",
+     "gemv_mfma.cu", 64, "bf16", 3),
+    ("gemv 16x16 accumulator rows transposed (register-major)",
+     ": 4 * ((l) / 16) + (r))", ": 4 * (r) + (l) / 16)", "gemv_mfma.cu", 64, "f16", 2),
 ]
+MUT_SHAPE = {"gemv_mfma.cu": (16, 50, 72)}  # inside its @applies (M <= 16)
 
 
 @pytest.mark.parametrize("what,old,new,tpl_file,wave,dtype,which", MUTATIONS,
@@ -160,7 +191,7 @@ def test_wrong_layout_is_caught(tmp_path, what, old, new, tpl_file, wave, dtype,
     op, params = case(tpl_file, which)
     tpl, env, exe = build(tmp_path, tpl_file, wave, dtype, op, params, text.replace(old, new))
     tpl["grid"], tpl["block"] = grid_block(tpl_file)
-    r = run(tpl, env, exe, 64, 64, 32)
+    r = run(tpl, env, exe, *MUT_SHAPE.get(tpl_file, (64, 64, 32)))
     assert r.returncode == 1 and "bad 0 unwritten 0 replication 0" not in r.stdout, \
         f"{what}: not detected\n{r.stdout}"
 

@@ -17,7 +17,9 @@ NVRTC = [p for p in ("/usr/local/cuda/lib64", os.environ.get("CUDA_HOME", "") + 
          if p and os.path.isdir(p) and any(f.startswith("libnvrtc.so") for f in os.listdir(p))]
 needs_nvrtc = pytest.mark.skipif(not NVRTC, reason="NVRTC not installed (CUDA toolkit not found)")
 
-# m = 1 lies in every template's @applies (decode-only templates included).
+# m = 1 lies in every template's @applies (decode-only templates included)
+# but those of the matrix-core ones that leave it to the GEMVs (M > 1):
+# shape() gives them m = 8, inside the batched-decode GEMVs' 2..16 as well.
 SHAPES = {"gemm": "--m 1 --n 96 --k 72", "gemm_swiglu": "--m 1 --n 96 --k 72",
           "rmsnorm": "--m 1 --n 300", "add": "--m 1 --n 300", "embed": "--m 1 --n 64 --k 50",
           "rope_kv": "--m 1 --h 8 --g 2 --d 64", "attention": "--m 1 --h 8 --g 2 --d 64",
@@ -30,12 +32,26 @@ SHAPES = {"gemm": "--m 1 --n 96 --k 72", "gemm_swiglu": "--m 1 --n 96 --k 72",
 BLOCK_DTYPES = ("q8_0", "q4_0", "q4_k", "q5_k", "q6_k")
 
 
-def shape(op, dtype):
+def applies_above_one(tpl):
+    """Does template tpl (its @template name) leave M = 1 to others, its
+    @applies saying M > 1?"""
+    d = os.path.join(ROOT, "templates", "gpu")
+    for f in sorted(os.listdir(d)):
+        head = open(os.path.join(d, f)).read().split("*/", 1)[0] if f.endswith(".cu") else ""
+        if re.search(rf"@template\s+{re.escape(tpl)}\s", head):
+            return any(re.search(r"(^|[(&|\s])M > 1\b", a) for a in re.findall(r"@applies\s+([^\n]+)", head))
+    raise AssertionError(f"no GPU template {tpl}")
+
+
+def shape(op, dtype, tpl=None):
     """SHAPES[op], with K (N for embed, the table's row) a whole number of
-    super-blocks of 256 when B is in a block format (a problem check)."""
+    super-blocks of 256 when B is in a block format (a problem check), and
+    m = 8 for a template tpl that does not serve m = 1."""
     s = SHAPES[op]
     if any(q in dtype.split(":") for q in BLOCK_DTYPES):
         s = s.replace("--k 72", "--k 256") if op != "embed" else s.replace("--n 64", "--n 256")
+    if tpl and applies_above_one(tpl):
+        s = s.replace("--m 1 ", "--m 8 ")
     return s
 
 
@@ -91,7 +107,7 @@ def test_template_compiles(gc, arch, tpl, op, dts, params, arch_a):
         if built >= (4 if arch == "sm_90a" else 2):  # the defaults and 3 points (1 on sm_80, sm_90)
             break
         r = gc("gcore-gen", "--target", arch, "--op", op, "--dtype", dts[0],
-               *shape(op, dts[0]).split(), "--force", force, "-o", "b.gcb", "-q")
+               *shape(op, dts[0], tpl).split(), "--force", force, "-o", "b.gcb", "-q")
         if force != tpl and r.rc != 0 and "constraint fails" in r.err:
             continue  # a random point outside the space
         assert r.rc == 0, r

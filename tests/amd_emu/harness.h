@@ -8,10 +8,16 @@
  * Prints "max_err E bad B unwritten U replication R" and exits 1 when any
  * element is outside the tolerance, left unwritten (C is poisoned with
  * NaN first) or a WMMA operand was not replicated across half-waves.
- * EMU_SWIGLU selects the gemm_swiglu op (W[2N,K], C = silu(A·Wgᵀ)⊙(A·Wuᵀ));
- * GC_OP_GEMM_ADD the gemm_add op (C += A·Bᵀ: C starts random, not NaN). */
+ * EMU_SWIGLU selects the gate/up pair (W[2N,K], C = silu(A·Wgᵀ)⊙(A·Wuᵀ):
+ * gemm_swiglu, rmsnorm_gemm_swiglu); GC_OP_GEMM_ADD the gemm_add op
+ * (C += A·Bᵀ: C starts random, not NaN); EMU_NORM the rmsnorm_* ops (A's
+ * rows RMS-normalised and times norm[K] first: the reference does it in
+ * fp64; norm is random in [0.5, 1.5), eps 1e-5). */
 #ifndef EMU_SWIGLU
 #define EMU_SWIGLU 0
+#endif
+#ifndef EMU_NORM
+#define EMU_NORM 0
 #endif
 
 static uint64_t emu_rng = 0x243f6a8885a308d3ull;
@@ -34,20 +40,29 @@ int main(int argc, char **argv) {
   std::vector<TA> A(M * K);
   std::vector<TB> B(rows_b * K);
   std::vector<TC> C(M * N);
+  std::vector<TB> Wn(K);
+  const float eps = 1e-5f;
   for (auto &x : A) gc_st(&x, 0, emu_rand());
   for (auto &x : B) gc_st(&x, 0, emu_rand());
+  for (auto &x : Wn) gc_st(&x, 0, 1.0f + 0.5f * emu_rand());
   for (int64_t i = 0; i < M * N; i++) gc_st(C.data(), i, GC_OP_GEMM_ADD ? emu_rand() : NAN);
   std::vector<TC> C0(C);
   for (int64_t b = 0; b < grid; b++)
-    emu_block_run(b, block, shmem, WARP, A.data(), B.data(), C.data(), M, N, K);
+    emu_block_run(b, block, shmem, WARP, A.data(), B.data(), C.data(), M, N, K, Wn.data(), eps);
   const double u = GC_TC == GC_F32 ? 0x1p-23 : GC_TC == GC_F16 ? 0x1p-10 : 0x1p-7;
   double max_err = 0;
   long bad = 0, unwritten = 0;
   for (int64_t m = 0; m < M; m++)
     for (int64_t n = 0; n < N; n++) {
-      double g = 0, up = 0, mag = 0;
+      double g = 0, up = 0, mag = 0, s = 1; /* s: row m's 1/rms under EMU_NORM */
+      if (EMU_NORM) {
+        double ss = 0;
+        for (int64_t k = 0; k < K; k++) ss += (double)emu_get(A.data(), m * K + k) * emu_get(A.data(), m * K + k);
+        s = 1 / sqrt(ss / (double)K + (double)eps);
+      }
       for (int64_t k = 0; k < K; k++) {
         double a = emu_get(A.data(), m * K + k);
+        if (EMU_NORM) a *= s * emu_get(Wn.data(), k);
         g += a * emu_get(B.data(), n * K + k);
         mag += fabs(a * emu_get(B.data(), n * K + k));
         if (EMU_SWIGLU) up += a * emu_get(B.data(), (N + n) * K + k);

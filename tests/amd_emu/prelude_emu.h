@@ -1,10 +1,12 @@
 /* prelude_emu.h — runs the AMD matrix-core templates (gemm_mfma,
  * gemm_wmma, and with B in a block format gemm_q_mfma, gemm_q_wmma; for
- * gemm, gemm_add and gemm_swiglu) on the host, unchanged,
+ * gemm, gemm_add and gemm_swiglu; gemv_mfma also for rmsnorm_gemm and
+ * rmsnorm_gemm_swiglu) on the host, unchanged,
  * as a SIMT emulation: one host thread per work-item of a block, blocks one after
  * another, LDS a heap buffer of exactly @shmem bytes (ASan sees any access
- * past it), barriers as pthread barriers, and the matrix instructions as
- * a wave-wide rendezvous where one lane evaluates the instruction for all.
+ * past it), barriers as pthread barriers, and the matrix instructions and
+ * wave shuffles as a wave-wide rendezvous where one lane evaluates the
+ * instruction for all (a shuffle: every lane deposits, then reads).
  *
  * The instruction model below is written from the ISA documents (AMD
  * matrix instruction calculator for CDNA2/CDNA3 MFMA; RDNA3 ISA / GPUOpen
@@ -35,6 +37,8 @@
 
 #define GC_DEVICE static inline
 #define GC_KERNEL_BOUNDS(n) extern "C"
+#define GC_KERNEL_OCC(n, b) extern "C"
+#define GC_WARP WARP /* the wave size the test builds for */
 #define GC_UNROLL(n)
 #define GC_CAT_(a, b) a##b
 #define GC_CAT(a, b) GC_CAT_(a, b)
@@ -67,6 +71,7 @@ struct alignas(8) gc_raw8 { uint32_t w[2]; };
 struct emu_wave {
   pthread_barrier_t bar;
   float in_a[64][16], in_b[64][16], acc[64][16], out[64][16];
+  float xch[64]; /* shuffles */
 };
 struct emu_block {
   pthread_barrier_t bar;
@@ -85,9 +90,26 @@ GC_DEVICE int gc_lane(void) { return emu_tid % emu_blk->wave_size; }
 GC_DEVICE void gc_barrier(void) { pthread_barrier_wait(&emu_blk->bar); }
 GC_DEVICE unsigned char *gc_dyn_shared(void) { return emu_blk->lds; }
 
+GC_DEVICE void gc_pdl_wait(void) {}
+GC_DEVICE void gc_pdl_launch(void) {}
+
 GC_DEVICE int64_t gc_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 GC_DEVICE int64_t gc_min64(int64_t a, int64_t b) { return a < b ? a : b; }
 GC_DEVICE float gc_exp(float x) { return expf(x); }
+GC_DEVICE float gc_fma(float a, float b, float c) { return fmaf(a, b, c); }
+GC_DEVICE float gc_rsqrt(float x) { return 1.0f / sqrtf(x); }
+
+/* v from lane src of the wave (ds_bpermute: src taken modulo the wave);
+ * every lane of the wave must call it. */
+GC_DEVICE float gc_shfl(float v, int src) {
+  emu_wave *w = &emu_blk->waves[emu_tid / emu_blk->wave_size];
+  w->xch[gc_lane()] = v;
+  pthread_barrier_wait(&w->bar);
+  float r = w->xch[src & (emu_blk->wave_size - 1)];
+  pthread_barrier_wait(&w->bar); /* read before the next shuffle writes */
+  return r;
+}
+GC_DEVICE float gc_shfl_xor(float v, int mask) { return gc_shfl(v, gc_lane() ^ mask); }
 
 GC_DEVICE float emu_bf16(uint16_t b) {
   uint32_t u = (uint32_t)b << 16;
@@ -111,6 +133,13 @@ GC_DEVICE float gc_ld(const gc_bf16_t *p, int64_t i) { return emu_bf16(p[i].bits
 #define STORE_GEMM(p, i, v) STORE_C(p, i, GC_OP_GEMM_ADD ? (v) + LOAD_C(p, i) : (v))
 
 /* Two elements packed in one 32-bit word (element 0 in the low half). */
+GC_DEVICE void gc_unpack2(_Float16, uint32_t w, float *o) {
+  o[0] = (float)__builtin_bit_cast(_Float16, (uint16_t)(w & 0xffffu));
+  o[1] = (float)__builtin_bit_cast(_Float16, (uint16_t)(w >> 16));
+}
+GC_DEVICE void gc_unpack2(gc_bf16_t, uint32_t w, float *o) {
+  o[0] = emu_bf16((uint16_t)(w & 0xffffu)), o[1] = emu_bf16((uint16_t)(w >> 16));
+}
 GC_DEVICE uint32_t gc_pack2(_Float16, float a, float b) {
   return (uint32_t)__builtin_bit_cast(uint16_t, (_Float16)a) |
          (uint32_t)__builtin_bit_cast(uint16_t, (_Float16)b) << 16;
