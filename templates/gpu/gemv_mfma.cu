@@ -31,8 +31,13 @@
  * @applies M > 1 && M <= 16 && K % 8 == 0 -- M = 1 is the GEMVs'; the 16 columns of one MFMA; rows of A and B are whole 16-byte chunks
  * @grid cdiv(N, WARPS / KS * 16 * RT) 1 1
  * @block WARPS * WARP 1 1
- * @priority 3
+ * @priority 4
  * @pdl -- waits for the kernel before it (gc_pdl_wait, a no-op on HIP) before it reads or writes anything
+ *
+ * Its @priority is above gemm_mfma's and gemm_wmma's 3: for 2 .. 16 rows
+ * the untuned default streams B once instead of through padded tiles, as
+ * gemv_mma does on NVIDIA, where that was measured (2.7x at 8 rows of the
+ * 8B shapes on an H200); on AMD it is unmeasured (no AMD GPU here).
  *
  * Swapped operands: the 16x16x16 MFMA's A operand (16 rows) is a tile of
  * 16 rows of B (weights: they are the many rows) and its B operand (16
