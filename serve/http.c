@@ -41,6 +41,7 @@ struct gc_http {
   struct MHD_Daemon *d;
   int port;
   atomic_ullong ids; /* response ids */
+  atomic_int open;   /* requests begun and not yet completed (their answer not yet sent) */
 };
 
 enum { R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_COMPLETIONS, R_CHAT };
@@ -315,6 +316,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     x->h = h, x->conn = c, x->t0 = gc_now(), x->route = route_of(url);
     snprintf(x->line, sizeof x->line, "%.10s %s", method, GC_QUOTED(url));
     *ctx = x;
+    atomic_fetch_add(&h->open, 1);
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > h->o.max_body) {
       x->too_big = 1;
@@ -356,6 +358,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_
   }
   *ctx = NULL;
   hreq_release(x);
+  atomic_fetch_sub(&h->open, 1);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -406,6 +409,11 @@ int gc_http_port(const gc_http_t *h) { return h->port; }
 
 void gc_http_stop(gc_http_t *h) {
   if (!h) return;
+  /* The engine has answered every request (gc_engine_stop): give their
+   * connection threads up to 10 s to send those answers, which stopping
+   * the daemon would otherwise cut off. */
+  for (double t0 = gc_now(); atomic_load(&h->open) > 0 && gc_now() - t0 < 10.0;)
+    nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
   MHD_stop_daemon(h->d);
   free(h);
 }

@@ -24,7 +24,8 @@ int gc_http_start(const gc_http_opts_t *o, gc_api_t *api, gc_engine_t *en, gc_ht
                   gc_err_t *e);
 int gc_http_port(const gc_http_t *h);
 /* Close the listening socket and every connection; waits for their
- * threads (stop the engine first, so that none waits for a token). */
+ * threads (stop the engine first, so that none waits for a token). The
+ * answers of requests still open are sent first (up to 10 s). */
 void gc_http_stop(gc_http_t *h);
 
 #endif

@@ -37,15 +37,18 @@ EMU = os.path.join(ROOT, "tests", "amd_emu")
 # (template, wave size, (op, parameters[, dtype]) sets): a set runs for each
 # dtype of the template, or for the one it names; shapes below have edges
 # in M, N, K.
+# The GEMMs' sets are a covering too (CI time): each set in one dtype, every
+# dtype in some set, each MFMA size (MI) and stage count in more than one.
 CASES = [
-    ("gemm_mfma.cu", 64, [("gemm", dict(MI=32, BM=64, BN=32, BK=16, WM=32, WN=32, STAGES=2, RASTER=4)),
-                          ("gemm_add", dict(MI=16, BM=32, BN=64, BK=32, WM=16, WN=32, STAGES=1, RASTER=1)),
-                          ("gemm_swiglu", dict(MI=16, BM=32, BN=32, BK=16, WM=16, WN=16, STAGES=2, RASTER=1)),
-                          ("gemm_swiglu", dict(MI=32, BM=32, BN=32, BK=32, WM=32, WN=32, STAGES=1, RASTER=4))]),
-    ("gemm_wmma.cu", 32, [("gemm", dict(BM=32, BN=32, BK=32, WM=16, WN=16, STAGES=2, RASTER=4)),
-                          ("gemm_add", dict(BM=32, BN=64, BK=16, WM=32, WN=16, STAGES=1, RASTER=1)),
-                          ("gemm_swiglu", dict(BM=32, BN=32, BK=16, WM=16, WN=16, STAGES=2, RASTER=1)),
-                          ("gemm_swiglu", dict(BM=64, BN=32, BK=32, WM=32, WN=16, STAGES=1, RASTER=4))]),
+    ("gemm_mfma.cu", 64, [("gemm", dict(MI=32, BM=64, BN=32, BK=16, WM=32, WN=32, STAGES=2, RASTER=4), "f16"),
+                          ("gemm_add", dict(MI=16, BM=32, BN=64, BK=32, WM=16, WN=32, STAGES=1, RASTER=1), "bf16"),
+                          ("gemm_swiglu", dict(MI=16, BM=32, BN=32, BK=16, WM=16, WN=16, STAGES=2, RASTER=1), "f32"),
+                          ("gemm_swiglu", dict(MI=32, BM=32, BN=32, BK=32, WM=32, WN=32, STAGES=1, RASTER=4), "bf16"),
+                          ("gemm", dict(MI=32, BM=64, BN=32, BK=16, WM=32, WN=32, STAGES=2, RASTER=4), "f32")]),
+    ("gemm_wmma.cu", 32, [("gemm", dict(BM=32, BN=32, BK=32, WM=16, WN=16, STAGES=2, RASTER=4), "f16"),
+                          ("gemm_add", dict(BM=32, BN=64, BK=16, WM=32, WN=16, STAGES=1, RASTER=1), "bf16"),
+                          ("gemm_swiglu", dict(BM=32, BN=32, BK=16, WM=16, WN=16, STAGES=2, RASTER=1), "bf16"),
+                          ("gemm_swiglu", dict(BM=64, BN=32, BK=32, WM=32, WN=16, STAGES=1, RASTER=4), "f16")]),
     # a covering of op x dtype (each op once, the norm's 2- and 3-way splits
     # both), split-K through LDS and not (KS = 1), 1-4 tiles and chunks
     ("gemv_mfma.cu", 64, [("gemm", dict(WARPS=4, KS=2, RT=2, UNR=1, OCC=1), "f16"),

@@ -36,9 +36,33 @@ def top2_margin(rows):
     return (s[..., -1] - s[..., -2]) / np.max(np.abs(rows), axis=-1)
 
 
+def second_tokens(w, cfg, seq, first):
+    """For every t of LENGTHS, the logits of first[t-1] fed after seq[:t]:
+    the Decoder (llama_ref's cached path, a second implementation) feeds
+    seq one token at a time and, at each length, that token in the next
+    cache row, which the next token of seq then overwrites."""
+    dec = R.Decoder(w, cfg, max_seq=max(LENGTHS) + 1)
+    rows = []
+    for t in LENGTHS:
+        while dec.pos < t:
+            dec.step(seq[dec.pos])
+        rows.append(dec.step(first[t - 1]))
+        dec.pos = t
+    return np.array(rows)
+
+
+_FOUND = {}  # dtype: the seed odd_model found, and its reference tokens
+
+
 def odd_model(path, dtype):
     """The first seed whose reference has no near-tie at any decision of the
-    test: (config, weights, sequence, first tokens, second tokens)."""
+    test, its model written to path: (config, weights, sequence, first
+    tokens, second tokens). The search runs once per dtype and process."""
+    if dtype in _FOUND:
+        seed, seq, first, second = _FOUND[dtype]
+        TM.write_model(path, seed=seed, dtype=dtype, **ODD)
+        w, cfg = R.load(path)
+        return cfg, w, seq, first, second
     for seed in range(40):
         TM.write_model(path, seed=seed, dtype=dtype, **ODD)
         w, cfg = R.load(path)
@@ -47,15 +71,12 @@ def odd_model(path, dtype):
         if np.min(top2_margin(first_logits)) < TIE_MARGIN:
             continue
         first = np.argmax(first_logits, axis=1).tolist()
-        second, ok = [], True
-        for t in LENGTHS:
-            row = R.forward(w, cfg, seq[:t] + [first[t - 1]])[-1]
-            if top2_margin(row) < TIE_MARGIN:
-                ok = False
-                break
-            second.append(int(np.argmax(row)))
-        if ok:
-            return cfg, w, seq, first, second
+        rows = second_tokens(w, cfg, seq, first)
+        if np.min(top2_margin(rows)) < TIE_MARGIN:
+            continue
+        second = np.argmax(rows, axis=1).tolist()
+        _FOUND[dtype] = (seed, seq, first, second)
+        return cfg, w, seq, first, second
     raise AssertionError("no seed in 0..39 gives a tie-free odd model")
 
 
