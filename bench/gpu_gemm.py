@@ -218,7 +218,7 @@ class Kernel:
             g = [self.ev(x, M, N, K) for x in self.grid_x] + [1, 1]
             b = [self.ev(x, M, N, K) for x in self.block_x] + [1, 1]
             sh = self.ev(self.shmem_x, M, N, K) if self.shmem_x not in ("", "0") else 0
-            if sh > 48 * 1024:
+            if sh > 0:  # granted from 48 KiB less the static shared memory: opt in to any amount
                 ck(cu.cuFuncSetAttribute(self.fn, 8, sh), "cuFuncSetAttribute")
             self.geo[key] = (g[:3], b[:3], sh)
         g, b, sh = self.geo[key]
@@ -451,7 +451,8 @@ def main():
             decode = [d for d in decode if f"{d[0]}:{d[1]}:{d[2]}" in a.gemv_ops.split(",")]
         serves = {"gemv_gpu": ("rmsnorm_gemm", "gemm_add", "rmsnorm_gemm_swiglu"),
                   "gemv_bulk": ("rmsnorm_gemm", "gemm_add"),
-                  "gemv_q_gpu": ("rmsnorm_gemm", "gemm_add", "rmsnorm_gemm_swiglu")}
+                  "gemv_q_gpu": ("rmsnorm_gemm", "gemm_add", "rmsnorm_gemm_swiglu"),
+                  "gemv_qmma": ("rmsnorm_gemm", "gemm_add", "rmsnorm_gemm_swiglu")}
         runs = [(dt, op, N, K, f) for dt in a.dtypes.split(",") for op, N, K in decode
                 for f in [None] + [f for f in a.gemv_force if op in serves.get(f.split(":")[0], ())]]
         for dt, op, N, K, force in runs:

@@ -1,0 +1,441 @@
+/* gemv_qmma.cu — NVIDIA tensor-core GEMV with B in a block format (the
+ * quantized decode path: M = 1 .. 8·NT rows of A), A and C f16 or bf16,
+ * B's rows blocks of Q8_0, Q4_0, Q4_K, Q5_K or Q6_K (base/quant.h),
+ * dequantized in registers straight into mma fragments, fp32
+ * accumulation: C[M,N] = A[M,K] · B[N,K]ᵀ (gemm_add: C += A·Bᵀ), the
+ * gate/up pair with the SwiGLU epilogue (gemm_swiglu: W[2N,K]) and both
+ * with A's rows RMS-normalised on the way (rmsnorm_*).
+ *
+ * @template gemv_qmma
+ * @op gemm gemm_add rmsnorm_gemm gemm_swiglu rmsnorm_gemm_swiglu
+ * @backend cuda
+ * @dtypes f16:q8_0:f16 f16:q4_0:f16 f16:q4_k:f16 f16:q5_k:f16 f16:q6_k:f16 bf16:q8_0:bf16 bf16:q4_0:bf16 bf16:q4_k:bf16 bf16:q5_k:bf16 bf16:q6_k:bf16
+ * @kernel gemv_qmma
+ * @param WARPS 4 8 16 default 16 -- warps per block
+ * @param KS 1 2 4 8 16 default 8 -- warps that split one row tile's K range (block-level split-K)
+ * @param RT 1 2 default 1 -- 16-row tiles of B per warp (gemm_swiglu: RT gate and RT up tiles)
+ * @param UNR 2 4 8 16 default 8 -- units (32 elements) of each row a step copies (256-element blocks: UNR 8 or 16, whole blocks)
+ * @param NST 2 3 4 default 2 -- steps in the warp's copy pipeline (NST - 1 in flight while one is decoded)
+ * @param NT 1 2 default 1 -- 8-row tiles of A: rows up to 8·NT are served
+ * @param OCC 1 2 default 1 -- blocks per SM the register budget is planned for (65536 / (OCC * threads) per thread; 1: no cap below 255)
+ * @defaults gemm_swiglu rmsnorm_gemm_swiglu WARPS=8 -- the pair's rows take twice the copy pipeline (Q6_K: 245 KB at 16 warps)
+ * @constraint WARPS % KS == 0 -- warps form whole row groups
+ * @constraint WARPS * WARP <= MAXT -- a legal block
+ * @constraint WARP == 32 -- NVIDIA warps
+ * @constraint OCC * WARPS * WARP <= 2048 -- that many blocks can be resident
+ * @constraint SB < 100 || UNR % 8 == 0 -- a step of a 256-element format is whole blocks (its scales lead the block)
+ * @constraint WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 * OCC <= SMEM -- the copy pipelines fit in shared memory, OCC blocks per SM
+ * @constraint KS == 1 || WARPS * (4 * PAIR * RT * NT + NT) * 128 <= 49152 -- the split-K partial sums fit in static shared memory
+ * @constraint 4 * PAIR * RT * NT + 16 * PAIR * RT + 4 * NT * (1 + 2 * NORM) * 2 + 56 <= min(255, 65536 / (OCC * WARPS * 32)) -- estimated registers (accumulators, a unit's levels and scales, A's fragments and their split, addresses) fit the budget
+ * @applies M >= 1 && M <= 8 * NT -- decode steps of up to 8·NT rows
+ * @grid cdiv(N, WARPS / KS * 16 * RT) 1 1
+ * @block WARPS * WARP 1 1
+ * @shmem WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16
+ * @priority 3
+ * @pdl -- waits for the kernel before it (gc_pdl_wait) before it reads or writes anything but its rows of B (gemm_swiglu: its gate and up rows of W)
+ *
+ * gemv_mma's structure (swapped operands: the mma's 16-row A operand is a
+ * tile of 16 rows of B, its 8 columns are rows of A; split-K over warps;
+ * fragments straight from global memory) with gemm_q_mma's exact
+ * dequantization on tensor cores, so that the per-element work of a
+ * dequantizing GEMV (gemv_q_gpu: a level extracted, converted and
+ * multiplied in fp32 for every row of A) becomes one byte permute and one
+ * packed subtraction per two elements, shared by all rows of A.
+ *
+ * Units and lanes: K is cut into units of 32 elements (the prelude's
+ * gc-quant units); step s of slice k covers units (s·KS + k)·UNR + u,
+ * u < UNR. With g = lane / 4 and t = lane % 4, the lane takes part t of
+ * each unit (elements 4t..4t+3 and 16+4t..16+4t+3: GCQ_LOAD/GCQ_DECODE)
+ * of rows g and g + 8 of each tile, and the same elements of A's row
+ * 8j + g (row tile j): mma 0 of a unit takes the first four, mma 1 the
+ * last four, slots 2t, 2t+1 ↔ elements 0, 1 and 2t+8, 2t+9 ↔ elements 2,
+ * 3 of the four, on both operands (gemv_mma's map), so every operand is
+ * the lane's own words with no shuffles.
+ *
+ * Loads: a lane's part of a unit is a few bytes at 2-byte alignment (Q4_0
+ * and Q8_0 blocks are 18 and 34 bytes), so loading the parts from global
+ * memory (8 rows per warp load, 16-bit words) is bound by the load unit,
+ * not by memory (measured on an H200: 0.15-0.23 of the copy bandwidth).
+ * Instead each warp copies its rows' bytes of a step (UNR units: whole
+ * blocks, one contiguous range a row) into its own slot of shared memory
+ * with cp.async, 16 aligned bytes a lane, row after row, in a pipeline of
+ * NST steps (NST - 1 in flight while one is decoded; the first ones are
+ * issued before the wait for the kernel before: weights only), and the
+ * lanes read their parts from there (GCQ_LOAD on a shared address, the
+ * range at its offset mod 16 in the chunks, so every field keeps its
+ * alignment).
+ *
+ * Exactness (gemm_q_mma's scheme): the A operand holds the integer levels
+ * q (exact in f16 and bf16: |q| <= 128), a unit's mmas go into a fresh
+ * accumulator, which is then scaled into the output's: acc += d·(q·a), and
+ * for the formats with a min (Q4_K, Q5_K) acc −= mn·Σa with Σa from an mma
+ * of ones against the same A fragment. The products a·q are exact and
+ * summed in fp32, so the result is A·Bᵀ with B's exact values up to fp32
+ * rounding (d·q is never rounded to 16 bits). Q6_K's halves have their own
+ * scales (d0, d1): its two mmas go into two accumulators.
+ *
+ * Levels to 16 bits: a biased level byte b (< 256) becomes the f16 1024 + b
+ * with one byte permute (0x6400 | b), then 1024 + bias is subtracted in
+ * f16x2 (exact: small integers). bf16 has 8 significant bits: 0x4300 | b
+ * is 128 + b only for b < 128, which holds for every format but Q8_0
+ * (bytes up to 255); Q8_0 in bf16 goes through fp32 (2^23 + b, exact) and
+ * a packing conversion.
+ *
+ * rmsnorm_*: as gemv_mma (x·w in fp32 split into two f16 / three bf16
+ * parts, each multiplied by the same levels into the unit's accumulator;
+ * Σa of every part for the min), the lane's sums of squares reduced over
+ * the row's 4 lanes and the KS warps, the scale applied by the owner.
+ * Reduction and epilogue are gemv_mma's: with KS > 1 the slices' partial
+ * sums meet in shared memory, the warp of slice 0 stores; C is written
+ * once, by one thread (gemm_add reads it once first; the pair stores
+ * silu(gate)·up in fp32, rounded once). Rows of B past N are read as row
+ * N-1 and not stored; rows of A past M load zeros. K is a whole number of
+ * blocks (a problem check; the kernel returns otherwise).
+ *
+ * Launched overlapping the kernel before it (@pdl, CUDA sm_90+), a block
+ * first asks L2 for its rows of B (weights: no kernel writes them), then
+ * waits for that kernel.
+ */
+
+#ifndef PAIR
+#define PAIR (GC_OP_GEMM_SWIGLU || GC_OP_RMSNORM_GEMM_SWIGLU ? 2 : 1)
+#endif
+#ifndef NORM
+#define NORM (GC_OP_RMSNORM_GEMM || GC_OP_RMSNORM_GEMM_SWIGLU)
+#endif
+#define QM_RG (WARPS / KS)                 /* row groups per block */
+#define QM_RB (QM_RG * 16 * RT)            /* outputs (rows of B) per block */
+#define QM_NACC (4 * PAIR * RT * NT)       /* fp32 accumulators per lane */
+#define QM_SPLIT (NORM ? (GC_TA == GC_BF16 ? 3 : 2) : 1) /* operands x·w is split into */
+#define QM_HALVES (GC_TB == GC_Q6_K)       /* a unit's halves have their own scale */
+#define QM_NR (PAIR * RT * 16)             /* rows of B per warp */
+#define QM_SR (UNR / GC_QUNITS * GC_QBYTES) /* bytes of a row per step: whole blocks */
+#define QM_SC ((QM_SR + 15) / 16 + 1)      /* 16-byte chunks covering them at any even address */
+#define QM_CPL ((QM_NR * QM_SC + GC_WARP - 1) / GC_WARP) /* chunks per lane and step */
+#if GC_TA == GC_BF16
+#define QM_MMA "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+#define QM_ONE 0x3F803F80u /* bf16x2 (1, 1) */
+#else
+#define QM_MMA "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+#define QM_ONE 0x3C003C00u /* f16x2 (1, 1) */
+#endif
+
+GC_DEVICE void qm_mma(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                      uint32_t b1) {
+  asm volatile(QM_MMA " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* Bytes 2h, 2h+1 of w (biased levels) as two levels in A's 16-bit dtype,
+ * exactly (see the opening comment). */
+GC_DEVICE uint32_t qm_levels2(uint32_t w, int h) {
+  const uint32_t sel = h ? 0x4342u : 0x4140u; /* (byte 2h, fill, byte 2h+1, fill) */
+#if GC_TA == GC_BF16
+  if (GC_TB == GC_Q8_0) {
+    const float a = __uint_as_float(__byte_perm(w, 0x4B000000u, h ? 0x7542u : 0x7540u)) - (8388608.0f + 128.0f);
+    const float b = __uint_as_float(__byte_perm(w, 0x4B000000u, h ? 0x7543u : 0x7541u)) - (8388608.0f + 128.0f);
+    return gc_pack2(TA(), a, b); /* exact: |level| <= 128 */
+  }
+  uint32_t x = __byte_perm(w, 0x43u, sel), r;
+  const uint32_t bias = 0x43004300u + (uint32_t)GC_QBIAS * 0x00010001u; /* (128 + bias) twice */
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(bias), "r"(0xBF80BF80u), "r"(x)); /* x − (128 + bias) */
+  return r;
+#else
+  uint32_t x = __byte_perm(w, 0x64u, sel), r;
+  const __half2 bias = __float2half2_rn(1024.0f + (float)GC_QBIAS);
+  __half2 v = __hsub2(*reinterpret_cast<__half2 *>(&x), bias);
+  r = *reinterpret_cast<uint32_t *>(&v);
+  return r;
+#endif
+}
+
+/* 8 bytes (4 elements of A) at p, or zeros when !ok (p is then not read). */
+GC_DEVICE uint2 qm_ld8(const void *p, bool ok) {
+  uint2 z = {0u, 0u};
+  return ok ? *(const uint2 *)p : z;
+}
+
+/* The mma operands of A's 4 elements x (8 bytes): x itself, or under NORM
+ * x·w (w: the norm weight's 4 elements) split into QM_SPLIT parts; ss +=
+ * Σ x². op[s] holds part s as 2 registers (2 elements each). */
+GC_DEVICE void qm_operand(uint2 x, uint2 w, float &ss, uint32_t op[QM_SPLIT][2]) {
+  if (!NORM) {
+    op[0][0] = x.x, op[0][1] = x.y;
+    return;
+  }
+  const uint32_t xr[2] = {x.x, x.y}, wr[2] = {w.x, w.y};
+  GC_UNROLL(2)
+  for (int i = 0; i < 2; i++) {
+    float xv[2], wv[2], p[2];
+    gc_unpack2(TA(), xr[i], xv);
+    gc_unpack2(TA(), wr[i], wv);
+    GC_UNROLL(2)
+    for (int e = 0; e < 2; e++) {
+      ss = gc_fma(xv[e], xv[e], ss);
+      p[e] = xv[e] * wv[e];
+    }
+    GC_UNROLL(QM_SPLIT)
+    for (int s = 0; s < QM_SPLIT; s++) {
+      op[s][i] = gc_pack2(TA(), p[0], p[1]);
+      float r[2];
+      gc_unpack2(TA(), op[s][i], r);
+      p[0] -= r[0], p[1] -= r[1]; /* exact: the residual of a rounding */
+    }
+  }
+}
+
+/* Ask L2 for the n rows of B from row r (contiguous; rb bytes a row). */
+GC_DEVICE void qm_prefetch(const TB *B, int64_t r, int64_t n, int64_t rb) {
+  const char *p = (const char *)B + r * rb;
+  for (int64_t o = (int64_t)gc_tid() * 128; o < n * rb; o += (int64_t)WARPS * GC_WARP * 128)
+    gc_prefetch_l2(p + o);
+}
+
+GC_DEVICE void qm_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> GC_DEVICE void qm_wait(void) { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+/* Copy the step of units u0 .. u0+UNR-1 (those below nu) of the warp's
+ * QM_NR rows of B (tile rows n0 ..: gate rows, then up rows) into the
+ * pipeline slot at shared address s: row i's 16-byte aligned chunks from
+ * the one holding its first byte, QM_SC of them (those past the step's
+ * last byte are zero filled, not read). One commit group per step, also
+ * when there is nothing to copy, so that qm_wait counts steps. */
+GC_DEVICE void qm_fetch(unsigned s, const TB *B, int64_t N, int64_t n0, int64_t rb, int64_t u0, int64_t nu,
+                        int lane) {
+  if (u0 < nu) {
+    const int64_t lo = u0 / GC_QUNITS * GC_QBYTES, hi = gc_min64(u0 + UNR, nu) / GC_QUNITS * GC_QBYTES;
+    GC_UNROLL(QM_CPL)
+    for (int j = 0; j < QM_CPL; j++) {
+      const int c = lane + j * GC_WARP, i = c / QM_SC, k = c % QM_SC;
+      if (QM_NR * QM_SC % GC_WARP == 0 || c < QM_NR * QM_SC) {
+        const int p = i / (16 * RT), rr = i % (16 * RT);
+        const uint8_t *row = (const uint8_t *)B + ((int64_t)p * N + gc_min64(n0 + rr, N - 1)) * rb;
+        const uint8_t *first = row + lo - ((uint64_t)(row + lo) & 15);
+        const int64_t nb = (row + hi) - (first + 16 * k); /* bytes of the range from this chunk on */
+        gc_cp_async16(s + (unsigned)c * 16, first + 16 * k, nb <= 0 ? 0 : nb >= 16 ? 16 : (int)nb);
+      }
+    }
+  }
+  qm_commit();
+}
+
+/* acc += unit ug of the lane's rows of B (in the pipeline slot st, at
+ * byte ub of each row's copied range) against A's rows; ss += the squares
+ * of A's elements (NORM). */
+GC_DEVICE void qm_unit(const unsigned char *st, const int off[PAIR][RT][2], const TA *A, const TN *Wn, int64_t M,
+                       int64_t K, int64_t ug, int ub, int g, int t, float acc[PAIR][RT][NT][4], float ss[NT]) {
+  const int64_t k0 = ug * 32 + 4 * t; /* the lane's elements k0 .. k0+3, k0+16 .. k0+19 */
+  const uint2 wn0 = qm_ld8(Wn + k0, NORM), wn1 = qm_ld8(Wn + k0 + 16, NORM);
+  uint32_t x[NT][2][QM_SPLIT][2]; /* A's operands: [row tile][half][part][register] */
+  GC_UNROLL(NT)
+  for (int j = 0; j < NT; j++) {
+    const int64_t row = 8 * j + g;
+    qm_operand(qm_ld8(A + row * K + k0, row < M), wn0, ss[j], x[j][0]);
+    qm_operand(qm_ld8(A + row * K + k0 + 16, row < M), wn1, ss[j], x[j][1]);
+  }
+  float sa[NT][4]; /* Σa of the unit for the lane's columns (formats with a min) */
+  if (GC_QMIN)
+    GC_UNROLL(NT)
+    for (int j = 0; j < NT; j++) {
+      sa[j][0] = sa[j][1] = sa[j][2] = sa[j][3] = 0.0f;
+      GC_UNROLL(QM_SPLIT)
+      for (int s = 0; s < QM_SPLIT; s++) {
+        qm_mma(sa[j], QM_ONE, QM_ONE, QM_ONE, QM_ONE, x[j][0][s][0], x[j][0][s][1]);
+        qm_mma(sa[j], QM_ONE, QM_ONE, QM_ONE, QM_ONE, x[j][1][s][0], x[j][1][s][1]);
+      }
+    }
+  GC_UNROLL(PAIR)
+  for (int p = 0; p < PAIR; p++)
+    GC_UNROLL(RT)
+    for (int r = 0; r < RT; r++) {
+      uint32_t lv[2][2][2]; /* levels: [row g, g+8][half][register] */
+      float d0[2], d1[2], mn[2];
+      GC_UNROLL(2)
+      for (int h = 0; h < 2; h++) {
+        const unsigned char *b = st + ((p * RT + r) * 16 + g + 8 * h) * QM_SC * 16 + off[p][r][h] + ub;
+        uint32_t raw[GCQ_RAW], lo, hi;
+        GCQ_LOAD(b, (int)(ug % GC_QUNITS), t, raw);
+        GCQ_DECODE(raw, (int)(ug % GC_QUNITS), t, lo, hi, d0[h], d1[h], mn[h]);
+        lv[h][0][0] = qm_levels2(lo, 0), lv[h][0][1] = qm_levels2(lo, 1);
+        lv[h][1][0] = qm_levels2(hi, 0), lv[h][1][1] = qm_levels2(hi, 1);
+      }
+      GC_UNROLL(NT)
+      for (int j = 0; j < NT; j++) {
+        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        GC_UNROLL(QM_SPLIT)
+        for (int s = 0; s < QM_SPLIT; s++) {
+          qm_mma(c, lv[0][0][0], lv[1][0][0], lv[0][0][1], lv[1][0][1], x[j][0][s][0], x[j][0][s][1]);
+          qm_mma(QM_HALVES ? c1 : c, lv[0][1][0], lv[1][1][0], lv[0][1][1], lv[1][1][1], x[j][1][s][0],
+                 x[j][1][s][1]);
+        }
+        GC_UNROLL(4)
+        for (int e = 0; e < 4; e++) { /* c[e]: row g + 8·(e >> 1) of the tile */
+          float v = gc_fma(d0[e >> 1], c[e], acc[p][r][j][e]);
+          if (QM_HALVES)
+            v = gc_fma(d1[e >> 1], c1[e], v);
+          if (GC_QMIN)
+            v = gc_fma(-mn[e >> 1], sa[j][e], v);
+          acc[p][r][j][e] = v;
+        }
+      }
+    }
+}
+
+/* args: A, B, C, int64 M, N, K (gemm, gemm_add, gemm_swiglu: B is W);
+ * A, B, C, norm[K], int64 M, N, K, float eps (rmsnorm_gemm,
+ * rmsnorm_gemm_swiglu). */
+GC_KERNEL_OCC(WARPS * WARP, OCC)
+void gemv_qmma(const TA *A, const TB *B, TC *C,
+#if NORM
+               const TN *Wn,
+#endif
+               int64_t M, int64_t N, int64_t K
+#if NORM
+               , float eps
+#endif
+) {
+#if !NORM
+  const TN *Wn = 0;
+  const float eps = 0.0f;
+#endif
+  GC_SHARED float red[KS > 1 ? WARPS * (QM_NACC + NT) * GC_WARP : 1];
+  const int64_t r0 = gc_bid() * QM_RB, rb = K / GC_QK * GC_QBYTES; /* bytes per row of B */
+  if (r0 < N && K % GC_QK == 0) {
+    qm_prefetch(B, r0, gc_min64(QM_RB, N - r0), rb);
+    if (PAIR == 2)
+      qm_prefetch(B, N + r0, gc_min64(QM_RB, N - r0), rb);
+  }
+  const int w = gc_tid() / GC_WARP, lane = gc_lane(), g = lane >> 2, t = lane & 3;
+  const int grp = w / KS, ks = w % KS;
+  const int64_t n0 = r0 + (int64_t)grp * 16 * RT;
+  const uint8_t *br[PAIR][RT][2]; /* rows g and g + 8 of each tile */
+  GC_UNROLL(PAIR)
+  for (int p = 0; p < PAIR; p++)
+    GC_UNROLL(RT)
+    for (int r = 0; r < RT; r++)
+      GC_UNROLL(2)
+      for (int h = 0; h < 2; h++)
+        br[p][r][h] = (const uint8_t *)B + ((int64_t)p * N + gc_min64(n0 + 16 * r + g + 8 * h, N - 1)) * rb;
+
+  /* The warp's copy pipeline: NST steps of QM_NR rows of QM_SC chunks. */
+  unsigned char *pipe = gc_dyn_shared() + (size_t)w * NST * QM_NR * QM_SC * 16;
+  const unsigned spipe = gc_smem_addr(pipe);
+  const int64_t nu = K / 32, stride = (int64_t)KS * UNR;
+  int64_t fetch = (int64_t)ks * UNR; /* the first unit of the next step to copy */
+  const bool ok = M >= 1 && M <= 8 * NT && N > 0 && K % GC_QK == 0;
+  GC_UNROLL(NST - 1)
+  for (int s = 0; s < NST - 1; s++) { /* weights only: before the wait for the kernel before */
+    if (ok)
+      qm_fetch(spipe + s * QM_NR * QM_SC * 16, B, N, n0, rb, fetch, nu, lane);
+    fetch += stride;
+  }
+  gc_pdl_wait();
+  gc_pdl_launch();
+  if (!ok)
+    return; /* outside @applies or the problem check */
+
+  float acc[PAIR][RT][NT][4], ss[NT];
+  GC_UNROLL(NT)
+  for (int j = 0; j < NT; j++) {
+    ss[j] = 0.0f;
+    GC_UNROLL(PAIR)
+    for (int p = 0; p < PAIR; p++)
+      GC_UNROLL(RT)
+      for (int r = 0; r < RT; r++)
+        GC_UNROLL(4)
+        for (int e = 0; e < 4; e++)
+          acc[p][r][j][e] = 0.0f;
+  }
+
+  int slot = 0;
+  for (int64_t c0 = (int64_t)ks * UNR; c0 < nu; c0 += stride) {
+    qm_wait<NST - 2>(); /* this lane's copies of step c0 have landed */
+    gc_syncwarp();      /* ... and every lane's; the slot of the step before is free */
+    qm_fetch(spipe + (slot + NST - 1) % NST * QM_NR * QM_SC * 16, B, N, n0, rb, fetch, nu, lane);
+    fetch += stride;
+    const unsigned char *st = pipe + slot * QM_NR * QM_SC * 16;
+    int off[PAIR][RT][2]; /* where the lane's rows' step ranges start in their first chunks */
+    GC_UNROLL(PAIR)
+    for (int p = 0; p < PAIR; p++)
+      GC_UNROLL(RT)
+      for (int r = 0; r < RT; r++)
+        GC_UNROLL(2)
+        for (int h = 0; h < 2; h++)
+          off[p][r][h] = (int)((uint64_t)(br[p][r][h] + c0 / GC_QUNITS * GC_QBYTES) & 15);
+    if (c0 + UNR <= nu) { /* a whole step: no branch between the units (their loads interleave) */
+      GC_UNROLL(UNR)
+      for (int u = 0; u < UNR; u++)
+        qm_unit(st, off, A, Wn, M, K, c0 + u, (int)(u / GC_QUNITS * GC_QBYTES), g, t, acc, ss);
+    } else {
+      for (int u = 0; c0 + u < nu; u++)
+        qm_unit(st, off, A, Wn, M, K, c0 + u, (int)(u / GC_QUNITS * GC_QBYTES), g, t, acc, ss);
+    }
+    slot = slot + 1 == NST ? 0 : slot + 1;
+  }
+  qm_wait<0>();
+
+  if (NORM) /* the row's sum over the warp's K slice: its 4 lanes */
+    GC_UNROLL(NT)
+    for (int j = 0; j < NT; j++) {
+      ss[j] += gc_shfl_xor(ss[j], 1);
+      ss[j] += gc_shfl_xor(ss[j], 2);
+    }
+  if (KS > 1) { /* the slices' partial sums, summed by the warp of slice 0 */
+    float *mine = red + (int64_t)w * (QM_NACC + NT) * GC_WARP + lane;
+    GC_UNROLL(PAIR)
+    for (int p = 0; p < PAIR; p++)
+      GC_UNROLL(RT)
+      for (int r = 0; r < RT; r++)
+        GC_UNROLL(NT)
+        for (int j = 0; j < NT; j++)
+          GC_UNROLL(4)
+          for (int e = 0; e < 4; e++)
+            mine[(((p * RT + r) * NT + j) * 4 + e) * GC_WARP] = acc[p][r][j][e];
+    GC_UNROLL(NT)
+    for (int j = 0; j < NT; j++)
+      mine[(QM_NACC + j) * GC_WARP] = ss[j];
+    gc_barrier();
+    if (ks)
+      return;
+    for (int k = 1; k < KS; k++) {
+      const float *o = mine + (int64_t)k * (QM_NACC + NT) * GC_WARP;
+      GC_UNROLL(PAIR)
+      for (int p = 0; p < PAIR; p++)
+        GC_UNROLL(RT)
+        for (int r = 0; r < RT; r++)
+          GC_UNROLL(NT)
+          for (int j = 0; j < NT; j++)
+            GC_UNROLL(4)
+            for (int e = 0; e < 4; e++)
+              acc[p][r][j][e] += o[(((p * RT + r) * NT + j) * 4 + e) * GC_WARP];
+      GC_UNROLL(NT)
+      for (int j = 0; j < NT; j++)
+        ss[j] += o[(QM_NACC + j) * GC_WARP];
+    }
+  }
+
+  GC_UNROLL(NT)
+  for (int j = 0; j < NT; j++) {
+    float sc[2] = {1.0f, 1.0f}; /* of rows 8j + 2t and 8j + 2t + 1 of A */
+    if (NORM) {
+      GC_UNROLL(2)
+      for (int i = 0; i < 2; i++) /* row 8j + r's sum is on lanes 4r .. 4r+3 */
+        sc[i] = gc_rsqrt(gc_shfl(ss[j], 4 * (2 * t + i)) / (float)K + eps);
+    }
+    GC_UNROLL(RT)
+    for (int r = 0; r < RT; r++)
+      GC_UNROLL(4)
+      for (int e = 0; e < 4; e++) {
+        const int64_t m = 8 * j + 2 * t + (e & 1), n = n0 + 16 * r + g + 8 * (e >> 1);
+        if (m < M && n < N) {
+          const float v = acc[0][r][j][e] * sc[e & 1];
+#if PAIR == 2
+          STORE_C(C, m * N + n, gc_silu_mul(v, acc[PAIR - 1][r][j][e] * sc[e & 1]));
+#else
+          STORE_GEMM(C, m * N + n, v);
+#endif
+        }
+      }
+  }
+}
