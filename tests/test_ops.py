@@ -66,8 +66,8 @@ def template_spaces(backend=BACKEND):
     each that tplhead.sampled_ops names (the first, the first gate/up op,
     the first RoPE/KV op, the first batched decode step). A decode-only
     template's ops (@applies M == 1) are sampled at M = 1, but for its
-    batched step; a few-rows one (@applies M > 1 && M <= ...) at M = 5 (at
-    13 for a move of NT, its tiles of rows of A)."""
+    batched step; a few-rows one (@applies M > 1 && M <= ..., or M >= 1 &&
+    M <= ...) at M = 5 (at 13 for a move of NT, its tiles of rows of A)."""
     out = []
     folder, ext, kinds = ("cpu", ".c", ("cpu",)) if backend == "cpu" else ("gpu", ".cu", ("gpu", backend))
     tdir = os.path.join(ROOT, "templates", folder)
@@ -80,7 +80,7 @@ def template_spaces(backend=BACKEND):
         applies = " ".join(t["applies"])
         for op in sampled_ops(t["ops"]):
             params = {k: (v, t["defaults"][op][k]) for k, (v, _) in t["params"].items()}
-            rows = "M > 1" in applies and "M <=" in applies
+            rows = ("M > 1" in applies or "M >= 1" in applies) and "M <=" in applies
             decode = ("M ==" in applies or "M <=" in applies) and not op_names(op)["BATCH"] and not rows
             out.append((t["name"], op, dict(params=params, decode=decode, rows=rows,
                                             dtypes=t["dtypes"], matrix=t["backend"] in ("cuda", "hip"))))
@@ -126,8 +126,8 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
         shape = (48, 128, 256)  # matrix-core templates: whole mma tiles in N and K
     if info["decode"]:
         shape = (1,) + tuple(shape[1:])  # decode-only templates serve M = 1
-    if info["rows"]:
-        shape = (5, 130, 264)  # a few rows of A; N past a 16-row tile, K past a 32-element chunk
+    if info["rows"]:  # a few rows of A; N past a 16-row tile, K past a 32-element chunk (B in a
+        shape = (5, 130, 512) if quant else (5, 130, 264)  # block format: K whole 256-element blocks)
     # The moves one parameter away from the defaults, shared out over the
     # three dtypes: dtype k starts at the k-th third of the list and stops
     # after a third of them have run (at least one), so every move runs for
