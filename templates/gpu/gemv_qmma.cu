@@ -81,9 +81,11 @@
  * (bytes up to 255); Q8_0 in bf16 goes through fp32 (2^23 + b, exact) and
  * a packing conversion.
  *
- * rmsnorm_*: as gemv_mma (x·w in fp32 split into two f16 / three bf16
- * parts, each multiplied by the same levels into the unit's accumulator;
- * Σa of every part for the min), the lane's sums of squares reduced over
+ * rmsnorm_*: x·w (w the norm weight) is the sum of two values of A's
+ * dtype, hi = fl(x·w) and lo = x·w − hi (exact: packed 16-bit FMAs, two
+ * instructions per two elements, where gemv_mma splits an fp32 product),
+ * each multiplied by the same levels into the unit's accumulator (Σa of
+ * both parts for the min); the lane's sums of squares reduced over
  * the row's 4 lanes and the KS warps, the scale applied by the owner.
  * Reduction and epilogue are gemv_mma's: with KS > 1 the slices' partial
  * sums meet in shared memory, the warp of slice 0 stores; C is written
@@ -106,7 +108,7 @@
 #define QM_RG (WARPS / KS)                 /* row groups per block */
 #define QM_RB (QM_RG * 16 * RT)            /* outputs (rows of B) per block */
 #define QM_NACC (4 * PAIR * RT * NT)       /* fp32 accumulators per lane */
-#define QM_SPLIT (NORM ? (GC_TA == GC_BF16 ? 3 : 2) : 1) /* operands x·w is split into */
+#define QM_SPLIT (NORM ? 2 : 1) /* operands x·w is split into (hi, lo) */
 #define QM_HALVES (GC_TB == GC_Q6_K)       /* a unit's halves have their own scale */
 #define QM_NR (PAIR * RT * 16)             /* rows of B per warp */
 #define QM_SR (UNR / GC_QUNITS * GC_QBYTES) /* bytes of a row per step: whole blocks */
@@ -156,9 +158,34 @@ GC_DEVICE uint2 qm_ld8(const void *p, bool ok) {
   return ok ? *(const uint2 *)p : z;
 }
 
+/* Packed 16-bit products of A's dtype: a·b rounded (hi), and a·b − hi
+ * with one rounding, which is exact (TwoProduct: the residual of rounding a
+ * product of two 11- (8-) bit significands has at most 11 (8) bits), but
+ * below the dtype's subnormal spacing (f16: 2^-24). */
+GC_DEVICE uint32_t qm_mul2(uint32_t a, uint32_t b) {
+  uint32_t r;
+#if GC_TA == GC_BF16
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(0x80008000u)); /* a·b + (−0) */
+#else
+  asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+#endif
+  return r;
+}
+GC_DEVICE uint32_t qm_residual2(uint32_t a, uint32_t b, uint32_t hi) {
+  uint32_t r;
+#if GC_TA == GC_BF16
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(hi ^ 0x80008000u));
+#else
+  asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(hi ^ 0x80008000u));
+#endif
+  return r;
+}
+
 /* The mma operands of A's 4 elements x (8 bytes): x itself, or under NORM
- * x·w (w: the norm weight's 4 elements) split into QM_SPLIT parts; ss +=
- * Σ x². op[s] holds part s as 2 registers (2 elements each). */
+ * x·w (w: the norm weight's 4 elements) as the two parts hi + lo whose sum
+ * is x·w exactly (qm_mul2, qm_residual2: packed, two instructions per two
+ * elements); ss += Σ x² in fp32. op[s] holds part s as 2 registers (2
+ * elements each). */
 GC_DEVICE void qm_operand(uint2 x, uint2 w, float &ss, uint32_t op[QM_SPLIT][2]) {
   if (!NORM) {
     op[0][0] = x.x, op[0][1] = x.y;
@@ -167,21 +194,12 @@ GC_DEVICE void qm_operand(uint2 x, uint2 w, float &ss, uint32_t op[QM_SPLIT][2])
   const uint32_t xr[2] = {x.x, x.y}, wr[2] = {w.x, w.y};
   GC_UNROLL(2)
   for (int i = 0; i < 2; i++) {
-    float xv[2], wv[2], p[2];
+    float xv[2];
     gc_unpack2(TA(), xr[i], xv);
-    gc_unpack2(TA(), wr[i], wv);
-    GC_UNROLL(2)
-    for (int e = 0; e < 2; e++) {
-      ss = gc_fma(xv[e], xv[e], ss);
-      p[e] = xv[e] * wv[e];
-    }
-    GC_UNROLL(QM_SPLIT)
-    for (int s = 0; s < QM_SPLIT; s++) {
-      op[s][i] = gc_pack2(TA(), p[0], p[1]);
-      float r[2];
-      gc_unpack2(TA(), op[s][i], r);
-      p[0] -= r[0], p[1] -= r[1]; /* exact: the residual of a rounding */
-    }
+    ss = gc_fma(xv[0], xv[0], ss);
+    ss = gc_fma(xv[1], xv[1], ss);
+    op[0][i] = qm_mul2(xr[i], wr[i]);
+    op[QM_SPLIT - 1][i] = qm_residual2(xr[i], wr[i], op[0][i]);
   }
 }
 
