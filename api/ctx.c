@@ -195,7 +195,7 @@ static int build(gcore_ctx *ctx, const gc_problem_t *group, int64_t bucket,
   gc_api_src_t *v = gc_realloc(ctx->srcs, (size_t)(ctx->nsrcs + 1) * sizeof *v, e);
   if (!v) return GC_ENOMEM;
   ctx->srcs = v;
-  if (gc_gen_auto(ctx->db[0] ? ctx->db : NULL, ctx->target, ctx->cache, probs, needs, &res, e) ||
+  if (gc_gen_auto(ctx->db[0] ? ctx->db : NULL, ctx->target, ctx->cache, probs, needs, NULL, &res, e) ||
       gc_rt_open(ctx->dev, res.path, out, e))
     return e->code;
   atomic_fetch_add(&ctx->stats[GCORE_STAT_BUILDS], 1);

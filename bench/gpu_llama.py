@@ -269,9 +269,11 @@ def gcore(*args, env=None):
     return r
 
 
-def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None, extra=True):
+def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None, extra=True, plans=False):
     """d: a model (a Hugging Face directory or a GGUF file). extra: also the
-    diagnostic runs (no graph, no PDL, --profile)."""
+    diagnostic runs (no graph, no PDL, --profile). plans (a quantized model):
+    also the prefill of a bundle that keeps the quantized plan for every
+    prompt (gcore-gen --dequant-rows 0), and both plans' prefill profiles."""
     env = dict(os.environ, GCORE_CACHE=os.path.join(out, "cache"))
     db, b = os.path.join(out, "tune.db"), os.path.join(out, os.path.basename(d) + ".gcb")
     if use_db:  # winners of an earlier gcore-tune run (bench/gpu_tune.py)
@@ -293,9 +295,23 @@ def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None, extra=True)
     dec = json.loads(gcore(*run, "--tokens", toks, "-n", NEW, "--warmup", 8, env=env).stdout)
     ptoks = ",".join(str(i % 1000 + 1) for i in range(PREFILL))
     pre = json.loads(gcore(*run, "--tokens", ptoks, "-n", 1, "--warmup", 0, env=env).stdout)
+    plan = {}
+    if plans:  # the same bundle but for the plan, and the bundle's choice recorded
+        import sqlite3
+        with sqlite3.connect(b) as c:
+            plan["deq_rows"] = dict(c.execute("SELECT key, value FROM meta").fetchall()).get("llama.deq_rows.gpu")
+        b0 = b[:-4] + "-q.gcb"
+        gcore("gcore-gen", "--model", d, "--target", arch, "--prefill", f"{PROMPT},{PREFILL}", "--dequant-rows", 0,
+              *(["--db", db] if budget or tune_decode or use_db else []), "-o", b0, env=env)
+        run0 = [x if x != b else b0 for x in run]
+        plan["prefill_q_tok_s"] = json.loads(gcore(*run0, "--tokens", ptoks, "-n", 1, "--warmup", 0,
+                                                   env=env).stdout)["prompt_tok_per_s"]
+        plan["profile"] = "".join(gcore(*r, "--tokens", ptoks, "-n", 1, "--warmup", 0, "--profile", env=env).stderr
+                                  for r in (run, run0))
     if not extra:
         return {"tune_s": t_tune, "decode_tok_s": dec["decode_tok_per_s"], "decode_nograph_tok_s": float("nan"),
-                "decode_nopdl_tok_s": float("nan"), "prefill_tok_s": pre["prompt_tok_per_s"], "profile": ""}
+                "decode_nopdl_tok_s": float("nan"), "prefill_tok_s": pre["prompt_tok_per_s"],
+                "profile": plan.get("profile", ""), **plan}
     nog = json.loads(gcore(*run, "--tokens", toks, "-n", NEW, "--warmup", 8, "--no-graph", env=env).stdout)
     # the graph with every launch serialised (no programmatic dependent launch)
     nopdl = json.loads(gcore(*run, "--tokens", toks, "-n", NEW, "--warmup", 8, "--no-pdl",
@@ -306,7 +322,8 @@ def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None, extra=True)
         f.write(prof_dec + "\n" + prof_pre)
     return {"tune_s": t_tune, "decode_tok_s": dec["decode_tok_per_s"], "decode_nograph_tok_s": nog["decode_tok_per_s"],
             "decode_nopdl_tok_s": nopdl["decode_tok_per_s"],
-            "prefill_tok_s": pre["prompt_tok_per_s"], "profile": prof_dec + "\n" + prof_pre}
+            "prefill_tok_s": pre["prompt_tok_per_s"], **plan,
+            "profile": prof_dec + "\n" + prof_pre + "\n" + plan.get("profile", "")}
 
 
 def weight_bytes_per_token(shape):
@@ -354,7 +371,7 @@ def main():
             qb = quant_bytes_per_token(types, SHAPES[s]["tied"])
             print(f"[{s} {mix}] GGUF written in {time.time() - t0:.0f} s: {qb / 1e9:.2f} GB read per decode token")
             q = gcore_bench(path, a.out, a.budget if a.budget != "0" else None, a.arch, a.tune_decode, a.db,
-                            not a.no_extra)
+                            not a.no_extra, plans=True)
             qbound = bw / qb
             print(f"[{s} {mix}] decode  gcore {q['decode_tok_s']:8.1f} tok/s  bound {qbound:.0f} tok/s: "
                   f"{q['decode_tok_s'] / qbound:.0%} of it; {q['decode_tok_s'] / g['decode_tok_s']:.2f}x gcore fp16 "
@@ -362,7 +379,9 @@ def main():
             if not a.no_extra:
                 print(f"[{s} {mix}] decode without the graph: {q['decode_nograph_tok_s']:8.1f} tok/s; "
                       f"--no-pdl: {q['decode_nopdl_tok_s']:8.1f} tok/s")
-            print(f"[{s} {mix}] prefill gcore {q['prefill_tok_s']:8.0f} tok/s (fp16: {g['prefill_tok_s']:.0f})")
+            print(f"[{s} {mix}] prefill gcore {q['prefill_tok_s']:8.0f} tok/s (fp16: {g['prefill_tok_s']:.0f}; "
+                  f"the bundle's dense plan from {q['deq_rows']} tokens; quantized plan throughout: "
+                  f"{q['prefill_q_tok_s']:.0f})")
             if a.profile:
                 print(q["profile"])
         if a.no_hf:

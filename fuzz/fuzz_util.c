@@ -216,7 +216,7 @@ void fz_model_use(const char *path) {
   }
   gc_problems_t l = {0};
   gc_needs_t needs = {0};
-  if (fz_report("workload", gc_llama_workload(path, NULL, NULL, NULL, 1, NULL, &l, &needs, &e), &e) == GC_OK)
+  if (fz_report("workload", gc_llama_workload(path, NULL, NULL, NULL, 1, NULL, &l, &needs, NULL, &e), &e) == GC_OK)
     for (int i = 0; i < l.n; i++) {
       char key[GC_PROBLEM_KEY];
       gc_problem_key(&l.v[i], key);

@@ -77,8 +77,8 @@ static int key_text(gc_db_t *db, const gc_target_t *tg, const gc_compiler_t *cc,
 }
 
 int gc_gen_auto(const char *db_path, const char *target, const char *cache,
-                const gc_problems_t *probs, const gc_needs_t *needs, gc_auto_result_t *r,
-                gc_err_t *e) {
+                const gc_problems_t *probs, const gc_needs_t *needs, const char *const *meta,
+                gc_auto_result_t *r, gc_err_t *e) {
   gc_target_t tg;
   gc_compiler_t cc;
   gc_templates_t tpls = {0};
@@ -94,6 +94,7 @@ int gc_gen_auto(const char *db_path, const char *target, const char *cache,
   if (!rc && have_db) rc = gc_db_open(db_path, 0, &db, e);
   if (!rc) rc = exact_problems(db, tg.name, probs, needs, &ps, e);
   if (!rc) rc = key_text(db, &tg, &cc, &tpls, &ps, needs, &k, &r->ntuned, e);
+  for (const char *const *m = meta; !rc && m && m[0]; m += 2) rc = gc_buf_printf(&k, e, "meta %s %s\n", m[0], m[1]);
   gc_db_close(db);
   r->nproblems = ps.n;
   if (!rc) {
@@ -104,7 +105,8 @@ int gc_gen_auto(const char *db_path, const char *target, const char *cache,
   }
   if (!rc && !is_file(r->path)) {
     gc_gen_opts_t o = {.db_path = have_db ? db_path : NULL, .out_path = r->path,
-                       .targets = tg.name, .cache = cache, .quiet = 1};
+                       .targets = tg.name, .cache = cache, .quiet = 1,
+                       .meta = meta};
     r->built = 1;
     rc = gc_gen_bundle(&o, &ps, needs, e);
   }

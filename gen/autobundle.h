@@ -20,13 +20,14 @@ void gc_db_default_path(char *out, size_t n);
 
 /* A bundle for target serving probs (exact entries; every problem of their
  * groups that db_path holds a winner for is added) and every range of
- * needs, from the winners in db_path (a missing file: defaults only).
+ * needs, from the winners in db_path (a missing file: defaults only), with
+ * the meta entries of meta (key, value, ..., NULL; or NULL: none).
  * Lives in <cache>/bundles/<key>.gcb, where key hashes the gcore version,
  * the target, its compiler, every template's source, the problems, the
  * needs and each problem's winner: a rerun with nothing changed reuses it,
  * a new winner or an edited template builds another. */
 int gc_gen_auto(const char *db_path, const char *target, const char *cache,
-                const gc_problems_t *probs, const gc_needs_t *needs, gc_auto_result_t *r,
-                gc_err_t *e);
+                const gc_problems_t *probs, const gc_needs_t *needs, const char *const *meta,
+                gc_auto_result_t *r, gc_err_t *e);
 
 #endif

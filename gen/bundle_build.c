@@ -449,6 +449,8 @@ static int write_provenance(gen_t *g, gc_bundle_t *b, gc_err_t *e) {
       gc_bundle_set_meta(b, "tune_db", g->o->db_path ? g->o->db_path : "(none)", e) ||
       gc_bundle_set_meta(b, "entries", buf, e))
     return e->code;
+  for (const char *const *m = g->o->meta; m && m[0]; m += 2)
+    if (gc_bundle_set_meta(b, m[0], m[1], e)) return e->code;
   return GC_OK;
 }
 

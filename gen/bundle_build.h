@@ -22,6 +22,8 @@ typedef struct gc_gen_opts {
   int jobs;
   double compile_timeout_s;   /* per compile; 0 = GC_COMPILE_TIMEOUT */
   int quiet;
+  const char *const *meta;    /* more meta entries for the bundle's reader (a model's
+                                 plan, models/recipe.h): key, value, ..., NULL; or NULL */
 } gc_gen_opts_t;
 
 /* Build the bundle o->out_path for probs (exact entries) on every target,

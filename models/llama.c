@@ -11,6 +11,10 @@
  *   h   = silu(xn · W1ᵀ) ⊙ (xn · W3ᵀ)        [t, F]           (W1|W3 concatenated)
  *   x  += h · W2ᵀ                           (gemm_add)
  * then the final norm and the LM head on the last row (or every row).
+ * A matrix in a block format is read as blocks by its step, except in
+ * passes that take the dense plan (recipe.h: t >= dt.deq_rows, from the
+ * bundle): there it is first dequantized whole into one scratch (an embed
+ * gather of all its rows) and the dense GEMM reads that.
  * Passes of at most GC_LLAMA_FUSE_MAX (8) tokens (decode steps, small batches)
  * fold each RMSNorm into the GEMM that reads it (rmsnorm_gemm,
  * rmsnorm_gemm_swiglu): the GEMVs that serve them normalise A's rows in
@@ -70,6 +74,8 @@ struct gc_llama {
   size_t slot_bytes;            /* one slot of one layer's Kc: ctx·G·hd elements */
   layer_dev_t *layers;          /* [n_layers] */
   gc_dptr_t tok_emb, norm, cls, inv_freq;
+  gc_dptr_t deq, ids;           /* the dense plan (recipe.h): the scratch of the largest block
+                                   matrix [N, K] in dt.weight, and int32 ids 0..N-1 */
   gc_dptr_t x, xn, qkv, q, att, hb, logits; /* activations, [max_t, ...] */
   gc_dptr_t step;               /* int32 [1 + max_t]: the position, then the tokens */
   gc_dptr_t pos, tokens;        /* step, step + 4 */
@@ -172,6 +178,50 @@ static int upload_freqs(gc_llama_t *m, gc_err_t *e) {
   return gc_dev_upload(m->dev, m->inv_freq, f, n, e);
 }
 
+/* The prefill plan the bundle records for this backend (recipe.h): none
+ * recorded, the quantized plan. */
+static int read_plan(gc_llama_t *m, gc_err_t *e) {
+  int cpu = !strcmp(gc_dev_info(m->dev)->backend, "cpu");
+  char *v = gc_bundle_meta(gc_rt_bundle(m->rt), cpu ? GC_LLAMA_META_DEQ_CPU : GC_LLAMA_META_DEQ_GPU, e);
+  if (!v) return e->code;
+  int64_t rows;
+  int rc = gc_parse_i64(v, &rows) || rows < 0
+               ? gc_err_set(e, GC_ECORRUPT, "bundle meta %s: '%.32s' is not a row count",
+                            cpu ? GC_LLAMA_META_DEQ_CPU : GC_LLAMA_META_DEQ_GPU, v)
+               : GC_OK;
+  free(v);
+  if (!rc) m->dt.deq_rows = rows;
+  return rc;
+}
+
+/* The dense plan's scratch and ids, where a pass this model runs takes it:
+ * the largest block-format layer matrix (in dt.weight) and ids 0..N-1 for
+ * its most rows. */
+static int alloc_deq(gc_llama_t *m, gc_err_t *e) {
+  const gc_llama_config_t *c = &m->cfg;
+  if (!m->dt.deq_rows || m->max_t < m->dt.deq_rows || m->max_t <= GC_LLAMA_FUSE_MAX) return GC_OK;
+  gc_llama_steps_t s;
+  gc_llama_steps(c, &m->dt, m->max_t, 1, &s);
+  int64_t elems = 0, rows = 0;
+  for (int l = 0; l < c->n_layers; l++) {
+    gc_llama_layer_steps(&m->dt, l, &s);
+    for (int i = 0; i < 4; i++)
+      if (s.dq[i].op[0]) {
+        if (s.dq[i].m * s.dq[i].n > elems) elems = s.dq[i].m * s.dq[i].n;
+        if (s.dq[i].m > rows) rows = s.dq[i].m;
+      }
+  }
+  if (!rows) return GC_OK;
+  int32_t *ids = gc_malloc((size_t)rows * sizeof *ids, e);
+  if (!ids) return GC_ENOMEM;
+  for (int64_t i = 0; i < rows; i++) ids[i] = (int32_t)i;
+  int rc = alloc(m, (size_t)elems * gc_dtype_size(m->dt.weight), &m->deq, e);
+  if (!rc) rc = alloc(m, (size_t)rows * sizeof *ids, &m->ids, e);
+  if (!rc) rc = gc_dev_upload(m->dev, m->ids, ids, (size_t)rows * sizeof *ids, e);
+  free(ids);
+  return rc;
+}
+
 /* Every kernel for decode (t = 1), for the largest prefill and, with
  * slots, for batched steps of 1 .. slots rows, so that a bundle missing
  * one fails now with its name, not mid-generation. */
@@ -208,6 +258,7 @@ static int create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int c
   m->slots = slots;
   m->graphs = m->cfg.tp <= 1; /* see gc_llama_set_graphs */
   int rc = gc_llama_dtypes_for(w, gc_dev_info(dev)->backend, &m->dt, e);
+  if (!rc) rc = read_plan(m, e);
   m->slot_bytes = (size_t)ctx * m->cfg.n_kv_heads * m->cfg.head_dim * gc_dtype_size(m->dt.act);
   if (!rc && !(m->npos = gc_calloc((size_t)slots, sizeof *m->npos, e))) rc = GC_ENOMEM;
   if (!rc) rc = resolve_kernels(m, batched, e);
@@ -227,6 +278,7 @@ static int create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int c
                                                               : place(m, &w->classifier, &m->cls, e);
   if (!rc) rc = upload_freqs(m, e);
   if (!rc) rc = alloc_activations(m, e);
+  if (!rc) rc = alloc_deq(m, e);
   if (m->conv && !gc_dev_info(dev)->host_memory) { /* uploaded: the host copies can go */
     gc_weights_close(m->conv);
     m->conv = NULL;
@@ -434,17 +486,29 @@ static int tp_gather(gc_llama_t *m, int rows, gc_err_t *e) {
   return m->prof ? prof_collective(m, "all_gather", rows, (int64_t)v, e) : GC_OK;
 }
 
-/* The QKV projection and the RoPE/KV write of a layer: one launch of
+/* Layer matrix i (qkv, wo, w13, w2) of blocks at W as its step reads it,
+ * into *out: with the dense plan (s->dq[i] set), W dequantized whole into
+ * the scratch; else W itself. The scratch holds one matrix at a time. */
+static int dequant(gc_llama_t *m, const gc_llama_steps_t *s, int i, gc_dptr_t W, gc_dptr_t *out,
+                   const gc_op_scalars_t *sc, gc_err_t *e) {
+  *out = W;
+  if (!s->dq[i].op[0]) return GC_OK;
+  const gc_dptr_t gather[] = {m->ids, W, m->deq};
+  *out = m->deq;
+  return run(m, &s->dq[i], sc, gather, e);
+}
+
+/* The QKV projection (weights wqkv) and the RoPE/KV write of a layer: one launch of
  * rmsnorm_gemm_rope_kv where the steps fold them (s->qkv_rope) and the
  * bundle has a kernel for it; else the projection (rmsnorm_gemm, or
  * rmsnorm then gemm) and rope. A bundle built before the fused op has
  * none: the first miss turns it off for the model. */
-static int qkv_rope(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L, gc_dptr_t kc,
-                    gc_dptr_t vc, gc_dptr_t where, const gc_op_scalars_t *sc, gc_err_t *e) {
-  const gc_dptr_t norm1[] = {m->x, L->attn_norm, m->xn}, qkv[] = {m->xn, L->wqkv, m->qkv},
-                  fqkv[] = {m->x, L->wqkv, m->qkv, L->attn_norm},
+static int qkv_rope(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L, gc_dptr_t wqkv,
+                    gc_dptr_t kc, gc_dptr_t vc, gc_dptr_t where, const gc_op_scalars_t *sc, gc_err_t *e) {
+  const gc_dptr_t norm1[] = {m->x, L->attn_norm, m->xn}, qkv[] = {m->xn, wqkv, m->qkv},
+                  fqkv[] = {m->x, wqkv, m->qkv, L->attn_norm},
                   rope[] = {m->qkv, m->q, kc, vc, m->inv_freq, where},
-                  both[] = {m->x, L->wqkv, m->q, L->attn_norm, kc, vc, m->inv_freq, where};
+                  both[] = {m->x, wqkv, m->q, L->attn_norm, kc, vc, m->inv_freq, where};
   if (s->qkv_rope && !m->no_qkv_rope) {
     const gc_rt_kernel_t *k;
     gc_err_t miss = {0};
@@ -465,15 +529,21 @@ static int qkv_rope(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t 
  * own positions and slots (m->brows). sc carries the scalars. */
 static int layer(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L, gc_dptr_t kc,
                  gc_dptr_t vc, gc_dptr_t where, const gc_op_scalars_t *sc, gc_err_t *e) {
-  const gc_dptr_t attn[] = {m->q, kc, vc, m->att, where}, wo[] = {m->att, L->wo, m->x},
-                  norm2[] = {m->x, L->ffn_norm, m->xn}, ffn[] = {m->xn, L->w13, m->hb},
-                  fffn[] = {m->x, L->w13, m->hb, L->ffn_norm}, w2[] = {m->hb, L->w2, m->x};
-  if (qkv_rope(m, s, L, kc, vc, where, sc, e) || run(m, &s->attn, sc, attn, e) || tp_zero(m, s->wo.m, e) ||
-      run(m, &s->wo, sc, wo, e) || tp_reduce(m, s->wo.m, e))
+  gc_dptr_t w; /* each matrix as its step reads it: its blocks, or the scratch */
+  if (dequant(m, s, 0, L->wqkv, &w, sc, e) || qkv_rope(m, s, L, w, kc, vc, where, sc, e)) return e->code;
+  const gc_dptr_t attn[] = {m->q, kc, vc, m->att, where};
+  if (run(m, &s->attn, sc, attn, e) || dequant(m, s, 1, L->wo, &w, sc, e)) return e->code;
+  const gc_dptr_t wo[] = {m->att, w, m->x};
+  if (tp_zero(m, s->wo.m, e) || run(m, &s->wo, sc, wo, e) || tp_reduce(m, s->wo.m, e) ||
+      dequant(m, s, 2, L->w13, &w, sc, e))
     return e->code;
+  const gc_dptr_t norm2[] = {m->x, L->ffn_norm, m->xn}, ffn[] = {m->xn, w, m->hb},
+                  fffn[] = {m->x, w, m->hb, L->ffn_norm};
   if (s->fused ? run(m, &s->swiglu, sc, fffn, e)
                : run(m, &s->norm, sc, norm2, e) || run(m, &s->swiglu, sc, ffn, e))
     return e->code;
+  if (dequant(m, s, 3, L->w2, &w, sc, e)) return e->code;
+  const gc_dptr_t w2[] = {m->hb, w, m->x};
   if (tp_zero(m, s->w2.m, e) || run(m, &s->w2, sc, w2, e)) return e->code;
   return tp_reduce(m, s->w2.m, e);
 }

@@ -17,7 +17,9 @@ typedef struct gc_llama gc_llama_t;
 /* Put the model on rt's device with a KV cache of ctx positions and room
  * for prefills of up to max_t tokens; resolve every kernel the recipe needs
  * for 1 and max_t tokens (a bundle lacking one is refused here, by name).
- * Quantized weights are dequantized on the host first (for now). */
+ * Block-format (quantized) matrices stay so on the device; prefills of at
+ * least the bundle's deq_rows tokens run the dense plan (recipe.h) through
+ * a scratch of the largest such matrix. */
 int gc_llama_create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int ctx,
                     int max_t, gc_llama_t **out, gc_err_t *e);
 /* As gc_llama_create, with a KV cache of `slots` (1 .. GC_LLAMA_BATCH_MAX)

@@ -33,8 +33,10 @@ int gc_llama_bundle_open(gc_dev_t *dev, const gc_llama_bundle_opts_t *o, gc_rt_t
   snprintf(info->target, sizeof info->target, "%sa", in->target);
   if (!gc_dev_runs_target(dev, info->target) || gc_target_parse(info->target, &tg, NULL))
     snprintf(info->target, sizeof info->target, "%s", in->target);
-  int rc = gc_llama_workload(o->model, o->quantize, NULL, NULL, o->tp > 1 ? o->tp : 1, in->backend, &probs, &needs, e);
-  if (!rc) rc = gc_gen_auto(info->db, info->target, cache, &probs, &needs, &r, e);
+  gc_llama_plan_t plan = {.db = info->db, .target = info->target, .force = -1};
+  int rc = gc_llama_workload(o->model, o->quantize, NULL, NULL, o->tp > 1 ? o->tp : 1, in->backend, &probs, &needs,
+                             &plan, e);
+  if (!rc) rc = gc_gen_auto(info->db, info->target, cache, &probs, &needs, plan.meta, &r, e);
   gc_problems_free(&probs);
   gc_needs_free(&needs);
   if (rc)

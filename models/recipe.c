@@ -4,12 +4,15 @@
 #include "recipe.h"
 
 #include "../base/quant.h"
+#include "../core/ops.h"
+#include "../db/tunedb.h"
 
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 
 static gc_problem_t prob(const char *op, gc_dtype_t a, gc_dtype_t b, gc_dtype_t c, int64_t m,
@@ -59,6 +62,7 @@ void gc_llama_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int
   s->head = prob(f ? "rmsnorm_gemm" : "gemm", a, dt->head, a, rows, gc_llama_head_rows(c), D, 0, 0, 0);
   s->argmax = prob("argmax", a, a, a, 1, c->vocab_size, 0, 0, 0, 0);
   s->decode = t == 1 && f;
+  s->deq = !f && dt->deq_rows > 0 && t >= dt->deq_rows;
   s->qkv_rope = 0;
   gc_llama_layer_steps(dt, 0, s);
 }
@@ -79,12 +83,25 @@ static void qkv_rope(gc_llama_steps_t *s) {
     *q = gc_llama_qkv_unfused(q);
 }
 
+/* Matrix step p of weights in w: with the dense plan and w a block
+ * format, its dequantization dq (all rows of the [pair·N, K] matrix: the op
+ * table's rows of B per column of C) and the dense B dtype d; else w and
+ * no dq. */
+static void matrix(const gc_llama_steps_t *s, gc_problem_t *p, gc_problem_t *dq, gc_dtype_t w, gc_dtype_t d) {
+  p->tb = w;
+  memset(dq, 0, sizeof *dq);
+  if (!s->deq || !gc_dtype_is_block(w)) return;
+  int64_t rows = gc_op_find(p->op)->pair * p->n;
+  *dq = prob("embed", p->ta, w, p->ta, rows, p->k, rows, 0, 0, 0);
+  p->tb = d;
+}
+
 void gc_llama_layer_steps(const gc_llama_dtypes_t *dt, int l, gc_llama_steps_t *s) {
   const gc_llama_layer_dtypes_t *d = &dt->layer[l];
-  s->qkv.tb = (gc_dtype_t)d->qkv;
-  s->wo.tb = (gc_dtype_t)d->wo;
-  s->swiglu.tb = (gc_dtype_t)d->w13;
-  s->w2.tb = (gc_dtype_t)d->w2;
+  matrix(s, &s->qkv, &s->dq[0], (gc_dtype_t)d->qkv, dt->weight);
+  matrix(s, &s->wo, &s->dq[1], (gc_dtype_t)d->wo, dt->weight);
+  matrix(s, &s->swiglu, &s->dq[2], (gc_dtype_t)d->w13, dt->weight);
+  matrix(s, &s->w2, &s->dq[3], (gc_dtype_t)d->w2, dt->weight);
   qkv_rope(s);
 }
 
@@ -99,13 +116,16 @@ void gc_llama_batch_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *d
   s->argmax = prob("argmax", a, a, a, m, c->vocab_size, 0, 0, 0, 0);
 }
 
-/* The problems s launches, in order; returns their count (at most 11). */
-static int steps_list(const gc_llama_steps_t *s, const gc_problem_t *out[11]) {
-  const gc_problem_t *all[] = {&s->embed, &s->norm, &s->qkv, &s->rope, &s->attn, &s->wo,
-                               &s->swiglu, &s->w2, &s->fnorm, &s->head, &s->argmax};
+/* The problems s launches, in order; returns their count (at most
+ * GC_LLAMA_STEPS_MAX). */
+static int steps_list(const gc_llama_steps_t *s, const gc_problem_t *out[GC_LLAMA_STEPS_MAX]) {
+  const gc_problem_t *all[] = {&s->embed, &s->norm,   &s->dq[0], &s->qkv,   &s->rope,  &s->attn,
+                               &s->dq[1], &s->wo,     &s->dq[2], &s->swiglu, &s->dq[3], &s->w2,
+                               &s->fnorm, &s->head,   &s->argmax};
   int n = 0;
   for (size_t i = 0; i < GC_ARRAY_LEN(all); i++)
-    if (!(s->fused && (all[i] == &s->norm || all[i] == &s->fnorm)) && !(s->qkv_rope && all[i] == &s->rope))
+    if (!(s->fused && (all[i] == &s->norm || all[i] == &s->fnorm)) && !(s->qkv_rope && all[i] == &s->rope) &&
+        all[i]->op[0])
       out[n++] = all[i];
   return n;
 }
@@ -114,7 +134,7 @@ static int steps_list(const gc_llama_steps_t *s, const gc_problem_t *out[11]) {
  * layer's dtypes; duplicates drop). */
 static int push_layers(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, gc_llama_steps_t *s,
                        gc_problems_t *l, gc_err_t *e) {
-  const gc_problem_t *ps[11];
+  const gc_problem_t *ps[GC_LLAMA_STEPS_MAX];
   for (int layer = 0; layer < c->n_layers; layer++) {
     gc_llama_layer_steps(dt, layer, s);
     int n = steps_list(s, ps);
@@ -155,7 +175,7 @@ static void pass_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, 
 static int needs_between(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int64_t a, int64_t b,
                          int kind, gc_needs_t *out, gc_err_t *e) {
   gc_llama_steps_t x, y;
-  const gc_problem_t *px[11], *py[11];
+  const gc_problem_t *px[GC_LLAMA_STEPS_MAX], *py[GC_LLAMA_STEPS_MAX];
   pass_steps(c, dt, a, kind, &x);
   pass_steps(c, dt, b, kind, &y);
   for (int l = 0; l < c->n_layers; l++) {
@@ -287,12 +307,98 @@ static int add_recipe(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, c
   return GC_OK;
 }
 
+/* Does a layer matrix of dt take a block format? */
+static int block_layers(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt) {
+  for (int l = 0; l < c->n_layers; l++) {
+    const gc_llama_layer_dtypes_t *d = &dt->layer[l];
+    if (gc_dtype_is_block(d->qkv) || gc_dtype_is_block(d->wo) || gc_dtype_is_block(d->w13) ||
+        gc_dtype_is_block(d->w2))
+      return 1;
+  }
+  return 0;
+}
+
+/* *us = the winners' medians in db of the matrix steps of a pass of t
+ * tokens that differ between the plans (block-format matrices), summed
+ * over the layers: the quantized steps (deq 0) or the dequantization
+ * gathers and dense steps (deq 1). *ok = 0 where one has no winner. */
+static int plan_cost(gc_db_t *db, const char *target, const gc_llama_config_t *c, gc_llama_dtypes_t *dt,
+                     int64_t t, int deq, double *us, int *ok, gc_err_t *e) {
+  gc_llama_steps_t s;
+  dt->deq_rows = deq;
+  gc_llama_steps(c, dt, t, 1, &s);
+  *us = 0, *ok = 1;
+  for (int l = 0; *ok && l < c->n_layers; l++) {
+    const gc_llama_layer_dtypes_t *d = &dt->layer[l];
+    gc_llama_layer_steps(dt, l, &s);
+    const gc_problem_t *steps[4] = {&s.qkv, &s.wo, &s.swiglu, &s.w2};
+    const uint8_t w[4] = {d->qkv, d->wo, d->w13, d->w2};
+    for (int i = 0; *ok && i < 4; i++) {
+      if (!gc_dtype_is_block(w[i])) continue; /* the same step in both plans */
+      for (int j = 0; *ok && j < 1 + deq; j++) {
+        gc_db_winner_t win;
+        if (gc_db_find_winner(db, target, j ? &s.dq[i] : steps[i], &win, ok, e)) return e->code;
+        *us += win.median_us;
+      }
+    }
+  }
+  dt->deq_rows = 0;
+  return GC_OK;
+}
+
+int gc_llama_deq_measure(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, const char *db,
+                         const char *target, int64_t dflt, int64_t *rows, int *timed, gc_err_t *e) {
+  *rows = dflt, *timed = 0;
+  if (!db || !target || access(db, R_OK)) return GC_OK;
+  gc_db_t *h;
+  gc_problems_t tuned = {0};
+  gc_llama_dtypes_t *d = gc_malloc(sizeof *d, e);
+  if (!d) return GC_ENOMEM;
+  *d = *dt;
+  int rc = gc_db_open(db, 0, &h, e);
+  if (rc) {
+    free(d);
+    return rc;
+  }
+  rc = gc_db_tuned_problems(h, target, &tuned, e);
+  /* the pass lengths tuned: the rows of unfused GEMMs with a winner */
+  int64_t ts[64];
+  int nt = 0;
+  for (int i = 0; !rc && i < tuned.n && nt < (int)GC_ARRAY_LEN(ts); i++) {
+    int64_t t = tuned.v[i].m;
+    int seen = strcmp(tuned.v[i].op, "gemm") || t <= GC_LLAMA_FUSE_MAX || t > c->max_seq;
+    for (int j = 0; j < nt && !seen; j++) seen = ts[j] == t;
+    if (!seen) ts[nt++] = t;
+  }
+  /* won[i]: +1 the dense plan was faster at ts[i], -1 slower, 0 untimed */
+  int won[64] = {0};
+  for (int i = 0; !rc && i < nt; i++) {
+    double q, dd;
+    int okq, okd;
+    rc = plan_cost(h, target, c, d, ts[i], 0, &q, &okq, e);
+    if (!rc) rc = plan_cost(h, target, c, d, ts[i], 1, &dd, &okd, e);
+    if (!rc && okq && okd) won[i] = dd < q ? 1 : -1, (*timed)++;
+  }
+  /* the shortest winning length above every losing one (0: none) */
+  int64_t lose = 0, win = 0;
+  for (int i = 0; i < nt; i++)
+    if (won[i] < 0 && ts[i] > lose) lose = ts[i];
+  for (int i = 0; i < nt; i++)
+    if (won[i] > 0 && ts[i] > lose && (!win || ts[i] < win)) win = ts[i];
+  if (!rc && *timed) *rows = win;
+  gc_problems_free(&tuned);
+  gc_db_close(h);
+  free(d);
+  return rc;
+}
+
 int gc_llama_workload(const char *model_path, const char *quantize, const char *prefill,
                       const char *batch, int tp, const char *backend, gc_problems_t *out,
-                      gc_needs_t *needs, gc_err_t *e) {
+                      gc_needs_t *needs, gc_llama_plan_t *plan, gc_err_t *e) {
   static const char *const all[] = {"cpu", "cuda"};
   /* GPU backends share one recipe: activations in the weights' dtype */
   if (backend && !strcmp(backend, "hip")) backend = "cuda";
+  int64_t force = plan ? plan->force : -1;
   gc_llama_weights_t *w;
   if (gc_weights_open(model_path, &w, e)) return e->code;
   int rc = quantize ? gc_weights_quantize(w, quantize, e) : GC_OK;
@@ -300,14 +406,36 @@ int gc_llama_workload(const char *model_path, const char *quantize, const char *
     rc = gc_err_set(e, GC_EUNSUPPORTED, "--tp %d: block-format (quantized) weights are not split yet", tp);
   gc_llama_config_t shard;
   if (!rc) rc = gc_llama_shard(&w->cfg, tp, &shard, e);
-  gc_llama_dtypes_t *dt = rc ? NULL : gc_malloc(sizeof *dt, e);
+  gc_llama_dtypes_t *dt = rc ? NULL : gc_calloc(1, sizeof *dt, e);
   if (!rc && !dt) rc = GC_ENOMEM;
+  if (plan) memset(plan->deq_rows, 0, sizeof plan->deq_rows);
   for (int i = 0; !rc && i < 2; i++) {
     if (backend && strcmp(backend, all[i])) continue;
+    int gpu = i > 0, timed;
     rc = gc_llama_dtypes_for(w, all[i], dt, e);
-    if (!rc) rc = add_recipe(&shard, dt, prefill ? prefill : "128,512", prefill != NULL, "--prefill", 0, out, e);
-    if (!rc) rc = add_recipe(&shard, dt, batch ? batch : "1", batch != NULL, "--batch", 1, out, e);
-    if (!rc && needs) rc = gc_llama_needs(&shard, dt, shard.max_seq, needs, e);
+    /* the quantized plan (deq_rows 0), then where listed the dense one
+       (deq_rows 1: every unfused pass) */
+    int plans = block_layers(&shard, dt) && (gpu ? force != 0 : force > 0) ? 2 : 1;
+    for (int dense = 0; !rc && dense < plans; dense++) {
+      dt->deq_rows = dense;
+      rc = add_recipe(&shard, dt, prefill ? prefill : "128,512", prefill != NULL, "--prefill", 0, out, e);
+      if (!rc) rc = add_recipe(&shard, dt, batch ? batch : "1", batch != NULL, "--batch", 1, out, e);
+      if (!rc && needs) rc = gc_llama_needs(&shard, dt, shard.max_seq, needs, e);
+    }
+    dt->deq_rows = 0;
+    if (rc || !plan || plans == 1) continue;
+    if (force >= 0 || !gpu) plan->deq_rows[i] = force;
+    else rc = gc_llama_deq_measure(&shard, dt, plan->db, plan->target, GC_LLAMA_DEQ_DEFAULT, &plan->deq_rows[i],
+                                   &timed, e);
+  }
+  if (plan) {
+    static const char *const keys[2] = {GC_LLAMA_META_DEQ_CPU, GC_LLAMA_META_DEQ_GPU};
+    for (int i = 0; i < 2; i++) {
+      snprintf(plan->text[i], sizeof plan->text[i], "%lld", (long long)plan->deq_rows[i]);
+      plan->meta[2 * i] = keys[i];
+      plan->meta[2 * i + 1] = plan->text[i];
+    }
+    plan->meta[4] = NULL;
   }
   free(dt);
   gc_weights_close(w);

@@ -28,8 +28,28 @@ typedef struct gc_llama_layer_dtypes {
 typedef struct gc_llama_dtypes {
   gc_dtype_t act, weight;
   gc_dtype_t embed, head;
+  int64_t deq_rows; /* the prefill plan (below): 0 = quantized only */
   gc_llama_layer_dtypes_t layer[GC_LLAMA_MAX_LAYERS]; /* [n_layers] */
 } gc_llama_dtypes_t;
+
+/* Two plans for an unfused pass (t > GC_LLAMA_FUSE_MAX tokens) over a
+ * layer matrix in a block format. Quantized: the step reads the blocks
+ * (the gemm_q templates dequantize tiles on the fly). Dense: the matrix
+ * [N, K] is first dequantized whole into a scratch of the dense dtype
+ * (dt->weight) by the embedding gather of all its rows (op embed, ids
+ * 0..N-1: the same kernels and reference as the token table), and the step
+ * runs the dense GEMM on the scratch: about 4x the weight bytes, but the
+ * dense templates' tensor-core speed, so it wins for long passes (llama.cpp
+ * switches from its quantized GEMM to dequantize + cuBLAS above a batch
+ * size in the same way). A pass takes the dense plan when dt->deq_rows > 0
+ * and t >= dt->deq_rows; the bundle records deq_rows for the CPU and for
+ * GPUs (the meta keys below), chosen by gc_llama_workload from tuned
+ * timings; a bundle without them runs the quantized plan. */
+#define GC_LLAMA_META_DEQ_CPU "llama.deq_rows.cpu"
+#define GC_LLAMA_META_DEQ_GPU "llama.deq_rows.gpu"
+/* deq_rows on GPUs when the tuning database times neither plan: passes of
+ * at least this many tokens take the dense plan. */
+#define GC_LLAMA_DEQ_DEFAULT 128
 
 /* Tensor parallelism over tp ranks (Megatron's split). Each rank holds
  * n_heads/tp query heads and n_kv_heads/tp KV heads (column-parallel
@@ -62,10 +82,19 @@ int64_t gc_llama_head_rows(const gc_llama_config_t *c);
  * quantized template has it yet); rope is then not launched. */
 typedef struct gc_llama_steps {
   int fused;
+  int deq;      /* the dense plan (above) for this pass's block-format matrices */
   int decode;   /* t = 1 of one sequence: qkv_rope where the layer allows */
   int qkv_rope; /* this layer's qkv is rmsnorm_gemm_rope_kv */
   gc_problem_t embed, norm, qkv, rope, attn, wo, swiglu, w2, fnorm, head, argmax;
+  /* the dense plan's dequantization of the layer's matrices, in the order
+   * qkv, wo, swiglu, w2: embed of N rows (ids 0..N-1) of the K-column
+   * block matrix into the scratch, where this layer's step takes the plan;
+   * op "" where not (then the step reads its blocks, or is dense anyway) */
+  gc_problem_t dq[4];
 } gc_llama_steps_t;
+
+/* The most problems one layer's pass launches (gc_llama_recipe's order). */
+#define GC_LLAMA_STEPS_MAX 15
 
 /* The unfused steps of a qkv_rope step q: the QKV projection alone
  * (rmsnorm_gemm, its dimensions), what a bundle built before the fused op
@@ -75,7 +104,8 @@ gc_problem_t gc_llama_qkv_unfused(const gc_problem_t *q);
 void gc_llama_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int64_t t, int64_t rows,
                     gc_llama_steps_t *s);
 /* Set the layer steps of s (qkv, wo, swiglu, w2) to layer l's dtypes (and
- * qkv's op: rmsnorm_gemm_rope_kv or not, see above). */
+ * qkv's op: rmsnorm_gemm_rope_kv or not, see above; with s->deq, each
+ * block-format matrix's dq[] and the step's dense B dtype). */
 void gc_llama_layer_steps(const gc_llama_dtypes_t *dt, int l, gc_llama_steps_t *s);
 
 /* The problems of a batched decode step of m rows, each row one token of
@@ -131,9 +161,34 @@ void gc_llama_inv_freq(const gc_llama_config_t *c, double *out);
  * NULL. needs (may be NULL) gets the rows every prompt length reaches.
  * quantize (NULL: none): the model's matrices as --quantize stores them.
  * tp: tensor-parallel ranks (1: none): the shapes of one rank's shard
- * (gc_llama_shard); block-format weights are refused with tp > 1. */
+ * (gc_llama_shard); block-format weights are refused with tp > 1.
+ * plan (may be NULL: as {NULL, NULL, -1}) chooses the prefill plan of a
+ * model with block-format layer matrices: both plans' problems are listed
+ * (and needed) for GPU backends, and for the CPU only with plan->force > 0;
+ * plan->deq_rows is set for the bundle, per backend listed: force where
+ * force >= 0 (0: the quantized plan only), else on GPUs measured (see
+ * gc_llama_deq_measure) and on the CPU 0; and plan->meta holds them as the
+ * bundle's meta entries. */
+typedef struct gc_llama_plan {
+  const char *db;      /* tuning database whose winners' timings choose (NULL: none) */
+  const char *target;  /* the GPU target whose timings count (NULL: none) */
+  int64_t force;       /* >= 0: deq_rows is this (gcore-gen --dequant-rows); -1: choose */
+  int64_t deq_rows[2]; /* out: [0] the CPU's, [1] GPUs' */
+  char text[2][24];
+  const char *meta[5]; /* out: key, value, key, value, NULL (gc_gen_opts_t.meta) */
+} gc_llama_plan_t;
 int gc_llama_workload(const char *model_path, const char *quantize, const char *prefill,
                       const char *batch, int tp, const char *backend, gc_problems_t *out, gc_needs_t *needs,
-                      gc_err_t *e);
+                      gc_llama_plan_t *plan, gc_err_t *e);
+
+/* The smallest pass length from which the dense plan is faster, from the
+ * winners' medians in db for target: passes of t = 16, 32, ... up to the
+ * context where the database times every matrix step of both plans (the
+ * sums over the layers of the quantized steps against the dequantization
+ * gathers plus the dense steps); the smallest such t from which the dense
+ * plan wins at every longer timed t, 0 where it loses at the longest; no
+ * timed t (or db NULL): dflt. *timed = the number of t compared. */
+int gc_llama_deq_measure(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, const char *db,
+                         const char *target, int64_t dflt, int64_t *rows, int *timed, gc_err_t *e);
 
 #endif

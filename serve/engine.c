@@ -128,8 +128,9 @@ static int bundle_path(gc_engine_t *en, char *path, size_t n, gc_err_t *e) {
   snprintf(target, sizeof target, "%sa", in->target);
   if (!gc_dev_runs_target(dev, target) || gc_target_parse(target, &tg, NULL))
     snprintf(target, sizeof target, "%s", in->target);
-  int rc = gc_llama_workload(o->model, o->quantize, NULL, NULL, o->tp, in->backend, &probs, &needs, e);
-  if (!rc) rc = gc_gen_auto(db, target, cache, &probs, &needs, &r, e);
+  gc_llama_plan_t plan = {.db = db, .target = target, .force = -1};
+  int rc = gc_llama_workload(o->model, o->quantize, NULL, NULL, o->tp, in->backend, &probs, &needs, &plan, e);
+  if (!rc) rc = gc_gen_auto(db, target, cache, &probs, &needs, plan.meta, &r, e);
   gc_problems_free(&probs);
   gc_needs_free(&needs);
   if (rc) return gc_err_prefix(e, "no -b given, and the bundle for %s could not be built", target);

@@ -276,6 +276,38 @@ def test_gguf_and_quantize_without_a_bundle(gc, kind):
     assert json_of(r)["tokens"] == ref.ids
 
 
+@pytest.mark.parametrize("qtype", ["Q4_K", G.MIXED])
+def test_dense_plan_matches_reference(gc, cache_dir, qtype):
+    """The dense prefill plan (models/recipe.h): with --dequant-rows 16,
+    prompts of 16 tokens and more dequantize each block-format layer matrix
+    into the scratch (embed of all its rows) and run the dense GEMM on it;
+    15 tokens still read the blocks. Both sides of the threshold match the
+    reference (prefill logits of every row, then greedy decode), and the
+    bundle records the plan and holds both plans' problems."""
+    import sqlite3
+    prompt = [(7 * i + 3) % CFG["vocab"] for i in range(24)]
+    ref = tiefree(str(gc.dir / f"dense_{qtype}.gguf"), gguf_writer(qtype), prompt=prompt, n=8)
+    bundle = str(gc.dir / f"dense_{qtype}.gcb")
+    r = run_tool("gcore-gen", "--model", ref.path, "--target", "cpu", "--prefill", "8,24", "--dequant-rows", 16,
+                 "-o", bundle, cwd=str(gc.dir), env={"GCORE_CACHE": cache_dir})
+    assert r.rc == 0, r
+    with sqlite3.connect(bundle) as c:
+        meta = dict(c.execute("SELECT key, value FROM meta").fetchall())
+        embeds = {(n, k) for n, k in c.execute("SELECT n, k FROM dispatch WHERE op = 'embed' AND tb != 'f32'")}
+        dense = {(op, n) for op, n in c.execute("SELECT op, n FROM dispatch WHERE tb = 'f32' AND op LIKE 'gemm%'")}
+    assert meta["llama.deq_rows.cpu"] == "16" and meta["llama.deq_rows.gpu"] == "0", meta
+    D, F, V = CFG["dim"], CFG["hidden_dim"], CFG["vocab"]
+    # the gathers (n = K, k = rows): w2 [D, F], w13 [2F, D] (and wo, wqkv [., D] where not mixed)
+    assert (F, D) in embeds and (D, 2 * F) in embeds, embeds
+    assert ("gemm_swiglu", F) in dense and ("gemm_add", D) in dense, dense
+    for T in (15, 16, 24):
+        ids, logits, _ = generate(gc, ref.path, bundle, prompt[:T], 8, *GREEDY, vocab=ref.cfg.vocab_size)
+        want = ref.logits[:T] if T == len(prompt) else R.forward(ref.w, ref.cfg, prompt[:T])
+        assert_logits_close(logits[:T], want, TOL, f"{qtype} prefill of {T} (dense plan: {T >= 16})")
+        if T == len(prompt):
+            assert_same_ids(ids, ref.ids, f"{qtype} greedy after a dense-plan prefill")
+
+
 def test_quantized_weights_stay_quantized(gc, bundles):
     """The bundle of a Q4_K_M-like file computes on the blocks: the matrix
     steps' problems name Q4_K (gate/up) and Q6_K (tinygguf's mix: attn_output,

@@ -27,6 +27,10 @@ static const char usage[] =
     "                      --quantize runs them\n"
     "  --tp N              with --model: the shard shapes of one of N tensor-parallel ranks, as\n"
     "                      gcore-run --tp N runs them\n"
+    "  --dequant-rows N    with --model of block-format (quantized) matrices: prompts of at\n"
+    "                      least N tokens dequantize each matrix into a dense scratch and run\n"
+    "                      the dense GEMM (0: never; default on GPUs: where --db's timings say\n"
+    "                      it is faster, else from 128 tokens; on the CPU: never)\n"
     "  --force T[:P=V,..]  use template T (with these params) wherever it serves a problem\n"
     "  --templates DIR     read templates from DIR/<backend>/ instead of the built-in ones\n"
     "  --compiler NAME     compile driver for the targets it serves (cpu: cc; NVIDIA: nvrtc;\n"
@@ -41,7 +45,7 @@ static const char usage[] =
     "  --version           this tool's version\n";
 
 enum { O_VERSION = 255, O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_FORCE,
-       O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_COV, O_CTIMEOUT, O_QUANTIZE, O_TP };
+       O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_COV, O_CTIMEOUT, O_QUANTIZE, O_TP, O_DEQ };
 
 static const struct option longopts[] = {
     {"output", 1, 0, 'o'},        {"op", 1, 0, O_OP}, {"model", 1, 0, O_MODEL}, {"prefill", 1, 0, O_PREFILL}, {"batch", 1, 0, O_BATCH},
@@ -52,9 +56,33 @@ static const struct option longopts[] = {
     {"templates", 1, 0, O_TEMPLATES}, {"compiler", 1, 0, O_COMPILER},
     {"cache", 1, 0, O_CACHE},     {"jobs", 1, 0, O_JOBS}, {"code-object", 1, 0, O_COV},
     {"compile-timeout", 1, 0, O_CTIMEOUT},
-    {"quantize", 1, 0, O_QUANTIZE}, {"tp", 1, 0, O_TP},
+    {"quantize", 1, 0, O_QUANTIZE}, {"tp", 1, 0, O_TP}, {"dequant-rows", 1, 0, O_DEQ},
     {"quiet", 0, 0, 'q'},         {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},
     {0, 0, 0, 0}};
+
+/* The first GPU target of the comma list targets, into buf (NULL: none). */
+static const char *gpu_target(const char *targets, char buf[64]) {
+  for (const char *t = targets; *t;) {
+    size_t n = strcspn(t, ",");
+    if (n < 64 && !(n == 3 && !strncmp(t, "cpu", 3))) {
+      memcpy(buf, t, n);
+      buf[n] = 0;
+      return buf;
+    }
+    t += n + (t[n] == ',');
+  }
+  return NULL;
+}
+
+/* Is "cpu" one of the comma list targets? */
+static int has_cpu(const char *targets) {
+  for (const char *t = targets; *t;) {
+    size_t n = strcspn(t, ",");
+    if (n == 3 && !strncmp(t, "cpu", 3)) return 1;
+    t += n + (t[n] == ',');
+  }
+  return 0;
+}
 
 int main(int argc, char **argv) {
   gc_gen_opts_t o;
@@ -67,7 +95,7 @@ int main(int argc, char **argv) {
   gc_cache_default(cache, sizeof cache);
   o.cache = cache;
   int c, tp = 0;
-  int64_t iv;
+  int64_t iv, deq = -1;
   while ((c = gc_cli_getopt(argc, argv, "o:qh", longopts)) != -1) {
     switch (c) {
       case 'o': o.out_path = optarg; break;
@@ -82,6 +110,12 @@ int main(int argc, char **argv) {
           return 2;
         }
         tp = (int)iv;
+        break;
+      case O_DEQ:
+        if (gc_parse_i64(optarg, &deq) || deq < 0 || deq > INT32_MAX) {
+          fprintf(stderr, "gcore-gen: --dequant-rows: expected a token count, 0 for never\n");
+          return 2;
+        }
         break;
       case O_M: case O_N: case O_K: case O_H: case O_G: case O_D:
         dims[c - O_M] = optarg;
@@ -135,17 +169,24 @@ int main(int argc, char **argv) {
   gc_err_t e = {0};
   gc_problems_t probs = {0};
   gc_needs_t needs = {0};
+  gc_llama_plan_t plan;
+  char gpu[64];
   int rc;
   if (!o.out_path)
     rc = gc_err_set(&e, GC_EINVAL, "no output: give -o BUNDLE");
   else if ((workload != NULL) + (model != NULL) + (op || dtype || dims[0] || dims[1] || dims[2] || dims[3] || dims[4] || dims[5]) > 1)
     rc = gc_err_set(&e, GC_EINVAL, "give one of --workload, --model, or --op with sizes");
-  else if ((prefill || batch || quantize || tp) && !model)
-    rc = gc_err_set(&e, GC_EINVAL, "--prefill, --batch, --quantize and --tp go with --model");
+  else if ((prefill || batch || quantize || tp || deq >= 0) && !model)
+    rc = gc_err_set(&e, GC_EINVAL, "--prefill, --batch, --quantize, --tp and --dequant-rows go with --model");
   else if (workload)
     rc = gc_problems_load(&probs, workload, &e);
-  else if (model)
-    rc = gc_llama_workload(model, quantize, prefill, batch, tp ? tp : 1, NULL, &probs, &needs, &e);
+  else if (model) {
+    plan = (gc_llama_plan_t){.db = o.db_path, .target = gpu_target(o.targets, gpu), .force = deq};
+    /* the recipes of the targets' backends: CPU, GPU or both */
+    const char *backend = !plan.target ? "cpu" : !has_cpu(o.targets) ? "cuda" : NULL;
+    rc = gc_llama_workload(model, quantize, prefill, batch, tp ? tp : 1, backend, &probs, &needs, &plan, &e);
+    o.meta = plan.meta; /* the prefill plan, for the forward */
+  }
   else if (!op)
     rc = gc_err_set(&e, GC_EINVAL, "no problems: give --model PATH, --workload FILE or --op OP with sizes (see --help)");
   else

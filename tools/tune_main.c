@@ -381,7 +381,7 @@ int main(int argc, char **argv) {
   else if (workload)
     rc = gc_problems_load(&probs, workload, &e);
   else if (model && !(rc = gc_target_parse(target, &o.target, &e)))
-    rc = gc_llama_workload(model, quantize, prefill, batch, tp ? tp : 1, o.target.backend, &probs, NULL, &e);
+    rc = gc_llama_workload(model, quantize, prefill, batch, tp ? tp : 1, o.target.backend, &probs, NULL, NULL, &e);
   else if (!op)
     rc = gc_err_set(&e, GC_EINVAL, "no problems: give --model PATH, --workload FILE or --op OP with sizes (see --help)");
   else

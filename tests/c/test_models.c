@@ -19,6 +19,7 @@
 #include "../../models/safetensors.h"
 #include "../../models/sampler.h"
 #include "../../models/weights.h"
+#include "../../db/tunedb.h"
 
 /* ------------------------------------------------------------- harness */
 
@@ -1236,6 +1237,101 @@ static void test_rope_inv_freq(void) {
 /* gc_llama_shard: each rank's heads, KV heads and FFN rows, the LM head's
  * vocabulary rows; the embedding and argmax stay whole; one-line errors
  * naming what tp does not divide. */
+/* A winner for p on target sm_90a with the given median (its own variant). */
+static void put_winner(gc_db_t *db, const gc_problem_t *p, double median_us) {
+  static int serial;
+  gc_err_t e = {0};
+  char vid[32];
+  int64_t dev, cc, pid, var;
+  int found = 0;
+  gc_db_device_t d = {"cuda", "sm_90", "test", "test", 1, 1};
+  snprintf(vid, sizeof vid, "v%d", serial++);
+  gc_db_variant_t v = {vid, "tpl", "h", "", "f16", "sm_90a", 0};
+  CHECK(gc_db_device_id(db, &d, &dev, &e) == GC_OK && gc_db_compiler_id(db, "nvrtc", "13", "", &cc, &e) == GC_OK,
+        "%s", e.msg);
+  v.compiler_id = cc;
+  CHECK(gc_db_problem_id(db, p, &pid, &e) == GC_OK && gc_db_variant_id(db, &v, &var, &e) == GC_OK, "%s", e.msg);
+  gc_db_measurement_t m = {.device_id = dev, .problem_id = pid, .variant_id = var, .status = "ok",
+                           .median_us = median_us, .min_us = median_us, .max_us = median_us, .iters = 1};
+  CHECK(gc_db_record(db, &m, &e) == GC_OK, "%s", e.msg);
+  CHECK(gc_db_pick_winner(db, dev, pid, "sm_90a", NULL, 0.0, &found, &e) == GC_OK && found, "%s", e.msg);
+}
+
+/* Winners for both prefill plans of a pass of t tokens: a quantized step
+ * q_per_row·t µs, a gather g µs, a dense step t/5 µs. */
+static void put_plans(gc_db_t *db, const gc_llama_config_t *c, gc_llama_dtypes_t *dt, int64_t t, double q_per_row,
+                      double g) {
+  for (int deq = 0; deq < 2; deq++) {
+    gc_llama_steps_t s;
+    dt->deq_rows = deq;
+    gc_llama_steps(c, dt, t, 1, &s);
+    for (int l = 0; l < c->n_layers; l++) {
+      gc_llama_layer_steps(dt, l, &s);
+      const gc_problem_t *ps[4] = {&s.qkv, &s.wo, &s.swiglu, &s.w2};
+      for (int i = 0; i < 4; i++) {
+        put_winner(db, ps[i], gc_dtype_is_block(ps[i]->tb) ? q_per_row * (double)t : (double)t / 5);
+        if (s.dq[i].op[0]) put_winner(db, &s.dq[i], g);
+      }
+    }
+  }
+  dt->deq_rows = 0;
+}
+
+/* The dense prefill plan (recipe.h): which steps it changes, and the
+ * crossover gc_llama_deq_measure reads from winners' timings. */
+static void test_recipe_dense_plan(void) {
+  gc_llama_config_t c = {0};
+  c.dim = 64, c.hidden_dim = 128, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 16;
+  c.vocab_size = 256, c.max_seq = 512;
+  gc_llama_dtypes_t dt = {0};
+  dt.act = dt.weight = dt.embed = dt.head = GC_DT_F16;
+  dt.layer[0] = (gc_llama_layer_dtypes_t){GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0};
+  dt.layer[1] = (gc_llama_layer_dtypes_t){GC_DT_F16, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0}; /* a dense stack */
+  gc_llama_steps_t s;
+  dt.deq_rows = 16;
+  gc_llama_steps(&c, &dt, 15, 1, &s);
+  CHECK(!s.deq && s.qkv.tb == GC_DT_Q4_0 && !s.dq[0].op[0], "15 tokens: the quantized plan");
+  gc_llama_steps(&c, &dt, 16, 1, &s);
+  CHECK(s.deq && s.qkv.tb == GC_DT_F16 && s.swiglu.tb == GC_DT_F16, "16 tokens: the dense plan");
+  CHECK(!strcmp(s.dq[2].op, "embed") && s.dq[2].tb == GC_DT_Q4_0 && s.dq[2].m == 256 && s.dq[2].n == 64 &&
+            s.dq[2].k == 256,
+        "w13's gather: all 2F rows of D: m %lld n %lld k %lld", (long long)s.dq[2].m, (long long)s.dq[2].n,
+        (long long)s.dq[2].k);
+  CHECK(s.dq[3].m == 64 && s.dq[3].n == 128, "w2's gather: D rows of F");
+  gc_llama_layer_steps(&dt, 1, &s);
+  CHECK(!s.dq[0].op[0] && s.qkv.tb == GC_DT_F16 && s.dq[1].op[0], "a dense layer step has no gather");
+  dt.deq_rows = 4;
+  gc_llama_steps(&c, &dt, 8, 1, &s);
+  CHECK(!s.deq, "fused passes (8 tokens) never take it");
+  dt.deq_rows = 0;
+
+  gc_err_t e = {0};
+  int64_t rows = -1;
+  int timed = -1;
+  char path[512];
+  snprintf(path, sizeof path, "%s/plan.db", g_tmp);
+  CHECK(gc_llama_deq_measure(&c, &dt, path, "sm_90a", 77, &rows, &timed, &e) == GC_OK && rows == 77 && timed == 0,
+        "no database: the default (%lld, %d)", (long long)rows, timed);
+  gc_db_t *db;
+  CHECK(gc_db_open(path, 1, &db, &e) == GC_OK, "%s", e.msg);
+  /* a quantized step t µs, a gather 20: the dense plan loses at 16, wins
+     at 64 and 256 */
+  put_plans(db, &c, &dt, 16, 1.0, 20);
+  put_plans(db, &c, &dt, 64, 1.0, 20);
+  put_plans(db, &c, &dt, 256, 1.0, 20);
+  gc_db_close(db);
+  CHECK(gc_llama_deq_measure(&c, &dt, path, "sm_90a", 77, &rows, &timed, &e) == GC_OK, "%s", e.msg);
+  CHECK(rows == 64 && timed == 3, "crossover at 64: got %lld of %d timed", (long long)rows, timed);
+  CHECK(gc_llama_deq_measure(&c, &dt, path, "sm_80", 77, &rows, &timed, &e) == GC_OK && rows == 77 && timed == 0,
+        "another target's timings do not count");
+  /* quantized steps cheaper at the longest length: never */
+  CHECK(gc_db_open(path, 1, &db, &e) == GC_OK, "%s", e.msg);
+  put_plans(db, &c, &dt, 512, 0.01, 20);
+  gc_db_close(db);
+  CHECK(gc_llama_deq_measure(&c, &dt, path, "sm_90a", 77, &rows, &timed, &e) == GC_OK && rows == 0 && timed == 4,
+        "the quantized plan wins at the longest: %lld", (long long)rows);
+}
+
 static void test_recipe_shard(void) {
   gc_llama_config_t c = {0}, s;
   c.dim = 64, c.hidden_dim = 172, c.n_layers = 2, c.n_heads = 8, c.n_kv_heads = 4, c.head_dim = 8;
@@ -1308,6 +1404,7 @@ int main(int argc, char **argv) {
   check_case("config_fuzz", test_config_fuzz);
   check_case("rope_inv_freq", test_rope_inv_freq);
   check_case("recipe_shard", test_recipe_shard);
+  check_case("recipe_dense_plan", test_recipe_dense_plan);
   check_case("weights_hf", test_weights_hf);
   check_case("weights_hf_broken", test_weights_hf_broken);
   check_case("alloc_faults", test_alloc_faults);

@@ -12,7 +12,10 @@ are fp16 on the GPU; the reference is fp64), and the decode step after it
 the reference's forward of the prefix plus the generated token. Greedy
 tokens must equal the reference's wherever its top two logits are at least
 MARGIN apart. Lengths cover the fused decode passes (1..8), the unfused
-short passes (9..16, the GEMV's M range) and prefill GEMMs (17..100)."""
+short passes (9..16, the GEMV's M range) and prefill GEMMs (17..100): the
+bundle is built with --dequant-rows 40, so 17 reads the blocks (gemm_q_*)
+and 40 and 100 take the dense plan (each matrix dequantized into a scratch
+by embed_q_gpu, then the dense GEMM: models/recipe.h)."""
 import os
 
 import numpy as np
@@ -48,7 +51,7 @@ def test_gguf_on_the_gpu_matches_reference(gc, qtype):
     path = str(gc.dir / "m.gguf")
     G.write_model(path, qtype=qtype, seed=3, **CFG)
     seq = np.random.default_rng(5).integers(3, CFG["vocab"], max(LENGTHS)).tolist()
-    r = gc("gcore-gen", "--model", path, "--target", TARGETS, "-o", "b.gcb")
+    r = gc("gcore-gen", "--model", path, "--target", TARGETS, "--dequant-rows", 40, "-o", "b.gcb")
     assert r.rc == 0, r
     prompts = gc.dir / "prompts.txt"
     prompts.write_text("".join(",".join(map(str, seq[:t])) + "\n" for t in LENGTHS))
