@@ -269,11 +269,13 @@ def gcore(*args, env=None):
     return r
 
 
-def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None, extra=True, plans=False):
+def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None, extra=True, plans=False, long=0):
     """d: a model (a Hugging Face directory or a GGUF file). extra: also the
     diagnostic runs (no graph, no PDL, --profile). plans (a quantized model):
     also the prefill of a bundle that keeps the quantized plan for every
-    prompt (gcore-gen --dequant-rows 0), and both plans' prefill profiles."""
+    prompt (gcore-gen --dequant-rows 0), and both plans' prefill profiles.
+    long: also the prefill of a prompt of that many tokens (its --profile
+    table and the PREFILL-token one with the rest)."""
     env = dict(os.environ, GCORE_CACHE=os.path.join(out, "cache"))
     db, b = os.path.join(out, "tune.db"), os.path.join(out, os.path.basename(d) + ".gcb")
     if use_db:  # winners of an earlier gcore-tune run (bench/gpu_tune.py)
@@ -296,6 +298,13 @@ def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None, extra=True,
     ptoks = ",".join(str(i % 1000 + 1) for i in range(PREFILL))
     pre = json.loads(gcore(*run, "--tokens", ptoks, "-n", 1, "--warmup", 0, env=env).stdout)
     plan = {}
+    if long:  # a long prompt, in a context that holds it
+        lrun = [x if x != "1024" else str(long + 8) for x in run]
+        ltoks = ",".join(str(i % 1000 + 1) for i in range(long))
+        plan["prefill_long_tok_s"] = json.loads(gcore(*lrun, "--tokens", ltoks, "-n", 1, "--warmup", 0,
+                                                      env=env).stdout)["prompt_tok_per_s"]
+        plan["profile_long"] = "".join(gcore(*r, "--tokens", t, "-n", 1, "--warmup", 0, "--profile", env=env).stderr
+                                       for r, t in ((run, ptoks), (lrun, ltoks)))
     if plans:  # the same bundle but for the plan, and the bundle's choice recorded
         import sqlite3
         with sqlite3.connect(b) as c:
@@ -311,7 +320,7 @@ def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None, extra=True,
     if not extra:
         return {"tune_s": t_tune, "decode_tok_s": dec["decode_tok_per_s"], "decode_nograph_tok_s": float("nan"),
                 "decode_nopdl_tok_s": float("nan"), "prefill_tok_s": pre["prompt_tok_per_s"],
-                "profile": plan.get("profile", ""), **plan}
+                **plan, "profile": plan.get("profile", "") + plan.get("profile_long", "")}
     nog = json.loads(gcore(*run, "--tokens", toks, "-n", NEW, "--warmup", 8, "--no-graph", env=env).stdout)
     # the graph with every launch serialised (no programmatic dependent launch)
     nopdl = json.loads(gcore(*run, "--tokens", toks, "-n", NEW, "--warmup", 8, "--no-pdl",
@@ -323,7 +332,7 @@ def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None, extra=True,
     return {"tune_s": t_tune, "decode_tok_s": dec["decode_tok_per_s"], "decode_nograph_tok_s": nog["decode_tok_per_s"],
             "decode_nopdl_tok_s": nopdl["decode_tok_per_s"],
             "prefill_tok_s": pre["prompt_tok_per_s"], **plan,
-            "profile": prof_dec + "\n" + prof_pre + "\n" + plan.get("profile", "")}
+            "profile": prof_dec + "\n" + prof_pre + "\n" + plan.get("profile", "") + plan.get("profile_long", "")}
 
 
 def weight_bytes_per_token(shape):
@@ -348,6 +357,8 @@ def main():
     ap.add_argument("--quant", default="", help="also GGUF files in these types (q4_0, q4_k_m, q8_0), "
                     "comma-separated: decode against their bound, the ratio to gcore's fp16 decode, prefill")
     ap.add_argument("--no-hf", action="store_true", help="do not run transformers")
+    ap.add_argument("--long", type=int, default=0, metavar="N",
+                    help="also the fp16 model's prefill of an N-token prompt (e.g. 4000), with its profile")
     ap.add_argument("--no-extra", action="store_true",
                     help="skip the diagnostic runs (without the graph, --no-pdl, --profile)")
     a = ap.parse_args()
@@ -360,7 +371,8 @@ def main():
         t0 = time.time()
         write_model(d, SHAPES[s])
         print(f"[{s}] model written in {time.time() - t0:.0f} s")
-        g = gcore_bench(d, a.out, a.budget if a.budget != "0" else None, a.arch, a.tune_decode, a.db, not a.no_extra)
+        g = gcore_bench(d, a.out, a.budget if a.budget != "0" else None, a.arch, a.tune_decode, a.db, not a.no_extra,
+                        long=a.long)
         if g["tune_s"]:
             print(f"[{s}] gcore-tune: {g['tune_s']:.0f} s")
         bound = bw / weight_bytes_per_token(SHAPES[s])
@@ -384,9 +396,13 @@ def main():
                   f"{q['prefill_q_tok_s']:.0f})")
             if a.profile:
                 print(q["profile"])
+        if a.long:
+            print(f"[{s}] prefill of {a.long} tokens: gcore {g['prefill_long_tok_s']:8.0f} tok/s")
         if a.no_hf:
             print(f"[{s}] decode  gcore {g['decode_tok_s']:8.1f} tok/s  bound {bound:.0f} tok/s: "
                   f"{g['decode_tok_s'] / bound:.0%}; prefill {g['prefill_tok_s']:.0f} tok/s")
+            if a.profile:
+                print(g["profile"])
             continue
         h = hf_bench(torch, d)
         print(f"[{s}] decode  gcore {g['decode_tok_s']:8.1f} tok/s  HF {h['decode_tok_s']:8.1f} tok/s  "

@@ -654,7 +654,7 @@ static void *att_worker(void *arg) {
     }
     for (int64_t c = 0; c < D; c++) {
       j->ref[it * D + c] = o[c];
-      j->tol[it * D + c] = ulp_rel(p->tc) * fabs(o[c]) + 4.0 * (double)(L + D) * 0x1p-24 * ao[c] +
+      j->tol[it * D + c] = ulp_rel(p->tc) * fabs(o[c]) + (4.0 * (double)(L + D) * 0x1p-24 + ulp_rel(p->tb)) * ao[c] +
                            ulp_abs(p->tc);
     }
   }
@@ -664,7 +664,9 @@ static void *att_worker(void *arg) {
 
 /* softmax(scale q.k) v over keys 0..pos, on every core. Rule: output
  * rounding, plus 4 (L + D) 2^-24 sum_j p_j |v_j| for fp32 scores,
- * exponentials and sums over L keys of length D. */
+ * exponentials and sums over L keys of length D, plus one rounding of
+ * each p_j to the cache's dtype (ulp_rel(tb) sum_j p_j |v_j|: tensor-core
+ * kernels multiply P by V in that dtype, as FlashAttention does). */
 static int ref_attention(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
                          const int32_t *rowpos, double *ref, double *tol, gc_err_t *e) {
   int64_t rows = (rowpos ? p->m * slot_rows(p, sc) : sc->pos0 + p->m) * p->g * p->d;

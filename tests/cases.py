@@ -64,7 +64,8 @@ RMSNORM_SHAPES = [(1, 64), (3, 100), (17, 4096), (64, 7), (2, 1)]
 
 ADD_SHAPES = [(1, 64), (3, 100), (17, 4096), (2, 1)]
 EMBED_SHAPES = [(1, 64, 512), (7, 100, 33), (17, 256, 1000)]        # (m, n, k = vocab)
-HEAD_SHAPES = [(1, 8, 4, 8), (1, 4, 1, 64), (3, 4, 4, 16), (5, 6, 1, 64), (17, 8, 2, 32)]  # (m, h, g, d)
+# (m, h, g, d): decode rows, MHA, GQA, 5 heads of 96 (GQA 5:1) over two 64-key tiles
+HEAD_SHAPES = [(1, 8, 4, 8), (1, 4, 1, 64), (3, 4, 4, 16), (5, 6, 1, 64), (17, 8, 2, 32), (70, 5, 1, 96)]
 SAME = ["f32", "f16", "bf16"]
 # rmsnorm_gemm_rope_kv: (m, n = (h + 2g)·d, k, h, g, d), at the positions and
 # RoPE layouts of ROPE_POS (gcore-run --pos, --layout): 5 heads of 96 (GQA
@@ -123,7 +124,7 @@ CASES = {
     "attention": [(dt, s) for dt in SAME for s in HEAD_SHAPES],
     # batched decode: each row at its own position in its own cache slot
     "rope_kv_batch": [(dt, s) for dt in SAME for s in HEAD_SHAPES],
-    "attention_batch": [(dt, s) for dt in SAME for s in HEAD_SHAPES + [(16, 8, 2, 64)]],
+    "attention_batch": [(dt, s) for dt in SAME for s in HEAD_SHAPES[:-1] + [(16, 8, 2, 64)]],
     "argmax": [(dt, s) for dt in SAME for s in [(1, 1000), (3, 128256), (2, 7), (20, 5000)]],
 }
 for _dt in QDTYPES:
@@ -317,7 +318,7 @@ def check_rmsnorm_gemm_rope_kv(d, dt, shape):
 
 def check_attention(d, dt, shape):
     m, h, g, dd = shape
-    tc = npref.split_dtypes(dt)[2]
+    _, tb, tc = npref.split_dtypes(dt)
     pos0, scale = int(d["scalars"]["pos0"]), d["scalars"]["scale"]
     assert int(d["pos"][1][0]) == pos0, "the kernel reads its position from the pos buffer"
     s_len = pos0 + m
@@ -334,7 +335,8 @@ def check_attention(d, dt, shape):
             p = np.exp(sc - sc.max())
             p /= p.sum()
             ref[t, hh] = p @ v[:L, kv]
-            tol[t, hh] = 4 * (L + dd) * EPS_F32 * (p @ np.abs(v[:L, kv]))
+            # fp32 scores and sums; P rounded once to the cache's dtype for P·V
+            tol[t, hh] = (4 * (L + dd) * EPS_F32 + ULP[tb]) * (p @ np.abs(v[:L, kv]))
     tol += ULP[tc] * np.abs(ref) + SUB[tc]
     npref.check(d["O"][1].reshape(m, h, dd), ref, tol)
 

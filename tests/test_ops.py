@@ -122,8 +122,8 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
     elif dt not in info["dtypes"] and dt.split(":")[0] not in info["dtypes"]:
         dt = info["dtypes"][0] if dt == "f32" else info["dtypes"][-1]  # e.g. mma: f16/bf16 only
     shape = QSAMPLE_SHAPE[op] if quant else SAMPLE_SHAPE[op]
-    if info["matrix"]:
-        shape = (48, 128, 256)  # matrix-core templates: whole mma tiles in N and K
+    if info["matrix"]:  # matrix-core templates: whole mma tiles in N and K; attention: D of whole
+        shape = {"attention": (70, 8, 1, 64)}.get(op, (48, 128, 256))  # 16s, 8 heads a kv head (any HPB)
     if info["decode"]:
         shape = (1,) + tuple(shape[1:])  # decode-only templates serve M = 1
     if info["rows"]:  # a few rows of A; N past a 16-row tile, K past a 32-element chunk (B in a
