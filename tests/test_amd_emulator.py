@@ -14,7 +14,10 @@ and so does gemv_mfma's (fragments straight from global memory with the
 k-permutation, split-K through LDS, wave shuffles) for all five of its
 ops, rmsnorm_gemm and rmsnorm_gemm_swiglu against rows normalised in fp64;
 every C element is written exactly within the matrix, LDS stays inside
-@shmem, and WMMA operands are replicated across the half-waves. What it
+@shmem, and WMMA operands are replicated across the half-waves; the
+quantized templates (gemm_q_mfma, gemm_q_wmma, and gemv_qmfma for its five
+ops at M = 1 .. 16) for every block format and f16/bf16 activations against
+fp64 on B dequantized independently (tests/ggufq.py). What it
 cannot prove: that the documented layouts are the hardware's (the model
 and the macros both come from AMD's documents), the builtins' codegen,
 memory-model or timing behaviour on a real GPU. The mutation test shows
@@ -199,14 +202,14 @@ def test_wrong_layout_is_caught(tmp_path, what, old, new, tpl_file, wave, dtype,
         f"{what}: not detected\n{r.stdout}"
 
 
-# ---- B in a block format: gemm_q_mfma, gemm_q_wmma ------------------------
-# Each template, every block format, f16 and bf16 activations, gemm,
-# gemm_add and gemm_swiglu (both MFMA families, one and two stages among
-# them; BK of one, two and four units); shapes with edges in M and N (no
-# multiple of any tile), K whole super-blocks.
+# ---- B in a block format: gemm_q_mfma, gemm_q_wmma, gemv_qmfma ----------
+# Each template, every block format, f16 and bf16 activations, each op
+# (gemm_q_*: both MFMA families, one and two stages among them; BK of one,
+# two and four units); shapes with edges in M and N (no multiple of any
+# tile), K whole super-blocks.
 # B is random floats quantized by tests/ggufq.py; the reference is fp64 on B
 # dequantized by ggufq (independent of the prelude's gc-quant block), every
-# element of C checked, C poisoned (NaN) before gemm and gemm_swiglu.
+# element of C checked, C poisoned (NaN) but for gemm_add.
 QCASES = [
     ("gemm_q_mfma.cu", 64, [("gemm", dict(MI=32, BM=64, BN=32, BK=64, WM=32, WN=32, STAGES=2, RASTER=4)),
                             ("gemm_add", dict(MI=16, BM=32, BN=64, BK=32, WM=16, WN=32, STAGES=1, RASTER=1)),
@@ -216,26 +219,54 @@ QCASES = [
                             ("gemm_add", dict(BM=32, BN=64, BK=32, WM=32, WN=16, STAGES=1, RASTER=1)),
                             ("gemm_swiglu", dict(BM=32, BN=32, BK=64, WM=16, WN=16, STAGES=2,
                                                  RASTER=1))]),
+    # the five ops (the covering below gives set i the formats 2i and
+    # 2i + 1 mod 5: only set 0 meets no 256-element format, so it takes
+    # steps of 4 units); split-K through LDS (KS 2, 4) and not; one and two
+    # tiles a wave; steps of 4, 8 and 16 units (a 256-element format's
+    # steps one or two blocks)
+    ("gemv_qmfma.cu", 64, [("gemm", dict(WARPS=4, KS=2, RT=2, UNR=4, OCC=1)),
+                           ("gemm_add", dict(WARPS=2, KS=1, RT=1, UNR=16, OCC=1)),
+                           ("rmsnorm_gemm", dict(WARPS=4, KS=4, RT=1, UNR=8, OCC=2)),
+                           ("gemm_swiglu", dict(WARPS=2, KS=2, RT=2, UNR=8, OCC=1)),
+                           ("rmsnorm_gemm_swiglu", dict(WARPS=4, KS=2, RT=1, UNR=8, OCC=1)),
+                           # sets 5 and 6 meet formats 0, 1 (32-element: the
+                           # smallest step, 2 units, over the widest split,
+                           # 16 waves, KS 8) and 2, 3 (Q4_K, Q5_K: the pair in
+                           # two tiles a wave, no split)
+                           ("gemm_add", dict(WARPS=16, KS=8, RT=1, UNR=2, OCC=1)),
+                           ("rmsnorm_gemm_swiglu", dict(WARPS=2, KS=1, RT=2, UNR=8, OCC=1))]),
 ]
 QSHAPES = [(70, 50, 256), (33, 17, 768)]
+# gemv_qmfma serves 1 <= M <= 16: one row, two, the most, odd ones
+# between; N no multiple of its 16-row tiles (and N = 1, below one tile);
+# K 256 to 2304: for the 32-element formats K = 864 is 27 units (a partial
+# last step; rows that end inside a 16-byte chunk), the K-quants take K
+# rounded down to whole super-blocks. Half of them for each activation
+# dtype (CI time): the covering below gives each op and each format one
+# f16 and one bf16 case, so each meets every shape.
+QSHAPES_OF = {"gemv_qmfma.cu": {"f16": [(1, 37, 768), (5, 33, 864), (13, 50, 2304)],
+                                "bf16": [(3, 50, 256), (16, 17, 768), (2, 1, 1632)]}}
+
+
+def qshapes(tpl_file, dtype):
+    s = QSHAPES_OF.get(tpl_file, QSHAPES)
+    return s[dtype.split(":")[0]] if isinstance(s, dict) else s
 QFORMATS = ["q8_0", "q4_0", "q4_k", "q5_k", "q6_k"]
 TOL_U = {"f16": 2.0 ** -10, "bf16": 2.0 ** -7}
 
 
 def _qdata(fmt, dt, op, m, n, k, seed):
-    """A, B (blocks), C's initial contents as bytes; A, B's values and the
-    mins of B's units (K-quants; bounds of the fp32 terms) as float64."""
+    """A, B (blocks), C's initial contents and the norm weight (rmsnorm_*) as
+    bytes; A (normalised and times the norm weight for rmsnorm_*), B's
+    values and the mins of B's units (K-quants; bounds of the fp32 terms)
+    as float64."""
     import numpy as np
     import ggufq
     rng = np.random.default_rng(seed)
-    rows = 2 * n if op == "gemm_swiglu" else n
-    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
-    if dt == "f16":
-        a_bits = a.astype("<f2")
-        a_val = a_bits.astype(np.float64)
-    else:
-        a_bits = ggufq.bf16_bits(a)
-        a_val = ggufq.bf16_to_f32(a_bits).astype(np.float64)
+    rows = op_names(op)["PAIR"] * n
+    as16 = lambda x: (x.astype("<f2"), x.astype("<f2").astype(np.float64)) if dt == "f16" else \
+        (ggufq.bf16_bits(x), ggufq.bf16_to_f32(ggufq.bf16_bits(x)).astype(np.float64))
+    a_bits, a_val = as16(rng.uniform(-1, 1, (m, k)).astype(np.float32))
     b_raw = ggufq.quantize(fmt.upper(), rng.uniform(-1, 1, (rows, k)).astype(np.float32))
     b_val = ggufq.dequantize(fmt.upper(), b_raw, rows * k).reshape(rows, k).astype(np.float64)
     mins = np.zeros((rows, k))
@@ -251,7 +282,10 @@ def _qdata(fmt, dt, op, m, n, k, seed):
         c_bits = c0.astype("<f2").view("<u2") if dt == "f16" else ggufq.bf16_bits(c0)
     c_val = (c_bits.view("<f2").astype(np.float64) if dt == "f16"
              else ggufq.bf16_to_f32(c_bits).astype(np.float64))
-    return a_bits.tobytes(), b_raw, c_bits.tobytes(), a_val, b_val, mins, c_val
+    w_bits, w_val = as16(rng.uniform(0.5, 1.5, k).astype(np.float32))
+    if op_names(op)["NORM"]:  # rows / sqrt(mean(x²) + eps) · w, in fp64
+        a_val = a_val / np.sqrt((a_val ** 2).mean(axis=1, keepdims=True) + 1e-5) * w_val
+    return a_bits.tobytes(), b_raw, c_bits.tobytes(), w_bits.tobytes(), a_val, b_val, mins, c_val
 
 
 def _qcheck(out, dt, op, a, b, mins, c0, n, k):
@@ -263,7 +297,7 @@ def _qcheck(out, dt, op, a, b, mins, c0, n, k):
     # fp32 terms of a unit: d·Σa·q and mn·Σa, each bounded by |a|·(|y| + |mn|)
     mag = np.abs(a) @ (np.abs(b) + mins).T
     g, magg = a @ b[:n].T, mag[:, :n]
-    if op == "gemm_swiglu":
+    if op_names(op)["PAIR"] == 2:
         up, magu = a @ b[n:].T, mag[:, n:]
         ref = g / (1 + np.exp(-g)) * up
         tol = TOL_U[dt] * np.abs(ref) + k * 2.0 ** -22 * (magg + magu) * (1 + np.abs(g)) * (1 + np.abs(up))
@@ -299,19 +333,24 @@ def qcase(tpl_file, which):
     return next(ps for f, _, ps in QCASES if f == tpl_file)[which]
 
 
-def run_q(tmp, tpl_file, wave, dtype, which, shapes, **texts):
-    """Build and run one quantized case: [(shape, unwritten, bad, messages, stdout)]."""
-    op, params = qcase(tpl_file, which)
+def run_q(tmp, tpl_file, wave, dtype, which, shapes, seed=0, **texts):
+    """Build and run one quantized case (which: a set of QCASES, or (op,
+    parameters)): [(shape, unwritten, bad, messages)]."""
+    import ggufq
+    op, params = qcase(tpl_file, which) if isinstance(which, int) else which
+    seed += which if isinstance(which, int) else 0
     fmt, dt = dtype.split(":")[1], dtype.split(":")[0]
     tpl, env, exe = build(tmp, tpl_file, wave, dtype, op, params, **texts)
     tpl["grid"], tpl["block"] = grid_block(tpl_file)
     out = []
     for s, (m, n, k) in enumerate(shapes):
-        ab, bb, cb, a, b, mins, c0 = _qdata(fmt, dt, op, m, n, k, seed=1000 * s + which)
+        k -= k % ggufq.TYPES[fmt.upper()][1]  # whole blocks
+        ab, bb, cb, wb, a, b, mins, c0 = _qdata(fmt, dt, op, m, n, k, seed=1000 * s + seed)
         (tmp / "a.bin").write_bytes(ab), (tmp / "b.bin").write_bytes(bb), (tmp / "c.bin").write_bytes(cb)
+        (tmp / "w.bin").write_bytes(wb)
         r = run(tpl, env, exe, m, n, k, tmp)
         assert r.returncode == 0, f"{tpl_file} {op} {dtype} {params} M={m} N={n} K={k}:\n{r.stdout}{r.stderr[-3000:]}"
-        assert "replication 0" in r.stdout, r.stdout
+        assert "replication 0 inputs_changed 0" in r.stdout, r.stdout
         out.append(((m, n, k),) + _qcheck((tmp / "out.bin").read_bytes(), dt, op, a, b, mins, c0, n, k))
     return op, params, out
 
@@ -319,34 +358,77 @@ def run_q(tmp, tpl_file, wave, dtype, which, shapes, **texts):
 @pytest.mark.parametrize("tpl_file,wave,dtype,which", QIDS,
                          ids=[f"{f[:-3]}-{qcase(f, i)[0]}-{dt.replace(':', '_')}" for f, _, dt, i in QIDS])
 def test_quantized_template_on_emulated_matrix_cores(tmp_path, tpl_file, wave, dtype, which):
-    op, params, results = run_q(tmp_path, tpl_file, wave, dtype, which, QSHAPES)
+    op, params, results = run_q(tmp_path, tpl_file, wave, dtype, which, qshapes(tpl_file, dtype))
     for shape, unwritten, bad, msgs in results:
         assert unwritten == 0 and bad == 0, \
             f"{tpl_file} {op} {dtype} {params} (M, N, K) = {shape}: {unwritten} unwritten, {bad} bad\n" + \
             "\n".join(msgs)
 
 
+# gemv_qmfma, the untuned default of its rows: every op x block format x
+# activation dtype at the op's @defaults (8 waves, split-K over 4, one tile,
+# steps of 8 units; the pair ops 4 waves), each on three of the shapes
+# below, so that every (op, format) meets all six over its two dtypes and
+# every dtype all six over the formats: M = 1, 3, 5, 7, 13, 16 (odd rows
+# zeroed in the MFMA's A operand, never stored); N no multiple of the
+# block's 32 (pair: 16) rows of B, N = 1 below one tile; K from one step to
+# several per slice, slices with no unit, a partial odd last step (K-quants:
+# K rounded down to whole super-blocks). The check is _qcheck's: C poisoned
+# (NaN) but for gemm_add, every element against fp64 on B dequantized by
+# ggufq, |C - ref| <= u·|ref| + K·2^-22·Σ|a|(|b| + |mn|) (+ |C0| for
+# gemm_add; the pair's through silu) + 1e-6, u = 2^-10 (f16), 2^-7 (bf16);
+# the inputs unchanged, C's buffer exact under ASan, LDS exactly @shmem.
+GEMV_QSHAPES = [(1, 37, 864), (3, 50, 2304), (5, 17, 1632), (13, 33, 768), (16, 65, 256), (7, 1, 1088)]
+GEMV_QOPS = parse(os.path.join(GPU, "gemv_qmfma.cu"))["ops"]
+GEMV_QIDS = [(op, fmt, dt) for op in GEMV_QOPS for fmt in QFORMATS for dt in ("f16", "bf16")]
+
+
+@pytest.mark.parametrize("op,fmt,dt", GEMV_QIDS, ids=[f"{op}-{dt}_{fmt}" for op, fmt, dt in GEMV_QIDS])
+def test_gemv_qmfma_every_op_format_dtype_at_defaults(tmp_path, op, fmt, dt):
+    params = parse(os.path.join(GPU, "gemv_qmfma.cu"))["defaults"][op]
+    first = QFORMATS.index(fmt) + (dt == "bf16")
+    shapes = [GEMV_QSHAPES[(first + 2 * i) % len(GEMV_QSHAPES)] for i in range(3)]
+    _, _, results = run_q(tmp_path, "gemv_qmfma.cu", 64, f"{dt}:{fmt}:{dt}", (op, params), shapes,
+                          seed=GEMV_QIDS.index((op, fmt, dt)))
+    for shape, unwritten, bad, msgs in results:
+        assert unwritten == 0 and bad == 0, \
+            f"gemv_qmfma {op} {dt}:{fmt} {params} (M, N, K) = {shape}: {unwritten} unwritten, {bad} bad\n" + \
+            "\n".join(msgs)
+
+
 # Each mutation breaks the dequantization (in the prelude's gc-quant block,
-# which the emulation compiles, or in the template's use of the scales);
-# the check above must catch it.
+# which the emulation compiles, or in the template's use of the levels and
+# scales); the check above must catch it. The last field: the templates it
+# applies to.
+GEMM_Q = ("gemm_q_mfma.cu", "gemm_q_wmma.cu")
 QMUTATIONS = [
     ("Q4_0 high nibbles shifted by 3", "quant", "hi = (r[1] >> 4) & 0x0F0F0F0Fu;",
-     "hi = (r[1] >> 3) & 0x0F0F0F0Fu;", "q4_0"),
-    ("Q8_0 levels unbiased twice", "quant", "lo = r[1] ^ 0x80808080u;", "lo = r[1];", "q8_0"),
+     "hi = (r[1] >> 3) & 0x0F0F0F0Fu;", "q4_0", GEMM_Q, 0),
+    ("Q8_0 levels unbiased twice", "quant", "lo = r[1] ^ 0x80808080u;", "lo = r[1];", "q8_0", GEMM_Q, 0),
     ("Q5_K fifth bit of the wrong unit", "quant", "lo |= ((r[6] >> u) & 0x01010101u) << 4;",
-     "lo |= ((r[6] >> (u ^ 1)) & 0x01010101u) << 4;", "q5_k"),
-    ("Q6_K second half scaled by the first half's d", "tpl", "(GQ_SPLIT ? d1 : d0)", "d0", "q6_k"),
-    ("K-quant mins not subtracted", "tpl", "-= mn * sum[i]", "-= 0.0f * sum[i]", "q4_k"),
+     "lo |= ((r[6] >> (u ^ 1)) & 0x01010101u) << 4;", "q5_k", GEMM_Q, 0),
+    ("Q6_K second half scaled by the first half's d", "tpl", "(GQ_SPLIT ? d1 : d0)", "d0", "q6_k", GEMM_Q, 0),
+    ("K-quant mins not subtracted", "tpl", "-= mn * sum[i]", "-= 0.0f * sum[i]", "q4_k", GEMM_Q, 0),
     ("levels of a pair swapped", "tpl", "GCQ_LEVEL(w, 0), GCQ_LEVEL(w, 1)", "GCQ_LEVEL(w, 1), GCQ_LEVEL(w, 0)",
-     "q8_0"),
+     "q8_0", GEMM_Q, 0),
+    # gemv_qmfma: MFMA 0 fed the unit's last four levels of the lane's part
+    # against A's first four (the k slots of the two operands disagree);
+    # Q6_K's second half scaled by the first half's scale; the K-quants'
+    # min·Σa left out
+    ("gemv k slots of the levels not those of A", "tpl", "l0 = qf_levels(lo), l1 = qf_levels(hi)",
+     "l0 = qf_levels(hi), l1 = qf_levels(lo)", "q8_0", ("gemv_qmfma.cu",), 0),
+    ("gemv Q6_K second half scaled by the first half's d", "tpl", "(QF_HALVES ? d1 : d0)", "d0", "q6_k",
+     ("gemv_qmfma.cu",), 1),
+    ("gemv K-quant mins not subtracted", "tpl", "acc[p][t] -= mn * sa;", "acc[p][t] -= 0.0f * sa;", "q5_k",
+     ("gemv_qmfma.cu",), 1),
 ]
-QMUT_IDS = [(m, f, w) for m in QMUTATIONS for f, w, _ in QCASES]
+QMUT_IDS = [(m, f, w) for m in QMUTATIONS for f, w, _ in QCASES if f in m[5]]
 
 
 @pytest.mark.parametrize("mutation,tpl_file,wave", QMUT_IDS,
                          ids=[f"{f[:-3]}-{m[0].replace(' ', '_')}" for m, f, _ in QMUT_IDS])
 def test_wrong_dequantization_is_caught(tmp_path, mutation, tpl_file, wave):
-    what, where, old, new, fmt = mutation
+    what, where, old, new, fmt, _, which = mutation
     texts = {}
     if where == "quant":
         text = quant_block(tmp_path / "quant.h")
@@ -356,5 +438,6 @@ def test_wrong_dequantization_is_caught(tmp_path, mutation, tpl_file, wave):
         text = open(os.path.join(GPU, tpl_file)).read()
         assert old in text, old
         texts["tpl_text"] = text.replace(old, new)
-    _, _, results = run_q(tmp_path, tpl_file, wave, f"f16:{fmt}:f16", 0, QSHAPES[:1], **texts)
+    _, _, results = run_q(tmp_path, tpl_file, wave, f"f16:{fmt}:f16", which, qshapes(tpl_file, "f16")[:1],
+                          **texts)
     assert any(bad for _, _, bad, _ in results), f"{what}: not detected"

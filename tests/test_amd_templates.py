@@ -1,8 +1,8 @@
 """The AMD matrix-core templates (@backend hip: gemm_mfma, gemm_wmma, and with B
 in a block format gemm_q_mfma, gemm_q_wmma; gemv_mfma for batched decode
-steps) compile offline with clang-19 for
-their targets, for every op they serve (gemm,
-gemm_add, gemm_swiglu; gemv_mfma's rmsnorm_* too) and every dtype: at the op's defaults, and for the
+steps, gemv_qmfma for decode steps with B in a block format) compile offline
+with clang-19 for their targets, for every op they serve (gemm,
+gemm_add, gemm_swiglu; the GEMVs' rmsnorm_* too) and every dtype: at the op's defaults, and for the
 first op and the gate/up pair (PAIR = 2) at a sample of the space. Each code object
 must contain the target's matrix instructions (v_mfma on gfx90a/gfx942
 with the ISA's own spelling, v_wmma on gfx1100), spill nothing (no
@@ -131,9 +131,9 @@ def _cases():
     """Per template and target its ISA allows, a covering of dtype x op
     rather than their product: case j takes dtype j and op j, cycling, so
     every dtype (A's path, B's format) and every op (the epilogue) is
-    compiled and disassembled at least once; and every dtype with a NORM
-    op if there are any (the norm splits x·w into as many operands as the
-    dtype needs: the last such op, the gate/up one, holds the most)."""
+    compiled and disassembled at least once; and every dtype of A with a
+    NORM op if there are any (the norm splits x·w into as many operands as
+    A's dtype needs: the last such op, the gate/up one, holds the most)."""
     out = []
     for t in hip_templates():
         for tg in TARGETS:
@@ -142,8 +142,9 @@ def _cases():
             n = max(len(t["dtypes"]), len(t["ops"]))
             cases = [(t, t["ops"][j % len(t["ops"])], tg, t["dtypes"][j % len(t["dtypes"])]) for j in range(n)]
             norm = [o for o in t["ops"] if op_names(o)["NORM"]]
-            cases += [(t, norm[-1], tg, dt) for dt in t["dtypes"] if norm and
-                      not any(d == dt and op_names(o)["NORM"] for _, o, _, d in cases)]
+            for dt in t["dtypes"] if norm else []:
+                if not any(d.split(":")[0] == dt.split(":")[0] and op_names(o)["NORM"] for _, o, _, d in cases):
+                    cases.append((t, norm[-1], tg, dt))
             out += cases
     return out
 

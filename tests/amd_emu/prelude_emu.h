@@ -1,7 +1,7 @@
 /* prelude_emu.h — runs the AMD matrix-core templates (gemm_mfma,
  * gemm_wmma, and with B in a block format gemm_q_mfma, gemm_q_wmma; for
- * gemm, gemm_add and gemm_swiglu; gemv_mfma also for rmsnorm_gemm and
- * rmsnorm_gemm_swiglu) on the host, unchanged,
+ * gemm, gemm_add and gemm_swiglu; gemv_mfma and gemv_qmfma also for
+ * rmsnorm_gemm and rmsnorm_gemm_swiglu) on the host, unchanged,
  * as a SIMT emulation: one host thread per work-item of a block, blocks one after
  * another, LDS a heap buffer of exactly @shmem bytes (ASan sees any access
  * past it), barriers as pthread barriers, and the matrix instructions and
@@ -88,6 +88,8 @@ GC_DEVICE int gc_tid(void) { return emu_tid; }
 GC_DEVICE int64_t gc_bid(void) { return emu_bid; }
 GC_DEVICE int gc_lane(void) { return emu_tid % emu_blk->wave_size; }
 GC_DEVICE void gc_barrier(void) { pthread_barrier_wait(&emu_blk->bar); }
+/* The lanes of the calling thread's wave arrive (all must call it). */
+GC_DEVICE void gc_syncwarp(void) { pthread_barrier_wait(&emu_blk->waves[emu_tid / emu_blk->wave_size].bar); }
 GC_DEVICE unsigned char *gc_dyn_shared(void) { return emu_blk->lds; }
 
 GC_DEVICE void gc_pdl_wait(void) {}
@@ -98,6 +100,26 @@ GC_DEVICE int64_t gc_min64(int64_t a, int64_t b) { return a < b ? a : b; }
 GC_DEVICE float gc_exp(float x) { return expf(x); }
 GC_DEVICE float gc_fma(float a, float b, float c) { return fmaf(a, b, c); }
 GC_DEVICE float gc_rsqrt(float x) { return 1.0f / sqrtf(x); }
+GC_DEVICE uint32_t gc_f2u(float f) { return __builtin_bit_cast(uint32_t, f); }
+GC_DEVICE float gc_u2f(uint32_t u) { return __builtin_bit_cast(float, u); }
+
+/* v_perm_b32 (CDNA3 ISA, VOP3 V_PERM_B32): byte i of the result is
+ * selected by byte i of sel from the 8 bytes {hi, lo}, lo's bytes being
+ * 0-3 and hi's 4-7; selectors 8-11 give the sign of bytes 1, 3, 5, 7
+ * replicated, 12 gives 0x00, 13 and above 0xff. (The name is the clang
+ * builtin's, which a template may call; it is no builtin on the host.) */
+GC_DEVICE uint32_t __builtin_amdgcn_perm(uint32_t hi, uint32_t lo, uint32_t sel) {
+  const uint64_t v = (uint64_t)hi << 32 | lo;
+  uint32_t d = 0;
+  for (int i = 0; i < 4; i++) {
+    const unsigned s = sel >> (8 * i) & 255u;
+    const unsigned b = s < 8 ? (unsigned)(v >> (8 * s) & 255u)
+                       : s < 12 ? ((v >> (8 * (2 * (s - 8) + 1) + 7) & 1u) ? 255u : 0u)
+                       : s == 12 ? 0u : 255u;
+    d |= b << (8 * i);
+  }
+  return d;
+}
 
 /* v from lane src of the wave (ds_bpermute: src taken modulo the wave);
  * every lane of the wave must call it. */
@@ -110,6 +132,17 @@ GC_DEVICE float gc_shfl(float v, int src) {
   return r;
 }
 GC_DEVICE float gc_shfl_xor(float v, int mask) { return gc_shfl(v, gc_lane() ^ mask); }
+/* v_readfirstlane_b32: the value of the wave's first active lane (all
+ * lanes are active where the templates call it: lane 0's); every lane of
+ * the wave must call it. (The clang builtin's name; no builtin on the host.) */
+GC_DEVICE int __builtin_amdgcn_readfirstlane(int v) {
+  emu_wave *w = &emu_blk->waves[emu_tid / emu_blk->wave_size];
+  w->xch[gc_lane()] = __builtin_bit_cast(float, v);
+  pthread_barrier_wait(&w->bar);
+  const int r = __builtin_bit_cast(int, w->xch[0]);
+  pthread_barrier_wait(&w->bar);
+  return r;
+}
 
 GC_DEVICE float emu_bf16(uint16_t b) {
   uint32_t u = (uint32_t)b << 16;

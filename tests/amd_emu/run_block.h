@@ -2,16 +2,20 @@
  * threads run it with the block's LDS (exactly SHMEM bytes, filled with
  * 0xcd, under ASan). Included after the template by harness.h and
  * harness_q.h (KERNEL is the template's @kernel, with the GEMM ABI, or
- * with EMU_NORM the rmsnorm_* ABI: A, B, C, norm[K], M, N, K, eps). */
+ * with EMU_NORM the rmsnorm_* ABI: A, B, C, norm[K], M, N, K, eps; norm
+ * is of type EMU_TN: B's dtype, or A's where B is a block format). */
 #ifndef EMU_NORM
 #define EMU_NORM 0
+#endif
+#ifndef EMU_TN
+#define EMU_TN TB
 #endif
 #include <thread>
 #include <vector>
 
 /* One block: BLOCK host threads run the kernel with the block's LDS. */
 static void emu_block_run(int64_t bid, int block, size_t shmem, int wave, const TA *A, const TB *B,
-                          TC *C, int64_t M, int64_t N, int64_t K, const TB *Wn = nullptr,
+                          TC *C, int64_t M, int64_t N, int64_t K, const EMU_TN *Wn = nullptr,
                           float eps = 0.0f) {
   emu_block blk;
   blk.wave_size = wave;
