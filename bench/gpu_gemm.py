@@ -36,7 +36,9 @@ blocks' bytes, so "fraction of copy" is what the targets of issue 14 name:
 
 usage: bench/gpu_gemm.py [--dtypes f16,bf16] [--m 2048,4096,8192] [--nk 4096:4096,...]
                          [--force T:P=V,..]... [--swiglu] [--gemv] [--db DB] [--out FILE]
-                         [--no-pdl]
+                         [--no-pdl] [--graph]
+--graph times the GEMMs of both sides in CUDA graphs over copies of the
+weights (short GEMMs: Python's launch cost would bound them otherwise).
 @pdl kernels (the GEMVs) are launched as the runtime launches them on sm_90:
 overlapping the kernel before them (programmatic dependent launch), so in a
 timed graph each GEMV's start and weight prefetch overlap the previous
@@ -348,8 +350,31 @@ def run_gemm(args, dt, M, N, K, kern, stream, swiglu=False):
     torch.cuda.synchronize()
     rel, worst, written = check(C, ref, absref)
     del Af, Bf, ref, absref
-    tg = timeit(lambda: kern.launch([A, Bq, C], M, N, K, stream))
-    if swiglu:
+    if args.graph:  # short GEMMs: one graph of launches, each on its own copy of the weights
+        n = max(2, min(16, -(-(200 << 20) // (Bq.numel() * Bq.element_size()))))
+        Bqs = [Bq] + [Bq.clone() for _ in range(n - 1)]
+        Bs = Bqs if Bq is B else [B] + [B.clone() for _ in range(n - 1)]
+        T = torch.empty(M, 2 * N if swiglu else N, device="cuda", dtype=DT[ta])
+
+        def cycled(fn, copies):
+            turn = [0]
+
+            def launch(st):
+                fn(copies[turn[0] % len(copies)], st)
+                turn[0] += 1
+            return launch
+
+        def peer(b, st):
+            torch.matmul(A, b.T, out=T)
+            if swiglu:
+                torch.nn.functional.silu(T[:, :N]) * T[:, N:]
+        tg = timeit_graph(cycled(lambda b, st: kern.launch([A, b, C], M, N, K, st), Bqs), n=4 * n)
+        tt = timeit_graph(cycled(peer, Bs), n=4 * n)
+        tmm = timeit_graph(cycled(lambda b, st: torch.matmul(A, b.T, out=T), Bs), n=4 * n)
+        del Bqs, Bs
+    elif swiglu:
+        tg = timeit(lambda: kern.launch([A, Bq, C], M, N, K, stream))
+
         def peer():
             h = A @ B.T  # one matmul over the stacked weights, then the epilogue
             return torch.nn.functional.silu(h[:, :N]) * h[:, N:]
@@ -357,6 +382,7 @@ def run_gemm(args, dt, M, N, K, kern, stream, swiglu=False):
         tt = timeit(peer)
         tmm = timeit(lambda: torch.matmul(A, B.T, out=T))
     else:
+        tg = timeit(lambda: kern.launch([A, Bq, C], M, N, K, stream))
         T = torch.empty(M, N, device="cuda", dtype=DT[ta])
         tt = tmm = timeit(lambda: torch.matmul(A, B.T, out=T))
     fl = 2.0 * M * N * K * (2 if swiglu else 1)
@@ -378,6 +404,9 @@ def main():
     ap.add_argument("--swiglu", action="store_true", help="also the gate/up GEMM (N:K = 14336:4096)")
     ap.add_argument("--swiglu-force", action="append", default=[])
     ap.add_argument("--gemv", action="store_true", help="also M = 1 GEMVs vs copy bandwidth")
+    ap.add_argument("--graph", action="store_true", help="time the GEMMs (both sides) as CUDA graphs of "
+                    "launches, each on its own copy of the weights (200 MB or more in all): for short GEMMs "
+                    "(M = 128), which Python's launches would bound, and with the weights cold as in a model")
     ap.add_argument("--db", default=None, help="tuning database: unforced rows use its winners")
     ap.add_argument("--out", default=None, help="also write the table here")
     ap.add_argument("--gemv-ops", default=None, help="with --gemv: only these OP:N:K, comma-separated")
