@@ -182,8 +182,9 @@ static int upload_freqs(gc_llama_t *m, gc_err_t *e) {
  * recorded, the quantized plan. */
 static int read_plan(gc_llama_t *m, gc_err_t *e) {
   int cpu = !strcmp(gc_dev_info(m->dev)->backend, "cpu");
-  char *v = gc_bundle_meta(gc_rt_bundle(m->rt), cpu ? GC_LLAMA_META_DEQ_CPU : GC_LLAMA_META_DEQ_GPU, e);
-  if (!v) return e->code;
+  gc_err_t me = {0};
+  char *v = gc_bundle_meta(gc_rt_bundle(m->rt), cpu ? GC_LLAMA_META_DEQ_CPU : GC_LLAMA_META_DEQ_GPU, &me);
+  if (!v) return me.code ? gc_err_set(e, me.code, "%s", me.msg) : GC_OK; /* absent: the quantized plan */
   int64_t rows;
   int rc = gc_parse_i64(v, &rows) || rows < 0
                ? gc_err_set(e, GC_ECORRUPT, "bundle meta %s: '%.32s' is not a row count",
