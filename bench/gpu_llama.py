@@ -269,13 +269,15 @@ def gcore(*args, env=None):
     return r
 
 
-def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None, extra=True, plans=False, long=0):
+def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None, extra=True, plans=False, long=0,
+                decode_ctx=0):
     """d: a model (a Hugging Face directory or a GGUF file). extra: also the
     diagnostic runs (no graph, no PDL, --profile). plans (a quantized model):
     also the prefill of a bundle that keeps the quantized plan for every
     prompt (gcore-gen --dequant-rows 0), and both plans' prefill profiles.
     long: also the prefill of a prompt of that many tokens (its --profile
-    table and the PREFILL-token one with the rest)."""
+    table and the PREFILL-token one with the rest). decode_ctx: also the
+    decode of NEW tokens after a prompt of that many."""
     env = dict(os.environ, GCORE_CACHE=os.path.join(out, "cache"))
     db, b = os.path.join(out, "tune.db"), os.path.join(out, os.path.basename(d) + ".gcb")
     if use_db:  # winners of an earlier gcore-tune run (bench/gpu_tune.py)
@@ -298,6 +300,11 @@ def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None, extra=True,
     ptoks = ",".join(str(i % 1000 + 1) for i in range(PREFILL))
     pre = json.loads(gcore(*run, "--tokens", ptoks, "-n", 1, "--warmup", 0, env=env).stdout)
     plan = {}
+    if decode_ctx:  # decode deep in the context: every step reads decode_ctx+ cached rows
+        crun = [x if x != "1024" else str(decode_ctx + NEW + 8) for x in run]
+        ctoks = ",".join(str(i % 1000 + 1) for i in range(decode_ctx))
+        plan["decode_ctx_tok_s"] = json.loads(gcore(*crun, "--tokens", ctoks, "-n", NEW, "--warmup", 8,
+                                                    env=env).stdout)["decode_tok_per_s"]
     if long:  # a long prompt, in a context that holds it
         lrun = [x if x != "1024" else str(long + 8) for x in run]
         ltoks = ",".join(str(i % 1000 + 1) for i in range(long))
@@ -359,6 +366,9 @@ def main():
     ap.add_argument("--no-hf", action="store_true", help="do not run transformers")
     ap.add_argument("--long", type=int, default=0, metavar="N",
                     help="also the fp16 model's prefill of an N-token prompt (e.g. 4000), with its profile")
+    ap.add_argument("--decode-ctx", type=int, default=0, metavar="N",
+                    help="also the fp16 model's decode after an N-token prompt (N + 256 + 8 <= the context, e.g. 3830), against its bound "
+                    "with the KV cache's bytes")
     ap.add_argument("--no-extra", action="store_true",
                     help="skip the diagnostic runs (without the graph, --no-pdl, --profile)")
     a = ap.parse_args()
@@ -372,7 +382,7 @@ def main():
         write_model(d, SHAPES[s])
         print(f"[{s}] model written in {time.time() - t0:.0f} s")
         g = gcore_bench(d, a.out, a.budget if a.budget != "0" else None, a.arch, a.tune_decode, a.db, not a.no_extra,
-                        long=a.long)
+                        long=a.long, decode_ctx=a.decode_ctx)
         if g["tune_s"]:
             print(f"[{s}] gcore-tune: {g['tune_s']:.0f} s")
         bound = bw / weight_bytes_per_token(SHAPES[s])
@@ -398,6 +408,13 @@ def main():
                 print(q["profile"])
         if a.long:
             print(f"[{s}] prefill of {a.long} tokens: gcore {g['prefill_long_tok_s']:8.0f} tok/s")
+        if a.decode_ctx:
+            sh = SHAPES[s]
+            kv = 2 * sh["n_layers"] * sh["n_kv_heads"] * (sh["dim"] // sh["n_heads"]) * 2 * (a.decode_ctx + NEW / 2)
+            cb = bw / (weight_bytes_per_token(sh) + kv)
+            print(f"[{s}] decode after {a.decode_ctx} tokens: gcore {g['decode_ctx_tok_s']:8.1f} tok/s  bound "
+                  f"{cb:.0f} tok/s (weights + {kv / 1e9:.2f} GB of KV cache per token): "
+                  f"{g['decode_ctx_tok_s'] / cb:.0%}")
         if a.no_hf:
             print(f"[{s}] decode  gcore {g['decode_tok_s']:8.1f} tok/s  bound {bound:.0f} tok/s: "
                   f"{g['decode_tok_s'] / bound:.0%}; prefill {g['prefill_tok_s']:.0f} tok/s")
