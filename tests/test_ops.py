@@ -145,12 +145,17 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
         force = f"{tpl}:{p}={v}"
         r = gc("gcore-gen", *SAMPLE_GEN, "--op", op, "--dtype", dt, *problem_args(op, shape), "--force",
                force, "-o", "b.gcb", "-q")
-        if r.rc != 0 and "constraint fails" in r.err and "VEC" in params and p != "VEC":
-            # the declared default vector width is AVX-512's: on a host
-            # without it, take the same point at the widest VEC it has
-            for vec in sorted(params["VEC"][0], reverse=True):
+        # A move the constraints refuse at the default of a size it trades
+        # against is taken at the largest such size that admits it: the
+        # vector width (the declared default is AVX-512's, on a host without
+        # it), attention_mma's key tile (RW = 2 needs the registers of KB = 32)
+        for shrink in ("VEC", "KB"):
+            if not (r.rc != 0 and "constraint fails" in r.err and shrink in params and p != shrink):
+                continue
+            for x in sorted(params[shrink][0], reverse=True):
+                force = f"{tpl}:{p}={v},{shrink}={x}"
                 r = gc("gcore-gen", *SAMPLE_GEN, "--op", op, "--dtype", dt, *problem_args(op, shape),
-                       "--force", f"{force},VEC={vec}", "-o", "b.gcb", "-q")
+                       "--force", force, "-o", "b.gcb", "-q")
                 if r.rc == 0 or "constraint fails" not in r.err:
                     break
         if r.rc != 0 and "constraint fails" in r.err:

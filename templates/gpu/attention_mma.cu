@@ -12,29 +12,34 @@
  * @backend cuda
  * @dtypes f16 bf16
  * @kernel attention_mma
- * @param WARPS 2 4 8 default 4 -- warps per block, 16 query rows (token, head) each
+ * @param WARPS 2 4 8 default 4 -- warps per block, 16·RW query rows (token, head) each
+ * @param RW 1 2 default 1 -- 16-row tiles per warp (2: each K/V fragment read feeds twice the mma; Q then from shared memory)
  * @param HPB 1 2 4 8 default 1 -- query heads per block, all of one kv head (they share every K/V tile)
  * @param KB 32 64 128 default 64 -- keys per tile
  * @param NST 1 2 3 default 2 -- K/V tiles in flight (cp.async pipeline)
  * @param DMAX 64 128 default 128 -- largest head dimension served (registers are sized for it)
  * @constraint WARP == 32 && WARPS * WARP <= MAXT -- NVIDIA warps, a legal block
- * @constraint 16 * WARPS % HPB == 0 -- whole tokens per block
- * @constraint DMAX / 4 + KB / 2 + DMAX / 2 + 40 <= 255 -- Q fragments, scores and the output accumulators fit the registers
- * @constraint 4 * NST * KB * (DMAX + 8) <= SMEM -- the K and V tiles of every stage fit in shared memory
- * @shmem 4 * NST * KB * (DMAX + 8)
+ * @constraint 16 * RW * WARPS % HPB == 0 -- whole tokens per block
+ * @constraint (2 - RW) * DMAX / 4 + (RW - 1) * 32 + RW * (KB / 2 + DMAX / 2) + 40 <= 255 -- Q fragments, scores and the output accumulators fit the registers
+ * @constraint 4 * NST * KB * (DMAX + 8) + (RW - 1) * 32 * RW * WARPS * (DMAX + 8) <= SMEM -- the K and V tiles of every stage (RW = 2: and Q) fit in shared memory
+ * @shmem 4 * NST * KB * (DMAX + 8) + (RW - 1) * 32 * RW * WARPS * (DMAX + 8)
  * @applies M > 1 && G > 0 && H % G == 0 && (H / G) % HPB == 0 && D % 16 == 0 && D <= DMAX -- prefill passes; whole head groups; whole 16-wide k steps of D
- * @grid cdiv(M, 16 * WARPS / HPB) * (H / HPB) 1 1
+ * @grid cdiv(M, 16 * RW * WARPS / HPB) * (H / HPB) 1 1
  * @block WARPS * WARP 1 1
  * @priority 2
  *
- * Block b serves QB = 16·WARPS/HPB query tokens i0 .. i0+QB-1 (fewer at
- * the end) of query heads h0 .. h0+HPB-1 (one kv head g): row r = token·HPB
- * + head, warp w rows 16w .. 16w+15. Blocks are numbered last token block
- * first, so the longest causal rows start first. Lane l of a warp holds, as
- * the mma's fragments do, rows a = l/4 and b = l/4 + 8 of the warp's 16 and
- * columns 2(l%4), 2(l%4)+1 of each 8-wide n-tile.
- *   - Q: the warp's rows as A fragments for the D/16 k steps, loaded once
- *     from global memory (rows past M repeat the last token; not stored).
+ * Block b serves QB = 16·RW·WARPS/HPB query tokens i0 .. i0+QB-1 (fewer
+ * at the end) of query heads h0 .. h0+HPB-1 (one kv head g): row r =
+ * token·HPB + head, warp w rows 16·RW·w .. in RW tiles of 16. Blocks are
+ * numbered last token block first, so the longest causal rows start first.
+ * Lane l of a warp holds, as the mma's fragments do, rows a = l/4 and b =
+ * l/4 + 8 of each of its tiles and columns 2(l%4), 2(l%4)+1 of each 8-wide
+ * n-tile.
+ *   - Q: the warp's rows as A fragments for the D/16 k steps (rows past M
+ *     repeat the last token; not stored): RW = 1 in registers, loaded once
+ *     from global memory; RW = 2 the block's rows copied once into shared
+ *     memory and read by ldmatrix at each k step (registers are the
+ *     accumulators' then).
  *   - Per tile of KB keys (only keys below pos0 + the block's last token
  *     + 1), the whole block copies K and V rows into shared memory with
  *     16-byte cp.async (NST stages; rows past the last key zero-filled),
@@ -51,7 +56,7 @@
  *   - O / l stored in C's dtype, two elements per 32-bit store.
  */
 
-#define AM_R (16 * WARPS)       /* query rows per block */
+#define AM_R (16 * RW * WARPS)  /* query rows per block */
 #define AM_QB (AM_R / HPB)      /* query tokens per block */
 #define AM_S (DMAX + 8)         /* shared row stride of K and V, elements */
 #define AM_NK (KB / 8)          /* 8-key n-tiles of a tile's scores */
@@ -133,38 +138,56 @@ void attention_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t
   const int64_t kend = pos0 + i0 + nt;        /* keys 0 .. kend-1 */
   Kc += g * D, Vc += g * D;
 
-  /* this lane's two rows: token (clamped to the block's last), head */
-  int64_t tok[2], lim[2];
-  int hh[2];
-  GC_UNROLL(2)
-  for (int x = 0; x < 2; x++) {
-    const int r = 16 * w + qr + 8 * x;
-    tok[x] = gc_min64(r / HPB, nt - 1);
-    hh[x] = r % HPB;
-    lim[x] = pos0 + i0 + tok[x];
-  }
-  const int64_t wlim = pos0 + i0 + gc_min64((16 * w + 15) / HPB, nt - 1); /* the warp's last visible key */
+  /* this lane's rows: tile u, row a/b (x); token clamped to the block's last */
+  int64_t lim[RW][2];
+  float m[RW][2], l[RW][2];
+  GC_UNROLL(RW)
+  for (int u = 0; u < RW; u++)
+    GC_UNROLL(2)
+    for (int x = 0; x < 2; x++) {
+      const int r = 16 * (RW * w + u) + qr + 8 * x;
+      lim[u][x] = pos0 + i0 + gc_min64(r / HPB, nt - 1);
+      m[u][x] = -GC_INF, l[u][x] = 0.0f;
+    }
+  const int64_t wlim = pos0 + i0 + gc_min64((16 * RW * (w + 1) - 1) / HPB, nt - 1); /* the warp's last visible key */
+  const int kd = (int)(D / 16);
 
+#if RW == 1
   /* Q's A fragments: k step s, a0/a1 rows a/b at d = 16s + 2qc, a2/a3 at +8 */
   uint32_t qf[AM_KD][4];
   GC_UNROLL(AM_KD)
   for (int s = 0; s < AM_KD; s++)
     GC_UNROLL(4)
     for (int x = 0; x < 4; x++) {
-      const int64_t d = 16 * s + 2 * qc + 8 * (x / 2);
-      qf[s][x] = d < D ? *reinterpret_cast<const uint32_t *>(Q + ((i0 + tok[x % 2]) * H + h0 + hh[x % 2]) * D + d)
-                       : 0u;
+      const int r = 16 * w + qr + 8 * (x % 2);
+      const int64_t d = 16 * s + 2 * qc + 8 * (x / 2), t = gc_min64(r / HPB, nt - 1);
+      qf[s][x] = d < D ? *reinterpret_cast<const uint32_t *>(Q + ((i0 + t) * H + h0 + r % HPB) * D + d) : 0u;
     }
+#else
+  /* Q's rows into shared memory (after the K/V stages), 16-byte chunks;
+     ldmatrix reads the A fragments: lane l gives row 8·((l/8)%2) + l%8 of
+     a tile, d 8·(l/16) of a k step */
+  TB *Qs = Ks + 2 * NST * KB * AM_S;
+  for (int c = gc_tid(); c < AM_R * (int)(D / 8); c += WARPS * WARP) {
+    const int r = c / (int)(D / 8), d = c % (int)(D / 8) * 8;
+    const int64_t t = gc_min64(r / HPB, nt - 1);
+    *reinterpret_cast<uint4 *>(Qs + r * AM_S + d) =
+        *reinterpret_cast<const uint4 *>(Q + ((i0 + t) * H + h0 + r % HPB) * D + d);
+  }
+  const unsigned qofs = gc_smem_addr(Qs) +
+                        (unsigned)(((16 * RW * w + 8 * ((lane / 8) % 2) + lane % 8) * AM_S + 8 * (lane / 16)) * 2);
+#endif
 
-  float oacc[AM_ND][4], m[2] = {-GC_INF, -GC_INF}, l[2] = {0.0f, 0.0f};
-  GC_UNROLL(AM_ND)
-  for (int n = 0; n < AM_ND; n++)
-    GC_UNROLL(4)
-    for (int x = 0; x < 4; x++)
-      oacc[n][x] = 0.0f;
+  float oacc[RW][AM_ND][4];
+  GC_UNROLL(RW)
+  for (int u = 0; u < RW; u++)
+    GC_UNROLL(AM_ND)
+    for (int n = 0; n < AM_ND; n++)
+      GC_UNROLL(4)
+      for (int x = 0; x < 4; x++)
+        oacc[u][n][x] = 0.0f;
   const float sc = scale * 1.4426950408889634f; /* softmax in base 2 */
   const int ntile = (int)gc_cdiv(kend, KB);
-  const int kd = (int)(D / 16);
 
   /* ldmatrix row addresses of this lane within a stage: K (non-trans):
      key 8·(l/16) + l%8 of an n-tile pair, d 8·((l/8)%2) of a k step; V
@@ -180,7 +203,7 @@ void attention_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t
   }
   GC_UNROLL(1)
   for (int j = 0; j < ntile; j++) {
-    gc_barrier(); /* the stage refilled below was consumed at j - 1 */
+    gc_barrier(); /* the stage refilled below was consumed at j - 1 (and Q is stored) */
     const int jn = j + NST - 1;
     if (jn < ntile)
       am_load(sk0 + jn % NST * stage_bytes, sv0 + jn % NST * stage_bytes, Kc, Vc, (int64_t)jn * KB, kend, ld, D);
@@ -193,86 +216,112 @@ void attention_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t
     const unsigned sk = sk0 + j % NST * stage_bytes + kofs, sv = sv0 + j % NST * stage_bytes + vofs;
 
     /* S = Q·Kᵀ for the tile's 8-key n-tiles, two at a time */
-    float s[AM_NK][4];
-    GC_UNROLL(AM_NK)
-    for (int n = 0; n < AM_NK; n++)
-      GC_UNROLL(4)
-      for (int x = 0; x < 4; x++)
-        s[n][x] = 0.0f;
+    float s[RW][AM_NK][4];
+    GC_UNROLL(RW)
+    for (int u = 0; u < RW; u++)
+      GC_UNROLL(AM_NK)
+      for (int n = 0; n < AM_NK; n++)
+        GC_UNROLL(4)
+        for (int x = 0; x < 4; x++)
+          s[u][n][x] = 0.0f;
     GC_UNROLL(AM_KD)
     for (int k = 0; k < AM_KD; k++) {
       if (k >= kd)
         break;
+#if RW == 1
+      const uint32_t *qa[1] = {qf[k]};
+#else
+      uint32_t qt[RW][4];
+      GC_UNROLL(RW)
+      for (int u = 0; u < RW; u++)
+        am_ldm4(qt[u], qofs + (unsigned)((16 * u * AM_S + 16 * k) * 2));
+      const uint32_t *qa[RW] = {qt[0], qt[1]};
+#endif
       GC_UNROLL(AM_NK / 2)
       for (int n = 0; n < AM_NK; n += 2) {
         uint32_t b[4];
         am_ldm4(b, sk + (unsigned)((8 * n * AM_S + 16 * k) * 2));
-        am_mma(s[n], qf[k], b[0], b[1]);
-        am_mma(s[n + 1], qf[k], b[2], b[3]);
+        GC_UNROLL(RW)
+        for (int u = 0; u < RW; u++) {
+          am_mma(s[u][n], qa[u], b[0], b[1]);
+          am_mma(s[u][n + 1], qa[u], b[2], b[3]);
+        }
       }
     }
 
     /* mask, running max, P = 2^(S - m), rescale */
-    float mx[2] = {m[0], m[1]};
-    GC_UNROLL(AM_NK)
-    for (int n = 0; n < AM_NK; n++)
-      GC_UNROLL(4)
-      for (int x = 0; x < 4; x++) {
-        const int64_t key = j0 + 8 * n + 2 * qc + (x % 2);
-        s[n][x] = key <= lim[x / 2] ? s[n][x] * sc : -GC_INF;
-        mx[x / 2] = gc_max(mx[x / 2], s[n][x]);
+    GC_UNROLL(RW)
+    for (int u = 0; u < RW; u++) {
+      float mx[2] = {m[u][0], m[u][1]};
+      GC_UNROLL(AM_NK)
+      for (int n = 0; n < AM_NK; n++)
+        GC_UNROLL(4)
+        for (int x = 0; x < 4; x++) {
+          const int64_t key = j0 + 8 * n + 2 * qc + (x % 2);
+          s[u][n][x] = key <= lim[u][x / 2] ? s[u][n][x] * sc : -GC_INF;
+          mx[x / 2] = gc_max(mx[x / 2], s[u][n][x]);
+        }
+      float corr[2];
+      GC_UNROLL(2)
+      for (int x = 0; x < 2; x++) {
+        mx[x] = gc_group_max(mx[x], 4); /* finite: key 0 is in tile 0, seen by every row */
+        corr[x] = gc_exp2(m[u][x] - mx[x]);
+        m[u][x] = mx[x];
+        l[u][x] *= corr[x];
       }
-    float corr[2];
-    GC_UNROLL(2)
-    for (int x = 0; x < 2; x++) {
-      mx[x] = gc_group_max(mx[x], 4); /* finite: key 0 is in tile 0, seen by every row */
-      corr[x] = gc_exp2(m[x] - mx[x]);
-      m[x] = mx[x];
-      l[x] *= corr[x];
+      GC_UNROLL(AM_ND)
+      for (int n = 0; n < AM_ND; n++)
+        GC_UNROLL(4)
+        for (int x = 0; x < 4; x++)
+          oacc[u][n][x] *= corr[x / 2];
     }
-    GC_UNROLL(AM_ND)
-    for (int n = 0; n < AM_ND; n++)
-      GC_UNROLL(4)
-      for (int x = 0; x < 4; x++)
-        oacc[n][x] *= corr[x / 2];
 
     /* O += P·V, one 16-key k step (two n-tiles of P) at a time */
     GC_UNROLL(AM_NK / 2)
     for (int k = 0; k < AM_NK / 2; k++) {
-      float p[2][4];
-      GC_UNROLL(2)
-      for (int h = 0; h < 2; h++)
-        GC_UNROLL(4)
-        for (int x = 0; x < 4; x++) {
-          p[h][x] = gc_exp2(s[2 * k + h][x] - m[x / 2]);
-          l[x / 2] += p[h][x];
-        }
-      const uint32_t a[4] = {am_pack(p[0][0], p[0][1]), am_pack(p[0][2], p[0][3]), am_pack(p[1][0], p[1][1]),
-                             am_pack(p[1][2], p[1][3])};
+      uint32_t a[RW][4];
+      GC_UNROLL(RW)
+      for (int u = 0; u < RW; u++) {
+        float p[2][4];
+        GC_UNROLL(2)
+        for (int h = 0; h < 2; h++)
+          GC_UNROLL(4)
+          for (int x = 0; x < 4; x++) {
+            p[h][x] = gc_exp2(s[u][2 * k + h][x] - m[u][x / 2]);
+            l[u][x / 2] += p[h][x];
+          }
+        a[u][0] = am_pack(p[0][0], p[0][1]), a[u][1] = am_pack(p[0][2], p[0][3]);
+        a[u][2] = am_pack(p[1][0], p[1][1]), a[u][3] = am_pack(p[1][2], p[1][3]);
+      }
       GC_UNROLL(AM_ND / 2)
       for (int n = 0; n < AM_ND; n += 2) {
         if (8 * n >= D)
           break;
         uint32_t b[4];
         am_ldm4t(b, sv + (unsigned)((16 * k * AM_S + 8 * n) * 2));
-        am_mma(oacc[n], a, b[0], b[1]);
-        am_mma(oacc[n + 1], a, b[2], b[3]);
+        GC_UNROLL(RW)
+        for (int u = 0; u < RW; u++) {
+          am_mma(oacc[u][n], a[u], b[0], b[1]);
+          am_mma(oacc[u][n + 1], a[u], b[2], b[3]);
+        }
       }
     }
   }
   am_wait<0>(); /* no copy outlives the block */
 
   /* O / l for the lane's real rows */
-  GC_UNROLL(2)
-  for (int x = 0; x < 2; x++) {
-    const int r = 16 * w + qr + 8 * x;
-    const float inv = 1.0f / gc_group_sum(l[x], 4);
-    if (r / HPB >= nt)
-      continue;
-    TC *y = O + ((i0 + r / HPB) * H + h0 + r % HPB) * D + 2 * qc;
-    GC_UNROLL(AM_ND)
-    for (int n = 0; n < AM_ND; n++)
-      if (8 * n < D)
-        *reinterpret_cast<uint32_t *>(y + 8 * n) = am_pack(oacc[n][2 * x] * inv, oacc[n][2 * x + 1] * inv);
-  }
+  GC_UNROLL(RW)
+  for (int u = 0; u < RW; u++)
+    GC_UNROLL(2)
+    for (int x = 0; x < 2; x++) {
+      const int r = 16 * (RW * w + u) + qr + 8 * x;
+      const float inv = 1.0f / gc_group_sum(l[u][x], 4);
+      if (r / HPB >= nt)
+        continue;
+      TC *y = O + ((i0 + r / HPB) * H + h0 + r % HPB) * D + 2 * qc;
+      GC_UNROLL(AM_ND)
+      for (int n = 0; n < AM_ND; n++)
+        if (8 * n < D)
+          *reinterpret_cast<uint32_t *>(y + 8 * n) = am_pack(oacc[u][n][2 * x] * inv, oacc[u][n][2 * x + 1] * inv);
+    }
 }
