@@ -17,11 +17,16 @@ every C element is written exactly within the matrix, LDS stays inside
 @shmem, and WMMA operands are replicated across the half-waves; the
 quantized templates (gemm_q_mfma, gemm_q_wmma, and gemv_qmfma for its five
 ops at M = 1 .. 16) for every block format and f16/bf16 activations against
-fp64 on B dequantized independently (tests/ggufq.py). What it
+fp64 on B dequantized independently (tests/ggufq.py). The
+attention templates (attention_mfma on both MFMA families, attention_wmma)
+compute every element of O within the op's tolerance of fp64 (causal mask,
+GQA, online softmax, P rounded once) for shapes with edges in M, D and the
+keys, write nothing outside O (guard regions) and no row past M. What it
 cannot prove: that the documented layouts are the hardware's (the model
 and the macros both come from AMD's documents), the builtins' codegen,
-memory-model or timing behaviour on a real GPU. The mutation test shows
-that a wrong layout macro is caught."""
+memory-model or timing behaviour on a real GPU. The mutation tests show
+that a wrong layout macro is caught, and for attention a wrong mask bound
+or a missing rescale by the running max too."""
 import os
 import re
 import shutil
@@ -89,10 +94,11 @@ def quant_block(path):
 
 def build(tmp, tpl_file, wave, dtype, op, params, layout_text=None, quant_text=None, tpl_text=None):
     """Compile the template for the emulation. dtype: "T", or "A:B:C" with B
-    a block format (then harness_q.h, and the prelude's gc-quant block)."""
+    a block format (then harness_q.h, and the prelude's gc-quant block); op
+    attention: harness_att.h (the attention ABI)."""
     tpl = parse(os.path.join(GPU, tpl_file))
     (tmp / "layouts.h").write_text(layout_text) if layout_text else layouts(tmp / "layouts.h")
-    quant = ":" in dtype
+    quant, att = ":" in dtype, op == "attention"
     (code_a, size), (code_b, size_b), (code_c, _) = dtype_codes(dtype)
     env = {"WARP": wave, "SMEM": 65536, "SMS": 304, "MAXT": 1024, "SA": size, "SB": size_b,
            "SC": size, "AMD": 1, "MFMA": int(wave == 64), "WMMA": int(wave == 32),
@@ -105,11 +111,12 @@ def build(tmp, tpl_file, wave, dtype, op, params, layout_text=None, quant_text=N
     defs += "".join(f"#define GC_OP_{o.upper()} {int(o == op)}\n" for o in tpl["ops"])
     if quant:
         (tmp / "quant.h").write_text(quant_text) if quant_text else quant_block(tmp / "quant.h")
-    src = (("#define EMU_QUANT 1\n" if quant else "") + '#include "prelude_emu.h"\n' + defs +
+    harness = "harness_q.h" if quant else "harness_att.h" if att else "harness.h"
+    src = (("#define EMU_QUANT 1\n" if quant else "") + ("#define EMU_ATTENTION 1\n" if att else "") +
+           '#include "prelude_emu.h"\n' + defs +
            f'#line 1 "{tpl_file}"\n' + (tpl_text or open(os.path.join(GPU, tpl_file)).read()) +
            f"\n#define KERNEL {tpl['kernel']}\n#define EMU_SWIGLU {int(env['PAIR'] == 2)}\n" +
-           f"#define EMU_NORM {env['NORM']}\n" +
-           ('#include "harness_q.h"\n' if quant else '#include "harness.h"\n'))
+           f"#define EMU_NORM {env['NORM']}\n" + f'#include "{harness}"\n')
     (tmp / "emu.cpp").write_text(src)
     exe = tmp / "emu"
     r = subprocess.run([CXX, "-std=c++17", "-O1", "-g", "-fsanitize=address,undefined",
@@ -445,3 +452,170 @@ def test_wrong_dequantization_is_caught(tmp_path, mutation, tpl_file, wave):
     _, _, results = run_q(tmp_path, tpl_file, wave, f"f16:{fmt}:f16", which, qshapes(tpl_file, "f16")[:1],
                           **texts)
     assert any(bad for _, _, bad, _ in results), f"{what}: not detected"
+
+
+# ---- attention: attention_mfma, attention_wmma ----------------------------
+# Flash attention on the matrix cores (prefill, M > 1): both MFMA families,
+# one and two LDS stages, one and several heads per block, DMAX 64 and 128;
+# each set in both dtypes. Shapes: GQA 5:1 (and 4:1, 2:1 for HPB > 1), M
+# not a multiple of any row tile (3, 9, 17, 33, 70), pos0 > 0 (and 0), keys
+# spanning several tiles, head dims 32 to 128 (80 and 48: a partial 32-column
+# block of O), softmax scales from the usual 1/sqrt(D) to sharp ones. Q, K
+# and V are random in [-1, 1) rounded to the dtype; O is poisoned (NaN)
+# and lies between guard regions (harness_att.h); every element is checked
+# against fp64 with the op's rule (core/ops.c ref_attention, cases.py
+# check_attention).
+ACASES = [
+    ("attention_mfma.cu", 64, [dict(MI=32, WARPS=2, HPB=1, KB=32, STAGES=2, DMAX=128),
+                               dict(MI=16, WARPS=4, HPB=1, KB=64, STAGES=1, DMAX=128),
+                               dict(MI=32, WARPS=1, HPB=2, KB=64, STAGES=2, DMAX=64)]),
+    ("attention_wmma.cu", 32, [dict(WARPS=4, HPB=1, KB=32, STAGES=2, DMAX=128),
+                               dict(WARPS=2, HPB=4, KB=64, STAGES=1, DMAX=64)]),
+]
+# (M, H, G, D, pos0, scale; None: 1/sqrt(D))
+ASHAPES = [(3, 5, 1, 64, 37, None), (17, 5, 1, 96, 50, None), (70, 5, 1, 128, 21, 0.35),
+           (9, 5, 1, 80, 13, 1.0), (70, 8, 2, 64, 0, None), (33, 4, 2, 48, 100, 1.0), (17, 8, 1, 32, 45, 0.5)]
+
+
+def att_shapes(tpl, params):
+    """The shapes of ASHAPES inside tpl's @applies at params."""
+    out = []
+    for m, h, g, d, p0, sc in ASHAPES:
+        env = params | {"M": m, "N": 0, "K": 0, "H": h, "G": g, "D": d}
+        if all(evaluate(a, env) for a in tpl["applies"]):
+            out.append((m, h, g, d, p0, sc))
+    return out
+
+
+def _adata(dt, m, h, g, d, p0, seed):
+    """Q, K, V as bytes and as float64 (their dtype's values), O poisoned."""
+    import numpy as np
+    import ggufq
+    rng = np.random.default_rng(seed)
+    out = []
+    for shape in ((m, h, d), (p0 + m, g, d), (p0 + m, g, d)):
+        x = rng.uniform(-1, 1, shape).astype(np.float32)
+        bits = x.astype("<f2").view("<u2") if dt == "f16" else ggufq.bf16_bits(x).reshape(shape)
+        val = bits.view("<f2").astype(np.float64) if dt == "f16" else ggufq.bf16_to_f32(bits).astype(np.float64)
+        out.append((bits.tobytes(), val))
+    poison = np.full((m, h, d), 0x7E00 if dt == "f16" else 0x7FC0, "<u2").tobytes()
+    return out, poison
+
+
+def _acheck(out, dt, q, k, v, p0, scale):
+    """Every element of O against fp64 with the op's tolerance:
+    (unwritten, bad, messages)."""
+    import numpy as np
+    import ggufq
+    from cases import EPS_F32, SUB, ULP
+    m, h, d = q.shape
+    g = k.shape[1]
+    bits = np.frombuffer(out, "<u2").reshape(m, h, d)
+    got = bits.view("<f2").astype(np.float64) if dt == "f16" else ggufq.bf16_to_f32(bits).astype(np.float64)
+    ref, tol = np.zeros((m, h, d)), np.zeros((m, h, d))
+    for t in range(m):
+        L = p0 + t + 1
+        for hh in range(h):
+            kv = hh // (h // g)
+            s = np.float64(np.float32(scale)) * (k[:L, kv] @ q[t, hh])
+            p = np.exp(s - s.max())
+            p /= p.sum()
+            ref[t, hh] = p @ v[:L, kv]
+            tol[t, hh] = (4 * (L + d) * EPS_F32 + ULP[dt]) * (p @ np.abs(v[:L, kv]))
+    tol += ULP[dt] * np.abs(ref) + SUB[dt]
+    unwritten = np.isnan(got)
+    bad = ~unwritten & ~(np.abs(got - ref) <= tol)
+    msgs = [f"O[{i}][{j}][{c}] = {got[i, j, c]}, expected {ref[i, j, c]} (tol {tol[i, j, c]:.3g})"
+            for i, j, c in np.argwhere(bad)[:5]]
+    return int(unwritten.sum()), int(bad.sum()), msgs
+
+
+def run_att(tmp, tpl_file, wave, dtype, params, shapes, **texts):
+    """Build and run one attention case: [(shape, rc, unwritten, bad, messages, output)]."""
+    tpl, env, exe = build(tmp, tpl_file, wave, dtype, "attention", params, **texts)
+    tpl["grid"], tpl["block"] = grid_block(tpl_file)
+    first = lambda s: re.split(r"\s+(?=\d+\s+\d+\s*$)", s.strip())[0]  # "<expr> 1 1"
+    out = []
+    for i, (m, h, g, d, p0, sc) in enumerate(shapes):
+        scale = sc if sc is not None else 1 / d ** 0.5
+        ((qb, q), (kb, k), (vb, v)), poison = _adata(dtype, m, h, g, d, p0, seed=100 * i + d)
+        for name, b in (("q.bin", qb), ("k.bin", kb), ("v.bin", vb), ("o.bin", poison)):
+            (tmp / name).write_bytes(b)
+        e = env | {"M": m, "N": 0, "K": 0, "H": h, "G": g, "D": d}
+        grid, block = evaluate(first(tpl["grid"]), e), evaluate(first(tpl["block"]), e)
+        r = subprocess.run([str(exe), str(m), str(h), str(g), str(d), str(p0), repr(float(scale)), str(grid),
+                            str(block), str(evaluate(tpl["shmem"], e)), str(tmp)],
+                           capture_output=True, text=True, timeout=600)
+        res = _acheck((tmp / "out.bin").read_bytes(), dtype, q, k, v, p0, scale) if r.returncode in (0, 1) \
+            else (-1, -1, [])
+        out.append(((m, h, g, d, p0), r.returncode, *res, r.stdout + r.stderr[-3000:]))
+    return out
+
+
+AIDS = [(f, w, dt, i) for f, w, ps in ACASES for i in range(len(ps)) for dt in ("f16", "bf16")]
+
+
+@pytest.mark.parametrize("tpl_file,wave,dtype,which", AIDS,
+                         ids=[f"{f[:-3]}-{dt}-{i}" for f, _, dt, i in AIDS])
+def test_attention_on_emulated_matrix_cores(tmp_path, tpl_file, wave, dtype, which):
+    params = next(ps for f, _, ps in ACASES if f == tpl_file)[which]
+    tpl = parse(os.path.join(GPU, tpl_file))
+    assert tpl["ops"] == ["attention"] and dtype in tpl["dtypes"]
+    shapes = att_shapes(tpl, params)
+    assert len(shapes) >= 2, (tpl_file, params, shapes)
+    for shape, rc, unwritten, bad, msgs, log in run_att(tmp_path, tpl_file, wave, dtype, params, shapes):
+        what = f"{tpl_file} {dtype} {params} (M, H, G, D, pos0) = {shape}"
+        assert rc == 0 and "guard 0 replication 0" in log, f"{what}:\n{log}"
+        assert unwritten == 0 and bad == 0, f"{what}: {unwritten} unwritten, {bad} bad\n" + "\n".join(msgs)
+
+
+def test_attention_cases_cover_the_space():
+    """Each attention template's sets cover its MFMA families, stage counts,
+    HPB 1 and > 1, and the 5:1 GQA shapes at head dims 64, 96 and 128."""
+    for f, _, ps in ACASES:
+        tpl = parse(os.path.join(GPU, f))
+        env = {"WARP": 64 if "mfma" in f else 32, "SMEM": 65536, "MAXT": 1024, "MFMA": int("mfma" in f),
+               "WMMA": int("wmma" in f), "VGPRS": 512 if "mfma" in f else 256, "SA": 2, "SB": 2, "SC": 2,
+               "AMD": 1} | op_names("attention")
+        for p in ps:
+            assert set(p) == set(tpl["params"]), (f, p)
+            assert all(evaluate(c, env | p) for c in tpl["constraints"]), (f, p)
+        assert {p["STAGES"] for p in ps} == {1, 2} and {p["HPB"] > 1 for p in ps} == {False, True}
+        assert any({(5, 1, d) for d in (64, 96, 128)} <= {s[1:4] for s in att_shapes(tpl, p)} for p in ps), f
+        if "MI" in tpl["params"]:
+            assert {p["MI"] for p in ps} == {16, 32}
+
+
+# Each mutation is a plausible mistake in the kernel (its text, or the
+# layout macros it reads); the check above must catch it.
+AMUTATIONS = [
+    ("mask one key past the diagonal", "tpl", "key <= lim ?", "key <= lim + 1 ?", "attention_mfma.cu", 64, 0),
+    ("O not rescaled by the running max", "tpl", "o[n] *= corr;", ";", "attention_mfma.cu", 64, 1),
+    ("row sum not rescaled by the running max", "tpl", "l *= corr;", ";", "attention_mfma.cu", 64, 0),
+    ("32x32 accumulator rows interleaved wrongly", "layout", "8 * ((r) / 4) + 4 * ((l) / 32) + (r) % 4",
+     "4 * ((r) / 4) + 16 * ((l) / 32) + (r) % 4", "attention_mfma.cu", 64, 0),
+    ("16x16 operand k groups collide", "layout", "#define GC_MFMA_AB_K(S, KPL, l, v) ((l) / (S) * (KPL) + (v))",
+     "#define GC_MFMA_AB_K(S, KPL, l, v) ((l) / (S) / 2 * (KPL) + (v))", "attention_mfma.cu", 64, 1),
+    ("WMMA mask one key past the diagonal", "tpl", "key <= lim ?", "key <= lim + 1 ?", "attention_wmma.cu", 32, 0),
+    ("WMMA O not rescaled by the running max", "tpl", "o[n] *= corr;", ";", "attention_wmma.cu", 32, 1),
+    ("WMMA accumulator rows as lane halves", "layout", "#define GC_WMMA_D_ROW(l, r) (2 * (r) + (l) / 16)",
+     "#define GC_WMMA_D_ROW(l, r) ((r) + 8 * ((l) / 16))", "attention_wmma.cu", 32, 0),
+]
+
+
+@pytest.mark.parametrize("what,where,old,new,tpl_file,wave,which", AMUTATIONS,
+                         ids=[m[0].replace(" ", "_") for m in AMUTATIONS])
+def test_wrong_attention_is_caught(tmp_path, what, where, old, new, tpl_file, wave, which):
+    params = next(ps for f, _, ps in ACASES if f == tpl_file)[which]
+    if where == "layout":
+        text = layouts(tmp_path / "layouts.h")
+        texts = {"layout_text": text.replace(old, new)}
+    else:
+        text = open(os.path.join(GPU, tpl_file)).read()
+        texts = {"tpl_text": text.replace(old, new)}
+    assert text.count(old) == 1, old
+    # the shape with the most keys (the running max moves in later tiles)
+    shapes = sorted(att_shapes(parse(os.path.join(GPU, tpl_file)), params), key=lambda s: -(s[0] + s[4]))[:1]
+    assert shapes and shapes[0][0] > 1, params
+    (_, rc, unwritten, bad, _, log), = run_att(tmp_path, tpl_file, wave, "f16", params, shapes, **texts)
+    assert rc != 0 or unwritten or bad, f"{what}: not detected\n{log}"

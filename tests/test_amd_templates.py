@@ -1,8 +1,9 @@
 """The AMD matrix-core templates (@backend hip: gemm_mfma, gemm_wmma, and with B
 in a block format gemm_q_mfma, gemm_q_wmma; gemv_mfma for batched decode
-steps, gemv_qmfma for decode steps with B in a block format) compile offline
+steps, gemv_qmfma for decode steps with B in a block format; attention_mfma,
+attention_wmma for prefill attention) compile offline
 with clang-19 for their targets, for every op they serve (gemm,
-gemm_add, gemm_swiglu; the GEMVs' rmsnorm_* too) and every dtype: at the op's defaults, and for the
+gemm_add, gemm_swiglu; the GEMVs' rmsnorm_* too; attention) and every dtype: at the op's defaults, and for the
 first op and the gate/up pair (PAIR = 2) at a sample of the space. Each code object
 must contain the target's matrix instructions (v_mfma on gfx90a/gfx942
 with the ISA's own spelling, v_wmma on gfx1100), spill nothing (no
@@ -164,6 +165,8 @@ def test_hip_templates_found():
     want = ["gemm", "gemm_add", "gemm_swiglu"]
     for name in ("gemm_mfma", "gemm_wmma", "gemm_q_mfma", "gemm_q_wmma"):
         assert names.get(name) == want, names
+    for name in ("attention_mfma", "attention_wmma"):
+        assert names.get(name) == ["attention"], names
     # every (target, A's dtype) the templates claim has a case
     got = {(tg, dt.split(":")[0]) for _, _, tg, dt in CASES}
     assert got == set(ISA), sorted(got)

@@ -1,7 +1,8 @@
 /* prelude_emu.h — runs the AMD matrix-core templates (gemm_mfma,
  * gemm_wmma, and with B in a block format gemm_q_mfma, gemm_q_wmma; for
  * gemm, gemm_add and gemm_swiglu; gemv_mfma and gemv_qmfma also for
- * rmsnorm_gemm and rmsnorm_gemm_swiglu) on the host, unchanged,
+ * rmsnorm_gemm and rmsnorm_gemm_swiglu; attention_mfma and attention_wmma
+ * for attention) on the host, unchanged,
  * as a SIMT emulation: one host thread per work-item of a block, blocks one after
  * another, LDS a heap buffer of exactly @shmem bytes (ASan sees any access
  * past it), barriers as pthread barriers, and the matrix instructions and
@@ -71,7 +72,7 @@ struct alignas(8) gc_raw8 { uint32_t w[2]; };
 struct emu_wave {
   pthread_barrier_t bar;
   float in_a[64][16], in_b[64][16], acc[64][16], out[64][16];
-  float xch[64]; /* shuffles */
+  int xch[64]; /* shuffles (raw 32 bits) */
 };
 struct emu_block {
   pthread_barrier_t bar;
@@ -98,8 +99,11 @@ GC_DEVICE void gc_pdl_launch(void) {}
 GC_DEVICE int64_t gc_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 GC_DEVICE int64_t gc_min64(int64_t a, int64_t b) { return a < b ? a : b; }
 GC_DEVICE float gc_exp(float x) { return expf(x); }
+GC_DEVICE float gc_exp2(float x) { return exp2f(x); }
+GC_DEVICE float gc_max(float a, float b) { return fmaxf(a, b); }
 GC_DEVICE float gc_fma(float a, float b, float c) { return fmaf(a, b, c); }
 GC_DEVICE float gc_rsqrt(float x) { return 1.0f / sqrtf(x); }
+#define GC_INF INFINITY
 GC_DEVICE uint32_t gc_f2u(float f) { return __builtin_bit_cast(uint32_t, f); }
 GC_DEVICE float gc_u2f(uint32_t u) { return __builtin_bit_cast(float, u); }
 
@@ -121,28 +125,33 @@ GC_DEVICE uint32_t __builtin_amdgcn_perm(uint32_t hi, uint32_t lo, uint32_t sel)
   return d;
 }
 
-/* v from lane src of the wave (ds_bpermute: src taken modulo the wave);
- * every lane of the wave must call it. */
-GC_DEVICE float gc_shfl(float v, int src) {
+/* v from lane src of the wave (ds_bpermute: src taken modulo the wave;
+ * 32 bits moved as they are); every lane of the wave must call it. */
+GC_DEVICE int gc_shfl(int v, int src) {
   emu_wave *w = &emu_blk->waves[emu_tid / emu_blk->wave_size];
   w->xch[gc_lane()] = v;
   pthread_barrier_wait(&w->bar);
-  float r = w->xch[src & (emu_blk->wave_size - 1)];
+  int r = w->xch[src & (emu_blk->wave_size - 1)];
   pthread_barrier_wait(&w->bar); /* read before the next shuffle writes */
   return r;
 }
-GC_DEVICE float gc_shfl_xor(float v, int mask) { return gc_shfl(v, gc_lane() ^ mask); }
+GC_DEVICE float gc_shfl(float v, int src) {
+  return __builtin_bit_cast(float, gc_shfl(__builtin_bit_cast(int, v), src));
+}
+GC_DEVICE int gc_shfl_xor(int v, int mask) { return gc_shfl(v, gc_lane() ^ mask); }
+
 /* v_readfirstlane_b32: the value of the wave's first active lane (all
  * lanes are active where the templates call it: lane 0's); every lane of
  * the wave must call it. (The clang builtin's name; no builtin on the host.) */
 GC_DEVICE int __builtin_amdgcn_readfirstlane(int v) {
   emu_wave *w = &emu_blk->waves[emu_tid / emu_blk->wave_size];
-  w->xch[gc_lane()] = __builtin_bit_cast(float, v);
+  w->xch[gc_lane()] = v;
   pthread_barrier_wait(&w->bar);
-  const int r = __builtin_bit_cast(int, w->xch[0]);
+  const int r = w->xch[0];
   pthread_barrier_wait(&w->bar);
   return r;
 }
+GC_DEVICE float gc_shfl_xor(float v, int mask) { return gc_shfl(v, gc_lane() ^ mask); }
 
 GC_DEVICE float emu_bf16(uint16_t b) {
   uint32_t u = (uint32_t)b << 16;

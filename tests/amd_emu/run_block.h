@@ -1,11 +1,16 @@
 /* run_block.h — one block of KERNEL on the host SIMT emulation: BLOCK host
  * threads run it with the block's LDS (exactly SHMEM bytes, filled with
- * 0xcd, under ASan). Included after the template by harness.h and
- * harness_q.h (KERNEL is the template's @kernel, with the GEMM ABI, or
- * with EMU_NORM the rmsnorm_* ABI: A, B, C, norm[K], M, N, K, eps; norm
- * is of type EMU_TN: B's dtype, or A's where B is a block format). */
+ * 0xcd, under ASan). Included after the template by harness.h,
+ * harness_q.h and harness_att.h. emu_block_launch runs any call of the
+ * kernel; emu_block_run calls KERNEL with the GEMM ABI, or with EMU_NORM
+ * the rmsnorm_* ABI (A, B, C, norm[K], M, N, K, eps; norm is of type
+ * EMU_TN: B's dtype, or A's where B is a block format); with EMU_ATTENTION
+ * (the attention ABI) harness_att.h makes the call itself. */
 #ifndef EMU_NORM
 #define EMU_NORM 0
+#endif
+#ifndef EMU_ATTENTION
+#define EMU_ATTENTION 0
 #endif
 #ifndef EMU_TN
 #define EMU_TN TB
@@ -13,10 +18,8 @@
 #include <thread>
 #include <vector>
 
-/* One block: BLOCK host threads run the kernel with the block's LDS. */
-static void emu_block_run(int64_t bid, int block, size_t shmem, int wave, const TA *A, const TB *B,
-                          TC *C, int64_t M, int64_t N, int64_t K, const EMU_TN *Wn = nullptr,
-                          float eps = 0.0f) {
+/* One block: BLOCK host threads run body() with the block's LDS. */
+template <class F> static void emu_block_launch(int64_t bid, int block, size_t shmem, int wave, F body) {
   emu_block blk;
   blk.wave_size = wave;
   blk.lds = (unsigned char *)aligned_alloc(16, shmem ? (shmem + 15) / 16 * 16 : 16);
@@ -29,12 +32,7 @@ static void emu_block_run(int64_t bid, int block, size_t shmem, int wave, const 
   for (int t = 0; t < block; t++)
     ts.emplace_back([=, &blk] {
       emu_tid = t, emu_bid = bid, emu_blk = &blk;
-#if EMU_NORM
-      KERNEL(A, B, C, Wn, M, N, K, eps);
-#else
-      (void)Wn, (void)eps;
-      KERNEL(A, B, C, M, N, K);
-#endif
+      body();
     });
   for (auto &t : ts) t.join();
   pthread_barrier_destroy(&blk.bar);
@@ -42,3 +40,19 @@ static void emu_block_run(int64_t bid, int block, size_t shmem, int wave, const 
   delete[] blk.waves;
   free(blk.lds);
 }
+
+#if !EMU_ATTENTION
+/* One block of a GEMM-ABI (or rmsnorm_*-ABI) kernel. */
+static void emu_block_run(int64_t bid, int block, size_t shmem, int wave, const TA *A, const TB *B,
+                          TC *C, int64_t M, int64_t N, int64_t K, const EMU_TN *Wn = nullptr,
+                          float eps = 0.0f) {
+  emu_block_launch(bid, block, shmem, wave, [=] {
+#if EMU_NORM
+    KERNEL(A, B, C, Wn, M, N, K, eps);
+#else
+    (void)Wn, (void)eps;
+    KERNEL(A, B, C, M, N, K);
+#endif
+  });
+}
+#endif

@@ -1,0 +1,62 @@
+/* harness_att.h — main() for an attention template (attention_mfma,
+ * attention_wmma) built against prelude_emu.h with EMU_ATTENTION: reads Q
+ * (TA elements, [M, H, D]), the key and value caches (TB, [pos0+M, G, D]
+ * each) and O's initial contents (TC, [M, H, D]: the test poisons it with
+ * NaN) from DIR, runs KERNEL on the host SIMT emulation for one problem
+ * (pos0 in a one-element int32 buffer, as the op passes it) and writes O
+ * to DIR/out.bin. The test (tests/test_amd_emulator.py) made the inputs
+ * and checks every element of the output against an fp64 reference.
+ *
+ *   emu M H G D POS0 SCALE GRID BLOCK SHMEM DIR
+ *
+ * O lies between two guard regions of 4096 elements each: prints
+ * "guard G replication R" (G: guard elements changed, R: WMMA operands not
+ * replicated across half-waves) and exits 1 when either is not 0. */
+#include "run_block.h"
+
+static std::vector<unsigned char> emu_read(const char *dir, const char *name, size_t want) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  std::vector<unsigned char> v(want);
+  FILE *f = fopen(path, "rb");
+  if (!f || fread(v.data(), 1, want, f) != want || fgetc(f) != EOF) {
+    fprintf(stderr, "%s: not %zu bytes\n", path, want);
+    exit(2);
+  }
+  fclose(f);
+  return v;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 11) return fprintf(stderr, "usage: emu M H G D POS0 SCALE GRID BLOCK SHMEM DIR\n"), 2;
+  int64_t M = atoll(argv[1]), H = atoll(argv[2]), G = atoll(argv[3]), D = atoll(argv[4]);
+  int32_t pos0 = atoi(argv[5]);
+  float scale = strtof(argv[6], NULL);
+  int64_t grid = atoll(argv[7]);
+  int block = atoi(argv[8]);
+  size_t shmem = (size_t)atoll(argv[9]);
+  const char *dir = argv[10];
+  const int64_t S = pos0 + M, guard = 4096;
+  std::vector<unsigned char> q = emu_read(dir, "q.bin", (size_t)(M * H * D) * sizeof(TA));
+  std::vector<unsigned char> k = emu_read(dir, "k.bin", (size_t)(S * G * D) * sizeof(TB));
+  std::vector<unsigned char> v = emu_read(dir, "v.bin", (size_t)(S * G * D) * sizeof(TB));
+  std::vector<unsigned char> o0 = emu_read(dir, "o.bin", (size_t)(M * H * D) * sizeof(TC));
+  std::vector<unsigned char> o((size_t)(M * H * D + 2 * guard) * sizeof(TC), 0x5a);
+  memcpy(o.data() + guard * sizeof(TC), o0.data(), o0.size());
+  std::vector<int32_t> pos(1, pos0);
+  const TA *Q = (const TA *)q.data();
+  const TB *Kc = (const TB *)k.data(), *Vc = (const TB *)v.data();
+  TC *O = (TC *)o.data() + guard;
+  for (int64_t b = 0; b < grid; b++)
+    emu_block_launch(b, block, shmem, WARP, [=, &pos] { KERNEL(Q, Kc, Vc, O, pos.data(), M, H, G, D, scale); });
+  long changed = 0;
+  for (size_t i = 0; i < o.size(); i++)
+    if ((i < guard * sizeof(TC) || i >= guard * sizeof(TC) + o0.size()) && o[i] != 0x5a) changed++;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/out.bin", dir);
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(o.data() + guard * sizeof(TC), 1, o0.size(), f) != o0.size() || fclose(f))
+    return fprintf(stderr, "%s: cannot write\n", path), 2;
+  printf("guard %ld replication %d\n", changed, emu_errors);
+  return changed || emu_errors ? 1 : 0;
+}
