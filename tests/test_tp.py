@@ -39,7 +39,12 @@ def test_tp_that_does_not_divide_is_one_line(gc, tiny):
 
 def test_tp_goes_with_model(gc):
     r = gc("gcore-gen", "--op", "gemm", "--m", 1, "--n", 8, "--k", 8, "--tp", 2, "-o", os.path.join(gc.dir, "x.gcb"))
-    assert_clean_error(r, "gcore-gen", "--tp go with --model")
+    assert_clean_error(r, "gcore-gen", "--tp and --dequant-rows go with --model")
+    r = gc("gcore-gen", "--op", "gemm", "--m", 1, "--n", 8, "--k", 8, "--dequant-rows", 16, "-o",
+           os.path.join(gc.dir, "x.gcb"))
+    assert_clean_error(r, "gcore-gen", "--tp and --dequant-rows go with --model")
+    r = gc("gcore-gen", "--model", "m", "--dequant-rows", "-1", "-o", os.path.join(gc.dir, "x.gcb"))
+    assert r.rc == 2 and "--dequant-rows: expected a token count, 0 for never" in r.err, r
     r = gc("gcore-gen", "--model", "m", "--tp", "0", "-o", os.path.join(gc.dir, "x.gcb"))
     assert_clean_error(r, "gcore-gen", "--tp: expected 1..64 ranks")
 
