@@ -321,26 +321,37 @@ static int block_layers(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt)
 /* *us = the winners' medians in db of the matrix steps of a pass of t
  * tokens that differ between the plans (block-format matrices), summed
  * over the layers: the quantized steps (deq 0) or the dequantization
- * gathers and dense steps (deq 1). *ok = 0 where one has no winner. */
+ * gathers and dense steps (deq 1). *ok = 0 where one has no winner. A
+ * layer whose dtypes an earlier one has costs what that one did (the
+ * database is asked once per distinct layer: this runs at every start of
+ * gcore-run without -b). cost: [n_layers] scratch, each layer's share. */
 static int plan_cost(gc_db_t *db, const char *target, const gc_llama_config_t *c, gc_llama_dtypes_t *dt,
-                     int64_t t, int deq, double *us, int *ok, gc_err_t *e) {
+                     int64_t t, int deq, double *cost, double *us, int *ok, gc_err_t *e) {
   gc_llama_steps_t s;
   dt->deq_rows = deq;
   gc_llama_steps(c, dt, t, 1, &s);
   *us = 0, *ok = 1;
   for (int l = 0; *ok && l < c->n_layers; l++) {
     const gc_llama_layer_dtypes_t *d = &dt->layer[l];
+    int same = 0;
+    while (same < l && memcmp(&dt->layer[same], d, sizeof *d)) same++;
+    if (same < l) {
+      *us += cost[l] = cost[same];
+      continue;
+    }
     gc_llama_layer_steps(dt, l, &s);
     const gc_problem_t *steps[4] = {&s.qkv, &s.wo, &s.swiglu, &s.w2};
     const uint8_t w[4] = {d->qkv, d->wo, d->w13, d->w2};
+    cost[l] = 0;
     for (int i = 0; *ok && i < 4; i++) {
       if (!gc_dtype_is_block(w[i])) continue; /* the same step in both plans */
       for (int j = 0; *ok && j < 1 + deq; j++) {
         gc_db_winner_t win;
         if (gc_db_find_winner(db, target, j ? &s.dq[i] : steps[i], &win, ok, e)) return e->code;
-        *us += win.median_us;
+        cost[l] += win.median_us;
       }
     }
+    *us += cost[l];
   }
   dt->deq_rows = 0;
   return GC_OK;
@@ -353,11 +364,15 @@ int gc_llama_deq_measure(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt
   gc_db_t *h;
   gc_problems_t tuned = {0};
   gc_llama_dtypes_t *d = gc_malloc(sizeof *d, e);
-  if (!d) return GC_ENOMEM;
+  double *cost = d ? gc_malloc((size_t)c->n_layers * sizeof *cost, e) : NULL;
+  if (!cost) {
+    free(d);
+    return GC_ENOMEM;
+  }
   *d = *dt;
   int rc = gc_db_open(db, 0, &h, e);
   if (rc) {
-    free(d);
+    free(d), free(cost);
     return rc;
   }
   rc = gc_db_tuned_problems(h, target, &tuned, e);
@@ -375,8 +390,8 @@ int gc_llama_deq_measure(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt
   for (int i = 0; !rc && i < nt; i++) {
     double q, dd;
     int okq, okd;
-    rc = plan_cost(h, target, c, d, ts[i], 0, &q, &okq, e);
-    if (!rc) rc = plan_cost(h, target, c, d, ts[i], 1, &dd, &okd, e);
+    rc = plan_cost(h, target, c, d, ts[i], 0, cost, &q, &okq, e);
+    if (!rc) rc = plan_cost(h, target, c, d, ts[i], 1, cost, &dd, &okd, e);
     if (!rc && okq && okd) won[i] = dd < q ? 1 : -1, (*timed)++;
   }
   /* the shortest winning length above every losing one (0: none) */
@@ -388,7 +403,7 @@ int gc_llama_deq_measure(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt
   if (!rc && *timed) *rows = win;
   gc_problems_free(&tuned);
   gc_db_close(h);
-  free(d);
+  free(d), free(cost);
   return rc;
 }
 

@@ -60,28 +60,22 @@ static const struct option longopts[] = {
     {"quiet", 0, 0, 'q'},         {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},
     {0, 0, 0, 0}};
 
-/* The first GPU target of the comma list targets, into buf (NULL: none). */
-static const char *gpu_target(const char *targets, char buf[64]) {
+/* The first GPU target of the comma list targets, into buf (NULL: none);
+ * *cpu = whether "cpu" is one of them. */
+static const char *gpu_target(const char *targets, char buf[64], int *cpu) {
+  const char *gpu = NULL;
+  *cpu = 0;
   for (const char *t = targets; *t;) {
     size_t n = strcspn(t, ",");
-    if (n < 64 && !(n == 3 && !strncmp(t, "cpu", 3))) {
+    if (n == 3 && !strncmp(t, "cpu", 3)) *cpu = 1;
+    else if (n < 64 && !gpu) {
       memcpy(buf, t, n);
       buf[n] = 0;
-      return buf;
+      gpu = buf;
     }
     t += n + (t[n] == ',');
   }
-  return NULL;
-}
-
-/* Is "cpu" one of the comma list targets? */
-static int has_cpu(const char *targets) {
-  for (const char *t = targets; *t;) {
-    size_t n = strcspn(t, ",");
-    if (n == 3 && !strncmp(t, "cpu", 3)) return 1;
-    t += n + (t[n] == ',');
-  }
-  return 0;
+  return gpu;
 }
 
 int main(int argc, char **argv) {
@@ -181,9 +175,10 @@ int main(int argc, char **argv) {
   else if (workload)
     rc = gc_problems_load(&probs, workload, &e);
   else if (model) {
-    plan = (gc_llama_plan_t){.db = o.db_path, .target = gpu_target(o.targets, gpu), .force = deq};
+    int cpu;
+    plan = (gc_llama_plan_t){.db = o.db_path, .target = gpu_target(o.targets, gpu, &cpu), .force = deq};
     /* the recipes of the targets' backends: CPU, GPU or both */
-    const char *backend = !plan.target ? "cpu" : !has_cpu(o.targets) ? "cuda" : NULL;
+    const char *backend = !plan.target ? "cpu" : !cpu ? "cuda" : NULL;
     rc = gc_llama_workload(model, quantize, prefill, batch, tp ? tp : 1, backend, &probs, &needs, &plan, &e);
     o.meta = plan.meta; /* the prefill plan, for the forward */
   }
