@@ -24,6 +24,8 @@ static const gc_qformat_t q_formats[GC_QT_COUNT] = {
     [GC_QT_BF16] = {"BF16", 30, 1, 2, 1},   [GC_QT_Q8_0] = {"Q8_0", 8, 32, 34, 1},
     [GC_QT_Q4_0] = {"Q4_0", 2, 32, 18, 1},  [GC_QT_Q4_K] = {"Q4_K", 12, 256, 144, 1},
     [GC_QT_Q5_K] = {"Q5_K", 13, 256, 176, 0}, [GC_QT_Q6_K] = {"Q6_K", 14, 256, 210, 0},
+    /* device layouts: no ggml type id (UINT32_MAX is none of ggml's) */
+    [GC_QT_Q8_0R] = {"Q8_0R", UINT32_MAX, 256, 272, 1}, [GC_QT_Q4_0R] = {"Q4_0R", UINT32_MAX, 256, 144, 1},
 };
 
 /* Every type id of ggml's enum ggml_type (ids it retired are absent). */
@@ -50,7 +52,7 @@ int gc_quant_is_block(int t) { return t >= GC_QT_Q8_0 && t < GC_QT_COUNT; }
 
 int gc_quant_from_ggml(uint32_t ggml_type, gc_qtype_t *out) {
   for (int t = 0; t < GC_QT_COUNT; t++)
-    if (q_formats[t].ggml_type == ggml_type) {
+    if (q_formats[t].ggml_type == ggml_type && ggml_type != UINT32_MAX) {
       *out = (gc_qtype_t)t;
       return GC_OK;
     }
@@ -153,6 +155,64 @@ static void dq_q4_0(const uint8_t *b, float *y) {
   }
 }
 
+/* ---- device layouts (quant.h: Q8_0R, Q4_0R) ------------------------------- */
+
+/* The offset in a Q8_0R (q8 = 1) or Q4_0R block's qs of block j's qs[k]
+ * (k < 32 for Q8_0, < 16 for Q4_0). */
+static int q_roff(int q8, int j, int k) {
+  if (!q8) return 32 * (k / 4) + 4 * j + k % 4;
+  int hi = k >= 16, kk = k % 16;
+  return 64 * (kk / 4) + 8 * j + 4 * hi + kk % 4;
+}
+
+/* Eight GGUF blocks at src (Q8_0 or Q4_0) as one device block at dst. */
+static void q_repack8(int q8, const uint8_t *src, uint8_t *dst) {
+  int nq = q8 ? 32 : 16, bb = 2 + nq;
+  for (int j = 0; j < 8; j++) {
+    const uint8_t *b = src + j * bb;
+    memcpy(dst + 8 * nq + 2 * j, b, 2); /* d */
+    for (int k = 0; k < nq; k++) dst[q_roff(q8, j, k)] = b[2 + k];
+  }
+}
+
+/* One device block at src back to eight GGUF blocks at dst. */
+static void q_unpack8(int q8, const uint8_t *src, uint8_t *dst) {
+  int nq = q8 ? 32 : 16, bb = 2 + nq;
+  for (int j = 0; j < 8; j++) {
+    uint8_t *b = dst + j * bb;
+    memcpy(b, src + 8 * nq + 2 * j, 2);
+    for (int k = 0; k < nq; k++) b[2 + k] = src[q_roff(q8, j, k)];
+  }
+}
+
+static void dq_rep(int q8, const uint8_t *b, float *y) {
+  uint8_t g[8 * 34];
+  q_unpack8(q8, b, g);
+  for (int j = 0; j < 8; j++) {
+    if (q8) dq_q8_0(g + 34 * j, y + 32 * j);
+    else dq_q4_0(g + 18 * j, y + 32 * j);
+  }
+}
+
+gc_qtype_t gc_quant_device_layout(gc_qtype_t t) {
+  return t == GC_QT_Q8_0 ? GC_QT_Q8_0R : t == GC_QT_Q4_0 ? GC_QT_Q4_0R : t;
+}
+
+int gc_quant_repack(gc_qtype_t from, gc_qtype_t to, const void *src, void *dst, int64_t n, gc_err_t *e) {
+  int q8 = from == GC_QT_Q8_0;
+  if ((from != GC_QT_Q8_0 && from != GC_QT_Q4_0) || to != gc_quant_device_layout(from))
+    return gc_err_set(e, GC_EINVAL, "no repacking from %s to %s", gc_quant_format(from) ? gc_quant_format(from)->name : "?",
+                      gc_quant_format(to) ? gc_quant_format(to)->name : "?");
+  if (n < 0 || n % 256)
+    return gc_err_set(e, GC_EINVAL, "%lld elements are not a whole number of %s blocks of 256", (long long)n,
+                      gc_quant_format(to)->name);
+  const uint8_t *s = src;
+  uint8_t *d = dst;
+  int sb = gc_quant_format(from)->bytes * 8, db = gc_quant_format(to)->bytes;
+  for (int64_t i = 0; i < n / 256; i++) q_repack8(q8, s + i * sb, d + i * db);
+  return GC_OK;
+}
+
 /* Q4_K (qh NULL) and Q5_K (qh: the fifth bits). */
 static void dq_k45(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, float *y) {
   float d = gc_half_to_float(q_rd16(b)), dmin = gc_half_to_float(q_rd16(b + 2));
@@ -208,6 +268,8 @@ void gc_quant_dequantize(gc_qtype_t t, const void *src, float *dst, int64_t n) {
       case GC_QT_Q4_K: dq_k45(p, NULL, p + 16, dst); break;
       case GC_QT_Q5_K: dq_k45(p, p + 16, p + 48, dst); break;
       case GC_QT_Q6_K: dq_q6_k(p, dst); break;
+      case GC_QT_Q8_0R: dq_rep(1, p, dst); break;
+      case GC_QT_Q4_0R: dq_rep(0, p, dst); break;
       default: break;
     }
   }
@@ -415,6 +477,14 @@ int gc_quant_quantize(gc_qtype_t t, const float *src, void *dst, int64_t n, gc_e
       case GC_QT_Q8_0: q_q8_0(src, p); break;
       case GC_QT_Q4_0: q_q4_0(src, p); break;
       case GC_QT_Q4_K: q_q4_k(src, p); break;
+      case GC_QT_Q8_0R:
+      case GC_QT_Q4_0R: { /* the GGUF blocks, repacked */
+        uint8_t g[8 * 34];
+        int q8 = t == GC_QT_Q8_0R;
+        for (int j = 0; j < 8; j++) (q8 ? q_q8_0 : q_q4_0)(src + 32 * j, g + j * (q8 ? 34 : 18));
+        q_repack8(q8, g, p);
+        break;
+      }
       default: break;
     }
   }

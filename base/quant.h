@@ -52,7 +52,20 @@
  *          y[128n + l + 96] = h(d) * scales[8n + is + 6] * q4
  *        (the products are exact in float32).
  * F32, F16, BF16: blocks of one element of 4, 2, 2 bytes; BF16 is the
- *        upper half of a float32's bits. */
+ *        upper half of a float32's bits.
+ *
+ * gcore's device layouts (never in files): eight Q8_0 or Q4_0 blocks (256
+ * elements, blocks j = 0..7) with their bytes permuted so that a GPU lane
+ * reads its part t (t = 0..3: elements 4t..4t+3 and 16+4t..16+4t+3 of
+ * each block, the k's of an mma fragment's lane t) of all eight blocks as
+ * one aligned run, and the scales apart. Same values, same bytes per
+ * element; gc_quant_repack makes them from the GGUF blocks.
+ * Q8_0R  256 elements, 272 bytes: int8 qs[256]; half d[8].
+ *        qs[64t + 8j + i] = block j's qs[4t + i], qs[64t + 8j + 4 + i] =
+ *        block j's qs[16 + 4t + i] (i < 4); d[j] = block j's d.
+ * Q4_0R  256 elements, 144 bytes: uint8 qs[128]; half d[8].
+ *        qs[32t + 4j + i] = block j's qs[4t + i] (i < 4): its low nibble
+ *        element 32j + 4t + i, its high nibble 32j + 16 + 4t + i. */
 #ifndef GC_BASE_QUANT_H
 #define GC_BASE_QUANT_H
 
@@ -72,6 +85,8 @@ typedef enum gc_qtype {
   GC_QT_Q4_K = 5,
   GC_QT_Q5_K = 6,
   GC_QT_Q6_K = 7,
+  GC_QT_Q8_0R = 8, /* gcore's device layouts (above): not GGUF types */
+  GC_QT_Q4_0R = 9,
   GC_QT_COUNT
 } gc_qtype_t;
 
@@ -86,7 +101,7 @@ typedef struct gc_qformat {
 /* The format of t, or NULL when t is not a gc_qtype_t. Can't fail. */
 const gc_qformat_t *gc_quant_format(int t);
 
-/* 1 when t is one of the block formats (Q8_0 .. Q6_K), 0 for F32, F16,
+/* 1 when t is one of the block formats (Q8_0 .. Q4_0R), 0 for F32, F16,
  * BF16 and anything else. */
 int gc_quant_is_block(int t);
 
@@ -117,8 +132,18 @@ void gc_quant_dequantize(gc_qtype_t t, const void *src, float *dst, int64_t n);
  * (no fused multiply-add: binaries of llama.cpp built with contraction may
  * pick another rounding in rare near-ties). F32/F16/BF16 are conversions
  * (round to nearest even). GC_EINVAL when n is not a whole number of
- * blocks, GC_EUNSUPPORTED for Q5_K and Q6_K (read, never written). */
+ * blocks, GC_EUNSUPPORTED for Q5_K and Q6_K (read, never written). Q8_0R
+ * and Q4_0R: Q8_0's and Q4_0's blocks, repacked. */
 int gc_quant_quantize(gc_qtype_t t, const float *src, void *dst, int64_t n, gc_err_t *e);
+
+/* The device layout of block format t (Q8_0 → Q8_0R, Q4_0 → Q4_0R), or t
+ * itself where it has none. */
+gc_qtype_t gc_quant_device_layout(gc_qtype_t t);
+
+/* n elements (a whole number of 256) of from's blocks at src rewritten as
+ * to's at dst: Q8_0 → Q8_0R or Q4_0 → Q4_0R, a permutation of the bytes
+ * (exact). GC_EINVAL for another pair or n not a multiple of 256. */
+int gc_quant_repack(gc_qtype_t from, gc_qtype_t to, const void *src, void *dst, int64_t n, gc_err_t *e);
 
 /* IEEE half and bfloat16 conversions; float to them rounds to nearest
  * even (overflow to infinity, NaN stays NaN). */

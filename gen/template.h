@@ -13,7 +13,7 @@
 #define GC_TPL_PARAMS 16
 #define GC_TPL_VALUES 32
 #define GC_TPL_EXPRS 32
-#define GC_TPL_DTYPES 16
+#define GC_TPL_DTYPES 24
 #define GC_TPL_OPS 8
 
 typedef struct gc_tparam {

@@ -204,22 +204,32 @@ int gc_llama_needs(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int6
   return needs_between(c, dt, GC_LLAMA_FUSE_MAX + 1, GC_LLAMA_BATCH_MAX, PASS_BATCH, out, e);
 }
 
-/* t's dtype where it is a block format, else the dense dtype d. */
-static gc_dtype_t kept(const gc_weight_t *t, gc_dtype_t d) {
-  return gc_quant_is_block(t->dtype) ? gc_dtype_from_qtype(t->dtype) : d;
+/* Block format q of a tensor with rows of cols elements as the kernels
+ * read it: on NVIDIA GPUs Q8_0 and Q4_0 in their device layouts (Q8_0R,
+ * Q4_0R: base/quant.h) where rows are whole 256-element blocks, whose
+ * aligned parts gemv_qmma loads straight into registers; as stored
+ * elsewhere (the AMD and CPU templates read the GGUF layouts). */
+static gc_dtype_t on_device(int q, int64_t cols, int cuda) {
+  gc_qtype_t r = gc_quant_device_layout((gc_qtype_t)q);
+  return gc_dtype_from_qtype(cuda && r != (gc_qtype_t)q && cols % 256 == 0 ? (int)r : q);
 }
 
-/* The one block format of n weights, or the dense dtype d where they
- * differ or any is dense (a stacked step, see recipe.h). */
-static gc_dtype_t stacked(const gc_weight_t *const *ts, int n, gc_dtype_t d) {
+/* t's dtype where it is a block format (on_device), else the dense dtype d. */
+static gc_dtype_t kept(const gc_weight_t *t, gc_dtype_t d, int cuda) {
+  return gc_quant_is_block(t->dtype) ? on_device(t->dtype, t->shape[1], cuda) : d;
+}
+
+/* The one block format of n weights (on_device), or the dense dtype d
+ * where they differ or any is dense (a stacked step, see recipe.h). */
+static gc_dtype_t stacked(const gc_weight_t *const *ts, int n, gc_dtype_t d, int cuda) {
   for (int i = 0; i < n; i++)
     if (!gc_quant_is_block(ts[i]->dtype) || ts[i]->dtype != ts[0]->dtype) return d;
-  return gc_dtype_from_qtype(ts[0]->dtype);
+  return on_device(ts[0]->dtype, ts[0]->shape[1], cuda);
 }
 
 int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend,
                         gc_llama_dtypes_t *dt, gc_err_t *e) {
-  int cpu = !strcmp(backend, "cpu");
+  int cpu = !strcmp(backend, "cpu"), cuda = !strcmp(backend, "cuda");
   (void)e;
   if (!gc_weights_quantized(w)) { /* one float dtype: tensors in another (F32 norms) are converted to it */
     dt->weight = (gc_dtype_t)w->cfg.weight_dtype;
@@ -228,13 +238,13 @@ int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend,
     dt->weight = dt->act = cpu ? GC_DT_F32 : GC_DT_F16;
   }
   gc_dtype_t d = dt->weight;
-  dt->embed = kept(&w->tok_embeddings, d);
-  dt->head = kept(&w->classifier, d);
+  dt->embed = kept(&w->tok_embeddings, d, cuda);
+  dt->head = kept(&w->classifier, d, cuda);
   for (int l = 0; l < w->cfg.n_layers; l++) {
     const gc_llama_layer_weights_t *L = &w->layers[l];
     const gc_weight_t *qkv[3] = {&L->wq, &L->wk, &L->wv}, *w13[2] = {&L->w1, &L->w3};
-    dt->layer[l] = (gc_llama_layer_dtypes_t){(uint8_t)stacked(qkv, 3, d), (uint8_t)kept(&L->wo, d),
-                                             (uint8_t)stacked(w13, 2, d), (uint8_t)kept(&L->w2, d)};
+    dt->layer[l] = (gc_llama_layer_dtypes_t){(uint8_t)stacked(qkv, 3, d, cuda), (uint8_t)kept(&L->wo, d, cuda),
+                                             (uint8_t)stacked(w13, 2, d, cuda), (uint8_t)kept(&L->w2, d, cuda)};
   }
   return GC_OK;
 }

@@ -27,6 +27,8 @@ typedef enum gc_st_dtype {
   GC_ST_Q4_K = 5,
   GC_ST_Q5_K = 6,
   GC_ST_Q6_K = 7,
+  GC_ST_Q8_0R = 8, /* gcore's device layouts: weights repacked for a GPU */
+  GC_ST_Q4_0R = 9,
 } gc_st_dtype_t;
 
 /* Bytes per element of F32/F16/BF16; 0 for GC_ST_OTHER and block formats. */

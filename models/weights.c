@@ -464,6 +464,8 @@ static void *w_convert_rows(void *arg) {
     uint8_t *out = (uint8_t *)j->dst->data + (size_t)r * db;
     if (j->dst->dtype == GC_ST_F32) {
       gc_quant_dequantize((gc_qtype_t)j->src->dtype, in, (float *)out, j->cols);
+    } else if ((gc_qtype_t)j->dst->dtype == gc_quant_device_layout((gc_qtype_t)j->src->dtype)) {
+      j->rc = gc_quant_repack((gc_qtype_t)j->src->dtype, (gc_qtype_t)j->dst->dtype, in, out, j->cols, NULL);
     } else {
       gc_quant_dequantize((gc_qtype_t)j->src->dtype, in, j->tmp, j->cols);
       j->rc = gc_quant_quantize((gc_qtype_t)j->dst->dtype, j->tmp, out, j->cols, NULL);
@@ -517,7 +519,8 @@ int gc_weights_quantized(const gc_llama_weights_t *w) {
 
 int gc_weights_quantize(gc_llama_weights_t *w, const char *type, gc_err_t *e) {
   gc_qtype_t q;
-  if (gc_quant_parse(type, &q) || !gc_quant_is_block(q) || !gc_quant_format(q)->can_quantize)
+  if (gc_quant_parse(type, &q) || !gc_quant_is_block(q) || !gc_quant_format(q)->can_quantize ||
+      gc_quant_format(q)->ggml_type == UINT32_MAX) /* a device layout: never asked for */
     return gc_err_set(e, GC_EINVAL, "--quantize: '%s' is not one of q8_0, q4_0, q4_k", type ? type : "");
   const gc_qformat_t *f = gc_quant_format(q);
   for (int l = 0; l < w->cfg.n_layers; l++)
@@ -547,9 +550,10 @@ int gc_weights_as(const gc_llama_weights_t *w, const gc_st_dtype_t *to, gc_llama
   for (size_t i = 0; i < n; i++) {
     const gc_weight_t *t = gc_weights_at(w, i);
     if (t->dtype == to[i]) continue;
-    if (gc_quant_is_block(to[i]) || !gc_quant_format(to[i]))
-      return gc_err_set(e, GC_EINVAL, "%s: no conversion from %s to %s (only to F32, F16 or BF16)", t->name,
-                        gc_st_dtype_name(t->dtype), gc_st_dtype_name(to[i]));
+    int repack = gc_quant_is_block(t->dtype) && (gc_qtype_t)to[i] == gc_quant_device_layout((gc_qtype_t)t->dtype);
+    if (!repack && (gc_quant_is_block(to[i]) || !gc_quant_format(to[i])))
+      return gc_err_set(e, GC_EINVAL, "%s: no conversion from %s to %s (only to F32, F16, BF16 or the "
+                        "format's device layout)", t->name, gc_st_dtype_name(t->dtype), gc_st_dtype_name(to[i]));
     todo++;
   }
   if (!todo) return GC_OK;

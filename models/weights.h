@@ -95,12 +95,14 @@ int gc_weights_quantized(const gc_llama_weights_t *w);
 /* A view of w whose tensor i (gc_weights_at's order) is in dtype to[i]:
  * tensors already in it are shared with w (which must outlive *out), the
  * others converted into copies owned by *out: a block format dequantized
- * exactly (base/quant.h) or a float type converted (F32 norms of a GGUF
- * file beside F16 matrices), rounding to nearest even. A tied classifier
- * stays shared when it and the embedding get one dtype. *out is NULL when
- * every tensor is already in its dtype. Release with gc_weights_close.
- * Errors: GC_EINVAL (a target that is a block format or unknown: gcore
- * converts only to F32, F16, BF16; the tensor named), GC_ENOMEM. */
+ * exactly (base/quant.h), repacked into its device layout (Q8_0 → Q8_0R,
+ * Q4_0 → Q4_0R: the same bytes permuted) or a float type converted (F32
+ * norms of a GGUF file beside F16 matrices), rounding to nearest even. A
+ * tied classifier stays shared when it and the embedding get one dtype.
+ * *out is NULL when every tensor is already in its dtype. Release with
+ * gc_weights_close. Errors: GC_EINVAL (a target that is unknown or a block
+ * format other than the source's device layout: the tensor named),
+ * GC_ENOMEM. */
 int gc_weights_as(const gc_llama_weights_t *w, const gc_st_dtype_t *to, gc_llama_weights_t **out,
                   gc_err_t *e);
 

@@ -30,7 +30,16 @@ OTHER_TYPES = {"Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22), "Q2_K": (10, 256, 84), 
                "F64": (28, 1, 8), "IQ4_NL": (20, 32, 18)}
 
 
+# gcore's device layouts (base/quant.h; never in files): eight blocks of
+# the base format, bytes permuted. name: (base format, elements, bytes)
+DEVICE_TYPES = {"Q8_0R": ("Q8_0", 256, 272), "Q4_0R": ("Q4_0", 256, 144)}
+
+
 def nbytes(name: str, n: int) -> int:
+    if name in DEVICE_TYPES:
+        _, blk, size = DEVICE_TYPES[name]
+        assert n % blk == 0, f"{n} elements are not whole {name} blocks of {blk}"
+        return n // blk * size
     _, blk, size = TYPES[name] if name in TYPES else OTHER_TYPES[name]
     assert n % blk == 0, f"{n} elements are not whole {name} blocks of {blk}"
     return n // blk * size
@@ -120,8 +129,44 @@ def _dq_q6_k(b: np.ndarray) -> np.ndarray:
     return y
 
 
+def _device_perm(name: str) -> np.ndarray:
+    """perm[i]: the byte of eight base blocks (concatenated) that byte i of
+    a device block holds, as base/quant.h lays Q8_0R and Q4_0R out: part t
+    (elements 4t..4t+3 and 16+4t..16+4t+3 of a block) of blocks j = 0..7
+    side by side, then the eight d."""
+    q8 = name == "Q8_0R"
+    nq, bb = (32, 34) if q8 else (16, 18)
+    perm = []
+    for t in range(4):
+        for j in range(8):
+            ks = [4 * t + i for i in range(4)] + ([16 + 4 * t + i for i in range(4)] if q8 else [])
+            perm += [j * bb + 2 + k for k in ks]
+    for j in range(8):
+        perm += [j * bb, j * bb + 1]
+    assert sorted(perm) == list(range(8 * bb)), "every byte of the eight blocks once"
+    return np.array(perm)
+
+
+def to_device(name: str, raw) -> bytes:
+    """Blocks of DEVICE_TYPES[name]'s base format as name's blocks."""
+    base, _, size = DEVICE_TYPES[name]
+    b = np.frombuffer(bytes(raw), dtype=np.uint8).reshape(-1, 8 * TYPES[base][2])
+    return np.ascontiguousarray(b[:, _device_perm(name)]).tobytes()
+
+
+def from_device(name: str, raw) -> bytes:
+    """name's blocks back as its base format's."""
+    base, _, size = DEVICE_TYPES[name]
+    b = np.frombuffer(bytes(raw), dtype=np.uint8).reshape(-1, size)
+    out = np.empty((b.shape[0], 8 * TYPES[base][2]), dtype=np.uint8)
+    out[:, _device_perm(name)] = b
+    return out.tobytes()
+
+
 def dequantize(name: str, raw, n: int) -> np.ndarray:
     """n values of type name stored in raw (bytes or uint8 array): float32 [n]."""
+    if name in DEVICE_TYPES:
+        return dequantize(DEVICE_TYPES[name][0], from_device(name, raw), n)
     if name == "F32":
         return np.frombuffer(bytes(raw), dtype="<f4").astype(F)
     if name == "F16":
@@ -360,6 +405,8 @@ def quantize(name: str, x) -> bytes:
         return f16(x).tobytes()
     if name == "BF16":
         return bf16_bits(x).tobytes()
+    if name in DEVICE_TYPES:
+        return to_device(name, quantize(DEVICE_TYPES[name][0], x))
     _, blk, _ = TYPES[name]
     assert x.size % blk == 0, f"{x.size} values are not whole {name} blocks"
     fn = {"Q8_0": _q8_0, "Q4_0": _q4_0, "Q4_K": _q4_k, "Q5_K": _q5_k, "Q6_K": _q6_k}[name]

@@ -68,6 +68,23 @@ def test_gguf_dequantize_matches_numpy(exe, tmp_path, name):
     assert bad.size == 0, f"{name}: {bad.size} elements differ, first {bad[0]}: {got[bad[0]]!r} vs {want[bad[0]]!r}"
 
 
+@pytest.mark.parametrize("name", ["Q8_0R", "Q4_0R"])
+def test_device_layouts_match_numpy(exe, tmp_path, name):
+    """gcore's device layouts (base/quant.h) against numpy's permutation,
+    written from the same description: random blocks dequantize bit for bit
+    as the GGUF blocks they were repacked from, and the quantizer writes the
+    GGUF quantizer's bytes, repacked."""
+    base = Q.DEVICE_TYPES[name][0]
+    rng = np.random.default_rng(len(name))
+    raw = Q.to_device(name, random_blocks(rng, base, 8 * 50))
+    n = 50 * 256
+    got = c_dequantize(exe, tmp_path, name, raw, n)
+    want = Q.dequantize(base, Q.from_device(name, raw), n)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), name
+    x = rows("special", rng, 256 * 8)
+    assert c_quantize(exe, tmp_path, name, x) == Q.quantize(name, x) == Q.to_device(name, Q.quantize(base, x))
+
+
 def rows(kind, rng, n):
     """Test rows of n floats: Gaussian, tiny, heavy-tailed, all positive,
     and blocks that are zero, constant negative, constant positive, integers."""

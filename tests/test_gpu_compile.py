@@ -84,9 +84,11 @@ def gpu_templates(backends=("gpu", "cuda")):
 @pytest.mark.parametrize("tpl,op,dts,params,arch_a", gpu_templates(),
                          ids=[f"{t[0]}-{t[1]}" for t in gpu_templates()])
 def test_template_compiles(gc, arch, tpl, op, dts, params, arch_a):
-    """Every GPU template compiles at its defaults and at sampled points for
-    each NVIDIA target it allows; on a target it excludes (arch-specific
-    sm_90a, or below its least SM) it is refused and another serves."""
+    """Every GPU template compiles at its defaults for each NVIDIA target it
+    allows, and at two sampled points of its space on sm_90a (the code is
+    the same text on every target: sampling one keeps CI time); on a
+    target it excludes (arch-specific sm_90a, or below its least SM) it is
+    refused and another serves."""
     if (arch_a[0] and not arch.endswith("a")) or int(arch[3:5]) < arch_a[1]:
         r = gc("gcore-gen", "--target", arch, "--op", op, "--dtype", dts[0],
                *shape(op, dts[0]).split(), "--force", tpl, "-o", "b.gcb", "-q")
@@ -102,9 +104,9 @@ def test_template_compiles(gc, arch, tpl, op, dts, params, arch_a):
     rng = random.Random(f"{tpl}-{op}-{arch}")
     forces = [tpl] + [tpl + ":" + ",".join(f"{k}={rng.choice(v)}" for k, v in params.items())
                       for _ in range(40 if params else 0)]  # a gate/up op's space is smaller
-    built = 0
+    built, need = 0, (3 if arch == "sm_90a" and params else 1)  # the defaults (and 2 points on sm_90a)
     for force in forces:
-        if built >= (4 if arch == "sm_90a" else 2):  # the defaults and 3 points (1 on sm_80, sm_90)
+        if built >= need:
             break
         r = gc("gcore-gen", "--target", arch, "--op", op, "--dtype", dts[0],
                *shape(op, dts[0], tpl).split(), "--force", force, "-o", "b.gcb", "-q")
@@ -118,7 +120,7 @@ def test_template_compiles(gc, arch, tpl, op, dts, params, arch_a):
         if force == tpl:
             assert all(sp == 0 for _, sp, _ in rows), f"{tpl} spills at its defaults: {rows}"
         built += 1
-    assert built >= (2 if params else 1), f"{tpl}: fewer than two variants of the sample were in its space"
+    assert built >= need, f"{tpl}: fewer than {need - 1} sampled points were in its space"
 
 
 def stories_bundle(gc, targets, prefill):

@@ -116,7 +116,7 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
         dt = "bf16"  # these ops take one dtype
     quant = any(":q" in d for d in info["dtypes"])
     if quant:  # B in a block format: one format per sampled dtype, rows of whole blocks
-        want = {"f32": ["f32:q8_0:f32", "f16:q8_0:f16"], "f16": ["f16:q4_k:f16"],
+        want = {"f32": ["f32:q8_0:f32", "f16:q8_0r:f16", "f16:q8_0:f16"], "f16": ["f16:q4_k:f16"],
                 "f32:bf16:f32": ["bf16:q4_0:bf16", "f16:q4_0:f16", "f16:q6_k:f16"]}[dt]
         dt = next((d for d in want if d in info["dtypes"]), info["dtypes"][0])
     elif dt not in info["dtypes"] and dt.split(":")[0] not in info["dtypes"]:

@@ -9,7 +9,7 @@
  * @template gemv_qmma
  * @op gemm gemm_add rmsnorm_gemm gemm_swiglu rmsnorm_gemm_swiglu
  * @backend cuda
- * @dtypes f16:q8_0:f16 f16:q4_0:f16 f16:q4_k:f16 f16:q5_k:f16 f16:q6_k:f16 bf16:q8_0:bf16 bf16:q4_0:bf16 bf16:q4_k:bf16 bf16:q5_k:bf16 bf16:q6_k:bf16
+ * @dtypes f16:q8_0:f16 f16:q4_0:f16 f16:q4_k:f16 f16:q5_k:f16 f16:q6_k:f16 bf16:q8_0:bf16 bf16:q4_0:bf16 bf16:q4_k:bf16 bf16:q5_k:bf16 bf16:q6_k:bf16 f16:q8_0r:f16 f16:q4_0r:f16 bf16:q8_0r:bf16 bf16:q4_0r:bf16
  * @kernel gemv_qmma
  * @param WARPS 4 8 16 default 16 -- warps per block
  * @param KS 1 2 4 8 16 default 8 -- warps that split one row tile's K range (block-level split-K)
@@ -18,19 +18,22 @@
  * @param NST 2 3 4 default 2 -- steps in the warp's copy pipeline (NST - 1 in flight while one is decoded)
  * @param NT 1 2 default 1 -- 8-row tiles of A: rows up to 8·NT are served
  * @param OCC 1 2 default 1 -- blocks per SM the register budget is planned for (65536 / (OCC * threads) per thread; 1: no cap below 255)
+ * @param RL 0 1 2 default 1 -- the device layouts (QR: Q8_0R, Q4_0R): 0 copies through the shared-memory pipeline, 1 loads a lane's part of each block straight into registers (16-byte loads), 2 also the next block's while one is decoded; GGUF formats: 1, the pipeline (their parts are unaligned)
  * @defaults gemm_swiglu rmsnorm_gemm_swiglu WARPS=8 -- the pair's rows take twice the copy pipeline (Q6_K: 245 KB at 16 warps)
  * @constraint WARPS % KS == 0 -- warps form whole row groups
  * @constraint WARPS * WARP <= MAXT -- a legal block
  * @constraint WARP == 32 -- NVIDIA warps
  * @constraint OCC * WARPS * WARP <= 2048 -- that many blocks can be resident
  * @constraint SB < 100 || UNR % 8 == 0 -- a step of a 256-element format is whole blocks (its scales lead the block)
- * @constraint WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 * OCC <= SMEM -- the copy pipelines fit in shared memory, OCC blocks per SM
+ * @constraint QR == 1 || RL == 1 -- only the device layouts choose their loads
+ * @constraint QR == 0 || RL == 0 || (NST == 2 && UNR == 8) -- register loads have no copy pipeline: one value of its parameters
+ * @constraint (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 * OCC <= SMEM -- the copy pipelines fit in shared memory, OCC blocks per SM
  * @constraint KS == 1 || WARPS * (4 * PAIR * RT * NT + NT) * 128 <= 49152 -- the split-K partial sums fit in static shared memory
- * @constraint 4 * PAIR * RT * NT + 16 * PAIR * RT + 4 * NT * (1 + 2 * NORM) * 2 + 56 <= min(255, 65536 / (OCC * WARPS * 32)) -- estimated registers (accumulators, a unit's levels and scales, A's fragments and their split, addresses) fit the budget
+ * @constraint 4 * PAIR * RT * NT + 16 * PAIR * RT + 4 * NT * (1 + 2 * NORM) * 2 + 56 <= min(255, 65536 / (OCC * WARPS * 32)) -- estimated registers (accumulators, a unit's levels and scales, A's fragments and their split, addresses; register loads: the blocks' parts in flight) fit the budget
  * @applies M >= 1 && M <= 8 * NT -- decode steps of up to 8·NT rows
  * @grid cdiv(N, WARPS / KS * 16 * RT) 1 1
  * @block WARPS * WARP 1 1
- * @shmem WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16
+ * @shmem (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16
  * @priority 3
  * @pdl -- waits for the kernel before it (gc_pdl_wait) before it reads or writes anything but its rows of B (gemm_swiglu: its gate and up rows of W)
  *
@@ -64,6 +67,13 @@
  * lanes read their parts from there (GCQ_LOAD on a shared address, the
  * range at its offset mod 16 in the chunks, so every field keeps its
  * alignment).
+ *
+ * The device layouts (Q8_0R, Q4_0R: base/quant.h) put a lane's part of
+ * all eight units of a 256-element block in one aligned run (32 or 64
+ * bytes) and the eight scales in 16 bytes after the levels, so with RL >
+ * 0 each lane loads its rows' runs and scales with 16-byte loads straight
+ * into registers (RL 2: the next block's while one is decoded; the first
+ * block before the wait for the kernel before) and no copy pipeline runs.
  *
  * Exactness (gemm_q_mma's scheme): the A operand holds the integer levels
  * q (exact in f16 and bf16: |q| <= 128), a unit's mmas go into a fresh
@@ -111,6 +121,9 @@
 #define QM_SPLIT (NORM ? 2 : 1) /* operands x·w is split into (hi, lo) */
 #define QM_HALVES (GC_TB == GC_Q6_K)       /* a unit's halves have their own scale */
 #define QM_NR (PAIR * RT * 16)             /* rows of B per warp */
+#define QM_PIPE (QR == 0 || RL == 0)       /* units come through the copy pipeline */
+#define QM_RUNV ((GC_QBYTES - 16) / 64)    /* device layouts: 16-byte loads of a lane's part run */
+#define QM_WPU (QM_RUNV * 4 / 8)           /* ... and its words per unit (Q4_0R 1, Q8_0R 2) */
 #define QM_SR (UNR / GC_QUNITS * GC_QBYTES) /* bytes of a row per step: whole blocks */
 #define QM_SC ((QM_SR + 15) / 16 + 1)      /* 16-byte chunks covering them at any even address */
 #define QM_CPL ((QM_NR * QM_SC + GC_WARP - 1) / GC_WARP) /* chunks per lane and step */
@@ -134,7 +147,7 @@ GC_DEVICE void qm_mma(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_
 GC_DEVICE uint32_t qm_levels2(uint32_t w, int h) {
   const uint32_t sel = h ? 0x4342u : 0x4140u; /* (byte 2h, fill, byte 2h+1, fill) */
 #if GC_TA == GC_BF16
-  if (GC_TB == GC_Q8_0) {
+  if (GC_QBIAS >= 128) { /* Q8_0, Q8_0R: bytes up to 255 */
     const float a = __uint_as_float(__byte_perm(w, 0x4B000000u, h ? 0x7542u : 0x7540u)) - (8388608.0f + 128.0f);
     const float b = __uint_as_float(__byte_perm(w, 0x4B000000u, h ? 0x7543u : 0x7541u)) - (8388608.0f + 128.0f);
     return gc_pack2(TA(), a, b); /* exact: |level| <= 128 */
@@ -238,11 +251,11 @@ GC_DEVICE void qm_fetch(unsigned s, const TB *B, int64_t N, int64_t n0, int64_t 
   qm_commit();
 }
 
-/* acc += unit ug of the lane's rows of B (in the pipeline slot st, at
- * byte ub of each row's copied range) against A's rows; ss += the squares
- * of A's elements (NORM). */
-GC_DEVICE void qm_unit(const unsigned char *st, const int off[PAIR][RT][2], const TA *A, const TN *Wn, int64_t M,
-                       int64_t K, int64_t ug, int ub, int g, int t, float acc[PAIR][RT][NT][4], float ss[NT]) {
+/* acc += unit ug of the lane's rows of B, whose words (GCQ_LOAD's) are
+ * raw[pair][tile][row g, g + 8], against A's rows; ss += the squares of
+ * A's elements (NORM). */
+GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, const TN *Wn, int64_t M,
+                       int64_t K, int64_t ug, int g, int t, float acc[PAIR][RT][NT][4], float ss[NT]) {
   const int64_t k0 = ug * 32 + 4 * t; /* the lane's elements k0 .. k0+3, k0+16 .. k0+19 */
   const uint2 wn0 = qm_ld8(Wn + k0, NORM), wn1 = qm_ld8(Wn + k0 + 16, NORM);
   uint32_t x[NT][2][QM_SPLIT][2]; /* A's operands: [row tile][half][part][register] */
@@ -271,10 +284,8 @@ GC_DEVICE void qm_unit(const unsigned char *st, const int off[PAIR][RT][2], cons
       float d0[2], d1[2], mn[2];
       GC_UNROLL(2)
       for (int h = 0; h < 2; h++) {
-        const unsigned char *b = st + ((p * RT + r) * 16 + g + 8 * h) * QM_SC * 16 + off[p][r][h] + ub;
-        uint32_t raw[GCQ_RAW], lo, hi;
-        GCQ_LOAD(b, (int)(ug % GC_QUNITS), t, raw);
-        GCQ_DECODE(raw, (int)(ug % GC_QUNITS), t, lo, hi, d0[h], d1[h], mn[h]);
+        uint32_t lo, hi;
+        GCQ_DECODE(raw[p][r][h], (int)(ug % GC_QUNITS), t, lo, hi, d0[h], d1[h], mn[h]);
         lv[h][0][0] = qm_levels2(lo, 0), lv[h][0][1] = qm_levels2(lo, 1);
         lv[h][1][0] = qm_levels2(hi, 0), lv[h][1][1] = qm_levels2(hi, 1);
       }
@@ -298,6 +309,66 @@ GC_DEVICE void qm_unit(const unsigned char *st, const int off[PAIR][RT][2], cons
         }
       }
     }
+}
+
+/* Unit ug (byte ub of each row's copied range) from the pipeline slot st:
+ * GCQ_LOAD's words of the lane's rows, then qm_unit. */
+GC_DEVICE void qm_unit_smem(const unsigned char *st, const int off[PAIR][RT][2], const TA *A, const TN *Wn,
+                            int64_t M, int64_t K, int64_t ug, int ub, int g, int t, float acc[PAIR][RT][NT][4],
+                            float ss[NT]) {
+  uint32_t raw[PAIR][RT][2][GCQ_RAW];
+  GC_UNROLL(PAIR)
+  for (int p = 0; p < PAIR; p++)
+    GC_UNROLL(RT)
+    for (int r = 0; r < RT; r++)
+      GC_UNROLL(2)
+      for (int h = 0; h < 2; h++)
+        GCQ_LOAD(st + ((p * RT + r) * 16 + g + 8 * h) * QM_SC * 16 + off[p][r][h] + ub, (int)(ug % GC_QUNITS), t,
+                 raw[p][r][h]);
+  qm_unit(raw, A, Wn, M, K, ug, g, t, acc, ss);
+}
+
+/* A device-layout block's part for one lane: its rows' runs and scales. */
+typedef struct qm_blk {
+  uint4 q[PAIR][RT][2][QM_RUNV > 0 ? QM_RUNV : 1]; /* [pair][tile][row g, g + 8][16-byte load] */
+  uint4 d[PAIR][RT][2];                           /* the eight halves d */
+} qm_blk_t;
+
+/* Block bi of the lane's rows (br: the rows' first bytes), part t. */
+GC_DEVICE void qm_load_blk(qm_blk_t &b, const uint8_t *const br[PAIR][RT][2], int64_t bi, int t) {
+  GC_UNROLL(PAIR)
+  for (int p = 0; p < PAIR; p++)
+    GC_UNROLL(RT)
+    for (int r = 0; r < RT; r++)
+      GC_UNROLL(2)
+      for (int h = 0; h < 2; h++) {
+        const uint8_t *blk = br[p][r][h] + bi * GC_QBYTES;
+        GC_UNROLL(QM_RUNV)
+        for (int i = 0; i < QM_RUNV; i++)
+          b.q[p][r][h][i] = __ldg((const uint4 *)(blk + t * (GC_QBYTES - 16) / 4 + 16 * i));
+        b.d[p][r][h] = __ldg((const uint4 *)(blk + GC_QBYTES - 16));
+      }
+}
+
+GC_DEVICE uint32_t qm_w4(uint4 v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+
+/* Unit u (0..7) of block bi from the lane's registers b: the words
+ * GCQ_LOAD would read (scale, then the part's QM_WPU words), then qm_unit. */
+GC_DEVICE void qm_unit_regs(const qm_blk_t &b, int u, int64_t bi, const TA *A, const TN *Wn, int64_t M, int64_t K,
+                            int g, int t, float acc[PAIR][RT][NT][4], float ss[NT]) {
+  uint32_t raw[PAIR][RT][2][GCQ_RAW];
+  GC_UNROLL(PAIR)
+  for (int p = 0; p < PAIR; p++)
+    GC_UNROLL(RT)
+    for (int r = 0; r < RT; r++)
+      GC_UNROLL(2)
+      for (int h = 0; h < 2; h++) {
+        raw[p][r][h][0] = (qm_w4(b.d[p][r][h], u >> 1) >> (16 * (u & 1))) & 0xffffu;
+        GC_UNROLL(QM_WPU)
+        for (int w = 0; w < QM_WPU; w++)
+          raw[p][r][h][1 + w] = qm_w4(b.q[p][r][h][(u * QM_WPU + w) >> 2], (u * QM_WPU + w) & 3);
+      }
+  qm_unit(raw, A, Wn, M, K, bi * GC_QUNITS + u, g, t, acc, ss);
 }
 
 /* args: A, B, C, int64 M, N, K (gemm, gemm_add, gemm_swiglu: B is W);
@@ -336,18 +407,25 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
       for (int h = 0; h < 2; h++)
         br[p][r][h] = (const uint8_t *)B + ((int64_t)p * N + gc_min64(n0 + 16 * r + g + 8 * h, N - 1)) * rb;
 
+  const bool ok = M >= 1 && M <= 8 * NT && N > 0 && K % GC_QK == 0;
+#if QM_PIPE
   /* The warp's copy pipeline: NST steps of QM_NR rows of QM_SC chunks. */
   unsigned char *pipe = gc_dyn_shared() + (size_t)w * NST * QM_NR * QM_SC * 16;
   const unsigned spipe = gc_smem_addr(pipe);
   const int64_t nu = K / 32, stride = (int64_t)KS * UNR;
   int64_t fetch = (int64_t)ks * UNR; /* the first unit of the next step to copy */
-  const bool ok = M >= 1 && M <= 8 * NT && N > 0 && K % GC_QK == 0;
   GC_UNROLL(NST - 1)
   for (int s = 0; s < NST - 1; s++) { /* weights only: before the wait for the kernel before */
     if (ok)
       qm_fetch(spipe + s * QM_NR * QM_SC * 16, B, N, n0, rb, fetch, nu, lane);
     fetch += stride;
   }
+#else
+  const int64_t nblk = K / GC_QK;
+  qm_blk_t cur; /* the lane's part of block bi of its rows; the first before the wait (weights only) */
+  if (ok && ks < nblk)
+    qm_load_blk(cur, br, ks, t);
+#endif
   gc_pdl_wait();
   gc_pdl_launch();
   if (!ok)
@@ -366,6 +444,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
           acc[p][r][j][e] = 0.0f;
   }
 
+#if QM_PIPE
   int slot = 0;
   for (int64_t c0 = (int64_t)ks * UNR; c0 < nu; c0 += stride) {
     qm_wait<NST - 2>(); /* this lane's copies of step c0 have landed */
@@ -384,14 +463,28 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     if (c0 + UNR <= nu) { /* a whole step: no branch between the units (their loads interleave) */
       GC_UNROLL(UNR)
       for (int u = 0; u < UNR; u++)
-        qm_unit(st, off, A, Wn, M, K, c0 + u, (int)(u / GC_QUNITS * GC_QBYTES), g, t, acc, ss);
+        qm_unit_smem(st, off, A, Wn, M, K, c0 + u, (int)(u / GC_QUNITS * GC_QBYTES), g, t, acc, ss);
     } else {
       for (int u = 0; c0 + u < nu; u++)
-        qm_unit(st, off, A, Wn, M, K, c0 + u, (int)(u / GC_QUNITS * GC_QBYTES), g, t, acc, ss);
+        qm_unit_smem(st, off, A, Wn, M, K, c0 + u, (int)(u / GC_QUNITS * GC_QBYTES), g, t, acc, ss);
     }
     slot = slot + 1 == NST ? 0 : slot + 1;
   }
   qm_wait<0>();
+#else
+  for (int64_t bi = ks; bi < nblk; bi += KS) {
+    qm_blk_t nxt;
+    if (RL == 2 && bi + KS < nblk) /* in flight while this block is decoded */
+      qm_load_blk(nxt, br, bi + KS, t);
+    GC_UNROLL(8)
+    for (int u = 0; u < 8; u++)
+      qm_unit_regs(cur, u, bi, A, Wn, M, K, g, t, acc, ss);
+    if (RL == 2)
+      cur = nxt;
+    else if (bi + KS < nblk)
+      qm_load_blk(cur, br, bi + KS, t);
+  }
+#endif
 
   if (NORM) /* the row's sum over the warp's K slice: its 4 lanes */
     GC_UNROLL(NT)

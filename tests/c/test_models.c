@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../base/quant.h"
 #include "../../models/llama2c.h"
 #include "../../models/llama_config.h"
 #include "../../models/recipe.h"
@@ -402,6 +403,61 @@ static void test_llama2c_untied_layout(void) {
     gc_weights_close(w);
   }
   free(b);
+}
+
+/* A Q4_0 model on each backend: NVIDIA GPUs read the device layout
+ * (Q4_0R) wherever rows are whole 256-element blocks (the FFN's down
+ * projection, rows of H = 320, stays Q4_0), the others the GGUF blocks;
+ * gc_weights_as repacks exactly (same values). */
+static void test_recipe_device_layouts(void) {
+  enum { D = 256, H = 320, L = 1, NH = 4, KV = 2, V = 8, S = 4, HD = D / NH };
+  const int64_t floats = V * D + L * D + L * D * D + 2 * L * D * KV * HD + L * D * D + L * D + 3 * L * H * D + D +
+                         S * HD;
+  size_t bytes = 28 + (size_t)floats * 4;
+  unsigned char *b = malloc(bytes);
+  int32_t hdr[7] = {D, H, L, NH, KV, V, S}; /* tied classifier */
+  memcpy(b, hdr, 28);
+  for (int64_t i = 0; i < floats; i++) {
+    float v = (float)((i * 7919) % 201 - 100) / 64.0f;
+    memcpy(b + 28 + 4 * i, &v, 4);
+  }
+  char p[512];
+  snprintf(p, sizeof p, "%s/q40.bin", g_tmp);
+  write_bytes(p, b, bytes);
+  free(b);
+  gc_err_t e = {0};
+  gc_llama_weights_t *w, *conv = NULL;
+  int rc = gc_weights_open(p, &w, &e);
+  CHECK_RC(rc, GC_OK, e);
+  if (rc) return;
+  CHECK(gc_weights_quantize(w, "q4_0", &e) == GC_OK, "%s", e.msg);
+  CHECK(gc_weights_quantize(w, "q4_0r", &e) == GC_EINVAL, "a device layout is never asked for");
+  gc_llama_dtypes_t dt;
+  CHECK(gc_llama_dtypes_for(w, "cuda", &dt, &e) == GC_OK);
+  CHECK(dt.layer[0].qkv == GC_DT_Q4_0R && dt.layer[0].wo == GC_DT_Q4_0R && dt.layer[0].w13 == GC_DT_Q4_0R &&
+        dt.layer[0].w2 == GC_DT_Q4_0, "cuda: %d %d %d %d", dt.layer[0].qkv, dt.layer[0].wo, dt.layer[0].w13,
+        dt.layer[0].w2);
+  CHECK(dt.embed == GC_DT_F16 && dt.head == GC_DT_F16, "the llama2c table stays dense");
+  size_t n = gc_weights_count(w);
+  gc_st_dtype_t *to = malloc(n * sizeof *to);
+  gc_llama_tensor_dtypes(w, &dt, to);
+  CHECK(gc_weights_as(w, to, &conv, &e) == GC_OK && conv, "%s", e.msg);
+  if (conv) {
+    const gc_weight_t *a = &w->layers[0].w1, *r = &conv->layers[0].w1;
+    CHECK(r->dtype == GC_ST_Q4_0R && r->nbytes == a->nbytes, "w1 repacked, same bytes");
+    static float y0[H * D], y1[H * D];
+    gc_quant_dequantize(GC_QT_Q4_0, a->data, y0, (int64_t)H * D);
+    gc_quant_dequantize(GC_QT_Q4_0R, r->data, y1, (int64_t)H * D);
+    CHECK(!memcmp(y0, y1, sizeof y0), "w1's values unchanged");
+    CHECK(conv->layers[0].w2.dtype == GC_ST_Q4_0, "w2 as stored");
+    gc_weights_close(conv);
+  }
+  free(to);
+  for (int k = 0; k < 2; k++) {
+    CHECK(gc_llama_dtypes_for(w, k ? "hip" : "cpu", &dt, &e) == GC_OK);
+    CHECK(dt.layer[0].qkv == GC_DT_Q4_0 && dt.layer[0].w13 == GC_DT_Q4_0, "%s: GGUF blocks", k ? "hip" : "cpu");
+  }
+  gc_weights_close(w);
 }
 
 /* --------------------------------------------------- safetensors tests */
@@ -1394,6 +1450,7 @@ int main(int argc, char **argv) {
     return rc;
   }
   check_case("llama2c_untied_layout", test_llama2c_untied_layout);
+  check_case("recipe_device_layouts", test_recipe_device_layouts);
   check_case("st_valid", test_st_valid);
   check_case("st_broken", test_st_broken);
   check_case("st_sharded", test_st_sharded);

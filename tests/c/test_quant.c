@@ -213,6 +213,36 @@ static void test_roundtrip_bounds(void) {
   CHECK(gc_quant_quantize(GC_QT_Q6_K, x, q, 256, &e) == GC_EUNSUPPORTED && strstr(e.msg, "Q6_K"));
 }
 
+/* The device layouts by hand: where one byte of a GGUF block lands, the
+ * scales after the levels, values unchanged, and the refusals. */
+static void test_device_layouts(void) {
+  static uint8_t g[8 * 34], r[272], back[8 * 34];
+  static float y0[256], y1[256];
+  for (int i = 0; i < 8 * 34; i++) g[i] = (uint8_t)(i * 7 + 3);
+  for (int j = 0; j < 8; j++) g[34 * j] = (uint8_t)(0x10 + j), g[34 * j + 1] = 0x3c; /* d near 1 */
+  CHECK(gc_quant_repack(GC_QT_Q8_0, GC_QT_Q8_0R, g, r, 256, NULL) == GC_OK);
+  CHECK(r[8 * 2 + 4 + 2] == g[34 * 2 + 2 + 18]); /* block 2's qs[18]: part 0, high run, i = 2 */
+  CHECK(r[64 * 3 + 8 * 7 + 1] == g[34 * 7 + 2 + 13]); /* block 7's qs[13]: part 3, low run */
+  CHECK(r[256 + 2 * 5] == 0x15 && r[257 + 2 * 5] == 0x3c); /* block 5's d */
+  gc_quant_dequantize(GC_QT_Q8_0, g, y0, 256);
+  gc_quant_dequantize(GC_QT_Q8_0R, r, y1, 256);
+  CHECK(!memcmp(y0, y1, sizeof y0));
+  for (int j = 0; j < 8; j++) memmove(back + 18 * j, g + 34 * j, 18); /* eight Q4_0 blocks */
+  CHECK(gc_quant_repack(GC_QT_Q4_0, GC_QT_Q4_0R, back, r, 256, NULL) == GC_OK);
+  CHECK(r[32 * 1 + 4 * 3 + 1] == back[18 * 3 + 2 + 5]); /* block 3's qs[5] */
+  CHECK(r[128 + 2 * 6] == 0x16);
+  gc_quant_dequantize(GC_QT_Q4_0, back, y0, 256);
+  gc_quant_dequantize(GC_QT_Q4_0R, r, y1, 256);
+  CHECK(!memcmp(y0, y1, sizeof y0));
+  CHECK(gc_quant_device_layout(GC_QT_Q4_0) == GC_QT_Q4_0R && gc_quant_device_layout(GC_QT_Q4_K) == GC_QT_Q4_K);
+  gc_qtype_t t;
+  CHECK(gc_quant_from_ggml(UINT32_MAX, &t) == GC_ENOTFOUND); /* no file names a device layout */
+  CHECK(gc_quant_row_bytes(GC_QT_Q4_0R, 512) == 288 && gc_quant_row_bytes(GC_QT_Q8_0R, 32) == 0);
+  gc_err_t e = {0};
+  CHECK(gc_quant_repack(GC_QT_Q4_0, GC_QT_Q4_0R, back, r, 32, &e) == GC_EINVAL && strstr(e.msg, "256"));
+  CHECK(gc_quant_repack(GC_QT_Q4_K, GC_QT_Q4_0R, back, r, 256, &e) == GC_EINVAL && strstr(e.msg, "Q4_K"));
+}
+
 /* ---- the filter for pytest ------------------------------------------------- */
 
 static void *slurp(const char *path, size_t *n) {
@@ -282,5 +312,6 @@ int main(int argc, char **argv) {
   test_q4_0_quantize();
   test_q4_k_zero_block();
   test_roundtrip_bounds();
+  test_device_layouts();
   return check_report();
 }
