@@ -19,7 +19,8 @@
  * @param NT 1 2 default 1 -- 8-row tiles of A: rows up to 8·NT are served
  * @param OCC 1 2 default 1 -- blocks per SM the register budget is planned for (65536 / (OCC * threads) per thread; 1: no cap below 255)
  * @param RL 0 1 2 default 1 -- the device layouts (QR: Q8_0R, Q4_0R): 0 copies through the shared-memory pipeline, 1 loads a lane's part of each block straight into registers (16-byte loads), 2 also the next block's while one is decoded; GGUF formats: 1, the pipeline (their parts are unaligned)
- * @defaults gemm_swiglu rmsnorm_gemm_swiglu WARPS=8 -- the pair's rows take twice the copy pipeline (Q6_K: 245 KB at 16 warps)
+ * @defaults gemm_swiglu rmsnorm_gemm_swiglu WARPS=4 KS=4 -- the pair's rows take twice the copy pipeline (Q6_K: 245 KB at 16 warps); four warps a block measured best for every format (bench/RESULTS.md, session 11)
+ * @defaults rmsnorm_gemm WARPS=4 KS=4 RT=2 -- QKV and the LM head: two tiles a warp share the fused norm's operands (best for every format but Q4_K's QKV, a tie)
  * @constraint WARPS % KS == 0 -- warps form whole row groups
  * @constraint WARPS * WARP <= MAXT -- a legal block
  * @constraint WARP == 32 -- NVIDIA warps
