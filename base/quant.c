@@ -26,6 +26,7 @@ static const gc_qformat_t q_formats[GC_QT_COUNT] = {
     [GC_QT_Q5_K] = {"Q5_K", 13, 256, 176, 0}, [GC_QT_Q6_K] = {"Q6_K", 14, 256, 210, 0},
     /* device layouts: no ggml type id (UINT32_MAX is none of ggml's) */
     [GC_QT_Q8_0R] = {"Q8_0R", UINT32_MAX, 256, 272, 1}, [GC_QT_Q4_0R] = {"Q4_0R", UINT32_MAX, 256, 144, 1},
+    [GC_QT_Q4_KR] = {"Q4_KR", UINT32_MAX, 256, 144, 1},
 };
 
 /* Every type id of ggml's enum ggml_type (ids it retired are absent). */
@@ -185,6 +186,20 @@ static void q_unpack8(int q8, const uint8_t *src, uint8_t *dst) {
   }
 }
 
+/* A Q4_K block at src as Q4_KR at dst (back: unpack), quant.h's order. */
+static void q_repack_k(const uint8_t *src, uint8_t *dst, int unpack) {
+  for (int c = 0; c < 4; c++)
+    for (int t = 0; t < 4; t++)
+      for (int i = 0; i < 4; i++)
+        for (int h = 0; h < 2; h++) {
+          int r = 32 * t + 8 * c + 4 * h + i, k = 16 + 32 * c + 16 * h + 4 * t + i;
+          if (unpack) dst[k] = src[r];
+          else dst[r] = src[k];
+        }
+  if (unpack) memcpy(dst, src + 128, 16);
+  else memcpy(dst + 128, src, 16);
+}
+
 static void dq_rep(int q8, const uint8_t *b, float *y) {
   uint8_t g[8 * 34];
   q_unpack8(q8, b, g);
@@ -195,12 +210,12 @@ static void dq_rep(int q8, const uint8_t *b, float *y) {
 }
 
 gc_qtype_t gc_quant_device_layout(gc_qtype_t t) {
-  return t == GC_QT_Q8_0 ? GC_QT_Q8_0R : t == GC_QT_Q4_0 ? GC_QT_Q4_0R : t;
+  return t == GC_QT_Q8_0 ? GC_QT_Q8_0R : t == GC_QT_Q4_0 ? GC_QT_Q4_0R : t == GC_QT_Q4_K ? GC_QT_Q4_KR : t;
 }
 
 int gc_quant_repack(gc_qtype_t from, gc_qtype_t to, const void *src, void *dst, int64_t n, gc_err_t *e) {
   int q8 = from == GC_QT_Q8_0;
-  if ((from != GC_QT_Q8_0 && from != GC_QT_Q4_0) || to != gc_quant_device_layout(from))
+  if ((from != GC_QT_Q8_0 && from != GC_QT_Q4_0 && from != GC_QT_Q4_K) || to != gc_quant_device_layout(from))
     return gc_err_set(e, GC_EINVAL, "no repacking from %s to %s", gc_quant_format(from) ? gc_quant_format(from)->name : "?",
                       gc_quant_format(to) ? gc_quant_format(to)->name : "?");
   if (n < 0 || n % 256)
@@ -208,8 +223,11 @@ int gc_quant_repack(gc_qtype_t from, gc_qtype_t to, const void *src, void *dst, 
                       gc_quant_format(to)->name);
   const uint8_t *s = src;
   uint8_t *d = dst;
-  int sb = gc_quant_format(from)->bytes * 8, db = gc_quant_format(to)->bytes;
-  for (int64_t i = 0; i < n / 256; i++) q_repack8(q8, s + i * sb, d + i * db);
+  int sb = gc_quant_format(from)->bytes * (256 / gc_quant_format(from)->block), db = gc_quant_format(to)->bytes;
+  for (int64_t i = 0; i < n / 256; i++) {
+    if (from == GC_QT_Q4_K) q_repack_k(s + i * sb, d + i * db, 0);
+    else q_repack8(q8, s + i * sb, d + i * db);
+  }
   return GC_OK;
 }
 
@@ -270,6 +288,12 @@ void gc_quant_dequantize(gc_qtype_t t, const void *src, float *dst, int64_t n) {
       case GC_QT_Q6_K: dq_q6_k(p, dst); break;
       case GC_QT_Q8_0R: dq_rep(1, p, dst); break;
       case GC_QT_Q4_0R: dq_rep(0, p, dst); break;
+      case GC_QT_Q4_KR: {
+        uint8_t k[144];
+        q_repack_k(p, k, 1);
+        dq_k45(k, NULL, k + 16, dst);
+        break;
+      }
       default: break;
     }
   }
@@ -483,6 +507,12 @@ int gc_quant_quantize(gc_qtype_t t, const float *src, void *dst, int64_t n, gc_e
         int q8 = t == GC_QT_Q8_0R;
         for (int j = 0; j < 8; j++) (q8 ? q_q8_0 : q_q4_0)(src + 32 * j, g + j * (q8 ? 34 : 18));
         q_repack8(q8, g, p);
+        break;
+      }
+      case GC_QT_Q4_KR: {
+        uint8_t k[144];
+        q_q4_k(src, k);
+        q_repack_k(k, p, 0);
         break;
       }
       default: break;

@@ -65,7 +65,13 @@
  *        block j's qs[16 + 4t + i] (i < 4); d[j] = block j's d.
  * Q4_0R  256 elements, 144 bytes: uint8 qs[128]; half d[8].
  *        qs[32t + 4j + i] = block j's qs[4t + i] (i < 4): its low nibble
- *        element 32j + 4t + i, its high nibble 32j + 16 + 4t + i. */
+ *        element 32j + 4t + i, its high nibble 32j + 16 + 4t + i.
+ * Q4_KR  one Q4_K block (256 elements, 144 bytes), its qs first and
+ *        permuted, then its 16 leading bytes: uint8 qs[128]; half d;
+ *        half dmin; uint8 scales[12]. qs[32t + 8c + i] = Q4_K qs[32c +
+ *        4t + i], qs[32t + 8c + 4 + i] = Q4_K qs[32c + 16 + 4t + i]
+ *        (c, t < 4, i < 4): part t of sub-blocks 2c (low nibbles) and
+ *        2c + 1 (high nibbles). */
 #ifndef GC_BASE_QUANT_H
 #define GC_BASE_QUANT_H
 
@@ -87,6 +93,7 @@ typedef enum gc_qtype {
   GC_QT_Q6_K = 7,
   GC_QT_Q8_0R = 8, /* gcore's device layouts (above): not GGUF types */
   GC_QT_Q4_0R = 9,
+  GC_QT_Q4_KR = 10,
   GC_QT_COUNT
 } gc_qtype_t;
 
@@ -132,16 +139,16 @@ void gc_quant_dequantize(gc_qtype_t t, const void *src, float *dst, int64_t n);
  * (no fused multiply-add: binaries of llama.cpp built with contraction may
  * pick another rounding in rare near-ties). F32/F16/BF16 are conversions
  * (round to nearest even). GC_EINVAL when n is not a whole number of
- * blocks, GC_EUNSUPPORTED for Q5_K and Q6_K (read, never written). Q8_0R
- * and Q4_0R: Q8_0's and Q4_0's blocks, repacked. */
+ * blocks, GC_EUNSUPPORTED for Q5_K and Q6_K (read, never written). Q8_0R,
+ * Q4_0R and Q4_KR: Q8_0's, Q4_0's and Q4_K's blocks, repacked. */
 int gc_quant_quantize(gc_qtype_t t, const float *src, void *dst, int64_t n, gc_err_t *e);
 
-/* The device layout of block format t (Q8_0 → Q8_0R, Q4_0 → Q4_0R), or t
- * itself where it has none. */
+/* The device layout of block format t (Q8_0 → Q8_0R, Q4_0 → Q4_0R, Q4_K →
+ * Q4_KR), or t itself where it has none. */
 gc_qtype_t gc_quant_device_layout(gc_qtype_t t);
 
 /* n elements (a whole number of 256) of from's blocks at src rewritten as
- * to's at dst: Q8_0 → Q8_0R or Q4_0 → Q4_0R, a permutation of the bytes
+ * to's at dst: Q8_0 → Q8_0R, Q4_0 → Q4_0R or Q4_K → Q4_KR, a permutation of the bytes
  * (exact). GC_EINVAL for another pair or n not a multiple of 256. */
 int gc_quant_repack(gc_qtype_t from, gc_qtype_t to, const void *src, void *dst, int64_t n, gc_err_t *e);
 

@@ -32,7 +32,7 @@ OTHER_TYPES = {"Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22), "Q2_K": (10, 256, 84), 
 
 # gcore's device layouts (base/quant.h; never in files): eight blocks of
 # the base format, bytes permuted. name: (base format, elements, bytes)
-DEVICE_TYPES = {"Q8_0R": ("Q8_0", 256, 272), "Q4_0R": ("Q4_0", 256, 144)}
+DEVICE_TYPES = {"Q8_0R": ("Q8_0", 256, 272), "Q4_0R": ("Q4_0", 256, 144), "Q4_KR": ("Q4_K", 256, 144)}
 
 
 def nbytes(name: str, n: int) -> int:
@@ -130,10 +130,15 @@ def _dq_q6_k(b: np.ndarray) -> np.ndarray:
 
 
 def _device_perm(name: str) -> np.ndarray:
-    """perm[i]: the byte of eight base blocks (concatenated) that byte i of
-    a device block holds, as base/quant.h lays Q8_0R and Q4_0R out: part t
-    (elements 4t..4t+3 and 16+4t..16+4t+3 of a block) of blocks j = 0..7
-    side by side, then the eight d."""
+    """perm[i]: the byte of eight base blocks (concatenated; Q4_KR: one)
+    that byte i of a device block holds, as base/quant.h lays them out:
+    part t (elements 4t..4t+3 and 16+4t..16+4t+3 of a 32-element unit) of
+    the units side by side, then the scales."""
+    if name == "Q4_KR":  # qs at 16 in Q4_K; sub-blocks 2c, 2c+1 share qs[32c ..]
+        perm = [16 + 32 * c + 16 * h + 4 * t + i for t in range(4) for c in range(4) for h in range(2)
+                for i in range(4)] + list(range(16))
+        assert sorted(perm) == list(range(144)), "every byte of the block once"
+        return np.array(perm)
     q8 = name == "Q8_0R"
     nq, bb = (32, 34) if q8 else (16, 18)
     perm = []
@@ -150,7 +155,7 @@ def _device_perm(name: str) -> np.ndarray:
 def to_device(name: str, raw) -> bytes:
     """Blocks of DEVICE_TYPES[name]'s base format as name's blocks."""
     base, _, size = DEVICE_TYPES[name]
-    b = np.frombuffer(bytes(raw), dtype=np.uint8).reshape(-1, 8 * TYPES[base][2])
+    b = np.frombuffer(bytes(raw), dtype=np.uint8).reshape(-1, 256 // TYPES[base][1] * TYPES[base][2])
     return np.ascontiguousarray(b[:, _device_perm(name)]).tobytes()
 
 
@@ -158,7 +163,7 @@ def from_device(name: str, raw) -> bytes:
     """name's blocks back as its base format's."""
     base, _, size = DEVICE_TYPES[name]
     b = np.frombuffer(bytes(raw), dtype=np.uint8).reshape(-1, size)
-    out = np.empty((b.shape[0], 8 * TYPES[base][2]), dtype=np.uint8)
+    out = np.empty((b.shape[0], 256 // TYPES[base][1] * TYPES[base][2]), dtype=np.uint8)
     out[:, _device_perm(name)] = b
     return out.tobytes()
 

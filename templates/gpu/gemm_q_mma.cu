@@ -6,7 +6,7 @@
  * @template gemm_q_mma
  * @op gemm gemm_add gemm_swiglu
  * @backend cuda
- * @dtypes f16:q8_0:f16 f16:q4_0:f16 f16:q4_k:f16 f16:q5_k:f16 f16:q6_k:f16 f16:q8_0r:f16 f16:q4_0r:f16
+ * @dtypes f16:q8_0:f16 f16:q4_0:f16 f16:q4_k:f16 f16:q5_k:f16 f16:q6_k:f16 f16:q8_0r:f16 f16:q4_0r:f16 f16:q4_kr:f16
  * @kernel gemm_q_mma
  * @param BM 32 64 128 256 default 128 -- block tile rows
  * @param BN 32 64 128 256 default 128 -- rows of B per block (the SwiGLU pair: BN/2 gate and BN/2 up rows, BN/2 columns of C)

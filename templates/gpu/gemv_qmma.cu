@@ -9,7 +9,7 @@
  * @template gemv_qmma
  * @op gemm gemm_add rmsnorm_gemm gemm_swiglu rmsnorm_gemm_swiglu
  * @backend cuda
- * @dtypes f16:q8_0:f16 f16:q4_0:f16 f16:q4_k:f16 f16:q5_k:f16 f16:q6_k:f16 bf16:q8_0:bf16 bf16:q4_0:bf16 bf16:q4_k:bf16 bf16:q5_k:bf16 bf16:q6_k:bf16 f16:q8_0r:f16 f16:q4_0r:f16 bf16:q8_0r:bf16 bf16:q4_0r:bf16
+ * @dtypes f16:q8_0:f16 f16:q4_0:f16 f16:q4_k:f16 f16:q5_k:f16 f16:q6_k:f16 bf16:q8_0:bf16 bf16:q4_0:bf16 bf16:q4_k:bf16 bf16:q5_k:bf16 bf16:q6_k:bf16 f16:q8_0r:f16 f16:q4_0r:f16 bf16:q8_0r:bf16 bf16:q4_0r:bf16 f16:q4_kr:f16 bf16:q4_kr:bf16
  * @kernel gemv_qmma
  * @param WARPS 4 8 16 default 16 -- warps per block
  * @param KS 1 2 4 8 16 default 8 -- warps that split one row tile's K range (block-level split-K)
@@ -18,7 +18,7 @@
  * @param NST 2 3 4 default 2 -- steps in the warp's copy pipeline (NST - 1 in flight while one is decoded)
  * @param NT 1 2 default 1 -- 8-row tiles of A: rows up to 8·NT are served
  * @param OCC 1 2 default 1 -- blocks per SM the register budget is planned for (65536 / (OCC * threads) per thread; 1: no cap below 255)
- * @param RL 0 1 2 default 1 -- the device layouts (QR: Q8_0R, Q4_0R): 0 copies through the shared-memory pipeline, 1 loads a lane's part of each block straight into registers (16-byte loads), 2 also the next block's while one is decoded; GGUF formats: 1, the pipeline (their parts are unaligned)
+ * @param RL 0 1 2 default 1 -- the device layouts (QR: Q8_0R, Q4_0R, Q4_KR): 0 copies through the shared-memory pipeline, 1 loads a lane's part of each block straight into registers (16-byte loads), 2 also the next block's while one is decoded; GGUF formats: 1, the pipeline (their parts are unaligned)
  * @defaults gemm_swiglu rmsnorm_gemm_swiglu WARPS=4 KS=4 -- the pair's rows take twice the copy pipeline (Q6_K: 245 KB at 16 warps); four warps a block measured best for every format (bench/RESULTS.md, session 11)
  * @defaults rmsnorm_gemm WARPS=4 KS=4 RT=2 -- QKV and the LM head: two tiles a warp share the fused norm's operands (best for every format but Q4_K's QKV, a tie)
  * @constraint WARPS % KS == 0 -- warps form whole row groups
@@ -69,9 +69,9 @@
  * range at its offset mod 16 in the chunks, so every field keeps its
  * alignment).
  *
- * The device layouts (Q8_0R, Q4_0R: base/quant.h) put a lane's part of
- * all eight units of a 256-element block in one aligned run (32 or 64
- * bytes) and the eight scales in 16 bytes after the levels, so with RL >
+ * The device layouts (Q8_0R, Q4_0R, Q4_KR: base/quant.h) put a lane's
+ * part of all eight units of a 256-element block in one aligned run (32
+ * or 64 bytes) and the scales in 16 bytes after the levels, so with RL >
  * 0 each lane loads its rows' runs and scales with 16-byte loads straight
  * into registers (RL 2: the next block's while one is decoded; the first
  * block before the wait for the kernel before) and no copy pipeline runs.
@@ -125,6 +125,7 @@
 #define QM_PIPE (QR == 0 || RL == 0)       /* units come through the copy pipeline */
 #define QM_RUNV ((GC_QBYTES - 16) / 64)    /* device layouts: 16-byte loads of a lane's part run */
 #define QM_WPU (QM_RUNV * 4 / 8)           /* ... and its words per unit (Q4_0R 1, Q8_0R 2) */
+#define QM_KR (GC_QMIN && GC_QK == 256)     /* Q4_KR: a Q4_K block, its 16 leading bytes last */
 #define QM_SR (UNR / GC_QUNITS * GC_QBYTES) /* bytes of a row per step: whole blocks */
 #define QM_SC ((QM_SR + 15) / 16 + 1)      /* 16-byte chunks covering them at any even address */
 #define QM_CPL ((QM_NR * QM_SC + GC_WARP - 1) / GC_WARP) /* chunks per lane and step */
@@ -332,7 +333,7 @@ GC_DEVICE void qm_unit_smem(const unsigned char *st, const int off[PAIR][RT][2],
 /* A device-layout block's part for one lane: its rows' runs and scales. */
 typedef struct qm_blk {
   uint4 q[PAIR][RT][2][QM_RUNV > 0 ? QM_RUNV : 1]; /* [pair][tile][row g, g + 8][16-byte load] */
-  uint4 d[PAIR][RT][2];                           /* the eight halves d */
+  uint4 d[PAIR][RT][2];                           /* the eight halves d (Q4_KR: d, dmin, scales) */
 } qm_blk_t;
 
 /* Block bi of the lane's rows (br: the rows' first bytes), part t. */
@@ -354,7 +355,9 @@ GC_DEVICE void qm_load_blk(qm_blk_t &b, const uint8_t *const br[PAIR][RT][2], in
 GC_DEVICE uint32_t qm_w4(uint4 v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
 /* Unit u (0..7) of block bi from the lane's registers b: the words
- * GCQ_LOAD would read (scale, then the part's QM_WPU words), then qm_unit. */
+ * GCQ_LOAD would read (Q8_0R, Q4_0R: the unit's half d, then the part's
+ * QM_WPU words; Q4_KR: the 16 bytes of scales, then the two words of
+ * sub-blocks 2c, 2c + 1), then qm_unit. */
 GC_DEVICE void qm_unit_regs(const qm_blk_t &b, int u, int64_t bi, const TA *A, const TN *Wn, int64_t M, int64_t K,
                             int g, int t, float acc[PAIR][RT][NT][4], float ss[NT]) {
   uint32_t raw[PAIR][RT][2][GCQ_RAW];
@@ -364,6 +367,13 @@ GC_DEVICE void qm_unit_regs(const qm_blk_t &b, int u, int64_t bi, const TA *A, c
     for (int r = 0; r < RT; r++)
       GC_UNROLL(2)
       for (int h = 0; h < 2; h++) {
+        if (QM_KR) {
+          raw[p][r][h][0] = b.d[p][r][h].x, raw[p][r][h][1] = b.d[p][r][h].y;
+          raw[p][r][h][2] = b.d[p][r][h].z, raw[p][r][h][3] = b.d[p][r][h].w;
+          raw[p][r][h][4] = qm_w4(b.q[p][r][h][u >> 2], (u >> 1 << 1) & 3);
+          raw[p][r][h][5] = qm_w4(b.q[p][r][h][u >> 2], ((u >> 1 << 1) + 1) & 3);
+          continue;
+        }
         raw[p][r][h][0] = (qm_w4(b.d[p][r][h], u >> 1) >> (16 * (u & 1))) & 0xffffu;
         GC_UNROLL(QM_WPU)
         for (int w = 0; w < QM_WPU; w++)

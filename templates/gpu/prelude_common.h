@@ -37,6 +37,7 @@
 #define GC_Q6_K 9
 #define GC_Q8_0R 10 /* gcore's device layouts of Q8_0 and Q4_0 */
 #define GC_Q4_0R 11
+#define GC_Q4_KR 12
 #define GC_DTNAME_5 q8_0
 #define GC_DTNAME_6 q4_0
 #define GC_DTNAME_7 q4_k
@@ -44,6 +45,7 @@
 #define GC_DTNAME_9 q6_k
 #define GC_DTNAME_10 q8_0r
 #define GC_DTNAME_11 q4_0r
+#define GC_DTNAME_12 q4_kr
 typedef uint8_t gc_q8_0_t; /* a block format's storage: bytes */
 typedef uint8_t gc_q4_0_t;
 typedef uint8_t gc_q4_k_t;
@@ -51,6 +53,7 @@ typedef uint8_t gc_q5_k_t;
 typedef uint8_t gc_q6_k_t;
 typedef uint8_t gc_q8_0r_t;
 typedef uint8_t gc_q4_0r_t;
+typedef uint8_t gc_q4_kr_t;
 #define GC_QK_5 32
 #define GC_QK_6 32
 #define GC_QK_7 256
@@ -58,6 +61,7 @@ typedef uint8_t gc_q4_0r_t;
 #define GC_QK_9 256
 #define GC_QK_10 256
 #define GC_QK_11 256
+#define GC_QK_12 256
 #define GC_QBYTES_5 34
 #define GC_QBYTES_6 18
 #define GC_QBYTES_7 144
@@ -65,6 +69,7 @@ typedef uint8_t gc_q4_0r_t;
 #define GC_QBYTES_9 210
 #define GC_QBYTES_10 272
 #define GC_QBYTES_11 144
+#define GC_QBYTES_12 144
 #define GC_QBIAS_5 128
 #define GC_QBIAS_6 8
 #define GC_QBIAS_7 0
@@ -72,6 +77,7 @@ typedef uint8_t gc_q4_0r_t;
 #define GC_QBIAS_9 32
 #define GC_QBIAS_10 128
 #define GC_QBIAS_11 8
+#define GC_QBIAS_12 0
 #define GC_QMIN_5 0
 #define GC_QMIN_6 0
 #define GC_QMIN_7 1
@@ -79,6 +85,7 @@ typedef uint8_t gc_q4_0r_t;
 #define GC_QMIN_9 0
 #define GC_QMIN_10 0
 #define GC_QMIN_11 0
+#define GC_QMIN_12 1
 #define GC_QK GC_CAT(GC_QK_, GC_TB)         /* elements per block of B */
 #define GC_QBYTES GC_CAT(GC_QBYTES_, GC_TB) /* bytes per block of B */
 #define GC_QBIAS GC_CAT(GC_QBIAS_, GC_TB)   /* level + GC_QBIAS = a byte of lo, hi */
@@ -97,6 +104,7 @@ typedef uint8_t gc_q4_0r_t;
 #define GC_QNORMOF_9 GC_TA
 #define GC_QNORMOF_10 GC_TA
 #define GC_QNORMOF_11 GC_TA
+#define GC_QNORMOF_12 GC_TA
 #define TN GC_STORAGE(GC_QNORM_DT)
 #define LOAD_N(p, i) gc_ld((const TN *)(p), (i))
 #define LOADV_N(n, p, i, o) gc_ldv<n>((const TN *)(p) + (i), (o))
@@ -222,9 +230,11 @@ GC_DEVICE void gcq_decode_q6_k(const uint32_t *r, int u, int t, uint32_t &lo, ui
 }
 /* Q8_0R, Q4_0R (base/quant.h): eight Q8_0 / Q4_0 blocks as units 0..7,
  * part t of unit u at qs + 64t + 8u (two words) / qs + 32t + 4u (one),
- * the eight halves d after qs. Blocks (272 / 144 bytes) keep every field
- * 4-byte aligned, and a lane's part of all eight units is one 16-byte
- * aligned run (Q4_0R: 32 bytes, Q8_0R: 64) where the block is. */
+ * the eight halves d after qs. Q4_KR: a Q4_K block, part t of units 2c
+ * and 2c + 1 at qs + 32t + 8c (two words: the low and high nibbles),
+ * Q4_K's d, dmin and scales after qs. Blocks (272 / 144 bytes) keep every
+ * field 4-byte aligned, and a lane's part of all eight units is one
+ * 16-byte aligned run (32 bytes; Q8_0R: 64) where the block is. */
 GC_DEVICE void gcq_load_q8_0r(const uint8_t *b, int u, int t, uint32_t *r) {
   r[0] = gcq_ld16(b + 256 + 2 * u);
   r[1] = gcq_ld32(b + 64 * t + 8 * u);
@@ -236,6 +246,13 @@ GC_DEVICE void gcq_load_q4_0r(const uint8_t *b, int u, int t, uint32_t *r) {
   r[1] = gcq_ld32(b + 32 * t + 4 * u);
 }
 #define gcq_decode_q4_0r gcq_decode_q4_0
+GC_DEVICE void gcq_load_q4_kr(const uint8_t *b, int u, int t, uint32_t *r) {
+  r[0] = gcq_ld32(b + 128); /* d, dmin */
+  r[1] = gcq_ld32(b + 132), r[2] = gcq_ld32(b + 136), r[3] = gcq_ld32(b + 140); /* scales */
+  r[4] = gcq_ld32(b + 32 * t + 8 * (u >> 1));
+  r[5] = gcq_ld32(b + 32 * t + 8 * (u >> 1) + 4);
+}
+#define gcq_decode_q4_kr gcq_decode_q4_k
 #define GCQ_LOAD(b, u, t, r) GC_CAT(gcq_load_, GC_DTNAME(GC_TB))(b, u, t, r)
 #define GCQ_DECODE(r, u, t, lo, hi, d0, d1, mn) \
   GC_CAT(gcq_decode_, GC_DTNAME(GC_TB))(r, u, t, lo, hi, d0, d1, mn)

@@ -234,13 +234,25 @@ static void test_device_layouts(void) {
   gc_quant_dequantize(GC_QT_Q4_0, back, y0, 256);
   gc_quant_dequantize(GC_QT_Q4_0R, r, y1, 256);
   CHECK(!memcmp(y0, y1, sizeof y0));
-  CHECK(gc_quant_device_layout(GC_QT_Q4_0) == GC_QT_Q4_0R && gc_quant_device_layout(GC_QT_Q4_K) == GC_QT_Q4_K);
+  /* a Q4_K block: its qs permuted by part, its 16 leading bytes last */
+  uint8_t k[144], kr[144];
+  for (int i = 0; i < 144; i++) k[i] = (uint8_t)(i * 5 + 1);
+  k[0] = 0x00, k[1] = 0x3c, k[2] = 0x00, k[3] = 0x38; /* d = 1, dmin = 0.5 */
+  CHECK(gc_quant_repack(GC_QT_Q4_K, GC_QT_Q4_KR, k, kr, 256, NULL) == GC_OK);
+  CHECK(kr[32 * 2 + 8 * 3 + 4 + 1] == k[16 + 32 * 3 + 16 + 4 * 2 + 1]); /* part 2 of sub-block 7, i = 1 */
+  CHECK(!memcmp(kr + 128, k, 16));
+  gc_quant_dequantize(GC_QT_Q4_K, k, y0, 256);
+  gc_quant_dequantize(GC_QT_Q4_KR, kr, y1, 256);
+  CHECK(!memcmp(y0, y1, sizeof y0));
+  CHECK(gc_quant_device_layout(GC_QT_Q4_0) == GC_QT_Q4_0R && gc_quant_device_layout(GC_QT_Q4_K) == GC_QT_Q4_KR &&
+        gc_quant_device_layout(GC_QT_Q6_K) == GC_QT_Q6_K);
   gc_qtype_t t;
   CHECK(gc_quant_from_ggml(UINT32_MAX, &t) == GC_ENOTFOUND); /* no file names a device layout */
   CHECK(gc_quant_row_bytes(GC_QT_Q4_0R, 512) == 288 && gc_quant_row_bytes(GC_QT_Q8_0R, 32) == 0);
   gc_err_t e = {0};
   CHECK(gc_quant_repack(GC_QT_Q4_0, GC_QT_Q4_0R, back, r, 32, &e) == GC_EINVAL && strstr(e.msg, "256"));
   CHECK(gc_quant_repack(GC_QT_Q4_K, GC_QT_Q4_0R, back, r, 256, &e) == GC_EINVAL && strstr(e.msg, "Q4_K"));
+  CHECK(gc_quant_repack(GC_QT_Q6_K, GC_QT_Q6_K, back, r, 256, &e) == GC_EINVAL && strstr(e.msg, "Q6_K"));
 }
 
 /* ---- the filter for pytest ------------------------------------------------- */
