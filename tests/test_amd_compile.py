@@ -211,9 +211,14 @@ def test_gemm_kernels_use_matrix_cores(f16_bundle, tmp_path):
         assert want[target] in text, f"{target} {tpl} {params}: no {want[target]} in the disassembly"
 
 
+# a template's sampled ops (tplhead.sampled_ops: the others are the same
+# code but the store, and their ABI the same arguments)
+SAMPLED = [t for t in TEMPLATES if t[3]]
+
+
 @pytest.mark.skipif("gfx90a" not in COMGR, reason="the installed comgr cannot build gfx90a")
 @needs_clang
-@pytest.mark.parametrize("tpl,op,dts,params", TEMPLATES, ids=[f"{t[0]}-{t[1]}" for t in TEMPLATES])
+@pytest.mark.parametrize("tpl,op,dts,params", SAMPLED, ids=[f"{t[0]}-{t[1]}" for t in SAMPLED])
 def test_comgr_and_clang_agree(gc, tpl, op, dts, params):
     described = {}
     for driver in ("comgr", "clang"):

@@ -30,7 +30,7 @@
  * @constraint QR == 0 || RL == 0 || (NST == 2 && UNR == 8) -- register loads have no copy pipeline: one value of its parameters
  * @constraint (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 * OCC <= SMEM -- the copy pipelines fit in shared memory, OCC blocks per SM
  * @constraint KS == 1 || WARPS * (4 * PAIR * RT * NT + NT) * 128 <= 49152 -- the split-K partial sums fit in static shared memory
- * @constraint 4 * PAIR * RT * NT + 16 * PAIR * RT + 4 * NT * (1 + 2 * NORM) * 2 + 56 <= min(255, 65536 / (OCC * WARPS * 32)) -- estimated registers (accumulators, a unit's levels and scales, A's fragments and their split, addresses; register loads: the blocks' parts in flight) fit the budget
+ * @constraint 4 * PAIR * RT * NT + 16 * PAIR * RT + 4 * NT * (1 + 2 * NORM) * 2 + 56 <= min(255, 65536 / (OCC * WARPS * 32)) -- estimated registers (accumulators, a unit's levels and scales, A's fragments and their split, addresses) fit the budget; RL's block parts are not counted: a variant that spills is rejected once compiled (gen/resources.c)
  * @applies M >= 1 && M <= 8 * NT -- decode steps of up to 8·NT rows
  * @grid cdiv(N, WARPS / KS * 16 * RT) 1 1
  * @block WARPS * WARP 1 1
@@ -125,7 +125,7 @@
 #define QM_PIPE (QR == 0 || RL == 0)       /* units come through the copy pipeline */
 #define QM_RUNV ((GC_QBYTES - 16) / 64)    /* device layouts: 16-byte loads of a lane's part run */
 #define QM_WPU (QM_RUNV * 4 / 8)           /* ... and its words per unit (Q4_0R 1, Q8_0R 2) */
-#define QM_KR (GC_QMIN && GC_QK == 256)     /* Q4_KR: a Q4_K block, its 16 leading bytes last */
+#define QM_KR (GC_QMIN && GC_QK == 256)     /* register loads of Q4_KR: a Q4_K block, 16 bytes of scales */
 #define QM_SR (UNR / GC_QUNITS * GC_QBYTES) /* bytes of a row per step: whole blocks */
 #define QM_SC ((QM_SR + 15) / 16 + 1)      /* 16-byte chunks covering them at any even address */
 #define QM_CPL ((QM_NR * QM_SC + GC_WARP - 1) / GC_WARP) /* chunks per lane and step */
