@@ -45,6 +45,7 @@ typedef struct gen {
   pick_t *picks;
   int npicks, cap;
   int ntuned, ndefault, nstale;
+  int nvidia; /* an NVIDIA target is among the bundle's */
 } gen_t;
 
 static int push_pick(gen_t *g, const pick_t *p, gc_err_t *e) {
@@ -323,13 +324,31 @@ static int plan_group(gen_t *g, const gc_problem_t *shape, const gc_problem_t *p
   return GC_OK;
 }
 
-/* Groups of the problems and needs, in a stable order. */
-static int plan_target(gen_t *g, const gc_problems_t *probs, const gc_needs_t *needs,
+/* Whether target g builds problem p: in a bundle that has an NVIDIA
+ * target, the others leave out gcore's device layouts of the block
+ * formats, which only NVIDIA's recipe has (models/recipe.h: a bundle for
+ * several backends lists every backend's problems). Elsewhere every
+ * target builds every problem (or says which it cannot). */
+static int builds(const gen_t *g, const gc_problem_t *p) {
+  return !g->nvidia || !gc_dtype_is_device_layout(p->tb) || !strcmp(g->tg.backend, "cuda");
+}
+
+/* Groups of the problems and needs (those the target builds), in a
+ * stable order. */
+static int plan_target(gen_t *g, const gc_problems_t *probs, const gc_needs_t *all_needs,
                        gc_err_t *e) {
-  int n = probs->n, nn = needs ? needs->n : 0;
-  gc_problem_t *ps = gc_malloc((size_t)(n + nn + 1) * sizeof *ps, e);
-  if (!ps) return GC_ENOMEM;
-  memcpy(ps, probs->v, (size_t)n * sizeof *ps);
+  int n = 0, nn = 0, na = all_needs ? all_needs->n : 0;
+  gc_problem_t *ps = gc_malloc((size_t)(probs->n + 1) * sizeof *ps, e);
+  gc_needs_t kept = {gc_malloc((size_t)(na + 1) * sizeof *kept.v, e), 0, na + 1}, *needs = &kept;
+  if (!ps || !kept.v) {
+    free(ps), free(kept.v);
+    return GC_ENOMEM;
+  }
+  for (int i = 0; i < probs->n; i++)
+    if (builds(g, &probs->v[i])) ps[n++] = probs->v[i];
+  for (int i = 0; i < na; i++)
+    if (builds(g, &all_needs->v[i].p)) kept.v[nn++] = all_needs->v[i];
+  kept.n = nn;
   qsort(ps, (size_t)n, sizeof *ps, cmp_m);
   int rc = GC_OK;
   for (int i = 0, j; !rc && i < n; i = j) {
@@ -346,6 +365,7 @@ static int plan_target(gen_t *g, const gc_problems_t *probs, const gc_needs_t *n
     if (!seen) rc = plan_group(g, &needs->v[i].p, NULL, 0, needs, e);
   }
   free(ps);
+  free(kept.v);
   return rc;
 }
 
@@ -496,6 +516,8 @@ static int gen_targets(gen_t *g, gc_bundle_t *b, const gc_problems_t *probs,
                        const gc_needs_t *needs, gc_err_t *e) {
   char list[512];
   snprintf(list, sizeof list, "%s", g->o->targets);
+  for (const char *t = list; *t; t += strcspn(t, ",") + (t[strcspn(t, ",")] == ','))
+    g->nvidia |= !strncmp(t, "sm_", 3);
   int rc = check_target_opts(g, e);
   for (char *save = NULL, *t = strtok_r(list, ",", &save); !rc && t;
        t = strtok_r(NULL, ",", &save)) {

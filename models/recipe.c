@@ -417,13 +417,21 @@ int gc_llama_deq_measure(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt
   return rc;
 }
 
+/* 1 when name is one of the comma list's entries. */
+static int listed(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *t = list; *t; t += strcspn(t, ",") + (t[strcspn(t, ",")] == ','))
+    if (strcspn(t, ",") == n && !strncmp(t, name, n)) return 1;
+  return 0;
+}
+
 int gc_llama_workload(const char *model_path, const char *quantize, const char *prefill,
                       const char *batch, int tp, const char *backend, gc_problems_t *out,
                       gc_needs_t *needs, gc_llama_plan_t *plan, gc_err_t *e) {
-  static const char *const all[] = {"cpu", "cuda"};
-  /* GPU backends share one recipe: activations in the weights' dtype */
-  if (backend && !strcmp(backend, "hip")) backend = "cuda";
-  int64_t force = plan ? plan->force : -1;
+  /* GPUs share a recipe (activations in the weights' dtype) but for the
+     block formats' layouts: NVIDIA reads gcore's device layouts */
+  static const char *const all[] = {"cpu", "cuda", "hip"};
+  int64_t force = plan ? plan->force : -1, measured = 0;
   gc_llama_weights_t *w;
   if (gc_weights_open(model_path, &w, e)) return e->code;
   int rc = quantize ? gc_weights_quantize(w, quantize, e) : GC_OK;
@@ -434,8 +442,8 @@ int gc_llama_workload(const char *model_path, const char *quantize, const char *
   gc_llama_dtypes_t *dt = rc ? NULL : gc_calloc(1, sizeof *dt, e);
   if (!rc && !dt) rc = GC_ENOMEM;
   if (plan) memset(plan->deq_rows, 0, sizeof plan->deq_rows);
-  for (int i = 0; !rc && i < 2; i++) {
-    if (backend && strcmp(backend, all[i])) continue;
+  for (int i = 0; !rc && i < 3; i++) {
+    if (backend && !listed(backend, all[i])) continue;
     int gpu = i > 0, timed;
     rc = gc_llama_dtypes_for(w, all[i], dt, e);
     /* the quantized plan (deq_rows 0), then where listed the dense one
@@ -448,10 +456,11 @@ int gc_llama_workload(const char *model_path, const char *quantize, const char *
       if (!rc && needs) rc = gc_llama_needs(&shard, dt, shard.max_seq, needs, e);
     }
     dt->deq_rows = 0;
-    if (rc || !plan || plans == 1) continue;
-    if (force >= 0 || !gpu) plan->deq_rows[i] = force;
-    else rc = gc_llama_deq_measure(&shard, dt, plan->db, plan->target, GC_LLAMA_DEQ_DEFAULT, &plan->deq_rows[i],
+    if (rc || !plan || plans == 1 || (gpu && measured)) continue; /* one GPU crossover (plan->target's) */
+    if (force >= 0 || !gpu) plan->deq_rows[gpu] = force;
+    else rc = gc_llama_deq_measure(&shard, dt, plan->db, plan->target, GC_LLAMA_DEQ_DEFAULT, &plan->deq_rows[gpu],
                                    &timed, e);
+    measured |= gpu;
   }
   if (plan) {
     static const char *const keys[2] = {GC_LLAMA_META_DEQ_CPU, GC_LLAMA_META_DEQ_GPU};

@@ -159,8 +159,9 @@ void gc_llama_inv_freq(const gc_llama_config_t *c, double *out);
  * "none": no prefill) and, for each batch row count b (NULL: 1), a decode
  * step of b tokens of one sequence and (b <= GC_LLAMA_BATCH_MAX) a batched
  * decode step of b rows,
- * in the dtypes of backend ("cpu", "cuda", "hip"), or of every backend when
- * NULL. needs (may be NULL) gets the rows every prompt length reaches.
+ * in the dtypes of backend ("cpu", "cuda", "hip", or a comma list of them:
+ * the union of their problems; NULL: every backend; the GPUs' recipes
+ * differ in the block formats' layouts, see gc_llama_dtypes_for). needs (may be NULL) gets the rows every prompt length reaches.
  * quantize (NULL: none): the model's matrices as --quantize stores them.
  * tp: tensor-parallel ranks (1: none): the shapes of one rank's shard
  * (gc_llama_shard); block-format weights are refused with tp > 1.

@@ -81,8 +81,9 @@ QFORMATS = ["q8_0", "q4_0", "q4_k", "q5_k", "q6_k"]
 QDTYPES = [f"{a}:{q}:{a}" for q in QFORMATS for a in ("f32", "f16")]
 # gcore's device layouts of Q8_0, Q4_0 and Q4_K (base/quant.h), which only the
 # NVIDIA recipe uses and only its templates (and the GPU SIMT ones) read
+DEVICE_LAYOUTS = ("q8_0r", "q4_0r", "q4_kr")
 if os.environ.get("GCORE_TEST_BACKEND", "cpu") == "cuda":
-    QDTYPES += ["f16:q8_0r:f16", "f16:q4_0r:f16", "f16:q4_kr:f16"]
+    QDTYPES += [f"f16:{q}:f16" for q in DEVICE_LAYOUTS]
 
 
 def qblock(dt):

@@ -61,20 +61,23 @@ static const struct option longopts[] = {
     {0, 0, 0, 0}};
 
 /* The first GPU target of the comma list targets, into buf (NULL: none);
- * *cpu = whether "cpu" is one of them. */
-static const char *gpu_target(const char *targets, char buf[64], int *cpu) {
+ * *backend = their backends ("cpu", "cuda" for sm_*, "hip" for gfx*) as a
+ * comma list, whose recipes the bundle takes. */
+static const char *gpu_target(const char *targets, char buf[64], const char **backend) {
+  static const char *const lists[8] = {"", "cpu", "cuda", "cpu,cuda", "hip", "cpu,hip", "cuda,hip", "cpu,cuda,hip"};
   const char *gpu = NULL;
-  *cpu = 0;
+  int seen = 0; /* bit 0 cpu, 1 cuda, 2 hip */
   for (const char *t = targets; *t;) {
     size_t n = strcspn(t, ",");
-    if (n == 3 && !strncmp(t, "cpu", 3)) *cpu = 1;
-    else if (n < 64 && !gpu) {
+    seen |= n == 3 && !strncmp(t, "cpu", 3) ? 1 : !strncmp(t, "sm_", 3) ? 2 : 4;
+    if ((n != 3 || strncmp(t, "cpu", 3)) && n < 64 && !gpu) {
       memcpy(buf, t, n);
       buf[n] = 0;
       gpu = buf;
     }
     t += n + (t[n] == ',');
   }
+  *backend = lists[seen];
   return gpu;
 }
 
@@ -175,10 +178,8 @@ int main(int argc, char **argv) {
   else if (workload)
     rc = gc_problems_load(&probs, workload, &e);
   else if (model) {
-    int cpu;
-    plan = (gc_llama_plan_t){.db = o.db_path, .target = gpu_target(o.targets, gpu, &cpu), .force = deq};
-    /* the recipes of the targets' backends: CPU, GPU or both */
-    const char *backend = !plan.target ? "cpu" : !cpu ? "cuda" : NULL;
+    const char *backend; /* the recipes of the targets' backends */
+    plan = (gc_llama_plan_t){.db = o.db_path, .target = gpu_target(o.targets, gpu, &backend), .force = deq};
     rc = gc_llama_workload(model, quantize, prefill, batch, tp ? tp : 1, backend, &probs, &needs, &plan, &e);
     o.meta = plan.meta; /* the prefill plan, for the forward */
   }

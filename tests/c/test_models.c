@@ -458,6 +458,20 @@ static void test_recipe_device_layouts(void) {
     CHECK(dt.layer[0].qkv == GC_DT_Q4_0 && dt.layer[0].w13 == GC_DT_Q4_0, "%s: GGUF blocks", k ? "hip" : "cpu");
   }
   gc_weights_close(w);
+  /* a bundle's problems are its targets' backends' recipes: the device
+     layouts only where NVIDIA is one of them */
+  const char *lists[4] = {"cpu,hip", "hip", "cuda", "cpu,cuda,hip"};
+  for (int k = 0; k < 4; k++) {
+    gc_problems_t probs = {0};
+    CHECK(gc_llama_workload(p, "q4_0", "none", NULL, 1, lists[k], &probs, NULL, NULL, &e) == GC_OK, "%s", e.msg);
+    int dev = 0, gguf = 0;
+    for (int i = 0; i < probs.n; i++) {
+      dev += probs.v[i].tb == GC_DT_Q4_0R;
+      gguf += probs.v[i].tb == GC_DT_Q4_0;
+    }
+    CHECK(!dev == (k < 2) && gguf > 0, "%s: %d problems on Q4_0R, %d on Q4_0", lists[k], dev, gguf);
+    gc_problems_free(&probs);
+  }
 }
 
 /* --------------------------------------------------- safetensors tests */
