@@ -311,7 +311,8 @@ int gc_check_verify(gc_check_t *c, gc_launch_fn fn, void *ctx, gc_verify_t *v,
                     gc_err_t *e) {
   memset(v, 0, sizeof *v);
   v->ok = 1;
-  if (prepare(c, e) || fn(ctx, c->args.args, e) || gc_dev_sync(c->dev, e)) return e->code;
+  for (int k = 0; k < 2; k++) /* the second launch is the one checked */
+    if (prepare(c, e) || fn(ctx, c->args.args, e) || gc_dev_sync(c->dev, e)) return e->code;
   /* writes where there should be none first: they also explain a wrong output */
   for (int i = 0; i < c->nbufs; i++)
     if (check_guards(c, i, v, e) || (!checked(&c->bufs[i]) && check_input(c, i, v, e)))

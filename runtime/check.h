@@ -66,12 +66,16 @@ int gc_check_setup(gc_dev_t *dev, const gc_problem_t *p, const gc_op_scalars_t *
 void gc_check_free(gc_check_t *c);
 const gc_problem_t *gc_check_problem(const gc_check_t *c);
 
-/* One verification launch of fn. Each buffer lies between guards of more
+/* One verification of fn: two launches, each on freshly poisoned outputs
+ * and restored in/out buffers, the second checked, so a kernel that keeps
+ * state of its own between launches (the split tickets and workspaces of
+ * attention_decode and gemm_wgmma) must leave it ready for the next
+ * launch. Each buffer lies between guards of more
  * than 1 MiB before and after it, filled with a pattern; where the device
  * can protect memory (the CPU), the guards of outputs are inaccessible
  * pages (the buffer's end within 64 bytes of them) and inputs with their
  * guards are read-only, from setup until gc_check_free, so a stray write
- * faults in the launch (gc_check_locate says where). After the launch, in
+ * faults in the launch (gc_check_locate says where). After the launches, in
  * this order: every guard byte a write could have changed unnoticed still
  * holds the pattern; every input equals its initial bytes; where a timing
  * since the last verification launched on copies of an input, those copies

@@ -34,13 +34,17 @@ HARMS = {
                "wrote into input A (element 5: row 0, col 5)"),
     "into_b": ("B[N * K - 1] = 0.5f;", "verify-failed", "wrote into input B (element",
                "wrote into input B (element"),
-    "later_into_a": ("if (launches > 0) A[0] += 1.0f;  /* only after the first launch */",
+    "later_into_a": ("if (launches > 1) A[0] += 1.0f;  /* only after the verification's two */",
                      "verify-failed", "wrote into input A (element 0: row 0, col 0), fault at 0x",
                      "after the timed launches: wrote into input A (element 0"),
     "wrong": ("C[0] += 1.0f;", "verify-failed", "C element 0 (row 0, col 0)",
               "C element 0 (row 0, col 0)"),
-    "first_only": ("if (launches > 0) C[0] += 1.0f;", "verify-failed",
+    "first_only": ("if (launches > 1) C[0] += 1.0f;", "verify-failed",
                    "after the timed launches: C element 0", "after the timed launches: C element 0"),
+    # right on its first launch only (state it does not reset): the
+    # verification checks its second launch
+    "second_wrong": ("if (launches == 1) C[0] += 1.0f;", "verify-failed",
+                     "C element 0 (row 0, col 0)", "C element 0 (row 0, col 0)"),
     "segv": ("*(volatile int *)16 = 1;", "launch-failed", "Segmentation fault at 0x10",
              "Segmentation fault at 0x10"),
     "hang": ("for (volatile int spin = 0;; spin++) {}", "timed-out", "no result within",
@@ -111,11 +115,12 @@ GPU_HARMS = {
                  "wrote before the start of C (changed byte at start - 1048576)"),
     "into_a": ("Aw[5] += 1.0f;", "verify-failed", "wrote into input A (element 5: row 0, col 5)"),
     "into_b": ("Bw[N * K - 1] = 0.5f;", "verify-failed", "wrote into input B (element"),
-    "later_into_a": ("if (launches > 0) Aw[0] += 1.0f; /* only after the first launch */",
+    "later_into_a": ("if (launches > 1) Aw[0] += 1.0f; /* only after the verification's two */",
                      "verify-failed", "after the timed launches: wrote into input A (element 0"),
     "wrong": ("C[0] += 1.0f;", "verify-failed", "C element 0 (row 0, col 0)"),
-    "first_only": ("if (launches > 0) C[0] += 1.0f;", "verify-failed",
+    "first_only": ("if (launches > 1) C[0] += 1.0f;", "verify-failed",
                    "after the timed launches: C element 0"),
+    "second_wrong": ("if (launches == 1) C[0] += 1.0f;", "verify-failed", "C element 0 (row 0, col 0)"),
     "segv": ("*(volatile int *)16 = 1; /* an illegal address */", "launch-failed", None),
     "hang": ("for (volatile int spin = 0;; spin = spin + 1) {}", "timed-out", "no result within"),
     "abort": ("gc_planted_trap();", "launch-failed", None),
@@ -212,6 +217,8 @@ def test_planted_variants_never_win(gc, mode, m):
         status, detail, _ = by.get("planted_" + kind, (None, "", None))
         assert status == spec[1], (kind, status, detail, r)
         assert spec[reason] in detail, (kind, detail)
+        if kind == "second_wrong":  # caught by the verification, not after the timing
+            assert "after the timed launches" not in detail, detail
         if mode == "protected" and status == "verify-failed" and "fault at" in detail:
             phase = "the timed launches" if kind == "later_into_a" else "the verification launch"
             assert detail.endswith("in " + phase), (kind, detail)

@@ -418,7 +418,11 @@ static int prepare(sweep_t *s, const point_t *pt, cand_t *c, int *skip, gc_err_t
 #define LOCAL_STARTS 4 /* fastest points whose neighbourhoods a round explores */
 
 /* Local search: fill chunk[*n..] with untried one-parameter neighbours of
- * the LOCAL_STARTS fastest points measured so far, fastest first. */
+ * the LOCAL_STARTS fastest points measured so far, fastest first; of one
+ * point, the nearest values first (one step either way, then two, ...),
+ * over the parameters in declaration order (a template lists the ones
+ * that matter most first), so that a small budget moves every parameter
+ * once before it moves any twice. */
 static int neighbours(sweep_t *s, cand_t *chunk, int *n, gc_err_t *e) {
   struct seen best[LOCAL_STARTS];
   int nb = 0;
@@ -434,19 +438,24 @@ static int neighbours(sweep_t *s, cand_t *chunk, int *n, gc_err_t *e) {
     const gc_template_t *t = &s->tpls.v[at.tpl];
     gc_variant_t def;
     gc_tpl_default(t, s->p, &def);
-    int64_t idx = at.idx < 0 ? variant_index(t, &def) : at.idx, w = 1;
-    for (int i = t->nparams - 1; i >= 0 && *n < chunk_cap(s); i--) {
-      int64_t nv = t->params[i].nvalues, digit = idx / w % nv;
-      for (int64_t j = 0; j < nv && *n < chunk_cap(s) && budget_left(s, *n); j++) {
-        point_t nb_pt = {at.tpl, idx + (j - digit) * w};
-        int skip, fresh = j == digit ? 0 : seen_put(s, nb_pt, NAN, e);
-        if (fresh < 0) return e->code;
-        if (!fresh) continue;
-        if (prepare(s, &nb_pt, &chunk[*n], &skip, e)) return e->code;
-        if (!skip) (*n)++;
-      }
-      w *= nv;
+    int64_t idx = at.idx < 0 ? variant_index(t, &def) : at.idx, w[GC_TPL_PARAMS], far = 1;
+    int64_t wi = 1;
+    for (int i = t->nparams - 1; i >= 0; wi *= t->params[i].nvalues, i--) {
+      w[i] = wi; /* the variant index is mixed-radix, the last parameter its lowest digit */
+      if (t->params[i].nvalues > far) far = t->params[i].nvalues;
     }
+    for (int64_t d = 1; d < far && *n < chunk_cap(s) && budget_left(s, *n); d++)
+      for (int i = 0; i < t->nparams && *n < chunk_cap(s) && budget_left(s, *n); i++)
+        for (int64_t dir = -1; dir <= 1 && *n < chunk_cap(s) && budget_left(s, *n); dir += 2) {
+          int64_t nv = t->params[i].nvalues, digit = idx / w[i] % nv, j = digit + dir * d;
+          if (j < 0 || j >= nv) continue;
+          point_t nb_pt = {at.tpl, idx + (j - digit) * w[i]};
+          int skip, fresh = seen_put(s, nb_pt, NAN, e);
+          if (fresh < 0) return e->code;
+          if (!fresh) continue;
+          if (prepare(s, &nb_pt, &chunk[*n], &skip, e)) return e->code;
+          if (!skip) (*n)++;
+        }
   }
   return GC_OK;
 }

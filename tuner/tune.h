@@ -37,7 +37,9 @@ typedef struct gc_tune_opts {
  * Both measure the templates' defaults first. random: the rest of the
  * space in a shuffled order. local: then, repeatedly, the untried
  * one-parameter neighbours of the fastest points so far (hill climbing
- * from several starts at once), topped up with shuffled points when the
+ * from several starts at once; of a point, the nearest values of every
+ * parameter in declaration order before any farther value), topped up
+ * with shuffled points when the
  * neighbourhoods run dry; found-fraction figures in bench/RESULTS.md. */
 enum { GC_SEARCH_RANDOM = 0, GC_SEARCH_LOCAL = 1 };
 

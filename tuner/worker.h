@@ -38,8 +38,9 @@ int gc_worker_start(const char *backend, int ordinal, gc_worker_t **out,
                     gc_dev_info_t *info, gc_err_t *e);
 void gc_worker_stop(gc_worker_t *w);
 
-/* Run one candidate: a verification launch, the timed launches, and a
- * second verification launch after them (a kernel right only the first
+/* Run one candidate: a verification (gc_check_verify: two launches, the
+ * second checked), the timed launches, and a second verification after
+ * them (a kernel right only the first
  * time, or that writes where it should not only later, fails there). A
  * worker crash or a timeout is not an error: the reply says launch-failed
  * / timed-out and the worker restarts. On the CPU a fault inside a guard

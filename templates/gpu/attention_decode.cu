@@ -142,6 +142,8 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int3
   gc_pdl_launch();
   GC_SHARED float sm_m[WARPS][HPB], sm_l[WARPS][HPB], sm_o[WARPS][HPB][DMAX];
   GC_SHARED int s_last;
+  /* SPLIT > 1, the last block's merge: per (head, slice) its weight and l, per head the sum */
+  GC_SHARED float sm_wt[SPLIT > 1 ? HPB : 1][SPLIT], sm_lk[SPLIT > 1 ? HPB : 1][SPLIT], sm_ls[HPB];
 #if BATCH
   if (M < 1 || G <= 0 || H % G || D <= 0 || D > DMAX || (SPLIT > 1 && M * H > AD_HMAX))
 #else
@@ -321,22 +323,37 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int3
   gc_barrier();
   if (!s_last)
     return;
+  if (tid == 0)
+    ad_cnt[rhb] = 0u; /* every slice has arrived: ready for the next launch (stream order) */
   gc_fence_device();
+  /* Each (head, slice)'s m and l once: the slice's weight 2^(m - max) and
+   * the head's sum; then each output element from its SPLIT partials, all
+   * of its loads in flight together (the merge is latency-bound: it ran at
+   * 4 loads per slice and element, 8 at a time, before). */
+  const float *p0 = ad_ws + (row * H + h0) * SPLIT * AD_W; /* (head hh, slice k) at (hh·SPLIT + k)·AD_W */
+  for (int i = tid; i < nh * SPLIT; i += AD_T)
+    sm_wt[i / SPLIT][i % SPLIT] = gc_ld_cg(p0 + (int64_t)i * AD_W),
+    sm_lk[i / SPLIT][i % SPLIT] = gc_ld_cg(p0 + (int64_t)i * AD_W + 1);
+  gc_barrier();
+  if (tid < nh) {
+    float mx = AD_NEG_INF, ls = 0.0f;
+    for (int k = 0; k < SPLIT; k++)
+      mx = gc_max(mx, sm_wt[tid][k]);
+    for (int k = 0; k < SPLIT; k++) {
+      float wt = ad_weight(sm_wt[tid][k], mx);
+      sm_wt[tid][k] = wt;
+      ls += wt * sm_lk[tid][k];
+    }
+    sm_ls[tid] = ls;
+  }
+  gc_barrier();
   for (int64_t i = tid; i < nh * D; i += AD_T) {
     int hh = (int)(i / D), d = (int)(i % D);
-    const float *p = ad_ws + (row * H + h0 + hh) * SPLIT * AD_W;
-    float mx = AD_NEG_INF, os = 0.0f, ls = 0.0f;
-    GC_UNROLL(8) /* 8 loads of a pass in flight together */
+    const float *p = p0 + hh * SPLIT * AD_W + 2 + d;
+    float os = 0.0f;
+    GC_UNROLL(SPLIT)
     for (int k = 0; k < SPLIT; k++)
-      mx = gc_max(mx, gc_ld_cg(p + k * AD_W));
-    GC_UNROLL(8)
-    for (int k = 0; k < SPLIT; k++) {
-      float wt = ad_weight(gc_ld_cg(p + k * AD_W), mx);
-      os += wt * gc_ld_cg(p + k * AD_W + 2 + d);
-      ls += wt * gc_ld_cg(p + k * AD_W + 1);
-    }
-    STORE_C(O, (h0 + hh) * D + d, os / ls);
+      os += sm_wt[hh][k] * gc_ld_cg(p + k * AD_W);
+    STORE_C(O, (h0 + hh) * D + d, os / sm_ls[hh]);
   }
-  if (tid == 0)
-    ad_cnt[rhb] = 0u; /* ready for the next launch (stream order) */
 }

@@ -12,6 +12,7 @@
  * @kernel gemm_wgmma
  * @param BM 128 256 default 128 -- block tile rows (two consumer warpgroups, BM/2 rows each)
  * @param BN 64 128 256 default 256 -- rows of B per tile, the wgmma's n: BN columns of C (gemm_swiglu: BN/2 gate and BN/2 up rows of W, BN/2 columns of C)
+ * @param SK 0 1 2 3 4 8 default 0 -- split-K: a tile's K is cut into SK slices, each a unit of work of its own; the last slice of a tile to finish sums all the slices' fp32 partials (module workspace) in slice order and runs the epilogue; 0: as many slices as the SMs hold (at most 8 and one per stage of K, within the workspace: 1 where the tiles alone fill the GPU)
  * @param BK 32 64 default 64 -- K depth of a stage: 64 (128-byte rows, 128-byte swizzle) or 32 (64-byte rows, 64-byte swizzle: twice the stages in the same bytes)
  * @param STAGES 2 3 4 5 6 8 default 4 -- shared-memory pipeline stages of BK K-columns each
  * @param RASTER 1 4 8 16 default 8 -- block rows walked together (L2 reuse of B tiles)
@@ -29,7 +30,8 @@
  * @shmem STAGES * (BM + BN) * BK * 2 + 1024 + EPI * 32768
  * @applies K % 8 == 0 && M > 1 -- rows of A and B are whole 16-byte chunks (cp.async); M = 1 is the GEMV's
  * @applies EPI == 0 || N % 8 == 0 -- EPI = 1: rows of C are whole 16-byte chunks (the copy engine's map)
- * @grid CLUSTER * min(cdiv(M, BM * CLUSTER) * cdiv(N, BN / PAIR), PERSIST * (SMS / CLUSTER) + (1 - PERSIST) * cdiv(M, BM * CLUSTER) * cdiv(N, BN / PAIR)) 1 1
+ * @applies SK <= 1 || (SK <= cdiv(K, BK) && cdiv(M, BM * CLUSTER) * CLUSTER * cdiv(N, BN / PAIR) * SK * BM * BN <= 2097152) -- split-K: every slice has a stage of K, and the partials fit the 8 MiB workspace (SK = 0 chooses within both)
+ * @grid CLUSTER * min(cdiv(M, BM * CLUSTER) * cdiv(N, BN / PAIR) * (SK + (SK == 0) * 8), PERSIST * (SMS / CLUSTER) + (1 - PERSIST) * cdiv(M, BM * CLUSTER) * cdiv(N, BN / PAIR) * (SK + (SK == 0) * 8)) 1 1
  * @tensormap A M K BM BK 2*BK if TMA -- A tiles [BM][BK], 128-byte (64-byte) swizzle, zero past M and K
  * @tensormap B N K BN/CLUSTER BK 2*BK if TMA && PAIR == 1 -- B tiles [BN][BK], or the half of one each block of a pair loads
  * @tensormap W 2*N K BN/2 BK 2*BK if TMA && PAIR == 2 -- gemm_swiglu: the gate or the up half [BN/2][BK] of a tile of W
@@ -115,6 +117,25 @@
  * The staged epilogue (EPI = 1, the default) brought the nine 8B shapes
  * to 0.93-1.13 of cuBLAS (from 0.82-1.09 with EPI = 0 in the same run).
  *
+ * Split-K (SK != 1), for GEMMs with too few tiles to fill the GPU (the
+ * M = 128 GEMMs of short prompts and batched decode: 32 tiles of 128x128
+ * for N = 4096 on 132 SMs): the work is sk·tiles units, sk = SK or, for
+ * SK = 0, gridDim / tiles (the @grid: 8 per tile, PERSIST: within the
+ * SMs) within 1 .. min(8, stages of K, what the workspace holds; blocks
+ * past the units have nothing to do), unit u the K stages
+ * [s·kc, min(kt, (s+1)·kc)) of tile u / sk, s = u % sk, kc =
+ * cdiv(kt, sk), walked as the tiles are without it (the slices of a tile
+ * are neighbours, so they run in the same wave). Each consumer warpgroup
+ * writes its fp32 accumulators to its slot of the module workspace
+ * (per block tile, slice and warpgroup; each thread's fragments as float4
+ * columns, coalesced), fences, and takes a ticket from the counter of its
+ * (block tile, warpgroup); the one that takes the last sums the sk slots
+ * in slice order (so the result does not depend on which slice finished
+ * last), resets the counter for the next launch and runs the epilogue on
+ * the sums (gemm_add adds C there, once). As with attention_decode's
+ * split, two launches of one code object must not run concurrently; the
+ * runtime serialises them on its one stream.
+ *
  * gemm_swiglu (PAIR = 2): a B tile is made of two halves, gate rows
  * n0 .. n0+BN/2-1 and up rows N+n0 .. N+n0+BN/2-1 of W. One m64nBN wgmma
  * then yields gate columns 0 .. BN/2-1 and up columns BN/2 .. BN-1 of the
@@ -156,6 +177,15 @@
 #define WG_SBYTES ((BM + BN) * WG_RB)  /* bytes per stage */
 /* the swizzle term of row r: 16-byte chunk c lies at chunk c ^ WG_SWZ(r) */
 #define WG_SWZ(r) (BK == 64 ? ((r) & 7) : (((r) >> 1) & 3))
+/* split-K: the workspace of the slices' partials, BM·BN floats per block
+ * tile and slice (the @applies bound: 2M floats, 8 MiB), and a ticket
+ * counter per block tile and consumer warpgroup (at most 2M / (2·128·64)
+ * block tiles) */
+#define WG_WSF 2097152
+#define WG_TILES_MAX (WG_WSF / (2 * 128 * 64))
+#define WG_SPLIT (SK != 1) /* the split-K code is there (the slice count sk may still be 1) */
+GC_GLOBAL __align__(16) float wg_ws[WG_SPLIT ? WG_WSF : 4];
+GC_GLOBAL unsigned wg_cnt[WG_SPLIT ? WG_TILES_MAX * WG_CW : 1];
 #if GC_TA == GC_BF16
 #define WG_MMA(n) "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32.bf16.bf16"
 #else
@@ -342,19 +372,81 @@ GC_DEVICE void wg_tile(int64_t t, int64_t nbm, int64_t nbn, int rank, int64_t *m
   *n0 = t % gsz / rows * WG_NC;
 }
 
+/* Unit u of the walk (split-K): tile u / sk (wg_tile) and its K stages
+ * [*k0, *k1) of kt_n, slice u % sk; sk = 1: the whole K. */
+GC_DEVICE int64_t wg_unit(int64_t u, int sk, int64_t kt_n, int64_t *k0, int64_t *k1) {
+  const int64_t kc = gc_cdiv(kt_n, sk), s = u % sk;
+  *k0 = gc_min64(kt_n, s * kc);
+  *k1 = gc_min64(kt_n, *k0 + kc);
+  return u / sk;
+}
+
+/* Split-K hand-off of consumer warpgroup c (thread t) of block tile bt,
+ * slice s: store its accumulators to its workspace slot; the warpgroup
+ * that completes the tile's set of sk slices loads the slots' sum (in
+ * slice order) into acc and returns 1, the others 0. last: a shared word
+ * of the warpgroup's. */
+GC_DEVICE int wg_split_merge(float (*acc)[WG_ACC], int64_t bt, int sk, int s, int c, int t,
+                             unsigned *last) {
+  const int64_t slot = BM * BN / WG_CW; /* floats per (block tile, slice, warpgroup) */
+  float *ws = wg_ws + ((bt * sk + s) * WG_CW + c) * slot + 4 * t;
+  GC_UNROLL(WG_MT)
+  for (int i = 0; i < WG_MT; i++)
+    GC_UNROLL(WG_ACC / 4)
+    for (int j = 0; j < WG_ACC / 4; j++) {
+      float *p = ws + (i * (WG_ACC / 4) + j) * 512;
+      asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(acc[i][4 * j]),
+                   "f"(acc[i][4 * j + 1]), "f"(acc[i][4 * j + 2]), "f"(acc[i][4 * j + 3])
+                   : "memory");
+    }
+  gc_fence_device();
+  gc_named_sync(1 + c, 128);
+  unsigned *cnt = &wg_cnt[bt * WG_CW + c];
+  if (t == 0) {
+    *last = gc_atomic_add(cnt, 1u) == (unsigned)sk - 1;
+    if (*last)
+      *cnt = 0u; /* every slice has arrived: ready for the next launch */
+  }
+  gc_named_sync(1 + c, 128);
+  if (!*last)
+    return 0;
+  gc_fence_device();
+  GC_UNROLL(WG_MT)
+  for (int i = 0; i < WG_MT; i++)
+    GC_UNROLL(WG_ACC)
+    for (int j = 0; j < WG_ACC; j++)
+      acc[i][j] = 0.0f;
+  for (int k = 0; k < sk; k++) {
+    const float *q = wg_ws + ((bt * sk + k) * WG_CW + c) * slot + 4 * t;
+    GC_UNROLL(WG_MT)
+    for (int i = 0; i < WG_MT; i++)
+      GC_UNROLL(WG_ACC / 4)
+      for (int j = 0; j < WG_ACC / 4; j++) {
+        float x, y, z, w;
+        asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=f"(x), "=f"(y), "=f"(z), "=f"(w)
+                     : "l"(q + (i * (WG_ACC / 4) + j) * 512)
+                     : "memory");
+        acc[i][4 * j] += x, acc[i][4 * j + 1] += y, acc[i][4 * j + 2] += z, acc[i][4 * j + 3] += w;
+      }
+  }
+  return 1;
+}
+
 /* A consumer warpgroup (c = 0 or 1, thread t of it): for each tile, the
  * wgmmas of every stage into fp32 accumulators, then the epilogue. */
 GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, int t, int rank,
                            int64_t t0, int64_t tstep, int64_t nbm, int64_t nbn, int64_t kt_n,
                            TC *C, int64_t M, int64_t N, const gc_tmap_t *tmC, unsigned ebuf,
-                           unsigned ebar) {
+                           unsigned ebar, int sk, unsigned *last) {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WG_CREG) : "memory");
-  const int64_t tiles = nbm * nbn;
+  const int64_t units = nbm * nbn * sk;
   const int w = t >> 5, lane = t & 31;
   float acc[WG_MT][WG_ACC];
   int64_t it = 0, e = 0; /* stages consumed, epilogue subtiles written */
-  for (int64_t tile = t0; tile < tiles; tile += tstep) {
-    int64_t m0, n0;
+  for (int64_t u = t0; u < units; u += tstep) {
+    int64_t m0, n0, k0, k1;
+    const int64_t tile = wg_unit(u, sk, kt_n, &k0, &k1);
     wg_tile(tile, nbm, nbn, rank, &m0, &n0);
     GC_UNROLL(WG_MT)
     for (int i = 0; i < WG_MT; i++)
@@ -362,7 +454,7 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
       for (int j = 0; j < WG_ACC; j++)
         acc[i][j] = 0.0f;
 
-    for (int64_t kt = 0; kt < kt_n; kt++, it++) {
+    for (int64_t kt = k0; kt < k1; kt++, it++) {
       const int s = (int)(it % STAGES);
       gc_mbar_wait(full + 8 * s, (unsigned)((it / STAGES) & 1));
       if (!TMA) /* cp.async wrote through the generic proxy; wgmma reads through the async one */
@@ -388,7 +480,7 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
           gc_reg_touch(acc[i][j]);
       if (INFL) {
         gc_wgmma_wait<1>();
-        if (kt > 0) /* the previous stage's wgmmas are done */
+        if (kt > k0) /* the previous stage's wgmmas are done */
           wg_release(empty + 8 * (int)((it - 1) % STAGES));
       } else { /* this stage's are: release it now (the other warpgroup's
                   wgmmas keep the tensor cores busy meanwhile) */
@@ -397,13 +489,16 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
       }
     }
     gc_wgmma_wait<0>();
-    if (INFL)
+    if (INFL && k1 > k0)
       wg_release(empty + 8 * (int)((it - 1) % STAGES));
     GC_UNROLL(WG_MT)
     for (int i = 0; i < WG_MT; i++)
       GC_UNROLL(WG_ACC)
       for (int j = 0; j < WG_ACC; j++)
         gc_reg_touch(acc[i][j]);
+    if (WG_SPLIT && sk > 1 &&
+        !wg_split_merge(acc, tile * CLUSTER + rank, sk, (int)(u % sk), c, t, last + c))
+      continue; /* another slice of the tile finishes it */
 
     /* the producer meanwhile fills the stages of the next tile */
     if (EPI) {
@@ -437,12 +532,12 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
  * of the pair). */
 GC_DEVICE void wg_tma_producer(const gc_tmap_t *tmA, const gc_tmap_t *tmB, int64_t N,
                                unsigned full, unsigned empty, unsigned s0, int rank, int64_t t0,
-                               int64_t tstep, int64_t nbm, int64_t nbn, int64_t kt_n) {
+                               int64_t tstep, int64_t nbm, int64_t nbn, int64_t kt_n, int sk) {
   int64_t it = 0;
-  for (int64_t t = t0; t < nbm * nbn; t += tstep) {
-    int64_t m0, n0;
-    wg_tile(t, nbm, nbn, rank, &m0, &n0);
-    for (int64_t kt = 0; kt < kt_n; kt++, it++) {
+  for (int64_t u = t0; u < nbm * nbn * sk; u += tstep) {
+    int64_t m0, n0, k0, k1;
+    wg_tile(wg_unit(u, sk, kt_n, &k0, &k1), nbm, nbn, rank, &m0, &n0);
+    for (int64_t kt = k0; kt < k1; kt++, it++) {
       const int s = (int)(it % STAGES);
       if (it >= STAGES) { /* both blocks' consumers released the stage */
         gc_mbar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
@@ -468,17 +563,17 @@ GC_DEVICE void wg_tma_producer(const gc_tmap_t *tmA, const gc_tmap_t *tmB, int64
  * copying its chunk column of rows, signalling when its copies land. */
 GC_DEVICE void wg_cp_producer(const TA *A, const TB *B, int64_t M, int64_t N, int64_t K,
                               unsigned full, unsigned empty, unsigned s0, int tid, int64_t t0,
-                              int64_t tstep, int64_t nbm, int64_t nbn, int64_t kt_n) {
+                              int64_t tstep, int64_t nbm, int64_t nbn, int64_t kt_n, int sk) {
   const int c8 = (tid % WG_CH) * 8, rr = tid / WG_CH;
   const unsigned off = (unsigned)(rr * WG_RB + (((tid % WG_CH) ^ WG_SWZ(rr)) << 4));
   int64_t it = 0;
-  for (int64_t t = t0; t < nbm * nbn; t += tstep) {
-    int64_t m0, n0;
-    wg_tile(t, nbm, nbn, 0, &m0, &n0);
+  for (int64_t u = t0; u < nbm * nbn * sk; u += tstep) {
+    int64_t m0, n0, k0, k1;
+    wg_tile(wg_unit(u, sk, kt_n, &k0, &k1), nbm, nbn, 0, &m0, &n0);
     const TA *pa = A + (m0 + rr) * K + c8, *pb = (const TA *)B + (n0 + rr) * K + c8,
              *pb_up = pb + N * K; /* gemm_swiglu: the up rows */
     const int na = wg_rows(m0, M, rr, BM), nb = wg_rows(n0, N, rr, WG_NC);
-    for (int64_t kt = 0; kt < kt_n; kt++, it++) {
+    for (int64_t kt = k0; kt < k1; kt++, it++) {
       const int s = (int)(it % STAGES);
       if (it >= STAGES)
         gc_mbar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
@@ -520,14 +615,24 @@ GC_KERNEL_BOUNDS(WG_T) WG_CLUSTER_DIMS
 void gemm_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K WG_TMAP_AB
                 WG_TMAP_C) {
   GC_SHARED uint64_t bars[2 * STAGES + WG_EBARS]; /* full[0..S-1], empty[0..S-1], epilogue */
+  GC_SHARED unsigned last[WG_CW];                 /* split-K: this warpgroup finishes the tile */
   /* tiles of CLUSTER·BM rows: a cluster's blocks share one (and its B) */
   const int64_t nbm = gc_cdiv(M, BM * CLUSTER), nbn = gc_cdiv(N, WG_NC), tiles = nbm * nbn;
   if (tiles <= 0)
     return;
-  /* PERSIST: clusters 0 .. P-1 walk tiles c, c+P, ...; P is at most the SM
-   * count (over CLUSTER), read on the device; clusters past it (a GPU with
-   * fewer SMs than the launch assumed) have nothing to do. Both blocks of
-   * a cluster take the same branch. */
+  /* slices per tile: SK, or SK = 0's choice from the grid (the slices the
+   * SMs hold), the stages of K and the workspace */
+  const int64_t kt_n = gc_cdiv(K, BK);
+  const int sk = SK ? SK
+                    : (int)gc_max64(1, gc_min64(gc_min64((int64_t)(gridDim.x / CLUSTER) / tiles, 8),
+                                                gc_min64(kt_n, WG_WSF / (tiles * CLUSTER * BM * BN))));
+  if (sk > 1 && tiles * CLUSTER > WG_TILES_MAX)
+    return; /* (the @applies bound and SK = 0's choice keep split-K within its workspace) */
+  /* PERSIST: clusters 0 .. P-1 walk units (tiles; split-K: slices of
+   * tiles) c, c+P, ...; P is at most the SM count (over CLUSTER), read on
+   * the device; clusters past it (a GPU with fewer SMs than the launch
+   * assumed) have nothing to do. Both blocks of a cluster take the same
+   * branch. */
   int64_t t0 = gc_bid() / CLUSTER, tstep = gridDim.x / CLUSTER; /* PERSIST = 0: one tile each */
   if (PERSIST) {
     unsigned nsm;
@@ -555,18 +660,17 @@ void gemm_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K
   else
     gc_barrier();
 
-  const int64_t kt_n = gc_cdiv(K, BK);
   if (wg == 0) { /* producer: it counts stages over all of this block's tiles */
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WG_PREG) : "memory");
 #if TMA
     if (tid == 0)
-      wg_tma_producer(&tmA, &tmB, N, full, empty, s0, rank, t0, tstep, nbm, nbn, kt_n);
+      wg_tma_producer(&tmA, &tmB, N, full, empty, s0, rank, t0, tstep, nbm, nbn, kt_n, sk);
 #else
-    wg_cp_producer(A, B, M, N, K, full, empty, s0, tid, t0, tstep, nbm, nbn, kt_n);
+    wg_cp_producer(A, B, M, N, K, full, empty, s0, tid, t0, tstep, nbm, nbn, kt_n, sk);
 #endif
   } else {
     wg_consumer(full, empty, s0, wg - 1, tid & 127, rank, t0, tstep, nbm, nbn, kt_n, C, M, N,
-                WG_TMC, ebuf, ebar);
+                WG_TMC, ebuf, ebar, sk, last);
   }
   if (CLUSTER > 1) /* no block leaves while its peer may still write to it */
     gc_cluster_sync();
