@@ -107,9 +107,12 @@ SAMPLE_SHAPE = {"gemm": (3, 100, 37), "gemm_swiglu": (5, 40, 70), "rmsnorm": (3,
 QSAMPLE_SHAPE = {"gemm": (3, 100, 512), "gemm_swiglu": (5, 40, 256), "embed": (5, 256, 40)}
 
 
-@pytest.mark.parametrize("tpl,op,params", template_spaces(),
-                         ids=[t[0] if i == 0 or template_spaces()[i - 1][0] != t[0] else f"{t[0]}-{t[1]}"
-                              for i, t in enumerate(template_spaces())])
+SPACES = template_spaces()
+
+
+@pytest.mark.parametrize("tpl,op,params", SPACES,
+                         ids=[t[0] if i == 0 or SPACES[i - 1][0] != t[0] else f"{t[0]}-{t[1]}"
+                              for i, t in enumerate(SPACES)])
 @pytest.mark.parametrize("dt", ["f32", "f16", "f32:bf16:f32"])
 def test_parameter_space_sample(gc, tpl, op, params, dt):
     info, params, request_dt = params, params["params"], dt
@@ -131,13 +134,17 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
     if info["rows"]:  # a few rows of A; N past a 16-row tile, K past a 32-element chunk (B in a
         shape = (5, 130, 512) if quant else (5, 130, 264)  # block format: K whole 256-element blocks)
     # The moves one parameter away from the defaults, shared out over the
-    # three dtypes: dtype k starts at the k-th third of the list and stops
-    # after a third of them have run (at least one), so every move runs for
-    # some dtype and every dtype runs some moves, at a third of the cost.
+    # three dtypes and the template's sampled ops: part k of the 3·ops
+    # parts starts at the k-th share of the list and stops after a share
+    # of them have run (at least one), so every move runs for some dtype and
+    # op, and every (dtype, op) runs some moves, at 1/(3·ops) of the cost
+    # (ops with other @defaults list other moves of those parameters).
     moves = [(p, v) for p, (values, default) in params.items() for v in values if v != default]
-    k = ["f32", "f16", "f32:bf16:f32"].index(request_dt)
-    moves = moves[k * len(moves) // 3:] + moves[:k * len(moves) // 3]
-    budget = max(1, -(-len(moves) // 3))
+    ops = [o for t, o, _ in SPACES if t == tpl]
+    parts = 3 * len(ops)
+    k = ops.index(op) * 3 + ["f32", "f16", "f32:bf16:f32"].index(request_dt)
+    moves = moves[k * len(moves) // parts:] + moves[:k * len(moves) // parts]
+    budget = max(1, -(-len(moves) // parts))
     tried = 0
     base = shape
     for p, v in moves:
