@@ -30,7 +30,7 @@
  * @shmem STAGES * (BM + BN) * BK * 2 + 1024 + EPI * 32768
  * @applies K % 8 == 0 && M > 1 -- rows of A and B are whole 16-byte chunks (cp.async); M = 1 is the GEMV's
  * @applies EPI == 0 || N % 8 == 0 -- EPI = 1: rows of C are whole 16-byte chunks (the copy engine's map)
- * @applies SK <= 1 || (SK <= cdiv(K, BK) && cdiv(M, BM * CLUSTER) * CLUSTER * cdiv(N, BN / PAIR) * SK * BM * BN <= 2097152) -- split-K: every slice has a stage of K, and the partials fit the 8 MiB workspace (SK = 0 chooses within both)
+ * @applies SK <= 1 || (SK <= cdiv(K, BK) && cdiv(M, BM * CLUSTER) * CLUSTER * cdiv(N, BN / PAIR) * SK * BM * BN <= 4194304) -- split-K: every slice has a stage of K, and the partials fit the 16 MiB workspace (SK = 0 chooses within both)
  * @grid CLUSTER * min(cdiv(M, BM * CLUSTER) * cdiv(N, BN / PAIR) * (SK + (SK == 0) * 8), PERSIST * (SMS / CLUSTER) + (1 - PERSIST) * cdiv(M, BM * CLUSTER) * cdiv(N, BN / PAIR) * (SK + (SK == 0) * 8)) 1 1
  * @tensormap A M K BM BK 2*BK if TMA -- A tiles [BM][BK], 128-byte (64-byte) swizzle, zero past M and K
  * @tensormap B N K BN/CLUSTER BK 2*BK if TMA && PAIR == 1 -- B tiles [BN][BK], or the half of one each block of a pair loads
@@ -126,15 +126,21 @@
  * [s·kc, min(kt, (s+1)·kc)) of tile u / sk, s = u % sk, kc =
  * cdiv(kt, sk), walked as the tiles are without it (the slices of a tile
  * are neighbours, so they run in the same wave). Each consumer warpgroup
- * writes its fp32 accumulators to its slot of the module workspace
- * (per block tile, slice and warpgroup; each thread's fragments as float4
- * columns, coalesced), fences, and takes a ticket from the counter of its
- * (block tile, warpgroup); the one that takes the last sums the sk slots
- * in slice order (so the result does not depend on which slice finished
- * last), resets the counter for the next launch and runs the epilogue on
- * the sums (gemm_add adds C there, once). As with attention_decode's
- * split, two launches of one code object must not run concurrently; the
- * runtime serialises them on its one stream.
+ * writes its fp32 accumulators to its slot of the module workspace (per
+ * block tile, slice and warpgroup; each thread's fragments as float4
+ * chunks, coalesced), fences, and counts itself in at the counter of its
+ * (block tile, warpgroup). Then, where every unit has a block of its own
+ * (PERSIST, units <= blocks: all slices are resident at once), each slice
+ * waits for the count to reach sk and sums and finishes its share of the
+ * tile's 64-column blocks (block b of the warpgroup's by slice b mod sk),
+ * each from the sk slots in slice order, so that the sum costs every SM
+ * one tile's worth of loads; the last to have read resets the counters.
+ * Otherwise the slice that counts in last sums all the slots (in slice
+ * order too) and runs the whole epilogue. Either way the result does not
+ * depend on which slice finished first, and gemm_add adds C once, in the
+ * epilogue. As with attention_decode's split, two launches of one code
+ * object must not run concurrently; the runtime serialises them on its
+ * one stream.
  *
  * gemm_swiglu (PAIR = 2): a B tile is made of two halves, gate rows
  * n0 .. n0+BN/2-1 and up rows N+n0 .. N+n0+BN/2-1 of W. One m64nBN wgmma
@@ -178,10 +184,9 @@
 /* the swizzle term of row r: 16-byte chunk c lies at chunk c ^ WG_SWZ(r) */
 #define WG_SWZ(r) (BK == 64 ? ((r) & 7) : (((r) >> 1) & 3))
 /* split-K: the workspace of the slices' partials, BM·BN floats per block
- * tile and slice (the @applies bound: 2M floats, 8 MiB), and a ticket
- * counter per block tile and consumer warpgroup (at most 2M / (2·128·64)
- * block tiles) */
-#define WG_WSF 2097152
+ * tile and slice (the @applies bound: 4M floats, 16 MiB), and counters per
+ * block tile and consumer warpgroup (at most 4M / (2·128·64) block tiles) */
+#define WG_WSF 4194304
 #define WG_TILES_MAX (WG_WSF / (2 * 128 * 64))
 #define WG_SPLIT (SK != 1) /* the split-K code is there (the slice count sk may still be 1) */
 GC_GLOBAL __align__(16) float wg_ws[WG_SPLIT ? WG_WSF : 4];
@@ -381,67 +386,98 @@ GC_DEVICE int64_t wg_unit(int64_t u, int sk, int64_t kt_n, int64_t *k0, int64_t 
   return u / sk;
 }
 
-/* Split-K hand-off of consumer warpgroup c (thread t) of block tile bt,
- * slice s: store its accumulators to its workspace slot; the warpgroup
- * that completes the tile's set of sk slices loads the slots' sum (in
- * slice order) into acc and returns 1, the others 0. last: a shared word
- * of the warpgroup's. */
-GC_DEVICE int wg_split_merge(float (*acc)[WG_ACC], int64_t bt, int sk, int s, int c, int t,
-                             unsigned *last) {
-  const int64_t slot = BM * BN / WG_CW; /* floats per (block tile, slice, warpgroup) */
-  float *ws = wg_ws + ((bt * sk + s) * WG_CW + c) * slot + 4 * t;
+/* ---- split-K: the partials' hand-off ----
+ * Workspace slot (block tile bt, slice s, warpgroup c): thread t's
+ * fragments as float4 chunks, chunk x (x = i·WG_ACC/4 + j/4 for acc[i][j])
+ * at float 512·x + 4·t, so a warpgroup's loads and stores of a chunk are
+ * coalesced. Counters per (block tile, warpgroup): wg_cnt the slices that
+ * stored, wg_done (the distributed sum) the slices that have read theirs. */
+GC_GLOBAL unsigned wg_done[WG_SPLIT ? WG_TILES_MAX * WG_CW : 1];
+
+GC_DEVICE float4 *wg_slot(int64_t bt, int sk, int s, int c, int t) {
+  return reinterpret_cast<float4 *>(wg_ws + ((bt * sk + s) * WG_CW + c) * (BM * BN / WG_CW)) + t;
+}
+
+/* Store this warpgroup's accumulators to its slot, fence, and count the
+ * slice in: returns the number of slices stored before it (thread 0's;
+ * the others' 0). */
+GC_DEVICE unsigned wg_split_put(float (*acc)[WG_ACC], int64_t bt, int sk, int s, int c, int t) {
+  float4 *ws = wg_slot(bt, sk, s, c, t);
   GC_UNROLL(WG_MT)
   for (int i = 0; i < WG_MT; i++)
     GC_UNROLL(WG_ACC / 4)
-    for (int j = 0; j < WG_ACC / 4; j++) {
-      float *p = ws + (i * (WG_ACC / 4) + j) * 512;
-      asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(acc[i][4 * j]),
-                   "f"(acc[i][4 * j + 1]), "f"(acc[i][4 * j + 2]), "f"(acc[i][4 * j + 3])
-                   : "memory");
-    }
+    for (int j = 0; j < WG_ACC / 4; j++)
+      __stcg(ws + (i * (WG_ACC / 4) + j) * 128,
+             make_float4(acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2], acc[i][4 * j + 3]));
   gc_fence_device();
   gc_named_sync(1 + c, 128);
-  unsigned *cnt = &wg_cnt[bt * WG_CW + c];
-  if (t == 0) {
-    *last = gc_atomic_add(cnt, 1u) == (unsigned)sk - 1;
-    if (*last)
-      *cnt = 0u; /* every slice has arrived: ready for the next launch */
-  }
-  gc_named_sync(1 + c, 128);
-  if (!*last)
-    return 0;
-  gc_fence_device();
-  GC_UNROLL(WG_MT)
-  for (int i = 0; i < WG_MT; i++)
-    GC_UNROLL(WG_ACC)
-    for (int j = 0; j < WG_ACC; j++)
-      acc[i][j] = 0.0f;
-  for (int k = 0; k < sk; k++) {
-    const float *q = wg_ws + ((bt * sk + k) * WG_CW + c) * slot + 4 * t;
-    GC_UNROLL(WG_MT)
-    for (int i = 0; i < WG_MT; i++)
-      GC_UNROLL(WG_ACC / 4)
-      for (int j = 0; j < WG_ACC / 4; j++) {
-        float x, y, z, w;
-        asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=f"(x), "=f"(y), "=f"(z), "=f"(w)
-                     : "l"(q + (i * (WG_ACC / 4) + j) * 512)
-                     : "memory");
-        acc[i][4 * j] += x, acc[i][4 * j + 1] += y, acc[i][4 * j + 2] += z, acc[i][4 * j + 3] += w;
-      }
-  }
-  return 1;
+  return t == 0 ? gc_atomic_add(&wg_cnt[bt * WG_CW + c], 1u) : 0u;
 }
 
-/* A consumer warpgroup (c = 0 or 1, thread t of it): for each tile, the
- * wgmmas of every stage into fp32 accumulators, then the epilogue. */
+/* 64-column blocks of C per m64 tile (one where a tile has fewer), and
+ * fragment column groups (8 columns) per block */
+#define WG_NB (WG_NC >= 64 ? WG_NC / 64 : 1)
+#define WG_BJ (WG_NC >= 64 ? 8 : WG_NC / 8)
+
+/* acc[i]'s chunks x0 .. x0+NX-1 (and, where up is set, their gemm_swiglu
+ * up chunks x + BN/16) := the sums of the sk slots' chunks in slice order;
+ * all chunks' loads of one slice in flight together (the sum is
+ * latency-bound). */
+template <int NX>
+GC_DEVICE void wg_split_sum(float *acc, int i, int x0, bool up, int64_t bt, int sk, int c, int t) {
+  const int nu = up ? 2 : 1;
+  GC_UNROLL(NX)
+  for (int x = 0; x < NX; x++)
+    GC_UNROLL(2)
+    for (int h = 0; h < nu; h++)
+      GC_UNROLL(4)
+      for (int r = 0; r < 4; r++)
+        acc[4 * (x0 + x + h * (BN / 16)) + r] = 0.0f;
+  for (int k = 0; k < sk; k++) {
+    const float4 *p = wg_slot(bt, sk, k, c, t) + (i * (WG_ACC / 4) + x0) * 128;
+    GC_UNROLL(NX)
+    for (int x = 0; x < NX; x++)
+      GC_UNROLL(2)
+      for (int h = 0; h < nu; h++) {
+        const float4 v = __ldcg(p + (x + h * (BN / 16)) * 128);
+        float *a = acc + 4 * (x0 + x + h * (BN / 16));
+        a[0] += v.x, a[1] += v.y, a[2] += v.z, a[3] += v.w;
+      }
+  }
+}
+
+/* The epilogue of column block q of m64 tile i of the warpgroup's rows of
+ * the tile at (m0, n0): EPI = 1 the 64x64 subtile through shared memory
+ * (e: the warpgroup's subtiles so far), EPI = 0 its fragments from
+ * registers (rows w·16 + lane/4 (+8), columns 8·j + 2·(lane%4)). */
+GC_DEVICE void wg_epi_block(const float *acc, int i, int q, TC *C, int64_t M, int64_t N,
+                            const gc_tmap_t *tmC, unsigned ebuf, unsigned ebar, int c, int t,
+                            int64_t *e, int64_t m0, int64_t n0) {
+  const int64_t mt = m0 + c * (BM / WG_CW) + i * 64; /* the m64 tile's first row */
+  if (EPI) {
+    wg_epi_subtile(acc, q, tmC, ebuf, ebar, c, t, (*e)++, mt, n0 + q * 64);
+    return;
+  }
+  const int w = t >> 5, lane = t & 31;
+  const int64_t m = mt + w * 16 + (lane >> 2);
+  GC_UNROLL(WG_BJ)
+  for (int jj = 0; jj < WG_BJ; jj++) {
+    const int j = q * WG_BJ + jj;
+    const int64_t n = n0 + j * 8 + 2 * (lane & 3);
+    wg_store2(C, M, N, m, n, WG_OUT(acc, 4 * j), WG_OUT(acc, 4 * j + 1));
+    wg_store2(C, M, N, m + 8, n, WG_OUT(acc, 4 * j + 2), WG_OUT(acc, 4 * j + 3));
+  }
+}
+
+/* A consumer warpgroup (c = 0 or 1, thread t of it): for each unit, the
+ * wgmmas of its stages into fp32 accumulators, then (split-K: the hand-off
+ * of the partials, last[c] a shared word of the warpgroup's) the epilogue. */
 GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, int t, int rank,
                            int64_t t0, int64_t tstep, int64_t nbm, int64_t nbn, int64_t kt_n,
                            TC *C, int64_t M, int64_t N, const gc_tmap_t *tmC, unsigned ebuf,
                            unsigned ebar, int sk, unsigned *last) {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WG_CREG) : "memory");
   const int64_t units = nbm * nbn * sk;
-  const int w = t >> 5, lane = t & 31;
   float acc[WG_MT][WG_ACC];
   int64_t it = 0, e = 0; /* stages consumed, epilogue subtiles written */
   for (int64_t u = t0; u < units; u += tstep) {
@@ -496,30 +532,54 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
       GC_UNROLL(WG_ACC)
       for (int j = 0; j < WG_ACC; j++)
         gc_reg_touch(acc[i][j]);
-    if (WG_SPLIT && sk > 1 &&
-        !wg_split_merge(acc, tile * CLUSTER + rank, sk, (int)(u % sk), c, t, last + c))
-      continue; /* another slice of the tile finishes it */
-
-    /* the producer meanwhile fills the stages of the next tile */
-    if (EPI) {
+    if (WG_SPLIT && sk > 1) {
+      const int64_t bt = tile * CLUSTER + rank;
+      const int s = (int)(u % sk);
+      const unsigned before = wg_split_put(acc, bt, sk, s, c, t);
+      unsigned *cnt = &wg_cnt[bt * WG_CW + c];
+      if (PERSIST && units <= tstep) {
+        /* every unit has a block of its own, all resident together: wait
+         * for the tile's slices, then sum and finish the column blocks
+         * b = s, s + sk, ... of the warpgroup's i·WG_NB + q */
+        if (t == 0)
+          while (gc_ld_acquire(cnt) < (unsigned)sk)
+            __nanosleep(64);
+        gc_named_sync(1 + c, 128);
+        gc_fence_device();
+        GC_UNROLL(WG_MT)
+        for (int i = 0; i < WG_MT; i++)
+          GC_UNROLL(WG_NB)
+          for (int q = 0; q < WG_NB; q++)
+            if ((i * WG_NB + q) % sk == s) {
+              wg_split_sum<WG_BJ>(acc[i], i, q * WG_BJ, PAIR == 2, bt, sk, c, t);
+              wg_epi_block(acc[i], i, q, C, M, N, tmC, ebuf, ebar, c, t, &e, m0, n0);
+            }
+        gc_named_sync(1 + c, 128); /* the warpgroup has read its slots' chunks */
+        if (t == 0 && gc_atomic_add(&wg_done[bt * WG_CW + c], 1u) == (unsigned)sk - 1)
+          *cnt = 0u, wg_done[bt * WG_CW + c] = 0u; /* all have read: ready for the next launch */
+        continue;
+      }
+      /* otherwise the tile's last slice to store sums them all */
+      if (t == 0) {
+        last[c] = before == (unsigned)sk - 1;
+        if (last[c])
+          *cnt = 0u; /* every slice has stored: ready for the next launch */
+      }
+      gc_named_sync(1 + c, 128);
+      if (!last[c])
+        continue; /* another slice of the tile finishes it */
+      gc_fence_device();
       GC_UNROLL(WG_MT)
       for (int i = 0; i < WG_MT; i++)
-        GC_UNROLL(WG_NC / 64)
-        for (int q = 0; q < WG_NC / 64; q++, e++)
-          wg_epi_subtile(acc[i], q, tmC, ebuf, ebar, c, t, e, m0 + c * (BM / WG_CW) + i * 64,
-                         n0 + q * 64);
-      continue;
+        wg_split_sum<WG_ACC / 4>(acc[i], i, 0, false, bt, sk, c, t);
     }
-    /* fragment (i, j): rows w·16 + lane/4 (+8), columns 8·(j/4) + 2·(lane%4) */
-    const int64_t mr = m0 + c * (BM / WG_CW) + w * 16 + (lane >> 2);
+
+    /* the producer meanwhile fills the stages of the next tile */
     GC_UNROLL(WG_MT)
     for (int i = 0; i < WG_MT; i++)
-      GC_UNROLL(WG_NC / 8)
-      for (int j = 0; j < WG_NC / 8; j++) {
-        int64_t m = mr + i * 64, n = n0 + j * 8 + 2 * (lane & 3);
-        wg_store2(C, M, N, m, n, WG_OUT(acc[i], 4 * j), WG_OUT(acc[i], 4 * j + 1));
-        wg_store2(C, M, N, m + 8, n, WG_OUT(acc[i], 4 * j + 2), WG_OUT(acc[i], 4 * j + 3));
-      }
+      GC_UNROLL(WG_NB)
+      for (int q = 0; q < WG_NB; q++)
+        wg_epi_block(acc[i], i, q, C, M, N, tmC, ebuf, ebar, c, t, &e, m0, n0);
   }
   if (EPI && t == 0) /* the stores complete before the block's shared memory goes */
     gc_bulk_wait_all();

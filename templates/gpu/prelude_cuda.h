@@ -276,6 +276,13 @@ GC_DEVICE float gc_warp_max(float v) { return gc_group_max(v, GC_WARP); }
 /* Orders this thread's earlier global writes before its later ones, as
  * seen by every thread of the device. */
 GC_DEVICE void gc_fence_device(void) { __threadfence(); }
+/* *p, read with acquire semantics at device scope (a count other blocks
+ * raise after their fence): what they wrote before is seen after it. */
+GC_DEVICE unsigned gc_ld_acquire(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 /* *p += v atomically at device scope; returns the old value. */
 GC_DEVICE unsigned gc_atomic_add(unsigned *p, unsigned v) { return atomicAdd(p, v); }
 /* Loads/stores that bypass the (non-coherent) L1, for data another block
