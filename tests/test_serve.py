@@ -668,7 +668,10 @@ def test_name_tokenizer_graphs_and_built_bundle(tiny, tmp_path, cache_dir):
             assert c["token_ids"] == ref["tokens"] and c["text"] == ref["text"]
             status, _, text = s.post("/v1/completions", dict(body, model=MODEL))
             assert status == 404 and json.loads(text)["error"]["code"] == "model_not_found"
+            # greedy and past EOS: two tokens, so one decode step (sampled, a
+            # first token that ends the reply left the count at 7)
             status, _, text = s.post("/v1/chat/completions", {"model": "llama-x", "max_tokens": 2,
+                                                              "temperature": 0, "ignore_eos": True,
                                                               "messages": [{"role": "user", "content": "Hi"}]})
             assert status == 200, text
         finally:
