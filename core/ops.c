@@ -111,7 +111,7 @@ void gc_store_elem(void *p, gc_dtype_t t, int64_t i, double v) {
 
 void gc_op_default_scalars(const gc_problem_t *p, gc_op_scalars_t *sc) {
   sc->eps = 1e-5f;
-  sc->pos0 = (!strcmp(p->op, "attention") && p->m == 1) || !strcmp(p->op, "attention_batch") ? 255 : 3;
+  sc->pos0 = !strcmp(p->op, "attention") && p->m == 1 ? 1023 : !strcmp(p->op, "attention_batch") ? 255 : 3;
   sc->layout = 0;
   sc->scale = p->d > 0 ? (float)(1.0 / sqrt((double)p->d)) : 1.0f;
   sc->ctx = 0;

@@ -112,10 +112,12 @@ const gc_op_t *gc_op_table(int *n);
  * --list-ops, which the tests' case table reads. */
 void gc_op_table_json(FILE *out);
 
-/* The scalars the tuner and gcore-run --op use for p: eps 1e-5; pos0 255
- * for single-row attention and for attention_batch (decode steps at
- * lengths up to 256), 3 otherwise; halves layout; scale 1/sqrt(D); ctx 0
- * (slots of pos0 + M rows). */
+/* The scalars the tuner and gcore-run --op use for p: eps 1e-5; pos0 1023
+ * for single-row attention (a decode step 1024 positions in: one variant
+ * serves every length of the context, and at 256 keys a split that is
+ * 2.6x slower at 4000 tied with the default), 255 for attention_batch
+ * (decode steps at lengths up to 256), 3 otherwise; halves layout; scale
+ * 1/sqrt(D); ctx 0 (slots of pos0 + M rows). */
 void gc_op_default_scalars(const gc_problem_t *p, gc_op_scalars_t *sc);
 
 /* The buffers of p in argument order (sizes depend on sc->pos0). */
