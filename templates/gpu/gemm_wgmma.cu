@@ -11,7 +11,7 @@
  * @dtypes f16 bf16
  * @kernel gemm_wgmma
  * @param BM 128 256 default 128 -- block tile rows (two consumer warpgroups, BM/2 rows each)
- * @param BN 64 128 256 default 256 -- rows of B per tile, the wgmma's n: BN columns of C (gemm_swiglu: BN/2 gate and BN/2 up rows of W, BN/2 columns of C)
+ * @param BN 64 128 192 256 default 256 -- rows of B per tile, the wgmma's n: BN columns of C (gemm_swiglu: BN/2 gate and BN/2 up rows of W, BN/2 columns of C)
  * @param SK 0 1 2 3 4 8 default 0 -- split-K: a tile's K is cut into SK slices, each a unit of work of its own; the last slice of a tile to finish sums all the slices' fp32 partials (module workspace) in slice order and runs the epilogue; 0: as many slices as the SMs hold (at most 8 and one per stage of K, within the workspace: 1 where the tiles alone fill the GPU)
  * @param BK 32 64 default 64 -- K depth of a stage: 64 (128-byte rows, 128-byte swizzle) or 32 (64-byte rows, 64-byte swizzle: twice the stages in the same bytes)
  * @param STAGES 2 3 4 5 6 8 default 4 -- shared-memory pipeline stages of BK K-columns each
@@ -24,6 +24,7 @@
  * @constraint SM == 90 && ARCH_A == 1 -- wgmma exists only on sm_90a
  * @constraint WARP == 32 && MAXT >= 384 -- three warpgroups
  * @constraint (BM / 128) * BN / 2 <= 128 -- fp32 accumulators per consumer thread
+ * @constraint (BN / PAIR) % 64 == 0 || BN / PAIR < 64 -- the epilogue's column blocks: whole 64-column blocks of C, or one of fewer
  * @constraint STAGES * (BM + BN) * BK * 2 + 1024 + EPI * 32768 <= SMEM -- the pipeline and the epilogue buffers fit in shared memory
  * @constraint TMA == 1 || CLUSTER == 1 -- multicast is a copy-engine operation
  * @constraint EPI == 0 || (SC == 2 && BN / PAIR >= 64) -- a subtile is 64 columns of C (BN/PAIR a tile), 128-byte rows
@@ -245,6 +246,15 @@ GC_DEVICE void wg_mma_n128(float *d, uint64_t a, uint64_t b) {
                : "l"(a), "l"(b));
 }
 
+/* d[0..95] += A(64x16, descriptor a) · B(192x16, descriptor b)ᵀ */
+GC_DEVICE void wg_mma_n192(float *d, uint64_t a, uint64_t b) {
+  asm volatile("{\n"
+               WG_MMA(192) " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95}, %96, %97, 1, 1, 1, 0, 0;\n"
+               "}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+               : "l"(a), "l"(b));
+}
+
 /* d[0..127] += A(64x16, descriptor a) · B(256x16, descriptor b)ᵀ */
 GC_DEVICE void wg_mma_n256(float *d, uint64_t a, uint64_t b) {
   asm volatile("{\n"
@@ -257,6 +267,7 @@ GC_DEVICE void wg_mma_n256(float *d, uint64_t a, uint64_t b) {
 template <int NN> GC_DEVICE void wg_mma(float *d, uint64_t a, uint64_t b);
 template <> GC_DEVICE void wg_mma<64>(float *d, uint64_t a, uint64_t b) { wg_mma_n64(d, a, b); }
 template <> GC_DEVICE void wg_mma<128>(float *d, uint64_t a, uint64_t b) { wg_mma_n128(d, a, b); }
+template <> GC_DEVICE void wg_mma<192>(float *d, uint64_t a, uint64_t b) { wg_mma_n192(d, a, b); }
 template <> GC_DEVICE void wg_mma<256>(float *d, uint64_t a, uint64_t b) { wg_mma_n256(d, a, b); }
 
 /* Producer thread p (0..127) copies chunk column p % WG_CH of rows

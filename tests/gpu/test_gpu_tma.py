@@ -94,6 +94,19 @@ def test_split_k_verify(gc, op, variant, dt):
         split_case(gc, op, variant, dt, s)
 
 
+@pytest.mark.parametrize("op", ["gemm", "gemm_add"])
+@pytest.mark.parametrize("variant,dt", [("BN=192", "f16"), ("BN=192,SK=3,CLUSTER=2", "bf16"),
+                                        ("BN=192,SK=2,EPI=0,TMA=0", "f16")])
+def test_tiles_of_192_columns(gc, op, variant, dt):
+    """m64n192 wgmmas: three 64-column blocks of C a tile (gemm_swiglu's
+    96 columns are not whole blocks: refused)."""
+    for s in SPLIT_SHAPES:
+        split_case(gc, op, variant, dt, s)
+    r = gc("gcore-gen", "--target", "sm_90a", "--op", "gemm_swiglu", "--dtype", dt,
+           *problem_args("gemm_swiglu", SPLIT_SHAPES[0]), "--force", f"gemm_wgmma:{variant}", "-o", "b.gcb")
+    assert r.rc != 0 and "constraint fails" in r.err, r
+
+
 @pytest.mark.parametrize("op", ["gemm", "gemm_add", "gemm_swiglu"])
 def test_split_k_more_units_than_sms(gc, op):
     """96 tiles of 128x64 (gemm_swiglu: 192 of 128x32) in two slices: more
