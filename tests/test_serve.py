@@ -707,12 +707,23 @@ def test_shutdown_answers_what_waits_and_runs(tiny):
     d, model, bundle = tiny
     s = Server(model, bundle, "--parallel", 2, env={"GCORE_SERVE_STEP_DELAY_MS": "20"})
     body = {"model": MODEL, "prompt": [1, 2, 3], "max_tokens": 250, "ignore_eos": True}
-    got = {}
+    got, first = {}, threading.Event()
     def ask(key, b):
         got[key] = s.post("/v1/completions", b)
-    stream = threading.Thread(target=ask, args=("stream", dict(body, stream=True)))
+    def ask_stream(b):  # reads the events as they come; first: one has come
+        c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=120)
+        c.request("POST", "/v1/completions", body=json.dumps(b), headers={"Content-Type": "application/json"})
+        r, text = c.getresponse(), b""
+        while chunk := r.read1(65536):
+            text += chunk
+            if b"data:" in text:
+                first.set()
+        got["stream"] = (r.status, dict(r.getheaders()), text.decode("utf-8", "replace"))
+        c.close()
+    stream = threading.Thread(target=ask_stream, args=(dict(body, stream=True),))
     stream.start()
     wait_for(lambda: s.health()["active"] == 1, "the stream to start")
+    assert first.wait(timeout=120), "no event of the stream"  # a loaded machine may be slow to the first
     plain = threading.Thread(target=ask, args=("plain", body))
     plain.start()
     wait_for(lambda: s.health()["active"] == 2, "the plain request to start")
