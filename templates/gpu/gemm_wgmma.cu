@@ -130,18 +130,20 @@
  * writes its fp32 accumulators to its slot of the module workspace (per
  * block tile, slice and warpgroup; each thread's fragments as float4
  * chunks, coalesced), fences, and counts itself in at the counter of its
- * (block tile, warpgroup). Then, where every unit has a block of its own
- * (PERSIST, units <= blocks: all slices are resident at once), each slice
- * waits for the count to reach sk and sums and finishes its share of the
- * tile's 64-column blocks (block b of the warpgroup's by slice b mod sk),
- * each from the sk slots in slice order, so that the sum costs every SM
- * one tile's worth of loads; the last to have read resets the counters.
- * Otherwise the slice that counts in last sums all the slots (in slice
- * order too) and runs the whole epilogue. Either way the result does not
- * depend on which slice finished first, and gemm_add adds C once, in the
- * epilogue. As with attention_decode's split, two launches of one code
- * object must not run concurrently; the runtime serialises them on its
- * one stream.
+ * (block tile, warpgroup). The tile's 64-column blocks are then summed
+ * (each from the sk slots in slice order, so the result does not depend on
+ * which slice finished first) and finished by the slices that know every
+ * slice has stored: the last to count in, and, where every unit has a
+ * block of its own (PERSIST, units <= blocks: all may be resident at
+ * once), the others once they see the count complete, waiting at most
+ * WG_WAIT_NS. Each claims its share (block b by slice b mod sk, a flag per
+ * block), and the last to count in then claims whatever is left, so the
+ * sum costs each slice about one tile's worth of loads when all wait, and
+ * a GPU that does not hold them all at once (shared under MPS) costs the
+ * wait, never a hang. gemm_add adds C once, in the epilogue. The last
+ * slice to leave resets the counters and flags; as with
+ * attention_decode's split, two launches of one code object must not run
+ * concurrently (the runtime serialises them on its one stream).
  *
  * gemm_swiglu (PAIR = 2): a B tile is made of two halves, gate rows
  * n0 .. n0+BN/2-1 and up rows N+n0 .. N+n0+BN/2-1 of W. One m64nBN wgmma
@@ -402,7 +404,7 @@ GC_DEVICE int64_t wg_unit(int64_t u, int sk, int64_t kt_n, int64_t *k0, int64_t 
  * fragments as float4 chunks, chunk x (x = i·WG_ACC/4 + j/4 for acc[i][j])
  * at float 512·x + 4·t, so a warpgroup's loads and stores of a chunk are
  * coalesced. Counters per (block tile, warpgroup): wg_cnt the slices that
- * stored, wg_done (the distributed sum) the slices that have read theirs. */
+ * stored, wg_done those that have left. */
 GC_GLOBAL unsigned wg_done[WG_SPLIT ? WG_TILES_MAX * WG_CW : 1];
 
 GC_DEVICE float4 *wg_slot(int64_t bt, int sk, int s, int c, int t) {
@@ -480,6 +482,42 @@ GC_DEVICE void wg_epi_block(const float *acc, int i, int q, TC *C, int64_t M, in
   }
 }
 
+/* Column blocks per warpgroup and tile (at most 2·4), a claim flag each
+ * (per block tile and warpgroup), and how long a slice waits for the
+ * others before it leaves their sum to the last. */
+#define WG_BLK (WG_MT * WG_NB)
+#define WG_WAIT_NS 100000
+GC_GLOBAL unsigned wg_claimed[WG_SPLIT ? WG_TILES_MAX * WG_CW * WG_BLK : 1];
+
+/* Claim for warpgroup c the column blocks of want (bit b: block b) that no
+ * slice has yet, one thread a block, all at once: the mask of those it got
+ * (every thread's the same; mask: a shared word of the warpgroup's). */
+GC_DEVICE unsigned wg_claim(int64_t at, unsigned want, int c, int t, unsigned *mask) {
+  gc_named_sync(1 + c, 128); /* every thread has read the word before */
+  if (t == 0)
+    mask[c] = 0u;
+  gc_named_sync(1 + c, 128);
+  if (t < WG_BLK && (want >> t & 1u) && atomicExch(&wg_claimed[at * WG_BLK + t], 1u) == 0u)
+    atomicOr(&mask[c], 1u << t);
+  gc_named_sync(1 + c, 128);
+  return mask[c];
+}
+
+/* Sum (slice order) and finish the column blocks of got: block
+ * b = i·WG_NB + q is m64 tile i's columns 64q .. 64q+63. */
+GC_DEVICE void wg_split_finish(float (*acc)[WG_ACC], unsigned got, int64_t bt, int sk, TC *C,
+                               int64_t M, int64_t N, const gc_tmap_t *tmC, unsigned ebuf,
+                               unsigned ebar, int c, int t, int64_t *e, int64_t m0, int64_t n0) {
+  GC_UNROLL(WG_MT)
+  for (int i = 0; i < WG_MT; i++)
+    GC_UNROLL(WG_NB)
+    for (int q = 0; q < WG_NB; q++)
+      if (got >> (i * WG_NB + q) & 1u) {
+        wg_split_sum<WG_BJ>(acc[i], i, q * WG_BJ, PAIR == 2, bt, sk, c, t);
+        wg_epi_block(acc[i], i, q, C, M, N, tmC, ebuf, ebar, c, t, e, m0, n0);
+      }
+}
+
 /* A consumer warpgroup (c = 0 or 1, thread t of it): for each unit, the
  * wgmmas of its stages into fp32 accumulators, then (split-K: the hand-off
  * of the partials, last[c] a shared word of the warpgroup's) the epilogue. */
@@ -544,45 +582,47 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
       for (int j = 0; j < WG_ACC; j++)
         gc_reg_touch(acc[i][j]);
     if (WG_SPLIT && sk > 1) {
-      const int64_t bt = tile * CLUSTER + rank;
+      /* split-K: store the partial; the tile's column blocks then go to
+       * the slices that know every slice has stored: the last to store,
+       * and (where every unit has a block of its own, so all may be
+       * resident at once) the others once they see the count complete
+       * within WG_WAIT_NS. Each claims its share (block b: slice b mod sk)
+       * and the last to store then whatever no slice has claimed, so a
+       * GPU that does not hold them all at once (shared under MPS) costs
+       * the wait, never a hang. */
+      const int64_t bt = tile * CLUSTER + rank, at = bt * WG_CW + c;
       const int s = (int)(u % sk);
       const unsigned before = wg_split_put(acc, bt, sk, s, c, t);
-      unsigned *cnt = &wg_cnt[bt * WG_CW + c];
-      if (PERSIST && units <= tstep) {
-        /* every unit has a block of its own, all resident together: wait
-         * for the tile's slices, then sum and finish the column blocks
-         * b = s, s + sk, ... of the warpgroup's i·WG_NB + q */
-        if (t == 0)
-          while (gc_ld_acquire(cnt) < (unsigned)sk)
-            __nanosleep(64);
-        gc_named_sync(1 + c, 128);
-        gc_fence_device();
-        GC_UNROLL(WG_MT)
-        for (int i = 0; i < WG_MT; i++)
-          GC_UNROLL(WG_NB)
-          for (int q = 0; q < WG_NB; q++)
-            if ((i * WG_NB + q) % sk == s) {
-              wg_split_sum<WG_BJ>(acc[i], i, q * WG_BJ, PAIR == 2, bt, sk, c, t);
-              wg_epi_block(acc[i], i, q, C, M, N, tmC, ebuf, ebar, c, t, &e, m0, n0);
-            }
-        gc_named_sync(1 + c, 128); /* the warpgroup has read its slots' chunks */
-        if (t == 0 && gc_atomic_add(&wg_done[bt * WG_CW + c], 1u) == (unsigned)sk - 1)
-          *cnt = 0u, wg_done[bt * WG_CW + c] = 0u; /* all have read: ready for the next launch */
-        continue;
-      }
-      /* otherwise the tile's last slice to store sums them all */
       if (t == 0) {
-        last[c] = before == (unsigned)sk - 1;
-        if (last[c])
-          *cnt = 0u; /* every slice has stored: ready for the next launch */
+        const unsigned lastin = before == (unsigned)sk - 1;
+        unsigned go = lastin;
+        if (!go && PERSIST && units <= tstep) {
+          const uint64_t end = gc_globaltimer() + WG_WAIT_NS;
+          while (!(go = gc_ld_acquire(&wg_cnt[at]) >= (unsigned)sk) && gc_globaltimer() < end)
+            __nanosleep(64);
+        }
+        last[c] = go | lastin << 1;
       }
       gc_named_sync(1 + c, 128);
-      if (!last[c])
-        continue; /* another slice of the tile finishes it */
-      gc_fence_device();
-      GC_UNROLL(WG_MT)
-      for (int i = 0; i < WG_MT; i++)
-        wg_split_sum<WG_ACC / 4>(acc[i], i, 0, false, bt, sk, c, t);
+      const unsigned st = last[c];
+      if (st & 1) {
+        gc_fence_device();
+        unsigned own = 0u;
+        for (int b = s; b < WG_BLK; b += sk)
+          own |= 1u << b;
+        wg_split_finish(acc, wg_claim(at, own, c, t, last), bt, sk, C, M, N, tmC, ebuf, ebar, c, t, &e,
+                        m0, n0);
+        if (st & 2)
+          wg_split_finish(acc, wg_claim(at, ((1u << WG_BLK) - 1u) & ~own, c, t, last), bt, sk, C, M, N,
+                          tmC, ebuf, ebar, c, t, &e, m0, n0);
+      }
+      gc_named_sync(1 + c, 128); /* the warpgroup is done with the slots */
+      if (t == 0 && gc_atomic_add(&wg_done[at], 1u) == (unsigned)sk - 1) { /* every slice has left */
+        wg_cnt[at] = 0u, wg_done[at] = 0u;
+        for (int b = 0; b < WG_BLK; b++)
+          wg_claimed[at * WG_BLK + b] = 0u; /* ready for the next launch */
+      }
+      continue;
     }
 
     /* the producer meanwhile fills the stages of the next tile */

@@ -283,6 +283,12 @@ GC_DEVICE unsigned gc_ld_acquire(const unsigned *p) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+/* The device's nanosecond clock (for bounded waits). */
+GC_DEVICE uint64_t gc_globaltimer(void) {
+  uint64_t v;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(v));
+  return v;
+}
 /* *p += v atomically at device scope; returns the old value. */
 GC_DEVICE unsigned gc_atomic_add(unsigned *p, unsigned v) { return atomicAdd(p, v); }
 /* Loads/stores that bypass the (non-coherent) L1, for data another block

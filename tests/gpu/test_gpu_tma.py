@@ -119,16 +119,17 @@ def test_split_k_left_unready_is_caught(gc):
     """A split-K kernel that does not reset its count is right on its
     first launch only (its slices' count never again names a last one);
     the verification checks a second launch, so it is refused and never
-    wins a sweep. PERSIST=0: the last slice's sum (a stale count in the
-    shared-out sum of PERSIST=1 reads the previous launch's partials, which
-    the verification's same inputs make right: not caught this way)."""
+    wins a sweep. PERSIST=0: the last slice's sum (with PERSIST=1 a stale
+    count lets the waiting slices read the previous launch's partials,
+    which the verification's same inputs make right: not caught this
+    way)."""
     import shutil
     tdir = gc.dir / "tpl"
     shutil.copytree(os.path.join(os.path.dirname(__file__), "..", "..", "templates"), tdir)
     src = (tdir / "gpu" / "gemm_wgmma.cu").read_text()
-    old = "*cnt = 0u; /* every slice has stored: ready for the next launch */"
+    old = "wg_cnt[at] = 0u, wg_done[at] = 0u;"
     assert src.count(old) == 1
-    (tdir / "gpu" / "gemm_wgmma.cu").write_text(src.replace(old, "(void)cnt;"))
+    (tdir / "gpu" / "gemm_wgmma.cu").write_text(src.replace(old, "wg_done[at] = 0u;"))
     s = (128, 1024, 4096)
     for templates, ok in ((None, True), (tdir, False)):
         r = gc("gcore-gen", *(["--templates", templates] if templates else []), "--target", "sm_90a",
