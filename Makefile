@@ -213,7 +213,7 @@ fuzz: fuzz-build
 # What CI runs: a few seconds per target, enough to replay the seeds and
 # every regression input and to shake the harnesses.
 fuzz-smoke: fuzz-build
-	sh fuzz/run.sh 5 0 $(FUZZ_TARGETS)
+	sh fuzz/run.sh 3 0 $(FUZZ_TARGETS)
 
 .PHONY: fuzz fuzz-build fuzz-smoke
 
