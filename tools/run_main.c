@@ -88,7 +88,7 @@ static const char usage[] =
     "  --seed N             input seed (default 1 here)\n"
     "  --dump DIR           write the op's buffers as raw little-endian files + meta.txt (a directory)\n"
     "  --min-time S         seconds of timed launches (default 0.2)\n"
-    "  --pos P              the position of the first row (default 3; attention of one row: 255)\n"
+    "  --pos P              the position of the first row (default 3; attention of one row: 1023, attention_batch: 255)\n"
     "  --layout L           RoPE pairs: 0 halves (Hugging Face, default), 1 adjacent (llama2.c)\n"
     "device:\n"
     "  --backend NAME       device backend: cpu (default), cuda (NVIDIA) or hip (AMD)\n"
