@@ -12,7 +12,7 @@
  * @kernel gemm_wgmma
  * @param BM 128 256 default 128 -- block tile rows (two consumer warpgroups, BM/2 rows each)
  * @param BN 64 128 192 256 default 256 -- rows of B per tile, the wgmma's n: BN columns of C (gemm_swiglu: BN/2 gate and BN/2 up rows of W, BN/2 columns of C)
- * @param SK 0 1 2 3 4 8 default 0 -- split-K: a tile's K is cut into SK slices, each a unit of work of its own; the last slice of a tile to finish sums all the slices' fp32 partials (module workspace) in slice order and runs the epilogue; 0: as many slices as the SMs hold (at most 8 and one per stage of K, within the workspace: 1 where the tiles alone fill the GPU)
+ * @param SK 0 1 2 3 4 8 default 0 -- split-K: a tile's K is cut into SK slices, each a unit of work of its own; the slices' fp32 partials (module workspace) are summed in slice order and finished by the slices that know all have stored (see Split-K below); 0: as many slices as the SMs hold (at most 8 and one per stage of K, within the workspace: 1 where the tiles alone fill the GPU)
  * @param BK 32 64 default 64 -- K depth of a stage: 64 (128-byte rows, 128-byte swizzle) or 32 (64-byte rows, 64-byte swizzle: twice the stages in the same bytes)
  * @param STAGES 2 3 4 5 6 8 default 4 -- shared-memory pipeline stages of BK K-columns each
  * @param RASTER 1 4 8 16 default 8 -- block rows walked together (L2 reuse of B tiles)
@@ -186,14 +186,28 @@
 #define WG_SBYTES ((BM + BN) * WG_RB)  /* bytes per stage */
 /* the swizzle term of row r: 16-byte chunk c lies at chunk c ^ WG_SWZ(r) */
 #define WG_SWZ(r) (BK == 64 ? ((r) & 7) : (((r) >> 1) & 3))
-/* split-K: the workspace of the slices' partials, BM·BN floats per block
- * tile and slice (the @applies bound: 4M floats, 16 MiB), and counters per
- * block tile and consumer warpgroup (at most 4M / (2·128·64) block tiles) */
+/* 64-column blocks of C per m64 tile (one where a tile has fewer),
+ * fragment column groups (8 columns) per block, and blocks per consumer
+ * warpgroup and tile (at most 2·4): the units of the epilogue */
+#define WG_NB (WG_NC >= 64 ? WG_NC / 64 : 1)
+#define WG_BJ (WG_NC >= 64 ? 8 : WG_NC / 8)
+#define WG_BLK (WG_MT * WG_NB)
+
+/* split-K's state, the module's between launches (all of it back to zero
+ * when a launch ends): the workspace of the slices' partials, BM·BN floats
+ * per block tile and slice (the @applies bound: 4M floats, 16 MiB); per
+ * block tile and consumer warpgroup (at most 4M / (2·128·64) block tiles)
+ * the slices that stored (wg_cnt), those that have left (wg_done), and a
+ * claim flag per column block (wg_claimed); and how long a slice waits for
+ * the others before it leaves their sum to the last. */
 #define WG_WSF 4194304
 #define WG_TILES_MAX (WG_WSF / (2 * 128 * 64))
 #define WG_SPLIT (SK != 1) /* the split-K code is there (the slice count sk may still be 1) */
+#define WG_WAIT_NS 100000
 GC_GLOBAL __align__(16) float wg_ws[WG_SPLIT ? WG_WSF : 4];
 GC_GLOBAL unsigned wg_cnt[WG_SPLIT ? WG_TILES_MAX * WG_CW : 1];
+GC_GLOBAL unsigned wg_done[WG_SPLIT ? WG_TILES_MAX * WG_CW : 1];
+GC_GLOBAL unsigned wg_claimed[WG_SPLIT ? WG_TILES_MAX * WG_CW * WG_BLK : 1];
 #if GC_TA == GC_BF16
 #define WG_MMA(n) "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32.bf16.bf16"
 #else
@@ -403,10 +417,7 @@ GC_DEVICE int64_t wg_unit(int64_t u, int sk, int64_t kt_n, int64_t *k0, int64_t 
  * Workspace slot (block tile bt, slice s, warpgroup c): thread t's
  * fragments as float4 chunks, chunk x (x = i·WG_ACC/4 + j/4 for acc[i][j])
  * at float 512·x + 4·t, so a warpgroup's loads and stores of a chunk are
- * coalesced. Counters per (block tile, warpgroup): wg_cnt the slices that
- * stored, wg_done those that have left. */
-GC_GLOBAL unsigned wg_done[WG_SPLIT ? WG_TILES_MAX * WG_CW : 1];
-
+ * coalesced. */
 GC_DEVICE float4 *wg_slot(int64_t bt, int sk, int s, int c, int t) {
   return reinterpret_cast<float4 *>(wg_ws + ((bt * sk + s) * WG_CW + c) * (BM * BN / WG_CW)) + t;
 }
@@ -426,11 +437,6 @@ GC_DEVICE unsigned wg_split_put(float (*acc)[WG_ACC], int64_t bt, int sk, int s,
   gc_named_sync(1 + c, 128);
   return t == 0 ? gc_atomic_add(&wg_cnt[bt * WG_CW + c], 1u) : 0u;
 }
-
-/* 64-column blocks of C per m64 tile (one where a tile has fewer), and
- * fragment column groups (8 columns) per block */
-#define WG_NB (WG_NC >= 64 ? WG_NC / 64 : 1)
-#define WG_BJ (WG_NC >= 64 ? 8 : WG_NC / 8)
 
 /* acc[i]'s chunks x0 .. x0+NX-1 (and, where up is set, their gemm_swiglu
  * up chunks x + BN/16) := the sums of the sk slots' chunks in slice order;
@@ -482,13 +488,6 @@ GC_DEVICE void wg_epi_block(const float *acc, int i, int q, TC *C, int64_t M, in
   }
 }
 
-/* Column blocks per warpgroup and tile (at most 2·4), a claim flag each
- * (per block tile and warpgroup), and how long a slice waits for the
- * others before it leaves their sum to the last. */
-#define WG_BLK (WG_MT * WG_NB)
-#define WG_WAIT_NS 100000
-GC_GLOBAL unsigned wg_claimed[WG_SPLIT ? WG_TILES_MAX * WG_CW * WG_BLK : 1];
-
 /* Claim for warpgroup c the column blocks of want (bit b: block b) that no
  * slice has yet, one thread a block, all at once: the mask of those it got
  * (every thread's the same; mask: a shared word of the warpgroup's). */
@@ -518,13 +517,59 @@ GC_DEVICE void wg_split_finish(float (*acc)[WG_ACC], unsigned got, int64_t bt, i
       }
 }
 
+/* Split-K's hand-off of warpgroup c (thread t) of block tile bt, slice s
+ * of sk: store the partial; the tile's column blocks then go to the slices
+ * that know every slice has stored: the last to store, and, where wait is
+ * set (every unit has a block of its own, so all may be resident at once),
+ * the others once they see the count complete within WG_WAIT_NS. Each
+ * claims its share (block b: slice b mod sk) and the last to store then
+ * whatever no slice has claimed, so a GPU that does not hold them all at
+ * once (shared under MPS) costs the wait, never a hang. The last slice to
+ * leave zeroes the tile's state. word: a shared word of the warpgroup's. */
+GC_DEVICE void wg_split_handoff(float (*acc)[WG_ACC], int64_t bt, int sk, int s, bool wait, TC *C,
+                                int64_t M, int64_t N, const gc_tmap_t *tmC, unsigned ebuf,
+                                unsigned ebar, int c, int t, int64_t *e, int64_t m0, int64_t n0,
+                                unsigned *word) {
+  const int64_t at = bt * WG_CW + c;
+  const unsigned before = wg_split_put(acc, bt, sk, s, c, t);
+  if (t == 0) {
+    const unsigned lastin = before == (unsigned)sk - 1;
+    unsigned go = lastin;
+    if (!go && wait) {
+      const uint64_t end = gc_globaltimer() + WG_WAIT_NS;
+      while (!(go = gc_ld_acquire(&wg_cnt[at]) >= (unsigned)sk) && gc_globaltimer() < end)
+        __nanosleep(64);
+    }
+    word[c] = go | lastin << 1;
+  }
+  gc_named_sync(1 + c, 128);
+  const unsigned st = word[c];
+  if (st & 1) {
+    gc_fence_device();
+    unsigned own = 0u;
+    for (int b = s; b < WG_BLK; b += sk)
+      own |= 1u << b;
+    wg_split_finish(acc, wg_claim(at, own, c, t, word), bt, sk, C, M, N, tmC, ebuf, ebar, c, t, e, m0,
+                    n0);
+    if (st & 2)
+      wg_split_finish(acc, wg_claim(at, ((1u << WG_BLK) - 1u) & ~own, c, t, word), bt, sk, C, M, N,
+                      tmC, ebuf, ebar, c, t, e, m0, n0);
+  }
+  gc_named_sync(1 + c, 128); /* the warpgroup is done with the slots */
+  if (t == 0 && gc_atomic_add(&wg_done[at], 1u) == (unsigned)sk - 1) { /* every slice has left */
+    wg_cnt[at] = 0u, wg_done[at] = 0u;
+    for (int b = 0; b < WG_BLK; b++)
+      wg_claimed[at * WG_BLK + b] = 0u; /* ready for the next launch */
+  }
+}
+
 /* A consumer warpgroup (c = 0 or 1, thread t of it): for each unit, the
- * wgmmas of its stages into fp32 accumulators, then (split-K: the hand-off
- * of the partials, last[c] a shared word of the warpgroup's) the epilogue. */
+ * wgmmas of its stages into fp32 accumulators, then the epilogue (split-K:
+ * the hand-off of the partials; word[c] a shared word of the warpgroup's). */
 GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, int t, int rank,
                            int64_t t0, int64_t tstep, int64_t nbm, int64_t nbn, int64_t kt_n,
                            TC *C, int64_t M, int64_t N, const gc_tmap_t *tmC, unsigned ebuf,
-                           unsigned ebar, int sk, unsigned *last) {
+                           unsigned ebar, int sk, unsigned *word) {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WG_CREG) : "memory");
   const int64_t units = nbm * nbn * sk;
   float acc[WG_MT][WG_ACC];
@@ -582,46 +627,8 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
       for (int j = 0; j < WG_ACC; j++)
         gc_reg_touch(acc[i][j]);
     if (WG_SPLIT && sk > 1) {
-      /* split-K: store the partial; the tile's column blocks then go to
-       * the slices that know every slice has stored: the last to store,
-       * and (where every unit has a block of its own, so all may be
-       * resident at once) the others once they see the count complete
-       * within WG_WAIT_NS. Each claims its share (block b: slice b mod sk)
-       * and the last to store then whatever no slice has claimed, so a
-       * GPU that does not hold them all at once (shared under MPS) costs
-       * the wait, never a hang. */
-      const int64_t bt = tile * CLUSTER + rank, at = bt * WG_CW + c;
-      const int s = (int)(u % sk);
-      const unsigned before = wg_split_put(acc, bt, sk, s, c, t);
-      if (t == 0) {
-        const unsigned lastin = before == (unsigned)sk - 1;
-        unsigned go = lastin;
-        if (!go && PERSIST && units <= tstep) {
-          const uint64_t end = gc_globaltimer() + WG_WAIT_NS;
-          while (!(go = gc_ld_acquire(&wg_cnt[at]) >= (unsigned)sk) && gc_globaltimer() < end)
-            __nanosleep(64);
-        }
-        last[c] = go | lastin << 1;
-      }
-      gc_named_sync(1 + c, 128);
-      const unsigned st = last[c];
-      if (st & 1) {
-        gc_fence_device();
-        unsigned own = 0u;
-        for (int b = s; b < WG_BLK; b += sk)
-          own |= 1u << b;
-        wg_split_finish(acc, wg_claim(at, own, c, t, last), bt, sk, C, M, N, tmC, ebuf, ebar, c, t, &e,
-                        m0, n0);
-        if (st & 2)
-          wg_split_finish(acc, wg_claim(at, ((1u << WG_BLK) - 1u) & ~own, c, t, last), bt, sk, C, M, N,
-                          tmC, ebuf, ebar, c, t, &e, m0, n0);
-      }
-      gc_named_sync(1 + c, 128); /* the warpgroup is done with the slots */
-      if (t == 0 && gc_atomic_add(&wg_done[at], 1u) == (unsigned)sk - 1) { /* every slice has left */
-        wg_cnt[at] = 0u, wg_done[at] = 0u;
-        for (int b = 0; b < WG_BLK; b++)
-          wg_claimed[at * WG_BLK + b] = 0u; /* ready for the next launch */
-      }
+      wg_split_handoff(acc, tile * CLUSTER + rank, sk, (int)(u % sk), PERSIST && units <= tstep, C, M,
+                       N, tmC, ebuf, ebar, c, t, &e, m0, n0, word);
       continue;
     }
 
@@ -726,7 +733,7 @@ GC_KERNEL_BOUNDS(WG_T) WG_CLUSTER_DIMS
 void gemm_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K WG_TMAP_AB
                 WG_TMAP_C) {
   GC_SHARED uint64_t bars[2 * STAGES + WG_EBARS]; /* full[0..S-1], empty[0..S-1], epilogue */
-  GC_SHARED unsigned last[WG_CW];                 /* split-K: this warpgroup finishes the tile */
+  GC_SHARED unsigned word[WG_CW];                 /* split-K: a word of each consumer warpgroup's */
   /* tiles of CLUSTER·BM rows: a cluster's blocks share one (and its B) */
   const int64_t nbm = gc_cdiv(M, BM * CLUSTER), nbn = gc_cdiv(N, WG_NC), tiles = nbm * nbn;
   if (tiles <= 0)
@@ -781,7 +788,7 @@ void gemm_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K
 #endif
   } else {
     wg_consumer(full, empty, s0, wg - 1, tid & 127, rank, t0, tstep, nbm, nbn, kt_n, C, M, N,
-                WG_TMC, ebuf, ebar, sk, last);
+                WG_TMC, ebuf, ebar, sk, word);
   }
   if (CLUSTER > 1) /* no block leaves while its peer may still write to it */
     gc_cluster_sync();

@@ -32,17 +32,25 @@ VARIANTS = ["TMA=1", "TMA=1,CLUSTER=2", "TMA=1,CLUSTER=2,PERSIST=0", "TMA=1,CLUS
 @pytest.mark.parametrize("dt", ["f16", "bf16"])
 def test_tma_variants_verify(gc, op, tpl, variant, dt):
     for s in SHAPES:
-        r = gc("gcore-gen", "--target", "sm_90a", "--op", op, "--dtype", dt, *problem_args(op, s),
-               "--force", f"{tpl}:{variant}", "-o", "b.gcb", "-q")
-        assert r.rc == 0, r
-        with sqlite3.connect(gc.dir / "b.gcb") as c:
-            rows = c.execute("SELECT params, tmaps FROM dispatch WHERE m_lo = ?", (s[0],)).fetchall()
-        assert rows and all(variant.split(",")[0] in p and t for p, t in rows), rows
-        dump = gc.dir / ("d_" + "x".join(map(str, s)))
-        r = gc("gcore-run", "--backend", "cuda", "-b", "b.gcb", "--op", op, "--dtype", dt,
-               *problem_args(op, s), "--dump", dump, "--min-time", "0.001")
-        assert r.rc == 0 and "verified" in r.out, r
-        numpy_check(op, dt, s, dump)
+        forced_case(gc, op, f"{tpl}:{variant}", dt, s, tmaps=True)
+
+
+def forced_case(gc, op, force, dt, s, tmaps=False):
+    """A bundle of the forced variant for shape s: its entry for M uses the
+    variant (tmaps: and carries tensor-map declarations); gcore-run
+    verifies it and numpy checks every element of the dump."""
+    r = gc("gcore-gen", "--target", "sm_90a", "--op", op, "--dtype", dt, *problem_args(op, s),
+           "--force", force, "-o", "b.gcb", "-q")
+    assert r.rc == 0, r
+    with sqlite3.connect(gc.dir / "b.gcb") as c:
+        rows = c.execute("SELECT params, tmaps FROM dispatch WHERE m_lo = ?", (s[0],)).fetchall()
+    first = force.split(":", 1)[1].split(",")[0]
+    assert rows and all(first in p and (t or not tmaps) for p, t in rows), rows
+    dump = gc.dir / ("d_" + "x".join(map(str, s)))
+    r = gc("gcore-run", "--backend", "cuda", "-b", "b.gcb", "--op", op, "--dtype", dt,
+           *problem_args(op, s), "--dump", dump, "--min-time", "0.001")
+    assert r.rc == 0 and "verified" in r.out, r
+    numpy_check(op, dt, s, dump)
 
 
 def test_tuner_measures_tma(gc):
@@ -73,25 +81,11 @@ SPLIT_VARIANTS = [("SK=2", "f16"), ("SK=3,BN=128", "bf16"), ("SK=4,CLUSTER=2", "
                   ("SK=8,BN=128,RASTER=1", "f16"), ("SK=3,BN=64,EPI=0", "f16")]
 
 
-def split_case(gc, op, variant, dt, s):
-    r = gc("gcore-gen", "--target", "sm_90a", "--op", op, "--dtype", dt, *problem_args(op, s),
-           "--force", f"gemm_wgmma:{variant}", "-o", "b.gcb", "-q")
-    assert r.rc == 0, r
-    with sqlite3.connect(gc.dir / "b.gcb") as c:
-        rows = c.execute("SELECT params FROM dispatch WHERE m_lo = ?", (s[0],)).fetchall()
-    assert rows and all(variant.split(",")[0] in p for p, in rows), rows
-    dump = gc.dir / ("d_" + "x".join(map(str, s)))
-    r = gc("gcore-run", "--backend", "cuda", "-b", "b.gcb", "--op", op, "--dtype", dt,
-           *problem_args(op, s), "--dump", dump, "--min-time", "0.001")
-    assert r.rc == 0 and "verified" in r.out, r
-    numpy_check(op, dt, s, dump)
-
-
 @pytest.mark.parametrize("op", ["gemm", "gemm_add", "gemm_swiglu"])
 @pytest.mark.parametrize("variant,dt", SPLIT_VARIANTS)
 def test_split_k_verify(gc, op, variant, dt):
     for s in SPLIT_SHAPES:
-        split_case(gc, op, variant, dt, s)
+        forced_case(gc, op, f"gemm_wgmma:{variant}", dt, s)
 
 
 @pytest.mark.parametrize("op", ["gemm", "gemm_add"])
@@ -101,7 +95,7 @@ def test_tiles_of_192_columns(gc, op, variant, dt):
     """m64n192 wgmmas: three 64-column blocks of C a tile (gemm_swiglu's
     96 columns are not whole blocks: refused)."""
     for s in SPLIT_SHAPES:
-        split_case(gc, op, variant, dt, s)
+        forced_case(gc, op, f"gemm_wgmma:{variant}", dt, s)
     r = gc("gcore-gen", "--target", "sm_90a", "--op", "gemm_swiglu", "--dtype", dt,
            *problem_args("gemm_swiglu", SPLIT_SHAPES[0]), "--force", f"gemm_wgmma:{variant}", "-o", "b.gcb")
     assert r.rc != 0 and "constraint fails" in r.err, r
@@ -112,7 +106,7 @@ def test_split_k_more_units_than_sms(gc, op):
     """96 tiles of 128x64 (gemm_swiglu: 192 of 128x32) in two slices: more
     units than an H100's or H200's 132 SMs, so the slices do not wait for
     each other and the last sums them."""
-    split_case(gc, op, "SK=2,BN=64,EPI=0", "f16", (384, 2048, 1000))
+    forced_case(gc, op, "gemm_wgmma:SK=2,BN=64,EPI=0", "f16", (384, 2048, 1000))
 
 
 def test_split_k_left_unready_is_caught(gc):
