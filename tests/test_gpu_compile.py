@@ -69,7 +69,7 @@ def gpu_templates(backends=("gpu", "cuda")):
             continue
         dts = re.search(r"@dtypes\s+([^\n]+)", head).group(1).split(" -- ")[0].split()
         ops = re.search(r"@op\s+([^\n]+)", head).group(1).split()
-        min_sm = re.search(r"@constraint[^\n]*SM >= (\d+)", head)  # e.g. sm_90 instructions
+        min_sm = re.search(r"@constraint\s+SM >= (\d+) --", head)  # the whole template: e.g. sm_90 instructions
         arch_a = (bool(re.search(r"@constraint[^\n]*ARCH_A == 1", head)), int(min_sm.group(1)) if min_sm else 0)
         # the ops tplhead.sampled_ops names (the first, the first gate/up
         # one, the first RoPE/KV one, the first batched step) at their

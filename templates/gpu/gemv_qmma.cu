@@ -15,26 +15,28 @@
  * @param KS 1 2 4 8 16 default 8 -- warps that split one row tile's K range (block-level split-K)
  * @param RT 1 2 default 1 -- 16-row tiles of B per warp (gemm_swiglu: RT gate and RT up tiles)
  * @param UNR 2 4 8 16 default 8 -- units (32 elements) of each row a step copies (256-element blocks: UNR 8 or 16, whole blocks)
- * @param NST 2 3 4 default 2 -- steps in the warp's copy pipeline (NST - 1 in flight while one is decoded)
+ * @param NST 2 3 4 default 2 -- steps in the warp's copy pipeline (NST - 1 in flight while one is decoded); RL 3: stages in the block's bulk-copy ring
  * @param NT 1 2 default 1 -- 8-row tiles of A: rows up to 8·NT are served
- * @param OCC 1 2 default 1 -- blocks per SM the register budget is planned for (65536 / (OCC * threads) per thread; 1: no cap below 255)
- * @param RL 0 1 2 default 1 -- the device layouts (QR: Q8_0R, Q4_0R, Q4_KR): 0 copies through the shared-memory pipeline, 1 loads a lane's part of each block straight into registers (16-byte loads), 2 also the next block's while one is decoded; GGUF formats: 1, the pipeline (their parts are unaligned)
+ * @param OCC 1 2 4 default 1 -- blocks per SM the register budget is planned for (65536 / (OCC * threads) per thread; 1: no cap below 255)
+ * @param RL 0 1 2 3 default 1 -- the device layouts (QR: Q8_0R, Q4_0R, Q4_KR): 0 copies through the shared-memory pipeline, 1 loads a lane's part of each block straight into registers (16-byte loads), 2 also the next block's while one is decoded, 3 streams the block's rows through a shared-memory ring that a producer warp fills with bulk copies (sm_90); GGUF formats: 1, the pipeline (their parts are unaligned)
  * @defaults gemm_swiglu rmsnorm_gemm_swiglu WARPS=4 KS=4 -- the pair's rows take twice the copy pipeline (Q6_K: 245 KB at 16 warps); four warps a block measured best for every format (bench/RESULTS.md, session 11)
  * @defaults rmsnorm_gemm WARPS=4 KS=4 RT=2 -- QKV and the LM head: two tiles a warp share the fused norm's operands (best for every format but Q4_K's QKV, a tie)
  * @constraint WARPS % KS == 0 -- warps form whole row groups
- * @constraint WARPS * WARP <= MAXT -- a legal block
+ * @constraint (WARPS + (RL == 3)) * WARP <= MAXT -- a legal block (RL 3: and its producer warp)
  * @constraint WARP == 32 -- NVIDIA warps
- * @constraint OCC * WARPS * WARP <= 2048 -- that many blocks can be resident
+ * @constraint OCC * (WARPS + (RL == 3)) * WARP <= 2048 -- that many blocks can be resident
  * @constraint SB < 100 || UNR % 8 == 0 -- a step of a 256-element format is whole blocks (its scales lead the block)
  * @constraint QR == 1 || RL == 1 -- only the device layouts choose their loads
- * @constraint QR == 0 || RL == 0 || (NST == 2 && UNR == 8) -- register loads have no copy pipeline: one value of its parameters
+ * @constraint QR == 0 || RL == 0 || (UNR == 8 && (NST == 2 || RL == 3)) -- register loads have no copy pipeline: one value of its parameters (the ring of RL 3 takes NST stages of one block a warp)
+ * @constraint RL < 3 || SM >= 90 -- bulk copies and transaction-counting mbarriers (sm_90)
+ * @constraint RL < 3 || (NST * PAIR * WARPS * 16 * RT * SB + 128 + (KS > 1) * WARPS * (4 * PAIR * RT * NT + NT) * 128) * OCC <= SMEM -- the ring (and the split-K partial sums) fit, OCC blocks per SM
  * @constraint (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 * OCC <= SMEM -- the copy pipelines fit in shared memory, OCC blocks per SM
  * @constraint KS == 1 || WARPS * (4 * PAIR * RT * NT + NT) * 128 <= 49152 -- the split-K partial sums fit in static shared memory
- * @constraint 4 * PAIR * RT * NT + 16 * PAIR * RT + 4 * NT * (1 + 2 * NORM) * 2 + 56 <= min(255, 65536 / (OCC * WARPS * 32)) -- estimated registers (accumulators, a unit's levels and scales, A's fragments and their split, addresses) fit the budget; RL's block parts are not counted: a variant that spills is rejected once compiled (gen/resources.c)
+ * @constraint 4 * PAIR * RT * NT + 16 * PAIR * RT + 4 * NT * (1 + 2 * NORM) * 2 + 56 <= min(255, 65536 / (OCC * (WARPS + (RL == 3)) * 32)) -- estimated registers (accumulators, a unit's levels and scales, A's fragments and their split, addresses) fit the budget; RL's block parts are not counted: a variant that spills is rejected once compiled (gen/resources.c)
  * @applies M >= 1 && M <= 8 * NT -- decode steps of up to 8·NT rows
  * @grid cdiv(N, WARPS / KS * 16 * RT) 1 1
- * @block WARPS * WARP 1 1
- * @shmem (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16
+ * @block (WARPS + (RL == 3)) * WARP 1 1
+ * @shmem (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 + (RL == 3) * (NST * PAIR * WARPS * 16 * RT * SB + 128)
  * @priority 3
  * @pdl -- waits for the kernel before it (gc_pdl_wait) before it reads or writes anything but its rows of B (gemm_swiglu: its gate and up rows of W)
  *
@@ -75,6 +77,14 @@
  * 0 each lane loads its rows' runs and scales with 16-byte loads straight
  * into registers (RL 2: the next block's while one is decoded; the first
  * block before the wait for the kernel before) and no copy pipeline runs.
+ * Those loads leave each warp one block of bytes in flight, waited out
+ * once a block (a 4096-column row is 16 blocks, shared by KS warps). With
+ * RL 3 the bytes in flight cost no registers: an extra producer warp
+ * streams stage s (blocks s·KS .. s·KS + KS - 1 of each of the block's
+ * PAIR·QM_RB rows, one bulk copy a row) into slot s % NST of a shared ring
+ * (gemv_bulk's full / empty mbarriers), NST stages ahead; warp (group,
+ * ks) loads its lanes' parts of block ks of its rows from the slot with
+ * the same 16-byte loads, releases the slot and decodes.
  *
  * Exactness (gemm_q_mma's scheme): the A operand holds the integer levels
  * q (exact in f16 and bf16: |q| <= 128), a unit's mmas go into a fresh
@@ -123,6 +133,8 @@
 #define QM_HALVES (GC_TB == GC_Q6_K)       /* a unit's halves have their own scale */
 #define QM_NR (PAIR * RT * 16)             /* rows of B per warp */
 #define QM_PIPE (QR == 0 || RL == 0)       /* units come through the copy pipeline */
+#define QM_BULK (RL == 3)                  /* ... or through the block's bulk-copy ring */
+#define QM_STB (PAIR * QM_RB * KS * GC_QBYTES) /* RL 3: bytes of a stage, row i's KS blocks at i·KS·QBYTES */
 #define QM_RUNV ((GC_QBYTES - 16) / 64)    /* device layouts: 16-byte loads of a lane's part run */
 #define QM_WPU (QM_RUNV * 4 / 8)           /* ... and its words per unit (Q4_0R 1, Q8_0R 2) */
 #define QM_KR (GC_QMIN && GC_QK == 256)     /* register loads of Q4_KR: a Q4_K block, 16 bytes of scales */
@@ -336,7 +348,14 @@ typedef struct qm_blk {
   uint4 d[PAIR][RT][2];                           /* the eight halves d (Q4_KR: d, dmin, scales) */
 } qm_blk_t;
 
-/* Block bi of the lane's rows (br: the rows' first bytes), part t. */
+/* 16 bytes at p: global memory (read-only data) or, with G = 0, shared. */
+template <bool G> GC_DEVICE uint4 qm_ld16(const uint8_t *p) {
+  return G ? __ldg((const uint4 *)p) : *(const uint4 *)p;
+}
+
+/* Block bi of the lane's rows (br: the rows' first bytes; in global
+ * memory, or with G = 0 in the ring), part t. */
+template <bool G>
 GC_DEVICE void qm_load_blk(qm_blk_t &b, const uint8_t *const br[PAIR][RT][2], int64_t bi, int t) {
   GC_UNROLL(PAIR)
   for (int p = 0; p < PAIR; p++)
@@ -347,8 +366,8 @@ GC_DEVICE void qm_load_blk(qm_blk_t &b, const uint8_t *const br[PAIR][RT][2], in
         const uint8_t *blk = br[p][r][h] + bi * GC_QBYTES;
         GC_UNROLL(QM_RUNV)
         for (int i = 0; i < QM_RUNV; i++)
-          b.q[p][r][h][i] = __ldg((const uint4 *)(blk + t * (GC_QBYTES - 16) / 4 + 16 * i));
-        b.d[p][r][h] = __ldg((const uint4 *)(blk + GC_QBYTES - 16));
+          b.q[p][r][h][i] = qm_ld16<G>(blk + t * (GC_QBYTES - 16) / 4 + 16 * i);
+        b.d[p][r][h] = qm_ld16<G>(blk + GC_QBYTES - 16);
       }
 }
 
@@ -382,10 +401,34 @@ GC_DEVICE void qm_unit_regs(const qm_blk_t &b, int u, int64_t bi, const TA *A, c
   qm_unit(raw, A, Wn, M, K, bi * GC_QUNITS + u, g, t, acc, ss);
 }
 
+/* RL 3's producer warp: stage s (blocks s·KS .. s·KS + KS - 1 of each of
+ * the PAIR·QM_RB rows from row r0: gate rows, then up rows; rows past N
+ * are copied as row N - 1) into slot s % NST of the ring, once every
+ * consumer warp has released the slot's stage before. Lane 0 arms the
+ * slot's full barrier with the stage's bytes, the lanes share its copies. */
+GC_DEVICE void qm_produce(const TB *B, int64_t N, int64_t r0, int64_t rb, int64_t nblk, unsigned ring,
+                          unsigned full, unsigned empty, int lane) {
+  for (int64_t s = 0; s * KS < nblk; s++) {
+    const int slot = (int)(s % NST);
+    if (s >= NST)
+      gc_mbar_wait(empty + 8 * slot, (unsigned)((s / NST - 1) & 1));
+    const unsigned cb = (unsigned)(gc_min64(KS, nblk - s * KS) * GC_QBYTES); /* bytes a row */
+    if (lane == 0)
+      gc_mbar_expect_tx(full + 8 * slot, (unsigned)(PAIR * QM_RB) * cb);
+    gc_syncwarp();
+    for (int i = lane; i < PAIR * QM_RB; i += GC_WARP) {
+      const int p = i / QM_RB, rr = i % QM_RB;
+      const uint8_t *src = (const uint8_t *)B + ((int64_t)p * N + gc_min64(r0 + rr, N - 1)) * rb;
+      gc_bulk_load(ring + (unsigned)(slot * QM_STB + i * KS * GC_QBYTES), src + s * KS * GC_QBYTES, cb,
+                   full + 8 * slot);
+    }
+  }
+}
+
 /* args: A, B, C, int64 M, N, K (gemm, gemm_add, gemm_swiglu: B is W);
  * A, B, C, norm[K], int64 M, N, K, float eps (rmsnorm_gemm,
  * rmsnorm_gemm_swiglu). */
-GC_KERNEL_OCC(WARPS * WARP, OCC)
+GC_KERNEL_OCC((WARPS + QM_BULK) * WARP, OCC)
 void gemv_qmma(const TA *A, const TB *B, TC *C,
 #if NORM
                const TN *Wn,
@@ -400,8 +443,11 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   const float eps = 0.0f;
 #endif
   GC_SHARED float red[KS > 1 ? WARPS * (QM_NACC + NT) * GC_WARP : 1];
+#if QM_BULK
+  GC_SHARED uint64_t bars[2 * NST]; /* the ring's full[0..NST-1], empty[0..NST-1] */
+#endif
   const int64_t r0 = gc_bid() * QM_RB, rb = K / GC_QK * GC_QBYTES; /* bytes per row of B */
-  if (r0 < N && K % GC_QK == 0) {
+  if (!QM_BULK && r0 < N && K % GC_QK == 0) {
     qm_prefetch(B, r0, gc_min64(QM_RB, N - r0), rb);
     if (PAIR == 2)
       qm_prefetch(B, N + r0, gc_min64(QM_RB, N - r0), rb);
@@ -431,11 +477,36 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
       qm_fetch(spipe + s * QM_NR * QM_SC * 16, B, N, n0, rb, fetch, nu, lane);
     fetch += stride;
   }
+#elif QM_BULK
+  const int64_t nblk = K / GC_QK;
+  unsigned char *ring = gc_dyn_shared() + ((128 - (gc_smem_addr(gc_dyn_shared()) & 127)) & 127);
+  const unsigned full = gc_smem_addr(bars), empty = full + 8 * NST;
+  if (gc_tid() == 0) {
+    for (int s = 0; s < NST; s++) {
+      gc_mbar_init(full + 8 * s, 1);
+      gc_mbar_init(empty + 8 * s, WARPS);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  gc_barrier();
+  if (w == WARPS) { /* the producer reads only B: no need to wait for the kernel before */
+    if (ok)
+      qm_produce(B, N, r0, rb, nblk, gc_smem_addr(ring), full, empty, lane);
+    return;
+  }
+  const uint8_t *sr[PAIR][RT][2]; /* rows g and g + 8 of each tile in slot 0, at the warp's block */
+  GC_UNROLL(PAIR)
+  for (int p = 0; p < PAIR; p++)
+    GC_UNROLL(RT)
+    for (int r = 0; r < RT; r++)
+      GC_UNROLL(2)
+      for (int h = 0; h < 2; h++)
+        sr[p][r][h] = ring + ((p * QM_RB + grp * 16 * RT + 16 * r + g + 8 * h) * KS + ks) * GC_QBYTES;
 #else
   const int64_t nblk = K / GC_QK;
   qm_blk_t cur; /* the lane's part of block bi of its rows; the first before the wait (weights only) */
   if (ok && ks < nblk)
-    qm_load_blk(cur, br, ks, t);
+    qm_load_blk<true>(cur, br, ks, t);
 #endif
   gc_pdl_wait();
   gc_pdl_launch();
@@ -482,18 +553,34 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     slot = slot + 1 == NST ? 0 : slot + 1;
   }
   qm_wait<0>();
+#elif QM_BULK
+  for (int64_t s = 0; s * KS < nblk; s++) {
+    const int slot = (int)(s % NST);
+    const int64_t bi = s * KS + ks; /* the warp's block of its rows in stage s */
+    qm_blk_t cur;
+    gc_mbar_wait(full + 8 * slot, (unsigned)((s / NST) & 1));
+    if (bi < nblk)
+      qm_load_blk<false>(cur, sr, (int64_t)slot * (QM_STB / GC_QBYTES), t);
+    gc_syncwarp(); /* every lane holds its part: the warp is done with the slot */
+    if (lane == 0)
+      gc_mbar_arrive(empty + 8 * slot);
+    if (bi < nblk)
+      GC_UNROLL(8)
+      for (int u = 0; u < 8; u++)
+        qm_unit_regs(cur, u, bi, A, Wn, M, K, g, t, acc, ss);
+  }
 #else
   for (int64_t bi = ks; bi < nblk; bi += KS) {
     qm_blk_t nxt;
     if (RL == 2 && bi + KS < nblk) /* in flight while this block is decoded */
-      qm_load_blk(nxt, br, bi + KS, t);
+      qm_load_blk<true>(nxt, br, bi + KS, t);
     GC_UNROLL(8)
     for (int u = 0; u < 8; u++)
       qm_unit_regs(cur, u, bi, A, Wn, M, K, g, t, acc, ss);
     if (RL == 2)
       cur = nxt;
     else if (bi + KS < nblk)
-      qm_load_blk(cur, br, bi + KS, t);
+      qm_load_blk<true>(cur, br, bi + KS, t);
   }
 #endif
 
@@ -517,7 +604,11 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     GC_UNROLL(NT)
     for (int j = 0; j < NT; j++)
       mine[(QM_NACC + j) * GC_WARP] = ss[j];
+#if QM_BULK
+    asm volatile("bar.sync 1, %0;\n" ::"n"(WARPS * GC_WARP) : "memory"); /* the producer has left */
+#else
     gc_barrier();
+#endif
     if (ks)
       return;
     for (int k = 1; k < KS; k++) {

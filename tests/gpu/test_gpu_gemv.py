@@ -1,4 +1,4 @@
-"""The bulk-copy GEMV (gemv_bulk, sm_90) through gcore's own launch path:
+"""The bulk-copy GEMVs (gemv_bulk, and gemv_qmma with RL=3: sm_90) through gcore's own launch path:
 gcore-run --op on shapes whose rows are not a whole number of stages (K
 not a multiple of KC), whose N is not a whole number of row groups, and
 with more row groups than blocks (each block walks several); every element
@@ -32,4 +32,29 @@ def test_gemv_bulk_verifies(gc, op, variant, dt):
         r = gc("gcore-run", "--backend", "cuda", "-b", "b.gcb", "--op", op, "--dtype", dt,
                *problem_args(op, s), "--dump", dump, "--min-time", "0.001")
         assert r.rc == 0 and "verified" in r.out and "gemv_bulk" in r.out, r
+        numpy_check(op, dt, s, dump)
+
+
+# gemv_qmma's bulk-copy ring (RL=3, the device layouts): N not a whole
+# number of row groups (the last group's rows past N copied as row N - 1
+# and not stored), K whose last stage is short of KS blocks (2304: 9
+# blocks) or has fewer blocks than warps (512), a ring deeper than the
+# stages (NST 4 for one stage), rows of A up to 8·NT.
+RING_SHAPES = [(1, 6144, 4096), (1, 77, 512), (8, 130, 2304)]
+RING_VARIANTS = ["RL=3", "RL=3,NST=4,KS=2,WARPS=4", "RL=3,NST=3,RT=2,WARPS=4,KS=2", "RL=3,NT=2,WARPS=8,KS=4"]
+
+
+@pytest.mark.parametrize("op", ["gemm", "gemm_add", "rmsnorm_gemm", "gemm_swiglu", "rmsnorm_gemm_swiglu"])
+@pytest.mark.parametrize("variant", RING_VARIANTS)
+@pytest.mark.parametrize("dt", ["f16:q4_0r:f16", "bf16:q8_0r:bf16", "f16:q4_kr:f16"])
+def test_gemv_qmma_ring_verifies(gc, op, variant, dt):
+    target = next(t for t in TARGETS if t.startswith("sm_9"))
+    for s in RING_SHAPES + ([(13, 4100, 1280)] if "NT=2" in variant else []):
+        r = gc("gcore-gen", "--target", target, "--op", op, "--dtype", dt, *problem_args(op, s),
+               "--force", f"gemv_qmma:{variant}", "-o", "b.gcb", "-q")
+        assert r.rc == 0, r
+        dump = gc.dir / ("d_" + "x".join(map(str, s)))
+        r = gc("gcore-run", "--backend", "cuda", "-b", "b.gcb", "--op", op, "--dtype", dt,
+               *problem_args(op, s), "--dump", dump, "--min-time", "0.001")
+        assert r.rc == 0 and "verified" in r.out and "gemv_qmma" in r.out and "RL=3" in r.out, r
         numpy_check(op, dt, s, dump)
