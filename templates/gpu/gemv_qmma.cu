@@ -18,6 +18,7 @@
  * @param NST 2 3 4 default 2 -- steps in the warp's copy pipeline (NST - 1 in flight while one is decoded); RL 3: stages in the block's bulk-copy ring
  * @param NT 1 2 default 1 -- 8-row tiles of A: rows up to 8·NT are served
  * @param OCC 1 2 4 default 1 -- blocks per SM the register budget is planned for (65536 / (OCC * threads) per thread; 1: no cap below 255)
+ * @param XS 0 1 default 0 -- rmsnorm_*: A's normalised operands x·w (hi, lo) computed once per block into shared memory, in the lanes' fragment order, before the units (1), or by every warp per unit from global memory (0)
  * @param RL 0 1 2 3 default 1 -- the device layouts (QR: Q8_0R, Q4_0R, Q4_KR): 0 copies through the shared-memory pipeline, 1 loads a lane's part of each block straight into registers (16-byte loads), 2 also the next block's while one is decoded, 3 streams the block's rows through a shared-memory ring that a producer warp fills with bulk copies (sm_90); GGUF formats: 1, the pipeline (their parts are unaligned)
  * @defaults gemm_swiglu rmsnorm_gemm_swiglu WARPS=4 KS=4 -- the pair's rows take twice the copy pipeline (Q6_K: 245 KB at 16 warps); four warps a block measured best for every format (bench/RESULTS.md, session 11)
  * @defaults rmsnorm_gemm WARPS=4 KS=4 RT=2 -- QKV and the LM head: two tiles a warp share the fused norm's operands (best for every format but Q4_K's QKV, a tie)
@@ -28,15 +29,18 @@
  * @constraint SB < 100 || UNR % 8 == 0 -- a step of a 256-element format is whole blocks (its scales lead the block)
  * @constraint QR == 1 || RL == 1 -- only the device layouts choose their loads
  * @constraint QR == 0 || RL == 0 || (UNR == 8 && (NST == 2 || RL == 3)) -- register loads have no copy pipeline: one value of its parameters (the ring of RL 3 takes NST stages of one block a warp)
+ * @constraint XS == 0 || NORM -- only the fused norm's operand takes work to make
+ * @constraint XS == 0 || 65536 + (RL == 3) * (NST * PAIR * WARPS * 16 * RT * SB + 128) + (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 + (KS > 1) * WARPS * (4 * PAIR * RT * NT + NT) * 128 <= SMEM -- the staged operands (at most 64 KB, @applies) fit beside the copies
  * @constraint RL < 3 || SM >= 90 -- bulk copies and transaction-counting mbarriers (sm_90)
  * @constraint RL < 3 || (NST * PAIR * WARPS * 16 * RT * SB + 128 + (KS > 1) * WARPS * (4 * PAIR * RT * NT + NT) * 128) * OCC <= SMEM -- the ring (and the split-K partial sums) fit, OCC blocks per SM
  * @constraint (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 * OCC <= SMEM -- the copy pipelines fit in shared memory, OCC blocks per SM
  * @constraint KS == 1 || WARPS * (4 * PAIR * RT * NT + NT) * 128 <= 49152 -- the split-K partial sums fit in static shared memory
  * @constraint 4 * PAIR * RT * NT + 16 * PAIR * RT + 4 * NT * (1 + 2 * NORM) * 2 + 56 <= min(255, 65536 / (OCC * (WARPS + (RL == 3)) * 32)) -- estimated registers (accumulators, a unit's levels and scales, A's fragments and their split, addresses) fit the budget; RL's block parts are not counted: a variant that spills is rejected once compiled (gen/resources.c)
  * @applies M >= 1 && M <= 8 * NT -- decode steps of up to 8·NT rows
+ * @applies XS == 0 || M * K <= 16384 -- the staged operands, 4 bytes an element of A, in 64 KB
  * @grid cdiv(N, WARPS / KS * 16 * RT) 1 1
  * @block (WARPS + (RL == 3)) * WARP 1 1
- * @shmem (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 + (RL == 3) * (NST * PAIR * WARPS * 16 * RT * SB + 128)
+ * @shmem XS * M * K * 4 + (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 + (RL == 3) * (NST * PAIR * WARPS * 16 * RT * SB + 128)
  * @priority 3
  * @pdl -- waits for the kernel before it (gc_pdl_wait) before it reads or writes anything but its rows of B (gemm_swiglu: its gate and up rows of W)
  *
@@ -108,6 +112,13 @@
  * each multiplied by the same levels into the unit's accumulator (Σa of
  * both parts for the min); the lane's sums of squares reduced over
  * the row's 4 lanes and the KS warps, the scale applied by the owner.
+ * Every warp makes the operands of its units from A and w in global
+ * memory; with XS 1 the block makes all of them once (M·K·4 bytes: the
+ * parts a lane loads for unit u of row m are 32 bytes at ((u·M + m)·4 + t)
+ * ·32, half 0's hi, lo then half 1's) and the rows' sums of squares,
+ * after the wait for the kernel before, and the units load them with two
+ * 16-byte shared loads (the operand took a third of a fused-norm unit's
+ * instructions: bench/RESULTS.md, session 13).
  * Reduction and epilogue are gemv_mma's: with KS > 1 the slices' partial
  * sums meet in shared memory, the warp of slice 0 stores; C is written
  * once, by one thread (gemm_add reads it once first; the pair stores
@@ -268,16 +279,30 @@ GC_DEVICE void qm_fetch(unsigned s, const TB *B, int64_t N, int64_t n0, int64_t 
 /* acc += unit ug of the lane's rows of B, whose words (GCQ_LOAD's) are
  * raw[pair][tile][row g, g + 8], against A's rows; ss += the squares of
  * A's elements (NORM). */
-GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, const TN *Wn, int64_t M,
-                       int64_t K, int64_t ug, int g, int t, float acc[PAIR][RT][NT][4], float ss[NT]) {
-  const int64_t k0 = ug * 32 + 4 * t; /* the lane's elements k0 .. k0+3, k0+16 .. k0+19 */
-  const uint2 wn0 = qm_ld8(Wn + k0, NORM), wn1 = qm_ld8(Wn + k0 + 16, NORM);
+GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, const TN *Wn,
+                       const unsigned char *xs, int64_t M, int64_t K, int64_t ug, int g, int t,
+                       float acc[PAIR][RT][NT][4], float ss[NT]) {
   uint32_t x[NT][2][QM_SPLIT][2]; /* A's operands: [row tile][half][part][register] */
-  GC_UNROLL(NT)
-  for (int j = 0; j < NT; j++) {
-    const int64_t row = 8 * j + g;
-    qm_operand(qm_ld8(A + row * K + k0, row < M), wn0, ss[j], x[j][0]);
-    qm_operand(qm_ld8(A + row * K + k0 + 16, row < M), wn1, ss[j], x[j][1]);
+  if (XS) /* staged (the sums of squares too) */
+    GC_UNROLL(NT)
+    for (int j = 0; j < NT; j++) {
+      const int64_t row = 8 * j + g;
+      const uint4 z = {0u, 0u, 0u, 0u}, *v = (const uint4 *)(xs + ((ug * M + row) * 4 + t) * 32);
+      GC_UNROLL(2)
+      for (int h = 0; h < 2; h++) {
+        const uint4 o = row < M ? v[h] : z;
+        x[j][h][0][0] = o.x, x[j][h][0][1] = o.y, x[j][h][QM_SPLIT - 1][0] = o.z, x[j][h][QM_SPLIT - 1][1] = o.w;
+      }
+    }
+  else {
+    const int64_t k0 = ug * 32 + 4 * t; /* the lane's elements k0 .. k0+3, k0+16 .. k0+19 */
+    const uint2 wn0 = qm_ld8(Wn + k0, NORM), wn1 = qm_ld8(Wn + k0 + 16, NORM);
+    GC_UNROLL(NT)
+    for (int j = 0; j < NT; j++) {
+      const int64_t row = 8 * j + g;
+      qm_operand(qm_ld8(A + row * K + k0, row < M), wn0, ss[j], x[j][0]);
+      qm_operand(qm_ld8(A + row * K + k0 + 16, row < M), wn1, ss[j], x[j][1]);
+    }
   }
   float sa[NT][4]; /* Σa of the unit for the lane's columns (formats with a min) */
   if (GC_QMIN)
@@ -328,7 +353,7 @@ GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, co
 /* Unit ug (byte ub of each row's copied range) from the pipeline slot st:
  * GCQ_LOAD's words of the lane's rows, then qm_unit. */
 GC_DEVICE void qm_unit_smem(const unsigned char *st, const int off[PAIR][RT][2], const TA *A, const TN *Wn,
-                            int64_t M, int64_t K, int64_t ug, int ub, int g, int t, float acc[PAIR][RT][NT][4],
+                            const unsigned char *xs, int64_t M, int64_t K, int64_t ug, int ub, int g, int t, float acc[PAIR][RT][NT][4],
                             float ss[NT]) {
   uint32_t raw[PAIR][RT][2][GCQ_RAW];
   GC_UNROLL(PAIR)
@@ -339,7 +364,7 @@ GC_DEVICE void qm_unit_smem(const unsigned char *st, const int off[PAIR][RT][2],
       for (int h = 0; h < 2; h++)
         GCQ_LOAD(st + ((p * RT + r) * 16 + g + 8 * h) * QM_SC * 16 + off[p][r][h] + ub, (int)(ug % GC_QUNITS), t,
                  raw[p][r][h]);
-  qm_unit(raw, A, Wn, M, K, ug, g, t, acc, ss);
+  qm_unit(raw, A, Wn, xs, M, K, ug, g, t, acc, ss);
 }
 
 /* A device-layout block's part for one lane: its rows' runs and scales. */
@@ -377,8 +402,8 @@ GC_DEVICE uint32_t qm_w4(uint4 v, int i) { return i == 0 ? v.x : i == 1 ? v.y : 
  * GCQ_LOAD would read (Q8_0R, Q4_0R: the unit's half d, then the part's
  * QM_WPU words; Q4_KR: the 16 bytes of scales, then the two words of
  * sub-blocks 2c, 2c + 1), then qm_unit. */
-GC_DEVICE void qm_unit_regs(const qm_blk_t &b, int u, int64_t bi, const TA *A, const TN *Wn, int64_t M, int64_t K,
-                            int g, int t, float acc[PAIR][RT][NT][4], float ss[NT]) {
+GC_DEVICE void qm_unit_regs(const qm_blk_t &b, int u, int64_t bi, const TA *A, const TN *Wn,
+                            const unsigned char *xs, int64_t M, int64_t K, int g, int t, float acc[PAIR][RT][NT][4], float ss[NT]) {
   uint32_t raw[PAIR][RT][2][GCQ_RAW];
   GC_UNROLL(PAIR)
   for (int p = 0; p < PAIR; p++)
@@ -398,7 +423,7 @@ GC_DEVICE void qm_unit_regs(const qm_blk_t &b, int u, int64_t bi, const TA *A, c
         for (int w = 0; w < QM_WPU; w++)
           raw[p][r][h][1 + w] = qm_w4(b.q[p][r][h][(u * QM_WPU + w) >> 2], (u * QM_WPU + w) & 3);
       }
-  qm_unit(raw, A, Wn, M, K, bi * GC_QUNITS + u, g, t, acc, ss);
+  qm_unit(raw, A, Wn, xs, M, K, bi * GC_QUNITS + u, g, t, acc, ss);
 }
 
 /* RL 3's producer warp: stage s (blocks s·KS .. s·KS + KS - 1 of each of
@@ -425,6 +450,40 @@ GC_DEVICE void qm_produce(const TB *B, int64_t N, int64_t r0, int64_t rb, int64_
   }
 }
 
+/* The block's threads (the consumer warps) meet: RL 3's producer warp is
+ * not waited for. */
+GC_DEVICE void qm_sync(void) {
+#if QM_BULK
+  asm volatile("bar.sync 1, %0;\n" ::"n"(WARPS * GC_WARP) : "memory");
+#else
+  gc_barrier();
+#endif
+}
+
+/* XS 1: the operands of every unit of A's M rows into xs (qm_unit's
+ * layout) and the rows' sums of squares into xss[0..M-1]; the consumer
+ * warps share the work, 4 elements (a lane's part of a unit's half) at a
+ * time. Ends with the threads met. */
+GC_DEVICE void qm_stage(unsigned char *xs, float *xss, const TA *A, const TN *Wn, int64_t M, int64_t K) {
+  const int tid = gc_tid(), nt = WARPS * GC_WARP;
+  if (tid < 8 * NT)
+    xss[tid] = 0.0f;
+  qm_sync();
+  for (int64_t m = 0; m < M; m++) {
+    float ss = 0.0f;
+    for (int64_t q = tid; q < K / 4; q += nt) { /* elements 4q .. 4q+3: unit q / 8, half q / 4 % 2, part q % 4 */
+      uint32_t op[QM_SPLIT][2];
+      qm_operand(qm_ld8(A + m * K + 4 * q, true), qm_ld8(Wn + 4 * q, true), ss, op);
+      const uint4 v = {op[0][0], op[0][1], op[QM_SPLIT - 1][0], op[QM_SPLIT - 1][1]};
+      *(uint4 *)(xs + (((q / 8) * M + m) * 4 + q % 4) * 32 + (q / 4 % 2) * 16) = v;
+    }
+    ss = gc_warp_sum(ss);
+    if (gc_lane() == 0)
+      atomicAdd(xss + m, ss);
+  }
+  qm_sync();
+}
+
 /* args: A, B, C, int64 M, N, K (gemm, gemm_add, gemm_swiglu: B is W);
  * A, B, C, norm[K], int64 M, N, K, float eps (rmsnorm_gemm,
  * rmsnorm_gemm_swiglu). */
@@ -446,6 +505,9 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
 #if QM_BULK
   GC_SHARED uint64_t bars[2 * NST]; /* the ring's full[0..NST-1], empty[0..NST-1] */
 #endif
+  GC_SHARED float xss[XS ? 8 * NT : 1]; /* XS: the rows' sums of squares */
+  unsigned char *const xs = gc_dyn_shared();                            /* XS: [M·K·4] staged operands */
+  unsigned char *const dyn = gc_dyn_shared() + (XS ? M * K * 4 : 0);   /* the copies' shared memory */
   const int64_t r0 = gc_bid() * QM_RB, rb = K / GC_QK * GC_QBYTES; /* bytes per row of B */
   if (!QM_BULK && r0 < N && K % GC_QK == 0) {
     qm_prefetch(B, r0, gc_min64(QM_RB, N - r0), rb);
@@ -467,7 +529,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   const bool ok = M >= 1 && M <= 8 * NT && N > 0 && K % GC_QK == 0;
 #if QM_PIPE
   /* The warp's copy pipeline: NST steps of QM_NR rows of QM_SC chunks. */
-  unsigned char *pipe = gc_dyn_shared() + (size_t)w * NST * QM_NR * QM_SC * 16;
+  unsigned char *pipe = dyn + (size_t)w * NST * QM_NR * QM_SC * 16;
   const unsigned spipe = gc_smem_addr(pipe);
   const int64_t nu = K / 32, stride = (int64_t)KS * UNR;
   int64_t fetch = (int64_t)ks * UNR; /* the first unit of the next step to copy */
@@ -479,7 +541,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   }
 #elif QM_BULK
   const int64_t nblk = K / GC_QK;
-  unsigned char *ring = gc_dyn_shared() + ((128 - (gc_smem_addr(gc_dyn_shared()) & 127)) & 127);
+  unsigned char *ring = dyn + ((128 - (gc_smem_addr(dyn) & 127)) & 127);
   const unsigned full = gc_smem_addr(bars), empty = full + 8 * NST;
   if (gc_tid() == 0) {
     for (int s = 0; s < NST; s++) {
@@ -512,6 +574,8 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   gc_pdl_launch();
   if (!ok)
     return; /* outside @applies or the problem check */
+  if (XS)
+    qm_stage(xs, xss, A, Wn, M, K);
 
   float acc[PAIR][RT][NT][4], ss[NT];
   GC_UNROLL(NT)
@@ -545,10 +609,10 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     if (c0 + UNR <= nu) { /* a whole step: no branch between the units (their loads interleave) */
       GC_UNROLL(UNR)
       for (int u = 0; u < UNR; u++)
-        qm_unit_smem(st, off, A, Wn, M, K, c0 + u, (int)(u / GC_QUNITS * GC_QBYTES), g, t, acc, ss);
+        qm_unit_smem(st, off, A, Wn, xs, M, K, c0 + u, (int)(u / GC_QUNITS * GC_QBYTES), g, t, acc, ss);
     } else {
       for (int u = 0; c0 + u < nu; u++)
-        qm_unit_smem(st, off, A, Wn, M, K, c0 + u, (int)(u / GC_QUNITS * GC_QBYTES), g, t, acc, ss);
+        qm_unit_smem(st, off, A, Wn, xs, M, K, c0 + u, (int)(u / GC_QUNITS * GC_QBYTES), g, t, acc, ss);
     }
     slot = slot + 1 == NST ? 0 : slot + 1;
   }
@@ -567,7 +631,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     if (bi < nblk)
       GC_UNROLL(8)
       for (int u = 0; u < 8; u++)
-        qm_unit_regs(cur, u, bi, A, Wn, M, K, g, t, acc, ss);
+        qm_unit_regs(cur, u, bi, A, Wn, xs, M, K, g, t, acc, ss);
   }
 #else
   for (int64_t bi = ks; bi < nblk; bi += KS) {
@@ -576,7 +640,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
       qm_load_blk<true>(nxt, br, bi + KS, t);
     GC_UNROLL(8)
     for (int u = 0; u < 8; u++)
-      qm_unit_regs(cur, u, bi, A, Wn, M, K, g, t, acc, ss);
+      qm_unit_regs(cur, u, bi, A, Wn, xs, M, K, g, t, acc, ss);
     if (RL == 2)
       cur = nxt;
     else if (bi + KS < nblk)
@@ -604,11 +668,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     GC_UNROLL(NT)
     for (int j = 0; j < NT; j++)
       mine[(QM_NACC + j) * GC_WARP] = ss[j];
-#if QM_BULK
-    asm volatile("bar.sync 1, %0;\n" ::"n"(WARPS * GC_WARP) : "memory"); /* the producer has left */
-#else
-    gc_barrier();
-#endif
+    qm_sync();
     if (ks)
       return;
     for (int k = 1; k < KS; k++) {
@@ -634,7 +694,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     if (NORM) {
       GC_UNROLL(2)
       for (int i = 0; i < 2; i++) /* row 8j + r's sum is on lanes 4r .. 4r+3 */
-        sc[i] = gc_rsqrt(gc_shfl(ss[j], 4 * (2 * t + i)) / (float)K + eps);
+        sc[i] = gc_rsqrt((XS ? xss[8 * j + 2 * t + i] : gc_shfl(ss[j], 4 * (2 * t + i))) / (float)K + eps);
     }
     GC_UNROLL(RT)
     for (int r = 0; r < RT; r++)

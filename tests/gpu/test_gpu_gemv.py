@@ -58,3 +58,30 @@ def test_gemv_qmma_ring_verifies(gc, op, variant, dt):
                *problem_args(op, s), "--dump", dump, "--min-time", "0.001")
         assert r.rc == 0 and "verified" in r.out and "gemv_qmma" in r.out and "RL=3" in r.out, r
         numpy_check(op, dt, s, dump)
+
+
+# gemv_qmma's staged operands (XS=1, the fused norm): rows of A up to
+# @applies' M·K <= 16384, K of a partial last step, every load path (the
+# copy pipeline of the GGUF layouts, register loads, the ring); past
+# the bound the bundle serves the problem with another variant.
+STAGE_SHAPES = [(1, 6144, 4096), (1, 77, 512), (4, 100, 4096), (5, 130, 2304)]
+STAGE_VARIANTS = [("XS=1", ["f16:q4_0r:f16", "bf16:q8_0r:bf16", "f16:q4_kr:f16", "f16:q6_k:f16", "bf16:q4_k:bf16"]),
+                  ("XS=1,RL=3", ["f16:q4_0r:f16", "f16:q4_kr:f16"]),
+                  ("XS=1,KS=1,WARPS=8,NT=2", ["f16:q8_0r:f16", "f16:q8_0:f16"])]
+
+
+@pytest.mark.parametrize("op", ["rmsnorm_gemm", "rmsnorm_gemm_swiglu"])
+@pytest.mark.parametrize("variant,dts", STAGE_VARIANTS)
+def test_gemv_qmma_staged_operands_verify(gc, op, variant, dts):
+    target = next(t for t in TARGETS if t.startswith("sm_9"))
+    for dt in dts:
+        for s in STAGE_SHAPES + [(8, 64, 4096)]:
+            r = gc("gcore-gen", "--target", target, "--op", op, "--dtype", dt, *problem_args(op, s),
+                   "--force", f"gemv_qmma:{variant}", "-o", "b.gcb", "-q")
+            assert r.rc == 0, r
+            dump = gc.dir / ("d_" + "x".join(map(str, s)))
+            r = gc("gcore-run", "--backend", "cuda", "-b", "b.gcb", "--op", op, "--dtype", dt,
+                   *problem_args(op, s), "--dump", dump, "--min-time", "0.001")
+            staged = s[0] * s[2] <= 16384
+            assert r.rc == 0 and "verified" in r.out and ("XS=1" in r.out) == staged, (dt, s, r)
+            numpy_check(op, dt, s, dump)
