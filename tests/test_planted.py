@@ -1,9 +1,10 @@
 """Planted harmful variants never win a sweep (issue 15): next to copies of
 the built-in templates (--templates DIR) sits one planted GEMM per harmful
-kind, each a correct kernel faster than the built-ins plus one harmful act
-after it. A control planted without the harm wins the sweep, so each of
-the others would have won had its harm gone unseen; each is recorded with
-a status that is not ok and a reason naming what it did.
+kind, each a correct kernel built to beat the built-ins plus one harmful act
+after it. A control planted without the harm is measured ok beside them
+and usually wins (each of the others is its kernel, so would compete for
+the win had its harm gone unseen); each harmful one is recorded with a
+status that is not ok and a reason naming what it did, and none wins.
 
 The table runs twice on the CPU: with page protection (inputs read-only,
 inaccessible pages around outputs: a stray write faults and the worker
@@ -223,10 +224,12 @@ def test_planted_variants_never_win(gc, mode, m):
             phase = "the timed launches" if kind == "later_into_a" else "the verification launch"
             assert detail.endswith("in " + phase), (kind, detail)
     assert by.get("builtin"), r
-    # the control, without the harm, beats the built-ins: each planted one
-    # would have won had its harm gone unseen
-    assert winner == ["planted_ok"], (winner, by)
-    assert by["planted_ok"][2] < min(by["builtin"]), by
+    # the winner is the control or a built-in, never a harmful one. (The
+    # control, the kernel of each harmful one, usually wins, but at these
+    # sizes it and the built-ins take about 0.3 us each: which is faster is
+    # a timing, which no test asserts; tests/gpu/test_gpu_planted.py the same.)
+    assert by["planted_ok"][0] == "ok", by["planted_ok"]
+    assert winner and (winner[0] == "planted_ok" or not winner[0].startswith("planted_")), (winner, by)
 
 
 @pytest.mark.skipif(not NVRTC, reason="NVRTC not installed (CUDA toolkit not found)")
