@@ -145,16 +145,9 @@ void gemv_bulk(const TA *A, const TB *B, TC *C,
 #endif
   GC_SHARED uint64_t bars[2 * STAGES]; /* full[0..S-1], empty[0..S-1] */
   const int tid = gc_tid(), w = tid / 32, lane = tid % 32;
-  unsigned char *ring = gc_dyn_shared() + ((128 - (gc_smem_addr(gc_dyn_shared()) & 127)) & 127);
+  unsigned char *ring = gc_smem_align128(gc_dyn_shared());
   const unsigned full = gc_smem_addr(bars), empty = full + 8 * STAGES;
-  if (tid == 0) {
-    for (int s = 0; s < STAGES; s++) {
-      gc_mbar_init(full + 8 * s, 1);
-      gc_mbar_init(empty + 8 * s, RS);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  gc_barrier();
+  gc_ring_init(full, empty, STAGES, RS);
   if (w == RS) { /* the producer reads only B: no need to wait for the kernel before */
     if (lane == 0 && M == 1 && N > 0 && K > 0)
       gb_produce(B, N, K, gc_smem_addr(ring), full, empty);

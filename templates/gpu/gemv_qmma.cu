@@ -454,7 +454,7 @@ GC_DEVICE void qm_produce(const TB *B, int64_t N, int64_t r0, int64_t rb, int64_
  * not waited for. */
 GC_DEVICE void qm_sync(void) {
 #if QM_BULK
-  asm volatile("bar.sync 1, %0;\n" ::"n"(WARPS * GC_WARP) : "memory");
+  gc_named_sync(1, WARPS * GC_WARP);
 #else
   gc_barrier();
 #endif
@@ -541,16 +541,9 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   }
 #elif QM_BULK
   const int64_t nblk = K / GC_QK;
-  unsigned char *ring = dyn + ((128 - (gc_smem_addr(dyn) & 127)) & 127);
+  unsigned char *ring = gc_smem_align128(dyn);
   const unsigned full = gc_smem_addr(bars), empty = full + 8 * NST;
-  if (gc_tid() == 0) {
-    for (int s = 0; s < NST; s++) {
-      gc_mbar_init(full + 8 * s, 1);
-      gc_mbar_init(empty + 8 * s, WARPS);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  gc_barrier();
+  gc_ring_init(full, empty, NST, WARPS);
   if (w == WARPS) { /* the producer reads only B: no need to wait for the kernel before */
     if (ok)
       qm_produce(B, N, r0, rb, nblk, gc_smem_addr(ring), full, empty, lane);

@@ -150,6 +150,25 @@ GC_DEVICE void gc_mbar_wait(unsigned b, unsigned par) {
                  : "memory");
   } while (!ok);
 }
+/* A producer/consumer ring's barriers, ns stages: full[s] at full + 8s (one
+ * arrival, the producer's, with the bytes its copies bring), empty[s] at
+ * empty + 8s (one arrival per consumer); thread 0 makes them, then the
+ * block meets. */
+GC_DEVICE void gc_ring_init(unsigned full, unsigned empty, int ns, unsigned consumers) {
+  if (gc_tid() == 0) {
+    for (int s = 0; s < ns; s++) {
+      gc_mbar_init(full + 8 * s, 1);
+      gc_mbar_init(empty + 8 * s, consumers);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  gc_barrier();
+}
+/* p moved up to the next multiple of 128 bytes of shared memory (a bulk
+ * copy's destination; @shmem leaves the 128 bytes for it). */
+GC_DEVICE unsigned char *gc_smem_align128(unsigned char *p) {
+  return p + ((128 - (gc_smem_addr(p) & 127)) & 127);
+}
 /* Arrive on barrier b (a shared::cta address) of block `cta` of the
  * cluster, with the default (.release.cta) semantics. (.release.cluster
  * makes every arrival a cluster-scope fence that waits for all of the
