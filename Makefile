@@ -111,7 +111,7 @@ $(BUILD)/tests/%: tests/c/%.c $(LIB)/libgcore.a $(BUILD)/cflags.txt
 TEST_JOBS ?= $(shell nproc)
 test: deps-test all $(C_TESTS)
 	GCORE_BIN=$(abspath $(BIN)) GCORE_CTESTS=$(abspath $(BUILD)/tests) \
-	  $(PYTHON) -m pytest -q -n $(TEST_JOBS) --durations=15 tests
+	  $(PYTHON) -m pytest -q -rs -n $(TEST_JOBS) --durations=15 tests
 
 # The GPU suite, on a machine with a GPU: the same op case table through
 # the GPU_BACKEND (cuda; hip on AMD), plus the GPU-only tests (tests/gpu).
@@ -122,7 +122,7 @@ GPU_TARGETS ?= $(if $(filter hip,$(GPU_BACKEND)),gfx942,sm_80,sm_90)
 test-gpu: all $(C_TESTS)
 	GCORE_BIN=$(abspath $(BIN)) GCORE_CTESTS=$(abspath $(BUILD)/tests) GCORE_TEST_BACKEND=$(GPU_BACKEND) \
 	  GCORE_TEST_BACKENDS=cpu,$(GPU_BACKEND) GCORE_TEST_TARGETS=cpu,$(GPU_TARGETS) \
-	  $(PYTHON) -m pytest -q -n $(TEST_JOBS) tests/test_ops.py tests/gpu tests/test_c_units.py
+	  $(PYTHON) -m pytest -q -rs -n $(TEST_JOBS) tests/test_ops.py tests/gpu tests/test_c_units.py
 
 test-gpu-amd:
 	$(MAKE) test-gpu GPU_BACKEND=hip
