@@ -152,6 +152,11 @@
 #define QM_SR (UNR / GC_QUNITS * GC_QBYTES) /* bytes of a row per step: whole blocks */
 #define QM_SC ((QM_SR + 15) / 16 + 1)      /* 16-byte chunks covering them at any even address */
 #define QM_CPL ((QM_NR * QM_SC + GC_WARP - 1) / GC_WARP) /* chunks per lane and step */
+/* For the lane's rows of B, each once (unrolled): rows g and g + 8 (h) of
+ * tile r of pair p. */
+#define QM_EACH_ROW(p, r, h)                                                                       \
+  GC_UNROLL(PAIR) for (int p = 0; p < PAIR; p++) GC_UNROLL(RT) for (int r = 0; r < RT; r++)         \
+      GC_UNROLL(2) for (int h = 0; h < 2; h++)
 #if GC_TA == GC_BF16
 #define QM_MMA "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
 #define QM_ONE 0x3F803F80u /* bf16x2 (1, 1) */
@@ -356,14 +361,9 @@ GC_DEVICE void qm_unit_smem(const unsigned char *st, const int off[PAIR][RT][2],
                             const unsigned char *xs, int64_t M, int64_t K, int64_t ug, int ub, int g, int t, float acc[PAIR][RT][NT][4],
                             float ss[NT]) {
   uint32_t raw[PAIR][RT][2][GCQ_RAW];
-  GC_UNROLL(PAIR)
-  for (int p = 0; p < PAIR; p++)
-    GC_UNROLL(RT)
-    for (int r = 0; r < RT; r++)
-      GC_UNROLL(2)
-      for (int h = 0; h < 2; h++)
-        GCQ_LOAD(st + ((p * RT + r) * 16 + g + 8 * h) * QM_SC * 16 + off[p][r][h] + ub, (int)(ug % GC_QUNITS), t,
-                 raw[p][r][h]);
+  QM_EACH_ROW(p, r, h)
+    GCQ_LOAD(st + ((p * RT + r) * 16 + g + 8 * h) * QM_SC * 16 + off[p][r][h] + ub, (int)(ug % GC_QUNITS), t,
+             raw[p][r][h]);
   qm_unit(raw, A, Wn, xs, M, K, ug, g, t, acc, ss);
 }
 
@@ -382,18 +382,13 @@ template <bool G> GC_DEVICE uint4 qm_ld16(const uint8_t *p) {
  * memory, or with G = 0 in the ring), part t. */
 template <bool G>
 GC_DEVICE void qm_load_blk(qm_blk_t &b, const uint8_t *const br[PAIR][RT][2], int64_t bi, int t) {
-  GC_UNROLL(PAIR)
-  for (int p = 0; p < PAIR; p++)
-    GC_UNROLL(RT)
-    for (int r = 0; r < RT; r++)
-      GC_UNROLL(2)
-      for (int h = 0; h < 2; h++) {
-        const uint8_t *blk = br[p][r][h] + bi * GC_QBYTES;
-        GC_UNROLL(QM_RUNV)
-        for (int i = 0; i < QM_RUNV; i++)
-          b.q[p][r][h][i] = qm_ld16<G>(blk + t * (GC_QBYTES - 16) / 4 + 16 * i);
-        b.d[p][r][h] = qm_ld16<G>(blk + GC_QBYTES - 16);
-      }
+  QM_EACH_ROW(p, r, h) {
+    const uint8_t *blk = br[p][r][h] + bi * GC_QBYTES;
+    GC_UNROLL(QM_RUNV)
+    for (int i = 0; i < QM_RUNV; i++)
+      b.q[p][r][h][i] = qm_ld16<G>(blk + t * (GC_QBYTES - 16) / 4 + 16 * i);
+    b.d[p][r][h] = qm_ld16<G>(blk + GC_QBYTES - 16);
+  }
 }
 
 GC_DEVICE uint32_t qm_w4(uint4 v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
@@ -405,24 +400,19 @@ GC_DEVICE uint32_t qm_w4(uint4 v, int i) { return i == 0 ? v.x : i == 1 ? v.y : 
 GC_DEVICE void qm_unit_regs(const qm_blk_t &b, int u, int64_t bi, const TA *A, const TN *Wn,
                             const unsigned char *xs, int64_t M, int64_t K, int g, int t, float acc[PAIR][RT][NT][4], float ss[NT]) {
   uint32_t raw[PAIR][RT][2][GCQ_RAW];
-  GC_UNROLL(PAIR)
-  for (int p = 0; p < PAIR; p++)
-    GC_UNROLL(RT)
-    for (int r = 0; r < RT; r++)
-      GC_UNROLL(2)
-      for (int h = 0; h < 2; h++) {
-        if (QM_KR) {
-          raw[p][r][h][0] = b.d[p][r][h].x, raw[p][r][h][1] = b.d[p][r][h].y;
-          raw[p][r][h][2] = b.d[p][r][h].z, raw[p][r][h][3] = b.d[p][r][h].w;
-          raw[p][r][h][4] = qm_w4(b.q[p][r][h][u >> 2], (u >> 1 << 1) & 3);
-          raw[p][r][h][5] = qm_w4(b.q[p][r][h][u >> 2], ((u >> 1 << 1) + 1) & 3);
-          continue;
-        }
-        raw[p][r][h][0] = (qm_w4(b.d[p][r][h], u >> 1) >> (16 * (u & 1))) & 0xffffu;
-        GC_UNROLL(QM_WPU)
-        for (int w = 0; w < QM_WPU; w++)
-          raw[p][r][h][1 + w] = qm_w4(b.q[p][r][h][(u * QM_WPU + w) >> 2], (u * QM_WPU + w) & 3);
-      }
+  QM_EACH_ROW(p, r, h) {
+    if (QM_KR) {
+      raw[p][r][h][0] = b.d[p][r][h].x, raw[p][r][h][1] = b.d[p][r][h].y;
+      raw[p][r][h][2] = b.d[p][r][h].z, raw[p][r][h][3] = b.d[p][r][h].w;
+      raw[p][r][h][4] = qm_w4(b.q[p][r][h][u >> 2], (u >> 1 << 1) & 3);
+      raw[p][r][h][5] = qm_w4(b.q[p][r][h][u >> 2], ((u >> 1 << 1) + 1) & 3);
+      continue;
+    }
+    raw[p][r][h][0] = (qm_w4(b.d[p][r][h], u >> 1) >> (16 * (u & 1))) & 0xffffu;
+    GC_UNROLL(QM_WPU)
+    for (int w = 0; w < QM_WPU; w++)
+      raw[p][r][h][1 + w] = qm_w4(b.q[p][r][h][(u * QM_WPU + w) >> 2], (u * QM_WPU + w) & 3);
+  }
   qm_unit(raw, A, Wn, xs, M, K, bi * GC_QUNITS + u, g, t, acc, ss);
 }
 
@@ -518,13 +508,8 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   const int grp = w / KS, ks = w % KS;
   const int64_t n0 = r0 + (int64_t)grp * 16 * RT;
   const uint8_t *br[PAIR][RT][2]; /* rows g and g + 8 of each tile */
-  GC_UNROLL(PAIR)
-  for (int p = 0; p < PAIR; p++)
-    GC_UNROLL(RT)
-    for (int r = 0; r < RT; r++)
-      GC_UNROLL(2)
-      for (int h = 0; h < 2; h++)
-        br[p][r][h] = (const uint8_t *)B + ((int64_t)p * N + gc_min64(n0 + 16 * r + g + 8 * h, N - 1)) * rb;
+  QM_EACH_ROW(p, r, h)
+    br[p][r][h] = (const uint8_t *)B + ((int64_t)p * N + gc_min64(n0 + 16 * r + g + 8 * h, N - 1)) * rb;
 
   const bool ok = M >= 1 && M <= 8 * NT && N > 0 && K % GC_QK == 0;
 #if QM_PIPE
@@ -550,13 +535,8 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     return;
   }
   const uint8_t *sr[PAIR][RT][2]; /* rows g and g + 8 of each tile in slot 0, at the warp's block */
-  GC_UNROLL(PAIR)
-  for (int p = 0; p < PAIR; p++)
-    GC_UNROLL(RT)
-    for (int r = 0; r < RT; r++)
-      GC_UNROLL(2)
-      for (int h = 0; h < 2; h++)
-        sr[p][r][h] = ring + ((p * QM_RB + grp * 16 * RT + 16 * r + g + 8 * h) * KS + ks) * GC_QBYTES;
+  QM_EACH_ROW(p, r, h)
+    sr[p][r][h] = ring + ((p * QM_RB + grp * 16 * RT + 16 * r + g + 8 * h) * KS + ks) * GC_QBYTES;
 #else
   const int64_t nblk = K / GC_QK;
   qm_blk_t cur; /* the lane's part of block bi of its rows; the first before the wait (weights only) */
@@ -592,13 +572,8 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     fetch += stride;
     const unsigned char *st = pipe + slot * QM_NR * QM_SC * 16;
     int off[PAIR][RT][2]; /* where the lane's rows' step ranges start in their first chunks */
-    GC_UNROLL(PAIR)
-    for (int p = 0; p < PAIR; p++)
-      GC_UNROLL(RT)
-      for (int r = 0; r < RT; r++)
-        GC_UNROLL(2)
-        for (int h = 0; h < 2; h++)
-          off[p][r][h] = (int)((uint64_t)(br[p][r][h] + c0 / GC_QUNITS * GC_QBYTES) & 15);
+    QM_EACH_ROW(p, r, h)
+      off[p][r][h] = (int)((uint64_t)(br[p][r][h] + c0 / GC_QUNITS * GC_QBYTES) & 15);
     if (c0 + UNR <= nu) { /* a whole step: no branch between the units (their loads interleave) */
       GC_UNROLL(UNR)
       for (int u = 0; u < UNR; u++)
