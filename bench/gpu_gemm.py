@@ -156,18 +156,25 @@ if hasattr(cu, "cuTensorMapEncodeTiled"):
         ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
 
 
-def encode_tmap(t, rows, cols, box_rows, box_cols, swizzle):
+def encode_tmap(t, rows, cols, box_rows, box_cols, swizzle, qbytes=0):
     """The tensor map of tensor t (row-major [rows][cols]) as runtime/cuda.c
-    makes it: a 64-byte-aligned 128-byte buffer, kept alive by the caller."""
-    es = t.element_size()
-    assert t.data_ptr() % 16 == 0 and cols * es % 16 == 0 and rows * cols <= t.numel(), \
+    makes it: a 64-byte-aligned 128-byte buffer, kept alive by the caller.
+    qbytes: t's rows are blocks of that many bytes (a block format: a 3-D
+    map of 32-bit words, [rows][cols][qbytes / 4], as runtime/cuda.c)."""
+    es = qbytes or t.element_size()
+    assert t.data_ptr() % 16 == 0 and cols * es % 16 == 0 and rows * cols * es <= t.numel() * t.element_size(), \
         "tensor map: buffer too small or misaligned"
     raw = ctypes.create_string_buffer(128 + 64)
     addr = (ctypes.addressof(raw) + 63) // 64 * 64
+    if qbytes:
+        dims, strides, box = (qbytes // 4, cols, rows), (qbytes, cols * qbytes), (qbytes // 4, box_cols, box_rows)
+    else:
+        dims, strides, box = (cols, rows), (cols * es,), (box_cols, box_rows)
+    n = len(dims)
     ck(cu.cuTensorMapEncodeTiled(
-        ctypes.c_void_p(addr), TMAP_DTYPE[t.dtype], 2, ctypes.c_void_p(t.data_ptr()),
-        (ctypes.c_uint64 * 2)(cols, rows), (ctypes.c_uint64 * 1)(cols * es),
-        (ctypes.c_uint32 * 2)(box_cols, box_rows), (ctypes.c_uint32 * 2)(1, 1),
+        ctypes.c_void_p(addr), 3 if qbytes else TMAP_DTYPE[t.dtype], n, ctypes.c_void_p(t.data_ptr()),
+        (ctypes.c_uint64 * n)(*dims), (ctypes.c_uint64 * (n - 1))(*strides),
+        (ctypes.c_uint32 * n)(*box), (ctypes.c_uint32 * n)(*([1] * n)),
         0, TMAP_SWIZZLE[swizzle], 3, 0), "cuTensorMapEncodeTiled")
     return raw, addr
 
@@ -202,6 +209,7 @@ class Kernel:
                 buf, _, rest = body.strip().partition(" ")
                 self.tmaps.append((buf, split3(rest), cond.strip() or "1"))
         self.maps = {}
+        self.qbytes = 0  # B's block bytes where it is a block format (kernel_for)
         self.mod = ctypes.c_void_p()
         self.blob = ctypes.create_string_buffer(bytes(blob), len(blob))
         ck(cu.cuModuleLoadData(ctypes.byref(self.mod), self.blob), "cuModuleLoadData")
@@ -238,7 +246,8 @@ class Kernel:
             t = args[TMAP_ARG[buf]]
             mkey = (i, t.data_ptr(), M, N, K)
             if mkey not in self.maps:
-                self.maps[mkey] = encode_tmap(t, *[self.ev(x, M, N, K) for x in xs])
+                self.maps[mkey] = encode_tmap(t, *[self.ev(x, M, N, K) for x in xs],
+                                              qbytes=self.qbytes if buf in ("B", "W") else 0)
             vals.append(ctypes.c_void_p(self.maps[mkey][1]))
         arr = (ctypes.c_void_p * len(vals))(*vals)
         if self.pdl and PDL["on"]:
@@ -281,6 +290,8 @@ def kernel_for(bundle, target, op, dt, M, N, K, cache):
     key = (bundle, row[6])
     if key not in cache:
         cache[key] = Kernel(row)
+        q = parts(dt)[1]
+        cache[key].qbytes = QF[q][2] if q in QF else 0
     return cache[key]
 
 

@@ -424,7 +424,9 @@ static int cu_tmap_dtype(gc_dtype_t t) {
 
 /* A 2-D map: dimension 0 the columns (contiguous), 1 the rows; element
  * strides 1; zero fill past the matrix; L2 promotion of 256 bytes (what
- * CUTLASS uses for GEMM operands). */
+ * CUTLASS uses for GEMM operands). A block format's map (its elements are
+ * blocks of es bytes, a multiple of 16: gc_tmaps_plan checks) is 3-D over
+ * 32-bit words: [rows][cols][es / 4], boxes of whole blocks. */
 static int cuda_tmap_encode(gc_dev_t *dev, const gc_tmap_spec_t *s, gc_dtype_t dtype,
                             gc_dptr_t ptr, void *out, gc_err_t *e) {
   int rc = gc_gpu_bind((gc_gpu_dev_t *)dev, e);
@@ -432,13 +434,15 @@ static int cuda_tmap_encode(gc_dev_t *dev, const gc_tmap_spec_t *s, gc_dtype_t d
   if (!cu.TensorMapEncodeTiled)
     return gc_err_set(e, GC_EUNSUPPORTED, "NVIDIA driver too old for tensor maps: libcuda.so.1 "
                       "has no cuTensorMapEncodeTiled (CUDA 12.0+)");
-  const unsigned long long dims[2] = {(unsigned long long)s->cols, (unsigned long long)s->rows};
-  const unsigned long long strides[1] = {(unsigned long long)s->cols * gc_dtype_size(dtype)};
-  const unsigned box[2] = {(unsigned)s->box_cols, (unsigned)s->box_rows}, es[2] = {1, 1};
+  const unsigned long long bs = gc_dtype_size(dtype);
+  const int blk = gc_dtype_is_block(dtype), r = blk ? 3 : 2, o = blk; /* o: the words' dimension first */
+  unsigned long long dims[3] = {bs / 4, (unsigned long long)s->cols, (unsigned long long)s->rows};
+  unsigned long long strides[2] = {bs, (unsigned long long)s->cols * bs};
+  unsigned box[3] = {(unsigned)(bs / 4), (unsigned)s->box_cols, (unsigned)s->box_rows}, es[3] = {1, 1, 1};
   const int swz = s->swizzle == 128 ? 3 : s->swizzle == 64 ? 2 : s->swizzle == 32 ? 1 : 0;
-  CU_TRY(e, GC_ELAUNCH, TensorMapEncodeTiled, out, cu_tmap_dtype(dtype), 2u, (void *)ptr, dims,
-         strides, box, es, CU_TMAP_INTERLEAVE_NONE, swz, CU_TMAP_L2_PROMOTION_256B,
-         CU_TMAP_OOB_FILL_ZERO);
+  CU_TRY(e, GC_ELAUNCH, TensorMapEncodeTiled, out, blk ? CU_TMAP_I32 : cu_tmap_dtype(dtype), (unsigned)r,
+         (void *)ptr, dims + 1 - o, strides + 1 - o, box + 1 - o, es, CU_TMAP_INTERLEAVE_NONE, swz,
+         CU_TMAP_L2_PROMOTION_256B, CU_TMAP_OOB_FILL_ZERO);
   return GC_OK;
 }
 

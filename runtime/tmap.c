@@ -22,10 +22,17 @@ static int find_buf(const gc_tmap_spec_t *s, const gc_opbuf_t *b, int nb, const 
                     op, s->buf, names);
 }
 
-/* What a map of s over buffer b (dtype dt) needs of them. */
+/* What a map of s over buffer b (dtype dt) needs of them. A block
+ * format's map counts blocks (its rows are whole blocks): they must be
+ * whole 16-byte chunks, unswizzled. */
 static int check_fit(const gc_tmap_spec_t *s, const gc_opbuf_t *b, gc_err_t *e) {
-  int64_t es = (int64_t)gc_dtype_size(b->dtype), cells;
-  if (__builtin_mul_overflow(s->rows, s->cols, &cells) || cells > b->count)
+  int64_t es = (int64_t)gc_dtype_size(b->dtype), per = gc_dtype_block(b->dtype), cells;
+  if (per > 1 && (es % 16 || s->swizzle))
+    return gc_err_set(e, GC_EINVAL, "@tensormap %s: %s blocks of %lld bytes%s; a tensor map of "
+                      "blocks needs whole 16-byte chunks and no swizzle", s->buf,
+                      gc_dtype_name(b->dtype), (long long)es, s->swizzle ? ", swizzled" : "");
+  if (__builtin_mul_overflow(s->rows, s->cols, &cells) || __builtin_mul_overflow(cells, per, &cells) ||
+      cells > b->count)
     return gc_err_set(e, GC_EINVAL, "@tensormap %s: %lldx%lld elements, more than the "
                       "buffer's %lld", s->buf, (long long)s->rows, (long long)s->cols,
                       (long long)b->count);

@@ -31,7 +31,8 @@
  * @constraint QR == 0 || RL == 0 || (UNR == 8 && (NST == 2 || RL == 3)) -- register loads have no copy pipeline: one value of its parameters (the ring of RL 3 takes NST stages of one block a warp)
  * @constraint XS == 0 || NORM -- only the fused norm's operand takes work to make
  * @constraint XS == 0 || 65536 + (RL == 3) * (NST * PAIR * WARPS * 16 * RT * SB + 128) + (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 + (KS > 1) * WARPS * (4 * PAIR * RT * NT + NT) * 128 <= SMEM -- the staged operands (at most 64 KB, @applies) fit beside the copies
- * @constraint RL < 3 || SM >= 90 -- bulk copies and transaction-counting mbarriers (sm_90)
+ * @constraint RL < 3 || SM >= 90 -- tensor-map copies and transaction-counting mbarriers (sm_90)
+ * @constraint RL < 3 || WARPS / KS * 16 * RT <= 256 -- a stage's rows are one box of the tensor map
  * @constraint RL < 3 || (NST * PAIR * WARPS * 16 * RT * SB + 128 + (KS > 1) * WARPS * (4 * PAIR * RT * NT + NT) * 128) * OCC <= SMEM -- the ring (and the split-K partial sums) fit, OCC blocks per SM
  * @constraint (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 * OCC <= SMEM -- the copy pipelines fit in shared memory, OCC blocks per SM
  * @constraint KS == 1 || WARPS * (4 * PAIR * RT * NT + NT) * 128 <= 49152 -- the split-K partial sums fit in static shared memory
@@ -42,6 +43,8 @@
  * @block (WARPS + (RL == 3)) * WARP 1 1
  * @shmem XS * M * K * 4 + (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 + (RL == 3) * (NST * PAIR * WARPS * 16 * RT * SB + 128)
  * @priority 3
+ * @tensormap B N K/256 WARPS/KS*16*RT KS 0 if RL == 3 && PAIR == 1 -- RL 3: a stage of the block's rows, [QM_RB rows][KS blocks] (256-element blocks: the device layouts)
+ * @tensormap W 2*N K/256 WARPS/KS*16*RT KS 0 if RL == 3 && PAIR == 2 -- the same of its gate rows, then of its up rows
  * @pdl -- waits for the kernel before it (gc_pdl_wait) before it reads or writes anything but its rows of B (gemm_swiglu: its gate and up rows of W)
  *
  * gemv_mma's structure (swapped operands: the mma's 16-row A operand is a
@@ -83,12 +86,15 @@
  * block before the wait for the kernel before) and no copy pipeline runs.
  * Those loads leave each warp one block of bytes in flight, waited out
  * once a block (a 4096-column row is 16 blocks, shared by KS warps). With
- * RL 3 the bytes in flight cost no registers: an extra producer warp
- * streams stage s (blocks s·KS .. s·KS + KS - 1 of each of the block's
- * PAIR·QM_RB rows, one bulk copy a row) into slot s % NST of a shared ring
- * (gemv_bulk's full / empty mbarriers), NST stages ahead; warp (group,
- * ks) loads its lanes' parts of block ks of its rows from the slot with
- * the same 16-byte loads, releases the slot and decodes.
+ * RL 3 the bytes in flight cost no registers: a lane of an extra producer
+ * warp streams stage s (blocks s·KS .. s·KS + KS - 1 of each of the block's
+ * PAIR·QM_RB rows: one tensor-map copy of [QM_RB rows][KS blocks] per
+ * pair, @tensormap) into slot s % NST of a shared ring (gemv_bulk's full /
+ * empty mbarriers), NST stages ahead; warp (group, ks) loads its lanes'
+ * parts of block ks of its rows from the slot with the same 16-byte
+ * loads, decodes them and then releases the slot. (A bulk copy per row,
+ * 2·16·RT a stage, ran at 0.58 of the copy bandwidth on down and left the
+ * fused-norm ops waiting for their stages: the copies' issue bounded it.)
  *
  * Exactness (gemm_q_mma's scheme): the A operand holds the integer levels
  * q (exact in f16 and bf16: |q| <= 128), a unit's mmas go into a fresh
@@ -416,29 +422,30 @@ GC_DEVICE void qm_unit_regs(const qm_blk_t &b, int u, int64_t bi, const TA *A, c
   qm_unit(raw, A, Wn, xs, M, K, bi * GC_QUNITS + u, g, t, acc, ss);
 }
 
-/* RL 3's producer warp: stage s (blocks s·KS .. s·KS + KS - 1 of each of
- * the PAIR·QM_RB rows from row r0: gate rows, then up rows; rows past N
- * are copied as row N - 1) into slot s % NST of the ring, once every
- * consumer warp has released the slot's stage before. Lane 0 arms the
- * slot's full barrier with the stage's bytes, the lanes share its copies. */
-GC_DEVICE void qm_produce(const TB *B, int64_t N, int64_t r0, int64_t rb, int64_t nblk, unsigned ring,
-                          unsigned full, unsigned empty, int lane) {
+#if QM_BULK
+/* RL 3's producer (one lane): stage s (blocks s·KS .. s·KS + KS - 1 of
+ * the QM_RB rows from row r0, and of the up rows from N + r0) into slot
+ * s % NST of the ring, one copy per pair, once every consumer warp has
+ * released the slot's stage before. Rows and blocks past the map read as
+ * zeros (rows past N are not stored; a gate box past N reads up rows) and
+ * count as bytes all the same: every stage is QM_STB bytes. */
+GC_DEVICE void qm_produce(const gc_tmap_t *tm, int64_t N, int64_t r0, int64_t nblk, unsigned ring, unsigned full,
+                          unsigned empty) {
   for (int64_t s = 0; s * KS < nblk; s++) {
     const int slot = (int)(s % NST);
     if (s >= NST)
       gc_mbar_wait(empty + 8 * slot, (unsigned)((s / NST - 1) & 1));
-    const unsigned cb = (unsigned)(gc_min64(KS, nblk - s * KS) * GC_QBYTES); /* bytes a row */
-    if (lane == 0)
-      gc_mbar_expect_tx(full + 8 * slot, (unsigned)(PAIR * QM_RB) * cb);
-    gc_syncwarp();
-    for (int i = lane; i < PAIR * QM_RB; i += GC_WARP) {
-      const int p = i / QM_RB, rr = i % QM_RB;
-      const uint8_t *src = (const uint8_t *)B + ((int64_t)p * N + gc_min64(r0 + rr, N - 1)) * rb;
-      gc_bulk_load(ring + (unsigned)(slot * QM_STB + i * KS * GC_QBYTES), src + s * KS * GC_QBYTES, cb,
-                   full + 8 * slot);
-    }
+    gc_mbar_expect_tx(full + 8 * slot, (unsigned)QM_STB);
+    GC_UNROLL(PAIR)
+    for (int p = 0; p < PAIR; p++)
+      gc_tma_load3(ring + (unsigned)(slot * QM_STB + p * QM_RB * KS * GC_QBYTES), tm, 0, (int)(s * KS),
+                   (int)(p * N + r0), full + 8 * slot);
   }
 }
+#define QM_TMAP , const __grid_constant__ gc_tmap_t tmB /* after the op's arguments */
+#else
+#define QM_TMAP
+#endif
 
 /* The block's threads (the consumer warps) meet: RL 3's producer warp is
  * not waited for. */
@@ -486,7 +493,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
 #if NORM
                , float eps
 #endif
-) {
+               QM_TMAP) {
 #if !NORM
   const TN *Wn = 0;
   const float eps = 0.0f;
@@ -530,8 +537,8 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   const unsigned full = gc_smem_addr(bars), empty = full + 8 * NST;
   gc_ring_init(full, empty, NST, WARPS);
   if (w == WARPS) { /* the producer reads only B: no need to wait for the kernel before */
-    if (ok)
-      qm_produce(B, N, r0, rb, nblk, gc_smem_addr(ring), full, empty, lane);
+    if (ok && lane == 0)
+      qm_produce(&tmB, N, r0, nblk, gc_smem_addr(ring), full, empty);
     return;
   }
   const uint8_t *sr[PAIR][RT][2]; /* rows g and g + 8 of each tile in slot 0, at the warp's block */
@@ -591,15 +598,19 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     const int64_t bi = s * KS + ks; /* the warp's block of its rows in stage s */
     qm_blk_t cur;
     gc_mbar_wait(full + 8 * slot, (unsigned)((s / NST) & 1));
-    if (bi < nblk)
+    if (bi < nblk) {
       qm_load_blk<false>(cur, sr, (int64_t)slot * (QM_STB / GC_QBYTES), t);
-    gc_syncwarp(); /* every lane holds its part: the warp is done with the slot */
-    if (lane == 0)
-      gc_mbar_arrive(empty + 8 * slot);
-    if (bi < nblk)
       GC_UNROLL(8)
       for (int u = 0; u < 8; u++)
         qm_unit_regs(cur, u, bi, A, Wn, xs, M, K, g, t, acc, ss);
+    }
+    /* The slot is released only once the lanes have used what they read
+     * of it: released straight after the loads, the copy refilling it
+     * (async proxy) overtook loads still in flight now and then (wrong
+     * outputs, seen on an H200), and the early release gained nothing. */
+    gc_syncwarp();
+    if (lane == 0)
+      gc_mbar_arrive(empty + 8 * slot);
   }
 #else
   for (int64_t bi = ks; bi < nblk; bi += KS) {

@@ -201,6 +201,13 @@ GC_DEVICE void gc_tma_load(unsigned s, const gc_tmap_t *map, int x, int y, unsig
                " [%0], [%1, {%2, %3}], [%4];\n"
                ::"r"(s), "l"((uint64_t)map), "r"(x), "r"(y), "r"(b) : "memory");
 }
+/* The box of 3-D map at (x, y, z) (x the fastest) to shared address s;
+ * completes on b. */
+GC_DEVICE void gc_tma_load3(unsigned s, const gc_tmap_t *map, int x, int y, int z, unsigned b) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3, %4}], [%5];\n"
+               ::"r"(s), "l"((uint64_t)map), "r"(x), "r"(y), "r"(z), "r"(b) : "memory");
+}
 /* The same into shared address s of every block of the cluster in mask,
  * completing on barrier b of each. */
 GC_DEVICE void gc_tma_load_mc(unsigned s, const gc_tmap_t *map, int x, int y, unsigned b,

@@ -214,6 +214,18 @@ static void test_tensormap(void) {
   CHECK(gc_tmaps_plan("A M K 64 64 128", &env, &p, &tm, &e) == GC_EINVAL &&
         strstr(e.msg, "rows of 408 bytes"));
 
+  /* a block format's map counts blocks (gemv_qmma's RL=3): whole rows of
+     16-byte blocks fit, unswizzled; the GGUF layouts' 18-byte blocks do not */
+  gc_problem_t q = {"gemm", GC_DT_F16, GC_DT_Q4_0R, GC_DT_F16, 1, 77, 512, 0, 0, 0};
+  gc_env_set(&env, "N", 77, NULL);
+  gc_env_set(&env, "K", 512, NULL);
+  CHECK(!gc_tmaps_plan("B N K/256 32 4 0", &env, &q, &tm, &e) && tm.n == 1 && tm.dtype[0] == GC_DT_Q4_0R);
+  CHECK(gc_tmaps_plan("B N K/128 32 4 0", &env, &q, &tm, &e) == GC_EINVAL && strstr(e.msg, "more than the buffer's"));
+  CHECK(gc_tmaps_plan("B N K/256 32 1 128", &env, &q, &tm, &e) == GC_EINVAL && strstr(e.msg, "no swizzle"));
+  q.tb = GC_DT_Q4_0;
+  CHECK(gc_tmaps_plan("B N K/32 32 4 0", &env, &q, &tm, &e) == GC_EINVAL &&
+        strstr(e.msg, "blocks of 18 bytes") && !strchr(e.msg, '\n'));
+
   /* the cpu device has no tensor maps: a clear refusal, not a launch */
   gc_dev_t *d = NULL;
   p.k = 200;
