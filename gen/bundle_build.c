@@ -81,7 +81,7 @@ static int forced(gen_t *g, const gc_problem_t *p, gc_variant_t *v, int *used, g
   if (!gc_tpl_supports(t, p)) return GC_OK;
   int ok;
   const char *why = NULL;
-  gc_tpl_default(t, p, v);
+  gc_tpl_default(t, &g->tg, p, v);
   if ((colon && gc_tpl_set_params(t, colon + 1, v, e)) || gc_tpl_valid(v, &g->tg, &ok, &why, e))
     return e->code;
   if (!ok) return gc_err_set(e, GC_EINVAL, "--force %s: constraint fails: %s", g->o->force, why);
@@ -108,7 +108,7 @@ static int tuned(gen_t *g, const gc_problem_t *p, pick_t *pk, int *found, gc_err
     return GC_OK;
   }
   int ok;
-  gc_tpl_default(t, p, &pk->v);
+  gc_tpl_default(t, &g->tg, p, &pk->v);
   if (gc_tpl_set_params(t, w.params, &pk->v, e) || gc_tpl_valid(&pk->v, &g->tg, &ok, NULL, e))
     return e->code;
   if (!ok) return GC_OK;

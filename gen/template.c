@@ -167,12 +167,27 @@ static int parse_param(line_ctx_t *c, gc_template_t *t, char *rest) {
   return GC_OK;
 }
 
-/* @defaults OP [OP ...] P=V [P=V ...]: for these ops of @op, parameter P
- * defaults to V instead of its @param default (e.g. a smaller tile for
- * the gate/up pair). The ops and params must be declared before it, V
- * must be among P's values, and no op may get a parameter's default twice. */
+/* @defaults OP [OP ...] P=V [P=V ...] [if EXPR]: for these ops of @op,
+ * parameter P defaults to V instead of its @param default (e.g. a smaller
+ * tile for the gate/up pair). The ops and params must be declared before
+ * it, V must be among P's values, and no op may get a parameter's default
+ * twice from unconditional lines. With `if EXPR` the line applies only on
+ * targets where EXPR holds (gc_tpl_default), after the unconditional ones. */
 static int parse_defaults(line_ctx_t *c, gc_template_t *t, char *rest) {
   split_doc(rest);
+  size_t len = strlen(rest);
+  char *cond = strstr(rest, " if ");
+  if (!cond && len >= 3 && !strcmp(rest + len - 3, " if")) cond = rest + len - 3;
+  gc_tcdef_t cd = {0};
+  if (cond) {
+    *cond = 0;
+    cond += cond[3] ? 4 : 3;
+    cond += strspn(cond, " \t");
+    if (!*cond) return perr(c, "@defaults: nothing after 'if'%s", "");
+    if (t->ncdefs == GC_TPL_CDEFS) return perr(c, "@defaults: more than 4 conditional lines%s", "");
+    if (strlen(cond) >= sizeof cd.cond) return perr(c, "@defaults: condition too long%s", "");
+    snprintf(cd.cond, sizeof cd.cond, "%s", cond);
+  }
   unsigned ops = 0;
   int nset = 0;
   for (char *save = NULL, *w = strtok_r(rest, " \t", &save); w;
@@ -198,6 +213,14 @@ static int parse_defaults(line_ctx_t *c, gc_template_t *t, char *rest) {
     if (gc_parse_i64(eq + 1, &v)) return perr(c, "@defaults: '%s' is not an integer", eq + 1);
     for (int k = 0; k < p->nvalues; k++) found |= p->values[k] == v;
     if (!found) return perr(c, "@defaults: the value of %s is not among its values", w);
+    if (cond) {
+      for (int k = 0; k < cd.n; k++)
+        if (cd.param[k] == j) return perr(c, "@defaults: %s is given twice in one line", w);
+      cd.param[cd.n] = j;
+      cd.value[cd.n++] = v;
+      nset++;
+      continue;
+    }
     if (p->opdef_set & ops) return perr(c, "@defaults: %s is given twice for one op", w);
     for (int i = 0; i < t->nops; i++)
       if (ops & 1u << i) p->opdef[i] = v;
@@ -205,6 +228,10 @@ static int parse_defaults(line_ctx_t *c, gc_template_t *t, char *rest) {
     nset++;
   }
   if (!ops || !nset) return perr(c, "@defaults needs ops and P=V assignments%s", "");
+  if (cond) {
+    cd.ops = ops;
+    t->cdefs[t->ncdefs++] = cd;
+  }
   return GC_OK;
 }
 
@@ -300,6 +327,12 @@ static int check_names(gc_template_t *t, gc_err_t *e) {
     if (gc_expr_eval3(x, &env, v, &tmp) && !strstr(tmp.msg, "division by zero") &&
         !strstr(tmp.msg, "overflow"))
       return gc_err_set(e, GC_EINVAL, "%s: %s", t->path, tmp.msg);
+  }
+  for (int i = 0; i < t->ncdefs; i++) {
+    gc_err_t tmp;
+    if (gc_expr_eval(t->cdefs[i].cond, &env, v, &tmp) && !strstr(tmp.msg, "division by zero") &&
+        !strstr(tmp.msg, "overflow"))
+      return gc_err_set(e, GC_EINVAL, "%s: @defaults ... if: %s", t->path, tmp.msg);
   }
   for (int i = 0; i < t->ntmaps; i++) {
     gc_err_t tmp;
@@ -580,12 +613,24 @@ static void init_variant(const gc_template_t *t, const gc_problem_t *p, gc_varia
   v->tc = p->tc;
 }
 
-void gc_tpl_default(const gc_template_t *t, const gc_problem_t *p, gc_variant_t *v) {
+void gc_tpl_default(const gc_template_t *t, const gc_target_t *tg, const gc_problem_t *p,
+                    gc_variant_t *v) {
   int k = 0;
   while (k < t->nops && strcmp(t->ops[k], p->op)) k++;
   init_variant(t, p, v);
   for (int i = 0; i < t->nparams; i++)
     v->values[i] = k < t->nops ? t->params[i].opdef[k] : t->params[i].def;
+  for (int i = 0; tg && k < t->nops && i < t->ncdefs; i++) {
+    const gc_tcdef_t *cd = &t->cdefs[i];
+    gc_env_t env;
+    gc_err_t tmp;
+    int64_t holds = 0;
+    if (!(cd->ops & 1u << k)) continue;
+    gc_tpl_refresh(v);
+    if (gc_tpl_env(v, tg, p, &env, &tmp) || gc_expr_eval(cd->cond, &env, &holds, &tmp) || !holds)
+      continue;
+    for (int j = 0; j < cd->n; j++) v->values[cd->param[j]] = cd->value[j];
+  }
   gc_tpl_refresh(v);
 }
 
@@ -771,11 +816,11 @@ static int usable(const gc_variant_t *v, const gc_target_t *tg, const gc_problem
 int gc_tpl_nearest(const gc_template_t *t, const gc_target_t *tg, const gc_problem_t *p,
                    gc_variant_t *v, int *ok, gc_err_t *e) {
   int applies;
-  gc_tpl_default(t, p, v);
+  gc_tpl_default(t, tg, p, v);
   if (gc_tpl_applies(v, tg, p, &applies, e) || usable(v, tg, p, ok, e)) return e->code;
   for (int i = 0; !*ok && i < t->nparams; i++)
     for (int j = 0; !*ok && j < t->params[i].nvalues; j++) {
-      gc_tpl_default(t, p, v);
+      gc_tpl_default(t, tg, p, v);
       v->values[i] = t->params[i].values[j];
       gc_tpl_refresh(v);
       if (usable(v, tg, p, ok, e)) return e->code;
@@ -786,7 +831,7 @@ int gc_tpl_nearest(const gc_template_t *t, const gc_target_t *tg, const gc_probl
     for (int i2 = i + 1; !*ok && i2 < t->nparams; i2++)
       for (int j = 0; !*ok && j < t->params[i].nvalues; j++)
         for (int j2 = 0; !*ok && j2 < t->params[i2].nvalues; j2++) {
-          gc_tpl_default(t, p, v);
+          gc_tpl_default(t, tg, p, v);
           v->values[i] = t->params[i].values[j];
           v->values[i2] = t->params[i2].values[j2];
           gc_tpl_refresh(v);

@@ -32,6 +32,19 @@ typedef struct gc_texpr {
   char doc[160];
 } gc_texpr_t;
 
+#define GC_TPL_CDEFS 4
+
+/* An @defaults line with a condition (`... if EXPR`): on a target where
+ * EXPR holds for the default variant, its assignments replace the defaults
+ * of its ops; the lines apply in order, after the unconditional ones. */
+typedef struct gc_tcdef {
+  unsigned ops;                  /* bit i: op i of the template's @op list */
+  int n;                         /* assignments */
+  int param[GC_TPL_PARAMS];      /* which parameter, by index */
+  int64_t value[GC_TPL_PARAMS];
+  char cond[256];
+} gc_tcdef_t;
+
 typedef struct gc_template {
   char name[64], op[GC_OP_NAME], backend[8], kernel[64]; /* op: the first of ops */
   char ops[GC_TPL_OPS][GC_OP_NAME]; /* @op lists one or more; GC_OP_<NAME> tells the source which */
@@ -44,6 +57,8 @@ typedef struct gc_template {
   int ndtypes;
   gc_tparam_t params[GC_TPL_PARAMS];
   int nparams;
+  gc_tcdef_t cdefs[GC_TPL_CDEFS]; /* conditional @defaults lines, in order */
+  int ncdefs;
   gc_texpr_t constraints[GC_TPL_EXPRS];
   int nconstraints;
   gc_texpr_t applies[8];
@@ -93,8 +108,11 @@ int gc_tpl_serves(const gc_template_t *t, const char *backend);
 /* Does the template implement problem p's op and dtypes? */
 int gc_tpl_supports(const gc_template_t *t, const gc_problem_t *p);
 /* Fill v with the template defaults for p's op (@param's, or an
- * @defaults line's for that op) and p's dtypes. */
-void gc_tpl_default(const gc_template_t *t, const gc_problem_t *p, gc_variant_t *v);
+ * @defaults line's for that op) and p's dtypes; on target tg (NULL: none)
+ * also the conditional @defaults lines whose condition holds there (one
+ * that fails to evaluate does not hold). */
+void gc_tpl_default(const gc_template_t *t, const gc_target_t *tg, const gc_problem_t *p,
+                    gc_variant_t *v);
 /* t's default for p if usable on tg (applies to p, satisfies the
  * constraints), else the nearest usable variant: the defaults with one
  * parameter changed, then with two, then, where the default applies, the

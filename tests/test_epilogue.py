@@ -73,8 +73,8 @@ def test_one_template_per_family():
         assert not [f for f in os.listdir(os.path.join(ROOT, "templates", d)) if "swiglu" in f]
 
 
-def forced_params(gc, target, op, tpl, shape):
-    r = gc("gcore-gen", "--target", target, "--op", op, "--dtype", "f16", *shape, "--force", tpl,
+def forced_params(gc, target, op, tpl, shape, dtype="f16"):
+    r = gc("gcore-gen", "--target", target, "--op", op, "--dtype", dtype, *shape, "--force", tpl,
            "-o", "f.gcb", "-q")
     assert r.rc == 0, r
     rows = dispatch(gc.dir / "f.gcb", "template", "params")
@@ -107,6 +107,37 @@ def test_defaults_per_op_gpu(gc, tpl, op, shape):
     t = parse(os.path.join(ROOT, "templates", "gpu", f))
     assert t["defaults"][op] != t["defaults"]["gemm"]
     assert forced_params(gc, "sm_90", op, tpl, shape) == {canonical(t["defaults"][op])}
+
+
+@pytest.mark.skipif(not NVRTC, reason="NVRTC not installed (CUDA toolkit not found)")
+@pytest.mark.parametrize("op,dt,target,moved", [
+    ("rmsnorm_gemm", "f16:q4_0r:f16", "sm_90a", {"RL": 3, "XS": 1}),
+    ("rmsnorm_gemm_swiglu", "bf16:q8_0r:bf16", "sm_90", {"RL": 3, "XS": 1}),
+    ("gemm_add", "f16:q8_0r:f16", "sm_90a", {"RL": 3, "WARPS": 8}),
+    ("rmsnorm_gemm", "f16:q4_0r:f16", "sm_80", {}),  # no ring before sm_90: the declared defaults
+    ("rmsnorm_gemm", "f16:q4_k:f16", "sm_90a", {}),  # a GGUF layout (QR = 0): the same
+])
+def test_target_conditional_defaults(gc, op, dt, target, moved):
+    """gemv_qmma's `@defaults ... if SM >= 90 && QR` lines: on sm_90 the
+    device layouts' default is the tensor-map ring (and the staged operands
+    with the fused norm); elsewhere the declared defaults stand."""
+    t = parse(os.path.join(ROOT, "templates", "gpu", "gemv_qmma.cu"))
+    want = dict(t["defaults"][op], **moved)
+    assert forced_params(gc, target, op, "gemv_qmma", ["--m", "1", "--n", "256", "--k", "512"], dt) == \
+        {canonical(want)}
+
+
+@pytest.mark.skipif(not NVRTC, reason="NVRTC not installed (CUDA toolkit not found)")
+def test_target_default_past_its_applies_moves_to_the_nearest(gc):
+    """Where the target's default does not apply (XS=1 holds 64 KB of staged
+    operands: M·K <= 16384), the untuned pick is the nearest usable point
+    (XS=0) with the rest of that default kept (RL=3)."""
+    r = gc("gcore-gen", "--target", "sm_90a", "--op", "rmsnorm_gemm", "--dtype", "f16:q4_0r:f16",
+           "--m", "1,8", "--n", "256", "--k", "4096", "-o", "f.gcb", "-q")
+    assert r.rc == 0, r
+    rows = {p for t, p in dispatch(gc.dir / "f.gcb", "template", "params") if t == "gemv_qmma"}
+    assert any("XS=1" in p and "RL=3" in p for p in rows), rows  # m = 1
+    assert any("XS=0" in p and "RL=3" in p for p in rows), rows  # m = 8: 8·4096 > 16384
 
 
 def test_tuner_starts_from_the_ops_default(gc):

@@ -112,6 +112,10 @@ HEAD = ("/*\n * @template bad\n * @op gemm\n * @backend cpu\n * @dtypes f32\n * 
     (" * @param X 1 2 default 1\n * @defaults gemm X=2 gemm\n", "op 'gemm' after an assignment"),
     (" * @param X 1 2 default 1\n * @defaults gemm X=2\n * @defaults gemm X=1\n",
      "X is given twice for one op"),
+    (" * @param X 1 2 default 1\n * @defaults gemm X=2 if\n", "@defaults: nothing after 'if'"),
+    (" * @param X 1 2 default 1\n * @defaults gemm X=2 if SM >= Y\n", "unknown name 'Y'"),
+    (" * @param X 1 2 default 1\n * @defaults gemm X=2 X=1 if SM >= 90\n", "X is given twice in one line"),
+    (" * @param X 1 2 default 1\n * @defaults gemm X=3 if SM >= 90\n", "@defaults: the value of X is not"),
 ])
 def test_malformed_template(gc, extra, needle):
     d = bad_template(gc, "bad.c", HEAD.format(extra=extra))

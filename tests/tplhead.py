@@ -51,6 +51,8 @@ def parse(path):
     ops = _decl(head, "op")[0].split()
     defaults = {op: {k: d for k, (_, d) in params.items()} for op in ops}
     for line in _decl(head, "defaults"):
+        if " if " in line:  # a target's defaults (gen/template.h): not the declared ones
+            continue
         words = line.split()
         for op in [w for w in words if "=" not in w]:
             defaults[op].update({k: int(v) for k, v in (w.split("=") for w in words if "=" in w)})

@@ -154,7 +154,7 @@ static int serves(sweep_t *s, const gc_template_t *tp, int *ok, int64_t *start, 
   if (!gc_tpl_supports(tp, s->p) || !gc_tpl_serves(tp, s->o->target.backend)) return GC_OK;
   if (s->o->only_template && strcmp(tp->name, s->o->only_template)) return GC_OK;
   if (gc_tpl_nearest(tp, &s->o->target, s->p, v, ok, e)) return e->code;
-  gc_tpl_default(tp, s->p, &def);
+  gc_tpl_default(tp, &s->o->target, s->p, &def);
   *start = *ok && strcmp(def.params, v->params) ? variant_index(tp, v) : -1;
   if (!*ok) { /* none usable: served where its defaults apply, so that the
                  sweep records why each point fails its constraints */
@@ -360,10 +360,10 @@ static int prepare(sweep_t *s, const point_t *pt, cand_t *c, int *skip, gc_err_t
   *skip = 1;
   c->pt = *pt;
   if (pt->idx < 0) {
-    gc_tpl_default(tp, s->p, &c->v);
+    gc_tpl_default(tp, &s->o->target, s->p, &c->v);
   } else {
     gc_variant_t def;
-    gc_tpl_default(tp, s->p, &def);
+    gc_tpl_default(tp, &s->o->target, s->p, &def);
     gc_tpl_nth(tp, s->p, pt->idx, &c->v);
     if (!strcmp(def.params, c->v.params)) return GC_OK; /* walked as the default */
   }
@@ -437,7 +437,7 @@ static int neighbours(sweep_t *s, cand_t *chunk, int *n, gc_err_t *e) {
     point_t at = {(int)(best[b].key >> 40), (int64_t)(best[b].key & ((1ull << 40) - 1)) - 1};
     const gc_template_t *t = &s->tpls.v[at.tpl];
     gc_variant_t def;
-    gc_tpl_default(t, s->p, &def);
+    gc_tpl_default(t, &s->o->target, s->p, &def);
     int64_t idx = at.idx < 0 ? variant_index(t, &def) : at.idx, w[GC_TPL_PARAMS], far = 1;
     int64_t wi = 1;
     for (int i = t->nparams - 1; i >= 0; wi *= t->params[i].nvalues, i--) {

@@ -22,6 +22,8 @@
  * @param RL 0 1 2 3 default 1 -- the device layouts (QR: Q8_0R, Q4_0R, Q4_KR): 0 copies through the shared-memory pipeline, 1 loads a lane's part of each block straight into registers (16-byte loads), 2 also the next block's while one is decoded, 3 streams the block's rows through a shared-memory ring that a producer warp fills with bulk copies (sm_90); GGUF formats: 1, the pipeline (their parts are unaligned)
  * @defaults gemm_swiglu rmsnorm_gemm_swiglu WARPS=4 KS=4 -- the pair's rows take twice the copy pipeline (Q6_K: 245 KB at 16 warps); four warps a block measured best for every format (bench/RESULTS.md, session 11)
  * @defaults rmsnorm_gemm WARPS=4 KS=4 RT=2 -- QKV and the LM head: two tiles a warp share the fused norm's operands (best for every format but Q4_K's QKV, a tie)
+ * @defaults gemm gemm_add gemm_swiglu RL=3 WARPS=8 if SM >= 90 && QR -- sm_90, device layouts: the tensor-map ring, 8 warps a block (down 0.51 -> 0.62 of copy bandwidth for Q4_0R, 0.62 -> 0.76 for Q8_0R; bench/RESULTS.md, session 14)
+ * @defaults rmsnorm_gemm rmsnorm_gemm_swiglu RL=3 XS=1 if SM >= 90 && QR -- sm_90, device layouts: the ring and the staged operands (gate/up 0.41 -> 0.53 for Q4_0R, 0.53 -> 0.73 for Q8_0R; session 14); where XS=1 does not apply (M·K > 16384) gen's nearest usable point is XS=0
  * @constraint WARPS % KS == 0 -- warps form whole row groups
  * @constraint (WARPS + (RL == 3)) * WARP <= MAXT -- a legal block (RL 3: and its producer warp)
  * @constraint WARP == 32 -- NVIDIA warps

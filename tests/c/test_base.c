@@ -137,7 +137,7 @@ static void test_template_parse(void) {
     if (!gc_tpl_valid(&v, &tg, &ok, &why, &e) && ok) valid++;
   }
   CHECK(valid == 5); /* A*B <= 32: (1,8)(1,16)(2,8)(2,16)(4,8) */
-  gc_tpl_default(&t, &p, &v);
+  gc_tpl_default(&t, NULL, &p, &v);
   CHECK(!strcmp(v.params, "A=2,B=16"));
   int64_t grid[3], block[3];
   CHECK(!gc_tpl_launch(&v, &tg, &p, grid, block, &e) && grid[0] == 3 && block[0] == 16);
