@@ -91,7 +91,7 @@ static void fz_use(const gc_template_t *t) {
       gc_variant_t v;
       gc_err_t e;
       if (!fz_problem(t->ops[o], t->dtypes[d], &p) || !gc_tpl_supports(t, &p)) continue;
-      gc_tpl_default(t, NULL, &p, &v);
+      gc_tpl_default(t, tg, &p, &v); /* its conditional @defaults evaluated there */
       fz_variant(&v, tg, &p);
       if (!first) continue;
       first = 0;

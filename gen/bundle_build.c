@@ -85,7 +85,7 @@ static int forced(gen_t *g, const gc_problem_t *p, gc_variant_t *v, int *used, g
   if ((colon && gc_tpl_set_params(t, colon + 1, v, e)) || gc_tpl_valid(v, &g->tg, &ok, &why, e))
     return e->code;
   if (!ok) /* the parameters not named took the op's defaults on the target: name them all */
-    return gc_err_set(e, GC_EINVAL, "--force %s: constraint fails for %s on %s: %s", g->o->force,
+    return gc_err_set(e, GC_EINVAL, "--force %s (%s on %s): constraint fails: %s", g->o->force,
                       v->params, g->tg.name, why);
   if (applies_at(g, v, p, p->m, &ok, e)) return e->code;
   *used = ok;
