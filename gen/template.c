@@ -816,11 +816,13 @@ static int usable(const gc_variant_t *v, const gc_target_t *tg, const gc_problem
 int gc_tpl_nearest(const gc_template_t *t, const gc_target_t *tg, const gc_problem_t *p,
                    gc_variant_t *v, int *ok, gc_err_t *e) {
   int applies;
-  gc_tpl_default(t, tg, p, v);
+  gc_variant_t d; /* the default on tg, the point the moves start from */
+  gc_tpl_default(t, tg, p, &d);
+  *v = d;
   if (gc_tpl_applies(v, tg, p, &applies, e) || usable(v, tg, p, ok, e)) return e->code;
   for (int i = 0; !*ok && i < t->nparams; i++)
     for (int j = 0; !*ok && j < t->params[i].nvalues; j++) {
-      gc_tpl_default(t, tg, p, v);
+      *v = d;
       v->values[i] = t->params[i].values[j];
       gc_tpl_refresh(v);
       if (usable(v, tg, p, ok, e)) return e->code;
@@ -831,7 +833,7 @@ int gc_tpl_nearest(const gc_template_t *t, const gc_target_t *tg, const gc_probl
     for (int i2 = i + 1; !*ok && i2 < t->nparams; i2++)
       for (int j = 0; !*ok && j < t->params[i].nvalues; j++)
         for (int j2 = 0; !*ok && j2 < t->params[i2].nvalues; j2++) {
-          gc_tpl_default(t, tg, p, v);
+          *v = d;
           v->values[i] = t->params[i].values[j];
           v->values[i2] = t->params[i2].values[j2];
           gc_tpl_refresh(v);

@@ -121,8 +121,9 @@ int gc_tpl_nearest(const gc_template_t *t, const gc_target_t *tg, const gc_probl
                    gc_variant_t *v, int *ok, gc_err_t *e);
 /* The untuned choice for p on tg: among templates of tg's backend that
  * support p and apply to it, the highest @priority (ties: first loaded);
- * its declared defaults, or, if those break a constraint on tg, its first
- * valid point; then, on targets with a CU count (AMD), the architecture
+ * its defaults on tg (the declared ones and the @defaults ... if lines
+ * that hold there), or, if those break a constraint on tg, the nearest
+ * usable point (gc_tpl_nearest); then, on targets with a CU count (AMD), the architecture
  * heuristic of gen/defaults.h may move it to a nearby point that fills
  * the machine. GC_ENOTFOUND / GC_EINVAL with a message when none. */
 int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
