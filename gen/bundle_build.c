@@ -69,7 +69,19 @@ static int applies_at(gen_t *g, const gc_variant_t *v, const gc_problem_t *p, in
   return gc_tpl_applies(v, &g->tg, &q, ok, e);
 }
 
-/* --force TEMPLATE[:params] where it serves p; *used = 1 then. */
+/* v := t's defaults for p (on the target, or the declared ones: tg NULL)
+ * with the named params set; *ok: the constraints hold. */
+static int forced_point(gen_t *g, const gc_template_t *t, const gc_target_t *tg, const gc_problem_t *p,
+                        const char *params, gc_variant_t *v, int *ok, const char **why, gc_err_t *e) {
+  gc_tpl_default(t, tg, p, v);
+  if (params && gc_tpl_set_params(t, params, v, e)) return e->code;
+  return gc_tpl_valid(v, &g->tg, ok, why, e);
+}
+
+/* --force TEMPLATE[:params] where it serves p; *used = 1 then. The
+ * parameters not named take the op's defaults on the target, or, where
+ * those break a constraint beside the named ones (a target's default
+ * that does not fit a forced deeper pipeline), the declared defaults. */
 static int forced(gen_t *g, const gc_problem_t *p, gc_variant_t *v, int *used, gc_err_t *e) {
   *used = 0;
   if (!g->o->force) return GC_OK;
@@ -80,11 +92,15 @@ static int forced(gen_t *g, const gc_problem_t *p, gc_variant_t *v, int *used, g
   if (!t) return gc_err_set(e, GC_ENOTFOUND, "--force: no template named %s", GC_QUOTED(name));
   if (!gc_tpl_supports(t, p)) return GC_OK;
   int ok;
-  const char *why = NULL;
-  gc_tpl_default(t, &g->tg, p, v);
-  if ((colon && gc_tpl_set_params(t, colon + 1, v, e)) || gc_tpl_valid(v, &g->tg, &ok, &why, e))
-    return e->code;
-  if (!ok) /* the parameters not named took the op's defaults on the target: name them all */
+  const char *why = NULL, *params = colon ? colon + 1 : NULL;
+  if (forced_point(g, t, &g->tg, p, params, v, &ok, &why, e)) return e->code;
+  if (!ok) {
+    gc_variant_t d;
+    int dok;
+    if (forced_point(g, t, NULL, p, params, &d, &dok, NULL, e)) return e->code;
+    if (dok) *v = d, ok = 1;
+  }
+  if (!ok) /* name every parameter: those not forced took the target's defaults */
     return gc_err_set(e, GC_EINVAL, "--force %s (%s on %s): constraint fails: %s", g->o->force,
                       v->params, g->tg.name, why);
   if (applies_at(g, v, p, p->m, &ok, e)) return e->code;
