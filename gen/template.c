@@ -626,7 +626,6 @@ void gc_tpl_default(const gc_template_t *t, const gc_target_t *tg, const gc_prob
     gc_err_t tmp;
     int64_t holds = 0;
     if (!(cd->ops & 1u << k)) continue;
-    gc_tpl_refresh(v);
     if (gc_tpl_env(v, tg, p, &env, &tmp) || gc_expr_eval(cd->cond, &env, &holds, &tmp) || !holds)
       continue;
     for (int j = 0; j < cd->n; j++) v->values[cd->param[j]] = cd->value[j];

@@ -15,11 +15,11 @@
  * @param KS 1 2 4 8 16 default 8 -- warps that split one row tile's K range (block-level split-K)
  * @param RT 1 2 default 1 -- 16-row tiles of B per warp (gemm_swiglu: RT gate and RT up tiles)
  * @param UNR 2 4 8 16 default 8 -- units (32 elements) of each row a step copies (256-element blocks: UNR 8 or 16, whole blocks)
- * @param NST 2 3 4 default 2 -- steps in the warp's copy pipeline (NST - 1 in flight while one is decoded); RL 3: stages in the block's bulk-copy ring
+ * @param NST 2 3 4 default 2 -- steps in the warp's copy pipeline (NST - 1 in flight while one is decoded); RL 3: stages in the block's shared-memory ring
  * @param NT 1 2 default 1 -- 8-row tiles of A: rows up to 8·NT are served
  * @param OCC 1 2 4 default 1 -- blocks per SM the register budget is planned for (65536 / (OCC * threads) per thread; 1: no cap below 255)
  * @param XS 0 1 default 0 -- rmsnorm_*: A's normalised operands x·w (hi, lo) computed once per block into shared memory, in the lanes' fragment order, before the units (1), or by every warp per unit from global memory (0)
- * @param RL 0 1 2 3 default 1 -- the device layouts (QR: Q8_0R, Q4_0R, Q4_KR): 0 copies through the shared-memory pipeline, 1 loads a lane's part of each block straight into registers (16-byte loads), 2 also the next block's while one is decoded, 3 streams the block's rows through a shared-memory ring that a producer warp fills with bulk copies (sm_90); GGUF formats: 1, the pipeline (their parts are unaligned)
+ * @param RL 0 1 2 3 default 1 -- the device layouts (QR: Q8_0R, Q4_0R, Q4_KR): 0 copies through the shared-memory pipeline, 1 loads a lane's part of each block straight into registers (16-byte loads), 2 also the next block's while one is decoded, 3 streams the block's rows through a shared-memory ring that a producer warp fills with tensor-map copies (sm_90); GGUF formats: 1, the pipeline (their parts are unaligned)
  * @defaults gemm_swiglu rmsnorm_gemm_swiglu WARPS=4 KS=4 -- the pair's rows take twice the copy pipeline (Q6_K: 245 KB at 16 warps); four warps a block measured best for every format (bench/RESULTS.md, session 11)
  * @defaults rmsnorm_gemm WARPS=4 KS=4 RT=2 -- QKV and the LM head: two tiles a warp share the fused norm's operands (best for every format but Q4_K's QKV, a tie)
  * @defaults gemm gemm_add gemm_swiglu RL=3 WARPS=8 if SM >= 90 && QR -- sm_90, device layouts: the tensor-map ring, 8 warps a block (down 0.51 -> 0.62 of copy bandwidth for Q4_0R, 0.62 -> 0.76 for Q8_0R; bench/RESULTS.md, session 14)
@@ -152,7 +152,7 @@
 #define QM_HALVES (GC_TB == GC_Q6_K)       /* a unit's halves have their own scale */
 #define QM_NR (PAIR * RT * 16)             /* rows of B per warp */
 #define QM_PIPE (QR == 0 || RL == 0)       /* units come through the copy pipeline */
-#define QM_BULK (RL == 3)                  /* ... or through the block's bulk-copy ring */
+#define QM_RING (RL == 3)                  /* ... or through the block's tensor-map ring */
 #define QM_STB (PAIR * QM_RB * KS * GC_QBYTES) /* RL 3: bytes of a stage, row i's KS blocks at i·KS·QBYTES */
 #define QM_RUNV ((GC_QBYTES - 16) / 64)    /* device layouts: 16-byte loads of a lane's part run */
 #define QM_WPU (QM_RUNV * 4 / 8)           /* ... and its words per unit (Q4_0R 1, Q8_0R 2) */
@@ -424,7 +424,7 @@ GC_DEVICE void qm_unit_regs(const qm_blk_t &b, int u, int64_t bi, const TA *A, c
   qm_unit(raw, A, Wn, xs, M, K, bi * GC_QUNITS + u, g, t, acc, ss);
 }
 
-#if QM_BULK
+#if QM_RING
 /* RL 3's producer (one lane): stage s (blocks s·KS .. s·KS + KS - 1 of
  * the QM_RB rows from row r0, and of the up rows from N + r0) into slot
  * s % NST of the ring, one copy per pair, once every consumer warp has
@@ -452,7 +452,7 @@ GC_DEVICE void qm_produce(const gc_tmap_t *tm, int64_t N, int64_t r0, int64_t nb
 /* The block's threads (the consumer warps) meet: RL 3's producer warp is
  * not waited for. */
 GC_DEVICE void qm_sync(void) {
-#if QM_BULK
+#if QM_RING
   gc_named_sync(1, WARPS * GC_WARP);
 #else
   gc_barrier();
@@ -486,7 +486,7 @@ GC_DEVICE void qm_stage(unsigned char *xs, float *xss, const TA *A, const TN *Wn
 /* args: A, B, C, int64 M, N, K (gemm, gemm_add, gemm_swiglu: B is W);
  * A, B, C, norm[K], int64 M, N, K, float eps (rmsnorm_gemm,
  * rmsnorm_gemm_swiglu). */
-GC_KERNEL_OCC((WARPS + QM_BULK) * WARP, OCC)
+GC_KERNEL_OCC((WARPS + QM_RING) * WARP, OCC)
 void gemv_qmma(const TA *A, const TB *B, TC *C,
 #if NORM
                const TN *Wn,
@@ -501,14 +501,14 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   const float eps = 0.0f;
 #endif
   GC_SHARED float red[KS > 1 ? WARPS * (QM_NACC + NT) * GC_WARP : 1];
-#if QM_BULK
+#if QM_RING
   GC_SHARED uint64_t bars[2 * NST]; /* the ring's full[0..NST-1], empty[0..NST-1] */
 #endif
   GC_SHARED float xss[XS ? 8 * NT : 1]; /* XS: the rows' sums of squares */
   unsigned char *const xs = gc_dyn_shared();                            /* XS: [M·K·4] staged operands */
   unsigned char *const dyn = gc_dyn_shared() + (XS ? M * K * 4 : 0);   /* the copies' shared memory */
   const int64_t r0 = gc_bid() * QM_RB, rb = K / GC_QK * GC_QBYTES; /* bytes per row of B */
-  if (!QM_BULK && r0 < N && K % GC_QK == 0) {
+  if (!QM_RING && r0 < N && K % GC_QK == 0) {
     qm_prefetch(B, r0, gc_min64(QM_RB, N - r0), rb);
     if (PAIR == 2)
       qm_prefetch(B, N + r0, gc_min64(QM_RB, N - r0), rb);
@@ -533,7 +533,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
       qm_fetch(spipe + s * QM_NR * QM_SC * 16, B, N, n0, rb, fetch, nu, lane);
     fetch += stride;
   }
-#elif QM_BULK
+#elif QM_RING
   const int64_t nblk = K / GC_QK;
   unsigned char *ring = gc_smem_align128(dyn);
   const unsigned full = gc_smem_addr(bars), empty = full + 8 * NST;
@@ -594,7 +594,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     slot = slot + 1 == NST ? 0 : slot + 1;
   }
   qm_wait<0>();
-#elif QM_BULK
+#elif QM_RING
   for (int64_t s = 0; s * KS < nblk; s++) {
     const int slot = (int)(s % NST);
     const int64_t bi = s * KS + ks; /* the warp's block of its rows in stage s */

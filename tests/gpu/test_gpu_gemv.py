@@ -41,8 +41,8 @@ def test_gemv_bulk_verifies(gc, op, variant, dt):
 # blocks) or has fewer blocks than warps (512), a ring deeper than the
 # stages (NST 4 for one stage), rows of A up to 8·NT.
 RING_SHAPES = [(1, 6144, 4096), (1, 77, 512), (8, 130, 2304)]
-# (XS=0 named: on sm_90 the norm ops' default is XS=1, whose staged
-# operands would not fit beside the deeper rings; the staged cases are below)
+# (XS=0 named: on sm_90 the norm ops' default is XS=1; these cases are the
+# ring's own, the staged operands' are below)
 RING_VARIANTS = ["RL=3,XS=0", "RL=3,NST=4,KS=2,WARPS=4,XS=0", "RL=3,NST=3,RT=2,WARPS=4,KS=2,XS=0",
                  "RL=3,NT=2,WARPS=8,KS=4,XS=0"]
 
