@@ -26,7 +26,7 @@ static const gc_qformat_t q_formats[GC_QT_COUNT] = {
     [GC_QT_Q5_K] = {"Q5_K", 13, 256, 176, 0}, [GC_QT_Q6_K] = {"Q6_K", 14, 256, 210, 0},
     /* device layouts: no ggml type id (UINT32_MAX is none of ggml's) */
     [GC_QT_Q8_0R] = {"Q8_0R", UINT32_MAX, 256, 272, 1}, [GC_QT_Q4_0R] = {"Q4_0R", UINT32_MAX, 256, 144, 1},
-    [GC_QT_Q4_KR] = {"Q4_KR", UINT32_MAX, 256, 144, 1},
+    [GC_QT_Q4_KR] = {"Q4_KR", UINT32_MAX, 256, 144, 1}, [GC_QT_Q6_KR] = {"Q6_KR", UINT32_MAX, 256, 224, 0},
 };
 
 /* Every type id of ggml's enum ggml_type (ids it retired are absent). */
@@ -200,6 +200,29 @@ static void q_repack_k(const uint8_t *src, uint8_t *dst, int unpack) {
   else memcpy(dst + 128, src, 16);
 }
 
+/* A Q6_K block at src as Q6_KR at dst (back: unpack), quant.h's order. */
+static void q_repack_6k(const uint8_t *src, uint8_t *dst, int unpack) {
+  for (int n = 0; n < 2; n++)
+    for (int h = 0; h < 2; h++)
+      for (int t = 0; t < 4; t++)
+        for (int i = 0; i < 4; i++) {
+          for (int c = 0; c < 2; c++) { /* ql */
+            int r = 32 * t + 16 * n + 8 * c + 4 * h + i, k = 64 * n + 32 * c + 16 * h + 4 * t + i;
+            if (unpack) dst[k] = src[r];
+            else dst[r] = src[k];
+          }
+          int r = 128 + 16 * t + 8 * n + 4 * h + i, k = 128 + 32 * n + 16 * h + 4 * t + i; /* qh */
+          if (unpack) dst[k] = src[r];
+          else dst[r] = src[k];
+        }
+  if (unpack) {
+    memcpy(dst + 192, src + 192, 18); /* scales, d */
+  } else {
+    memcpy(dst + 192, src + 192, 18);
+    memset(dst + 210, 0, 14);
+  }
+}
+
 static void dq_rep(int q8, const uint8_t *b, float *y) {
   uint8_t g[8 * 34];
   q_unpack8(q8, b, g);
@@ -210,12 +233,14 @@ static void dq_rep(int q8, const uint8_t *b, float *y) {
 }
 
 gc_qtype_t gc_quant_device_layout(gc_qtype_t t) {
-  return t == GC_QT_Q8_0 ? GC_QT_Q8_0R : t == GC_QT_Q4_0 ? GC_QT_Q4_0R : t == GC_QT_Q4_K ? GC_QT_Q4_KR : t;
+  return t == GC_QT_Q8_0 ? GC_QT_Q8_0R : t == GC_QT_Q4_0 ? GC_QT_Q4_0R : t == GC_QT_Q4_K ? GC_QT_Q4_KR
+         : t == GC_QT_Q6_K ? GC_QT_Q6_KR : t;
 }
 
 int gc_quant_repack(gc_qtype_t from, gc_qtype_t to, const void *src, void *dst, int64_t n, gc_err_t *e) {
   int q8 = from == GC_QT_Q8_0;
-  if ((from != GC_QT_Q8_0 && from != GC_QT_Q4_0 && from != GC_QT_Q4_K) || to != gc_quant_device_layout(from))
+  if ((from != GC_QT_Q8_0 && from != GC_QT_Q4_0 && from != GC_QT_Q4_K && from != GC_QT_Q6_K) ||
+      to != gc_quant_device_layout(from))
     return gc_err_set(e, GC_EINVAL, "no repacking from %s to %s", gc_quant_format(from) ? gc_quant_format(from)->name : "?",
                       gc_quant_format(to) ? gc_quant_format(to)->name : "?");
   if (n < 0 || n % 256)
@@ -226,6 +251,7 @@ int gc_quant_repack(gc_qtype_t from, gc_qtype_t to, const void *src, void *dst, 
   int sb = gc_quant_format(from)->bytes * (256 / gc_quant_format(from)->block), db = gc_quant_format(to)->bytes;
   for (int64_t i = 0; i < n / 256; i++) {
     if (from == GC_QT_Q4_K) q_repack_k(s + i * sb, d + i * db, 0);
+    else if (from == GC_QT_Q6_K) q_repack_6k(s + i * sb, d + i * db, 0);
     else q_repack8(q8, s + i * sb, d + i * db);
   }
   return GC_OK;
@@ -292,6 +318,12 @@ void gc_quant_dequantize(gc_qtype_t t, const void *src, float *dst, int64_t n) {
         uint8_t k[144];
         q_repack_k(p, k, 1);
         dq_k45(k, NULL, k + 16, dst);
+        break;
+      }
+      case GC_QT_Q6_KR: {
+        uint8_t k[210];
+        q_repack_6k(p, k, 1);
+        dq_q6_k(k, dst);
         break;
       }
       default: break;

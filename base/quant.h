@@ -71,7 +71,17 @@
  *        half dmin; uint8 scales[12]. qs[32t + 8c + i] = Q4_K qs[32c +
  *        4t + i], qs[32t + 8c + 4 + i] = Q4_K qs[32c + 16 + 4t + i]
  *        (c, t < 4, i < 4): part t of sub-blocks 2c (low nibbles) and
- *        2c + 1 (high nibbles). */
+ *        2c + 1 (high nibbles).
+ * Q6_KR  one Q6_K block (256 elements) in 224 bytes: its ql and qh
+ *        permuted, its scales and d as they were, then 14 zero bytes (so
+ *        that blocks are whole 16-byte chunks, as a tensor map of them
+ *        needs): uint8 ql[128]; uint8 qh[64]; int8 scales[16]; half d;
+ *        uint8 pad[14]. ql[32t + 16n + 8c + 4h + i] = Q6_K ql[64n + 32c
+ *        + 16h + 4t + i], qh[16t + 8n + 4h + i] = Q6_K qh[32n + 16h + 4t
+ *        + i] (n, c, h < 2; t, i < 4): lane t's word (n, c, h) of ql
+ *        holds the low nibbles of units 4n + c (low 4 bits of each byte)
+ *        and 4n + 2 + c (high), its elements 16h + 4t .. + 3; its word
+ *        (n, h) of qh the 2-bit fields of units 4n .. 4n + 3 (bits 2u). */
 #ifndef GC_BASE_QUANT_H
 #define GC_BASE_QUANT_H
 
@@ -94,6 +104,7 @@ typedef enum gc_qtype {
   GC_QT_Q8_0R = 8, /* gcore's device layouts (above): not GGUF types */
   GC_QT_Q4_0R = 9,
   GC_QT_Q4_KR = 10,
+  GC_QT_Q6_KR = 11,
   GC_QT_COUNT
 } gc_qtype_t;
 
@@ -139,17 +150,17 @@ void gc_quant_dequantize(gc_qtype_t t, const void *src, float *dst, int64_t n);
  * (no fused multiply-add: binaries of llama.cpp built with contraction may
  * pick another rounding in rare near-ties). F32/F16/BF16 are conversions
  * (round to nearest even). GC_EINVAL when n is not a whole number of
- * blocks, GC_EUNSUPPORTED for Q5_K and Q6_K (read, never written). Q8_0R,
- * Q4_0R and Q4_KR: Q8_0's, Q4_0's and Q4_K's blocks, repacked. */
+ * blocks, GC_EUNSUPPORTED for Q5_K, Q6_K and Q6_KR (read, never written).
+ * Q8_0R, Q4_0R and Q4_KR: Q8_0's, Q4_0's and Q4_K's blocks, repacked. */
 int gc_quant_quantize(gc_qtype_t t, const float *src, void *dst, int64_t n, gc_err_t *e);
 
 /* The device layout of block format t (Q8_0 → Q8_0R, Q4_0 → Q4_0R, Q4_K →
- * Q4_KR), or t itself where it has none. */
+ * Q4_KR, Q6_K → Q6_KR), or t itself where it has none. */
 gc_qtype_t gc_quant_device_layout(gc_qtype_t t);
 
 /* n elements (a whole number of 256) of from's blocks at src rewritten as
- * to's at dst: Q8_0 → Q8_0R, Q4_0 → Q4_0R or Q4_K → Q4_KR, a permutation of the bytes
- * (exact). GC_EINVAL for another pair or n not a multiple of 256. */
+ * to's at dst: Q8_0 → Q8_0R, Q4_0 → Q4_0R, Q4_K → Q4_KR or Q6_K → Q6_KR, a permutation
+ * of the bytes (exact; Q6_KR adds 14 zero bytes a block). GC_EINVAL for another pair or n not a multiple of 256. */
 int gc_quant_repack(gc_qtype_t from, gc_qtype_t to, const void *src, void *dst, int64_t n, gc_err_t *e);
 
 /* IEEE half and bfloat16 conversions; float to them rounds to nearest

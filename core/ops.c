@@ -250,7 +250,8 @@ static void fill(void *p, gc_dtype_t t, int64_t n, double lo, double hi, uint64_
  * stream from s0, as fill_body's) quantized by base/quant's quantizers; Q5_K
  * and Q6_K (no quantizer) get random bytes under scales chosen so the values
  * stay within about [-1, 1]: fp16 d, dmin of 2^-11..2^-10 and 2^-7..2^-6
- * (Q5_K: 63·31·d + 63·dmin), d of 2^-12..2^-11 (Q6_K: 128·32·d). */
+ * (Q5_K: 63·31·d + 63·dmin), d of 2^-12..2^-11 (Q6_K and its device layout
+ * Q6_KR: 128·32·d; d at byte 208 of both). */
 typedef struct qfill_job {
   unsigned char *p;
   gc_dtype_t t;
@@ -275,11 +276,12 @@ static void qfill_body(void *arg, int64_t r0, int64_t r1) {
       continue;
     }
     for (size_t b = 0; b < rb; b++) row[b] = (unsigned char)(mix(j->s0 + (uint64_t)(r * (int64_t)rb + (int64_t)b + 1) * GOLDEN) >> 56);
+    const int k6 = q == GC_QT_Q6_K || q == GC_QT_Q6_KR;
     for (size_t off = 0; off < rb; off += gc_dtype_size(j->t)) {
       double u = qf_unit(j->s0 ^ 0x5eed, r * (int64_t)rb + (int64_t)off);
-      uint16_t d = gc_float_to_half((float)((1.0 + u) * (q == GC_QT_Q6_K ? 0x1p-12 : 0x1p-11)));
+      uint16_t d = gc_float_to_half((float)((1.0 + u) * (k6 ? 0x1p-12 : 0x1p-11)));
       uint16_t dm = gc_float_to_half((float)((1.0 + u) * 0x1p-7));
-      unsigned char *h = row + off + (q == GC_QT_Q6_K ? 208 : 0); /* Q6_K's d is last */
+      unsigned char *h = row + off + (k6 ? 208 : 0); /* Q6_K's d is last */
       h[0] = (unsigned char)d, h[1] = (unsigned char)(d >> 8);
       if (q == GC_QT_Q5_K) h[2] = (unsigned char)dm, h[3] = (unsigned char)(dm >> 8);
     }

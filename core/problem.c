@@ -23,7 +23,7 @@ int64_t gc_problem_get(const gc_problem_t *p, int i) {
 
 static const char *const dt_names[GC_DT_COUNT] = {"f32", "f16",  "bf16", "i32",  "f64",
                                                    "q8_0", "q4_0", "q4_k", "q5_k", "q6_k",
-                                                   "q8_0r", "q4_0r", "q4_kr"};
+                                                   "q8_0r", "q4_0r", "q4_kr", "q6_kr"};
 
 const char *gc_dtype_name(gc_dtype_t t) {
   return (unsigned)t < GC_DT_COUNT ? dt_names[t] : "?";
@@ -31,7 +31,7 @@ const char *gc_dtype_name(gc_dtype_t t) {
 
 int gc_dtype_is_block(gc_dtype_t t) { return t >= GC_DT_Q8_0 && t < GC_DT_COUNT; }
 
-int gc_dtype_is_device_layout(gc_dtype_t t) { return t >= GC_DT_Q8_0R && t <= GC_DT_Q4_KR; }
+int gc_dtype_is_device_layout(gc_dtype_t t) { return t >= GC_DT_Q8_0R && t <= GC_DT_Q6_KR; }
 
 /* The block dtypes follow base/quant.h's numbering, two further on. */
 int gc_dtype_qtype(gc_dtype_t t) {
@@ -86,7 +86,7 @@ int gc_dtypes_parse(const char *s, gc_dtype_t *ta, gc_dtype_t *tb,
       return gc_err_set(e, GC_EINVAL,
                         "unknown dtype %s (expected f32, f16, bf16 or A:B:C "
                         "such as f32:f16:f32; B, the weights, may be a block "
-                        "format: f16:q4_k:f16 with q8_0, q4_0, q4_k, q5_k, q6_k, q8_0r, q4_0r, q4_kr)",
+                        "format: f16:q4_k:f16 with q8_0, q4_0, q4_k, q5_k, q6_k, q8_0r, q4_0r, q4_kr, q6_kr)",
                         gc_quote(s, GC_QSTR, q, sizeof q));
     n++;
     if (!c) break;

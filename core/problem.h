@@ -13,7 +13,7 @@ typedef enum gc_dtype {
   /* ggml's block formats (base/quant.h), for B (the weights) of the ops whose
      op-table entry says quant: rows are whole blocks, bytes count by block */
   GC_DT_Q8_0 = 5, GC_DT_Q4_0 = 6, GC_DT_Q4_K = 7, GC_DT_Q5_K = 8, GC_DT_Q6_K = 9,
-  GC_DT_Q8_0R = 10, GC_DT_Q4_0R = 11, GC_DT_Q4_KR = 12, /* gcore's device layouts (base/quant.h) */
+  GC_DT_Q8_0R = 10, GC_DT_Q4_0R = 11, GC_DT_Q4_KR = 12, GC_DT_Q6_KR = 13, /* gcore's device layouts (base/quant.h) */
   GC_DT_COUNT
 } gc_dtype_t;
 
@@ -47,9 +47,9 @@ size_t gc_dtype_size(gc_dtype_t t);
 /* Elements per block: 32 (Q8_0, Q4_0), 256 (the K formats, the device layouts),
  * 1 otherwise. */
 int64_t gc_dtype_block(gc_dtype_t t);
-/* 1 for the block formats Q8_0 .. Q4_KR. */
+/* 1 for the block formats Q8_0 .. Q6_KR. */
 int gc_dtype_is_block(gc_dtype_t t);
-/* 1 for gcore's device layouts (Q8_0R, Q4_0R, Q4_KR), which no file holds. */
+/* 1 for gcore's device layouts (Q8_0R, Q4_0R, Q4_KR, Q6_KR), which no file holds. */
 int gc_dtype_is_device_layout(gc_dtype_t t);
 /* Bytes of n elements of t: n / block · bytes per block, n rounded up to
  * whole blocks (a problem check keeps the rows of block buffers whole). */

@@ -205,8 +205,8 @@ int gc_llama_needs(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int6
 }
 
 /* Block format q of a tensor with rows of cols elements as the kernels
- * read it: on NVIDIA GPUs Q8_0, Q4_0 and Q4_K in their device layouts
- * (Q8_0R, Q4_0R, Q4_KR: base/quant.h) where rows are whole 256-element blocks, whose
+ * read it: on NVIDIA GPUs Q8_0, Q4_0, Q4_K and Q6_K in their device layouts
+ * (Q8_0R, Q4_0R, Q4_KR, Q6_KR: base/quant.h) where rows are whole 256-element blocks, whose
  * aligned parts gemv_qmma loads straight into registers; as stored
  * elsewhere (the AMD and CPU templates read the GGUF layouts). */
 static gc_dtype_t on_device(int q, int64_t cols, int cuda) {

@@ -138,7 +138,7 @@ int gc_llama_needs(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int6
  * norm weights and whatever else is dense) in fp32 on the CPU and fp16 on
  * GPUs; each matrix step takes its weights' block format, the embedding
  * gather and the LM head theirs where they are stored in one (on NVIDIA
- * GPUs Q8_0, Q4_0 and Q4_K in their device layouts Q8_0R, Q4_0R, Q4_KR, repacked at
+ * GPUs Q8_0, Q4_0, Q4_K and Q6_K in their device layouts Q8_0R, Q4_0R, Q4_KR, Q6_KR, repacked at
  * load, where rows are whole 256-element blocks). A stacked
  * step whose parts differ (wq|wk|wv or w1|w3: a Q4_K_M file's Q6_K attn_v
  * beside Q4_K attn_q) has no single format: that layer's step runs dense,

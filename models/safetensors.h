@@ -30,6 +30,7 @@ typedef enum gc_st_dtype {
   GC_ST_Q8_0R = 8, /* gcore's device layouts: weights repacked for a GPU */
   GC_ST_Q4_0R = 9,
   GC_ST_Q4_KR = 10,
+  GC_ST_Q6_KR = 11,
 } gc_st_dtype_t;
 
 /* Bytes per element of F32/F16/BF16; 0 for GC_ST_OTHER and block formats. */

@@ -96,7 +96,7 @@ int gc_weights_quantized(const gc_llama_weights_t *w);
  * tensors already in it are shared with w (which must outlive *out), the
  * others converted into copies owned by *out: a block format dequantized
  * exactly (base/quant.h), repacked into its device layout (Q8_0 → Q8_0R,
- * Q4_0 → Q4_0R, Q4_K → Q4_KR: the same bytes permuted) or a float type converted (F32
+ * Q4_0 → Q4_0R, Q4_K → Q4_KR, Q6_K → Q6_KR: the same bytes permuted) or a float type converted (F32
  * norms of a GGUF file beside F16 matrices), rounding to nearest even. A
  * tied classifier stays shared when it and the embedding get one dtype.
  * *out is NULL when every tensor is already in its dtype. Release with

@@ -79,9 +79,9 @@ ROPE_POS = [(0, 0), (4093, 1), (3, 1)]  # (pos, layout)
 # M = 1, 3, 17, 128 and a single column.
 QFORMATS = ["q8_0", "q4_0", "q4_k", "q5_k", "q6_k"]
 QDTYPES = [f"{a}:{q}:{a}" for q in QFORMATS for a in ("f32", "f16")]
-# gcore's device layouts of Q8_0, Q4_0 and Q4_K (base/quant.h), which only the
-# NVIDIA recipe uses and only its templates (and the GPU SIMT ones) read
-DEVICE_LAYOUTS = ("q8_0r", "q4_0r", "q4_kr")
+# gcore's device layouts of Q8_0, Q4_0, Q4_K and Q6_K (base/quant.h), which only
+# the NVIDIA recipe uses and only its templates (and the GPU SIMT ones) read
+DEVICE_LAYOUTS = ("q8_0r", "q4_0r", "q4_kr", "q6_kr")
 if os.environ.get("GCORE_TEST_BACKEND", "cpu") == "cuda":
     QDTYPES += [f"f16:{q}:f16" for q in DEVICE_LAYOUTS]
 

@@ -32,7 +32,8 @@ OTHER_TYPES = {"Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22), "Q2_K": (10, 256, 84), 
 
 # gcore's device layouts (base/quant.h; never in files): eight blocks of
 # the base format, bytes permuted. name: (base format, elements, bytes)
-DEVICE_TYPES = {"Q8_0R": ("Q8_0", 256, 272), "Q4_0R": ("Q4_0", 256, 144), "Q4_KR": ("Q4_K", 256, 144)}
+DEVICE_TYPES = {"Q8_0R": ("Q8_0", 256, 272), "Q4_0R": ("Q4_0", 256, 144), "Q4_KR": ("Q4_K", 256, 144),
+                "Q6_KR": ("Q6_K", 256, 224)}
 
 
 def nbytes(name: str, n: int) -> int:
@@ -134,6 +135,14 @@ def _device_perm(name: str) -> np.ndarray:
     that byte i of a device block holds, as base/quant.h lays them out:
     part t (elements 4t..4t+3 and 16+4t..16+4t+3 of a 32-element unit) of
     the units side by side, then the scales."""
+    if name == "Q6_KR":  # ql, qh by lane part t; scales and d kept; -1: the 14 zero bytes
+        ql = [64 * n + 32 * c + 16 * h + 4 * t + i for t in range(4) for n in range(2) for c in range(2)
+              for h in range(2) for i in range(4)]
+        qh = [128 + 32 * n + 16 * h + 4 * t + i for t in range(4) for n in range(2) for h in range(2)
+              for i in range(4)]
+        perm = ql + qh + list(range(192, 210)) + [-1] * 14
+        assert sorted(perm[:210]) == list(range(210)), "every byte of the block once"
+        return np.array(perm)
     if name == "Q4_KR":  # qs at 16 in Q4_K; sub-blocks 2c, 2c+1 share qs[32c ..]
         perm = [16 + 32 * c + 16 * h + 4 * t + i for t in range(4) for c in range(4) for h in range(2)
                 for i in range(4)] + list(range(16))
@@ -156,6 +165,7 @@ def to_device(name: str, raw) -> bytes:
     """Blocks of DEVICE_TYPES[name]'s base format as name's blocks."""
     base, _, size = DEVICE_TYPES[name]
     b = np.frombuffer(bytes(raw), dtype=np.uint8).reshape(-1, 256 // TYPES[base][1] * TYPES[base][2])
+    b = np.concatenate([b, np.zeros((b.shape[0], 1), dtype=np.uint8)], axis=1)  # column -1: a zero byte
     return np.ascontiguousarray(b[:, _device_perm(name)]).tobytes()
 
 
@@ -164,7 +174,8 @@ def from_device(name: str, raw) -> bytes:
     base, _, size = DEVICE_TYPES[name]
     b = np.frombuffer(bytes(raw), dtype=np.uint8).reshape(-1, size)
     out = np.empty((b.shape[0], 256 // TYPES[base][1] * TYPES[base][2]), dtype=np.uint8)
-    out[:, _device_perm(name)] = b
+    perm = _device_perm(name)
+    out[:, perm[perm >= 0]] = b[:, perm >= 0]
     return out.tobytes()
 
 

@@ -6,7 +6,8 @@ import ggufq
 
 # gcore's names of ggml's block formats (B of the GEMM ops and embed)
 QTYPES = {"q8_0": "Q8_0", "q4_0": "Q4_0", "q4_k": "Q4_K", "q5_k": "Q5_K", "q6_k": "Q6_K",
-          "q8_0r": "Q8_0R", "q4_0r": "Q4_0R", "q4_kr": "Q4_KR"}
+          "q8_0r": "Q8_0R", "q4_0r": "Q4_0R", "q4_kr": "Q4_KR",
+          "q6_kr": "Q6_KR"}
 
 
 def bf16_to_f64(u16):

@@ -114,6 +114,7 @@ def test_defaults_per_op_gpu(gc, tpl, op, shape):
     ("rmsnorm_gemm", "f16:q4_0r:f16", "sm_90a", {"RL": 3, "XS": 1}),
     ("rmsnorm_gemm_swiglu", "bf16:q8_0r:bf16", "sm_90", {"RL": 3, "XS": 1}),
     ("gemm_add", "f16:q8_0r:f16", "sm_90a", {"RL": 3, "WARPS": 8}),
+    ("rmsnorm_gemm", "f16:q6_kr:f16", "sm_90a", {"RL": 3, "XS": 1, "WARPS": 8}),  # the later line adds to it
     ("rmsnorm_gemm", "f16:q4_0r:f16", "sm_80", {}),  # no ring before sm_90: the declared defaults
     ("rmsnorm_gemm", "f16:q4_k:f16", "sm_90a", {}),  # a GGUF layout (QR = 0): the same
 ])

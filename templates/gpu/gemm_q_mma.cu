@@ -6,7 +6,7 @@
  * @template gemm_q_mma
  * @op gemm gemm_add gemm_swiglu
  * @backend cuda
- * @dtypes f16:q8_0:f16 f16:q4_0:f16 f16:q4_k:f16 f16:q5_k:f16 f16:q6_k:f16 f16:q8_0r:f16 f16:q4_0r:f16 f16:q4_kr:f16
+ * @dtypes f16:q8_0:f16 f16:q4_0:f16 f16:q4_k:f16 f16:q5_k:f16 f16:q6_k:f16 f16:q8_0r:f16 f16:q4_0r:f16 f16:q4_kr:f16 f16:q6_kr:f16
  * @kernel gemm_q_mma
  * @param BM 32 64 128 256 default 128 -- block tile rows
  * @param BN 32 64 128 256 default 128 -- rows of B per block (the SwiGLU pair: BN/2 gate and BN/2 up rows, BN/2 columns of C)
@@ -76,7 +76,6 @@
 #define GQ_NT (WN / 8)
 #define GQ_TASKS (BN * BK / 8)           /* parts of 8 elements in a B tile */
 #define GQ_TPT ((GQ_TASKS + GQ_T - 1) / GQ_T) /* tasks per thread */
-#define GQ_SPLIT (GC_TB == GC_Q6_K)      /* a unit's halves have their own scale */
 
 /* Byte offset of 16-byte chunk c of row r in a tile (gemm_mma's swizzle). */
 GC_DEVICE unsigned gq_off(int r, int c) {
@@ -196,12 +195,12 @@ GC_DEVICE void gq_unit_mma(float o[4], const uint32_t a[2][4], const uint32_t b0
                            float2 e0, float2 e1, float m0, float m1, const float sa[4]) {
   float c0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   gq_mma(c0, a[0], b0[0], b0[1]);
-  gq_mma(GQ_SPLIT ? c1 : c0, a[1], b1[0], b1[1]);
+  gq_mma(GC_QSPLIT ? c1 : c0, a[1], b1[0], b1[1]);
   o[0] = gc_fma(e0.x, c0[0], o[0]);
   o[1] = gc_fma(e1.x, c0[1], o[1]);
   o[2] = gc_fma(e0.x, c0[2], o[2]);
   o[3] = gc_fma(e1.x, c0[3], o[3]);
-  if (GQ_SPLIT) {
+  if (GC_QSPLIT) {
     o[0] = gc_fma(e0.y, c1[0], o[0]);
     o[1] = gc_fma(e1.y, c1[1], o[1]);
     o[2] = gc_fma(e0.y, c1[2], o[2]);

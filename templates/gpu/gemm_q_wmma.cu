@@ -59,7 +59,6 @@
 #define GQ_NACC 8                          /* accumulators a lane per block */
 #define GQ_TASKS (GQ_BR * BK / 8)          /* parts of 8 elements in a B tile */
 #define GQ_TPT ((GQ_TASKS + GQ_T - 1) / GQ_T)
-#define GQ_SPLIT (GC_TB == GC_Q6_K)        /* a unit's halves have their own scale */
 
 #if !GC_WMMA || SA != 2
 #error "gemm_q_wmma needs a WMMA target (gfx1100 .. gfx1103) and 16-bit activations"
@@ -185,14 +184,14 @@ GC_DEVICE void gq_unit(gq_acc_t acc[GQ_MT][GQ_NT], int j, const gq_op_t a[GQ_MT]
     GC_UNROLL(GQ_SPU / 2)
     for (int s = 0; s < GQ_SPU / 2; s++)
       c = gc_wmma<GC_TA>(a[i][s], b[s], c);
-    if (GQ_SPLIT) {
+    if (GC_QSPLIT) {
       acc[i][j] += d0 * c;
       c = gq_acc_t{};
     }
     GC_UNROLL(GQ_SPU / 2)
     for (int s = GQ_SPU / 2; s < GQ_SPU; s++)
       c = gc_wmma<GC_TA>(a[i][s], b[s], c);
-    acc[i][j] += (GQ_SPLIT ? d1 : d0) * c;
+    acc[i][j] += (GC_QSPLIT ? d1 : d0) * c;
     if (GC_QMIN)
       acc[i][j] -= mn * sum[i];
   }

@@ -140,7 +140,6 @@
 #define QF_RB (QF_RG * 16 * RT)                                /* outputs (rows of B) per block */
 #define QF_NACC (4 * PAIR * RT)                                /* fp32 accumulators per lane */
 #define QF_SPLIT (NORM ? (GC_TA == GC_BF16 ? 3 : 2) : 1)       /* operands x·w is split into */
-#define QF_HALVES (GC_TB == GC_Q6_K)                           /* a unit's halves have their own scale */
 #define QF_NR (PAIR * RT * 16)                                 /* rows of B per wave */
 #define QF_SC ((UNR / GC_QUNITS * GC_QBYTES + 15) / 16 + 1)    /* 16-byte chunks of a row's step at any even address */
 #define QF_CPL ((QF_NR * QF_SC + GC_WARP - 1) / GC_WARP)       /* chunks per lane and step */
@@ -281,7 +280,7 @@ GC_DEVICE void qf_scales(qf_f2_t *tab, const unsigned char *st, const uint8_t *B
       float d0, d1, mn;
       GCQ_LOAD(st + i * QF_SC * 16 + off + u / GC_QUNITS * GC_QBYTES, u % GC_QUNITS, 0, raw);
       GCQ_DECODE(raw, u % GC_QUNITS, 0, l0, l1, d0, d1, mn);
-      tab[e] = qf_f2_t{d0, QF_HALVES ? d1 : mn};
+      tab[e] = qf_f2_t{d0, GC_QSPLIT ? d1 : mn};
     }
   }
 }
@@ -345,20 +344,20 @@ GC_DEVICE void qf_math(const qf_in &in, int u, bool live, int q, qf_acc_t acc[PA
       float d0, d1, mn;
       GCQ_DECODE(in.raw[p][t], u % GC_QUNITS, q, lo, hi, d0, d1, mn);
       if (GC_QUNITS > 1) /* the table's (the scale fields above were not loaded) */
-        d0 = in.sc[p][t][0], d1 = QF_HALVES ? in.sc[p][t][1] : d0, mn = QF_HALVES ? 0.0f : in.sc[p][t][1];
+        d0 = in.sc[p][t][0], d1 = GC_QSPLIT ? in.sc[p][t][1] : d0, mn = GC_QSPLIT ? 0.0f : in.sc[p][t][1];
       const gc_short4_t l0 = qf_levels(lo), l1 = qf_levels(hi);
       qf_acc_t c = qf_acc_t{};
       GC_UNROLL(QF_SPLIT)
       for (int s = 0; s < QF_SPLIT; s++)
         c = gc_mfma<GC_TA, 16>::run(a[0][s], l0, c);
-      if (QF_HALVES) {
+      if (GC_QSPLIT) {
         acc[p][t] += d0 * c;
         c = qf_acc_t{};
       }
       GC_UNROLL(QF_SPLIT)
       for (int s = 0; s < QF_SPLIT; s++)
         c = gc_mfma<GC_TA, 16>::run(a[1][s], l1, c);
-      acc[p][t] += (QF_HALVES ? d1 : d0) * c;
+      acc[p][t] += (GC_QSPLIT ? d1 : d0) * c;
       if (GC_QMIN)
         acc[p][t] -= mn * sa;
     }

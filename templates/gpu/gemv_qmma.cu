@@ -9,7 +9,7 @@
  * @template gemv_qmma
  * @op gemm gemm_add rmsnorm_gemm gemm_swiglu rmsnorm_gemm_swiglu
  * @backend cuda
- * @dtypes f16:q8_0:f16 f16:q4_0:f16 f16:q4_k:f16 f16:q5_k:f16 f16:q6_k:f16 bf16:q8_0:bf16 bf16:q4_0:bf16 bf16:q4_k:bf16 bf16:q5_k:bf16 bf16:q6_k:bf16 f16:q8_0r:f16 f16:q4_0r:f16 bf16:q8_0r:bf16 bf16:q4_0r:bf16 f16:q4_kr:f16 bf16:q4_kr:bf16
+ * @dtypes f16:q8_0:f16 f16:q4_0:f16 f16:q4_k:f16 f16:q5_k:f16 f16:q6_k:f16 bf16:q8_0:bf16 bf16:q4_0:bf16 bf16:q4_k:bf16 bf16:q5_k:bf16 bf16:q6_k:bf16 f16:q8_0r:f16 f16:q4_0r:f16 bf16:q8_0r:bf16 bf16:q4_0r:bf16 f16:q4_kr:f16 bf16:q4_kr:bf16 f16:q6_kr:f16 bf16:q6_kr:bf16
  * @kernel gemv_qmma
  * @param WARPS 4 8 16 default 16 -- warps per block
  * @param KS 1 2 4 8 16 default 8 -- warps that split one row tile's K range (block-level split-K)
@@ -19,11 +19,12 @@
  * @param NT 1 2 default 1 -- 8-row tiles of A: rows up to 8·NT are served
  * @param OCC 1 2 4 default 1 -- blocks per SM the register budget is planned for (65536 / (OCC * threads) per thread; 1: no cap below 255)
  * @param XS 0 1 default 0 -- rmsnorm_*: A's normalised operands x·w (hi, lo) computed once per block into shared memory, in the lanes' fragment order, before the units (1), or by every warp per unit from global memory (0)
- * @param RL 0 1 2 3 default 1 -- the device layouts (QR: Q8_0R, Q4_0R, Q4_KR): 0 copies through the shared-memory pipeline, 1 loads a lane's part of each block straight into registers (16-byte loads), 2 also the next block's while one is decoded, 3 streams the block's rows through a shared-memory ring that a producer warp fills with tensor-map copies (sm_90); GGUF formats: 1, the pipeline (their parts are unaligned)
+ * @param RL 0 1 2 3 default 1 -- the device layouts (QR: Q8_0R, Q4_0R, Q4_KR, Q6_KR): 0 copies through the shared-memory pipeline, 1 loads a lane's part of each block straight into registers (16-byte loads), 2 also the next block's while one is decoded, 3 streams the block's rows through a shared-memory ring that a producer warp fills with tensor-map copies (sm_90); GGUF formats: 1, the pipeline (their parts are unaligned)
  * @defaults gemm_swiglu rmsnorm_gemm_swiglu WARPS=4 KS=4 -- the pair's rows take twice the copy pipeline (Q6_K: 245 KB at 16 warps); four warps a block measured best for every format (bench/RESULTS.md, session 11)
  * @defaults rmsnorm_gemm WARPS=4 KS=4 RT=2 -- QKV and the LM head: two tiles a warp share the fused norm's operands (best for every format but Q4_K's QKV, a tie)
  * @defaults gemm gemm_add gemm_swiglu RL=3 WARPS=8 if SM >= 90 && QR -- sm_90, device layouts: the tensor-map ring, 8 warps a block (down 0.51 -> 0.62 of copy bandwidth for Q4_0R, 0.62 -> 0.76 for Q8_0R; bench/RESULTS.md, session 14)
  * @defaults rmsnorm_gemm rmsnorm_gemm_swiglu RL=3 XS=1 if SM >= 90 && QR -- sm_90, device layouts: the ring and the staged operands (gate/up 0.41 -> 0.53 for Q4_0R, 0.53 -> 0.73 for Q8_0R; session 14); where XS=1 does not apply (M·K > 16384) gen's nearest usable point is XS=0
+ * @defaults rmsnorm_gemm rmsnorm_gemm_swiglu WARPS=8 if SM >= 90 && QR && SB == 224 -- and Q6_KR (224-byte blocks; more decoding per byte) with 8 warps a block: LM head 0.62 -> 0.76 of copy bandwidth, QKV 0.38 -> 0.48, gate/up 0.54 -> 0.60 (Q4_0R, Q8_0R, Q4_KR lose 4-12% with 8; session 15)
  * @constraint WARPS % KS == 0 -- warps form whole row groups
  * @constraint (WARPS + (RL == 3)) * WARP <= MAXT -- a legal block (RL 3: and its producer warp)
  * @constraint WARP == 32 -- NVIDIA warps
@@ -149,7 +150,6 @@
 #define QM_RB (QM_RG * 16 * RT)            /* outputs (rows of B) per block */
 #define QM_NACC (4 * PAIR * RT * NT)       /* fp32 accumulators per lane */
 #define QM_SPLIT (NORM ? 2 : 1) /* operands x·w is split into (hi, lo) */
-#define QM_HALVES (GC_TB == GC_Q6_K)       /* a unit's halves have their own scale */
 #define QM_NR (PAIR * RT * 16)             /* rows of B per warp */
 #define QM_PIPE (QR == 0 || RL == 0)       /* units come through the copy pipeline */
 #define QM_RING (RL == 3)                  /* ... or through the block's tensor-map ring */
@@ -157,6 +157,7 @@
 #define QM_RUNV ((GC_QBYTES - 16) / 64)    /* device layouts: 16-byte loads of a lane's part run */
 #define QM_WPU (QM_RUNV * 4 / 8)           /* ... and its words per unit (Q4_0R 1, Q8_0R 2) */
 #define QM_KR (GC_QMIN && GC_QK == 256)     /* register loads of Q4_KR: a Q4_K block, 16 bytes of scales */
+#define QM_6K (GC_TB == GC_Q6_KR)         /* ... of Q6_KR: ql 32 bytes, qh 16, then scales and d (32) */
 #define QM_SR (UNR / GC_QUNITS * GC_QBYTES) /* bytes of a row per step: whole blocks */
 #define QM_SC ((QM_SR + 15) / 16 + 1)      /* 16-byte chunks covering them at any even address */
 #define QM_CPL ((QM_NR * QM_SC + GC_WARP - 1) / GC_WARP) /* chunks per lane and step */
@@ -347,13 +348,13 @@ GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, co
         GC_UNROLL(QM_SPLIT)
         for (int s = 0; s < QM_SPLIT; s++) {
           qm_mma(c, lv[0][0][0], lv[1][0][0], lv[0][0][1], lv[1][0][1], x[j][0][s][0], x[j][0][s][1]);
-          qm_mma(QM_HALVES ? c1 : c, lv[0][1][0], lv[1][1][0], lv[0][1][1], lv[1][1][1], x[j][1][s][0],
+          qm_mma(GC_QSPLIT ? c1 : c, lv[0][1][0], lv[1][1][0], lv[0][1][1], lv[1][1][1], x[j][1][s][0],
                  x[j][1][s][1]);
         }
         GC_UNROLL(4)
         for (int e = 0; e < 4; e++) { /* c[e]: row g + 8·(e >> 1) of the tile */
           float v = gc_fma(d0[e >> 1], c[e], acc[p][r][j][e]);
-          if (QM_HALVES)
+          if (GC_QSPLIT)
             v = gc_fma(d1[e >> 1], c1[e], v);
           if (GC_QMIN)
             v = gc_fma(-mn[e >> 1], sa[j][e], v);
@@ -378,7 +379,7 @@ GC_DEVICE void qm_unit_smem(const unsigned char *st, const int off[PAIR][RT][2],
 /* A device-layout block's part for one lane: its rows' runs and scales. */
 typedef struct qm_blk {
   uint4 q[PAIR][RT][2][QM_RUNV > 0 ? QM_RUNV : 1]; /* [pair][tile][row g, g + 8][16-byte load] */
-  uint4 d[PAIR][RT][2];                           /* the eight halves d (Q4_KR: d, dmin, scales) */
+  uint4 d[PAIR][RT][2][1 + QM_6K];               /* the eight halves d (Q4_KR: d, dmin, scales; Q6_KR: scales, d) */
 } qm_blk_t;
 
 /* 16 bytes at p: global memory (read-only data) or, with G = 0, shared. */
@@ -392,10 +393,18 @@ template <bool G>
 GC_DEVICE void qm_load_blk(qm_blk_t &b, const uint8_t *const br[PAIR][RT][2], int64_t bi, int t) {
   QM_EACH_ROW(p, r, h) {
     const uint8_t *blk = br[p][r][h] + bi * GC_QBYTES;
+    if (QM_6K) { /* ql's run at 32t, qh's at 128 + 16t, scales and d at 192 */
+      b.q[p][r][h][0] = qm_ld16<G>(blk + 32 * t);
+      b.q[p][r][h][1] = qm_ld16<G>(blk + 32 * t + 16);
+      b.q[p][r][h][QM_RUNV - 1] = qm_ld16<G>(blk + 128 + 16 * t);
+      b.d[p][r][h][0] = qm_ld16<G>(blk + 192);
+      b.d[p][r][h][QM_6K] = qm_ld16<G>(blk + 208);
+      continue;
+    }
     GC_UNROLL(QM_RUNV)
     for (int i = 0; i < QM_RUNV; i++)
       b.q[p][r][h][i] = qm_ld16<G>(blk + t * (GC_QBYTES - 16) / 4 + 16 * i);
-    b.d[p][r][h] = qm_ld16<G>(blk + GC_QBYTES - 16);
+    b.d[p][r][h][0] = qm_ld16<G>(blk + GC_QBYTES - 16);
   }
 }
 
@@ -409,14 +418,24 @@ GC_DEVICE void qm_unit_regs(const qm_blk_t &b, int u, int64_t bi, const TA *A, c
                             const unsigned char *xs, int64_t M, int64_t K, int g, int t, float acc[PAIR][RT][NT][4], float ss[NT]) {
   uint32_t raw[PAIR][RT][2][GCQ_RAW];
   QM_EACH_ROW(p, r, h) {
+    if (QM_6K) { /* gcq_load_q6_kr's words: unit u = 4n + j, c = j % 2 */
+      const int n = u >> 2, j = u & 3;
+      raw[p][r][h][0] = qm_w4(b.q[p][r][h][n], 2 * (j & 1));
+      raw[p][r][h][1] = qm_w4(b.q[p][r][h][n], 2 * (j & 1) + 1);
+      raw[p][r][h][2] = qm_w4(b.q[p][r][h][QM_RUNV - 1], 2 * n);
+      raw[p][r][h][3] = qm_w4(b.q[p][r][h][QM_RUNV - 1], 2 * n + 1);
+      raw[p][r][h][4] = (qm_w4(b.d[p][r][h][0], 2 * n + (j >> 1)) >> (16 * (j & 1))) & 0xffffu;
+      raw[p][r][h][5] = b.d[p][r][h][QM_6K].x & 0xffffu;
+      continue;
+    }
     if (QM_KR) {
-      raw[p][r][h][0] = b.d[p][r][h].x, raw[p][r][h][1] = b.d[p][r][h].y;
-      raw[p][r][h][2] = b.d[p][r][h].z, raw[p][r][h][3] = b.d[p][r][h].w;
+      raw[p][r][h][0] = b.d[p][r][h][0].x, raw[p][r][h][1] = b.d[p][r][h][0].y;
+      raw[p][r][h][2] = b.d[p][r][h][0].z, raw[p][r][h][3] = b.d[p][r][h][0].w;
       raw[p][r][h][4] = qm_w4(b.q[p][r][h][u >> 2], (u >> 1 << 1) & 3);
       raw[p][r][h][5] = qm_w4(b.q[p][r][h][u >> 2], ((u >> 1 << 1) + 1) & 3);
       continue;
     }
-    raw[p][r][h][0] = (qm_w4(b.d[p][r][h], u >> 1) >> (16 * (u & 1))) & 0xffffu;
+    raw[p][r][h][0] = (qm_w4(b.d[p][r][h][0], u >> 1) >> (16 * (u & 1))) & 0xffffu;
     GC_UNROLL(QM_WPU)
     for (int w = 0; w < QM_WPU; w++)
       raw[p][r][h][1 + w] = qm_w4(b.q[p][r][h][(u * QM_WPU + w) >> 2], (u * QM_WPU + w) & 3);

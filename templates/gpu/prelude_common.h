@@ -38,6 +38,7 @@
 #define GC_Q8_0R 10 /* gcore's device layouts of Q8_0 and Q4_0 */
 #define GC_Q4_0R 11
 #define GC_Q4_KR 12
+#define GC_Q6_KR 13
 #define GC_DTNAME_5 q8_0
 #define GC_DTNAME_6 q4_0
 #define GC_DTNAME_7 q4_k
@@ -46,6 +47,7 @@
 #define GC_DTNAME_10 q8_0r
 #define GC_DTNAME_11 q4_0r
 #define GC_DTNAME_12 q4_kr
+#define GC_DTNAME_13 q6_kr
 typedef uint8_t gc_q8_0_t; /* a block format's storage: bytes */
 typedef uint8_t gc_q4_0_t;
 typedef uint8_t gc_q4_k_t;
@@ -54,6 +56,7 @@ typedef uint8_t gc_q6_k_t;
 typedef uint8_t gc_q8_0r_t;
 typedef uint8_t gc_q4_0r_t;
 typedef uint8_t gc_q4_kr_t;
+typedef uint8_t gc_q6_kr_t;
 #define GC_QK_5 32
 #define GC_QK_6 32
 #define GC_QK_7 256
@@ -62,6 +65,7 @@ typedef uint8_t gc_q4_kr_t;
 #define GC_QK_10 256
 #define GC_QK_11 256
 #define GC_QK_12 256
+#define GC_QK_13 256
 #define GC_QBYTES_5 34
 #define GC_QBYTES_6 18
 #define GC_QBYTES_7 144
@@ -70,6 +74,7 @@ typedef uint8_t gc_q4_kr_t;
 #define GC_QBYTES_10 272
 #define GC_QBYTES_11 144
 #define GC_QBYTES_12 144
+#define GC_QBYTES_13 224
 #define GC_QBIAS_5 128
 #define GC_QBIAS_6 8
 #define GC_QBIAS_7 0
@@ -78,6 +83,7 @@ typedef uint8_t gc_q4_kr_t;
 #define GC_QBIAS_10 128
 #define GC_QBIAS_11 8
 #define GC_QBIAS_12 0
+#define GC_QBIAS_13 32
 #define GC_QMIN_5 0
 #define GC_QMIN_6 0
 #define GC_QMIN_7 1
@@ -86,10 +92,21 @@ typedef uint8_t gc_q4_kr_t;
 #define GC_QMIN_10 0
 #define GC_QMIN_11 0
 #define GC_QMIN_12 1
+#define GC_QMIN_13 0
+#define GC_QSPLIT_5 0
+#define GC_QSPLIT_6 0
+#define GC_QSPLIT_7 0
+#define GC_QSPLIT_8 0
+#define GC_QSPLIT_9 1
+#define GC_QSPLIT_10 0
+#define GC_QSPLIT_11 0
+#define GC_QSPLIT_12 0
+#define GC_QSPLIT_13 1
 #define GC_QK GC_CAT(GC_QK_, GC_TB)         /* elements per block of B */
 #define GC_QBYTES GC_CAT(GC_QBYTES_, GC_TB) /* bytes per block of B */
 #define GC_QBIAS GC_CAT(GC_QBIAS_, GC_TB)   /* level + GC_QBIAS = a byte of lo, hi */
 #define GC_QMIN GC_CAT(GC_QMIN_, GC_TB)     /* 1: units have a min (mn) */
+#define GC_QSPLIT GC_CAT(GC_QSPLIT_, GC_TB) /* 1: a unit's halves have their own scale (d0, d1) */
 #define GC_QUNITS (GC_QK / 32)              /* units of 32 elements per block */
 /* The norm weight of rmsnorm_gemm*: B's dtype, or A's when B is a block
  * format (core/ops.h, role 'N'). */
@@ -105,6 +122,7 @@ typedef uint8_t gc_q4_kr_t;
 #define GC_QNORMOF_10 GC_TA
 #define GC_QNORMOF_11 GC_TA
 #define GC_QNORMOF_12 GC_TA
+#define GC_QNORMOF_13 GC_TA
 #define TN GC_STORAGE(GC_QNORM_DT)
 #define LOAD_N(p, i) gc_ld((const TN *)(p), (i))
 #define LOADV_N(n, p, i, o) gc_ldv<n>((const TN *)(p) + (i), (o))
@@ -253,6 +271,20 @@ GC_DEVICE void gcq_load_q4_kr(const uint8_t *b, int u, int t, uint32_t *r) {
   r[5] = gcq_ld32(b + 32 * t + 8 * (u >> 1) + 4);
 }
 #define gcq_decode_q4_kr gcq_decode_q4_k
+/* Q6_KR (base/quant.h): a Q6_K block with lane t's ql words (n, c, h) at
+ * 32t + 16n + 8c + 4h and qh words (n, h) at 128 + 16t + 8n + 4h, then
+ * Q6_K's scales and d: the same words as gcq_load_q6_k reads, aligned. */
+GC_DEVICE void gcq_load_q6_kr(const uint8_t *b, int u, int t, uint32_t *r) {
+  const int n = u >> 2, j = u & 3;
+  const uint8_t *ql = b + 32 * t + 16 * n + 8 * (j & 1), *qh = b + 128 + 16 * t + 8 * n;
+  r[0] = gcq_ld32(ql);
+  r[1] = gcq_ld32(ql + 4);
+  r[2] = gcq_ld32(qh);
+  r[3] = gcq_ld32(qh + 4);
+  r[4] = gcq_ld16(b + 192 + 8 * n + 2 * j); /* the two int8 scales */
+  r[5] = gcq_ld16(b + 208);                 /* d */
+}
+#define gcq_decode_q6_kr gcq_decode_q6_k
 #define GCQ_LOAD(b, u, t, r) GC_CAT(gcq_load_, GC_DTNAME(GC_TB))(b, u, t, r)
 #define GCQ_DECODE(r, u, t, lo, hi, d0, d1, mn) \
   GC_CAT(gcq_decode_, GC_DTNAME(GC_TB))(r, u, t, lo, hi, d0, d1, mn)

@@ -5,11 +5,13 @@
  * (one-line messages, counted, nothing launched); one context used from
  * several threads at once; the version and the counters. Kernels are
  * built into $GCORE_CACHE, else a fresh directory. */
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../../base/quant.h"
 #include "../../core/ops.h"
 #include "../../include/gcore.h"
 
@@ -143,6 +145,43 @@ static void test_every_op(gcore_ctx *c) {
   CHECK(!strcmp(gcore_errmsg(), ""));
 }
 
+/* The verifier's fill of every block format (GGUF and device layouts):
+ * finite, within about [-1, 1] (Q5_K, Q6_K, Q6_KR: random levels under
+ * small scales, |y| < 2; core/ops.c) and not all zero. A device layout
+ * whose scales landed where its base format keeps them (Q6_KR's d is at
+ * 208, as Q6_K's) would give values of any size, inf or NaN. */
+static void test_block_fill(void) {
+  for (int t = GC_DT_Q8_0; t <= GC_DT_Q6_KR; t++) {
+    gc_problem_t p = prob("embed", GC_DT_F16, 2, 512, 8); /* T[8, 512] */
+    p.tb = (gc_dtype_t)t;
+    gc_op_scalars_t sc;
+    gc_opbuf_t b[GC_OP_MAX_BUFS];
+    void *host[GC_OP_MAX_BUFS] = {0};
+    int n = 0, ti = -1;
+    gc_op_default_scalars(&p, &sc);
+    CHECK(gc_op_buffers(&p, &sc, b, &n, NULL) == GC_OK);
+    for (int i = 0; i < n; i++) {
+      host[i] = calloc((size_t)gc_dtype_bytes(b[i].dtype, b[i].count), 1);
+      if (b[i].dtype == (gc_dtype_t)t) ti = i;
+    }
+    CHECK(ti >= 0);
+    if (ti < 0) continue;
+    gc_op_fill_inputs(&p, &sc, host, 7);
+    float *y = malloc((size_t)b[ti].count * sizeof *y);
+    int ok = y != NULL;
+    if (ok) gc_quant_dequantize((gc_qtype_t)gc_dtype_qtype((gc_dtype_t)t), host[ti], y, b[ti].count);
+    double big = 0;
+    for (int64_t j = 0; ok && j < b[ti].count; j++) {
+      if (!isfinite(y[j])) ok = 0;
+      big = fmax(big, fabs(y[j]));
+    }
+    if (!ok || big > 2.0 || big == 0) printf("  fill of %s: max |y| %g%s\n", gc_dtype_name((gc_dtype_t)t), big, ok ? "" : ", not finite");
+    CHECK(ok && big <= 2.0 && big > 0);
+    free(y);
+    for (int i = 0; i < n; i++) free(host[i]);
+  }
+}
+
 /* ---- bad arguments ---------------------------------------------------------------- */
 
 /* rc is code and the message is one non-empty line holding needle. */
@@ -267,6 +306,7 @@ int main(void) {
   if (c) {
     CHECK(!strncmp(gcore_target(c), "cpu:x86-64", 10));
     test_every_op(c);
+    test_block_fill();
     test_bad_arguments(c);
     test_threads(c);
     gcore_close(c);

@@ -245,7 +245,22 @@ static void test_device_layouts(void) {
   gc_quant_dequantize(GC_QT_Q4_KR, kr, y1, 256);
   CHECK(!memcmp(y0, y1, sizeof y0));
   CHECK(gc_quant_device_layout(GC_QT_Q4_0) == GC_QT_Q4_0R && gc_quant_device_layout(GC_QT_Q4_K) == GC_QT_Q4_KR &&
-        gc_quant_device_layout(GC_QT_Q6_K) == GC_QT_Q6_K);
+        gc_quant_device_layout(GC_QT_Q6_K) == GC_QT_Q6_KR && gc_quant_device_layout(GC_QT_Q5_K) == GC_QT_Q5_K);
+  /* Q6_KR: ql and qh permuted by lane part, scales and d kept, 14 zero bytes */
+  uint8_t q6[210], q6r[224];
+  for (int i = 0; i < 210; i++) q6[i] = (uint8_t)(i * 7 + 3);
+  q6[208] = 0x00, q6[209] = 0x3c; /* d = 1 */
+  memset(q6r, 0xAA, sizeof q6r);
+  CHECK(gc_quant_repack(GC_QT_Q6_K, GC_QT_Q6_KR, q6, q6r, 256, NULL) == GC_OK);
+  CHECK(q6r[32 * 2 + 16 * 1 + 8 * 1 + 4 * 1 + 3] == q6[64 * 1 + 32 * 1 + 16 * 1 + 4 * 2 + 3]); /* ql: t 2, n c h 1, i 3 */
+  CHECK(q6r[128 + 16 * 3 + 8 * 1 + 4 * 0 + 2] == q6[128 + 32 * 1 + 16 * 0 + 4 * 3 + 2]); /* qh: t 3, n 1, h 0, i 2 */
+  CHECK(!memcmp(q6r + 192, q6 + 192, 18));
+  for (int i = 210; i < 224; i++) CHECK(q6r[i] == 0);
+  float z0[256], z1[256];
+  gc_quant_dequantize(GC_QT_Q6_K, q6, z0, 256);
+  gc_quant_dequantize(GC_QT_Q6_KR, q6r, z1, 256);
+  CHECK(!memcmp(z0, z1, sizeof z0));
+  CHECK(gc_quant_row_bytes(GC_QT_Q6_KR, 4096) == 16 * 224);
   gc_qtype_t t;
   CHECK(gc_quant_from_ggml(UINT32_MAX, &t) == GC_ENOTFOUND); /* no file names a device layout */
   CHECK(gc_quant_row_bytes(GC_QT_Q4_0R, 512) == 288 && gc_quant_row_bytes(GC_QT_Q8_0R, 32) == 0);

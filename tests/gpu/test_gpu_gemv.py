@@ -49,7 +49,7 @@ RING_VARIANTS = ["RL=3,XS=0", "RL=3,NST=4,KS=2,WARPS=4,XS=0", "RL=3,NST=3,RT=2,W
 
 @pytest.mark.parametrize("op", ["gemm", "gemm_add", "rmsnorm_gemm", "gemm_swiglu", "rmsnorm_gemm_swiglu"])
 @pytest.mark.parametrize("variant", RING_VARIANTS)
-@pytest.mark.parametrize("dt", ["f16:q4_0r:f16", "bf16:q8_0r:bf16", "f16:q4_kr:f16"])
+@pytest.mark.parametrize("dt", ["f16:q4_0r:f16", "bf16:q8_0r:bf16", "f16:q4_kr:f16", "f16:q6_kr:f16"])
 def test_gemv_qmma_ring_verifies(gc, op, variant, dt):
     target = next(t for t in TARGETS if t.startswith("sm_9"))
     for s in RING_SHAPES + ([(13, 4100, 1280)] if "NT=2" in variant else []):
@@ -69,7 +69,7 @@ def test_gemv_qmma_ring_verifies(gc, op, variant, dt):
 # the bound the bundle serves the problem with another variant.
 STAGE_SHAPES = [(1, 6144, 4096), (1, 77, 512), (4, 100, 4096), (5, 130, 2304)]
 STAGE_VARIANTS = [("XS=1,RL=1", ["f16:q4_0r:f16", "bf16:q8_0r:bf16", "f16:q4_kr:f16", "f16:q6_k:f16", "bf16:q4_k:bf16"]),
-                  ("XS=1,RL=3", ["f16:q4_0r:f16", "f16:q4_kr:f16", "bf16:q8_0r:bf16"]),
+                  ("XS=1,RL=3", ["f16:q4_0r:f16", "f16:q4_kr:f16", "bf16:q8_0r:bf16", "bf16:q6_kr:bf16"]),
                   ("XS=1,KS=1,WARPS=8,NT=2,RL=1", ["f16:q8_0r:f16", "f16:q8_0:f16"])]
 
 
