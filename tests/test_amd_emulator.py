@@ -418,7 +418,7 @@ QMUTATIONS = [
     ("Q8_0 levels unbiased twice", "quant", "lo = r[1] ^ 0x80808080u;", "lo = r[1];", "q8_0", GEMM_Q, 0),
     ("Q5_K fifth bit of the wrong unit", "quant", "lo |= ((r[6] >> u) & 0x01010101u) << 4;",
      "lo |= ((r[6] >> (u ^ 1)) & 0x01010101u) << 4;", "q5_k", GEMM_Q, 0),
-    ("Q6_K second half scaled by the first half's d", "tpl", "(GQ_SPLIT ? d1 : d0)", "d0", "q6_k", GEMM_Q, 0),
+    ("Q6_K second half scaled by the first half's d", "tpl", "(GC_QSPLIT ? d1 : d0)", "d0", "q6_k", GEMM_Q, 0),
     ("K-quant mins not subtracted", "tpl", "-= mn * sum[i]", "-= 0.0f * sum[i]", "q4_k", GEMM_Q, 0),
     ("levels of a pair swapped", "tpl", "GCQ_LEVEL(w, 0), GCQ_LEVEL(w, 1)", "GCQ_LEVEL(w, 1), GCQ_LEVEL(w, 0)",
      "q8_0", GEMM_Q, 0),
@@ -428,7 +428,7 @@ QMUTATIONS = [
     # min·Σa left out
     ("gemv k slots of the levels not those of A", "tpl", "l0 = qf_levels(lo), l1 = qf_levels(hi)",
      "l0 = qf_levels(hi), l1 = qf_levels(lo)", "q8_0", ("gemv_qmfma.cu",), 0),
-    ("gemv Q6_K second half scaled by the first half's d", "tpl", "(QF_HALVES ? d1 : d0)", "d0", "q6_k",
+    ("gemv Q6_K second half scaled by the first half's d", "tpl", "(GC_QSPLIT ? d1 : d0)", "d0", "q6_k",
      ("gemv_qmfma.cu",), 1),
     ("gemv K-quant mins not subtracted", "tpl", "acc[p][t] -= mn * sa;", "acc[p][t] -= 0.0f * sa;", "q5_k",
      ("gemv_qmfma.cu",), 1),
