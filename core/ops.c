@@ -962,7 +962,7 @@ static const gc_op_t ops[] = {
       BUF("Qout", 'C', "M", "H*D", OUT, 0), BUF("norm", 'N', "1", "K", IN, GC_FILL_NORM),
       {"Kc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"}, {"Vc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"},
       BUF("inv_freq", 'd', "1", "D/2", IN, GC_FILL_INV_FREQ), BUF("pos", 'i', "1", "1", IN, GC_FILL_POS)},
-     "MNKHGDL", 'e', ref_norm_gemm_rope, f_norm_gemm_rope, 0},
+     "MNKHGDL", 'e', ref_norm_gemm_rope, f_norm_gemm_rope, 1},
     {"argmax", "mn", "idx[M] = the lowest index of the maximum of each row of X[M,N]", 1, 0, 2,
      {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("idx", 'i', "1", "M", OUT, 0)},
      "MN", 0, r_argmax, f_rows, 0},

@@ -71,12 +71,14 @@ gc_problem_t gc_llama_qkv_unfused(const gc_problem_t *q) {
   return prob("rmsnorm_gemm", q->ta, q->tb, q->tc, q->m, q->n, q->k, 0, 0, 0);
 }
 
-/* qkv of a decode step with dense weights: rmsnorm_gemm_rope_kv (the
- * heads of rope, the GEMM's dimensions); else as gc_llama_steps set it. */
+/* qkv of a decode step with dense weights or weights in a device layout
+ * (NVIDIA's recipe: gemv_qmma has the epilogue): rmsnorm_gemm_rope_kv
+ * (the heads of rope, the GEMM's dimensions); else as gc_llama_steps set
+ * it. */
 static void qkv_rope(gc_llama_steps_t *s) {
   gc_problem_t *q = &s->qkv;
   int was = s->qkv_rope;
-  s->qkv_rope = s->decode && !gc_dtype_is_block(q->tb);
+  s->qkv_rope = s->decode && (!gc_dtype_is_block(q->tb) || gc_dtype_is_device_layout(q->tb));
   if (s->qkv_rope)
     *q = prob("rmsnorm_gemm_rope_kv", q->ta, q->tb, q->tc, q->m, q->n, q->k, s->rope.h, s->rope.g, s->rope.d);
   else if (was)

@@ -77,9 +77,10 @@ int64_t gc_llama_head_rows(const gc_llama_config_t *c);
 /* The problems of one pass of t tokens with rows rows of logits. When
  * fused, norm and fnorm are not launched (qkv, swiglu and head fold them).
  * A decode step (t = 1, one sequence) also folds rope into qkv where the
- * layer's QKV weights are dense: qkv_rope, and qkv is
- * rmsnorm_gemm_rope_kv (the RoPE/KV write in the GEMV's epilogue; no
- * quantized template has it yet); rope is then not launched. */
+ * layer's QKV weights are dense or in a device layout (NVIDIA:
+ * gemv_qmma's epilogue; the GGUF layouts' templates have none):
+ * qkv_rope, and qkv is rmsnorm_gemm_rope_kv (the RoPE/KV write in the
+ * GEMV's epilogue); rope is then not launched. */
 typedef struct gc_llama_steps {
   int fused;
   int deq;      /* the dense plan (above) for this pass's block-format matrices */

@@ -138,6 +138,18 @@ for _dt in QDTYPES:
     for _op in ("rmsnorm_gemm", "rmsnorm_gemm_swiglu"):
         CASES[_op] += [(_dt, s) for s in qnorm_shapes(_dt)]
     CASES["embed"] += [(_dt, s) for s in qembed_shapes(_dt)]
+# the quantized decode step's QKV projection with RoPE in gemv_qmma's
+# epilogue (NVIDIA's recipe, the device layouts: through the ring by
+# default on sm_90 where a block's rows are whole runs of a head's pairs,
+# else the nearest variant): 5 heads of 96 (GQA 5:1), MHA of 16, head_dim
+# 128, M = 3. (The GGUF layouts' QKV runs rope_kv apart; gemv_qmma's
+# RoPE on them: tests/gpu/test_gpu_gemv.py.)
+if os.environ.get("GCORE_TEST_BACKEND", "cpu") == "cuda":
+    for _q in DEVICE_LAYOUTS:
+        _b = qblock(f"f16:{_q}:f16")
+        CASES["rmsnorm_gemm_rope_kv"] += [(f"f16:{_q}:f16", s) for s in
+                                          [(1, 7 * 96, 2 * _b, 5, 1, 96), (1, 12 * 16, _b, 4, 4, 16),
+                                           (3, 6 * 64, _b, 4, 1, 64), (1, 6 * 128, 2 * _b, 4, 1, 128)]]
 
 # Tolerances for the numpy comparison (independent of the C verifier):
 # |got - ref| <= ulp(C dtype) * |ref| + k * 2^-24 * sum|a*b| (+ small terms).

@@ -57,6 +57,8 @@ MERGED = {"cpu/gemm.c": ["gemm", "gemm_add", "rmsnorm_gemm", "gemm_swiglu", "rms
           "cpu/gemv.c": ["gemm", "gemm_add", "rmsnorm_gemm", "rmsnorm_gemm_rope_kv"],
           "gpu/gemv.cu": ["gemm", "gemm_add", "rmsnorm_gemm", "gemm_swiglu", "rmsnorm_gemm_swiglu",
                           "rmsnorm_gemm_rope_kv"],
+          "gpu/gemv_qmma.cu": ["gemm", "gemm_add", "rmsnorm_gemm", "gemm_swiglu", "rmsnorm_gemm_swiglu",
+                               "rmsnorm_gemm_rope_kv"],
           "gpu/gemm_simt.cu": ["gemm", "gemm_add", "gemm_swiglu"],
           "gpu/gemm_mma.cu": ["gemm", "gemm_add", "gemm_swiglu"],
           "gpu/gemm_wgmma.cu": ["gemm", "gemm_add", "gemm_swiglu"],

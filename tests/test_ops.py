@@ -104,7 +104,8 @@ SAMPLE_SHAPE = {"gemm": (3, 100, 37), "gemm_swiglu": (5, 40, 70), "rmsnorm": (3,
                 "add": (3, 300), "embed": (5, 72, 40), "rope_kv": (3, 8, 2, 16),
                 "attention": (3, 8, 2, 16), "argmax": (3, 1000), "rope_kv_batch": (3, 8, 2, 16),
                 "attention_batch": (3, 8, 2, 16), "rmsnorm_gemm_rope_kv": (3, 10 * 16, 37, 6, 2, 16)}
-QSAMPLE_SHAPE = {"gemm": (3, 100, 512), "gemm_swiglu": (5, 40, 256), "embed": (5, 256, 40)}
+QSAMPLE_SHAPE = {"gemm": (3, 100, 512), "gemm_swiglu": (5, 40, 256), "embed": (5, 256, 40),
+                 "rmsnorm_gemm_rope_kv": (1, 6 * 64, 512, 4, 1, 64)}
 
 
 SPACES = template_spaces()
@@ -133,6 +134,8 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
         shape = (1,) + tuple(shape[1:])  # decode-only templates serve M = 1
     if info["rows"]:  # a few rows of A; N past a 16-row tile, K past a 32-element chunk (B in a
         shape = (5, 130, 512) if quant else (5, 130, 264)  # block format: K whole 256-element blocks)
+        if op == "rmsnorm_gemm_rope_kv":  # N is heads
+            shape = (5,) + (QSAMPLE_SHAPE if quant else SAMPLE_SHAPE)[op][1:]
     # The moves one parameter away from the defaults, shared out over the
     # three dtypes and the template's sampled ops: part k of the 3·ops
     # parts starts at the k-th share of the list and stops after a share

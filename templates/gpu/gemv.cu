@@ -100,59 +100,22 @@
 
 /* The RoPE/KV epilogue's arguments (rmsnorm_gemm_rope_kv; zeros and
  * unused for the other ops). */
-struct gv_rope_t {
-  TC *Kc, *Vc;            /* [S, G·D] each */
-  const double *inv_freq; /* [D/2] */
-  int64_t pos0, H, G, D, layout;
-};
+typedef gc_rope_t<TC> gv_rope_t;
 
 /* The row of B of slot s: s itself, or under ROPE element s % 2 of RoPE
  * pair s / 2 (see above). */
 GC_DEVICE int64_t gv_row(const gv_rope_t &ro, int64_t s) {
   if (!ROPE)
     return s;
-  const int64_t half = ro.D / 2, u = s / 2, j = u % half;
-  return u / half * ro.D + (ro.layout ? 2 * j + s % 2 : j + s % 2 * half);
+  const int64_t half = ro.D / 2, u = s / 2;
+  return u / half * ro.D + gc_rope_elem(u % half, (int)(s % 2), ro.D, ro.layout);
 }
 
 /* ---- the epilogue: output (m, n) of C from the sums x of its row of B
  * (of its gate row; of the first row of its RoPE pair) and x2 of its up
  * row (of the pair's second row) ---- */
-#if ROPE
-/* fp32 of y that narrows to C's dtype with one rounding (rope_kv.cu's
- * rope_round: nearest even for f32, else to odd first). */
-GC_DEVICE float gv_rope_round(double y) {
-  float f = (float)y;
-#if GC_TC != GC_F32
-  double b = (double)f;
-  if (b != y) {
-    uint32_t u = gc_f2u(f);
-    if ((b > y && y > 0) || (b < y && y < 0))
-      u -= 1; /* rounded away from zero: step back toward it */
-    f = gc_u2f(u | 1u);
-  }
-#endif
-  return f;
-}
-
-/* RoPE pair s/2 (s even) of row m: sums x, y rounded to C's dtype, then
- * rotated into Qout or Kc, or (value heads) stored into Vc. */
-GC_DEVICE void gv_rope_pair(TC *Q, const gv_rope_t &ro, int64_t m, int64_t s, float x, float y) {
-  const int64_t half = ro.D / 2, u = s / 2, hd = u / half, j = u % half, p = ro.pos0 + m;
-  const int64_t ia = ro.layout ? 2 * j : j, ib = ro.layout ? 2 * j + 1 : j + half;
-  const int64_t H = ro.H, G = ro.G, D = ro.D;
-  TC *y_ = hd < H ? Q + (m * H + hd) * D
-                  : (hd < H + G ? ro.Kc + (p * G + hd - H) * D : ro.Vc + (p * G + hd - H - G) * D);
-  STORE_C(y_, ia, x); /* as rmsnorm_gemm stores it; value heads are done */
-  STORE_C(y_, ib, y);
-  if (hd >= H + G)
-    return;
-  double a = LOAD_C(y_, ia), b = LOAD_C(y_, ib), c, sn;
-  gc_sincos_f64((double)p * ro.inv_freq[j], &sn, &c);
-  STORE_C(y_, ia, gv_rope_round(a * c - b * sn));
-  STORE_C(y_, ib, gv_rope_round(a * sn + b * c));
-}
-#define GV_STORE(C, m, n, x, x2) gv_rope_pair(C, ro, m, n, x, x2)
+#if ROPE /* pair n/2 (n even) of row m (the prelude's gc_rope_pair) */
+#define GV_STORE(C, m, n, x, x2) gc_rope_pair(C, ro, m, (n) / 2, x, x2)
 #elif PAIR == 2
 /* silu(g) · u in fp32. */
 GC_DEVICE float gv_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }

@@ -4,10 +4,11 @@
  * dequantized in registers straight into mma fragments, fp32
  * accumulation: C[M,N] = A[M,K] · B[N,K]ᵀ (gemm_add: C += A·Bᵀ), the
  * gate/up pair with the SwiGLU epilogue (gemm_swiglu: W[2N,K]) and both
- * with A's rows RMS-normalised on the way (rmsnorm_*).
+ * with A's rows RMS-normalised on the way (rmsnorm_*), and the QKV
+ * projection with rope_kv in its epilogue (rmsnorm_gemm_rope_kv).
  *
  * @template gemv_qmma
- * @op gemm gemm_add rmsnorm_gemm gemm_swiglu rmsnorm_gemm_swiglu
+ * @op gemm gemm_add rmsnorm_gemm gemm_swiglu rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv
  * @backend cuda
  * @dtypes f16:q8_0:f16 f16:q4_0:f16 f16:q4_k:f16 f16:q5_k:f16 f16:q6_k:f16 bf16:q8_0:bf16 bf16:q4_0:bf16 bf16:q4_k:bf16 bf16:q5_k:bf16 bf16:q6_k:bf16 f16:q8_0r:f16 f16:q4_0r:f16 bf16:q8_0r:bf16 bf16:q4_0r:bf16 f16:q4_kr:f16 bf16:q4_kr:bf16 f16:q6_kr:f16 bf16:q6_kr:bf16
  * @kernel gemv_qmma
@@ -21,10 +22,10 @@
  * @param XS 0 1 default 0 -- rmsnorm_*: A's normalised operands x·w (hi, lo) computed once per block into shared memory, in the lanes' fragment order, before the units (1), or by every warp per unit from global memory (0)
  * @param RL 0 1 2 3 default 1 -- the device layouts (QR: Q8_0R, Q4_0R, Q4_KR, Q6_KR): 0 copies through the shared-memory pipeline, 1 loads a lane's part of each block straight into registers (16-byte loads), 2 also the next block's while one is decoded, 3 streams the block's rows through a shared-memory ring that a producer warp fills with tensor-map copies (sm_90); GGUF formats: 1, the pipeline (their parts are unaligned)
  * @defaults gemm_swiglu rmsnorm_gemm_swiglu WARPS=4 KS=4 -- the pair's rows take twice the copy pipeline (Q6_K: 245 KB at 16 warps); four warps a block measured best for every format (bench/RESULTS.md, session 11)
- * @defaults rmsnorm_gemm WARPS=4 KS=4 RT=2 -- QKV and the LM head: two tiles a warp share the fused norm's operands (best for every format but Q4_K's QKV, a tie)
+ * @defaults rmsnorm_gemm rmsnorm_gemm_rope_kv WARPS=4 KS=4 RT=2 -- QKV and the LM head: two tiles a warp share the fused norm's operands (best for every format but Q4_K's QKV, a tie)
  * @defaults gemm gemm_add gemm_swiglu RL=3 WARPS=8 if SM >= 90 && QR -- sm_90, device layouts: the tensor-map ring, 8 warps a block (down 0.51 -> 0.62 of copy bandwidth for Q4_0R, 0.62 -> 0.76 for Q8_0R; bench/RESULTS.md, session 14)
- * @defaults rmsnorm_gemm rmsnorm_gemm_swiglu RL=3 XS=1 if SM >= 90 && QR -- sm_90, device layouts: the ring and the staged operands (gate/up 0.41 -> 0.53 for Q4_0R, 0.53 -> 0.73 for Q8_0R; session 14); where XS=1 does not apply (M·K > 16384) gen's nearest usable point is XS=0
- * @defaults rmsnorm_gemm rmsnorm_gemm_swiglu WARPS=8 if SM >= 90 && QR && SB == 224 -- and Q6_KR (224-byte blocks; more decoding per byte) with 8 warps a block: LM head 0.62 -> 0.76 of copy bandwidth, QKV 0.38 -> 0.48, gate/up 0.54 -> 0.60 (Q4_0R, Q8_0R, Q4_KR lose 4-12% with 8; session 15)
+ * @defaults rmsnorm_gemm rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv RL=3 XS=1 if SM >= 90 && QR -- sm_90, device layouts: the ring and the staged operands (gate/up 0.41 -> 0.53 for Q4_0R, 0.53 -> 0.73 for Q8_0R; session 14); where XS=1 does not apply (M·K > 16384) gen's nearest usable point is XS=0
+ * @defaults rmsnorm_gemm rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv WARPS=8 if SM >= 90 && QR && SB == 224 && M <= 8 -- and Q6_KR (224-byte blocks; more decoding per byte) at up to 8 rows of A (past them, NT=2, 8 warps spill) with 8 warps a block: LM head 0.62 -> 0.76 of copy bandwidth, QKV 0.38 -> 0.48, gate/up 0.54 -> 0.60 (Q4_0R, Q8_0R, Q4_KR lose 4-12% with 8; session 15)
  * @constraint WARPS % KS == 0 -- warps form whole row groups
  * @constraint (WARPS + (RL == 3)) * WARP <= MAXT -- a legal block (RL 3: and its producer warp)
  * @constraint WARP == 32 -- NVIDIA warps
@@ -42,11 +43,12 @@
  * @constraint 4 * PAIR * RT * NT + 16 * PAIR * RT + 4 * NT * (1 + 2 * NORM) * 2 + 56 <= min(255, 65536 / (OCC * (WARPS + (RL == 3)) * 32)) -- estimated registers (accumulators, a unit's levels and scales, A's fragments and their split, addresses) fit the budget; RL's block parts are not counted: a variant that spills is rejected once compiled (gen/resources.c)
  * @applies M >= 1 && M <= 8 * NT -- decode steps of up to 8·NT rows
  * @applies XS == 0 || M * K <= 16384 -- the staged operands, 4 bytes an element of A, in 64 KB
+ * @applies ROPE == 0 || RL < 3 || D * KS % (WARPS * 16 * RT) == 0 -- RL 3 with RoPE: a block's rows are whole runs of a head's pairs (two boxes of its rows a stage)
  * @grid cdiv(N, WARPS / KS * 16 * RT) 1 1
  * @block (WARPS + (RL == 3)) * WARP 1 1
  * @shmem XS * M * K * 4 + (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 + (RL == 3) * (NST * PAIR * WARPS * 16 * RT * SB + 128)
  * @priority 3
- * @tensormap B N K/256 WARPS/KS*16*RT KS 0 if RL == 3 && PAIR == 1 -- RL 3: a stage of the block's rows, [QM_RB rows][KS blocks] (256-element blocks: the device layouts)
+ * @tensormap B N K/256 WARPS/KS*16*RT/(1+ROPE) KS 0 if RL == 3 && PAIR == 1 -- RL 3: a stage of the block's rows, [QM_RB rows][KS blocks] (256-element blocks: the device layouts); with RoPE half of them, two boxes a stage
  * @tensormap W 2*N K/256 WARPS/KS*16*RT KS 0 if RL == 3 && PAIR == 2 -- the same of its gate rows, then of its up rows
  * @pdl -- waits for the kernel before it (gc_pdl_wait) before it reads or writes anything but its rows of B (gemm_swiglu: its gate and up rows of W)
  *
@@ -135,6 +137,18 @@
  * N-1 and not stored; rows of A past M load zeros. K is a whole number of
  * blocks (a problem check; the kernel returns otherwise).
  *
+ * rmsnorm_gemm_rope_kv (ROPE = 1, gemv.cu's op): C's N = (H+2G)·D columns
+ * are token m's query, key and value heads at position pos0 + m (pos0 read
+ * on the device after the wait), and the epilogue does what rope_kv does
+ * with them (the prelude's gc_rope_pair): query heads rotated into Qout
+ * row m, key heads into Kc row pos0 + m, value heads copied into Vc row
+ * pos0 + m; no other cache row is touched. The rows of B are taken in
+ * RoPE pairs: rows g and g + 8 of the block's tile i read the two
+ * elements of pair 8i + g of the block's (qm_row), so the lane that owns
+ * them after the reductions holds both sums. With RL 3 the block's rows
+ * are two runs a stage (layout 0: pairs j0 .. of one head, elements j and
+ * j + D/2; layout 1: two halves of its rows), one box each.
+ *
  * Launched overlapping the kernel before it (@pdl, CUDA sm_90+), a block
  * first asks L2 for its rows of B (weights: no kernel writes them), then
  * waits for that kernel.
@@ -144,7 +158,10 @@
 #define PAIR (GC_OP_GEMM_SWIGLU || GC_OP_RMSNORM_GEMM_SWIGLU ? 2 : 1)
 #endif
 #ifndef NORM
-#define NORM (GC_OP_RMSNORM_GEMM || GC_OP_RMSNORM_GEMM_SWIGLU)
+#define NORM (GC_OP_RMSNORM_GEMM || GC_OP_RMSNORM_GEMM_SWIGLU || GC_OP_RMSNORM_GEMM_ROPE_KV)
+#endif
+#ifndef ROPE
+#define ROPE GC_OP_RMSNORM_GEMM_ROPE_KV
 #endif
 #define QM_RG (WARPS / KS)                 /* row groups per block */
 #define QM_RB (QM_RG * 16 * RT)            /* outputs (rows of B) per block */
@@ -166,6 +183,19 @@
 #define QM_EACH_ROW(p, r, h)                                                                       \
   GC_UNROLL(PAIR) for (int p = 0; p < PAIR; p++) GC_UNROLL(RT) for (int r = 0; r < RT; r++)         \
       GC_UNROLL(2) for (int h = 0; h < 2; h++)
+typedef gc_rope_t<TC> qm_rope_t; /* rmsnorm_gemm_rope_kv's epilogue (zeros for the other ops) */
+
+/* The row of B that output slot s (n0 + 16r + g + 8h of a warp) reads: s
+ * itself, or under ROPE element h of pair u = s / 16 · 8 + g (s's tile,
+ * row g): the tile's rows g and g + 8 are one pair. Clamped to N - 1. */
+GC_DEVICE int64_t qm_row(const qm_rope_t &ro, int64_t s, int64_t N) {
+  if (ROPE && ro.D >= 2) {
+    const int64_t u = s / 16 * 8 + s % 8, half = ro.D / 2;
+    s = u / half * ro.D + gc_rope_elem(u % half, (int)(s / 8 % 2), ro.D, ro.layout);
+  }
+  return gc_min64(s, N - 1);
+}
+
 #if GC_TA == GC_BF16
 #define QM_MMA "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
 #define QM_ONE 0x3F803F80u /* bf16x2 (1, 1) */
@@ -267,12 +297,12 @@ template <int N> GC_DEVICE void qm_wait(void) { asm volatile("cp.async.wait_grou
 
 /* Copy the step of units u0 .. u0+UNR-1 (those below nu) of the warp's
  * QM_NR rows of B (tile rows n0 ..: gate rows, then up rows) into the
- * pipeline slot at shared address s: row i's 16-byte aligned chunks from
+ * pipeline slot at shared address s (rows by qm_row): row i's 16-byte aligned chunks from
  * the one holding its first byte, QM_SC of them (those past the step's
  * last byte are zero filled, not read). One commit group per step, also
  * when there is nothing to copy, so that qm_wait counts steps. */
-GC_DEVICE void qm_fetch(unsigned s, const TB *B, int64_t N, int64_t n0, int64_t rb, int64_t u0, int64_t nu,
-                        int lane) {
+GC_DEVICE void qm_fetch(unsigned s, const TB *B, const qm_rope_t &ro, int64_t N, int64_t n0, int64_t rb, int64_t u0,
+                        int64_t nu, int lane) {
   if (u0 < nu) {
     const int64_t lo = u0 / GC_QUNITS * GC_QBYTES, hi = gc_min64(u0 + UNR, nu) / GC_QUNITS * GC_QBYTES;
     GC_UNROLL(QM_CPL)
@@ -280,7 +310,7 @@ GC_DEVICE void qm_fetch(unsigned s, const TB *B, int64_t N, int64_t n0, int64_t 
       const int c = lane + j * GC_WARP, i = c / QM_SC, k = c % QM_SC;
       if (QM_NR * QM_SC % GC_WARP == 0 || c < QM_NR * QM_SC) {
         const int p = i / (16 * RT), rr = i % (16 * RT);
-        const uint8_t *row = (const uint8_t *)B + ((int64_t)p * N + gc_min64(n0 + rr, N - 1)) * rb;
+        const uint8_t *row = (const uint8_t *)B + ((int64_t)p * N + qm_row(ro, n0 + rr, N)) * rb;
         const uint8_t *first = row + lo - ((uint64_t)(row + lo) & 15);
         const int64_t nb = (row + hi) - (first + 16 * k); /* bytes of the range from this chunk on */
         gc_cp_async16(s + (unsigned)c * 16, first + 16 * k, nb <= 0 ? 0 : nb >= 16 ? 16 : (int)nb);
@@ -449,19 +479,42 @@ GC_DEVICE void qm_unit_regs(const qm_blk_t &b, int u, int64_t bi, const TA *A, c
  * s % NST of the ring, one copy per pair, once every consumer warp has
  * released the slot's stage before. Rows and blocks past the map read as
  * zeros (rows past N are not stored; a gate box past N reads up rows) and
- * count as bytes all the same: every stage is QM_STB bytes. */
-GC_DEVICE void qm_produce(const gc_tmap_t *tm, int64_t N, int64_t r0, int64_t nblk, unsigned ring, unsigned full,
-                          unsigned empty) {
+ * count as bytes all the same: every stage is QM_STB bytes. Under ROPE
+ * the block's rows are two boxes of QM_RB / 2 (@applies: D % QM_RB == 0,
+ * so they lie in one head): from rows x0 and x1 (qm_ring_row's order). */
+GC_DEVICE void qm_produce(const gc_tmap_t *tm, const qm_rope_t &ro, int64_t N, int64_t r0, int64_t nblk,
+                          unsigned ring, unsigned full, unsigned empty) {
+  int64_t x0 = r0, x1 = r0 + QM_RB / 2; /* ROPE, layout 1: the block's two halves */
+  if (ROPE && !ro.layout) {          /* layout 0: elements j0 .. and j0 + D/2 .. of one head */
+    const int64_t u = r0 / 2, half = ro.D / 2;
+    x0 = u / half * ro.D + u % half, x1 = x0 + half;
+  }
   for (int64_t s = 0; s * KS < nblk; s++) {
     const int slot = (int)(s % NST);
     if (s >= NST)
       gc_mbar_wait(empty + 8 * slot, (unsigned)((s / NST - 1) & 1));
     gc_mbar_expect_tx(full + 8 * slot, (unsigned)QM_STB);
+    const unsigned at = ring + (unsigned)(slot * QM_STB);
+    if (ROPE) {
+      gc_tma_load3(at, tm, 0, (int)(s * KS), (int)x0, full + 8 * slot);
+      gc_tma_load3(at + (unsigned)(QM_RB / 2 * KS * GC_QBYTES), tm, 0, (int)(s * KS), (int)x1, full + 8 * slot);
+      continue;
+    }
     GC_UNROLL(PAIR)
     for (int p = 0; p < PAIR; p++)
-      gc_tma_load3(ring + (unsigned)(slot * QM_STB + p * QM_RB * KS * GC_QBYTES), tm, 0, (int)(s * KS),
-                   (int)(p * N + r0), full + 8 * slot);
+      gc_tma_load3(at + (unsigned)(p * QM_RB * KS * GC_QBYTES), tm, 0, (int)(s * KS), (int)(p * N + r0),
+                   full + 8 * slot);
   }
+}
+/* Where slot i (0 .. QM_RB - 1) of the block's outputs is in a stage of
+ * the ring: i, or under ROPE (element h = i / 8 % 2 of the block's pair
+ * v = i / 16 · 8 + i % 8) row 2v + h of the block's (layout 1) or row v
+ * of box h (layout 0). */
+GC_DEVICE int qm_ring_row(const qm_rope_t &ro, int i) {
+  if (!ROPE)
+    return i;
+  const int v = i / 16 * 8 + i % 8, h = i / 8 % 2;
+  return ro.layout ? 2 * v + h : h * (QM_RB / 2) + v;
 }
 #define QM_TMAP , const __grid_constant__ gc_tmap_t tmB /* after the op's arguments */
 #else
@@ -504,13 +557,21 @@ GC_DEVICE void qm_stage(unsigned char *xs, float *xss, const TA *A, const TN *Wn
 
 /* args: A, B, C, int64 M, N, K (gemm, gemm_add, gemm_swiglu: B is W);
  * A, B, C, norm[K], int64 M, N, K, float eps (rmsnorm_gemm,
- * rmsnorm_gemm_swiglu). */
+ * rmsnorm_gemm_swiglu); A, B, Qout (C), norm, Kc, Vc, double inv_freq,
+ * int32 pos[1], int64 M, N, K, H, G, D, layout, float eps
+ * (rmsnorm_gemm_rope_kv); then RL 3's tensor map. */
 GC_KERNEL_OCC((WARPS + QM_RING) * WARP, OCC)
 void gemv_qmma(const TA *A, const TB *B, TC *C,
 #if NORM
                const TN *Wn,
 #endif
+#if ROPE
+               TC *Kc, TC *Vc, const double *inv_freq, const int32_t *pos,
+#endif
                int64_t M, int64_t N, int64_t K
+#if ROPE
+               , int64_t H, int64_t G, int64_t D, int64_t layout
+#endif
 #if NORM
                , float eps
 #endif
@@ -518,6 +579,13 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
 #if !NORM
   const TN *Wn = 0;
   const float eps = 0.0f;
+#endif
+#if ROPE
+  qm_rope_t ro = {Kc, Vc, inv_freq, 0, H, G, D, layout};
+  const bool rope_ok = D >= 2 && D % 2 == 0 && N == (H + 2 * G) * D; /* else not the op's problem */
+#else
+  const qm_rope_t ro = {0, 0, 0, 0, 0, 0, 0, 0};
+  const bool rope_ok = true;
 #endif
   GC_SHARED float red[KS > 1 ? WARPS * (QM_NACC + NT) * GC_WARP : 1];
 #if QM_RING
@@ -527,8 +595,12 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   unsigned char *const xs = gc_dyn_shared();                            /* XS: [M·K·4] staged operands */
   unsigned char *const dyn = gc_dyn_shared() + (XS ? M * K * 4 : 0);   /* the copies' shared memory */
   const int64_t r0 = gc_bid() * QM_RB, rb = K / GC_QK * GC_QBYTES; /* bytes per row of B */
-  if (!QM_RING && r0 < N && K % GC_QK == 0) {
-    qm_prefetch(B, r0, gc_min64(QM_RB, N - r0), rb);
+  if (!QM_RING && r0 < N && K % GC_QK == 0 && rope_ok) {
+    if (ROPE) /* its pairs' rows, row by row */
+      for (int64_t i = 0; i < gc_min64(QM_RB, N - r0); i++)
+        qm_prefetch(B, qm_row(ro, r0 + i, N), 1, rb);
+    else
+      qm_prefetch(B, r0, gc_min64(QM_RB, N - r0), rb);
     if (PAIR == 2)
       qm_prefetch(B, N + r0, gc_min64(QM_RB, N - r0), rb);
   }
@@ -537,9 +609,10 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   const int64_t n0 = r0 + (int64_t)grp * 16 * RT;
   const uint8_t *br[PAIR][RT][2]; /* rows g and g + 8 of each tile */
   QM_EACH_ROW(p, r, h)
-    br[p][r][h] = (const uint8_t *)B + ((int64_t)p * N + gc_min64(n0 + 16 * r + g + 8 * h, N - 1)) * rb;
+    br[p][r][h] = (const uint8_t *)B + ((int64_t)p * N + qm_row(ro, n0 + 16 * r + g + 8 * h, N)) * rb;
 
-  const bool ok = M >= 1 && M <= 8 * NT && N > 0 && K % GC_QK == 0;
+  const bool ok = M >= 1 && M <= 8 * NT && N > 0 && K % GC_QK == 0 && rope_ok &&
+                  (!ROPE || !QM_RING || ro.D % QM_RB == 0); /* RL 3: @applies */
 #if QM_PIPE
   /* The warp's copy pipeline: NST steps of QM_NR rows of QM_SC chunks. */
   unsigned char *pipe = dyn + (size_t)w * NST * QM_NR * QM_SC * 16;
@@ -549,7 +622,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   GC_UNROLL(NST - 1)
   for (int s = 0; s < NST - 1; s++) { /* weights only: before the wait for the kernel before */
     if (ok)
-      qm_fetch(spipe + s * QM_NR * QM_SC * 16, B, N, n0, rb, fetch, nu, lane);
+      qm_fetch(spipe + s * QM_NR * QM_SC * 16, B, ro, N, n0, rb, fetch, nu, lane);
     fetch += stride;
   }
 #elif QM_RING
@@ -559,12 +632,12 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   gc_ring_init(full, empty, NST, WARPS);
   if (w == WARPS) { /* the producer reads only B: no need to wait for the kernel before */
     if (ok && lane == 0)
-      qm_produce(&tmB, N, r0, nblk, gc_smem_addr(ring), full, empty);
+      qm_produce(&tmB, ro, N, r0, nblk, gc_smem_addr(ring), full, empty);
     return;
   }
   const uint8_t *sr[PAIR][RT][2]; /* rows g and g + 8 of each tile in slot 0, at the warp's block */
   QM_EACH_ROW(p, r, h)
-    sr[p][r][h] = ring + ((p * QM_RB + grp * 16 * RT + 16 * r + g + 8 * h) * KS + ks) * GC_QBYTES;
+    sr[p][r][h] = ring + ((p * QM_RB + qm_ring_row(ro, grp * 16 * RT + 16 * r + g + 8 * h)) * KS + ks) * GC_QBYTES;
 #else
   const int64_t nblk = K / GC_QK;
   qm_blk_t cur; /* the lane's part of block bi of its rows; the first before the wait (weights only) */
@@ -575,6 +648,9 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   gc_pdl_launch();
   if (!ok)
     return; /* outside @applies or the problem check */
+#if ROPE
+  ro.pos0 = *pos; /* on the device: a captured decode step replays at any position */
+#endif
   if (XS)
     qm_stage(xs, xss, A, Wn, M, K);
 
@@ -596,7 +672,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   for (int64_t c0 = (int64_t)ks * UNR; c0 < nu; c0 += stride) {
     qm_wait<NST - 2>(); /* this lane's copies of step c0 have landed */
     gc_syncwarp();      /* ... and every lane's; the slot of the step before is free */
-    qm_fetch(spipe + (slot + NST - 1) % NST * QM_NR * QM_SC * 16, B, N, n0, rb, fetch, nu, lane);
+    qm_fetch(spipe + (slot + NST - 1) % NST * QM_NR * QM_SC * 16, B, ro, N, n0, rb, fetch, nu, lane);
     fetch += stride;
     const unsigned char *st = pipe + slot * QM_NR * QM_SC * 16;
     int off[PAIR][RT][2]; /* where the lane's rows' step ranges start in their first chunks */
@@ -697,7 +773,17 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
         sc[i] = gc_rsqrt((XS ? xss[8 * j + 2 * t + i] : gc_shfl(ss[j], 4 * (2 * t + i))) / (float)K + eps);
     }
     GC_UNROLL(RT)
-    for (int r = 0; r < RT; r++)
+    for (int r = 0; r < RT; r++) {
+      if (ROPE) { /* rows g, g + 8: pair u's two elements (qm_row), for rows m of A */
+        const int64_t u = (n0 + 16 * r) / 2 + g;
+        GC_UNROLL(2)
+        for (int e = 0; e < 2; e++) {
+          const int64_t m = 8 * j + 2 * t + e;
+          if (m < M && u < N / 2)
+            gc_rope_pair(C, ro, m, u, acc[0][r][j][e] * sc[e], acc[0][r][j][2 + e] * sc[e]);
+        }
+        continue;
+      }
       GC_UNROLL(4)
       for (int e = 0; e < 4; e++) {
         const int64_t m = 8 * j + 2 * t + (e & 1), n = n0 + 16 * r + g + 8 * (e >> 1);
@@ -710,5 +796,6 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
 #endif
         }
       }
+    }
   }
 }

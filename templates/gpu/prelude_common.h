@@ -302,4 +302,51 @@ GC_DEVICE void gcq_load_q6_kr(const uint8_t *b, int u, int t, uint32_t *r) {
  * PAIR and NORM where gen derives them from the op table): PAIR rows of B
  * per column of C (2: silu(gate)·up), NORM where A's rows are normalised. */
 GC_DEVICE float gc_silu_mul(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
+/* rope_kv's rounding of a rotated value y (rope_kv.cu and the GEMVs'
+ * RoPE epilogues): the fp32 that narrows to C's dtype with one rounding:
+ * nearest even (to16 = 0: C is f32), else rounded to odd first, so that
+ * the store's rounding to 16 bits is y's one rounding. (The prelude
+ * precedes gen's dtype macros: the caller passes GC_TC != GC_F32.) */
+GC_DEVICE float gc_rope_round(double y, bool to16) {
+  float f = (float)y;
+  double b = (double)f;
+  if (to16 && b != y) {
+    uint32_t u = gc_f2u(f);
+    if ((b > y && y > 0) || (b < y && y < 0))
+      u -= 1; /* rounded away from zero: step back toward it */
+    f = gc_u2f(u | 1u);
+  }
+  return f;
+}
+/* RoPE (rope_kv's rule, templates/README.md): element e (0, 1) of pair
+ * j of a head of D is its element layout ? 2j + e : j + e·D/2. */
+GC_DEVICE int64_t gc_rope_elem(int64_t j, int e, int64_t D, int64_t layout) {
+  return layout ? 2 * j + e : j + e * (D / 2);
+}
+/* The RoPE/KV epilogue of a GEMV of the QKV projection
+ * (rmsnorm_gemm_rope_kv: gemv.cu, gemv_qmma.cu), C's dtype T. */
+template <typename T> struct gc_rope_t {
+  T *Kc, *Vc;             /* [S, G·D] each */
+  const double *inv_freq; /* [D/2] */
+  int64_t pos0, H, G, D, layout;
+};
+/* Pair u (head u / (D/2), pair j = u % (D/2) of it) of token m at
+ * position p = pos0 + m from its two sums x, y: both stored as the GEMM
+ * stores C, into Q row m (query heads), Kc or Vc row p, then a query or
+ * key head's pair rotated in place as rope_kv_gpu does (sin and cos of
+ * θ = p·inv_freq[j] and the rotation in double, one rounding). */
+template <typename T>
+GC_DEVICE void gc_rope_pair(T *Q, const gc_rope_t<T> &ro, int64_t m, int64_t u, float x, float y) {
+  const int64_t D = ro.D, H = ro.H, G = ro.G, hd = u / (D / 2), j = u % (D / 2), p = ro.pos0 + m;
+  const int64_t ia = gc_rope_elem(j, 0, D, ro.layout), ib = gc_rope_elem(j, 1, D, ro.layout);
+  T *row = hd < H ? Q + (m * H + hd) * D : (hd < H + G ? ro.Kc + (p * G + hd - H) * D : ro.Vc + (p * G + hd - H - G) * D);
+  gc_st(row, ia, x); /* as rmsnorm_gemm stores C; value heads are done */
+  gc_st(row, ib, y);
+  if (hd >= H + G)
+    return;
+  double a = gc_ld(row, ia), b = gc_ld(row, ib), c, sn;
+  gc_sincos_f64((double)p * ro.inv_freq[j], &sn, &c);
+  gc_st(row, ia, gc_rope_round(a * c - b * sn, sizeof(T) == 2));
+  gc_st(row, ib, gc_rope_round(a * sn + b * c, sizeof(T) == 2));
+}
 /* <<< gc-quant */

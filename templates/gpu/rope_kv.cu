@@ -40,21 +40,6 @@
 
 #define ROPE_DMAX 512
 
-/* fp32 of y that narrows to C's dtype with a single rounding (see above). */
-GC_DEVICE float rope_round(double y) {
-  float f = (float)y;
-#if GC_TC != GC_F32
-  double b = (double)f;
-  if (b != y) {
-    uint32_t u = gc_f2u(f);
-    if ((b > y && y > 0) || (b < y && y < 0))
-      u -= 1; /* rounded away from zero: step back toward it */
-    f = gc_u2f(u | 1u);
-  }
-#endif
-  return f;
-}
-
 /* Row i's position (rope_kv: pos0 + i; rope_kv_batch: its own) and its
  * row of the cache (rope_kv_batch: in its slot, S rows each). */
 #if GC_OP_ROPE_KV_BATCH
@@ -102,8 +87,8 @@ void rope_kv_gpu(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *inv_freq
     double a = LOAD_A(x, ia), b = LOAD_A(x, ib);
     double c = tc[t][j], sn = ts[t][j];
     TC *y = s < H ? Qout + (i * H + s) * D : Kc + (p * G + (s - H)) * D;
-    STORE_C(y, ia, rope_round(a * c - b * sn));
-    STORE_C(y, ib, rope_round(a * sn + b * c));
+    STORE_C(y, ia, gc_rope_round(a * c - b * sn, GC_TC != GC_F32));
+    STORE_C(y, ib, gc_rope_round(a * sn + b * c, GC_TC != GC_F32));
     if (s >= H) { /* value head s - H: same element places, copied */
       const TA *v = x + G * D;
       TC *z = Vc + (p * G + (s - H)) * D;

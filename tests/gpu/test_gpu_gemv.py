@@ -63,6 +63,34 @@ def test_gemv_qmma_ring_verifies(gc, op, variant, dt):
         numpy_check(op, dt, s, dump)
 
 
+# gemv_qmma with RoPE in its epilogue (rmsnorm_gemm_rope_kv): the 8B's
+# QKV (32 heads, 8 KV heads of 128), 5 heads of 96 (GQA 5:1), 3 rows of
+# A, at position 0 and near the end of a cache, both RoPE layouts; the
+# ring (its two boxes a stage: a head's pair halves, or the block's
+# halves), register loads and the copy pipeline (a GGUF layout).
+ROPE_SHAPES = [(1, 48 * 128, 4096, 32, 8, 128), (1, 7 * 96, 512, 5, 1, 96), (3, 6 * 64, 2304, 4, 1, 64)]
+ROPE_VARIANTS = [("RL=3,XS=1", ["f16:q4_0r:f16", "bf16:q8_0r:bf16", "f16:q6_kr:f16"]),
+                 ("RL=3,XS=0,WARPS=8,KS=4,RT=1,NST=3", ["f16:q4_kr:f16", "f16:q4_0r:f16"]),
+                 ("RL=2,XS=0", ["f16:q8_0r:f16"]), ("RL=1,XS=1", ["f16:q4_k:f16", "bf16:q6_k:bf16"])]
+
+
+@pytest.mark.parametrize("variant,dts", ROPE_VARIANTS)
+@pytest.mark.parametrize("pos,layout", [(0, 0), (4093, 1), (7, 0)])
+def test_gemv_qmma_rope_verifies(gc, variant, dts, pos, layout):
+    target = next(t for t in TARGETS if t.startswith("sm_9"))
+    op = "rmsnorm_gemm_rope_kv"
+    for dt in dts:
+        for s in ROPE_SHAPES:
+            r = gc("gcore-gen", "--target", target, "--op", op, "--dtype", dt, *problem_args(op, s),
+                   "--force", f"gemv_qmma:{variant}", "-o", "b.gcb", "-q")
+            assert r.rc == 0, r
+            dump = gc.dir / ("d_" + "x".join(map(str, s)))
+            r = gc("gcore-run", "--backend", "cuda", "-b", "b.gcb", "--op", op, "--dtype", dt,
+                   *problem_args(op, s), "--pos", pos, "--layout", layout, "--dump", dump, "--min-time", "0.001")
+            assert r.rc == 0 and "verified" in r.out and f"gemv_qmma" in r.out, (dt, s, r)
+            numpy_check(op, dt, s, dump)
+
+
 # gemv_qmma's staged operands (XS=1, the fused norm): rows of A up to
 # @applies' M·K <= 16384, K of a partial last step, every load path (the
 # copy pipeline of the GGUF layouts, register loads, the ring); past
