@@ -19,20 +19,29 @@ SHAPES = [(1, 4100, 4104), (1, 7, 24), (1, 300, 14336), (1, 5000, 1000)]
 VARIANTS = ["RS=8", "RS=2,KC=256,STAGES=8,BPS=2", "RS=16,KC=512,STAGES=3", "RS=4,KC=2048,STAGES=2"]
 
 
+def forced_run(gc, op, dt, s, force, *extra):
+    """op's problem s built with --force force for the sm_90 target and run
+    through gcore-run (extra: its --pos, --layout), which verifies every
+    element against the fp64 host reference; the dump checked by numpy as
+    the op case table's. gcore-run's result."""
+    target = next(t for t in TARGETS if t.startswith("sm_9"))
+    r = gc("gcore-gen", "--target", target, "--op", op, "--dtype", dt, *problem_args(op, s), "--force", force,
+           "-o", "b.gcb", "-q")
+    assert r.rc == 0, r
+    dump = gc.dir / ("d_" + "x".join(map(str, s)))
+    r = gc("gcore-run", "--backend", "cuda", "-b", "b.gcb", "--op", op, "--dtype", dt, *problem_args(op, s),
+           *extra, "--dump", dump, "--min-time", "0.001")
+    assert r.rc == 0 and "verified" in r.out, (dt, s, r)
+    numpy_check(op, dt, s, dump)
+    return r
+
+
 @pytest.mark.parametrize("op", ["gemm", "gemm_add", "rmsnorm_gemm"])
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("dt", ["f16", "bf16"])
 def test_gemv_bulk_verifies(gc, op, variant, dt):
-    target = next(t for t in TARGETS if t.startswith("sm_9"))
     for s in SHAPES:
-        r = gc("gcore-gen", "--target", target, "--op", op, "--dtype", dt, *problem_args(op, s),
-               "--force", f"gemv_bulk:{variant}", "-o", "b.gcb", "-q")
-        assert r.rc == 0, r
-        dump = gc.dir / ("d_" + "x".join(map(str, s)))
-        r = gc("gcore-run", "--backend", "cuda", "-b", "b.gcb", "--op", op, "--dtype", dt,
-               *problem_args(op, s), "--dump", dump, "--min-time", "0.001")
-        assert r.rc == 0 and "verified" in r.out and "gemv_bulk" in r.out, r
-        numpy_check(op, dt, s, dump)
+        assert "gemv_bulk" in forced_run(gc, op, dt, s, f"gemv_bulk:{variant}").out
 
 
 # gemv_qmma's bulk-copy ring (RL=3, the device layouts): N not a whole
@@ -51,16 +60,9 @@ RING_VARIANTS = ["RL=3,XS=0", "RL=3,NST=4,KS=2,WARPS=4,XS=0", "RL=3,NST=3,RT=2,W
 @pytest.mark.parametrize("variant", RING_VARIANTS)
 @pytest.mark.parametrize("dt", ["f16:q4_0r:f16", "bf16:q8_0r:bf16", "f16:q4_kr:f16", "f16:q6_kr:f16"])
 def test_gemv_qmma_ring_verifies(gc, op, variant, dt):
-    target = next(t for t in TARGETS if t.startswith("sm_9"))
     for s in RING_SHAPES + ([(13, 4100, 1280)] if "NT=2" in variant else []):
-        r = gc("gcore-gen", "--target", target, "--op", op, "--dtype", dt, *problem_args(op, s),
-               "--force", f"gemv_qmma:{variant}", "-o", "b.gcb", "-q")
-        assert r.rc == 0, r
-        dump = gc.dir / ("d_" + "x".join(map(str, s)))
-        r = gc("gcore-run", "--backend", "cuda", "-b", "b.gcb", "--op", op, "--dtype", dt,
-               *problem_args(op, s), "--dump", dump, "--min-time", "0.001")
-        assert r.rc == 0 and "verified" in r.out and "gemv_qmma" in r.out and "RL=3" in r.out, r
-        numpy_check(op, dt, s, dump)
+        r = forced_run(gc, op, dt, s, f"gemv_qmma:{variant}")
+        assert "gemv_qmma" in r.out and "RL=3" in r.out, r
 
 
 # gemv_qmma with RoPE in its epilogue (rmsnorm_gemm_rope_kv): the 8B's
@@ -77,18 +79,10 @@ ROPE_VARIANTS = [("RL=3,XS=1", ["f16:q4_0r:f16", "bf16:q8_0r:bf16", "f16:q6_kr:f
 @pytest.mark.parametrize("variant,dts", ROPE_VARIANTS)
 @pytest.mark.parametrize("pos,layout", [(0, 0), (4093, 1), (7, 0)])
 def test_gemv_qmma_rope_verifies(gc, variant, dts, pos, layout):
-    target = next(t for t in TARGETS if t.startswith("sm_9"))
-    op = "rmsnorm_gemm_rope_kv"
     for dt in dts:
         for s in ROPE_SHAPES:
-            r = gc("gcore-gen", "--target", target, "--op", op, "--dtype", dt, *problem_args(op, s),
-                   "--force", f"gemv_qmma:{variant}", "-o", "b.gcb", "-q")
-            assert r.rc == 0, r
-            dump = gc.dir / ("d_" + "x".join(map(str, s)))
-            r = gc("gcore-run", "--backend", "cuda", "-b", "b.gcb", "--op", op, "--dtype", dt,
-                   *problem_args(op, s), "--pos", pos, "--layout", layout, "--dump", dump, "--min-time", "0.001")
-            assert r.rc == 0 and "verified" in r.out and f"gemv_qmma" in r.out, (dt, s, r)
-            numpy_check(op, dt, s, dump)
+            r = forced_run(gc, "rmsnorm_gemm_rope_kv", dt, s, f"gemv_qmma:{variant}", "--pos", pos, "--layout", layout)
+            assert "gemv_qmma" in r.out, (dt, s, r)
 
 
 # gemv_qmma's staged operands (XS=1, the fused norm): rows of A up to
@@ -104,15 +98,7 @@ STAGE_VARIANTS = [("XS=1,RL=1", ["f16:q4_0r:f16", "bf16:q8_0r:bf16", "f16:q4_kr:
 @pytest.mark.parametrize("op", ["rmsnorm_gemm", "rmsnorm_gemm_swiglu"])
 @pytest.mark.parametrize("variant,dts", STAGE_VARIANTS)
 def test_gemv_qmma_staged_operands_verify(gc, op, variant, dts):
-    target = next(t for t in TARGETS if t.startswith("sm_9"))
     for dt in dts:
         for s in STAGE_SHAPES + [(8, 64, 4096)]:
-            r = gc("gcore-gen", "--target", target, "--op", op, "--dtype", dt, *problem_args(op, s),
-                   "--force", f"gemv_qmma:{variant}", "-o", "b.gcb", "-q")
-            assert r.rc == 0, r
-            dump = gc.dir / ("d_" + "x".join(map(str, s)))
-            r = gc("gcore-run", "--backend", "cuda", "-b", "b.gcb", "--op", op, "--dtype", dt,
-                   *problem_args(op, s), "--dump", dump, "--min-time", "0.001")
-            staged = s[0] * s[2] <= 16384
-            assert r.rc == 0 and "verified" in r.out and ("XS=1" in r.out) == staged, (dt, s, r)
-            numpy_check(op, dt, s, dump)
+            r = forced_run(gc, op, dt, s, f"gemv_qmma:{variant}")
+            assert ("XS=1" in r.out) == (s[0] * s[2] <= 16384), (dt, s, r)  # staged where @applies
