@@ -251,7 +251,8 @@ static void fill(void *p, gc_dtype_t t, int64_t n, double lo, double hi, uint64_
  * and Q6_K (no quantizer) get random bytes under scales chosen so the values
  * stay within about [-1, 1]: fp16 d, dmin of 2^-11..2^-10 and 2^-7..2^-6
  * (Q5_K: 63·31·d + 63·dmin), d of 2^-12..2^-11 (Q6_K and its device layout
- * Q6_KR: 128·32·d; d at byte 208 of both). */
+ * Q6_KR: 128·32·d; d at byte 208 of both; Q6_KR's 14 pad bytes random
+ * too: no kernel may read them). */
 typedef struct qfill_job {
   unsigned char *p;
   gc_dtype_t t;

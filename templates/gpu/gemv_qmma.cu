@@ -175,6 +175,7 @@
 #define QM_WPU (QM_RUNV * 4 / 8)           /* ... and its words per unit (Q4_0R 1, Q8_0R 2) */
 #define QM_KR (GC_QMIN && GC_QK == 256)     /* register loads of Q4_KR: a Q4_K block, 16 bytes of scales */
 #define QM_6K (GC_TB == GC_Q6_KR)         /* ... of Q6_KR: ql 32 bytes, qh 16, then scales and d (32) */
+#define QM_QL(i) (QM_6K ? (i) : 0)         /* Q6_KR's 16-byte loads: ql's 0, 1, qh's 2 (0 elsewhere: dead code in range) */
 #define QM_SR (UNR / GC_QUNITS * GC_QBYTES) /* bytes of a row per step: whole blocks */
 #define QM_SC ((QM_SR + 15) / 16 + 1)      /* 16-byte chunks covering them at any even address */
 #define QM_CPL ((QM_NR * QM_SC + GC_WARP - 1) / GC_WARP) /* chunks per lane and step */
@@ -425,8 +426,8 @@ GC_DEVICE void qm_load_blk(qm_blk_t &b, const uint8_t *const br[PAIR][RT][2], in
     const uint8_t *blk = br[p][r][h] + bi * GC_QBYTES;
     if (QM_6K) { /* ql's run at 32t, qh's at 128 + 16t, scales and d at 192 */
       b.q[p][r][h][0] = qm_ld16<G>(blk + 32 * t);
-      b.q[p][r][h][1] = qm_ld16<G>(blk + 32 * t + 16);
-      b.q[p][r][h][QM_RUNV - 1] = qm_ld16<G>(blk + 128 + 16 * t);
+      b.q[p][r][h][QM_QL(1)] = qm_ld16<G>(blk + 32 * t + 16);
+      b.q[p][r][h][QM_QL(2)] = qm_ld16<G>(blk + 128 + 16 * t);
       b.d[p][r][h][0] = qm_ld16<G>(blk + 192);
       b.d[p][r][h][QM_6K] = qm_ld16<G>(blk + 208);
       continue;
@@ -450,10 +451,10 @@ GC_DEVICE void qm_unit_regs(const qm_blk_t &b, int u, int64_t bi, const TA *A, c
   QM_EACH_ROW(p, r, h) {
     if (QM_6K) { /* gcq_load_q6_kr's words: unit u = 4n + j, c = j % 2 */
       const int n = u >> 2, j = u & 3;
-      raw[p][r][h][0] = qm_w4(b.q[p][r][h][n], 2 * (j & 1));
-      raw[p][r][h][1] = qm_w4(b.q[p][r][h][n], 2 * (j & 1) + 1);
-      raw[p][r][h][2] = qm_w4(b.q[p][r][h][QM_RUNV - 1], 2 * n);
-      raw[p][r][h][3] = qm_w4(b.q[p][r][h][QM_RUNV - 1], 2 * n + 1);
+      raw[p][r][h][0] = qm_w4(b.q[p][r][h][QM_QL(n)], 2 * (j & 1));
+      raw[p][r][h][1] = qm_w4(b.q[p][r][h][QM_QL(n)], 2 * (j & 1) + 1);
+      raw[p][r][h][2] = qm_w4(b.q[p][r][h][QM_QL(2)], 2 * n);
+      raw[p][r][h][3] = qm_w4(b.q[p][r][h][QM_QL(2)], 2 * n + 1);
       raw[p][r][h][4] = (qm_w4(b.d[p][r][h][0], 2 * n + (j >> 1)) >> (16 * (j & 1))) & 0xffffu;
       raw[p][r][h][5] = b.d[p][r][h][QM_6K].x & 0xffffu;
       continue;

@@ -27,9 +27,9 @@
  * q = byte − GC_QBIAS a small integer; d·q is exact in fp32 (a half times
  * integers of at most 13 bits in all) and mn is 0 but for Q4_K/Q5_K
  * (GC_QMIN), so y is the value base/quant.h gives. Reads are 16-bit (or
- * 32-bit where the format keeps fields 4-byte aligned: Q4_K, Q5_K, Q8_0R,
- * Q4_0R, whose blocks must then sit at a multiple of 4; the others at any
- * even address), global or shared. */
+ * 32-bit where the format keeps fields 4-byte aligned: Q4_K, Q5_K and the
+ * device layouts Q8_0R, Q4_0R, Q4_KR, Q6_KR, whose blocks must then sit at
+ * a multiple of 4; the others at any even address), global or shared. */
 #define GC_Q8_0 5
 #define GC_Q4_0 6
 #define GC_Q4_K 7
@@ -306,7 +306,8 @@ GC_DEVICE float gc_silu_mul(float g, float u) { return g / (1.0f + gc_exp(-g)) *
  * RoPE epilogues): the fp32 that narrows to C's dtype with one rounding:
  * nearest even (to16 = 0: C is f32), else rounded to odd first, so that
  * the store's rounding to 16 bits is y's one rounding. (The prelude
- * precedes gen's dtype macros: the caller passes GC_TC != GC_F32.) */
+ * precedes gen's dtype macros: the caller says whether C is 16-bit,
+ * GC_TC != GC_F32 in a template, sizeof(T) == 2 in gc_rope_pair.) */
 GC_DEVICE float gc_rope_round(double y, bool to16) {
   float f = (float)y;
   double b = (double)f;
