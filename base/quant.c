@@ -215,12 +215,8 @@ static void q_repack_6k(const uint8_t *src, uint8_t *dst, int unpack) {
           if (unpack) dst[k] = src[r];
           else dst[r] = src[k];
         }
-  if (unpack) {
-    memcpy(dst + 192, src + 192, 18); /* scales, d */
-  } else {
-    memcpy(dst + 192, src + 192, 18);
-    memset(dst + 210, 0, 14);
-  }
+  memcpy(dst + 192, src + 192, 18); /* scales, d */
+  if (!unpack) memset(dst + 210, 0, 14);
 }
 
 static void dq_rep(int q8, const uint8_t *b, float *y) {
@@ -239,8 +235,7 @@ gc_qtype_t gc_quant_device_layout(gc_qtype_t t) {
 
 int gc_quant_repack(gc_qtype_t from, gc_qtype_t to, const void *src, void *dst, int64_t n, gc_err_t *e) {
   int q8 = from == GC_QT_Q8_0;
-  if ((from != GC_QT_Q8_0 && from != GC_QT_Q4_0 && from != GC_QT_Q4_K && from != GC_QT_Q6_K) ||
-      to != gc_quant_device_layout(from))
+  if (gc_quant_device_layout(from) == from || to != gc_quant_device_layout(from)) /* the one table */
     return gc_err_set(e, GC_EINVAL, "no repacking from %s to %s", gc_quant_format(from) ? gc_quant_format(from)->name : "?",
                       gc_quant_format(to) ? gc_quant_format(to)->name : "?");
   if (n < 0 || n % 256)

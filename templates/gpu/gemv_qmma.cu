@@ -185,14 +185,18 @@
   GC_UNROLL(PAIR) for (int p = 0; p < PAIR; p++) GC_UNROLL(RT) for (int r = 0; r < RT; r++)         \
       GC_UNROLL(2) for (int h = 0; h < 2; h++)
 typedef gc_rope_t<TC> qm_rope_t; /* rmsnorm_gemm_rope_kv's epilogue (zeros for the other ops) */
+/* Under ROPE, output slot s (n0 + 16r + g + 8h of a warp) holds element
+ * QM_ELEM(s) = h of RoPE pair QM_PAIR(s): a tile's rows g and g + 8 are
+ * one pair, so the lane that owns them rotates them. */
+#define QM_PAIR(s) ((s) / 16 * 8 + (s) % 8)
+#define QM_ELEM(s) ((s) / 8 % 2)
 
-/* The row of B that output slot s (n0 + 16r + g + 8h of a warp) reads: s
- * itself, or under ROPE element h of pair u = s / 16 · 8 + g (s's tile,
- * row g): the tile's rows g and g + 8 are one pair. Clamped to N - 1. */
+/* The row of B that output slot s reads: s itself, or under ROPE element
+ * QM_ELEM(s) of pair QM_PAIR(s) of a head. Clamped to N - 1. */
 GC_DEVICE int64_t qm_row(const qm_rope_t &ro, int64_t s, int64_t N) {
   if (ROPE && ro.D >= 2) {
-    const int64_t u = s / 16 * 8 + s % 8, half = ro.D / 2;
-    s = u / half * ro.D + gc_rope_elem(u % half, (int)(s / 8 % 2), ro.D, ro.layout);
+    const int64_t u = QM_PAIR(s), half = ro.D / 2;
+    s = u / half * ro.D + gc_rope_elem(u % half, (int)QM_ELEM(s), ro.D, ro.layout);
   }
   return gc_min64(s, N - 1);
 }
@@ -508,13 +512,12 @@ GC_DEVICE void qm_produce(const gc_tmap_t *tm, const qm_rope_t &ro, int64_t N, i
   }
 }
 /* Where slot i (0 .. QM_RB - 1) of the block's outputs is in a stage of
- * the ring: i, or under ROPE (element h = i / 8 % 2 of the block's pair
- * v = i / 16 · 8 + i % 8) row 2v + h of the block's (layout 1) or row v
- * of box h (layout 0). */
+ * the ring: i, or under ROPE (element h of the block's pair v) row 2v + h
+ * of the block's (layout 1) or row v of box h (layout 0). */
 GC_DEVICE int qm_ring_row(const qm_rope_t &ro, int i) {
   if (!ROPE)
     return i;
-  const int v = i / 16 * 8 + i % 8, h = i / 8 % 2;
+  const int v = QM_PAIR(i), h = QM_ELEM(i);
   return ro.layout ? 2 * v + h : h * (QM_RB / 2) + v;
 }
 #define QM_TMAP , const __grid_constant__ gc_tmap_t tmB /* after the op's arguments */
@@ -775,8 +778,8 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     }
     GC_UNROLL(RT)
     for (int r = 0; r < RT; r++) {
-      if (ROPE) { /* rows g, g + 8: pair u's two elements (qm_row), for rows m of A */
-        const int64_t u = (n0 + 16 * r) / 2 + g;
+      if (ROPE) { /* rows g, g + 8: pair u's two elements, for rows m of A */
+        const int64_t u = (n0 + 16 * r) / 2 + g; /* QM_PAIR(n0 + 16r + g): n0 + 16r is whole tiles */
         GC_UNROLL(2)
         for (int e = 0; e < 2; e++) {
           const int64_t m = 8 * j + 2 * t + e;
