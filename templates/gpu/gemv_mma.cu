@@ -143,10 +143,7 @@ GC_DEVICE float gw_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u
 
 /* Ask L2 for the n rows of B from row r (contiguous: rows are K long). */
 GC_DEVICE void gw_prefetch(const TB *B, int64_t r, int64_t n, int64_t K) {
-  const char *p = (const char *)(B + r * K);
-  const int64_t bytes = n * K * SB;
-  for (int64_t o = (int64_t)gc_tid() * 128; o < bytes; o += (int64_t)WARPS * GC_WARP * 128)
-    gc_prefetch_l2(p + o);
+  gc_prefetch_l2_range(B + r * K, n * K * SB, WARPS * GC_WARP);
 }
 
 /* args: A, B, C, int64 M, N, K (gemm, gemm_add, gemm_swiglu: B is W);
@@ -173,6 +170,8 @@ void gemv_mma(const TA *A, const TB *B, TC *C,
     if (PAIR == 2)
       gw_prefetch(B, N + r0, gc_min64(GW_RB, N - r0), K);
   }
+  if (NORM && gc_bid() == 0) /* the norm weight: read first thing after the wait; one block asks */
+    gc_prefetch_l2_range(Wn, K * SB, WARPS * GC_WARP);
   gc_pdl_wait();
   gc_pdl_launch();
   if (M <= 1 || M > 8 * NT || N <= 0 || K % 8)

@@ -323,9 +323,7 @@ GC_DEVICE void gq_body(const TA *A, const TB *B, TC *C, const TN *Wn, int64_t M,
 
 /* Ask L2 for the n rows of B from row r (contiguous). */
 GC_DEVICE void gq_prefetch(const TB *B, int64_t r, int64_t n, int64_t rb) {
-  const char *p = (const char *)B + r * rb;
-  for (int64_t o = (int64_t)gc_tid() * 128; o < n * rb; o += (int64_t)WARPS * GC_WARP * 128)
-    gc_prefetch_l2(p + o);
+  gc_prefetch_l2_range((const char *)B + r * rb, n * rb, WARPS * GC_WARP);
 }
 
 /* args: A, B, C, [norm,] int64 M, N, K[, float eps]. */
@@ -352,6 +350,8 @@ void gemv_q_gpu(const TA *A, const TB *B, TC *C,
     if (PAIR == 2)
       gq_prefetch(B, N + r0, gc_min64(GQ_RB, N - r0), rb);
   }
+  if (NORM && gc_bid() == 0) /* the norm weight: read first thing after the wait; one block asks */
+    gc_prefetch_l2_range(Wn, K * (int64_t)sizeof(TN), WARPS * GC_WARP);
 #endif
   gc_pdl_wait();
   gc_pdl_launch();

@@ -292,9 +292,7 @@ GC_DEVICE void qm_operand(uint2 x, uint2 w, float &ss, uint32_t op[QM_SPLIT][2])
 
 /* Ask L2 for the n rows of B from row r (contiguous; rb bytes a row). */
 GC_DEVICE void qm_prefetch(const TB *B, int64_t r, int64_t n, int64_t rb) {
-  const char *p = (const char *)B + r * rb;
-  for (int64_t o = (int64_t)gc_tid() * 128; o < n * rb; o += (int64_t)WARPS * GC_WARP * 128)
-    gc_prefetch_l2(p + o);
+  gc_prefetch_l2_range((const char *)B + r * rb, n * rb, WARPS * GC_WARP);
 }
 
 GC_DEVICE void qm_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
@@ -538,7 +536,10 @@ GC_DEVICE void qm_sync(void) {
 /* XS 1: the operands of every unit of A's M rows into xs (qm_unit's
  * layout) and the rows' sums of squares into xss[0..M-1]; the consumer
  * warps share the work, 4 elements (a lane's part of a unit's half) at a
- * time. Ends with the threads met. */
+ * time, QM_SU parts a thread issued together (their loads in flight at
+ * once: this runs after the wait for the kernel before, so its latency is
+ * the kernel's). Ends with the threads met. */
+#define QM_SU 8
 GC_DEVICE void qm_stage(unsigned char *xs, float *xss, const TA *A, const TN *Wn, int64_t M, int64_t K) {
   const int tid = gc_tid(), nt = WARPS * GC_WARP;
   if (tid < 8 * NT)
@@ -546,11 +547,24 @@ GC_DEVICE void qm_stage(unsigned char *xs, float *xss, const TA *A, const TN *Wn
   qm_sync();
   for (int64_t m = 0; m < M; m++) {
     float ss = 0.0f;
-    for (int64_t q = tid; q < K / 4; q += nt) { /* elements 4q .. 4q+3: unit q / 8, half q / 4 % 2, part q % 4 */
-      uint32_t op[QM_SPLIT][2];
-      qm_operand(qm_ld8(A + m * K + 4 * q, true), qm_ld8(Wn + 4 * q, true), ss, op);
-      const uint4 v = {op[0][0], op[0][1], op[QM_SPLIT - 1][0], op[QM_SPLIT - 1][1]};
-      *(uint4 *)(xs + (((q / 8) * M + m) * 4 + q % 4) * 32 + (q / 4 % 2) * 16) = v;
+    for (int64_t q0 = tid; q0 < K / 4; q0 += (int64_t)nt * QM_SU) {
+      uint2 a[QM_SU], wv[QM_SU]; /* parts q0 + i·nt: elements 4q .. 4q+3 */
+      GC_UNROLL(QM_SU)
+      for (int i = 0; i < QM_SU; i++) {
+        const int64_t q = q0 + (int64_t)i * nt;
+        a[i] = qm_ld8(A + m * K + 4 * q, q < K / 4);
+        wv[i] = qm_ld8(Wn + 4 * q, q < K / 4);
+      }
+      GC_UNROLL(QM_SU)
+      for (int i = 0; i < QM_SU; i++) {
+        const int64_t q = q0 + (int64_t)i * nt; /* unit q / 8, half q / 4 % 2, part q % 4 */
+        if (q < K / 4) {
+          uint32_t op[QM_SPLIT][2];
+          qm_operand(a[i], wv[i], ss, op);
+          const uint4 v = {op[0][0], op[0][1], op[QM_SPLIT - 1][0], op[QM_SPLIT - 1][1]};
+          *(uint4 *)(xs + (((q / 8) * M + m) * 4 + q % 4) * 32 + (q / 4 % 2) * 16) = v;
+        }
+      }
     }
     ss = gc_warp_sum(ss);
     if (gc_lane() == 0)
@@ -608,6 +622,8 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     if (PAIR == 2)
       qm_prefetch(B, N + r0, gc_min64(QM_RB, N - r0), rb);
   }
+  if (NORM && gc_bid() == 0) /* the norm weight (every load path): read first thing after the wait; one block asks */
+    gc_prefetch_l2_range(Wn, K * (int64_t)sizeof(TN), WARPS * GC_WARP);
   const int w = gc_tid() / GC_WARP, lane = gc_lane(), g = lane >> 2, t = lane & 3;
   const int grp = w / KS, ks = w % KS;
   const int64_t n0 = r0 + (int64_t)grp * 16 * RT;

@@ -298,6 +298,16 @@ GC_DEVICE void gcq_load_q6_kr(const uint8_t *b, int u, int t, uint32_t *r) {
 /* The level of byte i of w (GCQ_DECODE's lo or hi), as a float. */
 #define GCQ_LEVEL(w, i) (gc_ubyte_f(w, i) - (float)GC_QBIAS)
 
+/* Ask L2 for the n bytes at p, one 128-byte line a thread, the block's
+ * first nt threads striding (a hint, no value; a no-op on AMD). A @pdl
+ * kernel calls it before its wait only for what no kernel of the stream
+ * writes (weights, norm weights): their DRAM latency then overlaps the
+ * kernel before instead of following the wait. */
+GC_DEVICE void gc_prefetch_l2_range(const void *p, int64_t n, int nt) {
+  for (int64_t o = (int64_t)gc_tid() * 128; o < n; o += (int64_t)nt * 128)
+    gc_prefetch_l2((const char *)p + o);
+}
+
 /* The GEMM family's epilogues, chosen by the op (gen defines GC_OP_<op>;
  * PAIR and NORM where gen derives them from the op table): PAIR rows of B
  * per column of C (2: silu(gate)·up), NORM where A's rows are normalised. */

@@ -85,6 +85,34 @@ def test_gemv_qmma_rope_verifies(gc, variant, dts, pos, layout):
             assert "gemv_qmma" in r.out, (dt, s, r)
 
 
+
+# The RoPE epilogue's edges (a review's list): the ring at KS=1 (64 rows
+# a block: one box is half a head of 128 or a whole head of 64), 16 warps
+# (8 row groups), NT=2 at 13 rows of A (the second tile's rows half
+# empty), the copy pipeline of a device layout (RL=0, Q6_KR), and heads
+# of 2 elements (N = 14: not a whole row tile; only the non-ring paths
+# apply). (variant, dtypes, shapes (M, N, K, H, G, D)); each at position 0
+# and 4093 in both layouts.
+ROPE_EDGES = [("RL=3,XS=1,KS=1,WARPS=4,RT=1", ["f16:q4_0r:f16", "bf16:q6_kr:bf16"],
+               [(1, 48 * 128, 4096, 32, 8, 128), (2, 6 * 64, 2304, 4, 1, 64)]),
+              ("RL=3,XS=0,WARPS=16,KS=8,RT=1", ["f16:q8_0r:f16", "f16:q4_kr:f16"],
+               [(1, 48 * 128, 4096, 32, 8, 128), (1, 7 * 96, 512, 5, 1, 96)]),
+              ("RL=3,XS=0,NT=2,WARPS=8,KS=4", ["f16:q4_0r:f16", "bf16:q8_0r:bf16"],
+               [(13, 6 * 64, 2304, 4, 1, 64), (9, 7 * 96, 512, 5, 1, 96)]),
+              ("RL=0,XS=0", ["f16:q6_kr:f16", "f16:q4_0r:f16"],
+               [(1, 7 * 96, 512, 5, 1, 96), (3, 6 * 64, 2304, 4, 1, 64)]),
+              ("RL=1,XS=1", ["f16:q4_0r:f16", "f16:q6_k:f16"], [(1, 14, 256, 5, 1, 2), (4, 14, 512, 5, 1, 2)]),
+              ("RL=2,XS=0,NT=2", ["f16:q4_kr:f16"], [(1, 14, 256, 5, 1, 2), (16, 7 * 96, 512, 5, 1, 96)])]
+
+
+@pytest.mark.parametrize("variant,dts,shapes", ROPE_EDGES)
+@pytest.mark.parametrize("pos,layout", [(0, 1), (4093, 0)])
+def test_gemv_qmma_rope_edges_verify(gc, variant, dts, shapes, pos, layout):
+    for dt in dts:
+        for s in shapes:
+            r = forced_run(gc, "rmsnorm_gemm_rope_kv", dt, s, f"gemv_qmma:{variant}", "--pos", pos, "--layout", layout)
+            assert "gemv_qmma" in r.out, (dt, s, r)
+
 # gemv_qmma's staged operands (XS=1, the fused norm): rows of A up to
 # @applies' M·K <= 16384, K of a partial last step, every load path (the
 # copy pipeline of the GGUF layouts, register loads, the ring); past
