@@ -1,6 +1,7 @@
 /* A correct GEMM whose time is a ladder: REP=r computes every element r
- * times, so each step of REP doubles the time, far beyond the timing noise
- * of a shared CPU. The sweep's winner is then the same on every run, which
+ * times, so each step of REP makes it four times slower, far beyond the
+ * timing noise of a shared CPU (steps of two were flipped once, on a
+ * 2-core CI machine running two test workers). The sweep's winner is then the same on every run, which
  * the shard test compares across runs.
  *
  * @template ladder_gemm
@@ -8,7 +9,7 @@
  * @backend  cpu
  * @dtypes   f32
  * @kernel   ladder_gemm
- * @param    REP 1 2 4 8 default 4 -- times each element is computed
+ * @param    REP 1 4 16 64 default 16 -- times each element is computed
  * @grid     M
  * @block    1
  * @priority 0
