@@ -114,6 +114,7 @@ typedef struct gc_qformat {
   int block;          /* elements per block (1 for F32, F16, BF16) */
   int bytes;          /* bytes per block */
   int can_quantize;   /* gc_quant_quantize writes this format */
+  int layout;         /* its device layout (a gc_qtype_t, GC_QT_*R), 0 for none */
 } gc_qformat_t;
 
 /* The format of t, or NULL when t is not a gc_qtype_t. Can't fail. */

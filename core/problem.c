@@ -31,7 +31,7 @@ const char *gc_dtype_name(gc_dtype_t t) {
 
 int gc_dtype_is_block(gc_dtype_t t) { return t >= GC_DT_Q8_0 && t < GC_DT_COUNT; }
 
-int gc_dtype_is_device_layout(gc_dtype_t t) { return t >= GC_DT_Q8_0R && t <= GC_DT_Q6_KR; }
+int gc_dtype_is_device_layout(gc_dtype_t t) { return t >= GC_DT_Q8_0R && t < GC_DT_COUNT; }
 
 /* The block dtypes follow base/quant.h's numbering, two further on. */
 int gc_dtype_qtype(gc_dtype_t t) {

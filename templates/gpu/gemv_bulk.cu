@@ -153,8 +153,8 @@ void gemv_bulk(const TA *A, const TB *B, TC *C,
       gb_produce(B, N, K, gc_smem_addr(ring), full, empty);
     return;
   }
-  if (GB_NORM && gc_bid() == 0) /* the norm weight: read first thing after the wait; one block asks */
-    gc_prefetch_l2_range(Wn, K * SB, RS * 32);
+  if (GB_NORM) /* the norm weight: read first thing after the wait */
+    GC_PREFETCH_L2_ONCE(Wn, K * SB, RS * 32);
   gc_pdl_wait(); /* A, C and the norm may be the previous kernel's output */
   gc_pdl_launch();
   if (M != 1 || N <= 0 || K <= 0)

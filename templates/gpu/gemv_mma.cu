@@ -170,8 +170,8 @@ void gemv_mma(const TA *A, const TB *B, TC *C,
     if (PAIR == 2)
       gw_prefetch(B, N + r0, gc_min64(GW_RB, N - r0), K);
   }
-  if (NORM && gc_bid() == 0) /* the norm weight: read first thing after the wait; one block asks */
-    gc_prefetch_l2_range(Wn, K * SB, WARPS * GC_WARP);
+  if (NORM) /* the norm weight: read first thing after the wait */
+    GC_PREFETCH_L2_ONCE(Wn, K * SB, WARPS * GC_WARP);
   gc_pdl_wait();
   gc_pdl_launch();
   if (M <= 1 || M > 8 * NT || N <= 0 || K % 8)

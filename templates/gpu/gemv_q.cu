@@ -350,8 +350,8 @@ void gemv_q_gpu(const TA *A, const TB *B, TC *C,
     if (PAIR == 2)
       gq_prefetch(B, N + r0, gc_min64(GQ_RB, N - r0), rb);
   }
-  if (NORM && gc_bid() == 0) /* the norm weight: read first thing after the wait; one block asks */
-    gc_prefetch_l2_range(Wn, K * (int64_t)sizeof(TN), WARPS * GC_WARP);
+  if (NORM) /* the norm weight: read first thing after the wait */
+    GC_PREFETCH_L2_ONCE(Wn, K * (int64_t)sizeof(TN), WARPS * GC_WARP);
 #endif
   gc_pdl_wait();
   gc_pdl_launch();

@@ -622,8 +622,8 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     if (PAIR == 2)
       qm_prefetch(B, N + r0, gc_min64(QM_RB, N - r0), rb);
   }
-  if (NORM && gc_bid() == 0) /* the norm weight (every load path): read first thing after the wait; one block asks */
-    gc_prefetch_l2_range(Wn, K * (int64_t)sizeof(TN), WARPS * GC_WARP);
+  if (NORM) /* the norm weight (every load path): read first thing after the wait */
+    GC_PREFETCH_L2_ONCE(Wn, K * (int64_t)sizeof(TN), WARPS * GC_WARP);
   const int w = gc_tid() / GC_WARP, lane = gc_lane(), g = lane >> 2, t = lane & 3;
   const int grp = w / KS, ks = w % KS;
   const int64_t n0 = r0 + (int64_t)grp * 16 * RT;

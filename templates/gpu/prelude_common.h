@@ -298,6 +298,15 @@ GC_DEVICE void gcq_load_q6_kr(const uint8_t *b, int u, int t, uint32_t *r) {
 /* The level of byte i of w (GCQ_DECODE's lo or hi), as a float. */
 #define GCQ_LEVEL(w, i) (gc_ubyte_f(w, i) - (float)GC_QBIAS)
 
+/* The GEMM family's epilogues, chosen by the op (gen defines GC_OP_<op>;
+ * PAIR and NORM where gen derives them from the op table): PAIR rows of B
+ * per column of C (2: silu(gate)·up), NORM where A's rows are normalised. */
+GC_DEVICE float gc_silu_mul(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
+/* <<< gc-quant */
+
+/* ---- the GEMVs' shared pieces (outside the gc-quant block: the AMD
+ * emulator's templates use none of them) ---- */
+
 /* Ask L2 for the n bytes at p, one 128-byte line a thread, the block's
  * first nt threads striding (a hint, no value; a no-op on AMD). A @pdl
  * kernel calls it before its wait only for what no kernel of the stream
@@ -307,11 +316,16 @@ GC_DEVICE void gc_prefetch_l2_range(const void *p, int64_t n, int nt) {
   for (int64_t o = (int64_t)gc_tid() * 128; o < n; o += (int64_t)nt * 128)
     gc_prefetch_l2((const char *)p + o);
 }
+/* The same by the grid's block 0 only: for what every block reads after
+ * the wait (a fused norm's weight), which one request brings into L2
+ * (rather than thousands of blocks asking for the same lines). A macro:
+ * the byte count is computed in block 0 only. */
+#define GC_PREFETCH_L2_ONCE(p, n, nt)                                                              \
+  do {                                                                                             \
+    if (gc_bid() == 0)                                                                             \
+      gc_prefetch_l2_range(p, n, nt);                                                              \
+  } while (0)
 
-/* The GEMM family's epilogues, chosen by the op (gen defines GC_OP_<op>;
- * PAIR and NORM where gen derives them from the op table): PAIR rows of B
- * per column of C (2: silu(gate)·up), NORM where A's rows are normalised. */
-GC_DEVICE float gc_silu_mul(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
 /* rope_kv's rounding of a rotated value y (rope_kv.cu and the GEMVs'
  * RoPE epilogues): the fp32 that narrows to C's dtype with one rounding:
  * nearest even (to16 = 0: C is f32), else rounded to odd first, so that
@@ -360,4 +374,3 @@ GC_DEVICE void gc_rope_pair(T *Q, const gc_rope_t<T> &ro, int64_t m, int64_t u, 
   gc_st(row, ia, gc_rope_round(a * c - b * sn, sizeof(T) == 2));
   gc_st(row, ib, gc_rope_round(a * sn + b * c, sizeof(T) == 2));
 }
-/* <<< gc-quant */

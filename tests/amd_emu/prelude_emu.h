@@ -95,7 +95,6 @@ GC_DEVICE unsigned char *gc_dyn_shared(void) { return emu_blk->lds; }
 
 GC_DEVICE void gc_pdl_wait(void) {}
 GC_DEVICE void gc_pdl_launch(void) {}
-GC_DEVICE void gc_prefetch_l2(const void *) {} /* as on AMD: no overlapped launch to prefetch for */
 
 GC_DEVICE int64_t gc_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 GC_DEVICE int64_t gc_min64(int64_t a, int64_t b) { return a < b ? a : b; }

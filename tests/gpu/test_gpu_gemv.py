@@ -85,11 +85,10 @@ def test_gemv_qmma_rope_verifies(gc, variant, dts, pos, layout):
             assert "gemv_qmma" in r.out, (dt, s, r)
 
 
-
 # The RoPE epilogue's edges (a review's list): the ring at KS=1 (64 rows
 # a block: one box is half a head of 128 or a whole head of 64), 16 warps
-# (8 row groups), NT=2 at 13 rows of A (the second tile's rows half
-# empty), the copy pipeline of a device layout (RL=0, Q6_KR), and heads
+# (8 row groups), NT=2 at 9, 13 and 16 rows of A (the second tile's rows
+# partly or wholly used), the copy pipeline of a device layout (RL=0, Q6_KR), and heads
 # of 2 elements (N = 14: not a whole row tile; only the non-ring paths
 # apply). (variant, dtypes, shapes (M, N, K, H, G, D)); each at position 0
 # and 4093 in both layouts.
@@ -112,6 +111,7 @@ def test_gemv_qmma_rope_edges_verify(gc, variant, dts, shapes, pos, layout):
         for s in shapes:
             r = forced_run(gc, "rmsnorm_gemm_rope_kv", dt, s, f"gemv_qmma:{variant}", "--pos", pos, "--layout", layout)
             assert "gemv_qmma" in r.out, (dt, s, r)
+
 
 # gemv_qmma's staged operands (XS=1, the fused norm): rows of A up to
 # @applies' M·K <= 16384, K of a partial last step, every load path (the
