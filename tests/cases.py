@@ -67,6 +67,10 @@ EMBED_SHAPES = [(1, 64, 512), (7, 100, 33), (17, 256, 1000)]        # (m, n, k =
 # (m, h, g, d): decode rows, MHA, GQA, 5 heads of 96 (GQA 5:1) over two 64-key tiles
 HEAD_SHAPES = [(1, 8, 4, 8), (1, 4, 1, 64), (3, 4, 4, 16), (5, 6, 1, 64), (17, 8, 2, 32), (70, 5, 1, 96)]
 SAME = ["f32", "f16", "bf16"]
+# prefill attention past one block of query rows and one tile of keys: the
+# 8B shape's heads of 128 (GQA 4:1) over 130 tokens, heads of 64 (MHA) over
+# 100 (at gcore-run's pos0 of 3 and, RUN_VARIANTS, deep in a long cache)
+PREFILL_HEAD_SHAPES = [(130, 8, 2, 128), (100, 4, 4, 64)]
 # rmsnorm_gemm_rope_kv: (m, n = (h + 2g)·d, k, h, g, d), at the positions and
 # RoPE layouts of ROPE_POS (gcore-run --pos, --layout): 5 heads of 96 (GQA
 # 5:1), MHA, odd K, M = 3; position 0 and near the end of a long cache
@@ -126,7 +130,7 @@ CASES = {
     "rope_kv": [(dt, s) for dt in SAME for s in HEAD_SHAPES],
     # the decode step's QKV projection with rope_kv in the GEMV's epilogue
     "rmsnorm_gemm_rope_kv": [(dt, s) for dt in DTYPES for s in QKV_ROPE_SHAPES],
-    "attention": [(dt, s) for dt in SAME for s in HEAD_SHAPES],
+    "attention": [(dt, s) for dt in SAME for s in HEAD_SHAPES + PREFILL_HEAD_SHAPES],
     # batched decode: each row at its own position in its own cache slot
     "rope_kv_batch": [(dt, s) for dt in SAME for s in HEAD_SHAPES],
     "attention_batch": [(dt, s) for dt in SAME for s in HEAD_SHAPES[:-1] + [(16, 8, 2, 64)]],
@@ -428,7 +432,8 @@ CHECK = {"gemm": check_gemm, "gemm_add": check_gemm_add, "gemm_swiglu": check_ge
 
 # gcore-run flags of a case beyond its shape: where an op has more than one
 # position or RoPE layout to check, each runs with each (ROPE_POS)
-RUN_VARIANTS = {"rmsnorm_gemm_rope_kv": [["--pos", p, "--layout", l] for p, l in ROPE_POS]}
+RUN_VARIANTS = {"rmsnorm_gemm_rope_kv": [["--pos", p, "--layout", l] for p, l in ROPE_POS],
+                "attention": [[], ["--pos", "300"]]}
 
 
 def run_variants(op):

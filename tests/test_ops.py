@@ -129,7 +129,8 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
         dt = info["dtypes"][0] if dt == "f32" else info["dtypes"][-1]  # e.g. mma: f16/bf16 only
     shape = QSAMPLE_SHAPE[op] if quant else SAMPLE_SHAPE[op]
     if info["matrix"]:  # matrix-core templates: whole mma tiles in N and K; attention: D of whole
-        shape = {"attention": (70, 8, 1, 64)}.get(op, (48, 128, 256))  # 16s, 8 heads a kv head (any HPB)
+        shape = {"attention": (70, 8, 1, params.get("DMAX", (0, 64))[1])}.get(op, (48, 128, 256))  # 16s,
+        # 8 heads a kv head (any HPB); heads of the template's DMAX (attention_wgmma serves D == DMAX)
     if info["decode"]:
         shape = (1,) + tuple(shape[1:])  # decode-only templates serve M = 1
     if info["rows"]:  # a few rows of A; N past a 16-row tile, K past a 32-element chunk (B in a
@@ -154,14 +155,17 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
         if tried >= budget:
             break
         shape = (13,) + base[1:] if info["rows"] and p == "NT" else base
+        if op == "attention" and p == "DMAX":
+            shape = base[:3] + (v,)  # the head size the move serves
         force = f"{tpl}:{p}={v}"
         r = gc("gcore-gen", *SAMPLE_GEN, "--op", op, "--dtype", dt, *problem_args(op, shape), "--force",
                force, "-o", "b.gcb", "-q")
         # A move the constraints refuse at the default of a size it trades
         # against is taken at the largest such size that admits it: the
         # vector width (the declared default is AVX-512's, on a host without
-        # it), attention_mma's key tile (RW = 2 needs the registers of KB = 32)
-        for shrink in ("VEC", "KB"):
+        # it), attention_mma's key tile (RW = 2 needs the registers of KB = 32),
+        # attention_wgmma's warpgroups (KB = 128 needs the registers of one)
+        for shrink in ("VEC", "KB", "CW"):
             if not (r.rc != 0 and "constraint fails" in r.err and shrink in params and p != shrink):
                 continue
             for x in sorted(params[shrink][0], reverse=True):

@@ -248,6 +248,74 @@ template <int N> GC_DEVICE void gc_wgmma_wait(void) {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 GC_DEVICE void gc_reg_touch(float &x) { asm volatile("" : "+f"(x)::"memory"); }
+/* The wgmma of 16-bit inputs, fp32 accumulators d, shape m64 nN k16:
+ * gc_wgmma_ss<N, BF> with A and B from shared memory (descriptors a and
+ * b, both K-major), gc_wgmma_rs<N, BF> with A from registers (a warp's 16
+ * rows as mma.sync's A fragment) and B N-major. BF: 1 for bf16, 0 for f16;
+ * the template passes GC_TA == GC_BF16 (the dtype codes are defined after
+ * this prelude). d[0 .. N/2-1]: the accumulator operand lists. */
+#define GC_WGMMA_OP(n, t) "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32." t "." t " "
+
+#define GC_WG_D32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
+#define GC_WG_O32 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define GC_WG_D64 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
+#define GC_WG_O64 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define GC_WG_D96 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95}"
+#define GC_WG_O96 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+#define GC_WG_D128 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}"
+#define GC_WG_O128 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+template <int N, int BF> GC_DEVICE void gc_wgmma_ss(float *d, uint64_t a, uint64_t b);
+template <int N, int BF> GC_DEVICE void gc_wgmma_rs(float *d, const uint32_t a[4], uint64_t b);
+template <> GC_DEVICE void gc_wgmma_ss<64, 0>(float *d, uint64_t a, uint64_t b) {
+  asm volatile(GC_WGMMA_OP(64, "f16") GC_WG_D32 ", %32, %33, 1, 1, 1, 0, 0;\n" : GC_WG_O32 : "l"(a), "l"(b));
+}
+template <> GC_DEVICE void gc_wgmma_ss<64, 1>(float *d, uint64_t a, uint64_t b) {
+  asm volatile(GC_WGMMA_OP(64, "bf16") GC_WG_D32 ", %32, %33, 1, 1, 1, 0, 0;\n" : GC_WG_O32 : "l"(a), "l"(b));
+}
+template <> GC_DEVICE void gc_wgmma_ss<128, 0>(float *d, uint64_t a, uint64_t b) {
+  asm volatile(GC_WGMMA_OP(128, "f16") GC_WG_D64 ", %64, %65, 1, 1, 1, 0, 0;\n" : GC_WG_O64 : "l"(a), "l"(b));
+}
+template <> GC_DEVICE void gc_wgmma_ss<128, 1>(float *d, uint64_t a, uint64_t b) {
+  asm volatile(GC_WGMMA_OP(128, "bf16") GC_WG_D64 ", %64, %65, 1, 1, 1, 0, 0;\n" : GC_WG_O64 : "l"(a), "l"(b));
+}
+template <> GC_DEVICE void gc_wgmma_ss<192, 0>(float *d, uint64_t a, uint64_t b) {
+  asm volatile(GC_WGMMA_OP(192, "f16") GC_WG_D96 ", %96, %97, 1, 1, 1, 0, 0;\n" : GC_WG_O96 : "l"(a), "l"(b));
+}
+template <> GC_DEVICE void gc_wgmma_ss<192, 1>(float *d, uint64_t a, uint64_t b) {
+  asm volatile(GC_WGMMA_OP(192, "bf16") GC_WG_D96 ", %96, %97, 1, 1, 1, 0, 0;\n" : GC_WG_O96 : "l"(a), "l"(b));
+}
+template <> GC_DEVICE void gc_wgmma_ss<256, 0>(float *d, uint64_t a, uint64_t b) {
+  asm volatile(GC_WGMMA_OP(256, "f16") GC_WG_D128 ", %128, %129, 1, 1, 1, 0, 0;\n" : GC_WG_O128 : "l"(a), "l"(b));
+}
+template <> GC_DEVICE void gc_wgmma_ss<256, 1>(float *d, uint64_t a, uint64_t b) {
+  asm volatile(GC_WGMMA_OP(256, "bf16") GC_WG_D128 ", %128, %129, 1, 1, 1, 0, 0;\n" : GC_WG_O128 : "l"(a), "l"(b));
+}
+template <> GC_DEVICE void gc_wgmma_rs<64, 0>(float *d, const uint32_t a[4], uint64_t b) {
+  asm volatile(GC_WGMMA_OP(64, "f16") GC_WG_D32 ", {%32,%33,%34,%35}, %36, 1, 1, 1, 1;\n"
+               : GC_WG_O32 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+template <> GC_DEVICE void gc_wgmma_rs<64, 1>(float *d, const uint32_t a[4], uint64_t b) {
+  asm volatile(GC_WGMMA_OP(64, "bf16") GC_WG_D32 ", {%32,%33,%34,%35}, %36, 1, 1, 1, 1;\n"
+               : GC_WG_O32 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+template <> GC_DEVICE void gc_wgmma_rs<128, 0>(float *d, const uint32_t a[4], uint64_t b) {
+  asm volatile(GC_WGMMA_OP(128, "f16") GC_WG_D64 ", {%64,%65,%66,%67}, %68, 1, 1, 1, 1;\n"
+               : GC_WG_O64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+template <> GC_DEVICE void gc_wgmma_rs<128, 1>(float *d, const uint32_t a[4], uint64_t b) {
+  asm volatile(GC_WGMMA_OP(128, "bf16") GC_WG_D64 ", {%64,%65,%66,%67}, %68, 1, 1, 1, 1;\n"
+               : GC_WG_O64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
+/* Shared-memory matrix descriptor of a 128-byte-swizzled operand (the
+ * 16-byte chunk c of 128-byte row r at r·128 + ((c ^ r % 8)·16), 8-row
+ * groups 1024 bytes apart, 1024-byte aligned): K-major (lbo unused: 16)
+ * or, for an MN-major B, lbo the bytes between its 64-element column
+ * blocks. */
+GC_DEVICE uint64_t gc_wgmma_desc128(unsigned s, unsigned lbo) {
+  return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) |
+         ((uint64_t)1 << 62);
+}
 
 GC_DEVICE unsigned gc_cluster_rank(void) {
   unsigned r;

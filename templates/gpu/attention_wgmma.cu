@@ -1,0 +1,269 @@
+/* attention_wgmma.cu — Hopper (sm_90a) tensor-core causal attention with
+ * grouped-query heads over the KV cache, flash style, for prefill passes
+ * of M > 1 tokens: O = softmax(scale · Q·Kᵀ) · V, query row i (position
+ * pos0 + i) of head h attending to cache rows 0 .. pos0+i of kv head
+ * h / (H/G). Both products are warpgroup wgmma.mma_async (f16 or bf16 in,
+ * fp32 accumulation): S = Q·Kᵀ with Q and K from shared memory, O += P·V
+ * with P from registers (the S accumulators after the softmax, rounded
+ * once to the input dtype) and V from shared memory read N-major. What
+ * attention_mma does with mma.sync m16n8k16 per warp, 16 rows at a time,
+ * here a warpgroup does for 64 rows with one instruction per 16-wide k step.
+ *
+ * @template attention_wgmma
+ * @op attention
+ * @backend cuda
+ * @dtypes f16 bf16
+ * @kernel attention_wgmma
+ * @param CW 1 2 default 2 -- consumer warpgroups, 64 query rows (token, head) each
+ * @param HPB 1 2 4 8 default 4 -- query heads per block, all of one kv head (they share every K/V tile)
+ * @param KB 64 128 default 64 -- keys per tile: the n of Q·Kᵀ's wgmma, the k of P·V's
+ * @param NST 2 3 4 default 4 -- K/V tiles in flight (the producer's ring)
+ * @param PW 1 4 default 4 -- producer warps, copying the K/V tiles with cp.async
+ * @param DMAX 64 128 default 128 -- the head dimension served (the n of P·V's wgmma)
+ * @defaults attention DMAX=64 KB=128 if D <= 64 -- the 64-wide heads (Llama-3.2-1B) take the 64-column variant, whose registers hold tiles of 128 keys (4000 tokens: 240 us against 297 with KB = 64; bench/RESULTS.md, session 17)
+ * @constraint SM == 90 && ARCH_A == 1 -- wgmma exists only on sm_90a
+ * @constraint WARP == 32 && 128 * CW + 32 * PW <= MAXT -- NVIDIA warps, a legal block
+ * @constraint 64 * CW % HPB == 0 -- whole tokens per block
+ * @constraint 3 * KB / 4 + DMAX / 2 + 40 <= min(255, 16384 / (32 * cdiv(4 * CW + PW, 4))) -- S, P and O fit a consumer's registers (a quarter of the block's warps on each of the SM's four register files)
+ * @constraint 2 * (64 * CW + 2 * NST * KB) * DMAX + 1024 <= SMEM -- Q and every stage's K and V tiles fit in shared memory
+ * @shmem 2 * (64 * CW + 2 * NST * KB) * DMAX + 1024
+ * @applies M > 1 && G > 0 && H % G == 0 && (H / G) % HPB == 0 && D == DMAX -- prefill passes; whole head groups; heads of 64 or 128 (128-byte column blocks of the swizzle; other sizes: attention_mma)
+ * @grid cdiv(M, 64 * CW / HPB) * (H / HPB) 1 1
+ * @block 128 * CW + 32 * PW 1 1
+ * @priority 3
+ *
+ * Block b serves QB = 64·CW/HPB query tokens i0 .. i0+QB-1 (fewer at the
+ * end) of query heads h0 .. h0+HPB-1 (one kv head g): row r = token·HPB +
+ * head, consumer warpgroup c rows 64c .. 64c+63, its warp w rows 16w ..
+ * 16w+15 of those. Blocks are numbered last token block first, so the
+ * longest causal rows start first. Lane l holds, as the wgmma's
+ * accumulators are laid out, rows l/4 and l/4 + 8 of its warp's 16 and
+ * columns 8n + 2(l%4), +1 of each 8-wide n-tile n (d[4n..4n+3]: two of
+ * the first row, two of the second) — mma.sync's C layout, which makes
+ * two n-tiles of S the A fragment of one 16-key k step of P·V.
+ *
+ * Shared memory (1024-byte aligned), every operand in 128-byte column
+ * blocks ("panels") of 64 elements, the 16-byte chunk c of row r of a
+ * panel at r·128 + ((c ^ r % 8)·16), the 128-byte swizzle:
+ *   - Q: per warpgroup, its 64 rows (rows past M repeat the last token),
+ *     DMAX/64 panels of 8 KiB, stored once by the warpgroup itself;
+ *   - NST stages, each K's KB rows then V's, DMAX/64 panels of KB·128
+ *     bytes each; keys at or past the block's last visible one are zero.
+ * Descriptors: Q and K K-major (a k step's 16 columns: 32 bytes into a
+ * panel), V N-major (a k step's 16 keys: 16 rows, 2048 bytes on; its
+ * 64-column panels KB·128 bytes apart).
+ *
+ * Pipeline: PW producer warps copy tile j into stage j % NST with 16-byte
+ * cp.async (zero-filled past the last key), each thread arriving on the
+ * stage's full barrier when its copies land (cp.async.mbarrier.arrive.noinc);
+ * they wait on the stage's empty barrier (one arrival per consumer warp)
+ * before they refill it. Each consumer warpgroup, per tile: waits full;
+ * if any of its rows sees a key of the tile: S = Q·Kᵀ (DMAX/16 wgmmas,
+ * waited), scaled by scale·log2 e, masked where the tile reaches past the
+ * warpgroup's first row (key j visible to row r iff j <= pos0 +
+ * token(r)), the running max m per row over a quad's shuffles, P =
+ * 2^(S − m) packed into A fragments, O and the per-lane row sums l
+ * rescaled by 2^(m_old − m), O += P·V (KB/16 wgmmas, waited); then each
+ * warp arrives on empty. O / l is stored in C's dtype, two elements per
+ * 32-bit store, for the rows of real tokens. Nothing else is written.
+ */
+
+#define AW_R (64 * CW)                    /* query rows per block */
+#define AW_QB (AW_R / HPB)                /* query tokens per block */
+#define AW_NP (DMAX / 64)                 /* 128-byte panels of a row of Q, K, V */
+#define AW_CH (DMAX / 8)                  /* 16-byte chunks of a row */
+#define AW_QBYTES (64 * 128)              /* one panel of a warpgroup's Q */
+#define AW_TBYTES (KB * 128)              /* one panel of a K or V tile */
+#define AW_SBYTES (2 * AW_NP * AW_TBYTES) /* a stage: K's panels, then V's */
+#define AW_PT (32 * PW)                   /* producer threads */
+
+/* Byte offset of chunk c (0 .. AW_CH-1) of row r of an operand whose
+ * panels hold `rows` rows. */
+GC_DEVICE unsigned aw_swz(int r, int c, int rows) {
+  return (unsigned)((c / 8) * rows * 128 + r * 128 + (((c % 8) ^ (r % 8)) << 4));
+}
+
+/* Two floats as one 32-bit pair of the input dtype, lo in the low half. */
+GC_DEVICE uint32_t aw_pack(float lo, float hi) {
+#if GC_TA == GC_BF16
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+#else
+  __half2 v = __floats2half2_rn(lo, hi);
+#endif
+  return *reinterpret_cast<uint32_t *>(&v);
+}
+
+/* Producer thread t (0 .. AW_PT-1): tiles 0 .. ntile-1 of keys (those >=
+ * kend zero-filled) into the ring at st0. */
+GC_DEVICE void aw_producer(const TB *Kc, const TB *Vc, int64_t kend, int64_t ld, int ntile,
+                           unsigned st0, unsigned full, unsigned empty, int t) {
+  for (int j = 0; j < ntile; j++) {
+    const int s = j % NST;
+    if (j >= NST)
+      gc_mbar_wait(empty + 8 * s, (unsigned)((j / NST - 1) & 1));
+    const unsigned sk = st0 + s * AW_SBYTES, sv = sk + AW_NP * AW_TBYTES;
+    const int64_t j0 = (int64_t)j * KB;
+    for (int c = t; c < KB * AW_CH; c += AW_PT) {
+      const int r = c / AW_CH, ch = c % AW_CH;
+      const bool ok = j0 + r < kend;
+      const int64_t row = ok ? j0 + r : 0; /* a valid address; nothing read when !ok */
+      const unsigned off = aw_swz(r, ch, KB);
+      gc_cp_async16(sk + off, Kc + row * ld + 8 * ch, ok ? 16 : 0);
+      gc_cp_async16(sv + off, Vc + row * ld + 8 * ch, ok ? 16 : 0);
+    }
+    gc_cp_async_mbar_arrive(full + 8 * s);
+  }
+  asm volatile("cp.async.wait_all;\n" ::: "memory"); /* no copy outlives the block */
+}
+
+/* args: Q[M, H, D] (TA), Kc, Vc [pos0+M.., G, D] (TB), O[M, H, D] (TC),
+ * int32 *pos (pos0), int64 M, H, G, D, float scale. */
+GC_KERNEL_BOUNDS(128 * CW + AW_PT)
+void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t *pos, int64_t M,
+                     int64_t H, int64_t G, int64_t D, float scale) {
+  GC_SHARED uint64_t bars[2 * NST]; /* full[0..NST-1], empty[0..NST-1] */
+  if (M <= 1 || G <= 0 || H % G || (H / G) % HPB || D != DMAX)
+    return; /* outside @applies */
+  const int64_t pos0 = *pos;
+  unsigned char *base = reinterpret_cast<unsigned char *>(gc_dyn_shared());
+  const unsigned s0 = (gc_smem_addr(base) + 1023u) & ~1023u;
+  unsigned char *q_ptr = base + (s0 - gc_smem_addr(base)); /* s0 as a pointer */
+  const unsigned st0 = s0 + CW * AW_NP * AW_QBYTES;       /* the ring, after Q */
+  const unsigned full = gc_smem_addr(bars), empty = full + 8 * NST;
+  const int64_t nhb = H / HPB, nqb = gc_cdiv(M, AW_QB);
+  const int64_t hb = gc_bid() % nhb, i0 = (nqb - 1 - gc_bid() / nhb) * AW_QB;
+  const int64_t h0 = hb * HPB, g = h0 / (H / G), ld = G * D;
+  const int64_t nt = gc_min64(AW_QB, M - i0); /* real tokens of the block */
+  const int64_t kend = pos0 + i0 + nt;        /* keys 0 .. kend-1 */
+  const int ntile = (int)gc_cdiv(kend, KB);
+  const int tid = gc_tid();
+  if (tid == 0) {
+    for (int s = 0; s < NST; s++) {
+      gc_mbar_init(full + 8 * s, AW_PT);
+      gc_mbar_init(empty + 8 * s, 4 * CW);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  gc_barrier();
+  if (tid >= 128 * CW) {
+    aw_producer(Kc + g * D, Vc + g * D, kend, ld, ntile, st0, full, empty, tid - 128 * CW);
+    return;
+  }
+
+  const int c = tid / 128, w = tid % 128 / 32, lane = tid % 32, qr = lane / 4, qc = lane % 4;
+  /* the warpgroup's Q rows into its panels (rows past M: the last token's) */
+  const unsigned qs = s0 + c * AW_NP * AW_QBYTES;
+  for (int x = tid % 128; x < 64 * AW_CH; x += 128) {
+    const int r = x / AW_CH, ch = x % AW_CH, R = 64 * c + r;
+    const int64_t t = gc_min64(R / HPB, nt - 1);
+    *reinterpret_cast<uint4 *>(q_ptr + (qs - s0) + aw_swz(r, ch, 64)) =
+        *reinterpret_cast<const uint4 *>(Q + ((i0 + t) * H + h0 + R % HPB) * D + 8 * ch);
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* visible to wgmma */
+  gc_named_sync(1 + c, 128);
+
+  /* this lane's two rows' last visible keys; the warpgroup's first and last */
+  int64_t lim[2];
+  GC_UNROLL(2)
+  for (int x = 0; x < 2; x++)
+    lim[x] = pos0 + i0 + gc_min64((64 * c + 16 * w + qr + 8 * x) / HPB, nt - 1);
+  const int64_t wfirst = pos0 + i0 + gc_min64(64 * c / HPB, nt - 1);
+  const int64_t wlast = pos0 + i0 + gc_min64((64 * c + 63) / HPB, nt - 1);
+  const bool idle = 64 * c / HPB >= nt; /* every row repeats the last token: nothing to store */
+
+  float o[DMAX / 2], m[2] = {-GC_INF, -GC_INF}, l[2] = {0.0f, 0.0f};
+  GC_UNROLL(DMAX / 2)
+  for (int i = 0; i < DMAX / 2; i++)
+    o[i] = 0.0f;
+  const float sc = scale * 1.4426950408889634f; /* softmax in base 2 */
+
+  GC_UNROLL(1)
+  for (int j = 0; j < ntile; j++) {
+    const int s = j % NST;
+    const int64_t j0 = (int64_t)j * KB;
+    gc_mbar_wait(full + 8 * s, (unsigned)((j / NST) & 1));
+    if (!idle && j0 <= wlast) { /* uniform over the warpgroup, as wgmma needs */
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* cp.async wrote it */
+      const unsigned sk = st0 + s * AW_SBYTES, sv = sk + AW_NP * AW_TBYTES;
+
+      /* S = Q·Kᵀ */
+      float sa[KB / 2];
+      GC_UNROLL(KB / 2)
+      for (int i = 0; i < KB / 2; i++)
+        sa[i] = 0.0f;
+      gc_wgmma_fence();
+      GC_UNROLL(DMAX / 16)
+      for (int k = 0; k < DMAX / 16; k++)
+        gc_wgmma_ss<KB, GC_TA == GC_BF16>(sa, gc_wgmma_desc128(qs + k / 4 * AW_QBYTES + k % 4 * 32, 16),
+                        gc_wgmma_desc128(sk + k / 4 * AW_TBYTES + k % 4 * 32, 16));
+      gc_wgmma_commit();
+      gc_wgmma_wait<0>();
+      GC_UNROLL(KB / 2)
+      for (int i = 0; i < KB / 2; i++)
+        gc_reg_touch(sa[i]);
+
+      /* scale, mask, running max, rescale */
+      const bool diag = j0 + KB - 1 > wfirst; /* some key of the tile is hidden from some row */
+      const int rel[2] = {(int)gc_min64(lim[0] - j0, KB), (int)gc_min64(lim[1] - j0, KB)}; /* >= 0 */
+      float mx[2] = {m[0], m[1]};
+      GC_UNROLL(KB / 2)
+      for (int i = 0; i < KB / 2; i++) {
+        const int x = i % 4 / 2; /* key j0 + 8(i/4) + 2qc + i%2 of row x */
+        sa[i] = diag && 8 * (i / 4) + 2 * qc + i % 2 > rel[x] ? -GC_INF : sa[i] * sc;
+        mx[x] = gc_max(mx[x], sa[i]);
+      }
+      float corr[2];
+      GC_UNROLL(2)
+      for (int x = 0; x < 2; x++) {
+        mx[x] = gc_group_max(mx[x], 4); /* finite: key 0 is in tile 0, seen by every row */
+        corr[x] = gc_exp2(m[x] - mx[x]);
+        m[x] = mx[x];
+        l[x] *= corr[x];
+      }
+      GC_UNROLL(DMAX / 2)
+      for (int i = 0; i < DMAX / 2; i++)
+        o[i] *= corr[i % 4 / 2];
+
+      /* P = 2^(S - m) as A fragments: 16-key step t is n-tiles 2t, 2t+1 */
+      uint32_t pa[KB / 16][4];
+      GC_UNROLL(KB / 16)
+      for (int t = 0; t < KB / 16; t++) {
+        float p[8];
+        GC_UNROLL(8)
+        for (int i = 0; i < 8; i++) {
+          p[i] = gc_exp2(sa[8 * t + i] - m[i % 4 / 2]);
+          l[i % 4 / 2] += p[i];
+        }
+        pa[t][0] = aw_pack(p[0], p[1]), pa[t][1] = aw_pack(p[2], p[3]);
+        pa[t][2] = aw_pack(p[4], p[5]), pa[t][3] = aw_pack(p[6], p[7]);
+      }
+
+      /* O += P·V */
+      gc_wgmma_fence();
+      GC_UNROLL(KB / 16)
+      for (int t = 0; t < KB / 16; t++)
+        gc_wgmma_rs<DMAX, GC_TA == GC_BF16>(o, pa[t], gc_wgmma_desc128(sv + t * 2048, AW_TBYTES));
+      gc_wgmma_commit();
+      gc_wgmma_wait<0>();
+      GC_UNROLL(DMAX / 2)
+      for (int i = 0; i < DMAX / 2; i++)
+        gc_reg_touch(o[i]);
+    }
+    __syncwarp(); /* the warp is done with stage s */
+    if (lane == 0)
+      gc_mbar_arrive(empty + 8 * s);
+  }
+
+  /* O / l for the lane's real rows */
+  GC_UNROLL(2)
+  for (int x = 0; x < 2; x++) {
+    const int R = 64 * c + 16 * w + qr + 8 * x;
+    const float inv = 1.0f / gc_group_sum(l[x], 4);
+    if (R / HPB >= nt)
+      continue;
+    TC *y = O + ((i0 + R / HPB) * H + h0 + R % HPB) * D + 2 * qc;
+    GC_UNROLL(DMAX / 8)
+    for (int n = 0; n < DMAX / 8; n++)
+      *reinterpret_cast<uint32_t *>(y + 8 * n) = aw_pack(o[4 * n + 2 * x] * inv, o[4 * n + 2 * x + 1] * inv);
+  }
+}
