@@ -20,7 +20,8 @@
  * @param NST 2 3 4 default 4 -- K/V tiles in flight (the producer's ring)
  * @param PW 1 4 default 4 -- producer warps, copying the K/V tiles with cp.async
  * @param DMAX 64 128 default 128 -- the head dimension served (the n of P·V's wgmma)
- * @defaults attention DMAX=64 KB=128 if D <= 64 -- the 64-wide heads (Llama-3.2-1B) take the 64-column variant, whose registers hold tiles of 128 keys (4000 tokens: 240 us against 297 with KB = 64; bench/RESULTS.md, session 17)
+ * @param OVL 0 1 default 0 -- 1: S of the next tile is issued before P·V of this one and its softmax runs while P·V does (FlashAttention-3's overlap within a warpgroup; measured no faster at D = 128, 23% slower at D = 64 in 168 registers: bench/RESULTS.md, session 17)
+ * @defaults attention DMAX=64 if D <= 64 -- the 64-wide heads (Llama-3.2-1B) take the 64-column variant (its KB = 128, 240 us against 297 at 4000 tokens before this loop took its final shape, now spills 64 bytes: bench/RESULTS.md, session 17)
  * @constraint SM == 90 && ARCH_A == 1 -- wgmma exists only on sm_90a
  * @constraint WARP == 32 && 128 * CW + 32 * PW <= MAXT -- NVIDIA warps, a legal block
  * @constraint 64 * CW % HPB == 0 -- whole tokens per block
@@ -59,12 +60,13 @@
  * they wait on the stage's empty barrier (one arrival per consumer warp)
  * before they refill it. Each consumer warpgroup, per tile: waits full;
  * if any of its rows sees a key of the tile: S = Q·Kᵀ (DMAX/16 wgmmas,
- * waited), scaled by scale·log2 e, masked where the tile reaches past the
+ * waited; OVL = 1 issues them before the previous tile's P·V, the loop's
+ * last P·V peeled off so that ptxas keeps the wgmmas in flight), scaled by scale·log2 e, masked where the tile reaches past the
  * warpgroup's first row (key j visible to row r iff j <= pos0 +
  * token(r)), the running max m per row over a quad's shuffles, P =
  * 2^(S − m) packed into A fragments, O and the per-lane row sums l
  * rescaled by 2^(m_old − m), O += P·V (KB/16 wgmmas, waited); then each
- * warp arrives on empty. O / l is stored in C's dtype, two elements per
+ * warp arrives on empty (tiles past all of its rows too, unread). O / l is stored in C's dtype, two elements per
  * 32-bit store, for the rows of real tokens. Nothing else is written.
  */
 
@@ -76,6 +78,7 @@
 #define AW_TBYTES (KB * 128)              /* one panel of a K or V tile */
 #define AW_SBYTES (2 * AW_NP * AW_TBYTES) /* a stage: K's panels, then V's */
 #define AW_PT (32 * PW)                   /* producer threads */
+#define AW_MIN(a, b) ((a) < (b) ? (a) : (b))
 
 /* Byte offset of chunk c (0 .. AW_CH-1) of row r of an operand whose
  * panels hold `rows` rows. */
@@ -114,6 +117,85 @@ GC_DEVICE void aw_producer(const TB *Kc, const TB *Vc, int64_t kend, int64_t ld,
     gc_cp_async_mbar_arrive(full + 8 * s);
   }
   asm volatile("cp.async.wait_all;\n" ::: "memory"); /* no copy outlives the block */
+}
+
+/* S = Q·Kᵀ of the stage whose K panels are at sk, issued and committed
+ * (not waited): sa is the warpgroup's 64 x KB accumulator. */
+GC_DEVICE void aw_scores(float sa[KB / 2], unsigned qs, unsigned sk) {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* cp.async wrote the stage */
+  GC_UNROLL(KB / 2)
+  for (int i = 0; i < KB / 2; i++)
+    sa[i] = 0.0f;
+  gc_wgmma_fence();
+  GC_UNROLL(DMAX / 16)
+  for (int k = 0; k < DMAX / 16; k++)
+    gc_wgmma_ss<KB, GC_TA == GC_BF16>(sa, gc_wgmma_desc128(qs + k / 4 * AW_QBYTES + k % 4 * 32, 16),
+                                      gc_wgmma_desc128(sk + k / 4 * AW_TBYTES + k % 4 * 32, 16));
+  gc_wgmma_commit();
+}
+
+/* O += P·V of the stage whose V panels are at sv, issued and committed. */
+GC_DEVICE void aw_pv(float o[DMAX / 2], uint32_t pa[KB / 16][4], unsigned sv) {
+  gc_wgmma_fence();
+  GC_UNROLL(KB / 16)
+  for (int t = 0; t < KB / 16; t++)
+    gc_wgmma_rs<DMAX, GC_TA == GC_BF16>(o, pa[t], gc_wgmma_desc128(sv + t * 2048, AW_TBYTES));
+  gc_wgmma_commit();
+}
+
+/* Keep reads of accumulators after the wgmma wait before them. */
+template <int N> GC_DEVICE void aw_touch(float *x) {
+  GC_UNROLL(N)
+  for (int i = 0; i < N; i++)
+    gc_reg_touch(x[i]);
+}
+
+/* The softmax step of the tile at key j0, on its scores sa (complete),
+ * but for the powers: scaled, masked where the tile reaches past the
+ * warpgroup's first row wfirst (key j visible to the lane's row x iff
+ * j <= lim[x]), the running max m over the quad, l rescaled, corr the
+ * factor O must be rescaled by. */
+GC_DEVICE void aw_max(float sa[KB / 2], int j0, const int lim[2], int wfirst, float sc, int qc, float m[2],
+                      float l[2], float corr[2]) {
+  aw_touch<KB / 2>(sa);
+  const bool diag = j0 + KB - 1 > wfirst; /* some key of the tile is hidden from some row */
+  const int rel[2] = {AW_MIN(lim[0] - j0, KB), AW_MIN(lim[1] - j0, KB)}; /* >= 0 */
+  float mx[2] = {m[0], m[1]};
+  GC_UNROLL(KB / 2)
+  for (int i = 0; i < KB / 2; i++) {
+    const int x = i % 4 / 2; /* key j0 + 8(i/4) + 2qc + i%2 of row x */
+    sa[i] = diag && 8 * (i / 4) + 2 * qc + i % 2 > rel[x] ? -GC_INF : sa[i] * sc;
+    mx[x] = gc_max(mx[x], sa[i]);
+  }
+  GC_UNROLL(2)
+  for (int x = 0; x < 2; x++) {
+    mx[x] = gc_group_max(mx[x], 4); /* finite: key 0 is in tile 0, seen by every row */
+    corr[x] = gc_exp2(m[x] - mx[x]);
+    m[x] = mx[x];
+    l[x] *= corr[x];
+  }
+}
+
+/* P = 2^(S − m) of 16-key step t, in place in sa, summed into l. */
+GC_DEVICE void aw_exp(float sa[KB / 2], int t, const float m[2], float l[2]) {
+  GC_UNROLL(8)
+  for (int i = 8 * t; i < 8 * t + 8; i++) {
+    sa[i] = gc_exp2(sa[i] - m[i % 4 / 2]);
+    l[i % 4 / 2] += sa[i];
+  }
+}
+
+/* Step t of P (sa after aw_exp) rounded to the input dtype: its A fragment. */
+GC_DEVICE void aw_topa(uint32_t pa[4], const float sa[KB / 2], int t) {
+  GC_UNROLL(4)
+  for (int x = 0; x < 4; x++)
+    pa[x] = aw_pack(sa[8 * t + 2 * x], sa[8 * t + 2 * x + 1]);
+}
+
+GC_DEVICE void aw_rescale(float o[DMAX / 2], const float corr[2]) {
+  GC_UNROLL(DMAX / 2)
+  for (int i = 0; i < DMAX / 2; i++)
+    o[i] *= corr[i % 4 / 2];
 }
 
 /* args: Q[M, H, D] (TA), Kc, Vc [pos0+M.., G, D] (TB), O[M, H, D] (TC),
@@ -162,96 +244,91 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* visible to wgmma */
   gc_named_sync(1 + c, 128);
 
-  /* this lane's two rows' last visible keys; the warpgroup's first and last */
-  int64_t lim[2];
+  /* this lane's two rows' last visible keys; the warpgroup's first and
+     last (positions are int32: the pos buffer's) */
+  const int p0 = (int)(pos0 + i0), tl = (int)nt - 1;
+  int lim[2];
   GC_UNROLL(2)
   for (int x = 0; x < 2; x++)
-    lim[x] = pos0 + i0 + gc_min64((64 * c + 16 * w + qr + 8 * x) / HPB, nt - 1);
-  const int64_t wfirst = pos0 + i0 + gc_min64(64 * c / HPB, nt - 1);
-  const int64_t wlast = pos0 + i0 + gc_min64((64 * c + 63) / HPB, nt - 1);
+    lim[x] = p0 + AW_MIN((64 * c + 16 * w + qr + 8 * x) / HPB, tl);
+  const int wfirst = p0 + AW_MIN(64 * c / HPB, tl), wlast = p0 + AW_MIN((64 * c + 63) / HPB, tl);
   const bool idle = 64 * c / HPB >= nt; /* every row repeats the last token: nothing to store */
 
-  float o[DMAX / 2], m[2] = {-GC_INF, -GC_INF}, l[2] = {0.0f, 0.0f};
+  float o[DMAX / 2], m[2] = {-GC_INF, -GC_INF}, l[2] = {0.0f, 0.0f}, corr[2];
   GC_UNROLL(DMAX / 2)
   for (int i = 0; i < DMAX / 2; i++)
     o[i] = 0.0f;
   const float sc = scale * 1.4426950408889634f; /* softmax in base 2 */
+  /* the tiles with a key some row of the warpgroup sees: 0 .. nact-1
+     (uniform over the warpgroup, as wgmma needs) */
+  const int nact = idle ? 0 : AW_MIN(ntile, wlast / KB + 1);
+  float sa[KB / 2];      /* S of a tile, then 2^(S - m) */
+  uint32_t pa[KB / 16][4]; /* P's A fragments: 16-key step t is n-tiles 2t, 2t+1 */
+#define AW_STAGE(j) (st0 + (j) % NST * AW_SBYTES) /* tile j's K panels; V's follow */
+#define AW_FULL(j) gc_mbar_wait(full + 8 * ((j) % NST), (unsigned)(((j) / NST) & 1))
+#define AW_EMPTY(j) (__syncwarp(), lane == 0 ? gc_mbar_arrive(empty + 8 * ((j) % NST)) : (void)0)
 
+#if OVL == 0
   GC_UNROLL(1)
-  for (int j = 0; j < ntile; j++) {
-    const int s = j % NST;
-    const int64_t j0 = (int64_t)j * KB;
-    gc_mbar_wait(full + 8 * s, (unsigned)((j / NST) & 1));
-    if (!idle && j0 <= wlast) { /* uniform over the warpgroup, as wgmma needs */
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* cp.async wrote it */
-      const unsigned sk = st0 + s * AW_SBYTES, sv = sk + AW_NP * AW_TBYTES;
-
-      /* S = Q·Kᵀ */
-      float sa[KB / 2];
-      GC_UNROLL(KB / 2)
-      for (int i = 0; i < KB / 2; i++)
-        sa[i] = 0.0f;
-      gc_wgmma_fence();
-      GC_UNROLL(DMAX / 16)
-      for (int k = 0; k < DMAX / 16; k++)
-        gc_wgmma_ss<KB, GC_TA == GC_BF16>(sa, gc_wgmma_desc128(qs + k / 4 * AW_QBYTES + k % 4 * 32, 16),
-                        gc_wgmma_desc128(sk + k / 4 * AW_TBYTES + k % 4 * 32, 16));
-      gc_wgmma_commit();
-      gc_wgmma_wait<0>();
-      GC_UNROLL(KB / 2)
-      for (int i = 0; i < KB / 2; i++)
-        gc_reg_touch(sa[i]);
-
-      /* scale, mask, running max, rescale */
-      const bool diag = j0 + KB - 1 > wfirst; /* some key of the tile is hidden from some row */
-      const int rel[2] = {(int)gc_min64(lim[0] - j0, KB), (int)gc_min64(lim[1] - j0, KB)}; /* >= 0 */
-      float mx[2] = {m[0], m[1]};
-      GC_UNROLL(KB / 2)
-      for (int i = 0; i < KB / 2; i++) {
-        const int x = i % 4 / 2; /* key j0 + 8(i/4) + 2qc + i%2 of row x */
-        sa[i] = diag && 8 * (i / 4) + 2 * qc + i % 2 > rel[x] ? -GC_INF : sa[i] * sc;
-        mx[x] = gc_max(mx[x], sa[i]);
-      }
-      float corr[2];
-      GC_UNROLL(2)
-      for (int x = 0; x < 2; x++) {
-        mx[x] = gc_group_max(mx[x], 4); /* finite: key 0 is in tile 0, seen by every row */
-        corr[x] = gc_exp2(m[x] - mx[x]);
-        m[x] = mx[x];
-        l[x] *= corr[x];
-      }
-      GC_UNROLL(DMAX / 2)
-      for (int i = 0; i < DMAX / 2; i++)
-        o[i] *= corr[i % 4 / 2];
-
-      /* P = 2^(S - m) as A fragments: 16-key step t is n-tiles 2t, 2t+1 */
-      uint32_t pa[KB / 16][4];
-      GC_UNROLL(KB / 16)
-      for (int t = 0; t < KB / 16; t++) {
-        float p[8];
-        GC_UNROLL(8)
-        for (int i = 0; i < 8; i++) {
-          p[i] = gc_exp2(sa[8 * t + i] - m[i % 4 / 2]);
-          l[i % 4 / 2] += p[i];
-        }
-        pa[t][0] = aw_pack(p[0], p[1]), pa[t][1] = aw_pack(p[2], p[3]);
-        pa[t][2] = aw_pack(p[4], p[5]), pa[t][3] = aw_pack(p[6], p[7]);
-      }
-
-      /* O += P·V */
-      gc_wgmma_fence();
-      GC_UNROLL(KB / 16)
-      for (int t = 0; t < KB / 16; t++)
-        gc_wgmma_rs<DMAX, GC_TA == GC_BF16>(o, pa[t], gc_wgmma_desc128(sv + t * 2048, AW_TBYTES));
-      gc_wgmma_commit();
-      gc_wgmma_wait<0>();
-      GC_UNROLL(DMAX / 2)
-      for (int i = 0; i < DMAX / 2; i++)
-        gc_reg_touch(o[i]);
+  for (int j = 0; j < nact; j++) {
+    AW_FULL(j);
+    aw_scores(sa, qs, AW_STAGE(j));
+    gc_wgmma_wait<0>();
+    aw_max(sa, j * KB, lim, wfirst, sc, qc, m, l, corr);
+    aw_rescale(o, corr);
+    GC_UNROLL(KB / 16)
+    for (int t = 0; t < KB / 16; t++) { /* each step's powers packed at once: fewer live registers */
+      aw_exp(sa, t, m, l);
+      aw_topa(pa[t], sa, t);
     }
-    __syncwarp(); /* the warp is done with stage s */
-    if (lane == 0)
-      gc_mbar_arrive(empty + 8 * s);
+    aw_pv(o, pa, AW_STAGE(j) + AW_NP * AW_TBYTES);
+    gc_wgmma_wait<0>();
+    aw_touch<DMAX / 2>(o);
+    AW_EMPTY(j);
+  }
+#else
+  /* S of tile j+1 on the tensor cores while this warpgroup's softmax of
+     it waits only for that, and P·V of tile j runs behind it */
+  if (nact > 0) {
+    AW_FULL(0);
+    aw_scores(sa, qs, AW_STAGE(0));
+    gc_wgmma_wait<0>();
+    aw_max(sa, 0, lim, wfirst, sc, qc, m, l, corr); /* O is 0: nothing to rescale */
+    GC_UNROLL(KB / 16)
+    for (int t = 0; t < KB / 16; t++) {
+      aw_exp(sa, t, m, l);
+      aw_topa(pa[t], sa, t);
+    }
+  }
+  GC_UNROLL(1)
+  for (int j = 0; j + 1 < nact; j++) {
+    AW_FULL(j + 1);
+    aw_scores(sa, qs, AW_STAGE(j + 1));
+    aw_pv(o, pa, AW_STAGE(j) + AW_NP * AW_TBYTES);
+    gc_wgmma_wait<1>(); /* S of tile j+1 (P·V of tile j may still run) */
+    aw_max(sa, (j + 1) * KB, lim, wfirst, sc, qc, m, l, corr);
+    GC_UNROLL(KB / 16)
+    for (int t = 0; t < KB / 16; t++)
+      aw_exp(sa, t, m, l);
+    gc_wgmma_wait<0>();
+    aw_touch<DMAX / 2>(o);
+    AW_EMPTY(j);
+    aw_rescale(o, corr);
+    GC_UNROLL(KB / 16)
+    for (int t = 0; t < KB / 16; t++)
+      aw_topa(pa[t], sa, t);
+  }
+  if (nact > 0) { /* the last tile's P·V */
+    aw_pv(o, pa, AW_STAGE(nact - 1) + AW_NP * AW_TBYTES);
+    gc_wgmma_wait<0>();
+    aw_touch<DMAX / 2>(o);
+    AW_EMPTY(nact - 1);
+  }
+#endif
+  GC_UNROLL(1)
+  for (int j = nact; j < ntile; j++) { /* tiles past the warpgroup's rows: release them */
+    AW_FULL(j);
+    AW_EMPTY(j);
   }
 
   /* O / l for the lane's real rows */
