@@ -13,11 +13,15 @@
  * @kernel rope_kv_gpu
  * @param THREADS 64 128 256 512 default 128 -- threads per block
  * @param TOK 1 2 4 8 default 1 -- tokens per block (they share nothing but the launch)
- * @param HEADS 1 2 4 8 16 default 4 -- head slots per block; the block's tokens share one cos/sin table
+ * @param HEADS 1 2 4 8 16 32 64 default 4 -- head slots per block; the block's tokens share one cos/sin table (SPAN = 1: head slots per thread, their loads issued together)
+ * @param SPAN 0 1 default 0 -- 1: a thread takes one pair of one token through HEADS head slots, its cos/sin in registers (no table, no barrier; consecutive threads consecutive pairs)
+ * @constraint SPAN == 0 || (TOK == 1 && HEADS <= 16) -- a thread of SPAN = 1 serves one token, its slots' pairs in registers
+ * @defaults rope_kv_batch SPAN=1 HEADS=1 -- a batched decode step's few rows: a thread a pair, no table (1..8 rows of the 8B shape: 4.6-4.9 us against 7.0-7.2; bench/RESULTS.md, session 17)
+ * @defaults rope_kv HEADS=64 THREADS=256 if M >= 128 -- prefill: one block a token, so one cos/sin table a token (8B shape, 4000 tokens: 93.9 us against 111.8, 512: 16.7 against 19.8; fewer tokens lose)
  * @constraint THREADS % WARP == 0 && THREADS <= MAXT -- whole warps, a legal block
  * @constraint TOK * 256 * 16 <= 32768 -- the cos/sin table (D <= 512) fits in 32 KiB of shared memory
  * @applies D % 2 == 0 && D <= 512 -- heads are whole pairs; the table is sized for D <= 512
- * @grid cdiv(M, TOK) * cdiv(H + G, HEADS) 1 1
+ * @grid (1 - SPAN) * cdiv(M, TOK) * cdiv(H + G, HEADS) + SPAN * cdiv(M * cdiv(H + G, HEADS) * (D / 2), THREADS) 1 1
  * @block THREADS 1 1
  * @priority 1
  * @pdl -- waits for the kernel before it first thing
@@ -36,6 +40,14 @@
  * following round-to-nearest-even into 16 bits equal the correctly rounded
  * result. The thread that rotates pair j of key head g also copies the two
  * elements at the same places of value head g (bit for bit: A = C).
+ *
+ * SPAN = 1: thread k of the grid takes item k = ((token·ns) + slot group)·D/2
+ * + pair j (ns = cdiv(H+G, HEADS) groups of HEADS slots): it computes its
+ * pair's cos θ and sin θ itself, loads the pair of each of its slots (and
+ * of the value heads beside its key heads) before it rotates and stores
+ * any, so a thread waits on memory once; the same arithmetic, so the same
+ * bits. The table's block-wide step is what bounds SPAN = 0 in prefill
+ * (every block of a token recomputes it, then all threads meet).
  */
 
 #define ROPE_DMAX 512
@@ -50,6 +62,49 @@
 #define ROPE_ROW(i) (pos0 + (i))
 #endif
 
+/* SPAN = 1: the item of this thread (see above). */
+GC_DEVICE void rope_span(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *inv_freq, const int32_t *pos,
+                         int64_t M, int64_t H, int64_t G, int64_t D, int64_t W, int64_t layout, int64_t ns,
+#if GC_OP_ROPE_KV_BATCH
+                         int64_t S
+#else
+                         int64_t pos0
+#endif
+) {
+  const int64_t half = D / 2, k = (int64_t)gc_bid() * THREADS + gc_tid();
+  if (k >= M * ns * half)
+    return;
+  const int64_t j = k % half, s0 = k / half % ns * HEADS, i = k / half / ns, p = ROPE_ROW(i);
+  const int64_t ia = layout ? 2 * j : j, ib = layout ? 2 * j + 1 : j + half;
+  const int nh = (int)gc_min64(HEADS, H + G - s0);
+  const TA *x = QKV + i * W + s0 * D;
+  float a[HEADS], b[HEADS], va[HEADS], vb[HEADS]; /* exact: A's dtype widened */
+  GC_UNROLL(HEADS)
+  for (int u = 0; u < HEADS; u++)
+    if (u < nh) {
+      a[u] = LOAD_A(x + u * D, ia), b[u] = LOAD_A(x + u * D, ib);
+      if (s0 + u >= H) /* a key head: its value head's pair too */
+        va[u] = LOAD_A(x + G * D + u * D, ia), vb[u] = LOAD_A(x + G * D + u * D, ib);
+    }
+  double c, sn;
+  gc_sincos_f64((double)ROPE_POS(i) * inv_freq[j], &sn, &c);
+  GC_UNROLL(HEADS)
+  for (int u = 0; u < HEADS; u++) {
+    if (u >= nh)
+      break;
+    const int64_t sl = s0 + u;
+    TC *y = sl < H ? Qout + (i * H + sl) * D : Kc + (p * G + (sl - H)) * D;
+    const double da = a[u], db = b[u];
+    STORE_C(y, ia, gc_rope_round(da * c - db * sn, GC_TC != GC_F32));
+    STORE_C(y, ib, gc_rope_round(da * sn + db * c, GC_TC != GC_F32));
+    if (sl >= H) {
+      TC *z = Vc + (p * G + (sl - H)) * D;
+      STORE_C(z, ia, va[u]);
+      STORE_C(z, ib, vb[u]);
+    }
+  }
+}
+
 GC_KERNEL_BOUNDS(THREADS)
 void rope_kv_gpu(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *inv_freq,
                  const int32_t *pos, int64_t M, int64_t H, int64_t G, int64_t D,
@@ -63,10 +118,20 @@ void rope_kv_gpu(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *inv_freq
 #if !GC_OP_ROPE_KV_BATCH
   const int64_t pos0 = *pos;
 #endif
-  GC_SHARED double tc[TOK][ROPE_DMAX / 2], ts[TOK][ROPE_DMAX / 2];
   int64_t ns = gc_cdiv(H + G, HEADS);
   if (ns <= 0 || D <= 0 || D % 2 || D > ROPE_DMAX)
     return; /* outside @applies */
+  int64_t W = (H + 2 * G) * D; /* QKV row length */
+#if SPAN
+  rope_span(QKV, Qout, Kc, Vc, inv_freq, pos, M, H, G, D, W, layout, ns
+#if GC_OP_ROPE_KV_BATCH
+            , S
+#else
+            , pos0
+#endif
+  );
+#else
+  GC_SHARED double tc[TOK][ROPE_DMAX / 2], ts[TOK][ROPE_DMAX / 2];
   int64_t i0 = gc_bid() / ns * TOK, s0 = gc_bid() % ns * HEADS;
   int nt = (int)gc_min64(TOK, M - i0), nh = (int)gc_min64(HEADS, H + G - s0);
   int half = (int)(D / 2);
@@ -78,7 +143,6 @@ void rope_kv_gpu(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *inv_freq
   }
   gc_barrier();
 
-  int64_t W = (H + 2 * G) * D; /* QKV row length */
   for (int k = gc_tid(); k < nt * nh * half; k += THREADS) {
     int j = k % half, sh = k / half % nh, t = k / half / nh;
     int64_t i = i0 + t, p = ROPE_ROW(i), s = s0 + sh;
@@ -96,4 +160,5 @@ void rope_kv_gpu(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *inv_freq
       z[ib] = v[ib];
     }
   }
+#endif
 }
