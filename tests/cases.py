@@ -67,9 +67,10 @@ EMBED_SHAPES = [(1, 64, 512), (7, 100, 33), (17, 256, 1000)]        # (m, n, k =
 # (m, h, g, d): decode rows, MHA, GQA, 5 heads of 96 (GQA 5:1) over two 64-key tiles
 HEAD_SHAPES = [(1, 8, 4, 8), (1, 4, 1, 64), (3, 4, 4, 16), (5, 6, 1, 64), (17, 8, 2, 32), (70, 5, 1, 96)]
 SAME = ["f32", "f16", "bf16"]
-# prefill attention past one block of query rows and one tile of keys: the
-# 8B shape's heads of 128 (GQA 4:1) over 130 tokens, heads of 64 (MHA) over
-# 100 (at gcore-run's pos0 of 3 and, RUN_VARIANTS, deep in a long cache)
+# prefill past one block of query rows and one tile of keys: the 8B
+# shape's heads of 128 (GQA 4:1) over 130 tokens, heads of 64 (MHA) over
+# 100 (attention at gcore-run's pos0 of 3 and, RUN_VARIANTS, at 300: more
+# key tiles than a ring has stages, a diagonal off the tiles' edges)
 PREFILL_HEAD_SHAPES = [(130, 8, 2, 128), (100, 4, 4, 64)]
 # rmsnorm_gemm_rope_kv: (m, n = (h + 2g)·d, k, h, g, d), at the positions and
 # RoPE layouts of ROPE_POS (gcore-run --pos, --layout): 5 heads of 96 (GQA
@@ -127,7 +128,7 @@ CASES = {
     "rmsnorm": [(dt, s) for dt in DTYPES for s in RMSNORM_SHAPES],
     "add": [(dt, s) for dt in SAME for s in ADD_SHAPES],
     "embed": [(dt, s) for dt in DTYPES for s in EMBED_SHAPES],
-    "rope_kv": [(dt, s) for dt in SAME for s in HEAD_SHAPES],
+    "rope_kv": [(dt, s) for dt in SAME for s in HEAD_SHAPES + PREFILL_HEAD_SHAPES],
     # the decode step's QKV projection with rope_kv in the GEMV's epilogue
     "rmsnorm_gemm_rope_kv": [(dt, s) for dt in DTYPES for s in QKV_ROPE_SHAPES],
     "attention": [(dt, s) for dt in SAME for s in HEAD_SHAPES + PREFILL_HEAD_SHAPES],
@@ -431,7 +432,8 @@ CHECK = {"gemm": check_gemm, "gemm_add": check_gemm_add, "gemm_swiglu": check_ge
          "attention_batch": check_attention_batch, "rmsnorm_gemm_rope_kv": check_rmsnorm_gemm_rope_kv}
 
 # gcore-run flags of a case beyond its shape: where an op has more than one
-# position or RoPE layout to check, each runs with each (ROPE_POS)
+# position or RoPE layout to check, each runs with each (ROPE_POS; attention:
+# at pos0 3, then 300)
 RUN_VARIANTS = {"rmsnorm_gemm_rope_kv": [["--pos", p, "--layout", l] for p, l in ROPE_POS],
                 "attention": [[], ["--pos", "300"]]}
 

@@ -129,8 +129,8 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
         dt = info["dtypes"][0] if dt == "f32" else info["dtypes"][-1]  # e.g. mma: f16/bf16 only
     shape = QSAMPLE_SHAPE[op] if quant else SAMPLE_SHAPE[op]
     if info["matrix"]:  # matrix-core templates: whole mma tiles in N and K; attention: D of whole
-        shape = {"attention": (70, 8, 1, params.get("DMAX", (0, 64))[1])}.get(op, (48, 128, 256))  # 16s,
-        # 8 heads a kv head (any HPB); heads of the template's DMAX (attention_wgmma serves D == DMAX)
+        shape = {"attention": (70, 8, 1, params["DMAX"][1] if tpl == "attention_wgmma" else 64)}.get(
+            op, (48, 128, 256))  # 16s, 8 heads a kv head (any HPB); attention_wgmma serves D == DMAX only
     if info["decode"]:
         shape = (1,) + tuple(shape[1:])  # decode-only templates serve M = 1
     if info["rows"]:  # a few rows of A; N past a 16-row tile, K past a 32-element chunk (B in a
@@ -180,8 +180,10 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
         if not serves(gc.dir / "b.gcb", tpl, shape[0], f"{p}={v}"):
             continue  # this point's template does not serve the problem (@applies)
         dump = gc.dir / f"d_{p}_{v}"
+        # attention 300 positions in: more key tiles than any ring has stages
+        deep = ["--pos", "300"] if op == "attention" and shape[0] > 1 else []
         r = gc("gcore-run", *RUN, "-b", "b.gcb", "--op", op, "--dtype", dt, *problem_args(op, shape),
-               "--dump", dump, "--min-time", "0.001")
+               *deep, "--dump", dump, "--min-time", "0.001")
         assert r.rc == 0, r
         assert f"{p}={v}" in r.out, r
         numpy_check(op, dt, shape, dump)

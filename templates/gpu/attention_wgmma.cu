@@ -21,11 +21,11 @@
  * @param PW 1 4 default 4 -- producer warps, copying the K/V tiles with cp.async
  * @param DMAX 64 128 default 128 -- the head dimension served (the n of P·V's wgmma)
  * @param OVL 0 1 default 0 -- 1: S of the next tile is issued before P·V of this one and its softmax runs while P·V does (FlashAttention-3's overlap within a warpgroup; measured no faster at D = 128, 23% slower at D = 64 in 168 registers: bench/RESULTS.md, session 17)
- * @defaults attention DMAX=64 if D <= 64 -- the 64-wide heads (Llama-3.2-1B) take the 64-column variant (its KB = 128, 240 us against 297 at 4000 tokens before this loop took its final shape, now spills 64 bytes: bench/RESULTS.md, session 17)
+ * @defaults attention DMAX=64 if D <= 64 -- the 64-wide heads (Llama-3.2-1B) take the 64-column variant (KB = 128 was faster there, 250 us against 265 at 4000 tokens, but spills: bench/RESULTS.md, session 17)
  * @constraint SM == 90 && ARCH_A == 1 -- wgmma exists only on sm_90a
  * @constraint WARP == 32 && 128 * CW + 32 * PW <= MAXT -- NVIDIA warps, a legal block
  * @constraint 64 * CW % HPB == 0 -- whole tokens per block
- * @constraint 3 * KB / 4 + DMAX / 2 + 40 <= min(255, 16384 / (32 * cdiv(4 * CW + PW, 4))) -- S, P and O fit a consumer's registers (a quarter of the block's warps on each of the SM's four register files)
+ * @constraint 3 * KB / 4 + DMAX / 2 + 56 <= min(255, 512 / cdiv(4 * CW + PW, 4) / 8 * 8) -- S, P and O fit a consumer's registers (a quarter of the block's warps on each of the SM's four register files of 16384, in units of 8 a thread; the 56 measured: 167 at the default)
  * @constraint 2 * (64 * CW + 2 * NST * KB) * DMAX + 1024 <= SMEM -- Q and every stage's K and V tiles fit in shared memory
  * @shmem 2 * (64 * CW + 2 * NST * KB) * DMAX + 1024
  * @applies M > 1 && G > 0 && H % G == 0 && (H / G) % HPB == 0 && D == DMAX -- prefill passes; whole head groups; heads of 64 or 128 (128-byte column blocks of the swizzle; other sizes: attention_mma)
@@ -49,7 +49,7 @@
  *   - Q: per warpgroup, its 64 rows (rows past M repeat the last token),
  *     DMAX/64 panels of 8 KiB, stored once by the warpgroup itself;
  *   - NST stages, each K's KB rows then V's, DMAX/64 panels of KB·128
- *     bytes each; keys at or past the block's last visible one are zero.
+ *     bytes each; rows past the block's last visible key are zero.
  * Descriptors: Q and K K-major (a k step's 16 columns: 32 bytes into a
  * panel), V N-major (a k step's 16 keys: 16 rows, 2048 bytes on; its
  * 64-column panels KB·128 bytes apart).
@@ -61,13 +61,15 @@
  * before they refill it. Each consumer warpgroup, per tile: waits full;
  * if any of its rows sees a key of the tile: S = Q·Kᵀ (DMAX/16 wgmmas,
  * waited; OVL = 1 issues them before the previous tile's P·V, the loop's
- * last P·V peeled off so that ptxas keeps the wgmmas in flight), scaled by scale·log2 e, masked where the tile reaches past the
- * warpgroup's first row (key j visible to row r iff j <= pos0 +
- * token(r)), the running max m per row over a quad's shuffles, P =
- * 2^(S − m) packed into A fragments, O and the per-lane row sums l
- * rescaled by 2^(m_old − m), O += P·V (KB/16 wgmmas, waited); then each
- * warp arrives on empty (tiles past all of its rows too, unread). O / l is stored in C's dtype, two elements per
- * 32-bit store, for the rows of real tokens. Nothing else is written.
+ * last P·V peeled off so that ptxas keeps the wgmmas in flight), scaled
+ * by scale·log2 e, masked where the tile reaches past the warpgroup's
+ * first row (key j visible to row r iff j <= pos0 + token(r)), the
+ * running max m per row over a quad's shuffles, P = 2^(S − m) packed into
+ * A fragments, O and the per-lane row sums l rescaled by 2^(m_old − m),
+ * O += P·V (KB/16 wgmmas, waited); then each warp arrives on empty (on
+ * the tiles past all of its rows too, unread). O / l is stored in C's
+ * dtype, two elements per 32-bit store, for the rows of real tokens.
+ * Nothing else is written.
  */
 
 #define AW_R (64 * CW)                    /* query rows per block */
@@ -143,6 +145,18 @@ GC_DEVICE void aw_pv(float o[DMAX / 2], uint32_t pa[KB / 16][4], unsigned sv) {
   gc_wgmma_commit();
 }
 
+/* Tile j has landed in its stage (the full barrier's phase j / NST). */
+GC_DEVICE void aw_full(unsigned full, int j) {
+  gc_mbar_wait(full + 8 * (j % NST), (unsigned)((j / NST) & 1));
+}
+
+/* The calling warp is done with tile j's stage: one arrival a warp. */
+GC_DEVICE void aw_empty(unsigned empty, int j, int lane) {
+  __syncwarp();
+  if (lane == 0)
+    gc_mbar_arrive(empty + 8 * (j % NST));
+}
+
 /* Keep reads of accumulators after the wgmma wait before them. */
 template <int N> GC_DEVICE void aw_touch(float *x) {
   GC_UNROLL(N)
@@ -159,7 +173,7 @@ GC_DEVICE void aw_max(float sa[KB / 2], int j0, const int lim[2], int wfirst, fl
                       float l[2], float corr[2]) {
   aw_touch<KB / 2>(sa);
   const bool diag = j0 + KB - 1 > wfirst; /* some key of the tile is hidden from some row */
-  const int rel[2] = {AW_MIN(lim[0] - j0, KB), AW_MIN(lim[1] - j0, KB)}; /* >= 0 */
+  const int rel[2] = {AW_MIN(lim[0] - j0, KB), AW_MIN(lim[1] - j0, KB)}; /* < 0: the row sees none */
   float mx[2] = {m[0], m[1]};
   GC_UNROLL(KB / 2)
   for (int i = 0; i < KB / 2; i++) {
@@ -192,6 +206,7 @@ GC_DEVICE void aw_topa(uint32_t pa[4], const float sa[KB / 2], int t) {
     pa[x] = aw_pack(sa[8 * t + 2 * x], sa[8 * t + 2 * x + 1]);
 }
 
+/* O rescaled to the new running max: row x's elements by corr[x]. */
 GC_DEVICE void aw_rescale(float o[DMAX / 2], const float corr[2]) {
   GC_UNROLL(DMAX / 2)
   for (int i = 0; i < DMAX / 2; i++)
@@ -245,7 +260,8 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
   gc_named_sync(1 + c, 128);
 
   /* this lane's two rows' last visible keys; the warpgroup's first and
-     last (positions are int32: the pos buffer's) */
+     last (int32: a position is below the cache's rows, which the runtime
+     sizes from the int32 context length) */
   const int p0 = (int)(pos0 + i0), tl = (int)nt - 1;
   int lim[2];
   GC_UNROLL(2)
@@ -265,8 +281,8 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
   float sa[KB / 2];      /* S of a tile, then 2^(S - m) */
   uint32_t pa[KB / 16][4]; /* P's A fragments: 16-key step t is n-tiles 2t, 2t+1 */
 #define AW_STAGE(j) (st0 + (j) % NST * AW_SBYTES) /* tile j's K panels; V's follow */
-#define AW_FULL(j) gc_mbar_wait(full + 8 * ((j) % NST), (unsigned)(((j) / NST) & 1))
-#define AW_EMPTY(j) (__syncwarp(), lane == 0 ? gc_mbar_arrive(empty + 8 * ((j) % NST)) : (void)0)
+#define AW_FULL(j) aw_full(full, j)
+#define AW_EMPTY(j) aw_empty(empty, j, lane)
 
 #if OVL == 0
   GC_UNROLL(1)

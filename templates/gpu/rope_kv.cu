@@ -16,8 +16,8 @@
  * @param HEADS 1 2 4 8 16 32 64 default 4 -- head slots per block; the block's tokens share one cos/sin table (SPAN = 1: head slots per thread, their loads issued together)
  * @param SPAN 0 1 default 0 -- 1: a thread takes one pair of one token through HEADS head slots, its cos/sin in registers (no table, no barrier; consecutive threads consecutive pairs)
  * @constraint SPAN == 0 || (TOK == 1 && HEADS <= 16) -- a thread of SPAN = 1 serves one token, its slots' pairs in registers
- * @defaults rope_kv_batch SPAN=1 HEADS=1 -- a batched decode step's few rows: a thread a pair, no table (1..8 rows of the 8B shape: 4.6-4.9 us against 7.0-7.2; bench/RESULTS.md, session 17)
- * @defaults rope_kv HEADS=64 THREADS=256 if M >= 128 -- prefill: one block a token, so one cos/sin table a token (8B shape, 4000 tokens: 93.9 us against 111.8, 512: 16.7 against 19.8; fewer tokens lose)
+ * @defaults rope_kv_batch SPAN=1 HEADS=1 if !AMD -- a batched decode step's few rows: a thread a pair, no table (1..8 rows of the 8B shape: 4.6-4.9 us against 7.0-7.2; bench/RESULTS.md, session 17)
+ * @defaults rope_kv HEADS=64 THREADS=256 if M >= 128 && !AMD -- prefill: one block a token, so one cos/sin table a token (8B shape, 4000 tokens: 93.9 us against 111.8, 512: 16.7 against 19.8; fewer tokens lose)
  * @constraint THREADS % WARP == 0 && THREADS <= MAXT -- whole warps, a legal block
  * @constraint TOK * 256 * 16 <= 32768 -- the cos/sin table (D <= 512) fits in 32 KiB of shared memory
  * @applies D % 2 == 0 && D <= 512 -- heads are whole pairs; the table is sized for D <= 512
@@ -78,13 +78,14 @@ GC_DEVICE void rope_span(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *
   const int64_t ia = layout ? 2 * j : j, ib = layout ? 2 * j + 1 : j + half;
   const int nh = (int)gc_min64(HEADS, H + G - s0);
   const TA *x = QKV + i * W + s0 * D;
-  float a[HEADS], b[HEADS], va[HEADS], vb[HEADS]; /* exact: A's dtype widened */
+  float a[HEADS], b[HEADS]; /* exact: A's dtype widened */
+  TA va[HEADS], vb[HEADS];  /* value pairs, copied bit for bit (A = C) */
   GC_UNROLL(HEADS)
   for (int u = 0; u < HEADS; u++)
     if (u < nh) {
       a[u] = LOAD_A(x + u * D, ia), b[u] = LOAD_A(x + u * D, ib);
       if (s0 + u >= H) /* a key head: its value head's pair too */
-        va[u] = LOAD_A(x + G * D + u * D, ia), vb[u] = LOAD_A(x + G * D + u * D, ib);
+        va[u] = x[G * D + u * D + ia], vb[u] = x[G * D + u * D + ib];
     }
   double c, sn;
   gc_sincos_f64((double)ROPE_POS(i) * inv_freq[j], &sn, &c);
@@ -99,8 +100,8 @@ GC_DEVICE void rope_span(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *
     STORE_C(y, ib, gc_rope_round(da * sn + db * c, GC_TC != GC_F32));
     if (sl >= H) {
       TC *z = Vc + (p * G + (sl - H)) * D;
-      STORE_C(z, ia, va[u]);
-      STORE_C(z, ib, vb[u]);
+      z[ia] = va[u];
+      z[ib] = vb[u];
     }
   }
 }
