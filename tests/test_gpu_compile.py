@@ -6,6 +6,7 @@ elsewhere); and a gcore-gen --target sm_90 bundle builds for a model. Skipped, s
 import os
 import random
 import re
+import shutil
 import sqlite3
 
 import pytest
@@ -199,3 +200,65 @@ def test_staged_epilogue_only_where_c_rows_fit_a_map(gc, op, tpl):
             rows = c.execute("SELECT params, tmaps FROM dispatch WHERE template = ?", (tpl,)).fetchall()
         assert rows and all(epi in p for p, _ in rows), rows
         assert all(("C M N 64 64 128 if EPI" in t) for _, t in rows), rows
+
+
+NVCC = next((p for p in (shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc") if p and os.path.exists(p)), None)
+needs_nvcc = pytest.mark.skipif(not NVCC, reason="nvcc not installed (the CUDA toolkit's ptxas log is read)")
+
+# A non-wgmma read of an accumulator between a wgmma and the wait that
+# completes it: ptxas then serializes every wgmma of the kernel (C7514)
+SERIALIZED = r'''#include <stdint.h>
+extern "C" __global__ void k(float *o, uint64_t a, uint64_t b, int n) {
+  float d[32];
+  for (int i = 0; i < 32; i++) d[i] = 0.0f;
+  for (int it = 0; it < n; it++) {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {REGS}, %32, %33, 1, 1, 1, 0, 0;\n"
+                 : OUTS : "l"(a), "l"(b));
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    o[it] = d[it % 32];
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  }
+  for (int i = 0; i < 32; i++) o[i] += d[i];
+}
+'''.replace("REGS", ",".join(f"%{i}" for i in range(32))).replace(
+    "OUTS", ", ".join(f'"+f"(d[{i}])' for i in range(32)))
+
+
+def ptxas_log(src):
+    """ptxas's verbose log of compiling CUDA source file src for sm_90a."""
+    import subprocess
+    r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", os.devnull, str(src)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return r.stderr + r.stdout
+
+
+@needs_nvcc
+@pytest.mark.parametrize("force,op,dtype,dims", [
+    ("gemm_wgmma", "gemm", "f16", "--m 512 --n 4096 --k 4096"),
+    ("gemm_wgmma", "gemm_add", "bf16", "--m 128 --n 4096 --k 4096"),
+    ("gemm_wgmma", "gemm_swiglu", "f16", "--m 512 --n 14336 --k 4096"),
+    ("gemm_wgmma:BN=128,SK=4", "gemm_add", "f16", "--m 128 --n 4096 --k 4096"),
+    ("attention_wgmma", "attention", "f16", "--m 512 --h 32 --g 8 --d 128"),
+    ("attention_wgmma", "attention", "bf16", "--m 512 --h 32 --g 8 --d 64"),
+    ("attention_wgmma:OVL=1", "attention", "f16", "--m 512 --h 32 --g 8 --d 128"),
+    ("attention_wgmma:OVL=1", "attention", "bf16", "--m 512 --h 32 --g 8 --d 64")])
+def test_wgmma_stays_in_flight(gc, tmp_path, force, op, dtype, dims):
+    """The wgmma families, at their defaults and at attention_wgmma's overlap,
+    compile without ptxas serializing their warpgroup MMAs (C7514: a
+    non-wgmma read of an accumulator inside a wgmma pipeline stage, which
+    ptxas reports only as an info line and which the results cannot show):
+    gcore-gen's generated source through nvcc's ptxas. The planted kernel
+    SERIALIZED shows that the log names it."""
+    (tmp_path / "planted.cu").write_text(SERIALIZED)
+    assert "C7514" in ptxas_log(tmp_path / "planted.cu")
+    cache = tmp_path / "cache"
+    r = gc("gcore-gen", "--target", "sm_90a", "--op", op, "--dtype", dtype, *dims.split(), "--force", force,
+           "--cache", cache, "-o", "b.gcb", "-q")
+    assert r.rc == 0, r
+    srcs = sorted((cache / "src").glob("*.cu"))
+    assert srcs, "gcore-gen compiled nothing"
+    for s in srcs:
+        log = ptxas_log(s)
+        assert "C7514" not in log, f"{force} {op} {dtype}: wgmma serialized: {log}"
