@@ -2,8 +2,11 @@
 257, 1000 and 4000 through one bundle built by gcore-gen --model (defaults:
 exact entries at 128 and 512, everything else from the ranges the recipe
 needs), for fp16 and bf16 models with odd dimensions (5 query heads over 1
-KV head, head_dim 96, hidden 320, FFN 864, vocabulary 777), against Hugging
-Face transformers on the same GPU in the same dtype.
+KV head, head_dim 96, hidden 320, FFN 864, vocabulary 777) and with the
+head sizes the Hopper prefill attention serves (attention_wgmma on sm_90a:
+4 heads of 128 over 1 KV head; 6 heads of 64 over 2, whose 3 heads a KV
+head its default HPB = 4 does not divide), against Hugging Face
+transformers on the same GPU in the same dtype.
 
 Each prompt is a prefix of one random sequence, run from an empty cache
 (gcore-run --tokens-file) with --logits: every prompt row must match
@@ -28,6 +31,9 @@ pytestmark = pytest.mark.skipif(BACKEND not in ("cuda", "hip"),
 LENGTHS = list(range(1, 141)) + [255, 256, 257, 1000, 4000]
 ODD = dict(dim=320, hidden_dim=864, n_layers=2, n_heads=5, n_kv_heads=1, head_dim=96, vocab=777,
            max_seq=4096)
+SHAPES = {"odd": ODD,
+          "hd128": dict(ODD, dim=512, hidden_dim=1024, n_heads=4, n_kv_heads=1, head_dim=128),
+          "hd64": dict(ODD, dim=384, hidden_dim=1024, n_heads=6, n_kv_heads=2, head_dim=64)}
 TOL_HF = {"f16": 2.0 ** -7, "bf16": 2.0 ** -4}
 MARGIN = 0.01
 
@@ -41,25 +47,27 @@ def margin(rows):
     return (s[..., -1] - s[..., -2]) / np.max(np.abs(rows), axis=-1)
 
 
+@pytest.mark.parametrize("shape", sorted(SHAPES))
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-def test_every_prompt_length_vs_transformers(gc, dtype):
+def test_every_prompt_length_vs_transformers(gc, dtype, shape):
     import torch
     from transformers import LlamaForCausalLM
     model = str(gc.dir / "model")
-    TM.write_model(model, seed=11, dtype=dtype, **ODD)
-    seq = np.random.default_rng(7).integers(3, ODD["vocab"], max(LENGTHS)).tolist()
+    cfg = SHAPES[shape]
+    TM.write_model(model, seed=11, dtype=dtype, **cfg)
+    seq = np.random.default_rng(7).integers(3, cfg["vocab"], max(LENGTHS)).tolist()
     r = gc("gcore-gen", "--model", model, "--target", TARGETS, "-o", "b.gcb")
     assert r.rc == 0, r
     prompts = gc.dir / "prompts.txt"
     prompts.write_text("".join(",".join(map(str, seq[:t])) + "\n" for t in LENGTHS))
     r = gc("gcore-run", "-m", model, "-b", "b.gcb", "--backend", BACKEND, "--tokens-file", prompts,
-           "-n", "2", "--temp", "0", "--ignore-eos", "--ctx", ODD["max_seq"],
+           "-n", "2", "--temp", "0", "--ignore-eos", "--ctx", cfg["max_seq"],
            "--logits", "l.f32", timeout=900)
     assert r.rc == 0, r
     ids = [[int(x) for x in line.split()] for line in r.out.splitlines()]
     assert len(ids) == len(LENGTHS) and all(len(x) == 2 for x in ids), r
     logits = np.fromfile(gc.dir / "l.f32", dtype="<f4").astype(np.float64)
-    V = ODD["vocab"]
+    V = cfg["vocab"]
     assert logits.size == sum(t + 1 for t in LENGTHS) * V
     logits = logits.reshape(-1, V)
 
@@ -83,6 +91,6 @@ def test_every_prompt_length_vs_transformers(gc, dtype):
             if margin(want_row) >= MARGIN:
                 decided += 1
                 assert got_tok == int(np.argmax(want_row)), f"prompt of {t}: greedy token differs"
-    print(f"{dtype}: {len(LENGTHS)} prompt lengths, worst row error {worst:.3g}, "
+    print(f"{shape} {dtype}: {len(LENGTHS)} prompt lengths, worst row error {worst:.3g}, "
           f"{decided} of {2 * len(LENGTHS)} greedy tokens clear of ties and equal")
     assert decided >= len(LENGTHS), "too few decisions clear of ties to mean anything"
