@@ -16,16 +16,16 @@
  * @kernel attention_wgmma
  * @param CW 1 2 default 2 -- consumer warpgroups, 64 query rows (token, head) each
  * @param HPB 1 2 4 8 default 4 -- query heads per block, all of one kv head (they share every K/V tile)
- * @param KB 64 128 default 64 -- keys per tile: the n of Q·Kᵀ's wgmma, the k of P·V's
- * @param NST 2 3 4 default 4 -- K/V tiles in flight (the producer's ring)
+ * @param KB 64 128 default 128 -- keys per tile: the n of Q·Kᵀ's wgmma, the k of P·V's
+ * @param NST 2 3 4 default 3 -- K/V tiles in flight (the producer's ring)
  * @param PW 1 4 default 4 -- producer warps, copying the K/V tiles with cp.async
  * @param DMAX 64 128 default 128 -- the head dimension served (the n of P·V's wgmma)
- * @param OVL 0 1 default 0 -- 1: S of the next tile is issued before P·V of this one and its softmax runs while P·V does (FlashAttention-3's overlap within a warpgroup; measured no faster at D = 128, 23% slower at D = 64 in 168 registers: bench/RESULTS.md, session 17)
- * @defaults attention DMAX=64 if D <= 64 -- the 64-wide heads (Llama-3.2-1B) take the 64-column variant (KB = 128 was faster there, 250 us against 265 at 4000 tokens, but spills: bench/RESULTS.md, session 17)
+ * @param OVL 0 1 default 0 -- 1: S of the next tile is issued before P·V of this one and its softmax runs while P·V does (FlashAttention-3's overlap within a warpgroup; at D = 128 no faster, at D = 64 4% faster: bench/RESULTS.md, session 17)
+ * @defaults attention DMAX=64 NST=4 OVL=1 if D <= 64 -- the 64-wide heads (Llama-3.2-1B) take the 64-column variant, four stages and the overlap (4000 tokens 241.6 us against 250.9 without it; bench/RESULTS.md, session 17)
  * @constraint SM == 90 && ARCH_A == 1 -- wgmma exists only on sm_90a
  * @constraint WARP == 32 && 128 * CW + 32 * PW <= MAXT -- NVIDIA warps, a legal block
  * @constraint 64 * CW % HPB == 0 -- whole tokens per block
- * @constraint 3 * KB / 4 + DMAX / 2 + 56 <= min(255, 512 / cdiv(4 * CW + PW, 4) / 8 * 8) -- S, P and O fit a consumer's registers (a quarter of the block's warps on each of the SM's four register files of 16384, in units of 8 a thread; the 56 measured: 167 at the default)
+ * @constraint 3 * KB / 4 + DMAX / 2 + 56 <= min(248, PW / 4 * ((65536 - 128 * 40) / (128 * CW) / 8 * 8) + (1 - PW / 4) * (512 / cdiv(4 * CW + PW, 4) / 8 * 8)) -- S, P and O fit a consumer's registers (see Registers below; units of 8; the 56 measured)
  * @constraint 2 * (64 * CW + 2 * NST * KB) * DMAX + 1024 <= SMEM -- Q and every stage's K and V tiles fit in shared memory
  * @shmem 2 * (64 * CW + 2 * NST * KB) * DMAX + 1024
  * @applies M > 1 && G > 0 && H % G == 0 && (H / G) % HPB == 0 && D == DMAX -- prefill passes; whole head groups; heads of 64 or 128 (128-byte column blocks of the swizzle; other sizes: attention_mma)
@@ -54,6 +54,14 @@
  * panel), V N-major (a k step's 16 keys: 16 rows, 2048 bytes on; its
  * 64-column panels KB·128 bytes apart).
  *
+ * Registers: with PW = 4 the producer warpgroup gives its registers up
+ * (setmaxnreg.dec to AW_PREG) and the consumer warpgroups take them
+ * (setmaxnreg.inc to AW_CREG: the rest of the 65536, 232 at CW = 2, at
+ * most 248), which is what lets S, P and O of 128-key tiles live in
+ * registers beside each other. Without it (PW = 1) a quarter of the
+ * block's warps sit on each of the SM's four register files of 16384, so
+ * a block of 9 to 12 warps compiles within 168 a thread.
+ *
  * Pipeline: PW producer warps copy tile j into stage j % NST with 16-byte
  * cp.async (zero-filled past the last key), each thread arriving on the
  * stage's full barrier when its copies land (cp.async.mbarrier.arrive.noinc);
@@ -81,6 +89,10 @@
 #define AW_SBYTES (2 * AW_NP * AW_TBYTES) /* a stage: K's panels, then V's */
 #define AW_PT (32 * PW)                   /* producer threads */
 #define AW_MIN(a, b) ((a) < (b) ? (a) : (b))
+/* PW = 4 (a producer warpgroup): registers per thread after setmaxnreg,
+ * the producer's and the consumers' (65536 over the block, multiples of 8) */
+#define AW_PREG 40
+#define AW_CREG ((65536 - 128 * AW_PREG) / (128 * CW) / 8 * 8 > 248 ? 248 : (65536 - 128 * AW_PREG) / (128 * CW) / 8 * 8)
 
 /* Byte offset of chunk c (0 .. AW_CH-1) of row r of an operand whose
  * panels hold `rows` rows. */
@@ -243,10 +255,16 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
   }
   gc_barrier();
   if (tid >= 128 * CW) {
+#if PW == 4 /* a whole producer warpgroup: its registers to the consumers */
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(AW_PREG) : "memory");
+#endif
     aw_producer(Kc + g * D, Vc + g * D, kend, ld, ntile, st0, full, empty, tid - 128 * CW);
     return;
   }
 
+#if PW == 4
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(AW_CREG) : "memory");
+#endif
   const int c = tid / 128, w = tid % 128 / 32, lane = tid % 32, qr = lane / 4, qc = lane % 4;
   /* the warpgroup's Q rows into its panels (rows past M: the last token's) */
   const unsigned qs = s0 + c * AW_NP * AW_QBYTES;
