@@ -100,16 +100,6 @@ GC_DEVICE unsigned aw_swz(int r, int c, int rows) {
   return (unsigned)((c / 8) * rows * 128 + r * 128 + (((c % 8) ^ (r % 8)) << 4));
 }
 
-/* Two floats as one 32-bit pair of the input dtype, lo in the low half. */
-GC_DEVICE uint32_t aw_pack(float lo, float hi) {
-#if GC_TA == GC_BF16
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-#else
-  __half2 v = __floats2half2_rn(lo, hi);
-#endif
-  return *reinterpret_cast<uint32_t *>(&v);
-}
-
 /* Producer thread t (0 .. AW_PT-1): tiles 0 .. ntile-1 of keys (those >=
  * kend zero-filled) into the ring at st0. */
 GC_DEVICE void aw_producer(const TB *Kc, const TB *Vc, int64_t kend, int64_t ld, int ntile,
@@ -215,7 +205,7 @@ GC_DEVICE void aw_exp(float sa[KB / 2], int t, const float m[2], float l[2]) {
 GC_DEVICE void aw_topa(uint32_t pa[4], const float sa[KB / 2], int t) {
   GC_UNROLL(4)
   for (int x = 0; x < 4; x++)
-    pa[x] = aw_pack(sa[8 * t + 2 * x], sa[8 * t + 2 * x + 1]);
+    pa[x] = gc_pack2(TA(), sa[8 * t + 2 * x], sa[8 * t + 2 * x + 1]);
 }
 
 /* O rescaled to the new running max: row x's elements by corr[x]. */
@@ -375,6 +365,6 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
     TC *y = O + ((i0 + R / HPB) * H + h0 + R % HPB) * D + 2 * qc;
     GC_UNROLL(DMAX / 8)
     for (int n = 0; n < DMAX / 8; n++)
-      *reinterpret_cast<uint32_t *>(y + 8 * n) = aw_pack(o[4 * n + 2 * x] * inv, o[4 * n + 2 * x + 1] * inv);
+      *reinterpret_cast<uint32_t *>(y + 8 * n) = gc_pack2(TA(), o[4 * n + 2 * x] * inv, o[4 * n + 2 * x + 1] * inv);
   }
 }

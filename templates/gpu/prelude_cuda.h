@@ -266,46 +266,29 @@ GC_DEVICE void gc_reg_touch(float &x) { asm volatile("" : "+f"(x)::"memory"); }
 #define GC_WG_O128 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 template <int N, int BF> GC_DEVICE void gc_wgmma_ss(float *d, uint64_t a, uint64_t b);
 template <int N, int BF> GC_DEVICE void gc_wgmma_rs(float *d, const uint32_t a[4], uint64_t b);
-template <> GC_DEVICE void gc_wgmma_ss<64, 0>(float *d, uint64_t a, uint64_t b) {
-  asm volatile(GC_WGMMA_OP(64, "f16") GC_WG_D32 ", %32, %33, 1, 1, 1, 0, 0;\n" : GC_WG_O32 : "l"(a), "l"(b));
-}
-template <> GC_DEVICE void gc_wgmma_ss<64, 1>(float *d, uint64_t a, uint64_t b) {
-  asm volatile(GC_WGMMA_OP(64, "bf16") GC_WG_D32 ", %32, %33, 1, 1, 1, 0, 0;\n" : GC_WG_O32 : "l"(a), "l"(b));
-}
-template <> GC_DEVICE void gc_wgmma_ss<128, 0>(float *d, uint64_t a, uint64_t b) {
-  asm volatile(GC_WGMMA_OP(128, "f16") GC_WG_D64 ", %64, %65, 1, 1, 1, 0, 0;\n" : GC_WG_O64 : "l"(a), "l"(b));
-}
-template <> GC_DEVICE void gc_wgmma_ss<128, 1>(float *d, uint64_t a, uint64_t b) {
-  asm volatile(GC_WGMMA_OP(128, "bf16") GC_WG_D64 ", %64, %65, 1, 1, 1, 0, 0;\n" : GC_WG_O64 : "l"(a), "l"(b));
-}
-template <> GC_DEVICE void gc_wgmma_ss<192, 0>(float *d, uint64_t a, uint64_t b) {
-  asm volatile(GC_WGMMA_OP(192, "f16") GC_WG_D96 ", %96, %97, 1, 1, 1, 0, 0;\n" : GC_WG_O96 : "l"(a), "l"(b));
-}
-template <> GC_DEVICE void gc_wgmma_ss<192, 1>(float *d, uint64_t a, uint64_t b) {
-  asm volatile(GC_WGMMA_OP(192, "bf16") GC_WG_D96 ", %96, %97, 1, 1, 1, 0, 0;\n" : GC_WG_O96 : "l"(a), "l"(b));
-}
-template <> GC_DEVICE void gc_wgmma_ss<256, 0>(float *d, uint64_t a, uint64_t b) {
-  asm volatile(GC_WGMMA_OP(256, "f16") GC_WG_D128 ", %128, %129, 1, 1, 1, 0, 0;\n" : GC_WG_O128 : "l"(a), "l"(b));
-}
-template <> GC_DEVICE void gc_wgmma_ss<256, 1>(float *d, uint64_t a, uint64_t b) {
-  asm volatile(GC_WGMMA_OP(256, "bf16") GC_WG_D128 ", %128, %129, 1, 1, 1, 0, 0;\n" : GC_WG_O128 : "l"(a), "l"(b));
-}
-template <> GC_DEVICE void gc_wgmma_rs<64, 0>(float *d, const uint32_t a[4], uint64_t b) {
-  asm volatile(GC_WGMMA_OP(64, "f16") GC_WG_D32 ", {%32,%33,%34,%35}, %36, 1, 1, 1, 1;\n"
-               : GC_WG_O32 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
-}
-template <> GC_DEVICE void gc_wgmma_rs<64, 1>(float *d, const uint32_t a[4], uint64_t b) {
-  asm volatile(GC_WGMMA_OP(64, "bf16") GC_WG_D32 ", {%32,%33,%34,%35}, %36, 1, 1, 1, 1;\n"
-               : GC_WG_O32 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
-}
-template <> GC_DEVICE void gc_wgmma_rs<128, 0>(float *d, const uint32_t a[4], uint64_t b) {
-  asm volatile(GC_WGMMA_OP(128, "f16") GC_WG_D64 ", {%64,%65,%66,%67}, %68, 1, 1, 1, 1;\n"
-               : GC_WG_O64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
-}
-template <> GC_DEVICE void gc_wgmma_rs<128, 1>(float *d, const uint32_t a[4], uint64_t b) {
-  asm volatile(GC_WGMMA_OP(128, "bf16") GC_WG_D64 ", {%64,%65,%66,%67}, %68, 1, 1, 1, 1;\n"
-               : GC_WG_O64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
-}
+/* The specialisations for n N of input type TY (BF its flag): the
+ * accumulator list DL / OL, then the operands' numbers. */
+#define GC_WGMMA_SS(N, BF, TY, DL, OL, A, B)                                                    \
+  template <> GC_DEVICE void gc_wgmma_ss<N, BF>(float *d, uint64_t a, uint64_t b) {             \
+    asm volatile(GC_WGMMA_OP(N, TY) DL ", %" #A ", %" #B ", 1, 1, 1, 0, 0;\n" : OL : "l"(a), "l"(b)); \
+  }
+#define GC_WGMMA_RS(N, BF, TY, DL, OL, A0, A1, A2, A3, B)                                         \
+  template <> GC_DEVICE void gc_wgmma_rs<N, BF>(float *d, const uint32_t a[4], uint64_t b) {      \
+    asm volatile(GC_WGMMA_OP(N, TY) DL ", {%" #A0 ",%" #A1 ",%" #A2 ",%" #A3 "}, %" #B ", 1, 1, 1, 1;\n" \
+                 : OL : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));                     \
+  }
+GC_WGMMA_SS(64, 0, "f16", GC_WG_D32, GC_WG_O32, 32, 33)
+GC_WGMMA_SS(64, 1, "bf16", GC_WG_D32, GC_WG_O32, 32, 33)
+GC_WGMMA_SS(128, 0, "f16", GC_WG_D64, GC_WG_O64, 64, 65)
+GC_WGMMA_SS(128, 1, "bf16", GC_WG_D64, GC_WG_O64, 64, 65)
+GC_WGMMA_SS(192, 0, "f16", GC_WG_D96, GC_WG_O96, 96, 97)
+GC_WGMMA_SS(192, 1, "bf16", GC_WG_D96, GC_WG_O96, 96, 97)
+GC_WGMMA_SS(256, 0, "f16", GC_WG_D128, GC_WG_O128, 128, 129)
+GC_WGMMA_SS(256, 1, "bf16", GC_WG_D128, GC_WG_O128, 128, 129)
+GC_WGMMA_RS(64, 0, "f16", GC_WG_D32, GC_WG_O32, 32, 33, 34, 35, 36)
+GC_WGMMA_RS(64, 1, "bf16", GC_WG_D32, GC_WG_O32, 32, 33, 34, 35, 36)
+GC_WGMMA_RS(128, 0, "f16", GC_WG_D64, GC_WG_O64, 64, 65, 66, 67, 68)
+GC_WGMMA_RS(128, 1, "bf16", GC_WG_D64, GC_WG_O64, 64, 65, 66, 67, 68)
 
 /* Shared-memory matrix descriptor of a 128-byte-swizzled operand (the
  * 16-byte chunk c of 128-byte row r at r·128 + ((c ^ r % 8)·16), 8-row
