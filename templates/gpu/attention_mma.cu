@@ -90,16 +90,6 @@ GC_DEVICE void am_ldm4t(uint32_t r[4], unsigned a) {
                : "r"(a));
 }
 
-/* Two floats as one 32-bit pair of the input dtype, lo in the low half. */
-GC_DEVICE uint32_t am_pack(float lo, float hi) {
-#if GC_TA == GC_BF16
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-#else
-  __half2 v = __floats2half2_rn(lo, hi);
-#endif
-  return *reinterpret_cast<uint32_t *>(&v);
-}
-
 GC_DEVICE void am_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> GC_DEVICE void am_wait(void) { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
@@ -290,8 +280,8 @@ void attention_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t
             p[h][x] = gc_exp2(s[u][2 * k + h][x] - m[u][x / 2]);
             l[u][x / 2] += p[h][x];
           }
-        a[u][0] = am_pack(p[0][0], p[0][1]), a[u][1] = am_pack(p[0][2], p[0][3]);
-        a[u][2] = am_pack(p[1][0], p[1][1]), a[u][3] = am_pack(p[1][2], p[1][3]);
+        a[u][0] = gc_pack2(TA(), p[0][0], p[0][1]), a[u][1] = gc_pack2(TA(), p[0][2], p[0][3]);
+        a[u][2] = gc_pack2(TA(), p[1][0], p[1][1]), a[u][3] = gc_pack2(TA(), p[1][2], p[1][3]);
       }
       GC_UNROLL(AM_ND / 2)
       for (int n = 0; n < AM_ND; n += 2) {
@@ -322,6 +312,6 @@ void attention_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t
       GC_UNROLL(AM_ND)
       for (int n = 0; n < AM_ND; n++)
         if (8 * n < D)
-          *reinterpret_cast<uint32_t *>(y + 8 * n) = am_pack(oacc[u][n][2 * x] * inv, oacc[u][n][2 * x + 1] * inv);
+          *reinterpret_cast<uint32_t *>(y + 8 * n) = gc_pack2(TA(), oacc[u][n][2 * x] * inv, oacc[u][n][2 * x + 1] * inv);
     }
 }
