@@ -92,7 +92,7 @@
 /* PW = 4 (a producer warpgroup): registers per thread after setmaxnreg,
  * the producer's and the consumers' (65536 over the block, multiples of 8) */
 #define AW_PREG 40
-#define AW_CREG ((65536 - 128 * AW_PREG) / (128 * CW) / 8 * 8 > 248 ? 248 : (65536 - 128 * AW_PREG) / (128 * CW) / 8 * 8)
+#define AW_CREG AW_MIN(248, (65536 - 128 * AW_PREG) / (128 * CW) / 8 * 8)
 
 /* Byte offset of chunk c (0 .. AW_CH-1) of row r of an operand whose
  * panels hold `rows` rows. */
@@ -133,8 +133,8 @@ GC_DEVICE void aw_scores(float sa[KB / 2], unsigned qs, unsigned sk) {
   gc_wgmma_fence();
   GC_UNROLL(DMAX / 16)
   for (int k = 0; k < DMAX / 16; k++)
-    gc_wgmma_ss<KB, GC_TA == GC_BF16>(sa, gc_wgmma_desc128(qs + k / 4 * AW_QBYTES + k % 4 * 32, 16),
-                                      gc_wgmma_desc128(sk + k / 4 * AW_TBYTES + k % 4 * 32, 16));
+    gc_wgmma_ss<KB, GC_TA == GC_BF16>(sa, gc_wgmma_desc(qs + k / 4 * AW_QBYTES + k % 4 * 32, 16, 128),
+                                      gc_wgmma_desc(sk + k / 4 * AW_TBYTES + k % 4 * 32, 16, 128));
   gc_wgmma_commit();
 }
 
@@ -143,7 +143,7 @@ GC_DEVICE void aw_pv(float o[DMAX / 2], uint32_t pa[KB / 16][4], unsigned sv) {
   gc_wgmma_fence();
   GC_UNROLL(KB / 16)
   for (int t = 0; t < KB / 16; t++)
-    gc_wgmma_rs<DMAX, GC_TA == GC_BF16>(o, pa[t], gc_wgmma_desc128(sv + t * 2048, AW_TBYTES));
+    gc_wgmma_rs<DMAX, GC_TA == GC_BF16>(o, pa[t], gc_wgmma_desc(sv + t * 2048, AW_TBYTES, 128));
   gc_wgmma_commit();
 }
 
@@ -206,6 +206,16 @@ GC_DEVICE void aw_topa(uint32_t pa[4], const float sa[KB / 2], int t) {
   GC_UNROLL(4)
   for (int x = 0; x < 4; x++)
     pa[x] = gc_pack2(TA(), sa[8 * t + 2 * x], sa[8 * t + 2 * x + 1]);
+}
+
+/* P of every step, each packed as soon as it is computed (fewer live
+ * registers than all powers first). */
+GC_DEVICE void aw_exp_topa(uint32_t pa[KB / 16][4], float sa[KB / 2], const float m[2], float l[2]) {
+  GC_UNROLL(KB / 16)
+  for (int t = 0; t < KB / 16; t++) {
+    aw_exp(sa, t, m, l);
+    aw_topa(pa[t], sa, t);
+  }
 }
 
 /* O rescaled to the new running max: row x's elements by corr[x]. */
@@ -289,44 +299,34 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
   float sa[KB / 2];      /* S of a tile, then 2^(S - m) */
   uint32_t pa[KB / 16][4]; /* P's A fragments: 16-key step t is n-tiles 2t, 2t+1 */
 #define AW_STAGE(j) (st0 + (j) % NST * AW_SBYTES) /* tile j's K panels; V's follow */
-#define AW_FULL(j) aw_full(full, j)
-#define AW_EMPTY(j) aw_empty(empty, j, lane)
 
 #if OVL == 0
   GC_UNROLL(1)
   for (int j = 0; j < nact; j++) {
-    AW_FULL(j);
+    aw_full(full, j);
     aw_scores(sa, qs, AW_STAGE(j));
     gc_wgmma_wait<0>();
     aw_max(sa, j * KB, lim, wfirst, sc, qc, m, l, corr);
     aw_rescale(o, corr);
-    GC_UNROLL(KB / 16)
-    for (int t = 0; t < KB / 16; t++) { /* each step's powers packed at once: fewer live registers */
-      aw_exp(sa, t, m, l);
-      aw_topa(pa[t], sa, t);
-    }
+    aw_exp_topa(pa, sa, m, l);
     aw_pv(o, pa, AW_STAGE(j) + AW_NP * AW_TBYTES);
     gc_wgmma_wait<0>();
     aw_touch<DMAX / 2>(o);
-    AW_EMPTY(j);
+    aw_empty(empty, j, lane);
   }
 #else
   /* S of tile j+1 on the tensor cores while this warpgroup's softmax of
      it waits only for that, and P·V of tile j runs behind it */
   if (nact > 0) {
-    AW_FULL(0);
+    aw_full(full, 0);
     aw_scores(sa, qs, AW_STAGE(0));
     gc_wgmma_wait<0>();
     aw_max(sa, 0, lim, wfirst, sc, qc, m, l, corr); /* O is 0: nothing to rescale */
-    GC_UNROLL(KB / 16)
-    for (int t = 0; t < KB / 16; t++) {
-      aw_exp(sa, t, m, l);
-      aw_topa(pa[t], sa, t);
-    }
+    aw_exp_topa(pa, sa, m, l);
   }
   GC_UNROLL(1)
   for (int j = 0; j + 1 < nact; j++) {
-    AW_FULL(j + 1);
+    aw_full(full, j + 1);
     aw_scores(sa, qs, AW_STAGE(j + 1));
     aw_pv(o, pa, AW_STAGE(j) + AW_NP * AW_TBYTES);
     gc_wgmma_wait<1>(); /* S of tile j+1 (P·V of tile j may still run) */
@@ -336,7 +336,7 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
       aw_exp(sa, t, m, l);
     gc_wgmma_wait<0>();
     aw_touch<DMAX / 2>(o);
-    AW_EMPTY(j);
+    aw_empty(empty, j, lane);
     aw_rescale(o, corr);
     GC_UNROLL(KB / 16)
     for (int t = 0; t < KB / 16; t++)
@@ -346,13 +346,13 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
     aw_pv(o, pa, AW_STAGE(nact - 1) + AW_NP * AW_TBYTES);
     gc_wgmma_wait<0>();
     aw_touch<DMAX / 2>(o);
-    AW_EMPTY(nact - 1);
+    aw_empty(empty, nact - 1, lane);
   }
 #endif
   GC_UNROLL(1)
   for (int j = nact; j < ntile; j++) { /* tiles past the warpgroup's rows: release them */
-    AW_FULL(j);
-    AW_EMPTY(j);
+    aw_full(full, j);
+    aw_empty(empty, j, lane);
   }
 
   /* O / l for the lane's real rows */

@@ -208,13 +208,8 @@ GC_GLOBAL __align__(16) float wg_ws[WG_SPLIT ? WG_WSF : 4];
 GC_GLOBAL unsigned wg_cnt[WG_SPLIT ? WG_TILES_MAX * WG_CW : 1];
 GC_GLOBAL unsigned wg_done[WG_SPLIT ? WG_TILES_MAX * WG_CW : 1];
 GC_GLOBAL unsigned wg_claimed[WG_SPLIT ? WG_TILES_MAX * WG_CW * WG_BLK : 1];
-/* Shared-memory matrix descriptor: K-major, 128-byte (64-byte) swizzle,
- * 8-row groups 1024 (512) bytes apart (leading offset unused for these
- * layouts: 1). */
-GC_DEVICE uint64_t wg_desc(unsigned s) {
-  return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) |
-         ((uint64_t)(8 * WG_RB >> 4) << 32) | ((uint64_t)(BK == 64 ? 1 : 2) << 62);
-}
+/* The descriptor of a K-major tile at s: rows of WG_RB bytes, swizzled as wide. */
+GC_DEVICE uint64_t wg_desc(unsigned s) { return gc_wgmma_desc(s, 16, WG_RB); }
 
 /* Arrivals a stage's empty barrier waits for: per consumer thread
  * (cp.async path), or per consumer warp of each block of the cluster. */

@@ -290,14 +290,15 @@ GC_WGMMA_RS(64, 1, "bf16", GC_WG_D32, GC_WG_O32, 32, 33, 34, 35, 36)
 GC_WGMMA_RS(128, 0, "f16", GC_WG_D64, GC_WG_O64, 64, 65, 66, 67, 68)
 GC_WGMMA_RS(128, 1, "bf16", GC_WG_D64, GC_WG_O64, 64, 65, 66, 67, 68)
 
-/* Shared-memory matrix descriptor of a 128-byte-swizzled operand (the
- * 16-byte chunk c of 128-byte row r at r·128 + ((c ^ r % 8)·16), 8-row
- * groups 1024 bytes apart, 1024-byte aligned): K-major (lbo unused: 16)
- * or, for an MN-major B, lbo the bytes between its 64-element column
- * blocks. */
-GC_DEVICE uint64_t gc_wgmma_desc128(unsigned s, unsigned lbo) {
-  return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) |
-         ((uint64_t)1 << 62);
+/* Shared-memory matrix descriptor of a wgmma operand at s in sw-byte
+ * rows swizzled sw bytes wide (sw 128: the 16-byte chunk c of row r at
+ * r·128 + ((c ^ r % 8)·16); sw 64: r·64 + ((c ^ (r / 2) % 4)·16)), 8-row
+ * groups 8·sw bytes apart, the pattern 8·sw-aligned: K-major (lbo unused:
+ * 16) or, for an MN-major B, lbo the bytes between its column blocks of
+ * sw bytes. */
+GC_DEVICE uint64_t gc_wgmma_desc(unsigned s, unsigned lbo, unsigned sw) {
+  return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(8 * sw >> 4) << 32) |
+         ((uint64_t)(sw == 128 ? 1 : 2) << 62);
 }
 
 GC_DEVICE unsigned gc_cluster_rank(void) {
