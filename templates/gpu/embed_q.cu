@@ -39,7 +39,7 @@ void embed_q_gpu(const int32_t *tokens, const TB *T, TC *Z, int64_t M, int64_t N
   if (ug >= N / 32)
     return;
   const int64_t kb = ug / GC_QUNITS, rb = N / GC_QK * GC_QBYTES;
-  const int u = (int)(ug % GC_QUNITS);
+  const int u = GCQ_UNIT_IN_BLOCK(ug);
   for (int64_t i = r0; i < gc_min64(M, r0 + ROWS); i++) {
     const int64_t id = tokens[i];
     float y[8];

@@ -113,7 +113,7 @@ GC_DEVICE void gq_load_b(const uint8_t *B, int64_t n0, int64_t N, int64_t K, int
     const int rr = id / (BK / 8), p = id % (BK / 8);
     const int64_t row = gq_brow(rr, n0, N), ug = kt * (BK / 32) + p / 4;
     if ((GQ_TASKS % GQ_T == 0 || id < GQ_TASKS) && row >= 0 && ug < nu)
-      GCQ_LOAD(B + row * rb + ug / GC_QUNITS * GC_QBYTES, (int)(ug % GC_QUNITS), p % 4, raw[i]);
+      GCQ_LOAD(B + row * rb + ug / GC_QUNITS * GC_QBYTES, GCQ_UNIT_IN_BLOCK(ug), p % 4, raw[i]);
   }
 }
 
@@ -140,7 +140,7 @@ GC_DEVICE void gq_store_b(TA *sb, int64_t n0, int64_t N, int64_t K, int64_t kt,
     float d0 = 0.0f, d1 = 0.0f, mn = 0.0f;
     if (row >= 0 && ug < nu) {
       uint32_t lo, hi;
-      GCQ_DECODE(raw[i], (int)(ug % GC_QUNITS), t, lo, hi, d0, d1, mn);
+      GCQ_DECODE(raw[i], GCQ_UNIT_IN_BLOCK(ug), t, lo, hi, d0, d1, mn);
       v0 = gq_levels(lo);
       v1 = gq_levels(hi);
     }

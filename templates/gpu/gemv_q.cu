@@ -107,7 +107,7 @@
 template <int MR>
 GC_DEVICE void gq_unit(const uint32_t raw[GQ_NR][GCQ_RAW], const TA *A, const TN *Wn, int64_t M,
                        int64_t K, int64_t ug, int t, float acc[MR][GQ_NR], float ss[MR]) {
-  const int u = (int)(ug % GC_QUNITS);
+  const int u = GCQ_UNIT_IN_BLOCK(ug);
   const int64_t k0 = ug * 32 + 4 * t, k1 = k0 + 16; /* the part's two runs of 4 */
   uint32_t lo[GQ_NR], hi[GQ_NR];
   float d0[GQ_NR], d1[GQ_NR], mn[GQ_NR];
@@ -242,7 +242,7 @@ GC_DEVICE void gq_body(const TA *A, const TB *B, TC *C, const TN *Wn, int64_t M,
         for (int r = 0; r < GQ_NR; r++) {
           const uint8_t *sb = (const uint8_t *)(st + r * GQ_SC) + ((uint64_t)(b[r] + lo) & 15) +
                               (ug - u0) / GC_QUNITS * GC_QBYTES;
-          GCQ_LOAD(sb, (int)(ug % GC_QUNITS), t, raw[r]);
+          GCQ_LOAD(sb, GCQ_UNIT_IN_BLOCK(ug), t, raw[r]);
         }
         gq_unit<MR>(raw, A, Wn, M, K, ug, t, acc, ss);
       }
@@ -255,7 +255,7 @@ GC_DEVICE void gq_body(const TA *A, const TB *B, TC *C, const TN *Wn, int64_t M,
         const int64_t ug = gc_min64(q0 + (int64_t)v * GQ_US, nu - 1); /* past the row: re-read, unused */
         GC_UNROLL(GQ_NR)
         for (int r = 0; r < GQ_NR; r++)
-          GCQ_LOAD(b[r] + ug / GC_QUNITS * GC_QBYTES, (int)(ug % GC_QUNITS), t, raw[v][r]);
+          GCQ_LOAD(b[r] + ug / GC_QUNITS * GC_QBYTES, GCQ_UNIT_IN_BLOCK(ug), t, raw[v][r]);
       }
       GC_UNROLL(UNR)
       for (int v = 0; v < UNR; v++) {

@@ -371,7 +371,7 @@ GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, co
       GC_UNROLL(2)
       for (int h = 0; h < 2; h++) {
         uint32_t lo, hi;
-        GCQ_DECODE(raw[p][r][h], (int)(ug % GC_QUNITS), t, lo, hi, d0[h], d1[h], mn[h]);
+        GCQ_DECODE(raw[p][r][h], GCQ_UNIT_IN_BLOCK(ug), t, lo, hi, d0[h], d1[h], mn[h]);
         lv[h][0][0] = qm_levels2(lo, 0), lv[h][0][1] = qm_levels2(lo, 1);
         lv[h][1][0] = qm_levels2(hi, 0), lv[h][1][1] = qm_levels2(hi, 1);
       }
@@ -404,7 +404,7 @@ GC_DEVICE void qm_unit_smem(const unsigned char *st, const int off[PAIR][RT][2],
                             float ss[NT]) {
   uint32_t raw[PAIR][RT][2][GCQ_RAW];
   QM_EACH_ROW(p, r, h)
-    GCQ_LOAD(st + ((p * RT + r) * 16 + g + 8 * h) * QM_SC * 16 + off[p][r][h] + ub, (int)(ug % GC_QUNITS), t,
+    GCQ_LOAD(st + ((p * RT + r) * 16 + g + 8 * h) * QM_SC * 16 + off[p][r][h] + ub, GCQ_UNIT_IN_BLOCK(ug), t,
              raw[p][r][h]);
   qm_unit(raw, A, Wn, xs, M, K, ug, g, t, acc, ss);
 }

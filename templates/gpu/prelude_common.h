@@ -127,6 +127,15 @@ typedef uint8_t gc_q6_kr_t;
 #define LOAD_N(p, i) gc_ld((const TN *)(p), (i))
 #define LOADV_N(n, p, i, o) gc_ldv<n>((const TN *)(p) + (i), (o))
 
+/* Global unit ug's place in its block, 0 .. GC_QUNITS - 1 (ug >= 0; a
+ * macro: the dtype macros follow the prelude).
+ * Unsigned: for ug = blocks·GC_QUNITS + u with u a constant of an
+ * unrolled loop the compiler then sees u itself, and the decoders' choices
+ * by unit (Q4_K's scale bytes, Q6_K's shifts) fold away; a signed
+ * remainder of a value it cannot prove non-negative stays a run-time
+ * computation with a branch per unit. */
+#define GCQ_UNIT_IN_BLOCK(ug) ((int)((uint64_t)(ug) % GC_QUNITS))
+
 GC_DEVICE uint32_t gcq_ld16(const uint8_t *p) { return *(const uint16_t *)p; }
 /* 4 bytes at an even address / at a multiple of 4 */
 GC_DEVICE uint32_t gcq_ld32u(const uint8_t *p) { return gcq_ld16(p) | gcq_ld16(p + 2) << 16; }
