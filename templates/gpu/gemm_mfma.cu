@@ -181,9 +181,7 @@ GC_DEVICE void gm_put_all(TA *s, const gc_raw16 *va, const gc_raw16 *vb, const g
 /* ---- the epilogue: accumulator r of block (i, j) (another epilogue is
  * one more #elif here) ---- */
 #if PAIR == 2
-/* silu(g) · u in fp32. */
-GC_DEVICE float gm_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
-#define GM_OUT(i, j, r) gm_swiglu(acc[i][j][r], acc_up[i][j][r])
+#define GM_OUT(i, j, r) gc_silu_mul(acc[i][j][r], acc_up[i][j][r])
 #else
 #define GM_OUT(i, j, r) acc[i][j][r]
 #endif

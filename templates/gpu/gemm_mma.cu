@@ -199,9 +199,7 @@ GC_DEVICE void gm_store2(TC *C, int64_t M, int64_t N, int64_t m, int64_t n, floa
 /* ---- the epilogue: element e of fragment (i, j) from the accumulators
  * (another epilogue is one more #elif here) ---- */
 #if PAIR == 2
-/* silu(g) · u in fp32. */
-GC_DEVICE float gm_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
-#define GM_OUT(i, j, e) gm_swiglu(acc[i][j][e], acc_up[i][j][e])
+#define GM_OUT(i, j, e) gc_silu_mul(acc[i][j][e], acc_up[i][j][e])
 #else
 #define GM_OUT(i, j, e) acc[i][j][e]
 #endif

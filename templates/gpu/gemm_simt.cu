@@ -124,13 +124,11 @@ GC_DEVICE void gs_math(const float *As, const float *Bs, int ty, int tx, float a
  * formed matters to the register allocation: these keep each op's code as
  * it was when gemm_swiglu_simt was a template of its own.) ---- */
 #if PAIR == 2
-/* silu(g) · u in fp32. */
-GC_DEVICE float gs_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
 #define GS_PRE(i, j)                                                         \
   float v[4];                                                                \
   GC_UNROLL(4)                                                               \
   for (int e = 0; e < 4; e++)                                                \
-    v[e] = gs_swiglu(acc[i][4 * (j) + e], acc_up[i][4 * (j) + e]);
+    v[e] = gc_silu_mul(acc[i][4 * (j) + e], acc_up[i][4 * (j) + e]);
 #define GS_VEC(i, j)
 #define GS_OUT(i, j, e) v[e]
 #else

@@ -258,9 +258,8 @@ GC_DEVICE int wg_rows(int64_t r0, int64_t nr, int rr, int R) {
 /* ---- the epilogue: the value of accumulator k of an m64 tile's fragments
  * (another epilogue is one more #elif here) ---- */
 #if PAIR == 2
-/* silu(g) · u in fp32; the up column of gate column group j is j + BN/16. */
-GC_DEVICE float wg_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
-#define WG_OUT(acc, k) wg_swiglu((acc)[k], (acc)[(k) + 4 * (BN / 16)])
+/* silu(gate)·up in fp32; the up column of gate column group j is j + BN/16. */
+#define WG_OUT(acc, k) gc_silu_mul((acc)[k], (acc)[(k) + 4 * (BN / 16)])
 #else
 #define WG_OUT(acc, k) (acc)[k]
 #endif

@@ -138,9 +138,7 @@ GC_DEVICE void gm_stage_math(const TA *sa, const TA *sb, int wm, int wn, int lan
 /* ---- the epilogue: accumulator r of block (i, j) (another epilogue is
  * one more #elif here) ---- */
 #if PAIR == 2
-/* silu(g) · u in fp32. */
-GC_DEVICE float gm_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
-#define GM_OUT(i, j, r) gm_swiglu(acc[i][j][r], acc_up[i][j][r])
+#define GM_OUT(i, j, r) gc_silu_mul(acc[i][j][r], acc_up[i][j][r])
 #else
 #define GM_OUT(i, j, r) acc[i][j][r]
 #endif

@@ -117,9 +117,7 @@ GC_DEVICE int64_t gv_row(const gv_rope_t &ro, int64_t s) {
 #if ROPE /* pair n/2 (n even) of row m (the prelude's gc_rope_pair) */
 #define GV_STORE(C, m, n, x, x2) gc_rope_pair(C, ro, m, (n) / 2, x, x2)
 #elif PAIR == 2
-/* silu(g) · u in fp32. */
-GC_DEVICE float gv_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
-#define GV_STORE(C, m, n, x, x_up) STORE_C(C, (m) * N + (n), gv_swiglu(x, x_up))
+#define GV_STORE(C, m, n, x, x_up) STORE_C(C, (m) * N + (n), gc_silu_mul(x, x_up))
 #else
 #define GV_STORE(C, m, n, x, x_up) STORE_GEMM(C, (m) * N + (n), x)
 #endif

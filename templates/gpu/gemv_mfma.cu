@@ -145,8 +145,6 @@ GC_DEVICE void gf_operand(const gc_raw16 &x, const gc_raw16 &w, float &ss, gc_ra
   }
 }
 
-/* silu(g) · u in fp32. */
-GC_DEVICE float gf_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
 
 /* args: A, B, C, int64 M, N, K (gemm, gemm_add, gemm_swiglu: B is W);
  * A, B, C, norm[K], int64 M, N, K, float eps (rmsnorm_gemm,
@@ -264,7 +262,7 @@ void gemv_mfma(const TA *A, const TB *B, TC *C,
       if (n < N) {
         const float x = acc[0][t][e] * sc;
 #if PAIR == 2
-        STORE_C(C, m * N + n, gf_swiglu(x, acc[PAIR - 1][t][e] * sc));
+        STORE_C(C, m * N + n, gc_silu_mul(x, acc[PAIR - 1][t][e] * sc));
 #else
         STORE_GEMM(C, m * N + n, x);
 #endif

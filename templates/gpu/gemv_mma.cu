@@ -138,8 +138,6 @@ GC_DEVICE void gw_operand(uint4 x, uint4 w, float &ss, uint32_t op[GW_SPLIT][4])
   }
 }
 
-/* silu(g) · u in fp32. */
-GC_DEVICE float gw_swiglu(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
 
 /* Ask L2 for the n rows of B from row r (contiguous: rows are K long). */
 GC_DEVICE void gw_prefetch(const TB *B, int64_t r, int64_t n, int64_t K) {
@@ -295,7 +293,7 @@ void gemv_mma(const TA *A, const TB *B, TC *C,
         if (m < M && n < N) {
           const float x = acc[0][t][j][e] * sc[e & 1];
 #if PAIR == 2
-          STORE_C(C, m * N + n, gw_swiglu(x, acc[PAIR - 1][t][j][e] * sc[e & 1]));
+          STORE_C(C, m * N + n, gc_silu_mul(x, acc[PAIR - 1][t][j][e] * sc[e & 1]));
 #else
           STORE_GEMM(C, m * N + n, x);
 #endif

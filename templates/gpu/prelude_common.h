@@ -309,7 +309,9 @@ GC_DEVICE void gcq_load_q6_kr(const uint8_t *b, int u, int t, uint32_t *r) {
 
 /* The GEMM family's epilogues, chosen by the op (gen defines GC_OP_<op>;
  * PAIR and NORM where gen derives them from the op table): PAIR rows of B
- * per column of C (2: silu(gate)·up), NORM where A's rows are normalised. */
+ * per column of C (2: silu(gate)·up), NORM where A's rows are normalised.
+ * The SwiGLU of a pair, silu(g)·u in fp32: every GEMM and GEMV family's
+ * (dense and quantized, NVIDIA and AMD) is this one. */
 GC_DEVICE float gc_silu_mul(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
 /* <<< gc-quant */
 
