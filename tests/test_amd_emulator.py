@@ -92,6 +92,14 @@ def quant_block(path):
     return block.group(0)
 
 
+def epilogue_block(path):
+    """The GPU preludes' gc-epilogue block (prelude_common.h) into path."""
+    text = open(os.path.join(GPU, "prelude_common.h")).read()
+    block = re.search(r"/\* >>> gc-epilogue.*?<<< gc-epilogue \*/", text, re.S)
+    assert block, "prelude_common.h has no gc-epilogue block"
+    path.write_text(block.group(0) + "\n")
+
+
 def build(tmp, tpl_file, wave, dtype, op, params, layout_text=None, quant_text=None, tpl_text=None):
     """Compile the template for the emulation. dtype: "T", or "A:B:C" with B
     a block format (then harness_q.h, and the prelude's gc-quant block); op
@@ -109,6 +117,7 @@ def build(tmp, tpl_file, wave, dtype, op, params, layout_text=None, quant_text=N
     defs += "".join(f"#define GC_T{x} {c}\n" for x, c in zip("ABC", (code_a, code_b, code_c)))
     defs += f"#define GC_MFMA {env['MFMA']}\n#define GC_WMMA {env['WMMA']}\n"
     defs += "".join(f"#define GC_OP_{o.upper()} {int(o == op)}\n" for o in tpl["ops"])
+    epilogue_block(tmp / "epilogue.h")
     if quant:
         (tmp / "quant.h").write_text(quant_text) if quant_text else quant_block(tmp / "quant.h")
     harness = "harness_q.h" if quant else "harness_att.h" if att else "harness.h"

@@ -1,11 +1,22 @@
 /* prelude_common.h — the part of the GPU preludes that is the same for
- * NVIDIA and AMD: ggml's block formats (the gc-quant block) and the GEMM
- * family's epilogue helper. prelude_cuda.h and prelude_hip.h include it
- * after each vendor's gc_h2f_bits and gc_ubyte_f, which it uses; gen/
+ * NVIDIA and AMD: the GEMM families' epilogue math (the gc-epilogue
+ * block) and ggml's block formats (the gc-quant block). prelude_cuda.h
+ * and prelude_hip.h include it after each vendor's gc_exp, gc_h2f_bits
+ * and gc_ubyte_f, which it uses; gen/
  * splices it into them where they say #include "prelude_common.h" (NVRTC
  * and comgr compile one string with no include path), so the generated
  * source is as if the text stood there. It has no include guard of its
  * own: the prelude's covers it. */
+
+/* >>> gc-epilogue: the GEMM and GEMV families' shared epilogue math.
+ * The epilogue is chosen by the op (gen defines GC_OP_<op>; PAIR and NORM
+ * where gen derives them from the op table): PAIR rows of B per column of
+ * C (2: silu(gate)·up), NORM where A's rows are normalised. The SwiGLU of
+ * a pair, silu(g)·u in fp32, is this one for every family, dense and
+ * quantized, NVIDIA and AMD (the AMD emulator splices this block in
+ * too). */
+GC_DEVICE float gc_silu_mul(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
+/* <<< gc-epilogue */
 
 /* ================================================================== */
 /* >>> gc-quant: ggml's block formats, for B (the weights)             */
@@ -306,13 +317,6 @@ GC_DEVICE void gcq_load_q6_kr(const uint8_t *b, int u, int t, uint32_t *r) {
   } while (0)
 /* The level of byte i of w (GCQ_DECODE's lo or hi), as a float. */
 #define GCQ_LEVEL(w, i) (gc_ubyte_f(w, i) - (float)GC_QBIAS)
-
-/* The GEMM family's epilogues, chosen by the op (gen defines GC_OP_<op>;
- * PAIR and NORM where gen derives them from the op table): PAIR rows of B
- * per column of C (2: silu(gate)·up), NORM where A's rows are normalised.
- * The SwiGLU of a pair, silu(g)·u in fp32: every GEMM and GEMV family's
- * (dense and quantized, NVIDIA and AMD) is this one. */
-GC_DEVICE float gc_silu_mul(float g, float u) { return g / (1.0f + gc_exp(-g)) * u; }
 /* <<< gc-quant */
 
 /* ---- the GEMVs' shared pieces (outside the gc-quant block: the AMD

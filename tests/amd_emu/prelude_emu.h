@@ -190,6 +190,10 @@ GC_DEVICE uint32_t gc_pack2(gc_bf16_t, float a, float b) {
   return (uint32_t)emu_to_bf16(a) | (uint32_t)emu_to_bf16(b) << 16;
 }
 
+/* The GPU preludes' >>> gc-epilogue block (from prelude_common.h:
+ * epilogue.h, extracted by the test): the SwiGLU every family stores. */
+#include "epilogue.h"
+
 #ifdef EMU_QUANT
 /* The block formats: the vendor's two primitives (host versions), then the
  * GPU preludes' >>> gc-quant block itself (from prelude_common.h: quant.h,
