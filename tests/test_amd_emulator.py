@@ -82,22 +82,14 @@ def layouts(path):
     return block.group(0)
 
 
-def quant_block(path):
-    """The GPU preludes' gc-quant block (the block formats of B, in
-    prelude_common.h) into path."""
+def common_block(name, path):
+    """The GPU preludes' block NAME (gc-quant: the block formats of B;
+    gc-epilogue: the SwiGLU; both in prelude_common.h) into path; its text."""
     text = open(os.path.join(GPU, "prelude_common.h")).read()
-    block = re.search(r"/\* >>> gc-quant.*?<<< gc-quant \*/", text, re.S)
-    assert block, "prelude_common.h has no gc-quant block"
+    block = re.search(rf"/\* >>> {name}.*?<<< {name} \*/", text, re.S)
+    assert block, f"prelude_common.h has no {name} block"
     path.write_text(block.group(0) + "\n")
     return block.group(0)
-
-
-def epilogue_block(path):
-    """The GPU preludes' gc-epilogue block (prelude_common.h) into path."""
-    text = open(os.path.join(GPU, "prelude_common.h")).read()
-    block = re.search(r"/\* >>> gc-epilogue.*?<<< gc-epilogue \*/", text, re.S)
-    assert block, "prelude_common.h has no gc-epilogue block"
-    path.write_text(block.group(0) + "\n")
 
 
 def build(tmp, tpl_file, wave, dtype, op, params, layout_text=None, quant_text=None, tpl_text=None):
@@ -117,9 +109,9 @@ def build(tmp, tpl_file, wave, dtype, op, params, layout_text=None, quant_text=N
     defs += "".join(f"#define GC_T{x} {c}\n" for x, c in zip("ABC", (code_a, code_b, code_c)))
     defs += f"#define GC_MFMA {env['MFMA']}\n#define GC_WMMA {env['WMMA']}\n"
     defs += "".join(f"#define GC_OP_{o.upper()} {int(o == op)}\n" for o in tpl["ops"])
-    epilogue_block(tmp / "epilogue.h")
+    common_block("gc-epilogue", tmp / "epilogue.h")
     if quant:
-        (tmp / "quant.h").write_text(quant_text) if quant_text else quant_block(tmp / "quant.h")
+        (tmp / "quant.h").write_text(quant_text) if quant_text else common_block("gc-quant", tmp / "quant.h")
     harness = "harness_q.h" if quant else "harness_att.h" if att else "harness.h"
     src = (("#define EMU_QUANT 1\n" if quant else "") + ("#define EMU_ATTENTION 1\n" if att else "") +
            '#include "prelude_emu.h"\n' + defs +
@@ -451,7 +443,7 @@ def test_wrong_dequantization_is_caught(tmp_path, mutation, tpl_file, wave):
     what, where, old, new, fmt, _, which = mutation
     texts = {}
     if where == "quant":
-        text = quant_block(tmp_path / "quant.h")
+        text = common_block("gc-quant", tmp_path / "quant.h")
         assert old in text, old
         texts["quant_text"] = text.replace(old, new)
     else:

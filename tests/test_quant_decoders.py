@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import ggufq
-from test_amd_emulator import CXX, EMU, epilogue_block, layouts, quant_block
+from test_amd_emulator import CXX, EMU, common_block, layouts
 from test_amd_templates import GPU
 
 pytestmark = pytest.mark.skipif(not CXX, reason="clang++-19 not installed (host build of the decoders)")
@@ -55,10 +55,12 @@ def format_code(fmt):
     return int(m.group(1))
 
 
-def build(tmp, fmt):
+def build(tmp, fmt, quant_text=None):
+    """The decoders of fmt for the host (quant_text: the gc-quant block to
+    use instead of the prelude's)."""
     layouts(tmp / "layouts.h")
-    epilogue_block(tmp / "epilogue.h")
-    quant_block(tmp / "quant.h")
+    common_block("gc-epilogue", tmp / "epilogue.h")
+    (tmp / "quant.h").write_text(quant_text) if quant_text else common_block("gc-quant", tmp / "quant.h")
     code = format_code(fmt)
     src = (f'#define EMU_QUANT 1\n#include "prelude_emu.h"\n#define GC_TA 1\n#define GC_TB {code}\n'
            f'#define GC_TC 1\n#include "harness_dec.h"\n')
@@ -96,18 +98,13 @@ def test_decoders_give_ggml_values(tmp_path, fmt):
 def test_a_wrong_decoder_is_caught(tmp_path):
     """A planted fault (Q4_KR's scale and min of a unit swapped) fails the
     same comparison: the test can fail."""
-    text = quant_block(tmp_path / "quant.h")
+    text = common_block("gc-quant", tmp_path / "quant.h")
     old = "gcq_scale_min_k4(r[1], r[2], r[3], u, sc, m);"
     assert old in text, "gcq_decode_q4_k no longer calls gcq_scale_min_k4 as this test plants its fault"
     rng = np.random.default_rng(99)
     raw = ggufq.to_device("Q4_KR", random_blocks("Q4_K", 16, rng))
     (tmp_path / "b.bin").write_bytes(raw)
-    exe = build(tmp_path, "Q4_KR")
-    (tmp_path / "quant.h").write_text(text.replace(old, "gcq_scale_min_k4(r[1], r[2], r[3], u, m, sc);"))
-    src = (tmp_path / "dec.cpp").read_text()
-    r = subprocess.run([CXX, "-std=c++17", "-O1", f"-I{EMU}", f"-I{tmp_path}", "-o", str(exe),
-                        str(tmp_path / "dec.cpp")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:] + src
+    exe = build(tmp_path, "Q4_KR", text.replace(old, "gcq_scale_min_k4(r[1], r[2], r[3], u, m, sc);"))
     r = subprocess.run([str(exe), "16", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     got = np.fromfile(tmp_path / "out.bin", dtype="<f4")

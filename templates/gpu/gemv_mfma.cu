@@ -145,7 +145,6 @@ GC_DEVICE void gf_operand(const gc_raw16 &x, const gc_raw16 &w, float &ss, gc_ra
   }
 }
 
-
 /* args: A, B, C, int64 M, N, K (gemm, gemm_add, gemm_swiglu: B is W);
  * A, B, C, norm[K], int64 M, N, K, float eps (rmsnorm_gemm,
  * rmsnorm_gemm_swiglu). */

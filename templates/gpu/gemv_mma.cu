@@ -138,7 +138,6 @@ GC_DEVICE void gw_operand(uint4 x, uint4 w, float &ss, uint32_t op[GW_SPLIT][4])
   }
 }
 
-
 /* Ask L2 for the n rows of B from row r (contiguous: rows are K long). */
 GC_DEVICE void gw_prefetch(const TB *B, int64_t r, int64_t n, int64_t K) {
   gc_prefetch_l2_range(B + r * K, n * K * SB, WARPS * GC_WARP);

@@ -2,11 +2,11 @@
  * NVIDIA and AMD: the GEMM families' epilogue math (the gc-epilogue
  * block) and ggml's block formats (the gc-quant block). prelude_cuda.h
  * and prelude_hip.h include it after each vendor's gc_exp, gc_h2f_bits
- * and gc_ubyte_f, which it uses; gen/
- * splices it into them where they say #include "prelude_common.h" (NVRTC
- * and comgr compile one string with no include path), so the generated
- * source is as if the text stood there. It has no include guard of its
- * own: the prelude's covers it. */
+ * and gc_ubyte_f, which it uses; gen/ splices it into them where they
+ * say #include "prelude_common.h" (NVRTC and comgr compile one string
+ * with no include path), so the generated source is as if the text
+ * stood there. It has no include guard of its own: the prelude's covers
+ * it. */
 
 /* >>> gc-epilogue: the GEMM and GEMV families' shared epilogue math.
  * The epilogue is chosen by the op (gen defines GC_OP_<op>; PAIR and NORM
