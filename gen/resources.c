@@ -6,16 +6,16 @@
 static int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* VGPRs a wave holds: CDNA allocates AGPRs after the VGPRs, aligned to 4. */
-static int64_t amd_regs(const gc_amd_isa_t *isa, const gc_resources_t *r) {
-  if (isa->mfma && r->agprs > 0) return align_up(r->regs, 4) + r->agprs;
-  return r->regs;
-}
-
+/* The VGPRs a wave holds are the code object's .vgpr_count (r->regs). On
+ * CDNA (gfx90a, gfx942: one unified file, AGPRs after the VGPRs aligned
+ * to 4) that count is already the total, align(arch VGPRs, 4) + AGPRs
+ * (LLVM's NumVGPRsForWavesPerEU, what comgr 5.2 and clang-19 both write;
+ * tests/test_amd_templates.py reads it off the disassembly): r->agprs is
+ * the part of it that is AGPRs, not registers to add. */
 int64_t gc_res_amd_occupancy(const gc_amd_isa_t *isa, const gc_resources_t *r,
                              int64_t threads, int64_t lds) {
   if (r->regs < 0) return -1;
-  int64_t regs = amd_regs(isa, r), waves_wg = (threads + isa->wave - 1) / isa->wave;
+  int64_t regs = r->regs, waves_wg = (threads + isa->wave - 1) / isa->wave;
   if (waves_wg < 1) waves_wg = 1;
   int64_t by_vgpr = isa->vgpr_file / align_up(regs > 0 ? regs : 1, isa->vgpr_granule);
   int64_t cap = min64(isa->max_waves, by_vgpr);
@@ -41,7 +41,7 @@ static int launch_shape(const gc_variant_t *v, const gc_target_t *tg, const gc_p
 
 static void amd_check(const gc_amd_isa_t *isa, const gc_target_t *tg, gc_resources_t *r,
                       int64_t threads, int64_t lds, int *ok, char *why, size_t n) {
-  int64_t budget = 0, regs = r->regs >= 0 ? amd_regs(isa, r) : -1;
+  int64_t budget = 0, regs = r->regs;
   gc_env_get(&tg->consts, "VGPRS", &budget);
   r->occupancy = gc_res_amd_occupancy(isa, r, threads, lds);
   *ok = 0;

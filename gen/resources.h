@@ -5,7 +5,8 @@
  *
  * AMD (gfx90a, gfx942, gfx1100), per SIMD, for a workgroup of T threads
  * (W = ceil(T / wave) waves) using L bytes of LDS (static + dynamic):
- *   regs      = CDNA: align(vgprs, 4) + agprs (one unified file); RDNA: vgprs
+ *   regs      = the code object's .vgpr_count (CDNA: the unified file's
+ *               align(arch VGPRs, 4) + AGPRs already; RDNA: VGPRs)
  *   by_vgpr   = floor(vgpr_file / align(max(regs, 1), granule))
  *   by_lds    = L > 0 ? ceil(floor(lds_per_cu / L) · W / simds) : max_waves
  *   occupancy = min(max_waves, by_vgpr, by_lds), and 0 when one workgroup

@@ -344,3 +344,48 @@ def test_untuned_defaults_follow_the_architecture(gc):
             moved[target] = got
     # 8 heads of one token cannot fill 304 CUs at the defaults: more split
     assert moved["gfx942"] != declared_defaults("attention_decode"), moved
+
+
+def highest(dis, kind):
+    """The highest register of kind ('v' arch VGPRs, 'a' AGPRs) the
+    disassembly names, alone (v7) or as the top of a range (v[4:7]); -1 if none."""
+    top = [int(x) for x in re.findall(rf"\b{kind}(\d+)\b", dis)]
+    top += [int(hi) for hi in re.findall(rf"\b{kind}\[\d+:(\d+)\]", dis)]
+    return max(top, default=-1)
+
+
+@pytest.mark.skipif(not OBJDUMP, reason="llvm-objdump-19 not installed (make deps)")
+@pytest.mark.parametrize("target,driver", [d for d in DRIVERS if d[0] != "gfx1100"],
+                         ids=[f"{t}-{d}" for t, d in DRIVERS if t != "gfx1100"])
+def test_vgpr_count_holds_the_agprs(gc, target, driver):
+    """On CDNA (one unified register file) the code object's .vgpr_count,
+    which gcore records as a kernel's registers, is already align(arch
+    VGPRs, 4) + AGPRs: read off the disassembly of MFMA GEMMs whose
+    accumulators live in AGPRs. So the occupancy and the register budget
+    take it as it is (gen/resources.c); adding the AGPRs again rejected
+    kernels that fit and halved the occupancy of some."""
+    if driver == "clang" and not CLANG:
+        pytest.skip("no clang for AMD (install clang-19 lld-19: make deps)")
+    r = gc("gcore-gen", "--target", target, "--compiler", driver, "--op", "gemm", "--dtype", "f16",
+           "--m", "2,512", "--n", "4096", "--k", "4096", "-o", "b.gcb", "-q")
+    assert r.rc == 0, r
+    with sqlite3.connect(gc.dir / "b.gcb") as c:
+        rows = c.execute("SELECT id, template, params, regs, agprs, occupancy, blob FROM code_objects "
+                         "WHERE template = 'gemm_mfma'").fetchall()
+    assert rows, "no gemm_mfma kernel in the bundle"
+    with_agprs = 0
+    for oid, tpl, params, regs, agprs, occupancy, blob in rows:
+        dis = disassemble(blob, gc.dir, f"{oid}.hsaco")
+        v, a = highest(dis, "v") + 1, highest(dis, "a") + 1
+        assert agprs == a, (params, agprs, a)
+        want = (v + 3) // 4 * 4 + a if a else v
+        assert regs == want, f"{tpl} {params}: recorded {regs} registers, the code uses {v} VGPRs + {a} AGPRs"
+        with_agprs += a > 0
+        # gemm_mfma's @block and @shmem (f16: SA = 2, PAIR = 1); per SIMD of
+        # the 4, a 512-register file in granules of 8, at most 8 waves
+        p = {k: int(x) for k, x in (kv.split("=") for kv in params.split(","))}
+        waves = p["BM"] // p["WM"] * (p["BN"] // p["WN"])
+        lds = p["STAGES"] * (p["BM"] + p["BN"]) * (p["BK"] + 4) * 2
+        by_lds = -(-(65536 // lds) * waves // 4)
+        assert occupancy == min(8, 512 // ((regs + 7) // 8 * 8), by_lds), (params, regs, agprs, occupancy)
+    assert with_agprs, "no kernel put its accumulators in AGPRs: the check proved nothing"

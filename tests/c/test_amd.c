@@ -71,8 +71,10 @@ static void test_occupancy(void) {
   CHECK(gc_res_amd_occupancy(cdna, &r, 256, 0) == 4);
   r = res(130, 0, 0);                                             /* granule 8: 136 */
   CHECK(gc_res_amd_occupancy(cdna, &r, 256, 0) == 3);
-  r = res(126, 128, 0);                                           /* align(126,4)+128 = 256 */
+  r = res(256, 128, 0); /* .vgpr_count 256 = align(126,4) + 128 AGPRs already: 512 / 256 */
   CHECK(gc_res_amd_occupancy(cdna, &r, 256, 0) == 2);
+  r = res(108, 32, 0);   /* 108 with its 32 AGPRs (clang-19's gemm_mfma, gfx942): granule 8, 112 */
+  CHECK(gc_res_amd_occupancy(cdna, &r, 256, 0) == 4);
   r = res(64, 0, 32768);                                          /* 2 workgroups of 4 waves */
   CHECK(gc_res_amd_occupancy(cdna, &r, 256, 32768) == 2);
   r = res(66, 0, 40000);                                          /* one wave on one SIMD */
@@ -117,9 +119,11 @@ static void test_pruning(void) {
   CHECK(gc_res_check(&v, &amd, &p, &r, &ok, why, sizeof why, &e) == 0 && !ok &&
         strstr(why, "resources: LDS"));
   v.values[1] = 0;
-  r = res(256, 257, 0);
+  r = res(520, 256, 0); /* over the 512 of the unified file */
   CHECK(gc_res_check(&v, &amd, &p, &r, &ok, why, sizeof why, &e) == 0 && !ok &&
         strstr(why, "VGPR+AGPR"));
+  r = res(512, 256, 0); /* the AGPRs are inside .vgpr_count: it fits, one wave a SIMD */
+  CHECK(gc_res_check(&v, &amd, &p, &r, &ok, why, sizeof why, &e) == 0 && ok && r.occupancy == 1);
   r = res(64, 0, 0);
   r.scratch_bytes = 16;
   CHECK(gc_res_check(&v, &amd, &p, &r, &ok, why, sizeof why, &e) == 0 && !ok &&
