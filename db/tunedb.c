@@ -122,12 +122,17 @@ int gc_db_open(const char *path, int create, gc_db_t **out, gc_err_t *e) {
     return e->code;
   }
   if (!create && gc_db_schema_version(db) != gc_db_latest_version()) {
-    int v = gc_db_schema_version(db);
+    int v = gc_db_schema_version(db), latest = gc_db_latest_version();
     gc_db_close(db);
+    if (v == 0) /* an empty file (SQLite's empty database): nothing was ever tuned into it */
+      return gc_err_set(e, GC_EINVAL, "%s: an empty file, not a tuning database (gcore-tune --db "
+                        "writes one)", path);
     return gc_err_set(e, GC_EUNSUPPORTED,
-                      "%s: schema version %d, this gcore reads %d (open it with "
-                      "gcore-tune once to migrate)",
-                      path, v, gc_db_latest_version());
+                      v > latest ? "%s: schema version %d is newer than this gcore knows (%d); "
+                                   "use a newer gcore"
+                                 : "%s: schema version %d, this gcore reads %d (open it with "
+                                   "gcore-tune once to migrate)",
+                      path, v, latest);
   }
   *out = db;
   return GC_OK;

@@ -203,7 +203,11 @@ def test_bad_sources_are_refused(tuned, gc):
     with sqlite3.connect(gc.dir / "new.db") as c:
         c.execute("PRAGMA user_version = 99")
     r = gc("gcore-tune", "--merge", "new.db", "--db", "m.db")
-    assert_clean_error(r, "gcore-tune", "schema version 99")
+    assert_clean_error(r, "gcore-tune", "schema version 99 is newer than this gcore knows")
+    assert "migrate" not in r.err  # a newer file cannot be migrated back
+    (gc.dir / "empty.db").write_bytes(b"")
+    r = gc("gcore-tune", "--merge", "empty.db", "--db", "m.db")
+    assert_clean_error(r, "gcore-tune", "empty.db: an empty file, not a tuning database")
     shutil.copy(d / "s1.db", gc.dir / "self.db")
     r = gc("gcore-tune", "--merge", "self.db", "--db", "self.db")
     assert_clean_error(r, "gcore-tune", "is the database merged into")
