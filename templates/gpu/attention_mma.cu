@@ -64,16 +64,8 @@
 #define AM_ND (DMAX / 8)        /* 8-wide n-tiles of O */
 #define AM_CH (DMAX / 8)        /* 16-byte chunks of a row, at most */
 
-#if GC_TA == GC_BF16
-#define AM_MMA "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
-#else
-#define AM_MMA "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
-#endif
-
 GC_DEVICE void am_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-  asm volatile(AM_MMA " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  gc_mma16816<GC_TA == GC_BF16>(c, a[0], a[1], a[2], a[3], b0, b1);
 }
 
 /* Four 8x8 matrices of 16-bit elements from shared memory, lane l giving
@@ -90,8 +82,6 @@ GC_DEVICE void am_ldm4t(uint32_t r[4], unsigned a) {
                : "r"(a));
 }
 
-GC_DEVICE void am_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> GC_DEVICE void am_wait(void) { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 /* Issue the copies of tile j0 (keys j0 .. j0+KB-1, those >= kend zero
  * filled) of K and V into stage st: every thread its share of the
@@ -189,7 +179,7 @@ void attention_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t
   for (int p = 0; p < NST - 1; p++) {
     if (p < ntile)
       am_load(sk0 + p * stage_bytes, sv0 + p * stage_bytes, Kc, Vc, (int64_t)p * KB, kend, ld, D);
-    am_commit();
+    gc_cp_async_commit();
   }
   GC_UNROLL(1)
   for (int j = 0; j < ntile; j++) {
@@ -197,8 +187,8 @@ void attention_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t
     const int jn = j + NST - 1;
     if (jn < ntile)
       am_load(sk0 + jn % NST * stage_bytes, sv0 + jn % NST * stage_bytes, Kc, Vc, (int64_t)jn * KB, kend, ld, D);
-    am_commit();
-    am_wait<NST - 1>();
+    gc_cp_async_commit();
+    gc_cp_async_wait<NST - 1>();
     gc_barrier(); /* tile j landed, every thread's part */
     const int64_t j0 = (int64_t)j * KB;
     if (j0 > wlim)
@@ -297,7 +287,7 @@ void attention_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t
       }
     }
   }
-  am_wait<0>(); /* no copy outlives the block */
+  gc_cp_async_wait<0>(); /* no copy outlives the block */
 
   /* O / l for the lane's real rows */
   GC_UNROLL(RW)

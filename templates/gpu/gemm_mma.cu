@@ -74,11 +74,6 @@
 #define GM_BSZ (BN * GM_LDK)              /* halves per B (gate, up) stage */
 #define GM_MT (WM / 16)                   /* mma tiles down a warp tile */
 #define GM_NT (WN / 8)                    /* mma tiles across */
-#if GC_TA == GC_BF16
-#define GM_MMA "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
-#else
-#define GM_MMA "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
-#endif
 
 /* Byte offset of 16-byte chunk c of row r in a tile (see the header). */
 GC_DEVICE unsigned gm_off(int r, int c) {
@@ -112,9 +107,7 @@ GC_DEVICE void gm_ldsm4(unsigned addr, uint32_t r[4]) {
 }
 
 GC_DEVICE void gm_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-  asm volatile(GM_MMA " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  gc_mma16816<GC_TA == GC_BF16>(c, a[0], a[1], a[2], a[3], b0, b1);
 }
 
 /* Issue the copies of rows r0 .. r0+R-1 (of nr), columns k0 .. k0+BK-1

@@ -98,10 +98,7 @@ GC_DEVICE void gq_ldsm4(unsigned addr, uint32_t r[4]) {
                : "r"(addr));
 }
 GC_DEVICE void gq_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-               "{%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  gc_mma16816<0>(c, a[0], a[1], a[2], a[3], b0, b1);
 }
 
 /* A's rows r0.. of the tile at shared address s, columns k0 .. k0+BK-1

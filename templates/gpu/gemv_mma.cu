@@ -90,18 +90,7 @@
 #define GW_RB (GW_RG * 16 * RT)              /* outputs (rows of B) per block */
 #define GW_NACC (4 * PAIR * RT * NT)         /* fp32 accumulators per lane */
 #define GW_SPLIT (NORM ? (GC_TA == GC_BF16 ? 3 : 2) : 1) /* operands x·w is split into */
-#if GC_TA == GC_BF16
-#define GW_MMA "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
-#else
-#define GW_MMA "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
-#endif
 
-GC_DEVICE void gw_mma(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                      uint32_t b1) {
-  asm volatile(GW_MMA " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 /* 16 bytes at p, or zeros when !ok (p is then not read). */
 GC_DEVICE uint4 gw_ld16(const void *p, bool ok) {
@@ -229,8 +218,8 @@ void gemv_mma(const TA *A, const TB *B, TC *C,
             GC_UNROLL(RT)
             for (int t = 0; t < RT; t++) {
               const uint4 &lo = bv[u][p][t][0], &hi = bv[u][p][t][1]; /* rows g, g + 8 */
-              gw_mma(acc[p][t][j], lo.x, hi.x, lo.y, hi.y, op[s][0], op[s][1]);
-              gw_mma(acc[p][t][j], lo.z, hi.z, lo.w, hi.w, op[s][2], op[s][3]);
+              gc_mma16816<GC_TA == GC_BF16>(acc[p][t][j], lo.x, hi.x, lo.y, hi.y, op[s][0], op[s][1]);
+              gc_mma16816<GC_TA == GC_BF16>(acc[p][t][j], lo.z, hi.z, lo.w, hi.w, op[s][2], op[s][3]);
             }
       }
     }

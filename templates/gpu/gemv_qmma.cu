@@ -201,20 +201,8 @@ GC_DEVICE int64_t qm_row(const qm_rope_t &ro, int64_t s, int64_t N) {
   return gc_min64(s, N - 1);
 }
 
-#if GC_TA == GC_BF16
-#define QM_MMA "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
-#define QM_ONE 0x3F803F80u /* bf16x2 (1, 1) */
-#else
-#define QM_MMA "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
-#define QM_ONE 0x3C003C00u /* f16x2 (1, 1) */
-#endif
-
-GC_DEVICE void qm_mma(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                      uint32_t b1) {
-  asm volatile(QM_MMA " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
+#define QM_BF (GC_TA == GC_BF16) /* A's 16-bit dtype for the prelude's mma and packed ops */
+#define QM_ONE (QM_BF ? 0x3F803F80u : 0x3C003C00u) /* (1, 1) in A's dtype */
 
 /* Bytes 2h, 2h+1 of w (biased levels) as two levels in A's 16-bit dtype,
  * exactly (see the opening comment). */
@@ -226,10 +214,9 @@ GC_DEVICE uint32_t qm_levels2(uint32_t w, int h) {
     const float b = __uint_as_float(__byte_perm(w, 0x4B000000u, h ? 0x7543u : 0x7541u)) - (8388608.0f + 128.0f);
     return gc_pack2(TA(), a, b); /* exact: |level| <= 128 */
   }
-  uint32_t x = __byte_perm(w, 0x43u, sel), r;
+  const uint32_t x = __byte_perm(w, 0x43u, sel);
   const uint32_t bias = 0x43004300u + (uint32_t)GC_QBIAS * 0x00010001u; /* (128 + bias) twice */
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(bias), "r"(0xBF80BF80u), "r"(x)); /* x − (128 + bias) */
-  return r;
+  return gc_fma2<1>(bias, 0xBF80BF80u, x); /* x − (128 + bias) */
 #else
   uint32_t x = __byte_perm(w, 0x64u, sel), r;
   const __half2 bias = __float2half2_rn(1024.0f + (float)GC_QBIAS);
@@ -245,32 +232,17 @@ GC_DEVICE uint2 qm_ld8(const void *p, bool ok) {
   return ok ? *(const uint2 *)p : z;
 }
 
-/* Packed 16-bit products of A's dtype: a·b rounded (hi), and a·b − hi
- * with one rounding, which is exact (TwoProduct: the residual of rounding a
+/* Packed 16-bit products of A's dtype: a·b rounded (hi: gc_mul2), and
+ * a·b − hi with one rounding, which is exact (TwoProduct: the residual of rounding a
  * product of two 11- (8-) bit significands has at most 11 (8) bits), but
  * below the dtype's subnormal spacing (f16: 2^-24). */
-GC_DEVICE uint32_t qm_mul2(uint32_t a, uint32_t b) {
-  uint32_t r;
-#if GC_TA == GC_BF16
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(0x80008000u)); /* a·b + (−0) */
-#else
-  asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
-#endif
-  return r;
-}
 GC_DEVICE uint32_t qm_residual2(uint32_t a, uint32_t b, uint32_t hi) {
-  uint32_t r;
-#if GC_TA == GC_BF16
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(hi ^ 0x80008000u));
-#else
-  asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(hi ^ 0x80008000u));
-#endif
-  return r;
+  return gc_fma2<QM_BF>(a, b, hi ^ 0x80008000u);
 }
 
 /* The mma operands of A's 4 elements x (8 bytes): x itself, or under NORM
  * x·w (w: the norm weight's 4 elements) as the two parts hi + lo whose sum
- * is x·w exactly (qm_mul2, qm_residual2: packed, two instructions per two
+ * is x·w exactly (gc_mul2, qm_residual2: packed, two instructions per two
  * elements); ss += Σ x² in fp32. op[s] holds part s as 2 registers (2
  * elements each). */
 GC_DEVICE void qm_operand(uint2 x, uint2 w, float &ss, uint32_t op[QM_SPLIT][2]) {
@@ -285,7 +257,7 @@ GC_DEVICE void qm_operand(uint2 x, uint2 w, float &ss, uint32_t op[QM_SPLIT][2])
     gc_unpack2(TA(), xr[i], xv);
     ss = gc_fma(xv[0], xv[0], ss);
     ss = gc_fma(xv[1], xv[1], ss);
-    op[0][i] = qm_mul2(xr[i], wr[i]);
+    op[0][i] = gc_mul2<QM_BF>(xr[i], wr[i]);
     op[QM_SPLIT - 1][i] = qm_residual2(xr[i], wr[i], op[0][i]);
   }
 }
@@ -295,15 +267,13 @@ GC_DEVICE void qm_prefetch(const TB *B, int64_t r, int64_t n, int64_t rb) {
   gc_prefetch_l2_range((const char *)B + r * rb, n * rb, WARPS * GC_WARP);
 }
 
-GC_DEVICE void qm_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> GC_DEVICE void qm_wait(void) { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 /* Copy the step of units u0 .. u0+UNR-1 (those below nu) of the warp's
  * QM_NR rows of B (tile rows n0 ..: gate rows, then up rows) into the
  * pipeline slot at shared address s (rows by qm_row): row i's 16-byte aligned chunks from
  * the one holding its first byte, QM_SC of them (those past the step's
  * last byte are zero filled, not read). One commit group per step, also
- * when there is nothing to copy, so that qm_wait counts steps. */
+ * when there is nothing to copy, so that gc_cp_async_wait counts steps. */
 GC_DEVICE void qm_fetch(unsigned s, const TB *B, const qm_rope_t &ro, int64_t N, int64_t n0, int64_t rb, int64_t u0,
                         int64_t nu, int lane) {
   if (u0 < nu) {
@@ -320,7 +290,7 @@ GC_DEVICE void qm_fetch(unsigned s, const TB *B, const qm_rope_t &ro, int64_t N,
       }
     }
   }
-  qm_commit();
+  gc_cp_async_commit();
 }
 
 /* acc += unit ug of the lane's rows of B, whose words (GCQ_LOAD's) are
@@ -358,8 +328,8 @@ GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, co
       sa[j][0] = sa[j][1] = sa[j][2] = sa[j][3] = 0.0f;
       GC_UNROLL(QM_SPLIT)
       for (int s = 0; s < QM_SPLIT; s++) {
-        qm_mma(sa[j], QM_ONE, QM_ONE, QM_ONE, QM_ONE, x[j][0][s][0], x[j][0][s][1]);
-        qm_mma(sa[j], QM_ONE, QM_ONE, QM_ONE, QM_ONE, x[j][1][s][0], x[j][1][s][1]);
+        gc_mma16816<QM_BF>(sa[j], QM_ONE, QM_ONE, QM_ONE, QM_ONE, x[j][0][s][0], x[j][0][s][1]);
+        gc_mma16816<QM_BF>(sa[j], QM_ONE, QM_ONE, QM_ONE, QM_ONE, x[j][1][s][0], x[j][1][s][1]);
       }
     }
   GC_UNROLL(PAIR)
@@ -380,8 +350,8 @@ GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, co
         float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         GC_UNROLL(QM_SPLIT)
         for (int s = 0; s < QM_SPLIT; s++) {
-          qm_mma(c, lv[0][0][0], lv[1][0][0], lv[0][0][1], lv[1][0][1], x[j][0][s][0], x[j][0][s][1]);
-          qm_mma(GC_QSPLIT ? c1 : c, lv[0][1][0], lv[1][1][0], lv[0][1][1], lv[1][1][1], x[j][1][s][0],
+          gc_mma16816<QM_BF>(c, lv[0][0][0], lv[1][0][0], lv[0][0][1], lv[1][0][1], x[j][0][s][0], x[j][0][s][1]);
+          gc_mma16816<QM_BF>(GC_QSPLIT ? c1 : c, lv[0][1][0], lv[1][1][0], lv[0][1][1], lv[1][1][1], x[j][1][s][0],
                  x[j][1][s][1]);
         }
         GC_UNROLL(4)
@@ -690,7 +660,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
 #if QM_PIPE
   int slot = 0;
   for (int64_t c0 = (int64_t)ks * UNR; c0 < nu; c0 += stride) {
-    qm_wait<NST - 2>(); /* this lane's copies of step c0 have landed */
+    gc_cp_async_wait<NST - 2>(); /* this lane's copies of step c0 have landed */
     gc_syncwarp();      /* ... and every lane's; the slot of the step before is free */
     qm_fetch(spipe + (slot + NST - 1) % NST * QM_NR * QM_SC * 16, B, ro, N, n0, rb, fetch, nu, lane);
     fetch += stride;
@@ -708,7 +678,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     }
     slot = slot + 1 == NST ? 0 : slot + 1;
   }
-  qm_wait<0>();
+  gc_cp_async_wait<0>();
 #elif QM_RING
   for (int64_t s = 0; s * KS < nblk; s++) {
     const int slot = (int)(s % NST);

@@ -185,6 +185,12 @@ GC_DEVICE void gc_cp_async16(unsigned s, const void *g, int n) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(n)
                : "memory");
 }
+/* cp.async groups: commit the copies this thread issued since the last
+ * commit as one group; wait until at most N of its groups are in flight. */
+GC_DEVICE void gc_cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> GC_DEVICE void gc_cp_async_wait(void) {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
 /* Arrive on b once every cp.async this thread issued so far has landed. */
 GC_DEVICE void gc_cp_async_mbar_arrive(unsigned b) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(b) : "memory");
@@ -461,6 +467,50 @@ GC_DEVICE uint32_t gc_pack2(__half, float a, float b) {
 GC_DEVICE uint32_t gc_pack2(__nv_bfloat16, float a, float b) {
   __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
   return *reinterpret_cast<uint32_t *>(&h);
+}
+
+/* ------------------------------------------------------------------ */
+/* mma.sync (sm_80+) and packed 16-bit arithmetic                      */
+/* ------------------------------------------------------------------ */
+/* c += a·b, one warp's m16n8k16 MMA with fp32 accumulators: a the 16×16
+ * row-major fragment (lane l = 4g + t: a0 row g, columns 2t, 2t+1; a1
+ * row g+8; a2, a3 the same at columns 2t+8, 2t+9), b the 16×8 column
+ * fragment (b0: rows 2t, 2t+1 of column g; b1 rows 2t+8, 2t+9), c the
+ * 16×8 accumulator (c0, c1: row g, columns 2t, 2t+1; c2, c3: row g+8);
+ * elements f16, or bf16 where BF. */
+template <int BF>
+GC_DEVICE void gc_mma16816(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                           uint32_t b1) {
+  if (BF)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                 "{%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                 "{%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+/* Pairs of f16 (bf16 where BF) in 32-bit words: a·b rounded once
+ * (bf16: a·b + (−0), the fma, since sm_80 has no bf16x2 multiply), and
+ * a·b + c rounded once. Not volatile: equal operands give one result,
+ * which the compiler may share. */
+template <int BF> GC_DEVICE uint32_t gc_mul2(uint32_t a, uint32_t b) {
+  uint32_t r;
+  if (BF)
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(0x80008000u));
+  else
+    asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+template <int BF> GC_DEVICE uint32_t gc_fma2(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t r;
+  if (BF)
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  else
+    asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
 }
 
 /* Raw aligned chunks of 4, 8 and 16 bytes. */
