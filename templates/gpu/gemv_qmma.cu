@@ -565,7 +565,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
 #endif
                QM_TMAP) {
 #if !NORM
-  const TN *Wn = 0;
+  const TN *Wn = A; /* never read (NORM is 0): a pointer to offset, unlike null */
   const float eps = 0.0f;
 #endif
 #if ROPE

@@ -319,8 +319,9 @@ GC_DEVICE void gcq_load_q6_kr(const uint8_t *b, int u, int t, uint32_t *r) {
 #define GCQ_LEVEL(w, i) (gc_ubyte_f(w, i) - (float)GC_QBIAS)
 /* <<< gc-quant */
 
-/* ---- the GEMVs' shared pieces (outside the gc-quant block: the AMD
- * emulator's templates use none of them) ---- */
+/* >>> gc-gemv: the GEMVs' shared pieces (outside the gc-quant block: the
+ * AMD emulator's templates use none of them; the NVIDIA emulator splices
+ * this block in for gemv_qmma) */
 
 /* Ask L2 for the n bytes at p, one 128-byte line a thread, the block's
  * first nt threads striding (a hint, no value; a no-op on AMD). A @pdl
@@ -389,3 +390,4 @@ GC_DEVICE void gc_rope_pair(T *Q, const gc_rope_t<T> &ro, int64_t m, int64_t u, 
   gc_st(row, ia, gc_rope_round(a * c - b * sn, sizeof(T) == 2));
   gc_st(row, ib, gc_rope_round(a * sn + b * c, sizeof(T) == 2));
 }
+/* <<< gc-gemv */

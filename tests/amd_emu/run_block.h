@@ -5,12 +5,16 @@
  * kernel; emu_block_run calls KERNEL with the GEMM ABI, or with EMU_NORM
  * the rmsnorm_* ABI (A, B, C, norm[K], M, N, K, eps; norm is of type
  * EMU_TN: B's dtype, or A's where B is a block format); with EMU_ATTENTION
- * (the attention ABI) harness_att.h makes the call itself. */
+ * (the attention ABI) harness_att.h makes the call itself, and so does a
+ * harness that defines EMU_OWN_CALL (tests/nv_emu). */
 #ifndef EMU_NORM
 #define EMU_NORM 0
 #endif
 #ifndef EMU_ATTENTION
 #define EMU_ATTENTION 0
+#endif
+#ifndef EMU_OWN_CALL
+#define EMU_OWN_CALL 0
 #endif
 #ifndef EMU_TN
 #define EMU_TN TB
@@ -41,7 +45,7 @@ template <class F> static void emu_block_launch(int64_t bid, int block, size_t s
   free(blk.lds);
 }
 
-#if !EMU_ATTENTION
+#if !EMU_ATTENTION && !EMU_OWN_CALL
 /* One block of a GEMM-ABI (or rmsnorm_*-ABI) kernel. */
 static void emu_block_run(int64_t bid, int block, size_t shmem, int wave, const TA *A, const TB *B,
                           TC *C, int64_t M, int64_t N, int64_t K, const EMU_TN *Wn = nullptr,

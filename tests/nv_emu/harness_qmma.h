@@ -1,0 +1,75 @@
+/* harness_qmma.h — main() for gemv_qmma on the NVIDIA emulation
+ * (prelude_emu.h): reads A (TA elements), B (blocks, bytes; the gate/up
+ * pair's 2N rows under PAIR 2), C's initial contents (TC elements) and
+ * under NORM the norm weight (K elements of TN, eps 1e-5) from DIR, runs
+ * every block of one problem with the op's argument list (and with RL 3
+ * the tensor map of B as runtime/cuda.c encodes a block format's:
+ * @tensormap's rows, blocks and box, over 32-bit words) and writes C to
+ * DIR/out.bin. Each input is a heap buffer of exactly its size (ASan sees
+ * any read past it); the test (tests/test_nv_emulator.py) made the inputs
+ * and checks every element of C against fp64 on B dequantized by
+ * tests/ggufq.py.
+ *
+ *   emu M N K GRID BLOCK SHMEM DIR
+ *
+ * Prints "misuse E inputs_changed I" and exits 1 when the emulation saw a
+ * misuse (an mbarrier used before its init, an arrival too many) or an
+ * input (A, B, the norm weight) was written. */
+#define EMU_OWN_CALL 1
+#include "run_block.h"
+
+static std::vector<unsigned char> emu_read(const char *dir, const char *name, size_t want) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  std::vector<unsigned char> v(want);
+  FILE *f = fopen(path, "rb");
+  if (!f || fread(v.data(), 1, want, f) != want || fgetc(f) != EOF) {
+    fprintf(stderr, "%s: not %zu bytes\n", path, want);
+    exit(2);
+  }
+  fclose(f);
+  return v;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 8) return fprintf(stderr, "usage: emu M N K GRID BLOCK SHMEM DIR\n"), 2;
+  const int64_t M = atoll(argv[1]), N = atoll(argv[2]), K = atoll(argv[3]), grid = atoll(argv[4]);
+  const int block = atoi(argv[5]);
+  const size_t shmem = (size_t)atoll(argv[6]);
+  const char *dir = argv[7];
+  const int64_t rows_b = PAIR * N;
+  std::vector<unsigned char> A = emu_read(dir, "a.bin", (size_t)(M * K) * sizeof(TA));
+  std::vector<unsigned char> B = emu_read(dir, "b.bin", (size_t)(rows_b * (K / GC_QK) * GC_QBYTES));
+  std::vector<unsigned char> C = emu_read(dir, "c.bin", (size_t)(M * N) * sizeof(TC));
+  std::vector<unsigned char> W = NORM ? emu_read(dir, "w.bin", (size_t)K * sizeof(TN)) : std::vector<unsigned char>(1);
+  const std::vector<unsigned char> A0 = A, B0 = B, W0 = W;
+  const TA *a = (const TA *)A.data();
+  const TB *b = (const TB *)B.data();
+  TC *c = (TC *)C.data();
+  const TN *wn = (const TN *)W.data();
+#if RL == 3
+  gc_tmap_t map = {B.data(), {GC_QBYTES / 4, K / GC_QK, rows_b}, {GC_QBYTES, K / GC_QK * GC_QBYTES},
+                   {GC_QBYTES / 4, KS, WARPS / KS * 16 * RT}};
+#define EMU_MAP , map
+#else
+#define EMU_MAP
+#endif
+  for (int64_t bi = 0; bi < grid; bi++)
+    emu_block_launch(bi, block, shmem, 32, [&] {
+#if NORM
+      KERNEL(a, b, c, wn, M, N, K, 1e-5f EMU_MAP);
+#else
+      (void)wn;
+      KERNEL(a, b, c, M, N, K EMU_MAP);
+#endif
+    });
+  /* nothing but C is written (C's own buffer: ASan sees past its ends) */
+  const int inputs_changed = (A != A0) + (B != B0) + (W != W0);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/out.bin", dir);
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(C.data(), 1, C.size(), f) != C.size() || fclose(f))
+    return fprintf(stderr, "%s: cannot write\n", path), 2;
+  printf("misuse %d inputs_changed %d\n", emu_errors, inputs_changed);
+  return emu_errors || inputs_changed ? 1 : 0;
+}
