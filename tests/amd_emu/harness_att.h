@@ -14,19 +14,6 @@
  * replicated across half-waves) and exits 1 when either is not 0. */
 #include "run_block.h"
 
-static std::vector<unsigned char> emu_read(const char *dir, const char *name, size_t want) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  std::vector<unsigned char> v(want);
-  FILE *f = fopen(path, "rb");
-  if (!f || fread(v.data(), 1, want, f) != want || fgetc(f) != EOF) {
-    fprintf(stderr, "%s: not %zu bytes\n", path, want);
-    exit(2);
-  }
-  fclose(f);
-  return v;
-}
-
 int main(int argc, char **argv) {
   if (argc != 11) return fprintf(stderr, "usage: emu M H G D POS0 SCALE GRID BLOCK SHMEM DIR\n"), 2;
   int64_t M = atoll(argv[1]), H = atoll(argv[2]), G = atoll(argv[3]), D = atoll(argv[4]);

@@ -22,6 +22,21 @@
 #include <thread>
 #include <vector>
 
+/* Input file DIR/name, which must hold exactly want bytes (exit 2 else),
+ * as a heap buffer of exactly that size (ASan sees any read past it). */
+static std::vector<unsigned char> emu_read(const char *dir, const char *name, size_t want) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  std::vector<unsigned char> v(want);
+  FILE *f = fopen(path, "rb");
+  if (!f || fread(v.data(), 1, want, f) != want || fgetc(f) != EOF) {
+    fprintf(stderr, "%s: not %zu bytes\n", path, want);
+    exit(2);
+  }
+  fclose(f);
+  return v;
+}
+
 /* One block: BLOCK host threads run body() with the block's LDS. */
 template <class F> static void emu_block_launch(int64_t bid, int block, size_t shmem, int wave, F body) {
   emu_block blk;

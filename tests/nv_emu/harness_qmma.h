@@ -18,19 +18,6 @@
 #define EMU_OWN_CALL 1
 #include "run_block.h"
 
-static std::vector<unsigned char> emu_read(const char *dir, const char *name, size_t want) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  std::vector<unsigned char> v(want);
-  FILE *f = fopen(path, "rb");
-  if (!f || fread(v.data(), 1, want, f) != want || fgetc(f) != EOF) {
-    fprintf(stderr, "%s: not %zu bytes\n", path, want);
-    exit(2);
-  }
-  fclose(f);
-  return v;
-}
-
 int main(int argc, char **argv) {
   if (argc != 8) return fprintf(stderr, "usage: emu M N K GRID BLOCK SHMEM DIR\n"), 2;
   const int64_t M = atoll(argv[1]), N = atoll(argv[2]), K = atoll(argv[3]), grid = atoll(argv[4]);
