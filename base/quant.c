@@ -20,13 +20,19 @@ static void q_wr16(uint8_t *p, uint16_t v) {
 /* ---- formats ---------------------------------------------------------- */
 
 static const gc_qformat_t q_formats[GC_QT_COUNT] = {
-    [GC_QT_F32] = {"F32", 0, 1, 4, 1},      [GC_QT_F16] = {"F16", 1, 1, 2, 1},
-    [GC_QT_BF16] = {"BF16", 30, 1, 2, 1},   [GC_QT_Q8_0] = {"Q8_0", 8, 32, 34, 1, GC_QT_Q8_0R},
-    [GC_QT_Q4_0] = {"Q4_0", 2, 32, 18, 1, GC_QT_Q4_0R},  [GC_QT_Q4_K] = {"Q4_K", 12, 256, 144, 1, GC_QT_Q4_KR},
-    [GC_QT_Q5_K] = {"Q5_K", 13, 256, 176, 0}, [GC_QT_Q6_K] = {"Q6_K", 14, 256, 210, 0, GC_QT_Q6_KR},
+    [GC_QT_F32] = {"F32", 0, 1, 4, 1, 0, 0},
+    [GC_QT_F16] = {"F16", 1, 1, 2, 1, 0, 0},
+    [GC_QT_BF16] = {"BF16", 30, 1, 2, 1, 0, 0},
+    [GC_QT_Q8_0] = {"Q8_0", 8, 32, 34, 1, GC_QT_Q8_0R, 0},
+    [GC_QT_Q4_0] = {"Q4_0", 2, 32, 18, 1, GC_QT_Q4_0R, 0},
+    [GC_QT_Q4_K] = {"Q4_K", 12, 256, 144, 1, GC_QT_Q4_KR, 1},
+    [GC_QT_Q5_K] = {"Q5_K", 13, 256, 176, 0, 0, 1},
+    [GC_QT_Q6_K] = {"Q6_K", 14, 256, 210, 0, GC_QT_Q6_KR, 0},
     /* device layouts: no ggml type id (UINT32_MAX is none of ggml's) */
-    [GC_QT_Q8_0R] = {"Q8_0R", UINT32_MAX, 256, 272, 1}, [GC_QT_Q4_0R] = {"Q4_0R", UINT32_MAX, 256, 144, 1},
-    [GC_QT_Q4_KR] = {"Q4_KR", UINT32_MAX, 256, 144, 1}, [GC_QT_Q6_KR] = {"Q6_KR", UINT32_MAX, 256, 224, 0},
+    [GC_QT_Q8_0R] = {"Q8_0R", UINT32_MAX, 256, 272, 1, 0, 0},
+    [GC_QT_Q4_0R] = {"Q4_0R", UINT32_MAX, 256, 144, 1, 0, 0},
+    [GC_QT_Q4_KR] = {"Q4_KR", UINT32_MAX, 256, 144, 1, 0, 1},
+    [GC_QT_Q6_KR] = {"Q6_KR", UINT32_MAX, 256, 224, 0, 0, 0},
 };
 
 /* Every type id of ggml's enum ggml_type (ids it retired are absent). */

@@ -115,6 +115,7 @@ typedef struct gc_qformat {
   int bytes;          /* bytes per block */
   int can_quantize;   /* gc_quant_quantize writes this format */
   int layout;         /* its device layout (a gc_qtype_t, GC_QT_*R), 0 for none */
+  int min;            /* 1 where a unit of its blocks has a min besides its scale (Q4_K, Q5_K, Q4_KR) */
 } gc_qformat_t;
 
 /* The format of t, or NULL when t is not a gc_qtype_t. Can't fail. */

@@ -33,6 +33,8 @@ int gc_dtype_is_block(gc_dtype_t t) { return t >= GC_DT_Q8_0 && t < GC_DT_COUNT;
 
 int gc_dtype_is_device_layout(gc_dtype_t t) { return t >= GC_DT_Q8_0R && t < GC_DT_COUNT; }
 
+int gc_dtype_has_min(gc_dtype_t t) { return gc_dtype_is_block(t) && gc_quant_format(gc_dtype_qtype(t))->min; }
+
 /* The block dtypes follow base/quant.h's numbering, two further on. */
 int gc_dtype_qtype(gc_dtype_t t) {
   if (gc_dtype_is_block(t)) return (int)t - GC_DT_Q8_0 + GC_QT_Q8_0;

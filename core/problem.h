@@ -51,6 +51,9 @@ int64_t gc_dtype_block(gc_dtype_t t);
 int gc_dtype_is_block(gc_dtype_t t);
 /* 1 for gcore's device layouts (Q8_0R, Q4_0R, Q4_KR, Q6_KR), which no file holds. */
 int gc_dtype_is_device_layout(gc_dtype_t t);
+/* 1 for block formats whose units have a min besides their scale (Q4_K,
+ * Q5_K and their device layouts: base/quant.c's table), else 0. */
+int gc_dtype_has_min(gc_dtype_t t);
 /* Bytes of n elements of t: n / block · bytes per block, n rounded up to
  * whole blocks (a problem check keeps the rows of block buffers whole). */
 size_t gc_dtype_bytes(gc_dtype_t t, int64_t n);

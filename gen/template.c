@@ -86,7 +86,7 @@ static int parse_dtypes(line_ctx_t *c, gc_template_t *t, char *rest) {
  * (gen/target.c), the names derived from the op (op_values below), then
  * the dtype macros; expressions may use all but the last three. A
  * parameter by one of these names would silently redefine it. */
-static const char *const gen_names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC", "QR",
+static const char *const gen_names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC", "QR", "QMIN",
                                         "VBYTES", "L1", "L2", "NCPU", "WARP", "SMEM", "SMS",
                                         "MAXT", "SM", "ARCH_A", "AMD", "GFX", "NCU", "VGPRS",
                                         "MFMA", "WMMA", "PAIR", "NORM", "ROPE", "BATCH", "TA", "TB", "TC"};
@@ -678,7 +678,8 @@ int gc_tpl_env(const gc_variant_t *v, const gc_target_t *tg, const gc_problem_t 
   if (gc_env_set(env, "SA", (int64_t)gc_dtype_size(v->ta), e) ||
       gc_env_set(env, "SB", (int64_t)gc_dtype_size(v->tb), e) ||
       gc_env_set(env, "SC", (int64_t)gc_dtype_size(v->tc), e) ||
-      gc_env_set(env, "QR", gc_dtype_is_device_layout(v->tb), e))
+      gc_env_set(env, "QR", gc_dtype_is_device_layout(v->tb), e) ||
+      gc_env_set(env, "QMIN", gc_dtype_has_min(v->tb), e))
     return e->code;
   const int64_t *od = op_derived(v->op);
   for (int i = 0; i < GEN_OP_NAMES; i++)

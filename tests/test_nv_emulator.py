@@ -43,6 +43,7 @@ DT = {"f16": (1, 2), "bf16": (2, 2)}
 QDT = {"q8_0": (5, 34), "q4_0": (6, 18), "q4_k": (7, 144), "q5_k": (8, 176), "q6_k": (9, 210),
        "q8_0r": (10, 272), "q4_0r": (11, 144), "q4_kr": (12, 144), "q6_kr": (13, 224)}
 DEVICE = {"q8_0r": "q8_0", "q4_0r": "q4_0", "q4_kr": "q4_k", "q6_kr": "q6_k"}
+QMIN = ("q4_k", "q5_k", "q4_kr")  # a min beside each unit's scale (base/quant.c's table)
 # gen's constants for sm_90a (gen/target.c)
 TARGET = {"WARP": 32, "SMEM": 232448, "SMS": 132, "MAXT": 1024, "SM": 90, "ARCH_A": 1, "AMD": 0}
 
@@ -53,7 +54,7 @@ def build(tmp, dtype, op, params, tpl_text=None, quant_text=None):
     tpl = parse_head(os.path.join(GPU, "gemv_qmma.cu"))
     a, q, c = dtype.split(":")
     (ca, sa), (cb, sb), (cc, sc) = DT[a], QDT[q], DT[c]
-    env = TARGET | {"SA": sa, "SB": sb, "SC": sc, "QR": int(q in DEVICE)} | op_names(op) | \
+    env = TARGET | {"SA": sa, "SB": sb, "SC": sc, "QR": int(q in DEVICE), "QMIN": int(q in QMIN)} | op_names(op) | \
         tpl["defaults"][op] | params
     assert op in tpl["ops"], op
     bad = [x for x in tpl["constraints"] if not evaluate(x, env)]
@@ -140,11 +141,19 @@ CASES = [
     ("rmsnorm_gemm", "f16:q4_0:f16", dict(RL=1, WARPS=4, KS=2, UNR=2, NST=4), [(3, 19, 1056)]),
     ("gemm_add", "f16:q6_kr:f16", dict(RL=0, WARPS=4, KS=2, UNR=8, NST=2), [(2, 24, 1024)]),
     ("rmsnorm_gemm_swiglu", "bf16:q8_0r:bf16", dict(RL=3, WARPS=4, KS=2, XS=1, NST=2, NT=2), [(9, 24, 1024)]),
+    # KQ: the K-quants' scales by whole words; f16 folds them into the
+    # levels (one accumulator a block), XS stages each unit's Σa
+    ("rmsnorm_gemm_swiglu", "f16:q4_kr:f16", dict(KQ=1, RL=3, WARPS=4, KS=4, XS=1, NST=2), [(1, 40, 1536), (3, 17, 512)]),
+    ("gemm_add", "f16:q4_kr:f16", dict(KQ=1, RL=3, WARPS=8, KS=4, NST=2, XS=0), [(1, 100, 2048)]),
+    ("rmsnorm_gemm", "f16:q4_kr:f16", dict(KQ=1, RL=2, WARPS=4, KS=2, RT=2, XS=0, NT=2), [(11, 40, 1024)]),
+    ("rmsnorm_gemm", "bf16:q4_kr:bf16", dict(KQ=1, RL=3, WARPS=4, KS=4, RT=2, XS=1, NST=2), [(2, 64, 2048)]),
+    ("gemm_swiglu", "f16:q5_k:f16", dict(KQ=1, RL=1, WARPS=4, KS=2, UNR=8, NST=2), [(4, 19, 768)]),
+    ("rmsnorm_gemm_swiglu", "bf16:q4_k:bf16", dict(KQ=1, RL=1, WARPS=4, KS=4, UNR=16, NST=2, XS=1), [(1, 33, 2048)]),
 ]
 
 
 @pytest.mark.parametrize("op,dtype,params,shapes", CASES,
-                         ids=[f"{op}-{dt.split(':')[0]}_{dt.split(':')[1]}-RL{p.get('RL', 1)}"
+                         ids=[f"{op}-{dt.split(':')[0]}_{dt.split(':')[1]}-RL{p.get('RL', 1)}" + ("-KQ" if p.get("KQ") else "")
                               for op, dt, p, _ in CASES])
 def test_gemv_qmma_on_the_emulated_gpu(tmp_path, op, dtype, params, shapes):
     check(run_case(tmp_path, dtype, op, params, shapes), f"gemv_qmma {op} {dtype} {params}")
@@ -162,6 +171,18 @@ MUTATIONS = [
      "gc_tma_load3(at + (unsigned)(p * QM_RB * KS * GC_QBYTES), tm, 0, (int)(s * KS),",
      "gc_tma_load3(at + (unsigned)(p * QM_RB * KS * GC_QBYTES), tm, 0, (int)(s * KS + 1),",
      "gemm_add", "f16:q4_0r:f16", dict(RL=3, WARPS=8, KS=4, NST=2, XS=0), [(1, 64, 2048)]),
+    ("KQ: the block's sums scaled by dmin and d swapped", "gemv_qmma.cu",
+     "gc_fma(-gc_h2f_bits(dd >> 16), am[e], gc_fma(gc_h2f_bits(dd & 0xffffu), cb[e],",
+     "gc_fma(-gc_h2f_bits(dd & 0xffffu), am[e], gc_fma(gc_h2f_bits(dd >> 16), cb[e],",
+     "gemm_add", "f16:q4_kr:f16", dict(KQ=1, RL=3, WARPS=8, KS=4, NST=2, XS=0), [(1, 48, 1024)]),
+    ("KQ: the levels folded with the next unit's scale", "gemv_qmma.cu",
+     "__byte_perm(scw, 0x64u, 0x4040u + 0x0101u * (unsigned)(u & 3))",
+     "__byte_perm(scw, 0x64u, 0x4040u + 0x0101u * (unsigned)((u + 1) & 3))",
+     "rmsnorm_gemm", "f16:q4_kr:f16", dict(KQ=1, RL=2, WARPS=4, KS=2), [(1, 32, 512)]),
+    ("KQ: a unit's staged Σa taken from the next row", "gemv_qmma.cu",
+     "sa[j][0] = sa[j][2] = m < M ? xsa[i] : 0.0f;",
+     "sa[j][0] = sa[j][2] = m + 1 < M ? xsa[i + 1] : 0.0f;",
+     "rmsnorm_gemm_swiglu", "bf16:q4_kr:bf16", dict(KQ=1, RL=3, WARPS=4, KS=4, XS=1, NST=2), [(3, 16, 512)]),
     ("Q4_K's scale and min of a unit swapped", "quant.h",
      "gcq_scale_min_k4(r[1], r[2], r[3], u, sc, m);", "gcq_scale_min_k4(r[1], r[2], r[3], u, m, sc);",
      "rmsnorm_gemm", "bf16:q4_kr:bf16", dict(RL=2, WARPS=4, KS=2), [(2, 32, 512)]),

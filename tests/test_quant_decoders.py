@@ -109,3 +109,46 @@ def test_a_wrong_decoder_is_caught(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     got = np.fromfile(tmp_path / "out.bin", dtype="<f4")
     assert not np.array_equal(got, ggufq.dequantize("Q4_KR", raw, 16 * 256))
+
+
+def test_scales_by_whole_words_are_ggml_scales(tmp_path):
+    """gcq_scales_k4 (gemv_qmma's KQ: the sixteen 6-bit scales and mins of
+    a Q4_K/Q5_K block as bytes of whole words) gives ggml's
+    get_scale_min_k4 for every unit of 4096 random 12-byte scale arrays,
+    bit for bit (tests/ggufq.py's _scale_min_k4)."""
+    rng = np.random.default_rng(7)
+    scales = rng.integers(0, 256, size=(4096, 12), dtype=np.uint8)
+    scales[0], scales[1] = 0, 255
+    (tmp_path / "s.bin").write_bytes(scales.tobytes())
+    common_block("gc-quant", tmp_path / "quant.h")
+    common_block("gc-epilogue", tmp_path / "epilogue.h")
+    layouts(tmp_path / "layouts.h")
+    (tmp_path / "s.cpp").write_text(r'''#define EMU_QUANT 1
+#include "prelude_emu.h"
+#define GC_TA 1
+#define GC_TB 7
+#define GC_TC 1
+#include <vector>
+int main(int argc, char **argv) {
+  FILE *f = fopen(argv[1], "rb"), *o = fopen(argv[2], "wb");
+  uint32_t q[3];
+  while (f && o && fread(q, 4, 3, f) == 3)
+    for (int u = 0; u < 8; u++) {
+      uint32_t sc, m;
+      gcq_scales_k4(q[0], q[1], q[2], u, sc, m);
+      const uint8_t b[2] = {(uint8_t)(sc >> (8 * (u & 3))), (uint8_t)(m >> (8 * (u & 3)))};
+      fwrite(b, 1, 2, o);
+    }
+  return f && o && !fclose(o) ? 0 : 2;
+}
+''')
+    exe = tmp_path / "s"
+    r = subprocess.run([CXX, "-std=c++17", "-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+                        f"-I{EMU}", f"-I{tmp_path}", "-o", str(exe), str(tmp_path / "s.cpp")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = subprocess.run([str(exe), str(tmp_path / "s.bin"), str(tmp_path / "o.bin")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = np.fromfile(tmp_path / "o.bin", dtype=np.uint8).reshape(4096, 8, 2)
+    sc, mn = ggufq._scale_min_k4(scales)
+    assert np.array_equal(got[:, :, 0], sc) and np.array_equal(got[:, :, 1], mn)

@@ -20,6 +20,7 @@
  * @param NT 1 2 default 1 -- 8-row tiles of A: rows up to 8·NT are served
  * @param OCC 1 2 4 default 1 -- blocks per SM the register budget is planned for (65536 / (OCC * threads) per thread; 1: no cap below 255)
  * @param XS 0 1 default 0 -- rmsnorm_*: A's normalised operands x·w (hi, lo) computed once per block into shared memory, in the lanes' fragment order, before the units (1), or by every warp per unit from global memory (0)
+ * @param KQ 0 1 default 0 -- the K-quants (QMIN: a min beside each unit's scale): 0 decodes each unit's 6-bit scale and min on its own and scales a fresh accumulator by them; 1 takes the block's sixteen from its words once (gcq_scales_k4), with f16 A folds the integer scale into the levels (sc·q is exact in f16) so that one accumulator a block is scaled by d once, and with XS stages each unit's Σa with the operands instead of an mma of ones
  * @param RL 0 1 2 3 default 1 -- the device layouts (QR: Q8_0R, Q4_0R, Q4_KR, Q6_KR): 0 copies through the shared-memory pipeline, 1 loads a lane's part of each block straight into registers (16-byte loads), 2 also the next block's while one is decoded, 3 streams the block's rows through a shared-memory ring that a producer warp fills with tensor-map copies (sm_90); GGUF formats: 1, the pipeline (their parts are unaligned)
  * @defaults gemm_swiglu rmsnorm_gemm_swiglu WARPS=4 KS=4 -- the pair's rows take twice the copy pipeline (Q6_K: 245 KB at 16 warps); four warps a block measured best for every format (bench/RESULTS.md, session 11)
  * @defaults rmsnorm_gemm rmsnorm_gemm_rope_kv WARPS=4 KS=4 RT=2 -- QKV and the LM head: two tiles a warp share the fused norm's operands (best for every format but Q4_K's QKV, a tie)
@@ -34,19 +35,20 @@
  * @constraint QR == 1 || RL == 1 -- only the device layouts choose their loads
  * @constraint QR == 0 || RL == 0 || (UNR == 8 && (NST == 2 || RL == 3)) -- register loads have no copy pipeline: one value of its parameters (the ring of RL 3 takes NST stages of one block a warp)
  * @constraint XS == 0 || NORM -- only the fused norm's operand takes work to make
- * @constraint XS == 0 || 65536 + (RL == 3) * (NST * PAIR * WARPS * 16 * RT * SB + 128) + (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 + (KS > 1) * WARPS * (4 * PAIR * RT * NT + NT) * 128 <= SMEM -- the staged operands (at most 64 KB, @applies) fit beside the copies
+ * @constraint KQ == 0 || QMIN -- only the K-quants have a unit min to fold
+ * @constraint XS == 0 || 65536 + 2048 * KQ + (RL == 3) * (NST * PAIR * WARPS * 16 * RT * SB + 128) + (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 + (KS > 1) * WARPS * (4 * PAIR * RT * NT + NT) * 128 <= SMEM -- the staged operands (at most 64 KB, @applies) fit beside the copies
  * @constraint RL < 3 || SM >= 90 -- tensor-map copies and transaction-counting mbarriers (sm_90)
  * @constraint RL < 3 || WARPS / KS * 16 * RT <= 256 -- a stage's rows are one box of the tensor map
  * @constraint RL < 3 || (NST * PAIR * WARPS * 16 * RT * SB + 128 + (KS > 1) * WARPS * (4 * PAIR * RT * NT + NT) * 128) * OCC <= SMEM -- the ring (and the split-K partial sums) fit, OCC blocks per SM
  * @constraint (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 * OCC <= SMEM -- the copy pipelines fit in shared memory, OCC blocks per SM
  * @constraint KS == 1 || WARPS * (4 * PAIR * RT * NT + NT) * 128 <= 49152 -- the split-K partial sums fit in static shared memory
- * @constraint 4 * PAIR * RT * NT + 16 * PAIR * RT + 4 * NT * (1 + 2 * NORM) * 2 + 56 <= min(255, 65536 / (OCC * (WARPS + (RL == 3)) * 32)) -- estimated registers (accumulators, a unit's levels and scales, A's fragments and their split, addresses) fit the budget; RL's block parts are not counted: a variant that spills is rejected once compiled (gen/resources.c)
+ * @constraint 4 * PAIR * RT * NT * (1 + 2 * KQ) + 16 * PAIR * RT + 4 * NT * (1 + 2 * NORM) * 2 + 56 <= min(255, 65536 / (OCC * (WARPS + (RL == 3)) * 32)) -- estimated registers (accumulators, a unit's levels and scales, A's fragments and their split, addresses) fit the budget; RL's block parts are not counted: a variant that spills is rejected once compiled (gen/resources.c)
  * @applies M >= 1 && M <= 8 * NT -- decode steps of up to 8·NT rows
- * @applies XS == 0 || M * K <= 16384 -- the staged operands, 4 bytes an element of A, in 64 KB
+ * @applies XS == 0 || M * K <= 16384 -- the staged operands, 4 bytes an element of A, in 64 KB (KQ: and Σa, 4 bytes a unit of a row, M·K/8 <= 2048)
  * @applies ROPE == 0 || RL < 3 || D * KS % (WARPS * 16 * RT) == 0 -- RL 3 with RoPE: a block's rows are whole runs of a head's pairs (two boxes of its rows a stage)
  * @grid cdiv(N, WARPS / KS * 16 * RT) 1 1
  * @block (WARPS + (RL == 3)) * WARP 1 1
- * @shmem XS * M * K * 4 + (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 + (RL == 3) * (NST * PAIR * WARPS * 16 * RT * SB + 128)
+ * @shmem XS * M * K * 4 + XS * KQ * M * K / 8 + (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 + (RL == 3) * (NST * PAIR * WARPS * 16 * RT * SB + 128)
  * @priority 3
  * @tensormap B N K/256 WARPS/KS*16*RT/(1+ROPE) KS 0 if RL == 3 && PAIR == 1 -- RL 3: a stage of the block's rows, [QM_RB rows][KS blocks] (256-element blocks: the device layouts); with RoPE half of them, two boxes a stage
  * @tensormap W 2*N K/256 WARPS/KS*16*RT KS 0 if RL == 3 && PAIR == 2 -- the same of its gate rows, then of its up rows
@@ -109,6 +111,21 @@
  * summed in fp32, so the result is A·Bᵀ with B's exact values up to fp32
  * rounding (d·q is never rounded to 16 bits). Q6_K's halves have their own
  * scales (d0, d1): its two mmas go into two accumulators.
+ *
+ * KQ 1 (the K-quants, QMIN): a unit's scale is d times a 6-bit integer sc
+ * and its min dmin times a 6-bit m, all packed in the block's 12 bytes,
+ * which KQ 0 unpacks unit by unit. KQ 1 takes all sixteen as bytes of four
+ * words (gcq_scales_k4: six operations a block, the same expressions for
+ * every unit, so made once), and with f16 A puts sc into the levels
+ * themselves: (1024 + q)·sc − 1024·sc in one packed fma is sc·q exactly
+ * (at most 63·31 < 2^11), so one accumulator takes the block's 8 units and
+ * is scaled by d once at the block's last unit, as is Σ m·Σa by dmin (the
+ * products sc·q·a stay exact, the sums fp32: the same bound as KQ 0's).
+ * With XS the staging also sums each unit's x·w (Σa, fp32, [K/32][M]
+ * floats after the operands), so no mma of ones runs. bf16 keeps the
+ * per-unit scaling (sc·q is not exact in bf16). Measured in SASS (sm_90a,
+ * 8B Q4_KR defaults): the unit loop 1023 -> 918 instructions a block for
+ * gate/up, 551 -> 480 for down; registers 171 -> 110 with XS.
  *
  * Levels to 16 bits: a biased level byte b (< 256) becomes the f16 1024 + b
  * with one byte permute (0x6400 | b), then 1024 + bias is subtracted in
@@ -202,6 +219,9 @@ GC_DEVICE int64_t qm_row(const qm_rope_t &ro, int64_t s, int64_t N) {
 }
 
 #define QM_BF (GC_TA == GC_BF16) /* A's 16-bit dtype for the prelude's mma and packed ops */
+#define QM_KQ (KQ && GC_QMIN)      /* K-quant scales by whole words (KQ), ... */
+#define QM_FOLD (QM_KQ && !QM_BF)  /* ... folded into f16 levels, one accumulator a block */
+#define QM_SAX (QM_KQ && XS)       /* ... Σa of each unit staged with the operands */
 #define QM_ONE (QM_BF ? 0x3F803F80u : 0x3C003C00u) /* (1, 1) in A's dtype */
 
 /* Bytes 2h, 2h+1 of w (biased levels) as two levels in A's 16-bit dtype,
@@ -293,12 +313,70 @@ GC_DEVICE void qm_fetch(unsigned s, const TB *B, const qm_rope_t &ro, int64_t N,
   gc_cp_async_commit();
 }
 
+/* KQ: a block's running sums of the lane's rows (QM_FOLD: Σ over its
+ * units of (sc·q)·a and of m·Σa), scaled by d and dmin into acc at its
+ * last unit. Unused otherwise. */
+typedef struct qm_kq {
+  float cb[PAIR][RT][NT][4], am[PAIR][RT][NT][4];
+} qm_kq_t;
+
+/* Σa of unit ug for the lane's columns (A's rows 8j + 2t and + 1; c[e]
+ * takes column e & 1), (QM_SAX) from the staged sums or by an mma of ones
+ * against A's operands x. */
+GC_DEVICE void qm_unit_sums(const uint32_t x[NT][2][QM_SPLIT][2], const float *xsa, int64_t M, int64_t ug,
+                            int t, float sa[NT][4]) {
+  GC_UNROLL(NT)
+  for (int j = 0; j < NT; j++) {
+    if (QM_SAX) { /* 32-bit index: M·K/8 <= 2048 floats (@applies) */
+      const int m = 8 * j + 2 * t, i = (int)ug * (int)M + m;
+      sa[j][0] = sa[j][2] = m < M ? xsa[i] : 0.0f;
+      sa[j][1] = sa[j][3] = m + 1 < M ? xsa[i + 1] : 0.0f;
+      continue;
+    }
+    sa[j][0] = sa[j][1] = sa[j][2] = sa[j][3] = 0.0f;
+    GC_UNROLL(QM_SPLIT)
+    for (int s = 0; s < QM_SPLIT; s++) {
+      gc_mma16816<QM_BF>(sa[j], QM_ONE, QM_ONE, QM_ONE, QM_ONE, x[j][0][s][0], x[j][0][s][1]);
+      gc_mma16816<QM_BF>(sa[j], QM_ONE, QM_ONE, QM_ONE, QM_ONE, x[j][1][s][0], x[j][1][s][1]);
+    }
+  }
+}
+
+/* KQ: unit u's levels of one row (GCQ_DECODE's bytes lo, hi) and its
+ * scales from the block's words (raw: GCQ_LOAD's). QM_FOLD: the levels
+ * times the unit's integer scale sc, exact in f16 (sc·q <= 63·31), as
+ * (1024 + q)·sc − 1024·sc in one fma, and its min m; else (bf16) the
+ * levels and d·sc, dmin·m as the measured decoder gives them. */
+GC_DEVICE void qm_kq_row(const uint32_t raw[GCQ_RAW], int u, uint32_t lo, uint32_t hi, uint32_t lv[2][2],
+                         float &d0, float &mn) {
+  uint32_t scw, mw;
+  gcq_scales_k4(raw[1], raw[2], raw[3], u, scw, mw);
+  const float sc = gc_ubyte_f(scw, u & 3), m = gc_ubyte_f(mw, u & 3);
+  if (QM_FOLD) {
+    const uint32_t s16 = __byte_perm(scw, 0x64u, 0x4040u + 0x0101u * (unsigned)(u & 3)); /* 1024 + sc, twice */
+    const uint32_t sc2 = gc_fma2<0>(s16, 0x3C003C00u, 0xE400E400u), neg = gc_mul2<0>(sc2, 0xE400E400u);
+    const uint32_t w[2] = {lo, hi};
+    GC_UNROLL(2)
+    for (int k = 0; k < 2; k++)
+      GC_UNROLL(2)
+      for (int h = 0; h < 2; h++)
+        lv[k][h] = gc_fma2<0>(__byte_perm(w[k], 0x64u, h ? 0x4342u : 0x4140u), sc2, neg);
+    d0 = sc, mn = m; /* unused: the block's d and dmin scale its sums */
+    return;
+  }
+  lv[0][0] = qm_levels2(lo, 0), lv[0][1] = qm_levels2(lo, 1);
+  lv[1][0] = qm_levels2(hi, 0), lv[1][1] = qm_levels2(hi, 1);
+  d0 = gc_h2f_bits(raw[0] & 0xffffu) * sc;
+  mn = gc_h2f_bits(raw[0] >> 16) * m;
+}
+
 /* acc += unit ug of the lane's rows of B, whose words (GCQ_LOAD's) are
  * raw[pair][tile][row g, g + 8], against A's rows; ss += the squares of
- * A's elements (NORM). */
+ * A's elements (NORM). QM_FOLD: into kq, flushed into acc at the block's
+ * last unit. */
 GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, const TN *Wn,
                        const unsigned char *xs, int64_t M, int64_t K, int64_t ug, int g, int t,
-                       float acc[PAIR][RT][NT][4], float ss[NT]) {
+                       float acc[PAIR][RT][NT][4], float ss[NT], qm_kq_t &kq) {
   uint32_t x[NT][2][QM_SPLIT][2]; /* A's operands: [row tile][half][part][register] */
   if (XS) /* staged (the sums of squares too) */
     GC_UNROLL(NT)
@@ -323,15 +401,8 @@ GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, co
   }
   float sa[NT][4]; /* Σa of the unit for the lane's columns (formats with a min) */
   if (GC_QMIN)
-    GC_UNROLL(NT)
-    for (int j = 0; j < NT; j++) {
-      sa[j][0] = sa[j][1] = sa[j][2] = sa[j][3] = 0.0f;
-      GC_UNROLL(QM_SPLIT)
-      for (int s = 0; s < QM_SPLIT; s++) {
-        gc_mma16816<QM_BF>(sa[j], QM_ONE, QM_ONE, QM_ONE, QM_ONE, x[j][0][s][0], x[j][0][s][1]);
-        gc_mma16816<QM_BF>(sa[j], QM_ONE, QM_ONE, QM_ONE, QM_ONE, x[j][1][s][0], x[j][1][s][1]);
-      }
-    }
+    qm_unit_sums(x, (const float *)(xs + M * K * 4), M, ug, t, sa);
+  const int u = GCQ_UNIT_IN_BLOCK(ug);
   GC_UNROLL(PAIR)
   for (int p = 0; p < PAIR; p++)
     GC_UNROLL(RT)
@@ -341,12 +412,35 @@ GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, co
       GC_UNROLL(2)
       for (int h = 0; h < 2; h++) {
         uint32_t lo, hi;
-        GCQ_DECODE(raw[p][r][h], GCQ_UNIT_IN_BLOCK(ug), t, lo, hi, d0[h], d1[h], mn[h]);
-        lv[h][0][0] = qm_levels2(lo, 0), lv[h][0][1] = qm_levels2(lo, 1);
-        lv[h][1][0] = qm_levels2(hi, 0), lv[h][1][1] = qm_levels2(hi, 1);
+        GCQ_DECODE(raw[p][r][h], u, t, lo, hi, d0[h], d1[h], mn[h]);
+        if (QM_KQ)
+          qm_kq_row(raw[p][r][h], u, lo, hi, lv[h], d0[h], mn[h]);
+        else
+          lv[h][0][0] = qm_levels2(lo, 0), lv[h][0][1] = qm_levels2(lo, 1),
+          lv[h][1][0] = qm_levels2(hi, 0), lv[h][1][1] = qm_levels2(hi, 1);
       }
       GC_UNROLL(NT)
       for (int j = 0; j < NT; j++) {
+        if (QM_FOLD) { /* the block's sums; d and dmin at its last unit */
+          float *cb = kq.cb[p][r][j], *am = kq.am[p][r][j];
+          gc_mma16816<0>(cb, lv[0][0][0], lv[1][0][0], lv[0][0][1], lv[1][0][1], x[j][0][0][0], x[j][0][0][1]);
+          gc_mma16816<0>(cb, lv[0][1][0], lv[1][1][0], lv[0][1][1], lv[1][1][1], x[j][1][0][0], x[j][1][0][1]);
+          if (QM_SPLIT == 2) {
+            gc_mma16816<0>(cb, lv[0][0][0], lv[1][0][0], lv[0][0][1], lv[1][0][1], x[j][0][1][0], x[j][0][1][1]);
+            gc_mma16816<0>(cb, lv[0][1][0], lv[1][1][0], lv[0][1][1], lv[1][1][1], x[j][1][1][0], x[j][1][1][1]);
+          }
+          GC_UNROLL(4)
+          for (int e = 0; e < 4; e++)
+            am[e] = gc_fma(mn[e >> 1], sa[j][e], am[e]);
+          if (u == GC_QUNITS - 1)
+            GC_UNROLL(4)
+            for (int e = 0; e < 4; e++) {
+              const uint32_t dd = raw[p][r][e >> 1][0]; /* the row's d, dmin */
+              acc[p][r][j][e] = gc_fma(-gc_h2f_bits(dd >> 16), am[e], gc_fma(gc_h2f_bits(dd & 0xffffu), cb[e], acc[p][r][j][e]));
+              cb[e] = am[e] = 0.0f;
+            }
+          continue;
+        }
         float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         GC_UNROLL(QM_SPLIT)
         for (int s = 0; s < QM_SPLIT; s++) {
@@ -371,12 +465,12 @@ GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, co
  * GCQ_LOAD's words of the lane's rows, then qm_unit. */
 GC_DEVICE void qm_unit_smem(const unsigned char *st, const int off[PAIR][RT][2], const TA *A, const TN *Wn,
                             const unsigned char *xs, int64_t M, int64_t K, int64_t ug, int ub, int g, int t, float acc[PAIR][RT][NT][4],
-                            float ss[NT]) {
+                            float ss[NT], qm_kq_t &kq) {
   uint32_t raw[PAIR][RT][2][GCQ_RAW];
   QM_EACH_ROW(p, r, h)
     GCQ_LOAD(st + ((p * RT + r) * 16 + g + 8 * h) * QM_SC * 16 + off[p][r][h] + ub, GCQ_UNIT_IN_BLOCK(ug), t,
              raw[p][r][h]);
-  qm_unit(raw, A, Wn, xs, M, K, ug, g, t, acc, ss);
+  qm_unit(raw, A, Wn, xs, M, K, ug, g, t, acc, ss, kq);
 }
 
 /* A device-layout block's part for one lane: its rows' runs and scales. */
@@ -418,7 +512,8 @@ GC_DEVICE uint32_t qm_w4(uint4 v, int i) { return i == 0 ? v.x : i == 1 ? v.y : 
  * QM_WPU words; Q4_KR: the 16 bytes of scales, then the two words of
  * sub-blocks 2c, 2c + 1), then qm_unit. */
 GC_DEVICE void qm_unit_regs(const qm_blk_t &b, int u, int64_t bi, const TA *A, const TN *Wn,
-                            const unsigned char *xs, int64_t M, int64_t K, int g, int t, float acc[PAIR][RT][NT][4], float ss[NT]) {
+                            const unsigned char *xs, int64_t M, int64_t K, int g, int t, float acc[PAIR][RT][NT][4], float ss[NT],
+                            qm_kq_t &kq) {
   uint32_t raw[PAIR][RT][2][GCQ_RAW];
   QM_EACH_ROW(p, r, h) {
     if (QM_6K) { /* gcq_load_q6_kr's words: unit u = 4n + j, c = j % 2 */
@@ -443,7 +538,7 @@ GC_DEVICE void qm_unit_regs(const qm_blk_t &b, int u, int64_t bi, const TA *A, c
     for (int w = 0; w < QM_WPU; w++)
       raw[p][r][h][1 + w] = qm_w4(b.q[p][r][h][(u * QM_WPU + w) >> 2], (u * QM_WPU + w) & 3);
   }
-  qm_unit(raw, A, Wn, xs, M, K, bi * GC_QUNITS + u, g, t, acc, ss);
+  qm_unit(raw, A, Wn, xs, M, K, bi * GC_QUNITS + u, g, t, acc, ss, kq);
 }
 
 #if QM_RING
@@ -504,7 +599,10 @@ GC_DEVICE void qm_sync(void) {
 }
 
 /* XS 1: the operands of every unit of A's M rows into xs (qm_unit's
- * layout) and the rows' sums of squares into xss[0..M-1]; the consumer
+ * layout), with QM_SAX each unit's Σa after them (float [K/32][M]: the
+ * unit's 8 parts are 8 neighbouring lanes, summed by shuffles; K is whole
+ * 256-element blocks, so a warp's lanes take the loop's turns together),
+ * and the rows' sums of squares into xss[0..M-1]; the consumer
  * warps share the work, 4 elements (a lane's part of a unit's half) at a
  * time, QM_SU parts a thread issued together (their loads in flight at
  * once: this runs after the wait for the kernel before, so its latency is
@@ -533,6 +631,17 @@ GC_DEVICE void qm_stage(unsigned char *xs, float *xss, const TA *A, const TN *Wn
           qm_operand(a[i], wv[i], ss, op);
           const uint4 v = {op[0][0], op[0][1], op[QM_SPLIT - 1][0], op[QM_SPLIT - 1][1]};
           *(uint4 *)(xs + (((q / 8) * M + m) * 4 + q % 4) * 32 + (q / 4 % 2) * 16) = v;
+        }
+        if (QM_SAX) { /* Σ x·w over the part (products exact in fp32), then over the unit */
+          float us = 0.0f, xv[4], wf[4];
+          if (q < K / 4) {
+            gc_unpack2(TA(), a[i].x, xv), gc_unpack2(TA(), a[i].y, xv + 2);
+            gc_unpack2(TN(), wv[i].x, wf), gc_unpack2(TN(), wv[i].y, wf + 2);
+            us = xv[0] * wf[0] + xv[1] * wf[1] + (xv[2] * wf[2] + xv[3] * wf[3]);
+          }
+          us = gc_group_sum(us, 8);
+          if (q < K / 4 && q % 8 == 0)
+            ((float *)(xs + M * K * 4))[q / 8 * M + m] = us;
         }
       }
     }
@@ -581,7 +690,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
 #endif
   GC_SHARED float xss[XS ? 8 * NT : 1]; /* XS: the rows' sums of squares */
   unsigned char *const xs = gc_dyn_shared();                            /* XS: [M·K·4] staged operands */
-  unsigned char *const dyn = gc_dyn_shared() + (XS ? M * K * 4 : 0);   /* the copies' shared memory */
+  unsigned char *const dyn = gc_dyn_shared() + (XS ? M * K * 4 + QM_SAX * M * K / 8 : 0); /* the copies' shared memory */
   const int64_t r0 = gc_bid() * QM_RB, rb = K / GC_QK * GC_QBYTES; /* bytes per row of B */
   if (!QM_RING && r0 < N && K % GC_QK == 0 && rope_ok) {
     if (ROPE) /* its pairs' rows, row by row */
@@ -645,6 +754,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     qm_stage(xs, xss, A, Wn, M, K);
 
   float acc[PAIR][RT][NT][4], ss[NT];
+  qm_kq_t kq; /* QM_FOLD's block sums */
   GC_UNROLL(NT)
   for (int j = 0; j < NT; j++) {
     ss[j] = 0.0f;
@@ -654,7 +764,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
       for (int r = 0; r < RT; r++)
         GC_UNROLL(4)
         for (int e = 0; e < 4; e++)
-          acc[p][r][j][e] = 0.0f;
+          acc[p][r][j][e] = kq.cb[p][r][j][e] = kq.am[p][r][j][e] = 0.0f;
   }
 
 #if QM_PIPE
@@ -671,10 +781,10 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     if (c0 + UNR <= nu) { /* a whole step: no branch between the units (their loads interleave) */
       GC_UNROLL(UNR)
       for (int u = 0; u < UNR; u++)
-        qm_unit_smem(st, off, A, Wn, xs, M, K, c0 + u, (int)(u / GC_QUNITS * GC_QBYTES), g, t, acc, ss);
+        qm_unit_smem(st, off, A, Wn, xs, M, K, c0 + u, (int)(u / GC_QUNITS * GC_QBYTES), g, t, acc, ss, kq);
     } else {
       for (int u = 0; c0 + u < nu; u++)
-        qm_unit_smem(st, off, A, Wn, xs, M, K, c0 + u, (int)(u / GC_QUNITS * GC_QBYTES), g, t, acc, ss);
+        qm_unit_smem(st, off, A, Wn, xs, M, K, c0 + u, (int)(u / GC_QUNITS * GC_QBYTES), g, t, acc, ss, kq);
     }
     slot = slot + 1 == NST ? 0 : slot + 1;
   }
@@ -689,7 +799,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
       qm_load_blk<false>(cur, sr, (int64_t)slot * (QM_STB / GC_QBYTES), t);
       GC_UNROLL(8)
       for (int u = 0; u < 8; u++)
-        qm_unit_regs(cur, u, bi, A, Wn, xs, M, K, g, t, acc, ss);
+        qm_unit_regs(cur, u, bi, A, Wn, xs, M, K, g, t, acc, ss, kq);
     }
     /* The slot is released only once the lanes have used what they read
      * of it: released straight after the loads, the copy refilling it
@@ -706,7 +816,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
       qm_load_blk<true>(nxt, br, bi + KS, t);
     GC_UNROLL(8)
     for (int u = 0; u < 8; u++)
-      qm_unit_regs(cur, u, bi, A, Wn, xs, M, K, g, t, acc, ss);
+      qm_unit_regs(cur, u, bi, A, Wn, xs, M, K, g, t, acc, ss, kq);
     if (RL == 2)
       cur = nxt;
     else if (bi + KS < nblk)

@@ -207,6 +207,15 @@ GC_DEVICE void gcq_scale_min_k4(uint32_t q0, uint32_t q1, uint32_t q2, int s, in
     m = (int)((gcq_byte12(q0, q1, q2, s + 4) >> 4) | ((gcq_byte12(q0, q1, q2, s) >> 6) << 4));
   }
 }
+/* The same sixteen fields by whole words: unit s's scale and min are byte
+ * s & 3 of sc and m, which hold the four units of its half of the block
+ * (s < 4 or not), made by six operations on the three words, so that a
+ * kernel unrolling a block's units makes them once a block (the same
+ * expressions of the same words: gemv_qmma's KQ). */
+GC_DEVICE void gcq_scales_k4(uint32_t q0, uint32_t q1, uint32_t q2, int s, uint32_t &sc, uint32_t &m) {
+  sc = s < 4 ? q0 & 0x3F3F3F3Fu : (q2 & 0x0F0F0F0Fu) | ((q0 >> 2) & 0x30303030u);
+  m = s < 4 ? q1 & 0x3F3F3F3Fu : ((q2 >> 4) & 0x0F0F0F0Fu) | ((q1 >> 2) & 0x30303030u);
+}
 GC_DEVICE void gcq_load_q4_k(const uint8_t *b, int u, int t, uint32_t *r) {
   const uint8_t *qs = b + 16 + 32 * (u >> 1);
   r[0] = gcq_ld32(b); /* d, dmin */

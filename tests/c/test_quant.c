@@ -32,6 +32,10 @@ static void test_formats(void) {
   CHECK(gc_quant_format(GC_QT_Q6_K)->bytes == 210 && gc_quant_format(GC_QT_Q5_K)->bytes == 176);
   CHECK(gc_quant_format(GC_QT_Q8_0)->bytes == 34 && gc_quant_format(GC_QT_Q4_0)->bytes == 18);
   CHECK(gc_quant_format(GC_QT_COUNT) == NULL && gc_quant_format(-1) == NULL);
+  /* the min column (templates' QMIN) is the GPU prelude's GC_QMIN_n table:
+   * Q4_K, Q5_K and Q4_KR, nothing else */
+  for (int q = 0; q < GC_QT_COUNT; q++)
+    CHECK(gc_quant_format(q)->min == (q == GC_QT_Q4_K || q == GC_QT_Q5_K || q == GC_QT_Q4_KR));
   gc_qtype_t t;
   CHECK(gc_quant_from_ggml(30, &t) == GC_OK && t == GC_QT_BF16);
   CHECK(gc_quant_from_ggml(3, &t) == GC_ENOTFOUND); /* Q4_1: ggml's, not read by gcore */
