@@ -11,14 +11,17 @@ the templates' own index math (lane -> element).
 What a pass proves without a GPU: for every load path (RL 0: the cp.async
 pipeline; RL 1, 2: 16-byte register loads; RL 3: the producer warp's ring),
 every block format in GGUF's and NVIDIA's device layouts, f16 and bf16
-activations, each op and M from 1 to 16, the template's whole index math,
-decode and epilogue compute every element of C within fp64's tolerance on B
-dequantized independently (tests/ggufq.py), write nothing outside C and
-leave the inputs unchanged. What it cannot prove: the memory model (the
+activations, each op (the RoPE/KV one too: Qout and both caches, rows
+outside the step unchanged) and M from 1 to 16, the template's whole index
+math, decode and epilogue compute every element of C within fp64's
+tolerance on B dequantized independently (tests/ggufq.py), write nothing
+outside C and leave the inputs unchanged. What it cannot prove: the memory model (the
 async proxy's order against loads: session 14's ring race), timing, and
-that PTX's documented layouts are the hardware's. The mutation tests show a
-wrong fragment index, a wrong unit scale and a ring that releases a slot
-one stage early are caught."""
+that PTX's documented layouts are the hardware's. The mutation tests show
+that plausible mistakes are caught: a wrong fragment register, a ring stage
+one block off, a unit's scale and min swapped, KQ's d and dmin swapped, its
+scale of the next unit, its staged Σa of the next row, the ring's two
+head-half boxes swapped and a RoPE pair's sums swapped."""
 import os
 import re
 import shutil
@@ -202,3 +205,110 @@ def test_a_wrong_gemv_qmma_is_caught(tmp_path, what, where, old, new, op, dtype,
     check(run_case(tmp_path, dtype, op, params, shapes), f"unmutated {op} {dtype}")
     results = run_case(tmp_path, dtype, op, params, shapes, **texts)
     assert any(bad or unwritten for _, unwritten, bad, _ in results), f"not caught: {what}"
+
+
+def as_f64(bits, dt):
+    import numpy as np
+    import ggufq
+    b = np.frombuffer(bits, "<u2")
+    return b.view("<f2").astype(np.float64) if dt == "f16" else ggufq.bf16_to_f32(b).astype(np.float64)
+
+
+def run_rope(tmp, dtype, params, m, h, g, d, layout, pos0, seed=0, **texts):
+    """rmsnorm_gemm_rope_kv, QKV of N = (H + 2G)·D rows of B: Qout, and the
+    rows pos0 .. pos0 + M - 1 of the caches, against fp64 (the GEMM rule of
+    _qcheck, then the rotation's propagation of it); every other cache row
+    unchanged. (unwritten, bad, messages)"""
+    import numpy as np
+    import ggufq
+    op, dt, fmt = "rmsnorm_gemm_rope_kv", dtype.split(":")[0], dtype.split(":")[1]
+    tpl, env, exe = build(tmp, dtype, op, params, **texts)
+    n, k = (h + 2 * g) * d, 1024
+    ab, bb, _, wb, a, b, mins, _ = qdata(fmt, dt, op, m, n, k, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    rows = pos0 + m + 2
+    cache = lambda: (rng.uniform(-1, 1, (rows, g * d)).astype("<f2").view("<u2") if dt == "f16"
+                     else ggufq.bf16_bits(rng.uniform(-1, 1, (rows, g * d)).astype(np.float32)))
+    kc0, vc0 = cache(), cache()
+    inv = 10000.0 ** (-2.0 * np.arange(d // 2) / d)
+    files = {"a": ab, "b": bb, "w": wb, "kc": kc0.tobytes(), "vc": vc0.tobytes(), "inv": inv.astype("<f8").tobytes(),
+             "c": np.full(m * h * d, 0x7E00 if dt == "f16" else 0x7FC0, "<u2").tobytes()}
+    for name, data in files.items():
+        (tmp / f"{name}.bin").write_bytes(data)
+    e = env | {"M": m, "N": n, "K": k, "H": h, "G": g, "D": d}
+    assert all(evaluate(x, e) for x in tpl["applies"]), f"{params} does not serve the problem"
+    grid, block, shmem = launch(tpl, e, m, n, k)
+    r = subprocess.run([str(exe), str(m), str(n), str(k), str(grid), str(block), str(shmem), str(tmp),
+                        str(h), str(g), str(d), str(layout), str(pos0)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"{op} {dtype} {params}:\n{r.stdout}{r.stderr[-3000:]}"
+    assert "misuse 0 inputs_changed 0" in r.stdout, r.stdout
+    qkv = a @ b.T
+    err = TOL_U[dt] * np.abs(qkv) + k * 2.0 ** -22 * (np.abs(a) @ (np.abs(b) + mins).T) + 1e-6
+    pa = np.arange(d // 2) * 2 if layout else np.arange(d // 2)      # pair j's elements
+    pb = pa + 1 if layout else pa + d // 2
+    x, ex = qkv.reshape(m, h + 2 * g, d), err.reshape(m, h + 2 * g, d)
+    th = (pos0 + np.arange(m))[:, None, None] * inv[None, None, :]
+    c, s = np.cos(th), np.sin(th)
+    rot, tol = x.copy(), ex.copy()
+    xa, xb, ea, eb = x[:, :h + g, pa], x[:, :h + g, pb], ex[:, :h + g, pa], ex[:, :h + g, pb]
+    rot[:, :h + g, pa], rot[:, :h + g, pb] = xa * c - xb * s, xa * s + xb * c
+    slack = 4 * 2.0 ** -24 * (np.abs(xa) + np.abs(xb))
+    tol[:, :h + g, pa] = TOL_U[dt] * np.abs(rot[:, :h + g, pa]) + np.abs(c) * ea + np.abs(s) * eb + slack
+    tol[:, :h + g, pb] = TOL_U[dt] * np.abs(rot[:, :h + g, pb]) + np.abs(s) * ea + np.abs(c) * eb + slack
+    out = [(as_f64((tmp / "out.bin").read_bytes(), dt).reshape(m, h, d), rot[:, :h], tol[:, :h], "Qout")]
+    unwritten, bad, msgs = 0, 0, []
+    for name, init, part in (("kc", kc0, slice(h, h + g)), ("vc", vc0, slice(h + g, h + 2 * g))):
+        got = as_f64((tmp / f"{name}.out").read_bytes(), dt).reshape(rows, g, d)
+        before = as_f64(init.tobytes(), dt).reshape(rows, g, d)
+        keep = np.r_[0:pos0, pos0 + m:rows]
+        if not np.array_equal(got[keep], before[keep]):
+            bad += 1
+            msgs.append(f"{name}: a row outside pos0 .. pos0 + M - 1 changed")
+        out.append((got[pos0:pos0 + m], rot[:, part], tol[:, part], name))
+    for got, want, t, name in out:
+        nan = np.isnan(got)
+        wrong = ~nan & ~(np.abs(got - want) <= t)
+        unwritten += int(nan.sum())
+        bad += int(wrong.sum())
+        msgs += [f"{name}{tuple(i)} = {got[tuple(i)]}, expected {want[tuple(i)]}" for i in np.argwhere(wrong)[:3]]
+    return unwritten, bad, msgs
+
+
+# rmsnorm_gemm_rope_kv (the decode step's QKV with RoPE and the KV-cache
+# write in its epilogue): both RoPE layouts, GQA, heads of 128 and 64, the
+# ring (its boxes: a block's rows are two halves of a head's pairs),
+# register and pipeline paths, a position past the first rows of the cache
+ROPE_CASES = [
+    ("f16:q4_kr:f16", dict(RL=3, WARPS=4, KS=4, RT=2, XS=1, NST=2), 1, 4, 2, 128, 0, 37),
+    ("f16:q4_kr:f16", dict(KQ=1, RL=3, WARPS=4, KS=4, RT=2, XS=1, NST=2), 1, 4, 2, 128, 1, 5),
+    ("bf16:q6_kr:bf16", dict(RL=3, WARPS=8, KS=4, RT=1, XS=0, NST=2), 2, 6, 2, 64, 1, 0),
+    ("f16:q8_0r:f16", dict(RL=1, WARPS=4, KS=2, RT=2), 3, 5, 1, 64, 0, 9),
+    ("f16:q4_k:f16", dict(RL=1, WARPS=4, KS=4, UNR=8, NST=2, KQ=1), 1, 2, 1, 128, 1, 3),
+]
+
+
+@pytest.mark.parametrize("dtype,params,m,h,g,d,layout,pos0", ROPE_CASES,
+                         ids=[f"{c[0].split(':')[1]}-RL{c[1].get('RL', 1)}-L{c[6]}" + ("-KQ" if c[1].get("KQ") else "")
+                              for c in ROPE_CASES])
+def test_gemv_qmma_rope_kv_on_the_emulated_gpu(tmp_path, dtype, params, m, h, g, d, layout, pos0):
+    unwritten, bad, msgs = run_rope(tmp_path, dtype, params, m, h, g, d, layout, pos0)
+    assert unwritten == 0 and bad == 0, f"{dtype} {params}: {unwritten} unwritten, {bad} bad\n" + "\n".join(msgs)
+
+
+ROPE_MUTATIONS = [
+    ("the ring's two boxes of a block's head halves swapped",
+     "gc_tma_load3(at, tm, 0, (int)(s * KS), (int)x0,", "gc_tma_load3(at, tm, 0, (int)(s * KS), (int)x1,",
+     ROPE_CASES[0]),
+    ("a RoPE pair's two sums swapped in the epilogue",
+     "gc_rope_pair(C, ro, m, u, acc[0][r][j][e] * sc[e], acc[0][r][j][2 + e] * sc[e]);",
+     "gc_rope_pair(C, ro, m, u, acc[0][r][j][2 + e] * sc[e], acc[0][r][j][e] * sc[e]);",
+     ROPE_CASES[3]),
+]
+
+
+@pytest.mark.parametrize("what,old,new,case", ROPE_MUTATIONS, ids=[m[0] for m in ROPE_MUTATIONS])
+def test_a_wrong_rope_kv_is_caught(tmp_path, what, old, new, case):
+    text = open(os.path.join(GPU, "gemv_qmma.cu")).read()
+    assert old in text, f"gemv_qmma.cu no longer has: {old}"
+    unwritten, bad, _ = run_rope(tmp_path, *case, tpl_text=text.replace(old, new))
+    assert unwritten or bad, f"not caught: {what}"

@@ -10,7 +10,13 @@
  * and checks every element of C against fp64 on B dequantized by
  * tests/ggufq.py.
  *
- *   emu M N K GRID BLOCK SHMEM DIR
+ *   emu M N K GRID BLOCK SHMEM DIR [H G D LAYOUT POS0]
+ *
+ * rmsnorm_gemm_rope_kv (ROPE): C is Qout [M, H·D] and the run also reads
+ * the caches Kc, Vc ([POS0 + M + 2, G·D] of TC: rows past the problem's
+ * show a write out of place), the doubles inv_freq[D/2] and writes the
+ * caches back to DIR/kc.out, DIR/vc.out; the position is read from an
+ * int32 on the "device", as a replayed graph reads it.
  *
  * Prints "misuse E inputs_changed I" and exits 1 when the emulation saw a
  * misuse (an mbarrier used before its init, an arrival too many) or an
@@ -19,7 +25,7 @@
 #include "run_block.h"
 
 int main(int argc, char **argv) {
-  if (argc != 8) return fprintf(stderr, "usage: emu M N K GRID BLOCK SHMEM DIR\n"), 2;
+  if (argc != 8 + 5 * ROPE) return fprintf(stderr, "usage: emu M N K GRID BLOCK SHMEM DIR [H G D LAYOUT POS0]\n"), 2;
   const int64_t M = atoll(argv[1]), N = atoll(argv[2]), K = atoll(argv[3]), grid = atoll(argv[4]);
   const int block = atoi(argv[5]);
   const size_t shmem = (size_t)atoll(argv[6]);
@@ -27,7 +33,18 @@ int main(int argc, char **argv) {
   const int64_t rows_b = PAIR * N;
   std::vector<unsigned char> A = emu_read(dir, "a.bin", (size_t)(M * K) * sizeof(TA));
   std::vector<unsigned char> B = emu_read(dir, "b.bin", (size_t)(rows_b * (K / GC_QK) * GC_QBYTES));
+#if ROPE
+  const int64_t H = atoll(argv[8]), G = atoll(argv[9]), D = atoll(argv[10]), layout = atoll(argv[11]);
+  const int32_t pos0 = (int32_t)atoi(argv[12]);
+  const size_t cache = (size_t)((pos0 + M + 2) * G * D) * sizeof(TC);
+  std::vector<unsigned char> C = emu_read(dir, "c.bin", (size_t)(M * H * D) * sizeof(TC));
+  std::vector<unsigned char> Kc = emu_read(dir, "kc.bin", cache), Vc = emu_read(dir, "vc.bin", cache);
+  std::vector<unsigned char> inv = emu_read(dir, "inv.bin", (size_t)(D / 2) * sizeof(double));
+  const std::vector<unsigned char> inv0 = inv;
+  std::vector<int32_t> pos(1, pos0);
+#else
   std::vector<unsigned char> C = emu_read(dir, "c.bin", (size_t)(M * N) * sizeof(TC));
+#endif
   std::vector<unsigned char> W = NORM ? emu_read(dir, "w.bin", (size_t)K * sizeof(TN)) : std::vector<unsigned char>(1);
   const std::vector<unsigned char> A0 = A, B0 = B, W0 = W;
   const TA *a = (const TA *)A.data();
@@ -36,14 +53,17 @@ int main(int argc, char **argv) {
   const TN *wn = (const TN *)W.data();
 #if RL == 3
   gc_tmap_t map = {B.data(), {GC_QBYTES / 4, K / GC_QK, rows_b}, {GC_QBYTES, K / GC_QK * GC_QBYTES},
-                   {GC_QBYTES / 4, KS, WARPS / KS * 16 * RT}};
+                   {GC_QBYTES / 4, KS, WARPS / KS * 16 * RT / (1 + ROPE)}};
 #define EMU_MAP , map
 #else
 #define EMU_MAP
 #endif
   for (int64_t bi = 0; bi < grid; bi++)
     emu_block_launch(bi, block, shmem, 32, [&] {
-#if NORM
+#if ROPE
+      KERNEL(a, b, c, wn, (TC *)Kc.data(), (TC *)Vc.data(), (const double *)inv.data(), pos.data(), M, N, K, H,
+             G, D, layout, 1e-5f EMU_MAP);
+#elif NORM
       KERNEL(a, b, c, wn, M, N, K, 1e-5f EMU_MAP);
 #else
       (void)wn;
@@ -51,8 +71,18 @@ int main(int argc, char **argv) {
 #endif
     });
   /* nothing but C is written (C's own buffer: ASan sees past its ends) */
-  const int inputs_changed = (A != A0) + (B != B0) + (W != W0);
+  int inputs_changed = (A != A0) + (B != B0) + (W != W0);
   char path[4096];
+#if ROPE
+  inputs_changed += (inv != inv0) + (pos[0] != pos0);
+  const std::vector<unsigned char> *caches[2] = {&Kc, &Vc};
+  for (int i = 0; i < 2; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, i ? "vc.out" : "kc.out");
+    FILE *o = fopen(path, "wb");
+    if (!o || fwrite(caches[i]->data(), 1, cache, o) != cache || fclose(o))
+      return fprintf(stderr, "%s: cannot write\n", path), 2;
+  }
+#endif
   snprintf(path, sizeof path, "%s/out.bin", dir);
   FILE *f = fopen(path, "wb");
   if (!f || fwrite(C.data(), 1, C.size(), f) != C.size() || fclose(f))
