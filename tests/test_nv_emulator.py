@@ -175,8 +175,10 @@ MUTATIONS = [
      "gc_tma_load3(at + (unsigned)(p * QM_RB * KS * GC_QBYTES), tm, 0, (int)(s * KS + 1),",
      "gemm_add", "f16:q4_0r:f16", dict(RL=3, WARPS=8, KS=4, NST=2, XS=0), [(1, 64, 2048)]),
     ("KQ: the block's sums scaled by dmin and d swapped", "gemv_qmma.cu",
-     "gc_fma(-gc_h2f_bits(dd >> 16), am[e], gc_fma(gc_h2f_bits(dd & 0xffffu), cb[e],",
-     "gc_fma(-gc_h2f_bits(dd & 0xffffu), am[e], gc_fma(gc_h2f_bits(dd >> 16), cb[e],",
+     "const float v = gc_fma(gc_h2f_bits(dd & 0xffffu), cb[e], acc[p][r][j][e]);\n"
+     "              acc[p][r][j][e] = gc_fma(-gc_h2f_bits(dd >> 16), am[e], v);",
+     "const float v = gc_fma(gc_h2f_bits(dd >> 16), cb[e], acc[p][r][j][e]);\n"
+     "              acc[p][r][j][e] = gc_fma(-gc_h2f_bits(dd & 0xffffu), am[e], v);",
      "gemm_add", "f16:q4_kr:f16", dict(KQ=1, RL=3, WARPS=8, KS=4, NST=2, XS=0), [(1, 48, 1024)]),
     ("KQ: the levels folded with the next unit's scale", "gemv_qmma.cu",
      "__byte_perm(scw, 0x64u, 0x4040u + 0x0101u * (unsigned)(u & 3))",

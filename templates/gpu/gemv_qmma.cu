@@ -287,7 +287,6 @@ GC_DEVICE void qm_prefetch(const TB *B, int64_t r, int64_t n, int64_t rb) {
   gc_prefetch_l2_range((const char *)B + r * rb, n * rb, WARPS * GC_WARP);
 }
 
-
 /* Copy the step of units u0 .. u0+UNR-1 (those below nu) of the warp's
  * QM_NR rows of B (tile rows n0 ..: gate rows, then up rows) into the
  * pipeline slot at shared address s (rows by qm_row): row i's 16-byte aligned chunks from
@@ -351,7 +350,7 @@ GC_DEVICE void qm_kq_row(const uint32_t raw[GCQ_RAW], int u, uint32_t lo, uint32
                          float &d0, float &mn) {
   uint32_t scw, mw;
   gcq_scales_k4(raw[1], raw[2], raw[3], u, scw, mw);
-  const float sc = gc_ubyte_f(scw, u & 3), m = gc_ubyte_f(mw, u & 3);
+  const float m = gc_ubyte_f(mw, u & 3);
   if (QM_FOLD) {
     const uint32_t s16 = __byte_perm(scw, 0x64u, 0x4040u + 0x0101u * (unsigned)(u & 3)); /* 1024 + sc, twice */
     const uint32_t sc2 = gc_fma2<0>(s16, 0x3C003C00u, 0xE400E400u), neg = gc_mul2<0>(sc2, 0xE400E400u);
@@ -361,12 +360,12 @@ GC_DEVICE void qm_kq_row(const uint32_t raw[GCQ_RAW], int u, uint32_t lo, uint32
       GC_UNROLL(2)
       for (int h = 0; h < 2; h++)
         lv[k][h] = gc_fma2<0>(__byte_perm(w[k], 0x64u, h ? 0x4342u : 0x4140u), sc2, neg);
-    d0 = sc, mn = m; /* unused: the block's d and dmin scale its sums */
+    mn = m; /* d0 is not used: the block's d and dmin scale its sums */
     return;
   }
   lv[0][0] = qm_levels2(lo, 0), lv[0][1] = qm_levels2(lo, 1);
   lv[1][0] = qm_levels2(hi, 0), lv[1][1] = qm_levels2(hi, 1);
-  d0 = gc_h2f_bits(raw[0] & 0xffffu) * sc;
+  d0 = gc_h2f_bits(raw[0] & 0xffffu) * gc_ubyte_f(scw, u & 3);
   mn = gc_h2f_bits(raw[0] >> 16) * m;
 }
 
@@ -423,11 +422,10 @@ GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, co
       for (int j = 0; j < NT; j++) {
         if (QM_FOLD) { /* the block's sums; d and dmin at its last unit */
           float *cb = kq.cb[p][r][j], *am = kq.am[p][r][j];
-          gc_mma16816<0>(cb, lv[0][0][0], lv[1][0][0], lv[0][0][1], lv[1][0][1], x[j][0][0][0], x[j][0][0][1]);
-          gc_mma16816<0>(cb, lv[0][1][0], lv[1][1][0], lv[0][1][1], lv[1][1][1], x[j][1][0][0], x[j][1][0][1]);
-          if (QM_SPLIT == 2) {
-            gc_mma16816<0>(cb, lv[0][0][0], lv[1][0][0], lv[0][0][1], lv[1][0][1], x[j][0][1][0], x[j][0][1][1]);
-            gc_mma16816<0>(cb, lv[0][1][0], lv[1][1][0], lv[0][1][1], lv[1][1][1], x[j][1][1][0], x[j][1][1][1]);
+          GC_UNROLL(QM_SPLIT)
+          for (int s = 0; s < QM_SPLIT; s++) {
+            gc_mma16816<0>(cb, lv[0][0][0], lv[1][0][0], lv[0][0][1], lv[1][0][1], x[j][0][s][0], x[j][0][s][1]);
+            gc_mma16816<0>(cb, lv[0][1][0], lv[1][1][0], lv[0][1][1], lv[1][1][1], x[j][1][s][0], x[j][1][s][1]);
           }
           GC_UNROLL(4)
           for (int e = 0; e < 4; e++)
@@ -435,8 +433,9 @@ GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, co
           if (u == GC_QUNITS - 1)
             GC_UNROLL(4)
             for (int e = 0; e < 4; e++) {
-              const uint32_t dd = raw[p][r][e >> 1][0]; /* the row's d, dmin */
-              acc[p][r][j][e] = gc_fma(-gc_h2f_bits(dd >> 16), am[e], gc_fma(gc_h2f_bits(dd & 0xffffu), cb[e], acc[p][r][j][e]));
+              const uint32_t dd = raw[p][r][e >> 1][0]; /* the row's d (low half), dmin */
+              const float v = gc_fma(gc_h2f_bits(dd & 0xffffu), cb[e], acc[p][r][j][e]);
+              acc[p][r][j][e] = gc_fma(-gc_h2f_bits(dd >> 16), am[e], v);
               cb[e] = am[e] = 0.0f;
             }
           continue;
