@@ -1,6 +1,7 @@
-"""NVIDIA's quantized decode GEMV (gemv_qmma: mma.sync, the block formats
-decoded into fragments, split-K, the fused norm, the gate/up pair, the
-tensor-map ring) run unchanged on a host SIMT emulation (tests/nv_emu): one
+"""NVIDIA's decode GEMVs on tensor cores (gemv_qmma: mma.sync, the block
+formats decoded into fragments, split-K, the fused norm, the gate/up pair,
+RoPE and the KV-cache write, the tensor-map ring; gemv_mma: batched decode
+steps on fp16/bf16 weights) run unchanged on a host SIMT emulation (tests/nv_emu): one
 host thread per thread, dynamic shared memory of exactly @shmem bytes under
 ASan, real barriers (bar.sync, named barriers, __syncwarp), mbarriers with
 their phases and transaction bytes, tensor-map copies from a map encoded as
@@ -51,12 +52,13 @@ QMIN = ("q4_k", "q5_k", "q4_kr")  # a min beside each unit's scale (base/quant.c
 TARGET = {"WARP": 32, "SMEM": 232448, "SMS": 132, "MAXT": 1024, "SM": 90, "ARCH_A": 1, "AMD": 0}
 
 
-def build(tmp, dtype, op, params, tpl_text=None, quant_text=None):
-    """gemv_qmma for the emulation, assembled as gen/ does (constants,
-    dtype sizes and codes, the op's names, parameters, template)."""
-    tpl = parse_head(os.path.join(GPU, "gemv_qmma.cu"))
-    a, q, c = dtype.split(":")
-    (ca, sa), (cb, sb), (cc, sc) = DT[a], QDT[q], DT[c]
+def build(tmp, dtype, op, params, tpl_text=None, quant_text=None, tpl_file="gemv_qmma.cu"):
+    """A template of the GEMV ABI (gemv_qmma, gemv_mma) for the emulation,
+    assembled as gen/ does (constants, dtype sizes and codes, the op's
+    names, parameters, template). dtype: "T" or "A:B:C" (B a block format)."""
+    tpl = parse_head(os.path.join(GPU, tpl_file))
+    a, q, c = dtype.split(":") if ":" in dtype else [dtype] * 3
+    (ca, sa), (cb, sb), (cc, sc) = DT[a], QDT.get(q, DT.get(q)), DT[c]
     env = TARGET | {"SA": sa, "SB": sb, "SC": sc, "QR": int(q in DEVICE), "QMIN": int(q in QMIN)} | op_names(op) | \
         tpl["defaults"][op] | params
     assert op in tpl["ops"], op
@@ -68,9 +70,9 @@ def build(tmp, dtype, op, params, tpl_text=None, quant_text=None):
     common_block("gc-epilogue", tmp / "epilogue.h")
     (tmp / "quant.h").write_text(quant_text) if quant_text else common_block("gc-quant", tmp / "quant.h")
     common_block("gc-gemv", tmp / "gemv.h")
-    src = ('#include "prelude_emu.h"\n' + defs + '#line 1 "gemv_qmma.cu"\n' +
-           (tpl_text or open(os.path.join(GPU, "gemv_qmma.cu")).read()) +
-           f'\n#define KERNEL {tpl["kernel"]}\n#include "harness_qmma.h"\n')
+    src = ('#include "prelude_emu.h"\n' + defs + f'#line 1 "{tpl_file}"\n' +
+           (tpl_text or open(os.path.join(GPU, tpl_file)).read()) +
+           f'\n#define KERNEL {tpl["kernel"]}\n#include "harness_gemv.h"\n')
     (tmp / "emu.cpp").write_text(src)
     exe = tmp / "emu"
     r = subprocess.run([CXX, "-std=c++17", "-O1", "-g", "-fsanitize=address,undefined",
@@ -314,3 +316,77 @@ def test_a_wrong_rope_kv_is_caught(tmp_path, what, old, new, case):
     assert old in text, f"gemv_qmma.cu no longer has: {old}"
     unwritten, bad, _ = run_rope(tmp_path, *case, tpl_text=text.replace(old, new))
     assert unwritten or bad, f"not caught: {what}"
+
+
+def ddata(dt, op, m, n, k, seed):
+    """_qdata's inputs with B dense in A's dtype (values and their bits)."""
+    import numpy as np
+    import ggufq
+    rng = np.random.default_rng(seed)
+    rows = op_names(op)["PAIR"] * n
+    as16 = lambda x: (x.astype("<f2"), x.astype("<f2").astype(np.float64)) if dt == "f16" else \
+        (ggufq.bf16_bits(x), ggufq.bf16_to_f32(ggufq.bf16_bits(x)).astype(np.float64))
+    a_bits, a_val = as16(rng.uniform(-1, 1, (m, k)).astype(np.float32))
+    b_bits, b_val = as16(rng.uniform(-1, 1, (rows, k)).astype(np.float32))
+    w_bits, w_val = as16(rng.uniform(0.5, 1.5, k).astype(np.float32))
+    c0 = as16(rng.uniform(-1, 1, (m, n)).astype(np.float32))
+    c_bits = c0[0] if op == "gemm_add" else np.full((m, n), 0x7E00 if dt == "f16" else 0x7FC0, "<u2")
+    if op_names(op)["NORM"]:
+        a_val = a_val / np.sqrt((a_val ** 2).mean(axis=1, keepdims=True) + 1e-5) * w_val
+    return a_bits.tobytes(), b_bits.tobytes(), c_bits.tobytes(), w_bits.tobytes(), a_val, b_val, \
+        np.zeros_like(b_val), c0[1]
+
+
+# gemv_mma (fp16/bf16 weights, batched decode steps of 2 .. 16 rows): every
+# op, both dtypes (the norm's operand split in two parts for f16, three for
+# bf16), split-K within the block and not, one and two tiles a warp, one to
+# four chunks a step, N no multiple of the block's rows, K a multiple of 8
+# but not of the 32-element chunks
+MMA_CASES = [
+    ("gemm", "f16", dict(WARPS=8, KS=4, RT=1, UNR=2, NT=1), [(2, 100, 776), (8, 16, 64)]),
+    ("gemm_add", "bf16", dict(WARPS=4, KS=1, RT=2, UNR=1, NT=2), [(13, 70, 520)]),
+    ("rmsnorm_gemm", "bf16", dict(WARPS=8, KS=8, RT=1, UNR=4, NT=1), [(3, 33, 1032)]),
+    ("gemm_swiglu", "f16", dict(WARPS=4, KS=2, RT=1, UNR=2, NT=2), [(16, 40, 512)]),
+    ("rmsnorm_gemm_swiglu", "f16", dict(WARPS=16, KS=4, RT=1, UNR=1, NT=1, OCC=1), [(5, 65, 1000)]),
+]
+
+
+@pytest.mark.parametrize("op,dt,params,shapes", MMA_CASES, ids=[f"{c[0]}-{c[1]}" for c in MMA_CASES])
+def test_gemv_mma_on_the_emulated_gpu(tmp_path, op, dt, params, shapes):
+    tpl, env, exe = build(tmp_path, dt, op, params, tpl_file="gemv_mma.cu")
+    for s, (m, n, k) in enumerate(shapes):
+        ab, bb, cb, wb, a, b, mins, c0 = ddata(dt, op, m, n, k, seed=s)
+        for name, data in (("a", ab), ("b", bb), ("c", cb), ("w", wb)):
+            (tmp_path / f"{name}.bin").write_bytes(data)
+        e = env | {"M": m, "N": n, "K": k}
+        assert all(evaluate(x, e) for x in tpl["applies"]), f"{op} {params} does not serve M={m} N={n} K={k}"
+        grid, block, shmem = launch(tpl, env, m, n, k)
+        r = subprocess.run([str(exe), str(m), str(n), str(k), str(grid), str(block), str(shmem), str(tmp_path)],
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, f"{op} {dt} {params} M={m} N={n} K={k}:\n{r.stdout}{r.stderr[-3000:]}"
+        assert "misuse 0 inputs_changed 0" in r.stdout, r.stdout
+        check([((m, n, k),) + _qcheck((tmp_path / "out.bin").read_bytes(), dt, op, a, b, mins, c0, n, k)],
+              f"gemv_mma {op} {dt} {params}")
+
+
+def test_a_wrong_gemv_mma_is_caught(tmp_path):
+    """The k slots of one operand mapped differently from the other's (B's
+    rows g and g+8 swapped with its two k halves) is caught; the same
+    mapping on both operands would be a correct kernel (a dot product does
+    not depend on the order of k)."""
+    old = "gc_mma16816<GC_TA == GC_BF16>(acc[p][t][j], lo.x, hi.x, lo.y, hi.y, op[s][0], op[s][1]);"
+    text = open(os.path.join(GPU, "gemv_mma.cu")).read()
+    assert old in text, f"gemv_mma.cu no longer has: {old}"
+    mutated = text.replace(old, old.replace("lo.x, hi.x, lo.y, hi.y", "lo.x, lo.y, hi.x, hi.y"))
+    tpl, env, exe = build(tmp_path, "f16", "gemm", dict(WARPS=4, KS=2, RT=1, UNR=1, NT=1), tpl_text=mutated,
+                          tpl_file="gemv_mma.cu")
+    m, n, k = 4, 32, 256
+    ab, bb, cb, wb, a, b, mins, c0 = ddata("f16", "gemm", m, n, k, seed=3)
+    for name, data in (("a", ab), ("b", bb), ("c", cb), ("w", wb)):
+        (tmp_path / f"{name}.bin").write_bytes(data)
+    grid, block, shmem = launch(tpl, env, m, n, k)
+    r = subprocess.run([str(exe), str(m), str(n), str(k), str(grid), str(block), str(shmem), str(tmp_path)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    unwritten, bad, _ = _qcheck((tmp_path / "out.bin").read_bytes(), "f16", "gemm", a, b, mins, c0, n, k)
+    assert bad or unwritten, "not caught: one operand's k slots mapped apart from the other's"

@@ -1,14 +1,15 @@
-/* harness_qmma.h — main() for gemv_qmma on the NVIDIA emulation
- * (prelude_emu.h): reads A (TA elements), B (blocks, bytes; the gate/up
- * pair's 2N rows under PAIR 2), C's initial contents (TC elements) and
- * under NORM the norm weight (K elements of TN, eps 1e-5) from DIR, runs
+/* harness_gemv.h — main() for the GEMV ABI's templates (gemv_qmma,
+ * gemv_mma) on the NVIDIA emulation (prelude_emu.h): reads A (TA
+ * elements), B (TB elements, or blocks of a block format, as bytes; the
+ * gate/up pair's 2N rows under PAIR 2), C's initial contents (TC elements)
+ * and under NORM the norm weight (K elements of TN, eps 1e-5) from DIR, runs
  * every block of one problem with the op's argument list (and with RL 3
  * the tensor map of B as runtime/cuda.c encodes a block format's:
  * @tensormap's rows, blocks and box, over 32-bit words) and writes C to
  * DIR/out.bin. Each input is a heap buffer of exactly its size (ASan sees
  * any read past it); the test (tests/test_nv_emulator.py) made the inputs
- * and checks every element of C against fp64 on B dequantized by
- * tests/ggufq.py.
+ * and checks every element of C against fp64 (B in a block format
+ * dequantized by tests/ggufq.py).
  *
  *   emu M N K GRID BLOCK SHMEM DIR [H G D LAYOUT POS0]
  *
@@ -32,7 +33,11 @@ int main(int argc, char **argv) {
   const char *dir = argv[7];
   const int64_t rows_b = PAIR * N;
   std::vector<unsigned char> A = emu_read(dir, "a.bin", (size_t)(M * K) * sizeof(TA));
+#if GC_TB >= GC_Q8_0 /* a block format */
   std::vector<unsigned char> B = emu_read(dir, "b.bin", (size_t)(rows_b * (K / GC_QK) * GC_QBYTES));
+#else
+  std::vector<unsigned char> B = emu_read(dir, "b.bin", (size_t)(rows_b * K) * sizeof(TB));
+#endif
 #if ROPE
   const int64_t H = atoll(argv[8]), G = atoll(argv[9]), D = atoll(argv[10]), layout = atoll(argv[11]);
   const int32_t pos0 = (int32_t)atoi(argv[12]);
