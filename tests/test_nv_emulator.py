@@ -1,13 +1,14 @@
 """NVIDIA's decode GEMVs on tensor cores (gemv_qmma: mma.sync, the block
 formats decoded into fragments, split-K, the fused norm, the gate/up pair,
 RoPE and the KV-cache write, the tensor-map ring; gemv_mma: batched decode
-steps on fp16/bf16 weights) run unchanged on a host SIMT emulation (tests/nv_emu): one
+steps on fp16/bf16 weights) and prefill attention on mma.sync
+(attention_mma) run unchanged on a host SIMT emulation (tests/nv_emu): one
 host thread per thread, dynamic shared memory of exactly @shmem bytes under
 ASan, real barriers (bar.sync, named barriers, __syncwarp), mbarriers with
 their phases and transaction bytes, tensor-map copies from a map encoded as
-runtime/cuda.c encodes it, and mma.sync m16n8k16 evaluated from a model
-of the PTX ISA's fragment layout written element -> lane, independent of
-the templates' own index math (lane -> element).
+runtime/cuda.c encodes it, and mma.sync m16n8k16 and ldmatrix evaluated
+from a model of the PTX ISA's fragment layouts written element -> lane,
+independent of the templates' own index math (lane -> element).
 
 What a pass proves without a GPU: for every load path (RL 0: the cp.async
 pipeline; RL 1, 2: 16-byte register loads; RL 3: the producer warp's ring),
@@ -31,7 +32,7 @@ import subprocess
 import pytest
 
 from conftest import ROOT
-from test_amd_emulator import TOL_U, _qcheck, _qdata, common_block
+from test_amd_emulator import ASHAPES, TOL_U, _acheck, _adata, _qcheck, _qdata, common_block
 from test_amd_templates import evaluate
 from tplhead import op_names
 from tplhead import parse as parse_head
@@ -52,7 +53,7 @@ QMIN = ("q4_k", "q5_k", "q4_kr")  # a min beside each unit's scale (base/quant.c
 TARGET = {"WARP": 32, "SMEM": 232448, "SMS": 132, "MAXT": 1024, "SM": 90, "ARCH_A": 1, "AMD": 0}
 
 
-def build(tmp, dtype, op, params, tpl_text=None, quant_text=None, tpl_file="gemv_qmma.cu"):
+def build(tmp, dtype, op, params, tpl_text=None, quant_text=None, tpl_file="gemv_qmma.cu", harness="harness_gemv.h"):
     """A template of the GEMV ABI (gemv_qmma, gemv_mma) for the emulation,
     assembled as gen/ does (constants, dtype sizes and codes, the op's
     names, parameters, template). dtype: "T" or "A:B:C" (B a block format)."""
@@ -70,9 +71,10 @@ def build(tmp, dtype, op, params, tpl_text=None, quant_text=None, tpl_file="gemv
     common_block("gc-epilogue", tmp / "epilogue.h")
     (tmp / "quant.h").write_text(quant_text) if quant_text else common_block("gc-quant", tmp / "quant.h")
     common_block("gc-gemv", tmp / "gemv.h")
-    src = ('#include "prelude_emu.h"\n' + defs + f'#line 1 "{tpl_file}"\n' +
+    src = (("#define EMU_ATTENTION 1\n" if op == "attention" else "") + '#include "prelude_emu.h"\n' + defs +
+           f'#line 1 "{tpl_file}"\n' +
            (tpl_text or open(os.path.join(GPU, tpl_file)).read()) +
-           f'\n#define KERNEL {tpl["kernel"]}\n#include "harness_gemv.h"\n')
+           f'\n#define KERNEL {tpl["kernel"]}\n#include "{harness}"\n')
     (tmp / "emu.cpp").write_text(src)
     exe = tmp / "emu"
     r = subprocess.run([CXX, "-std=c++17", "-O1", "-g", "-fsanitize=address,undefined",
@@ -390,3 +392,69 @@ def test_a_wrong_gemv_mma_is_caught(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     unwritten, bad, _ = _qcheck((tmp_path / "out.bin").read_bytes(), "f16", "gemm", a, b, mins, c0, n, k)
     assert bad or unwritten, "not caught: one operand's k slots mapped apart from the other's"
+
+
+# attention_mma (prefill attention on mma.sync: sm_80 and up; on sm_90a the
+# untuned choice where attention_wgmma does not apply, heads other than 64
+# and 128): the AMD emulator's shapes (GQA 5:1 at head dims 48 to 128, M 3
+# to 70, pos0 0 to 100) within @applies, one and two row tiles a warp
+# (RW 2 reads Q by ldmatrix from shared memory), one to three stages, one
+# and several heads a block, tiles of 32 to 128 keys; O between guard
+# regions (harness_att.h), every element against fp64 with the op's tolerance
+ATT_CASES = [
+    ("f16", dict(WARPS=4, RW=1, HPB=1, KB=64, NST=2, DMAX=128)),
+    ("bf16", dict(WARPS=2, RW=2, HPB=1, KB=32, NST=3, DMAX=128)),
+    ("f16", dict(WARPS=4, RW=2, HPB=2, KB=64, NST=1, DMAX=64)),
+]
+
+
+def run_attention(tmp, dt, params, tpl_text=None):
+    """[(shape, rc, unwritten, bad, messages, log)] over ASHAPES within @applies."""
+    tpl, env, exe = build(tmp, dt, "attention", params, tpl_text=tpl_text, tpl_file="attention_mma.cu",
+                          harness="harness_att.h")
+    out = []
+    for i, (m, h, g, d, p0, sc) in enumerate(ASHAPES):
+        e = env | {"M": m, "N": 0, "K": 0, "H": h, "G": g, "D": d}
+        if not all(evaluate(a, e) for a in tpl["applies"]):
+            continue
+        scale = sc if sc is not None else 1 / d ** 0.5
+        ((qb, q), (kb, k), (vb, v)), poison = _adata(dt, m, h, g, d, p0, seed=100 * i + d)
+        for name, b in (("q.bin", qb), ("k.bin", kb), ("v.bin", vb), ("o.bin", poison)):
+            (tmp / name).write_bytes(b)
+        grid, block, shmem = launch(tpl, e, m, 0, 0)
+        r = subprocess.run([str(exe), str(m), str(h), str(g), str(d), str(p0), repr(float(scale)), str(grid),
+                            str(block), str(shmem), str(tmp)], capture_output=True, text=True, timeout=600)
+        res = _acheck((tmp / "out.bin").read_bytes(), dt, q, k, v, p0, scale) if r.returncode in (0, 1) \
+            else (-1, -1, [])
+        out.append(((m, h, g, d, p0), r.returncode, *res, r.stdout + r.stderr[-3000:]))
+    return out
+
+
+@pytest.mark.parametrize("dt,params", ATT_CASES, ids=[f"{dt}-RW{p['RW']}-HPB{p['HPB']}-NST{p['NST']}"
+                                                      for dt, p in ATT_CASES])
+def test_attention_mma_on_the_emulated_gpu(tmp_path, dt, params):
+    results = run_attention(tmp_path, dt, params)
+    assert len(results) >= 3, f"{params}: too few shapes within @applies"
+    for shape, rc, unwritten, bad, msgs, log in results:
+        what = f"attention_mma {dt} {params} (M, H, G, D, pos0) = {shape}"
+        assert rc == 0 and "guard 0 replication 0" in log, f"{what}:\n{log}"
+        assert unwritten == 0 and bad == 0, f"{what}: {unwritten} unwritten, {bad} bad\n" + "\n".join(msgs)
+
+
+# plausible attention_mma mistakes; each must be caught on the shape with
+# the most keys (the running max moves in later tiles)
+ATT_MUTATIONS = [
+    ("mask one key past the diagonal", "key <= lim[u][x / 2] ?", "key <= lim[u][x / 2] + 1 ?", 0),
+    ("O not rescaled by the running max", "oacc[u][n][x] *= corr[x / 2];", ";", 1),
+    ("the row sum not rescaled by the running max", "l[u][x] *= corr[x];", ";", 0),
+    ("V read by ldmatrix without .trans", "gc_ldmatrix_x4_trans(b, sv", "gc_ldmatrix_x4(b, sv", 2),
+]
+
+
+@pytest.mark.parametrize("what,old,new,which", ATT_MUTATIONS, ids=[m[0] for m in ATT_MUTATIONS])
+def test_a_wrong_attention_mma_is_caught(tmp_path, what, old, new, which):
+    text = open(os.path.join(GPU, "attention_mma.cu")).read()
+    assert text.count(old) == 1, f"attention_mma.cu no longer has one: {old}"
+    dt, params = ATT_CASES[which]
+    results = run_attention(tmp_path, dt, params, tpl_text=text.replace(old, new))
+    assert any(rc != 0 or unwritten or bad for _, rc, unwritten, bad, _, _ in results), f"not caught: {what}"

@@ -68,19 +68,6 @@ GC_DEVICE void am_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
   gc_mma16816<GC_TA == GC_BF16>(c, a[0], a[1], a[2], a[3], b0, b1);
 }
 
-/* Four 8x8 matrices of 16-bit elements from shared memory, lane l giving
- * row l%8 of matrix l/8; r[i] = matrix i's (row l/4, columns 2(l%4)..+1),
- * or with .trans its (rows 2(l%4)..+1, column l/4). */
-GC_DEVICE void am_ldm4(uint32_t r[4], unsigned a) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-GC_DEVICE void am_ldm4t(uint32_t r[4], unsigned a) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
 
 
 /* Issue the copies of tile j0 (keys j0 .. j0+KB-1, those >= kend zero
@@ -214,13 +201,13 @@ void attention_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t
       uint32_t qt[RW][4];
       GC_UNROLL(RW)
       for (int u = 0; u < RW; u++)
-        am_ldm4(qt[u], qofs + (unsigned)((16 * u * AM_S + 16 * k) * 2));
+        gc_ldmatrix_x4(qt[u], qofs + (unsigned)((16 * u * AM_S + 16 * k) * 2));
       const uint32_t *qa[RW] = {qt[0], qt[1]};
 #endif
       GC_UNROLL(AM_NK / 2)
       for (int n = 0; n < AM_NK; n += 2) {
         uint32_t b[4];
-        am_ldm4(b, sk + (unsigned)((8 * n * AM_S + 16 * k) * 2));
+        gc_ldmatrix_x4(b, sk + (unsigned)((8 * n * AM_S + 16 * k) * 2));
         GC_UNROLL(RW)
         for (int u = 0; u < RW; u++) {
           am_mma(s[u][n], qa[u], b[0], b[1]);
@@ -278,7 +265,7 @@ void attention_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t
         if (8 * n >= D)
           break;
         uint32_t b[4];
-        am_ldm4t(b, sv + (unsigned)((16 * k * AM_S + 8 * n) * 2));
+        gc_ldmatrix_x4_trans(b, sv + (unsigned)((16 * k * AM_S + 8 * n) * 2));
         GC_UNROLL(RW)
         for (int u = 0; u < RW; u++) {
           am_mma(oacc[u][n], a[u], b[0], b[1]);

@@ -92,11 +92,7 @@ GC_DEVICE void gq_cp16(unsigned s, const void *g, int n) {
 GC_DEVICE void gq_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> GC_DEVICE void gq_wait(void) { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-GC_DEVICE void gq_ldsm4(unsigned addr, uint32_t r[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
+GC_DEVICE void gq_ldsm4(unsigned addr, uint32_t r[4]) { gc_ldmatrix_x4(r, addr); }
 GC_DEVICE void gq_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
   gc_mma16816<0>(c, a[0], a[1], a[2], a[3], b0, b1);
 }

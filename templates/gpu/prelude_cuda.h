@@ -492,6 +492,20 @@ GC_DEVICE void gc_mma16816(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, ui
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+/* Four 8x8 matrices of 16-bit elements from shared memory (ldmatrix
+ * .x4): lane l gives the address of row l % 8 of matrix l / 8; r[i] gets
+ * matrix i's (row l / 4, columns 2(l % 4), +1), or with _trans its (rows
+ * 2(l % 4), +1 of column l / 4). Every lane of the warp calls it. */
+GC_DEVICE void gc_ldmatrix_x4(uint32_t r[4], unsigned a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+GC_DEVICE void gc_ldmatrix_x4_trans(uint32_t r[4], unsigned a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
 /* Pairs of f16 (bf16 where BF) in 32-bit words: a·b rounded once
  * (bf16: a·b + (−0), the fma, since sm_80 has no bf16x2 multiply), and
  * a·b + c rounded once. Not volatile: equal operands give one result,

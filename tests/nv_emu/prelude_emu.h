@@ -1,5 +1,5 @@
-/* prelude_emu.h — runs NVIDIA templates of the mma.sync families (today
- * gemv_qmma, every op, load path and block format) on the host, unchanged,
+/* prelude_emu.h — runs NVIDIA templates of the mma.sync families
+ * (gemv_qmma, gemv_mma, attention_mma) on the host, unchanged,
  * as a SIMT emulation: one host thread per thread of a block, blocks one
  * after another (tests/amd_emu/run_block.h), dynamic shared memory a heap
  * buffer of exactly @shmem bytes (ASan sees any access past it), barriers
@@ -14,7 +14,8 @@
  * - gc_mma16816<BF> from the PTX ISA's fragment layout of
  *   mma.m16n8k16 (.f16/.bf16, fp32 accumulators), written in the
  *   direction "matrix element -> (lane, register, half)", deliberately not
- *   from the prelude's comment, which states it the other way;
+ *   from the prelude's comment, which states it the other way; ldmatrix
+ *   (.x4, .trans) from the same document;
  * - gc_mul2 / gc_fma2 (mul.rn / fma.rn on f16x2, bf16x2): each half
  *   computed exactly in double and rounded once;
  * - cp.async (16 bytes, zero filled past n) as a synchronous copy: its
@@ -164,6 +165,8 @@ GC_DEVICE void gc_prefetch_l2(const void *p) { (void)p; }
 /* Shared memory: the dynamic buffer at addresses 0.., the kernel's
  * __shared__ arrays (section emu_shared) at EMU_STATIC + their offset. */
 extern "C" unsigned char __start_emu_shared[], __stop_emu_shared[];
+/* so that the section exists where a kernel declares no __shared__ array */
+static unsigned char emu_shared_anchor[16] __attribute__((section("emu_shared"), used));
 #define EMU_STATIC 0x80000000u
 GC_DEVICE unsigned char *gc_dyn_shared(void) { return emu_blk->lds; }
 GC_DEVICE unsigned gc_smem_addr(const void *p) {
@@ -296,6 +299,10 @@ GC_DEVICE float gc_group_sum(float v, int w) {
   return v;
 }
 GC_DEVICE float gc_warp_sum(float v) { return gc_group_sum(v, GC_WARP); }
+GC_DEVICE float gc_group_max(float v, int w) {
+  for (int m = w >> 1; m > 0; m >>= 1) v = fmaxf(v, gc_shfl_xor(v, m));
+  return v;
+}
 
 GC_DEVICE float emu_bf16(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
 GC_DEVICE uint16_t emu_to_bf16(double v) { /* nearest even, once, from the exact double */
@@ -353,6 +360,29 @@ GC_DEVICE void gc_mma16816(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, ui
   w->sync.wait(32); /* out is read before the next op */
 }
 
+/* ldmatrix.x4 (PTX ISA, "ldmatrix"): lanes 8i .. 8i+7 give the addresses
+ * of rows 0 .. 7 of matrix i (8x8 of 16-bit elements); lane l receives,
+ * of each matrix i, elements (row l / 4, columns 2(l % 4), +1) as r[i]
+ * (low half first), or with .trans elements (rows 2(l % 4), +1; column
+ * l / 4). */
+GC_DEVICE void emu_ldmatrix(uint32_t r[4], unsigned a, bool trans) {
+  emu_wave *w = emu_my_wave();
+  const int l = gc_lane();
+  w->xch[l] = a;
+  emu_warp_op([](emu_wave *) {});
+  for (int i = 0; i < 4; i++) {
+    uint16_t h[2];
+    for (int e = 0; e < 2; e++) {
+      const int row = trans ? 2 * (l % 4) + e : l / 4, col = trans ? l / 4 : 2 * (l % 4) + e;
+      memcpy(&h[e], emu_smem(w->xch[8 * i + row]) + 2 * col, 2);
+    }
+    r[i] = (uint32_t)h[0] | (uint32_t)h[1] << 16;
+  }
+  w->sync.wait(32); /* the addresses are read before the next op writes */
+}
+GC_DEVICE void gc_ldmatrix_x4(uint32_t r[4], unsigned a) { emu_ldmatrix(r, a, false); }
+GC_DEVICE void gc_ldmatrix_x4_trans(uint32_t r[4], unsigned a) { emu_ldmatrix(r, a, true); }
+
 /* mul.rn / fma.rn on pairs of f16 (bf16): each half exact in double, rounded once. */
 template <int BF> GC_DEVICE uint32_t gc_fma2(uint32_t a, uint32_t b, uint32_t c) {
   return emu_pack(BF, emu_half(BF, a, 0) * emu_half(BF, b, 0) + emu_half(BF, c, 0),
@@ -368,6 +398,7 @@ template <int BF> GC_DEVICE uint32_t gc_mul2(uint32_t a, uint32_t b) {
 GC_DEVICE float gc_fma(float a, float b, float c) { return fmaf(a, b, c); }
 GC_DEVICE float gc_max(float a, float b) { return fmaxf(a, b); }
 GC_DEVICE float gc_exp(float x) { return expf(x); }
+GC_DEVICE float gc_exp2(float x) { return exp2f(x); }
 GC_DEVICE float gc_rsqrt(float x) { return 1.0f / sqrtf(x); }
 GC_DEVICE void gc_sincos_f64(double x, double *s, double *c) { *s = sin(x), *c = cos(x); }
 GC_DEVICE int64_t gc_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
