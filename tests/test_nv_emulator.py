@@ -100,17 +100,21 @@ def qdata(fmt, dt, op, m, n, k, seed):
     return ab, bb, cb, wb, a, b, mins, c0
 
 
-def run_case(tmp, dtype, op, params, shapes, seed=0, **texts):
-    """Build one variant and run it on shapes: [(shape, unwritten, bad, messages)]."""
+def run_case(tmp, dtype, op, params, shapes, seed=0, tpl_file="gemv_qmma.cu", **texts):
+    """Build one variant of a GEMV-ABI template and run it on shapes:
+    [(shape, unwritten, bad, messages)]. dtype "A:B:C" (B a block format:
+    qdata's inputs) or "T" (dense: ddata's)."""
     import ggufq
-    tpl, env, exe = build(tmp, dtype, op, params, **texts)
-    dt, fmt = dtype.split(":")[0], dtype.split(":")[1]
+    tpl, env, exe = build(tmp, dtype, op, params, tpl_file=tpl_file, **texts)
+    dt, fmt = dtype.split(":")[0], (dtype.split(":") + [None])[1]
     out = []
     for s, (m, n, k) in enumerate(shapes):
-        k -= k % ggufq.TYPES[DEVICE.get(fmt, fmt).upper()][1]  # whole blocks
-        if params.get("RL", 1) == 3 or fmt in DEVICE:
-            k -= k % 256  # the device layouts' blocks are 256 elements
-        ab, bb, cb, wb, a, b, mins, c0 = qdata(fmt, dt, op, m, n, k, seed=1000 * s + seed)
+        if fmt:
+            k -= k % ggufq.TYPES[DEVICE.get(fmt, fmt).upper()][1]  # whole blocks
+            if params.get("RL", 1) == 3 or fmt in DEVICE:
+                k -= k % 256  # the device layouts' blocks are 256 elements
+        ab, bb, cb, wb, a, b, mins, c0 = (qdata(fmt, dt, op, m, n, k, seed=1000 * s + seed) if fmt
+                                          else ddata(dt, op, m, n, k, seed=1000 * s + seed))
         for name, data in (("a", ab), ("b", bb), ("c", cb), ("w", wb)):
             (tmp / f"{name}.bin").write_bytes(data)
         e = env | {"M": m, "N": n, "K": k}
@@ -355,20 +359,7 @@ MMA_CASES = [
 
 @pytest.mark.parametrize("op,dt,params,shapes", MMA_CASES, ids=[f"{c[0]}-{c[1]}" for c in MMA_CASES])
 def test_gemv_mma_on_the_emulated_gpu(tmp_path, op, dt, params, shapes):
-    tpl, env, exe = build(tmp_path, dt, op, params, tpl_file="gemv_mma.cu")
-    for s, (m, n, k) in enumerate(shapes):
-        ab, bb, cb, wb, a, b, mins, c0 = ddata(dt, op, m, n, k, seed=s)
-        for name, data in (("a", ab), ("b", bb), ("c", cb), ("w", wb)):
-            (tmp_path / f"{name}.bin").write_bytes(data)
-        e = env | {"M": m, "N": n, "K": k}
-        assert all(evaluate(x, e) for x in tpl["applies"]), f"{op} {params} does not serve M={m} N={n} K={k}"
-        grid, block, shmem = launch(tpl, env, m, n, k)
-        r = subprocess.run([str(exe), str(m), str(n), str(k), str(grid), str(block), str(shmem), str(tmp_path)],
-                           capture_output=True, text=True, timeout=600)
-        assert r.returncode == 0, f"{op} {dt} {params} M={m} N={n} K={k}:\n{r.stdout}{r.stderr[-3000:]}"
-        assert "misuse 0 inputs_changed 0" in r.stdout, r.stdout
-        check([((m, n, k),) + _qcheck((tmp_path / "out.bin").read_bytes(), dt, op, a, b, mins, c0, n, k)],
-              f"gemv_mma {op} {dt} {params}")
+    check(run_case(tmp_path, dt, op, params, shapes, tpl_file="gemv_mma.cu"), f"gemv_mma {op} {dt} {params}")
 
 
 def test_a_wrong_gemv_mma_is_caught(tmp_path):
@@ -380,17 +371,8 @@ def test_a_wrong_gemv_mma_is_caught(tmp_path):
     text = open(os.path.join(GPU, "gemv_mma.cu")).read()
     assert old in text, f"gemv_mma.cu no longer has: {old}"
     mutated = text.replace(old, old.replace("lo.x, hi.x, lo.y, hi.y", "lo.x, lo.y, hi.x, hi.y"))
-    tpl, env, exe = build(tmp_path, "f16", "gemm", dict(WARPS=4, KS=2, RT=1, UNR=1, NT=1), tpl_text=mutated,
-                          tpl_file="gemv_mma.cu")
-    m, n, k = 4, 32, 256
-    ab, bb, cb, wb, a, b, mins, c0 = ddata("f16", "gemm", m, n, k, seed=3)
-    for name, data in (("a", ab), ("b", bb), ("c", cb), ("w", wb)):
-        (tmp_path / f"{name}.bin").write_bytes(data)
-    grid, block, shmem = launch(tpl, env, m, n, k)
-    r = subprocess.run([str(exe), str(m), str(n), str(k), str(grid), str(block), str(shmem), str(tmp_path)],
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    unwritten, bad, _ = _qcheck((tmp_path / "out.bin").read_bytes(), "f16", "gemm", a, b, mins, c0, n, k)
+    (_, unwritten, bad, _), = run_case(tmp_path, "f16", "gemm", dict(WARPS=4, KS=2, RT=1, UNR=1, NT=1),
+                                       [(4, 32, 256)], tpl_file="gemv_mma.cu", tpl_text=mutated)
     assert bad or unwritten, "not caught: one operand's k slots mapped apart from the other's"
 
 
