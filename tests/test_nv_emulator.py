@@ -1,8 +1,9 @@
 """NVIDIA's decode GEMVs on tensor cores (gemv_qmma: mma.sync, the block
 formats decoded into fragments, split-K, the fused norm, the gate/up pair,
 RoPE and the KV-cache write, the tensor-map ring; gemv_mma: batched decode
-steps on fp16/bf16 weights) and prefill attention on mma.sync
-(attention_mma) run unchanged on a host SIMT emulation (tests/nv_emu): one
+steps on fp16/bf16 weights), prefill attention on mma.sync
+(attention_mma) and the mma.sync prefill GEMMs (gemm_mma, gemm_q_mma) run
+unchanged on a host SIMT emulation (tests/nv_emu): one
 host thread per thread, dynamic shared memory of exactly @shmem bytes under
 ASan, real barriers (bar.sync, named barriers, __syncwarp), mbarriers with
 their phases and transaction bytes, tensor-map copies from a map encoded as
@@ -445,3 +446,54 @@ def test_a_wrong_attention_mma_is_caught(tmp_path, what, old, new, which):
     dt, params = ATT_CASES[which]
     results = run_attention(tmp_path, dt, params, tpl_text=text.replace(old, new), most_keys=True)
     assert any(rc != 0 or unwritten or bad for _, rc, unwritten, bad, _, _ in results), f"not caught: {what}"
+
+
+# The prefill GEMMs on mma.sync (sm_80 and up; on sm_90a where the wgmma
+# families do not apply): gemm_mma (f16/bf16 weights: swizzled and padded
+# shared layouts, 2 to 4 stages) and gemm_q_mma (B in a block format,
+# dequantized into shared memory: GGUF and device layouts); every op, M, N
+# and K with edges (no multiple of the tiles; K of gemm_mma a multiple of
+# 8 only), small tiles so that a block is a few warps.
+GEMM_CASES = [
+    ("gemm_mma.cu", "gemm", "f16", dict(BM=32, BN=32, BK=32, WM=16, WN=16, STAGES=2, SWZ=1, RASTER=4),
+     [(70, 50, 200), (2, 33, 64)]),
+    ("gemm_mma.cu", "gemm_add", "bf16", dict(BM=64, BN=32, BK=16, WM=32, WN=16, STAGES=3, SWZ=0, RASTER=1),
+     [(33, 40, 136)]),
+    ("gemm_mma.cu", "gemm_swiglu", "f16", dict(BM=32, BN=32, BK=32, WM=16, WN=16, STAGES=4, SWZ=1, RASTER=8),
+     [(40, 24, 96)]),
+    ("gemm_q_mma.cu", "gemm", "f16:q4_kr:f16", dict(BM=32, BN=32, BK=32, WM=16, WN=16, STAGES=2, RASTER=4),
+     [(70, 50, 512)]),
+    ("gemm_q_mma.cu", "gemm_add", "f16:q6_k:f16", dict(BM=64, BN=32, BK=64, WM=32, WN=16, STAGES=3, RASTER=1),
+     [(17, 33, 512)]),
+    ("gemm_q_mma.cu", "gemm_swiglu", "f16:q8_0:f16", dict(BM=32, BN=64, BK=32, WM=16, WN=32, STAGES=2, RASTER=8),
+     [(33, 20, 96)]),
+    ("gemm_q_mma.cu", "gemm", "f16:q4_0r:f16", dict(BM=32, BN=32, BK=64, WM=16, WN=16, STAGES=4, RASTER=4),
+     [(9, 16, 256)]),
+    ("gemm_q_mma.cu", "gemm_add", "f16:q5_k:f16", dict(BM=32, BN=32, BK=32, WM=16, WN=16, STAGES=2, RASTER=1),
+     [(20, 17, 256)]),
+]
+
+
+@pytest.mark.parametrize("tpl_file,op,dtype,params,shapes", GEMM_CASES,
+                         ids=[f"{c[0][:-3]}-{c[1]}-{c[2].replace(':', '_')}" for c in GEMM_CASES])
+def test_gemm_mma_families_on_the_emulated_gpu(tmp_path, tpl_file, op, dtype, params, shapes):
+    check(run_case(tmp_path, dtype, op, params, shapes, tpl_file=tpl_file), f"{tpl_file} {op} {dtype} {params}")
+
+
+GEMM_MUTATIONS = [
+    ("gemm_mma's A fragments from rows 0-7 twice", "gemm_mma.cu",
+     "gm_ldsm4(sa + gm_off(wm * WM + i * 16 + (lane & 15), kk * 2 + (lane >> 4)), a[i]);",
+     "gm_ldsm4(sa + gm_off(wm * WM + i * 16 + (lane & 7), kk * 2 + (lane >> 4)), a[i]);", 0),
+    ("gemm_q_mma's column n+1 scaled by column n's scale", "gemm_q_mma.cu",
+     "  o[1] = gc_fma(e1.x, c0[1], o[1]);", "  o[1] = gc_fma(e0.x, c0[1], o[1]);", 3),
+]
+
+
+@pytest.mark.parametrize("what,where,old,new,which", GEMM_MUTATIONS, ids=[m[0] for m in GEMM_MUTATIONS])
+def test_a_wrong_mma_gemm_is_caught(tmp_path, what, where, old, new, which):
+    tpl_file, op, dtype, params, shapes = GEMM_CASES[which]
+    assert where == tpl_file
+    text = open(os.path.join(GPU, tpl_file)).read()
+    assert text.count(old) == 1, f"{tpl_file} no longer has one: {old}"
+    results = run_case(tmp_path, dtype, op, params, shapes[:1], tpl_file=tpl_file, tpl_text=text.replace(old, new))
+    assert any(bad or unwritten for _, unwritten, bad, _ in results), f"not caught: {what}"

@@ -86,19 +86,8 @@ GC_DEVICE unsigned gm_off(int r, int c) {
   return (unsigned)(r * GM_LDK * 2 + c * 16);
 }
 
-GC_DEVICE unsigned gm_smem_addr(const void *p) {
-  return (unsigned)__cvta_generic_to_shared(p);
-}
-
 /* 16 bytes from global g to shared address s; n = 16 copies, n = 0
  * writes zeros (g is then not read). */
-GC_DEVICE void gm_cp16(unsigned s, const void *g, int n) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(n));
-}
-GC_DEVICE void gm_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> GC_DEVICE void gm_wait(void) {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 GC_DEVICE void gm_ldsm4(unsigned addr, uint32_t r[4]) { gc_ldmatrix_x4(r, addr); }
 
@@ -120,7 +109,7 @@ GC_DEVICE void gm_load_tile(unsigned s, const TA *X, int64_t r0, int64_t nr, int
       int64_t k = k0 + c * 8;
       bool ok = r0 + r < nr && k < K;
       const TA *g = ok ? X + (r0 + r) * K + k : X;
-      gm_cp16(s + gm_off(r, c), g, ok ? 16 : 0);
+      gc_cp_async16(s + gm_off(r, c), g, ok ? 16 : 0);
     }
   }
 }
@@ -207,7 +196,7 @@ void gemm_mma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K) 
 
   const int lane = gc_lane(), w = gc_tid() / 32;
   const int wm = w / (BN / WN), wn = w % (BN / WN);
-  const unsigned s0 = gm_smem_addr(smem);
+  const unsigned s0 = gc_smem_addr(smem);
   const unsigned stage_bytes = (GM_ASZ + PAIR * GM_BSZ) * 2;
   const TB *Bu = B + N * K; /* gemm_swiglu: the up rows */
 
@@ -230,10 +219,10 @@ void gemm_mma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K) 
       if (PAIR == 2)
         gm_load_tile<BN>(sa + (GM_ASZ + GM_BSZ) * 2, Bu, n0, N, (int64_t)s * BK, K);
     }
-    gm_commit();
+    gc_cp_async_commit();
   }
   for (int64_t kt = 0; kt < kt_n; kt++) {
-    gm_wait<STAGES - 2>(); /* tile kt has landed (for this thread) */
+    gc_cp_async_wait<STAGES - 2>(); /* tile kt has landed (for this thread) */
     gc_barrier();          /* ... for all threads; tile kt-1 is consumed */
     int64_t nx = kt + STAGES - 1;
     if (nx < kt_n) {
@@ -243,11 +232,11 @@ void gemm_mma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K) 
       if (PAIR == 2)
         gm_load_tile<BN>(sa + (GM_ASZ + GM_BSZ) * 2, Bu, n0, N, nx * BK, K);
     }
-    gm_commit();
+    gc_cp_async_commit();
     unsigned sa = s0 + (unsigned)(kt % STAGES) * stage_bytes;
     gm_stage_math(sa, sa + GM_ASZ * 2, wm, wn, lane, acc, acc_up);
   }
-  gm_wait<0>();
+  gc_cp_async_wait<0>();
 
   const int g = lane >> 2, t = lane & 3;
   GC_UNROLL(GM_MT)

@@ -86,12 +86,6 @@ GC_DEVICE unsigned gq_off(int r, int c) {
   return (unsigned)(r * BK * 2 + c * 16);
 }
 
-GC_DEVICE void gq_cp16(unsigned s, const void *g, int n) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(n));
-}
-GC_DEVICE void gq_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> GC_DEVICE void gq_wait(void) { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
 GC_DEVICE void gq_ldsm4(unsigned addr, uint32_t r[4]) { gc_ldmatrix_x4(r, addr); }
 GC_DEVICE void gq_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
   gc_mma16816<0>(c, a[0], a[1], a[2], a[3], b0, b1);
@@ -108,7 +102,7 @@ GC_DEVICE void gq_load_a(unsigned s, const TA *A, int64_t r0, int64_t nr, int64_
       const int r = id / GQ_RC, c = id % GQ_RC;
       const int64_t k = k0 + c * 8;
       const bool ok = r0 + r < nr && k < K;
-      gq_cp16(s + gq_off(r, c), ok ? A + (r0 + r) * K + k : A, ok ? 16 : 0);
+      gc_cp_async16(s + gq_off(r, c), ok ? A + (r0 + r) * K + k : A, ok ? 16 : 0);
     }
   }
 }
@@ -294,7 +288,7 @@ void gemm_q_mma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K
   for (int s = 0; s < STAGES - 1; s++) {
     if (s < kt_n)
       gq_load_a(s0 + s * GQ_ASZ, A, m0, M, (int64_t)s * BK, K);
-    gq_commit();
+    gc_cp_async_commit();
   }
   uint32_t raw[GQ_TPT][GCQ_RAW];
   gq_load_b(Bq, bn, N, K, 0, raw);
@@ -302,12 +296,12 @@ void gemm_q_mma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K
   if (kt_n > 1)
     gq_load_b(Bq, bn, N, K, 1, raw);
   for (int64_t kt = 0; kt < kt_n; kt++) {
-    gq_wait<STAGES - 2>(); /* A's tile kt has landed (for this thread) */
+    gc_cp_async_wait<STAGES - 2>(); /* A's tile kt has landed (for this thread) */
     gc_barrier();          /* ... for all; B's tile kt is stored; tile kt-1 is consumed */
     const int64_t nx = kt + STAGES - 1;
     if (nx < kt_n)
       gq_load_a(s0 + (unsigned)(nx % STAGES) * GQ_ASZ, A, m0, M, nx * BK, K);
-    gq_commit();
+    gc_cp_async_commit();
     unsigned char *sb = sb0 + (kt % 2) * GQ_BBUF;
     gq_tile_math(s0 + (unsigned)(kt % STAGES) * GQ_ASZ, gc_smem_addr(sb), sb, wm, wn, lane, acc);
     if (kt + 1 < kt_n) {
@@ -316,7 +310,7 @@ void gemm_q_mma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K
         gq_load_b(Bq, bn, N, K, kt + 2, raw);
     }
   }
-  gq_wait<0>();
+  gc_cp_async_wait<0>();
 
   const int g = lane >> 2, t = lane & 3;
   GC_UNROLL(GQ_MT)

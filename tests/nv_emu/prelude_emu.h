@@ -1,5 +1,6 @@
 /* prelude_emu.h — runs NVIDIA templates of the mma.sync families
- * (gemv_qmma, gemv_mma, attention_mma) on the host, unchanged,
+ * (gemv_qmma, gemv_mma, attention_mma, gemm_mma, gemm_q_mma) on the host,
+ * unchanged,
  * as a SIMT emulation: one host thread per thread of a block, blocks one
  * after another (tests/amd_emu/run_block.h), dynamic shared memory a heap
  * buffer of exactly @shmem bytes (ASan sees any access past it), barriers
@@ -76,6 +77,7 @@
 
 struct alignas(8) uint2 { uint32_t x, y; };
 struct alignas(16) uint4 { uint32_t x, y, z, w; };
+struct alignas(8) float2 { float x, y; };
 typedef _Float16 __half;
 struct alignas(4) __half2 { _Float16 x, y; };
 struct __nv_bfloat16 { uint16_t bits; };
@@ -95,6 +97,7 @@ GC_DEVICE uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {
   return d;
 }
 template <class T> GC_DEVICE T __ldg(const T *p) { return *p; }
+GC_DEVICE uint2 make_uint2(uint32_t x, uint32_t y) { return {x, y}; }
 GC_DEVICE __half2 __float2half2_rn(float f) { return {(_Float16)f, (_Float16)f}; }
 GC_DEVICE __half2 __hsub2(__half2 a, __half2 b) {
   return {(_Float16)((double)a.x - (double)b.x), (_Float16)((double)a.y - (double)b.y)};
@@ -425,6 +428,14 @@ GC_DEVICE float gc_ld(const __nv_bfloat16 *p, int64_t i) { return emu_bf16(p[i].
 GC_DEVICE void gc_st(float *p, int64_t i, float v) { p[i] = v; }
 GC_DEVICE void gc_st(__half *p, int64_t i, float v) { p[i] = (_Float16)v; }
 GC_DEVICE void gc_st(__nv_bfloat16 *p, int64_t i, float v) { p[i].bits = emu_to_bf16(v); }
+/* n elements widened / narrowed one by one (the prelude's 16-byte
+ * vector forms round each element the same way) */
+template <int N, class T> GC_DEVICE void gc_ldv(const T *p, float *out) {
+  for (int i = 0; i < N; i++) out[i] = gc_ld(p, i);
+}
+template <int N, class T> GC_DEVICE void gc_stv(T *p, const float *x) {
+  for (int i = 0; i < N; i++) gc_st(p, i, x[i]);
+}
 #define LOAD_C(p, i) gc_ld((const TC *)(p), (i))
 #define STORE_C(p, i, v) gc_st((TC *)(p), (i), (v))
 #define STORE_GEMM(p, i, v) STORE_C(p, i, GC_OP_GEMM_ADD ? (v) + LOAD_C(p, i) : (v))
