@@ -86,7 +86,7 @@ static int parse_dtypes(line_ctx_t *c, gc_template_t *t, char *rest) {
  * (gen/target.c), the names derived from the op (op_values below), then
  * the dtype macros; expressions may use all but the last three. A
  * parameter by one of these names would silently redefine it. */
-static const char *const gen_names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC", "QR", "QMIN",
+static const char *const gen_names[] = {"M", "N", "K", "H", "G", "D", "SA", "SB", "SC", "QR", "QMIN", "ABF",
                                         "VBYTES", "L1", "L2", "NCPU", "WARP", "SMEM", "SMS",
                                         "MAXT", "SM", "ARCH_A", "AMD", "GFX", "NCU", "VGPRS",
                                         "MFMA", "WMMA", "PAIR", "NORM", "ROPE", "BATCH", "TA", "TB", "TC"};
@@ -184,7 +184,7 @@ static int parse_defaults(line_ctx_t *c, gc_template_t *t, char *rest) {
     cond += cond[3] ? 4 : 3;
     cond += strspn(cond, " \t");
     if (!*cond) return perr(c, "@defaults: nothing after 'if'%s", "");
-    if (t->ncdefs == GC_TPL_CDEFS) return perr(c, "@defaults: more than 4 conditional lines%s", "");
+    if (t->ncdefs == GC_TPL_CDEFS) return perr(c, "@defaults: more than %s conditional lines", GC_TPL_CDEFS_S);
     if (strlen(cond) >= sizeof cd.cond) return perr(c, "@defaults: condition too long%s", "");
     snprintf(cd.cond, sizeof cd.cond, "%s", cond);
   }
@@ -679,7 +679,8 @@ int gc_tpl_env(const gc_variant_t *v, const gc_target_t *tg, const gc_problem_t 
       gc_env_set(env, "SB", (int64_t)gc_dtype_size(v->tb), e) ||
       gc_env_set(env, "SC", (int64_t)gc_dtype_size(v->tc), e) ||
       gc_env_set(env, "QR", gc_dtype_is_device_layout(v->tb), e) ||
-      gc_env_set(env, "QMIN", gc_dtype_has_min(v->tb), e))
+      gc_env_set(env, "QMIN", gc_dtype_has_min(v->tb), e) ||
+      gc_env_set(env, "ABF", v->ta == GC_DT_BF16, e))
     return e->code;
   const int64_t *od = op_derived(v->op);
   for (int i = 0; i < GEN_OP_NAMES; i++)

@@ -119,6 +119,11 @@ def test_defaults_per_op_gpu(gc, tpl, op, shape):
     ("rmsnorm_gemm", "f16:q6_kr:f16", "sm_90a", {"RL": 3, "XS": 1, "WARPS": 8}),  # the later line adds to it
     ("rmsnorm_gemm", "f16:q4_0r:f16", "sm_80", {}),  # no ring before sm_90: the declared defaults
     ("rmsnorm_gemm", "f16:q4_k:f16", "sm_90a", {}),  # a GGUF layout (QR = 0): the same
+    ("rmsnorm_gemm_swiglu", "f16:q4_kr:f16", "sm_90a", {"RL": 3, "XS": 1, "KQ": 1}),  # QMIN: the block's scales once
+    ("rmsnorm_gemm_swiglu", "bf16:q4_kr:bf16", "sm_90a", {"RL": 3, "XS": 1}),  # ... with f16 A only (ABF)
+    ("gemm_add", "bf16:q4_kr:bf16", "sm_90a", {"RL": 3, "WARPS": 8, "KQ": 1, "OCC": 2}),  # both dtypes, M <= 8
+    ("gemm_add", "f16:q6_kr:f16", "sm_90a", {"RL": 3, "WARPS": 8, "OCC": 2}),  # no min (QMIN = 0): no KQ
+    ("gemm_add", "f16:q8_0r:f16", "sm_90a", {"RL": 3, "WARPS": 8}),  # nor OCC=2 (measured no faster)
 ])
 def test_target_conditional_defaults(gc, op, dt, target, moved):
     """gemv_qmma's `@defaults ... if SM >= 90 && QR` lines: on sm_90 the

@@ -61,7 +61,7 @@ def build(tmp, dtype, op, params, tpl_text=None, quant_text=None, tpl_file="gemv
     tpl = parse_head(os.path.join(GPU, tpl_file))
     a, q, c = dtype.split(":") if ":" in dtype else [dtype] * 3
     (ca, sa), (cb, sb), (cc, sc) = DT[a], QDT.get(q, DT.get(q)), DT[c]
-    env = TARGET | {"SA": sa, "SB": sb, "SC": sc, "QR": int(q in DEVICE), "QMIN": int(q in QMIN)} | op_names(op) | \
+    env = TARGET | {"SA": sa, "SB": sb, "SC": sc, "QR": int(q in DEVICE), "QMIN": int(q in QMIN), "ABF": int(a == "bf16")} | op_names(op) | \
         tpl["defaults"][op] | params
     assert op in tpl["ops"], op
     bad = [x for x in tpl["constraints"] if not evaluate(x, env)]

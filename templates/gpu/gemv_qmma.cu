@@ -27,6 +27,9 @@
  * @defaults gemm gemm_add gemm_swiglu RL=3 WARPS=8 if SM >= 90 && QR -- sm_90, device layouts: the tensor-map ring, 8 warps a block (down 0.51 -> 0.62 of copy bandwidth for Q4_0R, 0.62 -> 0.76 for Q8_0R; bench/RESULTS.md, session 14)
  * @defaults rmsnorm_gemm rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv RL=3 XS=1 if SM >= 90 && QR -- sm_90, device layouts: the ring and the staged operands (gate/up 0.41 -> 0.53 for Q4_0R, 0.53 -> 0.73 for Q8_0R; session 14); where XS=1 does not apply (M·K > 16384) gen's nearest usable point is XS=0
  * @defaults rmsnorm_gemm rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv WARPS=8 if SM >= 90 && QR && SB == 224 && M <= 8 -- and Q6_KR (224-byte blocks; more decoding per byte) at up to 8 rows of A (past them, NT=2, 8 warps spill) with 8 warps a block: LM head 0.62 -> 0.76 of copy bandwidth, QKV 0.38 -> 0.48, gate/up 0.54 -> 0.60 (Q4_0R, Q8_0R, Q4_KR lose 4-12% with 8; session 15)
+ * @defaults gemm gemm_add gemm_swiglu KQ=1 if SM >= 90 && QR && QMIN -- sm_90, Q4_KR: the block's scales once and one accumulator a block (down 20.6 -> 19.7 us; bench/RESULTS.md, session 20)
+ * @defaults gemm gemm_add OCC=2 if SM >= 90 && QR && (QMIN || SB == 224) && M <= 8 -- and for Q4_KR and Q6_KR the register budget of two blocks an SM (Q4_KR, KQ=1: O 8.8 -> 6.6 us f16, 6.8 bf16, down 20.7 -> 15.8 f16, 20.5 -> 16.6 bf16; Q6_KR: O 8.9 -> 7.5, down 21.0 -> 16.9; Q4_0R and Q8_0R unchanged; past 8 rows, NT=2, it spills; session 20)
+ * @defaults rmsnorm_gemm rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv KQ=1 if SM >= 90 && QR && QMIN && !ABF -- the same with the fused norm, f16 A, whose scales fold into the levels (QKV 13.4 -> 10.1 us, gate/up 46.1 -> 32.6, LM head 189 -> 123; bf16 gate/up 45.8 -> 49.0: not for bf16; session 20)
  * @constraint WARPS % KS == 0 -- warps form whole row groups
  * @constraint (WARPS + (RL == 3)) * WARP <= MAXT -- a legal block (RL 3: and its producer warp)
  * @constraint WARP == 32 -- NVIDIA warps
