@@ -140,7 +140,7 @@ void gemv_bulk(const TA *A, const TB *B, TC *C,
 #endif
 ) {
 #if !GB_NORM
-  const TB *Wn = 0;
+  const TB *Wn = B; /* never read (GB_NORM is 0): a pointer to offset, unlike null */
   const float eps = 0.0f;
 #endif
   GC_SHARED uint64_t bars[2 * STAGES]; /* full[0..S-1], empty[0..S-1] */

@@ -338,7 +338,7 @@ void gemv_q_gpu(const TA *A, const TB *B, TC *C,
 #endif
 ) {
 #if !NORM
-  const TN *Wn = 0;
+  const TN *Wn = A; /* never read (NORM is 0): a pointer to offset, unlike null */
   const float eps = 0.0f;
 #endif
   GC_SHARED float red[KS > 1 ? WARPS * MMAX * (GQ_NR + 1) : 1];
