@@ -2,8 +2,10 @@
 formats decoded into fragments, split-K, the fused norm, the gate/up pair,
 RoPE and the KV-cache write, the tensor-map ring; gemv_mma: batched decode
 steps on fp16/bf16 weights), prefill attention on mma.sync
-(attention_mma) and the mma.sync prefill GEMMs (gemm_mma, gemm_q_mma) run
-unchanged on a host SIMT emulation (tests/nv_emu): one
+(attention_mma), the mma.sync prefill GEMMs (gemm_mma, gemm_q_mma) and the
+SIMT decode GEMVs (gemv_gpu with its RoPE epilogue, gemv_q_gpu, gemv_bulk
+and its bulk-copy ring) run unchanged on a host SIMT emulation
+(tests/nv_emu): one
 host thread per thread, dynamic shared memory of exactly @shmem bytes under
 ASan, real barriers (bar.sync, named barriers, __syncwarp), mbarriers with
 their phases and transaction bytes, tensor-map copies from a map encoded as
@@ -225,17 +227,19 @@ def as_f64(bits, dt):
     return b.view("<f2").astype(np.float64) if dt == "f16" else ggufq.bf16_to_f32(b).astype(np.float64)
 
 
-def run_rope(tmp, dtype, params, m, h, g, d, layout, pos0, seed=0, **texts):
+def run_rope(tmp, dtype, params, m, h, g, d, layout, pos0, seed=0, tpl_file="gemv_qmma.cu", **texts):
     """rmsnorm_gemm_rope_kv, QKV of N = (H + 2G)·D rows of B: Qout, and the
     rows pos0 .. pos0 + M - 1 of the caches, against fp64 (the GEMM rule of
     _qcheck, then the rotation's propagation of it); every other cache row
-    unchanged. (unwritten, bad, messages)"""
+    unchanged. dtype "A:B:C" (B a block format) or "T" (dense B).
+    (unwritten, bad, messages)"""
     import numpy as np
     import ggufq
-    op, dt, fmt = "rmsnorm_gemm_rope_kv", dtype.split(":")[0], dtype.split(":")[1]
-    tpl, env, exe = build(tmp, dtype, op, params, **texts)
+    op, dt, fmt = "rmsnorm_gemm_rope_kv", dtype.split(":")[0], (dtype.split(":") + [None])[1]
+    tpl, env, exe = build(tmp, dtype, op, params, tpl_file=tpl_file, **texts)
     n, k = (h + 2 * g) * d, 1024
-    ab, bb, _, wb, a, b, mins, _ = qdata(fmt, dt, op, m, n, k, seed=seed)
+    ab, bb, _, wb, a, b, mins, _ = (qdata(fmt, dt, op, m, n, k, seed=seed) if fmt
+                                    else ddata(dt, op, m, n, k, seed=seed))
     rng = np.random.default_rng(seed + 1)
     rows = pos0 + m + 2
     cache = lambda: (rng.uniform(-1, 1, (rows, g * d)).astype("<f2").view("<u2") if dt == "f16"
@@ -496,4 +500,72 @@ def test_a_wrong_mma_gemm_is_caught(tmp_path, what, where, old, new, which):
     text = open(os.path.join(GPU, tpl_file)).read()
     assert text.count(old) == 1, f"{tpl_file} no longer has one: {old}"
     results = run_case(tmp_path, dtype, op, params, shapes[:1], tpl_file=tpl_file, tpl_text=text.replace(old, new))
+    assert any(bad or unwritten for _, unwritten, bad, _ in results), f"not caught: {what}"
+
+
+# The SIMT decode GEMVs, which hold no matrix instruction: gemv_gpu (fp16
+# and bf16 weights: the 8B fp16 decode's QKV with RoPE, and the fallback
+# of every dense op), gemv_q_gpu (the GGUF layouts on any GPU: one source
+# with AMD) and gemv_bulk (sm_90, one row of A: B through a shared-memory
+# ring that cp.async.bulk fills; SMS set low so that a block takes several
+# row groups). Every op each serves, f16 and bf16, split-K within the block
+# and not, one to four rows a warp, several bodies of MMAX (and M past
+# MMAX for gemv_q_gpu: passes of MMAX rows), its staged copies and not,
+# K not a multiple of the stage (gemv_bulk's last, shorter stage) nor of a
+# warp's step, N no multiple of the block's rows
+SIMT_CASES = [
+    ("gemv.cu", "gemm", "f16", dict(WARPS=8, KS=2, ROWS=2, UNR=2, MMAX=1), [(1, 100, 776)]),
+    ("gemv.cu", "gemm_add", "bf16", dict(WARPS=4, KS=4, ROWS=1, UNR=4, MMAX=4), [(3, 33, 1032), (1, 5, 64)]),
+    ("gemv.cu", "rmsnorm_gemm", "f16", dict(WARPS=4, KS=4, ROWS=4, UNR=1, MMAX=8, OCC=1), [(8, 24, 520), (5, 7, 1000)]),
+    ("gemv.cu", "gemm_swiglu", "bf16", dict(WARPS=2, KS=1, ROWS=2, UNR=2, MMAX=2), [(2, 17, 512)]),
+    ("gemv.cu", "rmsnorm_gemm_swiglu", "f16", dict(WARPS=8, KS=2, ROWS=1, UNR=2, MMAX=8, OCC=1), [(5, 40, 1000)]),
+    ("gemv_q.cu", "gemm", "f16:q4_0:f16", dict(WARPS=8, KS=2, ROWS=1, UNR=4, MMAX=1, STAGE=1), [(1, 50, 1024)]),
+    ("gemv_q.cu", "gemm_add", "bf16:q6_k:bf16", dict(WARPS=4, KS=4, ROWS=2, UNR=2, MMAX=2, STAGE=0), [(5, 19, 768)]),
+    ("gemv_q.cu", "rmsnorm_gemm", "f16:q4_k:f16", dict(WARPS=4, KS=2, ROWS=2, UNR=2, MMAX=4, STAGE=1), [(3, 33, 1024)]),
+    ("gemv_q.cu", "gemm_swiglu", "f16:q8_0:f16", dict(WARPS=2, KS=1, ROWS=2, UNR=4, MMAX=1, STAGE=1), [(1, 17, 896)]),
+    ("gemv_q.cu", "rmsnorm_gemm_swiglu", "bf16:q5_k:bf16", dict(WARPS=8, KS=8, ROWS=1, UNR=1, MMAX=8, STAGE=0), [(8, 9, 2048)]),
+    ("gemv_bulk.cu", "gemm", "f16", dict(RS=8, KC=512, STAGES=2, BPS=1, SMS=3), [(1, 100, 1240)]),
+    ("gemv_bulk.cu", "gemm_add", "bf16", dict(RS=2, KC=256, STAGES=4, BPS=2, SMS=1), [(1, 7, 264)]),
+    ("gemv_bulk.cu", "rmsnorm_gemm", "bf16", dict(RS=4, KC=256, STAGES=3, BPS=1, SMS=2), [(1, 37, 1000)]),
+]
+
+
+@pytest.mark.parametrize("tpl_file,op,dtype,params,shapes", SIMT_CASES,
+                         ids=[f"{c[0][:-3]}-{c[1]}-{c[2].replace(':', '_')}" for c in SIMT_CASES])
+def test_simt_gemv_on_the_emulated_gpu(tmp_path, tpl_file, op, dtype, params, shapes):
+    check(run_case(tmp_path, dtype, op, params, shapes, tpl_file=tpl_file), f"{tpl_file} {op} {dtype} {params}")
+
+
+# gemv_gpu's RoPE epilogue (the fp16 decode's QKV): both layouts, GQA,
+# heads of 128 and 64, split-K and not, several rows
+SIMT_ROPE_CASES = [
+    ("f16", dict(WARPS=8, KS=2, ROWS=2, UNR=2, MMAX=1), 1, 4, 2, 128, 0, 37),
+    ("bf16", dict(WARPS=4, KS=1, ROWS=4, UNR=1, MMAX=4), 3, 5, 1, 64, 1, 9),
+]
+
+
+@pytest.mark.parametrize("dtype,params,m,h,g,d,layout,pos0", SIMT_ROPE_CASES,
+                         ids=[f"{c[0]}-L{c[6]}" for c in SIMT_ROPE_CASES])
+def test_gemv_gpu_rope_kv_on_the_emulated_gpu(tmp_path, dtype, params, m, h, g, d, layout, pos0):
+    unwritten, bad, msgs = run_rope(tmp_path, dtype, params, m, h, g, d, layout, pos0, tpl_file="gemv.cu")
+    assert unwritten == 0 and bad == 0, f"{dtype} {params}: {unwritten} unwritten, {bad} bad\n" + "\n".join(msgs)
+
+
+SIMT_MUTATIONS = [
+    ("gemv_gpu: one K slice's partial sums dropped", "gemv.cu",
+     "for (int k = 0; k < KS; k++) {\n      s += red[", "for (int k = 1; k < KS; k++) {\n      s += red[", 0),
+    ("gemv_q_gpu: a unit's second run of A read from its first", "gemv_q.cu",
+     "LOADV_A(4, A, m * K + k1, a + 4);", "LOADV_A(4, A, m * K + k0, a + 4);", 7),
+    ("gemv_bulk: A read without its stage's offset", "gemv_bulk.cu",
+     "gc_ldv<8>(A + kc * KC + c, a);", "gc_ldv<8>(A + c, a);", 10),
+]
+
+
+@pytest.mark.parametrize("what,where,old,new,case", SIMT_MUTATIONS, ids=[m[0] for m in SIMT_MUTATIONS])
+def test_a_wrong_simt_gemv_is_caught(tmp_path, what, where, old, new, case):
+    tpl_file, op, dtype, params, shapes = SIMT_CASES[case]
+    assert tpl_file == where
+    text = open(os.path.join(GPU, where)).read()
+    assert old in text, f"{where} no longer has: {old}"
+    results = run_case(tmp_path, dtype, op, params, shapes, tpl_file=tpl_file, tpl_text=text.replace(old, new))
     assert any(bad or unwritten for _, unwritten, bad, _ in results), f"not caught: {what}"

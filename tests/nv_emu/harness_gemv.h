@@ -63,6 +63,7 @@ int main(int argc, char **argv) {
 #else
 #define EMU_MAP
 #endif
+  gridDim.x = (unsigned)grid;
   for (int64_t bi = 0; bi < grid; bi++)
     emu_block_launch(bi, block, shmem, 32, [&] {
 #if ROPE

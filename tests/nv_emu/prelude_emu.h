@@ -1,5 +1,6 @@
 /* prelude_emu.h — runs NVIDIA templates of the mma.sync families
- * (gemv_qmma, gemv_mma, attention_mma, gemm_mma, gemm_q_mma) on the host,
+ * (gemv_qmma, gemv_mma, attention_mma, gemm_mma, gemm_q_mma) and the SIMT
+ * GEMVs (gemv_gpu, gemv_q_gpu, gemv_bulk) on the host,
  * unchanged,
  * as a SIMT emulation: one host thread per thread of a block, blocks one
  * after another (tests/amd_emu/run_block.h), dynamic shared memory a heap
@@ -24,7 +25,8 @@
  *   may take;
  * - mbarriers (arrivals, transaction bytes, phases and their parity, as
  *   the PTX ISA describes them) in a table beside the barrier's 8 bytes;
- * - tensor-map copies (gc_tma_load3) through a host gc_tmap_t that the
+ * - bulk copies (gc_bulk_load: 16-byte aligned, a multiple of 16 bytes)
+ *   and tensor-map copies (gc_tma_load3) through a host gc_tmap_t that the
  *   harness fills as runtime/cuda.c encodes a block format's map (3-D over
  *   32-bit words: [rows][blocks][words], boxes of whole blocks, zero fill
  *   past the matrix, the box's bytes counted all the same);
@@ -160,6 +162,17 @@ GC_DEVICE int gc_lane(void) { return emu_tid % 32; }
 GC_DEVICE emu_wave *emu_my_wave(void) { return &emu_blk->waves[emu_tid / 32]; }
 GC_DEVICE void gc_barrier(void) { pthread_barrier_wait(&emu_blk->bar); }
 GC_DEVICE void gc_syncwarp(void) { emu_my_wave()->sync.wait(32); }
+/* CUDA's own names where a template uses them (gemv_bulk): the whole
+ * warp's __syncwarp (a partial mask is not modelled: a misuse), and the
+ * grid's size, which the harness sets before the blocks run */
+GC_DEVICE void __syncwarp(unsigned mask = 0xffffffffu) {
+  if (mask != 0xffffffffu) __atomic_add_fetch(&emu_errors, 1, __ATOMIC_RELAXED);
+  gc_syncwarp();
+}
+struct emu_dim3 {
+  unsigned x, y, z;
+};
+static emu_dim3 gridDim = {1, 1, 1};
 GC_DEVICE void gc_named_sync(int id, int n) { emu_blk->named[id & 15].wait(n); }
 GC_DEVICE void gc_pdl_wait(void) {}
 GC_DEVICE void gc_pdl_launch(void) {}
@@ -248,6 +261,15 @@ GC_DEVICE void gc_ring_init(unsigned full, unsigned empty, int ns, unsigned cons
       gc_mbar_init(empty + 8 * s, consumers);
     }
   gc_barrier();
+}
+
+/* cp.async.bulk of bytes from global g to shared s, complete on barrier
+ * b: the PTX ISA asks 16-byte alignment of both addresses and a size a
+ * multiple of 16 (a misuse otherwise). */
+GC_DEVICE void gc_bulk_load(unsigned s, const void *g, unsigned bytes, unsigned b) {
+  if (s % 16 || (uintptr_t)g % 16 || bytes % 16) __atomic_add_fetch(&emu_errors, 1, __ATOMIC_RELAXED);
+  memcpy(emu_smem(s), g, bytes);
+  emu_mbar_complete_tx(b, bytes);
 }
 
 /* A tensor map as the harness encodes it (runtime/cuda.c's 3-D map of a
@@ -430,6 +452,23 @@ GC_DEVICE void gc_st(__half *p, int64_t i, float v) { p[i] = (_Float16)v; }
 GC_DEVICE void gc_st(__nv_bfloat16 *p, int64_t i, float v) { p[i].bits = emu_to_bf16(v); }
 /* n elements widened / narrowed one by one (the prelude's 16-byte
  * vector forms round each element the same way) */
+/* raw aligned chunks of 4, 8 and 16 bytes (gemv_q_gpu's staged copies) */
+struct alignas(16) gc_raw16 {
+  uint32_t w[4];
+};
+struct alignas(8) gc_raw8 {
+  uint32_t w[2];
+};
+struct gc_raw4 {
+  uint32_t w[1];
+};
+template <int BYTES> struct gc_raw_t;
+template <> struct gc_raw_t<4> { typedef gc_raw4 T; };
+template <> struct gc_raw_t<8> { typedef gc_raw8 T; };
+template <> struct gc_raw_t<16> { typedef gc_raw16 T; };
+#define LOADV_A(n, p, i, o) gc_ldv<n>((const TA *)(p) + (i), (o))
+#define LOADV_B(n, p, i, o) gc_ldv<n>((const TB *)(p) + (i), (o))
+#define LOADV_C(n, p, i, o) gc_ldv<n>((const TC *)(p) + (i), (o))
 template <int N, class T> GC_DEVICE void gc_ldv(const T *p, float *out) {
   for (int i = 0; i < N; i++) out[i] = gc_ld(p, i);
 }
