@@ -493,14 +493,21 @@ GEMM_MUTATIONS = [
 ]
 
 
-@pytest.mark.parametrize("what,where,old,new,which", GEMM_MUTATIONS, ids=[m[0] for m in GEMM_MUTATIONS])
-def test_a_wrong_mma_gemm_is_caught(tmp_path, what, where, old, new, which):
-    tpl_file, op, dtype, params, shapes = GEMM_CASES[which]
+def caught(tmp_path, case, where, old, new, first_shape=False):
+    """Whether case (tpl_file, op, dtype, params, shapes) with its template's
+    one `old` replaced by `new` computes a wrong or unwritten element."""
+    tpl_file, op, dtype, params, shapes = case
     assert where == tpl_file
     text = open(os.path.join(GPU, tpl_file)).read()
     assert text.count(old) == 1, f"{tpl_file} no longer has one: {old}"
-    results = run_case(tmp_path, dtype, op, params, shapes[:1], tpl_file=tpl_file, tpl_text=text.replace(old, new))
-    assert any(bad or unwritten for _, unwritten, bad, _ in results), f"not caught: {what}"
+    results = run_case(tmp_path, dtype, op, params, shapes[:1] if first_shape else shapes, tpl_file=tpl_file,
+                       tpl_text=text.replace(old, new))
+    return any(bad or unwritten for _, unwritten, bad, _ in results)
+
+
+@pytest.mark.parametrize("what,where,old,new,which", GEMM_MUTATIONS, ids=[m[0] for m in GEMM_MUTATIONS])
+def test_a_wrong_mma_gemm_is_caught(tmp_path, what, where, old, new, which):
+    assert caught(tmp_path, GEMM_CASES[which], where, old, new, first_shape=True), f"not caught: {what}"
 
 
 # The SIMT decode GEMVs, which hold no matrix instruction: gemv_gpu (fp16
@@ -563,9 +570,4 @@ SIMT_MUTATIONS = [
 
 @pytest.mark.parametrize("what,where,old,new,case", SIMT_MUTATIONS, ids=[m[0] for m in SIMT_MUTATIONS])
 def test_a_wrong_simt_gemv_is_caught(tmp_path, what, where, old, new, case):
-    tpl_file, op, dtype, params, shapes = SIMT_CASES[case]
-    assert tpl_file == where
-    text = open(os.path.join(GPU, where)).read()
-    assert old in text, f"{where} no longer has: {old}"
-    results = run_case(tmp_path, dtype, op, params, shapes, tpl_file=tpl_file, tpl_text=text.replace(old, new))
-    assert any(bad or unwritten for _, unwritten, bad, _ in results), f"not caught: {what}"
+    assert caught(tmp_path, SIMT_CASES[case], where, old, new), f"not caught: {what}"
