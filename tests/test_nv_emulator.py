@@ -4,14 +4,17 @@ RoPE and the KV-cache write, the tensor-map ring; gemv_mma: batched decode
 steps on fp16/bf16 weights), prefill attention on mma.sync
 (attention_mma), the mma.sync prefill GEMMs (gemm_mma, gemm_q_mma) and the
 SIMT decode GEMVs (gemv_gpu with its RoPE epilogue, gemv_q_gpu, gemv_bulk
-and its bulk-copy ring) run unchanged on a host SIMT emulation
-(tests/nv_emu): one
+and its bulk-copy ring) and sm_90a's prefill attention on wgmma
+(attention_wgmma) run unchanged on a host SIMT emulation (tests/nv_emu): one
 host thread per thread, dynamic shared memory of exactly @shmem bytes under
 ASan, real barriers (bar.sync, named barriers, __syncwarp), mbarriers with
 their phases and transaction bytes, tensor-map copies from a map encoded as
-runtime/cuda.c encodes it, and mma.sync m16n8k16 and ldmatrix evaluated
-from a model of the PTX ISA's fragment layouts written element -> lane,
-independent of the templates' own index math (lane -> element).
+runtime/cuda.c encodes it, and mma.sync m16n8k16, ldmatrix and wgmma
+m64nNk16 (its shared-memory descriptors and swizzled layouts, A from
+registers too) evaluated from a model of the PTX ISA's fragment layouts
+written element -> lane, independent of the templates' own index math
+(lane -> element). gemm_wgmma (clusters, multicast tensor-map copies,
+stream-K) is not emulated.
 
 What a pass proves without a GPU: for every load path (RL 0: the cp.async
 pipeline; RL 1, 2: 16-byte register loads; RL 3: the producer warp's ring),
@@ -395,14 +398,32 @@ ATT_CASES = [
 ]
 
 
-def run_attention(tmp, dt, params, tpl_text=None, most_keys=False):
-    """[(shape, rc, unwritten, bad, messages, log)] over ASHAPES within @applies
-    (most_keys: only the one with the most keys: the running max moves in
-    later tiles)."""
-    tpl, env, exe = build(tmp, dt, "attention", params, tpl_text=tpl_text, tpl_file="attention_mma.cu",
-                          harness="harness_att.h")
+# The PTX statements attention_wgmma writes out itself, none of which the
+# emulation needs: its cp.async copies are complete at issue (wait_all),
+# memory is one proxy (the fences), and registers are not modelled
+# (setmaxnreg). Any other asm statement fails the build.
+FENCES = re.compile(r'asm volatile\("(cp\.async\.wait_all|fence\.proxy\.async\.shared::cta|'
+                    r'fence\.mbarrier_init\.release\.cluster|setmaxnreg\.(?:inc|dec)\.sync\.aligned\.u32 %0);\\n"'
+                    r'[^;]*;')
+
+
+def without_fences(text):
+    out = FENCES.sub("(void)0;", text)
+    assert "asm" not in out.replace("setmaxnreg.dec to", "").replace("setmaxnreg.inc to", ""), \
+        "an asm statement the emulation does not model"
+    return out
+
+
+def run_attention(tmp, dt, params, tpl_text=None, most_keys=False, tpl_file="attention_mma.cu", shapes=ASHAPES):
+    """[(shape, rc, unwritten, bad, messages, log)] over shapes (ASHAPES)
+    within @applies (most_keys: only the one with the most keys: the
+    running max moves in later tiles)."""
+    text = tpl_text or open(os.path.join(GPU, tpl_file)).read()
+    if tpl_file == "attention_wgmma.cu":
+        text = without_fences(text)
+    tpl, env, exe = build(tmp, dt, "attention", params, tpl_text=text, tpl_file=tpl_file, harness="harness_att.h")
     out = []
-    shapes = [(i, s) for i, s in enumerate(ASHAPES)
+    shapes = [(i, s) for i, s in enumerate(shapes)
               if all(evaluate(a, env | {"M": s[0], "N": 0, "K": 0, "H": s[1], "G": s[2], "D": s[3]})
                      for a in tpl["applies"])]
     if most_keys:
@@ -571,3 +592,53 @@ SIMT_MUTATIONS = [
 @pytest.mark.parametrize("what,where,old,new,case", SIMT_MUTATIONS, ids=[m[0] for m in SIMT_MUTATIONS])
 def test_a_wrong_simt_gemv_is_caught(tmp_path, what, where, old, new, case):
     assert caught(tmp_path, SIMT_CASES[case], where, old, new), f"not caught: {what}"
+
+
+# attention_wgmma (sm_90a's prefill attention: wgmma S = Q·Kᵀ from shared
+# memory, O += P·V with P from registers and V N-major, a producer
+# warpgroup or warp filling a ring of K/V tiles by cp.async onto
+# mbarriers, 128-byte swizzled panels): heads of 64 and 128, GQA of 5:1
+# and 4:1, one to four heads a block, one and two consumer warpgroups,
+# tiles of 64 and 128 keys, two to four stages, the overlap of the next S
+# with this P·V; O between guard regions, every element against fp64
+WG_SHAPES = [(3, 5, 1, 64, 37, None), (70, 5, 1, 128, 21, 0.35), (70, 8, 2, 64, 0, None),
+             (130, 8, 2, 128, 5, None), (17, 4, 1, 64, 200, 0.5)]
+WG_CASES = [
+    ("f16", dict(CW=2, HPB=1, KB=128, NST=3, PW=4, DMAX=128, OVL=0)),
+    ("bf16", dict(CW=1, HPB=4, KB=64, NST=2, PW=1, DMAX=64, OVL=1)),
+    ("f16", dict(CW=2, HPB=2, KB=64, NST=4, PW=4, DMAX=64, OVL=0)),
+    ("bf16", dict(CW=1, HPB=1, KB=128, NST=2, PW=4, DMAX=128, OVL=1)),
+]
+
+
+@pytest.mark.parametrize("dt,params", WG_CASES, ids=[f"{dt}-D{p['DMAX']}-CW{p['CW']}-HPB{p['HPB']}-KB{p['KB']}-OVL{p['OVL']}"
+                                                     for dt, p in WG_CASES])
+def test_attention_wgmma_on_the_emulated_gpu(tmp_path, dt, params):
+    results = run_attention(tmp_path, dt, params, tpl_file="attention_wgmma.cu", shapes=WG_SHAPES)
+    assert len(results) >= 2, f"{params}: too few shapes within @applies"
+    for shape, rc, unwritten, bad, msgs, log in results:
+        what = f"attention_wgmma {dt} {params} (M, H, G, D, pos0) = {shape}"
+        assert rc == 0 and "guard 0" in log, f"{what}:\n{log}"
+        assert unwritten == 0 and bad == 0, f"{what}: {unwritten} unwritten, {bad} bad\n" + "\n".join(msgs)
+
+
+WG_MUTATIONS = [
+    ("a key past the diagonal unmasked", "8 * (i / 4) + 2 * qc + i % 2 > rel[x] ?",
+     "8 * (i / 4) + 2 * qc + i % 2 > rel[x] + 1 ?", 0),
+    ("O not rescaled by the running max", "    o[i] *= corr[i % 4 / 2];", "    ;", 2),
+    ("V's 64-column panels half as far apart (its descriptor's LBO)",
+     "gc_wgmma_desc(sv + t * 2048, AW_TBYTES, 128)", "gc_wgmma_desc(sv + t * 2048, AW_TBYTES / 2, 128)", 0),
+    ("K's k steps 16 bytes apart, not 32", "gc_wgmma_desc(sk + k / 4 * AW_TBYTES + k % 4 * 32, 16, 128)",
+     "gc_wgmma_desc(sk + k / 4 * AW_TBYTES + k % 4 * 16, 16, 128)", 3),
+    ("the panels stored unswizzled", "(((c % 8) ^ (r % 8)) << 4)", "((c % 8) << 4)", 1),
+]
+
+
+@pytest.mark.parametrize("what,old,new,which", WG_MUTATIONS, ids=[m[0] for m in WG_MUTATIONS])
+def test_a_wrong_attention_wgmma_is_caught(tmp_path, what, old, new, which):
+    text = open(os.path.join(GPU, "attention_wgmma.cu")).read()
+    assert text.count(old) == 1, f"attention_wgmma.cu no longer has one: {old}"
+    dt, params = WG_CASES[which]
+    results = run_attention(tmp_path, dt, params, tpl_text=text.replace(old, new), tpl_file="attention_wgmma.cu",
+                            shapes=WG_SHAPES)
+    assert any(rc != 0 or unwritten or bad for _, rc, unwritten, bad, _, _ in results), f"not caught: {what}"

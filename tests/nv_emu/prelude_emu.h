@@ -1,6 +1,7 @@
 /* prelude_emu.h — runs NVIDIA templates of the mma.sync families
- * (gemv_qmma, gemv_mma, attention_mma, gemm_mma, gemm_q_mma) and the SIMT
- * GEMVs (gemv_gpu, gemv_q_gpu, gemv_bulk) on the host,
+ * (gemv_qmma, gemv_mma, attention_mma, gemm_mma, gemm_q_mma), of wgmma
+ * (attention_wgmma) and the SIMT GEMVs (gemv_gpu, gemv_q_gpu, gemv_bulk)
+ * on the host,
  * unchanged,
  * as a SIMT emulation: one host thread per thread of a block, blocks one
  * after another (tests/amd_emu/run_block.h), dynamic shared memory a heap
@@ -18,6 +19,9 @@
  *   direction "matrix element -> (lane, register, half)", deliberately not
  *   from the prelude's comment, which states it the other way; ldmatrix
  *   (.x4, .trans) from the same document;
+ * - wgmma m64nNk16 (gc_wgmma_ss / _rs) from the PTX ISA's descriptor
+ *   format, its canonical swizzled layouts and accumulator layout, as one
+ *   warpgroup-wide rendezvous (below);
  * - gc_mul2 / gc_fma2 (mul.rn / fma.rn on f16x2, bf16x2): each half
  *   computed exactly in double and rounded once;
  * - cp.async (16 bytes, zero filled past n) as a synchronous copy: its
@@ -150,6 +154,12 @@ struct emu_block {
   std::mutex mu; /* the mbarriers */
   std::condition_variable cv;
   std::map<unsigned, emu_mbar> mbar;
+  /* warpgroup g's wgmma (threads 128g .. 128g+127): its rendezvous and
+     each thread's operands as deposited */
+  emu_barrier wgbar[8];
+  float *wgd[8][128];
+  uint32_t wga[8][128][4];
+  uint64_t wgdesc[8][128][2];
 };
 static thread_local int emu_tid;
 static thread_local int64_t emu_bid;
@@ -203,6 +213,9 @@ GC_DEVICE void gc_cp_async16(unsigned s, const void *g, int n) {
   memcpy(d, g, (size_t)n);
   memset(d + n, 0, (size_t)(16 - n));
 }
+/* cp.async.mbarrier.arrive.noinc: the thread's copies (already complete
+ * here) arrive on b, counted among its expected arrivals */
+GC_DEVICE void gc_cp_async_mbar_arrive(unsigned b);
 GC_DEVICE void gc_cp_async_commit(void) {}
 template <int N> GC_DEVICE void gc_cp_async_wait(void) {}
 
@@ -271,6 +284,8 @@ GC_DEVICE void gc_bulk_load(unsigned s, const void *g, unsigned bytes, unsigned 
   memcpy(emu_smem(s), g, bytes);
   emu_mbar_complete_tx(b, bytes);
 }
+
+GC_DEVICE void gc_cp_async_mbar_arrive(unsigned b) { gc_mbar_arrive(b); }
 
 /* A tensor map as the harness encodes it (runtime/cuda.c's 3-D map of a
  * block format): dims {words, blocks, rows}, byte strides of a block and
@@ -407,6 +422,96 @@ GC_DEVICE void emu_ldmatrix(uint32_t r[4], unsigned a, bool trans) {
 }
 GC_DEVICE void gc_ldmatrix_x4(uint32_t r[4], unsigned a) { emu_ldmatrix(r, a, false); }
 GC_DEVICE void gc_ldmatrix_x4_trans(uint32_t r[4], unsigned a) { emu_ldmatrix(r, a, true); }
+
+/* wgmma.mma_async.sync.aligned.m64nNk16.f32 (PTX ISA, "Asynchronous
+ * Warpgroup Level Matrix Multiply-Accumulate"), evaluated at issue by one
+ * thread of the warpgroup once all 128 have deposited their operands
+ * (the fence, commit and wait have nothing left to order). D[m][n] +=
+ * Σ_k A[m][k]·B[k][n] over k < 16, in double, rounded once to fp32.
+ *
+ * Shared-memory operands through their descriptors (PTX ISA, "Matrix
+ * Descriptor"): start address >> 4 in bits 0-13, the leading-dimension
+ * byte offset (LBO) >> 4 in bits 16-29, the stride-dimension one (SBO)
+ * >> 4 in bits 32-45, the base offset in bits 49-51 (0: the canonical
+ * layouts; other values are not modelled: a misuse), the swizzle mode in
+ * bits 62-63 (1: 128 B, 2: 64 B, 3: 32 B; 0, the interleaved layout, is
+ * not modelled: a misuse). With W the swizzle's bytes, a swizzle atom is 8
+ * rows of W bytes; 16-bit element e of an operand is at logical byte
+ *   K-major (A, and B without transpose), row r (of M or N), column k:
+ *     start + (r / 8)·SBO + (r % 8)·W + 2k          (LBO unused)
+ *   MN-major (B transposed), row k, column n (of N):
+ *     start + (n / (W/2))·LBO + (k / 8)·SBO + (k % 8)·W + 2·(n % (W/2))
+ * and the swizzle XORs the 16-byte chunk bits (4 ..) of that address with
+ * the row-in-atom bits (7 ..): 3 of them for 128 B, 2 for 64, 1 for 32.
+ * The accumulators: thread 32w + l of the warpgroup holds, in register
+ * i, D[16w + l/4 + 8·((i % 4)/2)][8·(i/4) + 2·(l % 4) + i % 2] — written
+ * here element -> place. A from registers (the _rs form): warp w's rows
+ * 16w .. 16w+15 as mma.sync m16n8k16's A fragment (emu_mma_eval's). */
+GC_DEVICE unsigned emu_desc_elem(uint64_t desc, int mn_major, int row, int col) {
+  const unsigned start = (unsigned)(desc & 0x3FFF) << 4, lbo = (unsigned)(desc >> 16 & 0x3FFF) << 4,
+                 sbo = (unsigned)(desc >> 32 & 0x3FFF) << 4, mode = (unsigned)(desc >> 62);
+  if ((desc >> 49 & 7) || mode == 0) __atomic_add_fetch(&emu_errors, 1, __ATOMIC_RELAXED);
+  const unsigned W = mode == 1 ? 128 : mode == 2 ? 64 : 32, bits = mode == 1 ? 7 : mode == 2 ? 3 : 1;
+  unsigned a;
+  if (!mn_major) /* row r, column k */
+    a = start + (unsigned)(row / 8) * sbo + (unsigned)(row % 8) * W + 2u * (unsigned)col;
+  else /* row k, column n */
+    a = start + (unsigned)(col / (int)(W / 2)) * lbo + (unsigned)(row / 8) * sbo + (unsigned)(row % 8) * W +
+        2u * (unsigned)(col % (int)(W / 2));
+  return a ^ ((a >> 7 & bits) << 4);
+}
+GC_DEVICE double emu_smem_half(int bf, unsigned a) {
+  uint16_t h;
+  memcpy(&h, emu_smem(a), 2);
+  return emu_half(bf, h, 0);
+}
+template <int N, int BF, int RS> GC_DEVICE void emu_wgmma(float *d, const uint32_t *a, uint64_t adesc, uint64_t bdesc) {
+  const int g = gc_tid() / 128, t = gc_tid() % 128;
+  emu_block *B = emu_blk;
+  B->wgd[g][t] = d;
+  for (int r = 0; r < 4; r++) B->wga[g][t][r] = RS ? a[r] : 0;
+  B->wgdesc[g][t][0] = adesc, B->wgdesc[g][t][1] = bdesc;
+  B->wgbar[g].wait(128);
+  if (t == 0) {
+    for (int x = 1; x < 128; x++) /* the descriptors are the warpgroup's, not a thread's */
+      if (B->wgdesc[g][x][0] != adesc || B->wgdesc[g][x][1] != bdesc) __atomic_add_fetch(&emu_errors, 1, __ATOMIC_RELAXED);
+    for (int m = 0; m < 64; m++)
+      for (int n = 0; n < N; n++) {
+        double sum = 0;
+        for (int k = 0; k < 16; k++) {
+          double av;
+          if (RS) {
+            const int i = m % 16, la = 32 * (m / 16) + 4 * (i % 8) + (k % 8) / 2, ra = i / 8 + 2 * (k / 8);
+            av = emu_half(BF, B->wga[g][la][ra], k % 2);
+          } else {
+            av = emu_smem_half(BF, emu_desc_elem(adesc, 0, m, k));
+          }
+          const double bv = RS ? emu_smem_half(BF, emu_desc_elem(bdesc, 1, k, n))
+                               : emu_smem_half(BF, emu_desc_elem(bdesc, 0, n, k));
+          sum += av * bv;
+        }
+        const int l = 4 * (m % 8) + (n % 8) / 2, i = 4 * (n / 8) + 2 * (m % 16 / 8) + n % 2;
+        float *dd = B->wgd[g][32 * (m / 16) + l];
+        dd[i] = (float)((double)dd[i] + sum);
+      }
+  }
+  B->wgbar[g].wait(128);
+}
+template <int N, int BF> GC_DEVICE void gc_wgmma_ss(float *d, uint64_t a, uint64_t b) {
+  emu_wgmma<N, BF, 0>(d, NULL, a, b);
+}
+template <int N, int BF> GC_DEVICE void gc_wgmma_rs(float *d, const uint32_t a[4], uint64_t b) {
+  emu_wgmma<N, BF, 1>(d, a, 0, b);
+}
+GC_DEVICE void gc_wgmma_fence(void) {}
+GC_DEVICE void gc_wgmma_commit(void) {}
+template <int N> GC_DEVICE void gc_wgmma_wait(void) {}
+GC_DEVICE void gc_reg_touch(float &x) { (void)x; }
+/* the prelude's encoding (start, LBO, SBO = 8 rows of sw bytes, mode) */
+GC_DEVICE uint64_t gc_wgmma_desc(unsigned s, unsigned lbo, unsigned sw) {
+  return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(8 * sw >> 4) << 32) |
+         ((uint64_t)(sw == 128 ? 1 : 2) << 62);
+}
 
 /* mul.rn / fma.rn on pairs of f16 (bf16): each half exact in double, rounded once. */
 template <int BF> GC_DEVICE uint32_t gc_fma2(uint32_t a, uint32_t b, uint32_t c) {
