@@ -481,6 +481,18 @@ static void ref_add(const gc_problem_t *p, void **h, double *ref, double *tol) {
   }
 }
 
+/* concat: row i of Z is row i of X (K values) then row i of Y (N - K):
+ * exact up to the rounding into Z's dtype. */
+static void ref_concat(const gc_problem_t *p, void **h, double *ref, double *tol) {
+  for (int64_t i = 0; i < p->m; i++)
+    for (int64_t j = 0; j < p->n; j++) {
+      const double v = j < p->k ? gc_load_elem(h[0], p->ta, i * p->k + j)
+                                : gc_load_elem(h[1], p->ta, i * (p->n - p->k) + j - p->k);
+      ref[i * p->n + j] = v;
+      tol[i * p->n + j] = 0.5 * ulp_rel(p->tc) * fabs(v) + ulp_abs(p->tc);
+    }
+}
+
 /* A row copy: exact up to the rounding into the output dtype (a row of a
  * block table is dequantized exactly, base/quant.h). */
 static int ref_embed(const gc_problem_t *p, void **h, double *ref, double *tol, gc_err_t *e) {
@@ -731,6 +743,12 @@ static int r_add(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, dou
   ref_add(p, h, ref[2], tol[2]);
   return GC_OK;
 }
+static int r_concat(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                    double **tol, gc_err_t *e) {
+  (void)sc, (void)e;
+  ref_concat(p, h, ref[2], tol[2]);
+  return GC_OK;
+}
 static int r_embed(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
                    double **tol, gc_err_t *e) {
   (void)sc;
@@ -930,6 +948,10 @@ static const gc_op_t ops[] = {
      {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("Y", 'B', "M", "N", IN, GC_FILL_UNIT),
       BUF("Z", 'C', "M", "N", OUT, 0)},
      "MN", 0, r_add, f_rows, 0},
+    {"concat", "mnk", "Z[M,N] = [X[M,K] | Y[M,N-K]], rows joined (a split QKV's parts)", 1, 0, 3,
+     {BUF("X", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("Y", 'A', "M", "N-K", IN, GC_FILL_UNIT),
+      BUF("Z", 'C', "M", "N", OUT, 0)},
+     "MNK", 0, r_concat, f_rows, 0},
     {"embed", "mnk", "Z[M,N] = table[K,N][tokens[M]]", 1, 0, 3,
      {BUF("tokens", 'i', "1", "M", IN, GC_FILL_TOKENS), BUF("table", 'B', "K", "N", IN, GC_FILL_UNIT),
       BUF("Z", 'C', "M", "N", OUT, 0)},

@@ -143,6 +143,9 @@ int gc_problem_check(const gc_problem_t *p, gc_err_t *e) {
   if (p->h && p->g && p->h % p->g)
     return gc_err_set(e, GC_EINVAL, "%s: h=%lld is not a multiple of g=%lld", p->op,
                       (long long)p->h, (long long)p->g);
+  if (!strcmp(p->op, "concat") && p->k >= p->n)
+    return gc_err_set(e, GC_EINVAL, "concat: k=%lld leaves no columns of Y in n=%lld", (long long)p->k,
+                      (long long)p->n);
   if (!strcmp(p->op, "rope_kv") && p->d % 2)
     return gc_err_set(e, GC_EINVAL, "rope_kv: d=%lld is odd", (long long)p->d);
   if (p->n && p->h) { /* a GEMM whose columns are heads (rmsnorm_gemm_rope_kv) */

@@ -23,7 +23,10 @@
  * and the big-GEMM templates need not implement the fused ops). A decode
  * step (one token of one sequence) with dense QKV weights also folds
  * rope_kv into the QKV GEMV (rmsnorm_gemm_rope_kv: q, k and v never go
- * through memory as qkv); batched decode steps keep rope_kv_batch.
+ * through memory as qkv); batched decode steps keep rope_kv_batch. A
+ * layer whose wv has another block format than wq|wk (a Q4_K_M file)
+ * projects Q|K and V in two steps, each on its own blocks, and joins
+ * their rows (concat) where the pass has more than one (recipe.h).
  *
  * Slots (gcore-serve). The KV cache holds `slots` independent sequences:
  * per layer Kc and Vc are [slots, ctx, G·hd], slot s at rows s·ctx ..
@@ -59,6 +62,7 @@
 
 typedef struct layer_dev {
   gc_dptr_t attn_norm, wqkv, wo, ffn_norm, w13, w2; /* weights on the device */
+  gc_dptr_t wv;                                     /* a split QKV's V (recipe.h; wqkv: wq|wk), else 0 */
   gc_dptr_t kc, vc;                                 /* [slots, ctx, G·hd] each */
 } layer_dev_t;
 
@@ -77,6 +81,7 @@ struct gc_llama {
   gc_dptr_t deq, ids;           /* the dense plan (recipe.h): the scratch of the largest block
                                    matrix [N, K] in dt.weight, and int32 ids 0..N-1 */
   gc_dptr_t x, xn, qkv, q, att, hb, logits; /* activations, [max_t, ...] */
+  gc_dptr_t qkv2;               /* a split QKV's two outputs before their join, [max_t, (H+2G)·hd], or 0 */
   gc_dptr_t step;               /* int32 [1 + max_t]: the position, then the tokens */
   gc_dptr_t pos, tokens;        /* step, step + 4 */
   gc_dptr_t bstep, brows;       /* batched step, int32: tokens [BMAX], then [2, M]: pos, slot */
@@ -138,11 +143,15 @@ static int stack(gc_llama_t *m, const gc_weight_t *const *ws, int n, gc_dptr_t *
   return GC_OK;
 }
 
-static int place_layer(gc_llama_t *m, const gc_llama_layer_weights_t *lw, layer_dev_t *ld,
+/* Layer l's weights and KV cache on the device (a split QKV: wq|wk
+ * stacked, wv on its own). */
+static int place_layer(gc_llama_t *m, int l, const gc_llama_layer_weights_t *lw, layer_dev_t *ld,
                        gc_err_t *e) {
   const gc_weight_t *qkv[3] = {&lw->wq, &lw->wk, &lw->wv}, *w13[2] = {&lw->w1, &lw->w3};
+  const int split = m->dt.layer[l].v != m->dt.layer[l].qkv;
   size_t cache = m->slot_bytes * (size_t)m->slots;
-  if (place(m, &lw->attn_norm, &ld->attn_norm, e) || stack(m, qkv, 3, &ld->wqkv, e) ||
+  if (split && place(m, &lw->wv, &ld->wv, e)) return e->code;
+  if (place(m, &lw->attn_norm, &ld->attn_norm, e) || stack(m, qkv, 3 - split, &ld->wqkv, e) ||
       place(m, &lw->wo, &ld->wo, e) || place(m, &lw->ffn_norm, &ld->ffn_norm, e) ||
       stack(m, w13, 2, &ld->w13, e) || place(m, &lw->w2, &ld->w2, e) ||
       alloc(m, cache, &ld->kc, e) || alloc(m, cache, &ld->vc, e))
@@ -162,6 +171,9 @@ static int alloc_activations(gc_llama_t *m, gc_err_t *e) {
       alloc(m, (t + 1) * 4, &m->step, e) || alloc(m, 3 * BMAX * 4, &m->bstep, e))
     return e->code;
   if (c->tp > 1 && alloc(m, t * (size_t)gc_llama_head_rows(c) * a, &m->hlogits, e)) return e->code;
+  int split = 0;
+  for (int l = 0; l < c->n_layers; l++) split |= m->dt.layer[l].v != m->dt.layer[l].qkv;
+  if (split && alloc(m, t * (H + 2 * G) * hd * a, &m->qkv2, e)) return e->code;
   m->pos = m->step;
   m->tokens = m->step + 4;
   m->brows = m->bstep + BMAX * 4;
@@ -206,10 +218,12 @@ static int alloc_deq(gc_llama_t *m, gc_err_t *e) {
   int64_t elems = 0, rows = 0;
   for (int l = 0; l < c->n_layers; l++) {
     gc_llama_layer_steps(&m->dt, l, &s);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 4; i++) /* a split QKV's V rows follow wq|wk's: dq[4] */
       if (s.dq[i].op[0]) {
-        if (s.dq[i].m * s.dq[i].n > elems) elems = s.dq[i].m * s.dq[i].n;
+        int64_t n = s.dq[i].m * s.dq[i].n + (i == 0 && s.dq[4].op[0] ? s.dq[4].m * s.dq[4].n : 0);
+        if (n > elems) elems = n;
         if (s.dq[i].m > rows) rows = s.dq[i].m;
+        if (i == 0 && s.dq[4].m > rows) rows = s.dq[4].m;
       }
   }
   if (!rows) return GC_OK;
@@ -272,7 +286,7 @@ static int create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int c
   free(to);
   if (m->conv) w = m->conv;
   if (!rc && !(m->layers = gc_calloc((size_t)m->cfg.n_layers, sizeof *m->layers, e))) rc = GC_ENOMEM;
-  for (int l = 0; !rc && l < m->cfg.n_layers; l++) rc = place_layer(m, &w->layers[l], &m->layers[l], e);
+  for (int l = 0; !rc && l < m->cfg.n_layers; l++) rc = place_layer(m, l, &w->layers[l], &m->layers[l], e);
   if (!rc) rc = place(m, &w->tok_embeddings, &m->tok_emb, e);
   if (!rc) rc = place(m, &w->norm, &m->norm, e);
   if (!rc) rc = w->classifier.data == w->tok_embeddings.data ? (m->cls = m->tok_emb, GC_OK)
@@ -499,11 +513,43 @@ static int dequant(gc_llama_t *m, const gc_llama_steps_t *s, int i, gc_dptr_t W,
   return run(m, &s->dq[i], sc, gather, e);
 }
 
+/* The QKV matrix of layer L as its step reads it (dequant's), a split
+ * layer's with the dense plan: wq|wk's rows, then wv's, in the scratch. */
+static int dequant_qkv(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L, gc_dptr_t *out,
+                       const gc_op_scalars_t *sc, gc_err_t *e) {
+  int rc = dequant(m, s, 0, L->wqkv, out, sc, e);
+  if (rc || !s->dq[4].op[0]) return rc;
+  size_t at = (size_t)(s->dq[0].m * s->dq[0].n) * gc_dtype_size(m->dt.weight);
+  const gc_dptr_t gather[] = {m->ids, L->wv, m->deq + (gc_dptr_t)at};
+  return run(m, &s->dq[4], sc, gather, e);
+}
+
 /* The QKV projection (weights wqkv) and the RoPE/KV write of a layer: one launch of
  * rmsnorm_gemm_rope_kv where the steps fold them (s->qkv_rope) and the
  * bundle has a kernel for it; else the projection (rmsnorm_gemm, or
  * rmsnorm then gemm) and rope. A bundle built before the fused op has
  * none: the first miss turns it off for the model. */
+/* A split layer's projections (recipe.h): Q|K (weights wqk) and V (wv)
+ * from the same input, into qkv's rows side by side (one row: V's just
+ * past Q|K's; more: each into qkv2, then their join). */
+static int qkv_split(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L, gc_dptr_t wqk,
+                     const gc_op_scalars_t *sc, gc_err_t *e) {
+  const size_t a = gc_dtype_size(m->dt.act);
+  const int join = s->cat.op[0] != 0;
+  const gc_dptr_t qk = join ? m->qkv2 : m->qkv,
+                  v = join ? m->qkv2 + (gc_dptr_t)(s->qkv.m * s->qkv.n * a) : m->qkv + (gc_dptr_t)(s->qkv.n * a);
+  if (s->fused) {
+    const gc_dptr_t p1[] = {m->x, wqk, qk, L->attn_norm}, p2[] = {m->x, L->wv, v, L->attn_norm};
+    if (run(m, &s->qkv, sc, p1, e) || run(m, &s->qkv_v, sc, p2, e)) return e->code;
+  } else {
+    const gc_dptr_t norm1[] = {m->x, L->attn_norm, m->xn}, p1[] = {m->xn, wqk, qk}, p2[] = {m->xn, L->wv, v};
+    if (run(m, &s->norm, sc, norm1, e) || run(m, &s->qkv, sc, p1, e) || run(m, &s->qkv_v, sc, p2, e))
+      return e->code;
+  }
+  const gc_dptr_t cat[] = {qk, v, m->qkv};
+  return join ? run(m, &s->cat, sc, cat, e) : GC_OK;
+}
+
 static int qkv_rope(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L, gc_dptr_t wqkv,
                     gc_dptr_t kc, gc_dptr_t vc, gc_dptr_t where, const gc_op_scalars_t *sc, gc_err_t *e) {
   const gc_dptr_t norm1[] = {m->x, L->attn_norm, m->xn}, qkv[] = {m->xn, wqkv, m->qkv},
@@ -519,7 +565,9 @@ static int qkv_rope(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t 
     m->no_qkv_rope = 1;
   }
   gc_problem_t q = s->qkv_rope ? gc_llama_qkv_unfused(&s->qkv) : s->qkv;
-  if (s->fused ? run(m, &q, sc, fqkv, e) : run(m, &s->norm, sc, norm1, e) || run(m, &q, sc, qkv, e))
+  if (s->qkv_v.op[0] ? qkv_split(m, s, L, wqkv, sc, e)
+      : s->fused     ? run(m, &q, sc, fqkv, e)
+                     : run(m, &s->norm, sc, norm1, e) || run(m, &q, sc, qkv, e))
     return e->code;
   return run(m, &s->rope, sc, rope, e);
 }
@@ -531,7 +579,7 @@ static int qkv_rope(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t 
 static int layer(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L, gc_dptr_t kc,
                  gc_dptr_t vc, gc_dptr_t where, const gc_op_scalars_t *sc, gc_err_t *e) {
   gc_dptr_t w; /* each matrix as its step reads it: its blocks, or the scratch */
-  if (dequant(m, s, 0, L->wqkv, &w, sc, e) || qkv_rope(m, s, L, w, kc, vc, where, sc, e)) return e->code;
+  if (dequant_qkv(m, s, L, &w, sc, e) || qkv_rope(m, s, L, w, kc, vc, where, sc, e)) return e->code;
   const gc_dptr_t attn[] = {m->q, kc, vc, m->att, where};
   if (run(m, &s->attn, sc, attn, e) || dequant(m, s, 1, L->wo, &w, sc, e)) return e->code;
   const gc_dptr_t wo[] = {m->att, w, m->x};

@@ -64,6 +64,7 @@ void gc_llama_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int
   s->decode = t == 1 && f;
   s->deq = !f && dt->deq_rows > 0 && t >= dt->deq_rows;
   s->qkv_rope = 0;
+  memset(s->dq, 0, sizeof s->dq);
   gc_llama_layer_steps(dt, 0, s);
 }
 
@@ -73,16 +74,12 @@ gc_problem_t gc_llama_qkv_unfused(const gc_problem_t *q) {
 
 /* qkv of a decode step with dense weights or weights in a device layout
  * (NVIDIA's recipe: gemv_qmma has the epilogue): rmsnorm_gemm_rope_kv
- * (the heads of rope, the GEMM's dimensions); else as gc_llama_steps set
- * it. */
+ * (the heads of rope, the GEMM's dimensions); else as it is. */
 static void qkv_rope(gc_llama_steps_t *s) {
   gc_problem_t *q = &s->qkv;
-  int was = s->qkv_rope;
   s->qkv_rope = s->decode && (!gc_dtype_is_block(q->tb) || gc_dtype_is_device_layout(q->tb));
   if (s->qkv_rope)
     *q = prob("rmsnorm_gemm_rope_kv", q->ta, q->tb, q->tc, q->m, q->n, q->k, s->rope.h, s->rope.g, s->rope.d);
-  else if (was)
-    *q = gc_llama_qkv_unfused(q);
 }
 
 /* Matrix step p of weights in w: with the dense plan and w a block
@@ -98,13 +95,39 @@ static void matrix(const gc_llama_steps_t *s, gc_problem_t *p, gc_problem_t *dq,
   p->tb = d;
 }
 
+/* The QKV steps of layer dtypes d (recipe.h: one stacked step, or a split
+ * one), made anew from the pass's rows, heads and dim. */
+static void qkv_steps(const gc_llama_dtypes_t *dt, const gc_llama_layer_dtypes_t *d, gc_llama_steps_t *s) {
+  const gc_problem_t *r = &s->rope; /* the heads: h, g, d */
+  const int64_t t = s->qkv.m, K = s->qkv.k, qk = (r->h + r->g) * r->d, v = r->g * r->d;
+  const gc_dtype_t a = s->qkv.ta, w = dt->weight;
+  const char *op = s->fused ? "rmsnorm_gemm" : "gemm";
+  const int split = d->v != d->qkv;
+  s->qkv = prob(op, a, w, a, t, split && !s->deq ? qk : qk + v, K, 0, 0, 0);
+  memset(&s->qkv_v, 0, sizeof s->qkv_v);
+  memset(&s->cat, 0, sizeof s->cat);
+  memset(&s->dq[4], 0, sizeof s->dq[4]);
+  s->qkv_rope = 0;
+  if (!split) {
+    matrix(s, &s->qkv, &s->dq[0], (gc_dtype_t)d->qkv, w);
+    qkv_rope(s);
+  } else if (s->deq) { /* wq|wk's rows, then wv's, into the scratch: qkv runs dense */
+    s->dq[0] = prob("embed", a, (gc_dtype_t)d->qkv, a, qk, K, qk, 0, 0, 0);
+    s->dq[4] = prob("embed", a, (gc_dtype_t)d->v, a, v, K, v, 0, 0, 0);
+  } else {
+    s->qkv.tb = (gc_dtype_t)d->qkv;
+    memset(&s->dq[0], 0, sizeof s->dq[0]);
+    s->qkv_v = prob(op, a, (gc_dtype_t)d->v, a, t, v, K, 0, 0, 0);
+    if (!s->decode) s->cat = prob("concat", a, a, a, t, qk + v, qk, 0, 0, 0);
+  }
+}
+
 void gc_llama_layer_steps(const gc_llama_dtypes_t *dt, int l, gc_llama_steps_t *s) {
   const gc_llama_layer_dtypes_t *d = &dt->layer[l];
-  matrix(s, &s->qkv, &s->dq[0], (gc_dtype_t)d->qkv, dt->weight);
+  qkv_steps(dt, d, s);
   matrix(s, &s->wo, &s->dq[1], (gc_dtype_t)d->wo, dt->weight);
   matrix(s, &s->swiglu, &s->dq[2], (gc_dtype_t)d->w13, dt->weight);
   matrix(s, &s->w2, &s->dq[3], (gc_dtype_t)d->w2, dt->weight);
-  qkv_rope(s);
 }
 
 void gc_llama_batch_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int64_t m,
@@ -112,7 +135,7 @@ void gc_llama_batch_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *d
   gc_dtype_t a = dt->act;
   gc_llama_steps(c, dt, m, m, s);
   s->decode = 0; /* rows of their own sequences: rope_kv_batch stays a step */
-  qkv_rope(s);
+  gc_llama_layer_steps(dt, 0, s);
   s->rope = prob("rope_kv_batch", a, a, a, m, 0, 0, c->n_heads, c->n_kv_heads, c->head_dim);
   s->attn = prob("attention_batch", a, a, a, m, 0, 0, c->n_heads, c->n_kv_heads, c->head_dim);
   s->argmax = prob("argmax", a, a, a, m, c->vocab_size, 0, 0, 0, 0);
@@ -121,9 +144,9 @@ void gc_llama_batch_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *d
 /* The problems s launches, in order; returns their count (at most
  * GC_LLAMA_STEPS_MAX). */
 static int steps_list(const gc_llama_steps_t *s, const gc_problem_t *out[GC_LLAMA_STEPS_MAX]) {
-  const gc_problem_t *all[] = {&s->embed, &s->norm,   &s->dq[0], &s->qkv,   &s->rope,  &s->attn,
-                               &s->dq[1], &s->wo,     &s->dq[2], &s->swiglu, &s->dq[3], &s->w2,
-                               &s->fnorm, &s->head,   &s->argmax};
+  const gc_problem_t *all[] = {&s->embed, &s->norm,   &s->dq[0],  &s->dq[4], &s->qkv,   &s->qkv_v,
+                               &s->cat,   &s->rope,   &s->attn,   &s->dq[1], &s->wo,    &s->dq[2],
+                               &s->swiglu, &s->dq[3], &s->w2,     &s->fnorm, &s->head,  &s->argmax};
   int n = 0;
   for (size_t i = 0; i < GC_ARRAY_LEN(all); i++)
     if (!(s->fused && (all[i] == &s->norm || all[i] == &s->fnorm)) && !(s->qkv_rope && all[i] == &s->rope) &&
@@ -245,8 +268,12 @@ int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend,
   for (int l = 0; l < w->cfg.n_layers; l++) {
     const gc_llama_layer_weights_t *L = &w->layers[l];
     const gc_weight_t *qkv[3] = {&L->wq, &L->wk, &L->wv}, *w13[2] = {&L->w1, &L->w3};
-    dt->layer[l] = (gc_llama_layer_dtypes_t){(uint8_t)stacked(qkv, 3, d, cuda), (uint8_t)kept(&L->wo, d, cuda),
-                                             (uint8_t)stacked(w13, 2, d, cuda), (uint8_t)kept(&L->w2, d, cuda)};
+    gc_dtype_t q = stacked(qkv, 3, d, cuda), v = q, qk = stacked(qkv, 2, d, cuda);
+    if (q == d && qk != d) /* wq|wk in one block format, wv apart: split (recipe.h) */
+      q = qk, v = kept(&L->wv, d, cuda);
+    dt->layer[l] = (gc_llama_layer_dtypes_t){(uint8_t)q, (uint8_t)kept(&L->wo, d, cuda),
+                                             (uint8_t)stacked(w13, 2, d, cuda), (uint8_t)kept(&L->w2, d, cuda),
+                                             (uint8_t)v};
   }
   return GC_OK;
 }
@@ -260,7 +287,8 @@ void gc_llama_tensor_dtypes(const gc_llama_weights_t *w, const gc_llama_dtypes_t
     else if (i < n - 2) {
       const gc_llama_layer_dtypes_t *L = &dt->layer[(i - 1) / GC_LLAMA_LAYER_TENSORS];
       switch ((i - 1) % GC_LLAMA_LAYER_TENSORS) { /* attn_norm wq wk wv wo ffn_norm w1 w2 w3 */
-        case 1: case 2: case 3: t = (gc_dtype_t)L->qkv; break;
+        case 1: case 2: t = (gc_dtype_t)L->qkv; break;
+        case 3: t = (gc_dtype_t)L->v; break;
         case 4: t = (gc_dtype_t)L->wo; break;
         case 6: case 8: t = (gc_dtype_t)L->w13; break;
         case 7: t = (gc_dtype_t)L->w2; break;
@@ -324,7 +352,7 @@ static int block_layers(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt)
   for (int l = 0; l < c->n_layers; l++) {
     const gc_llama_layer_dtypes_t *d = &dt->layer[l];
     if (gc_dtype_is_block(d->qkv) || gc_dtype_is_block(d->wo) || gc_dtype_is_block(d->w13) ||
-        gc_dtype_is_block(d->w2))
+        gc_dtype_is_block(d->w2) || gc_dtype_is_block(d->v))
       return 1;
   }
   return 0;
@@ -352,16 +380,25 @@ static int plan_cost(gc_db_t *db, const char *target, const gc_llama_config_t *c
       continue;
     }
     gc_llama_layer_steps(dt, l, &s);
-    const gc_problem_t *steps[4] = {&s.qkv, &s.wo, &s.swiglu, &s.w2};
+    /* each matrix's steps in this plan: the step, its gathers, and a split
+       QKV's V projection and join (those not in this plan or layer are "") */
+    const gc_problem_t *steps[4][4] = {{&s.qkv, &s.dq[0], &s.dq[4], &s.qkv_v}, {&s.wo, &s.dq[1]},
+                                       {&s.swiglu, &s.dq[2]}, {&s.w2, &s.dq[3]}};
     const uint8_t w[4] = {d->qkv, d->wo, d->w13, d->w2};
     cost[l] = 0;
     for (int i = 0; *ok && i < 4; i++) {
       if (!gc_dtype_is_block(w[i])) continue; /* the same step in both plans */
-      for (int j = 0; *ok && j < 1 + deq; j++) {
+      for (int j = 0; *ok && j < 4; j++) {
         gc_db_winner_t win;
-        if (gc_db_find_winner(db, target, j ? &s.dq[i] : steps[i], &win, ok, e)) return e->code;
+        if (!steps[i][j] || !steps[i][j]->op[0]) continue;
+        if (gc_db_find_winner(db, target, steps[i][j], &win, ok, e)) return e->code;
         cost[l] += win.median_us;
       }
+    }
+    if (*ok && s.cat.op[0]) {
+      gc_db_winner_t win;
+      if (gc_db_find_winner(db, target, &s.cat, &win, ok, e)) return e->code;
+      cost[l] += win.median_us;
     }
     *us += cost[l];
   }

@@ -16,9 +16,12 @@
  * pass: the decode passes of 1 to 16 rows the tuner covers. */
 #define GC_LLAMA_BATCH_MAX 16
 
-/* The B dtypes of one layer's four matrix steps. */
+/* The B dtypes of one layer's four matrix steps; v is wv's, which differs
+ * from qkv where the QKV projection is split (a Q4_K_M file's Q6_K attn_v
+ * beside Q4_K attn_q and attn_k: qkv is then wq|wk's format; see
+ * gc_llama_dtypes_for). */
 typedef struct gc_llama_layer_dtypes {
-  uint8_t qkv, wo, w13, w2; /* gc_dtype_t values */
+  uint8_t qkv, wo, w13, w2, v; /* gc_dtype_t values */
 } gc_llama_layer_dtypes_t;
 
 /* The dtypes the forward uses on a device: activations and KV cache in
@@ -80,22 +83,34 @@ int64_t gc_llama_head_rows(const gc_llama_config_t *c);
  * layer's QKV weights are dense or in a device layout (NVIDIA:
  * gemv_qmma's epilogue; the GGUF layouts' templates have none):
  * qkv_rope, and qkv is rmsnorm_gemm_rope_kv (the RoPE/KV write in the
- * GEMV's epilogue); rope is then not launched. */
+ * GEMV's epilogue); rope is then not launched.
+ *
+ * A split layer (its v dtype differs from qkv's) projects Q|K (qkv: N =
+ * (H+G)·hd rows of wq|wk, in their format) and V (qkv_v: G·hd rows of wv,
+ * in its own) in two steps over the same input, so that both stay in
+ * their block formats; cat joins the two outputs' rows into the [t,
+ * (H+2G)·hd] rope reads (concat), except in a decode step (one token of
+ * one sequence): its one row is whole when qkv_v writes just past qkv's,
+ * and cat is "". With
+ * the dense plan the layer is not split: dq[0] and dq[4] dequantize
+ * wq|wk and wv into the scratch one after the other, and qkv runs dense
+ * on all the rows. qkv_v and cat are "" in a layer that is not split. */
 typedef struct gc_llama_steps {
   int fused;
   int deq;      /* the dense plan (above) for this pass's block-format matrices */
   int decode;   /* t = 1 of one sequence: qkv_rope where the layer allows */
   int qkv_rope; /* this layer's qkv is rmsnorm_gemm_rope_kv */
-  gc_problem_t embed, norm, qkv, rope, attn, wo, swiglu, w2, fnorm, head, argmax;
+  gc_problem_t embed, norm, qkv, qkv_v, cat, rope, attn, wo, swiglu, w2, fnorm, head, argmax;
   /* the dense plan's dequantization of the layer's matrices, in the order
-   * qkv, wo, swiglu, w2: embed of N rows (ids 0..N-1) of the K-column
-   * block matrix into the scratch, where this layer's step takes the plan;
-   * op "" where not (then the step reads its blocks, or is dense anyway) */
-  gc_problem_t dq[4];
+   * qkv, wo, swiglu, w2, and a split layer's V: embed of N rows (ids
+   * 0..N-1) of the K-column block matrix into the scratch, where this
+   * layer's step takes the plan; op "" where not (then the step reads its
+   * blocks, or is dense anyway) */
+  gc_problem_t dq[5];
 } gc_llama_steps_t;
 
 /* The most problems one layer's pass launches (gc_llama_recipe's order). */
-#define GC_LLAMA_STEPS_MAX 15
+#define GC_LLAMA_STEPS_MAX 18
 
 /* The unfused steps of a qkv_rope step q: the QKV projection alone
  * (rmsnorm_gemm, its dimensions), what a bundle built before the fused op
@@ -141,9 +156,12 @@ int gc_llama_needs(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int6
  * gather and the LM head theirs where they are stored in one (on NVIDIA
  * GPUs Q8_0, Q4_0, Q4_K and Q6_K in their device layouts Q8_0R, Q4_0R, Q4_KR, Q6_KR, repacked at
  * load, where rows are whole 256-element blocks). A stacked
- * step whose parts differ (wq|wk|wv or w1|w3: a Q4_K_M file's Q6_K attn_v
- * beside Q4_K attn_q) has no single format: that layer's step runs dense,
- * its parts dequantized at load (gc_llama_tensor_dtypes). */
+ * step whose parts differ has no single format: where wq and wk share a
+ * block format and wv differs (a Q4_K_M file's Q6_K attn_v beside Q4_K
+ * attn_q and attn_k) the QKV step is split (gc_llama_steps_t) and every
+ * part keeps its format; otherwise (w1|w3, or wq and wk apart) that
+ * layer's step runs dense, its parts dequantized at load
+ * (gc_llama_tensor_dtypes). */
 int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend,
                         gc_llama_dtypes_t *dt, gc_err_t *e);
 

@@ -127,6 +127,8 @@ CASES = {
     "rmsnorm_gemm_swiglu": [(dt, s) for dt in DTYPES for s in NORM_GEMM_SHAPES[:4]],
     "rmsnorm": [(dt, s) for dt in DTYPES for s in RMSNORM_SHAPES],
     "add": [(dt, s) for dt in SAME for s in ADD_SHAPES],
+    # a split QKV's parts joined: the 8B shape's Q|K and V, odd widths, one column of Y
+    "concat": [(dt, s) for dt in SAME for s in [(1, 6144, 5120), (3, 100, 37), (17, 40, 39), (2, 9, 1)]],
     "embed": [(dt, s) for dt in DTYPES for s in EMBED_SHAPES],
     "rope_kv": [(dt, s) for dt in SAME for s in HEAD_SHAPES + PREFILL_HEAD_SHAPES],
     # the decode step's QKV projection with rope_kv in the GEMV's epilogue
@@ -246,6 +248,14 @@ def check_add(d, dt, shape):
     x, y = d["X"][1], d["Y"][1]
     ref = x + y
     npref.check(d["Z"][1], ref, ULP[tc] * np.abs(ref) + EPS_F32 * (np.abs(x) + np.abs(y)) + SUB[tc])
+
+
+def check_concat(d, dt, shape):
+    """A copy of X's and Y's rows side by side: exact but for the rounding into Z's dtype."""
+    tc = npref.split_dtypes(dt)[2]
+    m, n, k = shape
+    ref = np.concatenate([d["X"][1].reshape(m, k), d["Y"][1].reshape(m, n - k)], axis=1).reshape(-1)
+    npref.check(d["Z"][1].reshape(-1), ref, 0.5 * ULP[tc] * np.abs(ref) + SUB[tc])
 
 
 def check_embed(d, dt, shape):
@@ -427,7 +437,7 @@ def check_attention_batch(d, dt, shape):
 
 CHECK = {"gemm": check_gemm, "gemm_add": check_gemm_add, "gemm_swiglu": check_gemm_swiglu,
          "rmsnorm_gemm": check_rmsnorm_gemm, "rmsnorm_gemm_swiglu": check_rmsnorm_gemm_swiglu,
-         "rmsnorm": check_rmsnorm, "add": check_add, "embed": check_embed, "rope_kv": check_rope_kv,
+         "rmsnorm": check_rmsnorm, "add": check_add, "concat": check_concat, "embed": check_embed, "rope_kv": check_rope_kv,
          "attention": check_attention, "argmax": check_argmax, "rope_kv_batch": check_rope_kv_batch,
          "attention_batch": check_attention_batch, "rmsnorm_gemm_rope_kv": check_rmsnorm_gemm_rope_kv}
 

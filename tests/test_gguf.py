@@ -313,8 +313,10 @@ def test_quantized_weights_stay_quantized(gc, bundles):
     steps' problems name Q4_K (gate/up) and Q6_K (tinygguf's mix: attn_output,
     ffn_down, the LM head), the
     embedding gather reads the Q4_K table, all through the quantized
-    templates; only the stacked QKV step, whose parts differ (Q6_K attn_v
-    beside Q4_K attn_q/attn_k), runs dense (its parts dequantized at load)."""
+    templates. The QKV projection, whose parts differ (Q6_K attn_v beside
+    Q4_K attn_q/attn_k), is split (models/recipe.h): Q|K on its Q4_K rows
+    and V on its Q6_K rows, their outputs joined by concat where a pass has
+    rows of its own; no step reads a dense copy of them."""
     import sqlite3
     path = str(gc.dir / "mix.gguf")
     G.write_model(path, qtype=G.MIXED, seed=0, **CFG)
@@ -329,7 +331,11 @@ def test_quantized_weights_stay_quantized(gc, bundles):
     assert {tb for tb, _ in by[("gemm_add", D)]} == {"q6_k"}              # attn_output, ffn_down
     assert {tb for tb, _ in by[("rmsnorm_gemm_swiglu", F)]} == {"q4_k"}
     assert {tb for tb, _ in by[("rmsnorm_gemm", V)]} == {"q6_k"}          # the LM head
-    qkv = (CFG["n_heads"] + 2 * CFG["n_kv_heads"]) * (D // CFG["n_heads"])
-    assert {tb for tb, _ in by[("rmsnorm_gemm", qkv)]} == {"f32"}         # the mixed stack
+    hd = D // CFG["n_heads"]
+    qk, v = (CFG["n_heads"] + CFG["n_kv_heads"]) * hd, CFG["n_kv_heads"] * hd
+    assert {tb for tb, _ in by[("rmsnorm_gemm", qk)]} == {"q4_k"}        # attn_q|attn_k
+    assert {tb for tb, _ in by[("rmsnorm_gemm", v)]} == {"q6_k"}         # attn_v
+    assert ("rmsnorm_gemm", qk + v) not in by and ("gemm", qk + v) not in by, by.keys()  # no dense stack
+    assert {tb for tb, _ in by[("concat", qk + v)]} == {"f32"}            # the rows joined (t > 1)
     quant_tpls = {tpl for key, v in by.items() for tb, tpl in v if tb.startswith("q")}
     assert quant_tpls <= {"gemv_q_cpu", "gemm_q_cpu", "embed_q_cpu"}, quant_tpls

@@ -764,3 +764,43 @@ def test_startup_errors(tiny, tmp_path):
         busy.listen(1)
         r = run_tool("gcore-serve", "-m", model, "-b", bundle, "--port", busy.getsockname()[1])
         assert r.rc == 1 and "cannot listen" in r.err, r
+
+
+# ------------------------------------------------------- block formats
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory, cache_dir):
+    """A Q4_K_M-like GGUF file (tests/tinygguf.py: Q6_K attn_v beside Q4_K
+    attn_q and attn_k, so that models/recipe.h splits each layer's QKV) with
+    its own vocabulary, and its CPU bundle."""
+    import tinygguf as G
+    d = tmp_path_factory.mktemp("mixed")
+    model = str(d / "mix.gguf")
+    G.write_model(model, qtype=G.MIXED, seed=5, dim=256, hidden_dim=512, n_layers=2, n_heads=4, n_kv_heads=2,
+                  vocab=320, max_seq=CTX)
+    bundle = str(d / "mix.gcb")
+    r = run_tool("gcore-gen", "--model", model, "--target", "cpu", "--prefill", 16, "-o", bundle,
+                 env={"GCORE_CACHE": cache_dir})
+    assert r.rc == 0, r
+    return d, model, bundle
+
+
+def test_batched_steps_of_a_split_qkv(mixed):
+    """Batched decode steps of the split QKV (Q|K and V projected apart,
+    their rows joined by concat: a row of its own sequence each): three
+    requests at once on three slots give gcore-run's greedy ids."""
+    d, model, bundle = mixed
+    s = Server(model, bundle, "--parallel", 3)
+    try:
+        rng = random.Random(5)
+        prompts = [[rng.randrange(3, 300) for _ in range(rng.randint(1, 20))] for _ in range(3)]
+        refs = reference_ids(mixed, prompts, 12)
+        name = json.loads(s.request("GET", "/v1/models")[2])["data"][0]["id"]
+        body = lambda p: {"model": name, "prompt": p, "max_tokens": 12, "temperature": 0, "ignore_eos": True,
+                          "return_token_ids": True}
+        with ThreadPoolExecutor(3) as ex:
+            got = list(ex.map(lambda p: json.loads(s.post("/v1/completions", body(p))[2])["choices"][0]["token_ids"],
+                              prompts))
+        assert got == refs
+    finally:
+        check_clean_exit(s)

@@ -1355,8 +1355,8 @@ static void test_recipe_dense_plan(void) {
   c.vocab_size = 256, c.max_seq = 512;
   gc_llama_dtypes_t dt = {0};
   dt.act = dt.weight = dt.embed = dt.head = GC_DT_F16;
-  dt.layer[0] = (gc_llama_layer_dtypes_t){GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0};
-  dt.layer[1] = (gc_llama_layer_dtypes_t){GC_DT_F16, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0}; /* a dense stack */
+  dt.layer[0] = (gc_llama_layer_dtypes_t){GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0};
+  dt.layer[1] = (gc_llama_layer_dtypes_t){GC_DT_F16, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_F16}; /* a dense stack */
   gc_llama_steps_t s;
   dt.deq_rows = 16;
   gc_llama_steps(&c, &dt, 15, 1, &s);
@@ -1402,6 +1402,39 @@ static void test_recipe_dense_plan(void) {
         "the quantized plan wins at the longest: %lld", (long long)rows);
 }
 
+/* A layer whose wv has another block format than wq|wk (Q4_K_M's Q6_K
+ * attn_v) splits its QKV step (recipe.h); one in one format stacks it. */
+static void test_recipe_split_qkv(void) {
+  gc_llama_config_t c = {0};
+  c.dim = 64, c.hidden_dim = 128, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 16;
+  c.vocab_size = 256, c.max_seq = 64;
+  gc_llama_dtypes_t dt = {0};
+  dt.act = dt.weight = dt.embed = dt.head = GC_DT_F16;
+  dt.layer[0] = (gc_llama_layer_dtypes_t){GC_DT_Q4_K, GC_DT_Q6_K, GC_DT_Q4_K, GC_DT_Q6_K, GC_DT_Q6_K}; /* split */
+  dt.layer[1] = (gc_llama_layer_dtypes_t){GC_DT_Q4_K, GC_DT_Q4_K, GC_DT_Q4_K, GC_DT_Q4_K, GC_DT_Q4_K};
+  const int64_t qk = (4 + 2) * 16, v = 2 * 16;
+  gc_llama_steps_t s;
+  gc_llama_steps(&c, &dt, 1, 1, &s); /* a decode step: V's row lands past Q|K's, no join */
+  CHECK(!strcmp(s.qkv.op, "rmsnorm_gemm") && s.qkv.n == qk && s.qkv.tb == GC_DT_Q4_K && !s.qkv_rope,
+        "decode: Q|K %s n %lld", s.qkv.op, (long long)s.qkv.n);
+  CHECK(!strcmp(s.qkv_v.op, "rmsnorm_gemm") && s.qkv_v.n == v && s.qkv_v.k == 64 && s.qkv_v.tb == GC_DT_Q6_K &&
+        !s.cat.op[0], "decode: V %s n %lld", s.qkv_v.op, (long long)s.qkv_v.n);
+  gc_llama_layer_steps(&dt, 1, &s); /* one format: one stacked step again */
+  CHECK(s.qkv.n == qk + v && !s.qkv_v.op[0] && !s.cat.op[0], "layer 1: n %lld", (long long)s.qkv.n);
+  gc_llama_steps(&c, &dt, 5, 1, &s); /* a pass of 5 rows: joined */
+  CHECK(s.qkv.n == qk && s.qkv_v.m == 5 && !strcmp(s.cat.op, "concat") && s.cat.m == 5 && s.cat.n == qk + v &&
+        s.cat.k == qk && s.cat.ta == GC_DT_F16, "5 rows: %s m %lld n %lld k %lld", s.cat.op, (long long)s.cat.m,
+        (long long)s.cat.n, (long long)s.cat.k);
+  gc_llama_batch_steps(&c, &dt, 1, &s); /* a batched step of one row: rows of their own, joined */
+  CHECK(!strcmp(s.cat.op, "concat") && s.cat.m == 1 && !s.qkv_rope, "batched: %s", s.cat.op);
+  dt.deq_rows = 16;
+  gc_llama_steps(&c, &dt, 16, 1, &s); /* the dense plan: both parts into the scratch, one dense step */
+  CHECK(s.deq && s.qkv.n == qk + v && s.qkv.tb == GC_DT_F16 && !s.qkv_v.op[0] && !s.cat.op[0], "dense plan");
+  CHECK(!strcmp(s.dq[0].op, "embed") && s.dq[0].tb == GC_DT_Q4_K && s.dq[0].m == qk && s.dq[0].n == 64 &&
+            !strcmp(s.dq[4].op, "embed") && s.dq[4].tb == GC_DT_Q6_K && s.dq[4].m == v && s.dq[4].n == 64,
+        "the gathers: %lld and %lld rows", (long long)s.dq[0].m, (long long)s.dq[4].m);
+}
+
 static void test_recipe_shard(void) {
   gc_llama_config_t c = {0}, s;
   c.dim = 64, c.hidden_dim = 172, c.n_layers = 2, c.n_heads = 8, c.n_kv_heads = 4, c.head_dim = 8;
@@ -1412,7 +1445,8 @@ static void test_recipe_shard(void) {
         s.vocab_size == 512 && s.head_dim == 8);
   gc_llama_dtypes_t dt = {0};
   dt.act = dt.weight = dt.embed = dt.head = GC_DT_F32;
-  for (int l = 0; l < 2; l++) dt.layer[l] = (gc_llama_layer_dtypes_t){GC_DT_F32, GC_DT_F32, GC_DT_F32, GC_DT_F32};
+  for (int l = 0; l < 2; l++)
+    dt.layer[l] = (gc_llama_layer_dtypes_t){GC_DT_F32, GC_DT_F32, GC_DT_F32, GC_DT_F32, GC_DT_F32};
   gc_llama_steps_t st;
   gc_llama_steps(&s, &dt, 16, 1, &st); /* unfused: a pass of 16 tokens */
   CHECK(st.qkv.n == (4 + 2 * 2) * 8 && st.qkv.k == 64, "qkv n %lld k %lld", (long long)st.qkv.n, (long long)st.qkv.k);
@@ -1476,6 +1510,7 @@ int main(int argc, char **argv) {
   check_case("rope_inv_freq", test_rope_inv_freq);
   check_case("recipe_shard", test_recipe_shard);
   check_case("recipe_dense_plan", test_recipe_dense_plan);
+  check_case("recipe_split_qkv", test_recipe_split_qkv);
   check_case("weights_hf", test_weights_hf);
   check_case("weights_hf_broken", test_weights_hf_broken);
   check_case("alloc_faults", test_alloc_faults);
