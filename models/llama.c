@@ -148,7 +148,7 @@ static int stack(gc_llama_t *m, const gc_weight_t *const *ws, int n, gc_dptr_t *
 static int place_layer(gc_llama_t *m, int l, const gc_llama_layer_weights_t *lw, layer_dev_t *ld,
                        gc_err_t *e) {
   const gc_weight_t *qkv[3] = {&lw->wq, &lw->wk, &lw->wv}, *w13[2] = {&lw->w1, &lw->w3};
-  const int split = m->dt.layer[l].v != m->dt.layer[l].qkv;
+  const int split = m->dt.layer[l].split;
   size_t cache = m->slot_bytes * (size_t)m->slots;
   if (split && place(m, &lw->wv, &ld->wv, e)) return e->code;
   if (place(m, &lw->attn_norm, &ld->attn_norm, e) || stack(m, qkv, 3 - split, &ld->wqkv, e) ||
@@ -172,7 +172,7 @@ static int alloc_activations(gc_llama_t *m, gc_err_t *e) {
     return e->code;
   if (c->tp > 1 && alloc(m, t * (size_t)gc_llama_head_rows(c) * a, &m->hlogits, e)) return e->code;
   int split = 0;
-  for (int l = 0; l < c->n_layers; l++) split |= m->dt.layer[l].v != m->dt.layer[l].qkv;
+  for (int l = 0; l < c->n_layers; l++) split |= m->dt.layer[l].split;
   if (split && alloc(m, t * (H + 2 * G) * hd * a, &m->qkv2, e)) return e->code;
   m->pos = m->step;
   m->tokens = m->step + 4;

@@ -102,7 +102,7 @@ static void qkv_steps(const gc_llama_dtypes_t *dt, const gc_llama_layer_dtypes_t
   const int64_t t = s->qkv.m, K = s->qkv.k, qk = (r->h + r->g) * r->d, v = r->g * r->d;
   const gc_dtype_t a = s->qkv.ta, w = dt->weight;
   const char *op = s->fused ? "rmsnorm_gemm" : "gemm";
-  const int split = d->v != d->qkv;
+  const int split = d->split;
   s->qkv = prob(op, a, w, a, t, split && !s->deq ? qk : qk + v, K, 0, 0, 0);
   memset(&s->qkv_v, 0, sizeof s->qkv_v);
   memset(&s->cat, 0, sizeof s->cat);
@@ -269,11 +269,11 @@ int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend,
     const gc_llama_layer_weights_t *L = &w->layers[l];
     const gc_weight_t *qkv[3] = {&L->wq, &L->wk, &L->wv}, *w13[2] = {&L->w1, &L->w3};
     gc_dtype_t q = stacked(qkv, 3, d, cuda), v = q, qk = stacked(qkv, 2, d, cuda);
-    if (q == d && qk != d) /* wq|wk in one block format, wv apart: split (recipe.h) */
-      q = qk, v = kept(&L->wv, d, cuda);
+    const int split = q == d && qk != d; /* wq|wk in one block format, wv apart (recipe.h) */
+    if (split) q = qk, v = kept(&L->wv, d, cuda);
     dt->layer[l] = (gc_llama_layer_dtypes_t){(uint8_t)q, (uint8_t)kept(&L->wo, d, cuda),
                                              (uint8_t)stacked(w13, 2, d, cuda), (uint8_t)kept(&L->w2, d, cuda),
-                                             (uint8_t)v};
+                                             (uint8_t)v, (uint8_t)split};
   }
   return GC_OK;
 }
@@ -288,7 +288,7 @@ void gc_llama_tensor_dtypes(const gc_llama_weights_t *w, const gc_llama_dtypes_t
       const gc_llama_layer_dtypes_t *L = &dt->layer[(i - 1) / GC_LLAMA_LAYER_TENSORS];
       switch ((i - 1) % GC_LLAMA_LAYER_TENSORS) { /* attn_norm wq wk wv wo ffn_norm w1 w2 w3 */
         case 1: case 2: t = (gc_dtype_t)L->qkv; break;
-        case 3: t = (gc_dtype_t)L->v; break;
+        case 3: t = (gc_dtype_t)(L->split ? L->v : L->qkv); break;
         case 4: t = (gc_dtype_t)L->wo; break;
         case 6: case 8: t = (gc_dtype_t)L->w13; break;
         case 7: t = (gc_dtype_t)L->w2; break;
@@ -352,7 +352,7 @@ static int block_layers(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt)
   for (int l = 0; l < c->n_layers; l++) {
     const gc_llama_layer_dtypes_t *d = &dt->layer[l];
     if (gc_dtype_is_block(d->qkv) || gc_dtype_is_block(d->wo) || gc_dtype_is_block(d->w13) ||
-        gc_dtype_is_block(d->w2) || gc_dtype_is_block(d->v))
+        gc_dtype_is_block(d->w2) || (d->split && gc_dtype_is_block(d->v)))
       return 1;
   }
   return 0;

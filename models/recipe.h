@@ -16,12 +16,13 @@
  * pass: the decode passes of 1 to 16 rows the tuner covers. */
 #define GC_LLAMA_BATCH_MAX 16
 
-/* The B dtypes of one layer's four matrix steps; v is wv's, which differs
- * from qkv where the QKV projection is split (a Q4_K_M file's Q6_K attn_v
- * beside Q4_K attn_q and attn_k: qkv is then wq|wk's format; see
- * gc_llama_dtypes_for). */
+/* The B dtypes of one layer's four matrix steps. With split 1 the QKV
+ * projection is split (a Q4_K_M file's Q6_K attn_v beside Q4_K attn_q and
+ * attn_k; see gc_llama_dtypes_for): qkv is wq|wk's format and v wv's;
+ * with split 0, v is qkv's and unused. */
 typedef struct gc_llama_layer_dtypes {
-  uint8_t qkv, wo, w13, w2, v; /* gc_dtype_t values */
+  uint8_t qkv, wo, w13, w2; /* gc_dtype_t values */
+  uint8_t v, split;
 } gc_llama_layer_dtypes_t;
 
 /* The dtypes the forward uses on a device: activations and KV cache in
@@ -85,7 +86,7 @@ int64_t gc_llama_head_rows(const gc_llama_config_t *c);
  * qkv_rope, and qkv is rmsnorm_gemm_rope_kv (the RoPE/KV write in the
  * GEMV's epilogue); rope is then not launched.
  *
- * A split layer (its v dtype differs from qkv's) projects Q|K (qkv: N =
+ * A split layer (gc_llama_layer_dtypes_t) projects Q|K (qkv: N =
  * (H+G)·hd rows of wq|wk, in their format) and V (qkv_v: G·hd rows of wv,
  * in its own) in two steps over the same input, so that both stay in
  * their block formats; cat joins the two outputs' rows into the [t,

@@ -1355,8 +1355,8 @@ static void test_recipe_dense_plan(void) {
   c.vocab_size = 256, c.max_seq = 512;
   gc_llama_dtypes_t dt = {0};
   dt.act = dt.weight = dt.embed = dt.head = GC_DT_F16;
-  dt.layer[0] = (gc_llama_layer_dtypes_t){GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0};
-  dt.layer[1] = (gc_llama_layer_dtypes_t){GC_DT_F16, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_F16}; /* a dense stack */
+  dt.layer[0] = (gc_llama_layer_dtypes_t){GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0, 0};
+  dt.layer[1] = (gc_llama_layer_dtypes_t){GC_DT_F16, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_F16, 0}; /* a dense stack */
   gc_llama_steps_t s;
   dt.deq_rows = 16;
   gc_llama_steps(&c, &dt, 15, 1, &s);
@@ -1410,8 +1410,8 @@ static void test_recipe_split_qkv(void) {
   c.vocab_size = 256, c.max_seq = 64;
   gc_llama_dtypes_t dt = {0};
   dt.act = dt.weight = dt.embed = dt.head = GC_DT_F16;
-  dt.layer[0] = (gc_llama_layer_dtypes_t){GC_DT_Q4_K, GC_DT_Q6_K, GC_DT_Q4_K, GC_DT_Q6_K, GC_DT_Q6_K}; /* split */
-  dt.layer[1] = (gc_llama_layer_dtypes_t){GC_DT_Q4_K, GC_DT_Q4_K, GC_DT_Q4_K, GC_DT_Q4_K, GC_DT_Q4_K};
+  dt.layer[0] = (gc_llama_layer_dtypes_t){GC_DT_Q4_K, GC_DT_Q6_K, GC_DT_Q4_K, GC_DT_Q6_K, GC_DT_Q6_K, 1}; /* split */
+  dt.layer[1] = (gc_llama_layer_dtypes_t){GC_DT_Q4_K, GC_DT_Q4_K, GC_DT_Q4_K, GC_DT_Q4_K, GC_DT_Q4_K, 0};
   const int64_t qk = (4 + 2) * 16, v = 2 * 16;
   gc_llama_steps_t s;
   gc_llama_steps(&c, &dt, 1, 1, &s); /* a decode step: V's row lands past Q|K's, no join */
@@ -1445,8 +1445,7 @@ static void test_recipe_shard(void) {
         s.vocab_size == 512 && s.head_dim == 8);
   gc_llama_dtypes_t dt = {0};
   dt.act = dt.weight = dt.embed = dt.head = GC_DT_F32;
-  for (int l = 0; l < 2; l++)
-    dt.layer[l] = (gc_llama_layer_dtypes_t){GC_DT_F32, GC_DT_F32, GC_DT_F32, GC_DT_F32, GC_DT_F32};
+  for (int l = 0; l < 2; l++) dt.layer[l] = (gc_llama_layer_dtypes_t){GC_DT_F32, GC_DT_F32, GC_DT_F32, GC_DT_F32, GC_DT_F32, 0};
   gc_llama_steps_t st;
   gc_llama_steps(&s, &dt, 16, 1, &st); /* unfused: a pass of 16 tokens */
   CHECK(st.qkv.n == (4 + 2 * 2) * 8 && st.qkv.k == 64, "qkv n %lld k %lld", (long long)st.qkv.n, (long long)st.qkv.k);
