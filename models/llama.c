@@ -218,13 +218,11 @@ static int alloc_deq(gc_llama_t *m, gc_err_t *e) {
   int64_t elems = 0, rows = 0;
   for (int l = 0; l < c->n_layers; l++) {
     gc_llama_layer_steps(&m->dt, l, &s);
-    for (int i = 0; i < 4; i++) /* a split QKV's V rows follow wq|wk's: dq[4] */
-      if (s.dq[i].op[0]) {
-        int64_t n = s.dq[i].m * s.dq[i].n + (i == 0 && s.dq[4].op[0] ? s.dq[4].m * s.dq[4].n : 0);
-        if (n > elems) elems = n;
-        if (s.dq[i].m > rows) rows = s.dq[i].m;
-        if (i == 0 && s.dq[4].m > rows) rows = s.dq[4].m;
-      }
+    for (int i = 0; i < 5; i++) { /* a gather not taken is all 0; a split QKV's V rows (dq[4]) follow wq|wk's */
+      int64_t n = s.dq[i].m * s.dq[i].n + (i == 0 ? s.dq[4].m * s.dq[4].n : 0);
+      if (i < 4 && n > elems) elems = n;
+      if (s.dq[i].m > rows) rows = s.dq[i].m;
+    }
   }
   if (!rows) return GC_OK;
   int32_t *ids = gc_malloc((size_t)rows * sizeof *ids, e);
@@ -524,11 +522,6 @@ static int dequant_qkv(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev
   return run(m, &s->dq[4], sc, gather, e);
 }
 
-/* The QKV projection (weights wqkv) and the RoPE/KV write of a layer: one launch of
- * rmsnorm_gemm_rope_kv where the steps fold them (s->qkv_rope) and the
- * bundle has a kernel for it; else the projection (rmsnorm_gemm, or
- * rmsnorm then gemm) and rope. A bundle built before the fused op has
- * none: the first miss turns it off for the model. */
 /* A split layer's projections (recipe.h): Q|K (weights wqk) and V (wv)
  * from the same input, into qkv's rows side by side (one row: V's just
  * past Q|K's; more: each into qkv2, then their join). */
@@ -550,6 +543,11 @@ static int qkv_split(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t
   return join ? run(m, &s->cat, sc, cat, e) : GC_OK;
 }
 
+/* The QKV projection (weights wqkv) and the RoPE/KV write of a layer: one launch of
+ * rmsnorm_gemm_rope_kv where the steps fold them (s->qkv_rope) and the
+ * bundle has a kernel for it; else the projection (rmsnorm_gemm, or
+ * rmsnorm then gemm) and rope. A bundle built before the fused op has
+ * none: the first miss turns it off for the model. */
 static int qkv_rope(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L, gc_dptr_t wqkv,
                     gc_dptr_t kc, gc_dptr_t vc, gc_dptr_t where, const gc_op_scalars_t *sc, gc_err_t *e) {
   const gc_dptr_t norm1[] = {m->x, L->attn_norm, m->xn}, qkv[] = {m->xn, wqkv, m->qkv},

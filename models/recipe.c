@@ -64,7 +64,6 @@ void gc_llama_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int
   s->decode = t == 1 && f;
   s->deq = !f && dt->deq_rows > 0 && t >= dt->deq_rows;
   s->qkv_rope = 0;
-  memset(s->dq, 0, sizeof s->dq);
   gc_llama_layer_steps(dt, 0, s);
 }
 
@@ -106,6 +105,7 @@ static void qkv_steps(const gc_llama_dtypes_t *dt, const gc_llama_layer_dtypes_t
   s->qkv = prob(op, a, w, a, t, split && !s->deq ? qk : qk + v, K, 0, 0, 0);
   memset(&s->qkv_v, 0, sizeof s->qkv_v);
   memset(&s->cat, 0, sizeof s->cat);
+  memset(&s->dq[0], 0, sizeof s->dq[0]);
   memset(&s->dq[4], 0, sizeof s->dq[4]);
   s->qkv_rope = 0;
   if (!split) {
@@ -116,7 +116,6 @@ static void qkv_steps(const gc_llama_dtypes_t *dt, const gc_llama_layer_dtypes_t
     s->dq[4] = prob("embed", a, (gc_dtype_t)d->v, a, v, K, v, 0, 0, 0);
   } else {
     s->qkv.tb = (gc_dtype_t)d->qkv;
-    memset(&s->dq[0], 0, sizeof s->dq[0]);
     s->qkv_v = prob(op, a, (gc_dtype_t)d->v, a, t, v, K, 0, 0, 0);
     if (!s->decode) s->cat = prob("concat", a, a, a, t, qk + v, qk, 0, 0, 0);
   }
@@ -382,23 +381,18 @@ static int plan_cost(gc_db_t *db, const char *target, const gc_llama_config_t *c
     gc_llama_layer_steps(dt, l, &s);
     /* each matrix's steps in this plan: the step, its gathers, and a split
        QKV's V projection and join (those not in this plan or layer are "") */
-    const gc_problem_t *steps[4][4] = {{&s.qkv, &s.dq[0], &s.dq[4], &s.qkv_v}, {&s.wo, &s.dq[1]},
+    const gc_problem_t *steps[4][5] = {{&s.qkv, &s.dq[0], &s.dq[4], &s.qkv_v, &s.cat}, {&s.wo, &s.dq[1]},
                                        {&s.swiglu, &s.dq[2]}, {&s.w2, &s.dq[3]}};
     const uint8_t w[4] = {d->qkv, d->wo, d->w13, d->w2};
     cost[l] = 0;
     for (int i = 0; *ok && i < 4; i++) {
       if (!gc_dtype_is_block(w[i])) continue; /* the same step in both plans */
-      for (int j = 0; *ok && j < 4; j++) {
+      for (int j = 0; *ok && j < 5; j++) {
         gc_db_winner_t win;
         if (!steps[i][j] || !steps[i][j]->op[0]) continue;
         if (gc_db_find_winner(db, target, steps[i][j], &win, ok, e)) return e->code;
         cost[l] += win.median_us;
       }
-    }
-    if (*ok && s.cat.op[0]) {
-      gc_db_winner_t win;
-      if (gc_db_find_winner(db, target, &s.cat, &win, ok, e)) return e->code;
-      cost[l] += win.median_us;
     }
     *us += cost[l];
   }

@@ -443,15 +443,29 @@ def run_attention(tmp, dt, params, tpl_text=None, most_keys=False, tpl_file="att
     return out
 
 
+def check_attention(results, what, least, clean):
+    """run_attention's results: at least `least` shapes, each exiting 0 with
+    `clean` in its log and every element of O right."""
+    assert len(results) >= least, f"{what}: too few shapes within @applies"
+    for shape, rc, unwritten, bad, msgs, log in results:
+        at = f"{what} (M, H, G, D, pos0) = {shape}"
+        assert rc == 0 and clean in log, f"{at}:\n{log}"
+        assert unwritten == 0 and bad == 0, f"{at}: {unwritten} unwritten, {bad} bad\n" + "\n".join(msgs)
+
+
+def attention_caught(tmp_path, tpl_file, old, new, dt, params, **kw):
+    """Whether run_attention on tpl_file with its one `old` replaced by `new`
+    fails a shape (a non-zero exit, an unwritten or wrong element)."""
+    text = open(os.path.join(GPU, tpl_file)).read()
+    assert text.count(old) == 1, f"{tpl_file} no longer has one: {old}"
+    results = run_attention(tmp_path, dt, params, tpl_text=text.replace(old, new), tpl_file=tpl_file, **kw)
+    return any(rc != 0 or unwritten or bad for _, rc, unwritten, bad, _, _ in results)
+
+
 @pytest.mark.parametrize("dt,params", ATT_CASES, ids=[f"{dt}-RW{p['RW']}-HPB{p['HPB']}-NST{p['NST']}"
                                                       for dt, p in ATT_CASES])
 def test_attention_mma_on_the_emulated_gpu(tmp_path, dt, params):
-    results = run_attention(tmp_path, dt, params)
-    assert len(results) >= 3, f"{params}: too few shapes within @applies"
-    for shape, rc, unwritten, bad, msgs, log in results:
-        what = f"attention_mma {dt} {params} (M, H, G, D, pos0) = {shape}"
-        assert rc == 0 and "guard 0 replication 0" in log, f"{what}:\n{log}"
-        assert unwritten == 0 and bad == 0, f"{what}: {unwritten} unwritten, {bad} bad\n" + "\n".join(msgs)
+    check_attention(run_attention(tmp_path, dt, params), f"attention_mma {dt} {params}", 3, "guard 0 replication 0")
 
 
 # plausible attention_mma mistakes; each must be caught on the shape with
@@ -466,11 +480,8 @@ ATT_MUTATIONS = [
 
 @pytest.mark.parametrize("what,old,new,which", ATT_MUTATIONS, ids=[m[0] for m in ATT_MUTATIONS])
 def test_a_wrong_attention_mma_is_caught(tmp_path, what, old, new, which):
-    text = open(os.path.join(GPU, "attention_mma.cu")).read()
-    assert text.count(old) == 1, f"attention_mma.cu no longer has one: {old}"
-    dt, params = ATT_CASES[which]
-    results = run_attention(tmp_path, dt, params, tpl_text=text.replace(old, new), most_keys=True)
-    assert any(rc != 0 or unwritten or bad for _, rc, unwritten, bad, _, _ in results), f"not caught: {what}"
+    assert attention_caught(tmp_path, "attention_mma.cu", old, new, *ATT_CASES[which], most_keys=True), \
+        f"not caught: {what}"
 
 
 # The prefill GEMMs on mma.sync (sm_80 and up; on sm_90a where the wgmma
@@ -614,12 +625,8 @@ WG_CASES = [
 @pytest.mark.parametrize("dt,params", WG_CASES, ids=[f"{dt}-D{p['DMAX']}-CW{p['CW']}-HPB{p['HPB']}-KB{p['KB']}-OVL{p['OVL']}"
                                                      for dt, p in WG_CASES])
 def test_attention_wgmma_on_the_emulated_gpu(tmp_path, dt, params):
-    results = run_attention(tmp_path, dt, params, tpl_file="attention_wgmma.cu", shapes=WG_SHAPES)
-    assert len(results) >= 2, f"{params}: too few shapes within @applies"
-    for shape, rc, unwritten, bad, msgs, log in results:
-        what = f"attention_wgmma {dt} {params} (M, H, G, D, pos0) = {shape}"
-        assert rc == 0 and "guard 0" in log, f"{what}:\n{log}"
-        assert unwritten == 0 and bad == 0, f"{what}: {unwritten} unwritten, {bad} bad\n" + "\n".join(msgs)
+    check_attention(run_attention(tmp_path, dt, params, tpl_file="attention_wgmma.cu", shapes=WG_SHAPES),
+                    f"attention_wgmma {dt} {params}", 2, "guard 0")
 
 
 WG_MUTATIONS = [
@@ -636,9 +643,5 @@ WG_MUTATIONS = [
 
 @pytest.mark.parametrize("what,old,new,which", WG_MUTATIONS, ids=[m[0] for m in WG_MUTATIONS])
 def test_a_wrong_attention_wgmma_is_caught(tmp_path, what, old, new, which):
-    text = open(os.path.join(GPU, "attention_wgmma.cu")).read()
-    assert text.count(old) == 1, f"attention_wgmma.cu no longer has one: {old}"
-    dt, params = WG_CASES[which]
-    results = run_attention(tmp_path, dt, params, tpl_text=text.replace(old, new), tpl_file="attention_wgmma.cu",
-                            shapes=WG_SHAPES)
-    assert any(rc != 0 or unwritten or bad for _, rc, unwritten, bad, _, _ in results), f"not caught: {what}"
+    assert attention_caught(tmp_path, "attention_wgmma.cu", old, new, *WG_CASES[which], shapes=WG_SHAPES), \
+        f"not caught: {what}"
