@@ -184,7 +184,11 @@ static int parse_defaults(line_ctx_t *c, gc_template_t *t, char *rest) {
     cond += cond[3] ? 4 : 3;
     cond += strspn(cond, " \t");
     if (!*cond) return perr(c, "@defaults: nothing after 'if'%s", "");
-    if (t->ncdefs == GC_TPL_CDEFS) return perr(c, "@defaults: more than %s conditional lines", GC_TPL_CDEFS_S);
+    if (t->ncdefs == GC_TPL_CDEFS) {
+      char most[16];
+      snprintf(most, sizeof most, "%d", GC_TPL_CDEFS);
+      return perr(c, "@defaults: more than %s conditional lines", most);
+    }
     if (strlen(cond) >= sizeof cd.cond) return perr(c, "@defaults: condition too long%s", "");
     snprintf(cd.cond, sizeof cd.cond, "%s", cond);
   }

@@ -33,7 +33,6 @@ typedef struct gc_texpr {
 } gc_texpr_t;
 
 #define GC_TPL_CDEFS 8
-#define GC_TPL_CDEFS_S "8" /* the same, for messages */
 
 /* An @defaults line with a condition (`... if EXPR`): on a target where
  * EXPR holds for the default variant, its assignments replace the defaults
