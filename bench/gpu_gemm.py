@@ -412,7 +412,7 @@ def main():
     ap.add_argument("--dtypes", default="f16,bf16")
     ap.add_argument("--m", default="2048,4096,8192")
     ap.add_argument("--nk", default="4096:4096,14336:4096,4096:14336",
-                    help="N:K pairs (8B: q/o 4096:4096, gate or up 14336:4096, down 4096:14336)")
+                    help="N:K pairs (8B: q/o 4096:4096, gate or up 14336:4096, down 4096:14336; \"\": none, with --check \"\" only --gemv runs)")
     ap.add_argument("--check", default="1000:4100:1032,130:72:72,2048:264:1000,257:4096:4104",
                     help="extra M:N:K shapes, correctness only (ragged edges)")
     ap.add_argument("--force", action="append", default=[], help="variant(s) to time (default: "
@@ -426,7 +426,7 @@ def main():
                     "(M = 128), which Python's launches would bound, and with the weights cold as in a model")
     ap.add_argument("--db", default=None, help="tuning database: unforced rows use its winners")
     ap.add_argument("--out", default=None, help="also write the table here")
-    ap.add_argument("--gemv-ops", default=None, help="with --gemv: only these OP:N:K, comma-separated")
+    ap.add_argument("--gemv-ops", default=None, help="with --gemv: these OP:N:K instead of the 8B recipe's, comma-separated")
     ap.add_argument("--gemv-force", action="append", default=[], metavar="T:P=V,..",
                     help="with --gemv: also time this variant of the ops its template serves "
                          "(repeatable; the --db winner or the default is timed first)")
@@ -442,7 +442,7 @@ def main():
     stream = torch.cuda.current_stream().cuda_stream
     dev = torch.cuda.get_device_name()
     ms = [int(x) for x in a.m.split(",")]
-    nks = [tuple(int(v) for v in x.split(":")) for x in a.nk.split(",")]
+    nks = [tuple(int(v) for v in x.split(":")) for x in a.nk.split(",") if x]  # "": no GEMMs (--gemv only)
     checks = [tuple(int(v) for v in x.split(":")) for x in a.check.split(",") if x]
     lines = [f"device: {dev}, torch {torch.__version__}, target {a.target}", ""]
     tmp = tempfile.mkdtemp()
@@ -457,6 +457,8 @@ def main():
             [("gemm", a.force or [None], [(m, n, k) for m in ms for n, k in nks])] +
             ([("gemm_swiglu", a.swiglu_force or [None], [(m, 14336, 4096) for m in ms])]
              if a.swiglu else [])):
+        if not shapes and not checks:
+            continue
         emit(f"| op | dtype | M | N | K | kernel | rel err | worst/|ab| | gcore TFLOP/s | "
              f"torch TFLOP/s | gcore / torch |")
         emit("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -493,8 +495,8 @@ def main():
         emit("|---|---|---|---|---|---|---|---|---|")
         decode = [("rmsnorm_gemm", 6144, 4096), ("gemm_add", 4096, 4096), ("rmsnorm_gemm_swiglu", 14336, 4096),
                   ("gemm_add", 4096, 14336), ("rmsnorm_gemm", 128256, 4096)]
-        if a.gemv_ops:
-            decode = [d for d in decode if f"{d[0]}:{d[1]}:{d[2]}" in a.gemv_ops.split(",")]
+        if a.gemv_ops:  # any OP:N:K, the recipe's or not (the split QKV's V: rmsnorm_gemm:1024:4096)
+            decode = [(o, int(n), int(k)) for o, n, k in (d.split(":") for d in a.gemv_ops.split(","))]
         serves = {"gemv_gpu": ("rmsnorm_gemm", "gemm_add", "rmsnorm_gemm_swiglu"),
                   "gemv_bulk": ("rmsnorm_gemm", "gemm_add"),
                   "gemv_q_gpu": ("rmsnorm_gemm", "gemm_add", "rmsnorm_gemm_swiglu"),

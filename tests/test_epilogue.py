@@ -112,26 +112,36 @@ def test_defaults_per_op_gpu(gc, tpl, op, shape):
 
 
 @pytest.mark.skipif(not NVRTC, reason="NVRTC not installed (CUDA toolkit not found)")
-@pytest.mark.parametrize("op,dt,target,moved", [
-    ("rmsnorm_gemm", "f16:q4_0r:f16", "sm_90a", {"RL": 3, "XS": 1}),
-    ("rmsnorm_gemm_swiglu", "bf16:q8_0r:bf16", "sm_90", {"RL": 3, "XS": 1}),
-    ("gemm_add", "f16:q8_0r:f16", "sm_90a", {"RL": 3, "WARPS": 8}),
-    ("rmsnorm_gemm", "f16:q6_kr:f16", "sm_90a", {"RL": 3, "XS": 1, "WARPS": 8}),  # the later line adds to it
-    ("rmsnorm_gemm", "f16:q4_0r:f16", "sm_80", {}),  # no ring before sm_90: the declared defaults
-    ("rmsnorm_gemm", "f16:q4_k:f16", "sm_90a", {}),  # a GGUF layout (QR = 0): the same
-    ("rmsnorm_gemm_swiglu", "f16:q4_kr:f16", "sm_90a", {"RL": 3, "XS": 1, "KQ": 1}),  # QMIN: the block's scales once
-    ("rmsnorm_gemm_swiglu", "bf16:q4_kr:bf16", "sm_90a", {"RL": 3, "XS": 1}),  # ... with f16 A only (ABF)
-    ("gemm_add", "bf16:q4_kr:bf16", "sm_90a", {"RL": 3, "WARPS": 8, "KQ": 1, "OCC": 2}),  # both dtypes, M <= 8
-    ("gemm_add", "f16:q6_kr:f16", "sm_90a", {"RL": 3, "WARPS": 8, "OCC": 2}),  # no min (QMIN = 0): no KQ
-    ("gemm_add", "f16:q8_0r:f16", "sm_90a", {"RL": 3, "WARPS": 8}),  # nor OCC=2 (measured no faster)
+@pytest.mark.parametrize("op,dt,target,n,moved", [
+    ("rmsnorm_gemm", "f16:q4_0r:f16", "sm_90a", 4096, {"RL": 3, "XS": 1}),
+    ("rmsnorm_gemm_swiglu", "bf16:q8_0r:bf16", "sm_90", 256, {"RL": 3, "XS": 1}),
+    ("gemm_add", "f16:q8_0r:f16", "sm_90a", 256, {"RL": 3, "WARPS": 8}),
+    ("rmsnorm_gemm", "f16:q6_kr:f16", "sm_90a", 4096, {"RL": 3, "XS": 1, "WARPS": 8}),  # the later line adds to it
+    ("rmsnorm_gemm", "f16:q4_0r:f16", "sm_80", 256, {}),  # no ring before sm_90: the declared defaults
+    ("rmsnorm_gemm", "f16:q4_k:f16", "sm_90a", 256, {}),  # a GGUF layout (QR = 0): the same
+    ("rmsnorm_gemm_swiglu", "f16:q4_kr:f16", "sm_90a", 256, {"RL": 3, "XS": 1, "KQ": 1}),  # QMIN: the block's scales once
+    ("rmsnorm_gemm_swiglu", "bf16:q4_kr:bf16", "sm_90a", 256, {"RL": 3, "XS": 1}),  # ... with f16 A only (ABF)
+    ("gemm_add", "bf16:q4_kr:bf16", "sm_90a", 256, {"RL": 3, "WARPS": 8, "KQ": 1, "OCC": 2}),  # both dtypes, M <= 8
+    ("gemm_add", "f16:q6_kr:f16", "sm_90a", 256, {"RL": 3, "WARPS": 8, "OCC": 2}),  # no min (QMIN = 0): no KQ
+    ("gemm_add", "f16:q8_0r:f16", "sm_90a", 256, {"RL": 3, "WARPS": 8}),  # nor OCC=2 (measured no faster)
+    # a small N (a split QKV's V) in 16-row blocks; rmsnorm_gemm only (not the gate/up pair)
+    ("rmsnorm_gemm", "f16:q6_kr:f16", "sm_90a", 1024, {"RL": 3, "XS": 1, "WARPS": 8, "KS": 8, "RT": 1}),
+    ("rmsnorm_gemm", "f16:q4_0r:f16", "sm_90a", 2048, {"RL": 3, "XS": 1, "WARPS": 8, "KS": 8, "RT": 1}),
+    ("rmsnorm_gemm_swiglu", "f16:q4_0r:f16", "sm_90a", 1024, {"RL": 3, "XS": 1}),
+    # Q4_KR's gate/up and LM head with f16 A: four blocks an SM from N = 14336
+    ("rmsnorm_gemm_swiglu", "f16:q4_kr:f16", "sm_90a", 14336, {"RL": 3, "XS": 1, "KQ": 1, "OCC": 4}),
+    ("rmsnorm_gemm", "f16:q4_kr:f16", "sm_90a", 14336, {"RL": 3, "XS": 1, "KQ": 1, "OCC": 4}),
+    ("rmsnorm_gemm", "f16:q4_kr:f16", "sm_90a", 6144, {"RL": 3, "XS": 1, "KQ": 1}),  # the QKV: not
+    ("rmsnorm_gemm_swiglu", "bf16:q4_kr:bf16", "sm_90a", 14336, {"RL": 3, "XS": 1}),  # bf16 spills at 4
 ])
-def test_target_conditional_defaults(gc, op, dt, target, moved):
+def test_target_conditional_defaults(gc, op, dt, target, n, moved):
     """gemv_qmma's `@defaults ... if SM >= 90 && QR` lines: on sm_90 the
     device layouts' default is the tensor-map ring (and the staged operands
-    with the fused norm); elsewhere the declared defaults stand."""
+    with the fused norm), with the lines that follow by format, dtype and
+    N; elsewhere the declared defaults stand."""
     t = parse(os.path.join(ROOT, "templates", "gpu", "gemv_qmma.cu"))
     want = dict(t["defaults"][op], **moved)
-    assert forced_params(gc, target, op, "gemv_qmma", ["--m", "1", "--n", "256", "--k", "512"], dt) == \
+    assert forced_params(gc, target, op, "gemv_qmma", ["--m", "1", "--n", str(n), "--k", "512"], dt) == \
         {canonical(want)}
 
 

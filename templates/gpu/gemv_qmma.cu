@@ -27,9 +27,11 @@
  * @defaults gemm gemm_add gemm_swiglu RL=3 WARPS=8 if SM >= 90 && QR -- sm_90, device layouts: the tensor-map ring, 8 warps a block (down 0.51 -> 0.62 of copy bandwidth for Q4_0R, 0.62 -> 0.76 for Q8_0R; bench/RESULTS.md, session 14)
  * @defaults rmsnorm_gemm rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv RL=3 XS=1 if SM >= 90 && QR -- sm_90, device layouts: the ring and the staged operands (gate/up 0.41 -> 0.53 for Q4_0R, 0.53 -> 0.73 for Q8_0R; session 14); where XS=1 does not apply (M·K > 16384) gen's nearest usable point is XS=0
  * @defaults rmsnorm_gemm rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv WARPS=8 if SM >= 90 && QR && SB == 224 && M <= 8 -- and Q6_KR (224-byte blocks; more decoding per byte) at up to 8 rows of A (past them, NT=2, 8 warps spill) with 8 warps a block: LM head 0.62 -> 0.76 of copy bandwidth, QKV 0.38 -> 0.48, gate/up 0.54 -> 0.60 (Q4_0R, Q8_0R, Q4_KR lose 4-12% with 8; session 15)
+ * @defaults rmsnorm_gemm WARPS=8 KS=8 RT=1 if SM >= 90 && QR && N <= 2048 && M <= 8 -- a small N (a split QKV's V: 1024 rows for 8B) in 16-row blocks, or it fills few SMs (Q6_KR V 1024×4096: 9.3 -> 4.6 us; session 21)
  * @defaults gemm gemm_add gemm_swiglu KQ=1 if SM >= 90 && QR && QMIN -- sm_90, Q4_KR: the block's scales once and one accumulator a block (down 20.6 -> 19.7 us; bench/RESULTS.md, session 20)
  * @defaults gemm gemm_add OCC=2 if SM >= 90 && QR && (QMIN || SB == 224) && M <= 8 -- and for Q4_KR and Q6_KR the register budget of two blocks an SM (Q4_KR, KQ=1: O 8.8 -> 6.6 us f16, 6.8 bf16, down 20.7 -> 15.8 f16, 20.5 -> 16.6 bf16; Q6_KR: O 8.9 -> 7.5, down 21.0 -> 16.9; Q4_0R and Q8_0R unchanged; past 8 rows, NT=2, it spills; session 20)
  * @defaults rmsnorm_gemm rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv KQ=1 if SM >= 90 && QR && QMIN && !ABF -- the same with the fused norm, f16 A, whose scales fold into the levels (QKV 13.4 -> 10.1 us, gate/up 46.1 -> 32.6, LM head 189 -> 123; bf16 gate/up 45.8 -> 49.0: not for bf16; session 20)
+ * @defaults rmsnorm_gemm rmsnorm_gemm_swiglu OCC=4 if SM >= 90 && QR && QMIN && !ABF && N >= 14336 && M <= 8 -- Q4_KR's gate/up and LM head, f16 A, four blocks an SM (96 registers, no spill; the split-K sums share the dynamic shared memory): gate/up 32.0 -> 30.3 us, LM head 122.9 -> 119.4 (QKV, down, O lose; Q4_0R and bf16 spill; session 21)
  * @constraint WARPS % KS == 0 -- warps form whole row groups
  * @constraint (WARPS + (RL == 3)) * WARP <= MAXT -- a legal block (RL 3: and its producer warp)
  * @constraint WARP == 32 -- NVIDIA warps
@@ -39,19 +41,19 @@
  * @constraint QR == 0 || RL == 0 || (UNR == 8 && (NST == 2 || RL == 3)) -- register loads have no copy pipeline: one value of its parameters (the ring of RL 3 takes NST stages of one block a warp)
  * @constraint XS == 0 || NORM -- only the fused norm's operand takes work to make
  * @constraint KQ == 0 || QMIN -- only the K-quants have a unit min to fold
- * @constraint XS == 0 || 65536 + 2048 * KQ + (RL == 3) * (NST * PAIR * WARPS * 16 * RT * SB + 128) + (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 + (KS > 1) * WARPS * (4 * PAIR * RT * NT + NT) * 128 <= SMEM -- the staged operands (at most 64 KB, @applies) fit beside the copies
+ * @constraint XS == 0 || 65536 + 2048 * KQ + (RL == 3) * (NST * PAIR * WARPS * 16 * RT * SB + 128) + (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 <= SMEM -- the staged operands (at most 64 KB, @applies) fit beside the copies
  * @constraint RL < 3 || SM >= 90 -- tensor-map copies and transaction-counting mbarriers (sm_90)
  * @constraint RL < 3 || WARPS / KS * 16 * RT <= 256 -- a stage's rows are one box of the tensor map
- * @constraint RL < 3 || (NST * PAIR * WARPS * 16 * RT * SB + 128 + (KS > 1) * WARPS * (4 * PAIR * RT * NT + NT) * 128) * OCC <= SMEM -- the ring (and the split-K partial sums) fit, OCC blocks per SM
+ * @constraint RL < 3 || (NST * PAIR * WARPS * 16 * RT * SB + 128) * OCC <= SMEM -- the ring fits, OCC blocks per SM
  * @constraint (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 * OCC <= SMEM -- the copy pipelines fit in shared memory, OCC blocks per SM
- * @constraint KS == 1 || WARPS * (4 * PAIR * RT * NT + NT) * 128 <= 49152 -- the split-K partial sums fit in static shared memory
- * @constraint 4 * PAIR * RT * NT * (1 + 2 * KQ) + 16 * PAIR * RT + 4 * NT * (1 + 2 * NORM) * 2 + 56 <= min(255, 65536 / (OCC * (WARPS + (RL == 3)) * 32)) -- estimated registers (accumulators, a unit's levels and scales, A's fragments and their split, addresses) fit the budget; RL's block parts are not counted: a variant that spills is rejected once compiled (gen/resources.c)
+ * @constraint KS == 1 || WARPS * (4 * PAIR * RT * NT + NT) * 128 <= SMEM -- the split-K partial sums fit in shared memory (over the units' operands and copies, @shmem)
+ * @constraint 4 * PAIR * RT * NT * (1 + 2 * KQ) + 16 * PAIR * RT + 4 * NT * (1 + 2 * NORM) * 2 + 56 <= min(255, 65536 * 3 / (OCC * (WARPS + (RL == 3)) * 32 * 2)) -- estimated registers (accumulators, levels and scales, A's fragments and split, addresses; not RL's block parts) within 3/2 of the budget: it errs high (136 for a Q4_KR gate/up point that fits OCC=4's 102; session 21), and a spill is rejected once compiled (gen/resources.c)
  * @applies M >= 1 && M <= 8 * NT -- decode steps of up to 8·NT rows
  * @applies XS == 0 || M * K <= 16384 -- the staged operands, 4 bytes an element of A, in 64 KB (KQ: and Σa, 4 bytes a unit of a row, M·K/8 <= 2048)
  * @applies ROPE == 0 || RL < 3 || D * KS % (WARPS * 16 * RT) == 0 -- RL 3 with RoPE: a block's rows are whole runs of a head's pairs (two boxes of its rows a stage)
  * @grid cdiv(N, WARPS / KS * 16 * RT) 1 1
  * @block (WARPS + (RL == 3)) * WARP 1 1
- * @shmem XS * M * K * 4 + XS * KQ * M * K / 8 + (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 + (RL == 3) * (NST * PAIR * WARPS * 16 * RT * SB + 128)
+ * @shmem max(XS * M * K * (32 + KQ) / 8 + (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 256 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) + (RL == 3) * (NST * PAIR * WARPS * 16 * RT * SB + 128), (KS > 1) * WARPS * (4 * PAIR * RT * NT + NT) * 128)
  * @priority 3
  * @tensormap B N K/256 WARPS/KS*16*RT/(1+ROPE) KS 0 if RL == 3 && PAIR == 1 -- RL 3: a stage of the block's rows, [QM_RB rows][KS blocks] (256-element blocks: the device layouts); with RoPE half of them, two boxes a stage
  * @tensormap W 2*N K/256 WARPS/KS*16*RT KS 0 if RL == 3 && PAIR == 2 -- the same of its gate rows, then of its up rows
@@ -686,7 +688,6 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   const qm_rope_t ro = {0, 0, 0, 0, 0, 0, 0, 0};
   const bool rope_ok = true;
 #endif
-  GC_SHARED float red[KS > 1 ? WARPS * (QM_NACC + NT) * GC_WARP : 1];
 #if QM_RING
   GC_SHARED uint64_t bars[2 * NST]; /* the ring's full[0..NST-1], empty[0..NST-1] */
 #endif
@@ -832,8 +833,11 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
       ss[j] += gc_shfl_xor(ss[j], 1);
       ss[j] += gc_shfl_xor(ss[j], 2);
     }
-  if (KS > 1) { /* the slices' partial sums, summed by the warp of slice 0 */
-    float *mine = red + (int64_t)w * (QM_NACC + NT) * GC_WARP + lane;
+  if (KS > 1) { /* the slices' partial sums, summed by the warp of slice 0, in the
+                 * dynamic shared memory that the units are done with (XS's
+                 * operands, the copies: @shmem's max) once every warp has left them */
+    qm_sync();
+    float *mine = (float *)gc_dyn_shared() + (int64_t)w * (QM_NACC + NT) * GC_WARP + lane;
     GC_UNROLL(PAIR)
     for (int p = 0; p < PAIR; p++)
       GC_UNROLL(RT)
