@@ -19,20 +19,22 @@ SHAPES = [(1, 4100, 4104), (1, 7, 24), (1, 300, 14336), (1, 5000, 1000)]
 VARIANTS = ["RS=8", "RS=2,KC=256,STAGES=8,BPS=2", "RS=16,KC=512,STAGES=3", "RS=4,KC=2048,STAGES=2"]
 
 
-def forced_run(gc, op, dt, s, force, *extra):
-    """op's problem s built with --force force for the sm_90 target and run
-    through gcore-run (extra: its --pos, --layout), which verifies every
-    element against the fp64 host reference; the dump checked by numpy as
-    the op case table's. gcore-run's result."""
+def forced_run(gc, op, dt, s, force, *extra, numpy=True):
+    """op's problem s built with --force force (None: the target's
+    defaults) for the sm_90 target and run through gcore-run (extra: its
+    --pos, --layout), which verifies every element against the fp64 host
+    reference; with numpy, the dump checked by numpy as the op case
+    table's. gcore-run's result."""
     target = next(t for t in TARGETS if t.startswith("sm_9"))
-    r = gc("gcore-gen", "--target", target, "--op", op, "--dtype", dt, *problem_args(op, s), "--force", force,
-           "-o", "b.gcb", "-q")
+    r = gc("gcore-gen", "--target", target, "--op", op, "--dtype", dt, *problem_args(op, s),
+           *(["--force", force] if force else []), "-o", "b.gcb", "-q")
     assert r.rc == 0, r
     dump = gc.dir / ("d_" + "x".join(map(str, s)))
     r = gc("gcore-run", "--backend", "cuda", "-b", "b.gcb", "--op", op, "--dtype", dt, *problem_args(op, s),
-           *extra, "--dump", dump, "--min-time", "0.001")
+           *extra, *(["--dump", dump] if numpy else []), "--min-time", "0.001")
     assert r.rc == 0 and "verified" in r.out, (dt, s, r)
-    numpy_check(op, dt, s, dump)
+    if numpy:
+        numpy_check(op, dt, s, dump)
     return r
 
 
@@ -130,3 +132,22 @@ def test_gemv_qmma_staged_operands_verify(gc, op, variant, dts):
         for s in STAGE_SHAPES + [(8, 64, 4096)]:
             r = forced_run(gc, op, dt, s, f"gemv_qmma:{variant}")
             assert ("XS=1" in r.out) == (s[0] * s[2] <= 16384), (dt, s, r)  # staged where @applies
+
+
+# The points gcore-run serves untuned at the 8B decode shapes (the sm_90
+# @defaults lines: OCC=4 for Q4_KR's gate/up and LM head with f16 A,
+# 16-row blocks for a split QKV's V, OCC=2 for down and O of the
+# K-quants), at M = 1 and 8; gcore-run's fp64 host check only (numpy's
+# would hold gigabytes of the LM head's fp64 weights).
+DEFAULT_SHAPES = {"rmsnorm_gemm_swiglu": [(1, 14336, 4096), (8, 14336, 4096)],
+                  "rmsnorm_gemm": [(1, 1024, 4096), (1, 128256, 4096), (8, 1024, 4096)],
+                  "gemm_add": [(1, 4096, 14336), (1, 4096, 4096), (8, 4096, 4096)]}
+
+
+@pytest.mark.parametrize("op", list(DEFAULT_SHAPES))
+@pytest.mark.parametrize("dt", ["f16:q4_kr:f16", "bf16:q4_kr:bf16", "f16:q6_kr:f16", "f16:q4_0r:f16",
+                                "bf16:q8_0r:bf16"])
+def test_gemv_qmma_defaults_at_8b_shapes_verify(gc, op, dt):
+    for s in DEFAULT_SHAPES[op]:
+        r = forced_run(gc, op, dt, s, None, numpy=False)
+        assert "gemv_qmma" in r.out, (s, r)
