@@ -270,9 +270,10 @@ def gcore(*args, env=None):
 
 
 def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None, extra=True, plans=False, long=0,
-                decode_ctx=0):
+                decode_ctx=0, profile=False):
     """d: a model (a Hugging Face directory or a GGUF file). extra: also the
-    diagnostic runs (no graph, no PDL, --profile). plans (a quantized model):
+    diagnostic runs (no graph, no PDL, --profile); profile without extra:
+    the decode step's --profile table alone. plans (a quantized model):
     also the prefill of a bundle that keeps the quantized plan for every
     prompt (gcore-gen --dequant-rows 0), and both plans' prefill profiles.
     long: also the prefill of a prompt of that many tokens (its --profile
@@ -324,10 +325,11 @@ def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None, extra=True,
                                                    env=env).stdout)["prompt_tok_per_s"]
         plan["profile"] = "".join(gcore(*r, "--tokens", ptoks, "-n", 1, "--warmup", 0, "--profile", env=env).stderr
                                   for r in (run, run0))
-    if not extra:
+    if not extra:  # profile: the decode step's table all the same (one run of 64 tokens)
+        prof_dec = gcore(*run, "--tokens", toks, "-n", 64, "--warmup", 8, "--profile", env=env).stderr if profile else ""
         return {"tune_s": t_tune, "decode_tok_s": dec["decode_tok_per_s"], "decode_nograph_tok_s": float("nan"),
                 "decode_nopdl_tok_s": float("nan"), "prefill_tok_s": pre["prompt_tok_per_s"],
-                **plan, "profile": plan.get("profile", "") + plan.get("profile_long", "")}
+                **plan, "profile": prof_dec + plan.get("profile", "") + plan.get("profile_long", "")}
     nog = json.loads(gcore(*run, "--tokens", toks, "-n", NEW, "--warmup", 8, "--no-graph", env=env).stdout)
     # the graph with every launch serialised (no programmatic dependent launch)
     nopdl = json.loads(gcore(*run, "--tokens", toks, "-n", NEW, "--warmup", 8, "--no-pdl",
@@ -356,7 +358,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-gpu"))
     ap.add_argument("--arch", default="sm_90a",
                     help="NVIDIA target (sm_90a: the wgmma GEMMs serve prefill; sm_90: mma.sync ones)")
-    ap.add_argument("--profile", action="store_true", help="print gcore-run --profile tables")
+    ap.add_argument("--profile", action="store_true", help="print gcore-run --profile tables (with --no-extra: "
+                    "the decode step's, and a quantized model's prefill plans')")
     ap.add_argument("--db", default=None, help="build the bundles from this tuning database "
                     "(e.g. bench/gpu_tune.py's) instead of tuning here")
     ap.add_argument("--tune-decode", default=None, metavar="N",
@@ -382,7 +385,7 @@ def main():
         write_model(d, SHAPES[s])
         print(f"[{s}] model written in {time.time() - t0:.0f} s")
         g = gcore_bench(d, a.out, a.budget if a.budget != "0" else None, a.arch, a.tune_decode, a.db, not a.no_extra,
-                        long=a.long, decode_ctx=a.decode_ctx)
+                        long=a.long, decode_ctx=a.decode_ctx, profile=a.profile)
         if g["tune_s"]:
             print(f"[{s}] gcore-tune: {g['tune_s']:.0f} s")
         bound = bw / weight_bytes_per_token(SHAPES[s])
@@ -393,7 +396,7 @@ def main():
             qb = quant_bytes_per_token(types, SHAPES[s]["tied"])
             print(f"[{s} {mix}] GGUF written in {time.time() - t0:.0f} s: {qb / 1e9:.2f} GB read per decode token")
             q = gcore_bench(path, a.out, a.budget if a.budget != "0" else None, a.arch, a.tune_decode, a.db,
-                            not a.no_extra, plans=True)
+                            not a.no_extra, plans=True, profile=a.profile)
             qbound = bw / qb
             print(f"[{s} {mix}] decode  gcore {q['decode_tok_s']:8.1f} tok/s  bound {qbound:.0f} tok/s: "
                   f"{q['decode_tok_s'] / qbound:.0%} of it; {q['decode_tok_s'] / g['decode_tok_s']:.2f}x gcore fp16 "
