@@ -599,7 +599,10 @@ def test_disconnects(slow):
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
     s.close()
     wait_for(lambda: slow.health()["active"] == 0, "the reset stream to be cancelled", timeout=2)
-    status, _, text = slow.post("/v1/completions", {"model": MODEL, "prompt": [7, 8], "max_tokens": 4})
+    # all 4 tokens, whatever they are (sampled at OpenAI's default temperature 1, the end token
+    # came up now and then: 3 tokens, once in a CI run of session 21)
+    status, _, text = slow.post("/v1/completions", {"model": MODEL, "prompt": [7, 8], "max_tokens": 4,
+                                                    "ignore_eos": True})
     assert status == 200 and json.loads(text)["usage"]["completion_tokens"] == 4
 
 
