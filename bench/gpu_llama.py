@@ -398,6 +398,8 @@ def main():
             q = gcore_bench(path, a.out, a.budget if a.budget != "0" else None, a.arch, a.tune_decode, a.db,
                             not a.no_extra, plans=True, profile=a.profile)
             qbound = bw / qb
+            if q["tune_s"]:
+                print(f"[{s} {mix}] gcore-tune: {q['tune_s']:.0f} s")
             print(f"[{s} {mix}] decode  gcore {q['decode_tok_s']:8.1f} tok/s  bound {qbound:.0f} tok/s: "
                   f"{q['decode_tok_s'] / qbound:.0%} of it; {q['decode_tok_s'] / g['decode_tok_s']:.2f}x gcore fp16 "
                   f"({g['decode_tok_s']:.1f} tok/s)")
