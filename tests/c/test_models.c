@@ -1347,14 +1347,23 @@ static void put_plans(gc_db_t *db, const gc_llama_config_t *c, gc_llama_dtypes_t
   dt->deq_rows = 0;
 }
 
+/* The recipe tests' model: 2 layers of D 64, F 128, 4 heads of 16 (2 KV
+ * heads), vocabulary 256, max_seq positions; fp16 activations, weights,
+ * embedding and head (the layers' dtypes are each test's). */
+static void recipe_model(int max_seq, gc_llama_config_t *c, gc_llama_dtypes_t *dt) {
+  *c = (gc_llama_config_t){0};
+  c->dim = 64, c->hidden_dim = 128, c->n_layers = 2, c->n_heads = 4, c->n_kv_heads = 2, c->head_dim = 16;
+  c->vocab_size = 256, c->max_seq = max_seq;
+  *dt = (gc_llama_dtypes_t){0};
+  dt->act = dt->weight = dt->embed = dt->head = GC_DT_F16;
+}
+
 /* The dense prefill plan (recipe.h): which steps it changes, and the
  * crossover gc_llama_deq_measure reads from winners' timings. */
 static void test_recipe_dense_plan(void) {
-  gc_llama_config_t c = {0};
-  c.dim = 64, c.hidden_dim = 128, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 16;
-  c.vocab_size = 256, c.max_seq = 512;
-  gc_llama_dtypes_t dt = {0};
-  dt.act = dt.weight = dt.embed = dt.head = GC_DT_F16;
+  gc_llama_config_t c;
+  gc_llama_dtypes_t dt;
+  recipe_model(512, &c, &dt);
   dt.layer[0] = (gc_llama_layer_dtypes_t){GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0, 0};
   dt.layer[1] = (gc_llama_layer_dtypes_t){GC_DT_F16, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_Q4_0, GC_DT_F16, 0}; /* a dense stack */
   gc_llama_steps_t s;
@@ -1405,11 +1414,9 @@ static void test_recipe_dense_plan(void) {
 /* A layer whose wv has another block format than wq|wk (Q4_K_M's Q6_K
  * attn_v) splits its QKV step (recipe.h); one in one format stacks it. */
 static void test_recipe_split_qkv(void) {
-  gc_llama_config_t c = {0};
-  c.dim = 64, c.hidden_dim = 128, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 16;
-  c.vocab_size = 256, c.max_seq = 64;
-  gc_llama_dtypes_t dt = {0};
-  dt.act = dt.weight = dt.embed = dt.head = GC_DT_F16;
+  gc_llama_config_t c;
+  gc_llama_dtypes_t dt;
+  recipe_model(64, &c, &dt);
   dt.layer[0] = (gc_llama_layer_dtypes_t){GC_DT_Q4_K, GC_DT_Q6_K, GC_DT_Q4_K, GC_DT_Q6_K, GC_DT_Q6_K, 1}; /* split */
   dt.layer[1] = (gc_llama_layer_dtypes_t){GC_DT_Q4_K, GC_DT_Q4_K, GC_DT_Q4_K, GC_DT_Q4_K, GC_DT_Q4_K, 0};
   const int64_t qk = (4 + 2) * 16, v = 2 * 16;
