@@ -28,8 +28,10 @@ async proxy's order against loads: session 14's ring race), timing, and
 that PTX's documented layouts are the hardware's. The mutation tests show
 that plausible mistakes are caught: a wrong fragment register, a ring stage
 one block off, a unit's scale and min swapped, KQ's d and dmin swapped, its
-scale of the next unit, its staged Σa of the next row, the ring's two
-head-half boxes swapped and a RoPE pair's sums swapped."""
+scale of the next unit, its staged Σa of the next row (and, where one mma
+takes a block's mins, of the next unit; the mins of a unit pair swapped;
+an odd Q4_K unit scaled by sc, not sc/16), the ring's two head-half boxes
+swapped and a RoPE pair's sums swapped."""
 import os
 import re
 import shutil
@@ -165,6 +167,7 @@ CASES = [
     ("rmsnorm_gemm", "f16:q4_kr:f16", dict(KQ=1, RL=2, WARPS=4, KS=2, RT=2, XS=0, NT=2), [(11, 40, 1024)]),
     ("rmsnorm_gemm", "bf16:q4_kr:bf16", dict(KQ=1, RL=3, WARPS=4, KS=4, RT=2, XS=1, NST=2), [(2, 64, 2048)]),
     ("gemm_swiglu", "f16:q5_k:f16", dict(KQ=1, RL=1, WARPS=4, KS=2, UNR=8, NST=2), [(4, 19, 768)]),
+    ("gemm_add", "f16:q4_k:f16", dict(KQ=1, RL=1, WARPS=4, KS=2, UNR=8, NST=2), [(1, 24, 768), (7, 9, 256)]),
     ("rmsnorm_gemm_swiglu", "bf16:q4_k:bf16", dict(KQ=1, RL=1, WARPS=4, KS=4, UNR=16, NST=2, XS=1), [(1, 33, 2048)]),
 ]
 
@@ -190,18 +193,27 @@ MUTATIONS = [
      "gemm_add", "f16:q4_0r:f16", dict(RL=3, WARPS=8, KS=4, NST=2, XS=0), [(1, 64, 2048)]),
     ("KQ: the block's sums scaled by dmin and d swapped", "gemv_qmma.cu",
      "const float v = gc_fma(gc_h2f_bits(dd & 0xffffu), cb[e], acc[p][r][j][e]);\n"
-     "              acc[p][r][j][e] = gc_fma(-gc_h2f_bits(dd >> 16), am[e], v);",
+     "              acc[p][r][j][e] = gc_fma(-gc_h2f_bits(dd >> 16) * (QM_MMIN ? 32.0f : 1.0f), am[e], v);",
      "const float v = gc_fma(gc_h2f_bits(dd >> 16), cb[e], acc[p][r][j][e]);\n"
-     "              acc[p][r][j][e] = gc_fma(-gc_h2f_bits(dd & 0xffffu), am[e], v);",
+     "              acc[p][r][j][e] = gc_fma(-gc_h2f_bits(dd & 0xffffu) * (QM_MMIN ? 32.0f : 1.0f), am[e], v);",
      "gemm_add", "f16:q4_kr:f16", dict(KQ=1, RL=3, WARPS=8, KS=4, NST=2, XS=0), [(1, 48, 1024)]),
     ("KQ: the levels folded with the next unit's scale", "gemv_qmma.cu",
-     "__byte_perm(scw, 0x64u, 0x4040u + 0x0101u * (unsigned)(u & 3))",
-     "__byte_perm(scw, 0x64u, 0x4040u + 0x0101u * (unsigned)((u + 1) & 3))",
+     "const uint32_t sc2 = gc_dup2(scp, u & 1), neg = gc_dup2(negp, u & 1);",
+     "const uint32_t sc2 = gc_dup2(scp, (u + 1) & 1), neg = gc_dup2(negp, (u + 1) & 1);",
      "rmsnorm_gemm", "f16:q4_kr:f16", dict(KQ=1, RL=2, WARPS=4, KS=2), [(1, 32, 512)]),
     ("KQ: a unit's staged Σa taken from the next row", "gemv_qmma.cu",
      "sa[j][0] = sa[j][2] = m < M ? xsa[i] : 0.0f;",
      "sa[j][0] = sa[j][2] = m + 1 < M ? xsa[i + 1] : 0.0f;",
      "rmsnorm_gemm_swiglu", "bf16:q4_kr:bf16", dict(KQ=1, RL=3, WARPS=4, KS=4, XS=1, NST=2), [(3, 16, 512)]),
+    ("KQ with XS, f16: the block's Σa of unit 2t + 1 taken from unit 2t", "gemv_qmma.cu",
+     "s1 = m < M ? xsa[i + (int)M] * 0.03125f : 0.0f;", "s1 = m < M ? xsa[i] * 0.03125f : 0.0f;",
+     "rmsnorm_gemm_swiglu", "f16:q4_kr:f16", dict(KQ=1, RL=3, WARPS=4, KS=4, XS=1, NST=2), [(1, 16, 512)]),
+    ("KQ with XS, f16: the mins of units 2t, 2t + 1 swapped", "gemv_qmma.cu",
+     "(t & 1) ? 0x4342u : 0x4140u); /* 1024 + m, twice */", "(t & 1) ? 0x4243u : 0x4041u); /* 1024 + m, twice */",
+     "rmsnorm_gemm", "f16:q4_kr:f16", dict(KQ=1, RL=2, WARPS=4, KS=2, XS=1), [(2, 32, 512)]),
+    ("KQ, f16 Q4_K: an odd unit's 16·q levels scaled by sc, not sc/16", "gemv_qmma.cu",
+     "gc_fma2<0>(s16, 0x2C003C00u, 0xD400E400u)", "gc_fma2<0>(s16, 0x3C003C00u, 0xE400E400u)",
+     "gemm_add", "f16:q4_kr:f16", dict(KQ=1, RL=1, WARPS=4, KS=2), [(1, 32, 512)]),
     ("Q4_K's scale and min of a unit swapped", "quant.h",
      "gcq_scale_min_k4(r[1], r[2], r[3], u, sc, m);", "gcq_scale_min_k4(r[1], r[2], r[3], u, m, sc);",
      "rmsnorm_gemm", "bf16:q4_kr:bf16", dict(RL=2, WARPS=4, KS=2), [(2, 32, 512)]),

@@ -127,7 +127,18 @@
  * is scaled by d once at the block's last unit, as is Σ m·Σa by dmin (the
  * products sc·q·a stay exact, the sums fp32: the same bound as KQ 0's).
  * With XS the staging also sums each unit's x·w (Σa, fp32, [K/32][M]
- * floats after the operands), so no mma of ones runs. bf16 keeps the
+ * floats after the operands), so no mma of ones runs, and (f16) one mma a
+ * block takes Σ m·Σa over its units: the mins as an A fragment with the
+ * units as k (exact: m < 64), Σa/32 as hi + lo f16 B fragments (22 bits;
+ * the exact 1/32 keeps a sum inside f16's range), instead of an fma per
+ * unit and row. Per unit pair the f16 scales are made once (the fma's
+ * operands take a unit's half: .H0_H0, .H1_H1), and Q4_K's odd unit (the
+ * high nibbles) is decoded where it lies, as 16·q, scaled by sc/16 (exact
+ * in f16), which saves the shift. Measured in SASS (sm_90a, gate/up at
+ * the session-21 default): the block loop 980 -> 772 instructions with
+ * the mins' mma and the paired scales; gate/up 30.4 -> 28.1 us, QKV 6144
+ * 11.5 -> 9.5, LM head 119.4 -> 106.9 (bench/RESULTS.md, session 22).
+ * bf16 keeps the
  * per-unit scaling (sc·q is not exact in bf16). Measured in SASS (sm_90a,
  * 8B Q4_KR defaults): the unit loop 1023 -> 918 instructions a block for
  * gate/up, 551 -> 480 for down; registers 171 -> 110 with XS.
@@ -227,6 +238,8 @@ GC_DEVICE int64_t qm_row(const qm_rope_t &ro, int64_t s, int64_t N) {
 #define QM_KQ (KQ && GC_QMIN)      /* K-quant scales by whole words (KQ), ... */
 #define QM_FOLD (QM_KQ && !QM_BF)  /* ... folded into f16 levels, one accumulator a block */
 #define QM_SAX (QM_KQ && XS)       /* ... Σa of each unit staged with the operands */
+#define QM_MMIN (QM_FOLD && QM_SAX) /* ... and the block's Σ m·Σa by one mma at its last unit */
+#define QM_N16 (QM_FOLD && (GC_TB == GC_Q4_K || GC_TB == GC_Q4_KR)) /* ... odd units' nibbles unshifted, 16·q */
 #define QM_ONE (QM_BF ? 0x3F803F80u : 0x3C003C00u) /* (1, 1) in A's dtype */
 
 /* Bytes 2h, 2h+1 of w (biased levels) as two levels in A's 16-bit dtype,
@@ -346,6 +359,33 @@ GC_DEVICE void qm_unit_sums(const uint32_t x[NT][2][QM_SPLIT][2], const float *x
   }
 }
 
+/* QM_MMIN, the block's last unit ug: Σa/32 of its units 2t and 2t + 1
+ * for A's row 8j + g as mma B fragments: [j][0] the pair rounded to f16,
+ * [j][1] what rounding left (hi + lo: 22 bits of each sum; the 1/32, exact,
+ * keeps a sum of 32 elements inside f16's range as each element is). */
+GC_DEVICE void qm_block_sums(const float *xsa, int64_t M, int64_t ug, int g, int t, uint32_t sab[NT][2]) {
+  const int u0 = (int)(ug - (GC_QUNITS - 1)) + 2 * t; /* 32-bit: M·K/8 <= 2048 floats (@applies) */
+  GC_UNROLL(NT)
+  for (int j = 0; j < NT; j++) {
+    const int m = 8 * j + g, i = u0 * (int)M + m;
+    const float s0 = m < M ? xsa[i] * 0.03125f : 0.0f, s1 = m < M ? xsa[i + (int)M] * 0.03125f : 0.0f;
+    float h[2];
+    sab[j][0] = gc_pack2(TA(), s0, s1);
+    gc_unpack2(TA(), sab[j][0], h);
+    sab[j][1] = gc_pack2(TA(), s0 - h[0], s1 - h[1]);
+  }
+}
+
+/* QM_MMIN: the mins m of units 2t and 2t + 1 of a row's block (its scale
+ * words raw[1..3]) as an f16 pair, exactly (m < 64): the mma A fragment
+ * of units as k. */
+GC_DEVICE uint32_t qm_mins2(const uint32_t raw[GCQ_RAW], int t) {
+  uint32_t scw, mw;
+  gcq_scales_k4(raw[1], raw[2], raw[3], 2 * t, scw, mw);
+  const uint32_t x = __byte_perm(mw, 0x64u, (t & 1) ? 0x4342u : 0x4140u); /* 1024 + m, twice */
+  return gc_fma2<0>(x, 0x3C003C00u, 0xE400E400u);                        /* − 1024 */
+}
+
 /* KQ: unit u's levels of one row (GCQ_DECODE's bytes lo, hi) and its
  * scales from the block's words (raw: GCQ_LOAD's). QM_FOLD: the levels
  * times the unit's integer scale sc, exact in f16 (sc·q <= 63·31), as
@@ -357,8 +397,13 @@ GC_DEVICE void qm_kq_row(const uint32_t raw[GCQ_RAW], int u, uint32_t lo, uint32
   gcq_scales_k4(raw[1], raw[2], raw[3], u, scw, mw);
   const float m = gc_ubyte_f(mw, u & 3);
   if (QM_FOLD) {
-    const uint32_t s16 = __byte_perm(scw, 0x64u, 0x4040u + 0x0101u * (unsigned)(u & 3)); /* 1024 + sc, twice */
-    const uint32_t sc2 = gc_fma2<0>(s16, 0x3C003C00u, 0xE400E400u), neg = gc_mul2<0>(sc2, 0xE400E400u);
+    /* (sc, −1024·sc) of units u & ~1 and u | 1 at once (the same expressions
+     * for both: made once a pair), then unit u's half of each, twice */
+    const uint32_t s16 = __byte_perm(scw, 0x64u, 0x4040u + 0x0101u * (unsigned)(u & 2) + 0x0100u); /* 1024 + sc */
+    /* QM_N16: the odd unit's levels are 1024 + 16·q, so its scale is sc/16 (exact) */
+    const uint32_t scp = QM_N16 ? gc_fma2<0>(s16, 0x2C003C00u, 0xD400E400u) : gc_fma2<0>(s16, 0x3C003C00u, 0xE400E400u);
+    const uint32_t negp = gc_mul2<0>(scp, 0xE400E400u);
+    const uint32_t sc2 = gc_dup2(scp, u & 1), neg = gc_dup2(negp, u & 1);
     const uint32_t w[2] = {lo, hi};
     GC_UNROLL(2)
     for (int k = 0; k < 2; k++)
@@ -403,10 +448,13 @@ GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, co
       qm_operand(qm_ld8(A + row * K + k0 + 16, row < M), wn1, ss[j], x[j][1]);
     }
   }
-  float sa[NT][4]; /* Σa of the unit for the lane's columns (formats with a min) */
-  if (GC_QMIN)
+  float sa[NT][4] = {}; /* Σa of the unit for the lane's columns (formats with a min) */
+  if (GC_QMIN && !QM_MMIN)
     qm_unit_sums(x, (const float *)(xs + M * K * 4), M, ug, t, sa);
   const int u = GCQ_UNIT_IN_BLOCK(ug);
+  uint32_t sab[NT][2]; /* QM_MMIN, at the block's last unit: its Σa as B fragments */
+  if (QM_MMIN && u == GC_QUNITS - 1)
+    qm_block_sums((const float *)(xs + M * K * 4), M, ug, g, t, sab);
   GC_UNROLL(PAIR)
   for (int p = 0; p < PAIR; p++)
     GC_UNROLL(RT)
@@ -417,6 +465,8 @@ GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, co
       for (int h = 0; h < 2; h++) {
         uint32_t lo, hi;
         GCQ_DECODE(raw[p][r][h], u, t, lo, hi, d0[h], d1[h], mn[h]);
+        if (QM_N16 && (u & 1)) /* the high nibbles where they are: bytes 16·q (qm_kq_row scales by sc/16) */
+          lo = raw[p][r][h][4] & 0xF0F0F0F0u, hi = raw[p][r][h][5] & 0xF0F0F0F0u;
         if (QM_KQ)
           qm_kq_row(raw[p][r][h], u, lo, hi, lv[h], d0[h], mn[h]);
         else
@@ -427,22 +477,34 @@ GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, co
       for (int j = 0; j < NT; j++) {
         if (QM_FOLD) { /* the block's sums; d and dmin at its last unit */
           float *cb = kq.cb[p][r][j], *am = kq.am[p][r][j];
+          if (u == 0) /* a fresh block (zeros here, not after the flush: the first mma's C is then zero) */
+            GC_UNROLL(4)
+            for (int e = 0; e < 4; e++)
+              cb[e] = am[e] = 0.0f;
           GC_UNROLL(QM_SPLIT)
           for (int s = 0; s < QM_SPLIT; s++) {
             gc_mma16816<0>(cb, lv[0][0][0], lv[1][0][0], lv[0][0][1], lv[1][0][1], x[j][0][s][0], x[j][0][s][1]);
             gc_mma16816<0>(cb, lv[0][1][0], lv[1][1][0], lv[0][1][1], lv[1][1][1], x[j][1][s][0], x[j][1][s][1]);
           }
-          GC_UNROLL(4)
-          for (int e = 0; e < 4; e++)
-            am[e] = gc_fma(mn[e >> 1], sa[j][e], am[e]);
-          if (u == GC_QUNITS - 1)
+          if (!QM_MMIN)
+            GC_UNROLL(4)
+            for (int e = 0; e < 4; e++)
+              am[e] = gc_fma(mn[e >> 1], sa[j][e], am[e]);
+          if (u == GC_QUNITS - 1) {
+            if (QM_MMIN) { /* Σ over the units of m·Σa/32: units as k, hi at 2t.., lo at 2t + 8.. */
+              const uint32_t m0 = qm_mins2(raw[p][r][0], t), m1 = qm_mins2(raw[p][r][1], t);
+              GC_UNROLL(4)
+              for (int e = 0; e < 4; e++)
+                am[e] = 0.0f;
+              gc_mma16816<0>(am, m0, m1, m0, m1, sab[j][0], sab[j][1]);
+            }
             GC_UNROLL(4)
             for (int e = 0; e < 4; e++) {
               const uint32_t dd = raw[p][r][e >> 1][0]; /* the row's d (low half), dmin */
               const float v = gc_fma(gc_h2f_bits(dd & 0xffffu), cb[e], acc[p][r][j][e]);
-              acc[p][r][j][e] = gc_fma(-gc_h2f_bits(dd >> 16), am[e], v);
-              cb[e] = am[e] = 0.0f;
+              acc[p][r][j][e] = gc_fma(-gc_h2f_bits(dd >> 16) * (QM_MMIN ? 32.0f : 1.0f), am[e], v);
             }
+          }
           continue;
         }
         float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c1[4] = {0.0f, 0.0f, 0.0f, 0.0f};

@@ -526,6 +526,17 @@ template <int BF> GC_DEVICE uint32_t gc_fma2(uint32_t a, uint32_t b, uint32_t c)
     asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
   return r;
 }
+/* The pair (x's half h, the same): as movs of halves, which ptxas can
+ * fold into an operand's .H0_H0 / .H1_H1 selection of the instruction
+ * that uses it. */
+GC_DEVICE uint32_t gc_dup2(uint32_t x, int h) {
+  uint32_t r;
+  if (h)
+    asm("{\n.reg .b16 l, u;\nmov.b32 {l, u}, %1;\nmov.b32 %0, {u, u};\n}\n" : "=r"(r) : "r"(x));
+  else
+    asm("{\n.reg .b16 l, u;\nmov.b32 {l, u}, %1;\nmov.b32 %0, {l, l};\n}\n" : "=r"(r) : "r"(x));
+  return r;
+}
 
 /* Raw aligned chunks of 4, 8 and 16 bytes. */
 struct GC_ALIGN(16) gc_raw16 { uint32_t w[4]; };

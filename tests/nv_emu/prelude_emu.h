@@ -521,6 +521,7 @@ template <int BF> GC_DEVICE uint32_t gc_fma2(uint32_t a, uint32_t b, uint32_t c)
 template <int BF> GC_DEVICE uint32_t gc_mul2(uint32_t a, uint32_t b) {
   return emu_pack(BF, emu_half(BF, a, 0) * emu_half(BF, b, 0), emu_half(BF, a, 1) * emu_half(BF, b, 1));
 }
+GC_DEVICE uint32_t gc_dup2(uint32_t x, int h) { return h ? (x >> 16) * 0x00010001u : (x & 0xffffu) * 0x00010001u; }
 
 /* ---- math and storage (as prelude_cuda.h) ------------------------------- */
 
