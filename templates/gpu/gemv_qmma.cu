@@ -136,8 +136,9 @@
  * high nibbles) is decoded where it lies, as 16·q, scaled by sc/16 (exact
  * in f16), which saves the shift. Measured in SASS (sm_90a, gate/up at
  * the session-21 default): the block loop 980 -> 772 instructions with
- * the mins' mma and the paired scales; gate/up 30.4 -> 28.1 us, QKV 6144
- * 11.5 -> 9.5, LM head 119.4 -> 106.9 (bench/RESULTS.md, session 22).
+ * the mins' mma and the paired scales, 765 with the unshifted nibbles;
+ * gate/up 30.4 -> 27.8 us, QKV 6144 11.5 -> 9.4, LM head 119.4 -> 106.8
+ * (bench/RESULTS.md, session 22).
  * bf16 keeps the
  * per-unit scaling (sc·q is not exact in bf16). Measured in SASS (sm_90a,
  * 8B Q4_KR defaults): the unit loop 1023 -> 918 instructions a block for
