@@ -30,8 +30,9 @@ that plausible mistakes are caught: a wrong fragment register, a ring stage
 one block off, a unit's scale and min swapped, KQ's d and dmin swapped, its
 scale of the next unit, its staged Σa of the next row (and, where one mma
 takes a block's mins, of the next unit; the mins of a unit pair swapped;
-an odd Q4_K unit scaled by sc, not sc/16), the ring's two head-half boxes
-swapped and a RoPE pair's sums swapped."""
+an odd Q4_K unit scaled by sc, not sc/16; without the staging, the mins
+of a unit's two rows swapped), the ring's two head-half boxes swapped and
+a RoPE pair's sums swapped."""
 import os
 import re
 import shutil
@@ -214,6 +215,10 @@ MUTATIONS = [
     ("KQ, f16 Q4_K: an odd unit's 16·q levels scaled by sc, not sc/16", "gemv_qmma.cu",
      "gc_fma2<0>(s16, 0x2C003C00u, 0xD400E400u)", "gc_fma2<0>(s16, 0x3C003C00u, 0xE400E400u)",
      "gemm_add", "f16:q4_kr:f16", dict(KQ=1, RL=1, WARPS=4, KS=2), [(1, 32, 512)]),
+    ("KQ without staging, f16: the unit's mins of rows g and g + 8 swapped", "gemv_qmma.cu",
+     "gc_mma16816<0>(am, m0, m1, m0, m1, x[j][0][s][0], x[j][0][s][1]);",
+     "gc_mma16816<0>(am, m1, m0, m1, m0, x[j][0][s][0], x[j][0][s][1]);",
+     "gemm_add", "f16:q4_kr:f16", dict(KQ=1, RL=3, WARPS=8, KS=4, NST=2, XS=0), [(1, 48, 1024)]),
     ("Q4_K's scale and min of a unit swapped", "quant.h",
      "gcq_scale_min_k4(r[1], r[2], r[3], u, sc, m);", "gcq_scale_min_k4(r[1], r[2], r[3], u, m, sc);",
      "rmsnorm_gemm", "bf16:q4_kr:bf16", dict(RL=2, WARPS=4, KS=2), [(2, 32, 512)]),

@@ -131,7 +131,10 @@
  * block takes Σ m·Σa over its units: the mins as an A fragment with the
  * units as k (exact: m < 64), Σa/32 as hi + lo f16 B fragments (22 bits;
  * the exact 1/32 keeps a sum inside f16's range), instead of an fma per
- * unit and row. Per unit pair the f16 scales are made once (the fma's
+ * unit and row. Without the staging (f16), the mma of ones becomes an mma
+ * of the unit's mins (each row's m over all k) against A's operands,
+ * which adds m·Σa to the block's min sums directly (for one tile a warp,
+ * the same mmas, and no fma). Per unit pair the f16 scales are made once (the fma's
  * operands take a unit's half: .H0_H0, .H1_H1), and Q4_K's odd unit (the
  * high nibbles) is decoded where it lies, as 16·q, scaled by sc/16 (exact
  * in f16), which saves the shift. Measured in SASS (sm_90a, gate/up at
@@ -240,6 +243,7 @@ GC_DEVICE int64_t qm_row(const qm_rope_t &ro, int64_t s, int64_t N) {
 #define QM_FOLD (QM_KQ && !QM_BF)  /* ... folded into f16 levels, one accumulator a block */
 #define QM_SAX (QM_KQ && XS)       /* ... Σa of each unit staged with the operands */
 #define QM_MMIN (QM_FOLD && QM_SAX) /* ... and the block's Σ m·Σa by one mma at its last unit */
+#define QM_MUNIT (QM_FOLD && !QM_SAX) /* ... or each unit's m·Σa by an mma of its mins (the mma of ones' place) */
 #define QM_N16 (QM_FOLD && (GC_TB == GC_Q4_K || GC_TB == GC_Q4_KR)) /* ... odd units' nibbles unshifted, 16·q */
 #define QM_ONE (QM_BF ? 0x3F803F80u : 0x3C003C00u) /* (1, 1) in A's dtype */
 
@@ -387,6 +391,16 @@ GC_DEVICE uint32_t qm_mins2(const uint32_t raw[GCQ_RAW], int t) {
   return gc_fma2<0>(x, 0x3C003C00u, 0xE400E400u);                        /* − 1024 */
 }
 
+/* QM_MUNIT: unit u's min m of a row's block (its scale words raw[1..3])
+ * as the f16 pair (m, m), exactly (m < 64): a row of an mma A fragment
+ * that is constant over k, so the mma against A's operands gives m·Σa. */
+GC_DEVICE uint32_t qm_min_dup(const uint32_t raw[GCQ_RAW], int u) {
+  uint32_t scw, mw;
+  gcq_scales_k4(raw[1], raw[2], raw[3], u, scw, mw);
+  const uint32_t x = __byte_perm(mw, 0x64u, 0x4040u + 0x0101u * (unsigned)(u & 3)); /* 1024 + m, twice */
+  return gc_fma2<0>(x, 0x3C003C00u, 0xE400E400u);                               /* − 1024 */
+}
+
 /* KQ: unit u's levels of one row (GCQ_DECODE's bytes lo, hi) and its
  * scales from the block's words (raw: GCQ_LOAD's). QM_FOLD: the levels
  * times the unit's integer scale sc, exact in f16 (sc·q <= 63·31), as
@@ -450,7 +464,7 @@ GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, co
     }
   }
   float sa[NT][4] = {}; /* Σa of the unit for the lane's columns (formats with a min) */
-  if (GC_QMIN && !QM_MMIN)
+  if (GC_QMIN && !QM_MMIN && !QM_MUNIT)
     qm_unit_sums(x, (const float *)(xs + M * K * 4), M, ug, t, sa);
   const int u = GCQ_UNIT_IN_BLOCK(ug);
   uint32_t sab[NT][2]; /* QM_MMIN, at the block's last unit: its Σa as B fragments */
@@ -487,7 +501,14 @@ GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, co
             gc_mma16816<0>(cb, lv[0][0][0], lv[1][0][0], lv[0][0][1], lv[1][0][1], x[j][0][s][0], x[j][0][s][1]);
             gc_mma16816<0>(cb, lv[0][1][0], lv[1][1][0], lv[0][1][1], lv[1][1][1], x[j][1][s][0], x[j][1][s][1]);
           }
-          if (!QM_MMIN)
+          if (QM_MUNIT) { /* am += (m of rows g, g + 8) · Σa: the mins over k against the unit's operands */
+            const uint32_t m0 = qm_min_dup(raw[p][r][0], u), m1 = qm_min_dup(raw[p][r][1], u);
+            GC_UNROLL(QM_SPLIT)
+            for (int s = 0; s < QM_SPLIT; s++) {
+              gc_mma16816<0>(am, m0, m1, m0, m1, x[j][0][s][0], x[j][0][s][1]);
+              gc_mma16816<0>(am, m0, m1, m0, m1, x[j][1][s][0], x[j][1][s][1]);
+            }
+          } else if (!QM_MMIN)
             GC_UNROLL(4)
             for (int e = 0; e < 4; e++)
               am[e] = gc_fma(mn[e >> 1], sa[j][e], am[e]);
