@@ -32,7 +32,7 @@ typedef struct gc_texpr {
   char doc[160];
 } gc_texpr_t;
 
-#define GC_TPL_CDEFS 8
+#define GC_TPL_CDEFS 16
 
 /* An @defaults line with a condition (`... if EXPR`): on a target where
  * EXPR holds for the default variant, its assignments replace the defaults

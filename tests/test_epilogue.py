@@ -133,6 +133,9 @@ def test_defaults_per_op_gpu(gc, tpl, op, shape):
     ("rmsnorm_gemm", "f16:q4_kr:f16", "sm_90a", 14336, {"RL": 3, "XS": 1, "KQ": 1, "OCC": 4}),
     ("rmsnorm_gemm", "f16:q4_kr:f16", "sm_90a", 6144, {"RL": 3, "XS": 1, "KQ": 1}),  # the QKV: not
     ("rmsnorm_gemm_swiglu", "bf16:q4_kr:bf16", "sm_90a", 14336, {"RL": 3, "XS": 1}),  # bf16 spills at 4
+    # Q6_KR's LM head with f16 A: all of K a warp, three stages
+    ("rmsnorm_gemm", "f16:q6_kr:f16", "sm_90a", 128256, {"RL": 3, "XS": 1, "KS": 1, "NST": 3}),
+    ("rmsnorm_gemm", "bf16:q6_kr:bf16", "sm_90a", 128256, {"RL": 3, "XS": 1, "WARPS": 8}),  # f16 only (measured)
 ])
 def test_target_conditional_defaults(gc, op, dt, target, n, moved):
     """gemv_qmma's `@defaults ... if SM >= 90 && QR` lines: on sm_90 the
@@ -143,6 +146,19 @@ def test_target_conditional_defaults(gc, op, dt, target, n, moved):
     want = dict(t["defaults"][op], **moved)
     assert forced_params(gc, target, op, "gemv_qmma", ["--m", "1", "--n", str(n), "--k", "512"], dt) == \
         {canonical(want)}
+
+
+@pytest.mark.skipif(not NVRTC, reason="NVRTC not installed (CUDA toolkit not found)")
+@pytest.mark.parametrize("m,moved", [(1, {"HEADS": 1, "SPAN": 1}), (8, {"HEADS": 1, "SPAN": 1}), (9, {}),
+                                     (128, {"THREADS": 256, "HEADS": 64})])
+def test_rope_kv_defaults_by_rows(gc, m, moved):
+    """rope_kv's NVIDIA default by the rows of the pass: a thread a pair up
+    to 8 rows (decode), one block a token from 128 (prefill), the declared
+    point between."""
+    t = parse(os.path.join(ROOT, "templates", "gpu", "rope_kv.cu"))
+    want = dict(t["defaults"]["rope_kv"], **moved)
+    assert forced_params(gc, "sm_90a", "rope_kv", "rope_kv_gpu",
+                         ["--m", str(m), "--h", "32", "--g", "8", "--d", "128"]) == {canonical(want)}
 
 
 @pytest.mark.skipif(not NVRTC, reason="NVRTC not installed (CUDA toolkit not found)")

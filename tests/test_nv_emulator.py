@@ -160,6 +160,8 @@ CASES = [
     ("gemm", "bf16:q8_0:bf16", dict(RL=1, WARPS=8, KS=8, UNR=4, NST=2), [(1, 37, 864), (8, 16, 96)]),
     ("rmsnorm_gemm", "f16:q4_0:f16", dict(RL=1, WARPS=4, KS=2, UNR=2, NST=4), [(3, 19, 1056)]),
     ("gemm_add", "f16:q6_kr:f16", dict(RL=0, WARPS=4, KS=2, UNR=8, NST=2), [(2, 24, 1024)]),
+    # sm_90's default for Q6_KR's LM head: each warp all of K, three ring stages
+    ("rmsnorm_gemm", "f16:q6_kr:f16", dict(RL=3, WARPS=4, KS=1, RT=2, NST=3, XS=1), [(1, 200, 1024), (8, 130, 512)]),
     ("rmsnorm_gemm_swiglu", "bf16:q8_0r:bf16", dict(RL=3, WARPS=4, KS=2, XS=1, NST=2, NT=2), [(9, 24, 1024)]),
     # KQ: the K-quants' scales by whole words; f16 folds them into the
     # levels (one accumulator a block), XS stages each unit's Σa

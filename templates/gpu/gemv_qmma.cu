@@ -32,6 +32,7 @@
  * @defaults gemm gemm_add OCC=2 if SM >= 90 && QR && (QMIN || SB == 224) && M <= 8 -- and for Q4_KR and Q6_KR the register budget of two blocks an SM (Q4_KR, KQ=1: O 8.8 -> 6.6 us f16, 6.8 bf16, down 20.7 -> 15.8 f16, 20.5 -> 16.6 bf16; Q6_KR: O 8.9 -> 7.5, down 21.0 -> 16.9; Q4_0R and Q8_0R unchanged; past 8 rows, NT=2, it spills; session 20)
  * @defaults rmsnorm_gemm rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv KQ=1 if SM >= 90 && QR && QMIN && !ABF -- the same with the fused norm, f16 A, whose scales fold into the levels (QKV 13.4 -> 10.1 us, gate/up 46.1 -> 32.6, LM head 189 -> 123; bf16 gate/up 45.8 -> 49.0: not for bf16; session 20)
  * @defaults rmsnorm_gemm rmsnorm_gemm_swiglu OCC=4 if SM >= 90 && QR && QMIN && !ABF && N >= 14336 && M <= 8 -- Q4_KR's gate/up and LM head, f16 A, four blocks an SM (96 registers, no spill; the split-K sums share the dynamic shared memory): gate/up 32.0 -> 30.3 us, LM head 122.9 -> 119.4 (QKV, down, O lose; Q4_0R and bf16 spill; session 21)
+ * @defaults rmsnorm_gemm WARPS=4 KS=1 NST=3 if SM >= 90 && QR && SB == 224 && !ABF && N >= 65536 && M <= 8 -- Q6_KR's LM head, f16 A: each warp all of K for its 32 rows, three stages (128256×4096: 145.9 -> 125.0 us, 0.89 of copy; gcore-tune on the H200, bench/RESULTS.md, session 22)
  * @constraint WARPS % KS == 0 -- warps form whole row groups
  * @constraint (WARPS + (RL == 3)) * WARP <= MAXT -- a legal block (RL 3: and its producer warp)
  * @constraint WARP == 32 -- NVIDIA warps

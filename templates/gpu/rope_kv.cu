@@ -17,6 +17,7 @@
  * @param SPAN 0 1 default 0 -- 1: a thread takes one pair of one token through HEADS head slots, its cos/sin in registers (no table, no barrier; consecutive threads consecutive pairs)
  * @constraint SPAN == 0 || (TOK == 1 && HEADS <= 16) -- a thread of SPAN = 1 serves one token, its slots' pairs in registers
  * @defaults rope_kv_batch SPAN=1 HEADS=1 if !AMD -- a batched decode step's few rows: a thread a pair, no table (1..8 rows of the 8B shape: 4.6-4.9 us against 7.0-7.2; bench/RESULTS.md, session 17)
+ * @defaults rope_kv SPAN=1 HEADS=1 if M <= 8 && !AMD -- decode (a split QKV's own rope_kv) and prompts of up to 8 tokens, as rope_kv_batch (8B shape, M = 1: 2.29 us against 4.82, gcore-tune on the H200; bench/RESULTS.md, session 22)
  * @defaults rope_kv HEADS=64 THREADS=256 if M >= 128 && !AMD -- prefill: one block a token, so one cos/sin table a token (8B shape, 4000 tokens: 93.9 us against 111.8, 512: 16.7 against 19.8; fewer tokens lose)
  * @constraint THREADS % WARP == 0 && THREADS <= MAXT -- whole warps, a legal block
  * @constraint TOK * 256 * 16 <= 32768 -- the cos/sin table (D <= 512) fits in 32 KiB of shared memory
