@@ -36,7 +36,7 @@ blocks' bytes, so "fraction of copy" is what the targets of issue 14 name:
 
 usage: bench/gpu_gemm.py [--dtypes f16,bf16] [--m 2048,4096,8192] [--nk 4096:4096,...]
                          [--force T:P=V,..]... [--swiglu] [--gemv] [--db DB] [--out FILE]
-                         [--no-pdl] [--graph]
+                         [--no-pdl] [--graph] [--gemv-templates DIR]...
 --graph times the GEMMs of both sides in CUDA graphs over copies of the
 weights (short GEMMs: Python's launch cost would bound them otherwise).
 @pdl kernels (the GEMVs) are launched as the runtime launches them on sm_90:
@@ -263,7 +263,7 @@ class Kernel:
                              ctypes.c_void_p(stream), arr, None), "cuLaunchKernel")
 
 
-def build_bundle(op, dt, ms, nks, target, force, out, db=None):
+def build_bundle(op, dt, ms, nks, target, force, out, db=None, templates=None):
     ns = sorted({n for n, _ in nks})
     ks = sorted({k for _, k in nks})
     cmd = [os.path.join(ROOT, "bin", "gcore-gen"), "--target", target, "--op", op, "--dtype", dt,
@@ -273,6 +273,8 @@ def build_bundle(op, dt, ms, nks, target, force, out, db=None):
         cmd += ["--force", force]
     if db:
         cmd += ["--db", db]
+    if templates:  # another tree's templates (its DIR/gpu/), e.g. `git archive REV templates`
+        cmd += ["--templates", templates]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError(f"{' '.join(cmd)}: {r.stderr}")
@@ -430,6 +432,10 @@ def main():
     ap.add_argument("--gemv-force", action="append", default=[], metavar="T:P=V,..",
                     help="with --gemv: also time this variant of the ops its template serves "
                          "(repeatable; the --db winner or the default is timed first)")
+    ap.add_argument("--gemv-templates", action="append", default=[], metavar="DIR",
+                    help="with --gemv: also time each op's default built from the templates in DIR (DIR/gpu/: "
+                         "another revision's, e.g. `git archive REV templates | tar -x -C /tmp/old` gives "
+                         "/tmp/old/templates), to weigh a template change in one run (repeatable)")
     ap.add_argument("--no-pdl", action="store_true", help="launch @pdl kernels serialised, not "
                     "overlapping the kernel before them (programmatic dependent launch)")
     a = ap.parse_args()
@@ -501,12 +507,15 @@ def main():
                   "gemv_bulk": ("rmsnorm_gemm", "gemm_add"),
                   "gemv_q_gpu": ("rmsnorm_gemm", "gemm_add", "rmsnorm_gemm_swiglu"),
                   "gemv_qmma": ("rmsnorm_gemm", "gemm_add", "rmsnorm_gemm_swiglu")}
-        runs = [(dt, op, N, K, f) for dt in a.dtypes.split(",") for op, N, K in decode
+        runs = [(dt, op, N, K, f, None) for dt in a.dtypes.split(",") for op, N, K in decode
                 for f in [None] + [f for f in a.gemv_force if op in serves.get(f.split(":")[0], ())]]
-        for dt, op, N, K, force in runs:
+        runs += [(dt, op, N, K, None, tdir) for tdir in a.gemv_templates for dt in a.dtypes.split(",")
+                 for op, N, K in decode]
+        for dt, op, N, K, force, tdir in runs:
             bundle = os.path.join(tmp, f"gemv-{op}-{dt}-{N}-{K}-{len(cache)}.gcb")
             try:
-                build_bundle(op, dt, [1], [(N, K)], a.target, force, bundle, None if force else a.db)
+                build_bundle(op, dt, [1], [(N, K)], a.target, force, bundle, None if force or tdir else a.db,
+                             templates=tdir)
             except RuntimeError as err:
                 if force and "constraint fails" in str(err):
                     continue  # not a point of this op's space (gemv_gpu's gate/up pair: ROWS <= 4)
@@ -551,7 +560,8 @@ def main():
             t = timeit_graph(one, n=copies * max(1, 48 // copies))
             nbytes = wbytes + (K + N + (N if op == "gemm_add" else 0) + (K if fused else 0)) * 2
             gbs = nbytes / t / 1e6
-            emit(f"| {op} | {dt} | {N} | {K} | {kern.name} | {rel:.1e} | {t * 1e3:.1f} | {gbs:.0f} | "
+            name = kern.name + (f" ({tdir})" if tdir else "")
+            emit(f"| {op} | {dt} | {N} | {K} | {name} | {rel:.1e} | {t * 1e3:.1f} | {gbs:.0f} | "
                  f"{gbs / bw:.3f} |")
             del Bs
     if a.out:
