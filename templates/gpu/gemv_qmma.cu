@@ -133,20 +133,20 @@
  * units as k (exact: m < 64), Σa/32 as hi + lo f16 B fragments (22 bits;
  * the exact 1/32 keeps a sum inside f16's range), instead of an fma per
  * unit and row. Without the staging (f16), the mma of ones becomes an mma
- * of the unit's mins (each row's m over all k) against A's operands,
- * which adds m·Σa to the block's min sums directly (for one tile a warp,
- * the same mmas, and no fma). Per unit pair the f16 scales are made once (the fma's
- * operands take a unit's half: .H0_H0, .H1_H1), and Q4_K's odd unit (the
- * high nibbles) is decoded where it lies, as 16·q, scaled by sc/16 (exact
- * in f16), which saves the shift. Measured in SASS (sm_90a, gate/up at
- * the session-21 default): the block loop 980 -> 772 instructions with
- * the mins' mma and the paired scales, 765 with the unshifted nibbles;
- * gate/up 30.4 -> 27.8 us, QKV 6144 11.5 -> 9.4, LM head 119.4 -> 106.8
- * (bench/RESULTS.md, session 22).
- * bf16 keeps the
- * per-unit scaling (sc·q is not exact in bf16). Measured in SASS (sm_90a,
- * 8B Q4_KR defaults): the unit loop 1023 -> 918 instructions a block for
- * gate/up, 551 -> 480 for down; registers 171 -> 110 with XS.
+ * of the unit's mins (each row's m over all k) against A's operands, which
+ * adds m·Σa to the block's min sums directly (for one tile a warp, the
+ * same mmas, and no fma). Per unit pair the f16 scales are made once (the
+ * fma's operands take a unit's half: .H0_H0, .H1_H1), and Q4_K's odd unit
+ * (the high nibbles) is decoded where it lies, as 16·q, scaled by sc/16
+ * (exact in f16), which saves the shift. Measured in SASS (sm_90a, gate/up
+ * at the session-21 default): the block loop 980 -> 772 instructions with
+ * the mins' mma and the paired scales, 765 with the unshifted nibbles
+ * (down without the staging, bench/sass.py: 492 -> 433); gate/up 30.4 ->
+ * 27.8 us, QKV 6144 11.5 -> 9.4, LM head 119.4 -> 106.8 (bench/RESULTS.md,
+ * session 22). bf16 keeps the per-unit scaling (sc·q is not exact in
+ * bf16). KQ itself, measured in SASS (sm_90a, 8B Q4_KR defaults): the
+ * unit loop 1023 -> 918 instructions a block for gate/up, 551 -> 480 for
+ * down; registers 171 -> 110 with XS (session 19).
  *
  * Levels to 16 bits: a biased level byte b (< 256) becomes the f16 1024 + b
  * with one byte permute (0x6400 | b), then 1024 + bias is subtracted in
