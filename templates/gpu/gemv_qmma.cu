@@ -382,24 +382,15 @@ GC_DEVICE void qm_block_sums(const float *xsa, int64_t M, int64_t ug, int g, int
   }
 }
 
-/* QM_MMIN: the mins m of units 2t and 2t + 1 of a row's block (its scale
- * words raw[1..3]) as an f16 pair, exactly (m < 64): the mma A fragment
- * of units as k. */
-GC_DEVICE uint32_t qm_mins2(const uint32_t raw[GCQ_RAW], int t) {
+/* Two mins m of a row's block (its scale words raw[1..3]) as an f16 pair,
+ * exactly (m < 64): of the half of unit s, the bytes that byte permute sel
+ * puts beside 0x64 (1024 + m). QM_MMIN's A fragment row takes units 2t
+ * and 2t + 1 as k; QM_MUNIT's unit u twice (constant over k, so the mma
+ * against A's operands gives m·Σa). */
+GC_DEVICE uint32_t qm_mins(const uint32_t raw[GCQ_RAW], int s, unsigned sel) {
   uint32_t scw, mw;
-  gcq_scales_k4(raw[1], raw[2], raw[3], 2 * t, scw, mw);
-  const uint32_t x = __byte_perm(mw, 0x64u, (t & 1) ? 0x4342u : 0x4140u); /* 1024 + m, twice */
-  return gc_fma2<0>(x, 0x3C003C00u, 0xE400E400u);                        /* − 1024 */
-}
-
-/* QM_MUNIT: unit u's min m of a row's block (its scale words raw[1..3])
- * as the f16 pair (m, m), exactly (m < 64): a row of an mma A fragment
- * that is constant over k, so the mma against A's operands gives m·Σa. */
-GC_DEVICE uint32_t qm_min_dup(const uint32_t raw[GCQ_RAW], int u) {
-  uint32_t scw, mw;
-  gcq_scales_k4(raw[1], raw[2], raw[3], u, scw, mw);
-  const uint32_t x = __byte_perm(mw, 0x64u, 0x4040u + 0x0101u * (unsigned)(u & 3)); /* 1024 + m, twice */
-  return gc_fma2<0>(x, 0x3C003C00u, 0xE400E400u);                               /* − 1024 */
+  gcq_scales_k4(raw[1], raw[2], raw[3], s, scw, mw);
+  return gc_fma2<0>(__byte_perm(mw, 0x64u, sel), 0x3C003C00u, 0xE400E400u); /* − 1024 */
 }
 
 /* KQ: unit u's levels of one row (GCQ_DECODE's bytes lo, hi) and its
@@ -503,7 +494,8 @@ GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, co
             gc_mma16816<0>(cb, lv[0][1][0], lv[1][1][0], lv[0][1][1], lv[1][1][1], x[j][1][s][0], x[j][1][s][1]);
           }
           if (QM_MUNIT) { /* am += (m of rows g, g + 8) · Σa: the mins over k against the unit's operands */
-            const uint32_t m0 = qm_min_dup(raw[p][r][0], u), m1 = qm_min_dup(raw[p][r][1], u);
+            const unsigned sel = 0x4040u + 0x0101u * (unsigned)(u & 3); /* unit u's byte, twice */
+            const uint32_t m0 = qm_mins(raw[p][r][0], u, sel), m1 = qm_mins(raw[p][r][1], u, sel);
             GC_UNROLL(QM_SPLIT)
             for (int s = 0; s < QM_SPLIT; s++) {
               gc_mma16816<0>(am, m0, m1, m0, m1, x[j][0][s][0], x[j][0][s][1]);
@@ -515,7 +507,8 @@ GC_DEVICE void qm_unit(const uint32_t raw[PAIR][RT][2][GCQ_RAW], const TA *A, co
               am[e] = gc_fma(mn[e >> 1], sa[j][e], am[e]);
           if (u == GC_QUNITS - 1) {
             if (QM_MMIN) { /* Σ over the units of m·Σa/32: units as k, hi at 2t.., lo at 2t + 8.. */
-              const uint32_t m0 = qm_mins2(raw[p][r][0], t), m1 = qm_mins2(raw[p][r][1], t);
+              const unsigned sel = (t & 1) ? 0x4342u : 0x4140u; /* units 2t, 2t + 1 of their half */
+              const uint32_t m0 = qm_mins(raw[p][r][0], 2 * t, sel), m1 = qm_mins(raw[p][r][1], 2 * t, sel);
               GC_UNROLL(4)
               for (int e = 0; e < 4; e++)
                 am[e] = 0.0f;
