@@ -599,7 +599,7 @@ int gc_db_find_winner(gc_db_t *db, const char *target, const gc_problem_t *p,
                      "JOIN variants v ON v.id = m.variant_id "
                      "JOIN compilers c ON c.id = v.compiler_id "
                      "JOIN problems p ON p.id = w.problem_id "
-                     "WHERE w.target=?1 AND v.target=?1 AND p.key=?2 "
+                     "WHERE w.target=?1 AND v.target=?1 AND p.key=?2 AND m.status='ok' "
                      "ORDER BY w.chosen DESC, m.median_us LIMIT 1",
                      &st, e))
     return e->code;
@@ -694,6 +694,73 @@ int gc_db_candidates(gc_db_t *db, int64_t device_id, int64_t problem_id, const c
   sqlite3_finalize(st);
   if (rc != SQLITE_ROW) return gc_sql_err(db->sq, e, db->path);
   return GC_OK;
+}
+
+int gc_db_finalists(gc_db_t *db, int64_t device_id, int64_t problem_id, const char *target,
+                    int64_t compiler_id, const char *template_hashes, const char *vid,
+                    gc_db_finalist_t *out, int n, int *got, gc_err_t *e) {
+  sqlite3_stmt *st;
+  *got = 0;
+  if (gc_sql_prepare(db->sq,
+                     "SELECT m.id, v.id, v.vid, v.template, v.params, m.median_us "
+                     "FROM measurements m JOIN variants v ON v.id = m.variant_id "
+                     "WHERE m.device_id=?1 AND m.problem_id=?2 AND v.target=?3 AND "
+                     "v.compiler_id=?4 AND instr(?5, ',' || v.template_hash || ',') > 0 AND "
+                     "m.status='ok' ORDER BY coalesce(v.vid = ?6, 0) DESC, m.median_us, m.id "
+                     "LIMIT ?7",
+                     &st, e))
+    return e->code;
+  sqlite3_bind_int64(st, 1, device_id);
+  sqlite3_bind_int64(st, 2, problem_id);
+  gc_sql_bind_text(st, 3, target);
+  sqlite3_bind_int64(st, 4, compiler_id);
+  gc_sql_bind_text(st, 5, template_hashes);
+  gc_sql_bind_text(st, 6, vid);
+  sqlite3_bind_int(st, 7, n);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW && *got < n) {
+    gc_db_finalist_t *f = &out[(*got)++];
+    f->measurement_id = sqlite3_column_int64(st, 0);
+    f->variant_id = sqlite3_column_int64(st, 1);
+    copy_col(st, 2, f->vid, sizeof f->vid);
+    copy_col(st, 3, f->template_name, sizeof f->template_name);
+    copy_col(st, 4, f->params, sizeof f->params);
+    f->median_us = sqlite3_column_double(st, 5);
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return gc_sql_err(db->sq, e, db->path);
+  return GC_OK;
+}
+
+int gc_db_retime(gc_db_t *db, int64_t measurement_id, const gc_db_measurement_t *m, gc_err_t *e) {
+  sqlite3_stmt *st;
+  int ok = !strcmp(m->status, "ok");
+  if (gc_sql_prepare(db->sq, ok ?
+                     "UPDATE measurements SET median_us=?2, min_us=?3, max_us=?4, spread=?5, "
+                     "iters=?6, tflops=?7, gbps=?8, max_err=max(coalesce(max_err, 0), ?9) "
+                     "WHERE id=?1 AND status='ok' AND median_us > ?2"
+                     : "UPDATE measurements SET status=?10, detail=?11, median_us=NULL, "
+                     "min_us=NULL, max_us=NULL, spread=NULL, iters=NULL, tflops=NULL, gbps=NULL, "
+                     "max_err=?9 WHERE id=?1",
+                     &st, e))
+    return e->code;
+  sqlite3_bind_int64(st, 1, measurement_id);
+  if (ok) {
+    sqlite3_bind_double(st, 2, m->median_us);
+    sqlite3_bind_double(st, 3, m->min_us);
+    sqlite3_bind_double(st, 4, m->max_us);
+    sqlite3_bind_double(st, 5, m->spread);
+    sqlite3_bind_int64(st, 6, m->iters);
+    sqlite3_bind_double(st, 7, m->tflops);
+    sqlite3_bind_double(st, 8, m->gbps);
+  } else {
+    gc_sql_bind_text(st, 10, m->status);
+    gc_sql_bind_text(st, 11, m->detail);
+  }
+  bind_opt_real(st, 9, m->max_err, m->max_err >= 0);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? GC_OK : gc_sql_err(db->sq, e, db->path);
 }
 
 int gc_db_status_counts(gc_db_t *db, int64_t device_id, int64_t problem_id,

@@ -120,6 +120,30 @@ int gc_db_variant_median(gc_db_t *db, int64_t device_id, int64_t problem_id,
 int gc_db_candidates(gc_db_t *db, int64_t device_id, int64_t problem_id, const char *target,
                      int64_t compiler_id, const char *template_hashes, int64_t *n, gc_err_t *e);
 
+/* ---- the confirmation of a sweep's finalists (tuner/tune.c) ---------- */
+
+typedef struct gc_db_finalist {
+  int64_t measurement_id, variant_id;
+  char vid[64], template_name[64], params[512];
+  double median_us;
+} gc_db_finalist_t;
+
+/* Up to n verified measurements of (device, problem) among the variants of
+ * target built by compiler_id from template_hashes: the variant vid's first
+ * when it is one of them (the bundle's default; NULL: none), then the
+ * fastest others. *got = how many were written to out[0 .. n). */
+int gc_db_finalists(gc_db_t *db, int64_t device_id, int64_t problem_id, const char *target,
+                    int64_t compiler_id, const char *template_hashes, const char *vid,
+                    gc_db_finalist_t *out, int n, int *got, gc_err_t *e);
+
+/* A second run of measurement measurement_id's variant (m: its result, the
+ * ids unused). ok: the measurement takes m's times when m's median is the
+ * lower (a transient load on the device can only have slowed a run), and
+ * the larger of the two verification errors; any other status replaces
+ * the measurement's (times cleared, detail m->detail), so that a variant
+ * that fails when run again can no longer win. */
+int gc_db_retime(gc_db_t *db, int64_t measurement_id, const gc_db_measurement_t *m, gc_err_t *e);
+
 /* Status counts over (device, problem): fills counts for the 6 statuses in
  * the order listed for gc_db_measurement_t.status. */
 int gc_db_status_counts(gc_db_t *db, int64_t device_id, int64_t problem_id,

@@ -220,7 +220,8 @@ def test_local_search_walks_neighbours_of_the_best(gc):
 
 def test_clearly_slower_candidates_stop_timing_early(gc):
     """A verified candidate whose first launches are over 1.25x the best so far
-    stops after min_iters (5) launches; the winner is timed in full."""
+    stops after min_iters (5) launches; the winner is timed in full. (REP=8
+    is not among the three finalists that are run again in full.)"""
     d = gc.dir / "tpl"
     shutil.copytree(os.path.join(ROOT, "templates"), d)
     shutil.copy(os.path.join(ROOT, "tests", "data", "slow_gemm.c"), d / "cpu" / "slow_gemm.c")
@@ -285,8 +286,92 @@ def test_an_edited_template_is_tuned_again(gc):
     r = gc(*args)
     assert r.rc == 0 and "0 measured now, 1 reused" in r.out, r
     # the new version's default is the slow one
-    t.write_text(t.read_text().replace("REP 1 8 default 1", "REP 1 8 default 8"))
+    t.write_text(t.read_text().replace("REP 1 2 3 8 default 1", "REP 1 2 3 8 default 8"))
     r = gc(*args)
     assert r.rc == 0 and "1 measured now, 0 reused" in r.out and "REP=8" in r.out, r
     r = gc("gcore-gen", "--templates", d, "--db", "e.db", *PROB, "-o", "e.gcb")
     assert r.rc == 0 and "1 tuned" in r.out and "stale" not in r.out + r.err, r
+
+
+# A correct f32 GEMM (a task per row of C), and on task 0 something that
+# depends on whether MARK existed when this load of the code object first
+# ran: a file is the only state that outlives a load (the worker loads each
+# candidate afresh for every run).
+FINALIST = r"""/* for tests/test_tuner.py::test_finalists_are_run_again
+ *
+ * @template {name}
+ * @op       gemm
+ * @backend  cpu
+ * @dtypes   f32
+ * @kernel   {name}
+ * @param    X 1 default 1 -- unused: a template has at least one parameter
+ * @grid     M
+ * @block    1
+ * @priority {priority}
+ */
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+static int again = -1; /* 1: MARK was there when this load first ran */
+
+static void {name}_spin(double us) {{
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  do clock_gettime(CLOCK_MONOTONIC, &b);
+  while ((double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3 < us);
+}}
+
+GC_EXPORT void {name}(void **args, int64_t task) {{
+  const float *A = GC_ARG(args, 0, const float *), *B = GC_ARG(args, 1, const float *);
+  float *C = GC_ARG(args, 2, float *);
+  int64_t N = GC_ARG(args, 4, int64_t), K = GC_ARG(args, 5, int64_t);
+  for (int64_t j = 0; j < N; j++) {{
+    float s = 0;
+    for (int64_t k = 0; k < K; k++) s += A[task * K + k] * B[j * K + k];
+    C[task * N + j] = s;
+  }}
+  if (task) return;
+  if (again < 0) {{
+    again = access("{mark}", F_OK) == 0;
+    if (!again) close(open("{mark}", O_CREAT | O_WRONLY, 0600));
+  }}
+  {act}
+}}
+"""
+
+
+def test_finalists_are_run_again(gc):
+    """Before the winner is picked, the default and the two fastest others
+    run again, verified again, one after another. busy (the default) ran
+    slowly in the sweep, as a kernel does on a GPU another process is
+    using, and fast since; steady is always half as slow as that; wrong is
+    the fastest but wrong from its second load on. Without the second run
+    steady or wrong would win; with it busy does, and wrong is recorded as
+    failed, saying when."""
+    d = gc.dir / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), d)
+    for f in ("gemm.c", "gemv.c", "gemm_q.c", "gemv_q.c"):  # the built-ins that would win
+        (d / "cpu" / f).unlink()
+    acts = {"busy": (9, "if (!again) busy_spin(400);"), "steady": (0, "steady_spin(200);"),
+            "wrong": (0, "if (again) C[0] += 1.0f;")}
+    for name, (prio, act) in acts.items():
+        (d / "cpu" / f"{name}.c").write_text(FINALIST.format(name=name, priority=prio, act=act,
+                                                             mark=gc.dir / f"{name}.mark"))
+    r = gc("gcore-tune", "--templates", d, *PROB, "--db", "f.db", "--min-time", "0.05",
+           "--no-progress")
+    assert r.rc == 0, r
+    with sqlite3.connect(gc.dir / "f.db") as c:
+        rows = {t: (st, det or "", us) for t, st, det, us in c.execute(
+            "SELECT v.template, m.status, m.detail, m.median_us FROM measurements m "
+            "JOIN variants v ON v.id = m.variant_id")}
+    assert rows["busy"][0] == "ok" and rows["steady"][0] == "ok", rows
+    assert rows["busy"][2] < rows["steady"][2] / 2, rows  # its time from the second run
+    assert rows["wrong"][0] == "verify-failed", rows
+    assert rows["wrong"][1].startswith("when run again among the finalists: C element 0"), rows
+    assert winner_template(gc.dir / "f.db") == [("busy",)], (rows, r)
+    assert re.search(r"finalist busy X=1: \d+\.\d us in the sweep, \d+\.\d us when run again "
+                     r"\(was the device busy\?\)", r.out), r
+    assert "finalist wrong X=1: verify-failed when run again among the finalists" in r.out, r
+    r = gc("gcore-gen", "--templates", d, "--db", "f.db", *PROB, "-o", "f.gcb")
+    assert r.rc == 0 and "1 tuned" in r.out, r

@@ -20,6 +20,8 @@
 
 #define MAX_SPACE ((int64_t)1 << 24) /* points per template a sweep will walk */
 #define CHUNK 16 /* candidates compiled per ninja run */
+#define FINALISTS 3 /* run again before a pick: the bundle's default and the fastest others */
+#define MOVED 1.25  /* a finalist whose time moves by more than this is named */
 /* Under a deadline, fewer at a time: a chunk's compiles run past it. */
 #define CHUNK_TIMED 4
 #define chunk_cap(s) (isfinite((s)->deadline) ? CHUNK_TIMED : CHUNK)
@@ -66,6 +68,8 @@ typedef struct sweep {
   struct seen { uint64_t key; double us; } *seen;
   int64_t nseen, capseen;
   char default_vid[GC_HASH_HEX]; /* the bundle default's variant, for "x the default" */
+  char notes[FINALISTS][800];            /* what running the finalists again found (confirm) */
+  int nnotes;
   char *hashes;                  /* ",h1,h2,...,": the swept templates' versions */
   char *hashes_all;              /* the same of every template of the backend */
 } sweep_t;
@@ -222,10 +226,12 @@ static int enumerate(sweep_t *s, gc_err_t *e) {
   return GC_OK;
 }
 
-static int record(sweep_t *s, cand_t *c, const char *status, const char *detail,
-                  const gc_work_reply_t *r, gc_err_t *e) {
+/* The database row of a result: status and detail, and from r (NULL:
+ * none) the times when ok and the verification's error where it ran. */
+static gc_db_measurement_t result_row(const sweep_t *s, int64_t variant_id, const char *status,
+                                      const char *detail, const gc_work_reply_t *r) {
   gc_db_measurement_t m = {.device_id = s->device_id, .problem_id = s->problem_id,
-                           .variant_id = c->variant_id, .status = status,
+                           .variant_id = variant_id, .status = status,
                            .detail = detail, .max_err = -1};
   if (r && !strcmp(status, "ok")) {
     m.median_us = r->timing.median_us;
@@ -238,6 +244,12 @@ static int record(sweep_t *s, cand_t *c, const char *status, const char *detail,
   }
   if (r && (!strcmp(status, "ok") || !strcmp(status, "verify-failed")))
     m.max_err = r->verify.worst;
+  return m;
+}
+
+static int record(sweep_t *s, cand_t *c, const char *status, const char *detail,
+                  const gc_work_reply_t *r, gc_err_t *e) {
+  gc_db_measurement_t m = result_row(s, c->variant_id, status, detail, r);
   return gc_db_record(s->db, &m, e);
 }
 
@@ -289,17 +301,10 @@ static int budget_left(sweep_t *s, int64_t pending) {
  * win, and most of a search's candidates are such (racing, as in irace). */
 #define ABANDON 1.25
 
-static int measure(sweep_t *s, cand_t *c, gc_compile_job_t *j, gc_err_t *e) {
-  if (!j->ok) return record(s, c, "compile-failed", j->log, NULL, e);
-  int fits;
-  char why[300];
-  if (gc_res_check(&c->v, &s->o->target, s->p, &j->res, &fits, why, sizeof why, e) ||
-      gc_db_set_resources(s->db, c->variant_id, &j->res, e))
-    return e->code;
-  if (!fits) {
-    s->rejected++;
-    return record(s, c, "rejected", why, NULL, e);
-  }
+/* Verify and time candidate c (compiled as j) in the worker: *r is its
+ * result. abandon_us as gc_time_opts_t's (0: time it in full). */
+static int run(sweep_t *s, const cand_t *c, const gc_compile_job_t *j, double abandon_us,
+               gc_work_reply_t *r, gc_err_t *e) {
   gc_work_req_t q;
   memset(&q, 0, sizeof q);
   q.problem = *s->p;
@@ -311,11 +316,25 @@ static int measure(sweep_t *s, cand_t *c, gc_compile_job_t *j, gc_err_t *e) {
   gc_tpl_tmaps_text(c->v.tpl, q.tmaps, sizeof q.tmaps);
   if (gc_tpl_consts_text(&c->v, &s->o->target, q.consts, sizeof q.consts, e)) return e->code;
   q.timing = s->o->timing;
-  q.timing.abandon_us = s->best_us > 0 ? ABANDON * s->best_us : 0;
+  q.timing.abandon_us = abandon_us;
   q.pdl = c->v.tpl->pdl;
   q.seed = 0x5eed;
+  return gc_worker_run(s->worker, &q, s->o->timeout_s, r, e);
+}
+
+static int measure(sweep_t *s, cand_t *c, gc_compile_job_t *j, gc_err_t *e) {
+  if (!j->ok) return record(s, c, "compile-failed", j->log, NULL, e);
+  int fits;
+  char why[300];
+  if (gc_res_check(&c->v, &s->o->target, s->p, &j->res, &fits, why, sizeof why, e) ||
+      gc_db_set_resources(s->db, c->variant_id, &j->res, e))
+    return e->code;
+  if (!fits) {
+    s->rejected++;
+    return record(s, c, "rejected", why, NULL, e);
+  }
   gc_work_reply_t r;
-  if (gc_worker_run(s->worker, &q, s->o->timeout_s, &r, e)) return e->code;
+  if (run(s, c, j, s->best_us > 0 ? ABANDON * s->best_us : 0, &r, e)) return e->code;
   if (seen_put(s, c->pt, !strcmp(r.status, "ok") ? r.timing.median_us : INFINITY, e) < 0)
     return e->code;
   if (!strcmp(r.status, "ok")) {
@@ -325,20 +344,28 @@ static int measure(sweep_t *s, cand_t *c, gc_compile_job_t *j, gc_err_t *e) {
   return record(s, c, r.status, r.detail[0] ? r.detail : NULL, &r, e);
 }
 
+/* Expand candidates c[0 .. n) (n <= CHUNK) and compile them through the
+ * driver into jobs; src gets their sources, which the caller frees. */
+static int compile(sweep_t *s, const cand_t *c, int n, gc_compile_job_t *jobs, gc_buf_t *src,
+                   gc_err_t *e) {
+  memset(jobs, 0, (size_t)n * sizeof *jobs);
+  memset(src, 0, (size_t)n * sizeof *src);
+  int rc = GC_OK;
+  for (int i = 0; !rc && i < n; i++) {
+    rc = gc_tpl_expand(&s->tpls, &c[i].v, &s->o->target, s->cc.id, &src[i], jobs[i].vid, e);
+    jobs[i].source = src[i].data;
+    jobs[i].source_len = src[i].len;
+    jobs[i].kernel = c[i].v.tpl->kernel;
+  }
+  if (!rc) rc = gc_compile_batch(&s->cc, &s->o->target, s->o->cache, jobs, n, s->o->jobs, e);
+  return rc;
+}
+
 /* Compile a chunk of candidates through the driver, then measure each. */
 static int flush(sweep_t *s, cand_t *chunk, int n, gc_err_t *e) {
   gc_compile_job_t jobs[CHUNK];
   gc_buf_t src[CHUNK];
-  memset(jobs, 0, sizeof jobs);
-  memset(src, 0, sizeof src);
-  int rc = GC_OK;
-  for (int i = 0; !rc && i < n; i++) {
-    rc = gc_tpl_expand(&s->tpls, &chunk[i].v, &s->o->target, s->cc.id, &src[i], jobs[i].vid, e);
-    jobs[i].source = src[i].data;
-    jobs[i].source_len = src[i].len;
-    jobs[i].kernel = chunk[i].v.tpl->kernel;
-  }
-  if (!rc) rc = gc_compile_batch(&s->cc, &s->o->target, s->o->cache, jobs, n, s->o->jobs, e);
+  int rc = compile(s, chunk, n, jobs, src, e);
   for (int i = 0; !rc && i < n; i++) {
     if (gc_now() > s->deadline) break;
     rc = measure(s, &chunk[i], &jobs[i], e);
@@ -501,6 +528,7 @@ static void summary(sweep_t *s, int found, gc_err_t *e) {
          s->key, (long long)(s->measured + carried), (long long)(s->reused > carried ? s->reused - carried : 0), (long long)cnt[0],
          (long long)cnt[2], (long long)cnt[1],
          (long long)cnt[3], (long long)cnt[4], (long long)cnt[5]);
+  for (int i = 0; i < s->nnotes; i++) printf("  %s\n", s->notes[i]);
   gc_db_winner_t w;
   int have = 0;
   if (found) gc_db_find_winner(s->db, s->o->target.name, s->p, &w, &have, e);
@@ -531,6 +559,72 @@ static int wait_for_others(sweep_t *s, gc_err_t *e) {
   }
 }
 
+/* The finalists of s->p (gc_db_finalists) as candidates of this build:
+ * c[0 .. *n) and their measurements f[0 .. *n). */
+static int finalists(sweep_t *s, gc_db_finalist_t *f, cand_t *c, int *n, gc_err_t *e) {
+  int nf;
+  *n = 0;
+  if (gc_db_finalists(s->db, s->device_id, s->problem_id, s->o->target.name, s->compiler_id,
+                      s->hashes, s->default_vid[0] ? s->default_vid : NULL, f, FINALISTS, &nf, e))
+    return e->code;
+  for (int i = 0; i < nf; i++) {
+    const gc_template_t *tp = gc_tpl_find(&s->tpls, f[i].template_name);
+    cand_t *x = &c[*n];
+    if (!tp) continue;
+    memset(x, 0, sizeof *x);
+    gc_tpl_default(tp, &s->o->target, s->p, &x->v);
+    if (gc_tpl_set_params(tp, f[i].params, &x->v, e)) return e->code;
+    gc_tpl_vid(&x->v, &s->o->target, s->cc.id, x->vid);
+    if (strcmp(x->vid, f[i].vid)) continue; /* not a variant this build makes */
+    x->variant_id = f[i].variant_id;
+    f[(*n)++] = f[i];
+  }
+  return GC_OK;
+}
+
+/* Run the finalists of s->p again, one after another, each verified again,
+ * before the winner is picked. Candidates of a sweep are timed minutes
+ * apart: a load on the device meanwhile (another process on the GPU) slows
+ * some and not others, and could make a slow kernel win. Timed together,
+ * the finalists compete on equal terms; each keeps the lower of its two
+ * medians (gc_db_retime), and the bundle's default is always one of them,
+ * so a winner is never one that ran slower than the default side by side.
+ * A finalist whose results are wrong this time (a race, state kept between
+ * runs) is recorded as failed and cannot win. */
+static int confirm(sweep_t *s, gc_err_t *e) {
+  gc_db_finalist_t f[FINALISTS];
+  cand_t c[FINALISTS];
+  gc_compile_job_t jobs[FINALISTS];
+  gc_buf_t src[FINALISTS];
+  int n;
+  if (finalists(s, f, c, &n, e)) return e->code;
+  if (n < 2) return GC_OK; /* nothing to choose between */
+  int rc = compile(s, c, n, jobs, src, e);
+  for (int i = 0; !rc && i < n; i++) {
+    gc_work_reply_t r;
+    char why[sizeof r.detail + 64];
+    if (!jobs[i].ok) continue; /* it compiled for the sweep: its measurement stands */
+    if ((rc = run(s, &c[i], &jobs[i], 0, &r, e))) break;
+    int ok = !strcmp(r.status, "ok");
+    snprintf(why, sizeof why, "when run again among the finalists: %s", r.detail);
+    gc_db_measurement_t m = result_row(s, c[i].variant_id, r.status, ok ? NULL : why, &r);
+    if ((rc = gc_db_retime(s->db, f[i].measurement_id, &m, e))) break;
+    char *note = s->notes[s->nnotes];
+    if (!ok)
+      snprintf(note, sizeof s->notes[0], "finalist %s %s: %s %s", f[i].template_name, f[i].params,
+               r.status, why);
+    else if (r.timing.median_us > MOVED * f[i].median_us || f[i].median_us > MOVED * r.timing.median_us)
+      snprintf(note, sizeof s->notes[0], "finalist %s %s: %.1f us in the sweep, %.1f us when run "
+               "again (was the device busy?)", f[i].template_name, f[i].params, f[i].median_us,
+               r.timing.median_us);
+    else
+      continue;
+    s->nnotes++;
+  }
+  for (int i = 0; i < n; i++) gc_buf_free(&src[i]);
+  return rc;
+}
+
 /* Sweep p within the budget, pick its winner and, unless quiet, print
  * its summary. */
 static int tune_problem(sweep_t *s, const gc_problem_t *p, int quiet, gc_err_t *e) {
@@ -539,6 +633,7 @@ static int tune_problem(sweep_t *s, const gc_problem_t *p, int quiet, gc_err_t *
   if (s->seen) memset(s->seen, 0, (size_t)s->capseen * sizeof *s->seen); /* points are per problem */
   s->nseen = 0;
   s->default_vid[0] = 0;
+  s->nnotes = 0;
   gc_problem_key(p, s->key);
   gc_variant_t def;
   int found = 0;
@@ -563,6 +658,7 @@ static int tune_problem(sweep_t *s, const gc_problem_t *p, int quiet, gc_err_t *
     return gc_err_set(e, GC_EINVAL, "%s: none of the %lld variants satisfies the templates' "
                       "constraints on %s", s->key, (long long)s->space, s->o->target.name);
   if (!rc) rc = wait_for_others(s, e);
+  if (!rc && s->measured > 0) rc = confirm(s, e);
   /* in a write transaction: another tuner's choice cannot land between
    * this one's reading the candidates and writing the winner */
   if (!rc && !(rc = gc_db_begin(s->db, e))) {
@@ -572,11 +668,11 @@ static int tune_problem(sweep_t *s, const gc_problem_t *p, int quiet, gc_err_t *
     else gc_db_rollback(s->db);
   }
   if (!rc) {
-    /* the default's time, also when it was measured by an earlier run */
+    /* the default's time, also when it was measured by an earlier run or
+     * again among the finalists */
     int f = 0;
-    if (s->default_us <= 0 &&
-        (gc_db_variant_median(s->db, s->device_id, s->problem_id, s->default_vid,
-                              &s->default_us, &f, e) || !f))
+    if (gc_db_variant_median(s->db, s->device_id, s->problem_id, s->default_vid,
+                             &s->default_us, &f, e) || !f)
       s->default_us = 0;
     if (quiet && s->o->progress) fprintf(stderr, "\r\033[K");
     else if (!quiet) summary(s, found, e);

@@ -7,7 +7,7 @@
  * @backend  cpu
  * @dtypes   f32
  * @kernel   slow_gemm
- * @param    REP 1 8 default 1 -- times each element is computed
+ * @param    REP 1 2 3 8 default 1 -- times each element is computed
  * @grid     M
  * @block    1
  * @priority 0
