@@ -114,8 +114,8 @@ GC_DEVICE int64_t gv_row(const gv_rope_t &ro, int64_t s) {
 /* ---- the epilogue: output (m, n) of C from the sums x of its row of B
  * (of its gate row; of the first row of its RoPE pair) and x2 of its up
  * row (of the pair's second row) ---- */
-#if ROPE /* pair n/2 (n even) of row m (the prelude's gc_rope_pair) */
-#define GV_STORE(C, m, n, x, x2) gc_rope_pair(C, ro, m, (n) / 2, x, x2)
+#if ROPE /* pair n/2 (n even) of row m (the prelude's gc_rope_put; rf: gemv_body's) */
+#define GV_STORE(C, m, n, x, x2) gc_rope_put(C, ro, m, (n) / 2, x, x2, rf)
 #elif PAIR == 2
 #define GV_STORE(C, m, n, x, x_up) STORE_C(C, (m) * N + (n), gc_silu_mul(x, x_up))
 #else
@@ -140,6 +140,28 @@ GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, const TB *Wn, const gv
     b[r] = B + gv_row(ro, gc_min64(n0 + r, N - 1)) * K;
     if (PAIR == 2) /* the up row of the same output */
       b[ROWS + r] = B + (N + gc_min64(n0 + r, N - 1)) * K;
+  }
+
+  /* ROPE: the frequency of the one pair this thread stores (the stores
+   * below give a thread at most one output), read before the loop so that
+   * its latency hides behind the stream rather than adding to the tail */
+  static_assert(!ROPE || MMAX * ROWS <= GC_WARP, "one RoPE pair per thread");
+  double rf = 0.0;
+  if (ROPE) {
+    int64_t sm = -1, sn = 0;
+    if (KS == 1) {
+      GC_UNROLL(MR)
+      for (int m = 0; m < MR; m++)
+        GC_UNROLL(ROWS)
+        for (int r = 0; r < ROWS; r += 2)
+          if (lane == (m * ROWS + r) % GC_WARP)
+            sm = m, sn = n0 + r;
+    } else if (gc_tid() < GV_RG * MR * ROWS && gc_tid() % ROWS % 2 == 0) {
+      const int o = gc_tid();
+      sm = o / ROWS % MR, sn = gc_bid() * GV_RB + (int64_t)(o / (MR * ROWS)) * ROWS + o % ROWS;
+    }
+    if (sm >= 0 && sm < M && sn < N)
+      rf = gc_rope_freq(ro, sn / 2);
   }
 
   float acc[MR][GV_NR], ss[MR]; /* ss: sums of squares of A's rows (NORM) */

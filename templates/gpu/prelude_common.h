@@ -380,23 +380,59 @@ template <typename T> struct gc_rope_t {
   const double *inv_freq; /* [D/2] */
   int64_t pos0, H, G, D, layout;
 };
-/* Pair u (head u / (D/2), pair j = u % (D/2) of it) of token m at
- * position p = pos0 + m from its two sums x, y: both stored as the GEMM
- * stores C, into Q row m (query heads), Kc or Vc row p, then a query or
- * key head's pair rotated in place as rope_kv_gpu does (sin and cos of
- * θ = p·inv_freq[j] and the rotation in double, one rounding). */
+/* The inverse frequency of pair u's angle (inv_freq[j], j = u % (D/2)),
+ * or 0 for a value head, which is not rotated. gemv.cu reads it before
+ * its loop, so that the load's latency hides behind the stream. */
+template <typename T> GC_DEVICE double gc_rope_freq(const gc_rope_t<T> &ro, int64_t u) {
+  return u / (ro.D / 2) < ro.H + ro.G ? ro.inv_freq[u % (ro.D / 2)] : 0.0;
+}
+/* The row pair u (head hd = u / (D/2)) of token m goes to: Q row m
+ * (query heads), Kc or Vc row pos0 + m; *ia, *ib its two elements. */
 template <typename T>
-GC_DEVICE void gc_rope_pair(T *Q, const gc_rope_t<T> &ro, int64_t m, int64_t u, float x, float y) {
+GC_DEVICE T *gc_rope_row(T *Q, const gc_rope_t<T> &ro, int64_t m, int64_t u, int64_t *ia, int64_t *ib) {
   const int64_t D = ro.D, H = ro.H, G = ro.G, hd = u / (D / 2), j = u % (D / 2), p = ro.pos0 + m;
-  const int64_t ia = gc_rope_elem(j, 0, D, ro.layout), ib = gc_rope_elem(j, 1, D, ro.layout);
-  T *row = hd < H ? Q + (m * H + hd) * D : (hd < H + G ? ro.Kc + (p * G + hd - H) * D : ro.Vc + (p * G + hd - H - G) * D);
-  gc_st(row, ia, x); /* as rmsnorm_gemm stores C; value heads are done */
-  gc_st(row, ib, y);
-  if (hd >= H + G)
-    return;
-  double a = gc_ld(row, ia), b = gc_ld(row, ib), c, sn;
-  gc_sincos_f64((double)p * ro.inv_freq[j], &sn, &c);
+  *ia = gc_rope_elem(j, 0, D, ro.layout), *ib = gc_rope_elem(j, 1, D, ro.layout);
+  return hd < H ? Q + (m * H + hd) * D : (hd < H + G ? ro.Kc + (p * G + hd - H) * D : ro.Vc + (p * G + hd - H - G) * D);
+}
+/* (a, b) rotated by θ as rope_kv_gpu does (sin, cos and the rotation in
+ * double, one rounding) into row[ia], row[ib]. */
+template <typename T>
+GC_DEVICE void gc_rope_rotate(T *row, int64_t ia, int64_t ib, double a, double b, double theta) {
+  double c, sn;
+  gc_sincos_f64(theta, &sn, &c);
   gc_st(row, ia, gc_rope_round(a * c - b * sn, sizeof(T) == 2));
   gc_st(row, ib, gc_rope_round(a * sn + b * c, sizeof(T) == 2));
+}
+/* Pair u (head u / (D/2), pair j = u % (D/2) of it) of token m at
+ * position p = pos0 + m from its two sums x, y: both rounded to T as the
+ * GEMM stores C; a query or key head's pair rotated by θ = p·f (f =
+ * gc_rope_freq(ro, u)) into Q row m or Kc row p, a value head's stored
+ * into Vc row p as it is. The rounded sums stay in registers (gemv.cu). */
+template <typename T>
+GC_DEVICE void gc_rope_put(T *Q, const gc_rope_t<T> &ro, int64_t m, int64_t u, float x, float y,
+                           double f) {
+  int64_t ia, ib;
+  T *row = gc_rope_row(Q, ro, m, u, &ia, &ib), tx, ty;
+  if (u / (ro.D / 2) >= ro.H + ro.G) { /* a value head: as rmsnorm_gemm stores C */
+    gc_st(row, ia, x);
+    gc_st(row, ib, y);
+    return;
+  }
+  gc_st(&tx, 0, x);
+  gc_st(&ty, 0, y);
+  gc_rope_rotate(row, ia, ib, gc_ld(&tx, 0), gc_ld(&ty, 0), (double)(ro.pos0 + m) * f);
+}
+/* The same, the rounded sums stored first and read back, and the
+ * frequency read here: fewer registers live across the epilogue, for
+ * gemv_qmma.cu, whose RoPE variants are at the register limit. */
+template <typename T>
+GC_DEVICE void gc_rope_pair(T *Q, const gc_rope_t<T> &ro, int64_t m, int64_t u, float x, float y) {
+  int64_t ia, ib;
+  T *row = gc_rope_row(Q, ro, m, u, &ia, &ib);
+  gc_st(row, ia, x);
+  gc_st(row, ib, y);
+  if (u / (ro.D / 2) >= ro.H + ro.G)
+    return;
+  gc_rope_rotate(row, ia, ib, gc_ld(row, ia), gc_ld(row, ib), (double)(ro.pos0 + m) * ro.inv_freq[u % (ro.D / 2)]);
 }
 /* <<< gc-gemv */
