@@ -352,32 +352,6 @@ def test_a_wrong_rope_kv_is_caught(tmp_path, what, old, new, case):
     assert unwritten or bad, f"not caught: {what}"
 
 
-# gemv_gpu's RoPE epilogue (dense weights): the split-K path, whose storing
-# thread of a pair is picked from the block's threads, and the KS=1 path,
-# whose is a lane of the warp; each reads its pair's frequency before the
-# loop (gemv.cu), so a wrong pick gives a wrong angle.
-GV_ROPE_CASES = [
-    ("f16", dict(WARPS=8, KS=4, ROWS=2, UNR=1), 1, 4, 2, 128, 0, 37),
-    ("bf16", dict(WARPS=4, KS=1, ROWS=4, UNR=1, MMAX=4), 3, 5, 1, 64, 1, 9),
-]
-
-
-@pytest.mark.parametrize("dtype,params,m,h,g,d,layout,pos0", GV_ROPE_CASES,
-                         ids=[f"{c[0]}-KS{c[1]['KS']}-L{c[6]}" for c in GV_ROPE_CASES])
-def test_gemv_gpu_rope_kv_on_the_emulated_gpu(tmp_path, dtype, params, m, h, g, d, layout, pos0):
-    unwritten, bad, msgs = run_rope(tmp_path, dtype, params, m, h, g, d, layout, pos0, tpl_file="gemv.cu")
-    assert unwritten == 0 and bad == 0, f"{dtype} {params}: {unwritten} unwritten, {bad} bad\n" + "\n".join(msgs)
-
-
-@pytest.mark.parametrize("case", GV_ROPE_CASES, ids=[f"KS{c[1]['KS']}" for c in GV_ROPE_CASES])
-def test_gemv_gpu_rope_frequency_of_the_wrong_pair_is_caught(tmp_path, case):
-    old, new = "rf = gc_rope_freq(ro, sn / 2);", "rf = gc_rope_freq(ro, sn / 2 + 1);"
-    text = open(os.path.join(GPU, "gemv.cu")).read()
-    assert old in text, f"gemv.cu no longer has: {old}"
-    unwritten, bad, _ = run_rope(tmp_path, *case, tpl_file="gemv.cu", tpl_text=text.replace(old, new))
-    assert unwritten or bad, "not caught: the frequency of the next pair"
-
-
 def ddata(dt, op, m, n, k, seed):
     """_qdata's inputs with B dense in A's dtype (values and their bits)."""
     import numpy as np
@@ -634,6 +608,18 @@ SIMT_ROPE_CASES = [
 def test_gemv_gpu_rope_kv_on_the_emulated_gpu(tmp_path, dtype, params, m, h, g, d, layout, pos0):
     unwritten, bad, msgs = run_rope(tmp_path, dtype, params, m, h, g, d, layout, pos0, tpl_file="gemv.cu")
     assert unwritten == 0 and bad == 0, f"{dtype} {params}: {unwritten} unwritten, {bad} bad\n" + "\n".join(msgs)
+
+
+# gemv_gpu's storing thread of a RoPE pair reads its frequency before the
+# loop (the split-K path picks it from the block's threads, KS=1 from the
+# warp's lanes): the next pair's frequency is caught in both
+@pytest.mark.parametrize("case", SIMT_ROPE_CASES, ids=[f"KS{c[1]['KS']}" for c in SIMT_ROPE_CASES])
+def test_gemv_gpu_rope_frequency_of_the_wrong_pair_is_caught(tmp_path, case):
+    old, new = "rf = gc_rope_freq(ro, sn / 2);", "rf = gc_rope_freq(ro, sn / 2 + 1);"
+    text = open(os.path.join(GPU, "gemv.cu")).read()
+    assert old in text, f"gemv.cu no longer has: {old}"
+    unwritten, bad, _ = run_rope(tmp_path, *case, tpl_file="gemv.cu", tpl_text=text.replace(old, new))
+    assert unwritten or bad, "not caught: the frequency of the next pair"
 
 
 SIMT_MUTATIONS = [
