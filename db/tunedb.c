@@ -732,13 +732,18 @@ int gc_db_finalists(gc_db_t *db, int64_t device_id, int64_t problem_id, const ch
   return GC_OK;
 }
 
+/* (In an UPDATE every right-hand side reads the row as it was.) */
+#define RETIME_IF_LOWER(col, param) col "=CASE WHEN median_us > ?2 THEN " param " ELSE " col " END"
+
 int gc_db_retime(gc_db_t *db, int64_t measurement_id, const gc_db_measurement_t *m, gc_err_t *e) {
   sqlite3_stmt *st;
   int ok = !strcmp(m->status, "ok");
   if (gc_sql_prepare(db->sq, ok ?
-                     "UPDATE measurements SET median_us=?2, min_us=?3, max_us=?4, spread=?5, "
-                     "iters=?6, tflops=?7, gbps=?8, max_err=max(coalesce(max_err, 0), ?9) "
-                     "WHERE id=?1 AND status='ok' AND median_us > ?2"
+                     "UPDATE measurements SET max_err=max(coalesce(max_err, 0), coalesce(?9, 0)), "
+                     RETIME_IF_LOWER("min_us", "?3") ", " RETIME_IF_LOWER("max_us", "?4") ", "
+                     RETIME_IF_LOWER("spread", "?5") ", " RETIME_IF_LOWER("iters", "?6") ", "
+                     RETIME_IF_LOWER("tflops", "?7") ", " RETIME_IF_LOWER("gbps", "?8") ", "
+                     "median_us=min(median_us, ?2) WHERE id=?1 AND status='ok'"
                      : "UPDATE measurements SET status=?10, detail=?11, median_us=NULL, "
                      "min_us=NULL, max_us=NULL, spread=NULL, iters=NULL, tflops=NULL, gbps=NULL, "
                      "max_err=?9 WHERE id=?1",

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "../../base/quant.h"
 #include "../../models/llama2c.h"
 #include "../../models/llama_config.h"
@@ -1327,6 +1329,51 @@ static void put_winner(gc_db_t *db, const gc_problem_t *p, double median_us) {
   CHECK(gc_db_pick_winner(db, dev, pid, "sm_90a", NULL, 0.0, &found, &e) == GC_OK && found, "%s", e.msg);
 }
 
+/* gc_db_retime (gcore-tune's finalists run again): a slower second run
+ * leaves the time, a faster one replaces it, and a failure takes the
+ * variant out of the finalists and of the winners gcore-gen reads. */
+static void test_db_retime(void) {
+  gc_err_t e = {0};
+  gc_db_t *db = NULL;
+  char path[512];
+  snprintf(path, sizeof path, "%s/retime.db", g_tmp);
+  CHECK(gc_db_open(path, 1, &db, &e) == GC_OK, "%s", e.msg);
+  gc_problem_t p = {"gemm", GC_DT_F16, GC_DT_F16, GC_DT_F16, 1, 64, 64, 0, 0, 0};
+  put_winner(db, &p, 10.0); /* device, compiler and problem 1 of a new database */
+  gc_db_finalist_t f[3];
+  int got = 0, found = 0;
+  CHECK(gc_db_finalists(db, 1, 1, "sm_90a", 1, ",h,", NULL, f, 3, &got, &e) == GC_OK && got == 1 &&
+            f[0].median_us == 10.0 && !strcmp(f[0].template_name, "tpl"),
+        "one finalist of 10 us: %d, %s", got, e.msg);
+  gc_db_measurement_t m = {.status = "ok", .median_us = 12, .min_us = 11, .max_us = 13, .iters = 9, .max_err = 0.5};
+  CHECK(gc_db_retime(db, f[0].measurement_id, &m, &e) == GC_OK, "%s", e.msg);
+  gc_db_finalists(db, 1, 1, "sm_90a", 1, ",h,", NULL, f, 3, &got, &e);
+  CHECK(got == 1 && f[0].median_us == 10.0, "a slower second run keeps 10 us: %g", f[0].median_us);
+  sqlite3 *sq = NULL; /* and the larger verification error */
+  sqlite3_stmt *st = NULL;
+  double err = -1;
+  if (sqlite3_open(path, &sq) == SQLITE_OK &&
+      sqlite3_prepare_v2(sq, "SELECT max_err FROM measurements", -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    err = sqlite3_column_double(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(sq);
+  CHECK(err == 0.5, "the second run's larger error kept: %g", err);
+  m.median_us = 4;
+  CHECK(gc_db_retime(db, f[0].measurement_id, &m, &e) == GC_OK, "%s", e.msg);
+  gc_db_finalists(db, 1, 1, "sm_90a", 1, ",h,", NULL, f, 3, &got, &e);
+  CHECK(got == 1 && f[0].median_us == 4.0, "a faster second run gives 4 us: %g", f[0].median_us);
+  gc_db_winner_t w;
+  CHECK(gc_db_find_winner(db, "sm_90a", &p, &w, &found, &e) == GC_OK && found && w.median_us == 4.0,
+        "the winner at 4 us: %d %g", found, w.median_us);
+  m = (gc_db_measurement_t){.status = "verify-failed", .detail = "when run again: wrong", .max_err = 3};
+  CHECK(gc_db_retime(db, f[0].measurement_id, &m, &e) == GC_OK, "%s", e.msg);
+  gc_db_finalists(db, 1, 1, "sm_90a", 1, ",h,", NULL, f, 3, &got, &e);
+  CHECK(got == 0, "a failed second run leaves no finalist: %d", got);
+  CHECK(gc_db_find_winner(db, "sm_90a", &p, &w, &found, &e) == GC_OK && !found, "nor a winner");
+  gc_db_close(db);
+}
+
 /* Winners for both prefill plans of a pass of t tokens: a quantized step
  * q_per_row·t µs, a gather g µs, a dense step t/5 µs. */
 static void put_plans(gc_db_t *db, const gc_llama_config_t *c, gc_llama_dtypes_t *dt, int64_t t, double q_per_row,
@@ -1516,6 +1563,7 @@ int main(int argc, char **argv) {
   check_case("rope_inv_freq", test_rope_inv_freq);
   check_case("recipe_shard", test_recipe_shard);
   check_case("recipe_dense_plan", test_recipe_dense_plan);
+  check_case("db_retime", test_db_retime);
   check_case("recipe_split_qkv", test_recipe_split_qkv);
   check_case("weights_hf", test_weights_hf);
   check_case("weights_hf_broken", test_weights_hf_broken);
