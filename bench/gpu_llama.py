@@ -374,20 +374,26 @@ def main():
                     "with the KV cache's bytes")
     ap.add_argument("--no-extra", action="store_true",
                     help="skip the diagnostic runs (without the graph, --no-pdl, --profile)")
+    ap.add_argument("--no-fp16", action="store_true",
+                    help="the --quant files only: no fp16 model (nor its tuning), so no ratio to its decode; "
+                    "needs --no-hf, and neither --long nor --decode-ctx (they run the fp16 model)")
     a = ap.parse_args()
+    if a.no_fp16 and (not a.quant or not a.no_hf or a.long or a.decode_ctx):
+        ap.error("--no-fp16 needs --quant and --no-hf, and takes neither --long nor --decode-ctx")
     import torch
     os.makedirs(a.out, exist_ok=True)
     bw = copy_bandwidth(torch)
     print(f"device: {torch.cuda.get_device_name()}, copy bandwidth {bw / 1e9:.0f} GB/s (read+write)")
     for s in a.shapes.split(","):
-        d = os.path.join(a.out, f"llama-{s}")
-        t0 = time.time()
-        write_model(d, SHAPES[s])
-        print(f"[{s}] model written in {time.time() - t0:.0f} s")
-        g = gcore_bench(d, a.out, a.budget if a.budget != "0" else None, a.arch, a.tune_decode, a.db, not a.no_extra,
-                        long=a.long, decode_ctx=a.decode_ctx, profile=a.profile)
-        if g["tune_s"]:
-            print(f"[{s}] gcore-tune: {g['tune_s']:.0f} s")
+        d, g = os.path.join(a.out, f"llama-{s}"), None
+        if not a.no_fp16:
+            t0 = time.time()
+            write_model(d, SHAPES[s])
+            print(f"[{s}] model written in {time.time() - t0:.0f} s")
+            g = gcore_bench(d, a.out, a.budget if a.budget != "0" else None, a.arch, a.tune_decode, a.db,
+                            not a.no_extra, long=a.long, decode_ctx=a.decode_ctx, profile=a.profile)
+            if g["tune_s"]:
+                print(f"[{s}] gcore-tune: {g['tune_s']:.0f} s")
         bound = bw / weight_bytes_per_token(SHAPES[s])
         for mix in [q for q in a.quant.split(",") if q]:
             path = os.path.join(a.out, f"llama-{s}-{mix}.gguf")
@@ -400,13 +406,15 @@ def main():
             qbound = bw / qb
             if q["tune_s"]:
                 print(f"[{s} {mix}] gcore-tune: {q['tune_s']:.0f} s")
+            vs = (f"; {q['decode_tok_s'] / g['decode_tok_s']:.2f}x gcore fp16 ({g['decode_tok_s']:.1f} tok/s)"
+                  if g else "")
             print(f"[{s} {mix}] decode  gcore {q['decode_tok_s']:8.1f} tok/s  bound {qbound:.0f} tok/s: "
-                  f"{q['decode_tok_s'] / qbound:.0%} of it; {q['decode_tok_s'] / g['decode_tok_s']:.2f}x gcore fp16 "
-                  f"({g['decode_tok_s']:.1f} tok/s)")
+                  f"{q['decode_tok_s'] / qbound:.1%} of it{vs}")
             if not a.no_extra:
                 print(f"[{s} {mix}] decode without the graph: {q['decode_nograph_tok_s']:8.1f} tok/s; "
                       f"--no-pdl: {q['decode_nopdl_tok_s']:8.1f} tok/s")
-            print(f"[{s} {mix}] prefill gcore {q['prefill_tok_s']:8.0f} tok/s (fp16: {g['prefill_tok_s']:.0f}; "
+            fp = f"fp16: {g['prefill_tok_s']:.0f}; " if g else ""
+            print(f"[{s} {mix}] prefill gcore {q['prefill_tok_s']:8.0f} tok/s ({fp}"
                   f"the bundle's dense plan from {q['deq_rows']} tokens; quantized plan throughout: "
                   f"{q['prefill_q_tok_s']:.0f})")
             if a.profile:
@@ -420,6 +428,8 @@ def main():
             print(f"[{s}] decode after {a.decode_ctx} tokens: gcore {g['decode_ctx_tok_s']:8.1f} tok/s  bound "
                   f"{cb:.0f} tok/s (weights + {kv / 1e9:.2f} GB of KV cache per token): "
                   f"{g['decode_ctx_tok_s'] / cb:.0%}")
+        if a.no_fp16:
+            continue
         if a.no_hf:
             print(f"[{s}] decode  gcore {g['decode_tok_s']:8.1f} tok/s  bound {bound:.0f} tok/s: "
                   f"{g['decode_tok_s'] / bound:.0%}; prefill {g['prefill_tok_s']:.0f} tok/s")
