@@ -14,8 +14,10 @@
  * and G are whole pages where the device protects memory (the slack
  * before S is then less than a page), else S = lo + G.
  * Inputs are uploaded once; outputs are poisoned before each verification
- * launch; in/out buffers (a KV cache) are restored to their initial
- * contents, whose to-be-written rows are NaN. After each verification
+ * launch (NaN before the first of its two, finite noise far from any
+ * reference value before the second, the checked one: noise()); in/out
+ * buffers (a KV cache) are restored to their initial contents, whose
+ * to-be-written rows are NaN. After each verification
  * launch every guard must still hold its pattern and every input its
  * initial bytes (a write that lands there is reported and undone), then
  * every output element is checked.
@@ -67,6 +69,7 @@ struct gc_check {
   int rot_buf, ncopies;             /* chain timing: copies of input rot_buf */
   gc_dptr_t copy[16];
   int copies_used;                  /* a timing launched on the copies since the last verification */
+  uint64_t noise_state;             /* the checked launches' output noise (noise()) */
 };
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -165,6 +168,7 @@ int gc_check_setup(gc_dev_t *dev, const gc_problem_t *p, const gc_op_scalars_t *
   if (!c) return GC_ENOMEM;
   c->dev = dev;
   c->p = *p;
+  c->noise_state = (seed ^ 0x6E6F697365ull) * 0x9E3779B97F4A7C15ull | 1; /* never 0 */
   if (sc)
     c->sc = *sc;
   else
@@ -294,14 +298,53 @@ static int check_copies(gc_check_t *c, gc_verify_t *v, gc_err_t *e) {
   return GC_OK;
 }
 
-/* Poison outputs, restore in/out buffers. */
-static int prepare(gc_check_t *c, gc_err_t *e) {
+/* Output b's count elements of noise into dst (b's bytes): random sign
+ * and mantissa in the top binades of its dtype (f16 32768 .. 65504, f32
+ * and bf16 from 2^97, f64 from 2^200, i32 below -2^30), none of them NaN
+ * or infinite, from *state (xorshift64). The op reference's outputs are
+ * never near such values, so an element left unwritten still fails its
+ * check; and a kernel that reads its output before writing it (skips the
+ * work where it finds no NaN, adds to what it finds) fails too, where a
+ * NaN poison might have let it pass and a real run then read stale data. */
+static void noise(const gc_opbuf_t *b, unsigned char *dst, uint64_t *state) {
+  for (int64_t i = 0; i < b->count; i++) {
+    uint64_t x = *state;
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    *state = x;
+    if (b->dtype == GC_DT_F16) {
+      uint16_t v = (uint16_t)(0x7800 | (x & 0x3FF) | ((x >> 20) & 1) << 15); /* exponent 30 */
+      memcpy(dst + 2 * i, &v, 2);
+    } else if (b->dtype == GC_DT_BF16) {
+      uint16_t v = (uint16_t)((0xE0 + (x >> 8) % 31) << 7 | (x & 0x7F) | ((x >> 20) & 1) << 15);
+      memcpy(dst + 2 * i, &v, 2);
+    } else if (b->dtype == GC_DT_F32) {
+      uint32_t v = (uint32_t)((0xE0 + (x >> 32) % 31) << 23 | (x & 0x7FFFFF) | ((x >> 24) & 1) << 31);
+      memcpy(dst + 4 * i, &v, 4);
+    } else if (b->dtype == GC_DT_I32) {
+      uint32_t v = 0x80000000u | (uint32_t)(x & 0x3FFFFFFF);
+      memcpy(dst + 4 * i, &v, 4);
+    } else if (b->dtype == GC_DT_F64) {
+      uint64_t v = (uint64_t)(1023 + 200 + (x >> 52) % 500) << 52 | (x & 0xFFFFFFFFFFFFFull);
+      memcpy(dst + 8 * i, &v, 8);
+    }
+  }
+}
+
+/* Restore in/out buffers; outputs get NaN before the first of a
+ * verification's two launches, noise before the second, the checked one. */
+static int prepare(gc_check_t *c, int checked_launch, gc_err_t *e) {
   for (int i = 0; i < c->nbufs; i++) {
     const gc_opbuf_t *b = &c->bufs[i];
+    int rc = GC_OK;
     if (!checked(b)) continue;
-    int rc = b->kind == GC_BUF_OUT
-                 ? gc_dev_memset(c->dev, c->dev_buf[i], POISON_BYTE, c->bytes[i], e)
-                 : gc_dev_upload(c->dev, c->dev_buf[i], c->host[i], c->bytes[i], e);
+    if (b->kind != GC_BUF_OUT) {
+      rc = gc_dev_upload(c->dev, c->dev_buf[i], c->host[i], c->bytes[i], e);
+    } else if (checked_launch && !gc_dtype_is_block(b->dtype)) {
+      noise(b, c->readback, &c->noise_state);
+      rc = gc_dev_upload(c->dev, c->dev_buf[i], c->readback, c->bytes[i], e);
+    } else {
+      rc = gc_dev_memset(c->dev, c->dev_buf[i], POISON_BYTE, c->bytes[i], e);
+    }
     if (rc) return rc;
   }
   return GC_OK;
@@ -312,7 +355,7 @@ int gc_check_verify(gc_check_t *c, gc_launch_fn fn, void *ctx, gc_verify_t *v,
   memset(v, 0, sizeof *v);
   v->ok = 1;
   for (int k = 0; k < 2; k++) /* the second launch is the one checked */
-    if (prepare(c, e) || fn(ctx, c->args.args, e) || gc_dev_sync(c->dev, e)) return e->code;
+    if (prepare(c, k, e) || fn(ctx, c->args.args, e) || gc_dev_sync(c->dev, e)) return e->code;
   /* writes where there should be none first: they also explain a wrong output */
   for (int i = 0; i < c->nbufs; i++)
     if (check_guards(c, i, v, e) || (!checked(&c->bufs[i]) && check_input(c, i, v, e)))

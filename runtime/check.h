@@ -83,7 +83,9 @@ const gc_problem_t *gc_check_problem(const gc_check_t *c);
  * is v->why ("wrote past the end of C (changed byte at end + 4)", "wrote
  * into input A (element 7: row 0, col 7)", "C element 3 ...: got ...");
  * whatever was changed is put back, so the next launch starts clean.
- * Outputs are poisoned and in/out buffers restored before the launch, so
+ * Outputs are poisoned (the checked launch's with finite noise, so that a
+ * kernel that reads its output before writing it fails) and in/out
+ * buffers restored before the launch, so
  * a call after gc_check_time verifies a fresh launch, and sees what the
  * timed launches wrote into guards and inputs. Returns an error only
  * where the launch or the device failed; v->ok says whether it verified. */

@@ -46,6 +46,10 @@ HARMS = {
     # verification checks its second launch
     "second_wrong": ("if (launches == 1) C[0] += 1.0f;", "verify-failed",
                      "C element 0 (row 0, col 0)", "C element 0 (row 0, col 0)"),
+    # reads C before it computes (see BEFORE): NaN there is taken as "not
+    # done yet", anything else as done, so with NaN poison alone it passed
+    # both checks and timed a launch that does nothing
+    "reads_c_first": ("", "verify-failed", "C element 0 (row 0, col 0)", "C element 0 (row 0, col 0)"),
     "segv": ("*(volatile int *)16 = 1;", "launch-failed", "Segmentation fault at 0x10",
              "Segmentation fault at 0x10"),
     "hang": ("for (volatile int spin = 0;; spin++) {}", "timed-out", "no result within",
@@ -54,6 +58,9 @@ HARMS = {
     "exit0": ("exit(0);", "launch-failed", "worker exited with status 0",
               "worker exited with status 0"),
 }
+
+# Code of a kind that runs before C is computed.
+BEFORE = {"reads_c_first": "if (C[0] == C[0]) return;  /* C[0] is not NaN: taken as computed */"}
 
 # A correct f32 GEMM for small K, N (multiples of 8), faster than gemm_cpu
 # there: one task, eight dot products at a time, reduced with hadds.
@@ -85,6 +92,7 @@ GC_EXPORT void planted_{kind}(void **args, int64_t task) {{
   (void)task;
   float *A = GC_ARG(args, 0, float *), *B = GC_ARG(args, 1, float *), *C = GC_ARG(args, 2, float *);
   int64_t M = GC_ARG(args, 3, int64_t), N = GC_ARG(args, 4, int64_t), K = GC_ARG(args, 5, int64_t);
+  {before}
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j += 8) {{
       __m256 acc[8];
@@ -122,10 +130,14 @@ GPU_HARMS = {
     "first_only": ("if (launches > 1) C[0] += 1.0f;", "verify-failed",
                    "after the timed launches: C element 0"),
     "second_wrong": ("if (launches == 1) C[0] += 1.0f;", "verify-failed", "C element 0 (row 0, col 0)"),
+    "reads_c_first": ("", "verify-failed", "C element 0 (row 0, col 0)"),
     "segv": ("*(volatile int *)16 = 1; /* an illegal address */", "launch-failed", None),
     "hang": ("for (volatile int spin = 0;; spin = spin + 1) {}", "timed-out", "no result within"),
     "abort": ("gc_planted_trap();", "launch-failed", None),
 }
+
+# a thread that finds its element of C not NaN takes it as computed
+GPU_BEFORE = {"reads_c_first": "if (e < M * N && C[e] == C[e]) return; /* not NaN: taken as computed */"}
 
 # A correct f32 GEMM for small problems: a thread per element of C.
 GPU_TEMPLATE = r"""/* planted for tests/gpu/test_gpu_planted.py: {kind}
@@ -150,6 +162,7 @@ GC_GLOBAL int planted_launches_{kind}; /* launches so far: thread 0 counts them 
 
 GC_KERNEL void planted_{kind}(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K) {{
   int64_t e = gc_bid() * 128 + gc_tid();
+  {before}
   if (e < M * N) {{
     int64_t i = e / N, j = e % N;
     float s = 0;
@@ -176,7 +189,8 @@ def plant(tmp, folder, ext, template, harms):
     d = tmp / "tpl"
     shutil.copytree(os.path.join(ROOT, "templates"), d)
     for kind, (harm, *_) in harms.items():
-        (d / folder / f"planted_{kind}.{ext}").write_text(template.format(kind=kind, harm=harm))
+        before = (GPU_BEFORE if template is GPU_TEMPLATE else BEFORE).get(kind, "")
+        (d / folder / f"planted_{kind}.{ext}").write_text(template.format(kind=kind, harm=harm, before=before))
     return d
 
 
