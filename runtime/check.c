@@ -14,10 +14,10 @@
  * and G are whole pages where the device protects memory (the slack
  * before S is then less than a page), else S = lo + G.
  * Inputs are uploaded once; outputs are poisoned before each verification
- * launch (NaN before the first of its two, finite noise far from any
- * reference value before the second, the checked one: noise()); in/out
- * buffers (a KV cache) are restored to their initial contents, whose
- * to-be-written rows are NaN. After each verification
+ * launch and in/out buffers (a KV cache) restored to their initial
+ * contents, whose to-be-written rows are NaN; before the second launch,
+ * the checked one, finite noise far from any reference value takes the
+ * place of the NaN (noise_elem). After each verification
  * launch every guard must still hold its pattern and every input its
  * initial bytes (a write that lands there is reported and undone), then
  * every output element is checked.
@@ -298,53 +298,62 @@ static int check_copies(gc_check_t *c, gc_verify_t *v, gc_err_t *e) {
   return GC_OK;
 }
 
-/* Output b's count elements of noise into dst (b's bytes): random sign
- * and mantissa in the top binades of its dtype (f16 32768 .. 65504, f32
- * and bf16 from 2^97, f64 from 2^200, i32 below -2^30), none of them NaN
- * or infinite, from *state (xorshift64). The op reference's outputs are
- * never near such values, so an element left unwritten still fails its
- * check; and a kernel that reads its output before writing it (skips the
- * work where it finds no NaN, adds to what it finds) fails too, where a
- * NaN poison might have let it pass and a real run then read stale data. */
-static void noise(const gc_opbuf_t *b, unsigned char *dst, uint64_t *state) {
-  for (int64_t i = 0; i < b->count; i++) {
-    uint64_t x = *state;
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    *state = x;
-    if (b->dtype == GC_DT_F16) {
-      uint16_t v = (uint16_t)(0x7800 | (x & 0x3FF) | ((x >> 20) & 1) << 15); /* exponent 30 */
-      memcpy(dst + 2 * i, &v, 2);
-    } else if (b->dtype == GC_DT_BF16) {
-      uint16_t v = (uint16_t)((0xE0 + (x >> 8) % 31) << 7 | (x & 0x7F) | ((x >> 20) & 1) << 15);
-      memcpy(dst + 2 * i, &v, 2);
-    } else if (b->dtype == GC_DT_F32) {
-      uint32_t v = (uint32_t)((0xE0 + (x >> 32) % 31) << 23 | (x & 0x7FFFFF) | ((x >> 24) & 1) << 31);
-      memcpy(dst + 4 * i, &v, 4);
-    } else if (b->dtype == GC_DT_I32) {
-      uint32_t v = 0x80000000u | (uint32_t)(x & 0x3FFFFFFF);
-      memcpy(dst + 4 * i, &v, 4);
-    } else if (b->dtype == GC_DT_F64) {
-      uint64_t v = (uint64_t)(1023 + 200 + (x >> 52) % 500) << 52 | (x & 0xFFFFFFFFFFFFFull);
-      memcpy(dst + 8 * i, &v, 8);
-    }
+/* Element i of dst (dtype t) set to noise from *state (xorshift64): random
+ * sign and mantissa in the top binades of t (f16 32768 .. 65504, f32 and
+ * bf16 from 2^97, f64 from 2^200, i32 below -2^30), never NaN or
+ * infinite. The op references' values are never near these, so an
+ * element left unwritten still fails its check; and a kernel that reads
+ * what it is to write before writing it (skips the work where it finds no
+ * NaN, adds to what it finds) fails too, where a NaN poison might have let
+ * it pass and a real run then read stale data. */
+static void noise_elem(unsigned char *dst, gc_dtype_t t, int64_t i, uint64_t *state) {
+  uint64_t x = *state;
+  x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+  *state = x;
+  if (t == GC_DT_F16) {
+    uint16_t v = (uint16_t)(0x7800 | (x & 0x3FF) | ((x >> 20) & 1) << 15); /* exponent 30 */
+    memcpy(dst + 2 * i, &v, 2);
+  } else if (t == GC_DT_BF16) {
+    uint16_t v = (uint16_t)((0xE0 + (x >> 8) % 31) << 7 | (x & 0x7F) | ((x >> 20) & 1) << 15);
+    memcpy(dst + 2 * i, &v, 2);
+  } else if (t == GC_DT_F32) {
+    uint32_t v = (uint32_t)((0xE0 + (x >> 32) % 31) << 23 | (x & 0x7FFFFF) | ((x >> 24) & 1) << 31);
+    memcpy(dst + 4 * i, &v, 4);
+  } else if (t == GC_DT_I32) {
+    uint32_t v = 0x80000000u | (uint32_t)(x & 0x3FFFFFFF);
+    memcpy(dst + 4 * i, &v, 4);
+  } else if (t == GC_DT_F64) {
+    uint64_t v = (uint64_t)(1023 + 200 + (x >> 52) % 500) << 52 | (x & 0xFFFFFFFFFFFFFull);
+    memcpy(dst + 8 * i, &v, 8);
   }
 }
 
-/* Restore in/out buffers; outputs get NaN before the first of a
- * verification's two launches, noise before the second, the checked one. */
+/* Buffer i as the checked launch of a verification finds it: an output
+ * all noise; an in/out buffer its initial contents with noise where they
+ * hold NaN (the rows the op writes: a KV cache's row at the position). */
+static int upload_noise(gc_check_t *c, int i, gc_err_t *e) {
+  const gc_opbuf_t *b = &c->bufs[i];
+  if (b->kind != GC_BUF_OUT) memcpy(c->readback, c->host[i], c->bytes[i]);
+  for (int64_t k = 0; k < b->count; k++)
+    if (b->kind == GC_BUF_OUT || isnan(gc_load_elem(c->host[i], b->dtype, k)))
+      noise_elem(c->readback, b->dtype, k, &c->noise_state);
+  return gc_dev_upload(c->dev, c->dev_buf[i], c->readback, c->bytes[i], e);
+}
+
+/* Outputs poisoned and in/out buffers restored for one launch of a
+ * verification: NaN where the op writes before the first launch, noise
+ * before the second, the checked one (upload_noise). */
 static int prepare(gc_check_t *c, int checked_launch, gc_err_t *e) {
   for (int i = 0; i < c->nbufs; i++) {
     const gc_opbuf_t *b = &c->bufs[i];
     int rc = GC_OK;
     if (!checked(b)) continue;
-    if (b->kind != GC_BUF_OUT) {
+    if (checked_launch && !gc_dtype_is_block(b->dtype))
+      rc = upload_noise(c, i, e);
+    else if (b->kind != GC_BUF_OUT)
       rc = gc_dev_upload(c->dev, c->dev_buf[i], c->host[i], c->bytes[i], e);
-    } else if (checked_launch && !gc_dtype_is_block(b->dtype)) {
-      noise(b, c->readback, &c->noise_state);
-      rc = gc_dev_upload(c->dev, c->dev_buf[i], c->readback, c->bytes[i], e);
-    } else {
+    else
       rc = gc_dev_memset(c->dev, c->dev_buf[i], POISON_BYTE, c->bytes[i], e);
-    }
     if (rc) return rc;
   }
   return GC_OK;

@@ -12,6 +12,7 @@ says where), and with GCORE_CPU_PROTECT=0, where only the guard patterns
 and the input comparison catch it, as on a GPU. tests/gpu/test_gpu_planted.py
 is the same table on the GPU."""
 import os
+import re
 import shutil
 import sqlite3
 
@@ -256,3 +257,34 @@ def test_gpu_planted_templates_compile(gc, target="sm_90"):
                "--n", "16", "--k", "32", "--dtype", "f32", "--force", "planted_" + kind,
                "-o", "b.gcb", "-q")
         assert r.rc == 0, (kind, r)
+
+
+def test_a_kernel_that_keeps_what_it_finds_in_the_cache_is_caught(gc):
+    """rope_kv writes the KV cache's row at the position, an in/out
+    buffer whose rows to be written start as NaN. A copy of rope_kv_cpu
+    planted to put back what it found in one element of that row unless
+    it was NaN (a kernel taking a written row as done) passed with NaN
+    there alone; the checked launch finds finite noise there instead, so
+    it fails, naming the cache element."""
+    d = gc.dir / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), d)
+    src = (d / "cpu" / "rope_kv.c").read_text()
+    src = src.replace("@template rope_kv_cpu", "@template planted_rope_keep").replace(
+        "@kernel rope_kv_cpu", "@kernel planted_rope_keep").replace(
+        "@op rope_kv rope_kv_batch", "@op rope_kv").replace(
+        "GC_EXPORT void rope_kv_cpu(", "GC_EXPORT void planted_rope_keep(")
+    head, tail = src.rsplit("}", 1)  # the kernel is the file's last function
+    head = head.replace("  int64_t nsb = gc_cdiv(H + G, HEADS); /* slot blocks */",
+                        "  const TC v0 = Vc[pos0 * G * D]; /* value head 0's first element at the position */\n"
+                        "  int64_t nsb = gc_cdiv(H + G, HEADS); /* slot blocks */", 1)
+    (d / "cpu" / "planted_rope_keep.c").write_text(
+        head + "  if (v0 == v0) Vc[pos0 * G * D] = v0; /* not NaN: kept as found */\n}" + tail)
+    # one task (TOK, HEADS at least M, H + G): no other task writes that element
+    r = gc("gcore-tune", "--templates", d, "--template", "planted_rope_keep", "--op", "rope_kv", "--m", "1",
+           "--h", "4", "--g", "2", "--d", "16", "--dtype", "f32", "--db", "r.db", "--budget", "1",
+           "--no-progress")
+    assert r.rc == 0, r
+    by, winner = results(gc.dir / "r.db")
+    status, detail, _ = by["planted_rope_keep"]
+    assert status == "verify-failed" and re.match(r"Vc element \d+ \(row \d+, col 0\): got ", detail), detail
+    assert not winner, winner
