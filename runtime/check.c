@@ -69,7 +69,7 @@ struct gc_check {
   int rot_buf, ncopies;             /* chain timing: copies of input rot_buf */
   gc_dptr_t copy[16];
   int copies_used;                  /* a timing launched on the copies since the last verification */
-  uint64_t noise_state;             /* the checked launches' output noise (noise()) */
+  uint64_t noise_state;             /* the checked launches' noise (noise_elem) */
 };
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
