@@ -20,11 +20,11 @@
 
 #define MAX_SPACE ((int64_t)1 << 24) /* points per template a sweep will walk */
 #define CHUNK 16 /* candidates compiled per ninja run */
-#define FINALISTS 3 /* run again before a pick: the bundle's default and the fastest others */
-#define MOVED 1.25  /* a finalist whose time moves by more than this is named */
 /* Under a deadline, fewer at a time: a chunk's compiles run past it. */
 #define CHUNK_TIMED 4
 #define chunk_cap(s) (isfinite((s)->deadline) ? CHUNK_TIMED : CHUNK)
+#define FINALISTS 3 /* run again before a pick: the bundle's default and the fastest others */
+#define MOVED 1.25  /* a finalist whose time moves by more than this is named */
 
 /* A point of the search: a template and an index into its space (-1 is the
  * template's declared default). 16 bytes, so that spaces of millions of
