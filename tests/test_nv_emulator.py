@@ -172,12 +172,19 @@ CASES = [
     ("gemm_swiglu", "f16:q5_k:f16", dict(KQ=1, RL=1, WARPS=4, KS=2, UNR=8, NST=2), [(4, 19, 768)]),
     ("gemm_add", "f16:q4_k:f16", dict(KQ=1, RL=1, WARPS=4, KS=2, UNR=8, NST=2), [(1, 24, 768), (7, 9, 256)]),
     ("rmsnorm_gemm_swiglu", "bf16:q4_k:bf16", dict(KQ=1, RL=1, WARPS=4, KS=4, UNR=16, NST=2, XS=1), [(1, 33, 2048)]),
+    # PT: a grid of SMS·OCC blocks (SMS set low) walking row tiles, the
+    # ring's stages and phases running on from one tile into the next
+    # (stages a tile not a multiple of NST), the split-K sums in static
+    # shared memory and without split-K, XS staged once a block
+    ("gemm_add", "f16:q8_0r:f16", dict(RL=3, PT=1, WARPS=8, KS=4, NST=3, XS=0, SMS=2), [(1, 100, 1536), (3, 16, 256)]),
+    ("rmsnorm_gemm_swiglu", "f16:q4_kr:f16", dict(KQ=1, RL=3, PT=1, WARPS=4, KS=2, XS=1, NST=2, SMS=1), [(1, 72, 1024)]),
+    ("rmsnorm_gemm", "bf16:q8_0r:bf16", dict(RL=3, PT=1, WARPS=4, KS=1, RT=2, XS=1, NST=3, OCC=2, SMS=1), [(2, 300, 768)]),
 ]
 
 
 @pytest.mark.parametrize("op,dtype,params,shapes", CASES,
-                         ids=[f"{op}-{dt.split(':')[0]}_{dt.split(':')[1]}-RL{p.get('RL', 1)}" + ("-KQ" if p.get("KQ") else "")
-                              for op, dt, p, _ in CASES])
+                         ids=[f"{op}-{dt.split(':')[0]}_{dt.split(':')[1]}-RL{p.get('RL', 1)}" + ("-KQ" if p.get("KQ") else "") +
+                              ("-PT" if p.get("PT") else "") for op, dt, p, _ in CASES])
 def test_gemv_qmma_on_the_emulated_gpu(tmp_path, op, dtype, params, shapes):
     check(run_case(tmp_path, dtype, op, params, shapes), f"gemv_qmma {op} {dtype} {params}")
 
@@ -222,6 +229,15 @@ MUTATIONS = [
      "gc_mma16816<0>(am, m0, m1, m0, m1, x[j][0][s][0], x[j][0][s][1]);",
      "gc_mma16816<0>(am, m1, m0, m1, m0, x[j][0][s][0], x[j][0][s][1]);",
      "gemm_add", "f16:q4_kr:f16", dict(KQ=1, RL=3, WARPS=8, KS=4, NST=2, XS=0), [(1, 48, 1024)]),
+    # PT (mistakes in the ring's stage count across tiles hang rather than
+    # give wrong outputs: the emulation has no deadlock watch, so they are
+    # not among these)
+    ("PT: a tile's rows taken from the block's first tile", "gemv_qmma.cu",
+     "    n0 = tile * QM_RB + (int64_t)grp * 16 * RT;\n", "    n0 = gc_bid() * QM_RB + (int64_t)grp * 16 * RT;\n",
+     "gemm_add", "f16:q8_0r:f16", dict(RL=3, PT=1, WARPS=8, KS=4, NST=3, XS=0, SMS=2), [(1, 100, 1536)]),
+    ("PT: the split-K sums where the ring streams the next tile", "gemv_qmma.cu",
+     "#define QM_RED qm_red\n", "#define QM_RED ((float *)gc_dyn_shared())\n",
+     "gemm_add", "f16:q8_0r:f16", dict(RL=3, PT=1, WARPS=8, KS=4, NST=3, XS=0, SMS=2), [(1, 100, 1536)]),
     ("Q4_K's scale and min of a unit swapped", "quant.h",
      "gcq_scale_min_k4(r[1], r[2], r[3], u, sc, m);", "gcq_scale_min_k4(r[1], r[2], r[3], u, m, sc);",
      "rmsnorm_gemm", "bf16:q4_kr:bf16", dict(RL=2, WARPS=4, KS=2), [(2, 32, 512)]),
@@ -322,12 +338,15 @@ ROPE_CASES = [
     ("bf16:q6_kr:bf16", dict(RL=3, WARPS=8, KS=4, RT=1, XS=0, NST=2), 2, 6, 2, 64, 1, 0),
     ("f16:q8_0r:f16", dict(RL=1, WARPS=4, KS=2, RT=2), 3, 5, 1, 64, 0, 9),
     ("f16:q4_k:f16", dict(RL=1, WARPS=4, KS=4, UNR=8, NST=2, KQ=1), 1, 2, 1, 128, 1, 3),
+    # PT: one block walks every row tile (a head's pairs per tile, both layouts)
+    ("f16:q8_0r:f16", dict(RL=3, PT=1, WARPS=4, KS=4, RT=2, XS=1, NST=2, SMS=1), 1, 4, 2, 128, 0, 7),
+    ("bf16:q4_kr:bf16", dict(KQ=1, RL=3, PT=1, WARPS=4, KS=2, RT=1, XS=1, NST=3, SMS=1), 2, 2, 1, 64, 1, 0),
 ]
 
 
 @pytest.mark.parametrize("dtype,params,m,h,g,d,layout,pos0", ROPE_CASES,
-                         ids=[f"{c[0].split(':')[1]}-RL{c[1].get('RL', 1)}-L{c[6]}" + ("-KQ" if c[1].get("KQ") else "")
-                              for c in ROPE_CASES])
+                         ids=[f"{c[0].split(':')[1]}-RL{c[1].get('RL', 1)}-L{c[6]}" + ("-KQ" if c[1].get("KQ") else "") +
+                              ("-PT" if c[1].get("PT") else "") for c in ROPE_CASES])
 def test_gemv_qmma_rope_kv_on_the_emulated_gpu(tmp_path, dtype, params, m, h, g, d, layout, pos0):
     unwritten, bad, msgs = run_rope(tmp_path, dtype, params, m, h, g, d, layout, pos0)
     assert unwritten == 0 and bad == 0, f"{dtype} {params}: {unwritten} unwritten, {bad} bad\n" + "\n".join(msgs)

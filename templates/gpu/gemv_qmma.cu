@@ -21,6 +21,7 @@
  * @param OCC 1 2 4 default 1 -- blocks per SM the register budget is planned for (65536 / (OCC * threads) per thread; 1: no cap below 255)
  * @param XS 0 1 default 0 -- rmsnorm_*: A's normalised operands x·w (hi, lo) computed once per block into shared memory, in the lanes' fragment order, before the units (1), or by every warp per unit from global memory (0)
  * @param KQ 0 1 default 0 -- the K-quants (QMIN: a min beside each unit's scale): 0 decodes each unit's 6-bit scale and min on its own and scales a fresh accumulator by them; 1 takes the block's sixteen from its words once (gcq_scales_k4), with f16 A folds the integer scale into the levels (sc·q is exact in f16) so that one accumulator a block is scaled by d once, and with XS stages each unit's Σa with the operands instead of an mma of ones
+ * @param PT 0 1 default 0 -- RL 3: 0 one row tile a block; 1 a grid of SMS·OCC blocks (the device's count at launch), each walking row tiles bid, bid + grid, ..., its ring streaming on from one tile into the next, XS staged once a block, and every SM taking its share of the rows to within a tile (a part-filled last round of resident blocks costs a whole one: bench/RESULTS.md, session 24)
  * @param RL 0 1 2 3 default 1 -- the device layouts (QR: Q8_0R, Q4_0R, Q4_KR, Q6_KR): 0 copies through the shared-memory pipeline, 1 loads a lane's part of each block straight into registers (16-byte loads), 2 also the next block's while one is decoded, 3 streams the block's rows through a shared-memory ring that a producer warp fills with tensor-map copies (sm_90); GGUF formats: 1, the pipeline (their parts are unaligned)
  * @defaults gemm_swiglu rmsnorm_gemm_swiglu WARPS=4 KS=4 -- the pair's rows take twice the copy pipeline (Q6_K: 245 KB at 16 warps); four warps a block measured best for every format (bench/RESULTS.md, session 11)
  * @defaults rmsnorm_gemm rmsnorm_gemm_rope_kv WARPS=4 KS=4 RT=2 -- QKV and the LM head: two tiles a warp share the fused norm's operands (best for every format but Q4_K's QKV, a tie)
@@ -44,6 +45,8 @@
  * @constraint KQ == 0 || QMIN -- only the K-quants have a unit min to fold
  * @constraint XS == 0 || 65536 + 2048 * KQ + (RL == 3) * (NST * PAIR * WARPS * 16 * RT * SB + 128) + (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 <= SMEM -- the staged operands (at most 64 KB, @applies) fit beside the copies
  * @constraint RL < 3 || SM >= 90 -- tensor-map copies and transaction-counting mbarriers (sm_90)
+ * @constraint PT == 0 || RL == 3 -- only the ring streams across tiles
+ * @constraint PT == 0 || KS == 1 || WARPS * (4 * PAIR * RT * NT + NT) * 128 <= 32768 -- PT: the split-K sums in static shared memory, beside the ring (which streams the next tile's stages meanwhile)
  * @constraint RL < 3 || WARPS / KS * 16 * RT <= 256 -- a stage's rows are one box of the tensor map
  * @constraint RL < 3 || (NST * PAIR * WARPS * 16 * RT * SB + 128) * OCC <= SMEM -- the ring fits, OCC blocks per SM
  * @constraint (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 16 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) * 16 * OCC <= SMEM -- the copy pipelines fit in shared memory, OCC blocks per SM
@@ -52,7 +55,7 @@
  * @applies M >= 1 && M <= 8 * NT -- decode steps of up to 8·NT rows
  * @applies XS == 0 || M * K <= 16384 -- the staged operands, 4 bytes an element of A, in 64 KB (KQ: and Σa, 4 bytes a unit of a row, M·K/8 <= 2048)
  * @applies ROPE == 0 || RL < 3 || D * KS % (WARPS * 16 * RT) == 0 -- RL 3 with RoPE: a block's rows are whole runs of a head's pairs (two boxes of its rows a stage)
- * @grid cdiv(N, WARPS / KS * 16 * RT) 1 1
+ * @grid min(cdiv(N, WARPS / KS * 16 * RT), PT * SMS * OCC + (1 - PT) * cdiv(N, WARPS / KS * 16 * RT)) 1 1
  * @block (WARPS + (RL == 3)) * WARP 1 1
  * @shmem max(XS * M * K * (32 + KQ) / 8 + (QR == 0 || RL == 0) * WARPS * NST * PAIR * RT * 256 * (cdiv(UNR * SB / (1 + 7 * (SB > 100)), 16) + 1) + (RL == 3) * (NST * PAIR * WARPS * 16 * RT * SB + 128), (KS > 1) * WARPS * (4 * PAIR * RT * NT + NT) * 128)
  * @priority 3
@@ -624,25 +627,27 @@ GC_DEVICE void qm_unit_regs(const qm_blk_t &b, int u, int64_t bi, const TA *A, c
 }
 
 #if QM_RING
-/* RL 3's producer (one lane): stage s (blocks s·KS .. s·KS + KS - 1 of
- * the QM_RB rows from row r0, and of the up rows from N + r0) into slot
- * s % NST of the ring, one copy per pair, once every consumer warp has
- * released the slot's stage before. Rows and blocks past the map read as
+/* RL 3's producer (one lane), one row tile: its stage s (blocks s·KS ..
+ * s·KS + KS - 1 of the QM_RB rows from row r0, and of the up rows from
+ * N + r0), the ring's stage q = q0 + s (q0: the stages of the block's
+ * tiles before, PT), into slot q % NST, one copy per pair, once every
+ * consumer warp has released the slot's stage before. Rows and blocks past the map read as
  * zeros (rows past N are not stored; a gate box past N reads up rows) and
  * count as bytes all the same: every stage is QM_STB bytes. Under ROPE
  * the block's rows are two boxes of QM_RB / 2 (@applies: D % QM_RB == 0,
  * so they lie in one head): from rows x0 and x1 (qm_ring_row's order). */
 GC_DEVICE void qm_produce(const gc_tmap_t *tm, const qm_rope_t &ro, int64_t N, int64_t r0, int64_t nblk,
-                          unsigned ring, unsigned full, unsigned empty) {
+                          int64_t q0, unsigned ring, unsigned full, unsigned empty) {
   int64_t x0 = r0, x1 = r0 + QM_RB / 2; /* ROPE, layout 1: the block's two halves */
   if (ROPE && !ro.layout) {          /* layout 0: elements j0 .. and j0 + D/2 .. of one head */
     const int64_t u = r0 / 2, half = ro.D / 2;
     x0 = u / half * ro.D + u % half, x1 = x0 + half;
   }
   for (int64_t s = 0; s * KS < nblk; s++) {
-    const int slot = (int)(s % NST);
-    if (s >= NST)
-      gc_mbar_wait(empty + 8 * slot, (unsigned)((s / NST - 1) & 1));
+    const int64_t q = q0 + s;
+    const int slot = (int)(q % NST);
+    if (q >= NST)
+      gc_mbar_wait(empty + 8 * slot, (unsigned)((q / NST - 1) & 1));
     gc_mbar_expect_tx(full + 8 * slot, (unsigned)QM_STB);
     const unsigned at = ring + (unsigned)(slot * QM_STB);
     if (ROPE) {
@@ -770,6 +775,12 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   GC_SHARED uint64_t bars[2 * NST]; /* the ring's full[0..NST-1], empty[0..NST-1] */
 #endif
   GC_SHARED float xss[XS ? 8 * NT : 1]; /* XS: the rows' sums of squares */
+#if PT && KS > 1
+  GC_SHARED float qm_red[WARPS * (QM_NACC + NT) * WARP]; /* PT: the split-K sums, beside the ring */
+#define QM_RED qm_red
+#else
+#define QM_RED ((float *)gc_dyn_shared()) /* the split-K sums where the units' operands and copies were */
+#endif
   unsigned char *const xs = gc_dyn_shared();                            /* XS: [M·K·4] staged operands */
   unsigned char *const dyn = gc_dyn_shared() + (XS ? M * K * 4 + QM_SAX * M * K / 8 : 0); /* the copies' shared memory */
   const int64_t r0 = gc_bid() * QM_RB, rb = K / GC_QK * GC_QBYTES; /* bytes per row of B */
@@ -786,13 +797,17 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     GC_PREFETCH_L2_ONCE(Wn, K * (int64_t)sizeof(TN), WARPS * GC_WARP);
   const int w = gc_tid() / GC_WARP, lane = gc_lane(), g = lane >> 2, t = lane & 3;
   const int grp = w / KS, ks = w % KS;
-  const int64_t n0 = r0 + (int64_t)grp * 16 * RT;
+  int64_t n0 = r0 + (int64_t)grp * 16 * RT; /* the warp's first row of the block's (first) tile */
   const uint8_t *br[PAIR][RT][2]; /* rows g and g + 8 of each tile */
   QM_EACH_ROW(p, r, h)
     br[p][r][h] = (const uint8_t *)B + ((int64_t)p * N + qm_row(ro, n0 + 16 * r + g + 8 * h, N)) * rb;
 
   const bool ok = M >= 1 && M <= 8 * NT && N > 0 && K % GC_QK == 0 && rope_ok &&
                   (!ROPE || !QM_RING || ro.D % QM_RB == 0); /* RL 3: @applies */
+  /* The block's row tiles: bid, bid + tstep, ... (PT; else one), and with
+   * RL 3 the ring's stages a tile takes */
+  const int64_t ntiles = gc_cdiv(N, QM_RB), tstep = PT ? (int64_t)gridDim.x : ntiles;
+  const int64_t spt = QM_RING ? gc_cdiv(K / GC_QK, KS) : 0;
 #if QM_PIPE
   /* The warp's copy pipeline: NST steps of QM_NR rows of QM_SC chunks. */
   unsigned char *pipe = dyn + (size_t)w * NST * QM_NR * QM_SC * 16;
@@ -812,7 +827,8 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   gc_ring_init(full, empty, NST, WARPS);
   if (w == WARPS) { /* the producer reads only B: no need to wait for the kernel before */
     if (ok && lane == 0)
-      qm_produce(&tmB, ro, N, r0, nblk, gc_smem_addr(ring), full, empty);
+      for (int64_t it = 0, tile = gc_bid(); PT ? tile < ntiles : it < 1; it++, tile += tstep)
+        qm_produce(&tmB, ro, N, tile * QM_RB, nblk, it * spt, gc_smem_addr(ring), full, empty);
     return;
   }
   const uint8_t *sr[PAIR][RT][2]; /* rows g and g + 8 of each tile in slot 0, at the warp's block */
@@ -834,105 +850,92 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   if (XS)
     qm_stage(xs, xss, A, Wn, M, K);
 
-  float acc[PAIR][RT][NT][4], ss[NT];
-  qm_kq_t kq; /* QM_FOLD's block sums */
-  GC_UNROLL(NT)
-  for (int j = 0; j < NT; j++) {
-    ss[j] = 0.0f;
-    GC_UNROLL(PAIR)
-    for (int p = 0; p < PAIR; p++)
-      GC_UNROLL(RT)
-      for (int r = 0; r < RT; r++)
-        GC_UNROLL(4)
-        for (int e = 0; e < 4; e++)
-          acc[p][r][j][e] = kq.cb[p][r][j][e] = kq.am[p][r][j][e] = 0.0f;
-  }
+  int64_t tile = gc_bid(), q0 = 0; /* q0, RL 3: the ring's stages the block's tiles before took (PT) */
+  for (int it = 0; PT ? tile < ntiles : it < 1; it++, tile += tstep, q0 += spt) { /* PT 0: once, as written */
+    n0 = tile * QM_RB + (int64_t)grp * 16 * RT;
+    float acc[PAIR][RT][NT][4], ss[NT];
+    qm_kq_t kq; /* QM_FOLD's block sums */
+    GC_UNROLL(NT)
+    for (int j = 0; j < NT; j++) {
+      ss[j] = 0.0f;
+      GC_UNROLL(PAIR)
+      for (int p = 0; p < PAIR; p++)
+        GC_UNROLL(RT)
+        for (int r = 0; r < RT; r++)
+          GC_UNROLL(4)
+          for (int e = 0; e < 4; e++)
+            acc[p][r][j][e] = kq.cb[p][r][j][e] = kq.am[p][r][j][e] = 0.0f;
+    }
 
 #if QM_PIPE
-  int slot = 0;
-  for (int64_t c0 = (int64_t)ks * UNR; c0 < nu; c0 += stride) {
-    gc_cp_async_wait<NST - 2>(); /* this lane's copies of step c0 have landed */
-    gc_syncwarp();      /* ... and every lane's; the slot of the step before is free */
-    qm_fetch(spipe + (slot + NST - 1) % NST * QM_NR * QM_SC * 16, B, ro, N, n0, rb, fetch, nu, lane);
-    fetch += stride;
-    const unsigned char *st = pipe + slot * QM_NR * QM_SC * 16;
-    int off[PAIR][RT][2]; /* where the lane's rows' step ranges start in their first chunks */
-    QM_EACH_ROW(p, r, h)
-      off[p][r][h] = (int)((uint64_t)(br[p][r][h] + c0 / GC_QUNITS * GC_QBYTES) & 15);
-    if (c0 + UNR <= nu) { /* a whole step: no branch between the units (their loads interleave) */
-      GC_UNROLL(UNR)
-      for (int u = 0; u < UNR; u++)
-        qm_unit_smem(st, off, A, Wn, xs, M, K, c0 + u, (int)(u / GC_QUNITS * GC_QBYTES), g, t, acc, ss, kq);
-    } else {
-      for (int u = 0; c0 + u < nu; u++)
-        qm_unit_smem(st, off, A, Wn, xs, M, K, c0 + u, (int)(u / GC_QUNITS * GC_QBYTES), g, t, acc, ss, kq);
+    int slot = 0;
+    for (int64_t c0 = (int64_t)ks * UNR; c0 < nu; c0 += stride) {
+      gc_cp_async_wait<NST - 2>(); /* this lane's copies of step c0 have landed */
+      gc_syncwarp();      /* ... and every lane's; the slot of the step before is free */
+      qm_fetch(spipe + (slot + NST - 1) % NST * QM_NR * QM_SC * 16, B, ro, N, n0, rb, fetch, nu, lane);
+      fetch += stride;
+      const unsigned char *st = pipe + slot * QM_NR * QM_SC * 16;
+      int off[PAIR][RT][2]; /* where the lane's rows' step ranges start in their first chunks */
+      QM_EACH_ROW(p, r, h)
+        off[p][r][h] = (int)((uint64_t)(br[p][r][h] + c0 / GC_QUNITS * GC_QBYTES) & 15);
+      if (c0 + UNR <= nu) { /* a whole step: no branch between the units (their loads interleave) */
+        GC_UNROLL(UNR)
+        for (int u = 0; u < UNR; u++)
+          qm_unit_smem(st, off, A, Wn, xs, M, K, c0 + u, (int)(u / GC_QUNITS * GC_QBYTES), g, t, acc, ss, kq);
+      } else {
+        for (int u = 0; c0 + u < nu; u++)
+          qm_unit_smem(st, off, A, Wn, xs, M, K, c0 + u, (int)(u / GC_QUNITS * GC_QBYTES), g, t, acc, ss, kq);
+      }
+      slot = slot + 1 == NST ? 0 : slot + 1;
     }
-    slot = slot + 1 == NST ? 0 : slot + 1;
-  }
-  gc_cp_async_wait<0>();
+    gc_cp_async_wait<0>();
 #elif QM_RING
-  for (int64_t s = 0; s * KS < nblk; s++) {
-    const int slot = (int)(s % NST);
-    const int64_t bi = s * KS + ks; /* the warp's block of its rows in stage s */
-    qm_blk_t cur;
-    gc_mbar_wait(full + 8 * slot, (unsigned)((s / NST) & 1));
-    if (bi < nblk) {
-      qm_load_blk<false>(cur, sr, (int64_t)slot * (QM_STB / GC_QBYTES), t);
+    for (int64_t s = 0; s * KS < nblk; s++) {
+      const int64_t q = q0 + s; /* the ring's stage */
+      const int slot = (int)(q % NST);
+      const int64_t bi = s * KS + ks; /* the warp's block of its rows in stage s */
+      qm_blk_t cur;
+      gc_mbar_wait(full + 8 * slot, (unsigned)((q / NST) & 1));
+      if (bi < nblk) {
+        qm_load_blk<false>(cur, sr, (int64_t)slot * (QM_STB / GC_QBYTES), t);
+        GC_UNROLL(8)
+        for (int u = 0; u < 8; u++)
+          qm_unit_regs(cur, u, bi, A, Wn, xs, M, K, g, t, acc, ss, kq);
+      }
+      /* The slot is released only once the lanes have used what they read
+       * of it: released straight after the loads, the copy refilling it
+       * (async proxy) overtook loads still in flight now and then (wrong
+       * outputs, seen on an H200), and the early release gained nothing. */
+      gc_syncwarp();
+      if (lane == 0)
+        gc_mbar_arrive(empty + 8 * slot);
+    }
+#else
+    for (int64_t bi = ks; bi < nblk; bi += KS) {
+      qm_blk_t nxt;
+      if (RL == 2 && bi + KS < nblk) /* in flight while this block is decoded */
+        qm_load_blk<true>(nxt, br, bi + KS, t);
       GC_UNROLL(8)
       for (int u = 0; u < 8; u++)
         qm_unit_regs(cur, u, bi, A, Wn, xs, M, K, g, t, acc, ss, kq);
+      if (RL == 2)
+        cur = nxt;
+      else if (bi + KS < nblk)
+        qm_load_blk<true>(cur, br, bi + KS, t);
     }
-    /* The slot is released only once the lanes have used what they read
-     * of it: released straight after the loads, the copy refilling it
-     * (async proxy) overtook loads still in flight now and then (wrong
-     * outputs, seen on an H200), and the early release gained nothing. */
-    gc_syncwarp();
-    if (lane == 0)
-      gc_mbar_arrive(empty + 8 * slot);
-  }
-#else
-  for (int64_t bi = ks; bi < nblk; bi += KS) {
-    qm_blk_t nxt;
-    if (RL == 2 && bi + KS < nblk) /* in flight while this block is decoded */
-      qm_load_blk<true>(nxt, br, bi + KS, t);
-    GC_UNROLL(8)
-    for (int u = 0; u < 8; u++)
-      qm_unit_regs(cur, u, bi, A, Wn, xs, M, K, g, t, acc, ss, kq);
-    if (RL == 2)
-      cur = nxt;
-    else if (bi + KS < nblk)
-      qm_load_blk<true>(cur, br, bi + KS, t);
-  }
 #endif
 
-  if (NORM) /* the row's sum over the warp's K slice: its 4 lanes */
-    GC_UNROLL(NT)
-    for (int j = 0; j < NT; j++) {
-      ss[j] += gc_shfl_xor(ss[j], 1);
-      ss[j] += gc_shfl_xor(ss[j], 2);
-    }
-  if (KS > 1) { /* the slices' partial sums, summed by the warp of slice 0, in the
-                 * dynamic shared memory that the units are done with (XS's
-                 * operands, the copies: @shmem's max) once every warp has left them */
-    qm_sync();
-    float *mine = (float *)gc_dyn_shared() + (int64_t)w * (QM_NACC + NT) * GC_WARP + lane;
-    GC_UNROLL(PAIR)
-    for (int p = 0; p < PAIR; p++)
-      GC_UNROLL(RT)
-      for (int r = 0; r < RT; r++)
-        GC_UNROLL(NT)
-        for (int j = 0; j < NT; j++)
-          GC_UNROLL(4)
-          for (int e = 0; e < 4; e++)
-            mine[(((p * RT + r) * NT + j) * 4 + e) * GC_WARP] = acc[p][r][j][e];
-    GC_UNROLL(NT)
-    for (int j = 0; j < NT; j++)
-      mine[(QM_NACC + j) * GC_WARP] = ss[j];
-    qm_sync();
-    if (ks)
-      return;
-    for (int k = 1; k < KS; k++) {
-      const float *o = mine + (int64_t)k * (QM_NACC + NT) * GC_WARP;
+    if (NORM) /* the row's sum over the warp's K slice: its 4 lanes */
+      GC_UNROLL(NT)
+      for (int j = 0; j < NT; j++) {
+        ss[j] += gc_shfl_xor(ss[j], 1);
+        ss[j] += gc_shfl_xor(ss[j], 2);
+      }
+    if (KS > 1) { /* the slices' partial sums, summed by the warp of slice 0, in the
+                   * dynamic shared memory that the units are done with (XS's
+                   * operands, the copies: @shmem's max) once every warp has left them */
+      qm_sync();
+      float *mine = QM_RED + (int64_t)w * (QM_NACC + NT) * GC_WARP + lane;
       GC_UNROLL(PAIR)
       for (int p = 0; p < PAIR; p++)
         GC_UNROLL(RT)
@@ -941,43 +944,61 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
           for (int j = 0; j < NT; j++)
             GC_UNROLL(4)
             for (int e = 0; e < 4; e++)
-              acc[p][r][j][e] += o[(((p * RT + r) * NT + j) * 4 + e) * GC_WARP];
+              mine[(((p * RT + r) * NT + j) * 4 + e) * GC_WARP] = acc[p][r][j][e];
       GC_UNROLL(NT)
       for (int j = 0; j < NT; j++)
-        ss[j] += o[(QM_NACC + j) * GC_WARP];
-    }
-  }
-
-  GC_UNROLL(NT)
-  for (int j = 0; j < NT; j++) {
-    float sc[2] = {1.0f, 1.0f}; /* of rows 8j + 2t and 8j + 2t + 1 of A */
-    if (NORM) {
-      GC_UNROLL(2)
-      for (int i = 0; i < 2; i++) /* row 8j + r's sum is on lanes 4r .. 4r+3 */
-        sc[i] = gc_rsqrt((XS ? xss[8 * j + 2 * t + i] : gc_shfl(ss[j], 4 * (2 * t + i))) / (float)K + eps);
-    }
-    GC_UNROLL(RT)
-    for (int r = 0; r < RT; r++) {
-      if (ROPE) { /* rows g, g + 8: pair u's two elements, for rows m of A */
-        const int64_t u = (n0 + 16 * r) / 2 + g; /* QM_PAIR(n0 + 16r + g): n0 + 16r is whole tiles */
-        GC_UNROLL(2)
-        for (int e = 0; e < 2; e++) {
-          const int64_t m = 8 * j + 2 * t + e;
-          if (m < M && u < N / 2)
-            gc_rope_pair(C, ro, m, u, acc[0][r][j][e] * sc[e], acc[0][r][j][2 + e] * sc[e]);
-        }
-        continue;
+        mine[(QM_NACC + j) * GC_WARP] = ss[j];
+      qm_sync();
+      if (ks)
+        continue; /* slice 0's warp stores; the others go on to the block's next tile */
+      for (int k = 1; k < KS; k++) {
+        const float *o = mine + (int64_t)k * (QM_NACC + NT) * GC_WARP;
+        GC_UNROLL(PAIR)
+        for (int p = 0; p < PAIR; p++)
+          GC_UNROLL(RT)
+          for (int r = 0; r < RT; r++)
+            GC_UNROLL(NT)
+            for (int j = 0; j < NT; j++)
+              GC_UNROLL(4)
+              for (int e = 0; e < 4; e++)
+                acc[p][r][j][e] += o[(((p * RT + r) * NT + j) * 4 + e) * GC_WARP];
+        GC_UNROLL(NT)
+        for (int j = 0; j < NT; j++)
+          ss[j] += o[(QM_NACC + j) * GC_WARP];
       }
-      GC_UNROLL(4)
-      for (int e = 0; e < 4; e++) {
-        const int64_t m = 8 * j + 2 * t + (e & 1), n = n0 + 16 * r + g + 8 * (e >> 1);
-        if (m < M && n < N) {
-          const float v = acc[0][r][j][e] * sc[e & 1];
+    }
+
+    GC_UNROLL(NT)
+    for (int j = 0; j < NT; j++) {
+      float sc[2] = {1.0f, 1.0f}; /* of rows 8j + 2t and 8j + 2t + 1 of A */
+      if (NORM) {
+        GC_UNROLL(2)
+        for (int i = 0; i < 2; i++) /* row 8j + r's sum is on lanes 4r .. 4r+3 */
+          sc[i] = gc_rsqrt((XS ? xss[8 * j + 2 * t + i] : gc_shfl(ss[j], 4 * (2 * t + i))) / (float)K + eps);
+      }
+      GC_UNROLL(RT)
+      for (int r = 0; r < RT; r++) {
+        if (ROPE) { /* rows g, g + 8: pair u's two elements, for rows m of A */
+          const int64_t u = (n0 + 16 * r) / 2 + g; /* QM_PAIR(n0 + 16r + g): n0 + 16r is whole tiles */
+          GC_UNROLL(2)
+          for (int e = 0; e < 2; e++) {
+            const int64_t m = 8 * j + 2 * t + e;
+            if (m < M && u < N / 2)
+              gc_rope_pair(C, ro, m, u, acc[0][r][j][e] * sc[e], acc[0][r][j][2 + e] * sc[e]);
+          }
+          continue;
+        }
+        GC_UNROLL(4)
+        for (int e = 0; e < 4; e++) {
+          const int64_t m = 8 * j + 2 * t + (e & 1), n = n0 + 16 * r + g + 8 * (e >> 1);
+          if (m < M && n < N) {
+            const float v = acc[0][r][j][e] * sc[e & 1];
 #if PAIR == 2
-          STORE_C(C, m * N + n, gc_silu_mul(v, acc[PAIR - 1][r][j][e] * sc[e & 1]));
+            STORE_C(C, m * N + n, gc_silu_mul(v, acc[PAIR - 1][r][j][e] * sc[e & 1]));
 #else
-          STORE_GEMM(C, m * N + n, v);
+            STORE_GEMM(C, m * N + n, v);
 #endif
+          }
         }
       }
     }

@@ -54,8 +54,11 @@ def test_gemv_bulk_verifies(gc, op, variant, dt):
 RING_SHAPES = [(1, 6144, 4096), (1, 77, 512), (8, 130, 2304)]
 # (XS=0 named: on sm_90 the norm ops' default is XS=1; these cases are the
 # ring's own, the staged operands' are below)
+# PT=1: a grid of the device's SMs, each block walking row tiles (6144
+# rows: 384 tiles of 16 over 132 blocks), the ring's three stages running
+# on across them.
 RING_VARIANTS = ["RL=3,XS=0", "RL=3,NST=4,KS=2,WARPS=4,XS=0", "RL=3,NST=3,RT=2,WARPS=4,KS=2,XS=0",
-                 "RL=3,NT=2,WARPS=8,KS=4,XS=0"]
+                 "RL=3,NT=2,WARPS=8,KS=4,XS=0", "RL=3,PT=1,NST=3,XS=0"]
 
 
 @pytest.mark.parametrize("op", ["gemm", "gemm_add", "rmsnorm_gemm", "gemm_swiglu", "rmsnorm_gemm_swiglu"])
@@ -75,7 +78,8 @@ def test_gemv_qmma_ring_verifies(gc, op, variant, dt):
 ROPE_SHAPES = [(1, 48 * 128, 4096, 32, 8, 128), (1, 7 * 96, 512, 5, 1, 96), (3, 6 * 64, 2304, 4, 1, 64)]
 ROPE_VARIANTS = [("RL=3,XS=1", ["f16:q4_0r:f16", "bf16:q8_0r:bf16", "f16:q6_kr:f16"]),
                  ("RL=3,XS=0,WARPS=8,KS=4,RT=1,NST=3", ["f16:q4_kr:f16", "f16:q4_0r:f16"]),
-                 ("RL=2,XS=0", ["f16:q8_0r:f16"]), ("RL=1,XS=1", ["f16:q4_k:f16", "bf16:q6_k:bf16"])]
+                 ("RL=2,XS=0", ["f16:q8_0r:f16"]), ("RL=1,XS=1", ["f16:q4_k:f16", "bf16:q6_k:bf16"]),
+                 ("RL=3,XS=1,PT=1", ["f16:q8_0r:f16", "f16:q4_kr:f16"])]
 
 
 @pytest.mark.parametrize("variant,dts", ROPE_VARIANTS)
