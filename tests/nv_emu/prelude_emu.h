@@ -48,6 +48,7 @@
 #ifndef GC_NV_EMU_PRELUDE_H
 #define GC_NV_EMU_PRELUDE_H
 
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <math.h>
@@ -58,6 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <type_traits>
+#include <unistd.h>
 
 #define GC_CUDA 1
 #define GC_F32 0
@@ -263,9 +265,18 @@ GC_DEVICE void emu_mbar_complete_tx(unsigned b, unsigned bytes) {
   m.tx -= bytes;
   emu_mbar_step(m);
 }
+/* A phase that never comes (a stage count or parity gone wrong) would hang
+ * the GPU: after EMU_HANG_S seconds the emulation says so and ends the run
+ * (exit status 3), so that such a mistake fails a test rather than stalls it. */
+#define EMU_HANG_S 30
 GC_DEVICE void gc_mbar_wait(unsigned b, unsigned par) {
   std::unique_lock<std::mutex> l(emu_blk->mu);
-  emu_blk->cv.wait(l, [&] { return (emu_mbar_at(b).phase & 1u) != (par & 1u); });
+  if (!emu_blk->cv.wait_for(l, std::chrono::seconds(EMU_HANG_S),
+                            [&] { return (emu_mbar_at(b).phase & 1u) != (par & 1u); })) {
+    fprintf(stderr, "emulation: an mbarrier wait never completed (a hang on the GPU)\n");
+    fflush(stdout);
+    _exit(3);
+  }
 }
 GC_DEVICE void gc_ring_init(unsigned full, unsigned empty, int ns, unsigned consumers) {
   if (gc_tid() == 0)
