@@ -804,10 +804,15 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
 
   const bool ok = M >= 1 && M <= 8 * NT && N > 0 && K % GC_QK == 0 && rope_ok &&
                   (!ROPE || !QM_RING || ro.D % QM_RB == 0); /* RL 3: @applies */
-  /* The block's row tiles: bid, bid + tstep, ... (PT; else one), and with
-   * RL 3 the ring's stages a tile takes */
-  const int64_t ntiles = gc_cdiv(N, QM_RB), tstep = PT ? (int64_t)gridDim.x : ntiles;
-  const int64_t spt = QM_RING ? gc_cdiv(K / GC_QK, KS) : 0;
+  /* The block's row tiles (PT: bid, bid + grid, ...; else its one) and,
+   * RL 3, the ring's stages a tile takes */
+  const int64_t ntiles = gc_cdiv(N, QM_RB), spt = QM_RING ? gc_cdiv(K / GC_QK, KS) : 0;
+/* Walk them: tile, its index it, and q0 the ring's stages the tiles before
+ * took; the producer and the consumers walk them by this one rule. PT 0:
+ * once, a trip count the compiler sees (the code is the loop's body). */
+#define QM_EACH_TILE(it, tile, q0)                                                                \
+  for (int64_t it = 0, tile = gc_bid(), q0 = 0; PT ? tile < ntiles : it < 1;                      \
+       it++, tile += (int64_t)gridDim.x, q0 += spt)
 #if QM_PIPE
   /* The warp's copy pipeline: NST steps of QM_NR rows of QM_SC chunks. */
   unsigned char *pipe = dyn + (size_t)w * NST * QM_NR * QM_SC * 16;
@@ -827,8 +832,8 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   gc_ring_init(full, empty, NST, WARPS);
   if (w == WARPS) { /* the producer reads only B: no need to wait for the kernel before */
     if (ok && lane == 0)
-      for (int64_t it = 0, tile = gc_bid(); PT ? tile < ntiles : it < 1; it++, tile += tstep)
-        qm_produce(&tmB, ro, N, tile * QM_RB, nblk, it * spt, gc_smem_addr(ring), full, empty);
+      QM_EACH_TILE(it, tile, q0)
+        qm_produce(&tmB, ro, N, tile * QM_RB, nblk, q0, gc_smem_addr(ring), full, empty);
     return;
   }
   const uint8_t *sr[PAIR][RT][2]; /* rows g and g + 8 of each tile in slot 0, at the warp's block */
@@ -850,8 +855,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   if (XS)
     qm_stage(xs, xss, A, Wn, M, K);
 
-  int64_t tile = gc_bid(), q0 = 0; /* q0, RL 3: the ring's stages the block's tiles before took (PT) */
-  for (int it = 0; PT ? tile < ntiles : it < 1; it++, tile += tstep, q0 += spt) { /* PT 0: once, as written */
+  QM_EACH_TILE(it, tile, q0) {
     n0 = tile * QM_RB + (int64_t)grp * 16 * RT;
     float acc[PAIR][RT][NT][4], ss[NT];
     qm_kq_t kq; /* QM_FOLD's block sums */
