@@ -75,7 +75,8 @@
  * gemv_gpu keeps x·w in fp32.)
  *
  * Reduction and epilogue: with KS > 1 every warp puts its accumulators in
- * shared memory and the warp of K slice 0 of each row group sums them; its
+ * shared memory and the warp of K slice 0 of each row group sums them
+ * (gc_splitk_put, gc_splitk_add: prelude_common.h); its
  * lane then holds outputs (rows g, g+8 of each tile) × (rows 8j + 2q,
  * 8j + 2q + 1 of A) and stores each once (gemm_add: reads it once first;
  * gemm_swiglu: silu(gate)·up in fp32). C is written once, by one thread.
@@ -232,37 +233,11 @@ void gemv_mma(const TA *A, const TB *B, TC *C,
       ss[j] += gc_shfl_xor(ss[j], 2);
     }
   if (KS > 1) { /* the slices' partial sums, summed by the warp of slice 0 */
-    float *mine = red + (int64_t)w * (GW_NACC + NT) * GC_WARP + lane;
-    GC_UNROLL(PAIR)
-    for (int p = 0; p < PAIR; p++)
-      GC_UNROLL(RT)
-      for (int t = 0; t < RT; t++)
-        GC_UNROLL(NT)
-        for (int j = 0; j < NT; j++)
-          GC_UNROLL(4)
-          for (int e = 0; e < 4; e++)
-            mine[(((p * RT + t) * NT + j) * 4 + e) * GC_WARP] = acc[p][t][j][e];
-    GC_UNROLL(NT)
-    for (int j = 0; j < NT; j++)
-      mine[(GW_NACC + j) * GC_WARP] = ss[j];
+    gc_splitk_put<GW_NACC, NT>(red, w, lane, &acc[0][0][0][0], ss);
     gc_barrier();
     if (ks)
       return;
-    for (int k = 1; k < KS; k++) {
-      const float *o = mine + (int64_t)k * (GW_NACC + NT) * GC_WARP;
-      GC_UNROLL(PAIR)
-      for (int p = 0; p < PAIR; p++)
-        GC_UNROLL(RT)
-        for (int t = 0; t < RT; t++)
-          GC_UNROLL(NT)
-          for (int j = 0; j < NT; j++)
-            GC_UNROLL(4)
-            for (int e = 0; e < 4; e++)
-              acc[p][t][j][e] += o[(((p * RT + t) * NT + j) * 4 + e) * GC_WARP];
-      GC_UNROLL(NT)
-      for (int j = 0; j < NT; j++)
-        ss[j] += o[(GW_NACC + j) * GC_WARP];
-    }
+    gc_splitk_add<GW_NACC, NT>(red, w, lane, KS, &acc[0][0][0][0], ss);
   }
 
   GC_UNROLL(NT)

@@ -172,7 +172,8 @@
  * 16-byte shared loads (the operand took a third of a fused-norm unit's
  * instructions: bench/RESULTS.md, session 13).
  * Reduction and epilogue are gemv_mma's: with KS > 1 the slices' partial
- * sums meet in shared memory, the warp of slice 0 stores; C is written
+ * sums meet in shared memory (gc_splitk_put, gc_splitk_add), the warp of
+ * slice 0 stores; C is written
  * once, by one thread (gemm_add reads it once first; the pair stores
  * silu(gate)·up in fp32, rounded once). Rows of B past N are read as row
  * N-1 and not stored; rows of A past M load zeros. K is a whole number of
@@ -939,37 +940,11 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
                    * dynamic shared memory that the units are done with (XS's
                    * operands, the copies: @shmem's max) once every warp has left them */
       qm_sync();
-      float *mine = QM_RED + (int64_t)w * (QM_NACC + NT) * GC_WARP + lane;
-      GC_UNROLL(PAIR)
-      for (int p = 0; p < PAIR; p++)
-        GC_UNROLL(RT)
-        for (int r = 0; r < RT; r++)
-          GC_UNROLL(NT)
-          for (int j = 0; j < NT; j++)
-            GC_UNROLL(4)
-            for (int e = 0; e < 4; e++)
-              mine[(((p * RT + r) * NT + j) * 4 + e) * GC_WARP] = acc[p][r][j][e];
-      GC_UNROLL(NT)
-      for (int j = 0; j < NT; j++)
-        mine[(QM_NACC + j) * GC_WARP] = ss[j];
+      gc_splitk_put<QM_NACC, NT>(QM_RED, w, lane, &acc[0][0][0][0], ss);
       qm_sync();
       if (ks)
         continue; /* slice 0's warp stores; the others go on to the block's next tile */
-      for (int k = 1; k < KS; k++) {
-        const float *o = mine + (int64_t)k * (QM_NACC + NT) * GC_WARP;
-        GC_UNROLL(PAIR)
-        for (int p = 0; p < PAIR; p++)
-          GC_UNROLL(RT)
-          for (int r = 0; r < RT; r++)
-            GC_UNROLL(NT)
-            for (int j = 0; j < NT; j++)
-              GC_UNROLL(4)
-              for (int e = 0; e < 4; e++)
-                acc[p][r][j][e] += o[(((p * RT + r) * NT + j) * 4 + e) * GC_WARP];
-        GC_UNROLL(NT)
-        for (int j = 0; j < NT; j++)
-          ss[j] += o[(QM_NACC + j) * GC_WARP];
-      }
+      gc_splitk_add<QM_NACC, NT>(QM_RED, w, lane, KS, &acc[0][0][0][0], ss);
     }
 
     GC_UNROLL(NT)

@@ -435,4 +435,30 @@ GC_DEVICE void gc_rope_pair(T *Q, const gc_rope_t<T> &ro, int64_t m, int64_t u, 
     return;
   gc_rope_rotate(row, ia, ib, gc_ld(row, ia), gc_ld(row, ib), (double)(ro.pos0 + m) * ro.inv_freq[u % (ro.D / 2)]);
 }
+/* Split-K within a block (KS > 1: KS neighbouring warps share a row
+ * group's K range). gc_splitk_put: the warp puts its NA partial sums acc
+ * (its accumulators, flattened) and NS sums ss (a fused norm's sums of
+ * squares) in red, [warp][NA + NS] floats, each WARP apart (lane-strided:
+ * no bank conflicts). Then, once the block has met (the caller's
+ * barrier), gc_splitk_add: the warp of slice 0 (w) adds those of warps
+ * w + 1 .. w + KS - 1 to its own. */
+template <int NA, int NS>
+GC_DEVICE void gc_splitk_put(float *red, int w, int lane, const float *acc, const float *ss) {
+  float *mine = red + (int64_t)w * (NA + NS) * GC_WARP + lane;
+  for (int i = 0; i < NA; i++)
+    mine[i * GC_WARP] = acc[i];
+  for (int j = 0; j < NS; j++)
+    mine[(NA + j) * GC_WARP] = ss[j];
+}
+template <int NA, int NS>
+GC_DEVICE void gc_splitk_add(const float *red, int w, int lane, int ks, float *acc, float *ss) {
+  for (int k = 1; k < ks; k++) {
+    const float *o = red + (int64_t)(w + k) * (NA + NS) * GC_WARP + lane;
+    for (int i = 0; i < NA; i++)
+      acc[i] += o[i * GC_WARP];
+    for (int j = 0; j < NS; j++)
+      ss[j] += o[(NA + j) * GC_WARP];
+  }
+}
+
 /* <<< gc-gemv */
