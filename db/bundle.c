@@ -229,9 +229,12 @@ char *gc_bundle_targets(gc_bundle_t *b, gc_err_t *e) {
   return buf.data;
 }
 
-static void col_text(sqlite3_stmt *st, int i, char *dst, size_t n) {
+/* Column i's text into dst (n bytes); non-zero where it does not fit (a
+ * truncated expression may still parse, as another value: refused). */
+static int col_text(sqlite3_stmt *st, int i, char *dst, size_t n) {
   const unsigned char *s = sqlite3_column_text(st, i);
-  snprintf(dst, n, "%s", s ? (const char *)s : "");
+  int len = snprintf(dst, n, "%s", s ? (const char *)s : "");
+  return len < 0 || (size_t)len >= n;
 }
 
 #define DISPATCH_COLS                                                          \
@@ -251,10 +254,18 @@ static int read_dispatch(gc_bundle_t *b, sqlite3_stmt *st, gc_dispatch_t *d,
                          gc_err_t *e) {
   memset(d, 0, sizeof *d);
   d->id = sqlite3_column_int64(st, 0);
-  col_text(st, 1, d->target, sizeof d->target);
-  col_text(st, 2, d->shape.op, sizeof d->shape.op);
   char dt[3][8];
-  for (int i = 0; i < 3; i++) col_text(st, 3 + i, dt[i], sizeof dt[i]);
+  struct { int col; char *dst; size_t n; } text[] = { /* the text columns and their fields */
+      {1, d->target, sizeof d->target}, {2, d->shape.op, sizeof d->shape.op}, {3, dt[0], sizeof dt[0]},
+      {4, dt[1], sizeof dt[1]}, {5, dt[2], sizeof dt[2]}, {11, d->symbol, sizeof d->symbol},
+      {12, d->grid, sizeof d->grid}, {13, d->block, sizeof d->block}, {14, d->consts, sizeof d->consts},
+      {15, d->template_name, sizeof d->template_name}, {16, d->params, sizeof d->params},
+      {17, d->vid, sizeof d->vid}, {19, d->source, sizeof d->source}, {23, d->shmem, sizeof d->shmem},
+      {24, d->tmaps, sizeof d->tmaps}};
+  for (size_t i = 0; i < GC_ARRAY_LEN(text); i++)
+    if (col_text(st, text[i].col, text[i].dst, text[i].n))
+      return gc_err_set(e, GC_ECORRUPT, "%s: dispatch entry %lld: its %s is longer than %zu bytes",
+                        b->path, (long long)d->id, sqlite3_column_name(st, text[i].col), text[i].n - 1);
   char dts[32];
   snprintf(dts, sizeof dts, "%s:%s:%s", dt[0], dt[1], dt[2]);
   if (gc_dtypes_parse(dts, &d->shape.ta, &d->shape.tb, &d->shape.tc, e))
@@ -264,20 +275,10 @@ static int read_dispatch(gc_bundle_t *b, sqlite3_stmt *st, gc_dispatch_t *d,
   d->m_lo = sqlite3_column_int64(st, 8);
   d->m_hi = sqlite3_column_int64(st, 9);
   d->code_id = sqlite3_column_int64(st, 10);
-  col_text(st, 11, d->symbol, sizeof d->symbol);
-  col_text(st, 12, d->grid, sizeof d->grid);
-  col_text(st, 13, d->block, sizeof d->block);
-  col_text(st, 14, d->consts, sizeof d->consts);
-  col_text(st, 15, d->template_name, sizeof d->template_name);
-  col_text(st, 16, d->params, sizeof d->params);
-  col_text(st, 17, d->vid, sizeof d->vid);
   d->is_default = sqlite3_column_int(st, 18);
-  col_text(st, 19, d->source, sizeof d->source);
   d->shape.h = sqlite3_column_int64(st, 20);
   d->shape.g = sqlite3_column_int64(st, 21);
   d->shape.d = sqlite3_column_int64(st, 22);
-  col_text(st, 23, d->shmem, sizeof d->shmem);
-  col_text(st, 24, d->tmaps, sizeof d->tmaps);
   d->pdl = sqlite3_column_int(st, 25) != 0;
   if (d->m_lo < 0 || d->m_hi < d->m_lo || !d->symbol[0] || !gc_op_find(d->shape.op))
     return gc_err_set(e, GC_ECORRUPT, "%s: dispatch entry %lld is malformed",

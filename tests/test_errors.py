@@ -200,6 +200,28 @@ def test_bundle_for_another_target(gc, bundle):
                        "gcore-gen --target cpu:x86-64")
 
 
+def test_bundle_field_longer_than_read(gc, bundle):
+    """A dispatch entry's expression longer than the reader's field is
+    refused by name: cut at the field's end it would still parse (its first
+    255 bytes are the grid 1 1 1) and launch another geometry."""
+    with sqlite3.connect(bundle) as c:
+        c.execute("UPDATE dispatch SET grid = '1 1 1' || printf('%300s', '') || '+ 7'")
+    r = gc("gcore-run", "-b", bundle, *GEMM)
+    assert_clean_error(r, "gcore-run", "good.gcb: dispatch entry", "its grid is longer than 255 bytes")
+
+
+def test_winner_field_longer_than_read(gc, tunedb):
+    """A winner whose parameter list is longer than gcore reads is refused
+    (cut short it would name another variant), and a problem whose op name
+    does not fit is not one of this gcore's."""
+    with sqlite3.connect(tunedb) as c:
+        c.execute("UPDATE variants SET params = params || printf(',%600s', 'X=1')")
+    r = gc("gcore-gen", "--db", tunedb, *GEMM, "-o", "x.gcb")
+    assert_clean_error(r, "gcore-gen", "good.db: the winner for 'gemm f32:f32:f32 m=4 n=32 k=32'",
+                       "has a field longer than gcore reads")
+    assert not os.path.exists(gc.dir / "x.gcb")
+
+
 def test_tampered_code_object(gc, bundle):
     with sqlite3.connect(bundle) as c:
         c.execute("UPDATE code_objects SET blob = zeroblob(length(blob))")
