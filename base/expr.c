@@ -226,7 +226,7 @@ static int operand_end(char c) { return isalnum((unsigned char)c) || c == '_' ||
 
 int gc_expr_evaln(const char *text, const gc_env_t *env, int64_t *out, int max, int *count,
                   gc_err_t *e) {
-  char part[GC_EXPR_PARTS][256];
+  char part[GC_EXPR_PARTS][GC_EXPR_TEXT];
   int np = 0, depth = 0;
   size_t len = 0;
   char prev = 0; /* last non-space character of the current part */

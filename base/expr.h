@@ -9,6 +9,11 @@
 
 #define GC_ENV_MAX 64
 #define GC_NAME_MAX 32
+/* Bytes that hold one declaration's text (a template's @grid, @block,
+ * @shmem, @constraint; a bundle's and the tuner's copies of them): the
+ * template reader refuses longer text and the bundle reader too, so no
+ * copy between them is cut short. */
+#define GC_EXPR_TEXT 256
 
 /* A set of named int64 values. Later sets shadow earlier ones. */
 typedef struct gc_env {

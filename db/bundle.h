@@ -5,6 +5,7 @@
 #ifndef GC_BUNDLE_H
 #define GC_BUNDLE_H
 
+#include "../base/expr.h"
 #include "../core/problem.h"
 #include "../core/tmapspec.h"
 
@@ -31,8 +32,8 @@ typedef struct gc_dispatch {
   gc_problem_t shape;        /* op, dtypes, n, k; m is unused here */
   int64_t m_lo, m_hi;        /* inclusive range of M served */
   char symbol[64];
-  char grid[256], block[256]; /* expressions over consts and M N K */
-  char shmem[256];           /* dynamic shared memory bytes, an expression */
+  char grid[GC_EXPR_TEXT], block[GC_EXPR_TEXT]; /* expressions over consts and M N K */
+  char shmem[GC_EXPR_TEXT];  /* dynamic shared memory bytes, an expression */
   char consts[1024];         /* "MR=6,NR=32,...,VBYTES=64,SA=4" bound for the expressions */
   char tmaps[GC_TMAPS_MAX * GC_TMAP_LINE]; /* @tensormap lines (core/tmapspec.h), "" if none */
   char template_name[64], params[512], vid[64];

@@ -28,7 +28,7 @@ typedef struct gc_tparam {
 } gc_tparam_t;
 
 typedef struct gc_texpr {
-  char expr[256];
+  char expr[GC_EXPR_TEXT];
   char doc[160];
 } gc_texpr_t;
 
@@ -42,7 +42,7 @@ typedef struct gc_tcdef {
   int n;                         /* assignments */
   int param[GC_TPL_PARAMS];      /* which parameter, by index */
   int64_t value[GC_TPL_PARAMS];
-  char cond[256];
+  char cond[GC_EXPR_TEXT];
 } gc_tcdef_t;
 
 typedef struct gc_template {
@@ -63,8 +63,8 @@ typedef struct gc_template {
   int nconstraints;
   gc_texpr_t applies[8];
   int napplies;
-  char grid[256], block[256];   /* three space-separated expressions each */
-  char shmem[256];              /* bytes of dynamic shared memory (GPU), "0" if none */
+  char grid[GC_EXPR_TEXT], block[GC_EXPR_TEXT]; /* three space-separated expressions each */
+  char shmem[GC_EXPR_TEXT];     /* bytes of dynamic shared memory (GPU), "0" if none */
   char tmaps[GC_TMAPS_MAX][GC_TMAP_LINE]; /* @tensormap lines (cuda): trailing kernel args */
   int ntmaps;
   int priority;

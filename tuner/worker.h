@@ -6,6 +6,7 @@
 #ifndef GC_WORKER_H
 #define GC_WORKER_H
 
+#include "../base/expr.h"
 #include "../core/problem.h"
 #include "../core/tmapspec.h"
 #include "../runtime/check.h"
@@ -16,7 +17,7 @@ typedef struct gc_work_req {
   gc_problem_t problem;
   char obj[1024];       /* code object file */
   char symbol[64];
-  char grid[256], block[256], shmem[256], consts[1024];
+  char grid[GC_EXPR_TEXT], block[GC_EXPR_TEXT], shmem[GC_EXPR_TEXT], consts[1024];
   char tmaps[GC_TMAPS_MAX * GC_TMAP_LINE]; /* @tensormap lines, "" if none */
   gc_time_opts_t timing;
   int pdl;              /* the template is @pdl: where the device overlaps such
