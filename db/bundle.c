@@ -229,14 +229,6 @@ char *gc_bundle_targets(gc_bundle_t *b, gc_err_t *e) {
   return buf.data;
 }
 
-/* Column i's text into dst (n bytes); non-zero where it does not fit (a
- * truncated expression may still parse, as another value: refused). */
-static int col_text(sqlite3_stmt *st, int i, char *dst, size_t n) {
-  const unsigned char *s = sqlite3_column_text(st, i);
-  int len = snprintf(dst, n, "%s", s ? (const char *)s : "");
-  return len < 0 || (size_t)len >= n;
-}
-
 #define DISPATCH_COLS                                                          \
   "id,target,op,ta,tb,tc,n,k,m_lo,m_hi,code_id,symbol,grid,block,consts,"     \
   "template,params,vid,is_default,source,h,g,d,shmem"
@@ -263,7 +255,7 @@ static int read_dispatch(gc_bundle_t *b, sqlite3_stmt *st, gc_dispatch_t *d,
       {17, d->vid, sizeof d->vid}, {19, d->source, sizeof d->source}, {23, d->shmem, sizeof d->shmem},
       {24, d->tmaps, sizeof d->tmaps}};
   for (size_t i = 0; i < GC_ARRAY_LEN(text); i++)
-    if (col_text(st, text[i].col, text[i].dst, text[i].n))
+    if (gc_sql_col_text(st, text[i].col, text[i].dst, text[i].n))
       return gc_err_set(e, GC_ECORRUPT, "%s: dispatch entry %lld: its %s is longer than %zu bytes",
                         b->path, (long long)d->id, sqlite3_column_name(st, text[i].col), text[i].n - 1);
   char dts[32];

@@ -42,6 +42,12 @@ void gc_sql_bind_text(sqlite3_stmt *st, int i, const char *s) {
     sqlite3_bind_null(st, i);
 }
 
+int gc_sql_col_text(sqlite3_stmt *st, int i, char *dst, size_t n) {
+  const unsigned char *s = sqlite3_column_text(st, i);
+  int len = snprintf(dst, n, "%s", s ? (const char *)s : "");
+  return len < 0 || (size_t)len >= n;
+}
+
 static int query_int(sqlite3 *db, const char *sql, int64_t *v, gc_err_t *e) {
   sqlite3_stmt *st;
   if (gc_sql_prepare(db, sql, &st, e)) return e->code;

@@ -40,5 +40,10 @@ int gc_sql_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st, gc_err_t *e)
 int gc_sql_err(sqlite3 *db, gc_err_t *e, const char *context);
 /* Bind a text or NULL. */
 void gc_sql_bind_text(sqlite3_stmt *st, int i, const char *s);
+/* Column i's text (NULL: "") into dst, n bytes; non-zero where it does
+ * not fit (dst then holds its first n - 1 bytes). A reader refuses or
+ * skips such a row: a cut expression may still parse, as another value,
+ * and a cut parameter list names another variant. */
+int gc_sql_col_text(sqlite3_stmt *st, int i, char *dst, size_t n);
 
 #endif

@@ -579,14 +579,6 @@ int gc_db_pick_winner(gc_db_t *db, int64_t device_id, int64_t problem_id,
   return GC_OK;
 }
 
-/* Column i's text into dst (n bytes); non-zero where it does not fit (a
- * truncated vid or parameter list names another variant: never used). */
-static int copy_col(sqlite3_stmt *st, int i, char *dst, size_t n) {
-  const unsigned char *s = sqlite3_column_text(st, i);
-  int len = snprintf(dst, n, "%s", s ? (const char *)s : "");
-  return len < 0 || (size_t)len >= n;
-}
-
 int gc_db_find_winner(gc_db_t *db, const char *target, const gc_problem_t *p,
                       gc_db_winner_t *w, int *found, gc_err_t *e) {
   sqlite3_stmt *st;
@@ -611,10 +603,11 @@ int gc_db_find_winner(gc_db_t *db, const char *target, const gc_problem_t *p,
   int rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) {
     w->measurement_id = sqlite3_column_int64(st, 0);
-    int over = copy_col(st, 1, w->vid, sizeof w->vid) |
-               copy_col(st, 2, w->template_name, sizeof w->template_name) |
-               copy_col(st, 3, w->template_hash, sizeof w->template_hash) |
-               copy_col(st, 4, w->params, sizeof w->params) | copy_col(st, 5, w->compiler, sizeof w->compiler);
+    int over = gc_sql_col_text(st, 1, w->vid, sizeof w->vid) |
+               gc_sql_col_text(st, 2, w->template_name, sizeof w->template_name) |
+               gc_sql_col_text(st, 3, w->template_hash, sizeof w->template_hash) |
+               gc_sql_col_text(st, 4, w->params, sizeof w->params) |
+               gc_sql_col_text(st, 5, w->compiler, sizeof w->compiler);
     w->median_us = sqlite3_column_double(st, 6);
     w->margin = sqlite3_column_double(st, 7);
     if (over) {
@@ -644,8 +637,8 @@ int gc_db_tuned_problems(gc_db_t *db, const char *target, gc_problems_t *out, gc
     char dt[48];
     memset(&p, 0, sizeof p);
     char ta[16], tb[16], tc[16];
-    int over = copy_col(st, 0, p.op, sizeof p.op) | copy_col(st, 1, ta, sizeof ta) |
-               copy_col(st, 2, tb, sizeof tb) | copy_col(st, 3, tc, sizeof tc);
+    int over = gc_sql_col_text(st, 0, p.op, sizeof p.op) | gc_sql_col_text(st, 1, ta, sizeof ta) |
+               gc_sql_col_text(st, 2, tb, sizeof tb) | gc_sql_col_text(st, 3, tc, sizeof tc);
     snprintf(dt, sizeof dt, "%s:%s:%s", ta, tb, tc);
     for (int i = 0; i < GC_NDIMS; i++) *gc_problem_dim(&p, i) = sqlite3_column_int64(st, 4 + i);
     /* rows another gcore wrote that this one cannot read are not its problems */
@@ -731,8 +724,9 @@ int gc_db_finalists(gc_db_t *db, int64_t device_id, int64_t problem_id, const ch
     f->measurement_id = sqlite3_column_int64(st, 0);
     f->variant_id = sqlite3_column_int64(st, 1);
     f->median_us = sqlite3_column_double(st, 5);
-    if (!(copy_col(st, 2, f->vid, sizeof f->vid) | copy_col(st, 3, f->template_name, sizeof f->template_name) |
-          copy_col(st, 4, f->params, sizeof f->params)))
+    if (!(gc_sql_col_text(st, 2, f->vid, sizeof f->vid) |
+          gc_sql_col_text(st, 3, f->template_name, sizeof f->template_name) |
+          gc_sql_col_text(st, 4, f->params, sizeof f->params)))
       (*got)++; /* else not a variant this gcore made: not a finalist */
   }
   sqlite3_finalize(st);

@@ -9,9 +9,9 @@
 
 #include "tunedb_impl.h"
 
+/* For display: a value cut at its field is only shown shorter. */
 static void text_col(sqlite3_stmt *st, int i, char *dst, size_t n) {
-  const unsigned char *s = sqlite3_column_text(st, i);
-  snprintf(dst, n, "%s", s ? (const char *)s : "");
+  (void)gc_sql_col_text(st, i, dst, n);
 }
 
 static double real_col(sqlite3_stmt *st, int i) {
