@@ -80,6 +80,7 @@ def build(tmp, dtype, op, params, tpl_text=None, quant_text=None, tpl_file="gemv
     common_block("gc-epilogue", tmp / "epilogue.h")
     (tmp / "quant.h").write_text(quant_text) if quant_text else common_block("gc-quant", tmp / "quant.h")
     common_block("gc-gemv", tmp / "gemv.h")
+    common_block("gc-split", tmp / "split.h")
     src = (("#define EMU_ATTENTION 1\n" if op == "attention" else "") + '#include "prelude_emu.h"\n' + defs +
            f'#line 1 "{tpl_file}"\n' +
            (tpl_text or open(os.path.join(GPU, tpl_file)).read()) +
@@ -527,6 +528,46 @@ ATT_MUTATIONS = [
 def test_a_wrong_attention_mma_is_caught(tmp_path, what, old, new, which):
     assert attention_caught(tmp_path, "attention_mma.cu", old, new, *ATT_CASES[which], most_keys=True), \
         f"not caught: {what}"
+
+
+# Decode attention (M = 1, split over the keys): attention_decode_mma (a kv
+# head's query heads as the rows of one mma tile, each warp its own cp.async
+# pipeline of key chunks) and the SIMT attention_decode, both merging their
+# warps' and blocks' partials through the prelude's gc-split block. Shapes:
+# the 8B's heads 300 positions in, 5 heads of 96, one key, a 16-head group,
+# D = 48 and 32; splits from 1 (a warp streams several chunks) to more
+# than the keys (empty slices).
+DEC_SHAPES = [(1, 32, 8, 128, 300, None), (1, 5, 1, 96, 77, None), (1, 16, 1, 64, 0, 0.5),
+              (1, 8, 2, 48, 130, 1.0), (1, 12, 4, 32, 2, None)]
+DEC_CASES = [
+    ("attention_decode_mma.cu", "f16", dict(WARPS=4, KW=16, NST=3, SPLIT=16, DMAX=128)),
+    ("attention_decode_mma.cu", "bf16", dict(WARPS=2, KW=32, NST=2, SPLIT=4, DMAX=128)),
+    ("attention_decode_mma.cu", "f16", dict(WARPS=1, KW=64, NST=4, SPLIT=1, DMAX=64)),
+    ("attention_decode.cu", "bf16", dict(WARPS=2, KL=16, HPB=2, SPLIT=8, U=2, DMAX=128)),
+]
+
+
+@pytest.mark.parametrize("tpl_file,dt,params", DEC_CASES,
+                         ids=[f"{f[:-3]}-{dt}-" + "-".join(f"{k}{v}" for k, v in p.items()) for f, dt, p in DEC_CASES])
+def test_decode_attention_on_the_emulated_gpu(tmp_path, tpl_file, dt, params):
+    check_attention(run_attention(tmp_path, dt, params, tpl_file=tpl_file, shapes=DEC_SHAPES),
+                    f"{tpl_file} {dt} {params}", 3, "guard 0")
+
+
+# plausible attention_decode_mma mistakes, each caught on the 8B shape with
+# a split where each warp streams five chunks through three stages
+DEC_MUTANT = ("f16", dict(WARPS=2, KW=16, NST=3, SPLIT=2, DMAX=128))
+DEC_MUTATIONS = [
+    ("a key past the slice's end taken", "k0 + 8 * n + 2 * qc + (x % 2) < j1 ?", "k0 + 8 * n + 2 * qc + (x % 2) <= j1 ?"),
+    ("q's fragment registers in the wrong order", "gc_min64(qr + 8 * (x % 2), per - 1)", "gc_min64(qr + 8 * (x / 2), per - 1)"),
+    ("a warp's chunks not interleaved", "c = w + (int64_t)p * WARPS;", "c = w + (int64_t)p;"),
+]
+
+
+@pytest.mark.parametrize("what,old,new", DEC_MUTATIONS, ids=[m[0] for m in DEC_MUTATIONS])
+def test_a_wrong_attention_decode_mma_is_caught(tmp_path, what, old, new):
+    assert attention_caught(tmp_path, "attention_decode_mma.cu", old, new, *DEC_MUTANT,
+                            shapes=DEC_SHAPES[:1]), f"not caught: {what}"
 
 
 # The prefill GEMMs on mma.sync (sm_80 and up; on sm_90a where the wgmma

@@ -125,12 +125,6 @@ GC_DEVICE void ad_step_load(const TB *kb, const TB *vb, int64_t ld, int64_t jb, 
     }
 }
 
-/* The weight 2^(m - mx) of a partial with max m in a merge with max mx;
- * 0 for an empty partial (m = -inf), whatever mx is. */
-GC_DEVICE float ad_weight(float m, float mx) {
-  return m == AD_NEG_INF ? 0.0f : gc_exp2(m - mx);
-}
-
 GC_KERNEL_BOUNDS(AD_T)
 void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t *pos,
                       int64_t M, int64_t H, int64_t G, int64_t D,
@@ -235,7 +229,7 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int3
       }
       if (mx == AD_NEG_INF)
         continue; /* no keys yet for this group */
-      float corr = ad_weight(m[hh], mx), ls = 0.0f;
+      float corr = gc_split_weight(m[hh], mx), ls = 0.0f;
       GC_UNROLL(AD_NC)
       for (int c = 0; c < AD_NC; c++)
         GC_UNROLL(AD_VEC)
@@ -266,7 +260,7 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int3
     GC_UNROLL(HPB)
     for (int hh = 0; hh < HPB; hh++) {
       float mo = gc_shfl_xor(m[hh], mask), lo = gc_shfl_xor(l[hh], mask);
-      float mn = gc_max(m[hh], mo), a = ad_weight(m[hh], mn), b = ad_weight(mo, mn);
+      float mn = gc_max(m[hh], mo), a = gc_split_weight(m[hh], mn), b = gc_split_weight(mo, mn);
       l[hh] = l[hh] * a + lo * b;
       GC_UNROLL(AD_NC)
       for (int c = 0; c < AD_NC; c++)
@@ -294,66 +288,19 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int3
 
   /* Merge the warps: thread t takes (head, element) pairs. */
   for (int64_t i = tid; i < nh * D; i += AD_T) {
-    int hh = (int)(i / D), d = (int)(i % D);
-    float mx = AD_NEG_INF, os = 0.0f, ls = 0.0f;
-    for (int k = 0; k < WARPS; k++)
-      mx = gc_max(mx, sm_m[k][hh]);
-    for (int k = 0; k < WARPS; k++) {
-      float wt = ad_weight(sm_m[k][hh], mx);
-      os += wt * sm_o[k][hh][d];
-      ls += wt * sm_l[k][hh];
-    }
-    if (SPLIT == 1) {
+    const int hh = (int)(i / D), d = (int)(i % D);
+    float mx, ls, os;
+    gc_split_warps<WARPS>(&sm_m[0][hh], &sm_l[0][hh], &sm_o[0][hh][d], HPB, HPB * DMAX, mx, ls, os);
+    if (SPLIT == 1)
       STORE_C(O, (h0 + hh) * D + d, os / ls);
-    } else {
-      float *p = ad_ws + ((row * H + h0 + hh) * SPLIT + sp) * AD_W;
-      if (d == 0)
-        gc_st_cg(p, mx), gc_st_cg(p + 1, ls);
-      gc_st_cg(p + 2 + d, os);
-    }
+    else
+      gc_split_put(ad_ws + ((row * H + h0 + hh) * SPLIT + sp) * AD_W, d, mx, ls, os);
   }
-  if (SPLIT == 1)
+  /* Hand off: the last block of this head block merges the slices (the
+   * gc-split block: the loads of an element's SPLIT partials all in flight;
+   * the merge is latency-bound) */
+  if (SPLIT == 1 || !gc_split_last(&ad_cnt[rhb], SPLIT, &s_last))
     return;
-
-  /* Hand off: the last block of this head block merges the slices. */
-  gc_fence_device();
-  gc_barrier();
-  if (tid == 0)
-    s_last = gc_atomic_add(&ad_cnt[rhb], 1u) == SPLIT - 1;
-  gc_barrier();
-  if (!s_last)
-    return;
-  if (tid == 0)
-    ad_cnt[rhb] = 0u; /* every slice has arrived: ready for the next launch (stream order) */
-  gc_fence_device();
-  /* Each (head, slice)'s m and l once: the slice's weight 2^(m - max) and
-   * the head's sum; then each output element from its SPLIT partials, all
-   * of its loads in flight together (the merge is latency-bound: it ran at
-   * 4 loads per slice and element, 8 at a time, before). */
-  const float *p0 = ad_ws + (row * H + h0) * SPLIT * AD_W; /* (head hh, slice k) at (hh·SPLIT + k)·AD_W */
-  for (int i = tid; i < nh * SPLIT; i += AD_T)
-    sm_wt[i / SPLIT][i % SPLIT] = gc_ld_cg(p0 + (int64_t)i * AD_W),
-    sm_lk[i / SPLIT][i % SPLIT] = gc_ld_cg(p0 + (int64_t)i * AD_W + 1);
-  gc_barrier();
-  if (tid < nh) {
-    float mx = AD_NEG_INF, ls = 0.0f;
-    for (int k = 0; k < SPLIT; k++)
-      mx = gc_max(mx, sm_wt[tid][k]);
-    for (int k = 0; k < SPLIT; k++) {
-      float wt = ad_weight(sm_wt[tid][k], mx);
-      sm_wt[tid][k] = wt;
-      ls += wt * sm_lk[tid][k];
-    }
-    sm_ls[tid] = ls;
-  }
-  gc_barrier();
-  for (int64_t i = tid; i < nh * D; i += AD_T) {
-    int hh = (int)(i / D), d = (int)(i % D);
-    const float *p = p0 + hh * SPLIT * AD_W + 2 + d;
-    float os = 0.0f;
-    GC_UNROLL(SPLIT)
-    for (int k = 0; k < SPLIT; k++)
-      os += sm_wt[hh][k] * gc_ld_cg(p + k * AD_W);
-    STORE_C(O, (h0 + hh) * D + d, os / sm_ls[hh]);
-  }
+  gc_split_merge<SPLIT>(ad_ws + (row * H + h0) * SPLIT * AD_W, AD_W, (int)nh, D, sm_wt, sm_lk, sm_ls, AD_T,
+                        [&](int hh, int d, float v) { STORE_C(O, (h0 + hh) * D + d, v); });
 }

@@ -462,3 +462,95 @@ GC_DEVICE void gc_splitk_add(const float *red, int w, int lane, int ks, float *a
 }
 
 /* <<< gc-gemv */
+
+/* >>> gc-split: the decode attentions' merge of partial softmaxes
+ * (attention_decode, attention_decode_mma; the NVIDIA emulator splices
+ * this block in). A partial of one head over some keys is (m, l, o[D]):
+ * the keys' largest score m (base 2), l = Σ 2^(s − m) and o = Σ 2^(s − m)·v;
+ * one with no keys has m = -inf, l = 0, o = 0. Partials merge weighted by
+ * 2^(m_i − max). Across blocks (SPLIT slices of the keys) a block writes
+ * its partial of each head to a workspace of (m, l, o[]) records, takes a
+ * ticket, and the block with the last ticket merges them. */
+
+/* The weight 2^(m − mx) of a partial with max m in a merge with max mx;
+ * 0 for an empty partial (m = -inf), whatever mx is. */
+GC_DEVICE float gc_split_weight(float m, float mx) { return m == -GC_INF ? 0.0f : gc_exp2(m - mx); }
+
+/* The NW partials of one head and element in shared memory, partial k's m
+ * at pm[k·hs], l at pl[k·hs] and element at po[k·os], merged: the max mx,
+ * the sum ls and the element's sum os. */
+template <int NW>
+GC_DEVICE void gc_split_warps(const float *pm, const float *pl, const float *po, int hs, int os_, float &mx,
+                              float &ls, float &os) {
+  mx = -GC_INF, ls = 0.0f, os = 0.0f;
+  for (int k = 0; k < NW; k++)
+    mx = gc_max(mx, pm[k * hs]);
+  for (int k = 0; k < NW; k++) {
+    const float wt = gc_split_weight(pm[k * hs], mx);
+    os += wt * po[k * os_];
+    ls += wt * pl[k * hs];
+  }
+}
+
+/* Element d of a block's partial into its workspace record p (m, l, o[]);
+ * the thread with d = 0 writes m and l. L2 only (read by another block). */
+GC_DEVICE void gc_split_put(float *p, int d, float mx, float ls, float os) {
+  if (d == 0)
+    gc_st_cg(p, mx), gc_st_cg(p + 1, ls);
+  gc_st_cg(p + 2 + d, os);
+}
+
+/* After every thread's gc_split_put: takes the block's ticket of counter
+ * cnt (shared out through *s_last, a shared int) and is true in every
+ * thread of the block that took the last of the split tickets, which
+ * resets the counter for the next launch (stream order) and may then read
+ * all split records. Every thread of the block calls it. */
+GC_DEVICE bool gc_split_last(unsigned *cnt, int split, int *s_last) {
+  gc_fence_device();
+  gc_barrier();
+  if (gc_tid() == 0)
+    *s_last = gc_atomic_add(cnt, 1u) == (unsigned)split - 1u;
+  gc_barrier();
+  if (!*s_last)
+    return false;
+  if (gc_tid() == 0)
+    *cnt = 0u; /* every slice has arrived */
+  gc_fence_device();
+  return true;
+}
+
+/* The last block's merge of nh heads' SPLIT records, head hh's slice k at
+ * p0 + (hh·SPLIT + k)·W; wt and lk ([nh][SPLIT]) and ls ([nh]) shared
+ * scratch; nt threads; store(hh, d, value) writes an output element. Each
+ * (head, slice)'s m and l are read once (the weights and each head's sum),
+ * then each element from its SPLIT records with all loads in flight. */
+template <int SPLIT, class Store>
+GC_DEVICE void gc_split_merge(const float *p0, int W, int nh, int64_t D, float (*wt)[SPLIT], float (*lk)[SPLIT],
+                              float *ls, int nt, Store store) {
+  const int tid = gc_tid();
+  for (int i = tid; i < nh * SPLIT; i += nt)
+    wt[i / SPLIT][i % SPLIT] = gc_ld_cg(p0 + (int64_t)i * W), lk[i / SPLIT][i % SPLIT] = gc_ld_cg(p0 + (int64_t)i * W + 1);
+  gc_barrier();
+  if (tid < nh) {
+    float mx = -GC_INF, s = 0.0f;
+    for (int k = 0; k < SPLIT; k++)
+      mx = gc_max(mx, wt[tid][k]);
+    for (int k = 0; k < SPLIT; k++) {
+      const float w = gc_split_weight(wt[tid][k], mx);
+      wt[tid][k] = w;
+      s += w * lk[tid][k];
+    }
+    ls[tid] = s;
+  }
+  gc_barrier();
+  for (int64_t i = tid; i < nh * D; i += nt) {
+    const int hh = (int)(i / D), d = (int)(i % D);
+    const float *p = p0 + (int64_t)hh * SPLIT * W + 2 + d;
+    float os = 0.0f;
+    GC_UNROLL(SPLIT)
+    for (int k = 0; k < SPLIT; k++)
+      os += wt[hh][k] * gc_ld_cg(p + (int64_t)k * W);
+    store(hh, d, os / ls[hh]);
+  }
+}
+/* <<< gc-split */

@@ -186,6 +186,14 @@ struct emu_dim3 {
 };
 static emu_dim3 gridDim = {1, 1, 1};
 GC_DEVICE void gc_named_sync(int id, int n) { emu_blk->named[id & 15].wait(n); }
+/* A module-scope device array (the split workspaces): one host array, the
+ * blocks run one after another; the device-scope fence and the ticket's
+ * atomic are the host's. L2-only loads and stores are plain ones. */
+#define GC_GLOBAL static
+GC_DEVICE void gc_fence_device(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+GC_DEVICE unsigned gc_atomic_add(unsigned *p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+GC_DEVICE float gc_ld_cg(const float *p) { return *p; }
+GC_DEVICE void gc_st_cg(float *p, float v) { *p = v; }
 GC_DEVICE void gc_pdl_wait(void) {}
 GC_DEVICE void gc_pdl_launch(void) {}
 GC_DEVICE void gc_prefetch_l2(const void *p) { (void)p; }
@@ -611,5 +619,6 @@ GC_DEVICE float gc_h2f_bits(uint32_t h) { return (float)__builtin_bit_cast(_Floa
 GC_DEVICE float gc_ubyte_f(uint32_t w, int i) { return (float)((w >> (8 * i)) & 255u); }
 #include "quant.h"
 #include "gemv.h"
+#include "split.h"
 
 #endif

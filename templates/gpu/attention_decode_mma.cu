@@ -1,0 +1,257 @@
+/* attention_decode_mma.cu — NVIDIA tensor-core attention of a decode step
+ * with grouped-query heads, split over the sequence (flash-decoding):
+ * O = softmax(scale · q·Kᵀ) · V over cache rows 0 .. pos0 of kv head
+ * h / (H/G), for one query token (attention, M = 1). The H/G query heads of
+ * a kv head are the rows of one 16-row mma.sync m16n8k16 tile, so every
+ * K/V row is read once, by one warp, and a key costs a few tensor-core
+ * instructions where attention_decode's SIMT loop spends about a hundred
+ * (its fp32 dot product, the shuffles of its sum, the rescale of its
+ * output per key).
+ *
+ * @template attention_decode_mma
+ * @op attention
+ * @backend cuda
+ * @dtypes f16 bf16
+ * @kernel attention_decode_mma
+ * @param WARPS 1 2 4 8 default 8 -- warps per block, each streaming its own chunks of the block's keys
+ * @param KW 16 32 64 default 16 -- keys per chunk (a warp's step)
+ * @param NST 2 3 4 default 2 -- chunks in flight per warp (its cp.async pipeline)
+ * @param SPLIT 1 2 4 8 16 32 64 default 16 -- blocks per kv head, each over a 1/SPLIT slice of the keys
+ * @param DMAX 64 128 default 128 -- largest head dimension served (registers are sized for it)
+ * @constraint WARP == 32 && WARPS * WARP <= MAXT -- NVIDIA warps, a legal block
+ * @constraint DMAX / 2 + DMAX / 4 + KW / 2 + 48 <= 255 -- O's accumulators, q's fragments and a chunk's scores fit the registers
+ * @constraint WARPS * NST * KW * (DMAX + 8) * 4 <= SMEM -- every warp's K and V stages fit in shared memory
+ * @constraint SPLIT * (DMAX + 2) * 128 <= 2097152 -- the cross-block workspace (128 heads) stays within 8 MiB
+ * @shmem WARPS * NST * KW * (DMAX + 8) * 4
+ * @applies M == 1 && G > 0 && H % G == 0 && H / G <= 16 && D % 16 == 0 && D <= DMAX && (SPLIT == 1 || H <= 128) -- one query row; a kv head's query heads fit one 16-row tile; whole 16-wide k steps of D; the workspace holds 128 heads
+ * @grid G * SPLIT 1 1
+ * @block WARPS * WARP 1 1
+ * @priority 3
+ * @pdl -- waits for the kernel before it first thing
+ *
+ * Block b = g·SPLIT + s serves kv head g (query heads h0 .. h0+per-1,
+ * h0 = g·per, per = H/G) over key slice s: keys j0 .. j1-1, j0 =
+ * s·cdiv(L, SPLIT), L = pos0 + 1. The slice is cut into chunks of KW keys;
+ * warp w takes chunks w, w + WARPS, ..., each warp its own: it copies a
+ * chunk's K and V rows into its own NST shared-memory stages with 16-byte
+ * cp.async (rows past j1 zero-filled; rows padded to DMAX+8 elements, so
+ * that ldmatrix reads are conflict-free), so NST-1 chunks are in flight
+ * while it computes one, with no block-wide barrier. Lane l holds, as the
+ * mma's fragments do, rows a = l/4 and b = l/4 + 8 (query head h0 + row;
+ * rows past per repeat the last head and are not stored) and columns
+ * 2(l%4), 2(l%4)+1 of each 8-wide n-tile. Per chunk, as attention_mma's
+ * loop: S = q·Kᵀ (q's A fragments in registers; ldmatrix: K's rows are B's
+ * columns), scaled by scale·log2 e, keys past j1 masked; the row's running
+ * max from a quad's shuffles; P = 2^(S − m) in registers, becoming P·V's
+ * A fragments; O and the row sums rescaled; O += P·V (ldmatrix .trans).
+ * Then the warps' partials (m, l, o) meet in shared memory (the stages'
+ * space) and merge (the prelude's gc-split block); with SPLIT > 1 the
+ * block writes its partial per head to a module-scope workspace and the
+ * block that takes the last ticket of its kv head merges the SPLIT
+ * partials and writes O (so, as for attention_decode, two launches of this
+ * code object must not run concurrently; the runtime's one stream
+ * serialises them).
+ */
+
+#define ADM_S (DMAX + 8)       /* shared row stride of K and V, elements */
+#define ADM_NK (KW / 8)        /* 8-key n-tiles of a chunk's scores */
+#define ADM_KD (DMAX / 16)     /* 16-wide k steps of q·Kᵀ */
+#define ADM_ND (DMAX / 8)      /* 8-wide n-tiles of O */
+#define ADM_ST (2 * KW * ADM_S) /* elements of a stage: K's rows, then V's */
+#define ADM_W (DMAX + 2)       /* workspace floats per partial: m, l, o[DMAX] */
+
+GC_GLOBAL float adm_ws[SPLIT > 1 ? 128 * SPLIT * ADM_W : 1];
+GC_GLOBAL unsigned adm_cnt[SPLIT > 1 ? 128 : 1];
+
+GC_DEVICE void adm_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  gc_mma16816<GC_TA == GC_BF16>(c, a[0], a[1], a[2], a[3], b0, b1);
+}
+
+/* Issue the calling warp's copies of keys k0 .. k0+KW-1 (those >= j1 zero
+ * filled) of K and V into the stage at shared address st: each lane its
+ * share of the 16-byte chunks of D. */
+GC_DEVICE void adm_load(unsigned st, const TB *Kc, const TB *Vc, int64_t k0, int64_t j1, int64_t ld,
+                        int64_t D, int lane) {
+  const int ch = (int)(D / 8); /* chunks of a row: D % 16 == 0 */
+  for (int c = lane; c < KW * ch; c += WARP) {
+    const int r = c / ch, d = c % ch * 8;
+    const bool ok = k0 + r < j1;
+    const int64_t row = ok ? k0 + r : 0; /* a valid address; nothing read when !ok */
+    const unsigned off = (unsigned)((r * ADM_S + d) * 2);
+    gc_cp_async16(st + off, Kc + row * ld + d, ok ? 16 : 0);
+    gc_cp_async16(st + (unsigned)(KW * ADM_S * 2) + off, Vc + row * ld + d, ok ? 16 : 0);
+  }
+}
+
+/* args: Q[1, H, D] (TA), Kc, Vc [pos0+1.., G, D] (TB), O[1, H, D] (TC),
+ * int32 *pos (pos0), int64 M, H, G, D, float scale. */
+GC_KERNEL_BOUNDS(WARPS * WARP)
+void attention_decode_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t *pos, int64_t M,
+                          int64_t H, int64_t G, int64_t D, float scale) {
+  gc_pdl_wait(); /* @pdl: the kernel before it has completed */
+  gc_pdl_launch();
+  GC_SHARED int s_last;
+  /* SPLIT > 1, the last block's merge: per (head, slice) its weight and l, per head the sum */
+  GC_SHARED float sm_wt[SPLIT > 1 ? 16 : 1][SPLIT], sm_lk[SPLIT > 1 ? 16 : 1][SPLIT], sm_ls[16];
+  if (M != 1 || G <= 0 || H % G || H / G > 16 || D <= 0 || D % 16 || D > DMAX || (SPLIT > 1 && H > 128))
+    return; /* outside @applies */
+  const int64_t per = H / G, g = gc_bid() / SPLIT, h0 = g * per, ld = G * D;
+  const int sp = (int)(gc_bid() % SPLIT);
+  const int tid = gc_tid(), w = tid / WARP, lane = tid % WARP, qr = lane / 4, qc = lane % 4;
+  const int64_t L = (int64_t)*pos + 1, cs = gc_cdiv(L, SPLIT); /* on the device: a captured step replays */
+  const int64_t j0 = gc_min64(L, sp * cs), j1 = gc_min64(L, j0 + cs), nck = gc_cdiv(j1 - j0, KW);
+  const int kd = (int)(D / 16);
+  Kc += g * D, Vc += g * D;
+
+  /* q's A fragments: k step s, a0/a1 rows a/b at d = 16s + 2qc, a2/a3 at +8 */
+  uint32_t qf[ADM_KD][4];
+  GC_UNROLL(ADM_KD)
+  for (int s = 0; s < ADM_KD; s++)
+    GC_UNROLL(4)
+    for (int x = 0; x < 4; x++) {
+      const int64_t r = gc_min64(qr + 8 * (x % 2), per - 1), d = 16 * s + 2 * qc + 8 * (x / 2);
+      qf[s][x] = d < D ? *reinterpret_cast<const uint32_t *>(Q + (h0 + r) * D + d) : 0u;
+    }
+
+  float m[2] = {-GC_INF, -GC_INF}, l[2] = {0.0f, 0.0f}, oacc[ADM_ND][4];
+  GC_UNROLL(ADM_ND)
+  for (int n = 0; n < ADM_ND; n++)
+    GC_UNROLL(4)
+    for (int x = 0; x < 4; x++)
+      oacc[n][x] = 0.0f;
+  const float sc = scale * 1.4426950408889634f; /* softmax in base 2 */
+
+  /* the warp's stages; ldmatrix row addresses of this lane within one: K
+     (non-trans) key 8·(l/16) + l%8 of an n-tile pair, d 8·((l/8)%2) of a
+     k step; V (.trans) key 8·((l/8)%2) + l%8 of a k step, d 8·(l/16) of
+     an n-tile pair */
+  TB *stages = reinterpret_cast<TB *>(gc_dyn_shared()) + (int64_t)w * NST * ADM_ST;
+  const unsigned st0 = gc_smem_addr(stages), stb = ADM_ST * 2;
+  const unsigned kofs = (unsigned)(((8 * (lane / 16) + lane % 8) * ADM_S + 8 * ((lane / 8) % 2)) * 2);
+  const unsigned vofs = (unsigned)(KW * ADM_S * 2) +
+                        (unsigned)(((8 * ((lane / 8) % 2) + lane % 8) * ADM_S + 8 * (lane / 16)) * 2);
+
+  GC_UNROLL(1)
+  for (int p = 0; p < NST - 1; p++) {
+    const int64_t c = w + (int64_t)p * WARPS;
+    if (c < nck)
+      adm_load(st0 + p * stb, Kc, Vc, j0 + c * KW, j1, ld, D, lane);
+    gc_cp_async_commit();
+  }
+  int it = 0;
+  GC_UNROLL(1)
+  for (int64_t c = w; c < nck; c += WARPS, it++) {
+    gc_syncwarp(); /* every lane is done with the stage refilled below (chunk it - 1's) */
+    const int64_t cn = c + (int64_t)(NST - 1) * WARPS;
+    if (cn < nck)
+      adm_load(st0 + (it + NST - 1) % NST * stb, Kc, Vc, j0 + cn * KW, j1, ld, D, lane);
+    gc_cp_async_commit();
+    gc_cp_async_wait<NST - 1>();
+    gc_syncwarp(); /* chunk c landed, every lane's part */
+    const int64_t k0 = j0 + c * KW;
+    const unsigned sk = st0 + it % NST * stb + kofs, sv = st0 + it % NST * stb + vofs;
+
+    /* S = q·Kᵀ for the chunk's 8-key n-tiles, two at a time */
+    float s[ADM_NK][4];
+    GC_UNROLL(ADM_NK)
+    for (int n = 0; n < ADM_NK; n++)
+      GC_UNROLL(4)
+      for (int x = 0; x < 4; x++)
+        s[n][x] = 0.0f;
+    GC_UNROLL(ADM_KD)
+    for (int k = 0; k < ADM_KD; k++) {
+      if (k >= kd)
+        break;
+      GC_UNROLL(ADM_NK / 2)
+      for (int n = 0; n < ADM_NK; n += 2) {
+        uint32_t b[4];
+        gc_ldmatrix_x4(b, sk + (unsigned)((8 * n * ADM_S + 16 * k) * 2));
+        adm_mma(s[n], qf[k], b[0], b[1]);
+        adm_mma(s[n + 1], qf[k], b[2], b[3]);
+      }
+    }
+
+    /* mask, running max, rescale (a chunk has a key below j1: the max is finite) */
+    float mx[2] = {m[0], m[1]}, corr[2];
+    GC_UNROLL(ADM_NK)
+    for (int n = 0; n < ADM_NK; n++)
+      GC_UNROLL(4)
+      for (int x = 0; x < 4; x++) {
+        s[n][x] = k0 + 8 * n + 2 * qc + (x % 2) < j1 ? s[n][x] * sc : -GC_INF;
+        mx[x / 2] = gc_max(mx[x / 2], s[n][x]);
+      }
+    GC_UNROLL(2)
+    for (int x = 0; x < 2; x++) {
+      mx[x] = gc_group_max(mx[x], 4);
+      corr[x] = gc_exp2(m[x] - mx[x]); /* 0 at the first chunk (m = -inf) */
+      m[x] = mx[x];
+      l[x] *= corr[x];
+    }
+    GC_UNROLL(ADM_ND)
+    for (int n = 0; n < ADM_ND; n++)
+      GC_UNROLL(4)
+      for (int x = 0; x < 4; x++)
+        oacc[n][x] *= corr[x / 2];
+
+    /* O += P·V, one 16-key k step (two n-tiles of P) at a time */
+    GC_UNROLL(ADM_NK / 2)
+    for (int k = 0; k < ADM_NK / 2; k++) {
+      float p[2][4];
+      GC_UNROLL(2)
+      for (int h = 0; h < 2; h++)
+        GC_UNROLL(4)
+        for (int x = 0; x < 4; x++) {
+          p[h][x] = gc_exp2(s[2 * k + h][x] - m[x / 2]);
+          l[x / 2] += p[h][x];
+        }
+      const uint32_t a[4] = {gc_pack2(TA(), p[0][0], p[0][1]), gc_pack2(TA(), p[0][2], p[0][3]),
+                             gc_pack2(TA(), p[1][0], p[1][1]), gc_pack2(TA(), p[1][2], p[1][3])};
+      GC_UNROLL(ADM_ND / 2)
+      for (int n = 0; n < ADM_ND; n += 2) {
+        if (8 * n >= D)
+          break;
+        uint32_t b[4];
+        gc_ldmatrix_x4_trans(b, sv + (unsigned)((16 * k * ADM_S + 8 * n) * 2));
+        adm_mma(oacc[n], a, b[0], b[1]);
+        adm_mma(oacc[n + 1], a, b[2], b[3]);
+      }
+    }
+  }
+  gc_cp_async_wait<0>(); /* no copy outlives the loop: the stages become the partials' space */
+  gc_barrier();
+
+  /* The warp's partial of each real row into shared memory: m at pm[w·16 +
+     r], l at pl[...], o at po[(w·16 + r)·DMAX + d] */
+  float *pm = reinterpret_cast<float *>(gc_dyn_shared()), *pl = pm + WARPS * 16, *po = pl + WARPS * 16;
+  GC_UNROLL(2)
+  for (int x = 0; x < 2; x++) {
+    const int r = qr + 8 * x;
+    const float ls = gc_group_sum(l[x], 4);
+    if (r >= per)
+      continue;
+    if (qc == 0)
+      pm[w * 16 + r] = m[x], pl[w * 16 + r] = ls;
+    GC_UNROLL(ADM_ND)
+    for (int n = 0; n < ADM_ND; n++)
+      if (8 * n < D)
+        po[(w * 16 + r) * DMAX + 8 * n + 2 * qc] = oacc[n][2 * x],
+                                             po[(w * 16 + r) * DMAX + 8 * n + 2 * qc + 1] = oacc[n][2 * x + 1];
+  }
+  gc_barrier();
+
+  /* Merge the warps: thread t takes (head, element) pairs. */
+  for (int64_t i = tid; i < per * D; i += WARPS * WARP) {
+    const int hh = (int)(i / D), d = (int)(i % D);
+    float mx, ls, os;
+    gc_split_warps<WARPS>(pm + hh, pl + hh, po + hh * DMAX + d, 16, 16 * DMAX, mx, ls, os);
+    if (SPLIT == 1)
+      STORE_C(O, (h0 + hh) * D + d, os / ls);
+    else
+      gc_split_put(adm_ws + ((h0 + hh) * SPLIT + sp) * ADM_W, d, mx, ls, os);
+  }
+  if (SPLIT == 1 || !gc_split_last(&adm_cnt[g], SPLIT, &s_last))
+    return;
+  /* the last block of kv head g: its heads' SPLIT partials */
+  gc_split_merge<SPLIT>(adm_ws + h0 * SPLIT * ADM_W, ADM_W, (int)per, D, sm_wt, sm_lk, sm_ls, WARPS * WARP,
+                        [&](int hh, int d, float v) { STORE_C(O, (h0 + hh) * D + d, v); });
+}
