@@ -248,7 +248,7 @@ MUTATIONS = [
 
 
 @pytest.mark.parametrize("what,where,old,new,op,dtype,params,shapes", MUTATIONS, ids=[m[0] for m in MUTATIONS])
-def test_a_wrong_gemv_qmma_is_caught(tmp_path, what, where, old, new, op, dtype, params, shapes):
+def test_a_wrong_gemv_qmma_is_caught(tmp_path, monkeypatch, what, where, old, new, op, dtype, params, shapes):
     if where == "quant.h":
         text = common_block("gc-quant", tmp_path / "quant.h")
         assert old in text, f"{where} no longer has: {old}"
@@ -258,6 +258,7 @@ def test_a_wrong_gemv_qmma_is_caught(tmp_path, what, where, old, new, op, dtype,
         assert old in text, f"{where} no longer has: {old}"
         texts = {"tpl_text": text.replace(old, new)}
     check(run_case(tmp_path, dtype, op, params, shapes), f"unmutated {op} {dtype}")
+    monkeypatch.setenv("EMU_HANG_S", "8")  # a mutant's wait that never completes: no need to wait 30 s
     try:
         results = run_case(tmp_path, dtype, op, params, shapes, **texts)
     except AssertionError as e:  # a run that the emulation ended: a hang on the GPU
@@ -460,10 +461,11 @@ def without_fences(text):
     return out
 
 
-def run_attention(tmp, dt, params, tpl_text=None, most_keys=False, tpl_file="attention_mma.cu", shapes=ASHAPES):
+def run_attention(tmp, dt, params, tpl_text=None, most_keys=False, tpl_file="attention_mma.cu", shapes=ASHAPES,
+                  p_rounded=True):
     """[(shape, rc, unwritten, bad, messages, log)] over shapes (ASHAPES)
     within @applies (most_keys: only the one with the most keys: the
-    running max moves in later tiles)."""
+    running max moves in later tiles; p_rounded: _acheck's)."""
     text = tpl_text or open(os.path.join(GPU, tpl_file)).read()
     if tpl_file == "attention_wgmma.cu":
         text = without_fences(text)
@@ -483,7 +485,7 @@ def run_attention(tmp, dt, params, tpl_text=None, most_keys=False, tpl_file="att
         grid, block, shmem = launch(tpl, e, m, 0, 0)
         r = subprocess.run([str(exe), str(m), str(h), str(g), str(d), str(p0), repr(float(scale)), str(grid),
                             str(block), str(shmem), str(tmp)], capture_output=True, text=True, timeout=600)
-        res = _acheck((tmp / "out.bin").read_bytes(), dt, q, k, v, p0, scale) if r.returncode in (0, 1) \
+        res = _acheck((tmp / "out.bin").read_bytes(), dt, q, k, v, p0, scale, p_rounded) if r.returncode in (0, 1) \
             else (-1, -1, [])
         out.append(((m, h, g, d, p0), r.returncode, *res, r.stdout + r.stderr[-3000:]))
     return out
@@ -534,10 +536,10 @@ def test_a_wrong_attention_mma_is_caught(tmp_path, what, old, new, which):
 # head's query heads as the rows of one mma tile, each warp its own cp.async
 # pipeline of key chunks) and the SIMT attention_decode, both merging their
 # warps' and blocks' partials through the prelude's gc-split block. Shapes:
-# the 8B's heads 300 positions in, 5 heads of 96, one key, a 16-head group,
-# D = 48 and 32; splits from 1 (a warp streams several chunks) to more
-# than the keys (empty slices).
-DEC_SHAPES = [(1, 32, 8, 128, 300, None), (1, 5, 1, 96, 77, None), (1, 16, 1, 64, 0, 0.5),
+# the 8B's 4 heads a kv head of 128 300 positions in, 5 heads of 96, one
+# key, a 16-head group, D = 48 and 32; splits from 1 (a warp streams
+# several chunks) to more than the keys (empty slices).
+DEC_SHAPES = [(1, 8, 2, 128, 300, None), (1, 5, 1, 96, 77, None), (1, 16, 1, 64, 0, 0.5),
               (1, 8, 2, 48, 130, 1.0), (1, 12, 4, 32, 2, None)]
 DEC_CASES = [
     ("attention_decode_mma.cu", "f16", dict(WARPS=4, KW=16, NST=3, SPLIT=16, DMAX=128)),
@@ -550,24 +552,29 @@ DEC_CASES = [
 @pytest.mark.parametrize("tpl_file,dt,params", DEC_CASES,
                          ids=[f"{f[:-3]}-{dt}-" + "-".join(f"{k}{v}" for k, v in p.items()) for f, dt, p in DEC_CASES])
 def test_decode_attention_on_the_emulated_gpu(tmp_path, tpl_file, dt, params):
-    check_attention(run_attention(tmp_path, dt, params, tpl_file=tpl_file, shapes=DEC_SHAPES),
+    # P's bits are kept: attention_decode's in fp32, attention_decode_mma's
+    # bf16 as two parts (f16 rounds it once, as the op allows)
+    exact_p = tpl_file == "attention_decode.cu" or dt == "bf16"
+    check_attention(run_attention(tmp_path, dt, params, tpl_file=tpl_file, shapes=DEC_SHAPES, p_rounded=not exact_p),
                     f"{tpl_file} {dt} {params}", 3, "guard 0")
 
 
-# plausible attention_decode_mma mistakes, each caught on the 8B shape with
-# a split where each warp streams five chunks through three stages
+# plausible attention_decode_mma mistakes, each caught on the 8B-like shape
+# with a split where each warp streams five chunks through three stages
 DEC_MUTANT = ("f16", dict(WARPS=2, KW=16, NST=3, SPLIT=2, DMAX=128))
 DEC_MUTATIONS = [
     ("a key past the slice's end taken", "k0 + 8 * n + 2 * qc + (x % 2) < j1 ?", "k0 + 8 * n + 2 * qc + (x % 2) <= j1 ?"),
     ("q's fragment registers in the wrong order", "gc_min64(qr + 8 * (x % 2), per - 1)", "gc_min64(qr + 8 * (x / 2), per - 1)"),
     ("a warp's chunks not interleaved", "c = w + (int64_t)p * WARPS;", "c = w + (int64_t)p;"),
+    ("bf16's P in one part", "#define ADM_PP (GC_TA == GC_BF16 ? 2 : 1)", "#define ADM_PP 1"),
 ]
 
 
 @pytest.mark.parametrize("what,old,new", DEC_MUTATIONS, ids=[m[0] for m in DEC_MUTATIONS])
 def test_a_wrong_attention_decode_mma_is_caught(tmp_path, what, old, new):
-    assert attention_caught(tmp_path, "attention_decode_mma.cu", old, new, *DEC_MUTANT,
-                            shapes=DEC_SHAPES[:1]), f"not caught: {what}"
+    dt, params = ("bf16", DEC_MUTANT[1]) if "bf16" in what else DEC_MUTANT
+    assert attention_caught(tmp_path, "attention_decode_mma.cu", old, new, dt, params,
+                            shapes=DEC_SHAPES[:1], p_rounded=dt != "bf16"), f"not caught: {what}"
 
 
 # The prefill GEMMs on mma.sync (sm_80 and up; on sm_90a where the wgmma

@@ -26,7 +26,7 @@
  * @applies M == 1 && G > 0 && H % G == 0 && H / G <= 16 && D % 16 == 0 && D <= DMAX && (SPLIT == 1 || H <= 128) -- one query row; a kv head's query heads fit one 16-row tile; whole 16-wide k steps of D; the workspace holds 128 heads
  * @grid G * SPLIT 1 1
  * @block WARPS * WARP 1 1
- * @priority 3
+ * @priority 1
  * @pdl -- waits for the kernel before it first thing
  *
  * Block b = g·SPLIT + s serves kv head g (query heads h0 .. h0+per-1,
@@ -43,7 +43,8 @@
  * loop: S = q·Kᵀ (q's A fragments in registers; ldmatrix: K's rows are B's
  * columns), scaled by scale·log2 e, keys past j1 masked; the row's running
  * max from a quad's shuffles; P = 2^(S − m) in registers, becoming P·V's
- * A fragments; O and the row sums rescaled; O += P·V (ldmatrix .trans).
+ * A fragments (for bf16 as two parts, hi + lo, each an mma: ADM_PP); O
+ * and the row sums rescaled; O += P·V (ldmatrix .trans).
  * Then the warps' partials (m, l, o) meet in shared memory (the stages'
  * space) and merge (the prelude's gc-split block); with SPLIT > 1 the
  * block writes its partial per head to a module-scope workspace and the
@@ -59,6 +60,11 @@
 #define ADM_ND (DMAX / 8)      /* 8-wide n-tiles of O */
 #define ADM_ST (2 * KW * ADM_S) /* elements of a stage: K's rows, then V's */
 #define ADM_W (DMAX + 2)       /* workspace floats per partial: m, l, o[DMAX] */
+/* Parts of P in P·V: bf16 keeps 8 bits of a probability, which moved a
+ * model's greedy token against transformers on the GPU (tests/gpu/
+ * test_gpu_prompts.py, 5 heads of 96); as hi + lo it keeps 16. f16's 11
+ * bits are one part. */
+#define ADM_PP (GC_TA == GC_BF16 ? 2 : 1)
 
 GC_GLOBAL float adm_ws[SPLIT > 1 ? 128 * SPLIT * ADM_W : 1];
 GC_GLOBAL unsigned adm_cnt[SPLIT > 1 ? 128 : 1];
@@ -204,16 +210,30 @@ void attention_decode_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const 
           p[h][x] = gc_exp2(s[2 * k + h][x] - m[x / 2]);
           l[x / 2] += p[h][x];
         }
-      const uint32_t a[4] = {gc_pack2(TA(), p[0][0], p[0][1]), gc_pack2(TA(), p[0][2], p[0][3]),
-                             gc_pack2(TA(), p[1][0], p[1][1]), gc_pack2(TA(), p[1][2], p[1][3])};
+      uint32_t a[ADM_PP][4]; /* P's A fragments: P rounded; ADM_PP 2: then P minus that, rounded */
+      GC_UNROLL(ADM_PP)
+      for (int q = 0; q < ADM_PP; q++)
+        GC_UNROLL(4)
+        for (int i = 0; i < 4; i++) {
+          float *pi = &p[i / 2][2 * (i % 2)];
+          a[q][i] = gc_pack2(TA(), pi[0], pi[1]);
+          if (ADM_PP == 2 && q == 0) { /* keep what rounding lost for part 1 */
+            float r[2];
+            gc_unpack2(TA(), a[q][i], r);
+            pi[0] -= r[0], pi[1] -= r[1];
+          }
+        }
       GC_UNROLL(ADM_ND / 2)
       for (int n = 0; n < ADM_ND; n += 2) {
         if (8 * n >= D)
           break;
         uint32_t b[4];
         gc_ldmatrix_x4_trans(b, sv + (unsigned)((16 * k * ADM_S + 8 * n) * 2));
-        adm_mma(oacc[n], a, b[0], b[1]);
-        adm_mma(oacc[n + 1], a, b[2], b[3]);
+        GC_UNROLL(ADM_PP)
+        for (int q = 0; q < ADM_PP; q++) {
+          adm_mma(oacc[n], a[q], b[0], b[1]);
+          adm_mma(oacc[n + 1], a[q], b[2], b[3]);
+        }
       }
     }
   }

@@ -274,12 +274,18 @@ GC_DEVICE void emu_mbar_complete_tx(unsigned b, unsigned bytes) {
   emu_mbar_step(m);
 }
 /* A phase that never comes (a stage count or parity gone wrong) would hang
- * the GPU: after EMU_HANG_S seconds the emulation says so and ends the run
- * (exit status 3), so that such a mistake fails a test rather than stalls it. */
-#define EMU_HANG_S 30
+ * the GPU: after emu_hang_s() seconds (30, or $EMU_HANG_S: a test that
+ * expects a mutant to hang waits less) the emulation says so and ends the
+ * run (exit status 3), so that such a mistake fails a test rather than
+ * stalls it. */
+static int emu_hang_s(void) {
+  const char *s = getenv("EMU_HANG_S");
+  const int v = s ? atoi(s) : 0;
+  return v > 0 ? v : 30;
+}
 GC_DEVICE void gc_mbar_wait(unsigned b, unsigned par) {
   std::unique_lock<std::mutex> l(emu_blk->mu);
-  if (!emu_blk->cv.wait_for(l, std::chrono::seconds(EMU_HANG_S),
+  if (!emu_blk->cv.wait_for(l, std::chrono::seconds(emu_hang_s()),
                             [&] { return (emu_mbar_at(b).phase & 1u) != (par & 1u); })) {
     fprintf(stderr, "emulation: an mbarrier wait never completed (a hang on the GPU)\n");
     fflush(stdout);
