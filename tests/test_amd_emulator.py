@@ -74,10 +74,12 @@ SHAPES = [(70, 50, 40), (64, 96, 64), (33, 17, 8)]
 SHAPES_OF = {"gemv_mfma.cu": [(3, 50, 40), (16, 37, 264), (9, 96, 8), (2, 17, 136)]}
 
 
-def layouts(path):
+def layouts(path, name="gc-matrix-layouts"):
+    """prelude_hip.h's block NAME (gc-matrix-layouts: the MFMA/WMMA operand
+    layouts; gc-kv-lds: the MFMA attentions' K/V tiles) into path; its text."""
     text = open(os.path.join(GPU, "prelude_hip.h")).read()
-    block = re.search(r"/\* >>> gc-matrix-layouts.*?<<< gc-matrix-layouts \*/", text, re.S)
-    assert block, "prelude_hip.h has no gc-matrix-layouts block"
+    block = re.search(rf"/\* >>> {name}.*?<<< {name} \*/", text, re.S)
+    assert block, f"prelude_hip.h has no {name} block"
     path.write_text(block.group(0) + "\n")
     return block.group(0)
 
@@ -110,6 +112,8 @@ def build(tmp, tpl_file, wave, dtype, op, params, layout_text=None, quant_text=N
     defs += f"#define GC_MFMA {env['MFMA']}\n#define GC_WMMA {env['WMMA']}\n"
     defs += "".join(f"#define GC_OP_{o.upper()} {int(o == op)}\n" for o in tpl["ops"])
     common_block("gc-epilogue", tmp / "epilogue.h")
+    layouts(tmp / "kvlds.h", "gc-kv-lds")
+    common_block("gc-split", tmp / "split.h")
     if quant:
         (tmp / "quant.h").write_text(quant_text) if quant_text else common_block("gc-quant", tmp / "quant.h")
     harness = "harness_q.h" if quant else "harness_att.h" if att else "harness.h"
@@ -532,8 +536,9 @@ def _acheck(out, dt, q, k, v, p0, scale, p_rounded=True):
     return int(unwritten.sum()), int(bad.sum()), msgs
 
 
-def run_att(tmp, tpl_file, wave, dtype, params, shapes, **texts):
-    """Build and run one attention case: [(shape, rc, unwritten, bad, messages, output)]."""
+def run_att(tmp, tpl_file, wave, dtype, params, shapes, p_rounded=True, **texts):
+    """Build and run one attention case: [(shape, rc, unwritten, bad, messages, output)]
+    (p_rounded: _acheck's)."""
     tpl, env, exe = build(tmp, tpl_file, wave, dtype, "attention", params, **texts)
     tpl["grid"], tpl["block"] = grid_block(tpl_file)
     first = lambda s: re.split(r"\s+(?=\d+\s+\d+\s*$)", s.strip())[0]  # "<expr> 1 1"
@@ -548,8 +553,8 @@ def run_att(tmp, tpl_file, wave, dtype, params, shapes, **texts):
         r = subprocess.run([str(exe), str(m), str(h), str(g), str(d), str(p0), repr(float(scale)), str(grid),
                             str(block), str(evaluate(tpl["shmem"], e)), str(tmp)],
                            capture_output=True, text=True, timeout=600)
-        res = _acheck((tmp / "out.bin").read_bytes(), dtype, q, k, v, p0, scale) if r.returncode in (0, 1) \
-            else (-1, -1, [])
+        res = _acheck((tmp / "out.bin").read_bytes(), dtype, q, k, v, p0, scale, p_rounded) \
+            if r.returncode in (0, 1) else (-1, -1, [])
         out.append(((m, h, g, d, p0), r.returncode, *res, r.stdout + r.stderr[-3000:]))
     return out
 
@@ -593,6 +598,59 @@ def test_attention_cases_cover_the_space():
         assert any({(5, 1, d) for d in (64, 96, 128)} <= {s[1:4] for s in att_shapes(tpl, p)} for p in ps), f
         if "MI" in tpl["params"]:
             assert {p["MI"] for p in ps} == {16, 32}
+
+
+# Decode attention (M = 1, split over the keys) on MFMA: attention_decode_mfma,
+# the counterpart of attention_decode_mma (tests/test_nv_emulator.py runs
+# that one and attention_decode on the same shapes): the 8B's 4 heads a kv
+# head of 128 300 positions in, 5 heads of 96, one key, a 16-head group,
+# D = 48 and 32; both MFMA families, one and two stages, splits from 1 (a
+# wave takes several tiles) to more than the keys (empty slices). bf16 is
+# checked without the op's allowance for P rounded once (it takes P as two
+# parts); f16 with it.
+DEC_SHAPES = [(1, 8, 2, 128, 300, None), (1, 5, 1, 96, 77, None), (1, 16, 1, 64, 0, 0.5),
+              (1, 8, 2, 48, 130, 1.0), (1, 12, 4, 32, 2, None)]
+DCASES = [("f16", dict(MI=16, WARPS=4, KB=64, STAGES=1, SPLIT=4, DMAX=128)),
+          ("bf16", dict(MI=32, WARPS=2, KB=64, STAGES=1, SPLIT=4, DMAX=128)),
+          ("bf16", dict(MI=16, WARPS=2, KB=32, STAGES=2, SPLIT=1, DMAX=64))]
+
+
+def dec_shapes(params):
+    """The shapes of DEC_SHAPES inside attention_decode_mfma's @applies at params."""
+    tpl = parse(os.path.join(GPU, "attention_decode_mfma.cu"))
+    return [s for s in DEC_SHAPES if all(evaluate(a, params | {"M": s[0], "N": 0, "K": 0, "H": s[1], "G": s[2],
+                                                                "D": s[3]}) for a in tpl["applies"])]
+
+
+@pytest.mark.parametrize("dtype,params", DCASES, ids=[f"{dt}-" + "-".join(f"{k}{v}" for k, v in p.items())
+                                                      for dt, p in DCASES])
+def test_decode_attention_on_emulated_matrix_cores(tmp_path, dtype, params):
+    shapes = dec_shapes(params)
+    assert len(shapes) >= 3, (params, shapes)
+    for shape, rc, unwritten, bad, msgs, log in run_att(tmp_path, "attention_decode_mfma.cu", 64, dtype, params,
+                                                        shapes, p_rounded=dtype != "bf16"):
+        what = f"attention_decode_mfma {dtype} {params} (M, H, G, D, pos0) = {shape}"
+        assert rc == 0 and "guard 0 replication 0" in log, f"{what}:\n{log}"
+        assert unwritten == 0 and bad == 0, f"{what}: {unwritten} unwritten, {bad} bad\n" + "\n".join(msgs)
+
+
+# plausible attention_decode_mfma mistakes, each caught on the 8B-like shape
+DEC_MUTATIONS = [
+    ("a key past the slice's end taken", "key < j1 ?", "key <= j1 ?", "f16"),
+    ("a row's lanes' maxima not exchanged", "mx = gc_max(mx, gc_shfl_xor(mx, x));", "mx = gc_max(mx, mx);", "f16"),
+    ("bf16's P in one part", "#define ADF_PP (GC_TB == GC_BF16 ? 2 : 1)", "#define ADF_PP 1", "bf16"),
+]
+
+
+@pytest.mark.parametrize("what,old,new,dtype", DEC_MUTATIONS, ids=[m[0].replace(" ", "_") for m in DEC_MUTATIONS])
+def test_wrong_decode_attention_is_caught(tmp_path, what, old, new, dtype):
+    text = open(os.path.join(GPU, "attention_decode_mfma.cu")).read()
+    assert text.count(old) == 1, old
+    params = dict(MI=16, WARPS=2, KB=32, STAGES=2, SPLIT=2, DMAX=128)  # 5 tiles a slice, 2 waves
+    (_, rc, unwritten, bad, _, log), = run_att(tmp_path, "attention_decode_mfma.cu", 64, dtype, params,
+                                               DEC_SHAPES[:1], p_rounded=dtype != "bf16",
+                                               tpl_text=text.replace(old, new))
+    assert rc != 0 or unwritten or bad, f"{what}: not detected\n{log}"
 
 
 # Each mutation is a plausible mistake in the kernel (its text, or the

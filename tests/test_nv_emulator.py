@@ -41,7 +41,7 @@ import subprocess
 import pytest
 
 from conftest import ROOT
-from test_amd_emulator import ASHAPES, TOL_U, _acheck, _adata, _qcheck, _qdata, common_block
+from test_amd_emulator import ASHAPES, DEC_SHAPES, TOL_U, _acheck, _adata, _qcheck, _qdata, common_block
 from test_amd_templates import evaluate
 from tplhead import op_names
 from tplhead import parse as parse_head
@@ -536,11 +536,8 @@ def test_a_wrong_attention_mma_is_caught(tmp_path, what, old, new, which):
 # head's query heads as the rows of one mma tile, each warp its own cp.async
 # pipeline of key chunks) and the SIMT attention_decode, both merging their
 # warps' and blocks' partials through the prelude's gc-split block. Shapes:
-# the 8B's 4 heads a kv head of 128 300 positions in, 5 heads of 96, one
-# key, a 16-head group, D = 48 and 32; splits from 1 (a warp streams
-# several chunks) to more than the keys (empty slices).
-DEC_SHAPES = [(1, 8, 2, 128, 300, None), (1, 5, 1, 96, 77, None), (1, 16, 1, 64, 0, 0.5),
-              (1, 8, 2, 48, 130, 1.0), (1, 12, 4, 32, 2, None)]
+# test_amd_emulator.py's DEC_SHAPES (attention_decode_mfma's); splits from
+# 1 (a warp streams several chunks) to more than the keys (empty slices).
 DEC_CASES = [
     ("attention_decode_mma.cu", "f16", dict(WARPS=4, KW=16, NST=3, SPLIT=16, DMAX=128)),
     ("attention_decode_mma.cu", "bf16", dict(WARPS=2, KW=32, NST=2, SPLIT=4, DMAX=128)),

@@ -93,12 +93,9 @@
 #define AF_QK (DMAX / AF_KI)       /* k steps of K·Qᵀ */
 #define AF_ND (DMAX / MI)          /* MI-column blocks of Oᵀ */
 #define AF_KT (KB / AF_KI)         /* k steps of Vᵀ·Pᵀ per tile */
-#define AF_SK (DMAX + 4)           /* LDS row stride of K, elements */
-#define AF_SV (KB + 4)             /* LDS row stride of Vᵀ, elements */
-#define AF_SSZ (KB * AF_SK + DMAX * AF_SV) /* elements per stage */
-#define AF_CPR (DMAX / 8)          /* 16-byte chunks of a row, at most */
-#define AF_NU (KB / 4 * AF_CPR)    /* units (4 keys × 8 columns) of a tile */
-#define AF_PER ((AF_NU + AF_T - 1) / AF_T) /* ... per thread */
+#define AF_SK GC_KV_SK(DMAX)       /* LDS row stride of K, elements (the prelude's gc-kv-lds) */
+#define AF_SV GC_KV_SV(KB)         /* LDS row stride of Vᵀ, elements */
+#define AF_SSZ GC_KV_SSZ(KB, DMAX) /* elements per stage */
 
 #if !GC_MFMA
 #error "attention_mfma needs an MFMA target (gfx90a, gfx940, gfx941, gfx942)"
@@ -107,70 +104,6 @@
 typedef typename gc_mfma<GC_TB, MI>::acc_t af_acc_t;
 
 GC_DEVICE int af_imin(int a, int b) { return a < b ? a : b; }
-
-/* Is unit i of this thread one of the tile's, left of column DR? (c: its
- * 16-byte column chunk, kg: its group of 4 keys) */
-GC_DEVICE bool af_unit(int i, int DR, int *c, int *kg) {
-  const int u = gc_tid() + i * AF_T;
-  *c = u % AF_CPR, *kg = u / AF_CPR;
-  return (AF_NU % AF_T == 0 || u < AF_NU) && 8 * *c < DR;
-}
-
-/* Keys j0 .. j0+KB-1 of K and V (zeros from key kend and from column D
- * on) into this thread's chunk registers: unit i's 4 keys, 8 columns each. */
-GC_DEVICE void af_fetch(gc_raw16 (*kr)[4], gc_raw16 (*vr)[4], const TB *Kc, const TB *Vc, int j0, int kend,
-                        int64_t ld, int D) {
-  GC_UNROLL(AF_PER)
-  for (int i = 0; i < AF_PER; i++) {
-    int c, kg;
-    const bool in = af_unit(i, D, &c, &kg);
-    GC_UNROLL(4)
-    for (int e = 0; e < 4; e++) {
-      const int key = j0 + 4 * kg + e;
-      kr[i][e] = vr[i][e] = gc_raw16{{0, 0, 0, 0}};
-      if (in && key < kend) {
-        kr[i][e] = *reinterpret_cast<const gc_raw16 *>(Kc + (int64_t)key * ld + 8 * c);
-        vr[i][e] = *reinterpret_cast<const gc_raw16 *>(Vc + (int64_t)key * ld + 8 * c);
-      }
-    }
-  }
-}
-
-/* The chunk registers (of the units left of column DR) into the stage at
- * s: K rows (element (key, d) at s[key·AF_SK + d], as 8-byte halves: odd
- * rows are only 8-byte aligned) and Vᵀ (element (d, key) at
- * s[KB·AF_SK + d·AF_SV + key]: each column of the unit's 4×8 block one
- * 8-byte write). */
-GC_DEVICE void af_put(TB *s, const gc_raw16 (*kr)[4], const gc_raw16 (*vr)[4], int DR) {
-  TB *vt = s + KB * AF_SK;
-  GC_UNROLL(AF_PER)
-  for (int i = 0; i < AF_PER; i++) {
-    int c, kg;
-    if (!af_unit(i, DR, &c, &kg))
-      continue;
-    GC_UNROLL(4)
-    for (int e = 0; e < 4; e++) {
-      gc_raw8 *d = reinterpret_cast<gc_raw8 *>(s + (4 * kg + e) * AF_SK + 8 * c);
-      d[0] = gc_raw8{{kr[i][e].w[0], kr[i][e].w[1]}};
-      d[1] = gc_raw8{{kr[i][e].w[2], kr[i][e].w[3]}};
-    }
-    GC_UNROLL(8)
-    for (int x = 0; x < 8; x++) {
-      uint32_t h[4];
-      GC_UNROLL(4)
-      for (int e = 0; e < 4; e++)
-        h[e] = (vr[i][e].w[x / 2] >> (16 * (x % 2))) & 0xffffu;
-      *reinterpret_cast<gc_raw8 *>(vt + (8 * c + x) * AF_SV + 4 * kg) = gc_raw8{{h[0] | h[1] << 16, h[2] | h[3] << 16}};
-    }
-  }
-}
-
-/* A lane's 4 elements at row `row`, k offset k0 + GC_MFMA_AB_K of an LDS
- * tile of row stride ld (an MFMA A fragment). */
-GC_DEVICE gc_short4_t af_frag(const TB *s, int ld, int row, int k0, int lane) {
-  return *reinterpret_cast<const gc_short4_t *>(s + (row + GC_MFMA_AB_ROW(MI, lane)) * ld + k0 +
-                                                GC_MFMA_AB_K(MI, 4, lane, 0));
-}
 
 /* args: Q[M, H, D] (TA), Kc, Vc [pos0+M.., G, D] (TB), O[M, H, D] (TC),
  * int32 *pos (pos0), int64 M, H, G, D, float scale. */
@@ -217,9 +150,9 @@ void attention_mfma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_
   const float sc = scale * 1.4426950408889634f; /* softmax in base 2 */
   const int ntile = (int)gc_cdiv(kend, KB);
 
-  gc_raw16 kr[AF_PER][4], vr[AF_PER][4];
-  af_fetch(kr, vr, Kc, Vc, 0, kend, ld, Dn);
-  af_put(smem, kr, vr, DR);
+  gc_raw16 kr[GC_KV_PER(KB, DMAX, AF_T)][4], vr[GC_KV_PER(KB, DMAX, AF_T)][4]; /* a tile's units (gc-kv-lds) */
+  gc_kv_fetch<KB, DMAX, AF_T>(kr, vr, Kc, Vc, 0, kend, ld, Dn);
+  gc_kv_put<KB, DMAX, AF_T>(smem, kr, vr, DR);
   gc_barrier();
   GC_UNROLL(1)
   for (int j = 0; j < ntile; j++) {
@@ -227,7 +160,7 @@ void attention_mfma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_
     const int j0 = j * KB;
     const bool more = j + 1 < ntile;
     if (more)
-      af_fetch(kr, vr, Kc, Vc, j0 + KB, kend, ld, Dn);
+      gc_kv_fetch<KB, DMAX, AF_T>(kr, vr, Kc, Vc, j0 + KB, kend, ld, Dn);
     if (j0 <= wlim) { /* some row of the wave sees a key of the tile */
       /* Sᵀ = K·Qᵀ for the tile's MI-key blocks that the wave sees */
       af_acc_t s[AF_NB];
@@ -239,7 +172,7 @@ void attention_mfma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_
         GC_UNROLL(AF_QK)
         for (int k = 0; k < AF_QK; k++)
           if (k / AF_KPB * MI < Dn) /* per MI columns, as P·V (K is 0 from column D to DR) */
-            s[nb] = gc_mfma<GC_TB, MI>::run(af_frag(ks, AF_SK, nb * MI, k * AF_KI, lane), qf[k], s[nb]);
+            s[nb] = gc_mfma<GC_TB, MI>::run(gc_kv_frag<MI>(ks, AF_SK, nb * MI, k * AF_KI, lane), qf[k], s[nb]);
       }
 
       /* mask, running max, rescale */
@@ -279,16 +212,16 @@ void attention_mfma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_
         GC_UNROLL(AF_ND)
         for (int n = 0; n < AF_ND; n++)
           if (n * MI < Dn)
-            o[n] = gc_mfma<GC_TB, MI>::run(af_frag(vt, AF_SV, n * MI, t * AF_KI, lane), b, o[n]);
+            o[n] = gc_mfma<GC_TB, MI>::run(gc_kv_frag<MI>(vt, AF_SV, n * MI, t * AF_KI, lane), b, o[n]);
       }
     }
     if (STAGES == 2) {
       if (more)
-        af_put(smem + ((j + 1) & 1) * AF_SSZ, kr, vr, DR);
+        gc_kv_put<KB, DMAX, AF_T>(smem + ((j + 1) & 1) * AF_SSZ, kr, vr, DR);
       gc_barrier();
     } else if (more) {
       gc_barrier(); /* the tile is consumed */
-      af_put(smem, kr, vr, DR);
+      gc_kv_put<KB, DMAX, AF_T>(smem, kr, vr, DR);
       gc_barrier();
     }
   }
