@@ -60,9 +60,9 @@
 #define ADF_QK (DMAX / ADF_KI)     /* k steps of K·Qᵀ */
 #define ADF_ND (DMAX / MI)         /* MI-column blocks of Oᵀ */
 #define ADF_KT (KB / ADF_KI)       /* k steps of Vᵀ·Pᵀ per tile */
-#define ADF_SK GC_KV_SK(DMAX)      /* LDS row stride of K, elements (gc-kv-lds) */
-#define ADF_SV GC_KV_SV(KB)        /* ... of Vᵀ */
-#define ADF_SSZ GC_KV_SSZ(KB, DMAX) /* elements per stage */
+#define ADF_SK GC_KV_SK(DMAX, 4)   /* LDS row stride of K, elements (gc-kv-lds) */
+#define ADF_SV GC_KV_SV(KB, 4)     /* ... of Vᵀ */
+#define ADF_SSZ GC_KV_SSZ(KB, DMAX, 4) /* elements per stage */
 #define ADF_W (DMAX + 2)           /* workspace floats per partial: m, l, o[DMAX] */
 #define ADF_PP (GC_TB == GC_BF16 ? 2 : 1) /* parts of P in P·V: bf16's as hi + lo (attention_decode_mma's ADM_PP) */
 
@@ -118,7 +118,7 @@ void attention_decode_mfma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const
   gc_raw16 kr[GC_KV_PER(KB, DMAX, ADF_T)][4], vr[GC_KV_PER(KB, DMAX, ADF_T)][4]; /* a tile's units (gc-kv-lds) */
   if (ntile > 0) {
     gc_kv_fetch<KB, DMAX, ADF_T>(kr, vr, Kc, Vc, j0, j1, ld, Dn);
-    gc_kv_put<KB, DMAX, ADF_T>(smem, kr, vr, DR);
+    gc_kv_put<KB, DMAX, ADF_T, 4>(smem, kr, vr, DR);
   }
   gc_barrier();
   GC_UNROLL(1)
@@ -199,11 +199,11 @@ void attention_decode_mfma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const
     }
     if (STAGES == 2) {
       if (more)
-        gc_kv_put<KB, DMAX, ADF_T>(smem + ((j + 1) & 1) * ADF_SSZ, kr, vr, DR);
+        gc_kv_put<KB, DMAX, ADF_T, 4>(smem + ((j + 1) & 1) * ADF_SSZ, kr, vr, DR);
       gc_barrier();
     } else if (more) {
       gc_barrier(); /* the tile is consumed */
-      gc_kv_put<KB, DMAX, ADF_T>(smem, kr, vr, DR);
+      gc_kv_put<KB, DMAX, ADF_T, 4>(smem, kr, vr, DR);
       gc_barrier();
     }
   }

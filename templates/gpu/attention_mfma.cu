@@ -93,9 +93,9 @@
 #define AF_QK (DMAX / AF_KI)       /* k steps of K·Qᵀ */
 #define AF_ND (DMAX / MI)          /* MI-column blocks of Oᵀ */
 #define AF_KT (KB / AF_KI)         /* k steps of Vᵀ·Pᵀ per tile */
-#define AF_SK GC_KV_SK(DMAX)       /* LDS row stride of K, elements (the prelude's gc-kv-lds) */
-#define AF_SV GC_KV_SV(KB)         /* LDS row stride of Vᵀ, elements */
-#define AF_SSZ GC_KV_SSZ(KB, DMAX) /* elements per stage */
+#define AF_SK GC_KV_SK(DMAX, 4)    /* LDS row stride of K, elements (the prelude's gc-kv-lds) */
+#define AF_SV GC_KV_SV(KB, 4)      /* LDS row stride of Vᵀ, elements */
+#define AF_SSZ GC_KV_SSZ(KB, DMAX, 4) /* elements per stage */
 
 #if !GC_MFMA
 #error "attention_mfma needs an MFMA target (gfx90a, gfx940, gfx941, gfx942)"
@@ -152,7 +152,7 @@ void attention_mfma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_
 
   gc_raw16 kr[GC_KV_PER(KB, DMAX, AF_T)][4], vr[GC_KV_PER(KB, DMAX, AF_T)][4]; /* a tile's units (gc-kv-lds) */
   gc_kv_fetch<KB, DMAX, AF_T>(kr, vr, Kc, Vc, 0, kend, ld, Dn);
-  gc_kv_put<KB, DMAX, AF_T>(smem, kr, vr, DR);
+  gc_kv_put<KB, DMAX, AF_T, 4>(smem, kr, vr, DR);
   gc_barrier();
   GC_UNROLL(1)
   for (int j = 0; j < ntile; j++) {
@@ -217,11 +217,11 @@ void attention_mfma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_
     }
     if (STAGES == 2) {
       if (more)
-        gc_kv_put<KB, DMAX, AF_T>(smem + ((j + 1) & 1) * AF_SSZ, kr, vr, DR);
+        gc_kv_put<KB, DMAX, AF_T, 4>(smem + ((j + 1) & 1) * AF_SSZ, kr, vr, DR);
       gc_barrier();
     } else if (more) {
       gc_barrier(); /* the tile is consumed */
-      gc_kv_put<KB, DMAX, AF_T>(smem, kr, vr, DR);
+      gc_kv_put<KB, DMAX, AF_T, 4>(smem, kr, vr, DR);
       gc_barrier();
     }
   }

@@ -66,70 +66,15 @@
 #define AW_QB (AW_R / HPB)         /* query tokens per block */
 #define AW_NB (KB / 16)            /* 16-key blocks of a tile */
 #define AW_ND (DMAX / 16)          /* 16-column blocks of D */
-#define AW_SK (DMAX + 8)           /* LDS row stride of K, elements */
-#define AW_SV (KB + 8)             /* LDS row stride of Vᵀ, elements */
-#define AW_SSZ (KB * AW_SK + DMAX * AW_SV) /* elements per stage */
-#define AW_CPR (DMAX / 8)          /* 16-byte chunks of a row, at most */
-#define AW_NU (KB / 4 * AW_CPR)    /* units (4 keys × 8 columns) of a tile */
-#define AW_PER ((AW_NU + AW_T - 1) / AW_T) /* ... per thread */
+#define AW_SK GC_KV_SK(DMAX, 8)    /* LDS row stride of K, elements (the prelude's gc-kv-lds) */
+#define AW_SV GC_KV_SV(KB, 8)      /* LDS row stride of Vᵀ, elements */
+#define AW_SSZ GC_KV_SSZ(KB, DMAX, 8) /* elements per stage */
 
 #if !GC_WMMA
 #error "attention_wmma needs a WMMA target (gfx1100 .. gfx1103)"
 #endif
 
 GC_DEVICE int aw_imin(int a, int b) { return a < b ? a : b; }
-
-/* Is unit i of this thread one of the tile's, left of column D? (c: its
- * 16-byte column chunk, kg: its group of 4 keys) */
-GC_DEVICE bool aw_unit(int i, int D, int *c, int *kg) {
-  const int u = gc_tid() + i * AW_T;
-  *c = u % AW_CPR, *kg = u / AW_CPR;
-  return (AW_NU % AW_T == 0 || u < AW_NU) && 8 * *c < D;
-}
-
-/* Keys j0 .. j0+KB-1 of K and V (zeros from key kend on) into this
- * thread's chunk registers: unit i's 4 keys, 8 columns each. */
-GC_DEVICE void aw_fetch(gc_raw16 (*kr)[4], gc_raw16 (*vr)[4], const TB *Kc, const TB *Vc, int j0, int kend,
-                        int64_t ld, int D) {
-  GC_UNROLL(AW_PER)
-  for (int i = 0; i < AW_PER; i++) {
-    int c, kg;
-    const bool in = aw_unit(i, D, &c, &kg);
-    GC_UNROLL(4)
-    for (int e = 0; e < 4; e++) {
-      const int key = j0 + 4 * kg + e;
-      kr[i][e] = vr[i][e] = gc_raw16{{0, 0, 0, 0}};
-      if (in && key < kend) {
-        kr[i][e] = *reinterpret_cast<const gc_raw16 *>(Kc + (int64_t)key * ld + 8 * c);
-        vr[i][e] = *reinterpret_cast<const gc_raw16 *>(Vc + (int64_t)key * ld + 8 * c);
-      }
-    }
-  }
-}
-
-/* The chunk registers into the stage at s: K rows (element (key, d) at
- * s[key·AW_SK + d]) and Vᵀ (element (d, key) at s[KB·AW_SK + d·AW_SV +
- * key]: each column of the unit's 4×8 block one 8-byte write). */
-GC_DEVICE void aw_put(TB *s, const gc_raw16 (*kr)[4], const gc_raw16 (*vr)[4], int D) {
-  TB *vt = s + KB * AW_SK;
-  GC_UNROLL(AW_PER)
-  for (int i = 0; i < AW_PER; i++) {
-    int c, kg;
-    if (!aw_unit(i, D, &c, &kg))
-      continue;
-    GC_UNROLL(4)
-    for (int e = 0; e < 4; e++)
-      *reinterpret_cast<gc_raw16 *>(s + (4 * kg + e) * AW_SK + 8 * c) = kr[i][e];
-    GC_UNROLL(8)
-    for (int x = 0; x < 8; x++) {
-      uint32_t h[4];
-      GC_UNROLL(4)
-      for (int e = 0; e < 4; e++)
-        h[e] = (vr[i][e].w[x / 2] >> (16 * (x % 2))) & 0xffffu;
-      *reinterpret_cast<gc_raw8 *>(vt + (8 * c + x) * AW_SV + 4 * kg) = gc_raw8{{h[0] | h[1] << 16, h[2] | h[3] << 16}};
-    }
-  }
-}
 
 /* A lane's 16 elements at row `row` + GC_WMMA_AB_ROW, k from k0 +
  * GC_WMMA_AB_K(0), of an LDS tile of row stride ld (a WMMA A operand). */
@@ -187,9 +132,9 @@ void attention_wmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_
   const float sc = scale * 1.4426950408889634f; /* softmax in base 2 */
   const int ntile = (int)gc_cdiv(kend, KB);
 
-  gc_raw16 kr[AW_PER][4], vr[AW_PER][4];
-  aw_fetch(kr, vr, Kc, Vc, 0, kend, ld, Dn);
-  aw_put(smem, kr, vr, Dn);
+  gc_raw16 kr[GC_KV_PER(KB, DMAX, AW_T)][4], vr[GC_KV_PER(KB, DMAX, AW_T)][4]; /* a tile's units (gc-kv-lds) */
+  gc_kv_fetch<KB, DMAX, AW_T>(kr, vr, Kc, Vc, 0, kend, ld, Dn);
+  gc_kv_put<KB, DMAX, AW_T, 8>(smem, kr, vr, Dn);
   gc_barrier();
   GC_UNROLL(1)
   for (int j = 0; j < ntile; j++) {
@@ -197,7 +142,7 @@ void attention_wmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_
     const int j0 = j * KB;
     const bool more = j + 1 < ntile;
     if (more)
-      aw_fetch(kr, vr, Kc, Vc, j0 + KB, kend, ld, Dn);
+      gc_kv_fetch<KB, DMAX, AW_T>(kr, vr, Kc, Vc, j0 + KB, kend, ld, Dn);
     if (j0 <= wlim) { /* some row of the wave sees a key of the tile */
       /* Sᵀ = K·Qᵀ for the tile's 16-key blocks that the wave sees */
       gc_float8_t s[AW_NB];
@@ -261,11 +206,11 @@ void attention_wmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_
     }
     if (STAGES == 2) {
       if (more)
-        aw_put(smem + ((j + 1) & 1) * AW_SSZ, kr, vr, Dn);
+        gc_kv_put<KB, DMAX, AW_T, 8>(smem + ((j + 1) & 1) * AW_SSZ, kr, vr, Dn);
       gc_barrier();
     } else if (more) {
       gc_barrier(); /* the tile is consumed */
-      aw_put(smem, kr, vr, Dn);
+      gc_kv_put<KB, DMAX, AW_T, 8>(smem, kr, vr, Dn);
       gc_barrier();
     }
   }

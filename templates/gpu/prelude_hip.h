@@ -448,23 +448,25 @@ template <int DT> GC_DEVICE gc_float8_t gc_wmma(gc_short16_t a, gc_short16_t b, 
 #endif
 
 
-/* >>> gc-kv-lds: the MFMA attentions' K and Vᵀ tiles in LDS
- * (attention_mfma, attention_decode_mfma; the AMD emulator splices this
- * block in). A tile is KB keys of K and V (row stride ld elements), read
- * as units of 4 keys × 8 columns with 16-byte loads into a thread's
- * registers (fetch: zeros from key kend and from column D on), then
- * written to a stage of LDS (put): K as rows, element (key, d) at
- * s[key·SK + d], as 8-byte halves (odd rows are only 8-byte aligned); V
- * transposed, element (d, key) at s[KB·SK + d·SV + key], each column of a
- * unit's 4×8 block one 8-byte write, so that 4 consecutive keys of one
- * column (an MFMA A fragment of Vᵀ) are one 8-byte read. Rows padded to
- * SK = DMAX + 4 and SV = KB + 4 elements: the lanes reading one k column
- * hit distinct banks. NT threads share a tile's NU units, PER each; units
- * from column DR on are neither loaded nor written (DR: D rounded up to
- * the MFMA's S; the products skip those columns). */
-#define GC_KV_SK(DMAX) ((DMAX) + 4)             /* K's row stride in LDS, elements */
-#define GC_KV_SV(KB) ((KB) + 4)                 /* Vᵀ's */
-#define GC_KV_SSZ(KB, DMAX) ((KB) * GC_KV_SK(DMAX) + (DMAX) * GC_KV_SV(KB)) /* elements a stage */
+/* >>> gc-kv-lds: the AMD attentions' K and Vᵀ tiles in LDS
+ * (attention_mfma, attention_wmma, attention_decode_mfma; the AMD emulator
+ * splices this block in). A tile is KB keys of K and V (row stride ld
+ * elements), read as units of 4 keys × 8 columns with 16-byte loads into a
+ * thread's registers (fetch: zeros from key kend and from column D on),
+ * then written to a stage of LDS (put): K as rows, element (key, d) at
+ * s[key·SK + d]; V transposed, element (d, key) at s[KB·SK + d·SV + key],
+ * each column of a unit's 4×8 block one 8-byte write, so that 4
+ * consecutive keys of one column (an A fragment of Vᵀ) are one 8-byte
+ * read. Rows are padded by PAD elements, SK = DMAX + PAD and SV = KB + PAD,
+ * so that the lanes reading one k column hit distinct banks (MFMA: 4, so
+ * odd K rows are only 8-byte aligned and are written as 8-byte halves;
+ * WMMA: 8, one 16-byte write). NT threads share a tile's NU units, PER
+ * each; units from column DR on are neither loaded nor written (DR: D
+ * rounded up to the instruction's block; the products skip those
+ * columns). */
+#define GC_KV_SK(DMAX, PAD) ((DMAX) + (PAD))     /* K's row stride in LDS, elements */
+#define GC_KV_SV(KB, PAD) ((KB) + (PAD))         /* Vᵀ's */
+#define GC_KV_SSZ(KB, DMAX, PAD) ((KB) * GC_KV_SK(DMAX, PAD) + (DMAX) * GC_KV_SV(KB, PAD)) /* elements a stage */
 #define GC_KV_NU(KB, DMAX) ((KB) / 4 * ((DMAX) / 8)) /* units of a tile */
 #define GC_KV_PER(KB, DMAX, NT) ((GC_KV_NU(KB, DMAX) + (NT) - 1) / (NT)) /* ... a thread */
 /* Is unit i of this thread one of the tile's, left of column DR? (c: its
@@ -494,9 +496,9 @@ GC_DEVICE void gc_kv_fetch(gc_raw16 (*kr)[4], gc_raw16 (*vr)[4], const T *Kc, co
   }
 }
 /* This thread's units (those left of column DR) into the stage at s. */
-template <int KB, int DMAX, int NT, class T>
+template <int KB, int DMAX, int NT, int PAD, class T>
 GC_DEVICE void gc_kv_put(T *s, const gc_raw16 (*kr)[4], const gc_raw16 (*vr)[4], int DR) {
-  T *vt = s + KB * GC_KV_SK(DMAX);
+  T *vt = s + KB * GC_KV_SK(DMAX, PAD);
   GC_UNROLL(GC_KV_PER(KB, DMAX, NT))
   for (int i = 0; i < GC_KV_PER(KB, DMAX, NT); i++) {
     int c, kg;
@@ -504,9 +506,14 @@ GC_DEVICE void gc_kv_put(T *s, const gc_raw16 (*kr)[4], const gc_raw16 (*vr)[4],
       continue;
     GC_UNROLL(4)
     for (int e = 0; e < 4; e++) {
-      gc_raw8 *d = reinterpret_cast<gc_raw8 *>(s + (4 * kg + e) * GC_KV_SK(DMAX) + 8 * c);
-      d[0] = gc_raw8{{kr[i][e].w[0], kr[i][e].w[1]}};
-      d[1] = gc_raw8{{kr[i][e].w[2], kr[i][e].w[3]}};
+      T *row = s + (4 * kg + e) * GC_KV_SK(DMAX, PAD) + 8 * c;
+      if (PAD % 8 == 0) {
+        *reinterpret_cast<gc_raw16 *>(row) = kr[i][e];
+      } else {
+        gc_raw8 *d = reinterpret_cast<gc_raw8 *>(row);
+        d[0] = gc_raw8{{kr[i][e].w[0], kr[i][e].w[1]}};
+        d[1] = gc_raw8{{kr[i][e].w[2], kr[i][e].w[3]}};
+      }
     }
     GC_UNROLL(8)
     for (int x = 0; x < 8; x++) {
@@ -514,7 +521,7 @@ GC_DEVICE void gc_kv_put(T *s, const gc_raw16 (*kr)[4], const gc_raw16 (*vr)[4],
       GC_UNROLL(4)
       for (int e = 0; e < 4; e++)
         h[e] = (vr[i][e].w[x / 2] >> (16 * (x % 2))) & 0xffffu;
-      *reinterpret_cast<gc_raw8 *>(vt + (8 * c + x) * GC_KV_SV(KB) + 4 * kg) =
+      *reinterpret_cast<gc_raw8 *>(vt + (8 * c + x) * GC_KV_SV(KB, PAD) + 4 * kg) =
           gc_raw8{{h[0] | h[1] << 16, h[2] | h[3] << 16}};
     }
   }
