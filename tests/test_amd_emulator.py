@@ -94,12 +94,22 @@ def common_block(name, path):
     return block.group(0)
 
 
+def emu_blocks(tmp, layout_text=None):
+    """The preludes' blocks tests/amd_emu/prelude_emu.h includes, into tmp:
+    layouts.h (gc-matrix-layouts, or layout_text), epilogue.h, kvlds.h,
+    split.h; the gc-quant block (quant.h) is the caller's, where used."""
+    (tmp / "layouts.h").write_text(layout_text) if layout_text else layouts(tmp / "layouts.h")
+    common_block("gc-epilogue", tmp / "epilogue.h")
+    layouts(tmp / "kvlds.h", "gc-kv-lds")
+    common_block("gc-split", tmp / "split.h")
+
+
 def build(tmp, tpl_file, wave, dtype, op, params, layout_text=None, quant_text=None, tpl_text=None):
     """Compile the template for the emulation. dtype: "T", or "A:B:C" with B
     a block format (then harness_q.h, and the prelude's gc-quant block); op
     attention: harness_att.h (the attention ABI)."""
     tpl = parse(os.path.join(GPU, tpl_file))
-    (tmp / "layouts.h").write_text(layout_text) if layout_text else layouts(tmp / "layouts.h")
+    emu_blocks(tmp, layout_text)
     quant, att = ":" in dtype, op == "attention"
     (code_a, size), (code_b, size_b), (code_c, _) = dtype_codes(dtype)
     env = {"WARP": wave, "SMEM": 65536, "SMS": 304, "MAXT": 1024, "SA": size, "SB": size_b,
@@ -111,9 +121,6 @@ def build(tmp, tpl_file, wave, dtype, op, params, layout_text=None, quant_text=N
     defs += "".join(f"#define GC_T{x} {c}\n" for x, c in zip("ABC", (code_a, code_b, code_c)))
     defs += f"#define GC_MFMA {env['MFMA']}\n#define GC_WMMA {env['WMMA']}\n"
     defs += "".join(f"#define GC_OP_{o.upper()} {int(o == op)}\n" for o in tpl["ops"])
-    common_block("gc-epilogue", tmp / "epilogue.h")
-    layouts(tmp / "kvlds.h", "gc-kv-lds")
-    common_block("gc-split", tmp / "split.h")
     if quant:
         (tmp / "quant.h").write_text(quant_text) if quant_text else common_block("gc-quant", tmp / "quant.h")
     harness = "harness_q.h" if quant else "harness_att.h" if att else "harness.h"

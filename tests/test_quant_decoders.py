@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import ggufq
-from test_amd_emulator import CXX, EMU, common_block, layouts
+from test_amd_emulator import CXX, EMU, common_block, emu_blocks
 from test_amd_templates import GPU
 
 pytestmark = pytest.mark.skipif(not CXX, reason="clang++-19 not installed (host build of the decoders)")
@@ -58,8 +58,7 @@ def format_code(fmt):
 def build(tmp, fmt, quant_text=None):
     """The decoders of fmt for the host (quant_text: the gc-quant block to
     use instead of the prelude's)."""
-    layouts(tmp / "layouts.h")
-    common_block("gc-epilogue", tmp / "epilogue.h")
+    emu_blocks(tmp)
     (tmp / "quant.h").write_text(quant_text) if quant_text else common_block("gc-quant", tmp / "quant.h")
     code = format_code(fmt)
     src = (f'#define EMU_QUANT 1\n#include "prelude_emu.h"\n#define GC_TA 1\n#define GC_TB {code}\n'
@@ -121,8 +120,7 @@ def test_scales_by_whole_words_are_ggml_scales(tmp_path):
     scales[0], scales[1] = 0, 255
     (tmp_path / "s.bin").write_bytes(scales.tobytes())
     common_block("gc-quant", tmp_path / "quant.h")
-    common_block("gc-epilogue", tmp_path / "epilogue.h")
-    layouts(tmp_path / "layouts.h")
+    emu_blocks(tmp_path)
     (tmp_path / "s.cpp").write_text(r'''#define EMU_QUANT 1
 #include "prelude_emu.h"
 #define GC_TA 1
