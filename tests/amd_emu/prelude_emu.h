@@ -190,15 +190,7 @@ GC_DEVICE uint32_t gc_pack2(gc_bf16_t, float a, float b) {
   return (uint32_t)emu_to_bf16(a) | (uint32_t)emu_to_bf16(b) << 16;
 }
 
-/* A module-scope device array (the split workspaces): one host array, the
- * blocks run one after another; the device-scope fence and the ticket's
- * atomic are the host's. L2-only loads and stores are plain ones. */
-#define GC_GLOBAL static
-#define GC_SHARED static /* a block's __shared__ variable: the blocks run one after another */
-GC_DEVICE void gc_fence_device(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-GC_DEVICE unsigned gc_atomic_add(unsigned *p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
-GC_DEVICE float gc_ld_cg(const float *p) { return *p; }
-GC_DEVICE void gc_st_cg(float *p, float v) { *p = v; }
+#include "emu_split.h" /* GC_GLOBAL, the fence, the ticket's atomic, L2-only loads and stores */
 
 /* The GPU preludes' >>> gc-epilogue block (from prelude_common.h:
  * epilogue.h, extracted by the test): the SwiGLU every family stores;

@@ -186,14 +186,7 @@ struct emu_dim3 {
 };
 static emu_dim3 gridDim = {1, 1, 1};
 GC_DEVICE void gc_named_sync(int id, int n) { emu_blk->named[id & 15].wait(n); }
-/* A module-scope device array (the split workspaces): one host array, the
- * blocks run one after another; the device-scope fence and the ticket's
- * atomic are the host's. L2-only loads and stores are plain ones. */
-#define GC_GLOBAL static
-GC_DEVICE void gc_fence_device(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-GC_DEVICE unsigned gc_atomic_add(unsigned *p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
-GC_DEVICE float gc_ld_cg(const float *p) { return *p; }
-GC_DEVICE void gc_st_cg(float *p, float v) { *p = v; }
+#include "emu_split.h" /* tests/amd_emu: GC_GLOBAL, the fence, the ticket's atomic, L2-only loads and stores */
 GC_DEVICE void gc_pdl_wait(void) {}
 GC_DEVICE void gc_pdl_launch(void) {}
 GC_DEVICE void gc_prefetch_l2(const void *p) { (void)p; }
