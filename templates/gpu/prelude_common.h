@@ -464,8 +464,8 @@ GC_DEVICE void gc_splitk_add(const float *red, int w, int lane, int ks, float *a
 /* <<< gc-gemv */
 
 /* >>> gc-split: the decode attentions' merge of partial softmaxes
- * (attention_decode, attention_decode_mma; the NVIDIA emulator splices
- * this block in). A partial of one head over some keys is (m, l, o[D]):
+ * (attention_decode, attention_decode_mma, attention_decode_mfma; both
+ * emulators splice this block in). A partial of one head over some keys is (m, l, o[D]):
  * the keys' largest score m (base 2), l = Σ 2^(s − m) and o = Σ 2^(s − m)·v;
  * one with no keys has m = -inf, l = 0, o = 0. Partials merge weighted by
  * 2^(m_i − max). Across blocks (SPLIT slices of the keys) a block writes
