@@ -36,7 +36,9 @@ blocks' bytes, so "fraction of copy" is what the targets of issue 14 name:
 
 usage: bench/gpu_gemm.py [--dtypes f16,bf16] [--m 2048,4096,8192] [--nk 4096:4096,...]
                          [--force T:P=V,..]... [--swiglu] [--gemv] [--db DB] [--out FILE]
-                         [--no-pdl] [--graph] [--gemv-templates DIR]...
+                         [--no-pdl] [--graph] [--gemv-templates DIR]... [--gemv-warm]
+--gemv-warm times the GEMVs on one copy of the weights, L2-resident where
+they fit (the 50 MB L2): the floor an L2 prefetch of the weights would give.
 --graph times the GEMMs of both sides in CUDA graphs over copies of the
 weights (short GEMMs: Python's launch cost would bound them otherwise).
 @pdl kernels (the GEMVs) are launched as the runtime launches them on sm_90:
@@ -436,6 +438,8 @@ def main():
                     help="with --gemv: also time each op's default built from the templates in DIR (DIR/gpu/: "
                          "another revision's, e.g. `git archive REV templates | tar -x -C /tmp/old` gives "
                          "/tmp/old/templates), to weigh a template change in one run (repeatable)")
+    ap.add_argument("--gemv-warm", action="store_true", help="with --gemv: every launch reads the same "
+                    "weights (L2-resident where they fit): what a GEMV whose weights were prefetched into L2 would take")
     ap.add_argument("--no-pdl", action="store_true", help="launch @pdl kernels serialised, not "
                     "overlapping the kernel before them (programmatic dependent launch)")
     a = ap.parse_args()
@@ -496,7 +500,8 @@ def main():
         emit("")
         emit("Decode ops at M = 1 as the 8B recipe runs them. Every launch of a timed graph reads a")
         emit("different copy of the weights (copies of 200 MB or more in all: four times the L2),")
-        emit("so the figures are DRAM-bound like a decode step's; bytes = every operand read or written.")
+        emit("so the figures are DRAM-bound like a decode step's; bytes = every operand read or written."
+             if not a.gemv_warm else "--gemv-warm: every launch reads the same weights (L2-resident where they fit).")
         emit("| op | dtype | N | K | kernel | rel err | µs | GB/s | fraction of copy |")
         emit("|---|---|---|---|---|---|---|---|---|")
         decode = [("rmsnorm_gemm", 6144, 4096), ("gemm_add", 4096, 4096), ("rmsnorm_gemm_swiglu", 14336, 4096),
@@ -527,7 +532,7 @@ def main():
             A = torch.randn(1, K, device="cuda").to(DT[ta])
             norm = (torch.rand(K, device="cuda") + 0.5).to(DT[ta])
             wbytes = qbytes(dt, rows, K)
-            copies = max(2, -(-200_000_000 // wbytes))
+            copies = 1 if a.gemv_warm else max(2, -(-200_000_000 // wbytes))
             if q:  # random blocks; the first copy's values for the check
                 Bs, B0 = [qblocks(q, rows, K, 1 + i, deq=False)[0] for i in range(1, copies)], qblocks(q, rows, K, 1)
                 Bs.insert(0, B0[0])

@@ -26,7 +26,7 @@
  * @applies M == 1 && G > 0 && H % G == 0 && H / G <= 16 && D % 16 == 0 && D <= DMAX && (SPLIT == 1 || H <= 128) -- one query row; a kv head's query heads fit one 16-row tile; whole 16-wide k steps of D; the workspace holds 128 heads
  * @grid G * SPLIT 1 1
  * @block WARPS * WARP 1 1
- * @priority 1
+ * @priority 3
  * @pdl -- waits for the kernel before it first thing
  *
  * Block b = g·SPLIT + s serves kv head g (query heads h0 .. h0+per-1,
