@@ -110,7 +110,7 @@ def build(tmp, tpl_file, wave, dtype, op, params, layout_text=None, quant_text=N
     attention: harness_att.h (the attention ABI)."""
     tpl = parse(os.path.join(GPU, tpl_file))
     emu_blocks(tmp, layout_text)
-    quant, att = ":" in dtype, op == "attention"
+    quant, att = ":" in dtype, op in ("attention", "attention_batch")
     (code_a, size), (code_b, size_b), (code_c, _) = dtype_codes(dtype)
     env = {"WARP": wave, "SMEM": 65536, "SMS": 304, "MAXT": 1024, "SA": size, "SB": size_b,
            "SC": size, "AMD": 1, "MFMA": int(wave == 64), "WMMA": int(wave == 32),
@@ -499,13 +499,15 @@ def att_shapes(tpl, params):
     return out
 
 
-def _adata(dt, m, h, g, d, p0, seed):
-    """Q, K, V as bytes and as float64 (their dtype's values), O poisoned."""
+def _adata(dt, m, h, g, d, p0, seed, kv_rows=None):
+    """Q, K, V as bytes and as float64 (their dtype's values), O poisoned;
+    the caches' rows: p0 + m, or kv_rows (a batch's slots)."""
     import numpy as np
     import ggufq
     rng = np.random.default_rng(seed)
     out = []
-    for shape in ((m, h, d), (p0 + m, g, d), (p0 + m, g, d)):
+    kv = kv_rows or p0 + m
+    for shape in ((m, h, d), (kv, g, d), (kv, g, d)):
         x = rng.uniform(-1, 1, shape).astype(np.float32)
         bits = x.astype("<f2").view("<u2") if dt == "f16" else ggufq.bf16_bits(x).reshape(shape)
         val = bits.view("<f2").astype(np.float64) if dt == "f16" else ggufq.bf16_to_f32(bits).astype(np.float64)
@@ -514,10 +516,12 @@ def _adata(dt, m, h, g, d, p0, seed):
     return out, poison
 
 
-def _acheck(out, dt, q, k, v, p0, scale, p_rounded=True):
+def _acheck(out, dt, q, k, v, p0, scale, p_rounded=True, rows=None):
     """Every element of O against fp64 with the op's tolerance:
     (unwritten, bad, messages). p_rounded False: without the op's allowance
-    for P rounded to the dtype in P·V (a kernel that keeps P's bits)."""
+    for P rounded to the dtype in P·V (a kernel that keeps P's bits). rows
+    (attention_batch): per row of Q its (keys L, first cache row), where
+    row t takes cache rows first .. first+L-1; else p0 + t + 1 keys from 0."""
     import numpy as np
     import ggufq
     from cases import EPS_F32, SUB, ULP
@@ -527,20 +531,55 @@ def _acheck(out, dt, q, k, v, p0, scale, p_rounded=True):
     got = bits.view("<f2").astype(np.float64) if dt == "f16" else ggufq.bf16_to_f32(bits).astype(np.float64)
     ref, tol = np.zeros((m, h, d)), np.zeros((m, h, d))
     for t in range(m):
-        L = p0 + t + 1
+        L, b = rows[t] if rows else (p0 + t + 1, 0)
         for hh in range(h):
             kv = hh // (h // g)
-            s = np.float64(np.float32(scale)) * (k[:L, kv] @ q[t, hh])
+            kk, vv = k[b:b + L, kv], v[b:b + L, kv]
+            s = np.float64(np.float32(scale)) * (kk @ q[t, hh])
             p = np.exp(s - s.max())
             p /= p.sum()
-            ref[t, hh] = p @ v[:L, kv]
-            tol[t, hh] = (4 * (L + d) * EPS_F32 + (ULP[dt] if p_rounded else 0)) * (p @ np.abs(v[:L, kv]))
+            ref[t, hh] = p @ vv
+            tol[t, hh] = (4 * (L + d) * EPS_F32 + (ULP[dt] if p_rounded else 0)) * (p @ np.abs(vv))
     tol += ULP[dt] * np.abs(ref) + SUB[dt]
     unwritten = np.isnan(got)
     bad = ~unwritten & ~(np.abs(got - ref) <= tol)
     msgs = [f"O[{i}][{j}][{c}] = {got[i, j, c]}, expected {ref[i, j, c]} (tol {tol[i, j, c]:.3g})"
             for i, j, c in np.argwhere(bad)[:5]]
     return int(unwritten.sum()), int(bad.sum()), msgs
+
+
+# Batched decode steps (attention_batch): row t of Q at position pos[t] of
+# cache slot slot[t], S rows a slot; (M, H, G, D, S, positions, slots,
+# scale): the 8B's 4 heads a kv head of 128 with a row at its first key and
+# the slots out of order, 5 heads of 96 with a row at its slot's last row,
+# a 16-head group over four slots.
+BATCH_SHAPES = [(3, 8, 2, 128, 140, (130, 0, 77), (2, 0, 3), None),
+                (2, 5, 1, 96, 64, (63, 20), (1, 0), None),
+                (4, 16, 1, 64, 24, (5, 23, 0, 17), (3, 1, 0, 2), 0.5)]
+
+
+def run_batch(tmp, exe, env, launch_of, dt, shapes, p_rounded=True):
+    """Run a batched decode attention built with harness_att.h (BATCH 1) on
+    BATCH_SHAPES-like shapes: [(shape, rc, unwritten, bad, messages, log)].
+    launch_of(e): (grid, block, shmem) of the problem e."""
+    import numpy as np
+    out = []
+    for i, (m, h, g, d, S, pos, slot, sc) in enumerate(shapes):
+        scale = sc if sc is not None else 1 / d ** 0.5
+        nslots = max(slot) + 1
+        ((qb, q), (kb, k), (vb, v)), poison = _adata(dt, m, h, g, d, 0, seed=100 * i + d, kv_rows=nslots * S)
+        for name, b in (("q.bin", qb), ("k.bin", kb), ("v.bin", vb), ("o.bin", poison),
+                        ("pos.bin", np.array(list(pos) + list(slot), "<i4").tobytes())):
+            (tmp / name).write_bytes(b)
+        grid, block, shmem = launch_of(env | {"M": m, "N": 0, "K": 0, "H": h, "G": g, "D": d})
+        r = subprocess.run([str(exe), str(m), str(h), str(g), str(d), str(S), repr(float(scale)), str(grid),
+                            str(block), str(shmem), str(tmp), str(nslots)], capture_output=True, text=True,
+                           timeout=600)
+        rows = [(p + 1, sl * S) for p, sl in zip(pos, slot)]
+        res = _acheck((tmp / "out.bin").read_bytes(), dt, q, k, v, 0, scale, p_rounded, rows=rows) \
+            if r.returncode in (0, 1) else (-1, -1, [])
+        out.append(((m, h, g, d, pos, slot), r.returncode, *res, r.stdout + r.stderr[-3000:]))
+    return out
 
 
 def run_att(tmp, tpl_file, wave, dtype, params, shapes, p_rounded=True, **texts):
@@ -625,7 +664,7 @@ DCASES = [("f16", dict(MI=16, WARPS=4, KB=64, STAGES=1, SPLIT=4, DMAX=128)),
 def dec_shapes(params):
     """The shapes of DEC_SHAPES inside attention_decode_mfma's @applies at params."""
     tpl = parse(os.path.join(GPU, "attention_decode_mfma.cu"))
-    return [s for s in DEC_SHAPES if all(evaluate(a, params | {"M": s[0], "N": 0, "K": 0, "H": s[1], "G": s[2],
+    return [s for s in DEC_SHAPES if all(evaluate(a, params | op_names("attention") | {"M": s[0], "N": 0, "K": 0, "H": s[1], "G": s[2],
                                                                 "D": s[3]}) for a in tpl["applies"])]
 
 
@@ -637,6 +676,29 @@ def test_decode_attention_on_emulated_matrix_cores(tmp_path, dtype, params):
     for shape, rc, unwritten, bad, msgs, log in run_att(tmp_path, "attention_decode_mfma.cu", 64, dtype, params,
                                                         shapes, p_rounded=dtype != "bf16"):
         what = f"attention_decode_mfma {dtype} {params} (M, H, G, D, pos0) = {shape}"
+        assert rc == 0 and "guard 0 replication 0" in log, f"{what}:\n{log}"
+        assert unwritten == 0 and bad == 0, f"{what}: {unwritten} unwritten, {bad} bad\n" + "\n".join(msgs)
+
+
+# The batched decode step on MFMA (attention_batch: each row at its own
+# position and cache slot; the workspace and tickets per row): a split and
+# none, both MFMA families.
+BCASES = [("f16", dict(MI=16, WARPS=2, KB=32, STAGES=2, SPLIT=4, DMAX=128)),
+          ("bf16", dict(MI=32, WARPS=2, KB=64, STAGES=1, SPLIT=1, DMAX=128))]
+
+
+@pytest.mark.parametrize("dtype,params", BCASES, ids=[f"{dt}-" + "-".join(f"{k}{v}" for k, v in p.items())
+                                                      for dt, p in BCASES])
+def test_batched_decode_attention_on_emulated_matrix_cores(tmp_path, dtype, params):
+    tpl, env, exe = build(tmp_path, "attention_decode_mfma.cu", 64, dtype, "attention_batch", params)
+    grid, block = grid_block("attention_decode_mfma.cu")
+    first = lambda x: re.split(r"\s+(?=\d+\s+\d+\s*$)", x.strip())[0]  # "<expr> 1 1"
+    launch_of = lambda e: (evaluate(first(grid), e), evaluate(first(block), e), evaluate(tpl["shmem"], e))
+    shapes = [b for b in BATCH_SHAPES if b[1] // b[2] <= params["MI"]]
+    assert len(shapes) == 3
+    for shape, rc, unwritten, bad, msgs, log in run_batch(tmp_path, exe, env, launch_of, dtype, shapes,
+                                                          p_rounded=dtype != "bf16"):
+        what = f"attention_decode_mfma attention_batch {dtype} {params} (M, H, G, D, pos, slot) = {shape}"
         assert rc == 0 and "guard 0 replication 0" in log, f"{what}:\n{log}"
         assert unwritten == 0 and bad == 0, f"{what}: {unwritten} unwritten, {bad} bad\n" + "\n".join(msgs)
 

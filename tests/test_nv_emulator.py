@@ -41,7 +41,8 @@ import subprocess
 import pytest
 
 from conftest import ROOT
-from test_amd_emulator import ASHAPES, DEC_SHAPES, TOL_U, _acheck, _adata, _qcheck, _qdata, common_block
+from test_amd_emulator import (ASHAPES, BATCH_SHAPES, DEC_SHAPES, TOL_U, _acheck, _adata, _qcheck, _qdata, common_block,
+                               run_batch)
 from test_amd_templates import evaluate
 from tplhead import op_names
 from tplhead import parse as parse_head
@@ -81,7 +82,7 @@ def build(tmp, dtype, op, params, tpl_text=None, quant_text=None, tpl_file="gemv
     (tmp / "quant.h").write_text(quant_text) if quant_text else common_block("gc-quant", tmp / "quant.h")
     common_block("gc-gemv", tmp / "gemv.h")
     common_block("gc-split", tmp / "split.h")
-    src = (("#define EMU_ATTENTION 1\n" if op == "attention" else "") + '#include "prelude_emu.h"\n' + defs +
+    src = (("#define EMU_ATTENTION 1\n" if op in ("attention", "attention_batch") else "") + '#include "prelude_emu.h"\n' + defs +
            f'#line 1 "{tpl_file}"\n' +
            (tpl_text or open(os.path.join(GPU, tpl_file)).read()) +
            f'\n#define KERNEL {tpl["kernel"]}\n#include "{harness}"\n')
@@ -572,6 +573,42 @@ def test_a_wrong_attention_decode_mma_is_caught(tmp_path, what, old, new):
     dt, params = ("bf16", DEC_MUTANT[1]) if "bf16" in what else DEC_MUTANT
     assert attention_caught(tmp_path, "attention_decode_mma.cu", old, new, dt, params,
                             shapes=DEC_SHAPES[:1], p_rounded=dt != "bf16"), f"not caught: {what}"
+
+
+# The batched decode step (attention_batch: row t of Q at its own position
+# and cache slot, the workspace and tickets per row; test_amd_emulator.py's
+# BATCH_SHAPES) on both decode attentions, with a split and without.
+BATCH_CASES = [
+    ("attention_decode_mma.cu", "f16", dict(WARPS=2, KW=16, NST=3, SPLIT=8, DMAX=128)),
+    ("attention_decode_mma.cu", "bf16", dict(WARPS=4, KW=32, NST=2, SPLIT=1, DMAX=128)),
+    ("attention_decode.cu", "f16", dict(WARPS=2, KL=16, HPB=4, SPLIT=4, U=2, DMAX=128)),
+]
+
+
+def run_batched(tmp, tpl_file, dt, params, tpl_text=None, shapes=BATCH_SHAPES):
+    """run_batch's results for tpl_file's attention_batch at params."""
+    tpl, env, exe = build(tmp, dt, "attention_batch", params, tpl_text=tpl_text, tpl_file=tpl_file,
+                          harness="harness_att.h")
+    exact_p = tpl_file == "attention_decode.cu" or dt == "bf16"
+    return run_batch(tmp, exe, env, lambda e: launch(tpl, e, e["M"], 0, 0), dt, shapes, p_rounded=not exact_p)
+
+
+@pytest.mark.parametrize("tpl_file,dt,params", BATCH_CASES,
+                         ids=[f"{f[:-3]}-{dt}-" + "-".join(f"{k}{v}" for k, v in p.items()) for f, dt, p in BATCH_CASES])
+def test_batched_decode_attention_on_the_emulated_gpu(tmp_path, tpl_file, dt, params):
+    check_attention(run_batched(tmp_path, tpl_file, dt, params), f"{tpl_file} attention_batch {dt} {params}", 3,
+                    "guard 0")
+
+
+def test_a_batch_row_in_the_wrong_slot_is_caught(tmp_path):
+    """attention_decode_mma reading row t's keys from slot t, not slot[t]."""
+    text = open(os.path.join(GPU, "attention_decode_mma.cu")).read()
+    old = "Kc += (int64_t)pos[M + row] * S * G * D, Vc += (int64_t)pos[M + row] * S * G * D;"
+    assert text.count(old) == 1
+    results = run_batched(tmp_path, *BATCH_CASES[0][:3], tpl_text=text.replace(old, "Kc += row * S * G * D, "
+                                                                                    "Vc += row * S * G * D;"),
+                          shapes=BATCH_SHAPES[:1])
+    assert any(rc != 0 or unwritten or bad for _, rc, unwritten, bad, _, _ in results)
 
 
 # The prefill GEMMs on mma.sync (sm_80 and up; on sm_90a where the wgmma

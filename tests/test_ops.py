@@ -129,7 +129,8 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
         dt = info["dtypes"][0] if dt == "f32" else info["dtypes"][-1]  # e.g. mma: f16/bf16 only
     shape = QSAMPLE_SHAPE[op] if quant else SAMPLE_SHAPE[op]
     if info["matrix"]:  # matrix-core templates: whole mma tiles in N and K; attention: D of whole
-        shape = {"attention": (70, 8, 1, params["DMAX"][1] if tpl == "attention_wgmma" else 64)}.get(
+        shape = {"attention": (70, 8, 1, params["DMAX"][1] if tpl == "attention_wgmma" else 64),
+                 "attention_batch": (3, 8, 1, 64)}.get(
             op, (48, 128, 256))  # 16s, 8 heads a kv head (any HPB); attention_wgmma serves D == DMAX only
     if info["decode"]:
         shape = (1,) + tuple(shape[1:])  # decode-only templates serve M = 1

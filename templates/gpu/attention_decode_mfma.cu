@@ -2,14 +2,15 @@
  * with grouped-query heads, split over the sequence (flash-decoding), on
  * CDNA (MFMA: gfx90a, gfx942): O = softmax(scale · q·Kᵀ) · V over cache
  * rows 0 .. pos0 of kv head h / (H/G), for one query token (attention,
- * M = 1). The AMD counterpart of attention_decode_mma.cu (same op,
- * arguments, split and merge): the query heads of a kv head are the MI
+ * M = 1; built for attention_batch, BATCH = 1, each row of Q at its own
+ * position and cache slot, as attention_decode_mma). The AMD counterpart
+ * of attention_decode_mma.cu (same ops, arguments, split and merge): the query heads of a kv head are the MI
  * query rows of attention_mfma.cu's transposed products Sᵀ = K·Qᵀ and
  * Oᵀ += Vᵀ·Pᵀ (its comment gives the operand layouts), so every K/V row is
  * read once. (Not yet timed on an AMD GPU.)
  *
  * @template attention_decode_mfma
- * @op attention
+ * @op attention attention_batch
  * @backend hip
  * @dtypes f16 bf16
  * @kernel attention_decode_mfma
@@ -19,6 +20,7 @@
  * @param STAGES 1 2 default 1 -- LDS stages: 2 double-buffers the K/V tiles, 1 keeps one (the next tile waits in registers during this tile's math either way)
  * @param SPLIT 1 2 4 8 16 32 64 default 16 -- blocks per kv head, each over a 1/SPLIT slice of the keys
  * @param DMAX 64 128 default 128 -- largest head dimension served (registers are sized for it)
+ * @defaults attention_batch SPLIT=4 -- a batch's M rows multiply the blocks: fewer slices (attention_decode_mma's batch default; timed on NVIDIA only)
  * @constraint MFMA && WARP == 64 -- MFMA targets (CDNA: gfx90a, gfx942), wave64
  * @constraint WARPS * WARP <= MAXT -- a legal block
  * @constraint KB % MI == 0 && DMAX % MI == 0 -- whole MFMA blocks of keys and of O's columns
@@ -26,18 +28,19 @@
  * @constraint DMAX * MI / 64 + KB * MI / 64 + DMAX * MI / 128 + KB * MI / 128 + 32 * cdiv(KB * DMAX / 32, WARPS * 64) + 40 <= VGPRS / 2 + 64 -- attention_mfma's estimate of VGPRs and AGPRs
  * @constraint 32 * cdiv(KB * DMAX / 32, WARPS * 64) <= 64 -- the next tile's K/V chunks a thread holds
  * @constraint max(STAGES * (KB * (DMAX + 4) + DMAX * (KB + 4)) * 2, WARPS * MI * (DMAX + 2) * 4 + 8 * MI * SPLIT + 4 * MI + 16) <= SMEM -- the K and Vᵀ tiles of every stage, later the waves' partials and the merge's scratch, fit in LDS
- * @constraint SPLIT * (DMAX + 2) * 128 <= 2097152 -- the cross-block workspace (128 heads) stays within 8 MiB
+ * @constraint SPLIT * (DMAX + 2) * (128 + 896 * BATCH) <= 2097152 -- the cross-block workspace (128 heads; a batch's 1024 (row, head) pairs) stays within 8 MiB
  * @shmem max(STAGES * (KB * (DMAX + 4) + DMAX * (KB + 4)) * 2, WARPS * MI * (DMAX + 2) * 4 + 8 * MI * SPLIT + 4 * MI + 16)
- * @applies M == 1 && G > 0 && H % G == 0 && H / G <= MI && D % 16 == 0 && D <= DMAX && (SPLIT == 1 || H <= 128) -- one query row; a kv head's query heads fit the MFMA's columns; whole 16-wide k steps of D; the workspace holds 128 heads
- * @grid G * SPLIT 1 1
+ * @applies (BATCH == 1 || M == 1) && G > 0 && H % G == 0 && H / G <= MI && D % 16 == 0 && D <= DMAX && (SPLIT == 1 || M * H <= 128 + 896 * BATCH) -- one query row (a batch: any); a kv head's query heads fit the MFMA's columns; whole 16-wide k steps of D; the workspace holds 128 heads (a batch: 1024 (row, head) pairs)
+ * @grid M * G * SPLIT 1 1
  * @block WARPS * 64 1 1
  * @priority 1
  * @pdl -- waits for the kernel before it first thing (a no-op on AMD)
  *
- * Block b = g·SPLIT + s serves kv head g (query heads h0 .. h0+per-1,
- * h0 = g·per, per = H/G; query row r is head h0 + r, rows past per repeat
- * the last head and are not stored) over key slice s: keys j0 .. j1-1,
- * j0 = s·cdiv(L, SPLIT), L = pos0 + 1. The block loads the slice's tiles
+ * Block b = (t·G + g)·SPLIT + s serves row t (0 but for a batch) and kv
+ * head g (query heads h0 .. h0+per-1, h0 = g·per, per = H/G; query row r
+ * is head h0 + r, rows past per repeat the last head and are not stored)
+ * over key slice s of the row: keys j0 .. j1-1, j0 = s·cdiv(L, SPLIT), L =
+ * pos0 + 1 (a batch: pos[t] + 1, in slot pos[M + t]). The block loads the slice's tiles
  * of KB keys into LDS together (the prelude's gc-kv-lds block: K as rows,
  * V transposed; the next tile in registers during this one's math, one or
  * two LDS stages as attention_mfma); wave w takes the tile's MI-key blocks
@@ -72,24 +75,41 @@
 
 typedef typename gc_mfma<GC_TB, MI>::acc_t adf_acc_t;
 
-GC_GLOBAL float adf_ws[SPLIT > 1 ? 128 * SPLIT * ADF_W : 1];
-GC_GLOBAL unsigned adf_cnt[SPLIT > 1 ? 128 : 1];
+#define ADF_HMAX (BATCH ? 1024 : 128) /* (row, head) pairs the workspace holds */
 
-/* args: Q[1, H, D] (TA), Kc, Vc [pos0+1.., G, D] (TB), O[1, H, D] (TC),
- * int32 *pos (pos0), int64 M, H, G, D, float scale. */
+GC_GLOBAL float adf_ws[SPLIT > 1 ? ADF_HMAX * SPLIT * ADF_W : 1];
+GC_GLOBAL unsigned adf_cnt[SPLIT > 1 ? ADF_HMAX : 1]; /* per (row, kv head): G <= H */
+
+/* args: Q[M, H, D] (TA), Kc, Vc [pos0+1.., G, D] (TB; a batch: [slots,
+ * S, G, D]), O[M, H, D] (TC), int32 *pos (pos0; a batch: [2, M], positions
+ * then slots), int64 M, H, G, D (a batch: and S), float scale. */
 GC_KERNEL_BOUNDS(ADF_T)
 void attention_decode_mfma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t *pos, int64_t M,
-                           int64_t H, int64_t G, int64_t D, float scale) {
+                           int64_t H, int64_t G, int64_t D,
+#if BATCH
+                           int64_t S,
+#endif
+                           float scale) {
   gc_pdl_wait();
   gc_pdl_launch();
-  if (M != 1 || G <= 0 || H % G || H / G > MI || D <= 0 || D % 16 || D > DMAX || (SPLIT > 1 && H > 128))
+  if ((BATCH ? M < 1 : M != 1) || G <= 0 || H % G || H / G > MI || D <= 0 || D % 16 || D > DMAX ||
+      (SPLIT > 1 && M * H > ADF_HMAX))
     return; /* outside @applies */
   /* positions and dimensions as 32-bit ints (pos is int32; so are the
      cache's rows), pointers offset in 64 bits */
   const int per = (int)(H / G), Dn = (int)D, DR = (Dn + MI - 1) / MI * MI; /* D rounded up to MI */
-  const int64_t g = gc_bid() / SPLIT, h0 = g * per, ld = G * D;
+  const int64_t row = BATCH ? gc_bid() / SPLIT / G : 0, g = BATCH ? gc_bid() / SPLIT % G : gc_bid() / SPLIT;
+  const int64_t h0 = g * per, ld = G * D;
   const int sp = (int)(gc_bid() % SPLIT), tid = gc_tid(), lane = gc_lane(), w = tid / 64;
-  const int L = *pos + 1, cs = (L + SPLIT - 1) / SPLIT; /* on the device: a captured step replays */
+  /* positions (and slots) on the device: a captured step replays at any */
+#if BATCH
+  const int L = pos[row] + 1;
+  Q += row * H * D, O += row * H * D;
+  Kc += (int64_t)pos[M + row] * S * G * D, Vc += (int64_t)pos[M + row] * S * G * D;
+#else
+  const int L = *pos + 1;
+#endif
+  const int cs = (L + SPLIT - 1) / SPLIT;
   const int j0 = sp * cs < L ? sp * cs : L, j1 = j0 + cs < L ? j0 + cs : L;
   const int ntile = (j1 - j0 + KB - 1) / KB;
   TB *smem = reinterpret_cast<TB *>(gc_dyn_shared());
@@ -237,7 +257,7 @@ void attention_decode_mfma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const
     if (SPLIT == 1)
       STORE_C(O, (h0 + hh) * D + d, os / ls);
     else
-      gc_split_put(adf_ws + ((h0 + hh) * SPLIT + sp) * ADF_W, d, mx, ls, os);
+      gc_split_put(adf_ws + ((row * H + h0 + hh) * SPLIT + sp) * ADF_W, d, mx, ls, os);
   }
   /* The ticket's flag and the last block's merge scratch (per (head,
      slice) its weight and l, per head the sum) lie over the partials,
@@ -245,9 +265,9 @@ void attention_decode_mfma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const
      the @shmem buffer) */
   int *s_last = reinterpret_cast<int *>(pm);
   float(*wt)[SPLIT] = reinterpret_cast<float(*)[SPLIT]>(pm + 4), (*lk)[SPLIT] = wt + MI, *ls = pm + 4 + 2 * MI * SPLIT;
-  if (SPLIT == 1 || !gc_split_last(&adf_cnt[g], SPLIT, s_last))
+  if (SPLIT == 1 || !gc_split_last(&adf_cnt[row * G + g], SPLIT, s_last))
     return;
-  /* the last block of kv head g: its heads' SPLIT partials */
-  gc_split_merge<SPLIT>(adf_ws + h0 * SPLIT * ADF_W, ADF_W, per, D, wt, lk, ls, ADF_T,
+  /* the last block of (row, kv head g): its heads' SPLIT partials */
+  gc_split_merge<SPLIT>(adf_ws + (row * H + h0) * SPLIT * ADF_W, ADF_W, per, D, wt, lk, ls, ADF_T,
                         [&](int hh, int d, float v) { STORE_C(O, (h0 + hh) * D + d, v); });
 }

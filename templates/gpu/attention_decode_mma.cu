@@ -1,7 +1,12 @@
 /* attention_decode_mma.cu — NVIDIA tensor-core attention of a decode step
  * with grouped-query heads, split over the sequence (flash-decoding):
  * O = softmax(scale · q·Kᵀ) · V over cache rows 0 .. pos0 of kv head
- * h / (H/G), for one query token (attention, M = 1). The H/G query heads of
+ * h / (H/G), for one query token (attention, M = 1). Built for
+ * attention_batch (BATCH = 1: a batched decode step), row r of Q[M,H·D] is
+ * one sequence's query at its own position pos[r], over rows 0 .. pos[r]
+ * of its own cache slot pos[M + r] (S rows per slot), as for
+ * attention_decode: a block serves one (row, kv head), and the workspace
+ * and tickets are per row. The H/G query heads of
  * a kv head are the rows of one 16-row mma.sync m16n8k16 tile, so every
  * K/V row is read once, by one warp, and a key costs a few tensor-core
  * instructions where attention_decode's SIMT loop spends about a hundred
@@ -9,7 +14,7 @@
  * output per key).
  *
  * @template attention_decode_mma
- * @op attention
+ * @op attention attention_batch
  * @backend cuda
  * @dtypes f16 bf16
  * @kernel attention_decode_mma
@@ -18,20 +23,22 @@
  * @param NST 2 3 4 default 2 -- chunks in flight per warp (its cp.async pipeline)
  * @param SPLIT 1 2 4 8 16 32 64 default 16 -- blocks per kv head, each over a 1/SPLIT slice of the keys
  * @param DMAX 64 128 default 128 -- largest head dimension served (registers are sized for it)
+ * @defaults attention_batch WARPS=4 SPLIT=4 -- a batch's M rows multiply the blocks: fewer slices, and half the warps' stages, so that three blocks share an SM (8 warps' stages at DMAX 128: 139 KB, one); on an H200 (bench/RESULTS.md, session 27), 32 heads over 8 of 128 (64), 4 and 16 rows 255 and 2000 positions in: 11.3-34.7 us (10.5-28.5) against attention_decode's 13.1-58.9 (12.6-59.1), where SPLIT=8 took 18.1-60.9
  * @constraint WARP == 32 && WARPS * WARP <= MAXT -- NVIDIA warps, a legal block
  * @constraint DMAX / 2 + DMAX / 4 + KW / 2 + 48 <= 255 -- O's accumulators, q's fragments and a chunk's scores fit the registers
  * @constraint WARPS * NST * KW * (DMAX + 8) * 4 <= SMEM -- every warp's K and V stages fit in shared memory
- * @constraint SPLIT * (DMAX + 2) * 128 <= 2097152 -- the cross-block workspace (128 heads) stays within 8 MiB
+ * @constraint SPLIT * (DMAX + 2) * (128 + 896 * BATCH) <= 2097152 -- the cross-block workspace (128 heads; a batch's 1024 (row, head) pairs) stays within 8 MiB
  * @shmem WARPS * NST * KW * (DMAX + 8) * 4
- * @applies M == 1 && G > 0 && H % G == 0 && H / G <= 16 && D % 16 == 0 && D <= DMAX && (SPLIT == 1 || H <= 128) -- one query row; a kv head's query heads fit one 16-row tile; whole 16-wide k steps of D; the workspace holds 128 heads
- * @grid G * SPLIT 1 1
+ * @applies (BATCH == 1 || M == 1) && G > 0 && H % G == 0 && H / G <= 16 && D % 16 == 0 && D <= DMAX && (SPLIT == 1 || M * H <= 128 + 896 * BATCH) -- one query row (a batch: any); a kv head's query heads fit one 16-row tile; whole 16-wide k steps of D; the workspace holds 128 heads (a batch: 1024 (row, head) pairs)
+ * @grid M * G * SPLIT 1 1
  * @block WARPS * WARP 1 1
  * @priority 3
  * @pdl -- waits for the kernel before it first thing
  *
- * Block b = g·SPLIT + s serves kv head g (query heads h0 .. h0+per-1,
- * h0 = g·per, per = H/G) over key slice s: keys j0 .. j1-1, j0 =
- * s·cdiv(L, SPLIT), L = pos0 + 1. The slice is cut into chunks of KW keys;
+ * Block b = (r·G + g)·SPLIT + s serves row r (0 but for a batch) and kv
+ * head g (query heads h0 .. h0+per-1, h0 = g·per, per = H/G) over key slice
+ * s of the row: keys j0 .. j1-1, j0 = s·cdiv(L, SPLIT), L = pos0 + 1 (a
+ * batch: pos[r] + 1, in slot pos[M + r]). The slice is cut into chunks of KW keys;
  * warp w takes chunks w, w + WARPS, ..., each warp its own: it copies a
  * chunk's K and V rows into its own NST shared-memory stages with 16-byte
  * cp.async (rows past j1 zero-filled; rows padded to DMAX+8 elements, so
@@ -47,8 +54,8 @@
  * and the row sums rescaled; O += P·V (ldmatrix .trans).
  * Then the warps' partials (m, l, o) meet in shared memory (the stages'
  * space) and merge (the prelude's gc-split block); with SPLIT > 1 the
- * block writes its partial per head to a module-scope workspace and the
- * block that takes the last ticket of its kv head merges the SPLIT
+ * block writes its partial per (row, head) to a module-scope workspace and
+ * the block that takes the last ticket of its (row, kv head) merges the SPLIT
  * partials and writes O (so, as for attention_decode, two launches of this
  * code object must not run concurrently; the runtime's one stream
  * serialises them).
@@ -66,8 +73,10 @@
  * bits are one part. */
 #define ADM_PP (GC_TA == GC_BF16 ? 2 : 1)
 
-GC_GLOBAL float adm_ws[SPLIT > 1 ? 128 * SPLIT * ADM_W : 1];
-GC_GLOBAL unsigned adm_cnt[SPLIT > 1 ? 128 : 1];
+#define ADM_HMAX (BATCH ? 1024 : 128) /* (row, head) pairs the workspace holds */
+
+GC_GLOBAL float adm_ws[SPLIT > 1 ? ADM_HMAX * SPLIT * ADM_W : 1];
+GC_GLOBAL unsigned adm_cnt[SPLIT > 1 ? ADM_HMAX : 1]; /* per (row, kv head): G <= H */
 
 GC_DEVICE void adm_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
   gc_mma16816<GC_TA == GC_BF16>(c, a[0], a[1], a[2], a[3], b0, b1);
@@ -89,22 +98,37 @@ GC_DEVICE void adm_load(unsigned st, const TB *Kc, const TB *Vc, int64_t k0, int
   }
 }
 
-/* args: Q[1, H, D] (TA), Kc, Vc [pos0+1.., G, D] (TB), O[1, H, D] (TC),
- * int32 *pos (pos0), int64 M, H, G, D, float scale. */
+/* args: Q[M, H, D] (TA), Kc, Vc [pos0+1.., G, D] (TB; a batch: [slots,
+ * S, G, D]), O[M, H, D] (TC), int32 *pos (pos0; a batch: [2, M], positions
+ * then slots), int64 M, H, G, D (a batch: and S), float scale. */
 GC_KERNEL_BOUNDS(WARPS * WARP)
 void attention_decode_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t *pos, int64_t M,
-                          int64_t H, int64_t G, int64_t D, float scale) {
+                          int64_t H, int64_t G, int64_t D,
+#if BATCH
+                          int64_t S,
+#endif
+                          float scale) {
   gc_pdl_wait(); /* @pdl: the kernel before it has completed */
   gc_pdl_launch();
   GC_SHARED int s_last;
   /* SPLIT > 1, the last block's merge: per (head, slice) its weight and l, per head the sum */
   GC_SHARED float sm_wt[SPLIT > 1 ? 16 : 1][SPLIT], sm_lk[SPLIT > 1 ? 16 : 1][SPLIT], sm_ls[16];
-  if (M != 1 || G <= 0 || H % G || H / G > 16 || D <= 0 || D % 16 || D > DMAX || (SPLIT > 1 && H > 128))
+  if ((BATCH ? M < 1 : M != 1) || G <= 0 || H % G || H / G > 16 || D <= 0 || D % 16 || D > DMAX ||
+      (SPLIT > 1 && M * H > ADM_HMAX))
     return; /* outside @applies */
-  const int64_t per = H / G, g = gc_bid() / SPLIT, h0 = g * per, ld = G * D;
+  const int64_t row = BATCH ? gc_bid() / SPLIT / G : 0, g = BATCH ? gc_bid() / SPLIT % G : gc_bid() / SPLIT;
+  const int64_t per = H / G, h0 = g * per, ld = G * D;
   const int sp = (int)(gc_bid() % SPLIT);
   const int tid = gc_tid(), w = tid / WARP, lane = tid % WARP, qr = lane / 4, qc = lane % 4;
-  const int64_t L = (int64_t)*pos + 1, cs = gc_cdiv(L, SPLIT); /* on the device: a captured step replays */
+  /* positions (and slots) on the device: a captured step replays at any */
+#if BATCH
+  const int64_t L = (int64_t)pos[row] + 1;
+  Q += row * H * D, O += row * H * D;
+  Kc += (int64_t)pos[M + row] * S * G * D, Vc += (int64_t)pos[M + row] * S * G * D;
+#else
+  const int64_t L = (int64_t)*pos + 1;
+#endif
+  const int64_t cs = gc_cdiv(L, SPLIT);
   const int64_t j0 = gc_min64(L, sp * cs), j1 = gc_min64(L, j0 + cs), nck = gc_cdiv(j1 - j0, KW);
   const int kd = (int)(D / 16);
   Kc += g * D, Vc += g * D;
@@ -267,11 +291,11 @@ void attention_decode_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const 
     if (SPLIT == 1)
       STORE_C(O, (h0 + hh) * D + d, os / ls);
     else
-      gc_split_put(adm_ws + ((h0 + hh) * SPLIT + sp) * ADM_W, d, mx, ls, os);
+      gc_split_put(adm_ws + ((row * H + h0 + hh) * SPLIT + sp) * ADM_W, d, mx, ls, os);
   }
-  if (SPLIT == 1 || !gc_split_last(&adm_cnt[g], SPLIT, &s_last))
+  if (SPLIT == 1 || !gc_split_last(&adm_cnt[row * G + g], SPLIT, &s_last))
     return;
-  /* the last block of kv head g: its heads' SPLIT partials */
-  gc_split_merge<SPLIT>(adm_ws + h0 * SPLIT * ADM_W, ADM_W, (int)per, D, sm_wt, sm_lk, sm_ls, WARPS * WARP,
+  /* the last block of (row, kv head g): its heads' SPLIT partials */
+  gc_split_merge<SPLIT>(adm_ws + (row * H + h0) * SPLIT * ADM_W, ADM_W, (int)per, D, sm_wt, sm_lk, sm_ls, WARPS * WARP,
                         [&](int hh, int d, float v) { STORE_C(O, (h0 + hh) * D + d, v); });
 }
