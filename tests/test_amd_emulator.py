@@ -646,79 +646,92 @@ def test_attention_cases_cover_the_space():
             assert {p["MI"] for p in ps} == {16, 32}
 
 
-# Decode attention (M = 1, split over the keys) on MFMA: attention_decode_mfma,
-# the counterpart of attention_decode_mma (tests/test_nv_emulator.py runs
-# that one and attention_decode on the same shapes): the 8B's 4 heads a kv
-# head of 128 300 positions in, 5 heads of 96, one key, a 16-head group,
-# D = 48 and 32; both MFMA families, one and two stages, splits from 1 (a
-# wave takes several tiles) to more than the keys (empty slices). bf16 is
-# checked without the op's allowance for P rounded once (it takes P as two
-# parts); f16 with it.
+# Decode attention (M = 1, split over the keys) on AMD matrix cores:
+# attention_decode_mfma (CDNA) and attention_decode_wmma (RDNA3), the
+# counterparts of attention_decode_mma (tests/test_nv_emulator.py runs that
+# one and attention_decode on the same shapes): the 8B's 4 heads a kv head
+# of 128 300 positions in, 5 heads of 96, one key, a 16-head group, D = 48
+# and 32; both MFMA families, one and two stages, the WMMA kernel's next
+# tile in flight during the math and not, splits from 1 (a wave takes
+# several tiles) to more than the keys (empty slices). bf16 is checked
+# without the op's allowance for P rounded once (it takes P as two parts);
+# f16 with it.
 DEC_SHAPES = [(1, 8, 2, 128, 300, None), (1, 5, 1, 96, 77, None), (1, 16, 1, 64, 0, 0.5),
               (1, 8, 2, 48, 130, 1.0), (1, 12, 4, 32, 2, None)]
-DCASES = [("f16", dict(MI=16, WARPS=4, KB=64, STAGES=1, SPLIT=4, DMAX=128)),
-          ("bf16", dict(MI=32, WARPS=2, KB=64, STAGES=1, SPLIT=4, DMAX=128)),
-          ("bf16", dict(MI=16, WARPS=2, KB=32, STAGES=2, SPLIT=1, DMAX=64))]
+MF, WM = ("attention_decode_mfma.cu", 64), ("attention_decode_wmma.cu", 32)
+DCASES = [(*MF, "f16", dict(MI=16, WARPS=4, KB=64, STAGES=1, SPLIT=4, DMAX=128)),
+          (*MF, "bf16", dict(MI=32, WARPS=2, KB=64, STAGES=1, SPLIT=4, DMAX=128)),
+          (*MF, "bf16", dict(MI=16, WARPS=2, KB=32, STAGES=2, SPLIT=1, DMAX=64)),
+          (*WM, "f16", dict(WARPS=2, KB=32, STAGES=1, PF=0, SPLIT=4, DMAX=128)),
+          (*WM, "bf16", dict(WARPS=1, KB=16, STAGES=2, PF=0, SPLIT=1, DMAX=128)),
+          (*WM, "bf16", dict(WARPS=4, KB=64, STAGES=1, PF=1, SPLIT=16, DMAX=64))]
+DIDS = [f"{f[:-3]}-{dt}-" + "-".join(f"{k}{v}" for k, v in p.items()) for f, _, dt, p in DCASES]
 
 
-def dec_shapes(params):
-    """The shapes of DEC_SHAPES inside attention_decode_mfma's @applies at params."""
-    tpl = parse(os.path.join(GPU, "attention_decode_mfma.cu"))
-    return [s for s in DEC_SHAPES if all(evaluate(a, params | op_names("attention") | {"M": s[0], "N": 0, "K": 0, "H": s[1], "G": s[2],
-                                                                "D": s[3]}) for a in tpl["applies"])]
+def dec_shapes(tpl_file, params, shapes=DEC_SHAPES, op="attention"):
+    """The shapes (M, H, G, D, ...) of shapes inside tpl_file's @applies for op at params."""
+    tpl = parse(os.path.join(GPU, tpl_file))
+    return [s for s in shapes if all(evaluate(a, params | op_names(op) | {"M": s[0], "N": 0, "K": 0, "H": s[1],
+                                                                          "G": s[2], "D": s[3]})
+                                     for a in tpl["applies"])]
 
 
-@pytest.mark.parametrize("dtype,params", DCASES, ids=[f"{dt}-" + "-".join(f"{k}{v}" for k, v in p.items())
-                                                      for dt, p in DCASES])
-def test_decode_attention_on_emulated_matrix_cores(tmp_path, dtype, params):
-    shapes = dec_shapes(params)
+@pytest.mark.parametrize("tpl_file,wave,dtype,params", DCASES, ids=DIDS)
+def test_decode_attention_on_emulated_matrix_cores(tmp_path, tpl_file, wave, dtype, params):
+    shapes = dec_shapes(tpl_file, params)
     assert len(shapes) >= 3, (params, shapes)
-    for shape, rc, unwritten, bad, msgs, log in run_att(tmp_path, "attention_decode_mfma.cu", 64, dtype, params,
+    for shape, rc, unwritten, bad, msgs, log in run_att(tmp_path, tpl_file, wave, dtype, params,
                                                         shapes, p_rounded=dtype != "bf16"):
-        what = f"attention_decode_mfma {dtype} {params} (M, H, G, D, pos0) = {shape}"
+        what = f"{tpl_file} {dtype} {params} (M, H, G, D, pos0) = {shape}"
         assert rc == 0 and "guard 0 replication 0" in log, f"{what}:\n{log}"
         assert unwritten == 0 and bad == 0, f"{what}: {unwritten} unwritten, {bad} bad\n" + "\n".join(msgs)
 
 
-# The batched decode step on MFMA (attention_batch: each row at its own
-# position and cache slot; the workspace and tickets per row): a split and
-# none, both MFMA families.
-BCASES = [("f16", dict(MI=16, WARPS=2, KB=32, STAGES=2, SPLIT=4, DMAX=128)),
-          ("bf16", dict(MI=32, WARPS=2, KB=64, STAGES=1, SPLIT=1, DMAX=128))]
+# The batched decode step (attention_batch: each row at its own position
+# and cache slot; the workspace and tickets per row): a split and none,
+# both MFMA families, and WMMA.
+BCASES = [(*MF, "f16", dict(MI=16, WARPS=2, KB=32, STAGES=2, SPLIT=4, DMAX=128)),
+          (*MF, "bf16", dict(MI=32, WARPS=2, KB=64, STAGES=1, SPLIT=1, DMAX=128)),
+          (*WM, "f16", dict(WARPS=2, KB=32, STAGES=2, PF=0, SPLIT=4, DMAX=128))]
 
 
-@pytest.mark.parametrize("dtype,params", BCASES, ids=[f"{dt}-" + "-".join(f"{k}{v}" for k, v in p.items())
-                                                      for dt, p in BCASES])
-def test_batched_decode_attention_on_emulated_matrix_cores(tmp_path, dtype, params):
-    tpl, env, exe = build(tmp_path, "attention_decode_mfma.cu", 64, dtype, "attention_batch", params)
-    grid, block = grid_block("attention_decode_mfma.cu")
+@pytest.mark.parametrize("tpl_file,wave,dtype,params", BCASES,
+                         ids=[f"{f[:-3]}-{dt}-" + "-".join(f"{k}{v}" for k, v in p.items()) for f, _, dt, p in BCASES])
+def test_batched_decode_attention_on_emulated_matrix_cores(tmp_path, tpl_file, wave, dtype, params):
+    tpl, env, exe = build(tmp_path, tpl_file, wave, dtype, "attention_batch", params)
+    grid, block = grid_block(tpl_file)
     first = lambda x: re.split(r"\s+(?=\d+\s+\d+\s*$)", x.strip())[0]  # "<expr> 1 1"
     launch_of = lambda e: (evaluate(first(grid), e), evaluate(first(block), e), evaluate(tpl["shmem"], e))
-    shapes = [b for b in BATCH_SHAPES if b[1] // b[2] <= params["MI"]]
+    shapes = dec_shapes(tpl_file, params, BATCH_SHAPES, "attention_batch")
     assert len(shapes) == 3
     for shape, rc, unwritten, bad, msgs, log in run_batch(tmp_path, exe, env, launch_of, dtype, shapes,
                                                           p_rounded=dtype != "bf16"):
-        what = f"attention_decode_mfma attention_batch {dtype} {params} (M, H, G, D, pos, slot) = {shape}"
+        what = f"{tpl_file} attention_batch {dtype} {params} (M, H, G, D, pos, slot) = {shape}"
         assert rc == 0 and "guard 0 replication 0" in log, f"{what}:\n{log}"
         assert unwritten == 0 and bad == 0, f"{what}: {unwritten} unwritten, {bad} bad\n" + "\n".join(msgs)
 
 
-# plausible attention_decode_mfma mistakes, each caught on the 8B-like shape
+# plausible mistakes in the AMD decode attentions, each caught on the
+# 8B-like shape with 5 tiles a slice over 2 waves
 DEC_MUTATIONS = [
-    ("a key past the slice's end taken", "key < j1 ?", "key <= j1 ?", "f16"),
-    ("a row's lanes' maxima not exchanged", "mx = gc_max(mx, gc_shfl_xor(mx, x));", "mx = gc_max(mx, mx);", "f16"),
-    ("bf16's P in one part", "#define ADF_PP (GC_TB == GC_BF16 ? 2 : 1)", "#define ADF_PP 1", "bf16"),
+    ("a key past the slice's end taken", "key < j1 ?", "key <= j1 ?", MF, "f16"),
+    ("a row's lanes' maxima not exchanged", "mx = gc_max(mx, gc_shfl_xor(mx, x));", "mx = gc_max(mx, mx);", MF, "f16"),
+    ("bf16's P in one part", "#define ADF_PP (GC_TB == GC_BF16 ? 2 : 1)", "#define ADF_PP 1", MF, "bf16"),
+    ("wmma: a key past the slice's end taken", "key < j1 ?", "key <= j1 ?", WM, "f16"),
+    ("wmma: the lane pair's maxima not exchanged", "mx = gc_max(mx, gc_shfl_xor(mx, 16));", "mx = gc_max(mx, mx);",
+     WM, "f16"),
+    ("wmma: bf16's P in one part", "#define ADW_PP (GC_TB == GC_BF16 ? 2 : 1)", "#define ADW_PP 1", WM, "bf16"),
 ]
+DEC_MUTANT = {MF: dict(MI=16, WARPS=2, KB=32, STAGES=2, SPLIT=2, DMAX=128),
+              WM: dict(WARPS=2, KB=32, STAGES=1, PF=0, SPLIT=2, DMAX=128)}
 
 
-@pytest.mark.parametrize("what,old,new,dtype", DEC_MUTATIONS, ids=[m[0].replace(" ", "_") for m in DEC_MUTATIONS])
-def test_wrong_decode_attention_is_caught(tmp_path, what, old, new, dtype):
-    text = open(os.path.join(GPU, "attention_decode_mfma.cu")).read()
+@pytest.mark.parametrize("what,old,new,tw,dtype", DEC_MUTATIONS, ids=[m[0].replace(" ", "_") for m in DEC_MUTATIONS])
+def test_wrong_decode_attention_is_caught(tmp_path, what, old, new, tw, dtype):
+    text = open(os.path.join(GPU, tw[0])).read()
     assert text.count(old) == 1, old
-    params = dict(MI=16, WARPS=2, KB=32, STAGES=2, SPLIT=2, DMAX=128)  # 5 tiles a slice, 2 waves
-    (_, rc, unwritten, bad, _, log), = run_att(tmp_path, "attention_decode_mfma.cu", 64, dtype, params,
-                                               DEC_SHAPES[:1], p_rounded=dtype != "bf16",
-                                               tpl_text=text.replace(old, new))
+    (_, rc, unwritten, bad, _, log), = run_att(tmp_path, *tw, dtype, DEC_MUTANT[tw], DEC_SHAPES[:1],
+                                               p_rounded=dtype != "bf16", tpl_text=text.replace(old, new))
     assert rc != 0 or unwritten or bad, f"{what}: not detected\n{log}"
 
 

@@ -1,8 +1,8 @@
 """The AMD matrix-core templates (@backend hip: gemm_mfma, gemm_wmma, and with B
 in a block format gemm_q_mfma, gemm_q_wmma; gemv_mfma for batched decode
 steps, gemv_qmfma for decode steps with B in a block format; attention_mfma,
-attention_wmma for prefill attention; attention_decode_mfma for decode
-attention) compile offline
+attention_wmma for prefill attention; attention_decode_mfma and
+attention_decode_wmma for decode attention, single and batched) compile offline
 with clang-19 for their targets, for every op they serve (gemm,
 gemm_add, gemm_swiglu; the GEMVs' rmsnorm_* too; attention) and every dtype: at the op's defaults, and for the
 first op and the gate/up pair (PAIR = 2) at a sample of the space. Each code object
@@ -168,6 +168,8 @@ def test_hip_templates_found():
         assert names.get(name) == want, names
     for name in ("attention_mfma", "attention_wmma"):
         assert names.get(name) == ["attention"], names
+    for name in ("attention_decode_mfma", "attention_decode_wmma"):
+        assert names.get(name) == ["attention", "attention_batch"], names
     # every (target, A's dtype) the templates claim has a case
     got = {(tg, dt.split(":")[0]) for _, _, tg, dt in CASES}
     assert got == set(ISA), sorted(got)

@@ -50,7 +50,8 @@
  * rounds its 8 probabilities to the input dtype, swaps them with lane
  * l ^ 16 (4 shuffles of packed pairs) and interleaves the two halves as
  * GC_WMMA_D_ROW says (key 2r + e is its own register r where D_ROW(l, r) =
- * 2r + e, else the other lane's), so both lanes hold the same operand.
+ * 2r + e, else the other lane's), so both lanes hold the same operand
+ * (gc_wmma_pt, the prelude's gc-kv-lds block).
  * Per tile, each wave whose rows see a key of it (and each 16-key block
  * whose first key some row of the wave sees): Sᵀ = K·Qᵀ, scaled by
  * scale·log2 e, masked (key j visible to row r iff j <= pos0 + token(r)),
@@ -75,15 +76,6 @@
 #endif
 
 GC_DEVICE int aw_imin(int a, int b) { return a < b ? a : b; }
-
-/* A lane's 16 elements at row `row` + GC_WMMA_AB_ROW, k from k0 +
- * GC_WMMA_AB_K(0), of an LDS tile of row stride ld (a WMMA A operand). */
-GC_DEVICE gc_short16_t aw_frag(const TB *s, int ld, int row, int k0, int lane) {
-  const gc_raw16 *p =
-      reinterpret_cast<const gc_raw16 *>(s + (row + GC_WMMA_AB_ROW(lane)) * ld + k0 + GC_WMMA_AB_K(0));
-  struct { gc_raw16 lo, hi; } v = {p[0], p[1]};
-  return __builtin_bit_cast(gc_short16_t, v);
-}
 
 /* args: Q[M, H, D] (TA), Kc, Vc [pos0+M.., G, D] (TB), O[M, H, D] (TC),
  * int32 *pos (pos0), int64 M, H, G, D, float scale. */
@@ -154,7 +146,7 @@ void attention_wmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_
         GC_UNROLL(AW_ND)
         for (int k = 0; k < AW_ND; k++)
           if (16 * k < Dn)
-            s[nb] = gc_wmma<GC_TB>(aw_frag(ks, AW_SK, 16 * nb, 16 * k, lane), qf[k], s[nb]);
+            s[nb] = gc_wmma<GC_TB>(gc_kv_frag16(ks, AW_SK, 16 * nb, 16 * k, lane), qf[k], s[nb]);
       }
 
       /* mask, running max (over the lane pair), rescale */
@@ -180,28 +172,17 @@ void attention_wmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_
       for (int nb = 0; nb < AW_NB; nb++) {
         if (j0 + 16 * nb > wlim)
           continue; /* P = 0 there */
-        uint32_t own[4], other[4]; /* this lane's 8 probabilities as 16-bit pairs, the other lane's */
+        float p[8];
         GC_UNROLL(4)
         for (int i = 0; i < 4; i++) {
-          const float p0 = gc_exp2(s[nb][2 * i] - m), p1 = gc_exp2(s[nb][2 * i + 1] - m);
-          l += p0 + p1;
-          own[i] = gc_pack2(TB(), p0, p1);
-          other[i] = (uint32_t)gc_shfl_xor((int)own[i], 16);
+          p[2 * i] = gc_exp2(s[nb][2 * i] - m), p[2 * i + 1] = gc_exp2(s[nb][2 * i + 1] - m);
+          l += p[2 * i] + p[2 * i + 1];
         }
-        uint32_t b[8]; /* keys 2r, 2r+1 */
-        GC_UNROLL(8)
-        for (int r = 0; r < 8; r++) {
-          const uint32_t mine = (own[r / 2] >> (16 * (r % 2))) & 0xffffu,
-                         theirs = (other[r / 2] >> (16 * (r % 2))) & 0xffffu;
-          const uint32_t lo = GC_WMMA_D_ROW(lane, r) == 2 * r ? mine : theirs,
-                         hi = GC_WMMA_D_ROW(lane, r) == 2 * r + 1 ? mine : theirs;
-          b[r] = lo | hi << 16;
-        }
-        const gc_short16_t pb = __builtin_bit_cast(gc_short16_t, b);
+        const gc_short16_t pb = gc_wmma_pt<TB>(p); /* Pᵀ's B operand (gc-kv-lds) */
         GC_UNROLL(AW_ND)
         for (int n = 0; n < AW_ND; n++)
           if (16 * n < Dn)
-            o[n] = gc_wmma<GC_TB>(aw_frag(vt, AW_SV, 16 * n, 16 * nb, lane), pb, o[n]);
+            o[n] = gc_wmma<GC_TB>(gc_kv_frag16(vt, AW_SV, 16 * n, 16 * nb, lane), pb, o[n]);
       }
     }
     if (STAGES == 2) {

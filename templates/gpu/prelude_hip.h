@@ -532,6 +532,40 @@ template <int MI, class T> GC_DEVICE gc_short4_t gc_kv_frag(const T *s, int ld, 
   return *reinterpret_cast<const gc_short4_t *>(s + (row + GC_MFMA_AB_ROW(MI, lane)) * ld + k0 +
                                                 GC_MFMA_AB_K(MI, 4, lane, 0));
 }
+/* A lane's 16 elements at row `row` + GC_WMMA_AB_ROW, k from k0 +
+ * GC_WMMA_AB_K(0), of a tile in LDS of row stride ld (a WMMA A operand:
+ * lanes l and l ^ 16 read the same, the replication WMMA requires). */
+template <class T> GC_DEVICE gc_short16_t gc_kv_frag16(const T *s, int ld, int row, int k0, int lane) {
+  const gc_raw16 *p =
+      reinterpret_cast<const gc_raw16 *>(s + (row + GC_WMMA_AB_ROW(lane)) * ld + k0 + GC_WMMA_AB_K(0));
+  struct { gc_raw16 lo, hi; } v = {p[0], p[1]};
+  return __builtin_bit_cast(gc_short16_t, v);
+}
+/* Pᵀ's WMMA B operand for one 16-key block from a lane's 8 probabilities
+ * p[r] (keys GC_WMMA_D_ROW(lane, r) of its query row, an accumulator's
+ * rows): each rounded to T, swapped with lane l ^ 16's (which holds the
+ * row's other 8 keys) and interleaved so that both lanes hold all 16 keys
+ * in k order (key 2r + e is this lane's register r where D_ROW(l, r) =
+ * 2r + e, else the other lane's). */
+template <class T> GC_DEVICE gc_short16_t gc_wmma_pt(const float p[8]) {
+  uint32_t own[4], other[4]; /* this lane's 8 probabilities as 16-bit pairs, the other lane's */
+  GC_UNROLL(4)
+  for (int i = 0; i < 4; i++) {
+    own[i] = gc_pack2(T(), p[2 * i], p[2 * i + 1]);
+    other[i] = (uint32_t)gc_shfl_xor((int)own[i], 16);
+  }
+  const int lane = gc_lane();
+  uint32_t b[8]; /* keys 2r, 2r+1 */
+  GC_UNROLL(8)
+  for (int r = 0; r < 8; r++) {
+    const uint32_t mine = (own[r / 2] >> (16 * (r % 2))) & 0xffffu,
+                   theirs = (other[r / 2] >> (16 * (r % 2))) & 0xffffu;
+    const uint32_t lo = GC_WMMA_D_ROW(lane, r) == 2 * r ? mine : theirs,
+                   hi = GC_WMMA_D_ROW(lane, r) == 2 * r + 1 ? mine : theirs;
+    b[r] = lo | hi << 16;
+  }
+  return __builtin_bit_cast(gc_short16_t, b);
+}
 /* <<< gc-kv-lds */
 
 /* ------------------------------------------------------------------ */
