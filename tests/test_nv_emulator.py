@@ -63,10 +63,12 @@ QMIN = ("q4_k", "q5_k", "q4_kr")  # a min beside each unit's scale (base/quant.c
 TARGET = {"WARP": 32, "SMEM": 232448, "SMS": 132, "MAXT": 1024, "SM": 90, "ARCH_A": 1, "AMD": 0}
 
 
-def build(tmp, dtype, op, params, tpl_text=None, quant_text=None, tpl_file="gemv_qmma.cu", harness="harness_gemv.h"):
+def build(tmp, dtype, op, params, tpl_text=None, quant_text=None, tpl_file="gemv_qmma.cu", harness="harness_gemv.h",
+          split_text=None):
     """A template of the GEMV ABI (gemv_qmma, gemv_mma) for the emulation,
     assembled as gen/ does (constants, dtype sizes and codes, the op's
-    names, parameters, template). dtype: "T" or "A:B:C" (B a block format)."""
+    names, parameters, template). dtype: "T" or "A:B:C" (B a block format);
+    split_text: the gc-split block to use (a mutant), else the prelude's."""
     tpl = parse_head(os.path.join(GPU, tpl_file))
     a, q, c = dtype.split(":") if ":" in dtype else [dtype] * 3
     (ca, sa), (cb, sb), (cc, sc) = DT[a], QDT.get(q, DT.get(q)), DT[c]
@@ -81,7 +83,7 @@ def build(tmp, dtype, op, params, tpl_text=None, quant_text=None, tpl_file="gemv
     common_block("gc-epilogue", tmp / "epilogue.h")
     (tmp / "quant.h").write_text(quant_text) if quant_text else common_block("gc-quant", tmp / "quant.h")
     common_block("gc-gemv", tmp / "gemv.h")
-    common_block("gc-split", tmp / "split.h")
+    (tmp / "split.h").write_text(split_text) if split_text else common_block("gc-split", tmp / "split.h")
     src = (("#define EMU_ATTENTION 1\n" if op in ("attention", "attention_batch") else "") + '#include "prelude_emu.h"\n' + defs +
            f'#line 1 "{tpl_file}"\n' +
            (tpl_text or open(os.path.join(GPU, tpl_file)).read()) +
@@ -585,10 +587,10 @@ BATCH_CASES = [
 ]
 
 
-def run_batched(tmp, tpl_file, dt, params, tpl_text=None, shapes=BATCH_SHAPES):
+def run_batched(tmp, tpl_file, dt, params, tpl_text=None, shapes=BATCH_SHAPES, split_text=None):
     """run_batch's results for tpl_file's attention_batch at params."""
     tpl, env, exe = build(tmp, dt, "attention_batch", params, tpl_text=tpl_text, tpl_file=tpl_file,
-                          harness="harness_att.h")
+                          harness="harness_att.h", split_text=split_text)
     exact_p = tpl_file == "attention_decode.cu" or dt == "bf16"
     return run_batch(tmp, exe, env, lambda e: launch(tpl, e, e["M"], 0, 0), dt, shapes, p_rounded=not exact_p)
 
@@ -601,13 +603,14 @@ def test_batched_decode_attention_on_the_emulated_gpu(tmp_path, tpl_file, dt, pa
 
 
 def test_a_batch_row_in_the_wrong_slot_is_caught(tmp_path):
-    """attention_decode_mma reading row t's keys from slot t, not slot[t]."""
-    text = open(os.path.join(GPU, "attention_decode_mma.cu")).read()
-    old = "Kc += (int64_t)pos[M + row] * S * G * D, Vc += (int64_t)pos[M + row] * S * G * D;"
+    """The matrix-core decode attentions' block decomposition (the prelude's
+    gc_split_block) reading row t's keys from slot t, not slot[t]: caught
+    on attention_decode_mma."""
+    text = common_block("gc-split", tmp_path / "split.h")
+    old = "Kc += (int64_t)pos[M + a.row] * S * G * D, Vc += (int64_t)pos[M + a.row] * S * G * D;"
     assert text.count(old) == 1
-    results = run_batched(tmp_path, *BATCH_CASES[0][:3], tpl_text=text.replace(old, "Kc += row * S * G * D, "
-                                                                                    "Vc += row * S * G * D;"),
-                          shapes=BATCH_SHAPES[:1])
+    results = run_batched(tmp_path, *BATCH_CASES[0][:3], shapes=BATCH_SHAPES[:1],
+                          split_text=text.replace(old, "Kc += a.row * S * G * D, Vc += a.row * S * G * D;"))
     assert any(rc != 0 or unwritten or bad for _, rc, unwritten, bad, _, _ in results)
 
 

@@ -97,20 +97,14 @@ void attention_decode_mfma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const
     return; /* outside @applies */
   /* positions and dimensions as 32-bit ints (pos is int32; so are the
      cache's rows), pointers offset in 64 bits */
-  const int per = (int)(H / G), Dn = (int)D, DR = (Dn + MI - 1) / MI * MI; /* D rounded up to MI */
-  const int64_t row = BATCH ? gc_bid() / SPLIT / G : 0, g = BATCH ? gc_bid() / SPLIT % G : gc_bid() / SPLIT;
-  const int64_t h0 = g * per, ld = G * D;
-  const int sp = (int)(gc_bid() % SPLIT), tid = gc_tid(), lane = gc_lane(), w = tid / 64;
-  /* positions (and slots) on the device: a captured step replays at any */
-#if BATCH
-  const int L = pos[row] + 1;
-  Q += row * H * D, O += row * H * D;
-  Kc += (int64_t)pos[M + row] * S * G * D, Vc += (int64_t)pos[M + row] * S * G * D;
-#else
-  const int L = *pos + 1;
+#if !BATCH
+  const int64_t S = 0; /* a batch's rows a slot */
 #endif
-  const int cs = (L + SPLIT - 1) / SPLIT;
-  const int j0 = sp * cs < L ? sp * cs : L, j1 = j0 + cs < L ? j0 + cs : L;
+  const gc_split_at at = gc_split_block<SPLIT, BATCH>(pos, M, H, G, D, S, Q, Kc, Vc, O); /* row, kv head, keys */
+  const int per = (int)(H / G), Dn = (int)D, DR = (Dn + MI - 1) / MI * MI; /* D rounded up to MI */
+  const int sp = at.sp, j0 = at.j0, j1 = at.j1;
+  const int64_t row = at.row, g = at.g, h0 = g * per, ld = G * D;
+  const int tid = gc_tid(), lane = gc_lane(), w = tid / 64;
   const int ntile = (j1 - j0 + KB - 1) / KB;
   TB *smem = reinterpret_cast<TB *>(gc_dyn_shared());
   Kc += g * D, Vc += g * D;

@@ -116,20 +116,14 @@ void attention_decode_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const 
   if ((BATCH ? M < 1 : M != 1) || G <= 0 || H % G || H / G > 16 || D <= 0 || D % 16 || D > DMAX ||
       (SPLIT > 1 && M * H > ADM_HMAX))
     return; /* outside @applies */
-  const int64_t row = BATCH ? gc_bid() / SPLIT / G : 0, g = BATCH ? gc_bid() / SPLIT % G : gc_bid() / SPLIT;
-  const int64_t per = H / G, h0 = g * per, ld = G * D;
-  const int sp = (int)(gc_bid() % SPLIT);
-  const int tid = gc_tid(), w = tid / WARP, lane = tid % WARP, qr = lane / 4, qc = lane % 4;
-  /* positions (and slots) on the device: a captured step replays at any */
-#if BATCH
-  const int64_t L = (int64_t)pos[row] + 1;
-  Q += row * H * D, O += row * H * D;
-  Kc += (int64_t)pos[M + row] * S * G * D, Vc += (int64_t)pos[M + row] * S * G * D;
-#else
-  const int64_t L = (int64_t)*pos + 1;
+#if !BATCH
+  const int64_t S = 0; /* a batch's rows a slot */
 #endif
-  const int64_t cs = gc_cdiv(L, SPLIT);
-  const int64_t j0 = gc_min64(L, sp * cs), j1 = gc_min64(L, j0 + cs), nck = gc_cdiv(j1 - j0, KW);
+  const gc_split_at at = gc_split_block<SPLIT, BATCH>(pos, M, H, G, D, S, Q, Kc, Vc, O); /* row, kv head, keys */
+  const int64_t row = at.row, g = at.g, per = H / G, h0 = g * per, ld = G * D;
+  const int sp = at.sp;
+  const int tid = gc_tid(), w = tid / WARP, lane = tid % WARP, qr = lane / 4, qc = lane % 4;
+  const int64_t j0 = at.j0, j1 = at.j1, nck = gc_cdiv(j1 - j0, KW);
   const int kd = (int)(D / 16);
   Kc += g * D, Vc += g * D;
 

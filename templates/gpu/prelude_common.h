@@ -464,13 +464,44 @@ GC_DEVICE void gc_splitk_add(const float *red, int w, int lane, int ks, float *a
 /* <<< gc-gemv */
 
 /* >>> gc-split: the decode attentions' merge of partial softmaxes
- * (attention_decode, attention_decode_mma, attention_decode_mfma; both
- * emulators splice this block in). A partial of one head over some keys is (m, l, o[D]):
+ * (attention_decode, attention_decode_mma, attention_decode_mfma,
+ * attention_decode_wmma; both emulators splice this block in). A partial of one head over some keys is (m, l, o[D]):
  * the keys' largest score m (base 2), l = Σ 2^(s − m) and o = Σ 2^(s − m)·v;
  * one with no keys has m = -inf, l = 0, o = 0. Partials merge weighted by
  * 2^(m_i − max). Across blocks (SPLIT slices of the keys) a block writes
  * its partial of each head to a workspace of (m, l, o[]) records, takes a
  * ticket, and the block with the last ticket merges them. */
+
+/* The work of block gc_bid() of a decode attention whose grid is M·G·SPLIT
+ * blocks, block (row·G + g)·SPLIT + sp (the matrix-core ones): row `row`
+ * of Q (0 but for a batch, BATCH_ 1), kv head g, and the row's keys j0 ..
+ * j1-1, slice sp of L = pos[0] + 1 (a batch: pos[row] + 1) cut in SPLIT.
+ * Positions are int32 on the device (a captured step replays at any).
+ * For a batch it also moves Q and O to the row and Kc, Vc to its cache
+ * slot pos[M + row] of S rows. */
+struct gc_split_at {
+  int64_t row, g;
+  int sp, L, j0, j1;
+};
+template <int SPLIT, int BATCH_, class TQ, class TK, class TO>
+GC_DEVICE gc_split_at gc_split_block(const int32_t *pos, int64_t M, int64_t H, int64_t G, int64_t D, int64_t S,
+                                     const TQ *&Q, const TK *&Kc, const TK *&Vc, TO *&O) {
+  gc_split_at a;
+  a.row = BATCH_ ? gc_bid() / SPLIT / G : 0;
+  a.g = BATCH_ ? gc_bid() / SPLIT % G : gc_bid() / SPLIT;
+  a.sp = (int)(gc_bid() % SPLIT);
+  if (BATCH_) {
+    a.L = pos[a.row] + 1;
+    Q += a.row * H * D, O += a.row * H * D;
+    Kc += (int64_t)pos[M + a.row] * S * G * D, Vc += (int64_t)pos[M + a.row] * S * G * D;
+  } else {
+    a.L = pos[0] + 1;
+  }
+  const int cs = (a.L + SPLIT - 1) / SPLIT;
+  a.j0 = a.sp * cs < a.L ? a.sp * cs : a.L;
+  a.j1 = a.j0 + cs < a.L ? a.j0 + cs : a.L;
+  return a;
+}
 
 /* The weight 2^(m − mx) of a partial with max m in a merge with max mx;
  * 0 for an empty partial (m = -inf), whatever mx is. */
