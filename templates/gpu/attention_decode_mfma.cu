@@ -243,25 +243,8 @@ void attention_decode_mfma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const
   }
   gc_barrier();
 
-  /* Merge the waves: thread t takes (head, element) pairs. */
-  for (int i = tid; i < per * Dn; i += ADF_T) {
-    const int hh = i / Dn, d = i % Dn;
-    float mx, ls, os;
-    gc_split_warps<WARPS>(pm + hh, pl + hh, po + hh * DMAX + d, MI, MI * DMAX, mx, ls, os);
-    if (SPLIT == 1)
-      STORE_C(O, (h0 + hh) * D + d, os / ls);
-    else
-      gc_split_put(adf_ws + ((row * H + h0 + hh) * SPLIT + sp) * ADF_W, d, mx, ls, os);
-  }
-  /* The ticket's flag and the last block's merge scratch (per (head,
-     slice) its weight and l, per head the sum) lie over the partials,
-     which nobody reads after gc_split_last's first barrier (all LDS is
-     the @shmem buffer) */
-  int *s_last = reinterpret_cast<int *>(pm);
-  float(*wt)[SPLIT] = reinterpret_cast<float(*)[SPLIT]>(pm + 4), (*lk)[SPLIT] = wt + MI, *ls = pm + 4 + 2 * MI * SPLIT;
-  if (SPLIT == 1 || !gc_split_last(&adf_cnt[row * G + g], SPLIT, s_last))
-    return;
-  /* the last block of (row, kv head g): its heads' SPLIT partials */
-  gc_split_merge<SPLIT>(adf_ws + (row * H + h0) * SPLIT * ADF_W, ADF_W, per, D, wt, lk, ls, ADF_T,
-                        [&](int hh, int d, float v) { STORE_C(O, (h0 + hh) * D + d, v); });
+  /* Merge the waves, and with a split the slices (gc-split) */
+  gc_split_lds_finish<WARPS, MI, DMAX, SPLIT>(pm, per, Dn, adf_ws + (SPLIT > 1 ? (row * H + h0) * SPLIT * ADF_W : 0),
+                                            ADF_W, sp, adf_cnt + (SPLIT > 1 ? row * G + g : 0), ADF_T,
+                                            [&](int hh, int d, float v) { STORE_C(O, (h0 + hh) * D + d, v); });
 }

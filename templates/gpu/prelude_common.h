@@ -584,4 +584,34 @@ GC_DEVICE void gc_split_merge(const float *p0, int W, int nh, int64_t D, float (
     store(hh, d, os / ls[hh]);
   }
 }
+/* The end of a decode attention block whose waves' partials lie in its
+ * @shmem buffer (all of its shared memory: attention_decode_mfma,
+ * attention_decode_wmma), NW waves of R rows each: m at pm[w·R + r], l at
+ * pm[NW·R + w·R + r], o at pm[2·NW·R + (w·R + r)·DMAX + d]. Merges the
+ * waves for each of the nh heads; without a split stores each element
+ * (store(hh, d, v)); with one puts the block's records at p0 + (hh·SPLIT
+ * + sp)·W (p0: the workspace's records of the block's first head, W floats
+ * each), takes a ticket of counter cnt, and the last block merges the
+ * slices. The ticket's flag and that merge's scratch lie over the
+ * partials, which nobody reads after gc_split_last's first barrier. nt:
+ * the block's threads. */
+template <int NW, int R, int DMAX, int SPLIT, class Store>
+GC_DEVICE void gc_split_lds_finish(float *pm, int nh, int D, float *p0, int W, int sp, unsigned *cnt, int nt,
+                                   Store store) {
+  const float *pl = pm + NW * R, *po = pl + NW * R;
+  for (int i = gc_tid(); i < nh * D; i += nt) {
+    const int hh = i / D, d = i % D;
+    float mx, ls, os;
+    gc_split_warps<NW>(pm + hh, pl + hh, po + hh * DMAX + d, R, R * DMAX, mx, ls, os);
+    if (SPLIT == 1)
+      store(hh, d, os / ls);
+    else
+      gc_split_put(p0 + (hh * SPLIT + sp) * W, d, mx, ls, os);
+  }
+  int *s_last = reinterpret_cast<int *>(pm);
+  float(*wt)[SPLIT] = reinterpret_cast<float(*)[SPLIT]>(pm + 4), (*lk)[SPLIT] = wt + R, *ls = pm + 4 + 2 * R * SPLIT;
+  if (SPLIT == 1 || !gc_split_last(cnt, SPLIT, s_last))
+    return;
+  gc_split_merge<SPLIT>(p0, W, nh, D, wt, lk, ls, nt, store);
+}
 /* <<< gc-split */
