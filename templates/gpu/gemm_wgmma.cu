@@ -10,25 +10,28 @@
  * @backend cuda
  * @dtypes f16 bf16
  * @kernel gemm_wgmma
- * @param BM 128 256 default 128 -- block tile rows (two consumer warpgroups, BM/2 rows each)
+ * @param BM 64 128 256 default 128 -- block tile rows (two consumer warpgroups, BM/2 rows each; 64: one consumer warpgroup, 256 threads, unless CWN = 2)
  * @param BN 64 128 192 256 default 256 -- rows of B per tile, the wgmma's n: BN columns of C (gemm_swiglu: BN/2 gate and BN/2 up rows of W, BN/2 columns of C)
+ * @param CWN 1 2 default 1 -- consumer warpgroups side by side along N: 2 gives each all BM rows and BN/2 columns of the tile (the wgmma's n = BN/2; BM = 64: two consumers rather than one)
  * @param SK 0 1 2 3 4 8 default 0 -- split-K: a tile's K is cut into SK slices, each a unit of work of its own; the slices' fp32 partials (module workspace) are summed in slice order and finished by the slices that know all have stored (see Split-K below); 0: as many slices as the SMs hold (at most 8 and one per stage of K, within the workspace: 1 where the tiles alone fill the GPU)
  * @param BK 32 64 default 64 -- K depth of a stage: 64 (128-byte rows, 128-byte swizzle) or 32 (64-byte rows, 64-byte swizzle: twice the stages in the same bytes)
- * @param STAGES 2 3 4 5 6 8 default 4 -- shared-memory pipeline stages of BK K-columns each
+ * @param STAGES 2 3 4 5 6 8 12 default 4 -- shared-memory pipeline stages of BK K-columns each
  * @param RASTER 1 4 8 16 default 8 -- block rows walked together (L2 reuse of B tiles)
  * @param INFL 0 1 default 1 -- wgmma groups a consumer leaves in flight when it moves to the next stage (0: each stage is released as soon as its own wgmmas finish)
  * @param PERSIST 0 1 default 1 -- 1: at most one block per SM (SMS: the device's count at launch), each walking tiles; the producer fills the next tile's stages during the epilogue
  * @param TMA 0 1 default 1 -- 1: operands by the tensor copy engine (cp.async.bulk.tensor on host-made tensor maps, one producer thread); 0: 16-byte cp.async by the producer warpgroup
  * @param CLUSTER 1 2 default 1 -- blocks per cluster (TMA only): 2 pairs the blocks of vertically adjacent tiles, each loading half of their common B tile (gemm_swiglu: the gate or the up half) and multicasting it to both
  * @param EPI 0 1 default 1 -- epilogue: 0 stores fragments from registers to C; 1 stages 64x64 subtiles in shared memory (two buffers per consumer warpgroup) and stores them with the copy engine while the next tile's wgmmas run (gemm_add: C's subtile is loaded the same way first)
+ * @defaults gemm gemm_add BM=64 BN=128 CWN=2 STAGES=8 if M <= 128 -- few rows (short prompts, batched decode): 2 x N/128 tiles of 64 rows, two consumers side by side, 8 stages; on an H200 (bench/RESULTS.md, session 28) at M = 128, 0.86 (O), 0.84 (QKV), 0.96 (down) and 0.87 (14336 x 4096) of torch against 0.71-0.91 at the default
  * @constraint SM == 90 && ARCH_A == 1 -- wgmma exists only on sm_90a
- * @constraint WARP == 32 && MAXT >= 384 -- three warpgroups
- * @constraint (BM / 128) * BN / 2 <= 128 -- fp32 accumulators per consumer thread
- * @constraint (BN / PAIR) % 64 == 0 || BN / PAIR < 64 -- the epilogue's column blocks: whole 64-column blocks of C, or one of fewer
- * @constraint STAGES * (BM + BN) * BK * 2 + 1024 + EPI * 32768 <= SMEM -- the pipeline and the epilogue buffers fit in shared memory
+ * @constraint WARP == 32 && MAXT >= 128 * (2 + (BM > 64 || CWN > 1)) -- a producer and the consumer warpgroups
+ * @constraint max(1, BM / 128) * BN / 2 <= 128 -- fp32 accumulators per consumer thread
+ * @constraint (BN / PAIR / CWN) % 64 == 0 || BN / PAIR / CWN < 64 -- the epilogue's column blocks: whole 64-column blocks of C a consumer, or one of fewer
+ * @constraint CWN == 1 || (PAIR == 1 && BM <= 128 && BN % 128 == 0) -- gemm_swiglu's consumers need both halves of the tile's W; at BM = 256 the accumulators would not fit; the wgmma's n (BN/2) is one the prelude has (64, 128)
+ * @constraint STAGES * (BM + BN) * BK * 2 + 1024 + EPI * 16384 * (1 + (BM > 64 || CWN > 1)) <= SMEM -- the pipeline and the epilogue buffers (two per consumer warpgroup) fit in shared memory
  * @constraint TMA == 1 || CLUSTER == 1 -- multicast is a copy-engine operation
- * @constraint EPI == 0 || (SC == 2 && BN / PAIR >= 64) -- a subtile is 64 columns of C (BN/PAIR a tile), 128-byte rows
- * @shmem STAGES * (BM + BN) * BK * 2 + 1024 + EPI * 32768
+ * @constraint EPI == 0 || (SC == 2 && BN / PAIR / CWN >= 64) -- a subtile is 64 columns of C (BN/PAIR/CWN a consumer), 128-byte rows
+ * @shmem STAGES * (BM + BN) * BK * 2 + 1024 + EPI * 16384 * (1 + (BM > 64 || CWN > 1))
  * @applies K % 8 == 0 && M > 1 -- rows of A and B are whole 16-byte chunks (cp.async); M = 1 is the GEMV's
  * @applies EPI == 0 || N % 8 == 0 -- EPI = 1: rows of C are whole 16-byte chunks (the copy engine's map)
  * @applies SK <= 1 || (SK <= cdiv(K, BK) && cdiv(M, BM * CLUSTER) * CLUSTER * cdiv(N, BN / PAIR) * SK * BM * BN <= 4194304) -- split-K: every slice has a stage of K, and the partials fit the 16 MiB workspace (SK = 0 chooses within both)
@@ -37,7 +40,7 @@
  * @tensormap B N K BN/CLUSTER BK 2*BK if TMA && PAIR == 1 -- B tiles [BN][BK], or the half of one each block of a pair loads
  * @tensormap W 2*N K BN/2 BK 2*BK if TMA && PAIR == 2 -- gemm_swiglu: the gate or the up half [BN/2][BK] of a tile of W
  * @tensormap C M N 64 64 128 if EPI -- C subtiles [64][64] staged in shared memory, 128-byte swizzle, clipped at M and N
- * @block 384 1 1
+ * @block 128 * (2 + (BM > 64 || CWN > 1)) 1 1
  * @priority 5
  *
  * TMA = 0 (cp.async): the producer warpgroup writes the swizzled layout
@@ -69,7 +72,11 @@
  * RASTER block rows (as gemm_mma). 384 threads: warpgroup 0 is the
  * producer, warpgroups 1 and 2 the consumers, each owning BM/2 rows × BN
  * columns of the tile as (BM/2)/64 m64nBNk16 wgmma accumulators in
- * registers (BN/2 floats per thread each).
+ * registers (BN/2 floats per thread each). BM = 64 (256 threads): one
+ * consumer warpgroup owns the tile's 64 rows: with BN = 64 the M = 128
+ * GEMMs of short prompts and batched decode make 2 x N/64 tiles, about
+ * one per SM, each over all of K behind a deep pipeline (STAGES = 12),
+ * with no split-K sum.
  *
  * Shared memory: STAGES stages, each an A tile [BM][BK] and a B tile
  * [BN][BK], 1024-byte aligned. BK = 64: 128-byte rows, 16-byte chunk c of
@@ -167,9 +174,11 @@
  * runs; the tuner picks).
  */
 
-#define WG_CW 2                        /* consumer warpgroups */
+#define WG_CW (BM == 64 && CWN == 1 ? 1 : 2) /* consumer warpgroups */
+#define WG_CM (WG_CW / CWN)            /* ... along M (CWN along N) */
 #define WG_T (128 * (WG_CW + 1))
-#define WG_MT (BM / (64 * WG_CW))      /* m64 tiles per consumer warpgroup */
+#define WG_MT (BM / (64 * WG_CM))      /* m64 tiles per consumer warpgroup */
+#define WG_CN (BN / CWN)               /* rows of B per consumer warpgroup: the wgmma's n */
 /* registers per thread after setmaxnreg: producer, consumers (within the
  * 64K register file; ptxas compiles all of the kernel within the entry
  * cap of 65536 / 384 = 168, so a tile needing more per consumer thread
@@ -177,8 +186,14 @@
  * accumulator) */
 #define WG_PREG 40
 #define WG_CREG 232
-#define WG_ACC (BN / 2)                /* floats per m64 tile per thread */
+#define WG_ACC (WG_CN / 2)             /* floats per m64 tile per thread */
 #define WG_NC (BN / PAIR)              /* columns of C per tile */
+#define WG_NCW (WG_CN / PAIR)          /* ... per consumer warpgroup */
+/* consumer warpgroup c's first row of the tile, first row of the B tile,
+ * first column of C (the consumers lie along M or, CWN = 2, along N) */
+#define WG_CROW(c) (CWN == 1 ? (c) * (BM / WG_CW) : 0)
+#define WG_CBROW(c) (CWN == 1 ? 0 : (c) * WG_CN)
+#define WG_CCOL(c) (CWN == 1 ? 0 : (c) * WG_NCW)
 #define WG_RB (BK * 2)                 /* bytes per tile row */
 #define WG_CH (BK / 8)                 /* 16-byte chunks per row */
 #define WG_RP (128 / WG_CH)            /* rows per producer pass */
@@ -186,11 +201,11 @@
 #define WG_SBYTES ((BM + BN) * WG_RB)  /* bytes per stage */
 /* the swizzle term of row r: 16-byte chunk c lies at chunk c ^ WG_SWZ(r) */
 #define WG_SWZ(r) (BK == 64 ? ((r) & 7) : (((r) >> 1) & 3))
-/* 64-column blocks of C per m64 tile (one where a tile has fewer),
- * fragment column groups (8 columns) per block, and blocks per consumer
- * warpgroup and tile (at most 2·4): the units of the epilogue */
-#define WG_NB (WG_NC >= 64 ? WG_NC / 64 : 1)
-#define WG_BJ (WG_NC >= 64 ? 8 : WG_NC / 8)
+/* 64-column blocks of C per m64 tile of a consumer (one where it has
+ * fewer), fragment column groups (8 columns) per block, and blocks per
+ * consumer warpgroup and tile (at most 2·4): the units of the epilogue */
+#define WG_NB (WG_NCW >= 64 ? WG_NCW / 64 : 1)
+#define WG_BJ (WG_NCW >= 64 ? 8 : WG_NCW / 8)
 #define WG_BLK (WG_MT * WG_NB)
 
 /* split-K's state, the module's between launches (all of it back to zero
@@ -201,7 +216,7 @@
  * claim flag per column block (wg_claimed); and how long a slice waits for
  * the others before it leaves their sum to the last. */
 #define WG_WSF 4194304
-#define WG_TILES_MAX (WG_WSF / (2 * 128 * 64))
+#define WG_TILES_MAX (WG_WSF / (2 * (BM < 128 ? BM : 128) * 64))
 #define WG_SPLIT (SK != 1) /* the split-K code is there (the slice count sk may still be 1) */
 #define WG_WAIT_NS 100000
 GC_GLOBAL __align__(16) float wg_ws[WG_SPLIT ? WG_WSF : 4];
@@ -258,8 +273,9 @@ GC_DEVICE int wg_rows(int64_t r0, int64_t nr, int rr, int R) {
 /* ---- the epilogue: the value of accumulator k of an m64 tile's fragments
  * (another epilogue is one more #elif here) ---- */
 #if PAIR == 2
-/* silu(gate)·up in fp32; the up column of gate column group j is j + BN/16. */
-#define WG_OUT(acc, k) gc_silu_mul((acc)[k], (acc)[(k) + 4 * (BN / 16)])
+/* silu(gate)·up in fp32; the up column of gate column group j is j + BN/16
+ * (CWN = 1: a consumer holds all of the tile's W rows). */
+#define WG_OUT(acc, k) gc_silu_mul((acc)[k], (acc)[(k) + 4 * (WG_CN / 16)])
 #else
 #define WG_OUT(acc, k) (acc)[k]
 #endif
@@ -397,15 +413,15 @@ GC_DEVICE void wg_split_sum(float *acc, int i, int x0, bool up, int64_t bt, int 
     for (int h = 0; h < nu; h++)
       GC_UNROLL(4)
       for (int r = 0; r < 4; r++)
-        acc[4 * (x0 + x + h * (BN / 16)) + r] = 0.0f;
+        acc[4 * (x0 + x + h * (WG_CN / 16)) + r] = 0.0f;
   for (int k = 0; k < sk; k++) {
     const float4 *p = wg_slot(bt, sk, k, c, t) + (i * (WG_ACC / 4) + x0) * 128;
     GC_UNROLL(NX)
     for (int x = 0; x < NX; x++)
       GC_UNROLL(2)
       for (int h = 0; h < nu; h++) {
-        const float4 v = __ldcg(p + (x + h * (BN / 16)) * 128);
-        float *a = acc + 4 * (x0 + x + h * (BN / 16));
+        const float4 v = __ldcg(p + (x + h * (WG_CN / 16)) * 128);
+        float *a = acc + 4 * (x0 + x + h * (WG_CN / 16));
         a[0] += v.x, a[1] += v.y, a[2] += v.z, a[3] += v.w;
       }
   }
@@ -418,7 +434,8 @@ GC_DEVICE void wg_split_sum(float *acc, int i, int x0, bool up, int64_t bt, int 
 GC_DEVICE void wg_epi_block(const float *acc, int i, int q, TC *C, int64_t M, int64_t N,
                             const gc_tmap_t *tmC, unsigned ebuf, unsigned ebar, int c, int t,
                             int64_t *e, int64_t m0, int64_t n0) {
-  const int64_t mt = m0 + c * (BM / WG_CW) + i * 64; /* the m64 tile's first row */
+  const int64_t mt = m0 + WG_CROW(c) + i * 64; /* the m64 tile's first row */
+  n0 += WG_CCOL(c);                             /* the consumer's first column */
   if (EPI) {
     wg_epi_subtile(acc, q, tmC, ebuf, ebar, c, t, (*e)++, mt, n0 + q * 64);
     return;
@@ -516,7 +533,8 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
                            int64_t t0, int64_t tstep, int64_t nbm, int64_t nbn, int64_t kt_n,
                            TC *C, int64_t M, int64_t N, const gc_tmap_t *tmC, unsigned ebuf,
                            unsigned ebar, int sk, unsigned *word) {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WG_CREG) : "memory");
+  if (WG_CW > 1) /* (one consumer warpgroup: the entry cap, 255, is already more) */
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WG_CREG) : "memory");
   const int64_t units = nbm * nbn * sk;
   float acc[WG_MT][WG_ACC];
   int64_t it = 0, e = 0; /* stages consumed, epilogue subtiles written */
@@ -536,7 +554,7 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
       if (!TMA) /* cp.async wrote through the generic proxy; wgmma reads through the async one */
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       const unsigned sa = s0 + s * WG_SBYTES;
-      const uint64_t db = wg_desc(sa + WG_ABYTES);
+      const uint64_t db = wg_desc(sa + WG_ABYTES + WG_CBROW(c) * WG_RB);
       GC_UNROLL(WG_MT)
       for (int i = 0; i < WG_MT; i++)
         GC_UNROLL(WG_ACC)
@@ -547,7 +565,7 @@ GC_DEVICE void wg_consumer(unsigned full, unsigned empty, unsigned s0, int c, in
       for (int kk = 0; kk < BK / 16; kk++)
         GC_UNROLL(WG_MT)
         for (int i = 0; i < WG_MT; i++)
-          gc_wgmma_ss<BN, GC_TA == GC_BF16>(acc[i], wg_desc(sa + (c * (BM / WG_CW) + i * 64) * WG_RB) + 2 * kk, db + 2 * kk);
+          gc_wgmma_ss<WG_CN, GC_TA == GC_BF16>(acc[i], wg_desc(sa + (WG_CROW(c) + i * 64) * WG_RB) + 2 * kk, db + 2 * kk);
       gc_wgmma_commit();
       GC_UNROLL(WG_MT)
       for (int i = 0; i < WG_MT; i++)
@@ -725,7 +743,8 @@ void gemm_wgmma(const TA *A, const TB *B, TC *C, int64_t M, int64_t N, int64_t K
     gc_barrier();
 
   if (wg == 0) { /* producer: it counts stages over all of this block's tiles */
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WG_PREG) : "memory");
+    if (WG_CW > 1)
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WG_PREG) : "memory");
 #if TMA
     if (tid == 0)
       wg_tma_producer(&tmA, &tmB, N, full, empty, s0, rank, t0, tstep, nbm, nbn, kt_n, sk);

@@ -23,7 +23,8 @@ SHAPES = [(300, 520, 264), (129, 256, 64), (2048, 264, 1000), (257, 4096, 4104)]
 # EPI=0 from registers; TMA=0 with EPI=1 takes only the C map.
 VARIANTS = ["TMA=1", "TMA=1,CLUSTER=2", "TMA=1,CLUSTER=2,PERSIST=0", "TMA=1,CLUSTER=2,BK=32,STAGES=8",
             "TMA=1,BM=256,BN=128", "TMA=1,EPI=0", "TMA=1,EPI=0,CLUSTER=2", "TMA=0,EPI=1",
-            "TMA=1,BM=256,BN=128,PERSIST=0"]
+            "TMA=1,BM=256,BN=128,PERSIST=0", "TMA=1,BM=64,BN=128,STAGES=8", "TMA=1,BM=64,BN=128,CLUSTER=2,EPI=0",
+            "TMA=0,BM=64,BN=128,PERSIST=0"]
 
 
 @pytest.mark.parametrize("op,tpl", [("gemm", "gemm_wgmma"), ("gemm_add", "gemm_wgmma"),
@@ -78,7 +79,8 @@ def test_tuner_measures_tma(gc):
 SPLIT_SHAPES = [(200, 520, 1000), (129, 1000, 1032), (128, 1024, 4096)]
 SPLIT_VARIANTS = [("SK=2", "f16"), ("SK=3,BN=128", "bf16"), ("SK=4,CLUSTER=2", "f16"),
                   ("SK=4,TMA=0,EPI=0,PERSIST=0", "bf16"), ("SK=0,BN=128", "bf16"),
-                  ("SK=8,BN=128,RASTER=1", "f16"), ("SK=3,BN=64,EPI=0", "f16")]
+                  ("SK=8,BN=128,RASTER=1", "f16"), ("SK=3,BN=64,EPI=0", "f16"),
+                  ("SK=3,BM=64,BN=128", "bf16"), ("SK=0,BM=64,BN=128,CLUSTER=2", "f16")]
 
 
 @pytest.mark.parametrize("op", ["gemm", "gemm_add", "gemm_swiglu"])
@@ -86,6 +88,33 @@ SPLIT_VARIANTS = [("SK=2", "f16"), ("SK=3,BN=128", "bf16"), ("SK=4,CLUSTER=2", "
 def test_split_k_verify(gc, op, variant, dt):
     for s in SPLIT_SHAPES:
         forced_case(gc, op, f"gemm_wgmma:{variant}", dt, s)
+
+
+# BM = 64 (one consumer warpgroup of 256 threads, or with CWN = 2 two side by
+# side along N) and CWN = 2 at BM = 128: the M = 128 GEMMs' tiles. The
+# third field: whether gemm_swiglu has the variant (a consumer's columns
+# must be whole 64-column blocks for EPI = 1, and CWN = 2 needs PAIR = 1).
+TILE_VARIANTS = [("BM=64,BN=64,STAGES=12", "f16", False), ("BM=64,BN=64,STAGES=12,CLUSTER=2", "bf16", False),
+                 ("BM=64,BN=64,SK=2,EPI=0", "f16", True), ("BM=64,BN=64,PERSIST=0", "bf16", False),
+                 ("BM=64,BN=128,CWN=2,STAGES=8", "f16", False),
+                 ("BM=64,BN=128,CWN=2,SK=3", "bf16", False), ("BM=128,BN=256,CWN=2", "f16", False),
+                 ("BM=64,BN=128,CWN=2,EPI=0,CLUSTER=2", "bf16", False),
+                 ("BM=64,BN=128,CWN=2,TMA=0,EPI=0,PERSIST=0", "f16", False)]
+
+
+@pytest.mark.parametrize("op", ["gemm", "gemm_add", "gemm_swiglu"])
+@pytest.mark.parametrize("variant,dt,swiglu", TILE_VARIANTS)
+def test_tiles_for_few_rows(gc, op, variant, dt, swiglu):
+    """The tiles for GEMMs of few rows verify on the ragged and split
+    shapes (a split only where K has the stages), or, where gemm_swiglu has
+    no such variant, gcore-gen refuses it by a constraint."""
+    if op == "gemm_swiglu" and not swiglu:
+        r = gc("gcore-gen", "--target", "sm_90a", "--op", op, "--dtype", dt,
+               *problem_args(op, SPLIT_SHAPES[0]), "--force", f"gemm_wgmma:{variant}", "-o", "b.gcb")
+        assert r.rc != 0 and "constraint fails" in r.err and ("EPI == 0" in r.err or "CWN == 1" in r.err), r
+        return
+    for s in SPLIT_SHAPES if "SK=" in variant else SHAPES + SPLIT_SHAPES:
+        forced_case(gc, op, f"gemm_wgmma:{variant}", dt, s, tmaps="TMA=0" not in variant)
 
 
 @pytest.mark.parametrize("op", ["gemm", "gemm_add"])
