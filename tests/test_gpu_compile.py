@@ -192,6 +192,25 @@ def test_tensormap_declarations_reach_the_bundle(gc):
 
 
 @needs_nvrtc
+def test_few_rows_take_tiles_of_64_rows(gc):
+    """gemm_wgmma's conditional default (@defaults ... if M <= 128): a GEMM
+    of 128 rows takes 64-row tiles with two consumers side by side, one of
+    129 the two-consumer 128-row tile; gemm_swiglu (whose consumers need
+    the whole W tile) keeps it; nothing spills."""
+    want = {("gemm_add", 128): "BM=64,BN=128,CWN=2", ("gemm_add", 129): "BM=128,BN=256,CWN=1",
+            ("gemm_swiglu", 128): "BM=128,BN=256,CWN=1"}
+    for (op, m), params in want.items():
+        r = gc("gcore-gen", "--target", "sm_90a", "--op", op, "--dtype", "bf16", "--m", str(m), "--n", "4096",
+               "--k", "4096", "-q", "-o", "b.gcb")
+        assert r.rc == 0 and "spill" not in r.err, r
+        with sqlite3.connect(gc.dir / "b.gcb") as c:
+            rows = c.execute("SELECT params FROM dispatch WHERE m_lo = ?", (m,)).fetchall()
+            res = c.execute("SELECT spills FROM code_objects").fetchall()
+        assert rows and all(p.startswith(params) for p, in rows), (op, m, rows)
+        assert res and all(sp == 0 for sp, in res), res
+
+
+@needs_nvrtc
 @pytest.mark.parametrize("op,tpl", [("gemm", "gemm_wgmma"), ("gemm_swiglu", "gemm_wgmma")])
 def test_staged_epilogue_only_where_c_rows_fit_a_map(gc, op, tpl):
     """The copy-engine epilogue (EPI=1, the default) maps C, whose rows must
