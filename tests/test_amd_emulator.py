@@ -42,6 +42,53 @@ CXX = shutil.which("clang++-19")
 pytestmark = pytest.mark.skipif(not CXX, reason="clang++-19 not installed (host emulation)")
 EMU = os.path.join(ROOT, "tests", "amd_emu")
 
+# emu_fiber.h on its own: 64 threads pass values around a ring through
+# rendezvous, from stacks deep enough to need more than a page; a thread
+# that skips the rendezvous (SKIP >= 0) leaves the others waiting forever,
+# which must end the run as a hang (exit 3) at once, not stall it.
+FIBER_PROG = r"""
+#include <string.h>
+#include "emu_fiber.h"
+static int emu_tid_now;
+static void emu_fiber_enter(int t) { emu_tid_now = t; }
+static emu_fbar bar, bar2;
+static int val[64];
+static int deep(int t, int d) {
+  volatile char pad[512];
+  memset((char *)pad, t, sizeof pad);
+  return d ? deep(t, d - 1) + pad[d % 512] : pad[7];
+}
+int main() {
+  static int out[64];
+  emu_fibers_run(64, [](void *) {
+    const int t = emu_tid_now;
+    val[t] = t * 10 + deep(t, 8) - 9 * t;
+    if (t != SKIP) emu_fbar_wait(&bar, 64);
+    out[t] = val[(t + 1) % 64];
+    emu_fbar_wait(&bar2, 64);
+  }, nullptr);
+  for (int t = 0; t < 64; t++)
+    if (out[t] != (t + 1) % 64 * 10) return 1;
+  puts("ok");
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("skip", [-1, 5])
+def test_the_fibers_meet_and_a_missing_thread_is_a_hang(tmp_path, skip):
+    (tmp_path / "f.cpp").write_text(FIBER_PROG.replace("SKIP", str(skip)))
+    exe = tmp_path / "f"
+    r = subprocess.run([CXX, "-std=c++17", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+                        f"-I{EMU}", "-o", str(exe), str(tmp_path / "f.cpp")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    if skip < 0:
+        assert r.returncode == 0 and r.stdout == "ok\n", (r.returncode, r.stdout, r.stderr[-3000:])
+    else:
+        assert r.returncode == 3 and "a barrier never completed (a hang on the GPU)" in r.stderr, (r.returncode, r.stderr)
+
+
 # (template, wave size, (op, parameters[, dtype]) sets): a set runs for each
 # dtype of the template, or for the one it names; shapes below have edges
 # in M, N, K.

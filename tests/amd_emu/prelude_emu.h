@@ -3,9 +3,10 @@
  * gemm, gemm_add and gemm_swiglu; gemv_mfma and gemv_qmfma also for
  * rmsnorm_gemm and rmsnorm_gemm_swiglu; attention_mfma and attention_wmma
  * for attention) on the host, unchanged,
- * as a SIMT emulation: one host thread per work-item of a block, blocks one after
+ * as a SIMT emulation: one thread per work-item of a block (fibers taking
+ * turns on one host thread, emu_fiber.h), blocks one after
  * another, LDS a heap buffer of exactly @shmem bytes (ASan sees any access
- * past it), barriers as pthread barriers, and the matrix instructions and
+ * past it), barriers as rendezvous of the fibers, and the matrix instructions and
  * wave shuffles as a wave-wide rendezvous where one lane evaluates the
  * instruction for all (a shuffle: every lane deposits, then reads).
  *
@@ -24,7 +25,7 @@
 
 #include <math.h>
 #include <type_traits>
-#include <pthread.h>
+#include "emu_fiber.h" /* the block's threads as fibers */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,27 +71,29 @@ struct alignas(8) gc_raw8 { uint32_t w[2]; };
 /* ---- the emulated machine ---------------------------------------------- */
 
 struct emu_wave {
-  pthread_barrier_t bar;
+  emu_fbar bar;
   float in_a[64][16], in_b[64][16], acc[64][16], out[64][16];
   int xch[64]; /* shuffles (raw 32 bits) */
 };
 struct emu_block {
-  pthread_barrier_t bar;
+  emu_fbar bar;
+  int nthreads;
   unsigned char *lds;
   emu_wave *waves;
   int wave_size;
 };
-static thread_local int emu_tid;
-static thread_local int64_t emu_bid;
-static thread_local emu_block *emu_blk;
+static int emu_tid; /* the running thread (fiber) */
+static int64_t emu_bid;
+static emu_block *emu_blk;
 static int emu_errors; /* replication violations (WMMA) */
 
 GC_DEVICE int gc_tid(void) { return emu_tid; }
 GC_DEVICE int64_t gc_bid(void) { return emu_bid; }
 GC_DEVICE int gc_lane(void) { return emu_tid % emu_blk->wave_size; }
-GC_DEVICE void gc_barrier(void) { pthread_barrier_wait(&emu_blk->bar); }
-/* The lanes of the calling thread's wave arrive (all must call it). */
-GC_DEVICE void gc_syncwarp(void) { pthread_barrier_wait(&emu_blk->waves[emu_tid / emu_blk->wave_size].bar); }
+GC_DEVICE void gc_barrier(void) { emu_fbar_wait(&emu_blk->bar, emu_blk->nthreads); }
+/* A rendezvous of the calling thread's wave (all its lanes must call it). */
+GC_DEVICE void emu_wave_sync(emu_wave *w) { emu_fbar_wait(&w->bar, emu_blk->wave_size, "a wave's rendezvous"); }
+GC_DEVICE void gc_syncwarp(void) { emu_wave_sync(&emu_blk->waves[emu_tid / emu_blk->wave_size]); }
 GC_DEVICE unsigned char *gc_dyn_shared(void) { return emu_blk->lds; }
 
 GC_DEVICE void gc_pdl_wait(void) {}
@@ -130,9 +133,9 @@ GC_DEVICE uint32_t __builtin_amdgcn_perm(uint32_t hi, uint32_t lo, uint32_t sel)
 GC_DEVICE int gc_shfl(int v, int src) {
   emu_wave *w = &emu_blk->waves[emu_tid / emu_blk->wave_size];
   w->xch[gc_lane()] = v;
-  pthread_barrier_wait(&w->bar);
+  emu_wave_sync(w);
   int r = w->xch[src & (emu_blk->wave_size - 1)];
-  pthread_barrier_wait(&w->bar); /* read before the next shuffle writes */
+  emu_wave_sync(w); /* read before the next shuffle writes */
   return r;
 }
 GC_DEVICE float gc_shfl(float v, int src) {
@@ -146,9 +149,9 @@ GC_DEVICE int gc_shfl_xor(int v, int mask) { return gc_shfl(v, gc_lane() ^ mask)
 GC_DEVICE int __builtin_amdgcn_readfirstlane(int v) {
   emu_wave *w = &emu_blk->waves[emu_tid / emu_blk->wave_size];
   w->xch[gc_lane()] = v;
-  pthread_barrier_wait(&w->bar);
+  emu_wave_sync(w);
   const int r = w->xch[0];
-  pthread_barrier_wait(&w->bar);
+  emu_wave_sync(w);
   return r;
 }
 GC_DEVICE float gc_shfl_xor(float v, int mask) { return gc_shfl(v, gc_lane() ^ mask); }
@@ -220,9 +223,9 @@ GC_DEVICE float emu_word(int dt, short w) {
  * instruction with fn; every lane takes its result back. */
 template <class F> GC_DEVICE void emu_wave_op(F fn) {
   emu_wave *w = &emu_blk->waves[emu_tid / emu_blk->wave_size];
-  pthread_barrier_wait(&w->bar);
+  emu_wave_sync(w);
   if (gc_lane() == 0) fn(w);
-  pthread_barrier_wait(&w->bar);
+  emu_wave_sync(w);
 }
 
 /* MFMA S×S×K, one block (ISA model). A[i][k] is item k % KPL of lane
@@ -261,7 +264,7 @@ template <int DT, int S> struct gc_mfma {
     emu_wave_op([](emu_wave *w) { emu_mfma_eval<S, KPL>(w); });
     acc_t d;
     for (int r = 0; r < NACC; r++) d[r] = w->out[l][r];
-    pthread_barrier_wait(&w->bar); /* out is read before the next op */
+    emu_wave_sync(w); /* out is read before the next op */
     return d;
   }
 };
@@ -290,7 +293,7 @@ template <int DT> GC_DEVICE gc_float8_t gc_wmma(gc_short16_t a, gc_short16_t b, 
   emu_wave_op([](emu_wave *w) { emu_wmma_eval(w); });
   gc_float8_t d;
   for (int r = 0; r < 8; r++) d[r] = w->out[l][r];
-  pthread_barrier_wait(&w->bar);
+  emu_wave_sync(w);
   return d;
 }
 

@@ -1,5 +1,5 @@
-/* run_block.h — one block of KERNEL on the host SIMT emulation: BLOCK host
- * threads run it with the block's LDS (exactly SHMEM bytes, filled with
+/* run_block.h — one block of KERNEL on the host SIMT emulation: BLOCK
+ * threads (fibers taking turns on one host thread, emu_fiber.h) run it with the block's LDS (exactly SHMEM bytes, filled with
  * 0xcd, under ASan). Included after the template by harness.h,
  * harness_q.h and harness_att.h. emu_block_launch runs any call of the
  * kernel; emu_block_run calls KERNEL with the GEMM ABI, or with EMU_NORM
@@ -19,7 +19,6 @@
 #ifndef EMU_TN
 #define EMU_TN TB
 #endif
-#include <thread>
 #include <vector>
 
 /* Input file DIR/name, which must hold exactly want bytes (exit 2 else),
@@ -37,25 +36,19 @@ static std::vector<unsigned char> emu_read(const char *dir, const char *name, si
   return v;
 }
 
-/* One block: BLOCK host threads run body() with the block's LDS. */
+/* The thread a fiber is (emu_fiber.h asks before each turn). */
+static void emu_fiber_enter(int t) { emu_tid = t; }
+
+/* One block: BLOCK threads run body() with the block's LDS. */
 template <class F> static void emu_block_launch(int64_t bid, int block, size_t shmem, int wave, F body) {
   emu_block blk;
   blk.wave_size = wave;
   blk.lds = (unsigned char *)aligned_alloc(16, shmem ? (shmem + 15) / 16 * 16 : 16);
   memset(blk.lds, 0xcd, shmem);
-  int nw = (block + wave - 1) / wave;
-  blk.waves = new emu_wave[nw];
-  pthread_barrier_init(&blk.bar, NULL, (unsigned)block);
-  for (int w = 0; w < nw; w++) pthread_barrier_init(&blk.waves[w].bar, NULL, (unsigned)wave);
-  std::vector<std::thread> ts;
-  for (int t = 0; t < block; t++)
-    ts.emplace_back([=, &blk] {
-      emu_tid = t, emu_bid = bid, emu_blk = &blk;
-      body();
-    });
-  for (auto &t : ts) t.join();
-  pthread_barrier_destroy(&blk.bar);
-  for (int w = 0; w < nw; w++) pthread_barrier_destroy(&blk.waves[w].bar);
+  blk.nthreads = block;
+  blk.waves = new emu_wave[(block + wave - 1) / wave];
+  emu_bid = bid, emu_blk = &blk;
+  emu_fibers_run(block, [](void *f) { (*(F *)f)(); }, &body);
   delete[] blk.waves;
   free(blk.lds);
 }

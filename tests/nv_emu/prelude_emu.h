@@ -3,7 +3,8 @@
  * (attention_wgmma) and the SIMT GEMVs (gemv_gpu, gemv_q_gpu, gemv_bulk)
  * on the host,
  * unchanged,
- * as a SIMT emulation: one host thread per thread of a block, blocks one
+ * as a SIMT emulation: one thread per thread of a block (fibers taking
+ * turns on one host thread, tests/amd_emu/emu_fiber.h), blocks one
  * after another (tests/amd_emu/run_block.h), dynamic shared memory a heap
  * buffer of exactly @shmem bytes (ASan sees any access past it), barriers
  * (bar.sync 0, named barriers, __syncwarp) as real rendezvous, and the
@@ -48,18 +49,15 @@
 #ifndef GC_NV_EMU_PRELUDE_H
 #define GC_NV_EMU_PRELUDE_H
 
-#include <chrono>
-#include <condition_variable>
 #include <map>
 #include <math.h>
-#include <mutex>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <type_traits>
 #include <unistd.h>
+#include "emu_fiber.h" /* tests/amd_emu: the block's threads as fibers */
 
 #define GC_CUDA 1
 #define GC_F32 0
@@ -110,9 +108,7 @@ GC_DEVICE __half2 __float2half2_rn(float f) { return {(_Float16)f, (_Float16)f};
 GC_DEVICE __half2 __hsub2(__half2 a, __half2 b) {
   return {(_Float16)((double)a.x - (double)b.x), (_Float16)((double)a.y - (double)b.y)};
 }
-static std::mutex emu_atomic_mu;
-GC_DEVICE float atomicAdd(float *p, float v) {
-  std::lock_guard<std::mutex> g(emu_atomic_mu);
+GC_DEVICE float atomicAdd(float *p, float v) { /* (one thread runs at a time) */
   const float old = *p;
   *p = old + v;
   return old;
@@ -123,22 +119,10 @@ GC_DEVICE float atomicAdd(float *p, float v) {
 /* A rendezvous of n threads that may be named again with another n (bar.sync
  * id, n; the warps' __syncwarp): generation counting. */
 struct emu_barrier {
-  std::mutex mu;
-  std::condition_variable cv;
-  int count = 0, gen = 0;
-  void wait(int n) {
-    std::unique_lock<std::mutex> l(mu);
-    const int g = gen;
-    if (++count == n) {
-      count = 0, gen++;
-      cv.notify_all();
-    } else {
-      cv.wait(l, [&] { return gen != g; });
-    }
-  }
+  emu_fbar b;
+  void wait(int n) { emu_fbar_wait(&b, n); }
 };
 struct emu_wave {
-  pthread_barrier_t bar; /* run_block.h's */
   emu_barrier sync;
   float a[32][8], b[32][4], acc[32][4], out[32][4];
   uint32_t xch[32];
@@ -148,14 +132,13 @@ struct emu_mbar {
   long long tx = 0;
 };
 struct emu_block {
-  pthread_barrier_t bar; /* bar.sync 0: every thread of the block */
+  emu_fbar bar; /* bar.sync 0: every thread of the block */
+  int nthreads;
   unsigned char *lds;
   emu_wave *waves;
   int wave_size;
   emu_barrier named[16];
-  std::mutex mu; /* the mbarriers */
-  std::condition_variable cv;
-  std::map<unsigned, emu_mbar> mbar;
+  std::map<unsigned, emu_mbar> mbar; /* the mbarriers */
   /* warpgroup g's wgmma (threads 128g .. 128g+127): its rendezvous and
      each thread's operands as deposited */
   emu_barrier wgbar[8];
@@ -163,16 +146,16 @@ struct emu_block {
   uint32_t wga[8][128][4];
   uint64_t wgdesc[8][128][2];
 };
-static thread_local int emu_tid;
-static thread_local int64_t emu_bid;
-static thread_local emu_block *emu_blk;
+static int emu_tid; /* the running thread (fiber) */
+static int64_t emu_bid;
+static emu_block *emu_blk;
 static int emu_errors; /* misuse the emulation saw (a barrier used before init, ...) */
 
 GC_DEVICE int gc_tid(void) { return emu_tid; }
 GC_DEVICE int64_t gc_bid(void) { return emu_bid; }
 GC_DEVICE int gc_lane(void) { return emu_tid % 32; }
 GC_DEVICE emu_wave *emu_my_wave(void) { return &emu_blk->waves[emu_tid / 32]; }
-GC_DEVICE void gc_barrier(void) { pthread_barrier_wait(&emu_blk->bar); }
+GC_DEVICE void gc_barrier(void) { emu_fbar_wait(&emu_blk->bar, emu_blk->nthreads); }
 GC_DEVICE void gc_syncwarp(void) { emu_my_wave()->sync.wait(32); }
 /* CUDA's own names where a template uses them (gemv_bulk): the whole
  * warp's __syncwarp (a partial mask is not modelled: a misuse), and the
@@ -230,7 +213,6 @@ template <int N> GC_DEVICE void gc_cp_async_wait(void) {}
 GC_DEVICE void emu_mbar_step(emu_mbar &m) {
   if (m.pending == 0 && m.tx == 0) {
     m.phase++, m.pending = m.count;
-    emu_blk->cv.notify_all();
   }
 }
 GC_DEVICE emu_mbar &emu_mbar_at(unsigned b) {
@@ -242,48 +224,31 @@ GC_DEVICE emu_mbar &emu_mbar_at(unsigned b) {
   return it->second;
 }
 GC_DEVICE void gc_mbar_init(unsigned b, unsigned count) {
-  std::lock_guard<std::mutex> g(emu_blk->mu);
   emu_mbar &m = emu_blk->mbar[b];
   m.count = m.pending = count, m.phase = 0, m.tx = 0;
 }
 GC_DEVICE void gc_mbar_arrive(unsigned b) {
-  std::lock_guard<std::mutex> g(emu_blk->mu);
   emu_mbar &m = emu_mbar_at(b);
   if (m.pending == 0) __atomic_add_fetch(&emu_errors, 1, __ATOMIC_RELAXED); /* one arrival too many */
   m.pending--;
   emu_mbar_step(m);
 }
 GC_DEVICE void gc_mbar_expect_tx(unsigned b, unsigned bytes) {
-  std::lock_guard<std::mutex> g(emu_blk->mu);
   emu_mbar &m = emu_mbar_at(b);
   m.tx += bytes;
   m.pending--;
   emu_mbar_step(m);
 }
 GC_DEVICE void emu_mbar_complete_tx(unsigned b, unsigned bytes) {
-  std::lock_guard<std::mutex> g(emu_blk->mu);
   emu_mbar &m = emu_mbar_at(b);
   m.tx -= bytes;
   emu_mbar_step(m);
 }
-/* A phase that never comes (a stage count or parity gone wrong) would hang
- * the GPU: after emu_hang_s() seconds (30, or $EMU_HANG_S: a test that
- * expects a mutant to hang waits less) the emulation says so and ends the
- * run (exit status 3), so that such a mistake fails a test rather than
- * stalls it. */
-static int emu_hang_s(void) {
-  const char *s = getenv("EMU_HANG_S");
-  const int v = s ? atoi(s) : 0;
-  return v > 0 ? v : 30;
-}
+/* try_wait.parity in a loop; a phase that never comes (a stage count or
+ * parity gone wrong) would hang the GPU: every thread then waits, and
+ * emu_fiber.h ends the run (exit status 3) saying so. */
 GC_DEVICE void gc_mbar_wait(unsigned b, unsigned par) {
-  std::unique_lock<std::mutex> l(emu_blk->mu);
-  if (!emu_blk->cv.wait_for(l, std::chrono::seconds(emu_hang_s()),
-                            [&] { return (emu_mbar_at(b).phase & 1u) != (par & 1u); })) {
-    fprintf(stderr, "emulation: an mbarrier wait never completed (a hang on the GPU)\n");
-    fflush(stdout);
-    _exit(3);
-  }
+  emu_wait_until([&] { return (emu_mbar_at(b).phase & 1u) != (par & 1u); }, "an mbarrier wait");
 }
 GC_DEVICE void gc_ring_init(unsigned full, unsigned empty, int ns, unsigned consumers) {
   if (gc_tid() == 0)
