@@ -1,6 +1,6 @@
 """The AMD matrix-core templates, run unchanged on a host SIMT emulation
-(tests/amd_emu): one host thread per work-item, LDS of exactly @shmem
-bytes under ASan, real barriers, and each MFMA/WMMA evaluated from a model
+(tests/amd_emu): a thread per work-item (fibers on one host thread,
+tests/amd_emu/emu_fiber.h), LDS of exactly @shmem bytes under ASan, real barriers, and each MFMA/WMMA evaluated from a model
 of the instruction written from the ISA documents (element -> lane and
 register), independent of the prelude's GC_MFMA_*/GC_WMMA_* layout macros
 (lane -> element) that the templates use.

@@ -5,8 +5,8 @@ steps on fp16/bf16 weights), prefill attention on mma.sync
 (attention_mma), the mma.sync prefill GEMMs (gemm_mma, gemm_q_mma) and the
 SIMT decode GEMVs (gemv_gpu with its RoPE epilogue, gemv_q_gpu, gemv_bulk
 and its bulk-copy ring) and sm_90a's prefill attention on wgmma
-(attention_wgmma) run unchanged on a host SIMT emulation (tests/nv_emu): one
-host thread per thread, dynamic shared memory of exactly @shmem bytes under
+(attention_wgmma) run unchanged on a host SIMT emulation (tests/nv_emu): a
+thread per thread (fibers on one host thread, tests/amd_emu/emu_fiber.h), dynamic shared memory of exactly @shmem bytes under
 ASan, real barriers (bar.sync, named barriers, __syncwarp), mbarriers with
 their phases and transaction bytes, tensor-map copies from a map encoded as
 runtime/cuda.c encodes it, and mma.sync m16n8k16, ldmatrix and wgmma
