@@ -28,6 +28,7 @@ memory-model or timing behaviour on a real GPU. The mutation tests show
 that a wrong layout macro is caught, and for attention a wrong mask bound
 or a missing rescale by the running max too."""
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -39,7 +40,9 @@ from test_amd_templates import GPU, dtype_codes, evaluate, parse
 from tplhead import op_names
 
 CXX = shutil.which("clang++-19")
-pytestmark = pytest.mark.skipif(not CXX, reason="clang++-19 not installed (host emulation)")
+pytestmark = [pytest.mark.skipif(not CXX, reason="clang++-19 not installed (host emulation)"),
+              pytest.mark.skipif(platform.machine() != "x86_64",
+                                 reason="the emulation's fiber switch (tests/amd_emu/emu_fiber.h) is x86-64 code")]
 EMU = os.path.join(ROOT, "tests", "amd_emu")
 
 # emu_fiber.h on its own: 64 threads pass values around a ring through

@@ -34,6 +34,7 @@ an odd Q4_K unit scaled by sc, not sc/16; without the staging, the mins
 of a unit's two rows swapped), the ring's two head-half boxes swapped and
 a RoPE pair's sums swapped."""
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -48,7 +49,9 @@ from tplhead import op_names
 from tplhead import parse as parse_head
 
 CXX = shutil.which("clang++-19")
-pytestmark = pytest.mark.skipif(not CXX, reason="clang++-19 not installed (host emulation)")
+pytestmark = [pytest.mark.skipif(not CXX, reason="clang++-19 not installed (host emulation)"),
+              pytest.mark.skipif(platform.machine() != "x86_64",
+                                 reason="the emulation's fiber switch (tests/amd_emu/emu_fiber.h) is x86-64 code")]
 GPU = os.path.join(ROOT, "templates", "gpu")
 NV = os.path.join(ROOT, "tests", "nv_emu")
 AMD = os.path.join(ROOT, "tests", "amd_emu")
