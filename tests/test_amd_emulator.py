@@ -52,8 +52,6 @@ EMU = os.path.join(ROOT, "tests", "amd_emu")
 FIBER_PROG = r"""
 #include <string.h>
 #include "emu_fiber.h"
-static int emu_tid_now;
-static void emu_fiber_enter(int t) { emu_tid_now = t; }
 static emu_fbar bar, bar2;
 static int val[64];
 static int deep(int t, int d) {
@@ -64,7 +62,7 @@ static int deep(int t, int d) {
 int main() {
   static int out[64];
   emu_fibers_run(64, [](void *) {
-    const int t = emu_tid_now;
+    const int t = emu_cur;
     val[t] = t * 10 + deep(t, 8) - 9 * t;
     if (t != SKIP) emu_fbar_wait(&bar, 64);
     out[t] = val[(t + 1) % 64];

@@ -72,11 +72,14 @@
  * RASTER block rows (as gemm_mma). 384 threads: warpgroup 0 is the
  * producer, warpgroups 1 and 2 the consumers, each owning BM/2 rows × BN
  * columns of the tile as (BM/2)/64 m64nBNk16 wgmma accumulators in
- * registers (BN/2 floats per thread each). BM = 64 (256 threads): one
- * consumer warpgroup owns the tile's 64 rows: with BN = 64 the M = 128
- * GEMMs of short prompts and batched decode make 2 x N/64 tiles, about
- * one per SM, each over all of K behind a deep pipeline (STAGES = 12),
- * with no split-K sum.
+ * registers (BN/2 floats per thread each). CWN = 2 puts the two consumers
+ * side by side along N instead: each owns all BM rows and BN/2 columns
+ * (B rows c·BN/2 .., the wgmma's n = BN/2). BM = 64: one consumer
+ * warpgroup (256 threads), or two with CWN = 2. The GEMMs of up to 128
+ * rows (short prompts, batched steps) default to BM = 64, BN = 128,
+ * CWN = 2, 8 stages: 2 x N/128 tiles, each over K (or SK = 0's few
+ * slices of it) behind a deep pipeline; 64 x 64 tiles, cuBLAS's choice
+ * there, lose here (bench/RESULTS.md, session 28).
  *
  * Shared memory: STAGES stages, each an A tile [BM][BK] and a B tile
  * [BN][BK], 1024-byte aligned. BK = 64: 128-byte rows, 16-byte chunk c of

@@ -60,14 +60,14 @@ struct emu_fiber {
 };
 /* the running block's fibers, the scheduler's context and stack */
 static emu_fiber *emu_fibers;
-static int emu_nfibers, emu_cur;
+static int emu_nfibers;
+static int emu_cur; /* the running fiber: the emulated thread's index in its block */
 static void *emu_sched_sp;
 static const void *emu_sched_bottom;
 static size_t emu_sched_size;
 static unsigned long emu_moves; /* waits entered or completed, threads ended */
 static void (*emu_body)(void *);
 static void *emu_body_arg;
-static void emu_fiber_enter(int t); /* sets the thread's identity (the prelude's) */
 
 /* From the running fiber back to the scheduler (done: the fiber ended and
  * never resumes). */
@@ -134,7 +134,6 @@ static void emu_fibers_run(int n, void (*body)(void *), void *arg) {
     for (int t = 0; t < n; t++) {
       if (emu_fibers[t].done) continue;
       emu_cur = t;
-      emu_fiber_enter(t);
 #if EMU_ASAN
       void *fake = nullptr;
       __sanitizer_start_switch_fiber(&fake, emu_fibers[t].stack, EMU_STACK);

@@ -82,18 +82,17 @@ struct emu_block {
   emu_wave *waves;
   int wave_size;
 };
-static int emu_tid; /* the running thread (fiber) */
 static int64_t emu_bid;
 static emu_block *emu_blk;
 static int emu_errors; /* replication violations (WMMA) */
 
-GC_DEVICE int gc_tid(void) { return emu_tid; }
+GC_DEVICE int gc_tid(void) { return emu_cur; }
 GC_DEVICE int64_t gc_bid(void) { return emu_bid; }
-GC_DEVICE int gc_lane(void) { return emu_tid % emu_blk->wave_size; }
+GC_DEVICE int gc_lane(void) { return emu_cur % emu_blk->wave_size; }
 GC_DEVICE void gc_barrier(void) { emu_fbar_wait(&emu_blk->bar, emu_blk->nthreads); }
 /* A rendezvous of the calling thread's wave (all its lanes must call it). */
 GC_DEVICE void emu_wave_sync(emu_wave *w) { emu_fbar_wait(&w->bar, emu_blk->wave_size, "a wave's rendezvous"); }
-GC_DEVICE void gc_syncwarp(void) { emu_wave_sync(&emu_blk->waves[emu_tid / emu_blk->wave_size]); }
+GC_DEVICE void gc_syncwarp(void) { emu_wave_sync(&emu_blk->waves[emu_cur / emu_blk->wave_size]); }
 GC_DEVICE unsigned char *gc_dyn_shared(void) { return emu_blk->lds; }
 
 GC_DEVICE void gc_pdl_wait(void) {}
@@ -131,7 +130,7 @@ GC_DEVICE uint32_t __builtin_amdgcn_perm(uint32_t hi, uint32_t lo, uint32_t sel)
 /* v from lane src of the wave (ds_bpermute: src taken modulo the wave;
  * 32 bits moved as they are); every lane of the wave must call it. */
 GC_DEVICE int gc_shfl(int v, int src) {
-  emu_wave *w = &emu_blk->waves[emu_tid / emu_blk->wave_size];
+  emu_wave *w = &emu_blk->waves[emu_cur / emu_blk->wave_size];
   w->xch[gc_lane()] = v;
   emu_wave_sync(w);
   int r = w->xch[src & (emu_blk->wave_size - 1)];
@@ -147,7 +146,7 @@ GC_DEVICE int gc_shfl_xor(int v, int mask) { return gc_shfl(v, gc_lane() ^ mask)
  * lanes are active where the templates call it: lane 0's); every lane of
  * the wave must call it. (The clang builtin's name; no builtin on the host.) */
 GC_DEVICE int __builtin_amdgcn_readfirstlane(int v) {
-  emu_wave *w = &emu_blk->waves[emu_tid / emu_blk->wave_size];
+  emu_wave *w = &emu_blk->waves[emu_cur / emu_blk->wave_size];
   w->xch[gc_lane()] = v;
   emu_wave_sync(w);
   const int r = w->xch[0];
@@ -222,7 +221,7 @@ GC_DEVICE float emu_word(int dt, short w) {
 /* Every lane of the wave deposits its operands; lane 0 evaluates the
  * instruction with fn; every lane takes its result back. */
 template <class F> GC_DEVICE void emu_wave_op(F fn) {
-  emu_wave *w = &emu_blk->waves[emu_tid / emu_blk->wave_size];
+  emu_wave *w = &emu_blk->waves[emu_cur / emu_blk->wave_size];
   emu_wave_sync(w);
   if (gc_lane() == 0) fn(w);
   emu_wave_sync(w);
@@ -250,7 +249,7 @@ template <int DT, int S> struct gc_mfma {
   static constexpr int NACC = S == 32 ? 16 : 4;
   template <class OP> GC_DEVICE static acc_t run(OP a, OP b, acc_t c) {
     const int l = gc_lane();
-    emu_wave *w = &emu_blk->waves[emu_tid / emu_blk->wave_size];
+    emu_wave *w = &emu_blk->waves[emu_cur / emu_blk->wave_size];
     constexpr int KPL = DT == GC_F32 ? 1 : 4;
     for (int v = 0; v < KPL; v++) {
       if constexpr (DT == GC_F32) {
@@ -287,7 +286,7 @@ GC_DEVICE void emu_wmma_eval(emu_wave *w) {
 
 template <int DT> GC_DEVICE gc_float8_t gc_wmma(gc_short16_t a, gc_short16_t b, gc_float8_t c) {
   const int l = gc_lane();
-  emu_wave *w = &emu_blk->waves[emu_tid / emu_blk->wave_size];
+  emu_wave *w = &emu_blk->waves[emu_cur / emu_blk->wave_size];
   for (int v = 0; v < 16; v++) w->in_a[l][v] = emu_word(DT, a[v]), w->in_b[l][v] = emu_word(DT, b[v]);
   for (int r = 0; r < 8; r++) w->acc[l][r] = c[r];
   emu_wave_op([](emu_wave *w) { emu_wmma_eval(w); });

@@ -36,9 +36,6 @@ static std::vector<unsigned char> emu_read(const char *dir, const char *name, si
   return v;
 }
 
-/* The thread a fiber is (emu_fiber.h asks before each turn). */
-static void emu_fiber_enter(int t) { emu_tid = t; }
-
 /* One block: BLOCK threads run body() with the block's LDS. */
 template <class F> static void emu_block_launch(int64_t bid, int block, size_t shmem, int wave, F body) {
   emu_block blk;

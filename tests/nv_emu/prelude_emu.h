@@ -116,14 +116,8 @@ GC_DEVICE float atomicAdd(float *p, float v) { /* (one thread runs at a time) */
 
 /* ---- the emulated machine --------------------------------------------- */
 
-/* A rendezvous of n threads that may be named again with another n (bar.sync
- * id, n; the warps' __syncwarp): generation counting. */
-struct emu_barrier {
-  emu_fbar b;
-  void wait(int n) { emu_fbar_wait(&b, n); }
-};
 struct emu_wave {
-  emu_barrier sync;
+  emu_fbar sync; /* the warp's rendezvous */
   float a[32][8], b[32][4], acc[32][4], out[32][4];
   uint32_t xch[32];
 };
@@ -137,26 +131,25 @@ struct emu_block {
   unsigned char *lds;
   emu_wave *waves;
   int wave_size;
-  emu_barrier named[16];
+  emu_fbar named[16]; /* bar.sync id, n */
   std::map<unsigned, emu_mbar> mbar; /* the mbarriers */
   /* warpgroup g's wgmma (threads 128g .. 128g+127): its rendezvous and
      each thread's operands as deposited */
-  emu_barrier wgbar[8];
+  emu_fbar wgbar[8];
   float *wgd[8][128];
   uint32_t wga[8][128][4];
   uint64_t wgdesc[8][128][2];
 };
-static int emu_tid; /* the running thread (fiber) */
 static int64_t emu_bid;
 static emu_block *emu_blk;
 static int emu_errors; /* misuse the emulation saw (a barrier used before init, ...) */
 
-GC_DEVICE int gc_tid(void) { return emu_tid; }
+GC_DEVICE int gc_tid(void) { return emu_cur; }
 GC_DEVICE int64_t gc_bid(void) { return emu_bid; }
-GC_DEVICE int gc_lane(void) { return emu_tid % 32; }
-GC_DEVICE emu_wave *emu_my_wave(void) { return &emu_blk->waves[emu_tid / 32]; }
+GC_DEVICE int gc_lane(void) { return emu_cur % 32; }
+GC_DEVICE emu_wave *emu_my_wave(void) { return &emu_blk->waves[emu_cur / 32]; }
 GC_DEVICE void gc_barrier(void) { emu_fbar_wait(&emu_blk->bar, emu_blk->nthreads); }
-GC_DEVICE void gc_syncwarp(void) { emu_my_wave()->sync.wait(32); }
+GC_DEVICE void gc_syncwarp(void) { emu_fbar_wait(&emu_my_wave()->sync, 32); }
 /* CUDA's own names where a template uses them (gemv_bulk): the whole
  * warp's __syncwarp (a partial mask is not modelled: a misuse), and the
  * grid's size, which the harness sets before the blocks run */
@@ -168,7 +161,7 @@ struct emu_dim3 {
   unsigned x, y, z;
 };
 static emu_dim3 gridDim = {1, 1, 1};
-GC_DEVICE void gc_named_sync(int id, int n) { emu_blk->named[id & 15].wait(n); }
+GC_DEVICE void gc_named_sync(int id, int n) { emu_fbar_wait(&emu_blk->named[id & 15], n); }
 #include "emu_split.h" /* tests/amd_emu: GC_GLOBAL, the fence, the ticket's atomic, L2-only loads and stores */
 GC_DEVICE void gc_pdl_wait(void) {}
 GC_DEVICE void gc_pdl_launch(void) {}
@@ -301,16 +294,16 @@ GC_DEVICE void gc_tma_load3(unsigned s, const gc_tmap_t *map, int x, int y, int 
  * operation deposits). */
 template <class F> GC_DEVICE void emu_warp_op(F fn) {
   emu_wave *w = emu_my_wave();
-  w->sync.wait(32);
+  emu_fbar_wait(&w->sync, 32);
   if (gc_lane() == 0) fn(w);
-  w->sync.wait(32);
+  emu_fbar_wait(&w->sync, 32);
 }
 GC_DEVICE uint32_t emu_shfl_bits(uint32_t v, int src) {
   emu_wave *w = emu_my_wave();
   w->xch[gc_lane()] = v;
   emu_warp_op([](emu_wave *) {});
   const uint32_t r = w->xch[src & 31];
-  w->sync.wait(32); /* read before the next shuffle writes */
+  emu_fbar_wait(&w->sync, 32); /* read before the next shuffle writes */
   return r;
 }
 GC_DEVICE float gc_shfl(float v, int src) { return __uint_as_float(emu_shfl_bits(__float_as_uint(v), src)); }
@@ -380,7 +373,7 @@ GC_DEVICE void gc_mma16816(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, ui
   w->b[l][0] = __uint_as_float(b0), w->b[l][1] = __uint_as_float(b1);
   emu_warp_op([](emu_wave *w) { emu_mma_eval<BF>(w); });
   for (int r = 0; r < 4; r++) c[r] = w->out[l][r];
-  w->sync.wait(32); /* out is read before the next op */
+  emu_fbar_wait(&w->sync, 32); /* out is read before the next op */
 }
 
 /* ldmatrix.x4 (PTX ISA, "ldmatrix"): lanes 8i .. 8i+7 give the addresses
@@ -401,7 +394,7 @@ GC_DEVICE void emu_ldmatrix(uint32_t r[4], unsigned a, bool trans) {
     }
     r[i] = (uint32_t)h[0] | (uint32_t)h[1] << 16;
   }
-  w->sync.wait(32); /* the addresses are read before the next op writes */
+  emu_fbar_wait(&w->sync, 32); /* the addresses are read before the next op writes */
 }
 GC_DEVICE void gc_ldmatrix_x4(uint32_t r[4], unsigned a) { emu_ldmatrix(r, a, false); }
 GC_DEVICE void gc_ldmatrix_x4_trans(uint32_t r[4], unsigned a) { emu_ldmatrix(r, a, true); }
@@ -454,7 +447,7 @@ template <int N, int BF, int RS> GC_DEVICE void emu_wgmma(float *d, const uint32
   B->wgd[g][t] = d;
   for (int r = 0; r < 4; r++) B->wga[g][t][r] = RS ? a[r] : 0;
   B->wgdesc[g][t][0] = adesc, B->wgdesc[g][t][1] = bdesc;
-  B->wgbar[g].wait(128);
+  emu_fbar_wait(&B->wgbar[g], 128);
   if (t == 0) {
     for (int x = 1; x < 128; x++) /* the descriptors are the warpgroup's, not a thread's */
       if (B->wgdesc[g][x][0] != adesc || B->wgdesc[g][x][1] != bdesc) __atomic_add_fetch(&emu_errors, 1, __ATOMIC_RELAXED);
@@ -478,7 +471,7 @@ template <int N, int BF, int RS> GC_DEVICE void emu_wgmma(float *d, const uint32
         dd[i] = (float)((double)dd[i] + sum);
       }
   }
-  B->wgbar[g].wait(128);
+  emu_fbar_wait(&B->wgbar[g], 128);
 }
 template <int N, int BF> GC_DEVICE void gc_wgmma_ss(float *d, uint64_t a, uint64_t b) {
   emu_wgmma<N, BF, 0>(d, NULL, a, b);
