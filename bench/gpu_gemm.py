@@ -509,7 +509,7 @@ def main():
         if a.gemv_ops:  # any OP:N:K, the recipe's or not (the split QKV's V: rmsnorm_gemm:1024:4096)
             decode = [(o, int(n), int(k)) for o, n, k in (d.split(":") for d in a.gemv_ops.split(","))]
         serves = {"gemv_gpu": ("rmsnorm_gemm", "gemm_add", "rmsnorm_gemm_swiglu"),
-                  "gemv_bulk": ("rmsnorm_gemm", "gemm_add"),
+                  "gemv_bulk": ("rmsnorm_gemm", "gemm_add", "rmsnorm_gemm_swiglu"),
                   "gemv_q_gpu": ("rmsnorm_gemm", "gemm_add", "rmsnorm_gemm_swiglu"),
                   "gemv_qmma": ("rmsnorm_gemm", "gemm_add", "rmsnorm_gemm_swiglu")}
         runs = [(dt, op, N, K, f, None) for dt in a.dtypes.split(",") for op, N, K in decode

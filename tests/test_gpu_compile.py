@@ -13,6 +13,7 @@ import pytest
 
 from conftest import ROOT, SHARED
 from tplhead import sampled_ops
+from cases import problem_args
 
 NVRTC = [p for p in ("/usr/local/cuda/lib64", os.environ.get("CUDA_HOME", "") + "/lib64")
          if p and os.path.isdir(p) and any(f.startswith("libnvrtc.so") for f in os.listdir(p))]
@@ -208,6 +209,33 @@ def test_few_rows_take_tiles_of_64_rows(gc):
             res = c.execute("SELECT spills FROM code_objects").fetchall()
         assert rows and all(p.startswith(params) for p, in rows), (op, m, rows)
         assert res and all(sp == 0 for sp, in res), res
+
+
+@needs_nvrtc
+def test_decode_gemvs_stream_through_the_bulk_ring(gc):
+    """On sm_90 the untuned decode GEMVs are gemv_bulk's, each op at its
+    measured defaults (bench/RESULTS.md, session 29): rows of 4096 or more
+    in 8 KB copies (KC=4096, two stages), shorter rows at the declared
+    KC=1024; the gate/up pair in four stages of two rows a warp; the QKV's
+    RoPE pairs four warps a block in 4 KB copies; none spills. (M, N, K, extra
+    args, dtype) per op; the 8B and 1B shapes."""
+    want = [("rmsnorm_gemm", (1, 6144, 4096), "RS=8,KC=4096,STAGES=2"),
+            ("gemm_add", (1, 2048, 8192), "RS=8,KC=4096,STAGES=2"),
+            ("rmsnorm_gemm", (1, 3072, 2048), "RS=8,KC=1024,STAGES=8"),
+            ("rmsnorm_gemm_swiglu", (1, 14336, 4096), "RS=8,KC=1024,STAGES=4"),
+            ("gemm_swiglu", (1, 8192, 2048), "RS=8,KC=1024,STAGES=4"),
+            ("rmsnorm_gemm_rope_kv", (1, 6144, 4096, 32, 8, 128), "RS=4,KC=2048,STAGES=4"),
+            ("rmsnorm_gemm_rope_kv", (1, 3072, 2048, 32, 8, 64), "RS=4,KC=2048,STAGES=4")]
+    for op, shape, params in want:
+        for dt in ("f16", "bf16"):
+            r = gc("gcore-gen", "--target", "sm_90a", "--op", op, "--dtype", dt,
+                   *problem_args(op, shape), "-q", "-o", "b.gcb")
+            assert r.rc == 0 and "spill" not in r.err, r
+            with sqlite3.connect(gc.dir / "b.gcb") as c:
+                rows = c.execute("SELECT template, params FROM dispatch WHERE m_lo <= 1").fetchall()
+                res = c.execute("SELECT spills FROM code_objects").fetchall()
+            assert rows == [("gemv_bulk", params + ",BPS=1")], (op, shape, dt, rows)
+            assert res and all(sp == 0 for sp, in res), res
 
 
 @needs_nvrtc

@@ -698,6 +698,8 @@ SIMT_CASES = [
     ("gemv_bulk.cu", "gemm", "f16", dict(RS=8, KC=512, STAGES=2, BPS=1, SMS=3), [(1, 100, 1240)]),
     ("gemv_bulk.cu", "gemm_add", "bf16", dict(RS=2, KC=256, STAGES=4, BPS=2, SMS=1), [(1, 7, 264)]),
     ("gemv_bulk.cu", "rmsnorm_gemm", "bf16", dict(RS=4, KC=256, STAGES=3, BPS=1, SMS=2), [(1, 37, 1000)]),
+    ("gemv_bulk.cu", "gemm_swiglu", "f16", dict(RS=4, KC=256, STAGES=2, BPS=1, SMS=2), [(1, 19, 776)]),
+    ("gemv_bulk.cu", "rmsnorm_gemm_swiglu", "bf16", dict(RS=8, KC=512, STAGES=3, BPS=2, SMS=1), [(1, 40, 1240)]),
 ]
 
 
@@ -715,10 +717,22 @@ SIMT_ROPE_CASES = [
 ]
 
 
+# gemv_bulk's RoPE epilogue: a unit is a pair (its two rows in one stage),
+# both layouts, GQA, heads of 128 and 64, blocks taking several groups
+SIMT_ROPE_CASES += [
+    ("f16", dict(RS=8, KC=256, STAGES=3, BPS=1, SMS=3, tpl_file="gemv_bulk.cu"), 1, 4, 2, 128, 0, 37),
+    ("bf16", dict(RS=2, KC=512, STAGES=2, BPS=2, SMS=2, tpl_file="gemv_bulk.cu"), 1, 5, 1, 64, 1, 9),
+    # one block of 256 groups: the lanes' held pairs stored 32 groups at a time, 8 times
+    ("f16", dict(RS=2, KC=512, STAGES=2, BPS=1, SMS=1, tpl_file="gemv_bulk.cu"), 1, 4, 2, 128, 1, 3),
+]
+
+
 @pytest.mark.parametrize("dtype,params,m,h,g,d,layout,pos0", SIMT_ROPE_CASES,
-                         ids=[f"{c[0]}-L{c[6]}" for c in SIMT_ROPE_CASES])
+                         ids=[f"{c[1].get('tpl_file', 'gemv.cu')[:-3]}-{c[0]}-L{c[6]}" for c in SIMT_ROPE_CASES])
 def test_gemv_gpu_rope_kv_on_the_emulated_gpu(tmp_path, dtype, params, m, h, g, d, layout, pos0):
-    unwritten, bad, msgs = run_rope(tmp_path, dtype, params, m, h, g, d, layout, pos0, tpl_file="gemv.cu")
+    params = dict(params)
+    tpl_file = params.pop("tpl_file", "gemv.cu")
+    unwritten, bad, msgs = run_rope(tmp_path, dtype, params, m, h, g, d, layout, pos0, tpl_file=tpl_file)
     assert unwritten == 0 and bad == 0, f"{dtype} {params}: {unwritten} unwritten, {bad} bad\n" + "\n".join(msgs)
 
 
@@ -736,6 +750,20 @@ def test_gemv_gpu_rope_frequency_of_the_wrong_pair_is_caught(tmp_path, case):
     assert unwritten or bad, "not caught: the frequency of the next pair"
 
 
+# gemv_bulk's RoPE units: the pair's frequency and its second row
+@pytest.mark.parametrize("old,new", [("gc_rope_freq(ro, u)}", "gc_rope_freq(ro, u + 1)}"),
+                                     ("gc_rope_elem(u % half, r, ro.D, ro.layout)",
+                                      "gc_rope_elem(u % half, 0, ro.D, ro.layout)"),
+                                     ("gi % 32 == 31", "gi % 64 == 63")],
+                         ids=["frequency-of-the-next-pair", "one-row-twice", "held-pairs-overwritten"])
+def test_gemv_bulk_rope_wrong_pair_is_caught(tmp_path, old, new):
+    text = open(os.path.join(GPU, "gemv_bulk.cu")).read()
+    assert text.count(old) == 1, f"gemv_bulk.cu no longer has one: {old}"
+    unwritten, bad, _ = run_rope(tmp_path, "f16", dict(RS=2, KC=256, STAGES=2, BPS=1, SMS=1), 1, 2, 1, 64, 0, 5,
+                                 tpl_file="gemv_bulk.cu", tpl_text=text.replace(old, new))
+    assert unwritten or bad, f"not caught: {new}"
+
+
 SIMT_MUTATIONS = [
     ("gemv_gpu: one K slice's partial sums dropped", "gemv.cu",
      "for (int k = 0; k < KS; k++) {\n      s += red[", "for (int k = 1; k < KS; k++) {\n      s += red[", 0),
@@ -743,6 +771,10 @@ SIMT_MUTATIONS = [
      "LOADV_A(4, A, m * K + k1, a + 4);", "LOADV_A(4, A, m * K + k0, a + 4);", 7),
     ("gemv_bulk: A read without its stage's offset", "gemv_bulk.cu",
      "gc_ldv<8>(A + kc * KC + c, a);", "gc_ldv<8>(A + c, a);", 10),
+    ("gemv_bulk: the up row's sum taken from the gate row", "gemv_bulk.cu",
+     "gb_store(C, u, acc[0] * scale, acc[GB_NR - 1] * scale)", "gb_store(C, u, acc[0] * scale, acc[0] * scale)", 13),
+    ("gemv_bulk: the gate/up pair's up row one row off", "gemv_bulk.cu",
+     "return PAIR == 2 ? r * N + u : u;", "return PAIR == 2 ? r * (N - 1) + u : u;", 14),
 ]
 
 

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(BACKEND != "cuda" or not any(t.startswith("sm_9"
                                 reason="needs GCORE_TEST_BACKEND=cuda and an sm_90 target")
 
 SHAPES = [(1, 4100, 4104), (1, 7, 24), (1, 300, 14336), (1, 5000, 1000)]
-VARIANTS = ["RS=8", "RS=2,KC=256,STAGES=8,BPS=2", "RS=16,KC=512,STAGES=3", "RS=4,KC=2048,STAGES=2"]
+VARIANTS = ["RS=8", "RS=2,KC=256,STAGES=8,BPS=2", "RS=16,KC=512,STAGES=3", "RS=4,KC=2048,STAGES=2", "RS=4,KC=4096,STAGES=3"]
 
 
 def forced_run(gc, op, dt, s, force, *extra, numpy=True):
@@ -38,12 +38,31 @@ def forced_run(gc, op, dt, s, force, *extra, numpy=True):
     return r
 
 
-@pytest.mark.parametrize("op", ["gemm", "gemm_add", "rmsnorm_gemm"])
+@pytest.mark.parametrize("op", ["gemm", "gemm_add", "rmsnorm_gemm", "gemm_swiglu", "rmsnorm_gemm_swiglu"])
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("dt", ["f16", "bf16"])
 def test_gemv_bulk_verifies(gc, op, variant, dt):
+    if op.endswith("swiglu"):  # two rows a unit: the ring's stages hold twice the bytes
+        variant = variant.replace("STAGES=8", "STAGES=4") if "KC=256" not in variant else variant
     for s in SHAPES:
         assert "gemv_bulk" in forced_run(gc, op, dt, s, f"gemv_bulk:{variant}").out
+
+
+# gemv_bulk's RoPE epilogue (a unit is a RoPE pair, its two rows in one
+# stage): the 8B's QKV, 5 heads of 96 (GQA 5:1; 336 pairs over 8-unit
+# groups: the last group part-filled), heads of 64 whose K (2304) is not
+# a whole number of stages, at position 0 and near the end of a cache,
+# both layouts.
+BULK_ROPE_SHAPES = [(1, 48 * 128, 4096, 32, 8, 128), (1, 7 * 96, 512, 5, 1, 96), (1, 6 * 64, 2304, 4, 1, 64)]
+
+
+@pytest.mark.parametrize("variant", ["RS=4", "RS=8,KC=1024,STAGES=4", "RS=2,KC=256,STAGES=8,BPS=2", "RS=16,KC=512,STAGES=3"])
+@pytest.mark.parametrize("pos,layout", [(0, 0), (4093, 1)])
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+def test_gemv_bulk_rope_verifies(gc, variant, pos, layout, dt):
+    for s in BULK_ROPE_SHAPES:
+        r = forced_run(gc, "rmsnorm_gemm_rope_kv", dt, s, f"gemv_bulk:{variant}", "--pos", pos, "--layout", layout)
+        assert "gemv_bulk" in r.out, (dt, s, r)
 
 
 # gemv_qmma's bulk-copy ring (RL=3, the device layouts): N not a whole
