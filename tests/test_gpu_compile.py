@@ -215,13 +215,15 @@ def test_few_rows_take_tiles_of_64_rows(gc):
 def test_decode_gemvs_stream_through_the_bulk_ring(gc):
     """On sm_90 the untuned decode GEMVs are gemv_bulk's, each op at its
     measured defaults (bench/RESULTS.md, session 29): rows of 4096 or more
-    in 8 KB copies (KC=4096, two stages), shorter rows at the declared
-    KC=1024; the gate/up pair in four stages of two rows a warp; the QKV's
-    RoPE pairs four warps a block in 4 KB copies; none spills. (M, N, K, extra
-    args, dtype) per op; the 8B and 1B shapes."""
+    in 8 KB copies (KC=4096, two stages), of 2048 to 4095 in 4 KB copies
+    (three stages), shorter rows at the declared KC=1024; the gate/up pair
+    in four stages of two rows a warp; the QKV's RoPE pairs four warps a
+    block in 4 KB copies; none spills. The 8B and 1B shapes, f16 and bf16
+    ((M, N, K[, H, G, D]) per op)."""
     want = [("rmsnorm_gemm", (1, 6144, 4096), "RS=8,KC=4096,STAGES=2"),
             ("gemm_add", (1, 2048, 8192), "RS=8,KC=4096,STAGES=2"),
-            ("rmsnorm_gemm", (1, 3072, 2048), "RS=8,KC=1024,STAGES=8"),
+            ("rmsnorm_gemm", (1, 3072, 2048), "RS=8,KC=2048,STAGES=3"),
+            ("gemm_add", (1, 4096, 1024), "RS=8,KC=1024,STAGES=8"),
             ("rmsnorm_gemm_swiglu", (1, 14336, 4096), "RS=8,KC=1024,STAGES=4"),
             ("gemm_swiglu", (1, 8192, 2048), "RS=8,KC=1024,STAGES=4"),
             ("rmsnorm_gemm_rope_kv", (1, 6144, 4096, 32, 8, 128), "RS=4,KC=2048,STAGES=4"),
