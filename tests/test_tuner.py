@@ -206,16 +206,52 @@ def test_local_search_walks_neighbours_of_the_best(gc):
         defaults[tpl] = dict(kv.split("=") for kv in params.split(","))
     assert set(defaults) == {"gemv_cpu", "gemm_cpu"}, runs
     seen = [dict(kv.split("=") for kv in p.split(",")) for _, p, _ in runs[:2]]
+    with sqlite3.connect(gc.dir / "l.db") as c:  # moves that broke a constraint (then repaired)
+        rejected = [dict(kv.split("=") for kv in p.split(",")) for p, in
+                    c.execute("SELECT v.params FROM measurements m JOIN variants v ON v.id = m.variant_id "
+                              "WHERE m.status = 'rejected'")]
+    apart = lambda p, q: len(p) == len(q) and sum(p[k] != q[k] for k in p)  # noqa: E731
     for tpl, params, _ in runs[2:]:
         p = dict(kv.split("=") for kv in params.split(","))
-        assert any(len(p) == len(q) and sum(p[k] != q[k] for k in p) == 1 for q in seen), \
-            f"{tpl} {params} is not a neighbour of a point measured before it"
+        assert any(apart(p, q) == 1 for q in seen) or \
+            any(apart(p, q) == 2 and any(apart(x, q) == 1 and apart(x, p) == 1 for x in rejected) for q in seen), \
+            f"{tpl} {params} is neither a neighbour of a point measured before it nor a rejected one's repair"
         seen.append(p)
     r = gc("gcore-tune", *prob, "--db", "r.db", "--budget", "12", "--strategy", "random", "--no-progress")
     assert r.rc == 0, r
     assert len(measured_in_order(gc.dir / "r.db")) == 12
     r = gc("gcore-tune", *prob, "--db", "x.db", "--strategy", "sideways")
     assert r.rc != 0 and "--strategy" in r.err
+
+
+def test_a_move_that_breaks_a_constraint_is_repaired(gc):
+    """A one-parameter move past a constraint (add_cpu with CHUNK * UNROLL
+    <= 16384 added: CHUNK 8192 -> 16384 at UNROLL=2) is recorded as
+    rejected, and the local search measures its repair, the nearest other
+    parameter's value that makes it valid (UNROLL=1), right after it: the
+    coupled move no point of the first round would otherwise reach. (The
+    only template of the sweep is template 0, whose default once had the
+    empty slot's key in the table of points tried, so the search never
+    started from it and walked shuffled points instead.)"""
+    d = gc.dir / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), d)
+    add = d / "cpu" / "add.c"
+    text = add.read_text()
+    old = " * @constraint THREADS <= NCPU -- no more workers than cores\n"
+    assert old in text
+    add.write_text(text.replace(old, old + " * @constraint CHUNK * UNROLL <= 16384 -- (the test's coupling)\n"))
+    r = gc("gcore-tune", "--templates", d, "--template", "add_cpu", "--op", "add", "--m", "4", "--n", "4096",
+           "--dtype", "f32", "--db", "a.db", "--budget", "3", "--strategy", "local", "--min-time", "0.02",
+           "--no-progress")
+    assert r.rc == 0, r
+    runs = [dict(kv.split("=") for kv in p.split(",")) for _, p, _ in measured_in_order(gc.dir / "a.db")]
+    assert len(runs) == 3 and (runs[0]["CHUNK"], runs[0]["UNROLL"]) == ("8192", "2"), runs
+    assert (runs[1]["CHUNK"], runs[1]["UNROLL"]) == ("4096", "2"), runs  # the plain move down
+    assert (runs[2]["CHUNK"], runs[2]["UNROLL"]) == ("16384", "1"), runs  # up, repaired
+    with sqlite3.connect(gc.dir / "a.db") as c:
+        rej = [p for p, in c.execute("SELECT v.params FROM measurements m JOIN variants v ON v.id = m.variant_id "
+                                     "WHERE m.status = 'rejected'")]
+    assert any("CHUNK=16384" in p and "UNROLL=2" in p for p in rej), rej
 
 
 def test_clearly_slower_candidates_stop_timing_early(gc):

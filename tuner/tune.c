@@ -86,9 +86,13 @@ static int push_point(sweep_t *s, int tpl, int64_t idx, gc_err_t *e) {
   return GC_OK;
 }
 
-/* ---- points tried (open addressing on tpl<<40 | idx+1) ------------------- */
+/* ---- points tried (open addressing on (tpl+1)<<40 | idx+1; 0: empty) ---- */
 
-static uint64_t point_key(point_t p) { return ((uint64_t)p.tpl << 40) | (uint64_t)(p.idx + 1); }
+/* Never 0, the empty slot's mark: template 0's default (idx -1) too. */
+static uint64_t point_key(point_t p) { return ((uint64_t)(p.tpl + 1) << 40) | (uint64_t)(p.idx + 1); }
+static point_t key_point(uint64_t key) {
+  return (point_t){(int)(key >> 40) - 1, (int64_t)(key & ((1ull << 40) - 1)) - 1};
+}
 
 static struct seen *seen_slot(sweep_t *s, uint64_t key) {
   uint64_t h = key * 0x9e3779b97f4a7c15ull;
@@ -444,12 +448,59 @@ static int prepare(sweep_t *s, const point_t *pt, cand_t *c, int *skip, gc_err_t
 
 #define LOCAL_STARTS 4 /* fastest points whose neighbourhoods a round explores */
 
+/* *ok = 1 when point pt of its template satisfies every @constraint and
+ * applies to the problem: what prepare() would not reject. */
+static int point_valid(sweep_t *s, point_t pt, int *ok, gc_err_t *e) {
+  gc_variant_t v;
+  const char *why = NULL;
+  gc_tpl_nth(&s->tpls.v[pt.tpl], s->p, pt.idx, &v);
+  if (gc_tpl_valid(&v, &s->o->target, ok, &why, e)) return e->code;
+  if (*ok && gc_tpl_applies(&v, &s->o->target, s->p, ok, e)) return e->code;
+  return GC_OK;
+}
+
+/* A move of parameter i to pt that breaks a constraint or leaves the
+ * problem (a longer stage past the shared memory at this depth) is
+ * repaired: the first other parameter j, in declaration order, with a
+ * value that makes the point valid gives its nearest such value (the
+ * lower one first) as a neighbour too; one already seen passes the turn to
+ * the next j. So a coupled move (KC up, RS or STAGES down) is one step of
+ * the search, not two through a point that must itself be among the
+ * fastest, and a rejected move costs at most one candidate. w[j]:
+ * parameter j's weight in the variant index (neighbours()). */
+static int repair(sweep_t *s, point_t pt, int i, const int64_t *w, cand_t *chunk, int *n,
+                  gc_err_t *e) {
+  const gc_template_t *t = &s->tpls.v[pt.tpl];
+  for (int j = 0; j < t->nparams; j++) {
+    if (j == i) continue;
+    int64_t nv = t->params[j].nvalues, digit = pt.idx / w[j] % nv;
+    for (int64_t d = 1; d < nv; d++)
+      for (int64_t dir = -1; dir <= 1; dir += 2) {
+        int64_t v = digit + dir * d;
+        if (v < 0 || v >= nv) continue;
+        point_t r = {pt.tpl, pt.idx + (v - digit) * w[j]};
+        int ok, fresh;
+        if (point_valid(s, r, &ok, e)) return e->code;
+        if (!ok) continue;
+        if ((fresh = seen_put(s, r, NAN, e)) < 0) return e->code;
+        if (!fresh) goto next_param; /* the nearest repair by j is known: try another j */
+        int skip;
+        if (prepare(s, &r, &chunk[*n], &skip, e)) return e->code;
+        if (!skip) (*n)++;
+        return GC_OK;
+      }
+  next_param:;
+  }
+  return GC_OK;
+}
+
 /* Local search: fill chunk[*n..] with untried one-parameter neighbours of
  * the LOCAL_STARTS fastest points measured so far, fastest first; of one
  * point, the nearest values first (one step either way, then two, ...),
  * over the parameters in declaration order (a template lists the ones
  * that matter most first), so that a small budget moves every parameter
- * once before it moves any twice. */
+ * once before it moves any twice. A neighbour that is not valid (recorded
+ * as rejected) is followed by its repair (repair()). */
 static int neighbours(sweep_t *s, cand_t *chunk, int *n, gc_err_t *e) {
   struct seen best[LOCAL_STARTS];
   int nb = 0;
@@ -461,7 +512,7 @@ static int neighbours(sweep_t *s, cand_t *chunk, int *n, gc_err_t *e) {
     best[at] = *x;
   }
   for (int b = 0; b < nb && *n < chunk_cap(s) && budget_left(s, *n); b++) {
-    point_t at = {(int)(best[b].key >> 40), (int64_t)(best[b].key & ((1ull << 40) - 1)) - 1};
+    point_t at = key_point(best[b].key);
     const gc_template_t *t = &s->tpls.v[at.tpl];
     gc_variant_t def;
     gc_tpl_default(t, &s->o->target, s->p, &def);
@@ -477,11 +528,12 @@ static int neighbours(sweep_t *s, cand_t *chunk, int *n, gc_err_t *e) {
           int64_t nv = t->params[i].nvalues, digit = idx / w[i] % nv, j = digit + dir * d;
           if (j < 0 || j >= nv) continue;
           point_t nb_pt = {at.tpl, idx + (j - digit) * w[i]};
-          int skip, fresh = seen_put(s, nb_pt, NAN, e);
+          int skip, ok, fresh = seen_put(s, nb_pt, NAN, e);
           if (fresh < 0) return e->code;
           if (!fresh) continue;
-          if (prepare(s, &nb_pt, &chunk[*n], &skip, e)) return e->code;
+          if (prepare(s, &nb_pt, &chunk[*n], &skip, e) || point_valid(s, nb_pt, &ok, e)) return e->code;
           if (!skip) (*n)++;
+          if (!ok && repair(s, nb_pt, i, w, chunk, n, e)) return e->code;
         }
   }
   return GC_OK;
