@@ -48,13 +48,16 @@
  * The producer never reads what another kernel writes, so launched to
  * overlap the kernel before it (@pdl) it fills the first STAGES stages
  * while that kernel drains; the consumers wait for it (gc_pdl_wait) before
- * they read A. With STAGES·RS·NR·KC·SB bytes in flight per block (128 KB
- * at the defaults, 17 MB over 132 SMs), the stream is limited by DRAM, not
- * by the loads a warp keeps in registers, as gemv_gpu's are. Measured (H100,
- * 2026-11-22, graph-timed chains with the overlap): 0.88 of copy bandwidth
- * on the 8B output projection (4096x4096) and 0.97 on down (4096x14336),
- * against 0.86 and 0.90 for gemv_gpu's best; gemv_gpu stays ahead on QKV
- * and the LM head by 2-7%, so the tuner picks per shape.
+ * they read A. With STAGES·RS·NR·KC·SB bytes in flight per block (96 to
+ * 128 KB at the defaults, up to 17 MB over 132 SMs), the stream is limited
+ * by DRAM, not by the loads a warp keeps in registers, as gemv_gpu's are.
+ * Measured (H100, 2026-11-22, graph-timed chains with the overlap): 0.88 of
+ * copy bandwidth on the 8B output projection (4096x4096) and 0.97 on down
+ * (4096x14336), against 0.86 and 0.90 for gemv_gpu's best; gemv_gpu stayed
+ * ahead on QKV and the LM head by 2-7%. On the H200 (session 29), whose
+ * faster memory wants more bytes in flight, with copies of 4 to 8 KB it is
+ * ahead on every 8B decode GEMV (gate/up 1.03 of copy against 0.84); the
+ * tuner picks per shape.
  *
  * rmsnorm_*: each consumer warp multiplies every A element by the norm
  * weight on the way and scales its sums by 1/sqrt(mean(a²) + eps), as
