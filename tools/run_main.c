@@ -313,7 +313,8 @@ static int show(const run_opts_t *o, text_io_t *io, int32_t tok, int stop, gc_er
   } else if (!stop && tok < gc_tok_vocab_size(io->tok)) {
     size_t before = io->text.len;
     if (gc_tok_stream_put(&io->ts, tok, &io->text, e)) return e->code;
-    if (!o->json) fwrite(io->text.data + before, 1, io->text.len - before, stdout);
+    if (!o->json && io->text.len > before) /* a token may add no text yet (a partial UTF-8 sequence) */
+      fwrite(io->text.data + before, 1, io->text.len - before, stdout);
   }
   fflush(stdout);
   return GC_OK;
@@ -323,7 +324,7 @@ static int finish_text(const run_opts_t *o, text_io_t *io, gc_err_t *e) {
   if (!io->tok) return GC_OK;
   size_t before = io->text.len;
   if (gc_tok_stream_flush(&io->ts, &io->text, e)) return e->code;
-  if (!o->json) fwrite(io->text.data + before, 1, io->text.len - before, stdout);
+  if (!o->json && io->text.len > before) fwrite(io->text.data + before, 1, io->text.len - before, stdout);
   return GC_OK;
 }
 
