@@ -488,9 +488,11 @@ def run_attention(tmp, dt, params, tpl_text=None, most_keys=False, tpl_file="att
         for name, b in (("q.bin", qb), ("k.bin", kb), ("v.bin", vb), ("o.bin", poison)):
             (tmp / name).write_bytes(b)
         grid, block, shmem = launch(tpl, e, m, 0, 0)
+        (tmp / "out.bin").unlink(missing_ok=True)
         r = subprocess.run([str(exe), str(m), str(h), str(g), str(d), str(p0), repr(float(scale)), str(grid),
                             str(block), str(shmem), str(tmp)], capture_output=True, text=True, timeout=600)
-        res = _acheck((tmp / "out.bin").read_bytes(), dt, q, k, v, p0, scale, p_rounded) if r.returncode in (0, 1) \
+        written = r.returncode in (0, 1) and (tmp / "out.bin").exists()  # not where ASan stopped it (exit 1)
+        res = _acheck((tmp / "out.bin").read_bytes(), dt, q, k, v, p0, scale, p_rounded) if written \
             else (-1, -1, [])
         out.append(((m, h, g, d, p0), r.returncode, *res, r.stdout + r.stderr[-3000:]))
     return out
@@ -543,11 +545,16 @@ def test_a_wrong_attention_mma_is_caught(tmp_path, what, old, new, which):
 # warps' and blocks' partials through the prelude's gc-split block. Shapes:
 # test_amd_emulator.py's DEC_SHAPES (attention_decode_mfma's); splits from
 # 1 (a warp streams several chunks) to more than the keys (empty slices).
+# KMIN cuts a row in fewer slices than SPLIT where it is short (the 8B-like
+# shape's 301 keys: 5 slices of 61 at KMIN 64, 10 of 31 at 32; 78 keys: 2
+# and 3; one key: 1); 0 keeps SPLIT, empty slices and all.
 DEC_CASES = [
-    ("attention_decode_mma.cu", "f16", dict(WARPS=4, KW=16, NST=3, SPLIT=16, DMAX=128)),
-    ("attention_decode_mma.cu", "bf16", dict(WARPS=2, KW=32, NST=2, SPLIT=4, DMAX=128)),
+    ("attention_decode_mma.cu", "f16", dict(WARPS=4, KW=16, NST=3, SPLIT=16, DMAX=128, KMIN=0)),
+    ("attention_decode_mma.cu", "f16", dict(WARPS=8, KW=16, NST=2, SPLIT=16, DMAX=128, KMIN=64)),
+    ("attention_decode_mma.cu", "bf16", dict(WARPS=2, KW=32, NST=2, SPLIT=4, DMAX=128, KMIN=32)),
     ("attention_decode_mma.cu", "f16", dict(WARPS=1, KW=64, NST=4, SPLIT=1, DMAX=64)),
-    ("attention_decode.cu", "bf16", dict(WARPS=2, KL=16, HPB=2, SPLIT=8, U=2, DMAX=128)),
+    ("attention_decode.cu", "bf16", dict(WARPS=2, KL=16, HPB=2, SPLIT=8, U=2, DMAX=128, L2PF=1)),
+    ("attention_decode.cu", "f16", dict(WARPS=4, KL=8, HPB=1, SPLIT=1, U=1, DMAX=128, L2PF=0)),
 ]
 
 
@@ -569,23 +576,47 @@ DEC_MUTATIONS = [
     ("q's fragment registers in the wrong order", "gc_min64(qr + 8 * (x % 2), per - 1)", "gc_min64(qr + 8 * (x / 2), per - 1)"),
     ("a warp's chunks not interleaved", "c = w + (int64_t)p * WARPS;", "c = w + (int64_t)p;"),
     ("bf16's P in one part", "#define ADM_PP (GC_TA == GC_BF16 ? 2 : 1)", "#define ADM_PP 1"),
+    ("tickets counted to SPLIT, not to the row's slices", "gc_split_last(&adm_cnt[row * G + g], ns,",
+     "gc_split_last(&adm_cnt[row * G + g], SPLIT,"),
 ]
 
 
 @pytest.mark.parametrize("what,old,new", DEC_MUTATIONS, ids=[m[0] for m in DEC_MUTATIONS])
 def test_a_wrong_attention_decode_mma_is_caught(tmp_path, what, old, new):
     dt, params = ("bf16", DEC_MUTANT[1]) if "bf16" in what else DEC_MUTANT
+    if "slices" in what:  # a split that KMIN cuts short: 5 slices of 16
+        params = params | dict(SPLIT=16, KMIN=64)
     assert attention_caught(tmp_path, "attention_decode_mma.cu", old, new, dt, params,
                             shapes=DEC_SHAPES[:1], p_rounded=dt != "bf16"), f"not caught: {what}"
+
+
+# L2PF's prefetch before the wait is a hint the results cannot show, but
+# its rows must lie in the cache: one run to the slice's nominal end (past
+# the last key for the last slice: 301 keys in slices of 151) reads past
+# the emulator's exact buffers, which ASan reports.
+PF_MUTATIONS = [
+    ("attention_decode_mma.cu", DEC_MUTANT[1], "gc_min64(a.j1, a.L - 1)", "a.j0 + (a.L + SPLIT - 1) / SPLIT"),
+    ("attention_decode.cu", dict(WARPS=2, KL=16, HPB=2, SPLIT=2, U=2, DMAX=128, L2PF=1),
+     "j1 = gc_min64(L - 1, j0 + cs);", "j1 = j0 + cs;"),
+]
+
+
+@pytest.mark.parametrize("tpl_file,params,old,new", PF_MUTATIONS, ids=[m[0][:-3] for m in PF_MUTATIONS])
+def test_a_prefetch_past_the_cache_is_caught(tmp_path, tpl_file, params, old, new):
+    assert not attention_caught(tmp_path, tpl_file, old, old, "f16", params, shapes=DEC_SHAPES[:1],
+                                p_rounded=tpl_file != "attention_decode.cu"), "the unchanged template fails"
+    assert attention_caught(tmp_path, tpl_file, old, new, "f16", params, shapes=DEC_SHAPES[:1],
+                            p_rounded=tpl_file != "attention_decode.cu"), f"not caught: {tpl_file}"
 
 
 # The batched decode step (attention_batch: row t of Q at its own position
 # and cache slot, the workspace and tickets per row; test_amd_emulator.py's
 # BATCH_SHAPES) on both decode attentions, with a split and without.
 BATCH_CASES = [
-    ("attention_decode_mma.cu", "f16", dict(WARPS=2, KW=16, NST=3, SPLIT=8, DMAX=128)),
+    ("attention_decode_mma.cu", "f16", dict(WARPS=2, KW=16, NST=3, SPLIT=8, DMAX=128, KMIN=32)),
+    ("attention_decode_mma.cu", "f16", dict(WARPS=2, KW=16, NST=3, SPLIT=8, DMAX=128, KMIN=0)),
     ("attention_decode_mma.cu", "bf16", dict(WARPS=4, KW=32, NST=2, SPLIT=1, DMAX=128)),
-    ("attention_decode.cu", "f16", dict(WARPS=2, KL=16, HPB=4, SPLIT=4, U=2, DMAX=128)),
+    ("attention_decode.cu", "f16", dict(WARPS=2, KL=16, HPB=4, SPLIT=4, U=2, DMAX=128, L2PF=1)),
 ]
 
 

@@ -19,6 +19,8 @@
  * @param SPLIT 1 2 4 8 16 32 64 default 32 -- blocks per (row, head block), each over a 1/SPLIT slice of the row's keys
  * @param U 1 2 4 default 2 -- keys per lane group per step (one rescale per step; the next step's loads are in flight meanwhile)
  * @param DMAX 64 128 256 default 128 -- largest head dimension served (registers are sized for it)
+ * @param L2PF 0 1 default 0 -- 1: before its wait for the kernel before, the block asks L2 for its slice's keys and values but the newest row (gc_split_prefetch), so they stream in while that kernel drains
+ * @defaults attention attention_batch L2PF=1 if !AMD -- NVIDIA: the wait is griddepcontrol's (sm_90), so the prefetch overlaps the kernel before
  * @defaults attention_batch SPLIT=8 -- a batch's workspace bounds SPLIT more tightly, and its M rows multiply the blocks
  * @constraint WARPS * WARP <= MAXT && KL <= WARP -- a legal block; a key's lanes lie in one warp
  * @constraint DMAX % (KL * 16 / SB) == 0 -- a key row is whole 16-byte chunks per lane
@@ -29,7 +31,7 @@
  * @grid M * G * cdiv(H / G, HPB) * SPLIT 1 1
  * @block WARPS * WARP 1 1
  * @priority 2
- * @pdl -- waits for the kernel before it first thing
+ * @pdl -- reads nothing before its wait for the kernel before (L2PF: but the positions, for an L2 prefetch of older cache rows)
  *
  * Block b = (r·G·nb + hb)·SPLIT + s serves row r (0 but for a batch) and
  * head block hb: kv head g = hb / nb and its query heads h0 .. h0+nh-1,
@@ -132,8 +134,6 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int3
                       int64_t S,
 #endif
                       float scale) {
-  gc_pdl_wait(); /* @pdl: the kernel before it has completed */
-  gc_pdl_launch();
   GC_SHARED float sm_m[WARPS][HPB], sm_l[WARPS][HPB], sm_o[WARPS][HPB][DMAX];
   GC_SHARED int s_last;
   /* SPLIT > 1, the last block's merge: per (head, slice) its weight and l, per head the sum */
@@ -154,6 +154,19 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int3
 #endif
   const int64_t h0 = g * per + hb % nb * HPB, nh = gc_min64(HPB, per - hb % nb * HPB);
   const int sp = (int)(gc_bid() % SPLIT);
+  if (L2PF) { /* the slice's older rows, from positions read past L1 */
+    const volatile int32_t *vp = pos;
+    const int64_t L = (int64_t)vp[row] + 1, cs = gc_cdiv(L, SPLIT); /* row 0: pos0 */
+    const int64_t j0 = gc_min64(L, sp * cs), j1 = gc_min64(L - 1, j0 + cs);
+#if BATCH
+    const int64_t slot = (int64_t)vp[M + row] * S * G * D;
+#else
+    const int64_t slot = 0;
+#endif
+    gc_split_prefetch(Kc + slot + g * D, Vc + slot + g * D, G * D, D, j0, j1, AD_T);
+  }
+  gc_pdl_wait(); /* @pdl: the kernel before it has completed */
+  gc_pdl_launch();
   const int tid = gc_tid(), lane = gc_lane(), w = tid / GC_WARP;
   const int kl = tid % KL, grp = tid / KL;
   const int vec_ok = D % AD_VEC == 0;

@@ -23,6 +23,8 @@
  * @param NST 2 3 4 default 2 -- chunks in flight per warp (its cp.async pipeline)
  * @param SPLIT 1 2 4 8 16 32 64 default 16 -- blocks per kv head, each over a 1/SPLIT slice of the keys
  * @param DMAX 64 128 default 128 -- largest head dimension served (registers are sized for it)
+ * @param KMIN 0 32 64 128 256 default 64 -- keys a block takes at least: a row of L keys is cut in min(SPLIT, cdiv(L, KMIN)) slices (0: SPLIT), the blocks past them exit at once, so that a short context takes fewer, fuller blocks and merges fewer partials
+ * @param L2PF 0 1 default 1 -- 1: before its wait for the kernel before, the block asks L2 for its slice's keys and values but the newest row (gc_split_prefetch), so they stream in while that kernel drains
  * @defaults attention_batch WARPS=4 SPLIT=4 -- a batch's M rows multiply the blocks: fewer slices, and half the warps' stages, so that three blocks share an SM (8 warps' stages at DMAX 128: 139 KB, one); on an H200 (bench/RESULTS.md, session 27), 32 heads over 8 of 128 (64), 4 and 16 rows 255 and 2000 positions in: 11.3-34.7 us (10.5-28.5) against attention_decode's 13.1-58.9 (12.6-59.1), where SPLIT=8 took 18.1-60.9
  * @constraint WARP == 32 && WARPS * WARP <= MAXT -- NVIDIA warps, a legal block
  * @constraint DMAX / 2 + DMAX / 4 + KW / 2 + 48 <= 255 -- O's accumulators, q's fragments and a chunk's scores fit the registers
@@ -33,12 +35,15 @@
  * @grid M * G * SPLIT 1 1
  * @block WARPS * WARP 1 1
  * @priority 3
- * @pdl -- waits for the kernel before it first thing
+ * @pdl -- reads nothing before its wait for the kernel before (L2PF: but the positions, for an L2 prefetch of older cache rows)
  *
  * Block b = (r·G + g)·SPLIT + s serves row r (0 but for a batch) and kv
  * head g (query heads h0 .. h0+per-1, h0 = g·per, per = H/G) over key slice
- * s of the row: keys j0 .. j1-1, j0 = s·cdiv(L, SPLIT), L = pos0 + 1 (a
- * batch: pos[r] + 1, in slot pos[M + r]). The slice is cut into chunks of KW keys;
+ * s of the row: keys j0 .. j1-1, j0 = s·cdiv(L, ns), L = pos0 + 1 (a
+ * batch: pos[r] + 1, in slot pos[M + r]), ns = min(SPLIT, cdiv(L, KMIN))
+ * slices (KMIN 0: SPLIT; blocks s >= ns return at once: the flash-decoding
+ * split only where the keys fill it, measured on the H200 in
+ * bench/RESULTS.md, session 30). The slice is cut into chunks of KW keys;
  * warp w takes chunks w, w + WARPS, ..., each warp its own: it copies a
  * chunk's K and V rows into its own NST shared-memory stages with 16-byte
  * cp.async (rows past j1 zero-filled; rows padded to DMAX+8 elements, so
@@ -53,9 +58,9 @@
  * A fragments (for bf16 as two parts, hi + lo, each an mma: ADM_PP); O
  * and the row sums rescaled; O += P·V (ldmatrix .trans).
  * Then the warps' partials (m, l, o) meet in shared memory (the stages'
- * space) and merge (the prelude's gc-split block); with SPLIT > 1 the
+ * space) and merge (the prelude's gc-split block); with ns > 1 the
  * block writes its partial per (row, head) to a module-scope workspace and
- * the block that takes the last ticket of its (row, kv head) merges the SPLIT
+ * the block that takes the last ticket of its (row, kv head) merges the ns
  * partials and writes O (so, as for attention_decode, two launches of this
  * code object must not run concurrently; the runtime's one stream
  * serialises them).
@@ -108,8 +113,6 @@ void attention_decode_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const 
                           int64_t S,
 #endif
                           float scale) {
-  gc_pdl_wait(); /* @pdl: the kernel before it has completed */
-  gc_pdl_launch();
   GC_SHARED int s_last;
   /* SPLIT > 1, the last block's merge: per (head, slice) its weight and l, per head the sum */
   GC_SHARED float sm_wt[SPLIT > 1 ? 16 : 1][SPLIT], sm_lk[SPLIT > 1 ? 16 : 1][SPLIT], sm_ls[16];
@@ -119,9 +122,20 @@ void attention_decode_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const 
 #if !BATCH
   const int64_t S = 0; /* a batch's rows a slot */
 #endif
-  const gc_split_at at = gc_split_block<SPLIT, BATCH>(pos, M, H, G, D, S, Q, Kc, Vc, O); /* row, kv head, keys */
+  if (L2PF) { /* the slice's older rows, from positions read past L1 */
+    const TA *q = Q;
+    const TB *k = Kc, *v = Vc;
+    TC *o = O;
+    const gc_split_at a = gc_split_block<SPLIT, BATCH>((const volatile int32_t *)pos, M, H, G, D, S, q, k, v, o, KMIN);
+    gc_split_prefetch(k + a.g * D, v + a.g * D, G * D, D, a.j0, gc_min64(a.j1, a.L - 1), WARPS * WARP);
+  }
+  gc_pdl_wait(); /* @pdl: the kernel before it has completed */
+  gc_pdl_launch();
+  const gc_split_at at = gc_split_block<SPLIT, BATCH>(pos, M, H, G, D, S, Q, Kc, Vc, O, KMIN); /* row, kv head, keys */
+  if (at.sp >= at.ns)
+    return; /* a slice past this row's split (KMIN) */
   const int64_t row = at.row, g = at.g, per = H / G, h0 = g * per, ld = G * D;
-  const int sp = at.sp;
+  const int sp = at.sp, ns = at.ns;
   const int tid = gc_tid(), w = tid / WARP, lane = tid % WARP, qr = lane / 4, qc = lane % 4;
   const int64_t j0 = at.j0, j1 = at.j1, nck = gc_cdiv(j1 - j0, KW);
   const int kd = (int)(D / 16);
@@ -282,14 +296,14 @@ void attention_decode_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const 
     const int hh = (int)(i / D), d = (int)(i % D);
     float mx, ls, os;
     gc_split_warps<WARPS>(pm + hh, pl + hh, po + hh * DMAX + d, 16, 16 * DMAX, mx, ls, os);
-    if (SPLIT == 1)
+    if (ns == 1)
       STORE_C(O, (h0 + hh) * D + d, os / ls);
     else
       gc_split_put(adm_ws + ((row * H + h0 + hh) * SPLIT + sp) * ADM_W, d, mx, ls, os);
   }
-  if (SPLIT == 1 || !gc_split_last(&adm_cnt[row * G + g], SPLIT, &s_last))
+  if (ns == 1 || !gc_split_last(&adm_cnt[row * G + g], ns, &s_last))
     return;
-  /* the last block of (row, kv head g): its heads' SPLIT partials */
+  /* the last block of (row, kv head g): its heads' ns partials */
   gc_split_merge<SPLIT>(adm_ws + (row * H + h0) * SPLIT * ADM_W, ADM_W, (int)per, D, sm_wt, sm_lk, sm_ls, WARPS * WARP,
-                        [&](int hh, int d, float v) { STORE_C(O, (h0 + hh) * D + d, v); });
+                        [&](int hh, int d, float v) { STORE_C(O, (h0 + hh) * D + d, v); }, ns);
 }

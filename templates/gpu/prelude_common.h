@@ -475,17 +475,20 @@ GC_DEVICE void gc_splitk_add(const float *red, int w, int lane, int ks, float *a
 /* The work of block gc_bid() of a decode attention whose grid is M·G·SPLIT
  * blocks, block (row·G + g)·SPLIT + sp (the matrix-core ones): row `row`
  * of Q (0 but for a batch, BATCH_ 1), kv head g, and the row's keys j0 ..
- * j1-1, slice sp of L = pos[0] + 1 (a batch: pos[row] + 1) cut in SPLIT.
+ * j1-1, slice sp of L = pos[0] + 1 (a batch: pos[row] + 1) cut in ns
+ * slices: SPLIT, or with kmin > 0 as many as give each slice kmin keys at
+ * least (1 .. SPLIT), so that a short row takes fewer, fuller blocks;
+ * blocks sp >= ns have no keys (j0 = j1 = L) and take no part.
  * Positions are int32 on the device (a captured step replays at any).
  * For a batch it also moves Q and O to the row and Kc, Vc to its cache
  * slot pos[M + row] of S rows. */
 struct gc_split_at {
   int64_t row, g;
-  int sp, L, j0, j1;
+  int sp, ns, L, j0, j1;
 };
-template <int SPLIT, int BATCH_, class TQ, class TK, class TO>
-GC_DEVICE gc_split_at gc_split_block(const int32_t *pos, int64_t M, int64_t H, int64_t G, int64_t D, int64_t S,
-                                     const TQ *&Q, const TK *&Kc, const TK *&Vc, TO *&O) {
+template <int SPLIT, int BATCH_, class TP, class TQ, class TK, class TO>
+GC_DEVICE gc_split_at gc_split_block(const TP *pos, int64_t M, int64_t H, int64_t G, int64_t D, int64_t S,
+                                     const TQ *&Q, const TK *&Kc, const TK *&Vc, TO *&O, int kmin = 0) {
   gc_split_at a;
   a.row = BATCH_ ? gc_bid() / SPLIT / G : 0;
   a.g = BATCH_ ? gc_bid() / SPLIT % G : gc_bid() / SPLIT;
@@ -497,10 +500,31 @@ GC_DEVICE gc_split_at gc_split_block(const int32_t *pos, int64_t M, int64_t H, i
   } else {
     a.L = pos[0] + 1;
   }
-  const int cs = (a.L + SPLIT - 1) / SPLIT;
-  a.j0 = a.sp * cs < a.L ? a.sp * cs : a.L;
+  const int want = kmin > 0 ? (a.L + kmin - 1) / kmin : SPLIT;
+  a.ns = want < 1 ? 1 : want < SPLIT ? want : SPLIT;
+  const int cs = (a.L + a.ns - 1) / a.ns;
+  a.j0 = a.sp < a.ns && a.sp * cs < a.L ? a.sp * cs : a.L;
   a.j1 = a.j0 + cs < a.L ? a.j0 + cs : a.L;
   return a;
+}
+
+/* L2PF: a decode attention's rows j0 .. j1-1 of keys and values (one kv
+ * head's: row r at K + r·ld and V + r·ld, D elements) asked of L2 by the
+ * block's nt threads, a 128-byte line each, before its wait for the
+ * kernel before (@pdl), so that they stream in while that kernel drains.
+ * A hint: it cannot change a result. It pays where the rows are older
+ * than the kernel before, which in a decode step (rope_kv, the QKV's
+ * RoPE epilogue) writes only the newest row of each sequence: callers
+ * stop at the row before it, and read the positions through a volatile
+ * pointer (a load of L2, not of an L1 line the later reads could hit). */
+template <class TK>
+GC_DEVICE void gc_split_prefetch(const TK *K, const TK *V, int64_t ld, int64_t D, int64_t j0, int64_t j1, int nt) {
+  const int64_t lines = (D * (int64_t)sizeof(TK) + 127) / 128, n = (j1 - j0) * lines;
+  for (int64_t i = gc_tid(); i < n; i += nt) {
+    const int64_t r = j0 + i / lines, o = i % lines * 128;
+    gc_prefetch_l2((const char *)(K + r * ld) + o);
+    gc_prefetch_l2((const char *)(V + r * ld) + o);
+  }
 }
 
 /* The weight 2^(m − mx) of a partial with max m in a merge with max mx;
@@ -551,16 +575,20 @@ GC_DEVICE bool gc_split_last(unsigned *cnt, int split, int *s_last) {
 }
 
 /* The last block's merge of nh heads' SPLIT records, head hh's slice k at
- * p0 + (hh·SPLIT + k)·W; wt and lk ([nh][SPLIT]) and ls ([nh]) shared
- * scratch; nt threads; store(hh, d, value) writes an output element. Each
- * (head, slice)'s m and l are read once (the weights and each head's sum),
- * then each element from its SPLIT records with all loads in flight. */
+ * p0 + (hh·SPLIT + k)·W, of which the first ns (<= SPLIT) were written by
+ * this launch; wt and lk ([nh][SPLIT]) and ls ([nh]) shared scratch; nt
+ * threads; store(hh, d, value) writes an output element. Each (head,
+ * slice)'s m and l are read once (the weights and each head's sum), then
+ * each element from its ns records with all loads in flight. */
 template <int SPLIT, class Store>
 GC_DEVICE void gc_split_merge(const float *p0, int W, int nh, int64_t D, float (*wt)[SPLIT], float (*lk)[SPLIT],
-                              float *ls, int nt, Store store) {
+                              float *ls, int nt, Store store, int ns = SPLIT) {
   const int tid = gc_tid();
-  for (int i = tid; i < nh * SPLIT; i += nt)
-    wt[i / SPLIT][i % SPLIT] = gc_ld_cg(p0 + (int64_t)i * W), lk[i / SPLIT][i % SPLIT] = gc_ld_cg(p0 + (int64_t)i * W + 1);
+  for (int i = tid; i < nh * SPLIT; i += nt) {
+    const bool in = i % SPLIT < ns; /* records past ns: an earlier launch's, weight 0 */
+    wt[i / SPLIT][i % SPLIT] = in ? gc_ld_cg(p0 + (int64_t)i * W) : -GC_INF;
+    lk[i / SPLIT][i % SPLIT] = in ? gc_ld_cg(p0 + (int64_t)i * W + 1) : 0.0f;
+  }
   gc_barrier();
   if (tid < nh) {
     float mx = -GC_INF, s = 0.0f;
@@ -580,7 +608,8 @@ GC_DEVICE void gc_split_merge(const float *p0, int W, int nh, int64_t D, float (
     float os = 0.0f;
     GC_UNROLL(SPLIT)
     for (int k = 0; k < SPLIT; k++)
-      os += wt[hh][k] * gc_ld_cg(p + (int64_t)k * W);
+      if (k < ns)
+        os += wt[hh][k] * gc_ld_cg(p + (int64_t)k * W);
     store(hh, d, os / ls[hh]);
   }
 }

@@ -35,7 +35,8 @@
  *   harness fills as runtime/cuda.c encodes a block format's map (3-D over
  *   32-bit words: [rows][blocks][words], boxes of whole blocks, zero fill
  *   past the matrix, the box's bytes counted all the same);
- * - griddepcontrol and L2 prefetches as no-ops.
+ * - griddepcontrol as no-ops; an L2 prefetch as a one-byte read (its address
+ *   must lie in a buffer).
  * Shared memory is named by 32-bit addresses (gc_smem_addr): the dynamic
  * buffer's offsets, and the __shared__ arrays of the kernel body (function
  * statics in section emu_shared: blocks run one after another) above
@@ -165,7 +166,9 @@ GC_DEVICE void gc_named_sync(int id, int n) { emu_fbar_wait(&emu_blk->named[id &
 #include "emu_split.h" /* tests/amd_emu: GC_GLOBAL, the fence, the ticket's atomic, L2-only loads and stores */
 GC_DEVICE void gc_pdl_wait(void) {}
 GC_DEVICE void gc_pdl_launch(void) {}
-GC_DEVICE void gc_prefetch_l2(const void *p) { (void)p; }
+/* A hint, but its address must lie in a buffer: one byte read there, so
+ * ASan sees a prefetch past the end (the emulator's buffers are exact). */
+GC_DEVICE void gc_prefetch_l2(const void *p) { (void)*(const volatile char *)p; }
 
 /* Shared memory: the dynamic buffer at addresses 0.., the kernel's
  * __shared__ arrays (section emu_shared) at EMU_STATIC + their offset. */
