@@ -23,7 +23,7 @@
  * @param NST 2 3 4 default 2 -- chunks in flight per warp (its cp.async pipeline)
  * @param SPLIT 1 2 4 8 16 32 64 default 16 -- blocks per kv head, each over a 1/SPLIT slice of the keys
  * @param DMAX 64 128 default 128 -- largest head dimension served (registers are sized for it)
- * @param KMIN 0 32 64 128 256 default 64 -- keys a block takes at least: a row of L keys is cut in min(SPLIT, cdiv(L, KMIN)) slices (0: SPLIT), the blocks past them exit at once, so that a short context takes fewer, fuller blocks and merges fewer partials
+ * @param KMIN 0 32 64 128 256 default 0 -- keys a block takes at least: a row of L keys is cut in min(SPLIT, cdiv(L, KMIN)) slices (0: SPLIT), the blocks past them exit at once, so that a short context takes fewer, fuller blocks and merges fewer partials
  * @param L2PF 0 1 default 1 -- 1: before its wait for the kernel before, the block asks L2 for its slice's keys and values but the newest row (gc_split_prefetch), so they stream in while that kernel drains
  * @defaults attention_batch WARPS=4 SPLIT=4 -- a batch's M rows multiply the blocks: fewer slices, and half the warps' stages, so that three blocks share an SM (8 warps' stages at DMAX 128: 139 KB, one); on an H200 (bench/RESULTS.md, session 27), 32 heads over 8 of 128 (64), 4 and 16 rows 255 and 2000 positions in: 11.3-34.7 us (10.5-28.5) against attention_decode's 13.1-58.9 (12.6-59.1), where SPLIT=8 took 18.1-60.9
  * @constraint WARP == 32 && WARPS * WARP <= MAXT -- NVIDIA warps, a legal block
@@ -41,9 +41,10 @@
  * head g (query heads h0 .. h0+per-1, h0 = g·per, per = H/G) over key slice
  * s of the row: keys j0 .. j1-1, j0 = s·cdiv(L, ns), L = pos0 + 1 (a
  * batch: pos[r] + 1, in slot pos[M + r]), ns = min(SPLIT, cdiv(L, KMIN))
- * slices (KMIN 0: SPLIT; blocks s >= ns return at once: the flash-decoding
- * split only where the keys fill it, measured on the H200 in
- * bench/RESULTS.md, session 30). The slice is cut into chunks of KW keys;
+ * slices (KMIN 0, the default: SPLIT; blocks s >= ns return at once: the
+ * flash-decoding split only where the keys fill it; a point of the
+ * tuner's space, not yet timed on a GPU: bench/RESULTS.md, session 30).
+ * The slice is cut into chunks of KW keys;
  * warp w takes chunks w, w + WARPS, ..., each warp its own: it copies a
  * chunk's K and V rows into its own NST shared-memory stages with 16-byte
  * cp.async (rows past j1 zero-filled; rows padded to DMAX+8 elements, so
