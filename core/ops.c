@@ -891,22 +891,56 @@ void gc_op_work(const gc_problem_t *p, const gc_op_scalars_t *sc, double *flops,
   }
 }
 
-double gc_op_flops(const gc_problem_t *p) {
-  gc_op_scalars_t sc;
+static double flops_at(const gc_problem_t *p, const gc_op_scalars_t *sc) {
   double f, b;
-  gc_op_default_scalars(p, &sc);
-  gc_op_work(p, &sc, &f, &b);
+  gc_op_work(p, sc, &f, &b);
   return f;
 }
 
-double gc_op_bytes(const gc_problem_t *p) {
+/* Every buffer's bytes, whole (unlike gc_op_work's touched cache rows). */
+static double bytes_at(const gc_problem_t *p, const gc_op_scalars_t *sc) {
   gc_opbuf_t b[GC_OP_MAX_BUFS];
-  gc_op_scalars_t sc;
   int n;
   double s = 0;
-  gc_op_default_scalars(p, &sc);
-  if (gc_op_buffers(p, &sc, b, &n, NULL)) return 0;
+  if (gc_op_buffers(p, sc, b, &n, NULL)) return 0;
   for (int i = 0; i < n; i++) s += (double)gc_opbuf_bytes(&b[i]);
+  return s;
+}
+
+double gc_op_flops(const gc_problem_t *p) {
+  gc_op_scalars_t sc;
+  gc_op_default_scalars(p, &sc);
+  return flops_at(p, &sc);
+}
+
+double gc_op_bytes(const gc_problem_t *p) {
+  gc_op_scalars_t sc;
+  gc_op_default_scalars(p, &sc);
+  return bytes_at(p, &sc);
+}
+
+int gc_op_tune_points(const gc_problem_t *p, gc_op_scalars_t sc[GC_OP_MAX_POINTS]) {
+  static const int64_t decode_pos[] = {1023, 5, 127, 3071}; /* [0]: the default's */
+  gc_op_default_scalars(p, &sc[0]);
+  if (strcmp(p->op, "attention") || p->m != 1) return 1;
+  for (int i = 1; i < GC_OP_MAX_POINTS; i++) {
+    sc[i] = sc[0];
+    sc[i].pos0 = decode_pos[i];
+  }
+  return GC_OP_MAX_POINTS;
+}
+
+double gc_op_tune_flops(const gc_problem_t *p) {
+  gc_op_scalars_t sc[GC_OP_MAX_POINTS];
+  double s = 0;
+  for (int i = 0, n = gc_op_tune_points(p, sc); i < n; i++) s += flops_at(p, &sc[i]);
+  return s;
+}
+
+double gc_op_tune_bytes(const gc_problem_t *p) {
+  gc_op_scalars_t sc[GC_OP_MAX_POINTS];
+  double s = 0;
+  for (int i = 0, n = gc_op_tune_points(p, sc); i < n; i++) s += bytes_at(p, &sc[i]);
   return s;
 }
 

@@ -155,9 +155,23 @@ int gc_op_reference(const gc_problem_t *p, const gc_op_scalars_t *sc,
 int gc_op_check(const gc_opbuf_t *b, const void *out, const double *ref, const double *tol,
                 double *worst, char *why, size_t why_n);
 
-/* Work per call, for throughput figures. */
+/* Work per call at the default scalars, for throughput figures. */
 double gc_op_flops(const gc_problem_t *p);
 double gc_op_bytes(const gc_problem_t *p);
+
+/* The scalar sets a tuner verifies and times p at: [0] the defaults
+ * (gc_op_default_scalars), then the others; returns how many (1 ..
+ * GC_OP_MAX_POINTS). A decode attention (attention, M = 1) has four,
+ * positions 1023, 5 (fewer keys than a split has slices), 127 and 3071,
+ * so that a variant right or fast at one context length only can neither
+ * win unseen nor be chosen for it; its time is the sum of the four. Every
+ * other op has one. */
+#define GC_OP_MAX_POINTS 4
+int gc_op_tune_points(const gc_problem_t *p, gc_op_scalars_t sc[GC_OP_MAX_POINTS]);
+/* gc_op_flops and gc_op_bytes summed over the tune points: the work that
+ * a tuner's time (the sum of the points' times) covers. */
+double gc_op_tune_flops(const gc_problem_t *p);
+double gc_op_tune_bytes(const gc_problem_t *p);
 /* The same at the position in sc, counting only the cache rows the op
  * touches (what a profile of a real run reports). */
 void gc_op_work(const gc_problem_t *p, const gc_op_scalars_t *sc, double *flops, double *bytes);

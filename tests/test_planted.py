@@ -288,3 +288,39 @@ def test_a_kernel_that_keeps_what_it_finds_in_the_cache_is_caught(gc):
     status, detail, _ = by["planted_rope_keep"]
     assert status == "verify-failed" and re.match(r"Vc element \d+ \(row \d+, col 0\): got ", detail), detail
     assert not winner, winner
+
+
+def planted_attention(d, name, harm):
+    """A copy of templates/cpu/attention.c named `name`, its space cut to
+    its defaults (one candidate), with harm (None: none) replacing the
+    loop over the key blocks."""
+    src = open(os.path.join(ROOT, "templates", "cpu", "attention.c")).read()
+    src = src.replace("attention_cpu", name).replace("@priority 1", "@priority 0")
+    src = re.sub(r"@param (\w+) [\d ]+ default (\d+)", r"@param \1 \2 default \2", src)
+    loop = "for (int64_t j0 = 0; j0 < kend; j0 += KB)"
+    assert loop in src
+    if harm:
+        src = src.replace(loop, harm)
+    (d / "cpu" / f"{name}.c").write_text(src)
+
+
+def test_a_decode_attention_wrong_at_short_contexts_never_wins(gc):
+    """The tuner verifies (and times) a decode attention at positions 1023,
+    5, 127 and 3071 (core/ops.c: gc_op_tune_points), not at 1023 alone: a
+    planted copy of the CPU kernel that leaves out the first key where a
+    row has fewer than 256 (right at 1023 and 3071, so a tuner that looked
+    there only would let it win) is recorded verify-failed at position 5;
+    its unharmed twin is measured ok, over all four."""
+    d = gc.dir / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), d)
+    planted_attention(d, "planted_att_ok", None)
+    planted_attention(d, "planted_att_short", "for (int64_t j0 = kend < 256; j0 < kend; j0 += KB)")
+    r = gc("gcore-tune", "--templates", d, "--op", "attention", "--m", "1", "--h", "5", "--g", "5",
+           "--d", "96", "--dtype", "f32", "--db", "t.db", "--min-time", "0.02", "--budget", "6",
+           "--no-progress")
+    assert r.rc == 0, r
+    by, winner = results(gc.dir / "t.db")
+    status, detail, _ = by["planted_att_short"]
+    assert status == "verify-failed" and detail.startswith("at position 5: O element"), (status, detail)
+    assert by["planted_att_ok"][0] == "ok", by["planted_att_ok"]
+    assert winner and winner[0] != "planted_att_short", (winner, by)

@@ -206,9 +206,11 @@ static int run_op(const char *bundle, const char *backend, int ordinal, const gc
     printf("%s on %s (%s): kernel %s %s%s\n", key, gc_rt_target(rt), gc_dev_info(dev)->name,
            ctx.k->d.template_name, ctx.k->d.params, ctx.k->d.is_default ? " [default]" : " [tuned]");
     printf("verified: every element within tolerance (worst %.3f of it)\n", v.worst);
+    double flops, bytes; /* at --pos: the cache rows it reads and writes */
+    gc_op_work(p, &sc, &flops, &bytes);
     printf("time: median %.2f us (min %.2f, max %.2f, %lld runs), %.2f GFLOP/s, %.2f GB/s\n",
-           t.median_us, t.min_us, t.max_us, (long long)t.iters,
-           gc_op_flops(p) / (t.median_us * 1e-6) / 1e9, gc_op_bytes(p) / (t.median_us * 1e-6) / 1e9);
+           t.median_us, t.min_us, t.max_us, (long long)t.iters, flops / (t.median_us * 1e-6) / 1e9,
+           bytes / (t.median_us * 1e-6) / 1e9);
   }
   gc_check_free(chk);
   gc_rt_close(rt);

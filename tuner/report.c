@@ -201,8 +201,8 @@ static double bound_us(const gc_db_prob_row_t *pr, const gc_report_peak_t *pk) {
   int half = pr->p.ta == GC_DT_F16 || pr->p.ta == GC_DT_BF16 || pr->p.tb == GC_DT_F16 ||
              pr->p.tb == GC_DT_BF16;
   double tflops = half ? pk->tflops16 : pk->tflops32;
-  double t_math = tflops > 0 ? gc_op_flops(&pr->p) / (tflops * 1e12) : 0;
-  double t_mem = gc_op_bytes(&pr->p) / (pk->gbps * 1e9);
+  double t_math = tflops > 0 ? gc_op_tune_flops(&pr->p) / (tflops * 1e12) : 0;
+  double t_mem = gc_op_tune_bytes(&pr->p) / (pk->gbps * 1e9);
   return 1e6 * (t_math > t_mem ? t_math : t_mem);
 }
 

@@ -243,8 +243,8 @@ static gc_db_measurement_t result_row(const sweep_t *s, int64_t variant_id, cons
     m.max_us = r->timing.max_us;
     m.spread = r->timing.spread;
     m.iters = r->timing.iters;
-    m.tflops = gc_op_flops(s->p) / (m.median_us * 1e-6) / 1e12;
-    m.gbps = gc_op_bytes(s->p) / (m.median_us * 1e-6) / 1e9;
+    m.tflops = gc_op_tune_flops(s->p) / (m.median_us * 1e-6) / 1e12;
+    m.gbps = gc_op_tune_bytes(s->p) / (m.median_us * 1e-6) / 1e9;
   }
   if (r && (!strcmp(status, "ok") || !strcmp(status, "verify-failed")))
     m.max_err = r->verify.worst;
@@ -286,7 +286,7 @@ static void progress(sweep_t *s) {
   char best[96] = "none yet";
   if (s->best_us > 0)
     snprintf(best, sizeof best, "%.1f us (%.2f TFLOP/s)", s->best_us,
-             gc_op_flops(s->p) / (s->best_us * 1e-6) / 1e12);
+             gc_op_tune_flops(s->p) / (s->best_us * 1e-6) / 1e12);
   fprintf(stderr, "\r\033[K[%d/%d] %s%s | %lld/%lld | best %s | ETA %ld:%02ld", s->iprob + 1,
           s->nprobs, s->defaults_only ? "defaults of " : "", s->key, (long long)s->measured,
           (long long)total, best, secs / 60, secs % 60);
@@ -588,7 +588,7 @@ static void summary(sweep_t *s, int found, gc_err_t *e) {
     printf("  no verified variant: no winner\n");
     return;
   }
-  double flops = gc_op_flops(s->p) / (w.median_us * 1e-6);
+  double flops = gc_op_tune_flops(s->p) / (w.median_us * 1e-6);
   printf("  winner %s %s: %.1f us, %.1f GFLOP/s", w.template_name, w.params, w.median_us,
          flops / 1e9);
   if (s->default_us > 0) printf(", %.2fx the default", s->default_us / w.median_us);

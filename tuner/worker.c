@@ -169,8 +169,27 @@ static void catch_faults(int out) {
 
 typedef struct child {
   gc_dev_t *dev;
-  gc_check_t *check;
+  gc_check_t *check[GC_OP_MAX_POINTS]; /* the problem at each of its tune points */
+  gc_op_scalars_t sc[GC_OP_MAX_POINTS];
+  int npoints;                           /* 0: no problem set up */
 } child_t;
+
+static void child_free_checks(child_t *ch) {
+  for (int i = 0; i < ch->npoints; i++) gc_check_free(ch->check[i]);
+  ch->npoints = 0;
+}
+
+/* The problem's checks at every tune point (gc_op_tune_points). */
+static int child_setup(child_t *ch, const gc_problem_t *p, uint64_t seed, gc_err_t *e) {
+  child_free_checks(ch);
+  int n = gc_op_tune_points(p, ch->sc);
+  for (; ch->npoints < n; ch->npoints++)
+    if (gc_check_setup(ch->dev, p, &ch->sc[ch->npoints], seed, &ch->check[ch->npoints], e)) {
+      child_free_checks(ch);
+      return e->code;
+    }
+  return GC_OK;
+}
 
 typedef struct launch_ctx {
   gc_dev_t *dev;
@@ -213,11 +232,63 @@ static int load_kernel(child_t *ch, const gc_work_req_t *q, gc_module_t **mod,
  * overlaps them (the first of a chain follows the cache flush). */
 #define WORKER_CHAIN 8
 
+/* Where point i is not the problem's default (gc_op_tune_points): "at
+ * position P: " before what is said of it. */
+static void point_prefix(const child_t *ch, int i, char *out, size_t n) {
+  out[0] = 0;
+  if (i > 0) snprintf(out, n, "at position %lld: ", (long long)ch->sc[i].pos0);
+}
+
+/* One verification of the kernel at every point; *ok 0 and the reply's
+ * verify and detail (with prefix before it) from the first that fails. */
+static int verify_points(child_t *ch, launch_ctx_t *l, const char *phase, const char *prefix,
+                         gc_work_reply_t *r, int *ok, gc_err_t *e) {
+  *ok = 1;
+  for (int i = 0; i < ch->npoints; i++) {
+    gc_verify_t v;
+    char at[48];
+    fault_ctx.check = ch->check[i];
+    fault_ctx.phase = phase;
+    if (gc_check_verify(ch->check[i], launch_cb, l, &v, e)) return e->code;
+    point_prefix(ch, i, at, sizeof at);
+    if (!v.ok) {
+      *ok = 0;
+      r->verify = v;
+      snprintf(r->detail, sizeof r->detail, "%s%s%s", prefix, at, v.why);
+      return GC_OK;
+    }
+    if (i == 0 || v.worst > r->verify.worst) r->verify = v;
+  }
+  return GC_OK;
+}
+
+/* The kernel timed at every point: the sum of their medians (min, max
+ * alike), the widest spread and the fewest launches, each point with its
+ * share of the time to aim for and what is left of the abandon mark. */
+static int time_points(child_t *ch, launch_ctx_t *l, const gc_time_opts_t *opts, gc_timing_t *t,
+                       gc_err_t *e) {
+  memset(t, 0, sizeof *t);
+  for (int i = 0; i < ch->npoints; i++) {
+    gc_time_opts_t o = *opts;
+    gc_timing_t ti;
+    o.min_time = opts->min_time / ch->npoints;
+    if (opts->abandon_us > 0) /* > 0 still: a point past the mark stops at min_iters */
+      o.abandon_us = opts->abandon_us > t->median_us ? opts->abandon_us - t->median_us : 1e-9;
+    fault_ctx.check = ch->check[i];
+    if (gc_check_time(ch->check[i], launch_cb, l, &o, &ti, e)) return e->code;
+    t->median_us += ti.median_us, t->min_us += ti.min_us, t->max_us += ti.max_us;
+    if (ti.spread > t->spread) t->spread = ti.spread;
+    if (i == 0 || ti.iters < t->iters) t->iters = ti.iters;
+  }
+  return GC_OK;
+}
+
 static void child_run(child_t *ch, const gc_work_req_t *q, gc_work_reply_t *r,
                       gc_err_t *e) {
   gc_module_t *mod = NULL;
   launch_ctx_t l = {0};
   gc_time_opts_t opts = q->timing;
+  int ok;
   memset(r, 0, sizeof *r);
   strcpy(r->status, "launch-failed");
   if (load_kernel(ch, q, &mod, &l, e)) {
@@ -227,35 +298,30 @@ static void child_run(child_t *ch, const gc_work_req_t *q, gc_work_reply_t *r,
   /* a decode step launches a @pdl kernel overlapping the one before it:
    * time it that way where the device does so (gc_time_opts_t.chain) */
   if (q->pdl && gc_dev_kernel_pdl(ch->dev, l.k, 1)) opts.chain = WORKER_CHAIN;
-  fault_ctx.check = ch->check;
-  fault_ctx.phase = "the verification launch";
-  if (gc_check_verify(ch->check, launch_cb, &l, &r->verify, e)) {
+  if (verify_points(ch, &l, "the verification launch", "", r, &ok, e)) {
     snprintf(r->detail, sizeof r->detail, "%s", e->msg);
     goto out;
   }
-  if (!r->verify.ok) {
+  if (!ok) {
     strcpy(r->status, "verify-failed");
-    snprintf(r->detail, sizeof r->detail, "%s", r->verify.why);
     goto out;
   }
   fault_ctx.phase = "the timed launches";
-  if (gc_check_time(ch->check, launch_cb, &l, &opts, &r->timing, e)) {
+  if (time_points(ch, &l, &opts, &r->timing, e)) {
     snprintf(r->detail, sizeof r->detail, "%s", e->msg);
     goto out;
   }
   /* again, after the timed launches: what they wrote into guards and
    * inputs, and a kernel that is right only the first time */
-  gc_verify_t again;
-  fault_ctx.phase = "the verification launch after the timed launches";
-  if (gc_check_verify(ch->check, launch_cb, &l, &again, e)) {
+  gc_verify_t first = r->verify;
+  if (verify_points(ch, &l, "the verification launch after the timed launches",
+                    "after the timed launches: ", r, &ok, e)) {
     snprintf(r->detail, sizeof r->detail, "%s", e->msg);
-  } else if (!again.ok) {
+  } else if (!ok) {
     strcpy(r->status, "verify-failed");
-    snprintf(r->detail, sizeof r->detail, "after the timed launches: %s", again.why);
-    r->verify = again;
   } else {
     strcpy(r->status, "ok");
-    if (again.worst > r->verify.worst) r->verify.worst = again.worst;
+    if (first.worst > r->verify.worst) r->verify.worst = first.worst;
   }
 out:
   fault_ctx.check = NULL;
@@ -279,12 +345,10 @@ static void child_main(const char *backend, int ordinal, int in, int out) {
     } else if (h.kind == MSG_INFO) {
       memcpy(r.detail, gc_dev_info(ch.dev), sizeof(gc_dev_info_t));
     } else if (h.kind == MSG_SETUP) {
-      gc_check_free(ch.check);
-      ch.check = NULL;
-      if ((reply.rc = gc_check_setup(ch.dev, &q.problem, NULL, q.seed, &ch.check, &e)))
+      if ((reply.rc = child_setup(&ch, &q.problem, q.seed, &e)))
         snprintf(reply.err, sizeof reply.err, "%s", e.msg);
     } else if (h.kind == MSG_RUN) {
-      if (!ch.check) {
+      if (!ch.npoints) {
         reply.rc = GC_EINVAL;
         snprintf(reply.err, sizeof reply.err, "no problem set up");
       } else {
@@ -294,7 +358,7 @@ static void child_main(const char *backend, int ordinal, int in, int out) {
     }
     if (write_all(out, &reply, sizeof reply) || write_all(out, &r, sizeof r)) break;
   }
-  gc_check_free(ch.check);
+  child_free_checks(&ch);
   gc_dev_close(ch.dev);
   _exit(0);
 }
