@@ -290,19 +290,39 @@ def test_a_kernel_that_keeps_what_it_finds_in_the_cache_is_caught(gc):
     assert not winner, winner
 
 
-def planted_attention(d, name, harm):
-    """A copy of templates/cpu/attention.c named `name`, its space cut to
-    its defaults (one candidate), with harm (None: none) replacing the
-    loop over the key blocks."""
-    src = open(os.path.join(ROOT, "templates", "cpu", "attention.c")).read()
-    src = src.replace("attention_cpu", name).replace("@priority 1", "@priority 0")
-    src = re.sub(r"@param (\w+) [\d ]+ default (\d+)", r"@param \1 \2 default \2", src)
-    loop = "for (int64_t j0 = 0; j0 < kend; j0 += KB)"
-    assert loop in src
-    if harm:
-        src = src.replace(loop, harm)
-    (d / "cpu" / f"{name}.c").write_text(src)
+# A decode attention right at long contexts only: the line that bounds the
+# keys, and the same line leaving out key 0 where a row has fewer than 256
+# keys (right at positions 1023 and 3071, wrong at 5 and 127), in the CPU
+# kernel and in the SIMT GPU one (attention_decode.cu: the first slice's).
+SHORT_HARMS = {
+    "cpu": ("attention.c", "attention_cpu", "for (int64_t j0 = 0; j0 < kend; j0 += KB)",
+            "for (int64_t j0 = kend < 256; j0 < kend; j0 += KB)"),
+    "gpu": ("attention_decode.cu", "attention_decode",
+            "const int64_t j0 = gc_min64(L, sp * cs), j1 = gc_min64(L, j0 + cs);",
+            "const int64_t j0 = gc_min64(L, sp * cs + (L < 256 && sp == 0)), j1 = gc_min64(L, sp * cs + cs);"),
+}
 
+
+def planted_attention(d, folder, name, harmed):
+    """A copy of folder's decode attention of SHORT_HARMS named `name`, its
+    space cut to its defaults (one candidate; the @defaults lines, which
+    name other values, dropped), harmed or not."""
+    f, old, line, harm = SHORT_HARMS[folder]
+    src = open(os.path.join(ROOT, "templates", folder, f)).read()
+    src = re.sub(r"\b%s\b" % old, name, src).replace("@priority 1", "@priority 0").replace("@priority 2", "@priority 0")
+    src = re.sub(r"@param (\w+) [\d ]+ default (\d+)", r"@param \1 \2 default \2", src)
+    src = re.sub(r"\n \* @defaults [^\n]*", "", src)
+    assert line in src
+    (d / folder / f"{name}.{f.split('.')[1]}").write_text(src.replace(line, harm) if harmed else src)
+
+
+def plant_attention(tmp, folder):
+    """Copies of the built-in templates plus planted_att_ok and planted_att_short."""
+    d = tmp / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), d)
+    planted_attention(d, folder, "planted_att_ok", False)
+    planted_attention(d, folder, "planted_att_short", True)
+    return d
 
 def test_a_decode_attention_wrong_at_short_contexts_never_wins(gc):
     """The tuner verifies (and times) a decode attention at positions 1023,
@@ -311,10 +331,7 @@ def test_a_decode_attention_wrong_at_short_contexts_never_wins(gc):
     row has fewer than 256 (right at 1023 and 3071, so a tuner that looked
     there only would let it win) is recorded verify-failed at position 5;
     its unharmed twin is measured ok, over all four."""
-    d = gc.dir / "tpl"
-    shutil.copytree(os.path.join(ROOT, "templates"), d)
-    planted_attention(d, "planted_att_ok", None)
-    planted_attention(d, "planted_att_short", "for (int64_t j0 = kend < 256; j0 < kend; j0 += KB)")
+    d = plant_attention(gc.dir, "cpu")
     r = gc("gcore-tune", "--templates", d, "--op", "attention", "--m", "1", "--h", "5", "--g", "5",
            "--d", "96", "--dtype", "f32", "--db", "t.db", "--min-time", "0.02", "--budget", "6",
            "--no-progress")
@@ -324,3 +341,13 @@ def test_a_decode_attention_wrong_at_short_contexts_never_wins(gc):
     assert status == "verify-failed" and detail.startswith("at position 5: O element"), (status, detail)
     assert by["planted_att_ok"][0] == "ok", by["planted_att_ok"]
     assert winner and winner[0] != "planted_att_short", (winner, by)
+
+
+@pytest.mark.skipif(not NVRTC, reason="NVRTC not installed (CUDA toolkit not found)")
+def test_gpu_planted_attention_compiles(gc, target="sm_90"):
+    """tests/gpu/test_gpu_planted.py's decode attentions build offline."""
+    d = plant_attention(gc.dir, "gpu")
+    for name in ("planted_att_ok", "planted_att_short"):
+        r = gc("gcore-gen", "--templates", d, "--target", target, "--op", "attention", "--m", "1",
+               "--h", "32", "--g", "8", "--d", "128", "--dtype", "f16", "--force", name, "-o", "b.gcb", "-q")
+        assert r.rc == 0, (name, r)

@@ -17,7 +17,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from test_planted import GPU_HARMS, GPU_TEMPLATE, plant, results  # noqa: E402
+from test_planted import GPU_HARMS, GPU_TEMPLATE, plant, plant_attention, results  # noqa: E402
 
 BACKEND = os.environ.get("GCORE_TEST_BACKEND", "cpu")
 TARGETS = os.environ.get("GCORE_TEST_TARGETS", "cpu").split(",")
@@ -46,3 +46,19 @@ def test_gpu_planted_variants_never_win(gc):
     assert winner and (winner[0] == "planted_ok" or not winner[0].startswith("planted_")), winner
     print("winner", winner, "control", by["planted_ok"][2], "us, best built-in",
           min(by["builtin"]), "us")
+
+
+def test_gpu_decode_attention_wrong_at_short_contexts_never_wins(gc):
+    """tests/test_planted.py's decode attention right at long contexts only,
+    as a copy of attention_decode.cu: verify-failed at position 5."""
+    target = next((t for t in TARGETS if t.startswith("sm_9")), TARGETS[0])
+    tpl = plant_attention(gc.dir, "gpu")
+    r = gc("gcore-tune", "--target", target, "--templates", tpl, "--op", "attention", "--m", "1",
+           "--h", "32", "--g", "8", "--d", "128", "--dtype", "f16", "--db", "t.db", "--timeout", "10",
+           "--min-time", "0.05", "--budget", "8", "--no-progress")
+    assert r.rc == 0, r
+    by, winner = results(gc.dir / "t.db")
+    status, detail, _ = by["planted_att_short"]
+    assert status == "verify-failed" and detail.startswith("at position 5: O element"), (status, detail)
+    assert by["planted_att_ok"][0] == "ok", by["planted_att_ok"]
+    assert winner and winner[0] != "planted_att_short", (winner, by)
