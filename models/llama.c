@@ -91,6 +91,8 @@ struct gc_llama {
   gc_graph_t *decode_graph[2];  /* slot 0, one token: [0] logits out, [1] device argmax */
   gc_graph_t *batch_graph[BMAX + 1][2]; /* batched steps of M rows, the same */
   gc_prof_t *prof;
+  char leave_out[GC_OP_NAME];   /* gc_llama_leave_out: the op whose decode launches are left out, "" none */
+  int decoding;                 /* the launches under way are a decode step's */
   gc_dptr_t *owned;             /* [nowned]: allocations to free (cap: capowned) */
   int nowned, capowned;
   gc_llama_weights_t *conv;     /* tensors converted to the forward's dtypes (F32 norms of
@@ -402,11 +404,16 @@ void gc_llama_free(gc_llama_t *m) {
 }
 
 /* Free one rank's model (or the model without tensor parallelism). */
+/* Destroys one rank's captured steps (the next ones capture again). */
+static void drop_graphs(gc_llama_t *m) {
+  for (int i = 0; i < 2; i++) gc_dev_graph_destroy(m->dev, m->decode_graph[i]), m->decode_graph[i] = NULL;
+  for (int r = 0; r <= BMAX; r++)
+    for (int i = 0; i < 2; i++) gc_dev_graph_destroy(m->dev, m->batch_graph[r][i]), m->batch_graph[r][i] = NULL;
+}
+
 static void free_one(gc_llama_t *m) {
   if (!m) return;
-  for (int i = 0; i < 2; i++) gc_dev_graph_destroy(m->dev, m->decode_graph[i]);
-  for (int r = 0; r <= BMAX; r++)
-    for (int i = 0; i < 2; i++) gc_dev_graph_destroy(m->dev, m->batch_graph[r][i]);
+  drop_graphs(m);
   for (int i = 0; i < m->nowned; i++) gc_dev_free(m->dev, m->owned[i]);
   free(m->owned);
   gc_weights_close(m->conv);
@@ -442,6 +449,20 @@ void gc_llama_set_graphs(gc_llama_t *m, int on) {
   }
 }
 void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p) { m->prof = p; }
+
+int gc_llama_leave_out(gc_llama_t *m, const char *op, gc_err_t *e) {
+  if (op && *op && !gc_op_find(op)) {
+    char names[1024];
+    gc_op_names(names, sizeof names);
+    return gc_err_set(e, GC_EINVAL, "no op named %s (the ops: %s)", GC_QUOTED(op), names);
+  }
+  for (int r = 0; r < (m->ranks ? m->cfg.tp : 1); r++) {
+    gc_llama_t *k = m->ranks ? m->ranks[r] : m;
+    snprintf(k->leave_out, sizeof k->leave_out, "%s", op ? op : "");
+    drop_graphs(k); /* captured with the launches the step had */
+  }
+  return GC_OK;
+}
 gc_prof_t *gc_llama_profile(const gc_llama_t *m) { return m->prof; }
 void gc_llama_reset(gc_llama_t *m) { gc_llama_slot_reset(m, 0); }
 int64_t gc_llama_graph_replays(const gc_llama_t *m) { return m->replays; }
@@ -452,6 +473,7 @@ static int run(gc_llama_t *m, const gc_problem_t *p, const gc_op_scalars_t *sc,
                const gc_dptr_t *bufs, gc_err_t *e) {
   const gc_rt_kernel_t *k;
   gc_argpack_t pk;
+  if (m->decoding && m->leave_out[0] && !strcmp(p->op, m->leave_out)) return GC_OK; /* gc_llama_leave_out */
   if (gc_rt_find(m->rt, p, &k, e)) return e->code;
   gc_op_args(p, sc, bufs, &pk);
   if (!m->prof) return gc_rt_launch(m->rt, k, p, pk.args, e);
@@ -804,6 +826,7 @@ static int run_slot(gc_llama_t *m, const void *arg, gc_err_t *e) {
   int rows = p->all_rows ? t : 1;
   double t0 = gc_now();
   if (m->prof) gc_prof_phase(m->prof, t > 1 ? "prefill" : "decode");
+  m->decoding = t == 1;
   int rc = gc_dev_upload(m->dev, m->step, step, (size_t)(t + 1) * sizeof *step, e);
   if (step != stage) free(step);
   if (rc) return rc;
@@ -853,6 +876,7 @@ static int run_batch(gc_llama_t *m, const void *arg, gc_err_t *e) {
   int M = p->M;
   double t0 = gc_now();
   if (m->prof) gc_prof_phase(m->prof, "decode");
+  m->decoding = 1;
   if (gc_dev_upload(m->dev, m->bstep, p->stage, (size_t)(BMAX + 2 * M) * sizeof *p->stage, e)) return e->code;
   int rc = GC_EUNSUPPORTED, argmax = p->next != NULL;
   if (m->graphs && !m->prof) {

@@ -97,6 +97,15 @@ void gc_llama_set_graphs(gc_llama_t *m, int on);
 /* Time every launch into p (NULL: off). Profiled steps run without graphs. */
 void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p);
 gc_prof_t *gc_llama_profile(const gc_llama_t *m);
+/* A developer's profile of the decode step: from now on, every decode
+ * step (one token of a sequence, or a batched step) leaves out its
+ * launches of op (a name of the op table; NULL or "": none), so that a
+ * step timed with and without says what that op costs in it, overlap with
+ * its neighbours included, which launches timed one by one (a profile)
+ * cannot. The outputs of such steps are wrong (the op's never written):
+ * time them, do not read them. Captured steps are dropped. GC_EINVAL for
+ * an op that is not one. */
+int gc_llama_leave_out(gc_llama_t *m, const char *op, gc_err_t *e);
 /* Decode steps run so far as one graph replay (the rest: launch by launch). */
 int64_t gc_llama_graph_replays(const gc_llama_t *m);
 /* Empty slot 0's KV cache: the next forward starts at position 0. */

@@ -133,3 +133,55 @@ def test_errors_are_one_line(gc, model, args, needle):
 def test_needs_a_model(gc):
     assert_clean_error(gc("gcore-bench", "-p", "8"), "gcore-bench", "-m MODEL")
     assert_clean_error(gc("gcore-bench", "-m", "nowhere"), "gcore-bench", "nowhere")
+
+
+def profiles(err):
+    """{test name: its --profile section} of gcore-bench's stderr."""
+    parts = re.split(r"gcore-bench: profile of (.+) \(\d+ timed runs\):\n", err)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def test_leave_out_runs_each_tg_test_again_without_the_op(gc, model):
+    """--leave-out: after the tests, every tg test again per op with the
+    decode steps' launches of that op left out ("tg4 -attention"); the
+    profile of such a row lists no kernel of that op, and the op is back
+    in the next row (a batched step's attention is attention_batch, which
+    leaving out attention does not touch)."""
+    r = gc("gcore-bench", "-m", model, "-p", "0", "-n", "4", "-r", "1", "--parallel", "1,2",
+           "--leave-out", "attention,attention_batch", "--profile")
+    assert r.rc == 0, r
+    names = [row[4] for row in md_rows(r.out)]
+    assert names == ["tg4", "tg4 x2", "tg4 -attention", "tg4 x2 -attention", "tg4 -attention_batch",
+                     "tg4 x2 -attention_batch"], r.out
+    prof = profiles(r.err)
+    assert sorted(prof) == sorted(names), r.err
+    single, batched = re.compile(r" attention f\w+:"), re.compile(r" attention_batch f\w+:")
+    for name, text in prof.items():
+        has = {"attention": bool(single.search(text)), "attention_batch": bool(batched.search(text))}
+        want = "attention_batch" if " x2" in name else "attention"
+        assert has[want] == (not name.endswith(" -" + want)), (name, text)
+        assert not has["attention_batch" if want == "attention" else "attention"], (name, text)
+        assert "gemm_add" in text, (name, text)  # the rest of the step still runs
+
+
+def test_leave_out_in_csv_and_json(gc, model):
+    r = gc("gcore-bench", "-m", model, "-p", "4", "-n", "4", "-r", "1", "--leave-out", "argmax", "-o", "csv")
+    assert r.rc == 0, r
+    rows = list(csv.DictReader(io.StringIO(r.out)))
+    assert [(x["n_prompt"], x["n_gen"], x["left_out"]) for x in rows] == [("4", "0", ""), ("0", "4", ""),
+                                                                         ("0", "4", "argmax")], r.out
+    r = gc("gcore-bench", "-m", model, "-p", "0", "-n", "4", "-r", "1", "--leave-out", "gemm_add", "-o", "json")
+    assert r.rc == 0, r
+    tests = json.loads(r.out)
+    assert ["left_out" in t for t in tests] == [False, True] and tests[1]["left_out"] == "gemm_add", r.out
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--leave-out", "attention,bogus"], "--leave-out: no op named 'bogus' (the ops: gemm, "),
+    (["-n", "0", "--leave-out", "attention"], "--leave-out leaves ops out of tg tests: give -n"),
+    (["--leave-out", "attention,"], "--leave-out: expected a comma list of op names"),
+])
+def test_leave_out_errors_before_any_test(gc, model, args, needle):
+    r = gc("gcore-bench", "-m", model, "-p", "4", "-r", "1", *args)
+    assert_clean_error(r, "gcore-bench", needle)
+    assert r.out == "", r.out

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "../base/cli.h"
+#include "../core/problem.h"
 #include "../models/llama.h"
 #include "../models/llama_bundle.h"
 
@@ -41,12 +42,16 @@ static const char usage[] =
     "  --no-warmup            no untimed run of each test first\n"
     "  --profile              after each test, a per-kernel table of its timed runs to stderr\n"
     "                         (as gcore-run --profile: launches timed one by one, no graphs)\n"
+    "  --leave-out LIST       op names, comma-separated: after the tests, each tg test again per\n"
+    "                         op with the decode steps' launches of that op left out (test\n"
+    "                         \"tg128 -attention\"): the op's cost in the step is the difference.\n"
+    "                         A developer's profile: those runs' tokens are not the model's\n"
     "  --backend NAME         device backend: cpu (default), cuda (NVIDIA) or hip (AMD)\n"
     "  --device N             device ordinal (default 0)\n"
     "  -h, --help             this text\n"
     "  --version              this tool's version\n";
 
-enum { O_VERSION = 256, O_DB, O_CACHE, O_QUANTIZE, O_NOWARMUP, O_BACKEND, O_DEVICE, O_PARALLEL, O_PROFILE };
+enum { O_VERSION = 256, O_DB, O_CACHE, O_QUANTIZE, O_NOWARMUP, O_BACKEND, O_DEVICE, O_PARALLEL, O_PROFILE, O_LEAVE_OUT };
 
 static const struct option longopts[] = {
     {"model", 1, 0, 'm'},       {"bundle", 1, 0, 'b'},        {"n-prompt", 1, 0, 'p'},
@@ -54,15 +59,21 @@ static const struct option longopts[] = {
     {"db", 1, 0, O_DB},         {"cache", 1, 0, O_CACHE},     {"quantize", 1, 0, O_QUANTIZE},
     {"no-warmup", 0, 0, O_NOWARMUP}, {"backend", 1, 0, O_BACKEND}, {"device", 1, 0, O_DEVICE},
     {"parallel", 1, 0, O_PARALLEL}, {"profile", 0, 0, O_PROFILE},
+    {"leave-out", 1, 0, O_LEAVE_OUT},
     {"help", 0, 0, 'h'},        {"version", 0, 0, O_VERSION}, {0, 0, 0, 0}};
 
 #define MAX_TESTS 64
+#define MAX_LEAVE 16
+
+typedef char op_name_t[GC_OP_NAME];
 
 typedef struct bench_opts {
   gc_llama_bundle_opts_t b;
   const char *backend, *format;
   int ordinal, reps, warmup, profile;
   int pp[MAX_TESTS], npp, tg[MAX_TESTS], ntg, par[MAX_TESTS], npar;
+  op_name_t leave[MAX_LEAVE]; /* --leave-out */
+  int nleave;
 } bench_opts_t;
 
 /* What a row says about the model and the device. */
@@ -74,6 +85,7 @@ typedef struct model_info {
 /* The timings of one test. */
 typedef struct test_result {
   int n_prompt, n_gen, n_parallel, reps;
+  const char *left_out;    /* --leave-out: the op whose decode launches were left out, or NULL */
   double ns[256], ts[256]; /* per repetition: nanoseconds, tokens/s */
   double avg_ns, sd_ns, avg_ts, sd_ts;
   char when[32];           /* ISO 8601, UTC */
@@ -204,11 +216,13 @@ static void stats(test_result_t *r) {
 /* One test: an untimed run first unless --no-warmup (first launches,
  * caches and the decode graph's capture stay out of the timings), then
  * o->reps timed ones. */
-static int run_test(gc_llama_t *m, const bench_opts_t *o, int pp, int tg, int b, float *lg,
-                    gc_prof_t *prof, test_result_t *r, gc_err_t *e) {
+static int run_test(gc_llama_t *m, const bench_opts_t *o, int pp, int tg, int b, const char *left_out,
+                    float *lg, gc_prof_t *prof, test_result_t *r, gc_err_t *e) {
   double secs;
   time_t now = time(NULL);
   memset(r, 0, sizeof *r);
+  r->left_out = left_out;
+  if (gc_llama_leave_out(m, left_out, e)) return e->code;
   r->n_prompt = pp;
   r->n_gen = tg;
   r->n_parallel = pp ? 1 : b;
@@ -223,6 +237,7 @@ static int run_test(gc_llama_t *m, const bench_opts_t *o, int pp, int tg, int b,
     r->ts[i] = (double)(pp ? pp : tg * r->n_parallel) / secs;
   }
   gc_llama_set_profile(m, NULL);
+  if (!e->code && left_out) gc_llama_leave_out(m, NULL, e);
   if (e->code) return e->code;
   stats(r);
   return GC_OK;
@@ -272,11 +287,13 @@ static void csv_str(const char *s) {
   putchar('"');
 }
 
-/* "pp512", "tg128", and for B sequences at once "tg128 x8". */
+/* "pp512", "tg128", and for B sequences at once "tg128 x8"; with an op
+ * left out "tg128 -attention". */
 static void test_name(const test_result_t *r, char *out, size_t n) {
   if (r->n_prompt) snprintf(out, n, "pp%d", r->n_prompt);
   else if (r->n_parallel > 1) snprintf(out, n, "tg%d x%d", r->n_gen, r->n_parallel);
   else snprintf(out, n, "tg%d", r->n_gen);
+  if (r->left_out) snprintf(out + strlen(out), n - strlen(out), " -%s", r->left_out);
 }
 
 static const char md_head[] =
@@ -287,10 +304,10 @@ static const char md_head[] =
 
 static const char csv_head[] =
     "build_version,model_filename,model_type,model_size,model_n_params,backend,target,device,"
-    "n_prompt,n_gen,n_parallel,test_time,repetitions,avg_ns,stddev_ns,avg_ts,stddev_ts\n";
+    "n_prompt,n_gen,n_parallel,test_time,repetitions,avg_ns,stddev_ns,avg_ts,stddev_ts,left_out\n";
 
 static void print_row(const bench_opts_t *o, const model_info_t *mi, const test_result_t *r, int first) {
-  char test[32], ts[64];
+  char test[64], ts[64];
   test_name(r, test, sizeof test);
   if (!strcmp(o->format, "md")) {
     snprintf(ts, sizeof ts, "%.2f ± %.2f", r->avg_ts, r->sd_ts);
@@ -306,8 +323,8 @@ static void print_row(const bench_opts_t *o, const model_info_t *mi, const test_
     csv_str(mi->target);
     putchar(',');
     csv_str(mi->device);
-    printf(",%d,%d,%d,\"%s\",%d,%.0f,%.0f,%.6f,%.6f\n", r->n_prompt, r->n_gen, r->n_parallel, r->when, r->reps,
-           r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts);
+    printf(",%d,%d,%d,\"%s\",%d,%.0f,%.0f,%.6f,%.6f,\"%s\"\n", r->n_prompt, r->n_gen, r->n_parallel, r->when,
+           r->reps, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts, r->left_out ? r->left_out : "");
   } else {
     printf("%s  {\n    \"build_version\": \"%s\",\n    \"model_filename\": ", first ? "" : ",\n",
            GC_VERSION);
@@ -325,7 +342,9 @@ static void print_row(const bench_opts_t *o, const model_info_t *mi, const test_
     for (int i = 0; i < r->reps; i++) printf("%s%.0f", i ? ", " : "", r->ns[i]);
     printf("],\n    \"samples_ts\": [");
     for (int i = 0; i < r->reps; i++) printf("%s%.6f", i ? ", " : "", r->ts[i]);
-    printf("]\n  }");
+    printf("]");
+    if (r->left_out) printf(",\n    \"left_out\": \"%s\"", r->left_out); /* an op name: no escapes */
+    printf("\n  }");
   }
   fflush(stdout);
 }
@@ -370,22 +389,24 @@ static int bench(const bench_opts_t *o, gc_err_t *e) {
   if (!rc && !strcmp(o->format, "md")) fputs(md_head, stdout);
   if (!rc && !strcmp(o->format, "csv")) fputs(csv_head, stdout);
   if (!rc && !strcmp(o->format, "json")) printf("[\n");
-  /* the pp tests, then each tg length for each --parallel count */
-  int rows = 0;
-  for (int i = 0; !rc && i < o->npp + o->ntg * o->npar; i++) {
+  /* the pp tests, then each tg length for each --parallel count, then
+   * those again for each op of --leave-out */
+  int rows = 0, ntg = o->ntg * o->npar, ntests = o->npp + ntg * (1 + o->nleave);
+  for (int i = 0; !rc && i < ntests; i++) {
     test_result_t r;
-    int j = i - o->npp, pp = j < 0 ? o->pp[i] : 0, tg = j < 0 ? 0 : o->tg[j / o->npar];
-    int b = j < 0 ? 1 : o->par[j % o->npar];
-    if (!(rc = run_test(m, o, pp, tg, b, lg, prof, &r, e))) print_row(o, &mi, &r, rows++ == 0);
+    int j = i - o->npp, pp = j < 0 ? o->pp[i] : 0, tg = j < 0 ? 0 : o->tg[j % ntg / o->npar];
+    int b = j < 0 ? 1 : o->par[j % ntg % o->npar];
+    const char *left_out = j < ntg ? NULL : o->leave[j / ntg - 1];
+    if (!(rc = run_test(m, o, pp, tg, b, left_out, lg, prof, &r, e))) print_row(o, &mi, &r, rows++ == 0);
     if (!rc && prof) {
-      char name[32];
+      char name[64];
       test_name(&r, name, sizeof name);
       fflush(stdout);
       fprintf(stderr, "gcore-bench: profile of %s (%d timed runs):\n", name, r.reps);
       gc_prof_print(prof, stderr);
       gc_prof_free(prof);
       prof = NULL;
-      if (i + 1 < o->npp + o->ntg * o->npar) rc = gc_prof_create(dev, &prof, e);
+      if (i + 1 < ntests) rc = gc_prof_create(dev, &prof, e);
     }
   }
   if (!rc && !strcmp(o->format, "json")) printf("\n]\n");
@@ -411,6 +432,20 @@ static int parse_list(const char *s, int64_t hi, int *v, int *n) {
     if (x > 0) v[(*n)++] = (int)x;
   }
   return s[0] && s[strlen(s) - 1] != ',' ? 0 : -1;
+}
+
+/* A comma list of names into v, at most MAX_LEAVE of them (main checks
+ * that each is an op). */
+static int parse_ops(const char *s, op_name_t *v, int *n) {
+  char buf[1024], *save = NULL;
+  if (strlen(s) >= sizeof buf || !s[0] || s[strlen(s) - 1] == ',') return -1;
+  snprintf(buf, sizeof buf, "%s", s);
+  *n = 0;
+  for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    if (*n == MAX_LEAVE || strlen(t) >= sizeof *v) return -1;
+    snprintf(v[(*n)++], sizeof *v, "%s", t);
+  }
+  return *n ? 0 : -1;
 }
 
 static int bad_flag(const char *flag, const char *what) {
@@ -452,6 +487,10 @@ int main(int argc, char **argv) {
           return bad_flag("--parallel", "a comma list of sequence counts, 1 to 16");
         break;
       case O_PROFILE: o.profile = 1; break;
+      case O_LEAVE_OUT:
+        if (parse_ops(optarg, o.leave, &o.nleave))
+          return bad_flag("--leave-out", "a comma list of op names (at most 16; see gcore-tune --help)");
+        break;
       case O_NOWARMUP: o.warmup = 0; break;
       case O_BACKEND: o.backend = optarg; break;
       case O_DEVICE:
@@ -473,8 +512,15 @@ int main(int argc, char **argv) {
     rc = gc_err_set(&e, GC_EINVAL, "--db and --cache build the bundle when -b is not given; drop them or -b");
   else if (!o.npp && !o.ntg)
     rc = gc_err_set(&e, GC_EINVAL, "nothing to run: -p and -n are both 0");
-  else
-    rc = bench(&o, &e);
+  else if (o.nleave && !o.ntg)
+    rc = gc_err_set(&e, GC_EINVAL, "--leave-out leaves ops out of tg tests: give -n");
+  for (int i = 0; !rc && i < o.nleave; i++) /* before any test runs */
+    if (!gc_op_find(o.leave[i])) {
+      char names[1024];
+      gc_op_names(names, sizeof names);
+      rc = gc_err_set(&e, GC_EINVAL, "--leave-out: no op named %s (the ops: %s)", GC_QUOTED(o.leave[i]), names);
+    }
+  if (!rc) rc = bench(&o, &e);
   if (rc) {
     fflush(stdout);
     fprintf(stderr, "gcore-bench: %s\n", e.msg);
