@@ -597,7 +597,7 @@ def test_a_wrong_attention_decode_mma_is_caught(tmp_path, what, old, new):
 PF_MUTATIONS = [
     ("attention_decode_mma.cu", DEC_MUTANT[1], "gc_min64(a.j1, a.L - 1)", "a.j0 + (a.L + SPLIT - 1) / SPLIT"),
     ("attention_decode.cu", dict(WARPS=2, KL=16, HPB=2, SPLIT=2, U=2, DMAX=128, L2PF=1),
-     "j1 = gc_min64(L - 1, j0 + cs);", "j1 = j0 + cs;"),
+     "gc_min64(a.j1, a.L - 1)", "a.j0 + (a.L + SPLIT - 1) / SPLIT"),
 ]
 
 

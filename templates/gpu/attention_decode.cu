@@ -127,6 +127,25 @@ GC_DEVICE void ad_step_load(const TB *kb, const TB *vb, int64_t ld, int64_t jb, 
     }
 }
 
+/* Row row's L = pos[row] + 1 keys (one row: pos0 + 1) cut in SPLIT
+ * slices of cdiv(L, SPLIT): slice sp's keys j0 .. j1-1, and the offset of
+ * the row's cache slot (a batch: pos[M + row]·S rows of G·D; else 0).
+ * pos: the device's positions, or before the wait a volatile view of
+ * them (loads of L2, not of L1 lines the later reads could hit). */
+struct ad_slice_t {
+  int64_t L, j0, j1, slot;
+};
+template <class TP>
+GC_DEVICE ad_slice_t ad_slice(TP *pos, int64_t M, int64_t row, int sp, int64_t S, int64_t G, int64_t D) {
+  ad_slice_t a;
+  a.L = (int64_t)pos[row] + 1;
+  const int64_t cs = gc_cdiv(a.L, SPLIT);
+  a.j0 = gc_min64(a.L, sp * cs);
+  a.j1 = gc_min64(a.L, a.j0 + cs);
+  a.slot = BATCH ? (int64_t)pos[M + row] * S * G * D : 0;
+  return a;
+}
+
 GC_KERNEL_BOUNDS(AD_T)
 void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t *pos,
                       int64_t M, int64_t H, int64_t G, int64_t D,
@@ -144,6 +163,9 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int3
   if (M != 1 || G <= 0 || H % G || D <= 0 || D > DMAX || (SPLIT > 1 && H > AD_HMAX))
 #endif
     return; /* outside @applies */
+#if !BATCH
+  const int64_t S = 0; /* one row: no slots */
+#endif
   const int64_t per = H / G, nb = gc_cdiv(per, HPB); /* heads per kv head, blocks per kv head */
 #if BATCH
   const int64_t row = gc_bid() / SPLIT / (G * nb);     /* the batch row */
@@ -154,32 +176,20 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int3
 #endif
   const int64_t h0 = g * per + hb % nb * HPB, nh = gc_min64(HPB, per - hb % nb * HPB);
   const int sp = (int)(gc_bid() % SPLIT);
-  if (L2PF) { /* the slice's older rows, from positions read past L1 */
-    const volatile int32_t *vp = pos;
-    const int64_t L = (int64_t)vp[row] + 1, cs = gc_cdiv(L, SPLIT); /* row 0: pos0 */
-    const int64_t j0 = gc_min64(L, sp * cs), j1 = gc_min64(L - 1, j0 + cs);
-#if BATCH
-    const int64_t slot = (int64_t)vp[M + row] * S * G * D;
-#else
-    const int64_t slot = 0;
-#endif
-    gc_split_prefetch(Kc + slot + g * D, Vc + slot + g * D, G * D, D, j0, j1, AD_T);
+  if (L2PF) { /* the slice's older rows (but the newest), from positions read past L1 */
+    const ad_slice_t a = ad_slice((const volatile int32_t *)pos, M, row, sp, S, G, D);
+    gc_split_prefetch(Kc + a.slot + g * D, Vc + a.slot + g * D, G * D, D, a.j0, gc_min64(a.j1, a.L - 1), AD_T);
   }
   gc_pdl_wait(); /* @pdl: the kernel before it has completed */
   gc_pdl_launch();
   const int tid = gc_tid(), lane = gc_lane(), w = tid / GC_WARP;
   const int kl = tid % KL, grp = tid / KL;
   const int vec_ok = D % AD_VEC == 0;
-#if BATCH
   /* on the device: a captured step replays at any lengths and slots */
-  const int64_t L = (int64_t)pos[row] + 1, cs = gc_cdiv(L, SPLIT);
-  Q += row * H * D, O += row * H * D;
-  Kc += (int64_t)pos[M + row] * S * G * D, Vc += (int64_t)pos[M + row] * S * G * D;
-#else
-  const int64_t pos0 = *pos; /* on the device: a captured step replays at any length */
-  const int64_t L = pos0 + 1, cs = gc_cdiv(L, SPLIT);
-#endif
-  const int64_t j0 = gc_min64(L, sp * cs), j1 = gc_min64(L, j0 + cs);
+  const ad_slice_t at = ad_slice(pos, M, row, sp, S, G, D);
+  const int64_t j0 = at.j0, j1 = at.j1;
+  Q += row * H * D, O += row * H * D; /* row 0 but for a batch */
+  Kc += at.slot, Vc += at.slot;
 
   /* q, pre-scaled into the base-2 domain */
   const float qs = scale * 1.4426950408889634f;
