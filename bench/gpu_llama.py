@@ -269,8 +269,17 @@ def gcore(*args, env=None):
     return r
 
 
+def leave_out_costs(d, b, ops, env):
+    """gcore-bench --leave-out: tg NEW from an empty cache with the bundle
+    b, then again per op of ops (comma-separated) without the decode
+    steps' launches of it. {op or "": tok/s}."""
+    r = gcore("gcore-bench", "-m", d, "-b", b, "--backend", "cuda", "-p", 0, "-n", NEW, "-r", 3,
+              "--leave-out", ops, "-o", "json", env=env)
+    return {t.get("left_out", ""): t["avg_ts"] for t in json.loads(r.stdout)}
+
+
 def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None, extra=True, plans=False, long=0,
-                decode_ctx=0, profile=False):
+                decode_ctx=0, profile=False, leave_out=""):
     """d: a model (a Hugging Face directory or a GGUF file). extra: also the
     diagnostic runs (no graph, no PDL, --profile); profile without extra:
     the decode step's --profile table alone. plans (a quantized model):
@@ -278,7 +287,8 @@ def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None, extra=True,
     prompt (gcore-gen --dequant-rows 0), and both plans' prefill profiles.
     long: also the prefill of a prompt of that many tokens (its --profile
     table and the PREFILL-token one with the rest). decode_ctx: also the
-    decode of NEW tokens after a prompt of that many."""
+    decode of NEW tokens after a prompt of that many. leave_out: also
+    leave_out_costs (an op's cost in the decode step by difference)."""
     env = dict(os.environ, GCORE_CACHE=os.path.join(out, "cache"))
     db, b = os.path.join(out, "tune.db"), os.path.join(out, os.path.basename(d) + ".gcb")
     if use_db:  # winners of an earlier gcore-tune run (bench/gpu_tune.py)
@@ -301,6 +311,8 @@ def gcore_bench(d, out, budget, arch, tune_decode=None, use_db=None, extra=True,
     ptoks = ",".join(str(i % 1000 + 1) for i in range(PREFILL))
     pre = json.loads(gcore(*run, "--tokens", ptoks, "-n", 1, "--warmup", 0, env=env).stdout)
     plan = {}
+    if leave_out:
+        plan["leave_out"] = leave_out_costs(d, b, leave_out, env)
     if decode_ctx:  # decode deep in the context: every step reads decode_ctx+ cached rows
         crun = [x if x != "1024" else str(decode_ctx + NEW + 8) for x in run]
         ctoks = ",".join(str(i % 1000 + 1) for i in range(decode_ctx))
@@ -372,6 +384,9 @@ def main():
     ap.add_argument("--decode-ctx", type=int, default=0, metavar="N",
                     help="also the fp16 model's decode after an N-token prompt (N + 256 + 8 <= the context, e.g. 3830), against its bound "
                     "with the KV cache's bytes")
+    ap.add_argument("--leave-out", default="", metavar="OPS",
+                    help="also the fp16 model's decode (tg256 from an empty cache, gcore-bench) without the decode "
+                    "steps' launches of each of these ops (comma-separated): each op's cost in the step, by difference")
     ap.add_argument("--no-extra", action="store_true",
                     help="skip the diagnostic runs (without the graph, --no-pdl, --profile)")
     ap.add_argument("--no-fp16", action="store_true",
@@ -391,7 +406,8 @@ def main():
             write_model(d, SHAPES[s])
             print(f"[{s}] model written in {time.time() - t0:.0f} s")
             g = gcore_bench(d, a.out, a.budget if a.budget != "0" else None, a.arch, a.tune_decode, a.db,
-                            not a.no_extra, long=a.long, decode_ctx=a.decode_ctx, profile=a.profile)
+                            not a.no_extra, long=a.long, decode_ctx=a.decode_ctx, profile=a.profile,
+                            leave_out=a.leave_out)
             if g["tune_s"]:
                 print(f"[{s}] gcore-tune: {g['tune_s']:.0f} s")
         bound = bw / weight_bytes_per_token(SHAPES[s])
@@ -428,6 +444,14 @@ def main():
             print(f"[{s}] decode after {a.decode_ctx} tokens: gcore {g['decode_ctx_tok_s']:8.1f} tok/s  bound "
                   f"{cb:.0f} tok/s (weights + {kv / 1e9:.2f} GB of KV cache per token): "
                   f"{g['decode_ctx_tok_s'] / cb:.0%}")
+        if a.leave_out:
+            lo, L = g["leave_out"], SHAPES[s]["n_layers"]
+            print(f"[{s}] decode tg{NEW} from an empty cache (gcore-bench): {lo['']:.1f} tok/s = "
+                  f"{lo[''] / bound:.1%} of the bound")
+            for op in a.leave_out.split(","):
+                us = (1 / lo[''] - 1 / lo[op]) * 1e6
+                print(f"[{s}]   without {op:22s} {lo[op]:8.1f} tok/s ({lo[op] / bound:.1%}): "
+                      f"{us:7.1f} us a step, {us / L:5.1f} us a layer")
         if a.no_fp16:
             continue
         if a.no_hf:
