@@ -324,6 +324,17 @@ def plant_attention(tmp, folder):
     planted_attention(d, folder, "planted_att_short", True)
     return d
 
+
+def assert_short_caught(db):
+    """planted_att_short verify-failed at position 5, its twin ok, and not
+    the winner."""
+    by, winner = results(db)
+    status, detail, _ = by["planted_att_short"]
+    assert status == "verify-failed" and detail.startswith("at position 5: O element"), (status, detail)
+    assert by["planted_att_ok"][0] == "ok", by["planted_att_ok"]
+    assert winner and winner[0] != "planted_att_short", (winner, by)
+
+
 def test_a_decode_attention_wrong_at_short_contexts_never_wins(gc):
     """The tuner verifies (and times) a decode attention at positions 1023,
     5, 127 and 3071 (core/ops.c: gc_op_tune_points), not at 1023 alone: a
@@ -336,11 +347,7 @@ def test_a_decode_attention_wrong_at_short_contexts_never_wins(gc):
            "--d", "96", "--dtype", "f32", "--db", "t.db", "--min-time", "0.02", "--budget", "6",
            "--no-progress")
     assert r.rc == 0, r
-    by, winner = results(gc.dir / "t.db")
-    status, detail, _ = by["planted_att_short"]
-    assert status == "verify-failed" and detail.startswith("at position 5: O element"), (status, detail)
-    assert by["planted_att_ok"][0] == "ok", by["planted_att_ok"]
-    assert winner and winner[0] != "planted_att_short", (winner, by)
+    assert_short_caught(gc.dir / "t.db")
 
 
 @pytest.mark.skipif(not NVRTC, reason="NVRTC not installed (CUDA toolkit not found)")
