@@ -293,13 +293,13 @@ def test_a_kernel_that_keeps_what_it_finds_in_the_cache_is_caught(gc):
 # A decode attention right at long contexts only: the line that bounds the
 # keys, and the same line leaving out key 0 where a row has fewer than 256
 # keys (right at positions 1023 and 3071, wrong at 5 and 127), in the CPU
-# kernel and in the SIMT GPU one (attention_decode.cu: the first slice's).
+# kernel and in the SIMT GPU one (attention_decode.cu's ad_slice: the first
+# slice's, whose keys then start at 1 and end one past the slice).
 SHORT_HARMS = {
     "cpu": ("attention.c", "attention_cpu", "for (int64_t j0 = 0; j0 < kend; j0 += KB)",
             "for (int64_t j0 = kend < 256; j0 < kend; j0 += KB)"),
     "gpu": ("attention_decode.cu", "attention_decode",
-            "const int64_t j0 = gc_min64(L, sp * cs), j1 = gc_min64(L, j0 + cs);",
-            "const int64_t j0 = gc_min64(L, sp * cs + (L < 256 && sp == 0)), j1 = gc_min64(L, sp * cs + cs);"),
+            "a.j0 = gc_min64(a.L, sp * cs);", "a.j0 = gc_min64(a.L, sp * cs + (a.L < 256 && sp == 0));"),
 }
 
 
