@@ -212,8 +212,12 @@ static size_t stop_holdback(const gc_srv_req_t *r) {
   return hold;
 }
 
-/* Free r's slot and drop the engine's reference. */
-static void end_req(gc_engine_t *en, gc_srv_req_t *r) {
+/* r's slot freed, and with it the engine's count of active requests;
+ * then r done (finish, or a failure with status and msg), its reader
+ * woken, and the engine's reference dropped: in that order, so that a
+ * client that has its whole answer finds its slot free (GET /health).
+ * Call without r->mu. */
+static void end_req(gc_engine_t *en, gc_srv_req_t *r, const char *finish, int status, const char *msg) {
   if (r->slot >= 0) {
     gc_llama_slot_reset(en->m, r->slot);
     en->slot[r->slot] = NULL;
@@ -222,6 +226,9 @@ static void end_req(gc_engine_t *en, gc_srv_req_t *r) {
     en->active--;
     pthread_mutex_unlock(&en->mu);
   }
+  pthread_mutex_lock(&r->mu);
+  req_done(r, finish, status, msg);
+  pthread_mutex_unlock(&r->mu);
   gc_srv_req_release(r);
 }
 
@@ -235,9 +242,8 @@ static int emit(gc_engine_t *en, gc_srv_req_t *r, int32_t tok) {
     int cap = r->capids ? 2 * r->capids : 64;
     int32_t *v = gc_realloc(r->ids, (size_t)cap * sizeof *v, &e);
     if (!v) {
-      req_done(r, NULL, 500, "out of memory");
       pthread_mutex_unlock(&r->mu);
-      end_req(en, r);
+      end_req(en, r, NULL, 500, "out of memory");
       return 1;
     }
     r->ids = v, r->capids = cap;
@@ -250,9 +256,8 @@ static int emit(gc_engine_t *en, gc_srv_req_t *r, int32_t tok) {
     finish = "stop";
   } else if (en->tok && tok < gc_tok_vocab_size(en->tok)) {
     if (gc_tok_stream_put(&r->ts, tok, &r->text, &e)) {
-      req_done(r, NULL, 500, e.msg);
       pthread_mutex_unlock(&r->mu);
-      end_req(en, r);
+      end_req(en, r, NULL, 500, e.msg);
       return 1;
     }
     size_t longest = 0;
@@ -268,14 +273,13 @@ static int emit(gc_engine_t *en, gc_srv_req_t *r, int32_t tok) {
   if (!finish && (r->nids >= r->p.max_tokens || pos >= en->o.ctx)) finish = "length";
   if (finish) {
     if (!cut && en->tok) gc_tok_stream_flush(&r->ts, &r->text, &e); /* a partial character: U+FFFD */
-    req_done(r, finish, 0, NULL);
   } else {
     r->ready = r->text.len - stop_holdback(r);
     pthread_cond_broadcast(&r->cv);
   }
   pthread_mutex_unlock(&r->mu);
   if (finish) {
-    end_req(en, r);
+    end_req(en, r, finish, 0, NULL);
     return 1;
   }
   r->last = tok;
@@ -285,12 +289,7 @@ static int emit(gc_engine_t *en, gc_srv_req_t *r, int32_t tok) {
 /* A failed step: every request in it fails with msg (500). */
 static void fail_rows(gc_engine_t *en, gc_srv_req_t **rows, int n, const char *msg) {
   fprintf(stderr, "gcore-serve: %s\n", msg);
-  for (int i = 0; i < n; i++) {
-    pthread_mutex_lock(&rows[i]->mu);
-    req_done(rows[i], NULL, 500, msg);
-    pthread_mutex_unlock(&rows[i]->mu);
-    end_req(en, rows[i]);
-  }
+  for (int i = 0; i < n; i++) end_req(en, rows[i], NULL, 500, msg);
 }
 
 static int greedy(const gc_srv_req_t *r) {
@@ -306,9 +305,8 @@ static void reap(gc_engine_t *en) {
     if (!r) continue;
     pthread_mutex_lock(&r->mu);
     int gone = r->cancelled;
-    if (gone) req_done(r, NULL, 499, "cancelled");
     pthread_mutex_unlock(&r->mu);
-    if (gone) end_req(en, r);
+    if (gone) end_req(en, r, NULL, 499, "cancelled");
   }
 }
 
@@ -439,10 +437,7 @@ static void drain(gc_engine_t *en) {
   for (int s = 0; s < en->o.parallel; s++) {
     gc_srv_req_t *r = en->slot[s];
     if (!r) continue;
-    pthread_mutex_lock(&r->mu);
-    req_done(r, NULL, 503, "the server is shutting down");
-    pthread_mutex_unlock(&r->mu);
-    end_req(en, r);
+    end_req(en, r, NULL, 503, "the server is shutting down");
   }
   pthread_mutex_lock(&en->mu);
   while (en->qlen) {
