@@ -103,27 +103,38 @@ static int64_t verify_rows(const gc_rt_kernel_t *k, const gc_problem_t *p) {
 }
 
 /* Run k once on random inputs of p's shape on the device's own stream
- * and check every output element: *ok, and why it failed. Errors are
- * those of the device (a launch that fails is a failed verification). */
+ * at each of the tuner's points (gc_op_tune_points: a decode attention at
+ * four context lengths) and check every output element: *ok, and why it
+ * failed. Errors are those of the device (a launch that fails is a failed
+ * verification). */
 static int verify(gcore_ctx *ctx, gc_rt_t *rt, const gc_rt_kernel_t *k, const gc_problem_t *p,
                   int *ok, char *why, size_t why_n, gc_err_t *e) {
   gc_problem_t q = *p;
   q.m = verify_rows(k, p);
-  gc_check_t *c = NULL;
-  gc_verify_t v = {0};
+  gc_op_scalars_t sc[GC_OP_MAX_POINTS];
+  gc_verify_t v = {.ok = 1};
   launch_job_t j = {rt, k, &q};
-  gc_err_t le = {0};
   char key[GC_PROBLEM_KEY];
   gc_problem_key(&q, key);
-  int rc = gc_check_setup(ctx->dev, &q, NULL, VERIFY_SEED, &c, e);
-  if (!rc) {
-    int lrc = gc_check_verify(c, launch_job, &j, &v, &le);
-    if (lrc == GC_ELAUNCH || lrc == GC_EUNSUPPORTED) /* the kernel's fault, not the device's */
-      v.ok = 0, snprintf(v.why, sizeof v.why, "%s", le.msg);
-    else if (lrc)
-      rc = gc_err_set(e, lrc, "%s", le.msg);
+  int rc = GC_OK;
+  for (int i = 0, n = gc_op_tune_points(&q, sc); !rc && v.ok && i < n; i++) {
+    gc_check_t *c = NULL;
+    gc_err_t le = {0};
+    rc = gc_check_setup(ctx->dev, &q, &sc[i], VERIFY_SEED, &c, e);
+    if (!rc) {
+      int lrc = gc_check_verify(c, launch_job, &j, &v, &le);
+      if (lrc == GC_ELAUNCH || lrc == GC_EUNSUPPORTED) /* the kernel's fault, not the device's */
+        v.ok = 0, snprintf(v.why, sizeof v.why, "%s", le.msg);
+      else if (lrc)
+        rc = gc_err_set(e, lrc, "%s", le.msg);
+    }
+    if (!rc && !v.ok && i > 0) { /* where, beyond the default point */
+      char at[sizeof v.why];
+      snprintf(at, sizeof at, "at position %lld: %s", (long long)sc[i].pos0, v.why);
+      snprintf(v.why, sizeof v.why, "%s", at);
+    }
+    gc_check_free(c);
   }
-  gc_check_free(c);
   if (rc) return gc_err_prefix(e, "verifying %s for %s", k->d.template_name, key);
   *ok = v.ok;
   snprintf(why, why_n, "%s %s (default) fails verification at %s: %s", k->d.template_name,

@@ -277,6 +277,34 @@ def test_a_wrong_default_is_never_used(gc, env):
         assert gemm_ok(ctx, 8, 32, 40, seed=1) and ctx.stats()["verify_failed"] == 1
 
 
+def test_a_default_wrong_at_short_contexts_is_never_used(gc, env):
+    """A bundle whose default decode attention is right at long contexts
+    only (tests/test_planted.py's planted copy of the CPU kernel, which
+    drops key 0 below 256 keys): verification before first use runs it at
+    the tuner's four positions (gc_op_tune_points), catches it at position
+    5, and a call at position 5 is served by a built-in default built on
+    demand: the right result, the failure counted."""
+    from test_planted import planted_attention
+    tdir = env / "templates"
+    shutil.copytree(os.path.join(ROOT, "templates"), tdir)
+    planted_attention(tdir, "cpu", "planted_att_short", True, priority=9)
+    r = gc("gcore-gen", "--templates", str(tdir), "--op", "attention", "--m", 1, "--h", 5, "--g", 5,
+           "--d", 96, "--dtype", "f32", "--target", "cpu", "-o", str(env / "w.gcb"))
+    assert r.rc == 0, r
+    rng = np.random.default_rng(9)
+    h, g, d, pos0 = 5, 5, 96, 5
+    q, kc, vc = rand(rng, (1, h * d), "f32"), rand(rng, (pos0 + 4, g * d), "f32"), rand(rng, (pos0 + 4, g * d), "f32")
+    with gcore.Context("cpu", bundle=str(env / "w.gcb")) as ctx:
+        o = ctx.attention(q, kc, vc, pos0, h, g, scale=float(np.float32(1 / np.sqrt(d))))
+        s = ctx.stats()
+        assert s["verify_failed"] == 1 and s["builds"] == 1, s
+    used = (pos0 + 1) * g * d
+    ref = {"Q": ("f32", f64(q, "f32")), "Kc": ("f32", f64(kc, "f32")[:used]), "Vc": ("f32", f64(vc, "f32")[:used]),
+           "O": ("f32", f64(o, "f32")), "pos": ("i32", np.array([pos0])),
+           "scalars": {"pos0": pos0, "scale": float(np.float32(1 / np.sqrt(d)))}}
+    cases.CHECK["attention"](ref, "f32", (1, h, g, d))
+
+
 def test_one_context_many_threads(env):
     shapes = [(m, n, 48) for m in (1, 2, 5, 9) for n in (32, 40)]
     with gcore.Context("cpu") as ctx:

@@ -303,13 +303,15 @@ SHORT_HARMS = {
 }
 
 
-def planted_attention(d, folder, name, harmed):
+def planted_attention(d, folder, name, harmed, priority=0):
     """A copy of folder's decode attention of SHORT_HARMS named `name`, its
     space cut to its defaults (one candidate; the @defaults lines, which
-    name other values, dropped), harmed or not."""
+    name other values, dropped), harmed or not, at this @priority (0: never
+    a default; above the built-ins': the default)."""
     f, old, line, harm = SHORT_HARMS[folder]
     src = open(os.path.join(ROOT, "templates", folder, f)).read()
-    src = re.sub(r"\b%s\b" % old, name, src).replace("@priority 1", "@priority 0").replace("@priority 2", "@priority 0")
+    src = re.sub(r"\b%s\b" % old, name, src)
+    src = re.sub(r"@priority \d+", f"@priority {priority}", src)
     src = re.sub(r"@param (\w+) [\d ]+ default (\d+)", r"@param \1 \2 default \2", src)
     src = re.sub(r"\n \* @defaults [^\n]*", "", src)
     assert line in src
