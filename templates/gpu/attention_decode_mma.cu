@@ -25,6 +25,7 @@
  * @param DMAX 64 128 default 128 -- largest head dimension served (registers are sized for it)
  * @param KMIN 0 32 64 128 256 default 0 -- keys a block takes at least: a row of L keys is cut in min(SPLIT, cdiv(L, KMIN)) slices (0: SPLIT), the blocks past them exit at once, so that a short context takes fewer, fuller blocks and merges fewer partials
  * @param L2PF 0 1 default 1 -- 1: before its wait for the kernel before, the block asks L2 for its slice's keys and values but the newest row (gc_split_prefetch), so they stream in while that kernel drains
+ * @defaults attention attention_batch DMAX=64 if D <= 64 -- heads of 64 or fewer: registers and stages sized for them (H200, the 1B shape, decode after 128 / 3830 tokens: 1092.4 -> 1121.9 / 1060.3 -> 1079.3 tok/s; bench/RESULTS.md, session 31)
  * @defaults attention_batch WARPS=4 SPLIT=4 -- a batch's M rows multiply the blocks: fewer slices, and half the warps' stages, so that three blocks share an SM (8 warps' stages at DMAX 128: 139 KB, one); on an H200 (bench/RESULTS.md, session 27), 32 heads over 8 of 128 (64), 4 and 16 rows 255 and 2000 positions in: 11.3-34.7 us (10.5-28.5) against attention_decode's 13.1-58.9 (12.6-59.1), where SPLIT=8 took 18.1-60.9
  * @constraint WARP == 32 && WARPS * WARP <= MAXT -- NVIDIA warps, a legal block
  * @constraint DMAX / 2 + DMAX / 4 + KW / 2 + 48 <= 255 -- O's accumulators, q's fragments and a chunk's scores fit the registers

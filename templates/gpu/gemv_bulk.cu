@@ -17,6 +17,7 @@
  * @param BPS 1 2 default 1 -- blocks per SM the grid is sized for (SMS: the device's count at launch)
  * @defaults gemm gemm_add rmsnorm_gemm KC=4096 STAGES=2 if K >= 4096 -- rows of 4096 or more: one 8 KB copy a row and stage (H200, f16: 8B QKV 16.8 -> 15.2 us, O 10.7 -> 10.3, LM head 284 -> 237, 1B down 11.1 -> 10.1; bench/RESULTS.md, session 29)
  * @defaults gemm gemm_add rmsnorm_gemm KC=2048 STAGES=3 if K >= 2048 && K < 4096 -- rows of 2048 to 4095: a 4 KB copy (1B QKV 6.7 -> 6.4 us, O 4.2 -> 4.0; session 29)
+ * @defaults gemm_add STAGES=2 if K >= 2048 && K < 4096 -- the output projection of heads of 2048 to 4095 columns in a 64 KB ring, which shares an SM with the decode attention before it (H200, 1B with DMAX=64 attention: 1121.9 -> 1131.7 / 1079.3 -> 1089.3 tok/s after 128 / 3830 tokens; the 8B's 4096 columns lose with it: session 31)
  * @defaults gemm_swiglu rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv STAGES=4 -- two rows a warp: the default's bytes in flight (128 KB at f16) in half the stages (H200, f16 gate/up 14336x4096: 54.6 us, gemv_gpu's best of 10 62.4)
  * @defaults rmsnorm_gemm_rope_kv RS=4 KC=2048 -- the QKV's RoPE pairs in 4 KB copies (H200, f16 8B 6144x4096: 16.6 us, RS=8,KC=1024 26.4, gemv_gpu's best of 12 20.2; 1B 3072x2048: 7.1, 8.8, 7.1)
  * @constraint SM >= 90 -- cp.async.bulk and transaction-counting mbarriers (sm_90)
