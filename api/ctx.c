@@ -128,10 +128,11 @@ static int verify(gcore_ctx *ctx, gc_rt_t *rt, const gc_rt_kernel_t *k, const gc
       else if (lrc)
         rc = gc_err_set(e, lrc, "%s", le.msg);
     }
-    if (!rc && !v.ok && i > 0) { /* where, beyond the default point */
-      char at[sizeof v.why];
-      snprintf(at, sizeof at, "at position %lld: %s", (long long)sc[i].pos0, v.why);
-      snprintf(v.why, sizeof v.why, "%s", at);
+    if (!rc && !v.ok) { /* where, beyond the default point */
+      char at[48], why[sizeof v.why];
+      gc_op_point_label(&sc[i], i, at, sizeof at);
+      snprintf(why, sizeof why, "%s%s", at, v.why);
+      snprintf(v.why, sizeof v.why, "%s", why);
     }
     gc_check_free(c);
   }

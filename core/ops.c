@@ -930,6 +930,11 @@ int gc_op_tune_points(const gc_problem_t *p, gc_op_scalars_t sc[GC_OP_MAX_POINTS
   return GC_OP_MAX_POINTS;
 }
 
+void gc_op_point_label(const gc_op_scalars_t *sc, int i, char *out, size_t n) {
+  out[0] = 0;
+  if (i > 0) snprintf(out, n, "at position %lld: ", (long long)sc->pos0);
+}
+
 double gc_op_tune_flops(const gc_problem_t *p) {
   gc_op_scalars_t sc[GC_OP_MAX_POINTS];
   double s = 0;

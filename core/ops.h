@@ -168,6 +168,9 @@ double gc_op_bytes(const gc_problem_t *p);
  * other op has one. */
 #define GC_OP_MAX_POINTS 4
 int gc_op_tune_points(const gc_problem_t *p, gc_op_scalars_t sc[GC_OP_MAX_POINTS]);
+/* What a failure at tune point i (sc: its scalars) is prefixed with:
+ * "at position P: ", or "" at point 0, the defaults. */
+void gc_op_point_label(const gc_op_scalars_t *sc, int i, char *out, size_t n);
 /* gc_op_flops and gc_op_bytes summed over the tune points: the work that
  * a tuner's time (the sum of the points' times) covers. */
 double gc_op_tune_flops(const gc_problem_t *p);

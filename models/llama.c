@@ -403,7 +403,6 @@ void gc_llama_free(gc_llama_t *m) {
   free_one(m);
 }
 
-/* Free one rank's model (or the model without tensor parallelism). */
 /* Destroys one rank's captured steps (the next ones capture again). */
 static void drop_graphs(gc_llama_t *m) {
   for (int i = 0; i < 2; i++) gc_dev_graph_destroy(m->dev, m->decode_graph[i]), m->decode_graph[i] = NULL;
@@ -411,6 +410,7 @@ static void drop_graphs(gc_llama_t *m) {
     for (int i = 0; i < 2; i++) gc_dev_graph_destroy(m->dev, m->batch_graph[r][i]), m->batch_graph[r][i] = NULL;
 }
 
+/* Free one rank's model (or the model without tensor parallelism). */
 static void free_one(gc_llama_t *m) {
   if (!m) return;
   drop_graphs(m);
@@ -449,21 +449,25 @@ void gc_llama_set_graphs(gc_llama_t *m, int on) {
   }
 }
 void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p) { m->prof = p; }
+gc_prof_t *gc_llama_profile(const gc_llama_t *m) { return m->prof; }
+
+int gc_llama_leave_out_check(const char *op, gc_err_t *e) {
+  if (!op || !*op || gc_op_find(op)) return GC_OK;
+  char names[1024];
+  gc_op_names(names, sizeof names);
+  return gc_err_set(e, GC_EINVAL, "no op named %s (the ops: %s)", GC_QUOTED(op), names);
+}
 
 int gc_llama_leave_out(gc_llama_t *m, const char *op, gc_err_t *e) {
-  if (op && *op && !gc_op_find(op)) {
-    char names[1024];
-    gc_op_names(names, sizeof names);
-    return gc_err_set(e, GC_EINVAL, "no op named %s (the ops: %s)", GC_QUOTED(op), names);
-  }
+  if (gc_llama_leave_out_check(op, e)) return e->code;
   for (int r = 0; r < (m->ranks ? m->cfg.tp : 1); r++) {
     gc_llama_t *k = m->ranks ? m->ranks[r] : m;
+    if (!strcmp(k->leave_out, op ? op : "")) continue; /* as it is: the captured steps stay */
     snprintf(k->leave_out, sizeof k->leave_out, "%s", op ? op : "");
     drop_graphs(k); /* captured with the launches the step had */
   }
   return GC_OK;
 }
-gc_prof_t *gc_llama_profile(const gc_llama_t *m) { return m->prof; }
 void gc_llama_reset(gc_llama_t *m) { gc_llama_slot_reset(m, 0); }
 int64_t gc_llama_graph_replays(const gc_llama_t *m) { return m->replays; }
 

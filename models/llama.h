@@ -103,9 +103,12 @@ gc_prof_t *gc_llama_profile(const gc_llama_t *m);
  * step timed with and without says what that op costs in it, overlap with
  * its neighbours included, which launches timed one by one (a profile)
  * cannot. The outputs of such steps are wrong (the op's never written):
- * time them, do not read them. Captured steps are dropped. GC_EINVAL for
- * an op that is not one. */
+ * time them, do not read them. Captured steps are dropped when the op
+ * changes. GC_EINVAL for
+ * an op that is not one (gc_llama_leave_out_check, for a caller that
+ * checks its list before it loads a model). */
 int gc_llama_leave_out(gc_llama_t *m, const char *op, gc_err_t *e);
+int gc_llama_leave_out_check(const char *op, gc_err_t *e);
 /* Decode steps run so far as one graph replay (the rest: launch by launch). */
 int64_t gc_llama_graph_replays(const gc_llama_t *m);
 /* Empty slot 0's KV cache: the next forward starts at position 0. */

@@ -12,7 +12,6 @@
 #include <time.h>
 
 #include "../base/cli.h"
-#include "../core/problem.h"
 #include "../models/llama.h"
 #include "../models/llama_bundle.h"
 
@@ -222,7 +221,7 @@ static int run_test(gc_llama_t *m, const bench_opts_t *o, int pp, int tg, int b,
   time_t now = time(NULL);
   memset(r, 0, sizeof *r);
   r->left_out = left_out;
-  if (gc_llama_leave_out(m, left_out, e)) return e->code;
+  if (left_out && gc_llama_leave_out(m, left_out, e)) return e->code;
   r->n_prompt = pp;
   r->n_gen = tg;
   r->n_parallel = pp ? 1 : b;
@@ -515,11 +514,7 @@ int main(int argc, char **argv) {
   else if (o.nleave && !o.ntg)
     rc = gc_err_set(&e, GC_EINVAL, "--leave-out leaves ops out of tg tests: give -n");
   for (int i = 0; !rc && i < o.nleave; i++) /* before any test runs */
-    if (!gc_op_find(o.leave[i])) {
-      char names[1024];
-      gc_op_names(names, sizeof names);
-      rc = gc_err_set(&e, GC_EINVAL, "--leave-out: no op named %s (the ops: %s)", GC_QUOTED(o.leave[i]), names);
-    }
+    if ((rc = gc_llama_leave_out_check(o.leave[i], &e))) gc_err_prefix(&e, "--leave-out");
   if (!rc) rc = bench(&o, &e);
   if (rc) {
     fflush(stdout);

@@ -232,13 +232,6 @@ static int load_kernel(child_t *ch, const gc_work_req_t *q, gc_module_t **mod,
  * overlaps them (the first of a chain follows the cache flush). */
 #define WORKER_CHAIN 8
 
-/* Where point i is not the problem's default (gc_op_tune_points): "at
- * position P: " before what is said of it. */
-static void point_prefix(const child_t *ch, int i, char *out, size_t n) {
-  out[0] = 0;
-  if (i > 0) snprintf(out, n, "at position %lld: ", (long long)ch->sc[i].pos0);
-}
-
 /* One verification of the kernel at every point; *ok 0 and the reply's
  * verify and detail (with prefix before it) from the first that fails. */
 static int verify_points(child_t *ch, launch_ctx_t *l, const char *phase, const char *prefix,
@@ -250,7 +243,7 @@ static int verify_points(child_t *ch, launch_ctx_t *l, const char *phase, const 
     fault_ctx.check = ch->check[i];
     fault_ctx.phase = phase;
     if (gc_check_verify(ch->check[i], launch_cb, l, &v, e)) return e->code;
-    point_prefix(ch, i, at, sizeof at);
+    gc_op_point_label(&ch->sc[i], i, at, sizeof at);
     if (!v.ok) {
       *ok = 0;
       r->verify = v;
