@@ -111,7 +111,8 @@ void gc_store_elem(void *p, gc_dtype_t t, int64_t i, double v) {
 
 void gc_op_default_scalars(const gc_problem_t *p, gc_op_scalars_t *sc) {
   sc->eps = 1e-5f;
-  sc->pos0 = !strcmp(p->op, "attention") && p->m == 1 ? 1023 : !strcmp(p->op, "attention_batch") ? 255 : 3;
+  sc->pos0 = !strcmp(p->op, "attention") && p->m == 1 ? (p->k > 0 && p->k < 1024 ? p->k - 1 : 1023)
+             : !strcmp(p->op, "attention_batch") ? 255 : 3;
   sc->layout = 0;
   sc->scale = p->d > 0 ? (float)(1.0 / sqrt((double)p->d)) : 1.0f;
   sc->ctx = 0;
@@ -920,14 +921,19 @@ double gc_op_bytes(const gc_problem_t *p) {
 }
 
 int gc_op_tune_points(const gc_problem_t *p, gc_op_scalars_t sc[GC_OP_MAX_POINTS]) {
-  static const int64_t decode_pos[] = {1023, 5, 127, 3071}; /* [0]: the default's */
+  static const int64_t decode_pos[] = {5, 127, 3071}; /* after [0], the default's */
   gc_op_default_scalars(p, &sc[0]);
   if (strcmp(p->op, "attention") || p->m != 1) return 1;
-  for (int i = 1; i < GC_OP_MAX_POINTS; i++) {
-    sc[i] = sc[0];
-    sc[i].pos0 = decode_pos[i];
+  int n = 1;
+  for (size_t i = 0; i < GC_ARRAY_LEN(decode_pos); i++) {
+    int64_t pos = p->k > 0 && decode_pos[i] >= p->k ? p->k - 1 : decode_pos[i]; /* a bucket's last */
+    int seen = 0;
+    for (int j = 0; j < n; j++) seen |= sc[j].pos0 == pos;
+    if (seen) continue;
+    sc[n] = sc[0];
+    sc[n++].pos0 = pos;
   }
-  return GC_OP_MAX_POINTS;
+  return n;
 }
 
 void gc_op_point_label(const gc_op_scalars_t *sc, int i, char *out, size_t n) {
@@ -960,74 +966,74 @@ static const gc_op_t ops[] = {
     {"gemm", "mnk", "C[M,N] = A[M,K] * B[N,K]^T, fp32 accumulation", 1, 0, 3,
      {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("B", 'B', "N", "K", IN, GC_FILL_UNIT),
       BUF("C", 'C', "M", "N", OUT, 0)},
-     "MNK", 0, r_gemm, f_gemm, 1},
+     "MNK", 0, r_gemm, f_gemm, 1, NULL},
     {"gemm_add", "mnk", "C[M,N] += A[M,K] * B[N,K]^T (the residual stream updated in place)", 1, 0, 3,
      {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("B", 'B', "N", "K", IN, GC_FILL_UNIT),
       BUF("C", 'C', "M", "N", INOUT, GC_FILL_UNIT)},
-     "MNK", 0, r_gemm_add, f_gemm_add, 1},
+     "MNK", 0, r_gemm_add, f_gemm_add, 1, NULL},
     {"gemm_swiglu", "mnk",
      "C[M,N] = silu(A W[0:N]^T) * (A W[N:2N]^T), W is [2N,K] (gate then up)", 2, 0, 3,
      {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("W", 'B', "2*N", "K", IN, GC_FILL_UNIT),
       BUF("C", 'C', "M", "N", OUT, 0)},
-     "MNK", 0, r_swiglu, f_swiglu, 1},
+     "MNK", 0, r_swiglu, f_swiglu, 1, NULL},
     {"rmsnorm_gemm", "mnk",
      "C[M,N] = rmsnorm(A; norm[K], eps) * B[N,K]^T: the norm in the GEMM's pass over A", 1, 1, 4,
      {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("B", 'B', "N", "K", IN, GC_FILL_UNIT),
       BUF("C", 'C', "M", "N", OUT, 0), BUF("norm", 'N', "1", "K", IN, GC_FILL_NORM)},
-     "MNK", 'e', r_norm_gemm, f_norm_gemm, 1},
+     "MNK", 'e', r_norm_gemm, f_norm_gemm, 1, NULL},
     {"rmsnorm_gemm_swiglu", "mnk", "gemm_swiglu of rmsnorm(A; norm[K], eps)", 2, 1, 4,
      {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("W", 'B', "2*N", "K", IN, GC_FILL_UNIT),
       BUF("C", 'C', "M", "N", OUT, 0), BUF("norm", 'N', "1", "K", IN, GC_FILL_NORM)},
-     "MNK", 'e', r_norm_gemm, f_norm_swiglu, 1},
+     "MNK", 'e', r_norm_gemm, f_norm_swiglu, 1, NULL},
     {"rmsnorm", "mn", "Y[M,N] = X / sqrt(mean(X^2) + eps) * W[N], eps 1e-5", 1, 0, 3,
      {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("W", 'B', "1", "N", IN, GC_FILL_NORM),
       BUF("Y", 'C', "M", "N", OUT, 0)},
-     "MN", 'e', r_rmsnorm, f_rows, 0},
+     "MN", 'e', r_rmsnorm, f_rows, 0, NULL},
     {"add", "mn", "Z[M,N] = X + Y", 1, 0, 3,
      {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("Y", 'B', "M", "N", IN, GC_FILL_UNIT),
       BUF("Z", 'C', "M", "N", OUT, 0)},
-     "MN", 0, r_add, f_rows, 0},
+     "MN", 0, r_add, f_rows, 0, NULL},
     {"concat", "mnk", "Z[M,N] = [X[M,K] | Y[M,N-K]], rows joined (a split QKV's parts)", 1, 0, 3,
      {BUF("X", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("Y", 'A', "M", "N-K", IN, GC_FILL_UNIT),
       BUF("Z", 'C', "M", "N", OUT, 0)},
-     "MNK", 0, r_concat, f_rows, 0},
+     "MNK", 0, r_concat, f_rows, 0, NULL},
     {"embed", "mnk", "Z[M,N] = table[K,N][tokens[M]]", 1, 0, 3,
      {BUF("tokens", 'i', "1", "M", IN, GC_FILL_TOKENS), BUF("table", 'B', "K", "N", IN, GC_FILL_UNIT),
       BUF("Z", 'C', "M", "N", OUT, 0)},
-     "MNK", 0, r_embed, f_rows, 1},
+     "MNK", 0, r_embed, f_rows, 1, NULL},
     {"rope_kv", "mhgd", "rotate q,k of QKV[M,(H+2G)D]; write k,v to the cache at pos0..", 1, 0, 6,
      {BUF("QKV", 'A', "M", "(H+2*G)*D", IN, GC_FILL_UNIT), BUF("Qout", 'C', "M", "H*D", OUT, 0),
       {"Kc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"}, {"Vc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"},
       BUF("inv_freq", 'd', "1", "D/2", IN, GC_FILL_INV_FREQ), BUF("pos", 'i', "1", "1", IN, GC_FILL_POS)},
-     "MHGDL", 0, r_rope_kv, f_rope_kv, 0},
+     "MHGDL", 0, r_rope_kv, f_rope_kv, 0, NULL},
     {"attention", "mhgd", "causal GQA attention of Q[M,H*D] over the cache", 1, 0, 5,
      {BUF("Q", 'A', "M", "H*D", IN, GC_FILL_UNIT), BUF("Kc", 'B', "S", "G*D", IN, GC_FILL_UNIT),
       BUF("Vc", 'B', "S", "G*D", IN, GC_FILL_UNIT), BUF("O", 'C', "M", "H*D", OUT, 0),
       BUF("pos", 'i', "1", "1", IN, GC_FILL_POS)},
-     "MHGD", 's', r_attention, f_attention, 0},
+     "MHGD", 's', r_attention, f_attention, 0, "k"},
     {"rope_kv_batch", "mhgd",
      "rope_kv of M rows, row i at position pos[0][i] of cache slot pos[1][i] (batched decode)", 1, 0, 6,
      {BUF("QKV", 'A', "M", "(H+2*G)*D", IN, GC_FILL_UNIT), BUF("Qout", 'C', "M", "H*D", OUT, 0),
       {"Kc", 'C', "M*S", "G*D", INOUT, GC_FILL_SLOT_CACHE, "M"},
       {"Vc", 'C', "M*S", "G*D", INOUT, GC_FILL_SLOT_CACHE, "M"},
       BUF("inv_freq", 'd', "1", "D/2", IN, GC_FILL_INV_FREQ), BUF("pos", 'i', "2", "M", IN, GC_FILL_ROWPOS)},
-     "MHGDSL", 0, r_rope_kv_batch, f_rope_kv, 0},
+     "MHGDSL", 0, r_rope_kv_batch, f_rope_kv, 0, NULL},
     {"attention_batch", "mhgd",
      "attention of M rows, row i over rows 0..pos[0][i] of cache slot pos[1][i] (batched decode)", 1, 0, 5,
      {BUF("Q", 'A', "M", "H*D", IN, GC_FILL_UNIT), {"Kc", 'B', "M*S", "G*D", IN, GC_FILL_UNIT, "M*(S-M+1)"},
       {"Vc", 'B', "M*S", "G*D", IN, GC_FILL_UNIT, "M*(S-M+1)"}, BUF("O", 'C', "M", "H*D", OUT, 0),
       BUF("pos", 'i', "2", "M", IN, GC_FILL_ROWPOS)},
-     "MHGDS", 's', r_attention_batch, f_attention_batch, 0},
+     "MHGDS", 's', r_attention_batch, f_attention_batch, 0, NULL},
     {"rmsnorm_gemm_rope_kv", "mnkhgd",
      "rope_kv of rmsnorm_gemm's QKV[M,N], N = (H+2G)*D, in the GEMV's epilogue (decode)", 1, 1, 8,
      {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("B", 'B', "N", "K", IN, GC_FILL_UNIT),
       BUF("Qout", 'C', "M", "H*D", OUT, 0), BUF("norm", 'N', "1", "K", IN, GC_FILL_NORM),
       {"Kc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"}, {"Vc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"},
       BUF("inv_freq", 'd', "1", "D/2", IN, GC_FILL_INV_FREQ), BUF("pos", 'i', "1", "1", IN, GC_FILL_POS)},
-     "MNKHGDL", 'e', ref_norm_gemm_rope, f_norm_gemm_rope, 1},
+     "MNKHGDL", 'e', ref_norm_gemm_rope, f_norm_gemm_rope, 1, NULL},
     {"argmax", "mn", "idx[M] = the lowest index of the maximum of each row of X[M,N]", 1, 0, 2,
      {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("idx", 'i', "1", "M", OUT, 0)},
-     "MN", 0, r_argmax, f_rows, 0},
+     "MN", 0, r_argmax, f_rows, 0, NULL},
 };
 
 const gc_op_t *gc_op_table(int *n) {
@@ -1042,6 +1048,7 @@ const gc_op_t *gc_op_find(const char *name) {
 }
 
 const char *gc_op_dims(const gc_op_t *op) { return op->dims; }
+const char *gc_op_opt_dims(const gc_op_t *op) { return op->opt ? op->opt : ""; }
 
 void gc_op_names(char *out, size_t n) {
   out[0] = 0;
@@ -1062,7 +1069,8 @@ void gc_op_table_json(FILE *out) {
   fprintf(out, "[\n");
   for (size_t i = 0; i < GC_ARRAY_LEN(ops); i++) {
     const gc_op_t *o = &ops[i];
-    fprintf(out, "  {\"name\": \"%s\", \"dims\": \"%s\", \"doc\": ", o->name, o->dims);
+    fprintf(out, "  {\"name\": \"%s\", \"dims\": \"%s\", \"optional\": \"%s\", \"doc\": ", o->name,
+            o->dims, gc_op_opt_dims(o));
     json_str(out, o->doc);
     fprintf(out, ", \"pair\": %d, \"norm\": %d, \"quant\": %d, \"ints\": \"%s\", \"float\": \"%s\", "
             "\"buffers\": [", o->pair, o->norm, o->quant, o->ints,

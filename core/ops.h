@@ -95,6 +95,9 @@ struct gc_op {
   gc_op_flops_fn flops;
   int quant;          /* 1: B (the weights) may be a block format (gemm family, embed);
                          the rows of its B buffers must then be whole blocks */
+  const char *opt;    /* dimensions of its key that may be 0 (absent) or set: attention's
+                         k, the most keys a decode (m = 1) kernel serves (0: any number;
+                         a context bucket: see gc_op_tune_points); NULL: none */
 };
 
 /* The dtype of a buffer role ('A' 'B' 'C' 'N' 'i' 'd', above) in p. */
@@ -164,8 +167,10 @@ double gc_op_bytes(const gc_problem_t *p);
  * GC_OP_MAX_POINTS). A decode attention (attention, M = 1) has four,
  * positions 1023, 5 (fewer keys than a split has slices), 127 and 3071,
  * so that a variant right or fast at one context length only can neither
- * win unseen nor be chosen for it; its time is the sum of the four. Every
- * other op has one. */
+ * win unseen nor be chosen for it; its time is the sum of the four. One
+ * of a context bucket (k > 0: at most k keys, positions 0 .. k-1) has
+ * those inside it and its last, k-1, in place of those past it (k = 1024:
+ * 1023, 5, 127; k = 2048: 1023, 5, 127, 2047). Every other op has one. */
 #define GC_OP_MAX_POINTS 4
 int gc_op_tune_points(const gc_problem_t *p, gc_op_scalars_t sc[GC_OP_MAX_POINTS]);
 /* What a failure at tune point i (sc: its scalars) is prefixed with:

@@ -113,9 +113,10 @@ void gc_problem_key(const gc_problem_t *p, char *out) {
   gc_dtypes_format(p->ta, p->tb, p->tc, dt);
   int n = snprintf(out, GC_PROBLEM_KEY, "%s %s", p->op, dt);
   const gc_op_t *d = gc_op_find(p->op);
-  const char *dims = d ? gc_op_dims(d) : "mnk";
+  const char *dims = d ? gc_op_dims(d) : "mnk", *opt = d ? gc_op_opt_dims(d) : "";
   for (int i = 0; i < GC_NDIMS; i++)
-    if (strchr(dims, gc_dim_letters[i]) && n < GC_PROBLEM_KEY)
+    if ((strchr(dims, gc_dim_letters[i]) || (strchr(opt, gc_dim_letters[i]) && gc_problem_get(p, i))) &&
+        n < GC_PROBLEM_KEY)
       n += snprintf(out + n, (size_t)(GC_PROBLEM_KEY - n), " %c=%lld", gc_dim_letters[i],
                     (long long)gc_problem_get(p, i));
 }
@@ -131,7 +132,7 @@ int gc_problem_check(const gc_problem_t *p, gc_err_t *e) {
   for (int i = 0; i < GC_NDIMS; i++) {
     int64_t v = gc_problem_get(p, i);
     char c = gc_dim_letters[i];
-    int used = strchr(gc_op_dims(d), c) != NULL;
+    int used = strchr(gc_op_dims(d), c) != NULL || (strchr(gc_op_opt_dims(d), c) && v != 0);
     if (used && (v < 1 || v >= (1LL << 31)))
       return gc_err_set(e, GC_EINVAL, "%s: %c=%lld is out of range [1, 2^31)", p->op, c,
                         (long long)v);
@@ -146,6 +147,9 @@ int gc_problem_check(const gc_problem_t *p, gc_err_t *e) {
   if (!strcmp(p->op, "concat") && p->k >= p->n)
     return gc_err_set(e, GC_EINVAL, "concat: k=%lld leaves no columns of Y in n=%lld", (long long)p->k,
                       (long long)p->n);
+  if (!strcmp(p->op, "attention") && p->k && p->m != 1)
+    return gc_err_set(e, GC_EINVAL, "attention: k=%lld (at most k keys) is for a decode, m=1, not m=%lld",
+                      (long long)p->k, (long long)p->m);
   if (!strcmp(p->op, "rope_kv") && p->d % 2)
     return gc_err_set(e, GC_EINVAL, "rope_kv: d=%lld is odd", (long long)p->d);
   if (p->n && p->h) { /* a GEMM whose columns are heads (rmsnorm_gemm_rope_kv) */
@@ -241,14 +245,14 @@ int gc_problems_expand(gc_problems_t *l, const char *op, const char *dtypes,
   }
   strcpy(p.op, op);
   if (gc_dtypes_parse(dtypes ? dtypes : "f32", &p.ta, &p.tb, &p.tc, e)) return e->code;
-  const char *used = gc_op_dims(gc_op_find(op));
+  const char *used = gc_op_dims(gc_op_find(op)), *opt = gc_op_opt_dims(gc_op_find(op));
   int64_t v[GC_NDIMS][64];
   int cnt[GC_NDIMS];
   for (int i = 0; i < GC_NDIMS; i++) {
     char c = gc_dim_letters[i];
     cnt[i] = 1;
     v[i][0] = 0;
-    if (strchr(used, c)) {
+    if (strchr(used, c) || (strchr(opt, c) && dims[i])) {
       if (parse_list(dims[i], c, v[i], &cnt[i], e)) return e->code;
     } else if (dims[i]) {
       return gc_err_set(e, GC_EINVAL, "%s has no %c dimension", op, c);

@@ -35,6 +35,7 @@ int64_t gc_problem_get(const gc_problem_t *p, int i);
 typedef struct gc_op gc_op_t;
 const gc_op_t *gc_op_find(const char *name);
 const char *gc_op_dims(const gc_op_t *op); /* subset of "mnkhgd" */
+const char *gc_op_opt_dims(const gc_op_t *op); /* those that may also be 0: "" or "k" */
 /* The ops' names, ", "-separated, into out (n bytes). */
 void gc_op_names(char *out, size_t n);
 /* The ops, one a line ("  gemm   C[M,N] = ..."), for --help. */

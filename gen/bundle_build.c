@@ -251,6 +251,8 @@ static int plan_catch_all(gen_t *g, const gc_problem_t *shape, int64_t prev, gc_
     big.m = his[h];
     pick_t pk = {0};
     int lo_ok, hi_ok, one_ok, force_ok;
+    gc_err_t invalid = {0};
+    if (gc_problem_check(&big, &invalid)) return GC_OK; /* a problem of one row (a decode bucket's attention) */
     if (forced(g, &big, &pk.v, &force_ok, e)) return e->code;
     if (!force_ok) {
       gc_err_t none = {0};

@@ -167,6 +167,32 @@ static int parse_param(line_ctx_t *c, gc_template_t *t, char *rest) {
   return GC_OK;
 }
 
+/* @priority N [if EXPR]: the template's rank among those serving a
+ * problem (the highest is the default); with `if EXPR`, N where EXPR holds
+ * (the first such line that holds; gc_tpl_priority), else the plain one. */
+static int parse_priority(line_ctx_t *c, gc_template_t *t, char *rest) {
+  split_doc(rest);
+  trim(rest);
+  size_t len = strlen(rest);
+  char *cond = strstr(rest, " if ");
+  if (!cond && len >= 3 && !strcmp(rest + len - 3, " if")) cond = rest + len - 3;
+  if (cond) *cond = 0, cond += cond[3] ? 4 : 3, cond += strspn(cond, " \t");
+  trim(rest);
+  int64_t v;
+  if (gc_parse_i64(rest, &v) || v < 0 || v > 1000) return perrq(c, "bad @priority %s", rest);
+  if (!cond) {
+    t->priority = (int)v;
+    return GC_OK;
+  }
+  trim(cond);
+  if (!*cond) return perr(c, "@priority: nothing after 'if'%s", "");
+  if (t->ncprio == (int)GC_ARRAY_LEN(t->cprio)) return perr(c, "more than %s conditional @priority lines", "4");
+  if (strlen(cond) >= sizeof t->cprio[0].expr) return perr(c, "@priority: condition too long%s", "");
+  snprintf(t->cprio[t->ncprio].expr, sizeof t->cprio[0].expr, "%s", cond);
+  t->cprio_value[t->ncprio++] = (int)v;
+  return GC_OK;
+}
+
 /* @defaults OP [OP ...] P=V [P=V ...] [if EXPR]: for these ops of @op,
  * parameter P defaults to V instead of its @param default (e.g. a smaller
  * tile for the gate/up pair). The ops and params must be declared before
@@ -299,14 +325,7 @@ static int parse_decl(line_ctx_t *c, gc_template_t *t, char *line) {
     t->pdl = 1;
     return GC_OK;
   }
-  if (!strcmp(kw, "priority")) {
-    int64_t v;
-    split_doc(rest);
-    trim(rest);
-    if (gc_parse_i64(rest, &v) || v < 0 || v > 1000) return perrq(c, "bad @priority %s", rest);
-    t->priority = (int)v;
-    return GC_OK;
-  }
+  if (!strcmp(kw, "priority")) return parse_priority(c, t, rest);
   char at[GC_QUOTE_BUF];
   snprintf(at, sizeof at, "@%s", kw);
   return perrq(c, "unknown declaration %s", at);
@@ -337,6 +356,12 @@ static int check_names(gc_template_t *t, gc_err_t *e) {
     if (gc_expr_eval(t->cdefs[i].cond, &env, v, &tmp) && !strstr(tmp.msg, "division by zero") &&
         !strstr(tmp.msg, "overflow"))
       return gc_err_set(e, GC_EINVAL, "%s: @defaults ... if: %s", t->path, tmp.msg);
+  }
+  for (int i = 0; i < t->ncprio; i++) {
+    gc_err_t tmp;
+    if (gc_expr_eval(t->cprio[i].expr, &env, v, &tmp) && !strstr(tmp.msg, "division by zero") &&
+        !strstr(tmp.msg, "overflow"))
+      return gc_err_set(e, GC_EINVAL, "%s: @priority ... if: %s", t->path, tmp.msg);
   }
   for (int i = 0; i < t->ntmaps; i++) {
     gc_err_t tmp;
@@ -851,22 +876,37 @@ int gc_tpl_nearest(const gc_template_t *t, const gc_target_t *tg, const gc_probl
   return GC_OK;
 }
 
+int gc_tpl_priority(const gc_template_t *t, const gc_target_t *tg, const gc_problem_t *p,
+                    const gc_variant_t *v) {
+  for (int i = 0; i < t->ncprio; i++) {
+    gc_env_t env;
+    gc_err_t tmp;
+    int64_t holds = 0;
+    if (!gc_tpl_env(v, tg, p, &env, &tmp) && !gc_expr_eval(t->cprio[i].expr, &env, &holds, &tmp) && holds)
+      return t->cprio_value[i];
+  }
+  return t->priority;
+}
+
 int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
                         const gc_problem_t *p, gc_variant_t *v, gc_err_t *e) {
   const gc_template_t *best = NULL, *unusable = NULL;
+  int best_prio = 0;
   char key[GC_PROBLEM_KEY];
   gc_problem_key(p, key);
   for (int i = 0; i < set->n; i++) {
     const gc_template_t *t = &set->v[i];
     int ok;
     if (!gc_tpl_serves(t, tg->backend) || !gc_tpl_supports(t, p)) continue;
-    if (best && t->priority <= best->priority) continue;
+    if (best && t->priority <= best_prio && !t->ncprio) continue;
     gc_variant_t cand;
     if (gc_tpl_nearest(t, tg, p, &cand, &ok, e)) return e->code;
-    if (ok) {
+    int prio = ok ? gc_tpl_priority(t, tg, p, &cand) : t->priority;
+    if (ok && (!best || prio > best_prio)) {
       best = t;
+      best_prio = prio;
       *v = cand;
-    } else if (!unusable) {
+    } else if (!ok && !unusable) {
       unusable = t;
     }
   }

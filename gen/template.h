@@ -68,6 +68,9 @@ typedef struct gc_template {
   char tmaps[GC_TMAPS_MAX][GC_TMAP_LINE]; /* @tensormap lines (cuda): trailing kernel args */
   int ntmaps;
   int priority;
+  gc_texpr_t cprio[4];          /* `@priority N if EXPR` lines, in order: the first whose */
+  int cprio_value[4];           /* EXPR holds gives N (else priority) */
+  int ncprio;
   int pdl;                      /* @pdl: the kernel waits for its predecessor itself */
 } gc_template_t;
 
@@ -128,6 +131,13 @@ int gc_tpl_nearest(const gc_template_t *t, const gc_target_t *tg, const gc_probl
  * the machine. GC_ENOTFOUND / GC_EINVAL with a message when none. */
 int gc_tpl_pick_default(const gc_templates_t *set, const gc_target_t *tg,
                         const gc_problem_t *p, gc_variant_t *v, gc_err_t *e);
+
+/* t's @priority for problem p on tg, v its default variant there: the
+ * first `@priority N if EXPR` line whose EXPR holds (names as in
+ * @constraint), else its plain @priority. */
+int gc_tpl_priority(const gc_template_t *t, const gc_target_t *tg, const gc_problem_t *p,
+                    const gc_variant_t *v);
+
 /* Rewrite v->params from v->values (after changing values by hand). */
 void gc_tpl_refresh(gc_variant_t *v);
 /* Set v's params from text "A=1,B=2" (names must exist, values must be

@@ -87,8 +87,9 @@ struct gc_llama {
   gc_dptr_t bstep, brows;       /* batched step, int32: tokens [BMAX], then [2, M]: pos, slot */
   int graphs;                   /* capture the decode step and replay it */
   int no_qkv_rope;              /* the bundle has no rmsnorm_gemm_rope_kv: decode runs its two steps */
+  int no_attn_short;            /* the bundle has no short-context decode attention: attn serves */
   int64_t replays;              /* decode steps run as a graph replay */
-  gc_graph_t *decode_graph[2];  /* slot 0, one token: [0] logits out, [1] device argmax */
+  gc_graph_t *decode_graph[2][2]; /* slot 0, one token: [short context][0: logits out, 1: device argmax] */
   gc_graph_t *batch_graph[BMAX + 1][2]; /* batched steps of M rows, the same */
   gc_prof_t *prof;
   char leave_out[GC_OP_NAME];   /* gc_llama_leave_out: the op whose decode launches are left out, "" none */
@@ -237,6 +238,9 @@ static int alloc_deq(gc_llama_t *m, gc_err_t *e) {
   return rc;
 }
 
+/* Whether p is a decode step's short-context attention (attn_short). */
+static int is_attn_short(const gc_problem_t *p) { return !strcmp(p->op, "attention") && p->k > 0; }
+
 /* Every kernel for decode (t = 1), for the largest prefill and, with
  * slots, for batched steps of 1 .. slots rows, so that a bundle missing
  * one fails now with its name, not mid-generation. */
@@ -248,7 +252,7 @@ static int resolve_kernels(gc_llama_t *m, int batched, gc_err_t *e) {
                    : gc_llama_batch_recipe(&m->cfg, &m->dt, i - 1, &l, e);
     for (int j = 0; !rc && j < l.n; j++) {
       const gc_rt_kernel_t *k;
-      rc = gc_rt_find(m->rt, &l.v[j], &k, e);
+      if (!is_attn_short(&l.v[j])) rc = gc_rt_find(m->rt, &l.v[j], &k, e); /* optional: attn serves */
     }
     gc_problems_free(&l);
     if (rc) return gc_err_prefix(e, "the bundle cannot run this model");
@@ -405,7 +409,8 @@ void gc_llama_free(gc_llama_t *m) {
 
 /* Destroys one rank's captured steps (the next ones capture again). */
 static void drop_graphs(gc_llama_t *m) {
-  for (int i = 0; i < 2; i++) gc_dev_graph_destroy(m->dev, m->decode_graph[i]), m->decode_graph[i] = NULL;
+  for (int i = 0; i < 4; i++)
+    gc_dev_graph_destroy(m->dev, m->decode_graph[i / 2][i % 2]), m->decode_graph[i / 2][i % 2] = NULL;
   for (int r = 0; r <= BMAX; r++)
     for (int i = 0; i < 2; i++) gc_dev_graph_destroy(m->dev, m->batch_graph[r][i]), m->batch_graph[r][i] = NULL;
 }
@@ -596,6 +601,22 @@ static int qkv_rope(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t 
   return run(m, &s->rope, sc, rope, e);
 }
 
+/* Whether a decode step at position pos runs s's short-context attention
+ * (attn_short): one that fits it, where the bundle has a kernel for it. */
+static int short_attention(gc_llama_t *m, const gc_llama_steps_t *s, int64_t pos) {
+  if (!s->attn_short.op[0] || pos + 1 > s->attn_short.k || m->no_attn_short) return 0;
+  const gc_rt_kernel_t *k;
+  gc_err_t miss = {0};
+  if (gc_rt_find(m->rt, &s->attn_short, &k, &miss) == GC_OK) return 1;
+  m->no_attn_short = 1; /* a bundle built before the buckets: attn serves every length */
+  return 0;
+}
+
+/* The attention step of s at sc's position (see short_attention). */
+static const gc_problem_t *attention(gc_llama_t *m, const gc_llama_steps_t *s, const gc_op_scalars_t *sc) {
+  return short_attention(m, s, sc->pos0) ? &s->attn_short : &s->attn;
+}
+
 /* One layer of a pass (steps s). Single-sequence passes read and write
  * the cache of one slot (kc, vc: its first row) at the position in m->pos;
  * batched steps (s->rope is rope_kv_batch) the whole cache at the rows'
@@ -605,7 +626,7 @@ static int layer(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L,
   gc_dptr_t w; /* each matrix as its step reads it: its blocks, or the scratch */
   if (dequant_qkv(m, s, L, &w, sc, e) || qkv_rope(m, s, L, w, kc, vc, where, sc, e)) return e->code;
   const gc_dptr_t attn[] = {m->q, kc, vc, m->att, where};
-  if (run(m, &s->attn, sc, attn, e) || dequant(m, s, 1, L->wo, &w, sc, e)) return e->code;
+  if (run(m, attention(m, s, sc), sc, attn, e) || dequant(m, s, 1, L->wo, &w, sc, e)) return e->code;
   const gc_dptr_t wo[] = {m->att, w, m->x};
   if (tp_zero(m, s->wo.m, e) || run(m, &s->wo, sc, wo, e) || tp_reduce(m, s->wo.m, e) ||
       dequant(m, s, 2, L->w13, &w, sc, e))
@@ -836,7 +857,10 @@ static int run_slot(gc_llama_t *m, const void *arg, gc_err_t *e) {
   if (rc) return rc;
   rc = GC_EUNSUPPORTED;
   if (slot == 0 && t == 1 && rows == 1 && m->graphs && !m->prof) { /* the graph is slot 0's */
-    rc = replay(m, &m->decode_graph[p->next != NULL], decode_one, p->next != NULL, 0, e);
+    gc_llama_steps_t s; /* the graph of the step's context bucket (short_attention) */
+    gc_llama_steps(&m->cfg, &m->dt, 1, 1, &s);
+    rc = replay(m, &m->decode_graph[short_attention(m, &s, m->npos[0])][p->next != NULL], decode_one,
+                p->next != NULL, 0, e);
     m->replays += rc == GC_OK;
   }
   if (rc == GC_EUNSUPPORTED) rc = launch_forward(m, slot, t, rows, p->next != NULL, e);

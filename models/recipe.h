@@ -12,6 +12,12 @@
  * after it (rmsnorm_gemm, rmsnorm_gemm_swiglu); see llama.c. */
 #define GC_LLAMA_FUSE_MAX 8
 
+/* Keys of the decode attention's short-context bucket: a decode step at
+ * positions 0 .. GC_LLAMA_ATTN_SHORT-1 runs attn_short (attention with k
+ * = this, tuned at the positions inside it), a later one attn (k = 0, any
+ * length); see gc_llama_steps_t. */
+#define GC_LLAMA_ATTN_SHORT 1024
+
 /* A batched decode step runs at most this many rows (sequences) in one
  * pass: the decode passes of 1 to 16 rows the tuner covers. */
 #define GC_LLAMA_BATCH_MAX 16
@@ -102,6 +108,12 @@ typedef struct gc_llama_steps {
   int decode;   /* t = 1 of one sequence: qkv_rope where the layer allows */
   int qkv_rope; /* this layer's qkv is rmsnorm_gemm_rope_kv */
   gc_problem_t embed, norm, qkv, qkv_v, cat, rope, attn, wo, swiglu, w2, fnorm, head, argmax;
+  /* a decode step's attention while the cache holds at most
+   * GC_LLAMA_ATTN_SHORT keys: attn with k set, so that a bundle may hold a
+   * kernel for short contexts beside attn's for any (the fixed cost of a
+   * split and its merge weighs most there); optional: where the bundle has
+   * none, attn serves. op "" but in a decode step. */
+  gc_problem_t attn_short;
   /* the dense plan's dequantization of the layer's matrices, in the order
    * qkv, wo, swiglu, w2, and a split layer's V: embed of N rows (ids
    * 0..N-1) of the K-column block matrix into the scratch, where this
@@ -110,8 +122,9 @@ typedef struct gc_llama_steps {
   gc_problem_t dq[5];
 } gc_llama_steps_t;
 
-/* The most problems one layer's pass launches (gc_llama_recipe's order). */
-#define GC_LLAMA_STEPS_MAX 18
+/* The most problems one layer's pass launches (gc_llama_recipe's order;
+ * attn_short is one of attn and it). */
+#define GC_LLAMA_STEPS_MAX 19
 
 /* The unfused steps of a qkv_rope step q: the QKV projection alone
  * (rmsnorm_gemm, its dimensions), what a bundle built before the fused op

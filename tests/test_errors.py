@@ -116,6 +116,10 @@ HEAD = ("/*\n * @template bad\n * @op gemm\n * @backend cpu\n * @dtypes f32\n * 
     (" * @param X 1 2 default 1\n * @defaults gemm X=2 if SM >= Y\n", "unknown name 'Y'"),
     (" * @param X 1 2 default 1\n * @defaults gemm X=2 X=1 if SM >= 90\n", "X is given twice in one line"),
     (" * @param X 1 2 default 1\n * @defaults gemm X=3 if SM >= 90\n", "@defaults: the value of X is not"),
+    (" * @priority 3 if\n", "@priority: nothing after 'if'"),
+    (" * @priority 3 if K > Y\n", "@priority ... if: expression 'K > Y': unknown name 'Y'"),
+    (" * @priority x if K > 0\n", "bad @priority 'x'"),
+    (" * @priority 1 if K > 0\n" * 5, "more than 4 conditional @priority lines"),
 ])
 def test_malformed_template(gc, extra, needle):
     d = bad_template(gc, "bad.c", HEAD.format(extra=extra))

@@ -303,15 +303,18 @@ SHORT_HARMS = {
 }
 
 
-def planted_attention(d, folder, name, harmed, priority=0):
-    """A copy of folder's decode attention of SHORT_HARMS named `name`, its
-    space cut to its defaults (one candidate; the @defaults lines, which
-    name other values, dropped), harmed or not, at this @priority (0: never
-    a default; above the built-ins': the default)."""
-    f, old, line, harm = SHORT_HARMS[folder]
+def planted_attention(d, folder, name, harmed, priority=0, harms=SHORT_HARMS, bucket_priority=None):
+    """A copy of folder's decode attention of harms (SHORT_HARMS) named
+    `name`, its space cut to its defaults (one candidate; the @defaults
+    lines, which name other values, dropped), harmed or not, at this
+    @priority (0: never a default; above the built-ins': the default); with
+    bucket_priority, that one for a decode's short-context bucket (K > 0)."""
+    f, old, line, harm = harms[folder]
     src = open(os.path.join(ROOT, "templates", folder, f)).read()
     src = re.sub(r"\b%s\b" % old, name, src)
-    src = re.sub(r"@priority \d+", f"@priority {priority}", src)
+    src = re.sub(r"\n \* @priority \d+ if [^\n]*", "", src)
+    src = re.sub(r"@priority \d+", f"@priority {priority}" + (
+        f"\n * @priority {bucket_priority} if K > 0" if bucket_priority is not None else ""), src)
     src = re.sub(r"@param (\w+) [\d ]+ default (\d+)", r"@param \1 \2 default \2", src)
     src = re.sub(r"\n \* @defaults [^\n]*", "", src)
     assert line in src
@@ -360,3 +363,68 @@ def test_gpu_planted_attention_compiles(gc, target="sm_90"):
         r = gc("gcore-gen", "--templates", d, "--target", target, "--op", "attention", "--m", "1",
                "--h", "32", "--g", "8", "--d", "128", "--dtype", "f16", "--force", name, "-o", "b.gcb", "-q")
         assert r.rc == 0, (name, r)
+
+
+# The CPU kernel right where a row has at most 1024 keys (the decode's
+# short-context bucket, GC_LLAMA_ATTN_SHORT) and leaving out key 0 above.
+LONG_HARMS = {"cpu": ("attention.c", "attention_cpu", "for (int64_t j0 = 0; j0 < kend; j0 += KB)",
+                      "for (int64_t j0 = kend > 1024; j0 < kend; j0 += KB)")}
+
+
+def test_a_bucket_kernel_is_judged_at_its_bucket_positions(gc):
+    """A decode attention of a context bucket (k = 1024: at most 1024 keys)
+    is verified and timed at the positions inside it (1023, 5, 127), one for
+    any length (k = 0) at 3071 too: the planted kernel wrong above 1024 keys
+    is ok for the bucket and verify-failed at position 3071 for any length."""
+    d = gc.dir / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), d)
+    planted_attention(d, "cpu", "planted_att_ok", False, harms=LONG_HARMS)
+    planted_attention(d, "cpu", "planted_att_long", True, harms=LONG_HARMS)
+    for k, db in (("1024", "short.db"), ("0", "any.db")):
+        r = gc("gcore-tune", "--templates", d, "--op", "attention", "--m", "1", "--k", k, "--h", "4", "--g", "2",
+               "--d", "32", "--dtype", "f32", "--db", db, "--min-time", "0.02", "--budget", "4", "--no-progress")
+        assert r.rc == 0, r
+    by, _ = results(gc.dir / "short.db")
+    assert by["planted_att_long"][0] == "ok" and by["planted_att_ok"][0] == "ok", by
+    by, winner = results(gc.dir / "any.db")
+    status, detail, _ = by["planted_att_long"]
+    assert status == "verify-failed" and detail.startswith("at position 3071: O element"), (status, detail)
+    assert by["planted_att_ok"][0] == "ok" and winner[0] != "planted_att_long", (by, winner)
+
+
+def test_a_bucket_kernel_runs_inside_its_bucket_only(gc):
+    """A decode step at a position past the short-context bucket runs the
+    attention for any length: with the planted kernel wrong above 1024 keys
+    as the bundle's bucket kernel (its @priority for K > 0 above the
+    built-in's), a 1000-token prompt and 40 decode steps (positions up to
+    1039) give the built-in bundle's logits bit for bit, and its profile
+    names both kernels; forced everywhere instead, the same kernel changes
+    every row of 1025 keys and more and none before (so the test can
+    fail)."""
+    import numpy as np
+    import tinymodel as TM
+    d = gc.dir / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), d)
+    planted_attention(d, "cpu", "planted_att_long", True, harms=LONG_HARMS, bucket_priority=9)
+    m = str(gc.dir / "m.bin")
+    TM.write_llama2c(m, dim=32, hidden_dim=64, n_heads=4, n_kv_heads=2, vocab=96, seq_len=1100, seed=3)
+    prompt = ",".join(str(1 + (i * 37) % 95) for i in range(1000))
+    logits = {}
+    for name, extra in (("builtin", []), ("bucket", ["--templates", d]),
+                        ("forced", ["--templates", d, "--force", "planted_att_long"])):
+        b = str(gc.dir / f"{name}.gcb")
+        r = gc("gcore-gen", "--model", m, "--target", "cpu", "-o", b, "-q", *extra)
+        assert r.rc == 0, r
+        out = str(gc.dir / f"{name}.f32")
+        r = gc("gcore-run", "-m", m, "-b", b, "--backend", "cpu", "--tokens", prompt, "-n", "40", "--temp", "0",
+               "--ignore-eos", "--logits", out, *(["--profile"] if name == "bucket" else []))
+        assert r.rc == 0, r
+        logits[name] = np.fromfile(out, dtype=np.float32).reshape(-1, 96)
+        if name == "bucket":
+            decode = r.err[r.err.index("decode:"):]
+            assert "attention f32:f32:f32 m=1 k=1024 h=4 g=2 d=8" in decode and "planted_att_long" in decode, decode
+            assert "attention f32:f32:f32 m=1 h=4 g=2 d=8" in decode and "attention_cpu" in decode, decode
+    assert logits["builtin"].shape == (1039, 96)
+    assert np.array_equal(logits["bucket"], logits["builtin"])
+    same = (logits["forced"] == logits["builtin"]).all(axis=1)  # row i: position i, i + 1 keys
+    assert same[:1024].all() and not same[1024:].any(), np.nonzero(~same)

@@ -31,6 +31,7 @@
  * @grid M * G * cdiv(H / G, HPB) * SPLIT 1 1
  * @block WARPS * WARP 1 1
  * @priority 2
+ * @priority 4 if K > 0 && D > 64 && !AMD -- a decode's short-context bucket (at most K keys, attn_short) with heads over 64, on NVIDIA: a lower fixed cost than attention_decode_mma's split (H200, the 8B shape after 128 tokens: 245.4 against 239.4 tok/s; after 3830, in the other bucket, mma's 233.3 against 228.7; bench/RESULTS.md, session 32)
  * @pdl -- reads nothing before its wait for the kernel before (L2PF: but the positions, for an L2 prefetch of older cache rows)
  *
  * Block b = (r·G·nb + hb)·SPLIT + s serves row r (0 but for a batch) and

@@ -111,6 +111,29 @@ static void test_problem(void) {
   CHECK(!gc_problems_expand(&l, "attention", "f32", d4, &e) && l.n == 3);
   gc_problem_key(&l.v[2], key);
   CHECK(!strcmp(key, "attention f32:f32:f32 m=2 h=8 g=2 d=16"));
+  /* k, optional for attention: a decode's context bucket (at most k keys) */
+  const char *d5[GC_NDIMS] = {"1", 0, "0,1024,2048", "8", "2", "16"};
+  CHECK(!gc_problems_expand(&l, "attention", "f32", d5, &e) && l.n == 6);
+  gc_problem_key(&l.v[3], key);
+  CHECK(!strcmp(key, "attention f32:f32:f32 m=1 h=8 g=2 d=16"));
+  gc_problem_key(&l.v[4], key);
+  CHECK(!strcmp(key, "attention f32:f32:f32 m=1 k=1024 h=8 g=2 d=16"));
+  d5[0] = "2";
+  CHECK(gc_problems_expand(&l, "attention", "f32", d5, &e) == GC_EINVAL && strstr(e.msg, "for a decode, m=1"));
+  const char *d6[GC_NDIMS] = {"1", 0, "4", "8", "2", "16"};
+  CHECK(gc_problems_expand(&l, "rope_kv", "f32", d6, &e) == GC_EINVAL && strstr(e.msg, "no k dimension"));
+  /* its tune points: those inside the bucket and its last */
+  static const int64_t want[3][4] = {{1023, 5, 127, 3071}, {1023, 5, 127, -1}, {1023, 5, 127, 2047}};
+  for (int i = 0; i < 3; i++) {
+    gc_op_scalars_t sc[GC_OP_MAX_POINTS];
+    int n = gc_op_tune_points(&l.v[3 + i], sc);
+    CHECK(n == (want[i][3] < 0 ? 3 : 4));
+    for (int j = 0; j < n; j++) CHECK(sc[j].pos0 == want[i][j]);
+  }
+  gc_problem_t small = l.v[4];
+  small.k = 100;
+  gc_op_scalars_t sc[GC_OP_MAX_POINTS];
+  CHECK(gc_op_tune_points(&small, sc) == 2 && sc[0].pos0 == 99 && sc[1].pos0 == 5);
   gc_problems_free(&l);
 }
 
@@ -119,7 +142,7 @@ static void test_template_parse(void) {
       "/* t\n * @template t1\n * @op gemm\n * @backend cpu\n * @dtypes f32 f32:f16:f32\n"
       " * @kernel k\n * @param A 1 2 4 default 2 -- doc\n * @param B 8 16 default 16\n"
       " * @constraint A * B <= 32 -- fits\n * @applies M <= 8\n * @grid cdiv(M, A) 1\n"
-      " * @block B\n * @priority 3\n */\nint x;\n";
+      " * @block B\n * @priority 3\n * @priority 7 if M > 4 && A == 2\n */\nint x;\n";
   gc_template_t t;
   gc_err_t e;
   CHECK(!gc_tpl_parse("t.c", src, strlen(src), &t, &e));
@@ -129,6 +152,15 @@ static void test_template_parse(void) {
   gc_problem_t p = {"gemm", GC_DT_F32, GC_DT_F32, GC_DT_F32, 5, 3, 3, 0, 0, 0};
   gc_target_t tg;
   CHECK(!gc_target_parse("cpu:x86-64-v3", &tg, &e));
+  { /* the conditional @priority: where its expression holds at the default variant */
+    gc_variant_t dv;
+    gc_tpl_default(&t, &tg, &p, &dv);
+    CHECK(gc_tpl_priority(&t, &tg, &p, &dv) == 7);
+    gc_problem_t p2 = p;
+    p2.m = 4;
+    gc_tpl_default(&t, &tg, &p2, &dv);
+    CHECK(gc_tpl_priority(&t, &tg, &p2, &dv) == 3);
+  }
   int ok = 0, valid = 0;
   gc_variant_t v;
   for (int64_t i = 0; i < 6; i++) {
