@@ -236,7 +236,7 @@ def test_decode_gemvs_stream_through_the_bulk_ring(gc):
             with sqlite3.connect(gc.dir / "b.gcb") as c:
                 rows = c.execute("SELECT template, params FROM dispatch WHERE m_lo <= 1").fetchall()
                 res = c.execute("SELECT spills FROM code_objects").fetchall()
-            assert rows == [("gemv_bulk", params + ",BPS=1,PFK=0,EARLY=0")], (op, shape, dt, rows)
+            assert rows == [("gemv_bulk", params + ",BPS=1,EARLY=1")], (op, shape, dt, rows)
             assert res and all(sp == 0 for sp, in res), res
 
 

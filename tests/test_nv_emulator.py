@@ -714,8 +714,8 @@ def test_a_wrong_mma_gemm_is_caught(tmp_path, what, where, old, new, which):
 # and not, one to four rows a warp, several bodies of MMAX (and M past
 # MMAX for gemv_q_gpu: passes of MMAX rows), its staged copies and not,
 # K not a multiple of the stage (gemv_bulk's last, shorter stage) nor of a
-# warp's step, N no multiple of the block's rows; gemv_bulk's L2 prefetch
-# past the ring (PFK: every prefetch inside B) and its early launch
+# warp's step, N no multiple of the block's rows; gemv_bulk's launch of
+# the next kernel after its wait (EARLY=0) and before it (the default)
 SIMT_CASES = [
     ("gemv.cu", "gemm", "f16", dict(WARPS=8, KS=2, ROWS=2, UNR=2, MMAX=1), [(1, 100, 776)]),
     ("gemv.cu", "gemm_add", "bf16", dict(WARPS=4, KS=4, ROWS=1, UNR=4, MMAX=4), [(3, 33, 1032), (1, 5, 64)]),
@@ -728,10 +728,10 @@ SIMT_CASES = [
     ("gemv_q.cu", "gemm_swiglu", "f16:q8_0:f16", dict(WARPS=2, KS=1, ROWS=2, UNR=4, MMAX=1, STAGE=1), [(1, 17, 896)]),
     ("gemv_q.cu", "rmsnorm_gemm_swiglu", "bf16:q5_k:bf16", dict(WARPS=8, KS=8, ROWS=1, UNR=1, MMAX=8, STAGE=0), [(8, 9, 2048)]),
     ("gemv_bulk.cu", "gemm", "f16", dict(RS=8, KC=512, STAGES=2, BPS=1, SMS=3), [(1, 100, 1240)]),
-    ("gemv_bulk.cu", "gemm_add", "bf16", dict(RS=2, KC=256, STAGES=4, BPS=2, SMS=1, PFK=128, EARLY=1), [(1, 7, 264)]),
+    ("gemv_bulk.cu", "gemm_add", "bf16", dict(RS=2, KC=256, STAGES=4, BPS=2, SMS=1, EARLY=0), [(1, 7, 264)]),
     ("gemv_bulk.cu", "rmsnorm_gemm", "bf16", dict(RS=4, KC=256, STAGES=3, BPS=1, SMS=2), [(1, 37, 1000)]),
     ("gemv_bulk.cu", "gemm_swiglu", "f16", dict(RS=4, KC=256, STAGES=2, BPS=1, SMS=2), [(1, 19, 776)]),
-    ("gemv_bulk.cu", "rmsnorm_gemm_swiglu", "bf16", dict(RS=8, KC=512, STAGES=3, BPS=2, SMS=1, PFK=128), [(1, 40, 1240)]),
+    ("gemv_bulk.cu", "rmsnorm_gemm_swiglu", "bf16", dict(RS=8, KC=512, STAGES=3, BPS=2, SMS=1), [(1, 40, 1240)]),
 ]
 
 
@@ -753,7 +753,7 @@ SIMT_ROPE_CASES = [
 # both layouts, GQA, heads of 128 and 64, blocks taking several groups
 SIMT_ROPE_CASES += [
     ("f16", dict(RS=8, KC=256, STAGES=3, BPS=1, SMS=3, tpl_file="gemv_bulk.cu"), 1, 4, 2, 128, 0, 37),
-    ("bf16", dict(RS=2, KC=512, STAGES=2, BPS=2, SMS=2, PFK=128, tpl_file="gemv_bulk.cu"), 1, 5, 1, 64, 1, 9),
+    ("bf16", dict(RS=2, KC=512, STAGES=2, BPS=2, SMS=2, tpl_file="gemv_bulk.cu"), 1, 5, 1, 64, 1, 9),
     # one block of 256 groups: the lanes' held pairs stored 32 groups at a time, 8 times
     ("f16", dict(RS=2, KC=512, STAGES=2, BPS=1, SMS=1, tpl_file="gemv_bulk.cu"), 1, 4, 2, 128, 1, 3),
 ]

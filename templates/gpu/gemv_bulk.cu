@@ -15,8 +15,7 @@
  * @param KC 256 512 1024 2048 4096 default 1024 -- columns per stage (a segment of each of the stage's rows; one bulk copy each)
  * @param STAGES 2 3 4 6 8 default 8 -- stages in the ring
  * @param BPS 1 2 default 1 -- blocks per SM the grid is sized for (SMS: the device's count at launch)
- * @param PFK 0 128 256 512 1024 default 0 -- KB of the block's rows past the ring's first fill that the consumer warps ask L2 for (a 128-byte line a thread) before their wait: the stream runs ahead of the ring where DRAM would idle, as while the kernel before drains
- * @param EARLY 0 1 default 0 -- 1: the consumers let the next kernel launch (gc_pdl_launch) before their wait for the kernel before, not after it, so that the next kernel's producer fills its ring (and asks L2 for its rows) while this one still waits; needs shared memory for both on the SM
+ * @param EARLY 0 1 default 1 -- 1: the consumers let the next kernel launch (gc_pdl_launch) before their wait for the kernel before, not after it, so that the next kernel's blocks take their places (and its producer fills its ring where shared memory allows) while this one still waits (H200, EARLY=1 against 0 in every decode GEMV: 8B 244.9 / 233.9 against 244.7 / 233.5 tok/s after 128 / 3830 tokens, 1B 1145.6 / 1104.6 against 1125.9 / 1090.8; bench/RESULTS.md, session 32)
  * @defaults gemm gemm_add rmsnorm_gemm KC=4096 STAGES=2 if K >= 4096 -- rows of 4096 or more: one 8 KB copy a row and stage (H200, f16: 8B QKV 16.8 -> 15.2 us, O 10.7 -> 10.3, LM head 284 -> 237, 1B down 11.1 -> 10.1; bench/RESULTS.md, session 29)
  * @defaults gemm gemm_add rmsnorm_gemm KC=2048 STAGES=3 if K >= 2048 && K < 4096 -- rows of 2048 to 4095: a 4 KB copy (1B QKV 6.7 -> 6.4 us, O 4.2 -> 4.0; session 29)
  * @defaults gemm_add STAGES=2 if K >= 2048 && K < 4096 -- the output projection of heads of 2048 to 4095 columns in a 64 KB ring, which shares an SM with the decode attention before it (H200, 1B with DMAX=64 attention: 1121.9 -> 1131.7 / 1079.3 -> 1089.3 tok/s after 128 / 3830 tokens; the 8B's 4096 columns lose with it: session 31)
@@ -29,7 +28,7 @@
  * @applies M == 1 && K % 8 == 0 -- one row of A; rows of B are whole 16-byte chunks (bulk copies)
  * @grid min(cdiv(N, RS * (1 + ROPE)), SMS * BPS) 1 1
  * @block (RS + 1) * WARP 1 1
- * @pdl -- the producer reads only B; the consumers wait (gc_pdl_wait) before they read A, C, the norm or the position (PFK: they ask L2 for rows of B before it)
+ * @pdl -- the producer reads only B; the consumers wait (gc_pdl_wait) before they read A, C, the norm or the position
  * @priority 3
  *
  * The output units (outputs; RoPE: pairs of outputs, N/2 of them) form
@@ -102,53 +101,24 @@ GC_DEVICE bool gb_valid(const gb_rope_t &ro, int64_t M, int64_t N, int64_t K) {
   return !ROPE || (ro.D > 0 && ro.D % 2 == 0 && N == (ro.H + 2 * ro.G) * ro.D); /* core/problem.c's check */
 }
 
-/* Each row segment of the stage of group g and k-chunk kc: f(slot, src,
- * bytes), slot its place in the stage ([RS][GB_NR] rows of KC). */
-template <class F>
-GC_DEVICE void gb_segments(const TB *B, const gb_rope_t &ro, int64_t N, int64_t K, int64_t g, int64_t kc, F f) {
-  const int units = (int)gc_min64(RS, gb_units(N) - g * RS);
-  const unsigned cb = (unsigned)(gc_min64(KC, K - kc * KC) * SB); /* bytes per row segment */
-  for (int w = 0; w < units; w++)
-    GC_UNROLL(GB_NR)
-    for (int r = 0; r < GB_NR; r++)
-      f(w * GB_NR + r, B + gb_row(ro, N, g * RS + w, r) * K + kc * KC, cb);
-}
-
-/* PFK: the block's stages from the from-th on (the producer's order), PFK
- * KB of them at most, asked of L2 by the consumer warps before their wait,
- * one 128-byte line a thread (tid of nt): a hint that nothing waits for,
- * on the load path rather than the bulk-copy engine that fills the ring. */
-GC_DEVICE void gb_prefetch(const TB *B, const gb_rope_t &ro, int64_t N, int64_t K, int64_t from, int tid,
-                           int nt) {
-  const int64_t ng = gc_cdiv(gb_units(N), RS), nk = gc_cdiv(K, KC);
-  int64_t left = (int64_t)PFK * 1024, it = 0;
-  for (int64_t g = gc_bid(); g < ng && left > 0; g += gridDim.x)
-    for (int64_t kc = 0; kc < nk && left > 0; kc++, it++)
-      if (it >= from)
-        gb_segments(B, ro, N, K, g, kc, [&](int, const TB *src, unsigned cb) {
-          for (unsigned o = (unsigned)tid * 128; o < cb; o += (unsigned)nt * 128)
-            gc_prefetch_l2((const char *)src + o);
-          left -= cb;
-        });
-}
-
 /* The producer (one thread): every stage of every group of the block. */
 GC_DEVICE void gb_produce(const TB *B, const gb_rope_t &ro, int64_t N, int64_t K, unsigned ring,
                           unsigned full, unsigned empty) {
-  const int64_t ng = gc_cdiv(gb_units(N), RS), nk = gc_cdiv(K, KC);
+  const int64_t nu = gb_units(N), ng = gc_cdiv(nu, RS), nk = gc_cdiv(K, KC);
   int64_t it = 0;
   for (int64_t g = gc_bid(); g < ng; g += gridDim.x)
     for (int64_t kc = 0; kc < nk; kc++, it++) {
       const int s = (int)(it % STAGES);
       if (it >= STAGES) /* every consumer warp is done with the stage's last use */
         gc_mbar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
-      const int units = (int)gc_min64(RS, gb_units(N) - g * RS);
-      const unsigned cb = (unsigned)(gc_min64(KC, K - kc * KC) * SB);
+      const int units = (int)gc_min64(RS, nu - g * RS);
+      const unsigned cb = (unsigned)(gc_min64(KC, K - kc * KC) * SB); /* bytes per row segment */
       gc_mbar_expect_tx(full + 8 * s, (unsigned)(units * GB_NR) * cb);
-      const unsigned st = ring + (unsigned)(s * GB_SBYTES), bar = full + 8 * s;
-      gb_segments(B, ro, N, K, g, kc, [&](int slot, const TB *src, unsigned bytes) {
-        gc_bulk_load(st + (unsigned)(slot * KC * SB), src, bytes, bar);
-      });
+      for (int w = 0; w < units; w++)
+        GC_UNROLL(GB_NR)
+        for (int r = 0; r < GB_NR; r++)
+          gc_bulk_load(ring + (unsigned)(s * GB_SBYTES + (w * GB_NR + r) * KC * SB),
+                       B + gb_row(ro, N, g * RS + w, r) * K + kc * KC, cb, full + 8 * s);
     }
 }
 
@@ -288,8 +258,6 @@ void gemv_bulk(const TA *A, const TB *B, TC *C,
   }
   if (NORM) /* the norm weight: read first thing after the wait */
     GC_PREFETCH_L2_ONCE(Wn, K * SB, RS * 32);
-  if (PFK && valid) /* the rows past the ring's first fill */
-    gb_prefetch(B, ro, N, K, STAGES, tid, RS * 32);
   if (EARLY)
     gc_pdl_launch();
   gc_pdl_wait(); /* A, C, the norm and the position may be the previous kernel's output */
