@@ -20,6 +20,7 @@
  * @param U 1 2 4 default 2 -- keys per lane group per step (one rescale per step; the next step's loads are in flight meanwhile)
  * @param DMAX 64 128 256 default 128 -- largest head dimension served (registers are sized for it)
  * @param L2PF 0 1 default 0 -- 1: before its wait for the kernel before, the block asks L2 for its slice's keys and values but the newest row (gc_split_prefetch), so they stream in while that kernel drains
+ * @param PRE 0 1 default 0 -- 1: the positions are read before the wait for the kernel before (they are the host's, never a kernel's: @pdl), and with them the first step's keys and values but the newest row's, so that after the wait only q and that row are read before the first scores
  * @defaults attention attention_batch L2PF=1 if !AMD -- NVIDIA: the wait is griddepcontrol's (sm_90), so the prefetch overlaps the kernel before
  * @defaults attention_batch SPLIT=8 -- a batch's workspace bounds SPLIT more tightly, and its M rows multiply the blocks
  * @constraint WARPS * WARP <= MAXT && KL <= WARP -- a legal block; a key's lanes lie in one warp
@@ -32,7 +33,7 @@
  * @block WARPS * WARP 1 1
  * @priority 2
  * @priority 4 if K > 0 && D > 64 && !AMD -- a decode's short-context bucket (at most K keys, attn_short) with heads over 64, on NVIDIA: a lower fixed cost than attention_decode_mma's split (H200, the 8B shape after 128 tokens: 245.4 against 239.4 tok/s; after 3830, in the other bucket, mma's 233.3 against 228.7; bench/RESULTS.md, session 32)
- * @pdl -- reads nothing before its wait for the kernel before (L2PF: but the positions, for an L2 prefetch of older cache rows)
+ * @pdl -- reads nothing before its wait for the kernel before but the positions (L2PF: for an L2 prefetch of older cache rows; PRE: for its slice, whose older rows it then loads) and older cache rows: only the host writes the positions, and a decode step's kernel before writes only the newest cache row
  *
  * Block b = (r·G·nb + hb)·SPLIT + s serves row r (0 but for a batch) and
  * head block hb: kv head g = hb / nb and its query heads h0 .. h0+nh-1,
@@ -177,20 +178,40 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int3
 #endif
   const int64_t h0 = g * per + hb % nb * HPB, nh = gc_min64(HPB, per - hb % nb * HPB);
   const int sp = (int)(gc_bid() % SPLIT);
-  if (L2PF) { /* the slice's older rows (but the newest), from positions read past L1 */
-    const ad_slice_t a = ad_slice((const volatile int32_t *)pos, M, row, sp, S, G, D);
-    gc_split_prefetch(Kc + a.slot + g * D, Vc + a.slot + g * D, G * D, D, a.j0, gc_min64(a.j1, a.L - 1), AD_T);
-  }
-  gc_pdl_wait(); /* @pdl: the kernel before it has completed */
-  gc_pdl_launch();
   const int tid = gc_tid(), lane = gc_lane(), w = tid / GC_WARP;
   const int kl = tid % KL, grp = tid / KL;
   const int vec_ok = D % AD_VEC == 0;
-  /* on the device: a captured step replays at any lengths and slots */
-  const ad_slice_t at = ad_slice(pos, M, row, sp, S, G, D);
+  ad_slice_t at = {0, 0, 0, 0};
+  if (L2PF || PRE) /* the slice, from positions read past L1 */
+    at = ad_slice((const volatile int32_t *)pos, M, row, sp, S, G, D);
+  if (L2PF) /* its older rows (but the newest) */
+    gc_split_prefetch(Kc + at.slot + g * D, Vc + at.slot + g * D, G * D, D, at.j0, gc_min64(at.j1, at.L - 1), AD_T);
+  const int64_t ld = G * D;
+  gc_raw16 kr[U][AD_NC], vr[U][AD_NC]; /* this step's keys and values, raw */
+  if (PRE) /* the first step's, but the newest row (zeros: it comes after the wait) */
+    ad_step_load(Kc + at.slot + g * D, Vc + at.slot + g * D, ld, at.j0 + (int64_t)grp * U,
+                 gc_min64(at.j1, at.L - 1), kl, D, vec_ok, kr, vr);
+  gc_pdl_wait(); /* @pdl: the kernel before it has completed */
+  gc_pdl_launch();
+  if (!PRE) /* on the device: a captured step replays at any lengths and slots */
+    at = ad_slice(pos, M, row, sp, S, G, D);
   const int64_t j0 = at.j0, j1 = at.j1;
   Q += row * H * D, O += row * H * D; /* row 0 but for a batch */
   Kc += at.slot, Vc += at.slot;
+  const TB *kb = Kc + g * D, *vb = Vc + g * D;
+  if (!PRE) {
+    ad_step_load(kb, vb, ld, j0 + (int64_t)grp * U, j1, kl, D, vec_ok, kr, vr);
+  } else {
+    GC_UNROLL(U)
+    for (int u = 0; u < U; u++) /* the newest row, where it is in this group's first step */
+      if (j0 + (int64_t)grp * U + u == at.L - 1 && at.L - 1 < j1)
+        GC_UNROLL(AD_NC)
+        for (int c = 0; c < AD_NC; c++) {
+          const int64_t d0 = (int64_t)(c * KL + kl) * AD_VEC;
+          ad_fetch(kb + (at.L - 1) * ld, d0, D, vec_ok, kr[u][c]);
+          ad_fetch(vb + (at.L - 1) * ld, d0, D, vec_ok, vr[u][c]);
+        }
+  }
 
   /* q, pre-scaled into the base-2 domain */
   const float qs = scale * 1.4426950408889634f;
@@ -217,13 +238,9 @@ void attention_decode(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int3
         o[hh][c][e] = 0.0f;
   }
 
-  const int64_t ld = G * D;
-  const TB *kb = Kc + g * D, *vb = Vc + g * D;
   /* The loop bound is the warp's first group, so all lanes of a warp run
    * the same steps (the shuffles need them); later groups mask keys. */
   const int grp0 = w * (GC_WARP / KL);
-  gc_raw16 kr[U][AD_NC], vr[U][AD_NC]; /* this step's keys and values, raw */
-  ad_step_load(kb, vb, ld, j0 + (int64_t)grp * U, j1, kl, D, vec_ok, kr, vr);
   for (int64_t jbase = j0; jbase + (int64_t)grp0 * U < j1; jbase += (int64_t)AD_NG * U) {
     const int64_t jb = jbase + (int64_t)grp * U;
     gc_raw16 kn[U][AD_NC], vn[U][AD_NC]; /* the next step's, in flight */
