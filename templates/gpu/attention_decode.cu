@@ -20,7 +20,7 @@
  * @param U 1 2 4 default 2 -- keys per lane group per step (one rescale per step; the next step's loads are in flight meanwhile)
  * @param DMAX 64 128 256 default 128 -- largest head dimension served (registers are sized for it)
  * @param L2PF 0 1 default 0 -- 1: before its wait for the kernel before, the block asks L2 for its slice's keys and values but the newest row (gc_split_prefetch), so they stream in while that kernel drains
- * @param PRE 0 1 default 0 -- 1: the positions are read before the wait for the kernel before (they are the host's, never a kernel's: @pdl), and with them the first step's keys and values but the newest row's, so that after the wait only q and that row are read before the first scores
+ * @param PRE 0 1 default 0 -- 1: the positions are read before the wait for the kernel before (they are the host's, never a kernel's: @pdl), and with them the first step's keys and values but the newest row's, so that after the wait only q and that row are read before the first scores (not yet timed on a GPU: bench/RESULTS.md, session 32)
  * @defaults attention attention_batch L2PF=1 if !AMD -- NVIDIA: the wait is griddepcontrol's (sm_90), so the prefetch overlaps the kernel before
  * @defaults attention_batch SPLIT=8 -- a batch's workspace bounds SPLIT more tightly, and its M rows multiply the blocks
  * @constraint WARPS * WARP <= MAXT && KL <= WARP -- a legal block; a key's lanes lie in one warp
