@@ -252,7 +252,10 @@ static int resolve_kernels(gc_llama_t *m, int batched, gc_err_t *e) {
                    : gc_llama_batch_recipe(&m->cfg, &m->dt, i - 1, &l, e);
     for (int j = 0; !rc && j < l.n; j++) {
       const gc_rt_kernel_t *k;
-      if (!is_attn_short(&l.v[j])) rc = gc_rt_find(m->rt, &l.v[j], &k, e); /* optional: attn serves */
+      gc_err_t miss = {0};
+      if (!is_attn_short(&l.v[j])) rc = gc_rt_find(m->rt, &l.v[j], &k, e);
+      else if (gc_rt_find(m->rt, &l.v[j], &k, &miss) != GC_OK)
+        m->no_attn_short = 1; /* optional (a bundle built before the buckets): attn serves every length */
     }
     gc_problems_free(&l);
     if (rc) return gc_err_prefix(e, "the bundle cannot run this model");
@@ -601,19 +604,20 @@ static int qkv_rope(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t 
   return run(m, &s->rope, sc, rope, e);
 }
 
-/* Whether a decode step at position pos runs s's short-context attention
- * (attn_short): one that fits it, where the bundle has a kernel for it. */
-static int short_attention(gc_llama_t *m, const gc_llama_steps_t *s, int64_t pos) {
-  if (!s->attn_short.op[0] || pos + 1 > s->attn_short.k || m->no_attn_short) return 0;
-  const gc_rt_kernel_t *k;
-  gc_err_t miss = {0};
-  if (gc_rt_find(m->rt, &s->attn_short, &k, &miss) == GC_OK) return 1;
-  m->no_attn_short = 1; /* a bundle built before the buckets: attn serves every length */
-  return 0;
+/* Whether a decode step at position pos is in the short-context bucket
+ * (GC_LLAMA_ATTN_SHORT keys at most) and the bundle has its kernel. */
+static int short_bucket(const gc_llama_t *m, int64_t pos) {
+  return pos + 1 <= GC_LLAMA_ATTN_SHORT && !m->no_attn_short;
+}
+
+/* Whether a step of s at position pos runs its short-context attention
+ * (attn_short: a decode step in the bucket). */
+static int short_attention(const gc_llama_t *m, const gc_llama_steps_t *s, int64_t pos) {
+  return s->attn_short.op[0] && short_bucket(m, pos);
 }
 
 /* The attention step of s at sc's position (see short_attention). */
-static const gc_problem_t *attention(gc_llama_t *m, const gc_llama_steps_t *s, const gc_op_scalars_t *sc) {
+static const gc_problem_t *attention(const gc_llama_t *m, const gc_llama_steps_t *s, const gc_op_scalars_t *sc) {
   return short_attention(m, s, sc->pos0) ? &s->attn_short : &s->attn;
 }
 
@@ -857,10 +861,8 @@ static int run_slot(gc_llama_t *m, const void *arg, gc_err_t *e) {
   if (rc) return rc;
   rc = GC_EUNSUPPORTED;
   if (slot == 0 && t == 1 && rows == 1 && m->graphs && !m->prof) { /* the graph is slot 0's */
-    gc_llama_steps_t s; /* the graph of the step's context bucket (short_attention) */
-    gc_llama_steps(&m->cfg, &m->dt, 1, 1, &s);
-    rc = replay(m, &m->decode_graph[short_attention(m, &s, m->npos[0])][p->next != NULL], decode_one,
-                p->next != NULL, 0, e);
+    rc = replay(m, &m->decode_graph[short_bucket(m, m->npos[0])][p->next != NULL], decode_one,
+                p->next != NULL, 0, e); /* the graph of the step's context bucket */
     m->replays += rc == GC_OK;
   }
   if (rc == GC_EUNSUPPORTED) rc = launch_forward(m, slot, t, rows, p->next != NULL, e);
