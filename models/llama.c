@@ -86,6 +86,7 @@ struct gc_llama {
   gc_dptr_t pos, tokens;        /* step, step + 4 */
   gc_dptr_t bstep, brows;       /* batched step, int32: tokens [BMAX], then [2, M]: pos, slot */
   int graphs;                   /* capture the decode step and replay it */
+  int no_ahead;                 /* gc_llama_set_ahead(m, 0) */
   int no_qkv_rope;              /* the bundle has no rmsnorm_gemm_rope_kv: decode runs its two steps */
   int no_attn_short;            /* the bundle has no short-context decode attention: attn serves */
   int64_t replays;              /* decode steps run as a graph replay */
@@ -456,6 +457,7 @@ void gc_llama_set_graphs(gc_llama_t *m, int on) {
     k->graphs = on && (k->cfg.tp <= 1 || gc_comm_capturable(k->comm));
   }
 }
+void gc_llama_set_ahead(gc_llama_t *m, int on) { m->no_ahead = !on; }
 void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p) { m->prof = p; }
 gc_prof_t *gc_llama_profile(const gc_llama_t *m) { return m->prof; }
 
@@ -890,6 +892,70 @@ int gc_llama_slot_forward(gc_llama_t *m, int slot, const int32_t *tokens, int t,
   if (slot < 0 || slot >= m->slots)
     return gc_err_set(e, GC_EINVAL, "slot %d: this model has slots 0 .. %d", slot, m->slots - 1);
   return forward_slot(m, slot, tokens, t, 0, logits, next, e);
+}
+
+/* ---- greedy decoding, the device one step ahead ------------------------- */
+
+/* Step k of gc_llama_greedy, enqueued: slot 0's token at position pos (put
+ * there, or step k - 1's argmax where that wrote it: m->tokens), its argmax
+ * posted to box; *replayed: whether it is a graph replay (counted in
+ * m->replays). Only the launches see pos as the host's position. */
+static int greedy_enqueue(gc_llama_t *m, int pos, int box, int *replayed, gc_err_t *e) {
+  if (gc_dev_put32(m->dev, m->pos, (uint32_t)pos, e)) return e->code;
+  int held = m->npos[0], rc = GC_EUNSUPPORTED;
+  m->npos[0] = pos; /* sc.pos0 and the attention's bucket (launch_forward) */
+  if (m->graphs) {
+    rc = replay(m, &m->decode_graph[short_bucket(m, pos)][1], decode_one, 1, 0, e);
+    m->replays += *replayed = rc == GC_OK;
+  }
+  if (rc == GC_EUNSUPPORTED) rc = launch_forward(m, 0, 1, 1, 1, e);
+  m->npos[0] = held;
+  return rc ? rc : gc_dev_post(m->dev, box, m->tokens, sizeof(int32_t), e);
+}
+
+/* gc_llama_greedy one pass at a time. */
+static int greedy_loop(gc_llama_t *m, int32_t tok, int n, gc_llama_emit_fn emit, void *u, gc_err_t *e) {
+  for (int i = 0; i < n && m->npos[0] < m->ctx; i++) {
+    int32_t next;
+    if (gc_llama_forward_ex(m, &tok, 1, 0, NULL, &next, e)) return e->code;
+    int r = emit(u, next, e);
+    if (r) return r < 0 ? e->code : GC_OK;
+    tok = next;
+  }
+  return GC_OK;
+}
+
+int gc_llama_greedy(gc_llama_t *m, int32_t tok, int n, gc_llama_emit_fn emit, void *u, gc_err_t *e) {
+  if (n < 1) return GC_OK;
+  if (check_pass(m, 0, &tok, 1, e)) return e->code;
+  if (m->cfg.tp > 1 || m->prof || m->no_ahead) return greedy_loop(m, tok, n, emit, u, e);
+  int pos0 = m->npos[0], steps = n < m->ctx - pos0 ? n : m->ctx - pos0;
+  m->decoding = 1;
+  int rc = gc_dev_put32(m->dev, m->tokens, (uint32_t)tok, e), queued = 0, stop = 0;
+  int replayed[2] = {0, 0}; /* by box */
+  for (; !rc && queued < steps && queued < 2; queued++)
+    rc = greedy_enqueue(m, pos0 + queued, queued % 2, &replayed[queued % 2], e);
+  for (int k = 0; !rc && k < queued; k++) {
+    int32_t id;
+    if ((rc = gc_dev_take(m->dev, k % 2, &id, sizeof id, e))) break;
+    if (stop) { /* the step run ahead past a stop: not one of the pass's */
+      m->replays -= replayed[k % 2];
+      continue;
+    }
+    if (id < 0 || id >= m->cfg.vocab_size) {
+      rc = gc_err_set(e, GC_EDEVICE, "the device's argmax %d is outside the vocabulary", (int)id);
+      break;
+    }
+    m->npos[0] = pos0 + k + 1; /* tok and ids 0 .. k - 1 are in the cache */
+    int r = emit(u, id, e);
+    if (r < 0) rc = e->code;
+    stop = r != 0;
+    if (!rc && !stop && queued < steps &&
+        !(rc = greedy_enqueue(m, pos0 + queued, queued % 2, &replayed[queued % 2], e)))
+      queued++;
+  }
+  if (rc) gc_dev_sync(m->dev, NULL); /* nothing of this call still runs when it returns */
+  return rc;
 }
 
 typedef struct batch_pass {

@@ -71,6 +71,21 @@ int gc_llama_forward(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
 int gc_llama_forward_ex(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
                         float *logits, int32_t *next, gc_err_t *e);
 
+/* Greedy decoding with the host one step behind the device: tok runs at
+ * slot 0's position, then each step's argmax (ties to the lowest id) is
+ * the next step's token, fed on the device, while the host reads the step
+ * before it. emit(u, id, e) gets every argmax in order and returns 0 to go
+ * on, 1 to stop at that id, or -1 with e set to fail. At most n steps run
+ * (n ids emitted), and none past the context. The cache then holds tok and
+ * every emitted id but the last, as a loop of gc_llama_forward_ex calls
+ * leaves it, with the same ids; the step the device ran ahead (past the
+ * stop) is not counted and its cache row is overwritten by the next pass.
+ * Where it cannot run ahead (tensor parallelism, a profile,
+ * gc_llama_set_ahead off) it is that loop; a backend that does each copy
+ * at once (cpu) runs the same steps without the overlap. */
+typedef int (*gc_llama_emit_fn)(void *u, int32_t id, gc_err_t *e);
+int gc_llama_greedy(gc_llama_t *m, int32_t tok, int n, gc_llama_emit_fn emit, void *u, gc_err_t *e);
+
 /* tokens[0..t) (t <= gc_llama_max_pass) at slot's position (a prefill, or
  * a chunk of one), appended to its cache: the logits of the last row, or
  * with next its argmax picked on the device (as gc_llama_forward_ex).
@@ -94,6 +109,9 @@ int gc_llama_decode_batch(gc_llama_t *m, int M, const int *slots, const int32_t 
 /* Decode steps (one token, one row of logits) are captured as one graph
  * on first use and replayed after, on backends with graphs (default on). */
 void gc_llama_set_graphs(gc_llama_t *m, int on);
+/* gc_llama_greedy runs the device one step ahead of the host (default
+ * on); off, one pass at a time (the loop it replaces), to compare. */
+void gc_llama_set_ahead(gc_llama_t *m, int on);
 /* Time every launch into p (NULL: off). Profiled steps run without graphs. */
 void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p);
 gc_prof_t *gc_llama_profile(const gc_llama_t *m);

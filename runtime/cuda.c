@@ -104,6 +104,10 @@ typedef struct cu_api {
   /* optional (CUDA 12.0+; NULL before): launches with attributes
    * (programmatic dependent launch), tensor maps for the copy engine */
   CUresult (*LaunchKernelEx)(const cu_launch_config_t *, CUfunction, void **, void **);
+  /* optional: a value written in stream order; page-locked host memory */
+  CUresult (*StreamWriteValue32)(CUstream, CUdeviceptr, unsigned, unsigned);
+  CUresult (*MemHostAlloc)(void **, size_t, unsigned);
+  CUresult (*MemFreeHost)(void *);
   CUresult (*TensorMapEncodeTiled)(void *, int, unsigned, void *, const unsigned long long *,
                                    const unsigned long long *, const unsigned *, const unsigned *,
                                    int, int, int, int);
@@ -188,6 +192,13 @@ static int cu_load(gc_err_t *e) {
     memcpy(&api.TensorMapEncodeTiled, &tm, sizeof tm);
     void *lx = dlsym(h, "cuLaunchKernelEx"); /* optional */
     memcpy(&api.LaunchKernelEx, &lx, sizeof lx);
+    void *wv = dlsym(h, "cuStreamWriteValue32_v2"); /* optional: CUDA 11.7+ */
+    memcpy(&api.StreamWriteValue32, &wv, sizeof wv);
+    void *ha = dlsym(h, "cuMemHostAlloc"), *hf = dlsym(h, "cuMemFreeHost");
+    if (ha && hf) { /* optional, both or neither */
+      memcpy(&api.MemHostAlloc, &ha, sizeof ha);
+      memcpy(&api.MemFreeHost, &hf, sizeof hf);
+    }
     if (rc) {
       dlclose(h);
     } else {
@@ -467,6 +478,10 @@ static CUresult cu_capture_begin(void *s) {
 static CUresult cu_graph_instantiate(void **x, void *g) {
   return cu.GraphInstantiateWithFlags(x, g, 0);
 }
+static CUresult cu_write32(void *s, gc_gpu_ptr_t dst, unsigned v) {
+  return cu.StreamWriteValue32(s, dst, v, 0); /* CU_STREAM_WRITE_VALUE_DEFAULT */
+}
+static CUresult cu_host_alloc(void **p, size_t n) { return cu.MemHostAlloc(p, n, 0); }
 /* May start while the kernel before it drains (it waits itself). */
 static CUresult cu_launch_pdl(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                               unsigned by, unsigned bz, unsigned shmem, void *stream,
@@ -514,6 +529,9 @@ static void cu_fill_gpu(gc_gpu_api_t *g) {
       .graph_destroy = {cu.GraphDestroy, "cuGraphDestroy"},
       .graph_launch = {cu.GraphLaunch, "cuGraphLaunch"},
       .graph_exec_destroy = {cu.GraphExecDestroy, "cuGraphExecDestroy"},
+      .write32 = {cu.StreamWriteValue32 ? cu_write32 : NULL, "cuStreamWriteValue32"},
+      .host_alloc = {cu.MemHostAlloc ? cu_host_alloc : NULL, "cuMemHostAlloc"},
+      .host_free = {cu.MemFreeHost, "cuMemFreeHost"},
       .release = cuda_release,
   };
 }

@@ -40,6 +40,43 @@ int gc_dev_memset(gc_dev_t *d, gc_dptr_t dst, int byte, size_t n, gc_err_t *e) {
 int gc_dev_flush(gc_dev_t *d, gc_dptr_t buf, size_t n, gc_err_t *e) {
   return d->ops->flush ? d->ops->flush(d, buf, n, e) : d->ops->memset(d, buf, 0x5A, n, e);
 }
+/* ---- running ahead: put32, post, take ---------------------------------- */
+
+int gc_dev_put32(gc_dev_t *d, gc_dptr_t dst, uint32_t v, gc_err_t *e) {
+  if (dst % 4)
+    return gc_err_set(e, GC_EINVAL, "put32: address %#llx is not 4-byte aligned",
+                      (unsigned long long)dst);
+  return d->ops->put32 ? d->ops->put32(d, dst, v, e) : d->ops->upload(d, dst, &v, sizeof v, e);
+}
+
+static int check_box(const gc_dev_t *d, const char *what, int box, size_t n, gc_err_t *e) {
+  (void)d;
+  if (box < 0 || box >= GC_DEV_BOXES)
+    return gc_err_set(e, GC_EINVAL, "%s: box %d is not one of 0 .. %d", what, box, GC_DEV_BOXES - 1);
+  if (n < 1 || n > GC_DEV_BOX_BYTES)
+    return gc_err_set(e, GC_EINVAL, "%s: %zu bytes; a box holds 1 .. %d", what, n, GC_DEV_BOX_BYTES);
+  return GC_OK;
+}
+
+int gc_dev_post(gc_dev_t *d, int box, gc_dptr_t src, size_t n, gc_err_t *e) {
+  if (check_box(d, "post", box, n, e)) return e->code;
+  int rc = d->ops->post ? d->ops->post(d, box, src, n, e) : d->ops->download(d, d->box[box], src, n, e);
+  if (!rc) d->box_n[box] = n;
+  return rc;
+}
+
+int gc_dev_take(gc_dev_t *d, int box, void *dst, size_t n, gc_err_t *e) {
+  if (check_box(d, "take", box, n, e)) return e->code;
+  if (d->box_n[box] != n)
+    return d->box_n[box] ? gc_err_set(e, GC_EINVAL, "take: box %d holds %zu bytes, not %zu", box,
+                                      d->box_n[box], n)
+                         : gc_err_set(e, GC_EINVAL, "take: box %d is empty", box);
+  d->box_n[box] = 0;
+  if (d->ops->take) return d->ops->take(d, box, dst, n, e);
+  memcpy(dst, d->box[box], n);
+  return GC_OK;
+}
+
 void *gc_dev_host_ptr(gc_dev_t *d, gc_dptr_t p) { return d->ops->host_ptr(d, p); }
 size_t gc_dev_page_size(gc_dev_t *d) { return d->ops->page_size ? d->ops->page_size(d) : 0; }
 int gc_dev_protect(gc_dev_t *d, gc_dptr_t p, size_t n, int prot, gc_err_t *e) {

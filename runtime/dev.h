@@ -63,6 +63,24 @@ enum { GC_PROT_NONE = 0, GC_PROT_READ = 1, GC_PROT_RW = 3 };
 size_t gc_dev_page_size(gc_dev_t *d);
 int gc_dev_protect(gc_dev_t *d, gc_dptr_t p, size_t n, int prot, gc_err_t *e);
 
+/* Running ahead of the device. A host loop that enqueues step k + 1
+ * before it has read step k's result (greedy decoding: the device feeds
+ * each step's argmax to the next) needs copies that return at once and a
+ * result it collects later:
+ * - gc_dev_put32 stores v at dst (4-byte aligned) in the device's order
+ *   (after the operations before it, before those after); v is taken now.
+ * - gc_dev_post copies n (1 .. GC_DEV_BOX_BYTES) bytes at src into box
+ *   (0 .. GC_DEV_BOXES - 1) in the device's order and returns at once.
+ * - gc_dev_take waits for box's post, gives its n bytes (n as posted) at
+ *   dst and empties the box; a box holds one post: the next replaces it.
+ * Refused while a graph capture is open. A backend that cannot run ahead
+ * (cpu) does each at once: the same results, no overlap. */
+#define GC_DEV_BOXES 4
+#define GC_DEV_BOX_BYTES 64
+int gc_dev_put32(gc_dev_t *d, gc_dptr_t dst, uint32_t v, gc_err_t *e);
+int gc_dev_post(gc_dev_t *d, int box, gc_dptr_t src, size_t n, gc_err_t *e);
+int gc_dev_take(gc_dev_t *d, int box, void *dst, size_t n, gc_err_t *e);
+
 /* Code objects and kernels. */
 int gc_dev_module_load(gc_dev_t *d, const void *code, size_t n, gc_module_t **out,
                        gc_err_t *e);

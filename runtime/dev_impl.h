@@ -17,6 +17,11 @@ typedef struct gc_dev_ops {
   int (*download)(gc_dev_t *d, void *dst, gc_dptr_t src, size_t n, gc_err_t *e);
   int (*memset)(gc_dev_t *d, gc_dptr_t dst, int byte, size_t n, gc_err_t *e);
   void *(*host_ptr)(gc_dev_t *d, gc_dptr_t p);
+  /* gc_dev_put32, gc_dev_post, gc_dev_take (checked by dev.c); NULL: an
+   * upload, and a download into the header's box, done at once. */
+  int (*put32)(gc_dev_t *d, gc_dptr_t dst, uint32_t v, gc_err_t *e);
+  int (*post)(gc_dev_t *d, int box, gc_dptr_t src, size_t n, gc_err_t *e);
+  int (*take)(gc_dev_t *d, int box, void *dst, size_t n, gc_err_t *e);
   /* Page protection (gc_dev_page_size, gc_dev_protect); NULL where there
    * is none. */
   size_t (*page_size)(gc_dev_t *d);
@@ -59,6 +64,8 @@ typedef struct gc_dev_ops {
 struct gc_dev {
   const gc_dev_ops_t *ops;
   gc_dev_info_t info;
+  size_t box_n[GC_DEV_BOXES];                        /* bytes posted to each box, 0: empty */
+  unsigned char box[GC_DEV_BOXES][GC_DEV_BOX_BYTES]; /* the boxes where post is NULL */
 };
 
 extern const gc_dev_ops_t gc_cpu_ops;

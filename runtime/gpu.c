@@ -47,7 +47,8 @@ static int api_complete(const gc_gpu_api_t *a) {
 #undef C
   };
   if (!a->vendor || !a->shmem_what || !a->wrong_isa || !a->describe || !a->classify ||
-      !a->check_code || !a->func_shmem.fn != !a->func_set_shmem.fn)
+      !a->check_code || !a->func_shmem.fn != !a->func_set_shmem.fn ||
+      !a->host_alloc.fn != !a->host_free.fn)
     return 0;
   for (size_t i = 0; i < GC_ARRAY_LEN(calls); i++)
     if (!calls[i].fn || !calls[i].name) return 0;
@@ -86,6 +87,8 @@ void gc_gpu_close(gc_dev_t *dev) {
     }
     api->stream_sync.fn(d->own);
     api->stream_destroy.fn(d->own);
+    for (int b = 0; d->boxes && b < GC_DEV_BOXES; b++) api->event_destroy.fn(d->box_ev[b]);
+    if (d->boxes) api->host_free.fn(d->boxes);
   }
   if (api->release) api->release(d, bound);
   free(d);
@@ -143,6 +146,58 @@ int gc_gpu_download(gc_dev_t *dev, void *dst, gc_dptr_t src, size_t n, gc_err_t 
   if (rc || !n || (rc = gc_gpu_bind(d, e))) return rc;
   GPU_TRY(d, e, GC_EDEVICE, copy_dtoh, dst, (gc_gpu_ptr_t)src, n, d->stream);
   GPU_TRY(d, e, GC_EDEVICE, stream_sync, d->stream);
+  return GC_OK;
+}
+
+/* ---- running ahead ------------------------------------------------------ */
+
+int gc_gpu_put32(gc_dev_t *dev, gc_dptr_t dst, uint32_t v, gc_err_t *e) {
+  gc_gpu_dev_t *d = (gc_gpu_dev_t *)dev;
+  if (!d->api->write32.fn) return gc_gpu_upload(dev, dst, &v, sizeof v, e);
+  int rc = no_capture(d, "put32", e);
+  if (rc || (rc = gc_gpu_bind(d, e))) return rc;
+  GPU_TRY(d, e, GC_EDEVICE, write32, d->stream, (gc_gpu_ptr_t)dst, v);
+  return GC_OK;
+}
+
+/* The page-locked boxes and their events, made at the first post. */
+static int boxes_make(gc_gpu_dev_t *d, gc_err_t *e) {
+  void *p = NULL;
+  GPU_TRY(d, e, GC_EDEVICE, host_alloc, &p, (size_t)GC_DEV_BOXES * GC_DEV_BOX_BYTES);
+  for (int b = 0; b < GC_DEV_BOXES; b++) {
+    gc_gpu_res_t r = d->api->event_create.fn(&d->box_ev[b]);
+    if (r) {
+      while (b-- > 0) d->api->event_destroy.fn(d->box_ev[b]), d->box_ev[b] = NULL;
+      d->api->host_free.fn(p);
+      return gc_gpu_fail(d->api, e, GC_EDEVICE, r, d->api->event_create.name);
+    }
+  }
+  d->boxes = p;
+  return GC_OK;
+}
+
+/* Without host_alloc, a download that waits (into the header's box). */
+int gc_gpu_post(gc_dev_t *dev, int box, gc_dptr_t src, size_t n, gc_err_t *e) {
+  gc_gpu_dev_t *d = (gc_gpu_dev_t *)dev;
+  if (!d->api->host_alloc.fn) return gc_gpu_download(dev, dev->box[box], src, n, e);
+  int rc = no_capture(d, "post", e);
+  if (rc || (rc = gc_gpu_bind(d, e)) || (!d->boxes && (rc = boxes_make(d, e)))) return rc;
+  unsigned char *at = d->boxes + (size_t)box * GC_DEV_BOX_BYTES;
+  GPU_TRY(d, e, GC_EDEVICE, copy_dtoh, at, (gc_gpu_ptr_t)src, n, d->stream);
+  GPU_TRY(d, e, GC_EDEVICE, event_record, d->box_ev[box], d->stream);
+  return GC_OK;
+}
+
+int gc_gpu_take(gc_dev_t *dev, int box, void *dst, size_t n, gc_err_t *e) {
+  gc_gpu_dev_t *d = (gc_gpu_dev_t *)dev;
+  if (!d->boxes) { /* posted by a download that waited */
+    memcpy(dst, dev->box[box], n);
+    return GC_OK;
+  }
+  int rc = no_capture(d, "take", e);
+  if (rc || (rc = gc_gpu_bind(d, e))) return rc;
+  GPU_TRY(d, e, GC_EDEVICE, event_sync, d->box_ev[box]);
+  memcpy(dst, d->boxes + (size_t)box * GC_DEV_BOX_BYTES, n);
   return GC_OK;
 }
 

@@ -98,6 +98,15 @@ typedef struct gc_gpu_api {
   GC_GPU_CALL(graph_launch, (void *exec, void *stream));
   GC_GPU_CALL(graph_exec_destroy, (void *exec));
 
+  /* Running ahead (gc_dev_put32, gc_dev_post), each optional (fn NULL:
+   * an upload; a download that waits): write32 stores a 32-bit value in
+   * the stream's order, taken at the call (cuStreamWriteValue32);
+   * host_alloc gives page-locked host memory that an async copy fills
+   * without waiting (cuMemHostAlloc), host_free returns it. */
+  GC_GPU_CALL(write32, (void *stream, gc_gpu_ptr_t dst, unsigned v));
+  GC_GPU_CALL(host_alloc, (void **p, size_t n));
+  GC_GPU_CALL(host_free, (void *p));
+
   /* What the vendor releases on close, after the stream is gone (bound:
    * the device could still be made current); NULL: nothing. */
   void (*release)(gc_gpu_dev_t *d, int bound);
@@ -111,6 +120,8 @@ struct gc_gpu_dev {
   void *own;     /* the stream gc_gpu_start made */
   int max_shmem; /* shared memory (LDS) a block may have, where granted */
   int capturing; /* a graph capture is open on stream */
+  unsigned char *boxes;       /* [GC_DEV_BOXES][GC_DEV_BOX_BYTES] page-locked (host_alloc), at the first post */
+  void *box_ev[GC_DEV_BOXES]; /* recorded after each box's copy */
 };
 
 /* The handles gc_dev_* hands out on a GPU. */
@@ -157,6 +168,9 @@ void gc_gpu_free(gc_dev_t *d, gc_dptr_t p);
 int gc_gpu_upload(gc_dev_t *d, gc_dptr_t dst, const void *src, size_t n, gc_err_t *e);
 int gc_gpu_download(gc_dev_t *d, void *dst, gc_dptr_t src, size_t n, gc_err_t *e);
 int gc_gpu_memset(gc_dev_t *d, gc_dptr_t dst, int byte, size_t n, gc_err_t *e);
+int gc_gpu_put32(gc_dev_t *d, gc_dptr_t dst, uint32_t v, gc_err_t *e);
+int gc_gpu_post(gc_dev_t *d, int box, gc_dptr_t src, size_t n, gc_err_t *e);
+int gc_gpu_take(gc_dev_t *d, int box, void *dst, size_t n, gc_err_t *e);
 void *gc_gpu_host_ptr(gc_dev_t *d, gc_dptr_t p);
 int gc_gpu_module_load(gc_dev_t *d, const void *code, size_t n, gc_module_t **out,
                        gc_err_t *e);
@@ -180,6 +194,7 @@ void gc_gpu_graph_destroy(gc_dev_t *d, void *exec);
 #define GC_GPU_OPS                                                                        \
   .close = gc_gpu_close, .alloc = gc_gpu_alloc, .free = gc_gpu_free,                      \
   .upload = gc_gpu_upload, .download = gc_gpu_download, .memset = gc_gpu_memset,          \
+  .put32 = gc_gpu_put32, .post = gc_gpu_post, .take = gc_gpu_take,                        \
   .host_ptr = gc_gpu_host_ptr, .module_load = gc_gpu_module_load,                         \
   .module_unload = gc_gpu_module_unload, .kernel = gc_gpu_kernel, .launch = gc_gpu_launch, \
   .sync = gc_gpu_sync, .set_stream = gc_gpu_set_stream, .get_stream = gc_gpu_get_stream,  \

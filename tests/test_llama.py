@@ -41,7 +41,8 @@ TUNE_TIMEOUT = 120       # seconds for gcore-tune --model on the tiny model (a f
 PROMPT = [1, 17, 5, 42, 99, 3, 64]
 N_DECODE = 32
 GREEDY = ["--temp", "0", "--ignore-eos"]
-JSON_KEYS = ("tokens", "prompt_tokens", "prompt_tok_per_s", "decode_tok_per_s", "ttft_ms", "graph_replays")
+JSON_KEYS = ("tokens", "prompt_tokens", "prompt_tok_per_s", "decode_tok_per_s", "ttft_ms", "graph_replays",
+             "cache_positions")
 
 # Tiny Hugging Face configs (tinymodel.make_config keywords).
 CONFIGS = {

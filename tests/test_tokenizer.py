@@ -458,6 +458,43 @@ def test_chat_keeps_the_kv_cache(gc, chat_model):
     assert json.loads(one.out)["tokens"] == g2
 
 
+def test_chat_after_a_stop_token_keeps_the_kv_cache(gc, chat_model):
+    """A reply that ends at a stop token well before -n: the device ran one
+    step past it (gcore-run decodes one step ahead of the host), which must
+    not count. Turn 2 equals one pass over everything the cache holds then,
+    and both turns equal --no-ahead's (each step enqueued after the one
+    before was read)."""
+    model, bundle = chat_model
+    talk = dict(input="hello there\n\nhow are you\n")
+    args = ["-m", model, "-b", bundle, "--chat", "-n", "8", "--temp", "0", "--json"]
+    r = gc("gcore-run", *args, "--ignore-eos", **talk)
+    assert r.rc == 0, r
+    stop = json.loads(r.out.splitlines()[0])["tokens"][2]  # the first reply's third token
+    stopper = str(gc.dir / "stopper")
+    shutil.copytree(model, stopper)
+    with open(os.path.join(stopper, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["eos_token_id"] = stop
+    with open(os.path.join(stopper, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    args[1] = stopper
+    a, b = gc("gcore-run", *args, **talk), gc("gcore-run", *args, "--no-ahead", **talk)
+    assert a.rc == 0 and b.rc == 0, (a, b)
+    turns = [json.loads(l) for l in a.out.splitlines()]
+    keys = ("tokens", "prompt_ids", "text", "graph_replays", "cache_positions")  # all but the timings
+    assert [{k: t[k] for k in keys} for t in turns] == [{k: json.loads(l)[k] for k in keys}
+                                                         for l in b.out.splitlines()], (a, b)
+    p1, g1, p2, g2 = turns[0]["prompt_ids"], turns[0]["tokens"], turns[1]["prompt_ids"], turns[1]["tokens"]
+    assert len(g1) <= 3 and g1[-1] == stop, turns[0]     # stopped by the new eos, not by -n
+    assert p2[0] == stop, turns[1]
+    assert turns[0]["cache_positions"] == len(p1) + len(g1) - 1, turns[0]  # the stop token is not in it
+    assert turns[1]["cache_positions"] == len(p1) + len(g1) - 1 + len(p2) + len(g2) - 1, turns[1]
+    one = gc("gcore-run", "-m", stopper, "-b", bundle, "--tokens", ",".join(map(str, p1 + g1[:-1] + p2)),
+             "-n", "8", "--temp", "0", "--json")
+    assert one.rc == 0, one
+    assert json.loads(one.out)["tokens"] == g2
+
+
 def test_chat_flag_errors(gc, chat_model):
     model, bundle = chat_model
     assert_clean_error(gc("gcore-run", "-m", model, "-b", bundle, "--system", "x", "-p", "hi"), "gcore-run",

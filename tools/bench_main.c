@@ -39,6 +39,8 @@ static const char usage[] =
     "  -r, --repetitions N    timed runs of each test (default 5)\n"
     "  -o, --output FMT       md (default: a markdown table), csv or json\n"
     "  --no-warmup            no untimed run of each test first\n"
+    "  --no-ahead             tg tests: enqueue each step after the host has read the one before\n"
+    "                         (by default the device runs one step ahead, as gcore-run)\n"
     "  --profile              after each test, a per-kernel table of its timed runs to stderr\n"
     "                         (as gcore-run --profile: launches timed one by one, no graphs)\n"
     "  --leave-out LIST       op names, comma-separated: after the tests, each tg test again per\n"
@@ -50,7 +52,7 @@ static const char usage[] =
     "  -h, --help             this text\n"
     "  --version              this tool's version\n";
 
-enum { O_VERSION = 256, O_DB, O_CACHE, O_QUANTIZE, O_NOWARMUP, O_BACKEND, O_DEVICE, O_PARALLEL, O_PROFILE, O_LEAVE_OUT };
+enum { O_VERSION = 256, O_DB, O_CACHE, O_QUANTIZE, O_NOWARMUP, O_BACKEND, O_DEVICE, O_PARALLEL, O_PROFILE, O_LEAVE_OUT, O_NOAHEAD };
 
 static const struct option longopts[] = {
     {"model", 1, 0, 'm'},       {"bundle", 1, 0, 'b'},        {"n-prompt", 1, 0, 'p'},
@@ -58,7 +60,7 @@ static const struct option longopts[] = {
     {"db", 1, 0, O_DB},         {"cache", 1, 0, O_CACHE},     {"quantize", 1, 0, O_QUANTIZE},
     {"no-warmup", 0, 0, O_NOWARMUP}, {"backend", 1, 0, O_BACKEND}, {"device", 1, 0, O_DEVICE},
     {"parallel", 1, 0, O_PARALLEL}, {"profile", 0, 0, O_PROFILE},
-    {"leave-out", 1, 0, O_LEAVE_OUT},
+    {"leave-out", 1, 0, O_LEAVE_OUT}, {"no-ahead", 0, 0, O_NOAHEAD},
     {"help", 0, 0, 'h'},        {"version", 0, 0, O_VERSION}, {0, 0, 0, 0}};
 
 #define MAX_TESTS 64
@@ -69,7 +71,7 @@ typedef char op_name_t[GC_OP_NAME];
 typedef struct bench_opts {
   gc_llama_bundle_opts_t b;
   const char *backend, *format;
-  int ordinal, reps, warmup, profile;
+  int ordinal, reps, warmup, profile, no_ahead;
   int pp[MAX_TESTS], npp, tg[MAX_TESTS], ntg, par[MAX_TESTS], npar;
   op_name_t leave[MAX_LEAVE]; /* --leave-out */
   int nleave;
@@ -158,14 +160,20 @@ static int32_t first_token(const gc_llama_config_t *c) {
 
 /* tg n: n decode steps of one token from an empty cache, each feeding the
  * device's argmax of the step before (greedy generation, as gcore-run
- * --temp 0 runs it: one id copied back per step). */
+ * --temp 0 runs it: gc_llama_greedy, the host one step behind). */
+static int count_id(void *u, int32_t id, gc_err_t *e) {
+  (void)id, (void)e;
+  ++*(int *)u;
+  return 0;
+}
 static int run_tg(gc_llama_t *m, int n, float *lg, double *secs, gc_err_t *e) {
-  int32_t tok = first_token(gc_llama_config(m)), next = 0;
-  int rc = GC_OK;
+  (void)lg;
+  int got = 0;
   gc_llama_reset(m);
   double t0 = gc_now();
-  for (int i = 0; !rc && i < n; i++, tok = next) rc = gc_llama_forward_ex(m, &tok, 1, 0, lg, &next, e);
+  int rc = gc_llama_greedy(m, first_token(gc_llama_config(m)), n, count_id, &got, e);
   *secs = gc_now() - t0;
+  if (!rc && got != n) rc = gc_err_set(e, GC_EINVAL, "tg %d: the context holds only %d steps", n, got);
   return rc;
 }
 
@@ -383,6 +391,7 @@ static int bench(const bench_opts_t *o, gc_err_t *e) {
     rc = max_b > 1 && o->ntg ? gc_llama_create_slots(dev, rt, w, ctx, max_p > 0 ? max_p : 1, max_b, &m, e)
                              : gc_llama_create(dev, rt, w, ctx, max_p > 0 ? max_p : 1, &m, e);
   }
+  if (!rc && o->no_ahead) gc_llama_set_ahead(m, 0);
   if (!rc && o->profile) rc = gc_prof_create(dev, &prof, e);
   if (!rc && !(lg = gc_malloc((size_t)w->cfg.vocab_size * sizeof *lg, e))) rc = GC_ENOMEM;
   if (!rc && !strcmp(o->format, "md")) fputs(md_head, stdout);
@@ -486,6 +495,7 @@ int main(int argc, char **argv) {
           return bad_flag("--parallel", "a comma list of sequence counts, 1 to 16");
         break;
       case O_PROFILE: o.profile = 1; break;
+      case O_NOAHEAD: o.no_ahead = 1; break;
       case O_LEAVE_OUT:
         if (parse_ops(optarg, o.leave, &o.nleave))
           return bad_flag("--leave-out", "a comma list of op names (at most 16; see gcore-tune --help)");

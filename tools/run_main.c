@@ -61,6 +61,8 @@ static const char usage[] =
     "  --profile            print a per-kernel table for prefill and decode to stderr (count,\n"
     "                       total and mean time, TFLOP/s, GB/s, share of the wall time; no graphs)\n"
     "  --no-graph           launch decode steps kernel by kernel instead of replaying a graph\n"
+    "  --no-ahead           greedy decoding: enqueue each step after the host has read the one\n"
+    "                       before (by default the device runs one step ahead of the host)\n"
     "  --no-pdl             launch every kernel after the one before it has finished (by default\n"
     "                       kernels that allow it start while it drains: CUDA, sm_90 and newer)\n"
     "  --warmup N           first run the prompt and N decode steps untimed, then start over\n"
@@ -104,7 +106,7 @@ static const char usage[] =
 
 enum { O_VERSION = 255, O_OP = 256, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_BACKEND, O_DEVICE, O_SEED, O_DUMP,
        O_MINTIME, O_POS, O_LAYOUT, O_TOKENS, O_CTX, O_IGNORE_EOS, O_TBT, O_JSON, O_LOGITS, O_TEMP, O_TOPK, O_TOPP,
-       O_MINP, O_REPEAT, O_PROFILE, O_NOGRAPH, O_NOPDL, O_WARMUP, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE,
+       O_MINP, O_REPEAT, O_PROFILE, O_NOGRAPH, O_NOAHEAD, O_NOPDL, O_WARMUP, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE,
        O_BOS, O_CHAT, O_SYSTEM, O_NULL, O_DB, O_CACHE, O_TOKENS_FILE, O_QUANTIZE, O_TP, O_DEVICES };
 
 static const struct option longopts[] = {
@@ -118,7 +120,7 @@ static const struct option longopts[] = {
     {"token-by-token", 0, 0, O_TBT}, {"json", 0, 0, O_JSON},   {"logits", 1, 0, O_LOGITS},
     {"temp", 1, 0, O_TEMP},       {"top-k", 1, 0, O_TOPK},     {"top-p", 1, 0, O_TOPP},
     {"min-p", 1, 0, O_MINP},      {"repeat-penalty", 1, 0, O_REPEAT},
-    {"profile", 0, 0, O_PROFILE}, {"no-graph", 0, 0, O_NOGRAPH}, {"no-pdl", 0, 0, O_NOPDL},
+    {"profile", 0, 0, O_PROFILE}, {"no-graph", 0, 0, O_NOGRAPH}, {"no-ahead", 0, 0, O_NOAHEAD}, {"no-pdl", 0, 0, O_NOPDL},
     {"warmup", 1, 0, O_WARMUP},
     {"tokenizer", 1, 0, O_TOKENIZER}, {"tokenize", 0, 0, O_TOKENIZE}, {"detokenize", 0, 0, O_DETOKENIZE},
     {"bos", 0, 0, O_BOS},         {"chat", 0, 0, O_CHAT},      {"system", 1, 0, O_SYSTEM},
@@ -226,7 +228,7 @@ typedef struct run_opts {
   const char *quantize;    /* --quantize TYPE, or NULL */
   const char *tokens_file; /* one prompt of ids per line, each from an empty cache */
   const char *db, *cache; /* without -b: where the bundle comes from */
-  int ordinal, n_predict, ctx, ignore_eos, token_by_token, json, chat, bos, profile, no_graph, no_pdl, warmup;
+  int ordinal, n_predict, ctx, ignore_eos, token_by_token, json, chat, bos, profile, no_graph, no_ahead, no_pdl, warmup;
   int tp;                  /* --tp N: tensor-parallel ranks (1: none) */
   int ndev, devices[GC_LLAMA_TP_MAX]; /* --devices: the ranks' ordinals (0: --device + r) */
   gc_sampler_params_t sp;
@@ -282,6 +284,7 @@ typedef struct gen_state {
   int n_out;
   double t_prefill, t_decode, ttft;
   int64_t replays; /* decode steps of this generation replayed from a graph */
+  int positions;   /* KV-cache positions in use after it */
 } gen_state_t;
 
 static int write_logits(gen_state_t *g, const float *lg, int rows, int vocab, gc_err_t *e) {
@@ -330,6 +333,52 @@ static int finish_text(const run_opts_t *o, text_io_t *io, gc_err_t *e) {
   return GC_OK;
 }
 
+/* What each generated token goes through (emit). */
+typedef struct emit_ctx {
+  const run_opts_t *o;
+  const gc_llama_config_t *c;
+  gc_sampler_t *smp;
+  gen_state_t *g;
+  text_io_t *io;
+  int stopped; /* a stop token or the n_predict-th ended it */
+} emit_ctx_t;
+
+/* Keep and show id: 0 to go on, 1 when generation stops at it (a stop
+ * token, or the n_predict-th), -1 with e set when it cannot be shown
+ * (gc_llama_emit_fn). */
+static int emit(void *u, int32_t id, gc_err_t *e) {
+  emit_ctx_t *x = u;
+  gc_sampler_accept(x->smp, id);
+  x->g->out[x->g->n_out++] = id;
+  int stop = !x->o->ignore_eos && is_stop(x->c, x->io, id);
+  if (show(x->o, x->io, id, stop, e)) return -1;
+  x->stopped = stop || x->g->n_out == x->o->n_predict;
+  return x->stopped;
+}
+
+/* Decode after the first token tok (emitted): the rest of n_predict, on
+ * the device (greedy, one step ahead of the host) or sampled here from
+ * each step's logits. */
+static int decode(gc_llama_t *m, emit_ctx_t *x, int32_t tok, int on_device, float *lg, gc_err_t *e) {
+  const run_opts_t *o = x->o;
+  int rc = GC_OK;
+  if (on_device) {
+    if (gc_llama_pos(m) < o->ctx) rc = gc_llama_greedy(m, tok, o->n_predict - x->g->n_out, emit, x, e);
+  } else {
+    while (!rc && !x->stopped && gc_llama_pos(m) < o->ctx) {
+      int t;
+      if ((rc = gc_llama_forward_ex(m, &tok, 1, 0, lg, NULL, e)) ||
+          (rc = write_logits(x->g, lg, 1, x->c->vocab_size, e)) || (rc = gc_sampler_sample(x->smp, lg, &t, e)))
+        break;
+      tok = t;
+      if (emit(x, tok, e) < 0) rc = e->code;
+    }
+  }
+  if (!rc && !x->stopped && gc_llama_pos(m) >= o->ctx && !o->json)
+    fprintf(stderr, "\ngcore-run: context of %d positions is full; stopping\n", o->ctx);
+  return rc;
+}
+
 /* Prefill p [np], then sample up to n_predict tokens into g->out; the last
  * sampled token is not run (it is in g->out, not in the cache). */
 static int generate(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t *smp, const int32_t *p,
@@ -345,33 +394,27 @@ static int generate(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t 
   double td = gc_now();
   /* greedy with no penalty and no logits to write: the device does argmax */
   int on_device = o->sp.temperature <= 0 && o->sp.repeat_penalty == 1.0f && !g->logits;
-  int32_t next = -1;
+  emit_ctx_t x = {o, c, smp, g, io, 0};
   g->n_out = 0;
-  for (int i = 0; !rc && i < o->n_predict; i++) {
-    int t;
-    if (next >= 0)
-      t = next;
-    else if ((rc = gc_sampler_sample(smp, lg, &t, e)))
-      break;
-    int32_t tok = t;
-    gc_sampler_accept(smp, tok);
-    g->out[g->n_out++] = tok;
-    if (i == 0) g->ttft = gc_now() - t0;
-    int stop = !o->ignore_eos && is_stop(c, io, tok);
-    if ((rc = show(o, io, tok, stop, e)) || stop || i + 1 == o->n_predict) break;
-    if (gc_llama_pos(m) >= o->ctx) {
-      if (!o->json) fprintf(stderr, "\ngcore-run: context of %d positions is full; stopping\n", o->ctx);
-      break;
-    }
-    if (i == 0) td = gc_now();
-    rc = gc_llama_forward_ex(m, &tok, 1, 0, lg, on_device ? &next : NULL, e);
-    if (!rc && !on_device) rc = write_logits(g, lg, 1, c->vocab_size, e);
+  int t = 0;
+  if (!rc && o->n_predict > 0 && !(rc = gc_sampler_sample(smp, lg, &t, e))) {
+    g->ttft = gc_now() - t0;
+    if (emit(&x, t, e) < 0) rc = e->code;
+    td = gc_now();
+    if (!rc && !x.stopped) rc = decode(m, &x, t, on_device, lg, e);
   }
   if (!rc) rc = finish_text(o, io, e);
   g->t_decode = gc_now() - td;
   g->replays = gc_llama_graph_replays(m) - replays0;
+  g->positions = gc_llama_pos(m);
   free(lg);
   return rc;
+}
+
+static int count_step(void *u, int32_t id, gc_err_t *e) {
+  (void)id, (void)e;
+  ++*(int *)u;
+  return 0;
 }
 
 /* The prompt, then up to o->warmup greedy decode steps, untimed and not
@@ -387,9 +430,9 @@ static int warm_up(gc_llama_t *m, const run_opts_t *o, const int32_t *p, int np,
     for (int i = 0; i < np && !rc; i++) rc = gc_llama_forward(m, p + i, 1, 0, lg, e);
   else
     rc = gc_llama_forward(m, p, np, 0, lg, e);
-  int32_t tok = p[np - 1], next = 0;
-  for (int i = 0; i < o->warmup && !rc && gc_llama_pos(m) < o->ctx; i++, tok = next)
-    rc = gc_llama_forward_ex(m, &tok, 1, 0, lg, &next, e);
+  int steps = 0; /* as the timed run: the device one step ahead */
+  if (!rc && o->warmup > 0 && gc_llama_pos(m) < o->ctx)
+    rc = gc_llama_greedy(m, p[np - 1], o->warmup, count_step, &steps, e);
   gc_llama_set_profile(m, prof);
   gc_llama_reset(m);
   free(lg);
@@ -431,8 +474,8 @@ static void report(const run_opts_t *o, const int32_t *p, int np, const gen_stat
       json_str(io->text.data ? io->text.data : "", io->text.len);
     }
     printf(", \"prompt_tokens\": %d, \"generated_tokens\": %d, \"prompt_tok_per_s\": %.3f, "
-           "\"decode_tok_per_s\": %.3f, \"ttft_ms\": %.3f, \"graph_replays\": %lld}\n",
-           np, g->n_out, pre, steps ? dec : 0.0, g->ttft * 1e3, (long long)g->replays);
+           "\"decode_tok_per_s\": %.3f, \"ttft_ms\": %.3f, \"graph_replays\": %lld, \"cache_positions\": %d}\n",
+           np, g->n_out, pre, steps ? dec : 0.0, g->ttft * 1e3, (long long)g->replays, g->positions);
   } else {
     printf("\n");
     fprintf(stderr, "prompt: %d tokens, %.1f tok/s; decode: %d tokens, %.1f tok/s; "
@@ -652,6 +695,7 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   if (!rc) rc = gc_llama_create_tp(devs, rts, w, oo.ctx, max_t, 0, o->tp, &m, e);
   if (!rc && o->profile && !(rc = gc_prof_create(devs[0], &prof, e))) gc_llama_set_profile(m, prof);
   if (!rc && o->no_graph) gc_llama_set_graphs(m, 0);
+  if (!rc && o->no_ahead) gc_llama_set_ahead(m, 0);
   if (!rc) rc = gc_sampler_create(w->cfg.vocab_size, &o->sp, &smp, e);
   if (!rc && !(g.out = gc_calloc((size_t)o->n_predict + 1, sizeof *g.out, e))) rc = GC_ENOMEM;
   if (!rc && o->logits_path && gc_check_output(o->logits_path, 'f', e)) rc = e->code;
@@ -857,6 +901,7 @@ int main(int argc, char **argv) {
         break;
       case O_PROFILE: o.profile = 1; break;
       case O_NOGRAPH: o.no_graph = 1; break;
+      case O_NOAHEAD: o.no_ahead = 1; break;
       case O_NOPDL: o.no_pdl = 1; break;
       case O_WARMUP:
         if (gc_parse_i64(optarg, &iv) || iv < 0 || iv > 1000000) return bad_flag("--warmup", "a step count >= 0");

@@ -112,6 +112,7 @@ static struct mock {
   int sticky;          /* a kernel faulted: every call fails so */
   double clock;        /* ms; each kernel run takes 0.25 */
   int syncs, shmem_sets, pdl_launches, launches, unbound;
+  int hosts, write32s; /* page-locked blocks live; values written in stream order */
   const char *fail;    /* the call that fails next, by name */
   int fail_code;
 } mock;
@@ -236,6 +237,24 @@ static gc_gpu_res_t mock_copy_dtoh(void *dst, gc_gpu_ptr_t src, size_t n, void *
   gc_gpu_res_t r = mock_uncapturable(s);
   if (!r) memcpy(dst, (void *)(uintptr_t)src, n);
   return r;
+}
+static gc_gpu_res_t mock_write32(void *s, gc_gpu_ptr_t dst, unsigned v) {
+  ENTER("mockStreamWriteValue32");
+  gc_gpu_res_t r = mock_uncapturable(s);
+  if (!r) memcpy((void *)(uintptr_t)dst, &v, sizeof v), mock.write32s++;
+  return r;
+}
+static gc_gpu_res_t mock_host_alloc(void **p, size_t n) {
+  ENTER("mockHostAlloc");
+  if (!(*p = malloc(n))) return MOCK_OOM;
+  mock.hosts++;
+  return 0;
+}
+static gc_gpu_res_t mock_host_free(void *p) {
+  mock_release_call();
+  free(p);
+  mock.hosts--;
+  return 0;
 }
 static gc_gpu_res_t mock_memset8(gc_gpu_ptr_t dst, unsigned char byte, size_t n, void *s) {
   ENTER("mockMemsetD8Async");
@@ -488,7 +507,8 @@ static void mock_release(gc_gpu_dev_t *d, int bound) {
   .release = mock_release
 
 /* As CUDA: 48 KiB of dynamic shared memory unasked, more by opt-in up to
- * 227 KiB; programmatic dependent launch; uploads that do not wait. */
+ * 227 KiB; programmatic dependent launch; uploads that do not wait; values
+ * written in stream order and page-locked boxes (running ahead). */
 static const gc_gpu_api_t mock_cuda = {
     .vendor = "MOCKCUDA",
     .shmem_what = "dynamic shared memory",
@@ -497,10 +517,15 @@ static const gc_gpu_api_t mock_cuda = {
     .func_shmem = {mock_func_shmem, "mockFuncGetAttribute"},
     .func_set_shmem = {mock_func_set_shmem, "mockFuncSetAttribute"},
     .launch_pdl = {mock_launch_pdl, "mockLaunchKernelEx"},
+    .write32 = {mock_write32, "mockStreamWriteValue32"},
+    .host_alloc = {mock_host_alloc, "mockHostAlloc"},
+    .host_free = {mock_host_free, "mockFreeHost"},
     MOCK_CALLS,
 };
 
-/* As HIP: 64 KiB of LDS a block, no opt-in, no pdl, uploads that wait. */
+/* As HIP: 64 KiB of LDS a block, no opt-in, no pdl, uploads that wait;
+ * without write32 and host_alloc (a runtime that lacks them), so running
+ * ahead takes the fallback: an upload, a download that waits. */
 static const gc_gpu_api_t mock_hip = {
     .vendor = "MOCKHIP",
     .shmem_what = "dynamic shared memory (LDS)",
@@ -1032,6 +1057,84 @@ static void test_setup(const setup_t *s) {
   free(g);
 }
 
+/* ---- running ahead: put32, post, take ------------------------------------ */
+
+/* On a device of its own: the boxes live until close. */
+static void test_ahead(const setup_t *s) {
+  gc_err_t e = {0};
+  gc_dev_t *d = NULL;
+  gc_dptr_t buf = 0;
+  int fast = s->api->write32.fn != NULL, boxes = s->api->host_alloc.fn != NULL;
+  if (mock_open(s, &d, &e) || gc_dev_alloc(d, 64, &buf, &e)) {
+    CHECK(!"open");
+    return;
+  }
+  uint32_t got[2] = {0, 0}, v = 0;
+  int w0 = mock.write32s, syncs = mock.syncs;
+  CHECK(!gc_dev_put32(d, buf + 4, 0xdeadbeefu, &e) && mock.write32s - w0 == fast);
+  CHECK(!gc_dev_download(d, got, buf + 4, 4, &e) && got[0] == 0xdeadbeefu);
+  CHECK(gc_dev_put32(d, buf + 2, 1, &e) == GC_EINVAL && strstr(e.msg, "is not 4-byte aligned"));
+  /* two posts in flight, taken in order; the first makes the boxes */
+  syncs = mock.syncs;
+  CHECK(!gc_dev_put32(d, buf, 7, &e) && !gc_dev_post(d, 0, buf, 4, &e) && mock.hosts == boxes);
+  CHECK(!gc_dev_put32(d, buf, 8, &e) && !gc_dev_post(d, 1, buf, 8, &e));
+  CHECK(mock.syncs - syncs == (boxes ? 0 : 2 + 2 * !fast)); /* the fallback waits for each */
+  CHECK(!gc_dev_take(d, 0, &v, 4, &e) && v == 7);
+  CHECK(!gc_dev_take(d, 1, got, 8, &e) && got[0] == 8 && got[1] == 0xdeadbeefu);
+  CHECK(gc_dev_take(d, 0, &v, 4, &e) == GC_EINVAL);
+  CHECK_MSG(e, "take: box 0 is empty");
+  CHECK(!gc_dev_post(d, 2, buf, 8, &e) && gc_dev_take(d, 2, &v, 4, &e) == GC_EINVAL);
+  CHECK_MSG(e, "take: box 2 holds 8 bytes, not 4");
+  CHECK(!gc_dev_post(d, 2, buf, 4, &e) && !gc_dev_take(d, 2, &v, 4, &e) && v == 8); /* replaced */
+  CHECK(gc_dev_post(d, GC_DEV_BOXES, buf, 4, &e) == GC_EINVAL);
+  CHECK_MSG(e, "post: box 4 is not one of 0 .. 3");
+  CHECK(gc_dev_take(d, -1, &v, 4, &e) == GC_EINVAL);
+  CHECK_MSG(e, "take: box -1 is not one of 0 .. 3");
+  CHECK(gc_dev_post(d, 0, buf, 0, &e) == GC_EINVAL);
+  CHECK_MSG(e, "post: 0 bytes; a box holds 1 .. 64");
+  CHECK(gc_dev_post(d, 0, buf, 65, &e) == GC_EINVAL);
+  /* not in a capture */
+  CHECK(!gc_dev_graph_begin(d, &e));
+  CHECK(gc_dev_put32(d, buf, 1, &e) == GC_EINVAL && strstr(e.msg, "is not allowed while a MOCK"));
+  CHECK(gc_dev_post(d, 0, buf, 4, &e) == GC_EINVAL && strstr(e.msg, "is not allowed while a MOCK"));
+  gc_graph_t *x = NULL;
+  CHECK(!gc_dev_graph_end(d, &x, &e));
+  gc_dev_graph_destroy(d, x);
+  /* the vendor's failures, named */
+  if (fast) {
+    mock_fail("mockStreamWriteValue32", MOCK_INVALID_VALUE);
+    CHECK(gc_dev_put32(d, buf, 1, &e) == GC_EDEVICE);
+    CHECK_MSG(e, "mockStreamWriteValue32: mockErrorInvalidValue (invalid argument)");
+  }
+  mock_fail(boxes ? "mockEventRecord" : "mockMemcpyDtoHAsync", MOCK_INVALID_VALUE);
+  CHECK(gc_dev_post(d, 3, buf, 4, &e) == GC_EDEVICE && gc_dev_take(d, 3, &v, 4, NULL) == GC_EINVAL);
+  if (boxes) {
+    CHECK(!gc_dev_post(d, 3, buf, 4, &e));
+    mock_fail("mockEventSynchronize", MOCK_INVALID_VALUE);
+    CHECK(gc_dev_take(d, 3, &v, 4, &e) == GC_EDEVICE);
+    CHECK_MSG(e, "mockEventSynchronize: mockErrorInvalidValue (invalid argument)");
+  }
+  gc_dev_free(d, buf);
+  mock_close(d);
+  CHECK(mock.hosts == 0 && mock.events == 0 && mock.streams == 0);
+  if (!boxes) return;
+  /* the boxes' own failures leave nothing behind, and the next post makes them */
+  const char *fails[] = {"mockHostAlloc", "mockEventCreate"};
+  for (int i = 0; i < 2; i++) {
+    if (mock_open(s, &d, &e) || gc_dev_alloc(d, 64, &buf, &e)) {
+      CHECK(!"open");
+      return;
+    }
+    mock_fail(fails[i], MOCK_OOM);
+    CHECK(gc_dev_post(d, 0, buf, 4, &e) == GC_EDEVICE && !mock.hosts && !mock.events);
+    CHECK(!strncmp(e.msg, fails[i], strlen(fails[i])), "%s", e.msg);
+    CHECK(!gc_dev_post(d, 0, buf, 4, &e) && !gc_dev_take(d, 0, &v, 4, &e) && mock.hosts == 1);
+    gc_dev_free(d, buf);
+    mock_close(d);
+    CHECK(mock.hosts == 0 && mock.events == 0);
+  }
+}
+
 /* ---- a failure at every vendor call ------------------------------------ */
 
 /* Everything a timed, captured step does. Returns the first error. */
@@ -1159,6 +1262,7 @@ int main(void) {
   for (size_t i = 0; i < GC_ARRAY_LEN(setups); i++) {
     test_setup(&setups[i]);
     test_every_call(&setups[i]);
+    test_ahead(&setups[i]);
   }
   test_code_checks();
   return check_report();
