@@ -11,6 +11,7 @@
  * @param    THREADS 64 128 256 512 1024 default 256 -- threads per block
  * @param    UNROLL 1 2 4 8 default 4 -- loads in flight per thread
  * @param    SPLIT 1 4 16 32 64 default 32 -- blocks per row, each over a 1/SPLIT slice
+ * @defaults argmax SPLIT=64 if !AMD -- H200, the 1B's 128256-entry row: 1161.4 / 1160.5 / 1160.5 tok/s with SPLIT=64 (THREADS 512 / 1024 / 256) against 1154.6 / 1151.6 / 1155.7 at SPLIT=32, alternated in one call (bench/RESULTS.md, session 33)
  * @constraint THREADS % WARP == 0 && THREADS <= MAXT
  * @applies  SPLIT == 1 || (M <= 16 && N <= 16777216) -- the workspace holds 16 rows; indices are exact in fp32
  * @grid     M * SPLIT
