@@ -92,16 +92,6 @@
 #define GQ_SC ((GQ_SR + 15) / 16 + 1)           /* 16-byte chunks covering it at any even address */
 #define GQ_CPL ((GQ_SC + GC_WARP - 1) / GC_WARP) /* of those, per lane (STAGE 1) */
 
-/* GCQ_LEVEL(w, i): byte i of w minus GC_QBIAS as a float. On NVIDIA in one
- * subtraction, 2^23 + byte − (2^23 + GC_QBIAS): every term is an integer
- * below 2^24, so the value is the same, exactly, as the prelude's. */
-#if AMD
-#define GQ_LEVEL(w, i) GCQ_LEVEL(w, i)
-#else
-#define GQ_LEVEL(w, i) \
-  (__uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u | (unsigned)(i))) - (8388608.0f + (float)GC_QBIAS))
-#endif
-
 /* acc[m][r] += lane part t of unit ug of each row of B (raw[r]: its words,
  * GCQ_LOAD's) against A's rows m < M (<= MR); ss[m] += the squares (NORM). */
 template <int MR>
@@ -139,16 +129,16 @@ GC_DEVICE void gq_unit(const uint32_t raw[GQ_NR][GCQ_RAW], const TA *A, const TN
         float s = 0.0f;
         GC_UNROLL(4)
         for (int e = 0; e < 4; e++) {
-          s = gc_fma(a[e], gc_fma(d0[r], GQ_LEVEL(lo[r], e), -mn[r]), s);
-          s = gc_fma(a[4 + e], gc_fma(d1[r], GQ_LEVEL(hi[r], e), -mn[r]), s);
+          s = gc_fma(a[e], gc_fma(d0[r], GCQ_LEVEL(lo[r], e), -mn[r]), s);
+          s = gc_fma(a[4 + e], gc_fma(d1[r], GCQ_LEVEL(hi[r], e), -mn[r]), s);
         }
         acc[m][r] += s;
       } else { /* d·Σ a·q: the products a·q are exact */
         float s0 = 0.0f, s1 = 0.0f;
         GC_UNROLL(4)
         for (int e = 0; e < 4; e++) {
-          s0 = gc_fma(a[e], GQ_LEVEL(lo[r], e), s0);
-          s1 = gc_fma(a[4 + e], GQ_LEVEL(hi[r], e), s1);
+          s0 = gc_fma(a[e], GCQ_LEVEL(lo[r], e), s0);
+          s1 = gc_fma(a[4 + e], GCQ_LEVEL(hi[r], e), s1);
         }
         acc[m][r] = gc_fma(d0[r], s0, gc_fma(d1[r], s1, acc[m][r]));
       }

@@ -1,8 +1,8 @@
 /* prelude_common.h — the part of the GPU preludes that is the same for
  * NVIDIA and AMD: the GEMM families' epilogue math (the gc-epilogue
  * block) and ggml's block formats (the gc-quant block). prelude_cuda.h
- * and prelude_hip.h include it after each vendor's gc_exp, gc_h2f_bits
- * and gc_ubyte_f, which it uses; gen/ splices it into them where they
+ * and prelude_hip.h include it after each vendor's gc_exp, gc_h2f_bits,
+ * gc_ubyte_f and gc_ubyte_less_f, which it uses; gen/ splices it into them where they
  * say #include "prelude_common.h" (NVRTC and comgr compile one string
  * with no include path), so the generated source is as if the text
  * stood there. It has no include guard of its own: the prelude's covers
@@ -21,7 +21,7 @@ GC_DEVICE float gc_silu_mul(float g, float u) { return g / (1.0f + gc_exp(-g)) *
 /* ================================================================== */
 /* >>> gc-quant: ggml's block formats, for B (the weights)             */
 /* ================================================================== */
-/* Built on each vendor's gc_h2f_bits and gc_ubyte_f (the prelude's,
+/* Built on each vendor's gc_h2f_bits, gc_ubyte_f and gc_ubyte_less_f (the prelude's,
  * before its #include of this file). base/quant.h describes each format
  * once (bytes, order of elements, dequantization); the functions below
  * follow it, and the op case table pins them (tests/test_ops.py, against
@@ -325,7 +325,7 @@ GC_DEVICE void gcq_load_q6_kr(const uint8_t *b, int u, int t, uint32_t *r) {
     GCQ_DECODE(r_, u, t, lo, hi, d0, d1, mn);  \
   } while (0)
 /* The level of byte i of w (GCQ_DECODE's lo or hi), as a float. */
-#define GCQ_LEVEL(w, i) (gc_ubyte_f(w, i) - (float)GC_QBIAS)
+#define GCQ_LEVEL(w, i) gc_ubyte_less_f(w, i, (float)GC_QBIAS)
 /* <<< gc-quant */
 
 /* >>> gc-gemv: the GEMVs' shared pieces (outside the gc-quant block: the

@@ -610,6 +610,11 @@ GC_DEVICE float gc_h2f_bits(uint32_t h) { return __half2float(__ushort_as_half((
 GC_DEVICE float gc_ubyte_f(uint32_t w, int i) {
   return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u | (unsigned)i)) - 8388608.0f;
 }
+/* Byte i of w minus b (an integer below 2^23), exactly: one subtraction,
+ * 2^23 + byte − (2^23 + b), every term an integer below 2^24. */
+GC_DEVICE float gc_ubyte_less_f(uint32_t w, int i, float b) {
+  return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u | (unsigned)i)) - (8388608.0f + b);
+}
 
 /* The block formats and the epilogue helper, the same text for both
  * vendors (gen/ splices the file in here). */

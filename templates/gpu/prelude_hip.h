@@ -575,6 +575,7 @@ template <class T> GC_DEVICE gc_short16_t gc_wmma_pt(const float p[8]) {
 GC_DEVICE float gc_h2f_bits(uint32_t h) { return (float)__builtin_bit_cast(_Float16, (uint16_t)h); }
 /* Byte i of w as a float (v_cvt_f32_ubyteN). */
 GC_DEVICE float gc_ubyte_f(uint32_t w, int i) { return (float)((w >> (8 * i)) & 255u); }
+GC_DEVICE float gc_ubyte_less_f(uint32_t w, int i, float b) { return gc_ubyte_f(w, i) - b; }
 
 /* The block formats and the epilogue helper, the same text for both
  * vendors (gen/ splices the file in here). */

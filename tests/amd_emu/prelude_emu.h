@@ -212,6 +212,7 @@ GC_DEVICE uint32_t gc_pack2(gc_bf16_t, float a, float b) {
  * extracted by the test), which the quantized templates read B through. */
 GC_DEVICE float gc_h2f_bits(uint32_t h) { return (float)__builtin_bit_cast(_Float16, (uint16_t)h); }
 GC_DEVICE float gc_ubyte_f(uint32_t w, int i) { return (float)((w >> (8 * i)) & 255u); }
+GC_DEVICE float gc_ubyte_less_f(uint32_t w, int i, float b) { return gc_ubyte_f(w, i) - b; }
 #include "quant.h"
 #endif
 
