@@ -750,15 +750,6 @@ SIMT_CASES = [
     ("gemv_bulk.cu", "rmsnorm_gemm", "bf16", dict(RS=4, KC=256, STAGES=3, BPS=1, SMS=2), [(1, 37, 1000)]),
     ("gemv_bulk.cu", "gemm_swiglu", "f16", dict(RS=4, KC=256, STAGES=2, BPS=1, SMS=2), [(1, 19, 776)]),
     ("gemv_bulk.cu", "rmsnorm_gemm_swiglu", "bf16", dict(RS=8, KC=512, STAGES=3, BPS=2, SMS=1), [(1, 40, 1240)]),
-    # gemv_bulk with B in the device block layouts: every format, a last
-    # stage of fewer blocks (K = 7 or 9 blocks), stages of one block
-    ("gemv_bulk.cu", "gemm", "f16:q8_0r:f16", dict(RS=4, KC=512, STAGES=2, BPS=1, SMS=3), [(1, 37, 1792)]),
-    ("gemv_bulk.cu", "gemm_add", "bf16:q4_0r:bf16", dict(RS=2, KC=256, STAGES=3, BPS=2, SMS=1), [(1, 9, 768)]),
-    ("gemv_bulk.cu", "rmsnorm_gemm", "f16:q4_kr:f16", dict(RS=8, KC=1024, STAGES=2, BPS=1, SMS=2), [(1, 40, 2304)]),
-    ("gemv_bulk.cu", "rmsnorm_gemm", "bf16:q8_0r:bf16", dict(RS=4, KC=4096, STAGES=2, BPS=1, SMS=2), [(1, 21, 4352)]),
-    ("gemv_bulk.cu", "gemm_swiglu", "bf16:q6_kr:bf16", dict(RS=4, KC=512, STAGES=2, BPS=1, SMS=2), [(1, 19, 1280)]),
-    ("gemv_bulk.cu", "rmsnorm_gemm_swiglu", "f16:q8_0r:f16", dict(RS=8, KC=256, STAGES=8, BPS=1, SMS=1), [(1, 24, 1024)]),
-    ("gemv_bulk.cu", "rmsnorm_gemm_swiglu", "bf16:q4_kr:bf16", dict(RS=2, KC=512, STAGES=4, BPS=2, SMS=1), [(1, 11, 1536)]),
 ]
 
 
@@ -783,10 +774,6 @@ SIMT_ROPE_CASES += [
     ("bf16", dict(RS=2, KC=512, STAGES=2, BPS=2, SMS=2, tpl_file="gemv_bulk.cu"), 1, 5, 1, 64, 1, 9),
     # one block of 256 groups: the lanes' held pairs stored 32 groups at a time, 8 times
     ("f16", dict(RS=2, KC=512, STAGES=2, BPS=1, SMS=1, tpl_file="gemv_bulk.cu"), 1, 4, 2, 128, 1, 3),
-    # and with B in the device block layouts
-    ("f16:q8_0r:f16", dict(RS=4, KC=512, STAGES=4, BPS=1, SMS=3, tpl_file="gemv_bulk.cu"), 1, 4, 2, 128, 0, 37),
-    ("bf16:q4_kr:bf16", dict(RS=2, KC=1024, STAGES=2, BPS=1, SMS=2, tpl_file="gemv_bulk.cu"), 1, 5, 1, 64, 1, 9),
-    ("f16:q6_kr:f16", dict(RS=8, KC=256, STAGES=3, BPS=1, SMS=2, tpl_file="gemv_bulk.cu"), 1, 2, 2, 96, 0, 5),
 ]
 
 
@@ -833,16 +820,7 @@ SIMT_MUTATIONS = [
     ("gemv_q_gpu: a unit's second run of A read from its first", "gemv_q.cu",
      "LOADV_A(4, A, m * K + k1, a + 4);", "LOADV_A(4, A, m * K + k0, a + 4);", 7),
     ("gemv_bulk: A read without its stage's offset", "gemv_bulk.cu",
-     "gc_ldv<8>(A + k0 + c, a);", "gc_ldv<8>(A + c, a);", 10),
-    ("gemv_bulk, block layouts: a unit's second run of A read from its first", "gemv_bulk.cu",
-     "gc_ldv<4>(A + k + 16, a + 4);", "gc_ldv<4>(A + k, a + 4);", 15),
-    ("gemv_bulk, block layouts: every block of a stage read from its first", "gemv_bulk.cu",
-     "GCQ_LOAD(rows + r * GB_KCB + v * SB, su, t, raw);", "GCQ_LOAD(rows + r * GB_KCB, su, t, raw);", 17),
-    ("gemv_bulk, block layouts: the pair's up row read from the gate row's slot", "gemv_bulk.cu",
-     "GCQ_LOAD(rows + r * GB_KCB + v * SB, su, t, raw);", "GCQ_LOAD(rows + v * SB, su, t, raw);", 20),
-    ("gemv_bulk, block layouts: the stage's segment one block short", "gemv_bulk.cu",
-     "const unsigned cb = (unsigned)GB_CB(gc_min64(KC, K - kc * KC));",
-     "const unsigned cb = (unsigned)GB_CB(gc_min64(KC, K - kc * KC) - 256);", 18),
+     "gc_ldv<8>(A + kc * KC + c, a);", "gc_ldv<8>(A + c, a);", 10),
     ("gemv_bulk: the up row's sum taken from the gate row", "gemv_bulk.cu",
      "gb_store(C, u, acc[0] * scale, acc[GB_NR - 1] * scale)", "gb_store(C, u, acc[0] * scale, acc[0] * scale)", 13),
     ("gemv_bulk: the gate/up pair's up row one row off", "gemv_bulk.cu",

@@ -3,18 +3,16 @@
  * with the SwiGLU epilogue (gemm_swiglu: C = silu(A·Wgᵀ) ⊙ (A·Wuᵀ), W[2N,K]
  * gate rows then up rows), the QKV projection with rope_kv in its epilogue
  * (rmsnorm_gemm_rope_kv), and rmsnorm_*: A's row RMS-normalised on the way;
- * A and C f16 or bf16, B the same or in one of the device block layouts
- * (Q8_0R, Q4_0R, Q4_KR, Q6_KR: base/quant.h), fp32 accumulation. B
- * streams through a shared-memory ring filled by the bulk copy engine, so
- * the bytes in flight cost no registers.
+ * f16 or bf16, fp32 accumulation. B streams through a shared-memory ring
+ * filled by the bulk copy engine, so the bytes in flight cost no registers.
  *
  * @template gemv_bulk
  * @op gemm gemm_add rmsnorm_gemm gemm_swiglu rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv
  * @backend cuda
- * @dtypes f16 bf16 f16:q8_0r:f16 bf16:q8_0r:bf16 f16:q4_0r:f16 bf16:q4_0r:bf16 f16:q4_kr:f16 bf16:q4_kr:bf16 f16:q6_kr:f16 bf16:q6_kr:bf16
+ * @dtypes f16 bf16
  * @kernel gemv_bulk
  * @param RS 2 4 8 16 default 8 -- consumer warps, one output unit each per group (an output; the gate/up pair's output; a RoPE pair's two outputs)
- * @param KC 256 512 1024 2048 4096 default 1024 -- columns per stage (a segment of each of the stage's rows; one bulk copy each; block layouts: KC / 256 whole blocks)
+ * @param KC 256 512 1024 2048 4096 default 1024 -- columns per stage (a segment of each of the stage's rows; one bulk copy each)
  * @param STAGES 2 3 4 6 8 default 8 -- stages in the ring
  * @param BPS 1 2 default 1 -- blocks per SM the grid is sized for (SMS: the device's count at launch)
  * @param EARLY 0 1 default 1 -- 1: the consumers let the next kernel launch (gc_pdl_launch) before their wait for the kernel before, not after it, so that the next kernel's blocks take their places (and its producer fills its ring where shared memory allows) while this one still waits (H200, EARLY=1 against 0 in every decode GEMV: 8B 244.9 / 233.9 against 244.7 / 233.5 tok/s after 128 / 3830 tokens, 1B 1145.6 / 1104.6 against 1125.9 / 1090.8; bench/RESULTS.md, session 32)
@@ -23,14 +21,11 @@
  * @defaults gemm_add STAGES=2 if K >= 2048 && K < 4096 -- the output projection of heads of 2048 to 4095 columns in a 64 KB ring, which shares an SM with the decode attention before it (H200, 1B with DMAX=64 attention: 1121.9 -> 1131.7 / 1079.3 -> 1089.3 tok/s after 128 / 3830 tokens; the 8B's 4096 columns lose with it: session 31)
  * @defaults gemm_swiglu rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv STAGES=4 -- two rows a warp: the default's bytes in flight (128 KB at f16) in half the stages (H200, f16 gate/up 14336x4096: 54.6 us, gemv_gpu's best of 10 62.4)
  * @defaults rmsnorm_gemm_rope_kv RS=4 KC=2048 -- the QKV's RoPE pairs in 4 KB copies (H200, f16 8B 6144x4096: 16.6 us, RS=8,KC=1024 26.4, gemv_gpu's best of 12 20.2; 1B 3072x2048: 7.1, 8.8, 7.1)
- * @defaults gemm gemm_add rmsnorm_gemm STAGES=4 if QR && K >= 4096 -- block layouts: KC=4096 is a 4352-byte copy (Q8_0R), so twice the stages keep fp16's bytes in flight (not yet timed)
- * @defaults gemm_swiglu rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv STAGES=8 if QR -- the same for the pair ops (not yet timed)
- * @priority 2 if QR -- below gemv_qmma (3) for the block layouts until timed on a GPU: the tuner tries it, a bundle takes it only as a winner
  * @constraint SM >= 90 -- cp.async.bulk and transaction-counting mbarriers (sm_90)
  * @constraint WARP == 32 && (RS + 1) * WARP <= MAXT -- RS consumer warps and a producer warp
- * @constraint BPS * (STAGES * RS * (PAIR + ROPE) * KC * SB / (1 + 255 * QR) + 1024) <= SMEM -- the ring fits (BPS of them per SM; SB: bytes an element, a 256-element block's for the block layouts)
- * @shmem STAGES * RS * (PAIR + ROPE) * KC * SB / (1 + 255 * QR) + 128
- * @applies M == 1 && K % 8 == 0 && (QR == 0 || K % 256 == 0) -- one row of A; rows of B are whole 16-byte chunks (bulk copies), whole blocks for the block layouts
+ * @constraint BPS * (STAGES * RS * (PAIR + ROPE) * KC * SB + 1024) <= SMEM -- the ring fits (BPS of them per SM)
+ * @shmem STAGES * RS * (PAIR + ROPE) * KC * SB + 128
+ * @applies M == 1 && K % 8 == 0 -- one row of A; rows of B are whole 16-byte chunks (bulk copies)
  * @grid min(cdiv(N, RS * (1 + ROPE)), SMS * BPS) 1 1
  * @block (RS + 1) * WARP 1 1
  * @pdl -- the producer reads only B; the consumers wait (gc_pdl_wait) before they read A, C, the norm or the position
@@ -66,15 +61,6 @@
  * ahead on every 8B decode GEMV (gate/up 1.03 of copy against 0.84); the
  * tuner picks per shape.
  *
- * Block layouts (QR): a row segment of KC columns is KC / 256 blocks of
- * SB bytes, copied as they lie. Lane (s, t) = (lane / 4, lane % 4) of a
- * consumer warp takes part t of unit s (GCQ_LOAD, GCQ_DECODE: elements
- * 32s + 4t .. + 3 and 32s + 16 + 4t .. + 3, their level bytes and
- * scales) of each block of the stage, from shared memory, against the
- * same 8 of A's row, and accumulates as gemv_q_gpu does: d·Σ a·q, the
- * products exact, for the formats without a min; Σ a·(fl(d·q) − mn), the
- * reference's values, for Q4_KR. Every element of a row is one lane's.
- *
  * rmsnorm_*: each consumer warp multiplies every A element by the norm
  * weight on the way and scales its sums by 1/sqrt(mean(a²) + eps), as
  * gemv_gpu does; it sums the squares while it streams its first group,
@@ -88,9 +74,7 @@
  */
 
 #define GB_NR (PAIR + ROPE)         /* rows of B a unit (the gate/up pair; a RoPE pair): 1 or 2 */
-#define GB_CB(cols) (QR ? (cols) / 256 * SB : (cols) * SB) /* bytes of cols columns of a row */
-#define GB_KCB GB_CB(KC)                  /* bytes of a row segment: one slot of a stage */
-#define GB_SBYTES (RS * GB_NR * GB_KCB) /* bytes per stage: [RS][GB_NR][GB_KCB] */
+#define GB_SBYTES (RS * GB_NR * KC * SB) /* bytes per stage: [RS][GB_NR][KC] */
 
 /* The RoPE/KV epilogue's arguments (rmsnorm_gemm_rope_kv; zeros and
  * unused for the other ops). */
@@ -120,8 +104,7 @@ GC_DEVICE bool gb_valid(const gb_rope_t &ro, int64_t M, int64_t N, int64_t K) {
 /* The producer (one thread): every stage of every group of the block. */
 GC_DEVICE void gb_produce(const TB *B, const gb_rope_t &ro, int64_t N, int64_t K, unsigned ring,
                           unsigned full, unsigned empty) {
-  const int64_t nu = gb_units(N), ng = gc_cdiv(nu, RS), nk = gc_cdiv(K, KC), rb = GB_CB(K);
-  const uint8_t *b = (const uint8_t *)B; /* rows of rb bytes */
+  const int64_t nu = gb_units(N), ng = gc_cdiv(nu, RS), nk = gc_cdiv(K, KC);
   int64_t it = 0;
   for (int64_t g = gc_bid(); g < ng; g += gridDim.x)
     for (int64_t kc = 0; kc < nk; kc++, it++) {
@@ -129,13 +112,13 @@ GC_DEVICE void gb_produce(const TB *B, const gb_rope_t &ro, int64_t N, int64_t K
       if (it >= STAGES) /* every consumer warp is done with the stage's last use */
         gc_mbar_wait(empty + 8 * s, (unsigned)((it / STAGES - 1) & 1));
       const int units = (int)gc_min64(RS, nu - g * RS);
-      const unsigned cb = (unsigned)GB_CB(gc_min64(KC, K - kc * KC)); /* bytes per row segment */
+      const unsigned cb = (unsigned)(gc_min64(KC, K - kc * KC) * SB); /* bytes per row segment */
       gc_mbar_expect_tx(full + 8 * s, (unsigned)(units * GB_NR) * cb);
       for (int w = 0; w < units; w++)
         GC_UNROLL(GB_NR)
         for (int r = 0; r < GB_NR; r++)
-          gc_bulk_load(ring + (unsigned)(s * GB_SBYTES + (w * GB_NR + r) * GB_KCB),
-                       b + gb_row(ro, N, g * RS + w, r) * rb + kc * GB_KCB, cb, full + 8 * s);
+          gc_bulk_load(ring + (unsigned)(s * GB_SBYTES + (w * GB_NR + r) * KC * SB),
+                       B + gb_row(ro, N, g * RS + w, r) * K + kc * KC, cb, full + 8 * s);
     }
 }
 
@@ -164,97 +147,9 @@ GC_DEVICE void gb_rope_flush(TC *C, const gb_rope_t &ro, gb_held_t &h) {
   h.u = -1;
 }
 
-/* A's 8 elements at k (4) and k + 16 (4), into a; NORM: times the norm
- * weight, their squares added to ss first (the warp's first group). */
-GC_DEVICE void gb_a8(const TA *A, const TN *Wn, int64_t k, bool first, float &ss, float a[8]) {
-  gc_ldv<4>(A + k, a);
-  gc_ldv<4>(A + k + 16, a + 4);
-  if (NORM) {
-    float wn[8];
-    gc_ldv<4>(Wn + k, wn);
-    gc_ldv<4>(Wn + k + 16, wn + 4);
-    GC_UNROLL(8)
-    for (int e = 0; e < 8; e++) {
-      if (first)
-        ss = gc_fma(a[e], a[e], ss);
-      a[e] *= wn[e];
-    }
-  }
-}
-
-#if QR
-/* acc[r] += part t of unit su of the stage's blocks of each of the
- * unit's rows (rows: [GB_NR][GB_KCB] bytes) against A's elements from
- * column k0 (the stage's first), cols columns (whole blocks). */
-GC_DEVICE void gb_blocks(const TA *A, const TN *Wn, const uint8_t *rows, int64_t k0, int cols, int su, int t,
-                         bool first, float &ss, float acc[GB_NR]) {
-  GC_UNROLL(KC / 256 < 4 ? KC / 256 : 4)
-  for (int v = 0; v < cols / 256; v++) {
-    float a[8];
-    gb_a8(A, Wn, k0 + v * 256 + 32 * su + 4 * t, first, ss, a);
-    GC_UNROLL(GB_NR)
-    for (int r = 0; r < GB_NR; r++) {
-      uint32_t raw[GCQ_RAW], lo, hi;
-      float d0, d1, mn;
-      GCQ_LOAD(rows + r * GB_KCB + v * SB, su, t, raw);
-      GCQ_DECODE(raw, su, t, lo, hi, d0, d1, mn);
-      if (GC_QMIN) { /* y = fl(d·q) − mn, the reference's values */
-        GC_UNROLL(4)
-        for (int e = 0; e < 4; e++) {
-          acc[r] = gc_fma(a[e], gc_fma(d0, GCQ_LEVEL(lo, e), -mn), acc[r]);
-          acc[r] = gc_fma(a[4 + e], gc_fma(d1, GCQ_LEVEL(hi, e), -mn), acc[r]);
-        }
-      } else { /* d·Σ a·q: the products a·q are exact */
-        float s0 = 0.0f, s1 = 0.0f;
-        GC_UNROLL(4)
-        for (int e = 0; e < 4; e++) {
-          s0 = gc_fma(a[e], GCQ_LEVEL(lo, e), s0);
-          s1 = gc_fma(a[4 + e], GCQ_LEVEL(hi, e), s1);
-        }
-        acc[r] = gc_fma(d0, s0, gc_fma(d1, s1, acc[r]));
-      }
-    }
-  }
-}
-#endif
-
-/* acc[r] += the stage's segment of each of the unit's rows (slot:
- * [GB_NR][GB_KCB] bytes) against A's columns k0 .. k0 + cols - 1. */
-GC_DEVICE void gb_stage(const TA *A, const TN *Wn, const uint8_t *slot, int64_t k0, int cols, int lane, bool first,
-                        float &ss, float acc[GB_NR]) {
-#if QR
-  gb_blocks(A, Wn, slot, k0, cols, lane / 4, lane % 4, first, ss, acc);
-#else
-  const TB *rows = (const TB *)slot; /* [GB_NR][KC] */
-  GC_UNROLL(KC / 256 > 0 ? KC / 256 : 1)
-  for (int c = lane * 8; c < cols; c += 256) {
-    float a[8];
-    gc_ldv<8>(A + k0 + c, a);
-    if (NORM) {
-      float wn[8];
-      gc_ldv<8>(Wn + k0 + c, wn);
-      GC_UNROLL(8)
-      for (int e = 0; e < 8; e++) {
-        if (first)
-          ss = gc_fma(a[e], a[e], ss);
-        a[e] *= wn[e];
-      }
-    }
-    GC_UNROLL(GB_NR)
-    for (int r = 0; r < GB_NR; r++) {
-      float b[8];
-      gc_ldv<8>(rows + r * KC + c, b);
-      GC_UNROLL(8)
-      for (int e = 0; e < 8; e++)
-        acc[r] = gc_fma(a[e], b[e], acc[r]);
-    }
-  }
-#endif
-}
-
 /* Consumer warp w: unit w of every group's stages; lane 0 stores it
  * (ROPE: the lanes, 32 groups at a time). */
-GC_DEVICE void gb_consume(const TA *A, TC *C, const TN *Wn, const gb_rope_t &ro, int64_t N, int64_t K,
+GC_DEVICE void gb_consume(const TA *A, TC *C, const TB *Wn, const gb_rope_t &ro, int64_t N, int64_t K,
                           float eps, const unsigned char *ring, unsigned full, unsigned empty, int w,
                           int lane) {
   float scale = 1.0f, ss = 0.0f; /* rmsnorm: 1/sqrt(mean(a²) + eps), from the first group */
@@ -272,9 +167,32 @@ GC_DEVICE void gb_consume(const TA *A, TC *C, const TN *Wn, const gb_rope_t &ro,
       const int s = (int)(it % STAGES);
       gc_mbar_wait(full + 8 * s, (unsigned)((it / STAGES) & 1));
       const int cols = (int)gc_min64(KC, K - kc * KC);
-      const uint8_t *slot = ring + s * GB_SBYTES + w * GB_NR * GB_KCB; /* [GB_NR][GB_KCB] */
-      if (u < nu)
-        gb_stage(A, Wn, slot, kc * KC, cols, lane, first, ss, acc);
+      const TB *rows = (const TB *)(ring + s * GB_SBYTES + w * GB_NR * KC * SB); /* [GB_NR][KC] */
+      if (u < nu) {
+        GC_UNROLL(KC / 256 > 0 ? KC / 256 : 1)
+        for (int c = lane * 8; c < cols; c += 256) {
+          float a[8];
+          gc_ldv<8>(A + kc * KC + c, a);
+          if (NORM) {
+            float wn[8];
+            gc_ldv<8>(Wn + kc * KC + c, wn);
+            GC_UNROLL(8)
+            for (int e = 0; e < 8; e++) {
+              if (first)
+                ss = gc_fma(a[e], a[e], ss);
+              a[e] *= wn[e];
+            }
+          }
+          GC_UNROLL(GB_NR)
+          for (int r = 0; r < GB_NR; r++) {
+            float b[8];
+            gc_ldv<8>(rows + r * KC + c, b);
+            GC_UNROLL(8)
+            for (int e = 0; e < 8; e++)
+              acc[r] = gc_fma(a[e], b[e], acc[r]);
+          }
+        }
+      }
       __syncwarp(); /* the warp has read the stage */
       if (lane == 0)
         gc_mbar_arrive(empty + 8 * s);
@@ -305,7 +223,7 @@ GC_DEVICE void gb_consume(const TA *A, TC *C, const TN *Wn, const gb_rope_t &ro,
 GC_KERNEL_BOUNDS((RS + 1) * 32)
 void gemv_bulk(const TA *A, const TB *B, TC *C,
 #if NORM
-               const TN *Wn,
+               const TB *Wn,
 #endif
 #if ROPE
                TC *Kc, TC *Vc, const double *inv_freq, const int32_t *pos,
@@ -319,7 +237,7 @@ void gemv_bulk(const TA *A, const TB *B, TC *C,
 #endif
 ) {
 #if !NORM
-  const TN *Wn = (const TN *)A; /* never read (NORM is 0): a pointer to offset, unlike null */
+  const TB *Wn = B; /* never read (NORM is 0): a pointer to offset, unlike null */
   const float eps = 0.0f;
 #endif
 #if ROPE
@@ -339,7 +257,7 @@ void gemv_bulk(const TA *A, const TB *B, TC *C,
     return;
   }
   if (NORM) /* the norm weight: read first thing after the wait */
-    GC_PREFETCH_L2_ONCE(Wn, K * (int64_t)sizeof(TN), RS * 32);
+    GC_PREFETCH_L2_ONCE(Wn, K * SB, RS * 32);
   if (EARLY)
     gc_pdl_launch();
   gc_pdl_wait(); /* A, C, the norm and the position may be the previous kernel's output */

@@ -690,7 +690,10 @@ GC_DEVICE void qm_sync(void) {
  * layout), with QM_SAX each unit's Σa after them (float [K/32][M]: the
  * unit's 8 parts are 8 neighbouring lanes, summed by shuffles; K is whole
  * 256-element blocks, so a warp's lanes take the loop's turns together),
- * and the rows' sums of squares into xss[0..M-1]; the consumer
+ * and the rows' sums of squares into xss[0..M-1] (each warp's own first,
+ * xss[8·NT·(1 + w) + m], then summed in warp order: the same bits every
+ * run, where float atomics would add in the order the warps arrive, and
+ * a greedy decode step near a tie would pick differently); the consumer
  * warps share the work, 4 elements (a lane's part of a unit's half) at a
  * time, QM_SU parts a thread issued together (their loads in flight at
  * once: this runs after the wait for the kernel before, so its latency is
@@ -698,9 +701,6 @@ GC_DEVICE void qm_sync(void) {
 #define QM_SU 8
 GC_DEVICE void qm_stage(unsigned char *xs, float *xss, const TA *A, const TN *Wn, int64_t M, int64_t K) {
   const int tid = gc_tid(), nt = WARPS * GC_WARP;
-  if (tid < 8 * NT)
-    xss[tid] = 0.0f;
-  qm_sync();
   for (int64_t m = 0; m < M; m++) {
     float ss = 0.0f;
     for (int64_t q0 = tid; q0 < K / 4; q0 += (int64_t)nt * QM_SU) {
@@ -735,7 +735,14 @@ GC_DEVICE void qm_stage(unsigned char *xs, float *xss, const TA *A, const TN *Wn
     }
     ss = gc_warp_sum(ss);
     if (gc_lane() == 0)
-      atomicAdd(xss + m, ss);
+      xss[8 * NT * (1 + tid / GC_WARP) + m] = ss;
+  }
+  qm_sync();
+  if (tid < M) {
+    float s = 0.0f;
+    for (int w = 0; w < WARPS; w++)
+      s += xss[8 * NT * (1 + w) + tid];
+    xss[tid] = s;
   }
   qm_sync();
 }
@@ -775,7 +782,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
 #if QM_RING
   GC_SHARED uint64_t bars[2 * NST]; /* the ring's full[0..NST-1], empty[0..NST-1] */
 #endif
-  GC_SHARED float xss[XS ? 8 * NT : 1]; /* XS: the rows' sums of squares */
+  GC_SHARED float xss[XS ? 8 * NT * (1 + WARPS) : 1]; /* XS: the rows' sums of squares, then each warp's */
 #if PT && KS > 1
   GC_SHARED float qm_red[WARPS * (QM_NACC + NT) * WARP]; /* PT: the split-K sums, beside the ring */
 #define QM_RED qm_red

@@ -63,30 +63,6 @@ def test_gemv_bulk_rope_verifies(gc, variant, pos, layout, dt):
         assert "gemv_bulk" in r.out, (dt, s, r)
 
 
-# gemv_bulk with B in the device block layouts: K of whole blocks (a
-# lone block; 2304: 9 blocks, a short last stage at KC=1024 or 4096;
-# 4096 and 14336, the 8B's), N not a whole number of groups, more groups
-# than blocks; every format, both activation dtypes.
-QR_SHAPES = [(1, 4100, 4096), (1, 7, 256), (1, 300, 14336), (1, 5000, 2304)]
-
-
-@pytest.mark.parametrize("op", ["gemm", "gemm_add", "rmsnorm_gemm", "gemm_swiglu", "rmsnorm_gemm_swiglu"])
-@pytest.mark.parametrize("variant", ["RS=8", "RS=2,KC=256,STAGES=8,BPS=2", "RS=4,KC=4096,STAGES=3"])
-@pytest.mark.parametrize("dt", ["f16:q8_0r:f16", "bf16:q4_0r:bf16", "f16:q4_kr:f16", "bf16:q6_kr:bf16"])
-def test_gemv_bulk_block_layouts_verify(gc, op, variant, dt):
-    for s in QR_SHAPES:
-        assert "gemv_bulk" in forced_run(gc, op, dt, s, f"gemv_bulk:{variant}").out
-
-
-@pytest.mark.parametrize("variant", ["RS=4", "RS=8,KC=1024,STAGES=4"])
-@pytest.mark.parametrize("pos,layout", [(0, 0), (4093, 1)])
-@pytest.mark.parametrize("dt", ["f16:q8_0r:f16", "bf16:q4_kr:bf16", "f16:q6_kr:f16"])
-def test_gemv_bulk_block_layouts_rope_verify(gc, variant, pos, layout, dt):
-    for s in BULK_ROPE_SHAPES:
-        r = forced_run(gc, "rmsnorm_gemm_rope_kv", dt, s, f"gemv_bulk:{variant}", "--pos", pos, "--layout", layout)
-        assert "gemv_bulk" in r.out, (dt, s, r)
-
-
 # gemv_qmma's bulk-copy ring (RL=3, the device layouts): N not a whole
 # number of row groups (the last group's rows past N copied as row N - 1
 # and not stored), K whose last stage is short of KS blocks (2304: 9
