@@ -1056,6 +1056,13 @@ void gc_op_names(char *out, size_t n) {
     snprintf(out + strlen(out), n - strlen(out), "%s%s", i ? ", " : "", ops[i].name);
 }
 
+int gc_op_check_name(const char *name, gc_err_t *e) {
+  if (gc_op_find(name)) return GC_OK;
+  char names[1024], q[GC_QUOTE_BUF];
+  gc_op_names(names, sizeof names);
+  return gc_err_set(e, GC_EINVAL, "unknown op %s (known: %s)", gc_quote(name, GC_QSTR, q, sizeof q), names);
+}
+
 /* s as a JSON string (table text is plain ASCII: no escapes needed but
  * for quotes and backslashes). */
 static void json_str(FILE *out, const char *s) {

@@ -123,12 +123,7 @@ void gc_problem_key(const gc_problem_t *p, char *out) {
 
 int gc_problem_check(const gc_problem_t *p, gc_err_t *e) {
   const gc_op_t *d = gc_op_find(p->op);
-  if (!d) {
-    char names[256], q[GC_QUOTE_BUF];
-    gc_op_names(names, sizeof names);
-    return gc_err_set(e, GC_EINVAL, "unknown op %s (known: %s)",
-                      gc_quote(p->op, GC_QSTR, q, sizeof q), names);
-  }
+  if (!d) return gc_op_check_name(p->op, e);
   for (int i = 0; i < GC_NDIMS; i++) {
     int64_t v = gc_problem_get(p, i);
     char c = gc_dim_letters[i];

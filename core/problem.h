@@ -38,6 +38,9 @@ const char *gc_op_dims(const gc_op_t *op); /* subset of "mnkhgd" */
 const char *gc_op_opt_dims(const gc_op_t *op); /* those that may also be 0: "" or "k" */
 /* The ops' names, ", "-separated, into out (n bytes). */
 void gc_op_names(char *out, size_t n);
+/* GC_OK when name is an op, else GC_EINVAL: "unknown op 'NAME' (known:
+ * gemm, ...)", the one wording every tool uses. */
+int gc_op_check_name(const char *name, gc_err_t *e);
 /* The ops, one a line ("  gemm   C[M,N] = ..."), for --help. */
 void gc_op_help(FILE *out);
 

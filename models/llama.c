@@ -462,10 +462,7 @@ void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p) { m->prof = p; }
 gc_prof_t *gc_llama_profile(const gc_llama_t *m) { return m->prof; }
 
 int gc_llama_leave_out_check(const char *op, gc_err_t *e) {
-  if (!op || !*op || gc_op_find(op)) return GC_OK;
-  char names[1024];
-  gc_op_names(names, sizeof names);
-  return gc_err_set(e, GC_EINVAL, "no op named %s (the ops: %s)", GC_QUOTED(op), names);
+  return !op || !*op ? GC_OK : gc_op_check_name(op, e);
 }
 
 int gc_llama_leave_out(gc_llama_t *m, const char *op, gc_err_t *e) {

@@ -177,7 +177,7 @@ def test_leave_out_in_csv_and_json(gc, model):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--leave-out", "attention,bogus"], "--leave-out: no op named 'bogus' (the ops: gemm, "),
+    (["--leave-out", "attention,bogus"], "--leave-out: unknown op 'bogus' (known: gemm, "),
     (["-n", "0", "--leave-out", "attention"], "--leave-out leaves ops out of tg tests: give -n"),
     (["--leave-out", "attention,"], "--leave-out: expected a comma list of op names"),
 ])
