@@ -390,6 +390,23 @@ def test_stops_when_context_is_full(gc, gqa):
     assert_logits_close(logits, gqa.logits[:logits.shape[0]], TOL, "--ctx 12")
 
 
+@pytest.mark.parametrize("n,ctx", [(1, 32), (2, 32), (5, 32), (N_DECODE, 8), (N_DECODE, 9), (N_DECODE, 12),
+                                   (6, 12), (7, 12)])
+def test_greedy_ahead_stops_where_the_loop_does(gc, gqa, n, ctx):
+    """Greedy decoding with the device one step ahead of the host
+    (gc_llama_greedy) against --no-ahead (a pass at a time): the same ids,
+    the reference's, as many as -n allows and the context holds (the last
+    id is not run, so a full cache of ctx positions gives ctx - 7 + 1 after
+    a 7-token prompt), and the cache holding the prompt and every id but the
+    last (the step run ahead of a stop is not counted)."""
+    a, _, ia = generate(gc, gqa.path, gqa.bundle, PROMPT, n, *GREEDY, "--ctx", ctx)
+    b, _, ib = generate(gc, gqa.path, gqa.bundle, PROMPT, n, *GREEDY, "--ctx", ctx, "--no-ahead")
+    want = min(n, ctx - len(PROMPT) + 1)
+    assert a == b == gqa.ids[:want], (a, b, want)
+    assert ia["cache_positions"] == ib["cache_positions"] == len(PROMPT) + want - 1, (ia, ib)
+    assert ia["graph_replays"] == ib["graph_replays"] == want - 1, (ia, ib)
+
+
 # ------------------------------------------------------------- sampling
 
 def sampled(gc, gqa, n, *flags):
