@@ -100,9 +100,7 @@ typedef struct hip_api {
   hipError_t (*GraphLaunch)(hipGraphExec_t, hipStream_t);
   hipError_t (*GraphExecDestroy)(hipGraphExec_t);
   hipError_t (*GraphDestroy)(hipGraph_t);
-  /* optional: a value written in stream order (beta in ROCm 5 and 6);
-   * page-locked host memory */
-  hipError_t (*StreamWriteValue32)(hipStream_t, void *, unsigned, unsigned);
+  /* optional: page-locked host memory */
   hipError_t (*HostMalloc)(void **, size_t, unsigned);
   hipError_t (*HostFree)(void *);
   int arch_off; /* where gcnArchName lies in what GetDeviceProperties fills */
@@ -164,8 +162,6 @@ static int hip_bind_syms(void *h, hip_api_t *api, gc_err_t *e) {
     return gc_err_set(e, GC_EDEVICE, "AMD GPU runtime unusable: libamdhip64 has no "
                       "hipGetDeviceProperties");
   memcpy(&api->GetDeviceProperties, &f, sizeof f);
-  void *wv = dlsym(h, "hipStreamWriteValue32"); /* optional */
-  memcpy(&api->StreamWriteValue32, &wv, sizeof wv);
   void *ha = dlsym(h, "hipHostMalloc"), *hf = dlsym(h, "hipHostFree");
   if (ha && hf) { /* optional, both or neither */
     memcpy(&api->HostMalloc, &ha, sizeof ha);
@@ -408,9 +404,6 @@ static hipError_t hip_copy_dtoh(void *dst, gc_gpu_ptr_t src, size_t n, void *s) 
 static hipError_t hip_memset8(gc_gpu_ptr_t dst, unsigned char byte, size_t n, void *s) {
   return hip.MemsetD8Async((void *)(uintptr_t)dst, byte, n, s);
 }
-static hipError_t hip_write32(void *s, gc_gpu_ptr_t dst, unsigned v) {
-  return hip.StreamWriteValue32(s, (void *)(uintptr_t)dst, v, 0);
-}
 static hipError_t hip_host_alloc(void **p, size_t n) { return hip.HostMalloc(p, n, 0); }
 static hipError_t hip_capture_begin(void *s) {
   return hip.StreamBeginCapture(s, hipStreamCaptureModeThreadLocal);
@@ -455,7 +448,9 @@ static void hip_fill_gpu(gc_gpu_api_t *g) {
       .graph_destroy = {hip.GraphDestroy, "hipGraphDestroy"},
       .graph_launch = {hip.GraphLaunch, "hipGraphLaunch"},
       .graph_exec_destroy = {hip.GraphExecDestroy, "hipGraphExecDestroy"},
-      .write32 = {hip.StreamWriteValue32 ? hip_write32 : NULL, "hipStreamWriteValue32"},
+      /* no write32: hipStreamWriteValue32 is beta in ROCm 5 and 6 and has
+       * not run here (no AMD GPU), so put32 is the upload that waits: the
+       * host then does not run ahead of the device, and nothing else changes */
       .host_alloc = {hip.HostMalloc ? hip_host_alloc : NULL, "hipHostMalloc"},
       .host_free = {hip.HostFree, "hipHostFree"},
       .release = NULL, /* memory and modules not freed by the caller stay with the process */
