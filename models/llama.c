@@ -910,6 +910,12 @@ static int greedy_enqueue(gc_llama_t *m, int pos, int box, int *replayed, gc_err
   return rc ? rc : gc_dev_post(m->dev, box, m->tokens, sizeof(int32_t), e);
 }
 
+int gc_llama_count_ids(void *u, int32_t id, gc_err_t *e) {
+  (void)id, (void)e;
+  ++*(int *)u;
+  return 0;
+}
+
 /* gc_llama_greedy one pass at a time. */
 static int greedy_loop(gc_llama_t *m, int32_t tok, int n, gc_llama_emit_fn emit, void *u, gc_err_t *e) {
   for (int i = 0; i < n && m->npos[0] < m->ctx; i++) {

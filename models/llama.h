@@ -85,6 +85,9 @@ int gc_llama_forward_ex(gc_llama_t *m, const int32_t *tokens, int t, int all_row
  * at once (cpu) runs the same steps without the overlap. */
 typedef int (*gc_llama_emit_fn)(void *u, int32_t id, gc_err_t *e);
 int gc_llama_greedy(gc_llama_t *m, int32_t tok, int n, gc_llama_emit_fn emit, void *u, gc_err_t *e);
+/* An emit that only counts the ids into *(int *)u and never stops (a
+ * warm-up, a timed run). */
+int gc_llama_count_ids(void *u, int32_t id, gc_err_t *e);
 
 /* tokens[0..t) (t <= gc_llama_max_pass) at slot's position (a prefill, or
  * a chunk of one), appended to its cache: the logits of the last row, or

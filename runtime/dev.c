@@ -49,8 +49,7 @@ int gc_dev_put32(gc_dev_t *d, gc_dptr_t dst, uint32_t v, gc_err_t *e) {
   return d->ops->put32 ? d->ops->put32(d, dst, v, e) : d->ops->upload(d, dst, &v, sizeof v, e);
 }
 
-static int check_box(const gc_dev_t *d, const char *what, int box, size_t n, gc_err_t *e) {
-  (void)d;
+static int check_box(const char *what, int box, size_t n, gc_err_t *e) {
   if (box < 0 || box >= GC_DEV_BOXES)
     return gc_err_set(e, GC_EINVAL, "%s: box %d is not one of 0 .. %d", what, box, GC_DEV_BOXES - 1);
   if (n < 1 || n > GC_DEV_BOX_BYTES)
@@ -59,14 +58,14 @@ static int check_box(const gc_dev_t *d, const char *what, int box, size_t n, gc_
 }
 
 int gc_dev_post(gc_dev_t *d, int box, gc_dptr_t src, size_t n, gc_err_t *e) {
-  if (check_box(d, "post", box, n, e)) return e->code;
+  if (check_box("post", box, n, e)) return e->code;
   int rc = d->ops->post ? d->ops->post(d, box, src, n, e) : d->ops->download(d, d->box[box], src, n, e);
   if (!rc) d->box_n[box] = n;
   return rc;
 }
 
 int gc_dev_take(gc_dev_t *d, int box, void *dst, size_t n, gc_err_t *e) {
-  if (check_box(d, "take", box, n, e)) return e->code;
+  if (check_box("take", box, n, e)) return e->code;
   if (d->box_n[box] != n)
     return d->box_n[box] ? gc_err_set(e, GC_EINVAL, "take: box %d holds %zu bytes, not %zu", box,
                                       d->box_n[box], n)

@@ -161,17 +161,11 @@ static int32_t first_token(const gc_llama_config_t *c) {
 /* tg n: n decode steps of one token from an empty cache, each feeding the
  * device's argmax of the step before (greedy generation, as gcore-run
  * --temp 0 runs it: gc_llama_greedy, the host one step behind). */
-static int count_id(void *u, int32_t id, gc_err_t *e) {
-  (void)id, (void)e;
-  ++*(int *)u;
-  return 0;
-}
-static int run_tg(gc_llama_t *m, int n, float *lg, double *secs, gc_err_t *e) {
-  (void)lg;
+static int run_tg(gc_llama_t *m, int n, double *secs, gc_err_t *e) {
   int got = 0;
   gc_llama_reset(m);
   double t0 = gc_now();
-  int rc = gc_llama_greedy(m, first_token(gc_llama_config(m)), n, count_id, &got, e);
+  int rc = gc_llama_greedy(m, first_token(gc_llama_config(m)), n, gc_llama_count_ids, &got, e);
   *secs = gc_now() - t0;
   if (!rc && got != n) rc = gc_err_set(e, GC_EINVAL, "tg %d: the context holds only %d steps", n, got);
   return rc;
@@ -204,7 +198,7 @@ static int run_tg_batch(gc_llama_t *m, int b, int n, double *secs, gc_err_t *e) 
 /* One run of test (pp, tg, b): its seconds into *secs. */
 static int run_once(gc_llama_t *m, int pp, int tg, int b, float *lg, double *secs, gc_err_t *e) {
   if (pp) return run_pp(m, pp, lg, secs, e);
-  return b > 1 ? run_tg_batch(m, b, tg, secs, e) : run_tg(m, tg, lg, secs, e);
+  return b > 1 ? run_tg_batch(m, b, tg, secs, e) : run_tg(m, tg, secs, e);
 }
 
 static void stats(test_result_t *r) {

@@ -411,12 +411,6 @@ static int generate(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t 
   return rc;
 }
 
-static int count_step(void *u, int32_t id, gc_err_t *e) {
-  (void)id, (void)e;
-  ++*(int *)u;
-  return 0;
-}
-
 /* The prompt, then up to o->warmup greedy decode steps, untimed and not
  * profiled; then the cache is emptied for the timed run. */
 static int warm_up(gc_llama_t *m, const run_opts_t *o, const int32_t *p, int np, gc_err_t *e) {
@@ -432,7 +426,7 @@ static int warm_up(gc_llama_t *m, const run_opts_t *o, const int32_t *p, int np,
     rc = gc_llama_forward(m, p, np, 0, lg, e);
   int steps = 0; /* as the timed run: the device one step ahead */
   if (!rc && o->warmup > 0 && gc_llama_pos(m) < o->ctx)
-    rc = gc_llama_greedy(m, p[np - 1], o->warmup, count_step, &steps, e);
+    rc = gc_llama_greedy(m, p[np - 1], o->warmup, gc_llama_count_ids, &steps, e);
   gc_llama_set_profile(m, prof);
   gc_llama_reset(m);
   free(lg);
