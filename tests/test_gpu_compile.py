@@ -298,9 +298,12 @@ def ptxas_log(src):
     ("attention_wgmma", "attention", "f16", "--m 512 --h 32 --g 8 --d 128"),
     ("attention_wgmma", "attention", "bf16", "--m 512 --h 32 --g 8 --d 64"),
     ("attention_wgmma:OVL=1", "attention", "f16", "--m 512 --h 32 --g 8 --d 128"),
-    ("attention_wgmma:OVL=1", "attention", "bf16", "--m 512 --h 32 --g 8 --d 64")])
+    ("attention_wgmma:OVL=1", "attention", "bf16", "--m 512 --h 32 --g 8 --d 64"),
+    ("attention_wgmma:PP=1", "attention", "f16", "--m 512 --h 32 --g 8 --d 128"),
+    ("attention_wgmma:OVL=1,PP=1", "attention", "bf16", "--m 512 --h 32 --g 8 --d 64")])
 def test_wgmma_stays_in_flight(gc, tmp_path, force, op, dtype, dims):
-    """The wgmma families, at their defaults and at attention_wgmma's overlap,
+    """The wgmma families, at their defaults and at attention_wgmma's overlap
+    and turns,
     compile without ptxas serializing their warpgroup MMAs (C7514: a
     non-wgmma read of an accumulator inside a wgmma pipeline stage, which
     ptxas reports only as an info line and which the results cannot show):

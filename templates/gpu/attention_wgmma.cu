@@ -21,10 +21,12 @@
  * @param PW 1 4 default 4 -- producer warps, copying the K/V tiles with cp.async
  * @param DMAX 64 128 default 128 -- the head dimension served (the n of P·V's wgmma)
  * @param OVL 0 1 default 0 -- 1: S of the next tile is issued before P·V of this one and its softmax runs while P·V does (FlashAttention-3's overlap within a warpgroup; at D = 128 no faster, at D = 64 4% faster: bench/RESULTS.md, session 17)
+ * @param PP 0 1 default 0 -- 1: the two consumer warpgroups take turns at issuing their wgmmas (named barriers), so that one's softmax runs while the other's products do (FlashAttention-3's ping-pong between warpgroups)
  * @defaults attention DMAX=64 NST=4 OVL=1 if D <= 64 -- the 64-wide heads (Llama-3.2-1B) take the 64-column variant, four stages and the overlap (4000 tokens 241.6 us against 250.9 without it; bench/RESULTS.md, session 17)
  * @constraint SM == 90 && ARCH_A == 1 -- wgmma exists only on sm_90a
  * @constraint WARP == 32 && 128 * CW + 32 * PW <= MAXT -- NVIDIA warps, a legal block
  * @constraint 64 * CW % HPB == 0 -- whole tokens per block
+ * @constraint PP == 0 || CW == 2 -- turns are taken between two warpgroups
  * @constraint 3 * KB / 4 + DMAX / 2 + 56 <= min(248, PW / 4 * ((65536 - 128 * 40) / (128 * CW) / 8 * 8) + (1 - PW / 4) * (512 / cdiv(4 * CW + PW, 4) / 8 * 8)) -- S, P and O fit a consumer's registers (see Registers below; units of 8; the 56 measured)
  * @constraint 2 * (64 * CW + 2 * NST * KB) * DMAX + 1024 <= SMEM -- Q and every stage's K and V tiles fit in shared memory
  * @shmem 2 * (64 * CW + 2 * NST * KB) * DMAX + 1024
@@ -78,6 +80,17 @@
  * the tiles past all of its rows too, unread). O / l is stored in C's
  * dtype, two elements per 32-bit store, for the rows of real tokens.
  * Nothing else is written.
+ *
+ * Turns (PP = 1, both warpgroups with real rows): warpgroup c issues its
+ * wgmmas only in its turn (bar.sync 3 + c, 256 threads) and hands the
+ * turn to the other (bar.arrive 3 + (1 - c)) as soon as they are issued;
+ * warpgroup 1 hands warpgroup 0 its first turn. A tile takes one turn
+ * (OVL = 1: S of the next tile with P·V of this one; plus one for the
+ * first S) or two (S, then P·V). Both take the same number of turns: the
+ * warpgroup with fewer tiles of visible keys takes empty turns while it
+ * releases the tiles past its rows, and warpgroup 0 takes one turn last
+ * of all, which meets warpgroup 1's last hand-over (no arrival is left
+ * pending at the end).
  */
 
 #define AW_R (64 * CW)                    /* query rows per block */
@@ -89,6 +102,7 @@
 #define AW_SBYTES (2 * AW_NP * AW_TBYTES) /* a stage: K's panels, then V's */
 #define AW_PT (32 * PW)                   /* producer threads */
 #define AW_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define AW_MAX(a, b) ((a) > (b) ? (a) : (b))
 /* PW = 4 (a producer warpgroup): registers per thread after setmaxnreg,
  * the producer's and the consumers' (65536 over the block, multiples of 8) */
 #define AW_PREG 40
@@ -157,6 +171,17 @@ GC_DEVICE void aw_empty(unsigned empty, int j, int lane) {
   __syncwarp();
   if (lane == 0)
     gc_mbar_arrive(empty + 8 * (j % NST));
+}
+
+/* PP: warpgroup c's turn at the tensor cores (it waits for the hand-over),
+ * and the hand-over to the other warpgroup; no-ops where pp is 0. */
+GC_DEVICE void aw_turn(int pp, int c) {
+  if (PP && pp)
+    gc_named_sync(3 + c, 256);
+}
+GC_DEVICE void aw_pass(int pp, int c) {
+  if (PP && pp)
+    gc_named_arrive(3 + (c ^ 1), 256);
 }
 
 /* Keep reads of accumulators after the wgmma wait before them. */
@@ -277,25 +302,34 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* visible to wgmma */
   gc_named_sync(1 + c, 128);
 
-  /* this lane's two rows' last visible keys; the warpgroup's first and
-     last (int32: a position is below the cache's rows, which the runtime
+  /* this lane's two rows' last visible keys; the warpgroup's first
+     row's (int32: a position is below the cache's rows, which the runtime
      sizes from the int32 context length) */
   const int p0 = (int)(pos0 + i0), tl = (int)nt - 1;
   int lim[2];
   GC_UNROLL(2)
   for (int x = 0; x < 2; x++)
     lim[x] = p0 + AW_MIN((64 * c + 16 * w + qr + 8 * x) / HPB, tl);
-  const int wfirst = p0 + AW_MIN(64 * c / HPB, tl), wlast = p0 + AW_MIN((64 * c + 63) / HPB, tl);
-  const bool idle = 64 * c / HPB >= nt; /* every row repeats the last token: nothing to store */
+  const int wfirst = p0 + AW_MIN(64 * c / HPB, tl);
+  /* warpgroup x's tiles with a key some row of it sees: 0 .. nact(x)-1
+     (uniform over the warpgroup, as wgmma needs; none where every row
+     repeats the last token: nothing to store) */
+  auto nact_of = [&](int x) {
+    return 64 * x / HPB >= nt ? 0 : AW_MIN(ntile, (p0 + AW_MIN((64 * x + 63) / HPB, tl)) / KB + 1);
+  };
+  const int nact = nact_of(c);
+  /* PP: turns where both warpgroups have rows (warpgroup 0 always has),
+     over the larger count of tiles */
+  const int pp = PP && CW == 2 && nact_of(1) > 0;
+  const int nturn = pp ? AW_MAX(nact_of(0), nact_of(1)) : 0;
 
   float o[DMAX / 2], m[2] = {-GC_INF, -GC_INF}, l[2] = {0.0f, 0.0f}, corr[2];
   GC_UNROLL(DMAX / 2)
   for (int i = 0; i < DMAX / 2; i++)
     o[i] = 0.0f;
   const float sc = scale * 1.4426950408889634f; /* softmax in base 2 */
-  /* the tiles with a key some row of the warpgroup sees: 0 .. nact-1
-     (uniform over the warpgroup, as wgmma needs) */
-  const int nact = idle ? 0 : AW_MIN(ntile, wlast / KB + 1);
+  if (pp && c == 1)
+    aw_pass(pp, c); /* warpgroup 0 takes the first turn */
   float sa[KB / 2];      /* S of a tile, then 2^(S - m) */
   uint32_t pa[KB / 16][4]; /* P's A fragments: 16-key step t is n-tiles 2t, 2t+1 */
 #define AW_STAGE(j) (st0 + (j) % NST * AW_SBYTES) /* tile j's K panels; V's follow */
@@ -304,12 +338,16 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
   GC_UNROLL(1)
   for (int j = 0; j < nact; j++) {
     aw_full(full, j);
+    aw_turn(pp, c);
     aw_scores(sa, qs, AW_STAGE(j));
+    aw_pass(pp, c);
     gc_wgmma_wait<0>();
     aw_max(sa, j * KB, lim, wfirst, sc, qc, m, l, corr);
     aw_rescale(o, corr);
     aw_exp_topa(pa, sa, m, l);
+    aw_turn(pp, c);
     aw_pv(o, pa, AW_STAGE(j) + AW_NP * AW_TBYTES);
+    aw_pass(pp, c);
     gc_wgmma_wait<0>();
     aw_touch<DMAX / 2>(o);
     aw_empty(empty, j, lane);
@@ -319,7 +357,9 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
      it waits only for that, and P·V of tile j runs behind it */
   if (nact > 0) {
     aw_full(full, 0);
+    aw_turn(pp, c);
     aw_scores(sa, qs, AW_STAGE(0));
+    aw_pass(pp, c);
     gc_wgmma_wait<0>();
     aw_max(sa, 0, lim, wfirst, sc, qc, m, l, corr); /* O is 0: nothing to rescale */
     aw_exp_topa(pa, sa, m, l);
@@ -327,8 +367,10 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
   GC_UNROLL(1)
   for (int j = 0; j + 1 < nact; j++) {
     aw_full(full, j + 1);
+    aw_turn(pp, c);
     aw_scores(sa, qs, AW_STAGE(j + 1));
     aw_pv(o, pa, AW_STAGE(j) + AW_NP * AW_TBYTES);
+    aw_pass(pp, c);
     gc_wgmma_wait<1>(); /* S of tile j+1 (P·V of tile j may still run) */
     aw_max(sa, (j + 1) * KB, lim, wfirst, sc, qc, m, l, corr);
     GC_UNROLL(KB / 16)
@@ -343,7 +385,9 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
       aw_topa(pa[t], sa, t);
   }
   if (nact > 0) { /* the last tile's P·V */
+    aw_turn(pp, c);
     aw_pv(o, pa, AW_STAGE(nact - 1) + AW_NP * AW_TBYTES);
+    aw_pass(pp, c);
     gc_wgmma_wait<0>();
     aw_touch<DMAX / 2>(o);
     aw_empty(empty, nact - 1, lane);
@@ -352,8 +396,14 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
   GC_UNROLL(1)
   for (int j = nact; j < ntile; j++) { /* tiles past the warpgroup's rows: release them */
     aw_full(full, j);
+    if (j < nturn) /* the turns the other warpgroup takes at this tile */
+      GC_UNROLL(2 - OVL)
+      for (int t = 0; t < 2 - OVL; t++)
+        aw_turn(pp, c), aw_pass(pp, c);
     aw_empty(empty, j, lane);
   }
+  if (pp && c == 0)
+    aw_turn(pp, c); /* warpgroup 1's last hand-over */
 
   /* O / l for the lane's real rows */
   GC_UNROLL(2)

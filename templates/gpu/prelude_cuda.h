@@ -241,6 +241,12 @@ GC_DEVICE void gc_bulk_wait_all(void) { asm volatile("cp.async.bulk.wait_group 0
 GC_DEVICE void gc_named_sync(int id, int n) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
+/* The calling threads arrive at named barrier id and go on without
+ * waiting; n counts, as for gc_named_sync, every thread that syncs or
+ * arrives there. */
+GC_DEVICE void gc_named_arrive(int id, int n) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
 
 /* Warpgroup MMA (sm_90a) ordering: a fence before the first wgmma that
  * reads registers written since, a commit of the wgmmas issued so far as

@@ -172,4 +172,10 @@ static void emu_fbar_wait(emu_fbar *b, int n, const char *what = "a barrier") {
   }
   emu_wait_until([&] { return b->gen != g; }, what);
 }
+/* bar.arrive: counts toward the barrier's n without waiting. */
+static void emu_fbar_arrive(emu_fbar *b, int n) {
+  if (++b->count == n)
+    b->count = 0, b->gen++;
+  emu_moves++;
+}
 #endif

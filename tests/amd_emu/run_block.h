@@ -46,6 +46,9 @@ template <class F> static void emu_block_launch(int64_t bid, int block, size_t s
   blk.waves = new emu_wave[(block + wave - 1) / wave];
   emu_bid = bid, emu_blk = &blk;
   emu_fibers_run(block, [](void *f) { (*(F *)f)(); }, &body);
+#ifdef EMU_BLOCK_END
+  EMU_BLOCK_END(&blk); /* the prelude's checks of what the block left behind */
+#endif
   delete[] blk.waves;
   free(blk.lds);
 }

@@ -163,6 +163,14 @@ struct emu_dim3 {
 };
 static emu_dim3 gridDim = {1, 1, 1};
 GC_DEVICE void gc_named_sync(int id, int n) { emu_fbar_wait(&emu_blk->named[id & 15], n); }
+GC_DEVICE void gc_named_arrive(int id, int n) { emu_fbar_arrive(&emu_blk->named[id & 15], n); }
+/* At the block's end no named barrier may hold arrivals that no sync met
+ * (bar.arrive's count left pending): a misuse. */
+static void emu_named_end(emu_block *b) {
+  for (int i = 0; i < 16; i++)
+    if (b->named[i].count) __atomic_add_fetch(&emu_errors, 1, __ATOMIC_RELAXED);
+}
+#define EMU_BLOCK_END emu_named_end
 #include "emu_split.h" /* tests/amd_emu: GC_GLOBAL, the fence, the ticket's atomic, L2-only loads and stores */
 GC_DEVICE void gc_pdl_wait(void) {}
 GC_DEVICE void gc_pdl_launch(void) {}
