@@ -841,10 +841,12 @@ def test_a_wrong_simt_gemv_is_caught(tmp_path, what, where, old, new, case):
 # tiles of 64 and 128 keys, two to four stages, the overlap of the next S
 # with this P·V, the two warpgroups taking turns (PP: with and without the
 # overlap, warpgroups with different counts of tiles, a second warpgroup
-# with no rows); O between guard regions, every element against fp64, and
-# no named barrier left with an arrival that nothing met
+# with no rows), scales of 0 and below; O between guard regions, every
+# element against fp64, and no named barrier left with an arrival that
+# nothing met
 WG_SHAPES = [(3, 5, 1, 64, 37, None), (70, 5, 1, 128, 21, 0.35), (70, 8, 2, 64, 0, None),
-             (130, 8, 2, 128, 5, None), (17, 4, 1, 64, 200, 0.5)]
+             (130, 8, 2, 128, 5, None), (17, 4, 1, 64, 200, 0.5), (20, 4, 1, 128, 3, -0.2),
+             (9, 8, 2, 64, 9, 0.0)]
 WG_CASES = [
     ("f16", dict(CW=2, HPB=1, KB=128, NST=3, PW=4, DMAX=128, OVL=0)),
     ("bf16", dict(CW=1, HPB=4, KB=64, NST=2, PW=1, DMAX=64, OVL=1)),
@@ -863,8 +865,11 @@ def test_attention_wgmma_on_the_emulated_gpu(tmp_path, dt, params):
 
 
 WG_MUTATIONS = [
-    ("a key past the diagonal unmasked", "8 * (i / 4) + 2 * qc + i % 2 > rel[x] ?",
-     "8 * (i / 4) + 2 * qc + i % 2 > rel[x] + 1 ?", 0),
+    ("a key past the diagonal unmasked", "if (8 * (i / 4) + 2 * qc + i % 2 > rel[x])",
+     "if (8 * (i / 4) + 2 * qc + i % 2 > rel[x] + 1)", 0),
+    ("a negative scale's sign lost", "scale < 0.0f ? 0x80008000u : 0u", "0u", 0),
+    ("a scale of 0 taken as it is", "fabsf(scale) * 1.4426950408889634f, 1.17549435e-38f)",
+     "fabsf(scale) * 1.4426950408889634f, 0.0f)", 1),
     ("O not rescaled by the running max", "    o[i] *= corr[i % 4 / 2];", "    ;", 2),
     ("V's 64-column panels half as far apart (its descriptor's LBO)",
      "gc_wgmma_desc(sv + t * 2048, AW_TBYTES, 128)", "gc_wgmma_desc(sv + t * 2048, AW_TBYTES / 2, 128)", 0),

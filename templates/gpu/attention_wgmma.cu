@@ -71,10 +71,12 @@
  * before they refill it. Each consumer warpgroup, per tile: waits full;
  * if any of its rows sees a key of the tile: S = Q·Kᵀ (DMAX/16 wgmmas,
  * waited; OVL = 1 issues them before the previous tile's P·V, the loop's
- * last P·V peeled off so that ptxas keeps the wgmmas in flight), scaled
- * by scale·log2 e, masked where the tile reaches past the warpgroup's
- * first row (key j visible to row r iff j <= pos0 + token(r)), the
- * running max m per row over a quad's shuffles, P = 2^(S − m) packed into
+ * last P·V peeled off so that ptxas keeps the wgmmas in flight), masked
+ * where the tile reaches past the warpgroup's first row (key j visible to
+ * row r iff j <= pos0 + token(r)), the running max m of sc·S per row over
+ * a quad's shuffles (sc = |scale|·log2 e: Q is stored negated where the
+ * scale is negative, so the raw maximum is scaled once), P = 2^(sc·S − m)
+ * (one fma and ex2 an element) packed into
  * A fragments, O and the per-lane row sums l rescaled by 2^(m_old − m),
  * O += P·V (KB/16 wgmmas, waited); then each warp arrives on empty (on
  * the tiles past all of its rows too, unread). O / l is stored in C's
@@ -191,37 +193,45 @@ template <int N> GC_DEVICE void aw_touch(float *x) {
     gc_reg_touch(x[i]);
 }
 
-/* The softmax step of the tile at key j0, on its scores sa (complete),
- * but for the powers: scaled, masked where the tile reaches past the
+/* The softmax step of the tile at key j0, on its raw scores sa (complete),
+ * but for the powers: masked (-inf) where the tile reaches past the
  * warpgroup's first row wfirst (key j visible to the lane's row x iff
- * j <= lim[x]), the running max m over the quad, l rescaled, corr the
- * factor O must be rescaled by. */
+ * j <= lim[x]), the running max m of the scaled scores (sc > 0, so the
+ * raw maximum scaled once) over the quad, l rescaled, corr the factor O
+ * must be rescaled by. The scores stay unscaled: aw_exp scales each in
+ * the one fma that subtracts m. */
 GC_DEVICE void aw_max(float sa[KB / 2], int j0, const int lim[2], int wfirst, float sc, int qc, float m[2],
                       float l[2], float corr[2]) {
   aw_touch<KB / 2>(sa);
-  const bool diag = j0 + KB - 1 > wfirst; /* some key of the tile is hidden from some row */
   const int rel[2] = {AW_MIN(lim[0] - j0, KB), AW_MIN(lim[1] - j0, KB)}; /* < 0: the row sees none */
-  float mx[2] = {m[0], m[1]};
-  GC_UNROLL(KB / 2)
-  for (int i = 0; i < KB / 2; i++) {
-    const int x = i % 4 / 2; /* key j0 + 8(i/4) + 2qc + i%2 of row x */
-    sa[i] = diag && 8 * (i / 4) + 2 * qc + i % 2 > rel[x] ? -GC_INF : sa[i] * sc;
-    mx[x] = gc_max(mx[x], sa[i]);
+  float mx[2] = {-GC_INF, -GC_INF};
+  if (j0 + KB - 1 > wfirst) { /* some key of the tile is hidden from some row */
+    GC_UNROLL(KB / 2)
+    for (int i = 0; i < KB / 2; i++) {
+      const int x = i % 4 / 2; /* key j0 + 8(i/4) + 2qc + i%2 of row x */
+      if (8 * (i / 4) + 2 * qc + i % 2 > rel[x])
+        sa[i] = -GC_INF;
+      mx[x] = gc_max(mx[x], sa[i]);
+    }
+  } else {
+    GC_UNROLL(KB / 2)
+    for (int i = 0; i < KB / 2; i++)
+      mx[i % 4 / 2] = gc_max(mx[i % 4 / 2], sa[i]);
   }
   GC_UNROLL(2)
   for (int x = 0; x < 2; x++) {
-    mx[x] = gc_group_max(mx[x], 4); /* finite: key 0 is in tile 0, seen by every row */
+    mx[x] = gc_max(m[x], gc_group_max(mx[x], 4) * sc); /* finite: key 0 is in tile 0, seen by every row */
     corr[x] = gc_exp2(m[x] - mx[x]);
     m[x] = mx[x];
     l[x] *= corr[x];
   }
 }
 
-/* P = 2^(S − m) of 16-key step t, in place in sa, summed into l. */
-GC_DEVICE void aw_exp(float sa[KB / 2], int t, const float m[2], float l[2]) {
+/* P = 2^(sc·S − m) of 16-key step t, in place in sa, summed into l. */
+GC_DEVICE void aw_exp(float sa[KB / 2], int t, float sc, const float m[2], float l[2]) {
   GC_UNROLL(8)
   for (int i = 8 * t; i < 8 * t + 8; i++) {
-    sa[i] = gc_exp2(sa[i] - m[i % 4 / 2]);
+    sa[i] = gc_exp2(gc_fma(sa[i], sc, -m[i % 4 / 2]));
     l[i % 4 / 2] += sa[i];
   }
 }
@@ -235,10 +245,10 @@ GC_DEVICE void aw_topa(uint32_t pa[4], const float sa[KB / 2], int t) {
 
 /* P of every step, each packed as soon as it is computed (fewer live
  * registers than all powers first). */
-GC_DEVICE void aw_exp_topa(uint32_t pa[KB / 16][4], float sa[KB / 2], const float m[2], float l[2]) {
+GC_DEVICE void aw_exp_topa(uint32_t pa[KB / 16][4], float sa[KB / 2], float sc, const float m[2], float l[2]) {
   GC_UNROLL(KB / 16)
   for (int t = 0; t < KB / 16; t++) {
-    aw_exp(sa, t, m, l);
+    aw_exp(sa, t, sc, m, l);
     aw_topa(pa[t], sa, t);
   }
 }
@@ -291,13 +301,16 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(AW_CREG) : "memory");
 #endif
   const int c = tid / 128, w = tid % 128 / 32, lane = tid % 32, qr = lane / 4, qc = lane % 4;
-  /* the warpgroup's Q rows into its panels (rows past M: the last token's) */
-  const unsigned qs = s0 + c * AW_NP * AW_QBYTES;
+  /* the warpgroup's Q rows into its panels (rows past M: the last token's),
+     negated (exactly: the sign bits) where the scale is: the softmax takes
+     the scale's magnitude, which must be positive (aw_max) */
+  const unsigned qs = s0 + c * AW_NP * AW_QBYTES, qneg = scale < 0.0f ? 0x80008000u : 0u;
   for (int x = tid % 128; x < 64 * AW_CH; x += 128) {
     const int r = x / AW_CH, ch = x % AW_CH, R = 64 * c + r;
     const int64_t t = gc_min64(R / HPB, nt - 1);
-    *reinterpret_cast<uint4 *>(q_ptr + (qs - s0) + aw_swz(r, ch, 64)) =
-        *reinterpret_cast<const uint4 *>(Q + ((i0 + t) * H + h0 + R % HPB) * D + 8 * ch);
+    uint4 v = *reinterpret_cast<const uint4 *>(Q + ((i0 + t) * H + h0 + R % HPB) * D + 8 * ch);
+    v.x ^= qneg, v.y ^= qneg, v.z ^= qneg, v.w ^= qneg;
+    *reinterpret_cast<uint4 *>(q_ptr + (qs - s0) + aw_swz(r, ch, 64)) = v;
   }
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* visible to wgmma */
   gc_named_sync(1 + c, 128);
@@ -327,7 +340,9 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
   GC_UNROLL(DMAX / 2)
   for (int i = 0; i < DMAX / 2; i++)
     o[i] = 0.0f;
-  const float sc = scale * 1.4426950408889634f; /* softmax in base 2 */
+  /* softmax in base 2; a scale of 0 as the least normal float (every
+     power then rounds to 1, as it should; -inf·0 would not be -inf) */
+  const float sc = gc_max(fabsf(scale) * 1.4426950408889634f, 1.17549435e-38f);
   if (pp && c == 1)
     aw_pass(pp, c); /* warpgroup 0 takes the first turn */
   float sa[KB / 2];      /* S of a tile, then 2^(S - m) */
@@ -344,7 +359,7 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
     gc_wgmma_wait<0>();
     aw_max(sa, j * KB, lim, wfirst, sc, qc, m, l, corr);
     aw_rescale(o, corr);
-    aw_exp_topa(pa, sa, m, l);
+    aw_exp_topa(pa, sa, sc, m, l);
     aw_turn(pp, c);
     aw_pv(o, pa, AW_STAGE(j) + AW_NP * AW_TBYTES);
     aw_pass(pp, c);
@@ -362,7 +377,7 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
     aw_pass(pp, c);
     gc_wgmma_wait<0>();
     aw_max(sa, 0, lim, wfirst, sc, qc, m, l, corr); /* O is 0: nothing to rescale */
-    aw_exp_topa(pa, sa, m, l);
+    aw_exp_topa(pa, sa, sc, m, l);
   }
   GC_UNROLL(1)
   for (int j = 0; j + 1 < nact; j++) {
@@ -375,7 +390,7 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
     aw_max(sa, (j + 1) * KB, lim, wfirst, sc, qc, m, l, corr);
     GC_UNROLL(KB / 16)
     for (int t = 0; t < KB / 16; t++)
-      aw_exp(sa, t, m, l);
+      aw_exp(sa, t, sc, m, l);
     gc_wgmma_wait<0>();
     aw_touch<DMAX / 2>(o);
     aw_empty(empty, j, lane);
