@@ -21,7 +21,6 @@
  * @param PW 1 4 default 4 -- producer warps, copying the K/V tiles with cp.async
  * @param DMAX 64 128 default 128 -- the head dimension served (the n of P·V's wgmma)
  * @param OVL 0 1 default 0 -- 1: S of the next tile is issued before P·V of this one and its softmax runs while P·V does (FlashAttention-3's overlap within a warpgroup; at D = 128 no faster, at D = 64 4% faster: bench/RESULTS.md, session 17)
- * @param LAZY 0 8 default 8 -- the running max a row keeps until its scaled scores exceed it by more than LAZY (log2 units: its powers stay below 2^LAZY, far inside the range of f16, bf16 and fp32), so that O and l are rescaled only in the tiles where some row of the warp outgrows it (0: every tile, as FlashAttention)
  * @param PP 0 1 default 0 -- 1: the two consumer warpgroups take turns at issuing their wgmmas (named barriers), so that one's softmax runs while the other's products do (FlashAttention-3's ping-pong between warpgroups)
  * @defaults attention DMAX=64 NST=4 OVL=1 if D <= 64 -- the 64-wide heads (Llama-3.2-1B) take the 64-column variant, four stages and the overlap (4000 tokens 241.6 us against 250.9 without it; bench/RESULTS.md, session 17)
  * @constraint SM == 90 && ARCH_A == 1 -- wgmma exists only on sm_90a
@@ -199,12 +198,9 @@ template <int N> GC_DEVICE void aw_touch(float *x) {
  * warpgroup's first row wfirst (key j visible to the lane's row x iff
  * j <= lim[x]), the running max m of the scaled scores (sc > 0, so the
  * raw maximum scaled once) over the quad, l rescaled, corr the factor O
- * must be rescaled by; 0 where nothing need be: m moves only when some
- * row of the warp sees a scaled score past its m + LAZY (then every row
- * of the warp takes its new max), so every power 2^(sc·S − m) stays
- * within 2^LAZY. The scores stay unscaled: aw_exp scales each in the one
- * fma that subtracts m. */
-GC_DEVICE bool aw_max(float sa[KB / 2], int j0, const int lim[2], int wfirst, float sc, int qc, float m[2],
+ * must be rescaled by. The scores stay unscaled: aw_exp scales each in
+ * the one fma that subtracts m. */
+GC_DEVICE void aw_max(float sa[KB / 2], int j0, const int lim[2], int wfirst, float sc, int qc, float m[2],
                       float l[2], float corr[2]) {
   aw_touch<KB / 2>(sa);
   const int rel[2] = {AW_MIN(lim[0] - j0, KB), AW_MIN(lim[1] - j0, KB)}; /* < 0: the row sees none */
@@ -223,17 +219,12 @@ GC_DEVICE bool aw_max(float sa[KB / 2], int j0, const int lim[2], int wfirst, fl
       mx[i % 4 / 2] = gc_max(mx[i % 4 / 2], sa[i]);
   }
   GC_UNROLL(2)
-  for (int x = 0; x < 2; x++) /* finite: key 0 is in tile 0, seen by every row */
-    mx[x] = gc_max(m[x], gc_group_max(mx[x], 4) * sc);
-  if (LAZY && !gc_warp_any(mx[0] > m[0] + LAZY || mx[1] > m[1] + LAZY))
-    return false; /* (m = -inf, the first tile, always moves) */
-  GC_UNROLL(2)
   for (int x = 0; x < 2; x++) {
+    mx[x] = gc_max(m[x], gc_group_max(mx[x], 4) * sc); /* finite: key 0 is in tile 0, seen by every row */
     corr[x] = gc_exp2(m[x] - mx[x]);
     m[x] = mx[x];
     l[x] *= corr[x];
   }
-  return true;
 }
 
 /* P = 2^(sc·S − m) of 16-key step t, in place in sa, summed into l. */
@@ -366,8 +357,8 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
     aw_scores(sa, qs, AW_STAGE(j));
     aw_pass(pp, c);
     gc_wgmma_wait<0>();
-    if (aw_max(sa, j * KB, lim, wfirst, sc, qc, m, l, corr))
-      aw_rescale(o, corr);
+    aw_max(sa, j * KB, lim, wfirst, sc, qc, m, l, corr);
+    aw_rescale(o, corr);
     aw_exp_topa(pa, sa, sc, m, l);
     aw_turn(pp, c);
     aw_pv(o, pa, AW_STAGE(j) + AW_NP * AW_TBYTES);
@@ -396,15 +387,14 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
     aw_pv(o, pa, AW_STAGE(j) + AW_NP * AW_TBYTES);
     aw_pass(pp, c);
     gc_wgmma_wait<1>(); /* S of tile j+1 (P·V of tile j may still run) */
-    const bool moved = aw_max(sa, (j + 1) * KB, lim, wfirst, sc, qc, m, l, corr);
+    aw_max(sa, (j + 1) * KB, lim, wfirst, sc, qc, m, l, corr);
     GC_UNROLL(KB / 16)
     for (int t = 0; t < KB / 16; t++)
       aw_exp(sa, t, sc, m, l);
     gc_wgmma_wait<0>();
     aw_touch<DMAX / 2>(o);
     aw_empty(empty, j, lane);
-    if (moved)
-      aw_rescale(o, corr);
+    aw_rescale(o, corr);
     GC_UNROLL(KB / 16)
     for (int t = 0; t < KB / 16; t++)
       aw_topa(pa[t], sa, t);

@@ -340,8 +340,6 @@ GC_DEVICE float gc_shfl_xor(float v, int mask) {
 GC_DEVICE int gc_shfl_xor(int v, int mask) {
   return __shfl_xor_sync(0xffffffffu, v, mask);
 }
-/* Whether p holds on some lane of the warp (all lanes take part). */
-GC_DEVICE bool gc_warp_any(bool p) { return __any_sync(0xffffffffu, p); }
 /* v of lane src (all lanes read). */
 GC_DEVICE float gc_shfl(float v, int src) { return __shfl_sync(0xffffffffu, v, src); }
 GC_DEVICE int gc_shfl(int v, int src) { return __shfl_sync(0xffffffffu, v, src); }

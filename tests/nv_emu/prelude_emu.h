@@ -317,15 +317,6 @@ GC_DEVICE uint32_t emu_shfl_bits(uint32_t v, int src) {
   emu_fbar_wait(&w->sync, 32); /* read before the next shuffle writes */
   return r;
 }
-GC_DEVICE bool gc_warp_any(bool p) { /* __any_sync over the whole warp */
-  emu_wave *w = emu_my_wave();
-  w->xch[gc_lane()] = p;
-  emu_warp_op([](emu_wave *) {});
-  bool r = false;
-  for (int i = 0; i < 32; i++) r = r || w->xch[i];
-  emu_fbar_wait(&w->sync, 32); /* read before the next operation writes */
-  return r;
-}
 GC_DEVICE float gc_shfl(float v, int src) { return __uint_as_float(emu_shfl_bits(__float_as_uint(v), src)); }
 GC_DEVICE int gc_shfl(int v, int src) { return (int)emu_shfl_bits((uint32_t)v, src); }
 GC_DEVICE float gc_shfl_xor(float v, int mask) { return gc_shfl(v, gc_lane() ^ mask); }
