@@ -164,12 +164,14 @@ double gc_op_bytes(const gc_problem_t *p);
 
 /* The scalar sets a tuner verifies and times p at: [0] the defaults
  * (gc_op_default_scalars), then the others; returns how many (1 ..
- * GC_OP_MAX_POINTS). A decode attention (attention, M = 1) has four,
- * positions 1023, 5 (fewer keys than a split has slices), 127 and 3071,
- * so that a variant right or fast at one context length only can neither
- * win unseen nor be chosen for it; its time is the sum of the four. One
- * of a context bucket (k > 0: at most k keys, positions 0 .. k-1) has
- * those inside it and its last, k-1, in place of those past it (k = 1024:
+ * GC_OP_MAX_POINTS). A decode attention (attention, M = 1) for any length
+ * (k = 0) has four, positions 1023, 5 (fewer keys than a split has
+ * slices), 2047 and 4095, so that a variant right or fast at one context
+ * length only can neither win unseen nor be chosen for it; its time is
+ * the sum of the four, which the long ones weigh most: a model's decode
+ * step runs it past its short bucket (models/recipe.h). One of a context
+ * bucket (k > 0: at most k keys, positions 0 .. k-1) has 1023, 5, 127 and
+ * 3071 inside it and its last, k-1, in place of those past it (k = 1024:
  * 1023, 5, 127; k = 2048: 1023, 5, 127, 2047). Every other op has one. */
 #define GC_OP_MAX_POINTS 4
 int gc_op_tune_points(const gc_problem_t *p, gc_op_scalars_t sc[GC_OP_MAX_POINTS]);

@@ -445,8 +445,8 @@ CHECK = {"gemm": check_gemm, "gemm_add": check_gemm_add, "gemm_swiglu": check_ge
 
 # gcore-run flags of a case beyond its shape: where an op has more than one
 # position or RoPE layout to check, each runs with each (ROPE_POS; attention:
-# at pos0 3, then 300, then 3071: the tuner's long decode point, where a
-# split's slices are full)
+# at pos0 3, then 300, then 3071: a long decode position, where a split's
+# slices are full)
 RUN_VARIANTS = {"rmsnorm_gemm_rope_kv": [["--pos", p, "--layout", l] for p, l in ROPE_POS],
                 "attention": [[], ["--pos", "300"], ["--pos", "3071"]]}
 

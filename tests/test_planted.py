@@ -292,7 +292,7 @@ def test_a_kernel_that_keeps_what_it_finds_in_the_cache_is_caught(gc):
 
 # A decode attention right at long contexts only: the line that bounds the
 # keys, and the same line leaving out key 0 where a row has fewer than 256
-# keys (right at positions 1023 and 3071, wrong at 5 and 127), in the CPU
+# keys (right at positions 1023, 2047 and 4095, wrong at 5), in the CPU
 # kernel and in the SIMT GPU one (attention_decode.cu's ad_slice: the first
 # slice's, whose keys then start at 1 and end one past the slice).
 SHORT_HARMS = {
@@ -342,9 +342,9 @@ def assert_short_caught(db):
 
 def test_a_decode_attention_wrong_at_short_contexts_never_wins(gc):
     """The tuner verifies (and times) a decode attention at positions 1023,
-    5, 127 and 3071 (core/ops.c: gc_op_tune_points), not at 1023 alone: a
+    5, 2047 and 4095 (core/ops.c: gc_op_tune_points), not at 1023 alone: a
     planted copy of the CPU kernel that leaves out the first key where a
-    row has fewer than 256 (right at 1023 and 3071, so a tuner that looked
+    row has fewer than 256 (right at 1023, 2047 and 4095, so a tuner that looked
     there only would let it win) is recorded verify-failed at position 5;
     its unharmed twin is measured ok, over all four."""
     d = plant_attention(gc.dir, "cpu")
@@ -374,8 +374,9 @@ LONG_HARMS = {"cpu": ("attention.c", "attention_cpu", "for (int64_t j0 = 0; j0 <
 def test_a_bucket_kernel_is_judged_at_its_bucket_positions(gc):
     """A decode attention of a context bucket (k = 1024: at most 1024 keys)
     is verified and timed at the positions inside it (1023, 5, 127), one for
-    any length (k = 0) at 3071 too: the planted kernel wrong above 1024 keys
-    is ok for the bucket and verify-failed at position 3071 for any length."""
+    any length (k = 0) at 1023, 5, 2047 and 4095: the planted kernel wrong
+    above 1024 keys is ok for the bucket and verify-failed at position 2047
+    for any length."""
     d = gc.dir / "tpl"
     shutil.copytree(os.path.join(ROOT, "templates"), d)
     planted_attention(d, "cpu", "planted_att_ok", False, harms=LONG_HARMS)
@@ -388,7 +389,7 @@ def test_a_bucket_kernel_is_judged_at_its_bucket_positions(gc):
     assert by["planted_att_long"][0] == "ok" and by["planted_att_ok"][0] == "ok", by
     by, winner = results(gc.dir / "any.db")
     status, detail, _ = by["planted_att_long"]
-    assert status == "verify-failed" and detail.startswith("at position 3071: O element"), (status, detail)
+    assert status == "verify-failed" and detail.startswith("at position 2047: O element"), (status, detail)
     assert by["planted_att_ok"][0] == "ok" and winner[0] != "planted_att_long", (by, winner)
 
 
