@@ -921,14 +921,14 @@ double gc_op_bytes(const gc_problem_t *p) {
 }
 
 int gc_op_tune_points(const gc_problem_t *p, gc_op_scalars_t sc[GC_OP_MAX_POINTS]) {
-  /* after [0], the default's (1023): a bucket's (k > 0), and any
-     length's, which a model's decode step runs past its bucket (4 each) */
-  static const int64_t bucket_pos[] = {5, 127, 3071}, any_pos[] = {5, 2047, 4095};
-  const int64_t *decode_pos = p->k > 0 ? bucket_pos : any_pos;
+  /* after [0], the default's (1023): [0] any length's, which a model's
+     decode step runs past its bucket; [1] a bucket's (k > 0) */
+  static const int64_t points[2][3] = {{5, 2047, 4095}, {5, 127, 3071}};
+  const int64_t *decode_pos = points[p->k > 0];
   gc_op_default_scalars(p, &sc[0]);
   if (strcmp(p->op, "attention") || p->m != 1) return 1;
   int n = 1;
-  for (size_t i = 0; i < GC_ARRAY_LEN(bucket_pos); i++) {
+  for (size_t i = 0; i < GC_ARRAY_LEN(points[0]); i++) {
     int64_t pos = p->k > 0 && decode_pos[i] >= p->k ? p->k - 1 : decode_pos[i]; /* a bucket's last */
     int seen = 0;
     for (int j = 0; j < n; j++) seen |= sc[j].pos0 == pos;

@@ -176,13 +176,14 @@ GC_DEVICE void aw_empty(unsigned empty, int j, int lane) {
 }
 
 /* PP: warpgroup c's turn at the tensor cores (it waits for the hand-over),
- * and the hand-over to the other warpgroup; no-ops where pp is 0. */
+ * and the hand-over to the other warpgroup; no-ops where pp is 0 (always
+ * at PP = 0, where pp folds to a constant). */
 GC_DEVICE void aw_turn(int pp, int c) {
-  if (PP && pp)
+  if (pp)
     gc_named_sync(3 + c, 256);
 }
 GC_DEVICE void aw_pass(int pp, int c) {
-  if (PP && pp)
+  if (pp)
     gc_named_arrive(3 + (c ^ 1), 256);
 }
 
@@ -345,7 +346,7 @@ void attention_wgmma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32
   const float sc = gc_max(fabsf(scale) * 1.4426950408889634f, 1.17549435e-38f);
   if (pp && c == 1)
     aw_pass(pp, c); /* warpgroup 0 takes the first turn */
-  float sa[KB / 2];      /* S of a tile, then 2^(S - m) */
+  float sa[KB / 2];      /* S of a tile (unscaled), then 2^(sc·S - m) */
   uint32_t pa[KB / 16][4]; /* P's A fragments: 16-key step t is n-tiles 2t, 2t+1 */
 #define AW_STAGE(j) (st0 + (j) % NST * AW_SBYTES) /* tile j's K panels; V's follow */
 
