@@ -315,15 +315,29 @@ def expr_seeds() -> None:
 
 def gguf_model_seeds(tmp: str) -> None:
     """Tiny GGUF models (tests/tinygguf.py): F16 with llama3 rope factors,
-    Q4_0 untied, Q8_0 tied; a few KiB each (the K-quants' 256-wide blocks
-    would make seeds over the fuzzer's input limit)."""
+    BF16, Q4_0 untied, Q8_0 tied; a few KiB each. A model all in a K-quant
+    would need rows of 256 everywhere, a seed over the fuzzer's input limit
+    (fuzz/run.sh: 64 KiB), so each K-quant seed (q4_k, q5_k, q6_k) is a model
+    of width 32 with an FFN of 256: ffn_down, the matrix with rows of 256, in
+    that format and the others in Q8_0 (as llama.cpp's mixes fall back where
+    a row is not whole blocks); about 35 KiB each."""
+    import ggufq
     import tinygguf
+    tiny = dict(dim=32, hidden_dim=32, n_layers=1, n_heads=2, n_kv_heads=1, vocab=16, max_seq=16)
     for name, qtype, kw in (("f16_rope", "F16", {"rope_scaling": "llama3"}), ("q4_0", "Q4_0", {}),
-                            ("q8_0_tied", "Q8_0", {"tied": True})):
+                            ("q8_0_tied", "Q8_0", {"tied": True}), ("bf16", "BF16", {})):
         path = os.path.join(tmp, name + ".gguf")
-        tinygguf.write_model(path, qtype=qtype, dim=32, hidden_dim=32, n_layers=1, n_heads=2,
-                             n_kv_heads=1, vocab=16, max_seq=16, **kw)
+        tinygguf.write_model(path, qtype=qtype, **tiny, **kw)
         put("gguf_model", name, read(path))
+    cfg = tinymodel.make_config(**{**tiny, "hidden_dim": 256})
+    for qtype in ("Q4_K", "Q5_K", "Q6_K"):
+        w = tinymodel.random_weights(cfg)
+        down = w.pop("model.layers.0.mlp.down_proj.weight").astype("float32")
+        path = os.path.join(tmp, qtype + ".gguf")
+        tinygguf.write_llama(path, cfg, w, qtype="Q8_0", extra_tensors=[
+            ("blk.0.ffn_down.weight", ggufq.TYPES[qtype][0], list(reversed(down.shape)),
+             ggufq.quantize(qtype, down))])
+        put("gguf_model", qtype.lower(), read(path))
 
 
 def main() -> None:

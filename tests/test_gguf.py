@@ -221,22 +221,65 @@ def quantized_reference(path, qtype, prompt=PROMPT, n=N_DECODE):
     return Ref(path, wq, cfg, ids, ref)
 
 
+def tiefree_quantized(path, qtype, n=N_DECODE, min_distinct=8):
+    """A Hugging Face fp16 model written to path for seeds 0, 1, ... until the
+    reference on its matrices stored as qtype has no greedy step within
+    TIE_MARGIN and at least min_distinct ids; that reference."""
+    for seed in range(50):
+        TM.write_model(path, seed=seed, dtype="f16", **CFG)
+        ref = quantized_reference(path, qtype.upper(), n=n)
+        if np.min(top2_margin(ref.logits[len(PROMPT) - 1:])) >= TIE_MARGIN and len(set(ref.ids)) >= min_distinct:
+            ref.seed = seed
+            return ref
+    raise AssertionError(f"no tie-free seed for {path} as {qtype}")
+
+
 @pytest.mark.parametrize("qtype", ["q8_0", "q4_0", "q4_k"])
 def test_quantize_hf_matches_reference(gc, bundles, qtype):
     """--quantize on a Hugging Face fp16 model: gcore-gen and gcore-run with the
     flag; the reference quantizes with numpy's llama.cpp quantizers."""
     path = str(gc.dir / "hf")
-    for seed in range(50):
-        TM.write_model(path, seed=seed, dtype="f16", **CFG)
-        ref = quantized_reference(path, qtype.upper())
-        if np.min(top2_margin(ref.logits[len(PROMPT) - 1:])) >= TIE_MARGIN and len(set(ref.ids)) >= 8:
-            break
-    ref.seed = seed
+    ref = tiefree_quantized(path, qtype)
     bundle = bundles.get(path, "hf-" + qtype, "--quantize", qtype)
     check_run(gc, ref, bundle, "--quantize", qtype, what=f"HF f16 --quantize {qtype}")
     # the quantization is not a no-op at this tolerance
     plain = R.forward(*R.load(path), PROMPT)
     assert np.max(rel_rows(plain, ref.logits[:len(PROMPT)])) > 10 * TOL
+
+
+def test_quantize_tune_and_gen(gc):
+    """gcore-tune --model DIR --quantize q4_k tunes the decode step that
+    gcore-run --quantize q4_k runs: the problems of the layers' matrices name
+    q4_k, and each was measured ok (verified against the fp64 reference on
+    the dequantized blocks); gcore-gen --quantize q4_k --db builds its
+    bundle from the winners alone, and that bundle runs the model (prompt
+    and decode through decode steps: no prefill pass was tuned) as the
+    reference on the quantized weights does."""
+    import sqlite3
+    path = str(gc.dir / "hf")
+    ref = tiefree_quantized(path, "q4_k", n=8, min_distinct=4)
+    shape = ["--quantize", "q4_k", "--prefill", "none", "--batch", 1]
+    r = gc("gcore-tune", "--model", path, *shape, "--budget", 1, "--db", "t.db", "--min-time", "0.02",
+           "--no-progress", timeout=600)
+    assert r.rc == 0, r
+    with sqlite3.connect(gc.dir / "t.db") as c:
+        rows = c.execute("SELECT p.op, p.m, p.n, p.k, m.status, m.detail FROM measurements m "
+                         "JOIN problems p ON p.id = m.problem_id WHERE p.tb = 'q4_k'").fetchall()
+        won = c.execute("SELECT count(*) FROM winners w JOIN problems p ON p.id = w.problem_id "
+                        "WHERE p.tb = 'q4_k'").fetchone()[0]
+    D, F, hd = CFG["dim"], CFG["hidden_dim"], CFG["dim"] // CFG["n_heads"]
+    qkv = (CFG["n_heads"] + 2 * CFG["n_kv_heads"]) * hd
+    want = {("rmsnorm_gemm", qkv, D), ("gemm_add", D, D), ("rmsnorm_gemm_swiglu", F, D), ("gemm_add", D, F)}
+    assert {(op, n, k) for op, m, n, k, *_ in rows} == want and {m for _, m, *_ in rows} == {1}, rows
+    assert all(status == "ok" for *_, status, _ in rows) and won == len(want), (rows, won)
+    out = str(gc.dir / "tuned.gcb")
+    r = gc("gcore-gen", "--model", path, *shape, "--target", "cpu", "--db", "t.db", "-o", out)
+    assert r.rc == 0, r
+    m = re.search(r"(\d+) problems for cpu: (\d+) tuned, 0 defaults", r.out)
+    assert m and m.group(1) == m.group(2), r
+    ids, logits, _ = generate(gc, path, out, PROMPT, 8, *GREEDY, "--quantize", "q4_k", vocab=ref.cfg.vocab_size)
+    assert_same_ids(ids, ref.ids, f"tuned --quantize q4_k bundle (seed {ref.seed})")
+    assert_logits_close(logits, ref.logits, TOL, "tuned --quantize q4_k bundle")
 
 
 def test_quantize_llama2c_matches_reference(gc, bundles):

@@ -10,7 +10,10 @@ The table runs twice on the CPU: with page protection (inputs read-only,
 inaccessible pages around outputs: a stray write faults and the worker
 says where), and with GCORE_CPU_PROTECT=0, where only the guard patterns
 and the input comparison catch it, as on a GPU. tests/gpu/test_gpu_planted.py
-is the same table on the GPU."""
+is the same table on the GPU. QHARMS is its like for a quantized GEMM (B in
+Q4_K blocks, checked against the reference on the dequantized weights):
+copies of gemv_q_cpu that misread a block's scale or write where they
+should not, none of which wins or reaches a bundle."""
 import os
 import re
 import shutil
@@ -257,6 +260,96 @@ def test_gpu_planted_templates_compile(gc, target="sm_90"):
                "--n", "16", "--k", "32", "--dtype", "f32", "--force", "planted_" + kind,
                "-o", "b.gcb", "-q")
         assert r.rc == 0, (kind, r)
+
+
+# Planted quantized GEMVs: copies of gemv_q_cpu (templates/cpu/gemv_q.c),
+# each cut to one point that beats the built-ins at a small decode step
+# (one task of all N outputs on one thread, no pool wake-up: about 2 us
+# where the built-ins take 6), then harmed; so each harmful one would win
+# had its harm gone unseen (the table with every harm emptied: one did).
+# kind: (code after B's blocks of a step are dequantized; the harm, after C
+# is computed; expected status; words of the reason, protected CPU; words
+# of the reason, guards only)
+QHARMS = {
+    "ok": ("", "", "ok", "", ""),
+    # B's row 0, last block: its scale d read with the half's exponent one
+    # too high (twice the value), its quants and any min as they are
+    "scale": ("if (j == 0 && kb == K / GC_QK - 1) {\n"
+              "      uint8_t bad[GC_QBYTES];\n"
+              "      for (int i = 0; i < GC_QBYTES; i++) bad[i] = b[0][kb * GC_QBYTES + i];\n"
+              "      bad[GC_TB == GC_Q6_K ? 209 : 1] += 4; /* d's exponent + 1 */\n"
+              "      GC_QDEQUANT(bad, y[0]);\n"
+              "    }", "", "verify-failed", "C element 0 (row 0, col 0): got ", "C element 0 (row 0, col 0): got "),
+    "one_past": ("", "C[M * N] = 1.0f;", "verify-failed", "wrote past the end of C (at end + 0)",
+                 "wrote past the end of C (changed byte at end + 0)"),
+    "into_a": ("", "((TA *)A)[5] += 1.0f;", "verify-failed", "wrote into input A (element 5: row 0, col 5)",
+               "wrote into input A (element 5: row 0, col 5)"),
+    # the scale of B's row 1, block 0 (element K: row 1, col 0) made infinite
+    # (the same each launch: a toggled bit would be back after the second)
+    "into_b": ("", "((uint8_t *)B)[K / GC_QK * GC_QBYTES + 1] = 0x7C;", "verify-failed",
+               "wrote into input B (element 256: row 1, col 0)", "wrote into input B (element 256: row 1, col 0)"),
+    "later_into_b": ("", "if (launches > 1) ((uint8_t *)B)[1] = 0x7C;  /* only after the verification's two */",
+                     "verify-failed", "wrote into input B (element 0: row 0, col 0), fault at 0x",
+                     "after the timed launches: wrote into input B (element 0: row 0, col 0)"),
+}
+
+
+def planted_gemv_q(d, kind, after_dequant, harm):
+    """templates/cpu/gemv_q.c as planted_q_<kind> in d/cpu/: one candidate
+    (NB=64: one task at N <= 64, THREADS=1), @priority 0 (never a default),
+    after_dequant run where a step's blocks of B are dequantized and harm at
+    the end of the kernel; it counts its launches."""
+    src = open(os.path.join(ROOT, "templates", "cpu", "gemv_q.c")).read()
+    src = re.sub(r"\bgemv_q_cpu\b", f"planted_q_{kind}", src)
+    src = re.sub(r"@param NB [\d ]+ default \d+", "@param NB 64 default 64", src)
+    src = re.sub(r"@param THREADS [\d ]+ default \d+", "@param THREADS 1 default 1", src)
+    src = re.sub(r"@param (\w+) [\d ]+ default (\d+)", r"@param \1 \2 default \2", src)
+    src = re.sub(r"@priority \d+", "@priority 0", src)
+    dequant = "      GC_QDEQUANT(b[r] + kb * GC_QBYTES, y[r]);\n"
+    assert dequant in src
+    src = src.replace(dequant, dequant + f"    {after_dequant}\n")
+    head, tail = src.rsplit("}", 1)  # the kernel is the file's last function
+    head = head.replace("#define GQ_R", "static int launches; /* this code object's launches so far */\n"
+                        "#define GQ_R", 1)
+    (d / "cpu" / f"planted_q_{kind}.c").write_text(head + f"  {harm}\n  launches++;\n}}" + tail)
+
+
+@pytest.mark.parametrize("mode,m", [("protected", 1), ("guards-only", 3)])
+def test_planted_quantized_variants_never_win(gc, mode, m):
+    """The tuner verifies a quantized GEMM (B in Q4_K blocks) against the
+    fp64 reference on the dequantized weights: copies of gemv_q_cpu that
+    misread one block's scale, write past C, or write into A or into the
+    weights (in the verification's launches or only after them) are each
+    recorded verify-failed with a reason naming it, beside their unharmed
+    twin measured ok; none wins, and the bundle gcore-gen builds from the
+    database dispatches to none of them. m = 3: rows of A in one register
+    block of MR = 4, the M > 1 path of a decode step."""
+    d = gc.dir / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), d)
+    for kind, (after_dequant, harm, *_) in QHARMS.items():
+        planted_gemv_q(d, kind, after_dequant, harm)
+    env = {"ASAN_OPTIONS": "handle_segv=0:handle_abort=0:detect_leaks=0"}
+    if mode == "guards-only":
+        env["GCORE_CPU_PROTECT"] = "0"
+    problem = ["--op", "gemm", "--m", m, "--n", "64", "--k", "256", "--dtype", "f32:q4_k:f32"]
+    # the defaults of every template: the planted ones, gemv_q_cpu and gemm_q_cpu
+    r = gc("gcore-tune", "--templates", d, *problem, "--db", "t.db", "--timeout", "3", "--min-time", "0.02",
+           "--budget", len(QHARMS) + 2, "--no-progress", env=env)
+    assert r.rc == 0, r
+    by, winner = results(gc.dir / "t.db")
+    reason = 3 if mode == "protected" else 4
+    for kind, spec in QHARMS.items():
+        status, detail, _ = by.get("planted_q_" + kind, (None, "", None))
+        assert status == spec[2], (kind, status, detail, r)
+        assert spec[reason] in detail, (kind, detail)
+    assert by["planted_q_ok"][0] == "ok" and by.get("builtin"), (by, r)
+    assert winner and (winner[0] == "planted_q_ok" or not winner[0].startswith("planted_")), (winner, by)
+    r = gc("gcore-gen", "--templates", d, *problem, "--target", "cpu", "--db", "t.db", "-o", "b.gcb")
+    assert r.rc == 0 and "1 tuned" in r.out, r
+    with sqlite3.connect(gc.dir / "b.gcb") as c:
+        rows = c.execute("SELECT template, m_lo, m_hi, source FROM dispatch").fetchall()
+    assert (winner[0], m, m) in {(t, lo, hi) for t, lo, hi, source in rows if source.startswith("tuned")}, rows
+    assert {t for t, *_ in rows} <= {"planted_q_ok", "gemv_q_cpu", "gemm_q_cpu"}, rows
 
 
 def test_a_kernel_that_keeps_what_it_finds_in_the_cache_is_caught(gc):

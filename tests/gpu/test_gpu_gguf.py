@@ -46,17 +46,18 @@ def margin(rows):
     return (s[..., -1] - s[..., -2]) / np.max(np.abs(rows), axis=-1)
 
 
-@pytest.mark.parametrize("qtype", TYPES)
-def test_gguf_on_the_gpu_matches_reference(gc, qtype):
-    path = str(gc.dir / "m.gguf")
-    G.write_model(path, qtype=qtype, seed=3, **CFG)
+def check(gc, path, what, tol, w=None, extra=()):
+    """path's model through one GPU bundle (gcore-gen and gcore-run with the
+    options extra) against the fp64 forward of w (default: the file's weights
+    as stored): every prompt row and the decode step after it within tol,
+    the greedy tokens where the reference's top two are MARGIN apart."""
     seq = np.random.default_rng(5).integers(3, CFG["vocab"], max(LENGTHS)).tolist()
-    r = gc("gcore-gen", "--model", path, "--target", TARGETS, "--dequant-rows", 40, "-o", "b.gcb")
+    r = gc("gcore-gen", "--model", path, "--target", TARGETS, "--dequant-rows", 40, *extra, "-o", "b.gcb")
     assert r.rc == 0, r
     prompts = gc.dir / "prompts.txt"
     prompts.write_text("".join(",".join(map(str, seq[:t])) + "\n" for t in LENGTHS))
     r = gc("gcore-run", "-m", path, "-b", "b.gcb", "--backend", BACKEND, "--tokens-file", prompts,
-           "-n", "2", "--temp", "0", "--ignore-eos", "--ctx", CFG["max_seq"], "--logits", "l.f32",
+           "-n", "2", "--temp", "0", "--ignore-eos", "--ctx", CFG["max_seq"], "--logits", "l.f32", *extra,
            timeout=600)
     assert r.rc == 0, r
     ids = [[int(x) for x in line.split()] for line in r.out.splitlines()]
@@ -66,9 +67,9 @@ def test_gguf_on_the_gpu_matches_reference(gc, qtype):
     assert logits.size == sum(t + 1 for t in LENGTHS) * V
     logits = logits.reshape(-1, V)
 
-    w, cfg = R.load(path)
+    w0, cfg = R.load(path)
+    w = w0 if w is None else w
     full = R.forward(w, cfg, seq)
-    tol = TOL.get(qtype, TOL_F16)
     at, decided, worst = 0, 0, 0.0
     for t, (tok1, _) in zip(LENGTHS, ids):
         rows = logits[at:at + t + 1]
@@ -76,15 +77,69 @@ def test_gguf_on_the_gpu_matches_reference(gc, qtype):
         err = rel_rows(rows[:t], full[:t])
         worst = max(worst, float(err.max()))
         assert err.max() <= tol, \
-            f"{qtype} prompt of {t}: row {int(err.argmax())} off by {err.max():.3g} (tolerance {tol:g})"
+            f"{what} prompt of {t}: row {int(err.argmax())} off by {err.max():.3g} (tolerance {tol:g})"
         nxt = R.forward(w, cfg, seq[:t] + [tok1])[-1]
         e2 = rel_rows(rows[t:t + 1], nxt[None])[0]
-        assert e2 <= tol, f"{qtype} decode after a prompt of {t}: off by {e2:.3g}"
+        assert e2 <= tol, f"{what} decode after a prompt of {t}: off by {e2:.3g}"
         if margin(full[t - 1]) >= MARGIN:
             decided += 1
-            assert tok1 == int(np.argmax(full[t - 1])), f"{qtype} prompt of {t}: greedy token differs"
+            assert tok1 == int(np.argmax(full[t - 1])), f"{what} prompt of {t}: greedy token differs"
     assert decided >= len(LENGTHS) // 2, f"only {decided} of {len(LENGTHS)} greedy steps were clear"
-    print(f"{qtype}: worst row error {worst:.3g}, {decided} greedy tokens checked")
+    print(f"{what}: worst row error {worst:.3g}, {decided} greedy tokens checked")
+    return w, cfg
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+def test_gguf_on_the_gpu_matches_reference(gc, qtype):
+    path = str(gc.dir / "m.gguf")
+    G.write_model(path, qtype=qtype, seed=3, **CFG)
+    check(gc, path, qtype, TOL.get(qtype, TOL_F16))
+
+
+@pytest.mark.parametrize("qtype", ["Q8_0", "Q4_K"])
+def test_tied_gguf_on_the_gpu(gc, qtype):
+    """No output.weight: the quantized token_embd.weight is the LM head too
+    (gemv_q* over the embedding's blocks) and the gather's table."""
+    path = str(gc.dir / "m.gguf")
+    G.write_model(path, qtype=qtype, seed=3, tied=True, embed_scale=0.05, **CFG)
+    assert "output.weight" not in G.read_gguf(path)[1]
+    w, cfg = check(gc, path, f"{qtype} tied", TOL_F16)
+    assert cfg.tied
+
+
+def test_llama3_rope_gguf_on_the_gpu(gc):
+    """llama3 scaling as llama.cpp stores it (rope_freqs.weight) in the
+    GPU's RoPE, in prompt passes and in the decode step's fused QKV."""
+    path = str(gc.dir / "m.gguf")
+    G.write_model(path, qtype="F16", seed=3, rope_scaling="llama3", rope_theta=500000.0, **CFG)
+    w, cfg = check(gc, path, "F16 llama3 rope", TOL_F16)
+    assert cfg.rope_factors is not None
+    seq = np.random.default_rng(5).integers(3, CFG["vocab"], max(LENGTHS)).tolist()
+    plain = R.forward(w, R.Config(**{**cfg.__dict__, "rope_factors": None}), seq)
+    assert np.max(rel_rows(plain, R.forward(w, cfg, seq))) > 10 * TOL_F16  # the factors matter here
+
+
+def test_f32_gguf_on_the_gpu(gc):
+    """F32 tensors: the f32 problems (f32 activations) on the GPU."""
+    path = str(gc.dir / "m.gguf")
+    G.write_model(path, qtype="F32", seed=3, **CFG)
+    check(gc, path, "F32", TOL_F16)
+
+
+@pytest.mark.parametrize("qtype", ["q8_0", "q4_0", "q4_k"])
+def test_quantize_on_load_on_the_gpu(gc, qtype):
+    """--quantize on an fp16 Hugging Face model: gcore-gen and gcore-run
+    quantize its seven matrices a layer into qtype's blocks, which the GPU
+    keeps; the reference quantizes them with numpy's llama.cpp quantizers."""
+    import tinymodel as TM
+    from test_gguf import quantized
+    path = str(gc.dir / "hf")
+    TM.write_model(path, seed=3, dtype="f16", **CFG)
+    w, cfg = R.load(path)
+    wq = quantized(w, qtype.upper())
+    check(gc, path, f"HF f16 --quantize {qtype}", TOL_F16, w=wq, extra=("--quantize", qtype))
+    seq = np.random.default_rng(5).integers(3, CFG["vocab"], max(LENGTHS)).tolist()
+    assert np.max(rel_rows(R.forward(w, cfg, seq), R.forward(wq, cfg, seq))) > TOL_F16  # not a no-op
 
 
 @pytest.mark.parametrize("qtype", ["Q8_0", "Q4_K"])
