@@ -3,10 +3,13 @@ template that serves AMD (@backend gpu or hip) compiles at its defaults and
 at a sample of its space for gfx90a, gfx942 and gfx1100 through each driver
 that supports the target (comgr where the installed comgr lists the ISA --
 Debian's 5.2 lists gfx90a, not gfx942/gfx1100 -- and clang-19 everywhere);
-a model bundle for all AMD targets builds, no kernel in it spills, and its
-GEMM kernels use the matrix cores (v_mfma on gfx90a/gfx942, v_wmma on
-gfx1100); comgr and clang agree on the kernel symbols and argument layout
-of the same variant; code object v4 on request; clear one-line errors.
+the quantized GEMV and gather at every dtype they list, without spills;
+model bundles for all AMD targets build (llama2.c, fp16, and a Q4_K_M
+GGUF whose weights stay in their blocks), no kernel in them spills, and
+the fp16 one's GEMM kernels use the matrix cores (v_mfma on gfx90a/gfx942,
+v_wmma on gfx1100); comgr and clang agree on the kernel symbols and
+argument layout of the same variant; code object v4 on request; clear
+one-line errors.
 Parts whose tool is missing skip, saying why."""
 import json
 import os
@@ -19,7 +22,7 @@ import subprocess
 import pytest
 
 from conftest import ROOT, SHARED, assert_clean_error, run_tool
-from test_gpu_compile import gpu_templates, shape
+from test_gpu_compile import BLOCK_DTYPES, gpu_templates, shape
 
 CLANG = os.environ.get("GCORE_CLANG") or shutil.which("clang-19") or (
     "/opt/rocm/llvm/bin/clang" if os.path.exists("/opt/rocm/llvm/bin/clang") else None)
@@ -121,6 +124,69 @@ def test_template_compiles(gc, arch, driver, tpl, op, dts, params):
     assert built >= min(need, 2), f"{tpl}: no sampled point was in its space"
 
 
+# The quantized templates whose dtypes a model picks from (activations ×
+# block format × output): test_template_compiles builds their first dtype
+# only, test_quantized_templates_compile_at_every_dtype the others.
+QUANT_OPS = {"gemv_q_gpu": "rmsnorm_gemm_swiglu", "embed_q_gpu": "embed"}
+QUANT_DTYPES = {t[0]: t[2] for t in TEMPLATES if t[0] in QUANT_OPS}
+AMD = ("gfx90a", "gfx942", "gfx1100")
+
+
+def quant_covering(dts, arch):
+    """The dtypes of dts (a template's @dtypes, A:B:C) that arch builds:
+    every target those of a block-format model's GPU recipe (fp16
+    activations, B one of the formats a GGUF file stores: models/recipe.h);
+    the others (fp32 and bf16 activations, NVIDIA's device layouts) each on
+    one target, in turn. A covering that keeps CI time: every dtype on some
+    target, every activation dtype on each (the whole product is twice it)."""
+    model = [d for d in dts if d.split(":")[0] == "f16" and d.split(":")[1] in BLOCK_DTYPES]
+    return model + [d for d in dts if d not in model][AMD.index(arch)::len(AMD)]
+
+
+def quant_workload(arch):
+    """One problem for each (quantized template, dtype of its covering): the
+    GEMV at its most live registers (the fused norm and the SwiGLU pair:
+    rows of gate and up in flight together), the gather; K (N for embed)
+    one 256-element super-block, as every format and device layout needs."""
+    shapes = {"rmsnorm_gemm_swiglu": "m=1 n=96 k=256", "embed": "m=1 n=256 k=50"}
+    return "".join(f"{QUANT_OPS[t]} {dt} {shapes[QUANT_OPS[t]]}\n"
+                   for t, dts in QUANT_DTYPES.items() for dt in quant_covering(dts, arch))
+
+
+@needs_clang
+@pytest.mark.parametrize("arch", AMD)
+def test_quantized_templates_compile_at_every_dtype(gc, arch):
+    """gemv_q_gpu (the decode GEMV of gfx1100, which has no gemv_qmfma, and
+    of the fused-norm steps on CDNA) and embed_q_gpu compile at their
+    defaults for the dtypes they list, block formats and device layouts
+    (quant_covering: a model's on each target, every other on one), through
+    the driver a model's bundle uses (comgr where it lists the ISA, else
+    clang), and no variant spills: one gcore-gen for them all."""
+    assert set(QUANT_DTYPES) == set(QUANT_OPS), "a quantized template is no longer listed for AMD"
+    want = set()
+    for tpl, dts in QUANT_DTYPES.items():  # the covering's promise, for these @dtypes
+        assert set().union(*(quant_covering(dts, a) for a in AMD)) == set(dts), (tpl, dts)
+        assert {d.split(":")[0] for d in quant_covering(dts, arch)} == {d.split(":")[0] for d in dts}
+        want |= {(tpl, dt) for dt in quant_covering(dts, arch)}
+    (gc.dir / "q.txt").write_text(quant_workload(arch))
+    r = gc("gcore-gen", "--target", arch, "--workload", "q.txt", "--force", "gemv_q_gpu",
+           "-o", "q.gcb", "-q")
+    assert r.rc == 0, r
+    with sqlite3.connect(gc.dir / "q.gcb") as c:
+        rows = c.execute("SELECT template, dtypes, params, regs, spills, scratch_bytes, wave, "
+                         "length(blob), compiler FROM code_objects").fetchall()
+    got = {(t, dt) for t, dt, *_ in rows}
+    assert got == want, f"missing {sorted(want - got)}, unexpected {sorted(got - want)}"
+    driver = "comgr" if arch in COMGR else "clang"
+    for tpl, dt, params, regs, spills, scratch, wave, size, compiler in rows:
+        assert compiler.startswith(driver + "|") and size > 0, (tpl, dt, compiler, size)
+        if COMGR:  # metadata is read through comgr
+            assert regs and regs > 0 and wave == WAVE[arch], (tpl, dt, regs, wave)
+            assert spills == 0 and scratch == 0, \
+                f"{tpl} {dt} spills at its defaults on {arch}: {params}, {regs} registers, " \
+                f"{spills} spills, {scratch} scratch bytes"
+
+
 @pytest.fixture(scope="module")
 def model_bundle(tmp_path_factory, cache_dir):
     """One bundle, every AMD target plus the CPU (and sm_90 where NVRTC is)."""
@@ -156,6 +222,31 @@ def f16_bundle(tmp_path_factory, cache_dir):
     return d / "f16.gcb"
 
 
+@pytest.fixture(scope="module")
+def quant_bundle(tmp_path_factory, cache_dir):
+    """A GGUF Llama of the f16 model's shapes in the llama.cpp-like Q4_K_M
+    mix (tinygguf.MIXED: Q4_K, with attn_v, attn_output, ffn_down and
+    output in Q6_K), for the AMD targets only: the decode GEMVs
+    (gemv_qmfma, gemv_q_gpu), the prefill GEMMs on the matrix cores
+    (gemm_q_mfma, gemm_q_wmma) and the gather (embed_q_gpu) on its blocks.
+    --dequant-rows 0: no dense plan, so that every matrix step reads its
+    blocks (the dense plan's GEMMs are f16_bundle's, its gather is checked
+    at every dtype above). Returns (bundle, {GGUF tensor: type})."""
+    if not CLANG:
+        pytest.skip("no clang for AMD (install clang-19 lld-19: make deps)")
+    import tinygguf
+    d = tmp_path_factory.mktemp("amdq")
+    _, _, layout = tinygguf.write_model(str(d / "m.gguf"), qtype=tinygguf.MIXED, dim=256,
+                                        hidden_dim=512, n_layers=1, n_heads=4, n_kv_heads=2,
+                                        vocab=320)
+    r = run_tool("gcore-gen", "--model", d / "m.gguf", "--target", "gfx942,gfx90a,gfx1100",
+                 "--prefill", "16", "--dequant-rows", "0", "-o", "q.gcb", cwd=d,
+                 env={"GCORE_CACHE": cache_dir})
+    assert r.rc == 0, r
+    assert "warning" not in r.err, r
+    return d / "q.gcb", layout["types"]
+
+
 def test_model_bundle_has_every_target(model_bundle):
     path, targets = model_bundle
     with sqlite3.connect(path) as c:  # the ops the recipe uses, as on the CPU
@@ -168,18 +259,43 @@ def test_model_bundle_has_every_target(model_bundle):
             assert got == ops, (t, got)
 
 
-@pytest.mark.parametrize("which", ["stories260K", "f16"])
+@pytest.mark.parametrize("which", ["stories260K", "f16", "q4_k_m"])
 def test_no_kernel_spills(request, which):
     if not COMGR:
         pytest.skip("comgr not installed: AMD resource figures are not read")
-    path = request.getfixturevalue("model_bundle")[0] if which == "stories260K" else \
-        request.getfixturevalue("f16_bundle")
+    fixture = {"stories260K": "model_bundle", "f16": "f16_bundle", "q4_k_m": "quant_bundle"}[which]
+    path = request.getfixturevalue(fixture)
+    path = path if which == "f16" else path[0]
     with sqlite3.connect(path) as c:
         rows = c.execute("SELECT target, template, params, regs, spills, scratch_bytes, occupancy "
                          "FROM code_objects WHERE target LIKE 'gfx%'").fetchall()
     assert {r[0] for r in rows} == {"gfx942", "gfx90a", "gfx1100"}
     bad = [r for r in rows if r[3] is None or r[4] != 0 or r[5] != 0 or not r[6]]
     assert not bad, f"kernels that spill, use scratch or cannot run: {bad}"
+
+
+MATRIX_OPS = ("gemm", "gemm_add", "gemm_swiglu", "rmsnorm_gemm", "rmsnorm_gemm_swiglu")
+
+
+def test_quantized_model_keeps_its_blocks(quant_bundle):
+    """On every AMD target the Q4_K_M model's matrix steps and gather are
+    problems in the file's block formats (fp16 activations), served by code
+    objects of those dtypes: no weight was made dense on the way."""
+    path, types = quant_bundle
+    blocks = {t.lower() for g, t in types.items() if not g.endswith("norm.weight")}
+    assert blocks == {"q4_k", "q6_k"}, types
+    want_embed = {types["token_embd.weight"].lower()}
+    with sqlite3.connect(path) as c:
+        for target in ("gfx942", "gfx90a", "gfx1100"):
+            probs = set(c.execute("SELECT op, ta, tb, tc FROM dispatch WHERE target = ? AND op IN "
+                                  f"({','.join('?' * len(MATRIX_OPS))}, 'embed')",
+                                  (target, *MATRIX_OPS)).fetchall())
+            assert {ta + tc for _, ta, _, tc in probs} == {"f16f16"}, (target, probs)
+            assert {tb for op, _, tb, _ in probs if op != "embed"} == blocks, (target, probs)
+            assert {tb for op, _, tb, _ in probs if op == "embed"} == want_embed, (target, probs)
+            made = {dt for (dt,) in c.execute("SELECT DISTINCT dtypes FROM code_objects "
+                                              "WHERE target = ?", (target,))}
+            assert {f"f16:{b}:f16" for b in blocks} <= made, (target, made)
 
 
 def disassemble(blob, tmp_path, name):
