@@ -555,7 +555,7 @@ DEC_CASES = [
     ("attention_decode_mma.cu", "f16", dict(WARPS=1, KW=64, NST=4, SPLIT=1, DMAX=64)),
     ("attention_decode.cu", "bf16", dict(WARPS=2, KL=16, HPB=2, SPLIT=8, U=2, DMAX=128, L2PF=1)),
     ("attention_decode.cu", "f16", dict(WARPS=4, KL=8, HPB=1, SPLIT=1, U=1, DMAX=128, L2PF=0)),
-    ("attention_decode.cu", "bf16", dict(WARPS=2, KL=16, HPB=2, SPLIT=64, U=2, DMAX=128, L2PF=1, PRE=1)),
+    ("attention_decode.cu", "bf16", dict(WARPS=2, KL=16, HPB=2, SPLIT=32, U=2, DMAX=128, L2PF=1, PRE=1)),
     ("attention_decode.cu", "f16", dict(WARPS=4, KL=8, HPB=1, SPLIT=1, U=1, DMAX=128, L2PF=0, PRE=1)),
 ]
 
@@ -611,7 +611,7 @@ def test_pre_without_the_newest_row_is_caught(tmp_path):
     which the kernel before writes: without its load after the wait (its key
     and value left zero) the results are wrong where the newest row falls in
     a group's first step (64 slices of 301 keys: the last slice's one)."""
-    params = dict(WARPS=2, KL=16, HPB=2, SPLIT=64, U=2, DMAX=128, L2PF=1, PRE=1)
+    params = dict(WARPS=2, KL=16, HPB=2, SPLIT=32, U=2, DMAX=128, L2PF=1, PRE=1)
     old = "ad_fetch(kb + (at.L - 1) * ld, d0, D, vec_ok, kr[u][c]);"
     assert attention_caught(tmp_path, "attention_decode.cu", old, "(void)0;", "f16", params,
                             shapes=DEC_SHAPES[:1], p_rounded=False), "not caught"
