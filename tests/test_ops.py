@@ -132,6 +132,8 @@ def test_parameter_space_sample(gc, tpl, op, params, dt):
         shape = {"attention": (70, 8, 1, params["DMAX"][1] if tpl == "attention_wgmma" else 64),
                  "attention_batch": (3, 8, 1, 64)}.get(
             op, (48, 128, 256))  # 16s, 8 heads a kv head (any HPB); attention_wgmma serves D == DMAX only
+        if op == "rmsnorm_gemm_rope_kv":  # N is heads: four query heads and a kv head of 64
+            shape = (48, 6 * 64, 256, 4, 1, 64)
     if info["decode"]:
         shape = (1,) + tuple(shape[1:])  # decode-only templates serve M = 1
     if info["rows"]:  # a few rows of A; N past a 16-row tile, K past a 32-element chunk (B in a
