@@ -214,6 +214,22 @@ def results(db):
     return by, [t for (t,) in win]
 
 
+def tune_planted(gc, tpl, mode, problem, budget, min_time):
+    """gcore-tune over the templates in tpl (the planted ones and the
+    built-ins) for problem, its CPU kernels page-protected (mode
+    "protected") or guarded by canaries only ("guards-only"); returns
+    (the run, {template: (status, detail, median_us)}, the winner's
+    template). Under ASan: plain signals, and no leak check in a worker that
+    a kernel ends with exit(0) (LeakSanitizer cannot stop its threads there)."""
+    env = {"ASAN_OPTIONS": "handle_segv=0:handle_abort=0:detect_leaks=0"}
+    if mode == "guards-only":
+        env["GCORE_CPU_PROTECT"] = "0"
+    r = gc("gcore-tune", "--templates", tpl, *problem, "--db", "t.db", "--timeout", "3", "--min-time",
+           min_time, "--budget", budget, "--no-progress", env=env)
+    assert r.rc == 0, r
+    return (r, *results(gc.dir / "t.db"))
+
+
 @pytest.mark.parametrize("mode,m", [("protected", 8), ("guards-only", 5)])
 def test_planted_variants_never_win(gc, mode, m):
     """C's end is at a page boundary when protected (512 bytes, a multiple
@@ -221,16 +237,8 @@ def test_planted_variants_never_win(gc, mode, m):
     end between). m > 4: gemv_cpu, faster than the control at m <= 4, does
     not apply."""
     tpl = plant(gc.dir, "cpu", "c", TEMPLATE, HARMS)
-    # under ASan: plain signals, and no leak check in a worker that a kernel
-    # ends with exit(0) (LeakSanitizer cannot stop its threads there)
-    env = {"ASAN_OPTIONS": "handle_segv=0:handle_abort=0:detect_leaks=0"}
-    if mode == "guards-only":
-        env["GCORE_CPU_PROTECT"] = "0"
-    r = gc("gcore-tune", "--templates", tpl, "--op", "gemm", "--m", m, "--n", "16", "--k", "32",
-           "--dtype", "f32", "--db", "t.db", "--timeout", "3", "--min-time", "0.05",
-           "--budget", len(HARMS) + 4, "--no-progress", env=env)
-    assert r.rc == 0, r
-    by, winner = results(gc.dir / "t.db")
+    r, by, winner = tune_planted(gc, tpl, mode, ["--op", "gemm", "--m", m, "--n", "16", "--k", "32",
+                                                 "--dtype", "f32"], len(HARMS) + 4, "0.05")
     reason = 2 if mode == "protected" else 3
     for kind, spec in HARMS.items():
         status, detail, _ = by.get("planted_" + kind, (None, "", None))
@@ -328,15 +336,9 @@ def test_planted_quantized_variants_never_win(gc, mode, m):
     shutil.copytree(os.path.join(ROOT, "templates"), d)
     for kind, (after_dequant, harm, *_) in QHARMS.items():
         planted_gemv_q(d, kind, after_dequant, harm)
-    env = {"ASAN_OPTIONS": "handle_segv=0:handle_abort=0:detect_leaks=0"}
-    if mode == "guards-only":
-        env["GCORE_CPU_PROTECT"] = "0"
     problem = ["--op", "gemm", "--m", m, "--n", "64", "--k", "256", "--dtype", "f32:q4_k:f32"]
     # the defaults of every template: the planted ones, gemv_q_cpu and gemm_q_cpu
-    r = gc("gcore-tune", "--templates", d, *problem, "--db", "t.db", "--timeout", "3", "--min-time", "0.02",
-           "--budget", len(QHARMS) + 2, "--no-progress", env=env)
-    assert r.rc == 0, r
-    by, winner = results(gc.dir / "t.db")
+    r, by, winner = tune_planted(gc, d, mode, problem, len(QHARMS) + 2, "0.02")
     reason = 3 if mode == "protected" else 4
     for kind, spec in QHARMS.items():
         status, detail, _ = by.get("planted_q_" + kind, (None, "", None))
