@@ -610,7 +610,8 @@ def test_pre_without_the_newest_row_is_caught(tmp_path):
     """PRE loads a group's first keys before the wait but the newest row,
     which the kernel before writes: without its load after the wait (its key
     and value left zero) the results are wrong where the newest row falls in
-    a group's first step (64 slices of 301 keys: the last slice's one)."""
+    a group's first step (301 keys in slices of 10 at SPLIT 32: the last slice
+    holds the newest alone)."""
     params = dict(WARPS=2, KL=16, HPB=2, SPLIT=32, U=2, DMAX=128, L2PF=1, PRE=1)
     old = "ad_fetch(kb + (at.L - 1) * ld, d0, D, vec_ok, kr[u][c]);"
     assert attention_caught(tmp_path, "attention_decode.cu", old, "(void)0;", "f16", params,
