@@ -225,8 +225,8 @@ def f16_bundle(tmp_path_factory, cache_dir):
 @pytest.fixture(scope="module")
 def quant_bundle(tmp_path_factory, cache_dir):
     """A GGUF Llama of the f16 model's shapes in the llama.cpp-like Q4_K_M
-    mix (tinygguf.MIXED: Q4_K, with attn_v, attn_output, ffn_down and
-    output in Q6_K), for the AMD targets only: the decode GEMVs
+    mix (tinygguf.MIXED: Q4_K, with output and, in its one layer, attn_v
+    and ffn_down in Q6_K), for the AMD targets only: the decode GEMVs
     (gemv_qmfma, gemv_q_gpu), the prefill GEMMs on the matrix cores
     (gemm_q_mfma, gemm_q_wmma) and the gather (embed_q_gpu) on its blocks.
     --dequant-rows 0: no dense plan, so that every matrix step reads its

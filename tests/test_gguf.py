@@ -352,17 +352,22 @@ def test_dense_plan_matches_reference(gc, cache_dir, qtype):
 
 
 def test_quantized_weights_stay_quantized(gc, bundles):
-    """The bundle of a Q4_K_M-like file computes on the blocks: the matrix
-    steps' problems name Q4_K (gate/up) and Q6_K (tinygguf's mix: attn_output,
-    ffn_down, the LM head), the
-    embedding gather reads the Q4_K table, all through the quantized
-    templates. The QKV projection, whose parts differ (Q6_K attn_v beside
-    Q4_K attn_q/attn_k), is split (models/recipe.h): Q|K on its Q4_K rows
-    and V on its Q6_K rows, their outputs joined by concat where a pass has
-    rows of its own; no step reads a dense copy of them."""
+    """The bundle of a Q4_K_M file (tinygguf.MIXED, llama.cpp's mix: of the
+    two layers, layer 0's attn_v and ffn_down are Q4_K and layer 1's Q6_K;
+    attn_output and gate/up Q4_K, the LM head Q6_K) computes on the blocks,
+    layer by layer in each layer's types: the embedding gather reads the
+    Q4_K table, every matrix step names a block type, all through the
+    quantized templates. Layer 0's QKV, all Q4_K, is one stacked Q4_K
+    projection; layer 1's, whose parts differ (Q6_K attn_v beside Q4_K
+    attn_q/attn_k), is split (models/recipe.h): Q|K on its Q4_K rows and V
+    on its Q6_K rows, their outputs joined by concat where a pass has rows
+    of its own. No step reads a dense copy of a matrix."""
     import sqlite3
     path = str(gc.dir / "mix.gguf")
-    G.write_model(path, qtype=G.MIXED, seed=0, **CFG)
+    _, _, layout = G.write_model(path, qtype=G.MIXED, seed=0, **CFG)
+    types = layout["types"]
+    assert (types["blk.0.attn_v.weight"], types["blk.1.attn_v.weight"]) == ("Q4_K", "Q6_K"), types
+    assert (types["blk.0.ffn_down.weight"], types["blk.1.ffn_down.weight"]) == ("Q4_K", "Q6_K"), types
     with sqlite3.connect(bundles.get(path, G.MIXED)) as c:
         # the CPU recipe's problems (gcore-gen's workload has the GPUs' f16 ones too)
         rows = set(c.execute("SELECT op, tb, n, template FROM dispatch WHERE ta = 'f32'").fetchall())
@@ -371,14 +376,17 @@ def test_quantized_weights_stay_quantized(gc, bundles):
     for op, tb, n, tpl in rows:
         by.setdefault((op, n), set()).add((tb, tpl))
     assert {tb for tb, _ in by[("embed", D)]} == {"q4_k"}
-    assert {tb for tb, _ in by[("gemm_add", D)]} == {"q6_k"}              # attn_output, ffn_down
+    assert {tb for tb, _ in by[("gemm_add", D)]} == {"q4_k", "q6_k"}      # attn_output; ffn_down by layer
     assert {tb for tb, _ in by[("rmsnorm_gemm_swiglu", F)]} == {"q4_k"}
     assert {tb for tb, _ in by[("rmsnorm_gemm", V)]} == {"q6_k"}          # the LM head
     hd = D // CFG["n_heads"]
     qk, v = (CFG["n_heads"] + CFG["n_kv_heads"]) * hd, CFG["n_kv_heads"] * hd
-    assert {tb for tb, _ in by[("rmsnorm_gemm", qk)]} == {"q4_k"}        # attn_q|attn_k
-    assert {tb for tb, _ in by[("rmsnorm_gemm", v)]} == {"q6_k"}         # attn_v
-    assert ("rmsnorm_gemm", qk + v) not in by and ("gemm", qk + v) not in by, by.keys()  # no dense stack
+    assert {tb for tb, _ in by[("rmsnorm_gemm", qk + v)]} == {"q4_k"}    # layer 0: one Q4_K stack
+    assert {tb for tb, _ in by[("rmsnorm_gemm", qk)]} == {"q4_k"}        # layer 1: attn_q|attn_k
+    assert {tb for tb, _ in by[("rmsnorm_gemm", v)]} == {"q6_k"}         # layer 1: attn_v
     assert {tb for tb, _ in by[("concat", qk + v)]} == {"f32"}            # the rows joined (t > 1)
+    matrix = {"gemm", "gemm_add", "rmsnorm_gemm", "gemm_swiglu", "rmsnorm_gemm_swiglu", "embed"}
+    dense = {(op, n, tb) for (op, n), v in by.items() if op in matrix for tb, _ in v if not tb.startswith("q")}
+    assert not dense, dense
     quant_tpls = {tpl for key, v in by.items() for tb, tpl in v if tb.startswith("q")}
     assert quant_tpls <= {"gemv_q_cpu", "gemm_q_cpu", "embed_q_cpu"}, quant_tpls

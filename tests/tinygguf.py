@@ -10,8 +10,9 @@ convert_hf_to_gguf.py lays them out:
     into llama.cpp's adjacent pairs (its `permute`, with n_head_kv for K);
   * llama3 RoPE scaling as the F32 tensor rope_freqs.weight of per-frequency
     factors (computed as convert_hf_to_gguf does, from float32 frequencies);
-  * 1-D tensors in F32, matrices in the requested type (ggufq.py), or a
-    llama.cpp-like mix (Q4_K with attn_v, ffn_down and output in Q6_K);
+  * 1-D tensors in F32, matrices in the requested type (ggufq.py), or
+    llama.cpp's Q4_K_M mix (Q4_K, with output and some layers' attn_v and
+    ffn_down in Q6_K: more_bits);
   * a small SentencePiece-style vocabulary (tokenizer.ggml.*) so that text
     prompts work.
 
@@ -214,14 +215,29 @@ def llama3_rope_factors(cfg: dict) -> np.ndarray:
     return np.asarray(out, dtype=np.float32)
 
 
-MIXED = "Q4_K_M"   # llama.cpp-like mix: Q4_K, with attn_v, ffn_down and output in Q6_K
+MIXED = "Q4_K_M"   # llama.cpp's Q4_K_M mix: Q4_K, with output and some layers' attn_v and ffn_down in Q6_K
 
 
-def tensor_type(gname: str, qtype: str) -> str:
+def more_bits(layer: int, n_layers: int) -> bool:
+    """llama.cpp's use_more_bits: the first and last eighth of the layers,
+    and every third one between, get the larger type in a _M mix."""
+    return layer < n_layers // 8 or layer >= 7 * n_layers // 8 or (layer - n_layers // 8) % 3 == 2
+
+
+def tensor_type(gname: str, qtype: str, n_layers: int = 1) -> str:
+    """The type of GGUF tensor gname in a file of qtype (MIXED: as llama.cpp
+    quantizes Q4_K_M: output.weight Q6_K; blk.N.attn_v and blk.N.ffn_down
+    Q6_K where more_bits(N), else Q4_K; every other matrix Q4_K), so that
+    such a file's layers differ in type as downloaded ones do."""
     if gname.endswith("norm.weight"):
         return "F32"
     if qtype == MIXED:
-        return "Q6_K" if any(k in gname for k in ("attn_v", "ffn_down", "output.weight")) else "Q4_K"
+        if gname == "output.weight":
+            return "Q6_K"
+        parts = gname.split(".")
+        if parts[0] == "blk" and parts[2] in ("attn_v", "ffn_down"):
+            return "Q6_K" if more_bits(int(parts[1]), n_layers) else "Q4_K"
+        return "Q4_K"
     return qtype
 
 
@@ -290,7 +306,7 @@ def write_llama(path: str, hf_cfg: dict, weights: Dict[str, np.ndarray], qtype: 
             a = permute(a, nh)
         elif g.endswith("attn_k.weight"):
             a = permute(a, nkv)
-        t = tensor_type(g, qtype)
+        t = tensor_type(g, qtype, c["num_hidden_layers"])
         if a.ndim == 1 and exact_norms and mat_float:
             a = Q.roundtrip(mat_float, a)
         tensors.append((g, Q.TYPES[t][0], list(reversed(a.shape)), Q.quantize(t, a)))
