@@ -332,6 +332,94 @@ void gc_quant_dequantize(gc_qtype_t t, const void *src, float *dst, int64_t n) {
   }
 }
 
+/* ---- ggml's formats gcore has no kernels for (made dense at load) -------- */
+
+static const int8_t q_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* Q4_1 and Q5_1 (a min m: y = d·q + m) and Q5_0 (m NULL: y = d·(q −
+ * 16)): 32 elements at y; q is the low nibble of qs[j] (element j) or its
+ * high one (element j + 16), with bit j of the little-endian word qh as
+ * its fifth bit where qh is given. */
+static void dq_legacy(const uint8_t *qs, const uint8_t *qh, float d, const float *m, float *y) {
+  uint32_t h = qh ? (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24 : 0;
+  for (int j = 0; j < 32; j++) {
+    int q = (j < 16 ? qs[j] & 15 : qs[j - 16] >> 4) | (int)(h >> j & 1) << 4;
+    y[j] = m ? d * (float)q + *m : d * (float)(q - 16);
+  }
+}
+
+/* Q2_K: 256 elements; scales[16] (low nibble scale, high nibble min),
+ * qs[64] (2 bits), then half d, half dmin. */
+static void dq_q2_k(const uint8_t *p, float *y) {
+  float d = gc_half_to_float(q_rd16(p + 80)), dmin = gc_half_to_float(q_rd16(p + 82));
+  for (int e = 0; e < 256; e++) {
+    int n = e / 128, j = e % 128 / 32, l = e % 32, sc = p[8 * n + 2 * j + l / 16];
+    int q = p[16 + 32 * n + l] >> 2 * j & 3;
+    y[e] = d * (float)(sc & 15) * (float)q - dmin * (float)(sc >> 4);
+  }
+}
+
+/* Q3_K's 6-bit scale is (0 .. 15) from its 12 packed bytes. */
+static int q3k_scale(const uint8_t *s, int is) {
+  int lo = is < 8 ? s[is] & 15 : s[is - 8] >> 4;
+  int hi = s[8 + is % 4] >> 2 * (is / 4) & 3;
+  return (lo | hi << 4) - 32;
+}
+
+/* Q3_K: 256 elements; hmask[32], qs[64] (2 bits), scales[12], half d. */
+static void dq_q3_k(const uint8_t *p, float *y) {
+  float d = gc_half_to_float(q_rd16(p + 108));
+  for (int e = 0; e < 256; e++) {
+    int n = e / 128, j = e % 128 / 32, l = e % 32;
+    int q = (p[32 + 32 * n + l] >> 2 * j & 3) - (p[l] >> (4 * n + j) & 1 ? 0 : 4);
+    y[e] = d * (float)q3k_scale(p + 96, 8 * n + 2 * j + l / 16) * (float)q;
+  }
+}
+
+/* IQ4_NL (32 elements: half d, qs[16]) and IQ4_XS (256: half d, uint16
+ * scales_h, scales_l[4], qs[128]): 4-bit indices into q_iq4nl. */
+static void dq_iq4(const uint8_t *qs, float d, float *y) {
+  for (int j = 0; j < 16; j++) {
+    y[j] = d * (float)q_iq4nl[qs[j] & 15];
+    y[j + 16] = d * (float)q_iq4nl[qs[j] >> 4];
+  }
+}
+static void dq_iq4_xs(const uint8_t *p, float *y) {
+  float d = gc_half_to_float(q_rd16(p));
+  unsigned sh = q_rd16(p + 2);
+  for (int b = 0; b < 8; b++) {
+    int ls = (p[4 + b / 2] >> 4 * (b % 2) & 15) | (int)(sh >> 2 * b & 3) << 4;
+    dq_iq4(p + 8 + 16 * b, d * (float)(ls - 32), y + 32 * b);
+  }
+}
+
+int gc_quant_ggml_foreign(uint32_t ggml_type) {
+  switch (ggml_type) {
+    case 3: case 6: case 7: case 10: case 11: case 20: case 23: return 1;
+    default: return 0;
+  }
+}
+
+int gc_quant_ggml_dequantize(uint32_t ggml_type, const void *src, float *dst, int64_t n) {
+  const char *name;
+  int block, bytes;
+  if (!gc_quant_ggml_foreign(ggml_type) || gc_quant_ggml_info(ggml_type, &name, &block, &bytes)) return GC_ENOTFOUND;
+  const uint8_t *p = src;
+  for (int64_t i = 0; i < n / block; i++, p += bytes, dst += block) {
+    float d = gc_half_to_float(q_rd16(p)), m = gc_half_to_float(q_rd16(p + 2));
+    switch (ggml_type) {
+      case 3: dq_legacy(p + 4, NULL, d, &m, dst); break;  /* Q4_1: half d, half m, qs[16] */
+      case 6: dq_legacy(p + 6, p + 2, d, NULL, dst); break; /* Q5_0: half d, qh[4], qs[16] */
+      case 7: dq_legacy(p + 8, p + 4, d, &m, dst); break;   /* Q5_1: half d, half m, qh[4], qs[16] */
+      case 10: dq_q2_k(p, dst); break;
+      case 11: dq_q3_k(p, dst); break;
+      case 20: dq_iq4(p + 2, d, dst); break; /* IQ4_NL */
+      case 23: dq_iq4_xs(p, dst); break;
+    }
+  }
+  return GC_OK;
+}
+
 /* ---- llama.cpp's reference quantizers ------------------------------------ */
 
 /* Round to nearest, ties to even, as ggml's nearest_int (|v| < 2^22). */

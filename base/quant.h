@@ -54,6 +54,43 @@
  * F32, F16, BF16: blocks of one element of 4, 2, 2 bytes; BF16 is the
  *        upper half of a float32's bits.
  *
+ * ggml formats gcore reads but has no kernels for: the loader dequantizes
+ * them (gc_quant_ggml_dequantize) and rounds the floats to F16 once
+ * (models/weights.c). They are what llama.cpp's K-quant mixes fall back to
+ * for rows that are not whole 256-element blocks (Q5_0, Q5_1, Q8_0), its
+ * Q2_K/Q3_K mixes, and its legacy and importance-matrix 4-bit types. ggml
+ * type ids in brackets; j < 16 unless said; y exact in float32 but where
+ * a rounding is named.
+ * Q4_1 [3]   32 elements, 20 bytes: half d; half m; uint8 qs[16].
+ *        y[j] = fl(h(d) * (qs[j] & 15) + h(m)), y[j + 16] likewise with
+ *        qs[j] >> 4.
+ * Q5_0 [6]   32 elements, 22 bytes: half d; uint8 qh[4]; uint8 qs[16].
+ *        With H the little-endian word qh: q_j = (qs[j] & 15) | bit j of
+ *        H << 4, q_{j+16} = (qs[j] >> 4) | bit j+16 of H << 4;
+ *        y[i] = h(d) * (q_i - 16), i < 32.
+ * Q5_1 [7]   32 elements, 24 bytes: half d; half m; uint8 qh[4];
+ *        uint8 qs[16]. q_i as Q5_0's; y[i] = fl(h(d) * q_i + h(m)).
+ * Q2_K [10]  256 elements, 84 bytes: uint8 scales[16]; uint8 qs[64];
+ *        half d; half dmin. Element e = 128n + 32k + l (n < 2, k < 4,
+ *        l < 32): s = scales[8n + 2k + l/16], q = (qs[32n + l] >> 2k) & 3,
+ *        y[e] = fl(h(d) * (s & 15) * q - h(dmin) * (s >> 4)).
+ * Q3_K [11]  256 elements, 110 bytes: uint8 hmask[32]; uint8 qs[64];
+ *        uint8 scales[12]; half d. Element e = 128n + 32k + l as Q2_K:
+ *        q = ((qs[32n + l] >> 2k) & 3) - (bit 4n + k of hmask[l] ? 0 : 4),
+ *        y[e] = h(d) * sc[8n + 2k + l/16] * q, with the 6-bit scales
+ *        (i < 16) sc[i] = (lo | hi << 4) - 32, lo = scales[i] & 15 for
+ *        i < 8, scales[i - 8] >> 4 after; hi = (scales[8 + i % 4] >>
+ *        2(i / 4)) & 3.
+ * IQ4_NL [20] 32 elements, 18 bytes: half d; uint8 qs[16]. With K =
+ *        {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53,
+ *        69, 89, 113}: y[j] = h(d) * K[qs[j] & 15], y[j + 16] = h(d) *
+ *        K[qs[j] >> 4].
+ * IQ4_XS [23] 256 elements, 136 bytes: half d; uint16 scales_h; uint8
+ *        scales_l[4]; uint8 qs[128]. Sub-block b < 8 (32 elements, qs[16b
+ *        .. 16b+16)) is an IQ4_NL block with scale h(d) * (ls - 32),
+ *        ls = ((scales_l[b/2] >> 4(b%2)) & 15) | ((scales_h >> 2b) & 3) << 4
+ *        (the products exact: 11 + 6 + 7 bits).
+ *
  * gcore's device layouts (never in files): eight Q8_0 or Q4_0 blocks (256
  * elements, blocks j = 0..7) with their bytes permuted so that a GPU lane
  * reads its part t (t = 0..3: elements 4t..4t+3 and 16+4t..16+4t+3 of
@@ -136,6 +173,16 @@ int gc_quant_parse(const char *name, gc_qtype_t *out);
  * elements and bytes per block, so that every tensor's size can be checked.
  * Returns GC_OK, or GC_ENOTFOUND for an id ggml does not define. */
 int gc_quant_ggml_info(uint32_t ggml_type, const char **name, int *block, int *bytes);
+
+/* 1 when ggml type id ggml_type is one of the formats gcore reads but
+ * has no kernels for (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS:
+ * above), 0 otherwise. */
+int gc_quant_ggml_foreign(uint32_t ggml_type);
+
+/* Dequantize n elements (a whole number of blocks, the caller checks) of
+ * such a type from src to dst as the formulas above give them: GC_OK, or
+ * GC_ENOTFOUND (dst untouched) for any other type. */
+int gc_quant_ggml_dequantize(uint32_t ggml_type, const void *src, float *dst, int64_t n);
 
 /* Bytes of n elements of t, or 0 when n is negative, not a whole number
  * of blocks, or t is unknown. */

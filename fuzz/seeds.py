@@ -315,7 +315,8 @@ def expr_seeds() -> None:
 
 def gguf_model_seeds(tmp: str) -> None:
     """Tiny GGUF models (tests/tinygguf.py): F16 with llama3 rope factors,
-    BF16, Q4_0 untied, Q8_0 tied; a few KiB each. A model all in a K-quant
+    BF16, Q4_0 untied, Q8_0 tied, and the formats gcore makes F16 at load;
+    a few KiB each. A model all in a K-quant
     would need rows of 256 everywhere, a seed over the fuzzer's input limit
     (fuzz/run.sh: 64 KiB), so each K-quant seed (q4_k, q5_k, q6_k) is a model
     of width 32 with an FFN of 256: ffn_down, the matrix with rows of 256, in
@@ -336,6 +337,20 @@ def gguf_model_seeds(tmp: str) -> None:
         path = os.path.join(tmp, qtype + ".gguf")
         tinygguf.write_llama(path, cfg, w, qtype="Q8_0", extra_tensors=[
             ("blk.0.ffn_down.weight", ggufq.TYPES[qtype][0], list(reversed(down.shape)),
+             ggufq.quantize(qtype, down))])
+        put("gguf_model", qtype.lower(), read(path))
+    # the formats gcore makes F16 at load: the 32-element ones as the whole
+    # model, the 256-element ones (Q2_K, Q3_K, IQ4_XS) as its ffn_down
+    for qtype in ("Q4_1", "Q5_0", "Q5_1", "IQ4_NL"):
+        path = os.path.join(tmp, qtype + ".gguf")
+        tinygguf.write_model(path, qtype=qtype, **tiny)
+        put("gguf_model", qtype.lower(), read(path))
+    for qtype in ("Q2_K", "Q3_K", "IQ4_XS"):
+        w = tinymodel.random_weights(cfg)
+        down = w.pop("model.layers.0.mlp.down_proj.weight").astype("float32")
+        path = os.path.join(tmp, qtype + ".gguf")
+        tinygguf.write_llama(path, cfg, w, qtype="Q8_0", extra_tensors=[
+            ("blk.0.ffn_down.weight", ggufq.FOREIGN_TYPES[qtype][0], list(reversed(down.shape)),
              ggufq.quantize(qtype, down))])
         put("gguf_model", qtype.lower(), read(path))
 

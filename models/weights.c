@@ -340,22 +340,71 @@ static const char *const w_gguf_layer_names[GC_LLAMA_LAYER_TENSORS] = {
     "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_down", "ffn_up",
 };
 
+/* dst (bound to GGUF tensor t, ne elements in rows of cols) becomes t's
+ * values dequantized (t's type is one gcore has no kernels for:
+ * gc_quant_ggml_foreign) and rounded to F16 once, in memory owned by w;
+ * the type is counted in w's note. GC_EUNSUPPORTED where a value is
+ * beyond F16's range. */
+static int w_dense_at_load(gc_llama_weights_t *w, gc_weight_t *dst, const gc_gguf_tensor_t *t, int64_t cols,
+                           gc_err_t *e) {
+  const char *tn;
+  int block, bytes;
+  gc_quant_ggml_info(t->type, &tn, &block, &bytes);
+  const int64_t rows = t->nelem / cols;
+  const uint64_t rb = (uint64_t)(cols / block) * (uint64_t)bytes;
+  uint16_t *h = w_own(w, (size_t)t->nelem * 2, e);
+  float *tmp = h ? gc_malloc((size_t)cols * sizeof *tmp, e) : NULL;
+  if (!tmp) return GC_ENOMEM;
+  int rc = GC_OK;
+  for (int64_t r = 0; r < rows && !rc; r++) {
+    gc_quant_ggml_dequantize(t->type, t->data + (uint64_t)r * rb, tmp, cols);
+    for (int64_t c = 0; c < cols; c++) {
+      uint16_t v = gc_float_to_half(tmp[c]);
+      if ((v & 0x7c00) == 0x7c00 && tmp[c] == tmp[c]) {
+        rc = gc_err_set(e, GC_EUNSUPPORTED, "%s: a %s value (%g) is beyond F16's range, to which gcore makes %s "
+                        "tensors at load", dst->name, tn, (double)tmp[c], tn);
+        break;
+      }
+      h[r * cols + c] = v;
+    }
+  }
+  free(tmp);
+  if (rc) return rc;
+  dst->dtype = GC_ST_F16;
+  dst->data = h;
+  dst->nbytes = (size_t)t->nelem * 2;
+  w->dense_at_load++;
+  if (!strstr(w->dense_types, tn) && strlen(w->dense_types) + strlen(tn) + 3 < sizeof w->dense_types)
+    snprintf(w->dense_types + strlen(w->dense_types), sizeof w->dense_types - strlen(w->dense_types), "%s%s",
+             w->dense_types[0] ? ", " : "", tn);
+  return GC_OK;
+}
+
 /* Bind dst to GGUF tensor name, which must hold [r] (c == 0) or [r, c]
- * (GGUF writes dims innermost first: {c, r}) in a type gcore reads. */
+ * (GGUF writes dims innermost first: {c, r}) in a type gcore reads: one it
+ * computes on, or one made F16 at load (w_dense_at_load). */
 static int w_bind_gguf(gc_llama_weights_t *w, gc_weight_t *dst, const char *name, int64_t r, int64_t c,
                        gc_err_t *e) {
   const gc_gguf_tensor_t *t = gc_gguf_tensor(w->gguf, name);
   gc_qtype_t q;
   if (!t) return gc_err_set(e, GC_ENOTFOUND, "%s: tensor missing from %s", name, gc_gguf_path(w->gguf));
-  if (gc_quant_from_ggml(t->type, &q))
+  const int foreign = gc_quant_ggml_foreign(t->type);
+  if (gc_quant_from_ggml(t->type, &q) && !foreign)
     return gc_err_set(e, GC_EUNSUPPORTED, "%s: tensor type %s is not supported (gcore reads F32, F16, BF16, Q8_0, "
-                      "Q4_0, Q4_K, Q5_K, Q6_K)", name, t->type_name);
+                      "Q4_0, Q4_K, Q5_K, Q6_K, and makes Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL and IQ4_XS F16 "
+                      "at load)", name, t->type_name);
   int ndim = c ? 2 : 1;
   if (t->ndim != ndim || t->ne[0] != (c ? c : r) || (c && t->ne[1] != r))
     return gc_err_set(e, GC_ECORRUPT, "%s: dims {%lld, %lld}%s in GGUF order (row length first) but the config "
                       "implies {%lld%s%.0lld}", name, (long long)t->ne[0], (long long)t->ne[1],
                       t->ndim > 2 ? ", ..." : "", (long long)(c ? c : r), c ? ", " : "", (long long)(c ? r : 0));
   snprintf(dst->name, sizeof dst->name, "%s", name);
+  if (foreign) {
+    dst->ndim = ndim;
+    dst->shape[0] = r;
+    dst->shape[1] = c;
+    return w_dense_at_load(w, dst, t, t->ne[0], e);
+  }
   dst->dtype = (gc_st_dtype_t)q;
   dst->ndim = ndim;
   dst->shape[0] = r;
@@ -509,6 +558,14 @@ static int w_convert(gc_llama_weights_t *w, const gc_weight_t *src, gc_weight_t 
   }
   free(tmp);
   return rc;
+}
+
+void gc_weights_note(const gc_llama_weights_t *w, char *buf, size_t n) {
+  if (!n) return;
+  buf[0] = 0;
+  if (w->dense_at_load)
+    snprintf(buf, n, "%d tensor%s in %s (formats gcore has no kernels for) made F16 at load", w->dense_at_load,
+             w->dense_at_load == 1 ? "" : "s", w->dense_types);
 }
 
 int gc_weights_quantized(const gc_llama_weights_t *w) {

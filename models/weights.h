@@ -55,6 +55,9 @@ typedef struct gc_llama_weights {
   gc_weight_t classifier;           /* [vocab, dim]; when tied, the same
                                        data as tok_embeddings */
   int mixed_dtypes;                 /* 1 if not all tensors share weight_dtype */
+  int dense_at_load;                /* GGUF tensors in formats gcore has no kernels
+                                       for, made F16 at load (base/quant.h) */
+  char dense_types[64];             /* their types: "Q5_0, Q3_K" */
   /* private: what the pointers point into */
   gc_st_t *st;
   gc_llama2c_t *l2c;
@@ -66,7 +69,8 @@ typedef struct gc_llama_weights {
 
 /* Open a model: a directory is read as Hugging Face (config.json +
  * safetensors), a regular file starting with "GGUF" as GGUF (architecture
- * llama; tensors memory-mapped, F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K),
+ * llama; tensors memory-mapped, F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K; Q4_1,
+ * Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL and IQ4_XS dequantized to F16 copies),
  * any other file as a llama2.c checkpoint. On success *out is a view to
  * release with gc_weights_close. Errors carry the tensor's or file's name:
  * GC_ENOTFOUND (missing file or tensor), GC_ECORRUPT (bad file, wrong
@@ -77,6 +81,11 @@ int gc_weights_open(const char *path, gc_llama_weights_t **out, gc_err_t *e);
 int gc_weights_open_hf(const char *dir, gc_llama_weights_t **out, gc_err_t *e);
 int gc_weights_open_llama2c(const char *path, gc_llama_weights_t **out, gc_err_t *e);
 int gc_weights_open_gguf(const char *path, gc_llama_weights_t **out, gc_err_t *e);
+
+/* The line a tool prints after opening w where tensors were made F16 at
+ * load ("12 tensors in Q5_0, Q3_K (formats gcore has no kernels for) made
+ * F16 at load"), or "" where none were. */
+void gc_weights_note(const gc_llama_weights_t *w, char *buf, size_t n);
 
 /* 1 when path is a regular file that starts with the GGUF magic. */
 int gc_weights_is_gguf(const char *path);

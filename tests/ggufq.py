@@ -7,8 +7,9 @@ and quantize_row_*_ref), independent of gcore's C code (base/quant.c).
         Q8_0, Q4_0, Q4_K: llama.cpp's reference quantizers, operation by
               operation in float32 (every product and sum rounded on its
               own, sums in element order), so the bytes equal gcore's;
-        Q5_K, Q6_K: simple valid quantizers (not llama.cpp's search), for
-              writing test files only.
+        Q5_K, Q6_K, and the formats gcore makes F16 at load (FOREIGN_TYPES:
+              Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS): simple valid
+              quantizers (not llama.cpp's search), for writing test files only.
 
 Blocks are vectorised across the rows of a tensor; within a block the
 loops run in the C code's order where float32 rounding depends on it.
@@ -25,9 +26,14 @@ TYPES = {
     "Q8_0": (8, 32, 34), "Q4_0": (2, 32, 18),
     "Q4_K": (12, 256, 144), "Q5_K": (13, 256, 176), "Q6_K": (14, 256, 210),
 }
+# ggml types gcore reads but has no kernels for: made F16 at load
+# (base/quant.h). dequantize reads them; quantize writes them with simple
+# valid quantizers (not llama.cpp's), for test files only.
+FOREIGN_TYPES = {"Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22), "Q5_1": (7, 32, 24), "Q2_K": (10, 256, 84),
+                 "Q3_K": (11, 256, 110), "IQ4_NL": (20, 32, 18), "IQ4_XS": (23, 256, 136)}
 # Other ggml type ids with their block sizes (for writing files gcore must refuse).
-OTHER_TYPES = {"Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22), "Q2_K": (10, 256, 84), "I8": (24, 1, 1),
-               "F64": (28, 1, 8), "IQ4_NL": (20, 32, 18)}
+OTHER_TYPES = {"IQ2_XXS": (16, 256, 66), "Q8_1": (9, 32, 36), "I8": (24, 1, 1), "F64": (28, 1, 8)}
+IQ4NL_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int32)
 
 
 # gcore's device layouts (base/quant.h; never in files): eight blocks of
@@ -41,7 +47,7 @@ def nbytes(name: str, n: int) -> int:
         _, blk, size = DEVICE_TYPES[name]
         assert n % blk == 0, f"{n} elements are not whole {name} blocks of {blk}"
         return n // blk * size
-    _, blk, size = TYPES[name] if name in TYPES else OTHER_TYPES[name]
+    _, blk, size = {**TYPES, **FOREIGN_TYPES, **OTHER_TYPES}[name]
     assert n % blk == 0, f"{n} elements are not whole {name} blocks of {blk}"
     return n // blk * size
 
@@ -68,7 +74,7 @@ def bf16_to_f32(bits) -> np.ndarray:
 
 
 def _blocks(raw, name: str, n: int) -> np.ndarray:
-    _, blk, size = TYPES[name]
+    _, blk, size = TYPES[name] if name in TYPES else FOREIGN_TYPES[name]
     b = np.frombuffer(bytes(raw), dtype=np.uint8) if not isinstance(raw, np.ndarray) else raw.astype(np.uint8)
     assert n % blk == 0 and b.size == n // blk * size, f"{name}: {b.size} bytes for {n} elements"
     return b.reshape(n // blk, size)
@@ -179,6 +185,81 @@ def from_device(name: str, raw) -> bytes:
     return out.tobytes()
 
 
+def _fifth_bits(b: np.ndarray, off: int) -> np.ndarray:
+    """Q5_0/Q5_1: bit i of the little-endian word at off, as int32 [nb, 32]."""
+    h = np.ascontiguousarray(b[:, off:off + 4]).view("<u4").astype(np.int64)
+    return ((h >> np.arange(32)) & 1).astype(np.int32)
+
+
+def _nibbles(q: np.ndarray) -> np.ndarray:
+    """[nb, 16] bytes -> [nb, 32] levels: low nibbles, then high ones."""
+    q = q.astype(np.int32)
+    return np.concatenate([q & 15, q >> 4], axis=1)
+
+
+def _q3k_scales(sc: np.ndarray) -> np.ndarray:
+    """Q3_K's 16 six-bit scales minus 32, from its 12 bytes [nb, 12], as
+    ggml unpacks them: three little-endian words, masks and shifts."""
+    a = np.ascontiguousarray(sc).view("<u4").astype(np.int64)   # [nb, 3]
+    k1, k2 = 0x03030303, 0x0F0F0F0F
+    w = [(a[:, 0] & k2) | (((a[:, 2] >> 0) & k1) << 4),
+         (a[:, 1] & k2) | (((a[:, 2] >> 2) & k1) << 4),
+         ((a[:, 0] >> 4) & k2) | (((a[:, 2] >> 4) & k1) << 4),
+         ((a[:, 1] >> 4) & k2) | (((a[:, 2] >> 6) & k1) << 4)]
+    out = np.stack(w, axis=1).astype("<u4").view(np.uint8)       # [nb, 16] bytes
+    return out.astype(np.int32) - 32
+
+
+def _dq_foreign(name: str, b: np.ndarray) -> np.ndarray:
+    nb = b.shape[0]
+    if name in ("Q4_1", "Q5_0", "Q5_1"):
+        d = _half(b, 0)
+        qs = {"Q4_1": 4, "Q5_0": 6, "Q5_1": 8}[name]
+        q = _nibbles(b[:, qs:qs + 16])
+        if name != "Q4_1":
+            q = q | (_fifth_bits(b, 2 if name == "Q5_0" else 4) << 4)
+        if name == "Q5_0":
+            return d * (q - 16).astype(F)
+        return d * q.astype(F) + _half(b, 2)                       # one rounding
+    if name == "IQ4_NL":
+        return _half(b, 0) * IQ4NL_VALUES[_nibbles(b[:, 2:18])].astype(F)
+    y = np.empty((nb, 256), F)
+    if name == "IQ4_XS":
+        d = _half(b, 0)[:, 0]
+        sh = np.ascontiguousarray(b[:, 2:4]).view("<u2").astype(np.int32)[:, 0]
+        for sb in range(8):
+            ls = ((b[:, 4 + sb // 2].astype(np.int32) >> (4 * (sb % 2))) & 15) | (((sh >> (2 * sb)) & 3) << 4)
+            dl = d * (ls - 32).astype(F)                            # exact
+            y[:, 32 * sb:32 * sb + 32] = dl[:, None] * IQ4NL_VALUES[_nibbles(b[:, 8 + 16 * sb:24 + 16 * sb])].astype(F)
+        return y
+    if name == "Q2_K":
+        sc = b[:, 0:16].astype(np.int32)
+        qs = b[:, 16:80].astype(np.int32).reshape(nb, 2, 32)
+        d, dmin = _half(b, 80)[:, 0], _half(b, 82)[:, 0]
+        for half in range(2):
+            for k in range(4):
+                q = ((qs[:, half] >> (2 * k)) & 3).astype(F)           # [nb, 32]
+                s = sc[:, 8 * half + 2 * k + np.arange(32) // 16]     # [nb, 32]
+                dl = d[:, None] * (s & 15).astype(F)                  # exact
+                ml = dmin[:, None] * (s >> 4).astype(F)               # exact
+                y[:, 128 * half + 32 * k:128 * half + 32 * k + 32] = dl * q - ml
+        return y
+    if name == "Q3_K":
+        hm = b[:, 0:32].astype(np.int32)
+        qs = b[:, 32:96].astype(np.int32).reshape(nb, 2, 32)
+        sc = _q3k_scales(b[:, 96:108])
+        d = _half(b, 108)[:, 0]
+        for half in range(2):
+            for k in range(4):
+                low = (qs[:, half] >> (2 * k)) & 3
+                high = (hm >> (4 * half + k)) & 1
+                q = (low - 4 * (1 - high)).astype(F)
+                s = sc[:, 8 * half + 2 * k + np.arange(32) // 16].astype(F)
+                y[:, 128 * half + 32 * k:128 * half + 32 * k + 32] = (d[:, None] * s) * q
+        return y
+    raise ValueError(name)
+
+
 def dequantize(name: str, raw, n: int) -> np.ndarray:
     """n values of type name stored in raw (bytes or uint8 array): float32 [n]."""
     if name in DEVICE_TYPES:
@@ -202,6 +283,8 @@ def dequantize(name: str, raw, n: int) -> np.ndarray:
         y = _dq_k(b, 16, 48)
     elif name == "Q6_K":
         y = _dq_q6_k(b)
+    elif name in FOREIGN_TYPES:
+        y = _dq_foreign(name, b)
     else:
         raise ValueError(name)
     return y.reshape(-1).astype(F)
@@ -412,6 +495,102 @@ def _q6_k(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def _put_half(out: np.ndarray, off: int, v) -> np.ndarray:
+    """Store float32 v [nb] as halves at byte off of each block; returns
+    the halves' values (what the blocks hold)."""
+    h = f16(v)
+    out[:, off:off + 2] = h.view(np.uint8).reshape(-1, 2)
+    return h.astype(F)
+
+
+def _nearest_level(x: np.ndarray, scale: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(scale != 0, np.rint(x / scale), 0)
+    return np.clip(q, lo, hi).astype(np.int32)
+
+
+def _put_nibbles(out: np.ndarray, off: int, q: np.ndarray) -> None:
+    """Levels [nb, 32] (low 4 bits) as 16 bytes: element j low, j+16 high."""
+    out[:, off:off + 16] = ((q[:, :16] & 15) | ((q[:, 16:] & 15) << 4)).astype(np.uint8)
+
+
+def _quant_foreign(name: str, x: np.ndarray) -> np.ndarray:
+    """Simple valid blocks of a FOREIGN_TYPES format for x [nb, block] (the
+    values a block holds are its dequantization, not x; close to it)."""
+    nb = x.shape[0]
+    out = np.zeros((nb, FOREIGN_TYPES[name][2]), np.uint8)
+    if name in ("Q4_1", "Q5_1"):
+        top = 15 if name == "Q4_1" else 31
+        lo, hi = x.min(axis=1), x.max(axis=1)
+        d = _put_half(out, 0, (hi - lo) / top)
+        m = _put_half(out, 2, lo)
+        q = _nearest_level(x - m[:, None], d[:, None], 0, top)
+        if name == "Q4_1":
+            _put_nibbles(out, 4, q)
+        else:
+            out[:, 4:8] = ((q >> 4) << np.arange(32)).sum(axis=1).astype("<u4").view(np.uint8).reshape(nb, 4)
+            _put_nibbles(out, 8, q)
+        return out
+    if name == "Q5_0":
+        amax = x[np.arange(nb), np.abs(x).argmax(axis=1)]
+        d = _put_half(out, 0, amax / -16)
+        q = _nearest_level(x, d[:, None], -16, 15) + 16
+        out[:, 2:6] = ((q >> 4) << np.arange(32)).sum(axis=1).astype("<u4").view(np.uint8).reshape(nb, 4)
+        _put_nibbles(out, 6, q)
+        return out
+    if name == "IQ4_NL":
+        d = _put_half(out, 0, np.abs(x).max(axis=1) / 127)
+        q = np.abs(x[:, :, None] - d[:, None, None] * IQ4NL_VALUES[None, None, :]).argmin(axis=2)
+        _put_nibbles(out, 2, q)
+        return out
+    if name == "IQ4_XS":
+        sub = x.reshape(nb, 8, 32)
+        a = np.abs(sub).max(axis=2) / 127                          # [nb, 8] wanted sub-block scales
+        d = _put_half(out, 0, a.max(axis=1) / 31)
+        ls = _nearest_level(a, d[:, None], 0, 31) + 32               # scale d·(ls − 32) >= 0
+        out[:, 2:4] = ((ls >> 4) << (2 * np.arange(8))).sum(axis=1).astype("<u2").view(np.uint8).reshape(nb, 2)
+        for sb in range(8):
+            v = ls[:, sb] & 15
+            out[:, 4 + sb // 2] |= (v << (4 * (sb % 2))).astype(np.uint8)
+            dl = d * (ls[:, sb] - 32).astype(F)
+            q = np.abs(sub[:, sb, :, None] - dl[:, None, None] * IQ4NL_VALUES[None, None, :]).argmin(axis=2)
+            _put_nibbles(out, 8 + 16 * sb, q)
+        return out
+    g = x.reshape(nb, 16, 16)                                        # 16 groups of 16
+    if name == "Q2_K":
+        lo, hi = np.minimum(g.min(axis=2), 0), g.max(axis=2)
+        a, m = (hi - lo) / 3, -lo                                    # y = a·q − m, q < 4
+        d = _put_half(out, 80, a.max(axis=1) / 15)
+        dmin = _put_half(out, 82, m.max(axis=1) / 15)
+        sc = _nearest_level(a, d[:, None], 0, 15)
+        mn = _nearest_level(m, dmin[:, None], 0, 15)
+        out[:, 0:16] = (sc | (mn << 4)).astype(np.uint8)
+        dl, ml = d[:, None] * sc.astype(F), dmin[:, None] * mn.astype(F)
+        q = _nearest_level(g + ml[:, :, None], dl[:, :, None], 0, 3).reshape(nb, 256)
+        for half in range(2):
+            for k in range(4):
+                out[:, 16 + 32 * half:48 + 32 * half] |= (q[:, 128 * half + 32 * k:128 * half + 32 * k + 32]
+                                                          << (2 * k)).astype(np.uint8)
+        return out
+    if name == "Q3_K":
+        a = np.abs(g).max(axis=2) / 4                                # y = d·s·q, q in -4 .. 3
+        d = _put_half(out, 108, a.max(axis=1) / 31)
+        s = _nearest_level(a, d[:, None], 0, 31)                     # stored as s + 32 (6 bits)
+        u, packed = s + 32, np.zeros((nb, 12), np.int32)
+        for i in range(16):                                          # base/quant.h's packing
+            packed[:, i % 8] |= (u[:, i] & 15) << (4 * (i // 8))
+            packed[:, 8 + i % 4] |= ((u[:, i] >> 4) & 3) << (2 * (i // 4))
+        out[:, 96:108] = packed.astype(np.uint8)
+        q = _nearest_level(g, (d[:, None] * s.astype(F))[:, :, None], -4, 3).reshape(nb, 256)
+        for half in range(2):
+            for k in range(4):
+                qq = q[:, 128 * half + 32 * k:128 * half + 32 * k + 32]
+                out[:, 32 + 32 * half:64 + 32 * half] |= (((qq + 4) & 3) << (2 * k)).astype(np.uint8)
+                out[:, 0:32] |= ((qq >= 0).astype(np.int32) << (4 * half + k)).astype(np.uint8)
+        return out
+    raise ValueError(name)
+
+
 def quantize(name: str, x) -> bytes:
     """x (any shape, rows of whole blocks) stored as type name."""
     x = np.ascontiguousarray(x, dtype=F).reshape(-1)
@@ -423,6 +602,10 @@ def quantize(name: str, x) -> bytes:
         return bf16_bits(x).tobytes()
     if name in DEVICE_TYPES:
         return to_device(name, quantize(DEVICE_TYPES[name][0], x))
+    if name in FOREIGN_TYPES:
+        blk = FOREIGN_TYPES[name][1]
+        assert x.size % blk == 0, f"{x.size} values are not whole {name} blocks"
+        return _quant_foreign(name, x.reshape(-1, blk)).tobytes()
     _, blk, _ = TYPES[name]
     assert x.size % blk == 0, f"{x.size} values are not whole {name} blocks"
     fn = {"Q8_0": _q8_0, "Q4_0": _q4_0, "Q4_K": _q4_k, "Q5_K": _q5_k, "Q6_K": _q6_k}[name]

@@ -231,7 +231,10 @@ def load_gguf(path: str) -> Tuple[dict, Config]:
         tn, dims, raw = ts[name]
         if list(reversed(dims)) != list(shape):
             raise ValueError(f"{name}: dims {dims}, expected {list(reversed(shape))}")
-        return ggufq.dequantize(tn, raw, int(np.prod(dims))).astype(np.float64).reshape(shape)
+        v = ggufq.dequantize(tn, raw, int(np.prod(dims)))
+        if tn in ggufq.FOREIGN_TYPES:  # gcore has no kernels for these: it makes them F16 at load
+            v = v.astype(np.float16)
+        return v.astype(np.float64).reshape(shape)
 
     vocab = ts["token_embd.weight"][1][1]
     factors = get("rope_freqs.weight", hd // 2) if "rope_freqs.weight" in ts else None

@@ -32,10 +32,10 @@ from test_llama import (GREEDY, N_DECODE, PROMPT, TIE_MARGIN, TOL, assert_logits
                         assert_same_ids, generate, reference, rel_rows, top2_margin)
 
 CFG = dict(dim=256, hidden_dim=512, n_layers=2, n_heads=4, n_kv_heads=2, vocab=320, max_seq=128)
-TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", G.MIXED]
+TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", G.MIXED] + sorted(Q.FOREIGN_TYPES)
 # the bundle a model's CPU recipe needs: dense models share one per float
 # dtype (F32 for F32 files); a quantized model's problems name its formats
-RECIPE_DTYPE = {"F16": "F16", "BF16": "BF16", "F32": "F32"}
+RECIPE_DTYPE = {"F16": "F16", "BF16": "BF16", "F32": "F32", **{t: "F16" for t in Q.FOREIGN_TYPES}}
 
 
 def recipe_key(qtype):
@@ -349,6 +349,30 @@ def test_dense_plan_matches_reference(gc, cache_dir, qtype):
         assert_logits_close(logits[:T], want, TOL, f"{qtype} prefill of {T} (dense plan: {T >= 16})")
         if T == len(prompt):
             assert_same_ids(ids, ref.ids, f"{qtype} greedy after a dense-plan prefill")
+
+
+def test_q4_k_m_fallbacks_for_odd_rows(gc, cache_dir):
+    """A Q4_K_M file of a model whose rows are not whole 256-element blocks
+    (dim 160, five heads of 32), as llama.cpp writes it: the matrices whose
+    rows are 160 long fall back to Q5_0 (for Q4_K) and Q8_0 (for Q6_K);
+    ffn_down (rows of 512) keeps Q4_K/Q6_K. gcore makes the Q5_0 tensors F16
+    at load and says so in one line; its logits match the reference."""
+    path = str(gc.dir / "odd_q4km.gguf")
+    ref = tiefree(path, gguf_writer(G.MIXED, dim=160, n_heads=5, n_kv_heads=5))
+    _, ts = G.read_gguf(path)
+    types = {n: t for n, (t, _, _) in ts.items() if not n.endswith("norm.weight")}
+    assert set(types.values()) == {"Q5_0", "Q8_0", "Q4_K", "Q6_K"}, types
+    assert types["blk.0.ffn_down.weight"] == "Q4_K" and types["blk.1.ffn_down.weight"] == "Q6_K", types
+    assert types["output.weight"] == "Q8_0" and types["blk.0.attn_q.weight"] == "Q5_0", types
+    bundle = str(gc.dir / "odd_q4km.gcb")
+    r = run_tool("gcore-gen", "--model", path, "--target", "cpu", "--prefill", 8, "-o", bundle, cwd=str(gc.dir),
+                 env={"GCORE_CACHE": cache_dir})
+    assert r.rc == 0, r
+    n_q5 = sum(t == "Q5_0" for t in types.values())
+    r = gc("gcore-run", "-m", path, "-b", bundle, "--backend", "cpu", "--tokens", "1,5,9", "-n", 2, "--temp", 0)
+    assert r.rc == 0, r
+    assert f"gcore-run: {path}: {n_q5} tensors in Q5_0 (formats gcore has no kernels for) made F16 at load" in r.err, r
+    check_run(gc, ref, bundle, what="Q4_K_M with Q5_0/Q8_0 fallbacks")
 
 
 def test_quantized_weights_stay_quantized(gc, bundles):

@@ -132,10 +132,10 @@ def test_gguf_unknown_type(gc, model):
 
 
 def test_gguf_unsupported_type(gc, model):
-    """Q4_1: a ggml type gcore does not read (its data fits in the F32 bytes)."""
+    """Q8_1: a ggml type gcore does not read (its data fits in the F32 bytes)."""
     name = "blk.1.ffn_down.weight"
-    G.patch(model.path, model.info(name, "type"), "<I", Q.OTHER_TYPES["Q4_1"][0])
-    assert_clean_error(run(gc, model.path), "gcore-run", name, "Q4_1")
+    G.patch(model.path, model.info(name, "type"), "<I", Q.OTHER_TYPES["Q8_1"][0])
+    assert_clean_error(run(gc, model.path), "gcore-run", name, "Q8_1")
 
 
 def test_gguf_rows_not_whole_blocks(gc, model):

@@ -18,7 +18,9 @@ import ggufq as Q  # noqa: E402
 
 CDIR = os.environ.get("GCORE_CTESTS", os.path.join(ROOT, "build", "rel", "tests"))
 EXE = os.path.join(CDIR, "test_quant")
-HALVES = {"Q8_0": [0], "Q4_0": [0], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208]}
+HALVES = {"Q8_0": [0], "Q4_0": [0], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208],
+          # the formats gcore makes F16 at load
+          "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q2_K": [80, 82], "Q3_K": [108], "IQ4_NL": [0], "IQ4_XS": [0]}
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +48,7 @@ def c_dequantize(exe, tmp_path, name, raw, n):
 
 def random_blocks(rng, name, nb):
     """nb blocks of random bytes whose half fields hold finite values."""
-    _, _, size = Q.TYPES[name]
+    _, _, size = {**Q.TYPES, **Q.FOREIGN_TYPES}[name]
     b = rng.integers(0, 256, (nb, size), dtype=np.uint8)
     for off in HALVES[name]:
         h = rng.integers(0, 0x7C00, nb).astype(np.uint16) | (rng.integers(0, 2, nb).astype(np.uint16) << 15)
@@ -61,6 +63,24 @@ def test_gguf_dequantize_matches_numpy(exe, tmp_path, name):
     nb = 400
     raw = random_blocks(rng, name, nb)
     n = nb * Q.TYPES[name][1]
+    got = c_dequantize(exe, tmp_path, name, raw, n)
+    want = Q.dequantize(name, raw, n)
+    assert got.shape == want.shape
+    bad = np.nonzero(got.view(np.uint32) != want.view(np.uint32))[0]
+    assert bad.size == 0, f"{name}: {bad.size} elements differ, first {bad[0]}: {got[bad[0]]!r} vs {want[bad[0]]!r}"
+
+
+@pytest.mark.parametrize("name", sorted(Q.FOREIGN_TYPES))
+def test_foreign_dequantize_matches_numpy(exe, tmp_path, name):
+    """The formats gcore has no kernels for and makes F16 at load (Q4_1,
+    Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS): random blocks (every level,
+    packed-scale and high-bit pattern; halves of every finite value, both
+    signs) dequantize in gcore (gc_quant_ggml_dequantize) to numpy's floats
+    bit for bit."""
+    rng = np.random.default_rng(Q.FOREIGN_TYPES[name][0])
+    nb = 400
+    raw = random_blocks(rng, name, nb)
+    n = nb * Q.FOREIGN_TYPES[name][1]
     got = c_dequantize(exe, tmp_path, name, raw, n)
     want = Q.dequantize(name, raw, n)
     assert got.shape == want.shape

@@ -156,7 +156,7 @@ def read_gguf(path: str):
         dims = [take("<Q") for _ in range(nd)]
         infos.append((name, take("<I"), dims, take("<Q")))
     start = pos + (-pos % align)
-    names = {v[0]: k for k, v in {**Q.TYPES, **Q.OTHER_TYPES}.items()}
+    names = {v[0]: k for k, v in {**Q.TYPES, **Q.FOREIGN_TYPES, **Q.OTHER_TYPES}.items()}
     tensors = {}
     for name, typ, dims, off in infos:
         tn = names[typ]
@@ -224,20 +224,23 @@ def more_bits(layer: int, n_layers: int) -> bool:
     return layer < n_layers // 8 or layer >= 7 * n_layers // 8 or (layer - n_layers // 8) % 3 == 2
 
 
-def tensor_type(gname: str, qtype: str, n_layers: int = 1) -> str:
-    """The type of GGUF tensor gname in a file of qtype (MIXED: as llama.cpp
-    quantizes Q4_K_M: output.weight Q6_K; blk.N.attn_v and blk.N.ffn_down
-    Q6_K where more_bits(N), else Q4_K; every other matrix Q4_K), so that
-    such a file's layers differ in type as downloaded ones do."""
+def tensor_type(gname: str, qtype: str, n_layers: int = 1, cols: int = 256) -> str:
+    """The type of GGUF tensor gname (rows of cols elements) in a file of
+    qtype (MIXED: as llama.cpp quantizes Q4_K_M: output.weight Q6_K;
+    blk.N.attn_v and blk.N.ffn_down Q6_K where more_bits(N), else Q4_K;
+    every other matrix Q4_K; and where rows are not whole 256-element
+    blocks, its fallbacks: Q5_0 for Q4_K, Q8_0 for Q6_K), so that such a
+    file's layers differ in type as downloaded ones do."""
     if gname.endswith("norm.weight"):
         return "F32"
     if qtype == MIXED:
-        if gname == "output.weight":
-            return "Q6_K"
+        t = "Q4_K"
         parts = gname.split(".")
-        if parts[0] == "blk" and parts[2] in ("attn_v", "ffn_down"):
-            return "Q6_K" if more_bits(int(parts[1]), n_layers) else "Q4_K"
-        return "Q4_K"
+        if gname == "output.weight":
+            t = "Q6_K"
+        elif parts[0] == "blk" and parts[2] in ("attn_v", "ffn_down"):
+            t = "Q6_K" if more_bits(int(parts[1]), n_layers) else "Q4_K"
+        return t if cols % 256 == 0 else {"Q4_K": "Q5_0", "Q6_K": "Q8_0"}[t]
     return qtype
 
 
@@ -298,7 +301,9 @@ def write_llama(path: str, hf_cfg: dict, weights: Dict[str, np.ndarray], qtype: 
     if rope and rope.get("rope_type") == "llama3":
         tensors.append(("rope_freqs.weight", 0, [hd // 2], llama3_rope_factors(c).astype("<f4").tobytes()))
         types["rope_freqs.weight"] = "F32"
-    mat_float = qtype if qtype in ("F16", "BF16") else None
+    # the float type gcore runs the matrices in where it converts the norms to it:
+    # F16 for the formats it makes F16 at load
+    mat_float = qtype if qtype in ("F16", "BF16") else "F16" if qtype in Q.FOREIGN_TYPES else None
     for hf, arr in weights.items():
         g = gguf_name(hf)
         a = np.asarray(arr, dtype=np.float32)
@@ -306,10 +311,10 @@ def write_llama(path: str, hf_cfg: dict, weights: Dict[str, np.ndarray], qtype: 
             a = permute(a, nh)
         elif g.endswith("attn_k.weight"):
             a = permute(a, nkv)
-        t = tensor_type(g, qtype, c["num_hidden_layers"])
+        t = tensor_type(g, qtype, c["num_hidden_layers"], a.shape[-1])
         if a.ndim == 1 and exact_norms and mat_float:
             a = Q.roundtrip(mat_float, a)
-        tensors.append((g, Q.TYPES[t][0], list(reversed(a.shape)), Q.quantize(t, a)))
+        tensors.append((g, {**Q.TYPES, **Q.FOREIGN_TYPES}[t][0], list(reversed(a.shape)), Q.quantize(t, a)))
         types[g] = t
     tensors += list(extra_tensors)
     layout = write_gguf(path, kvs, tensors, version=version, alignment=alignment)
@@ -329,7 +334,8 @@ def write_model(path: str, qtype: str = "F32", seed: int = 0, embed_scale: float
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description="write a random tiny Llama as GGUF")
     ap.add_argument("out")
-    ap.add_argument("--type", default="F32", help="F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K Q4_K_M")
+    ap.add_argument("--type", default="F32", help="F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K Q4_K_M, or one gcore makes "
+                    "F16 at load: Q4_1 Q5_0 Q5_1 Q2_K Q3_K IQ4_NL IQ4_XS")
     ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--hidden-dim", type=int, default=512)
     ap.add_argument("--n-layers", type=int, default=2)

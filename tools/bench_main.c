@@ -370,6 +370,7 @@ static int bench(const bench_opts_t *o, gc_err_t *e) {
   gc_prof_t *prof = NULL;
   int max_p = max_of(o->pp, o->npp), max_n = max_of(o->tg, o->ntg), max_b = max_of(o->par, o->npar);
   int ctx = max_p > max_n ? max_p : max_n, rc = gc_weights_open(o->b.model, &w, e);
+  if (!rc && (gc_weights_note(w, line, sizeof line), line[0])) fprintf(stderr, "gcore-bench: %s: %s\n", o->b.model, line);
   if (!rc && o->b.quantize) rc = gc_weights_quantize(w, o->b.quantize, e);
   if (!rc && ctx > w->cfg.max_seq)
     rc = gc_err_set(e, GC_EINVAL, "a test of %d tokens needs %d positions; the model has %d", ctx,

@@ -38,7 +38,8 @@ static void test_formats(void) {
     CHECK(gc_quant_format(q)->min == (q == GC_QT_Q4_K || q == GC_QT_Q5_K || q == GC_QT_Q4_KR));
   gc_qtype_t t;
   CHECK(gc_quant_from_ggml(30, &t) == GC_OK && t == GC_QT_BF16);
-  CHECK(gc_quant_from_ggml(3, &t) == GC_ENOTFOUND); /* Q4_1: ggml's, not read by gcore */
+  CHECK(gc_quant_from_ggml(3, &t) == GC_ENOTFOUND); /* Q4_1: ggml's, no kernels in gcore (made F16 at load) */
+  CHECK(gc_quant_ggml_foreign(3) && gc_quant_ggml_foreign(23) && !gc_quant_ggml_foreign(12) && !gc_quant_ggml_foreign(16));
   CHECK(gc_quant_parse("q4_k", &t) == GC_OK && t == GC_QT_Q4_K);
   CHECK(gc_quant_parse("q4_1", &t) == GC_ENOTFOUND);
   const char *name;
@@ -294,11 +295,36 @@ static int spill(const char *path, const void *p, size_t n) {
   return (f && fclose(f) == 0 && ok) ? 0 : 1;
 }
 
+/* The ggml type id of a format gcore makes F16 at load, by name, or 0. */
+static uint32_t foreign_id(const char *name) {
+  for (uint32_t id = 1; id < 64; id++) {
+    const char *nm;
+    int blk, bytes;
+    if (gc_quant_ggml_foreign(id) && !gc_quant_ggml_info(id, &nm, &blk, &bytes) && !strcmp(nm, name)) return id;
+  }
+  return 0;
+}
+
 static int filter(int argc, char **argv) {
-  gc_qtype_t t;
+  gc_qtype_t t = GC_QT_F32;
   gc_err_t e = {0};
   size_t n;
   int quant = argc == 5 && !strcmp(argv[1], "quantize"), deq = argc == 6 && !strcmp(argv[1], "dequantize");
+  uint32_t foreign = deq ? foreign_id(argv[2]) : 0;
+  if (foreign) { /* dequantize only: N elements of its blocks */
+    const char *nm;
+    int blk, bytes;
+    void *in = slurp(argv[3], &n);
+    int64_t count = atoll(argv[4]);
+    gc_quant_ggml_info(foreign, &nm, &blk, &bytes);
+    if (!in || count <= 0 || count % blk || (uint64_t)(count / blk) * (uint64_t)bytes != n)
+      return free(in), fprintf(stderr, "test_quant: %s is not %lld elements of %s\n", argv[3], (long long)count, nm), 1;
+    float *out = malloc((size_t)count * 4);
+    int rc = !out || gc_quant_ggml_dequantize(foreign, in, out, count) || spill(argv[5], out, (size_t)count * 4);
+    free(out);
+    free(in);
+    return rc;
+  }
   if ((!quant && !deq) || gc_quant_parse(argv[2], &t)) {
     fprintf(stderr, "usage: test_quant quantize TYPE IN.f32 OUT | dequantize TYPE IN N OUT.f32\n");
     return 2;

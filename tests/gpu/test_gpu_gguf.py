@@ -30,7 +30,9 @@ pytestmark = pytest.mark.skipif(BACKEND not in ("cuda", "hip"),
                                 reason="GPU suite: run with make test-gpu or make test-gpu-amd")
 
 CFG = dict(dim=256, hidden_dim=512, n_layers=2, n_heads=4, n_kv_heads=2, vocab=320, max_seq=128)
-TYPES = ["F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", G.MIXED]
+TYPES = ["F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", G.MIXED,
+         # formats gcore has no kernels for: made F16 at load (the reference rounds them too)
+         "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "IQ4_NL", "IQ4_XS"]
 LENGTHS = [1, 2, 7, 8, 9, 16, 17, 40, 100]
 TOL = {"BF16": 2.0 ** -4}  # bf16 activations; every other type runs with fp16 ones
 TOL_F16 = 2.0 ** -7
@@ -94,6 +96,18 @@ def test_gguf_on_the_gpu_matches_reference(gc, qtype):
     path = str(gc.dir / "m.gguf")
     G.write_model(path, qtype=qtype, seed=3, **CFG)
     check(gc, path, qtype, TOL.get(qtype, TOL_F16))
+
+
+def test_q4_k_m_with_fallbacks_on_the_gpu(gc):
+    """A Q4_K_M file whose rows of 160 (five heads of 32) fell back to Q5_0
+    (made F16 at load) and Q8_0 beside ffn_down's Q4_K/Q6_K, as llama.cpp
+    writes such models: dense, block and mixed QKV steps in one model."""
+    path = str(gc.dir / "m.gguf")
+    cfg = dict(CFG, dim=160, n_heads=5, n_kv_heads=5)
+    G.write_model(path, qtype=G.MIXED, seed=3, **cfg)
+    types = {t for n, (t, _, _) in G.read_gguf(path)[1].items() if not n.endswith("norm.weight")}
+    assert types == {"Q5_0", "Q8_0", "Q4_K", "Q6_K"}, types
+    check(gc, path, "Q4_K_M with fallbacks", TOL_F16)
 
 
 @pytest.mark.parametrize("qtype", ["Q8_0", "Q4_K"])
