@@ -331,27 +331,19 @@ def gguf_model_seeds(tmp: str) -> None:
         tinygguf.write_model(path, qtype=qtype, **tiny, **kw)
         put("gguf_model", name, read(path))
     cfg = tinymodel.make_config(**{**tiny, "hidden_dim": 256})
-    for qtype in ("Q4_K", "Q5_K", "Q6_K"):
+    # K-quants, and the 256-element formats gcore makes F16 at load, as ffn_down
+    for qtype in ("Q4_K", "Q5_K", "Q6_K", "Q2_K", "Q3_K", "IQ4_XS"):
         w = tinymodel.random_weights(cfg)
         down = w.pop("model.layers.0.mlp.down_proj.weight").astype("float32")
         path = os.path.join(tmp, qtype + ".gguf")
         tinygguf.write_llama(path, cfg, w, qtype="Q8_0", extra_tensors=[
-            ("blk.0.ffn_down.weight", ggufq.TYPES[qtype][0], list(reversed(down.shape)),
+            ("blk.0.ffn_down.weight", {**ggufq.TYPES, **ggufq.FOREIGN_TYPES}[qtype][0], list(reversed(down.shape)),
              ggufq.quantize(qtype, down))])
         put("gguf_model", qtype.lower(), read(path))
-    # the formats gcore makes F16 at load: the 32-element ones as the whole
-    # model, the 256-element ones (Q2_K, Q3_K, IQ4_XS) as its ffn_down
+    # the 32-element formats gcore makes F16 at load, as the whole model
     for qtype in ("Q4_1", "Q5_0", "Q5_1", "IQ4_NL"):
         path = os.path.join(tmp, qtype + ".gguf")
         tinygguf.write_model(path, qtype=qtype, **tiny)
-        put("gguf_model", qtype.lower(), read(path))
-    for qtype in ("Q2_K", "Q3_K", "IQ4_XS"):
-        w = tinymodel.random_weights(cfg)
-        down = w.pop("model.layers.0.mlp.down_proj.weight").astype("float32")
-        path = os.path.join(tmp, qtype + ".gguf")
-        tinygguf.write_llama(path, cfg, w, qtype="Q8_0", extra_tensors=[
-            ("blk.0.ffn_down.weight", ggufq.FOREIGN_TYPES[qtype][0], list(reversed(down.shape)),
-             ggufq.quantize(qtype, down))])
         put("gguf_model", qtype.lower(), read(path))
 
 

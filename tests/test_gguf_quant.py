@@ -56,33 +56,18 @@ def random_blocks(rng, name, nb):
     return b.tobytes()
 
 
-@pytest.mark.parametrize("name", ["Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K"])
+@pytest.mark.parametrize("name", ["Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K"] + sorted(Q.FOREIGN_TYPES))
 def test_gguf_dequantize_matches_numpy(exe, tmp_path, name):
-    """Random blocks: gcore's floats equal numpy's bit for bit."""
-    rng = np.random.default_rng(Q.TYPES[name][0])
+    """Random blocks (every level, packed-scale and high-bit pattern; halves
+    of every finite value, both signs): gcore's floats equal numpy's bit for
+    bit, for the formats it computes on and for those it makes F16 at load
+    (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS: gc_quant_ggml_dequantize)."""
+    tid, blk, _ = {**Q.TYPES, **Q.FOREIGN_TYPES}[name]
+    rng = np.random.default_rng(tid)
     nb = 400
     raw = random_blocks(rng, name, nb)
-    n = nb * Q.TYPES[name][1]
-    got = c_dequantize(exe, tmp_path, name, raw, n)
-    want = Q.dequantize(name, raw, n)
-    assert got.shape == want.shape
-    bad = np.nonzero(got.view(np.uint32) != want.view(np.uint32))[0]
-    assert bad.size == 0, f"{name}: {bad.size} elements differ, first {bad[0]}: {got[bad[0]]!r} vs {want[bad[0]]!r}"
-
-
-@pytest.mark.parametrize("name", sorted(Q.FOREIGN_TYPES))
-def test_foreign_dequantize_matches_numpy(exe, tmp_path, name):
-    """The formats gcore has no kernels for and makes F16 at load (Q4_1,
-    Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS): random blocks (every level,
-    packed-scale and high-bit pattern; halves of every finite value, both
-    signs) dequantize in gcore (gc_quant_ggml_dequantize) to numpy's floats
-    bit for bit."""
-    rng = np.random.default_rng(Q.FOREIGN_TYPES[name][0])
-    nb = 400
-    raw = random_blocks(rng, name, nb)
-    n = nb * Q.FOREIGN_TYPES[name][1]
-    got = c_dequantize(exe, tmp_path, name, raw, n)
-    want = Q.dequantize(name, raw, n)
+    got = c_dequantize(exe, tmp_path, name, raw, nb * blk)
+    want = Q.dequantize(name, raw, nb * blk)
     assert got.shape == want.shape
     bad = np.nonzero(got.view(np.uint32) != want.view(np.uint32))[0]
     assert bad.size == 0, f"{name}: {bad.size} elements differ, first {bad[0]}: {got[bad[0]]!r} vs {want[bad[0]]!r}"
