@@ -340,43 +340,25 @@ static const char *const w_gguf_layer_names[GC_LLAMA_LAYER_TENSORS] = {
     "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_down", "ffn_up",
 };
 
-/* dst (bound to GGUF tensor t, ne elements in rows of cols) becomes t's
- * values dequantized (t's type is one gcore has no kernels for:
- * gc_quant_ggml_foreign) and rounded to F16 once, in memory owned by w;
- * the type is counted in w's note. GC_EUNSUPPORTED where a value is
- * beyond F16's range. */
-static int w_dense_at_load(gc_llama_weights_t *w, gc_weight_t *dst, const gc_gguf_tensor_t *t, int64_t cols,
-                           gc_err_t *e) {
-  const char *tn;
-  int block, bytes;
-  gc_quant_ggml_info(t->type, &tn, &block, &bytes);
-  const int64_t rows = t->nelem / cols;
-  const uint64_t rb = (uint64_t)(cols / block) * (uint64_t)bytes;
-  uint16_t *h = w_own(w, (size_t)t->nelem * 2, e);
-  float *tmp = h ? gc_malloc((size_t)cols * sizeof *tmp, e) : NULL;
-  if (!tmp) return GC_ENOMEM;
-  int rc = GC_OK;
-  for (int64_t r = 0; r < rows && !rc; r++) {
-    gc_quant_ggml_dequantize(t->type, t->data + (uint64_t)r * rb, tmp, cols);
-    for (int64_t c = 0; c < cols; c++) {
-      uint16_t v = gc_float_to_half(tmp[c]);
-      if ((v & 0x7c00) == 0x7c00 && tmp[c] == tmp[c]) {
-        rc = gc_err_set(e, GC_EUNSUPPORTED, "%s: a %s value (%g) is beyond F16's range, to which gcore makes %s "
-                        "tensors at load", dst->name, tn, (double)tmp[c], tn);
-        break;
-      }
-      h[r * cols + c] = v;
-    }
-  }
-  free(tmp);
-  if (rc) return rc;
+static int w_convert(gc_llama_weights_t *w, const gc_weight_t *src, uint32_t foreign, gc_weight_t *dst, gc_err_t *e);
+
+/* dst (name and shape set, bound to GGUF tensor t, whose type gcore has no
+ * kernels for: gc_quant_ggml_foreign) becomes t's values dequantized and
+ * rounded to F16 once, in memory owned by w (w_convert's threads); the
+ * type is counted in w's note. GC_EUNSUPPORTED where a value is beyond
+ * F16's range. */
+static int w_dense_at_load(gc_llama_weights_t *w, gc_weight_t *dst, const gc_gguf_tensor_t *t, gc_err_t *e) {
+  gc_weight_t src = *dst;
+  src.dtype = GC_ST_OTHER;
+  src.data = t->data;
+  src.nbytes = (size_t)t->nbytes;
   dst->dtype = GC_ST_F16;
-  dst->data = h;
-  dst->nbytes = (size_t)t->nelem * 2;
+  int rc = w_convert(w, &src, t->type, dst, e);
+  if (rc) return rc;
   w->dense_at_load++;
-  if (!strstr(w->dense_types, tn) && strlen(w->dense_types) + strlen(tn) + 3 < sizeof w->dense_types)
+  if (!strstr(w->dense_types, t->type_name) && strlen(w->dense_types) + strlen(t->type_name) + 3 < sizeof w->dense_types)
     snprintf(w->dense_types + strlen(w->dense_types), sizeof w->dense_types - strlen(w->dense_types), "%s%s",
-             w->dense_types[0] ? ", " : "", tn);
+             w->dense_types[0] ? ", " : "", t->type_name);
   return GC_OK;
 }
 
@@ -403,7 +385,7 @@ static int w_bind_gguf(gc_llama_weights_t *w, gc_weight_t *dst, const char *name
     dst->ndim = ndim;
     dst->shape[0] = r;
     dst->shape[1] = c;
-    return w_dense_at_load(w, dst, t, t->ne[0], e);
+    return w_dense_at_load(w, dst, t, e);
   }
   dst->dtype = (gc_st_dtype_t)q;
   dst->ndim = ndim;
@@ -500,18 +482,45 @@ int gc_weights_is_gguf(const char *path) {
 typedef struct w_job {
   const gc_weight_t *src;
   gc_weight_t *dst;
+  uint32_t foreign; /* src's ggml type where gcore has no kernels for it (dst is F16), else 0 */
   int64_t r0, r1, cols;
   float *tmp; /* [cols] */
   int rc;
+  float beyond; /* foreign: a value F16 cannot hold (rc GC_EUNSUPPORTED) */
 } w_job_t;
+
+/* Bytes of a row of cols elements of src (ggml type foreign where nonzero),
+ * 0 where they are not whole blocks. */
+static uint64_t w_src_row_bytes(const gc_weight_t *src, uint32_t foreign, int64_t cols) {
+  const char *nm;
+  int blk, bytes;
+  if (!foreign) return gc_quant_row_bytes(src->dtype, cols);
+  if (gc_quant_ggml_info(foreign, &nm, &blk, &bytes) || cols <= 0 || cols % blk) return 0;
+  return (uint64_t)(cols / blk) * (uint64_t)bytes;
+}
+
+/* A foreign row (w_job_t.foreign) dequantized into tmp and rounded to the
+ * F16 halves at out; GC_EUNSUPPORTED where a finite value overflows. */
+static int w_foreign_row(w_job_t *j, const uint8_t *in, uint16_t *out) {
+  gc_quant_ggml_dequantize(j->foreign, in, j->tmp, j->cols);
+  gc_quant_quantize(GC_QT_F16, j->tmp, out, j->cols, NULL);
+  for (int64_t c = 0; c < j->cols; c++)
+    if ((out[c] & 0x7c00) == 0x7c00 && j->tmp[c] == j->tmp[c] && (out[c] & 0x3ff) == 0) {
+      j->beyond = j->tmp[c];
+      return GC_EUNSUPPORTED;
+    }
+  return GC_OK;
+}
 
 static void *w_convert_rows(void *arg) {
   w_job_t *j = arg;
-  size_t sb = (size_t)gc_quant_row_bytes(j->src->dtype, j->cols), db = (size_t)gc_quant_row_bytes(j->dst->dtype, j->cols);
+  size_t sb = (size_t)w_src_row_bytes(j->src, j->foreign, j->cols), db = (size_t)gc_quant_row_bytes(j->dst->dtype, j->cols);
   for (int64_t r = j->r0; r < j->r1 && !j->rc; r++) {
     const uint8_t *in = (const uint8_t *)j->src->data + (size_t)r * sb;
     uint8_t *out = (uint8_t *)j->dst->data + (size_t)r * db;
-    if (j->dst->dtype == GC_ST_F32) {
+    if (j->foreign) {
+      j->rc = w_foreign_row(j, in, (uint16_t *)out);
+    } else if (j->dst->dtype == GC_ST_F32) {
       gc_quant_dequantize((gc_qtype_t)j->src->dtype, in, (float *)out, j->cols);
     } else if ((gc_qtype_t)j->dst->dtype == gc_quant_device_layout((gc_qtype_t)j->src->dtype)) {
       j->rc = gc_quant_repack((gc_qtype_t)j->src->dtype, (gc_qtype_t)j->dst->dtype, in, out, j->cols, NULL);
@@ -524,12 +533,14 @@ static void *w_convert_rows(void *arg) {
 }
 
 /* dst (name, shape set; dtype set to the target) gets a copy of src in
- * dst->dtype, owned by w; rows are converted by up to 16 threads. */
-static int w_convert(gc_llama_weights_t *w, const gc_weight_t *src, gc_weight_t *dst, gc_err_t *e) {
+ * dst->dtype, owned by w; rows are converted by up to 16 threads. foreign:
+ * src's ggml type where it is one gcore has no kernels for (dst F16; its
+ * dtype then unused), else 0. */
+static int w_convert(gc_llama_weights_t *w, const gc_weight_t *src, uint32_t foreign, gc_weight_t *dst, gc_err_t *e) {
   int64_t rows, cols;
   w_rows(src, &rows, &cols);
   uint64_t rb = gc_quant_row_bytes(dst->dtype, cols);
-  if (!rb || gc_quant_row_bytes(src->dtype, cols) * (uint64_t)rows != src->nbytes)
+  if (!rb || w_src_row_bytes(src, foreign, cols) * (uint64_t)rows != src->nbytes)
     return gc_err_set(e, GC_EINVAL, "%s: rows of %lld elements are not whole %s blocks of %d", src->name,
                       (long long)cols, gc_st_dtype_name(dst->dtype), gc_quant_format(dst->dtype)->block);
   dst->nbytes = (size_t)(rb * (uint64_t)rows);
@@ -545,7 +556,8 @@ static int w_convert(gc_llama_weights_t *w, const gc_weight_t *src, gc_weight_t 
   float *tmp = gc_malloc((size_t)nt * (size_t)cols * sizeof *tmp, e);
   if (!tmp) return GC_ENOMEM;
   for (int i = 0; i < nt; i++) {
-    jobs[i] = (w_job_t){src, dst, rows * i / nt, rows * (i + 1) / nt, cols, tmp + (size_t)i * (size_t)cols, GC_OK};
+    jobs[i] = (w_job_t){src, dst, foreign, rows * i / nt, rows * (i + 1) / nt, cols, tmp + (size_t)i * (size_t)cols,
+                        GC_OK, 0.0f};
     if (i == nt - 1 || pthread_create(&th[i], NULL, w_convert_rows, &jobs[i]) != 0)
       w_convert_rows(&jobs[i]); /* the last share, or any a thread could not take */
     else
@@ -553,8 +565,11 @@ static int w_convert(gc_llama_weights_t *w, const gc_weight_t *src, gc_weight_t 
   }
   for (int i = 0; i < nt; i++) {
     if (started >> i & 1) pthread_join(th[i], NULL);
-    if (jobs[i].rc && !rc) rc = gc_err_set(e, jobs[i].rc, "%s: conversion to %s failed", src->name,
-                                          gc_st_dtype_name(dst->dtype));
+    if (jobs[i].rc && !rc && foreign)
+      rc = gc_err_set(e, jobs[i].rc, "%s: a value (%g) is beyond F16's range, to which gcore makes this tensor's "
+                      "format at load", src->name, (double)jobs[i].beyond);
+    else if (jobs[i].rc && !rc)
+      rc = gc_err_set(e, jobs[i].rc, "%s: conversion to %s failed", src->name, gc_st_dtype_name(dst->dtype));
   }
   free(tmp);
   return rc;
@@ -590,7 +605,7 @@ int gc_weights_quantize(gc_llama_weights_t *w, const char *type, gc_err_t *e) {
         return gc_err_set(e, GC_EINVAL, "--quantize %s: %s has rows of %lld elements, not a multiple of %s's "
                           "block of %d", type, t->name, (long long)t->shape[1], f->name, f->block);
       t->dtype = (gc_st_dtype_t)q;
-      int rc = w_convert(w, &src, t, e);
+      int rc = w_convert(w, &src, 0, t, e);
       if (rc) {
         *t = src;
         return rc;
@@ -622,7 +637,7 @@ int gc_weights_as(const gc_llama_weights_t *w, const gc_st_dtype_t *to, gc_llama
     gc_weight_t *dst = w_at(d, i);
     *dst = *src;
     if (tied && src == &w->classifier && to[i] == to[0]) *dst = d->tok_embeddings; /* shared, as in w */
-    else if (src->dtype != to[i]) dst->dtype = to[i], rc = w_convert(d, src, dst, e);
+    else if (src->dtype != to[i]) dst->dtype = to[i], rc = w_convert(d, src, 0, dst, e);
   }
   if (rc) {
     gc_weights_close(d);

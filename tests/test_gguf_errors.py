@@ -138,6 +138,16 @@ def test_gguf_unsupported_type(gc, model):
     assert_clean_error(run(gc, model.path), "gcore-run", name, "Q8_1")
 
 
+def test_gguf_format_made_f16_beyond_its_range(gc, tmp_path):
+    """Q5_0 (a format gcore makes F16 at load) whose first block's scale is
+    the largest half: its values, up to 65504 * 16, are beyond F16's range;
+    the load refuses the tensor in one line rather than run with infinities."""
+    m = Model(str(tmp_path / "q.gguf"), qtype="Q5_0")
+    name = "blk.0.attn_q.weight"
+    G.patch(m.path, m.layout["data_start"] + m.layout["offsets"][name], "<H", 0x7BFF)
+    assert_clean_error(run(gc, m.path), "gcore-run", name, "beyond F16's range")
+
+
 def test_gguf_rows_not_whole_blocks(gc, model):
     """Rows of 64 elements relabelled Q4_K (blocks of 256)."""
     name = "blk.0.ffn_up.weight"
