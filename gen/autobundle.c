@@ -88,7 +88,8 @@ int gc_gen_auto(const char *db_path, const char *target, const char *cache,
   char hash[GC_HASH_HEX], dir[GC_AUTO_PATH];
   int have_db = db_path && is_file(db_path);
   memset(r, 0, sizeof *r);
-  int rc = gc_target_parse(target, &tg, e);
+  int rc = db_path ? gc_check_output(db_path, 'f', e) : GC_OK; /* a FIFO or a device is no database */
+  if (!rc) rc = gc_target_parse(target, &tg, e);
   if (!rc) rc = gc_compiler_for(&tg, NULL, &cc, e);
   if (!rc) rc = gc_tpl_load_all(NULL, &tpls, e);
   if (!rc && have_db) rc = gc_db_open(db_path, 0, &db, e);

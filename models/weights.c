@@ -727,7 +727,15 @@ int gc_weights_open(const char *path, gc_llama_weights_t **out, gc_err_t *e) {
     return gc_err_set(e, GC_ENOTFOUND, "%s: no such model directory, GGUF or llama2.c file", path ? path : "(null)");
   if (S_ISDIR(sb.st_mode)) return gc_weights_open_hf(path, out, e);
   if (gc_weights_is_gguf(path)) return gc_weights_open_gguf(path, out, e);
-  return gc_weights_open_llama2c(path, out, e);
+  int rc = gc_weights_open_llama2c(path, out, e);
+  const char *why = rc == GC_ECORRUPT ? strstr(e->msg, "llama2.c header: ") : NULL;
+  if (why) { /* a header that makes no sense: likely no model at all, so say what was tried */
+    char was[GC_ERR_MSG];
+    snprintf(was, sizeof was, "%s", why + strlen("llama2.c header: "));
+    gc_err_set(e, rc, "%s: neither a GGUF file (no GGUF magic) nor a llama2.c checkpoint (its header: %s)", path,
+               was);
+  }
+  return rc;
 }
 
 void gc_weights_close(gc_llama_weights_t *w) {

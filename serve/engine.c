@@ -135,9 +135,10 @@ static int bundle_path(gc_engine_t *en, char *path, size_t n, gc_err_t *e) {
   gc_needs_free(&needs);
   if (rc) return gc_err_prefix(e, "no -b given, and the bundle for %s could not be built", target);
   struct stat st;
-  fprintf(stderr, "gcore-serve: %s bundle %s for %s: %d of %d problems tuned%s%s\n",
+  const int have_db = stat(db, &st) == 0;
+  fprintf(stderr, "gcore-serve: %s bundle %s for %s: %d of %d problems tuned%s%s%s\n",
           r.built ? "built" : "reusing", r.path, target, r.ntuned, r.nproblems,
-          stat(db, &st) == 0 ? " in " : " (no tuning database at ", db);
+          have_db ? " in " : " (no tuning database at ", db, have_db ? "" : ")");
   snprintf(path, n, "%s", r.path);
   return GC_OK;
 }
@@ -173,9 +174,12 @@ static int engine_open(gc_engine_t *en, gc_err_t *e) {
 
 /* ---- tokens out ------------------------------------------------------- */
 
+/* Whether tok ends r's reply: an end of the model's (EOS) or, for a chat,
+ * the template's end of turn; ignore_eos ignores both, as vLLM's does
+ * (Llama 3's <|eot_id|> is one of its EOS ids) and gcore-run --ignore-eos. */
 static int is_stop_token(const gc_engine_t *en, const gc_srv_req_t *r, int32_t tok) {
-  if (tok == r->p.chat_end) return 1;
   if (r->p.ignore_eos) return 0;
+  if (tok == r->p.chat_end) return 1;
   const gc_llama_config_t *c = &en->w->cfg;
   for (int i = 0; i < c->n_eos; i++)
     if (c->eos_ids[i] == tok) return 1;
@@ -480,10 +484,12 @@ static void *engine_main(void *arg) {
   }
   drain(en);
   double wall = gc_now() - en->t_open;
-  fprintf(stderr, "gcore-serve: %lld decode steps, %lld of them replayed from a graph; %.2f rows and %.3f ms "
-          "a step; %.1f s in steps, %.1f s in prefills, of %.1f s served\n", (long long)en->steps,
-          (long long)gc_llama_graph_replays(en->m), en->steps ? (double)en->step_rows / en->steps : 0.0,
-          en->steps ? 1e3 * en->step_s / en->steps : 0.0, en->step_s, en->prefill_s, wall);
+  if (en->steps || en->prefill_s > 0) /* a server that never ran a request has nothing to report */
+    fprintf(stderr, "gcore-serve: %lld decode steps, %.2f rows and %.3f ms a step; %lld graph replays (decode "
+            "steps and one-row prefill passes); %.1f s in steps, %.1f s in prefills, of %.1f s served\n",
+            (long long)en->steps, en->steps ? (double)en->step_rows / en->steps : 0.0,
+            en->steps ? 1e3 * en->step_s / en->steps : 0.0, (long long)gc_llama_graph_replays(en->m), en->step_s,
+            en->prefill_s, wall);
   return NULL;
 }
 

@@ -42,6 +42,7 @@ struct gc_http {
   int port;
   atomic_ullong ids; /* response ids */
   atomic_int open;   /* requests begun and not yet completed (their answer not yet sent) */
+  atomic_int up;     /* the daemon started: before, a failure is gc_http_start's one error line */
 };
 
 enum { R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_COMPLETIONS, R_CHAT };
@@ -362,7 +363,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
-  (void)cls;
+  const gc_http_t *h = cls;
+  if (!atomic_load(&h->up)) return; /* a failed start: gc_http_start says why, in one line */
   char msg[512];
   vsnprintf(msg, sizeof msg, fmt, ap);
   size_t n = strlen(msg);
@@ -401,6 +403,7 @@ int gc_http_start(const gc_http_opts_t *o, gc_api_t *api, gc_engine_t *en, gc_ht
   }
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
   h->port = di ? di->port : o->port;
+  atomic_store(&h->up, 1);
   *out = h;
   return GC_OK;
 }

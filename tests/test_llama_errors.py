@@ -172,6 +172,42 @@ def test_malformed_tokens(gc, good):
     assert_clean_error(run_model(gc, good.model, good.bundle, tokens="1,x,3"), "gcore-run", "--tokens")
 
 
+@pytest.mark.parametrize("lines", ["1,x\n", "1,50\n1,x\n", "1,2\n\n1,-1\n"])
+def test_malformed_tokens_file(gc, good, lines):
+    """A bad id on any line of --tokens-file: one line naming the file and
+    line (the prompts read before it are freed once), never a crash."""
+    path = gc.dir / "prompts.txt"
+    path.write_text(lines)
+    r = gc("gcore-run", "-m", good.model, "-b", good.bundle, "--tokens-file", path, "-n", 2, "--temp", 0)
+    n = len([l for l in lines.splitlines()])
+    assert_clean_error(r, "gcore-run", f"prompts.txt:{n}:", "is not a token id")
+
+
+def test_top_p_zero_refused_with_the_flags(gc, good):
+    """--top-p 0 (sampling from nothing) is refused with the other flags
+    (exit code 2), before any model or bundle is opened."""
+    r = run_model(gc, good.model, "no-such-bundle.gcb", "--top-p", 0)
+    assert r.rc == 2 and r.err.strip() == "gcore-run: --top-p: expected 0 < P <= 1", r
+
+
+def test_db_that_is_not_a_file(gc, good, tmp_path):
+    """--db naming a FIFO (or any non-file) is refused, as gcore-tune refuses
+    it, rather than read as 'no tuning database'."""
+    fifo = str(tmp_path / "db.fifo")
+    os.mkfifo(fifo)
+    r = gc("gcore-run", "-m", good.model, "--db", fifo, "--tokens", PROMPT, "-n", 2, "--temp", 0)
+    assert_clean_error(r, "gcore-run", "db.fifo", "a FIFO, not a regular file")
+
+
+def test_a_file_that_is_no_model(gc, good, tmp_path):
+    """Text (no GGUF magic, no sensible llama2.c header): the error says
+    what the file was tried as, not only what its first bytes would mean."""
+    path = tmp_path / "notes.txt"
+    path.write_text("these are notes, not a model; " * 4)
+    r = gc("gcore-run", "-m", path, "-b", good.bundle, "--tokens", PROMPT, "-n", 2)
+    assert_clean_error(r, "gcore-run", "notes.txt: neither a GGUF file", "nor a llama2.c checkpoint")
+
+
 def test_text_prompt_refused(gc, good):
     r = run_model(gc, good.model, good.bundle, "-p", "Once upon a time", tokens=None)
     assert_clean_error(r, "gcore-run", "--tokens")

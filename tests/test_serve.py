@@ -255,6 +255,24 @@ def test_chat_matches_gcore_run_chat(srv, tiny):
     assert ids[:len(ref["prompt_ids"])] == ref["prompt_ids"] and VOCAB - 3 in ids[len(ref["prompt_ids"]):]
 
 
+def test_ignore_eos_goes_past_the_end_of_turn(srv):
+    """ignore_eos (vLLM's) ignores the chat template's end of turn too:
+    a sampled reply that ends at <|eot_id|> goes on, the same tokens first
+    (same seed), to max_tokens, finish_reason "length"."""
+    eot, n = VOCAB - 3, 200
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Tell me more."}], "max_tokens": n,
+            "temperature": 1.0, "return_token_ids": True}
+    for seed in range(1, 40):
+        c = json.loads(srv.post("/v1/chat/completions", dict(body, seed=seed))[2])["choices"][0]
+        if c["finish_reason"] == "stop" and c["token_ids"] and c["token_ids"][-1] == eot:
+            break
+    else:
+        pytest.skip("no sampled reply of 40 ended at the end of turn within 200 tokens")
+    d = json.loads(srv.post("/v1/chat/completions", dict(body, seed=seed, ignore_eos=True))[2])["choices"][0]
+    assert d["finish_reason"] == "length" and len(d["token_ids"]) == n, d
+    assert d["token_ids"][:len(c["token_ids"])] == c["token_ids"]
+
+
 def test_chat_stops_at_end_of_turn(srv, tiny):
     """Without ignore_eos a chat reply ends at the template's end token
     (<|eot_id|>) or at max_tokens: finish_reason says which."""
@@ -682,7 +700,7 @@ def test_name_tokenizer_graphs_and_built_bundle(tiny, tmp_path, cache_dir):
             assert status == 200, text
         finally:
             check_clean_exit(s)
-        steps = re.search(r"(\d+) decode steps, (\d+) of them replayed from a graph", "".join(s.lines))
+        steps = re.search(r"(\d+) decode steps, [^;]*; (\d+) graph replays", "".join(s.lines))
         assert steps and int(steps.group(1)) >= 8, s.lines
         assert (int(steps.group(2)) > 0) == graphs, s.lines
     s = Server(str(bare), bundle)
@@ -749,7 +767,7 @@ def test_shutdown_answers_what_waits_and_runs(tiny):
     events = sse(text)
     assert "shutting down" in events[-1]["error"]["message"], events[-1]
     assert all("error" not in e for e in events[:-1]) and len(events) > 1
-    assert re.search(r"\d+ decode steps, \d+ of them replayed from a graph", err), err
+    assert re.search(r"\d+ decode steps, [^;]*; \d+ graph replays", err), err
     for mark in SANITIZER_MARKS:
         assert mark not in err, err
 
@@ -769,7 +787,27 @@ def test_startup_errors(tiny, tmp_path):
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
         r = run_tool("gcore-serve", "-m", model, "-b", bundle, "--port", busy.getsockname()[1])
-        assert r.rc == 1 and "cannot listen" in r.err, r
+        assert r.rc == 1 and "cannot listen" in r.err and len(r.err.strip().splitlines()) == 1, r
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_starting_stops_the_server(tiny, tmp_path, sig):
+    """SIGINT/SIGTERM before the server listens (here: -m a FIFO nobody
+    writes, so opening the model blocks) end it at once, in one line,
+    rather than once loading is done (or never)."""
+    fifo = str(tmp_path / "model.fifo")
+    os.mkfifo(fifo)
+    p = subprocess.Popen([os.path.join(BIN, "gcore-serve"), "-m", fifo, "-b", tiny[2], "--port", "0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    p.send_signal(sig)
+    try:
+        _, err = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise AssertionError("gcore-serve ignored the signal while starting")
+    name = "SIGINT" if sig == signal.SIGINT else "SIGTERM"
+    assert p.returncode == 1 and err.strip() == f"gcore-serve: {name} while starting: stopping", err
 
 
 # ------------------------------------------------------- block formats

@@ -472,6 +472,7 @@ static void report(const run_opts_t *o, const int32_t *p, int np, const gen_stat
            np, g->n_out, pre, steps ? dec : 0.0, g->ttft * 1e3, (long long)g->replays, g->positions);
   } else {
     printf("\n");
+    fflush(stdout); /* the text's last bytes (a held-back partial character) before the timing line */
     fprintf(stderr, "prompt: %d tokens, %.1f tok/s; decode: %d tokens, %.1f tok/s; "
             "time to first token %.1f ms\n", np, pre, steps, steps ? dec : 0.0, g->ttft * 1e3);
   }
@@ -573,18 +574,23 @@ typedef struct prompts {
   int *len, n, longest;
 } prompts_t;
 
+/* Free p's prompts and leave it empty (so a second call frees nothing). */
 static void prompts_free(prompts_t *p) {
   for (int i = 0; i < p->n; i++) free(p->v[i]);
   free(p->v);
   free(p->len);
+  memset(p, 0, sizeof *p);
 }
 
 static int read_prompts(const char *path, prompts_t *p, gc_err_t *e) {
-  char *text, *save = NULL;
+  char *text;
   memset(p, 0, sizeof *p);
   if (gc_read_file(path, 64u << 20, &text, NULL, e)) return e->code;
   int rc = GC_OK, lineno = 0;
-  for (char *line = strtok_r(text, "\n", &save); line && !rc; line = strtok_r(NULL, "\n", &save)) {
+  for (char *line = text, *next; line && !rc; line = next) { /* line by line, blank ones counted */
+    next = strchr(line, '\n');
+    if (next) *next++ = 0;
+    else if (!*line) break; /* after the last newline */
     lineno++;
     if (strspn(line, " \t\r,") == strlen(line)) continue;
     int32_t **v = gc_realloc(p->v, (size_t)(p->n + 1) * sizeof *v, e);
@@ -884,7 +890,7 @@ int main(int argc, char **argv) {
         o.sp.top_k = (int)iv;
         break;
       case O_TOPP:
-        if (parse_f(optarg, 0, 1, &fv)) return bad_flag("--top-p", "0 <= P <= 1");
+        if (parse_f(optarg, 0, 1, &fv) || fv <= 0) return bad_flag("--top-p", "0 < P <= 1");
         o.sp.top_p = (float)fv;
         break;
       case O_MINP:

@@ -4,7 +4,10 @@
  * it puts together are in serve/ (engine.c: the batch loop; http.c:
  * libmicrohttpd; api.c: the requests and responses). */
 #include <getopt.h>
+#include <semaphore.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -127,6 +130,26 @@ static int setup_api(const serve_opts_t *o, const gc_llama_weights_t *w, gc_tok_
   return GC_OK;
 }
 
+/* SIGINT/SIGTERM: every thread blocks them and this one takes them with
+ * sigwait. Before the server listens (loading the model, building the
+ * bundle) a signal ends the process at once; after, it wakes serve(),
+ * which stops the engine and the connections in order. */
+static sem_t g_stop;
+static atomic_int g_listening;
+static int g_sig;
+
+static void *signals(void *arg) {
+  int sig;
+  if (sigwait((sigset_t *)arg, &sig)) return NULL;
+  g_sig = sig;
+  if (!atomic_load(&g_listening)) {
+    fprintf(stderr, "gcore-serve: %s while starting: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    _exit(1);
+  }
+  sem_post(&g_stop);
+  return NULL;
+}
+
 static int serve(serve_opts_t *o, gc_err_t *e) {
   gc_llama_weights_t *w = NULL;
   gc_tok_t *tok = NULL;
@@ -153,13 +176,9 @@ static int serve(serve_opts_t *o, gc_err_t *e) {
     fprintf(stderr, "gcore-serve: listening on http://%s%s%s:%d (model '%s', %d slots of %d positions, %s)\n",
             v6 ? "[" : "", o->http.host, v6 ? "]" : "", gc_http_port(h), id, o->en.parallel, o->en.ctx,
             gc_engine_device(en));
-    sigset_t set;
-    int sig;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigwait(&set, &sig);
-    fprintf(stderr, "gcore-serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    atomic_store(&g_listening, 1);
+    while (sem_wait(&g_stop) != 0) {} /* EINTR: wait on */
+    fprintf(stderr, "gcore-serve: %s: stopping\n", g_sig == SIGINT ? "SIGINT" : "SIGTERM");
   }
   gc_engine_stop(en); /* fails what is waiting, so no connection waits for a token */
   gc_http_stop(h);    /* its connection threads may still call the engine until here */
@@ -252,16 +271,21 @@ int main(int argc, char **argv) {
   else if (o.en.bundle && (o.en.db || o.en.cache))
     rc = gc_err_set(&e, GC_EINVAL, "--db and --cache build the bundle when -b is not given; drop them or -b");
   else {
-    /* signals: SIGINT/SIGTERM go to sigwait in serve(), so every thread
-       started after this blocks them; a closed client socket is an error
-       on the write, not a signal */
-    sigset_t set;
+    /* signals: SIGINT/SIGTERM go to the signals thread's sigwait, so every
+       thread started after this blocks them; a closed client socket is an
+       error on the write, not a signal */
+    static sigset_t set;
+    pthread_t th;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
-    rc = serve(&o, &e);
+    sem_init(&g_stop, 0, 0);
+    if (pthread_create(&th, NULL, signals, &set) != 0)
+      rc = gc_err_set(&e, GC_ENOMEM, "cannot start the signal thread");
+    else
+      pthread_detach(th), rc = serve(&o, &e);
   }
   if (rc) {
     fprintf(stderr, "gcore-serve: %s\n", e.msg);
