@@ -7,11 +7,11 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../base/cli.h"
 #include "../serve/http.h"
@@ -173,10 +173,10 @@ static int serve(serve_opts_t *o, gc_err_t *e) {
   if (!rc) rc = gc_http_start(&o->http, &api, en, &h, e);
   if (!rc) {
     int v6 = strchr(o->http.host, ':') != NULL;
+    atomic_store(&g_listening, 1); /* before the line: a signal once a client can see it stops gracefully */
     fprintf(stderr, "gcore-serve: listening on http://%s%s%s:%d (model '%s', %d slots of %d positions, %s)\n",
             v6 ? "[" : "", o->http.host, v6 ? "]" : "", gc_http_port(h), id, o->en.parallel, o->en.ctx,
             gc_engine_device(en));
-    atomic_store(&g_listening, 1);
     while (sem_wait(&g_stop) != 0) {} /* EINTR: wait on */
     fprintf(stderr, "gcore-serve: %s: stopping\n", g_sig == SIGINT ? "SIGINT" : "SIGTERM");
   }
