@@ -35,21 +35,38 @@ static const gc_qformat_t q_formats[GC_QT_COUNT] = {
     [GC_QT_Q6_KR] = {"Q6_KR", UINT32_MAX, 256, 224, 0, 0, 0},
 };
 
-/* Every type id of ggml's enum ggml_type (ids it retired are absent). */
+/* The block decoders of the ggml formats gcore has no kernels for (below:
+ * one block at b to its floats at y). */
+typedef void q_dq_fn(const uint8_t *b, float *y);
+static q_dq_fn dq_q4_1, dq_q5_0, dq_q5_1, dq_q2_k, dq_q3_k, dq_iq4_nl, dq_iq4_xs;
+
+/* Every type id of ggml's enum ggml_type (ids it retired are absent), and
+ * for the formats gcore makes F16 at load their decoder. */
 static const struct {
   uint32_t id;
   const char *name;
   int block, bytes;
+  q_dq_fn *dq;
 } q_ggml[] = {
-    {0, "F32", 1, 4},         {1, "F16", 1, 2},        {2, "Q4_0", 32, 18},     {3, "Q4_1", 32, 20},
-    {6, "Q5_0", 32, 22},      {7, "Q5_1", 32, 24},     {8, "Q8_0", 32, 34},     {9, "Q8_1", 32, 36},
-    {10, "Q2_K", 256, 84},    {11, "Q3_K", 256, 110},  {12, "Q4_K", 256, 144},  {13, "Q5_K", 256, 176},
-    {14, "Q6_K", 256, 210},   {15, "Q8_K", 256, 292},  {16, "IQ2_XXS", 256, 66}, {17, "IQ2_XS", 256, 74},
-    {18, "IQ3_XXS", 256, 98}, {19, "IQ1_S", 256, 50},  {20, "IQ4_NL", 32, 18},  {21, "IQ3_S", 256, 110},
-    {22, "IQ2_S", 256, 82},   {23, "IQ4_XS", 256, 136}, {24, "I8", 1, 1},       {25, "I16", 1, 2},
-    {26, "I32", 1, 4},        {27, "I64", 1, 8},       {28, "F64", 1, 8},       {29, "IQ1_M", 256, 56},
-    {30, "BF16", 1, 2},       {34, "TQ1_0", 256, 54},  {35, "TQ2_0", 256, 66},  {39, "MXFP4", 32, 17},
+    {0, "F32", 1, 4, 0},           {1, "F16", 1, 2, 0},          {2, "Q4_0", 32, 18, 0},
+    {3, "Q4_1", 32, 20, dq_q4_1},  {6, "Q5_0", 32, 22, dq_q5_0}, {7, "Q5_1", 32, 24, dq_q5_1},
+    {8, "Q8_0", 32, 34, 0},        {9, "Q8_1", 32, 36, 0},       {10, "Q2_K", 256, 84, dq_q2_k},
+    {11, "Q3_K", 256, 110, dq_q3_k}, {12, "Q4_K", 256, 144, 0},  {13, "Q5_K", 256, 176, 0},
+    {14, "Q6_K", 256, 210, 0},     {15, "Q8_K", 256, 292, 0},    {16, "IQ2_XXS", 256, 66, 0},
+    {17, "IQ2_XS", 256, 74, 0},    {18, "IQ3_XXS", 256, 98, 0},  {19, "IQ1_S", 256, 50, 0},
+    {20, "IQ4_NL", 32, 18, dq_iq4_nl}, {21, "IQ3_S", 256, 110, 0}, {22, "IQ2_S", 256, 82, 0},
+    {23, "IQ4_XS", 256, 136, dq_iq4_xs}, {24, "I8", 1, 1, 0},     {25, "I16", 1, 2, 0},
+    {26, "I32", 1, 4, 0},          {27, "I64", 1, 8, 0},         {28, "F64", 1, 8, 0},
+    {29, "IQ1_M", 256, 56, 0},     {30, "BF16", 1, 2, 0},        {34, "TQ1_0", 256, 54, 0},
+    {35, "TQ2_0", 256, 66, 0},     {39, "MXFP4", 32, 17, 0},
 };
+
+/* q_ggml's row of ggml type id, or -1. */
+static int q_ggml_row(uint32_t id) {
+  for (size_t i = 0; i < GC_ARRAY_LEN(q_ggml); i++)
+    if (q_ggml[i].id == id) return (int)i;
+  return -1;
+}
 
 const gc_qformat_t *gc_quant_format(int t) {
   return t >= 0 && t < GC_QT_COUNT ? &q_formats[t] : NULL;
@@ -76,14 +93,12 @@ int gc_quant_parse(const char *name, gc_qtype_t *out) {
 }
 
 int gc_quant_ggml_info(uint32_t ggml_type, const char **name, int *block, int *bytes) {
-  for (size_t i = 0; i < GC_ARRAY_LEN(q_ggml); i++)
-    if (q_ggml[i].id == ggml_type) {
-      *name = q_ggml[i].name;
-      *block = q_ggml[i].block;
-      *bytes = q_ggml[i].bytes;
-      return GC_OK;
-    }
-  return GC_ENOTFOUND;
+  int i = q_ggml_row(ggml_type);
+  if (i < 0) return GC_ENOTFOUND;
+  *name = q_ggml[i].name;
+  *block = q_ggml[i].block;
+  *bytes = q_ggml[i].bytes;
+  return GC_OK;
 }
 
 uint64_t gc_quant_row_bytes(int t, int64_t n) {
@@ -347,6 +362,17 @@ static void dq_legacy(const uint8_t *qs, const uint8_t *qh, float d, const float
     y[j] = m ? d * (float)q + *m : d * (float)(q - 16);
   }
 }
+static void dq_q4_1(const uint8_t *b, float *y) { /* half d, half m, qs[16] */
+  float m = gc_half_to_float(q_rd16(b + 2));
+  dq_legacy(b + 4, NULL, gc_half_to_float(q_rd16(b)), &m, y);
+}
+static void dq_q5_0(const uint8_t *b, float *y) { /* half d, qh[4], qs[16] */
+  dq_legacy(b + 6, b + 2, gc_half_to_float(q_rd16(b)), NULL, y);
+}
+static void dq_q5_1(const uint8_t *b, float *y) { /* half d, half m, qh[4], qs[16] */
+  float m = gc_half_to_float(q_rd16(b + 2));
+  dq_legacy(b + 8, b + 4, gc_half_to_float(q_rd16(b)), &m, y);
+}
 
 /* Q2_K: 256 elements; scales[16] (low nibble scale, high nibble min),
  * qs[64] (2 bits), then half d, half dmin. */
@@ -384,6 +410,7 @@ static void dq_iq4(const uint8_t *qs, float d, float *y) {
     y[j + 16] = d * (float)q_iq4nl[qs[j] >> 4];
   }
 }
+static void dq_iq4_nl(const uint8_t *b, float *y) { dq_iq4(b + 2, gc_half_to_float(q_rd16(b)), y); }
 static void dq_iq4_xs(const uint8_t *p, float *y) {
   float d = gc_half_to_float(q_rd16(p));
   unsigned sh = q_rd16(p + 2);
@@ -394,29 +421,16 @@ static void dq_iq4_xs(const uint8_t *p, float *y) {
 }
 
 int gc_quant_ggml_foreign(uint32_t ggml_type) {
-  switch (ggml_type) {
-    case 3: case 6: case 7: case 10: case 11: case 20: case 23: return 1;
-    default: return 0;
-  }
+  int i = q_ggml_row(ggml_type);
+  return i >= 0 && q_ggml[i].dq;
 }
 
 int gc_quant_ggml_dequantize(uint32_t ggml_type, const void *src, float *dst, int64_t n) {
-  const char *name;
-  int block, bytes;
-  if (!gc_quant_ggml_foreign(ggml_type) || gc_quant_ggml_info(ggml_type, &name, &block, &bytes)) return GC_ENOTFOUND;
+  int i = q_ggml_row(ggml_type);
+  if (i < 0 || !q_ggml[i].dq) return GC_ENOTFOUND;
   const uint8_t *p = src;
-  for (int64_t i = 0; i < n / block; i++, p += bytes, dst += block) {
-    float d = gc_half_to_float(q_rd16(p)), m = gc_half_to_float(q_rd16(p + 2));
-    switch (ggml_type) {
-      case 3: dq_legacy(p + 4, NULL, d, &m, dst); break;  /* Q4_1: half d, half m, qs[16] */
-      case 6: dq_legacy(p + 6, p + 2, d, NULL, dst); break; /* Q5_0: half d, qh[4], qs[16] */
-      case 7: dq_legacy(p + 8, p + 4, d, &m, dst); break;   /* Q5_1: half d, half m, qh[4], qs[16] */
-      case 10: dq_q2_k(p, dst); break;
-      case 11: dq_q3_k(p, dst); break;
-      case 20: dq_iq4(p + 2, d, dst); break; /* IQ4_NL */
-      case 23: dq_iq4_xs(p, dst); break;
-    }
-  }
+  for (int64_t b = 0; b < n / q_ggml[i].block; b++, p += q_ggml[i].bytes, dst += q_ggml[i].block)
+    q_ggml[i].dq(p, dst);
   return GC_OK;
 }
 

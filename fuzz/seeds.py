@@ -337,7 +337,7 @@ def gguf_model_seeds(tmp: str) -> None:
         down = w.pop("model.layers.0.mlp.down_proj.weight").astype("float32")
         path = os.path.join(tmp, qtype + ".gguf")
         tinygguf.write_llama(path, cfg, w, qtype="Q8_0", extra_tensors=[
-            ("blk.0.ffn_down.weight", {**ggufq.TYPES, **ggufq.FOREIGN_TYPES}[qtype][0], list(reversed(down.shape)),
+            ("blk.0.ffn_down.weight", ggufq.ALL_TYPES[qtype][0], list(reversed(down.shape)),
              ggufq.quantize(qtype, down))])
         put("gguf_model", qtype.lower(), read(path))
     # the 32-element formats gcore makes F16 at load, as the whole model

@@ -33,6 +33,8 @@ FOREIGN_TYPES = {"Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22), "Q5_1": (7, 32, 24), 
                  "Q3_K": (11, 256, 110), "IQ4_NL": (20, 32, 18), "IQ4_XS": (23, 256, 136)}
 # Other ggml type ids with their block sizes (for writing files gcore must refuse).
 OTHER_TYPES = {"IQ2_XXS": (16, 256, 66), "Q8_1": (9, 32, 36), "I8": (24, 1, 1), "F64": (28, 1, 8)}
+# every ggml type this file knows: name -> (type id, elements per block, bytes per block)
+ALL_TYPES = {**TYPES, **FOREIGN_TYPES, **OTHER_TYPES}
 IQ4NL_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int32)
 
 
@@ -47,7 +49,7 @@ def nbytes(name: str, n: int) -> int:
         _, blk, size = DEVICE_TYPES[name]
         assert n % blk == 0, f"{n} elements are not whole {name} blocks of {blk}"
         return n // blk * size
-    _, blk, size = {**TYPES, **FOREIGN_TYPES, **OTHER_TYPES}[name]
+    _, blk, size = ALL_TYPES[name]
     assert n % blk == 0, f"{n} elements are not whole {name} blocks of {blk}"
     return n // blk * size
 
@@ -74,7 +76,7 @@ def bf16_to_f32(bits) -> np.ndarray:
 
 
 def _blocks(raw, name: str, n: int) -> np.ndarray:
-    _, blk, size = TYPES[name] if name in TYPES else FOREIGN_TYPES[name]
+    _, blk, size = ALL_TYPES[name]
     b = np.frombuffer(bytes(raw), dtype=np.uint8) if not isinstance(raw, np.ndarray) else raw.astype(np.uint8)
     assert n % blk == 0 and b.size == n // blk * size, f"{name}: {b.size} bytes for {n} elements"
     return b.reshape(n // blk, size)

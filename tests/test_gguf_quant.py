@@ -48,7 +48,7 @@ def c_dequantize(exe, tmp_path, name, raw, n):
 
 def random_blocks(rng, name, nb):
     """nb blocks of random bytes whose half fields hold finite values."""
-    _, _, size = {**Q.TYPES, **Q.FOREIGN_TYPES}[name]
+    _, _, size = Q.ALL_TYPES[name]
     b = rng.integers(0, 256, (nb, size), dtype=np.uint8)
     for off in HALVES[name]:
         h = rng.integers(0, 0x7C00, nb).astype(np.uint16) | (rng.integers(0, 2, nb).astype(np.uint16) << 15)
@@ -62,7 +62,7 @@ def test_gguf_dequantize_matches_numpy(exe, tmp_path, name):
     of every finite value, both signs): gcore's floats equal numpy's bit for
     bit, for the formats it computes on and for those it makes F16 at load
     (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS: gc_quant_ggml_dequantize)."""
-    tid, blk, _ = {**Q.TYPES, **Q.FOREIGN_TYPES}[name]
+    tid, blk, _ = Q.ALL_TYPES[name]
     rng = np.random.default_rng(tid)
     nb = 400
     raw = random_blocks(rng, name, nb)

@@ -156,7 +156,7 @@ def read_gguf(path: str):
         dims = [take("<Q") for _ in range(nd)]
         infos.append((name, take("<I"), dims, take("<Q")))
     start = pos + (-pos % align)
-    names = {v[0]: k for k, v in {**Q.TYPES, **Q.FOREIGN_TYPES, **Q.OTHER_TYPES}.items()}
+    names = {v[0]: k for k, v in Q.ALL_TYPES.items()}
     tensors = {}
     for name, typ, dims, off in infos:
         tn = names[typ]
@@ -314,7 +314,7 @@ def write_llama(path: str, hf_cfg: dict, weights: Dict[str, np.ndarray], qtype: 
         t = tensor_type(g, qtype, c["num_hidden_layers"], a.shape[-1])
         if a.ndim == 1 and exact_norms and mat_float:
             a = Q.roundtrip(mat_float, a)
-        tensors.append((g, {**Q.TYPES, **Q.FOREIGN_TYPES}[t][0], list(reversed(a.shape)), Q.quantize(t, a)))
+        tensors.append((g, Q.ALL_TYPES[t][0], list(reversed(a.shape)), Q.quantize(t, a)))
         types[g] = t
     tensors += list(extra_tensors)
     layout = write_gguf(path, kvs, tensors, version=version, alignment=alignment)
