@@ -168,8 +168,22 @@ def test_token_id_outside_vocab(gc, good, bad):
     assert_clean_error(r, "gcore-run", str(bad))
 
 
-def test_malformed_tokens(gc, good):
-    assert_clean_error(run_model(gc, good.model, good.bundle, tokens="1,x,3"), "gcore-run", "--tokens")
+@pytest.mark.parametrize("tokens,needle", [("1,x,3", "'x' is not a token id"),
+                                           ("1,,3", "an empty id before comma 2"),
+                                           (",1", "an empty id before comma 1"),
+                                           ("1, ,3", "an empty id before comma 2"),
+                                           ("1,3,", "an empty id after the last comma")])
+def test_malformed_tokens(gc, good, tokens, needle):
+    """Ids are separated by commas, blanks or both; a comma with no id
+    before it (or after the last) is a typo, refused rather than skipped."""
+    assert_clean_error(run_model(gc, good.model, good.bundle, tokens=tokens), "gcore-run", "--tokens", needle)
+
+
+def test_tokens_separated_by_commas_and_blanks(gc, good):
+    """"1, 17 ,5" and "1 17 5" are the same prompt as "1,17,5"."""
+    outs = [run_model(gc, good.model, good.bundle, tokens=t) for t in ("1,17,5", "1, 17 ,5", " 1 17 5 ")]
+    assert all(r.rc == 0 for r in outs), outs
+    assert outs[0].out == outs[1].out == outs[2].out, outs
 
 
 @pytest.mark.parametrize("lines", ["1,x\n", "1,50\n1,x\n", "1,2\n\n1,-1\n"])

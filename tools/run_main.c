@@ -244,14 +244,28 @@ static int parse_tokens(const char *s, const char *what, int32_t **out, int *n, 
     free(v);
     return GC_ENOMEM;
   }
-  int rc = GC_OK;
-  for (char *save = NULL, *t = strtok_r(buf, ", \t\r\n", &save); t && !rc; t = strtok_r(NULL, ", \t\r\n", &save)) {
+  int rc = GC_OK, comma = 1; /* comma: the last separator had a comma (or nothing came yet) */
+  for (char *c = buf; *c && !rc;) {
+    size_t sp = strspn(c, " \t\r\n");
+    if (c[sp] == ',') { /* a comma with no id since the last one (or the start) */
+      if (comma)
+        rc = gc_err_set(e, GC_EINVAL, "%s: an empty id before comma %d", what, *n + 1);
+      comma = 1, c += sp + 1;
+      continue;
+    }
+    c += sp;
+    if (!*c) break;
+    size_t len = strcspn(c, ", \t\r\n");
+    char end = c[len];
+    c[len] = 0;
     int64_t id;
-    if (gc_parse_i64(t, &id) || id < 0 || id > INT32_MAX)
-      rc = gc_err_set(e, GC_EINVAL, "%s: %s is not a token id", what, GC_QUOTED(t));
+    if (gc_parse_i64(c, &id) || id < 0 || id > INT32_MAX)
+      rc = gc_err_set(e, GC_EINVAL, "%s: %s is not a token id", what, GC_QUOTED(c));
     else
       v[(*n)++] = (int32_t)id;
+    c[len] = end, c += len, comma = 0;
   }
+  if (!rc && comma && *n) rc = gc_err_set(e, GC_EINVAL, "%s: an empty id after the last comma", what);
   free(buf);
   if (!rc && !*n && !strcmp(what, "--tokens")) rc = gc_err_set(e, GC_EINVAL, "--tokens: no ids given");
   if (rc) {
