@@ -466,3 +466,33 @@ int gc_gguf_get_num(const gc_gguf_t *g, const char *key, double *out, gc_err_t *
   }
   return GC_OK;
 }
+
+/* ids[0..n) plus id where it is a new one below n_vocab and max allows. */
+static int eog_add(int32_t *ids, int n, int max, int64_t id, int64_t n_vocab) {
+  if (id < 0 || id >= n_vocab || n >= max) return n;
+  for (int i = 0; i < n; i++)
+    if (ids[i] == id) return n;
+  ids[n] = (int32_t)id;
+  return n + 1;
+}
+
+int gc_gguf_eog_ids(const gc_gguf_t *g, int64_t n_vocab, int32_t *ids, int max) {
+  static const char *const keys[] = {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
+                                     "tokenizer.ggml.eom_token_id"};
+  static const char *const names[] = {"<|eot_id|>", "<|eom_id|>",     "<|end_of_text|>", "<|im_end|>",
+                                      "<|end|>",    "<end_of_turn>", "<|endoftext|>",   "<EOT>"};
+  gc_err_t ignore = {0};
+  int n = 0;
+  int64_t v;
+  for (size_t i = 0; i < GC_ARRAY_LEN(keys); i++)
+    if (!gc_gguf_get_int(g, keys[i], &v, &ignore)) n = eog_add(ids, n, max, v, n_vocab);
+  gc_gguf_str_t *tok;
+  uint64_t nt;
+  if (gc_gguf_get_strs(g, "tokenizer.ggml.tokens", &tok, &nt, &ignore)) return n;
+  for (uint64_t i = 0; i < nt && (int64_t)i < n_vocab; i++)
+    for (size_t k = 0; tok[i].n < 16 && k < GC_ARRAY_LEN(names); k++)
+      if (tok[i].n == strlen(names[k]) && !memcmp(tok[i].p, names[k], (size_t)tok[i].n))
+        n = eog_add(ids, n, max, (int64_t)i, n_vocab);
+  free(tok);
+  return n;
+}

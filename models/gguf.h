@@ -83,6 +83,16 @@ int gc_gguf_get_i32s(const gc_gguf_t *g, const char *key, int32_t **out, uint64_
 /* A number of any integer or float type, as double. */
 int gc_gguf_get_num(const gc_gguf_t *g, const char *key, double *out, gc_err_t *e);
 
+/* The ids (below n_vocab, each once, at most max) that end a generation
+ * in g, llama.cpp's end-of-generation set: tokenizer.ggml.eos_token_id,
+ * eot_token_id and eom_token_id, then the tokens of tokenizer.ggml.tokens
+ * named <|eot_id|>, <|eom_id|>, <|end_of_text|>, <|im_end|>, <|end|>,
+ * <end_of_turn>, <|endoftext|> or <EOT> (files converted without the
+ * keys; Llama 3.1's <|eom_id|> and <|end_of_text|> beside an eos of
+ * <|eot_id|>, which Hugging Face's generation_config lists too). Keys of
+ * the wrong type count as absent. Returns the count. Can't fail. */
+int gc_gguf_eog_ids(const gc_gguf_t *g, int64_t n_vocab, int32_t *ids, int max);
+
 /* The file's path and GGUF version. */
 const char *gc_gguf_path(const gc_gguf_t *g);
 uint32_t gc_gguf_version(const gc_gguf_t *g);

@@ -494,10 +494,16 @@ static int gg_refuse(const gc_gguf_t *g, gc_err_t *e) {
                       "%s: unsupported config: llama.rope.scaling.type %s (gcore supports none, and llama3 "
                       "scaling as rope_freqs.weight)", p, gc_quote(s.p, (size_t)s.n, (char[GC_QUOTE_BUF]){0},
                                                                    GC_QUOTE_BUF));
-  double lin;
+  double lin, factor;
   if ((rc = gg_num(g, "llama.rope.scale_linear", 0, 1.0, &lin, e))) return rc;
   if (lin != 1.0)
     return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: llama.rope.scale_linear %g", p, lin);
+  /* a factor with no type is linear scaling to llama.cpp (0 and 1: none) */
+  if ((rc = gg_num(g, "llama.rope.scaling.factor", 0, 1.0, &factor, e))) return rc;
+  if (!gc_gguf_find(g, "llama.rope.scaling.type") && factor != 1.0 && factor != 0.0)
+    return gc_err_set(e, GC_EUNSUPPORTED,
+                      "%s: unsupported config: llama.rope.scaling.factor %g with no scaling type (linear "
+                      "scaling to llama.cpp, which gcore does not implement)", p, factor);
   return GC_OK;
 }
 
@@ -566,6 +572,12 @@ int gc_llama_config_from_gguf(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t
       (rc = gg_int(g, "tokenizer.ggml.eot_token_id", 0, c->eos_ids[0], 0, INT_MAX, &c->eos_ids[1], e)))
     return rc;
   c->n_eos = c->eos_ids[1] != c->eos_ids[0] ? 2 : 1; /* end of turn (Llama 3 instruct) stops too */
+  int32_t eog[GC_LLAMA_MAX_EOS]; /* and every other end of generation the file names */
+  for (int i = 0, n = gc_gguf_eog_ids(g, c->vocab_size, eog, GC_LLAMA_MAX_EOS); i < n; i++) {
+    int seen = 0;
+    for (int k = 0; k < c->n_eos; k++) seen |= c->eos_ids[k] == eog[i];
+    if (!seen && c->n_eos < GC_LLAMA_MAX_EOS) c->eos_ids[c->n_eos++] = eog[i];
+  }
   c->rope_layout = GC_ROPE_PAIRS;
   c->weight_dtype = c->dtype;
   if (gc_llama_config_check(c, e) != GC_OK) {

@@ -136,17 +136,19 @@ static int merges_from_scores(gc_tok_t *t, const gc_gguf_t *g, gc_err_t *e) {
   return rc;
 }
 
+/* The tokens that end a generation (gc_gguf_eog_ids), eos first: the one
+ * a prompt's add_eos appends. */
+static void read_eog(gc_tok_t *t, const gc_gguf_t *g) {
+  t->n_eos = gc_gguf_eog_ids(g, t->n_vocab, t->eos, (int)GC_ARRAY_LEN(t->eos));
+}
+
 static int read_specials(gc_tok_t *t, const gc_gguf_t *g, gc_err_t *e) {
   int64_t v;
   gc_gguf_str_t s;
   gc_err_t ignore = {0};
   if (!gc_gguf_get_int(g, "tokenizer.ggml.bos_token_id", &v, &ignore) && v >= 0 && v < t->n_vocab)
     t->bos = (int32_t)v;
-  if (!gc_gguf_get_int(g, "tokenizer.ggml.eos_token_id", &v, &ignore) && v >= 0 && v < t->n_vocab)
-    t->eos[t->n_eos++] = (int32_t)v;
-  if (!gc_gguf_get_int(g, "tokenizer.ggml.eot_token_id", &v, &ignore) && v >= 0 && v < t->n_vocab &&
-      !gc_tok_is_eos(t, (int32_t)v))
-    t->eos[t->n_eos++] = (int32_t)v;
+  read_eog(t, g);
   if (!gc_gguf_get_int(g, "tokenizer.ggml.unknown_token_id", &v, &ignore) && v >= 0 && v < t->n_vocab)
     t->unk_id = (int32_t)v;
   if (!gc_gguf_get_int(g, "tokenizer.ggml.add_bos_token", &v, &ignore)) t->add_bos = v != 0;
@@ -159,14 +161,23 @@ static int read_specials(gc_tok_t *t, const gc_gguf_t *g, gc_err_t *e) {
   return GC_OK;
 }
 
-/* The pre-tokenizer regex named by tokenizer.ggml.pre. */
+/* The pre-tokenizer named by tokenizer.ggml.pre, with llama.cpp's
+ * defaults for it (the file's add_bos_token, read later, overrides): the
+ * Llama 3 family matches a whole word in the vocabulary before any merge
+ * (ignore_merges, as its tokenizer.json says) and adds BOS; GPT-2 adds
+ * none. */
 static int set_pre(gc_tok_t *t, const gc_gguf_t *g, gc_err_t *e) {
   gc_gguf_str_t pre = {"default", 7};
   gc_err_t ignore = {0};
   gc_gguf_get_str(g, "tokenizer.ggml.pre", &pre, &ignore);
-  if (str_is(pre, "default") || str_is(pre, "gpt-2")) return tok_set_regex(t, TOK_GPT2_REGEX, e);
-  if (str_is(pre, "llama3") || str_is(pre, "llama-bpe") || str_is(pre, "llama-v3"))
+  if (str_is(pre, "default") || str_is(pre, "gpt-2")) {
+    t->add_bos = 0;
+    return tok_set_regex(t, TOK_GPT2_REGEX, e);
+  }
+  if (str_is(pre, "llama3") || str_is(pre, "llama-bpe") || str_is(pre, "llama-v3")) {
+    t->ignore_merges = t->add_bos = 1;
     return tok_set_regex(t, TOK_LLAMA3_REGEX, e);
+  }
   char q[GC_QUOTE_BUF];
   return gc_err_set(e, GC_EUNSUPPORTED, "%s: pre-tokenizer %s is not supported (gcore knows gpt-2, llama-bpe)",
                     t->what, gc_quote(pre.p, pre.n, q, sizeof q));

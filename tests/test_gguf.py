@@ -414,3 +414,43 @@ def test_quantized_weights_stay_quantized(gc, bundles):
     assert not dense, dense
     quant_tpls = {tpl for key, v in by.items() for tb, tpl in v if tb.startswith("q")}
     assert quant_tpls <= {"gemv_q_cpu", "gemm_q_cpu", "embed_q_cpu"}, quant_tpls
+
+
+EOG = ["<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"]
+
+
+@pytest.mark.parametrize("emit,keys", [
+    ("<|eot_id|>", {}),                                                 # no eot key: by its name
+    ("<|eom_id|>", {"tokenizer.ggml.eom_token_id": "<|eom_id|>"}),
+    ("<|eom_id|>", {}),
+    ("<|end_of_text|>", {"tokenizer.ggml.eos_token_id": "<|eot_id|>"}),  # Llama 3.1 Instruct's eos
+    ("a", {}),                                                           # no end: runs to -n
+])
+def test_gguf_end_of_generation_tokens(gc, bundles, emit, keys):
+    """A model whose greedy token is always emit stops after it where emit
+    ends a generation as llama.cpp's set says (eos, eot and eom by key, and
+    those names in the vocabulary), with a text prompt and with --tokens
+    (the model's own stop ids, no tokenizer), and runs to -n otherwise."""
+    cfg = TM.make_config(**CFG)
+    w = TM.random_weights(cfg, 0)
+    toks, _, types = G.vocab(cfg["vocab_size"])
+    for i, name in enumerate(EOG):
+        toks[len(toks) - 3 + i], types[len(toks) - 3 + i] = name, 3
+    tok = toks.index(emit)
+    for k in w:  # layers add nothing, every embedding is e0, only row tok of the head reads it
+        if "o_proj" in k or "down_proj" in k:
+            w[k][:] = 0
+    w["model.embed_tokens.weight"][:] = 0
+    w["model.embed_tokens.weight"][:, 0] = 1
+    w["model.norm.weight"][:] = 1
+    w["lm_head.weight"][:] = 0
+    w["lm_head.weight"][tok, 0] = 1
+    path = str(gc.dir / "eog.gguf")
+    G.write_llama(path, cfg, w, extra_kvs=[("tokenizer.ggml.tokens", "arr:str", toks),
+                                           ("tokenizer.ggml.token_type", "arr:i32", types)] +
+                  [(k, "u32", toks.index(v)) for k, v in keys.items()])
+    bundle = bundles.get(path, "F32")
+    for prompt in (["-p", "the cat"], ["--tokens", "1,5,9"]):
+        r = gc("gcore-run", "-m", path, "-b", bundle, *prompt, "-n", 6, "--temp", "0", "--json")
+        assert r.rc == 0, r
+        assert json_of(r)["tokens"] == [tok] * (1 if emit in EOG else 6), (prompt, r)

