@@ -178,8 +178,8 @@ static void fz_tok_chat(gc_tok_t *t) {
   gc_chat_kind_t k;
   gc_tok_ids_t ids = {0};
   if (fz_report("chat template", gc_chat_detect(t, &k, &e), &e) != GC_OK) return;
-  if (fz_report("chat turn", gc_chat_turn(t, k, 1, "Answer briefly.", " Hi <|eot_id|> there ", &ids, &e), &e) == GC_OK &&
-      gc_chat_turn(t, k, 0, NULL, "again", &ids, &e) == GC_OK)
+  if (fz_report("chat turn", gc_chat_turn(t, k, 1, 1, "Answer briefly.", " Hi <|eot_id|> there ", &ids, &e), &e) == GC_OK &&
+      gc_chat_turn(t, k, 0, 1, NULL, "again", &ids, &e) == GC_OK)
     fz_check_ids(t, &ids);
   (void)gc_chat_end_token(t, k);
   gc_tok_ids_free(&ids);

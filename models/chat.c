@@ -1,4 +1,4 @@
-/* chat.c — Llama 2 and Llama 3 chat turns as token ids (see chat.h); the
+/* chat.c — Llama 2, Llama 3 and Mistral chat turns as token ids (see chat.h); the
  * text of each turn is trimmed as the models' Jinja templates do. */
 #include "chat.h"
 
@@ -6,14 +6,27 @@
 
 #include "tok_impl.h"
 
+/* Whether the template puts BOS before every [INST] (Llama 2's), not once. */
+static int bos_every_turn(const char *tpl) {
+  return strstr(tpl, "bos_token + '[INST]") || strstr(tpl, "bos_token + \"[INST]") ||
+         strstr(tpl, "bos_token+'[INST]");
+}
+
+/* The id of control token name in t's vocabulary, or -1. */
+static int32_t control(const gc_tok_t *t, const char *name) {
+  int32_t id = gc_tok_find(t, name, strlen(name));
+  return id >= 0 && gc_tok_is_special(t, id) ? id : -1;
+}
+
 int gc_chat_detect(const gc_tok_t *t, gc_chat_kind_t *out, gc_err_t *e) {
   const char *tpl = gc_tok_chat_template(t);
   if (tpl && strstr(tpl, "<|start_header_id|>")) *out = GC_CHAT_LLAMA3;
-  else if (tpl && strstr(tpl, "[INST]")) *out = GC_CHAT_LLAMA2;
+  else if (tpl && strstr(tpl, "[INST]")) *out = bos_every_turn(tpl) ? GC_CHAT_LLAMA2 : GC_CHAT_MISTRAL;
   else if (tpl)
-    return gc_err_set(e, GC_EUNSUPPORTED, "%s: chat_template is neither Llama 2 ([INST]) nor Llama 3 "
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: chat_template is neither Llama 2 or Mistral ([INST]) nor Llama 3 "
                       "(<|start_header_id|>)", t->what);
   else if (gc_tok_find(t, "<|start_header_id|>", 19) >= 0) *out = GC_CHAT_LLAMA3;
+  else if (control(t, "[INST]") >= 0) *out = GC_CHAT_MISTRAL;
   else if (t->kind == TOK_SPM && t->bos >= 0 && t->n_eos) *out = GC_CHAT_LLAMA2;
   else
     return gc_err_set(e, GC_EUNSUPPORTED, "%s: no chat template and no Llama chat tokens in the vocabulary",
@@ -54,30 +67,42 @@ static int llama3_msg(gc_tok_t *t, const char *role, const char *text, gc_tok_id
   return rc ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
 }
 
-static int llama2_turn(gc_tok_t *t, int first, const char *system, const char *user, gc_tok_ids_t *out,
-                       gc_err_t *e) {
+/* An [INST] turn: [INST] user [/INST], the markers by id where they are
+ * control tokens (Mistral v3: "[INST]" id, the text, "[/INST]" id), else as
+ * text; Llama 2 (bos) with BOS and, first, the system prompt in <<SYS>>. */
+static int inst_turn(gc_tok_t *t, int bos, int first, const char *system, const char *user, gc_tok_ids_t *out,
+                     gc_err_t *e) {
+  int32_t open = control(t, "[INST]"), close = control(t, "[/INST]");
   gc_buf_t b = {0};
   const char *p;
   size_t n;
-  int rc = gc_buf_printf(&b, e, "[INST] ");
+  int rc = GC_OK;
+  if (bos && t->bos >= 0) rc = gc_tok_ids_push(out, t->bos, e);
+  if (!rc) rc = open >= 0 ? gc_tok_ids_push(out, open, e) : gc_buf_printf(&b, e, "[INST] ");
   if (!rc && first && system) {
     trim(system, &p, &n);
     rc = gc_buf_printf(&b, e, "<<SYS>>\n%.*s\n<</SYS>>\n\n", (int)n, p);
   }
   trim(user, &p, &n);
-  if (!rc) rc = gc_buf_printf(&b, e, "%.*s [/INST]", (int)n, p);
-  if (!rc) rc = gc_tok_encode(t, b.data, b.len, GC_TOK_BOS, out, e);
+  if (!rc) rc = gc_buf_printf(&b, e, close >= 0 ? "%.*s" : "%.*s [/INST]", (int)n, p);
+  if (!rc && b.len) rc = gc_tok_encode(t, b.data, b.len, 0, out, e);
+  if (!rc && close >= 0) rc = gc_tok_ids_push(out, close, e);
   gc_buf_free(&b);
   return rc;
 }
 
-int gc_chat_turn(gc_tok_t *t, gc_chat_kind_t k, int first, const char *system, const char *user,
+int gc_chat_turn(gc_tok_t *t, gc_chat_kind_t k, int first, int reply, const char *system, const char *user,
                  gc_tok_ids_t *out, gc_err_t *e) {
-  if (k == GC_CHAT_LLAMA2) return llama2_turn(t, first, system, user, out, e);
+  if (k != GC_CHAT_LLAMA3 && !reply)
+    return gc_err_set(e, GC_EINVAL, "the %s chat template takes user and assistant messages in turn (two user "
+                      "messages in a row)", k == GC_CHAT_MISTRAL ? "Mistral" : "Llama 2");
+  if (k == GC_CHAT_MISTRAL && first && system)
+    return gc_err_set(e, GC_EINVAL, "the Mistral chat template has no system role");
+  if (k != GC_CHAT_LLAMA3) return inst_turn(t, k == GC_CHAT_LLAMA2 || first, first, system, user, out, e);
   if (first && t->bos >= 0 && gc_tok_ids_push(out, t->bos, e)) return GC_ENOMEM;
   if (first && system && llama3_msg(t, "system", system, out, e)) return e->code;
   if (llama3_msg(t, "user", user, out, e)) return e->code;
-  return llama3_msg(t, "assistant", NULL, out, e);
+  return reply ? llama3_msg(t, "assistant", NULL, out, e) : GC_OK;
 }
 
 int32_t gc_chat_end_token(const gc_tok_t *t, gc_chat_kind_t k) {

@@ -212,6 +212,14 @@ nomem:
  * assistant turns, the last a user turn, through the model's template as
  * gcore-run --chat builds a conversation: an assistant turn is its text
  * (trimmed, special tokens not matched) and the end-of-turn id. */
+/* Whether message i + 1 of msgs is a user message (so that the one at i
+ * gets no reply of its own). */
+static int next_is_user(json_object *msgs, size_t i) {
+  json_object *m = json_object_array_get_idx(msgs, i + 1), *role;
+  return m && json_object_object_get_ex(m, "role", &role) && json_object_is_type(role, json_type_string) &&
+         !strcmp(json_object_get_string(role), "user");
+}
+
 static int chat_prompt(gc_api_t *a, json_object *msgs, gc_tok_ids_t *ids, gc_api_err_t *err) {
   if (!msgs) return gc_api_fail(err, 400, INVALID, NULL, "messages", "'messages' is required");
   if (!json_object_is_type(msgs, json_type_array)) return want(err, "messages", "an array", msgs);
@@ -241,8 +249,10 @@ static int chat_prompt(gc_api_t *a, json_object *msgs, gc_tok_ids_t *ids, gc_api
       else have_system = 1;
       last_user = 0;
     } else if (!strcmp(r, "user")) {
-      if (gc_chat_turn(a->tok, a->chat, users == 0, have_system ? system.data : NULL, text.data, ids, &e))
-        rc = gc_api_fail(err, 500, "server_error", NULL, NULL, "the chat template failed: %s", e.msg);
+      if (gc_chat_turn(a->tok, a->chat, users == 0, !next_is_user(msgs, i), have_system ? system.data : NULL,
+                       text.data, ids, &e))
+        rc = e.code == GC_EINVAL ? gc_api_fail(err, 400, INVALID, NULL, "messages", "%s", e.msg)
+                                 : gc_api_fail(err, 500, "server_error", NULL, NULL, "the chat template failed: %s", e.msg);
       users++, last_user = 1;
     } else if (!strcmp(r, "assistant")) {
       if (!users) {

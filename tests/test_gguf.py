@@ -13,6 +13,7 @@ greedy step has its top two logits within 1e-3.
 
 The model is Llama-3 shaped (GQA: 4 query heads, 2 kv heads of 64) with
 rows of 256 and 512 elements, whole blocks of every format."""
+import json
 import os
 import re
 import sys
@@ -23,7 +24,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from conftest import run_tool  # noqa: E402
+from conftest import assert_clean_error, run_tool  # noqa: E402
 import ggufq as Q  # noqa: E402
 import llama_ref as R  # noqa: E402
 import tinygguf as G  # noqa: E402
@@ -454,3 +455,50 @@ def test_gguf_end_of_generation_tokens(gc, bundles, emit, keys):
         r = gc("gcore-run", "-m", path, "-b", bundle, *prompt, "-n", 6, "--temp", "0", "--json")
         assert r.rc == 0, r
         assert json_of(r)["tokens"] == [tok] * (1 if emit in EOG else 6), (prompt, r)
+
+
+LLAMA2_TEMPLATE = ("{% for message in messages %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + "
+                   "message['content'].strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' ' + "
+                   "message['content'].strip() + ' ' + eos_token }}{% endif %}{% endfor %}")
+MISTRAL_TEMPLATE = ("{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' + "
+                    "message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ "
+                    "message['content'] + eos_token}}{% endif %}{% endfor %}")
+
+
+def ids_of(gc, path, text):
+    r = gc("gcore-run", "--tokenizer", path, "--tokenize", input=text)
+    assert r.rc == 0, r
+    return [int(x) for x in r.out.split()]
+
+
+@pytest.mark.parametrize("kind", ["llama2", "mistral", "mistral-v3"])
+def test_gguf_inst_chat_templates(gc, bundles, kind):
+    """--chat with the [INST] templates a GGUF file names: Llama 2's puts BOS
+    before every [INST], Mistral's once at the start; a vocabulary with
+    [INST] and [/INST] as control tokens (Mistral v3) gets them by id, the
+    user's text tokenized alone; Mistral has no system role."""
+    cfg = TM.make_config(**CFG)
+    toks, _, types = G.vocab(cfg["vocab_size"])
+    if kind == "mistral-v3":
+        toks[-2:], types[-2:] = ["[INST]", "[/INST]"], [3, 3]
+    path = str(gc.dir / f"{kind}.gguf")
+    G.write_llama(path, cfg, TM.random_weights(cfg, 0), extra_kvs=[
+        ("tokenizer.ggml.tokens", "arr:str", toks), ("tokenizer.ggml.token_type", "arr:i32", types),
+        ("tokenizer.chat_template", "str", LLAMA2_TEMPLATE if kind == "llama2" else MISTRAL_TEMPLATE)])
+    bundle = bundles.get(path, "F32")
+    r = gc("gcore-run", "-m", path, "-b", bundle, "--chat", "-n", 3, *GREEDY, "--json", input="hi cat\nthe end\n")
+    assert r.rc == 0, r
+    (p1, g1), (p2, _) = [(t["prompt_ids"], t["tokens"]) for t in map(json.loads, r.out.splitlines())]
+    if kind == "mistral-v3":
+        inst, end = toks.index("[INST]"), toks.index("[/INST]")
+        assert p1 == [1, inst] + ids_of(gc, path, "hi cat") + [end], p1
+        assert p2 == [g1[-1], 2, inst] + ids_of(gc, path, "the end") + [end], p2
+    else:
+        assert p1 == [1] + ids_of(gc, path, "[INST] hi cat [/INST]"), p1
+        bos = [1] if kind == "llama2" else []
+        assert p2 == [g1[-1], 2] + bos + ids_of(gc, path, "[INST] the end [/INST]"), p2
+    r = gc("gcore-run", "-m", path, "-b", bundle, "--chat", "--system", "be brief", "-n", 2, *GREEDY, input="hi\n")
+    if kind == "llama2":
+        assert r.rc == 0, r
+    else:
+        assert_clean_error(r, "gcore-run", "the Mistral chat template has no system role")

@@ -255,6 +255,22 @@ def test_chat_matches_gcore_run_chat(srv, tiny):
     assert ids[:len(ref["prompt_ids"])] == ref["prompt_ids"] and VOCAB - 3 in ids[len(ref["prompt_ids"]):]
 
 
+def test_user_messages_in_a_row(srv):
+    """Two user messages in a row are two user messages, each closed by
+    <|eot_id|>, then one assistant header, as Llama 3's template renders
+    them (not an assistant header after each)."""
+    def ids(msgs):
+        status, _, text = srv.post("/v1/chat/completions", {"model": MODEL, "messages": msgs, "max_tokens": 1,
+                                                             "return_token_ids": True})
+        assert status == 200, text
+        return json.loads(text)["choices"][0]["prompt_token_ids"]
+    a, c = ids([{"role": "user", "content": "a"}]), ids([{"role": "user", "content": "c"}])
+    eot = VOCAB - 3
+    last = len(a) - 1 - a[::-1].index(eot)  # a: BOS, user a, eot, then the assistant header
+    got = ids([{"role": "user", "content": "a"}, {"role": "user", "content": "c"}])
+    assert got == a[:last + 1] + c[1:], (got, a, c)
+
+
 def test_ignore_eos_goes_past_the_end_of_turn(srv):
     """ignore_eos (vLLM's) ignores the chat template's end of turn too:
     a sampled reply that ends at <|eot_id|> goes on, the same tokens first

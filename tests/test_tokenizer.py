@@ -501,6 +501,22 @@ def test_chat_keeps_the_kv_cache(gc, chat_model):
     assert json.loads(one.out)["tokens"] == g2
 
 
+def test_chat_turn_the_context_cannot_hold_is_left_out(gc, chat_model):
+    """A line the context cannot hold is left out with a line on stderr; the
+    session goes on (the next line is the first turn, as if alone), and the
+    exit status says a turn was left out."""
+    model, bundle = chat_model
+    args = ["-m", model, "-b", bundle, "--chat", "--ctx", 64, "-n", 4, *GREEDY, "--json"]
+    r = gc("gcore-run", *args, input="word " * 100 + "\nhi\n")
+    alone = gc("gcore-run", *args, input="hi\n")
+    assert alone.rc == 0, alone
+    assert r.rc == 1 and "this turn left out: the conversation would need more than --ctx 64" in r.err, r
+    assert r.err.strip().splitlines()[-1] == "gcore-run: 1 turn left out: the context (--ctx 64) could not hold it", r
+    keys = ("tokens", "prompt_ids", "text", "cache_positions")  # all but the timings
+    assert [{k: json.loads(l)[k] for k in keys} for l in r.out.splitlines()] == \
+        [{k: json.loads(l)[k] for k in keys} for l in alone.out.splitlines()], (r, alone)
+
+
 def test_chat_after_a_stop_token_keeps_the_kv_cache(gc, chat_model):
     """A reply that ends at a stop token well before -n: the device ran one
     step past it (gcore-run decodes one step ahead of the host), which must

@@ -544,9 +544,11 @@ static int prompt_ids(const run_opts_t *o, const gc_llama_config_t *c, text_io_t
 
 /* One chat turn: what the cache still lacks of the last reply (its last
  * token, and the end-of-turn token if the reply was cut short), then the
- * user's turn; generate the reply. */
+ * user's turn; generate the reply. A turn the context cannot hold is left
+ * out (*skipped, its one-line reason on stderr; the conversation goes on
+ * as before it). */
 static int chat_turn(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t *smp, const char *user,
-                     int turn, gen_state_t *g, text_io_t *io, gc_err_t *e) {
+                     int turn, gen_state_t *g, text_io_t *io, int *skipped, gc_err_t *e) {
   const gc_llama_config_t *c = gc_llama_config(m);
   gc_tok_ids_t ids = {0};
   int rc = GC_OK;
@@ -554,9 +556,14 @@ static int chat_turn(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t
   if (!rc && turn > 0 && (!g->n_out || g->out[g->n_out - 1] != io->chat_end) && io->chat_end >= 0 &&
       !(g->n_out && is_stop(c, io, g->out[g->n_out - 1])))
     rc = gc_tok_ids_push(&ids, io->chat_end, e);
-  if (!rc) rc = gc_chat_turn(io->tok, io->chat, turn == 0, o->system, user, &ids, e);
-  if (!rc && gc_llama_pos(m) + (int)ids.n + 1 > o->ctx)
-    rc = gc_err_set(e, GC_EINVAL, "the conversation needs more than --ctx %d positions", o->ctx);
+  if (!rc) rc = gc_chat_turn(io->tok, io->chat, turn == 0, 1, o->system, user, &ids, e);
+  if (!rc && gc_llama_pos(m) + (int)ids.n + 1 > o->ctx) {
+    fprintf(stderr, "gcore-run: this turn left out: the conversation would need more than --ctx %d positions "
+            "(%d in use, %zu more)\n", o->ctx, gc_llama_pos(m), ids.n + 1);
+    *skipped = 1;
+    gc_tok_ids_free(&ids);
+    return GC_OK;
+  }
   io->text.len = 0;
   gc_tok_stream_init(&io->ts, io->tok, GC_TOK_SKIP_SPECIAL);
   if (!rc) rc = generate(m, o, max_t, smp, ids.v, (int)ids.n, g, io, e);
@@ -570,15 +577,24 @@ static int chat_loop(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t
                      text_io_t *io, gc_err_t *e) {
   char *line = NULL;
   size_t cap = 0;
-  int rc = GC_OK, turn = 0;
+  int rc = GC_OK, turn = 0, left_out = 0;
   int tty = isatty(0);
-  if (o->prompt) rc = chat_turn(m, o, max_t, smp, o->prompt, turn++, g, io, e);
-  for (ssize_t n; !rc && (!tty || fputs("> ", stderr) >= 0) && (n = getline(&line, &cap, stdin)) >= 0;) {
-    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
-    if (n == 0) continue;
-    rc = chat_turn(m, o, max_t, smp, line, turn++, g, io, e);
+  for (ssize_t n = 0; !rc; ) {
+    const char *user = o->prompt;
+    if (!(turn == 0 && left_out == 0 && user)) { /* -p is the first turn; then stdin's lines */
+      if ((tty && fputs("> ", stderr) < 0) || (n = getline(&line, &cap, stdin)) < 0) break;
+      while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+      if (n == 0) continue;
+      user = line;
+    }
+    int skipped = 0;
+    rc = chat_turn(m, o, max_t, smp, user, turn, g, io, &skipped, e);
+    turn += !skipped, left_out += skipped;
   }
   free(line);
+  if (!rc && left_out) /* a script sees it in the exit status too */
+    rc = gc_err_set(e, GC_EINVAL, "%d turn%s left out: the context (--ctx %d) could not hold %s", left_out,
+                    left_out > 1 ? "s" : "", o->ctx, left_out > 1 ? "them" : "it");
   return rc;
 }
 

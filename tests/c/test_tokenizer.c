@@ -129,11 +129,11 @@ static void test_chat_llama2(void) {
   CHECK(gc_chat_detect(t, &k, &e) == GC_OK && k == GC_CHAT_LLAMA2, "Llama 2 vocabulary: %s", e.msg);
   gc_tok_ids_t a = {0}, b = {0};
   const char *want1 = "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi there [/INST]";
-  CHECK(gc_chat_turn(t, k, 1, "  Be brief. ", "Hi there\n", &a, &e) == GC_OK, "turn: %s", e.msg);
+  CHECK(gc_chat_turn(t, k, 1, 1, "  Be brief. ", "Hi there\n", &a, &e) == GC_OK, "turn: %s", e.msg);
   CHECK(gc_tok_encode(t, want1, strlen(want1), GC_TOK_BOS, &b, &e) == GC_OK, "encode");
   CHECK(a.n == b.n && !memcmp(a.v, b.v, a.n * sizeof *a.v) && a.v[0] == 1, "first turn");
   a.n = b.n = 0;
-  CHECK(gc_chat_turn(t, k, 0, "ignored", "<s>more", &a, &e) == GC_OK, "turn 2");
+  CHECK(gc_chat_turn(t, k, 0, 1, "ignored", "<s>more", &a, &e) == GC_OK, "turn 2");
   CHECK(gc_tok_encode(t, "[INST] <s>more [/INST]", 22, GC_TOK_BOS, &b, &e) == GC_OK, "encode");
   CHECK(a.n == b.n && !memcmp(a.v, b.v, a.n * sizeof *a.v), "later turn: no system, user text not special");
   CHECK(gc_chat_end_token(t, k) == 2, "</s> closes a reply");
