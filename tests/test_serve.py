@@ -522,6 +522,42 @@ def test_top_k_minus_one_and_zero_are_off(srv):
     assert_errors(srv, "/v1/completions", [(b'{"prompt": "x", "top_k": -2}', 400, "top_k", "from -1 to")])
 
 
+def test_cors(srv):
+    """Browsers: OPTIONS on an API route is a preflight (204, the methods,
+    the requested headers echoed, else Content-Type and Authorization);
+    every answer, errors and streams included, allows any origin. A
+    trailing slash routes as without."""
+    status, h, text = srv.request("OPTIONS", "/v1/chat/completions", headers={
+        "Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type,authorization,x-stainless-os"})
+    assert status == 204 and text == "", (status, h, text)
+    assert h["Access-Control-Allow-Origin"] == "*"
+    assert "POST" in h["Access-Control-Allow-Methods"]
+    assert h["Access-Control-Allow-Headers"] == "content-type,authorization,x-stainless-os"
+    for path, method in (("/v1/completions", "POST"), ("/v1/models", "GET"), (f"/v1/models/{MODEL}", "GET"),
+                         ("/health", "GET"), ("/v1/chat/completions/", "POST")):
+        status, h, _ = srv.request("OPTIONS", path, headers={"Origin": "http://x"})
+        assert status == 204 and h["Access-Control-Allow-Origin"] == "*", (path, status, h)
+        assert method in h["Access-Control-Allow-Methods"], (path, h)
+        assert {"content-type", "authorization"} <= {x.strip().lower() for x in
+                                                     h["Access-Control-Allow-Headers"].split(",")}, h
+    assert srv.request("OPTIONS", "/nowhere")[0] == 404
+    ok = {"model": MODEL, "prompt": [1, 2], "max_tokens": 2}
+    answers = [srv.post("/v1/completions", ok), srv.post("/v1/completions", dict(ok, stream=True)),
+               srv.post("/v1/completions", b"{"), srv.post("/v1/completions", "x" * 70000),
+               srv.request("GET", "/v1/models"), srv.request("GET", "/health"), srv.request("GET", "/nowhere"),
+               srv.request("GET", "/v1/completions")]
+    assert [a[0] for a in answers] == [200, 200, 400, 413, 200, 200, 404, 405]
+    for status, h, text in answers:
+        assert h.get("Access-Control-Allow-Origin") == "*", (status, h)
+    # a trailing slash
+    assert srv.post("/v1/chat/completions/", {"model": MODEL, "max_tokens": 2,
+                                              "messages": [{"role": "user", "content": "Hi"}]})[0] == 200
+    assert srv.post("/v1/completions/", ok)[0] == 200
+    assert srv.request("GET", "/v1/models/")[0] == 200
+    assert json.loads(srv.request("GET", f"/v1/models/{MODEL}/")[2])["id"] == MODEL
+
+
 def test_request_body_checks(srv):
     """A body that is JSON but not an object, a max_tokens or seed beyond 64
     bits (quoted as given, not clamped), stream_options without streaming,
@@ -716,7 +752,7 @@ def test_routes_and_methods(srv):
         assert got == status, (method, path, text)
         assert "error" in json.loads(text)
         if status == 405:
-            assert headers["Allow"] in ("GET", "POST")
+            assert headers["Allow"] == ("POST, OPTIONS" if "completions" in path else "GET, HEAD, OPTIONS")
 
 
 def test_oversize_bodies(srv):
