@@ -1,15 +1,17 @@
 /* api.c — OpenAI request parsing and response JSON for gcore-serve (see
- * api.h). What is accepted: the fields of /v1/completions and
- * /v1/chat/completions that gcore implements (model, prompt or messages,
- * max_tokens / max_completion_tokens, temperature, top_p, seed, stop,
- * stream, stream_options.include_usage, n = 1, user), llama.cpp's and
- * vLLM's extensions top_k, min_p, ignore_eos and return_token_ids, and the
- * fields whose neutral value changes nothing (presence_penalty 0,
- * logprobs false, echo false, ...). Anything else that would change the
- * result is refused by name (400), never ignored; unknown fields are
- * ignored, as OpenAI's servers do. */
+ * api.h). Every request field gcore-serve knows is in one table, FIELDS:
+ * those it implements (OpenAI's model, prompt or messages, max_tokens /
+ * max_completion_tokens, temperature, top_p, seed, stop, stream,
+ * stream_options; llama.cpp's and vLLM's top_k, min_p, repeat_penalty /
+ * repetition_penalty, repeat_last_n, stop_token_ids, min_tokens,
+ * ignore_eos, return_token_ids), those with no effect on the tokens
+ * (user, metadata, ...: ignored), and those that would change the answer
+ * and are not implemented: accepted only at the value that turns them off
+ * (n 1, presence_penalty 0, typical_p 1, ...), else refused by name (400),
+ * never ignored. Unknown fields are ignored. */
 #include "api.h"
 
+#include <errno.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdarg.h>
@@ -34,6 +36,64 @@ int gc_api_fail(gc_api_err_t *err, int status, const char *type, const char *cod
   return status;
 }
 
+/* ---- the body's text ----------------------------------------------------------- */
+
+/* A request: the object json-c parsed, and its text, from which errors quote
+ * numbers as the client wrote them (json-c gives an integer beyond 64 bits
+ * as the nearest limit, and an overflowing double as inf). */
+typedef struct body {
+  json_object *o;
+  const char *text; /* [n], valid JSON: json-c has parsed it */
+  size_t n;
+} body_t;
+
+static size_t skip_ws(const char *s, size_t n, size_t i) {
+  while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n')) i++;
+  return i;
+}
+
+/* s[i] opens a string: the index after its closing quote. */
+static size_t skip_string(const char *s, size_t n, size_t i) {
+  for (i++; i < n && s[i] != '"'; i++)
+    if (s[i] == '\\') i++;
+  return i + 1;
+}
+
+/* s[i] (i < n) begins a value of valid JSON: the index after it. */
+static size_t skip_value(const char *s, size_t n, size_t i) {
+  int depth = 0;
+  do {
+    if (s[i] == '"') i = skip_string(s, n, i);
+    else if (s[i] == '{' || s[i] == '[') depth++, i++;
+    else if (s[i] == '}' || s[i] == ']') depth--, i++;
+    else if (depth) i++;
+    else while (i < n && !strchr(",}] \t\r\n", s[i])) i++; /* a number or literal */
+  } while (depth > 0 && i < n);
+  return i < n ? i : n;
+}
+
+/* The text [*len] of the value of b's top-level member key (the last when
+ * it is repeated, as json-c keeps the last), or NULL when it is absent or
+ * its name is written with escapes. */
+static const char *raw_member(const body_t *b, const char *key, int *len) {
+  const char *s = b->text, *found = NULL;
+  size_t n = b->n, klen = strlen(key), i = skip_ws(s, n, 0);
+  if (i >= n || s[i] != '{') return NULL;
+  for (i = skip_ws(s, n, i + 1); i < n && s[i] == '"';) {
+    size_t k = i + 1;
+    i = skip_string(s, n, i);
+    int match = i - k - 1 == klen && !memcmp(s + k, key, klen);
+    i = skip_ws(s, n, skip_ws(s, n, i) + 1); /* past the ':' */
+    if (i >= n) break;
+    size_t v = i;
+    i = skip_value(s, n, i);
+    if (match) found = s + v, *len = (int)(i - v);
+    i = skip_ws(s, n, i);
+    if (i < n && s[i] == ',') i = skip_ws(s, n, i + 1);
+  }
+  return found;
+}
+
 /* ---- field access ---------------------------------------------------------- */
 
 static const char *type_name(json_object *v) {
@@ -54,33 +114,63 @@ static json_object *field(json_object *o, const char *key) {
   return v;
 }
 
+static int is_number(json_object *v) {
+  return json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int);
+}
+
 static int want(gc_api_err_t *err, const char *key, const char *what, json_object *v) {
   return gc_api_fail(err, 400, INVALID, NULL, key, "'%s' must be %s, not %s", key, what, type_name(v));
 }
 
+/* 400: the number v of b's field key is outside the range that fmt says;
+ * the message quotes it as written. */
+__attribute__((format(printf, 5, 6)))
+static int outside(const body_t *b, const char *key, json_object *v, gc_api_err_t *err, const char *fmt, ...) {
+  char range[96];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(range, sizeof range, fmt, ap);
+  va_end(ap);
+  int len = 0;
+  const char *given = raw_member(b, key, &len);
+  if (!given) given = json_object_to_json_string_ext(v, JSON_OUT), len = (int)strlen(given);
+  return gc_api_fail(err, 400, INVALID, NULL, key, "'%s' is %.*s%s; it must be %s", key, len < 60 ? len : 60,
+                     given, len > 60 ? "..." : "", range);
+}
+
 /* A number field in [lo, hi] into *out (unchanged when absent). */
-static int num(json_object *o, const char *key, double lo, double hi, double *out, gc_api_err_t *err) {
-  json_object *v = field(o, key);
+static int num(const body_t *b, const char *key, double lo, double hi, double *out, gc_api_err_t *err) {
+  json_object *v = field(b->o, key);
   if (!v) return 0;
-  if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int))
-    return want(err, key, "a number", v);
+  if (!is_number(v)) return want(err, key, "a number", v);
   double x = json_object_get_double(v);
-  if (!(x >= lo && x <= hi))
-    return gc_api_fail(err, 400, INVALID, NULL, key, "'%s' is %g; it must be from %g to %g", key, x, lo, hi);
+  if (!(x >= lo && x <= hi)) return outside(b, key, v, err, "from %g to %g", lo, hi);
   *out = x;
   return 0;
 }
 
+/* Whether key's integer x was written beyond 64 bits (json-c gave a limit). */
+static int beyond_int64(const body_t *b, const char *key, int64_t x) {
+  if (x != INT64_MAX && x != INT64_MIN) return 0;
+  int len = 0;
+  const char *t = raw_member(b, key, &len);
+  char digits[48];
+  if (!t || len >= (int)sizeof digits) return t != NULL; /* strict JSON: no leading zeros */
+  memcpy(digits, t, (size_t)len);
+  digits[len] = 0;
+  errno = 0;
+  (void)strtoll(digits, NULL, 10);
+  return errno == ERANGE;
+}
+
 /* An integer field in [lo, hi] into *out (unchanged when absent). */
-static int integer(json_object *o, const char *key, int64_t lo, int64_t hi, int64_t *out,
-                   gc_api_err_t *err) {
-  json_object *v = field(o, key);
+static int integer(const body_t *b, const char *key, int64_t lo, int64_t hi, int64_t *out, gc_api_err_t *err) {
+  json_object *v = field(b->o, key);
   if (!v) return 0;
   if (!json_object_is_type(v, json_type_int)) return want(err, key, "an integer", v);
   int64_t x = json_object_get_int64(v);
-  if (x < lo || x > hi)
-    return gc_api_fail(err, 400, INVALID, NULL, key, "'%s' is %lld; it must be from %lld to %lld", key,
-                       (long long)x, (long long)lo, (long long)hi);
+  if (x < lo || x > hi || beyond_int64(b, key, x))
+    return outside(b, key, v, err, "from %lld to %lld", (long long)lo, (long long)hi);
   *out = x;
   return 0;
 }
@@ -93,41 +183,123 @@ static int boolean(json_object *o, const char *key, int *out, gc_api_err_t *err)
   return 0;
 }
 
-/* Fields that are accepted only at the value that changes nothing. */
-static int neutral(json_object *o, gc_api_err_t *err) {
-  static const char *const zero[] = {"presence_penalty", "frequency_penalty"};
-  static const char *const falsy[] = {"logprobs", "echo", "top_logprobs"};
-  static const char *const absent[] = {"tools", "functions", "tool_choice", "function_call", "suffix"};
-  for (size_t i = 0; i < sizeof zero / sizeof *zero; i++) {
-    double x = 0;
-    if (num(o, zero[i], -2, 2, &x, err)) return err->status;
-    if (x != 0) return gc_api_fail(err, 400, INVALID, NULL, zero[i], "'%s' is not supported (give 0)", zero[i]);
+/* ---- the fields ------------------------------------------------------------- */
+
+/* What gcore-serve does with a field it knows (an unknown one is ignored, a
+ * null one is absent). */
+typedef enum {
+  F_READ,   /* implemented: read by gc_api_parse and params() */
+  F_IGNORE, /* no effect on the answer: accepted, not read */
+  F_OFF,    /* not implemented: accepted only at the value that turns it off */
+} field_use_t;
+
+/* The value that turns an F_OFF field off. */
+typedef enum {
+  OFF_NULL,  /* none: any value is refused */
+  OFF_NUM,   /* the number `num` */
+  OFF_FALSE, /* false */
+  OFF_TRUE,  /* true */
+  OFF_EMPTY, /* "", [] or {} */
+  OFF_NONE,  /* the string "none" */
+  OFF_TEXT,  /* {"type": "text"} */
+} field_off_t;
+
+#define READ(name) {name, F_READ, OFF_NULL, 0, NULL}
+#define IGNORE(name) {name, F_IGNORE, OFF_NULL, 0, NULL}
+#define OFF(name, off, num, why) {name, F_OFF, off, num, why}
+
+/* Every request field gcore-serve knows, OpenAI's and the extensions of
+ * vLLM and llama.cpp, on either endpoint. */
+static const struct field_rule {
+  const char *name;
+  field_use_t use;
+  field_off_t off;  /* F_OFF */
+  double num;       /* OFF_NUM */
+  const char *why;  /* F_OFF: the message's end, or NULL */
+} FIELDS[] = {
+    /* implemented: OpenAI's, then vLLM's and llama.cpp's */
+    READ("model"), READ("prompt"), READ("messages"), READ("max_tokens"), READ("max_completion_tokens"),
+    READ("temperature"), READ("top_p"), READ("seed"), READ("stop"), READ("stream"), READ("stream_options"),
+    READ("top_k"), READ("min_p"), READ("repetition_penalty"), READ("repeat_penalty"), READ("repeat_last_n"),
+    READ("stop_token_ids"), READ("min_tokens"), READ("ignore_eos"), READ("return_token_ids"),
+
+    /* no effect on the tokens: bookkeeping, caching, scheduling */
+    IGNORE("user"), IGNORE("metadata"), IGNORE("store"), IGNORE("parallel_tool_calls"), IGNORE("service_tier"),
+    IGNORE("prompt_cache_key"), IGNORE("safety_identifier"), IGNORE("request_id"), IGNORE("priority"),
+    IGNORE("cache_prompt"), IGNORE("id_slot"),
+    /* read only beside a field below that is refused when it is on */
+    IGNORE("mirostat_tau"), IGNORE("mirostat_eta"), IGNORE("dry_base"), IGNORE("dry_allowed_length"),
+    IGNORE("dry_penalty_last_n"), IGNORE("dry_sequence_breakers"), IGNORE("xtc_threshold"),
+    IGNORE("length_penalty"), IGNORE("spaces_between_special_tokens"), IGNORE("guided_decoding_backend"),
+    IGNORE("guided_whitespace_pattern"),
+
+    /* more choices, log-probabilities */
+    OFF("n", OFF_NUM, 1, "only one choice per request"), OFF("best_of", OFF_NUM, 1, "only one choice per request"),
+    OFF("use_beam_search", OFF_FALSE, 0, NULL), OFF("logprobs", OFF_FALSE, 0, NULL),
+    OFF("top_logprobs", OFF_NUM, 0, NULL), OFF("prompt_logprobs", OFF_NULL, 0, NULL),
+    OFF("n_probs", OFF_NUM, 0, NULL), OFF("echo", OFF_FALSE, 0, NULL), OFF("suffix", OFF_EMPTY, 0, NULL),
+    /* penalties, biases and samplers that gcore's sampler does not have */
+    OFF("presence_penalty", OFF_NUM, 0, NULL), OFF("frequency_penalty", OFF_NUM, 0, NULL),
+    OFF("logit_bias", OFF_EMPTY, 0, NULL), OFF("allowed_token_ids", OFF_NULL, 0, NULL),
+    OFF("bad_words", OFF_EMPTY, 0, NULL), OFF("typical_p", OFF_NUM, 1, NULL), OFF("tfs_z", OFF_NUM, 1, NULL),
+    OFF("top_a", OFF_NUM, 0, NULL), OFF("mirostat", OFF_NUM, 0, NULL), OFF("dry_multiplier", OFF_NUM, 0, NULL),
+    OFF("xtc_probability", OFF_NUM, 0, NULL), OFF("dynatemp_range", OFF_NUM, 0, NULL),
+    OFF("top_n_sigma", OFF_NUM, -1, NULL),
+    /* constrained decoding */
+    OFF("response_format", OFF_TEXT, 0, "no constrained decoding"),
+    OFF("guided_json", OFF_NULL, 0, "no constrained decoding"),
+    OFF("guided_regex", OFF_NULL, 0, "no constrained decoding"),
+    OFF("guided_choice", OFF_NULL, 0, "no constrained decoding"),
+    OFF("guided_grammar", OFF_NULL, 0, "no constrained decoding"),
+    OFF("structured_outputs", OFF_NULL, 0, "no constrained decoding"),
+    OFF("grammar", OFF_NULL, 0, "no constrained decoding"),
+    OFF("json_schema", OFF_NULL, 0, "no constrained decoding"),
+    /* tools, the chat template, other inputs and outputs */
+    OFF("tools", OFF_EMPTY, 0, "no tool calls"), OFF("functions", OFF_EMPTY, 0, "no tool calls"),
+    OFF("tool_choice", OFF_NONE, 0, "no tool calls"), OFF("function_call", OFF_NONE, 0, "no tool calls"),
+    OFF("add_generation_prompt", OFF_TRUE, 0, NULL), OFF("continue_final_message", OFF_FALSE, 0, NULL),
+    OFF("chat_template", OFF_NULL, 0, "the model's own template is used"),
+    OFF("chat_template_kwargs", OFF_EMPTY, 0, "the model's own template is used"),
+    OFF("include_stop_str_in_output", OFF_FALSE, 0, "stop strings and stop tokens are left out of the text"),
+    OFF("skip_special_tokens", OFF_TRUE, 0, "special tokens are left out of the text"),
+    OFF("n_predict", OFF_NULL, 0, "give max_tokens"), OFF("truncate_prompt_tokens", OFF_NULL, 0, NULL),
+    OFF("reasoning_effort", OFF_NULL, 0, NULL), OFF("audio", OFF_NULL, 0, "text only"),
+    OFF("prediction", OFF_NULL, 0, NULL), OFF("web_search_options", OFF_NULL, 0, NULL),
+};
+
+/* Whether v is f's value that turns it off. */
+static int is_off(const struct field_rule *f, json_object *v) {
+  json_object *t;
+  switch (f->off) {
+    case OFF_NUM: return is_number(v) && json_object_get_double(v) == f->num;
+    case OFF_FALSE: return json_object_is_type(v, json_type_boolean) && !json_object_get_boolean(v);
+    case OFF_TRUE: return json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
+    case OFF_EMPTY:
+      return (json_object_is_type(v, json_type_string) && !json_object_get_string_len(v)) ||
+             (json_object_is_type(v, json_type_array) && !json_object_array_length(v)) ||
+             (json_object_is_type(v, json_type_object) && !json_object_object_length(v));
+    case OFF_NONE: return json_object_is_type(v, json_type_string) && !strcmp(json_object_get_string(v), "none");
+    case OFF_TEXT:
+      return json_object_is_type(v, json_type_object) && json_object_object_get_ex(v, "type", &t) &&
+             json_object_is_type(t, json_type_string) && !strcmp(json_object_get_string(t), "text");
+    default: return 0;
   }
-  for (size_t i = 0; i < sizeof falsy / sizeof *falsy; i++) {
-    json_object *v = field(o, falsy[i]);
-    if (v && !(json_object_is_type(v, json_type_boolean) || json_object_is_type(v, json_type_int)))
-      return want(err, falsy[i], "a boolean or an integer", v);
-    if (v && json_object_get_int64(v) != 0)
-      return gc_api_fail(err, 400, INVALID, NULL, falsy[i], "'%s' is not supported", falsy[i]);
+}
+
+/* Refuse (400, naming it) the first F_OFF field of o that is on. */
+static int unsupported(json_object *o, gc_api_err_t *err) {
+  static const char *const give[] = {[OFF_FALSE] = "false", [OFF_TRUE] = "true", [OFF_EMPTY] = "an empty one",
+                                     [OFF_NONE] = "\"none\"", [OFF_TEXT] = "{\"type\": \"text\"}"};
+  for (size_t i = 0; i < sizeof FIELDS / sizeof *FIELDS; i++) {
+    const struct field_rule *f = &FIELDS[i];
+    json_object *v = f->use == F_OFF ? field(o, f->name) : NULL;
+    if (!v || is_off(f, v)) continue;
+    char off[48] = "";
+    if (f->off == OFF_NUM) snprintf(off, sizeof off, " (give %g)", f->num);
+    else if (f->off != OFF_NULL) snprintf(off, sizeof off, " (give %s)", give[f->off]);
+    return gc_api_fail(err, 400, INVALID, NULL, f->name, "'%s' is not supported%s%s%s", f->name, off,
+                       f->why ? ": " : "", f->why ? f->why : "");
   }
-  for (size_t i = 0; i < sizeof absent / sizeof *absent; i++) {
-    json_object *v = field(o, absent[i]);
-    if (v && !(json_object_is_type(v, json_type_string) && !json_object_get_string_len(v)) &&
-        !(json_object_is_type(v, json_type_array) && !json_object_array_length(v)))
-      return gc_api_fail(err, 400, INVALID, NULL, absent[i], "'%s' is not supported", absent[i]);
-  }
-  int64_t one = 1;
-  if (integer(o, "n", 1, 1, &one, err) || integer(o, "best_of", 1, 1, &one, err)) {
-    snprintf(err->msg, sizeof err->msg, "only one choice per request ('%s' must be 1)", err->param);
-    return err->status;
-  }
-  json_object *lb = field(o, "logit_bias");
-  if (lb && !(json_object_is_type(lb, json_type_object) && !json_object_object_length(lb)))
-    return gc_api_fail(err, 400, INVALID, NULL, "logit_bias", "'logit_bias' is not supported");
-  json_object *rf = field(o, "response_format"), *t;
-  if (rf && !(json_object_is_type(rf, json_type_object) && json_object_object_get_ex(rf, "type", &t) &&
-              json_object_is_type(t, json_type_string) && !strcmp(json_object_get_string(t), "text")))
-    return gc_api_fail(err, 400, INVALID, NULL, "response_format", "only 'response_format' {\"type\": \"text\"} is supported");
   return 0;
 }
 
@@ -310,18 +482,60 @@ static uint64_t random_seed(void) {
          (__atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) * 0x9e3779b97f4a7c15ull);
 }
 
-/* Sampling and limits. OpenAI's defaults: temperature 1, top_p 1; no
- * top-k or min-p unless asked (llama.cpp's top_k, min_p). */
-static int params(gc_api_t *a, json_object *o, int chat, int nprompt, gc_srv_params_t *p, gc_api_err_t *err) {
-  double temp = 1.0, top_p = 1.0, min_p = 0.0;
-  int64_t top_k = 0, seed = -1, max = -1;
-  if (num(o, "temperature", 0, 2, &temp, err) || num(o, "top_p", 0, 1, &top_p, err) ||
-      num(o, "min_p", 0, 1, &min_p, err) || integer(o, "top_k", 0, INT32_MAX, &top_k, err) ||
-      integer(o, "seed", INT64_MIN, INT64_MAX, &seed, err) || boolean(o, "ignore_eos", &p->ignore_eos, err) ||
-      stops(o, p, err) || neutral(o, err))
+/* stop_token_ids (vLLM's): ids of the vocabulary, at most GC_SRV_MAX_STOP_IDS. */
+static int stop_ids(const gc_api_t *a, json_object *o, gc_srv_params_t *p, gc_api_err_t *err) {
+  json_object *v = field(o, "stop_token_ids");
+  if (!v) return 0;
+  if (!json_object_is_type(v, json_type_array)) return want(err, "stop_token_ids", "an array of token ids", v);
+  size_t n = json_object_array_length(v);
+  if (n > GC_SRV_MAX_STOP_IDS)
+    return gc_api_fail(err, 400, INVALID, NULL, "stop_token_ids", "at most %d stop token ids", GC_SRV_MAX_STOP_IDS);
+  for (size_t i = 0; i < n; i++) {
+    json_object *x = json_object_array_get_idx(v, i);
+    if (!json_object_is_type(x, json_type_int)) return want(err, "stop_token_ids", "an array of token ids", x);
+    int64_t id = json_object_get_int64(x);
+    if (id < 0 || id >= a->vocab)
+      return gc_api_fail(err, 400, INVALID, NULL, "stop_token_ids", "token id %lld is outside the vocabulary "
+                         "[0, %d)", (long long)id, a->vocab);
+    p->stop_ids[p->nstop_ids++] = (int32_t)id;
+  }
+  return 0;
+}
+
+/* The repetition penalty of gcore-run --repeat-penalty (1: off), as vLLM's
+ * repetition_penalty or llama.cpp's repeat_penalty (both given: equal), over
+ * llama.cpp's repeat_last_n tokens (64; -1: the context; 0: none). */
+static int penalty(const gc_api_t *a, const body_t *b, gc_sampler_params_t *sp, gc_api_err_t *err) {
+  double vllm = 1.0, cpp = 1.0;
+  int64_t last_n = 64;
+  if (num(b, "repetition_penalty", 0.01, 100, &vllm, err) || num(b, "repeat_penalty", 0.01, 100, &cpp, err) ||
+      integer(b, "repeat_last_n", -1, 1 << 20, &last_n, err))
     return err->status;
-  const char *mkey = chat && field(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  if (integer(o, mkey, 1, INT32_MAX, &max, err)) return err->status;
+  int has_cpp = field(b->o, "repeat_penalty") != NULL;
+  if (has_cpp && field(b->o, "repetition_penalty") && vllm != cpp)
+    return gc_api_fail(err, 400, INVALID, NULL, "repeat_penalty", "'repetition_penalty' (%g) and 'repeat_penalty' "
+                       "(%g) are both given and different: they are one penalty", vllm, cpp);
+  sp->repeat_penalty = (float)(has_cpp ? cpp : vllm);
+  sp->repeat_last_n = last_n < 0 ? a->ctx : (int)last_n;
+  return 0;
+}
+
+/* Sampling and limits. OpenAI's defaults: temperature 1, top_p 1; no
+ * top-k (0 or vLLM's -1: off) or min-p unless asked (llama.cpp's top_k,
+ * min_p); a random seed unless one is given (-1: llama.cpp's random). */
+static int params(gc_api_t *a, const body_t *b, int chat, int nprompt, gc_srv_params_t *p, gc_api_err_t *err) {
+  json_object *o = b->o;
+  double temp = 1.0, top_p = 1.0, min_p = 0.0;
+  int64_t top_k = 0, seed = -1, max = -1, min_tokens = 0;
+  gc_sampler_params_default(&p->sp);
+  if (unsupported(o, err) || num(b, "temperature", 0, 2, &temp, err) || num(b, "top_p", 0, 1, &top_p, err) ||
+      num(b, "min_p", 0, 1, &min_p, err) || integer(b, "top_k", -1, INT32_MAX, &top_k, err) ||
+      integer(b, "seed", INT64_MIN, INT64_MAX, &seed, err) || boolean(o, "ignore_eos", &p->ignore_eos, err) ||
+      penalty(a, b, &p->sp, err) || stops(o, p, err) || stop_ids(a, o, p, err) ||
+      integer(b, "min_tokens", 0, INT32_MAX, &min_tokens, err))
+    return err->status;
+  const char *mkey = field(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  if (integer(b, mkey, 1, INT32_MAX, &max, err)) return err->status;
   if (top_p <= 0) return gc_api_fail(err, 400, INVALID, NULL, "top_p", "'top_p' must be above 0");
   if (nprompt >= a->ctx)
     return gc_api_fail(err, 400, INVALID, "context_length_exceeded", chat ? "messages" : "prompt",
@@ -334,12 +548,59 @@ static int params(gc_api_t *a, json_object *o, int chat, int nprompt, gc_srv_par
                        chat ? "messages" : "prompt", (long long)max);
   /* default: OpenAI's 16 for completions, the rest of the context for chats */
   p->max_tokens = max > 0 ? (int)max : chat || a->ctx - nprompt < 16 ? a->ctx - nprompt : 16;
-  gc_sampler_params_default(&p->sp);
+  if (min_tokens > p->max_tokens)
+    return gc_api_fail(err, 400, INVALID, NULL, "min_tokens", "'min_tokens' (%lld) is more than max_tokens (%d)",
+                       (long long)min_tokens, p->max_tokens);
+  p->min_tokens = (int)min_tokens;
   p->sp.temperature = (float)temp;
   p->sp.top_p = (float)top_p;
   p->sp.min_p = (float)min_p;
-  p->sp.top_k = (int)top_k;
-  p->sp.seed = seed >= 0 || field(o, "seed") ? (uint64_t)seed : random_seed();
+  p->sp.top_k = top_k < 0 ? 0 : (int)top_k;
+  p->sp.seed = field(o, "seed") && seed != -1 ? (uint64_t)seed : random_seed();
+  return 0;
+}
+
+/* Every user, system or developer message has its content (a missing or
+ * null content is an error there; an assistant's may be left out). */
+static int contents_given(json_object *msgs, gc_api_err_t *err) {
+  if (!msgs || !json_object_is_type(msgs, json_type_array)) return 0; /* chat_prompt says why */
+  for (size_t i = 0; i < json_object_array_length(msgs); i++) {
+    json_object *m = json_object_array_get_idx(msgs, i), *role;
+    if (!json_object_is_type(m, json_type_object) || !json_object_object_get_ex(m, "role", &role) ||
+        !json_object_is_type(role, json_type_string))
+      continue;
+    const char *r = json_object_get_string(role);
+    if ((!strcmp(r, "user") || !strcmp(r, "system") || !strcmp(r, "developer")) && !field(m, "content"))
+      return gc_api_fail(err, 400, INVALID, NULL, "messages", "messages[%zu] (%s) has no 'content'", i, r);
+  }
+  return 0;
+}
+
+/* The body [n] as JSON into *out (NULL: JSON's null). Returns 0, or
+ * err->status (malformed JSON, text after the value). */
+static int parse_json(const char *body, size_t n, json_object **out, gc_api_err_t *err) {
+  *out = NULL;
+  json_tokener *tk = json_tokener_new_ex(JSON_DEPTH);
+  if (!tk) return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+  json_tokener_set_flags(tk, JSON_TOKENER_STRICT);
+  json_object *o = json_tokener_parse_ex(tk, body, (int)n);
+  enum json_tokener_error je = json_tokener_get_error(tk);
+  size_t end = json_tokener_get_parse_end(tk);
+  int whole = je == json_tokener_success;
+  if (je == json_tokener_continue && end == n) { /* a number or literal at the very end: a NUL ends it */
+    o = json_tokener_parse_ex(tk, "", 1);
+    whole = json_tokener_get_error(tk) == json_tokener_success;
+  }
+  json_tokener_free(tk);
+  while (whole && end < n && strchr(" \t\r\n", body[end]) && body[end]) end++;
+  if (!whole || end < n) {
+    json_object_put(o);
+    if (whole) return gc_api_fail(err, 400, INVALID, NULL, NULL, "the body is not valid JSON: text after the "
+                                  "value at byte %zu", end);
+    return gc_api_fail(err, 400, INVALID, NULL, NULL, "the body is not valid JSON: %s at byte %zu",
+                       je == json_tokener_continue ? "it ends early" : json_tokener_error_desc(je), end);
+  }
+  *out = o;
   return 0;
 }
 
@@ -348,22 +609,12 @@ int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_srv_req_t
   memset(q, 0, sizeof *q);
   q->chat = chat;
   if (n > INT32_MAX) return gc_api_fail(err, 413, INVALID, NULL, NULL, "the request body is too large");
-  json_tokener *tk = json_tokener_new_ex(JSON_DEPTH);
-  if (!tk) return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
-  json_tokener_set_flags(tk, JSON_TOKENER_STRICT);
-  json_object *o = json_tokener_parse_ex(tk, body, (int)n);
-  enum json_tokener_error je = json_tokener_get_error(tk);
-  size_t end = json_tokener_get_parse_end(tk);
-  json_tokener_free(tk);
-  while (o && end < n && strchr(" \t\r\n", body[end])) end++;
-  int rc = 0;
-  if (!o || je != json_tokener_success)
-    rc = gc_api_fail(err, 400, INVALID, NULL, NULL, "the body is not valid JSON: %s at byte %zu",
-                     je == json_tokener_continue ? "it ends early" : json_tokener_error_desc(je), end);
-  else if (end < n)
-    rc = gc_api_fail(err, 400, INVALID, NULL, NULL, "the body is not valid JSON: text after the value at byte %zu", end);
-  else if (!json_object_is_type(o, json_type_object))
-    rc = gc_api_fail(err, 400, INVALID, NULL, NULL, "the body must be a JSON object, not %s", type_name(o));
+  json_object *o = NULL;
+  int rc = parse_json(body, n, &o, err);
+  if (!rc && !json_object_is_type(o, json_type_object))
+    rc = gc_api_fail(err, 400, INVALID, NULL, NULL, "the request body must be a JSON object, not %s",
+                     o ? type_name(o) : "null");
+  body_t b = {o, body, n};
   json_object *model = rc ? NULL : field(o, "model"), *so;
   if (!rc && model && !json_object_is_type(model, json_type_string)) rc = want(err, "model", "a string", model);
   if (!rc && model && strcmp(json_object_get_string(model), a->model_id))
@@ -373,13 +624,17 @@ int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_srv_req_t
                     ? err->status : 0;
   if (!rc && (so = field(o, "stream_options"))) {
     if (!json_object_is_type(so, json_type_object)) rc = want(err, "stream_options", "an object", so);
+    else if (!q->stream)
+      rc = gc_api_fail(err, 400, INVALID, NULL, "stream_options", "'stream_options' is only allowed with "
+                       "\"stream\": true");
     else if (boolean(so, "include_usage", &q->include_usage, err)) rc = err->status;
   }
   gc_tok_ids_t ids = {0};
+  if (!rc && chat) rc = contents_given(field(o, "messages"), err);
   if (!rc) rc = chat ? chat_prompt(a, field(o, "messages"), &ids, err)
                      : completion_prompt(a, field(o, "prompt"), &ids, err);
   if (!rc && !ids.n) rc = gc_api_fail(err, 400, INVALID, NULL, chat ? "messages" : "prompt", "the prompt has no tokens");
-  if (!rc) rc = params(a, o, chat, (int)ids.n, &r->p, err);
+  if (!rc) rc = params(a, &b, chat, (int)ids.n, &r->p, err);
   if (!rc) {
     r->prompt = ids.v, r->nprompt = (int)ids.n;
     r->p.chat_end = chat ? a->chat_end : -1;

@@ -48,8 +48,9 @@ typedef struct gc_api_req {
 
 /* Parse body [n bytes] of a completion (chat = 0) or chat completion
  * request into r (prompt, params) and q. Returns 0, or err->status with
- * err filled (malformed JSON, a wrong type or value, an unknown model, a
- * prompt over the context). Errors: no crash on any bytes. */
+ * err filled (malformed JSON, a body that is not an object, a wrong type
+ * or value, a field that is not implemented, an unknown model, a prompt
+ * over the context). Errors: no crash on any bytes. */
 int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_srv_req_t *r, gc_api_req_t *q,
                  gc_api_err_t *err);
 

@@ -21,6 +21,7 @@
  * no device call is made under either lock. */
 #include "engine.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -59,6 +60,8 @@ struct gc_engine {
   gc_srv_req_t *slot[BMAX];    /* the request in each slot, or NULL */
   float *logits;               /* [parallel, vocab] */
   char devname[200];
+  int32_t *ends;               /* [nends] the model's end-of-sequence ids (config and tokenizer) */
+  int nends;
   long step_delay_ms;          /* $GCORE_SERVE_STEP_DELAY_MS: a pause after each step (tests) */
 };
 
@@ -174,26 +177,30 @@ static int engine_open(gc_engine_t *en, gc_err_t *e) {
 
 /* ---- tokens out ------------------------------------------------------- */
 
-/* Whether tok ends r's reply: an end of the model's (EOS) or, for a chat,
- * the template's end of turn; ignore_eos ignores both, as vLLM's does
- * (Llama 3's <|eot_id|> is one of its EOS ids) and gcore-run --ignore-eos. */
+/* Whether tok ends r's reply: one of its stop_token_ids, an end of the
+ * model's (EOS) or, for a chat, the template's end of turn; ignore_eos
+ * ignores the last two, as vLLM's does (Llama 3's <|eot_id|> is one of its
+ * EOS ids) and gcore-run --ignore-eos, but not stop_token_ids (vLLM's). */
 static int is_stop_token(const gc_engine_t *en, const gc_srv_req_t *r, int32_t tok) {
+  for (int i = 0; i < r->p.nstop_ids; i++)
+    if (r->p.stop_ids[i] == tok) return 1;
   if (r->p.ignore_eos) return 0;
   if (tok == r->p.chat_end) return 1;
-  const gc_llama_config_t *c = &en->w->cfg;
-  for (int i = 0; i < c->n_eos; i++)
-    if (c->eos_ids[i] == tok) return 1;
-  return en->tok && gc_tok_is_eos(en->tok, tok);
+  for (int i = 0; i < en->nends; i++)
+    if (en->ends[i] == tok) return 1;
+  return 0;
 }
 
-/* The earliest stop string in text from byte `from` on: its offset, or -1. */
+/* The earliest stop string in text from byte `from` on that ends past
+ * r->stop_from: its offset, or -1. */
 static long find_stop(const gc_srv_req_t *r, size_t from) {
   long best = -1;
   for (int i = 0; i < r->p.nstop; i++) {
     const char *s = r->p.stop[i];
     size_t n = strlen(s);
     if (r->text.len < n) continue;
-    for (size_t k = from; k + n <= r->text.len; k++)
+    size_t k0 = r->stop_from >= n && r->stop_from - n + 1 > from ? r->stop_from - n + 1 : from;
+    for (size_t k = k0; k + n <= r->text.len; k++)
       if (!memcmp(r->text.data + k, s, n)) {
         if (best < 0 || (long)k < best) best = (long)k;
         break;
@@ -267,7 +274,8 @@ static int emit(gc_engine_t *en, gc_srv_req_t *r, int32_t tok) {
     size_t longest = 0;
     for (int i = 0; i < r->p.nstop; i++)
       if (strlen(r->p.stop[i]) > longest) longest = strlen(r->p.stop[i]);
-    long at = r->p.nstop ? find_stop(r, before > longest ? before - longest : 0) : -1;
+    if (r->nids == r->p.min_tokens) r->stop_from = r->text.len; /* vLLM's: stop strings after min_tokens */
+    long at = r->p.nstop && r->nids > r->p.min_tokens ? find_stop(r, before > longest ? before - longest : 0) : -1;
     if (at >= 0) {
       r->text.len = (size_t)at;
       finish = "stop", cut = 1;
@@ -296,8 +304,25 @@ static void fail_rows(gc_engine_t *en, gc_srv_req_t **rows, int n, const char *m
   for (int i = 0; i < n; i++) end_req(en, rows[i], NULL, 500, msg);
 }
 
+/* Whether the device's argmax picks r's next token: greedy, no penalty, and
+ * no end token to keep out (min_tokens). */
 static int greedy(const gc_srv_req_t *r) {
-  return r->p.sp.temperature <= 0 && r->p.sp.repeat_penalty == 1.0f;
+  return r->p.sp.temperature <= 0 && r->p.sp.repeat_penalty == 1.0f && r->nids >= r->p.min_tokens;
+}
+
+/* Draw r's next token from its row of logits[vocab] (the engine's buffer:
+ * changed here). Before min_tokens tokens every id that would end the
+ * reply is taken out first (-inf), ignore_eos or not, as vLLM's min_tokens
+ * does. Errors: the sampler's. */
+static int sample(gc_engine_t *en, gc_srv_req_t *r, float *logits, int32_t *tok, gc_err_t *e) {
+  if (r->nids < r->p.min_tokens) {
+    for (int i = 0; i < en->nends; i++) logits[en->ends[i]] = -INFINITY;
+    for (int i = 0; i < r->p.nstop_ids; i++) logits[r->p.stop_ids[i]] = -INFINITY;
+    if (r->p.chat_end >= 0) logits[r->p.chat_end] = -INFINITY;
+  }
+  int t = -1, rc = gc_sampler_sample(r->smp, logits, &t, e);
+  *tok = t;
+  return rc;
 }
 
 /* ---- the step ---------------------------------------------------------- */
@@ -343,8 +368,8 @@ static void prefill_chunk(gc_engine_t *en, gc_srv_req_t *r, int t) {
   r->prefills++;
   pthread_mutex_unlock(&r->mu);
   if (!last) return;
-  int tok = next;
-  if (!on_device && gc_sampler_sample(r->smp, en->logits, &tok, &e)) {
+  int32_t tok = next;
+  if (!on_device && sample(en, r, en->logits, &tok, &e)) {
     fail_rows(en, &r, 1, e.msg);
     return;
   }
@@ -392,8 +417,8 @@ static void decode_step(gc_engine_t *en) {
   en->step_rows += run;
   int vocab = en->w->cfg.vocab_size;
   for (int i = 0; i < M; i++) {
-    int tok = next[i];
-    if (!all_greedy && gc_sampler_sample(rows[i]->smp, en->logits + (size_t)i * vocab, &tok, &e)) {
+    int32_t tok = next[i];
+    if (!all_greedy && sample(en, rows[i], en->logits + (size_t)i * vocab, &tok, &e)) {
       fail_rows(en, &rows[i], 1, e.msg);
       continue;
     }
@@ -495,6 +520,20 @@ static void *engine_main(void *arg) {
 
 /* ---- the interface -------------------------------------------------------- */
 
+/* en->ends: the ids of the logits row (vocab_size) that are an end of
+ * sequence, the model config's and the tokenizer's. Errors: GC_ENOMEM. */
+static int collect_ends(gc_engine_t *en, gc_err_t *e) {
+  const gc_llama_config_t *c = &en->w->cfg;
+  int vocab = c->vocab_size, tv = en->tok ? gc_tok_vocab_size(en->tok) : 0, n = c->n_eos;
+  for (int id = 0; id < tv && id < vocab; id++) n += gc_tok_is_eos(en->tok, id);
+  if (!(en->ends = gc_malloc((size_t)(n ? n : 1) * sizeof *en->ends, e))) return GC_ENOMEM;
+  for (int i = 0; i < c->n_eos; i++)
+    if (c->eos_ids[i] >= 0 && c->eos_ids[i] < vocab) en->ends[en->nends++] = c->eos_ids[i];
+  for (int id = 0; id < tv && id < vocab; id++)
+    if (gc_tok_is_eos(en->tok, id)) en->ends[en->nends++] = id;
+  return GC_OK;
+}
+
 int gc_engine_start(const gc_engine_opts_t *o, const gc_llama_weights_t *w, const gc_tok_t *tok,
                     gc_engine_t **out, gc_err_t *e) {
   *out = NULL;
@@ -508,7 +547,8 @@ int gc_engine_start(const gc_engine_opts_t *o, const gc_llama_weights_t *w, cons
   const char *delay = getenv("GCORE_SERVE_STEP_DELAY_MS");
   int64_t ms;
   if (delay && !gc_parse_i64(delay, &ms) && ms > 0 && ms <= 10000) en->step_delay_ms = (long)ms;
-  if (!(en->queue = gc_calloc((size_t)o->max_queue, sizeof *en->queue, e))) {
+  if (!(en->queue = gc_calloc((size_t)o->max_queue, sizeof *en->queue, e)) || collect_ends(en, e)) {
+    free(en->queue);
     free(en);
     return GC_ENOMEM;
   }
@@ -516,6 +556,7 @@ int gc_engine_start(const gc_engine_opts_t *o, const gc_llama_weights_t *w, cons
   pthread_cond_init(&en->cv, NULL);
   pthread_cond_init(&en->ready_cv, NULL);
   if (pthread_create(&en->thread, NULL, engine_main, en)) {
+    free(en->ends);
     free(en->queue);
     free(en);
     return gc_err_set(e, GC_ENOMEM, "cannot start the engine thread");
@@ -598,6 +639,7 @@ void gc_engine_free(gc_engine_t *en) {
   if (!en) return;
   gc_engine_stop(en);
   free(en->logits);
+  free(en->ends);
   free(en->queue);
   pthread_cond_destroy(&en->ready_cv);
   pthread_cond_destroy(&en->cv);

@@ -14,6 +14,7 @@
 
 #define GC_SRV_MAX_STOP 4   /* stop strings per request (OpenAI's limit) */
 #define GC_SRV_STOP_LEN 256 /* bytes per stop string, at most */
+#define GC_SRV_MAX_STOP_IDS 64 /* stop token ids per request (vLLM's stop_token_ids) */
 
 /* What a request asks for, checked by serve/api.c before it is queued. */
 typedef struct gc_srv_params {
@@ -21,6 +22,9 @@ typedef struct gc_srv_params {
   gc_sampler_params_t sp;  /* temperature <= 0: greedy */
   char *stop[GC_SRV_MAX_STOP]; /* stop strings (owned), nstop of them */
   int nstop;
+  int32_t stop_ids[GC_SRV_MAX_STOP_IDS]; /* ids that end the completion (ignore_eos or not), nstop_ids of them */
+  int nstop_ids;
+  int min_tokens;          /* 0 .. max_tokens: no end token or stop string before this many tokens */
   int ignore_eos;          /* keep going past end-of-sequence tokens */
   int32_t chat_end;        /* a chat's end-of-turn id (a stop token), or -1 */
 } gc_srv_params_t;
@@ -38,7 +42,8 @@ typedef struct gc_srv_req {
   pthread_cond_t cv;       /* signalled when text, ids or done change */
   gc_buf_t text;           /* the completion's text (special tokens skipped; cut at a stop string) */
   size_t ready;            /* text[0, ready) may be sent: the rest could begin a stop string */
-  int32_t *ids;            /* [nids] generated ids (the stop token included, as gcore-run) */
+  int32_t *ids;            /* [nids] generated ids (the stop token included, as gcore-run and vLLM;
+                              its text is not in text) */
   int nids, capids;
   int done;                /* finished: finish says why, or status/error say what failed */
   const char *finish;      /* "stop" | "length" */
@@ -54,6 +59,8 @@ typedef struct gc_srv_req {
   int slot;                /* KV-cache slot while running, else -1 */
   int fed;                 /* prompt tokens in the cache */
   int32_t last;            /* the last sampled id, fed at the next decode step */
+  size_t stop_from;        /* a stop string counts only where it ends past this byte of text
+                              (the text of the first min_tokens tokens) */
   int64_t seq;             /* admission order */
 } gc_srv_req_t;
 

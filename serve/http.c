@@ -20,7 +20,10 @@
  *
  * Limits: a body over max_body gets 413 (at once when Content-Length says
  * so, else once the rest has been read and dropped); a full queue 503 with
- * Retry-After; connections over max_connections are refused by MHD. */
+ * Retry-After; connections over max_connections are refused by MHD.
+ *
+ * Browsers: every answer allows any origin (Access-Control-Allow-Origin: *),
+ * and OPTIONS on a route is a CORS preflight (204). A route may end in '/'. */
 #include "http.h"
 
 #include <arpa/inet.h>
@@ -53,6 +56,7 @@ typedef struct hreq {
   struct MHD_Connection *conn;
   atomic_int refs;          /* the connection, and a streaming response */
   int route;
+  size_t ulen;              /* the URL's length without a trailing '/' */
   char line[96];            /* "METHOD /path", for the log */
   gc_buf_t body;
   int too_big;
@@ -85,6 +89,17 @@ static void hreq_release(hreq_t *x) {
 
 /* ---- answers ------------------------------------------------------------------ */
 
+/* The methods of x's route, as Allow and Access-Control-Allow-Methods say them. */
+static const char *methods(const hreq_t *x) {
+  return x->route == R_COMPLETIONS || x->route == R_CHAT ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
+}
+
+/* The headers every answer has (CORS: any origin), and Allow with a 405. */
+static void common_headers(hreq_t *x, struct MHD_Response *resp, int status) {
+  MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
+  if (status == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, methods(x));
+}
+
 static enum MHD_Result send_json(hreq_t *x, int status, char *json) {
   static const char oom[] = "{\"error\": {\"message\": \"out of memory\", \"type\": \"server_error\", "
                             "\"param\": null, \"code\": null}}";
@@ -98,8 +113,7 @@ static enum MHD_Result send_json(hreq_t *x, int status, char *json) {
   if (!json) status = 500;
   MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
   if (status == MHD_HTTP_SERVICE_UNAVAILABLE) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-  if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, x->route == R_COMPLETIONS || x->route == R_CHAT ? "POST" : "GET");
+  common_headers(x, resp, status);
   x->status = status;
   enum MHD_Result rc = MHD_queue_response(x->conn, (unsigned)status, resp);
   MHD_destroy_response(resp);
@@ -115,6 +129,24 @@ static enum MHD_Result fail(hreq_t *x, int status, const char *type, const char 
   gc_api_err_t err;
   gc_api_fail(&err, status, type, code, NULL, fmt, arg);
   return send_error(x, &err);
+}
+
+/* A CORS preflight: 204, the route's methods, and the headers the browser
+ * asks for (Access-Control-Request-Headers), else Content-Type and
+ * Authorization. */
+static enum MHD_Result preflight(hreq_t *x) {
+  struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+  if (!resp) return MHD_NO;
+  const char *asked = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+  common_headers(x, resp, MHD_HTTP_NO_CONTENT);
+  MHD_add_response_header(resp, "Access-Control-Allow-Methods", methods(x));
+  if (!asked || !*asked || MHD_add_response_header(resp, "Access-Control-Allow-Headers", asked) != MHD_YES)
+    MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Content-Type, Authorization");
+  MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
+  x->status = MHD_HTTP_NO_CONTENT;
+  enum MHD_Result rc = MHD_queue_response(x->conn, MHD_HTTP_NO_CONTENT, resp);
+  MHD_destroy_response(resp);
+  return rc;
 }
 
 /* ---- the client ---------------------------------------------------------------- */
@@ -246,6 +278,7 @@ static enum MHD_Result completion(hreq_t *x) {
     atomic_fetch_add(&x->refs, 1); /* the response's */
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    common_headers(x, resp, MHD_HTTP_OK);
     x->status = 200;
     enum MHD_Result rc = MHD_queue_response(x->conn, MHD_HTTP_OK, resp);
     MHD_destroy_response(resp);
@@ -272,12 +305,16 @@ static enum MHD_Result completion(hreq_t *x) {
 
 /* ---- routing ---------------------------------------------------------------------- */
 
-static int route_of(const char *url) {
-  if (!strcmp(url, "/health")) return R_HEALTH;
-  if (!strcmp(url, "/v1/models")) return R_MODELS;
-  if (!strncmp(url, "/v1/models/", 11) && url[11]) return R_MODEL;
-  if (!strcmp(url, "/v1/completions")) return R_COMPLETIONS;
-  if (!strcmp(url, "/v1/chat/completions")) return R_CHAT;
+/* Whether url [n] is path. */
+static int is_path(const char *url, size_t n, const char *path) { return n == strlen(path) && !memcmp(url, path, n); }
+
+/* The route of url [n] (n: without a trailing '/'). */
+static int route_of(const char *url, size_t n) {
+  if (is_path(url, n, "/health")) return R_HEALTH;
+  if (is_path(url, n, "/v1/models")) return R_MODELS;
+  if (n > 11 && !strncmp(url, "/v1/models/", 11)) return R_MODEL;
+  if (is_path(url, n, "/v1/completions")) return R_COMPLETIONS;
+  if (is_path(url, n, "/v1/chat/completions")) return R_CHAT;
   return R_NONE;
 }
 
@@ -287,6 +324,7 @@ static enum MHD_Result answer(hreq_t *x, const char *url, const char *method) {
   if (x->route == R_NONE)
     return fail(x, 404, "invalid_request_error", "not_found", "no route %s (see /v1/models, /v1/completions, "
                 "/v1/chat/completions, /health)", GC_QUOTED(url));
+  if (!strcmp(method, "OPTIONS")) return preflight(x);
   int wants_post = x->route == R_COMPLETIONS || x->route == R_CHAT;
   if (wants_post ? !post : !get)
     return fail(x, 405, "invalid_request_error", "method_not_allowed", "%s is not allowed here", method);
@@ -299,7 +337,7 @@ static enum MHD_Result answer(hreq_t *x, const char *url, const char *method) {
   }
   if (x->route == R_MODELS) return send_json(x, 200, gc_api_models_json(h->api, NULL));
   if (x->route == R_MODEL) {
-    if (strcmp(url + 11, h->api->model_id))
+    if (!is_path(url + 11, x->ulen - 11, h->api->model_id))
       return fail(x, 404, "invalid_request_error", "model_not_found", "The model %s does not exist", GC_QUOTED(url + 11));
     return send_json(x, 200, gc_api_models_json(h->api, url + 11));
   }
@@ -314,7 +352,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   if (!x) { /* the headers: set up, and refuse a body we would not read */
     if (!(x = calloc(1, sizeof *x))) return MHD_NO;
     atomic_init(&x->refs, 1);
-    x->h = h, x->conn = c, x->t0 = gc_now(), x->route = route_of(url);
+    x->ulen = strlen(url);
+    if (x->ulen > 1 && url[x->ulen - 1] == '/') x->ulen--;
+    x->h = h, x->conn = c, x->t0 = gc_now(), x->route = route_of(url, x->ulen);
     snprintf(x->line, sizeof x->line, "%.10s %s", method, GC_QUOTED(url));
     *ctx = x;
     atomic_fetch_add(&h->open, 1);

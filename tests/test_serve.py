@@ -354,6 +354,255 @@ def test_stop_strings(srv, tiny):
     assert (text, finish) == (want, "stop")
 
 
+# ---------------------------------------------------------------- request fields
+
+def completion(srv, body, path="/v1/completions"):
+    """The first choice of a request that must succeed."""
+    status, _, text = srv.post(path, body)
+    assert status == 200, (body, text)
+    return json.loads(text)["choices"][0]
+
+
+def assert_errors(srv, path, cases):
+    """Each (body, status, param, needle): that status, OpenAI's error shape,
+    the field named, needle in the message; the server keeps serving."""
+    for body, status, param, needle in cases:
+        got, headers, text = srv.post(path, body)
+        assert got == status, (body[:80], got, text)
+        assert headers["Content-Type"] == "application/json"
+        err = json.loads(text)["error"]
+        assert set(err) == {"message", "type", "param", "code"}, err
+        assert err["type"] == "invalid_request_error" and err["param"] == param, (body[:80], err)
+        assert needle in err["message"], (body[:80], err)
+    assert srv.health()["status"] == "ok"
+
+
+def test_repetition_penalty_matches_gcore_run(srv, tiny):
+    """repetition_penalty (vLLM's) and repeat_penalty (llama.cpp's) are
+    gcore-run --repeat-penalty: greedy or seeded, the same tokens; both
+    given must agree; repeat_last_n 0 turns it off (llama.cpp's)."""
+    prompt = [1, 50, 100, 150, 50, 100]
+    path = tiny[0] / "penalty.txt"
+    path.write_text(",".join(map(str, prompt)) + "\n")
+    base = {"model": MODEL, "prompt": prompt, "max_tokens": 24, "temperature": 0, "ignore_eos": True,
+            "return_token_ids": True}
+    plain = completion(srv, base)["token_ids"]
+    for temp, seed in ((0, 0), (0.8, 77)):
+        ref = gcore_run(tiny, "--tokens-file", path, "-n", 24, "--temp", temp, "--top-k", 0, "--top-p", 1,
+                        "--min-p", 0, "--seed", seed, "--repeat-penalty", 1.8, "--ignore-eos")[0]["tokens"]
+        if temp == 0:
+            assert ref != plain, "the penalty changes nothing on this prompt: the test proves nothing"
+        for key in ("repetition_penalty", "repeat_penalty"):
+            got = completion(srv, dict(base, temperature=temp, seed=seed, **{key: 1.8}))["token_ids"]
+            assert got == ref, (key, temp)
+    both = completion(srv, dict(base, repetition_penalty=1.8, repeat_penalty=1.8))["token_ids"]
+    assert both == gcore_run(tiny, "--tokens-file", path, "-n", 24, "--temp", 0, "--repeat-penalty", 1.8,
+                             "--ignore-eos")[0]["tokens"]
+    assert completion(srv, dict(base, repeat_penalty=1.8, repeat_last_n=0))["token_ids"] == plain
+    assert completion(srv, dict(base, repetition_penalty=1.0))["token_ids"] == plain
+    assert_errors(srv, "/v1/completions", [
+        (b'{"prompt": "x", "repetition_penalty": 1.2, "repeat_penalty": 1.3}', 400, "repeat_penalty",
+         "both given and different"),
+        (b'{"prompt": "x", "repetition_penalty": 0}', 400, "repetition_penalty", "from 0.01 to 100"),
+        (b'{"prompt": "x", "repeat_penalty": "high"}', 400, "repeat_penalty", "must be a number"),
+        (b'{"prompt": "x", "repeat_last_n": -2}', 400, "repeat_last_n", "from -1 to"),
+    ])
+
+
+def test_stop_token_ids(srv):
+    """stop_token_ids (vLLM's): the completion ends at the first of them,
+    finish_reason "stop"; its id is the last of token_ids, its text is not
+    in the text (vLLM's default); ignore_eos does not ignore them; streamed
+    the same."""
+    base = {"model": MODEL, "prompt": "Once upon a time there was", "max_tokens": 24, "temperature": 0,
+            "ignore_eos": True, "return_token_ids": True}
+    full = completion(srv, base)["token_ids"]
+    i = next(i for i in range(3, len(full)) if full[i] not in full[:i])  # a first occurrence, not at the start
+    want_text = completion(srv, dict(base, max_tokens=i))["text"]  # the text of full[:i]
+    c = completion(srv, dict(base, stop_token_ids=[VOCAB - 7, full[i]]))
+    assert (c["token_ids"], c["text"], c["finish_reason"]) == (full[:i + 1], want_text, "stop"), (i, full)
+    text, ids, finish = stream_text(sse(srv.post("/v1/completions", dict(base, stop_token_ids=[full[i]],
+                                                                          stream=True))[2]), chat=False)
+    assert (text, ids, finish) == (want_text, full[:i + 1], "stop")
+    assert_errors(srv, "/v1/completions", [
+        (b'{"prompt": "x", "stop_token_ids": [99999]}', 400, "stop_token_ids", "outside the vocabulary"),
+        (b'{"prompt": "x", "stop_token_ids": 5}', 400, "stop_token_ids", "an array of token ids"),
+        (b'{"prompt": "x", "stop_token_ids": ["a"]}', 400, "stop_token_ids", "an array of token ids"),
+    ])
+
+
+def eot_seed(srv, body, tries=40):
+    """A seed whose sampled reply to body ends at <|eot_id|>, and that reply; or skip."""
+    for seed in range(1, tries):
+        c = completion(srv, dict(body, seed=seed), path="/v1/chat/completions")
+        if c["finish_reason"] == "stop" and c["token_ids"] and c["token_ids"][-1] == VOCAB - 3:
+            return seed, c
+    pytest.skip(f"no sampled reply of {tries} ended at the end of turn")
+
+
+def test_min_tokens(srv):
+    """min_tokens (vLLM's): no end-of-sequence or end-of-turn token, no
+    stop token and no stop string ends the completion before that many
+    tokens (greedy: the same tokens up to where an end was taken away);
+    min_tokens over max_tokens is refused."""
+    base = {"model": MODEL, "prompt": "Once upon a time there was", "max_tokens": 24, "temperature": 0,
+            "ignore_eos": True, "return_token_ids": True}
+    full = completion(srv, base)
+    ids = full["token_ids"]
+    i = next(i for i in range(3, len(ids)) if ids[i] not in ids[:i])
+    c = completion(srv, dict(base, stop_token_ids=[ids[i]], min_tokens=i + 3))
+    assert c["token_ids"][:i] == ids[:i] and ids[i] not in c["token_ids"][:i + 3], (i, ids, c)
+    # a stop string inside the first min_tokens tokens does not count (on a
+    # prompt whose greedy reply has no end token, which min_tokens would
+    # keep out, ignore_eos or not, as vLLM's does)
+    for prompt in ("It was a dark and stormy night", "Hello, world", "The capital of France is", "Tell me"):
+        full = completion(srv, dict(base, prompt=prompt))
+        text = full["text"]
+        at = [i for i in range(len(text) - 1) if not set(text[i:i + 2]) & {"\x00", "\ufffd"}]
+        if at and not {VOCAB - 3, VOCAB - 1} & set(full["token_ids"]):
+            break
+    else:
+        pytest.skip("no greedy reply without an end token and with a stop string")
+    stop = text[at[0]:at[0] + 2]
+    assert completion(srv, dict(base, prompt=prompt, stop=stop))["finish_reason"] == "stop"
+    c = completion(srv, dict(base, prompt=prompt, stop=stop, min_tokens=24))
+    assert (c["text"], c["token_ids"], c["finish_reason"]) == (text, full["token_ids"], "length")
+    # the end of turn of a sampled chat reply
+    chat = {"model": MODEL, "messages": [{"role": "user", "content": "Tell me more."}], "max_tokens": 200,
+            "temperature": 1.0, "return_token_ids": True}
+    seed, ended = eot_seed(srv, chat)
+    n = len(ended["token_ids"])
+    m = min(n + 5, chat["max_tokens"])
+    c = completion(srv, dict(chat, seed=seed, min_tokens=m), path="/v1/chat/completions")
+    assert not {VOCAB - 3, VOCAB - 1} & set(c["token_ids"][:m]) and len(c["token_ids"]) >= m, c
+    assert_errors(srv, "/v1/completions", [
+        (b'{"prompt": "x", "min_tokens": 20, "max_tokens": 10}', 400, "min_tokens", "more than max_tokens"),
+        (b'{"prompt": "x", "min_tokens": -1}', 400, "min_tokens", "from 0"),
+    ])
+
+
+REFUSED = [
+    (b'{"prompt": "x", "%s": %s}' % (k.encode(), v.encode()), 400, k, "not supported")
+    for k, v in (("guided_json", '{"type": "object"}'), ("guided_regex", '"[a-z]+"'), ("guided_choice", '["a", "b"]'),
+                 ("guided_grammar", '"root ::= x"'), ("grammar", '"root ::= x"'), ("json_schema", "{}"),
+                 ("structured_outputs", '{"regex": "a"}'), ("typical_p", "0.5"), ("mirostat", "2"),
+                 ("top_a", "0.1"), ("tfs_z", "0.9"), ("dry_multiplier", "0.8"), ("xtc_probability", "0.5"),
+                 ("include_stop_str_in_output", "true"), ("skip_special_tokens", "false"),
+                 ("allowed_token_ids", "[1, 2]"), ("bad_words", '["a"]'), ("logit_bias", '{"5": 10}'),
+                 ("n_predict", "5"), ("prompt_logprobs", "1"), ("use_beam_search", "true"),
+                 ("response_format", '{"type": "json_object"}'), ("tool_choice", '"auto"'))
+]
+
+
+def test_refused_and_ignored_fields(srv):
+    """Fields that would change the answer and are not implemented are
+    refused by name; at the value that turns them off they are accepted;
+    fields with no effect on the answer (user, metadata, ...) are ignored."""
+    assert_errors(srv, "/v1/completions", REFUSED)
+    base = {"model": MODEL, "prompt": [5, 6, 7], "max_tokens": 6, "temperature": 0, "ignore_eos": True,
+            "return_token_ids": True}
+    ref = completion(srv, base)["token_ids"]
+    off = {"typical_p": 1, "mirostat": 0, "top_a": 0, "tfs_z": 1.0, "dry_multiplier": 0, "xtc_probability": 0,
+           "include_stop_str_in_output": False, "skip_special_tokens": True, "logit_bias": {}, "n": 1,
+           "best_of": 1, "presence_penalty": 0, "frequency_penalty": 0.0, "logprobs": False, "echo": False,
+           "tools": [], "tool_choice": "none", "response_format": {"type": "text"}, "guided_json": None,
+           "bad_words": [], "user": "u1", "metadata": {"a": "b"}, "store": False, "parallel_tool_calls": True,
+           "service_tier": "auto", "cache_prompt": True, "mirostat_tau": 5.0, "some_unknown_field": 3}
+    assert completion(srv, dict(base, **off))["token_ids"] == ref
+
+
+def test_seed_minus_one_and_null_are_random(srv):
+    """"seed": -1 is llama.cpp's random seed and "seed": null is no seed:
+    two such requests sample differently; a given seed repeats."""
+    body = {"model": MODEL, "prompt": [1, 2, 3], "max_tokens": 24, "temperature": 1.0, "ignore_eos": True,
+            "return_token_ids": True}
+    for seed in (-1, None):
+        a, b = (completion(srv, dict(body, seed=seed))["token_ids"] for _ in range(2))
+        assert a != b, seed
+    a, b = (completion(srv, dict(body, seed=-2))["token_ids"] for _ in range(2))
+    assert a == b
+    assert_errors(srv, "/v1/completions", [
+        (b'{"prompt": "x", "seed": 99999999999999999999}', 400, "seed", "99999999999999999999"),
+    ])
+
+
+def test_top_k_minus_one_and_zero_are_off(srv):
+    """"top_k": -1 (vLLM's off) and 0 keep every token: seeded, the same
+    tokens as no top_k; 1 is greedy; below -1 is refused."""
+    body = {"model": MODEL, "prompt": [1, 2, 3], "max_tokens": 24, "temperature": 1.0, "seed": 5,
+            "ignore_eos": True, "return_token_ids": True}
+    ref = completion(srv, body)["token_ids"]
+    assert [completion(srv, dict(body, top_k=k))["token_ids"] for k in (-1, 0)] == [ref, ref]
+    greedy = completion(srv, dict(body, temperature=0))["token_ids"]
+    assert completion(srv, dict(body, top_k=1))["token_ids"] == greedy != ref
+    assert_errors(srv, "/v1/completions", [(b'{"prompt": "x", "top_k": -2}', 400, "top_k", "from -1 to")])
+
+
+def test_cors(srv):
+    """Browsers: OPTIONS on an API route is a preflight (204, the methods,
+    the requested headers echoed, else Content-Type and Authorization);
+    every answer, errors and streams included, allows any origin. A
+    trailing slash routes as without."""
+    status, h, text = srv.request("OPTIONS", "/v1/chat/completions", headers={
+        "Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type,authorization,x-stainless-os"})
+    assert status == 204 and text == "", (status, h, text)
+    assert h["Access-Control-Allow-Origin"] == "*"
+    assert "POST" in h["Access-Control-Allow-Methods"]
+    assert h["Access-Control-Allow-Headers"] == "content-type,authorization,x-stainless-os"
+    for path, method in (("/v1/completions", "POST"), ("/v1/models", "GET"), (f"/v1/models/{MODEL}", "GET"),
+                         ("/health", "GET"), ("/v1/chat/completions/", "POST")):
+        status, h, _ = srv.request("OPTIONS", path, headers={"Origin": "http://x"})
+        assert status == 204 and h["Access-Control-Allow-Origin"] == "*", (path, status, h)
+        assert method in h["Access-Control-Allow-Methods"], (path, h)
+        assert {"content-type", "authorization"} <= {x.strip().lower() for x in
+                                                     h["Access-Control-Allow-Headers"].split(",")}, h
+    assert srv.request("OPTIONS", "/nowhere")[0] == 404
+    ok = {"model": MODEL, "prompt": [1, 2], "max_tokens": 2}
+    answers = [srv.post("/v1/completions", ok), srv.post("/v1/completions", dict(ok, stream=True)),
+               srv.post("/v1/completions", b"{"), srv.post("/v1/completions", "x" * 70000),
+               srv.request("GET", "/v1/models"), srv.request("GET", "/health"), srv.request("GET", "/nowhere"),
+               srv.request("GET", "/v1/completions")]
+    assert [a[0] for a in answers] == [200, 200, 400, 413, 200, 200, 404, 405]
+    for status, h, text in answers:
+        assert h.get("Access-Control-Allow-Origin") == "*", (status, h)
+    # a trailing slash
+    assert srv.post("/v1/chat/completions/", {"model": MODEL, "max_tokens": 2,
+                                              "messages": [{"role": "user", "content": "Hi"}]})[0] == 200
+    assert srv.post("/v1/completions/", ok)[0] == 200
+    assert srv.request("GET", "/v1/models/")[0] == 200
+    assert json.loads(srv.request("GET", f"/v1/models/{MODEL}/")[2])["id"] == MODEL
+
+
+def test_request_body_checks(srv):
+    """A body that is JSON but not an object, a max_tokens or seed beyond 64
+    bits (quoted as given, not clamped), stream_options without streaming,
+    a user or system message without content: each a 400 naming it. An
+    assistant message may leave its content out."""
+    assert_errors(srv, "/v1/completions", [
+        (b"null", 400, None, "the request body must be a JSON object"),
+        (b"3", 400, None, "the request body must be a JSON object"),
+        (b"true", 400, None, "the request body must be a JSON object"),
+        (b"[]", 400, None, "the request body must be a JSON object"),
+        (b'{"prompt": "x", "max_tokens": 99999999999999999999999}', 400, "max_tokens", "99999999999999999999999"),
+        (b'{"prompt": "x", "max_tokens": -99999999999999999999999}', 400, "max_tokens", "-99999999999999999999999"),
+        (b'{"prompt": "x", "max_tokens": 1e400}', 400, "max_tokens", "must be an integer"),
+        (b'{"prompt": "x", "temperature": 1e400}', 400, "temperature", "1e400"),
+        (b'{"prompt": "x", "stream_options": {"include_usage": true}}', 400, "stream_options", '"stream": true'),
+        (b'{"prompt": "x", "stream": false, "stream_options": {}}', 400, "stream_options", '"stream": true'),
+    ])
+    assert_errors(srv, "/v1/chat/completions", [
+        (b'{"messages": [{"role": "user"}]}', 400, "messages", "no 'content'"),
+        (b'{"messages": [{"role": "user", "content": null}]}', 400, "messages", "no 'content'"),
+        (b'{"messages": [{"role": "system"}, {"role": "user", "content": "a"}]}', 400, "messages", "no 'content'"),
+    ])
+    msgs = [{"role": "user", "content": "a"}, {"role": "assistant"}, {"role": "user", "content": "b"}]
+    completion(srv, {"model": MODEL, "messages": msgs, "max_tokens": 2}, path="/v1/chat/completions")
+    status, _, text = srv.post("/v1/completions", {"model": MODEL, "prompt": [1], "max_tokens": 2, "stream": True,
+                                                   "stream_options": {"include_usage": True}})
+    assert status == 200 and sse(text)[-1]["usage"]["completion_tokens"] == 2
+
+
 # ---------------------------------------------------------------- load
 
 def test_load_16_clients_20_requests(srv, tiny):
@@ -519,7 +768,7 @@ def test_routes_and_methods(srv):
         assert got == status, (method, path, text)
         assert "error" in json.loads(text)
         if status == 405:
-            assert headers["Allow"] in ("GET", "POST")
+            assert headers["Allow"] == ("POST, OPTIONS" if "completions" in path else "GET, HEAD, OPTIONS")
 
 
 def test_oversize_bodies(srv):
