@@ -152,6 +152,7 @@ static int read_specials(gc_tok_t *t, const gc_gguf_t *g, gc_err_t *e) {
   if (!gc_gguf_get_int(g, "tokenizer.ggml.unknown_token_id", &v, &ignore) && v >= 0 && v < t->n_vocab)
     t->unk_id = (int32_t)v;
   if (!gc_gguf_get_int(g, "tokenizer.ggml.add_bos_token", &v, &ignore)) t->add_bos = v != 0;
+  if (!gc_gguf_get_int(g, "tokenizer.ggml.add_eos_token", &v, &ignore)) t->add_eos = v != 0;
   if (!gc_gguf_get_int(g, "tokenizer.ggml.add_space_prefix", &v, &ignore)) t->prepend = v != 0;
   if (!gc_gguf_get_str(g, "tokenizer.chat_template", &s, &ignore)) {
     if (!(t->chat_template = gc_malloc((size_t)s.n + 1, e))) return GC_ENOMEM;

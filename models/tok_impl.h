@@ -75,6 +75,7 @@ struct gc_tok {
   pcre2_match_data *md;
   int32_t bos, eos[16];
   int n_eos, add_bos;     /* add_bos: -1 unset */
+  int add_eos;            /* append the first eos to a prompt (add_eos_token) */
   char *chat_template;
   struct tok_cache_ent *cache; /* [TOK_CACHE] */
 };

@@ -320,6 +320,7 @@ static int read_specials(gc_tok_t *t, json_object *root, json_object *cfg, json_
   /* add_bos_token, else what the post-processor template does */
   json_object *pp = get(root, "post_processor"), *single = get(pp, "single");
   t->add_bos = get_bool(cfg, "add_bos_token", -1);
+  t->add_eos = get_bool(cfg, "add_eos_token", 0) > 0;
   if (t->add_bos < 0 && pp && json_object_is_type(pp, json_type_object)) {
     json_object *first = single && json_object_is_type(single, json_type_array) && json_object_array_length(single)
                              ? json_object_array_get_idx(single, 0) : NULL;

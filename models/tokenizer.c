@@ -377,6 +377,9 @@ void gc_tok_free(gc_tok_t *t) {
 int gc_tok_vocab_size(const gc_tok_t *t) { return t->n_vocab; }
 int32_t gc_tok_bos(const gc_tok_t *t) { return t->bos; }
 int gc_tok_add_bos(const gc_tok_t *t) { return t->add_bos > 0 && t->bos >= 0; }
+int gc_tok_prompt_flags(const gc_tok_t *t) {
+  return GC_TOK_SPECIAL | (gc_tok_add_bos(t) ? GC_TOK_BOS : 0) | (t->add_eos > 0 && t->n_eos ? GC_TOK_EOS : 0);
+}
 const char *gc_tok_chat_template(const gc_tok_t *t) { return t->chat_template; }
 const char *gc_tok_kind(const gc_tok_t *t) { return t->kind == TOK_SPM ? "spm" : "byte-level"; }
 
@@ -674,6 +677,7 @@ int gc_tok_encode(gc_tok_t *t, const char *text, size_t n, int flags, gc_tok_ids
     start = i;
   }
   if (!rc) rc = encode_text(t, &w, text + start, n - start, seg, out, e);
+  if (!rc && (flags & GC_TOK_EOS) && t->n_eos) rc = gc_tok_ids_push(out, t->eos[0], e);
   free(w.sym);
   free(w.heap);
   gc_buf_free(&w.norm);

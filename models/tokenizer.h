@@ -42,12 +42,18 @@ void gc_tok_free(gc_tok_t *t); /* NULL is a no-op */
 enum {
   GC_TOK_BOS = 1,     /* encode: prepend the BOS id */
   GC_TOK_SPECIAL = 2, /* encode: text equal to an added/special token becomes that token */
+  GC_TOK_EOS = 4,     /* encode: append the EOS id (the first end-of-sequence id) */
 };
 
 /* Append the ids of text [n bytes, any bytes] to out. flags: GC_TOK_*.
  * Not thread-safe: t keeps a cache of encoded words. Errors: GC_ENOMEM;
  * GC_EINVAL for GC_TOK_BOS when the tokenizer has no BOS. */
 int gc_tok_encode(gc_tok_t *t, const char *text, size_t n, int flags, gc_tok_ids_t *out, gc_err_t *e);
+
+/* The flags a prompt is encoded with: GC_TOK_SPECIAL, plus GC_TOK_BOS and
+ * GC_TOK_EOS as the tokenizer's add_bos_token and add_eos_token say (what
+ * llama.cpp's tokenizing with its special tokens does). */
+int gc_tok_prompt_flags(const gc_tok_t *t);
 
 /* Facts. Ids run 0 .. gc_tok_vocab_size - 1. bos is -1 when there is none;
  * add_bos: whether a prompt should start with it (add_bos_token, else 1

@@ -344,7 +344,7 @@ static int completion_prompt(gc_api_t *a, json_object *p, gc_tok_ids_t *ids, gc_
   gc_err_t e = {0};
   pthread_mutex_lock(&a->tok_mu);
   int rc = gc_tok_encode(a->tok, json_object_get_string(p), (size_t)json_object_get_string_len(p),
-                         GC_TOK_SPECIAL | (gc_tok_add_bos(a->tok) ? GC_TOK_BOS : 0), ids, &e);
+                         gc_tok_prompt_flags(a->tok), ids, &e);
   pthread_mutex_unlock(&a->tok_mu);
   if (rc) return gc_api_fail(err, 500, "server_error", NULL, NULL, "tokenizing the prompt failed: %s", e.msg);
   return 0;

@@ -502,3 +502,20 @@ def test_gguf_inst_chat_templates(gc, bundles, kind):
         assert r.rc == 0, r
     else:
         assert_clean_error(r, "gcore-run", "the Mistral chat template has no system role")
+
+
+def test_gguf_add_eos_token(gc, bundles):
+    """tokenizer.ggml.add_eos_token true: a text prompt ends with EOS, as
+    llama.cpp tokenizes it with its special tokens; false or absent: not."""
+    cfg = TM.make_config(**CFG)
+    w = TM.random_weights(cfg, 0)
+    runs = {}
+    for flag in (None, False, True):
+        path = str(gc.dir / f"eos{flag}.gguf")
+        G.write_llama(path, cfg, w, extra_kvs=[] if flag is None else [("tokenizer.ggml.add_eos_token", "bool", flag)])
+        r = gc("gcore-run", "-m", path, "-b", bundles.get(path, "F32"), "-p", "the cat", "-n", 2, *GREEDY, "--json")
+        assert r.rc == 0, r
+        runs[flag] = json_of(r)
+    n = len(ids_of(gc, str(gc.dir / "eosNone.gguf"), "the cat"))
+    assert runs[None]["prompt_tokens"] == runs[False]["prompt_tokens"] == n + 1  # BOS
+    assert runs[True]["prompt_tokens"] == n + 2                                   # BOS, text, EOS

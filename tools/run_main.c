@@ -528,7 +528,7 @@ static int prompt_ids(const run_opts_t *o, const gc_llama_config_t *c, text_io_t
     return parse_tokens(o->tokens ? o->tokens : def, "--tokens", p, np, e);
   }
   gc_tok_ids_t ids = {0};
-  int flags = GC_TOK_SPECIAL | (gc_tok_add_bos(io->tok) ? GC_TOK_BOS : 0);
+  int flags = gc_tok_prompt_flags(io->tok);
   if (gc_tok_encode(io->tok, o->prompt, strlen(o->prompt), flags, &ids, e)) {
     gc_tok_ids_free(&ids);
     return e->code;
