@@ -1,15 +1,23 @@
 /* chat.c — Llama 2, Llama 3 and Mistral chat turns as token ids (see chat.h); the
- * text of each turn is trimmed as the models' Jinja templates do. */
+ * text of each turn is trimmed where the model's Jinja template trims it
+ * (Llama 2, Llama 3), kept as given where it does not (Mistral). */
 #include "chat.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "tok_impl.h"
 
 /* Whether the template puts BOS before every [INST] (Llama 2's), not once. */
 static int bos_every_turn(const char *tpl) {
-  return strstr(tpl, "bos_token + '[INST]") || strstr(tpl, "bos_token + \"[INST]") ||
-         strstr(tpl, "bos_token+'[INST]");
+  static const char *const joins[] = {" + ", "+", " ~ ", "~"}, *const quotes[] = {"'", "\""};
+  char want[32];
+  for (size_t j = 0; j < sizeof joins / sizeof *joins; j++)
+    for (size_t q = 0; q < 2; q++) {
+      snprintf(want, sizeof want, "bos_token%s%s[INST]", joins[j], quotes[q]);
+      if (strstr(tpl, want)) return 1;
+    }
+  return 0;
 }
 
 /* The id of control token name in t's vocabulary, or -1. */
@@ -41,11 +49,12 @@ static int need(const gc_tok_t *t, const char *name, int32_t *id, gc_err_t *e) {
   return GC_OK;
 }
 
-/* Text s without leading and trailing whitespace, as [*p, *p + *n). */
-static void trim(const char *s, const char **p, size_t *n) {
+/* Text s as [*p, *p + *n): without leading and trailing whitespace where
+ * template k trims it (all but Mistral's). */
+static void trim(gc_chat_kind_t k, const char *s, const char **p, size_t *n) {
   size_t a = 0, b = strlen(s);
-  while (a < b && strchr(" \t\r\n\v\f", s[a])) a++;
-  while (b > a && strchr(" \t\r\n\v\f", s[b - 1])) b--;
+  while (k != GC_CHAT_MISTRAL && a < b && strchr(" \t\r\n\v\f", s[a])) a++;
+  while (k != GC_CHAT_MISTRAL && b > a && strchr(" \t\r\n\v\f", s[b - 1])) b--;
   *p = s + a;
   *n = b - a;
 }
@@ -59,7 +68,7 @@ static int llama3_msg(gc_tok_t *t, const char *role, const char *text, gc_tok_id
   gc_buf_t b = {0};
   const char *p = "";
   size_t n = 0;
-  if (text) trim(text, &p, &n);
+  if (text) trim(GC_CHAT_LLAMA3, text, &p, &n);
   int rc = gc_tok_ids_push(out, sh, e) || gc_tok_encode(t, role, strlen(role), 0, out, e) ||
            gc_tok_ids_push(out, eh, e) || gc_buf_append(&b, "\n\n", 2, e) || gc_buf_append(&b, p, n, e) ||
            gc_tok_encode(t, b.data, b.len, 0, out, e) || (text && gc_tok_ids_push(out, eot, e));
@@ -70,8 +79,8 @@ static int llama3_msg(gc_tok_t *t, const char *role, const char *text, gc_tok_id
 /* An [INST] turn: [INST] user [/INST], the markers by id where they are
  * control tokens (Mistral v3: "[INST]" id, the text, "[/INST]" id), else as
  * text; Llama 2 (bos) with BOS and, first, the system prompt in <<SYS>>. */
-static int inst_turn(gc_tok_t *t, int bos, int first, const char *system, const char *user, gc_tok_ids_t *out,
-                     gc_err_t *e) {
+static int inst_turn(gc_tok_t *t, gc_chat_kind_t k, int bos, int first, const char *system, const char *user,
+                     gc_tok_ids_t *out, gc_err_t *e) {
   int32_t open = control(t, "[INST]"), close = control(t, "[/INST]");
   gc_buf_t b = {0};
   const char *p;
@@ -80,10 +89,10 @@ static int inst_turn(gc_tok_t *t, int bos, int first, const char *system, const 
   if (bos && t->bos >= 0) rc = gc_tok_ids_push(out, t->bos, e);
   if (!rc) rc = open >= 0 ? gc_tok_ids_push(out, open, e) : gc_buf_printf(&b, e, "[INST] ");
   if (!rc && first && system) {
-    trim(system, &p, &n);
+    trim(k, system, &p, &n);
     rc = gc_buf_printf(&b, e, "<<SYS>>\n%.*s\n<</SYS>>\n\n", (int)n, p);
   }
-  trim(user, &p, &n);
+  trim(k, user, &p, &n);
   if (!rc) rc = gc_buf_printf(&b, e, close >= 0 ? "%.*s" : "%.*s [/INST]", (int)n, p);
   if (!rc && b.len) rc = gc_tok_encode(t, b.data, b.len, 0, out, e);
   if (!rc && close >= 0) rc = gc_tok_ids_push(out, close, e);
@@ -98,7 +107,7 @@ int gc_chat_turn(gc_tok_t *t, gc_chat_kind_t k, int first, int reply, const char
                       "messages in a row)", k == GC_CHAT_MISTRAL ? "Mistral" : "Llama 2");
   if (k == GC_CHAT_MISTRAL && first && system)
     return gc_err_set(e, GC_EINVAL, "the Mistral chat template has no system role");
-  if (k != GC_CHAT_LLAMA3) return inst_turn(t, k == GC_CHAT_LLAMA2 || first, first, system, user, out, e);
+  if (k != GC_CHAT_LLAMA3) return inst_turn(t, k, k == GC_CHAT_LLAMA2 || first, first, system, user, out, e);
   if (first && t->bos >= 0 && gc_tok_ids_push(out, t->bos, e)) return GC_ENOMEM;
   if (first && system && llama3_msg(t, "system", system, out, e)) return e->code;
   if (llama3_msg(t, "user", user, out, e)) return e->code;
@@ -108,4 +117,17 @@ int gc_chat_turn(gc_tok_t *t, gc_chat_kind_t k, int first, int reply, const char
 int32_t gc_chat_end_token(const gc_tok_t *t, gc_chat_kind_t k) {
   if (k == GC_CHAT_LLAMA3) return gc_tok_find(t, "<|eot_id|>", 10);
   return t->n_eos ? t->eos[0] : -1;
+}
+
+int gc_chat_reply(gc_tok_t *t, gc_chat_kind_t k, int after_reply, const char *text, int32_t end, gc_tok_ids_t *out,
+                  gc_err_t *e) {
+  if (k != GC_CHAT_LLAMA3 && after_reply)
+    return gc_err_set(e, GC_EINVAL, "the %s chat template takes user and assistant messages in turn (two "
+                      "assistant messages in a row)", k == GC_CHAT_MISTRAL ? "Mistral" : "Llama 2");
+  if (k == GC_CHAT_LLAMA3 && after_reply && llama3_msg(t, "assistant", NULL, out, e)) return e->code;
+  const char *p;
+  size_t n;
+  trim(k, text, &p, &n);
+  if (gc_tok_encode(t, p, n, 0, out, e) || gc_tok_ids_push(out, end, e)) return e->code ? e->code : GC_ENOMEM;
+  return GC_OK;
 }

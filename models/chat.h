@@ -26,7 +26,9 @@ int gc_chat_detect(const gc_tok_t *t, gc_chat_kind_t *out, gc_err_t *e);
  * first message (BOS, and the system prompt when system is non-NULL);
  * reply: the assistant's reply comes next (the Llama 3 template's
  * assistant header; the [INST] templates take user and assistant turns
- * in turn, so reply = 0 is an error there). [INST] and [/INST] go in by id
+ * in turn, so reply = 0 is an error there). The user's text is trimmed
+ * as the Llama 2 and Llama 3 templates do, not in Mistral's, whose
+ * template keeps it as given. [INST] and [/INST] go in by id
  * where the vocabulary has them as control tokens (Mistral v3), else as
  * text. Errors: GC_EINVAL for a user message after a user message or a
  * system prompt in MISTRAL, GC_ENOTFOUND when a control token of the
@@ -36,5 +38,16 @@ int gc_chat_turn(gc_tok_t *t, gc_chat_kind_t k, int first, int reply, const char
 
 /* The id that closes an assistant reply (<|eot_id|>, </s>), or -1. */
 int32_t gc_chat_end_token(const gc_tok_t *t, gc_chat_kind_t k);
+
+/* Append to out the ids of an assistant message written by the client
+ * (a conversation's history): its text, special tokens not matched, and
+ * end (gc_chat_end_token's id). after_reply: the message before it was an
+ * assistant message too, so no user turn opened this reply: the Llama 3
+ * template gets its own assistant header; the [INST] templates take user
+ * and assistant turns in turn, so after_reply is GC_EINVAL there. Text is
+ * trimmed as the Llama 2 and Llama 3 templates do, Mistral's is kept as
+ * given. GC_ENOTFOUND, GC_ENOMEM as gc_chat_turn. */
+int gc_chat_reply(gc_tok_t *t, gc_chat_kind_t k, int after_reply, const char *text, int32_t end, gc_tok_ids_t *out,
+                  gc_err_t *e);
 
 #endif

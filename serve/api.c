@@ -131,11 +131,12 @@ static int outside(const body_t *b, const char *key, json_object *v, gc_api_err_
   va_start(ap, fmt);
   vsnprintf(range, sizeof range, fmt, ap);
   va_end(ap);
-  int len = 0;
+  int len = 0, cut;
   const char *given = raw_member(b, key, &len);
   if (!given) given = json_object_to_json_string_ext(v, JSON_OUT), len = (int)strlen(given);
-  return gc_api_fail(err, 400, INVALID, NULL, key, "'%s' is %.*s%s; it must be %s", key, len < 60 ? len : 60,
-                     given, len > 60 ? "..." : "", range);
+  for (cut = len < 60 ? len : 60; cut < len && cut > 0 && (given[cut] & 0xC0) == 0x80;) cut--; /* whole UTF-8 */
+  return gc_api_fail(err, 400, INVALID, NULL, key, "'%s' is %.*s%s; it must be %s", key, cut, given,
+                     cut < len ? "..." : "", range);
 }
 
 /* A number field in [lo, hi] into *out (unchanged when absent). */
@@ -149,13 +150,15 @@ static int num(const body_t *b, const char *key, double lo, double hi, double *o
   return 0;
 }
 
-/* Whether key's integer x was written beyond 64 bits (json-c gave a limit). */
+/* Whether key's integer x was written beyond 64 bits (json-c gave a limit),
+ * or may have been: a limit whose text raw_member cannot find (a name
+ * written with escapes or quoted with ') counts as beyond. */
 static int beyond_int64(const body_t *b, const char *key, int64_t x) {
   if (x != INT64_MAX && x != INT64_MIN) return 0;
   int len = 0;
   const char *t = raw_member(b, key, &len);
   char digits[48];
-  if (!t || len >= (int)sizeof digits) return t != NULL; /* strict JSON: no leading zeros */
+  if (!t || len >= (int)sizeof digits) return 1; /* strict JSON: no leading zeros */
   memcpy(digits, t, (size_t)len);
   digits[len] = 0;
   errno = 0;
@@ -380,10 +383,6 @@ nomem:
   return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
 }
 
-/* The chat's ids: system (or developer) first if any, then user and
- * assistant turns, the last a user turn, through the model's template as
- * gcore-run --chat builds a conversation: an assistant turn is its text
- * (trimmed, special tokens not matched) and the end-of-turn id. */
 /* Whether message i + 1 of msgs is a user message (so that the one at i
  * gets no reply of its own). */
 static int next_is_user(json_object *msgs, size_t i) {
@@ -391,6 +390,11 @@ static int next_is_user(json_object *msgs, size_t i) {
   return m && json_object_object_get_ex(m, "role", &role) && json_object_is_type(role, json_type_string) &&
          !strcmp(json_object_get_string(role), "user");
 }
+
+/* The chat's ids: system (or developer) first if any, then user and
+ * assistant turns, the last a user turn, through the model's template as
+ * gcore-run --chat builds a conversation (gc_chat_turn), an assistant
+ * turn as gc_chat_reply writes it. */
 
 static int chat_prompt(gc_api_t *a, json_object *msgs, gc_tok_ids_t *ids, gc_api_err_t *err) {
   if (!msgs) return gc_api_fail(err, 400, INVALID, NULL, "messages", "'messages' is required");
@@ -431,11 +435,9 @@ static int chat_prompt(gc_api_t *a, json_object *msgs, gc_tok_ids_t *ids, gc_api
         rc = gc_api_fail(err, 400, INVALID, NULL, "messages", "an assistant message before any user message");
         break;
       }
-      size_t b = 0, t = text.len; /* trimmed, as the templates do */
-      while (b < t && strchr(" \t\r\n\v\f", text.data[b])) b++;
-      while (t > b && strchr(" \t\r\n\v\f", text.data[t - 1])) t--;
-      if (gc_tok_encode(a->tok, text.data + b, t - b, 0, ids, &e) || gc_tok_ids_push(ids, a->chat_end, &e))
-        rc = gc_api_fail(err, 500, "server_error", NULL, NULL, "tokenizing a message failed: %s", e.msg);
+      if (gc_chat_reply(a->tok, a->chat, !last_user, text.data, a->chat_end, ids, &e))
+        rc = e.code == GC_EINVAL ? gc_api_fail(err, 400, INVALID, NULL, "messages", "%s", e.msg)
+                                 : gc_api_fail(err, 500, "server_error", NULL, NULL, "the chat template failed: %s", e.msg);
       last_user = 0;
     } else {
       rc = gc_api_fail(err, 400, INVALID, NULL, "messages", "messages[%zu]: role '%.40s' is not one of system, "
@@ -504,17 +506,19 @@ static int stop_ids(const gc_api_t *a, json_object *o, gc_srv_params_t *p, gc_ap
 
 /* The repetition penalty of gcore-run --repeat-penalty (1: off), as vLLM's
  * repetition_penalty or llama.cpp's repeat_penalty (both given: equal), over
- * llama.cpp's repeat_last_n tokens (64; -1: the context; 0: none). */
+ * llama.cpp's repeat_last_n tokens (-1: the context; 0: none). The window
+ * defaults to llama.cpp's 64 where repeat_penalty is given, to the whole
+ * context (vLLM's: prompt and output) where only repetition_penalty is. */
 static int penalty(const gc_api_t *a, const body_t *b, gc_sampler_params_t *sp, gc_api_err_t *err) {
   double vllm = 1.0, cpp = 1.0;
-  int64_t last_n = 64;
+  int has_cpp = field(b->o, "repeat_penalty") != NULL, has_vllm = field(b->o, "repetition_penalty") != NULL;
+  int64_t last_n = has_vllm && !has_cpp ? -1 : 64;
   if (num(b, "repetition_penalty", 0.01, 100, &vllm, err) || num(b, "repeat_penalty", 0.01, 100, &cpp, err) ||
       integer(b, "repeat_last_n", -1, 1 << 20, &last_n, err))
     return err->status;
-  int has_cpp = field(b->o, "repeat_penalty") != NULL;
-  if (has_cpp && field(b->o, "repetition_penalty") && vllm != cpp)
-    return gc_api_fail(err, 400, INVALID, NULL, "repeat_penalty", "'repetition_penalty' (%g) and 'repeat_penalty' "
-                       "(%g) are both given and different: they are one penalty", vllm, cpp);
+  if (has_cpp && has_vllm && vllm != cpp)
+    return gc_api_fail(err, 400, INVALID, NULL, "repeat_penalty", "'repetition_penalty' (%.17g) and "
+                       "'repeat_penalty' (%.17g) are both given and different: they are one penalty", vllm, cpp);
   sp->repeat_penalty = (float)(has_cpp ? cpp : vllm);
   sp->repeat_last_n = last_n < 0 ? a->ctx : (int)last_n;
   return 0;
@@ -534,8 +538,13 @@ static int params(gc_api_t *a, const body_t *b, int chat, int nprompt, gc_srv_pa
       penalty(a, b, &p->sp, err) || stops(o, p, err) || stop_ids(a, o, p, err) ||
       integer(b, "min_tokens", 0, INT32_MAX, &min_tokens, err))
     return err->status;
+  /* max_completion_tokens wins over max_tokens, as OpenAI's; both are checked */
+  int64_t legacy = -1;
   const char *mkey = field(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  if (integer(b, mkey, 1, INT32_MAX, &max, err)) return err->status;
+  if (integer(b, "max_tokens", 1, INT32_MAX, &legacy, err) ||
+      integer(b, "max_completion_tokens", 1, INT32_MAX, &max, err))
+    return err->status;
+  if (max < 0) max = legacy;
   if (top_p <= 0) return gc_api_fail(err, 400, INVALID, NULL, "top_p", "'top_p' must be above 0");
   if (nprompt >= a->ctx)
     return gc_api_fail(err, 400, INVALID, "context_length_exceeded", chat ? "messages" : "prompt",

@@ -53,6 +53,8 @@ def test_bad_flags(gc):
                        "unknown AMD target 'gfx999'")
     assert_clean_error(gc("gcore-gen", *GEMM), "gcore-gen", "-o BUNDLE")
     assert_clean_error(gc("gcore-run", "--op", "gemm"), "gcore-run", "give -b BUNDLE")
+    for n in ("-2", "x", "1048577"):
+        assert_clean_error(gc("gcore-run", "--repeat-last-n", n), "gcore-run", "--repeat-last-n")
 
 
 TOOLS = ["gcore-tune", "gcore-gen", "gcore-run", "gcore-compile"]

@@ -460,25 +460,32 @@ def test_top_p_min_p_keep_only_allowed_tokens(gc, gqa, flag, value):
 def test_repeat_penalty(gc, gqa):
     """--repeat-penalty 1 changes nothing; a strong one (greedy) picks at each
     step the argmax of the reference's logits after llama.cpp's penalty (each
-    distinct token of the last 64 seen: logit > 0 divided, <= 0 multiplied),
-    with or without the prompt in the window."""
+    distinct token of the last --repeat-last-n seen (64 by default):
+    logit > 0 divided, <= 0 multiplied), with or without the prompt in the
+    window; --repeat-last-n 0 turns it off."""
     assert sampled(gc, gqa, N_DECODE, "--temp", "0", "--repeat-penalty", "1") == gqa.ids
+    assert sampled(gc, gqa, N_DECODE, "--temp", "0", "--repeat-penalty", "2", "--repeat-last-n", "0") == gqa.ids
     pen = 2.0
-    ids = sampled(gc, gqa, N_DECODE, "--temp", "0", "--repeat-penalty", pen)
-    rows = ref_rows(gqa, ids)
 
-    def explains(with_prompt):
+    def explains(ids, rows, window, with_prompt):
         for i, t in enumerate(ids):
             seen = (PROMPT if with_prompt else []) + ids[:i]
             row = rows[i].copy()
-            for s in set(seen[-64:]):
+            for s in set(seen[-window:]):
                 row[s] = row[s] / pen if row[s] > 0 else row[s] * pen
             if row[t] < np.max(row) - 1e-4 * np.max(np.abs(rows[i])):
                 return False
         return True
 
-    assert explains(True) or explains(False), ids
-    assert ids != gqa.ids
+    # greedy, this model falls into a loop of 14 tokens: a window of 16 sees
+    # the repeat and breaks it, one of 8 does not
+    for window in (64, 16, 8):
+        ids = sampled(gc, gqa, N_DECODE, "--temp", "0", "--repeat-penalty", pen, "--repeat-last-n", window)
+        rows = ref_rows(gqa, ids)
+        assert explains(ids, rows, window, True) or explains(ids, rows, window, False), (window, ids)
+        assert (ids != gqa.ids) == (window > 8), (window, ids)
+        if window == 64:
+            assert sampled(gc, gqa, N_DECODE, "--temp", "0", "--repeat-penalty", pen) == ids, "64 by default"
 
 
 # ---------------------------------------------------------------- output

@@ -269,6 +269,12 @@ def test_user_messages_in_a_row(srv):
     last = len(a) - 1 - a[::-1].index(eot)  # a: BOS, user a, eot, then the assistant header
     got = ids([{"role": "user", "content": "a"}, {"role": "user", "content": "c"}])
     assert got == a[:last + 1] + c[1:], (got, a, c)
+    # two assistant messages in a row: the second gets its own assistant header
+    ua, ux, uc = ({"role": "user", "content": "a"}, {"role": "assistant", "content": "x"},
+                  {"role": "user", "content": "c"})
+    one, two = ids([ua, ux, uc]), ids([ua, ux, ux, uc])
+    k = one.index(eot, len(a)) + 1  # one: a, then "x" and eot, then the user turn c
+    assert two == one[:k] + a[last + 1:] + one[len(a):k] + one[k:], (two, one)
 
 
 def test_ignore_eos_goes_past_the_end_of_turn(srv):
@@ -400,6 +406,16 @@ def test_repetition_penalty_matches_gcore_run(srv, tiny):
                              "--ignore-eos")[0]["tokens"]
     assert completion(srv, dict(base, repeat_penalty=1.8, repeat_last_n=0))["token_ids"] == plain
     assert completion(srv, dict(base, repetition_penalty=1.0))["token_ids"] == plain
+    # the window: vLLM's whole sequence for repetition_penalty alone, llama.cpp's 64 for repeat_penalty
+    long = [1] + list(range(20, 180)) + [7] * 60  # 64 back: mostly 7s; the whole: 160 more ids
+    path.write_text(",".join(map(str, long)) + "\n")
+    runs = {n: gcore_run(tiny, "--tokens-file", path, "-n", 8, "--temp", 0, "--repeat-penalty", 1.8,
+                         "--repeat-last-n", n, "--ignore-eos")[0]["tokens"] for n in (-1, 64)}
+    assert runs[-1] != runs[64], "the window changes nothing on this prompt: the test proves nothing"
+    base = dict(base, prompt=long, max_tokens=8)
+    assert completion(srv, dict(base, repetition_penalty=1.8))["token_ids"] == runs[-1]
+    assert completion(srv, dict(base, repeat_penalty=1.8))["token_ids"] == runs[64]
+    assert completion(srv, dict(base, repetition_penalty=1.8, repeat_last_n=64))["token_ids"] == runs[64]
     assert_errors(srv, "/v1/completions", [
         (b'{"prompt": "x", "repetition_penalty": 1.2, "repeat_penalty": 1.3}', 400, "repeat_penalty",
          "both given and different"),
@@ -590,6 +606,10 @@ def test_request_body_checks(srv):
         (b'{"prompt": "x", "temperature": 1e400}', 400, "temperature", "1e400"),
         (b'{"prompt": "x", "stream_options": {"include_usage": true}}', 400, "stream_options", '"stream": true'),
         (b'{"prompt": "x", "stream": false, "stream_options": {}}', 400, "stream_options", '"stream": true'),
+        # max_completion_tokens wins, and max_tokens beside it is checked too
+        (b'{"prompt": "x", "max_completion_tokens": 2, "max_tokens": 0}', 400, "max_tokens", "from 1 to"),
+        # a name written with escapes: a limit json-c gave is refused, not taken as the limit
+        (b'{"prompt": "x", "se\\u0065d": 99999999999999999999999}', 400, "seed", "from -"),
     ])
     assert_errors(srv, "/v1/chat/completions", [
         (b'{"messages": [{"role": "user"}]}', 400, "messages", "no 'content'"),

@@ -73,7 +73,8 @@ static const char usage[] =
     "  --top-k K            keep the K most likely tokens (default 40; 0 = all)\n"
     "  --top-p P            nucleus sampling (default 0.95; 1 = off)\n"
     "  --min-p P            drop tokens below P x the top probability (default 0.05; 0 = off)\n"
-    "  --repeat-penalty R   penalise the last 64 tokens (default 1.0 = off)\n"
+    "  --repeat-penalty R   penalise the tokens of the last --repeat-last-n (default 1.0 = off)\n"
+    "  --repeat-last-n N    the penalty's window (default 64; 0 = none; -1 = the context)\n"
     "  --seed N             sampler seed (default 0)\n"
     "tokenizer (no model, no bundle):\n"
     "  --tokenize           read text on stdin, print its token ids separated by spaces\n"
@@ -106,7 +107,7 @@ static const char usage[] =
 
 enum { O_VERSION = 255, O_OP = 256, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_BACKEND, O_DEVICE, O_SEED, O_DUMP,
        O_MINTIME, O_POS, O_LAYOUT, O_TOKENS, O_CTX, O_IGNORE_EOS, O_TBT, O_JSON, O_LOGITS, O_TEMP, O_TOPK, O_TOPP,
-       O_MINP, O_REPEAT, O_PROFILE, O_NOGRAPH, O_NOAHEAD, O_NOPDL, O_WARMUP, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE,
+       O_MINP, O_REPEAT, O_REPEAT_N, O_PROFILE, O_NOGRAPH, O_NOAHEAD, O_NOPDL, O_WARMUP, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE,
        O_BOS, O_CHAT, O_SYSTEM, O_NULL, O_DB, O_CACHE, O_TOKENS_FILE, O_QUANTIZE, O_TP, O_DEVICES };
 
 static const struct option longopts[] = {
@@ -119,7 +120,7 @@ static const struct option longopts[] = {
     {"ctx", 1, 0, O_CTX},         {"ignore-eos", 0, 0, O_IGNORE_EOS},
     {"token-by-token", 0, 0, O_TBT}, {"json", 0, 0, O_JSON},   {"logits", 1, 0, O_LOGITS},
     {"temp", 1, 0, O_TEMP},       {"top-k", 1, 0, O_TOPK},     {"top-p", 1, 0, O_TOPP},
-    {"min-p", 1, 0, O_MINP},      {"repeat-penalty", 1, 0, O_REPEAT},
+    {"min-p", 1, 0, O_MINP},      {"repeat-penalty", 1, 0, O_REPEAT}, {"repeat-last-n", 1, 0, O_REPEAT_N},
     {"profile", 0, 0, O_PROFILE}, {"no-graph", 0, 0, O_NOGRAPH}, {"no-ahead", 0, 0, O_NOAHEAD}, {"no-pdl", 0, 0, O_NOPDL},
     {"warmup", 1, 0, O_WARMUP},
     {"tokenizer", 1, 0, O_TOKENIZER}, {"tokenize", 0, 0, O_TOKENIZE}, {"detokenize", 0, 0, O_DETOKENIZE},
@@ -717,6 +718,7 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
     io.tok = NULL;
   }
   if (!rc && oo.ctx <= 0) oo.ctx = w->cfg.max_seq < 4096 ? w->cfg.max_seq : 4096;
+  if (oo.sp.repeat_last_n < 0) oo.sp.repeat_last_n = oo.ctx;
   if (!rc && np > oo.ctx)
     rc = gc_err_set(e, GC_EINVAL, "the prompt has %d tokens, more than --ctx %d", np, oo.ctx);
   if (!rc && oo.ctx > w->cfg.max_seq)
@@ -728,7 +730,7 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   if (!rc && o->profile && !(rc = gc_prof_create(devs[0], &prof, e))) gc_llama_set_profile(m, prof);
   if (!rc && o->no_graph) gc_llama_set_graphs(m, 0);
   if (!rc && o->no_ahead) gc_llama_set_ahead(m, 0);
-  if (!rc) rc = gc_sampler_create(w->cfg.vocab_size, &o->sp, &smp, e);
+  if (!rc) rc = gc_sampler_create(w->cfg.vocab_size, &oo.sp, &smp, e);
   if (!rc && !(g.out = gc_calloc((size_t)o->n_predict + 1, sizeof *g.out, e))) rc = GC_ENOMEM;
   if (!rc && o->logits_path && gc_check_output(o->logits_path, 'f', e)) rc = e->code;
   if (!rc && o->logits_path && !(g.logits = fopen(o->logits_path, "wb")))
@@ -930,6 +932,11 @@ int main(int argc, char **argv) {
       case O_REPEAT:
         if (parse_f(optarg, 0.01, 100, &fv)) return bad_flag("--repeat-penalty", "a penalty > 0");
         o.sp.repeat_penalty = (float)fv;
+        break;
+      case O_REPEAT_N: /* -1: the context, set once --ctx is known */
+        if (gc_parse_i64(optarg, &iv) || iv < -1 || iv > 1 << 20)
+          return bad_flag("--repeat-last-n", "a token count from -1 to 1048576");
+        o.sp.repeat_last_n = (int)iv;
         break;
       case O_PROFILE: o.profile = 1; break;
       case O_NOGRAPH: o.no_graph = 1; break;

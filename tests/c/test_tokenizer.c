@@ -137,6 +137,18 @@ static void test_chat_llama2(void) {
   CHECK(gc_tok_encode(t, "[INST] <s>more [/INST]", 22, GC_TOK_BOS, &b, &e) == GC_OK, "encode");
   CHECK(a.n == b.n && !memcmp(a.v, b.v, a.n * sizeof *a.v), "later turn: no system, user text not special");
   CHECK(gc_chat_end_token(t, k) == 2, "</s> closes a reply");
+  /* a client's assistant message: trimmed text and </s>; a second in a row refused */
+  a.n = b.n = 0;
+  CHECK(gc_chat_reply(t, k, 0, " A file.\n", 2, &a, &e) == GC_OK, "reply: %s", e.msg);
+  CHECK(gc_tok_encode(t, "A file.", 7, 0, &b, &e) == GC_OK && gc_tok_ids_push(&b, 2, &e) == GC_OK, "encode");
+  CHECK(a.n == b.n && !memcmp(a.v, b.v, a.n * sizeof *a.v), "reply: trimmed text, then </s>");
+  CHECK(gc_chat_reply(t, k, 1, "again", 2, &a, &e) == GC_EINVAL && strstr(e.msg, "two assistant messages"),
+        "two replies in a row: %s", e.msg);
+  /* Mistral's template keeps the user's text as given */
+  a.n = b.n = 0;
+  CHECK(gc_chat_turn(t, GC_CHAT_MISTRAL, 1, 1, NULL, " Hi\n", &a, &e) == GC_OK, "Mistral turn: %s", e.msg);
+  CHECK(gc_tok_encode(t, "[INST]  Hi\n [/INST]", 19, GC_TOK_BOS, &b, &e) == GC_OK, "encode");
+  CHECK(a.n == b.n && !memcmp(a.v, b.v, a.n * sizeof *a.v), "Mistral: the user's text untrimmed");
   gc_tok_ids_free(&a);
   gc_tok_ids_free(&b);
   gc_tok_free(t);
