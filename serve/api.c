@@ -435,7 +435,7 @@ static int chat_prompt(gc_api_t *a, json_object *msgs, gc_tok_ids_t *ids, gc_api
         rc = gc_api_fail(err, 400, INVALID, NULL, "messages", "an assistant message before any user message");
         break;
       }
-      if (gc_chat_reply(a->tok, a->chat, !last_user, text.data, a->chat_end, ids, &e))
+      if (gc_chat_reply(a->tok, a->chat, !last_user, text.data, ids, &e))
         rc = e.code == GC_EINVAL ? gc_api_fail(err, 400, INVALID, NULL, "messages", "%s", e.msg)
                                  : gc_api_fail(err, 500, "server_error", NULL, NULL, "the chat template failed: %s", e.msg);
       last_user = 0;
@@ -444,6 +444,8 @@ static int chat_prompt(gc_api_t *a, json_object *msgs, gc_tok_ids_t *ids, gc_api
                        "developer, user, assistant", i, r);
     }
   }
+  if (!rc && last_user && gc_chat_reply(a->tok, a->chat, 0, NULL, ids, &e)) /* the reply's header */
+    rc = gc_api_fail(err, 500, "server_error", NULL, NULL, "the chat template failed: %s", e.msg);
   pthread_mutex_unlock(&a->tok_mu);
   if (!rc && !last_user)
     rc = gc_api_fail(err, 400, INVALID, NULL, "messages", "the last message must be the user's");

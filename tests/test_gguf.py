@@ -25,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from conftest import assert_clean_error, run_tool  # noqa: E402
+import chat_ref as C  # noqa: E402
 import ggufq as Q  # noqa: E402
 import llama_ref as R  # noqa: E402
 import tinygguf as G  # noqa: E402
@@ -457,53 +458,117 @@ def test_gguf_end_of_generation_tokens(gc, bundles, emit, keys):
         assert json_of(r)["tokens"] == [tok] * (1 if emit in EOG else 6), (prompt, r)
 
 
-LLAMA2_TEMPLATE = ("{% for message in messages %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + "
-                   "message['content'].strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' ' + "
-                   "message['content'].strip() + ' ' + eos_token }}{% endif %}{% endfor %}")
-MISTRAL_TEMPLATE = ("{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' + "
-                    "message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ "
-                    "message['content'] + eos_token}}{% endif %}{% endfor %}")
-
-
 def ids_of(gc, path, text):
+    """gcore's ids of text, control tokens matched (llama.cpp's tokenizing of
+    a rendered chat template: text between control tokens tokenized apart)."""
     r = gc("gcore-run", "--tokenizer", path, "--tokenize", input=text)
     assert r.rc == 0, r
     return [int(x) for x in r.out.split()]
 
 
-@pytest.mark.parametrize("kind", ["llama2", "mistral", "mistral-v3"])
-def test_gguf_inst_chat_templates(gc, bundles, kind):
-    """--chat with the [INST] templates a GGUF file names: Llama 2's puts BOS
-    before every [INST], Mistral's once at the start; a vocabulary with
-    [INST] and [/INST] as control tokens (Mistral v3) gets them by id, the
-    user's text tokenized alone; Mistral has no system role, and its
-    template keeps the user's text as given where Llama 2's trims it."""
+def chat_gguf(gc, kind, v3=False):
+    """A tiny GGUF model whose chat_template is the real template of kind
+    (chat_ref), its control tokens in the vocabulary (v3: [INST] and [/INST]
+    as control tokens, as Mistral v3 has them)."""
     cfg = TM.make_config(**CFG)
     toks, _, types = G.vocab(cfg["vocab_size"])
-    if kind == "mistral-v3":
-        toks[-2:], types[-2:] = ["[INST]", "[/INST]"], [3, 3]
-    path = str(gc.dir / f"{kind}.gguf")
+    controls = ["[INST]", "[/INST]"] if v3 else C.CONTROLS[kind]
+    if controls:
+        toks[-len(controls):], types[-len(controls):] = controls, [3] * len(controls)
+    path = str(gc.dir / f"{kind}{'-v3' if v3 else ''}.gguf")
     G.write_llama(path, cfg, TM.random_weights(cfg, 0), extra_kvs=[
         ("tokenizer.ggml.tokens", "arr:str", toks), ("tokenizer.ggml.token_type", "arr:i32", types),
-        ("tokenizer.chat_template", "str", LLAMA2_TEMPLATE if kind == "llama2" else MISTRAL_TEMPLATE)])
+        ("tokenizer.chat_template", "str", C.TEMPLATES[kind])])
+    return path, toks
+
+
+def rendered_ids(gc, path, kind, messages):
+    """The reference: the template rendered by Jinja and tokenized as
+    llama.cpp does, BOS first where the template does not write it (the
+    tokenizer adds it to a prompt)."""
+    extra = [] if "bos_token" in C.TEMPLATES[kind] else [1]
+    return extra + ids_of(gc, path, C.render(C.TEMPLATES[kind], messages))
+
+
+END_TEXT = {"llama3": "<|eot_id|>", "chatml": "<|im_end|>"}
+
+
+@pytest.mark.parametrize("kind", sorted(C.TEMPLATES))
+def test_gguf_chat_templates_as_jinja_renders_them(gc, bundles, kind):
+    """--chat through each chat template a GGUF file names (Llama 2,
+    Mistral, Llama 3, ChatML, Zephyr, detected from the template's markers):
+    the first turn's ids are the template rendered by Jinja (as Hugging
+    Face's apply_chat_template) and tokenized as llama.cpp tokenizes it; the
+    second turn's are what the rendered conversation adds after the reply's
+    end. The user's text keeps a leading space where the template keeps it.
+    Mistral has no system role."""
+    path, toks = chat_gguf(gc, kind)
     bundle = bundles.get(path, "F32")
-    r = gc("gcore-run", "-m", path, "-b", bundle, "--chat", "-n", 3, *GREEDY, "--json", input="  hi cat\nthe end\n")
+    system = [] if kind == "mistral" else [{"role": "system", "content": "be brief"}]
+    args = [] if kind == "mistral" else ["--system", "be brief"]
+    r = gc("gcore-run", "-m", path, "-b", bundle, "--chat", *args, "-n", 3, *GREEDY, "--json",
+           input=" hi cat\nthe end\n")
     assert r.rc == 0, r
     (p1, g1), (p2, _) = [(t["prompt_ids"], t["tokens"]) for t in map(json.loads, r.out.splitlines())]
-    if kind == "mistral-v3":
-        inst, end = toks.index("[INST]"), toks.index("[/INST]")
-        assert p1 == [1, inst] + ids_of(gc, path, "  hi cat") + [end], p1
-        assert p2 == [g1[-1], 2, inst] + ids_of(gc, path, "the end") + [end], p2
-    else:
-        first = "[INST] hi cat [/INST]" if kind == "llama2" else "[INST]   hi cat [/INST]"
-        assert p1 == [1] + ids_of(gc, path, first), p1
-        bos = [1] if kind == "llama2" else []
-        assert p2 == [g1[-1], 2] + bos + ids_of(gc, path, "[INST] the end [/INST]"), p2
-    r = gc("gcore-run", "-m", path, "-b", bundle, "--chat", "--system", "be brief", "-n", 2, *GREEDY, input="hi\n")
-    if kind == "llama2":
-        assert r.rc == 0, r
-    else:
+    first = system + [{"role": "user", "content": " hi cat"}]
+    assert p1 == rendered_ids(gc, path, kind, first), (p1, C.render(C.TEMPLATES[kind], first))
+    whole = C.render(C.TEMPLATES[kind], first + [{"role": "assistant", "content": "QQQ"},
+                                                 {"role": "user", "content": "the end"}])
+    end_text = END_TEXT.get(kind, "</s>")
+    after = whole[whole.index(end_text, whole.index("QQQ")) + len(end_text):]
+    end = toks.index(end_text)
+    closed = [g1[-1]] if g1[-1] in (end, 2) else [g1[-1], end]
+    assert p2 == closed + ids_of(gc, path, after), (p2, after)
+    if kind == "mistral":
+        r = gc("gcore-run", "-m", path, "-b", bundle, "--chat", "--system", "be brief", "-n", 2, *GREEDY, input="hi\n")
         assert_clean_error(r, "gcore-run", "the Mistral chat template has no system role")
+
+
+def test_gguf_mistral_v3_control_tokens(gc, bundles):
+    """A vocabulary with [INST] and [/INST] as control tokens (Mistral v3)
+    gets them by id, the user's text tokenized alone between them."""
+    path, toks = chat_gguf(gc, "mistral", v3=True)
+    r = gc("gcore-run", "-m", path, "-b", bundles.get(path, "F32"), "--chat", "-n", 3, *GREEDY, "--json",
+           input="  hi cat\nthe end\n")
+    assert r.rc == 0, r
+    (p1, g1), (p2, _) = [(t["prompt_ids"], t["tokens"]) for t in map(json.loads, r.out.splitlines())]
+    inst, end = toks.index("[INST]"), toks.index("[/INST]")
+    assert p1 == [1, inst] + ids_of(gc, path, "  hi cat") + [end], p1
+    assert p2 == [g1[-1], 2, inst] + ids_of(gc, path, "the end") + [end], p2
+
+
+@pytest.mark.parametrize("kind", sorted(C.TEMPLATES))
+def test_gguf_chat_templates_through_the_server(gc, bundles, kind):
+    """gcore-serve's chat endpoint: the prompt ids of a conversation are the
+    Jinja rendering of the model's template, tokenized as llama.cpp does:
+    with the assistant's earlier replies for the templates that give every
+    message a header (Llama 3, ChatML, Zephyr), user messages in a row and
+    assistant messages in a row included; the [INST] templates refuse those
+    two with 400, as their templates raise."""
+    from test_serve import Server
+    path, _ = chat_gguf(gc, kind)
+    srv = Server(path, bundles.get(path, "F32"), "--parallel", 1)
+    try:
+        system = [] if kind == "mistral" else [{"role": "system", "content": " be brief "}]
+        u, a = [{"role": "user", "content": " hi cat "}], [{"role": "assistant", "content": " A file. "}]
+        u2 = [{"role": "user", "content": "the end"}]
+        convs = [system + u]
+        if kind in ("llama3", "chatml", "zephyr"):
+            convs += [system + u + a + u2, u + u2, u + a + a + u2]
+        for msgs in convs:
+            status, _, text = srv.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 1,
+                                                                "return_token_ids": True})
+            assert status == 200, (msgs, text)
+            got = json.loads(text)["choices"][0]["prompt_token_ids"]
+            assert got == rendered_ids(gc, path, kind, msgs), (msgs, C.render(C.TEMPLATES[kind], msgs))
+        if kind in ("llama2", "mistral"):
+            for msgs in (u + u2, u + a + a + u2):
+                with pytest.raises(Exception):
+                    C.render(C.TEMPLATES[kind], msgs)
+                status, _, text = srv.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 1})
+                assert status == 400 and "in a row" in text, text
+    finally:
+        assert srv.stop()[0] == 0
 
 
 def test_gguf_add_eos_token(gc, bundles):

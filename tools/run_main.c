@@ -47,8 +47,9 @@ static const char usage[] =
     "                       one output line (or --json object) per prompt\n"
     "  --tokenizer PATH     tokenizer.json, a directory holding one, or a .gguf vocabulary\n"
     "                       (default: MODEL/tokenizer.json, or the GGUF model's own)\n"
-    "  --chat               interactive chat (Llama 2 / Llama 3 instruct templates): each stdin\n"
-    "                       line is a user turn; the KV cache is kept between turns\n"
+    "  --chat               interactive chat (the model's template: Llama 2, Llama 3, Mistral,\n"
+    "                       ChatML, Zephyr): each stdin line is a user turn; the KV cache\n"
+    "                       is kept between turns\n"
     "  --system TEXT        system prompt of the chat\n"
     "  -n, --n-predict N    tokens to generate (default 64)\n"
     "  --ctx N              KV-cache positions (default: the model's maximum, at most 4096)\n"
@@ -558,6 +559,7 @@ static int chat_turn(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t
       !(g->n_out && is_stop(c, io, g->out[g->n_out - 1])))
     rc = gc_tok_ids_push(&ids, io->chat_end, e);
   if (!rc) rc = gc_chat_turn(io->tok, io->chat, turn == 0, 1, o->system, user, &ids, e);
+  if (!rc) rc = gc_chat_reply(io->tok, io->chat, 0, NULL, &ids, e); /* the reply's header */
   if (!rc && gc_llama_pos(m) + (int)ids.n + 1 > o->ctx) {
     fprintf(stderr, "gcore-run: this turn left out: the conversation would need more than --ctx %d positions "
             "(%d in use, %zu more)\n", o->ctx, gc_llama_pos(m), ids.n + 1);
