@@ -177,13 +177,17 @@ static void fz_tok_chat(gc_tok_t *t) {
   gc_err_t e;
   gc_chat_kind_t k;
   gc_tok_ids_t ids = {0};
+  gc_chat_t c;
   if (fz_report("chat template", gc_chat_detect(t, &k, &e), &e) != GC_OK) return;
-  if (fz_report("chat turn", gc_chat_turn(t, k, 1, 1, "Answer briefly.", " Hi <|eot_id|> there ", &ids, &e), &e) == GC_OK &&
-      gc_chat_reply(t, k, 0, " A reply. ", &ids, &e) == GC_OK && gc_chat_turn(t, k, 0, 1, NULL, "again", &ids, &e) == GC_OK &&
-      gc_chat_reply(t, k, 0, NULL, &ids, &e) == GC_OK)
+  gc_chat_init(&c, t, k);
+  if (fz_report("chat turn", gc_chat_user(&c, k == GC_CHAT_MISTRAL ? NULL : "Answer briefly.",
+                                          " Hi <|eot_id|> there ", &ids, &e), &e) == GC_OK &&
+      gc_chat_assistant(&c, " A reply. ", &ids, &e) == GC_OK && gc_chat_user(&c, NULL, "again", &ids, &e) == GC_OK &&
+      gc_chat_assistant(&c, NULL, &ids, &e) == GC_OK && gc_chat_flush(&c, &ids, &e) == GC_OK)
     fz_check_ids(t, &ids);
-  if (gc_chat_reply(t, k, 1, "more", &ids, &e) == GC_OK) fz_check_ids(t, &ids);
+  if (gc_chat_assistant(&c, "more", &ids, &e) == GC_OK && gc_chat_flush(&c, &ids, &e) == GC_OK) fz_check_ids(t, &ids);
   (void)gc_chat_end_token(t, k);
+  gc_chat_free(&c);
   gc_tok_ids_free(&ids);
 }
 

@@ -64,96 +64,128 @@ static void trim(gc_chat_kind_t k, const char *s, const char **p, size_t *n) {
   *n = b - a;
 }
 
+void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k) {
+  memset(c, 0, sizeof *c);
+  c->t = t;
+  c->k = k;
+}
+
+void gc_chat_free(gc_chat_t *c) { gc_buf_free(&c->text); }
+
+int gc_chat_flush(gc_chat_t *c, gc_tok_ids_t *out, gc_err_t *e) {
+  int rc = c->text.len ? gc_tok_encode(c->t, c->text.data, c->text.len, 0, out, e) : GC_OK;
+  c->text.len = 0;
+  return rc;
+}
+
+/* Control token id after the pending text. */
+static int put_id(gc_chat_t *c, int32_t id, gc_tok_ids_t *out, gc_err_t *e) {
+  return gc_chat_flush(c, out, e) || gc_tok_ids_push(out, id, e) ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
+}
+
+/* Text s [n] (n < 0: strlen) to the pending text. */
+static int put_text(gc_chat_t *c, const char *s, int n, gc_err_t *e) {
+  return gc_buf_append(&c->text, s, n < 0 ? strlen(s) : (size_t)n, e);
+}
+
+/* The id of control token name, or GC_ENOTFOUND. */
+static int put_control(gc_chat_t *c, const char *name, gc_tok_ids_t *out, gc_err_t *e) {
+  int32_t id;
+  return need(c->t, name, &id, e) || put_id(c, id, out, e) ? e->code : GC_OK;
+}
+
+static int put_end(gc_chat_t *c, gc_tok_ids_t *out, gc_err_t *e) {
+  int32_t end = gc_chat_end_token(c->t, c->k);
+  if (end < 0) return gc_err_set(e, GC_ENOTFOUND, "%s: the chat template needs an end-of-turn token, which the "
+                                 "vocabulary lacks", c->t->what);
+  return put_id(c, end, out, e);
+}
+
 /* One message of the templates that give every message a header, text
  * NULL for the header alone (the reply the model is to write):
  *   LLAMA3  <|start_header_id|>role<|end_header_id|> "\n\n" text <|eot_id|>
- *   CHATML  ("\n" unless first) <|im_start|> "role\n" text <|im_end|>
- *   ZEPHYR  ("\n" unless first) "<|role|>\n" text </s>
- * first: nothing of the conversation before it but BOS. */
-static int header_msg(gc_tok_t *t, gc_chat_kind_t k, int first, const char *role, const char *text,
-                      gc_tok_ids_t *out, gc_err_t *e) {
-  int32_t open, close, end = gc_chat_end_token(t, k);
-  gc_buf_t b = {0};
+ *   CHATML  ("\n" after a message) <|im_start|> "role\n" text <|im_end|>
+ *   ZEPHYR  ("\n" after a message) "<|role|>\n" text </s> */
+static int header_msg(gc_chat_t *c, const char *role, const char *text, gc_tok_ids_t *out, gc_err_t *e) {
   const char *p = "";
   size_t n = 0;
-  int rc = GC_OK;
-  if (text) trim(k, text, &p, &n);
-  if (k == GC_CHAT_LLAMA3) {
-    if (need(t, "<|start_header_id|>", &open, e) || need(t, "<|end_header_id|>", &close, e) ||
-        need(t, "<|eot_id|>", &end, e))
-      return e->code;
-    rc = gc_tok_ids_push(out, open, e) || gc_tok_encode(t, role, strlen(role), 0, out, e) ||
-         gc_tok_ids_push(out, close, e) || gc_buf_printf(&b, e, "\n\n%.*s", (int)n, p);
-  } else if (k == GC_CHAT_CHATML) {
-    if (need(t, "<|im_start|>", &open, e) || need(t, "<|im_end|>", &end, e)) return e->code;
-    rc = (!first && gc_tok_encode(t, "\n", 1, 0, out, e)) || gc_tok_ids_push(out, open, e) ||
-         gc_buf_printf(&b, e, "%s\n%.*s", role, (int)n, p);
-  } else {
-    if (end < 0 && text) return gc_err_set(e, GC_ENOTFOUND, "%s: the chat template needs an end-of-sequence token, "
-                                           "which the vocabulary lacks", t->what);
-    rc = gc_buf_printf(&b, e, "%s<|%s|>\n%.*s", first ? "" : "\n", role, (int)n, p);
-  }
-  if (!rc) rc = gc_tok_encode(t, b.data, b.len, 0, out, e) || (text && gc_tok_ids_push(out, end, e));
-  gc_buf_free(&b);
+  int after = c->n_msgs > 0, rc;
+  if (text) trim(c->k, text, &p, &n);
+  if (c->k == GC_CHAT_LLAMA3)
+    rc = put_control(c, "<|start_header_id|>", out, e) || put_text(c, role, -1, e) ||
+         put_control(c, "<|end_header_id|>", out, e) || put_text(c, "\n\n", 2, e);
+  else if (c->k == GC_CHAT_CHATML)
+    rc = (after && put_text(c, "\n", 1, e)) || put_control(c, "<|im_start|>", out, e) || put_text(c, role, -1, e) ||
+         put_text(c, "\n", 1, e);
+  else
+    rc = (after && put_text(c, "\n", 1, e)) || put_text(c, "<|", 2, e) || put_text(c, role, -1, e) ||
+         put_text(c, "|>\n", 3, e);
+  if (!rc) rc = put_text(c, p, (int)n, e) || (text && put_end(c, out, e));
   return rc ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
-}
-
-/* An [INST] turn: [INST] content [/INST], the markers by id where they
- * are control tokens (Mistral v3: "[INST]" id, the content, "[/INST]" id),
- * else as text; Llama 2 (bos) with BOS. The content is the user's text,
- * in Llama 2's first turn after the system prompt in <<SYS>>, trimmed as
- * a whole there (content.strip()), as given in Mistral's. */
-static int inst_turn(gc_tok_t *t, gc_chat_kind_t k, int bos, int first, const char *system, const char *user,
-                     gc_tok_ids_t *out, gc_err_t *e) {
-  int32_t open = control(t, "[INST]"), close = control(t, "[/INST]");
-  gc_buf_t c = {0}, b = {0};
-  const char *p;
-  size_t n;
-  int rc = GC_OK;
-  if (bos && t->bos >= 0) rc = gc_tok_ids_push(out, t->bos, e);
-  if (!rc && first && system) rc = gc_buf_printf(&c, e, "<<SYS>>\n%s\n<</SYS>>\n\n", system);
-  if (!rc) rc = gc_buf_printf(&c, e, "%s", user);
-  if (!rc) trim(k, c.data, &p, &n);
-  if (!rc && open >= 0) rc = gc_tok_ids_push(out, open, e);
-  if (!rc) rc = gc_buf_printf(&b, e, "%s%.*s%s", open >= 0 ? "" : "[INST] ", (int)n, p, close >= 0 ? "" : " [/INST]");
-  if (!rc && b.len) rc = gc_tok_encode(t, b.data, b.len, 0, out, e);
-  if (!rc && close >= 0) rc = gc_tok_ids_push(out, close, e);
-  gc_buf_free(&c);
-  gc_buf_free(&b);
-  return rc;
 }
 
 static int is_inst(gc_chat_kind_t k) { return k == GC_CHAT_LLAMA2 || k == GC_CHAT_MISTRAL; }
 
-int gc_chat_turn(gc_tok_t *t, gc_chat_kind_t k, int first, int reply, const char *system, const char *user,
-                 gc_tok_ids_t *out, gc_err_t *e) {
-  if (is_inst(k) && !reply)
-    return gc_err_set(e, GC_EINVAL, "the %s chat template takes user and assistant messages in turn (two user "
-                      "messages in a row)", k == GC_CHAT_MISTRAL ? "Mistral" : "Llama 2");
-  if (k == GC_CHAT_MISTRAL && first && system)
-    return gc_err_set(e, GC_EINVAL, "the Mistral chat template has no system role");
-  if (is_inst(k)) return inst_turn(t, k, k == GC_CHAT_LLAMA2 || first, first, system, user, out, e);
-  int bos = t->bos >= 0 && (k == GC_CHAT_LLAMA3 || gc_tok_add_bos(t)); /* Llama 3's template writes it */
-  if (first && bos && gc_tok_ids_push(out, t->bos, e)) return GC_ENOMEM;
-  if (first && system && header_msg(t, k, 1, "system", system, out, e)) return e->code;
-  return header_msg(t, k, first && !system, "user", user, out, e);
-}
+static const char *inst_name(gc_chat_kind_t k) { return k == GC_CHAT_MISTRAL ? "Mistral" : "Llama 2"; }
 
-int gc_chat_reply(gc_tok_t *t, gc_chat_kind_t k, int after_reply, const char *text, gc_tok_ids_t *out,
-                  gc_err_t *e) {
-  if (!is_inst(k)) return header_msg(t, k, 0, "assistant", text, out, e);
-  if (after_reply)
-    return gc_err_set(e, GC_EINVAL, "the %s chat template takes user and assistant messages in turn (two "
-                      "assistant messages in a row)", k == GC_CHAT_MISTRAL ? "Mistral" : "Llama 2");
-  if (!text) return GC_OK;
-  int32_t end = gc_chat_end_token(t, k);
+/* An [INST] turn: [INST] content [/INST], the markers by id where they
+ * are control tokens (Mistral v3), else as text. The content is the
+ * user's text, in Llama 2's first turn after the system prompt in
+ * <<SYS>>, trimmed as a whole there (content.strip()), as given in
+ * Mistral's. */
+static int inst_turn(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_t *out, gc_err_t *e) {
+  int32_t open = control(c->t, "[INST]"), close = control(c->t, "[/INST]");
+  gc_buf_t b = {0};
   const char *p;
   size_t n;
-  trim(k, text, &p, &n);
-  if (end < 0) return gc_err_set(e, GC_ENOTFOUND, "%s: the chat template needs an end-of-sequence token, which "
-                                 "the vocabulary lacks", t->what);
-  if (gc_tok_encode(t, p, n, 0, out, e) || gc_tok_ids_push(out, end, e)) return e->code ? e->code : GC_ENOMEM;
-  return GC_OK;
+  int rc = system ? gc_buf_printf(&b, e, "<<SYS>>\n%s\n<</SYS>>\n\n", system) : GC_OK;
+  if (!rc) rc = gc_buf_printf(&b, e, "%s", user);
+  if (!rc) trim(c->k, b.data, &p, &n);
+  if (!rc) rc = open >= 0 ? put_id(c, open, out, e) : put_text(c, "[INST] ", -1, e);
+  if (!rc) rc = put_text(c, p, (int)n, e);
+  if (!rc) rc = close >= 0 ? put_id(c, close, out, e) : put_text(c, " [/INST]", -1, e);
+  gc_buf_free(&b);
+  return rc;
+}
+
+int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_t *out, gc_err_t *e) {
+  gc_tok_t *t = c->t;
+  if (system && c->n_msgs) return gc_err_set(e, GC_EINVAL, "a system prompt comes before the first message");
+  if (c->k == GC_CHAT_MISTRAL && system) return gc_err_set(e, GC_EINVAL, "the Mistral chat template has no system role");
+  if (is_inst(c->k) && c->last == 'u')
+    return gc_err_set(e, GC_EINVAL, "the %s chat template takes user and assistant messages in turn (two user "
+                      "messages in a row)", inst_name(c->k));
+  int first = c->n_msgs == 0, rc = GC_OK;
+  int bos = t->bos >= 0 && (c->k == GC_CHAT_LLAMA2 || (first && (c->k == GC_CHAT_LLAMA3 || c->k == GC_CHAT_MISTRAL ||
+                                                                  gc_tok_add_bos(t))));
+  if (bos) rc = put_id(c, t->bos, out, e);
+  if (!rc && is_inst(c->k)) rc = inst_turn(c, system, user, out, e);
+  else if (!rc && system && !(rc = header_msg(c, "system", system, out, e))) c->n_msgs++;
+  if (!rc && !is_inst(c->k)) rc = header_msg(c, "user", user, out, e);
+  if (!rc) c->n_msgs++, c->last = 'u';
+  return rc;
+}
+
+int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_t *e) {
+  int rc;
+  if (is_inst(c->k) && c->last != 'u')
+    return gc_err_set(e, GC_EINVAL, "the %s chat template takes user and assistant messages in turn (%s)",
+                      inst_name(c->k), c->last ? "two assistant messages in a row" : "an assistant message first");
+  if (!is_inst(c->k)) {
+    rc = header_msg(c, "assistant", text, out, e);
+  } else if (!text) {
+    rc = GC_OK;
+  } else { /* Llama 2: ' ' + text.strip() + ' ' + eos; Mistral: text + eos */
+    const char *p;
+    size_t n;
+    trim(c->k, text, &p, &n);
+    int sp = c->k == GC_CHAT_LLAMA2;
+    rc = (sp && put_text(c, " ", 1, e)) || put_text(c, p, (int)n, e) || (sp && put_text(c, " ", 1, e)) ||
+         put_end(c, out, e);
+    if (rc) rc = e->code ? e->code : GC_ENOMEM;
+  }
+  if (!rc) c->n_msgs++, c->last = 'a';
+  return rc;
 }
 
 int32_t gc_chat_end_token(const gc_tok_t *t, gc_chat_kind_t k) {

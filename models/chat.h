@@ -29,32 +29,46 @@ typedef enum gc_chat_kind {
  * naming what was found. */
 int gc_chat_detect(const gc_tok_t *t, gc_chat_kind_t *out, gc_err_t *e);
 
-/* Append to out the ids of one user message. first: the conversation's
- * first message (BOS, and the system prompt when system is non-NULL);
- * reply: an assistant message comes next (the model's or a client's); the
- * [INST] templates take user and assistant turns in turn, so reply = 0 is
- * an error there. The text is trimmed where the template trims it (Llama
- * 2, Llama 3), kept as given elsewhere. [INST] and [/INST] go in by id
- * where the vocabulary has them as control tokens (Mistral v3), else as
- * text. BOS: where the template writes it (Llama 2, Llama 3, Mistral), or
- * as the tokenizer adds it to a prompt (ChatML, Zephyr, as llama.cpp).
- * Errors: GC_EINVAL for a user message after a user message or a system
- * prompt in MISTRAL, GC_ENOTFOUND when a control token of the template is
- * missing from the vocabulary; GC_ENOMEM. */
-int gc_chat_turn(gc_tok_t *t, gc_chat_kind_t k, int first, int reply, const char *system, const char *user,
-                 gc_tok_ids_t *out, gc_err_t *e);
+/* A conversation's ids as they are built, message by message, into the
+ * caller's list: control tokens by id, the text between two control
+ * tokens pending until the next one (or gc_chat_flush) and then tokenized
+ * as one piece. Zero it with gc_chat_init; gc_chat_free frees it. */
+typedef struct gc_chat {
+  gc_tok_t *t;
+  gc_chat_kind_t k;
+  gc_buf_t text; /* pending text since the last control token */
+  int n_msgs;    /* messages written (a system prompt counts) */
+  char last;     /* the last message's role: 0 none, 'u' user, 'a' assistant */
+} gc_chat_t;
 
-/* Append to out the ids of an assistant message after a user message (or,
- * after_reply, after an assistant message). text NULL: the start of the
- * reply the model is to write (the templates' generation prompt: the
- * assistant header of Llama 3, ChatML and Zephyr; nothing for [INST]).
- * text given: a reply written by the client (a conversation's history):
- * the header, the text (trimmed as for gc_chat_turn, special tokens not
- * matched) and gc_chat_end_token's id. The [INST] templates take user and
- * assistant turns in turn: after_reply is GC_EINVAL there. GC_ENOTFOUND,
- * GC_ENOMEM as gc_chat_turn. */
-int gc_chat_reply(gc_tok_t *t, gc_chat_kind_t k, int after_reply, const char *text, gc_tok_ids_t *out,
-                  gc_err_t *e);
+void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k);
+void gc_chat_free(gc_chat_t *c);
+
+/* A user message; system (non-NULL, first message only) goes before it as
+ * the template puts it. The text is trimmed where the template trims it
+ * (Llama 2, Llama 3), kept as given elsewhere; [INST] and [/INST] by id
+ * where the vocabulary has them as control tokens (Mistral v3), else as
+ * text. BOS: where the template writes it (Llama 2 every turn, Llama 3
+ * and Mistral once), or as the tokenizer adds it to a prompt (ChatML,
+ * Zephyr: llama.cpp's rule). Errors: GC_EINVAL for a user message after a
+ * user message in the [INST] templates (theirs raise), a system prompt in
+ * MISTRAL or after the first message; GC_ENOTFOUND when a control token
+ * of the template is missing from the vocabulary; GC_ENOMEM. */
+int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_t *out, gc_err_t *e);
+
+/* An assistant message. text NULL: the start of the reply the model is to
+ * write (the template's generation prompt: the assistant header of Llama
+ * 3, ChatML and Zephyr; nothing for [INST]); the caller then flushes and
+ * generates, and the reply's tokens, closed by gc_chat_end_token's id,
+ * are the model's. text given: a reply written by the client (a
+ * conversation's history): header, text (trimmed as for gc_chat_user) and
+ * gc_chat_end_token's id. Errors: GC_EINVAL for an assistant message that
+ * does not follow a user message in the [INST] templates; as
+ * gc_chat_user. */
+int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_t *e);
+
+/* Tokenize the pending text into out (before the model reads out). */
+int gc_chat_flush(gc_chat_t *c, gc_tok_ids_t *out, gc_err_t *e);
 
 /* The id that closes an assistant reply (<|eot_id|>, <|im_end|>, </s>), or -1. */
 int32_t gc_chat_end_token(const gc_tok_t *t, gc_chat_kind_t k);

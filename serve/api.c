@@ -383,19 +383,9 @@ nomem:
   return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
 }
 
-/* Whether message i + 1 of msgs is a user message (so that the one at i
- * gets no reply of its own). */
-static int next_is_user(json_object *msgs, size_t i) {
-  json_object *m = json_object_array_get_idx(msgs, i + 1), *role;
-  return m && json_object_object_get_ex(m, "role", &role) && json_object_is_type(role, json_type_string) &&
-         !strcmp(json_object_get_string(role), "user");
-}
-
 /* The chat's ids: system (or developer) first if any, then user and
- * assistant turns, the last a user turn, through the model's template as
- * gcore-run --chat builds a conversation (gc_chat_turn), an assistant
- * turn as gc_chat_reply writes it. */
-
+ * assistant turns, the last a user turn, through the model's template
+ * (gc_chat_t), then the reply's header. */
 static int chat_prompt(gc_api_t *a, json_object *msgs, gc_tok_ids_t *ids, gc_api_err_t *err) {
   if (!msgs) return gc_api_fail(err, 400, INVALID, NULL, "messages", "'messages' is required");
   if (!json_object_is_type(msgs, json_type_array)) return want(err, "messages", "an array", msgs);
@@ -405,7 +395,9 @@ static int chat_prompt(gc_api_t *a, json_object *msgs, gc_tok_ids_t *ids, gc_api
   gc_buf_t text = {0}, system = {0};
   int rc = 0, have_system = 0, users = 0, last_user = 0;
   gc_err_t e = {0};
+  gc_chat_t conv;
   pthread_mutex_lock(&a->tok_mu);
+  gc_chat_init(&conv, a->tok, a->chat);
   for (size_t i = 0; i < n && !rc; i++) {
     json_object *m = json_object_array_get_idx(msgs, i), *role;
     if (!json_object_is_type(m, json_type_object)) {
@@ -425,8 +417,7 @@ static int chat_prompt(gc_api_t *a, json_object *msgs, gc_tok_ids_t *ids, gc_api
       else have_system = 1;
       last_user = 0;
     } else if (!strcmp(r, "user")) {
-      if (gc_chat_turn(a->tok, a->chat, users == 0, !next_is_user(msgs, i), have_system ? system.data : NULL,
-                       text.data, ids, &e))
+      if (gc_chat_user(&conv, have_system && !users ? system.data : NULL, text.data, ids, &e))
         rc = e.code == GC_EINVAL ? gc_api_fail(err, 400, INVALID, NULL, "messages", "%s", e.msg)
                                  : gc_api_fail(err, 500, "server_error", NULL, NULL, "the chat template failed: %s", e.msg);
       users++, last_user = 1;
@@ -435,7 +426,7 @@ static int chat_prompt(gc_api_t *a, json_object *msgs, gc_tok_ids_t *ids, gc_api
         rc = gc_api_fail(err, 400, INVALID, NULL, "messages", "an assistant message before any user message");
         break;
       }
-      if (gc_chat_reply(a->tok, a->chat, !last_user, text.data, ids, &e))
+      if (gc_chat_assistant(&conv, text.data, ids, &e))
         rc = e.code == GC_EINVAL ? gc_api_fail(err, 400, INVALID, NULL, "messages", "%s", e.msg)
                                  : gc_api_fail(err, 500, "server_error", NULL, NULL, "the chat template failed: %s", e.msg);
       last_user = 0;
@@ -444,8 +435,9 @@ static int chat_prompt(gc_api_t *a, json_object *msgs, gc_tok_ids_t *ids, gc_api
                        "developer, user, assistant", i, r);
     }
   }
-  if (!rc && last_user && gc_chat_reply(a->tok, a->chat, 0, NULL, ids, &e)) /* the reply's header */
+  if (!rc && last_user && (gc_chat_assistant(&conv, NULL, ids, &e) || gc_chat_flush(&conv, ids, &e)))
     rc = gc_api_fail(err, 500, "server_error", NULL, NULL, "the chat template failed: %s", e.msg);
+  gc_chat_free(&conv);
   pthread_mutex_unlock(&a->tok_mu);
   if (!rc && !last_user)
     rc = gc_api_fail(err, 400, INVALID, NULL, "messages", "the last message must be the user's");

@@ -540,11 +540,12 @@ def test_gguf_mistral_v3_control_tokens(gc, bundles):
 @pytest.mark.parametrize("kind", sorted(C.TEMPLATES))
 def test_gguf_chat_templates_through_the_server(gc, bundles, kind):
     """gcore-serve's chat endpoint: the prompt ids of a conversation are the
-    Jinja rendering of the model's template, tokenized as llama.cpp does:
-    with the assistant's earlier replies for the templates that give every
-    message a header (Llama 3, ChatML, Zephyr), user messages in a row and
-    assistant messages in a row included; the [INST] templates refuse those
-    two with 400, as their templates raise."""
+    Jinja rendering of the model's template, tokenized as llama.cpp does,
+    the assistant's earlier replies included (in the [INST] templates one
+    piece with the [/INST] before them); user messages in a row and
+    assistant messages in a row in the templates that give every message a
+    header (Llama 3, ChatML, Zephyr), and 400 for them from the [INST]
+    ones, as their templates raise."""
     from test_serve import Server
     path, _ = chat_gguf(gc, kind)
     srv = Server(path, bundles.get(path, "F32"), "--parallel", 1)
@@ -552,9 +553,9 @@ def test_gguf_chat_templates_through_the_server(gc, bundles, kind):
         system = [] if kind == "mistral" else [{"role": "system", "content": " be brief "}]
         u, a = [{"role": "user", "content": " hi cat "}], [{"role": "assistant", "content": " A file. "}]
         u2 = [{"role": "user", "content": "the end"}]
-        convs = [system + u]
+        convs = [system + u, system + u + a + u2, u + a + u2 + a + u]
         if kind in ("llama3", "chatml", "zephyr"):
-            convs += [system + u + a + u2, u + u2, u + a + a + u2]
+            convs += [u + u2, u + a + a + u2]
         for msgs in convs:
             status, _, text = srv.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 1,
                                                                 "return_token_ids": True})

@@ -285,6 +285,7 @@ typedef struct text_io {
   gc_tok_stream_t ts;
   gc_buf_t text;   /* text of the current reply (for --json) */
   gc_chat_kind_t chat;
+  gc_chat_t conv;   /* --chat: the conversation so far, as the template sees it */
   int32_t chat_end; /* id closing a reply, -1 without --chat */
 } text_io_t;
 
@@ -517,6 +518,7 @@ static int open_tokenizer(const run_opts_t *o, const gc_llama_config_t *c, text_
   io->chat_end = -1;
   if (o->chat && gc_chat_detect(io->tok, &io->chat, e)) return e->code;
   if (o->chat) io->chat_end = gc_chat_end_token(io->tok, io->chat);
+  if (o->chat) gc_chat_init(&io->conv, io->tok, io->chat);
   gc_tok_stream_init(&io->ts, io->tok, GC_TOK_SKIP_SPECIAL);
   return GC_OK;
 }
@@ -558,12 +560,16 @@ static int chat_turn(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t
   if (!rc && turn > 0 && (!g->n_out || g->out[g->n_out - 1] != io->chat_end) && io->chat_end >= 0 &&
       !(g->n_out && is_stop(c, io, g->out[g->n_out - 1])))
     rc = gc_tok_ids_push(&ids, io->chat_end, e);
-  if (!rc) rc = gc_chat_turn(io->tok, io->chat, turn == 0, 1, o->system, user, &ids, e);
-  if (!rc) rc = gc_chat_reply(io->tok, io->chat, 0, NULL, &ids, e); /* the reply's header */
+  int n_msgs = io->conv.n_msgs;
+  char last = io->conv.last;
+  if (!rc) rc = gc_chat_user(&io->conv, turn == 0 ? o->system : NULL, user, &ids, e);
+  if (!rc) rc = gc_chat_assistant(&io->conv, NULL, &ids, e); /* the reply's header */
+  if (!rc) rc = gc_chat_flush(&io->conv, &ids, e);
   if (!rc && gc_llama_pos(m) + (int)ids.n + 1 > o->ctx) {
     fprintf(stderr, "gcore-run: this turn left out: the conversation would need more than --ctx %d positions "
             "(%d in use, %zu more)\n", o->ctx, gc_llama_pos(m), ids.n + 1);
     *skipped = 1;
+    io->conv.n_msgs = n_msgs, io->conv.last = last; /* as before the turn */
     gc_tok_ids_free(&ids);
     return GC_OK;
   }
@@ -753,6 +759,7 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   free(prompt);
   prompts_free(&many);
   gc_buf_free(&io.text);
+  gc_chat_free(&io.conv);
   gc_tok_free(io.tok);
   gc_sampler_free(smp);
   gc_llama_free(m);

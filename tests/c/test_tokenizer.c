@@ -128,28 +128,35 @@ static void test_chat_llama2(void) {
   gc_chat_kind_t k = 0;
   CHECK(gc_chat_detect(t, &k, &e) == GC_OK && k == GC_CHAT_LLAMA2, "Llama 2 vocabulary: %s", e.msg);
   gc_tok_ids_t a = {0}, b = {0};
-  /* the template's content.strip() of the system block and the text together */
-  const char *want1 = "[INST] <<SYS>>\n  Be brief. \n<</SYS>>\n\nHi there [/INST]";
-  CHECK(gc_chat_turn(t, k, 1, 1, "  Be brief. ", "Hi there\n", &a, &e) == GC_OK, "turn: %s", e.msg);
-  CHECK(gc_tok_encode(t, want1, strlen(want1), GC_TOK_BOS, &b, &e) == GC_OK, "encode");
-  CHECK(a.n == b.n && !memcmp(a.v, b.v, a.n * sizeof *a.v) && a.v[0] == 1, "first turn");
-  a.n = b.n = 0;
-  CHECK(gc_chat_turn(t, k, 0, 1, "ignored", "<s>more", &a, &e) == GC_OK, "turn 2");
-  CHECK(gc_tok_encode(t, "[INST] <s>more [/INST]", 22, GC_TOK_BOS, &b, &e) == GC_OK, "encode");
-  CHECK(a.n == b.n && !memcmp(a.v, b.v, a.n * sizeof *a.v), "later turn: no system, user text not special");
-  CHECK(gc_chat_end_token(t, k) == 2, "</s> closes a reply");
-  /* a client's assistant message: trimmed text and </s>; a second in a row refused */
-  a.n = b.n = 0;
-  CHECK(gc_chat_reply(t, k, 0, " A file.\n", &a, &e) == GC_OK, "reply: %s", e.msg);
-  CHECK(gc_tok_encode(t, "A file.", 7, 0, &b, &e) == GC_OK && gc_tok_ids_push(&b, 2, &e) == GC_OK, "encode");
-  CHECK(a.n == b.n && !memcmp(a.v, b.v, a.n * sizeof *a.v), "reply: trimmed text, then </s>");
-  CHECK(gc_chat_reply(t, k, 1, "again", &a, &e) == GC_EINVAL && strstr(e.msg, "two assistant messages"),
+  gc_chat_t c;
+  gc_chat_init(&c, t, k);
+  /* the template's content.strip() of the system block and the text together; a
+   * client's reply ' ' + text.strip() + ' ' in one piece with the turn, then </s> */
+  const char *want1 = "[INST] <<SYS>>\n  Be brief. \n<</SYS>>\n\nHi there [/INST] A file. ";
+  CHECK(gc_chat_user(&c, "  Be brief. ", "Hi there\n", &a, &e) == GC_OK, "turn: %s", e.msg);
+  CHECK(gc_chat_user(&c, NULL, "again", &a, &e) == GC_EINVAL && strstr(e.msg, "two user messages"),
+        "two users in a row: %s", e.msg);
+  CHECK(gc_chat_assistant(&c, " A file.\n", &a, &e) == GC_OK, "reply: %s", e.msg);
+  CHECK(gc_tok_encode(t, want1, strlen(want1), GC_TOK_BOS, &b, &e) == GC_OK && gc_tok_ids_push(&b, 2, &e) == GC_OK,
+        "encode");
+  CHECK(a.n == b.n && !memcmp(a.v, b.v, a.n * sizeof *a.v) && a.v[0] == 1, "first turn and its reply");
+  CHECK(gc_chat_assistant(&c, "again", &a, &e) == GC_EINVAL && strstr(e.msg, "two assistant messages"),
         "two replies in a row: %s", e.msg);
-  /* Mistral's template keeps the user's text as given */
   a.n = b.n = 0;
-  CHECK(gc_chat_turn(t, GC_CHAT_MISTRAL, 1, 1, NULL, " Hi\n", &a, &e) == GC_OK, "Mistral turn: %s", e.msg);
+  CHECK(gc_chat_user(&c, "ignored", "<s>more", &a, &e) == GC_EINVAL, "a system prompt after the first message");
+  CHECK(gc_chat_user(&c, NULL, "<s>more", &a, &e) == GC_OK && gc_chat_flush(&c, &a, &e) == GC_OK, "turn 2");
+  CHECK(gc_tok_encode(t, "[INST] <s>more [/INST]", 22, GC_TOK_BOS, &b, &e) == GC_OK, "encode");
+  CHECK(a.n == b.n && !memcmp(a.v, b.v, a.n * sizeof *a.v), "later turn: BOS again, user text not special");
+  CHECK(gc_chat_end_token(t, k) == 2, "</s> closes a reply");
+  gc_chat_free(&c);
+  /* Mistral's template keeps the user's text as given, BOS once */
+  a.n = b.n = 0;
+  gc_chat_init(&c, t, GC_CHAT_MISTRAL);
+  CHECK(gc_chat_user(&c, "sys", "x", &a, &e) == GC_EINVAL && strstr(e.msg, "no system role"), "Mistral system");
+  CHECK(gc_chat_user(&c, NULL, " Hi\n", &a, &e) == GC_OK && gc_chat_flush(&c, &a, &e) == GC_OK, "Mistral: %s", e.msg);
   CHECK(gc_tok_encode(t, "[INST]  Hi\n [/INST]", 19, GC_TOK_BOS, &b, &e) == GC_OK, "encode");
   CHECK(a.n == b.n && !memcmp(a.v, b.v, a.n * sizeof *a.v), "Mistral: the user's text untrimmed");
+  gc_chat_free(&c);
   gc_tok_ids_free(&a);
   gc_tok_ids_free(&b);
   gc_tok_free(t);
