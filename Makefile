@@ -146,8 +146,8 @@ report-demo: deps all
 # Debian's npm), and `npm ci` installs the reference's and OpenAI's
 # JavaScript client's exact versions from tests/js/package-lock.json.
 DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev libjson-c-dev libpcre2-dev python3 \
-            python3-numpy python3-pytest python3-pytest-xdist python3-jinja2 libopenblas-dev libmicrohttpd-dev curl \
-            clang-19 lld-19 llvm-19 libamd-comgr2 libclang-rt-19-dev chromium
+            python3-numpy python3-pytest python3-pytest-xdist python3-jinja2 python3-regex libopenblas-dev \
+            libmicrohttpd-dev curl clang-19 lld-19 llvm-19 libamd-comgr2 libclang-rt-19-dev chromium
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \

@@ -192,6 +192,11 @@ static void fz_tok_chat(gc_tok_t *t) {
 }
 
 void fz_tok_use(gc_tok_t *t) {
+  const char *note = gc_tok_note(t);
+  if (note && (!*note || strchr(note, '\n'))) {
+    fprintf(stderr, "fuzz: the tokenizer's note is empty or not one line\n");
+    abort();
+  }
   fz_tok_round(t, GC_TOK_SPECIAL | (gc_tok_add_bos(t) && gc_tok_bos(t) >= 0 ? GC_TOK_BOS : 0));
   fz_tok_round(t, 0);
   fz_tok_stream_all(t);

@@ -2,7 +2,8 @@
  * model "llama" (SentencePiece: scores, byte fallback <0xXX>; merges are
  * derived from the scores, llama.cpp's order: the best-scoring pair first,
  * leftmost on ties) and "gpt2" (byte-level BPE with merges; the
- * pre-tokenizer regex chosen by tokenizer.ggml.pre). */
+ * pre-tokenizer, llama.cpp's regexes for the type it maps
+ * tokenizer.ggml.pre to, its default where the key is missing). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -153,6 +154,9 @@ static int read_specials(gc_tok_t *t, const gc_gguf_t *g, gc_err_t *e) {
     t->unk_id = (int32_t)v;
   if (!gc_gguf_get_int(g, "tokenizer.ggml.add_bos_token", &v, &ignore)) t->add_bos = v != 0;
   if (!gc_gguf_get_int(g, "tokenizer.ggml.add_eos_token", &v, &ignore)) t->add_eos = v != 0;
+  if (!gc_gguf_get_int(g, "tokenizer.ggml.add_sep_token", &v, &ignore) && v)
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: tokenizer.ggml.add_sep_token is true: gcore does not append a "
+                      "separator token to a text", t->what);
   if (!gc_gguf_get_int(g, "tokenizer.ggml.add_space_prefix", &v, &ignore)) t->prepend = v != 0;
   if (!gc_gguf_get_str(g, "tokenizer.chat_template", &s, &ignore)) {
     if (!(t->chat_template = gc_malloc((size_t)s.n + 1, e))) return GC_ENOMEM;
@@ -162,26 +166,204 @@ static int read_specials(gc_tok_t *t, const gc_gguf_t *g, gc_err_t *e) {
   return GC_OK;
 }
 
-/* The pre-tokenizer named by tokenizer.ggml.pre, with llama.cpp's
- * defaults for it (the file's add_bos_token, read later, overrides): the
- * Llama 3 family matches a whole word in the vocabulary before any merge
- * (ignore_merges, as its tokenizer.json says) and adds BOS; GPT-2 adds
- * none. */
+/* ---- pre-tokenizers: llama.cpp's, by tokenizer.ggml.pre ------------------ */
+
+/* The regexes of llama.cpp's BPE pre-tokenizer types, as its source spells
+ * them (src/llama-vocab.cpp at commit 00ad355e, llm_tokenizer_bpe's
+ * constructor; data, copied exactly). llama.cpp runs each with std::regex
+ * (ECMAScript) on the text's code points, a \p{...} class by the code
+ * point's Unicode category, or through a hand-written matcher of the same
+ * regex (GPT-2's, Llama 3's); PCRE2 with Unicode properties matches them
+ * the same way, but where the two Unicode tables disagree, for U+180E
+ * (PCRE2's \s takes it) and for invalid UTF-8 (llama.cpp makes it U+FFFD,
+ * gcore keeps the bytes: tokenizer.h). One spelling differs, DEEPSEEK_LLM's:
+ * llama.cpp replaces every non-ASCII whitespace character with U+000B
+ * before a regex without \p{...}, so U+3000, which its punctuation class
+ * lists, is matched there only as \s; gcore's class starts at U+3001. Six
+ * letters of its letter class are written as \u escapes: they are
+ * canonical singletons that text tools normalize into other letters. */
+#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
+#define RE_LLAMA3                                                                               \
+  "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|" \
+  " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RE_QWEN2                                                                            \
+  "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|" \
+  " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RE_PORO " ?[^(\\s|.,!?…。，、।۔،)]+"
+#define RE_CJK "[一-龥ࠀ-一가-퟿]+"
+
+/* A pre-tokenizer type of llama.cpp (LLAMA_VOCAB_PRE_TYPE_*): the regexes
+ * its words go through in turn, and what llama.cpp's loader sets for it
+ * that changes the ids of a text (the file's add_bos_token, read later,
+ * overrides add_bos). */
+typedef struct pre_type {
+  const char *re[TOK_MAX_RE]; /* NULL-terminated */
+  int ignore_merges;          /* a word that is a token is that token, before any merge */
+  int add_bos;
+} pre_type_t;
+
+static const pre_type_t
+    PRE_DEFAULT = {{"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}, 0, 0},
+    PRE_LLAMA3 = {{RE_LLAMA3}, 1, 1},
+    PRE_DBRX = {{RE_LLAMA3}, 0, 0}, /* DBRX, SMAUG, CHATGLM4: Llama 3's regex alone */
+    PRE_JAIS2 = {{"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+                  "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s{512}(?!\\S)|\\s{256}(?!\\S)|"
+                  "\\s{128}(?!\\S)|\\s{64}(?!\\S)|\\s{32}(?!\\S)|\\s{16}(?!\\S)|\\s{8}(?!\\S)|\\s{4}(?!\\S)|"
+                  "\\s{1,2}(?!\\S)|\\s{1}"},
+                 0, 0},
+    PRE_DEEPSEEK_LLM = {{"[\r\n]",
+                         "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚ"
+                         "Ḁ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-\u1F7Dᾀ-ᾴᾶ-ᾼ\u1FBEῂ-ῄῆ-ῌῐ-\u1FD3ῖ-\u1FDBῠ-Ῥῲ-ῴῶ-ῼ"
+                         "ℂℇℊ-ℓℕℙ-ℝℤ\u2126ℨ\u212A-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗ"
+                         "Ａ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+",
+                         "\\s?[!-/:-~！-／：-～‘-‟、-。]+", "\\s+$", RE_CJK, "\\p{N}+"},
+                        0, 0},
+    PRE_DEEPSEEK_CODER = {{"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RE_CJK, "\\p{N}"}, 0, 0},
+    PRE_FALCON = {{"[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]"}, 0, 0},
+    /* and REFACT, COMMAND_R, SMOLLM, CODESHELL, EXAONE, MINERVA, MELLUM2: */
+    PRE_STARCODER = {{"\\p{N}", RE_GPT2}, 0, 0},
+    PRE_GPT2 = {{RE_GPT2}, 0, 0},                /* and MPT, OLMO, JAIS, TRILLION, GRANITE_DOCLING */
+    PRE_QWEN2 = {{RE_QWEN2}, 0, 0},              /* and STABLELM2, HUNYUAN, SOLAR_OPEN, GROK_2 */
+    PRE_QWEN35 = {{"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|"
+                   "\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+                  0, 0},
+    PRE_PORO = {{RE_PORO}, 0, 0}, /* and BLOOM, GPT3_FINNISH */
+    PRE_VIKING = {{RE_PORO, "\\p{N}"}, 0, 0},
+    PRE_TEKKEN = {{"[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+|[^\\r\\n\\p{L}\\p{N}]?"
+                   "((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|"
+                   "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+                  1, 1},
+    PRE_CHAMELEON = {{"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\\t\\n]|    |  )", "\\p{N}",
+                      "[\\p{P}!-/:-@\\[-`{-~]", RE_GPT2},
+                     0, 1},
+    PRE_GPT4O = {{"[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+"
+                  "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?"
+                  "((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|"
+                  "'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+                 0, 0}, /* and MINIMAX_M2 */
+    PRE_GRANITE_EMB_MULTI = {{"[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}\\p{M}])([^a-z]))*((?=[\\p{L}\\p{M}])([^A-Z]))+"
+                              "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?"
+                              "((?=[\\p{L}\\p{M}])([^a-z]))+((?=[\\p{L}\\p{M}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|"
+                              "'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|"
+                              "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+                             1, 0},
+    PRE_BAILINGMOE = {{"'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+                       "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"},
+                      0, 0},
+    PRE_SEED_CODER = {{"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+                       "\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+                      0, 0},
+    PRE_UFAKZEKA = {{"[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+                     "\\s+(?!\\S)|\\s+"},
+                    0, 0},
+    PRE_LAGUNA = {{"[^\\n]+|[\\n]+", RE_QWEN2}, 0, 0},
+    PRE_EXAONE_MOE = {{"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?"
+                       "(?:\\p{L}\\p{M}*(?: \\p{L}\\p{M}*)*)+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]?|\\s*[\\r\\n]|"
+                       "\\s+(?!\\S)|\\s+"},
+                      0, 0},
+    PRE_MINICPM5 = {{"\\p{N}{1,3}", "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?"
+                                    "\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+                    1, 0};
+
+/* tokenizer.ggml.pre -> type, as llama_vocab::impl::load maps the names.
+ * Left out, and refused: the names whose split is more than regexes
+ * (kimi-k2, afmoe), whose regex means something else in PCRE2 (tiny_aya,
+ * cohere2moe: ASCII \d and \b; superbpe: splits at empty matches;
+ * deepseek-v3, hunyuan-dense, hy_v4, joyai-llm, spark2_5: llama.cpp's \p{S}
+ * leaves out '~'; youtu: its \p{Lu} is any letter), that encode without
+ * GPT-2's byte map (gemma4, granite-embed-multi-311m, sarvam-moe,
+ * whitespace), or that append a separator (jina-v1-en, jina-v2-code,
+ * roberta-bpe). */
+static const struct {
+  const char *name;
+  const pre_type_t *type;
+} PRE_NAMES[] = {
+    {"default", &PRE_DEFAULT},
+    {"llama3", &PRE_LLAMA3}, {"llama-v3", &PRE_LLAMA3}, {"llama-bpe", &PRE_LLAMA3}, {"falcon3", &PRE_LLAMA3},
+    {"falcon-h1", &PRE_LLAMA3}, {"pixtral", &PRE_LLAMA3}, {"midm-2.0", &PRE_LLAMA3}, {"lfm2", &PRE_LLAMA3},
+    {"jina-v5-nano", &PRE_LLAMA3},
+    {"minicpm5", &PRE_MINICPM5},
+    {"deepseek-llm", &PRE_DEEPSEEK_LLM},
+    {"deepseek-coder", &PRE_DEEPSEEK_CODER},
+    {"falcon", &PRE_FALCON},
+    {"mpt", &PRE_GPT2},
+    {"starcoder", &PRE_STARCODER},
+    {"gpt-2", &PRE_GPT2}, {"phi-2", &PRE_GPT2}, {"jina-es", &PRE_GPT2}, {"jina-de", &PRE_GPT2},
+    {"gigachat", &PRE_GPT2}, {"jina-v2-es", &PRE_GPT2}, {"jina-v2-de", &PRE_GPT2}, {"a.x-4.0", &PRE_GPT2},
+    {"mellum", &PRE_GPT2}, {"modern-bert", &PRE_GPT2},
+    {"jais-2", &PRE_JAIS2},
+    {"refact", &PRE_STARCODER},
+    {"command-r", &PRE_STARCODER},
+    {"qwen2", &PRE_QWEN2}, {"deepseek-r1-qwen", &PRE_QWEN2}, {"kormo", &PRE_QWEN2}, {"f2llmv2", &PRE_QWEN2},
+    {"qwen35", &PRE_QWEN35},
+    {"stablelm2", &PRE_QWEN2},
+    {"olmo", &PRE_GPT2},
+    {"dbrx", &PRE_DBRX},
+    {"smaug-bpe", &PRE_DBRX},
+    {"poro-chat", &PRE_PORO},
+    {"glm4", &PRE_DBRX}, {"chatglm-bpe", &PRE_DBRX},
+    {"viking", &PRE_VIKING},
+    {"jais", &PRE_GPT2},
+    {"tekken", &PRE_TEKKEN},
+    {"smollm", &PRE_STARCODER},
+    {"codeshell", &PRE_STARCODER},
+    {"bloom", &PRE_PORO},
+    {"gpt3-finnish", &PRE_PORO},
+    {"exaone", &PRE_STARCODER},
+    {"exaone4", &PRE_GPT2},
+    {"exaone-moe", &PRE_EXAONE_MOE},
+    {"chameleon", &PRE_CHAMELEON},
+    {"minerva-7b", &PRE_STARCODER},
+    {"megrez", &PRE_QWEN2},
+    {"gpt-4o", &PRE_GPT4O}, {"llama4", &PRE_GPT4O}, {"kanana2", &PRE_GPT4O}, {"talkie", &PRE_GPT4O},
+    {"granite-embed-multi-97m", &PRE_GRANITE_EMB_MULTI},
+    {"trillion", &PRE_GPT2},
+    {"granite-docling", &PRE_GPT2},
+    {"bailingmoe", &PRE_BAILINGMOE}, {"bailingmoe2", &PRE_BAILINGMOE}, {"llada-moe", &PRE_BAILINGMOE},
+    {"seed-coder", &PRE_SEED_CODER},
+    {"hunyuan", &PRE_QWEN2},
+    {"ufakzeka", &PRE_UFAKZEKA},
+    {"grok-2", &PRE_QWEN2},
+    {"laguna", &PRE_LAGUNA},
+    {"minimax-m2", &PRE_GPT4O},
+    {"solar-open", &PRE_QWEN2},
+    {"mellum2", &PRE_STARCODER},
+};
+
+/* The pre-tokenizer tokenizer.ggml.pre names, with llama.cpp's settings
+ * for it; a missing key is llama.cpp's default, noted (gc_tok_note). */
 static int set_pre(gc_tok_t *t, const gc_gguf_t *g, gc_err_t *e) {
   gc_gguf_str_t pre = {"default", 7};
-  gc_err_t ignore = {0};
-  gc_gguf_get_str(g, "tokenizer.ggml.pre", &pre, &ignore);
-  if (str_is(pre, "default") || str_is(pre, "gpt-2")) {
-    t->add_bos = 0;
-    return tok_set_regex(t, TOK_GPT2_REGEX, e);
+  int missing = !gc_gguf_find(g, "tokenizer.ggml.pre");
+  if (!missing && gc_gguf_get_str(g, "tokenizer.ggml.pre", &pre, e)) return e->code;
+  const pre_type_t *type = NULL;
+  for (size_t i = 0; !type && i < GC_ARRAY_LEN(PRE_NAMES); i++)
+    if (str_is(pre, PRE_NAMES[i].name)) type = PRE_NAMES[i].type;
+  if (!type) {
+    gc_buf_t known = {0};
+    for (size_t i = 0; i < GC_ARRAY_LEN(PRE_NAMES); i++)
+      if (gc_buf_printf(&known, e, "%s%s", i ? " " : "", PRE_NAMES[i].name)) {
+        gc_buf_free(&known);
+        return GC_ENOMEM;
+      }
+    char q[GC_QUOTE_BUF];
+    int rc = gc_err_set(e, GC_EUNSUPPORTED, "%s: pre-tokenizer %s is not supported (gcore knows %s)", t->what,
+                        gc_quote(pre.p, pre.n, q, sizeof q), known.data);
+    gc_buf_free(&known);
+    return rc;
   }
-  if (str_is(pre, "llama3") || str_is(pre, "llama-bpe") || str_is(pre, "llama-v3")) {
-    t->ignore_merges = t->add_bos = 1;
-    return tok_set_regex(t, TOK_LLAMA3_REGEX, e);
+  if (type == &PRE_DEFAULT) {
+    gc_buf_t b = {0};
+    if (gc_buf_printf(&b, e, "%s: %s: llama.cpp's default pre-tokenizer, which llama.cpp warns degrades generation "
+                      "quality", t->what, missing ? "no tokenizer.ggml.pre" : "tokenizer.ggml.pre is 'default'"))
+      return GC_ENOMEM;
+    t->note = b.data;
   }
-  char q[GC_QUOTE_BUF];
-  return gc_err_set(e, GC_EUNSUPPORTED, "%s: pre-tokenizer %s is not supported (gcore knows gpt-2, llama-bpe)",
-                    t->what, gc_quote(pre.p, pre.n, q, sizeof q));
+  for (int i = 0; i < TOK_MAX_RE && type->re[i]; i++)
+    if (tok_set_regex(t, type->re[i], e)) return e->code;
+  t->ignore_merges = type->ignore_merges;
+  t->add_bos = type->add_bos;
+  return GC_OK;
 }
 
 static int build(gc_tok_t *t, const gc_gguf_t *g, gc_err_t *e) {

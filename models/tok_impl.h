@@ -13,6 +13,7 @@
 /* Token types, numbered as GGUF's token_type. */
 enum { TOK_NORMAL = 1, TOK_UNKNOWN = 2, TOK_CONTROL = 3, TOK_USER = 4, TOK_UNUSED = 5, TOK_BYTE = 6 };
 enum { TOK_SPM = 0, TOK_BYTELEVEL = 1 };
+#define TOK_MAX_RE 8 /* regexes in one pre-tokenizer */
 /* Bits of gc_tok_t.added: matched in text; whitespace before it (lstrip)
  * or after it (rstrip) is dropped, as Hugging Face's AddedToken flags. */
 enum { TOK_ADDED = 1, TOK_LSTRIP = 2, TOK_RSTRIP = 4 };
@@ -71,8 +72,13 @@ struct gc_tok {
   int replace_space;      /* SPM: ' ' -> ▁ */
   int add_prefix_space;   /* byte-level: prepend ' ' when the text does not start with one */
   int split_words;        /* SPM: no token spans a non-▁ followed by ▁, so words may be split there */
-  pcre2_code *re;         /* byte-level pre-tokenizer */
-  pcre2_match_data *md;
+  pcre2_code *re;         /* byte-level pre-tokenizer: its first regex (res[0]), NULL for none */
+  pcre2_code *res[TOK_MAX_RE]; /* [n_re] its regexes in order: each splits every word the ones
+                                  before it made into its matches and the gaps between them
+                                  (llama.cpp's regex_exprs; Hugging Face's Sequence of Splits) */
+  int n_re;
+  pcre2_match_data *md;   /* the bounds of a match, for every regex */
+  char *note;             /* gc_tok_note's text, or NULL */
   int32_t bos, eos[16];
   int n_eos, add_bos;     /* add_bos: -1 unset */
   int add_eos;            /* append the first eos to a prompt (add_eos_token) */
@@ -91,7 +97,15 @@ int tok_add_merge(gc_tok_t *t, int32_t left, int32_t right, int32_t rank, int32_
 int32_t tok_lookup(const gc_tok_t *t, const char *s, size_t n);
 /* Build the text indexes (after every tok_set and tok_mark_added). */
 int tok_index(gc_tok_t *t, gc_err_t *e);
-/* Compile the pre-tokenizer regex (PCRE2, UTF + Unicode properties). */
+/* Append a regex to the byte-level pre-tokenizer (the first one sets it):
+ * each regex splits every word the ones before it made into its matches
+ * and the gaps between them, a word being the whole subject (a lookahead
+ * sees its end as the end of the text). PCRE2 with UTF and Unicode
+ * properties (\p{L}; \s \d \w by Unicode too); $ matches at the very end
+ * only (Rust's and ECMAScript's); (?i:'s|'t|'re|'ve|'m|'ll|'d) is matched
+ * as the JavaScript reference and llama.cpp spell it out. Errors, naming
+ * the file: GC_EUNSUPPORTED (does not compile; more than TOK_MAX_RE),
+ * GC_ENOMEM. */
 int tok_set_regex(gc_tok_t *t, const char *pattern, gc_err_t *e);
 /* Byte tables, merge index, checks; the last step of a loader. */
 int tok_finish(gc_tok_t *t, gc_err_t *e);
@@ -104,10 +118,9 @@ int tok_bytelevel_decode(const char *s, size_t n, gc_buf_t *out, gc_err_t *e);
 int tok_load_json(const char *json_path, const char *dir, gc_tok_t **out, gc_err_t *e);
 int tok_load_gguf(const char *path, gc_tok_t **out, gc_err_t *e);
 
+/* GPT-2's regex as Hugging Face's ByteLevel pre-tokenizer has it (the GGUF
+ * loader has llama.cpp's regexes, tok_gguf.c). */
 #define TOK_GPT2_REGEX \
   "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
-#define TOK_LLAMA3_REGEX                                                                      \
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+" \
-  "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 #endif

@@ -208,6 +208,8 @@ int tok_set_regex(gc_tok_t *t, const char *pattern, gc_err_t *e) {
      which also keeps caseless matching from taking ſ for s or K for k */
   static const char ci[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)";
   static const char cs[] = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])";
+  if (t->n_re == TOK_MAX_RE)
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: a pre-tokenizer of more than %d regexes", t->what, TOK_MAX_RE);
   gc_buf_t p = {0};
   const char *at = strstr(pattern, ci);
   int rc = at ? gc_buf_append(&p, pattern, (size_t)(at - pattern), e) || gc_buf_append(&p, cs, strlen(cs), e) ||
@@ -216,17 +218,22 @@ int tok_set_regex(gc_tok_t *t, const char *pattern, gc_err_t *e) {
   if (rc) return GC_ENOMEM;
   int err;
   PCRE2_SIZE where;
-  t->re = pcre2_compile((PCRE2_SPTR)p.data, p.len, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err,
-                        &where, NULL);
+  pcre2_code *re = pcre2_compile((PCRE2_SPTR)p.data, p.len,
+                                 PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY, &err,
+                                 &where, NULL);
   gc_buf_free(&p);
-  if (!t->re) {
+  if (!re) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
     return gc_err_set(e, GC_EUNSUPPORTED, "%s: pre-tokenizer regex does not compile at offset %zu: %s",
                       t->what, (size_t)where, (char *)msg);
   }
-  pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE); /* without JIT it still matches, slower */
-  if (!(t->md = pcre2_match_data_create_from_pattern(t->re, NULL)))
+  pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* without JIT it still matches, slower */
+  t->res[t->n_re++] = re;
+  t->re = t->res[0];
+  /* the match's bounds are all a split reads (pcre2_match returns 0 when
+     a regex's captures do not fit, and sets them all the same) */
+  if (!t->md && !(t->md = pcre2_match_data_create(1, NULL)))
     return gc_err_set(e, GC_ENOMEM, "out of memory (regex match data)");
   return GC_OK;
 }
@@ -366,7 +373,8 @@ void gc_tok_free(gc_tok_t *t) {
   free(t->chars);
   free(t->merges);
   if (t->md) pcre2_match_data_free(t->md);
-  if (t->re) pcre2_code_free(t->re);
+  for (int i = 0; i < t->n_re; i++) pcre2_code_free(t->res[i]);
+  free(t->note);
   free(t->chat_template);
   free(t->cache);
   free(t);
@@ -382,6 +390,7 @@ int gc_tok_prompt_flags(const gc_tok_t *t) {
 }
 const char *gc_tok_chat_template(const gc_tok_t *t) { return t->chat_template; }
 const char *gc_tok_kind(const gc_tok_t *t) { return t->kind == TOK_SPM ? "spm" : "byte-level"; }
+const char *gc_tok_note(const gc_tok_t *t) { return t->note; }
 
 int gc_tok_is_eos(const gc_tok_t *t, int32_t id) {
   for (int i = 0; i < t->n_eos; i++)
@@ -604,8 +613,39 @@ static int encode_spm(gc_tok_t *t, work_t *w, const char *s, size_t n, int seg, 
   return encode_word(t, w, b->data + start, b->len - start, out, e);
 }
 
-/* Byte-level: regex pre-tokenizer; matches and the gaps between them are
- * words. */
+/* Byte-level: the words of s [n] (the whole subject: a lookahead sees its
+ * end as the end of the text) under the pre-tokenizer's regexes from
+ * level on: regex level's matches and the gaps between them, each split
+ * by the regexes after it; a word no regex is left to split is encoded. */
+static int pretokenize(gc_tok_t *t, work_t *w, int level, const char *s, size_t n, gc_tok_ids_t *out, gc_err_t *e) {
+  if (!n) return GC_OK;
+  if (level == t->n_re) return encode_word(t, w, s, n, out, e);
+  size_t gap = 0, at = 0;
+  while (at < n) {
+    int rc = pcre2_match(t->res[level], (PCRE2_SPTR)s, n, at, 0, t->md, NULL);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) /* a long word: the interpreter keeps its frames on the heap */
+      rc = pcre2_match(t->res[level], (PCRE2_SPTR)s, n, at, PCRE2_NO_JIT, t->md, NULL);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(rc, msg, sizeof msg);
+      return gc_err_set(e, GC_EINVAL, "%s: pre-tokenizer regex failed: %s", t->what, (char *)msg);
+    }
+    const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
+    size_t m0 = ov[0], m1 = ov[1]; /* the words below match again into t->md */
+    if (m1 == m0) { /* empty match: step over one character */
+      if (m0 >= n) break;
+      at = m0 + utf8_len((const unsigned char *)s + m0, n - m0);
+      continue;
+    }
+    if (pretokenize(t, w, level + 1, s + gap, m0 - gap, out, e) ||
+        pretokenize(t, w, level + 1, s + m0, m1 - m0, out, e))
+      return e->code;
+    gap = at = m1;
+  }
+  return pretokenize(t, w, level + 1, s + gap, n - gap, out, e);
+}
+
 static int encode_bytelevel(gc_tok_t *t, work_t *w, const char *s, size_t n, gc_tok_ids_t *out, gc_err_t *e) {
   if (t->add_prefix_space && n && s[0] != ' ') {
     w->norm.len = 0;
@@ -613,25 +653,7 @@ static int encode_bytelevel(gc_tok_t *t, work_t *w, const char *s, size_t n, gc_
     s = w->norm.data;
     n = w->norm.len;
   }
-  size_t gap = 0, at = 0;
-  while (at < n) {
-    int rc = pcre2_match(t->re, (PCRE2_SPTR)s, n, at, 0, t->md, NULL);
-    if (rc == PCRE2_ERROR_NOMATCH) break;
-    if (rc < 0) {
-      PCRE2_UCHAR msg[256];
-      pcre2_get_error_message(rc, msg, sizeof msg);
-      return gc_err_set(e, GC_EINVAL, "%s: pre-tokenizer regex failed: %s", t->what, (char *)msg);
-    }
-    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
-    if (ov[1] == ov[0]) { /* empty match: step over one character */
-      at = ov[0] + utf8_len((const unsigned char *)s + ov[0], n - ov[0]);
-      continue;
-    }
-    if (encode_word(t, w, s + gap, ov[0] - gap, out, e) || encode_word(t, w, s + ov[0], ov[1] - ov[0], out, e))
-      return e->code;
-    gap = at = ov[1];
-  }
-  return encode_word(t, w, s + gap, n - gap, out, e);
+  return pretokenize(t, w, 0, s, n, out, e);
 }
 
 static int encode_text(gc_tok_t *t, work_t *w, const char *s, size_t n, int seg, gc_tok_ids_t *out,

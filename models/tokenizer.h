@@ -1,6 +1,7 @@
 /* tokenizer.h — text to token ids and back for the Llama family: BPE over a
  * SentencePiece-style vocabulary (▁ for spaces, byte fallback: Llama 2) and
- * byte-level BPE after a regex pre-tokenizer (Llama 3, GPT-2), loaded from a
+ * byte-level BPE after a pre-tokenizer of regexes applied in turn (Llama 3,
+ * GPT-2, and the others llama.cpp has for GGUF files), loaded from a
  * Hugging Face tokenizer.json or from the metadata of a GGUF file; and a
  * streaming decoder that only ever emits whole, valid UTF-8.
  *
@@ -35,7 +36,7 @@ void gc_tok_ids_free(gc_tok_ids_t *ids);
  * GC_ENOTFOUND (no tokenizer there), GC_ECORRUPT (truncated JSON or GGUF,
  * merges naming tokens not in the vocabulary, ids out of range),
  * GC_EUNSUPPORTED (model type, normalizer or pre-tokenizer gcore does not
- * implement, named), GC_EIO, GC_ENOMEM. */
+ * implement, named; a GGUF file's add_sep_token true), GC_EIO, GC_ENOMEM. */
 int gc_tok_load(const char *path, gc_tok_t **out, gc_err_t *e);
 void gc_tok_free(gc_tok_t *t); /* NULL is a no-op */
 
@@ -70,6 +71,13 @@ int32_t gc_tok_find(const gc_tok_t *t, const char *s, size_t n);
 const char *gc_tok_chat_template(const gc_tok_t *t);
 /* "spm" or "byte-level": the kind of vocabulary. */
 const char *gc_tok_kind(const gc_tok_t *t);
+/* A note for the user on how t encodes, one line without a newline that
+ * names the file, or NULL when there is nothing to say. Today: a GGUF
+ * vocabulary with no tokenizer.ggml.pre (or "default"), which encodes
+ * with llama.cpp's default pre-tokenizer as llama.cpp does, a split that
+ * llama.cpp itself warns degrades the model's output. The text lives as
+ * long as t. Can't fail. */
+const char *gc_tok_note(const gc_tok_t *t);
 
 /* Streaming decoder: feed ids one at a time, get text that is always whole
  * UTF-8 (a code point split across tokens is held back until complete);

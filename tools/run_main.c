@@ -512,6 +512,7 @@ static int open_tokenizer(const run_opts_t *o, const gc_llama_config_t *c, text_
                       "directory needs tokenizer.json): pass --tokenizer PATH, or give ids with --tokens",
                       o->model);
   if (gc_tok_load(tp, &io->tok, e)) return e->code;
+  if (gc_tok_note(io->tok)) fprintf(stderr, "gcore-run: %s\n", gc_tok_note(io->tok));
   if (gc_tok_vocab_size(io->tok) > c->vocab_size)
     return gc_err_set(e, GC_EINVAL, "%s: the tokenizer has %d tokens but the model only %d", tp,
                       gc_tok_vocab_size(io->tok), c->vocab_size);
@@ -814,6 +815,7 @@ static int run_tokenizer(const run_opts_t *o, int detok, int batch, gc_err_t *e)
   gc_tok_t *t = NULL;
   gc_buf_t in = {0};
   int rc = gc_tok_load(o->tokenizer, &t, e);
+  if (!rc && gc_tok_note(t)) fprintf(stderr, "gcore-run: %s\n", gc_tok_note(t));
   if (!rc) rc = read_stdin(&in, e);
   char *p = in.data, *end = in.data + in.len;
   if (!rc && !batch)

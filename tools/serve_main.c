@@ -93,6 +93,7 @@ static int open_tokenizer(const serve_opts_t *o, const gc_llama_config_t *c, gc_
   if (!tp && gc_weights_is_gguf(model)) tp = model;
   if (!tp) return GC_OK;
   if (gc_tok_load(tp, tok, e)) return e->code;
+  if (gc_tok_note(*tok)) fprintf(stderr, "gcore-serve: %s\n", gc_tok_note(*tok));
   if (gc_tok_vocab_size(*tok) > c->vocab_size)
     return gc_err_set(e, GC_EINVAL, "%s: the tokenizer has %d tokens but the model only %d", tp,
                       gc_tok_vocab_size(*tok), c->vocab_size);

@@ -1,8 +1,9 @@
 /* test_tokenizer.c — unit tests of the tokenizer layer at the C API: the
  * streaming decoder fed one token at a time (never a broken UTF-8
  * sequence, the same text as a whole decode), Llama 2 chat turns,
- * out-of-memory at every allocation of a load and an encode, and GGUF
- * files truncated and corrupted byte by byte. Shared data:
+ * out-of-memory at every allocation of a load and an encode, GGUF
+ * files truncated and corrupted byte by byte, and GGUF pre-tokenizers'
+ * note and BOS setting. Shared data:
  * $GCORE_SHARED_DATA, else ../shared/data relative to the repo root. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -288,6 +289,133 @@ static void test_gguf_fuzz(void) {
   free(orig);
 }
 
+/* ---- GGUF pre-tokenizers: the note and llama.cpp's settings ---------------- */
+
+static void put_u32(FILE *f, uint32_t v) { fwrite(&v, 4, 1, f); }
+static void put_u64(FILE *f, uint64_t v) { fwrite(&v, 8, 1, f); }
+static void put_str(FILE *f, const char *s, size_t n) {
+  put_u64(f, n);
+  fwrite(s, 1, n, f);
+}
+
+/* GPT-2's byte-to-unicode spelling of byte b, as UTF-8 into out [3]. */
+static size_t byte_level(unsigned b, char *out) {
+  unsigned cp = b, n = 0;
+  int keep = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
+  for (unsigned c = 0; !keep && c < b; c++)
+    n += !((c >= 0x21 && c <= 0x7e) || (c >= 0xa1 && c <= 0xac) || c >= 0xae);
+  if (!keep) cp = 0x100 + n;
+  if (cp < 0x80) {
+    out[0] = (char)cp;
+    return 1;
+  }
+  out[0] = (char)(0xc0 | cp >> 6);
+  out[1] = (char)(0x80 | (cp & 0x3f));
+  return 2;
+}
+
+/* A byte-level GGUF vocabulary at path: the 256 bytes and <s> (BOS), no
+ * merges; tokenizer.ggml.pre = pre unless NULL; add_bos (0/1) written as
+ * tokenizer.ggml.add_bos_token unless -1. */
+static void write_bytelevel_gguf(const char *path, const char *pre, int add_bos) {
+  FILE *f = fopen(path, "wb");
+  CHECK(f != NULL, "write %s", path);
+  if (!f) return;
+  fwrite("GGUF", 1, 4, f);
+  put_u32(f, 3);
+  put_u64(f, 0);
+  put_u64(f, 4 + (pre != NULL) + (add_bos >= 0));
+  put_str(f, "tokenizer.ggml.model", 20);
+  put_u32(f, 8);
+  put_str(f, "gpt2", 4);
+  if (pre) {
+    put_str(f, "tokenizer.ggml.pre", 18);
+    put_u32(f, 8);
+    put_str(f, pre, strlen(pre));
+  }
+  put_str(f, "tokenizer.ggml.tokens", 21);
+  put_u32(f, 9);
+  put_u32(f, 8);
+  put_u64(f, 257);
+  for (unsigned b = 0; b < 256; b++) {
+    char u[2];
+    put_str(f, u, byte_level(b, u));
+  }
+  put_str(f, "<s>", 3);
+  put_str(f, "tokenizer.ggml.merges", 21);
+  put_u32(f, 9);
+  put_u32(f, 8);
+  put_u64(f, 0);
+  put_str(f, "tokenizer.ggml.bos_token_id", 27);
+  put_u32(f, 4);
+  put_u32(f, 256);
+  if (add_bos >= 0) {
+    put_str(f, "tokenizer.ggml.add_bos_token", 28);
+    put_u32(f, 7);
+    fputc(add_bos, f);
+  }
+  fclose(f);
+}
+
+/* tokenizer.ggml.pre missing or "default": llama.cpp's default split and
+ * a one-line note naming the file; a known name: no note, and BOS added
+ * where llama.cpp's type adds it (the file's add_bos_token over it); an
+ * unknown name: one line naming what gcore knows. Loading a file with
+ * no pre fails cleanly at every allocation. */
+static void test_pre_note_and_add_bos(void) {
+  static const struct {
+    const char *pre;
+    int add_bos, note;
+  } cases[] = {{NULL, 0, 1},        {"default", 0, 1},  {"gpt-2", 0, 0},  {"llama-bpe", 1, 0},
+               {"falcon3", 1, 0},   {"tekken", 1, 0},   {"chameleon", 1, 0}, {"qwen2", 0, 0},
+               {"deepseek-r1-qwen", 0, 0}, {"smollm", 0, 0}, {"minicpm5", 0, 0}, {"glm4", 0, 0}};
+  char path[256];
+  snprintf(path, sizeof path, "%s/gc_test_pre_%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+  gc_err_t e = {0};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    write_bytelevel_gguf(path, cases[i].pre, -1);
+    gc_tok_t *t = load(path);
+    if (!t) continue;
+    const char *note = gc_tok_note(t), *pre = cases[i].pre ? cases[i].pre : "(none)";
+    CHECK(gc_tok_add_bos(t) == cases[i].add_bos, "pre %s: add_bos %d", pre, gc_tok_add_bos(t));
+    CHECK(!note == !cases[i].note, "pre %s: note %s", pre, note ? note : "NULL");
+    if (note)
+      CHECK(!strncmp(note, path, strlen(path)) && strstr(note, "llama.cpp's default pre-tokenizer") &&
+                strstr(note, cases[i].pre ? "tokenizer.ggml.pre is 'default'" : "no tokenizer.ggml.pre") &&
+                !strchr(note, '\n'),
+            "note: %s", note);
+    gc_tok_ids_t ids = {0};
+    CHECK(gc_tok_encode(t, "ab 1234567!!", 12, 0, &ids, &e) == GC_OK, "encode: %s", e.msg);
+    gc_tok_ids_free(&ids);
+    gc_tok_free(t);
+  }
+  write_bytelevel_gguf(path, "tekken", 0);
+  gc_tok_t *t = load(path);
+  CHECK(t && !gc_tok_add_bos(t), "add_bos_token false over tekken's BOS");
+  gc_tok_free(t);
+  t = load(g_spm);
+  CHECK(t && !gc_tok_note(t), "SentencePiece: no note");
+  gc_tok_free(t);
+  write_bytelevel_gguf(path, "kimi-k2", -1);
+  t = NULL;
+  int rc = gc_tok_load(path, &t, &e);
+  CHECK(rc == GC_EUNSUPPORTED && !t && !strchr(e.msg, '\n') &&
+            strstr(e.msg, "pre-tokenizer 'kimi-k2' is not supported") && strstr(e.msg, "gcore knows default llama3") &&
+            strstr(e.msg, " tekken "),
+        "unknown pre: %s %s", gc_err_name(rc), e.msg);
+  write_bytelevel_gguf(path, NULL, -1);
+  rc = GC_ENOMEM;
+  for (long n = 0; n < 100000 && rc; n++) {
+    gc_fault_alloc_after(n);
+    rc = gc_tok_load(path, &t, &e);
+    gc_fault_alloc_after(-1);
+    CHECK(rc == GC_OK || (rc == GC_ENOMEM && !t), "load with allocation %ld failing: %s", n, e.msg);
+  }
+  CHECK(t && gc_tok_note(t), "loaded, with its note");
+  gc_tok_free(t);
+  unlink(path);
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   const char *d = getenv("GCORE_SHARED_DATA");
@@ -303,5 +431,6 @@ int main(void) {
   check_case("alloc_faults", test_alloc_faults);
   check_case("alloc_faults_json", test_alloc_faults_json);
   check_case("gguf_fuzz", test_gguf_fuzz);
+  check_case("pre_note_and_add_bos", test_pre_note_and_add_bos);
   return check_report();
 }
