@@ -476,6 +476,16 @@ static int eog_add(int32_t *ids, int n, int max, int64_t id, int64_t n_vocab) {
   return n + 1;
 }
 
+int64_t gc_gguf_default_special(const gc_gguf_t *g, const char *which) {
+  gc_gguf_str_t m = {"", 0};
+  gc_err_t ignore = {0};
+  if (gc_gguf_get_str(g, "tokenizer.ggml.model", &m, &ignore)) return -1;
+  int spm = m.n == 5 && !memcmp(m.p, "llama", 5), bpe = m.n == 4 && !memcmp(m.p, "gpt2", 4);
+  if (!strcmp(which, "bos")) return spm ? 1 : bpe ? 11 : -1;
+  if (!strcmp(which, "eos")) return spm ? 2 : bpe ? 11 : -1;
+  return spm ? 0 : -1; /* unk */
+}
+
 int gc_gguf_eog_ids(const gc_gguf_t *g, int64_t n_vocab, int32_t *ids, int max) {
   static const char *const keys[] = {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
                                      "tokenizer.ggml.eom_token_id"};
@@ -486,6 +496,7 @@ int gc_gguf_eog_ids(const gc_gguf_t *g, int64_t n_vocab, int32_t *ids, int max) 
   int64_t v;
   for (size_t i = 0; i < GC_ARRAY_LEN(keys); i++)
     if (!gc_gguf_get_int(g, keys[i], &v, &ignore)) n = eog_add(ids, n, max, v, n_vocab);
+    else if (i == 0) n = eog_add(ids, n, max, gc_gguf_default_special(g, "eos"), n_vocab);
   gc_gguf_str_t *tok;
   uint64_t nt;
   if (gc_gguf_get_strs(g, "tokenizer.ggml.tokens", &tok, &nt, &ignore)) return n;

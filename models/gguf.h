@@ -83,9 +83,15 @@ int gc_gguf_get_i32s(const gc_gguf_t *g, const char *key, int32_t **out, uint64_
 /* A number of any integer or float type, as double. */
 int gc_gguf_get_num(const gc_gguf_t *g, const char *key, double *out, gc_err_t *e);
 
+/* The token id llama.cpp takes for a special token whose key is absent:
+ * which is "bos", "eos" or "unk"; by tokenizer.ggml.model, "llama"
+ * (SentencePiece): 1, 2 and 0; "gpt2": 11 for BOS and EOS (its loader's
+ * defaults); -1 otherwise. Can't fail. */
+int64_t gc_gguf_default_special(const gc_gguf_t *g, const char *which);
+
 /* The ids (below n_vocab, each once, at most max) that end a generation
- * in g, llama.cpp's end-of-generation set: tokenizer.ggml.eos_token_id,
- * eot_token_id and eom_token_id, then the tokens of tokenizer.ggml.tokens
+ * in g, llama.cpp's end-of-generation set: tokenizer.ggml.eos_token_id
+ * (absent: gc_gguf_default_special's), eot_token_id and eom_token_id, then the tokens of tokenizer.ggml.tokens
  * named <|eot_id|>, <|eom_id|>, <|end_of_text|>, <|im_end|>, <|end|>,
  * <end_of_turn>, <|endoftext|> or <EOT> (files converted without the
  * keys; Llama 3.1's <|eom_id|> and <|end_of_text|> beside an eos of

@@ -566,9 +566,13 @@ static int gg_tensors(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e) {
 int gc_llama_config_from_gguf(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e) {
   memset(c, 0, sizeof *c);
   int rc;
-  if ((rc = gg_refuse(g, e)) || (rc = gg_dims(g, c, e)) || (rc = gg_tensors(g, c, e)) ||
-      (rc = gg_int(g, "tokenizer.ggml.bos_token_id", 0, 1, 0, INT_MAX, &c->bos_id, e)) ||
-      (rc = gg_int(g, "tokenizer.ggml.eos_token_id", 0, 2, 0, INT_MAX, &c->eos_ids[0], e)) ||
+  if ((rc = gg_refuse(g, e)) || (rc = gg_dims(g, c, e)) || (rc = gg_tensors(g, c, e))) return rc;
+  /* absent ids: llama.cpp's defaults for the tokenizer model, else 1 and 2 */
+  int64_t db = gc_gguf_default_special(g, "bos"), de = gc_gguf_default_special(g, "eos");
+  if ((rc = gg_int(g, "tokenizer.ggml.bos_token_id", 0, db >= 0 && db < c->vocab_size ? (int)db : 1, 0, INT_MAX,
+                   &c->bos_id, e)) ||
+      (rc = gg_int(g, "tokenizer.ggml.eos_token_id", 0, de >= 0 && de < c->vocab_size ? (int)de : 2, 0, INT_MAX,
+                   &c->eos_ids[0], e)) ||
       (rc = gg_int(g, "tokenizer.ggml.eot_token_id", 0, c->eos_ids[0], 0, INT_MAX, &c->eos_ids[1], e)))
     return rc;
   c->n_eos = c->eos_ids[1] != c->eos_ids[0] ? 2 : 1; /* end of turn (Llama 3 instruct) stops too */

@@ -572,6 +572,24 @@ def test_gguf_chat_templates_through_the_server(gc, bundles, kind):
         assert srv.stop()[0] == 0
 
 
+def test_gguf_missing_special_ids_are_llama_cpps_defaults(gc, bundles):
+    """A SentencePiece GGUF without bos/eos/unknown token ids: llama.cpp's
+    defaults 1, 2 and 0, for the tokenizer and the model alike: a text
+    prompt starts with 1 and (add_eos_token) ends with 2, and 2 ends a
+    generation."""
+    cfg = TM.make_config(**CFG)
+    path = str(gc.dir / "noids.gguf")
+    G.write_llama(path, cfg, TM.random_weights(cfg, 0), extra_kvs=[("tokenizer.ggml.add_eos_token", "bool", True)],
+                  drop_keys=["tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                             "tokenizer.ggml.unknown_token_id"])
+    r = gc("gcore-run", "-m", path, "-b", bundles.get(path, "F32"), "-p", "the cat", "-n", 1, *GREEDY, "--json")
+    assert r.rc == 0, r
+    n = len(ids_of(gc, path, "the cat"))
+    assert json_of(r)["prompt_tokens"] == n + 2, r  # BOS and EOS
+    r = gc("gcore-run", "--tokenizer", path, "--tokenize", "--bos", input="the cat")
+    assert r.rc == 0 and r.out.split()[0] == "1", r
+
+
 def test_gguf_add_eos_token(gc, bundles):
     """tokenizer.ggml.add_eos_token true: a text prompt ends with EOS, as
     llama.cpp tokenizes it with its special tokens; false or absent: not."""

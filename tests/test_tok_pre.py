@@ -354,6 +354,21 @@ def test_missing_pre_is_llama_cpp_default(gc, vocab_spec):
     assert pre_split("DEFAULT", b"x=1234567!!") == [b"x", b"=", b"123", b"456", b"7", b"!!"]
 
 
+def test_missing_special_ids_are_llama_cpps_defaults(gc, vocab_spec):
+    """A byte-level GGUF vocabulary without bos/eos token ids: llama.cpp's
+    loader takes 11 for both (its defaults for "gpt2")."""
+    path = str(gc.dir / "v.gguf")
+    toks, merges, _, _ = vocab_spec
+    names = [byte_level(t) for t in toks] + ["<s>", "</s>"]
+    kvs = [("tokenizer.ggml.model", "str", "gpt2"), ("tokenizer.ggml.pre", "str", "llama-bpe"),
+           ("tokenizer.ggml.tokens", "arr:str", names), ("tokenizer.ggml.token_type", "arr:i32",
+                                                          [1] * len(toks) + [3, 3]),
+           ("tokenizer.ggml.merges", "arr:str", [byte_level(a) + " " + byte_level(b) for a, b in merges])]
+    G.write_gguf(path, kvs, [])
+    r = gc("gcore-run", "--tokenizer", path, "--tokenize", "--bos", input="x")
+    assert r.rc == 0 and [int(x) for x in r.out.split()] == [11] + gcore_ids(path, [b"x"])[0], r
+
+
 def test_unknown_pre_is_refused(gc, vocab_spec):
     for name in ["kimi-k2", "gemma4", "superbpe", "roberta-bpe", "Qwen2", "qwen2 ", "\xff"]:
         path = write_vocab(gc.dir / "v.gguf", vocab_spec, name)
