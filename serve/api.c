@@ -648,6 +648,108 @@ int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_srv_req_t
   return rc;
 }
 
+/* ---- /tokenize and /detokenize ------------------------------------------------ */
+
+static char *finish_json(json_object *o);
+
+/* The body's object into *o, or err (no tokenizer, not JSON, not an object). */
+static int tok_body(const gc_api_t *a, const char *body, size_t n, json_object **o, gc_api_err_t *err) {
+  *o = NULL;
+  if (!a->tok) return gc_api_fail(err, 400, INVALID, NULL, NULL, "this server has no tokenizer");
+  if (n > INT32_MAX) return gc_api_fail(err, 413, INVALID, NULL, NULL, "the request body is too large");
+  if (parse_json(body, n, o, err)) return err->status;
+  if (!json_object_is_type(*o, json_type_object)) {
+    gc_api_fail(err, 400, INVALID, NULL, NULL, "the request body must be a JSON object, not %s",
+                *o ? type_name(*o) : "null");
+    json_object_put(*o);
+    *o = NULL;
+  }
+  return *o ? 0 : err->status;
+}
+
+/* The ids of a /tokenize body: text, "content" (llama.cpp's: BOS and EOS
+ * only with "add_special": true) or "prompt" (vLLM's: with them unless
+ * "add_special_tokens": false), special tokens matched; or "messages"
+ * through the chat template, as /v1/chat/completions builds its prompt. */
+static int tokenize_body(gc_api_t *a, json_object *o, gc_tok_ids_t *ids, gc_api_err_t *err) {
+  json_object *content = field(o, "content"), *prompt = field(o, "prompt"), *msgs = field(o, "messages");
+  if (!!content + !!prompt + !!msgs != 1)
+    return gc_api_fail(err, 400, INVALID, NULL, NULL, "give one of 'content', 'prompt' or 'messages'");
+  int gen = 1, with_pieces = 0;
+  if (boolean(o, "add_generation_prompt", &gen, err) || boolean(o, "with_pieces", &with_pieces, err))
+    return err->status;
+  if (with_pieces) return gc_api_fail(err, 400, INVALID, NULL, "with_pieces", "'with_pieces' is not implemented");
+  if (msgs) {
+    if (!gen)
+      return gc_api_fail(err, 400, INVALID, NULL, "add_generation_prompt", "only \"add_generation_prompt\": true "
+                         "is implemented");
+    return contents_given(msgs, err) || chat_prompt(a, msgs, ids, err) ? err->status : 0;
+  }
+  json_object *text = content ? content : prompt;
+  const char *key = content ? "content" : "prompt";
+  if (!json_object_is_type(text, json_type_string)) return want(err, key, "a string", text);
+  int special = !content;
+  if (boolean(o, content ? "add_special" : "add_special_tokens", &special, err)) return err->status;
+  int flags = gc_tok_prompt_flags(a->tok) & (special ? ~0 : GC_TOK_SPECIAL);
+  gc_err_t e = {0};
+  pthread_mutex_lock(&a->tok_mu);
+  int rc = gc_tok_encode(a->tok, json_object_get_string(text), (size_t)json_object_get_string_len(text), flags, ids,
+                         &e);
+  pthread_mutex_unlock(&a->tok_mu);
+  return rc ? gc_api_fail(err, 500, "server_error", NULL, NULL, "tokenizing failed: %s", e.msg) : 0;
+}
+
+char *gc_api_tokenize_json(gc_api_t *a, const char *body, size_t n, gc_api_err_t *err) {
+  json_object *o, *r = NULL, *arr;
+  gc_tok_ids_t ids = {0};
+  err->status = 0;
+  if (!tok_body(a, body, n, &o, err) && !tokenize_body(a, o, &ids, err) && (r = json_object_new_object()) &&
+      (arr = json_object_new_array_ext((int)ids.n))) {
+    for (size_t i = 0; i < ids.n; i++) json_object_array_add(arr, json_object_new_int(ids.v[i]));
+    json_object_object_add(r, "tokens", arr);
+    json_object_object_add(r, "count", json_object_new_int64((int64_t)ids.n));
+    json_object_object_add(r, "max_model_len", json_object_new_int(a->ctx));
+  } else if (!err->status) {
+    gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+  }
+  json_object_put(o);
+  gc_tok_ids_free(&ids);
+  return err->status ? (json_object_put(r), NULL) : finish_json(r);
+}
+
+char *gc_api_detokenize_json(gc_api_t *a, const char *body, size_t n, gc_api_err_t *err) {
+  json_object *o, *t, *r = NULL;
+  gc_tok_ids_t ids = {0};
+  gc_buf_t text = {0};
+  gc_err_t e = {0};
+  err->status = 0;
+  if (tok_body(a, body, n, &o, err)) return NULL;
+  if (!(t = field(o, "tokens")) || !json_object_is_type(t, json_type_array))
+    gc_api_fail(err, 400, INVALID, NULL, "tokens", "'tokens' must be an array of token ids");
+  for (size_t i = 0; !err->status && i < json_object_array_length(t); i++) {
+    json_object *x = json_object_array_get_idx(t, i);
+    int64_t id = json_object_get_int64(x);
+    if (!json_object_is_type(x, json_type_int) || id < 0 || id >= gc_tok_vocab_size(a->tok))
+      gc_api_fail(err, 400, INVALID, NULL, "tokens", "tokens[%zu] is not a token id of the vocabulary [0, %d)", i,
+                  gc_tok_vocab_size(a->tok));
+    else if (gc_tok_ids_push(&ids, (int32_t)id, &e))
+      gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+  }
+  /* every token's text, control tokens' too (llama.cpp's /detokenize) */
+  if (!err->status && gc_tok_decode(a->tok, ids.v, ids.n, 0, &text, &e))
+    gc_api_fail(err, 500, "server_error", NULL, NULL, "detokenizing failed: %s", e.msg);
+  if (!err->status && (r = json_object_new_object())) {
+    json_object_object_add(r, "content", json_object_new_string_len(text.data ? text.data : "", (int)text.len));
+    json_object_object_add(r, "prompt", json_object_new_string_len(text.data ? text.data : "", (int)text.len));
+  } else if (!err->status) {
+    gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+  }
+  json_object_put(o);
+  gc_tok_ids_free(&ids);
+  gc_buf_free(&text);
+  return err->status ? NULL : finish_json(r);
+}
+
 /* ---- responses -------------------------------------------------------------- */
 
 static char *finish_json(json_object *o) {

@@ -54,6 +54,16 @@ typedef struct gc_api_req {
 int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_srv_req_t *r, gc_api_req_t *q,
                  gc_api_err_t *err);
 
+/* POST /tokenize and /detokenize, llama.cpp's and vLLM's: the answer's
+ * JSON (malloc'd), or NULL with err filled (its status: 400 for a bad
+ * body or a server without a tokenizer, 500). /tokenize takes "content"
+ * (llama.cpp: BOS/EOS with "add_special": true), "prompt" (vLLM: unless
+ * "add_special_tokens": false) or "messages" (the chat completion's
+ * prompt) and answers {"tokens", "count", "max_model_len"}; /detokenize
+ * takes {"tokens"} and answers {"content", "prompt"} (the same text). */
+char *gc_api_tokenize_json(gc_api_t *a, const char *body, size_t n, gc_api_err_t *err);
+char *gc_api_detokenize_json(gc_api_t *a, const char *body, size_t n, gc_api_err_t *err);
+
 /* The JSON texts (malloc'd, NUL-terminated; NULL on out-of-memory). The
  * request functions read r under its lock, held by the caller. */
 char *gc_api_error_json(const gc_api_err_t *err);

@@ -48,7 +48,7 @@ struct gc_http {
   atomic_int up;     /* the daemon started: before, a failure is gc_http_start's one error line */
 };
 
-enum { R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_COMPLETIONS, R_CHAT };
+enum { R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE };
 enum { S_ROLE, S_TOKENS, S_DONE }; /* a stream's phase */
 
 typedef struct hreq {
@@ -91,7 +91,7 @@ static void hreq_release(hreq_t *x) {
 
 /* The methods of x's route, as Allow and Access-Control-Allow-Methods say them. */
 static const char *methods(const hreq_t *x) {
-  return x->route == R_COMPLETIONS || x->route == R_CHAT ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
+  return x->route >= R_COMPLETIONS ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
 }
 
 /* The headers every answer has (CORS: any origin), and Allow with a 405. */
@@ -303,6 +303,20 @@ static enum MHD_Result completion(hreq_t *x) {
   return r->status ? send_error(x, &err) : send_json(x, 200, json);
 }
 
+/* POST /tokenize, /detokenize: answered at once, on this thread. */
+static enum MHD_Result tokens(hreq_t *x) {
+  gc_http_t *h = x->h;
+  gc_api_err_t err;
+  if (x->too_big) {
+    gc_api_fail(&err, 413, "invalid_request_error", NULL, NULL, "the request body is over %zu bytes", h->o.max_body);
+    return send_error(x, &err);
+  }
+  const char *body = x->body.data ? x->body.data : "";
+  char *json = x->route == R_TOKENIZE ? gc_api_tokenize_json(h->api, body, x->body.len, &err)
+                                      : gc_api_detokenize_json(h->api, body, x->body.len, &err);
+  return json ? send_json(x, 200, json) : send_error(x, &err);
+}
+
 /* ---- routing ---------------------------------------------------------------------- */
 
 /* Whether url [n] is path. */
@@ -315,6 +329,8 @@ static int route_of(const char *url, size_t n) {
   if (n > 11 && !strncmp(url, "/v1/models/", 11)) return R_MODEL;
   if (is_path(url, n, "/v1/completions")) return R_COMPLETIONS;
   if (is_path(url, n, "/v1/chat/completions")) return R_CHAT;
+  if (is_path(url, n, "/tokenize")) return R_TOKENIZE;
+  if (is_path(url, n, "/detokenize")) return R_DETOKENIZE;
   return R_NONE;
 }
 
@@ -323,9 +339,9 @@ static enum MHD_Result answer(hreq_t *x, const char *url, const char *method) {
   int post = !strcmp(method, "POST"), get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
   if (x->route == R_NONE)
     return fail(x, 404, "invalid_request_error", "not_found", "no route %s (see /v1/models, /v1/completions, "
-                "/v1/chat/completions, /health)", GC_QUOTED(url));
+                "/v1/chat/completions, /tokenize, /detokenize, /health)", GC_QUOTED(url));
   if (!strcmp(method, "OPTIONS")) return preflight(x);
-  int wants_post = x->route == R_COMPLETIONS || x->route == R_CHAT;
+  int wants_post = x->route >= R_COMPLETIONS;
   if (wants_post ? !post : !get)
     return fail(x, 405, "invalid_request_error", "method_not_allowed", "%s is not allowed here", method);
   if (x->route == R_HEALTH) {
@@ -341,6 +357,7 @@ static enum MHD_Result answer(hreq_t *x, const char *url, const char *method) {
       return fail(x, 404, "invalid_request_error", "model_not_found", "The model %s does not exist", GC_QUOTED(url + 11));
     return send_json(x, 200, gc_api_models_json(h->api, url + 11));
   }
+  if (x->route == R_TOKENIZE || x->route == R_DETOKENIZE) return tokens(x);
   return completion(x);
 }
 

@@ -775,12 +775,63 @@ def test_malformed_and_wrong_types(srv, path, cases):
 def test_routes_and_methods(srv):
     for method, path, status in (("GET", "/", 404), ("GET", "/v1/completion", 404), ("POST", "/health", 405),
                                  ("GET", "/v1/completions", 405), ("DELETE", "/v1/models", 405),
-                                 ("PUT", "/v1/chat/completions", 405), ("GET", "/v1/models/../x", 404)):
+                                 ("PUT", "/v1/chat/completions", 405), ("GET", "/v1/models/../x", 404),
+                                 ("GET", "/tokenize", 405), ("GET", "/detokenize", 405)):
         got, headers, text = srv.request(method, path, b"{}" if method != "GET" else None)
         assert got == status, (method, path, text)
         assert "error" in json.loads(text)
         if status == 405:
-            assert headers["Allow"] == ("POST, OPTIONS" if "completions" in path else "GET, HEAD, OPTIONS")
+            assert headers["Allow"] == ("POST, OPTIONS" if "okenize" in path or "completions" in path
+                                        else "GET, HEAD, OPTIONS")
+
+
+def test_tokenize_and_detokenize(srv, tiny):
+    """POST /tokenize: llama.cpp's "content" (no BOS unless add_special),
+    vLLM's "prompt" (BOS unless add_special_tokens false), or "messages"
+    (the chat completion's prompt ids); the ids are gcore-run's. POST
+    /detokenize gives the text back. Bad bodies: 400 naming the field."""
+    d, model, _ = tiny
+    text = "What is a bundle? <|eot_id|>"
+    r = run_tool("gcore-run", "--tokenizer", model, "--tokenize", input=text)
+    assert r.rc == 0, r
+    plain = [int(x) for x in r.out.split()]  # special tokens matched, no BOS
+    r = run_tool("gcore-run", "--tokenizer", model, "--tokenize", "--bos", input=text)
+    assert r.rc == 0 and len(r.out.split()) == len(plain) + 1, r
+    bos = [int(r.out.split()[0])]
+
+    def tokens(body):
+        status, _, out = srv.post("/tokenize", body)
+        assert status == 200, (body, out)
+        got = json.loads(out)
+        assert got["count"] == len(got["tokens"]) and got["max_model_len"] == CTX, got
+        return got["tokens"]
+    assert tokens({"content": text}) == plain
+    assert tokens({"content": text, "add_special": True}) == bos + plain
+    assert tokens({"model": MODEL, "prompt": text}) == bos + plain
+    assert tokens({"prompt": text, "add_special_tokens": False}) == plain
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is a bundle?"}]
+    status, _, out = srv.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 1, "return_token_ids": True})
+    assert tokens({"messages": msgs}) == json.loads(out)["choices"][0]["prompt_token_ids"]
+    status, _, out = srv.post("/detokenize", {"tokens": plain})
+    assert status == 200 and json.loads(out) == {"content": text, "prompt": text}, out
+    assert_errors(srv, "/tokenize", [
+        (b'{}', 400, None, "one of 'content', 'prompt' or 'messages'"),
+        (b'{"content": "a", "prompt": "b"}', 400, None, "one of"),
+        (b'{"content": 5}', 400, "content", "must be a string"),
+        (b'{"prompt": "a", "add_special_tokens": 1}', 400, "add_special_tokens", "must be a boolean"),
+        (b'{"content": "a", "with_pieces": true}', 400, "with_pieces", "not implemented"),
+        (b'{"messages": [{"role": "user", "content": "a"}], "add_generation_prompt": false}', 400,
+         "add_generation_prompt", "only"),
+        (b'{"messages": [{"role": "assistant", "content": "a"}]}', 400, "messages", "before any user message"),
+        (b'[1]', 400, None, "must be a JSON object"),
+        (b'{"content": "a"', 400, None, "not valid JSON"),
+    ])
+    assert_errors(srv, "/detokenize", [
+        (b'{}', 400, "tokens", "an array of token ids"),
+        (b'{"tokens": [1, -1]}', 400, "tokens", "tokens[1]"),
+        (b'{"tokens": [1, %d]}' % VOCAB, 400, "tokens", "tokens[1]"),
+        (b'{"tokens": [1.5]}', 400, "tokens", "tokens[0]"),
+    ])
 
 
 def test_oversize_bodies(srv):
@@ -988,6 +1039,9 @@ def test_name_tokenizer_graphs_and_built_bundle(tiny, tmp_path, cache_dir):
         assert status == 200, text
         status, _, text = s.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]})
         assert status == 400 and json.loads(text)["error"]["param"] == "messages", text
+        for path, body in (("/tokenize", {"content": "Hi"}), ("/detokenize", {"tokens": [5]})):
+            status, _, text = s.post(path, body)
+            assert status == 400 and "no tokenizer" in json.loads(text)["error"]["message"], text
     finally:
         check_clean_exit(s)
 
