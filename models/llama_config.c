@@ -182,11 +182,16 @@ static int cfg_rope(struct json_object *o, gc_llama_config_t *c, const char *wha
     if (rc) return rc;
   }
   if (!type || strcmp(type, "default") == 0) return GC_OK;
+  char w[512];
+  if (strcmp(type, "linear") == 0) { /* positions divided by the factor */
+    c->rope_scaling = GC_ROPE_SCALING_LINEAR;
+    snprintf(w, sizeof w, "%s: %s (linear)", what, sec);
+    return cfg_num(rs, "factor", 1, 0, &c->rope_factor, w, e);
+  }
   if (strcmp(type, "llama3") != 0)
-    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %s.%s %s (gcore supports llama3)",
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %s.%s %s (gcore supports llama3 and linear)",
                       what, sec, key, gc_quote(type, GC_QSTR, q, sizeof q));
   c->rope_scaling = GC_ROPE_SCALING_LLAMA3;
-  char w[512];
   snprintf(w, sizeof w, "%s: %s (llama3)", what, sec);
   if ((rc = cfg_num(rs, "factor", 1, 0, &c->rope_factor, w, e)) ||
       (rc = cfg_num(rs, "low_freq_factor", 1, 0, &c->rope_low_freq_factor, w, e)) ||
@@ -400,6 +405,9 @@ int gc_llama_config_check(const gc_llama_config_t *c, gc_err_t *e) {
     if (c->rope_original_max_seq <= 0)
       return gc_err_set(e, GC_EINVAL, "rope_scaling.original_max_position_embeddings %d must be positive",
                         c->rope_original_max_seq);
+  } else if (c->rope_scaling == GC_ROPE_SCALING_LINEAR) {
+    if (!(c->rope_factor > 0 && isfinite(c->rope_factor)))
+      return gc_err_set(e, GC_EINVAL, "linear rope scaling factor %g must be positive", c->rope_factor);
   } else if (c->rope_scaling == GC_ROPE_SCALING_FACTORS) {
     if (c->n_rope_factors != c->head_dim / 2)
       return gc_err_set(e, GC_EINVAL, "%d rope frequency factors for head_dim %d (expected %d)", c->n_rope_factors,
@@ -428,6 +436,8 @@ void gc_llama_config_describe(const gc_llama_config_t *c, char *buf, size_t n) {
   if (c->rope_scaling == GC_ROPE_SCALING_LLAMA3)
     snprintf(rs, sizeof rs, " llama3(factor %g, low %g, high %g, orig %d)", c->rope_factor,
              c->rope_low_freq_factor, c->rope_high_freq_factor, c->rope_original_max_seq);
+  else if (c->rope_scaling == GC_ROPE_SCALING_LINEAR)
+    snprintf(rs, sizeof rs, " linear(factor %g)", c->rope_factor);
   else if (c->rope_scaling == GC_ROPE_SCALING_FACTORS)
     snprintf(rs, sizeof rs, " factors(%g .. %g)", (double)c->rope_factors[0],
              (double)c->rope_factors[c->n_rope_factors - 1]);
@@ -487,23 +497,34 @@ static int gg_refuse(const gc_gguf_t *g, gc_err_t *e) {
   if ((rc = gg_int(g, "llama.expert_count", 0, 0, 0, INT_MAX, &n, e))) return rc;
   if (n > 0)
     return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported model: llama.expert_count %d (mixture of experts)", p, n);
-  rc = gc_gguf_get_str(g, "llama.rope.scaling.type", &s, e);
+  return GC_OK;
+}
+
+/* llama.cpp's RoPE scaling keys: rope.scaling.type none or linear (with
+ * rope.scaling.factor), a factor with no type (linear to llama.cpp; 0 and
+ * 1: none), or the older rope.scale_linear (the same factor). Linear
+ * scaling on top of rope_freqs.weight factors is refused. */
+static int gg_rope(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e) {
+  const char *p = gc_gguf_path(g);
+  gc_gguf_str_t s;
+  int rc = gc_gguf_get_str(g, "llama.rope.scaling.type", &s, e), typed = !rc;
   if (rc && rc != GC_ENOTFOUND) return rc;
-  if (!rc && !gg_str_is(s, "none"))
+  if (typed && !gg_str_is(s, "none") && !gg_str_is(s, "linear"))
     return gc_err_set(e, GC_EUNSUPPORTED,
-                      "%s: unsupported config: llama.rope.scaling.type %s (gcore supports none, and llama3 "
+                      "%s: unsupported config: llama.rope.scaling.type %s (gcore supports none, linear, and llama3 "
                       "scaling as rope_freqs.weight)", p, gc_quote(s.p, (size_t)s.n, (char[GC_QUOTE_BUF]){0},
                                                                    GC_QUOTE_BUF));
   double lin, factor;
-  if ((rc = gg_num(g, "llama.rope.scale_linear", 0, 1.0, &lin, e))) return rc;
-  if (lin != 1.0)
-    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: llama.rope.scale_linear %g", p, lin);
-  /* a factor with no type is linear scaling to llama.cpp (0 and 1: none) */
-  if ((rc = gg_num(g, "llama.rope.scaling.factor", 0, 1.0, &factor, e))) return rc;
-  if (!gc_gguf_find(g, "llama.rope.scaling.type") && factor != 1.0 && factor != 0.0)
-    return gc_err_set(e, GC_EUNSUPPORTED,
-                      "%s: unsupported config: llama.rope.scaling.factor %g with no scaling type (linear "
-                      "scaling to llama.cpp, which gcore does not implement)", p, factor);
+  if ((rc = gg_num(g, "llama.rope.scale_linear", 0, 1.0, &lin, e)) ||
+      (rc = gg_num(g, "llama.rope.scaling.factor", 0, lin, &factor, e)))
+    return rc;
+  int linear = typed ? gg_str_is(s, "linear") : factor != 1.0 && factor != 0.0;
+  if (!linear) return GC_OK;
+  if (c->rope_scaling == GC_ROPE_SCALING_FACTORS)
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: linear rope scaling and rope_freqs.weight together",
+                      p);
+  c->rope_scaling = GC_ROPE_SCALING_LINEAR;
+  c->rope_factor = factor;
   return GC_OK;
 }
 
@@ -566,7 +587,8 @@ static int gg_tensors(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e) {
 int gc_llama_config_from_gguf(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e) {
   memset(c, 0, sizeof *c);
   int rc;
-  if ((rc = gg_refuse(g, e)) || (rc = gg_dims(g, c, e)) || (rc = gg_tensors(g, c, e))) return rc;
+  if ((rc = gg_refuse(g, e)) || (rc = gg_dims(g, c, e)) || (rc = gg_tensors(g, c, e)) || (rc = gg_rope(g, c, e)))
+    return rc;
   /* absent ids: llama.cpp's defaults for the tokenizer model, else 1 and 2 */
   int64_t db = gc_gguf_default_special(g, "bos"), de = gc_gguf_default_special(g, "eos");
   if ((rc = gg_int(g, "tokenizer.ggml.bos_token_id", 0, db >= 0 && db < c->vocab_size ? (int)db : 1, 0, INT_MAX,

@@ -26,6 +26,9 @@ typedef enum gc_rope_scaling {
   GC_ROPE_SCALING_LLAMA3 = 1,  /* Llama 3.1 frequency-dependent rescaling */
   GC_ROPE_SCALING_FACTORS = 2, /* per-frequency divisors, as GGUF files store
                                   llama3 scaling (tensor rope_freqs.weight) */
+  GC_ROPE_SCALING_LINEAR = 3,  /* every frequency divided by rope_factor (positions
+                                  interpolated: Hugging Face's "linear", llama.cpp's
+                                  rope.scaling.type linear) */
 } gc_rope_scaling_t;
 
 #define GC_LLAMA_MAX_EOS 16
@@ -52,7 +55,7 @@ typedef struct gc_llama_config {
   double rms_norm_eps;
   double rope_theta;
   gc_rope_scaling_t rope_scaling;
-  double rope_factor;           /* LLAMA3 only: factor */
+  double rope_factor;           /* LLAMA3 and LINEAR: factor */
   double rope_low_freq_factor;  /* LLAMA3 only */
   double rope_high_freq_factor; /* LLAMA3 only; > low_freq_factor */
   int rope_original_max_seq;    /* LLAMA3 only: original_max_position_embeddings */

@@ -305,7 +305,8 @@ void gc_llama_tensor_dtypes(const gc_llama_weights_t *w, const gc_llama_dtypes_t
 /* ---- RoPE frequencies ---------------------------------------------------- */
 
 /* Llama 3.1 scaling as Hugging Face computes it: long wavelengths are
- * divided by the factor, short ones kept, the band between interpolated. */
+ * divided by the factor, short ones kept, the band between interpolated;
+ * linear scaling divides every frequency by its factor. */
 void gc_llama_inv_freq(const gc_llama_config_t *c, double *out) {
   int hd = c->head_dim;
   for (int j = 0; j < hd / 2; j++) {
@@ -322,6 +323,7 @@ void gc_llama_inv_freq(const gc_llama_config_t *c, double *out) {
       f = scaled;
     }
     if (c->rope_scaling == GC_ROPE_SCALING_FACTORS) f /= c->rope_factors[j];
+    if (c->rope_scaling == GC_ROPE_SCALING_LINEAR) f /= c->rope_factor;
     out[j] = f;
   }
 }

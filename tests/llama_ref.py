@@ -46,8 +46,8 @@ class Config:
     eps: float = 1e-5
     rope_theta: float = 10000.0
     rope_layout: str = "halves"          # "halves" (HF) or "pairs" (llama2.c)
-    rope_scaling: Optional[dict] = None  # None or {"factor", "low_freq_factor",
-                                         #  "high_freq_factor", "original_max_position_embeddings"}
+    rope_scaling: Optional[dict] = None  # None, llama3's {"factor", "low_freq_factor", "high_freq_factor",
+                                         #  "original_max_position_embeddings"}, or {"rope_type": "linear", "factor"}
     tied: bool = False
     rope_factors: Optional[np.ndarray] = None  # GGUF rope_freqs.weight: inv_freq[i] / rope_factors[i]
     bos_id: int = 1
@@ -167,7 +167,7 @@ def config_from_hf(c: dict) -> Config:
         kind = rs.get("rope_type", rs.get("type"))
         if kind == "default":
             rs = None
-        elif kind != "llama3":
+        elif kind not in ("llama3", "linear"):
             raise ValueError(f"rope_scaling {kind!r} is not supported by the reference")
     eos = c.get("eos_token_id", 2)
     eos = tuple(eos) if isinstance(eos, list) else (() if eos is None else (eos,))
@@ -238,13 +238,18 @@ def load_gguf(path: str) -> Tuple[dict, Config]:
 
     vocab = ts["token_embd.weight"][1][1]
     factors = get("rope_freqs.weight", hd // 2) if "rope_freqs.weight" in ts else None
+    # llama.cpp's linear scaling: a type of linear, or a factor with no type (0 and 1: none)
+    factor = float(kv.get(p + "rope.scaling.factor", kv.get(p + "rope.scale_linear", 1.0)))
+    kind = kv.get(p + "rope.scaling.type", "linear" if factor not in (0.0, 1.0) else "none")
+    linear = {"rope_type": "linear", "factor": factor} if kind == "linear" and factor not in (0.0, 1.0) else None
     tied = "output.weight" not in ts
     eos = kv.get("tokenizer.ggml.eos_token_id", 2)
     cfg = Config(dim=dim, hidden_dim=kv[p + "feed_forward_length"], n_layers=kv[p + "block_count"], n_heads=nh,
                  n_kv_heads=nkv, head_dim=hd, vocab_size=vocab, max_seq=kv[p + "context_length"],
                  eps=float(kv[p + "attention.layer_norm_rms_epsilon"]),
                  rope_theta=float(kv.get(p + "rope.freq_base", 10000.0)), rope_layout="pairs",
-                 rope_factors=factors, tied=tied, bos_id=kv.get("tokenizer.ggml.bos_token_id", 1), eos_ids=(eos,))
+                 rope_factors=factors, rope_scaling=linear, tied=tied, bos_id=kv.get("tokenizer.ggml.bos_token_id", 1),
+                 eos_ids=(eos,))
     cfg.check()
     D, H, Qd, KV = dim, cfg.hidden_dim, nh * hd, nkv * hd
     layers = []
@@ -287,6 +292,8 @@ def rope_inv_freq(cfg: Config) -> np.ndarray:
     if not rs:
         return inv
     factor = float(rs["factor"])
+    if rs.get("rope_type", rs.get("type")) == "linear":  # positions divided by the factor
+        return inv / factor
     lo, hi = float(rs["low_freq_factor"]), float(rs["high_freq_factor"])
     old = float(rs["original_max_position_embeddings"])
     low_freq_wavelen, high_freq_wavelen = old / lo, old / hi

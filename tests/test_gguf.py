@@ -129,6 +129,18 @@ def test_gguf_llama3_rope_scaling(gc, bundles):
     check_run(gc, ref, bundles.get(ref.path, "F32"), what="GGUF llama3 rope")
 
 
+def test_gguf_linear_rope_scaling(gc, bundles):
+    """Linear scaling as convert_hf_to_gguf writes it (rope.scaling.type
+    linear, rope.scaling.factor): positions divided by the factor; gcore
+    matches the reference, and the scaling matters here."""
+    rs = {"rope_type": "linear", "factor": 4.0}
+    ref = tiefree(str(gc.dir / "linear.gguf"), gguf_writer("F32", rope_scaling=rs))
+    assert ref.cfg.rope_scaling == rs, ref.cfg
+    plain = R.forward(ref.w, R.Config(**{**ref.cfg.__dict__, "rope_scaling": None}), PROMPT + ref.ids[:-1])
+    assert np.max(rel_rows(plain, ref.logits)) > 1e-2
+    check_run(gc, ref, bundles.get(ref.path, "F32"), what="GGUF linear rope")
+
+
 def test_gguf_equals_hf_model(gc, bundles):
     """The same fp32 weights as a Hugging Face directory (rotate-halves Q/K)
     and as GGUF (llama.cpp's permuted pairs): the reference and gcore give

@@ -205,7 +205,7 @@ def test_gguf_unknown_tensor(gc, tmp_path):
 
 @pytest.mark.parametrize("key,typ,value,needle", [
     ("llama.rope.scaling.type", "str", "yarn", "yarn"),
-    ("llama.rope.scaling.factor", "f32", 4.0, "llama.rope.scaling.factor 4 with no scaling type"),
+    ("llama.rope.scaling.factor", "f32", -4.0, "linear rope scaling factor -4 must be positive"),
     ("llama.expert_count", "u32", 8, "expert"),
     ("llama.rope.dimension_count", "u32", 8, "dimension_count"),
     ("llama.attention.layer_norm_rms_epsilon", "str", "1e-5", "layer_norm_rms_epsilon"),

@@ -54,6 +54,8 @@ CONFIGS = {
     "llama3_rope_scaling": dict(dim=64, hidden_dim=128, n_layers=2, n_heads=4, n_kv_heads=2, vocab=200,
                                 rope_theta=500000.0, rope_scaling="llama3"),
     "head_dim": dict(dim=40, hidden_dim=96, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16, vocab=144),
+    "linear_rope_scaling": dict(dim=48, hidden_dim=96, n_layers=2, n_heads=4, n_kv_heads=2, vocab=176,
+                                rope_scaling={"rope_type": "linear", "factor": 4.0}),
 }
 GQA = CONFIGS["llama3_gqa"]
 
@@ -224,7 +226,7 @@ def test_tiny_hf_matches_reference(gc, kind, dtype):
     logits row within 1e-4 relative of the reference (fp16/bf16 weights are
     exact in fp32: no looser tolerance), ids identical."""
     ref = tiefree_model(str(gc.dir / "model"), dtype=dtype, **CONFIGS[kind])
-    if kind == "llama3_rope_scaling":   # the scaling matters at these positions
+    if kind.endswith("rope_scaling"):   # the scaling matters at these positions
         plain = R.forward(ref.w, dataclasses.replace(ref.cfg, rope_scaling=None), PROMPT + ref.ids[:-1])
         assert np.max(rel_rows(plain, ref.logits)) > 1e-2
     bundle = build_bundle(gc, ref.path)

@@ -298,6 +298,8 @@ def write_llama(path: str, hf_cfg: dict, weights: Dict[str, np.ndarray], qtype: 
     kvs = [extra.pop(k, (k, t, v)) for k, t, v in kvs if k not in drop_keys] + list(extra.values())
     tensors, types = [], {}
     rope = c.get("rope_scaling")
+    if rope and rope.get("rope_type") == "linear":  # as convert_hf_to_gguf writes it
+        kvs += [("llama.rope.scaling.type", "str", "linear"), ("llama.rope.scaling.factor", "f32", rope["factor"])]
     if rope and rope.get("rope_type") == "llama3":
         tensors.append(("rope_freqs.weight", 0, [hd // 2], llama3_rope_factors(c).astype("<f4").tobytes()))
         types["rope_freqs.weight"] = "F32"
