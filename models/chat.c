@@ -4,6 +4,7 @@
  * it does not. */
 #include "chat.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -53,13 +54,40 @@ static int need(const gc_tok_t *t, const char *name, int32_t *id, gc_err_t *e) {
   return GC_OK;
 }
 
-/* Text s as [*p, *p + *n): without leading and trailing whitespace where
- * template k trims it (Llama 2's and Llama 3's). */
+/* Whether code point c is whitespace to Python's str.strip(), which
+ * Jinja's trim and the templates' .strip() use. */
+static int py_space(uint32_t c) {
+  return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
+/* The code point of the well-formed UTF-8 sequence of len bytes at s
+ * (1..3 bytes suffice for every py_space), or 0 (not whitespace). */
+static uint32_t cp_of(const unsigned char *s, size_t len) {
+  if (len == 1) return s[0] < 0x80 ? s[0] : 0;
+  if (len == 2 && (s[0] & 0xe0) == 0xc0 && (s[1] & 0xc0) == 0x80) return (uint32_t)(s[0] & 0x1f) << 6 | (s[1] & 0x3f);
+  if (len == 3 && (s[0] & 0xf0) == 0xe0 && (s[1] & 0xc0) == 0x80 && (s[2] & 0xc0) == 0x80)
+    return (uint32_t)(s[0] & 0x0f) << 12 | (uint32_t)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
+  return 0;
+}
+
+/* Text s as [*p, *p + *n): without leading and trailing whitespace (as
+ * Python's str.strip() sees it) where template k trims it (Llama 2's and
+ * Llama 3's). */
 static void trim(gc_chat_kind_t k, const char *s, const char **p, size_t *n) {
+  const unsigned char *u = (const unsigned char *)s;
+  size_t a = 0, b = strlen(s), len;
   int cut = k == GC_CHAT_LLAMA2 || k == GC_CHAT_LLAMA3;
-  size_t a = 0, b = strlen(s);
-  while (cut && a < b && strchr(" \t\r\n\v\f", s[a])) a++;
-  while (cut && b > a && strchr(" \t\r\n\v\f", s[b - 1])) b--;
+  for (int more = cut; more;) { /* from the front: a whitespace character of 1 to 3 bytes */
+    more = 0;
+    for (len = 1; len <= 3 && a + len <= b && !more; len++)
+      if (py_space(cp_of(u + a, len))) a += len, more = 1;
+  }
+  for (int more = cut; more;) { /* from the back */
+    more = 0;
+    for (len = 1; len <= 3 && b >= a + len && !more; len++)
+      if (py_space(cp_of(u + b - len, len))) b -= len, more = 1;
+  }
   *p = s + a;
   *n = b - a;
 }

@@ -4,8 +4,10 @@
  * off, so a user's text can never smuggle in a control token. The pieces
  * are cut where llama.cpp cuts the rendered template (at its control
  * tokens), so the ids are those llama.cpp gives the rendered text, less
- * any control token a user wrote. Which template applies is read from
- * the chat_template (its markers) or, without one, from the vocabulary. */
+ * any control token a user wrote (for the templates tests/chat_ref.py
+ * holds; Mistral v0.3's and Nemo's are taken as v0.1's, README). Which
+ * template applies is read from the chat_template (its markers) or,
+ * without one, from the vocabulary. */
 #ifndef GC_MODELS_CHAT_H
 #define GC_MODELS_CHAT_H
 

@@ -518,7 +518,7 @@ static int gg_rope(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e) {
   if ((rc = gg_num(g, "llama.rope.scale_linear", 0, 1.0, &lin, e)) ||
       (rc = gg_num(g, "llama.rope.scaling.factor", 0, lin, &factor, e)))
     return rc;
-  int linear = typed ? gg_str_is(s, "linear") : factor != 1.0 && factor != 0.0;
+  int linear = (!typed || gg_str_is(s, "linear")) && factor != 1.0 && factor != 0.0; /* 0: none, as llama.cpp */
   if (!linear) return GC_OK;
   if (c->rope_scaling == GC_ROPE_SCALING_FACTORS)
     return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: linear rope scaling and rope_freqs.weight together",

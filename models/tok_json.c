@@ -109,6 +109,9 @@ static int pre_step(gc_tok_t *t, json_object *p, int in_sequence, gc_err_t *e) {
   }
   if (type && !strcmp(type, "Split") && in_sequence) {
     const char *re = get_str(get(p, "pattern"), "Regex"), *beh = get_str(p, "behavior");
+    if (t->kind == TOK_BYTELEVEL) /* Hugging Face splits ByteLevel's output there: bytes spelled as Ġ... */
+      return gc_err_set(e, GC_EUNSUPPORTED, "%s: a Split after the ByteLevel pre-tokenizer is not supported",
+                        t->what);
     if (!re || !beh || strcasecmp(beh, "Isolated") || get_bool(p, "invert", 0))
       return gc_err_set(e, GC_EUNSUPPORTED, "%s: Split pre-tokenizer: gcore supports a Regex pattern "
                         "with behavior Isolated, not inverted", t->what);

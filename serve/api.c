@@ -726,6 +726,8 @@ char *gc_api_detokenize_json(gc_api_t *a, const char *body, size_t n, gc_api_err
   if (tok_body(a, body, n, &o, err)) return NULL;
   if (!(t = field(o, "tokens")) || !json_object_is_type(t, json_type_array))
     gc_api_fail(err, 400, INVALID, NULL, "tokens", "'tokens' must be an array of token ids");
+  else if (json_object_array_length(t) > (size_t)GC_API_MAX_DETOKENIZE)
+    gc_api_fail(err, 400, INVALID, NULL, "tokens", "at most %d tokens at a time", GC_API_MAX_DETOKENIZE);
   for (size_t i = 0; !err->status && i < json_object_array_length(t); i++) {
     json_object *x = json_object_array_get_idx(t, i);
     int64_t id = json_object_get_int64(x);
@@ -738,6 +740,8 @@ char *gc_api_detokenize_json(gc_api_t *a, const char *body, size_t n, gc_api_err
   /* every token's text, control tokens' too (llama.cpp's /detokenize) */
   if (!err->status && gc_tok_decode(a->tok, ids.v, ids.n, 0, &text, &e))
     gc_api_fail(err, 500, "server_error", NULL, NULL, "detokenizing failed: %s", e.msg);
+  if (!err->status && text.len > INT32_MAX / 2)
+    gc_api_fail(err, 400, INVALID, NULL, "tokens", "the text of these tokens is too long");
   if (!err->status && (r = json_object_new_object())) {
     json_object_object_add(r, "content", json_object_new_string_len(text.data ? text.data : "", (int)text.len));
     json_object_object_add(r, "prompt", json_object_new_string_len(text.data ? text.data : "", (int)text.len));

@@ -61,6 +61,7 @@ int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_srv_req_t
  * "add_special_tokens": false) or "messages" (the chat completion's
  * prompt) and answers {"tokens", "count", "max_model_len"}; /detokenize
  * takes {"tokens"} and answers {"content", "prompt"} (the same text). */
+#define GC_API_MAX_DETOKENIZE (1 << 20) /* ids one /detokenize takes */
 char *gc_api_tokenize_json(gc_api_t *a, const char *body, size_t n, gc_api_err_t *err);
 char *gc_api_detokenize_json(gc_api_t *a, const char *body, size_t n, gc_api_err_t *err);
 

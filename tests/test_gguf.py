@@ -565,7 +565,8 @@ def test_gguf_chat_templates_through_the_server(gc, bundles, kind):
         system = [] if kind == "mistral" else [{"role": "system", "content": " be brief "}]
         u, a = [{"role": "user", "content": " hi cat "}], [{"role": "assistant", "content": " A file. "}]
         u2 = [{"role": "user", "content": "the end"}]
-        convs = [system + u, system + u + a + u2, u + a + u2 + a + u]
+        wide = [{"role": "user", "content": "\u3000\u00a0hi\u2009cat\x1f\u00a0"}]  # Python's strip() takes these
+        convs = [system + u, system + u + a + u2, u + a + u2 + a + u, wide]
         if kind in ("llama3", "chatml", "zephyr"):
             convs += [u + u2, u + a + a + u2]
         for msgs in convs:
