@@ -797,8 +797,9 @@ static void test_config_refused(void) {
     const char *sub;
   } cases[] = {
       {"\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4.0}", GC_EUNSUPPORTED,
-       "unsupported config: rope_scaling.type 'yarn' (gcore supports llama3)"},
-      {"\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2.0}", GC_EUNSUPPORTED, "rope_scaling.rope_type 'linear'"},
+       "unsupported config: rope_scaling.type 'yarn' (gcore supports llama3 and linear)"},
+      {"\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":-2.0}", GC_ECORRUPT, "linear rope scaling factor -2"},
+      {"\"rope_scaling\":{\"rope_type\":\"linear\"}", GC_ECORRUPT, "factor"},
       {"\"rope_scaling\":{\"rope_type\":\"dynamic\",\"factor\":2.0}", GC_EUNSUPPORTED, "'dynamic'"},
       {"\"rope_scaling\":{\"rope_type\":\"longrope\"}", GC_EUNSUPPORTED, "'longrope'"},
       {"\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0}", GC_ECORRUPT, "low_freq_factor"},
