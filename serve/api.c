@@ -317,6 +317,16 @@ static int push_id(gc_tok_ids_t *ids, int64_t id, const gc_api_t *a, const char 
   return 0;
 }
 
+/* The ids of JSON string text with encode flags, under the tokenizer's lock. */
+static int encode_string(gc_api_t *a, json_object *text, int flags, gc_tok_ids_t *ids, gc_api_err_t *err) {
+  gc_err_t e = {0};
+  pthread_mutex_lock(&a->tok_mu);
+  int rc = gc_tok_encode(a->tok, json_object_get_string(text), (size_t)json_object_get_string_len(text), flags, ids,
+                         &e);
+  pthread_mutex_unlock(&a->tok_mu);
+  return rc ? gc_api_fail(err, 500, "server_error", NULL, NULL, "tokenizing failed: %s", e.msg) : 0;
+}
+
 /* A /v1/completions prompt: a string, one string in an array, an array of
  * ids, or one array of ids in an array. Text is tokenized as gcore-run -p
  * does: BOS first when the tokenizer adds one, special tokens matched. */
@@ -344,13 +354,7 @@ static int completion_prompt(gc_api_t *a, json_object *p, gc_tok_ids_t *ids, gc_
   if (!a->tok)
     return gc_api_fail(err, 400, INVALID, NULL, "prompt",
                        "this server has no tokenizer: give the prompt as an array of token ids");
-  gc_err_t e = {0};
-  pthread_mutex_lock(&a->tok_mu);
-  int rc = gc_tok_encode(a->tok, json_object_get_string(p), (size_t)json_object_get_string_len(p),
-                         gc_tok_prompt_flags(a->tok), ids, &e);
-  pthread_mutex_unlock(&a->tok_mu);
-  if (rc) return gc_api_fail(err, 500, "server_error", NULL, NULL, "tokenizing the prompt failed: %s", e.msg);
-  return 0;
+  return encode_string(a, p, gc_tok_prompt_flags(a->tok), ids, err);
 }
 
 /* A message's content: a string, or an array of {"type": "text", "text"}
@@ -607,16 +611,26 @@ static int parse_json(const char *body, size_t n, json_object **out, gc_api_err_
   return 0;
 }
 
+/* body [n bytes] as a JSON object into *o (the caller puts it), or err:
+ * too large, not JSON, not an object (*o NULL then). */
+static int object_body(const char *body, size_t n, json_object **o, gc_api_err_t *err) {
+  *o = NULL;
+  if (n > INT32_MAX) return gc_api_fail(err, 413, INVALID, NULL, NULL, "the request body is too large");
+  if (parse_json(body, n, o, err)) return err->status;
+  if (json_object_is_type(*o, json_type_object)) return 0;
+  gc_api_fail(err, 400, INVALID, NULL, NULL, "the request body must be a JSON object, not %s",
+              *o ? type_name(*o) : "null");
+  json_object_put(*o);
+  *o = NULL;
+  return err->status;
+}
+
 int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_srv_req_t *r, gc_api_req_t *q,
                  gc_api_err_t *err) {
   memset(q, 0, sizeof *q);
   q->chat = chat;
-  if (n > INT32_MAX) return gc_api_fail(err, 413, INVALID, NULL, NULL, "the request body is too large");
   json_object *o = NULL;
-  int rc = parse_json(body, n, &o, err);
-  if (!rc && !json_object_is_type(o, json_type_object))
-    rc = gc_api_fail(err, 400, INVALID, NULL, NULL, "the request body must be a JSON object, not %s",
-                     o ? type_name(o) : "null");
+  int rc = object_body(body, n, &o, err);
   body_t b = {o, body, n};
   json_object *model = rc ? NULL : field(o, "model"), *so;
   if (!rc && model && !json_object_is_type(model, json_type_string)) rc = want(err, "model", "a string", model);
@@ -656,15 +670,7 @@ static char *finish_json(json_object *o);
 static int tok_body(const gc_api_t *a, const char *body, size_t n, json_object **o, gc_api_err_t *err) {
   *o = NULL;
   if (!a->tok) return gc_api_fail(err, 400, INVALID, NULL, NULL, "this server has no tokenizer");
-  if (n > INT32_MAX) return gc_api_fail(err, 413, INVALID, NULL, NULL, "the request body is too large");
-  if (parse_json(body, n, o, err)) return err->status;
-  if (!json_object_is_type(*o, json_type_object)) {
-    gc_api_fail(err, 400, INVALID, NULL, NULL, "the request body must be a JSON object, not %s",
-                *o ? type_name(*o) : "null");
-    json_object_put(*o);
-    *o = NULL;
-  }
-  return *o ? 0 : err->status;
+  return object_body(body, n, o, err);
 }
 
 /* The ids of a /tokenize body: text, "content" (llama.cpp's: BOS and EOS
@@ -690,13 +696,7 @@ static int tokenize_body(gc_api_t *a, json_object *o, gc_tok_ids_t *ids, gc_api_
   if (!json_object_is_type(text, json_type_string)) return want(err, key, "a string", text);
   int special = !content;
   if (boolean(o, content ? "add_special" : "add_special_tokens", &special, err)) return err->status;
-  int flags = gc_tok_prompt_flags(a->tok) & (special ? ~0 : GC_TOK_SPECIAL);
-  gc_err_t e = {0};
-  pthread_mutex_lock(&a->tok_mu);
-  int rc = gc_tok_encode(a->tok, json_object_get_string(text), (size_t)json_object_get_string_len(text), flags, ids,
-                         &e);
-  pthread_mutex_unlock(&a->tok_mu);
-  return rc ? gc_api_fail(err, 500, "server_error", NULL, NULL, "tokenizing failed: %s", e.msg) : 0;
+  return encode_string(a, text, gc_tok_prompt_flags(a->tok) & (special ? ~0 : GC_TOK_SPECIAL), ids, err);
 }
 
 char *gc_api_tokenize_json(gc_api_t *a, const char *body, size_t n, gc_api_err_t *err) {
