@@ -884,11 +884,11 @@ int gc_llama_forward_ex(gc_llama_t *m, const int32_t *tokens, int t, int all_row
   return forward_slot(m, 0, tokens, t, all_rows, logits, next, e);
 }
 
-int gc_llama_slot_forward(gc_llama_t *m, int slot, const int32_t *tokens, int t, float *logits,
+int gc_llama_slot_forward(gc_llama_t *m, int slot, const int32_t *tokens, int t, int all_rows, float *logits,
                           int32_t *next, gc_err_t *e) {
   if (slot < 0 || slot >= m->slots)
     return gc_err_set(e, GC_EINVAL, "slot %d: this model has slots 0 .. %d", slot, m->slots - 1);
-  return forward_slot(m, slot, tokens, t, 0, logits, next, e);
+  return forward_slot(m, slot, tokens, t, all_rows && !next, logits, next, e);
 }
 
 /* ---- greedy decoding, the device one step ahead ------------------------- */

@@ -90,11 +90,12 @@ int gc_llama_greedy(gc_llama_t *m, int32_t tok, int n, gc_llama_emit_fn emit, vo
 int gc_llama_count_ids(void *u, int32_t id, gc_err_t *e);
 
 /* tokens[0..t) (t <= gc_llama_max_pass) at slot's position (a prefill, or
- * a chunk of one), appended to its cache: the logits of the last row, or
- * with next its argmax picked on the device (as gc_llama_forward_ex).
+ * a chunk of one), appended to its cache: the logits of the last row (of
+ * every row with all_rows: [t, vocab]), or with next the last row's argmax
+ * picked on the device (as gc_llama_forward_ex).
  * Errors: GC_EINVAL for a bad slot, a full context or a bad token id;
  * the slot's position is then unchanged. */
-int gc_llama_slot_forward(gc_llama_t *m, int slot, const int32_t *tokens, int t, float *logits,
+int gc_llama_slot_forward(gc_llama_t *m, int slot, const int32_t *tokens, int t, int all_rows, float *logits,
                           int32_t *next, gc_err_t *e);
 
 /* One batched decode step of M rows (1 .. gc_llama_slots): row i runs

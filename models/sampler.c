@@ -141,6 +141,42 @@ int gc_sampler_argmax(const float *logits, int n) {
   return best;
 }
 
+int gc_logprobs(const float *logits, int n, int id, int ntop, float *lp, gc_logprob_t *top) {
+  float m = -INFINITY;
+  int got = 0;
+  if (ntop > GC_LOGPROBS_MAX) ntop = GC_LOGPROBS_MAX;
+  for (int i = 0; i < n; i++) {
+    float x = logits[i];
+    if (isnan(x) || x == -INFINITY) continue;
+    if (x > m) m = x;
+    /* top[0, got) sorted by logit, descending; an equal logit keeps its
+     * place behind the lower id already there */
+    if (got < ntop || (got && x > top[got - 1].lp)) {
+      int k = got < ntop ? got++ : got - 1;
+      for (; k > 0 && top[k - 1].lp < x; k--) top[k] = top[k - 1];
+      top[k] = (gc_logprob_t){i, x};
+    }
+  }
+  if (m == -INFINITY) {
+    *lp = -INFINITY;
+    return 0;
+  }
+  double z = 0, lse;
+  if (m == INFINITY) { /* +inf dominates: those share the whole probability */
+    for (int i = 0; i < n; i++) z += logits[i] == INFINITY;
+    lse = INFINITY;
+  } else {
+    for (int i = 0; i < n; i++)
+      if (!isnan(logits[i])) z += exp((double)logits[i] - m);
+    lse = m + log(z);
+  }
+  for (int k = 0; k < got; k++)
+    top[k].lp = m == INFINITY ? (top[k].lp == INFINITY ? (float)-log(z) : -INFINITY) : (float)(top[k].lp - lse);
+  float x = id >= 0 && id < n && !isnan(logits[id]) ? logits[id] : -INFINITY;
+  *lp = m == INFINITY ? (x == INFINITY ? (float)-log(z) : -INFINITY) : x == -INFINITY ? -INFINITY : (float)(x - lse);
+  return got;
+}
+
 /* Min-heap on smp_before (the worst kept candidate at the root). */
 static void smp_sift_down(smp_cand_t *h, int n, int i) {
   for (;;) {

@@ -62,6 +62,23 @@ void gc_sampler_reset(gc_sampler_t *s, uint64_t seed);
 int gc_sampler_sample(gc_sampler_t *s, const float *logits, int *token,
                       gc_err_t *e);
 
+/* A token and its log-probability. */
+typedef struct gc_logprob {
+  int32_t id;
+  float lp;
+} gc_logprob_t;
+
+#define GC_LOGPROBS_MAX 20 /* most alternatives gc_logprobs reports */
+
+/* The model's own distribution over logits[n] (the log-softmax, in double,
+ * before any penalty, temperature or truncation: vLLM's default logprobs):
+ * id's log-probability into *lp, and the ntop (0 .. GC_LOGPROBS_MAX) most
+ * likely ids with theirs into top[0, ntop), most likely first, ties to the
+ * lower id. NaN logits count as -inf. Returns how many of top it filled
+ * (ntop, or fewer where fewer than ntop logits are above -inf; every
+ * logit -inf or NaN: 0 and *lp -inf). Can't fail. */
+int gc_logprobs(const float *logits, int n, int id, int ntop, float *lp, gc_logprob_t *top);
+
 /* Index of the largest logit, the lowest index among ties; NaN ignored.
  * -1 when n <= 0 or every entry is NaN. Can't fail. */
 int gc_sampler_argmax(const float *logits, int n);

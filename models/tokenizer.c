@@ -805,6 +805,24 @@ int gc_tok_stream_put(gc_tok_stream_t *s, int32_t id, gc_buf_t *out, gc_err_t *e
   return GC_OK;
 }
 
+int gc_tok_piece(const gc_tok_t *t, int32_t id, gc_buf_t *out, gc_err_t *e) {
+  if (id < 0 || id >= t->n_vocab)
+    return gc_err_set(e, GC_EINVAL, "token id %d is outside the vocabulary (0..%d)", id, t->n_vocab - 1);
+  const char *p = t->arena.data + t->off[id];
+  size_t n = t->len[id];
+  if (t->kind == TOK_BYTELEVEL || t->added[id]) return gc_buf_append(out, p, n, e);
+  if (t->type[id] == TOK_BYTE && n == 6) { /* <0xXX> */
+    char b = (char)strtoul((char[3]){p[3], p[4], 0}, NULL, 16);
+    return gc_buf_append(out, &b, 1, e);
+  }
+  for (size_t i = 0; i < n;) { /* ▁ -> ' ' */
+    int mark = i + 3 <= n && !memcmp(p + i, SPACE_MARK, 3);
+    if (gc_buf_append(out, mark ? " " : p + i, 1, e)) return GC_ENOMEM;
+    i += mark ? 3 : 1;
+  }
+  return GC_OK;
+}
+
 int gc_tok_stream_flush(gc_tok_stream_t *s, gc_buf_t *out, gc_err_t *e) {
   if (!s->npend) return GC_OK;
   s->npend = 0;

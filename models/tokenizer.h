@@ -98,6 +98,12 @@ void gc_tok_stream_init(gc_tok_stream_t *s, const gc_tok_t *t, int flags);
  * the vocabulary; GC_ENOMEM. */
 int gc_tok_stream_put(gc_tok_stream_t *s, int32_t id, gc_buf_t *out, gc_err_t *e);
 int gc_tok_stream_flush(gc_tok_stream_t *s, gc_buf_t *out, gc_err_t *e);
+/* The bytes of id alone, as it reads inside a text (appended to out):
+ * a SentencePiece piece with its spaces (the first word's included), a
+ * byte token as its byte, a control token as its text. They need not be
+ * whole UTF-8 (a byte token, a byte-level piece of a character).
+ * GC_EINVAL for an id outside the vocabulary; GC_ENOMEM. */
+int gc_tok_piece(const gc_tok_t *t, int32_t id, gc_buf_t *out, gc_err_t *e);
 /* Whole-sequence decode: the stream over ids, flushed. */
 int gc_tok_decode(const gc_tok_t *t, const int32_t *ids, size_t n, int flags, gc_buf_t *out, gc_err_t *e);
 

@@ -2,9 +2,9 @@
  * api.h). Every request field gcore-serve knows is in one table, FIELDS:
  * those it implements (OpenAI's model, prompt or messages, max_tokens /
  * max_completion_tokens, temperature, top_p, seed, stop, stream,
- * stream_options; llama.cpp's and vLLM's top_k, min_p, repeat_penalty /
- * repetition_penalty, repeat_last_n, stop_token_ids, min_tokens,
- * ignore_eos, return_token_ids), those with no effect on the tokens
+ * stream_options, logprobs, top_logprobs, echo; llama.cpp's and vLLM's
+ * top_k, min_p, repeat_penalty / repetition_penalty, repeat_last_n,
+ * stop_token_ids, min_tokens, ignore_eos, return_token_ids), those with no effect on the tokens
  * (user, metadata, ...: ignored), and those that would change the answer
  * and are not implemented: accepted only at the value that turns them off
  * (n 1, presence_penalty 0, typical_p 1, ...), else refused by name (400),
@@ -225,6 +225,7 @@ static const struct field_rule {
     READ("temperature"), READ("top_p"), READ("seed"), READ("stop"), READ("stream"), READ("stream_options"),
     READ("top_k"), READ("min_p"), READ("repetition_penalty"), READ("repeat_penalty"), READ("repeat_last_n"),
     READ("stop_token_ids"), READ("min_tokens"), READ("ignore_eos"), READ("return_token_ids"),
+    READ("logprobs"), READ("top_logprobs"), READ("echo"),
 
     /* no effect on the tokens: bookkeeping, caching, scheduling */
     IGNORE("user"), IGNORE("metadata"), IGNORE("store"), IGNORE("parallel_tool_calls"), IGNORE("service_tier"),
@@ -236,11 +237,11 @@ static const struct field_rule {
     IGNORE("length_penalty"), IGNORE("spaces_between_special_tokens"), IGNORE("guided_decoding_backend"),
     IGNORE("guided_whitespace_pattern"),
 
-    /* more choices, log-probabilities */
+    /* more choices, other spellings of log-probabilities */
     OFF("n", OFF_NUM, 1, "only one choice per request"), OFF("best_of", OFF_NUM, 1, "only one choice per request"),
-    OFF("use_beam_search", OFF_FALSE, 0, NULL), OFF("logprobs", OFF_FALSE, 0, NULL),
-    OFF("top_logprobs", OFF_NUM, 0, NULL), OFF("prompt_logprobs", OFF_NULL, 0, NULL),
-    OFF("n_probs", OFF_NUM, 0, NULL), OFF("echo", OFF_FALSE, 0, NULL), OFF("suffix", OFF_EMPTY, 0, NULL),
+    OFF("use_beam_search", OFF_FALSE, 0, NULL),
+    OFF("prompt_logprobs", OFF_NULL, 0, "give \"echo\": true with \"logprobs\""),
+    OFF("n_probs", OFF_NUM, 0, "give \"logprobs\""), OFF("suffix", OFF_EMPTY, 0, NULL),
     /* penalties, biases and samplers that gcore's sampler does not have */
     OFF("presence_penalty", OFF_NUM, 0, NULL), OFF("frequency_penalty", OFF_NUM, 0, NULL),
     OFF("logit_bias", OFF_EMPTY, 0, NULL), OFF("allowed_token_ids", OFF_NULL, 0, NULL),
@@ -522,10 +523,46 @@ static int penalty(const gc_api_t *a, const body_t *b, gc_sampler_params_t *sp, 
   return 0;
 }
 
+/* Log-probabilities: a chat's "logprobs": true with "top_logprobs" N (0 ..
+ * GC_LOGPROBS_MAX), a completion's "logprobs": N (false or null: none),
+ * and with it "echo": true the prompt's too. They name tokens by their text: a server without a
+ * tokenizer refuses them. */
+static int logprobs(const gc_api_t *a, const body_t *b, int chat, gc_srv_params_t *p, gc_api_req_t *q,
+                    gc_api_err_t *err) {
+  int on = 0;
+  int64_t n = chat ? 0 : -1;
+  if (chat) {
+    if (boolean(b->o, "logprobs", &on, err) || integer(b, "top_logprobs", 0, GC_LOGPROBS_MAX, &n, err))
+      return err->status;
+    if (field(b->o, "top_logprobs") && !on)
+      return gc_api_fail(err, 400, INVALID, NULL, "top_logprobs", "'top_logprobs' needs \"logprobs\": true");
+    if (field(b->o, "echo"))
+      return gc_api_fail(err, 400, INVALID, NULL, "echo", "'echo' is a field of /v1/completions");
+  } else {
+    json_object *v = field(b->o, "logprobs");
+    int off = v && json_object_is_type(v, json_type_boolean) && !json_object_get_boolean(v); /* false: none */
+    if ((!off && integer(b, "logprobs", 0, GC_LOGPROBS_MAX, &n, err)) || boolean(b->o, "echo", &q->echo, err))
+      return err->status;
+    if (field(b->o, "top_logprobs"))
+      return gc_api_fail(err, 400, INVALID, NULL, "top_logprobs", "'top_logprobs' is a field of chat completions; "
+                         "a completion's 'logprobs' is the number of most likely tokens");
+    on = n >= 0;
+  }
+  if (on && !a->tok)
+    return gc_api_fail(err, 400, INVALID, NULL, "logprobs", "this server has no tokenizer: logprobs name tokens "
+                       "by their text");
+  if (q->echo && !a->tok)
+    return gc_api_fail(err, 400, INVALID, NULL, "echo", "this server has no tokenizer to write the prompt's text");
+  p->logprobs = on ? (int)n : -1;
+  p->prompt_logprobs = on && q->echo;
+  return 0;
+}
+
 /* Sampling and limits. OpenAI's defaults: temperature 1, top_p 1; no
  * top-k (0 or vLLM's -1: off) or min-p unless asked (llama.cpp's top_k,
  * min_p); a random seed unless one is given (-1: llama.cpp's random). */
-static int params(gc_api_t *a, const body_t *b, int chat, int nprompt, gc_srv_params_t *p, gc_api_err_t *err) {
+static int params(gc_api_t *a, const body_t *b, int chat, int nprompt, gc_srv_params_t *p, gc_api_req_t *q,
+                  gc_api_err_t *err) {
   json_object *o = b->o;
   double temp = 1.0, top_p = 1.0, min_p = 0.0;
   int64_t top_k = 0, seed = -1, max = -1, min_tokens = 0;
@@ -534,7 +571,7 @@ static int params(gc_api_t *a, const body_t *b, int chat, int nprompt, gc_srv_pa
       num(b, "min_p", 0, 1, &min_p, err) || integer(b, "top_k", -1, INT32_MAX, &top_k, err) ||
       integer(b, "seed", INT64_MIN, INT64_MAX, &seed, err) || boolean(o, "ignore_eos", &p->ignore_eos, err) ||
       penalty(a, b, &p->sp, err) || stops(o, p, err) || stop_ids(a, o, p, err) ||
-      integer(b, "min_tokens", 0, INT32_MAX, &min_tokens, err))
+      integer(b, "min_tokens", 0, INT32_MAX, &min_tokens, err) || logprobs(a, b, chat, p, q, err))
     return err->status;
   /* max_completion_tokens wins over max_tokens, as OpenAI's; both are checked */
   int64_t legacy = -1;
@@ -564,6 +601,26 @@ static int params(gc_api_t *a, const body_t *b, int chat, int nprompt, gc_srv_pa
   p->sp.min_p = (float)min_p;
   p->sp.top_k = top_k < 0 ? 0 : (int)top_k;
   p->sp.seed = field(o, "seed") && seed != -1 ? (uint64_t)seed : random_seed();
+  return 0;
+}
+
+/* The text echo sends before the completion: a string prompt as given
+ * (one in an array too), a prompt of ids decoded (control tokens left out,
+ * as the completion's text). */
+static int echo_text(gc_api_t *a, json_object *p, const gc_tok_ids_t *ids, gc_srv_req_t *r, gc_api_err_t *err) {
+  gc_buf_t text = {0};
+  gc_err_t e = {0};
+  if (json_object_is_type(p, json_type_array) && json_object_array_length(p) == 1 &&
+      json_object_is_type(json_object_array_get_idx(p, 0), json_type_string))
+    p = json_object_array_get_idx(p, 0);
+  int rc = json_object_is_type(p, json_type_string)
+               ? gc_buf_append(&text, json_object_get_string(p), (size_t)json_object_get_string_len(p), &e)
+               : gc_tok_decode(a->tok, ids->v, ids->n, GC_TOK_SKIP_SPECIAL, &text, &e);
+  if (rc) {
+    gc_buf_free(&text);
+    return gc_api_fail(err, 500, "server_error", NULL, NULL, "the prompt's text: %s", e.msg);
+  }
+  r->echo = text.data, r->necho = text.len;
   return 0;
 }
 
@@ -651,7 +708,8 @@ int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_srv_req_t
   if (!rc) rc = chat ? chat_prompt(a, field(o, "messages"), &ids, err)
                      : completion_prompt(a, field(o, "prompt"), &ids, err);
   if (!rc && !ids.n) rc = gc_api_fail(err, 400, INVALID, NULL, chat ? "messages" : "prompt", "the prompt has no tokens");
-  if (!rc) rc = params(a, &b, chat, (int)ids.n, &r->p, err);
+  if (!rc) rc = params(a, &b, chat, (int)ids.n, &r->p, q, err);
+  if (!rc && q->echo) rc = echo_text(a, field(o, "prompt"), &ids, r, err);
   if (!rc) {
     r->prompt = ids.v, r->nprompt = (int)ids.n;
     r->p.chat_end = chat ? a->chat_end : -1;
@@ -814,11 +872,183 @@ static json_object *usage(const gc_srv_req_t *r) {
   return u;
 }
 
+/* ---- log-probabilities ---------------------------------------------------------- */
+
+/* Characters (UTF-8 code points: bytes that do not continue one) in s [n]. */
+static size_t chars_of(const char *s, size_t n) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) k += ((unsigned char)s[i] & 0xC0) != 0x80;
+  return k;
+}
+
+/* Whether s [n] is whole, valid UTF-8 (no overlong forms, surrogates or
+ * code points past U+10FFFF). */
+static int whole_utf8(const unsigned char *s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    unsigned c = s[i], l = c < 0x80 ? 1 : c >= 0xC2 && c < 0xE0 ? 2 : c >= 0xE0 && c < 0xF0 ? 3 : c >= 0xF0 && c < 0xF5 ? 4 : 0;
+    if (!l || i + l > n) return 0;
+    for (unsigned k = 1; k < l; k++)
+      if ((s[i + k] & 0xC0) != 0x80) return 0;
+    if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] >= 0xA0) || (c == 0xF0 && s[i + 1] < 0x90) ||
+        (c == 0xF4 && s[i + 1] >= 0x90))
+      return 0;
+    i += l;
+  }
+  return 1;
+}
+
+/* A log-probability as JSON: -inf (an id the model rules out) as vLLM's
+ * -9999.0. */
+static json_object *lp_json(float lp) { return json_object_new_double(lp >= -9999.0f ? lp : -9999.0); }
+
+/* id's text for logprobs into *s (and its bytes, gc_tok_piece, into b): the
+ * bytes when they are whole UTF-8, else OpenAI's "bytes:\xNN..." spelling;
+ * *chars: the characters it adds to the text (0 for a control token, which
+ * the text leaves out). NULL on out-of-memory. */
+static json_object *token_json(const gc_api_t *a, int32_t id, gc_buf_t *b, size_t *chars) {
+  gc_err_t e = {0};
+  b->len = 0;
+  if (gc_tok_piece(a->tok, id, b, &e)) return NULL;
+  *chars = gc_tok_is_special(a->tok, id) ? 0 : chars_of(b->data, b->len);
+  if (whole_utf8((const unsigned char *)b->data, b->len)) return json_object_new_string_len(b->data ? b->data : "", (int)b->len);
+  char *t = malloc(6 + 4 * b->len + 1);
+  if (!t) return NULL;
+  size_t k = (size_t)sprintf(t, "bytes:");
+  for (size_t i = 0; i < b->len; i++) k += (size_t)sprintf(t + k, "\\x%02x", (unsigned char)b->data[i]);
+  json_object *s = json_object_new_string_len(t, (int)k);
+  free(t);
+  return s;
+}
+
+static json_object *bytes_json(const gc_buf_t *b) {
+  json_object *x = json_object_new_array_ext((int)b->len);
+  for (size_t i = 0; i < b->len; i++) json_object_array_add(x, json_object_new_int((unsigned char)b->data[i]));
+  return x;
+}
+
+/* One position's logprobs in r: id, its log-probability, and its position's
+ * most likely ids top[ntop]; has: a position with a distribution (not the
+ * prompt's first id). */
+typedef struct lp_at {
+  int32_t id;
+  float lp;
+  const gc_logprob_t *top;
+  int ntop, has;
+} lp_at_t;
+
+/* Position k of r's sequence: the prompt's ids, then the completion's. */
+static lp_at_t lp_at(const gc_srv_req_t *r, int k) {
+  int L = r->p.logprobs;
+  if (k < r->nprompt)
+    return (lp_at_t){r->prompt[k], k ? r->plps[k] : 0, r->ptops + (size_t)k * L, k ? r->pntops[k] : 0, k > 0};
+  k -= r->nprompt;
+  return (lp_at_t){r->ids[k], r->lps[k], r->tops + (size_t)k * L, r->ntops[k], 1};
+}
+
+/* /v1/completions' logprobs of r's positions [from, to) (prompt first, as
+ * lp_at), OpenAI's legacy shape: tokens, token_logprobs, top_logprobs (the
+ * most likely and the chosen token, by text; null for the prompt's first)
+ * and text_offset (from offset on, the characters the tokens before it
+ * spell, a control token none: vLLM's running sum of token lengths; the
+ * choice's text differs where a token is part of a character). */
+static json_object *completion_logprobs(const gc_api_t *a, const gc_srv_req_t *r, int from, int to, size_t offset) {
+  json_object *o = json_object_new_object(), *toks = json_object_new_array(), *lps = json_object_new_array();
+  json_object *tops = json_object_new_array(), *offs = json_object_new_array();
+  gc_buf_t b = {0};
+  size_t chars = 0;
+  for (int k = from; k < to; k++) {
+    lp_at_t p = lp_at(r, k);
+    json_object_array_add(offs, json_object_new_int64((int64_t)offset));
+    json_object_array_add(toks, token_json(a, p.id, &b, &chars));
+    offset += chars;
+    json_object_array_add(lps, p.has ? lp_json(p.lp) : NULL);
+    json_object *t = NULL;
+    for (int i = 0; p.has && i <= p.ntop; i++) { /* the top, then the chosen token if not among them */
+      const gc_logprob_t *x = i < p.ntop ? &p.top[i] : &(gc_logprob_t){p.id, p.lp};
+      json_object *key = token_json(a, x->id, &b, &chars);
+      if (!t) t = json_object_new_object();
+      if (key && !json_object_object_get_ex(t, json_object_get_string(key), NULL)) /* one text: the likeliest */
+        json_object_object_add(t, json_object_get_string(key), lp_json(x->lp));
+      json_object_put(key);
+    }
+    json_object_array_add(tops, t);
+  }
+  gc_buf_free(&b);
+  json_object_object_add(o, "tokens", toks);
+  json_object_object_add(o, "token_logprobs", lps);
+  json_object_object_add(o, "top_logprobs", tops);
+  json_object_object_add(o, "text_offset", offs);
+  return o;
+}
+
+/* A chat's logprobs of the completion's ids [from, to), OpenAI's shape:
+ * {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob,
+ * bytes}]}], "refusal": null}. */
+static json_object *chat_logprobs(const gc_api_t *a, const gc_srv_req_t *r, int from, int to) {
+  json_object *o = json_object_new_object(), *content = json_object_new_array();
+  gc_buf_t b = {0};
+  size_t chars;
+  for (int k = from; k < to; k++) {
+    lp_at_t p = lp_at(r, r->nprompt + k);
+    json_object *x = json_object_new_object(), *tops = json_object_new_array();
+    json_object_object_add(x, "token", token_json(a, p.id, &b, &chars));
+    json_object_object_add(x, "logprob", lp_json(p.lp));
+    json_object_object_add(x, "bytes", bytes_json(&b));
+    for (int i = 0; i < p.ntop; i++) {
+      json_object *y = json_object_new_object();
+      json_object_object_add(y, "token", token_json(a, p.top[i].id, &b, &chars));
+      json_object_object_add(y, "logprob", lp_json(p.top[i].lp));
+      json_object_object_add(y, "bytes", bytes_json(&b));
+      json_object_array_add(tops, y);
+    }
+    json_object_object_add(x, "top_logprobs", tops);
+    json_object_array_add(content, x);
+  }
+  gc_buf_free(&b);
+  json_object_object_add(o, "content", content);
+  json_object_object_add(o, "refusal", NULL);
+  return o;
+}
+
+size_t gc_api_token_chars(const gc_api_t *a, const gc_srv_req_t *r, int from, int to) {
+  gc_buf_t b = {0};
+  gc_err_t e = {0};
+  size_t n = 0;
+  for (int k = from; k < to; k++) {
+    int32_t id = k < r->nprompt ? r->prompt[k] : r->ids[k - r->nprompt];
+    b.len = 0;
+    if (a->tok && !gc_tok_is_special(a->tok, id) && !gc_tok_piece(a->tok, id, &b, &e)) n += chars_of(b.data, b.len);
+  }
+  gc_buf_free(&b);
+  return n;
+}
+
+/* A choice's logprobs: positions [from, to) of r's completion, the
+ * prompt's before them where echo (text_offset from offset), or null when
+ * r asked for none. */
+static json_object *choice_logprobs(const gc_api_t *a, const gc_api_req_t *q, const gc_srv_req_t *r, int echo,
+                                    int from, int to, size_t offset) {
+  if (r->p.logprobs < 0 || (!echo && from == to)) return NULL; /* a chunk with no new token: none */
+  if (q->chat) return chat_logprobs(a, r, from, to);
+  return completion_logprobs(a, r, echo ? 0 : r->nprompt + from, r->nprompt + to, offset);
+}
+
+/* ---- results ---------------------------------------------------------------------- */
+
 char *gc_api_result_json(const gc_api_t *a, const gc_api_req_t *q, const char *id, int64_t created,
                          const gc_srv_req_t *r) {
   json_object *o = head(a, id, q->chat ? "chat.completion" : "text_completion", created);
-  json_object *choices = json_object_new_array(), *c = json_object_new_object();
-  json_object *text = json_object_new_string_len(r->text.data ? r->text.data : "", (int)r->text.len);
+  json_object *choices = json_object_new_array(), *c = json_object_new_object(), *text;
+  gc_buf_t both = {0};
+  gc_err_t e = {0};
+  if (q->echo && (gc_buf_append(&both, r->echo ? r->echo : "", r->necho, &e) ||
+                  gc_buf_append(&both, r->text.data ? r->text.data : "", r->text.len, &e))) {
+    json_object_put(o), json_object_put(choices), json_object_put(c);
+    return NULL;
+  }
+  if (q->echo) text = json_object_new_string_len(both.data ? both.data : "", (int)both.len);
+  else text = json_object_new_string_len(r->text.data ? r->text.data : "", (int)r->text.len);
+  gc_buf_free(&both);
   json_object_object_add(c, "index", json_object_new_int(0));
   if (q->chat) {
     json_object *m = json_object_new_object();
@@ -828,7 +1058,7 @@ char *gc_api_result_json(const gc_api_t *a, const gc_api_req_t *q, const char *i
   } else {
     json_object_object_add(c, "text", text);
   }
-  json_object_object_add(c, "logprobs", NULL);
+  json_object_object_add(c, "logprobs", choice_logprobs(a, q, r, q->echo, 0, r->nids, 0));
   json_object_object_add(c, "finish_reason", json_object_new_string(r->finish ? r->finish : "stop"));
   if (q->return_ids) {
     json_object_object_add(c, "prompt_token_ids", ids_array(r->prompt, r->nprompt));
@@ -841,8 +1071,10 @@ char *gc_api_result_json(const gc_api_t *a, const gc_api_req_t *q, const char *i
 }
 
 char *gc_api_chunk_json(const gc_api_t *a, const gc_api_req_t *q, const char *id, int64_t created,
-                        const char *text, size_t n, const int32_t *ids, int nids, const char *finish,
-                        int role) {
+                        const gc_srv_req_t *r, const gc_api_chunk_t *k) {
+  const char *text = k->text, *finish = k->finish;
+  size_t n = k->n;
+  int role = k->role;
   json_object *o = head(a, id, q->chat ? "chat.completion.chunk" : "text_completion", created);
   json_object *choices = json_object_new_array(), *c = json_object_new_object();
   json_object_object_add(c, "index", json_object_new_int(0));
@@ -854,9 +1086,9 @@ char *gc_api_chunk_json(const gc_api_t *a, const gc_api_req_t *q, const char *id
   } else {
     json_object_object_add(c, "text", json_object_new_string_len(text ? text : "", (int)n));
   }
-  json_object_object_add(c, "logprobs", NULL);
+  json_object_object_add(c, "logprobs", role ? NULL : choice_logprobs(a, q, r, k->echo, k->from, k->to, k->offset));
   json_object_object_add(c, "finish_reason", finish ? json_object_new_string(finish) : NULL);
-  if (q->return_ids) json_object_object_add(c, "token_ids", ids_array(ids, nids));
+  if (q->return_ids) json_object_object_add(c, "token_ids", ids_array(r->ids + k->from, k->to - k->from));
   json_object_array_add(choices, c);
   json_object_object_add(o, "choices", choices);
   if (q->include_usage) json_object_object_add(o, "usage", NULL);

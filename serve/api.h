@@ -44,6 +44,7 @@ typedef struct gc_api_req {
   int stream;                /* server-sent events */
   int include_usage;         /* stream_options.include_usage */
   int return_ids;            /* return_token_ids: prompt and completion ids in the choice */
+  int echo;                  /* /v1/completions' echo: the prompt's text (and ids' logprobs) first */
 } gc_api_req_t;
 
 /* Parse body [n bytes] of a completion (chat = 0) or chat completion
@@ -71,11 +72,21 @@ char *gc_api_error_json(const gc_api_err_t *err);
 char *gc_api_models_json(const gc_api_t *a, const char *one); /* one: /v1/models/{one}, or NULL */
 char *gc_api_result_json(const gc_api_t *a, const gc_api_req_t *q, const char *id, int64_t created,
                          const gc_srv_req_t *r);
-/* A stream chunk: text [n] and ids [nids] new since the last chunk; finish
- * NULL until the last; role: the first chat chunk (delta.role). */
+/* What one stream chunk carries. */
+typedef struct gc_api_chunk {
+  const char *text;          /* [n] text new since the last chunk */
+  size_t n;
+  int from, to;              /* r's ids [from, to): new since the last chunk (token_ids, logprobs) */
+  int echo;                  /* the echo chunk: text is the prompt's, logprobs the prompt ids' */
+  size_t offset;             /* logprobs' text_offset of the first token: gc_api_token_chars of those sent */
+  const char *finish;        /* NULL until the last */
+  int role;                  /* the first chat chunk (delta.role) */
+} gc_api_chunk_t;
 char *gc_api_chunk_json(const gc_api_t *a, const gc_api_req_t *q, const char *id, int64_t created,
-                        const char *text, size_t n, const int32_t *ids, int nids, const char *finish,
-                        int role);
+                        const gc_srv_req_t *r, const gc_api_chunk_t *k);
+/* The characters r's positions [from, to) spell (the prompt's ids, then
+ * the completion's; a control token none): how far text_offset moves. */
+size_t gc_api_token_chars(const gc_api_t *a, const gc_srv_req_t *r, int from, int to);
 /* The usage chunk after the last (stream_options.include_usage). */
 char *gc_api_usage_json(const gc_api_t *a, const gc_api_req_t *q, const char *id, int64_t created,
                         const gc_srv_req_t *r);

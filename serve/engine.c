@@ -59,9 +59,12 @@ struct gc_engine {
   gc_llama_t *m;
   gc_srv_req_t *slot[BMAX];    /* the request in each slot, or NULL */
   float *logits;               /* [parallel, vocab] */
+  float *plogits;              /* [prows, vocab] a prefill's every row (prompt logprobs), made at first use */
+  int prows;
   char devname[200];
   int32_t *ends;               /* [nends] the model's end-of-sequence ids (config and tokenizer) */
   int nends;
+  struct masked { int32_t id; float was; } *masked; /* [nends + GC_SRV_MAX_STOP_IDS + 1] sample()'s */
   long step_delay_ms;          /* $GCORE_SERVE_STEP_DELAY_MS: a pause after each step (tests) */
 };
 
@@ -75,6 +78,7 @@ gc_srv_req_t *gc_srv_req_new(gc_err_t *e) {
   r->refs = 1;
   r->slot = -1;
   r->p.chat_end = -1;
+  r->p.logprobs = -1;
   return r;
 }
 
@@ -87,7 +91,10 @@ void gc_srv_req_release(gc_srv_req_t *r) {
   for (int i = 0; i < r->p.nstop; i++) free(r->p.stop[i]);
   gc_sampler_free(r->smp);
   free(r->prompt);
+  free(r->echo);
   free(r->ids);
+  free(r->lps), free(r->tops), free(r->ntops);
+  free(r->plps), free(r->ptops), free(r->pntops);
   gc_buf_free(&r->text);
   pthread_cond_destroy(&r->cv);
   pthread_mutex_destroy(&r->mu);
@@ -243,21 +250,41 @@ static void end_req(gc_engine_t *en, gc_srv_req_t *r, const char *finish, int st
   gc_srv_req_release(r);
 }
 
-/* Token tok was sampled for r: append it, and its text; decide whether r
- * is finished. Returns 1 when it is (its slot is then free). */
-static int emit(gc_engine_t *en, gc_srv_req_t *r, int32_t tok) {
+/* Room for cap ids in r (and their logprobs where r asks for them); r->mu
+ * held. Errors: GC_ENOMEM (what was there is kept). */
+static int grow_ids(gc_srv_req_t *r, int cap, gc_err_t *e) {
+  int32_t *v = gc_realloc(r->ids, (size_t)cap * sizeof *v, e);
+  if (!v) return GC_ENOMEM;
+  r->ids = v;
+  if (r->p.logprobs >= 0) {
+    float *lps = gc_realloc(r->lps, (size_t)cap * sizeof *lps, e);
+    if (lps) r->lps = lps;
+    int *nt = lps ? gc_realloc(r->ntops, (size_t)cap * sizeof *nt, e) : NULL;
+    if (nt) r->ntops = nt;
+    gc_logprob_t *t = nt ? gc_realloc(r->tops, ((size_t)cap * r->p.logprobs + 1) * sizeof *t, e) : NULL;
+    if (!t) return GC_ENOMEM;
+    r->tops = t;
+  }
+  r->capids = cap;
+  return GC_OK;
+}
+
+/* Token tok was sampled for r from logits row[vocab] (the model's, before
+ * any sampling step; NULL where the device picked it, r wanting no
+ * logprobs): append it, its logprobs, and its text; decide whether r is
+ * finished. Returns 1 when it is (its slot is then free). */
+static int emit(gc_engine_t *en, gc_srv_req_t *r, int32_t tok, const float *row) {
   gc_err_t e = {0};
   const char *finish = NULL;
   pthread_mutex_lock(&r->mu);
-  if (r->nids == r->capids) {
-    int cap = r->capids ? 2 * r->capids : 64;
-    int32_t *v = gc_realloc(r->ids, (size_t)cap * sizeof *v, &e);
-    if (!v) {
-      pthread_mutex_unlock(&r->mu);
-      end_req(en, r, NULL, 500, "out of memory");
-      return 1;
-    }
-    r->ids = v, r->capids = cap;
+  if (r->nids == r->capids && grow_ids(r, r->capids ? 2 * r->capids : 64, &e)) {
+    pthread_mutex_unlock(&r->mu);
+    end_req(en, r, NULL, 500, "out of memory");
+    return 1;
+  }
+  if (r->p.logprobs >= 0 && row) {
+    int k = r->nids, L = r->p.logprobs;
+    r->ntops[k] = gc_logprobs(row, en->w->cfg.vocab_size, tok, L, &r->lps[k], r->tops + (size_t)k * L);
   }
   r->ids[r->nids++] = tok;
   gc_sampler_accept(r->smp, tok);
@@ -304,23 +331,32 @@ static void fail_rows(gc_engine_t *en, gc_srv_req_t **rows, int n, const char *m
   for (int i = 0; i < n; i++) end_req(en, rows[i], NULL, 500, msg);
 }
 
-/* Whether the device's argmax picks r's next token: greedy, no penalty, and
- * no end token to keep out (min_tokens). */
+/* Whether the device's argmax picks r's next token: greedy, no penalty, no
+ * end token to keep out (min_tokens), and no logprobs wanted. */
 static int greedy(const gc_srv_req_t *r) {
-  return r->p.sp.temperature <= 0 && r->p.sp.repeat_penalty == 1.0f && r->nids >= r->p.min_tokens;
+  return r->p.sp.temperature <= 0 && r->p.sp.repeat_penalty == 1.0f && r->nids >= r->p.min_tokens &&
+         r->p.logprobs < 0;
+}
+
+/* Take logits[id] out (-inf), keeping what it was in en->masked[*n]. */
+static void mask(gc_engine_t *en, float *logits, int32_t id, int *n) {
+  en->masked[(*n)++] = (struct masked){id, logits[id]};
+  logits[id] = -INFINITY;
 }
 
 /* Draw r's next token from its row of logits[vocab] (the engine's buffer:
- * changed here). Before min_tokens tokens every id that would end the
- * reply is taken out first (-inf), ignore_eos or not, as vLLM's min_tokens
- * does. Errors: the sampler's. */
+ * changed while drawing, as it was after). Before min_tokens tokens every
+ * id that would end the reply is taken out first (-inf), ignore_eos or
+ * not, as vLLM's min_tokens does. Errors: the sampler's. */
 static int sample(gc_engine_t *en, gc_srv_req_t *r, float *logits, int32_t *tok, gc_err_t *e) {
+  int n = 0;
   if (r->nids < r->p.min_tokens) {
-    for (int i = 0; i < en->nends; i++) logits[en->ends[i]] = -INFINITY;
-    for (int i = 0; i < r->p.nstop_ids; i++) logits[r->p.stop_ids[i]] = -INFINITY;
-    if (r->p.chat_end >= 0) logits[r->p.chat_end] = -INFINITY;
+    for (int i = 0; i < en->nends; i++) mask(en, logits, en->ends[i], &n);
+    for (int i = 0; i < r->p.nstop_ids; i++) mask(en, logits, r->p.stop_ids[i], &n);
+    if (r->p.chat_end >= 0) mask(en, logits, r->p.chat_end, &n);
   }
   int t = -1, rc = gc_sampler_sample(r->smp, logits, &t, e);
+  while (n--) logits[en->masked[n].id] = en->masked[n].was; /* in reverse: an id masked twice gets its first value */
   *tok = t;
   return rc;
 }
@@ -349,31 +385,56 @@ static gc_srv_req_t *oldest_prefilling(gc_engine_t *en) {
   return r;
 }
 
-/* The next t tokens of r's prompt; at its end, the first token. A failure
- * ends r (its slot is free after). */
+/* Rows of logits a prefill chunk of r may write at once: every row's
+ * (GC_SRV_PLOGITS_BYTES of them) where r wants the prompt's logprobs. */
+#define GC_SRV_PLOGITS_BYTES (64 << 20)
+static int chunk_rows(const gc_engine_t *en, const gc_srv_req_t *r) {
+  if (!r->p.prompt_logprobs) return en->o.prefill_chunk;
+  int rows = (int)(GC_SRV_PLOGITS_BYTES / ((size_t)en->w->cfg.vocab_size * sizeof(float)));
+  return rows < 1 ? 1 : rows < en->o.prefill_chunk ? rows : en->o.prefill_chunk;
+}
+
+/* The logprobs of r's prompt ids at fed + 1 .. fed + rows from the chunk's
+ * rows of logits lg[rows, vocab] (row j is the distribution of id fed + j + 1). */
+static void prompt_logprobs(gc_engine_t *en, gc_srv_req_t *r, const float *lg, int rows) {
+  int vocab = en->w->cfg.vocab_size, L = r->p.logprobs;
+  pthread_mutex_lock(&r->mu);
+  for (int j = 0; j < rows; j++) {
+    int k = r->fed + j + 1;
+    r->pntops[k] = gc_logprobs(lg + (size_t)j * vocab, vocab, r->prompt[k], L, &r->plps[k], r->ptops + (size_t)k * L);
+  }
+  pthread_mutex_unlock(&r->mu);
+}
+
+/* The next t tokens of r's prompt (every row's logits where r wants the
+ * prompt's logprobs); at its end, the first token. A failure ends r (its
+ * slot is free after). */
 static void prefill_chunk(gc_engine_t *en, gc_srv_req_t *r, int t) {
-  int left = r->nprompt - r->fed;
-  int last = t == left, on_device = !last || greedy(r);
+  int left = r->nprompt - r->fed, all = r->p.prompt_logprobs;
+  int last = t == left, on_device = !all && (!last || greedy(r));
   int32_t next = -1;
   gc_err_t e = {0};
+  float *lg = all ? en->plogits : en->logits;
   double t0 = gc_now();
-  int rc = gc_llama_slot_forward(en->m, r->slot, r->prompt + r->fed, t, en->logits, on_device ? &next : NULL, &e);
+  int rc = gc_llama_slot_forward(en->m, r->slot, r->prompt + r->fed, t, all, lg, on_device ? &next : NULL, &e);
   en->prefill_s += gc_now() - t0;
   if (rc) {
     fail_rows(en, &r, 1, e.msg);
     return;
   }
+  if (all) prompt_logprobs(en, r, lg, last ? t - 1 : t);
   r->fed += t;
   pthread_mutex_lock(&r->mu);
   r->prefills++;
   pthread_mutex_unlock(&r->mu);
   if (!last) return;
   int32_t tok = next;
-  if (!on_device && sample(en, r, en->logits, &tok, &e)) {
+  const float *row = all ? lg + (size_t)(t - 1) * en->w->cfg.vocab_size : lg;
+  if (!on_device && sample(en, r, (float *)row, &tok, &e)) {
     fail_rows(en, &r, 1, e.msg);
     return;
   }
-  emit(en, r, tok);
+  emit(en, r, tok, on_device ? NULL : row);
 }
 
 /* Prefill chunks of the requests still prefilling, oldest first, each at
@@ -382,7 +443,7 @@ static void prefill_chunk(gc_engine_t *en, gc_srv_req_t *r, int t) {
 static void prefill_step(gc_engine_t *en) {
   int used = 0;
   for (gc_srv_req_t *r; (r = oldest_prefilling(en));) {
-    int left = r->nprompt - r->fed, t = left < en->o.prefill_chunk ? left : en->o.prefill_chunk;
+    int left = r->nprompt - r->fed, most = chunk_rows(en, r), t = left < most ? left : most;
     if (used && used + t > en->o.prefill_chunk) break;
     prefill_chunk(en, r, t);
     used += t;
@@ -422,8 +483,23 @@ static void decode_step(gc_engine_t *en) {
       fail_rows(en, &rows[i], 1, e.msg);
       continue;
     }
-    emit(en, rows[i], tok);
+    emit(en, rows[i], tok, all_greedy ? NULL : en->logits + (size_t)i * vocab);
   }
+}
+
+/* Room for r's prompt logprobs, and the engine's rows of prefill logits.
+ * Errors: GC_ENOMEM. */
+static int prompt_room(gc_engine_t *en, gc_srv_req_t *r, gc_err_t *e) {
+  size_t n = (size_t)r->nprompt, L = (size_t)r->p.logprobs;
+  if (!en->plogits) {
+    en->prows = chunk_rows(en, r);
+    if (!(en->plogits = gc_malloc((size_t)en->prows * en->w->cfg.vocab_size * sizeof(float), e))) return GC_ENOMEM;
+  }
+  if (!(r->plps = gc_malloc(n * sizeof *r->plps, e)) || !(r->pntops = gc_calloc(n, sizeof *r->pntops, e)) ||
+      !(r->ptops = gc_malloc((n * L + 1) * sizeof *r->ptops, e)))
+    return GC_ENOMEM;
+  r->plps[0] = NAN;
+  return GC_OK;
 }
 
 /* Put queued requests into free slots (under en->mu); those whose client
@@ -444,7 +520,8 @@ static void admit(gc_engine_t *en) {
       continue;
     }
     gc_err_t e = {0};
-    if (gc_sampler_create(en->w->cfg.vocab_size, &r->p.sp, &r->smp, &e)) {
+    if (gc_sampler_create(en->w->cfg.vocab_size, &r->p.sp, &r->smp, &e) ||
+        (r->p.prompt_logprobs && prompt_room(en, r, &e))) {
       pthread_mutex_lock(&r->mu);
       req_done(r, NULL, 500, e.msg);
       pthread_mutex_unlock(&r->mu);
@@ -526,7 +603,9 @@ static int collect_ends(gc_engine_t *en, gc_err_t *e) {
   const gc_llama_config_t *c = &en->w->cfg;
   int vocab = c->vocab_size, tv = en->tok ? gc_tok_vocab_size(en->tok) : 0, n = c->n_eos;
   for (int id = 0; id < tv && id < vocab; id++) n += gc_tok_is_eos(en->tok, id);
-  if (!(en->ends = gc_malloc((size_t)(n ? n : 1) * sizeof *en->ends, e))) return GC_ENOMEM;
+  if (!(en->ends = gc_malloc((size_t)(n ? n : 1) * sizeof *en->ends, e)) ||
+      !(en->masked = gc_malloc((size_t)(n + GC_SRV_MAX_STOP_IDS + 1) * sizeof *en->masked, e)))
+    return GC_ENOMEM;
   for (int i = 0; i < c->n_eos; i++)
     if (c->eos_ids[i] >= 0 && c->eos_ids[i] < vocab) en->ends[en->nends++] = c->eos_ids[i];
   for (int id = 0; id < tv && id < vocab; id++)
@@ -639,7 +718,9 @@ void gc_engine_free(gc_engine_t *en) {
   if (!en) return;
   gc_engine_stop(en);
   free(en->logits);
+  free(en->plogits);
   free(en->ends);
+  free(en->masked);
   free(en->queue);
   pthread_cond_destroy(&en->ready_cv);
   pthread_cond_destroy(&en->cv);

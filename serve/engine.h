@@ -27,6 +27,9 @@ typedef struct gc_srv_params {
   int min_tokens;          /* 0 .. max_tokens: no end token or stop string before this many tokens */
   int ignore_eos;          /* keep going past end-of-sequence tokens */
   int32_t chat_end;        /* a chat's end-of-turn id (a stop token), or -1 */
+  int logprobs;            /* -1: none; else each token's log-probability and the logprobs
+                              (0 .. GC_LOGPROBS_MAX) most likely ids of its position */
+  int prompt_logprobs;     /* the prompt's too (echo): a prefill that writes every row's logits */
 } gc_srv_params_t;
 
 /* One request, shared by the HTTP thread that made it and the engine.
@@ -36,6 +39,8 @@ typedef struct gc_srv_params {
 typedef struct gc_srv_req {
   int32_t *prompt;         /* [nprompt] ids (owned) */
   int nprompt;
+  char *echo;              /* [necho] the prompt's text, sent before the completion's (echo), or NULL */
+  size_t necho;
   gc_srv_params_t p;
 
   pthread_mutex_t mu;
@@ -45,6 +50,16 @@ typedef struct gc_srv_req {
   int32_t *ids;            /* [nids] generated ids (the stop token included, as gcore-run and vLLM;
                               its text is not in text) */
   int nids, capids;
+  /* with p.logprobs >= 0 (else NULL): each id's log-probability in the model's
+     distribution (gc_logprobs) and its position's p.logprobs most likely ids */
+  float *lps;              /* [capids] */
+  gc_logprob_t *tops;      /* [capids, p.logprobs] */
+  int *ntops;              /* [capids] entries of each row of tops that are filled */
+  /* with p.prompt_logprobs: the same of prompt ids 1 .. nprompt - 1 (0 has no
+     position before it), written during the prefill, complete when nids > 0 */
+  float *plps;             /* [nprompt] */
+  gc_logprob_t *ptops;     /* [nprompt, p.logprobs] */
+  int *pntops;             /* [nprompt] */
   int done;                /* finished: finish says why, or status/error say what failed */
   const char *finish;      /* "stop" | "length" */
   int status;              /* 0, or the HTTP status of a failure (500, 503) */

@@ -70,6 +70,7 @@ typedef struct hreq {
   int phase;
   gc_buf_t out;             /* events not yet written to the socket */
   size_t out_off, sent_text;
+  size_t sent_chars;         /* gc_api_token_chars of the positions sent: logprobs' text_offset */
   int sent_ids;
 } hreq_t;
 
@@ -183,26 +184,36 @@ static int event(hreq_t *x, char *json) {
   return rc;
 }
 
-/* The events r's progress allows (r->mu held): the first chat chunk, new
- * text and ids, and at the end the last chunk, usage and [DONE]. Returns
- * 1 when it wrote any, 0 when there is nothing new, -1 on out-of-memory. */
+/* The events r's progress allows (r->mu held): the first chat chunk or
+ * the echo chunk (once the prompt's logprobs are in: with the first token),
+ * new text and ids, and at the end the last chunk, usage and [DONE].
+ * Returns 1 when it wrote any, 0 when there is nothing new, -1 on
+ * out-of-memory. */
 static int stream_events(hreq_t *x) {
   gc_srv_req_t *r = x->r;
   gc_api_t *a = x->h->api;
   int wrote = 0;
-  if (x->phase == S_ROLE) {
+  if (x->phase == S_ROLE && x->q.echo && !r->status && (r->nids || !r->p.prompt_logprobs)) {
+    gc_api_chunk_t k = {.text = r->echo ? r->echo : "", .n = r->necho, .echo = 1};
+    if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, r, &k))) return -1;
+    x->sent_chars = gc_api_token_chars(a, r, 0, r->nprompt);
+    x->phase = S_TOKENS;
+    wrote = 1;
+  } else if (x->phase == S_ROLE && (!x->q.echo || r->status)) {
     x->phase = S_TOKENS;
     if (x->q.chat) {
-      if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, "", 0, NULL, 0, NULL, 1))) return -1;
+      if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, r, &(gc_api_chunk_t){.text = "", .role = 1})))
+        return -1;
       wrote = 1;
     }
   }
-  int new_ids = x->q.return_ids && r->nids > x->sent_ids;
+  if (x->phase == S_ROLE) return wrote; /* the echo waits for the prompt's logprobs */
+  int new_ids = (x->q.return_ids || r->p.logprobs >= 0) && r->nids > x->sent_ids;
   if (r->ready > x->sent_text || (new_ids && !r->done)) {
-    if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, r->text.data + x->sent_text,
-                                   r->ready - x->sent_text, r->ids + x->sent_ids, r->nids - x->sent_ids,
-                                   NULL, 0)))
-      return -1;
+    gc_api_chunk_t k = {.text = r->text.data + x->sent_text, .n = r->ready - x->sent_text, .from = x->sent_ids,
+                        .to = r->nids, .offset = x->sent_chars};
+    if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, r, &k))) return -1;
+    if (r->p.logprobs >= 0) x->sent_chars += gc_api_token_chars(a, r, r->nprompt + k.from, r->nprompt + k.to);
     x->sent_text = r->ready, x->sent_ids = r->nids;
     wrote = 1;
   }
@@ -213,9 +224,8 @@ static int stream_events(hreq_t *x) {
     gc_api_fail(&err, r->status, "server_error", NULL, NULL, "%s", r->error);
     if (event(x, gc_api_error_json(&err))) return -1;
   } else {
-    if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, "", 0, r->ids + x->sent_ids,
-                                   r->nids - x->sent_ids, r->finish, 0)))
-      return -1;
+    gc_api_chunk_t k = {.text = "", .from = x->sent_ids, .to = r->nids, .offset = x->sent_chars, .finish = r->finish};
+    if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, r, &k))) return -1;
     x->sent_ids = r->nids;
     if (x->q.include_usage && event(x, gc_api_usage_json(a, &x->q, x->id, x->created, r))) return -1;
   }

@@ -20,12 +20,14 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from conftest import BIN, SANITIZER_MARKS, run_tool  # noqa: E402
+import llama_ref as R  # noqa: E402
 import tinymodel as TM  # noqa: E402
 
 VOCAB = 512
@@ -361,6 +363,175 @@ def test_stop_strings(srv, tiny):
 
 
 # ---------------------------------------------------------------- request fields
+
+# ---------------------------------------------------------------- logprobs
+
+def token_texts(model):
+    """Each id's text as logprobs name it, from tokenizer.json (written
+    here, not by gcore): its bytes when they are whole UTF-8, else OpenAI's
+    "bytes:\\xNN" spelling; and its bytes."""
+    with open(os.path.join(model, "tokenizer.json")) as f:
+        tj = json.load(f)
+    back = {ch: b for b, ch in TM.byte_chars().items()}
+    raw = {i: bytes(back[ch] for ch in t) for t, i in tj["model"]["vocab"].items()}
+    raw.update({a["id"]: a["content"].encode() for a in tj["added_tokens"]})
+
+    def text(b):
+        try:
+            return b.decode("utf-8")
+        except UnicodeDecodeError:
+            return "bytes:" + "".join("\\x%02x" % x for x in b)
+    return {i: text(b) for i, b in raw.items()}, raw
+
+
+def ref_logprobs(model, ids):
+    """The fp64 reference's log-softmax for ids (row k: the distribution of
+    ids[k + 1]) and each row's tolerance: the logits' (test_llama's 1e-4 of
+    the row's largest), twice, as the log-sum-exp adds its own."""
+    w, cfg = R.load(model)
+    lg = R.forward(w, cfg, ids)
+    m = lg.max(axis=1, keepdims=True)
+    lp = lg - (m + np.log(np.exp(lg - m).sum(axis=1, keepdims=True)))
+    return lp, 2e-4 * np.abs(lg).max(axis=1) + 1e-5
+
+
+def assert_top(got, ref_row, tol, what):
+    """got: the reported top log-probabilities, most likely first; they are
+    the reference's top len(got) values (each within tol), in order."""
+    want = np.sort(ref_row)[::-1][:len(got)]
+    assert np.all(np.diff(got) <= 0), (what, got)
+    assert np.all(np.abs(np.asarray(got) - want) <= tol), (what, got, want.tolist())
+
+
+def test_completion_logprobs_and_echo_match_the_reference(srv, tiny):
+    """/v1/completions with "logprobs": 5 and "echo": true, greedy, a prompt
+    of 40 ids (three prefill chunks of 16): the text is the prompt's then
+    the completion's; every token's log-probability is the fp64
+    reference's log-softmax (the prompt's first: null), its top 5 are the
+    reference's 5 largest, named by their text with the chosen token's
+    added; text_offset counts characters of that text. The same request
+    without echo gives the completion's part; streamed, the same lists in
+    chunks (the prompt's first); without logprobs the same tokens (the
+    device's argmax then)."""
+    model = tiny[1]
+    texts, raw = token_texts(model)
+    prompt = [(37 * i + 11) % 500 for i in range(40)]
+    body = {"model": MODEL, "prompt": prompt, "max_tokens": 7, "temperature": 0, "ignore_eos": True,
+            "return_token_ids": True, "logprobs": 5, "echo": True}
+    c = completion(srv, body)
+    gen = c["token_ids"]
+    assert gen == completion(srv, dict(body, logprobs=None, echo=False))["token_ids"]
+    ids = prompt + gen
+    lp, tol = ref_logprobs(model, ids)
+    L = c["logprobs"]
+    assert L["tokens"] == [texts[i] for i in ids]
+    assert L["token_logprobs"][0] is None and L["top_logprobs"][0] is None
+    for k in range(1, len(ids)):
+        want = lp[k - 1, ids[k]]
+        assert abs(L["token_logprobs"][k] - want) <= tol[k - 1], (k, L["token_logprobs"][k], want)
+        top = L["top_logprobs"][k]
+        best = [v for t, v in top.items() if t != texts[ids[k]] or ids[k] in np.argsort(-lp[k - 1])[:5]]
+        assert_top(sorted(best, reverse=True)[:5], lp[k - 1], tol[k - 1], k)
+        assert abs(top[texts[ids[k]]] - want) <= tol[k - 1]
+        assert len(top) in (5, 6)
+    assert [int(np.argmax(lp[k - 1])) for k in range(len(prompt), len(ids))] == gen  # greedy: the argmax
+    text = c["text"]
+    special = {a["id"] for a in json.load(open(os.path.join(model, "tokenizer.json")))["added_tokens"]}
+    echo = b"".join(raw[i] for i in prompt if i not in special).decode("utf-8", "replace")
+    assert text.startswith(echo)
+    # text_offset: characters (code points) of the tokens before, control tokens counting none
+    chars = [0 if i in special else sum((b & 0xC0) != 0x80 for b in raw[i]) for i in ids]
+    assert L["text_offset"] == np.concatenate([[0], np.cumsum(chars)[:-1]]).tolist()
+    plain = completion(srv, dict(body, echo=False))
+    P = plain["logprobs"]
+    assert plain["text"] == text[len(echo):] and P["tokens"] == L["tokens"][len(prompt):]
+    # the first token's row: the last of a prefill that wrote every row's, or
+    # of one that wrote only it (another LM-head kernel: fp32 rounding apart)
+    assert P["token_logprobs"] == pytest.approx(L["token_logprobs"][len(prompt):], abs=1e-5)
+    for x, y in zip(P["top_logprobs"], L["top_logprobs"][len(prompt):]):
+        assert x == pytest.approx(y, abs=1e-5)
+    status, _, s = srv.post("/v1/completions", dict(body, stream=True))
+    events = sse(s)
+    merged = {k: [] for k in L}
+    for ev in events:
+        lps = ev["choices"][0]["logprobs"]
+        for k in merged:
+            merged[k] += lps[k] if lps else []
+    assert events[0]["choices"][0]["text"] == echo and len(events[0]["choices"][0]["logprobs"]["tokens"]) == 40
+    assert merged == L, "the stream's logprobs differ from the answer's"
+    assert stream_text(events, False)[0] == text
+
+
+def test_chat_logprobs_and_sampling(srv, tiny):
+    """A chat with "logprobs": true and "top_logprobs": 3, sampled (seed):
+    the same tokens as without logprobs; each token's log-probability is the
+    reference's for the model's distribution (before temperature and top-p,
+    vLLM's default), with its bytes; its top 3 the reference's 3 largest;
+    streamed, the same list."""
+    model = tiny[1]
+    texts, raw = token_texts(model)
+    msgs = [{"role": "user", "content": "The capital of France is"}]
+    body = {"model": MODEL, "messages": msgs, "max_tokens": 8, "temperature": 0.9, "top_p": 0.9, "seed": 7,
+            "ignore_eos": True, "return_token_ids": True, "logprobs": True, "top_logprobs": 3}
+    c = completion(srv, body, "/v1/chat/completions")
+    plain = completion(srv, dict(body, logprobs=False, top_logprobs=None), "/v1/chat/completions")
+    assert c["token_ids"] == plain["token_ids"] and plain["logprobs"] is None
+    ids = c["prompt_token_ids"] + c["token_ids"]
+    lp, tol = ref_logprobs(model, ids)
+    n = len(c["prompt_token_ids"])
+    content = c["logprobs"]["content"]
+    assert len(content) == len(c["token_ids"])
+    for j, (x, i) in enumerate(zip(content, c["token_ids"])):
+        k = n + j
+        assert x["token"] == texts[i] and bytes(x["bytes"]) == raw[i]
+        assert abs(x["logprob"] - lp[k - 1, i]) <= tol[k - 1], (j, x["logprob"], lp[k - 1, i])
+        assert len(x["top_logprobs"]) == 3
+        assert_top([y["logprob"] for y in x["top_logprobs"]], lp[k - 1], tol[k - 1], j)
+        for y in x["top_logprobs"]:
+            assert texts[raw_id(raw, bytes(y["bytes"]))] == y["token"]
+    status, _, s = srv.post("/v1/chat/completions", dict(body, stream=True))
+    events = sse(s)
+    streamed = [x for ev in events for x in ((ev["choices"][0]["logprobs"] or {}).get("content") or [])]
+    assert streamed == content
+
+
+def raw_id(raw, b):
+    return next(i for i, x in raw.items() if x == b)
+
+
+def test_logprobs_of_min_tokens_are_the_models(srv, tiny):
+    """min_tokens keeps end tokens out of the draw, not out of the
+    distribution: each token's logprob is the model's, and sampling with
+    logprobs gives the tokens it gives without."""
+    model = tiny[1]
+    body = {"model": MODEL, "prompt": [3, 4, 5], "max_tokens": 6, "min_tokens": 6, "temperature": 1.0,
+            "seed": 11, "return_token_ids": True, "logprobs": 2}
+    c = completion(srv, body)
+    assert c["token_ids"] == completion(srv, dict(body, logprobs=None))["token_ids"]
+    ids = [3, 4, 5] + c["token_ids"]
+    lp, tol = ref_logprobs(model, ids)
+    for j, v in enumerate(c["logprobs"]["token_logprobs"]):
+        assert abs(v - lp[2 + j, ids[3 + j]]) <= tol[2 + j]
+
+
+def test_logprobs_errors(srv):
+    assert_errors(srv, "/v1/completions", [
+        (b'{"prompt": "x", "logprobs": 21}', 400, "logprobs", "from 0 to 20"),
+        (b'{"prompt": "x", "logprobs": -1}', 400, "logprobs", "from 0 to 20"),
+        (b'{"prompt": "x", "logprobs": true}', 400, "logprobs", "an integer"),
+        (b'{"prompt": "x", "logprobs": 1.5}', 400, "logprobs", "an integer"),
+        (b'{"prompt": "x", "top_logprobs": 2}', 400, "top_logprobs", "chat completions"),
+        (b'{"prompt": "x", "echo": 1}', 400, "echo", "a boolean"),
+    ])
+    chat = b'{"messages": [{"role": "user", "content": "hi"}], %s}'
+    assert_errors(srv, "/v1/chat/completions", [
+        (chat % b'"top_logprobs": 2', 400, "top_logprobs", "needs \"logprobs\": true"),
+        (chat % b'"logprobs": false, "top_logprobs": 2', 400, "top_logprobs", "needs"),
+        (chat % b'"logprobs": true, "top_logprobs": 21', 400, "top_logprobs", "from 0 to 20"),
+        (chat % b'"logprobs": 3', 400, "logprobs", "a boolean"),
+        (chat % b'"echo": true', 400, "echo", "/v1/completions"),
+    ])
+
 
 def completion(srv, body, path="/v1/completions"):
     """The first choice of a request that must succeed."""
@@ -738,7 +909,7 @@ BAD = [
     (b'{"prompt": "x", "stop": ["a", "b", "c", "d", "e"]}', 400, "stop", "at most 4"),
     (b'{"prompt": "x", "stop": [""]}', 400, "stop", "1 to 256 bytes"),
     (b'{"prompt": "x", "n": 3}', 400, "n", "only one choice"),
-    (b'{"prompt": "x", "logprobs": 5}', 400, "logprobs", "not supported"),
+    (b'{"prompt": "x", "n_probs": 5}', 400, "n_probs", "not supported"),
     (b'{"prompt": "x", "presence_penalty": 1}', 400, "presence_penalty", "not supported"),
     (b'{"prompt": "x", "logit_bias": {"5": 10}}', 400, "logit_bias", "not supported"),
     (b'{"prompt": "x", "model": 7}', 400, "model", "must be a string"),

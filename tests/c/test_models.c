@@ -1109,6 +1109,48 @@ static void test_sampler_greedy(void) {
   gc_sampler_free(t1);
 }
 
+/* gc_logprobs against log-softmax in long double over random rows with
+ * ties, NaN and -inf; the top in order (ties to the lower id); the edges. */
+static void test_logprobs(void) {
+  enum { V = 777 };
+  static float row[V];
+  gc_logprob_t top[GC_LOGPROBS_MAX];
+  int ok = 1, order = 1;
+  for (int it = 0; it < 50; it++) {
+    for (int i = 0; i < V; i++) row[i] = (float)(rnd() % 4000) / 100.0f - 20.0f; /* ties */
+    row[rnd() % V] = NAN, row[rnd() % V] = -INFINITY;
+    long double m = -INFINITY, z = 0;
+    for (int i = 0; i < V; i++)
+      if (!isnan(row[i]) && row[i] > m) m = row[i];
+    for (int i = 0; i < V; i++)
+      if (!isnan(row[i])) z += expl((long double)row[i] - m);
+    int id = (int)(rnd() % V), ntop = it % (GC_LOGPROBS_MAX + 1);
+    float lp;
+    int got = gc_logprobs(row, V, id, ntop, &lp, top);
+    long double want = isnan(row[id]) || row[id] == -INFINITY ? -INFINITY : row[id] - m - logl(z);
+    ok &= got == ntop && (isinf(want) ? lp == -INFINITY : fabsl(lp - want) <= 1e-5L);
+    /* the top: the ntop largest, in order, ties to the lower id */
+    for (int k = 0; k < got; k++) {
+      int better = 0;
+      for (int i = 0; i < V; i++)
+        better += !isnan(row[i]) && (row[i] > row[top[k].id] || (row[i] == row[top[k].id] && i < top[k].id));
+      order &= better == k && fabsl(top[k].lp - (row[top[k].id] - m - logl(z))) <= 1e-5L;
+    }
+  }
+  CHECK(ok, "logprobs match log-softmax");
+  CHECK(order, "top ids in order, ties to the lower id");
+  float few[4] = {NAN, 1.0f, -INFINITY, 1.0f}, lp;
+  CHECK(gc_logprobs(few, 4, 3, 5, &lp, top) == 2 && top[0].id == 1 && top[1].id == 3 &&
+        fabsf(lp - logf(0.5f)) < 1e-6f && fabsf(top[0].lp - logf(0.5f)) < 1e-6f, "fewer finite logits than asked");
+  CHECK(gc_logprobs(few, 4, 2, 1, &lp, top) == 1 && lp == -INFINITY, "an id at -inf");
+  CHECK(gc_logprobs(few, 4, 0, 0, &lp, top) == 0 && lp == -INFINITY, "a NaN id, no top");
+  float none[2] = {NAN, -INFINITY};
+  CHECK(gc_logprobs(none, 2, 0, 3, &lp, top) == 0 && lp == -INFINITY, "nothing finite");
+  float inf[3] = {INFINITY, 5.0f, INFINITY};
+  CHECK(gc_logprobs(inf, 3, 2, 3, &lp, top) == 3 && fabsf(lp - logf(0.5f)) < 1e-6f && top[1].id == 2 &&
+        top[2].lp == -INFINITY, "+inf shares the probability");
+}
+
 static void test_sampler_determinism(void) {
   enum { V = 5000 };
   static float row[V];
@@ -1571,6 +1613,7 @@ int main(int argc, char **argv) {
   check_case("alloc_faults", test_alloc_faults);
   check_case("rng_pcg32", test_rng_pcg32);
   check_case("sampler_greedy", test_sampler_greedy);
+  check_case("logprobs", test_logprobs);
   check_case("sampler_determinism", test_sampler_determinism);
   check_case("sampler_sets", test_sampler_sets);
   check_case("sampler_penalty", test_sampler_penalty);

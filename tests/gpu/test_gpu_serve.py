@@ -84,3 +84,63 @@ def test_concurrent_requests_match_gcore_run(gc, dtype):
             assert gap < MARGIN[dtype], f"prompt {i} ({len(prompts[i])} tokens): token {k} is {g[k]}, gcore-run's " \
                                  f"{want[k]}, whose top two logits are {gap:.4f} apart"
     print(f"{dtype}: {covered} of {len(prompts) * N} tokens equal to gcore-run's before any near tie")
+
+
+def test_logprobs_and_echo_on_the_gpu(gc):
+    """/v1/completions with "echo": true and "logprobs": 5 on the GPU, an
+    fp16 model of odd dimensions, prompts crossing prefill chunks of 64
+    (every row's logits copied back) beside one of a single token, and a
+    chat with top_logprobs: every log-probability within the logits'
+    tolerance (test_gpu_gguf's 2^-7 of the row's largest, twice for the
+    log-sum-exp) of the fp64 reference's log-softmax (llama_ref.py), each
+    top list the reference's largest values."""
+    import llama_ref as R
+    model = str(gc.dir / "model")
+    TM.write_model(model, seed=9, dtype="f16", **ODD)
+    TM.write_tokenizer(model, ODD["vocab"])
+    r = gc("gcore-gen", "--model", model, "--target", TARGETS, "-o", "b.gcb")
+    assert r.rc == 0, r
+    w, cfg = R.load(model)
+    srv = Server(model, str(gc.dir / "b.gcb"), "--backend", BACKEND, "--parallel", 4, "--ctx", 1024,
+                 "--prefill-chunk", 64)
+    rng = random.Random(5)
+    checked = 0
+    for n in (1, 63, 150):
+        prompt = [rng.randrange(3, 600) for _ in range(n)]
+        status, _, text = srv.post("/v1/completions", {"prompt": prompt, "max_tokens": 6, "temperature": 0,
+                                                       "ignore_eos": True, "return_token_ids": True,
+                                                       "logprobs": 5, "echo": True}, timeout=600)
+        assert status == 200, text
+        c = json.loads(text)["choices"][0]
+        ids = prompt + c["token_ids"]
+        lg = R.forward(w, cfg, ids)
+        m = lg.max(axis=1, keepdims=True)
+        lp = lg - (m + np.log(np.exp(lg - m).sum(axis=1, keepdims=True)))
+        tol = 2 * 2.0 ** -7 * np.abs(lg).max(axis=1)
+        L = c["logprobs"]
+        assert len(L["token_logprobs"]) == len(ids) and L["token_logprobs"][0] is None
+        for k in range(1, len(ids)):
+            assert abs(L["token_logprobs"][k] - lp[k - 1, ids[k]]) <= tol[k - 1], (n, k)
+            top = sorted(L["top_logprobs"][k].values(), reverse=True)[:5]
+            want = np.sort(lp[k - 1])[::-1][:5]
+            assert np.all(np.abs(np.asarray(top) - want) <= tol[k - 1]), (n, k, top, want.tolist())
+            checked += 1
+    body = {"messages": [{"role": "user", "content": "hello there"}], "max_tokens": 5, "temperature": 0.8,
+            "seed": 3, "ignore_eos": True, "return_token_ids": True, "logprobs": True, "top_logprobs": 4}
+    status, _, text = srv.post("/v1/chat/completions", body, timeout=600)
+    assert status == 200, text
+    c = json.loads(text)["choices"][0]
+    ids = c["prompt_token_ids"] + c["token_ids"]
+    lg = R.forward(w, cfg, ids)
+    m = lg.max(axis=1, keepdims=True)
+    lp = lg - (m + np.log(np.exp(lg - m).sum(axis=1, keepdims=True)))
+    tol = 2 * 2.0 ** -7 * np.abs(lg).max(axis=1)
+    for j, x in enumerate(c["logprobs"]["content"]):
+        k = len(c["prompt_token_ids"]) + j
+        assert abs(x["logprob"] - lp[k - 1, ids[k]]) <= tol[k - 1], (j, x["logprob"])
+        want = np.sort(lp[k - 1])[::-1][:4]
+        assert np.all(np.abs(np.asarray([y["logprob"] for y in x["top_logprobs"]]) - want) <= tol[k - 1])
+        checked += 1
+    rc, err = srv.stop()
+    assert rc == 0, err
+    print(f"{checked} log-probabilities within tolerance of the fp64 reference")
