@@ -2,12 +2,13 @@
  * api.h). Every request field gcore-serve knows is in one table, FIELDS:
  * those it implements (OpenAI's model, prompt or messages, max_tokens /
  * max_completion_tokens, temperature, top_p, seed, stop, stream,
- * stream_options, logprobs, top_logprobs, echo; llama.cpp's and vLLM's
+ * stream_options, logprobs, top_logprobs, echo, n, best_of = n, a batch
+ * of prompts; llama.cpp's and vLLM's
  * top_k, min_p, repeat_penalty / repetition_penalty, repeat_last_n,
  * stop_token_ids, min_tokens, ignore_eos, return_token_ids), those with no effect on the tokens
  * (user, metadata, ...: ignored), and those that would change the answer
  * and are not implemented: accepted only at the value that turns them off
- * (n 1, presence_penalty 0, typical_p 1, ...), else refused by name (400),
+ * (presence_penalty 0, typical_p 1, ...), else refused by name (400),
  * never ignored. Unknown fields are ignored. */
 #include "api.h"
 
@@ -225,7 +226,7 @@ static const struct field_rule {
     READ("temperature"), READ("top_p"), READ("seed"), READ("stop"), READ("stream"), READ("stream_options"),
     READ("top_k"), READ("min_p"), READ("repetition_penalty"), READ("repeat_penalty"), READ("repeat_last_n"),
     READ("stop_token_ids"), READ("min_tokens"), READ("ignore_eos"), READ("return_token_ids"),
-    READ("logprobs"), READ("top_logprobs"), READ("echo"),
+    READ("logprobs"), READ("top_logprobs"), READ("echo"), READ("n"), READ("best_of"),
 
     /* no effect on the tokens: bookkeeping, caching, scheduling */
     IGNORE("user"), IGNORE("metadata"), IGNORE("store"), IGNORE("parallel_tool_calls"), IGNORE("service_tier"),
@@ -238,7 +239,6 @@ static const struct field_rule {
     IGNORE("guided_whitespace_pattern"),
 
     /* more choices, other spellings of log-probabilities */
-    OFF("n", OFF_NUM, 1, "only one choice per request"), OFF("best_of", OFF_NUM, 1, "only one choice per request"),
     OFF("use_beam_search", OFF_FALSE, 0, NULL),
     OFF("prompt_logprobs", OFF_NULL, 0, "give \"echo\": true with \"logprobs\""),
     OFF("n_probs", OFF_NUM, 0, "give \"logprobs\""), OFF("suffix", OFF_EMPTY, 0, NULL),
@@ -328,34 +328,56 @@ static int encode_string(gc_api_t *a, json_object *text, int flags, gc_tok_ids_t
   return rc ? gc_api_fail(err, 500, "server_error", NULL, NULL, "tokenizing failed: %s", e.msg) : 0;
 }
 
-/* A /v1/completions prompt: a string, one string in an array, an array of
- * ids, or one array of ids in an array. Text is tokenized as gcore-run -p
- * does: BOS first when the tokenizer adds one, special tokens matched. */
-static int completion_prompt(gc_api_t *a, json_object *p, gc_tok_ids_t *ids, gc_api_err_t *err) {
-  if (!p) return gc_api_fail(err, 400, INVALID, NULL, "prompt", "'prompt' is required");
-  if (json_object_is_type(p, json_type_array) && json_object_array_length(p) == 1) {
-    json_object *x = json_object_array_get_idx(p, 0);
-    if (json_object_is_type(x, json_type_string) || json_object_is_type(x, json_type_array)) p = x;
-  }
+/* One /v1/completions prompt: a string, or an array of ids. Text is
+ * tokenized as gcore-run -p does: BOS first when the tokenizer adds one,
+ * special tokens matched. */
+static int one_prompt(gc_api_t *a, json_object *p, gc_tok_ids_t *ids, gc_api_err_t *err) {
   if (json_object_is_type(p, json_type_array)) {
     size_t n = json_object_array_length(p);
-    if (!n) return gc_api_fail(err, 400, INVALID, NULL, "prompt", "'prompt' is empty");
-    json_object *x0 = json_object_array_get_idx(p, 0);
-    if (json_object_is_type(x0, json_type_string) || json_object_is_type(x0, json_type_array))
-      return gc_api_fail(err, 400, INVALID, NULL, "prompt", "one prompt per request");
+    if (!n) return gc_api_fail(err, 400, INVALID, NULL, "prompt", "a prompt is empty");
     for (size_t i = 0; i < n; i++) {
       json_object *x = json_object_array_get_idx(p, i);
       if (!json_object_is_type(x, json_type_int))
-        return want(err, "prompt", "a string or an array of token ids", x);
+        return want(err, "prompt", "a string, an array of token ids or an array of those", x);
       if (push_id(ids, json_object_get_int64(x), a, "prompt", err)) return err->status;
     }
     return 0;
   }
-  if (!json_object_is_type(p, json_type_string)) return want(err, "prompt", "a string or an array of token ids", p);
+  if (!json_object_is_type(p, json_type_string))
+    return want(err, "prompt", "a string, an array of token ids or an array of those", p);
   if (!a->tok)
     return gc_api_fail(err, 400, INVALID, NULL, "prompt",
                        "this server has no tokenizer: give the prompt as an array of token ids");
   return encode_string(a, p, gc_tok_prompt_flags(a->tok), ids, err);
+}
+
+/* The prompts of /v1/completions, each a string or an array of ids (one),
+ * or an array of those (a batch of at most GC_API_MAX_CHOICES): into
+ * ps[*np], ids and each prompt's JSON (its text, for echo). */
+typedef struct prompt {
+  gc_tok_ids_t ids;
+  json_object *json; /* a string, or an array of ids (borrowed from the body) */
+} prompt_t;
+static int completion_prompts(gc_api_t *a, json_object *p, prompt_t *ps, int *np, gc_api_err_t *err) {
+  *np = 0;
+  if (!p) return gc_api_fail(err, 400, INVALID, NULL, "prompt", "'prompt' is required");
+  json_object *x0 = json_object_is_type(p, json_type_array) ? json_object_array_get_idx(p, 0) : NULL;
+  int batch = x0 && (json_object_is_type(x0, json_type_string) || json_object_is_type(x0, json_type_array));
+  size_t n = batch ? json_object_array_length(p) : 1;
+  if (json_object_is_type(p, json_type_array) && !json_object_array_length(p))
+    return gc_api_fail(err, 400, INVALID, NULL, "prompt", "'prompt' is empty");
+  if (n > GC_API_MAX_CHOICES)
+    return gc_api_fail(err, 400, INVALID, NULL, "prompt", "at most %d prompts a request", GC_API_MAX_CHOICES);
+  for (size_t i = 0; i < n; i++) {
+    ps[i].json = batch ? json_object_array_get_idx(p, i) : p;
+    ++*np;
+    if (!ps[i].json || (batch && !json_object_is_type(ps[i].json, json_type_string) &&
+                        !json_object_is_type(ps[i].json, json_type_array)))
+      return want(err, "prompt", "a string, an array of token ids or an array of those", ps[i].json);
+    if (one_prompt(a, ps[i].json, &ps[i].ids, err)) return err->status;
+    if (!ps[i].ids.n) return gc_api_fail(err, 400, INVALID, NULL, "prompt", "the prompt has no tokens");
+  }
+  return 0;
 }
 
 /* A message's content: a string, or an array of {"type": "text", "text"}
@@ -558,11 +580,13 @@ static int logprobs(const gc_api_t *a, const body_t *b, int chat, gc_srv_params_
   return 0;
 }
 
-/* Sampling and limits. OpenAI's defaults: temperature 1, top_p 1; no
- * top-k (0 or vLLM's -1: off) or min-p unless asked (llama.cpp's top_k,
- * min_p); a random seed unless one is given (-1: llama.cpp's random). */
-static int params(gc_api_t *a, const body_t *b, int chat, int nprompt, gc_srv_params_t *p, gc_api_req_t *q,
-                  gc_api_err_t *err) {
+/* Sampling and limits of a prompt of nprompt ids. OpenAI's defaults:
+ * temperature 1, top_p 1; no top-k (0 or vLLM's -1: off) or min-p unless
+ * asked (llama.cpp's top_k, min_p); a random seed unless one is given
+ * (-1: llama.cpp's random), and a given seed plus choice for the choice-th
+ * choice of the prompt (n). */
+static int params(gc_api_t *a, const body_t *b, int chat, int nprompt, int choice, gc_srv_params_t *p,
+                  gc_api_req_t *q, gc_api_err_t *err) {
   json_object *o = b->o;
   double temp = 1.0, top_p = 1.0, min_p = 0.0;
   int64_t top_k = 0, seed = -1, max = -1, min_tokens = 0;
@@ -600,19 +624,16 @@ static int params(gc_api_t *a, const body_t *b, int chat, int nprompt, gc_srv_pa
   p->sp.top_p = (float)top_p;
   p->sp.min_p = (float)min_p;
   p->sp.top_k = top_k < 0 ? 0 : (int)top_k;
-  p->sp.seed = field(o, "seed") && seed != -1 ? (uint64_t)seed : random_seed();
+  p->sp.seed = field(o, "seed") && seed != -1 ? (uint64_t)seed + (uint64_t)choice : random_seed();
   return 0;
 }
 
-/* The text echo sends before the completion: a string prompt as given
- * (one in an array too), a prompt of ids decoded (control tokens left out,
+/* The text echo sends before the completion: a string prompt as given, a
+ * prompt of ids decoded (control tokens left out,
  * as the completion's text). */
 static int echo_text(gc_api_t *a, json_object *p, const gc_tok_ids_t *ids, gc_srv_req_t *r, gc_api_err_t *err) {
   gc_buf_t text = {0};
   gc_err_t e = {0};
-  if (json_object_is_type(p, json_type_array) && json_object_array_length(p) == 1 &&
-      json_object_is_type(json_object_array_get_idx(p, 0), json_type_string))
-    p = json_object_array_get_idx(p, 0);
   int rc = json_object_is_type(p, json_type_string)
                ? gc_buf_append(&text, json_object_get_string(p), (size_t)json_object_get_string_len(p), &e)
                : gc_tok_decode(a->tok, ids->v, ids->n, GC_TOK_SKIP_SPECIAL, &text, &e);
@@ -682,9 +703,48 @@ static int object_body(const char *body, size_t n, json_object **o, gc_api_err_t
   return err->status;
 }
 
-int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_srv_req_t *r, gc_api_req_t *q,
+/* n (choices of each prompt) and best_of (vLLM's: as many sampled as
+ * returned, so only n itself), into q->n. */
+static int choices(const body_t *b, gc_api_req_t *q, gc_api_err_t *err) {
+  int64_t n = 1, best = -1;
+  if (integer(b, "n", 1, GC_API_MAX_CHOICES, &n, err) || integer(b, "best_of", 1, GC_API_MAX_CHOICES, &best, err))
+    return err->status;
+  if (best >= 0 && best != n)
+    return gc_api_fail(err, 400, INVALID, NULL, "best_of", "'best_of' (%lld) must equal n (%lld): every choice "
+                       "sampled is returned", (long long)best, (long long)n);
+  q->n = (int)n;
+  return 0;
+}
+
+/* The requests of prompt ps (its ids moved into the first) and its q->n
+ * choices, at rs[at, at + q->n), each its own params (a given seed plus
+ * the choice's number). */
+static int prompt_requests(gc_api_t *a, const body_t *b, int chat, prompt_t *ps, const gc_api_req_t *q,
+                           gc_srv_req_t **rs, int at, gc_api_err_t *err) {
+  gc_err_t e = {0};
+  for (int j = 0; j < q->n; j++) {
+    gc_srv_req_t *r = rs[at + j] = gc_srv_req_new_in(at + j ? rs[0] : NULL, &e);
+    if (!r) return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    r->index = at + j;
+    if (params(a, b, chat, (int)ps->ids.n, j, &r->p, (gc_api_req_t *)q, err)) return err->status;
+    if (q->echo && echo_text(a, ps->json, &ps->ids, r, err)) return err->status;
+    r->p.chat_end = chat ? a->chat_end : -1;
+    r->nprompt = (int)ps->ids.n;
+    if (j == q->n - 1) { /* the last takes the ids, the others copies */
+      r->prompt = ps->ids.v, ps->ids = (gc_tok_ids_t){0};
+    } else if (!(r->prompt = gc_malloc(ps->ids.n * sizeof *r->prompt, &e))) {
+      return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    } else {
+      memcpy(r->prompt, ps->ids.v, ps->ids.n * sizeof *r->prompt);
+    }
+  }
+  return 0;
+}
+
+int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_api_req_t *q, gc_srv_req_t ***out, int *nout,
                  gc_api_err_t *err) {
   memset(q, 0, sizeof *q);
+  *out = NULL, *nout = 0;
   q->chat = chat;
   json_object *o = NULL;
   int rc = object_body(body, n, &o, err);
@@ -703,18 +763,27 @@ int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_srv_req_t
                        "\"stream\": true");
     else if (boolean(so, "include_usage", &q->include_usage, err)) rc = err->status;
   }
-  gc_tok_ids_t ids = {0};
+  prompt_t ps[GC_API_MAX_CHOICES] = {0};
+  int np = 0;
   if (!rc && chat) rc = contents_given(field(o, "messages"), err);
-  if (!rc) rc = chat ? chat_prompt(a, field(o, "messages"), &ids, err)
-                     : completion_prompt(a, field(o, "prompt"), &ids, err);
-  if (!rc && !ids.n) rc = gc_api_fail(err, 400, INVALID, NULL, chat ? "messages" : "prompt", "the prompt has no tokens");
-  if (!rc) rc = params(a, &b, chat, (int)ids.n, &r->p, q, err);
-  if (!rc && q->echo) rc = echo_text(a, field(o, "prompt"), &ids, r, err);
-  if (!rc) {
-    r->prompt = ids.v, r->nprompt = (int)ids.n;
-    r->p.chat_end = chat ? a->chat_end : -1;
+  if (!rc && chat && !(rc = chat_prompt(a, field(o, "messages"), &ps[0].ids, err))) np = 1;
+  if (!rc && !chat) rc = completion_prompts(a, field(o, "prompt"), ps, &np, err);
+  if (!rc && !ps[0].ids.n) rc = gc_api_fail(err, 400, INVALID, NULL, chat ? "messages" : "prompt", "the prompt has no tokens");
+  if (!rc) rc = choices(&b, q, err);
+  if (!rc && np * q->n > GC_API_MAX_CHOICES)
+    rc = gc_api_fail(err, 400, INVALID, NULL, "n", "%d prompts of %d choices: at most %d choices a request", np, q->n,
+                     GC_API_MAX_CHOICES);
+  gc_srv_req_t **rs = NULL;
+  gc_err_t e = {0};
+  if (!rc && !(rs = gc_calloc((size_t)(np * q->n), sizeof *rs, &e)))
+    rc = gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+  for (int i = 0; !rc && i < np; i++) rc = prompt_requests(a, &b, chat, &ps[i], q, rs, i * q->n, err);
+  for (int i = 0; i < np; i++) gc_tok_ids_free(&ps[i].ids);
+  if (rc) {
+    for (int i = rs ? np * q->n : 0; i-- > 0;) gc_srv_req_release(rs[i]); /* the leader, rs[0], last */
+    free(rs);
   } else {
-    gc_tok_ids_free(&ids);
+    *out = rs, *nout = np * q->n, q->nprompts = np;
   }
   json_object_put(o);
   return rc;
@@ -864,11 +933,15 @@ static json_object *head(const gc_api_t *a, const char *id, const char *object, 
   return o;
 }
 
-static json_object *usage(const gc_srv_req_t *r) {
+/* Tokens of the answer's choices rs[nr]: each prompt's once (choices
+ * q->n of each, in order), every choice's completion. */
+static json_object *usage(const gc_api_req_t *q, gc_srv_req_t *const *rs, int nr) {
+  int64_t prompt = 0, gen = 0;
+  for (int i = 0; i < nr; i++) prompt += i % q->n ? 0 : rs[i]->nprompt, gen += rs[i]->nids;
   json_object *u = json_object_new_object();
-  json_object_object_add(u, "prompt_tokens", json_object_new_int(r->nprompt));
-  json_object_object_add(u, "completion_tokens", json_object_new_int(r->nids));
-  json_object_object_add(u, "total_tokens", json_object_new_int(r->nprompt + r->nids));
+  json_object_object_add(u, "prompt_tokens", json_object_new_int64(prompt));
+  json_object_object_add(u, "completion_tokens", json_object_new_int64(gen));
+  json_object_object_add(u, "total_tokens", json_object_new_int64(prompt + gen));
   return u;
 }
 
@@ -1035,21 +1108,21 @@ static json_object *choice_logprobs(const gc_api_t *a, const gc_api_req_t *q, co
 
 /* ---- results ---------------------------------------------------------------------- */
 
-char *gc_api_result_json(const gc_api_t *a, const gc_api_req_t *q, const char *id, int64_t created,
-                         const gc_srv_req_t *r) {
-  json_object *o = head(a, id, q->chat ? "chat.completion" : "text_completion", created);
-  json_object *choices = json_object_new_array(), *c = json_object_new_object(), *text;
+/* One choice of a whole answer: r's text (the prompt's first where echo),
+ * logprobs, finish, ids. NULL on out-of-memory. */
+static json_object *choice_json(const gc_api_t *a, const gc_api_req_t *q, const gc_srv_req_t *r) {
+  json_object *c = json_object_new_object(), *text;
   gc_buf_t both = {0};
   gc_err_t e = {0};
   if (q->echo && (gc_buf_append(&both, r->echo ? r->echo : "", r->necho, &e) ||
                   gc_buf_append(&both, r->text.data ? r->text.data : "", r->text.len, &e))) {
-    json_object_put(o), json_object_put(choices), json_object_put(c);
+    json_object_put(c);
     return NULL;
   }
   if (q->echo) text = json_object_new_string_len(both.data ? both.data : "", (int)both.len);
   else text = json_object_new_string_len(r->text.data ? r->text.data : "", (int)r->text.len);
   gc_buf_free(&both);
-  json_object_object_add(c, "index", json_object_new_int(0));
+  json_object_object_add(c, "index", json_object_new_int(r->index));
   if (q->chat) {
     json_object *m = json_object_new_object();
     json_object_object_add(m, "role", json_object_new_string("assistant"));
@@ -1064,9 +1137,23 @@ char *gc_api_result_json(const gc_api_t *a, const gc_api_req_t *q, const char *i
     json_object_object_add(c, "prompt_token_ids", ids_array(r->prompt, r->nprompt));
     json_object_object_add(c, "token_ids", ids_array(r->ids, r->nids));
   }
-  json_object_array_add(choices, c);
+  return c;
+}
+
+char *gc_api_result_json(const gc_api_t *a, const gc_api_req_t *q, const char *id, int64_t created,
+                         gc_srv_req_t *const *rs, int nr) {
+  json_object *o = head(a, id, q->chat ? "chat.completion" : "text_completion", created);
+  json_object *choices = json_object_new_array();
   json_object_object_add(o, "choices", choices);
-  json_object_object_add(o, "usage", usage(r));
+  for (int i = 0; i < nr; i++) {
+    json_object *c = choice_json(a, q, rs[i]);
+    if (!c) {
+      json_object_put(o);
+      return NULL;
+    }
+    json_object_array_add(choices, c);
+  }
+  json_object_object_add(o, "usage", usage(q, rs, nr));
   return finish_json(o);
 }
 
@@ -1077,7 +1164,7 @@ char *gc_api_chunk_json(const gc_api_t *a, const gc_api_req_t *q, const char *id
   int role = k->role;
   json_object *o = head(a, id, q->chat ? "chat.completion.chunk" : "text_completion", created);
   json_object *choices = json_object_new_array(), *c = json_object_new_object();
-  json_object_object_add(c, "index", json_object_new_int(0));
+  json_object_object_add(c, "index", json_object_new_int(r->index));
   if (q->chat) {
     json_object *d = json_object_new_object();
     if (role) json_object_object_add(d, "role", json_object_new_string("assistant"));
@@ -1096,9 +1183,9 @@ char *gc_api_chunk_json(const gc_api_t *a, const gc_api_req_t *q, const char *id
 }
 
 char *gc_api_usage_json(const gc_api_t *a, const gc_api_req_t *q, const char *id, int64_t created,
-                        const gc_srv_req_t *r) {
+                        gc_srv_req_t *const *rs, int nr) {
   json_object *o = head(a, id, q->chat ? "chat.completion.chunk" : "text_completion", created);
   json_object_object_add(o, "choices", json_object_new_array());
-  json_object_object_add(o, "usage", usage(r));
+  json_object_object_add(o, "usage", usage(q, rs, nr));
   return finish_json(o);
 }

@@ -45,14 +45,21 @@ typedef struct gc_api_req {
   int include_usage;         /* stream_options.include_usage */
   int return_ids;            /* return_token_ids: prompt and completion ids in the choice */
   int echo;                  /* /v1/completions' echo: the prompt's text (and ids' logprobs) first */
+  int n;                     /* choices of each prompt (n) */
+  int nprompts;              /* prompts (a batch of /v1/completions; 1 for a chat) */
 } gc_api_req_t;
 
+#define GC_API_MAX_CHOICES 128 /* prompts times n, at most, in one request */
+
 /* Parse body [n bytes] of a completion (chat = 0) or chat completion
- * request into r (prompt, params) and q. Returns 0, or err->status with
- * err filled (malformed JSON, a body that is not an object, a wrong type
- * or value, a field that is not implemented, an unknown model, a prompt
- * over the context). Errors: no crash on any bytes. */
-int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_srv_req_t *r, gc_api_req_t *q,
+ * request into q and its requests (*rs)[*nr] (prompt, params: each
+ * prompt's q->n choices in order, the choice's index in its r->index;
+ * the first leads, gc_srv_req_new_in, and the caller releases each and
+ * frees the array). Returns 0, or err->status with err filled (malformed
+ * JSON, a body that is not an object, a wrong type or value, a field that
+ * is not implemented, an unknown model, a prompt over the context), and
+ * then no requests. Errors: no crash on any bytes. */
+int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_api_req_t *q, gc_srv_req_t ***rs, int *nr,
                  gc_api_err_t *err);
 
 /* POST /tokenize and /detokenize, llama.cpp's and vLLM's: the answer's
@@ -67,12 +74,14 @@ char *gc_api_tokenize_json(gc_api_t *a, const char *body, size_t n, gc_api_err_t
 char *gc_api_detokenize_json(gc_api_t *a, const char *body, size_t n, gc_api_err_t *err);
 
 /* The JSON texts (malloc'd, NUL-terminated; NULL on out-of-memory). The
- * request functions read r under its lock, held by the caller. */
+ * request functions read requests under their lock (one for all the
+ * choices of an answer), held by the caller. */
 char *gc_api_error_json(const gc_api_err_t *err);
 char *gc_api_models_json(const gc_api_t *a, const char *one); /* one: /v1/models/{one}, or NULL */
+/* The whole answer of choices rs[nr] (all done, none failed). */
 char *gc_api_result_json(const gc_api_t *a, const gc_api_req_t *q, const char *id, int64_t created,
-                         const gc_srv_req_t *r);
-/* What one stream chunk carries. */
+                         gc_srv_req_t *const *rs, int nr);
+/* What one stream chunk of choice r (its r->index) carries. */
 typedef struct gc_api_chunk {
   const char *text;          /* [n] text new since the last chunk */
   size_t n;
@@ -89,6 +98,6 @@ char *gc_api_chunk_json(const gc_api_t *a, const gc_api_req_t *q, const char *id
 size_t gc_api_token_chars(const gc_api_t *a, const gc_srv_req_t *r, int from, int to);
 /* The usage chunk after the last (stream_options.include_usage). */
 char *gc_api_usage_json(const gc_api_t *a, const gc_api_req_t *q, const char *id, int64_t created,
-                        const gc_srv_req_t *r);
+                        gc_srv_req_t *const *rs, int nr);
 
 #endif

@@ -70,11 +70,19 @@ struct gc_engine {
 
 /* ---- requests ---------------------------------------------------------- */
 
-gc_srv_req_t *gc_srv_req_new(gc_err_t *e) {
+gc_srv_req_t *gc_srv_req_new_in(gc_srv_req_t *leader, gc_err_t *e) {
   gc_srv_req_t *r = gc_calloc(1, sizeof *r, e);
   if (!r) return NULL;
-  pthread_mutex_init(&r->mu, NULL);
-  pthread_cond_init(&r->cv, NULL);
+  if (leader) {
+    pthread_mutex_lock(leader->mu);
+    leader->refs++;
+    pthread_mutex_unlock(leader->mu);
+    r->leader = leader, r->mu = leader->mu, r->cv = leader->cv;
+  } else {
+    pthread_mutex_init(&r->mu_own, NULL);
+    pthread_cond_init(&r->cv_own, NULL);
+    r->mu = &r->mu_own, r->cv = &r->cv_own;
+  }
   r->refs = 1;
   r->slot = -1;
   r->p.chat_end = -1;
@@ -84,9 +92,9 @@ gc_srv_req_t *gc_srv_req_new(gc_err_t *e) {
 
 void gc_srv_req_release(gc_srv_req_t *r) {
   if (!r) return;
-  pthread_mutex_lock(&r->mu);
+  pthread_mutex_lock(r->mu);
   int last = --r->refs == 0;
-  pthread_mutex_unlock(&r->mu);
+  pthread_mutex_unlock(r->mu);
   if (!last) return;
   for (int i = 0; i < r->p.nstop; i++) free(r->p.stop[i]);
   gc_sampler_free(r->smp);
@@ -96,20 +104,26 @@ void gc_srv_req_release(gc_srv_req_t *r) {
   free(r->lps), free(r->tops), free(r->ntops);
   free(r->plps), free(r->ptops), free(r->pntops);
   gc_buf_free(&r->text);
-  pthread_cond_destroy(&r->cv);
-  pthread_mutex_destroy(&r->mu);
+  gc_srv_req_t *leader = r->leader;
+  if (!leader) {
+    pthread_cond_destroy(&r->cv_own);
+    pthread_mutex_destroy(&r->mu_own);
+  }
   free(r);
+  gc_srv_req_release(leader);
 }
 
+gc_srv_req_t *gc_srv_req_new(gc_err_t *e) { return gc_srv_req_new_in(NULL, e); }
+
 /* Mark r done (finish, or a failure with status and msg) and wake its
- * reader. Call with r->mu held. */
+ * reader. Call with *r->mu held. */
 static void req_done(gc_srv_req_t *r, const char *finish, int status, const char *msg) {
   r->done = 1;
   r->finish = finish;
   r->status = status;
   if (msg) snprintf(r->error, sizeof r->error, "%s", msg);
   r->ready = r->text.len;
-  pthread_cond_broadcast(&r->cv);
+  pthread_cond_broadcast(r->cv);
 }
 
 /* ---- start-up (on the engine thread) ------------------------------------- */
@@ -234,7 +248,7 @@ static size_t stop_holdback(const gc_srv_req_t *r) {
  * then r done (finish, or a failure with status and msg), its reader
  * woken, and the engine's reference dropped: in that order, so that a
  * client that has its whole answer finds its slot free (GET /health).
- * Call without r->mu. */
+ * Call without *r->mu. */
 static void end_req(gc_engine_t *en, gc_srv_req_t *r, const char *finish, int status, const char *msg) {
   if (r->slot >= 0) {
     gc_llama_slot_reset(en->m, r->slot);
@@ -244,9 +258,9 @@ static void end_req(gc_engine_t *en, gc_srv_req_t *r, const char *finish, int st
     en->active--;
     pthread_mutex_unlock(&en->mu);
   }
-  pthread_mutex_lock(&r->mu);
+  pthread_mutex_lock(r->mu);
   req_done(r, finish, status, msg);
-  pthread_mutex_unlock(&r->mu);
+  pthread_mutex_unlock(r->mu);
   gc_srv_req_release(r);
 }
 
@@ -276,9 +290,9 @@ static int grow_ids(gc_srv_req_t *r, int cap, gc_err_t *e) {
 static int emit(gc_engine_t *en, gc_srv_req_t *r, int32_t tok, const float *row) {
   gc_err_t e = {0};
   const char *finish = NULL;
-  pthread_mutex_lock(&r->mu);
+  pthread_mutex_lock(r->mu);
   if (r->nids == r->capids && grow_ids(r, r->capids ? 2 * r->capids : 64, &e)) {
-    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(r->mu);
     end_req(en, r, NULL, 500, "out of memory");
     return 1;
   }
@@ -294,7 +308,7 @@ static int emit(gc_engine_t *en, gc_srv_req_t *r, int32_t tok, const float *row)
     finish = "stop";
   } else if (en->tok && tok < gc_tok_vocab_size(en->tok)) {
     if (gc_tok_stream_put(&r->ts, tok, &r->text, &e)) {
-      pthread_mutex_unlock(&r->mu);
+      pthread_mutex_unlock(r->mu);
       end_req(en, r, NULL, 500, e.msg);
       return 1;
     }
@@ -314,9 +328,9 @@ static int emit(gc_engine_t *en, gc_srv_req_t *r, int32_t tok, const float *row)
     if (!cut && en->tok) gc_tok_stream_flush(&r->ts, &r->text, &e); /* a partial character: U+FFFD */
   } else {
     r->ready = r->text.len - stop_holdback(r);
-    pthread_cond_broadcast(&r->cv);
+    pthread_cond_broadcast(r->cv);
   }
-  pthread_mutex_unlock(&r->mu);
+  pthread_mutex_unlock(r->mu);
   if (finish) {
     end_req(en, r, finish, 0, NULL);
     return 1;
@@ -368,9 +382,9 @@ static void reap(gc_engine_t *en) {
   for (int s = 0; s < en->o.parallel; s++) {
     gc_srv_req_t *r = en->slot[s];
     if (!r) continue;
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(r->mu);
     int gone = r->cancelled;
-    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(r->mu);
     if (gone) end_req(en, r, NULL, 499, "cancelled");
   }
 }
@@ -398,12 +412,12 @@ static int chunk_rows(const gc_engine_t *en, const gc_srv_req_t *r) {
  * rows of logits lg[rows, vocab] (row j is the distribution of id fed + j + 1). */
 static void prompt_logprobs(gc_engine_t *en, gc_srv_req_t *r, const float *lg, int rows) {
   int vocab = en->w->cfg.vocab_size, L = r->p.logprobs;
-  pthread_mutex_lock(&r->mu);
+  pthread_mutex_lock(r->mu);
   for (int j = 0; j < rows; j++) {
     int k = r->fed + j + 1;
     r->pntops[k] = gc_logprobs(lg + (size_t)j * vocab, vocab, r->prompt[k], L, &r->plps[k], r->ptops + (size_t)k * L);
   }
-  pthread_mutex_unlock(&r->mu);
+  pthread_mutex_unlock(r->mu);
 }
 
 /* The next t tokens of r's prompt (every row's logits where r wants the
@@ -424,9 +438,9 @@ static void prefill_chunk(gc_engine_t *en, gc_srv_req_t *r, int t) {
   }
   if (all) prompt_logprobs(en, r, lg, last ? t - 1 : t);
   r->fed += t;
-  pthread_mutex_lock(&r->mu);
+  pthread_mutex_lock(r->mu);
   r->prefills++;
-  pthread_mutex_unlock(&r->mu);
+  pthread_mutex_unlock(r->mu);
   if (!last) return;
   int32_t tok = next;
   const float *row = all ? lg + (size_t)(t - 1) * en->w->cfg.vocab_size : lg;
@@ -509,9 +523,9 @@ static void admit(gc_engine_t *en) {
     int s = 0;
     while (s < en->o.parallel && en->slot[s]) s++;
     gc_srv_req_t *r = en->queue[en->qhead];
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(r->mu);
     int gone = r->cancelled;
-    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(r->mu);
     if (!gone && s == en->o.parallel) return;
     en->qhead = (en->qhead + 1) % en->o.max_queue;
     en->qlen--;
@@ -522,9 +536,9 @@ static void admit(gc_engine_t *en) {
     gc_err_t e = {0};
     if (gc_sampler_create(en->w->cfg.vocab_size, &r->p.sp, &r->smp, &e) ||
         (r->p.prompt_logprobs && prompt_room(en, r, &e))) {
-      pthread_mutex_lock(&r->mu);
+      pthread_mutex_lock(r->mu);
       req_done(r, NULL, 500, e.msg);
-      pthread_mutex_unlock(&r->mu);
+      pthread_mutex_unlock(r->mu);
       gc_srv_req_release(r);
       continue;
     }
@@ -550,9 +564,9 @@ static void drain(gc_engine_t *en) {
     gc_srv_req_t *r = en->queue[en->qhead];
     en->qhead = (en->qhead + 1) % en->o.max_queue;
     en->qlen--;
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(r->mu);
     req_done(r, NULL, 503, "the server is shutting down");
-    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(r->mu);
     gc_srv_req_release(r);
   }
   pthread_mutex_unlock(&en->mu);
@@ -653,26 +667,27 @@ int gc_engine_start(const gc_engine_opts_t *o, const gc_llama_weights_t *w, cons
   return GC_OK;
 }
 
-int gc_engine_submit(gc_engine_t *en, gc_srv_req_t *r) {
+int gc_engine_submit(gc_engine_t *en, gc_srv_req_t *const *rs, int n) {
   pthread_mutex_lock(&en->mu);
-  int rc = en->stopping ? GC_SUBMIT_STOPPING : en->qlen == en->o.max_queue ? GC_SUBMIT_FULL : GC_SUBMIT_OK;
-  if (!rc) {
-    pthread_mutex_lock(&r->mu);
+  int rc = en->stopping ? GC_SUBMIT_STOPPING : en->qlen + n > en->o.max_queue ? GC_SUBMIT_FULL : GC_SUBMIT_OK;
+  for (int i = 0; !rc && i < n; i++) {
+    gc_srv_req_t *r = rs[i];
+    pthread_mutex_lock(r->mu);
     r->refs++;
-    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(r->mu);
     en->queue[(en->qhead + en->qlen) % en->o.max_queue] = r;
     en->qlen++;
-    pthread_cond_signal(&en->cv);
   }
+  if (!rc) pthread_cond_signal(&en->cv);
   pthread_mutex_unlock(&en->mu);
   return rc;
 }
 
 void gc_engine_cancel(gc_engine_t *en, gc_srv_req_t *r) {
   pthread_mutex_lock(&en->mu);
-  pthread_mutex_lock(&r->mu);
+  pthread_mutex_lock(r->mu);
   r->cancelled = 1;
-  pthread_mutex_unlock(&r->mu);
+  pthread_mutex_unlock(r->mu);
   /* still queued: out of the queue at once (its place is free for the next
    * request), the engine's reference dropped; in a slot: reap() frees it */
   for (int i = 0; i < en->qlen; i++) {
@@ -730,4 +745,5 @@ void gc_engine_free(gc_engine_t *en) {
 
 int gc_engine_ctx(const gc_engine_t *en) { return en->o.ctx; }
 int gc_engine_parallel(const gc_engine_t *en) { return en->o.parallel; }
+int gc_engine_max_queue(const gc_engine_t *en) { return en->o.max_queue; }
 const char *gc_engine_device(const gc_engine_t *en) { return en->devname; }

@@ -34,7 +34,7 @@ typedef struct gc_srv_params {
 
 /* One request, shared by the HTTP thread that made it and the engine.
  * Fields above `mu` are set before gc_engine_submit and read-only after;
- * the others are read and written under mu; those after `engine only`
+ * the others are read and written under *mu; those after `engine only`
  * belong to the engine thread. */
 typedef struct gc_srv_req {
   int32_t *prompt;         /* [nprompt] ids (owned) */
@@ -43,8 +43,9 @@ typedef struct gc_srv_req {
   size_t necho;
   gc_srv_params_t p;
 
-  pthread_mutex_t mu;
-  pthread_cond_t cv;       /* signalled when text, ids or done change */
+  pthread_mutex_t *mu;     /* r's own (mu_own), or the leader's of a request of several
+                              choices (gc_srv_req_new_in): one lock for them all */
+  pthread_cond_t *cv;      /* signalled when text, ids or done change (cv_own, or the leader's) */
   gc_buf_t text;           /* the completion's text (special tokens skipped; cut at a stop string) */
   size_t ready;            /* text[0, ready) may be sent: the rest could begin a stop string */
   int32_t *ids;            /* [nids] generated ids (the stop token included, as gcore-run and vLLM;
@@ -68,6 +69,11 @@ typedef struct gc_srv_req {
   int prefills;            /* prompt passes run (ceil(nprompt / prefill_chunk) when done) */
   int refs;                /* holders (the HTTP side, the engine); the last frees it */
 
+  pthread_mutex_t mu_own;
+  pthread_cond_t cv_own;
+  struct gc_srv_req *leader; /* whose mu and cv r shares (r holds a reference), or NULL */
+  int index;               /* the choice's index in its answer (0 .. choices - 1) */
+
   /* engine only */
   gc_sampler_t *smp;
   gc_tok_stream_t ts;
@@ -81,6 +87,10 @@ typedef struct gc_srv_req {
 
 /* A new request with one holder (the caller); NULL on out-of-memory. */
 gc_srv_req_t *gc_srv_req_new(gc_err_t *e);
+/* A new request that shares leader's lock and condition variable (another
+ * choice of the same answer: its reader waits on one of them for all);
+ * it holds a reference to leader. NULL on out-of-memory. */
+gc_srv_req_t *gc_srv_req_new_in(gc_srv_req_t *leader, gc_err_t *e);
 /* Drop one holder's reference; the last frees the request. */
 void gc_srv_req_release(gc_srv_req_t *r);
 
@@ -109,10 +119,13 @@ int gc_engine_start(const gc_engine_opts_t *o, const gc_llama_weights_t *w, cons
                     gc_engine_t **out, gc_err_t *e);
 
 enum { GC_SUBMIT_OK = 0, GC_SUBMIT_FULL, GC_SUBMIT_STOPPING };
-/* Queue r (its prompt and params set): the engine takes a reference.
- * GC_SUBMIT_FULL when max_queue requests are already waiting,
- * GC_SUBMIT_STOPPING once the server is shutting down. */
-int gc_engine_submit(gc_engine_t *en, gc_srv_req_t *r);
+/* Queue rs[0, n) (their prompts and params set), all or none, in order:
+ * the engine takes a reference to each. GC_SUBMIT_FULL when fewer than n
+ * places are left of max_queue, GC_SUBMIT_STOPPING once the server is
+ * shutting down. */
+int gc_engine_submit(gc_engine_t *en, gc_srv_req_t *const *rs, int n);
+/* Most requests the queue holds (--max-queue). */
+int gc_engine_max_queue(const gc_engine_t *en);
 /* The client of r went away: the engine drops it (from the queue at once,
  * or from its slot at its next step). The caller must still hold r. */
 void gc_engine_cancel(gc_engine_t *en, gc_srv_req_t *r);

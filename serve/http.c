@@ -4,9 +4,11 @@
  * its own thread (MHD_USE_THREAD_PER_CONNECTION), which runs `handle` for
  * each request on it; the callbacks of a connection may block, since only
  * that connection waits. A completion request is parsed and checked
- * (serve/api.c), queued to the engine (serve/engine.c), and then:
- *   - without `stream`, the handler waits on the request's condition
- *     variable until it is done and answers with the whole JSON;
+ * (serve/api.c) into one engine request per choice (n of each prompt of a
+ * batch; they share one lock and condition variable), queued to the
+ * engine all or none (serve/engine.c), and then:
+ *   - without `stream`, the handler waits on that condition variable
+ *     until every choice is done and answers with the whole JSON;
  *   - with `stream`, the handler answers at once with a response whose
  *     body comes from `stream_read`, called on the connection's thread
  *     whenever the socket can take more: it waits for new text the same
@@ -49,7 +51,7 @@ struct gc_http {
 };
 
 enum { R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE };
-enum { S_ROLE, S_TOKENS, S_DONE }; /* a stream's phase */
+enum { S_SENDING, S_DONE }; /* a stream's phase */
 
 typedef struct hreq {
   gc_http_t *h;
@@ -61,7 +63,8 @@ typedef struct hreq {
   gc_buf_t body;
   int too_big;
   int status;               /* the answer's, for the log */
-  gc_srv_req_t *r;          /* a queued completion */
+  gc_srv_req_t **rs;        /* [nr] a queued completion's choices (rs[0] leads: one lock, *rs[0]->mu) */
+  int nr;
   gc_api_req_t q;
   char id[64];
   int64_t created;
@@ -69,20 +72,27 @@ typedef struct hreq {
   /* a stream */
   int phase;
   gc_buf_t out;             /* events not yet written to the socket */
-  size_t out_off, sent_text;
-  size_t sent_chars;         /* gc_api_token_chars of the positions sent: logprobs' text_offset */
-  int sent_ids;
+  size_t out_off;
+  struct sent {             /* [nr] what each choice has sent */
+    size_t text;            /* bytes of its text */
+    size_t chars;           /* gc_api_token_chars of its positions sent: logprobs' text_offset */
+    int ids;                /* its ids */
+    int started, finished;  /* its first chunk (role or echo), its last */
+  } *sent;
 } hreq_t;
 
 static void hreq_release(hreq_t *x) {
   if (atomic_fetch_sub(&x->refs, 1) != 1) return;
-  if (x->r) {
-    pthread_mutex_lock(&x->r->mu);
-    int done = x->r->done;
-    pthread_mutex_unlock(&x->r->mu);
-    if (!done) gc_engine_cancel(x->h->en, x->r);
-    gc_srv_req_release(x->r);
+  for (int i = x->nr; i-- > 0;) { /* the leader, rs[0], last */
+    gc_srv_req_t *r = x->rs[i];
+    pthread_mutex_lock(r->mu);
+    int done = r->done;
+    pthread_mutex_unlock(r->mu);
+    if (!done) gc_engine_cancel(x->h->en, r);
+    gc_srv_req_release(r);
   }
+  free(x->rs);
+  free(x->sent);
   gc_buf_free(&x->body);
   gc_buf_free(&x->out);
   free(x);
@@ -165,13 +175,14 @@ static int client_gone(struct MHD_Connection *c) {
   return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
-/* Wait (r->mu held) up to 100 ms for r to change. */
+/* Wait (*r->mu held) up to 100 ms for r, or a choice that shares its
+ * lock, to change. */
 static void wait_a_little(gc_srv_req_t *r) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   ts.tv_nsec += 100 * 1000000L;
   if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-  pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+  pthread_cond_timedwait(r->cv, r->mu, &ts);
 }
 
 /* ---- streams --------------------------------------------------------------------- */
@@ -184,51 +195,70 @@ static int event(hreq_t *x, char *json) {
   return rc;
 }
 
-/* The events r's progress allows (r->mu held): the first chat chunk or
- * the echo chunk (once the prompt's logprobs are in: with the first token),
- * new text and ids, and at the end the last chunk, usage and [DONE].
- * Returns 1 when it wrote any, 0 when there is nothing new, -1 on
- * out-of-memory. */
-static int stream_events(hreq_t *x) {
-  gc_srv_req_t *r = x->r;
+/* The events choice i's progress allows (its lock held): its first chunk
+ * (a chat's role, or the echo once the prompt's logprobs are in: with the
+ * first token), new text and ids, its last chunk; a failure's error event.
+ * Returns 1 when it wrote any, 0 when there is nothing new, 2 after an
+ * error event (the stream ends), -1 on out-of-memory. */
+static int choice_events(hreq_t *x, int i) {
+  gc_srv_req_t *r = x->rs[i];
+  struct sent *s = &x->sent[i];
   gc_api_t *a = x->h->api;
   int wrote = 0;
-  if (x->phase == S_ROLE && x->q.echo && !r->status && (r->nids || !r->p.prompt_logprobs)) {
+  if (s->finished) return 0;
+  if (!s->started && x->q.echo && !r->status) {
+    if (!r->nids && r->p.prompt_logprobs) return 0; /* the echo waits for the prompt's logprobs */
     gc_api_chunk_t k = {.text = r->echo ? r->echo : "", .n = r->necho, .echo = 1};
     if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, r, &k))) return -1;
-    x->sent_chars = gc_api_token_chars(a, r, 0, r->nprompt);
-    x->phase = S_TOKENS;
+    s->chars = gc_api_token_chars(a, r, 0, r->nprompt);
     wrote = 1;
-  } else if (x->phase == S_ROLE && (!x->q.echo || r->status)) {
-    x->phase = S_TOKENS;
-    if (x->q.chat) {
-      if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, r, &(gc_api_chunk_t){.text = "", .role = 1})))
-        return -1;
-      wrote = 1;
-    }
+  } else if (!s->started && x->q.chat) {
+    if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, r, &(gc_api_chunk_t){.text = "", .role = 1})))
+      return -1;
+    wrote = 1;
   }
-  if (x->phase == S_ROLE) return wrote; /* the echo waits for the prompt's logprobs */
-  int new_ids = (x->q.return_ids || r->p.logprobs >= 0) && r->nids > x->sent_ids;
-  if (r->ready > x->sent_text || (new_ids && !r->done)) {
-    gc_api_chunk_t k = {.text = r->text.data + x->sent_text, .n = r->ready - x->sent_text, .from = x->sent_ids,
-                        .to = r->nids, .offset = x->sent_chars};
+  s->started = 1;
+  int new_ids = (x->q.return_ids || r->p.logprobs >= 0) && r->nids > s->ids;
+  if (r->ready > s->text || (new_ids && !r->done)) {
+    gc_api_chunk_t k = {.text = r->text.data + s->text, .n = r->ready - s->text, .from = s->ids, .to = r->nids,
+                        .offset = s->chars};
     if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, r, &k))) return -1;
-    if (r->p.logprobs >= 0) x->sent_chars += gc_api_token_chars(a, r, r->nprompt + k.from, r->nprompt + k.to);
-    x->sent_text = r->ready, x->sent_ids = r->nids;
+    if (r->p.logprobs >= 0) s->chars += gc_api_token_chars(a, r, r->nprompt + k.from, r->nprompt + k.to);
+    s->text = r->ready, s->ids = r->nids;
     wrote = 1;
   }
   if (!r->done) return wrote;
-  gc_err_t e = {0};
+  s->finished = 1;
   if (r->status) { /* failed after the headers went out: an error event */
     gc_api_err_t err;
     gc_api_fail(&err, r->status, "server_error", NULL, NULL, "%s", r->error);
-    if (event(x, gc_api_error_json(&err))) return -1;
-  } else {
-    gc_api_chunk_t k = {.text = "", .from = x->sent_ids, .to = r->nids, .offset = x->sent_chars, .finish = r->finish};
-    if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, r, &k))) return -1;
-    x->sent_ids = r->nids;
-    if (x->q.include_usage && event(x, gc_api_usage_json(a, &x->q, x->id, x->created, r))) return -1;
+    return event(x, gc_api_error_json(&err)) ? -1 : 2;
   }
+  gc_api_chunk_t k = {.text = "", .from = s->ids, .to = r->nids, .offset = s->chars, .finish = r->finish};
+  if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, r, &k))) return -1;
+  s->ids = r->nids;
+  return 1;
+}
+
+/* The events the choices' progress allows (their lock held), each
+ * choice's in turn; when all are done (or one failed), usage and [DONE].
+ * Returns 1 when it wrote any, 0 when there is nothing new, -1 on
+ * out-of-memory. */
+static int stream_events(hreq_t *x) {
+  int wrote = 0, done = 1;
+  for (int i = 0; i < x->nr; i++) {
+    int got = choice_events(x, i);
+    if (got < 0) return -1;
+    wrote |= got != 0;
+    done &= x->sent[i].finished;
+    if (got == 2) break; /* a failure ends the stream: the other choices are cancelled */
+  }
+  int failed = 0;
+  for (int i = 0; i < x->nr; i++) failed |= x->sent[i].finished && x->rs[i]->status;
+  if (!done && !failed) return wrote;
+  gc_err_t e = {0};
+  if (!failed && x->q.include_usage && event(x, gc_api_usage_json(x->h->api, &x->q, x->id, x->created, x->rs, x->nr)))
+    return -1;
   if (gc_buf_printf(&x->out, &e, "data: [DONE]\n\n")) return -1;
   x->phase = S_DONE;
   return 1;
@@ -246,10 +276,10 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     }
     x->out.len = x->out_off = 0;
     if (x->phase == S_DONE) return MHD_CONTENT_READER_END_OF_STREAM;
-    pthread_mutex_lock(&x->r->mu);
+    pthread_mutex_lock(x->rs[0]->mu);
     int got = stream_events(x);
-    if (!got) wait_a_little(x->r);
-    pthread_mutex_unlock(&x->r->mu);
+    if (!got) wait_a_little(x->rs[0]);
+    pthread_mutex_unlock(x->rs[0]->mu);
     if (got < 0) return MHD_CONTENT_READER_END_WITH_ERROR;
     if (!got && client_gone(x->conn)) { /* the engine frees its slot (hreq_release) */
       x->status = 499;
@@ -270,13 +300,19 @@ static enum MHD_Result completion(hreq_t *x) {
     gc_api_fail(&err, 413, "invalid_request_error", NULL, NULL, "the request body is over %zu bytes", h->o.max_body);
     return send_error(x, &err);
   }
-  if (!(x->r = gc_srv_req_new(&e))) return send_json(x, 500, NULL);
-  if (gc_api_parse(h->api, x->route == R_CHAT, x->body.data ? x->body.data : "", x->body.len, x->r, &x->q, &err))
+  if (gc_api_parse(h->api, x->route == R_CHAT, x->body.data ? x->body.data : "", x->body.len, &x->q, &x->rs, &x->nr,
+                   &err))
     return send_error(x, &err);
+  if (x->nr > gc_engine_max_queue(h->en)) {
+    gc_api_fail(&err, 400, "invalid_request_error", NULL, "n", "%d choices: more than the queue holds (--max-queue %d)",
+                x->nr, gc_engine_max_queue(h->en));
+    return send_error(x, &err);
+  }
+  if (x->q.stream && !(x->sent = gc_calloc((size_t)x->nr, sizeof *x->sent, &e))) return send_json(x, 500, NULL);
   x->created = (int64_t)time(NULL);
   snprintf(x->id, sizeof x->id, "%s-%llx%06llx", x->q.chat ? "chatcmpl" : "cmpl", (unsigned long long)x->created,
            (unsigned long long)atomic_fetch_add(&h->ids, 1) & 0xffffffull);
-  int sub = gc_engine_submit(h->en, x->r);
+  int sub = gc_engine_submit(h->en, x->rs, x->nr);
   if (sub == GC_SUBMIT_FULL)
     return fail(x, 503, "server_error", "overloaded", "%s: every slot is busy and the queue is full; retry later",
                 "the server is busy");
@@ -294,23 +330,28 @@ static enum MHD_Result completion(hreq_t *x) {
     MHD_destroy_response(resp);
     return rc;
   }
-  gc_srv_req_t *r = x->r;
-  pthread_mutex_lock(&r->mu);
-  while (!r->done) {
-    wait_a_little(r);
-    if (r->done) break;
-    pthread_mutex_unlock(&r->mu);
-    if (client_gone(x->conn)) { /* nobody to answer: close (hreq_release cancels it) */
+  gc_srv_req_t *lead = x->rs[0], *failed = NULL;
+  pthread_mutex_lock(lead->mu);
+  for (int i = 0; i < x->nr && !failed;) { /* every choice done, or one failed */
+    if (x->rs[i]->done) {
+      failed = x->rs[i]->status ? x->rs[i] : NULL;
+      i++;
+      continue;
+    }
+    wait_a_little(lead);
+    if (x->rs[i]->done) continue;
+    pthread_mutex_unlock(lead->mu);
+    if (client_gone(x->conn)) { /* nobody to answer: close (hreq_release cancels them) */
       x->status = 499;
       return MHD_NO;
     }
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(lead->mu);
   }
   char *json = NULL;
-  if (r->status) gc_api_fail(&err, r->status, "server_error", NULL, NULL, "%s", r->error);
-  else json = gc_api_result_json(h->api, &x->q, x->id, x->created, r);
-  pthread_mutex_unlock(&r->mu);
-  return r->status ? send_error(x, &err) : send_json(x, 200, json);
+  if (failed) gc_api_fail(&err, failed->status, "server_error", NULL, NULL, "%s", failed->error);
+  else json = gc_api_result_json(h->api, &x->q, x->id, x->created, x->rs, x->nr);
+  pthread_mutex_unlock(lead->mu);
+  return failed ? send_error(x, &err) : send_json(x, 200, json);
 }
 
 /* POST /tokenize, /detokenize: answered at once, on this thread. */
@@ -416,10 +457,10 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_
   if (h->o.verbose) {
     const char *why = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)";
     int prompt = 0, passes = 0, gen = 0;
-    if (x->r) {
-      pthread_mutex_lock(&x->r->mu);
-      prompt = x->r->nprompt, passes = x->r->prefills, gen = x->r->nids;
-      pthread_mutex_unlock(&x->r->mu);
+    for (int i = 0; i < x->nr; i++) {
+      pthread_mutex_lock(x->rs[i]->mu);
+      prompt += x->rs[i]->nprompt, passes += x->rs[i]->prefills, gen += x->rs[i]->nids;
+      pthread_mutex_unlock(x->rs[i]->mu);
     }
     fprintf(stderr, "gcore-serve: %s %d%s: %d prompt tokens (%d passes) + %d generated, %.3f s%s\n", x->line,
             x->status, x->q.stream ? " (stream)" : "", prompt, passes, gen, gc_now() - x->t0, why);

@@ -495,6 +495,133 @@ def test_chat_logprobs_and_sampling(srv, tiny):
     assert streamed == content
 
 
+def test_choices_and_batched_prompts(srv, tiny):
+    """n choices of each of several prompts (a batch: strings and ids), as
+    OpenAI and vLLM answer them: choice p·n + j of prompt p, sampled with
+    the request's seed plus j, has the tokens a request of that prompt
+    alone with that seed gets; usage counts each prompt once and every
+    choice's tokens; streamed, the same tokens under each chunk's index;
+    with logprobs and echo, each choice's lists are its own request's."""
+    prompts = ["The capital of France is", [5, 77, 300, 12, 9], "Once upon a time"]
+    base = {"model": MODEL, "max_tokens": 8, "temperature": 0.9, "seed": 42, "ignore_eos": True,
+            "return_token_ids": True}
+    want, ptoks = [], []
+    for p in prompts:
+        for j in range(2):
+            c = completion(srv, dict(base, prompt=p, seed=42 + j))
+            want.append(c["token_ids"])
+        ptoks.append(len(c["prompt_token_ids"]))
+    assert want[0] != want[1], "two seeds that sample the same: pick another seed"
+    status, _, text = srv.post("/v1/completions", dict(base, prompt=prompts, n=2))
+    assert status == 200, text
+    r = json.loads(text)
+    assert [c["index"] for c in r["choices"]] == list(range(6))
+    assert [c["token_ids"] for c in r["choices"]] == want
+    assert r["usage"] == {"prompt_tokens": sum(ptoks), "completion_tokens": 48, "total_tokens": sum(ptoks) + 48}
+    status, _, text = srv.post("/v1/completions", dict(base, prompt=prompts, n=2, stream=True,
+                                                       stream_options={"include_usage": True}))
+    events = sse(text)
+    got = [[] for _ in range(6)]
+    finished = set()
+    for ev in events[:-1]:
+        (ch,) = ev["choices"]
+        got[ch["index"]] += ch.get("token_ids", [])
+        if ch["finish_reason"]:
+            finished.add(ch["index"])
+    assert got == want and finished == set(range(6))
+    assert events[-1]["usage"] == r["usage"] and events[-1]["choices"] == []
+    # greedy: every choice the same, gcore-run's
+    ref = reference_ids(tiny, [[5, 77, 300, 12, 9]], 6)[0]
+    c3 = json.loads(srv.post("/v1/completions", dict(base, prompt=[5, 77, 300, 12, 9], n=3, temperature=0,
+                                                     max_tokens=6))[2])["choices"]
+    assert [c["token_ids"] for c in c3] == [ref] * 3
+    # logprobs and echo per choice
+    lp = dict(base, prompt=prompts[:2], n=2, logprobs=2, echo=True)
+    both = json.loads(srv.post("/v1/completions", lp)[2])["choices"]
+    for i, c in enumerate(both):
+        alone = completion(srv, dict(lp, prompt=prompts[i // 2], n=1, seed=42 + i % 2))
+        assert c["text"] == alone["text"] and c["token_ids"] == alone["token_ids"]
+        assert c["logprobs"]["tokens"] == alone["logprobs"]["tokens"]
+        assert c["logprobs"]["token_logprobs"] == pytest.approx(alone["logprobs"]["token_logprobs"], abs=1e-5)
+
+
+def test_chat_choices(srv):
+    """A chat's n choices: choice j is the chat alone with the seed plus j,
+    streamed or not."""
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Tell me a story"}], "max_tokens": 6,
+            "temperature": 1.0, "seed": 9, "ignore_eos": True, "return_token_ids": True}
+    want = [completion(srv, dict(body, seed=9 + j), "/v1/chat/completions")["token_ids"] for j in range(3)]
+    r = json.loads(srv.post("/v1/chat/completions", dict(body, n=3))[2])
+    assert [c["token_ids"] for c in r["choices"]] == want and [c["index"] for c in r["choices"]] == [0, 1, 2]
+    assert r["usage"]["completion_tokens"] == 18
+    events = sse(srv.post("/v1/chat/completions", dict(body, n=3, stream=True))[2])
+    got, roles = [[], [], []], [0, 0, 0]
+    for ev in events:
+        (ch,) = ev["choices"]
+        got[ch["index"]] += ch.get("token_ids", [])
+        roles[ch["index"]] += ch["delta"].get("role") == "assistant"
+    assert got == want and roles == [1, 1, 1]
+
+
+def test_choices_of_a_client_that_leaves_are_cancelled(slow):
+    """A stream of 2 choices whose client resets the connection: both
+    slots are freed at once."""
+    body = json.dumps({"model": MODEL, "prompt": [1, 2, 3], "max_tokens": 250, "stream": True, "n": 2,
+                       "ignore_eos": True}).encode()
+    s = socket.create_connection(("127.0.0.1", slow.port), timeout=30)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    wait_for(lambda: slow.health()["active"] == 2, "both choices to start")
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    s.close()
+    wait_for(lambda: slow.health()["active"] == 0, "both choices to be cancelled", timeout=2)
+    status, _, text = slow.post("/v1/completions", {"model": MODEL, "prompt": [7, 8], "max_tokens": 2, "n": 3})
+    assert status == 400 and "more than the queue holds" in text, text
+    # all or none: with both slots busy and one of the 2 places in the queue
+    # taken, 2 choices get 503 (and none of them waits)
+    busy = [open_stream(slow) for _ in range(2)]
+    wait_for(lambda: slow.health()["active"] == 2, "two streams to run")
+    waiting = socket.create_connection(("127.0.0.1", slow.port), timeout=30)
+    one = json.dumps({"model": MODEL, "prompt": [1], "max_tokens": 2}).encode()
+    waiting.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n" % len(one) + one)
+    wait_for(lambda: slow.health()["queued"] == 1, "a request to wait")
+    status, _, text = slow.post("/v1/completions", {"model": MODEL, "prompt": [7, 8], "max_tokens": 2, "n": 2})
+    assert status == 503 and slow.health()["queued"] == 1, text
+    for s in busy + [waiting]:
+        s.close()
+    wait_for(lambda: slow.health()["active"] == 0 and slow.health()["queued"] == 0, "the streams to be cancelled")
+
+
+def test_lm_eval_loglikelihood_requests(srv, tiny):
+    """The request lm-evaluation-harness's local-completions model sends to
+    score continuations (a batch of token-id prompts, "echo": true,
+    "logprobs": 1, "max_tokens": 1, temperature 0), read the way it reads
+    it (token_logprobs[ctxlen:-1] summed; is_greedy: each continuation
+    token's logprob the largest of its top_logprobs): the sums are the fp64
+    reference's, and a continuation made of the model's own greedy tokens
+    is greedy while another is not."""
+    model = tiny[1]
+    ctx = [7, 300, 41, 99, 5]
+    greedy = reference_ids(tiny, [ctx], 3)[0]
+    other = [(t + 1) % 500 for t in greedy]
+    conts = [greedy, other]
+    body = {"model": MODEL, "prompt": [ctx + c for c in conts], "temperature": 0, "max_tokens": 1,
+            "logprobs": 1, "seed": 1234, "echo": True}
+    status, _, text = srv.post("/v1/completions", body)
+    assert status == 200, text
+    choices = json.loads(text)["choices"]
+    assert len(choices) == 2
+    for cont, ch in zip(conts, choices):
+        lp = ch["logprobs"]["token_logprobs"][len(ctx):-1]
+        tops = ch["logprobs"]["top_logprobs"][len(ctx):-1]
+        ref, tol = ref_logprobs(model, ctx + cont)
+        want = sum(ref[len(ctx) - 1 + k, cont[k]] for k in range(len(cont)))
+        assert abs(sum(lp) - want) <= sum(tol), (sum(lp), want)
+        is_greedy = all(t == max(top.values()) for t, top in zip(lp, tops))
+        assert is_greedy == (cont == greedy), (cont, lp, tops)
+
+
 def raw_id(raw, b):
     return next(i for i, x in raw.items() if x == b)
 
@@ -891,9 +1018,12 @@ BAD = [
     (b"\xff\xfe\x00garbage", 400, None, "not valid JSON"),
     (b"[" * 5000 + b"]" * 5000, 400, None, "not valid JSON"),
     (b"", 400, None, "not valid JSON"),
-    (b'{"prompt": 5}', 400, "prompt", "must be a string or an array of token ids"),
-    (b'{"prompt": ["a", "b"]}', 400, "prompt", "one prompt per request"),
-    (b'{"prompt": [1, "a"]}', 400, "prompt", "must be a string or an array of token ids"),
+    (b'{"prompt": 5}', 400, "prompt", "must be a string, an array of token ids or an array of those"),
+    (b'{"prompt": ["a", 5]}', 400, "prompt", "must be a string, an array of token ids or an array of those"),
+    (b'{"prompt": ["a", []]}', 400, "prompt", "a prompt is empty"),
+    (b'{"prompt": [[1], [2, "a"]]}', 400, "prompt", "must be a string, an array of token ids"),
+    (b'{"prompt": [1, "a"]}', 400, "prompt", "must be a string, an array of token ids"),
+    (b'{"prompt": [' + b'"a", ' * 128 + b'"a"]}', 400, "prompt", "at most 128 prompts"),
     (b'{"prompt": [1, 99999]}', 400, "prompt", "outside the vocabulary"),
     (b'{"prompt": [-1]}', 400, "prompt", "outside the vocabulary"),
     (b'{"prompt": []}', 400, "prompt", "empty"),
@@ -908,7 +1038,12 @@ BAD = [
     (b'{"prompt": "x", "stop": 3}', 400, "stop", "a string or an array of strings"),
     (b'{"prompt": "x", "stop": ["a", "b", "c", "d", "e"]}', 400, "stop", "at most 4"),
     (b'{"prompt": "x", "stop": [""]}', 400, "stop", "1 to 256 bytes"),
-    (b'{"prompt": "x", "n": 3}', 400, "n", "only one choice"),
+    (b'{"prompt": "x", "n": 0}', 400, "n", "from 1 to 128"),
+    (b'{"prompt": "x", "n": 129}', 400, "n", "from 1 to 128"),
+    (b'{"prompt": ["x", "y"], "n": 65}', 400, "n", "2 prompts of 65 choices: at most 128"),
+    (b'{"prompt": "x", "n": 65}', 400, "n", "more than the queue holds (--max-queue 64)"),
+    (b'{"prompt": "x", "n": 2, "best_of": 3}', 400, "best_of", "must equal n"),
+    (b'{"prompt": "x", "n": 1.5}', 400, "n", "must be an integer"),
     (b'{"prompt": "x", "n_probs": 5}', 400, "n_probs", "not supported"),
     (b'{"prompt": "x", "presence_penalty": 1}', 400, "presence_penalty", "not supported"),
     (b'{"prompt": "x", "logit_bias": {"5": 10}}', 400, "logit_bias", "not supported"),
