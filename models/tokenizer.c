@@ -712,6 +712,10 @@ void gc_tok_stream_init(gc_tok_stream_t *s, const gc_tok_t *t, int flags) {
   *s = (gc_tok_stream_t){.t = t, .flags = flags, .at_start = 1};
 }
 
+void gc_tok_stream_continue(gc_tok_stream_t *s, const gc_tok_t *t, int flags) {
+  *s = (gc_tok_stream_t){.t = t, .flags = flags, .at_start = 0};
+}
+
 static const char REPLACEMENT[] = "\xef\xbf\xbd"; /* U+FFFD */
 
 /* Feed bytes p [n] through the UTF-8 check: whole sequences go to out,
@@ -805,7 +809,7 @@ int gc_tok_stream_put(gc_tok_stream_t *s, int32_t id, gc_buf_t *out, gc_err_t *e
   return GC_OK;
 }
 
-int gc_tok_piece(const gc_tok_t *t, int32_t id, gc_buf_t *out, gc_err_t *e) {
+int gc_tok_piece(const gc_tok_t *t, int32_t id, int at_start, gc_buf_t *out, gc_err_t *e) {
   if (id < 0 || id >= t->n_vocab)
     return gc_err_set(e, GC_EINVAL, "token id %d is outside the vocabulary (0..%d)", id, t->n_vocab - 1);
   const char *p = t->arena.data + t->off[id];
@@ -815,9 +819,9 @@ int gc_tok_piece(const gc_tok_t *t, int32_t id, gc_buf_t *out, gc_err_t *e) {
     char b = (char)strtoul((char[3]){p[3], p[4], 0}, NULL, 16);
     return gc_buf_append(out, &b, 1, e);
   }
-  for (size_t i = 0; i < n;) { /* ▁ -> ' ' */
+  for (size_t i = 0; i < n;) { /* ▁ -> ' ', but the first word's at the start */
     int mark = i + 3 <= n && !memcmp(p + i, SPACE_MARK, 3);
-    if (gc_buf_append(out, mark ? " " : p + i, 1, e)) return GC_ENOMEM;
+    if (!(mark && !i && at_start && t->prepend) && gc_buf_append(out, mark ? " " : p + i, 1, e)) return GC_ENOMEM;
     i += mark ? 3 : 1;
   }
   return GC_OK;

@@ -98,12 +98,17 @@ void gc_tok_stream_init(gc_tok_stream_t *s, const gc_tok_t *t, int flags);
  * the vocabulary; GC_ENOMEM. */
 int gc_tok_stream_put(gc_tok_stream_t *s, int32_t id, gc_buf_t *out, gc_err_t *e);
 int gc_tok_stream_flush(gc_tok_stream_t *s, gc_buf_t *out, gc_err_t *e);
-/* The bytes of id alone, as it reads inside a text (appended to out):
- * a SentencePiece piece with its spaces (the first word's included), a
- * byte token as its byte, a control token as its text. They need not be
- * whole UTF-8 (a byte token, a byte-level piece of a character).
- * GC_EINVAL for an id outside the vocabulary; GC_ENOMEM. */
-int gc_tok_piece(const gc_tok_t *t, int32_t id, gc_buf_t *out, gc_err_t *e);
+/* The bytes of id alone (appended to out), as it reads inside a text, or
+ * with at_start as the first token of one (gc_tok_decode's: the space a
+ * SentencePiece vocabulary adds to the first word left out): a
+ * SentencePiece piece with its spaces, a byte token as its byte, a
+ * control token as its text. They need not be whole UTF-8 (a byte token,
+ * a byte-level piece of a character). GC_EINVAL for an id outside the
+ * vocabulary; GC_ENOMEM. */
+int gc_tok_piece(const gc_tok_t *t, int32_t id, int at_start, gc_buf_t *out, gc_err_t *e);
+/* gc_tok_stream_init, for text that continues other text (at_start off:
+ * the first word keeps its space). */
+void gc_tok_stream_continue(gc_tok_stream_t *s, const gc_tok_t *t, int flags);
 /* Whole-sequence decode: the stream over ids, flushed. */
 int gc_tok_decode(const gc_tok_t *t, const int32_t *ids, size_t n, int flags, gc_buf_t *out, gc_err_t *e);
 

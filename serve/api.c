@@ -558,8 +558,9 @@ static int logprobs(const gc_api_t *a, const body_t *b, int chat, gc_srv_params_
       return err->status;
     if (field(b->o, "top_logprobs") && !on)
       return gc_api_fail(err, 400, INVALID, NULL, "top_logprobs", "'top_logprobs' needs \"logprobs\": true");
-    if (field(b->o, "echo"))
-      return gc_api_fail(err, 400, INVALID, NULL, "echo", "'echo' is a field of /v1/completions");
+    int echo = 0;
+    if (boolean(b->o, "echo", &echo, err)) return err->status;
+    if (echo) return gc_api_fail(err, 400, INVALID, NULL, "echo", "'echo' is a field of /v1/completions");
   } else {
     json_object *v = field(b->o, "logprobs");
     int off = v && json_object_is_type(v, json_type_boolean) && !json_object_get_boolean(v); /* false: none */
@@ -597,11 +598,13 @@ static int params(gc_api_t *a, const body_t *b, int chat, int nprompt, int choic
       penalty(a, b, &p->sp, err) || stops(o, p, err) || stop_ids(a, o, p, err) ||
       integer(b, "min_tokens", 0, INT32_MAX, &min_tokens, err) || logprobs(a, b, chat, p, q, err))
     return err->status;
-  /* max_completion_tokens wins over max_tokens, as OpenAI's; both are checked */
-  int64_t legacy = -1;
+  /* max_completion_tokens wins over max_tokens, as OpenAI's; both are
+   * checked; 0 only with echo (the prompt's logprobs alone, as OpenAI's and
+   * vLLM's) */
+  int64_t legacy = -1, least = q->echo ? 0 : 1;
   const char *mkey = field(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  if (integer(b, "max_tokens", 1, INT32_MAX, &legacy, err) ||
-      integer(b, "max_completion_tokens", 1, INT32_MAX, &max, err))
+  if (integer(b, "max_tokens", least, INT32_MAX, &legacy, err) ||
+      integer(b, "max_completion_tokens", least, INT32_MAX, &max, err))
     return err->status;
   if (max < 0) max = legacy;
   if (top_p <= 0) return gc_api_fail(err, 400, INVALID, NULL, "top_p", "'top_p' must be above 0");
@@ -615,7 +618,7 @@ static int params(gc_api_t *a, const body_t *b, int chat, int nprompt, int choic
                        "(%d in the %s, %lld in the completion).", a->ctx, (long long)(nprompt + max), nprompt,
                        chat ? "messages" : "prompt", (long long)max);
   /* default: OpenAI's 16 for completions, the rest of the context for chats */
-  p->max_tokens = max > 0 ? (int)max : chat || a->ctx - nprompt < 16 ? a->ctx - nprompt : 16;
+  p->max_tokens = max >= 0 ? (int)max : chat || a->ctx - nprompt < 16 ? a->ctx - nprompt : 16;
   if (min_tokens > p->max_tokens)
     return gc_api_fail(err, 400, INVALID, NULL, "min_tokens", "'min_tokens' (%lld) is more than max_tokens (%d)",
                        (long long)min_tokens, p->max_tokens);
@@ -639,7 +642,8 @@ static int echo_text(gc_api_t *a, json_object *p, const gc_tok_ids_t *ids, gc_sr
                : gc_tok_decode(a->tok, ids->v, ids->n, GC_TOK_SKIP_SPECIAL, &text, &e);
   if (rc) {
     gc_buf_free(&text);
-    return gc_api_fail(err, 500, "server_error", NULL, NULL, "the prompt's text: %s", e.msg);
+    return e.code == GC_EINVAL ? gc_api_fail(err, 400, INVALID, NULL, "echo", "the prompt cannot be echoed: %s", e.msg)
+                               : gc_api_fail(err, 500, "server_error", NULL, NULL, "the prompt's text: %s", e.msg);
   }
   r->echo = text.data, r->necho = text.len;
   return 0;
@@ -667,7 +671,7 @@ static int parse_json(const char *body, size_t n, json_object **out, gc_api_err_
   *out = NULL;
   json_tokener *tk = json_tokener_new_ex(JSON_DEPTH);
   if (!tk) return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
-  json_tokener_set_flags(tk, JSON_TOKENER_STRICT);
+  json_tokener_set_flags(tk, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
   json_object *o = json_tokener_parse_ex(tk, body, (int)n);
   enum json_tokener_error je = json_tokener_get_error(tk);
   size_t end = json_tokener_get_parse_end(tk);
@@ -766,7 +770,7 @@ int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_api_req_t
   prompt_t ps[GC_API_MAX_CHOICES] = {0};
   int np = 0;
   if (!rc && chat) rc = contents_given(field(o, "messages"), err);
-  if (!rc && chat && !(rc = chat_prompt(a, field(o, "messages"), &ps[0].ids, err))) np = 1;
+  if (!rc && chat) np = 1, rc = chat_prompt(a, field(o, "messages"), &ps[0].ids, err);
   if (!rc && !chat) rc = completion_prompts(a, field(o, "prompt"), ps, &np, err);
   if (!rc && !ps[0].ids.n) rc = gc_api_fail(err, 400, INVALID, NULL, chat ? "messages" : "prompt", "the prompt has no tokens");
   if (!rc) rc = choices(&b, q, err);
@@ -974,14 +978,18 @@ static int whole_utf8(const unsigned char *s, size_t n) {
  * -9999.0. */
 static json_object *lp_json(float lp) { return json_object_new_double(lp >= -9999.0f ? lp : -9999.0); }
 
-/* id's text for logprobs into *s (and its bytes, gc_tok_piece, into b): the
- * bytes when they are whole UTF-8, else OpenAI's "bytes:\xNN..." spelling;
- * *chars: the characters it adds to the text (0 for a control token, which
- * the text leaves out). NULL on out-of-memory. */
-static json_object *token_json(const gc_api_t *a, int32_t id, gc_buf_t *b, size_t *chars) {
+/* id's text for logprobs (at_start: as the first token of a text,
+ * gc_tok_piece) and its bytes into b: the bytes when they are whole UTF-8,
+ * else OpenAI's "bytes:\xNN..." spelling; *chars: the characters it adds
+ * to the text (0 for a control token, which the text leaves out). An id of
+ * the model's past the tokenizer's vocabulary has no text: "". NULL on
+ * out-of-memory. */
+static json_object *token_json(const gc_api_t *a, int32_t id, int at_start, gc_buf_t *b, size_t *chars) {
   gc_err_t e = {0};
   b->len = 0;
-  if (gc_tok_piece(a->tok, id, b, &e)) return NULL;
+  *chars = 0;
+  if (id >= gc_tok_vocab_size(a->tok)) return json_object_new_string("");
+  if (gc_tok_piece(a->tok, id, at_start, b, &e)) return NULL;
   *chars = gc_tok_is_special(a->tok, id) ? 0 : chars_of(b->data, b->len);
   if (whole_utf8((const unsigned char *)b->data, b->len)) return json_object_new_string_len(b->data ? b->data : "", (int)b->len);
   char *t = malloc(6 + 4 * b->len + 1);
@@ -1018,6 +1026,19 @@ static lp_at_t lp_at(const gc_srv_req_t *r, int k) {
   return (lp_at_t){r->ids[k], r->lps[k], r->tops + (size_t)k * L, r->ntops[k], 1};
 }
 
+/* Position k of r's sequence: the prompt's ids, then the completion's. */
+static int32_t seq_id(const gc_srv_req_t *r, int k) { return k < r->nprompt ? r->prompt[k] : r->ids[k - r->nprompt]; }
+
+/* The position of r's first token with text, the one at the start of the
+ * choice's text (from the prompt's first where the text echoes it, else
+ * from the completion's): its first word has no space before it. The
+ * sequence's end when there is none yet. */
+static int text_start(const gc_api_t *a, const gc_srv_req_t *r) {
+  int n = r->nprompt + r->nids, k = r->necho ? 0 : r->nprompt;
+  while (k < n && gc_tok_is_special(a->tok, seq_id(r, k))) k++;
+  return k;
+}
+
 /* /v1/completions' logprobs of r's positions [from, to) (prompt first, as
  * lp_at), OpenAI's legacy shape: tokens, token_logprobs, top_logprobs (the
  * most likely and the chosen token, by text; null for the prompt's first)
@@ -1029,16 +1050,17 @@ static json_object *completion_logprobs(const gc_api_t *a, const gc_srv_req_t *r
   json_object *tops = json_object_new_array(), *offs = json_object_new_array();
   gc_buf_t b = {0};
   size_t chars = 0;
+  int start = text_start(a, r);
   for (int k = from; k < to; k++) {
     lp_at_t p = lp_at(r, k);
     json_object_array_add(offs, json_object_new_int64((int64_t)offset));
-    json_object_array_add(toks, token_json(a, p.id, &b, &chars));
+    json_object_array_add(toks, token_json(a, p.id, k <= start, &b, &chars));
     offset += chars;
     json_object_array_add(lps, p.has ? lp_json(p.lp) : NULL);
     json_object *t = NULL;
     for (int i = 0; p.has && i <= p.ntop; i++) { /* the top, then the chosen token if not among them */
       const gc_logprob_t *x = i < p.ntop ? &p.top[i] : &(gc_logprob_t){p.id, p.lp};
-      json_object *key = token_json(a, x->id, &b, &chars);
+      json_object *key = token_json(a, x->id, k <= start, &b, &chars);
       if (!t) t = json_object_new_object();
       if (key && !json_object_object_get_ex(t, json_object_get_string(key), NULL)) /* one text: the likeliest */
         json_object_object_add(t, json_object_get_string(key), lp_json(x->lp));
@@ -1061,15 +1083,16 @@ static json_object *chat_logprobs(const gc_api_t *a, const gc_srv_req_t *r, int 
   json_object *o = json_object_new_object(), *content = json_object_new_array();
   gc_buf_t b = {0};
   size_t chars;
-  for (int k = from; k < to; k++) {
-    lp_at_t p = lp_at(r, r->nprompt + k);
+  int start = text_start(a, r);
+  for (int k = r->nprompt + from; k < r->nprompt + to; k++) {
+    lp_at_t p = lp_at(r, k);
     json_object *x = json_object_new_object(), *tops = json_object_new_array();
-    json_object_object_add(x, "token", token_json(a, p.id, &b, &chars));
+    json_object_object_add(x, "token", token_json(a, p.id, k <= start, &b, &chars));
     json_object_object_add(x, "logprob", lp_json(p.lp));
     json_object_object_add(x, "bytes", bytes_json(&b));
     for (int i = 0; i < p.ntop; i++) {
       json_object *y = json_object_new_object();
-      json_object_object_add(y, "token", token_json(a, p.top[i].id, &b, &chars));
+      json_object_object_add(y, "token", token_json(a, p.top[i].id, k <= start, &b, &chars));
       json_object_object_add(y, "logprob", lp_json(p.top[i].lp));
       json_object_object_add(y, "bytes", bytes_json(&b));
       json_object_array_add(tops, y);
@@ -1085,12 +1108,11 @@ static json_object *chat_logprobs(const gc_api_t *a, const gc_srv_req_t *r, int 
 
 size_t gc_api_token_chars(const gc_api_t *a, const gc_srv_req_t *r, int from, int to) {
   gc_buf_t b = {0};
-  gc_err_t e = {0};
-  size_t n = 0;
-  for (int k = from; k < to; k++) {
-    int32_t id = k < r->nprompt ? r->prompt[k] : r->ids[k - r->nprompt];
-    b.len = 0;
-    if (a->tok && !gc_tok_is_special(a->tok, id) && !gc_tok_piece(a->tok, id, &b, &e)) n += chars_of(b.data, b.len);
+  size_t n = 0, chars;
+  int start = a->tok ? text_start(a, r) : 0;
+  for (int k = from; a->tok && k < to; k++) {
+    json_object_put(token_json(a, seq_id(r, k), k <= start, &b, &chars));
+    n += chars;
   }
   gc_buf_free(&b);
   return n;

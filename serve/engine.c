@@ -290,15 +290,19 @@ static int grow_ids(gc_srv_req_t *r, int cap, gc_err_t *e) {
 static int emit(gc_engine_t *en, gc_srv_req_t *r, int32_t tok, const float *row) {
   gc_err_t e = {0};
   const char *finish = NULL;
-  pthread_mutex_lock(r->mu);
+  gc_logprob_t top[GC_LOGPROBS_MAX];
+  float lp = 0;
+  int ntop = r->p.logprobs >= 0 && row ? gc_logprobs(row, en->w->cfg.vocab_size, tok, r->p.logprobs, &lp, top) : 0;
+  pthread_mutex_lock(r->mu); /* every choice's: vocab-long scans stay outside */
   if (r->nids == r->capids && grow_ids(r, r->capids ? 2 * r->capids : 64, &e)) {
     pthread_mutex_unlock(r->mu);
     end_req(en, r, NULL, 500, "out of memory");
     return 1;
   }
   if (r->p.logprobs >= 0 && row) {
-    int k = r->nids, L = r->p.logprobs;
-    r->ntops[k] = gc_logprobs(row, en->w->cfg.vocab_size, tok, L, &r->lps[k], r->tops + (size_t)k * L);
+    int k = r->nids;
+    r->lps[k] = lp, r->ntops[k] = ntop;
+    memcpy(r->tops + (size_t)k * r->p.logprobs, top, (size_t)ntop * sizeof *top);
   }
   r->ids[r->nids++] = tok;
   gc_sampler_accept(r->smp, tok);
@@ -409,15 +413,15 @@ static int chunk_rows(const gc_engine_t *en, const gc_srv_req_t *r) {
 }
 
 /* The logprobs of r's prompt ids at fed + 1 .. fed + rows from the chunk's
- * rows of logits lg[rows, vocab] (row j is the distribution of id fed + j + 1). */
+ * rows of logits lg[rows, vocab] (row j is the distribution of id fed + j + 1).
+ * Without r's lock: its readers wait for the first token or the end, which
+ * come under the lock after the last chunk. */
 static void prompt_logprobs(gc_engine_t *en, gc_srv_req_t *r, const float *lg, int rows) {
   int vocab = en->w->cfg.vocab_size, L = r->p.logprobs;
-  pthread_mutex_lock(r->mu);
   for (int j = 0; j < rows; j++) {
     int k = r->fed + j + 1;
     r->pntops[k] = gc_logprobs(lg + (size_t)j * vocab, vocab, r->prompt[k], L, &r->plps[k], r->ptops + (size_t)k * L);
   }
-  pthread_mutex_unlock(r->mu);
 }
 
 /* The next t tokens of r's prompt (every row's logits where r wants the
@@ -442,6 +446,10 @@ static void prefill_chunk(gc_engine_t *en, gc_srv_req_t *r, int t) {
   r->prefills++;
   pthread_mutex_unlock(r->mu);
   if (!last) return;
+  if (!r->p.max_tokens) { /* echo's prompt alone */
+    end_req(en, r, "length", 0, NULL);
+    return;
+  }
   int32_t tok = next;
   const float *row = all ? lg + (size_t)(t - 1) * en->w->cfg.vocab_size : lg;
   if (!on_device && sample(en, r, (float *)row, &tok, &e)) {
@@ -543,7 +551,8 @@ static void admit(gc_engine_t *en) {
       continue;
     }
     for (int i = 0; i < r->nprompt; i++) gc_sampler_accept(r->smp, r->prompt[i]);
-    if (en->tok) gc_tok_stream_init(&r->ts, en->tok, GC_TOK_SKIP_SPECIAL);
+    if (en->tok && r->necho) gc_tok_stream_continue(&r->ts, en->tok, GC_TOK_SKIP_SPECIAL); /* after the echo */
+    else if (en->tok) gc_tok_stream_init(&r->ts, en->tok, GC_TOK_SKIP_SPECIAL);
     gc_llama_slot_reset(en->m, s);
     r->slot = s;
     r->seq = en->seq++;

@@ -207,7 +207,7 @@ static int choice_events(hreq_t *x, int i) {
   int wrote = 0;
   if (s->finished) return 0;
   if (!s->started && x->q.echo && !r->status) {
-    if (!r->nids && r->p.prompt_logprobs) return 0; /* the echo waits for the prompt's logprobs */
+    if (!r->nids && !r->done && r->p.prompt_logprobs) return 0; /* the echo waits for the prompt's logprobs */
     gc_api_chunk_t k = {.text = r->echo ? r->echo : "", .n = r->necho, .echo = 1};
     if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, r, &k))) return -1;
     s->chars = gc_api_token_chars(a, r, 0, r->nprompt);
@@ -304,8 +304,8 @@ static enum MHD_Result completion(hreq_t *x) {
                    &err))
     return send_error(x, &err);
   if (x->nr > gc_engine_max_queue(h->en)) {
-    gc_api_fail(&err, 400, "invalid_request_error", NULL, "n", "%d choices: more than the queue holds (--max-queue %d)",
-                x->nr, gc_engine_max_queue(h->en));
+    gc_api_fail(&err, 400, "invalid_request_error", NULL, x->q.n > 1 ? "n" : "prompt",
+                "%d choices: more than the queue holds (--max-queue %d)", x->nr, gc_engine_max_queue(h->en));
     return send_error(x, &err);
   }
   if (x->q.stream && !(x->sent = gc_calloc((size_t)x->nr, sizeof *x->sent, &e))) return send_json(x, 500, NULL);
@@ -314,8 +314,8 @@ static enum MHD_Result completion(hreq_t *x) {
            (unsigned long long)atomic_fetch_add(&h->ids, 1) & 0xffffffull);
   int sub = gc_engine_submit(h->en, x->rs, x->nr);
   if (sub == GC_SUBMIT_FULL)
-    return fail(x, 503, "server_error", "overloaded", "%s: every slot is busy and the queue is full; retry later",
-                "the server is busy");
+    return fail(x, 503, "server_error", "overloaded", "%s: every slot is busy and the queue has no room for all "
+                "the choices; retry later", "the server is busy");
   if (sub == GC_SUBMIT_STOPPING) return fail(x, 503, "server_error", NULL, "%s", "the server is shutting down");
   if (x->q.stream) {
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, x,
@@ -332,14 +332,12 @@ static enum MHD_Result completion(hreq_t *x) {
   }
   gc_srv_req_t *lead = x->rs[0], *failed = NULL;
   pthread_mutex_lock(lead->mu);
-  for (int i = 0; i < x->nr && !failed;) { /* every choice done, or one failed */
-    if (x->rs[i]->done) {
-      failed = x->rs[i]->status ? x->rs[i] : NULL;
-      i++;
-      continue;
-    }
+  for (;;) { /* every choice done, or one failed */
+    int done = 1;
+    for (int i = 0; i < x->nr && !failed; i++)
+      failed = x->rs[i]->done && x->rs[i]->status ? x->rs[i] : NULL, done &= x->rs[i]->done;
+    if (done || failed) break;
     wait_a_little(lead);
-    if (x->rs[i]->done) continue;
     pthread_mutex_unlock(lead->mu);
     if (client_gone(x->conn)) { /* nobody to answer: close (hreq_release cancels them) */
       x->status = 499;
@@ -459,7 +457,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_
     int prompt = 0, passes = 0, gen = 0;
     for (int i = 0; i < x->nr; i++) {
       pthread_mutex_lock(x->rs[i]->mu);
-      prompt += x->rs[i]->nprompt, passes += x->rs[i]->prefills, gen += x->rs[i]->nids;
+      prompt += i % x->q.n ? 0 : x->rs[i]->nprompt, passes += x->rs[i]->prefills, gen += x->rs[i]->nids;
       pthread_mutex_unlock(x->rs[i]->mu);
     }
     fprintf(stderr, "gcore-serve: %s %d%s: %d prompt tokens (%d passes) + %d generated, %.3f s%s\n", x->line,

@@ -657,7 +657,11 @@ def test_logprobs_errors(srv):
         (chat % b'"logprobs": true, "top_logprobs": 21', 400, "top_logprobs", "from 0 to 20"),
         (chat % b'"logprobs": 3', 400, "logprobs", "a boolean"),
         (chat % b'"echo": true', 400, "echo", "/v1/completions"),
+        (chat % b'"echo": "no"', 400, "echo", "a boolean"),
     ])
+    ok = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "echo": False,
+          "logprobs": False}
+    assert completion(srv, ok, "/v1/chat/completions")["logprobs"] is None  # vLLM's chat echo, off
 
 
 def completion(srv, body, path="/v1/completions"):
@@ -1016,6 +1020,7 @@ BAD = [
     (b"[1, 2]", 400, None, "must be a JSON object"),
     (b'"just a string"', 400, None, "must be a JSON object"),
     (b"\xff\xfe\x00garbage", 400, None, "not valid JSON"),
+    (b'{"prompt": "caf\xe9"}', 400, None, "not valid JSON"),  # not UTF-8: it would be echoed
     (b"[" * 5000 + b"]" * 5000, 400, None, "not valid JSON"),
     (b"", 400, None, "not valid JSON"),
     (b'{"prompt": 5}', 400, "prompt", "must be a string, an array of token ids or an array of those"),
@@ -1478,5 +1483,59 @@ def test_batched_steps_of_a_split_qkv(mixed):
         refs = reference_ids(mixed, prompts, 12)
         name = json.loads(s.request("GET", "/v1/models")[2])["data"][0]["id"]
         assert completions_at_once(s, name, prompts, 12) == refs
+    finally:
+        check_clean_exit(s)
+
+
+def test_echo_and_offsets_of_a_sentencepiece_vocabulary(mixed):
+    """A SentencePiece vocabulary (tinygguf's) adds a space before each word
+    that the decoder drops at the start of a text only: with echo the
+    completion continues the prompt's text (its first word keeps its
+    space), without it the completion's text starts bare; the tokens'
+    texts spell the choice's text and text_offset counts into it. The
+    reference decodes the pieces here (▁ a space, <0xXX> a byte, control
+    tokens nothing, the first space dropped)."""
+    import tinygguf as G
+    d, model, bundle = mixed
+    toks = G.vocab(320)[0]
+
+    def spm_text(ids):
+        b = b"".join(bytes([int(toks[i][3:5], 16)]) if toks[i].startswith("<0x") else
+                     toks[i].replace("\u2581", " ").encode() for i in ids if i > 2)
+        t = b.decode("utf-8", "replace")
+        return t[1:] if t.startswith(" ") else t
+
+    s = Server(model, bundle, "--parallel", 2)
+    try:
+        prompt = "the cat"
+        body = {"prompt": prompt, "max_tokens": 8, "temperature": 1.0, "ignore_eos": True, "logprobs": 1,
+                "echo": True, "return_token_ids": True}
+        # a seed whose first token begins a word (8 of the 320 ids do)
+        seed = next((k for k in range(400) if toks[completion(s, dict(body, seed=k, max_tokens=1))["token_ids"][0]]
+                     .startswith("\u2581")), None)
+        assert seed is not None, "no seed of 400 begins the completion with a word"
+        body["seed"] = seed
+        c = completion(s, body)
+        ids, n = c["prompt_token_ids"] + c["token_ids"], len(c["prompt_token_ids"])
+        assert ids[0] == 1 and spm_text(ids[:n]) == prompt
+        assert c["text"] == spm_text(ids), (c["text"], spm_text(ids))  # " word" after the prompt
+        assert c["text"][len(prompt)] == " "
+        L = c["logprobs"]
+        texts = ["" if i <= 2 else t for i, t in zip(ids, L["tokens"])]  # control tokens spell nothing
+        assert "".join(texts[:n + 1]) == c["text"][:len("".join(texts[:n + 1]))] == prompt + texts[n]
+        assert L["text_offset"][:n + 1] == [len("".join(texts[:k])) for k in range(n + 1)]
+        plain = completion(s, dict(body, echo=False))
+        assert plain["token_ids"] == c["token_ids"]
+        assert plain["text"] == spm_text(c["token_ids"])  # a text of its own: no space first
+        first = plain["logprobs"]["tokens"][0]
+        assert first == texts[n][1:] and plain["text"].startswith(first)
+        assert plain["logprobs"]["text_offset"][:2] == [0, len(first)]
+        only = completion(s, dict(body, max_tokens=0))  # echo alone: the prompt's logprobs
+        assert only["text"] == prompt and only["token_ids"] == [] and only["finish_reason"] == "length"
+        assert only["logprobs"]["token_logprobs"] == pytest.approx(L["token_logprobs"][:n])
+        events = sse(s.post("/v1/completions", dict(body, max_tokens=0, stream=True))[2])
+        assert events[0]["choices"][0]["text"] == prompt and events[-1]["choices"][0]["finish_reason"] == "length"
+        status, _, text = s.post("/v1/completions", dict(body, echo=False, max_tokens=0))
+        assert status == 400 and "from 1" in text, text
     finally:
         check_clean_exit(s)
