@@ -2,7 +2,9 @@
  * that runs it (cc directly; nvrtc, comgr and clang through gcore-compile).
  * The cache layout: <cache>/src/<vid>.c, <cache>/obj/<vid>.so, and a log
  * per failed compile at <cache>/obj/<vid>.log. A flock on <cache>/lock
- * keeps concurrent gcore processes from rewriting build.ninja under ninja. */
+ * keeps concurrent gcore processes from rewriting build.ninja under ninja;
+ * a batch whose code objects are all there takes no lock (a code object
+ * appears whole, by a rename). */
 #include "compile.h"
 
 #include <limits.h>
@@ -227,10 +229,15 @@ static int write_ninja(const gc_compiler_t *c, const char *cache,
   gc_buf_t b = {0};
   int tool = strcmp(c->driver, "cc") != 0;
   /* timeout(1) ends the compile's whole process group: TERM at the limit,
-   * KILL 10 s later. A failed compile leaves no partial code object, and
-   * a timed-out one says so in its log (exit 124; 137 after the KILL). */
-#define AFTER                                                                         \
-  "s=$$?; [ $$s = 0 ] && exec rm -f $out.log; rm -f $out; "                          \
+   * KILL 10 s later. The compiler writes $out.part (and gcore-compile its
+   * resources, $out.part.res), renamed to $out (its .res first) when it
+   * succeeds: a code object in the cache is always whole, and has its
+   * figures, for a process that looks without the lock
+   * (gc_compile_batch). A failed compile leaves neither, and a timed-out
+   * one says so in its log (exit 124; 137 after the KILL). */
+#define AFTER                                                                              \
+  "s=$$?; [ $$s = 0 ] && { [ ! -e $out.part.res ] || mv -f $out.part.res $out.res; } && " \
+  "mv -f $out.part $out && exec rm -f $out.log; rm -f $out.part $out.part.res; "         \
   "[ $$s = 124 -o $$s = 137 ] && echo '" TIMED_OUT_MARK "' >> $out.log; exit $$s"
   int rc = gc_buf_printf(&b, e,
                          "# written by gcore: one edge per variant; outputs are "
@@ -238,10 +245,10 @@ static int write_ninja(const gc_compiler_t *c, const char *cache,
                          "cc = %s\ncflags = %s\ntargs = %s\n"
                          "run = timeout -k 10 %g\n"
                          "rule cc\n"
-                         "  command = $run $cc $cflags -o $out $in > $out.log 2>&1; " AFTER "\n"
+                         "  command = $run $cc $cflags -o $out.part $in > $out.log 2>&1; " AFTER "\n"
                          "  description = CC $out\n"
                          "rule tool\n"
-                         "  command = $run $cc $targs --kernel $kernel -o $out $in > $out.log "
+                         "  command = $run $cc $targs --kernel $kernel -o $out.part $in > $out.log "
                          "2>&1; " AFTER "\n"
                          "  description = %s $out\n",
                          c->path, c->flags, c->tool_args, c->timeout_s, c->driver);
@@ -313,6 +320,20 @@ static int run_ninja(const char *cache, int parallel, gc_err_t *e) {
   return GC_OK; /* individual failures are read per job */
 }
 
+/* The results of jobs[0, n) whose code objects are in the cache (or not:
+ * a failed compile, its log read). */
+static void results(const gc_compiler_t *c, gc_compile_job_t *jobs, int n) {
+  for (int i = 0; i < n; i++) {
+    gc_compile_job_t *j = &jobs[i];
+    struct stat st;
+    j->ok = stat(j->obj, &st) == 0 && st.st_size > 0;
+    j->res = GC_RESOURCES_UNKNOWN;
+    j->res.code_bytes = j->ok ? st.st_size : -1;
+    if (!j->ok) read_log(c, j);
+    else read_resources(j);
+  }
+}
+
 int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
                      const char *cache, gc_compile_job_t *jobs, int n,
                      int parallel, gc_err_t *e) {
@@ -325,29 +346,34 @@ int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
   if (gc_mkdirs(dir, e)) return e->code;
   snprintf(dir, sizeof dir, "%s/obj", cache);
   if (gc_mkdirs(dir, e)) return e->code;
+  /* every code object there already: no lock (a cached one is whole, with
+   * its figures: write_ninja's rename) */
+  int todo = 0;
+  for (int i = 0; i < n; i++) {
+    gc_compile_job_t *j = &jobs[i];
+    snprintf(j->obj, sizeof j->obj, "%s/obj/%s%s", cache, j->vid, c->ext);
+    j->cached = exists(j->obj);
+    todo += !j->cached;
+  }
+  if (!todo) {
+    results(c, jobs, n);
+    return GC_OK;
+  }
   snprintf(dir, sizeof dir, "%s/lock", cache);
   int lock = open(dir, O_CREAT | O_RDWR, 0666);
   if (lock < 0) return gc_err_set(e, GC_EIO, "%s: %s", dir, strerror(errno));
   flock(lock, LOCK_EX);
-  int rc = GC_OK, todo = 0;
-  for (int i = 0; i < n; i++) {
+  int rc = GC_OK;
+  todo = 0;
+  for (int i = 0; i < n; i++) { /* again: another process may have compiled some meanwhile */
     gc_compile_job_t *j = &jobs[i];
-    snprintf(j->obj, sizeof j->obj, "%s/obj/%s%s", cache, j->vid, c->ext);
     j->cached = exists(j->obj);
     if (!j->cached) todo++;
     if (!rc) rc = write_source(cache, c, j, e);
   }
   if (!rc && todo) rc = write_ninja(c, cache, jobs, n, e);
   if (!rc && todo) rc = run_ninja(cache, parallel, e);
-  for (int i = 0; !rc && i < n; i++) {
-    gc_compile_job_t *j = &jobs[i];
-    struct stat st;
-    j->ok = stat(j->obj, &st) == 0 && st.st_size > 0;
-    j->res = GC_RESOURCES_UNKNOWN;
-    j->res.code_bytes = j->ok ? st.st_size : -1;
-    if (!j->ok) read_log(c, j);
-    else read_resources(j);
-  }
+  if (!rc) results(c, jobs, n);
   flock(lock, LOCK_UN);
   close(lock);
   return rc;

@@ -74,7 +74,15 @@ LONG_FIRST = ("tests/test_readme.py::", "tests/test_amd_compile.py::", "tests/te
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("cache"))
+    """One compile cache for the whole run: on pytest-xdist's workers, the
+    directory above each worker's base (shared by the workers of this run
+    only), so a variant two workers need compiles once; gcore's own lock on
+    the cache (gen/compile.c) keeps their batches apart."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return str(tmp_path_factory.mktemp("cache"))
+    d = tmp_path_factory.getbasetemp().parent / "shared-cache"
+    d.mkdir(exist_ok=True)
+    return str(d)
 
 
 @pytest.fixture

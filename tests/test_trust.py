@@ -97,6 +97,44 @@ def test_eight_tuners_on_a_new_database(gc):
         assert "no winner" not in out, out
 
 
+BUILDS = [  # gcore-gen op args: overlapping variants, so that processes meet on them
+    ["--op", "rmsnorm", "--m", "1", "--n", "64"], ["--op", "rmsnorm", "--m", "1,2", "--n", "64"],
+    ["--op", "add", "--m", "1", "--n", "256"], ["--op", "add", "--m", "1,4", "--n", "256"],
+    ["--op", "rmsnorm", "--m", "1", "--n", "64"], ["--op", "add", "--m", "4", "--n", "256"],
+    ["--op", "gemm", "--m", "1", "--n", "64", "--k", "64"], ["--op", "gemm", "--m", "1,2", "--n", "64", "--k", "64"],
+]
+
+
+def test_eight_builds_on_one_cold_compile_cache(gc):
+    """Eight gcore-gen processes start at once on an empty compile cache
+    (the test suite's workers share one, as users' tools do): every one
+    exits 0; a variant two bundles hold is the same code object in both,
+    whole (the cache's file, an ELF object); no partial file (a compile writes OUT.part and renames it) is left. A
+    process that finds every object there takes no lock."""
+    cache = gc.dir / "cache"
+    env = {"GCORE_CACHE": str(cache)}
+    procs = [spawn("gcore-gen", *args, "-o", f"b{i}.gcb", "-q", cwd=gc.dir, env=env) for i, args in enumerate(BUILDS)]
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0 and not err.strip(), f"rc={p.returncode}\n{out}\n{err}"
+    seen = {}
+    for i in range(len(BUILDS)):
+        with sqlite3.connect(gc.dir / f"b{i}.gcb") as c:
+            for vid, blob in c.execute("SELECT vid, blob FROM code_objects"):
+                assert blob[:4] == b"\x7fELF", (i, vid)
+                assert seen.setdefault(vid, blob) == blob, f"two code objects for {vid}"
+    for vid, blob in seen.items():
+        assert (cache / "obj" / f"{vid}.so").read_bytes() == blob
+    assert len(seen) >= 4 and not [f for f in os.listdir(cache / "obj") if ".part" in f]
+    # all cached now: a ninth build takes no lock (one held elsewhere does not stop it)
+    import fcntl
+    with open(cache / "lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        r = subprocess.run([os.path.join(BIN, "gcore-gen"), *BUILDS[1], "-o", "again.gcb", "-q"], cwd=gc.dir,
+                           env=dict(os.environ, **env), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
 def proc_start(pid):
     with open(f"/proc/{pid}/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[19])
