@@ -25,12 +25,14 @@ lone client's speed. The report says which was run.
 
 usage: bench/serve_bench.py [--shape 8b] [--clients 8] [--tokens 256] [--prompt 128]
                             [--backend cuda] [--arch sm_90a] [--budget N | --db PATH] [--out DIR]
-                            [--fixed-batch]
+                            [--fixed-batch] [--logprobs N]
 Needs bin/ built (gcore-serve, gcore-tune, gcore-gen) and numpy. With
 --budget N it first tunes the model's prefill of --prompt tokens and its
 batched decode steps of 1 .. --clients rows (gcore-tune --batch 1,...,N);
 --db uses the winners of an earlier run instead. --shape tiny runs on the
-CPU in seconds (a smoke test of the script)."""
+CPU in seconds (a smoke test of the script). The model gets the project's
+byte-level tokenizer (tests/tinymodel.py), so the server streams text as
+it would for a real model, and --logprobs can name tokens."""
 import argparse
 import http.client
 import json
@@ -79,13 +81,17 @@ class Server:
         return self.p.wait(timeout=120)
 
 
+LOGPROBS = None  # --logprobs: each request's "logprobs" (its tokens' log-probabilities, N alternatives)
+
+
 def stream(port, model, prompt, n, out, start=None):
     """One streaming completion: out gets its ids and the times of the
     request, its first and its last token."""
     if start:
         start.wait()
     body = json.dumps({"model": model, "prompt": prompt, "max_tokens": n, "temperature": 0,
-                       "ignore_eos": True, "stream": True, "return_token_ids": True})
+                       "ignore_eos": True, "stream": True, "return_token_ids": True,
+                       **({"logprobs": LOGPROBS} if LOGPROBS is not None else {})})
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
     t0 = time.perf_counter()
     c.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
@@ -135,14 +141,22 @@ def main():
     ap.add_argument("--ctx", type=int, default=1024)
     ap.add_argument("--fixed-batch", action="store_true",
                     help="gcore-serve --fixed-batch: every decode step runs --parallel rows")
+    ap.add_argument("--logprobs", type=int, default=None,
+                    help="every request asks for its tokens' log-probabilities and N alternatives "
+                         "(sampled on the host from copied logits, not by the device's argmax)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-serve"))
     a = ap.parse_args()
+    global LOGPROBS
+    LOGPROBS = a.logprobs
     if a.shape == "tiny" and a.backend == "cuda":
         a.backend = "cpu"
     os.makedirs(a.out, exist_ok=True)
     env = dict(os.environ, GCORE_CACHE=os.path.join(a.out, "cache"))
     d = os.path.join(a.out, f"llama-{a.shape}")
     write_model(d, SHAPES[a.shape])
+    if not os.path.exists(os.path.join(d, "tokenizer.json")):  # logprobs name tokens by their text
+        import tinymodel as TM
+        TM.write_tokenizer(d, SHAPES[a.shape]["vocab"])
     db = a.db or os.path.join(a.out, "tune.db")
     n = a.clients
     if a.budget:
@@ -185,13 +199,13 @@ def main():
             at = next((k for k, (x, y) in enumerate(zip(s["ids"], m["ids"])) if x != y), min(len(s["ids"]), len(m["ids"])))
             diffs.append({"stream": i, "first_difference_at": at})
     res = {"shape": a.shape, "backend": a.backend, "clients": n, "prompt": a.prompt, "tokens": a.tokens,
-           "fixed_batch": a.fixed_batch,
+           "fixed_batch": a.fixed_batch, "logprobs": a.logprobs,
            "one_client_tok_s": round(one_tps, 2), "one_client_ttft_s": round(sum(o["first"] - o["t0"] for o in singles) / n, 4),
            "n_clients_tok_s": round(many_tps, 2), "ratio": round(many_tps / one_tps, 3),
            "n_clients_ttft_s": [round(x, 4) for x in ttft],
            "n_clients_after_last_first_token_tok_s": round(steady, 2),
            "streams_equal": f"{equal}/{n}", "differences": diffs, "server_exit": rc}
-    with open(os.path.join(a.out, f"serve-{a.shape}-{n}.json"), "w") as f:
+    with open(os.path.join(a.out, f"serve-{a.shape}-{n}{'' if a.logprobs is None else f'-logprobs{a.logprobs}'}.json"), "w") as f:
         json.dump(res, f, indent=1)
     print(json.dumps(res))
     print(f"{a.shape} on {a.backend}: 1 client {one_tps:.1f} tok/s; {n} clients {many_tps:.1f} tok/s "

@@ -193,5 +193,10 @@ float gc_bf16_to_f32(uint16_t h);
 uint16_t gc_f32_to_bf16(float f);
 double gc_load_elem(const void *p, gc_dtype_t t, int64_t i);
 void gc_store_elem(void *p, gc_dtype_t t, int64_t i, double v);
+/* out[0, n) = the n elements of type t at p, as fp32 (a row of logits:
+ * one loop a type, not gc_load_elem's call an element). p's elements may
+ * lie in out's own memory at or after out + n·(4 - size of t) bytes (a
+ * staged download converted in place, front to back). */
+void gc_to_f32(const void *p, gc_dtype_t t, float *out, size_t n);
 
 #endif

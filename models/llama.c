@@ -652,7 +652,7 @@ static int download_logits(gc_llama_t *m, float *out, size_t n, gc_err_t *e) {
   if (m->dt.act == GC_DT_F32) return gc_dev_download(m->dev, out, m->logits, n * 4, e);
   unsigned char *stage = (unsigned char *)out + n * (4 - es);
   if (gc_dev_download(m->dev, stage, m->logits, n * es, e)) return e->code;
-  for (size_t i = 0; i < n; i++) out[i] = (float)gc_load_elem(stage, m->dt.act, (int64_t)i);
+  gc_to_f32(stage, m->dt.act, out, n);
   return GC_OK;
 }
 

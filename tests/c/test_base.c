@@ -536,7 +536,30 @@ static void test_check_protection(void) {
   gc_dev_close(dev);
 }
 
+/* gc_to_f32: every fp16 and bf16 value as the scalar conversion gives it
+ * (F16C's path on a host that has it), converted in place from a staged
+ * copy in the tail of the output as download_logits does, at lengths
+ * that end mid-vector. */
+static void test_to_f32(void) {
+  enum { N = 65536 + 13 };
+  static float out[N];
+  for (int bf = 0; bf < 2; bf++)
+    for (size_t n = N; n >= 5; n = n * 2 / 3) {
+      uint16_t *stage = (uint16_t *)(void *)((char *)out + n * 2);
+      for (size_t i = 0; i < n; i++) stage[i] = (uint16_t)(i * 40503u);
+      gc_to_f32(stage, bf ? GC_DT_BF16 : GC_DT_F16, out, n);
+      int bad = 0;
+      for (size_t i = 0; i < n; i++) {
+        uint16_t h = (uint16_t)(i * 40503u);
+        float want = bf ? gc_bf16_to_f32(h) : gc_f16_to_f32(h);
+        bad += isnan(want) ? !isnan(out[i]) : out[i] != want;
+      }
+      CHECK(bad == 0, "%s, %zu elements in place: %d differ", bf ? "bf16" : "f16", n, bad);
+    }
+}
+
 int main(void) {
+  test_to_f32();
   test_check_guard_patterns();
   test_check_protection();
   test_chain_timing();
