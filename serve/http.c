@@ -36,6 +36,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -124,6 +125,7 @@ static enum MHD_Result send_json(hreq_t *x, int status, char *json) {
   if (!json) status = 500;
   MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
   if (status == MHD_HTTP_SERVICE_UNAVAILABLE) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+  if (status == MHD_HTTP_UNAUTHORIZED) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
   common_headers(x, resp, status);
   x->status = status;
   enum MHD_Result rc = MHD_queue_response(x->conn, (unsigned)status, resp);
@@ -368,6 +370,24 @@ static enum MHD_Result tokens(hreq_t *x) {
 
 /* ---- routing ---------------------------------------------------------------------- */
 
+/* Whether a and b [n] are equal, in a time that does not depend on where
+ * they differ. */
+static int same_secret(const char *a, size_t na, const char *b, size_t nb) {
+  unsigned char d = na != nb;
+  for (size_t i = 0; i < nb; i++) d |= (unsigned char)(i < na ? a[i] : 0) ^ (unsigned char)b[i];
+  return !d;
+}
+
+/* Whether x carries the server's API key (or the server has none). */
+static int authorized(const hreq_t *x) {
+  const char *key = x->h->o.api_key;
+  if (!key) return 1;
+  const char *auth = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+  const char *alt = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, "X-Api-Key");
+  const char *given = auth && !strncasecmp(auth, "Bearer ", 7) ? auth + 7 : alt;
+  return given && same_secret(given, strlen(given), key, strlen(key));
+}
+
 /* Whether url [n] is path. */
 static int is_path(const char *url, size_t n, const char *path) { return n == strlen(path) && !memcmp(url, path, n); }
 
@@ -390,6 +410,12 @@ static enum MHD_Result answer(hreq_t *x, const char *url, const char *method) {
     return fail(x, 404, "invalid_request_error", "not_found", "no route %s (see /v1/models, /v1/completions, "
                 "/v1/chat/completions, /tokenize, /detokenize, /health)", GC_QUOTED(url));
   if (!strcmp(method, "OPTIONS")) return preflight(x);
+  if (x->route != R_HEALTH && !authorized(x)) {
+    gc_api_err_t err;
+    gc_api_fail(&err, 401, "invalid_request_error", "invalid_api_key", NULL,
+                "a missing or wrong API key: give \"Authorization: Bearer KEY\"");
+    return send_error(x, &err);
+  }
   int wants_post = x->route >= R_COMPLETIONS;
   if (wants_post ? !post : !get)
     return fail(x, 405, "invalid_request_error", "method_not_allowed", "%s is not allowed here", method);

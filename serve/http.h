@@ -13,6 +13,8 @@ typedef struct gc_http_opts {
   size_t max_body;         /* request bodies over this many bytes get 413 */
   int max_connections;     /* connections at once; more are refused */
   int verbose;             /* one line per request on stderr */
+  const char *api_key;     /* NULL, or every route but /health (and CORS preflights) needs
+                              "Authorization: Bearer KEY" (or llama.cpp's "X-Api-Key: KEY"): 401 */
 } gc_http_opts_t;
 
 typedef struct gc_http gc_http_t;

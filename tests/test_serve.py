@@ -1432,6 +1432,41 @@ def test_startup_errors(tiny, tmp_path):
         assert r.rc == 1 and "cannot listen" in r.err and len(r.err.strip().splitlines()) == 1, r
 
 
+def test_api_key(tiny, tmp_path):
+    """--api-key KEY (and --api-key-file): every route but /health needs
+    "Authorization: Bearer KEY" or "X-Api-Key: KEY"; a missing, wrong or
+    longer key gets 401 in OpenAI's shape with WWW-Authenticate, and the
+    request is not run; CORS preflights pass (a browser sends them without
+    the key). Bad keys and files are refused at start."""
+    d, model, bundle = tiny
+    key = "sk-test-" + "x" * 40
+    (tmp_path / "key").write_text(key + "\n")
+    for how in (("--api-key", key), ("--api-key-file", tmp_path / "key")):
+        s = Server(model, bundle, *how)
+        try:
+            body = {"model": MODEL, "prompt": [1, 2, 3], "max_tokens": 2}
+            for hdrs in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Bearer " + key + "x"},
+                         {"Authorization": "Bearer " + key[:-1]}, {"Authorization": key}, {"X-Api-Key": "nope"}):
+                status, headers, text = s.request("POST", "/v1/completions", body,
+                                                  dict(hdrs, **{"Content-Type": "application/json"}))
+                assert status == 401 and headers.get("WWW-Authenticate") == "Bearer", (hdrs, status, text)
+                assert json.loads(text)["error"]["code"] == "invalid_api_key"
+            for path in ("/v1/models", "/tokenize"):
+                assert s.request("GET" if path == "/v1/models" else "POST", path, {"prompt": "x"})[0] == 401
+            assert s.health()["active"] == 0 and s.request("OPTIONS", "/v1/completions")[0] == 204
+            for hdrs in ({"Authorization": "Bearer " + key}, {"authorization": "bearer " + key}, {"X-Api-Key": key}):
+                status, _, text = s.request("POST", "/v1/completions", body,
+                                            dict(hdrs, **{"Content-Type": "application/json"}))
+                assert status == 200 and json.loads(text)["usage"]["completion_tokens"] == 2, (hdrs, text)
+        finally:
+            check_clean_exit(s)
+    for args, needle in ((("--api-key", ""), "1 to 512"), (("--api-key", "a b"), "no space"),
+                         (("--api-key", "k" * 513), "1 to 512"), (("--api-key-file", tmp_path / "none"), "--api-key-file"),
+                         (("--api-key", "a", "--api-key-file", tmp_path / "key"), "both given")):
+        r = run_tool("gcore-serve", "-m", model, "-b", bundle, "--port", 0, *args)
+        assert r.rc == 1 and needle in r.err and len(r.err.strip().splitlines()) == 1, (args, r)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_while_starting_stops_the_server(tiny, tmp_path, sig):
     """SIGINT/SIGTERM before the server listens (here: -m a FIFO nobody

@@ -3,6 +3,7 @@
  * to --parallel requests decoded at once as one batched pass. The layers
  * it puts together are in serve/ (engine.c: the batch loop; http.c:
  * libmicrohttpd; api.c: the requests and responses). */
+#include <errno.h>
 #include <getopt.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -52,6 +53,10 @@ static const char usage[] =
     "  --fixed-batch        run every decode step with --parallel rows (padded), so that a request's\n"
     "                       tokens do not depend on how many others run beside it (slower alone)\n"
     "  --no-graph           launch decode steps kernel by kernel instead of replaying a graph\n"
+    "  --api-key KEY        clients must send \"Authorization: Bearer KEY\" (or \"X-Api-Key: KEY\");\n"
+    "                       others get 401 (GET /health stays open)\n"
+    "  --api-key-file FILE  the same, the key read from FILE's first line (not on the command\n"
+    "                       line, where other users of the machine can see it)\n"
     "  -v, --verbose        one line per request on stderr\n"
     "device:\n"
     "  --backend NAME       device backend: cpu (default), cuda (NVIDIA) or hip (AMD)\n"
@@ -63,7 +68,8 @@ static const char usage[] =
     "  --version            this tool's version\n";
 
 enum { O_VERSION = 256, O_TOKENIZER, O_HOST, O_PORT, O_PARALLEL, O_CTX, O_MAX_QUEUE, O_MAX_BODY,
-       O_MODEL_NAME, O_QUANTIZE, O_DB, O_CACHE, O_BACKEND, O_DEVICE, O_NOGRAPH, O_FIXED, O_CHUNK, O_TP, O_DEVICES };
+       O_MODEL_NAME, O_QUANTIZE, O_DB, O_CACHE, O_BACKEND, O_DEVICE, O_NOGRAPH, O_FIXED, O_CHUNK, O_TP, O_DEVICES, O_API_KEY,
+       O_API_KEY_FILE };
 
 static const struct option longopts[] = {
     {"model", 1, 0, 'm'},          {"bundle", 1, 0, 'b'},         {"tokenizer", 1, 0, O_TOKENIZER},
@@ -73,6 +79,7 @@ static const struct option longopts[] = {
     {"cache", 1, 0, O_CACHE},      {"backend", 1, 0, O_BACKEND},  {"device", 1, 0, O_DEVICE},
     {"no-graph", 0, 0, O_NOGRAPH}, {"fixed-batch", 0, 0, O_FIXED}, {"verbose", 0, 0, 'v'},
     {"prefill-chunk", 1, 0, O_CHUNK}, {"tp", 1, 0, O_TP}, {"devices", 1, 0, O_DEVICES},
+    {"api-key", 1, 0, O_API_KEY},  {"api-key-file", 1, 0, O_API_KEY_FILE},
     {"help", 0, 0, 'h'},
     {"version", 0, 0, O_VERSION},  {0, 0, 0, 0}};
 
@@ -82,6 +89,33 @@ typedef struct serve_opts {
   const char *tokenizer, *model_name;
   int tp_given, ndev, devices[GC_LLAMA_TP_MAX]; /* --tp was given; --devices */
 } serve_opts_t;
+
+#define GC_API_KEY_MAX 512 /* bytes of an API key */
+
+/* --api-key-file: the key, FILE's first line (without its line end), into
+ * key[GC_API_KEY_MAX + 2]. Errors: GC_EIO, GC_EINVAL (too long). */
+static int read_key(const char *path, char *key, gc_err_t *e) {
+  FILE *f = fopen(path, "r");
+  if (!f) return gc_err_set(e, GC_EIO, "--api-key-file %s: %s", GC_QUOTED(path), strerror(errno));
+  if (!fgets(key, GC_API_KEY_MAX + 2, f)) key[0] = 0;
+  fclose(f);
+  key[strcspn(key, "\r\n")] = 0;
+  if (strlen(key) > GC_API_KEY_MAX)
+    return gc_err_set(e, GC_EINVAL, "--api-key-file %s: a key of at most %d bytes", GC_QUOTED(path), GC_API_KEY_MAX);
+  return GC_OK;
+}
+
+/* An API key: 1 to GC_API_KEY_MAX printable ASCII characters, no space
+ * (an HTTP header carries it as is). Errors: GC_EINVAL. */
+static int check_key(const char *key, gc_err_t *e) {
+  size_t n = strlen(key);
+  if (!n || n > GC_API_KEY_MAX)
+    return gc_err_set(e, GC_EINVAL, "an API key has 1 to %d characters", GC_API_KEY_MAX);
+  for (size_t i = 0; i < n; i++)
+    if (key[i] <= ' ' || key[i] > '~')
+      return gc_err_set(e, GC_EINVAL, "an API key has printable ASCII characters and no space");
+  return GC_OK;
+}
 
 /* The tokenizer: --tokenizer, else MODEL/tokenizer.json or a GGUF
  * model's vocabulary, else none (prompts as ids). */
@@ -201,6 +235,8 @@ int main(int argc, char **argv) {
                     .http = {.host = "127.0.0.1", .port = 8080, .max_body = 1 << 20}};
   int64_t v;
   int c;
+  const char *key_file = NULL;
+  static char key[GC_API_KEY_MAX + 2];
   while ((c = gc_cli_getopt(argc, argv, "m:b:vh", longopts)) != -1) {
     switch (c) {
       case 'm': o.en.model = optarg; break;
@@ -215,6 +251,8 @@ int main(int argc, char **argv) {
       case O_NOGRAPH: o.en.no_graph = 1; break;
       case O_FIXED: o.en.fixed_batch = 1; break;
       case 'v': o.http.verbose = 1; break;
+      case O_API_KEY: o.http.api_key = optarg; break;
+      case O_API_KEY_FILE: key_file = optarg; break;
       case O_PORT:
         if (gc_parse_i64(optarg, &v) || v < 0 || v > 65535) return bad_flag("--port", "a port from 0 to 65535");
         o.http.port = (int)v;
@@ -268,11 +306,17 @@ int main(int argc, char **argv) {
   int rc;
   if (optind < argc)
     rc = gc_err_set(&e, GC_EINVAL, "unexpected argument %s", GC_QUOTED(argv[optind]));
+  else if (key_file && o.http.api_key)
+    rc = gc_err_set(&e, GC_EINVAL, "--api-key and --api-key-file both given: give one");
+  else if ((key_file && read_key(key_file, key, &e)) || ((key_file || o.http.api_key) &&
+                                                         check_key(key_file ? key : o.http.api_key, &e)))
+    rc = e.code;
   else if (!o.en.model)
     rc = gc_err_set(&e, GC_EINVAL, "nothing to serve: give -m MODEL");
   else if (o.en.bundle && (o.en.db || o.en.cache))
     rc = gc_err_set(&e, GC_EINVAL, "--db and --cache build the bundle when -b is not given; drop them or -b");
   else {
+    if (key_file) o.http.api_key = key;
     /* signals: SIGINT/SIGTERM go to the signals thread's sigwait, so every
        thread started after this blocks them; a closed client socket is an
        error on the write, not a signal */
