@@ -358,6 +358,16 @@ typedef struct prompt {
   gc_tok_ids_t ids;
   json_object *json; /* a string, or an array of ids (borrowed from the body) */
 } prompt_t;
+/* err's message begins with which prompt of a batch of n it is about. */
+static int of_prompt(gc_api_err_t *err, size_t i, size_t n) {
+  char m[sizeof err->msg];
+  if (n > 1) {
+    snprintf(m, sizeof m, "prompt %zu of %zu: %s", i, n, err->msg);
+    memcpy(err->msg, m, sizeof m);
+  }
+  return err->status;
+}
+
 static int completion_prompts(gc_api_t *a, json_object *p, prompt_t *ps, int *np, gc_api_err_t *err) {
   *np = 0;
   if (!p) return gc_api_fail(err, 400, INVALID, NULL, "prompt", "'prompt' is required");
@@ -373,9 +383,9 @@ static int completion_prompts(gc_api_t *a, json_object *p, prompt_t *ps, int *np
     ++*np;
     if (!ps[i].json || (batch && !json_object_is_type(ps[i].json, json_type_string) &&
                         !json_object_is_type(ps[i].json, json_type_array)))
-      return want(err, "prompt", "a string, an array of token ids or an array of those", ps[i].json);
-    if (one_prompt(a, ps[i].json, &ps[i].ids, err)) return err->status;
-    if (!ps[i].ids.n) return gc_api_fail(err, 400, INVALID, NULL, "prompt", "the prompt has no tokens");
+      return want(err, "prompt", "a string, an array of token ids or an array of those", ps[i].json), of_prompt(err, i, n);
+    if (one_prompt(a, ps[i].json, &ps[i].ids, err)) return of_prompt(err, i, n);
+    if (!ps[i].ids.n) return gc_api_fail(err, 400, INVALID, NULL, "prompt", "the prompt has no tokens"), of_prompt(err, i, n);
   }
   return 0;
 }
@@ -781,7 +791,8 @@ int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_api_req_t
   gc_err_t e = {0};
   if (!rc && !(rs = gc_calloc((size_t)(np * q->n), sizeof *rs, &e)))
     rc = gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
-  for (int i = 0; !rc && i < np; i++) rc = prompt_requests(a, &b, chat, &ps[i], q, rs, i * q->n, err);
+  for (int i = 0; !rc && i < np; i++)
+    if ((rc = prompt_requests(a, &b, chat, &ps[i], q, rs, i * q->n, err))) of_prompt(err, (size_t)i, (size_t)np);
   for (int i = 0; i < np; i++) gc_tok_ids_free(&ps[i].ids);
   if (rc) {
     for (int i = rs ? np * q->n : 0; i-- > 0;) gc_srv_req_release(rs[i]); /* the leader, rs[0], last */
