@@ -995,13 +995,21 @@ static json_object *lp_json(float lp) { return json_object_new_double(lp >= -999
  * to the text (0 for a control token, which the text leaves out). An id of
  * the model's past the tokenizer's vocabulary has no text: "". NULL on
  * out-of-memory. */
-static json_object *token_json(const gc_api_t *a, int32_t id, int at_start, gc_buf_t *b, size_t *chars) {
+/* id's bytes (gc_tok_piece; none past the tokenizer's vocabulary) into b,
+ * and the characters they add to the text (a control token none). -1 on
+ * out-of-memory. */
+static long token_piece(const gc_api_t *a, int32_t id, int at_start, gc_buf_t *b) {
   gc_err_t e = {0};
   b->len = 0;
-  *chars = 0;
-  if (id >= gc_tok_vocab_size(a->tok)) return json_object_new_string("");
-  if (gc_tok_piece(a->tok, id, at_start, b, &e)) return NULL;
-  *chars = gc_tok_is_special(a->tok, id) ? 0 : chars_of(b->data, b->len);
+  if (id >= gc_tok_vocab_size(a->tok)) return 0;
+  if (gc_tok_piece(a->tok, id, at_start, b, &e)) return -1;
+  return gc_tok_is_special(a->tok, id) ? 0 : (long)chars_of(b->data, b->len);
+}
+
+static json_object *token_json(const gc_api_t *a, int32_t id, int at_start, gc_buf_t *b, size_t *chars) {
+  long n = token_piece(a, id, at_start, b);
+  *chars = n > 0 ? (size_t)n : 0;
+  if (n < 0) return NULL;
   if (whole_utf8((const unsigned char *)b->data, b->len)) return json_object_new_string_len(b->data ? b->data : "", (int)b->len);
   char *t = malloc(6 + 4 * b->len + 1);
   if (!t) return NULL;
@@ -1119,11 +1127,11 @@ static json_object *chat_logprobs(const gc_api_t *a, const gc_srv_req_t *r, int 
 
 size_t gc_api_token_chars(const gc_api_t *a, const gc_srv_req_t *r, int from, int to) {
   gc_buf_t b = {0};
-  size_t n = 0, chars;
+  size_t n = 0;
   int start = a->tok ? text_start(a, r) : 0;
   for (int k = from; a->tok && k < to; k++) {
-    json_object_put(token_json(a, seq_id(r, k), k <= start, &b, &chars));
-    n += chars;
+    long c = token_piece(a, seq_id(r, k), k <= start, &b);
+    n += c > 0 ? (size_t)c : 0;
   }
   gc_buf_free(&b);
   return n;

@@ -101,6 +101,14 @@ def test_logprobs_and_echo_on_the_gpu(gc):
     r = gc("gcore-gen", "--model", model, "--target", TARGETS, "-o", "b.gcb")
     assert r.rc == 0, r
     w, cfg = R.load(model)
+
+    def reference(ids):
+        """The fp64 log-softmax of ids' logits (row k: the distribution of
+        ids[k + 1]), and each row's tolerance."""
+        lg = R.forward(w, cfg, ids)
+        m = lg.max(axis=1, keepdims=True)
+        return lg - (m + np.log(np.exp(lg - m).sum(axis=1, keepdims=True))), 2 * 2.0 ** -7 * np.abs(lg).max(axis=1)
+
     srv = Server(model, str(gc.dir / "b.gcb"), "--backend", BACKEND, "--parallel", 4, "--ctx", 1024,
                  "--prefill-chunk", 64)
     rng = random.Random(5)
@@ -113,10 +121,7 @@ def test_logprobs_and_echo_on_the_gpu(gc):
         assert status == 200, text
         c = json.loads(text)["choices"][0]
         ids = prompt + c["token_ids"]
-        lg = R.forward(w, cfg, ids)
-        m = lg.max(axis=1, keepdims=True)
-        lp = lg - (m + np.log(np.exp(lg - m).sum(axis=1, keepdims=True)))
-        tol = 2 * 2.0 ** -7 * np.abs(lg).max(axis=1)
+        lp, tol = reference(ids)
         L = c["logprobs"]
         assert len(L["token_logprobs"]) == len(ids) and L["token_logprobs"][0] is None
         for k in range(1, len(ids)):
@@ -131,10 +136,7 @@ def test_logprobs_and_echo_on_the_gpu(gc):
     assert status == 200, text
     c = json.loads(text)["choices"][0]
     ids = c["prompt_token_ids"] + c["token_ids"]
-    lg = R.forward(w, cfg, ids)
-    m = lg.max(axis=1, keepdims=True)
-    lp = lg - (m + np.log(np.exp(lg - m).sum(axis=1, keepdims=True)))
-    tol = 2 * 2.0 ** -7 * np.abs(lg).max(axis=1)
+    lp, tol = reference(ids)
     for j, x in enumerate(c["logprobs"]["content"]):
         k = len(c["prompt_token_ids"]) + j
         assert abs(x["logprob"] - lp[k - 1, ids[k]]) <= tol[k - 1], (j, x["logprob"])
