@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import ggufq
-from test_amd_emulator import CXX, EMU, common_block, emu_blocks
+from test_amd_emulator import CXX, CXXFLAGS, EMU, common_block, emu_blocks
 from test_amd_templates import GPU
 
 pytestmark = pytest.mark.skipif(not CXX, reason="clang++-19 not installed (host build of the decoders)")
@@ -65,8 +65,7 @@ def build(tmp, fmt, quant_text=None):
            f'#define GC_TC 1\n#include "harness_dec.h"\n')
     (tmp / "dec.cpp").write_text(src)
     exe = tmp / "dec"
-    r = subprocess.run([CXX, "-std=c++17", "-O1", "-g", "-fsanitize=address,undefined",
-                        "-fno-sanitize-recover=undefined", f"-I{EMU}", f"-I{tmp}", "-o", str(exe),
+    r = subprocess.run([CXX, *CXXFLAGS, f"-I{EMU}", f"-I{tmp}", "-o", str(exe),
                         str(tmp / "dec.cpp")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-4000:]
     return exe
@@ -141,8 +140,7 @@ int main(int argc, char **argv) {
 }
 ''')
     exe = tmp_path / "s"
-    r = subprocess.run([CXX, "-std=c++17", "-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
-                        f"-I{EMU}", f"-I{tmp_path}", "-o", str(exe), str(tmp_path / "s.cpp")],
+    r = subprocess.run([CXX, *CXXFLAGS, f"-I{EMU}", f"-I{tmp_path}", "-o", str(exe), str(tmp_path / "s.cpp")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     r = subprocess.run([str(exe), str(tmp_path / "s.bin"), str(tmp_path / "o.bin")], capture_output=True, text=True)
