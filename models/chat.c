@@ -28,22 +28,34 @@ static int32_t control(const gc_tok_t *t, const char *name) {
   return id >= 0 && gc_tok_is_special(t, id) ? id : -1;
 }
 
+/* DeepSeek's role markers and end of a reply (fullwidth bars, U+2581) */
+#define DS_USER "<\xef\xbd\x9cUser\xef\xbd\x9c>"
+#define DS_ASSISTANT "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"
+#define DS_END "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"
+
+static int is_deepseek(gc_chat_kind_t k) { return k == GC_CHAT_DEEPSEEK || k == GC_CHAT_DEEPSEEK_THINK; }
+
 int gc_chat_detect(const gc_tok_t *t, gc_chat_kind_t *out, gc_err_t *e) {
   const char *tpl = gc_tok_chat_template(t);
   if (tpl && strstr(tpl, "<|start_header_id|>")) *out = GC_CHAT_LLAMA3;
+  else if (tpl && strstr(tpl, DS_USER) && strstr(tpl, DS_ASSISTANT))
+    *out = strstr(tpl, "'" DS_ASSISTANT "<think>\\n'") ? GC_CHAT_DEEPSEEK_THINK : GC_CHAT_DEEPSEEK;
   else if (tpl && strstr(tpl, "[INST]")) *out = bos_every_turn(tpl) ? GC_CHAT_LLAMA2 : GC_CHAT_MISTRAL;
   else if (tpl && strstr(tpl, "<|im_start|>")) *out = GC_CHAT_CHATML;
   else if (tpl && strstr(tpl, "<|user|>")) *out = GC_CHAT_ZEPHYR;
   else if (tpl)
     return gc_err_set(e, GC_EUNSUPPORTED, "%s: chat_template is none of Llama 2 or Mistral ([INST]), Llama 3 "
-                      "(<|start_header_id|>), ChatML (<|im_start|>) or Zephyr (<|user|>)", t->what);
+                      "(<|start_header_id|>), ChatML (<|im_start|>), Zephyr (<|user|>) or DeepSeek (" DS_USER ")",
+                      t->what);
   else if (gc_tok_find(t, "<|start_header_id|>", 19) >= 0) *out = GC_CHAT_LLAMA3;
+  else if (gc_tok_find(t, DS_USER, strlen(DS_USER)) >= 0 && gc_tok_find(t, DS_ASSISTANT, strlen(DS_ASSISTANT)) >= 0)
+    *out = GC_CHAT_DEEPSEEK;
   else if (control(t, "[INST]") >= 0) *out = GC_CHAT_MISTRAL;
   else if (control(t, "<|im_start|>") >= 0) *out = GC_CHAT_CHATML;
   else if (t->kind == TOK_SPM && t->bos >= 0 && t->n_eos) *out = GC_CHAT_LLAMA2;
   else
-    return gc_err_set(e, GC_EUNSUPPORTED, "%s: no chat template and no Llama, Mistral or ChatML chat tokens in the "
-                      "vocabulary", t->what);
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: no chat template and no Llama, Mistral, ChatML or DeepSeek chat "
+                      "tokens in the vocabulary", t->what);
   return GC_OK;
 }
 
@@ -185,13 +197,33 @@ int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_
                       "messages in a row)", inst_name(c->k));
   int first = c->n_msgs == 0, rc = GC_OK;
   int bos = t->bos >= 0 && (c->k == GC_CHAT_LLAMA2 || (first && (c->k == GC_CHAT_LLAMA3 || c->k == GC_CHAT_MISTRAL ||
-                                                                  gc_tok_add_bos(t))));
+                                                                  is_deepseek(c->k) || gc_tok_add_bos(t))));
   if (bos) rc = put_id(c, t->bos, out, e);
-  if (!rc && is_inst(c->k)) rc = inst_turn(c, system, user, out, e);
+  if (!rc && is_deepseek(c->k)) /* the system prompt bare after BOS */
+    rc = (system && put_text(c, system, -1, e)) || put_control(c, DS_USER, out, e) || put_text(c, user, -1, e)
+             ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
+  else if (!rc && is_inst(c->k)) rc = inst_turn(c, system, user, out, e);
   else if (!rc && system && !(rc = header_msg(c, "system", system, out, e))) c->n_msgs++;
-  if (!rc && !is_inst(c->k)) rc = header_msg(c, "user", user, out, e);
+  if (!rc && !is_inst(c->k) && !is_deepseek(c->k)) rc = header_msg(c, "user", user, out, e);
   if (!rc) c->n_msgs++, c->last = 'u';
   return rc;
+}
+
+/* DeepSeek's assistant message: <｜Assistant｜>, then text NULL: "<think>\n"
+ * for DEEPSEEK_THINK (<think> by id where it is a control token; a
+ * user-defined one the encoder matches in the text); text: what follows
+ * its last "</think>" (the template's content.split('</think>')[-1]) and
+ * <｜end▁of▁sentence｜>. */
+static int deepseek_reply(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_t *e) {
+  int32_t think = control(c->t, "<think>");
+  int rc = put_control(c, DS_ASSISTANT, out, e);
+  if (!rc && !text && c->k == GC_CHAT_DEEPSEEK_THINK)
+    rc = think >= 0 ? put_id(c, think, out, e) || put_text(c, "\n", 1, e) : put_text(c, "<think>\n", -1, e);
+  if (!rc && text) {
+    for (const char *q; (q = strstr(text, "</think>"));) text = q + 8;
+    rc = put_text(c, text, -1, e) || put_end(c, out, e);
+  }
+  return rc ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
 }
 
 int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_t *e) {
@@ -199,7 +231,9 @@ int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_
   if (is_inst(c->k) && c->last != 'u')
     return gc_err_set(e, GC_EINVAL, "the %s chat template takes user and assistant messages in turn (%s)",
                       inst_name(c->k), c->last ? "two assistant messages in a row" : "an assistant message first");
-  if (!is_inst(c->k)) {
+  if (is_deepseek(c->k)) {
+    rc = deepseek_reply(c, text, out, e);
+  } else if (!is_inst(c->k)) {
     rc = header_msg(c, "assistant", text, out, e);
   } else if (!text) {
     rc = GC_OK;
@@ -219,5 +253,6 @@ int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_
 int32_t gc_chat_end_token(const gc_tok_t *t, gc_chat_kind_t k) {
   if (k == GC_CHAT_LLAMA3) return gc_tok_find(t, "<|eot_id|>", 10);
   if (k == GC_CHAT_CHATML) return gc_tok_find(t, "<|im_end|>", 10);
+  if (is_deepseek(k)) return gc_tok_find(t, DS_END, strlen(DS_END));
   return t->n_eos ? t->eos[0] : -1;
 }

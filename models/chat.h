@@ -1,5 +1,5 @@
-/* chat.h — the chat templates of Llama 2, Llama 3, Mistral, ChatML and
- * Zephyr instruct models, as token ids built piece by piece: control
+/* chat.h — the chat templates of Llama 2, Llama 3, Mistral, ChatML,
+ * Zephyr and DeepSeek (V3, R1 and R1's Llama distills) instruct models, as token ids built piece by piece: control
  * tokens by id, text through the tokenizer with special-token matching
  * off, so a user's text can never smuggle in a control token. The pieces
  * are cut where llama.cpp cuts the rendered template (at its control
@@ -19,16 +19,23 @@ typedef enum gc_chat_kind {
   GC_CHAT_MISTRAL = 3, /* <s>[INST] ... [/INST] reply</s>[INST] ...: BOS once, no system role */
   GC_CHAT_CHATML = 4,  /* <|im_start|>role\n...<|im_end|>\n<|im_start|>... */
   GC_CHAT_ZEPHYR = 5,  /* <|role|>\n...</s>\n<|role|>... (TinyLlama-Chat, Zephyr) */
+  /* <｜begin▁of▁sentence｜>system<｜User｜>...<｜Assistant｜>reply<｜end▁of▁sentence｜>:
+   * DeepSeek V3's; _THINK, R1's (and its distills'), whose reply starts
+   * with "<think>\n" written by the template */
+  GC_CHAT_DEEPSEEK = 6,
+  GC_CHAT_DEEPSEEK_THINK = 7,
 } gc_chat_kind_t;
 
 /* The template for t, from the chat template's markers, in this order:
- * "<|start_header_id|>" -> LLAMA3; "[INST]" -> LLAMA2 where it puts BOS
- * before every "[INST]" (bos_token + '[INST]'), else MISTRAL;
- * "<|im_start|>" -> CHATML; "<|user|>" -> ZEPHYR. With no template, from
- * the vocabulary: "<|start_header_id|>" -> LLAMA3, an [INST] control token
- * -> MISTRAL, an <|im_start|> control token -> CHATML, a SentencePiece
- * vocabulary with BOS and EOS -> LLAMA2. GC_EUNSUPPORTED otherwise,
- * naming what was found. */
+ * "<|start_header_id|>" -> LLAMA3; "<｜User｜>" and "<｜Assistant｜>" ->
+ * DEEPSEEK_THINK where the generation prompt is "<｜Assistant｜><think>\n",
+ * else DEEPSEEK; "[INST]" -> LLAMA2 where it puts BOS before every
+ * "[INST]" (bos_token + '[INST]'), else MISTRAL; "<|im_start|>" -> CHATML;
+ * "<|user|>" -> ZEPHYR. With no template, from the vocabulary:
+ * "<|start_header_id|>" -> LLAMA3, "<｜User｜>" and "<｜Assistant｜>" ->
+ * DEEPSEEK, an [INST] control token -> MISTRAL, an <|im_start|> control
+ * token -> CHATML, a SentencePiece vocabulary with BOS and EOS -> LLAMA2.
+ * GC_EUNSUPPORTED otherwise, naming what was found. */
 int gc_chat_detect(const gc_tok_t *t, gc_chat_kind_t *out, gc_err_t *e);
 
 /* A conversation's ids as they are built, message by message, into the
@@ -47,8 +54,9 @@ void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k);
 void gc_chat_free(gc_chat_t *c);
 
 /* A user message; system (non-NULL, first message only) goes before it as
- * the template puts it. The text is trimmed where the template trims it
- * (Llama 2, Llama 3), kept as given elsewhere; [INST] and [/INST] by id
+ * the template puts it (DeepSeek: as given, right after BOS). The text is
+ * trimmed where the template trims it (Llama 2, Llama 3), kept as given
+ * elsewhere; [INST] and [/INST] by id
  * where the vocabulary has them as control tokens (Mistral v3), else as
  * text. BOS: where the template writes it (Llama 2 every turn, Llama 3
  * and Mistral once), or as the tokenizer adds it to a prompt (ChatML,
@@ -60,11 +68,13 @@ int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_
 
 /* An assistant message. text NULL: the start of the reply the model is to
  * write (the template's generation prompt: the assistant header of Llama
- * 3, ChatML and Zephyr; nothing for [INST]); the caller then flushes and
+ * 3, ChatML, Zephyr and DeepSeek, then "<think>\n" for DEEPSEEK_THINK;
+ * nothing for [INST]); the caller then flushes and
  * generates, and the reply's tokens, closed by gc_chat_end_token's id,
  * are the model's. text given: a reply written by the client (a
- * conversation's history): header, text (trimmed as for gc_chat_user) and
- * gc_chat_end_token's id. Errors: GC_EINVAL for an assistant message that
+ * conversation's history): header, text (trimmed as for gc_chat_user;
+ * DeepSeek's: what follows its last "</think>", as its template cuts a
+ * reply's reasoning) and gc_chat_end_token's id. Errors: GC_EINVAL for an assistant message that
  * does not follow a user message in the [INST] templates; as
  * gc_chat_user. */
 int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_t *e);
@@ -72,7 +82,8 @@ int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_
 /* Tokenize the pending text into out (before the model reads out). */
 int gc_chat_flush(gc_chat_t *c, gc_tok_ids_t *out, gc_err_t *e);
 
-/* The id that closes an assistant reply (<|eot_id|>, <|im_end|>, </s>), or -1. */
+/* The id that closes an assistant reply (<|eot_id|>, <|im_end|>,
+ * <｜end▁of▁sentence｜>, </s>), or -1. */
 int32_t gc_chat_end_token(const gc_tok_t *t, gc_chat_kind_t k);
 
 #endif

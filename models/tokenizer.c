@@ -664,13 +664,14 @@ static int encode_text(gc_tok_t *t, work_t *w, const char *s, size_t n, int seg,
 
 static int is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
-/* The added token at s [n] (longest first), or -1. */
-static int32_t match_added(const gc_tok_t *t, const char *s, size_t n) {
+/* The added token at s [n] (longest first), or -1; user: user-defined
+ * ones only (TOK_USER: added tokens that are not special). */
+static int32_t match_added(const gc_tok_t *t, const char *s, size_t n, int user) {
   if (!t->added_first[(unsigned char)s[0]]) return -1;
   for (int l = t->added_max < (int)n ? t->added_max : (int)n; l > 0; l--)
     if (t->added_lens[l / 64] >> (l % 64) & 1) {
       int32_t id = tab_find_text(t, &t->added_ix, s, (size_t)l);
-      if (id >= 0) return id;
+      if (id >= 0 && (!user || t->type[id] == TOK_USER)) return id;
     }
   return -1;
 }
@@ -682,8 +683,11 @@ int gc_tok_encode(gc_tok_t *t, const char *text, size_t n, int flags, gc_tok_ids
   work_t w = {0};
   int rc = GC_OK, seg = 0;
   size_t start = 0;
-  for (size_t i = 0; !rc && (flags & GC_TOK_SPECIAL) && i < n;) {
-    int32_t id = match_added(t, text + i, n - i);
+  /* added tokens are cut out first: every one with GC_TOK_SPECIAL, the
+   * user-defined ones always (as Hugging Face's tokenizers and llama.cpp
+   * match them whether or not special tokens are parsed) */
+  for (size_t i = 0; !rc && i < n;) {
+    int32_t id = match_added(t, text + i, n - i, !(flags & GC_TOK_SPECIAL));
     if (id < 0) {
       i++;
       continue;

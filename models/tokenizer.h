@@ -42,7 +42,8 @@ void gc_tok_free(gc_tok_t *t); /* NULL is a no-op */
 
 enum {
   GC_TOK_BOS = 1,     /* encode: prepend the BOS id */
-  GC_TOK_SPECIAL = 2, /* encode: text equal to an added/special token becomes that token */
+  GC_TOK_SPECIAL = 2, /* encode: text equal to a special (control) token becomes that token; a
+                       * user-defined added token (<think>) always does, as in llama.cpp */
   GC_TOK_EOS = 4,     /* encode: append the EOS id (the first end-of-sequence id) */
 };
 

@@ -36,10 +36,42 @@ ZEPHYR = ("{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{
           "{% elif message['role'] == 'assistant' %}\n{{ '<|assistant|>\\n'  + message['content'] + eos_token }}\n"
           "{% endif %}\n{% if loop.last and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}")
 
-TEMPLATES = {"llama2": LLAMA2, "mistral": MISTRAL, "llama3": LLAMA3, "chatml": CHATML, "zephyr": ZEPHYR}
+# deepseek-ai/DeepSeek-R1-Distill-Llama-8B (DeepSeek R1's, with tool calls)
+DEEPSEEK_R1 = ("{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}{% endif %}"
+               "{% set ns = namespace(is_first=false, is_tool=false, is_output_first=true, system_prompt='') %}"
+               "{%- for message in messages %}{%- if message['role'] == 'system' %}{% set ns.system_prompt = "
+               "message['content'] %}{%- endif %}{%- endfor %}{{bos_token}}{{ns.system_prompt}}{%- for message in "
+               "messages %}{%- if message['role'] == 'user' %}{%- set ns.is_tool = false -%}{{'<｜User｜>' + "
+               "message['content']}}{%- endif %}{%- if message['role'] == 'assistant' and message['content'] is none "
+               "%}{%- set ns.is_tool = false -%}{%- for tool in message['tool_calls']%}{%- if not ns.is_first %}"
+               "{{'<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + "
+               "tool['function']['name'] + '\\n' + '```json' + '\\n' + tool['function']['arguments'] + '\\n' + "
+               "'```' + '<｜tool▁call▁end｜>'}}{%- set ns.is_first = true -%}{%- else %}{{'\\n' + "
+               "'<｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + tool['function']['name'] + '\\n' + "
+               "'```json' + '\\n' + tool['function']['arguments'] + '\\n' + '```' + '<｜tool▁call▁end｜>'}}"
+               "{{'<｜tool▁calls▁end｜><｜end▁of▁sentence｜>'}}{%- endif %}{%- endfor %}{%- endif %}{%- if "
+               "message['role'] == 'assistant' and message['content'] is not none %}{%- if ns.is_tool %}"
+               "{{'<｜tool▁outputs▁end｜>' + message['content'] + '<｜end▁of▁sentence｜>'}}{%- set ns.is_tool = false "
+               "-%}{%- else %}{% set content = message['content'] %}{% if '</think>' in content %}{% set content = "
+               "content.split('</think>')[-1] %}{% endif %}{{'<｜Assistant｜>' + content + '<｜end▁of▁sentence｜>'}}"
+               "{%- endif %}{%- endif %}{%- if message['role'] == 'tool' %}{%- set ns.is_tool = true -%}{%- if "
+               "ns.is_output_first %}{{'<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>' + message['content'] + "
+               "'<｜tool▁output▁end｜>'}}{%- set ns.is_output_first = false %}{%- else %}{{'\\n<｜tool▁output▁begin｜>' "
+               "+ message['content'] + '<｜tool▁output▁end｜>'}}{%- endif %}{%- endif %}{%- endfor -%}{% if ns.is_tool "
+               "%}{{'<｜tool▁outputs▁end｜>'}}{% endif %}{% if add_generation_prompt and not ns.is_tool %}"
+               "{{'<｜Assistant｜><think>\\n'}}{% endif %}")
+# the same with the generation prompt of R1's first release (and V3's):
+# the reply's <think> left to the model
+DEEPSEEK = DEEPSEEK_R1.replace("{{'<｜Assistant｜><think>\\n'}}", "{{'<｜Assistant｜>'}}")
+
+TEMPLATES = {"llama2": LLAMA2, "mistral": MISTRAL, "llama3": LLAMA3, "chatml": CHATML, "zephyr": ZEPHYR,
+             "deepseek": DEEPSEEK, "deepseek_r1": DEEPSEEK_R1}
 # the control tokens each needs in a vocabulary
+_DS = ["<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"]
 CONTROLS = {"llama2": [], "mistral": [], "llama3": ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
-            "chatml": ["<|im_start|>", "<|im_end|>"], "zephyr": []}
+            "chatml": ["<|im_start|>", "<|im_end|>"], "zephyr": [], "deepseek": _DS, "deepseek_r1": _DS}
+# and the user-defined (added, not special) ones: DeepSeek R1's distills'
+USER_TOKENS = {"deepseek_r1": ["<think>", "</think>"]}
 
 
 def _raise(message):

@@ -485,8 +485,9 @@ def chat_gguf(gc, kind, v3=False):
     cfg = TM.make_config(**CFG)
     toks, _, types = G.vocab(cfg["vocab_size"])
     controls = ["[INST]", "[/INST]"] if v3 else C.CONTROLS[kind]
-    if controls:
-        toks[-len(controls):], types[-len(controls):] = controls, [3] * len(controls)
+    added = controls + C.USER_TOKENS.get(kind, [])  # control tokens, then user-defined ones
+    if added:
+        toks[-len(added):], types[-len(added):] = added, [3] * len(controls) + [4] * (len(added) - len(controls))
     path = str(gc.dir / f"{kind}{'-v3' if v3 else ''}.gguf")
     G.write_llama(path, cfg, TM.random_weights(cfg, 0), extra_kvs=[
         ("tokenizer.ggml.tokens", "arr:str", toks), ("tokenizer.ggml.token_type", "arr:i32", types),
@@ -502,13 +503,15 @@ def rendered_ids(gc, path, kind, messages):
     return extra + ids_of(gc, path, C.render(C.TEMPLATES[kind], messages))
 
 
-END_TEXT = {"llama3": "<|eot_id|>", "chatml": "<|im_end|>"}
+END_TEXT = {"llama3": "<|eot_id|>", "chatml": "<|im_end|>", "deepseek": "<｜end▁of▁sentence｜>",
+            "deepseek_r1": "<｜end▁of▁sentence｜>"}
 
 
 @pytest.mark.parametrize("kind", sorted(C.TEMPLATES))
 def test_gguf_chat_templates_as_jinja_renders_them(gc, bundles, kind):
     """--chat through each chat template a GGUF file names (Llama 2,
-    Mistral, Llama 3, ChatML, Zephyr, detected from the template's markers):
+    Mistral, Llama 3, ChatML, Zephyr, DeepSeek with and without R1's
+    <think> opened, detected from the template's markers):
     the first turn's ids are the template rendered by Jinja (as Hugging
     Face's apply_chat_template) and tokenized as llama.cpp tokenizes it; the
     second turn's are what the rendered conversation adds after the reply's
@@ -557,7 +560,8 @@ def test_gguf_chat_templates_through_the_server(gc, bundles, kind):
     piece with the [/INST] before them); user messages in a row and
     assistant messages in a row in the templates that give every message a
     header (Llama 3, ChatML, Zephyr), and 400 for them from the [INST]
-    ones, as their templates raise."""
+    ones, as their templates raise. DeepSeek's cut an earlier reply's
+    reasoning (what its last </think> ends)."""
     from test_serve import Server
     path, _ = chat_gguf(gc, kind)
     srv = Server(path, bundles.get(path, "F32"), "--parallel", 1)
@@ -567,8 +571,11 @@ def test_gguf_chat_templates_through_the_server(gc, bundles, kind):
         u2 = [{"role": "user", "content": "the end"}]
         wide = [{"role": "user", "content": "\u3000\u00a0hi\u2009cat\x1f\u00a0"}]  # Python's strip() takes these
         convs = [system + u, system + u + a + u2, u + a + u2 + a + u, wide]
-        if kind in ("llama3", "chatml", "zephyr"):
+        if kind in ("llama3", "chatml", "zephyr", "deepseek", "deepseek_r1"):
             convs += [u + u2, u + a + a + u2]
+        if kind.startswith("deepseek"):  # reasoning cut; <think> text (a user-defined token) in a message
+            r = [{"role": "assistant", "content": "<think>\nso</think>\n\n</think> A file."}]
+            convs += [system + u + r + [{"role": "user", "content": "why <think> now"}]]
         for msgs in convs:
             status, _, text = srv.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 1,
                                                                 "return_token_ids": True})
