@@ -101,7 +101,11 @@ C_TESTS   := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c
 # library's): -MMD writes those into $@.d. And when the flags change.
 $(BUILD)/tests/%: tests/c/%.c $(LIB)/libgcore.a $(BUILD)/cflags.txt
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -o $@ $(filter %.c %.a,$^) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -o $@ $(filter %.c,$^) $(filter %.o,$^) $(filter %.a,$^) $(LDLIBS)
+
+# test_serve tests serve/, the layer above the library, as gcore-serve links it
+$(BUILD)/tests/test_serve: $(SERVE_OBJ)
+$(BUILD)/tests/test_serve: LDLIBS += -lmicrohttpd
 
 -include $(C_TESTS:=.d)
 

@@ -1149,6 +1149,47 @@ static json_object *choice_logprobs(const gc_api_t *a, const gc_api_req_t *q, co
 
 /* ---- results ---------------------------------------------------------------------- */
 
+/* ---- reasoning ------------------------------------------------------------------- */
+
+static int blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* The longest suffix of s [n] that is a proper prefix of m [mn]: text that
+ * may yet become m. */
+static size_t partial_tail(const char *s, size_t n, const char *m, size_t mn) {
+  for (size_t k = mn - 1 < n ? mn - 1 : n; k > 0; k--)
+    if (!memcmp(s + n - k, m, k)) return k;
+  return 0;
+}
+
+void gc_api_reply_parts(const gc_api_t *a, const char *text, size_t n, int done, gc_api_parts_t *p) {
+  static const char open[] = "<think>", close[] = "</think>";
+  *p = (gc_api_parts_t){.end = n};
+  if (!a->reasoning || (a->chat != GC_CHAT_DEEPSEEK && a->chat != GC_CHAT_DEEPSEEK_THINK)) return;
+  size_t i = 0;
+  if (a->chat == GC_CHAT_DEEPSEEK) { /* the model opens the block itself, or not at all */
+    while (i < n && blank(text[i])) i++;
+    size_t k = n - i < sizeof open - 1 ? n - i : sizeof open - 1;
+    if (memcmp(text + i, open, k)) return; /* no block: all answer */
+    if (k < sizeof open - 1) {             /* "<thi" so far */
+      if (done) return;
+      p->end = 0;
+      return;
+    }
+    i += sizeof open - 1;
+  }
+  p->has_reasoning = 1;
+  p->r0 = i;
+  const char *c = memmem(text + i, n - i, close, sizeof close - 1);
+  if (!c) { /* reasoning to the end (or to what may become "</think>") */
+    p->r1 = done ? n : n - partial_tail(text + i, n - i, close, sizeof close - 1);
+    p->c0 = p->end = p->r1;
+    return;
+  }
+  p->r1 = (size_t)(c - text);
+  p->c0 = p->r1 + sizeof close - 1;
+  while (p->c0 < n && blank(text[p->c0])) p->c0++;
+}
+
 /* One choice of a whole answer: r's text (the prompt's first where echo),
  * logprobs, finish, ids. NULL on out-of-memory. */
 static json_object *choice_json(const gc_api_t *a, const gc_api_req_t *q, const gc_srv_req_t *r) {
@@ -1166,7 +1207,15 @@ static json_object *choice_json(const gc_api_t *a, const gc_api_req_t *q, const 
   json_object_object_add(c, "index", json_object_new_int(r->index));
   if (q->chat) {
     json_object *m = json_object_new_object();
+    const char *t = r->text.data ? r->text.data : "";
+    gc_api_parts_t p;
+    gc_api_reply_parts(a, t, r->text.len, 1, &p);
     json_object_object_add(m, "role", json_object_new_string("assistant"));
+    if (p.has_reasoning) {
+      json_object_put(text);
+      text = json_object_new_string_len(t + p.c0, (int)(p.end - p.c0));
+      json_object_object_add(m, "reasoning_content", json_object_new_string_len(t + p.r0, (int)(p.r1 - p.r0)));
+    }
     json_object_object_add(m, "content", text);
     json_object_object_add(c, "message", m);
   } else {
@@ -1209,7 +1258,9 @@ char *gc_api_chunk_json(const gc_api_t *a, const gc_api_req_t *q, const char *id
   if (q->chat) {
     json_object *d = json_object_new_object();
     if (role) json_object_object_add(d, "role", json_object_new_string("assistant"));
-    if (role || n || !finish) json_object_object_add(d, "content", json_object_new_string_len(text ? text : "", (int)n));
+    if (k->nr) json_object_object_add(d, "reasoning_content", json_object_new_string_len(k->reasoning, (int)k->nr));
+    if (role || n || (!finish && !k->nr))
+      json_object_object_add(d, "content", json_object_new_string_len(text ? text : "", (int)n));
     json_object_object_add(c, "delta", d);
   } else {
     json_object_object_add(c, "text", json_object_new_string_len(text ? text : "", (int)n));

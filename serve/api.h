@@ -19,6 +19,7 @@ typedef struct gc_api {
   int has_chat;              /* the tokenizer has a Llama 2/3 chat template */
   gc_chat_kind_t chat;
   int32_t chat_end;          /* the id that closes a reply */
+  int reasoning;             /* a DeepSeek reply's <think> block as reasoning_content (gc_api_reply_parts) */
   char chat_why[300];        /* without a chat template: why */
   int ctx, vocab;
   const char *model_id;      /* the name /v1/models lists */
@@ -81,10 +82,29 @@ char *gc_api_models_json(const gc_api_t *a, const char *one); /* one: /v1/models
 /* The whole answer of choices rs[nr] (all done, none failed). */
 char *gc_api_result_json(const gc_api_t *a, const gc_api_req_t *q, const char *id, int64_t created,
                          gc_srv_req_t *const *rs, int nr);
+/* Where a chat reply's text [n] (all of it, done, or what has come so far)
+ * puts its reasoning and its answer, as llama.cpp's and vLLM's DeepSeek
+ * reasoning parsers cut them: with a->reasoning and a DeepSeek template,
+ * the reasoning is what lies between "<think>" (written by the template's
+ * generation prompt, DEEPSEEK_THINK, or first in the reply, after any
+ * whitespace) and the first "</think>", all the rest when none comes; the
+ * answer follows "</think>" and its whitespace. Otherwise there is no
+ * reasoning and the answer is the whole text. While not done, what could
+ * still become a marker is held back: the answer is [c0, end), the
+ * reasoning [r0, r1), and text past both comes later. Can't fail. */
+typedef struct gc_api_parts {
+  size_t r0, r1;             /* the reasoning (r0 == r1: none so far) */
+  size_t c0, end;            /* the answer */
+  int has_reasoning;         /* the reply opened a <think> block */
+} gc_api_parts_t;
+void gc_api_reply_parts(const gc_api_t *a, const char *text, size_t n, int done, gc_api_parts_t *p);
+
 /* What one stream chunk of choice r (its r->index) carries. */
 typedef struct gc_api_chunk {
-  const char *text;          /* [n] text new since the last chunk */
+  const char *text;          /* [n] text new since the last chunk (a chat's answer) */
   size_t n;
+  const char *reasoning;     /* [nr] a chat's reasoning new since the last chunk */
+  size_t nr;
   int from, to;              /* r's ids [from, to): new since the last chunk (token_ids, logprobs) */
   int echo;                  /* the echo chunk: text is the prompt's, logprobs the prompt ids' */
   size_t offset;             /* logprobs' text_offset of the first token: gc_api_token_chars of those sent */

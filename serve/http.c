@@ -75,7 +75,8 @@ typedef struct hreq {
   gc_buf_t out;             /* events not yet written to the socket */
   size_t out_off;
   struct sent {             /* [nr] what each choice has sent */
-    size_t text;            /* bytes of its text */
+    size_t text;            /* bytes of its text sent (a chat's: up to the end of its answer sent) */
+    size_t reason;          /* a chat's: up to the end of its reasoning sent */
     size_t chars;           /* gc_api_token_chars of its positions sent: logprobs' text_offset */
     int ids;                /* its ids */
     int started, finished;  /* its first chunk (role or echo), its last */
@@ -221,12 +222,16 @@ static int choice_events(hreq_t *x, int i) {
   }
   s->started = 1;
   int new_ids = (x->q.return_ids || r->p.logprobs >= 0) && r->nids > s->ids;
-  if (r->ready > s->text || (new_ids && !r->done)) {
-    gc_api_chunk_t k = {.text = r->text.data + s->text, .n = r->ready - s->text, .from = s->ids, .to = r->nids,
-                        .offset = s->chars};
+  const char *t = r->text.data ? r->text.data : "";
+  gc_api_parts_t p = {.end = r->ready}; /* a chat's reasoning and answer so far */
+  if (x->q.chat) gc_api_reply_parts(a, t, r->ready, r->done, &p);
+  size_t r0 = p.r0 > s->reason ? p.r0 : s->reason, c0 = p.c0 > s->text ? p.c0 : s->text;
+  if (p.r1 > r0 || p.end > c0 || (new_ids && !r->done)) {
+    gc_api_chunk_t k = {.text = t + c0, .n = p.end > c0 ? p.end - c0 : 0, .reasoning = t + r0,
+                        .nr = p.r1 > r0 ? p.r1 - r0 : 0, .from = s->ids, .to = r->nids, .offset = s->chars};
     if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, r, &k))) return -1;
     if (r->p.logprobs >= 0) s->chars += gc_api_token_chars(a, r, r->nprompt + k.from, r->nprompt + k.to);
-    s->text = r->ready, s->ids = r->nids;
+    s->text = p.end > c0 ? p.end : c0, s->reason = p.r1 > r0 ? p.r1 : r0, s->ids = r->nids;
     wrote = 1;
   }
   if (!r->done) return wrote;

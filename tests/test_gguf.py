@@ -592,6 +592,71 @@ def test_gguf_chat_templates_through_the_server(gc, bundles, kind):
         assert srv.stop()[0] == 0
 
 
+def chain_gguf(gc, kind, chain, name):
+    """chat_gguf's model for kind whose greedy next token after chain[i]
+    is chain[i + 1] (and after the last, chain[0]): the layers add
+    nothing, token chain[i]'s embedding is unit vector i, and the head's
+    row chain[i + 1] reads it."""
+    cfg = TM.make_config(**CFG)
+    path, toks = chat_gguf(gc, kind)
+    ids = [t if isinstance(t, int) else toks.index(t) for t in chain]
+    assert len(set(ids)) == len(ids), chain
+    w = TM.random_weights(cfg, 0)
+    for k in w:
+        if "o_proj" in k or "down_proj" in k:
+            w[k][:] = 0
+    w["model.embed_tokens.weight"][:] = 0
+    w["model.norm.weight"][:] = 1
+    w["lm_head.weight"][:] = 0
+    for i, t in enumerate(ids):
+        w["model.embed_tokens.weight"][t, i] = 1
+        w["lm_head.weight"][ids[(i + 1) % len(ids)], i] = 1
+    out = str(gc.dir / name)
+    types = [3 if t in C.CONTROLS[kind] else 4 if t in C.USER_TOKENS.get(kind, []) else ty
+             for t, ty in zip(toks, G.vocab(cfg["vocab_size"])[2])]
+    G.write_llama(out, cfg, w, extra_kvs=[("tokenizer.ggml.tokens", "arr:str", toks),
+                                          ("tokenizer.ggml.token_type", "arr:i32", types),
+                                          ("tokenizer.chat_template", "str", C.TEMPLATES[kind])])
+    return out
+
+
+def test_gguf_deepseek_reasoning_content(gc, bundles):
+    """gcore-serve with DeepSeek R1's template: a reply's <think> block (the
+    template opened it) is reasoning_content and what follows </think> and
+    its blanks is content, whole and streamed (</think> spelled in eight
+    tokens, so the stream must hold "</thi" back until it knows); cut
+    before </think>, all of it is reasoning; --reasoning-format none puts
+    it all in content. The model writes "ab</think>\n" over and over after
+    the prompt's last token, the "\n" after <think>."""
+    from test_serve import Server, sse
+    nl = "<0x0A>"
+    chain = [nl, "a", "b", "<0x3C>", "<0x2F>", "t", "h", "i", "n", "k", "<0x3E>"]
+    path = chain_gguf(gc, "deepseek_r1", chain, "r1chain.gguf")
+    bundle = bundles.get(path, "F32")
+    msgs = [{"role": "user", "content": "hi"}]
+    for flag, n, reason, content in (("deepseek", 16, "ab", "ab</t"), ("deepseek", 4, "ab</", ""),
+                                     ("none", 16, None, "ab</think>\nab</t")):
+        srv = Server(path, bundle, "--parallel", 1, "--reasoning-format", flag)
+        try:
+            status, _, text = srv.post("/v1/chat/completions", {"messages": msgs, "max_tokens": n, "temperature": 0})
+            assert status == 200, text
+            m = json.loads(text)["choices"][0]["message"]
+            assert (m.get("reasoning_content"), m["content"]) == (reason, content), (flag, n, m)
+            status, _, text = srv.post("/v1/chat/completions", {"messages": msgs, "max_tokens": n, "temperature": 0,
+                                                                "stream": True})
+            assert status == 200, text
+            deltas = [c["delta"] for ev in sse(text) for c in ev["choices"]]
+            got_r = "".join(d.get("reasoning_content", "") for d in deltas)
+            got_c = "".join(d.get("content") or "" for d in deltas)
+            assert (got_r, got_c) == (reason or "", content), (flag, n, deltas)
+            if n == 16:  # "</thi" held back, never sent as reasoning
+                assert not any("<" in d.get("reasoning_content", "") for d in deltas), deltas
+        finally:
+            assert srv.stop()[0] == 0
+    r = gc("gcore-serve", "-m", path, "-b", bundle, "--reasoning-format", "think")
+    assert_clean_error(r, "gcore-serve", "--reasoning-format: expected deepseek or none")
+
+
 def test_gguf_missing_special_ids_are_llama_cpps_defaults(gc, bundles):
     """A SentencePiece GGUF without bos/eos/unknown token ids: llama.cpp's
     defaults 1, 2 and 0, for the tokenizer and the model alike: a text

@@ -53,6 +53,8 @@ static const char usage[] =
     "  --fixed-batch        run every decode step with --parallel rows (padded), so that a request's\n"
     "                       tokens do not depend on how many others run beside it (slower alone)\n"
     "  --no-graph           launch decode steps kernel by kernel instead of replaying a graph\n"
+    "  --reasoning-format F deepseek (default): a DeepSeek R1 reply's <think> block goes to the\n"
+    "                       message's reasoning_content, the rest to content; none: all in content\n"
     "  --api-key KEY        clients must send \"Authorization: Bearer KEY\" (or \"X-Api-Key: KEY\");\n"
     "                       others get 401 (GET /health stays open)\n"
     "  --api-key-file FILE  the same, the key read from FILE's first line (not on the command\n"
@@ -69,7 +71,7 @@ static const char usage[] =
 
 enum { O_VERSION = 256, O_TOKENIZER, O_HOST, O_PORT, O_PARALLEL, O_CTX, O_MAX_QUEUE, O_MAX_BODY,
        O_MODEL_NAME, O_QUANTIZE, O_DB, O_CACHE, O_BACKEND, O_DEVICE, O_NOGRAPH, O_FIXED, O_CHUNK, O_TP, O_DEVICES, O_API_KEY,
-       O_API_KEY_FILE };
+       O_API_KEY_FILE, O_REASONING };
 
 static const struct option longopts[] = {
     {"model", 1, 0, 'm'},          {"bundle", 1, 0, 'b'},         {"tokenizer", 1, 0, O_TOKENIZER},
@@ -80,13 +82,14 @@ static const struct option longopts[] = {
     {"no-graph", 0, 0, O_NOGRAPH}, {"fixed-batch", 0, 0, O_FIXED}, {"verbose", 0, 0, 'v'},
     {"prefill-chunk", 1, 0, O_CHUNK}, {"tp", 1, 0, O_TP}, {"devices", 1, 0, O_DEVICES},
     {"api-key", 1, 0, O_API_KEY},  {"api-key-file", 1, 0, O_API_KEY_FILE},
-    {"help", 0, 0, 'h'},
+    {"reasoning-format", 1, 0, O_REASONING}, {"help", 0, 0, 'h'},
     {"version", 0, 0, O_VERSION},  {0, 0, 0, 0}};
 
 typedef struct serve_opts {
   gc_engine_opts_t en;
   gc_http_opts_t http;
   const char *tokenizer, *model_name;
+  int reasoning; /* --reasoning-format deepseek */
   int tp_given, ndev, devices[GC_LLAMA_TP_MAX]; /* --tp was given; --devices */
 } serve_opts_t;
 
@@ -144,6 +147,7 @@ static int setup_api(const serve_opts_t *o, const gc_llama_weights_t *w, gc_tok_
   a->vocab = w->cfg.vocab_size;
   a->created = (int64_t)time(NULL);
   a->chat_end = -1;
+  a->reasoning = o->reasoning;
   gc_err_t why = {0};
   if (!tok) snprintf(a->chat_why, sizeof a->chat_why, "this server has no tokenizer, so no chat template");
   else if (gc_chat_detect(tok, &a->chat, &why))
@@ -231,7 +235,7 @@ static int bad_flag(const char *flag, const char *what) {
 }
 
 int main(int argc, char **argv) {
-  serve_opts_t o = {.en = {.backend = "cpu", .parallel = 4, .max_queue = 64, .tp = 1},
+  serve_opts_t o = {.en = {.backend = "cpu", .parallel = 4, .max_queue = 64, .tp = 1}, .reasoning = 1,
                     .http = {.host = "127.0.0.1", .port = 8080, .max_body = 1 << 20}};
   int64_t v;
   int c;
@@ -253,6 +257,10 @@ int main(int argc, char **argv) {
       case 'v': o.http.verbose = 1; break;
       case O_API_KEY: o.http.api_key = optarg; break;
       case O_API_KEY_FILE: key_file = optarg; break;
+      case O_REASONING:
+        if (strcmp(optarg, "deepseek") && strcmp(optarg, "none")) return bad_flag("--reasoning-format", "deepseek or none");
+        o.reasoning = !strcmp(optarg, "deepseek");
+        break;
       case O_PORT:
         if (gc_parse_i64(optarg, &v) || v < 0 || v > 65535) return bad_flag("--port", "a port from 0 to 65535");
         o.http.port = (int)v;
