@@ -28,6 +28,16 @@ static int32_t control(const gc_tok_t *t, const char *name) {
   return id >= 0 && gc_tok_is_special(t, id) ? id : -1;
 }
 
+/* Which of Mistral's [INST] templates tpl is: v3's and Tekken's put the
+ * system message before the last user message (loop.last and
+ * system_message), Tekken's with no space after "[INST]"; the later ones
+ * with a [SYSTEM_PROMPT] block are taken as v0.1's. */
+static gc_chat_kind_t mistral_kind(const char *tpl) {
+  if (!strstr(tpl, "loop.last and system_message is defined") || strstr(tpl, "[SYSTEM_PROMPT]"))
+    return GC_CHAT_MISTRAL;
+  return strstr(tpl, "\"[INST]\" +") || strstr(tpl, "'[INST]' +") ? GC_CHAT_MISTRAL_TEKKEN : GC_CHAT_MISTRAL_V3;
+}
+
 /* DeepSeek's role markers and end of a reply (fullwidth bars, U+2581) */
 #define DS_USER "<\xef\xbd\x9cUser\xef\xbd\x9c>"
 #define DS_ASSISTANT "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"
@@ -40,7 +50,7 @@ int gc_chat_detect(const gc_tok_t *t, gc_chat_kind_t *out, gc_err_t *e) {
   if (tpl && strstr(tpl, "<|start_header_id|>")) *out = GC_CHAT_LLAMA3;
   else if (tpl && strstr(tpl, DS_USER) && strstr(tpl, DS_ASSISTANT))
     *out = strstr(tpl, "'" DS_ASSISTANT "<think>\\n'") ? GC_CHAT_DEEPSEEK_THINK : GC_CHAT_DEEPSEEK;
-  else if (tpl && strstr(tpl, "[INST]")) *out = bos_every_turn(tpl) ? GC_CHAT_LLAMA2 : GC_CHAT_MISTRAL;
+  else if (tpl && strstr(tpl, "[INST]")) *out = bos_every_turn(tpl) ? GC_CHAT_LLAMA2 : mistral_kind(tpl);
   else if (tpl && strstr(tpl, "<|im_start|>")) *out = GC_CHAT_CHATML;
   else if (tpl && strstr(tpl, "<|user|>")) *out = GC_CHAT_ZEPHYR;
   else if (tpl)
@@ -83,13 +93,14 @@ static uint32_t cp_of(const unsigned char *s, size_t len) {
   return 0;
 }
 
+/* Whether template k trims a message's text (Llama 2's and Llama 3's). */
+static int trims(gc_chat_kind_t k) { return k == GC_CHAT_LLAMA2 || k == GC_CHAT_LLAMA3; }
+
 /* Text s as [*p, *p + *n): without leading and trailing whitespace (as
- * Python's str.strip() sees it) where template k trims it (Llama 2's and
- * Llama 3's). */
-static void trim(gc_chat_kind_t k, const char *s, const char **p, size_t *n) {
+ * Python's str.strip() sees it) where cut (the template trims it). */
+static void trim(int cut, const char *s, const char **p, size_t *n) {
   const unsigned char *u = (const unsigned char *)s;
   size_t a = 0, b = strlen(s), len;
-  int cut = k == GC_CHAT_LLAMA2 || k == GC_CHAT_LLAMA3;
   for (int more = cut; more;) { /* from the front: a whitespace character of 1 to 3 bytes */
     more = 0;
     for (len = 1; len <= 3 && a + len <= b && !more; len++)
@@ -150,7 +161,7 @@ static int header_msg(gc_chat_t *c, const char *role, const char *text, gc_tok_i
   const char *p = "";
   size_t n = 0;
   int after = c->n_msgs > 0, rc;
-  if (text) trim(c->k, text, &p, &n);
+  if (text) trim(trims(c->k), text, &p, &n);
   if (c->k == GC_CHAT_LLAMA3)
     rc = put_control(c, "<|start_header_id|>", out, e) || put_text(c, role, -1, e) ||
          put_control(c, "<|end_header_id|>", out, e) || put_text(c, "\n\n", 2, e);
@@ -164,39 +175,49 @@ static int header_msg(gc_chat_t *c, const char *role, const char *text, gc_tok_i
   return rc ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
 }
 
-static int is_inst(gc_chat_kind_t k) { return k == GC_CHAT_LLAMA2 || k == GC_CHAT_MISTRAL; }
+static int is_inst(gc_chat_kind_t k) {
+  return k == GC_CHAT_LLAMA2 || k == GC_CHAT_MISTRAL || k == GC_CHAT_MISTRAL_V3 || k == GC_CHAT_MISTRAL_TEKKEN;
+}
 
-static const char *inst_name(gc_chat_kind_t k) { return k == GC_CHAT_MISTRAL ? "Mistral" : "Llama 2"; }
+static const char *inst_name(gc_chat_kind_t k) { return k == GC_CHAT_LLAMA2 ? "Llama 2" : "Mistral"; }
 
-/* An [INST] turn: [INST] content [/INST], the markers by id where they
- * are control tokens (Mistral v3), else as text. The content is the
- * user's text, in Llama 2's first turn after the system prompt in
- * <<SYS>>, trimmed as a whole there (content.strip()), as given in
- * Mistral's. */
+int gc_chat_system_last(gc_chat_kind_t k) { return k == GC_CHAT_MISTRAL_V3 || k == GC_CHAT_MISTRAL_TEKKEN; }
+
+/* An [INST] turn: "[INST]" + pre + content + post + "[/INST]", the markers
+ * by id where they are control tokens (Mistral v3's vocabulary), else as
+ * text; pre " " but in Tekken's, post " " in Llama 2's and Mistral v0.1's.
+ * The content is the user's text after the system prompt: in <<SYS>> and
+ * trimmed as a whole (content.strip()) in Llama 2's, as system + "\n\n"
+ * in Mistral v3's and Tekken's, as given there and in Mistral's. */
 static int inst_turn(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_t *out, gc_err_t *e) {
   int32_t open = control(c->t, "[INST]"), close = control(c->t, "[/INST]");
+  const char *pre = c->k == GC_CHAT_MISTRAL_TEKKEN ? "" : " ";
+  const char *post = c->k == GC_CHAT_LLAMA2 || c->k == GC_CHAT_MISTRAL ? " " : "";
   gc_buf_t b = {0};
   const char *p;
   size_t n;
-  int rc = system ? gc_buf_printf(&b, e, "<<SYS>>\n%s\n<</SYS>>\n\n", system) : GC_OK;
+  int rc = !system                   ? GC_OK
+           : c->k == GC_CHAT_LLAMA2 ? gc_buf_printf(&b, e, "<<SYS>>\n%s\n<</SYS>>\n\n", system)
+                                    : gc_buf_printf(&b, e, "%s\n\n", system);
   if (!rc) rc = gc_buf_printf(&b, e, "%s", user);
-  if (!rc) trim(c->k, b.data, &p, &n);
-  if (!rc) rc = open >= 0 ? put_id(c, open, out, e) : put_text(c, "[INST] ", -1, e);
-  if (!rc) rc = put_text(c, p, (int)n, e);
-  if (!rc) rc = close >= 0 ? put_id(c, close, out, e) : put_text(c, " [/INST]", -1, e);
+  if (!rc) trim(trims(c->k), b.data, &p, &n);
+  if (!rc) rc = (open >= 0 ? put_id(c, open, out, e) : put_text(c, "[INST]", -1, e)) || put_text(c, pre, -1, e) ||
+                put_text(c, p, (int)n, e) || put_text(c, post, -1, e) ||
+                (close >= 0 ? put_id(c, close, out, e) : put_text(c, "[/INST]", -1, e));
   gc_buf_free(&b);
-  return rc;
+  return rc ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
 }
 
 int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_t *out, gc_err_t *e) {
   gc_tok_t *t = c->t;
-  if (system && c->n_msgs) return gc_err_set(e, GC_EINVAL, "a system prompt comes before the first message");
+  if (system && c->n_msgs && !gc_chat_system_last(c->k))
+    return gc_err_set(e, GC_EINVAL, "a system prompt comes before the first message");
   if (c->k == GC_CHAT_MISTRAL && system) return gc_err_set(e, GC_EINVAL, "the Mistral chat template has no system role");
   if (is_inst(c->k) && c->last == 'u')
     return gc_err_set(e, GC_EINVAL, "the %s chat template takes user and assistant messages in turn (two user "
                       "messages in a row)", inst_name(c->k));
   int first = c->n_msgs == 0, rc = GC_OK;
-  int bos = t->bos >= 0 && (c->k == GC_CHAT_LLAMA2 || (first && (c->k == GC_CHAT_LLAMA3 || c->k == GC_CHAT_MISTRAL ||
+  int bos = t->bos >= 0 && (c->k == GC_CHAT_LLAMA2 || (first && (c->k == GC_CHAT_LLAMA3 || is_inst(c->k) ||
                                                                   is_deepseek(c->k) || gc_tok_add_bos(t))));
   if (bos) rc = put_id(c, t->bos, out, e);
   if (!rc && is_deepseek(c->k)) /* the system prompt bare after BOS */
@@ -237,12 +258,12 @@ int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_
     rc = header_msg(c, "assistant", text, out, e);
   } else if (!text) {
     rc = GC_OK;
-  } else { /* Llama 2: ' ' + text.strip() + ' ' + eos; Mistral: text + eos */
+  } else { /* Llama 2: ' ' + text.strip() + ' ' + eos; Mistral v3: ' ' + text.strip() + eos; Mistral, Tekken: text + eos */
     const char *p;
     size_t n;
-    trim(c->k, text, &p, &n);
-    int sp = c->k == GC_CHAT_LLAMA2;
-    rc = (sp && put_text(c, " ", 1, e)) || put_text(c, p, (int)n, e) || (sp && put_text(c, " ", 1, e)) ||
+    int l2 = c->k == GC_CHAT_LLAMA2, v3 = c->k == GC_CHAT_MISTRAL_V3;
+    trim(l2 || v3, text, &p, &n);
+    rc = ((l2 || v3) && put_text(c, " ", 1, e)) || put_text(c, p, (int)n, e) || (l2 && put_text(c, " ", 1, e)) ||
          put_end(c, out, e);
     if (rc) rc = e->code ? e->code : GC_ENOMEM;
   }

@@ -24,13 +24,20 @@ typedef enum gc_chat_kind {
    * with "<think>\n" written by the template */
   GC_CHAT_DEEPSEEK = 6,
   GC_CHAT_DEEPSEEK_THINK = 7,
+  /* Mistral v0.3's (and Large 2407's): <s>[INST] text[/INST] reply</s>, the
+   * system message before the last user message's text, "\n\n" between */
+  GC_CHAT_MISTRAL_V3 = 8,
+  GC_CHAT_MISTRAL_TEKKEN = 9, /* Nemo 2407's: <s>[INST]text[/INST]reply</s>, the system as v3's */
 } gc_chat_kind_t;
 
 /* The template for t, from the chat template's markers, in this order:
  * "<|start_header_id|>" -> LLAMA3; "<｜User｜>" and "<｜Assistant｜>" ->
  * DEEPSEEK_THINK where the generation prompt is "<｜Assistant｜><think>\n",
  * else DEEPSEEK; "[INST]" -> LLAMA2 where it puts BOS before every
- * "[INST]" (bos_token + '[INST]'), else MISTRAL; "<|im_start|>" -> CHATML;
+ * "[INST]" (bos_token + '[INST]'), else MISTRAL_V3 where the system message
+ * goes with the last user message ("loop.last and system_message is
+ * defined"), MISTRAL_TEKKEN for that with "[INST]" + (no space), else
+ * MISTRAL; "<|im_start|>" -> CHATML;
  * "<|user|>" -> ZEPHYR. With no template, from the vocabulary:
  * "<|start_header_id|>" -> LLAMA3, "<｜User｜>" and "<｜Assistant｜>" ->
  * DEEPSEEK, an [INST] control token -> MISTRAL, an <|im_start|> control
@@ -53,17 +60,26 @@ typedef struct gc_chat {
 void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k);
 void gc_chat_free(gc_chat_t *c);
 
-/* A user message; system (non-NULL, first message only) goes before it as
- * the template puts it (DeepSeek: as given, right after BOS). The text is
- * trimmed where the template trims it (Llama 2, Llama 3), kept as given
- * elsewhere; [INST] and [/INST] by id
+/* Whether template k puts the system message with the last user message
+ * (MISTRAL_V3, MISTRAL_TEKKEN) rather than first: a caller that has the
+ * whole conversation passes it with that message (gcore-serve); one that
+ * keeps the KV cache between turns, with the first (gcore-run --chat,
+ * as llama.cpp's built-in template does). */
+int gc_chat_system_last(gc_chat_kind_t k);
+
+/* A user message; system (non-NULL, first message only, or any with
+ * gc_chat_system_last) goes before it as the template puts it (DeepSeek:
+ * as given, right after BOS). The text is trimmed where the template trims
+ * it (Llama 2, Llama 3), kept as given elsewhere; [INST] and [/INST] by id
  * where the vocabulary has them as control tokens (Mistral v3), else as
- * text. BOS: where the template writes it (Llama 2 every turn, Llama 3
- * and Mistral once), or as the tokenizer adds it to a prompt (ChatML,
- * Zephyr: llama.cpp's rule). Errors: GC_EINVAL for a user message after a
- * user message in the [INST] templates (theirs raise), a system prompt in
- * MISTRAL or after the first message; GC_ENOTFOUND when a control token
- * of the template is missing from the vocabulary; GC_ENOMEM. */
+ * text, with the spaces around the text each [INST] template writes. BOS:
+ * where the template writes it (Llama 2 every turn, Llama 3, Mistral and
+ * DeepSeek once), or as the tokenizer adds it to a prompt (ChatML, Zephyr:
+ * llama.cpp's rule). Errors: GC_EINVAL for a user message after a user
+ * message in the [INST] templates (theirs raise), a system prompt in
+ * MISTRAL or after the first message (but with gc_chat_system_last);
+ * GC_ENOTFOUND when a control token of the template is missing from the
+ * vocabulary; GC_ENOMEM. */
 int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_t *out, gc_err_t *e);
 
 /* An assistant message. text NULL: the start of the reply the model is to
@@ -72,11 +88,11 @@ int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_
  * nothing for [INST]); the caller then flushes and
  * generates, and the reply's tokens, closed by gc_chat_end_token's id,
  * are the model's. text given: a reply written by the client (a
- * conversation's history): header, text (trimmed as for gc_chat_user;
- * DeepSeek's: what follows its last "</think>", as its template cuts a
- * reply's reasoning) and gc_chat_end_token's id. Errors: GC_EINVAL for an assistant message that
- * does not follow a user message in the [INST] templates; as
- * gc_chat_user. */
+ * conversation's history): header, text (trimmed as for gc_chat_user,
+ * and in Mistral v3's; DeepSeek's: what follows its last "</think>", as
+ * its template cuts a reply's reasoning) and gc_chat_end_token's id.
+ * Errors: GC_EINVAL for an assistant message that does not follow a user
+ * message in the [INST] templates; as gc_chat_user. */
 int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_t *e);
 
 /* Tokenize the pending text into out (before the model reads out). */

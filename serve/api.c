@@ -422,7 +422,8 @@ nomem:
 
 /* The chat's ids: system (or developer) first if any, then user and
  * assistant turns, the last a user turn, through the model's template
- * (gc_chat_t), then the reply's header. */
+ * (gc_chat_t; the system message with the first user message, or with
+ * the last where the template puts it there), then the reply's header. */
 static int chat_prompt(gc_api_t *a, json_object *msgs, gc_tok_ids_t *ids, gc_api_err_t *err) {
   if (!msgs) return gc_api_fail(err, 400, INVALID, NULL, "messages", "'messages' is required");
   if (!json_object_is_type(msgs, json_type_array)) return want(err, "messages", "an array", msgs);
@@ -454,7 +455,8 @@ static int chat_prompt(gc_api_t *a, json_object *msgs, gc_tok_ids_t *ids, gc_api
       else have_system = 1;
       last_user = 0;
     } else if (!strcmp(r, "user")) {
-      if (gc_chat_user(&conv, have_system && !users ? system.data : NULL, text.data, ids, &e))
+      int with_system = have_system && (gc_chat_system_last(a->chat) ? i == n - 1 : !users);
+      if (gc_chat_user(&conv, with_system ? system.data : NULL, text.data, ids, &e))
         rc = e.code == GC_EINVAL ? gc_api_fail(err, 400, INVALID, NULL, "messages", "%s", e.msg)
                                  : gc_api_fail(err, 500, "server_error", NULL, NULL, "the chat template failed: %s", e.msg);
       users++, last_user = 1;

@@ -64,12 +64,109 @@ DEEPSEEK_R1 = ("{% if not add_generation_prompt is defined %}{% set add_generati
 # the reply's <think> left to the model
 DEEPSEEK = DEEPSEEK_R1.replace("{{'<｜Assistant｜><think>\\n'}}", "{{'<｜Assistant｜>'}}")
 
+# mistralai/Mistral-7B-Instruct-v0.3 (and Mistral-Large-Instruct-2407): the
+# system message goes with the last user message
+_MISTRAL_V3 = """{%- if messages[0]["role"] == "system" %}
+    {%- set system_message = messages[0]["content"] %}
+    {%- set loop_messages = messages[1:] %}
+{%- else %}
+    {%- set loop_messages = messages %}
+{%- endif %}
+{%- if not tools is defined %}
+    {%- set tools = none %}
+{%- endif %}
+{%- set user_messages = loop_messages | selectattr("role", "equalto", "user") | list %}
+
+{#- This block checks for alternating user/assistant messages, skipping tool calling messages #}
+{%- set ns = namespace() %}
+{%- set ns.index = 0 %}
+{%- for message in loop_messages %}
+    {%- if not (message.role == "tool" or message.role == "tool_results" or (message.tool_calls is defined and message.tool_calls is not none)) %}
+        {%- if (message["role"] == "user") != (ns.index % 2 == 0) %}
+            {{- raise_exception("After the optional system message, conversation roles must alternate user/assistant/user/assistant/...") }}
+        {%- endif %}
+        {%- set ns.index = ns.index + 1 %}
+    {%- endif %}
+{%- endfor %}
+
+{{- bos_token }}
+{%- for message in loop_messages %}
+    {%- if message["role"] == "user" %}
+        {%- if tools is not none and (message == user_messages[-1]) %}
+            {{- "[AVAILABLE_TOOLS]@SP@[" }}
+            {%- for tool in tools %}
+                {%- set tool = tool.function %}
+                {{- '{"type": "function", "function": {' }}
+                {%- for key, val in tool.items() if key != "return" %}
+                    {%- if val is string %}
+                        {{- '"' + key + '": "' + val + '"' }}
+                    {%- else %}
+                        {{- '"' + key + '": ' + val|tojson }}
+                    {%- endif %}
+                    {%- if not loop.last %}
+                        {{- ", " }}
+                    {%- endif %}
+                {%- endfor %}
+                {{- "}}" }}
+                {%- if not loop.last %}
+                    {{- ", " }}
+                {%- else %}
+                    {{- "]" }}
+                {%- endif %}
+            {%- endfor %}
+            {{- "[/AVAILABLE_TOOLS]" }}
+            {%- endif %}
+        {%- if loop.last and system_message is defined %}
+            {{- "[INST]@SP@" + system_message + "\n\n" + message["content"] + "[/INST]" }}
+        {%- else %}
+            {{- "[INST]@SP@" + message["content"] + "[/INST]" }}
+        {%- endif %}
+    {%- elif message.tool_calls is defined and message.tool_calls is not none %}
+        {{- "[TOOL_CALLS]@SP@[" }}
+        {%- for tool_call in message.tool_calls %}
+            {%- set out = tool_call.function|tojson %}
+            {{- out[:-1] }}
+            {%- if not tool_call.id is defined or tool_call.id|length != 9 %}
+                {{- raise_exception("Tool call IDs should be alphanumeric strings with length 9!") }}
+            {%- endif %}
+            {{- ', "id": "' + tool_call.id + '"}' }}
+            {%- if not loop.last %}
+                {{- ", " }}
+            {%- else %}
+                {{- "]" + eos_token }}
+            {%- endif %}
+        {%- endfor %}
+    {%- elif message["role"] == "assistant" %}
+        {{- @ASSISTANT@ + eos_token}}
+    {%- elif message["role"] == "tool_results" or message["role"] == "tool" %}
+        {%- if message.content is defined and message.content.content is defined %}
+            {%- set content = message.content.content %}
+        {%- else %}
+            {%- set content = message.content %}
+        {%- endif %}
+        {{- '[TOOL_RESULTS]@SP@{"content": ' + content|string + ", " }}
+        {%- if not message.tool_call_id is defined or message.tool_call_id|length != 9 %}
+            {{- raise_exception("Tool call IDs should be alphanumeric strings with length 9!") }}
+        {%- endif %}
+        {{- '"call_id": "' + message.tool_call_id + '"}[/TOOL_RESULTS]' }}
+    {%- else %}
+        {{- raise_exception("Only user and assistant roles are supported, with the exception of an initial optional system message!") }}
+    {%- endif %}
+{%- endfor %}
+"""
+MISTRAL_V3 = _MISTRAL_V3.replace("@SP@", " ").replace("@ASSISTANT@", '" " + message["content"]|trim')
+# mistralai/Mistral-Nemo-Instruct-2407 (Tekken): no space after the markers,
+# the reply as given
+MISTRAL_TEKKEN = _MISTRAL_V3.replace("@SP@", "").replace("@ASSISTANT@", 'message["content"]')
+
 TEMPLATES = {"llama2": LLAMA2, "mistral": MISTRAL, "llama3": LLAMA3, "chatml": CHATML, "zephyr": ZEPHYR,
-             "deepseek": DEEPSEEK, "deepseek_r1": DEEPSEEK_R1}
+             "deepseek": DEEPSEEK, "deepseek_r1": DEEPSEEK_R1, "mistral_v3": MISTRAL_V3,
+             "mistral_tekken": MISTRAL_TEKKEN}
 # the control tokens each needs in a vocabulary
 _DS = ["<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"]
 CONTROLS = {"llama2": [], "mistral": [], "llama3": ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
-            "chatml": ["<|im_start|>", "<|im_end|>"], "zephyr": [], "deepseek": _DS, "deepseek_r1": _DS}
+            "chatml": ["<|im_start|>", "<|im_end|>"], "zephyr": [], "deepseek": _DS, "deepseek_r1": _DS,
+            "mistral_v3": ["[INST]", "[/INST]"], "mistral_tekken": ["[INST]", "[/INST]"]}
 # and the user-defined (added, not special) ones: DeepSeek R1's distills'
 USER_TOKENS = {"deepseek_r1": ["<think>", "</think>"]}
 

@@ -503,6 +503,8 @@ def rendered_ids(gc, path, kind, messages):
     return extra + ids_of(gc, path, C.render(C.TEMPLATES[kind], messages))
 
 
+SYSTEM_LAST = ("mistral_v3", "mistral_tekken")
+INST = ("llama2", "mistral", "mistral_v3", "mistral_tekken")  # user and assistant in turn, or the template raises
 END_TEXT = {"llama3": "<|eot_id|>", "chatml": "<|im_end|>", "deepseek": "<｜end▁of▁sentence｜>",
             "deepseek_r1": "<｜end▁of▁sentence｜>"}
 
@@ -527,8 +529,11 @@ def test_gguf_chat_templates_as_jinja_renders_them(gc, bundles, kind):
     (p1, g1), (p2, _) = [(t["prompt_ids"], t["tokens"]) for t in map(json.loads, r.out.splitlines())]
     first = system + [{"role": "user", "content": " hi cat"}]
     assert p1 == rendered_ids(gc, path, kind, first), (p1, C.render(C.TEMPLATES[kind], first))
-    whole = C.render(C.TEMPLATES[kind], first + [{"role": "assistant", "content": "QQQ"},
-                                                 {"role": "user", "content": "the end"}])
+    # Mistral v3's and Tekken's put the system message with the last user
+    # message; gcore-run --chat keeps it with the first, where its cache has it
+    hist = first[1:] if kind in SYSTEM_LAST else first
+    whole = C.render(C.TEMPLATES[kind], hist + [{"role": "assistant", "content": "QQQ"},
+                                                {"role": "user", "content": "the end"}])
     end_text = END_TEXT.get(kind, "</s>")
     after = whole[whole.index(end_text, whole.index("QQQ")) + len(end_text):]
     end = toks.index(end_text)
@@ -540,16 +545,19 @@ def test_gguf_chat_templates_as_jinja_renders_them(gc, bundles, kind):
 
 
 def test_gguf_mistral_v3_control_tokens(gc, bundles):
-    """A vocabulary with [INST] and [/INST] as control tokens (Mistral v3)
-    gets them by id, the user's text tokenized alone between them."""
+    """Mistral v0.1's template over a vocabulary with [INST] and [/INST] as
+    control tokens: them by id, the text between them (the template's
+    spaces around the user's text included) tokenized as one piece, as
+    llama.cpp tokenizes the rendered template."""
     path, toks = chat_gguf(gc, "mistral", v3=True)
     r = gc("gcore-run", "-m", path, "-b", bundles.get(path, "F32"), "--chat", "-n", 3, *GREEDY, "--json",
            input="  hi cat\nthe end\n")
     assert r.rc == 0, r
     (p1, g1), (p2, _) = [(t["prompt_ids"], t["tokens"]) for t in map(json.loads, r.out.splitlines())]
     inst, end = toks.index("[INST]"), toks.index("[/INST]")
-    assert p1 == [1, inst] + ids_of(gc, path, "  hi cat") + [end], p1
-    assert p2 == [g1[-1], 2, inst] + ids_of(gc, path, "the end") + [end], p2
+    u = [{"role": "user", "content": "  hi cat"}]
+    assert p1 == rendered_ids(gc, path, "mistral", u) == [1, inst] + ids_of(gc, path, "   hi cat ") + [end], p1
+    assert p2 == [g1[-1], 2, inst] + ids_of(gc, path, " the end ") + [end], p2
 
 
 @pytest.mark.parametrize("kind", sorted(C.TEMPLATES))
@@ -560,7 +568,8 @@ def test_gguf_chat_templates_through_the_server(gc, bundles, kind):
     piece with the [/INST] before them); user messages in a row and
     assistant messages in a row in the templates that give every message a
     header (Llama 3, ChatML, Zephyr), and 400 for them from the [INST]
-    ones, as their templates raise. DeepSeek's cut an earlier reply's
+    ones, as their templates raise. Mistral v3's and Tekken's put the system
+    message with the last user message. DeepSeek's cut an earlier reply's
     reasoning (what its last </think> ends)."""
     from test_serve import Server
     path, _ = chat_gguf(gc, kind)
@@ -582,7 +591,7 @@ def test_gguf_chat_templates_through_the_server(gc, bundles, kind):
             assert status == 200, (msgs, text)
             got = json.loads(text)["choices"][0]["prompt_token_ids"]
             assert got == rendered_ids(gc, path, kind, msgs), (msgs, C.render(C.TEMPLATES[kind], msgs))
-        if kind in ("llama2", "mistral"):
+        if kind in INST:
             for msgs in (u + u2, u + a + a + u2):
                 with pytest.raises(Exception):
                     C.render(C.TEMPLATES[kind], msgs)
