@@ -444,10 +444,12 @@ int gc_llama_slot_pos(const gc_llama_t *m, int slot) {
   return m->npos[slot];
 }
 
-void gc_llama_slot_reset(gc_llama_t *m, int slot) {
-  assert(slot >= 0 && slot < m->slots);
-  for (int r = 0; r < (m->ranks ? m->cfg.tp : 1); r++) (m->ranks ? m->ranks[r] : m)->npos[slot] = 0;
+void gc_llama_slot_keep(gc_llama_t *m, int slot, int pos) {
+  assert(slot >= 0 && slot < m->slots && pos >= 0 && pos <= m->npos[slot]);
+  for (int r = 0; r < (m->ranks ? m->cfg.tp : 1); r++) (m->ranks ? m->ranks[r] : m)->npos[slot] = pos;
 }
+
+void gc_llama_slot_reset(gc_llama_t *m, int slot) { gc_llama_slot_keep(m, slot, 0); }
 
 /* A loopback collective runs when called: it cannot be captured (NCCL's
  * are stream work, captured with the step). */

@@ -57,6 +57,11 @@ int gc_llama_max_pass(const gc_llama_t *m); /* most tokens (rows) in one pass */
 int gc_llama_slot_pos(const gc_llama_t *m, int slot); /* tokens in slot's cache */
 /* Empty one slot's cache: its next forward starts at position 0. */
 void gc_llama_slot_reset(gc_llama_t *m, int slot);
+/* Keep the first pos positions of slot's cache (0 <= pos <=
+ * gc_llama_slot_pos): its next forward starts at position pos, on the
+ * keys and values before it (a prompt that begins as the slot's last one
+ * did need not run those again). */
+void gc_llama_slot_keep(gc_llama_t *m, int slot, int pos);
 
 /* Run tokens[0..t) at the current position of slot 0, append them to its
  * cache, and write logits of the last all_rows ? t : 1 rows (fp32,

@@ -5,7 +5,7 @@
  * stream_options, logprobs, top_logprobs, echo, n, best_of = n, a batch
  * of prompts; llama.cpp's and vLLM's
  * top_k, min_p, repeat_penalty / repetition_penalty, repeat_last_n,
- * stop_token_ids, min_tokens, ignore_eos, return_token_ids), those with no effect on the tokens
+ * stop_token_ids, min_tokens, ignore_eos, return_token_ids, cache_prompt), those with no effect on the tokens
  * (user, metadata, ...: ignored), and those that would change the answer
  * and are not implemented: accepted only at the value that turns them off
  * (presence_penalty 0, typical_p 1, ...), else refused by name (400),
@@ -226,12 +226,12 @@ static const struct field_rule {
     READ("temperature"), READ("top_p"), READ("seed"), READ("stop"), READ("stream"), READ("stream_options"),
     READ("top_k"), READ("min_p"), READ("repetition_penalty"), READ("repeat_penalty"), READ("repeat_last_n"),
     READ("stop_token_ids"), READ("min_tokens"), READ("ignore_eos"), READ("return_token_ids"),
-    READ("logprobs"), READ("top_logprobs"), READ("echo"), READ("n"), READ("best_of"),
+    READ("logprobs"), READ("top_logprobs"), READ("echo"), READ("n"), READ("best_of"), READ("cache_prompt"),
 
     /* no effect on the tokens: bookkeeping, caching, scheduling */
     IGNORE("user"), IGNORE("metadata"), IGNORE("store"), IGNORE("parallel_tool_calls"), IGNORE("service_tier"),
     IGNORE("prompt_cache_key"), IGNORE("safety_identifier"), IGNORE("request_id"), IGNORE("priority"),
-    IGNORE("cache_prompt"), IGNORE("id_slot"),
+    IGNORE("id_slot"),
     /* read only beside a field below that is refused when it is on */
     IGNORE("mirostat_tau"), IGNORE("mirostat_eta"), IGNORE("dry_base"), IGNORE("dry_allowed_length"),
     IGNORE("dry_penalty_last_n"), IGNORE("dry_sequence_breakers"), IGNORE("xtc_threshold"),
@@ -607,6 +607,7 @@ static int params(gc_api_t *a, const body_t *b, int chat, int nprompt, int choic
   if (unsupported(o, err) || num(b, "temperature", 0, 2, &temp, err) || num(b, "top_p", 0, 1, &top_p, err) ||
       num(b, "min_p", 0, 1, &min_p, err) || integer(b, "top_k", -1, INT32_MAX, &top_k, err) ||
       integer(b, "seed", INT64_MIN, INT64_MAX, &seed, err) || boolean(o, "ignore_eos", &p->ignore_eos, err) ||
+      boolean(o, "cache_prompt", &p->cache_prompt, err) ||
       penalty(a, b, &p->sp, err) || stops(o, p, err) || stop_ids(a, o, p, err) ||
       integer(b, "min_tokens", 0, INT32_MAX, &min_tokens, err) || logprobs(a, b, chat, p, q, err))
     return err->status;
@@ -953,12 +954,15 @@ static json_object *head(const gc_api_t *a, const char *id, const char *object, 
 /* Tokens of the answer's choices rs[nr]: each prompt's once (choices
  * q->n of each, in order), every choice's completion. */
 static json_object *usage(const gc_api_req_t *q, gc_srv_req_t *const *rs, int nr) {
-  int64_t prompt = 0, gen = 0;
-  for (int i = 0; i < nr; i++) prompt += i % q->n ? 0 : rs[i]->nprompt, gen += rs[i]->nids;
-  json_object *u = json_object_new_object();
+  int64_t prompt = 0, gen = 0, cached = 0;
+  for (int i = 0; i < nr; i++)
+    prompt += i % q->n ? 0 : rs[i]->nprompt, cached += i % q->n ? 0 : rs[i]->cached, gen += rs[i]->nids;
+  json_object *u = json_object_new_object(), *d = json_object_new_object();
   json_object_object_add(u, "prompt_tokens", json_object_new_int64(prompt));
   json_object_object_add(u, "completion_tokens", json_object_new_int64(gen));
   json_object_object_add(u, "total_tokens", json_object_new_int64(prompt + gen));
+  json_object_object_add(d, "cached_tokens", json_object_new_int64(cached)); /* OpenAI's and vLLM's */
+  json_object_object_add(u, "prompt_tokens_details", d);
   return u;
 }
 

@@ -67,6 +67,11 @@ struct gc_engine {
   struct masked { int32_t id; float was; } *masked; /* [BMAX, nmask] sample()'s, a row's each */
   int nmask;                   /* nends + GC_SRV_MAX_STOP_IDS + 1 */
   long step_delay_ms;          /* $GCORE_SERVE_STEP_DELAY_MS: a pause after each step (tests) */
+  /* what each free slot's cache holds: the ids at positions 0 .. nkept - 1
+     (the last request's prompt and the tokens it fed back), for the next
+     prompt that begins the same way (gc_llama_slot_keep) */
+  int32_t *kept[BMAX];
+  int nkept[BMAX], capkept[BMAX];
 };
 
 /* ---- requests ---------------------------------------------------------- */
@@ -88,6 +93,7 @@ gc_srv_req_t *gc_srv_req_new_in(gc_srv_req_t *leader, gc_err_t *e) {
   r->slot = -1;
   r->p.chat_end = -1;
   r->p.logprobs = -1;
+  r->p.cache_prompt = 1;
   return r;
 }
 
@@ -115,6 +121,50 @@ void gc_srv_req_release(gc_srv_req_t *r) {
 }
 
 gc_srv_req_t *gc_srv_req_new(gc_err_t *e) { return gc_srv_req_new_in(NULL, e); }
+
+/* What r leaves in its slot's cache (ok: its keys and values are whole:
+ * it finished or its client left), for the next request's prompt: the ids
+ * at the slot's positions, r's prompt and then the ids it fed back. Out of
+ * memory, or not ok, leaves the slot empty. */
+static void keep_cache(gc_engine_t *en, const gc_srv_req_t *r, int ok) {
+  int s = r->slot, n = ok ? gc_llama_slot_pos(en->m, s) : 0, np = n < r->fed ? n : r->fed;
+  if (n - np > r->nids) n = np + r->nids; /* never: the ids fed back were emitted */
+  gc_err_t e = {0};
+  if (n > en->capkept[s]) {
+    int32_t *v = gc_realloc(en->kept[s], (size_t)n * sizeof *v, &e);
+    if (!v) n = 0;
+    else en->kept[s] = v, en->capkept[s] = n;
+  }
+  if (n) {
+    memcpy(en->kept[s], r->prompt, (size_t)np * sizeof *r->prompt);
+    memcpy(en->kept[s] + np, r->ids, (size_t)(n - np) * sizeof *r->ids);
+  }
+  en->nkept[s] = n;
+  gc_llama_slot_keep(en->m, s, n);
+}
+
+/* The free slot for r, and in *keep how many of its cached positions r
+ * starts from (the ids its cache and r's prompt begin with alike, at most
+ * nprompt - 1: the last prompt token runs, for the first token's logits).
+ * The slot where r keeps the most and overwrites the least (keep minus
+ * what it overwrites, 2 keep - nkept, largest; then the one holding
+ * least): a chat's next turn finds its last turn's slot, and a prompt
+ * that shares only a BOS with every cache takes an empty slot rather than
+ * overwrite another conversation. -1 when none is free. */
+static int pick_slot(const gc_engine_t *en, const gc_srv_req_t *r, int *keep) {
+  int best = -1, best_score = 0;
+  *keep = 0;
+  int reuse = r->p.cache_prompt && !en->o.no_prompt_cache && !r->p.prompt_logprobs && !en->o.fixed_batch;
+  for (int s = 0; s < en->o.parallel; s++) {
+    if (en->slot[s]) continue;
+    int n = 0, most = en->nkept[s] < r->nprompt - 1 ? en->nkept[s] : r->nprompt - 1;
+    while (reuse && n < most && en->kept[s][n] == r->prompt[n]) n++;
+    int score = 2 * n - en->nkept[s];
+    if (best < 0 || score > best_score || (score == best_score && en->nkept[s] < en->nkept[best]))
+      best = s, best_score = score, *keep = n;
+  }
+  return best;
+}
 
 /* Mark r done (finish, or a failure with status and msg) and wake its
  * reader. Call with *r->mu held. */
@@ -252,7 +302,7 @@ static size_t stop_holdback(const gc_srv_req_t *r) {
  * Call without *r->mu. */
 static void end_req(gc_engine_t *en, gc_srv_req_t *r, const char *finish, int status, const char *msg) {
   if (r->slot >= 0) {
-    gc_llama_slot_reset(en->m, r->slot);
+    keep_cache(en, r, status == 0 || status == 499);
     en->slot[r->slot] = NULL;
     r->slot = -1;
     pthread_mutex_lock(&en->mu);
@@ -572,13 +622,12 @@ static int prompt_room(gc_engine_t *en, gc_srv_req_t *r, gc_err_t *e) {
  * left are dropped. */
 static void admit(gc_engine_t *en) {
   while (en->qlen) {
-    int s = 0;
-    while (s < en->o.parallel && en->slot[s]) s++;
     gc_srv_req_t *r = en->queue[en->qhead];
+    int keep, s = pick_slot(en, r, &keep);
     pthread_mutex_lock(r->mu);
     int gone = r->cancelled;
     pthread_mutex_unlock(r->mu);
-    if (!gone && s == en->o.parallel) return;
+    if (!gone && s < 0) return;
     en->qhead = (en->qhead + 1) % en->o.max_queue;
     en->qlen--;
     if (gone) {
@@ -597,7 +646,12 @@ static void admit(gc_engine_t *en) {
     for (int i = 0; i < r->nprompt; i++) gc_sampler_accept(r->smp, r->prompt[i]);
     if (en->tok && r->necho) gc_tok_stream_continue(&r->ts, en->tok, GC_TOK_SKIP_SPECIAL); /* after the echo */
     else if (en->tok) gc_tok_stream_init(&r->ts, en->tok, GC_TOK_SKIP_SPECIAL);
-    gc_llama_slot_reset(en->m, s);
+    gc_llama_slot_keep(en->m, s, keep);
+    en->nkept[s] = 0; /* r overwrites what follows; what it leaves is kept at its end */
+    r->fed = keep;
+    pthread_mutex_lock(r->mu);
+    r->cached = keep;
+    pthread_mutex_unlock(r->mu);
     r->slot = s;
     r->seq = en->seq++;
     en->slot[s] = r;
@@ -790,6 +844,7 @@ void gc_engine_free(gc_engine_t *en) {
   free(en->ends);
   free(en->masked);
   free(en->queue);
+  for (int s = 0; s < BMAX; s++) free(en->kept[s]);
   pthread_cond_destroy(&en->ready_cv);
   pthread_cond_destroy(&en->cv);
   pthread_mutex_destroy(&en->mu);

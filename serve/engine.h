@@ -30,6 +30,8 @@ typedef struct gc_srv_params {
   int logprobs;            /* -1: none; else each token's log-probability and the logprobs
                               (0 .. GC_LOGPROBS_MAX) most likely ids of its position */
   int prompt_logprobs;     /* the prompt's too (echo): a prefill that writes every row's logits */
+  int cache_prompt;        /* start from the keys and values a free slot holds of the prompt's
+                              beginning (llama.cpp's cache_prompt; 1 unless the request says no) */
 } gc_srv_params_t;
 
 /* One request, shared by the HTTP thread that made it and the engine.
@@ -66,7 +68,8 @@ typedef struct gc_srv_req {
   int status;              /* 0, or the HTTP status of a failure (500, 503) */
   char error[256];
   int cancelled;           /* the client went away: the engine frees the slot */
-  int prefills;            /* prompt passes run (ceil(nprompt / prefill_chunk) when done) */
+  int prefills;            /* prompt passes run (ceil((nprompt - cached) / prefill_chunk) when done) */
+  int cached;              /* prompt tokens whose keys and values the slot already held (not run) */
   int refs;                /* holders (the HTTP side, the engine); the last frees it */
 
   pthread_mutex_t mu_own;
@@ -108,6 +111,7 @@ typedef struct gc_engine_opts {
   int fixed_batch;        /* every decode step runs `parallel` rows (copies of a real row pad
                              it), so that a request's tokens never depend on how many run beside it */
   int no_graph;
+  int no_prompt_cache;    /* every prompt runs from position 0 (no request's cache_prompt counts) */
 } gc_engine_opts_t;
 
 typedef struct gc_engine gc_engine_t;

@@ -99,6 +99,15 @@ def check_clean_exit(srv):
         assert mark not in err, err
 
 
+def plain_usage(u):
+    """usage without prompt_tokens_details, checked: the cached prompt
+    tokens, fewer than the prompt's."""
+    u = dict(u)
+    cached = u.pop("prompt_tokens_details")["cached_tokens"]
+    assert 0 <= cached < max(u["prompt_tokens"], 1), u
+    return u
+
+
 def sse(text):
     """The data payloads of a server-sent event stream, JSON decoded (but
     the final [DONE])."""
@@ -191,8 +200,8 @@ def test_completion_matches_gcore_run(srv, tiny):
     assert r["object"] == "text_completion" and r["model"] == MODEL and r["id"].startswith("cmpl-")
     assert c["token_ids"] == ref["tokens"] and c["text"] == ref["text"]
     assert c["finish_reason"] == "length"
-    assert r["usage"] == {"prompt_tokens": ref["prompt_tokens"], "completion_tokens": 12,
-                          "total_tokens": ref["prompt_tokens"] + 12}
+    assert plain_usage(r["usage"]) == {"prompt_tokens": ref["prompt_tokens"], "completion_tokens": 12,
+                                       "total_tokens": ref["prompt_tokens"] + 12}
 
 
 def test_token_prompt_and_default_max_tokens(srv, tiny):
@@ -467,12 +476,14 @@ def test_chat_logprobs_and_sampling(srv, tiny):
     the same tokens as without logprobs; each token's log-probability is the
     reference's for the model's distribution (before temperature and top-p,
     vLLM's default), with its bytes; its top 3 the reference's 3 largest;
-    streamed, the same list."""
+    streamed, the same list (bit for bit: no prompt cache, whose last
+    prompt token runs alone, in other kernels)."""
     model = tiny[1]
     texts, raw = token_texts(model)
     msgs = [{"role": "user", "content": "The capital of France is"}]
     body = {"model": MODEL, "messages": msgs, "max_tokens": 8, "temperature": 0.9, "top_p": 0.9, "seed": 7,
-            "ignore_eos": True, "return_token_ids": True, "logprobs": True, "top_logprobs": 3}
+            "ignore_eos": True, "return_token_ids": True, "logprobs": True, "top_logprobs": 3,
+            "cache_prompt": False}
     c = completion(srv, body, "/v1/chat/completions")
     plain = completion(srv, dict(body, logprobs=False, top_logprobs=None), "/v1/chat/completions")
     assert c["token_ids"] == plain["token_ids"] and plain["logprobs"] is None
@@ -493,6 +504,58 @@ def test_chat_logprobs_and_sampling(srv, tiny):
     events = sse(s)
     streamed = [x for ev in events for x in ((ev["choices"][0]["logprobs"] or {}).get("content") or [])]
     assert streamed == content
+
+
+def test_prompt_cache(tiny):
+    """A prompt that begins as a free slot's last request did (its prompt
+    and the tokens it fed back: a chat's next turn) starts after that part:
+    usage.prompt_tokens_details.cached_tokens counts it, and the answer is
+    still the model's (each token's log-probability within the fp64
+    reference's tolerance, the greedy token its largest). Of two free slots
+    the one the prompt continues serves; a prompt that continues neither
+    takes the empty one rather than overwrite the other's conversation.
+    cache_prompt false, echo with logprobs and --no-prompt-cache run the
+    whole prompt."""
+    d, model, bundle = tiny
+    base = {"model": MODEL, "max_tokens": 6, "temperature": 0, "ignore_eos": True, "return_token_ids": True,
+            "logprobs": 2}
+
+    def post(s, prompt, **kw):
+        status, _, text = s.post("/v1/completions", dict(base, prompt=prompt, **kw))
+        assert status == 200, text
+        r = json.loads(text)
+        return r["choices"][0], r["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+    p1, p2 = [5, 77, 300, 12, 9, 40, 41, 42], [200, 201, 202, 203]
+    s = Server(model, bundle, "--parallel", 2)
+    try:
+        a, cached = post(s, p1)
+        assert cached == 0
+        b, cached = post(s, p2)  # the empty slot, not p1's
+        assert cached == 0
+        p3 = p1 + a["token_ids"] + [7, 8]
+        c, cached = post(s, p3)
+        assert cached == len(p1) + 5, cached  # a's prompt and the 5 tokens it fed back (not its last)
+        lp, tol = ref_logprobs(model, p3 + c["token_ids"])
+        for j, (i, x) in enumerate(zip(c["token_ids"], c["logprobs"]["token_logprobs"])):
+            row, t = lp[len(p3) + j - 1], tol[len(p3) + j - 1]
+            assert abs(x - row[i]) <= t and row[i] >= row.max() - t, (j, x, row[i], row.max())
+        _, cached = post(s, p2 + [9])  # b's slot, though c's holds more
+        assert cached == len(p2), cached
+        _, cached = post(s, p3, cache_prompt=False)
+        assert cached == 0
+        _, cached = post(s, p3, echo=True)  # echo with logprobs: every prompt row's logits
+        assert cached == 0
+        _, cached = post(s, p3)  # ... and the slot it ran in still serves
+        assert cached == len(p3) - 1, cached
+    finally:
+        assert s.stop()[0] == 0
+    s = Server(model, bundle, "--parallel", 1, "--no-prompt-cache")
+    try:
+        for _ in range(2):
+            assert post(s, p1)[1] == 0
+    finally:
+        assert s.stop()[0] == 0
 
 
 def test_choices_and_batched_prompts(srv, tiny):
@@ -517,7 +580,8 @@ def test_choices_and_batched_prompts(srv, tiny):
     r = json.loads(text)
     assert [c["index"] for c in r["choices"]] == list(range(6))
     assert [c["token_ids"] for c in r["choices"]] == want
-    assert r["usage"] == {"prompt_tokens": sum(ptoks), "completion_tokens": 48, "total_tokens": sum(ptoks) + 48}
+    assert plain_usage(r["usage"]) == {"prompt_tokens": sum(ptoks), "completion_tokens": 48,
+                                       "total_tokens": sum(ptoks) + 48}
     status, _, text = srv.post("/v1/completions", dict(base, prompt=prompts, n=2, stream=True,
                                                        stream_options={"include_usage": True}))
     events = sse(text)
@@ -529,7 +593,7 @@ def test_choices_and_batched_prompts(srv, tiny):
         if ch["finish_reason"]:
             finished.add(ch["index"])
     assert got == want and finished == set(range(6))
-    assert events[-1]["usage"] == r["usage"] and events[-1]["choices"] == []
+    assert plain_usage(events[-1]["usage"]) == plain_usage(r["usage"]) and events[-1]["choices"] == []
     # greedy: every choice the same, gcore-run's
     ref = reference_ids(tiny, [[5, 77, 300, 12, 9]], 6)[0]
     c3 = json.loads(srv.post("/v1/completions", dict(base, prompt=[5, 77, 300, 12, 9], n=3, temperature=0,

@@ -53,6 +53,8 @@ static const char usage[] =
     "  --fixed-batch        run every decode step with --parallel rows (padded), so that a request's\n"
     "                       tokens do not depend on how many others run beside it (slower alone)\n"
     "  --no-graph           launch decode steps kernel by kernel instead of replaying a graph\n"
+    "  --no-prompt-cache    run every prompt from its first token (default: a prompt that begins\n"
+    "                       as a free slot's last request did starts after that part)\n"
     "  --reasoning-format F deepseek (default): a DeepSeek R1 reply's <think> block goes to the\n"
     "                       message's reasoning_content, the rest to content; none: all in content\n"
     "  --api-key KEY        clients must send \"Authorization: Bearer KEY\" (or \"X-Api-Key: KEY\");\n"
@@ -71,7 +73,7 @@ static const char usage[] =
 
 enum { O_VERSION = 256, O_TOKENIZER, O_HOST, O_PORT, O_PARALLEL, O_CTX, O_MAX_QUEUE, O_MAX_BODY,
        O_MODEL_NAME, O_QUANTIZE, O_DB, O_CACHE, O_BACKEND, O_DEVICE, O_NOGRAPH, O_FIXED, O_CHUNK, O_TP, O_DEVICES, O_API_KEY,
-       O_API_KEY_FILE, O_REASONING };
+       O_API_KEY_FILE, O_REASONING, O_NO_PROMPT_CACHE };
 
 static const struct option longopts[] = {
     {"model", 1, 0, 'm'},          {"bundle", 1, 0, 'b'},         {"tokenizer", 1, 0, O_TOKENIZER},
@@ -82,7 +84,7 @@ static const struct option longopts[] = {
     {"no-graph", 0, 0, O_NOGRAPH}, {"fixed-batch", 0, 0, O_FIXED}, {"verbose", 0, 0, 'v'},
     {"prefill-chunk", 1, 0, O_CHUNK}, {"tp", 1, 0, O_TP}, {"devices", 1, 0, O_DEVICES},
     {"api-key", 1, 0, O_API_KEY},  {"api-key-file", 1, 0, O_API_KEY_FILE},
-    {"reasoning-format", 1, 0, O_REASONING}, {"help", 0, 0, 'h'},
+    {"reasoning-format", 1, 0, O_REASONING}, {"no-prompt-cache", 0, 0, O_NO_PROMPT_CACHE}, {"help", 0, 0, 'h'},
     {"version", 0, 0, O_VERSION},  {0, 0, 0, 0}};
 
 typedef struct serve_opts {
@@ -254,6 +256,7 @@ int main(int argc, char **argv) {
       case O_BACKEND: o.en.backend = optarg; break;
       case O_NOGRAPH: o.en.no_graph = 1; break;
       case O_FIXED: o.en.fixed_batch = 1; break;
+      case O_NO_PROMPT_CACHE: o.en.no_prompt_cache = 1; break;
       case 'v': o.http.verbose = 1; break;
       case O_API_KEY: o.http.api_key = optarg; break;
       case O_API_KEY_FILE: key_file = optarg; break;
