@@ -25,7 +25,7 @@ lone client's speed. The report says which was run.
 
 usage: bench/serve_bench.py [--shape 8b] [--clients 8] [--tokens 256] [--prompt 128]
                             [--backend cuda] [--arch sm_90a] [--budget N | --db PATH] [--out DIR]
-                            [--fixed-batch] [--logprobs N]
+                            [--fixed-batch] [--logprobs N] [--chat-turns K]
 Needs bin/ built (gcore-serve, gcore-tune, gcore-gen) and numpy. With
 --budget N it first tunes the model's prefill of --prompt tokens and its
 batched decode steps of 1 .. --clients rows (gcore-tune --batch 1,...,N);
@@ -84,13 +84,14 @@ class Server:
 LOGPROBS = None  # --logprobs: each request's "logprobs" (its tokens' log-probabilities, N alternatives)
 
 
-def stream(port, model, prompt, n, out, start=None):
+def stream(port, model, prompt, n, out, start=None, cache=False):
     """One streaming completion: out gets its ids and the times of the
-    request, its first and its last token."""
+    request, its first and its last token. cache: the server's prompt
+    cache may serve it (off elsewhere: the runs repeat their prompts)."""
     if start:
         start.wait()
     body = json.dumps({"model": model, "prompt": prompt, "max_tokens": n, "temperature": 0,
-                       "ignore_eos": True, "stream": True, "return_token_ids": True,
+                       "ignore_eos": True, "stream": True, "return_token_ids": True, "cache_prompt": cache,
                        **({"logprobs": LOGPROBS} if LOGPROBS is not None else {})})
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
     t0 = time.perf_counter()
@@ -127,6 +128,20 @@ def run_concurrent(port, model, prompts, n):
     return outs
 
 
+def chat_turns(port, model, turns, new, reply, vocab, cache):
+    """One client's conversation of `turns` requests: each prompt is the
+    last one, its reply and `new` more tokens (random ids, the same for
+    both runs); the time to each turn's first token."""
+    rng, prompt, ttft = random.Random(2), [], []
+    for _ in range(turns):
+        prompt = prompt + [rng.randrange(1, vocab) for _ in range(new)]
+        o = {}
+        stream(port, model, prompt, reply, o, cache=cache)
+        ttft.append(o["first"] - o["t0"])
+        prompt = prompt + o["ids"]
+    return ttft
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", default="8b", choices=sorted(SHAPES))
@@ -144,6 +159,10 @@ def main():
     ap.add_argument("--logprobs", type=int, default=None,
                     help="every request asks for its tokens' log-probabilities and N alternatives "
                          "(sampled on the host from copied logits, not by the device's argmax)")
+    ap.add_argument("--chat-turns", type=int, default=0,
+                    help="instead: one client's conversation of this many turns (--prompt new tokens and a "
+                         "--tokens reply each), the time to each turn's first token with the prompt cache and "
+                         "without, in one server run")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-serve"))
     a = ap.parse_args()
     global LOGPROBS
@@ -171,6 +190,21 @@ def main():
     try:
         rng = random.Random(1)
         vocab = SHAPES[a.shape]["vocab"]
+        if a.chat_turns:
+            run_concurrent(srv.port, "bench", [[rng.randrange(1, vocab) for _ in range(a.prompt)]], 8)  # warm-up
+            without = chat_turns(srv.port, "bench", a.chat_turns, a.prompt, a.tokens, vocab, False)
+            with_cache = chat_turns(srv.port, "bench", a.chat_turns, a.prompt, a.tokens, vocab, True)
+            res = {"shape": a.shape, "backend": a.backend, "turns": a.chat_turns, "new_tokens": a.prompt,
+                   "reply_tokens": a.tokens, "ttft_s_without_cache": [round(x, 4) for x in without],
+                   "ttft_s_with_cache": [round(x, 4) for x in with_cache],
+                   "last_turn_speedup": round(without[-1] / with_cache[-1], 2)}
+            with open(os.path.join(a.out, f"serve-{a.shape}-turns{a.chat_turns}.json"), "w") as f:
+                json.dump(res, f, indent=1)
+            print(json.dumps(res))
+            print(f"{a.shape} on {a.backend}: turn {a.chat_turns} ({len(without) * (a.prompt + a.tokens) - a.tokens} "
+                  f"prompt tokens): first token after {without[-1] * 1e3:.1f} ms without the prompt cache, "
+                  f"{with_cache[-1] * 1e3:.1f} ms with it")
+            return
         prompts = [[rng.randrange(1, vocab) for _ in range(a.prompt)] for _ in range(n)]
         # warm-up: every kernel's first launch, and the graphs of steps of 1 .. n rows
         run_concurrent(srv.port, "bench", prompts, 8)
