@@ -135,10 +135,8 @@ static void keep_cache(gc_engine_t *en, const gc_srv_req_t *r, int ok) {
     if (!v) n = 0;
     else en->kept[s] = v, en->capkept[s] = n;
   }
-  if (n) {
-    memcpy(en->kept[s], r->prompt, (size_t)np * sizeof *r->prompt);
-    memcpy(en->kept[s] + np, r->ids, (size_t)(n - np) * sizeof *r->ids);
-  }
+  if (np) memcpy(en->kept[s], r->prompt, (size_t)np * sizeof *r->prompt);
+  if (n > np) memcpy(en->kept[s] + np, r->ids, (size_t)(n - np) * sizeof *r->ids);
   en->nkept[s] = n;
   gc_llama_slot_keep(en->m, s, n);
 }
