@@ -25,7 +25,7 @@ lone client's speed. The report says which was run.
 
 usage: bench/serve_bench.py [--shape 8b] [--clients 8] [--tokens 256] [--prompt 128]
                             [--backend cuda] [--arch sm_90a] [--budget N | --db PATH] [--out DIR]
-                            [--fixed-batch] [--logprobs N] [--chat-turns K]
+                            [--fixed-batch] [--logprobs N] [--chat-turns K] [--score N]
 Needs bin/ built (gcore-serve, gcore-tune, gcore-gen) and numpy. With
 --budget N it first tunes the model's prefill of --prompt tokens and its
 batched decode steps of 1 .. --clients rows (gcore-tune --batch 1,...,N);
@@ -142,6 +142,26 @@ def chat_turns(port, model, turns, new, reply, vocab, cache):
     return ttft
 
 
+def score(port, model, prompt, logprobs):
+    """One request that scores prompt (echo, max_tokens 0, logprobs: every
+    prompt token's log-probability, as lm-evaluation-harness asks) or, with
+    logprobs None, that prefills it for one greedy token; its seconds."""
+    body = {"model": model, "prompt": prompt, "temperature": 0, "cache_prompt": False}
+    body.update({"echo": True, "max_tokens": 0, "logprobs": logprobs} if logprobs is not None else {"max_tokens": 1})
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
+    t0 = time.perf_counter()
+    c.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    text = r.read()
+    t = time.perf_counter() - t0
+    c.close()
+    if r.status != 200:
+        raise SystemExit(f"HTTP {r.status}: {text[:300]}")
+    if logprobs is not None and len(json.loads(text)["choices"][0]["logprobs"]["token_logprobs"]) != len(prompt):
+        raise SystemExit("score: not one log-probability a prompt token")
+    return t
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", default="8b", choices=sorted(SHAPES))
@@ -163,6 +183,9 @@ def main():
                     help="instead: one client's conversation of this many turns (--prompt new tokens and a "
                          "--tokens reply each), the time to each turn's first token with the prompt cache and "
                          "without, in one server run")
+    ap.add_argument("--score", type=int, default=None, metavar="N",
+                    help="instead: one client scoring --prompt-token prompts (echo, max_tokens 0, logprobs N: "
+                         "lm-evaluation-harness's loglikelihood request) against prefilling them for one token")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-serve"))
     a = ap.parse_args()
     global LOGPROBS
@@ -190,6 +213,20 @@ def main():
     try:
         rng = random.Random(1)
         vocab = SHAPES[a.shape]["vocab"]
+        if a.score is not None:
+            prompts = [[rng.randrange(1, vocab) for _ in range(a.prompt)] for _ in range(4)]
+            score(srv.port, "bench", prompts[0], a.score), score(srv.port, "bench", prompts[0], None)  # warm-up
+            scored = min(score(srv.port, "bench", p, a.score) for p in prompts)
+            plain = min(score(srv.port, "bench", p, None) for p in prompts)
+            res = {"shape": a.shape, "backend": a.backend, "prompt": a.prompt, "logprobs": a.score,
+                   "score_s": round(scored, 4), "prefill_s": round(plain, 4),
+                   "scored_tok_s": round(a.prompt / scored, 1), "prefill_tok_s": round(a.prompt / plain, 1)}
+            with open(os.path.join(a.out, f"serve-{a.shape}-score{a.prompt}.json"), "w") as f:
+                json.dump(res, f, indent=1)
+            print(json.dumps(res))
+            print(f"{a.shape} on {a.backend}: a {a.prompt}-token prompt scored (logprobs {a.score}) in "
+                  f"{scored * 1e3:.1f} ms, prefilled for one token in {plain * 1e3:.1f} ms (best of 4)")
+            return
         if a.chat_turns:
             run_concurrent(srv.port, "bench", [[rng.randrange(1, vocab) for _ in range(a.prompt)]], 8)  # warm-up
             # with the cache first: a run without it reads no slot's cache, but

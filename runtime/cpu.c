@@ -265,6 +265,12 @@ static int cpu_memset(gc_dev_t *d, gc_dptr_t dst, int byte, size_t n, gc_err_t *
   return GC_OK;
 }
 
+static int cpu_copy(gc_dev_t *d, gc_dptr_t dst, gc_dptr_t src, size_t n, gc_err_t *e) {
+  (void)d, (void)e;
+  memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+  return GC_OK;
+}
+
 static void *cpu_host_ptr(gc_dev_t *d, gc_dptr_t p) {
   (void)d;
   return (void *)(uintptr_t)p;
@@ -453,6 +459,7 @@ const gc_dev_ops_t gc_cpu_ops = {
     .upload = cpu_upload,
     .download = cpu_download,
     .memset = cpu_memset,
+    .copy = cpu_copy,
     .host_ptr = cpu_host_ptr,
     .page_size = cpu_page_size,
     .protect = cpu_protect,

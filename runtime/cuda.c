@@ -83,6 +83,7 @@ typedef struct cu_api {
   CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
   CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
   CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*MemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
   CUresult (*ModuleLoadData)(CUmodule *, const void *);
   CUresult (*ModuleUnload)(CUmodule);
   CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
@@ -147,6 +148,7 @@ static const struct cu_sym {
     S(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", NULL),
     S(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", NULL),
     S(MemsetD8Async, "cuMemsetD8Async", NULL),
+    S(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", NULL),
     S(ModuleLoadData, "cuModuleLoadData", NULL),
     S(ModuleUnload, "cuModuleUnload", NULL),
     S(ModuleGetFunction, "cuModuleGetFunction", NULL),
@@ -511,6 +513,7 @@ static void cu_fill_gpu(gc_gpu_api_t *g) {
       .copy_htod = {cu.MemcpyHtoDAsync, "cuMemcpyHtoDAsync"},
       .copy_dtoh = {cu.MemcpyDtoHAsync, "cuMemcpyDtoHAsync"},
       .memset8 = {cu.MemsetD8Async, "cuMemsetD8Async"},
+      .copy_dtod = {cu.MemcpyDtoDAsync, "cuMemcpyDtoDAsync"},
       .module_load = {cu.ModuleLoadData, "cuModuleLoadData"},
       .module_unload = {cu.ModuleUnload, "cuModuleUnload"},
       .module_function = {cu.ModuleGetFunction, "cuModuleGetFunction"},

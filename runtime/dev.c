@@ -37,6 +37,10 @@ int gc_dev_download(gc_dev_t *d, void *dst, gc_dptr_t src, size_t n, gc_err_t *e
 int gc_dev_memset(gc_dev_t *d, gc_dptr_t dst, int byte, size_t n, gc_err_t *e) {
   return d->ops->memset(d, dst, byte, n, e);
 }
+
+int gc_dev_copy(gc_dev_t *d, gc_dptr_t dst, gc_dptr_t src, size_t n, gc_err_t *e) {
+  return d->ops->copy(d, dst, src, n, e);
+}
 int gc_dev_flush(gc_dev_t *d, gc_dptr_t buf, size_t n, gc_err_t *e) {
   return d->ops->flush ? d->ops->flush(d, buf, n, e) : d->ops->memset(d, buf, 0x5A, n, e);
 }

@@ -42,6 +42,9 @@ void gc_dev_free(gc_dev_t *d, gc_dptr_t p);
 int gc_dev_upload(gc_dev_t *d, gc_dptr_t dst, const void *src, size_t n, gc_err_t *e);
 int gc_dev_download(gc_dev_t *d, void *dst, gc_dptr_t src, size_t n, gc_err_t *e);
 int gc_dev_memset(gc_dev_t *d, gc_dptr_t dst, int byte, size_t n, gc_err_t *e);
+/* n bytes from src to dst, both on d, not overlapping; in stream order,
+ * as a launch (and so captured into a graph as one). */
+int gc_dev_copy(gc_dev_t *d, gc_dptr_t dst, gc_dptr_t src, size_t n, gc_err_t *e);
 /* Evict the device's caches before a cold-cache timing by passing n bytes
  * at buf through them. Where the backend can, the bytes are read: a write
  * (the fallback, a memset) leaves the cache full of dirty lines that the

@@ -16,6 +16,7 @@ typedef struct gc_dev_ops {
   int (*upload)(gc_dev_t *d, gc_dptr_t dst, const void *src, size_t n, gc_err_t *e);
   int (*download)(gc_dev_t *d, void *dst, gc_dptr_t src, size_t n, gc_err_t *e);
   int (*memset)(gc_dev_t *d, gc_dptr_t dst, int byte, size_t n, gc_err_t *e);
+  int (*copy)(gc_dev_t *d, gc_dptr_t dst, gc_dptr_t src, size_t n, gc_err_t *e);
   void *(*host_ptr)(gc_dev_t *d, gc_dptr_t p);
   /* gc_dev_put32, gc_dev_post, gc_dev_take (checked by dev.c); NULL: an
    * upload, and a download into the header's box, done at once. */

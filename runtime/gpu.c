@@ -39,7 +39,7 @@ static int api_complete(const gc_gpu_api_t *a) {
 #define C(f) {(const void *)(uintptr_t)a->f.fn, a->f.name}
       C(bind),          C(stream_create), C(stream_destroy),  C(stream_sync),
       C(mem_alloc),     C(mem_free),      C(mem_info),        C(copy_htod),
-      C(copy_dtoh),     C(memset8),       C(module_load),     C(module_unload),
+      C(copy_dtoh),     C(memset8),       C(copy_dtod),       C(module_load),     C(module_unload),
       C(module_function), C(launch),      C(event_create),    C(event_destroy),
       C(event_record),  C(event_sync),    C(event_elapsed),   C(capture_begin),
       C(capture_end),   C(graph_instantiate), C(graph_destroy), C(graph_launch),
@@ -207,6 +207,15 @@ int gc_gpu_memset(gc_dev_t *dev, gc_dptr_t dst, int byte, size_t n, gc_err_t *e)
   int rc = gc_gpu_bind(d, e);
   if (rc || !n) return rc;
   GPU_TRY(d, e, GC_EDEVICE, memset8, (gc_gpu_ptr_t)dst, (unsigned char)byte, n, d->stream);
+  return GC_OK;
+}
+
+/* Allowed in a capture, as a memset. */
+int gc_gpu_copy(gc_dev_t *dev, gc_dptr_t dst, gc_dptr_t src, size_t n, gc_err_t *e) {
+  gc_gpu_dev_t *d = (gc_gpu_dev_t *)dev;
+  int rc = gc_gpu_bind(d, e);
+  if (rc || !n) return rc;
+  GPU_TRY(d, e, GC_EDEVICE, copy_dtod, (gc_gpu_ptr_t)dst, (gc_gpu_ptr_t)src, n, d->stream);
   return GC_OK;
 }
 

@@ -65,6 +65,7 @@ typedef struct gc_gpu_api {
   GC_GPU_CALL(copy_htod, (gc_gpu_ptr_t dst, const void *src, size_t n, void *stream));
   GC_GPU_CALL(copy_dtoh, (void *dst, gc_gpu_ptr_t src, size_t n, void *stream));
   GC_GPU_CALL(memset8, (gc_gpu_ptr_t dst, unsigned char byte, size_t n, void *stream));
+  GC_GPU_CALL(copy_dtod, (gc_gpu_ptr_t dst, gc_gpu_ptr_t src, size_t n, void *stream));
   GC_GPU_CALL(module_load, (void **mod, const void *image));
   GC_GPU_CALL(module_unload, (void *mod));
   GC_GPU_CALL(module_function, (void **fn, void *mod, const char *name));
@@ -168,6 +169,7 @@ void gc_gpu_free(gc_dev_t *d, gc_dptr_t p);
 int gc_gpu_upload(gc_dev_t *d, gc_dptr_t dst, const void *src, size_t n, gc_err_t *e);
 int gc_gpu_download(gc_dev_t *d, void *dst, gc_dptr_t src, size_t n, gc_err_t *e);
 int gc_gpu_memset(gc_dev_t *d, gc_dptr_t dst, int byte, size_t n, gc_err_t *e);
+int gc_gpu_copy(gc_dev_t *d, gc_dptr_t dst, gc_dptr_t src, size_t n, gc_err_t *e);
 int gc_gpu_put32(gc_dev_t *d, gc_dptr_t dst, uint32_t v, gc_err_t *e);
 int gc_gpu_post(gc_dev_t *d, int box, gc_dptr_t src, size_t n, gc_err_t *e);
 int gc_gpu_take(gc_dev_t *d, int box, void *dst, size_t n, gc_err_t *e);
@@ -194,6 +196,7 @@ void gc_gpu_graph_destroy(gc_dev_t *d, void *exec);
 #define GC_GPU_OPS                                                                        \
   .close = gc_gpu_close, .alloc = gc_gpu_alloc, .free = gc_gpu_free,                      \
   .upload = gc_gpu_upload, .download = gc_gpu_download, .memset = gc_gpu_memset,          \
+  .copy = gc_gpu_copy,                                                                    \
   .put32 = gc_gpu_put32, .post = gc_gpu_post, .take = gc_gpu_take,                        \
   .host_ptr = gc_gpu_host_ptr, .module_load = gc_gpu_module_load,                         \
   .module_unload = gc_gpu_module_unload, .kernel = gc_gpu_kernel, .launch = gc_gpu_launch, \

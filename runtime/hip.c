@@ -82,6 +82,7 @@ typedef struct hip_api {
   hipError_t (*MemcpyHtoDAsync)(void *, void *, size_t, hipStream_t);
   hipError_t (*MemcpyDtoHAsync)(void *, void *, size_t, hipStream_t);
   hipError_t (*MemsetD8Async)(void *, unsigned char, size_t, hipStream_t);
+  hipError_t (*MemcpyDtoDAsync)(void *, void *, size_t, hipStream_t);
   hipError_t (*ModuleLoadData)(hipModule_t *, const void *);
   hipError_t (*ModuleUnload)(hipModule_t);
   hipError_t (*ModuleGetFunction)(hipFunction_t *, hipModule_t, const char *);
@@ -123,7 +124,7 @@ static const struct hip_sym {
     S(SetDevice),          S(StreamCreateWithFlags), S(StreamDestroy),
     S(StreamSynchronize),  S(Malloc),             S(Free),
     S(MemGetInfo),         S(MemcpyHtoDAsync),    S(MemcpyDtoHAsync),
-    S(MemsetD8Async),      S(ModuleLoadData),     S(ModuleUnload),
+    S(MemsetD8Async),      S(MemcpyDtoDAsync),    S(ModuleLoadData),     S(ModuleUnload),
     S(ModuleGetFunction),  S(ModuleLaunchKernel), S(EventCreate),
     S(EventDestroy),       S(EventRecord),        S(EventSynchronize),
     S(EventElapsedTime),   S(StreamBeginCapture), S(StreamEndCapture),
@@ -404,6 +405,9 @@ static hipError_t hip_copy_dtoh(void *dst, gc_gpu_ptr_t src, size_t n, void *s) 
 static hipError_t hip_memset8(gc_gpu_ptr_t dst, unsigned char byte, size_t n, void *s) {
   return hip.MemsetD8Async((void *)(uintptr_t)dst, byte, n, s);
 }
+static hipError_t hip_copy_dtod(gc_gpu_ptr_t dst, gc_gpu_ptr_t src, size_t n, void *s) {
+  return hip.MemcpyDtoDAsync((void *)(uintptr_t)dst, (void *)(uintptr_t)src, n, s);
+}
 static hipError_t hip_host_alloc(void **p, size_t n) { return hip.HostMalloc(p, n, 0); }
 static hipError_t hip_capture_begin(void *s) {
   return hip.StreamBeginCapture(s, hipStreamCaptureModeThreadLocal);
@@ -431,6 +435,7 @@ static void hip_fill_gpu(gc_gpu_api_t *g) {
       .copy_htod = {hip_copy_htod, "hipMemcpyHtoDAsync"},
       .copy_dtoh = {hip_copy_dtoh, "hipMemcpyDtoHAsync"},
       .memset8 = {hip_memset8, "hipMemsetD8Async"},
+      .copy_dtod = {hip_copy_dtod, "hipMemcpyDtoDAsync"},
       .module_load = {hip.ModuleLoadData, "hipModuleLoadData"},
       .module_unload = {hip.ModuleUnload, "hipModuleUnload"},
       .module_function = {hip.ModuleGetFunction, "hipModuleGetFunction"},

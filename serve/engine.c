@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../gen/autobundle.h"
 #include "../gen/compile.h"
@@ -149,14 +150,25 @@ static void keep_cache(gc_engine_t *en, const gc_srv_req_t *r, int ok) {
  * least): a chat's next turn finds its last turn's slot, and a prompt
  * that shares only a BOS with every cache takes an empty slot rather than
  * overwrite another conversation. -1 when none is free. */
+/* Whether r may start from keys and values another request left. */
+static int may_reuse(const gc_engine_t *en, const gc_srv_req_t *r) {
+  return r->p.cache_prompt && !en->o.no_prompt_cache && !r->p.prompt_logprobs && !en->o.fixed_batch;
+}
+
+/* How many of r's first prompt ids (at most nprompt - 1) the ids v [n] begin with. */
+static int common_prefix(const gc_srv_req_t *r, const int32_t *v, int n) {
+  int k = 0, most = n < r->nprompt - 1 ? n : r->nprompt - 1;
+  while (k < most && v[k] == r->prompt[k]) k++;
+  return k;
+}
+
 static int pick_slot(const gc_engine_t *en, const gc_srv_req_t *r, int *keep) {
   int best = -1, best_score = 0;
   *keep = 0;
-  int reuse = r->p.cache_prompt && !en->o.no_prompt_cache && !r->p.prompt_logprobs && !en->o.fixed_batch;
+  int reuse = may_reuse(en, r);
   for (int s = 0; s < en->o.parallel; s++) {
     if (en->slot[s]) continue;
-    int n = 0, most = en->nkept[s] < r->nprompt - 1 ? en->nkept[s] : r->nprompt - 1;
-    while (reuse && n < most && en->kept[s][n] == r->prompt[n]) n++;
+    int n = reuse ? common_prefix(r, en->kept[s], en->nkept[s]) : 0;
     int score = 2 * n - en->nkept[s];
     if (best < 0 || score > best_score || (score == best_score && en->nkept[s] < en->nkept[best]))
       best = s, best_score = score, *keep = n;
@@ -489,16 +501,50 @@ static int chunk_rows(const gc_engine_t *en, const gc_srv_req_t *r) {
   return rows < 1 ? 1 : rows < en->o.prefill_chunk ? rows : en->o.prefill_chunk;
 }
 
-/* The logprobs of r's prompt ids at fed + 1 .. fed + rows from the chunk's
- * rows of logits lg[rows, vocab] (row j is the distribution of id fed + j + 1).
- * Without r's lock: its readers wait for the first token or the end, which
- * come under the lock after the last chunk. */
-static void prompt_logprobs(gc_engine_t *en, gc_srv_req_t *r, const float *lg, int rows) {
-  int vocab = en->w->cfg.vocab_size, L = r->p.logprobs;
-  for (int j = 0; j < rows; j++) {
+/* Rows [j0, j1) of a prefill chunk's prompt logprobs (prompt_logprobs). */
+typedef struct prompt_rows {
+  const gc_engine_t *en;
+  gc_srv_req_t *r;
+  const float *lg;
+  int j0, j1;
+} prompt_rows_t;
+
+static void *prompt_rows(void *arg) {
+  prompt_rows_t *x = arg;
+  gc_srv_req_t *r = x->r;
+  int vocab = x->en->w->cfg.vocab_size, L = r->p.logprobs;
+  for (int j = x->j0; j < x->j1; j++) {
     int k = r->fed + j + 1;
-    r->pntops[k] = gc_logprobs(lg + (size_t)j * vocab, vocab, r->prompt[k], L, &r->plps[k], r->ptops + (size_t)k * L);
+    r->pntops[k] = gc_logprobs(x->lg + (size_t)j * vocab, vocab, r->prompt[k], L, &r->plps[k], r->ptops + (size_t)k * L);
   }
+  return NULL;
+}
+
+/* Threads the prompt's logprobs are found on: a vocabulary-long pass or
+ * three a row (about 1 ms for 128k ids) over up to a prefill chunk's rows. */
+#define GC_SRV_LP_THREADS 16
+
+/* The logprobs of r's prompt ids at fed + 1 .. fed + rows from the chunk's
+ * rows of logits lg[rows, vocab] (row j is the distribution of id fed + j + 1),
+ * the rows shared among up to GC_SRV_LP_THREADS threads (as many as the
+ * host has cores). Without r's lock: its readers wait for the first token
+ * or the end, which come under the lock after the last chunk. */
+static void prompt_logprobs(gc_engine_t *en, gc_srv_req_t *r, const float *lg, int rows) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int nt = cores < 1 ? 1 : cores < GC_SRV_LP_THREADS ? (int)cores : GC_SRV_LP_THREADS;
+  if (nt > rows) nt = rows < 1 ? 1 : rows;
+  prompt_rows_t x[GC_SRV_LP_THREADS];
+  pthread_t th[GC_SRV_LP_THREADS];
+  int started[GC_SRV_LP_THREADS] = {0};
+  for (int i = 0; i < nt; i++) {
+    x[i] = (prompt_rows_t){.en = en, .r = r, .lg = lg, .j0 = (int)((int64_t)rows * i / nt),
+                           .j1 = (int)((int64_t)rows * (i + 1) / nt)};
+    if (i) started[i] = !pthread_create(&th[i], NULL, prompt_rows, &x[i]);
+  }
+  for (int i = 0; i < nt; i++)
+    if (!started[i]) prompt_rows(&x[i]); /* the first, and any thread that did not start */
+  for (int i = 0; i < nt; i++)
+    if (started[i]) pthread_join(th[i], NULL);
 }
 
 /* The next t tokens of r's prompt (every row's logits where r wants the
@@ -537,12 +583,43 @@ static void prefill_chunk(gc_engine_t *en, gc_srv_req_t *r, int t) {
   emit(en, r, tok, on_device ? NULL : &lp);
 }
 
+/* Before r's first prefill chunk: where another slot's cache begins with
+ * more of r's prompt than r's own (a running request's prompt, as far as
+ * it is in the cache, or what a free slot kept), those keys and values are
+ * copied into r's slot on the device and r starts after them: the other
+ * choices of a prompt (n) start from the first's, and requests that share
+ * a system prompt from each other's. Older requests have finished their
+ * prefill by then (oldest first). Returns a device error (r is failed). */
+static int share_prefix(gc_engine_t *en, gc_srv_req_t *r) {
+  if (!may_reuse(en, r)) return GC_OK;
+  int best = -1, most = r->fed;
+  for (int s = 0; s < en->o.parallel; s++) {
+    const gc_srv_req_t *x = en->slot[s];
+    if (s == r->slot) continue;
+    int n = x ? common_prefix(r, x->prompt, x->fed) : common_prefix(r, en->kept[s], en->nkept[s]);
+    if (n > most) best = s, most = n;
+  }
+  if (best < 0) return GC_OK;
+  gc_err_t e = {0};
+  if (gc_llama_slot_copy(en->m, r->slot, best, most, &e)) {
+    fail_rows(en, &r, 1, e.msg);
+    return e.code;
+  }
+  r->fed = most;
+  pthread_mutex_lock(r->mu);
+  r->cached = most;
+  pthread_mutex_unlock(r->mu);
+  return GC_OK;
+}
+
 /* Prefill chunks of the requests still prefilling, oldest first, each at
  * most prefill_chunk tokens, while their sum stays within prefill_chunk
- * (at least one chunk). */
+ * (at least one chunk); a request's first starts where share_prefix finds
+ * the most of its prompt. */
 static void prefill_step(gc_engine_t *en) {
   int used = 0;
   for (gc_srv_req_t *r; (r = oldest_prefilling(en));) {
+    if (!r->prefills && r->fed == r->cached && share_prefix(en, r)) continue;
     int left = r->nprompt - r->fed, most = chunk_rows(en, r), t = left < most ? left : most;
     if (used && used + t > en->o.prefill_chunk) break;
     prefill_chunk(en, r, t);

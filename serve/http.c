@@ -485,14 +485,15 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_
   if (!x) return;
   if (h->o.verbose) {
     const char *why = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)";
-    int prompt = 0, passes = 0, gen = 0;
+    int prompt = 0, passes = 0, gen = 0, cached = 0;
     for (int i = 0; i < x->nr; i++) {
       pthread_mutex_lock(x->rs[i]->mu);
       prompt += i % x->q.n ? 0 : x->rs[i]->nprompt, passes += x->rs[i]->prefills, gen += x->rs[i]->nids;
+      cached += x->rs[i]->cached;
       pthread_mutex_unlock(x->rs[i]->mu);
     }
-    fprintf(stderr, "gcore-serve: %s %d%s: %d prompt tokens (%d passes) + %d generated, %.3f s%s\n", x->line,
-            x->status, x->q.stream ? " (stream)" : "", prompt, passes, gen, gc_now() - x->t0, why);
+    fprintf(stderr, "gcore-serve: %s %d%s: %d prompt tokens (%d passes, %d cached) + %d generated, %.3f s%s\n",
+            x->line, x->status, x->q.stream ? " (stream)" : "", prompt, passes, cached, gen, gc_now() - x->t0, why);
   }
   *ctx = NULL;
   hreq_release(x);

@@ -558,6 +558,50 @@ def test_prompt_cache(tiny):
         assert s.stop()[0] == 0
 
 
+def test_prompt_shared_between_slots(tiny):
+    """The other choices of a prompt (n) start from the first's keys and
+    values, copied on the device from its slot: with --prefill-chunk 16 a
+    100-token prompt takes 7 passes for the first choice and one each for
+    the other two (9, where each alone would take 21; -v's line counts
+    them, and the 99 cached tokens of each). A request whose prompt begins
+    as a free slot's cache (a shared system prompt of 40 tokens) but would
+    overwrite more than it keeps there takes the empty slot, and that part
+    is copied into it. Every answer is the model's: each token's
+    log-probability within the fp64 reference's tolerance, the greedy one
+    its largest."""
+    d, model, bundle = tiny
+    rng = random.Random(11)
+    system = [rng.randrange(VOCAB - 8) for _ in range(40)]
+    p1, p2 = system + [rng.randrange(VOCAB - 8) for _ in range(60)], system + [7, 8, 9]
+    body = {"model": MODEL, "max_tokens": 4, "temperature": 0, "ignore_eos": True, "return_token_ids": True,
+            "logprobs": 1}
+
+    def model_answer(prompt, c):
+        lp, tol = ref_logprobs(model, prompt + c["token_ids"])
+        for j, (i, x) in enumerate(zip(c["token_ids"], c["logprobs"]["token_logprobs"])):
+            row, t = lp[len(prompt) + j - 1], tol[len(prompt) + j - 1]
+            assert abs(x - row[i]) <= t and row[i] >= row.max() - t, (j, x, row[i], row.max())
+
+    s = Server(model, bundle, "--parallel", 4, "--prefill-chunk", 16, "-v")
+    try:
+        status, _, text = s.post("/v1/completions", dict(body, prompt=p1, n=3))
+        assert status == 200, text
+        r = json.loads(text)
+        for c in r["choices"]:
+            model_answer(p1, c)
+        assert r["usage"]["prompt_tokens_details"]["cached_tokens"] == 0  # the first choice's, as usage counts
+        status, _, text = s.post("/v1/completions", dict(body, prompt=p2))
+        assert status == 200, text
+        r = json.loads(text)
+        model_answer(p2, r["choices"][0])
+        assert r["usage"]["prompt_tokens_details"]["cached_tokens"] == len(system)
+    finally:
+        check_clean_exit(s)
+    lines = re.findall(r"POST '/v1/completions' 200: (\d+) prompt tokens \((\d+) passes, (\d+) cached\)",
+                       "".join(s.lines))
+    assert [tuple(map(int, x)) for x in lines] == [(100, 9, 2 * 99), (43, 1, 40)], "".join(s.lines)
+
+
 def test_choices_and_batched_prompts(srv, tiny):
     """n choices of each of several prompts (a batch: strings and ids), as
     OpenAI and vLLM answer them: choice p·n + j of prompt p, sampled with
@@ -1046,7 +1090,8 @@ def test_prompts_in_chunks(tiny):
         finally:
             check_clean_exit(s)
         passes = sorted(tuple(map(int, m)) for m in
-                        re.findall(r"POST '/v1/completions' 200: (\d+) prompt tokens \((\d+) passes\)", "".join(s.lines)))
+                        re.findall(r"POST '/v1/completions' 200: (\d+) prompt tokens \((\d+) passes, 0 cached\)",
+                                   "".join(s.lines)))
         assert passes == sorted((n, -(-n // (chunk or CTX))) for n in sizes), "".join(s.lines)
 
 

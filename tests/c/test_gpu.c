@@ -73,13 +73,13 @@ typedef struct mock_event {
   int recorded;
 } mock_event_t;
 
-/* A launch, memset or event record, run at once or captured. */
+/* A launch, memset, copy or event record, run at once or captured. */
 typedef struct mock_op {
-  enum { OP_LAUNCH, OP_MEMSET, OP_RECORD } kind;
+  enum { OP_LAUNCH, OP_MEMSET, OP_COPY, OP_RECORD } kind;
   mock_kernel_t *k;
   unsigned threads, shmem;
   unsigned char argv[4][8]; /* argument values, copied as a capture does */
-  gc_gpu_ptr_t dst;
+  gc_gpu_ptr_t dst, src;
   unsigned char byte;
   size_t n;
   mock_event_t *ev;
@@ -153,6 +153,7 @@ static gc_gpu_res_t mock_run(mock_op_t *op) {
     if (op->k->run(op->argv, op->threads, op->shmem)) mock.sticky = MOCK_ILLEGAL_ADDRESS;
     return 0;
   case OP_MEMSET: memset((void *)(uintptr_t)op->dst, op->byte, op->n); return 0;
+  case OP_COPY: memcpy((void *)(uintptr_t)op->dst, (const void *)(uintptr_t)op->src, op->n); return 0;
   case OP_RECORD: op->ev->t = mock.clock, op->ev->recorded = 1; return 0;
   }
   return MOCK_INVALID_VALUE;
@@ -259,6 +260,10 @@ static gc_gpu_res_t mock_host_free(void *p) {
 static gc_gpu_res_t mock_memset8(gc_gpu_ptr_t dst, unsigned char byte, size_t n, void *s) {
   ENTER("mockMemsetD8Async");
   return mock_issue(s, (mock_op_t){.kind = OP_MEMSET, .dst = dst, .byte = byte, .n = n});
+}
+static gc_gpu_res_t mock_copy_dtod(gc_gpu_ptr_t dst, gc_gpu_ptr_t src, size_t n, void *s) {
+  ENTER("mockMemcpyDtoDAsync");
+  return mock_issue(s, (mock_op_t){.kind = OP_COPY, .dst = dst, .src = src, .n = n});
 }
 
 /* ---- mock kernels: every thread of the launch, one after another ------- */
@@ -489,6 +494,7 @@ static void mock_release(gc_gpu_dev_t *d, int bound) {
   .copy_htod = {mock_copy_htod, "mockMemcpyHtoDAsync"},                         \
   .copy_dtoh = {mock_copy_dtoh, "mockMemcpyDtoHAsync"},                         \
   .memset8 = {mock_memset8, "mockMemsetD8Async"},                               \
+  .copy_dtod = {mock_copy_dtod, "mockMemcpyDtoDAsync"},                         \
   .module_load = {mock_module_load, "mockModuleLoadData"},                      \
   .module_unload = {mock_module_unload, "mockModuleUnload"},                    \
   .module_function = {mock_module_function, "mockModuleGetFunction"},           \
@@ -656,6 +662,11 @@ static void test_memory(gpu_t *g) {
   CHECK(!gc_dev_download(g->d, g->got, g->c, N * 4, &e));
   unsigned char ff[4] = {0xff, 0xff, 0xff, 0xff};
   CHECK(!memcmp(&g->got[0], ff, 4) && !memcmp(&g->got[N - 1], ff, 4));
+  /* a device copy: b's elements 3 .. N - 2 over c's at 1, nothing else moved */
+  CHECK(!gc_dev_copy(g->d, g->c + 4, g->b + 12, (N - 4) * 4, &e));
+  CHECK(!gc_dev_download(g->d, g->got, g->c, N * 4, &e));
+  CHECK(!memcmp(&g->got[0], ff, 4) && !memcmp(&g->got[N - 1], ff, 4) &&
+        !memcmp(&g->got[1], &g->hb[3], (N - 4) * 4) && !memcmp(&g->got[N - 3], ff, 4));
   /* nothing to copy: no call at all */
   mock_fail("mockMemcpyHtoDAsync", MOCK_INVALID_VALUE);
   CHECK(!gc_dev_upload(g->d, g->a, g->ha, 0, &e) && mock.fail);
@@ -684,6 +695,9 @@ static void test_memory(gpu_t *g) {
   mock_fail("mockMemsetD8Async", MOCK_INVALID_VALUE);
   CHECK(gc_dev_memset(g->d, g->c, 0, 4, &e) == GC_EDEVICE);
   CHECK_MSG(e, "mockMemsetD8Async: mockErrorInvalidValue (invalid argument)");
+  mock_fail("mockMemcpyDtoDAsync", MOCK_INVALID_VALUE);
+  CHECK(gc_dev_copy(g->d, g->c, g->a, 4, &e) == GC_EDEVICE);
+  CHECK_MSG(e, "mockMemcpyDtoDAsync: mockErrorInvalidValue (invalid argument)");
   CHECK(gc_dev_host_ptr(g->d, g->a) == NULL && gc_dev_page_size(g->d) == 0);
 }
 
