@@ -146,3 +146,62 @@ def test_logprobs_and_echo_on_the_gpu(gc):
     rc, err = srv.stop()
     assert rc == 0, err
     print(f"{checked} log-probabilities within tolerance of the fp64 reference")
+
+
+def test_prompt_cache_and_shared_prefixes_on_the_gpu(gc):
+    """The prompt cache and the device copy of a prompt's keys and values
+    on the GPU (fp16, odd dimensions, --prefill-chunk 16): three choices of
+    a 100-token prompt prefill it once (9 passes, 198 tokens copied, -v's
+    line), a conversation's next turn starts from its slot (cached_tokens),
+    and a prompt sharing 40 tokens with a slot that it would overwrite more
+    of takes an empty slot and copies them; every log-probability within
+    the fp64 reference's tolerance (as the test above) and every greedy
+    token within it of the row's largest."""
+    import re
+    import llama_ref as R
+    model = str(gc.dir / "model")
+    TM.write_model(model, seed=9, dtype="f16", **ODD)
+    TM.write_tokenizer(model, ODD["vocab"])  # logprobs name tokens by their text
+    r = gc("gcore-gen", "--model", model, "--target", TARGETS, "-o", "b.gcb")
+    assert r.rc == 0, r
+    w, cfg = R.load(model)
+    rng = random.Random(8)
+    system = [rng.randrange(3, 600) for _ in range(40)]
+    p1 = system + [rng.randrange(3, 600) for _ in range(60)]
+    body = {"max_tokens": 4, "temperature": 0, "ignore_eos": True, "return_token_ids": True, "logprobs": 1}
+
+    def post(prompt, **kw):
+        status, _, text = srv.post("/v1/completions", dict(body, prompt=prompt, **kw), timeout=600)
+        assert status == 200, text
+        return json.loads(text)
+
+    def check(prompt, c):
+        ids = prompt + c["token_ids"]
+        lg = R.forward(w, cfg, ids)
+        m = lg.max(axis=1, keepdims=True)
+        lp = lg - (m + np.log(np.exp(lg - m).sum(axis=1, keepdims=True)))
+        tol = 2 * 2.0 ** -7 * np.abs(lg).max(axis=1)
+        for j, (i, x) in enumerate(zip(c["token_ids"], c["logprobs"]["token_logprobs"])):
+            k = len(prompt) + j - 1
+            assert abs(x - lp[k, i]) <= tol[k] and lp[k, i] >= lp[k].max() - tol[k], (j, x, lp[k, i], lp[k].max())
+
+    srv = Server(model, str(gc.dir / "b.gcb"), "--backend", BACKEND, "--parallel", 4, "--ctx", 1024,
+                 "--prefill-chunk", 16, "-v")
+    try:
+        a = post(p1, n=3)
+        for c in a["choices"]:
+            check(p1, c)
+        p2 = p1 + a["choices"][0]["token_ids"] + [11, 12]
+        b = post(p2)
+        check(p2, b["choices"][0])
+        assert b["usage"]["prompt_tokens_details"]["cached_tokens"] == len(p1) + 3
+        p3 = system + [7, 8, 9]
+        c = post(p3)
+        check(p3, c["choices"][0])
+        assert c["usage"]["prompt_tokens_details"]["cached_tokens"] == len(system)
+    finally:
+        rc, err = srv.stop()
+    assert rc == 0, err
+    lines = [tuple(map(int, x)) for x in
+             re.findall(r"POST '/v1/completions' 200: (\d+) prompt tokens \((\d+) passes, (\d+) cached\)", err)]
+    assert lines[0] == (100, 9, 198), err
