@@ -1,7 +1,7 @@
-/* chat.c — Llama 2, Llama 3, Mistral, ChatML and Zephyr chat turns as
- * token ids (see chat.h); the text of each turn is trimmed where the
- * model's Jinja template trims it (Llama 2, Llama 3), kept as given where
- * it does not. */
+/* chat.c — Llama 2, Llama 3, Mistral (v0.1, v0.3, Tekken), ChatML, Zephyr
+ * and DeepSeek chat turns as token ids (see chat.h); the text of each turn
+ * is trimmed where the model's Jinja template trims it (Llama 2, Llama 3;
+ * Mistral v0.3's replies), kept as given where it does not. */
 #include "chat.h"
 
 #include <stdint.h>
@@ -115,10 +115,30 @@ static void trim(int cut, const char *s, const char **p, size_t *n) {
   *n = b - a;
 }
 
+/* Whether tpl writes marker m next to a quote on side q: m + "'" or m +
+ * '"' (q > 0: a string that ends with "[INST]", no space after it), or
+ * the quote before it (q < 0: a string that starts with " [/INST]"). */
+static int quoted(const char *tpl, const char *m, int q) {
+  char a[32], b[32];
+  snprintf(a, sizeof a, q > 0 ? "%s'" : "'%s", m);
+  snprintf(b, sizeof b, q > 0 ? "%s\"" : "\"%s", m);
+  return strstr(tpl, a) || strstr(tpl, b);
+}
+
 void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k) {
   memset(c, 0, sizeof *c);
   c->t = t;
   c->k = k;
+  const char *tpl = gc_tok_chat_template(t);
+  /* the spaces around an [INST] turn's text: as the template's strings
+   * write them ('[INST] ' + text + ' [/INST]', '[INST]' + text +
+   * '[/INST]', ...), else the kind's own */
+  c->inst_pre = tpl && strstr(tpl, "[INST]") ? !quoted(tpl, "[INST]", 1) : k != GC_CHAT_MISTRAL_TEKKEN;
+  c->inst_post = tpl && strstr(tpl, "[/INST]") ? quoted(tpl, " [/INST]", -1)
+                                                : k == GC_CHAT_LLAMA2 || k == GC_CHAT_MISTRAL;
+  c->reply_pre = k == GC_CHAT_LLAMA2 || k == GC_CHAT_MISTRAL_V3 ||
+                 (tpl && (strstr(tpl, "' ' + message['content']") || strstr(tpl, "\" \" + message[\"content\"]")));
+  c->cut_think = k == GC_CHAT_DEEPSEEK_THINK || (tpl && strstr(tpl, "split('</think>')"));
 }
 
 void gc_chat_free(gc_chat_t *c) { gc_buf_free(&c->text); }
@@ -185,14 +205,15 @@ int gc_chat_system_last(gc_chat_kind_t k) { return k == GC_CHAT_MISTRAL_V3 || k 
 
 /* An [INST] turn: "[INST]" + pre + content + post + "[/INST]", the markers
  * by id where they are control tokens (Mistral v3's vocabulary), else as
- * text; pre " " but in Tekken's, post " " in Llama 2's and Mistral v0.1's.
+ * text; pre and post a space where the template writes one (gc_chat_init:
+ * Llama 2's and Mistral v0.1's both, v3's pre, Tekken's and Small 3's
+ * none).
  * The content is the user's text after the system prompt: in <<SYS>> and
  * trimmed as a whole (content.strip()) in Llama 2's, as system + "\n\n"
  * in Mistral v3's and Tekken's, as given there and in Mistral's. */
 static int inst_turn(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_t *out, gc_err_t *e) {
   int32_t open = control(c->t, "[INST]"), close = control(c->t, "[/INST]");
-  const char *pre = c->k == GC_CHAT_MISTRAL_TEKKEN ? "" : " ";
-  const char *post = c->k == GC_CHAT_LLAMA2 || c->k == GC_CHAT_MISTRAL ? " " : "";
+  const char *pre = c->inst_pre ? " " : "", *post = c->inst_post ? " " : "";
   gc_buf_t b = {0};
   const char *p;
   size_t n;
@@ -232,16 +253,16 @@ int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_
 
 /* DeepSeek's assistant message: <｜Assistant｜>, then text NULL: "<think>\n"
  * for DEEPSEEK_THINK (<think> by id where it is a control token; a
- * user-defined one the encoder matches in the text); text: what follows
- * its last "</think>" (the template's content.split('</think>')[-1]) and
- * <｜end▁of▁sentence｜>. */
+ * user-defined one the encoder matches in the text); text: the text, or
+ * where the template cuts it (R1's content.split('</think>')[-1]; V3's
+ * does not) what follows its last "</think>", then <｜end▁of▁sentence｜>. */
 static int deepseek_reply(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_t *e) {
   int32_t think = control(c->t, "<think>");
   int rc = put_control(c, DS_ASSISTANT, out, e);
   if (!rc && !text && c->k == GC_CHAT_DEEPSEEK_THINK)
     rc = think >= 0 ? put_id(c, think, out, e) || put_text(c, "\n", 1, e) : put_text(c, "<think>\n", -1, e);
   if (!rc && text) {
-    for (const char *q; (q = strstr(text, "</think>"));) text = q + 8;
+    for (const char *q; c->cut_think && (q = strstr(text, "</think>"));) text = q + 8;
     rc = put_text(c, text, -1, e) || put_end(c, out, e);
   }
   return rc ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
@@ -258,12 +279,13 @@ int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_
     rc = header_msg(c, "assistant", text, out, e);
   } else if (!text) {
     rc = GC_OK;
-  } else { /* Llama 2: ' ' + text.strip() + ' ' + eos; Mistral v3: ' ' + text.strip() + eos; Mistral, Tekken: text + eos */
+  } else { /* Llama 2: ' ' + text.strip() + ' ' + eos; Mistral v3: ' ' + text.strip() + eos; Mistral, Tekken:
+            * text + eos; Large 2411's: ' ' + text + eos (reply_pre) */
     const char *p;
     size_t n;
     int l2 = c->k == GC_CHAT_LLAMA2, v3 = c->k == GC_CHAT_MISTRAL_V3;
     trim(l2 || v3, text, &p, &n);
-    rc = ((l2 || v3) && put_text(c, " ", 1, e)) || put_text(c, p, (int)n, e) || (l2 && put_text(c, " ", 1, e)) ||
+    rc = (c->reply_pre && put_text(c, " ", 1, e)) || put_text(c, p, (int)n, e) || (l2 && put_text(c, " ", 1, e)) ||
          put_end(c, out, e);
     if (rc) rc = e->code ? e->code : GC_ENOMEM;
   }

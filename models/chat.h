@@ -1,13 +1,16 @@
-/* chat.h — the chat templates of Llama 2, Llama 3, Mistral, ChatML,
- * Zephyr and DeepSeek (V3, R1 and R1's Llama distills) instruct models, as token ids built piece by piece: control
+/* chat.h — the chat templates of Llama 2, Llama 3, Mistral (v0.1, v0.3,
+ * Nemo's Tekken), ChatML, Zephyr and DeepSeek (V3, R1 and R1's Llama
+ * distills) instruct models, as token ids built piece by piece: control
  * tokens by id, text through the tokenizer with special-token matching
- * off, so a user's text can never smuggle in a control token. The pieces
- * are cut where llama.cpp cuts the rendered template (at its control
- * tokens), so the ids are those llama.cpp gives the rendered text, less
- * any control token a user wrote (for the templates tests/chat_ref.py
- * holds; Mistral v0.3's and Nemo's are taken as v0.1's, README). Which
- * template applies is read from the chat_template (its markers) or,
- * without one, from the vocabulary. */
+ * off, so a user's text can never smuggle in a control token (a
+ * user-defined added token, such as DeepSeek's <think>, is matched in any
+ * text, as llama.cpp and Hugging Face match it; where a vocabulary holds a
+ * role marker as one, tokenizer.json's "special": false, a user's text can
+ * write it). The pieces are cut where llama.cpp cuts the rendered template
+ * (at its control tokens), so the ids are those llama.cpp gives the
+ * rendered text, less any control token a user wrote (for the templates
+ * tests/chat_ref.py holds). Which template applies is read from the
+ * chat_template (its markers) or, without one, from the vocabulary. */
 #ifndef GC_MODELS_CHAT_H
 #define GC_MODELS_CHAT_H
 
@@ -55,6 +58,10 @@ typedef struct gc_chat {
   gc_buf_t text; /* pending text since the last control token */
   int n_msgs;    /* messages written (a system prompt counts) */
   char last;     /* the last message's role: 0 none, 'u' user, 'a' assistant */
+  /* read from the template at gc_chat_init (the kind's own without one): */
+  int inst_pre, inst_post; /* [INST] templates: a space after "[INST]", before "[/INST]" */
+  int reply_pre;           /* [INST] templates: a space before a reply (' ' + message['content']) */
+  int cut_think;           /* DeepSeek: an earlier reply cut after its last "</think>" */
 } gc_chat_t;
 
 void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k);

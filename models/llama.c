@@ -451,17 +451,18 @@ void gc_llama_slot_keep(gc_llama_t *m, int slot, int pos) {
 
 void gc_llama_slot_reset(gc_llama_t *m, int slot) { gc_llama_slot_keep(m, slot, 0); }
 
-int gc_llama_slot_copy(gc_llama_t *m, int dst, int src, int pos, gc_err_t *e) {
-  assert(dst >= 0 && dst < m->slots && src >= 0 && src < m->slots && dst != src && pos >= 0 &&
-         pos <= m->npos[src]);
+int gc_llama_slot_copy(gc_llama_t *m, int dst, int src, int from, int pos, gc_err_t *e) {
+  assert(dst >= 0 && dst < m->slots && src >= 0 && src < m->slots && dst != src && from >= 0 && from <= pos &&
+         from <= m->npos[dst] && pos <= m->npos[src]);
+  for (int r = 0; r < (m->ranks ? m->cfg.tp : 1); r++) (m->ranks ? m->ranks[r] : m)->npos[dst] = 0;
   for (int r = 0; r < (m->ranks ? m->cfg.tp : 1); r++) {
     gc_llama_t *k = m->ranks ? m->ranks[r] : m;
-    size_t n = k->slot_bytes / (size_t)k->ctx * (size_t)pos; /* a position's keys (or values): its row */
-    gc_dptr_t to = (gc_dptr_t)(k->slot_bytes * (size_t)dst), from = (gc_dptr_t)(k->slot_bytes * (size_t)src);
-    k->npos[dst] = 0;
+    size_t row = k->slot_bytes / (size_t)k->ctx, n = row * (size_t)(pos - from); /* row: a position's keys */
+    gc_dptr_t to = (gc_dptr_t)(k->slot_bytes * (size_t)dst + row * (size_t)from),
+              at = (gc_dptr_t)(k->slot_bytes * (size_t)src + row * (size_t)from);
     for (int l = 0; l < k->cfg.n_layers; l++)
-      if (gc_dev_copy(k->dev, k->layers[l].kc + to, k->layers[l].kc + from, n, e) ||
-          gc_dev_copy(k->dev, k->layers[l].vc + to, k->layers[l].vc + from, n, e))
+      if (gc_dev_copy(k->dev, k->layers[l].kc + to, k->layers[l].kc + at, n, e) ||
+          gc_dev_copy(k->dev, k->layers[l].vc + to, k->layers[l].vc + at, n, e))
         return e->code;
   }
   for (int r = 0; r < (m->ranks ? m->cfg.tp : 1); r++) (m->ranks ? m->ranks[r] : m)->npos[dst] = pos;

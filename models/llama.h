@@ -62,11 +62,12 @@ void gc_llama_slot_reset(gc_llama_t *m, int slot);
  * keys and values before it (a prompt that begins as the slot's last one
  * did need not run those again). */
 void gc_llama_slot_keep(gc_llama_t *m, int slot, int pos);
-/* Slot dst's cache becomes the first pos positions of slot src's (0 <= pos
- * <= gc_llama_slot_pos of src; dst != src): every layer's keys and values,
- * on every rank, copied on the device in stream order. Errors: the
- * device's (dst is then empty). */
-int gc_llama_slot_copy(gc_llama_t *m, int dst, int src, int pos, gc_err_t *e);
+/* Slot dst's cache becomes the first pos positions of slot src's, where
+ * its first `from` already equal src's (0 <= from <= pos <= both slots'
+ * positions but from <= dst's; dst != src): positions from .. pos - 1 of
+ * every layer's keys and values, on every rank, copied on the device in
+ * stream order. Errors: the device's (dst is then empty). */
+int gc_llama_slot_copy(gc_llama_t *m, int dst, int src, int from, int pos, gc_err_t *e);
 
 /* Run tokens[0..t) at the current position of slot 0, append them to its
  * cache, and write logits of the last all_rows ? t : 1 rows (fp32,

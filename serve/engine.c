@@ -73,6 +73,7 @@ struct gc_engine {
      prompt that begins the same way (gc_llama_slot_keep) */
   int32_t *kept[BMAX];
   int nkept[BMAX], capkept[BMAX];
+  int64_t used[BMAX];          /* when each slot's request ended (en->seq then): least recently used */
 };
 
 /* ---- requests ---------------------------------------------------------- */
@@ -133,24 +134,17 @@ static void keep_cache(gc_engine_t *en, const gc_srv_req_t *r, int ok) {
   gc_err_t e = {0};
   if (n > en->capkept[s]) {
     int32_t *v = gc_realloc(en->kept[s], (size_t)n * sizeof *v, &e);
-    if (!v) n = 0;
+    if (!v) n = np = 0;
     else en->kept[s] = v, en->capkept[s] = n;
   }
   if (np) memcpy(en->kept[s], r->prompt, (size_t)np * sizeof *r->prompt);
   if (n > np) memcpy(en->kept[s] + np, r->ids, (size_t)(n - np) * sizeof *r->ids);
   en->nkept[s] = n;
+  en->used[s] = en->seq;
   gc_llama_slot_keep(en->m, s, n);
 }
 
-/* The free slot for r, and in *keep how many of its cached positions r
- * starts from (the ids its cache and r's prompt begin with alike, at most
- * nprompt - 1: the last prompt token runs, for the first token's logits).
- * The slot where r keeps the most and overwrites the least (keep minus
- * what it overwrites, 2 keep - nkept, largest; then the one holding
- * least): a chat's next turn finds its last turn's slot, and a prompt
- * that shares only a BOS with every cache takes an empty slot rather than
- * overwrite another conversation. -1 when none is free. */
-/* Whether r may start from keys and values another request left. */
+/* Whether r may start from keys and values another request left (pick_slot, share_prefix). */
 static int may_reuse(const gc_engine_t *en, const gc_srv_req_t *r) {
   return r->p.cache_prompt && !en->o.no_prompt_cache && !r->p.prompt_logprobs && !en->o.fixed_batch;
 }
@@ -162,17 +156,28 @@ static int common_prefix(const gc_srv_req_t *r, const int32_t *v, int n) {
   return k;
 }
 
+/* The free slot for r, and in *keep how many of its cached positions r
+ * starts from (the ids its cache and r's prompt begin with alike, at most
+ * nprompt - 1: the last prompt token runs, for the first token's logits).
+ * The slot where r keeps more than it overwrites (2 keep - nkept > 0),
+ * the most so; else an empty slot, else the least recently used: a chat's
+ * next turn finds its last turn's slot, and a prompt that shares only a
+ * BOS (or a system prompt, which share_prefix copies) with the caches
+ * takes an empty slot or the stalest one rather than overwrite a live
+ * conversation. -1 when none is free. */
 static int pick_slot(const gc_engine_t *en, const gc_srv_req_t *r, int *keep) {
-  int best = -1, best_score = 0;
+  int best = -1, best_score = 0, spare = -1;
   *keep = 0;
   int reuse = may_reuse(en, r);
   for (int s = 0; s < en->o.parallel; s++) {
     if (en->slot[s]) continue;
-    int n = reuse ? common_prefix(r, en->kept[s], en->nkept[s]) : 0;
-    int score = 2 * n - en->nkept[s];
-    if (best < 0 || score > best_score || (score == best_score && en->nkept[s] < en->nkept[best]))
-      best = s, best_score = score, *keep = n;
+    int n = reuse ? common_prefix(r, en->kept[s], en->nkept[s]) : 0, score = 2 * n - en->nkept[s];
+    if (score > best_score) best = s, best_score = score, *keep = n;
+    if (spare < 0 || (en->nkept[s] ? en->nkept[spare] && en->used[s] < en->used[spare] : en->nkept[spare] > 0))
+      spare = s; /* empty first, then the least recently used */
   }
+  if (best < 0 && spare >= 0) /* no slot worth keeping from: r keeps what its spare slot has of it */
+    best = spare, *keep = reuse ? common_prefix(r, en->kept[spare], en->nkept[spare]) : 0;
   return best;
 }
 
@@ -601,7 +606,7 @@ static int share_prefix(gc_engine_t *en, gc_srv_req_t *r) {
   }
   if (best < 0) return GC_OK;
   gc_err_t e = {0};
-  if (gc_llama_slot_copy(en->m, r->slot, best, most, &e)) {
+  if (gc_llama_slot_copy(en->m, r->slot, best, r->fed, most, &e)) {
     fail_rows(en, &r, 1, e.msg);
     return e.code;
   }

@@ -63,6 +63,9 @@ DEEPSEEK_R1 = ("{% if not add_generation_prompt is defined %}{% set add_generati
 # the same with the generation prompt of R1's first release (and V3's):
 # the reply's <think> left to the model
 DEEPSEEK = DEEPSEEK_R1.replace("{{'<｜Assistant｜><think>\\n'}}", "{{'<｜Assistant｜>'}}")
+# and without the cut of a reply's reasoning (V3's)
+DEEPSEEK_V3 = DEEPSEEK.replace("{% if '</think>' in content %}{% set content = content.split('</think>')[-1] %}"
+                               "{% endif %}", "")
 
 # mistralai/Mistral-7B-Instruct-v0.3 (and Mistral-Large-Instruct-2407): the
 # system message goes with the last user message
@@ -159,14 +162,25 @@ MISTRAL_V3 = _MISTRAL_V3.replace("@SP@", " ").replace("@ASSISTANT@", '" " + mess
 # the reply as given
 MISTRAL_TEKKEN = _MISTRAL_V3.replace("@SP@", "").replace("@ASSISTANT@", 'message["content"]')
 
+# mistralai/Mistral-Large-Instruct-2411 (v7): its system messages are
+# [SYSTEM_PROMPT] blocks, which gcore refuses; its user turns and replies
+MISTRAL_V7 = ("{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' + "
+              "message['content'] + '[/INST]' }}{% elif message['role'] == 'system' %}{{ '[SYSTEM_PROMPT] ' + "
+              "message['content'] + '[/SYSTEM_PROMPT]' }}{% elif message['role'] == 'assistant' %}{{ ' ' + "
+              "message['content'] + eos_token }}{% else %}{{ raise_exception('Only user, system and assistant roles "
+              "are supported!') }}{% endif %}{% endfor %}")
+# DeepSeek V3's: R1's first release's without the cut of a reply's reasoning
+
 TEMPLATES = {"llama2": LLAMA2, "mistral": MISTRAL, "llama3": LLAMA3, "chatml": CHATML, "zephyr": ZEPHYR,
              "deepseek": DEEPSEEK, "deepseek_r1": DEEPSEEK_R1, "mistral_v3": MISTRAL_V3,
-             "mistral_tekken": MISTRAL_TEKKEN}
+             "mistral_tekken": MISTRAL_TEKKEN, "mistral_v7": MISTRAL_V7,
+             "deepseek_v3": DEEPSEEK_V3}
 # the control tokens each needs in a vocabulary
 _DS = ["<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"]
 CONTROLS = {"llama2": [], "mistral": [], "llama3": ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
             "chatml": ["<|im_start|>", "<|im_end|>"], "zephyr": [], "deepseek": _DS, "deepseek_r1": _DS,
-            "mistral_v3": ["[INST]", "[/INST]"], "mistral_tekken": ["[INST]", "[/INST]"]}
+            "mistral_v3": ["[INST]", "[/INST]"], "mistral_tekken": ["[INST]", "[/INST]"],
+            "mistral_v7": ["[INST]", "[/INST]"], "deepseek_v3": _DS}
 # and the user-defined (added, not special) ones: DeepSeek R1's distills'
 USER_TOKENS = {"deepseek_r1": ["<think>", "</think>"]}
 

@@ -504,9 +504,10 @@ def rendered_ids(gc, path, kind, messages):
 
 
 SYSTEM_LAST = ("mistral_v3", "mistral_tekken")
+NO_SYSTEM = ("mistral", "mistral_v7")  # refused: v0.1 has none, v7's [SYSTEM_PROMPT] is not built
 INST = ("llama2", "mistral", "mistral_v3", "mistral_tekken")  # user and assistant in turn, or the template raises
 END_TEXT = {"llama3": "<|eot_id|>", "chatml": "<|im_end|>", "deepseek": "<｜end▁of▁sentence｜>",
-            "deepseek_r1": "<｜end▁of▁sentence｜>"}
+            "deepseek_r1": "<｜end▁of▁sentence｜>", "deepseek_v3": "<｜end▁of▁sentence｜>"}
 
 
 @pytest.mark.parametrize("kind", sorted(C.TEMPLATES))
@@ -521,8 +522,8 @@ def test_gguf_chat_templates_as_jinja_renders_them(gc, bundles, kind):
     Mistral has no system role."""
     path, toks = chat_gguf(gc, kind)
     bundle = bundles.get(path, "F32")
-    system = [] if kind == "mistral" else [{"role": "system", "content": "be brief"}]
-    args = [] if kind == "mistral" else ["--system", "be brief"]
+    system = [] if kind in NO_SYSTEM else [{"role": "system", "content": "be brief"}]
+    args = [] if kind in NO_SYSTEM else ["--system", "be brief"]
     r = gc("gcore-run", "-m", path, "-b", bundle, "--chat", *args, "-n", 3, *GREEDY, "--json",
            input=" hi cat\nthe end\n")
     assert r.rc == 0, r
@@ -539,7 +540,7 @@ def test_gguf_chat_templates_as_jinja_renders_them(gc, bundles, kind):
     end = toks.index(end_text)
     closed = [g1[-1]] if g1[-1] in (end, 2) else [g1[-1], end]
     assert p2 == closed + ids_of(gc, path, after), (p2, after)
-    if kind == "mistral":
+    if kind in NO_SYSTEM:
         r = gc("gcore-run", "-m", path, "-b", bundle, "--chat", "--system", "be brief", "-n", 2, *GREEDY, input="hi\n")
         assert_clean_error(r, "gcore-run", "the Mistral chat template has no system role")
 
@@ -575,12 +576,12 @@ def test_gguf_chat_templates_through_the_server(gc, bundles, kind):
     path, _ = chat_gguf(gc, kind)
     srv = Server(path, bundles.get(path, "F32"), "--parallel", 1)
     try:
-        system = [] if kind == "mistral" else [{"role": "system", "content": " be brief "}]
+        system = [] if kind in NO_SYSTEM else [{"role": "system", "content": " be brief "}]
         u, a = [{"role": "user", "content": " hi cat "}], [{"role": "assistant", "content": " A file. "}]
         u2 = [{"role": "user", "content": "the end"}]
         wide = [{"role": "user", "content": "\u3000\u00a0hi\u2009cat\x1f\u00a0"}]  # Python's strip() takes these
         convs = [system + u, system + u + a + u2, u + a + u2 + a + u, wide]
-        if kind in ("llama3", "chatml", "zephyr", "deepseek", "deepseek_r1"):
+        if kind in ("llama3", "chatml", "zephyr", "deepseek", "deepseek_r1", "deepseek_v3"):
             convs += [u + u2, u + a + a + u2]
         if kind.startswith("deepseek"):  # reasoning cut; <think> text (a user-defined token) in a message
             r = [{"role": "assistant", "content": "<think>\nso</think>\n\n</think> A file."}]
