@@ -1200,28 +1200,25 @@ void gc_api_reply_parts(const gc_api_t *a, const char *text, size_t n, int done,
  * logprobs, finish, ids. NULL on out-of-memory. */
 static json_object *choice_json(const gc_api_t *a, const gc_api_req_t *q, const gc_srv_req_t *r) {
   json_object *c = json_object_new_object(), *text;
+  const char *t = r->text.data ? r->text.data : "";
+  gc_api_parts_t p = {.end = r->text.len}; /* a chat's reasoning and answer */
+  if (q->chat) gc_api_reply_parts(a, t, r->text.len, 1, &p);
   gc_buf_t both = {0};
   gc_err_t e = {0};
   if (q->echo && (gc_buf_append(&both, r->echo ? r->echo : "", r->necho, &e) ||
-                  gc_buf_append(&both, r->text.data ? r->text.data : "", r->text.len, &e))) {
+                  gc_buf_append(&both, t, r->text.len, &e))) {
     json_object_put(c);
     return NULL;
   }
   if (q->echo) text = json_object_new_string_len(both.data ? both.data : "", (int)both.len);
-  else text = json_object_new_string_len(r->text.data ? r->text.data : "", (int)r->text.len);
+  else text = json_object_new_string_len(t + p.c0, (int)(p.end - p.c0));
   gc_buf_free(&both);
   json_object_object_add(c, "index", json_object_new_int(r->index));
   if (q->chat) {
     json_object *m = json_object_new_object();
-    const char *t = r->text.data ? r->text.data : "";
-    gc_api_parts_t p;
-    gc_api_reply_parts(a, t, r->text.len, 1, &p);
     json_object_object_add(m, "role", json_object_new_string("assistant"));
-    if (p.has_reasoning) {
-      json_object_put(text);
-      text = json_object_new_string_len(t + p.c0, (int)(p.end - p.c0));
+    if (p.has_reasoning)
       json_object_object_add(m, "reasoning_content", json_object_new_string_len(t + p.r0, (int)(p.r1 - p.r0)));
-    }
     json_object_object_add(m, "content", text);
     json_object_object_add(c, "message", m);
   } else {

@@ -74,6 +74,7 @@ struct gc_engine {
   int32_t *kept[BMAX];
   int nkept[BMAX], capkept[BMAX];
   int64_t used[BMAX];          /* when each slot's request ended (en->seq then): least recently used */
+  int cores;                   /* threads for the prompt's logprobs: the host's cores, 1 .. BMAX */
 };
 
 /* ---- requests ---------------------------------------------------------- */
@@ -455,6 +456,19 @@ static int sample(const gc_engine_t *en, gc_srv_req_t *r, float *logits, struct 
   return rc;
 }
 
+/* fn on each of the n items at items (size bytes apart) at once: a thread
+ * each but the first, which runs on the caller's, as does any whose
+ * thread did not start; returns when all are done. n <= BMAX. */
+static void on_threads(void *(*fn)(void *), void *items, size_t size, int n) {
+  pthread_t th[BMAX];
+  int started[BMAX] = {0};
+  for (int i = 1; i < n; i++) started[i] = !pthread_create(&th[i], NULL, fn, (char *)items + (size_t)i * size);
+  for (int i = 0; i < n; i++)
+    if (!started[i]) fn((char *)items + (size_t)i * size);
+  for (int i = 1; i < n; i++)
+    if (started[i]) pthread_join(th[i], NULL);
+}
+
 /* One row of a step drawn on its own thread (decode_step). */
 typedef struct row_draw {
   const gc_engine_t *en;
@@ -525,31 +539,19 @@ static void *prompt_rows(void *arg) {
   return NULL;
 }
 
-/* Threads the prompt's logprobs are found on: a vocabulary-long pass or
- * three a row (about 1 ms for 128k ids) over up to a prefill chunk's rows. */
-#define GC_SRV_LP_THREADS 16
-
 /* The logprobs of r's prompt ids at fed + 1 .. fed + rows from the chunk's
  * rows of logits lg[rows, vocab] (row j is the distribution of id fed + j + 1),
- * the rows shared among up to GC_SRV_LP_THREADS threads (as many as the
- * host has cores). Without r's lock: its readers wait for the first token
- * or the end, which come under the lock after the last chunk. */
+ * the rows shared among en->cores threads (a vocabulary-long pass or three
+ * a row: about 1 ms for 128k ids). Without r's lock: its readers wait for
+ * the first token or the end, which come under the lock after the last
+ * chunk. */
 static void prompt_logprobs(gc_engine_t *en, gc_srv_req_t *r, const float *lg, int rows) {
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  int nt = cores < 1 ? 1 : cores < GC_SRV_LP_THREADS ? (int)cores : GC_SRV_LP_THREADS;
-  if (nt > rows) nt = rows < 1 ? 1 : rows;
-  prompt_rows_t x[GC_SRV_LP_THREADS];
-  pthread_t th[GC_SRV_LP_THREADS];
-  int started[GC_SRV_LP_THREADS] = {0};
-  for (int i = 0; i < nt; i++) {
+  int nt = en->cores < rows ? en->cores : rows < 1 ? 1 : rows;
+  prompt_rows_t x[BMAX];
+  for (int i = 0; i < nt; i++)
     x[i] = (prompt_rows_t){.en = en, .r = r, .lg = lg, .j0 = (int)((int64_t)rows * i / nt),
                            .j1 = (int)((int64_t)rows * (i + 1) / nt)};
-    if (i) started[i] = !pthread_create(&th[i], NULL, prompt_rows, &x[i]);
-  }
-  for (int i = 0; i < nt; i++)
-    if (!started[i]) prompt_rows(&x[i]); /* the first, and any thread that did not start */
-  for (int i = 0; i < nt; i++)
-    if (started[i]) pthread_join(th[i], NULL);
+  on_threads(prompt_rows, x, sizeof *x, nt);
 }
 
 /* The next t tokens of r's prompt (every row's logits where r wants the
@@ -663,17 +665,10 @@ static void decode_step(gc_engine_t *en) {
    * then emitted in order */
   int vocab = en->w->cfg.vocab_size;
   row_draw_t d[BMAX];
-  pthread_t th[BMAX];
-  int started[BMAX] = {0};
-  for (int i = 0; !all_greedy && i < M; i++) {
+  for (int i = 0; !all_greedy && i < M; i++)
     d[i] = (row_draw_t){.en = en, .r = rows[i], .logits = en->logits + (size_t)i * vocab,
                         .saved = en->masked + (size_t)i * en->nmask};
-    if (i) started[i] = !pthread_create(&th[i], NULL, draw_row, &d[i]);
-  }
-  for (int i = 0; !all_greedy && i < M; i++)
-    if (!started[i]) draw_row(&d[i]); /* the first, and any thread that did not start */
-  for (int i = 0; !all_greedy && i < M; i++)
-    if (started[i]) pthread_join(th[i], NULL);
+  if (!all_greedy) on_threads(draw_row, d, sizeof *d, M);
   for (int i = 0; i < M; i++) {
     if (!all_greedy && d[i].rc) {
       fail_rows(en, &rows[i], 1, d[i].e.msg);
@@ -824,6 +819,8 @@ int gc_engine_start(const gc_engine_opts_t *o, const gc_llama_weights_t *w, cons
   en->o = *o;
   en->w = w;
   en->tok = tok;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  en->cores = cores < 1 ? 1 : cores < BMAX ? (int)cores : BMAX;
   const char *delay = getenv("GCORE_SERVE_STEP_DELAY_MS");
   int64_t ms;
   if (delay && !gc_parse_i64(delay, &ms) && ms > 0 && ms <= 10000) en->step_delay_ms = (long)ms;

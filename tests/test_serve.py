@@ -404,6 +404,16 @@ def ref_logprobs(model, ids):
     return lp, 2e-4 * np.abs(lg).max(axis=1) + 1e-5
 
 
+def assert_model_answer(model, prompt, c):
+    """Choice c's greedy tokens after prompt are the model's: each token's
+    log-probability (completion logprobs) within the fp64 reference's
+    tolerance, and within it of its row's largest."""
+    lp, tol = ref_logprobs(model, prompt + c["token_ids"])
+    for j, (i, x) in enumerate(zip(c["token_ids"], c["logprobs"]["token_logprobs"])):
+        row, t = lp[len(prompt) + j - 1], tol[len(prompt) + j - 1]
+        assert abs(x - row[i]) <= t and row[i] >= row.max() - t, (j, x, row[i], row.max())
+
+
 def assert_top(got, ref_row, tol, what):
     """got: the reported top log-probabilities, most likely first; they are
     the reference's top len(got) values (each within tol), in order."""
@@ -536,10 +546,7 @@ def test_prompt_cache(tiny):
         p3 = p1 + a["token_ids"] + [7, 8]
         c, cached = post(s, p3)
         assert cached == len(p1) + 5, cached  # a's prompt and the 5 tokens it fed back (not its last)
-        lp, tol = ref_logprobs(model, p3 + c["token_ids"])
-        for j, (i, x) in enumerate(zip(c["token_ids"], c["logprobs"]["token_logprobs"])):
-            row, t = lp[len(p3) + j - 1], tol[len(p3) + j - 1]
-            assert abs(x - row[i]) <= t and row[i] >= row.max() - t, (j, x, row[i], row.max())
+        assert_model_answer(model, p3, c)
         _, cached = post(s, p2 + [9])  # b's slot, though c's holds more
         assert cached == len(p2), cached
         _, cached = post(s, p3, cache_prompt=False)
@@ -576,24 +583,18 @@ def test_prompt_shared_between_slots(tiny):
     body = {"model": MODEL, "max_tokens": 4, "temperature": 0, "ignore_eos": True, "return_token_ids": True,
             "logprobs": 1}
 
-    def model_answer(prompt, c):
-        lp, tol = ref_logprobs(model, prompt + c["token_ids"])
-        for j, (i, x) in enumerate(zip(c["token_ids"], c["logprobs"]["token_logprobs"])):
-            row, t = lp[len(prompt) + j - 1], tol[len(prompt) + j - 1]
-            assert abs(x - row[i]) <= t and row[i] >= row.max() - t, (j, x, row[i], row.max())
-
     s = Server(model, bundle, "--parallel", 4, "--prefill-chunk", 16, "-v")
     try:
         status, _, text = s.post("/v1/completions", dict(body, prompt=p1, n=3))
         assert status == 200, text
         r = json.loads(text)
         for c in r["choices"]:
-            model_answer(p1, c)
+            assert_model_answer(model, p1, c)
         assert r["usage"]["prompt_tokens_details"]["cached_tokens"] == 0  # the first choice's, as usage counts
         status, _, text = s.post("/v1/completions", dict(body, prompt=p2))
         assert status == 200, text
         r = json.loads(text)
-        model_answer(p2, r["choices"][0])
+        assert_model_answer(model, p2, r["choices"][0])
         assert r["usage"]["prompt_tokens_details"]["cached_tokens"] == len(system)
     finally:
         check_clean_exit(s)

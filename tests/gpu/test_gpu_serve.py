@@ -86,6 +86,16 @@ def test_concurrent_requests_match_gcore_run(gc, dtype):
     print(f"{dtype}: {covered} of {len(prompts) * N} tokens equal to gcore-run's before any near tie")
 
 
+def ref_log_softmax(w, cfg, ids):
+    """The fp64 reference's log-softmax of ids' logits (row k: the
+    distribution of ids[k + 1]) and each row's tolerance: test_gpu_gguf's
+    2^-7 of the row's largest logit, twice for the log-sum-exp."""
+    import llama_ref as R
+    lg = R.forward(w, cfg, ids)
+    m = lg.max(axis=1, keepdims=True)
+    return lg - (m + np.log(np.exp(lg - m).sum(axis=1, keepdims=True))), 2 * 2.0 ** -7 * np.abs(lg).max(axis=1)
+
+
 def test_logprobs_and_echo_on_the_gpu(gc):
     """/v1/completions with "echo": true and "logprobs": 5 on the GPU, an
     fp16 model of odd dimensions, prompts crossing prefill chunks of 64
@@ -101,13 +111,7 @@ def test_logprobs_and_echo_on_the_gpu(gc):
     r = gc("gcore-gen", "--model", model, "--target", TARGETS, "-o", "b.gcb")
     assert r.rc == 0, r
     w, cfg = R.load(model)
-
-    def reference(ids):
-        """The fp64 log-softmax of ids' logits (row k: the distribution of
-        ids[k + 1]), and each row's tolerance."""
-        lg = R.forward(w, cfg, ids)
-        m = lg.max(axis=1, keepdims=True)
-        return lg - (m + np.log(np.exp(lg - m).sum(axis=1, keepdims=True))), 2 * 2.0 ** -7 * np.abs(lg).max(axis=1)
+    reference = lambda ids: ref_log_softmax(w, cfg, ids)  # noqa: E731
 
     srv = Server(model, str(gc.dir / "b.gcb"), "--backend", BACKEND, "--parallel", 4, "--ctx", 1024,
                  "--prefill-chunk", 64)
@@ -176,11 +180,7 @@ def test_prompt_cache_and_shared_prefixes_on_the_gpu(gc):
         return json.loads(text)
 
     def check(prompt, c):
-        ids = prompt + c["token_ids"]
-        lg = R.forward(w, cfg, ids)
-        m = lg.max(axis=1, keepdims=True)
-        lp = lg - (m + np.log(np.exp(lg - m).sum(axis=1, keepdims=True)))
-        tol = 2 * 2.0 ** -7 * np.abs(lg).max(axis=1)
+        lp, tol = ref_log_softmax(w, cfg, prompt + c["token_ids"])
         for j, (i, x) in enumerate(zip(c["token_ids"], c["logprobs"]["token_logprobs"])):
             k = len(prompt) + j - 1
             assert abs(x - lp[k, i]) <= tol[k] and lp[k, i] >= lp[k].max() - tol[k], (j, x, lp[k, i], lp[k].max())
