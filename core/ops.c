@@ -505,10 +505,11 @@ static int ref_norm_gemm(const gc_problem_t *p, const gc_op_scalars_t *sc, void 
   return rc;
 }
 
-/* x + y: one rounding of the sum (two for a narrow output dtype). */
-static void ref_add(const gc_problem_t *p, void **h, double *ref, double *tol) {
+/* x + y: one rounding of the sum (two for a narrow output dtype). With
+ * bias, y is row-broadcast: element (i, j) adds Y[j] (Y is [1, N]). */
+static void ref_add(const gc_problem_t *p, void **h, double *ref, double *tol, int bias) {
   for (int64_t i = 0; i < p->m * p->n; i++) {
-    double x = gc_load_elem(h[0], p->ta, i), y = gc_load_elem(h[1], p->tb, i);
+    double x = gc_load_elem(h[0], p->ta, i), y = gc_load_elem(h[1], p->tb, bias ? i % p->n : i);
     ref[i] = x + y;
     tol[i] = ulp_rel(p->tc) * fabs(x + y) + 0x1p-24 * (fabs(x) + fabs(y)) + ulp_abs(p->tc);
   }
@@ -773,7 +774,13 @@ static int r_rmsnorm(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
 static int r_add(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
                  double **tol, gc_err_t *e) {
   (void)sc, (void)e;
-  ref_add(p, h, ref[2], tol[2]);
+  ref_add(p, h, ref[2], tol[2], 0);
+  return GC_OK;
+}
+static int r_bias(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                  double **tol, gc_err_t *e) {
+  (void)sc, (void)e;
+  ref_add(p, h, ref[2], tol[2], 1);
   return GC_OK;
 }
 static int r_concat(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
@@ -1028,6 +1035,10 @@ static const gc_op_t ops[] = {
      {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("Y", 'B', "M", "N", IN, GC_FILL_UNIT),
       BUF("Z", 'C', "M", "N", OUT, 0)},
      "MN", 0, r_add, f_rows, 0, NULL},
+    {"bias", "mn", "Z[M,N] = X + b[N] on every row (a projection's bias: Qwen2's q, k, v)", 1, 0, 3,
+     {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("b", 'B', "1", "N", IN, GC_FILL_UNIT),
+      BUF("Z", 'C', "M", "N", OUT, 0)},
+     "MN", 0, r_bias, f_rows, 0, NULL},
     {"concat", "mnk", "Z[M,N] = [X[M,K] | Y[M,N-K]], rows joined (a split QKV's parts)", 1, 0, 3,
      {BUF("X", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("Y", 'A', "M", "N-K", IN, GC_FILL_UNIT),
       BUF("Z", 'C', "M", "N", OUT, 0)},

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tok_impl.h"
@@ -125,6 +126,37 @@ static int quoted(const char *tpl, const char *m, int q) {
   return strstr(tpl, a) || strstr(tpl, b);
 }
 
+/* The system message a ChatML template writes when the conversation has
+ * none: the text of the first string literal of tpl that reads
+ * '<|im_start|>system\nTEXT<|im_end|>...' with TEXT not empty (Qwen2.5's
+ * '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. ...'; the
+ * literal that joins messages[0]['content'] ends after "system\n"),
+ * unescaped as Jinja reads string literals; NULL where there is none (or
+ * no memory). */
+static char *chatml_default_system(const char *tpl) {
+  static const char open[] = "<|im_start|>system\\n", end[] = "<|im_end|>";
+  for (const char *p = tpl; (p = strstr(p, open)); p++) {
+    char q = p > tpl ? p[-1] : 0;
+    if (q != '\'' && q != '"') continue;
+    const char *a = p + strlen(open), *z = a;
+    while (*z && *z != q && strncmp(z, end, strlen(end))) z += *z == '\\' && z[1] ? 2 : 1;
+    if (z == a || strncmp(z, end, strlen(end))) continue; /* empty, or the literal ends first */
+    char *out = malloc((size_t)(z - a) + 1), *o = out;
+    if (!out) return NULL;
+    for (const char *s = a; s < z; s++) {
+      if (*s != '\\' || s + 1 >= z) {
+        *o++ = *s;
+        continue;
+      }
+      s++;
+      *o++ = *s == 'n' ? '\n' : *s == 't' ? '\t' : *s == 'r' ? '\r' : *s; /* \\ \' \" and the rest: the character */
+    }
+    *o = 0;
+    return out;
+  }
+  return NULL;
+}
+
 void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k) {
   memset(c, 0, sizeof *c);
   c->t = t;
@@ -139,9 +171,14 @@ void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k) {
   c->reply_pre = k == GC_CHAT_LLAMA2 || k == GC_CHAT_MISTRAL_V3 ||
                  (tpl && (strstr(tpl, "' ' + message['content']") || strstr(tpl, "\" \" + message[\"content\"]")));
   c->cut_think = k == GC_CHAT_DEEPSEEK_THINK || (tpl && strstr(tpl, "split('</think>')"));
+  c->dflt_system = k == GC_CHAT_CHATML && tpl ? chatml_default_system(tpl) : NULL;
 }
 
-void gc_chat_free(gc_chat_t *c) { gc_buf_free(&c->text); }
+void gc_chat_free(gc_chat_t *c) {
+  gc_buf_free(&c->text);
+  free(c->dflt_system);
+  c->dflt_system = NULL;
+}
 
 int gc_chat_flush(gc_chat_t *c, gc_tok_ids_t *out, gc_err_t *e) {
   int rc = c->text.len ? gc_tok_encode(c->t, c->text.data, c->text.len, 0, out, e) : GC_OK;
@@ -238,6 +275,7 @@ int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_
     return gc_err_set(e, GC_EINVAL, "the %s chat template takes user and assistant messages in turn (two user "
                       "messages in a row)", inst_name(c->k));
   int first = c->n_msgs == 0, rc = GC_OK;
+  if (first && !system) system = c->dflt_system;
   int bos = t->bos >= 0 && (c->k == GC_CHAT_LLAMA2 || (first && (c->k == GC_CHAT_LLAMA3 || is_inst(c->k) ||
                                                                   is_deepseek(c->k) || gc_tok_add_bos(t))));
   if (bos) rc = put_id(c, t->bos, out, e);
@@ -276,7 +314,9 @@ int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_
   if (is_deepseek(c->k)) {
     rc = deepseek_reply(c, text, out, e);
   } else if (!is_inst(c->k)) {
-    rc = header_msg(c, "assistant", text, out, e);
+    rc = GC_OK;
+    if (!c->n_msgs && c->dflt_system && !(rc = header_msg(c, "system", c->dflt_system, out, e))) c->n_msgs++;
+    if (!rc) rc = header_msg(c, "assistant", text, out, e);
   } else if (!text) {
     rc = GC_OK;
   } else { /* Llama 2: ' ' + text.strip() + ' ' + eos; Mistral v3: ' ' + text.strip() + eos; Mistral, Tekken:

@@ -62,8 +62,13 @@ typedef struct gc_chat {
   int inst_pre, inst_post; /* [INST] templates: a space after "[INST]", before "[/INST]" */
   int reply_pre;           /* [INST] templates: a space before a reply (' ' + message['content']) */
   int cut_think;           /* DeepSeek: an earlier reply cut after its last "</think>" */
+  char *dflt_system;       /* ChatML: the system message the template writes when a
+                              conversation has none (Qwen2's, Qwen2.5's), or NULL */
 } gc_chat_t;
 
+/* c for template k over t's vocabulary, with what gc_chat_t reads from
+ * t's chat template. Can't fail: a default system message that cannot be
+ * copied (out of memory) is left out. */
 void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k);
 void gc_chat_free(gc_chat_t *c);
 
@@ -76,7 +81,8 @@ int gc_chat_system_last(gc_chat_kind_t k);
 
 /* A user message; system (non-NULL, first message only, or any with
  * gc_chat_system_last) goes before it as the template puts it (DeepSeek:
- * as given, right after BOS). The text is trimmed where the template trims
+ * as given, right after BOS). A ChatML template's own system message
+ * (dflt_system) goes first where a conversation's first message has none. The text is trimmed where the template trims
  * it (Llama 2, Llama 3), kept as given elsewhere; [INST] and [/INST] by id
  * where the vocabulary has them as control tokens (Mistral v3), else as
  * text, with the spaces around the text each [INST] template writes. BOS:

@@ -4,6 +4,7 @@
  * H/G query/kv heads of hd each):
  *   xn  = rmsnorm(x, attn_norm)            [t, D]
  *   qkv = xn · Wqkvᵀ                        [t, (H+2G)·hd]   (wq|wk|wv concatenated)
+ *   qkv += bq|bk|bv                         (on every row; Qwen2's biases, cfg.qkv_bias)
  *   q, cache[pos..] = rope_kv(qkv)          [t, H·hd]        (a decode step: in the GEMV's epilogue)
  *   a   = attention(q, cache)               [t, H·hd]        (causal, GQA)
  *   x  += a · Woᵀ                           [t, D]           (gemm_add: the residual add in the epilogue)
@@ -63,6 +64,7 @@
 typedef struct layer_dev {
   gc_dptr_t attn_norm, wqkv, wo, ffn_norm, w13, w2; /* weights on the device */
   gc_dptr_t wv;                                     /* a split QKV's V (recipe.h; wqkv: wq|wk), else 0 */
+  gc_dptr_t bqkv;                                   /* bq|bk|bv [(H+2G)·hd] (cfg.qkv_bias), else 0 */
   gc_dptr_t kc, vc;                                 /* [slots, ctx, G·hd] each */
 } layer_dev_t;
 
@@ -151,10 +153,12 @@ static int stack(gc_llama_t *m, const gc_weight_t *const *ws, int n, gc_dptr_t *
  * stacked, wv on its own). */
 static int place_layer(gc_llama_t *m, int l, const gc_llama_layer_weights_t *lw, layer_dev_t *ld,
                        gc_err_t *e) {
-  const gc_weight_t *qkv[3] = {&lw->wq, &lw->wk, &lw->wv}, *w13[2] = {&lw->w1, &lw->w3};
+  const gc_weight_t *qkv[3] = {&lw->wq, &lw->wk, &lw->wv}, *w13[2] = {&lw->w1, &lw->w3},
+                    *bqkv[3] = {&lw->bq, &lw->bk, &lw->bv};
   const int split = m->dt.layer[l].split;
   size_t cache = m->slot_bytes * (size_t)m->slots;
   if (split && place(m, &lw->wv, &ld->wv, e)) return e->code;
+  if (m->cfg.qkv_bias && stack(m, bqkv, 3, &ld->bqkv, e)) return e->code;
   if (place(m, &lw->attn_norm, &ld->attn_norm, e) || stack(m, qkv, 3 - split, &ld->wqkv, e) ||
       place(m, &lw->wo, &ld->wo, e) || place(m, &lw->ffn_norm, &ld->ffn_norm, e) ||
       stack(m, w13, 2, &ld->w13, e) || place(m, &lw->w2, &ld->w2, e) ||
@@ -599,13 +603,14 @@ static int qkv_split(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t
 /* The QKV projection (weights wqkv) and the RoPE/KV write of a layer: one launch of
  * rmsnorm_gemm_rope_kv where the steps fold them (s->qkv_rope) and the
  * bundle has a kernel for it; else the projection (rmsnorm_gemm, or
- * rmsnorm then gemm) and rope. A bundle built before the fused op has
- * none: the first miss turns it off for the model. */
+ * rmsnorm then gemm), the biases added in place (s->bias, a model with
+ * them) and rope. A bundle built before the fused op has none: the first
+ * miss turns it off for the model. */
 static int qkv_rope(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L, gc_dptr_t wqkv,
                     gc_dptr_t kc, gc_dptr_t vc, gc_dptr_t where, const gc_op_scalars_t *sc, gc_err_t *e) {
   const gc_dptr_t norm1[] = {m->x, L->attn_norm, m->xn}, qkv[] = {m->xn, wqkv, m->qkv},
                   fqkv[] = {m->x, wqkv, m->qkv, L->attn_norm},
-                  rope[] = {m->qkv, m->q, kc, vc, m->inv_freq, where},
+                  rope[] = {m->qkv, m->q, kc, vc, m->inv_freq, where}, bias[] = {m->qkv, L->bqkv, m->qkv},
                   both[] = {m->x, wqkv, m->q, L->attn_norm, kc, vc, m->inv_freq, where};
   if (s->qkv_rope && !m->no_qkv_rope) {
     const gc_rt_kernel_t *k;
@@ -620,6 +625,7 @@ static int qkv_rope(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t 
       : s->fused     ? run(m, &q, sc, fqkv, e)
                      : run(m, &s->norm, sc, norm1, e) || run(m, &q, sc, qkv, e))
     return e->code;
+  if (s->bias.op[0] && run(m, &s->bias, sc, bias, e)) return e->code;
   return run(m, &s->rope, sc, rope, e);
 }
 

@@ -97,13 +97,25 @@ static int cfg_unsupported(gc_err_t *e, const char *what, const char *fmt_detail
   return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %s", what, detail);
 }
 
-static int cfg_model_kind(struct json_object *o, const char *what, gc_err_t *e) {
+/* The Hugging Face model types gcore runs: llama, and qwen2 (the llama
+ * layer with biases on q_proj, k_proj and v_proj). */
+static const struct { const char *type, *arch; int qkv_bias; } cfg_kinds[] = {
+    {"llama", "LlamaForCausalLM", 0},
+    {"qwen2", "Qwen2ForCausalLM", 1},
+};
+
+/* model_type one of cfg_kinds (*kind its index), architectures only its
+ * class. */
+static int cfg_model_kind(struct json_object *o, int *kind, const char *what, gc_err_t *e) {
   const char *mt;
   int rc = cfg_str(o, "model_type", &mt, what, e);
   if (rc) return rc;
-  if (!mt) return gc_err_set(e, GC_ECORRUPT, "%s: missing 'model_type' (expected \"llama\")", what);
-  if (strcmp(mt, "llama") != 0)
-    return cfg_unsupported(e, what, "model_type %s (gcore supports llama)", mt);
+  if (!mt) return gc_err_set(e, GC_ECORRUPT, "%s: missing 'model_type' (expected \"llama\" or \"qwen2\")", what);
+  *kind = -1;
+  for (int i = 0; i < (int)GC_ARRAY_LEN(cfg_kinds); i++)
+    if (!strcmp(mt, cfg_kinds[i].type)) *kind = i;
+  if (*kind < 0) return cfg_unsupported(e, what, "model_type %s (gcore supports llama and qwen2)", mt);
+  const char *cls = cfg_kinds[*kind].arch;
   struct json_object *ar = cfg_get(o, "architectures");
   if (!ar) return GC_OK;
   if (!json_object_is_type(ar, json_type_array))
@@ -112,15 +124,19 @@ static int cfg_model_kind(struct json_object *o, const char *what, gc_err_t *e) 
     struct json_object *a = json_object_array_get_idx(ar, i);
     if (!a || !json_object_is_type(a, json_type_string))
       return gc_err_set(e, GC_ECORRUPT, "%s: architectures[%zu] is not a string", what, i);
-    if (strcmp(json_object_get_string(a), "LlamaForCausalLM") != 0)
-      return cfg_unsupported(e, what, "architectures %s (gcore supports LlamaForCausalLM)",
-                             json_object_get_string(a));
+    if (strcmp(json_object_get_string(a), cls) != 0) {
+      char fmt[96];
+      snprintf(fmt, sizeof fmt, "architectures %%s (gcore supports %s for model_type %s)", cls, mt);
+      return cfg_unsupported(e, what, fmt, json_object_get_string(a));
+    }
   }
   return GC_OK;
 }
 
-/* Flags and options of the HF Llama family that change the math. */
-static int cfg_refuse_features(struct json_object *o, const char *what, gc_err_t *e) {
+/* Flags and options of the HF Llama family that change the math. Qwen2's
+ * sliding_window and max_window_layers mean nothing unless
+ * use_sliding_window is true (refused). */
+static int cfg_refuse_features(struct json_object *o, int kind, const char *what, gc_err_t *e) {
   const char *act;
   int rc = cfg_str(o, "hidden_act", &act, what, e);
   if (rc) return rc;
@@ -137,7 +153,7 @@ static int cfg_refuse_features(struct json_object *o, const char *what, gc_err_t
   rc = cfg_int(o, "pretraining_tp", 0, 1, &tp, what, e);
   if (rc) return rc;
   if (tp > 1) return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: pretraining_tp %d (gcore supports 1)", what, tp);
-  if (cfg_get(o, "sliding_window"))
+  if (!cfg_kinds[kind].qkv_bias && cfg_get(o, "sliding_window"))
     return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: sliding_window (gcore attends "
                       "to the whole context)", what);
   if (cfg_get(o, "quantization_config"))
@@ -294,13 +310,14 @@ int gc_llama_config_parse_hf(const char *text, size_t n, const char *what,
                       : jerr == json_tokener_continue ? "unexpected end"
                                                       : json_tokener_error_desc(jerr));
   }
-  int rc;
-  if (!(rc = cfg_model_kind(o, what, e)) && !(rc = cfg_refuse_features(o, what, e)) &&
+  int rc, kind = 0;
+  if (!(rc = cfg_model_kind(o, &kind, what, e)) && !(rc = cfg_refuse_features(o, kind, what, e)) &&
       !(rc = cfg_dims(o, c, what, e)) && !(rc = cfg_rope(o, c, what, e)) && !(rc = cfg_token_ids(o, c, what, e)))
     rc = cfg_dtype(o, c, what, e);
   json_object_put(o);
   if (rc) return rc;
   c->rope_layout = GC_ROPE_HALVES;
+  c->qkv_bias = cfg_kinds[kind].qkv_bias;
   c->weight_dtype = c->dtype;
   if (gc_llama_config_check(c, e) != GC_OK) { /* from a file: corrupt */
     if (e) {
@@ -443,10 +460,11 @@ void gc_llama_config_describe(const gc_llama_config_t *c, char *buf, size_t n) {
              (double)c->rope_factors[c->n_rope_factors - 1]);
   snprintf(buf, n,
            "llama: dim %d, ffn %d, layers %d, heads %d (kv %d, head_dim %d), vocab %d, max_seq %d, "
-           "eps %g, rope theta %g%s %s, %s classifier, %s",
+           "eps %g, rope theta %g%s %s, %s classifier, %s%s",
            c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->vocab_size, c->max_seq,
            c->rms_norm_eps, c->rope_theta, rs, c->rope_layout == GC_ROPE_PAIRS ? "pairs" : "halves",
-           c->tie_word_embeddings ? "tied" : "separate", gc_st_dtype_name(c->weight_dtype));
+           c->tie_word_embeddings ? "tied" : "separate", gc_st_dtype_name(c->weight_dtype),
+           c->qkv_bias ? ", q/k/v biases" : "");
 }
 
 /* ----------------------------------------------------------------- GGUF */
@@ -461,7 +479,7 @@ static int gg_int(const gc_gguf_t *g, const char *key, int required, int def, in
     return GC_OK;
   }
   if (rc == GC_ENOTFOUND)
-    return gc_err_set(e, GC_ECORRUPT, "%s: no '%s' (a llama GGUF file has it)", gc_gguf_path(g), key);
+    return gc_err_set(e, GC_ECORRUPT, "%s: no '%s' (gcore needs it)", gc_gguf_path(g), key);
   if (rc) return rc;
   if (v < lo || v > hi)
     return gc_err_set(e, GC_ECORRUPT, "%s: '%s' = %lld is outside %d..%d", gc_gguf_path(g), key, (long long)v, lo, hi);
@@ -476,27 +494,49 @@ static int gg_num(const gc_gguf_t *g, const char *key, int required, double def,
     return GC_OK;
   }
   if (rc == GC_ENOTFOUND)
-    return gc_err_set(e, GC_ECORRUPT, "%s: no '%s' (a llama GGUF file has it)", gc_gguf_path(g), key);
+    return gc_err_set(e, GC_ECORRUPT, "%s: no '%s' (gcore needs it)", gc_gguf_path(g), key);
   if (!rc && !isfinite(*out)) return gc_err_set(e, GC_ECORRUPT, "%s: '%s' is not finite", gc_gguf_path(g), key);
   return rc;
 }
 
 static int gg_str_is(gc_gguf_str_t s, const char *lit) { return s.n == strlen(lit) && !memcmp(s.p, lit, s.n); }
 
-/* general.architecture must be llama; what llama.cpp's llama models may
- * declare that gcore does not run is refused by name. */
-static int gg_refuse(const gc_gguf_t *g, gc_err_t *e) {
+/* The GGUF architectures gcore runs: llama, and qwen2 (llama.cpp's
+ * LLM_ARCH_QWEN2: the llama layer with biases on q, k and v, Q and K not
+ * permuted, so RoPE rotates halves as NEOX does). Every model key is
+ * written under the architecture's name ("qwen2.block_count"). */
+static const struct { const char *name; int qkv_bias; gc_rope_layout_t layout; } gg_archs[] = {
+    {"llama", 0, GC_ROPE_PAIRS},
+    {"qwen2", 1, GC_ROPE_HALVES},
+};
+
+#define GG_KEY 96
+
+/* "ARCH.suffix" into buf[GG_KEY]. */
+static const char *gg_key(char *buf, const char *arch, const char *suffix) {
+  snprintf(buf, GG_KEY, "%s.%s", arch, suffix);
+  return buf;
+}
+
+/* general.architecture must be one of gg_archs (*arch its index); what
+ * llama.cpp's models may declare that gcore does not run is refused by
+ * name. */
+static int gg_refuse(const gc_gguf_t *g, int *arch, gc_err_t *e) {
   const char *p = gc_gguf_path(g);
   gc_gguf_str_t s;
+  char k[GG_KEY];
   int rc = gc_gguf_get_str(g, "general.architecture", &s, e), n;
   if (rc == GC_ENOTFOUND) return gc_err_set(e, GC_ECORRUPT, "%s: no 'general.architecture'", p);
   if (rc) return rc;
-  if (!gg_str_is(s, "llama"))
-    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported model: general.architecture %s (gcore runs llama)", p,
-                      gc_quote(s.p, (size_t)s.n, (char[GC_QUOTE_BUF]){0}, GC_QUOTE_BUF));
-  if ((rc = gg_int(g, "llama.expert_count", 0, 0, 0, INT_MAX, &n, e))) return rc;
+  *arch = -1;
+  for (int i = 0; i < (int)GC_ARRAY_LEN(gg_archs); i++)
+    if (gg_str_is(s, gg_archs[i].name)) *arch = i;
+  if (*arch < 0)
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported model: general.architecture %s (gcore runs llama and "
+                      "qwen2)", p, gc_quote(s.p, (size_t)s.n, (char[GC_QUOTE_BUF]){0}, GC_QUOTE_BUF));
+  if ((rc = gg_int(g, gg_key(k, gg_archs[*arch].name, "expert_count"), 0, 0, 0, INT_MAX, &n, e))) return rc;
   if (n > 0)
-    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported model: llama.expert_count %d (mixture of experts)", p, n);
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported model: %s %d (mixture of experts)", p, k, n);
   return GC_OK;
 }
 
@@ -504,19 +544,20 @@ static int gg_refuse(const gc_gguf_t *g, gc_err_t *e) {
  * rope.scaling.factor), a factor with no type (linear to llama.cpp; 0 and
  * 1: none), or the older rope.scale_linear (the same factor). Linear
  * scaling on top of rope_freqs.weight factors is refused. */
-static int gg_rope(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e) {
+static int gg_rope(const gc_gguf_t *g, const char *a, gc_llama_config_t *c, gc_err_t *e) {
   const char *p = gc_gguf_path(g);
   gc_gguf_str_t s;
-  int rc = gc_gguf_get_str(g, "llama.rope.scaling.type", &s, e), typed = !rc;
+  char k[GG_KEY];
+  int rc = gc_gguf_get_str(g, gg_key(k, a, "rope.scaling.type"), &s, e), typed = !rc;
   if (rc && rc != GC_ENOTFOUND) return rc;
   if (typed && !gg_str_is(s, "none") && !gg_str_is(s, "linear"))
     return gc_err_set(e, GC_EUNSUPPORTED,
-                      "%s: unsupported config: llama.rope.scaling.type %s (gcore supports none, linear, and llama3 "
-                      "scaling as rope_freqs.weight)", p, gc_quote(s.p, (size_t)s.n, (char[GC_QUOTE_BUF]){0},
+                      "%s: unsupported config: %s.rope.scaling.type %s (gcore supports none, linear, and llama3 "
+                      "scaling as rope_freqs.weight)", p, a, gc_quote(s.p, (size_t)s.n, (char[GC_QUOTE_BUF]){0},
                                                                    GC_QUOTE_BUF));
   double lin, factor;
-  if ((rc = gg_num(g, "llama.rope.scale_linear", 0, 1.0, &lin, e)) ||
-      (rc = gg_num(g, "llama.rope.scaling.factor", 0, lin, &factor, e)))
+  if ((rc = gg_num(g, gg_key(k, a, "rope.scale_linear"), 0, 1.0, &lin, e)) ||
+      (rc = gg_num(g, gg_key(k, a, "rope.scaling.factor"), 0, lin, &factor, e)))
     return rc;
   int linear = (!typed || gg_str_is(s, "linear")) && factor != 1.0 && factor != 0.0; /* 0: none, as llama.cpp */
   if (!linear) return GC_OK;
@@ -528,24 +569,25 @@ static int gg_rope(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e) {
   return GC_OK;
 }
 
-static int gg_dims(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e) {
+static int gg_dims(const gc_gguf_t *g, const char *a, gc_llama_config_t *c, gc_err_t *e) {
   const char *p = gc_gguf_path(g);
+  char k[GG_KEY];
   int rc, kl, vl, rot;
-  if ((rc = gg_int(g, "llama.embedding_length", 1, 0, 1, GC_LLAMA_MAX_DIM, &c->dim, e)) ||
-      (rc = gg_int(g, "llama.feed_forward_length", 1, 0, 1, GC_LLAMA_MAX_HIDDEN, &c->hidden_dim, e)) ||
-      (rc = gg_int(g, "llama.block_count", 1, 0, 1, GC_LLAMA_MAX_LAYERS, &c->n_layers, e)) ||
-      (rc = gg_int(g, "llama.attention.head_count", 1, 0, 1, GC_LLAMA_MAX_HEADS, &c->n_heads, e)) ||
-      (rc = gg_int(g, "llama.attention.head_count_kv", 0, c->n_heads, 1, GC_LLAMA_MAX_HEADS, &c->n_kv_heads, e)) ||
-      (rc = gg_int(g, "llama.context_length", 1, 0, 1, GC_LLAMA_MAX_SEQ, &c->max_seq, e)) ||
-      (rc = gg_num(g, "llama.attention.layer_norm_rms_epsilon", 1, 0, &c->rms_norm_eps, e)) ||
-      (rc = gg_num(g, "llama.rope.freq_base", 0, 10000.0, &c->rope_theta, e)))
+  if ((rc = gg_int(g, gg_key(k, a, "embedding_length"), 1, 0, 1, GC_LLAMA_MAX_DIM, &c->dim, e)) ||
+      (rc = gg_int(g, gg_key(k, a, "feed_forward_length"), 1, 0, 1, GC_LLAMA_MAX_HIDDEN, &c->hidden_dim, e)) ||
+      (rc = gg_int(g, gg_key(k, a, "block_count"), 1, 0, 1, GC_LLAMA_MAX_LAYERS, &c->n_layers, e)) ||
+      (rc = gg_int(g, gg_key(k, a, "attention.head_count"), 1, 0, 1, GC_LLAMA_MAX_HEADS, &c->n_heads, e)) ||
+      (rc = gg_int(g, gg_key(k, a, "attention.head_count_kv"), 0, c->n_heads, 1, GC_LLAMA_MAX_HEADS, &c->n_kv_heads, e)) ||
+      (rc = gg_int(g, gg_key(k, a, "context_length"), 1, 0, 1, GC_LLAMA_MAX_SEQ, &c->max_seq, e)) ||
+      (rc = gg_num(g, gg_key(k, a, "attention.layer_norm_rms_epsilon"), 1, 0, &c->rms_norm_eps, e)) ||
+      (rc = gg_num(g, gg_key(k, a, "rope.freq_base"), 0, 10000.0, &c->rope_theta, e)))
     return rc;
-  if (c->dim % c->n_heads && !gc_gguf_find(g, "llama.attention.key_length"))
+  if (c->dim % c->n_heads && !gc_gguf_find(g, gg_key(k, a, "attention.key_length")))
     return gc_err_set(e, GC_ECORRUPT, "%s: embedding_length %d is not divisible by head_count %d (and no key_length)",
                       p, c->dim, c->n_heads);
-  if ((rc = gg_int(g, "llama.attention.key_length", 0, c->dim / c->n_heads, 1, GC_LLAMA_MAX_HEAD_DIM, &kl, e)) ||
-      (rc = gg_int(g, "llama.attention.value_length", 0, kl, 1, GC_LLAMA_MAX_HEAD_DIM, &vl, e)) ||
-      (rc = gg_int(g, "llama.rope.dimension_count", 0, kl, 0, GC_LLAMA_MAX_HEAD_DIM, &rot, e)))
+  if ((rc = gg_int(g, gg_key(k, a, "attention.key_length"), 0, c->dim / c->n_heads, 1, GC_LLAMA_MAX_HEAD_DIM, &kl, e)) ||
+      (rc = gg_int(g, gg_key(k, a, "attention.value_length"), 0, kl, 1, GC_LLAMA_MAX_HEAD_DIM, &vl, e)) ||
+      (rc = gg_int(g, gg_key(k, a, "rope.dimension_count"), 0, kl, 0, GC_LLAMA_MAX_HEAD_DIM, &rot, e)))
     return rc;
   c->head_dim = kl;
   if (vl != kl)
@@ -553,14 +595,15 @@ static int gg_dims(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e) {
                       p, vl, kl);
   if (rot != kl)
     return gc_err_set(e, GC_EUNSUPPORTED,
-                      "%s: unsupported config: llama.rope.dimension_count %d rotates part of head_dim %d (gcore "
-                      "rotates whole heads)", p, rot, kl);
+                      "%s: unsupported config: %s.rope.dimension_count %d rotates part of head_dim %d (gcore "
+                      "rotates whole heads)", p, a, rot, kl);
   return GC_OK;
 }
 
 /* vocab_size, tied classifier and llama3 factors from the tensor table. */
-static int gg_tensors(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e) {
+static int gg_tensors(const gc_gguf_t *g, const char *a, gc_llama_config_t *c, gc_err_t *e) {
   const char *p = gc_gguf_path(g);
+  char k[GG_KEY];
   const gc_gguf_tensor_t *t = gc_gguf_tensor(g, "token_embd.weight");
   int v;
   if (!t) return gc_err_set(e, GC_ENOTFOUND, "token_embd.weight: tensor missing from %s", p);
@@ -568,10 +611,10 @@ static int gg_tensors(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e) {
     return gc_err_set(e, GC_ECORRUPT, "token_embd.weight: %d dimensions {%lld, %lld} in %s; expected {dim, vocab}",
                       t->ndim, (long long)t->ne[0], (long long)t->ne[1], p);
   c->vocab_size = (int)t->ne[1];
-  int rc = gg_int(g, "llama.vocab_size", 0, c->vocab_size, 1, GC_LLAMA_MAX_VOCAB, &v, e);
+  int rc = gg_int(g, gg_key(k, a, "vocab_size"), 0, c->vocab_size, 1, GC_LLAMA_MAX_VOCAB, &v, e);
   if (rc) return rc;
   if (v != c->vocab_size)
-    return gc_err_set(e, GC_ECORRUPT, "%s: llama.vocab_size %d but token_embd.weight has %d rows", p, v, c->vocab_size);
+    return gc_err_set(e, GC_ECORRUPT, "%s: %s %d but token_embd.weight has %d rows", p, k, v, c->vocab_size);
   c->tie_word_embeddings = gc_gguf_tensor(g, "output.weight") == NULL;
   c->dtype = t->type == 1 ? GC_ST_F16 : t->type == 30 ? GC_ST_BF16 : GC_ST_F32;
   if (!(t = gc_gguf_tensor(g, "rope_freqs.weight"))) return GC_OK;
@@ -586,9 +629,10 @@ static int gg_tensors(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e) {
 
 int gc_llama_config_from_gguf(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e) {
   memset(c, 0, sizeof *c);
-  int rc;
-  if ((rc = gg_refuse(g, e)) || (rc = gg_dims(g, c, e)) || (rc = gg_tensors(g, c, e)) || (rc = gg_rope(g, c, e)))
-    return rc;
+  int rc, arch = 0;
+  if ((rc = gg_refuse(g, &arch, e))) return rc;
+  const char *a = gg_archs[arch].name;
+  if ((rc = gg_dims(g, a, c, e)) || (rc = gg_tensors(g, a, c, e)) || (rc = gg_rope(g, a, c, e))) return rc;
   /* absent ids: llama.cpp's defaults for the tokenizer model, else 1 and 2 */
   int64_t db = gc_gguf_default_special(g, "bos"), de = gc_gguf_default_special(g, "eos");
   if ((rc = gg_int(g, "tokenizer.ggml.bos_token_id", 0, db >= 0 && db < c->vocab_size ? (int)db : 1, 0, INT_MAX,
@@ -604,7 +648,8 @@ int gc_llama_config_from_gguf(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t
     for (int k = 0; k < c->n_eos; k++) seen |= c->eos_ids[k] == eog[i];
     if (!seen && c->n_eos < GC_LLAMA_MAX_EOS) c->eos_ids[c->n_eos++] = eog[i];
   }
-  c->rope_layout = GC_ROPE_PAIRS;
+  c->rope_layout = gg_archs[arch].layout;
+  c->qkv_bias = gg_archs[arch].qkv_bias;
   c->weight_dtype = c->dtype;
   if (gc_llama_config_check(c, e) != GC_OK) {
     if (e) {

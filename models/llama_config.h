@@ -64,6 +64,8 @@ typedef struct gc_llama_config {
                                    divided by rope_factors[i] (llama.cpp's freq_factors) */
   gc_rope_layout_t rope_layout;
   int tie_word_embeddings;      /* 1: the classifier is the embedding */
+  int qkv_bias;                 /* 1: q, k and v projections add a bias (Qwen2: HF
+                                   model_type qwen2, GGUF architecture qwen2) */
   int bos_id;                   /* -1 when the config names none */
   int n_eos;                    /* 0 .. GC_LLAMA_MAX_EOS */
   int eos_ids[GC_LLAMA_MAX_EOS];
@@ -77,7 +79,8 @@ typedef struct gc_llama_config {
                                    rank's LM head has vocab_size / N rows */
 } gc_llama_config_t;
 
-/* Parse config.json text [n bytes, need not be NUL-terminated]; `what`
+/* Parse config.json text [n bytes, need not be NUL-terminated] of
+ * model_type llama or qwen2 (qkv_bias 1); `what`
  * names the source in messages (e.g. the file path). Fills *c and checks it
  * with gc_llama_config_check. Errors: GC_ECORRUPT (not JSON, wrong field
  * types, missing required fields, values that fail the consistency check),
@@ -100,17 +103,20 @@ int gc_llama_config_load_hf(const char *dir, gc_llama_config_t *c,
 int gc_llama_config_from_llama2c(const int32_t hdr[7], gc_llama_config_t *c,
                                  gc_err_t *e);
 
-/* The configuration of a GGUF file of architecture "llama" (llama.cpp's
- * keys: llama.context_length, .embedding_length, .feed_forward_length,
+/* The configuration of a GGUF file of architecture "llama" or "qwen2"
+ * (llama.cpp's keys under the architecture's name: llama.context_length,
+ * .embedding_length, .feed_forward_length,
  * .block_count, .attention.head_count[_kv], .attention.key_length (else
  * embedding_length / head_count), .attention.layer_norm_rms_epsilon,
  * .rope.freq_base; tokenizer.ggml.bos/eos_token_id), with what the tensor
  * table says: vocab_size from token_embd.weight, tied when output.weight
  * is absent, llama3 scaling as per-frequency factors from rope_freqs.weight.
- * RoPE layout PAIRS (llama.cpp's converter interleaves Q and K). Refused by
- * name: other architectures (GC_EUNSUPPORTED "general.architecture
- * 'qwen2'"), rope.scaling.type other than none, partial rotary dims,
- * experts. Missing or ill-typed keys: GC_ECORRUPT naming the file. */
+ * RoPE layout PAIRS for llama (llama.cpp's converter interleaves Q and K),
+ * HALVES for qwen2 (not permuted; NEOX rotation), whose qkv_bias is 1.
+ * Refused by name: other architectures (GC_EUNSUPPORTED
+ * "general.architecture 'phi3'"), rope.scaling.type other than none and
+ * linear, partial rotary dims, experts. Missing or ill-typed keys:
+ * GC_ECORRUPT naming the file. */
 int gc_llama_config_from_gguf(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e);
 
 /* Consistency: positive dims within the GC_LLAMA_MAX_* bounds, n_heads %

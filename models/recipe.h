@@ -87,7 +87,7 @@ int64_t gc_llama_head_rows(const gc_llama_config_t *c);
 /* The problems of one pass of t tokens with rows rows of logits. When
  * fused, norm and fnorm are not launched (qkv, swiglu and head fold them).
  * A decode step (t = 1, one sequence) also folds rope into qkv where the
- * layer's QKV weights are dense or in a device layout (NVIDIA:
+ * model has no q/k/v biases and the layer's QKV weights are dense or in a device layout (NVIDIA:
  * gemv_qmma's epilogue; the GGUF layouts' templates have none):
  * qkv_rope, and qkv is rmsnorm_gemm_rope_kv (the RoPE/KV write in the
  * GEMV's epilogue); rope is then not launched.
@@ -108,6 +108,11 @@ typedef struct gc_llama_steps {
   int decode;   /* t = 1 of one sequence: qkv_rope where the layer allows */
   int qkv_rope; /* this layer's qkv is rmsnorm_gemm_rope_kv */
   gc_problem_t embed, norm, qkv, qkv_v, cat, rope, attn, wo, swiglu, w2, fnorm, head, argmax;
+  /* a model with q/k/v biases (cfg.qkv_bias, Qwen2): the biases added to
+   * the QKV projection's rows [t, (H+2G)·hd] in place (op bias, dtypes
+   * act:weight:act), after the projection (and cat) and before rope; the
+   * decode step then keeps rope a step (qkv_rope 0). op "" without. */
+  gc_problem_t bias;
   /* a decode step's attention while the cache holds at most
    * GC_LLAMA_ATTN_SHORT keys: attn with k set, so that a bundle may hold a
    * kernel for short contexts beside attn's for any (the fixed cost of a
@@ -124,7 +129,7 @@ typedef struct gc_llama_steps {
 
 /* The most problems one layer's pass launches (gc_llama_recipe's order;
  * attn_short is one of attn and it). */
-#define GC_LLAMA_STEPS_MAX 19
+#define GC_LLAMA_STEPS_MAX 20
 
 /* The unfused steps of a qkv_rope step q: the QKV projection alone
  * (rmsnorm_gemm, its dimensions), what a bundle built before the fused op

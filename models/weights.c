@@ -22,9 +22,11 @@
 /* Matrices of a layer (fields of gc_llama_layer_weights_t, in order). */
 static const int w_matrices[7] = {1, 2, 3, 4, 6, 7, 8};
 
+#define W_LAYER_MAX (GC_LLAMA_LAYER_TENSORS + GC_LLAMA_BIAS_TENSORS)
+
 static gc_weight_t *w_layer_field(gc_llama_layer_weights_t *l, int k) {
-  gc_weight_t *f[GC_LLAMA_LAYER_TENSORS] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo,
-                                            &l->ffn_norm,  &l->w1, &l->w2, &l->w3};
+  gc_weight_t *f[W_LAYER_MAX] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
+                                 &l->w1,        &l->w2, &l->w3, &l->bq, &l->bk, &l->bv};
   return f[k];
 }
 
@@ -32,10 +34,19 @@ static gc_weight_t *w_layer_field(gc_llama_layer_weights_t *l, int k) {
 static void w_layer_shape(const gc_llama_config_t *c, int k, int64_t *r, int64_t *cols) {
   int64_t D = c->dim, F = c->hidden_dim, Q = (int64_t)c->n_heads * c->head_dim,
           KV = (int64_t)c->n_kv_heads * c->head_dim;
-  const int64_t s[GC_LLAMA_LAYER_TENSORS][2] = {{D, 0}, {Q, D}, {KV, D}, {KV, D}, {D, Q},
-                                                {D, 0}, {F, D}, {D, F}, {F, D}};
+  const int64_t s[W_LAYER_MAX][2] = {{D, 0}, {Q, D}, {KV, D}, {KV, D}, {D, Q},  {D, 0},
+                                     {F, D}, {D, F}, {F, D},  {Q, 0},  {KV, 0}, {KV, 0}};
   *r = s[k][0];
   *cols = s[k][1];
+}
+
+/* Layer tensor k in the files' name tables: the index of its stem (a
+ * bias is named after its projection: bq is wq's stem) and its suffix. */
+static int w_stem(int k) { return k < GC_LLAMA_LAYER_TENSORS ? k : k - GC_LLAMA_LAYER_TENSORS + 1; }
+static const char *w_suffix(int k) { return k < GC_LLAMA_LAYER_TENSORS ? "weight" : "bias"; }
+
+int gc_weights_layer_count(const gc_llama_config_t *c) {
+  return GC_LLAMA_LAYER_TENSORS + (c->qkv_bias ? GC_LLAMA_BIAS_TENSORS : 0);
 }
 
 static int w_alloc(const gc_llama_config_t *c, gc_llama_weights_t **out, gc_err_t *e) {
@@ -93,7 +104,8 @@ static gc_weight_t *w_at(gc_llama_weights_t *w, size_t i) {
   if (i == n - 2) return &w->norm;
   if (i == n - 1) return &w->classifier;
   i -= 1;
-  return w_layer_field(&w->layers[i / GC_LLAMA_LAYER_TENSORS], (int)(i % GC_LLAMA_LAYER_TENSORS));
+  size_t per = (size_t)gc_weights_layer_count(&w->cfg);
+  return w_layer_field(&w->layers[i / per], (int)(i % per));
 }
 
 /* Rows and row length of a tensor (a 1-D tensor is one row). */
@@ -154,10 +166,10 @@ static int w_fill_hf(gc_llama_weights_t *w, gc_err_t *e) {
   const gc_llama_config_t *c = &w->cfg;
   int rc = w_bind_hf(w, &w->tok_embeddings, "model.embed_tokens.weight", c->vocab_size, c->dim, e);
   for (int l = 0; !rc && l < c->n_layers; l++) {
-    for (int k = 0; !rc && k < GC_LLAMA_LAYER_TENSORS; k++) {
+    for (int k = 0; !rc && k < gc_weights_layer_count(c); k++) {
       char name[96];
       int64_t r, cols;
-      snprintf(name, sizeof name, "model.layers.%d.%s.weight", l, w_hf_layer_names[k]);
+      snprintf(name, sizeof name, "model.layers.%d.%s.%s", l, w_hf_layer_names[w_stem(k)], w_suffix(k));
       w_layer_shape(c, k, &r, &cols);
       rc = w_bind_hf(w, w_layer_field(&w->layers[l], k), name, r, cols, e);
       if (rc == GC_ENOTFOUND && !w_hf_has_layer(w->st, l)) /* more layers than the weights */
@@ -231,9 +243,9 @@ static int w_hf_check_unused(gc_llama_weights_t *w, gc_err_t *e) {
     }
     if (l >= 0) {
       int known = w_hf_ignorable(rest);
-      for (int k = 0; !known && k < GC_LLAMA_LAYER_TENSORS; k++) {
-        size_t n = strlen(w_hf_layer_names[k]);
-        known = !strncmp(rest, w_hf_layer_names[k], n) && !strcmp(rest + n, ".weight");
+      for (int k = 0; !known && k < gc_weights_layer_count(c); k++) {
+        size_t n = strlen(w_hf_layer_names[w_stem(k)]);
+        known = !strncmp(rest, w_hf_layer_names[w_stem(k)], n) && rest[n] == '.' && !strcmp(rest + n + 1, w_suffix(k));
       }
       if (!known && !first_other) first_other = t;
       continue;
@@ -399,9 +411,11 @@ static int w_bind_gguf(gc_llama_weights_t *w, gc_weight_t *dst, const char *name
   return GC_OK;
 }
 
-/* 1 if name is a tensor of the llama model gcore runs (n layers), spelt
- * as gcore binds it ("blk.3.attn_q.weight", not "blk.03..."). */
-static int w_gguf_known(gc_gguf_str_t name, int n) {
+/* 1 if name is a tensor of the model of config c gcore runs (its
+ * layers, its biases), spelt as gcore binds it ("blk.3.attn_q.weight",
+ * not "blk.03..."). */
+static int w_gguf_known(gc_gguf_str_t name, const gc_llama_config_t *c) {
+  const int n = c->n_layers;
   static const char *const top[] = {"token_embd.weight", "output_norm.weight", "output.weight", "rope_freqs.weight"};
   const char *p = name.p, *end = name.p + name.n;
   for (size_t i = 0; i < GC_ARRAY_LEN(top); i++)
@@ -412,9 +426,11 @@ static int w_gguf_known(gc_gguf_str_t name, int n) {
   for (; d < end && *d >= '0' && *d <= '9' && d - p < 12; d++) l = l * 10 + (*d - '0');
   if (d == p + 4 || (p[4] == '0' && d > p + 5) || d >= end || *d != '.' || l >= n) return 0;
   size_t rest = (size_t)(end - d - 1);
-  for (int k = 0; k < GC_LLAMA_LAYER_TENSORS; k++) {
-    size_t kn = strlen(w_gguf_layer_names[k]);
-    if (rest == kn + 7 && !memcmp(d + 1, w_gguf_layer_names[k], kn) && !memcmp(d + 1 + kn, ".weight", 7)) return 1;
+  for (int k = 0; k < gc_weights_layer_count(c); k++) {
+    size_t kn = strlen(w_gguf_layer_names[w_stem(k)]), sn = strlen(w_suffix(k));
+    if (rest == kn + 1 + sn && !memcmp(d + 1, w_gguf_layer_names[w_stem(k)], kn) && d[1 + kn] == '.' &&
+        !memcmp(d + 2 + kn, w_suffix(k), sn))
+      return 1;
   }
   return 0;
 }
@@ -423,10 +439,10 @@ static int w_fill_gguf(gc_llama_weights_t *w, gc_err_t *e) {
   const gc_llama_config_t *c = &w->cfg;
   int rc = w_bind_gguf(w, &w->tok_embeddings, "token_embd.weight", c->vocab_size, c->dim, e);
   for (int l = 0; !rc && l < c->n_layers; l++) {
-    for (int k = 0; !rc && k < GC_LLAMA_LAYER_TENSORS; k++) {
+    for (int k = 0; !rc && k < gc_weights_layer_count(c); k++) {
       char name[96];
       int64_t r, cols;
-      snprintf(name, sizeof name, "blk.%d.%s.weight", l, w_gguf_layer_names[k]);
+      snprintf(name, sizeof name, "blk.%d.%s.%s", l, w_gguf_layer_names[w_stem(k)], w_suffix(k));
       w_layer_shape(c, k, &r, &cols);
       rc = w_bind_gguf(w, w_layer_field(&w->layers[l], k), name, r, cols, e);
     }
@@ -434,10 +450,10 @@ static int w_fill_gguf(gc_llama_weights_t *w, gc_err_t *e) {
   if (!rc) rc = w_bind_gguf(w, &w->norm, "output_norm.weight", c->dim, 0, e);
   if (!rc && c->tie_word_embeddings) w->classifier = w->tok_embeddings;
   else if (!rc) rc = w_bind_gguf(w, &w->classifier, "output.weight", c->vocab_size, c->dim, e);
-  /* a tensor gcore would not read changes the model (biases, experts, ...) */
+  /* a tensor gcore would not read changes the model (a llama's biases, experts, ...) */
   for (uint64_t i = 0; !rc && i < gc_gguf_tensor_count(w->gguf); i++) {
     gc_gguf_str_t n = gc_gguf_tensor_at(w->gguf, i)->name;
-    if (!w_gguf_known(n, c->n_layers))
+    if (!w_gguf_known(n, c))
       rc = gc_err_set(e, GC_EUNSUPPORTED, "%s: tensor %s is not part of a llama model as gcore runs it",
                       gc_gguf_path(w->gguf), gc_quote(n.p, (size_t)n.n, (char[GC_QUOTE_BUF]){0}, GC_QUOTE_BUF));
   }
@@ -659,6 +675,15 @@ static void w_row_slice(const gc_weight_t *src, int64_t r0, int64_t n, gc_weight
   dst->nbytes = (size_t)n * row;
 }
 
+/* dst = elements [i0, i0 + n) of the 1-D src: a view into src's data. */
+static void w_vec_slice(const gc_weight_t *src, int64_t i0, int64_t n, gc_weight_t *dst) {
+  size_t es = gc_st_dtype_size(src->dtype);
+  *dst = *src;
+  dst->shape[0] = n;
+  dst->data = (const char *)src->data + (size_t)i0 * es;
+  dst->nbytes = (size_t)n * es;
+}
+
 /* dst = columns [c0, c0 + n) of src, copied into memory owned by w. */
 static int w_col_slice(gc_llama_weights_t *w, const gc_weight_t *src, int64_t c0, int64_t n,
                        gc_weight_t *dst, gc_err_t *e) {
@@ -686,6 +711,11 @@ static int w_shard_layer(gc_llama_weights_t *d, const gc_llama_layer_weights_t *
   w_row_slice(&s->wv, rank * kv, kv, &L->wv);
   w_row_slice(&s->w1, rank * f, f, &L->w1);
   w_row_slice(&s->w3, rank * f, f, &L->w3);
+  if (c->qkv_bias) { /* the biases of its heads' rows */
+    w_vec_slice(&s->bq, rank * q, q, &L->bq);
+    w_vec_slice(&s->bk, rank * kv, kv, &L->bk);
+    w_vec_slice(&s->bv, rank * kv, kv, &L->bv);
+  }
   if (w_col_slice(d, &s->wo, rank * q, q, &L->wo, e) || w_col_slice(d, &s->w2, rank * f, f, &L->w2, e))
     return e->code;
   return GC_OK;
@@ -750,7 +780,7 @@ void gc_weights_close(gc_llama_weights_t *w) {
 }
 
 size_t gc_weights_count(const gc_llama_weights_t *w) {
-  return w ? 3 + (size_t)GC_LLAMA_LAYER_TENSORS * (size_t)w->cfg.n_layers : 0;
+  return w ? 3 + (size_t)gc_weights_layer_count(&w->cfg) * (size_t)w->cfg.n_layers : 0;
 }
 
 const gc_weight_t *gc_weights_at(const gc_llama_weights_t *w, size_t i) {

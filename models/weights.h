@@ -42,9 +42,14 @@ typedef struct gc_llama_layer_weights {
   gc_weight_t w1;        /* [hidden_dim, dim]            gate_proj */
   gc_weight_t w2;        /* [dim, hidden_dim]            down_proj */
   gc_weight_t w3;        /* [hidden_dim, dim]            up_proj */
+  /* cfg.qkv_bias only (Qwen2), 1-D; else zero */
+  gc_weight_t bq;        /* [n_heads * head_dim]         q_proj.bias */
+  gc_weight_t bk;        /* [n_kv_heads * head_dim]      k_proj.bias */
+  gc_weight_t bv;        /* [n_kv_heads * head_dim]      v_proj.bias */
 } gc_llama_layer_weights_t;
 
-#define GC_LLAMA_LAYER_TENSORS 9 /* fields of gc_llama_layer_weights_t */
+#define GC_LLAMA_LAYER_TENSORS 9 /* the fields of gc_llama_layer_weights_t every model has */
+#define GC_LLAMA_BIAS_TENSORS 3  /* bq bk bv, after them, of a model with cfg.qkv_bias */
 
 typedef struct gc_llama_weights {
   gc_llama_config_t cfg; /* rope_layout: PAIRS for llama2.c and GGUF, HALVES
@@ -70,7 +75,8 @@ typedef struct gc_llama_weights {
 /* Open a model: a directory is read as Hugging Face (config.json +
  * safetensors), a regular file starting with "GGUF" as GGUF (architecture
  * llama; tensors memory-mapped, F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K; Q4_1,
- * Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL and IQ4_XS dequantized to F16 copies),
+ * Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL and IQ4_XS dequantized to F16 copies;
+ * architecture qwen2 too, with its q/k/v biases),
  * any other file as a llama2.c checkpoint. On success *out is a view to
  * release with gc_weights_close. Errors carry the tensor's or file's name:
  * GC_ENOTFOUND (missing file or tensor), GC_ECORRUPT (bad file, wrong
@@ -131,11 +137,14 @@ int gc_weights_shard(const gc_llama_weights_t *w, const gc_llama_config_t *shard
 void gc_weights_close(gc_llama_weights_t *w);
 
 /* Every tensor of the view in a fixed order: tok_embeddings, then per layer
- * attn_norm wq wk wv wo ffn_norm w1 w2 w3, then norm, then classifier.
- * count = 3 + 9 * n_layers; at(i) is NULL when i >= count. A tied
- * classifier repeats tok_embeddings' data pointer: uploaders should share
- * it rather than copy it twice. Can't fail. */
+ * attn_norm wq wk wv wo ffn_norm w1 w2 w3 (and with cfg.qkv_bias bq bk
+ * bv), then norm, then classifier. count = 3 + per_layer * n_layers,
+ * per_layer = gc_weights_layer_count (9, or 12 with biases); at(i) is
+ * NULL when i >= count. A tied classifier repeats tok_embeddings' data
+ * pointer: uploaders should share it rather than copy it twice. Can't
+ * fail. */
 size_t gc_weights_count(const gc_llama_weights_t *w);
+int gc_weights_layer_count(const gc_llama_config_t *c);
 const gc_weight_t *gc_weights_at(const gc_llama_weights_t *w, size_t i);
 
 /* Host bytes of all distinct tensors (a tied classifier counted once). */

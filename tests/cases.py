@@ -63,6 +63,9 @@ NORM_GEMM_SHAPES = [(1, 64, 64), (1, 100, 37), (3, 33, 7), (6, 37, 200), (5, 1, 
 RMSNORM_SHAPES = [(1, 64), (3, 100), (17, 4096), (64, 7), (2, 1)]
 
 ADD_SHAPES = [(1, 64), (3, 100), (17, 4096), (2, 1)]
+# (m, n): Qwen2.5-0.5B's and 7B's QKV rows (1152, 4608), rows not whole
+# vectors (a vector of X crosses a row end: 100, 36, 7), one column
+BIAS_SHAPES = [(1, 1152), (3, 100), (17, 4608), (33, 36), (5, 7), (2, 1)]
 EMBED_SHAPES = [(1, 64, 512), (7, 100, 33), (17, 256, 1000)]        # (m, n, k = vocab)
 # (m, h, g, d): decode rows, MHA, GQA, 5 heads of 96 (GQA 5:1) over two 64-key tiles
 HEAD_SHAPES = [(1, 8, 4, 8), (1, 4, 1, 64), (3, 4, 4, 16), (5, 6, 1, 64), (17, 8, 2, 32), (70, 5, 1, 96)]
@@ -127,6 +130,8 @@ CASES = {
     "rmsnorm_gemm_swiglu": [(dt, s) for dt in DTYPES for s in NORM_GEMM_SHAPES[:4]],
     "rmsnorm": [(dt, s) for dt in DTYPES for s in RMSNORM_SHAPES],
     "add": [(dt, s) for dt in SAME for s in ADD_SHAPES],
+    # a projection's bias on every row (Qwen2's QKV): activations plus weights of any dtype
+    "bias": [(dt, s) for dt in DTYPES for s in BIAS_SHAPES],
     # a split QKV's parts joined: the 8B shape's Q|K and V, odd widths, one column of Y
     "concat": [(dt, s) for dt in SAME for s in [(1, 6144, 5120), (3, 100, 37), (17, 40, 39), (2, 9, 1)]],
     "embed": [(dt, s) for dt in DTYPES for s in EMBED_SHAPES],
@@ -248,6 +253,15 @@ def check_add(d, dt, shape):
     x, y = d["X"][1], d["Y"][1]
     ref = x + y
     npref.check(d["Z"][1], ref, ULP[tc] * np.abs(ref) + EPS_F32 * (np.abs(x) + np.abs(y)) + SUB[tc])
+
+
+def check_bias(d, dt, shape):
+    """X plus b on every row: one fp32 sum rounded into Z's dtype."""
+    tc = npref.split_dtypes(dt)[2]
+    m, n = shape
+    x, b = d["X"][1].reshape(m, n), d["b"][1].reshape(1, n)
+    ref = x + b
+    npref.check(d["Z"][1].reshape(m, n), ref, ULP[tc] * np.abs(ref) + EPS_F32 * (np.abs(x) + np.abs(b)) + SUB[tc])
 
 
 def check_concat(d, dt, shape):
@@ -439,7 +453,7 @@ def check_attention_batch(d, dt, shape):
 
 CHECK = {"gemm": check_gemm, "gemm_add": check_gemm_add, "gemm_swiglu": check_gemm_swiglu,
          "rmsnorm_gemm": check_rmsnorm_gemm, "rmsnorm_gemm_swiglu": check_rmsnorm_gemm_swiglu,
-         "rmsnorm": check_rmsnorm, "add": check_add, "concat": check_concat, "embed": check_embed, "rope_kv": check_rope_kv,
+         "rmsnorm": check_rmsnorm, "add": check_add, "bias": check_bias, "concat": check_concat, "embed": check_embed, "rope_kv": check_rope_kv,
          "attention": check_attention, "argmax": check_argmax, "rope_kv_batch": check_rope_kv_batch,
          "attention_batch": check_attention_batch, "rmsnorm_gemm_rope_kv": check_rmsnorm_gemm_rope_kv}
 

@@ -170,17 +170,81 @@ MISTRAL_V7 = ("{{ bos_token }}{% for message in messages %}{% if message['role']
               "message['content'] + eos_token }}{% else %}{{ raise_exception('Only user, system and assistant roles "
               "are supported!') }}{% endif %}{% endfor %}")
 # DeepSeek V3's: R1's first release's without the cut of a reply's reasoning
+# Qwen/Qwen2.5-7B-Instruct: ChatML with a system message of its own where a
+# conversation has none, and tool-calling parts
+QWEN2_5 = r'''{%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] }}
+    {%- else %}
+        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}
+    {%- endif %}
+    {{- "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+{%- else %}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}
+    {%- else %}
+        {{- '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}
+{%- for message in messages %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) or (message.role == "assistant" and not message.tool_calls) %}
+        {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}
+    {%- elif message.role == "assistant" %}
+        {{- '<|im_start|>' + message.role }}
+        {%- if message.content %}
+            {{- '\n' + message.content }}
+        {%- endif %}
+        {%- for tool_call in message.tool_calls %}
+            {%- if tool_call.function is defined %}
+                {%- set tool_call = tool_call.function %}
+            {%- endif %}
+            {{- '\n<tool_call>\n{"name": "' }}
+            {{- tool_call.name }}
+            {{- '", "arguments": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- '}\n</tool_call>' }}
+        {%- endfor %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\n<tool_response>\n' }}
+        {{- message.content }}
+        {{- '\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+{%- endif %}
+'''
+# Qwen/Qwen2.5-Math-7B-Instruct's default system message (a backslash escaped
+# in the Jinja literal)
+QWEN2_5_MATH = QWEN2_5.replace("You are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>",
+                               "Please reason step by step, and put your final answer within \\\\boxed{}.<|im_end|>")
 
 TEMPLATES = {"llama2": LLAMA2, "mistral": MISTRAL, "llama3": LLAMA3, "chatml": CHATML, "zephyr": ZEPHYR,
              "deepseek": DEEPSEEK, "deepseek_r1": DEEPSEEK_R1, "mistral_v3": MISTRAL_V3,
              "mistral_tekken": MISTRAL_TEKKEN, "mistral_v7": MISTRAL_V7,
-             "deepseek_v3": DEEPSEEK_V3}
+             "deepseek_v3": DEEPSEEK_V3, "qwen2_5": QWEN2_5}
+# every template, those the per-template tests leave to a test of their own too
+ALL = dict(TEMPLATES, qwen2_5_math=QWEN2_5_MATH)
 # the control tokens each needs in a vocabulary
 _DS = ["<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"]
 CONTROLS = {"llama2": [], "mistral": [], "llama3": ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
             "chatml": ["<|im_start|>", "<|im_end|>"], "zephyr": [], "deepseek": _DS, "deepseek_r1": _DS,
             "mistral_v3": ["[INST]", "[/INST]"], "mistral_tekken": ["[INST]", "[/INST]"],
-            "mistral_v7": ["[INST]", "[/INST]"], "deepseek_v3": _DS}
+            "mistral_v7": ["[INST]", "[/INST]"], "deepseek_v3": _DS, "qwen2_5": ["<|im_start|>", "<|im_end|>"],
+            "qwen2_5_math": ["<|im_start|>", "<|im_end|>"]}
 # and the user-defined (added, not special) ones: DeepSeek R1's distills'
 USER_TOKENS = {"deepseek_r1": ["<think>", "</think>"]}
 

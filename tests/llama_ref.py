@@ -11,7 +11,9 @@ reader, ggufq.py's dequantization) into one weights dict:
                  "wk": [n_kv_heads*head_dim, dim], "wv": [n_kv_heads*head_dim, dim],
                  "wo": [dim, n_heads*head_dim], "ffn_norm": [dim],
                  "w1": [hidden_dim, dim], "w2": [dim, hidden_dim],
-                 "w3": [hidden_dim, dim]}, ...],
+                 "w3": [hidden_dim, dim],
+                 and, for Qwen2 (q/k/v biases), "bq": [n_heads*head_dim],
+                 "bk", "bv": [n_kv_heads*head_dim]}, ...],
      "norm": [dim], "classifier": [vocab, dim]}
 
 all float64, matrices used as y = W x. Two independent paths compute the
@@ -158,8 +160,8 @@ def read_hf_tensors(d: str) -> Dict[str, Tuple[str, np.ndarray]]:
 
 
 def config_from_hf(c: dict) -> Config:
-    if c.get("model_type") != "llama":
-        raise ValueError(f"model_type {c.get('model_type')!r} is not llama")
+    if c.get("model_type") not in ("llama", "qwen2"):
+        raise ValueError(f"model_type {c.get('model_type')!r} is not llama or qwen2")
     n_heads = c["num_attention_heads"]
     hd = c.get("head_dim") or c["hidden_size"] // n_heads
     rs = c.get("rope_scaling")
@@ -179,6 +181,11 @@ def config_from_hf(c: dict) -> Config:
                  bos_id=c.get("bos_token_id", 1), eos_ids=eos)
     cfg.check()
     return cfg
+
+
+def cfg_hf_kind(d: str) -> str:
+    """"bias" for a Qwen2 directory (model_type qwen2), else "llama"."""
+    return "bias" if json.load(open(os.path.join(d, "config.json"))).get("model_type") == "qwen2" else "llama"
 
 
 def load_hf(d: str) -> Tuple[dict, Config]:
@@ -205,6 +212,9 @@ def load_hf(d: str) -> Tuple[dict, Config]:
             ffn_norm=get(p + "post_attention_layernorm.weight", D),
             w1=get(p + "mlp.gate_proj.weight", H, D), w2=get(p + "mlp.down_proj.weight", D, H),
             w3=get(p + "mlp.up_proj.weight", H, D)))
+        if "bias" in cfg_hf_kind(d):  # Qwen2: q_proj, k_proj and v_proj add a bias
+            layers[-1].update(bq=get(p + "self_attn.q_proj.bias", Q), bk=get(p + "self_attn.k_proj.bias", KV),
+                              bv=get(p + "self_attn.v_proj.bias", KV))
     emb = get("model.embed_tokens.weight", cfg.vocab_size, D)
     cls = emb if cfg.tied else get("lm_head.weight", cfg.vocab_size, D)
     return dict(tok_embeddings=emb, layers=layers, norm=get("model.norm.weight", D), classifier=cls), cfg
@@ -213,13 +223,16 @@ def load_hf(d: str) -> Tuple[dict, Config]:
 def load_gguf(path: str) -> Tuple[dict, Config]:
     """A GGUF file of architecture llama, every tensor dequantized to fp64 as
     stored (Q and K rows in llama.cpp's adjacent-pairs order, so the RoPE
-    layout is "pairs"); llama3 scaling as rope_freqs.weight factors."""
+    layout is "pairs"); llama3 scaling as rope_freqs.weight factors. Or
+    of architecture qwen2: keys under "qwen2.", Q and K rows as Hugging
+    Face has them (NEOX rotation: "halves"), q/k/v biases."""
     import ggufq
     import tinygguf
     kv, ts = tinygguf.read_gguf(path)
-    if kv.get("general.architecture") != "llama":
-        raise ValueError(f"{path}: architecture {kv.get('general.architecture')!r}")
-    p = "llama."
+    arch = kv.get("general.architecture")
+    if arch not in ("llama", "qwen2"):
+        raise ValueError(f"{path}: architecture {arch!r}")
+    p = arch + "."
     dim, nh = kv[p + "embedding_length"], kv[p + "attention.head_count"]
     nkv = kv.get(p + "attention.head_count_kv", nh)
     hd = kv.get(p + "attention.key_length", dim // nh)
@@ -247,7 +260,8 @@ def load_gguf(path: str) -> Tuple[dict, Config]:
     cfg = Config(dim=dim, hidden_dim=kv[p + "feed_forward_length"], n_layers=kv[p + "block_count"], n_heads=nh,
                  n_kv_heads=nkv, head_dim=hd, vocab_size=vocab, max_seq=kv[p + "context_length"],
                  eps=float(kv[p + "attention.layer_norm_rms_epsilon"]),
-                 rope_theta=float(kv.get(p + "rope.freq_base", 10000.0)), rope_layout="pairs",
+                 rope_theta=float(kv.get(p + "rope.freq_base", 10000.0)),
+                 rope_layout="pairs" if arch == "llama" else "halves",
                  rope_factors=factors, rope_scaling=linear, tied=tied, bos_id=kv.get("tokenizer.ggml.bos_token_id", 1),
                  eos_ids=(eos,))
     cfg.check()
@@ -261,6 +275,9 @@ def load_gguf(path: str) -> Tuple[dict, Config]:
             wo=get(b + "attn_output.weight", D, Qd), ffn_norm=get(b + "ffn_norm.weight", D),
             w1=get(b + "ffn_gate.weight", H, D), w2=get(b + "ffn_down.weight", D, H),
             w3=get(b + "ffn_up.weight", H, D)))
+        if arch == "qwen2":
+            layers[-1].update(bq=get(b + "attn_q.bias", Qd), bk=get(b + "attn_k.bias", KV),
+                              bv=get(b + "attn_v.bias", KV))
     emb = get("token_embd.weight", vocab, D)
     cls = emb if tied else get("output.weight", vocab, D)
     return dict(tok_embeddings=emb, layers=layers, norm=get("output_norm.weight", D), classifier=cls), cfg
@@ -343,9 +360,9 @@ def forward(w: dict, cfg: Config, tokens: Sequence[int]) -> np.ndarray:
     mask = np.triu(np.full((T, T), -np.inf), k=1)
     for L in w["layers"]:
         h = rmsnorm(x, L["attn_norm"], cfg.eps)
-        q = rope((h @ L["wq"].T).reshape(T, nh, hd), cos, sin, cfg.rope_layout)
-        k = rope((h @ L["wk"].T).reshape(T, nkv, hd), cos, sin, cfg.rope_layout)
-        v = (h @ L["wv"].T).reshape(T, nkv, hd)
+        q = rope((h @ L["wq"].T + L.get("bq", 0.0)).reshape(T, nh, hd), cos, sin, cfg.rope_layout)
+        k = rope((h @ L["wk"].T + L.get("bk", 0.0)).reshape(T, nkv, hd), cos, sin, cfg.rope_layout)
+        v = (h @ L["wv"].T + L.get("bv", 0.0)).reshape(T, nkv, hd)
         k = np.repeat(k, nh // nkv, axis=1)                                   # query head i reads kv head i // group
         v = np.repeat(v, nh // nkv, axis=1)
         att = np.einsum("thd,shd->hts", q, k) / math.sqrt(hd) + mask
@@ -389,9 +406,9 @@ class Decoder:
         x = w["tok_embeddings"][token].copy()
         for li, L in enumerate(w["layers"]):
             h = rmsnorm(x, L["attn_norm"], cfg.eps)
-            q = self._rotate((L["wq"] @ h).reshape(nh, hd), pos)
-            self.key_cache[li, pos] = self._rotate((L["wk"] @ h).reshape(nkv, hd), pos)
-            self.value_cache[li, pos] = (L["wv"] @ h).reshape(nkv, hd)
+            q = self._rotate((L["wq"] @ h + L.get("bq", 0.0)).reshape(nh, hd), pos)
+            self.key_cache[li, pos] = self._rotate((L["wk"] @ h + L.get("bk", 0.0)).reshape(nkv, hd), pos)
+            self.value_cache[li, pos] = (L["wv"] @ h + L.get("bv", 0.0)).reshape(nkv, hd)
             o = np.empty((nh, hd))
             for head in range(nh):
                 keys = self.key_cache[li, :pos + 1, head // group]          # [pos+1, hd]

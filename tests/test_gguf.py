@@ -31,7 +31,7 @@ import llama_ref as R  # noqa: E402
 import tinygguf as G  # noqa: E402
 import tinymodel as TM  # noqa: E402
 from test_llama import (GREEDY, N_DECODE, PROMPT, TIE_MARGIN, TOL, assert_logits_close,  # noqa: E402
-                        assert_same_ids, generate, reference, rel_rows, top2_margin)
+                        assert_same_ids, generate, reference, rel_rows, top2_margin, without_biases)
 
 CFG = dict(dim=256, hidden_dim=512, n_layers=2, n_heads=4, n_kv_heads=2, vocab=320, max_seq=128)
 TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", G.MIXED] + sorted(Q.FOREIGN_TYPES)
@@ -111,6 +111,41 @@ def test_gguf_tied_matches_reference(gc, bundles, qtype):
     _, ts = G.read_gguf(ref.path)
     assert "output.weight" not in ts and ref.cfg.tied
     check_run(gc, ref, bundles.get(ref.path, recipe_key(qtype)), what=f"GGUF {qtype} tied")
+
+
+@pytest.mark.parametrize("qtype", ["F32", "F16", "Q8_0", G.MIXED])
+def test_qwen2_gguf_matches_reference(gc, bundles, qtype):
+    """Architecture qwen2 (Qwen2.5's GGUF files): the llama layer with F32
+    biases on q, k and v (some large, as trained ones are), Q and K rows not
+    permuted (NEOX: RoPE rotates halves), every key under "qwen2.". The
+    7-token prefill (the fused norm), 32 greedy decode steps (the bias
+    between the QKV GEMV and rope) and a 20-token prefill (the unfused
+    GEMMs) match the reference; the same weights without their biases do
+    not, so the biases are applied."""
+    ref = tiefree(str(gc.dir / f"qwen2_{qtype}.gguf"), gguf_writer(qtype, arch="qwen2"))
+    kv, ts = G.read_gguf(ref.path)
+    assert kv["general.architecture"] == "qwen2" and "blk.1.attn_k.bias" in ts and ref.cfg.rope_layout == "halves"
+    bundle = bundles.get(ref.path, "qwen2-" + recipe_key(qtype))
+    check_run(gc, ref, bundle, what=f"qwen2 GGUF {qtype}")
+    assert np.max(rel_rows(R.forward(without_biases(ref.w), ref.cfg, PROMPT), ref.logits[:len(PROMPT)])) > 1e-2
+    long = [(11 * i + 5) % ref.cfg.vocab_size for i in range(20)]
+    _, lp, _ = generate(gc, ref.path, bundle, long, 1, *GREEDY, vocab=ref.cfg.vocab_size)
+    assert_logits_close(lp, R.forward(ref.w, ref.cfg, long), TOL, f"qwen2 GGUF {qtype} 20-token prefill")
+
+
+def test_qwen2_gguf_without_its_biases_is_refused(gc, tmp_path):
+    """A qwen2 file lacking a bias names the tensor; a llama file holding
+    biases names the first one it would ignore."""
+    cfg = TM.make_config(**CFG, arch="qwen2")
+    w = TM.random_weights(cfg)
+    path = str(tmp_path / "nob.gguf")
+    G.write_llama(path, cfg, {k: v for k, v in w.items() if k != "model.layers.1.self_attn.v_proj.bias"})
+    assert_clean_error(run_tool("gcore-run", "-m", path, "--tokens", "1", "-n", "1", cwd=str(tmp_path)), "gcore-run",
+                       "blk.1.attn_v.bias: tensor missing")
+    llama = dict(cfg, model_type="llama", architectures=["LlamaForCausalLM"])
+    G.write_llama(path, llama, w)
+    assert_clean_error(run_tool("gcore-run", "-m", path, "--tokens", "1", "-n", "1", cwd=str(tmp_path)), "gcore-run",
+                       "tensor 'blk.0.attn_q.bias' is not part of a llama model")
 
 
 def test_gguf_llama3_rope_scaling(gc, bundles):
@@ -481,8 +516,9 @@ def ids_of(gc, path, text):
 def chat_gguf(gc, kind, v3=False):
     """A tiny GGUF model whose chat_template is the real template of kind
     (chat_ref), its control tokens in the vocabulary (v3: [INST] and [/INST]
-    as control tokens, as Mistral v3 has them)."""
-    cfg = TM.make_config(**CFG)
+    as control tokens, as Mistral v3 has them). Qwen's: a context of 512
+    (its own system message is about 100 of this vocabulary's tokens)."""
+    cfg = TM.make_config(**dict(CFG, max_seq=LONG_CTX.get(kind, CFG["max_seq"])))
     toks, _, types = G.vocab(cfg["vocab_size"])
     controls = ["[INST]", "[/INST]"] if v3 else C.CONTROLS[kind]
     added = controls + C.USER_TOKENS.get(kind, [])  # control tokens, then user-defined ones
@@ -491,22 +527,30 @@ def chat_gguf(gc, kind, v3=False):
     path = str(gc.dir / f"{kind}{'-v3' if v3 else ''}.gguf")
     G.write_llama(path, cfg, TM.random_weights(cfg, 0), extra_kvs=[
         ("tokenizer.ggml.tokens", "arr:str", toks), ("tokenizer.ggml.token_type", "arr:i32", types),
-        ("tokenizer.chat_template", "str", C.TEMPLATES[kind])])
+        ("tokenizer.chat_template", "str", C.ALL[kind])])
     return path, toks
+
+
+LONG_CTX = {"qwen2_5": 512, "qwen2_5_math": 512}
+
+
+def chat_bundle(bundles, path, kind):
+    """The CPU bundle of chat_gguf's model of kind (one per context)."""
+    return bundles.get(path, f"F32-ctx{LONG_CTX[kind]}" if kind in LONG_CTX else "F32")
 
 
 def rendered_ids(gc, path, kind, messages):
     """The reference: the template rendered by Jinja and tokenized as
     llama.cpp does, BOS first where the template does not write it (the
     tokenizer adds it to a prompt)."""
-    extra = [] if "bos_token" in C.TEMPLATES[kind] else [1]
-    return extra + ids_of(gc, path, C.render(C.TEMPLATES[kind], messages))
+    extra = [] if "bos_token" in C.ALL[kind] else [1]
+    return extra + ids_of(gc, path, C.render(C.ALL[kind], messages))
 
 
 SYSTEM_LAST = ("mistral_v3", "mistral_tekken")
 NO_SYSTEM = ("mistral", "mistral_v7")  # refused: v0.1 has none, v7's [SYSTEM_PROMPT] is not built
 INST = ("llama2", "mistral", "mistral_v3", "mistral_tekken")  # user and assistant in turn, or the template raises
-END_TEXT = {"llama3": "<|eot_id|>", "chatml": "<|im_end|>", "deepseek": "<｜end▁of▁sentence｜>",
+END_TEXT = {"llama3": "<|eot_id|>", "chatml": "<|im_end|>", "qwen2_5": "<|im_end|>", "deepseek": "<｜end▁of▁sentence｜>",
             "deepseek_r1": "<｜end▁of▁sentence｜>", "deepseek_v3": "<｜end▁of▁sentence｜>"}
 
 
@@ -521,7 +565,7 @@ def test_gguf_chat_templates_as_jinja_renders_them(gc, bundles, kind):
     end. The user's text keeps a leading space where the template keeps it.
     Mistral has no system role."""
     path, toks = chat_gguf(gc, kind)
-    bundle = bundles.get(path, "F32")
+    bundle = chat_bundle(bundles, path, kind)
     system = [] if kind in NO_SYSTEM else [{"role": "system", "content": "be brief"}]
     args = [] if kind in NO_SYSTEM else ["--system", "be brief"]
     r = gc("gcore-run", "-m", path, "-b", bundle, "--chat", *args, "-n", 3, *GREEDY, "--json",
@@ -543,6 +587,34 @@ def test_gguf_chat_templates_as_jinja_renders_them(gc, bundles, kind):
     if kind in NO_SYSTEM:
         r = gc("gcore-run", "-m", path, "-b", bundle, "--chat", "--system", "be brief", "-n", 2, *GREEDY, input="hi\n")
         assert_clean_error(r, "gcore-run", "the Mistral chat template has no system role")
+
+
+@pytest.mark.parametrize("kind", ["qwen2_5", "qwen2_5_math"])
+def test_gguf_chatml_default_system_message(gc, bundles, kind):
+    """Qwen2.5's templates write a system message of their own where a
+    conversation has none: gcore-run --chat without --system and the
+    server's chat endpoint without a system message put it first, its text
+    as Jinja reads the template's literal (the Math model's has an escaped
+    backslash), as the rendered template has it; a given system message
+    replaces it."""
+    from test_serve import Server
+    path, _ = chat_gguf(gc, kind)
+    bundle = chat_bundle(bundles, path, kind)
+    r = gc("gcore-run", "-m", path, "-b", bundle, "--chat", "-n", 2, *GREEDY, "--json", input="hi cat\n")
+    assert r.rc == 0, r
+    u = [{"role": "user", "content": "hi cat"}]
+    want = rendered_ids(gc, path, kind, u)
+    assert json.loads(r.out.splitlines()[0])["prompt_ids"] == want, C.render(C.ALL[kind], u)
+    assert C.render(C.ALL[kind], u).startswith("<|im_start|>system\n" + ("Please" if "math" in kind else "You are Qwen"))
+    srv = Server(path, bundle, "--parallel", 1)
+    try:
+        for msgs in (u, [{"role": "system", "content": "be brief"}] + u):
+            status, _, text = srv.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 1,
+                                                                "return_token_ids": True})
+            assert status == 200, text
+            assert json.loads(text)["choices"][0]["prompt_token_ids"] == rendered_ids(gc, path, kind, msgs), msgs
+    finally:
+        assert srv.stop()[0] == 0
 
 
 def test_gguf_mistral_v3_control_tokens(gc, bundles):
@@ -574,7 +646,7 @@ def test_gguf_chat_templates_through_the_server(gc, bundles, kind):
     reasoning (what its last </think> ends)."""
     from test_serve import Server
     path, _ = chat_gguf(gc, kind)
-    srv = Server(path, bundles.get(path, "F32"), "--parallel", 1)
+    srv = Server(path, chat_bundle(bundles, path, kind), "--parallel", 1)
     try:
         system = [] if kind in NO_SYSTEM else [{"role": "system", "content": " be brief "}]
         u, a = [{"role": "user", "content": " hi cat "}], [{"role": "assistant", "content": " A file. "}]

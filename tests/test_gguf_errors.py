@@ -176,8 +176,8 @@ def write(path, **kw):
 
 @pytest.mark.parametrize("tool", ["gcore-run", "gcore-gen", "gcore-tune"])
 def test_gguf_wrong_architecture(gc, tmp_path, tool):
-    path = write(str(tmp_path / "q.gguf"), extra_kvs=[("general.architecture", "str", "qwen2")])
-    assert_clean_error(run(gc, path, tool=tool), tool, "general.architecture 'qwen2'")
+    path = write(str(tmp_path / "q.gguf"), extra_kvs=[("general.architecture", "str", "phi3")])
+    assert_clean_error(run(gc, path, tool=tool), tool, "general.architecture 'phi3'")
 
 
 def test_gguf_missing_tensor(gc, tmp_path):

@@ -56,6 +56,10 @@ CONFIGS = {
     "head_dim": dict(dim=40, hidden_dim=96, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16, vocab=144),
     "linear_rope_scaling": dict(dim=48, hidden_dim=96, n_layers=2, n_heads=4, n_kv_heads=2, vocab=176,
                                 rope_scaling={"rope_type": "linear", "factor": 4.0}),
+    # Qwen2 (model_type qwen2: q/k/v biases; theta 1e6 as Qwen2.5's), GQA 7:1,
+    # odd dims (7 heads of 8, vocab 777)
+    "qwen2": dict(dim=56, hidden_dim=152, n_layers=2, n_heads=7, n_kv_heads=1, vocab=777,
+                  rope_theta=1000000.0, arch="qwen2"),
 }
 GQA = CONFIGS["llama3_gqa"]
 
@@ -151,6 +155,11 @@ class Ref:
         self.seed, self.hf_config = seed, hf_config
 
 
+def without_biases(w):
+    """Reference weights w with Qwen2's q/k/v biases left out."""
+    return dict(w, layers=[{k: v for k, v in L.items() if k not in ("bq", "bk", "bv")} for L in w["layers"]])
+
+
 def reference(path, prompt=PROMPT, n=N_DECODE):
     w, cfg = R.load(path)
     ids = R.greedy(w, cfg, prompt, n)
@@ -229,6 +238,8 @@ def test_tiny_hf_matches_reference(gc, kind, dtype):
     if kind.endswith("rope_scaling"):   # the scaling matters at these positions
         plain = R.forward(ref.w, dataclasses.replace(ref.cfg, rope_scaling=None), PROMPT + ref.ids[:-1])
         assert np.max(rel_rows(plain, ref.logits)) > 1e-2
+    if kind == "qwen2":   # and so do the biases
+        assert np.max(rel_rows(R.forward(without_biases(ref.w), ref.cfg, PROMPT + ref.ids[:-1]), ref.logits)) > 1e-2
     bundle = build_bundle(gc, ref.path)
     ids, logits, _ = generate(gc, ref.path, bundle, PROMPT, N_DECODE, *GREEDY, vocab=ref.cfg.vocab_size)
     T = len(PROMPT)

@@ -187,9 +187,9 @@ def gguf_name(hf: str) -> str:
         return "output_norm.weight"
     if hf == "lm_head.weight":
         return "output.weight"
-    parts = hf.split(".")          # model.layers.N.<a>.<b>.weight
+    parts = hf.split(".")          # model.layers.N.<a>.<b>.weight (or .bias)
     sub = ".".join(parts[3:-1])
-    return f"blk.{parts[2]}.{dict(LAYER_NAMES)[sub]}.weight"
+    return f"blk.{parts[2]}.{dict(LAYER_NAMES)[sub]}.{parts[-1]}"
 
 
 def llama3_rope_factors(cfg: dict) -> np.ndarray:
@@ -231,7 +231,7 @@ def tensor_type(gname: str, qtype: str, n_layers: int = 1, cols: int = 256) -> s
     every other matrix Q4_K; and where rows are not whole 256-element
     blocks, its fallbacks: Q5_0 for Q4_K, Q8_0 for Q6_K), so that such a
     file's layers differ in type as downloaded ones do."""
-    if gname.endswith("norm.weight"):
+    if gname.endswith("norm.weight") or gname.endswith(".bias"):  # 1-D: F32, as llama.cpp writes them
         return "F32"
     if qtype == MIXED:
         t = "Q4_K"
@@ -277,17 +277,19 @@ def write_llama(path: str, hf_cfg: dict, weights: Dict[str, np.ndarray], qtype: 
     c = hf_cfg
     nh, nkv = c["num_attention_heads"], c["num_key_value_heads"]
     hd = c.get("head_dim") or c["hidden_size"] // nh
-    kvs = [("general.architecture", "str", "llama"), ("general.name", "str", "tiny"),
-           ("llama.context_length", "u32", c["max_position_embeddings"]),
-           ("llama.embedding_length", "u32", c["hidden_size"]),
-           ("llama.feed_forward_length", "u32", c["intermediate_size"]),
-           ("llama.block_count", "u32", c["num_hidden_layers"]),
-           ("llama.attention.head_count", "u32", nh), ("llama.attention.head_count_kv", "u32", nkv),
-           ("llama.rope.freq_base", "f32", c["rope_theta"]),
-           ("llama.attention.layer_norm_rms_epsilon", "f32", c["rms_norm_eps"]),
-           ("llama.rope.dimension_count", "u32", hd), ("general.file_type", "u32", 1)]
+    arch = "qwen2" if c["model_type"] == "qwen2" else "llama"  # qwen2: keys under its name, Q and K not permuted
+    a = arch + "."
+    kvs = [("general.architecture", "str", arch), ("general.name", "str", "tiny"),
+           (a + "context_length", "u32", c["max_position_embeddings"]),
+           (a + "embedding_length", "u32", c["hidden_size"]),
+           (a + "feed_forward_length", "u32", c["intermediate_size"]),
+           (a + "block_count", "u32", c["num_hidden_layers"]),
+           (a + "attention.head_count", "u32", nh), (a + "attention.head_count_kv", "u32", nkv),
+           (a + "rope.freq_base", "f32", c["rope_theta"]),
+           (a + "attention.layer_norm_rms_epsilon", "f32", c["rms_norm_eps"]),
+           (a + "rope.dimension_count", "u32", hd), ("general.file_type", "u32", 1)]
     if c.get("head_dim"):
-        kvs += [("llama.attention.key_length", "u32", hd), ("llama.attention.value_length", "u32", hd)]
+        kvs += [(a + "attention.key_length", "u32", hd), (a + "attention.value_length", "u32", hd)]
     if with_vocab:
         toks, scores, types = vocab(c["vocab_size"])
         kvs += [("tokenizer.ggml.model", "str", "llama"), ("tokenizer.ggml.tokens", "arr:str", toks),
@@ -299,7 +301,7 @@ def write_llama(path: str, hf_cfg: dict, weights: Dict[str, np.ndarray], qtype: 
     tensors, types = [], {}
     rope = c.get("rope_scaling")
     if rope and rope.get("rope_type") == "linear":  # as convert_hf_to_gguf writes it
-        kvs += [("llama.rope.scaling.type", "str", "linear"), ("llama.rope.scaling.factor", "f32", rope["factor"])]
+        kvs += [(a + "rope.scaling.type", "str", "linear"), (a + "rope.scaling.factor", "f32", rope["factor"])]
     if rope and rope.get("rope_type") == "llama3":
         tensors.append(("rope_freqs.weight", 0, [hd // 2], llama3_rope_factors(c).astype("<f4").tobytes()))
         types["rope_freqs.weight"] = "F32"
@@ -308,15 +310,15 @@ def write_llama(path: str, hf_cfg: dict, weights: Dict[str, np.ndarray], qtype: 
     mat_float = qtype if qtype in ("F16", "BF16") else "F16" if qtype in Q.FOREIGN_TYPES else None
     for hf, arr in weights.items():
         g = gguf_name(hf)
-        a = np.asarray(arr, dtype=np.float32)
-        if g.endswith("attn_q.weight"):
-            a = permute(a, nh)
-        elif g.endswith("attn_k.weight"):
-            a = permute(a, nkv)
-        t = tensor_type(g, qtype, c["num_hidden_layers"], a.shape[-1])
-        if a.ndim == 1 and exact_norms and mat_float:
-            a = Q.roundtrip(mat_float, a)
-        tensors.append((g, Q.ALL_TYPES[t][0], list(reversed(a.shape)), Q.quantize(t, a)))
+        v = np.asarray(arr, dtype=np.float32)
+        if g.endswith("attn_q.weight") and arch == "llama":
+            v = permute(v, nh)
+        elif g.endswith("attn_k.weight") and arch == "llama":
+            v = permute(v, nkv)
+        t = tensor_type(g, qtype, c["num_hidden_layers"], v.shape[-1])
+        if v.ndim == 1 and exact_norms and mat_float:  # norms and biases
+            v = Q.roundtrip(mat_float, v)
+        tensors.append((g, Q.ALL_TYPES[t][0], list(reversed(v.shape)), Q.quantize(t, v)))
         types[g] = t
     tensors += list(extra_tensors)
     layout = write_gguf(path, kvs, tensors, version=version, alignment=alignment)

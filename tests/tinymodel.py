@@ -101,6 +101,9 @@ def tensor_shapes(cfg: dict) -> List[Tuple[str, Tuple[int, ...]]]:
                 (p + "self_attn.o_proj.weight", (D, Q)), (p + "post_attention_layernorm.weight", (D,)),
                 (p + "mlp.gate_proj.weight", (H, D)), (p + "mlp.down_proj.weight", (D, H)),
                 (p + "mlp.up_proj.weight", (H, D))]
+        if cfg["model_type"] == "qwen2":  # q/k/v biases, after the weights as Qwen2's checkpoints list them
+            out[-5:-5] = [(p + "self_attn.q_proj.bias", (Q,)), (p + "self_attn.k_proj.bias", (KV,)),
+                          (p + "self_attn.v_proj.bias", (KV,))]
     out.append(("model.norm.weight", (D,)))
     if not cfg.get("tie_word_embeddings", False):
         out.append(("lm_head.weight", (V, D)))
@@ -110,8 +113,10 @@ def tensor_shapes(cfg: dict) -> List[Tuple[str, Tuple[int, ...]]]:
 def make_config(dim: int = 64, hidden_dim: int = 172, n_layers: int = 2, n_heads: int = 8,
                 n_kv_heads: int = 4, head_dim: Optional[int] = None, vocab: int = 128, max_seq: int = 256,
                 tied: bool = False, rope_scaling=None, rope_theta: float = 10000.0, eps: float = 1e-5,
-                dtype: str = "f32") -> dict:
-    """A config.json dict. rope_scaling: None, "llama3" (LLAMA3_SCALING) or a dict."""
+                dtype: str = "f32", arch: str = "llama") -> dict:
+    """A config.json dict. rope_scaling: None, "llama3" (LLAMA3_SCALING) or a dict.
+    arch "qwen2": Qwen2's model type (q/k/v biases) with the sliding-window
+    keys its checkpoints carry, off."""
     if rope_scaling == "llama3":
         rope_scaling = dict(LLAMA3_SCALING)
     cfg = {
@@ -125,6 +130,11 @@ def make_config(dim: int = 64, hidden_dim: int = 172, n_layers: int = 2, n_heads
     }
     if head_dim is not None:
         cfg["head_dim"] = head_dim
+    if arch == "qwen2":
+        for k in ("attention_bias", "mlp_bias"):
+            del cfg[k]
+        cfg.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2", use_sliding_window=False,
+                   sliding_window=max_seq, max_window_layers=n_layers)
     return cfg
 
 
@@ -134,7 +144,9 @@ def random_weights(cfg: dict, seed: int = 0) -> Dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     out = {}
     for name, shape in tensor_shapes(cfg):
-        if len(shape) == 1:
+        if name.endswith(".bias"):  # Qwen2's: some large, as trained ones are
+            out[name] = (0.5 * rng.standard_normal(shape)).astype(np.float32)
+        elif len(shape) == 1:
             out[name] = (1.0 + 0.1 * rng.standard_normal(shape)).astype(np.float32)
         elif "embed_tokens" in name:
             out[name] = rng.standard_normal(shape).astype(np.float32)

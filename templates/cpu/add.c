@@ -1,10 +1,12 @@
 /* add.c — CPU elementwise sum of two same-shaped arrays, the residual add:
  * Z[M,N] = X[M,N] + Y[M,N], summed in fp32 and rounded once to Z's dtype.
+ * Built for bias, Y is one row [N] added to every row of X (a projection's
+ * bias): Z[i,j] = X[i,j] + Y[j].
  *
  * @template add_cpu
- * @op add
+ * @op add bias
  * @backend cpu
- * @dtypes f32 f16 bf16
+ * @dtypes f32 f16 bf16 f32:f16:f32 f32:bf16:f32
  * @kernel add_cpu
  * @param CHUNK 1024 2048 4096 8192 16384 32768 65536 default 8192 -- elements of Z per task
  * @param VEC 8 16 default 16 -- fp32 lanes per vector
@@ -23,7 +25,9 @@
  * end). Z may be X (the residual add): every element is read before it is
  * written and no element is read after another task could write it, so
  * nothing here is declared restrict. The tail uses partial loads/stores, so
- * nothing past element M*N-1 is touched.
+ * nothing past element M*N-1 is touched. For bias a task's elements are
+ * cut where rows end: each piece adds the columns of Y it spans, so Y is
+ * read only inside its N elements.
  */
 
 /* z[k] = x[k] + y[k] for k < n; z may equal x. */
@@ -44,7 +48,17 @@ static void add_span(const TA *x, const TB *y, TC *z, int64_t n) {
   }
 }
 
-/* args: X[M,N] (TA), Y[M,N] (TB), Z[M,N] (TC), int64 M, N. */
+/* bias: z[k] = x[k] + y[(c0 + k) % N] for k < n, where x starts at
+ * column c0 of its row; pieces of at most one row each go to add_span. */
+static void bias_span(const TA *x, const TB *y, TC *z, int64_t c0, int64_t N, int64_t n) {
+  for (int64_t k = 0; k < n;) {
+    int64_t c = (c0 + k) % N, len = gc_min(N - c, n - k);
+    add_span(x + k, y + c, z + k, len);
+    k += len;
+  }
+}
+
+/* args: X[M,N] (TA), Y[M,N] (TB; bias: [N]), Z[M,N] (TC), int64 M, N. */
 GC_EXPORT void add_cpu(void **args, int64_t task) {
   const TA *X = GC_ARG(args, 0, const TA *);
   const TB *Y = GC_ARG(args, 1, const TB *);
@@ -54,6 +68,10 @@ GC_EXPORT void add_cpu(void **args, int64_t task) {
 
   int64_t k0 = task * CHUNK;
   int64_t n = gc_min(CHUNK, M * N - k0);
-  if (n > 0)
-    add_span(X + k0, Y + k0, Z + k0, n);
+  if (n <= 0) return;
+#if GC_OP_BIAS
+  bias_span(X + k0, Y, Z + k0, k0 % N, N, n);
+#else
+  add_span(X + k0, Y + k0, Z + k0, n);
+#endif
 }

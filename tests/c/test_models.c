@@ -787,7 +787,17 @@ static void test_config_hf(void) {
   CHECK(c.bos_id == -1 && c.n_eos == 1 && c.eos_ids[0] == 7, "bos null, single eos");
   char desc[512];
   gc_llama_config_describe(&c, desc, sizeof desc);
-  CHECK(strlen(desc) > 10, "describe");
+  CHECK(strlen(desc) > 10 && !strstr(desc, "bias"), "describe");
+  const char *qwen2 = "{\"model_type\":\"qwen2\",\"architectures\":[\"Qwen2ForCausalLM\"],\"hidden_size\":56,"
+                      "\"intermediate_size\":152,\"num_hidden_layers\":2,\"num_attention_heads\":7,"
+                      "\"num_key_value_heads\":1,\"vocab_size\":777,\"use_sliding_window\":false,"
+                      "\"sliding_window\":32768,\"max_window_layers\":21,\"rope_theta\":1000000.0}";
+  rc = gc_llama_config_parse_hf(qwen2, strlen(qwen2), "config.json", &c, &e);
+  CHECK_RC(rc, GC_OK, e);
+  CHECK(c.qkv_bias && c.rope_layout == GC_ROPE_HALVES && c.head_dim == 8 && c.rope_theta == 1e6,
+        "qwen2: bias %d", c.qkv_bias);
+  gc_llama_config_describe(&c, desc, sizeof desc);
+  CHECK(strstr(desc, "q/k/v biases") != NULL, "describe: %s", desc);
 }
 
 static void test_config_refused(void) {
@@ -812,6 +822,8 @@ static void test_config_refused(void) {
       {"\"hidden_act\":\"gelu\"", GC_EUNSUPPORTED, "hidden_act 'gelu'"},
       {"\"pretraining_tp\":2", GC_EUNSUPPORTED, "pretraining_tp 2"},
       {"\"sliding_window\":4096", GC_EUNSUPPORTED, "sliding_window"},
+      {"\"architectures\":[\"Qwen2ForCausalLM\"]", GC_EUNSUPPORTED,
+       "architectures 'Qwen2ForCausalLM' (gcore supports LlamaForCausalLM for model_type llama)"},
       {"\"quantization_config\":{\"quant_method\":\"gptq\"}", GC_EUNSUPPORTED, "quantization_config"},
       {"\"partial_rotary_factor\":0.5", GC_EUNSUPPORTED, "partial_rotary_factor"},
       {"\"torch_dtype\":\"float64\"", GC_EUNSUPPORTED, "torch_dtype 'float64'"},
@@ -840,6 +852,8 @@ static void test_config_refused(void) {
     const char *sub;
   } whole[] = {
       {"{\"model_type\":\"mistral\",\"hidden_size\":64}", GC_EUNSUPPORTED, "model_type 'mistral'"},
+      {"{\"model_type\":\"qwen2\",\"use_sliding_window\":true}", GC_EUNSUPPORTED, "use_sliding_window true"},
+      {"{\"model_type\":\"qwen2\",\"attention_bias\":true}", GC_EUNSUPPORTED, "attention_bias true"},
       {"{\"model_type\":\"llama\",\"architectures\":[\"LlamaForSequenceClassification\"]}", GC_EUNSUPPORTED,
        "LlamaForSequenceClassification"},
       {"{\"hidden_size\":64}", GC_ECORRUPT, "model_type"},
@@ -1532,6 +1546,38 @@ static void test_recipe_split_qkv(void) {
         "the gathers: %lld and %lld rows", (long long)s.dq[0].m, (long long)s.dq[4].m);
 }
 
+/* Qwen2's q/k/v biases (cfg.qkv_bias): a bias step of the QKV rows in
+ * every pass, in act:weight dtypes, and the decode step's RoPE kept apart
+ * from the QKV GEMV (the bias goes between them); no bias step without. */
+static void test_recipe_bias(void) {
+  gc_llama_config_t c;
+  gc_llama_dtypes_t dt;
+  recipe_model(64, &c, &dt);
+  dt.act = GC_DT_F32;
+  gc_llama_steps_t s;
+  gc_llama_steps(&c, &dt, 1, 1, &s);
+  CHECK(!s.bias.op[0] && s.qkv_rope && !strcmp(s.qkv.op, "rmsnorm_gemm_rope_kv"), "llama decode: %s", s.qkv.op);
+  c.qkv_bias = 1;
+  const int64_t n = (4 + 2 * 2) * 16;
+  for (int64_t t = 1; t <= 20; t += 19) {
+    gc_llama_steps(&c, &dt, t, 1, &s);
+    CHECK(!strcmp(s.bias.op, "bias") && s.bias.m == t && s.bias.n == n && s.bias.ta == GC_DT_F32 &&
+              s.bias.tb == GC_DT_F16 && s.bias.tc == GC_DT_F32 && !s.qkv_rope &&
+              !strcmp(s.qkv.op, t == 1 ? "rmsnorm_gemm" : "gemm"),
+          "qwen2, %lld tokens: %s m %lld n %lld, qkv %s", (long long)t, s.bias.op, (long long)s.bias.m,
+          (long long)s.bias.n, s.qkv.op);
+  }
+  gc_llama_batch_steps(&c, &dt, 3, &s);
+  CHECK(!strcmp(s.bias.op, "bias") && s.bias.m == 3, "batched: %s m %lld", s.bias.op, (long long)s.bias.m);
+  gc_problems_t l = {0};
+  gc_err_t e = {0};
+  CHECK_RC(gc_llama_recipe(&c, &dt, 1, 1, &l, &e), GC_OK, e);
+  int biases = 0, ropes = 0;
+  for (int i = 0; i < l.n; i++) biases += !strcmp(l.v[i].op, "bias"), ropes += !strcmp(l.v[i].op, "rope_kv");
+  CHECK(biases >= 1 && ropes >= 1, "the decode recipe lists bias (%d) and rope_kv (%d)", biases, ropes);
+  gc_problems_free(&l);
+}
+
 static void test_recipe_shard(void) {
   gc_llama_config_t c = {0}, s;
   c.dim = 64, c.hidden_dim = 172, c.n_layers = 2, c.n_heads = 8, c.n_kv_heads = 4, c.head_dim = 8;
@@ -1608,6 +1654,7 @@ int main(int argc, char **argv) {
   check_case("recipe_dense_plan", test_recipe_dense_plan);
   check_case("db_retime", test_db_retime);
   check_case("recipe_split_qkv", test_recipe_split_qkv);
+  check_case("recipe_bias", test_recipe_bias);
   check_case("weights_hf", test_weights_hf);
   check_case("weights_hf_broken", test_weights_hf_broken);
   check_case("alloc_faults", test_alloc_faults);

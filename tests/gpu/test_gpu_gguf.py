@@ -121,6 +121,18 @@ def test_tied_gguf_on_the_gpu(gc, qtype):
     assert cfg.tied
 
 
+@pytest.mark.parametrize("qtype", ["F16", "Q8_0", G.MIXED])
+def test_qwen2_gguf_on_the_gpu(gc, qtype):
+    """Architecture qwen2: the q/k/v biases (op bias, add_gpu built for
+    it, between the QKV projection and rope_kv, at every pass length and in
+    the decode step, which then runs rope_kv apart) and the halves RoPE of
+    its unpermuted Q and K."""
+    path = str(gc.dir / "m.gguf")
+    G.write_model(path, qtype=qtype, seed=3, arch="qwen2", **CFG)
+    w, cfg = check(gc, path, f"qwen2 {qtype}", TOL_F16)
+    assert cfg.rope_layout == "halves" and "bq" in w["layers"][0]
+
+
 def test_llama3_rope_gguf_on_the_gpu(gc):
     """llama3 scaling as llama.cpp stores it (rope_freqs.weight) in the
     GPU's RoPE, in prompt passes and in the decode step's fused QKV."""

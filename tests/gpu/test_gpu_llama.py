@@ -101,9 +101,9 @@ def test_profile_on_gpu(gc):
 
 def hf_model(path, dtype):
     import torch
-    from transformers import LlamaForCausalLM
+    from transformers import AutoModelForCausalLM  # LlamaForCausalLM, Qwen2ForCausalLM: the config's
     td = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
-    return LlamaForCausalLM.from_pretrained(path, dtype=td).cuda().eval(), torch
+    return AutoModelForCausalLM.from_pretrained(path, dtype=td).cuda().eval(), torch
 
 
 def chosen_model(outdir, dtype, **cfg):
@@ -118,7 +118,8 @@ def chosen_model(outdir, dtype, **cfg):
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-@pytest.mark.parametrize("kind", ["llama2_mha", "llama3_gqa", "tied", "llama3_rope_scaling", "linear_rope_scaling"])
+@pytest.mark.parametrize("kind", ["llama2_mha", "llama3_gqa", "tied", "llama3_rope_scaling", "linear_rope_scaling",
+                                  "qwen2"])
 def test_tiny_vs_transformers(gc, kind, dtype):
     cfg = dict(TL.CONFIGS[kind])
     ref = chosen_model(str(gc.dir / "model"), dtype, **cfg)
