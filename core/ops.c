@@ -771,6 +771,34 @@ static int r_rmsnorm(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
   ref_rmsnorm(p, sc, h, ref[2], tol[2]);
   return GC_OK;
 }
+/* qk_norm, in place on QKV[M, (H+2G)·D] (C's dtype): each of a row's H
+ * query heads and G key heads normalised over its D values (rmsnorm's
+ * rules: the fp32 sum of squares and rsqrt, (D + 8)·2^-24 relative, then
+ * the rounding into C's dtype) and scaled by qn (queries) or kn (keys);
+ * the G value heads stay as they are, exactly. */
+static int r_qk_norm(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                     double **tol, gc_err_t *e) {
+  (void)e;
+  const int64_t D = p->d, heads = p->h + 2 * p->g, normed = p->h + p->g;
+  const gc_dtype_t tn = gc_op_role_dtype(p, 'N');
+  const double rel = ((double)D + 8) * 0x1p-24, u = ulp_rel(p->tc);
+  for (int64_t i = 0; i < p->m * heads; i++) { /* head i % heads of row i / heads */
+    const int64_t o = i * D, hd = i % heads;
+    double ss = 0, inv = 1;
+    for (int64_t j = 0; hd < normed && j < D; j++) {
+      const double x = gc_load_elem(h[0], p->tc, o + j);
+      ss += x * x;
+    }
+    if (hd < normed) inv = 1.0 / sqrt(ss / (double)D + (double)sc->eps);
+    for (int64_t j = 0; j < D; j++) {
+      const double x = gc_load_elem(h[0], p->tc, o + j);
+      const double r = hd < normed ? x * inv * gc_load_elem(hd < p->h ? h[1] : h[2], tn, j) : x;
+      ref[0][o + j] = r;
+      tol[0][o + j] = hd < normed ? (u + rel) * fabs(r) + ulp_abs(p->tc) : 0;
+    }
+  }
+  return GC_OK;
+}
 static int r_add(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
                  double **tol, gc_err_t *e) {
   (void)sc, (void)e;
@@ -899,6 +927,10 @@ static double f_norm_swiglu(const gc_problem_t *p, const gc_op_scalars_t *sc) {
 static double f_rows(const gc_problem_t *p, const gc_op_scalars_t *sc) {
   (void)sc;
   return 3.0 * p->m * p->n;
+}
+static double f_qk_norm(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  (void)sc;
+  return 3.0 * p->m * (p->h + p->g) * p->d;
 }
 static double f_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc) {
   (void)sc;
@@ -1039,6 +1071,11 @@ static const gc_op_t ops[] = {
      {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("b", 'B', "1", "N", IN, GC_FILL_UNIT),
       BUF("Z", 'C', "M", "N", OUT, 0)},
      "MN", 0, r_bias, f_rows, 0, NULL},
+    {"qk_norm", "mhgd",
+     "rmsnorm of each query head (by qn[D]) and key head (by kn[D]) of QKV[M,(H+2G)D], in place (Qwen3)", 1, 0, 3,
+     {BUF("QKV", 'C', "M", "(H+2*G)*D", INOUT, GC_FILL_UNIT), BUF("qn", 'N', "1", "D", IN, GC_FILL_NORM),
+      BUF("kn", 'N', "1", "D", IN, GC_FILL_NORM)},
+     "MHGD", 'e', r_qk_norm, f_qk_norm, 0, NULL},
     {"concat", "mnk", "Z[M,N] = [X[M,K] | Y[M,N-K]], rows joined (a split QKV's parts)", 1, 0, 3,
      {BUF("X", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("Y", 'A', "M", "N-K", IN, GC_FILL_UNIT),
       BUF("Z", 'C', "M", "N", OUT, 0)},

@@ -179,8 +179,14 @@ static void fz_tok_chat(gc_tok_t *t) {
   gc_tok_ids_t ids = {0};
   gc_chat_t c;
   if (fz_report("chat template", gc_chat_detect(t, &k, &e), &e) != GC_OK) return;
+  gc_chat_init(&c, t, k); /* a conversation without a system message: the template's own, if any */
+  if (gc_chat_user(&c, NULL, "hi", &ids, &e) == GC_OK && gc_chat_assistant(&c, NULL, &ids, &e) == GC_OK &&
+      gc_chat_flush(&c, &ids, &e) == GC_OK)
+    fz_check_ids(t, &ids);
+  gc_chat_free(&c);
+  ids.n = 0;
   gc_chat_init(&c, t, k);
-  if (fz_report("chat turn", gc_chat_user(&c, k == GC_CHAT_MISTRAL ? NULL : "Answer briefly.",
+  if (fz_report("chat turn", gc_chat_user(&c, k == GC_CHAT_MISTRAL && !c.sys_block ? NULL : "Answer briefly.",
                                           " Hi <|eot_id|> there ", &ids, &e), &e) == GC_OK &&
       gc_chat_assistant(&c, " A reply. ", &ids, &e) == GC_OK && gc_chat_user(&c, NULL, "again", &ids, &e) == GC_OK &&
       gc_chat_assistant(&c, NULL, &ids, &e) == GC_OK && gc_chat_flush(&c, &ids, &e) == GC_OK)

@@ -58,8 +58,9 @@ def safetensors_seeds(tmp: str) -> None:
     put("safetensors", "f32_tied", read(f"{d}/config.json") + SEP + read(f"{d}/model.safetensors"))
     d = hf_dir(tmp, "f16", rope_scaling="llama3", head_dim=4)
     put("safetensors", "f16_llama3", read(f"{d}/config.json") + SEP + read(f"{d}/model.safetensors"))
-    d = hf_dir(tmp, "bf16", arch="qwen2")  # model_type qwen2: q/k/v biases
-    put("safetensors", "bf16_qwen2", read(f"{d}/config.json") + SEP + read(f"{d}/model.safetensors"))
+    for arch in ("qwen2", "qwen3"):  # model_type qwen2: q/k/v biases; qwen3: q/k norms
+        d = hf_dir(tmp, "bf16", arch=arch)
+        put("safetensors", "bf16_" + arch, read(f"{d}/config.json") + SEP + read(f"{d}/model.safetensors"))
     # two shards: the index maps each tensor to model.safetensors or model-2.safetensors
     d = hf_dir(tmp, "bf16")
     hdr, data = tinymodel.read_safetensors_raw(f"{d}/model.safetensors")
@@ -172,6 +173,15 @@ def gguf_vocab_seeds() -> None:
     put("gguf_vocab", "bytelevel_v3", gguf(bl))
     gpt2 = [kv for kv in bl if kv[0] != "tokenizer.ggml.pre"]
     put("gguf_vocab", "gpt2_default_pre", gguf(gpt2))
+    # chat templates read from the vocabulary's template: Qwen2.5's (ChatML with
+    # its own system message) and Mistral Large 2411's ([SYSTEM_PROMPT] blocks),
+    # their markers as control tokens
+    import chat_ref
+    for name, kind in (("chatml_qwen2_5", "qwen2_5"), ("mistral_v7", "mistral_v7")):
+        ctl = chat_ref.CONTROLS[kind]
+        kvs = [(k, t, btoks + ctl if k == "tokenizer.ggml.tokens" else btypes + [3] * len(ctl)
+                if k == "tokenizer.ggml.token_type" else v) for k, t, v in gpt2 if k != "tokenizer.chat_template"]
+        put("gguf_vocab", name, gguf(kvs + [("tokenizer.chat_template", "string", chat_ref.TEMPLATES[kind])]))
 
 
 def tokenizer_json_seeds() -> None:
@@ -318,7 +328,8 @@ def expr_seeds() -> None:
 def gguf_model_seeds(tmp: str) -> None:
     """Tiny GGUF models (tests/tinygguf.py): F16 with llama3 rope factors,
     BF16, Q4_0 untied, Q8_0 tied, a Qwen2 (qwen2 keys, q/k/v biases) in
-    Q8_0, tied, and the formats gcore makes F16 at load;
+    Q8_0, tied, a Qwen3 (q/k norms, heads wider than dim / heads) in F16,
+    and the formats gcore makes F16 at load;
     a few KiB each. A model all in a K-quant
     would need rows of 256 everywhere, a seed over the fuzzer's input limit
     (fuzz/run.sh: 64 KiB), so each K-quant seed (q4_k, q5_k, q6_k) is a model
@@ -330,7 +341,8 @@ def gguf_model_seeds(tmp: str) -> None:
     tiny = dict(dim=32, hidden_dim=32, n_layers=1, n_heads=2, n_kv_heads=1, vocab=16, max_seq=16)
     for name, qtype, kw in (("f16_rope", "F16", {"rope_scaling": "llama3"}), ("q4_0", "Q4_0", {}),
                             ("q8_0_tied", "Q8_0", {"tied": True}), ("bf16", "BF16", {}),
-                            ("qwen2_q8_0", "Q8_0", {"arch": "qwen2", "tied": True})):
+                            ("qwen2_q8_0", "Q8_0", {"arch": "qwen2", "tied": True}),
+                            ("qwen3_f16", "F16", {"arch": "qwen3", "head_dim": 32})):
         path = os.path.join(tmp, name + ".gguf")
         tinygguf.write_model(path, qtype=qtype, **tiny, **kw)
         put("gguf_model", name, read(path))

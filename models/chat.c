@@ -32,7 +32,8 @@ static int32_t control(const gc_tok_t *t, const char *name) {
 /* Which of Mistral's [INST] templates tpl is: v3's and Tekken's put the
  * system message before the last user message (loop.last and
  * system_message), Tekken's with no space after "[INST]"; the later ones
- * with a [SYSTEM_PROMPT] block are taken as v0.1's. */
+ * with a [SYSTEM_PROMPT] block are v0.1's turns with that block for the
+ * system message (gc_chat_t.sys_block). */
 static gc_chat_kind_t mistral_kind(const char *tpl) {
   if (!strstr(tpl, "loop.last and system_message is defined") || strstr(tpl, "[SYSTEM_PROMPT]"))
     return GC_CHAT_MISTRAL;
@@ -172,6 +173,8 @@ void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k) {
                  (tpl && (strstr(tpl, "' ' + message['content']") || strstr(tpl, "\" \" + message[\"content\"]")));
   c->cut_think = k == GC_CHAT_DEEPSEEK_THINK || (tpl && strstr(tpl, "split('</think>')"));
   c->dflt_system = k == GC_CHAT_CHATML && tpl ? chatml_default_system(tpl) : NULL;
+  c->sys_block = k == GC_CHAT_MISTRAL && tpl && strstr(tpl, "[SYSTEM_PROMPT]");
+  c->sys_pre = c->sys_block && quoted(tpl, "[SYSTEM_PROMPT] ", 1);
 }
 
 void gc_chat_free(gc_chat_t *c) {
@@ -240,6 +243,22 @@ static const char *inst_name(gc_chat_kind_t k) { return k == GC_CHAT_LLAMA2 ? "L
 
 int gc_chat_system_last(gc_chat_kind_t k) { return k == GC_CHAT_MISTRAL_V3 || k == GC_CHAT_MISTRAL_TEKKEN; }
 
+/* Marker m ("[INST]", "[SYSTEM_PROMPT]", ...): by id where the vocabulary
+ * has it as a control token, else as text. */
+static int put_marker(gc_chat_t *c, const char *m, gc_tok_ids_t *out, gc_err_t *e) {
+  int32_t id = control(c->t, m);
+  return id >= 0 ? put_id(c, id, out, e) : put_text(c, m, -1, e) ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
+}
+
+/* Mistral's later system message: "[SYSTEM_PROMPT]" + (a space where the
+ * template writes one) + text + "[/SYSTEM_PROMPT]", as given. */
+static int system_block(gc_chat_t *c, const char *system, gc_tok_ids_t *out, gc_err_t *e) {
+  return put_marker(c, "[SYSTEM_PROMPT]", out, e) || put_text(c, c->sys_pre ? " " : "", -1, e) ||
+                 put_text(c, system, -1, e) || put_marker(c, "[/SYSTEM_PROMPT]", out, e)
+             ? (e->code ? e->code : GC_ENOMEM)
+             : GC_OK;
+}
+
 /* An [INST] turn: "[INST]" + pre + content + post + "[/INST]", the markers
  * by id where they are control tokens (Mistral v3's vocabulary), else as
  * text; pre and post a space where the template writes one (gc_chat_init:
@@ -249,19 +268,18 @@ int gc_chat_system_last(gc_chat_kind_t k) { return k == GC_CHAT_MISTRAL_V3 || k 
  * trimmed as a whole (content.strip()) in Llama 2's, as system + "\n\n"
  * in Mistral v3's and Tekken's, as given there and in Mistral's. */
 static int inst_turn(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_t *out, gc_err_t *e) {
-  int32_t open = control(c->t, "[INST]"), close = control(c->t, "[/INST]");
   const char *pre = c->inst_pre ? " " : "", *post = c->inst_post ? " " : "";
   gc_buf_t b = {0};
   const char *p;
   size_t n;
-  int rc = !system                   ? GC_OK
-           : c->k == GC_CHAT_LLAMA2 ? gc_buf_printf(&b, e, "<<SYS>>\n%s\n<</SYS>>\n\n", system)
-                                    : gc_buf_printf(&b, e, "%s\n\n", system);
+  int rc = !system || c->sys_block ? GC_OK
+           : c->k == GC_CHAT_LLAMA2   ? gc_buf_printf(&b, e, "<<SYS>>\n%s\n<</SYS>>\n\n", system)
+                                      : gc_buf_printf(&b, e, "%s\n\n", system);
+  if (!rc && system && c->sys_block) rc = system_block(c, system, out, e);
   if (!rc) rc = gc_buf_printf(&b, e, "%s", user);
   if (!rc) trim(trims(c->k), b.data, &p, &n);
-  if (!rc) rc = (open >= 0 ? put_id(c, open, out, e) : put_text(c, "[INST]", -1, e)) || put_text(c, pre, -1, e) ||
-                put_text(c, p, (int)n, e) || put_text(c, post, -1, e) ||
-                (close >= 0 ? put_id(c, close, out, e) : put_text(c, "[/INST]", -1, e));
+  if (!rc) rc = put_marker(c, "[INST]", out, e) || put_text(c, pre, -1, e) || put_text(c, p, (int)n, e) ||
+                put_text(c, post, -1, e) || put_marker(c, "[/INST]", out, e);
   gc_buf_free(&b);
   return rc ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
 }
@@ -270,7 +288,8 @@ int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_
   gc_tok_t *t = c->t;
   if (system && c->n_msgs && !gc_chat_system_last(c->k))
     return gc_err_set(e, GC_EINVAL, "a system prompt comes before the first message");
-  if (c->k == GC_CHAT_MISTRAL && system) return gc_err_set(e, GC_EINVAL, "the Mistral chat template has no system role");
+  if (c->k == GC_CHAT_MISTRAL && system && !c->sys_block)
+    return gc_err_set(e, GC_EINVAL, "the Mistral chat template has no system role");
   if (is_inst(c->k) && c->last == 'u')
     return gc_err_set(e, GC_EINVAL, "the %s chat template takes user and assistant messages in turn (two user "
                       "messages in a row)", inst_name(c->k));

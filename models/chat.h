@@ -64,6 +64,9 @@ typedef struct gc_chat {
   int cut_think;           /* DeepSeek: an earlier reply cut after its last "</think>" */
   char *dflt_system;       /* ChatML: the system message the template writes when a
                               conversation has none (Qwen2's, Qwen2.5's), or NULL */
+  int sys_block;           /* Mistral's later templates: the system message as a
+                              [SYSTEM_PROMPT] ... [/SYSTEM_PROMPT] block (Large 2411, Small 3) */
+  int sys_pre;             /* ... with a space after "[SYSTEM_PROMPT]" (Large 2411's) */
 } gc_chat_t;
 
 /* c for template k over t's vocabulary, with what gc_chat_t reads from
@@ -88,9 +91,12 @@ int gc_chat_system_last(gc_chat_kind_t k);
  * text, with the spaces around the text each [INST] template writes. BOS:
  * where the template writes it (Llama 2 every turn, Llama 3, Mistral and
  * DeepSeek once), or as the tokenizer adds it to a prompt (ChatML, Zephyr:
- * llama.cpp's rule). Errors: GC_EINVAL for a user message after a user
+ * llama.cpp's rule). In MISTRAL with sys_block, the system message is a
+ * [SYSTEM_PROMPT] block after BOS (the markers by id where they are
+ * control tokens). Errors: GC_EINVAL for a user message after a user
  * message in the [INST] templates (theirs raise), a system prompt in
- * MISTRAL or after the first message (but with gc_chat_system_last);
+ * MISTRAL without sys_block or after the first message (but with
+ * gc_chat_system_last);
  * GC_ENOTFOUND when a control token of the template is missing from the
  * vocabulary; GC_ENOMEM. */
 int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_t *out, gc_err_t *e);

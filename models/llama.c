@@ -5,6 +5,7 @@
  *   xn  = rmsnorm(x, attn_norm)            [t, D]
  *   qkv = xn · Wqkvᵀ                        [t, (H+2G)·hd]   (wq|wk|wv concatenated)
  *   qkv += bq|bk|bv                         (on every row; Qwen2's biases, cfg.qkv_bias)
+ *   qkv = qk_norm(qkv)                      (each q and k head; Qwen3's norms, cfg.qk_norm)
  *   q, cache[pos..] = rope_kv(qkv)          [t, H·hd]        (a decode step: in the GEMV's epilogue)
  *   a   = attention(q, cache)               [t, H·hd]        (causal, GQA)
  *   x  += a · Woᵀ                           [t, D]           (gemm_add: the residual add in the epilogue)
@@ -65,6 +66,7 @@ typedef struct layer_dev {
   gc_dptr_t attn_norm, wqkv, wo, ffn_norm, w13, w2; /* weights on the device */
   gc_dptr_t wv;                                     /* a split QKV's V (recipe.h; wqkv: wq|wk), else 0 */
   gc_dptr_t bqkv;                                   /* bq|bk|bv [(H+2G)·hd] (cfg.qkv_bias), else 0 */
+  gc_dptr_t qn, kn;                                 /* q_norm, k_norm [hd] (cfg.qk_norm), else 0 */
   gc_dptr_t kc, vc;                                 /* [slots, ctx, G·hd] each */
 } layer_dev_t;
 
@@ -159,6 +161,7 @@ static int place_layer(gc_llama_t *m, int l, const gc_llama_layer_weights_t *lw,
   size_t cache = m->slot_bytes * (size_t)m->slots;
   if (split && place(m, &lw->wv, &ld->wv, e)) return e->code;
   if (m->cfg.qkv_bias && stack(m, bqkv, 3, &ld->bqkv, e)) return e->code;
+  if (m->cfg.qk_norm && (place(m, &lw->q_norm, &ld->qn, e) || place(m, &lw->k_norm, &ld->kn, e))) return e->code;
   if (place(m, &lw->attn_norm, &ld->attn_norm, e) || stack(m, qkv, 3 - split, &ld->wqkv, e) ||
       place(m, &lw->wo, &ld->wo, e) || place(m, &lw->ffn_norm, &ld->ffn_norm, e) ||
       stack(m, w13, 2, &ld->w13, e) || place(m, &lw->w2, &ld->w2, e) ||
@@ -604,13 +607,14 @@ static int qkv_split(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t
  * rmsnorm_gemm_rope_kv where the steps fold them (s->qkv_rope) and the
  * bundle has a kernel for it; else the projection (rmsnorm_gemm, or
  * rmsnorm then gemm), the biases added in place (s->bias, a model with
- * them) and rope. A bundle built before the fused op has none: the first
+ * them), the q and k heads normalised in place (s->qk_norm) and rope. A bundle built before the fused op has none: the first
  * miss turns it off for the model. */
 static int qkv_rope(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L, gc_dptr_t wqkv,
                     gc_dptr_t kc, gc_dptr_t vc, gc_dptr_t where, const gc_op_scalars_t *sc, gc_err_t *e) {
   const gc_dptr_t norm1[] = {m->x, L->attn_norm, m->xn}, qkv[] = {m->xn, wqkv, m->qkv},
                   fqkv[] = {m->x, wqkv, m->qkv, L->attn_norm},
                   rope[] = {m->qkv, m->q, kc, vc, m->inv_freq, where}, bias[] = {m->qkv, L->bqkv, m->qkv},
+                  qkn[] = {m->qkv, L->qn, L->kn},
                   both[] = {m->x, wqkv, m->q, L->attn_norm, kc, vc, m->inv_freq, where};
   if (s->qkv_rope && !m->no_qkv_rope) {
     const gc_rt_kernel_t *k;
@@ -625,7 +629,8 @@ static int qkv_rope(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t 
       : s->fused     ? run(m, &q, sc, fqkv, e)
                      : run(m, &s->norm, sc, norm1, e) || run(m, &q, sc, qkv, e))
     return e->code;
-  if (s->bias.op[0] && run(m, &s->bias, sc, bias, e)) return e->code;
+  if ((s->bias.op[0] && run(m, &s->bias, sc, bias, e)) || (s->qk_norm.op[0] && run(m, &s->qk_norm, sc, qkn, e)))
+    return e->code;
   return run(m, &s->rope, sc, rope, e);
 }
 

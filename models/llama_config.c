@@ -97,11 +97,14 @@ static int cfg_unsupported(gc_err_t *e, const char *what, const char *fmt_detail
   return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: %s", what, detail);
 }
 
-/* The Hugging Face model types gcore runs: llama, and qwen2 (the llama
- * layer with biases on q_proj, k_proj and v_proj). */
-static const struct { const char *type, *arch; int qkv_bias; } cfg_kinds[] = {
-    {"llama", "LlamaForCausalLM", 0},
-    {"qwen2", "Qwen2ForCausalLM", 1},
+/* The Hugging Face model types gcore runs: llama; qwen2 (the llama layer
+ * with biases on q_proj, k_proj and v_proj) and qwen3 (with each query and
+ * key head RMS-normalised before RoPE), whose sliding_window means nothing
+ * unless use_sliding_window is true (refused). */
+static const struct { const char *type, *arch; int qkv_bias, qk_norm, sw_flag; } cfg_kinds[] = {
+    {"llama", "LlamaForCausalLM", 0, 0, 0},
+    {"qwen2", "Qwen2ForCausalLM", 1, 0, 1},
+    {"qwen3", "Qwen3ForCausalLM", 0, 1, 1},
 };
 
 /* model_type one of cfg_kinds (*kind its index), architectures only its
@@ -110,11 +113,11 @@ static int cfg_model_kind(struct json_object *o, int *kind, const char *what, gc
   const char *mt;
   int rc = cfg_str(o, "model_type", &mt, what, e);
   if (rc) return rc;
-  if (!mt) return gc_err_set(e, GC_ECORRUPT, "%s: missing 'model_type' (expected \"llama\" or \"qwen2\")", what);
+  if (!mt) return gc_err_set(e, GC_ECORRUPT, "%s: missing 'model_type' (expected \"llama\", \"qwen2\" or \"qwen3\")", what);
   *kind = -1;
   for (int i = 0; i < (int)GC_ARRAY_LEN(cfg_kinds); i++)
     if (!strcmp(mt, cfg_kinds[i].type)) *kind = i;
-  if (*kind < 0) return cfg_unsupported(e, what, "model_type %s (gcore supports llama and qwen2)", mt);
+  if (*kind < 0) return cfg_unsupported(e, what, "model_type %s (gcore supports llama, qwen2 and qwen3)", mt);
   const char *cls = cfg_kinds[*kind].arch;
   struct json_object *ar = cfg_get(o, "architectures");
   if (!ar) return GC_OK;
@@ -133,7 +136,7 @@ static int cfg_model_kind(struct json_object *o, int *kind, const char *what, gc
   return GC_OK;
 }
 
-/* Flags and options of the HF Llama family that change the math. Qwen2's
+/* Flags and options of the HF Llama family that change the math. Qwen's
  * sliding_window and max_window_layers mean nothing unless
  * use_sliding_window is true (refused). */
 static int cfg_refuse_features(struct json_object *o, int kind, const char *what, gc_err_t *e) {
@@ -153,7 +156,7 @@ static int cfg_refuse_features(struct json_object *o, int kind, const char *what
   rc = cfg_int(o, "pretraining_tp", 0, 1, &tp, what, e);
   if (rc) return rc;
   if (tp > 1) return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: pretraining_tp %d (gcore supports 1)", what, tp);
-  if (!cfg_kinds[kind].qkv_bias && cfg_get(o, "sliding_window"))
+  if (!cfg_kinds[kind].sw_flag && cfg_get(o, "sliding_window"))
     return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: sliding_window (gcore attends "
                       "to the whole context)", what);
   if (cfg_get(o, "quantization_config"))
@@ -318,6 +321,7 @@ int gc_llama_config_parse_hf(const char *text, size_t n, const char *what,
   if (rc) return rc;
   c->rope_layout = GC_ROPE_HALVES;
   c->qkv_bias = cfg_kinds[kind].qkv_bias;
+  c->qk_norm = cfg_kinds[kind].qk_norm;
   c->weight_dtype = c->dtype;
   if (gc_llama_config_check(c, e) != GC_OK) { /* from a file: corrupt */
     if (e) {
@@ -460,11 +464,11 @@ void gc_llama_config_describe(const gc_llama_config_t *c, char *buf, size_t n) {
              (double)c->rope_factors[c->n_rope_factors - 1]);
   snprintf(buf, n,
            "llama: dim %d, ffn %d, layers %d, heads %d (kv %d, head_dim %d), vocab %d, max_seq %d, "
-           "eps %g, rope theta %g%s %s, %s classifier, %s%s",
+           "eps %g, rope theta %g%s %s, %s classifier, %s%s%s",
            c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->vocab_size, c->max_seq,
            c->rms_norm_eps, c->rope_theta, rs, c->rope_layout == GC_ROPE_PAIRS ? "pairs" : "halves",
            c->tie_word_embeddings ? "tied" : "separate", gc_st_dtype_name(c->weight_dtype),
-           c->qkv_bias ? ", q/k/v biases" : "");
+           c->qkv_bias ? ", q/k/v biases" : "", c->qk_norm ? ", q/k norms" : "");
 }
 
 /* ----------------------------------------------------------------- GGUF */
@@ -501,13 +505,15 @@ static int gg_num(const gc_gguf_t *g, const char *key, int required, double def,
 
 static int gg_str_is(gc_gguf_str_t s, const char *lit) { return s.n == strlen(lit) && !memcmp(s.p, lit, s.n); }
 
-/* The GGUF architectures gcore runs: llama, and qwen2 (llama.cpp's
- * LLM_ARCH_QWEN2: the llama layer with biases on q, k and v, Q and K not
- * permuted, so RoPE rotates halves as NEOX does). Every model key is
- * written under the architecture's name ("qwen2.block_count"). */
-static const struct { const char *name; int qkv_bias; gc_rope_layout_t layout; } gg_archs[] = {
-    {"llama", 0, GC_ROPE_PAIRS},
-    {"qwen2", 1, GC_ROPE_HALVES},
+/* The GGUF architectures gcore runs: llama; qwen2 (llama.cpp's
+ * LLM_ARCH_QWEN2: the llama layer with biases on q, k and v) and qwen3
+ * (with per-head norms of q and k), both with Q and K not permuted, so
+ * RoPE rotates halves as NEOX does. Every model key is written under the
+ * architecture's name ("qwen2.block_count"). */
+static const struct { const char *name; int qkv_bias, qk_norm; gc_rope_layout_t layout; } gg_archs[] = {
+    {"llama", 0, 0, GC_ROPE_PAIRS},
+    {"qwen2", 1, 0, GC_ROPE_HALVES},
+    {"qwen3", 0, 1, GC_ROPE_HALVES},
 };
 
 #define GG_KEY 96
@@ -532,8 +538,8 @@ static int gg_refuse(const gc_gguf_t *g, int *arch, gc_err_t *e) {
   for (int i = 0; i < (int)GC_ARRAY_LEN(gg_archs); i++)
     if (gg_str_is(s, gg_archs[i].name)) *arch = i;
   if (*arch < 0)
-    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported model: general.architecture %s (gcore runs llama and "
-                      "qwen2)", p, gc_quote(s.p, (size_t)s.n, (char[GC_QUOTE_BUF]){0}, GC_QUOTE_BUF));
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported model: general.architecture %s (gcore runs llama, "
+                      "qwen2 and qwen3)", p, gc_quote(s.p, (size_t)s.n, (char[GC_QUOTE_BUF]){0}, GC_QUOTE_BUF));
   if ((rc = gg_int(g, gg_key(k, gg_archs[*arch].name, "expert_count"), 0, 0, 0, INT_MAX, &n, e))) return rc;
   if (n > 0)
     return gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported model: %s %d (mixture of experts)", p, k, n);
@@ -650,6 +656,7 @@ int gc_llama_config_from_gguf(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t
   }
   c->rope_layout = gg_archs[arch].layout;
   c->qkv_bias = gg_archs[arch].qkv_bias;
+  c->qk_norm = gg_archs[arch].qk_norm;
   c->weight_dtype = c->dtype;
   if (gc_llama_config_check(c, e) != GC_OK) {
     if (e) {

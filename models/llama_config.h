@@ -66,6 +66,8 @@ typedef struct gc_llama_config {
   int tie_word_embeddings;      /* 1: the classifier is the embedding */
   int qkv_bias;                 /* 1: q, k and v projections add a bias (Qwen2: HF
                                    model_type qwen2, GGUF architecture qwen2) */
+  int qk_norm;                  /* 1: each query and key head is RMS-normalised (weights
+                                   q_norm, k_norm [head_dim]) before RoPE (Qwen3) */
   int bos_id;                   /* -1 when the config names none */
   int n_eos;                    /* 0 .. GC_LLAMA_MAX_EOS */
   int eos_ids[GC_LLAMA_MAX_EOS];
@@ -80,7 +82,7 @@ typedef struct gc_llama_config {
 } gc_llama_config_t;
 
 /* Parse config.json text [n bytes, need not be NUL-terminated] of
- * model_type llama or qwen2 (qkv_bias 1); `what`
+ * model_type llama, qwen2 (qkv_bias 1) or qwen3 (qk_norm 1); `what`
  * names the source in messages (e.g. the file path). Fills *c and checks it
  * with gc_llama_config_check. Errors: GC_ECORRUPT (not JSON, wrong field
  * types, missing required fields, values that fail the consistency check),
@@ -103,8 +105,8 @@ int gc_llama_config_load_hf(const char *dir, gc_llama_config_t *c,
 int gc_llama_config_from_llama2c(const int32_t hdr[7], gc_llama_config_t *c,
                                  gc_err_t *e);
 
-/* The configuration of a GGUF file of architecture "llama" or "qwen2"
- * (llama.cpp's keys under the architecture's name: llama.context_length,
+/* The configuration of a GGUF file of architecture "llama", "qwen2" or
+ * "qwen3" (llama.cpp's keys under the architecture's name: llama.context_length,
  * .embedding_length, .feed_forward_length,
  * .block_count, .attention.head_count[_kv], .attention.key_length (else
  * embedding_length / head_count), .attention.layer_norm_rms_epsilon,
@@ -112,7 +114,8 @@ int gc_llama_config_from_llama2c(const int32_t hdr[7], gc_llama_config_t *c,
  * table says: vocab_size from token_embd.weight, tied when output.weight
  * is absent, llama3 scaling as per-frequency factors from rope_freqs.weight.
  * RoPE layout PAIRS for llama (llama.cpp's converter interleaves Q and K),
- * HALVES for qwen2 (not permuted; NEOX rotation), whose qkv_bias is 1.
+ * HALVES for qwen2 and qwen3 (not permuted; NEOX rotation); qwen2's
+ * qkv_bias is 1, qwen3's qk_norm.
  * Refused by name: other architectures (GC_EUNSUPPORTED
  * "general.architecture 'phi3'"), rope.scaling.type other than none and
  * linear, partial rotary dims, experts. Missing or ill-typed keys:

@@ -62,6 +62,7 @@ void gc_llama_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int
   s->head = prob(f ? "rmsnorm_gemm" : "gemm", a, dt->head, a, rows, gc_llama_head_rows(c), D, 0, 0, 0);
   s->argmax = prob("argmax", a, a, a, 1, c->vocab_size, 0, 0, 0, 0);
   s->bias = c->qkv_bias ? prob("bias", a, w, a, t, (H + 2 * G) * hd, 0, 0, 0, 0) : (gc_problem_t){0};
+  s->qk_norm = c->qk_norm ? prob("qk_norm", a, w, a, t, 0, 0, H, G, hd) : (gc_problem_t){0};
   s->decode = t == 1 && f;
   s->attn_short = s->attn;
   s->attn_short.k = GC_LLAMA_ATTN_SHORT;
@@ -76,12 +77,12 @@ gc_problem_t gc_llama_qkv_unfused(const gc_problem_t *q) {
 }
 
 /* qkv of a decode step with dense weights or weights in a device layout
- * (NVIDIA's recipe: gemv_qmma has the epilogue) and no bias between the
- * projection and rope: rmsnorm_gemm_rope_kv (the heads of rope, the
+ * (NVIDIA's recipe: gemv_qmma has the epilogue) and no bias or norm
+ * between the projection and rope: rmsnorm_gemm_rope_kv (the heads of rope, the
  * GEMM's dimensions); else as it is. */
 static void qkv_rope(gc_llama_steps_t *s) {
   gc_problem_t *q = &s->qkv;
-  s->qkv_rope = s->decode && !s->bias.op[0] && (!gc_dtype_is_block(q->tb) || gc_dtype_is_device_layout(q->tb));
+  s->qkv_rope = s->decode && !s->bias.op[0] && !s->qk_norm.op[0] && (!gc_dtype_is_block(q->tb) || gc_dtype_is_device_layout(q->tb));
   if (s->qkv_rope)
     *q = prob("rmsnorm_gemm_rope_kv", q->ta, q->tb, q->tc, q->m, q->n, q->k, s->rope.h, s->rope.g, s->rope.d);
 }
@@ -150,7 +151,7 @@ void gc_llama_batch_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *d
  * GC_LLAMA_STEPS_MAX). */
 static int steps_list(const gc_llama_steps_t *s, const gc_problem_t *out[GC_LLAMA_STEPS_MAX]) {
   const gc_problem_t *all[] = {&s->embed,  &s->norm,  &s->dq[0], &s->dq[4], &s->qkv,  &s->qkv_v, &s->cat,
-                               &s->bias,   &s->rope,   &s->attn,  &s->attn_short, &s->dq[1], &s->wo, &s->dq[2],
+                               &s->bias,   &s->qk_norm, &s->rope,  &s->attn,  &s->attn_short, &s->dq[1], &s->wo, &s->dq[2],
                                &s->swiglu, &s->dq[3], &s->w2,    &s->fnorm, &s->head, &s->argmax};
   int n = 0;
   for (size_t i = 0; i < GC_ARRAY_LEN(all); i++)

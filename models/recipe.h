@@ -87,7 +87,7 @@ int64_t gc_llama_head_rows(const gc_llama_config_t *c);
 /* The problems of one pass of t tokens with rows rows of logits. When
  * fused, norm and fnorm are not launched (qkv, swiglu and head fold them).
  * A decode step (t = 1, one sequence) also folds rope into qkv where the
- * model has no q/k/v biases and the layer's QKV weights are dense or in a device layout (NVIDIA:
+ * model has no q/k/v biases or norms and the layer's QKV weights are dense or in a device layout (NVIDIA:
  * gemv_qmma's epilogue; the GGUF layouts' templates have none):
  * qkv_rope, and qkv is rmsnorm_gemm_rope_kv (the RoPE/KV write in the
  * GEMV's epilogue); rope is then not launched.
@@ -113,6 +113,11 @@ typedef struct gc_llama_steps {
    * act:weight:act), after the projection (and cat) and before rope; the
    * decode step then keeps rope a step (qkv_rope 0). op "" without. */
   gc_problem_t bias;
+  /* a model with per-head q/k norms (cfg.qk_norm, Qwen3): each query and
+   * key head of the QKV rows RMS-normalised in place (op qk_norm, after
+   * bias, before rope; the decode step then keeps rope a step too). op ""
+   * without. */
+  gc_problem_t qk_norm;
   /* a decode step's attention while the cache holds at most
    * GC_LLAMA_ATTN_SHORT keys: attn with k set, so that a bundle may hold a
    * kernel for short contexts beside attn's for any (the fixed cost of a
@@ -129,7 +134,7 @@ typedef struct gc_llama_steps {
 
 /* The most problems one layer's pass launches (gc_llama_recipe's order;
  * attn_short is one of attn and it). */
-#define GC_LLAMA_STEPS_MAX 20
+#define GC_LLAMA_STEPS_MAX 21
 
 /* The unfused steps of a qkv_rope step q: the QKV projection alone
  * (rmsnorm_gemm, its dimensions), what a bundle built before the fused op

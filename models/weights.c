@@ -22,31 +22,65 @@
 /* Matrices of a layer (fields of gc_llama_layer_weights_t, in order). */
 static const int w_matrices[7] = {1, 2, 3, 4, 6, 7, 8};
 
-#define W_LAYER_MAX (GC_LLAMA_LAYER_TENSORS + GC_LLAMA_BIAS_TENSORS)
+/* The layer tensors a model may have, in gc_weights_at's order: the nine
+ * every model has (gc_llama_layer_weights_t's first fields), Qwen2's q/k/v
+ * biases, Qwen3's q and k norms. A tensor's name in a file is
+ * "model.layers.N." + hf + "." + suffix or "blk.N." + gguf + "." + suffix. */
+enum { W_ALL, W_BIAS, W_QKNORM };
+static const struct w_field {
+  const char *hf, *gguf, *suffix;
+  int when;
+} w_fields[] = {
+    {"input_layernorm", "attn_norm", "weight", W_ALL},
+    {"self_attn.q_proj", "attn_q", "weight", W_ALL},
+    {"self_attn.k_proj", "attn_k", "weight", W_ALL},
+    {"self_attn.v_proj", "attn_v", "weight", W_ALL},
+    {"self_attn.o_proj", "attn_output", "weight", W_ALL},
+    {"post_attention_layernorm", "ffn_norm", "weight", W_ALL},
+    {"mlp.gate_proj", "ffn_gate", "weight", W_ALL},
+    {"mlp.down_proj", "ffn_down", "weight", W_ALL},
+    {"mlp.up_proj", "ffn_up", "weight", W_ALL},
+    {"self_attn.q_proj", "attn_q", "bias", W_BIAS},
+    {"self_attn.k_proj", "attn_k", "bias", W_BIAS},
+    {"self_attn.v_proj", "attn_v", "bias", W_BIAS},
+    {"self_attn.q_norm", "attn_q_norm", "weight", W_QKNORM},
+    {"self_attn.k_norm", "attn_k_norm", "weight", W_QKNORM},
+};
+#define W_FIELDS ((int)GC_ARRAY_LEN(w_fields))
 
-static gc_weight_t *w_layer_field(gc_llama_layer_weights_t *l, int k) {
-  gc_weight_t *f[W_LAYER_MAX] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
-                                 &l->w1,        &l->w2, &l->w3, &l->bq, &l->bk, &l->bv};
-  return f[k];
+static gc_weight_t *w_layer_field(gc_llama_layer_weights_t *l, int f) {
+  gc_weight_t *p[W_FIELDS] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm, &l->w1,
+                              &l->w2,        &l->w3, &l->bq, &l->bk, &l->bv, &l->q_norm, &l->k_norm};
+  return p[f];
 }
 
-/* Shape the config implies for layer tensor k: rows, cols (cols 0 = 1-D). */
-static void w_layer_shape(const gc_llama_config_t *c, int k, int64_t *r, int64_t *cols) {
-  int64_t D = c->dim, F = c->hidden_dim, Q = (int64_t)c->n_heads * c->head_dim,
-          KV = (int64_t)c->n_kv_heads * c->head_dim;
-  const int64_t s[W_LAYER_MAX][2] = {{D, 0}, {Q, D}, {KV, D}, {KV, D}, {D, Q},  {D, 0},
-                                     {F, D}, {D, F}, {F, D},  {Q, 0},  {KV, 0}, {KV, 0}};
-  *r = s[k][0];
-  *cols = s[k][1];
+/* Shape the config implies for layer field f: rows, cols (cols 0 = 1-D). */
+static void w_layer_shape(const gc_llama_config_t *c, int f, int64_t *r, int64_t *cols) {
+  int64_t D = c->dim, F = c->hidden_dim, HD = c->head_dim, Q = (int64_t)c->n_heads * HD,
+          KV = (int64_t)c->n_kv_heads * HD;
+  const int64_t s[W_FIELDS][2] = {{D, 0}, {Q, D}, {KV, D}, {KV, D}, {D, Q},   {D, 0},  {F, D},
+                                  {D, F}, {F, D}, {Q, 0},  {KV, 0}, {KV, 0}, {HD, 0}, {HD, 0}};
+  *r = s[f][0];
+  *cols = s[f][1];
 }
 
-/* Layer tensor k in the files' name tables: the index of its stem (a
- * bias is named after its projection: bq is wq's stem) and its suffix. */
-static int w_stem(int k) { return k < GC_LLAMA_LAYER_TENSORS ? k : k - GC_LLAMA_LAYER_TENSORS + 1; }
-static const char *w_suffix(int k) { return k < GC_LLAMA_LAYER_TENSORS ? "weight" : "bias"; }
+/* Whether c's model has layer field f. */
+static int w_has(const gc_llama_config_t *c, int f) {
+  int when = w_fields[f].when;
+  return when == W_ALL || (when == W_BIAS && c->qkv_bias) || (when == W_QKNORM && c->qk_norm);
+}
+
+/* The field of c's k-th layer tensor (gc_weights_at's order). */
+static int w_field(const gc_llama_config_t *c, int k) {
+  for (int f = 0; f < W_FIELDS; f++)
+    if (w_has(c, f) && k-- == 0) return f;
+  return -1;
+}
 
 int gc_weights_layer_count(const gc_llama_config_t *c) {
-  return GC_LLAMA_LAYER_TENSORS + (c->qkv_bias ? GC_LLAMA_BIAS_TENSORS : 0);
+  int n = 0;
+  for (int f = 0; f < W_FIELDS; f++) n += w_has(c, f);
+  return n;
 }
 
 static int w_alloc(const gc_llama_config_t *c, gc_llama_weights_t **out, gc_err_t *e) {
@@ -105,7 +139,7 @@ static gc_weight_t *w_at(gc_llama_weights_t *w, size_t i) {
   if (i == n - 1) return &w->classifier;
   i -= 1;
   size_t per = (size_t)gc_weights_layer_count(&w->cfg);
-  return w_layer_field(&w->layers[i / per], (int)(i % per));
+  return w_layer_field(&w->layers[i / per], w_field(&w->cfg, (int)(i % per)));
 }
 
 /* Rows and row length of a tensor (a 1-D tensor is one row). */
@@ -147,11 +181,6 @@ static int w_bind_hf(gc_llama_weights_t *w, gc_weight_t *dst, const char *name, 
   return GC_OK;
 }
 
-static const char *const w_hf_layer_names[GC_LLAMA_LAYER_TENSORS] = {
-    "input_layernorm",      "self_attn.q_proj", "self_attn.k_proj",
-    "self_attn.v_proj",     "self_attn.o_proj", "post_attention_layernorm",
-    "mlp.gate_proj",        "mlp.down_proj",    "mlp.up_proj",
-};
 
 /* Whether any tensor of layer l ("model.layers.L.") is in st. */
 static int w_hf_has_layer(const gc_st_t *st, int l) {
@@ -169,9 +198,10 @@ static int w_fill_hf(gc_llama_weights_t *w, gc_err_t *e) {
     for (int k = 0; !rc && k < gc_weights_layer_count(c); k++) {
       char name[96];
       int64_t r, cols;
-      snprintf(name, sizeof name, "model.layers.%d.%s.%s", l, w_hf_layer_names[w_stem(k)], w_suffix(k));
-      w_layer_shape(c, k, &r, &cols);
-      rc = w_bind_hf(w, w_layer_field(&w->layers[l], k), name, r, cols, e);
+      const int f = w_field(c, k);
+      snprintf(name, sizeof name, "model.layers.%d.%s.%s", l, w_fields[f].hf, w_fields[f].suffix);
+      w_layer_shape(c, f, &r, &cols);
+      rc = w_bind_hf(w, w_layer_field(&w->layers[l], f), name, r, cols, e);
       if (rc == GC_ENOTFOUND && !w_hf_has_layer(w->st, l)) /* more layers than the weights */
         gc_err_set(e, GC_ENOTFOUND, "%s: config.json has num_hidden_layers %d, but the weights "
                    "have no layer %d (first missing tensor '%s')", gc_st_path(w->st), c->n_layers,
@@ -243,9 +273,10 @@ static int w_hf_check_unused(gc_llama_weights_t *w, gc_err_t *e) {
     }
     if (l >= 0) {
       int known = w_hf_ignorable(rest);
-      for (int k = 0; !known && k < gc_weights_layer_count(c); k++) {
-        size_t n = strlen(w_hf_layer_names[w_stem(k)]);
-        known = !strncmp(rest, w_hf_layer_names[w_stem(k)], n) && rest[n] == '.' && !strcmp(rest + n + 1, w_suffix(k));
+      for (int f = 0; !known && f < W_FIELDS; f++) {
+        size_t n = strlen(w_fields[f].hf);
+        known = w_has(c, f) && !strncmp(rest, w_fields[f].hf, n) && rest[n] == '.' &&
+                !strcmp(rest + n + 1, w_fields[f].suffix);
       }
       if (!known && !first_other) first_other = t;
       continue;
@@ -348,9 +379,6 @@ int gc_weights_open_llama2c(const char *path, gc_llama_weights_t **out, gc_err_t
 
 /* ---------------------------------------------------------------- GGUF */
 
-static const char *const w_gguf_layer_names[GC_LLAMA_LAYER_TENSORS] = {
-    "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_down", "ffn_up",
-};
 
 static int w_convert(gc_llama_weights_t *w, const gc_weight_t *src, uint32_t foreign, gc_weight_t *dst, gc_err_t *e);
 
@@ -426,10 +454,10 @@ static int w_gguf_known(gc_gguf_str_t name, const gc_llama_config_t *c) {
   for (; d < end && *d >= '0' && *d <= '9' && d - p < 12; d++) l = l * 10 + (*d - '0');
   if (d == p + 4 || (p[4] == '0' && d > p + 5) || d >= end || *d != '.' || l >= n) return 0;
   size_t rest = (size_t)(end - d - 1);
-  for (int k = 0; k < gc_weights_layer_count(c); k++) {
-    size_t kn = strlen(w_gguf_layer_names[w_stem(k)]), sn = strlen(w_suffix(k));
-    if (rest == kn + 1 + sn && !memcmp(d + 1, w_gguf_layer_names[w_stem(k)], kn) && d[1 + kn] == '.' &&
-        !memcmp(d + 2 + kn, w_suffix(k), sn))
+  for (int f = 0; f < W_FIELDS; f++) {
+    size_t kn = strlen(w_fields[f].gguf), sn = strlen(w_fields[f].suffix);
+    if (w_has(c, f) && rest == kn + 1 + sn && !memcmp(d + 1, w_fields[f].gguf, kn) && d[1 + kn] == '.' &&
+        !memcmp(d + 2 + kn, w_fields[f].suffix, sn))
       return 1;
   }
   return 0;
@@ -442,9 +470,10 @@ static int w_fill_gguf(gc_llama_weights_t *w, gc_err_t *e) {
     for (int k = 0; !rc && k < gc_weights_layer_count(c); k++) {
       char name[96];
       int64_t r, cols;
-      snprintf(name, sizeof name, "blk.%d.%s.%s", l, w_gguf_layer_names[w_stem(k)], w_suffix(k));
-      w_layer_shape(c, k, &r, &cols);
-      rc = w_bind_gguf(w, w_layer_field(&w->layers[l], k), name, r, cols, e);
+      const int f = w_field(c, k);
+      snprintf(name, sizeof name, "blk.%d.%s.%s", l, w_fields[f].gguf, w_fields[f].suffix);
+      w_layer_shape(c, f, &r, &cols);
+      rc = w_bind_gguf(w, w_layer_field(&w->layers[l], f), name, r, cols, e);
     }
   }
   if (!rc) rc = w_bind_gguf(w, &w->norm, "output_norm.weight", c->dim, 0, e);

@@ -46,10 +46,12 @@ typedef struct gc_llama_layer_weights {
   gc_weight_t bq;        /* [n_heads * head_dim]         q_proj.bias */
   gc_weight_t bk;        /* [n_kv_heads * head_dim]      k_proj.bias */
   gc_weight_t bv;        /* [n_kv_heads * head_dim]      v_proj.bias */
+  /* cfg.qk_norm only (Qwen3), 1-D; else zero */
+  gc_weight_t q_norm;    /* [head_dim]                   self_attn.q_norm, each query head's */
+  gc_weight_t k_norm;    /* [head_dim]                   self_attn.k_norm, each key head's */
 } gc_llama_layer_weights_t;
 
 #define GC_LLAMA_LAYER_TENSORS 9 /* the fields of gc_llama_layer_weights_t every model has */
-#define GC_LLAMA_BIAS_TENSORS 3  /* bq bk bv, after them, of a model with cfg.qkv_bias */
 
 typedef struct gc_llama_weights {
   gc_llama_config_t cfg; /* rope_layout: PAIRS for llama2.c and GGUF, HALVES
@@ -76,7 +78,7 @@ typedef struct gc_llama_weights {
  * safetensors), a regular file starting with "GGUF" as GGUF (architecture
  * llama; tensors memory-mapped, F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K; Q4_1,
  * Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL and IQ4_XS dequantized to F16 copies;
- * architecture qwen2 too, with its q/k/v biases),
+ * architectures qwen2 and qwen3 too, with their q/k/v biases and norms),
  * any other file as a llama2.c checkpoint. On success *out is a view to
  * release with gc_weights_close. Errors carry the tensor's or file's name:
  * GC_ENOTFOUND (missing file or tensor), GC_ECORRUPT (bad file, wrong
@@ -137,9 +139,10 @@ int gc_weights_shard(const gc_llama_weights_t *w, const gc_llama_config_t *shard
 void gc_weights_close(gc_llama_weights_t *w);
 
 /* Every tensor of the view in a fixed order: tok_embeddings, then per layer
- * attn_norm wq wk wv wo ffn_norm w1 w2 w3 (and with cfg.qkv_bias bq bk
- * bv), then norm, then classifier. count = 3 + per_layer * n_layers,
- * per_layer = gc_weights_layer_count (9, or 12 with biases); at(i) is
+ * attn_norm wq wk wv wo ffn_norm w1 w2 w3 (then with cfg.qkv_bias bq bk
+ * bv, with cfg.qk_norm q_norm k_norm), then norm, then classifier. count
+ * = 3 + per_layer * n_layers, per_layer = gc_weights_layer_count (9, and 3
+ * more with biases, 2 more with q/k norms); at(i) is
  * NULL when i >= count. A tied classifier repeats tok_embeddings' data
  * pointer: uploaders should share it rather than copy it twice. Can't
  * fail. */

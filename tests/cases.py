@@ -64,8 +64,13 @@ RMSNORM_SHAPES = [(1, 64), (3, 100), (17, 4096), (64, 7), (2, 1)]
 
 ADD_SHAPES = [(1, 64), (3, 100), (17, 4096), (2, 1)]
 # (m, n): Qwen2.5-0.5B's and 7B's QKV rows (1152, 4608), rows not whole
-# vectors (a vector of X crosses a row end: 100, 36, 7), one column
-BIAS_SHAPES = [(1, 1152), (3, 100), (17, 4608), (33, 36), (5, 7), (2, 1)]
+# vectors (a vector of X crosses a row end: 100, 36, 7), one column; the
+# mixed dtypes (f32 activations, 16-bit weights: the CPU's recipe) on two
+BIAS_SHAPES = [(1, 1152), (3, 100), (33, 36), (5, 7), (2, 1)]
+BIAS_MIXED = [(3, 100), (17, 4608)]
+# (m, h, g, d): Qwen3-8B's decode row (32 query heads, 8 key heads of 128),
+# GQA 5:1 of 96, a prefill of 17 rows, odd and short heads (one vector of 6)
+QK_NORM_SHAPES = [(1, 32, 8, 128), (3, 5, 1, 96), (17, 4, 2, 64), (2, 3, 3, 6)]
 EMBED_SHAPES = [(1, 64, 512), (7, 100, 33), (17, 256, 1000)]        # (m, n, k = vocab)
 # (m, h, g, d): decode rows, MHA, GQA, 5 heads of 96 (GQA 5:1) over two 64-key tiles
 HEAD_SHAPES = [(1, 8, 4, 8), (1, 4, 1, 64), (3, 4, 4, 16), (5, 6, 1, 64), (17, 8, 2, 32), (70, 5, 1, 96)]
@@ -131,7 +136,11 @@ CASES = {
     "rmsnorm": [(dt, s) for dt in DTYPES for s in RMSNORM_SHAPES],
     "add": [(dt, s) for dt in SAME for s in ADD_SHAPES],
     # a projection's bias on every row (Qwen2's QKV): activations plus weights of any dtype
-    "bias": [(dt, s) for dt in DTYPES for s in BIAS_SHAPES],
+    "bias": [(dt, s) for dt in SAME for s in BIAS_SHAPES] + [(dt, s) for dt in DTYPES if dt not in SAME
+                                                               for s in BIAS_MIXED],
+    # Qwen3's per-head norms of q and k, in place
+    "qk_norm": [(dt, s) for dt in SAME for s in QK_NORM_SHAPES] + [(dt, QK_NORM_SHAPES[1]) for dt in DTYPES
+                                                                  if dt not in SAME],
     # a split QKV's parts joined: the 8B shape's Q|K and V, odd widths, one column of Y
     "concat": [(dt, s) for dt in SAME for s in [(1, 6144, 5120), (3, 100, 37), (17, 40, 39), (2, 9, 1)]],
     "embed": [(dt, s) for dt in DTYPES for s in EMBED_SHAPES],
@@ -262,6 +271,23 @@ def check_bias(d, dt, shape):
     x, b = d["X"][1].reshape(m, n), d["b"][1].reshape(1, n)
     ref = x + b
     npref.check(d["Z"][1].reshape(m, n), ref, ULP[tc] * np.abs(ref) + EPS_F32 * (np.abs(x) + np.abs(b)) + SUB[tc])
+
+
+def check_qk_norm(d, dt, shape):
+    """Each query and key head normalised as rmsnorm normalises a row (the
+    fp32 sum of squares: D + 8 ulps of fp32, and the output's rounding) by
+    qn or kn; the value heads unchanged, bit for bit."""
+    m, h, g, dd = shape
+    tc = npref.split_dtypes(dt)[2]
+    x = d["QKV.init"][1].reshape(m, h + 2 * g, dd)
+    got = d["QKV"][1].reshape(m, h + 2 * g, dd)
+    qk = x[:, :h + g]
+    inv = 1.0 / np.sqrt((qk * qk).mean(axis=2, keepdims=True) + np.float32(1e-5).astype(np.float64))
+    w = np.concatenate([np.repeat(d["qn"][1][None, :], h, 0), np.repeat(d["kn"][1][None, :], g, 0)])
+    ref = qk * inv * w[None]
+    npref.check(got[:, :h + g].reshape(-1), ref.reshape(-1),
+                ((ULP[tc] + (dd + 8) * EPS_F32) * np.abs(ref) + SUB[tc]).reshape(-1))
+    assert np.array_equal(got[:, h + g:], x[:, h + g:]), "qk_norm: a value head changed"
 
 
 def check_concat(d, dt, shape):
@@ -453,7 +479,7 @@ def check_attention_batch(d, dt, shape):
 
 CHECK = {"gemm": check_gemm, "gemm_add": check_gemm_add, "gemm_swiglu": check_gemm_swiglu,
          "rmsnorm_gemm": check_rmsnorm_gemm, "rmsnorm_gemm_swiglu": check_rmsnorm_gemm_swiglu,
-         "rmsnorm": check_rmsnorm, "add": check_add, "bias": check_bias, "concat": check_concat, "embed": check_embed, "rope_kv": check_rope_kv,
+         "rmsnorm": check_rmsnorm, "add": check_add, "bias": check_bias, "qk_norm": check_qk_norm, "concat": check_concat, "embed": check_embed, "rope_kv": check_rope_kv,
          "attention": check_attention, "argmax": check_argmax, "rope_kv_batch": check_rope_kv_batch,
          "attention_batch": check_attention_batch, "rmsnorm_gemm_rope_kv": check_rmsnorm_gemm_rope_kv}
 

@@ -163,13 +163,17 @@ MISTRAL_V3 = _MISTRAL_V3.replace("@SP@", " ").replace("@ASSISTANT@", '" " + mess
 MISTRAL_TEKKEN = _MISTRAL_V3.replace("@SP@", "").replace("@ASSISTANT@", 'message["content"]')
 
 # mistralai/Mistral-Large-Instruct-2411 (v7): its system messages are
-# [SYSTEM_PROMPT] blocks, which gcore refuses; its user turns and replies
+# [SYSTEM_PROMPT] blocks
 MISTRAL_V7 = ("{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' + "
               "message['content'] + '[/INST]' }}{% elif message['role'] == 'system' %}{{ '[SYSTEM_PROMPT] ' + "
               "message['content'] + '[/SYSTEM_PROMPT]' }}{% elif message['role'] == 'assistant' %}{{ ' ' + "
               "message['content'] + eos_token }}{% else %}{{ raise_exception('Only user, system and assistant roles "
               "are supported!') }}{% endif %}{% endfor %}")
-# DeepSeek V3's: R1's first release's without the cut of a reply's reasoning
+# Mistral Small 3's spacing of the same: no space after "[SYSTEM_PROMPT]" and
+# "[INST]", a reply as given (its default system message, with today's date,
+# left out)
+MISTRAL_V7_TIGHT = MISTRAL_V7.replace("'[SYSTEM_PROMPT] '", "'[SYSTEM_PROMPT]'").replace("'[INST] '", "'[INST]'") \
+                             .replace("{{ ' ' + message['content'] + eos_token }}", "{{ message['content'] + eos_token }}")
 # Qwen/Qwen2.5-7B-Instruct: ChatML with a system message of its own where a
 # conversation has none, and tool-calling parts
 QWEN2_5 = r'''{%- if tools %}
@@ -234,7 +238,7 @@ QWEN2_5_MATH = QWEN2_5.replace("You are Qwen, created by Alibaba Cloud. You are 
 
 TEMPLATES = {"llama2": LLAMA2, "mistral": MISTRAL, "llama3": LLAMA3, "chatml": CHATML, "zephyr": ZEPHYR,
              "deepseek": DEEPSEEK, "deepseek_r1": DEEPSEEK_R1, "mistral_v3": MISTRAL_V3,
-             "mistral_tekken": MISTRAL_TEKKEN, "mistral_v7": MISTRAL_V7,
+             "mistral_tekken": MISTRAL_TEKKEN, "mistral_v7": MISTRAL_V7, "mistral_v7_tight": MISTRAL_V7_TIGHT,
              "deepseek_v3": DEEPSEEK_V3, "qwen2_5": QWEN2_5}
 # every template, those the per-template tests leave to a test of their own too
 ALL = dict(TEMPLATES, qwen2_5_math=QWEN2_5_MATH)
@@ -243,7 +247,8 @@ _DS = ["<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"]
 CONTROLS = {"llama2": [], "mistral": [], "llama3": ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
             "chatml": ["<|im_start|>", "<|im_end|>"], "zephyr": [], "deepseek": _DS, "deepseek_r1": _DS,
             "mistral_v3": ["[INST]", "[/INST]"], "mistral_tekken": ["[INST]", "[/INST]"],
-            "mistral_v7": ["[INST]", "[/INST]"], "deepseek_v3": _DS, "qwen2_5": ["<|im_start|>", "<|im_end|>"],
+            "mistral_v7": ["[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]"],
+            "mistral_v7_tight": ["[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]"], "deepseek_v3": _DS, "qwen2_5": ["<|im_start|>", "<|im_end|>"],
             "qwen2_5_math": ["<|im_start|>", "<|im_end|>"]}
 # and the user-defined (added, not special) ones: DeepSeek R1's distills'
 USER_TOKENS = {"deepseek_r1": ["<think>", "</think>"]}

@@ -13,7 +13,8 @@ reader, ggufq.py's dequantization) into one weights dict:
                  "w1": [hidden_dim, dim], "w2": [dim, hidden_dim],
                  "w3": [hidden_dim, dim],
                  and, for Qwen2 (q/k/v biases), "bq": [n_heads*head_dim],
-                 "bk", "bv": [n_kv_heads*head_dim]}, ...],
+                 "bk", "bv": [n_kv_heads*head_dim]; for Qwen3 (each q and k
+                 head RMS-normalised before RoPE) "q_norm", "k_norm": [head_dim]}, ...],
      "norm": [dim], "classifier": [vocab, dim]}
 
 all float64, matrices used as y = W x. Two independent paths compute the
@@ -160,8 +161,8 @@ def read_hf_tensors(d: str) -> Dict[str, Tuple[str, np.ndarray]]:
 
 
 def config_from_hf(c: dict) -> Config:
-    if c.get("model_type") not in ("llama", "qwen2"):
-        raise ValueError(f"model_type {c.get('model_type')!r} is not llama or qwen2")
+    if c.get("model_type") not in ("llama", "qwen2", "qwen3"):
+        raise ValueError(f"model_type {c.get('model_type')!r} is not llama, qwen2 or qwen3")
     n_heads = c["num_attention_heads"]
     hd = c.get("head_dim") or c["hidden_size"] // n_heads
     rs = c.get("rope_scaling")
@@ -183,14 +184,10 @@ def config_from_hf(c: dict) -> Config:
     return cfg
 
 
-def cfg_hf_kind(d: str) -> str:
-    """"bias" for a Qwen2 directory (model_type qwen2), else "llama"."""
-    return "bias" if json.load(open(os.path.join(d, "config.json"))).get("model_type") == "qwen2" else "llama"
-
-
 def load_hf(d: str) -> Tuple[dict, Config]:
     """A Hugging Face Llama directory (config.json + safetensors)."""
-    cfg = config_from_hf(json.load(open(os.path.join(d, "config.json"))))
+    hf = json.load(open(os.path.join(d, "config.json")))
+    cfg, kind = config_from_hf(hf), hf.get("model_type")
     t = read_hf_tensors(d)
     D, H, Q, KV = cfg.dim, cfg.hidden_dim, cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
 
@@ -212,9 +209,12 @@ def load_hf(d: str) -> Tuple[dict, Config]:
             ffn_norm=get(p + "post_attention_layernorm.weight", D),
             w1=get(p + "mlp.gate_proj.weight", H, D), w2=get(p + "mlp.down_proj.weight", D, H),
             w3=get(p + "mlp.up_proj.weight", H, D)))
-        if "bias" in cfg_hf_kind(d):  # Qwen2: q_proj, k_proj and v_proj add a bias
+        if kind == "qwen2":  # q_proj, k_proj and v_proj add a bias
             layers[-1].update(bq=get(p + "self_attn.q_proj.bias", Q), bk=get(p + "self_attn.k_proj.bias", KV),
                               bv=get(p + "self_attn.v_proj.bias", KV))
+        if kind == "qwen3":  # each query and key head normalised
+            layers[-1].update(q_norm=get(p + "self_attn.q_norm.weight", cfg.head_dim),
+                              k_norm=get(p + "self_attn.k_norm.weight", cfg.head_dim))
     emb = get("model.embed_tokens.weight", cfg.vocab_size, D)
     cls = emb if cfg.tied else get("lm_head.weight", cfg.vocab_size, D)
     return dict(tok_embeddings=emb, layers=layers, norm=get("model.norm.weight", D), classifier=cls), cfg
@@ -224,13 +224,14 @@ def load_gguf(path: str) -> Tuple[dict, Config]:
     """A GGUF file of architecture llama, every tensor dequantized to fp64 as
     stored (Q and K rows in llama.cpp's adjacent-pairs order, so the RoPE
     layout is "pairs"); llama3 scaling as rope_freqs.weight factors. Or
-    of architecture qwen2: keys under "qwen2.", Q and K rows as Hugging
-    Face has them (NEOX rotation: "halves"), q/k/v biases."""
+    of architecture qwen2 or qwen3: keys under its name, Q and K rows as
+    Hugging Face has them (NEOX rotation: "halves"); qwen2's q/k/v biases,
+    qwen3's q/k norms."""
     import ggufq
     import tinygguf
     kv, ts = tinygguf.read_gguf(path)
     arch = kv.get("general.architecture")
-    if arch not in ("llama", "qwen2"):
+    if arch not in ("llama", "qwen2", "qwen3"):
         raise ValueError(f"{path}: architecture {arch!r}")
     p = arch + "."
     dim, nh = kv[p + "embedding_length"], kv[p + "attention.head_count"]
@@ -278,6 +279,8 @@ def load_gguf(path: str) -> Tuple[dict, Config]:
         if arch == "qwen2":
             layers[-1].update(bq=get(b + "attn_q.bias", Qd), bk=get(b + "attn_k.bias", KV),
                               bv=get(b + "attn_v.bias", KV))
+        if arch == "qwen3":
+            layers[-1].update(q_norm=get(b + "attn_q_norm.weight", hd), k_norm=get(b + "attn_k_norm.weight", hd))
     emb = get("token_embd.weight", vocab, D)
     cls = emb if tied else get("output.weight", vocab, D)
     return dict(tok_embeddings=emb, layers=layers, norm=get("output_norm.weight", D), classifier=cls), cfg
@@ -326,6 +329,12 @@ def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
+def head_norm(x: np.ndarray, w: Optional[np.ndarray], eps: float) -> np.ndarray:
+    """Qwen3's q_norm / k_norm: every head (the last axis) RMS-normalised and
+    scaled by w; x itself where the model has none (w None)."""
+    return x if w is None else rmsnorm(x, w, eps)
+
+
 def silu(x: np.ndarray) -> np.ndarray:
     return x / (1.0 + np.exp(-x))
 
@@ -360,8 +369,9 @@ def forward(w: dict, cfg: Config, tokens: Sequence[int]) -> np.ndarray:
     mask = np.triu(np.full((T, T), -np.inf), k=1)
     for L in w["layers"]:
         h = rmsnorm(x, L["attn_norm"], cfg.eps)
-        q = rope((h @ L["wq"].T + L.get("bq", 0.0)).reshape(T, nh, hd), cos, sin, cfg.rope_layout)
-        k = rope((h @ L["wk"].T + L.get("bk", 0.0)).reshape(T, nkv, hd), cos, sin, cfg.rope_layout)
+        q = head_norm((h @ L["wq"].T + L.get("bq", 0.0)).reshape(T, nh, hd), L.get("q_norm"), cfg.eps)
+        k = head_norm((h @ L["wk"].T + L.get("bk", 0.0)).reshape(T, nkv, hd), L.get("k_norm"), cfg.eps)
+        q, k = rope(q, cos, sin, cfg.rope_layout), rope(k, cos, sin, cfg.rope_layout)
         v = (h @ L["wv"].T + L.get("bv", 0.0)).reshape(T, nkv, hd)
         k = np.repeat(k, nh // nkv, axis=1)                                   # query head i reads kv head i // group
         v = np.repeat(v, nh // nkv, axis=1)
@@ -406,8 +416,10 @@ class Decoder:
         x = w["tok_embeddings"][token].copy()
         for li, L in enumerate(w["layers"]):
             h = rmsnorm(x, L["attn_norm"], cfg.eps)
-            q = self._rotate((L["wq"] @ h + L.get("bq", 0.0)).reshape(nh, hd), pos)
-            self.key_cache[li, pos] = self._rotate((L["wk"] @ h + L.get("bk", 0.0)).reshape(nkv, hd), pos)
+            q = self._rotate(head_norm((L["wq"] @ h + L.get("bq", 0.0)).reshape(nh, hd), L.get("q_norm"), cfg.eps),
+                             pos)
+            self.key_cache[li, pos] = self._rotate(
+                head_norm((L["wk"] @ h + L.get("bk", 0.0)).reshape(nkv, hd), L.get("k_norm"), cfg.eps), pos)
             self.value_cache[li, pos] = (L["wv"] @ h + L.get("bv", 0.0)).reshape(nkv, hd)
             o = np.empty((nh, hd))
             for head in range(nh):

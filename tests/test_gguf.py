@@ -31,7 +31,7 @@ import llama_ref as R  # noqa: E402
 import tinygguf as G  # noqa: E402
 import tinymodel as TM  # noqa: E402
 from test_llama import (GREEDY, N_DECODE, PROMPT, TIE_MARGIN, TOL, assert_logits_close,  # noqa: E402
-                        assert_same_ids, generate, reference, rel_rows, top2_margin, without_biases)
+                        assert_same_ids, generate, reference, rel_rows, top2_margin, without_extras)
 
 CFG = dict(dim=256, hidden_dim=512, n_layers=2, n_heads=4, n_kv_heads=2, vocab=320, max_seq=128)
 TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", G.MIXED] + sorted(Q.FOREIGN_TYPES)
@@ -113,29 +113,35 @@ def test_gguf_tied_matches_reference(gc, bundles, qtype):
     check_run(gc, ref, bundles.get(ref.path, recipe_key(qtype)), what=f"GGUF {qtype} tied")
 
 
-@pytest.mark.parametrize("qtype", ["F32", "F16", "Q8_0", G.MIXED])
-def test_qwen2_gguf_matches_reference(gc, bundles, qtype):
-    """Architecture qwen2 (Qwen2.5's GGUF files): the llama layer with F32
-    biases on q, k and v (some large, as trained ones are), Q and K rows not
-    permuted (NEOX: RoPE rotates halves), every key under "qwen2.". The
-    7-token prefill (the fused norm), 32 greedy decode steps (the bias
-    between the QKV GEMV and rope) and a 20-token prefill (the unfused
-    GEMMs) match the reference; the same weights without their biases do
-    not, so the biases are applied."""
-    ref = tiefree(str(gc.dir / f"qwen2_{qtype}.gguf"), gguf_writer(qtype, arch="qwen2"))
+QWEN_TENSOR = {"qwen2": "blk.1.attn_k.bias", "qwen3": "blk.1.attn_k_norm.weight"}
+
+
+@pytest.mark.parametrize("arch,qtype", [("qwen2", "F32"), ("qwen2", "F16"), ("qwen2", "Q8_0"), ("qwen2", G.MIXED),
+                                        ("qwen3", "F32"), ("qwen3", "BF16"), ("qwen3", "Q4_K")])
+def test_qwen_gguf_matches_reference(gc, bundles, arch, qtype):
+    """Architectures qwen2 (Qwen2 and 2.5's GGUF files: the llama layer with
+    F32 biases on q, k and v, some large, as trained ones are) and qwen3
+    (Qwen3's: each query and key head RMS-normalised before RoPE), Q and K
+    rows not permuted (NEOX: RoPE rotates halves), every key under the
+    architecture's name. The 7-token prefill (the fused norm), 32 greedy
+    decode steps (the bias or norm between the QKV GEMV and rope) and a
+    20-token prefill (the unfused GEMMs) match the reference; the same
+    weights without their biases or norms do not, so they are applied."""
+    ref = tiefree(str(gc.dir / f"{arch}_{qtype}.gguf"), gguf_writer(qtype, arch=arch))
     kv, ts = G.read_gguf(ref.path)
-    assert kv["general.architecture"] == "qwen2" and "blk.1.attn_k.bias" in ts and ref.cfg.rope_layout == "halves"
-    bundle = bundles.get(ref.path, "qwen2-" + recipe_key(qtype))
-    check_run(gc, ref, bundle, what=f"qwen2 GGUF {qtype}")
-    assert np.max(rel_rows(R.forward(without_biases(ref.w), ref.cfg, PROMPT), ref.logits[:len(PROMPT)])) > 1e-2
+    assert kv["general.architecture"] == arch and QWEN_TENSOR[arch] in ts and ref.cfg.rope_layout == "halves"
+    bundle = bundles.get(ref.path, f"{arch}-" + recipe_key(qtype))
+    check_run(gc, ref, bundle, what=f"{arch} GGUF {qtype}")
+    assert np.max(rel_rows(R.forward(without_extras(ref.w), ref.cfg, PROMPT), ref.logits[:len(PROMPT)])) > 1e-2
     long = [(11 * i + 5) % ref.cfg.vocab_size for i in range(20)]
     _, lp, _ = generate(gc, ref.path, bundle, long, 1, *GREEDY, vocab=ref.cfg.vocab_size)
-    assert_logits_close(lp, R.forward(ref.w, ref.cfg, long), TOL, f"qwen2 GGUF {qtype} 20-token prefill")
+    assert_logits_close(lp, R.forward(ref.w, ref.cfg, long), TOL, f"{arch} GGUF {qtype} 20-token prefill")
 
 
-def test_qwen2_gguf_without_its_biases_is_refused(gc, tmp_path):
-    """A qwen2 file lacking a bias names the tensor; a llama file holding
-    biases names the first one it would ignore."""
+def test_qwen_gguf_without_its_tensors_is_refused(gc, tmp_path):
+    """A qwen2 file lacking a bias, or a qwen3 file lacking a norm, names
+    the tensor; a llama file holding biases names the first one it would
+    ignore."""
     cfg = TM.make_config(**CFG, arch="qwen2")
     w = TM.random_weights(cfg)
     path = str(tmp_path / "nob.gguf")
@@ -146,6 +152,11 @@ def test_qwen2_gguf_without_its_biases_is_refused(gc, tmp_path):
     G.write_llama(path, llama, w)
     assert_clean_error(run_tool("gcore-run", "-m", path, "--tokens", "1", "-n", "1", cwd=str(tmp_path)), "gcore-run",
                        "tensor 'blk.0.attn_q.bias' is not part of a llama model")
+    cfg = TM.make_config(**CFG, arch="qwen3")
+    w = TM.random_weights(cfg)
+    G.write_llama(path, cfg, {k: v for k, v in w.items() if k != "model.layers.0.self_attn.k_norm.weight"})
+    assert_clean_error(run_tool("gcore-run", "-m", path, "--tokens", "1", "-n", "1", cwd=str(tmp_path)), "gcore-run",
+                       "blk.0.attn_k_norm.weight: tensor missing")
 
 
 def test_gguf_llama3_rope_scaling(gc, bundles):
@@ -548,7 +559,7 @@ def rendered_ids(gc, path, kind, messages):
 
 
 SYSTEM_LAST = ("mistral_v3", "mistral_tekken")
-NO_SYSTEM = ("mistral", "mistral_v7")  # refused: v0.1 has none, v7's [SYSTEM_PROMPT] is not built
+NO_SYSTEM = ("mistral",)  # refused: v0.1 has none
 INST = ("llama2", "mistral", "mistral_v3", "mistral_tekken")  # user and assistant in turn, or the template raises
 END_TEXT = {"llama3": "<|eot_id|>", "chatml": "<|im_end|>", "qwen2_5": "<|im_end|>", "deepseek": "<｜end▁of▁sentence｜>",
             "deepseek_r1": "<｜end▁of▁sentence｜>", "deepseek_v3": "<｜end▁of▁sentence｜>"}

@@ -23,7 +23,7 @@ needs_nvrtc = pytest.mark.skipif(not NVRTC, reason="NVRTC not installed (CUDA to
 # but those of the matrix-core ones that leave it to the GEMVs (M > 1):
 # shape() gives them m = 8, inside the batched-decode GEMVs' 2..16 as well.
 SHAPES = {"gemm": "--m 1 --n 96 --k 72", "gemm_swiglu": "--m 1 --n 96 --k 72",
-          "rmsnorm": "--m 1 --n 300", "add": "--m 1 --n 300", "bias": "--m 3 --n 300", "concat": "--m 3 --n 300 --k 100",
+          "rmsnorm": "--m 1 --n 300", "add": "--m 1 --n 300", "bias": "--m 3 --n 300", "qk_norm": "--m 2 --h 8 --g 2 --d 128", "concat": "--m 3 --n 300 --k 100",
           "embed": "--m 1 --n 64 --k 50",
           "rope_kv": "--m 1 --h 8 --g 2 --d 64", "attention": "--m 1 --h 8 --g 2 --d 64",
           "argmax": "--m 1 --n 1000", "gemm_add": "--m 1 --n 96 --k 72",

@@ -60,6 +60,10 @@ CONFIGS = {
     # odd dims (7 heads of 8, vocab 777)
     "qwen2": dict(dim=56, hidden_dim=152, n_layers=2, n_heads=7, n_kv_heads=1, vocab=777,
                   rope_theta=1000000.0, arch="qwen2"),
+    # Qwen3 (model_type qwen3: each q and k head RMS-normalised before RoPE),
+    # heads wider than dim / heads as Qwen3's (4 x 16 = 64 on a width of 48)
+    "qwen3": dict(dim=48, hidden_dim=128, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16, vocab=200,
+                  rope_theta=1000000.0, arch="qwen3"),
 }
 GQA = CONFIGS["llama3_gqa"]
 
@@ -155,9 +159,11 @@ class Ref:
         self.seed, self.hf_config = seed, hf_config
 
 
-def without_biases(w):
-    """Reference weights w with Qwen2's q/k/v biases left out."""
-    return dict(w, layers=[{k: v for k, v in L.items() if k not in ("bq", "bk", "bv")} for L in w["layers"]])
+def without_extras(w):
+    """Reference weights w without Qwen2's q/k/v biases and Qwen3's q/k norms:
+    the plain llama layer."""
+    extras = ("bq", "bk", "bv", "q_norm", "k_norm")
+    return dict(w, layers=[{k: v for k, v in L.items() if k not in extras} for L in w["layers"]])
 
 
 def reference(path, prompt=PROMPT, n=N_DECODE):
@@ -238,8 +244,8 @@ def test_tiny_hf_matches_reference(gc, kind, dtype):
     if kind.endswith("rope_scaling"):   # the scaling matters at these positions
         plain = R.forward(ref.w, dataclasses.replace(ref.cfg, rope_scaling=None), PROMPT + ref.ids[:-1])
         assert np.max(rel_rows(plain, ref.logits)) > 1e-2
-    if kind == "qwen2":   # and so do the biases
-        assert np.max(rel_rows(R.forward(without_biases(ref.w), ref.cfg, PROMPT + ref.ids[:-1]), ref.logits)) > 1e-2
+    if kind in ("qwen2", "qwen3"):   # and so do the biases and the q/k norms
+        assert np.max(rel_rows(R.forward(without_extras(ref.w), ref.cfg, PROMPT + ref.ids[:-1]), ref.logits)) > 1e-2
     bundle = build_bundle(gc, ref.path)
     ids, logits, _ = generate(gc, ref.path, bundle, PROMPT, N_DECODE, *GREEDY, vocab=ref.cfg.vocab_size)
     T = len(PROMPT)

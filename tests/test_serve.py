@@ -1121,6 +1121,27 @@ def test_fixed_batch(tiny):
         check_clean_exit(s)
 
 
+def test_qwen2_batched_decode(tmp_path, cache_dir):
+    """Qwen2 (q/k/v biases): --fixed-batch makes every decode step a
+    batched one of 4 rows, each at its own position and slot, the bias added
+    to every row; 4 prompts at once answer as gcore-run answers each alone."""
+    model = str(tmp_path / MODEL)
+    TM.write_model(model, seed=3, dtype="f16", dim=64, hidden_dim=160, n_layers=2, n_heads=4, n_kv_heads=2,
+                   vocab=VOCAB, max_seq=CTX, arch="qwen2")
+    TM.write_tokenizer(model, VOCAB)
+    bundle = str(tmp_path / "qwen2.gcb")
+    r = run_tool("gcore-gen", "--model", model, "--target", "cpu", "--prefill", 16, "-o", bundle,
+                 env={"GCORE_CACHE": cache_dir})
+    assert r.rc == 0, r
+    s = Server(model, bundle, "--parallel", 4, "--fixed-batch")
+    try:
+        rng = random.Random(5)
+        prompts = [[rng.randrange(VOCAB - 8) for _ in range(rng.randint(1, 30))] for _ in range(4)]
+        assert completions_at_once(s, MODEL, prompts, 8) == reference_ids((tmp_path, model, bundle), prompts, 8)
+    finally:
+        check_clean_exit(s)
+
+
 # ---------------------------------------------------------------- bad input
 
 BAD = [

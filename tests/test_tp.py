@@ -106,6 +106,15 @@ def test_tiny_gqa_and_tied_tp2_equal_tp1(gc, kind):
     assert_tp_equals_tp1(gc, ref.path, (2,), prompts=(PROMPT,), ref_ids=ref.ids)
 
 
+@pytest.mark.parametrize("arch", ["qwen2", "qwen3"])
+def test_qwen_tp2_equal_tp1(gc, arch):
+    """Qwen2's q/k/v biases split with their heads' rows (each rank adds its
+    slice of bq, bk and bv); Qwen3's q/k norms, one per head size, whole
+    on every rank."""
+    ref = tiefree_model(os.path.join(gc.dir, "model"), prompt=PROMPT, n=N_TP, **TP_CONFIG, arch=arch)
+    assert_tp_equals_tp1(gc, ref.path, (2,), ref_ids=ref.ids)
+
+
 def test_stories260k_tp2_tp4_equal_tp1(gc):
     path = os.path.join(SHARED, "stories260K.bin")
     if not os.path.exists(path):

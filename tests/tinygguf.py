@@ -171,7 +171,8 @@ def read_gguf(path: str):
 LAYER_NAMES = [("input_layernorm", "attn_norm"), ("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"),
                ("self_attn.v_proj", "attn_v"), ("self_attn.o_proj", "attn_output"),
                ("post_attention_layernorm", "ffn_norm"), ("mlp.gate_proj", "ffn_gate"),
-               ("mlp.down_proj", "ffn_down"), ("mlp.up_proj", "ffn_up")]
+               ("mlp.down_proj", "ffn_down"), ("mlp.up_proj", "ffn_up"),
+               ("self_attn.q_norm", "attn_q_norm"), ("self_attn.k_norm", "attn_k_norm")]
 
 
 def permute(w: np.ndarray, n_head: int) -> np.ndarray:
@@ -277,7 +278,7 @@ def write_llama(path: str, hf_cfg: dict, weights: Dict[str, np.ndarray], qtype: 
     c = hf_cfg
     nh, nkv = c["num_attention_heads"], c["num_key_value_heads"]
     hd = c.get("head_dim") or c["hidden_size"] // nh
-    arch = "qwen2" if c["model_type"] == "qwen2" else "llama"  # qwen2: keys under its name, Q and K not permuted
+    arch = c["model_type"] if c["model_type"] in ("qwen2", "qwen3") else "llama"  # keys under its name; Q, K as HF's
     a = arch + "."
     kvs = [("general.architecture", "str", arch), ("general.name", "str", "tiny"),
            (a + "context_length", "u32", c["max_position_embeddings"]),

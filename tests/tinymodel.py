@@ -104,6 +104,8 @@ def tensor_shapes(cfg: dict) -> List[Tuple[str, Tuple[int, ...]]]:
         if cfg["model_type"] == "qwen2":  # q/k/v biases, after the weights as Qwen2's checkpoints list them
             out[-5:-5] = [(p + "self_attn.q_proj.bias", (Q,)), (p + "self_attn.k_proj.bias", (KV,)),
                           (p + "self_attn.v_proj.bias", (KV,))]
+        if cfg["model_type"] == "qwen3":  # each query and key head's norm
+            out[-5:-5] = [(p + "self_attn.q_norm.weight", (hd,)), (p + "self_attn.k_norm.weight", (hd,))]
     out.append(("model.norm.weight", (D,)))
     if not cfg.get("tie_word_embeddings", False):
         out.append(("lm_head.weight", (V, D)))
@@ -116,7 +118,7 @@ def make_config(dim: int = 64, hidden_dim: int = 172, n_layers: int = 2, n_heads
                 dtype: str = "f32", arch: str = "llama") -> dict:
     """A config.json dict. rope_scaling: None, "llama3" (LLAMA3_SCALING) or a dict.
     arch "qwen2": Qwen2's model type (q/k/v biases) with the sliding-window
-    keys its checkpoints carry, off."""
+    keys its checkpoints carry, off; "qwen3": Qwen3's (per-head q/k norms)."""
     if rope_scaling == "llama3":
         rope_scaling = dict(LLAMA3_SCALING)
     cfg = {
@@ -135,6 +137,11 @@ def make_config(dim: int = 64, hidden_dim: int = 172, n_layers: int = 2, n_heads
             del cfg[k]
         cfg.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2", use_sliding_window=False,
                    sliding_window=max_seq, max_window_layers=n_layers)
+    if arch == "qwen3":
+        del cfg["mlp_bias"]
+        cfg.update(architectures=["Qwen3ForCausalLM"], model_type="qwen3", use_sliding_window=False,
+                   sliding_window=None, max_window_layers=n_layers,
+                   head_dim=head_dim or dim // n_heads)
     return cfg
 
 

@@ -798,6 +798,14 @@ static void test_config_hf(void) {
         "qwen2: bias %d", c.qkv_bias);
   gc_llama_config_describe(&c, desc, sizeof desc);
   CHECK(strstr(desc, "q/k/v biases") != NULL, "describe: %s", desc);
+  const char *qwen3 = "{\"model_type\":\"qwen3\",\"architectures\":[\"Qwen3ForCausalLM\"],\"hidden_size\":64,"
+                      "\"intermediate_size\":96,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+                      "\"num_key_value_heads\":2,\"head_dim\":32,\"vocab_size\":100,\"attention_bias\":false,"
+                      "\"use_sliding_window\":false,\"sliding_window\":null,\"max_window_layers\":28}";
+  rc = gc_llama_config_parse_hf(qwen3, strlen(qwen3), "config.json", &c, &e);
+  CHECK_RC(rc, GC_OK, e);
+  CHECK(c.qk_norm && !c.qkv_bias && c.head_dim == 32 && c.rope_layout == GC_ROPE_HALVES, "qwen3: norm %d",
+        c.qk_norm);
 }
 
 static void test_config_refused(void) {
@@ -1548,7 +1556,8 @@ static void test_recipe_split_qkv(void) {
 
 /* Qwen2's q/k/v biases (cfg.qkv_bias): a bias step of the QKV rows in
  * every pass, in act:weight dtypes, and the decode step's RoPE kept apart
- * from the QKV GEMV (the bias goes between them); no bias step without. */
+ * from the QKV GEMV (the bias goes between them); no bias step without.
+ * Qwen3's q/k norms (cfg.qk_norm) the same way. */
 static void test_recipe_bias(void) {
   gc_llama_config_t c;
   gc_llama_dtypes_t dt;
@@ -1576,6 +1585,13 @@ static void test_recipe_bias(void) {
   for (int i = 0; i < l.n; i++) biases += !strcmp(l.v[i].op, "bias"), ropes += !strcmp(l.v[i].op, "rope_kv");
   CHECK(biases >= 1 && ropes >= 1, "the decode recipe lists bias (%d) and rope_kv (%d)", biases, ropes);
   gc_problems_free(&l);
+  c.qkv_bias = 0, c.qk_norm = 1; /* Qwen3: the heads' norms in their place, the same way */
+  gc_llama_steps(&c, &dt, 1, 1, &s);
+  CHECK(!s.bias.op[0] && !strcmp(s.qk_norm.op, "qk_norm") && s.qk_norm.m == 1 && s.qk_norm.h == 4 &&
+            s.qk_norm.g == 2 && s.qk_norm.d == 16 && s.qk_norm.tb == GC_DT_F16 && !s.qkv_rope,
+        "qwen3 decode: %s h %lld", s.qk_norm.op, (long long)s.qk_norm.h);
+  gc_llama_batch_steps(&c, &dt, 5, &s);
+  CHECK(!strcmp(s.qk_norm.op, "qk_norm") && s.qk_norm.m == 5, "qwen3 batched");
 }
 
 static void test_recipe_shard(void) {

@@ -121,16 +121,18 @@ def test_tied_gguf_on_the_gpu(gc, qtype):
     assert cfg.tied
 
 
-@pytest.mark.parametrize("qtype", ["F16", "Q8_0", G.MIXED])
-def test_qwen2_gguf_on_the_gpu(gc, qtype):
-    """Architecture qwen2: the q/k/v biases (op bias, add_gpu built for
-    it, between the QKV projection and rope_kv, at every pass length and in
-    the decode step, which then runs rope_kv apart) and the halves RoPE of
-    its unpermuted Q and K."""
+@pytest.mark.parametrize("arch,qtype", [("qwen2", "F16"), ("qwen2", "Q8_0"), ("qwen2", G.MIXED),
+                                        ("qwen3", "F16"), ("qwen3", "Q4_K")])
+def test_qwen_gguf_on_the_gpu(gc, arch, qtype):
+    """Architectures qwen2 and qwen3: the q/k/v biases (op bias, add_gpu
+    built for it) and the per-head q/k norms (qk_norm_gpu), between the QKV
+    projection and rope_kv at every pass length and in the decode step
+    (which then runs rope_kv apart), and the halves RoPE of their
+    unpermuted Q and K."""
     path = str(gc.dir / "m.gguf")
-    G.write_model(path, qtype=qtype, seed=3, arch="qwen2", **CFG)
-    w, cfg = check(gc, path, f"qwen2 {qtype}", TOL_F16)
-    assert cfg.rope_layout == "halves" and "bq" in w["layers"][0]
+    G.write_model(path, qtype=qtype, seed=3, arch=arch, **CFG)
+    w, cfg = check(gc, path, f"{arch} {qtype}", TOL_F16)
+    assert cfg.rope_layout == "halves" and ("bq" if arch == "qwen2" else "q_norm") in w["layers"][0]
 
 
 def test_llama3_rope_gguf_on_the_gpu(gc):

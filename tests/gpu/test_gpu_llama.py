@@ -119,7 +119,7 @@ def chosen_model(outdir, dtype, **cfg):
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 @pytest.mark.parametrize("kind", ["llama2_mha", "llama3_gqa", "tied", "llama3_rope_scaling", "linear_rope_scaling",
-                                  "qwen2"])
+                                  "qwen2", "qwen3"])
 def test_tiny_vs_transformers(gc, kind, dtype):
     cfg = dict(TL.CONFIGS[kind])
     ref = chosen_model(str(gc.dir / "model"), dtype, **cfg)
