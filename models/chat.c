@@ -172,6 +172,8 @@ void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k) {
   c->reply_pre = k == GC_CHAT_LLAMA2 || k == GC_CHAT_MISTRAL_V3 ||
                  (tpl && (strstr(tpl, "' ' + message['content']") || strstr(tpl, "\" \" + message[\"content\"]")));
   c->cut_think = k == GC_CHAT_DEEPSEEK_THINK || (tpl && strstr(tpl, "split('</think>')"));
+  c->cut_lstrip = tpl && strstr(tpl, "split('</think>')[-1].lstrip('\\n')");
+  c->think_open = gc_chat_reasoning(t, k) == 2;
   c->dflt_system = k == GC_CHAT_CHATML && tpl ? chatml_default_system(tpl) : NULL;
   c->sys_block = k == GC_CHAT_MISTRAL && tpl && strstr(tpl, "[SYSTEM_PROMPT]");
   c->sys_pre = c->sys_block && quoted(tpl, "[SYSTEM_PROMPT] ", 1);
@@ -240,6 +242,31 @@ static int is_inst(gc_chat_kind_t k) {
 }
 
 static const char *inst_name(gc_chat_kind_t k) { return k == GC_CHAT_LLAMA2 ? "Llama 2" : "Mistral"; }
+
+int gc_chat_reasoning(const gc_tok_t *t, gc_chat_kind_t k) {
+  const char *tpl = gc_tok_chat_template(t);
+  if (k == GC_CHAT_DEEPSEEK_THINK) return 2;
+  if (k == GC_CHAT_DEEPSEEK) return 1;
+  if (k != GC_CHAT_CHATML || !tpl) return 0;
+  if (strstr(tpl, "'<|im_start|>assistant\\n<think>\\n'")) return 2;
+  return strstr(tpl, "split('</think>')") ? 1 : 0;
+}
+
+/* An earlier reply's text as the template keeps it (cut_think: what
+ * follows its last "</think>", without leading newlines where cut_lstrip). */
+static const char *kept_reply(const gc_chat_t *c, const char *text) {
+  for (const char *q; c->cut_think && (q = strstr(text, "</think>"));) text = q + 8;
+  while (c->cut_lstrip && *text == '\n') text++;
+  return text;
+}
+
+/* "<think>" (by id where it is a control token) and a newline: the block a
+ * generation prompt opens (think_open). */
+static int open_think(gc_chat_t *c, gc_tok_ids_t *out, gc_err_t *e) {
+  int32_t think = control(c->t, "<think>");
+  int rc = think >= 0 ? put_id(c, think, out, e) || put_text(c, "\n", 1, e) : put_text(c, "<think>\n", -1, e);
+  return rc ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
+}
 
 int gc_chat_system_last(gc_chat_kind_t k) { return k == GC_CHAT_MISTRAL_V3 || k == GC_CHAT_MISTRAL_TEKKEN; }
 
@@ -314,14 +341,9 @@ int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_
  * where the template cuts it (R1's content.split('</think>')[-1]; V3's
  * does not) what follows its last "</think>", then <｜end▁of▁sentence｜>. */
 static int deepseek_reply(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_t *e) {
-  int32_t think = control(c->t, "<think>");
   int rc = put_control(c, DS_ASSISTANT, out, e);
-  if (!rc && !text && c->k == GC_CHAT_DEEPSEEK_THINK)
-    rc = think >= 0 ? put_id(c, think, out, e) || put_text(c, "\n", 1, e) : put_text(c, "<think>\n", -1, e);
-  if (!rc && text) {
-    for (const char *q; c->cut_think && (q = strstr(text, "</think>"));) text = q + 8;
-    rc = put_text(c, text, -1, e) || put_end(c, out, e);
-  }
+  if (!rc && !text && c->think_open) rc = open_think(c, out, e);
+  if (!rc && text) rc = put_text(c, kept_reply(c, text), -1, e) || put_end(c, out, e);
   return rc ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
 }
 
@@ -335,7 +357,8 @@ int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_
   } else if (!is_inst(c->k)) {
     rc = GC_OK;
     if (!c->n_msgs && c->dflt_system && !(rc = header_msg(c, "system", c->dflt_system, out, e))) c->n_msgs++;
-    if (!rc) rc = header_msg(c, "assistant", text, out, e);
+    if (!rc) rc = header_msg(c, "assistant", text ? kept_reply(c, text) : NULL, out, e);
+    if (!rc && !text && c->think_open) rc = open_think(c, out, e);
   } else if (!text) {
     rc = GC_OK;
   } else { /* Llama 2: ' ' + text.strip() + ' ' + eos; Mistral v3: ' ' + text.strip() + eos; Mistral, Tekken:

@@ -64,6 +64,10 @@ typedef struct gc_chat {
   int cut_think;           /* DeepSeek: an earlier reply cut after its last "</think>" */
   char *dflt_system;       /* ChatML: the system message the template writes when a
                               conversation has none (Qwen2's, Qwen2.5's), or NULL */
+  int think_open;          /* the generation prompt opens a <think> block (DeepSeek R1's
+                              later revision, Qwen3-Thinking-2507's) */
+  int cut_lstrip;          /* ... an earlier reply cut after "</think>" loses its leading
+                              newlines too (Qwen3's .lstrip('\n')) */
   int sys_block;           /* Mistral's later templates: the system message as a
                               [SYSTEM_PROMPT] ... [/SYSTEM_PROMPT] block (Large 2411, Small 3) */
   int sys_pre;             /* ... with a space after "[SYSTEM_PROMPT]" (Large 2411's) */
@@ -103,16 +107,25 @@ int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_
 
 /* An assistant message. text NULL: the start of the reply the model is to
  * write (the template's generation prompt: the assistant header of Llama
- * 3, ChatML, Zephyr and DeepSeek, then "<think>\n" for DEEPSEEK_THINK;
+ * 3, ChatML, Zephyr and DeepSeek, then "<think>\n" where think_open;
  * nothing for [INST]); the caller then flushes and
  * generates, and the reply's tokens, closed by gc_chat_end_token's id,
  * are the model's. text given: a reply written by the client (a
  * conversation's history): header, text (trimmed as for gc_chat_user,
- * and in Mistral v3's; DeepSeek's: what follows its last "</think>", as
- * its template cuts a reply's reasoning) and gc_chat_end_token's id.
+ * and in Mistral v3's; where cut_think (DeepSeek R1's, Qwen3's): what
+ * follows its last "</think>", less leading newlines where cut_lstrip,
+ * as the template cuts a reply's reasoning) and gc_chat_end_token's id.
  * Errors: GC_EINVAL for an assistant message that does not follow a user
  * message in the [INST] templates; as gc_chat_user. */
 int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_t *e);
+
+/* How a reply of template k (t's chat template) carries reasoning: 0 it
+ * has none; 1 a reply may open a <think> block itself (DeepSeek V3 and
+ * R1's first release; a ChatML template that cuts replies at "</think>",
+ * Qwen3's); 2 the generation prompt opens it, so a reply starts inside it
+ * (DEEPSEEK_THINK; a ChatML template whose generation prompt ends in
+ * "<think>\n", Qwen3-Thinking-2507's). */
+int gc_chat_reasoning(const gc_tok_t *t, gc_chat_kind_t k);
 
 /* Tokenize the pending text into out (before the model reads out). */
 int gc_chat_flush(gc_chat_t *c, gc_tok_ids_t *out, gc_err_t *e);

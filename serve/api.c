@@ -1170,9 +1170,9 @@ static size_t partial_tail(const char *s, size_t n, const char *m, size_t mn) {
 void gc_api_reply_parts(const gc_api_t *a, const char *text, size_t n, int done, gc_api_parts_t *p) {
   static const char open[] = "<think>", close[] = "</think>";
   *p = (gc_api_parts_t){.end = n};
-  if (!a->reasoning || (a->chat != GC_CHAT_DEEPSEEK && a->chat != GC_CHAT_DEEPSEEK_THINK)) return;
+  if (!a->reasoning || !a->think) return;
   size_t i = 0;
-  if (a->chat == GC_CHAT_DEEPSEEK) { /* the model opens the block itself, or not at all */
+  if (a->think == 1) { /* the model opens the block itself, or not at all */
     while (i < n && blank(text[i])) i++;
     size_t k = n - i < sizeof open - 1 ? n - i : sizeof open - 1;
     if (memcmp(text + i, open, k)) return; /* no block: all answer */

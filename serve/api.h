@@ -19,7 +19,8 @@ typedef struct gc_api {
   int has_chat;              /* the tokenizer has a Llama 2/3 chat template */
   gc_chat_kind_t chat;
   int32_t chat_end;          /* the id that closes a reply */
-  int reasoning;             /* a DeepSeek reply's <think> block as reasoning_content (gc_api_reply_parts) */
+  int reasoning;             /* a reply's <think> block as reasoning_content (gc_api_reply_parts) */
+  int think;                 /* how the template's replies carry it: gc_chat_reasoning */
   char chat_why[300];        /* without a chat template: why */
   int ctx, vocab;
   const char *model_id;      /* the name /v1/models lists */
@@ -84,10 +85,11 @@ char *gc_api_result_json(const gc_api_t *a, const gc_api_req_t *q, const char *i
                          gc_srv_req_t *const *rs, int nr);
 /* Where a chat reply's text [n] (all of it, done, or what has come so far)
  * puts its reasoning and its answer, as llama.cpp's and vLLM's DeepSeek
- * reasoning parsers cut them: with a->reasoning and a DeepSeek template,
- * the reasoning is what lies between "<think>" (written by the template's
- * generation prompt, DEEPSEEK_THINK, or first in the reply, after any
- * whitespace) and the first "</think>", all the rest when none comes; the
+ * reasoning parsers cut them: with a->reasoning and a template whose
+ * replies carry reasoning (a->think: DeepSeek's, Qwen3's), the reasoning
+ * is what lies between "<think>" (written by the template's generation
+ * prompt, think 2, or first in the reply, after any whitespace, think 1)
+ * and the first "</think>", all the rest when none comes; the
  * answer follows "</think>" and its whitespace. Otherwise there is no
  * reasoning and the answer is the whole text. While not done, what could
  * still become a marker is held back: the answer is [c0, end), the

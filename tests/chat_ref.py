@@ -236,10 +236,108 @@ QWEN2_5 = r'''{%- if tools %}
 QWEN2_5_MATH = QWEN2_5.replace("You are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>",
                                "Please reason step by step, and put your final answer within \\\\boxed{}.<|im_end|>")
 
+# Qwen/Qwen3-4B-Thinking-2507: ChatML whose generation prompt opens <think>,
+# an earlier reply cut after its last </think> (and its leading newlines)
+QWEN3_THINKING = r'''{%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0].role == 'system' %}
+        {{- messages[0].content + '\n\n' }}
+    {%- endif %}
+    {{- "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+{%- else %}
+    {%- if messages[0].role == 'system' %}
+        {{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}
+{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
+{%- for message in messages[::-1] %}
+    {%- set index = (messages|length - 1) - loop.index0 %}
+    {%- if ns.multi_step_tool and message.role == "user" and message.content is string and not(message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}
+        {%- set ns.multi_step_tool = false %}
+        {%- set ns.last_query_index = index %}
+    {%- endif %}
+{%- endfor %}
+{%- for message in messages %}
+    {%- if message.content is string %}
+        {%- set content = message.content %}
+    {%- else %}
+        {%- set content = '' %}
+    {%- endif %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) %}
+        {{- '<|im_start|>' + message.role + '\n' + content + '<|im_end|>' + '\n' }}
+    {%- elif message.role == "assistant" %}
+        {%- set reasoning_content = '' %}
+        {%- if message.reasoning_content is string %}
+            {%- set reasoning_content = message.reasoning_content %}
+        {%- else %}
+            {%- if '</think>' in content %}
+                {%- set reasoning_content = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') %}
+                {%- set content = content.split('</think>')[-1].lstrip('\n') %}
+            {%- endif %}
+        {%- endif %}
+        {%- if loop.index0 > ns.last_query_index %}
+            {%- if loop.last or (not loop.last and reasoning_content) %}
+                {{- '<|im_start|>' + message.role + '\n<think>\n' + reasoning_content.strip('\n') + '\n</think>\n\n' + content.lstrip('\n') }}
+            {%- else %}
+                {{- '<|im_start|>' + message.role + '\n' + content }}
+            {%- endif %}
+        {%- else %}
+            {{- '<|im_start|>' + message.role + '\n' + content }}
+        {%- endif %}
+        {%- if message.tool_calls %}
+            {%- for tool_call in message.tool_calls %}
+                {%- if (loop.first and content) or (not loop.first) %}
+                    {{- '\n' }}
+                {%- endif %}
+                {%- if tool_call.function %}
+                    {%- set tool_call = tool_call.function %}
+                {%- endif %}
+                {{- '<tool_call>\n{"name": "' }}
+                {{- tool_call.name }}
+                {{- '", "arguments": ' }}
+                {%- if tool_call.arguments is string %}
+                    {{- tool_call.arguments }}
+                {%- else %}
+                    {{- tool_call.arguments | tojson }}
+                {%- endif %}
+                {{- '}\n</tool_call>' }}
+            {%- endfor %}
+        {%- endif %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if loop.first or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\n<tool_response>\n' }}
+        {{- content }}
+        {{- '\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n<think>\n' }}
+{%- endif %}
+'''
+# Qwen3's hybrid template (Qwen/Qwen3-8B): the same, but the reply opens the
+# block itself (the prompt writes an empty one only for enable_thinking false)
+QWEN3 = QWEN3_THINKING.replace("""    {{- '<|im_start|>assistant\\n<think>\\n' }}
+""", """    {{- '<|im_start|>assistant\\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\\n\\n</think>\\n\\n' }}
+    {%- endif %}
+""")
+
 TEMPLATES = {"llama2": LLAMA2, "mistral": MISTRAL, "llama3": LLAMA3, "chatml": CHATML, "zephyr": ZEPHYR,
              "deepseek": DEEPSEEK, "deepseek_r1": DEEPSEEK_R1, "mistral_v3": MISTRAL_V3,
              "mistral_tekken": MISTRAL_TEKKEN, "mistral_v7": MISTRAL_V7, "mistral_v7_tight": MISTRAL_V7_TIGHT,
-             "deepseek_v3": DEEPSEEK_V3, "qwen2_5": QWEN2_5}
+             "deepseek_v3": DEEPSEEK_V3, "qwen2_5": QWEN2_5, "qwen3": QWEN3, "qwen3_thinking": QWEN3_THINKING}
 # every template, those the per-template tests leave to a test of their own too
 ALL = dict(TEMPLATES, qwen2_5_math=QWEN2_5_MATH)
 # the control tokens each needs in a vocabulary
@@ -249,9 +347,11 @@ CONTROLS = {"llama2": [], "mistral": [], "llama3": ["<|start_header_id|>", "<|en
             "mistral_v3": ["[INST]", "[/INST]"], "mistral_tekken": ["[INST]", "[/INST]"],
             "mistral_v7": ["[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]"],
             "mistral_v7_tight": ["[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]"], "deepseek_v3": _DS, "qwen2_5": ["<|im_start|>", "<|im_end|>"],
-            "qwen2_5_math": ["<|im_start|>", "<|im_end|>"]}
+            "qwen2_5_math": ["<|im_start|>", "<|im_end|>"], "qwen3": ["<|im_start|>", "<|im_end|>"],
+            "qwen3_thinking": ["<|im_start|>", "<|im_end|>"]}
 # and the user-defined (added, not special) ones: DeepSeek R1's distills'
-USER_TOKENS = {"deepseek_r1": ["<think>", "</think>"]}
+USER_TOKENS = {"deepseek_r1": ["<think>", "</think>"], "qwen3": ["<think>", "</think>"],
+               "qwen3_thinking": ["<think>", "</think>"]}
 
 
 def _raise(message):

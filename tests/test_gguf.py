@@ -561,7 +561,8 @@ def rendered_ids(gc, path, kind, messages):
 SYSTEM_LAST = ("mistral_v3", "mistral_tekken")
 NO_SYSTEM = ("mistral",)  # refused: v0.1 has none
 INST = ("llama2", "mistral", "mistral_v3", "mistral_tekken")  # user and assistant in turn, or the template raises
-END_TEXT = {"llama3": "<|eot_id|>", "chatml": "<|im_end|>", "qwen2_5": "<|im_end|>", "deepseek": "<｜end▁of▁sentence｜>",
+END_TEXT = {"llama3": "<|eot_id|>", "chatml": "<|im_end|>", "qwen2_5": "<|im_end|>", "qwen3": "<|im_end|>",
+            "qwen3_thinking": "<|im_end|>", "deepseek": "<｜end▁of▁sentence｜>",
             "deepseek_r1": "<｜end▁of▁sentence｜>", "deepseek_v3": "<｜end▁of▁sentence｜>"}
 
 
@@ -664,9 +665,10 @@ def test_gguf_chat_templates_through_the_server(gc, bundles, kind):
         u2 = [{"role": "user", "content": "the end"}]
         wide = [{"role": "user", "content": "\u3000\u00a0hi\u2009cat\x1f\u00a0"}]  # Python's strip() takes these
         convs = [system + u, system + u + a + u2, u + a + u2 + a + u, wide]
-        if kind in ("llama3", "chatml", "zephyr", "deepseek", "deepseek_r1", "deepseek_v3"):
+        if kind in ("llama3", "chatml", "zephyr", "deepseek", "deepseek_r1", "deepseek_v3", "qwen2_5", "qwen3",
+                    "qwen3_thinking"):
             convs += [u + u2, u + a + a + u2]
-        if kind.startswith("deepseek"):  # reasoning cut; <think> text (a user-defined token) in a message
+        if kind.startswith(("deepseek", "qwen3")):  # reasoning cut; <think> (a user-defined token) in a message
             r = [{"role": "assistant", "content": "<think>\nso</think>\n\n</think> A file."}]
             convs += [system + u + r + [{"role": "user", "content": "why <think> now"}]]
         for msgs in convs:
@@ -713,9 +715,10 @@ def chain_gguf(gc, kind, chain, name):
     return out
 
 
-def test_gguf_deepseek_reasoning_content(gc, bundles):
-    """gcore-serve with DeepSeek R1's template: a reply's <think> block (the
-    template opened it) is reasoning_content and what follows </think> and
+@pytest.mark.parametrize("kind", ["deepseek_r1", "qwen3_thinking"])
+def test_gguf_reasoning_content(gc, bundles, kind):
+    """gcore-serve with DeepSeek R1's or Qwen3-Thinking's template: a reply's
+    <think> block (the template opened it) is reasoning_content and what follows </think> and
     its blanks is content, whole and streamed (</think> spelled in eight
     tokens, so the stream must hold "</thi" back until it knows); cut
     before </think>, all of it is reasoning; --reasoning-format none puts
@@ -724,7 +727,7 @@ def test_gguf_deepseek_reasoning_content(gc, bundles):
     from test_serve import Server, sse
     nl = "<0x0A>"
     chain = [nl, "a", "b", "<0x3C>", "<0x2F>", "t", "h", "i", "n", "k", "<0x3E>"]
-    path = chain_gguf(gc, "deepseek_r1", chain, "r1chain.gguf")
+    path = chain_gguf(gc, kind, chain, f"{kind}-chain.gguf")
     bundle = bundles.get(path, "F32")
     msgs = [{"role": "user", "content": "hi"}]
     for flag, n, reason, content in (("deepseek", 16, "ab", "ab</t"), ("deepseek", 4, "ab</", ""),
@@ -746,8 +749,9 @@ def test_gguf_deepseek_reasoning_content(gc, bundles):
                 assert not any("<" in d.get("reasoning_content", "") for d in deltas), deltas
         finally:
             assert srv.stop()[0] == 0
-    r = gc("gcore-serve", "-m", path, "-b", bundle, "--reasoning-format", "think")
-    assert_clean_error(r, "gcore-serve", "--reasoning-format: expected deepseek or none")
+    if kind == "deepseek_r1":
+        r = gc("gcore-serve", "-m", path, "-b", bundle, "--reasoning-format", "think")
+        assert_clean_error(r, "gcore-serve", "--reasoning-format: expected deepseek or none")
 
 
 def test_gguf_missing_special_ids_are_llama_cpps_defaults(gc, bundles):

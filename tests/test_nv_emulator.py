@@ -2,9 +2,10 @@
 formats decoded into fragments, split-K, the fused norm, the gate/up pair,
 RoPE and the KV-cache write, the tensor-map ring; gemv_mma: batched decode
 steps on fp16/bf16 weights), prefill attention on mma.sync
-(attention_mma), the mma.sync prefill GEMMs (gemm_mma, gemm_q_mma) and the
+(attention_mma), the mma.sync prefill GEMMs (gemm_mma, gemm_q_mma), the
 SIMT decode GEMVs (gemv_gpu with its RoPE epilogue, gemv_q_gpu, gemv_bulk
-and its bulk-copy ring) and sm_90a's prefill attention on wgmma
+and its bulk-copy ring), Qwen's row-wise ops (add_gpu built for bias,
+qk_norm_gpu) and sm_90a's prefill attention on wgmma
 (attention_wgmma) run unchanged on a host SIMT emulation (tests/nv_emu): a
 thread per thread (fibers on one host thread, tests/amd_emu/emu_fiber.h), dynamic shared memory of exactly @shmem bytes under
 ASan, real barriers (bar.sync, named barriers, __syncwarp), mbarriers with
@@ -888,3 +889,88 @@ WG_MUTATIONS = [
 def test_a_wrong_attention_wgmma_is_caught(tmp_path, what, old, new, which):
     assert attention_caught(tmp_path, "attention_wgmma.cu", old, new, *WG_CASES[which], shapes=WG_SHAPES), \
         f"not caught: {what}"
+
+
+# ---- Qwen's row-wise ops: bias (add.cu built for it) and qk_norm ---------------
+
+def row_data(dt, op, shape, seed):
+    """The inputs of op at shape as the harness's files (bits) and as the
+    case table's dump dict (tests/cases.py: name -> (dtype, fp64 values));
+    Z (bias) poisoned with NaN, so an element left unwritten fails."""
+    import numpy as np
+    import ggufq
+    rng = np.random.default_rng(seed)
+
+    def as16(lo, hi, n):
+        x = rng.uniform(lo, hi, n).astype(np.float32)
+        bits = x.astype("<f2").view("<u2") if dt == "f16" else ggufq.bf16_bits(x).reshape(-1)
+        return bits, as_f64(bits.tobytes(), dt)
+
+    if op == "bias":
+        m, n = shape
+        (xb, xv), (bb, bv) = as16(-1, 1, m * n), as16(-1, 1, n)
+        poison = np.full(m * n, 0x7E00 if dt == "f16" else 0x7FC0, "<u2")
+        return {"x.bin": xb, "b.bin": bb, "z.bin": poison}, {"X": (dt, xv), "b": (dt, bv)}, "Z"
+    m, h, g, dd = shape
+    (qb, qv), (nb, nv), (kb, kv) = as16(-1, 1, m * (h + 2 * g) * dd), as16(0.5, 1.5, dd), as16(0.5, 1.5, dd)
+    return {"qkv.bin": qb, "qn.bin": nb, "kn.bin": kb}, {"QKV.init": (dt, qv), "qn": (dt, nv), "kn": (dt, kv)}, "QKV"
+
+
+def run_rows(tmp, tpl_file, op, dt, params, shapes, tpl_text=None):
+    """Build a variant of a row-wise template (harness_rows.h) and check it
+    on every shape with the case table's check of op (raises on a wrong
+    element; a misuse or a changed input fails the run)."""
+    import cases
+    tpl, env, exe = build(tmp, dt, op, params, tpl_text=tpl_text, tpl_file=tpl_file, harness="harness_rows.h")
+    first = lambda s: re.split(r"\s+(?=\d+\s+\d+\s*$)", s.strip())[0]  # "<expr> 1 1"
+    for s, shape in enumerate(shapes):
+        files, d, name = row_data(dt, op, shape, seed=s)
+        for fn, bits in files.items():
+            (tmp / fn).write_bytes(bits.tobytes())
+        e = env | dict(zip("MN" if op == "bias" else "MHGD", shape))
+        grid, block = evaluate(first(tpl["grid"]), e), evaluate(first(tpl["block"]), e)
+        r = subprocess.run([str(exe), str(grid), str(block), str(tmp), *map(str, shape)], capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0 and "misuse 0 inputs_changed 0" in r.stdout, \
+            f"{tpl_file} {op} {dt} {params} {shape}:\n{r.stdout}{r.stderr[-3000:]}"
+        d[name] = (dt, as_f64((tmp / "out.bin").read_bytes(), dt))
+        cases.CHECK[op](d, dt, shape)
+
+
+# (template, op, dtype, parameters, shapes): bias in whole blocks with rows
+# of whole vectors (1152, 36, 4608: a vector of b a load) and not (300, 37:
+# b element by element, the column wrapping at the row's end), and in a
+# partial last block only (5 x 7); qk_norm with 32 lanes a head of 128, 8
+# lanes a head of 64 or 6, heads past the grid's last in a block
+ROW_CASES = [
+    ("add.cu", "bias", "f16", dict(THREADS=64, VEC=8, UNROLL=2), [(7, 300), (2, 1152), (5, 7)]),
+    ("add.cu", "bias", "bf16", dict(THREADS=128, VEC=4, UNROLL=1), [(33, 37), (33, 36), (1, 4608)]),
+    ("qk_norm.cu", "qk_norm", "f16", dict(THREADS=128, TPH=32), [(1, 32, 8, 128), (3, 5, 1, 96)]),
+    ("qk_norm.cu", "qk_norm", "bf16", dict(THREADS=64, TPH=8), [(17, 4, 2, 64), (2, 3, 3, 6)]),
+]
+
+
+@pytest.mark.parametrize("tpl_file,op,dt,params,shapes", ROW_CASES,
+                         ids=[f"{c[1]}-{c[2]}-" + "-".join(f"{k}{v}" for k, v in c[3].items()) for c in ROW_CASES])
+def test_row_ops_on_the_emulated_gpu(tmp_path, tpl_file, op, dt, params, shapes):
+    """Qwen2's bias (add.cu built for it) and Qwen3's qk_norm run unchanged
+    on the emulated GPU: every element within the case table's tolerance
+    (qk_norm's value heads bit for bit), the inputs unchanged, nothing read
+    or written past a buffer (ASan)."""
+    run_rows(tmp_path, tpl_file, op, dt, params, shapes)
+
+
+# plausible mistakes the row checks must catch: (what, template, text, replacement, case)
+ROW_MUTATIONS = [
+    ("bias: b's column not wrapped at the row's end", "add.cu", "c = c + 1 == N ? 0 : c + 1;", "c = c + 1;", 0),
+    ("qk_norm: key heads scaled by qn", "qk_norm.cu", "const TB *w = h < H ? qn : kn;", "const TB *w = qn;", 3),
+]
+
+
+@pytest.mark.parametrize("what,tpl_file,old,new,case", ROW_MUTATIONS, ids=[m[0] for m in ROW_MUTATIONS])
+def test_a_wrong_row_op_is_caught(tmp_path, what, tpl_file, old, new, case):
+    text = open(os.path.join(GPU, tpl_file)).read()
+    assert old in text, old
+    _, op, dt, params, shapes = ROW_CASES[case]
+    with pytest.raises(AssertionError, match="out of tolerance|value head changed|non-finite|AddressSanitizer"):
+        run_rows(tmp_path, tpl_file, op, dt, params, shapes, tpl_text=text.replace(old, new))

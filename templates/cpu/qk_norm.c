@@ -9,9 +9,9 @@
  * @backend cpu
  * @dtypes f32 f16 bf16 f32:f16:f32 f32:bf16:f32
  * @kernel qk_norm_cpu
- * @param TOK 1 2 4 8 16 32 default 4 -- rows of QKV per task
+ * @param TOK 1 4 16 default 4 -- rows of QKV per task
  * @param VEC 8 16 default 16 -- fp32 lanes per vector
- * @param THREADS 0 1 2 4 8 16 32 64 default 0 -- worker threads, 0 = all cores
+ * @param THREADS 0 1 4 16 default 0 -- worker threads, 0 = all cores (a small op: few choices)
  * @constraint VEC * 4 <= VBYTES -- the target has registers this wide
  * @constraint THREADS <= NCPU -- no more workers than cores
  * @grid cdiv(M, TOK) 1 1

@@ -36,6 +36,27 @@ static std::vector<unsigned char> emu_read(const char *dir, const char *name, si
   return v;
 }
 
+/* v to DIR/name: 0, or 2 (main's status) with a line on stderr. */
+static int emu_write(const char *dir, const char *name, const std::vector<unsigned char> &v) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(v.data(), 1, v.size(), f) != v.size() || fclose(f))
+    return fprintf(stderr, "%s: cannot write\n", path), 2;
+  return 0;
+}
+
+/* The end of a harness: out to DIR/name, then "<errs> E inputs_changed I"
+ * (errs: what the emulation counts, "misuse" on NVIDIA, "replication" on
+ * AMD); returns main's exit status (1 on either count, 2 on a failed
+ * write). */
+static int emu_finish(const char *dir, const char *name, const std::vector<unsigned char> &out, const char *errs,
+                      int inputs_changed) {
+  if (emu_write(dir, name, out)) return 2;
+  printf("%s %d inputs_changed %d\n", errs, emu_errors, inputs_changed);
+  return emu_errors || inputs_changed ? 1 : 0;
+}
+
 /* One block: BLOCK threads run body() with the block's LDS. */
 template <class F> static void emu_block_launch(int64_t bid, int block, size_t shmem, int wave, F body) {
   emu_block blk;

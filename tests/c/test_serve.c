@@ -35,36 +35,36 @@ static void streamed(const gc_api_t *a, const char *text, char *reason, char *an
 }
 
 typedef struct {
-  gc_chat_kind_t kind;
+  int think; /* gc_chat_reasoning: 2 the prompt opened <think>, 1 a reply may, 0 none */
   const char *text, *reason, *answer; /* reason NULL: no reasoning block */
 } reply_case_t;
 
 static const reply_case_t CASES[] = {
-    /* R1: the template opened <think>; the reply closes it */
-    {GC_CHAT_DEEPSEEK_THINK, "so 2+2.\n</think>\n\nFour.", "so 2+2.\n", "Four."},
-    {GC_CHAT_DEEPSEEK_THINK, "</think>Four", "", "Four"},
-    {GC_CHAT_DEEPSEEK_THINK, "hmm </think> a </think> b", "hmm ", "a </think> b"},
-    {GC_CHAT_DEEPSEEK_THINK, "cut short </thi", "cut short </thi", ""}, /* max_tokens before the close */
-    {GC_CHAT_DEEPSEEK_THINK, "", "", ""},
-    {GC_CHAT_DEEPSEEK_THINK, "x </think>   \n", "x ", ""},
-    {GC_CHAT_DEEPSEEK_THINK, "<</</think>>", "<</", ">"},
-    /* V3/R1's first release: the reply opens it, or has none */
-    {GC_CHAT_DEEPSEEK, "<think>\nplan</think>\n\nDone.", "\nplan", "Done."},
-    {GC_CHAT_DEEPSEEK, " \n<think>a</think>b", "a", "b"},
-    {GC_CHAT_DEEPSEEK, "Plain answer </think> kept", NULL, "Plain answer </think> kept"},
-    {GC_CHAT_DEEPSEEK, "<thin", NULL, "<thin"}, /* ended before it became <think> */
-    {GC_CHAT_DEEPSEEK, "<think", NULL, "<think"},
-    {GC_CHAT_DEEPSEEK, "<think>", "", ""},
-    {GC_CHAT_DEEPSEEK, "<thinking>no", NULL, "<thinking>no"},
+    /* R1, Qwen3-Thinking: the template opened <think>; the reply closes it */
+    {2, "so 2+2.\n</think>\n\nFour.", "so 2+2.\n", "Four."},
+    {2, "</think>Four", "", "Four"},
+    {2, "hmm </think> a </think> b", "hmm ", "a </think> b"},
+    {2, "cut short </thi", "cut short </thi", ""}, /* max_tokens before the close */
+    {2, "", "", ""},
+    {2, "x </think>   \n", "x ", ""},
+    {2, "<</</think>>", "<</", ">"},
+    /* V3/R1's first release, Qwen3: the reply opens it, or has none */
+    {1, "<think>\nplan</think>\n\nDone.", "\nplan", "Done."},
+    {1, " \n<think>a</think>b", "a", "b"},
+    {1, "Plain answer </think> kept", NULL, "Plain answer </think> kept"},
+    {1, "<thin", NULL, "<thin"}, /* ended before it became <think> */
+    {1, "<think", NULL, "<think"},
+    {1, "<think>", "", ""},
+    {1, "<thinking>no", NULL, "<thinking>no"},
     /* templates without a reasoning block */
-    {GC_CHAT_LLAMA3, "<think>a</think>b", NULL, "<think>a</think>b"},
-    {GC_CHAT_CHATML, "</think>", NULL, "</think>"},
+    {0, "<think>a</think>b", NULL, "<think>a</think>b"},
+    {0, "</think>", NULL, "</think>"},
 };
 
 static void test_reply_parts(void) {
   for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
     const reply_case_t *c = &CASES[i];
-    gc_api_t a = {.chat = c->kind, .reasoning = 1};
+    gc_api_t a = {.think = c->think, .reasoning = 1};
     char reason[256], answer[256], sr[256], sa[256];
     int has;
     whole(&a, c->text, reason, answer, &has);
@@ -82,7 +82,7 @@ static void test_reply_parts(void) {
 /* While the stream runs, text that may still become "</think>" (or, for
  * DEEPSEEK, "<think>") is held back rather than sent as reasoning/answer. */
 static void test_reply_parts_hold(void) {
-  gc_api_t a = {.chat = GC_CHAT_DEEPSEEK_THINK, .reasoning = 1};
+  gc_api_t a = {.think = 2, .reasoning = 1};
   gc_api_parts_t p;
   gc_api_reply_parts(&a, "abc</thi", 8, 0, &p);
   CHECK(p.r0 == 0 && p.r1 == 3 && p.c0 == p.end, "held '</thi': r1 %zu", p.r1);
@@ -90,7 +90,7 @@ static void test_reply_parts_hold(void) {
   CHECK(p.r1 == 8, "not a marker: r1 %zu", p.r1);
   gc_api_reply_parts(&a, "abc</think>  ", 13, 0, &p);
   CHECK(p.r1 == 3 && p.c0 == 13 && p.end == 13, "the answer's blanks skipped: c0 %zu", p.c0);
-  a.chat = GC_CHAT_DEEPSEEK;
+  a.think = 1;
   gc_api_reply_parts(&a, " <thi", 5, 0, &p);
   CHECK(!p.has_reasoning && p.end == 0, "held ' <thi': end %zu", p.end);
   gc_api_reply_parts(&a, " <thx", 5, 0, &p);

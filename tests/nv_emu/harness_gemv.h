@@ -78,21 +78,9 @@ int main(int argc, char **argv) {
     });
   /* nothing but C is written (C's own buffer: ASan sees past its ends) */
   int inputs_changed = (A != A0) + (B != B0) + (W != W0);
-  char path[4096];
 #if ROPE
   inputs_changed += (inv != inv0) + (pos[0] != pos0);
-  const std::vector<unsigned char> *caches[2] = {&Kc, &Vc};
-  for (int i = 0; i < 2; i++) {
-    snprintf(path, sizeof path, "%s/%s", dir, i ? "vc.out" : "kc.out");
-    FILE *o = fopen(path, "wb");
-    if (!o || fwrite(caches[i]->data(), 1, cache, o) != cache || fclose(o))
-      return fprintf(stderr, "%s: cannot write\n", path), 2;
-  }
+  if (emu_write(dir, "kc.out", Kc) || emu_write(dir, "vc.out", Vc)) return 2;
 #endif
-  snprintf(path, sizeof path, "%s/out.bin", dir);
-  FILE *f = fopen(path, "wb");
-  if (!f || fwrite(C.data(), 1, C.size(), f) != C.size() || fclose(f))
-    return fprintf(stderr, "%s: cannot write\n", path), 2;
-  printf("misuse %d inputs_changed %d\n", emu_errors, inputs_changed);
-  return emu_errors || inputs_changed ? 1 : 0;
+  return emu_finish(dir, "out.bin", C, "misuse", inputs_changed);
 }

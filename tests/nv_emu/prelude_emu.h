@@ -518,6 +518,7 @@ GC_DEVICE float gc_max(float a, float b) { return fmaxf(a, b); }
 GC_DEVICE float gc_exp(float x) { return expf(x); }
 GC_DEVICE float gc_exp2(float x) { return exp2f(x); }
 GC_DEVICE float gc_rsqrt(float x) { return 1.0f / sqrtf(x); }
+GC_DEVICE float gc_sqrt(float x) { return sqrtf(x); }
 GC_DEVICE void gc_sincos_f64(double x, double *s, double *c) { *s = sin(x), *c = cos(x); }
 GC_DEVICE int64_t gc_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 GC_DEVICE int64_t gc_min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -568,8 +569,11 @@ template <int N, class T> GC_DEVICE void gc_ldv(const T *p, float *out) {
 template <int N, class T> GC_DEVICE void gc_stv(T *p, const float *x) {
   for (int i = 0; i < N; i++) gc_st(p, i, x[i]);
 }
+#define LOAD_A(p, i) gc_ld((const TA *)(p), (i))
+#define LOAD_B(p, i) gc_ld((const TB *)(p), (i))
 #define LOAD_C(p, i) gc_ld((const TC *)(p), (i))
 #define STORE_C(p, i, v) gc_st((TC *)(p), (i), (v))
+#define STOREV_C(n, p, i, x) gc_stv<n>((TC *)(p) + (i), (x))
 #define STORE_GEMM(p, i, v) STORE_C(p, i, GC_OP_GEMM_ADD ? (v) + LOAD_C(p, i) : (v))
 
 GC_DEVICE void gc_unpack2(__half, uint32_t w, float *o) { o[0] = (float)emu_half(0, w, 0), o[1] = (float)emu_half(0, w, 1); }
