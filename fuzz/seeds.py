@@ -173,13 +173,16 @@ def gguf_vocab_seeds() -> None:
     put("gguf_vocab", "bytelevel_v3", gguf(bl))
     gpt2 = [kv for kv in bl if kv[0] != "tokenizer.ggml.pre"]
     put("gguf_vocab", "gpt2_default_pre", gguf(gpt2))
-    # chat templates read from the vocabulary's template: Qwen2.5's (ChatML with
-    # its own system message) and Mistral Large 2411's ([SYSTEM_PROMPT] blocks),
-    # their markers as control tokens
+    # chat templates read from the vocabulary's template (tests/chat_ref.py),
+    # their markers as control tokens and <think> as a user-defined one:
+    # DeepSeek R1's, Mistral v0.3's ([INST] by id) and Large 2411's
+    # ([SYSTEM_PROMPT] blocks), Qwen2.5's (ChatML with its own system
+    # message), Qwen3-Thinking's (a generation prompt that opens <think>)
     import chat_ref
-    for name, kind in (("chatml_qwen2_5", "qwen2_5"), ("mistral_v7", "mistral_v7")):
-        ctl = chat_ref.CONTROLS[kind]
-        kvs = [(k, t, btoks + ctl if k == "tokenizer.ggml.tokens" else btypes + [3] * len(ctl)
+    for name, kind in (("deepseek_r1", "deepseek_r1"), ("mistral_v3", "mistral_v3"), ("mistral_v7", "mistral_v7"),
+                       ("chatml_qwen2_5", "qwen2_5"), ("qwen3_thinking", "qwen3_thinking")):
+        ctl, user = chat_ref.CONTROLS[kind], chat_ref.USER_TOKENS.get(kind, [])
+        kvs = [(k, t, btoks + ctl + user if k == "tokenizer.ggml.tokens" else btypes + [3] * len(ctl) + [4] * len(user)
                 if k == "tokenizer.ggml.token_type" else v) for k, t, v in gpt2 if k != "tokenizer.chat_template"]
         put("gguf_vocab", name, gguf(kvs + [("tokenizer.chat_template", "string", chat_ref.TEMPLATES[kind])]))
 
