@@ -607,8 +607,9 @@ static int qkv_split(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t
  * rmsnorm_gemm_rope_kv where the steps fold them (s->qkv_rope) and the
  * bundle has a kernel for it; else the projection (rmsnorm_gemm, or
  * rmsnorm then gemm), the biases added in place (s->bias, a model with
- * them), the q and k heads normalised in place (s->qk_norm) and rope. A bundle built before the fused op has none: the first
- * miss turns it off for the model. */
+ * them), the q and k heads normalised in place (s->qk_norm) and rope. A
+ * bundle built before the fused op has none: the first miss turns it off
+ * for the model. */
 static int qkv_rope(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L, gc_dptr_t wqkv,
                     gc_dptr_t kc, gc_dptr_t vc, gc_dptr_t where, const gc_op_scalars_t *sc, gc_err_t *e) {
   const gc_dptr_t norm1[] = {m->x, L->attn_norm, m->xn}, qkv[] = {m->xn, wqkv, m->qkv},

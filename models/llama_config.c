@@ -113,7 +113,8 @@ static int cfg_model_kind(struct json_object *o, int *kind, const char *what, gc
   const char *mt;
   int rc = cfg_str(o, "model_type", &mt, what, e);
   if (rc) return rc;
-  if (!mt) return gc_err_set(e, GC_ECORRUPT, "%s: missing 'model_type' (expected \"llama\", \"qwen2\" or \"qwen3\")", what);
+  if (!mt)
+    return gc_err_set(e, GC_ECORRUPT, "%s: missing 'model_type' (expected \"llama\", \"qwen2\" or \"qwen3\")", what);
   *kind = -1;
   for (int i = 0; i < (int)GC_ARRAY_LEN(cfg_kinds); i++)
     if (!strcmp(mt, cfg_kinds[i].type)) *kind = i;
@@ -583,7 +584,8 @@ static int gg_dims(const gc_gguf_t *g, const char *a, gc_llama_config_t *c, gc_e
       (rc = gg_int(g, gg_key(k, a, "feed_forward_length"), 1, 0, 1, GC_LLAMA_MAX_HIDDEN, &c->hidden_dim, e)) ||
       (rc = gg_int(g, gg_key(k, a, "block_count"), 1, 0, 1, GC_LLAMA_MAX_LAYERS, &c->n_layers, e)) ||
       (rc = gg_int(g, gg_key(k, a, "attention.head_count"), 1, 0, 1, GC_LLAMA_MAX_HEADS, &c->n_heads, e)) ||
-      (rc = gg_int(g, gg_key(k, a, "attention.head_count_kv"), 0, c->n_heads, 1, GC_LLAMA_MAX_HEADS, &c->n_kv_heads, e)) ||
+      (rc = gg_int(g, gg_key(k, a, "attention.head_count_kv"), 0, c->n_heads, 1, GC_LLAMA_MAX_HEADS, &c->n_kv_heads,
+                   e)) ||
       (rc = gg_int(g, gg_key(k, a, "context_length"), 1, 0, 1, GC_LLAMA_MAX_SEQ, &c->max_seq, e)) ||
       (rc = gg_num(g, gg_key(k, a, "attention.layer_norm_rms_epsilon"), 1, 0, &c->rms_norm_eps, e)) ||
       (rc = gg_num(g, gg_key(k, a, "rope.freq_base"), 0, 10000.0, &c->rope_theta, e)))
@@ -591,7 +593,8 @@ static int gg_dims(const gc_gguf_t *g, const char *a, gc_llama_config_t *c, gc_e
   if (c->dim % c->n_heads && !gc_gguf_find(g, gg_key(k, a, "attention.key_length")))
     return gc_err_set(e, GC_ECORRUPT, "%s: embedding_length %d is not divisible by head_count %d (and no key_length)",
                       p, c->dim, c->n_heads);
-  if ((rc = gg_int(g, gg_key(k, a, "attention.key_length"), 0, c->dim / c->n_heads, 1, GC_LLAMA_MAX_HEAD_DIM, &kl, e)) ||
+  if ((rc = gg_int(g, gg_key(k, a, "attention.key_length"), 0, c->dim / c->n_heads, 1, GC_LLAMA_MAX_HEAD_DIM, &kl,
+                   e)) ||
       (rc = gg_int(g, gg_key(k, a, "attention.value_length"), 0, kl, 1, GC_LLAMA_MAX_HEAD_DIM, &vl, e)) ||
       (rc = gg_int(g, gg_key(k, a, "rope.dimension_count"), 0, kl, 0, GC_LLAMA_MAX_HEAD_DIM, &rot, e)))
     return rc;

@@ -78,11 +78,12 @@ gc_problem_t gc_llama_qkv_unfused(const gc_problem_t *q) {
 
 /* qkv of a decode step with dense weights or weights in a device layout
  * (NVIDIA's recipe: gemv_qmma has the epilogue) and no bias or norm
- * between the projection and rope: rmsnorm_gemm_rope_kv (the heads of rope, the
- * GEMM's dimensions); else as it is. */
+ * between the projection and rope: rmsnorm_gemm_rope_kv (the heads of
+ * rope, the GEMM's dimensions); else as it is. */
 static void qkv_rope(gc_llama_steps_t *s) {
   gc_problem_t *q = &s->qkv;
-  s->qkv_rope = s->decode && !s->bias.op[0] && !s->qk_norm.op[0] && (!gc_dtype_is_block(q->tb) || gc_dtype_is_device_layout(q->tb));
+  const int between = s->bias.op[0] || s->qk_norm.op[0]; /* a step the epilogue does not do */
+  s->qkv_rope = s->decode && !between && (!gc_dtype_is_block(q->tb) || gc_dtype_is_device_layout(q->tb));
   if (s->qkv_rope)
     *q = prob("rmsnorm_gemm_rope_kv", q->ta, q->tb, q->tc, q->m, q->n, q->k, s->rope.h, s->rope.g, s->rope.d);
 }
@@ -150,9 +151,10 @@ void gc_llama_batch_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *d
 /* The problems s launches, in order; returns their count (at most
  * GC_LLAMA_STEPS_MAX). */
 static int steps_list(const gc_llama_steps_t *s, const gc_problem_t *out[GC_LLAMA_STEPS_MAX]) {
-  const gc_problem_t *all[] = {&s->embed,  &s->norm,  &s->dq[0], &s->dq[4], &s->qkv,  &s->qkv_v, &s->cat,
-                               &s->bias,   &s->qk_norm, &s->rope,  &s->attn,  &s->attn_short, &s->dq[1], &s->wo, &s->dq[2],
-                               &s->swiglu, &s->dq[3], &s->w2,    &s->fnorm, &s->head, &s->argmax};
+  const gc_problem_t *all[] = {&s->embed,  &s->norm,   &s->dq[0],      &s->dq[4], &s->qkv,    &s->qkv_v, &s->cat,
+                               &s->bias,   &s->qk_norm, &s->rope,      &s->attn,  &s->attn_short, &s->dq[1],
+                               &s->wo,     &s->dq[2],   &s->swiglu,    &s->dq[3], &s->w2,     &s->fnorm, &s->head,
+                               &s->argmax};
   int n = 0;
   for (size_t i = 0; i < GC_ARRAY_LEN(all); i++)
     if (!(s->fused && (all[i] == &s->norm || all[i] == &s->fnorm)) && !(s->qkv_rope && all[i] == &s->rope) &&
@@ -293,7 +295,7 @@ void gc_llama_tensor_dtypes(const gc_llama_weights_t *w, const gc_llama_dtypes_t
     else if (i < n - 2) {
       const size_t per = (size_t)gc_weights_layer_count(&w->cfg);
       const gc_llama_layer_dtypes_t *L = &dt->layer[(i - 1) / per];
-      switch ((i - 1) % per) { /* attn_norm wq wk wv wo ffn_norm w1 w2 w3 (bq bk bv: as norms) */
+      switch ((i - 1) % per) { /* attn_norm wq wk wv wo ffn_norm w1 w2 w3; biases and q/k norms as norms */
         case 1: case 2: t = (gc_dtype_t)L->qkv; break;
         case 3: t = (gc_dtype_t)(L->split ? L->v : L->qkv); break;
         case 4: t = (gc_dtype_t)L->wo; break;
