@@ -22,7 +22,7 @@ fraction of copy bandwidth is bench/gpu_gemm.py's:
 transformers is not run for quantized files (it has no GGUF kernels; its
 GGUF loader dequantizes); --no-hf skips it for fp16 too.
 
-usage: bench/gpu_llama.py [--shapes 1b,8b] [--budget N] [--out DIR] [--quant q4_0,q4_k_m,q8_0]
+usage: bench/gpu_llama.py [--shapes 1b,8b,qwen2-1.5b,qwen3-1.7b] [--budget N] [--out DIR] [--quant q4_0,q4_k_m,q8_0]
                           [--tune-decode N] [--no-hf] [--no-extra] [--profile] [--db PATH]
 Needs: bin/ built, torch (+ transformers unless --no-hf), an NVIDIA GPU."""
 import argparse
@@ -45,6 +45,11 @@ SHAPES = {
                max_seq=4096, rope_theta=500000.0, rope_scaling="llama3", tied=True),
     "8b": dict(dim=4096, hidden_dim=14336, n_layers=32, n_heads=32, n_kv_heads=8, vocab=128256,
                max_seq=4096, rope_theta=500000.0, rope_scaling="llama3", tied=False),
+    # Qwen's shapes: the q/k/v biases (Qwen2.5) or the per-head q/k norms (Qwen3) each add a step a layer
+    "qwen2-1.5b": dict(dim=1536, hidden_dim=8960, n_layers=28, n_heads=12, n_kv_heads=2, vocab=151936,
+                       max_seq=4096, rope_theta=1000000.0, eps=1e-6, tied=True, arch="qwen2"),
+    "qwen3-1.7b": dict(dim=2048, hidden_dim=6144, n_layers=28, n_heads=16, n_kv_heads=8, vocab=151936,
+                       max_seq=4096, rope_theta=1000000.0, eps=1e-6, tied=True, arch="qwen3"),
 }
 PROMPT, NEW, PREFILL = 128, 256, 512
 
@@ -225,8 +230,8 @@ def copy_bandwidth(torch):
 
 
 def hf_bench(torch, d):
-    from transformers import LlamaForCausalLM
-    m = LlamaForCausalLM.from_pretrained(d, dtype=torch.float16).cuda().eval()
+    from transformers import AutoModelForCausalLM  # Llama's, Qwen2's or Qwen3's class, by config.json
+    m = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float16).cuda().eval()
     ids = torch.randint(0, 1000, (1, PROMPT), device="cuda")
     out = {}
     with torch.no_grad():
@@ -360,6 +365,7 @@ def weight_bytes_per_token(shape):
     D, F, L, H, G, V = (shape[k] for k in ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab"))
     hd = D // H
     per_layer = D * (H + 2 * G) * hd + H * hd * D + 3 * D * F + 2 * D
+    per_layer += {"qwen2": (H + 2 * G) * hd, "qwen3": 2 * hd}.get(shape.get("arch"), 0)  # biases, q/k norms
     return 2 * (L * per_layer + V * D + D)  # fp16; the LM head reads the (tied or not) classifier
 
 
@@ -393,6 +399,8 @@ def main():
                     help="the --quant files only: no fp16 model (nor its tuning), so no ratio to its decode; "
                     "needs --no-hf, and neither --long nor --decode-ctx (they run the fp16 model)")
     a = ap.parse_args()
+    if a.quant and any(SHAPES[s].get("arch", "llama") != "llama" for s in a.shapes.split(",")):
+        ap.error("--quant writes Llama GGUF files: only the 1b and 8b shapes")
     if a.no_fp16 and (not a.quant or not a.no_hf or a.long or a.decode_ctx):
         ap.error("--no-fp16 needs --quant and --no-hf, and takes neither --long nor --decode-ctx")
     import torch

@@ -771,14 +771,13 @@ static int r_rmsnorm(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
   ref_rmsnorm(p, sc, h, ref[2], tol[2]);
   return GC_OK;
 }
-/* qk_norm, in place on QKV[M, (H+2G)·D] (C's dtype): each of a row's H
- * query heads and G key heads normalised over its D values (rmsnorm's
- * rules: the fp32 sum of squares and rsqrt, (D + 8)·2^-24 relative, then
- * the rounding into C's dtype) and scaled by qn (queries) or kn (keys);
- * the G value heads stay as they are, exactly. */
-static int r_qk_norm(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
-                     double **tol, gc_err_t *e) {
-  (void)e;
+/* Qwen3's head norms of qkv [M, (H+2G)·D] (dtype t) into ref, tol: each of
+ * a row's H query heads and G key heads normalised over its D values
+ * (rmsnorm's rules: the fp32 sum of squares and rsqrt, (D + 8)·2^-24
+ * relative, then the rounding into C's dtype) and scaled by qn (queries)
+ * or kn (keys); the G value heads stay as they are, exactly. */
+static void qk_norm_heads(const gc_problem_t *p, const gc_op_scalars_t *sc, const void *qkv, gc_dtype_t t,
+                          const void *qn, const void *kn, double *ref, double *tol) {
   const int64_t D = p->d, heads = p->h + 2 * p->g, normed = p->h + p->g;
   const gc_dtype_t tn = gc_op_role_dtype(p, 'N');
   const double rel = ((double)D + 8) * 0x1p-24, u = ulp_rel(p->tc);
@@ -786,17 +785,53 @@ static int r_qk_norm(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h,
     const int64_t o = i * D, hd = i % heads;
     double ss = 0, inv = 1;
     for (int64_t j = 0; hd < normed && j < D; j++) {
-      const double x = gc_load_elem(h[0], p->tc, o + j);
+      const double x = gc_load_elem(qkv, t, o + j);
       ss += x * x;
     }
     if (hd < normed) inv = 1.0 / sqrt(ss / (double)D + (double)sc->eps);
     for (int64_t j = 0; j < D; j++) {
-      const double x = gc_load_elem(h[0], p->tc, o + j);
-      const double r = hd < normed ? x * inv * gc_load_elem(hd < p->h ? h[1] : h[2], tn, j) : x;
-      ref[0][o + j] = r;
-      tol[0][o + j] = hd < normed ? (u + rel) * fabs(r) + ulp_abs(p->tc) : 0;
+      const double x = gc_load_elem(qkv, t, o + j);
+      const double r = hd < normed ? x * inv * gc_load_elem(hd < p->h ? qn : kn, tn, j) : x;
+      ref[o + j] = r;
+      tol[o + j] = hd < normed ? (u + rel) * fabs(r) + ulp_abs(p->tc) : 0;
     }
   }
+}
+
+/* qk_norm, in place on QKV[M, (H+2G)·D] (C's dtype): qk_norm_heads. */
+static int r_qk_norm(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                     double **tol, gc_err_t *e) {
+  (void)e;
+  qk_norm_heads(p, sc, h[0], p->tc, h[1], h[2], ref[0], tol[0]);
+  return GC_OK;
+}
+
+/* The rope pass of a QKV that a step before rope changes on the way (the
+ * fused ops: bias_rope_kv, qk_norm_rope_kv, buffers QKV Qout Kc Vc inv_freq
+ * pos, then b or qn kn): the changed rows x, each value with its error xt
+ * (which includes its rounding into C's dtype, what the kernel rotates),
+ * rotated as rmsnorm_gemm_rope_kv's are; cache rows the op does not write
+ * stay as they were. */
+static int ref_pre_rope(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                        double **tol, gc_err_t *e) {
+  const int64_t W = (p->h + 2 * p->g) * p->d, cnt = p->m * W > 0 ? p->m * W : 1;
+  double *x = gc_malloc((size_t)cnt * sizeof *x, e), *xt = x ? gc_malloc((size_t)cnt * sizeof *xt, e) : NULL;
+  if (!xt) {
+    free(x);
+    return GC_ENOMEM;
+  }
+  if (!strcmp(p->op, "bias_rope_kv")) { /* bias's rule over the rows of W values */
+    gc_problem_t rows = *p;
+    rows.n = W;
+    ref_add(&rows, (void *[]){h[0], h[6]}, x, xt, 1);
+  } else {
+    qk_norm_heads(p, sc, h[0], p->ta, h[6], h[7], x, xt);
+  }
+  keep_cache(p, sc->pos0 + p->m, h[2], ref[2], tol[2]);
+  keep_cache(p, sc->pos0 + p->m, h[3], ref[3], tol[3]);
+  rope_rows(p, sc, x, xt, h[4], NULL, &(rope_out_t){{ref[1], ref[2], ref[3]}, {tol[1], tol[2], tol[3]}});
+  free(x);
+  free(xt);
   return GC_OK;
 }
 static int r_add(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
@@ -935,6 +970,9 @@ static double f_qk_norm(const gc_problem_t *p, const gc_op_scalars_t *sc) {
 static double f_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc) {
   (void)sc;
   return 6.0 * p->m * (p->h + p->g) * p->d;
+}
+static double f_pre_rope(const gc_problem_t *p, const gc_op_scalars_t *sc) {
+  return f_rope_kv(p, sc) + (!strcmp(p->op, "qk_norm_rope_kv") ? f_qk_norm(p, sc) : (double)p->m * (p->h + 2 * p->g) * p->d);
 }
 static double f_norm_gemm_rope(const gc_problem_t *p, const gc_op_scalars_t *sc) {
   return f_norm_gemm(p, sc) + f_rope_kv(p, sc);
@@ -1089,6 +1127,19 @@ static const gc_op_t ops[] = {
       {"Kc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"}, {"Vc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"},
       BUF("inv_freq", 'd', "1", "D/2", IN, GC_FILL_INV_FREQ), BUF("pos", 'i', "1", "1", IN, GC_FILL_POS)},
      "MHGDL", 0, r_rope_kv, f_rope_kv, 0, NULL},
+    {"bias_rope_kv", "mhgd", "rope_kv of QKV[M,(H+2G)D] + b[(H+2G)D] on every row (Qwen2's biases before RoPE)",
+     1, 0, 7,
+     {BUF("QKV", 'A', "M", "(H+2*G)*D", IN, GC_FILL_UNIT), BUF("Qout", 'C', "M", "H*D", OUT, 0),
+      {"Kc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"}, {"Vc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"},
+      BUF("inv_freq", 'd', "1", "D/2", IN, GC_FILL_INV_FREQ), BUF("pos", 'i', "1", "1", IN, GC_FILL_POS),
+      BUF("b", 'B', "1", "(H+2*G)*D", IN, GC_FILL_UNIT)},
+     "MHGDL", 0, ref_pre_rope, f_pre_rope, 0, NULL},
+    {"qk_norm_rope_kv", "mhgd", "rope_kv of QKV[M,(H+2G)D] after qk_norm of its q and k heads (Qwen3)", 1, 0, 8,
+     {BUF("QKV", 'A', "M", "(H+2*G)*D", IN, GC_FILL_UNIT), BUF("Qout", 'C', "M", "H*D", OUT, 0),
+      {"Kc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"}, {"Vc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"},
+      BUF("inv_freq", 'd', "1", "D/2", IN, GC_FILL_INV_FREQ), BUF("pos", 'i', "1", "1", IN, GC_FILL_POS),
+      BUF("qn", 'N', "1", "D", IN, GC_FILL_NORM), BUF("kn", 'N', "1", "D", IN, GC_FILL_NORM)},
+     "MHGDL", 'e', ref_pre_rope, f_pre_rope, 0, NULL},
     {"attention", "mhgd", "causal GQA attention of Q[M,H*D] over the cache", 1, 0, 5,
      {BUF("Q", 'A', "M", "H*D", IN, GC_FILL_UNIT), BUF("Kc", 'B', "S", "G*D", IN, GC_FILL_UNIT),
       BUF("Vc", 'B', "S", "G*D", IN, GC_FILL_UNIT), BUF("O", 'C', "M", "H*D", OUT, 0),

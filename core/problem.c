@@ -145,8 +145,8 @@ int gc_problem_check(const gc_problem_t *p, gc_err_t *e) {
   if (!strcmp(p->op, "attention") && p->k && p->m != 1)
     return gc_err_set(e, GC_EINVAL, "attention: k=%lld (at most k keys) is for a decode, m=1, not m=%lld",
                       (long long)p->k, (long long)p->m);
-  if (!strcmp(p->op, "rope_kv") && p->d % 2)
-    return gc_err_set(e, GC_EINVAL, "rope_kv: d=%lld is odd", (long long)p->d);
+  if (strstr(p->op, "rope_kv") && p->d % 2) /* rope_kv and the ops that fold a step into it */
+    return gc_err_set(e, GC_EINVAL, "%s: d=%lld is odd", p->op, (long long)p->d);
   if (p->n && p->h) { /* a GEMM whose columns are heads (rmsnorm_gemm_rope_kv) */
     if (p->d % 2) return gc_err_set(e, GC_EINVAL, "%s: d=%lld is odd", p->op, (long long)p->d);
     if (p->n != (p->h + 2 * p->g) * p->d)

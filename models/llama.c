@@ -7,6 +7,8 @@
  *   qkv += bq|bk|bv                         (on every row; Qwen2's biases, cfg.qkv_bias)
  *   qkv = qk_norm(qkv)                      (each q and k head; Qwen3's norms, cfg.qk_norm)
  *   q, cache[pos..] = rope_kv(qkv)          [t, H·hd]        (a decode step: in the GEMV's epilogue)
+ *   (a single sequence's passes fold the bias or the norms into rope: bias_rope_kv,
+ *   qk_norm_rope_kv; batched decode steps run them as steps of their own)
  *   a   = attention(q, cache)               [t, H·hd]        (causal, GQA)
  *   x  += a · Woᵀ                           [t, D]           (gemm_add: the residual add in the epilogue)
  *   xn  = rmsnorm(x, ffn_norm)
@@ -606,15 +608,18 @@ static int qkv_split(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t
 /* The QKV projection (weights wqkv) and the RoPE/KV write of a layer: one launch of
  * rmsnorm_gemm_rope_kv where the steps fold them (s->qkv_rope) and the
  * bundle has a kernel for it; else the projection (rmsnorm_gemm, or
- * rmsnorm then gemm), the biases added in place (s->bias, a model with
- * them), the q and k heads normalised in place (s->qk_norm) and rope. A
+ * rmsnorm then gemm), the biases added in place (s->bias, a batched step
+ * of a model with them), the q and k heads normalised in place
+ * (s->qk_norm, likewise) and rope (a single sequence's folds either step:
+ * bias_rope_kv, qk_norm_rope_kv, whose last buffers are b or qn, kn). A
  * bundle built before the fused op has none: the first miss turns it off
  * for the model. */
 static int qkv_rope(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L, gc_dptr_t wqkv,
                     gc_dptr_t kc, gc_dptr_t vc, gc_dptr_t where, const gc_op_scalars_t *sc, gc_err_t *e) {
   const gc_dptr_t norm1[] = {m->x, L->attn_norm, m->xn}, qkv[] = {m->xn, wqkv, m->qkv},
                   fqkv[] = {m->x, wqkv, m->qkv, L->attn_norm},
-                  rope[] = {m->qkv, m->q, kc, vc, m->inv_freq, where}, bias[] = {m->qkv, L->bqkv, m->qkv},
+                  rope[] = {m->qkv, m->q, kc, vc, m->inv_freq, where, L->bqkv ? L->bqkv : L->qn, L->kn},
+                  bias[] = {m->qkv, L->bqkv, m->qkv},
                   qkn[] = {m->qkv, L->qn, L->kn},
                   both[] = {m->x, wqkv, m->q, L->attn_norm, kc, vc, m->inv_freq, where};
   if (s->qkv_rope && !m->no_qkv_rope) {

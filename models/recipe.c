@@ -45,6 +45,28 @@ int64_t gc_llama_head_rows(const gc_llama_config_t *c) {
   return c->tp > 1 ? c->vocab_size / c->tp : c->vocab_size;
 }
 
+/* The steps between the QKV projection and rope of a pass of t rows:
+ * Qwen2's biases (s->bias), Qwen3's head norms (s->qk_norm), else none. */
+static void pre_rope_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int64_t t,
+                           gc_llama_steps_t *s) {
+  gc_dtype_t a = dt->act, w = dt->weight;
+  int64_t H = c->n_heads, G = c->n_kv_heads, hd = c->head_dim;
+  s->bias = c->qkv_bias ? prob("bias", a, w, a, t, (H + 2 * G) * hd, 0, 0, 0, 0) : (gc_problem_t){0};
+  s->qk_norm = c->qk_norm ? prob("qk_norm", a, w, a, t, 0, 0, H, G, hd) : (gc_problem_t){0};
+}
+
+/* rope_kv with the one step before it folded in (bias_rope_kv,
+ * qk_norm_rope_kv: the values rotated as that step would have left them),
+ * which then drops from the pass: a launch and a trip of QKV through
+ * memory fewer. Both steps (no model has them) stay as they are. */
+static void fold_pre_rope(gc_llama_steps_t *s) {
+  gc_problem_t *pre = s->bias.op[0] ? &s->bias : &s->qk_norm;
+  if (!pre->op[0] || (s->bias.op[0] && s->qk_norm.op[0])) return;
+  snprintf(s->rope.op, sizeof s->rope.op, "%s_rope_kv", pre->op);
+  s->rope.tb = pre->tb; /* the bias's or the norms' dtype */
+  memset(pre, 0, sizeof *pre);
+}
+
 void gc_llama_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int64_t t, int64_t rows,
                     gc_llama_steps_t *s) {
   gc_dtype_t a = dt->act, w = dt->weight;
@@ -61,8 +83,8 @@ void gc_llama_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int
   s->fnorm = prob("rmsnorm", a, w, a, rows, D, 0, 0, 0, 0);
   s->head = prob(f ? "rmsnorm_gemm" : "gemm", a, dt->head, a, rows, gc_llama_head_rows(c), D, 0, 0, 0);
   s->argmax = prob("argmax", a, a, a, 1, c->vocab_size, 0, 0, 0, 0);
-  s->bias = c->qkv_bias ? prob("bias", a, w, a, t, (H + 2 * G) * hd, 0, 0, 0, 0) : (gc_problem_t){0};
-  s->qk_norm = c->qk_norm ? prob("qk_norm", a, w, a, t, 0, 0, H, G, hd) : (gc_problem_t){0};
+  pre_rope_steps(c, dt, t, s);
+  fold_pre_rope(s);
   s->decode = t == 1 && f;
   s->attn_short = s->attn;
   s->attn_short.k = GC_LLAMA_ATTN_SHORT;
@@ -77,12 +99,12 @@ gc_problem_t gc_llama_qkv_unfused(const gc_problem_t *q) {
 }
 
 /* qkv of a decode step with dense weights or weights in a device layout
- * (NVIDIA's recipe: gemv_qmma has the epilogue) and no bias or norm
- * between the projection and rope: rmsnorm_gemm_rope_kv (the heads of
- * rope, the GEMM's dimensions); else as it is. */
+ * (NVIDIA's recipe: gemv_qmma has the epilogue) and a plain rope_kv after
+ * it (no bias or norm between, nor folded into rope): rmsnorm_gemm_rope_kv
+ * (the heads of rope, the GEMM's dimensions); else as it is. */
 static void qkv_rope(gc_llama_steps_t *s) {
   gc_problem_t *q = &s->qkv;
-  const int between = s->bias.op[0] || s->qk_norm.op[0]; /* a step the epilogue does not do */
+  const int between = s->bias.op[0] || s->qk_norm.op[0] || strcmp(s->rope.op, "rope_kv"); /* not the epilogue's */
   s->qkv_rope = s->decode && !between && (!gc_dtype_is_block(q->tb) || gc_dtype_is_device_layout(q->tb));
   if (s->qkv_rope)
     *q = prob("rmsnorm_gemm_rope_kv", q->ta, q->tb, q->tc, q->m, q->n, q->k, s->rope.h, s->rope.g, s->rope.d);
@@ -144,6 +166,7 @@ void gc_llama_batch_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *d
   memset(&s->attn_short, 0, sizeof s->attn_short); /* attention_batch: rows at their own positions */
   gc_llama_layer_steps(dt, 0, s);
   s->rope = prob("rope_kv_batch", a, a, a, m, 0, 0, c->n_heads, c->n_kv_heads, c->head_dim);
+  pre_rope_steps(c, dt, m, s); /* rope_kv_batch folds neither */
   s->attn = prob("attention_batch", a, a, a, m, 0, 0, c->n_heads, c->n_kv_heads, c->head_dim);
   s->argmax = prob("argmax", a, a, a, m, c->vocab_size, 0, 0, 0, 0);
 }

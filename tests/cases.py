@@ -86,6 +86,7 @@ PREFILL_HEAD_SHAPES = [(130, 8, 2, 128), (100, 4, 4, 64)]
 QKV_ROPE_SHAPES = [(1, 7 * 96, 100, 5, 1, 96), (1, 12 * 16, 64, 4, 4, 16), (3, 8 * 8, 37, 4, 2, 8),
                    (1, 6 * 64, 7, 4, 1, 64)]
 ROPE_POS = [(0, 0), (4093, 1), (3, 1)]  # (pos, layout)
+PRE_ROPE_SHAPES = [(1, 12, 2, 128), (1, 32, 8, 128), (3, 5, 1, 96), (2, 4, 4, 16), (17, 8, 2, 32)]
 
 # B (the weights) in a block format: A and C f32 (the CPU's recipe) or f16
 # (the GPUs'); rows of B whole blocks (K a multiple of 32 or 256), odd N,
@@ -145,6 +146,13 @@ CASES = {
     "concat": [(dt, s) for dt in SAME for s in [(1, 6144, 5120), (3, 100, 37), (17, 40, 39), (2, 9, 1)]],
     "embed": [(dt, s) for dt in DTYPES for s in EMBED_SHAPES],
     "rope_kv": [(dt, s) for dt in SAME for s in HEAD_SHAPES + PREFILL_HEAD_SHAPES],
+    # rope_kv with the step before it folded in (a single sequence's passes of
+    # Qwen2 and Qwen3): Qwen2.5-1.5B's decode row (12 heads, 2 kv heads of
+    # 128), Qwen3-8B's, GQA 5:1 of 96, MHA, a prefill of 17 rows
+    "bias_rope_kv": [(dt, s) for dt in SAME for s in PRE_ROPE_SHAPES] + [(dt, PRE_ROPE_SHAPES[2]) for dt in DTYPES
+                                                                        if dt not in SAME],
+    "qk_norm_rope_kv": [(dt, s) for dt in SAME for s in PRE_ROPE_SHAPES] + [(dt, PRE_ROPE_SHAPES[2])
+                                                                           for dt in DTYPES if dt not in SAME],
     # the decode step's QKV projection with rope_kv in the GEMV's epilogue
     "rmsnorm_gemm_rope_kv": [(dt, s) for dt in DTYPES for s in QKV_ROPE_SHAPES],
     "attention": [(dt, s) for dt in SAME for s in HEAD_SHAPES + PREFILL_HEAD_SHAPES],
@@ -347,17 +355,15 @@ def check_rope_kv(d, dt, shape):
                     else tol.reshape(m, g * dd))
 
 
-def check_rmsnorm_gemm_rope_kv(d, dt, shape):
-    """rope_kv of rmsnorm_gemm's C in C's dtype: each rotated value off by the
-    GEMM rule's error of its pair (through |cos|, |sin| <= 1) plus rope_kv's;
-    value heads by the GEMM rule; cache rows before pos0 untouched."""
-    m, n, k, h, g, dd = shape
-    tc = npref.split_dtypes(dt)[2]
+def check_rope_of(d, tc, qkv, err, m, h, g, dd):
+    """rope_kv of the QKV rows qkv [m, (h+2g)·dd] in fp64 that the op computes
+    before it rotates (each value off by err, which includes its rounding
+    into C's dtype): each rotated value off by its pair's err (through |cos|,
+    |sin| <= 1) plus rope_kv's; value heads by err; cache rows before pos0
+    untouched. At the dump's position and RoPE layout."""
     pos0, layout = int(d["scalars"]["pos0"]), int(d["scalars"]["layout"])
     assert int(d["pos"][1][0]) == pos0, "the kernel reads its position from the pos buffer"
     inv = 10000.0 ** (-2.0 * np.arange(dd // 2) / dd)
-    qkv, absref = npref.gemm(normed_rows(d, m, k), d["B"][1], m, n, k)
-    err = ULP[tc] * np.abs(qkv) + (2 * k + 8) * EPS_F32 * absref + SUB[tc]  # check_rmsnorm_gemm's
     if layout == 1:  # adjacent pairs: to halves and back
         perm = np.concatenate([np.arange(0, dd, 2), np.arange(1, dd, 2)])
     else:
@@ -365,6 +371,7 @@ def check_rmsnorm_gemm_rope_kv(d, dt, shape):
     heads = lambda a: a.reshape(m, h + 2 * g, dd)[:, :, perm]
     x, e = heads(qkv), heads(err)
     pos = np.arange(m) + pos0
+    back = np.argsort(perm)
 
     def rotated(sl, nh):
         r, ar = rope_ref(x[:, sl].reshape(m * nh, dd), np.repeat(pos, nh), inv, dd)
@@ -373,19 +380,54 @@ def check_rmsnorm_gemm_rope_kv(d, dt, shape):
         ea, eb = e[:, sl].reshape(m * nh, dd)[:, : dd // 2], e[:, sl].reshape(m * nh, dd)[:, dd // 2:]
         prop = np.concatenate([c * ea + s * eb, s * ea + c * eb], axis=1)
         tol = ULP[tc] * np.abs(r) + np.concatenate([ar, ar], axis=1) * 4 * EPS_F32 + prop + SUB[tc]
-        back = np.argsort(perm)
         return r[:, back], tol[:, back]
 
     q, qt = rotated(slice(0, h), h)
     npref.check(d["Qout"][1].reshape(m * h, dd), q, qt)
     kk, kt = rotated(slice(h, h + g), g)
-    back = np.argsort(perm)
     v, vt = x[:, h + g:][:, :, back].reshape(m * g, dd), e[:, h + g:][:, :, back].reshape(m * g, dd)
     for name, new, tol in (("Kc", kk, kt), ("Vc", v, vt)):
         got = d[name][1].reshape(pos0 + m, g * dd)
         init = d[name + ".init"][1].reshape(pos0 + m, g * dd)
         assert np.array_equal(got[:pos0], init[:pos0]), f"{name}: rows before pos0 changed"
         npref.check(got[pos0:], new.reshape(m, g * dd), tol.reshape(m, g * dd))
+
+
+def check_rmsnorm_gemm_rope_kv(d, dt, shape):
+    """rope_kv of rmsnorm_gemm's C in C's dtype, each value off by the GEMM
+    rule's error (check_rmsnorm_gemm's)."""
+    m, n, k, h, g, dd = shape
+    tc = npref.split_dtypes(dt)[2]
+    qkv, absref = npref.gemm(normed_rows(d, m, k), d["B"][1], m, n, k)
+    err = ULP[tc] * np.abs(qkv) + (2 * k + 8) * EPS_F32 * absref + SUB[tc]
+    check_rope_of(d, tc, qkv, err, m, h, g, dd)
+
+
+def check_bias_rope_kv(d, dt, shape):
+    """rope_kv of QKV plus b on every row, each value off by bias's rule
+    (one fp32 sum rounded into C's dtype, check_bias's), value heads too."""
+    m, h, g, dd = shape
+    tc = npref.split_dtypes(dt)[2]
+    x, b = d["QKV"][1].reshape(m, -1), d["b"][1].reshape(1, -1)
+    qkv = x + b
+    err = ULP[tc] * np.abs(qkv) + EPS_F32 * (np.abs(x) + np.abs(b)) + SUB[tc]
+    check_rope_of(d, tc, qkv, err, m, h, g, dd)
+
+
+def check_qk_norm_rope_kv(d, dt, shape):
+    """rope_kv of QKV after qk_norm of its query and key heads, each normed
+    value off by check_qk_norm's rule (the fp32 sum of squares, the rounding
+    into C's dtype); the value heads copied bit for bit (err 0)."""
+    m, h, g, dd = shape
+    tc = npref.split_dtypes(dt)[2]
+    x = d["QKV"][1].reshape(m, h + 2 * g, dd).copy()
+    qk = x[:, :h + g]
+    inv = 1.0 / np.sqrt((qk * qk).mean(axis=2, keepdims=True) + np.float32(1e-5).astype(np.float64))
+    w = np.concatenate([np.repeat(d["qn"][1][None, :], h, 0), np.repeat(d["kn"][1][None, :], g, 0)])
+    x[:, :h + g] = qk * inv * w[None]
+    err = np.zeros_like(x)
+    err[:, :h + g] = (ULP[tc] + (dd + 8) * EPS_F32) * np.abs(x[:, :h + g]) + SUB[tc]
+    check_rope_of(d, tc, x.reshape(m, -1), err.reshape(m, -1), m, h, g, dd)
 
 
 def check_attention(d, dt, shape):
@@ -481,13 +523,16 @@ CHECK = {"gemm": check_gemm, "gemm_add": check_gemm_add, "gemm_swiglu": check_ge
          "rmsnorm_gemm": check_rmsnorm_gemm, "rmsnorm_gemm_swiglu": check_rmsnorm_gemm_swiglu,
          "rmsnorm": check_rmsnorm, "add": check_add, "bias": check_bias, "qk_norm": check_qk_norm, "concat": check_concat, "embed": check_embed, "rope_kv": check_rope_kv,
          "attention": check_attention, "argmax": check_argmax, "rope_kv_batch": check_rope_kv_batch,
-         "attention_batch": check_attention_batch, "rmsnorm_gemm_rope_kv": check_rmsnorm_gemm_rope_kv}
+         "attention_batch": check_attention_batch, "rmsnorm_gemm_rope_kv": check_rmsnorm_gemm_rope_kv,
+         "bias_rope_kv": check_bias_rope_kv, "qk_norm_rope_kv": check_qk_norm_rope_kv}
 
 # gcore-run flags of a case beyond its shape: where an op has more than one
 # position or RoPE layout to check, each runs with each (ROPE_POS; attention:
 # at pos0 3, then 300, then 3071: a long decode position, where a split's
 # slices are full)
 RUN_VARIANTS = {"rmsnorm_gemm_rope_kv": [["--pos", p, "--layout", l] for p, l in ROPE_POS],
+                "bias_rope_kv": [["--pos", p, "--layout", l] for p, l in ROPE_POS],
+                "qk_norm_rope_kv": [["--pos", p, "--layout", l] for p, l in ROPE_POS],
                 "attention": [[], ["--pos", "300"], ["--pos", "3071"]]}
 
 

@@ -960,6 +960,110 @@ def test_row_ops_on_the_emulated_gpu(tmp_path, tpl_file, op, dt, params, shapes)
     run_rows(tmp_path, tpl_file, op, dt, params, shapes)
 
 
+# ---- rope with Qwen's step folded in: bias_rope_kv (rope_kv.cu), qk_norm_rope_kv (qk_norm.cu) ----
+
+def rope_row_data(dt, op, shape, pos0, layout, seed):
+    """The inputs of a folded rope op as the harness's files and as the
+    case table's dump dict: Qout and the caches' rows from pos0 poisoned
+    with NaN (an element left unwritten fails), the caches' rows before it
+    random (they must stay as they were)."""
+    import numpy as np
+    import ggufq
+    rng = np.random.default_rng(seed)
+    m, h, g, dd = shape
+    nan = np.uint16(0x7E00 if dt == "f16" else 0x7FC0)
+
+    def as16(lo, hi, n):
+        x = rng.uniform(lo, hi, n).astype(np.float32)
+        bits = x.astype("<f2").view("<u2") if dt == "f16" else ggufq.bf16_bits(x).reshape(-1)
+        return bits, as_f64(bits.tobytes(), dt)
+
+    qb, qv = as16(-1, 1, m * (h + 2 * g) * dd)
+    files, d = {"qkv.bin": qb}, {"QKV": (dt, qv), "scalars": {"pos0": pos0, "layout": layout},
+                                 "pos": ("i32", np.array([pos0]))}
+    if op == "bias_rope_kv":
+        files["w0.bin"], b = as16(-1, 1, (h + 2 * g) * dd)
+        d["b"] = (dt, b)
+    else:
+        (files["w0.bin"], qn), (files["w1.bin"], kn) = as16(0.5, 1.5, dd), as16(0.5, 1.5, dd)
+        d["qn"], d["kn"] = (dt, qn), (dt, kn)
+    files["inv.bin"] = 10000.0 ** (-2.0 * np.arange(dd // 2) / dd)
+    files["qout.bin"] = np.full(m * h * dd, nan, "<u2")
+    for name, fn in (("Kc", "kc.bin"), ("Vc", "vc.bin")):
+        bits, _ = as16(-1, 1, (pos0 + m) * g * dd)
+        bits[pos0 * g * dd:] = nan
+        files[fn] = bits
+        d[name + ".init"] = (dt, as_f64(bits.tobytes(), dt))
+    return files, d
+
+
+def run_rope_rows(tmp, tpl_file, op, dt, params, shapes, tpl_text=None):
+    """Build a variant of a folded rope op (harness_rows.h) and check it on
+    every shape at position 0 in the halves layout and at 37 in adjacent
+    pairs with the case table's check of op (raises on a wrong element; a
+    misuse or a changed input fails the run)."""
+    import cases
+    tpl, env, exe = build(tmp, dt, op, params, tpl_text=tpl_text, tpl_file=tpl_file, harness="harness_rows.h")
+    first = lambda s: re.split(r"\s+(?=\d+\s+\d+\s*$)", s.strip())[0]  # "<expr> 1 1"
+    for s, shape in enumerate(shapes):
+        for pos0, layout in ((0, 0), (37, 1)):
+            files, d = rope_row_data(dt, op, shape, pos0, layout, seed=s)
+            for fn, arr in files.items():
+                (tmp / fn).write_bytes(arr.tobytes())
+            e = env | dict(zip("MHGD", shape))
+            grid, block = evaluate(first(tpl["grid"]), e), evaluate(first(tpl["block"]), e)
+            r = subprocess.run([str(exe), str(grid), str(block), str(tmp), *map(str, shape), str(layout), str(pos0)],
+                               capture_output=True, text=True, timeout=600)
+            assert r.returncode == 0 and "misuse 0 inputs_changed 0" in r.stdout, \
+                f"{tpl_file} {op} {dt} {params} {shape}:\n{r.stdout}{r.stderr[-3000:]}"
+            for name, fn in (("Qout", "out_q.bin"), ("Kc", "out_k.bin"), ("Vc", "out_v.bin")):
+                d[name] = (dt, as_f64((tmp / fn).read_bytes(), dt))
+            cases.CHECK[op](d, dt, shape)
+
+
+# (template, op, dtype, parameters, shapes): rope_kv.cu's thread a pair
+# (SPAN 1, decode) and its table of a block's tokens (SPAN 0, tokens and
+# heads shared out); qk_norm.cu's 32 lanes a head of 128 and 8 lanes a head
+# of 96 or 16, heads past the grid's last in a block
+ROPE_ROW_CASES = [
+    ("rope_kv.cu", "bias_rope_kv", "f16", dict(THREADS=64, SPAN=1, HEADS=1, TOK=1), [(1, 12, 2, 128)]),
+    ("rope_kv.cu", "bias_rope_kv", "bf16", dict(THREADS=128, SPAN=0, HEADS=4, TOK=2), [(3, 5, 1, 96)]),
+    ("qk_norm.cu", "qk_norm_rope_kv", "f16", dict(THREADS=128, TPH=32), [(1, 16, 8, 128)]),
+    ("qk_norm.cu", "qk_norm_rope_kv", "bf16", dict(THREADS=64, TPH=8), [(3, 5, 1, 96), (2, 4, 4, 16)]),
+]
+
+
+@pytest.mark.parametrize("tpl_file,op,dt,params,shapes", ROPE_ROW_CASES,
+                         ids=[f"{c[1]}-{c[2]}-" + "-".join(f"{k}{v}" for k, v in c[3].items())
+                              for c in ROPE_ROW_CASES])
+def test_folded_rope_on_the_emulated_gpu(tmp_path, tpl_file, op, dt, params, shapes):
+    """Qwen2's bias and Qwen3's head norms folded into rope run unchanged on
+    the emulated GPU: Qout and the cache rows at the position within the
+    case table's tolerance (qk_norm_rope_kv's value heads bit for bit), the
+    rows before it and the inputs unchanged, nothing read or written past a
+    buffer (ASan)."""
+    run_rope_rows(tmp_path, tpl_file, op, dt, params, shapes)
+
+
+ROPE_ROW_MUTATIONS = [
+    ("bias_rope_kv: a value head given its key head's bias", "rope_kv.cu",
+     "c + G * D + ia),", "c + ia),", 0),
+    ("qk_norm_rope_kv: a value head copied from its key head", "qk_norm.cu",
+     "z[ia] = x[G * D + ia];", "z[ia] = x[ia];", 3),
+    ("qk_norm_rope_kv: the sum of squares of a pair's first element only", "qk_norm.cu",
+     "ss += a * a + b * b;", "ss += 2 * a * a;", 2),
+]
+
+
+@pytest.mark.parametrize("what,tpl_file,old,new,case", ROPE_ROW_MUTATIONS, ids=[m[0] for m in ROPE_ROW_MUTATIONS])
+def test_a_wrong_folded_rope_is_caught(tmp_path, what, tpl_file, old, new, case):
+    text = open(os.path.join(GPU, tpl_file)).read()
+    assert text.count(old) == 1, old
+    _, op, dt, params, shapes = ROPE_ROW_CASES[case]
+    with pytest.raises(AssertionError, match="out of tolerance|non-finite|AddressSanitizer"):
+        run_rope_rows(tmp_path, tpl_file, op, dt, params, shapes, tpl_text=text.replace(old, new))
+
+
 # plausible mistakes the row checks must catch: (what, template, text, replacement, case)
 ROW_MUTATIONS = [
     ("bias: b's column not wrapped at the row's end", "add.cu", "c = c + 1 == N ? 0 : c + 1;", "c = c + 1;", 0),

@@ -104,7 +104,7 @@ SAMPLE_SHAPE = {"gemm": (3, 100, 37), "gemm_swiglu": (5, 40, 70), "rmsnorm": (3,
                 "add": (3, 300), "concat": (3, 100, 37), "embed": (5, 72, 40), "rope_kv": (3, 8, 2, 16),
                 "attention": (3, 8, 2, 16), "argmax": (3, 1000), "rope_kv_batch": (3, 8, 2, 16),
                 "attention_batch": (3, 8, 2, 16), "rmsnorm_gemm_rope_kv": (3, 10 * 16, 37, 6, 2, 16),
-                "qk_norm": (3, 8, 2, 16)}
+                "qk_norm": (3, 8, 2, 16), "bias_rope_kv": (3, 8, 2, 16), "qk_norm_rope_kv": (3, 8, 2, 16)}
 QSAMPLE_SHAPE = {"gemm": (3, 100, 512), "gemm_swiglu": (5, 40, 256), "embed": (5, 256, 40),
                  "rmsnorm_gemm_rope_kv": (1, 6 * 64, 512, 4, 1, 64)}
 

@@ -28,11 +28,14 @@ def sampled_ops(ops):
     """The ops of a template whose space the tests sample (the others only
     at their defaults: the same code but the store): the first, the first
     gate/up one (PAIR = 2: another epilogue and tile), the first RoPE/KV one
-    (ROPE = 1: the pairs' epilogue) and the first batched decode step
-    (BATCH = 1: another grid, arguments and workspace)."""
+    (ROPE = 1: the pairs' epilogue), the first batched decode step
+    (BATCH = 1: another grid, arguments and workspace) and the first op
+    that folds a step into rope (bias_rope_kv, qk_norm_rope_kv: more
+    buffers, another pass over a head)."""
     out = ops[:1]
     for name, v in (("PAIR", 2), ("ROPE", 1), ("BATCH", 1)):
         out += [o for o in ops if op_names(o)[name] == v and o not in out][:1]
+    out += [o for o in ops if o in ("bias_rope_kv", "qk_norm_rope_kv") and o not in out][:1]
     return out
 
 

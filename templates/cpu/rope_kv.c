@@ -5,11 +5,16 @@
  * Built for rope_kv_batch (batched decode), row i has its own position
  * p = pos[i] and cache slot s = pos[M + i]: its key and value heads go to
  * row s·S + p of Kc and Vc (S rows per slot); nothing else changes.
+ * Built for bias_rope_kv (Qwen2) or qk_norm_rope_kv (Qwen3), each head is
+ * first changed as the step that the op folds in would leave it in C's
+ * dtype: + its slice of the bias b (value heads too), or RMS-normalised
+ * and scaled by qn or kn (query and key heads; qk_norm.c's arithmetic, in
+ * its order, so the same bits); QKV itself is not written.
  *
  * @template rope_kv_cpu
- * @op rope_kv rope_kv_batch
+ * @op rope_kv rope_kv_batch bias_rope_kv qk_norm_rope_kv
  * @backend cpu
- * @dtypes f32 f16 bf16
+ * @dtypes f32 f16 bf16 f32:f16:f32 f32:bf16:f32
  * @kernel rope_kv_cpu
  * @param TOK 1 2 4 8 16 32 default 4 -- tokens per task
  * @param HEADS 1 2 4 8 16 32 64 default 8 -- head slots per task (a slot: one query head, or one key head with its value head)
@@ -127,12 +132,47 @@ static inline rope_vf rope_to_f32(rope_vd y) {
   return f;
 }
 
-/* dst[0..D-1] := src rotated with the tables ce, se (dp entries each).
- * xs, xp, ys: fp32 scratch of dp elements. */
+#define ROPE_PRE (GC_OP_BIAS_ROPE_KV || GC_OP_QK_NORM_ROPE_KV) /* a step folded in before the rotation */
+
+/* What the folded step does to a head before it is rotated or copied:
+ * w its bias slice (bias_rope_kv) or norm weight (qk_norm_rope_kv), NULL
+ * for none; eps the norm's. */
+typedef struct rope_pre {
+  const TB *w;
+  float eps;
+} rope_pre_t;
+
+/* xs[0..D-1] (widened, zeros after to dp) := the folded step's result in
+ * C's dtype, widened again: xs + w, or xs / sqrt(mean(xs²) + eps) · w
+ * (qk_norm.c's sum in VEC lanes, then its scale). */
+static void rope_pre(float *xs, int64_t D, int64_t dp, const rope_pre_t *pre) {
+  if (!ROPE_PRE || !pre->w)
+    return;
+  VF s = VSET1(1.0f);
+  if (GC_OP_QK_NORM_ROPE_KV) {
+    VF acc = VZERO();
+    for (int64_t e = 0; e < dp; e += VEC) {
+      VF v = VLOADF(xs + e);
+      acc = VFMA(v, v, acc);
+    }
+    s = VSET1(1.0f / sqrtf(VHSUM(acc) / (float)D + pre->eps));
+  }
+  TC t[VEC]; /* the rounding into C's dtype that the unfused step's store does */
+  for (int64_t e = 0; e < D; e += VEC) {
+    int64_t n = gc_min(VEC, D - e);
+    VF w = VLOADN_B(pre->w + e, n), v = VLOADF(xs + e);
+    VSTOREN_C(t, GC_OP_QK_NORM_ROPE_KV ? VMUL(VMUL(v, s), w) : VADD(v, w), n);
+    VSTOREF(xs + e, VLOADN_C(t, n));
+  }
+}
+
+/* dst[0..D-1] := src changed by pre, rotated with the tables ce, se (dp
+ * entries each). xs, xp, ys: fp32 scratch of dp elements. */
 static void rope_head(const TA *src, TC *dst, const double *ce, const double *se,
-                      int64_t D, int64_t dp, int64_t layout, float *xs, float *xp,
+                      int64_t D, int64_t dp, int64_t layout, const rope_pre_t *pre, float *xs, float *xp,
                       float *ys) {
   rope_widen(src, D, dp, xs);
+  rope_pre(xs, D, dp, pre);
   rope_partner(xs, D, dp, layout, xp);
   for (int64_t e = 0; e < dp; e += DV) {
     rope_vf a, b;
@@ -150,9 +190,16 @@ static void rope_head(const TA *src, TC *dst, const double *ce, const double *se
     VSTOREN_C(dst + e, VLOADF(ys + e), D - e);
 }
 
-/* dst[0..D-1] := src[0..D-1] in C's dtype (the value heads). */
-static void rope_copy(const TA *src, TC *dst, int64_t D) {
-#if GC_TA == GC_TC
+/* dst[0..D-1] := src[0..D-1] in C's dtype (the value heads; bias_rope_kv:
+ * + b, rounded once). */
+static void rope_copy(const TA *src, TC *dst, int64_t D, const TB *b) {
+#if GC_OP_BIAS_ROPE_KV
+  for (int64_t e = 0; e < D; e += VEC) {
+    int64_t n = gc_min(VEC, D - e);
+    VSTOREN_C(dst + e, VADD(VLOADN_A(src + e, n), VLOADN_B(b + e, n)), n);
+  }
+#elif GC_TA == GC_TC
+  (void)b;
   memcpy(dst, src, (size_t)D * sizeof *dst);
 #else
   int64_t e = 0;
@@ -160,13 +207,16 @@ static void rope_copy(const TA *src, TC *dst, int64_t D) {
     VSTORE_C(dst + e, VLOAD_A(src + e));
   if (e < D)
     VSTOREN_C(dst + e, VLOADN_A(src + e, D - e), D - e);
+  (void)b;
 #endif
 }
 
 /* args: QKV[M,(H+2G)·D] (TA), Qout[M,H·D], Kc[S,G·D], Vc[S,G·D] (TC),
  * double inv_freq[D/2], int32 pos[1] (pos0), int64 M, H, G, D, layout;
  * rope_kv_batch: Kc, Vc [slots·S, G·D], int32 pos[2·M] (positions, then
- * slots), int64 M, H, G, D, S, layout. */
+ * slots), int64 M, H, G, D, S, layout; bias_rope_kv: b[(H+2G)·D] (TB)
+ * after pos; qk_norm_rope_kv: qn[D], kn[D] (TB) after pos and float eps
+ * last. */
 GC_EXPORT void rope_kv_cpu(void **args, int64_t task) {
   const TA *QKV = GC_ARG(args, 0, const TA *);
   TC *Qout = GC_ARG(args, 1, TC *);
@@ -174,13 +224,16 @@ GC_EXPORT void rope_kv_cpu(void **args, int64_t task) {
   TC *Vc = GC_ARG(args, 3, TC *);
   const double *inv_freq = GC_ARG(args, 4, const double *);
   const int32_t *pos = GC_ARG(args, 5, const int32_t *);
-  int64_t M = GC_ARG(args, 6, int64_t), H = GC_ARG(args, 7, int64_t);
-  int64_t G = GC_ARG(args, 8, int64_t), D = GC_ARG(args, 9, int64_t);
+  const int nw = GC_OP_BIAS_ROPE_KV + 2 * GC_OP_QK_NORM_ROPE_KV; /* buffers after pos: b, or qn kn */
+  const TB *w0 = nw ? GC_ARG(args, 6, const TB *) : NULL, *w1 = nw == 2 ? GC_ARG(args, 7, const TB *) : NULL;
+  int64_t M = GC_ARG(args, 6 + nw, int64_t), H = GC_ARG(args, 7 + nw, int64_t);
+  int64_t G = GC_ARG(args, 8 + nw, int64_t), D = GC_ARG(args, 9 + nw, int64_t);
 #if GC_OP_ROPE_KV_BATCH
   int64_t S = GC_ARG(args, 10, int64_t), layout = GC_ARG(args, 11, int64_t);
 #else
-  int64_t pos0 = pos[0], layout = GC_ARG(args, 10, int64_t);
+  int64_t pos0 = pos[0], layout = GC_ARG(args, 10 + nw, int64_t);
 #endif
+  const float eps = GC_OP_QK_NORM_ROPE_KV ? GC_ARG(args, 11 + nw, float) : 0.0f;
 
   int64_t nsb = gc_cdiv(H + G, HEADS); /* slot blocks */
   if (nsb <= 0 || D <= 0 || D % 2 || D > 1024)
@@ -199,12 +252,14 @@ GC_EXPORT void rope_kv_cpu(void **args, int64_t task) {
     const TA *x = QKV + i * W;
     rope_tables(inv_freq, D, dp, (double)p, layout, ce, se);
     for (int64_t s = s0; s < s1; s++) {
+      /* the folded step's weights for head s (and its value head) */
+      rope_pre_t pre = {nw == 1 ? w0 + s * D : nw == 2 ? (s < H ? w0 : w1) : NULL, eps};
       if (s < H) {
-        rope_head(x + s * D, Qout + (i * H + s) * D, ce, se, D, dp, layout, xs, xp, ys);
+        rope_head(x + s * D, Qout + (i * H + s) * D, ce, se, D, dp, layout, &pre, xs, xp, ys);
       } else {
         int64_t g = s - H;
-        rope_head(x + (H + g) * D, Kc + (c * G + g) * D, ce, se, D, dp, layout, xs, xp, ys);
-        rope_copy(x + (H + G + g) * D, Vc + (c * G + g) * D, D);
+        rope_head(x + (H + g) * D, Kc + (c * G + g) * D, ce, se, D, dp, layout, &pre, xs, xp, ys);
+        rope_copy(x + (H + G + g) * D, Vc + (c * G + g) * D, D, nw == 1 ? w0 + (H + G + g) * D : NULL);
       }
     }
   }

@@ -5,11 +5,14 @@
  * Built for rope_kv_batch (batched decode), row i has its own position
  * p = pos[i] and cache slot s = pos[M + i]: its key and value heads go to
  * row s·S + p of Kc and Vc (S rows per slot); nothing else changes.
+ * Built for bias_rope_kv (Qwen2's biases), every value read of QKV has its
+ * column's bias b added first and is rounded to C's dtype, as the bias
+ * step's store would leave it (value heads too); QKV is not written.
  *
  * @template rope_kv_gpu
- * @op rope_kv rope_kv_batch
+ * @op rope_kv rope_kv_batch bias_rope_kv
  * @backend gpu
- * @dtypes f32 f16 bf16
+ * @dtypes f32 f16 bf16 f32:f16:f32 f32:bf16:f32
  * @kernel rope_kv_gpu
  * @param THREADS 64 128 256 512 default 128 -- threads per block
  * @param TOK 1 2 4 8 default 1 -- tokens per block (they share nothing but the launch)
@@ -17,8 +20,8 @@
  * @param SPAN 0 1 default 0 -- 1: a thread takes one pair of one token through HEADS head slots, its cos/sin in registers (no table, no barrier; consecutive threads consecutive pairs)
  * @constraint SPAN == 0 || (TOK == 1 && HEADS <= 16) -- a thread of SPAN = 1 serves one token, its slots' pairs in registers
  * @defaults rope_kv_batch SPAN=1 HEADS=1 if !AMD -- a batched decode step's few rows: a thread a pair, no table (1..8 rows of the 8B shape: 4.6-4.9 us against 7.0-7.2; bench/RESULTS.md, session 17)
- * @defaults rope_kv SPAN=1 HEADS=1 if M <= 8 && !AMD -- decode (a split QKV's own rope_kv) and prompts of up to 8 tokens, as rope_kv_batch (8B shape, M = 1: 2.29 us against 4.82, gcore-tune on the H200; bench/RESULTS.md, session 22)
- * @defaults rope_kv HEADS=64 THREADS=256 if M >= 128 && !AMD -- prefill: one block a token, so one cos/sin table a token (8B shape, 4000 tokens: 93.9 us against 111.8, 512: 16.7 against 19.8; fewer tokens lose)
+ * @defaults rope_kv bias_rope_kv SPAN=1 HEADS=1 if M <= 8 && !AMD -- decode (a split QKV's own rope_kv) and prompts of up to 8 tokens, as rope_kv_batch (8B shape, M = 1: 2.29 us against 4.82, gcore-tune on the H200; bench/RESULTS.md, session 22)
+ * @defaults rope_kv bias_rope_kv HEADS=64 THREADS=256 if M >= 128 && !AMD -- prefill: one block a token, so one cos/sin table a token (8B shape, 4000 tokens: 93.9 us against 111.8, 512: 16.7 against 19.8; fewer tokens lose)
  * @constraint THREADS % WARP == 0 && THREADS <= MAXT -- whole warps, a legal block
  * @constraint TOK * 256 * 16 <= 32768 -- the cos/sin table (D <= 512) fits in 32 KiB of shared memory
  * @applies D % 2 == 0 && D <= 512 -- heads are whole pairs; the table is sized for D <= 512
@@ -53,6 +56,32 @@
 
 #define ROPE_DMAX 512
 
+/* Value v of QKV column c as the rotation reads it: bias_rope_kv adds b[c]
+ * and rounds to C's dtype (the bias step's store); else v. */
+GC_DEVICE float rope_in(float v, const TB *b, int64_t c) {
+#if GC_OP_BIAS_ROPE_KV
+  TC t[1];
+  STORE_C(t, 0, v + LOAD_B(b, c));
+  return LOAD_C(t, 0);
+#else
+  (void)b, (void)c;
+  return v;
+#endif
+}
+
+/* Element i of a value head (QKV column c) as the cache gets it: bit for
+ * bit (A = C), or bias_rope_kv's sum rounded once. */
+GC_DEVICE TC rope_value(const TA *v, int64_t i, const TB *b, int64_t c) {
+#if GC_OP_BIAS_ROPE_KV
+  TC t[1];
+  STORE_C(t, 0, LOAD_A(v, i) + LOAD_B(b, c));
+  return t[0];
+#else
+  (void)b, (void)c;
+  return v[i];
+#endif
+}
+
 /* Row i's position (rope_kv: pos0 + i; rope_kv_batch: its own) and its
  * row of the cache (rope_kv_batch: in its slot, S rows each). */
 #if GC_OP_ROPE_KV_BATCH
@@ -65,7 +94,7 @@
 
 /* SPAN = 1: the item of this thread (see above). */
 GC_DEVICE void rope_span(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *inv_freq, const int32_t *pos,
-                         int64_t M, int64_t H, int64_t G, int64_t D, int64_t W, int64_t layout, int64_t ns,
+                         const TB *bias, int64_t M, int64_t H, int64_t G, int64_t D, int64_t W, int64_t layout, int64_t ns,
 #if GC_OP_ROPE_KV_BATCH
                          int64_t S
 #else
@@ -79,14 +108,16 @@ GC_DEVICE void rope_span(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *
   const int64_t ia = layout ? 2 * j : j, ib = layout ? 2 * j + 1 : j + half;
   const int nh = (int)gc_min64(HEADS, H + G - s0);
   const TA *x = QKV + i * W + s0 * D;
-  float a[HEADS], b[HEADS]; /* exact: A's dtype widened */
-  TA va[HEADS], vb[HEADS];  /* value pairs, copied bit for bit (A = C) */
+  float a[HEADS], b[HEADS]; /* exact: A's dtype widened (bias_rope_kv: rope_in's) */
+  TC va[HEADS], vb[HEADS];  /* value pairs, copied bit for bit (A = C; bias_rope_kv: rope_value's) */
   GC_UNROLL(HEADS)
   for (int u = 0; u < HEADS; u++)
     if (u < nh) {
-      a[u] = LOAD_A(x + u * D, ia), b[u] = LOAD_A(x + u * D, ib);
+      const int64_t c = (s0 + u) * D; /* the head's first column of QKV */
+      a[u] = rope_in(LOAD_A(x + u * D, ia), bias, c + ia), b[u] = rope_in(LOAD_A(x + u * D, ib), bias, c + ib);
       if (s0 + u >= H) /* a key head: its value head's pair too */
-        va[u] = x[G * D + u * D + ia], vb[u] = x[G * D + u * D + ib];
+        va[u] = rope_value(x + G * D + u * D, ia, bias, c + G * D + ia),
+        vb[u] = rope_value(x + G * D + u * D, ib, bias, c + G * D + ib);
     }
   double c, sn;
   gc_sincos_f64((double)ROPE_POS(i) * inv_freq[j], &sn, &c);
@@ -109,11 +140,18 @@ GC_DEVICE void rope_span(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *
 
 GC_KERNEL_BOUNDS(THREADS)
 void rope_kv_gpu(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *inv_freq,
-                 const int32_t *pos, int64_t M, int64_t H, int64_t G, int64_t D,
+                 const int32_t *pos,
+#if GC_OP_BIAS_ROPE_KV
+                 const TB *bias,
+#endif
+                 int64_t M, int64_t H, int64_t G, int64_t D,
 #if GC_OP_ROPE_KV_BATCH
                  int64_t S,
 #endif
                  int64_t layout) {
+#if !GC_OP_BIAS_ROPE_KV
+  const TB *bias = (const TB *)QKV; /* never read: a pointer to offset, unlike null */
+#endif
   gc_pdl_wait(); /* @pdl: the kernel before it has completed */
   gc_pdl_launch();
   /* positions are on the device, so a captured decode step replays at any position */
@@ -125,7 +163,7 @@ void rope_kv_gpu(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *inv_freq
     return; /* outside @applies */
   int64_t W = (H + 2 * G) * D; /* QKV row length */
 #if SPAN
-  rope_span(QKV, Qout, Kc, Vc, inv_freq, pos, M, H, G, D, W, layout, ns
+  rope_span(QKV, Qout, Kc, Vc, inv_freq, pos, bias, M, H, G, D, W, layout, ns
 #if GC_OP_ROPE_KV_BATCH
             , S
 #else
@@ -150,7 +188,7 @@ void rope_kv_gpu(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *inv_freq
     int64_t i = i0 + t, p = ROPE_ROW(i), s = s0 + sh;
     int64_t ia = layout ? 2 * j : j, ib = layout ? 2 * j + 1 : j + half;
     const TA *x = QKV + i * W + s * D; /* query head s, or key head s - H */
-    double a = LOAD_A(x, ia), b = LOAD_A(x, ib);
+    double a = rope_in(LOAD_A(x, ia), bias, s * D + ia), b = rope_in(LOAD_A(x, ib), bias, s * D + ib);
     double c = tc[t][j], sn = ts[t][j];
     TC *y = s < H ? Qout + (i * H + s) * D : Kc + (p * G + (s - H)) * D;
     STORE_C(y, ia, gc_rope_round(a * c - b * sn, GC_TC != GC_F32));
@@ -158,8 +196,8 @@ void rope_kv_gpu(const TA *QKV, TC *Qout, TC *Kc, TC *Vc, const double *inv_freq
     if (s >= H) { /* value head s - H: same element places, copied */
       const TA *v = x + G * D;
       TC *z = Vc + (p * G + (s - H)) * D;
-      z[ia] = v[ia];
-      z[ib] = v[ib];
+      z[ia] = rope_value(v, ia, bias, (s + G) * D + ia);
+      z[ib] = rope_value(v, ib, bias, (s + G) * D + ib);
     }
   }
 #endif

@@ -1554,10 +1554,12 @@ static void test_recipe_split_qkv(void) {
         "the gathers: %lld and %lld rows", (long long)s.dq[0].m, (long long)s.dq[4].m);
 }
 
-/* Qwen2's q/k/v biases (cfg.qkv_bias): a bias step of the QKV rows in
- * every pass, in act:weight dtypes, and the decode step's RoPE kept apart
- * from the QKV GEMV (the bias goes between them); no bias step without.
- * Qwen3's q/k norms (cfg.qk_norm) the same way. */
+/* Qwen2's q/k/v biases (cfg.qkv_bias): a single sequence's passes fold
+ * them into rope (bias_rope_kv, in act:weight dtypes; no bias step), and
+ * the decode step's RoPE stays apart from the QKV GEMV (the GEMV's
+ * epilogue does not add them); batched decode steps keep a bias step
+ * before rope_kv_batch; no bias without. Qwen3's q/k norms (cfg.qk_norm)
+ * the same way (qk_norm_rope_kv, a qk_norm step when batched). */
 static void test_recipe_bias(void) {
   gc_llama_config_t c;
   gc_llama_dtypes_t dt;
@@ -1567,31 +1569,41 @@ static void test_recipe_bias(void) {
   gc_llama_steps(&c, &dt, 1, 1, &s);
   CHECK(!s.bias.op[0] && s.qkv_rope && !strcmp(s.qkv.op, "rmsnorm_gemm_rope_kv"), "llama decode: %s", s.qkv.op);
   c.qkv_bias = 1;
-  const int64_t n = (4 + 2 * 2) * 16;
   for (int64_t t = 1; t <= 20; t += 19) {
     gc_llama_steps(&c, &dt, t, 1, &s);
-    CHECK(!strcmp(s.bias.op, "bias") && s.bias.m == t && s.bias.n == n && s.bias.ta == GC_DT_F32 &&
-              s.bias.tb == GC_DT_F16 && s.bias.tc == GC_DT_F32 && !s.qkv_rope &&
-              !strcmp(s.qkv.op, t == 1 ? "rmsnorm_gemm" : "gemm"),
-          "qwen2, %lld tokens: %s m %lld n %lld, qkv %s", (long long)t, s.bias.op, (long long)s.bias.m,
-          (long long)s.bias.n, s.qkv.op);
+    CHECK(!s.bias.op[0] && !strcmp(s.rope.op, "bias_rope_kv") && s.rope.m == t && s.rope.h == 4 &&
+              s.rope.g == 2 && s.rope.d == 16 && s.rope.ta == GC_DT_F32 && s.rope.tb == GC_DT_F16 &&
+              s.rope.tc == GC_DT_F32 && !s.qkv_rope && !strcmp(s.qkv.op, t == 1 ? "rmsnorm_gemm" : "gemm"),
+          "qwen2, %lld tokens: bias %s, rope %s m %lld, qkv %s", (long long)t, s.bias.op, s.rope.op,
+          (long long)s.rope.m, s.qkv.op);
   }
   gc_llama_batch_steps(&c, &dt, 3, &s);
-  CHECK(!strcmp(s.bias.op, "bias") && s.bias.m == 3, "batched: %s m %lld", s.bias.op, (long long)s.bias.m);
+  CHECK(!strcmp(s.bias.op, "bias") && s.bias.m == 3 && s.bias.n == (4 + 2 * 2) * 16 && s.bias.tb == GC_DT_F16 &&
+            !strcmp(s.rope.op, "rope_kv_batch"),
+        "batched: %s m %lld, rope %s", s.bias.op, (long long)s.bias.m, s.rope.op);
   gc_problems_t l = {0};
   gc_err_t e = {0};
   CHECK_RC(gc_llama_recipe(&c, &dt, 1, 1, &l, &e), GC_OK, e);
-  int biases = 0, ropes = 0;
-  for (int i = 0; i < l.n; i++) biases += !strcmp(l.v[i].op, "bias"), ropes += !strcmp(l.v[i].op, "rope_kv");
-  CHECK(biases >= 1 && ropes >= 1, "the decode recipe lists bias (%d) and rope_kv (%d)", biases, ropes);
+  int steps[3] = {0}; /* bias, rope_kv, bias_rope_kv */
+  for (int i = 0; i < l.n; i++)
+    steps[0] += !strcmp(l.v[i].op, "bias"), steps[1] += !strcmp(l.v[i].op, "rope_kv"),
+        steps[2] += !strcmp(l.v[i].op, "bias_rope_kv");
+  CHECK(!steps[0] && !steps[1] && steps[2] >= 1, "the decode recipe lists bias %d, rope_kv %d, bias_rope_kv %d",
+        steps[0], steps[1], steps[2]);
   gc_problems_free(&l);
   c.qkv_bias = 0, c.qk_norm = 1; /* Qwen3: the heads' norms in their place, the same way */
   gc_llama_steps(&c, &dt, 1, 1, &s);
-  CHECK(!s.bias.op[0] && !strcmp(s.qk_norm.op, "qk_norm") && s.qk_norm.m == 1 && s.qk_norm.h == 4 &&
-            s.qk_norm.g == 2 && s.qk_norm.d == 16 && s.qk_norm.tb == GC_DT_F16 && !s.qkv_rope,
-        "qwen3 decode: %s h %lld", s.qk_norm.op, (long long)s.qk_norm.h);
+  CHECK(!s.bias.op[0] && !s.qk_norm.op[0] && !strcmp(s.rope.op, "qk_norm_rope_kv") && s.rope.m == 1 &&
+            s.rope.h == 4 && s.rope.g == 2 && s.rope.d == 16 && s.rope.tb == GC_DT_F16 && !s.qkv_rope,
+        "qwen3 decode: %s %s", s.qk_norm.op, s.rope.op);
   gc_llama_batch_steps(&c, &dt, 5, &s);
-  CHECK(!strcmp(s.qk_norm.op, "qk_norm") && s.qk_norm.m == 5, "qwen3 batched");
+  CHECK(!strcmp(s.qk_norm.op, "qk_norm") && s.qk_norm.m == 5 && !strcmp(s.rope.op, "rope_kv_batch"),
+        "qwen3 batched");
+  c.qkv_bias = 1; /* both (no model has them): each a step of its own, in the forward's order */
+  gc_llama_steps(&c, &dt, 1, 1, &s);
+  CHECK(!strcmp(s.bias.op, "bias") && !strcmp(s.qk_norm.op, "qk_norm") && !strcmp(s.rope.op, "rope_kv") &&
+            !s.qkv_rope,
+        "both: %s %s %s", s.bias.op, s.qk_norm.op, s.rope.op);
 }
 
 static void test_recipe_shard(void) {
