@@ -186,6 +186,7 @@ static void fz_tok_chat(gc_tok_t *t) {
   gc_chat_free(&c);
   ids.n = 0;
   gc_chat_init(&c, t, k);
+  c.think_off = 1; /* enable_thinking false: the closed block where the template writes one */
   if (fz_report("chat turn", gc_chat_user(&c, k == GC_CHAT_MISTRAL && !c.sys_block ? NULL : "Answer briefly.",
                                           " Hi <|eot_id|> there ", &ids, &e), &e) == GC_OK &&
       gc_chat_assistant(&c, " A reply. ", &ids, &e) == GC_OK && gc_chat_user(&c, NULL, "again", &ids, &e) == GC_OK &&

@@ -177,6 +177,8 @@ void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k) {
   c->dflt_system = k == GC_CHAT_CHATML && tpl ? chatml_default_system(tpl) : NULL;
   c->sys_block = k == GC_CHAT_MISTRAL && tpl && strstr(tpl, "[SYSTEM_PROMPT]");
   c->sys_pre = c->sys_block && quoted(tpl, "[SYSTEM_PROMPT] ", 1);
+  c->empty_think = k == GC_CHAT_CHATML && tpl && strstr(tpl, "enable_thinking") &&
+                   strstr(tpl, "'<think>\\n\\n</think>\\n\\n'");
 }
 
 void gc_chat_free(gc_chat_t *c) {
@@ -277,6 +279,16 @@ static int put_marker(gc_chat_t *c, const char *m, gc_tok_ids_t *out, gc_err_t *
   return id >= 0 ? put_id(c, id, out, e) : put_text(c, m, -1, e) ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
 }
 
+/* "<think>\n\n</think>\n\n" (each marker by id where it is a control
+ * token): the closed, empty block of a generation prompt with thinking off
+ * (empty_think, think_off). */
+static int closed_think(gc_chat_t *c, gc_tok_ids_t *out, gc_err_t *e) {
+  return put_marker(c, "<think>", out, e) || put_text(c, "\n\n", 2, e) || put_marker(c, "</think>", out, e) ||
+                 put_text(c, "\n\n", 2, e)
+             ? (e->code ? e->code : GC_ENOMEM)
+             : GC_OK;
+}
+
 /* Mistral's later system message: "[SYSTEM_PROMPT]" + (a space where the
  * template writes one) + text + "[/SYSTEM_PROMPT]", as given. */
 static int system_block(gc_chat_t *c, const char *system, gc_tok_ids_t *out, gc_err_t *e) {
@@ -359,6 +371,7 @@ int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_
     if (!c->n_msgs && c->dflt_system && !(rc = header_msg(c, "system", c->dflt_system, out, e))) c->n_msgs++;
     if (!rc) rc = header_msg(c, "assistant", text ? kept_reply(c, text) : NULL, out, e);
     if (!rc && !text && c->think_open) rc = open_think(c, out, e);
+    if (!rc && !text && c->empty_think && c->think_off) rc = closed_think(c, out, e);
   } else if (!text) {
     rc = GC_OK;
   } else { /* Llama 2: ' ' + text.strip() + ' ' + eos; Mistral v3: ' ' + text.strip() + eos; Mistral, Tekken:

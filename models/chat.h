@@ -71,6 +71,12 @@ typedef struct gc_chat {
   int sys_block;           /* Mistral's later templates: the system message as a
                               [SYSTEM_PROMPT] ... [/SYSTEM_PROMPT] block (Large 2411, Small 3) */
   int sys_pre;             /* ... with a space after "[SYSTEM_PROMPT]" (Large 2411's) */
+  int empty_think;         /* the generation prompt writes an empty block "<think>\n\n</think>\n\n"
+                              for enable_thinking false (Qwen3's hybrid templates) */
+  /* set by the caller after gc_chat_init: */
+  int think_off;           /* enable_thinking false (Hugging Face's apply_chat_template argument,
+                              vLLM's chat_template_kwargs): where empty_think, every generation
+                              prompt closes the block before the reply */
 } gc_chat_t;
 
 /* c for template k over t's vocabulary, with what gc_chat_t reads from
@@ -107,7 +113,8 @@ int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_
 
 /* An assistant message. text NULL: the start of the reply the model is to
  * write (the template's generation prompt: the assistant header of Llama
- * 3, ChatML, Zephyr and DeepSeek, then "<think>\n" where think_open;
+ * 3, ChatML, Zephyr and DeepSeek, then "<think>\n" where think_open, or
+ * "<think>\n\n</think>\n\n" where empty_think and think_off;
  * nothing for [INST]); the caller then flushes and
  * generates, and the reply's tokens, closed by gc_chat_end_token's id,
  * are the model's. text given: a reply written by the client (a

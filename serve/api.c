@@ -227,6 +227,7 @@ static const struct field_rule {
     READ("top_k"), READ("min_p"), READ("repetition_penalty"), READ("repeat_penalty"), READ("repeat_last_n"),
     READ("stop_token_ids"), READ("min_tokens"), READ("ignore_eos"), READ("return_token_ids"),
     READ("logprobs"), READ("top_logprobs"), READ("echo"), READ("n"), READ("best_of"), READ("cache_prompt"),
+    READ("chat_template_kwargs"),
 
     /* no effect on the tokens: bookkeeping, caching, scheduling */
     IGNORE("user"), IGNORE("metadata"), IGNORE("store"), IGNORE("parallel_tool_calls"), IGNORE("service_tier"),
@@ -263,7 +264,6 @@ static const struct field_rule {
     OFF("tool_choice", OFF_NONE, 0, "no tool calls"), OFF("function_call", OFF_NONE, 0, "no tool calls"),
     OFF("add_generation_prompt", OFF_TRUE, 0, NULL), OFF("continue_final_message", OFF_FALSE, 0, NULL),
     OFF("chat_template", OFF_NULL, 0, "the model's own template is used"),
-    OFF("chat_template_kwargs", OFF_EMPTY, 0, "the model's own template is used"),
     OFF("include_stop_str_in_output", OFF_FALSE, 0, "stop strings and stop tokens are left out of the text"),
     OFF("skip_special_tokens", OFF_TRUE, 0, "special tokens are left out of the text"),
     OFF("n_predict", OFF_NULL, 0, "give max_tokens"), OFF("truncate_prompt_tokens", OFF_NULL, 0, NULL),
@@ -420,11 +420,32 @@ nomem:
   return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
 }
 
+/* chat_template_kwargs of request o (vLLM's: what the template reads
+ * beside the messages): enable_thinking, a boolean (Qwen3's hybrid
+ * templates; others do not read it, as Jinja ignores it there); any other
+ * key is refused. *think_off: enable_thinking false. */
+static int template_kwargs(json_object *o, int *think_off, gc_api_err_t *err) {
+  json_object *k = field(o, "chat_template_kwargs");
+  *think_off = 0;
+  if (!k) return 0;
+  if (!json_object_is_type(k, json_type_object)) return want(err, "chat_template_kwargs", "an object", k);
+  json_object_object_foreach(k, key, v) {
+    if (strcmp(key, "enable_thinking"))
+      return gc_api_fail(err, 400, INVALID, NULL, "chat_template_kwargs", "chat_template_kwargs: '%.64s' is not "
+                         "read (only enable_thinking is; the model's own template is used)", key);
+    if (!json_object_is_type(v, json_type_boolean))
+      return want(err, "chat_template_kwargs", "{\"enable_thinking\": true or false}", v);
+    *think_off = !json_object_get_boolean(v);
+  }
+  return 0;
+}
+
 /* The chat's ids: system (or developer) first if any, then user and
  * assistant turns, the last a user turn, through the model's template
  * (gc_chat_t; the system message with the first user message, or with
- * the last where the template puts it there), then the reply's header. */
-static int chat_prompt(gc_api_t *a, json_object *msgs, gc_tok_ids_t *ids, gc_api_err_t *err) {
+ * the last where the template puts it there), then the reply's header
+ * (think_off: chat_template_kwargs' enable_thinking false). */
+static int chat_prompt(gc_api_t *a, json_object *msgs, int think_off, gc_tok_ids_t *ids, gc_api_err_t *err) {
   if (!msgs) return gc_api_fail(err, 400, INVALID, NULL, "messages", "'messages' is required");
   if (!json_object_is_type(msgs, json_type_array)) return want(err, "messages", "an array", msgs);
   size_t n = json_object_array_length(msgs);
@@ -436,6 +457,7 @@ static int chat_prompt(gc_api_t *a, json_object *msgs, gc_tok_ids_t *ids, gc_api
   gc_chat_t conv;
   pthread_mutex_lock(&a->tok_mu);
   gc_chat_init(&conv, a->tok, a->chat);
+  conv.think_off = think_off;
   for (size_t i = 0; i < n && !rc; i++) {
     json_object *m = json_object_array_get_idx(msgs, i), *role;
     if (!json_object_is_type(m, json_type_object)) {
@@ -783,7 +805,9 @@ int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_api_req_t
   prompt_t ps[GC_API_MAX_CHOICES] = {0};
   int np = 0;
   if (!rc && chat) rc = contents_given(field(o, "messages"), err);
-  if (!rc && chat) np = 1, rc = chat_prompt(a, field(o, "messages"), &ps[0].ids, err);
+  int think_off = 0;
+  if (!rc && chat) rc = template_kwargs(o, &think_off, err);
+  if (!rc && chat) np = 1, rc = chat_prompt(a, field(o, "messages"), think_off, &ps[0].ids, err);
   if (!rc && !chat) rc = completion_prompts(a, field(o, "prompt"), ps, &np, err);
   if (!rc && !ps[0].ids.n) rc = gc_api_fail(err, 400, INVALID, NULL, chat ? "messages" : "prompt", "the prompt has no tokens");
   if (!rc) rc = choices(&b, q, err);
@@ -834,7 +858,11 @@ static int tokenize_body(gc_api_t *a, json_object *o, gc_tok_ids_t *ids, gc_api_
     if (!gen)
       return gc_api_fail(err, 400, INVALID, NULL, "add_generation_prompt", "only \"add_generation_prompt\": true "
                          "is implemented");
-    return contents_given(msgs, err) || chat_prompt(a, msgs, ids, err) ? err->status : 0;
+    int think_off;
+    return contents_given(msgs, err) || template_kwargs(o, &think_off, err) ||
+                   chat_prompt(a, msgs, think_off, ids, err)
+               ? err->status
+               : 0;
   }
   json_object *text = content ? content : prompt;
   const char *key = content ? "content" : "prompt";

@@ -358,10 +358,11 @@ def _raise(message):
     raise TemplateError(message)
 
 
-def render(template, messages, bos="<s>", eos="</s>", add_generation_prompt=True):
+def render(template, messages, bos="<s>", eos="</s>", add_generation_prompt=True, **kwargs):
     """The text of messages through template; TemplateError where the
-    template refuses them (raise_exception)."""
+    template refuses them (raise_exception). kwargs: what else the
+    template reads (apply_chat_template's, e.g. enable_thinking)."""
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     env.globals["raise_exception"] = _raise
     return env.from_string(template).render(messages=messages, bos_token=bos, eos_token=eos,
-                                            add_generation_prompt=add_generation_prompt)
+                                            add_generation_prompt=add_generation_prompt, **kwargs)

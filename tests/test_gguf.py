@@ -550,12 +550,12 @@ def chat_bundle(bundles, path, kind):
     return bundles.get(path, f"F32-ctx{LONG_CTX[kind]}" if kind in LONG_CTX else "F32")
 
 
-def rendered_ids(gc, path, kind, messages):
-    """The reference: the template rendered by Jinja and tokenized as
-    llama.cpp does, BOS first where the template does not write it (the
-    tokenizer adds it to a prompt)."""
+def rendered_ids(gc, path, kind, messages, **kwargs):
+    """The reference: the template rendered by Jinja (kwargs: what else it
+    reads) and tokenized as llama.cpp does, BOS first where the template
+    does not write it (the tokenizer adds it to a prompt)."""
     extra = [] if "bos_token" in C.ALL[kind] else [1]
-    return extra + ids_of(gc, path, C.render(C.ALL[kind], messages))
+    return extra + ids_of(gc, path, C.render(C.ALL[kind], messages, **kwargs))
 
 
 SYSTEM_LAST = ("mistral_v3", "mistral_tekken")
@@ -627,6 +627,49 @@ def test_gguf_chatml_default_system_message(gc, bundles, kind):
             assert json.loads(text)["choices"][0]["prompt_token_ids"] == rendered_ids(gc, path, kind, msgs), msgs
     finally:
         assert srv.stop()[0] == 0
+
+
+@pytest.mark.parametrize("kind", ["qwen3", "qwen3_thinking", "qwen2_5"])
+def test_gguf_enable_thinking_false(gc, bundles, kind):
+    """enable_thinking false: Qwen3's hybrid template writes an empty
+    <think></think> block after every generation prompt (gcore-run --chat
+    --no-think, its second turn too; the server's chat_template_kwargs), as
+    Jinja renders it with the argument; templates that do not read it
+    (Qwen3-Thinking-2507's, Qwen2.5's) render as without it. The server
+    refuses other template arguments and a non-boolean, and --no-think
+    without --chat is an error."""
+    from test_serve import Server
+    path, toks = chat_gguf(gc, kind)
+    bundle = chat_bundle(bundles, path, kind)
+    u = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi cat"}]
+    want = rendered_ids(gc, path, kind, u, enable_thinking=False)
+    assert (want != rendered_ids(gc, path, kind, u)) == (kind == "qwen3"), kind
+    r = gc("gcore-run", "-m", path, "-b", bundle, "--chat", "--system", "be brief", "--no-think", "-n", 2, *GREEDY,
+           "--json", input="hi cat\nthe end\n")
+    assert r.rc == 0, r
+    (p1, g1), (p2, _) = [(t["prompt_ids"], t["tokens"]) for t in map(json.loads, r.out.splitlines())]
+    assert p1 == want, C.render(C.ALL[kind], u, enable_thinking=False)
+    # the second turn: what the conversation adds after the first reply's end
+    whole = C.render(C.ALL[kind], u + [{"role": "assistant", "content": "QQQ"},
+                                       {"role": "user", "content": "the end"}], enable_thinking=False)
+    after = whole[whole.index("<|im_end|>", whole.index("QQQ")) + len("<|im_end|>"):]
+    end = toks.index("<|im_end|>")
+    closed = [g1[-1]] if g1[-1] in (end, 2) else [g1[-1], end]
+    assert p2 == closed + ids_of(gc, path, after), (p2, after)
+    srv = Server(path, bundle, "--parallel", 1)
+    try:
+        status, _, text = srv.post("/v1/chat/completions", {"messages": u, "max_tokens": 1, "return_token_ids": True,
+                                                             "chat_template_kwargs": {"enable_thinking": False}})
+        assert status == 200, text
+        assert json.loads(text)["choices"][0]["prompt_token_ids"] == want
+        for kw, msg in (({"enable_thinking": "no"}, "must be"), ({"tools": []}, "'tools' is not read"), ([], "an object")):
+            status, _, text = srv.post("/v1/chat/completions", {"messages": u, "max_tokens": 1,
+                                                                 "chat_template_kwargs": kw})
+            assert status == 400 and msg in json.loads(text)["error"]["message"], text
+    finally:
+        assert srv.stop()[0] == 0
+    r = gc("gcore-run", "-m", path, "-b", bundle, "--no-think", "-p", "hi", "-n", 1)
+    assert_clean_error(r, "gcore-run", "--no-think goes with --chat")
 
 
 def test_gguf_mistral_v3_control_tokens(gc, bundles):

@@ -23,7 +23,7 @@
 
 static const char usage[] =
     "usage: gcore-run -m MODEL [-b BUNDLE] [-p TEXT | --tokens IDS] [-n N] [sampling] [options]\n"
-    "       gcore-run -m MODEL [-b BUNDLE] --chat [--system TEXT]   (one user turn per stdin line)\n"
+    "       gcore-run -m MODEL [-b BUNDLE] --chat [--system TEXT] [--no-think]   (one user turn per stdin line)\n"
     "       gcore-run --tokenizer PATH --tokenize [--bos] | --detokenize   (stdin to stdout)\n"
     "       gcore-run -b BUNDLE --op OP --m M --n N [--k K] [--dtype T]\n"
     "Runs a Llama model (a Hugging Face directory, a GGUF file or a llama2.c checkpoint) through the\n"
@@ -51,6 +51,8 @@ static const char usage[] =
     "                       ChatML, Zephyr): each stdin line is a user turn; the KV cache\n"
     "                       is kept between turns\n"
     "  --system TEXT        system prompt of the chat\n"
+    "  --no-think           with --chat: the template's enable_thinking false (Qwen3's: each\n"
+    "                       reply starts after an empty <think></think> block; others: no effect)\n"
     "  -n, --n-predict N    tokens to generate (default 64)\n"
     "  --ctx N              KV-cache positions (default: the model's maximum, at most 4096)\n"
     "  --ignore-eos         keep generating past end-of-sequence tokens\n"
@@ -109,7 +111,7 @@ static const char usage[] =
 enum { O_VERSION = 255, O_OP = 256, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_BACKEND, O_DEVICE, O_SEED, O_DUMP,
        O_MINTIME, O_POS, O_LAYOUT, O_TOKENS, O_CTX, O_IGNORE_EOS, O_TBT, O_JSON, O_LOGITS, O_TEMP, O_TOPK, O_TOPP,
        O_MINP, O_REPEAT, O_REPEAT_N, O_PROFILE, O_NOGRAPH, O_NOAHEAD, O_NOPDL, O_WARMUP, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE,
-       O_BOS, O_CHAT, O_SYSTEM, O_NULL, O_DB, O_CACHE, O_TOKENS_FILE, O_QUANTIZE, O_TP, O_DEVICES };
+       O_BOS, O_CHAT, O_SYSTEM, O_NO_THINK, O_NULL, O_DB, O_CACHE, O_TOKENS_FILE, O_QUANTIZE, O_TP, O_DEVICES };
 
 static const struct option longopts[] = {
     {"bundle", 1, 0, 'b'},        {"model", 1, 0, 'm'},        {"prompt", 1, 0, 'p'},
@@ -126,6 +128,7 @@ static const struct option longopts[] = {
     {"warmup", 1, 0, O_WARMUP},
     {"tokenizer", 1, 0, O_TOKENIZER}, {"tokenize", 0, 0, O_TOKENIZE}, {"detokenize", 0, 0, O_DETOKENIZE},
     {"bos", 0, 0, O_BOS},         {"chat", 0, 0, O_CHAT},      {"system", 1, 0, O_SYSTEM},
+    {"no-think", 0, 0, O_NO_THINK},
     {"null", 0, 0, O_NULL},       {"db", 1, 0, O_DB},          {"cache", 1, 0, O_CACHE},
     {"tokens-file", 1, 0, O_TOKENS_FILE}, {"quantize", 1, 0, O_QUANTIZE},
     {"tp", 1, 0, O_TP},           {"devices", 1, 0, O_DEVICES},
@@ -232,6 +235,7 @@ typedef struct run_opts {
   const char *db, *cache; /* without -b: where the bundle comes from */
   int ordinal, n_predict, ctx, ignore_eos, token_by_token, json, chat, bos, profile, no_graph, no_ahead, no_pdl, warmup;
   int tp;                  /* --tp N: tensor-parallel ranks (1: none) */
+  int no_think;            /* --no-think: the template's enable_thinking false */
   int ndev, devices[GC_LLAMA_TP_MAX]; /* --devices: the ranks' ordinals (0: --device + r) */
   gc_sampler_params_t sp;
 } run_opts_t;
@@ -520,6 +524,7 @@ static int open_tokenizer(const run_opts_t *o, const gc_llama_config_t *c, text_
   if (o->chat && gc_chat_detect(io->tok, &io->chat, e)) return e->code;
   if (o->chat) io->chat_end = gc_chat_end_token(io->tok, io->chat);
   if (o->chat) gc_chat_init(&io->conv, io->tok, io->chat);
+  io->conv.think_off = o->no_think;
   gc_tok_stream_init(&io->ts, io->tok, GC_TOK_SKIP_SPECIAL);
   return GC_OK;
 }
@@ -893,6 +898,7 @@ int main(int argc, char **argv) {
       case O_NULL: batch = 1; break;
       case O_CHAT: o.chat = 1; break;
       case O_SYSTEM: o.system = optarg; break;
+      case O_NO_THINK: o.no_think = 1; break;
       case O_QUANTIZE: o.quantize = optarg; break;
       case O_TP:
         if (gc_parse_i64(optarg, &iv) || iv < 1 || iv > GC_LLAMA_TP_MAX) return bad_flag("--tp", "1..64 ranks");
@@ -990,6 +996,8 @@ int main(int argc, char **argv) {
     rc = run_tokenizer(&o, tok_mode == 2, batch, &e);
   else if (o.system && !o.chat)
     rc = gc_err_set(&e, GC_EINVAL, "--system goes with --chat");
+  else if (o.no_think && !o.chat)
+    rc = gc_err_set(&e, GC_EINVAL, "--no-think goes with --chat");
   else if (o.chat && o.tokens)
     rc = gc_err_set(&e, GC_EINVAL, "--chat takes text turns on stdin, not --tokens");
   else if (o.chat && o.warmup)
