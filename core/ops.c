@@ -638,12 +638,19 @@ static int ref_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc, void **
 /* rmsnorm_gemm_rope_kv (buffers A B Qout norm Kc Vc inv_freq pos): the
  * rope pass of rmsnorm_gemm's C [M, N], each value carrying the GEMM
  * rule's error, which includes its rounding into C's dtype (what the
- * kernel rotates). */
+ * kernel rotates). rmsnorm_gemm_bias_rope_kv (then b[N]): b added to
+ * every row of C first, in fp32 (its rounding, and one more of C's dtype
+ * on b's share, added to the error). */
 static int ref_norm_gemm_rope(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
                               double **tol, gc_err_t *e) {
   size_t cnt = (size_t)(p->m * p->n > 0 ? p->m * p->n : 1);
   double *x = gc_malloc(cnt * sizeof *x, e), *xt = x ? gc_malloc(cnt * sizeof *xt, e) : NULL;
   int rc = xt ? ref_norm_gemm(p, sc, h, x, xt, e) : GC_ENOMEM;
+  for (int64_t i = 0; !rc && gc_op_find(p->op)->nbufs == 9 && i < p->m * p->n; i++) {
+    const double b = gc_load_elem(h[8], p->tb, i % p->n);
+    xt[i] += ulp_rel(p->tc) * fabs(b) + 0x1p-24 * (fabs(x[i]) + fabs(b));
+    x[i] += b;
+  }
   if (!rc) {
     keep_cache(p, sc->pos0 + p->m, h[4], ref[4], tol[4]);
     keep_cache(p, sc->pos0 + p->m, h[5], ref[5], tol[5]);
@@ -1165,6 +1172,14 @@ static const gc_op_t ops[] = {
       {"Kc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"}, {"Vc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"},
       BUF("inv_freq", 'd', "1", "D/2", IN, GC_FILL_INV_FREQ), BUF("pos", 'i', "1", "1", IN, GC_FILL_POS)},
      "MNKHGDL", 'e', ref_norm_gemm_rope, f_norm_gemm_rope, 1, NULL},
+    {"rmsnorm_gemm_bias_rope_kv", "mnkhgd",
+     "rmsnorm_gemm_rope_kv with b[N] added to QKV's row before RoPE (Qwen2's decode; dense weights)", 1, 1, 9,
+     {BUF("A", 'A', "M", "K", IN, GC_FILL_UNIT), BUF("B", 'B', "N", "K", IN, GC_FILL_UNIT),
+      BUF("Qout", 'C', "M", "H*D", OUT, 0), BUF("norm", 'N', "1", "K", IN, GC_FILL_NORM),
+      {"Kc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"}, {"Vc", 'C', "S", "G*D", INOUT, GC_FILL_CACHE, "M"},
+      BUF("inv_freq", 'd', "1", "D/2", IN, GC_FILL_INV_FREQ), BUF("pos", 'i', "1", "1", IN, GC_FILL_POS),
+      BUF("b", 'B', "1", "N", IN, GC_FILL_UNIT)},
+     "MNKHGDL", 'e', ref_norm_gemm_rope, f_norm_gemm_rope, 0, NULL},
     {"argmax", "mn", "idx[M] = the lowest index of the maximum of each row of X[M,N]", 1, 0, 2,
      {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("idx", 'i', "1", "M", OUT, 0)},
      "MN", 0, r_argmax, f_rows, 0, NULL},

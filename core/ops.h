@@ -10,7 +10,7 @@
 
 typedef uint64_t gc_dptr_t; /* device address; 0 is never a valid buffer */
 
-#define GC_OP_MAX_BUFS 8
+#define GC_OP_MAX_BUFS 9
 
 enum { GC_BUF_IN = 0, GC_BUF_OUT = 1, GC_BUF_INOUT = 2 };
 
@@ -128,12 +128,14 @@ int gc_op_buffers(const gc_problem_t *p, const gc_op_scalars_t *sc,
                   gc_opbuf_t bufs[GC_OP_MAX_BUFS], int *n, gc_err_t *e);
 
 /* Argument values for a launch: buffer addresses then scalars, in the
- * order of templates/README.md. args points into the pack. */
+ * order of templates/README.md. args points into the pack, NULL after the
+ * last (at most GC_OP_MAX_BUFS + 8 + 1 of GC_OP_MAX_ARGS). */
+#define GC_OP_MAX_ARGS 20
 typedef struct gc_argpack {
   gc_dptr_t ptr[GC_OP_MAX_BUFS];
   int64_t i64[8];
   float f32[2];
-  void *args[20];
+  void *args[GC_OP_MAX_ARGS];
   int nargs;
 } gc_argpack_t;
 void gc_op_args(const gc_problem_t *p, const gc_op_scalars_t *sc, const gc_dptr_t *bufs,

@@ -17,7 +17,7 @@ typedef enum gc_dtype {
   GC_DT_COUNT
 } gc_dtype_t;
 
-#define GC_OP_NAME 24
+#define GC_OP_NAME 32
 typedef struct gc_problem {
   char op[GC_OP_NAME]; /* "gemm", "gemm_swiglu", "rmsnorm" */
   gc_dtype_t ta, tb, tc; /* operand dtypes: A (activations), B (weights), C (output) */

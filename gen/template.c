@@ -110,6 +110,7 @@ static const struct op_values {
     {"rmsnorm_gemm", {1, 1, 0, 0}},
     {"rmsnorm_gemm_swiglu", {2, 1, 0, 0}},
     {"rmsnorm_gemm_rope_kv", {1, 1, 1, 0}},
+    {"rmsnorm_gemm_bias_rope_kv", {1, 1, 1, 0}},
     {"rope_kv_batch", {1, 0, 0, 1}},
     {"attention_batch", {1, 0, 0, 1}},
 };

@@ -606,7 +606,8 @@ static int qkv_split(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t
 }
 
 /* The QKV projection (weights wqkv) and the RoPE/KV write of a layer: one launch of
- * rmsnorm_gemm_rope_kv where the steps fold them (s->qkv_rope) and the
+ * rmsnorm_gemm_rope_kv (with Qwen2's biases: rmsnorm_gemm_bias_rope_kv, b
+ * its last buffer) where the steps fold them (s->qkv_rope) and the
  * bundle has a kernel for it; else the projection (rmsnorm_gemm, or
  * rmsnorm then gemm), the biases added in place (s->bias, a batched step
  * of a model with them), the q and k heads normalised in place
@@ -621,7 +622,7 @@ static int qkv_rope(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t 
                   rope[] = {m->qkv, m->q, kc, vc, m->inv_freq, where, L->bqkv ? L->bqkv : L->qn, L->kn},
                   bias[] = {m->qkv, L->bqkv, m->qkv},
                   qkn[] = {m->qkv, L->qn, L->kn},
-                  both[] = {m->x, wqkv, m->q, L->attn_norm, kc, vc, m->inv_freq, where};
+                  both[] = {m->x, wqkv, m->q, L->attn_norm, kc, vc, m->inv_freq, where, L->bqkv};
   if (s->qkv_rope && !m->no_qkv_rope) {
     const gc_rt_kernel_t *k;
     gc_err_t miss = {0};

@@ -100,14 +100,19 @@ gc_problem_t gc_llama_qkv_unfused(const gc_problem_t *q) {
 
 /* qkv of a decode step with dense weights or weights in a device layout
  * (NVIDIA's recipe: gemv_qmma has the epilogue) and a plain rope_kv after
- * it (no bias or norm between, nor folded into rope): rmsnorm_gemm_rope_kv
- * (the heads of rope, the GEMM's dimensions); else as it is. */
+ * it (no step between, nor one folded into rope): rmsnorm_gemm_rope_kv
+ * (the heads of rope, the GEMM's dimensions); with dense weights and
+ * Qwen2's biases folded into rope (bias_rope_kv), rmsnorm_gemm_bias_rope_kv
+ * (the epilogue adds them: the GEMVs of dense weights have it); else as
+ * it is. */
 static void qkv_rope(gc_llama_steps_t *s) {
   gc_problem_t *q = &s->qkv;
-  const int between = s->bias.op[0] || s->qk_norm.op[0] || strcmp(s->rope.op, "rope_kv"); /* not the epilogue's */
-  s->qkv_rope = s->decode && !between && (!gc_dtype_is_block(q->tb) || gc_dtype_is_device_layout(q->tb));
+  const int bias = !strcmp(s->rope.op, "bias_rope_kv"), dense = !gc_dtype_is_block(q->tb);
+  const int plain = !s->bias.op[0] && !s->qk_norm.op[0] && !strcmp(s->rope.op, "rope_kv");
+  s->qkv_rope = s->decode && ((plain && (dense || gc_dtype_is_device_layout(q->tb))) || (bias && dense));
   if (s->qkv_rope)
-    *q = prob("rmsnorm_gemm_rope_kv", q->ta, q->tb, q->tc, q->m, q->n, q->k, s->rope.h, s->rope.g, s->rope.d);
+    *q = prob(bias ? "rmsnorm_gemm_bias_rope_kv" : "rmsnorm_gemm_rope_kv", q->ta, q->tb, q->tc, q->m, q->n, q->k,
+              s->rope.h, s->rope.g, s->rope.d);
 }
 
 /* Matrix step p of weights in w: with the dense plan and w a block

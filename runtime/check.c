@@ -508,7 +508,7 @@ static int sample_launches(gc_check_t *c, gc_launch_fn fn, void *ctx, int n, int
       if (fn(ctx, c->args.args, e)) return e->code;
     return GC_OK;
   }
-  void *args[16];
+  void *args[GC_OP_MAX_ARGS]; /* the pack's, NULL-terminated */
   memcpy(args, c->args.args, sizeof args);
   c->copies_used = 1;
   for (int r = 0; r < n; r++) {

@@ -35,7 +35,7 @@ typedef struct cpu_pool {
 
 /* A launch recorded in a graph: the kernel, its tasks and threads, and a
  * copy of each argument's value (8 bytes: the widest an argument is). */
-#define CPU_GRAPH_ARGS 16
+#define CPU_GRAPH_ARGS GC_OP_MAX_ARGS /* an argument pack's (core/ops.h) */
 typedef struct cpu_node {
   cpu_kernel_fn fn;
   int64_t ntasks;

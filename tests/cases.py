@@ -155,6 +155,8 @@ CASES = {
                                                                            for dt in DTYPES if dt not in SAME],
     # the decode step's QKV projection with rope_kv in the GEMV's epilogue
     "rmsnorm_gemm_rope_kv": [(dt, s) for dt in DTYPES for s in QKV_ROPE_SHAPES],
+    # the same with Qwen2's biases added in the epilogue (dense weights)
+    "rmsnorm_gemm_bias_rope_kv": [(dt, s) for dt in DTYPES for s in QKV_ROPE_SHAPES[:3]],
     "attention": [(dt, s) for dt in SAME for s in HEAD_SHAPES + PREFILL_HEAD_SHAPES],
     # batched decode: each row at its own position in its own cache slot
     "rope_kv_batch": [(dt, s) for dt in SAME for s in HEAD_SHAPES],
@@ -403,6 +405,17 @@ def check_rmsnorm_gemm_rope_kv(d, dt, shape):
     check_rope_of(d, tc, qkv, err, m, h, g, dd)
 
 
+def check_rmsnorm_gemm_bias_rope_kv(d, dt, shape):
+    """check_rmsnorm_gemm_rope_kv's with b[N] added to every row of C first:
+    the fp32 sum's rounding on top of the GEMM rule's error."""
+    m, n, k, h, g, dd = shape
+    tc = npref.split_dtypes(dt)[2]
+    qkv, absref = npref.gemm(normed_rows(d, m, k), d["B"][1], m, n, k)
+    b = d["b"][1].reshape(1, n)
+    err = ULP[tc] * np.abs(qkv + b) + (2 * k + 8) * EPS_F32 * absref + EPS_F32 * (np.abs(qkv) + np.abs(b)) + SUB[tc]
+    check_rope_of(d, tc, (qkv.reshape(m, n) + b).ravel(), err.ravel(), m, h, g, dd)
+
+
 def check_bias_rope_kv(d, dt, shape):
     """rope_kv of QKV plus b on every row, each value off by bias's rule
     (one fp32 sum rounded into C's dtype, check_bias's), value heads too."""
@@ -524,13 +537,15 @@ CHECK = {"gemm": check_gemm, "gemm_add": check_gemm_add, "gemm_swiglu": check_ge
          "rmsnorm": check_rmsnorm, "add": check_add, "bias": check_bias, "qk_norm": check_qk_norm, "concat": check_concat, "embed": check_embed, "rope_kv": check_rope_kv,
          "attention": check_attention, "argmax": check_argmax, "rope_kv_batch": check_rope_kv_batch,
          "attention_batch": check_attention_batch, "rmsnorm_gemm_rope_kv": check_rmsnorm_gemm_rope_kv,
-         "bias_rope_kv": check_bias_rope_kv, "qk_norm_rope_kv": check_qk_norm_rope_kv}
+         "bias_rope_kv": check_bias_rope_kv, "qk_norm_rope_kv": check_qk_norm_rope_kv,
+         "rmsnorm_gemm_bias_rope_kv": check_rmsnorm_gemm_bias_rope_kv}
 
 # gcore-run flags of a case beyond its shape: where an op has more than one
 # position or RoPE layout to check, each runs with each (ROPE_POS; attention:
 # at pos0 3, then 300, then 3071: a long decode position, where a split's
 # slices are full)
 RUN_VARIANTS = {"rmsnorm_gemm_rope_kv": [["--pos", p, "--layout", l] for p, l in ROPE_POS],
+                "rmsnorm_gemm_bias_rope_kv": [["--pos", p, "--layout", l] for p, l in ROPE_POS[:2]],
                 "bias_rope_kv": [["--pos", p, "--layout", l] for p, l in ROPE_POS[:2]],
                 "qk_norm_rope_kv": [["--pos", p, "--layout", l] for p, l in ROPE_POS[:2]],
                 "attention": [[], ["--pos", "300"], ["--pos", "3071"]]}

@@ -19,7 +19,8 @@ OPS = {"gemm": ["--m", "3", "--n", "40", "--k", "24"], "gemm_add": ["--m", "3", 
        "gemm_swiglu": ["--m", "3", "--n", "40", "--k", "24"],
        "rmsnorm_gemm": ["--m", "1", "--n", "40", "--k", "24"],
        "rmsnorm_gemm_swiglu": ["--m", "1", "--n", "40", "--k", "24"], "rmsnorm": ["--m", "3", "--n", "40"],
-       "rmsnorm_gemm_rope_kv": ["--m", "1", "--n", "40", "--k", "24", "--h", "3", "--g", "1", "--d", "8"]}
+       "rmsnorm_gemm_rope_kv": ["--m", "1", "--n", "40", "--k", "24", "--h", "3", "--g", "1", "--d", "8"],
+       "rmsnorm_gemm_bias_rope_kv": ["--m", "1", "--n", "40", "--k", "24", "--h", "3", "--g", "1", "--d", "8"]}
 
 
 def dispatch(bundle, *cols):
@@ -54,9 +55,9 @@ def test_op_names_table_is_gens():
 
 
 MERGED = {"cpu/gemm.c": ["gemm", "gemm_add", "rmsnorm_gemm", "gemm_swiglu", "rmsnorm_gemm_swiglu"],
-          "cpu/gemv.c": ["gemm", "gemm_add", "rmsnorm_gemm", "rmsnorm_gemm_rope_kv"],
+          "cpu/gemv.c": ["gemm", "gemm_add", "rmsnorm_gemm", "rmsnorm_gemm_rope_kv", "rmsnorm_gemm_bias_rope_kv"],
           "gpu/gemv.cu": ["gemm", "gemm_add", "rmsnorm_gemm", "gemm_swiglu", "rmsnorm_gemm_swiglu",
-                          "rmsnorm_gemm_rope_kv"],
+                          "rmsnorm_gemm_rope_kv", "rmsnorm_gemm_bias_rope_kv"],
           "gpu/gemv_qmma.cu": ["gemm", "gemm_add", "rmsnorm_gemm", "gemm_swiglu", "rmsnorm_gemm_swiglu",
                                "rmsnorm_gemm_rope_kv"],
           "gpu/gemm_simt.cu": ["gemm", "gemm_add", "gemm_swiglu"],

@@ -30,6 +30,7 @@ SHAPES = {"gemm": "--m 1 --n 96 --k 72", "gemm_swiglu": "--m 1 --n 96 --k 72",
           "rmsnorm_gemm": "--m 1 --n 96 --k 72", "rmsnorm_gemm_swiglu": "--m 1 --n 96 --k 72",
           "rope_kv_batch": "--m 1 --h 8 --g 2 --d 64", "attention_batch": "--m 1 --h 8 --g 2 --d 64",
           "rmsnorm_gemm_rope_kv": "--m 1 --n 672 --k 72 --h 5 --g 1 --d 96",
+          "rmsnorm_gemm_bias_rope_kv": "--m 1 --n 672 --k 72 --h 5 --g 1 --d 96",
           "bias_rope_kv": "--m 1 --h 12 --g 2 --d 128", "qk_norm_rope_kv": "--m 1 --h 16 --g 8 --d 128"}
 
 

@@ -279,15 +279,17 @@ def as_f64(bits, dt):
     return b.view("<f2").astype(np.float64) if dt == "f16" else ggufq.bf16_to_f32(b).astype(np.float64)
 
 
-def run_rope(tmp, dtype, params, m, h, g, d, layout, pos0, seed=0, tpl_file="gemv_qmma.cu", **texts):
+def run_rope(tmp, dtype, params, m, h, g, d, layout, pos0, seed=0, tpl_file="gemv_qmma.cu", bias=False, **texts):
     """rmsnorm_gemm_rope_kv, QKV of N = (H + 2G)·D rows of B: Qout, and the
     rows pos0 .. pos0 + M - 1 of the caches, against fp64 (the GEMM rule of
     _qcheck, then the rotation's propagation of it); every other cache row
-    unchanged. dtype "A:B:C" (B a block format) or "T" (dense B).
-    (unwritten, bad, messages)"""
+    unchanged. dtype "A:B:C" (B a block format) or "T" (dense B). bias:
+    rmsnorm_gemm_bias_rope_kv, b[N] added to QKV's rows (its fp32 sum's
+    rounding added to the error). (unwritten, bad, messages)"""
     import numpy as np
     import ggufq
-    op, dt, fmt = "rmsnorm_gemm_rope_kv", dtype.split(":")[0], (dtype.split(":") + [None])[1]
+    op = "rmsnorm_gemm_bias_rope_kv" if bias else "rmsnorm_gemm_rope_kv"
+    dt, fmt = dtype.split(":")[0], (dtype.split(":") + [None])[1]
     tpl, env, exe = build(tmp, dtype, op, params, tpl_file=tpl_file, **texts)
     n, k = (h + 2 * g) * d, 1024
     ab, bb, _, wb, a, b, mins, _ = (qdata(fmt, dt, op, m, n, k, seed=seed) if fmt
@@ -300,6 +302,11 @@ def run_rope(tmp, dtype, params, m, h, g, d, layout, pos0, seed=0, tpl_file="gem
     inv = 10000.0 ** (-2.0 * np.arange(d // 2) / d)
     files = {"a": ab, "b": bb, "w": wb, "kc": kc0.tobytes(), "vc": vc0.tobytes(), "inv": inv.astype("<f8").tobytes(),
              "c": np.full(m * h * d, 0x7E00 if dt == "f16" else 0x7FC0, "<u2").tobytes()}
+    bv = np.zeros(n)
+    if bias:
+        bb_ = (rng.uniform(-1, 1, n).astype("<f2").view("<u2") if dt == "f16"
+               else ggufq.bf16_bits(rng.uniform(-1, 1, n).astype(np.float32)).reshape(-1))
+        files["bias"], bv = bb_.tobytes(), as_f64(bb_.tobytes(), dt)
     for name, data in files.items():
         (tmp / f"{name}.bin").write_bytes(data)
     e = env | {"M": m, "N": n, "K": k, "H": h, "G": g, "D": d}
@@ -310,7 +317,9 @@ def run_rope(tmp, dtype, params, m, h, g, d, layout, pos0, seed=0, tpl_file="gem
     assert r.returncode == 0, f"{op} {dtype} {params}:\n{r.stdout}{r.stderr[-3000:]}"
     assert "misuse 0 inputs_changed 0" in r.stdout, r.stdout
     qkv = a @ b.T
-    err = TOL_U[dt] * np.abs(qkv) + k * 2.0 ** -22 * (np.abs(a) @ (np.abs(b) + mins).T) + 1e-6
+    err = TOL_U[dt] * np.abs(qkv + bv) + k * 2.0 ** -22 * (np.abs(a) @ (np.abs(b) + mins).T) + 1e-6 + \
+        2.0 ** -24 * (np.abs(qkv) + np.abs(bv))
+    qkv = qkv + bv
     pa = np.arange(d // 2) * 2 if layout else np.arange(d // 2)      # pair j's elements
     pb = pa + 1 if layout else pa + d // 2
     x, ex = qkv.reshape(m, h + 2 * g, d), err.reshape(m, h + 2 * g, d)
@@ -778,12 +787,21 @@ SIMT_ROPE_CASES += [
 ]
 
 
+# the same with Qwen2's biases in the epilogue (rmsnorm_gemm_bias_rope_kv):
+# gemv_bulk's held pairs and gemv_gpu's split-K store
+SIMT_ROPE_CASES += [
+    ("f16", dict(RS=4, KC=512, STAGES=2, BPS=1, SMS=3, tpl_file="gemv_bulk.cu", bias=True), 1, 12, 2, 128, 0, 37),
+    ("bf16", dict(WARPS=8, KS=2, ROWS=2, UNR=2, MMAX=1, bias=True), 1, 5, 1, 64, 1, 9),
+]
+
+
 @pytest.mark.parametrize("dtype,params,m,h,g,d,layout,pos0", SIMT_ROPE_CASES,
-                         ids=[f"{c[1].get('tpl_file', 'gemv.cu')[:-3]}-{c[0]}-L{c[6]}" for c in SIMT_ROPE_CASES])
+                         ids=[f"{c[1].get('tpl_file', 'gemv.cu')[:-3]}-{c[0]}-L{c[6]}" + ("-bias" if c[1].get("bias") else "")
+                              for c in SIMT_ROPE_CASES])
 def test_gemv_gpu_rope_kv_on_the_emulated_gpu(tmp_path, dtype, params, m, h, g, d, layout, pos0):
     params = dict(params)
-    tpl_file = params.pop("tpl_file", "gemv.cu")
-    unwritten, bad, msgs = run_rope(tmp_path, dtype, params, m, h, g, d, layout, pos0, tpl_file=tpl_file)
+    tpl_file, bias = params.pop("tpl_file", "gemv.cu"), params.pop("bias", False)
+    unwritten, bad, msgs = run_rope(tmp_path, dtype, params, m, h, g, d, layout, pos0, tpl_file=tpl_file, bias=bias)
     assert unwritten == 0 and bad == 0, f"{dtype} {params}: {unwritten} unwritten, {bad} bad\n" + "\n".join(msgs)
 
 
@@ -812,6 +830,20 @@ def test_gemv_bulk_rope_wrong_pair_is_caught(tmp_path, old, new):
     assert text.count(old) == 1, f"gemv_bulk.cu no longer has one: {old}"
     unwritten, bad, _ = run_rope(tmp_path, "f16", dict(RS=2, KC=256, STAGES=2, BPS=1, SMS=1), 1, 2, 1, 64, 0, 5,
                                  tpl_file="gemv_bulk.cu", tpl_text=text.replace(old, new))
+    assert unwritten or bad, f"not caught: {new}"
+
+
+# the biases' columns: a RoPE pair's second element given its first's bias
+@pytest.mark.parametrize("tpl_file,old,new,params", [
+    ("gemv_bulk.cu", "gb_bias(ro, N, u, GB_NR - 1)", "gb_bias(ro, N, u, 0)",
+     dict(RS=2, KC=256, STAGES=2, BPS=1, SMS=1)),
+    ("gemv.cu", "gv_bias(ro, (n) + 1)", "gv_bias(ro, n)", dict(WARPS=4, KS=1, ROWS=4, UNR=1, MMAX=1))],
+    ids=["gemv_bulk", "gemv_gpu"])
+def test_a_wrong_rope_bias_is_caught(tmp_path, tpl_file, old, new, params):
+    text = open(os.path.join(GPU, tpl_file)).read()
+    assert text.count(old) == 1, f"{tpl_file} no longer has one: {old}"
+    unwritten, bad, _ = run_rope(tmp_path, "f16", params, 1, 2, 1, 64, 0, 5, tpl_file=tpl_file, bias=True,
+                                 tpl_text=text.replace(old, new))
     assert unwritten or bad, f"not caught: {new}"
 
 

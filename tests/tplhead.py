@@ -15,6 +15,7 @@ OP_NAMES = {"gemm_swiglu": {"PAIR": 2, "NORM": 0, "ROPE": 0, "BATCH": 0},
             "rmsnorm_gemm": {"PAIR": 1, "NORM": 1, "ROPE": 0, "BATCH": 0},
             "rmsnorm_gemm_swiglu": {"PAIR": 2, "NORM": 1, "ROPE": 0, "BATCH": 0},
             "rmsnorm_gemm_rope_kv": {"PAIR": 1, "NORM": 1, "ROPE": 1, "BATCH": 0},
+            "rmsnorm_gemm_bias_rope_kv": {"PAIR": 1, "NORM": 1, "ROPE": 1, "BATCH": 0},
             "rope_kv_batch": {"PAIR": 1, "NORM": 0, "ROPE": 0, "BATCH": 1},
             "attention_batch": {"PAIR": 1, "NORM": 0, "ROPE": 0, "BATCH": 1}}
 

@@ -3,7 +3,7 @@
  * rmsnorm_gemm_rope_kv, the QKV projection with rope_kv in its epilogue.
  *
  * @template gemv_cpu
- * @op gemm gemm_add rmsnorm_gemm rmsnorm_gemm_rope_kv
+ * @op gemm gemm_add rmsnorm_gemm rmsnorm_gemm_rope_kv rmsnorm_gemm_bias_rope_kv
  * @backend cpu
  * @dtypes f32 f16 bf16 f32:f16:f32 f32:bf16:f32
  * @kernel gemv_cpu
@@ -44,6 +44,8 @@
  * then rotated as rope_kv_cpu does (θ = p·inv_freq[j], sin and cos in
  * double by gv_sincos, the rotation in double, one rounding): the result
  * is rmsnorm_gemm followed by rope_kv, bit for bit.
+ * rmsnorm_gemm_bias_rope_kv: each sum has its column's b added (fp32)
+ * before that rounding (Qwen2's q/k/v biases).
  */
 
 #define GV_NORM NORM
@@ -55,6 +57,7 @@ typedef struct gv_rope {
   TC *Qout, *Kc, *Vc;     /* [M, H·D], [S, G·D], [S, G·D] */
   const double *inv_freq; /* [D/2] */
   int64_t pos0, H, G, D, layout;
+  const TB *bias;         /* rmsnorm_gemm_bias_rope_kv: b[N]; else NULL */
 } gv_rope_t;
 
 /* The row of B of group slot s: s itself, or under ROPE element s % 2 of
@@ -115,6 +118,8 @@ static void gv_rope_pair(const gv_rope_t *ro, int64_t m, int64_t s, float x, flo
   int64_t half = ro->D / 2, u = s / 2, hd = u / half, j = u % half, p = ro->pos0 + m;
   int64_t ia = ro->layout ? 2 * j : j, ib = ro->layout ? 2 * j + 1 : j + half;
   int64_t H = ro->H, G = ro->G, D = ro->D;
+  if (ro->bias) /* the columns of the pair's two rows of B */
+    x += LOAD_B(ro->bias, gv_row(ro, s)), y += LOAD_B(ro->bias, gv_row(ro, s + 1));
   float a = gv_round_c(x), b = gv_round_c(y);
   if (hd >= H + G) { /* value head: copied */
     TC *v = ro->Vc + (p * G + hd - H - G) * D;
@@ -224,8 +229,10 @@ GC_INLINE void gemv_task(int MROWS, const TA *A, const TB *B, TC *C, const TB *w
 /* args: A[M,K] (TA), B[N,K] (TB), C[M,N] (TC), [norm[K] (TB),] int64 M, N,
  * K[, float eps]; M <= 4. rmsnorm_gemm_rope_kv: A, B, Qout[M,H·D] (C's
  * place), norm, Kc[S,G·D], Vc[S,G·D], double inv_freq[D/2], int32 pos[1],
- * int64 M, N, K, H, G, D, layout, float eps. */
-#define GV_I (3 + GV_NORM + 4 * ROPE) /* the first int64 argument */
+ * int64 M, N, K, H, G, D, layout, float eps; rmsnorm_gemm_bias_rope_kv:
+ * b[N] (TB) after pos. */
+#define GV_BIAS GC_OP_RMSNORM_GEMM_BIAS_ROPE_KV
+#define GV_I (3 + GV_NORM + 4 * ROPE + GV_BIAS) /* the first int64 argument */
 GC_EXPORT void gemv_cpu(void **args, int64_t task) {
   const TA *A = GC_ARG(args, 0, const TA *);
   const TB *B = GC_ARG(args, 1, const TB *);
@@ -240,7 +247,7 @@ GC_EXPORT void gemv_cpu(void **args, int64_t task) {
   rope = (gv_rope_t){C, GC_ARG(args, 4, TC *), GC_ARG(args, 5, TC *), GC_ARG(args, 6, const double *),
                      *GC_ARG(args, 7, const int32_t *), GC_ARG(args, GV_I + 3, int64_t),
                      GC_ARG(args, GV_I + 4, int64_t), GC_ARG(args, GV_I + 5, int64_t),
-                     GC_ARG(args, GV_I + 6, int64_t)};
+                     GC_ARG(args, GV_I + 6, int64_t), GV_BIAS ? GC_ARG(args, 8, const TB *) : NULL};
   ro = &rope;
   if (rope.D <= 0 || rope.D % 2 || N != (rope.H + 2 * rope.G) * rope.D)
     return; /* not a problem of the op (core/problem.c refuses it) */

@@ -7,7 +7,7 @@
  * bound on B: every byte of B is read once, 16 bytes per lane per access.
  *
  * @template gemv_gpu
- * @op gemm gemm_add rmsnorm_gemm gemm_swiglu rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv
+ * @op gemm gemm_add rmsnorm_gemm gemm_swiglu rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv rmsnorm_gemm_bias_rope_kv
  * @backend gpu
  * @dtypes f32 f16 bf16 f32:f16:f32 f32:bf16:f32
  * @kernel gemv_gpu
@@ -70,6 +70,8 @@
  * rounded once (e^-g overflowing to inf gives silu = -0);
  * rmsnorm_gemm_swiglu scales both sums by 1/sqrt(mean(a²) + eps).
  *
+ * rmsnorm_gemm_bias_rope_kv: the same with each sum's column of b[N]
+ * added first (fp32; Qwen2's q/k/v biases).
  * rmsnorm_gemm_rope_kv (ROPE = 1): C's N = (H+2G)·D columns are the
  * query, key and value heads of token m at position p = pos0 + m (pos0
  * read from the device after gc_pdl_wait, so a captured decode step
@@ -114,8 +116,12 @@ GC_DEVICE int64_t gv_row(const gv_rope_t &ro, int64_t s) {
 /* ---- the epilogue: output (m, n) of C from the sums x of its row of B
  * (of its gate row; of the first row of its RoPE pair) and x2 of its up
  * row (of the pair's second row) ---- */
+/* rmsnorm_gemm_bias_rope_kv: b of slot s's column (its row of B); else 0 */
+GC_DEVICE float gv_bias(const gv_rope_t &ro, int64_t s) {
+  return GC_OP_RMSNORM_GEMM_BIAS_ROPE_KV ? LOAD_B((const TB *)ro.bias, gv_row(ro, s)) : 0.0f;
+}
 #if ROPE /* pair n/2 (n even) of row m (the prelude's gc_rope_put; rf: gemv_body's) */
-#define GV_STORE(C, m, n, x, x2) gc_rope_put(C, ro, m, (n) / 2, x, x2, rf)
+#define GV_STORE(C, m, n, x, x2) gc_rope_put(C, ro, m, (n) / 2, (x) + gv_bias(ro, n), (x2) + gv_bias(ro, (n) + 1), rf)
 #elif PAIR == 2
 #define GV_STORE(C, m, n, x, x_up) STORE_C(C, (m) * N + (n), gc_silu_mul(x, x_up))
 #else
@@ -302,7 +308,7 @@ GC_DEVICE void gv_prefetch(const TB *B, int64_t r, int64_t n, int64_t K) {
  * A, B, C, norm[K], int64 M, N, K, float eps (rmsnorm_gemm,
  * rmsnorm_gemm_swiglu); A, B, Qout (C), norm, Kc, Vc, double inv_freq,
  * int32 pos[1], int64 M, N, K, H, G, D, layout, float eps
- * (rmsnorm_gemm_rope_kv). */
+ * (rmsnorm_gemm_rope_kv; rmsnorm_gemm_bias_rope_kv: b[N] after pos). */
 GC_KERNEL_OCC(WARPS * WARP, OCC)
 void gemv_gpu(const TA *A, const TB *B, TC *C,
 #if NORM
@@ -310,6 +316,9 @@ void gemv_gpu(const TA *A, const TB *B, TC *C,
 #endif
 #if ROPE
               TC *Kc, TC *Vc, const double *inv_freq, const int32_t *pos,
+#endif
+#if GC_OP_RMSNORM_GEMM_BIAS_ROPE_KV
+              const TB *bias,
 #endif
               int64_t M, int64_t N, int64_t K
 #if ROPE
@@ -324,9 +333,13 @@ void gemv_gpu(const TA *A, const TB *B, TC *C,
   const float eps = 0.0f;
 #endif
 #if ROPE
-  gv_rope_t ro = {Kc, Vc, inv_freq, 0, H, G, D, layout};
+#if GC_OP_RMSNORM_GEMM_BIAS_ROPE_KV
+  gv_rope_t ro = {Kc, Vc, inv_freq, 0, H, G, D, layout, bias};
 #else
-  const gv_rope_t ro = {0, 0, 0, 0, 0, 0, 0, 0};
+  gv_rope_t ro = {Kc, Vc, inv_freq, 0, H, G, D, layout, 0};
+#endif
+#else
+  const gv_rope_t ro = {0, 0, 0, 0, 0, 0, 0, 0, 0};
 #endif
   GC_SHARED float red[KS > 1 ? WARPS * MMAX * (GV_NR + 1) : 1];
 #if !AMD /* only an overlapped launch (CUDA) has anything to prefetch for */

@@ -7,7 +7,7 @@
  * filled by the bulk copy engine, so the bytes in flight cost no registers.
  *
  * @template gemv_bulk
- * @op gemm gemm_add rmsnorm_gemm gemm_swiglu rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv
+ * @op gemm gemm_add rmsnorm_gemm gemm_swiglu rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv rmsnorm_gemm_bias_rope_kv
  * @backend cuda
  * @dtypes f16 bf16
  * @kernel gemv_bulk
@@ -19,8 +19,8 @@
  * @defaults gemm gemm_add rmsnorm_gemm KC=4096 STAGES=2 if K >= 4096 -- rows of 4096 or more: one 8 KB copy a row and stage (H200, f16: 8B QKV 16.8 -> 15.2 us, O 10.7 -> 10.3, LM head 284 -> 237, 1B down 11.1 -> 10.1; bench/RESULTS.md, session 29)
  * @defaults gemm gemm_add rmsnorm_gemm KC=2048 STAGES=3 if K >= 2048 && K < 4096 -- rows of 2048 to 4095: a 4 KB copy (1B QKV 6.7 -> 6.4 us, O 4.2 -> 4.0; session 29)
  * @defaults gemm_add STAGES=2 if K >= 2048 && K < 4096 -- the output projection of heads of 2048 to 4095 columns in a 64 KB ring, which shares an SM with the decode attention before it (H200, 1B with DMAX=64 attention: 1121.9 -> 1131.7 / 1079.3 -> 1089.3 tok/s after 128 / 3830 tokens; the 8B's 4096 columns lose with it: session 31)
- * @defaults gemm_swiglu rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv STAGES=4 -- two rows a warp: the default's bytes in flight (128 KB at f16) in half the stages (H200, f16 gate/up 14336x4096: 54.6 us, gemv_gpu's best of 10 62.4)
- * @defaults rmsnorm_gemm_rope_kv RS=4 KC=2048 -- the QKV's RoPE pairs in 4 KB copies (H200, f16 8B 6144x4096: 16.6 us, RS=8,KC=1024 26.4, gemv_gpu's best of 12 20.2; 1B 3072x2048: 7.1, 8.8, 7.1)
+ * @defaults gemm_swiglu rmsnorm_gemm_swiglu rmsnorm_gemm_rope_kv rmsnorm_gemm_bias_rope_kv STAGES=4 -- two rows a warp: the default's bytes in flight (128 KB at f16) in half the stages (H200, f16 gate/up 14336x4096: 54.6 us, gemv_gpu's best of 10 62.4)
+ * @defaults rmsnorm_gemm_rope_kv rmsnorm_gemm_bias_rope_kv RS=4 KC=2048 -- the QKV's RoPE pairs in 4 KB copies (H200, f16 8B 6144x4096: 16.6 us, RS=8,KC=1024 26.4, gemv_gpu's best of 12 20.2; 1B 3072x2048: 7.1, 8.8, 7.1)
  * @constraint SM >= 90 -- cp.async.bulk and transaction-counting mbarriers (sm_90)
  * @constraint WARP == 32 && (RS + 1) * WARP <= MAXT -- RS consumer warps and a producer warp
  * @constraint BPS * (STAGES * RS * (PAIR + ROPE) * KC * SB + 1024) <= SMEM -- the ring fits (BPS of them per SM)
@@ -70,7 +70,9 @@
  * rounding; gc_rope_put (ROPE): both sums rounded to C's dtype, a query or
  * key pair rotated at position pos0 (read on the device after the wait, so
  * a captured step replays at any position) into Qout (C) or Kc row pos0, a
- * value pair copied into Vc row pos0; no other cache row is touched.
+ * value pair copied into Vc row pos0; no other cache row is touched;
+ * rmsnorm_gemm_bias_rope_kv adds each sum's column of b[N] first (fp32;
+ * Qwen2's q/k/v biases).
  */
 
 #define GB_NR (PAIR + ROPE)         /* rows of B a unit (the gate/up pair; a RoPE pair): 1 or 2 */
@@ -91,6 +93,12 @@ GC_DEVICE int64_t gb_row(const gb_rope_t &ro, int64_t N, int64_t u, int r) {
     return u / half * ro.D + gc_rope_elem(u % half, r, ro.D, ro.layout);
   }
   return PAIR == 2 ? r * N + u : u;
+}
+
+/* rmsnorm_gemm_bias_rope_kv: b of row r of unit u (its column of C);
+ * else 0. */
+GC_DEVICE float gb_bias(const gb_rope_t &ro, int64_t N, int64_t u, int r) {
+  return GC_OP_RMSNORM_GEMM_BIAS_ROPE_KV ? LOAD_B((const TB *)ro.bias, gb_row(ro, N, u, r)) : 0.0f;
 }
 
 /* Whether the launch is a problem of the op the kernel serves (producer
@@ -204,7 +212,8 @@ GC_DEVICE void gb_consume(const TA *A, TC *C, const TB *Wn, const gb_rope_t &ro,
       scale = gc_rsqrt(gc_warp_sum(ss) / (float)K + eps);
     if (ROPE) {
       if (lane == gi % 32 && u < nu)
-        held = {u, acc[0] * scale, acc[GB_NR - 1] * scale, gc_rope_freq(ro, u)};
+        held = {u, acc[0] * scale + gb_bias(ro, N, u, 0), acc[GB_NR - 1] * scale + gb_bias(ro, N, u, GB_NR - 1),
+                gc_rope_freq(ro, u)};
       if (gi % 32 == 31)
         gb_rope_flush(C, ro, held);
     } else if (lane == 0 && u < nu) {
@@ -219,7 +228,8 @@ GC_DEVICE void gb_consume(const TA *A, TC *C, const TB *Wn, const gb_rope_t &ro,
  * A, B, C, norm[K], int64 M, N, K, float eps (rmsnorm_gemm,
  * rmsnorm_gemm_swiglu); A, B, Qout (C), norm, Kc, Vc, double inv_freq,
  * int32 pos[1], int64 M, N, K, H, G, D, layout, float eps
- * (rmsnorm_gemm_rope_kv): gemv_gpu's. */
+ * (rmsnorm_gemm_rope_kv; rmsnorm_gemm_bias_rope_kv: b[N] after pos):
+ * gemv_gpu's. */
 GC_KERNEL_BOUNDS((RS + 1) * 32)
 void gemv_bulk(const TA *A, const TB *B, TC *C,
 #if NORM
@@ -227,6 +237,9 @@ void gemv_bulk(const TA *A, const TB *B, TC *C,
 #endif
 #if ROPE
                TC *Kc, TC *Vc, const double *inv_freq, const int32_t *pos,
+#endif
+#if GC_OP_RMSNORM_GEMM_BIAS_ROPE_KV
+               const TB *bias,
 #endif
                int64_t M, int64_t N, int64_t K
 #if ROPE
@@ -241,9 +254,13 @@ void gemv_bulk(const TA *A, const TB *B, TC *C,
   const float eps = 0.0f;
 #endif
 #if ROPE
-  gb_rope_t ro = {Kc, Vc, inv_freq, 0, H, G, D, layout};
+#if GC_OP_RMSNORM_GEMM_BIAS_ROPE_KV
+  gb_rope_t ro = {Kc, Vc, inv_freq, 0, H, G, D, layout, bias};
 #else
-  const gb_rope_t ro = {0, 0, 0, 0, 0, 0, 0, 0};
+  gb_rope_t ro = {Kc, Vc, inv_freq, 0, H, G, D, layout, 0};
+#endif
+#else
+  const gb_rope_t ro = {0, 0, 0, 0, 0, 0, 0, 0, 0};
 #endif
   GC_SHARED uint64_t bars[2 * STAGES]; /* full[0..S-1], empty[0..S-1] */
   const int tid = gc_tid(), w = tid / 32, lane = tid % 32;

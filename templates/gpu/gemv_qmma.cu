@@ -773,10 +773,10 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   const float eps = 0.0f;
 #endif
 #if ROPE
-  qm_rope_t ro = {Kc, Vc, inv_freq, 0, H, G, D, layout};
+  qm_rope_t ro = {Kc, Vc, inv_freq, 0, H, G, D, layout, 0};
   const bool rope_ok = D >= 2 && D % 2 == 0 && N == (H + 2 * G) * D; /* else not the op's problem */
 #else
-  const qm_rope_t ro = {0, 0, 0, 0, 0, 0, 0, 0};
+  const qm_rope_t ro = {0, 0, 0, 0, 0, 0, 0, 0, 0};
   const bool rope_ok = true;
 #endif
 #if QM_RING

@@ -379,6 +379,7 @@ template <typename T> struct gc_rope_t {
   T *Kc, *Vc;             /* [S, G·D] each */
   const double *inv_freq; /* [D/2] */
   int64_t pos0, H, G, D, layout;
+  const void *bias;       /* rmsnorm_gemm_bias_rope_kv: b[N] in B's dtype, added to the sums; else null */
 };
 /* The inverse frequency of pair u's angle (inv_freq[j], j = u % (D/2)),
  * or 0 for a value head, which is not rotated. gemv.cu reads it before

@@ -1569,14 +1569,20 @@ static void test_recipe_bias(void) {
   gc_llama_steps(&c, &dt, 1, 1, &s);
   CHECK(!s.bias.op[0] && s.qkv_rope && !strcmp(s.qkv.op, "rmsnorm_gemm_rope_kv"), "llama decode: %s", s.qkv.op);
   c.qkv_bias = 1;
-  for (int64_t t = 1; t <= 20; t += 19) {
+  for (int64_t t = 1; t <= 20; t += 19) { /* the decode step: the biases in the QKV GEMV's epilogue */
     gc_llama_steps(&c, &dt, t, 1, &s);
     CHECK(!s.bias.op[0] && !strcmp(s.rope.op, "bias_rope_kv") && s.rope.m == t && s.rope.h == 4 &&
               s.rope.g == 2 && s.rope.d == 16 && s.rope.ta == GC_DT_F32 && s.rope.tb == GC_DT_F16 &&
-              s.rope.tc == GC_DT_F32 && !s.qkv_rope && !strcmp(s.qkv.op, t == 1 ? "rmsnorm_gemm" : "gemm"),
+              s.rope.tc == GC_DT_F32 && s.qkv_rope == (t == 1) &&
+              !strcmp(s.qkv.op, t == 1 ? "rmsnorm_gemm_bias_rope_kv" : "gemm") && s.qkv.h == (t == 1 ? 4 : 0),
           "qwen2, %lld tokens: bias %s, rope %s m %lld, qkv %s", (long long)t, s.bias.op, s.rope.op,
           (long long)s.rope.m, s.qkv.op);
   }
+  dt.layer[0].qkv = GC_DT_Q8_0; /* a block format: the GEMV's epilogue has no bias, rope folds it */
+  gc_llama_steps(&c, &dt, 1, 1, &s);
+  CHECK(!s.qkv_rope && !strcmp(s.qkv.op, "rmsnorm_gemm") && !strcmp(s.rope.op, "bias_rope_kv"), "qwen2 q8_0: %s",
+        s.qkv.op);
+  dt.layer[0].qkv = dt.weight;
   gc_llama_batch_steps(&c, &dt, 3, &s);
   CHECK(!strcmp(s.bias.op, "bias") && s.bias.m == 3 && s.bias.n == (4 + 2 * 2) * 16 && s.bias.tb == GC_DT_F16 &&
             !strcmp(s.rope.op, "rope_kv_batch"),
@@ -1584,12 +1590,13 @@ static void test_recipe_bias(void) {
   gc_problems_t l = {0};
   gc_err_t e = {0};
   CHECK_RC(gc_llama_recipe(&c, &dt, 1, 1, &l, &e), GC_OK, e);
-  int steps[3] = {0}; /* bias, rope_kv, bias_rope_kv */
+  int steps[4] = {0}; /* bias, rope_kv, bias_rope_kv, rmsnorm_gemm_bias_rope_kv */
   for (int i = 0; i < l.n; i++)
     steps[0] += !strcmp(l.v[i].op, "bias"), steps[1] += !strcmp(l.v[i].op, "rope_kv"),
-        steps[2] += !strcmp(l.v[i].op, "bias_rope_kv");
-  CHECK(!steps[0] && !steps[1] && steps[2] >= 1, "the decode recipe lists bias %d, rope_kv %d, bias_rope_kv %d",
-        steps[0], steps[1], steps[2]);
+        steps[2] += !strcmp(l.v[i].op, "bias_rope_kv"), steps[3] += !strcmp(l.v[i].op, "rmsnorm_gemm_bias_rope_kv");
+  CHECK(!steps[0] && !steps[1] && !steps[2] && steps[3] >= 1,
+        "the decode recipe lists bias %d, rope_kv %d, bias_rope_kv %d, rmsnorm_gemm_bias_rope_kv %d", steps[0],
+        steps[1], steps[2], steps[3]);
   gc_problems_free(&l);
   c.qkv_bias = 0, c.qk_norm = 1; /* Qwen3: the heads' norms in their place, the same way */
   gc_llama_steps(&c, &dt, 1, 1, &s);

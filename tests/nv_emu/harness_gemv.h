@@ -17,13 +17,22 @@
  * the caches Kc, Vc ([POS0 + M + 2, G·D] of TC: rows past the problem's
  * show a write out of place), the doubles inv_freq[D/2] and writes the
  * caches back to DIR/kc.out, DIR/vc.out; the position is read from an
- * int32 on the "device", as a replayed graph reads it.
+ * int32 on the "device", as a replayed graph reads it;
+ * rmsnorm_gemm_bias_rope_kv reads b[N] (TB) from DIR/bias.bin too.
  *
  * Prints "misuse E inputs_changed I" and exits 1 when the emulation saw a
  * misuse (an mbarrier used before its init, an arrival too many) or an
  * input (A, B, the norm weight) was written. */
 #define EMU_OWN_CALL 1
 #include "run_block.h"
+#ifndef GC_OP_RMSNORM_GEMM_BIAS_ROPE_KV
+#define GC_OP_RMSNORM_GEMM_BIAS_ROPE_KV 0 /* gemv_qmma, gemv_mma: not built for it */
+#endif
+#if GC_OP_RMSNORM_GEMM_BIAS_ROPE_KV
+#define EMU_BIAS , (const TB *)bias.data()
+#else
+#define EMU_BIAS
+#endif
 
 int main(int argc, char **argv) {
   if (argc != 8 + 5 * ROPE) return fprintf(stderr, "usage: emu M N K GRID BLOCK SHMEM DIR [H G D LAYOUT POS0]\n"), 2;
@@ -47,6 +56,9 @@ int main(int argc, char **argv) {
   std::vector<unsigned char> inv = emu_read(dir, "inv.bin", (size_t)(D / 2) * sizeof(double));
   const std::vector<unsigned char> inv0 = inv;
   std::vector<int32_t> pos(1, pos0);
+  std::vector<unsigned char> bias = GC_OP_RMSNORM_GEMM_BIAS_ROPE_KV ? emu_read(dir, "bias.bin", (size_t)N * sizeof(TB))
+                                                                    : std::vector<unsigned char>(1);
+  const std::vector<unsigned char> bias0 = bias;
 #else
   std::vector<unsigned char> C = emu_read(dir, "c.bin", (size_t)(M * N) * sizeof(TC));
 #endif
@@ -67,8 +79,8 @@ int main(int argc, char **argv) {
   for (int64_t bi = 0; bi < grid; bi++)
     emu_block_launch(bi, block, shmem, 32, [&] {
 #if ROPE
-      KERNEL(a, b, c, wn, (TC *)Kc.data(), (TC *)Vc.data(), (const double *)inv.data(), pos.data(), M, N, K, H,
-             G, D, layout, 1e-5f EMU_MAP);
+      KERNEL(a, b, c, wn, (TC *)Kc.data(), (TC *)Vc.data(), (const double *)inv.data(), pos.data() EMU_BIAS, M, N,
+             K, H, G, D, layout, 1e-5f EMU_MAP);
 #elif NORM
       KERNEL(a, b, c, wn, M, N, K, 1e-5f EMU_MAP);
 #else
@@ -79,7 +91,7 @@ int main(int argc, char **argv) {
   /* nothing but C is written (C's own buffer: ASan sees past its ends) */
   int inputs_changed = (A != A0) + (B != B0) + (W != W0);
 #if ROPE
-  inputs_changed += (inv != inv0) + (pos[0] != pos0);
+  inputs_changed += (inv != inv0) + (pos[0] != pos0) + (bias != bias0);
   if (emu_write(dir, "kc.out", Kc) || emu_write(dir, "vc.out", Vc)) return 2;
 #endif
   return emu_finish(dir, "out.bin", C, "misuse", inputs_changed);
