@@ -646,7 +646,8 @@ static int ref_norm_gemm_rope(const gc_problem_t *p, const gc_op_scalars_t *sc, 
   size_t cnt = (size_t)(p->m * p->n > 0 ? p->m * p->n : 1);
   double *x = gc_malloc(cnt * sizeof *x, e), *xt = x ? gc_malloc(cnt * sizeof *xt, e) : NULL;
   int rc = xt ? ref_norm_gemm(p, sc, h, x, xt, e) : GC_ENOMEM;
-  for (int64_t i = 0; !rc && gc_op_find(p->op)->nbufs == 9 && i < p->m * p->n; i++) {
+  const int bias = !strcmp(p->op, "rmsnorm_gemm_bias_rope_kv"); /* b is h[8] */
+  for (int64_t i = 0; !rc && bias && i < p->m * p->n; i++) {
     const double b = gc_load_elem(h[8], p->tb, i % p->n);
     xt[i] += ulp_rel(p->tc) * fabs(b) + 0x1p-24 * (fabs(x[i]) + fabs(b));
     x[i] += b;
@@ -979,7 +980,8 @@ static double f_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc) {
   return 6.0 * p->m * (p->h + p->g) * p->d;
 }
 static double f_pre_rope(const gc_problem_t *p, const gc_op_scalars_t *sc) {
-  return f_rope_kv(p, sc) + (!strcmp(p->op, "qk_norm_rope_kv") ? f_qk_norm(p, sc) : (double)p->m * (p->h + 2 * p->g) * p->d);
+  const double pre = !strcmp(p->op, "qk_norm_rope_kv") ? f_qk_norm(p, sc) : (double)p->m * (p->h + 2 * p->g) * p->d;
+  return f_rope_kv(p, sc) + pre; /* the rotation and the folded step (a norm, or one add a value) */
 }
 static double f_norm_gemm_rope(const gc_problem_t *p, const gc_op_scalars_t *sc) {
   return f_norm_gemm(p, sc) + f_rope_kv(p, sc);
