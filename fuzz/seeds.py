@@ -180,7 +180,7 @@ def gguf_vocab_seeds() -> None:
     # message), Qwen3-Thinking's (a generation prompt that opens <think>)
     import chat_ref
     for name, kind in (("deepseek_r1", "deepseek_r1"), ("mistral_v3", "mistral_v3"), ("mistral_v7", "mistral_v7"),
-                       ("chatml_qwen2_5", "qwen2_5"), ("qwen3_thinking", "qwen3_thinking")):
+                       ("chatml_qwen2_5", "qwen2_5"), ("qwen3_thinking", "qwen3_thinking"), ("llama3_2", "llama3_2")):
         ctl, user = chat_ref.CONTROLS[kind], chat_ref.USER_TOKENS.get(kind, [])
         kvs = [(k, t, btoks + ctl + user if k == "tokenizer.ggml.tokens" else btypes + [3] * len(ctl) + [4] * len(user)
                 if k == "tokenizer.ggml.token_type" else v) for k, t, v in gpt2 if k != "tokenizer.chat_template"]

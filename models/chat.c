@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tok_impl.h"
 
@@ -127,6 +128,30 @@ static int quoted(const char *tpl, const char *m, int q) {
   return strstr(tpl, a) || strstr(tpl, b);
 }
 
+/* The Jinja string literal [a, z) unescaped (\n, \t, \r; \\, \' and \" the
+ * character), NUL-terminated; NULL without memory. */
+static char *unescape(const char *a, const char *z) {
+  char *out = malloc((size_t)(z - a) + 1), *o = out;
+  if (!out) return NULL;
+  for (const char *s = a; s < z; s++) {
+    if (*s != '\\' || s + 1 >= z) {
+      *o++ = *s;
+      continue;
+    }
+    s++;
+    *o++ = *s == 'n' ? '\n' : *s == 't' ? '\t' : *s == 'r' ? '\r' : *s;
+  }
+  *o = 0;
+  return out;
+}
+
+/* The end of the Jinja string literal whose text starts at a and whose
+ * quote is q (past escaped characters): the closing quote, or the NUL. */
+static const char *literal_end(const char *a, char q) {
+  while (*a && *a != q) a += *a == '\\' && a[1] ? 2 : 1;
+  return a;
+}
+
 /* The system message a ChatML template writes when the conversation has
  * none: the text of the first string literal of tpl that reads
  * '<|im_start|>system\nTEXT<|im_end|>...' with TEXT not empty (Qwen2.5's
@@ -142,20 +167,52 @@ static char *chatml_default_system(const char *tpl) {
     const char *a = p + strlen(open), *z = a;
     while (*z && *z != q && strncmp(z, end, strlen(end))) z += *z == '\\' && z[1] ? 2 : 1;
     if (z == a || strncmp(z, end, strlen(end))) continue; /* empty, or the literal ends first */
-    char *out = malloc((size_t)(z - a) + 1), *o = out;
-    if (!out) return NULL;
-    for (const char *s = a; s < z; s++) {
-      if (*s != '\\' || s + 1 >= z) {
-        *o++ = *s;
-        continue;
-      }
-      s++;
-      *o++ = *s == 'n' ? '\n' : *s == 't' ? '\t' : *s == 'r' ? '\r' : *s; /* \\ \' \" and the rest: the character */
-    }
-    *o = 0;
-    return out;
+    return unescape(a, z);
   }
   return NULL;
+}
+
+/* The text of the string literal of tpl that follows marker m (its quote
+ * the character before m, or the first after m), unescaped; NULL where m
+ * is absent or no memory. from_quote: m ends just before the literal's
+ * opening quote (strftime_now("), rather than inside the literal. */
+static char *literal_after(const char *tpl, const char *m, int from_quote) {
+  const char *p = strstr(tpl, m);
+  if (!p) return NULL;
+  char q = from_quote ? p[strlen(m)] : p > tpl ? p[-1] : 0;
+  if (q != '\'' && q != '"') return NULL;
+  const char *a = p + strlen(m) + (from_quote ? 1 : 0), *z = literal_end(a, q);
+  return *z ? unescape(a, z) : NULL;
+}
+
+/* Llama 3.1's and 3.2's system header, which their templates write before
+ * any system message (and where there is none): "Cutting Knowledge Date: "
+ * + the template's month + "\nToday Date: " + date_string + "\n\n", where
+ * date_string is strftime_now(FORMAT) of the local time where the template
+ * calls it (3.2's; Hugging Face's and llama.cpp's renderers define it),
+ * else the template's literal (3.1's "26 Jul 2024"). NULL for a template
+ * without that header (Llama 3's), or no memory. */
+static char *llama3_sys_head(const char *tpl) {
+  static const char know[] = "Cutting Knowledge Date: ";
+  if (!strstr(tpl, "\"Today Date: \" + date_string")) return NULL;
+  char *k = literal_after(tpl, know, 0), *fmt = literal_after(tpl, "strftime_now(", 1), *date = NULL, *out = NULL;
+  if (fmt) {
+    char buf[128];
+    time_t now = time(NULL);
+    struct tm tm;
+    if (localtime_r(&now, &tm) && strftime(buf, sizeof buf, fmt, &tm)) date = strdup(buf);
+  } else {
+    date = literal_after(tpl, "set date_string = ", 1);
+  }
+  size_t kn = k ? strcspn(k, "\n") : 0; /* the literal reads "...: December 2023\n" */
+  gc_buf_t b = {0};
+  gc_err_t e = {0};
+  if (k && date && !gc_buf_printf(&b, &e, "%s%.*s\nToday Date: %s\n\n", know, (int)kn, k, date)) out = (char *)b.data;
+  else gc_buf_free(&b);
+  free(k);
+  free(fmt);
+  free(date);
+  return out;
 }
 
 void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k) {
@@ -175,6 +232,7 @@ void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k) {
   c->cut_lstrip = tpl && strstr(tpl, "split('</think>')[-1].lstrip('\\n')");
   c->think_open = gc_chat_reasoning(t, k) == 2;
   c->dflt_system = k == GC_CHAT_CHATML && tpl ? chatml_default_system(tpl) : NULL;
+  c->sys_head = k == GC_CHAT_LLAMA3 && tpl ? llama3_sys_head(tpl) : NULL;
   c->sys_block = k == GC_CHAT_MISTRAL && tpl && strstr(tpl, "[SYSTEM_PROMPT]");
   c->sys_pre = c->sys_block && quoted(tpl, "[SYSTEM_PROMPT] ", 1);
   c->empty_think = k == GC_CHAT_CHATML && tpl && strstr(tpl, "enable_thinking") &&
@@ -184,7 +242,8 @@ void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k) {
 void gc_chat_free(gc_chat_t *c) {
   gc_buf_free(&c->text);
   free(c->dflt_system);
-  c->dflt_system = NULL;
+  free(c->sys_head);
+  c->dflt_system = c->sys_head = NULL;
 }
 
 int gc_chat_flush(gc_chat_t *c, gc_tok_ids_t *out, gc_err_t *e) {
@@ -225,7 +284,12 @@ static int header_msg(gc_chat_t *c, const char *role, const char *text, gc_tok_i
   const char *p = "";
   size_t n = 0;
   int after = c->n_msgs > 0, rc;
+  gc_buf_t head = {0}; /* Llama 3.1's system message: sys_head, then the text trimmed */
   if (text) trim(trims(c->k), text, &p, &n);
+  if (text && c->sys_head && !after && !strcmp(role, "system")) {
+    if (gc_buf_printf(&head, e, "%s%.*s", c->sys_head, (int)n, p)) return e->code;
+    p = head.data, n = head.len;
+  }
   if (c->k == GC_CHAT_LLAMA3)
     rc = put_control(c, "<|start_header_id|>", out, e) || put_text(c, role, -1, e) ||
          put_control(c, "<|end_header_id|>", out, e) || put_text(c, "\n\n", 2, e);
@@ -236,6 +300,7 @@ static int header_msg(gc_chat_t *c, const char *role, const char *text, gc_tok_i
     rc = (after && put_text(c, "\n", 1, e)) || put_text(c, "<|", 2, e) || put_text(c, role, -1, e) ||
          put_text(c, "|>\n", 3, e);
   if (!rc) rc = put_text(c, p, (int)n, e) || (text && put_end(c, out, e));
+  gc_buf_free(&head);
   return rc ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
 }
 
@@ -333,7 +398,7 @@ int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_
     return gc_err_set(e, GC_EINVAL, "the %s chat template takes user and assistant messages in turn (two user "
                       "messages in a row)", inst_name(c->k));
   int first = c->n_msgs == 0, rc = GC_OK;
-  if (first && !system) system = c->dflt_system;
+  if (first && !system) system = c->sys_head ? "" : c->dflt_system; /* Llama 3.1's header without a message */
   int bos = t->bos >= 0 && (c->k == GC_CHAT_LLAMA2 || (first && (c->k == GC_CHAT_LLAMA3 || is_inst(c->k) ||
                                                                   is_deepseek(c->k) || gc_tok_add_bos(t))));
   if (bos) rc = put_id(c, t->bos, out, e);
@@ -368,7 +433,8 @@ int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_
     rc = deepseek_reply(c, text, out, e);
   } else if (!is_inst(c->k)) {
     rc = GC_OK;
-    if (!c->n_msgs && c->dflt_system && !(rc = header_msg(c, "system", c->dflt_system, out, e))) c->n_msgs++;
+    const char *sys = c->sys_head ? "" : c->dflt_system;
+    if (!c->n_msgs && sys && !(rc = header_msg(c, "system", sys, out, e))) c->n_msgs++;
     if (!rc) rc = header_msg(c, "assistant", text ? kept_reply(c, text) : NULL, out, e);
     if (!rc && !text && c->think_open) rc = open_think(c, out, e);
     if (!rc && !text && c->empty_think && c->think_off) rc = closed_think(c, out, e);

@@ -71,6 +71,9 @@ typedef struct gc_chat {
   int sys_block;           /* Mistral's later templates: the system message as a
                               [SYSTEM_PROMPT] ... [/SYSTEM_PROMPT] block (Large 2411, Small 3) */
   int sys_pre;             /* ... with a space after "[SYSTEM_PROMPT]" (Large 2411's) */
+  char *sys_head;          /* Llama 3.1's and 3.2's: the text their system message starts with
+                              ("Cutting Knowledge Date: ...\nToday Date: ...\n\n"), written where a
+                              conversation has no system message too; NULL in Llama 3's */
   int empty_think;         /* the generation prompt writes an empty block "<think>\n\n</think>\n\n"
                               for enable_thinking false (Qwen3's hybrid templates) */
   /* set by the caller after gc_chat_init: */
@@ -95,7 +98,9 @@ int gc_chat_system_last(gc_chat_kind_t k);
 /* A user message; system (non-NULL, first message only, or any with
  * gc_chat_system_last) goes before it as the template puts it (DeepSeek:
  * as given, right after BOS). A ChatML template's own system message
- * (dflt_system) goes first where a conversation's first message has none. The text is trimmed where the template trims
+ * (dflt_system) goes first where a conversation's first message has none;
+ * Llama 3.1's system message starts with sys_head and is written where a
+ * conversation has none too. The text is trimmed where the template trims
  * it (Llama 2, Llama 3), kept as given elsewhere; [INST] and [/INST] by id
  * where the vocabulary has them as control tokens (Mistral v3), else as
  * text, with the spaces around the text each [INST] template writes. BOS:

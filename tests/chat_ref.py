@@ -3,6 +3,9 @@ them (a sandboxed Jinja environment with trim_blocks and lstrip_blocks,
 raise_exception, bos_token and eos_token): the reference for gcore-run
 --chat and gcore-serve's chat endpoint. The templates are the models' own
 (their tokenizer_config.json), copied as text."""
+import json
+from datetime import datetime
+
 from jinja2.exceptions import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -27,6 +30,134 @@ LLAMA3 = ("{% set loop_messages = messages %}{% for message in loop_messages %}{
           "'<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}"
           "{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
           "{% endif %}")
+# meta-llama/Llama-3.1-8B-Instruct: a system header with dates written
+# always, tools in the first user message, JSON tool calls
+LLAMA3_1 = """{{- bos_token }}
+{%- if custom_tools is defined %}
+    {%- set tools = custom_tools %}
+{%- endif %}
+{%- if not tools_in_user_message is defined %}
+    {%- set tools_in_user_message = true %}
+{%- endif %}
+{%- if not date_string is defined %}
+    {%- set date_string = "26 Jul 2024" %}
+{%- endif %}
+{%- if not tools is defined %}
+    {%- set tools = none %}
+{%- endif %}
+
+{#- This block extracts the system message, so we can slot it into the right place. #}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = "" %}
+{%- endif %}
+
+{#- System message + builtin tools #}
+{{- "<|start_header_id|>system<|end_header_id|>\\n\\n" }}
+{%- if builtin_tools is defined or tools is not none %}
+    {{- "Environment: ipython\\n" }}
+{%- endif %}
+{%- if builtin_tools is defined %}
+    {{- "Tools: " + builtin_tools | reject('equalto', 'code_interpreter') | join(", ") + "\\n\\n"}}
+{%- endif %}
+{{- "Cutting Knowledge Date: December 2023\\n" }}
+{{- "Today Date: " + date_string + "\\n\\n" }}
+{%- if tools is not none and not tools_in_user_message %}
+    {{- "You have access to the following functions. To call a function, please respond with JSON for a function call." }}
+    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
+    {{- "Do not use variables.\\n\\n" }}
+    {%- for t in tools %}
+        {{- t | tojson(indent=4) }}
+        {{- "\\n\\n" }}
+    {%- endfor %}
+{%- endif %}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+
+{#- Custom tools are passed in a user message with some extra guidance #}
+{%- if tools_in_user_message and not tools is none %}
+    {#- Extract the first user message so we can plug it in here #}
+    {%- if messages | length != 0 %}
+        {%- set first_user_message = messages[0]['content']|trim %}
+        {%- set messages = messages[1:] %}
+    {%- else %}
+        {{- raise_exception("Cannot put tools in the first user message when there's no first user message!") }}
+{%- endif %}
+    {{- '<|start_header_id|>user<|end_header_id|>\\n\\n' -}}
+    {{- "Given the following functions, please respond with a JSON for a function call " }}
+    {{- "with its proper arguments that best answers the given prompt.\\n\\n" }}
+    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
+    {{- "Do not use variables.\\n\\n" }}
+    {%- for t in tools %}
+        {{- t | tojson(indent=4) }}
+        {{- "\\n\\n" }}
+    {%- endfor %}
+    {{- first_user_message + "<|eot_id|>"}}
+{%- endif %}
+
+{%- for message in messages %}
+    {%- if not (message.role == 'ipython' or message.role == 'tool' or 'tool_calls' in message) %}
+        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' }}
+    {%- elif 'tool_calls' in message %}
+        {%- if not message.tool_calls|length == 1 %}
+            {{- raise_exception("This model only supports single tool-calls at once!") }}
+        {%- endif %}
+        {%- set tool_call = message.tool_calls[0].function %}
+        {%- if builtin_tools is defined and tool_call.name in builtin_tools %}
+            {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}
+            {{- "<|python_tag|>" + tool_call.name + ".call(" }}
+            {%- for arg_name, arg_val in tool_call.arguments | items %}
+                {{- arg_name + '="' + arg_val + '"' }}
+                {%- if not loop.last %}
+                    {{- ", " }}
+                {%- endif %}
+                {%- endfor %}
+            {{- ")" }}
+        {%- else  %}
+            {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}
+            {{- '{"name": "' + tool_call.name + '", ' }}
+            {{- '"parameters": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- "}" }}
+        {%- endif %}
+        {%- if builtin_tools is defined %}
+            {#- This means we're in ipython mode #}
+            {{- "<|eom_id|>" }}
+        {%- else %}
+            {{- "<|eot_id|>" }}
+        {%- endif %}
+    {%- elif message.role == "tool" or message.role == "ipython" %}
+        {{- "<|start_header_id|>ipython<|end_header_id|>\\n\\n" }}
+        {%- if message.content is mapping or message.content is iterable %}
+            {{- message.content | tojson }}
+        {%- else %}
+            {{- message.content }}
+        {%- endif %}
+        {{- "<|eot_id|>" }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}
+{%- endif %}
+"""
+# meta-llama/Llama-3.2-1B-Instruct: the same, today's date where the renderer
+# defines strftime_now (Hugging Face's and llama.cpp's do), no built-in tools
+LLAMA3_2 = LLAMA3_1.replace("""{%- if not date_string is defined %}
+    {%- set date_string = "26 Jul 2024" %}
+{%- endif %}""", """{%- if not date_string is defined %}
+    {%- if strftime_now is defined %}
+        {%- set date_string = strftime_now("%d %b %Y") %}
+    {%- else %}
+        {%- set date_string = "26 Jul 2024" %}
+    {%- endif %}
+{%- endif %}""").replace("""{%- if builtin_tools is defined or tools is not none %}""", """{%- if tools is not none %}""") \
+    .replace("""{%- if builtin_tools is defined %}
+    {{- "Tools: " + builtin_tools | reject('equalto', 'code_interpreter') | join(", ") + "\\n\\n"}}
+{%- endif %}
+""", "")
+assert LLAMA3_2.count("strftime_now") == 2 and "builtin_tools is defined or" not in LLAMA3_2 and "Tools: " not in LLAMA3_2
 # teknium/OpenHermes-2.5-Mistral-7B (ChatML)
 CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
           "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
@@ -334,7 +465,8 @@ QWEN3 = QWEN3_THINKING.replace("""    {{- '<|im_start|>assistant\\n<think>\\n' }
     {%- endif %}
 """)
 
-TEMPLATES = {"llama2": LLAMA2, "mistral": MISTRAL, "llama3": LLAMA3, "chatml": CHATML, "zephyr": ZEPHYR,
+TEMPLATES = {"llama2": LLAMA2, "mistral": MISTRAL, "llama3": LLAMA3, "llama3_1": LLAMA3_1, "llama3_2": LLAMA3_2,
+             "chatml": CHATML, "zephyr": ZEPHYR,
              "deepseek": DEEPSEEK, "deepseek_r1": DEEPSEEK_R1, "mistral_v3": MISTRAL_V3,
              "mistral_tekken": MISTRAL_TEKKEN, "mistral_v7": MISTRAL_V7, "mistral_v7_tight": MISTRAL_V7_TIGHT,
              "deepseek_v3": DEEPSEEK_V3, "qwen2_5": QWEN2_5, "qwen3": QWEN3, "qwen3_thinking": QWEN3_THINKING}
@@ -342,7 +474,8 @@ TEMPLATES = {"llama2": LLAMA2, "mistral": MISTRAL, "llama3": LLAMA3, "chatml": C
 ALL = dict(TEMPLATES, qwen2_5_math=QWEN2_5_MATH)
 # the control tokens each needs in a vocabulary
 _DS = ["<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"]
-CONTROLS = {"llama2": [], "mistral": [], "llama3": ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
+_L3 = ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+CONTROLS = {"llama2": [], "mistral": [], "llama3": _L3, "llama3_1": _L3, "llama3_2": _L3,
             "chatml": ["<|im_start|>", "<|im_end|>"], "zephyr": [], "deepseek": _DS, "deepseek_r1": _DS,
             "mistral_v3": ["[INST]", "[/INST]"], "mistral_tekken": ["[INST]", "[/INST]"],
             "mistral_v7": ["[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]"],
@@ -358,11 +491,20 @@ def _raise(message):
     raise TemplateError(message)
 
 
+def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    """Hugging Face's tojson: json.dumps, the keys in their order, no HTML
+    escapes (Jinja's own sorts the keys and escapes <, >, & and ')."""
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
 def render(template, messages, bos="<s>", eos="</s>", add_generation_prompt=True, **kwargs):
     """The text of messages through template; TemplateError where the
     template refuses them (raise_exception). kwargs: what else the
-    template reads (apply_chat_template's, e.g. enable_thinking)."""
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    template reads (apply_chat_template's, e.g. enable_thinking, tools).
+    strftime_now: the local time, as Hugging Face defines it."""
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = _tojson
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
     env.globals["raise_exception"] = _raise
     return env.from_string(template).render(messages=messages, bos_token=bos, eos_token=eos,
                                             add_generation_prompt=add_generation_prompt, **kwargs)

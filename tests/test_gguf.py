@@ -542,7 +542,7 @@ def chat_gguf(gc, kind, v3=False):
     return path, toks
 
 
-LONG_CTX = {"qwen2_5": 512, "qwen2_5_math": 512}
+LONG_CTX = {"qwen2_5": 512, "qwen2_5_math": 512, "llama3_1": 512, "llama3_2": 512}
 
 
 def chat_bundle(bundles, path, kind):
@@ -561,7 +561,7 @@ def rendered_ids(gc, path, kind, messages, **kwargs):
 SYSTEM_LAST = ("mistral_v3", "mistral_tekken")
 NO_SYSTEM = ("mistral",)  # refused: v0.1 has none
 INST = ("llama2", "mistral", "mistral_v3", "mistral_tekken")  # user and assistant in turn, or the template raises
-END_TEXT = {"llama3": "<|eot_id|>", "chatml": "<|im_end|>", "qwen2_5": "<|im_end|>", "qwen3": "<|im_end|>",
+END_TEXT = {"llama3": "<|eot_id|>", "llama3_1": "<|eot_id|>", "llama3_2": "<|eot_id|>", "chatml": "<|im_end|>", "qwen2_5": "<|im_end|>", "qwen3": "<|im_end|>",
             "qwen3_thinking": "<|im_end|>", "deepseek": "<｜end▁of▁sentence｜>",
             "deepseek_r1": "<｜end▁of▁sentence｜>", "deepseek_v3": "<｜end▁of▁sentence｜>"}
 
@@ -708,7 +708,7 @@ def test_gguf_chat_templates_through_the_server(gc, bundles, kind):
         u2 = [{"role": "user", "content": "the end"}]
         wide = [{"role": "user", "content": "\u3000\u00a0hi\u2009cat\x1f\u00a0"}]  # Python's strip() takes these
         convs = [system + u, system + u + a + u2, u + a + u2 + a + u, wide]
-        if kind in ("llama3", "chatml", "zephyr", "deepseek", "deepseek_r1", "deepseek_v3", "qwen2_5", "qwen3",
+        if kind in ("llama3", "llama3_1", "llama3_2", "chatml", "zephyr", "deepseek", "deepseek_r1", "deepseek_v3", "qwen2_5", "qwen3",
                     "qwen3_thinking"):
             convs += [u + u2, u + a + a + u2]
         if kind.startswith(("deepseek", "qwen3")):  # reasoning cut; <think> (a user-defined token) in a message
