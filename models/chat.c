@@ -215,6 +215,46 @@ static char *llama3_sys_head(const char *tpl) {
   return out;
 }
 
+/* The text of the string literal of tpl that holds marker m (its quote:
+ * the first unescaped ' or " before m), unescaped; NULL where m is absent,
+ * the literal unclosed, or no memory. */
+static char *literal_with(const char *tpl, const char *m) {
+  const char *p = strstr(tpl, m), *a = p;
+  if (!p) return NULL;
+  while (a > tpl && !((a[-1] == '"' || a[-1] == '\'') && (a - 1 == tpl || a[-2] != '\\'))) a--;
+  if (a == tpl) return NULL;
+  const char *z = literal_end(a, a[-1]);
+  return *z ? unescape(a, z) : NULL;
+}
+
+#define HERMES_CALL "<tool_call>\\n{\"name\": \"" /* as the template's literal spells it */
+
+gc_chat_tools_kind_t gc_chat_tools(const gc_tok_t *t, gc_chat_kind_t k) {
+  const char *tpl = gc_tok_chat_template(t);
+  return k == GC_CHAT_CHATML && tpl && strstr(tpl, "<tools></tools>") && strstr(tpl, HERMES_CALL) &&
+                 strstr(tpl, "You may call one or more functions") && strstr(tpl, "For each function call")
+             ? GC_TOOLS_HERMES
+             : GC_TOOLS_NONE;
+}
+
+int gc_chat_tools_indent(const gc_chat_t *c) {
+  (void)c;
+  return -1;
+}
+
+/* Hermes' tools literals: the one before the tools, and the one after
+ * them less the "<|im_end|>\n" that closes the system message (written
+ * by id). 0, or -1 where the template's literals are not as expected. */
+static int hermes_literals(gc_chat_t *c, const char *tpl) {
+  static const char end[] = "<|im_end|>\n";
+  c->tools_pre = literal_with(tpl, "You may call one or more functions");
+  c->tools_post = literal_with(tpl, "For each function call");
+  size_t n = c->tools_post ? strlen(c->tools_post) : 0;
+  if (!c->tools_pre || n < strlen(end) || strcmp(c->tools_post + n - strlen(end), end)) return -1;
+  c->tools_post[n - strlen(end)] = 0;
+  return 0;
+}
+
 void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k) {
   memset(c, 0, sizeof *c);
   c->t = t;
@@ -237,13 +277,18 @@ void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k) {
   c->sys_pre = c->sys_block && quoted(tpl, "[SYSTEM_PROMPT] ", 1);
   c->empty_think = k == GC_CHAT_CHATML && tpl && strstr(tpl, "enable_thinking") &&
                    strstr(tpl, "'<think>\\n\\n</think>\\n\\n'");
+  c->keep_think = k == GC_CHAT_CHATML && c->cut_think && tpl && strstr(tpl, "last_query_index");
+  c->tools_kind = gc_chat_tools(t, k);
+  if (c->tools_kind && hermes_literals(c, tpl)) c->tools_kind = GC_TOOLS_NONE;
 }
 
 void gc_chat_free(gc_chat_t *c) {
   gc_buf_free(&c->text);
   free(c->dflt_system);
   free(c->sys_head);
-  c->dflt_system = c->sys_head = NULL;
+  free(c->tools_pre);
+  free(c->tools_post);
+  c->dflt_system = c->sys_head = c->tools_pre = c->tools_post = NULL;
 }
 
 int gc_chat_flush(gc_chat_t *c, gc_tok_ids_t *out, gc_err_t *e) {
@@ -388,6 +433,31 @@ static int inst_turn(gc_chat_t *c, const char *system, const char *user, gc_tok_
   return rc ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
 }
 
+/* The text of the conversation's first system message into b, from the
+ * caller's system (or NULL): the template's own where there is none
+ * (dflt_system; Llama 3.1's header alone), and where tools are offered
+ * (HERMES) the text, "\n\n" where the tools literal does not start a line
+ * itself, then the tools between the template's literals, one a line.
+ * *out: the text, or NULL for no system message. */
+static int first_system(gc_chat_t *c, const char *system, gc_buf_t *b, const char **out, gc_err_t *e) {
+  const char *base = system ? system : c->sys_head ? "" : c->dflt_system;
+  *out = base;
+  if (!c->ntools || c->tools_kind != GC_TOOLS_HERMES) return GC_OK;
+  int rc = base && gc_buf_printf(b, e, "%s%s", base, c->tools_pre[0] == '\n' ? "" : "\n\n");
+  rc = rc || gc_buf_printf(b, e, "%s", c->tools_pre);
+  for (int i = 0; !rc && i < c->ntools; i++) rc = gc_buf_printf(b, e, "\n%s", c->tools[i]);
+  rc = rc || gc_buf_printf(b, e, "%s", c->tools_post);
+  *out = b->data;
+  return rc ? e->code : GC_OK;
+}
+
+/* The end of an open run of tool results (HERMES: its user turn's <|im_end|>). */
+static int close_tools(gc_chat_t *c, gc_tok_ids_t *out, gc_err_t *e) {
+  if (!c->tool_open) return GC_OK;
+  c->tool_open = 0;
+  return put_end(c, out, e);
+}
+
 int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_t *out, gc_err_t *e) {
   gc_tok_t *t = c->t;
   if (system && c->n_msgs && !gc_chat_system_last(c->k))
@@ -397,11 +467,12 @@ int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_
   if (is_inst(c->k) && c->last == 'u')
     return gc_err_set(e, GC_EINVAL, "the %s chat template takes user and assistant messages in turn (two user "
                       "messages in a row)", inst_name(c->k));
-  int first = c->n_msgs == 0, rc = GC_OK;
-  if (first && !system) system = c->sys_head ? "" : c->dflt_system; /* Llama 3.1's header without a message */
+  int first = c->n_msgs == 0, rc = close_tools(c, out, e);
+  gc_buf_t sys = {0};
+  if (!rc && first) rc = first_system(c, system, &sys, &system, e);
   int bos = t->bos >= 0 && (c->k == GC_CHAT_LLAMA2 || (first && (c->k == GC_CHAT_LLAMA3 || is_inst(c->k) ||
                                                                   is_deepseek(c->k) || gc_tok_add_bos(t))));
-  if (bos) rc = put_id(c, t->bos, out, e);
+  if (!rc && bos) rc = put_id(c, t->bos, out, e);
   if (!rc && is_deepseek(c->k)) /* the system prompt bare after BOS */
     rc = (system && put_text(c, system, -1, e)) || put_control(c, DS_USER, out, e) || put_text(c, user, -1, e)
              ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
@@ -409,6 +480,7 @@ int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_
   else if (!rc && system && !(rc = header_msg(c, "system", system, out, e))) c->n_msgs++;
   if (!rc && !is_inst(c->k) && !is_deepseek(c->k)) rc = header_msg(c, "user", user, out, e);
   if (!rc) c->n_msgs++, c->last = 'u';
+  gc_buf_free(&sys);
   return rc;
 }
 
@@ -424,6 +496,20 @@ static int deepseek_reply(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_
   return rc ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
 }
 
+/* Before an assistant message of the templates that give every message a
+ * header: the end of an open run of tool results, and where the
+ * conversation starts with it, the system message the template writes. */
+static int first_header(gc_chat_t *c, gc_tok_ids_t *out, gc_err_t *e) {
+  gc_buf_t b = {0};
+  const char *sys;
+  int rc = close_tools(c, out, e);
+  if (!rc && !c->n_msgs && !(rc = first_system(c, NULL, &b, &sys, e)) && sys &&
+      !(rc = header_msg(c, "system", sys, out, e)))
+    c->n_msgs++;
+  gc_buf_free(&b);
+  return rc;
+}
+
 int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_t *e) {
   int rc;
   if (is_inst(c->k) && c->last != 'u')
@@ -432,9 +518,7 @@ int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_
   if (is_deepseek(c->k)) {
     rc = deepseek_reply(c, text, out, e);
   } else if (!is_inst(c->k)) {
-    rc = GC_OK;
-    const char *sys = c->sys_head ? "" : c->dflt_system;
-    if (!c->n_msgs && sys && !(rc = header_msg(c, "system", sys, out, e))) c->n_msgs++;
+    rc = first_header(c, out, e);
     if (!rc) rc = header_msg(c, "assistant", text ? kept_reply(c, text) : NULL, out, e);
     if (!rc && !text && c->think_open) rc = open_think(c, out, e);
     if (!rc && !text && c->empty_think && c->think_off) rc = closed_think(c, out, e);
@@ -452,6 +536,67 @@ int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_
   }
   if (!rc) c->n_msgs++, c->last = 'a';
   return rc;
+}
+
+/* s [*n] less the newlines at its front (front) or back. */
+static void strip_nl(const char **s, size_t *n, int front, int back) {
+  while (front && *n && **s == '\n') (*s)++, (*n)--;
+  while (back && *n && (*s)[*n - 1] == '\n') (*n)--;
+}
+
+/* A reply's text and reasoning as a keep_think template (Qwen3's) reads
+ * them: the reasoning given (the text as it is), else where the text has
+ * "</think>": what lies before the first, after the last "<think>" in
+ * it, less newlines around it, and the text after the last "</think>",
+ * less its leading newlines. */
+static void split_think(const char *text, const char *reasoning, const char **t, size_t *tn, const char **r,
+                        size_t *rn) {
+  *t = text, *tn = strlen(text), *r = reasoning ? reasoning : "", *rn = strlen(*r);
+  const char *close = strstr(text, "</think>");
+  if (reasoning || !close) return;
+  *r = text, *rn = (size_t)(close - text);
+  strip_nl(r, rn, 0, 1);
+  for (const char *q; (q = memmem(*r, *rn, "<think>", 7));) *rn -= (size_t)(q + 7 - *r), *r = q + 7;
+  strip_nl(r, rn, 1, 0);
+  *t = kept_reply(&(gc_chat_t){.cut_think = 1, .cut_lstrip = 1}, text), *tn = strlen(*t);
+}
+
+int gc_chat_reply(gc_chat_t *c, const char *text, const char *reasoning, int after_query, const gc_chat_call_t *calls,
+                  int ncalls, gc_tok_ids_t *out, gc_err_t *e) {
+  if (ncalls && c->tools_kind != GC_TOOLS_HERMES)
+    return gc_err_set(e, GC_EINVAL, "the chat template has no tool calls");
+  if (!ncalls && !c->keep_think) return gc_chat_assistant(c, text, out, e);
+  const char *t, *r;
+  size_t tn, rn;
+  if (c->keep_think) split_think(text, reasoning, &t, &tn, &r, &rn);
+  else t = text, tn = strlen(text), r = "", rn = 0;
+  int has_text = tn > 0, rc = first_header(c, out, e) || header_msg(c, "assistant", NULL, out, e);
+  if (!rc && c->keep_think && after_query && rn) { /* <think>\n + reasoning.strip('\n') + \n</think>\n\n */
+    strip_nl(&r, &rn, 1, 1);
+    strip_nl(&t, &tn, 1, 0);
+    rc = put_text(c, "<think>\n", -1, e) || put_text(c, r, (int)rn, e) || put_text(c, "\n</think>\n\n", -1, e);
+  }
+  rc = rc || put_text(c, t, (int)tn, e);
+  for (int i = 0; !rc && i < ncalls; i++) /* as Qwen's templates write a call */
+    rc = put_text(c, i || has_text ? "\n<tool_call>\n{\"name\": \"" : "<tool_call>\n{\"name\": \"", -1, e) ||
+         put_text(c, calls[i].name, -1, e) || put_text(c, "\", \"arguments\": ", -1, e) ||
+         put_text(c, calls[i].args, -1, e) || put_text(c, "}\n</tool_call>", -1, e);
+  rc = rc || put_end(c, out, e);
+  if (rc) return e->code ? e->code : GC_ENOMEM;
+  c->n_msgs++, c->last = 'a';
+  return GC_OK;
+}
+
+int gc_chat_tool_result(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_t *e) {
+  if (c->tools_kind != GC_TOOLS_HERMES) return gc_err_set(e, GC_EINVAL, "the chat template has no tool calls");
+  int rc = GC_OK;
+  if (!c->tool_open) /* the run's user turn: "\n" after a message, <|im_start|>user (no newline) */
+    rc = (c->n_msgs && put_text(c, "\n", 1, e)) || put_control(c, "<|im_start|>", out, e) || put_text(c, "user", 4, e);
+  rc = rc || put_text(c, "\n<tool_response>\n", -1, e) || put_text(c, text, -1, e) ||
+       put_text(c, "\n</tool_response>", -1, e);
+  if (rc) return e->code ? e->code : GC_ENOMEM;
+  c->tool_open = 1, c->n_msgs++, c->last = 't';
+  return GC_OK;
 }
 
 int32_t gc_chat_end_token(const gc_tok_t *t, gc_chat_kind_t k) {

@@ -76,11 +76,41 @@ typedef struct gc_chat {
                               conversation has no system message too; NULL in Llama 3's */
   int empty_think;         /* the generation prompt writes an empty block "<think>\n\n</think>\n\n"
                               for enable_thinking false (Qwen3's hybrid templates) */
+  /* tool calls, read from the template (gc_chat_tools): Qwen's (Hermes') */
+  int tools_kind;          /* GC_TOOLS_NONE, GC_TOOLS_HERMES */
+  char *tools_pre;         /* the system message's text before the tools ("# Tools\n\nYou may call ...
+                              <tools>"; Qwen2.5's starts "\n\n" after the system text) */
+  char *tools_post;        /* ... after them ("\n</tools>\n\nFor each function call, ...</tool_call>") */
+  int keep_think;          /* a reply after the last user query keeps its reasoning (Qwen3's
+                              last_query_index), as <think>\n...\n</think>\n\n before its text */
+  int tool_open;           /* a run of tool results is open (its <|im_end|> not yet written) */
   /* set by the caller after gc_chat_init: */
   int think_off;           /* enable_thinking false (Hugging Face's apply_chat_template argument,
                               vLLM's chat_template_kwargs): where empty_think, every generation
                               prompt closes the block before the reply */
+  const char *const *tools; /* [ntools] the tools offered (a request's "tools"), each as the template
+                              writes it (tojson: gc_chat_tools_indent), or none */
+  int ntools;
 } gc_chat_t;
+
+/* How a template offers tools and writes calls: NONE; HERMES, Qwen2.5's
+ * and Qwen3's ChatML ones (and their fine-tunes'): the tools in the
+ * system message between the template's "# Tools ... <tools>" and
+ * "</tools> ... </tool_call>" literals, one tojson a line; a call as
+ * <tool_call>\n{"name": "N", "arguments": ARGS}\n</tool_call> in the
+ * reply; results in a user turn of <tool_response>\n...\n</tool_response>
+ * blocks. */
+typedef enum gc_chat_tools_kind { GC_TOOLS_NONE = 0, GC_TOOLS_HERMES = 1 } gc_chat_tools_kind_t;
+gc_chat_tools_kind_t gc_chat_tools(const gc_tok_t *t, gc_chat_kind_t k);
+
+/* The indent of tojson for c's tools: -1 (one line, Hermes'). */
+int gc_chat_tools_indent(const gc_chat_t *c);
+
+/* One tool call of an assistant message: the function's name and its
+ * arguments as JSON text as the template writes them (tojson). */
+typedef struct gc_chat_call {
+  const char *name, *args;
+} gc_chat_call_t;
 
 /* c for template k over t's vocabulary, with what gc_chat_t reads from
  * t's chat template. Can't fail: a default system message that cannot be
@@ -130,6 +160,23 @@ int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_
  * Errors: GC_EINVAL for an assistant message that does not follow a user
  * message in the [INST] templates; as gc_chat_user. */
 int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_t *e);
+
+/* An assistant message of the conversation's history with what a reply
+ * can carry beside its text (gc_chat_assistant's, text not NULL):
+ * reasoning (NULL: none given; a client's reasoning_content) and
+ * calls[ncalls] (tool calls, as the template writes them after the text;
+ * GC_EINVAL where the template has none). after_query: the message comes
+ * after the conversation's last user query, where a keep_think template
+ * writes its reasoning (reasoning, else what the text's <think> block
+ * holds) before the text, if any; elsewhere the reasoning is not written
+ * and the text is cut as gc_chat_assistant cuts it. */
+int gc_chat_reply(gc_chat_t *c, const char *text, const char *reasoning, int after_query, const gc_chat_call_t *calls,
+                  int ncalls, gc_tok_ids_t *out, gc_err_t *e);
+
+/* A tool's result (role "tool"): in HERMES, a <tool_response> block in a
+ * user turn shared by the results in a row. GC_EINVAL where the template
+ * has no tool calls. */
+int gc_chat_tool_result(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_t *e);
 
 /* How a reply of template k (t's chat template) carries reasoning: 0 it
  * has none; 1 a reply may open a <think> block itself (DeepSeek V3 and

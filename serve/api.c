@@ -12,6 +12,8 @@
  * never ignored. Unknown fields are ignored. */
 #include "api.h"
 
+#include "pyjson.h"
+
 #include <errno.h>
 #include <json-c/json.h>
 #include <math.h>
@@ -227,7 +229,7 @@ static const struct field_rule {
     READ("top_k"), READ("min_p"), READ("repetition_penalty"), READ("repeat_penalty"), READ("repeat_last_n"),
     READ("stop_token_ids"), READ("min_tokens"), READ("ignore_eos"), READ("return_token_ids"),
     READ("logprobs"), READ("top_logprobs"), READ("echo"), READ("n"), READ("best_of"), READ("cache_prompt"),
-    READ("chat_template_kwargs"),
+    READ("chat_template_kwargs"), READ("tools"), READ("tool_choice"),
 
     /* no effect on the tokens: bookkeeping, caching, scheduling */
     IGNORE("user"), IGNORE("metadata"), IGNORE("store"), IGNORE("parallel_tool_calls"), IGNORE("service_tier"),
@@ -260,8 +262,7 @@ static const struct field_rule {
     OFF("grammar", OFF_NULL, 0, "no constrained decoding"),
     OFF("json_schema", OFF_NULL, 0, "no constrained decoding"),
     /* tools, the chat template, other inputs and outputs */
-    OFF("tools", OFF_EMPTY, 0, "no tool calls"), OFF("functions", OFF_EMPTY, 0, "no tool calls"),
-    OFF("tool_choice", OFF_NONE, 0, "no tool calls"), OFF("function_call", OFF_NONE, 0, "no tool calls"),
+    OFF("functions", OFF_EMPTY, 0, "give 'tools'"), OFF("function_call", OFF_NONE, 0, "give 'tool_choice'"),
     OFF("add_generation_prompt", OFF_TRUE, 0, NULL), OFF("continue_final_message", OFF_FALSE, 0, NULL),
     OFF("chat_template", OFF_NULL, 0, "the model's own template is used"),
     OFF("include_stop_str_in_output", OFF_FALSE, 0, "stop strings and stop tokens are left out of the text"),
@@ -420,13 +421,27 @@ nomem:
   return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
 }
 
+/* What a chat's template reads beside its messages. */
+typedef struct chat_args {
+  int think_off;             /* chat_template_kwargs' enable_thinking false */
+  char **tools;              /* [ntools] the request's tools as the template writes them (tojson) */
+  int ntools;
+  gc_buf_t tool_text;        /* their text, NUL-separated */
+} chat_args_t;
+
+static void chat_args_free(chat_args_t *ca) {
+  free(ca->tools);
+  gc_buf_free(&ca->tool_text);
+  memset(ca, 0, sizeof *ca);
+}
+
 /* chat_template_kwargs of request o (vLLM's: what the template reads
  * beside the messages): enable_thinking, a boolean (Qwen3's hybrid
  * templates; others do not read it, as Jinja ignores it there); any other
- * key is refused. *think_off: enable_thinking false. */
-static int template_kwargs(json_object *o, int *think_off, gc_api_err_t *err) {
+ * key is refused. */
+static int template_kwargs(json_object *o, chat_args_t *ca, gc_api_err_t *err) {
   json_object *k = field(o, "chat_template_kwargs");
-  *think_off = 0;
+  ca->think_off = 0;
   if (!k) return 0;
   if (!json_object_is_type(k, json_type_object)) return want(err, "chat_template_kwargs", "an object", k);
   json_object_object_foreach(k, key, v) {
@@ -435,40 +450,203 @@ static int template_kwargs(json_object *o, int *think_off, gc_api_err_t *err) {
                          "read (only enable_thinking is; the model's own template is used)", key);
     if (!json_object_is_type(v, json_type_boolean))
       return want(err, "chat_template_kwargs", "{\"enable_thinking\": true or false}", v);
-    *think_off = !json_object_get_boolean(v);
+    ca->think_off = !json_object_get_boolean(v);
   }
   return 0;
 }
 
+/* Whether tool_choice of o lets the model call the tools: "auto" (or
+ * absent) 1, "none" 0; "required" and a named function are refused (they
+ * need constrained decoding). -1 with err filled. */
+static int tool_choice(json_object *o, gc_api_err_t *err) {
+  json_object *c = field(o, "tool_choice");
+  if (!c) return 1;
+  const char *s = json_object_is_type(c, json_type_string) ? json_object_get_string(c) : NULL;
+  if (s && !strcmp(s, "auto")) return 1;
+  if (s && !strcmp(s, "none")) return 0;
+  if ((s && !strcmp(s, "required")) || json_object_is_type(c, json_type_object)) {
+    gc_api_fail(err, 400, INVALID, NULL, "tool_choice", "tool_choice %s needs constrained decoding, which "
+                "gcore-serve does not do: give \"auto\" or \"none\"", s ? "\"required\"" : "naming a function");
+    return -1;
+  }
+  want(err, "tool_choice", "\"auto\", \"none\", \"required\" or an object", c);
+  return -1;
+}
+
+/* The request's tools into ca (as the template writes each, tojson), where
+ * tool_choice lets the model call them: each {"type": "function",
+ * "function": {"name": ..., ...}}, written as given. 400 for a malformed
+ * list, and for tools the model's template cannot offer. */
+static int tool_args(gc_api_t *a, json_object *o, chat_args_t *ca, gc_api_err_t *err) {
+  json_object *ts = field(o, "tools");
+  int choice = tool_choice(o, err);
+  if (choice < 0) return err->status;
+  if (!ts || !choice) return 0;
+  if (!json_object_is_type(ts, json_type_array)) return want(err, "tools", "an array", ts);
+  size_t n = json_object_array_length(ts);
+  if (!n) return 0;
+  if (n > 1024) return gc_api_fail(err, 400, INVALID, NULL, "tools", "%zu tools: at most 1024", n);
+  if (!a->has_chat || !a->tools)
+    return gc_api_fail(err, 400, INVALID, NULL, "tools", "the model's chat template has no tool calls (gcore-serve "
+                       "offers tools through Qwen2.5's and Qwen3's templates)");
+  gc_err_t e = {0};
+  gc_chat_t probe = {.tools_kind = a->tools};
+  size_t *at = gc_calloc(n, sizeof *at, &e);
+  if (!at || !(ca->tools = gc_calloc(n, sizeof *ca->tools, &e))) {
+    free(at);
+    return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+  }
+  for (size_t i = 0; i < n; i++) {
+    json_object *t = json_object_array_get_idx(ts, i), *ty, *fn, *name;
+    if (!json_object_is_type(t, json_type_object) || !json_object_object_get_ex(t, "type", &ty) ||
+        !json_object_is_type(ty, json_type_string) || strcmp(json_object_get_string(ty), "function") ||
+        !json_object_object_get_ex(t, "function", &fn) || !json_object_is_type(fn, json_type_object) ||
+        !json_object_object_get_ex(fn, "name", &name) || !json_object_is_type(name, json_type_string) ||
+        !json_object_get_string_len(name)) {
+      free(at);
+      return gc_api_fail(err, 400, INVALID, NULL, "tools", "tools[%zu] must be {\"type\": \"function\", "
+                         "\"function\": {\"name\": ..., ...}}", i);
+    }
+    at[i] = ca->tool_text.len;
+    if (gc_pyjson(t, gc_chat_tools_indent(&probe), &ca->tool_text, &e) || gc_buf_append(&ca->tool_text, "", 1, &e)) {
+      free(at);
+      return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    }
+  }
+  for (size_t i = 0; i < n; i++) ca->tools[i] = ca->tool_text.data + at[i];
+  ca->ntools = (int)n;
+  free(at);
+  return 0;
+}
+
+/* /v1/completions has no tools: 400 for tools (but []) or a tool_choice
+ * (but "none"). */
+static int no_tools(json_object *o, gc_api_err_t *err) {
+  json_object *ts = field(o, "tools"), *c = field(o, "tool_choice");
+  const char *key = ts && !(json_object_is_type(ts, json_type_array) && !json_object_array_length(ts)) ? "tools"
+                    : c && !(json_object_is_type(c, json_type_string) && !strcmp(json_object_get_string(c), "none"))
+                        ? "tool_choice"
+                        : NULL;
+  return key ? gc_api_fail(err, 400, INVALID, NULL, key, "'%s' is not supported on /v1/completions: tools are a "
+                           "chat's (/v1/chat/completions)", key)
+             : 0;
+}
+
+/* The calls of assistant message m (its "tool_calls": each {"function":
+ * {"name", "arguments"}}, the arguments a JSON text as OpenAI's API gives
+ * them, or an object) into calls[*n], their names and arguments as the
+ * template writes them (tojson of the parsed arguments, as vLLM renders
+ * them) in text, NUL-separated; *n 0 without any. */
+static int message_calls(json_object *m, size_t i, gc_chat_call_t **calls, int *n, gc_buf_t *text,
+                         gc_api_err_t *err) {
+  json_object *tc = field(m, "tool_calls");
+  *n = 0;
+  text->len = 0;
+  if (!tc) return 0;
+  if (!json_object_is_type(tc, json_type_array)) return want(err, "messages", "tool_calls of an array", tc);
+  size_t k = json_object_array_length(tc);
+  if (k > 1024) return gc_api_fail(err, 400, INVALID, NULL, "messages", "messages[%zu]: over 1024 tool calls", i);
+  gc_err_t e = {0};
+  size_t *at = k ? gc_calloc(2 * k, sizeof *at, &e) : NULL;
+  free(*calls);
+  *calls = k ? gc_calloc(k, sizeof **calls, &e) : NULL;
+  if (k && (!at || !*calls)) {
+    free(at);
+    return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+  }
+  int rc = 0;
+  for (size_t j = 0; j < k && !rc; j++) {
+    json_object *c = json_object_array_get_idx(tc, j), *fn = NULL, *name = NULL, *args = NULL, *parsed = NULL;
+    if (!json_object_is_type(c, json_type_object) || !json_object_object_get_ex(c, "function", &fn) ||
+        !json_object_is_type(fn, json_type_object) || !json_object_object_get_ex(fn, "name", &name) ||
+        !json_object_is_type(name, json_type_string)) {
+      rc = gc_api_fail(err, 400, INVALID, NULL, "messages", "messages[%zu].tool_calls[%zu] must be {\"function\": "
+                       "{\"name\": ..., \"arguments\": ...}}", i, j);
+      break;
+    }
+    json_object_object_get_ex(fn, "arguments", &args);
+    if (args && json_object_is_type(args, json_type_string)) {
+      enum json_tokener_error je;
+      parsed = json_tokener_parse_verbose(json_object_get_string(args), &je);
+      if (je != json_tokener_success) {
+        rc = gc_api_fail(err, 400, INVALID, NULL, "messages", "messages[%zu].tool_calls[%zu]: the arguments are not "
+                         "JSON: %s", i, j, json_tokener_error_desc(je));
+        break;
+      }
+      args = parsed;
+    }
+    at[2 * j] = text->len;
+    if (gc_buf_append(text, json_object_get_string(name), (size_t)json_object_get_string_len(name) + 1, &e) ||
+        (at[2 * j + 1] = text->len, gc_pyjson(args, -1, text, &e)) || gc_buf_append(text, "", 1, &e))
+      rc = gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    json_object_put(parsed);
+  }
+  for (size_t j = 0; !rc && j < k; j++) (*calls)[j] = (gc_chat_call_t){text->data + at[2 * j], text->data + at[2 * j + 1]};
+  if (!rc) *n = (int)k;
+  free(at);
+  return rc;
+}
+
+/* Whether user message m is a query to Qwen3's templates: not a tool's
+ * result passed as a user message (<tool_response>...</tool_response>). */
+static int is_query(json_object *m) {
+  json_object *c = field(m, "content");
+  if (!c || !json_object_is_type(c, json_type_string)) return 1;
+  const char *s = json_object_get_string(c);
+  size_t n = (size_t)json_object_get_string_len(c);
+  return !(n >= 15 + 16 && !strncmp(s, "<tool_response>", 15) && !strcmp(s + n - 16, "</tool_response>"));
+}
+
+/* The role of message i of msgs (NULL where it has none). */
+static const char *role_of(json_object *msgs, size_t i) {
+  json_object *m = json_object_array_get_idx(msgs, i), *r;
+  return json_object_is_type(m, json_type_object) && json_object_object_get_ex(m, "role", &r) &&
+                 json_object_is_type(r, json_type_string)
+             ? json_object_get_string(r)
+             : NULL;
+}
+
+/* A chat_prompt failure of the template (e) as the API's error. */
+static int template_fail(const gc_err_t *e, gc_api_err_t *err) {
+  return e->code == GC_EINVAL ? gc_api_fail(err, 400, INVALID, NULL, "messages", "%s", e->msg)
+                              : gc_api_fail(err, 500, "server_error", NULL, NULL, "the chat template failed: %s", e->msg);
+}
+
 /* The chat's ids: system (or developer) first if any, then user and
- * assistant turns, the last a user turn, through the model's template
- * (gc_chat_t; the system message with the first user message, or with
- * the last where the template puts it there), then the reply's header
- * (think_off: chat_template_kwargs' enable_thinking false). */
-static int chat_prompt(gc_api_t *a, json_object *msgs, int think_off, gc_tok_ids_t *ids, gc_api_err_t *err) {
+ * assistant turns (with their tool calls) and tool results, the last a
+ * user turn or a tool's result, through the model's template (gc_chat_t;
+ * the system message with the first user message, or with the last where
+ * the template puts it there; ca's tools in it), then the reply's header
+ * (ca->think_off: enable_thinking false). */
+static int chat_prompt(gc_api_t *a, json_object *msgs, const chat_args_t *ca, gc_tok_ids_t *ids, gc_api_err_t *err) {
   if (!msgs) return gc_api_fail(err, 400, INVALID, NULL, "messages", "'messages' is required");
   if (!json_object_is_type(msgs, json_type_array)) return want(err, "messages", "an array", msgs);
-  size_t n = json_object_array_length(msgs);
+  size_t n = json_object_array_length(msgs), last_query = 0;
   if (!n) return gc_api_fail(err, 400, INVALID, NULL, "messages", "'messages' is empty");
   if (!a->has_chat) return gc_api_fail(err, 400, INVALID, NULL, "messages", "%s", a->chat_why);
-  gc_buf_t text = {0}, system = {0};
-  int rc = 0, have_system = 0, users = 0, last_user = 0;
+  for (size_t i = 0; i < n; i++) /* Qwen3's last_query_index: the last user message that is a query */
+    if (role_of(msgs, i) && !strcmp(role_of(msgs, i), "user") && is_query(json_object_array_get_idx(msgs, i)))
+      last_query = i;
+  gc_buf_t text = {0}, system = {0}, call_text = {0};
+  gc_chat_call_t *calls = NULL;
+  int rc = 0, have_system = 0, users = 0, last_user = 0, ncalls = 0;
   gc_err_t e = {0};
   gc_chat_t conv;
   pthread_mutex_lock(&a->tok_mu);
   gc_chat_init(&conv, a->tok, a->chat);
-  conv.think_off = think_off;
+  conv.think_off = ca->think_off;
+  conv.tools = (const char *const *)ca->tools, conv.ntools = ca->ntools;
   for (size_t i = 0; i < n && !rc; i++) {
-    json_object *m = json_object_array_get_idx(msgs, i), *role;
+    json_object *m = json_object_array_get_idx(msgs, i), *reasoning;
     if (!json_object_is_type(m, json_type_object)) {
       rc = want(err, "messages", "an array of objects", m);
       break;
     }
-    if (!json_object_object_get_ex(m, "role", &role) || !json_object_is_type(role, json_type_string)) {
+    const char *r = role_of(msgs, i);
+    if (!r) {
       rc = gc_api_fail(err, 400, INVALID, NULL, "messages", "messages[%zu] has no 'role' string", i);
       break;
     }
-    const char *r = json_object_get_string(role);
     if ((rc = content_text(m, &text, err))) break;
     if (!strcmp(r, "system") || !strcmp(r, "developer")) {
       if (i) rc = gc_api_fail(err, 400, INVALID, NULL, "messages", "a system message must come first");
@@ -478,22 +656,28 @@ static int chat_prompt(gc_api_t *a, json_object *msgs, int think_off, gc_tok_ids
       last_user = 0;
     } else if (!strcmp(r, "user")) {
       int with_system = have_system && (gc_chat_system_last(a->chat) ? i == n - 1 : !users);
-      if (gc_chat_user(&conv, with_system ? system.data : NULL, text.data, ids, &e))
-        rc = e.code == GC_EINVAL ? gc_api_fail(err, 400, INVALID, NULL, "messages", "%s", e.msg)
-                                 : gc_api_fail(err, 500, "server_error", NULL, NULL, "the chat template failed: %s", e.msg);
+      if (gc_chat_user(&conv, with_system ? system.data : NULL, text.data, ids, &e)) rc = template_fail(&e, err);
       users++, last_user = 1;
     } else if (!strcmp(r, "assistant")) {
       if (!users) {
         rc = gc_api_fail(err, 400, INVALID, NULL, "messages", "an assistant message before any user message");
         break;
       }
-      if (gc_chat_assistant(&conv, text.data, ids, &e))
-        rc = e.code == GC_EINVAL ? gc_api_fail(err, 400, INVALID, NULL, "messages", "%s", e.msg)
-                                 : gc_api_fail(err, 500, "server_error", NULL, NULL, "the chat template failed: %s", e.msg);
+      reasoning = field(m, "reasoning_content");
+      if (reasoning && !json_object_is_type(reasoning, json_type_string))
+        rc = want(err, "messages", "a reasoning_content of a string", reasoning);
+      if (!rc) rc = message_calls(m, i, &calls, &ncalls, &call_text, err);
+      if (!rc && gc_chat_reply(&conv, text.data, reasoning ? json_object_get_string(reasoning) : NULL,
+                               i > last_query, calls, ncalls, ids, &e))
+        rc = template_fail(&e, err);
       last_user = 0;
+    } else if (!strcmp(r, "tool")) {
+      if (!users) rc = gc_api_fail(err, 400, INVALID, NULL, "messages", "a tool message before any user message");
+      else if (gc_chat_tool_result(&conv, text.data, ids, &e)) rc = template_fail(&e, err);
+      last_user = 1;
     } else {
       rc = gc_api_fail(err, 400, INVALID, NULL, "messages", "messages[%zu]: role '%.40s' is not one of system, "
-                       "developer, user, assistant", i, r);
+                       "developer, user, assistant, tool", i, r);
     }
   }
   if (!rc && last_user && (gc_chat_assistant(&conv, NULL, ids, &e) || gc_chat_flush(&conv, ids, &e)))
@@ -501,9 +685,11 @@ static int chat_prompt(gc_api_t *a, json_object *msgs, int think_off, gc_tok_ids
   gc_chat_free(&conv);
   pthread_mutex_unlock(&a->tok_mu);
   if (!rc && !last_user)
-    rc = gc_api_fail(err, 400, INVALID, NULL, "messages", "the last message must be the user's");
+    rc = gc_api_fail(err, 400, INVALID, NULL, "messages", "the last message must be the user's or a tool's");
   gc_buf_free(&text);
   gc_buf_free(&system);
+  gc_buf_free(&call_text);
+  free(calls);
   return rc;
 }
 
@@ -805,9 +991,12 @@ int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_api_req_t
   prompt_t ps[GC_API_MAX_CHOICES] = {0};
   int np = 0;
   if (!rc && chat) rc = contents_given(field(o, "messages"), err);
-  int think_off = 0;
-  if (!rc && chat) rc = template_kwargs(o, &think_off, err);
-  if (!rc && chat) np = 1, rc = chat_prompt(a, field(o, "messages"), think_off, &ps[0].ids, err);
+  chat_args_t ca = {0};
+  if (!rc && chat) rc = template_kwargs(o, &ca, err) || tool_args(a, o, &ca, err) ? err->status : 0;
+  if (!rc && chat) np = 1, rc = chat_prompt(a, field(o, "messages"), &ca, &ps[0].ids, err);
+  q->tools = ca.ntools > 0;
+  chat_args_free(&ca);
+  if (!rc && !chat) rc = no_tools(o, err);
   if (!rc && !chat) rc = completion_prompts(a, field(o, "prompt"), ps, &np, err);
   if (!rc && !ps[0].ids.n) rc = gc_api_fail(err, 400, INVALID, NULL, chat ? "messages" : "prompt", "the prompt has no tokens");
   if (!rc) rc = choices(&b, q, err);
@@ -858,11 +1047,13 @@ static int tokenize_body(gc_api_t *a, json_object *o, gc_tok_ids_t *ids, gc_api_
     if (!gen)
       return gc_api_fail(err, 400, INVALID, NULL, "add_generation_prompt", "only \"add_generation_prompt\": true "
                          "is implemented");
-    int think_off;
-    return contents_given(msgs, err) || template_kwargs(o, &think_off, err) ||
-                   chat_prompt(a, msgs, think_off, ids, err)
-               ? err->status
-               : 0;
+    chat_args_t ca = {0};
+    int rc = contents_given(msgs, err) || template_kwargs(o, &ca, err) || tool_args(a, o, &ca, err) ||
+                     chat_prompt(a, msgs, &ca, ids, err)
+                 ? err->status
+                 : 0;
+    chat_args_free(&ca);
+    return rc;
   }
   json_object *text = content ? content : prompt;
   const char *key = content ? "content" : "prompt";
@@ -1224,6 +1415,68 @@ void gc_api_reply_parts(const gc_api_t *a, const char *text, size_t n, int done,
   while (p->c0 < n && blank(text[p->c0])) p->c0++;
 }
 
+/* ---- tool calls ------------------------------------------------------------------ */
+
+/* The call block's JSON [n] as a message's tool call: {"name": string,
+ * "arguments": any (absent: {})}, the arguments written as vLLM's tool
+ * parsers write them (json.dumps); NULL where it is not one (or no
+ * memory). index: the call's place in the reply. */
+static json_object *call_json(const char *s, size_t n, int index) {
+  while (n && blank(*s)) s++, n--;
+  while (n && blank(s[n - 1])) n--;
+  json_tokener *tk = json_tokener_new();
+  json_object *o = tk ? json_tokener_parse_ex(tk, s, (int)n) : NULL, *name, *args = NULL, *c = NULL;
+  int whole = tk && json_tokener_get_error(tk) == json_tokener_success && (size_t)json_tokener_get_parse_end(tk) == n;
+  json_tokener_free(tk);
+  gc_buf_t b = {0};
+  gc_err_t e = {0};
+  if (whole && json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, "name", &name) &&
+      json_object_is_type(name, json_type_string) && json_object_get_string_len(name)) {
+    json_object_object_get_ex(o, "arguments", &args);
+    if (args ? !gc_pyjson(args, -1, &b, &e) : !gc_buf_printf(&b, &e, "{}")) {
+      char id[40];
+      snprintf(id, sizeof id, "call_%016llx", (unsigned long long)random_seed());
+      json_object *f = json_object_new_object();
+      json_object_object_add(f, "name", json_object_get(name));
+      json_object_object_add(f, "arguments", json_object_new_string_len(b.data, (int)b.len));
+      c = json_object_new_object();
+      json_object_object_add(c, "index", json_object_new_int(index));
+      json_object_object_add(c, "id", json_object_new_string(id));
+      json_object_object_add(c, "type", json_object_new_string("function"));
+      json_object_object_add(c, "function", f);
+    }
+  }
+  gc_buf_free(&b);
+  json_object_put(o);
+  return c;
+}
+
+size_t gc_api_tool_walk(const char *t, size_t from, size_t end, int done, gc_buf_t *content, json_object *calls,
+                        int *ncalls) {
+  static const char open[] = "<tool_call>", close[] = "</tool_call>";
+  const size_t on = sizeof open - 1, cn = sizeof close - 1;
+  gc_err_t e = {0};
+  while (from < end) {
+    const char *o = memmem(t + from, end - from, open, on);
+    if (o != t + from) { /* text, up to a block, or to what may become one */
+      size_t z = o ? (size_t)(o - t) : done ? end : end - partial_tail(t + from, end - from, open, on), k = z;
+      while (k > from && blank(t[k - 1])) k--; /* blanks wait for text after them */
+      if (k > from && gc_buf_append(content, t + from, k - from, &e)) return from;
+      from = o || done ? z : k;
+      if (!o) break;
+      continue;
+    }
+    const char *c = memmem(t + from + on, end - from - on, close, cn);
+    if (!c && !done) break;                                 /* the block is not closed yet */
+    size_t a = from + on, z = c ? (size_t)(c - t) : end, next = c ? z + cn : end;
+    json_object *call = call_json(t + a, z - a, *ncalls);
+    if (call) json_object_array_add(calls, call), ++*ncalls;
+    else if (gc_buf_append(content, t + from, next - from, &e)) return from; /* not a call: the text as it is */
+    from = next;
+  }
+  return from;
+}
+
 /* One choice of a whole answer: r's text (the prompt's first where echo),
  * logprobs, finish, ids. NULL on out-of-memory. */
 static json_object *choice_json(const gc_api_t *a, const gc_api_req_t *q, const gc_srv_req_t *r) {
@@ -1238,8 +1491,17 @@ static json_object *choice_json(const gc_api_t *a, const gc_api_req_t *q, const 
     json_object_put(c);
     return NULL;
   }
-  if (q->echo) text = json_object_new_string_len(both.data ? both.data : "", (int)both.len);
-  else text = json_object_new_string_len(t + p.c0, (int)(p.end - p.c0));
+  json_object *calls = NULL;
+  int ncalls = 0;
+  if (q->echo) {
+    text = json_object_new_string_len(both.data ? both.data : "", (int)both.len);
+  } else if (q->tools) { /* the answer's text, its tool calls apart */
+    calls = json_object_new_array();
+    gc_api_tool_walk(t, p.c0, p.end, 1, &both, calls, &ncalls);
+    text = both.len || !ncalls ? json_object_new_string_len(both.data ? both.data : "", (int)both.len) : NULL;
+  } else {
+    text = json_object_new_string_len(t + p.c0, (int)(p.end - p.c0));
+  }
   gc_buf_free(&both);
   json_object_object_add(c, "index", json_object_new_int(r->index));
   if (q->chat) {
@@ -1248,12 +1510,15 @@ static json_object *choice_json(const gc_api_t *a, const gc_api_req_t *q, const 
     if (p.has_reasoning)
       json_object_object_add(m, "reasoning_content", json_object_new_string_len(t + p.r0, (int)(p.r1 - p.r0)));
     json_object_object_add(m, "content", text);
+    if (ncalls) json_object_object_add(m, "tool_calls", json_object_get(calls));
     json_object_object_add(c, "message", m);
   } else {
     json_object_object_add(c, "text", text);
   }
+  json_object_put(calls);
   json_object_object_add(c, "logprobs", choice_logprobs(a, q, r, q->echo, 0, r->nids, 0));
-  json_object_object_add(c, "finish_reason", json_object_new_string(r->finish ? r->finish : "stop"));
+  json_object_object_add(c, "finish_reason", json_object_new_string(ncalls ? "tool_calls" : r->finish ? r->finish
+                                                                                                       : "stop"));
   if (q->return_ids) {
     json_object_object_add(c, "prompt_token_ids", ids_array(r->prompt, r->nprompt));
     json_object_object_add(c, "token_ids", ids_array(r->ids, r->nids));
@@ -1290,8 +1555,9 @@ char *gc_api_chunk_json(const gc_api_t *a, const gc_api_req_t *q, const char *id
     json_object *d = json_object_new_object();
     if (role) json_object_object_add(d, "role", json_object_new_string("assistant"));
     if (k->nr) json_object_object_add(d, "reasoning_content", json_object_new_string_len(k->reasoning, (int)k->nr));
-    if (role || n || (!finish && !k->nr))
+    if (role || n || (!finish && !k->nr && !k->calls))
       json_object_object_add(d, "content", json_object_new_string_len(text ? text : "", (int)n));
+    if (k->calls) json_object_object_add(d, "tool_calls", json_object_get(k->calls));
     json_object_object_add(c, "delta", d);
   } else {
     json_object_object_add(c, "text", json_object_new_string_len(text ? text : "", (int)n));

@@ -7,6 +7,7 @@
 #ifndef GC_SERVE_API_H
 #define GC_SERVE_API_H
 
+#include <json-c/json.h>
 #include <pthread.h>
 
 #include "../models/chat.h"
@@ -20,6 +21,7 @@ typedef struct gc_api {
   gc_chat_kind_t chat;
   int32_t chat_end;          /* the id that closes a reply */
   int reasoning;             /* a reply's <think> block as reasoning_content (gc_api_reply_parts) */
+  gc_chat_tools_kind_t tools; /* how the template offers tools (gc_chat_tools) */
   int think;                 /* how the template's replies carry it: gc_chat_reasoning */
   char chat_why[300];        /* without a chat template: why */
   int ctx, vocab;
@@ -49,6 +51,7 @@ typedef struct gc_api_req {
   int echo;                  /* /v1/completions' echo: the prompt's text (and ids' logprobs) first */
   int n;                     /* choices of each prompt (n) */
   int nprompts;              /* prompts (a batch of /v1/completions; 1 for a chat) */
+  int tools;                 /* a chat offered tools: its replies' calls are read (gc_api_tool_walk) */
 } gc_api_req_t;
 
 #define GC_API_MAX_CHOICES 128 /* prompts times n, at most, in one request */
@@ -101,6 +104,18 @@ typedef struct gc_api_parts {
 } gc_api_parts_t;
 void gc_api_reply_parts(const gc_api_t *a, const char *text, size_t n, int done, gc_api_parts_t *p);
 
+/* A chat answer's text t [from, end) with tools offered (done: all of it
+ * has come), read as Qwen's templates have the model write calls, as
+ * vLLM's hermes parser reads them: a <tool_call> ... </tool_call> block
+ * holding {"name", "arguments"} is a call, appended to calls (its index
+ * *ncalls, then counted; an id, "type": "function", the arguments as
+ * JSON text); the text outside the blocks, and a block that is no call,
+ * is appended to content, less runs of blanks that end the text before a
+ * block or the answer. What may still become a block, or a run of
+ * blanks, waits (not done). Returns where the next walk starts. */
+size_t gc_api_tool_walk(const char *t, size_t from, size_t end, int done, gc_buf_t *content, json_object *calls,
+                        int *ncalls);
+
 /* What one stream chunk of choice r (its r->index) carries. */
 typedef struct gc_api_chunk {
   const char *text;          /* [n] text new since the last chunk (a chat's answer) */
@@ -112,6 +127,7 @@ typedef struct gc_api_chunk {
   size_t offset;             /* logprobs' text_offset of the first token: gc_api_token_chars of those sent */
   const char *finish;        /* NULL until the last */
   int role;                  /* the first chat chunk (delta.role) */
+  json_object *calls;        /* a chat's tool calls complete since the last chunk (delta.tool_calls), or NULL */
 } gc_api_chunk_t;
 char *gc_api_chunk_json(const gc_api_t *a, const gc_api_req_t *q, const char *id, int64_t created,
                         const gc_srv_req_t *r, const gc_api_chunk_t *k);

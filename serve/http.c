@@ -79,6 +79,7 @@ typedef struct hreq {
     size_t reason;          /* a chat's: up to the end of its reasoning sent */
     size_t chars;           /* gc_api_token_chars of its positions sent: logprobs' text_offset */
     int ids;                /* its ids */
+    int calls;              /* a chat's tool calls sent */
     int started, finished;  /* its first chunk (role or echo), its last */
   } *sent;
 } hreq_t;
@@ -225,15 +226,28 @@ static int choice_events(hreq_t *x, int i) {
   const char *t = r->text.data ? r->text.data : "";
   gc_api_parts_t p = {.end = r->ready}; /* a chat's reasoning and answer so far */
   if (x->q.chat) gc_api_reply_parts(a, t, r->ready, r->done, &p);
-  size_t r0 = p.r0 > s->reason ? p.r0 : s->reason, c0 = p.c0 > s->text ? p.c0 : s->text;
-  if (p.r1 > r0 || p.end > c0 || (new_ids && !r->done)) {
-    gc_api_chunk_t k = {.text = t + c0, .n = p.end > c0 ? p.end - c0 : 0, .reasoning = t + r0,
-                        .nr = p.r1 > r0 ? p.r1 - r0 : 0, .from = s->ids, .to = r->nids, .offset = s->chars};
-    if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, r, &k))) return -1;
+  size_t r0 = p.r0 > s->reason ? p.r0 : s->reason, c0 = p.c0 > s->text ? p.c0 : s->text, next = p.end;
+  gc_buf_t answer = {0}; /* with tools: the answer's text new since the last chunk, and its calls */
+  json_object *calls = x->q.tools ? json_object_new_array() : NULL;
+  int ncalls = s->calls;
+  if (calls) next = gc_api_tool_walk(t, c0, p.end, r->done, &answer, calls, &ncalls);
+  const char *text = calls ? answer.data : t + c0;
+  size_t n = calls ? answer.len : p.end > c0 ? p.end - c0 : 0;
+  if (p.r1 > r0 || n || ncalls > s->calls || (new_ids && !r->done)) {
+    gc_api_chunk_t k = {.text = text, .n = n, .reasoning = t + r0, .nr = p.r1 > r0 ? p.r1 - r0 : 0,
+                        .from = s->ids, .to = r->nids, .offset = s->chars, .calls = ncalls > s->calls ? calls : NULL};
+    if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, r, &k))) {
+      gc_buf_free(&answer);
+      json_object_put(calls);
+      return -1;
+    }
     if (r->p.logprobs >= 0) s->chars += gc_api_token_chars(a, r, r->nprompt + k.from, r->nprompt + k.to);
-    s->text = p.end > c0 ? p.end : c0, s->reason = p.r1 > r0 ? p.r1 : r0, s->ids = r->nids;
+    s->reason = p.r1 > r0 ? p.r1 : r0, s->ids = r->nids;
     wrote = 1;
   }
+  s->text = next > c0 ? next : c0, s->calls = ncalls;
+  gc_buf_free(&answer);
+  json_object_put(calls);
   if (!r->done) return wrote;
   s->finished = 1;
   if (r->status) { /* failed after the headers went out: an error event */
@@ -241,7 +255,8 @@ static int choice_events(hreq_t *x, int i) {
     gc_api_fail(&err, r->status, "server_error", NULL, NULL, "%s", r->error);
     return event(x, gc_api_error_json(&err)) ? -1 : 2;
   }
-  gc_api_chunk_t k = {.text = "", .from = s->ids, .to = r->nids, .offset = s->chars, .finish = r->finish};
+  gc_api_chunk_t k = {.text = "", .from = s->ids, .to = r->nids, .offset = s->chars,
+                      .finish = s->calls ? "tool_calls" : r->finish};
   if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, r, &k))) return -1;
   s->ids = r->nids;
   return 1;

@@ -483,8 +483,10 @@ CONTROLS = {"llama2": [], "mistral": [], "llama3": _L3, "llama3_1": _L3, "llama3
             "qwen2_5_math": ["<|im_start|>", "<|im_end|>"], "qwen3": ["<|im_start|>", "<|im_end|>"],
             "qwen3_thinking": ["<|im_start|>", "<|im_end|>"]}
 # and the user-defined (added, not special) ones: DeepSeek R1's distills'
-USER_TOKENS = {"deepseek_r1": ["<think>", "</think>"], "qwen3": ["<think>", "</think>"],
-               "qwen3_thinking": ["<think>", "</think>"]}
+# (Qwen's <tool_call> and </tool_call> are such tokens in their vocabularies)
+_CALL = ["<tool_call>", "</tool_call>"]
+USER_TOKENS = {"deepseek_r1": ["<think>", "</think>"], "qwen3": ["<think>", "</think>"] + _CALL,
+               "qwen3_thinking": ["<think>", "</think>"] + _CALL, "qwen2_5": _CALL, "qwen2_5_math": _CALL}
 
 
 def _raise(message):

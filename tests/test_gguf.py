@@ -524,15 +524,16 @@ def ids_of(gc, path, text):
     return [int(x) for x in r.out.split()]
 
 
-def chat_gguf(gc, kind, v3=False):
+def chat_gguf(gc, kind, v3=False, user=()):
     """A tiny GGUF model whose chat_template is the real template of kind
     (chat_ref), its control tokens in the vocabulary (v3: [INST] and [/INST]
-    as control tokens, as Mistral v3 has them). Qwen's: a context of 512
-    (its own system message is about 100 of this vocabulary's tokens)."""
+    as control tokens, as Mistral v3 has them; user: more user-defined
+    tokens). Qwen's: a context of LONG_CTX (its own system message is about 100
+    of this vocabulary's tokens)."""
     cfg = TM.make_config(**dict(CFG, max_seq=LONG_CTX.get(kind, CFG["max_seq"])))
     toks, _, types = G.vocab(cfg["vocab_size"])
     controls = ["[INST]", "[/INST]"] if v3 else C.CONTROLS[kind]
-    added = controls + C.USER_TOKENS.get(kind, [])  # control tokens, then user-defined ones
+    added = controls + C.USER_TOKENS.get(kind, []) + list(user)  # control tokens, then user-defined ones
     if added:
         toks[-len(added):], types[-len(added):] = added, [3] * len(controls) + [4] * (len(added) - len(controls))
     path = str(gc.dir / f"{kind}{'-v3' if v3 else ''}.gguf")
@@ -542,7 +543,8 @@ def chat_gguf(gc, kind, v3=False):
     return path, toks
 
 
-LONG_CTX = {"qwen2_5": 512, "qwen2_5_math": 512, "llama3_1": 512, "llama3_2": 512}
+LONG_CTX = {"qwen2_5": 2048, "qwen2_5_math": 2048, "qwen3": 2048, "qwen3_thinking": 2048, "llama3_1": 512,
+            "llama3_2": 512}  # Qwen's tools are about 900 of this vocabulary's tokens
 
 
 def chat_bundle(bundles, path, kind):
@@ -730,13 +732,13 @@ def test_gguf_chat_templates_through_the_server(gc, bundles, kind):
         assert srv.stop()[0] == 0
 
 
-def chain_gguf(gc, kind, chain, name):
+def chain_gguf(gc, kind, chain, name, user=(), ctx=CFG["max_seq"]):
     """chat_gguf's model for kind whose greedy next token after chain[i]
     is chain[i + 1] (and after the last, chain[0]): the layers add
     nothing, token chain[i]'s embedding is unit vector i, and the head's
-    row chain[i + 1] reads it."""
-    cfg = TM.make_config(**CFG)
-    path, toks = chat_gguf(gc, kind)
+    row chain[i + 1] reads it. user: chat_gguf's; ctx: its context."""
+    cfg = TM.make_config(**dict(CFG, max_seq=ctx))
+    path, toks = chat_gguf(gc, kind, user=user)
     ids = [t if isinstance(t, int) else toks.index(t) for t in chain]
     assert len(set(ids)) == len(ids), chain
     w = TM.random_weights(cfg, 0)
@@ -750,12 +752,174 @@ def chain_gguf(gc, kind, chain, name):
         w["model.embed_tokens.weight"][t, i] = 1
         w["lm_head.weight"][ids[(i + 1) % len(ids)], i] = 1
     out = str(gc.dir / name)
-    types = [3 if t in C.CONTROLS[kind] else 4 if t in C.USER_TOKENS.get(kind, []) else ty
+    types = [3 if t in C.CONTROLS[kind] else 4 if t in C.USER_TOKENS.get(kind, []) + list(user) else ty
              for t, ty in zip(toks, G.vocab(cfg["vocab_size"])[2])]
     G.write_llama(out, cfg, w, extra_kvs=[("tokenizer.ggml.tokens", "arr:str", toks),
                                           ("tokenizer.ggml.token_type", "arr:i32", types),
                                           ("tokenizer.chat_template", "str", C.TEMPLATES[kind])])
     return out
+
+
+# tools as a client offers them: floats Python writes in each of its forms,
+# non-ASCII and control characters, an empty parameter list
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Météo \"now\"\tin\u0001 a city 🌦",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "enum": ["Zürich", None, True, False]},
+        "days": {"type": "integer", "minimum": 1, "maximum": 2 ** 62, "multipleOf": 1.0},
+        "w": {"type": "number", "examples": [0.1, 1e-05, 1e16, 123.456, -0.0, 5e-324, 1.7976931348623157e308, 2.5e-07,
+                                             1e-4, 100.0, 1e15, 12345678901234567890.0]}},
+        "required": ["city"]}}},
+    {"type": "function", "function": {"name": "now", "parameters": {}}}]
+CALL1 = {"id": "call_1", "type": "function", "function": {"name": "get_weather",
+                                                          "arguments": {"city": "Zürich", "days": 2, "w": 0.1}}}
+CALL2 = {"id": "call_2", "type": "function", "function": {"name": "now", "arguments": {}}}
+
+
+def as_client(msgs):
+    """msgs as a client sends them: each call's arguments as JSON text (the
+    reference renders them parsed, as vLLM and llama.cpp pass them to the
+    template)."""
+    out = []
+    for m in msgs:
+        m = dict(m)
+        if "tool_calls" in m:
+            m["tool_calls"] = [dict(c, function=dict(c["function"], arguments=json.dumps(c["function"]["arguments"])))
+                               for c in m["tool_calls"]]
+        out.append(m)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["qwen2_5", "qwen3", "qwen3_thinking"])
+def test_gguf_tools_in_the_prompt(gc, bundles, kind):
+    """Tools through Qwen's templates: the request's tools in the system
+    message (each as Hugging Face's tojson writes it: keys in order, floats
+    as Python's repr, non-ASCII as it is), an assistant's earlier calls
+    (with and without text; Qwen3's reasoning kept after the last query,
+    from the text's <think> block or reasoning_content) and the tools'
+    results in a user turn of <tool_response> blocks: the prompt ids are
+    the Jinja rendering tokenized as llama.cpp does, through the chat
+    endpoint and /tokenize. tool_choice "none" leaves the tools out;
+    "required", a named function, malformed tools or arguments, and tools
+    for a template without them are 400."""
+    from test_serve import Server
+    path, _ = chat_gguf(gc, kind)
+    srv = Server(path, chat_bundle(bundles, path, kind), "--parallel", 1)
+    sys_, u = {"role": "system", "content": "be brief"}, {"role": "user", "content": "weather?"}
+    a2 = {"role": "assistant", "content": None, "tool_calls": [CALL1, CALL2]}
+    r1, r2 = {"role": "tool", "tool_call_id": "call_1", "content": "{\"t\": 21}"}, \
+        {"role": "tool", "tool_call_id": "call_2", "content": "noon"}
+    convs = [[sys_, u], [u], [sys_, u, a2, r1, r2],
+             [u, {"role": "assistant", "content": "Let me see.", "tool_calls": [CALL1]}, r1,
+              {"role": "assistant", "content": "Sunny."}, {"role": "user", "content": "thanks"}],
+             [u, {"role": "assistant", "content": "<think>\nplan\n</think>\n\nLet me see.", "tool_calls": [CALL1]}, r1],
+             [u, {"role": "assistant", "content": "", "reasoning_content": "\nplan b\n", "tool_calls": [CALL2]}, r2],
+             [u, {"role": "user", "content": "<tool_response>\nx\n</tool_response>"}]]
+    try:
+        for tools in (TOOLS, None):
+            for msgs in convs:
+                kw = {"tools": tools} if tools else {}
+                want = rendered_ids(gc, path, kind, msgs, **kw)
+                for route in ("/v1/chat/completions", "/tokenize"):
+                    status, _, text = srv.post(route, dict({"messages": as_client(msgs), "max_tokens": 1,
+                                                            "return_token_ids": True}, **kw))
+                    assert status == 200, (msgs, text)
+                    body = json.loads(text)
+                    got = body["tokens"] if route == "/tokenize" else body["choices"][0]["prompt_token_ids"]
+                    assert got == want, (route, msgs, C.render(C.ALL[kind], msgs, **kw))
+        status, _, text = srv.post("/v1/chat/completions", {"messages": [u], "tools": TOOLS, "tool_choice": "none",
+                                                            "max_tokens": 1, "return_token_ids": True})
+        assert status == 200 and json.loads(text)["choices"][0]["prompt_token_ids"] == rendered_ids(gc, path, kind, [u])
+        bad_call = [u, {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{x"}}]}, r1]
+        for body, msg in (({"tool_choice": "required"}, "constrained decoding"),
+                          ({"tool_choice": {"type": "function", "function": {"name": "now"}}}, "constrained decoding"),
+                          ({"tool_choice": 3}, "'tool_choice' must be"),
+                          ({"tools": [{"type": "function", "function": {"description": "x"}}]}, "tools[0] must be"),
+                          ({"tools": [{"type": "code"}]}, "tools[0] must be"), ({"tools": {}}, "'tools' must be"),
+                          ({"messages": bad_call}, "the arguments are not JSON"),
+                          ({"messages": [u, {"role": "assistant", "tool_calls": [{"id": 1}]}, r1]}, "tool_calls[0]"),
+                          ({"messages": [r1]}, "a tool message before any user message"),
+                          ({"functions": [{"name": "f"}]}, "give 'tools'")):
+            status, _, text = srv.post("/v1/chat/completions", dict({"messages": [u], "tools": TOOLS, "max_tokens": 1},
+                                                                    **body))
+            assert status == 400 and msg in json.loads(text)["error"]["message"], (body, text)
+    finally:
+        assert srv.stop()[0] == 0
+    path, _ = chat_gguf(gc, "llama3")
+    srv = Server(path, chat_bundle(bundles, path, "llama3"), "--parallel", 1)
+    try:
+        status, _, text = srv.post("/v1/chat/completions", {"messages": [u], "tools": TOOLS, "max_tokens": 1})
+        assert status == 400 and "has no tool calls" in text, text
+        status, _, text = srv.post("/v1/chat/completions", {"messages": [u, a2, r1], "max_tokens": 1})
+        assert status == 400 and "has no tool calls" in text, text
+        status, _, text = srv.post("/v1/chat/completions", {"messages": [u], "tools": TOOLS, "tool_choice": "none",
+                                                            "max_tokens": 1})
+        assert status == 200, text
+    finally:
+        assert srv.stop()[0] == 0
+
+
+def test_gguf_tool_calls_in_the_reply(gc, bundles):
+    """A Qwen2.5 model that writes text, then two <tool_call> blocks (the
+    second one token), then <|im_end|>: with tools offered, the message's
+    content is the text and its tool_calls the two calls (ids, "type":
+    "function", the arguments as JSON text), finish_reason "tool_calls",
+    whole and streamed alike (the stream's calls arrive as each block
+    closes; text that may still become "<tool_call>" is held back); a block
+    that holds no call stays text; cut by max_tokens inside a block, the
+    block is read as far as it came (vLLM's hermes parser reads an unclosed
+    block too): a call where its JSON is whole; without tools (or with
+    tool_choice "none") it is all content."""
+    from test_serve import Server, sse
+    nl, call1 = "<0x0A>", '\n{"name": "get_weather", "arguments": {"city": "Zürich", "w": 1e-05}}\n'
+    block2 = '\n \n<tool_call>\n{"name": "now"}\n</tool_call>\n'
+    junk = '<tool_call>{"oops": 1}</tool_call>'
+    user = ["Let me see.", call1, block2, junk, "<to", "ol_c", "all>"]  # the first <tool_call> in three tokens
+    chain = [nl, "Let me see.", "<to", "ol_c", "all>", call1, "</tool_call>", block2, "<|im_end|>"]
+    path = chain_gguf(gc, "qwen2_5", chain, "qwen-tools.gguf", user=user, ctx=2048)
+    bundle = bundles.get(path, "F32-ctx2048")
+    text1 = "Let me see.<tool_call>" + call1 + "</tool_call>" + block2
+    calls = [("get_weather", '{"city": "Zürich", "w": 1e-05}'), ("now", "{}")]
+    msgs = [{"role": "user", "content": "weather?"}]
+    srv = Server(path, bundle, "--parallel", 1)
+    try:
+        for extra, n, content, want_calls in (({"tools": TOOLS}, 16, "Let me see.", calls),
+                                              ({"tools": TOOLS}, 5, "Let me see.", calls[:1]),
+                                              ({"tools": TOOLS}, 4, "Let me see.<tool_call>", []),
+                                              ({"tools": TOOLS}, 3, "Let me see.<tool_c", []),
+                                              ({}, 16, text1, []),
+                                              ({"tools": TOOLS, "tool_choice": "none"}, 16, text1, [])):
+            req = dict({"messages": msgs, "max_tokens": n, "temperature": 0}, **extra)
+            status, _, text = srv.post("/v1/chat/completions", req)
+            assert status == 200, text
+            ch = json.loads(text)["choices"][0]
+            m = ch["message"]
+            got = [(c["function"]["name"], c["function"]["arguments"]) for c in m.get("tool_calls", [])]
+            assert (m["content"], got) == (content, want_calls), (extra, n, m)
+            assert ch["finish_reason"] == ("tool_calls" if want_calls else "length" if n < 5 else "stop"), ch
+            for i, c in enumerate(m.get("tool_calls", [])):
+                assert c["index"] == i and c["type"] == "function" and re.fullmatch(r"call_[0-9a-f]{16}", c["id"]), c
+            status, _, text = srv.post("/v1/chat/completions", dict(req, stream=True))
+            assert status == 200, text
+            events = sse(text)
+            deltas = [c["delta"] for ev in events for c in ev["choices"]]
+            got_c = "".join(d.get("content") or "" for d in deltas)
+            got_calls = [(t["function"]["name"], t["function"]["arguments"]) for d in deltas
+                         for t in d.get("tool_calls", [])]
+            assert (got_c, got_calls) == (content, want_calls), (extra, n, deltas)
+            assert [t["index"] for d in deltas for t in d.get("tool_calls", [])] == list(range(len(want_calls)))
+            assert not any("<tool" in (d.get("content") or "") for d in deltas) or not want_calls, deltas
+            assert events[-1]["choices"][0]["finish_reason"] == ch["finish_reason"], events[-1]
+    finally:
+        assert srv.stop()[0] == 0
+    path = chain_gguf(gc, "qwen2_5", [nl, junk, "<|im_end|>"], "qwen-junk.gguf", user=user, ctx=2048)
+    srv = Server(path, bundles.get(path, "F32-ctx2048"), "--parallel", 1)
+    try:
+        status, _, text = srv.post("/v1/chat/completions", {"messages": msgs, "tools": TOOLS, "temperature": 0})
+        ch = json.loads(text)["choices"][0]
+        assert (ch["message"]["content"], ch["message"].get("tool_calls"), ch["finish_reason"]) == (junk, None, "stop")
+    finally:
+        assert srv.stop()[0] == 0
 
 
 @pytest.mark.parametrize("kind", ["deepseek_r1", "qwen3_thinking"])

@@ -917,7 +917,8 @@ REFUSED = [
                  ("include_stop_str_in_output", "true"), ("skip_special_tokens", "false"),
                  ("allowed_token_ids", "[1, 2]"), ("bad_words", '["a"]'), ("logit_bias", '{"5": 10}'),
                  ("n_predict", "5"), ("prompt_logprobs", "1"), ("use_beam_search", "true"),
-                 ("response_format", '{"type": "json_object"}'), ("tool_choice", '"auto"'))
+                 ("response_format", '{"type": "json_object"}'), ("tool_choice", '"auto"'),
+                 ("tools", '[{"type": "function", "function": {"name": "f"}}]'))
 ]
 
 
@@ -1204,7 +1205,9 @@ BAD_CHAT = [
      "messages", "must come first"),
     (b'{"messages": [{"role": "user", "content": "a\\u0000b"}]}', 400, "messages", "NUL"),
     (b'{"messages": [{"role": "user", "content": "a"}], "tools": [{"type": "function"}]}', 400, "tools",
-     "not supported"),
+     "has no tool calls"),
+    (b'{"messages": [{"role": "user", "content": "a"}], "tool_choice": "required"}', 400, "tool_choice",
+     "constrained decoding"),
     (b'{"prompt": "x"}', 400, "messages", "required"),
 ]
 
