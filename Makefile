@@ -186,7 +186,7 @@ deps-test: deps
 FUZZ_CC      ?= clang-19
 FUZZ_S       ?= 60
 FUZZ_RUNS    ?= 0
-FUZZ_TARGETS := safetensors llama2c gguf_model gguf_vocab tokenizer_json bundle tunedb workload template expr
+FUZZ_TARGETS := safetensors llama2c gguf_model gguf_vocab tokenizer_json bundle tunedb workload template expr api
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-format-truncation \
                 -DGC_VERSION='"$(VERSION)"' $(FUZZ_SAN) -fsanitize=fuzzer-no-link
@@ -206,7 +206,12 @@ build/fuzz/libgcore.a: $(FUZZ_LIB_OBJ)
 build/fuzz/fuzz_%: build/fuzz/fuzz/fuzz_%.o build/fuzz/fuzz/fuzz_util.o build/fuzz/libgcore.a
 	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 
-.SECONDARY: $(FUZZ_TARGETS:%=build/fuzz/fuzz/fuzz_%.o) build/fuzz/fuzz/fuzz_util.o
+# fuzz_api: gcore-serve's request parser, above the library (serve/ less HTTP)
+FUZZ_SERVE_OBJ := build/fuzz/serve/api.o build/fuzz/serve/pyjson.o build/fuzz/serve/engine.o
+build/fuzz/fuzz_api: build/fuzz/fuzz/fuzz_api.o build/fuzz/fuzz/fuzz_util.o $(FUZZ_SERVE_OBJ) build/fuzz/libgcore.a
+	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
+.SECONDARY: $(FUZZ_TARGETS:%=build/fuzz/fuzz/fuzz_%.o) build/fuzz/fuzz/fuzz_util.o $(FUZZ_SERVE_OBJ)
 -include $(FUZZ_LIB_OBJ:.o=.d) $(wildcard build/fuzz/fuzz/*.d)
 
 fuzz-build: $(FUZZ_BINS)

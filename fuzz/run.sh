@@ -21,6 +21,7 @@ max_len() {
     safetensors|bundle|tunedb) echo 65536 ;;
     llama2c|gguf_vocab|tokenizer_json|template) echo 32768 ;;
     workload) echo 4096 ;;
+    api) echo 16384 ;;
     expr) echo 1024 ;;
     *) echo 65536 ;;
   esac
