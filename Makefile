@@ -207,7 +207,7 @@ build/fuzz/fuzz_%: build/fuzz/fuzz/fuzz_%.o build/fuzz/fuzz/fuzz_util.o build/fu
 	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 
 # fuzz_api: gcore-serve's request parser, above the library (serve/ less HTTP)
-FUZZ_SERVE_OBJ := build/fuzz/serve/api.o build/fuzz/serve/pyjson.o build/fuzz/serve/engine.o
+FUZZ_SERVE_OBJ := build/fuzz/serve/api.o build/fuzz/serve/engine.o
 build/fuzz/fuzz_api: build/fuzz/fuzz/fuzz_api.o build/fuzz/fuzz/fuzz_util.o $(FUZZ_SERVE_OBJ) build/fuzz/libgcore.a
 	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 

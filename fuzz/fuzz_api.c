@@ -3,7 +3,7 @@
  * and chat template (the gguf_vocab seeds: Qwen2.5's and Qwen3's with
  * tools, Llama 3.2's, Mistral v3's, DeepSeek R1's) and the endpoint; the
  * rest is the body, parsed as gcore-serve parses it (the chat template,
- * tools and tool calls through serve/pyjson.c included) and given to
+ * tools and tool calls through models/pyjson.c included) and given to
  * /tokenize. Then the body read as a model's reply: its tool calls walked
  * whole and as a stream cut at every few bytes must give the same text
  * and calls (a finding otherwise: a stream must never say what the whole
@@ -52,14 +52,14 @@ static void fz_call_text(json_object *calls, gc_buf_t *b) {
 }
 
 /* The body as a reply: whole, then streamed in pieces of step bytes. */
-static void fz_walk(const char *t, size_t n, size_t step) {
+static void fz_walk(gc_chat_tools_kind_t kind, const char *t, size_t n, size_t step) {
   gc_buf_t whole = {0}, streamed = {0}, wc = {0}, sc = {0};
   json_object *wcalls = json_object_new_array(), *scalls = json_object_new_array();
   int nw = 0, ns = 0;
-  if (gc_api_tool_walk(t, 0, n, 1, &whole, wcalls, &nw) != n) abort(); /* done: all of it is read */
+  if (gc_api_tool_walk(kind, t, 0, 0, n, 1, &whole, wcalls, &nw) != n) abort(); /* done: all of it is read */
   size_t from = 0;
   for (size_t end = step < n ? step : n;; end = end + step < n ? end + step : n) {
-    from = gc_api_tool_walk(t, from, end, end == n, &streamed, scalls, &ns);
+    from = gc_api_tool_walk(kind, t, 0, from, end, end == n, &streamed, scalls, &ns);
     if (from > end) abort();
     if (end == n) break;
   }
@@ -91,6 +91,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     abort();
   }
   free(gc_api_tokenize_json(a, body, n, &err));
-  for (size_t step = 1; step <= 7; step += 3) fz_walk(body, n, step);
+  for (size_t step = 1; step <= 7; step += 3) {
+    fz_walk(GC_TOOLS_HERMES, body, n, step);
+    fz_walk(GC_TOOLS_LLAMA3_JSON, body, n, step);
+  }
   return 0;
 }

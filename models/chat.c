@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "pyjson.h"
 #include "tok_impl.h"
 
 /* Whether the template puts BOS before every [INST] (Llama 2's), not once. */
@@ -229,17 +230,42 @@ static char *literal_with(const char *tpl, const char *m) {
 
 #define HERMES_CALL "<tool_call>\\n{\"name\": \"" /* as the template's literal spells it */
 
+/* Llama 3.1's text before the tools in the first user message: its four
+ * literals, in order. */
+static const char *const LLAMA3_TOOLS_TEXT[] = {"Given the following functions", "with its proper arguments",
+                                                "Respond in the format {", "Do not use variables"};
+
 gc_chat_tools_kind_t gc_chat_tools(const gc_tok_t *t, gc_chat_kind_t k) {
   const char *tpl = gc_tok_chat_template(t);
-  return k == GC_CHAT_CHATML && tpl && strstr(tpl, "<tools></tools>") && strstr(tpl, HERMES_CALL) &&
-                 strstr(tpl, "You may call one or more functions") && strstr(tpl, "For each function call")
-             ? GC_TOOLS_HERMES
-             : GC_TOOLS_NONE;
+  if (k == GC_CHAT_CHATML && tpl && strstr(tpl, "<tools></tools>") && strstr(tpl, HERMES_CALL) &&
+      strstr(tpl, "You may call one or more functions") && strstr(tpl, "For each function call"))
+    return GC_TOOLS_HERMES;
+  int all = k == GC_CHAT_LLAMA3 && tpl && strstr(tpl, "tools_in_user_message") &&
+            strstr(tpl, "'\"parameters\": '") && strstr(tpl, "Environment: ipython") &&
+            strstr(tpl, "\"Today Date: \" + date_string");
+  for (size_t i = 0; all && i < sizeof LLAMA3_TOOLS_TEXT / sizeof *LLAMA3_TOOLS_TEXT; i++)
+    all = strstr(tpl, LLAMA3_TOOLS_TEXT[i]) != NULL;
+  return all ? GC_TOOLS_LLAMA3_JSON : GC_TOOLS_NONE;
 }
 
-int gc_chat_tools_indent(const gc_chat_t *c) {
-  (void)c;
-  return -1;
+int gc_chat_tools_indent(const gc_chat_t *c) { return c->tools_kind == GC_TOOLS_LLAMA3_JSON ? 4 : -1; }
+
+/* Llama 3.1's tools literals: the first user message's text before the
+ * tools (its four literals joined) and the system message's first line.
+ * 0, or -1 where one is missing (or no memory). */
+static int llama3_literals(gc_chat_t *c, const char *tpl) {
+  gc_buf_t b = {0};
+  gc_err_t e = {0};
+  int rc = 0;
+  for (size_t i = 0; !rc && i < sizeof LLAMA3_TOOLS_TEXT / sizeof *LLAMA3_TOOLS_TEXT; i++) {
+    char *l = literal_with(tpl, LLAMA3_TOOLS_TEXT[i]);
+    rc = !l || gc_buf_printf(&b, &e, "%s", l);
+    free(l);
+  }
+  c->tools_pre = rc ? NULL : b.data;
+  if (rc) gc_buf_free(&b);
+  c->tools_post = literal_with(tpl, "Environment: ipython");
+  return c->tools_pre && c->tools_post ? 0 : -1;
 }
 
 /* Hermes' tools literals: the one before the tools, and the one after
@@ -279,7 +305,8 @@ void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k) {
                    strstr(tpl, "'<think>\\n\\n</think>\\n\\n'");
   c->keep_think = k == GC_CHAT_CHATML && c->cut_think && tpl && strstr(tpl, "last_query_index");
   c->tools_kind = gc_chat_tools(t, k);
-  if (c->tools_kind && hermes_literals(c, tpl)) c->tools_kind = GC_TOOLS_NONE;
+  if (c->tools_kind && (c->tools_kind == GC_TOOLS_HERMES ? hermes_literals(c, tpl) : llama3_literals(c, tpl)))
+    c->tools_kind = GC_TOOLS_NONE;
 }
 
 void gc_chat_free(gc_chat_t *c) {
@@ -324,16 +351,24 @@ static int put_end(gc_chat_t *c, gc_tok_ids_t *out, gc_err_t *e) {
  * NULL for the header alone (the reply the model is to write):
  *   LLAMA3  <|start_header_id|>role<|end_header_id|> "\n\n" text <|eot_id|>
  *   CHATML  ("\n" after a message) <|im_start|> "role\n" text <|im_end|>
- *   ZEPHYR  ("\n" after a message) "<|role|>\n" text </s> */
-static int header_msg(gc_chat_t *c, const char *role, const char *text, gc_tok_ids_t *out, gc_err_t *e) {
+ *   ZEPHYR  ("\n" after a message) "<|role|>\n" text </s>
+ * the text trimmed where cut. */
+static int header_msg_as(gc_chat_t *c, const char *role, const char *text, int cut, gc_tok_ids_t *out, gc_err_t *e) {
   const char *p = "";
   size_t n = 0;
   int after = c->n_msgs > 0, rc;
   gc_buf_t head = {0}; /* Llama 3.1's system message: sys_head, then the text trimmed */
-  if (text) trim(trims(c->k), text, &p, &n);
+  if (text) trim(cut, text, &p, &n);
   if (text && c->sys_head && !after && !strcmp(role, "system")) {
-    if (gc_buf_printf(&head, e, "%s%.*s", c->sys_head, (int)n, p)) return e->code;
+    int env = c->ntools && c->tools_kind == GC_TOOLS_LLAMA3_JSON; /* "Environment: ipython\n" first */
+    if (gc_buf_printf(&head, e, "%s%s%.*s", env ? c->tools_post : "", c->sys_head, (int)n, p)) return e->code;
     p = head.data, n = head.len;
+  } else if (text && c->ntools && c->tools_kind == GC_TOOLS_LLAMA3_JSON && !c->tools_given && !strcmp(role, "user")) {
+    /* Llama 3.1's first user message: the tools, each tojson'd and "\n\n", after the template's text */
+    int rc = gc_buf_printf(&head, e, "%s", c->tools_pre);
+    for (int i = 0; !rc && i < c->ntools; i++) rc = gc_buf_printf(&head, e, "%s\n\n", c->tools[i]);
+    if (rc || gc_buf_printf(&head, e, "%.*s", (int)n, p)) return e->code;
+    p = head.data, n = head.len, c->tools_given = 1;
   }
   if (c->k == GC_CHAT_LLAMA3)
     rc = put_control(c, "<|start_header_id|>", out, e) || put_text(c, role, -1, e) ||
@@ -347,6 +382,11 @@ static int header_msg(gc_chat_t *c, const char *role, const char *text, gc_tok_i
   if (!rc) rc = put_text(c, p, (int)n, e) || (text && put_end(c, out, e));
   gc_buf_free(&head);
   return rc ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
+}
+
+/* header_msg_as, the text trimmed where the template trims it (Llama 2, Llama 3). */
+static int header_msg(gc_chat_t *c, const char *role, const char *text, gc_tok_ids_t *out, gc_err_t *e) {
+  return header_msg_as(c, role, text, trims(c->k), out, e);
 }
 
 static int is_inst(gc_chat_kind_t k) {
@@ -561,10 +601,24 @@ static void split_think(const char *text, const char *reasoning, const char **t,
   *t = kept_reply(&(gc_chat_t){.cut_think = 1, .cut_lstrip = 1}, text), *tn = strlen(*t);
 }
 
+/* Llama 3.1's reply of one call: {"name": "N", "parameters": ARGS}, its text left out (as the template does). */
+static int llama3_call(gc_chat_t *c, const gc_chat_call_t *call, gc_tok_ids_t *out, gc_err_t *e) {
+  int rc = first_header(c, out, e) || header_msg(c, "assistant", NULL, out, e) ||
+           put_text(c, "{\"name\": \"", -1, e) || put_text(c, call->name, -1, e) ||
+           put_text(c, "\", \"parameters\": ", -1, e) || put_text(c, call->args, -1, e) || put_text(c, "}", 1, e) ||
+           put_end(c, out, e);
+  if (rc) return e->code ? e->code : GC_ENOMEM;
+  c->n_msgs++, c->last = 'a';
+  return GC_OK;
+}
+
 int gc_chat_reply(gc_chat_t *c, const char *text, const char *reasoning, int after_query, const gc_chat_call_t *calls,
                   int ncalls, gc_tok_ids_t *out, gc_err_t *e) {
-  if (ncalls && c->tools_kind != GC_TOOLS_HERMES)
-    return gc_err_set(e, GC_EINVAL, "the chat template has no tool calls");
+  if (ncalls && !c->tools_kind) return gc_err_set(e, GC_EINVAL, "the chat template has no tool calls");
+  if (ncalls && c->tools_kind == GC_TOOLS_LLAMA3_JSON) {
+    if (ncalls > 1) return gc_err_set(e, GC_EINVAL, "This model only supports single tool-calls at once!");
+    return llama3_call(c, calls, out, e);
+  }
   if (!ncalls && !c->keep_think) return gc_chat_assistant(c, text, out, e);
   const char *t, *r;
   size_t tn, rn;
@@ -588,8 +642,17 @@ int gc_chat_reply(gc_chat_t *c, const char *text, const char *reasoning, int aft
 }
 
 int gc_chat_tool_result(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_t *e) {
-  if (c->tools_kind != GC_TOOLS_HERMES) return gc_err_set(e, GC_EINVAL, "the chat template has no tool calls");
+  if (!c->tools_kind) return gc_err_set(e, GC_EINVAL, "the chat template has no tool calls");
   int rc = GC_OK;
+  if (c->tools_kind == GC_TOOLS_LLAMA3_JSON) { /* the ipython role; the text as a JSON string (tojson) */
+    gc_buf_t q = {0};
+    rc = gc_pyjson_str(text, strlen(text), &q, e) || gc_buf_append(&q, "", 1, e) ||
+         header_msg_as(c, "ipython", q.data, 0, out, e);
+    gc_buf_free(&q);
+    if (rc) return e->code ? e->code : GC_ENOMEM;
+    c->n_msgs++, c->last = 't';
+    return GC_OK;
+  }
   if (!c->tool_open) /* the run's user turn: "\n" after a message, <|im_start|>user (no newline) */
     rc = (c->n_msgs && put_text(c, "\n", 1, e)) || put_control(c, "<|im_start|>", out, e) || put_text(c, "user", 4, e);
   rc = rc || put_text(c, "\n<tool_response>\n", -1, e) || put_text(c, text, -1, e) ||

@@ -78,9 +78,12 @@ typedef struct gc_chat {
                               for enable_thinking false (Qwen3's hybrid templates) */
   /* tool calls, read from the template (gc_chat_tools): Qwen's (Hermes') */
   int tools_kind;          /* GC_TOOLS_NONE, GC_TOOLS_HERMES */
-  char *tools_pre;         /* the system message's text before the tools ("# Tools\n\nYou may call ...
-                              <tools>"; Qwen2.5's starts "\n\n" after the system text) */
-  char *tools_post;        /* ... after them ("\n</tools>\n\nFor each function call, ...</tool_call>") */
+  char *tools_pre;         /* HERMES: the system message's text before the tools ("# Tools\n\nYou may
+                              call ... <tools>"; Qwen2.5's starts "\n\n" after the system text);
+                              LLAMA3_JSON: the first user message's ("Given the following ...") */
+  char *tools_post;        /* HERMES: ... after them ("\n</tools>\n\nFor each function call, ...");
+                              LLAMA3_JSON: the system message's first line ("Environment: ipython\n") */
+  int tools_given;         /* LLAMA3_JSON: the tools are written (in the first user message) */
   int keep_think;          /* a reply after the last user query keeps its reasoning (Qwen3's
                               last_query_index), as <think>\n...\n</think>\n\n before its text */
   int tool_open;           /* a run of tool results is open (its <|im_end|> not yet written) */
@@ -99,11 +102,20 @@ typedef struct gc_chat {
  * "</tools> ... </tool_call>" literals, one tojson a line; a call as
  * <tool_call>\n{"name": "N", "arguments": ARGS}\n</tool_call> in the
  * reply; results in a user turn of <tool_response>\n...\n</tool_response>
- * blocks. */
-typedef enum gc_chat_tools_kind { GC_TOOLS_NONE = 0, GC_TOOLS_HERMES = 1 } gc_chat_tools_kind_t;
+ * blocks;
+ * LLAMA3_JSON, Llama 3.1's and 3.2's: "Environment: ipython\n" first in
+ * the system message, the tools (tojson with indent 4, each and "\n\n")
+ * after the template's "Given the following functions, ..." text in the
+ * first user message, one call a reply as {"name": "N", "parameters":
+ * ARGS}, a result as the ipython role's message of its text as JSON. */
+typedef enum gc_chat_tools_kind {
+  GC_TOOLS_NONE = 0,
+  GC_TOOLS_HERMES = 1,
+  GC_TOOLS_LLAMA3_JSON = 2,
+} gc_chat_tools_kind_t;
 gc_chat_tools_kind_t gc_chat_tools(const gc_tok_t *t, gc_chat_kind_t k);
 
-/* The indent of tojson for c's tools: -1 (one line, Hermes'). */
+/* The indent of tojson for c's tools: -1 (one line, Hermes'), 4 (Llama 3.1's). */
 int gc_chat_tools_indent(const gc_chat_t *c);
 
 /* One tool call of an assistant message: the function's name and its
@@ -174,8 +186,10 @@ int gc_chat_reply(gc_chat_t *c, const char *text, const char *reasoning, int aft
                   int ncalls, gc_tok_ids_t *out, gc_err_t *e);
 
 /* A tool's result (role "tool"): in HERMES, a <tool_response> block in a
- * user turn shared by the results in a row. GC_EINVAL where the template
- * has no tool calls. */
+ * user turn shared by the results in a row; in LLAMA3_JSON, an ipython
+ * message of text as a JSON string (the template's tojson of a string).
+ * GC_EINVAL where the template has no tool calls. In LLAMA3_JSON a reply
+ * has one call at most (GC_EINVAL, as its template raises). */
 int gc_chat_tool_result(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_t *e);
 
 /* How a reply of template k (t's chat template) carries reasoning: 0 it

@@ -12,7 +12,7 @@
  * never ignored. Unknown fields are ignored. */
 #include "api.h"
 
-#include "pyjson.h"
+#include "../models/pyjson.h"
 
 #include <errno.h>
 #include <json-c/json.h>
@@ -488,7 +488,7 @@ static int tool_args(gc_api_t *a, json_object *o, chat_args_t *ca, gc_api_err_t 
   if (n > 1024) return gc_api_fail(err, 400, INVALID, NULL, "tools", "%zu tools: at most 1024", n);
   if (!a->has_chat || !a->tools)
     return gc_api_fail(err, 400, INVALID, NULL, "tools", "the model's chat template has no tool calls (gcore-serve "
-                       "offers tools through Qwen2.5's and Qwen3's templates)");
+                       "offers tools through Qwen2.5's, Qwen3's and Llama 3.1's and 3.2's templates)");
   gc_err_t e = {0};
   gc_chat_t probe = {.tools_kind = a->tools};
   size_t *at = gc_calloc(n, sizeof *at, &e);
@@ -1417,22 +1417,18 @@ void gc_api_reply_parts(const gc_api_t *a, const char *text, size_t n, int done,
 
 /* ---- tool calls ------------------------------------------------------------------ */
 
-/* The call block's JSON [n] as a message's tool call: {"name": string,
- * "arguments": any (absent: {})}, the arguments written as vLLM's tool
- * parsers write them (json.dumps); NULL where it is not one (or no
- * memory). index: the call's place in the reply. */
-static json_object *call_json(const char *s, size_t n, int index) {
-  while (n && blank(*s)) s++, n--;
-  while (n && blank(s[n - 1])) n--;
-  json_tokener *tk = json_tokener_new();
-  json_object *o = tk ? json_tokener_parse_ex(tk, s, (int)n) : NULL, *name, *args = NULL, *c = NULL;
-  int whole = tk && json_tokener_get_error(tk) == json_tokener_success && (size_t)json_tokener_get_parse_end(tk) == n;
-  json_tokener_free(tk);
+/* The JSON object o as a message's tool call: {"name": string,
+ * "arguments" (or Llama 3.1's "parameters"): any, absent {}}, the
+ * arguments written as vLLM's tool parsers write them (json.dumps); NULL
+ * where it is not one (or no memory). index: the call's place in the
+ * reply. */
+static json_object *call_of(json_object *o, int index) {
+  json_object *name, *args = NULL, *c = NULL;
   gc_buf_t b = {0};
   gc_err_t e = {0};
-  if (whole && json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, "name", &name) &&
+  if (json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, "name", &name) &&
       json_object_is_type(name, json_type_string) && json_object_get_string_len(name)) {
-    json_object_object_get_ex(o, "arguments", &args);
+    if (!json_object_object_get_ex(o, "arguments", &args)) json_object_object_get_ex(o, "parameters", &args);
     if (args ? !gc_pyjson(args, -1, &b, &e) : !gc_buf_printf(&b, &e, "{}")) {
       char id[40];
       snprintf(id, sizeof id, "call_%016llx", (unsigned long long)random_seed());
@@ -1447,13 +1443,70 @@ static json_object *call_json(const char *s, size_t n, int index) {
     }
   }
   gc_buf_free(&b);
-  json_object_put(o);
   return c;
 }
 
-size_t gc_api_tool_walk(const char *t, size_t from, size_t end, int done, gc_buf_t *content, json_object *calls,
-                        int *ncalls) {
+/* The JSON values of s [n] (strict JSON, as Python reads it), each a
+ * tool call (call_of) appended to calls after *ncalls: with sep, any
+ * number one after another (blanks and ';' between them), else one (and
+ * blanks). 0, or -1 (calls unchanged) where one is not, or not JSON. */
+static int calls_in(const char *s, size_t n, int sep, json_object *calls, int *ncalls) {
+  json_object *got = json_object_new_array();
+  int k = *ncalls, ok = 1;
+  for (size_t i = 0; ok;) {
+    while (i < n && (blank(s[i]) || (sep && s[i] == ';'))) i++;
+    if (i == n) break;
+    if (!sep && k > *ncalls) { /* a second value in a block */
+      ok = 0;
+      break;
+    }
+    /* where the value ends (json-c's strict mode refuses what follows it), then the value strictly */
+    json_tokener *tk = json_tokener_new();
+    json_object *o = tk ? json_tokener_parse_ex(tk, s + i, (int)(n - i)) : NULL, *c = NULL;
+    size_t len = o ? (size_t)json_tokener_get_parse_end(tk) : 0;
+    json_object_put(o);
+    o = NULL;
+    if (len) {
+      json_tokener_reset(tk);
+      json_tokener_set_flags(tk, JSON_TOKENER_STRICT);
+      o = json_tokener_parse_ex(tk, s + i, (int)len);
+    }
+    ok = o && json_tokener_get_error(tk) == json_tokener_success && (c = call_of(o, k));
+    if (ok) json_object_array_add(got, c), k++, i += len;
+    json_tokener_free(tk);
+    json_object_put(o);
+  }
+  ok = ok && k > *ncalls;
+  for (size_t j = 0; ok && j < json_object_array_length(got); j++)
+    json_object_array_add(calls, json_object_get(json_object_array_get_idx(got, j)));
+  json_object_put(got);
+  if (!ok) return -1;
+  *ncalls = k;
+  return 0;
+}
+
+/* Llama 3.1's reply: JSON calls where its first character that is not a
+ * blank is "{" (all of it, once done), text from that character on
+ * otherwise (sent as it comes; blanks first wait). */
+static size_t json_walk(const char *t, size_t start, size_t from, size_t end, int done, gc_buf_t *content,
+                        json_object *calls, int *ncalls) {
+  gc_err_t e = {0};
+  size_t a = from;
+  if (from == start) { /* not yet decided */
+    while (a < end && blank(t[a])) a++;
+    if (a == end && !done) return from;
+    if (a < end && t[a] == '{') {
+      if (!done) return from;
+      if (!calls_in(t + a, end - a, 1, calls, ncalls)) return end;
+    }
+  }
+  return a < end && gc_buf_append(content, t + a, end - a, &e) ? from : end;
+}
+
+size_t gc_api_tool_walk(gc_chat_tools_kind_t kind, const char *t, size_t start, size_t from, size_t end, int done,
+                        gc_buf_t *content, json_object *calls, int *ncalls) {
   static const char open[] = "<tool_call>", close[] = "</tool_call>";
+  if (kind == GC_TOOLS_LLAMA3_JSON) return json_walk(t, start, from, end, done, content, calls, ncalls);
   const size_t on = sizeof open - 1, cn = sizeof close - 1;
   gc_err_t e = {0};
   while (from < end) {
@@ -1469,9 +1522,8 @@ size_t gc_api_tool_walk(const char *t, size_t from, size_t end, int done, gc_buf
     const char *c = memmem(t + from + on, end - from - on, close, cn);
     if (!c && !done) break;                                 /* the block is not closed yet */
     size_t a = from + on, z = c ? (size_t)(c - t) : end, next = c ? z + cn : end;
-    json_object *call = call_json(t + a, z - a, *ncalls);
-    if (call) json_object_array_add(calls, call), ++*ncalls;
-    else if (gc_buf_append(content, t + from, next - from, &e)) return from; /* not a call: the text as it is */
+    if (calls_in(t + a, z - a, 0, calls, ncalls) && gc_buf_append(content, t + from, next - from, &e))
+      return from; /* not a call: the text as it is */
     from = next;
   }
   return from;
@@ -1497,7 +1549,7 @@ static json_object *choice_json(const gc_api_t *a, const gc_api_req_t *q, const 
     text = json_object_new_string_len(both.data ? both.data : "", (int)both.len);
   } else if (q->tools) { /* the answer's text, its tool calls apart */
     calls = json_object_new_array();
-    gc_api_tool_walk(t, p.c0, p.end, 1, &both, calls, &ncalls);
+    gc_api_tool_walk(a->tools, t, p.c0, p.c0, p.end, 1, &both, calls, &ncalls);
     text = both.len || !ncalls ? json_object_new_string_len(both.data ? both.data : "", (int)both.len) : NULL;
   } else {
     text = json_object_new_string_len(t + p.c0, (int)(p.end - p.c0));

@@ -104,17 +104,23 @@ typedef struct gc_api_parts {
 } gc_api_parts_t;
 void gc_api_reply_parts(const gc_api_t *a, const char *text, size_t n, int done, gc_api_parts_t *p);
 
-/* A chat answer's text t [from, end) with tools offered (done: all of it
- * has come), read as Qwen's templates have the model write calls, as
- * vLLM's hermes parser reads them: a <tool_call> ... </tool_call> block
- * holding {"name", "arguments"} is a call, appended to calls (its index
- * *ncalls, then counted; an id, "type": "function", the arguments as
- * JSON text); the text outside the blocks, and a block that is no call,
- * is appended to content, less runs of blanks that end the text before a
- * block or the answer. What may still become a block, or a run of
- * blanks, waits (not done). Returns where the next walk starts. */
-size_t gc_api_tool_walk(const char *t, size_t from, size_t end, int done, gc_buf_t *content, json_object *calls,
-                        int *ncalls);
+/* A chat answer's text t [from, end) with tools offered (start: where
+ * the answer starts; done: all of it has come), read as the template has
+ * the model write calls (kind), as vLLM's tool parsers read them. HERMES
+ * (its hermes parser): a <tool_call> ... </tool_call> block holding
+ * {"name", "arguments"} is a call; the text outside the blocks, and a
+ * block that is no call, is content, less runs of blanks that end the
+ * text before a block or the answer; what may still become a block, or a
+ * run of blanks, waits. LLAMA3_JSON (its llama3_json parser): an answer
+ * whose first character that is not a blank is "{" waits until done and
+ * is then its calls, JSON objects {"name", "parameters" or "arguments"}
+ * one after another (";" between them allowed), or, where it is not,
+ * content; any other answer is content from that character on. A call is
+ * appended to calls (its index *ncalls, then counted; an id, "type":
+ * "function", the arguments as JSON text), content to content. Returns
+ * where the next walk starts. */
+size_t gc_api_tool_walk(gc_chat_tools_kind_t kind, const char *t, size_t start, size_t from, size_t end, int done,
+                        gc_buf_t *content, json_object *calls, int *ncalls);
 
 /* What one stream chunk of choice r (its r->index) carries. */
 typedef struct gc_api_chunk {

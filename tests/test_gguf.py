@@ -543,8 +543,8 @@ def chat_gguf(gc, kind, v3=False, user=()):
     return path, toks
 
 
-LONG_CTX = {"qwen2_5": 2048, "qwen2_5_math": 2048, "qwen3": 2048, "qwen3_thinking": 2048, "llama3_1": 512,
-            "llama3_2": 512}  # Qwen's tools are about 900 of this vocabulary's tokens
+LONG_CTX = {"qwen2_5": 2048, "qwen2_5_math": 2048, "qwen3": 2048, "qwen3_thinking": 2048, "llama3_1": 2048,
+            "llama3_2": 2048}  # the tests' tools are about 900-1300 of this vocabulary's tokens
 
 
 def chat_bundle(bundles, path, kind):
@@ -790,23 +790,27 @@ def as_client(msgs):
     return out
 
 
-@pytest.mark.parametrize("kind", ["qwen2_5", "qwen3", "qwen3_thinking"])
+@pytest.mark.parametrize("kind", ["qwen2_5", "qwen3", "qwen3_thinking", "llama3_1", "llama3_2"])
 def test_gguf_tools_in_the_prompt(gc, bundles, kind):
-    """Tools through Qwen's templates: the request's tools in the system
-    message (each as Hugging Face's tojson writes it: keys in order, floats
-    as Python's repr, non-ASCII as it is), an assistant's earlier calls
+    """Tools through Qwen's and Llama 3.1's templates: the request's tools
+    (each as Hugging Face's tojson writes it: keys in order, floats as
+    Python's repr, non-ASCII as it is; Llama's with indent 4) in the system
+    message (Qwen's) or the first user message (Llama's, whose system
+    message starts "Environment: ipython"), an assistant's earlier calls
     (with and without text; Qwen3's reasoning kept after the last query,
     from the text's <think> block or reasoning_content) and the tools'
-    results in a user turn of <tool_response> blocks: the prompt ids are
-    the Jinja rendering tokenized as llama.cpp does, through the chat
-    endpoint and /tokenize. tool_choice "none" leaves the tools out;
-    "required", a named function, malformed tools or arguments, and tools
-    for a template without them are 400."""
+    results (a user turn of <tool_response> blocks; Llama's ipython role,
+    the result as a JSON string): the prompt ids are the Jinja rendering
+    tokenized as llama.cpp does, through the chat endpoint and /tokenize.
+    tool_choice "none" leaves the tools out; "required", a named function,
+    malformed tools or arguments, two calls in a Llama reply (its template
+    raises), and tools for a template without them are 400."""
     from test_serve import Server
     path, _ = chat_gguf(gc, kind)
     srv = Server(path, chat_bundle(bundles, path, kind), "--parallel", 1)
-    sys_, u = {"role": "system", "content": "be brief"}, {"role": "user", "content": "weather?"}
-    a2 = {"role": "assistant", "content": None, "tool_calls": [CALL1, CALL2]}
+    sys_, u = {"role": "system", "content": " be brief "}, {"role": "user", "content": " weather? "}
+    llama = kind.startswith("llama")
+    a2 = {"role": "assistant", "content": None, "tool_calls": [CALL1] if llama else [CALL1, CALL2]}
     r1, r2 = {"role": "tool", "tool_call_id": "call_1", "content": "{\"t\": 21}"}, \
         {"role": "tool", "tool_call_id": "call_2", "content": "noon"}
     convs = [[sys_, u], [u], [sys_, u, a2, r1, r2],
@@ -839,6 +843,8 @@ def test_gguf_tools_in_the_prompt(gc, bundles, kind):
                           ({"messages": bad_call}, "the arguments are not JSON"),
                           ({"messages": [u, {"role": "assistant", "tool_calls": [{"id": 1}]}, r1]}, "tool_calls[0]"),
                           ({"messages": [r1]}, "a tool message before any user message"),
+                          *([({"messages": [u, dict(a2, tool_calls=[CALL1, CALL2]), r1]}, "single tool-calls")]
+                            if llama else []),
                           ({"functions": [{"name": "f"}]}, "give 'tools'")):
             status, _, text = srv.post("/v1/chat/completions", dict({"messages": [u], "tools": TOOLS, "max_tokens": 1},
                                                                     **body))
@@ -920,6 +926,43 @@ def test_gguf_tool_calls_in_the_reply(gc, bundles):
         assert (ch["message"]["content"], ch["message"].get("tool_calls"), ch["finish_reason"]) == (junk, None, "stop")
     finally:
         assert srv.stop()[0] == 0
+
+
+def test_gguf_llama3_tool_calls_in_the_reply(gc, bundles):
+    """A Llama 3.2 model whose reply (after the prompt's last "\n") is one
+    user-defined token, then <|eot_id|>: with tools offered, a reply that
+    starts (after blanks) with "{" is its calls, JSON objects {"name",
+    "parameters"} (or "arguments"), ";" between them allowed, as vLLM's
+    llama3_json parser reads them; one that is no such JSON, or that starts
+    otherwise, is content; whole and streamed alike (a reply that starts
+    with "{" waits for its end)."""
+    from test_serve import Server, sse
+    cases = [('{"name": "get_weather", "parameters": {"city": "Zürich", "w": 1e16}}', None,
+              [("get_weather", '{"city": "Zürich", "w": 1e+16}')]),
+             (' {"name": "now", "arguments": {}}; {"name": "get_weather", "parameters": {"city": "Oslo"}}', None,
+              [("now", "{}"), ("get_weather", '{"city": "Oslo"}')]),
+             ('{"name": "now", "parameters": {}} trailing', '{"name": "now", "parameters": {}} trailing', []),
+             ('{"city": "Oslo"}', '{"city": "Oslo"}', []),
+             ('It is {"name": "now"}', 'It is {"name": "now"}', [])]
+    msgs = [{"role": "user", "content": "weather?"}]
+    for i, (out, content, calls) in enumerate(cases):
+        path = chain_gguf(gc, "llama3_2", ["<0x0A>", out, "<|eot_id|>"], f"llama-tools{i}.gguf", user=[out], ctx=2048)
+        srv = Server(path, bundles.get(path, "F32-ctx2048"), "--parallel", 1)
+        try:
+            req = {"messages": msgs, "tools": TOOLS, "temperature": 0, "max_tokens": 8}
+            status, _, text = srv.post("/v1/chat/completions", req)
+            assert status == 200, text
+            ch = json.loads(text)["choices"][0]
+            got = [(c["function"]["name"], c["function"]["arguments"]) for c in ch["message"].get("tool_calls", [])]
+            assert (ch["message"]["content"], got) == (content, calls), (out, ch)
+            assert ch["finish_reason"] == ("tool_calls" if calls else "stop"), ch
+            status, _, text = srv.post("/v1/chat/completions", dict(req, stream=True))
+            deltas = [c["delta"] for ev in sse(text) for c in ev["choices"]]
+            assert "".join(d.get("content") or "" for d in deltas) == (content or ""), deltas
+            assert [(t["function"]["name"], t["function"]["arguments"]) for d in deltas
+                    for t in d.get("tool_calls", [])] == calls, deltas
+        finally:
+            assert srv.stop()[0] == 0
 
 
 @pytest.mark.parametrize("kind", ["deepseek_r1", "qwen3_thinking"])

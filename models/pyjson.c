@@ -102,3 +102,5 @@ static int put_value(json_object *v, int indent, int level, gc_buf_t *b, gc_err_
 }
 
 int gc_pyjson(json_object *v, int indent, gc_buf_t *b, gc_err_t *e) { return put_value(v, indent, 0, b, e); }
+
+int gc_pyjson_str(const char *s, size_t n, gc_buf_t *b, gc_err_t *e) { return put_string(s, n, b, e); }
