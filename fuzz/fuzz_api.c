@@ -1,7 +1,8 @@
 /* fuzz_api.c — gcore-serve's request bodies and a reply's tool calls, the
  * network's untrusted bytes. The input's first byte picks a vocabulary
- * and chat template (the gguf_vocab seeds: Qwen2.5's and Qwen3's with
- * tools, Llama 3.2's, Mistral v3's, DeepSeek R1's) and the endpoint; the
+ * and chat template (the gguf_vocab seeds, each with tool calls but
+ * DeepSeek R1's: Qwen2.5's, Qwen3's, Llama 3.2's, Mistral v3's) and the
+ * endpoint; the
  * rest is the body, parsed as gcore-serve parses it (the chat template,
  * tools and tool calls through models/pyjson.c included) and given to
  * /tokenize. Then the body read as a model's reply: its tool calls walked
@@ -94,6 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (size_t step = 1; step <= 7; step += 3) {
     fz_walk(GC_TOOLS_HERMES, body, n, step);
     fz_walk(GC_TOOLS_LLAMA3_JSON, body, n, step);
+    fz_walk(GC_TOOLS_MISTRAL, body, n, step);
   }
   return 0;
 }

@@ -197,13 +197,13 @@ static void fz_tok_chat(gc_tok_t *t) {
   gc_chat_free(&c);
   /* tools offered, a reply's call (and its reasoning) and the tool's result, where the template has tools */
   static const char *const tools[] = {"{\"type\": \"function\", \"function\": {\"name\": \"f\"}}"};
-  static const gc_chat_call_t call = {"f", "{\"x\": 1}"};
+  static const gc_chat_call_t call = {"f", "{\"x\": 1}", "call00001"};
   ids.n = 0;
   gc_chat_init(&c, t, k);
   c.tools = tools, c.ntools = 1;
   if (gc_chat_user(&c, "sys", "weather?", &ids, &e) == GC_OK &&
       gc_chat_reply(&c, "<think>\nso</think>ok", NULL, 1, &call, c.tools_kind ? 1 : 0, &ids, &e) == GC_OK &&
-      (!c.tools_kind || gc_chat_tool_result(&c, "sunny \"1\"", &ids, &e) == GC_OK) &&
+      (!c.tools_kind || gc_chat_tool_result(&c, "sunny \"1\"", "call00001", &ids, &e) == GC_OK) &&
       gc_chat_assistant(&c, NULL, &ids, &e) == GC_OK && gc_chat_flush(&c, &ids, &e) == GC_OK)
     fz_check_ids(t, &ids);
   gc_chat_free(&c);

@@ -368,19 +368,21 @@ def gguf_model_seeds(tmp: str) -> None:
 
 def api_seeds() -> None:
     """gcore-serve request bodies (fuzz_api.c: the first byte picks the
-    vocabulary, 0 Qwen2.5's, 1 Qwen3-Thinking's, 2 Llama 3.2's; 0x80 set
+    vocabulary, 0 Qwen2.5's, 1 Qwen3-Thinking's, 2 Llama 3.2's, 3 Mistral
+    v0.3's; 0x80 set
     for /v1/completions): a chat with tools, an earlier reply's calls and
     the tools' results; a reply text with tool calls; a completion."""
     tools = [{"type": "function", "function": {"name": "get_weather", "description": "Météo",
                                                "parameters": {"type": "object", "properties": {
                                                    "city": {"type": "string"}, "w": {"examples": [0.1, 1e-05, 1e16]}},
                                                    "required": ["city"]}}}]
-    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+    call = {"id": "call00001", "type": "function", "function": {"name": "get_weather",
+                                                                "arguments": '{"city": "Paris"}'}}
     chat = {"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "weather?"},
                          {"role": "assistant", "content": None, "reasoning_content": "plan", "tool_calls": [call]},
-                         {"role": "tool", "tool_call_id": "c1", "content": "sunny"}],
+                         {"role": "tool", "tool_call_id": "call00001", "content": "sunny"}],
             "tools": tools, "tool_choice": "auto", "max_tokens": 4, "stream": True}
-    for i in (0, 1, 2):
+    for i in (0, 1, 2, 3):
         put("api", f"chat_tools_{i}", bytes([i]) + json.dumps(chat).encode())
     reply = ('Let me see.<tool_call>\n{"name": "get_weather", "arguments": {"city": "Zürich"}}\n</tool_call>\n'
              '<tool_call>{"oops": 1}</tool_call> <tool_call>\n{"name": "now"')

@@ -245,10 +245,37 @@ gc_chat_tools_kind_t gc_chat_tools(const gc_tok_t *t, gc_chat_kind_t k) {
             strstr(tpl, "\"Today Date: \" + date_string");
   for (size_t i = 0; all && i < sizeof LLAMA3_TOOLS_TEXT / sizeof *LLAMA3_TOOLS_TEXT; i++)
     all = strstr(tpl, LLAMA3_TOOLS_TEXT[i]) != NULL;
-  return all ? GC_TOOLS_LLAMA3_JSON : GC_TOOLS_NONE;
+  if (all) return GC_TOOLS_LLAMA3_JSON;
+  if ((k == GC_CHAT_MISTRAL_V3 || k == GC_CHAT_MISTRAL_TEKKEN) && tpl && strstr(tpl, "[AVAILABLE_TOOLS]") &&
+      strstr(tpl, "[TOOL_CALLS]") && strstr(tpl, "[TOOL_RESULTS]") && strstr(tpl, "if key != \"return\""))
+    return GC_TOOLS_MISTRAL;
+  return GC_TOOLS_NONE;
 }
 
-int gc_chat_tools_indent(const gc_chat_t *c) { return c->tools_kind == GC_TOOLS_LLAMA3_JSON ? 4 : -1; }
+/* Mistral's tool: {"type": "function", "function": {"K": "V", "K": JSON}},
+ * the function's string values unescaped, its "return" left out. */
+static int mistral_tool(json_object *tool, gc_buf_t *b, gc_err_t *e) {
+  json_object *fn = NULL;
+  int i = 0, rc = gc_buf_printf(b, e, "{\"type\": \"function\", \"function\": {");
+  if (json_object_object_get_ex(tool, "function", &fn) && json_object_is_type(fn, json_type_object)) {
+    json_object_object_foreach(fn, key, val) {
+      if (rc || !strcmp(key, "return")) continue;
+      rc = (i++ && gc_buf_printf(b, e, ", ")) || gc_buf_printf(b, e, "\"%s\": ", key);
+      if (!rc && json_object_is_type(val, json_type_string))
+        rc = gc_buf_printf(b, e, "\"") || gc_buf_append(b, json_object_get_string(val),
+                                                      (size_t)json_object_get_string_len(val), e) ||
+             gc_buf_printf(b, e, "\"");
+      else if (!rc)
+        rc = gc_pyjson(val, -1, b, e);
+    }
+  }
+  return rc || gc_buf_printf(b, e, "}}") ? GC_ENOMEM : GC_OK;
+}
+
+int gc_chat_tool_text(const gc_chat_t *c, struct json_object *tool, gc_buf_t *b, gc_err_t *e) {
+  if (c->tools_kind == GC_TOOLS_MISTRAL) return mistral_tool(tool, b, e);
+  return gc_pyjson(tool, c->tools_kind == GC_TOOLS_LLAMA3_JSON ? 4 : -1, b, e);
+}
 
 /* Llama 3.1's tools literals: the first user message's text before the
  * tools (its four literals joined) and the system message's first line.
@@ -305,7 +332,8 @@ void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k) {
                    strstr(tpl, "'<think>\\n\\n</think>\\n\\n'");
   c->keep_think = k == GC_CHAT_CHATML && c->cut_think && tpl && strstr(tpl, "last_query_index");
   c->tools_kind = gc_chat_tools(t, k);
-  if (c->tools_kind && (c->tools_kind == GC_TOOLS_HERMES ? hermes_literals(c, tpl) : llama3_literals(c, tpl)))
+  if ((c->tools_kind == GC_TOOLS_HERMES && hermes_literals(c, tpl)) ||
+      (c->tools_kind == GC_TOOLS_LLAMA3_JSON && llama3_literals(c, tpl)))
     c->tools_kind = GC_TOOLS_NONE;
 }
 
@@ -465,6 +493,12 @@ static int inst_turn(gc_chat_t *c, const char *system, const char *user, gc_tok_
            : c->k == GC_CHAT_LLAMA2   ? gc_buf_printf(&b, e, "<<SYS>>\n%s\n<</SYS>>\n\n", system)
                                       : gc_buf_printf(&b, e, "%s\n\n", system);
   if (!rc && system && c->sys_block) rc = system_block(c, system, out, e);
+  if (!rc && c->ntools && c->tools_kind == GC_TOOLS_MISTRAL) { /* [AVAILABLE_TOOLS] [tool, tool][/AVAILABLE_TOOLS] */
+    rc = put_marker(c, "[AVAILABLE_TOOLS]", out, e) || put_text(c, pre, -1, e) || put_text(c, "[", 1, e);
+    for (int i = 0; !rc && i < c->ntools; i++)
+      rc = put_text(c, c->tools[i], -1, e) || put_text(c, i + 1 < c->ntools ? ", " : "]", -1, e);
+    rc = rc || put_marker(c, "[/AVAILABLE_TOOLS]", out, e);
+  }
   if (!rc) rc = gc_buf_printf(&b, e, "%s", user);
   if (!rc) trim(trims(c->k), b.data, &p, &n);
   if (!rc) rc = put_marker(c, "[INST]", out, e) || put_text(c, pre, -1, e) || put_text(c, p, (int)n, e) ||
@@ -612,6 +646,31 @@ static int llama3_call(gc_chat_t *c, const gc_chat_call_t *call, gc_tok_ids_t *o
   return GC_OK;
 }
 
+/* Mistral's template's check of a call's id. */
+static int mistral_id(const char *id, gc_err_t *e) {
+  return id && strlen(id) == 9 ? GC_OK
+                               : gc_err_set(e, GC_EINVAL, "Tool call IDs should be alphanumeric strings with length 9!");
+}
+
+/* Mistral's calls: [TOOL_CALLS] + (space) + [{"name": N, "arguments": ARGS, "id": "ID"}, ...] + </s>
+ * (tojson of the function, its "}" replaced by the id); the reply is
+ * left out of the turns' alternation, as the template's check leaves it. */
+static int mistral_calls(gc_chat_t *c, const gc_chat_call_t *calls, int ncalls, gc_tok_ids_t *out, gc_err_t *e) {
+  for (int i = 0; i < ncalls; i++)
+    if (mistral_id(calls[i].id, e)) return e->code;
+  gc_buf_t b = {0};
+  int rc = gc_buf_printf(&b, e, "%s[", c->inst_pre ? " " : "");
+  for (int i = 0; !rc && i < ncalls; i++)
+    rc = gc_buf_printf(&b, e, "{\"name\": ") || gc_pyjson_str(calls[i].name, strlen(calls[i].name), &b, e) ||
+         gc_buf_printf(&b, e, ", \"arguments\": %s, \"id\": \"%s\"}%s", calls[i].args, calls[i].id,
+                       i + 1 < ncalls ? ", " : "]");
+  rc = rc || put_marker(c, "[TOOL_CALLS]", out, e) || put_text(c, b.data, (int)b.len, e) || put_end(c, out, e);
+  gc_buf_free(&b);
+  if (rc) return e->code ? e->code : GC_ENOMEM;
+  c->n_msgs++;
+  return GC_OK;
+}
+
 int gc_chat_reply(gc_chat_t *c, const char *text, const char *reasoning, int after_query, const gc_chat_call_t *calls,
                   int ncalls, gc_tok_ids_t *out, gc_err_t *e) {
   if (ncalls && !c->tools_kind) return gc_err_set(e, GC_EINVAL, "the chat template has no tool calls");
@@ -619,6 +678,7 @@ int gc_chat_reply(gc_chat_t *c, const char *text, const char *reasoning, int aft
     if (ncalls > 1) return gc_err_set(e, GC_EINVAL, "This model only supports single tool-calls at once!");
     return llama3_call(c, calls, out, e);
   }
+  if (ncalls && c->tools_kind == GC_TOOLS_MISTRAL) return mistral_calls(c, calls, ncalls, out, e);
   if (!ncalls && !c->keep_think) return gc_chat_assistant(c, text, out, e);
   const char *t, *r;
   size_t tn, rn;
@@ -641,9 +701,18 @@ int gc_chat_reply(gc_chat_t *c, const char *text, const char *reasoning, int aft
   return GC_OK;
 }
 
-int gc_chat_tool_result(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_t *e) {
+int gc_chat_tool_result(gc_chat_t *c, const char *text, const char *id, gc_tok_ids_t *out, gc_err_t *e) {
   if (!c->tools_kind) return gc_err_set(e, GC_EINVAL, "the chat template has no tool calls");
   int rc = GC_OK;
+  if (c->tools_kind == GC_TOOLS_MISTRAL) { /* [TOOL_RESULTS] (space) {"content": TEXT, "call_id": "ID"}[/TOOL_RESULTS] */
+    if (mistral_id(id, e)) return e->code;
+    rc = put_marker(c, "[TOOL_RESULTS]", out, e) || put_text(c, c->inst_pre ? " " : "", -1, e) ||
+         put_text(c, "{\"content\": ", -1, e) || put_text(c, text, -1, e) || put_text(c, ", \"call_id\": \"", -1, e) ||
+         put_text(c, id, -1, e) || put_text(c, "\"}", -1, e) || put_marker(c, "[/TOOL_RESULTS]", out, e);
+    if (rc) return e->code ? e->code : GC_ENOMEM;
+    c->n_msgs++;
+    return GC_OK;
+  }
   if (c->tools_kind == GC_TOOLS_LLAMA3_JSON) { /* the ipython role; the text as a JSON string (tojson) */
     gc_buf_t q = {0};
     rc = gc_pyjson_str(text, strlen(text), &q, e) || gc_buf_append(&q, "", 1, e) ||

@@ -92,7 +92,7 @@ typedef struct gc_chat {
                               vLLM's chat_template_kwargs): where empty_think, every generation
                               prompt closes the block before the reply */
   const char *const *tools; /* [ntools] the tools offered (a request's "tools"), each as the template
-                              writes it (tojson: gc_chat_tools_indent), or none */
+                              writes it (gc_chat_tool_text), or none */
   int ntools;
 } gc_chat_t;
 
@@ -107,21 +107,35 @@ typedef struct gc_chat {
  * the system message, the tools (tojson with indent 4, each and "\n\n")
  * after the template's "Given the following functions, ..." text in the
  * first user message, one call a reply as {"name": "N", "parameters":
- * ARGS}, a result as the ipython role's message of its text as JSON. */
+ * ARGS}, a result as the ipython role's message of its text as JSON;
+ * MISTRAL, Mistral v0.3's and Nemo's (MISTRAL_V3, MISTRAL_TEKKEN): an
+ * [AVAILABLE_TOOLS] [...] [/AVAILABLE_TOOLS] block before the last user
+ * message (the caller gives the tools with that message: ntools 0 before
+ * it), the calls as [TOOL_CALLS] [{"name", "arguments", "id"}, ...]</s>
+ * (ids of 9 characters), a result as [TOOL_RESULTS] {"content": text,
+ * "call_id": id}[/TOOL_RESULTS]; each marker by id where it is a control
+ * token, with the space after it that the template's [INST] has. */
 typedef enum gc_chat_tools_kind {
   GC_TOOLS_NONE = 0,
   GC_TOOLS_HERMES = 1,
   GC_TOOLS_LLAMA3_JSON = 2,
+  GC_TOOLS_MISTRAL = 3,
 } gc_chat_tools_kind_t;
 gc_chat_tools_kind_t gc_chat_tools(const gc_tok_t *t, gc_chat_kind_t k);
 
-/* The indent of tojson for c's tools: -1 (one line, Hermes'), 4 (Llama 3.1's). */
-int gc_chat_tools_indent(const gc_chat_t *c);
+/* One tool (a request's {"type": "function", "function": {...}}, a json-c
+ * object) appended to b as c's template writes it: tojson (Hermes'; Llama
+ * 3.1's with indent 4), or Mistral's own: {"type": "function",
+ * "function": {...}} with the function's string values unescaped and its
+ * "return" left out. GC_ENOMEM, else GC_OK. */
+struct json_object;
+int gc_chat_tool_text(const gc_chat_t *c, struct json_object *tool, gc_buf_t *b, gc_err_t *e);
 
-/* One tool call of an assistant message: the function's name and its
- * arguments as JSON text as the template writes them (tojson). */
+/* One tool call of an assistant message: the function's name, its
+ * arguments as JSON text as the template writes them (tojson), and the
+ * call's id (Mistral's templates write it). */
 typedef struct gc_chat_call {
-  const char *name, *args;
+  const char *name, *args, *id;
 } gc_chat_call_t;
 
 /* c for template k over t's vocabulary, with what gc_chat_t reads from
@@ -130,7 +144,7 @@ typedef struct gc_chat_call {
 void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k);
 void gc_chat_free(gc_chat_t *c);
 
-/* Whether template k puts the system message with the last user message
+/* Whether template k puts the system message (and the tools: MISTRAL) with the last user message
  * (MISTRAL_V3, MISTRAL_TEKKEN) rather than first: a caller that has the
  * whole conversation passes it with that message (gcore-serve); one that
  * keeps the KV cache between turns, with the first (gcore-run --chat,
@@ -185,12 +199,14 @@ int gc_chat_assistant(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_
 int gc_chat_reply(gc_chat_t *c, const char *text, const char *reasoning, int after_query, const gc_chat_call_t *calls,
                   int ncalls, gc_tok_ids_t *out, gc_err_t *e);
 
-/* A tool's result (role "tool"): in HERMES, a <tool_response> block in a
- * user turn shared by the results in a row; in LLAMA3_JSON, an ipython
- * message of text as a JSON string (the template's tojson of a string).
- * GC_EINVAL where the template has no tool calls. In LLAMA3_JSON a reply
- * has one call at most (GC_EINVAL, as its template raises). */
-int gc_chat_tool_result(gc_chat_t *c, const char *text, gc_tok_ids_t *out, gc_err_t *e);
+/* A tool's result (role "tool", id its tool_call_id or NULL): in HERMES,
+ * a <tool_response> block in a user turn shared by the results in a row;
+ * in LLAMA3_JSON, an ipython message of text as a JSON string (the
+ * template's tojson of a string); in MISTRAL a [TOOL_RESULTS] block.
+ * GC_EINVAL where the template has no tool calls, and as the templates
+ * raise: in LLAMA3_JSON a reply has one call at most, in MISTRAL a call's
+ * and a result's id is 9 characters. */
+int gc_chat_tool_result(gc_chat_t *c, const char *text, const char *id, gc_tok_ids_t *out, gc_err_t *e);
 
 /* How a reply of template k (t's chat template) carries reasoning: 0 it
  * has none; 1 a reply may open a <think> block itself (DeepSeek V3 and

@@ -490,7 +490,7 @@ static int tool_args(gc_api_t *a, json_object *o, chat_args_t *ca, gc_api_err_t 
     return gc_api_fail(err, 400, INVALID, NULL, "tools", "the model's chat template has no tool calls (gcore-serve "
                        "offers tools through Qwen2.5's, Qwen3's and Llama 3.1's and 3.2's templates)");
   gc_err_t e = {0};
-  gc_chat_t probe = {.tools_kind = a->tools};
+  gc_chat_t probe = {.tools_kind = a->tools}; /* what gc_chat_tool_text reads */
   size_t *at = gc_calloc(n, sizeof *at, &e);
   if (!at || !(ca->tools = gc_calloc(n, sizeof *ca->tools, &e))) {
     free(at);
@@ -508,7 +508,7 @@ static int tool_args(gc_api_t *a, json_object *o, chat_args_t *ca, gc_api_err_t 
                          "\"function\": {\"name\": ..., ...}}", i);
     }
     at[i] = ca->tool_text.len;
-    if (gc_pyjson(t, gc_chat_tools_indent(&probe), &ca->tool_text, &e) || gc_buf_append(&ca->tool_text, "", 1, &e)) {
+    if (gc_chat_tool_text(&probe, t, &ca->tool_text, &e) || gc_buf_append(&ca->tool_text, "", 1, &e)) {
       free(at);
       return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
     }
@@ -532,11 +532,12 @@ static int no_tools(json_object *o, gc_api_err_t *err) {
              : 0;
 }
 
-/* The calls of assistant message m (its "tool_calls": each {"function":
- * {"name", "arguments"}}, the arguments a JSON text as OpenAI's API gives
- * them, or an object) into calls[*n], their names and arguments as the
- * template writes them (tojson of the parsed arguments, as vLLM renders
- * them) in text, NUL-separated; *n 0 without any. */
+/* The calls of assistant message m (its "tool_calls": each {"id",
+ * "function": {"name", "arguments"}}, the arguments a JSON text as
+ * OpenAI's API gives them, or an object) into calls[*n], their names,
+ * arguments as the template writes them (tojson of the parsed arguments,
+ * as vLLM renders them) and ids (NULL where a call has none) in text,
+ * NUL-separated; *n 0 without any. */
 static int message_calls(json_object *m, size_t i, gc_chat_call_t **calls, int *n, gc_buf_t *text,
                          gc_api_err_t *err) {
   json_object *tc = field(m, "tool_calls");
@@ -547,7 +548,7 @@ static int message_calls(json_object *m, size_t i, gc_chat_call_t **calls, int *
   size_t k = json_object_array_length(tc);
   if (k > 1024) return gc_api_fail(err, 400, INVALID, NULL, "messages", "messages[%zu]: over 1024 tool calls", i);
   gc_err_t e = {0};
-  size_t *at = k ? gc_calloc(2 * k, sizeof *at, &e) : NULL;
+  size_t *at = k ? gc_calloc(3 * k, sizeof *at, &e) : NULL;
   free(*calls);
   *calls = k ? gc_calloc(k, sizeof **calls, &e) : NULL;
   if (k && (!at || !*calls)) {
@@ -556,7 +557,7 @@ static int message_calls(json_object *m, size_t i, gc_chat_call_t **calls, int *
   }
   int rc = 0;
   for (size_t j = 0; j < k && !rc; j++) {
-    json_object *c = json_object_array_get_idx(tc, j), *fn = NULL, *name = NULL, *args = NULL, *parsed = NULL;
+    json_object *c = json_object_array_get_idx(tc, j), *fn = NULL, *name = NULL, *args = NULL, *parsed = NULL, *id;
     if (!json_object_is_type(c, json_type_object) || !json_object_object_get_ex(c, "function", &fn) ||
         !json_object_is_type(fn, json_type_object) || !json_object_object_get_ex(fn, "name", &name) ||
         !json_object_is_type(name, json_type_string)) {
@@ -575,13 +576,18 @@ static int message_calls(json_object *m, size_t i, gc_chat_call_t **calls, int *
       }
       args = parsed;
     }
-    at[2 * j] = text->len;
+    id = field(c, "id");
+    at[3 * j] = text->len;
     if (gc_buf_append(text, json_object_get_string(name), (size_t)json_object_get_string_len(name) + 1, &e) ||
-        (at[2 * j + 1] = text->len, gc_pyjson(args, -1, text, &e)) || gc_buf_append(text, "", 1, &e))
+        (at[3 * j + 1] = text->len, gc_pyjson(args, -1, text, &e)) || gc_buf_append(text, "", 1, &e) ||
+        (at[3 * j + 2] = id ? text->len : SIZE_MAX,
+         id && gc_buf_append(text, json_object_get_string(id), strlen(json_object_get_string(id)) + 1, &e)))
       rc = gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
     json_object_put(parsed);
   }
-  for (size_t j = 0; !rc && j < k; j++) (*calls)[j] = (gc_chat_call_t){text->data + at[2 * j], text->data + at[2 * j + 1]};
+  for (size_t j = 0; !rc && j < k; j++)
+    (*calls)[j] = (gc_chat_call_t){text->data + at[3 * j], text->data + at[3 * j + 1],
+                                   at[3 * j + 2] == SIZE_MAX ? NULL : text->data + at[3 * j + 2]};
   if (!rc) *n = (int)k;
   free(at);
   return rc;
@@ -624,9 +630,12 @@ static int chat_prompt(gc_api_t *a, json_object *msgs, const chat_args_t *ca, gc
   size_t n = json_object_array_length(msgs), last_query = 0;
   if (!n) return gc_api_fail(err, 400, INVALID, NULL, "messages", "'messages' is empty");
   if (!a->has_chat) return gc_api_fail(err, 400, INVALID, NULL, "messages", "%s", a->chat_why);
+  size_t last_user_msg = 0;
   for (size_t i = 0; i < n; i++) /* Qwen3's last_query_index: the last user message that is a query */
-    if (role_of(msgs, i) && !strcmp(role_of(msgs, i), "user") && is_query(json_object_array_get_idx(msgs, i)))
-      last_query = i;
+    if (role_of(msgs, i) && !strcmp(role_of(msgs, i), "user")) {
+      last_user_msg = i;
+      if (is_query(json_object_array_get_idx(msgs, i))) last_query = i;
+    }
   gc_buf_t text = {0}, system = {0}, call_text = {0};
   gc_chat_call_t *calls = NULL;
   int rc = 0, have_system = 0, users = 0, last_user = 0, ncalls = 0;
@@ -635,9 +644,11 @@ static int chat_prompt(gc_api_t *a, json_object *msgs, const chat_args_t *ca, gc
   pthread_mutex_lock(&a->tok_mu);
   gc_chat_init(&conv, a->tok, a->chat);
   conv.think_off = ca->think_off;
-  conv.tools = (const char *const *)ca->tools, conv.ntools = ca->ntools;
+  conv.tools = (const char *const *)ca->tools;
+  int tools_last = gc_chat_system_last(a->chat); /* Mistral's: the tools with the last user message */
+  conv.ntools = tools_last ? 0 : ca->ntools;
   for (size_t i = 0; i < n && !rc; i++) {
-    json_object *m = json_object_array_get_idx(msgs, i), *reasoning;
+    json_object *m = json_object_array_get_idx(msgs, i), *reasoning, *call_id;
     if (!json_object_is_type(m, json_type_object)) {
       rc = want(err, "messages", "an array of objects", m);
       break;
@@ -656,6 +667,7 @@ static int chat_prompt(gc_api_t *a, json_object *msgs, const chat_args_t *ca, gc
       last_user = 0;
     } else if (!strcmp(r, "user")) {
       int with_system = have_system && (gc_chat_system_last(a->chat) ? i == n - 1 : !users);
+      if (tools_last) conv.ntools = i == last_user_msg ? ca->ntools : 0;
       if (gc_chat_user(&conv, with_system ? system.data : NULL, text.data, ids, &e)) rc = template_fail(&e, err);
       users++, last_user = 1;
     } else if (!strcmp(r, "assistant")) {
@@ -673,7 +685,10 @@ static int chat_prompt(gc_api_t *a, json_object *msgs, const chat_args_t *ca, gc
       last_user = 0;
     } else if (!strcmp(r, "tool")) {
       if (!users) rc = gc_api_fail(err, 400, INVALID, NULL, "messages", "a tool message before any user message");
-      else if (gc_chat_tool_result(&conv, text.data, ids, &e)) rc = template_fail(&e, err);
+      else if ((call_id = field(m, "tool_call_id")) && !json_object_is_type(call_id, json_type_string))
+        rc = want(err, "messages", "a tool_call_id of a string", call_id);
+      else if (gc_chat_tool_result(&conv, text.data, call_id ? json_object_get_string(call_id) : NULL, ids, &e))
+        rc = template_fail(&e, err);
       last_user = 1;
     } else {
       rc = gc_api_fail(err, 400, INVALID, NULL, "messages", "messages[%zu]: role '%.40s' is not one of system, "
@@ -1471,8 +1486,12 @@ static int calls_in(const char *s, size_t n, int sep, json_object *calls, int *n
       json_tokener_set_flags(tk, JSON_TOKENER_STRICT);
       o = json_tokener_parse_ex(tk, s + i, (int)len);
     }
-    ok = o && json_tokener_get_error(tk) == json_tokener_success && (c = call_of(o, k));
-    if (ok) json_object_array_add(got, c), k++, i += len;
+    ok = o && json_tokener_get_error(tk) == json_tokener_success;
+    size_t na = ok && sep && json_object_is_type(o, json_type_array) ? json_object_array_length(o) : 0;
+    for (size_t j = 0; ok && j < na; j++) /* Mistral's: an array of calls */
+      if ((ok = (c = call_of(json_object_array_get_idx(o, j), k)) != NULL)) json_object_array_add(got, c), k++;
+    if (ok && !na && (ok = (c = call_of(o, k)) != NULL)) json_object_array_add(got, c), k++;
+    if (ok) i += len;
     json_tokener_free(tk);
     json_object_put(o);
   }
@@ -1485,17 +1504,18 @@ static int calls_in(const char *s, size_t n, int sep, json_object *calls, int *n
   return 0;
 }
 
-/* Llama 3.1's reply: JSON calls where its first character that is not a
- * blank is "{" (all of it, once done), text from that character on
- * otherwise (sent as it comes; blanks first wait). */
-static size_t json_walk(const char *t, size_t start, size_t from, size_t end, int done, gc_buf_t *content,
-                        json_object *calls, int *ncalls) {
+/* A reply of JSON calls (Llama 3.1's; Mistral's after [TOOL_CALLS]) where
+ * its first character that is not a blank is one of open (all of it, once
+ * done), text from that character on otherwise (sent as it comes; blanks
+ * first wait). */
+static size_t json_walk(const char *open, const char *t, size_t start, size_t from, size_t end, int done,
+                        gc_buf_t *content, json_object *calls, int *ncalls) {
   gc_err_t e = {0};
   size_t a = from;
   if (from == start) { /* not yet decided */
     while (a < end && blank(t[a])) a++;
     if (a == end && !done) return from;
-    if (a < end && t[a] == '{') {
+    if (a < end && strchr(open, t[a])) {
       if (!done) return from;
       if (!calls_in(t + a, end - a, 1, calls, ncalls)) return end;
     }
@@ -1503,12 +1523,19 @@ static size_t json_walk(const char *t, size_t start, size_t from, size_t end, in
   return a < end && gc_buf_append(content, t + a, end - a, &e) ? from : end;
 }
 
+gc_chat_tools_kind_t gc_api_reply_tools(const gc_api_t *a, const gc_srv_req_t *r) {
+  if (a->tools != GC_TOOLS_MISTRAL) return a->tools;
+  return r->nids && a->tool_calls_id >= 0 && r->ids[0] == a->tool_calls_id ? GC_TOOLS_MISTRAL : GC_TOOLS_NONE;
+}
+
 size_t gc_api_tool_walk(gc_chat_tools_kind_t kind, const char *t, size_t start, size_t from, size_t end, int done,
                         gc_buf_t *content, json_object *calls, int *ncalls) {
   static const char open[] = "<tool_call>", close[] = "</tool_call>";
-  if (kind == GC_TOOLS_LLAMA3_JSON) return json_walk(t, start, from, end, done, content, calls, ncalls);
-  const size_t on = sizeof open - 1, cn = sizeof close - 1;
   gc_err_t e = {0};
+  if (kind == GC_TOOLS_NONE) return from < end && gc_buf_append(content, t + from, end - from, &e) ? from : end;
+  if (kind == GC_TOOLS_LLAMA3_JSON) return json_walk("{", t, start, from, end, done, content, calls, ncalls);
+  if (kind == GC_TOOLS_MISTRAL) return json_walk("[{", t, start, from, end, done, content, calls, ncalls);
+  const size_t on = sizeof open - 1, cn = sizeof close - 1;
   while (from < end) {
     const char *o = memmem(t + from, end - from, open, on);
     if (o != t + from) { /* text, up to a block, or to what may become one */
@@ -1549,7 +1576,7 @@ static json_object *choice_json(const gc_api_t *a, const gc_api_req_t *q, const 
     text = json_object_new_string_len(both.data ? both.data : "", (int)both.len);
   } else if (q->tools) { /* the answer's text, its tool calls apart */
     calls = json_object_new_array();
-    gc_api_tool_walk(a->tools, t, p.c0, p.c0, p.end, 1, &both, calls, &ncalls);
+    gc_api_tool_walk(gc_api_reply_tools(a, r), t, p.c0, p.c0, p.end, 1, &both, calls, &ncalls);
     text = both.len || !ncalls ? json_object_new_string_len(both.data ? both.data : "", (int)both.len) : NULL;
   } else {
     text = json_object_new_string_len(t + p.c0, (int)(p.end - p.c0));

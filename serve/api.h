@@ -22,6 +22,7 @@ typedef struct gc_api {
   int32_t chat_end;          /* the id that closes a reply */
   int reasoning;             /* a reply's <think> block as reasoning_content (gc_api_reply_parts) */
   gc_chat_tools_kind_t tools; /* how the template offers tools (gc_chat_tools) */
+  int32_t tool_calls_id;     /* MISTRAL: the [TOOL_CALLS] control token that starts a reply of calls, or -1 */
   int think;                 /* how the template's replies carry it: gc_chat_reasoning */
   char chat_why[300];        /* without a chat template: why */
   int ctx, vocab;
@@ -115,12 +116,19 @@ void gc_api_reply_parts(const gc_api_t *a, const char *text, size_t n, int done,
  * whose first character that is not a blank is "{" waits until done and
  * is then its calls, JSON objects {"name", "parameters" or "arguments"}
  * one after another (";" between them allowed), or, where it is not,
- * content; any other answer is content from that character on. A call is
+ * content; any other answer is content from that character on. MISTRAL
+ * (a reply that began with [TOOL_CALLS], gc_api_reply_tools): the same,
+ * "[" opening an array of calls too. NONE: all of it content. A call is
  * appended to calls (its index *ncalls, then counted; an id, "type":
  * "function", the arguments as JSON text), content to content. Returns
  * where the next walk starts. */
 size_t gc_api_tool_walk(gc_chat_tools_kind_t kind, const char *t, size_t start, size_t from, size_t end, int done,
                         gc_buf_t *content, json_object *calls, int *ncalls);
+
+/* How choice r's reply is read for calls (gc_api_tool_walk's kind): the
+ * template's way (a->tools), Mistral's only where r's first id is
+ * [TOOL_CALLS] (NONE otherwise). */
+gc_chat_tools_kind_t gc_api_reply_tools(const gc_api_t *a, const gc_srv_req_t *r);
 
 /* What one stream chunk of choice r (its r->index) carries. */
 typedef struct gc_api_chunk {

@@ -230,7 +230,7 @@ static int choice_events(hreq_t *x, int i) {
   gc_buf_t answer = {0}; /* with tools: the answer's text new since the last chunk, and its calls */
   json_object *calls = x->q.tools ? json_object_new_array() : NULL;
   int ncalls = s->calls;
-  if (calls) next = gc_api_tool_walk(a->tools, t, p.c0, c0, p.end, r->done, &answer, calls, &ncalls);
+  if (calls) next = gc_api_tool_walk(gc_api_reply_tools(a, r), t, p.c0, c0, p.end, r->done, &answer, calls, &ncalls);
   const char *text = calls ? answer.data : t + c0;
   size_t n = calls ? answer.len : p.end > c0 ? p.end - c0 : 0;
   if (p.r1 > r0 || n || ncalls > s->calls || (new_ids && !r->done)) {

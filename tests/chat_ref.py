@@ -475,9 +475,10 @@ ALL = dict(TEMPLATES, qwen2_5_math=QWEN2_5_MATH)
 # the control tokens each needs in a vocabulary
 _DS = ["<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"]
 _L3 = ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+_MISTRAL_TOOLS = ["[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_CALLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]"]
 CONTROLS = {"llama2": [], "mistral": [], "llama3": _L3, "llama3_1": _L3, "llama3_2": _L3,
             "chatml": ["<|im_start|>", "<|im_end|>"], "zephyr": [], "deepseek": _DS, "deepseek_r1": _DS,
-            "mistral_v3": ["[INST]", "[/INST]"], "mistral_tekken": ["[INST]", "[/INST]"],
+            "mistral_v3": ["[INST]", "[/INST]"] + _MISTRAL_TOOLS, "mistral_tekken": ["[INST]", "[/INST]"] + _MISTRAL_TOOLS,
             "mistral_v7": ["[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]"],
             "mistral_v7_tight": ["[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]"], "deepseek_v3": _DS, "qwen2_5": ["<|im_start|>", "<|im_end|>"],
             "qwen2_5_math": ["<|im_start|>", "<|im_end|>"], "qwen3": ["<|im_start|>", "<|im_end|>"],

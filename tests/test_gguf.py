@@ -544,7 +544,7 @@ def chat_gguf(gc, kind, v3=False, user=()):
 
 
 LONG_CTX = {"qwen2_5": 2048, "qwen2_5_math": 2048, "qwen3": 2048, "qwen3_thinking": 2048, "llama3_1": 2048,
-            "llama3_2": 2048}  # the tests' tools are about 900-1300 of this vocabulary's tokens
+            "llama3_2": 2048, "mistral_v3": 2048, "mistral_tekken": 2048}  # the tests' tools are about 900-1300 of this vocabulary's tokens
 
 
 def chat_bundle(bundles, path, kind):
@@ -771,9 +771,10 @@ TOOLS = [{"type": "function", "function": {
                                              1e-4, 100.0, 1e15, 12345678901234567890.0]}},
         "required": ["city"]}}},
     {"type": "function", "function": {"name": "now", "parameters": {}}}]
-CALL1 = {"id": "call_1", "type": "function", "function": {"name": "get_weather",
-                                                          "arguments": {"city": "Zürich", "days": 2, "w": 0.1}}}
-CALL2 = {"id": "call_2", "type": "function", "function": {"name": "now", "arguments": {}}}
+# (ids of 9 characters: Mistral's templates raise for others)
+CALL1 = {"id": "call00001", "type": "function", "function": {"name": "get_weather",
+                                                             "arguments": {"city": "Zürich", "days": 2, "w": 0.1}}}
+CALL2 = {"id": "call00002", "type": "function", "function": {"name": "now", "arguments": {}}}
 
 
 def as_client(msgs):
@@ -790,35 +791,42 @@ def as_client(msgs):
     return out
 
 
-@pytest.mark.parametrize("kind", ["qwen2_5", "qwen3", "qwen3_thinking", "llama3_1", "llama3_2"])
+@pytest.mark.parametrize("kind", ["qwen2_5", "qwen3", "qwen3_thinking", "llama3_1", "llama3_2", "mistral_v3",
+                                  "mistral_tekken"])
 def test_gguf_tools_in_the_prompt(gc, bundles, kind):
-    """Tools through Qwen's and Llama 3.1's templates: the request's tools
-    (each as Hugging Face's tojson writes it: keys in order, floats as
-    Python's repr, non-ASCII as it is; Llama's with indent 4) in the system
-    message (Qwen's) or the first user message (Llama's, whose system
-    message starts "Environment: ipython"), an assistant's earlier calls
-    (with and without text; Qwen3's reasoning kept after the last query,
-    from the text's <think> block or reasoning_content) and the tools'
-    results (a user turn of <tool_response> blocks; Llama's ipython role,
-    the result as a JSON string): the prompt ids are the Jinja rendering
-    tokenized as llama.cpp does, through the chat endpoint and /tokenize.
-    tool_choice "none" leaves the tools out; "required", a named function,
-    malformed tools or arguments, two calls in a Llama reply (its template
-    raises), and tools for a template without them are 400."""
+    """Tools through Qwen's, Llama 3.1's and Mistral's templates: the
+    request's tools (each as Hugging Face's tojson writes it: keys in order,
+    floats as Python's repr, non-ASCII as it is; Llama's with indent 4;
+    Mistral's its own way) in the system message (Qwen's), the first user
+    message (Llama's, whose system message starts "Environment: ipython")
+    or an [AVAILABLE_TOOLS] block before the last (Mistral's), an
+    assistant's earlier calls (with and without text; Qwen3's reasoning
+    kept after the last query, from the text's <think> block or
+    reasoning_content) and the tools' results (a user turn of
+    <tool_response> blocks; Llama's ipython role, the result as a JSON
+    string; Mistral's [TOOL_RESULTS]): the prompt ids are the Jinja
+    rendering tokenized as llama.cpp does, through the chat endpoint and
+    /tokenize. tool_choice "none" leaves the tools out; "required", a named
+    function, malformed tools or arguments, two calls in a Llama reply and
+    a Mistral call id not of 9 characters (their templates raise), and
+    tools for a template without them are 400."""
     from test_serve import Server
     path, _ = chat_gguf(gc, kind)
     srv = Server(path, chat_bundle(bundles, path, kind), "--parallel", 1)
     sys_, u = {"role": "system", "content": " be brief "}, {"role": "user", "content": " weather? "}
     llama = kind.startswith("llama")
     a2 = {"role": "assistant", "content": None, "tool_calls": [CALL1] if llama else [CALL1, CALL2]}
-    r1, r2 = {"role": "tool", "tool_call_id": "call_1", "content": "{\"t\": 21}"}, \
-        {"role": "tool", "tool_call_id": "call_2", "content": "noon"}
+    r1, r2 = {"role": "tool", "tool_call_id": "call00001", "content": "{\"t\": 21}"}, \
+        {"role": "tool", "tool_call_id": "call00002", "content": "noon"}
     convs = [[sys_, u], [u], [sys_, u, a2, r1, r2],
              [u, {"role": "assistant", "content": "Let me see.", "tool_calls": [CALL1]}, r1,
               {"role": "assistant", "content": "Sunny."}, {"role": "user", "content": "thanks"}],
              [u, {"role": "assistant", "content": "<think>\nplan\n</think>\n\nLet me see.", "tool_calls": [CALL1]}, r1],
              [u, {"role": "assistant", "content": "", "reasoning_content": "\nplan b\n", "tool_calls": [CALL2]}, r2],
              [u, {"role": "user", "content": "<tool_response>\nx\n</tool_response>"}]]
+    mistral = kind.startswith("mistral")
+    if mistral:  # user and assistant in turn
+        convs = convs[:-1]
     try:
         for tools in (TOOLS, None):
             for msgs in convs:
@@ -845,6 +853,8 @@ def test_gguf_tools_in_the_prompt(gc, bundles, kind):
                           ({"messages": [r1]}, "a tool message before any user message"),
                           *([({"messages": [u, dict(a2, tool_calls=[CALL1, CALL2]), r1]}, "single tool-calls")]
                             if llama else []),
+                          *([({"messages": [u, dict(a2, tool_calls=[dict(CALL1, id="c1")]), r1]}, "length 9"),
+                             ({"messages": [u, a2, dict(r1, tool_call_id="c1")]}, "length 9")] if mistral else []),
                           ({"functions": [{"name": "f"}]}, "give 'tools'")):
             status, _, text = srv.post("/v1/chat/completions", dict({"messages": [u], "tools": TOOLS, "max_tokens": 1},
                                                                     **body))
@@ -947,6 +957,40 @@ def test_gguf_llama3_tool_calls_in_the_reply(gc, bundles):
     msgs = [{"role": "user", "content": "weather?"}]
     for i, (out, content, calls) in enumerate(cases):
         path = chain_gguf(gc, "llama3_2", ["<0x0A>", out, "<|eot_id|>"], f"llama-tools{i}.gguf", user=[out], ctx=2048)
+        srv = Server(path, bundles.get(path, "F32-ctx2048"), "--parallel", 1)
+        try:
+            req = {"messages": msgs, "tools": TOOLS, "temperature": 0, "max_tokens": 8}
+            status, _, text = srv.post("/v1/chat/completions", req)
+            assert status == 200, text
+            ch = json.loads(text)["choices"][0]
+            got = [(c["function"]["name"], c["function"]["arguments"]) for c in ch["message"].get("tool_calls", [])]
+            assert (ch["message"]["content"], got) == (content, calls), (out, ch)
+            assert ch["finish_reason"] == ("tool_calls" if calls else "stop"), ch
+            status, _, text = srv.post("/v1/chat/completions", dict(req, stream=True))
+            deltas = [c["delta"] for ev in sse(text) for c in ev["choices"]]
+            assert "".join(d.get("content") or "" for d in deltas) == (content or ""), deltas
+            assert [(t["function"]["name"], t["function"]["arguments"]) for d in deltas
+                    for t in d.get("tool_calls", [])] == calls, deltas
+        finally:
+            assert srv.stop()[0] == 0
+
+
+def test_gguf_mistral_tool_calls_in_the_reply(gc, bundles):
+    """A Mistral v0.3 model whose reply (after the prompt's [/INST]) is
+    [TOOL_CALLS] (a control token: no text), then one user-defined token,
+    then </s>: with tools offered, a reply that starts with [TOOL_CALLS] is
+    its calls, a JSON array of {"name", "arguments"} as vLLM's mistral
+    parser reads it, or content where it is not; a reply without it is
+    content, however it starts; whole and streamed alike."""
+    from test_serve import Server, sse
+    cases = [(True, ' [{"name": "get_weather", "arguments": {"city": "Oslo"}, "id": "abcdefghi"}, {"name": "now", '
+                    '"arguments": {}}]', None, [("get_weather", '{"city": "Oslo"}'), ("now", "{}")]),
+             (True, ' [{"city": "Oslo"}]', '[{"city": "Oslo"}]', []),
+             (False, '[{"name": "now", "arguments": {}}]', '[{"name": "now", "arguments": {}}]', [])]
+    msgs = [{"role": "user", "content": "weather?"}]
+    for i, (calls_token, out, content, calls) in enumerate(cases):
+        chain = ["[/INST]"] + (["[TOOL_CALLS]"] if calls_token else []) + [out, "</s>"]
+        path = chain_gguf(gc, "mistral_v3", chain, f"mistral-tools{i}.gguf", user=[out], ctx=2048)
         srv = Server(path, bundles.get(path, "F32-ctx2048"), "--parallel", 1)
         try:
             req = {"messages": msgs, "tools": TOOLS, "temperature": 0, "max_tokens": 8}

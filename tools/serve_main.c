@@ -158,6 +158,7 @@ static int setup_api(const serve_opts_t *o, const gc_llama_weights_t *w, gc_tok_
     snprintf(a->chat_why, sizeof a->chat_why, "this model's chat template has no end-of-turn token");
   else
     a->has_chat = 1, a->think = gc_chat_reasoning(tok, a->chat), a->tools = gc_chat_tools(tok, a->chat);
+  a->tool_calls_id = tok ? gc_tok_find(tok, "[TOOL_CALLS]", 12) : -1;
   if (o->model_name) {
     snprintf(id, idn, "%s", o->model_name);
   } else { /* the last part of the path */
