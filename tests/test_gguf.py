@@ -938,6 +938,30 @@ def test_gguf_tool_calls_in_the_reply(gc, bundles):
         assert srv.stop()[0] == 0
 
 
+def check_reply_calls(bundles, path, content, calls):
+    """gcore-serve over chain model path, asked with tools: the reply's
+    content and (name, arguments) calls, whole and streamed, and its
+    finish_reason."""
+    from test_serve import Server, sse
+    srv = Server(path, bundles.get(path, "F32-ctx2048"), "--parallel", 1)
+    try:
+        req = {"messages": [{"role": "user", "content": "weather?"}], "tools": TOOLS, "temperature": 0,
+               "max_tokens": 8}
+        status, _, text = srv.post("/v1/chat/completions", req)
+        assert status == 200, text
+        ch = json.loads(text)["choices"][0]
+        got = [(c["function"]["name"], c["function"]["arguments"]) for c in ch["message"].get("tool_calls", [])]
+        assert (ch["message"]["content"], got) == (content, calls), ch
+        assert ch["finish_reason"] == ("tool_calls" if calls else "stop"), ch
+        status, _, text = srv.post("/v1/chat/completions", dict(req, stream=True))
+        deltas = [c["delta"] for ev in sse(text) for c in ev["choices"]]
+        assert "".join(d.get("content") or "" for d in deltas) == (content or ""), deltas
+        assert [(t["function"]["name"], t["function"]["arguments"]) for d in deltas
+                for t in d.get("tool_calls", [])] == calls, deltas
+    finally:
+        assert srv.stop()[0] == 0
+
+
 def test_gguf_llama3_tool_calls_in_the_reply(gc, bundles):
     """A Llama 3.2 model whose reply (after the prompt's last "\n") is one
     user-defined token, then <|eot_id|>: with tools offered, a reply that
@@ -946,7 +970,6 @@ def test_gguf_llama3_tool_calls_in_the_reply(gc, bundles):
     llama3_json parser reads them; one that is no such JSON, or that starts
     otherwise, is content; whole and streamed alike (a reply that starts
     with "{" waits for its end)."""
-    from test_serve import Server, sse
     cases = [('{"name": "get_weather", "parameters": {"city": "Zürich", "w": 1e16}}', None,
               [("get_weather", '{"city": "Zürich", "w": 1e+16}')]),
              (' {"name": "now", "arguments": {}}; {"name": "get_weather", "parameters": {"city": "Oslo"}}', None,
@@ -954,25 +977,9 @@ def test_gguf_llama3_tool_calls_in_the_reply(gc, bundles):
              ('{"name": "now", "parameters": {}} trailing', '{"name": "now", "parameters": {}} trailing', []),
              ('{"city": "Oslo"}', '{"city": "Oslo"}', []),
              ('It is {"name": "now"}', 'It is {"name": "now"}', [])]
-    msgs = [{"role": "user", "content": "weather?"}]
     for i, (out, content, calls) in enumerate(cases):
         path = chain_gguf(gc, "llama3_2", ["<0x0A>", out, "<|eot_id|>"], f"llama-tools{i}.gguf", user=[out], ctx=2048)
-        srv = Server(path, bundles.get(path, "F32-ctx2048"), "--parallel", 1)
-        try:
-            req = {"messages": msgs, "tools": TOOLS, "temperature": 0, "max_tokens": 8}
-            status, _, text = srv.post("/v1/chat/completions", req)
-            assert status == 200, text
-            ch = json.loads(text)["choices"][0]
-            got = [(c["function"]["name"], c["function"]["arguments"]) for c in ch["message"].get("tool_calls", [])]
-            assert (ch["message"]["content"], got) == (content, calls), (out, ch)
-            assert ch["finish_reason"] == ("tool_calls" if calls else "stop"), ch
-            status, _, text = srv.post("/v1/chat/completions", dict(req, stream=True))
-            deltas = [c["delta"] for ev in sse(text) for c in ev["choices"]]
-            assert "".join(d.get("content") or "" for d in deltas) == (content or ""), deltas
-            assert [(t["function"]["name"], t["function"]["arguments"]) for d in deltas
-                    for t in d.get("tool_calls", [])] == calls, deltas
-        finally:
-            assert srv.stop()[0] == 0
+        check_reply_calls(bundles, path, content, calls)
 
 
 def test_gguf_mistral_tool_calls_in_the_reply(gc, bundles):
@@ -982,31 +989,14 @@ def test_gguf_mistral_tool_calls_in_the_reply(gc, bundles):
     its calls, a JSON array of {"name", "arguments"} as vLLM's mistral
     parser reads it, or content where it is not; a reply without it is
     content, however it starts; whole and streamed alike."""
-    from test_serve import Server, sse
     cases = [(True, ' [{"name": "get_weather", "arguments": {"city": "Oslo"}, "id": "abcdefghi"}, {"name": "now", '
                     '"arguments": {}}]', None, [("get_weather", '{"city": "Oslo"}'), ("now", "{}")]),
              (True, ' [{"city": "Oslo"}]', '[{"city": "Oslo"}]', []),
              (False, '[{"name": "now", "arguments": {}}]', '[{"name": "now", "arguments": {}}]', [])]
-    msgs = [{"role": "user", "content": "weather?"}]
     for i, (calls_token, out, content, calls) in enumerate(cases):
         chain = ["[/INST]"] + (["[TOOL_CALLS]"] if calls_token else []) + [out, "</s>"]
         path = chain_gguf(gc, "mistral_v3", chain, f"mistral-tools{i}.gguf", user=[out], ctx=2048)
-        srv = Server(path, bundles.get(path, "F32-ctx2048"), "--parallel", 1)
-        try:
-            req = {"messages": msgs, "tools": TOOLS, "temperature": 0, "max_tokens": 8}
-            status, _, text = srv.post("/v1/chat/completions", req)
-            assert status == 200, text
-            ch = json.loads(text)["choices"][0]
-            got = [(c["function"]["name"], c["function"]["arguments"]) for c in ch["message"].get("tool_calls", [])]
-            assert (ch["message"]["content"], got) == (content, calls), (out, ch)
-            assert ch["finish_reason"] == ("tool_calls" if calls else "stop"), ch
-            status, _, text = srv.post("/v1/chat/completions", dict(req, stream=True))
-            deltas = [c["delta"] for ev in sse(text) for c in ev["choices"]]
-            assert "".join(d.get("content") or "" for d in deltas) == (content or ""), deltas
-            assert [(t["function"]["name"], t["function"]["arguments"]) for d in deltas
-                    for t in d.get("tool_calls", [])] == calls, deltas
-        finally:
-            assert srv.stop()[0] == 0
+        check_reply_calls(bundles, path, content, calls)
 
 
 @pytest.mark.parametrize("kind", ["deepseek_r1", "qwen3_thinking"])
