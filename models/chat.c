@@ -191,13 +191,16 @@ static char *literal_after(const char *tpl, const char *m, int from_quote) {
  * + the template's month + "\nToday Date: " + date_string + "\n\n", where
  * date_string is strftime_now(FORMAT) of the local time where the template
  * calls it (3.2's; Hugging Face's and llama.cpp's renderers define it),
- * else the template's literal (3.1's "26 Jul 2024"). NULL for a template
- * without that header (Llama 3's), or no memory. */
-static char *llama3_sys_head(const char *tpl) {
+ * else the template's literal (3.1's "26 Jul 2024"); given (not NULL):
+ * the caller's date_string. NULL for a template without that header
+ * (Llama 3's), or no memory. */
+static char *llama3_sys_head(const char *tpl, const char *given) {
   static const char know[] = "Cutting Knowledge Date: ";
   if (!strstr(tpl, "\"Today Date: \" + date_string")) return NULL;
   char *k = literal_after(tpl, know, 0), *fmt = literal_after(tpl, "strftime_now(", 1), *date = NULL, *out = NULL;
-  if (fmt) {
+  if (given) {
+    date = strdup(given);
+  } else if (fmt) {
     char buf[128];
     time_t now = time(NULL);
     struct tm tm;
@@ -325,7 +328,7 @@ void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k) {
   c->cut_lstrip = tpl && strstr(tpl, "split('</think>')[-1].lstrip('\\n')");
   c->think_open = gc_chat_reasoning(t, k) == 2;
   c->dflt_system = k == GC_CHAT_CHATML && tpl ? chatml_default_system(tpl) : NULL;
-  c->sys_head = k == GC_CHAT_LLAMA3 && tpl ? llama3_sys_head(tpl) : NULL;
+  c->sys_head = k == GC_CHAT_LLAMA3 && tpl ? llama3_sys_head(tpl, NULL) : NULL;
   c->sys_block = k == GC_CHAT_MISTRAL && tpl && strstr(tpl, "[SYSTEM_PROMPT]");
   c->sys_pre = c->sys_block && quoted(tpl, "[SYSTEM_PROMPT] ", 1);
   c->empty_think = k == GC_CHAT_CHATML && tpl && strstr(tpl, "enable_thinking") &&
@@ -335,6 +338,16 @@ void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k) {
   if ((c->tools_kind == GC_TOOLS_HERMES && hermes_literals(c, tpl)) ||
       (c->tools_kind == GC_TOOLS_LLAMA3_JSON && llama3_literals(c, tpl)))
     c->tools_kind = GC_TOOLS_NONE;
+}
+
+int gc_chat_date(gc_chat_t *c, const char *date, gc_err_t *e) {
+  const char *tpl = gc_tok_chat_template(c->t);
+  if (!c->sys_head) return GC_OK; /* the template does not read date_string */
+  char *head = llama3_sys_head(tpl, date);
+  if (!head) return gc_err_set(e, GC_ENOMEM, "out of memory");
+  free(c->sys_head);
+  c->sys_head = head;
+  return GC_OK;
 }
 
 void gc_chat_free(gc_chat_t *c) {

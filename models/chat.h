@@ -144,6 +144,12 @@ typedef struct gc_chat_call {
 void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k);
 void gc_chat_free(gc_chat_t *c);
 
+/* date_string (a template argument of apply_chat_template and vLLM's
+ * chat_template_kwargs) for the templates that read it (Llama 3.1's and
+ * 3.2's header: sys_head), in place of today's date or the template's
+ * own; before the first message. Others: nothing. GC_ENOMEM. */
+int gc_chat_date(gc_chat_t *c, const char *date, gc_err_t *e);
+
 /* Whether template k puts the system message (and the tools: MISTRAL) with the last user message
  * (MISTRAL_V3, MISTRAL_TEKKEN) rather than first: a caller that has the
  * whole conversation passes it with that message (gcore-serve); one that

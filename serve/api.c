@@ -424,6 +424,7 @@ nomem:
 /* What a chat's template reads beside its messages. */
 typedef struct chat_args {
   int think_off;             /* chat_template_kwargs' enable_thinking false */
+  const char *date;          /* ... its date_string (Llama 3.1's), or NULL */
   char **tools;              /* [ntools] the request's tools as the template writes them (tojson) */
   int ntools;
   gc_buf_t tool_text;        /* their text, NUL-separated */
@@ -437,17 +438,25 @@ static void chat_args_free(chat_args_t *ca) {
 
 /* chat_template_kwargs of request o (vLLM's: what the template reads
  * beside the messages): enable_thinking, a boolean (Qwen3's hybrid
- * templates; others do not read it, as Jinja ignores it there); any other
- * key is refused. */
+ * templates), and date_string, a string (Llama 3.1's and 3.2's header);
+ * templates that do not read one are unchanged by it, as under Jinja; any
+ * other key is refused. ca->date points into o. */
 static int template_kwargs(json_object *o, chat_args_t *ca, gc_api_err_t *err) {
   json_object *k = field(o, "chat_template_kwargs");
-  ca->think_off = 0;
+  ca->think_off = 0, ca->date = NULL;
   if (!k) return 0;
   if (!json_object_is_type(k, json_type_object)) return want(err, "chat_template_kwargs", "an object", k);
   json_object_object_foreach(k, key, v) {
+    if (!strcmp(key, "date_string")) {
+      if (!json_object_is_type(v, json_type_string) || memchr(json_object_get_string(v), 0,
+                                                               (size_t)json_object_get_string_len(v)))
+        return want(err, "chat_template_kwargs", "{\"date_string\": a string}", v);
+      ca->date = json_object_get_string(v);
+      continue;
+    }
     if (strcmp(key, "enable_thinking"))
       return gc_api_fail(err, 400, INVALID, NULL, "chat_template_kwargs", "chat_template_kwargs: '%.64s' is not "
-                         "read (only enable_thinking is; the model's own template is used)", key);
+                         "read (enable_thinking and date_string are; the model's own template is used)", key);
     if (!json_object_is_type(v, json_type_boolean))
       return want(err, "chat_template_kwargs", "{\"enable_thinking\": true or false}", v);
     ca->think_off = !json_object_get_boolean(v);
@@ -644,6 +653,7 @@ static int chat_prompt(gc_api_t *a, json_object *msgs, const chat_args_t *ca, gc
   pthread_mutex_lock(&a->tok_mu);
   gc_chat_init(&conv, a->tok, a->chat);
   conv.think_off = ca->think_off;
+  if (ca->date && gc_chat_date(&conv, ca->date, &e)) rc = gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
   conv.tools = (const char *const *)ca->tools;
   int tools_last = gc_chat_system_last(a->chat); /* Mistral's: the tools with the last user message */
   conv.ntools = tools_last ? 0 : ca->ntools;

@@ -674,6 +674,32 @@ def test_gguf_enable_thinking_false(gc, bundles, kind):
     assert_clean_error(r, "gcore-run", "--no-think goes with --chat")
 
 
+@pytest.mark.parametrize("kind", ["llama3_1", "llama3_2", "qwen2_5"])
+def test_gguf_date_string(gc, bundles, kind):
+    """chat_template_kwargs' date_string (an apply_chat_template argument):
+    Llama 3.1's and 3.2's header says that date instead of today's or the
+    template's own, as Jinja renders it with the argument (a pinned prompt
+    does not change from day to day); a template that does not read it
+    (Qwen2.5's) is unchanged; a date that is not a string is a 400."""
+    from test_serve import Server
+    path, _ = chat_gguf(gc, kind)
+    srv = Server(path, chat_bundle(bundles, path, kind), "--parallel", 1)
+    u = [{"role": "user", "content": "hi"}]
+    try:
+        want = rendered_ids(gc, path, kind, u, date_string="01 Jan 2030")
+        assert (want != rendered_ids(gc, path, kind, u)) == kind.startswith("llama"), kind
+        for route in ("/v1/chat/completions", "/tokenize"):
+            status, _, text = srv.post(route, {"messages": u, "max_tokens": 1, "return_token_ids": True,
+                                               "chat_template_kwargs": {"date_string": "01 Jan 2030"}})
+            assert status == 200, text
+            body = json.loads(text)
+            assert (body["tokens"] if route == "/tokenize" else body["choices"][0]["prompt_token_ids"]) == want
+        status, _, text = srv.post("/v1/chat/completions", {"messages": u, "chat_template_kwargs": {"date_string": 1}})
+        assert status == 400 and "date_string" in json.loads(text)["error"]["message"], text
+    finally:
+        assert srv.stop()[0] == 0
+
+
 def test_gguf_mistral_v3_control_tokens(gc, bundles):
     """Mistral v0.1's template over a vocabulary with [INST] and [/INST] as
     control tokens: them by id, the text between them (the template's
