@@ -275,9 +275,9 @@ static int mistral_tool(json_object *tool, gc_buf_t *b, gc_err_t *e) {
   return rc || gc_buf_printf(b, e, "}}") ? GC_ENOMEM : GC_OK;
 }
 
-int gc_chat_tool_text(const gc_chat_t *c, struct json_object *tool, gc_buf_t *b, gc_err_t *e) {
-  if (c->tools_kind == GC_TOOLS_MISTRAL) return mistral_tool(tool, b, e);
-  return gc_pyjson(tool, c->tools_kind == GC_TOOLS_LLAMA3_JSON ? 4 : -1, b, e);
+int gc_chat_tool_text(gc_chat_tools_kind_t k, struct json_object *tool, gc_buf_t *b, gc_err_t *e) {
+  if (k == GC_TOOLS_MISTRAL) return mistral_tool(tool, b, e);
+  return gc_pyjson(tool, k == GC_TOOLS_LLAMA3_JSON ? 4 : -1, b, e);
 }
 
 /* Llama 3.1's tools literals: the first user message's text before the

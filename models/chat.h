@@ -124,12 +124,12 @@ typedef enum gc_chat_tools_kind {
 gc_chat_tools_kind_t gc_chat_tools(const gc_tok_t *t, gc_chat_kind_t k);
 
 /* One tool (a request's {"type": "function", "function": {...}}, a json-c
- * object) appended to b as c's template writes it: tojson (Hermes'; Llama
+ * object) appended to b as a template of tools kind k writes it: tojson (Hermes'; Llama
  * 3.1's with indent 4), or Mistral's own: {"type": "function",
  * "function": {...}} with the function's string values unescaped and its
  * "return" left out. GC_ENOMEM, else GC_OK. */
 struct json_object;
-int gc_chat_tool_text(const gc_chat_t *c, struct json_object *tool, gc_buf_t *b, gc_err_t *e);
+int gc_chat_tool_text(gc_chat_tools_kind_t k, struct json_object *tool, gc_buf_t *b, gc_err_t *e);
 
 /* One tool call of an assistant message: the function's name, its
  * arguments as JSON text as the template writes them (tojson), and the

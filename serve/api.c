@@ -499,7 +499,6 @@ static int tool_args(gc_api_t *a, json_object *o, chat_args_t *ca, gc_api_err_t 
     return gc_api_fail(err, 400, INVALID, NULL, "tools", "the model's chat template has no tool calls (gcore-serve "
                        "offers tools through Qwen2.5's, Qwen3's and Llama 3.1's and 3.2's templates)");
   gc_err_t e = {0};
-  gc_chat_t probe = {.tools_kind = a->tools}; /* what gc_chat_tool_text reads */
   size_t *at = gc_calloc(n, sizeof *at, &e);
   if (!at || !(ca->tools = gc_calloc(n, sizeof *ca->tools, &e))) {
     free(at);
@@ -517,7 +516,7 @@ static int tool_args(gc_api_t *a, json_object *o, chat_args_t *ca, gc_api_err_t 
                          "\"function\": {\"name\": ..., ...}}", i);
     }
     at[i] = ca->tool_text.len;
-    if (gc_chat_tool_text(&probe, t, &ca->tool_text, &e) || gc_buf_append(&ca->tool_text, "", 1, &e)) {
+    if (gc_chat_tool_text(a->tools, t, &ca->tool_text, &e) || gc_buf_append(&ca->tool_text, "", 1, &e)) {
       free(at);
       return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
     }
