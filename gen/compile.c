@@ -1,10 +1,14 @@
 /* compile.c — choosing a compile driver per target, and the ninja batch
  * that runs it (cc directly; nvrtc, comgr and clang through gcore-compile).
  * The cache layout: <cache>/src/<vid>.c, <cache>/obj/<vid>.so, and a log
- * per failed compile at <cache>/obj/<vid>.log. A flock on <cache>/lock
- * keeps concurrent gcore processes from rewriting build.ninja under ninja;
- * a batch whose code objects are all there takes no lock (a code object
- * appears whole, by a rename). */
+ * per failed compile at <cache>/obj/<vid>.log. Processes share a cache
+ * (several gcore-tune, gcore-gen, the test suite's workers) by claims: under
+ * a flock on <cache>/lock, held only to claim, a process writes
+ * obj/<vid>.<ext>.claim (its pid and start time) for each missing code
+ * object nobody alive has claimed, compiles those through its own
+ * build-<pid>.ninja, and waits for the ones others claimed; so compiles
+ * run side by side and none runs twice. A batch whose code objects are all
+ * there takes no lock (a code object appears whole, by a rename). */
 #include "compile.h"
 
 #include <limits.h>
@@ -212,6 +216,54 @@ static int exists(const char *p) {
   return stat(p, &st) == 0 && st.st_size > 0;
 }
 
+/* This process's start time (clock ticks after boot: /proc/PID/stat's
+ * 22nd field), which with the pid names a process once; 0 unknown. */
+static unsigned long long start_time(long pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *p = strrchr(buf, ')'); /* the command may hold spaces and parentheses */
+  unsigned long long t = 0;
+  for (int field = 2; p && *p; p++) /* field 2 ends at the last ')' */
+    if (*p == ' ' && ++field == 22) {
+      t = strtoull(p + 1, NULL, 10);
+      break;
+    }
+  return t;
+}
+
+/* 1 when obj's claim names a live process other than this one (the
+ * same pid with the same start time); 0 when there is none, or it is
+ * stale (its process ended, or the pid now names another). */
+static int claimed_by_other(const char *obj) {
+  char path[1100];
+  long pid = 0;
+  unsigned long long t = 0;
+  snprintf(path, sizeof path, "%s.claim", obj);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  int got = fscanf(f, "%ld %llu", &pid, &t);
+  fclose(f);
+  return got == 2 && pid > 0 && pid != (long)getpid() && t && start_time(pid) == t;
+}
+
+static int write_claim(const char *obj, gc_err_t *e) {
+  char path[1100], line[64];
+  snprintf(path, sizeof path, "%s.claim", obj);
+  int len = snprintf(line, sizeof line, "%ld %llu\n", (long)getpid(), start_time(getpid()));
+  return gc_write_file(path, line, (size_t)len, e);
+}
+
+static void drop_claim(const char *obj) {
+  char path[1100];
+  snprintf(path, sizeof path, "%s.claim", obj);
+  remove(path);
+}
+
 /* Write the source unless an identical file (same vid) is already there. */
 static int write_source(const char *cache, const gc_compiler_t *c, gc_compile_job_t *j,
                         gc_err_t *e) {
@@ -224,42 +276,47 @@ static int write_source(const char *cache, const gc_compiler_t *c, gc_compile_jo
 /* The line a timed-out compile's log ends with (read_log looks for it). */
 #define TIMED_OUT_MARK "gcore: compile timed out"
 
-static int write_ninja(const gc_compiler_t *c, const char *cache,
-                       gc_compile_job_t *jobs, int n, gc_err_t *e) {
+/* Write <cache>/build-<pid>.ninja: an edge for each job whose state is
+ * `which` (ninja's own log in .ninja-<pid>, this process's alone). */
+static int write_ninja(const gc_compiler_t *c, const char *cache, gc_compile_job_t *jobs,
+                       const char *state, int n, char which, gc_err_t *e) {
   gc_buf_t b = {0};
   int tool = strcmp(c->driver, "cc") != 0;
   /* timeout(1) ends the compile's whole process group: TERM at the limit,
-   * KILL 10 s later. The compiler writes $out.part (and gcore-compile its
-   * resources, $out.part.res), renamed to $out (its .res first) when it
-   * succeeds: a code object in the cache is always whole, and has its
-   * figures, for a process that looks without the lock
+   * KILL 10 s later. The compiler writes $out.<shell pid>.part (and
+   * gcore-compile its resources, ....part.res), renamed to $out (its .res
+   * first) when it succeeds: a code object in the cache is always whole,
+   * and has its figures, for a process that looks without the lock
    * (gc_compile_batch). A failed compile leaves neither, and a timed-out
    * one says so in its log (exit 124; 137 after the KILL). */
-#define AFTER                                                                              \
-  "s=$$?; [ $$s = 0 ] && { [ ! -e $out.part.res ] || mv -f $out.part.res $out.res; } && " \
-  "mv -f $out.part $out && exec rm -f $out.log; rm -f $out.part $out.part.res; "         \
+#define AFTER                                                                                  \
+  "s=$$?; [ $$s = 0 ] && { [ ! -e $part.res ] || mv -f $part.res $out.res; } && "             \
+  "mv -f $part $out && exec rm -f $out.log; rm -f $part $part.res; "                          \
   "[ $$s = 124 -o $$s = 137 ] && echo '" TIMED_OUT_MARK "' >> $out.log; exit $$s"
   int rc = gc_buf_printf(&b, e,
                          "# written by gcore: one edge per variant; outputs are "
                          "content-addressed by variant id\n"
+                         "builddir = .ninja-%ld\n"
                          "cc = %s\ncflags = %s\ntargs = %s\n"
                          "run = timeout -k 10 %g\n"
+                         "part = $out.$$$$.part\n"
                          "rule cc\n"
-                         "  command = $run $cc $cflags -o $out.part $in > $out.log 2>&1; " AFTER "\n"
+                         "  command = $run $cc $cflags -o $part $in > $out.log 2>&1; " AFTER "\n"
                          "  description = CC $out\n"
                          "rule tool\n"
-                         "  command = $run $cc $targs --kernel $kernel -o $out.part $in > $out.log "
+                         "  command = $run $cc $targs --kernel $kernel -o $part $in > $out.log "
                          "2>&1; " AFTER "\n"
                          "  description = %s $out\n",
-                         c->path, c->flags, c->tool_args, c->timeout_s, c->driver);
+                         (long)getpid(), c->path, c->flags, c->tool_args, c->timeout_s, c->driver);
   for (int i = 0; !rc && i < n; i++)
-    rc = tool ? gc_buf_printf(&b, e, "build obj/%s%s: tool src/%s.cu\n  kernel = %s\n",
-                              jobs[i].vid, c->ext, jobs[i].vid,
-                              jobs[i].kernel ? jobs[i].kernel : "none")
-              : gc_buf_printf(&b, e, "build obj/%s.so: cc src/%s.c\n", jobs[i].vid, jobs[i].vid);
+    if (state[i] == which)
+      rc = tool ? gc_buf_printf(&b, e, "build obj/%s%s: tool src/%s.cu\n  kernel = %s\n",
+                                jobs[i].vid, c->ext, jobs[i].vid,
+                                jobs[i].kernel ? jobs[i].kernel : "none")
+                : gc_buf_printf(&b, e, "build obj/%s.so: cc src/%s.c\n", jobs[i].vid, jobs[i].vid);
   if (!rc) {
     char path[1100];
-    snprintf(path, sizeof path, "%s/build.ninja", cache);
+    snprintf(path, sizeof path, "%s/build-%ld.ninja", cache, (long)getpid());
     rc = gc_write_file(path, b.data, b.len, e);
   }
   gc_buf_free(&b);
@@ -307,11 +364,15 @@ static void read_resources(gc_compile_job_t *j) {
   fclose(f);
 }
 
+/* Run build-<pid>.ninja, then remove it, its output and ninja's log. */
 static int run_ninja(const char *cache, int parallel, gc_err_t *e) {
-  char cmd[1300], jflag[32] = "";
+  char cmd[3500], jflag[32] = "";
+  const long pid = (long)getpid();
   if (parallel > 0) snprintf(jflag, sizeof jflag, "-j %d", parallel);
-  snprintf(cmd, sizeof cmd, "ninja -C '%s' -k 0 %s > '%s/ninja.out' 2>&1", cache, jflag,
-           cache);
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && { ninja -f build-%ld.ninja -k 0 %s > ninja-%ld.out 2>&1; s=$?; "
+           "rm -rf build-%ld.ninja ninja-%ld.out .ninja-%ld; exit $s; }",
+           cache, pid, jflag, pid, pid, pid, pid);
   int st = system(cmd);
   if (st == -1 || !WIFEXITED(st))
     return gc_err_set(e, GC_ECOMPILE, "could not run ninja");
@@ -362,19 +423,42 @@ int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
   snprintf(dir, sizeof dir, "%s/lock", cache);
   int lock = open(dir, O_CREAT | O_RDWR, 0666);
   if (lock < 0) return gc_err_set(e, GC_EIO, "%s: %s", dir, strerror(errno));
-  flock(lock, LOCK_EX);
-  int rc = GC_OK;
-  todo = 0;
-  for (int i = 0; i < n; i++) { /* again: another process may have compiled some meanwhile */
-    gc_compile_job_t *j = &jobs[i];
-    j->cached = exists(j->obj);
-    if (!j->cached) todo++;
-    if (!rc) rc = write_source(cache, c, j, e);
+  /* state[i]: 'd' done (there, or compiled here), 'm' claimed in this
+   * round, 't' another process's claim, 'w' to look at again */
+  char *state = gc_malloc((size_t)n, e);
+  if (!state) {
+    close(lock);
+    return e->code;
   }
-  if (!rc && todo) rc = write_ninja(c, cache, jobs, n, e);
-  if (!rc && todo) rc = run_ninja(cache, parallel, e);
-  if (!rc) results(c, jobs, n);
-  flock(lock, LOCK_UN);
+  memset(state, 'w', (size_t)n);
+  int rc = GC_OK;
+  for (int others = 1; !rc && others;) {
+    int mine = 0;
+    others = 0;
+    flock(lock, LOCK_EX);
+    for (int i = 0; !rc && i < n; i++) {
+      gc_compile_job_t *j = &jobs[i];
+      if (state[i] == 'd') continue;
+      if (exists(j->obj)) state[i] = 'd';
+      else if (claimed_by_other(j->obj)) state[i] = 't', others++;
+      else if (!(rc = write_claim(j->obj, e)) && !(rc = write_source(cache, c, j, e)))
+        state[i] = 'm', mine++;
+    }
+    if (!rc && mine) rc = write_ninja(c, cache, jobs, state, n, 'm', e);
+    flock(lock, LOCK_UN);
+    if (!rc && mine) rc = run_ninja(cache, parallel, e);
+    for (int i = 0; i < n; i++)
+      if (state[i] == 'm') drop_claim(jobs[i].obj), state[i] = 'd';
+    /* the others' compiles: until each code object is there or its claim
+     * is gone (a failed or ended compile: claimed again, as a miss) */
+    for (int i = 0; !rc && i < n; i++)
+      if (state[i] == 't') {
+        while (!exists(jobs[i].obj) && claimed_by_other(jobs[i].obj)) usleep(20000);
+        state[i] = 'w';
+      }
+  }
+  free(state);
   close(lock);
+  if (!rc) results(c, jobs, n);
   return rc;
 }

@@ -333,6 +333,101 @@ def test_gen_fails_within_the_compile_timeout(gc):
     assert not os.path.exists(gc.dir / "b.gcb")
 
 
+# ---- one compile cache, several processes ----------------------------------
+
+def gated_templates(gc):
+    """tiny_gemm whose UNR=4 variants include gate.h, a FIFO: their compile
+    waits until the test writes it. Returns (templates, gate)."""
+    d = gc.dir / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), d)
+    gate = gc.dir / "gate.h"
+    os.mkfifo(gate)
+    src = open(os.path.join(ROOT, "tests", "data", "tiny_gemm.c")).read()
+    (d / "cpu" / "tiny_gemm.c").write_text(src + f'\n#if UNR == 4\n#include "{gate}"\n#endif\n')
+    return d, gate
+
+
+def children(pid):
+    """The pids whose parent is pid (Linux /proc)."""
+    out = []
+    for p in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                if p.isdigit() and int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(p))
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def test_processes_on_one_cache_compile_side_by_side_and_never_twice(gc):
+    """A's compile of a variant holds nobody else up (another process
+    compiles another variant meanwhile, where one lock over the whole
+    compile serialized them); B, which needs A's variant, waits for it
+    without compiling it (no child process while A's is open; after A, a
+    second compile would read '#error' from the gate, now a file); both
+    bundles are the same; the cache keeps no claim or build file after."""
+    tpl, gate = gated_templates(gc)
+    cache = gc.dir / "cache"
+    env = {"GCORE_CACHE": str(cache)}
+    slow = ["gcore-gen", "--templates", tpl, *GEMM, "--force", "tiny_gemm:ROWS=1,UNR=4", "-q"]
+    a = spawn(*slow, "-o", "a.gcb", cwd=gc.dir, env=env)
+    b = None
+    try:
+        deadline = time.time() + 60
+        while not list((cache / "obj").glob("*.claim")) if (cache / "obj").exists() else True:
+            assert a.poll() is None and time.time() < deadline, a.communicate()
+            time.sleep(0.05)
+        b = spawn(*slow, "-o", "b.gcb", cwd=gc.dir, env=env)
+        r = gc("gcore-gen", "--templates", tpl, *GEMM, "--force", "tiny_gemm:ROWS=1,UNR=1", "-q",
+               "-o", "c.gcb", env=env, timeout=120)
+        assert r.rc == 0, r
+        assert a.poll() is None, "A finished before its gate opened"
+        for _ in range(40):  # 2 s: B is waiting, not compiling
+            assert b.poll() is None and not children(b.pid), "B compiles A's variant"
+            time.sleep(0.05)
+        with open(gate, "w") as f:
+            f.write("/* the gate */\n")
+        os.remove(gate)
+        gate.write_text("#error compiled twice\n")
+        for p, name in ((a, "A"), (b, "B")):
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, (name, out, err)
+    finally:
+        for p in (a, b):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+    with sqlite3.connect(gc.dir / "a.gcb") as c1, sqlite3.connect(gc.dir / "b.gcb") as c2:
+        q = "SELECT template, params, blob FROM code_objects ORDER BY id"
+        assert c1.execute(q).fetchall() == c2.execute(q).fetchall()
+    assert sorted(x.name for x in cache.iterdir()) == ["lock", "obj", "src"]
+    assert not [x for x in (cache / "obj").iterdir() if not x.name.endswith((".so", ".so.res"))]
+
+
+def test_a_stale_claim_is_compiled_over(gc, tmp_path):
+    """A claim whose process has ended, or whose pid now names another
+    process (another start time), holds nobody: gcore-gen compiles the
+    variant and drops the claim (a live claim would make it wait)."""
+    tpl = tmp_path / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), tpl)
+    shutil.copy(os.path.join(ROOT, "tests", "data", "tiny_gemm.c"), tpl / "cpu" / "tiny_gemm.c")
+    args = ["gcore-gen", "--templates", tpl, *GEMM, "--force", "tiny_gemm:ROWS=1,UNR=1", "-q"]
+    assert gc(*args, "-o", "a.gcb", env={"GCORE_CACHE": str(tmp_path / "c0")}).rc == 0
+    (obj,) = [x.name for x in (tmp_path / "c0" / "obj").glob("*.so")]
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    with open("/proc/self/stat") as f:
+        started = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22: this process's start
+    for n, claim in enumerate([f"{ended.pid} {started}", f"{os.getpid()} {started + 1}"]):
+        cache = tmp_path / f"c{n + 1}"
+        (cache / "obj").mkdir(parents=True)
+        (cache / "obj" / (obj + ".claim")).write_text(claim + "\n")
+        r = gc(*args, "-o", f"b{n}.gcb", env={"GCORE_CACHE": str(cache)}, timeout=120)
+        assert r.rc == 0, r
+        assert (cache / "obj" / obj).exists() and not (cache / "obj" / (obj + ".claim")).exists()
+
+
 def test_compile_timeout_flag_is_checked(gc):
     for tool, out in (("gcore-tune", []), ("gcore-gen", ["-o", "x.gcb"])):
         for bad in ("0", "-1", "x", "1e9"):
