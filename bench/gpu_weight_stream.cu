@@ -30,7 +30,15 @@
  * (rows 0, N/2 and N-1 of every phase in fp64, relative 1e-3): a shape
  * that skips work prints WRONG.
  *
- *   nvcc -O3 -arch=sm_90a -o build/gpu_weight_stream bench/gpu_weight_stream.cu && build/gpu_weight_stream [1b|8b]
+ *   nvcc -O3 -arch=sm_90a -o build/gpu_weight_stream bench/gpu_weight_stream.cu && build/gpu_weight_stream [1b|8b] [ffn]
+ *
+ * With ffn, only this: the registers engine's kernels with the FFN as
+ * gate/up then down (two launches, a whole-vector dependency between),
+ * against one fused launch a layer (ffn_block: each block's share of the
+ * hidden units through gate/up, SwiGLU and its slice of a transposed down,
+ * summed into the output by fp32 vector atomics), and the fused launch
+ * asking for its first down weights before its gate/up work; the fused
+ * phases' outputs are checked in fp64 over every hidden unit.
  *
  * Prints us a step and the fraction of the bound (the weights' bytes at
  * the device-to-device copy bandwidth measured in the same run, as
@@ -53,8 +61,8 @@
 /* A phase of the step: a GEMV y[yoff ..] = W[off ..][N, K] · x, or (attn
  * > 0) a latency phase of attn us whose launch may ask L2 for the next pf
  * bytes of weights. */
-struct Phase { long long off; int N, K; int attn; long long yoff; long long pf; };
-#define MAXP 1024
+struct Phase { long long off; int N, K; int attn; long long yoff; long long pf; int ffn; long long zoff; int zn; };
+#define MAXP 512
 __constant__ Phase c_ph[MAXP];
 __constant__ int c_np;      /* the phases of the step (block 0 stamps the end of the last) */
 __constant__ int c_l1;      /* the second layer's first phase (every block stamps its ends there) */
@@ -156,14 +164,104 @@ __device__ static void prefetch_share(const void *p, long long n, int b, int nb)
   }
 }
 
+/* Lanes' dot of one row (kc 16-byte chunks) with x, CH chunks a lane at a
+ * time; first (if given) is the lane's first batch, loaded earlier. The
+ * sum on every lane. */
+__device__ static float row_dot(const uint4 *row, int kc, const __half *x, const uint4 *first) {
+  const int lane = threadIdx.x & 31;
+  float s = 0;
+  for (int c0 = 0; c0 < kc; c0 += 32 * CH) {
+    uint4 v[CH];
+#pragma unroll
+    for (int j = 0; j < CH; j++) {
+      const int c = c0 + j * 32 + lane;
+      v[j] = (first && c0 == 0) ? first[j] : c < kc ? ldg_stream(row + c) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int j = 0; j < CH; j++) {
+      const int c = c0 + j * 32 + lane;
+      if (c < kc) s += dot8(v[j], x + 8 * c);
+    }
+  }
+  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return s;
+}
+
+/* The fused FFN phase (p.ffn): p.N hidden units of p.K = d inputs; weights
+ * at p.off: gate [N][K], up [N][K], then down stored transposed [N][K]
+ * (hidden unit j's row: its d outputs' weights). Block b of nb takes the
+ * hidden units [j0, j1), computes h = silu(gate·x) * (up·x) for them, then
+ * adds h_j * downT[j] over its units into y[p.yoff ..][K] with fp32 vector
+ * atomics (y zeroed by an earlier phase): no dependency between the
+ * gate/up and the down GEMV, whose sum is split over the blocks. */
+#define MAXU 128
+__device__ static void ffn_block(const Phase &p, const __half *W, const __half *x, float *y) {
+  __shared__ float gu[2 * MAXU];
+  const int nb = gridDim.x, b = blockIdx.x, warp = threadIdx.x / 32, kc = p.K / 8;
+  const int j0 = (int)((long long)p.N * b / nb), j1 = (int)((long long)p.N * (b + 1) / nb), nu = j1 - j0;
+  auto rowp = [&](int r) {
+    return (const uint4 *)(W + p.off + (r < nu ? (long long)(j0 + r) * p.K : (long long)(p.N + j0 + r - nu) * p.K));
+  };
+  uint4 first[CH];
+  const int lane = threadIdx.x & 31;
+  if (warp < 2 * nu) {
+#pragma unroll
+    for (int j = 0; j < CH; j++) first[j] = j * 32 + lane < kc ? ldg_stream(rowp(warp) + j * 32 + lane) : make_uint4(0, 0, 0, 0);
+  }
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  const uint4 *dt = (const uint4 *)(W + p.off + 2LL * p.N * p.K + (long long)j0 * p.K);
+  uint4 pre[CH]; /* p.ffn 2: the thread's first batch of down weights, asked for before the gate/up work */
+  if (p.ffn == 2) {
+#pragma unroll
+    for (int j = 0; j < CH; j++) pre[j] = j < nu && threadIdx.x < kc ? ldg_stream(dt + (long long)j * kc + threadIdx.x) : make_uint4(0, 0, 0, 0);
+  }
+  for (int r = warp; r < 2 * nu; r += WARPS) {
+    const float s = row_dot(rowp(r), kc, x, r == warp ? first : nullptr);
+    if (lane == 0) gu[r] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x < nu) {
+    const float g = gu[threadIdx.x];
+    gu[threadIdx.x] = g / (1.0f + __expf(-g)) * gu[nu + threadIdx.x];
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < kc; c += THREADS) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int u0 = 0; u0 < nu; u0 += CH) {
+      uint4 v[CH];
+#pragma unroll
+      for (int j = 0; j < CH; j++)
+        v[j] = p.ffn == 2 && u0 == 0 && c == threadIdx.x ? pre[j]
+             : u0 + j < nu ? ldg_stream(dt + (long long)(u0 + j) * kc + c) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int j = 0; j < CH; j++) {
+        if (u0 + j >= nu) break;
+        const float h = gu[u0 + j];
+        const __half2 *wh = (const __half2 *)&v[j];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const float2 w2 = __half22float2(wh[e]);
+          acc[2 * e] += h * w2.x; acc[2 * e + 1] += h * w2.y;
+        }
+      }
+    }
+    float *o = y + p.yoff + 8 * c;
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(o), "f"(acc[0]), "f"(acc[1]), "f"(acc[2]), "f"(acc[3]) : "memory");
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(o + 4), "f"(acc[4]), "f"(acc[5]), "f"(acc[6]), "f"(acc[7]) : "memory");
+  }
+}
+
 /* kernels: phase i as its own launch. */
 __global__ void __launch_bounds__(THREADS) k_phase(int i, const __half *W, const __half *x, float *y) {
   const Phase p = c_ph[i];
   const int gw = blockIdx.x * WARPS + threadIdx.x / 32, nw = gridDim.x * WARPS;
+  if (p.ffn) { ffn_block(p, W, x, y); return; }
   uint4 first[CH];
   if (!p.attn) load_first(p, W, gw, first);
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");
+  for (int e = blockIdx.x * THREADS + threadIdx.x; e < p.zn; e += gridDim.x * THREADS) y[p.zoff + e] = 0; /* a later phase's sum */
   if (p.attn) {
     if (blockIdx.x < 64 && threadIdx.x == 0)
       spin_us(p.attn);
@@ -243,8 +341,37 @@ static float chain_step(size_t np, int grid, const __half *W, const __half *x, f
 
 static int check(const std::vector<Phase> &ph, const float *dy) {
   int bad = 0;
-  for (const Phase &p : ph) {
+  int nffn = 0, lastffn = -1;
+  for (size_t i = 0; i < ph.size(); i++) if (ph[i].ffn) lastffn = (int)i;
+  for (size_t pi = 0; pi < ph.size(); pi++) {
+    const Phase &p = ph[pi];
     if (p.attn) continue;
+    if (p.ffn) { /* the first and the last: h in fp64 over every hidden unit, then rows of down */
+      if (nffn++ && (int)pi != lastffn) continue;
+      std::vector<double> h(p.N);
+      for (int j = 0; j < p.N; j++) {
+        double g = 0, u = 0;
+        for (int k = 0; k < p.K; k++) {
+          const double xv = __half2float(__float2half(xval(k)));
+          g += __half2float(__float2half(wval(p.off + (long long)j * p.K + k))) * xv;
+          u += __half2float(__float2half(wval(p.off + (long long)(p.N + j) * p.K + k))) * xv;
+        }
+        h[j] = g / (1 + exp(-g)) * u;
+      }
+      const int rows[3] = {0, p.K / 2, p.K - 1};
+      for (int r : rows) {
+        double ref = 0, mag = 0;
+        for (int j = 0; j < p.N; j++) {
+          const double t = h[j] * __half2float(__float2half(wval(p.off + 2LL * p.N * p.K + (long long)j * p.K + r)));
+          ref += t; mag += fabs(t);
+        }
+        float got; CK(cudaMemcpy(&got, dy + p.yoff + r, 4, cudaMemcpyDeviceToHost));
+        if (!(fabs(got - ref) <= 1e-3 * mag + 1e-3)) {
+          if (bad++ < 3) printf("  WRONG: fused FFN N=%d K=%d row %d: %g, expected %g\n", p.N, p.K, r, got, ref);
+        }
+      }
+      continue;
+    }
     const int rows[3] = {0, p.N / 2, p.N - 1};
     for (int r : rows) {
       double ref = 0, mag = 0;
@@ -487,6 +614,42 @@ int main(int argc, char **argv) {
     const double bound_us = 2.0 * nw / (copy_gbs * 1e9) * 1e6; /* the weights' bytes at the copy bandwidth, as bench/gpu_llama.py's bound */
     printf("\n%s: %.2f GB of weights, %zu GEMVs; bound %.1f us a step at copy bandwidth\n", sh.name, nw * 2 / 1e9,
            base.size(), bound_us);
+    if (argc > 2 && !strcmp(argv[2], "ffn")) { /* the fused FFN against gate/up then down, as PDL-chained kernels */
+      for (int att : attns) {
+        std::vector<Phase> ph, fu;
+        for (size_t i = 0; i < base.size(); i++) {
+          ph.push_back(base[i]);
+          if (i % 4 == 2) { /* gate/up (N = 2 ff) then down: one phase over the same bytes, down transposed */
+            Phase f = base[i]; f.N = sh.ff; f.ffn = 1; f.yoff = base[i + 1].yoff;
+            fu.back().zoff = f.yoff; fu.back().zn = sh.d; /* O zeroes the sum */
+            fu.push_back(f);
+          } else if (i % 4 != 3) fu.push_back(base[i]);
+          if (att && i % 4 == 0 && i + 1 < base.size()) {
+            ph.push_back({0, 0, 0, att, 0, 0});
+            fu.push_back({0, 0, 0, att, 0, 0});
+          }
+        }
+        for (int bps = 1; bps <= occ && sh.ff / (sms * bps) < MAXU; bps *= 2) {
+          CK(cudaMemcpyToSymbol(c_ph, ph.data(), ph.size() * sizeof(Phase)));
+          const float tk = chain_step(ph.size(), sms * bps, W, x, y, ny, s);
+          const int bk = check(ph, y);
+          CK(cudaMemcpyToSymbol(c_ph, fu.data(), fu.size() * sizeof(Phase)));
+          const float tf = chain_step(fu.size(), sms * bps, W, x, y, ny, s);
+          const int bf = check(fu, y);
+          for (Phase &e : fu) if (e.ffn) e.ffn = 2;
+          CK(cudaMemcpyToSymbol(c_ph, fu.data(), fu.size() * sizeof(Phase)));
+          const float t2 = chain_step(fu.size(), sms * bps, W, x, y, ny, s);
+          const int b2 = check(fu, y);
+          for (Phase &e : fu) if (e.ffn) e.ffn = 1;
+          printf("attention %d us, %d block(s) an SM, registers kernels: gate/up then down %.1f us (%.1f%%)%s; "
+                 "fused FFN %.1f us (%.1f%%)%s; fused, down's first loads early %.1f us (%.1f%%)%s\n", att, bps, tk,
+                 100 * bound_us / tk, bk ? " WRONG" : "", tf, 100 * bound_us / tf, bf ? " WRONG" : "", t2,
+                 100 * bound_us / t2, b2 ? " WRONG" : "");
+        }
+      }
+      CK(cudaFree(W)); CK(cudaFree(y)); CK(cudaFree(x)); CK(cudaFree(bar));
+      continue;
+    }
     for (int att : attns) {
       std::vector<Phase> ph;
       for (size_t i = 0; i < base.size(); i++) {
