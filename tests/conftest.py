@@ -76,8 +76,9 @@ LONG_FIRST = ("tests/test_readme.py::", "tests/test_amd_compile.py::", "tests/te
 def cache_dir(tmp_path_factory):
     """One compile cache for the whole run: on pytest-xdist's workers, the
     directory above each worker's base (shared by the workers of this run
-    only), so a variant two workers need compiles once; gcore's own lock on
-    the cache (gen/compile.c) keeps their batches apart."""
+    only), so a variant two workers need compiles once: gcore's claims on
+    the cache (gen/compile.c) let them compile side by side, never the same
+    variant twice."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return str(tmp_path_factory.mktemp("cache"))
     d = tmp_path_factory.getbasetemp().parent / "shared-cache"
