@@ -5,8 +5,8 @@
  * (several gcore-tune, gcore-gen, the test suite's workers) by claims: under
  * a flock on <cache>/lock, held only to claim, a process writes
  * obj/<vid>.<ext>.claim (its pid and start time) for each missing code
- * object nobody alive has claimed, compiles those through its own
- * build-<pid>.ninja, and waits for the ones others claimed; so compiles
+ * object nobody alive has claimed, compiles those through the batch's own
+ * build-<pid>-<n>.ninja, and waits for the ones others claimed; so compiles
  * run side by side and none runs twice. A batch whose code objects are all
  * there takes no lock (a code object appears whole, by a rename). */
 #include "compile.h"
@@ -276,10 +276,11 @@ static int write_source(const char *cache, const gc_compiler_t *c, gc_compile_jo
 /* The line a timed-out compile's log ends with (read_log looks for it). */
 #define TIMED_OUT_MARK "gcore: compile timed out"
 
-/* Write <cache>/build-<pid>.ninja: an edge for each job whose state is
- * `which` (ninja's own log in .ninja-<pid>, this process's alone). */
-static int write_ninja(const gc_compiler_t *c, const char *cache, gc_compile_job_t *jobs,
-                       const char *state, int n, char which, gc_err_t *e) {
+/* Write <cache>/build-<tag>.ninja: an edge for each job whose state is
+ * `which` (ninja's own log in .ninja-<tag>, this batch's alone). */
+static int write_ninja(const gc_compiler_t *c, const char *cache, const char *tag,
+                       gc_compile_job_t *jobs, const char *state, int n, char which,
+                       gc_err_t *e) {
   gc_buf_t b = {0};
   int tool = strcmp(c->driver, "cc") != 0;
   /* timeout(1) ends the compile's whole process group: TERM at the limit,
@@ -296,7 +297,7 @@ static int write_ninja(const gc_compiler_t *c, const char *cache, gc_compile_job
   int rc = gc_buf_printf(&b, e,
                          "# written by gcore: one edge per variant; outputs are "
                          "content-addressed by variant id\n"
-                         "builddir = .ninja-%ld\n"
+                         "builddir = .ninja-%s\n"
                          "cc = %s\ncflags = %s\ntargs = %s\n"
                          "run = timeout -k 10 %g\n"
                          "part = $out.$$$$.part\n"
@@ -307,7 +308,7 @@ static int write_ninja(const gc_compiler_t *c, const char *cache, gc_compile_job
                          "  command = $run $cc $targs --kernel $kernel -o $part $in > $out.log "
                          "2>&1; " AFTER "\n"
                          "  description = %s $out\n",
-                         (long)getpid(), c->path, c->flags, c->tool_args, c->timeout_s, c->driver);
+                         tag, c->path, c->flags, c->tool_args, c->timeout_s, c->driver);
   for (int i = 0; !rc && i < n; i++)
     if (state[i] == which)
       rc = tool ? gc_buf_printf(&b, e, "build obj/%s%s: tool src/%s.cu\n  kernel = %s\n",
@@ -316,7 +317,7 @@ static int write_ninja(const gc_compiler_t *c, const char *cache, gc_compile_job
                 : gc_buf_printf(&b, e, "build obj/%s.so: cc src/%s.c\n", jobs[i].vid, jobs[i].vid);
   if (!rc) {
     char path[1100];
-    snprintf(path, sizeof path, "%s/build-%ld.ninja", cache, (long)getpid());
+    snprintf(path, sizeof path, "%s/build-%s.ninja", cache, tag);
     rc = gc_write_file(path, b.data, b.len, e);
   }
   gc_buf_free(&b);
@@ -364,15 +365,14 @@ static void read_resources(gc_compile_job_t *j) {
   fclose(f);
 }
 
-/* Run build-<pid>.ninja, then remove it, its output and ninja's log. */
-static int run_ninja(const char *cache, int parallel, gc_err_t *e) {
+/* Run build-<tag>.ninja, then remove it, its output and ninja's log. */
+static int run_ninja(const char *cache, const char *tag, int parallel, gc_err_t *e) {
   char cmd[3500], jflag[32] = "";
-  const long pid = (long)getpid();
   if (parallel > 0) snprintf(jflag, sizeof jflag, "-j %d", parallel);
   snprintf(cmd, sizeof cmd,
-           "cd '%s' && { ninja -f build-%ld.ninja -k 0 %s > ninja-%ld.out 2>&1; s=$?; "
-           "rm -rf build-%ld.ninja ninja-%ld.out .ninja-%ld; exit $s; }",
-           cache, pid, jflag, pid, pid, pid, pid);
+           "cd '%s' && { ninja -f build-%s.ninja -k 0 %s > ninja-%s.out 2>&1; s=$?; "
+           "rm -rf build-%s.ninja ninja-%s.out .ninja-%s; exit $s; }",
+           cache, tag, jflag, tag, tag, tag, tag);
   int st = system(cmd);
   if (st == -1 || !WIFEXITED(st))
     return gc_err_set(e, GC_ECOMPILE, "could not run ninja");
@@ -431,6 +431,12 @@ int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
     return e->code;
   }
   memset(state, 'w', (size_t)n);
+  /* the batch's build files: the pid, and a count for batches that threads
+   * of one process run at once (a claim is the process's: its threads may
+   * compile a variant twice, each into its own .part, never clobbering) */
+  static unsigned batches;
+  char tag[48];
+  snprintf(tag, sizeof tag, "%ld-%u", (long)getpid(), __atomic_fetch_add(&batches, 1, __ATOMIC_RELAXED));
   int rc = GC_OK;
   for (int others = 1; !rc && others;) {
     int mine = 0;
@@ -444,9 +450,9 @@ int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
       else if (!(rc = write_claim(j->obj, e)) && !(rc = write_source(cache, c, j, e)))
         state[i] = 'm', mine++;
     }
-    if (!rc && mine) rc = write_ninja(c, cache, jobs, state, n, 'm', e);
+    if (!rc && mine) rc = write_ninja(c, cache, tag, jobs, state, n, 'm', e);
     flock(lock, LOCK_UN);
-    if (!rc && mine) rc = run_ninja(cache, parallel, e);
+    if (!rc && mine) rc = run_ninja(cache, tag, parallel, e);
     for (int i = 0; i < n; i++)
       if (state[i] == 'm') drop_claim(jobs[i].obj), state[i] = 'd';
     /* the others' compiles: until each code object is there or its claim
