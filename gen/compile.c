@@ -290,9 +290,10 @@ static int write_ninja(const gc_compiler_t *c, const char *cache, const char *ta
    * and has its figures, for a process that looks without the lock
    * (gc_compile_batch). A failed compile leaves neither, and a timed-out
    * one says so in its log (exit 124; 137 after the KILL). */
-#define AFTER                                                                                  \
-  "s=$$?; [ $$s = 0 ] && { [ ! -e $part.res ] || mv -f $part.res $out.res; } && "             \
-  "mv -f $part $out && exec rm -f $out.log; rm -f $part $part.res; "                          \
+#define PART "$out.$$$$.part" /* $$$$: the shell's pid, one a compile */
+#define AFTER                                                                             \
+  "s=$$?; [ $$s = 0 ] && { [ ! -e " PART ".res ] || mv -f " PART ".res $out.res; } && " \
+  "mv -f " PART " $out && exec rm -f $out.log; rm -f " PART " " PART ".res; "           \
   "[ $$s = 124 -o $$s = 137 ] && echo '" TIMED_OUT_MARK "' >> $out.log; exit $$s"
   int rc = gc_buf_printf(&b, e,
                          "# written by gcore: one edge per variant; outputs are "
@@ -300,12 +301,11 @@ static int write_ninja(const gc_compiler_t *c, const char *cache, const char *ta
                          "builddir = .ninja-%s\n"
                          "cc = %s\ncflags = %s\ntargs = %s\n"
                          "run = timeout -k 10 %g\n"
-                         "part = $out.$$$$.part\n"
                          "rule cc\n"
-                         "  command = $run $cc $cflags -o $part $in > $out.log 2>&1; " AFTER "\n"
+                         "  command = $run $cc $cflags -o " PART " $in > $out.log 2>&1; " AFTER "\n"
                          "  description = CC $out\n"
                          "rule tool\n"
-                         "  command = $run $cc $targs --kernel $kernel -o $part $in > $out.log "
+                         "  command = $run $cc $targs --kernel $kernel -o " PART " $in > $out.log "
                          "2>&1; " AFTER "\n"
                          "  description = %s $out\n",
                          tag, c->path, c->flags, c->tool_args, c->timeout_s, c->driver);

@@ -405,6 +405,36 @@ def test_processes_on_one_cache_compile_side_by_side_and_never_twice(gc):
     assert not [x for x in (cache / "obj").iterdir() if not x.name.endswith((".so", ".so.res"))]
 
 
+def test_eight_processes_compile_each_variant_once(gc, tmp_path):
+    """Eight gcore-gen start at once on a new cache, their variants
+    overlapping (two dtypes, two sets of rows): every one exits 0, each
+    variant's compiler ran once (CC is a wrapper that logs each compile),
+    into its own .part beside the code object, each bundle holds the same
+    code objects as a process alone would make, and nothing but the code
+    objects is left."""
+    log, cc = tmp_path / "compiles.log", tmp_path / "cc"
+    cc.write_text(f'#!/bin/sh\n[ "$1" = --version ] || echo "$*" >> {log}\nexec cc "$@"\n')
+    cc.chmod(0o755)
+    env = {"GCORE_CACHE": str(tmp_path / "cache"), "CC": str(cc)}
+    work = [("f32" if i % 2 else "f16", "1,8" if i % 4 < 2 else "8,64") for i in range(8)]
+    procs = [spawn("gcore-gen", "--op", "gemm", "--m", m, "--n", "16", "--k", "32", "--dtype", dt,
+                   "-o", f"b{i}.gcb", "-q", cwd=tmp_path, env=env) for i, (dt, m) in enumerate(work)]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, (out, err)
+    outs = [line.split(" -o ")[1].split()[0] for line in log.read_text().splitlines()]
+    vids = [o.split("/")[1].split(".")[0] for o in outs]
+    assert all(o.startswith("obj/") and o.endswith(".part") for o in outs), outs
+    assert len(vids) == len(set(vids)) >= 3, sorted(vids)  # each compiled once
+    assert sorted(x.name for x in (tmp_path / "cache" / "obj").iterdir()) == sorted(v + ".so" for v in vids)
+    alone = gc("gcore-gen", "--op", "gemm", "--m", "1,8", "--n", "16", "--k", "32", "--dtype", "f16",
+               "-o", "alone.gcb", "-q", env={"GCORE_CACHE": str(tmp_path / "c2")})
+    assert alone.rc == 0, alone
+    q = "SELECT template, params, dtypes, blob FROM code_objects ORDER BY template, params, dtypes"
+    with sqlite3.connect(tmp_path / "alone.gcb") as a, sqlite3.connect(tmp_path / "b0.gcb") as b:
+        assert a.execute(q).fetchall() == b.execute(q).fetchall()
+
+
 def test_a_stale_claim_is_compiled_over(gc, tmp_path):
     """A claim whose process has ended, or whose pid now names another
     process (another start time), holds nobody: gcore-gen compiles the
