@@ -436,7 +436,8 @@ int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
    * compile a variant twice, each into its own .part, never clobbering) */
   static unsigned batches;
   char tag[48];
-  snprintf(tag, sizeof tag, "%ld-%u", (long)getpid(), __atomic_fetch_add(&batches, 1, __ATOMIC_RELAXED));
+  snprintf(tag, sizeof tag, "%ld-%u", (long)getpid(),
+           __atomic_fetch_add(&batches, 1, __ATOMIC_RELAXED));
   int rc = GC_OK;
   for (int others = 1; !rc && others;) {
     int mine = 0;
@@ -447,8 +448,10 @@ int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
       if (state[i] == 'd') continue;
       if (exists(j->obj)) state[i] = 'd';
       else if (claimed_by_other(j->obj)) state[i] = 't', others++;
-      else if (!(rc = write_claim(j->obj, e)) && !(rc = write_source(cache, c, j, e)))
+      else if (!(rc = write_claim(j->obj, e))) { /* dropped below, even if the source is not */
         state[i] = 'm', mine++;
+        rc = write_source(cache, c, j, e);
+      }
     }
     if (!rc && mine) rc = write_ninja(c, cache, tag, jobs, state, n, 'm', e);
     flock(lock, LOCK_UN);
