@@ -49,9 +49,12 @@ struct gc_http {
   atomic_ullong ids; /* response ids */
   atomic_int open;   /* requests begun and not yet completed (their answer not yet sent) */
   atomic_int up;     /* the daemon started: before, a failure is gc_http_start's one error line */
+  /* /metrics: the completions and chats answered (their answer sent), by
+   * status class [1xx .. 5xx], and their tokens as their usage counts them */
+  atomic_ullong answered[6], prompt_tokens, cached_tokens, generated_tokens;
 };
 
-enum { R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE };
+enum { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_MODEL, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE };
 enum { S_SENDING, S_DONE }; /* a stream's phase */
 
 typedef struct hreq {
@@ -133,6 +136,54 @@ static enum MHD_Result send_json(hreq_t *x, int status, char *json) {
   enum MHD_Result rc = MHD_queue_response(x->conn, (unsigned)status, resp);
   MHD_destroy_response(resp);
   return rc;
+}
+
+/* /metrics: Prometheus' text format (version 0.0.4), names as vLLM's and
+ * llama.cpp's servers name theirs, under gcore:. */
+static enum MHD_Result send_metrics(hreq_t *x) {
+  gc_http_t *h = x->h;
+  int active, queued;
+  gc_engine_load(h->en, &active, &queued);
+  gc_buf_t b = {0};
+  int rc = gc_buf_printf(
+      &b, NULL,
+      "# HELP gcore:prompt_tokens_total Prompt tokens of the answered requests (a prompt once, however many choices).\n"
+      "# TYPE gcore:prompt_tokens_total counter\ngcore:prompt_tokens_total %llu\n"
+      "# HELP gcore:prompt_tokens_cached_total Of those, the tokens a slot's prompt cache held.\n"
+      "# TYPE gcore:prompt_tokens_cached_total counter\ngcore:prompt_tokens_cached_total %llu\n"
+      "# HELP gcore:generation_tokens_total Tokens generated for the answered requests (every choice's).\n"
+      "# TYPE gcore:generation_tokens_total counter\ngcore:generation_tokens_total %llu\n"
+      "# HELP gcore:requests_total Completions and chats answered, by the class of their HTTP status.\n"
+      "# TYPE gcore:requests_total counter\n",
+      (unsigned long long)atomic_load(&h->prompt_tokens), (unsigned long long)atomic_load(&h->cached_tokens),
+      (unsigned long long)atomic_load(&h->generated_tokens));
+  for (int c = 2; !rc && c <= 5; c++)
+    rc = gc_buf_printf(&b, NULL, "gcore:requests_total{status=\"%dxx\"} %llu\n", c,
+                       (unsigned long long)atomic_load(&h->answered[c]));
+  if (!rc)
+    rc = gc_buf_printf(&b, NULL,
+                       "# HELP gcore:requests_running Requests in a slot, decoding.\n"
+                       "# TYPE gcore:requests_running gauge\ngcore:requests_running %d\n"
+                       "# HELP gcore:requests_waiting Requests queued for a slot.\n"
+                       "# TYPE gcore:requests_waiting gauge\ngcore:requests_waiting %d\n"
+                       "# HELP gcore:slots Requests decoded at once (--parallel).\n"
+                       "# TYPE gcore:slots gauge\ngcore:slots %d\n",
+                       active, queued, gc_engine_parallel(h->en));
+  if (rc) {
+    gc_buf_free(&b);
+    return send_json(x, 500, NULL);
+  }
+  struct MHD_Response *resp = MHD_create_response_from_buffer(b.len, b.data, MHD_RESPMEM_MUST_FREE);
+  if (!resp) {
+    gc_buf_free(&b);
+    return MHD_NO;
+  }
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+  common_headers(x, resp, 200);
+  x->status = 200;
+  enum MHD_Result r = MHD_queue_response(x->conn, 200, resp);
+  MHD_destroy_response(resp);
+  return r;
 }
 
 static enum MHD_Result send_error(hreq_t *x, const gc_api_err_t *err) {
@@ -414,6 +465,7 @@ static int is_path(const char *url, size_t n, const char *path) { return n == st
 /* The route of url [n] (n: without a trailing '/'). */
 static int route_of(const char *url, size_t n) {
   if (is_path(url, n, "/health")) return R_HEALTH;
+  if (is_path(url, n, "/metrics")) return R_METRICS;
   if (is_path(url, n, "/v1/models")) return R_MODELS;
   if (n > 11 && !strncmp(url, "/v1/models/", 11)) return R_MODEL;
   if (is_path(url, n, "/v1/completions")) return R_COMPLETIONS;
@@ -428,7 +480,7 @@ static enum MHD_Result answer(hreq_t *x, const char *url, const char *method) {
   int post = !strcmp(method, "POST"), get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
   if (x->route == R_NONE)
     return fail(x, 404, "invalid_request_error", "not_found", "no route %s (see /v1/models, /v1/completions, "
-                "/v1/chat/completions, /tokenize, /detokenize, /health)", GC_QUOTED(url));
+                "/v1/chat/completions, /tokenize, /detokenize, /health, /metrics)", GC_QUOTED(url));
   if (!strcmp(method, "OPTIONS")) return preflight(x);
   if (x->route != R_HEALTH && !authorized(x)) {
     gc_api_err_t err;
@@ -446,6 +498,7 @@ static enum MHD_Result answer(hreq_t *x, const char *url, const char *method) {
                          gc_engine_parallel(h->en), active, queued);
     return send_json(x, 200, s);
   }
+  if (x->route == R_METRICS) return send_metrics(x);
   if (x->route == R_MODELS) return send_json(x, 200, gc_api_models_json(h->api, NULL));
   if (x->route == R_MODEL) {
     if (!is_path(url + 11, x->ulen - 11, h->api->model_id))
@@ -498,15 +551,21 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_
   hreq_t *x = *ctx;
   (void)c;
   if (!x) return;
+  int prompt = 0, passes = 0, gen = 0, cached = 0, reused = 0; /* reused: as usage counts it */
+  for (int i = 0; i < x->nr; i++) {
+    pthread_mutex_lock(x->rs[i]->mu);
+    prompt += i % x->q.n ? 0 : x->rs[i]->nprompt, passes += x->rs[i]->prefills, gen += x->rs[i]->nids;
+    cached += x->rs[i]->cached, reused += i % x->q.n ? 0 : x->rs[i]->cached;
+    pthread_mutex_unlock(x->rs[i]->mu);
+  }
+  if ((x->route == R_COMPLETIONS || x->route == R_CHAT) && x->status >= 100 && x->status < 600) {
+    atomic_fetch_add(&h->answered[x->status / 100], 1);
+    atomic_fetch_add(&h->prompt_tokens, (unsigned long long)prompt);
+    atomic_fetch_add(&h->cached_tokens, (unsigned long long)reused);
+    atomic_fetch_add(&h->generated_tokens, (unsigned long long)gen);
+  }
   if (h->o.verbose) {
     const char *why = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)";
-    int prompt = 0, passes = 0, gen = 0, cached = 0;
-    for (int i = 0; i < x->nr; i++) {
-      pthread_mutex_lock(x->rs[i]->mu);
-      prompt += i % x->q.n ? 0 : x->rs[i]->nprompt, passes += x->rs[i]->prefills, gen += x->rs[i]->nids;
-      cached += x->rs[i]->cached;
-      pthread_mutex_unlock(x->rs[i]->mu);
-    }
     fprintf(stderr, "gcore-serve: %s %d%s: %d prompt tokens (%d passes, %d cached) + %d generated, %.3f s%s\n",
             x->line, x->status, x->q.stream ? " (stream)" : "", prompt, passes, cached, gen, gc_now() - x->t0, why);
   }

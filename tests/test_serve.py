@@ -186,6 +186,61 @@ def test_health_and_models(srv):
     assert status == 404 and json.loads(body)["error"]["code"] == "model_not_found"
 
 
+def metrics(s):
+    """GET /metrics parsed: {name with labels: value}, each sample line
+    preceded by its family's HELP and TYPE lines."""
+    status, headers, text = s.request("GET", "/metrics")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4"), (status, headers)
+    out, typed = {}, set()
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            typed.add(line.split()[2])
+        elif line and not line.startswith("# HELP "):
+            name, value = line.rsplit(" ", 1)
+            assert name.split("{")[0] in typed, line
+            out[name] = float(value)
+    return out
+
+
+def test_metrics(tiny):
+    """/metrics counts what the answers' usage says: the prompt tokens (a
+    prompt once, however many choices), those a slot's cache held, the
+    tokens generated, the completions and chats by status class (a 400
+    too; /health and /metrics not), and shows the slots and the requests
+    running and waiting."""
+    d, model, bundle = tiny
+    s = Server(model, bundle, "--parallel", 2)
+    try:
+        zero = {"gcore:prompt_tokens_total": 0, "gcore:prompt_tokens_cached_total": 0,
+                "gcore:generation_tokens_total": 0, **{f'gcore:requests_total{{status="{c}xx"}}': 0 for c in range(2, 6)},
+                "gcore:requests_running": 0, "gcore:requests_waiting": 0, "gcore:slots": 2}
+        assert metrics(s) == zero
+        usage = []
+        for path, body in [("/v1/completions", {"prompt": "The capital of", "max_tokens": 5, "temperature": 0}),
+                           ("/v1/completions", {"prompt": "The capital of", "max_tokens": 3, "n": 2}),
+                           ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}],
+                                                     "max_tokens": 4})]:
+            status, _, text = s.post(path, body)
+            assert status == 200, text
+            usage.append(json.loads(text)["usage"])
+        status, _, _ = s.post("/v1/completions", {"prompt": "x", "max_tokens": -1})
+        assert status == 400
+        s.health()
+        want = dict(zero)
+        want.update({"gcore:prompt_tokens_total": sum(u["prompt_tokens"] for u in usage),
+                     "gcore:prompt_tokens_cached_total": sum((u.get("prompt_tokens_details") or {}).get(
+                         "cached_tokens", 0) for u in usage),
+                     "gcore:generation_tokens_total": sum(u["completion_tokens"] for u in usage),
+                     'gcore:requests_total{status="2xx"}': 3, 'gcore:requests_total{status="4xx"}': 1})
+        deadline = time.time() + 30  # a request counts when its answer is sent: after the client read it
+        while (m := metrics(s)) != want and time.time() < deadline:
+            time.sleep(0.05)
+        assert m == want, (m, want, usage)
+        assert usage[1]["prompt_tokens"] == usage[0]["prompt_tokens"] and want["gcore:generation_tokens_total"] > 0
+    finally:
+        check_clean_exit(s)
+
+
 def test_completion_matches_gcore_run(srv, tiny):
     """A text prompt, greedy: the ids and text gcore-run -p gives, the
     prompt tokenized the same way (BOS first)."""
@@ -1587,8 +1642,10 @@ def test_api_key(tiny, tmp_path):
                                                   dict(hdrs, **{"Content-Type": "application/json"}))
                 assert status == 401 and headers.get("WWW-Authenticate") == "Bearer", (hdrs, status, text)
                 assert json.loads(text)["error"]["code"] == "invalid_api_key"
-            for path in ("/v1/models", "/tokenize"):
-                assert s.request("GET" if path == "/v1/models" else "POST", path, {"prompt": "x"})[0] == 401
+            for path in ("/v1/models", "/tokenize", "/metrics"):
+                assert s.request("POST" if path == "/tokenize" else "GET", path, {"prompt": "x"})[0] == 401
+            status, _, text = s.request("GET", "/metrics", None, {"Authorization": "Bearer " + key})
+            assert status == 200 and "\ngcore:slots " in text, (status, text)
             assert s.health()["active"] == 0 and s.request("OPTIONS", "/v1/completions")[0] == 204
             for hdrs in ({"Authorization": "Bearer " + key}, {"authorization": "bearer " + key}, {"X-Api-Key": key}):
                 status, _, text = s.request("POST", "/v1/completions", body,
