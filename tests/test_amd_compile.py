@@ -203,7 +203,7 @@ def model_bundle(tmp_path_factory, cache_dir):
     if not CLANG:
         pytest.skip("no clang for AMD (install clang-19 lld-19: make deps)")
     if not os.path.exists(model):
-        pytest.skip("shared data not present")
+        pytest.skip(f"{model} is absent (set GCORE_SHARED_DATA)")
     from test_gpu_compile import NVRTC
     targets = "gfx942,gfx90a,gfx1100," + ("sm_90," if NVRTC else "") + "cpu"
     d = tmp_path_factory.mktemp("amdmodel")

@@ -144,7 +144,7 @@ def stories_bundle(gc, targets, prefill):
     where the shared data is absent): the bundle's path."""
     model = os.path.join(SHARED, "stories260K.bin")
     if not os.path.exists(model):
-        pytest.skip("shared data not present")
+        pytest.skip(f"{model} is absent (set GCORE_SHARED_DATA)")
     r = gc("gcore-gen", "--model", model, "--target", targets, "--prefill", prefill, "-o", "m.gcb")
     assert r.rc == 0, r
     return gc.dir / "m.gcb"

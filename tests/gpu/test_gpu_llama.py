@@ -40,7 +40,7 @@ def stories(gc, prompt):
     and a bundle for the GPU targets."""
     path = os.path.join(SHARED, "stories260K.bin")
     if not os.path.exists(path):
-        pytest.skip("shared data absent")
+        pytest.skip(f"{path} is absent (set GCORE_SHARED_DATA)")
     w, cfg = R.load_llama2c(path)
     return path, w, cfg, R.greedy(w, cfg, prompt, 200), gen_bundle(gc, path)
 
@@ -87,7 +87,7 @@ def test_profile_on_gpu(gc):
     """--profile on the GPU: both phases, every row timed, ids unchanged."""
     path = os.path.join(SHARED, "stories260K.bin")
     if not os.path.exists(path):
-        pytest.skip("shared data absent")
+        pytest.skip(f"{path} is absent (set GCORE_SHARED_DATA)")
     b = gen_bundle(gc, path)
     plain, _, _ = TL.generate(gc, path, b, [1, 300, 20], 20, "--backend", "cuda", *TL.GREEDY)
     r = gc("gcore-run", "-m", path, "-b", b, "--tokens", "1,300,20", "-n", 20, "--backend", "cuda",
