@@ -497,7 +497,8 @@ static int tool_args(gc_api_t *a, json_object *o, chat_args_t *ca, gc_api_err_t 
   if (n > 1024) return gc_api_fail(err, 400, INVALID, NULL, "tools", "%zu tools: at most 1024", n);
   if (!a->has_chat || !a->tools)
     return gc_api_fail(err, 400, INVALID, NULL, "tools", "the model's chat template has no tool calls (gcore-serve "
-                       "offers tools through Qwen2.5's, Qwen3's and Llama 3.1's and 3.2's templates)");
+                       "offers tools through Qwen2.5's, Qwen3's, Llama 3.1's and 3.2's, "
+                       "and Mistral v0.3's and Nemo's templates)");
   gc_err_t e = {0};
   size_t *at = gc_calloc(n, sizeof *at, &e);
   if (!at || !(ca->tools = gc_calloc(n, sizeof *ca->tools, &e))) {
