@@ -229,7 +229,7 @@ static const struct field_rule {
     READ("top_k"), READ("min_p"), READ("repetition_penalty"), READ("repeat_penalty"), READ("repeat_last_n"),
     READ("stop_token_ids"), READ("min_tokens"), READ("ignore_eos"), READ("return_token_ids"),
     READ("logprobs"), READ("top_logprobs"), READ("echo"), READ("n"), READ("best_of"), READ("cache_prompt"),
-    READ("chat_template_kwargs"), READ("tools"), READ("tool_choice"),
+    READ("chat_template_kwargs"), READ("tools"), READ("tool_choice"), READ("response_format"),
 
     /* no effect on the tokens: bookkeeping, caching, scheduling */
     IGNORE("user"), IGNORE("metadata"), IGNORE("store"), IGNORE("parallel_tool_calls"), IGNORE("service_tier"),
@@ -253,7 +253,6 @@ static const struct field_rule {
     OFF("xtc_probability", OFF_NUM, 0, NULL), OFF("dynatemp_range", OFF_NUM, 0, NULL),
     OFF("top_n_sigma", OFF_NUM, -1, NULL),
     /* constrained decoding */
-    OFF("response_format", OFF_TEXT, 0, "no constrained decoding"),
     OFF("guided_json", OFF_NULL, 0, "no constrained decoding"),
     OFF("guided_regex", OFF_NULL, 0, "no constrained decoding"),
     OFF("guided_choice", OFF_NULL, 0, "no constrained decoding"),
@@ -826,6 +825,31 @@ static int logprobs(const gc_api_t *a, const body_t *b, int chat, gc_srv_params_
   return 0;
 }
 
+/* response_format: {"type": "text"} (or none) as it is; {"type":
+ * "json_object"} JSON mode (p->json), which ends the reply when the object
+ * ends, so not with ignore_eos; a schema (json_schema) is refused. */
+static int response_format(json_object *o, gc_srv_params_t *p, gc_api_err_t *err) {
+  json_object *f = field(o, "response_format"), *t;
+  if (!f) return 0;
+  if (!json_object_is_type(f, json_type_object) || !json_object_object_get_ex(f, "type", &t) ||
+      !json_object_is_type(t, json_type_string))
+    return want(err, "response_format", "an object with a string \"type\"", f);
+  const char *type = json_object_get_string(t);
+  if (!strcmp(type, "text")) return 0;
+  if (!strcmp(type, "json_schema"))
+    return gc_api_fail(err, 400, INVALID, NULL, "response_format",
+                       "response_format json_schema needs a schema-constrained decoder, which gcore-serve does "
+                       "not have; {\"type\": \"json_object\"} (any JSON object) is served");
+  if (strcmp(type, "json_object"))
+    return gc_api_fail(err, 400, INVALID, NULL, "response_format",
+                       "response_format type %s: \"text\", \"json_object\" or \"json_schema\"", GC_QUOTED(type));
+  if (p->ignore_eos)
+    return gc_api_fail(err, 400, INVALID, NULL, "ignore_eos",
+                       "JSON mode ends the reply when its object ends: ignore_eos cannot be on");
+  p->json = 1;
+  return 0;
+}
+
 /* Sampling and limits of a prompt of nprompt ids. OpenAI's defaults:
  * temperature 1, top_p 1; no top-k (0 or vLLM's -1: off) or min-p unless
  * asked (llama.cpp's top_k, min_p); a random seed unless one is given
@@ -842,7 +866,8 @@ static int params(gc_api_t *a, const body_t *b, int chat, int nprompt, int choic
       integer(b, "seed", INT64_MIN, INT64_MAX, &seed, err) || boolean(o, "ignore_eos", &p->ignore_eos, err) ||
       boolean(o, "cache_prompt", &p->cache_prompt, err) ||
       penalty(a, b, &p->sp, err) || stops(o, p, err) || stop_ids(a, o, p, err) ||
-      integer(b, "min_tokens", 0, INT32_MAX, &min_tokens, err) || logprobs(a, b, chat, p, q, err))
+      integer(b, "min_tokens", 0, INT32_MAX, &min_tokens, err) || logprobs(a, b, chat, p, q, err) ||
+      response_format(o, p, err))
     return err->status;
   /* max_completion_tokens wins over max_tokens, as OpenAI's; both are
    * checked; 0 only with echo (the prompt's logprobs alone, as OpenAI's and

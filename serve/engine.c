@@ -64,6 +64,7 @@ struct gc_engine {
   int prows;
   char devname[200];
   int32_t *ends;               /* [nends] the model's end-of-sequence ids (config and tokenizer) */
+  gc_json_vocab_t *jv;         /* the tokenizer's pieces for JSON mode (NULL without a tokenizer) */
   int nends;
   struct masked { int32_t id; float was; } *masked; /* [BMAX, nmask] sample()'s, a row's each */
   int nmask;                   /* nends + GC_SRV_MAX_STOP_IDS + 1 */
@@ -108,6 +109,7 @@ void gc_srv_req_release(gc_srv_req_t *r) {
   if (!last) return;
   for (int i = 0; i < r->p.nstop; i++) free(r->p.stop[i]);
   gc_sampler_free(r->smp);
+  free(r->jrow);
   free(r->prompt);
   free(r->echo);
   free(r->ids);
@@ -421,10 +423,10 @@ static void fail_rows(gc_engine_t *en, gc_srv_req_t **rows, int n, const char *m
 }
 
 /* Whether the device's argmax picks r's next token: greedy, no penalty, no
- * end token to keep out (min_tokens), and no logprobs wanted. */
+ * end token to keep out (min_tokens), no logprobs wanted, no JSON mode. */
 static int greedy(const gc_srv_req_t *r) {
   return r->p.sp.temperature <= 0 && r->p.sp.repeat_penalty == 1.0f && r->nids >= r->p.min_tokens &&
-         r->p.logprobs < 0;
+         r->p.logprobs < 0 && !r->p.json;
 }
 
 /* Take logits[id] out (-inf), keeping what it was in saved[*n]. */
@@ -440,6 +442,30 @@ static void mask(struct masked *saved, float *logits, int32_t id, int *n) {
  * draw (-inf), ignore_eos or not, as vLLM's min_tokens does; the logprobs
  * are the model's. Touches only r's sampler and the row: rows of a step
  * run at once (decode_step). Errors: the sampler's. */
+/* JSON mode's draw for r from logits[vocab]: the sampler over the ids that
+ * keep the reply the beginning of its JSON object (r->jrow: the others at
+ * -inf, as llama.cpp applies a grammar before its samplers; a greedy draw
+ * tries the row's own argmax first, which is the restricted row's where
+ * it is allowed); once the object is complete, the reply's end (the
+ * chat's end of turn, else the model's first end id). r->jf reads the
+ * token. Errors: GC_EUNSUPPORTED where no token may come next. */
+static int sample_json(const gc_engine_t *en, gc_srv_req_t *r, const float *logits, int32_t *tok, gc_err_t *e) {
+  if (gc_json_fsm_done(&r->jf)) {
+    *tok = r->p.chat_end >= 0 ? r->p.chat_end : en->nends ? en->ends[0] : -1;
+    return *tok >= 0 ? GC_OK : gc_err_set(e, GC_EUNSUPPORTED, "JSON mode: the model has no end-of-sequence token");
+  }
+  int vocab = en->w->cfg.vocab_size, rc = GC_OK, t = -1;
+  if (r->p.sp.temperature <= 0 && !gc_sampler_sample(r->smp, logits, &t, NULL) && gc_json_allows(en->jv, &r->jf, t)) {
+    *tok = t;
+  } else {
+    for (int id = 0; id < vocab; id++) r->jrow[id] = gc_json_allows(en->jv, &r->jf, id) ? logits[id] : -INFINITY;
+    if (gc_sampler_sample(r->smp, r->jrow, tok, NULL))
+      rc = gc_err_set(e, GC_EUNSUPPORTED, "JSON mode: no token of the vocabulary continues the reply's object");
+  }
+  if (!rc) gc_json_take(en->jv, &r->jf, *tok);
+  return rc;
+}
+
 static int sample(const gc_engine_t *en, gc_srv_req_t *r, float *logits, struct masked *saved, int32_t *tok,
                   token_lp_t *lp, gc_err_t *e) {
   int n = 0;
@@ -448,7 +474,7 @@ static int sample(const gc_engine_t *en, gc_srv_req_t *r, float *logits, struct 
     for (int i = 0; i < r->p.nstop_ids; i++) mask(saved, logits, r->p.stop_ids[i], &n);
     if (r->p.chat_end >= 0) mask(saved, logits, r->p.chat_end, &n);
   }
-  int t = -1, rc = gc_sampler_sample(r->smp, logits, &t, e);
+  int t = -1, rc = r->p.json ? sample_json(en, r, logits, &t, e) : gc_sampler_sample(r->smp, logits, &t, e);
   while (n--) logits[saved[n].id] = saved[n].was; /* in reverse: an id masked twice gets its first value */
   *tok = t;
   if (!rc && r->p.logprobs >= 0)
@@ -678,6 +704,15 @@ static void decode_step(gc_engine_t *en) {
   }
 }
 
+/* JSON mode's state for r: the recognizer at the reply's start, its row.
+ * Errors: GC_ENOMEM; GC_EUNSUPPORTED without a tokenizer (no pieces). */
+static int json_room(gc_engine_t *en, gc_srv_req_t *r, gc_err_t *e) {
+  if (!en->jv) return gc_err_set(e, GC_EUNSUPPORTED, "JSON mode needs the model's tokenizer");
+  gc_json_fsm_init(&r->jf);
+  r->jrow = gc_malloc((size_t)en->w->cfg.vocab_size * sizeof *r->jrow, e);
+  return r->jrow ? GC_OK : e->code;
+}
+
 /* Room for r's prompt logprobs, and the engine's rows of prefill logits.
  * Errors: GC_ENOMEM. */
 static int prompt_room(gc_engine_t *en, gc_srv_req_t *r, gc_err_t *e) {
@@ -711,7 +746,7 @@ static void admit(gc_engine_t *en) {
     }
     gc_err_t e = {0};
     if (gc_sampler_create(en->w->cfg.vocab_size, &r->p.sp, &r->smp, &e) ||
-        (r->p.prompt_logprobs && prompt_room(en, r, &e))) {
+        (r->p.prompt_logprobs && prompt_room(en, r, &e)) || (r->p.json && json_room(en, r, &e))) {
       pthread_mutex_lock(r->mu);
       req_done(r, NULL, 500, e.msg);
       pthread_mutex_unlock(r->mu);
@@ -824,16 +859,22 @@ int gc_engine_start(const gc_engine_opts_t *o, const gc_llama_weights_t *w, cons
   const char *delay = getenv("GCORE_SERVE_STEP_DELAY_MS");
   int64_t ms;
   if (delay && !gc_parse_i64(delay, &ms) && ms > 0 && ms <= 10000) en->step_delay_ms = (long)ms;
-  if (!(en->queue = gc_calloc((size_t)o->max_queue, sizeof *en->queue, e)) || collect_ends(en, e)) {
+  if (!(en->queue = gc_calloc((size_t)o->max_queue, sizeof *en->queue, e)) || collect_ends(en, e) ||
+      (tok && gc_json_vocab_new(tok, &en->jv, e))) {
     free(en->queue);
+    free(en->ends);
+    free(en->masked);
+    gc_json_vocab_free(en->jv);
     free(en);
-    return GC_ENOMEM;
+    return e->code;
   }
   pthread_mutex_init(&en->mu, NULL);
   pthread_cond_init(&en->cv, NULL);
   pthread_cond_init(&en->ready_cv, NULL);
   if (pthread_create(&en->thread, NULL, engine_main, en)) {
     free(en->ends);
+    free(en->masked);
+    gc_json_vocab_free(en->jv);
     free(en->queue);
     free(en);
     return gc_err_set(e, GC_ENOMEM, "cannot start the engine thread");
@@ -920,6 +961,7 @@ void gc_engine_free(gc_engine_t *en) {
   free(en->plogits);
   free(en->ends);
   free(en->masked);
+  gc_json_vocab_free(en->jv);
   free(en->queue);
   for (int s = 0; s < BMAX; s++) free(en->kept[s]);
   pthread_cond_destroy(&en->ready_cv);

@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 
+#include "../models/jsonmode.h"
 #include "../models/llama.h"
 #include "../models/sampler.h"
 #include "../models/tokenizer.h"
@@ -32,6 +33,9 @@ typedef struct gc_srv_params {
   int prompt_logprobs;     /* the prompt's too (echo): a prefill that writes every row's logits */
   int cache_prompt;        /* start from the keys and values a free slot holds of the prompt's
                               beginning (llama.cpp's cache_prompt; 1 unless the request says no) */
+  int json;                /* JSON mode (response_format json_object): every token keeps the reply
+                              the beginning of one JSON object (models/jsonmode.h), and the reply
+                              ends, with an end token, when the object does */
 } gc_srv_params_t;
 
 /* One request, shared by the HTTP thread that made it and the engine.
@@ -79,6 +83,8 @@ typedef struct gc_srv_req {
 
   /* engine only */
   gc_sampler_t *smp;
+  gc_json_fsm_t jf;        /* p.json: the reply's text so far, as the JSON recognizer has read it */
+  float *jrow;             /* p.json: [vocab] the row of logits with the ids JSON mode refuses at -inf */
   gc_tok_stream_t ts;
   int slot;                /* KV-cache slot while running, else -1 */
   int fed;                 /* prompt tokens in the cache */

@@ -28,6 +28,7 @@ sys.path.insert(0, HERE)
 
 from conftest import BIN, SANITIZER_MARKS, run_tool  # noqa: E402
 import llama_ref as R  # noqa: E402
+from jsonref import is_object, is_prefix  # noqa: E402
 import tinymodel as TM  # noqa: E402
 
 VOCAB = 512
@@ -972,7 +973,7 @@ REFUSED = [
                  ("include_stop_str_in_output", "true"), ("skip_special_tokens", "false"),
                  ("allowed_token_ids", "[1, 2]"), ("bad_words", '["a"]'), ("logit_bias", '{"5": 10}'),
                  ("n_predict", "5"), ("prompt_logprobs", "1"), ("use_beam_search", "true"),
-                 ("response_format", '{"type": "json_object"}'), ("tool_choice", '"auto"'),
+                 ("tool_choice", '"auto"'),
                  ("tools", '[{"type": "function", "function": {"name": "f"}}]'))
 ]
 
@@ -992,6 +993,68 @@ def test_refused_and_ignored_fields(srv):
            "bad_words": [], "user": "u1", "metadata": {"a": "b"}, "store": False, "parallel_tool_calls": True,
            "service_tier": "auto", "cache_prompt": True, "mirostat_tau": 5.0, "some_unknown_field": 3}
     assert completion(srv, dict(base, **off))["token_ids"] == ref
+
+
+def test_json_mode(srv, tiny):
+    """response_format {"type": "json_object"} (JSON mode), chats greedy and
+    sampled: a reply that ends ("stop") is one JSON object, ended by an end
+    token right after it; one cut by max_tokens begins one (tests/jsonref.py,
+    Python's json: not gcore's recognizer); every token kept the reply the
+    beginning of one; greedy, every token the model ranked above the one
+    drawn (its top 20 log-probabilities, the model's own) would not have. A
+    streamed reply is the same; /v1/completions serves it too; a schema, an
+    unknown type, or ignore_eos with it are refused."""
+    model = tiny[1]
+    texts, raw = token_texts(model)
+    with open(os.path.join(model, "tokenizer.json")) as f:
+        special = {a["id"] for a in json.load(f)["added_tokens"]}
+    seen = {"stop": 0, "length": 0}
+    for k in range(24):
+        greedy = k % 2 == 0
+        body = {"model": MODEL, "messages": [{"role": "user", "content": f"Answer in JSON, case {k}"}],
+                "max_tokens": 40, "response_format": {"type": "json_object"}, "return_token_ids": True,
+                "logprobs": True, "top_logprobs": 20, "temperature": 0 if greedy else 1.0, "seed": k}
+        c = completion(srv, body, "/v1/chat/completions")
+        ids, content, finish = c["token_ids"], c["logprobs"]["content"], c["finish_reason"]
+        seen[finish] += 1
+        reply = b"".join(raw[i] for i in ids if i not in special)
+        assert c["message"]["content"] == reply.decode("utf-8", "replace") or finish == "length", (k, c)
+        if finish == "stop":
+            assert ids[-1] in special and all(i not in special for i in ids[:-1]), (k, ids)
+            assert is_object(reply) and isinstance(json.loads(c["message"]["content"]), dict), (k, reply)
+        else:
+            assert finish == "length" and len(ids) == 40 and is_prefix(reply), (k, reply)
+        so_far = b""
+        for j, (i, x) in enumerate(zip(ids, content)):
+            if i in special:
+                break
+            assert is_prefix(so_far + raw[i]) and not is_object(so_far), (k, j, so_far, raw[i])
+            if greedy:
+                for y in x["top_logprobs"]:
+                    yid = raw_id(raw, bytes(y["bytes"]))
+                    if y["logprob"] > x["logprob"] + 1e-6:
+                        assert yid in special or not raw[yid] or not is_prefix(so_far + raw[yid]), (k, j, yid)
+            so_far += raw[i]
+    assert seen["stop"] >= 2 and seen["length"] >= 2, seen  # both ends of a reply exercised
+
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "JSON please"}], "max_tokens": 30,
+            "response_format": {"type": "json_object"}, "temperature": 0.8, "seed": 5, "return_token_ids": True}
+    c = completion(srv, body, "/v1/chat/completions")
+    status, _, s = srv.post("/v1/chat/completions", dict(body, stream=True))
+    assert status == 200 and stream_text(sse(s), True)[0] == c["message"]["content"]
+    c = completion(srv, {"model": MODEL, "prompt": "x", "max_tokens": 30, "temperature": 0,
+                         "response_format": {"type": "json_object"}, "return_token_ids": True})
+    assert is_prefix(b"".join(raw[i] for i in c["token_ids"] if i not in special)), c
+    assert_errors(srv, "/v1/chat/completions", [
+        (b'{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", '
+         b'"json_schema": {"name": "a", "schema": {}}}}', 400, "response_format", "schema-constrained"),
+        (b'{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "xml"}}', 400,
+         "response_format", "\"json_object\""),
+        (b'{"messages": [{"role": "user", "content": "x"}], "response_format": "json"}', 400,
+         "response_format", "string \"type\""),
+        (b'{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}, '
+         b'"ignore_eos": true}', 400, "ignore_eos", "JSON mode"),
+    ])
 
 
 def test_seed_minus_one_and_null_are_random(srv):

@@ -1,0 +1,232 @@
+/* jsonmode.c — the JSON-object prefix recognizer and the vocabulary's
+ * pieces run through it (jsonmode.h). */
+#include "jsonmode.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Where the recognizer is: what the next byte may be. */
+enum jstate {
+  J_START,        /* before the object: whitespace, '{' */
+  J_KEY_OR_END,   /* after '{': a key's '"' or '}' */
+  J_KEY,          /* after an object's ',': a key's '"' */
+  J_COLON,        /* after a key: ':' */
+  J_VALUE,        /* after ':' or an array's ',': a value */
+  J_VALUE_OR_END, /* after '[': a value or ']' */
+  J_AFTER,        /* after a value in an object or array: ',' or its closer */
+  J_STR,          /* in a string */
+  J_ESC,          /* after a string's '\' */
+  J_HEX,          /* in \uXXXX: aux hex digits left */
+  J_UTF8,         /* in a character: aux continuation bytes left, the next in [lo, hi] */
+  J_LIT,          /* in true, false or null (lit): aux bytes matched */
+  J_NEG,          /* a number's '-' */
+  J_ZERO,         /* its integer part "0" */
+  J_INT,          /* its integer part, 1-9 and digits */
+  J_DOT,          /* its '.' */
+  J_FRAC,         /* its fraction's digits */
+  J_E,            /* its 'e' or 'E' */
+  J_ESIGN,        /* the exponent's sign */
+  J_EXP,          /* the exponent's digits */
+  J_DONE,         /* the object is complete: nothing may follow */
+};
+
+static const char *const LITS[3] = {"true", "false", "null"};
+
+void gc_json_fsm_init(gc_json_fsm_t *f) {
+  memset(f, 0, sizeof *f);
+  f->st = J_START;
+}
+
+int gc_json_fsm_done(const gc_json_fsm_t *f) { return f->st == J_DONE; }
+
+static int is_ws(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+static int is_digit(int c) { return c >= '0' && c <= '9'; }
+static int is_hex(int c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+/* A value has ended: the next byte is its container's (the outermost
+ * object's end: done). */
+static void value_end(gc_json_fsm_t *f) { f->st = f->depth ? J_AFTER : J_DONE; }
+
+static int push(gc_json_fsm_t *f, uint8_t c) {
+  if (f->depth >= GC_JSON_DEPTH) return 0;
+  f->stack[f->depth++] = c;
+  f->st = c == '{' ? J_KEY_OR_END : J_VALUE_OR_END;
+  return 1;
+}
+
+static int pop(gc_json_fsm_t *f, uint8_t c) {
+  if (!f->depth || f->stack[f->depth - 1] != c) return 0;
+  f->depth--;
+  value_end(f);
+  return 1;
+}
+
+/* The first byte of a value (not ']': the caller's). */
+static int value_start(gc_json_fsm_t *f, int c) {
+  switch (c) {
+    case '{': return push(f, '{');
+    case '[': return push(f, '[');
+    case '"': f->key = 0, f->st = J_STR; return 1;
+    case '-': f->st = J_NEG; return 1;
+    case '0': f->st = J_ZERO; return 1;
+    case 't': case 'f': case 'n':
+      f->lit = c == 't' ? 0 : c == 'f' ? 1 : 2, f->aux = 1, f->st = J_LIT;
+      return 1;
+    default:
+      if (c >= '1' && c <= '9') return f->st = J_INT, 1;
+      return 0;
+  }
+}
+
+/* A string's byte (not in an escape): the character's first byte, its
+ * end, or an escape's start; UTF-8's lead bytes set the range of the
+ * next (no overlong forms, no surrogates, nothing past U+10FFFF). */
+static int string_byte(gc_json_fsm_t *f, int c) {
+  if (c == '"') {
+    if (f->key) f->st = J_COLON;
+    else value_end(f);
+    return 1;
+  }
+  if (c == '\\') return f->st = J_ESC, 1;
+  if (c < 0x20) return 0; /* control characters must be escaped */
+  if (c < 0x80) return 1;
+  f->lo = 0x80, f->hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) f->aux = 1;
+  else if (c >= 0xE0 && c <= 0xEF) f->aux = 2, f->lo = c == 0xE0 ? 0xA0 : 0x80, f->hi = c == 0xED ? 0x9F : 0xBF;
+  else if (c >= 0xF0 && c <= 0xF4) f->aux = 3, f->lo = c == 0xF0 ? 0x90 : 0x80, f->hi = c == 0xF4 ? 0x8F : 0xBF;
+  else return 0;
+  f->st = J_UTF8;
+  return 1;
+}
+
+/* One byte c; 0 where it cannot come next. */
+static int step(gc_json_fsm_t *f, int c) {
+  if (is_ws(c) && f->st <= J_AFTER) { /* between tokens of the grammar */
+    return ++f->ws <= GC_JSON_WS;
+  }
+  if (f->st <= J_AFTER) f->ws = 0;
+  switch ((enum jstate)f->st) {
+    case J_START: return c == '{' && push(f, '{');
+    case J_KEY_OR_END:
+      if (c == '}') return pop(f, '{');
+      /* fall through */
+    case J_KEY:
+      if (c != '"') return 0;
+      f->key = 1, f->st = J_STR;
+      return 1;
+    case J_COLON: return c == ':' && (f->st = J_VALUE, 1);
+    case J_VALUE_OR_END:
+      if (c == ']') return pop(f, '[');
+      /* fall through */
+    case J_VALUE: return value_start(f, c);
+    case J_AFTER:
+      if (c == ',') return f->st = f->stack[f->depth - 1] == '{' ? J_KEY : J_VALUE, 1;
+      if (c == '}' || c == ']') return pop(f, c == '}' ? '{' : '[');
+      return 0;
+    case J_STR: return string_byte(f, c);
+    case J_ESC:
+      if (c == 'u') return f->aux = 4, f->st = J_HEX, 1;
+      return strchr("\"\\/bfnrt", c) && c && (f->st = J_STR, 1);
+    case J_HEX:
+      if (!is_hex(c)) return 0;
+      if (!--f->aux) f->st = J_STR;
+      return 1;
+    case J_UTF8:
+      if (c < f->lo || c > f->hi) return 0;
+      f->lo = 0x80, f->hi = 0xBF;
+      if (!--f->aux) f->st = J_STR;
+      return 1;
+    case J_LIT:
+      if (c != LITS[f->lit][f->aux]) return 0;
+      if (!LITS[f->lit][++f->aux]) value_end(f);
+      return 1;
+    case J_NEG:
+      if (c == '0') return f->st = J_ZERO, 1;
+      return c >= '1' && c <= '9' && (f->st = J_INT, 1);
+    case J_ZERO:
+    case J_INT:
+    case J_FRAC:
+    case J_EXP:
+      if (is_digit(c) && f->st != J_ZERO) return 1;
+      if (c == '.' && f->st <= J_INT) return f->st = J_DOT, 1;
+      if ((c == 'e' || c == 'E') && f->st != J_EXP) return f->st = J_E, 1;
+      value_end(f); /* the number ended before c (inside a container: J_AFTER) */
+      return step(f, c);
+    case J_DOT: return is_digit(c) && (f->st = J_FRAC, 1);
+    case J_E:
+      if (c == '+' || c == '-') return f->st = J_ESIGN, 1;
+      /* fall through */
+    case J_ESIGN: return is_digit(c) && (f->st = J_EXP, 1);
+    case J_DONE: return 0;
+  }
+  return 0;
+}
+
+int gc_json_fsm_feed(gc_json_fsm_t *f, const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!step(f, (unsigned char)s[i])) return 0;
+  return 1;
+}
+
+/* ---- the vocabulary --------------------------------------------------- */
+
+struct gc_json_vocab {
+  int n;           /* ids */
+  size_t *off;     /* [n + 1] id's piece at bytes[off[id], off[id + 1]) */
+  char *bytes;
+  uint8_t *special; /* [n] control tokens */
+  uint8_t *plain;   /* [n] pieces of printable ASCII but '"' and '\\' only: text inside a string */
+};
+
+int gc_json_vocab_new(const gc_tok_t *t, gc_json_vocab_t **out, gc_err_t *e) {
+  *out = NULL;
+  int n = gc_tok_vocab_size(t);
+  gc_json_vocab_t *v = gc_calloc(1, sizeof *v, e);
+  if (!v) return e->code;
+  gc_buf_t b = {0};
+  v->n = n;
+  v->off = gc_calloc((size_t)n + 1, sizeof *v->off, e);
+  v->special = v->off ? gc_calloc((size_t)n ? (size_t)n : 1, 1, e) : NULL;
+  v->plain = v->special ? gc_calloc((size_t)n ? (size_t)n : 1, 1, e) : NULL;
+  int rc = v->plain ? GC_OK : e->code;
+  for (int id = 0; !rc && id < n; id++) {
+    v->special[id] = (uint8_t)(gc_tok_is_special(t, id) != 0);
+    rc = gc_tok_piece(t, id, 0, &b, e);
+    v->off[id + 1] = b.len;
+    int plain = 1;
+    for (size_t i = v->off[id]; i < b.len; i++) {
+      unsigned char c = (unsigned char)b.data[i];
+      plain &= c >= 0x20 && c < 0x7F && c != '"' && c != '\\';
+    }
+    v->plain[id] = (uint8_t)plain;
+  }
+  if (rc) {
+    gc_buf_free(&b);
+    v->bytes = NULL;
+    gc_json_vocab_free(v);
+    return rc;
+  }
+  v->bytes = b.data;
+  *out = v;
+  return GC_OK;
+}
+
+void gc_json_vocab_free(gc_json_vocab_t *v) {
+  if (!v) return;
+  free(v->off);
+  free(v->bytes);
+  free(v->special);
+  free(v->plain);
+  free(v);
+}
+
+int gc_json_allows(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t id) {
+  if (id < 0 || id >= v->n || v->special[id] || v->off[id + 1] == v->off[id]) return 0;
+  if (f->st == J_STR && v->plain[id]) return 1; /* text inside a string: the state stays */
+  gc_json_fsm_t g = *f;
+  return gc_json_fsm_feed(&g, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
+}
+
+void gc_json_take(const gc_json_vocab_t *v, gc_json_fsm_t *f, int32_t id) {
+  if (id >= 0 && id < v->n) gc_json_fsm_feed(f, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
+}

@@ -1,0 +1,57 @@
+/* jsonmode.h — JSON mode (OpenAI's response_format {"type":
+ * "json_object"}): which tokens keep a reply the beginning of one JSON
+ * object (RFC 8259), so that a sampler restricted to them writes one.
+ *
+ * Two parts: a byte-level pushdown recognizer of "a prefix of one JSON
+ * object, and nothing after it", and the vocabulary's pieces (each token's
+ * bytes, gc_tok_piece) run through a copy of it. The recognizer knows the
+ * grammar only (no schema); it bounds what a model could otherwise spin
+ * forever on: GC_JSON_WS whitespace bytes in a row outside strings,
+ * GC_JSON_DEPTH levels of nesting. Strings must be UTF-8 (no overlong
+ * forms, no surrogates, nothing past U+10FFFF); escapes are JSON's. */
+#ifndef GC_MODELS_JSONMODE_H
+#define GC_MODELS_JSONMODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/base.h"
+#include "tokenizer.h"
+
+#define GC_JSON_DEPTH 32 /* objects and arrays inside one another */
+#define GC_JSON_WS 24    /* whitespace bytes in a row outside strings */
+
+typedef struct gc_json_fsm {
+  uint8_t st;    /* where in the grammar (jsonmode.c: enum jstate) */
+  uint8_t aux;   /* literal: bytes matched; \u: hex digits left; UTF-8: bytes left */
+  uint8_t lo, hi; /* UTF-8: the range of the next continuation byte */
+  uint8_t key;   /* the string being read is an object's key */
+  uint8_t lit;   /* the literal being read: 0 true, 1 false, 2 null */
+  uint8_t ws;    /* whitespace bytes in a row */
+  uint8_t depth; /* open objects and arrays */
+  uint8_t stack[GC_JSON_DEPTH]; /* '{' or '[' of each, outermost first */
+} gc_json_fsm_t;
+
+/* Before the reply's first byte: whitespace, then '{'. Can't fail. */
+void gc_json_fsm_init(gc_json_fsm_t *f);
+/* Read n bytes: 1 while everything read is the beginning of one JSON
+ * object with nothing after it; 0 at the first byte that makes it not
+ * (f is then left at that byte's state and must not be fed again). */
+int gc_json_fsm_feed(gc_json_fsm_t *f, const char *s, size_t n);
+/* Whether the object is complete (then no byte may follow). */
+int gc_json_fsm_done(const gc_json_fsm_t *f);
+
+/* Every token's piece, once per vocabulary (immutable: threads share it). */
+typedef struct gc_json_vocab gc_json_vocab_t;
+/* Errors: GC_ENOMEM. */
+int gc_json_vocab_new(const gc_tok_t *t, gc_json_vocab_t **out, gc_err_t *e);
+void gc_json_vocab_free(gc_json_vocab_t *v); /* NULL is a no-op */
+/* Whether token id may come next after what f has read: not a control
+ * token, a piece of one byte or more, and f still a prefix after it. An
+ * id outside the vocabulary: 0. (After the object is complete no token
+ * is allowed here: the caller ends the reply with an end token.) */
+int gc_json_allows(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t id);
+/* f advanced past token id (which gc_json_allows). */
+void gc_json_take(const gc_json_vocab_t *v, gc_json_fsm_t *f, int32_t id);
+
+#endif
