@@ -22,6 +22,7 @@
 #include "engine.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -65,6 +66,7 @@ struct gc_engine {
   char devname[200];
   int32_t *ends;               /* [nends] the model's end-of-sequence ids (config and tokenizer) */
   gc_json_vocab_t *jv;         /* the tokenizer's pieces for JSON mode (NULL without a tokenizer) */
+  gc_srv_hist_t itl;           /* the gaps between a reply's tokens (gc_engine_itl) */
   int nends;
   struct masked { int32_t id; float was; } *masked; /* [BMAX, nmask] sample()'s, a row's each */
   int nmask;                   /* nends + GC_SRV_MAX_STOP_IDS + 1 */
@@ -377,6 +379,10 @@ static int emit(gc_engine_t *en, gc_srv_req_t *r, int32_t tok, const token_lp_t 
     r->lps[k] = lp->lp, r->ntops[k] = lp->ntop;
     memcpy(r->tops + (size_t)k * r->p.logprobs, lp->top, (size_t)lp->ntop * sizeof *lp->top);
   }
+  double now = gc_now();
+  if (!r->nids) r->t_first = now;
+  else gc_srv_hist_add(&en->itl, now - r->t_prev);
+  r->t_prev = now;
   r->ids[r->nids++] = tok;
   gc_sampler_accept(r->smp, tok);
   size_t before = r->text.len;
@@ -972,5 +978,20 @@ void gc_engine_free(gc_engine_t *en) {
 
 int gc_engine_ctx(const gc_engine_t *en) { return en->o.ctx; }
 int gc_engine_parallel(const gc_engine_t *en) { return en->o.parallel; }
+
+const gc_srv_hist_t *gc_engine_itl(const gc_engine_t *en) { return &en->itl; }
+
+/* Buckets from half a millisecond (a decode step of a small model) to two
+ * minutes (a long prompt on a loaded server). */
+const double gc_srv_le[GC_SRV_NLE] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                      0.5,    1,     2.5,    5,     10,   30,    60,   120};
+
+void gc_srv_hist_add(gc_srv_hist_t *h, double s) {
+  if (!(s > 0)) s = 0;
+  int b = 0;
+  while (b < GC_SRV_NLE && s > gc_srv_le[b]) b++;
+  atomic_fetch_add(&h->n[b], 1ull);
+  atomic_fetch_add(&h->sum_ns, (unsigned long long)(s * 1e9 + 0.5));
+}
 int gc_engine_max_queue(const gc_engine_t *en) { return en->o.max_queue; }
 const char *gc_engine_device(const gc_engine_t *en) { return en->devname; }

@@ -38,6 +38,19 @@ typedef struct gc_srv_params {
                               ends, with an end token, when the object does */
 } gc_srv_params_t;
 
+/* A latency histogram for /metrics: counts per bucket of upper bounds
+ * gc_srv_le[] (seconds) and past the last, and the sum in nanoseconds;
+ * updated with atomics from any thread (Prometheus's cumulative counts are
+ * made when it is printed). */
+#define GC_SRV_NLE 17
+extern const double gc_srv_le[GC_SRV_NLE];
+typedef struct gc_srv_hist {
+  _Atomic unsigned long long n[GC_SRV_NLE + 1];
+  _Atomic unsigned long long sum_ns;
+} gc_srv_hist_t;
+/* One observation of s seconds (negative: 0). */
+void gc_srv_hist_add(gc_srv_hist_t *h, double s);
+
 /* One request, shared by the HTTP thread that made it and the engine.
  * Fields above `mu` are set before gc_engine_submit and read-only after;
  * the others are read and written under *mu; those after `engine only`
@@ -75,6 +88,7 @@ typedef struct gc_srv_req {
   int prefills;            /* prompt passes run (ceil((nprompt - cached) / prefill_chunk) when done) */
   int cached;              /* prompt tokens whose keys and values the slot already held (not run) */
   int refs;                /* holders (the HTTP side, the engine); the last frees it */
+  double t_first;          /* when its first token was drawn (gc_now), or 0 */
 
   pthread_mutex_t mu_own;
   pthread_cond_t cv_own;
@@ -92,6 +106,7 @@ typedef struct gc_srv_req {
   size_t stop_from;        /* a stop string counts only where it ends past this byte of text
                               (the text of the first min_tokens tokens) */
   int64_t seq;             /* admission order */
+  double t_prev;           /* when its last token was drawn */
 } gc_srv_req_t;
 
 /* A new request with one holder (the caller); NULL on out-of-memory. */
@@ -151,6 +166,9 @@ void gc_engine_free(gc_engine_t *en);
 /* Facts for the HTTP side, fixed after start. */
 int gc_engine_ctx(const gc_engine_t *en);
 int gc_engine_parallel(const gc_engine_t *en);
+/* The gaps between a reply's tokens (each drawn token after the first),
+ * of every request since the start: /metrics's inter-token latency. */
+const gc_srv_hist_t *gc_engine_itl(const gc_engine_t *en);
 const char *gc_engine_device(const gc_engine_t *en); /* "cpu (AMD EPYC ...)" */
 
 #endif

@@ -52,6 +52,9 @@ struct gc_http {
   /* /metrics: the completions and chats answered (their answer sent), by
    * status class [1xx .. 5xx], and their tokens as their usage counts them */
   atomic_ullong answered[6], prompt_tokens, cached_tokens, generated_tokens;
+  /* and their latencies: the first token of each choice after the request
+   * arrived, the whole answer (sent) of each that succeeded */
+  gc_srv_hist_t ttft, e2e;
 };
 
 enum { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_MODEL, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE };
@@ -140,6 +143,21 @@ static enum MHD_Result send_json(hreq_t *x, int status, char *json) {
 
 /* /metrics: Prometheus' text format (version 0.0.4), names as vLLM's and
  * llama.cpp's servers name theirs, under gcore:. */
+/* Histogram h as Prometheus's text: cumulative buckets, sum, count. */
+static int print_hist(gc_buf_t *b, const char *name, const char *help, const gc_srv_hist_t *h) {
+  int rc = gc_buf_printf(b, NULL, "# HELP gcore:%s %s\n# TYPE gcore:%s histogram\n", name, help, name);
+  unsigned long long c = 0;
+  for (int i = 0; !rc && i <= GC_SRV_NLE; i++) {
+    c += atomic_load(&h->n[i]);
+    if (i < GC_SRV_NLE) rc = gc_buf_printf(b, NULL, "gcore:%s_bucket{le=\"%g\"} %llu\n", name, gc_srv_le[i], c);
+    else rc = gc_buf_printf(b, NULL, "gcore:%s_bucket{le=\"+Inf\"} %llu\n", name, c);
+  }
+  if (!rc)
+    rc = gc_buf_printf(b, NULL, "gcore:%s_sum %.9f\ngcore:%s_count %llu\n", name,
+                       (double)atomic_load(&h->sum_ns) * 1e-9, name, c);
+  return rc;
+}
+
 static enum MHD_Result send_metrics(hreq_t *x) {
   gc_http_t *h = x->h;
   int active, queued;
@@ -169,6 +187,15 @@ static enum MHD_Result send_metrics(hreq_t *x) {
                        "# HELP gcore:slots Requests decoded at once (--parallel).\n"
                        "# TYPE gcore:slots gauge\ngcore:slots %d\n",
                        active, queued, gc_engine_parallel(h->en));
+  if (!rc)
+    rc = print_hist(&b, "time_to_first_token_seconds",
+                    "From a completion's or chat's arrival to each choice's first token.", &h->ttft);
+  if (!rc)
+    rc = print_hist(&b, "inter_token_latency_seconds", "Between a reply's tokens, each after the first.",
+                    gc_engine_itl(h->en));
+  if (!rc)
+    rc = print_hist(&b, "e2e_request_latency_seconds",
+                    "From a completion's or chat's arrival to its answer sent, of those answered 200.", &h->e2e);
   if (rc) {
     gc_buf_free(&b);
     return send_json(x, 500, NULL);
@@ -552,13 +579,18 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_
   (void)c;
   if (!x) return;
   int prompt = 0, passes = 0, gen = 0, cached = 0, reused = 0; /* reused: as usage counts it */
+  double now = gc_now(), first[GC_API_MAX_CHOICES];
   for (int i = 0; i < x->nr; i++) {
     pthread_mutex_lock(x->rs[i]->mu);
     prompt += i % x->q.n ? 0 : x->rs[i]->nprompt, passes += x->rs[i]->prefills, gen += x->rs[i]->nids;
     cached += x->rs[i]->cached, reused += i % x->q.n ? 0 : x->rs[i]->cached;
+    first[i] = x->rs[i]->t_first;
     pthread_mutex_unlock(x->rs[i]->mu);
   }
   if ((x->route == R_COMPLETIONS || x->route == R_CHAT) && x->status >= 100 && x->status < 600) {
+    for (int i = 0; i < x->nr; i++)
+      if (first[i] > 0) gc_srv_hist_add(&h->ttft, first[i] - x->t0);
+    if (x->status == 200 && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) gc_srv_hist_add(&h->e2e, now - x->t0);
     atomic_fetch_add(&h->answered[x->status / 100], 1);
     atomic_fetch_add(&h->prompt_tokens, (unsigned long long)prompt);
     atomic_fetch_add(&h->cached_tokens, (unsigned long long)reused);
@@ -567,7 +599,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_
   if (h->o.verbose) {
     const char *why = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)";
     fprintf(stderr, "gcore-serve: %s %d%s: %d prompt tokens (%d passes, %d cached) + %d generated, %.3f s%s\n",
-            x->line, x->status, x->q.stream ? " (stream)" : "", prompt, passes, cached, gen, gc_now() - x->t0, why);
+            x->line, x->status, x->q.stream ? " (stream)" : "", prompt, passes, cached, gen, now - x->t0, why);
   }
   *ctx = NULL;
   hreq_release(x);

@@ -198,9 +198,25 @@ def metrics(s):
             typed.add(line.split()[2])
         elif line and not line.startswith("# HELP "):
             name, value = line.rsplit(" ", 1)
-            assert name.split("{")[0] in typed, line
+            family = re.sub(r"_(bucket|sum|count)$", "", name.split("{")[0])  # a histogram's samples
+            assert name.split("{")[0] in typed or family in typed, line
             out[name] = float(value)
     return out
+
+
+HISTS = ("time_to_first_token_seconds", "inter_token_latency_seconds", "e2e_request_latency_seconds")
+
+
+def histogram(m, name):
+    """A histogram's (buckets [(le, cumulative count)], sum, count), taken
+    out of m; its buckets are cumulative and end at +Inf, which is the count."""
+    pre = f"gcore:{name}"
+    buckets = sorted((float(k.split('le="')[1].rstrip('"}')), m.pop(k)) for k in list(m)
+                     if k.startswith(pre + "_bucket{"))
+    total, count = m.pop(pre + "_sum"), m.pop(pre + "_count")
+    assert buckets and buckets[-1][0] == float("inf") and buckets[-1][1] == count, buckets
+    assert all(a[1] <= b[1] for a, b in zip(buckets, buckets[1:])), buckets
+    return buckets, total, count
 
 
 def test_metrics(tiny):
@@ -208,20 +224,25 @@ def test_metrics(tiny):
     prompt once, however many choices), those a slot's cache held, the
     tokens generated, the completions and chats by status class (a 400
     too; /health and /metrics not), and shows the slots and the requests
-    running and waiting."""
+    running and waiting. Its latency histograms (vLLM's three) count each
+    choice's first token, every later token's gap, each answer that
+    succeeded; their sums lie within the time the client waited."""
     d, model, bundle = tiny
     s = Server(model, bundle, "--parallel", 2)
     try:
         zero = {"gcore:prompt_tokens_total": 0, "gcore:prompt_tokens_cached_total": 0,
                 "gcore:generation_tokens_total": 0, **{f'gcore:requests_total{{status="{c}xx"}}': 0 for c in range(2, 6)},
                 "gcore:requests_running": 0, "gcore:requests_waiting": 0, "gcore:slots": 2}
-        assert metrics(s) == zero
-        usage = []
+        m = metrics(s)
+        assert all(histogram(m, h)[2] == 0 for h in HISTS) and m == zero
+        usage, waited = [], 0.0
         for path, body in [("/v1/completions", {"prompt": "The capital of", "max_tokens": 5, "temperature": 0}),
                            ("/v1/completions", {"prompt": "The capital of", "max_tokens": 3, "n": 2}),
                            ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}],
                                                      "max_tokens": 4})]:
+            t0 = time.time()
             status, _, text = s.post(path, body)
+            waited += time.time() - t0
             assert status == 200, text
             usage.append(json.loads(text)["usage"])
         status, _, _ = s.post("/v1/completions", {"prompt": "x", "max_tokens": -1})
@@ -234,9 +255,14 @@ def test_metrics(tiny):
                      "gcore:generation_tokens_total": sum(u["completion_tokens"] for u in usage),
                      'gcore:requests_total{status="2xx"}': 3, 'gcore:requests_total{status="4xx"}': 1})
         deadline = time.time() + 30  # a request counts when its answer is sent: after the client read it
-        while (m := metrics(s)) != want and time.time() < deadline:
+        while (m := metrics(s)) and {k: v for k, v in m.items() if "_seconds" not in k} != want \
+                and time.time() < deadline:
             time.sleep(0.05)
+        h = {name: histogram(m, name) for name in HISTS}
         assert m == want, (m, want, usage)
+        choices, gaps = 4, sum(u["completion_tokens"] for u in usage) - 4  # every choice generated a token
+        assert [h[n][2] for n in HISTS] == [choices, gaps, 3], h
+        assert all(0 < h[n][1] <= waited * h[n][2] for n in HISTS), (h, waited)
         assert usage[1]["prompt_tokens"] == usage[0]["prompt_tokens"] and want["gcore:generation_tokens_total"] > 0
     finally:
         check_clean_exit(s)
