@@ -238,6 +238,23 @@ static char *literal_with(const char *tpl, const char *m) {
 static const char *const LLAMA3_TOOLS_TEXT[] = {"Given the following functions", "with its proper arguments",
                                                 "Respond in the format {", "Do not use variables"};
 
+int gc_chat_call_shape(const gc_tok_t *t, gc_chat_tools_kind_t k, gc_json_call_t *c, gc_err_t *e) {
+  c->lead = -1, c->mid = "\", \"arguments\": ";
+  switch (k) {
+    case GC_TOOLS_HERMES: c->pre = "<tool_call>\n{\"name\": \"", c->post = "}\n</tool_call>"; return GC_OK;
+    case GC_TOOLS_LLAMA3_JSON:
+      c->pre = "{\"name\": \"", c->mid = "\", \"parameters\": ", c->post = "}";
+      return GC_OK;
+    case GC_TOOLS_MISTRAL:
+      c->lead = gc_tok_find(t, "[TOOL_CALLS]", 12);
+      if (c->lead < 0 || !gc_tok_is_special(t, c->lead))
+        return gc_err_set(e, GC_EUNSUPPORTED, "the vocabulary has no [TOOL_CALLS] control token");
+      c->pre = " [{\"name\": \"", c->post = "}]";
+      return GC_OK;
+    default: return gc_err_set(e, GC_EUNSUPPORTED, "the chat template has no tool calls");
+  }
+}
+
 gc_chat_tools_kind_t gc_chat_tools(const gc_tok_t *t, gc_chat_kind_t k) {
   const char *tpl = gc_tok_chat_template(t);
   if (k == GC_CHAT_CHATML && tpl && strstr(tpl, "<tools></tools>") && strstr(tpl, HERMES_CALL) &&

@@ -37,7 +37,16 @@ void gc_json_fsm_init(gc_json_fsm_t *f) {
   f->st = J_START;
 }
 
-int gc_json_fsm_done(const gc_json_fsm_t *f) { return f->st == J_DONE; }
+/* The parts of a call's shape, in order. */
+enum { C_LEAD, C_PRE, C_NAME, C_MID, C_ARGS, C_POST, C_DONE };
+
+void gc_json_fsm_init_call(gc_json_fsm_t *f, const gc_json_call_t *c) {
+  gc_json_fsm_init(f);
+  f->call = c;
+  f->phase = c->lead >= 0 ? C_LEAD : C_PRE;
+}
+
+int gc_json_fsm_done(const gc_json_fsm_t *f) { return f->call ? f->phase == C_DONE : f->st == J_DONE; }
 
 static int is_ws(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 static int is_digit(int c) { return c >= '0' && c <= '9'; }
@@ -162,9 +171,46 @@ static int step(gc_json_fsm_t *f, int c) {
   return 0;
 }
 
+/* A call's literal part t: byte c is its next; at its end, the next part. */
+static int literal(gc_json_fsm_t *f, const char *t, int c) {
+  if (!t[f->off]) { /* an empty part */
+    f->phase++, f->off = 0;
+    return 0;
+  }
+  if ((unsigned char)t[f->off] != c) return 0;
+  if (!t[++f->off]) f->phase++, f->off = 0;
+  return 1;
+}
+
+/* Byte c of a call's shape. */
+static int call_step(gc_json_fsm_t *f, int c) {
+  const gc_json_call_t *k = f->call;
+  switch (f->phase) {
+    case C_PRE:
+      return literal(f, k->pre, c) || (f->phase == C_NAME && call_step(f, c));
+    case C_NAME:
+      for (int i = 0; i < k->nnames; i++) /* a name that goes on with c */
+        if (strlen(k->names[i]) > f->nlen && !memcmp(k->names[i], f->name, f->nlen) &&
+            (unsigned char)k->names[i][f->nlen] == c)
+          return f->name[f->nlen++] = (char)c, 1;
+      for (int i = 0; f->nlen && i < k->nnames; i++) /* one that ended: c is mid's */
+        if (strlen(k->names[i]) == f->nlen && !memcmp(k->names[i], f->name, f->nlen))
+          return f->phase = C_MID, f->off = 0, call_step(f, c);
+      return 0;
+    case C_MID:
+      return literal(f, k->mid, c) || (f->phase == C_ARGS && call_step(f, c));
+    case C_ARGS:
+      if (!step(f, c)) return 0;
+      if (f->st == J_DONE) f->phase = *k->post ? C_POST : C_DONE, f->off = 0;
+      return 1;
+    case C_POST: return literal(f, k->post, c);
+    default: return 0; /* before the lead token, or after the call */
+  }
+}
+
 int gc_json_fsm_feed(gc_json_fsm_t *f, const char *s, size_t n) {
   for (size_t i = 0; i < n; i++)
-    if (!step(f, (unsigned char)s[i])) return 0;
+    if (!(f->call ? call_step(f, (unsigned char)s[i]) : step(f, (unsigned char)s[i]))) return 0;
   return 1;
 }
 
@@ -221,12 +267,14 @@ void gc_json_vocab_free(gc_json_vocab_t *v) {
 }
 
 int gc_json_allows(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t id) {
+  if (f->call && f->phase == C_LEAD) return id == f->call->lead;
   if (id < 0 || id >= v->n || v->special[id] || v->off[id + 1] == v->off[id]) return 0;
-  if (f->st == J_STR && v->plain[id]) return 1; /* text inside a string: the state stays */
+  if (f->st == J_STR && v->plain[id] && (!f->call || f->phase == C_ARGS)) return 1; /* text inside a string */
   gc_json_fsm_t g = *f;
   return gc_json_fsm_feed(&g, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
 }
 
 void gc_json_take(const gc_json_vocab_t *v, gc_json_fsm_t *f, int32_t id) {
-  if (id >= 0 && id < v->n) gc_json_fsm_feed(f, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
+  if (f->call && f->phase == C_LEAD) f->phase = C_PRE;
+  else if (id >= 0 && id < v->n) gc_json_fsm_feed(f, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
 }

@@ -21,6 +21,18 @@
 #define GC_JSON_DEPTH 32 /* objects and arrays inside one another */
 #define GC_JSON_WS 24    /* whitespace bytes in a row outside strings */
 
+/* One tool call as a chat template spells it (tool_choice "required" or
+ * a named function): the control token lead (-1: none), the text pre, one
+ * of the names (each 1 .. 64 bytes that need no escape in a JSON string),
+ * the text mid, a JSON object (the arguments), the text post. */
+#define GC_JSON_NAME 64
+typedef struct gc_json_call {
+  int32_t lead;
+  const char *pre, *mid, *post; /* static text */
+  char (*names)[GC_JSON_NAME + 1]; /* [nnames] (owned) */
+  int nnames;
+} gc_json_call_t;
+
 typedef struct gc_json_fsm {
   uint8_t st;    /* where in the grammar (jsonmode.c: enum jstate) */
   uint8_t aux;   /* literal: bytes matched; \u: hex digits left; UTF-8: bytes left */
@@ -30,15 +42,23 @@ typedef struct gc_json_fsm {
   uint8_t ws;    /* whitespace bytes in a row */
   uint8_t depth; /* open objects and arrays */
   uint8_t stack[GC_JSON_DEPTH]; /* '{' or '[' of each, outermost first */
+  /* a call's shape (gc_json_fsm_init_call), or NULL: the fields above read its object */
+  const gc_json_call_t *call;
+  uint8_t phase;  /* which part of it */
+  uint8_t off;    /* bytes of the part's text read */
+  uint8_t nlen;   /* bytes of the name read */
+  char name[GC_JSON_NAME];
 } gc_json_fsm_t;
 
 /* Before the reply's first byte: whitespace, then '{'. Can't fail. */
 void gc_json_fsm_init(gc_json_fsm_t *f);
+/* Before a reply that must be call c (which outlives f). Can't fail. */
+void gc_json_fsm_init_call(gc_json_fsm_t *f, const gc_json_call_t *c);
 /* Read n bytes: 1 while everything read is the beginning of one JSON
  * object with nothing after it; 0 at the first byte that makes it not
  * (f is then left at that byte's state and must not be fed again). */
 int gc_json_fsm_feed(gc_json_fsm_t *f, const char *s, size_t n);
-/* Whether the object is complete (then no byte may follow). */
+/* Whether the object (or the call) is complete (then no byte may follow). */
 int gc_json_fsm_done(const gc_json_fsm_t *f);
 
 /* Every token's piece, once per vocabulary (immutable: threads share it). */
@@ -47,7 +67,8 @@ typedef struct gc_json_vocab gc_json_vocab_t;
 int gc_json_vocab_new(const gc_tok_t *t, gc_json_vocab_t **out, gc_err_t *e);
 void gc_json_vocab_free(gc_json_vocab_t *v); /* NULL is a no-op */
 /* Whether token id may come next after what f has read: not a control
- * token, a piece of one byte or more, and f still a prefix after it. An
+ * token (but a call's lead, first), a piece of one byte or more, and f
+ * still a prefix after it. An
  * id outside the vocabulary: 0. (After the object is complete no token
  * is allowed here: the caller ends the reply with an end token.) */
 int gc_json_allows(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t id);

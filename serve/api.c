@@ -427,11 +427,18 @@ typedef struct chat_args {
   char **tools;              /* [ntools] the request's tools as the template writes them (tojson) */
   int ntools;
   gc_buf_t tool_text;        /* their text, NUL-separated */
+  gc_json_call_t *call;      /* tool_choice "required" or a named function: the one call the reply must be */
 } chat_args_t;
+
+static void call_free(gc_json_call_t *c) {
+  if (c) free(c->names);
+  free(c);
+}
 
 static void chat_args_free(chat_args_t *ca) {
   free(ca->tools);
   gc_buf_free(&ca->tool_text);
+  call_free(ca->call);
   memset(ca, 0, sizeof *ca);
 }
 
@@ -463,22 +470,64 @@ static int template_kwargs(json_object *o, chat_args_t *ca, gc_api_err_t *err) {
   return 0;
 }
 
-/* Whether tool_choice of o lets the model call the tools: "auto" (or
- * absent) 1, "none" 0; "required" and a named function are refused (they
- * need constrained decoding). -1 with err filled. */
-static int tool_choice(json_object *o, gc_api_err_t *err) {
-  json_object *c = field(o, "tool_choice");
+/* What tool_choice of o lets the model do with the tools: "auto" (or
+ * absent) 1, call them or not; "none" 0; "required" 2, call one; a named
+ * function ({"type": "function", "function": {"name": N}}) 3, call N
+ * (*named, in o). -1 with err filled. */
+static int tool_choice(json_object *o, const char **named, gc_api_err_t *err) {
+  json_object *c = field(o, "tool_choice"), *ty, *fn, *name;
   if (!c) return 1;
   const char *s = json_object_is_type(c, json_type_string) ? json_object_get_string(c) : NULL;
   if (s && !strcmp(s, "auto")) return 1;
   if (s && !strcmp(s, "none")) return 0;
-  if ((s && !strcmp(s, "required")) || json_object_is_type(c, json_type_object)) {
-    gc_api_fail(err, 400, INVALID, NULL, "tool_choice", "tool_choice %s needs constrained decoding, which "
-                "gcore-serve does not do: give \"auto\" or \"none\"", s ? "\"required\"" : "naming a function");
-    return -1;
+  if (s && !strcmp(s, "required")) return 2;
+  if (json_object_is_type(c, json_type_object) && json_object_object_get_ex(c, "type", &ty) &&
+      json_object_is_type(ty, json_type_string) && !strcmp(json_object_get_string(ty), "function") &&
+      json_object_object_get_ex(c, "function", &fn) && json_object_is_type(fn, json_type_object) &&
+      json_object_object_get_ex(fn, "name", &name) && json_object_is_type(name, json_type_string)) {
+    *named = json_object_get_string(name);
+    return 3;
   }
-  want(err, "tool_choice", "\"auto\", \"none\", \"required\" or an object", c);
+  want(err, "tool_choice", "\"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": "
+       "{\"name\": ...}}", c);
   return -1;
+}
+
+/* A name the reply may be made to call: 1 to GC_JSON_NAME bytes that a
+ * JSON string holds as they are (OpenAI's names are [A-Za-z0-9_-]). */
+static int forcible(const char *n) {
+  size_t len = strlen(n);
+  for (size_t i = 0; i < len; i++)
+    if ((unsigned char)n[i] < 0x20 || n[i] == '"' || n[i] == '\\') return 0;
+  return len >= 1 && len <= GC_JSON_NAME;
+}
+
+/* ca->call for tool_choice choice (2: any of the n tools' names, 3: named)
+ * in the spelling of the template's calls. */
+static int forced_call(gc_api_t *a, json_object *ts, size_t n, int choice, const char *named, chat_args_t *ca,
+                       gc_api_err_t *err) {
+  gc_err_t e = {0};
+  if (!(ca->call = gc_calloc(1, sizeof *ca->call, &e)) ||
+      !(ca->call->names = gc_calloc(n, sizeof *ca->call->names, &e)))
+    return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+  if (gc_chat_call_shape(a->tok, a->tools, ca->call, &e))
+    return gc_api_fail(err, 400, INVALID, NULL, "tool_choice", "tool_choice %s: %s", choice == 2 ? "required" :
+                       "naming a function", e.msg);
+  for (size_t i = 0; i < n; i++) {
+    json_object *fn, *name;
+    json_object_object_get_ex(json_object_array_get_idx(ts, i), "function", &fn); /* checked by tool_args */
+    json_object_object_get_ex(fn, "name", &name);
+    const char *s = json_object_get_string(name);
+    if (choice == 3 && strcmp(s, named)) continue;
+    if (!forcible(s))
+      return gc_api_fail(err, 400, INVALID, NULL, "tools", "tool name %s cannot be forced: 1 to %d characters, "
+                         "none of them '\"', '\\' or a control character", GC_QUOTED(s), GC_JSON_NAME);
+    snprintf(ca->call->names[ca->call->nnames++], GC_JSON_NAME + 1, "%s", s);
+  }
+  if (!ca->call->nnames)
+    return gc_api_fail(err, 400, INVALID, NULL, "tool_choice", "tool_choice names %s, which is not among the "
+                       "tools", GC_QUOTED(named));
+  return 0;
 }
 
 /* The request's tools into ca (as the template writes each, tojson), where
@@ -487,11 +536,15 @@ static int tool_choice(json_object *o, gc_api_err_t *err) {
  * list, and for tools the model's template cannot offer. */
 static int tool_args(gc_api_t *a, json_object *o, chat_args_t *ca, gc_api_err_t *err) {
   json_object *ts = field(o, "tools");
-  int choice = tool_choice(o, err);
+  const char *named = NULL;
+  int choice = tool_choice(o, &named, err);
   if (choice < 0) return err->status;
+  size_t n = ts && json_object_is_type(ts, json_type_array) ? json_object_array_length(ts) : 0;
+  if (choice >= 2 && !n)
+    return gc_api_fail(err, 400, INVALID, NULL, "tool_choice", "tool_choice %s needs tools", choice == 2
+                       ? "\"required\"" : "naming a function");
   if (!ts || !choice) return 0;
   if (!json_object_is_type(ts, json_type_array)) return want(err, "tools", "an array", ts);
-  size_t n = json_object_array_length(ts);
   if (!n) return 0;
   if (n > 1024) return gc_api_fail(err, 400, INVALID, NULL, "tools", "%zu tools: at most 1024", n);
   if (!a->has_chat || !a->tools)
@@ -524,7 +577,7 @@ static int tool_args(gc_api_t *a, json_object *o, chat_args_t *ca, gc_api_err_t 
   for (size_t i = 0; i < n; i++) ca->tools[i] = ca->tool_text.data + at[i];
   ca->ntools = (int)n;
   free(at);
-  return 0;
+  return choice >= 2 ? forced_call(a, ts, n, choice, named, ca, err) : 0;
 }
 
 /* /v1/completions has no tools: 400 for tools (but []) or a tool_choice
@@ -995,13 +1048,27 @@ static int choices(const body_t *b, gc_api_req_t *q, gc_api_err_t *err) {
  * choices, at rs[at, at + q->n), each its own params (a given seed plus
  * the choice's number). */
 static int prompt_requests(gc_api_t *a, const body_t *b, int chat, prompt_t *ps, const gc_api_req_t *q,
-                           gc_srv_req_t **rs, int at, gc_api_err_t *err) {
+                           const gc_json_call_t *call, gc_srv_req_t **rs, int at, gc_api_err_t *err) {
   gc_err_t e = {0};
   for (int j = 0; j < q->n; j++) {
     gc_srv_req_t *r = rs[at + j] = gc_srv_req_new_in(at + j ? rs[0] : NULL, &e);
     if (!r) return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
     r->index = at + j;
     if (params(a, b, chat, (int)ps->ids.n, j, &r->p, (gc_api_req_t *)q, err)) return err->status;
+    if (call && (r->p.json || r->p.ignore_eos))
+      return gc_api_fail(err, 400, INVALID, NULL, "tool_choice", "tool_choice forces one call, which ends the "
+                         "reply: not with %s", r->p.json ? "response_format json_object" : "ignore_eos");
+    if (call) {
+      if (!(r->p.call = gc_malloc(sizeof *call, &e)) ||
+          !(r->p.call->names = gc_malloc((size_t)call->nnames * sizeof *call->names, &e))) {
+        free(r->p.call), r->p.call = NULL;
+        return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+      }
+      char(*names)[GC_JSON_NAME + 1] = r->p.call->names;
+      *r->p.call = *call, r->p.call->names = names;
+      memcpy(names, call->names, (size_t)call->nnames * sizeof *names);
+      r->p.json = 1;
+    }
     if (q->echo && echo_text(a, ps->json, &ps->ids, r, err)) return err->status;
     r->p.chat_end = chat ? a->chat_end : -1;
     r->nprompt = (int)ps->ids.n;
@@ -1045,6 +1112,8 @@ int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_api_req_t
   if (!rc && chat) rc = template_kwargs(o, &ca, err) || tool_args(a, o, &ca, err) ? err->status : 0;
   if (!rc && chat) np = 1, rc = chat_prompt(a, field(o, "messages"), &ca, &ps[0].ids, err);
   q->tools = ca.ntools > 0;
+  gc_json_call_t *call = ca.call; /* kept for the requests */
+  ca.call = NULL;
   chat_args_free(&ca);
   if (!rc && !chat) rc = no_tools(o, err);
   if (!rc && !chat) rc = completion_prompts(a, field(o, "prompt"), ps, &np, err);
@@ -1058,7 +1127,8 @@ int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_api_req_t
   if (!rc && !(rs = gc_calloc((size_t)(np * q->n), sizeof *rs, &e)))
     rc = gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
   for (int i = 0; !rc && i < np; i++)
-    if ((rc = prompt_requests(a, &b, chat, &ps[i], q, rs, i * q->n, err))) of_prompt(err, (size_t)i, (size_t)np);
+    if ((rc = prompt_requests(a, &b, chat, &ps[i], q, call, rs, i * q->n, err))) of_prompt(err, (size_t)i, (size_t)np);
+  call_free(call);
   for (int i = 0; i < np; i++) gc_tok_ids_free(&ps[i].ids);
   if (rc) {
     for (int i = rs ? np * q->n : 0; i-- > 0;) gc_srv_req_release(rs[i]); /* the leader, rs[0], last */

@@ -112,6 +112,8 @@ void gc_srv_req_release(gc_srv_req_t *r) {
   for (int i = 0; i < r->p.nstop; i++) free(r->p.stop[i]);
   gc_sampler_free(r->smp);
   free(r->jrow);
+  if (r->p.call) free(r->p.call->names);
+  free(r->p.call);
   free(r->prompt);
   free(r->echo);
   free(r->ids);
@@ -714,7 +716,8 @@ static void decode_step(gc_engine_t *en) {
  * Errors: GC_ENOMEM; GC_EUNSUPPORTED without a tokenizer (no pieces). */
 static int json_room(gc_engine_t *en, gc_srv_req_t *r, gc_err_t *e) {
   if (!en->jv) return gc_err_set(e, GC_EUNSUPPORTED, "JSON mode needs the model's tokenizer");
-  gc_json_fsm_init(&r->jf);
+  if (r->p.call) gc_json_fsm_init_call(&r->jf, r->p.call);
+  else gc_json_fsm_init(&r->jf);
   r->jrow = gc_malloc((size_t)en->w->cfg.vocab_size * sizeof *r->jrow, e);
   return r->jrow ? GC_OK : e->code;
 }

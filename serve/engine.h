@@ -35,7 +35,10 @@ typedef struct gc_srv_params {
                               beginning (llama.cpp's cache_prompt; 1 unless the request says no) */
   int json;                /* JSON mode (response_format json_object): every token keeps the reply
                               the beginning of one JSON object (models/jsonmode.h), and the reply
-                              ends, with an end token, when the object does */
+                              ends, with an end token, when the object does; with call, the same
+                              for that one call */
+  gc_json_call_t *call;    /* tool_choice "required" or a named function: the call the reply is
+                              (owned, names too), or NULL */
 } gc_srv_params_t;
 
 /* A latency histogram for /metrics: counts per bucket of upper bounds

@@ -869,8 +869,11 @@ def test_gguf_tools_in_the_prompt(gc, bundles, kind):
                                                             "max_tokens": 1, "return_token_ids": True})
         assert status == 200 and json.loads(text)["choices"][0]["prompt_token_ids"] == rendered_ids(gc, path, kind, [u])
         bad_call = [u, {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{x"}}]}, r1]
-        for body, msg in (({"tool_choice": "required"}, "constrained decoding"),
-                          ({"tool_choice": {"type": "function", "function": {"name": "now"}}}, "constrained decoding"),
+        for body, msg in (({"tool_choice": {"type": "function", "function": {"name": "nope"}}}, "not among the tools"),
+                          ({"tool_choice": "required", "response_format": {"type": "json_object"}},
+                           "not with response_format"),
+                          ({"tool_choice": "required", "ignore_eos": True}, "not with ignore_eos"),
+                          ({"tool_choice": "required", "tools": []}, "needs tools"),
                           ({"tool_choice": 3}, "'tool_choice' must be"),
                           ({"tools": [{"type": "function", "function": {"description": "x"}}]}, "tools[0] must be"),
                           ({"tools": [{"type": "code"}]}, "tools[0] must be"), ({"tools": {}}, "'tools' must be"),
@@ -1023,6 +1026,60 @@ def test_gguf_mistral_tool_calls_in_the_reply(gc, bundles):
         chain = ["[/INST]"] + (["[TOOL_CALLS]"] if calls_token else []) + [out, "</s>"]
         path = chain_gguf(gc, "mistral_v3", chain, f"mistral-tools{i}.gguf", user=[out], ctx=2048)
         check_reply_calls(bundles, path, content, calls)
+
+
+# how each template's calls begin in the reply's text (Mistral's after its [TOOL_CALLS] control token)
+CALL_TEXT = {"qwen2_5": '<tool_call>\n{"name": "', "llama3_2": '{"name": "', "mistral_v3": '[{"name": "'}
+
+
+@pytest.mark.parametrize("kind", sorted(CALL_TEXT))
+def test_gguf_forced_tool_calls(gc, bundles, kind):
+    """tool_choice "required" and a named function (the reply constrained
+    to one call as the template spells it: models/jsonmode.c) over a
+    random-weight model of each tools template, greedy and sampled: each
+    reply is one call its parser reads back (finish_reason "tool_calls",
+    a name among the tools, the named one where one is named, arguments
+    a JSON object), or, cut by max_tokens, text that begins one; streamed
+    the same. A model left to "auto" calls nothing here."""
+    from test_serve import Server, sse
+    path, _ = chat_gguf(gc, kind)
+    srv = Server(path, chat_bundle(bundles, path, kind), "--parallel", 2)
+    names = [t["function"]["name"] for t in TOOLS]
+    msgs = [{"role": "user", "content": "weather?"}]
+    seen = {"tool_calls": 0, "length": 0}
+    try:
+        status, _, text = srv.post("/v1/chat/completions", {"messages": msgs, "tools": TOOLS, "max_tokens": 24,
+                                                            "temperature": 0})
+        assert status == 200 and not json.loads(text)["choices"][0]["message"].get("tool_calls"), text
+        for k in range(16):
+            named = names[k // 2 % len(names)]
+            choice = "required" if k % 2 else {"type": "function", "function": {"name": named}}
+            req = {"messages": msgs, "tools": TOOLS, "tool_choice": choice, "max_tokens": 160,
+                   "temperature": 0 if k < 2 else 1.0, "seed": k}
+            status, _, text = srv.post("/v1/chat/completions", req)
+            assert status == 200, text
+            ch = json.loads(text)["choices"][0]
+            m, finish = ch["message"], ch["finish_reason"]
+            seen[finish] += 1
+            if finish == "tool_calls":
+                (call,) = m["tool_calls"]
+                assert not m["content"], m
+                assert call["function"]["name"] in (names if k % 2 else [named]), (k, call)
+                assert isinstance(json.loads(call["function"]["arguments"]), dict), call
+            else:
+                assert not m.get("tool_calls") and m["content"].lstrip().startswith(CALL_TEXT[kind]), (k, m)
+                rest = m["content"].lstrip()[len(CALL_TEXT[kind]):]
+                assert any(rest.startswith(n) or n.startswith(rest) for n in (names if k % 2 else [named])), (k, m)
+            if k in (1, 6):
+                status, _, text = srv.post("/v1/chat/completions", dict(req, stream=True))
+                deltas = [c["delta"] for ev in sse(text) for c in ev["choices"]]
+                got = [(t["function"]["name"], t["function"]["arguments"]) for d in deltas
+                       for t in d.get("tool_calls", [])]
+                assert got == [(c["function"]["name"], c["function"]["arguments"])
+                               for c in m.get("tool_calls") or []], (k, deltas)
+        assert seen["tool_calls"] >= 2, seen
+    finally:
+        assert srv.stop()[0] == 0
 
 
 @pytest.mark.parametrize("kind", ["deepseek_r1", "qwen3_thinking"])

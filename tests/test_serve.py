@@ -1351,7 +1351,7 @@ BAD_CHAT = [
     (b'{"messages": [{"role": "user", "content": "a"}], "tools": [{"type": "function"}]}', 400, "tools",
      "has no tool calls"),
     (b'{"messages": [{"role": "user", "content": "a"}], "tool_choice": "required"}', 400, "tool_choice",
-     "constrained decoding"),
+     "needs tools"),
     (b'{"prompt": "x"}', 400, "messages", "required"),
 ]
 

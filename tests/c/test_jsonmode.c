@@ -114,6 +114,32 @@ static void copies_are_independent(void) {
   CHECK(gc_json_fsm_feed(&f, "[1]}", 4) && gc_json_fsm_done(&f));
 }
 
+/* A call's shape (tool_choice "required"): the texts as they are, one of
+ * the names (one a prefix of another), an object, the end. */
+static int call_feed(const char *s, int *done) {
+  static char names[3][GC_JSON_NAME + 1] = {"get", "get_weather", "now"};
+  gc_json_call_t c = {-1, "{\"name\": \"", "\", \"parameters\": ", "}", names, 3};
+  gc_json_fsm_t f;
+  gc_json_fsm_init_call(&f, &c);
+  int ok = gc_json_fsm_feed(&f, s, strlen(s));
+  *done = gc_json_fsm_done(&f);
+  return ok;
+}
+
+static void call_shapes(void) {
+  int done;
+  CHECK(call_feed("{\"name\": \"get\", \"parameters\": {}}", &done) && done);
+  CHECK(call_feed("{\"name\": \"get_weather\", \"parameters\": {\"city\": [1, {}]}}", &done) && done);
+  CHECK(call_feed("{\"name\": \"get_w", &done) && !done);
+  CHECK(call_feed("{\"name\": \"now\", \"parameters\": {\"a\": 1}", &done) && !done); /* post to come */
+  CHECK(!call_feed("{\"name\": \"nope", &done));        /* not a name */
+  CHECK(!call_feed("{\"name\": \"ge\"", &done));        /* a name cut short */
+  CHECK(!call_feed("{\"name\": \"get_weather_x", &done)); /* past every name */
+  CHECK(!call_feed("{ \"name\"", &done));                /* the text exactly */
+  CHECK(!call_feed("{\"name\": \"now\", \"parameters\": [1]", &done)); /* arguments are an object */
+  CHECK(!call_feed("{\"name\": \"now\", \"parameters\": {}} ", &done)); /* nothing after the call */
+}
+
 /* `check`: "<length>\n<bytes>" documents from stdin. */
 static int check_stdin(void) {
   size_t n;
@@ -135,5 +161,6 @@ int main(int argc, char **argv) {
   check_case("refusals", refusals);
   check_case("limits", limits);
   check_case("copies", copies_are_independent);
+  check_case("call shapes", call_shapes);
   return check_report();
 }
