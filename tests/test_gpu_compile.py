@@ -195,6 +195,32 @@ def test_tensormap_declarations_reach_the_bundle(gc):
 
 
 @needs_nvrtc
+def test_short_decode_attention_merges_in_a_cluster(gc):
+    """The decode attention's short-context bucket (k > 0) on sm_90a is
+    attention_decode_mma merging its slices in a thread-block cluster
+    (CL=1, SPLIT=8), for heads of 64 and of 128 (where attention_decode
+    serves it before sm_90); the long bucket keeps the ticket merge; sm_80
+    has no clusters: CL=1 is refused there. Nothing spills."""
+    def served(target, *args):
+        r = gc("gcore-gen", "--target", target, "--op", "attention", "--dtype", "f16", "--m", "1", "--h", "32",
+               "--g", "8", *args, "-q", "-o", "b.gcb")
+        assert r.rc == 0 and "spill" not in r.err, r
+        with sqlite3.connect(gc.dir / "b.gcb") as c:
+            return c.execute("SELECT template, params FROM code_objects").fetchall()
+    for d in ("64", "128"):
+        rows = served("sm_90a", "--d", d, "--k", "1024")
+        assert rows == [("attention_decode_mma", rows[0][1])] and "SPLIT=8" in rows[0][1] and \
+            rows[0][1].endswith(",CL=1"), (d, rows)
+        rows = [p for t, p in served("sm_90a", "--d", d) if t == "attention_decode_mma"]
+        assert rows and all(p.endswith(",CL=0") for p in rows), (d, rows)
+        rows = served("sm_80", "--d", d, "--k", "1024")
+        assert rows and not any(p.endswith(",CL=1") for t, p in rows), (d, rows)
+    r = gc("gcore-gen", "--target", "sm_80", "--op", "attention", "--dtype", "f16", "--m", "1", "--h", "32", "--g",
+           "8", "--d", "64", "--force", "attention_decode_mma:CL=1,SPLIT=8", "-q", "-o", "c.gcb")
+    assert r.rc != 0 and "constraint fails" in r.err, r
+
+
+@needs_nvrtc
 def test_few_rows_take_tiles_of_64_rows(gc):
     """gemm_wgmma's conditional default (@defaults ... if M <= 128): a GEMM
     of 128 rows takes 64-row tiles with two consumers side by side, one of

@@ -32,7 +32,7 @@
  * @grid M * G * cdiv(H / G, HPB) * SPLIT 1 1
  * @block WARPS * WARP 1 1
  * @priority 2
- * @priority 4 if K > 0 && D > 64 && !AMD -- a decode's short-context bucket (at most K keys, attn_short) with heads over 64, on NVIDIA: a lower fixed cost than attention_decode_mma's split (H200, the 8B shape after 128 tokens: 245.4 against 239.4 tok/s; after 3830, in the other bucket, mma's 233.3 against 228.7; bench/RESULTS.md, session 32)
+ * @priority 4 if K > 0 && D > 64 && !AMD && SM < 90 -- a decode's short-context bucket (at most K keys) with heads over 64, on NVIDIA before sm_90: a lower fixed cost than attention_decode_mma's split with tickets (H200, the 8B after 128 tokens: 245.4 against 239.4 tok/s; session 32); on sm_90 the mma kernel's cluster merge (CL=1) wins it (246.7 / 244.5 against 246.6 / 242.5 after 128 / 850; session 46)
  * @pdl -- reads nothing before its wait for the kernel before but the positions (L2PF: for an L2 prefetch of older cache rows; PRE: for its slice, whose older rows it then loads) and older cache rows: only the host writes the positions, and a decode step's kernel before writes only the newest cache row
  *
  * Block b = (r·G·nb + hb)·SPLIT + s serves row r (0 but for a batch) and

@@ -25,14 +25,17 @@
  * @param DMAX 64 128 default 128 -- largest head dimension served (registers are sized for it)
  * @param KMIN 0 32 64 128 256 default 0 -- keys a block takes at least: a row of L keys is cut in min(SPLIT, cdiv(L, KMIN)) slices (0: SPLIT), the blocks past them exit at once, so that a short context takes fewer, fuller blocks and merges fewer partials
  * @param L2PF 0 1 default 1 -- 1: before its wait for the kernel before, the block asks L2 for its slice's keys and values but the newest row (gc_split_prefetch), so they stream in while that kernel drains
+ * @param CL 0 1 default 0 -- 1: the SPLIT blocks of a (row, kv head) are one thread-block cluster (sm_90): each keeps its partial in shared memory and, after a cluster barrier, merges a share of the heads' elements from all of them (distributed shared memory): no workspace, no ticket, no last block's second pass through L2
  * @defaults attention attention_batch DMAX=64 if D <= 64 -- heads of 64 or fewer: registers and stages sized for them (H200, the 1B shape, decode after 128 / 3830 tokens: 1092.4 -> 1121.9 / 1060.3 -> 1079.3 tok/s; bench/RESULTS.md, session 31)
+ * @defaults attention CL=1 SPLIT=8 if K > 0 && SM >= 90 -- a decode's short-context bucket (at most K keys) on sm_90: the slices of a kv head merged in a cluster (H200, the 1B shape, untuned, decode after 128 / 850 tokens: 1206.5 / 1177.4 tok/s against 1161.4 / 1152.3 with SPLIT=16 and tickets, 1177.1 / 1157.3 with SPLIT=8 and tickets; bench/RESULTS.md, session 46); the long bucket keeps SPLIT=16 and tickets (after 3830 tokens CL=1 SPLIT=8 ran 1082.9 against 1114.9)
  * @defaults attention_batch WARPS=4 SPLIT=4 -- a batch's M rows multiply the blocks: fewer slices, and half the warps' stages, so that three blocks share an SM (8 warps' stages at DMAX 128: 139 KB, one); on an H200 (bench/RESULTS.md, session 27), 32 heads over 8 of 128 (64), 4 and 16 rows 255 and 2000 positions in: 11.3-34.7 us (10.5-28.5) against attention_decode's 13.1-58.9 (12.6-59.1), where SPLIT=8 took 18.1-60.9
  * @constraint WARP == 32 && WARPS * WARP <= MAXT -- NVIDIA warps, a legal block
  * @constraint DMAX / 2 + DMAX / 4 + KW / 2 + 48 <= 255 -- O's accumulators, q's fragments and a chunk's scores fit the registers
  * @constraint WARPS * NST * KW * (DMAX + 8) * 4 <= SMEM -- every warp's K and V stages fit in shared memory
  * @constraint SPLIT * (DMAX + 2) * (128 + 896 * BATCH) <= 2097152 -- the cross-block workspace (128 heads; a batch's 1024 (row, head) pairs) stays within 8 MiB
+ * @constraint CL == 0 || (SM >= 90 && SPLIT > 1 && SPLIT <= 8 && KMIN == 0) -- clusters from sm_90, of at most 8 blocks (the portable size); every block of one takes part in its barriers
  * @shmem WARPS * NST * KW * (DMAX + 8) * 4
- * @applies (BATCH == 1 || M == 1) && G > 0 && H % G == 0 && H / G <= 16 && D % 16 == 0 && D <= DMAX && (SPLIT == 1 || M * H <= 128 + 896 * BATCH) -- one query row (a batch: any); a kv head's query heads fit one 16-row tile; whole 16-wide k steps of D; the workspace holds 128 heads (a batch: 1024 (row, head) pairs)
+ * @applies (BATCH == 1 || M == 1) && G > 0 && H % G == 0 && H / G <= 16 && D % 16 == 0 && D <= DMAX && (SPLIT == 1 || CL == 1 || M * H <= 128 + 896 * BATCH) -- one query row (a batch: any); a kv head's query heads fit one 16-row tile; whole 16-wide k steps of D; the workspace holds 128 heads (a batch: 1024 (row, head) pairs)
  * @grid M * G * SPLIT 1 1
  * @block WARPS * WARP 1 1
  * @priority 3
@@ -65,7 +68,15 @@
  * the block that takes the last ticket of its (row, kv head) merges the ns
  * partials and writes O (so, as for attention_decode, two launches of this
  * code object must not run concurrently; the runtime's one stream
- * serialises them).
+ * serialises them). CL = 1 makes the ns = SPLIT blocks of a (row, kv head)
+ * one cluster (the grid's consecutive blocks; rank = slice): each block
+ * puts its partial per head (m, l, o[D]) in its own shared memory, a
+ * cluster barrier (release, acquire) makes them visible, each block merges
+ * elements rank, rank + SPLIT, ... of its heads' per·D from every block's
+ * partial (ld.shared::cluster) and writes them, and a second barrier keeps
+ * every block alive until no one reads its partial. (tests/nv_emu runs a
+ * block at a time, so CL = 1 is verified on the GPU only: by the tuner
+ * before it may win, tests/test_ops.py and the model tests on sm_90.)
  */
 
 #define ADM_S (DMAX + 8)       /* shared row stride of K and V, elements */
@@ -82,8 +93,14 @@
 
 #define ADM_HMAX (BATCH ? 1024 : 128) /* (row, head) pairs the workspace holds */
 
-GC_GLOBAL float adm_ws[SPLIT > 1 ? ADM_HMAX * SPLIT * ADM_W : 1];
-GC_GLOBAL unsigned adm_cnt[SPLIT > 1 ? ADM_HMAX : 1]; /* per (row, kv head): G <= H */
+GC_GLOBAL float adm_ws[SPLIT > 1 && !CL ? ADM_HMAX * SPLIT * ADM_W : 1];
+GC_GLOBAL unsigned adm_cnt[SPLIT > 1 && !CL ? ADM_HMAX : 1]; /* per (row, kv head): G <= H */
+
+#if CL
+#define ADM_CLUSTER_DIMS __cluster_dims__(SPLIT, 1, 1)
+#else
+#define ADM_CLUSTER_DIMS
+#endif
 
 GC_DEVICE void adm_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
   gc_mma16816<GC_TA == GC_BF16>(c, a[0], a[1], a[2], a[3], b0, b1);
@@ -105,10 +122,44 @@ GC_DEVICE void adm_load(unsigned st, const TB *Kc, const TB *Vc, int64_t k0, int
   }
 }
 
+#if CL
+/* CL = 1: the block's partial of each of its heads, (m, l, o[DMAX]) a
+ * head, read by every block of the cluster. */
+GC_SHARED float adm_cl_part[16 * ADM_W];
+
+GC_DEVICE void adm_cl_put(int hh, int d, float mx, float ls, float os) {
+  if (d == 0)
+    adm_cl_part[hh * ADM_W] = mx, adm_cl_part[hh * ADM_W + 1] = ls;
+  adm_cl_part[hh * ADM_W + 2 + d] = os;
+}
+
+/* Every block of the cluster (rank = its slice) has put its partials:
+ * elements rank, rank + SPLIT, ... of the nh heads' nh·D, merged from the
+ * SPLIT partials, into O (the first head's output; head hh at hh·D). */
+GC_DEVICE void adm_cl_merge(TC *O, int nh, int64_t D, int rank) {
+  gc_cluster_sync(); /* every partial is in place and visible */
+  for (int64_t i = rank + (int64_t)gc_tid() * SPLIT; i < nh * D; i += (int64_t)WARPS * WARP * SPLIT) {
+    const int hh = (int)(i / D), d = (int)(i % D);
+    float m[SPLIT], mx = -GC_INF, ls = 0.0f, os = 0.0f;
+    GC_UNROLL(SPLIT)
+    for (int k = 0; k < SPLIT; k++)
+      mx = gc_max(mx, m[k] = gc_ld_cluster(&adm_cl_part[hh * ADM_W], (unsigned)k));
+    GC_UNROLL(SPLIT)
+    for (int k = 0; k < SPLIT; k++) {
+      const float w = gc_split_weight(m[k], mx);
+      ls += w * gc_ld_cluster(&adm_cl_part[hh * ADM_W + 1], (unsigned)k);
+      os += w * gc_ld_cluster(&adm_cl_part[hh * ADM_W + 2 + d], (unsigned)k);
+    }
+    STORE_C(O, hh * D + d, os / ls);
+  }
+  gc_cluster_sync(); /* no block leaves while another may read its partial */
+}
+#endif
+
 /* args: Q[M, H, D] (TA), Kc, Vc [pos0+1.., G, D] (TB; a batch: [slots,
  * S, G, D]), O[M, H, D] (TC), int32 *pos (pos0; a batch: [2, M], positions
  * then slots), int64 M, H, G, D (a batch: and S), float scale. */
-GC_KERNEL_BOUNDS(WARPS * WARP)
+GC_KERNEL_BOUNDS(WARPS * WARP) ADM_CLUSTER_DIMS
 void attention_decode_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const int32_t *pos, int64_t M,
                           int64_t H, int64_t G, int64_t D,
 #if BATCH
@@ -119,7 +170,7 @@ void attention_decode_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const 
   /* SPLIT > 1, the last block's merge: per (head, slice) its weight and l, per head the sum */
   GC_SHARED float sm_wt[SPLIT > 1 ? 16 : 1][SPLIT], sm_lk[SPLIT > 1 ? 16 : 1][SPLIT], sm_ls[16];
   if ((BATCH ? M < 1 : M != 1) || G <= 0 || H % G || H / G > 16 || D <= 0 || D % 16 || D > DMAX ||
-      (SPLIT > 1 && M * H > ADM_HMAX))
+      (SPLIT > 1 && !CL && M * H > ADM_HMAX))
     return; /* outside @applies */
 #if !BATCH
   const int64_t S = 0; /* a batch's rows a slot */
@@ -301,8 +352,16 @@ void attention_decode_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const 
     if (ns == 1)
       STORE_C(O, (h0 + hh) * D + d, os / ls);
     else
+#if CL
+      adm_cl_put(hh, d, mx, ls, os);
+#else
       gc_split_put(adm_ws + ((row * H + h0 + hh) * SPLIT + sp) * ADM_W, d, mx, ls, os);
+#endif
   }
+#if CL
+  adm_cl_merge(O + h0 * D, (int)per, D, sp);
+  return;
+#endif
   if (ns == 1 || !gc_split_last(&adm_cnt[row * G + g], ns, &s_last))
     return;
   /* the last block of (row, kv head g): its heads' ns partials */

@@ -318,6 +318,16 @@ GC_DEVICE unsigned gc_cluster_rank(void) {
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
   return r;
 }
+/* The float at shared address p (a __shared__ variable's) of block rank
+ * of the cluster (distributed shared memory; visible after a cluster
+ * barrier that followed its store). */
+GC_DEVICE float gc_ld_cluster(const float *p, unsigned rank) {
+  unsigned a;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(gc_smem_addr(p)), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(a) : "memory");
+  return v;
+}
 /* Every thread of every block of the cluster arrives, then waits (the
  * .aligned forms: the warp reconverges first). */
 GC_DEVICE void gc_cluster_sync(void) {
