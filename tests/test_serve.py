@@ -1021,6 +1021,12 @@ def test_refused_and_ignored_fields(srv):
     assert completion(srv, dict(base, **off))["token_ids"] == ref
 
 
+def special_ids(model):
+    """The control tokens of the tests' tokenizer (tokenizer.json's added ones)."""
+    with open(os.path.join(model, "tokenizer.json")) as f:
+        return {a["id"] for a in json.load(f)["added_tokens"]}
+
+
 def test_json_mode(srv, tiny):
     """response_format {"type": "json_object"} (JSON mode), chats greedy and
     sampled: a reply that ends ("stop") is one JSON object, ended by an end
@@ -1032,8 +1038,7 @@ def test_json_mode(srv, tiny):
     unknown type, or ignore_eos with it are refused."""
     model = tiny[1]
     texts, raw = token_texts(model)
-    with open(os.path.join(model, "tokenizer.json")) as f:
-        special = {a["id"] for a in json.load(f)["added_tokens"]}
+    special = special_ids(model)
     seen = {"stop": 0, "length": 0}
     for k in range(24):
         greedy = k % 2 == 0
@@ -1211,6 +1216,32 @@ def test_load_16_clients_20_requests(srv, tiny):
     assert not bad, f"{len(bad)} of {len(jobs)} differ from gcore-run, e.g. {bad[0]}"
     assert srv.health() == {"status": "ok", "slots": 4, "active": 0, "queued": 0}
     print(f"{len(jobs)} requests in {elapsed:.1f} s")
+
+
+def test_json_mode_beside_plain_clients(srv, tiny):
+    """8 clients at once on 4 slots, every other one in JSON mode: the JSON
+    replies are the ones each gets alone (greedy: the same tokens), each
+    the beginning of an object; the plain replies are gcore-run's greedy
+    tokens, untouched by the constrained rows beside them in a step."""
+    _, raw = token_texts(tiny[1])
+    special = special_ids(tiny[1])
+    prompts = [[5 + i, 9, 17 + 3 * i] for i in range(8)]
+    refs = reference_ids(tiny, prompts, 16)
+
+    def one(i, alone=False):
+        body = {"model": MODEL, "prompt": prompts[i], "max_tokens": 16, "temperature": 0, "return_token_ids": True,
+                **({"response_format": {"type": "json_object"}} if i % 2 else {"ignore_eos": True})}
+        status, _, text = srv.post("/v1/completions", body, timeout=300)
+        assert status == 200, text
+        return json.loads(text)["choices"][0]["token_ids"]
+    alone = {i: one(i) for i in range(1, 8, 2)}
+    with ThreadPoolExecutor(8) as ex:
+        got = list(ex.map(one, range(8)))
+    for i, ids in enumerate(got):
+        if i % 2:
+            assert ids == alone[i] and is_prefix(b"".join(raw[t] for t in ids if t not in special)), (i, ids)
+        else:
+            assert ids == refs[i][:16], (i, ids, refs[i])
 
 
 def test_prompts_in_chunks(tiny):
