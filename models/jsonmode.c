@@ -2,6 +2,7 @@
  * pieces run through it (jsonmode.h). */
 #include "jsonmode.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -222,6 +223,8 @@ struct gc_json_vocab {
   char *bytes;
   uint8_t *special; /* [n] control tokens */
   uint8_t *plain;   /* [n] pieces of printable ASCII but '"' and '\\' only: text inside a string */
+  int32_t *by_first; /* [n] the ids of non-empty pieces, grouped by their first byte */
+  int first_at[257]; /* group b: by_first[first_at[b], first_at[b + 1]) */
 };
 
 int gc_json_vocab_new(const gc_tok_t *t, gc_json_vocab_t **out, gc_err_t *e) {
@@ -246,6 +249,7 @@ int gc_json_vocab_new(const gc_tok_t *t, gc_json_vocab_t **out, gc_err_t *e) {
     }
     v->plain[id] = (uint8_t)plain;
   }
+  if (!rc && !(v->by_first = gc_malloc((size_t)(n ? n : 1) * sizeof *v->by_first, e))) rc = e->code;
   if (rc) {
     gc_buf_free(&b);
     v->bytes = NULL;
@@ -253,6 +257,13 @@ int gc_json_vocab_new(const gc_tok_t *t, gc_json_vocab_t **out, gc_err_t *e) {
     return rc;
   }
   v->bytes = b.data;
+  int count[257] = {0};
+  for (int id = 0; id < n; id++)
+    if (v->off[id + 1] > v->off[id]) count[(unsigned char)v->bytes[v->off[id]] + 1]++;
+  for (int c = 0; c < 256; c++) count[c + 1] += count[c];
+  memcpy(v->first_at, count, sizeof count);
+  for (int id = 0; id < n; id++)
+    if (v->off[id + 1] > v->off[id]) v->by_first[count[(unsigned char)v->bytes[v->off[id]]]++] = id;
   *out = v;
   return GC_OK;
 }
@@ -263,6 +274,7 @@ void gc_json_vocab_free(gc_json_vocab_t *v) {
   free(v->bytes);
   free(v->special);
   free(v->plain);
+  free(v->by_first);
   free(v);
 }
 
@@ -272,6 +284,23 @@ int gc_json_allows(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t id)
   if (f->st == J_STR && v->plain[id] && (!f->call || f->phase == C_ARGS)) return 1; /* text inside a string */
   gc_json_fsm_t g = *f;
   return gc_json_fsm_feed(&g, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
+}
+
+void gc_json_mask(const gc_json_vocab_t *v, const gc_json_fsm_t *f, const float *logits, float *out, int n) {
+  for (int id = 0; id < n; id++) out[id] = -INFINITY;
+  if (f->call && f->phase == C_LEAD) {
+    if (f->call->lead >= 0 && f->call->lead < n) out[f->call->lead] = logits[f->call->lead];
+    return;
+  }
+  for (int c = 0; c < 256; c++) {
+    gc_json_fsm_t g = *f;
+    char ch = (char)c;
+    if (v->first_at[c] == v->first_at[c + 1] || !gc_json_fsm_feed(&g, &ch, 1)) continue; /* none may start so */
+    for (int k = v->first_at[c]; k < v->first_at[c + 1]; k++) {
+      int32_t id = v->by_first[k];
+      if (id < n && gc_json_allows(v, f, id)) out[id] = logits[id];
+    }
+  }
 }
 
 void gc_json_take(const gc_json_vocab_t *v, gc_json_fsm_t *f, int32_t id) {

@@ -72,6 +72,11 @@ void gc_json_vocab_free(gc_json_vocab_t *v); /* NULL is a no-op */
  * id outside the vocabulary: 0. (After the object is complete no token
  * is allowed here: the caller ends the reply with an end token.) */
 int gc_json_allows(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t id);
+/* out[0, n) := logits[id] where gc_json_allows(v, f, id), else -inf (ids
+ * past the vocabulary: -inf). The same as asking for each id, faster: the
+ * tokens are grouped by their first byte, and a group whose first byte
+ * cannot come next is refused whole (outside strings, most of them). */
+void gc_json_mask(const gc_json_vocab_t *v, const gc_json_fsm_t *f, const float *logits, float *out, int n);
 /* f advanced past token id (which gc_json_allows). */
 void gc_json_take(const gc_json_vocab_t *v, gc_json_fsm_t *f, int32_t id);
 

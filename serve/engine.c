@@ -466,7 +466,7 @@ static int sample_json(const gc_engine_t *en, gc_srv_req_t *r, const float *logi
   if (r->p.sp.temperature <= 0 && !gc_sampler_sample(r->smp, logits, &t, NULL) && gc_json_allows(en->jv, &r->jf, t)) {
     *tok = t;
   } else {
-    for (int id = 0; id < vocab; id++) r->jrow[id] = gc_json_allows(en->jv, &r->jf, id) ? logits[id] : -INFINITY;
+    gc_json_mask(en->jv, &r->jf, logits, r->jrow, vocab);
     if (gc_sampler_sample(r->smp, r->jrow, tok, NULL))
       rc = gc_err_set(e, GC_EUNSUPPORTED, "JSON mode: no token of the vocabulary continues the reply's object");
   }
