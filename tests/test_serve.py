@@ -1659,6 +1659,9 @@ def test_name_tokenizer_graphs_and_built_bundle(tiny, tmp_path, cache_dir):
         assert status == 400 and "no tokenizer" in json.loads(text)["error"]["message"], text
         status, _, text = s.post("/v1/completions", {"prompt": [5, 6], "max_tokens": 2})
         assert status == 200, text
+        status, _, text = s.post("/v1/completions", {"prompt": [5, 6], "max_tokens": 2,
+                                                     "response_format": {"type": "json_object"}})
+        assert status == 400 and "no tokenizer" in json.loads(text)["error"]["message"], text
         status, _, text = s.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]})
         assert status == 400 and json.loads(text)["error"]["param"] == "messages", text
         for path, body in (("/tokenize", {"content": "Hi"}), ("/detokenize", {"tokens": [5]})):
