@@ -388,6 +388,12 @@ def api_seeds() -> None:
              '<tool_call>{"oops": 1}</tool_call> <tool_call>\n{"name": "now"')
     put("api", "reply", bytes([0]) + reply.encode())
     put("api", "completion", bytes([0x80]) + json.dumps({"prompt": "hi", "tools": [], "max_tokens": 2}).encode())
+    # a call forced (tool_choice "required", a named function) and JSON mode
+    for i, choice in ((0, "required"), (2, {"type": "function", "function": {"name": "get_weather"}}),
+                      (3, "required")):
+        put("api", f"chat_forced_{i}", bytes([i]) + json.dumps(dict(chat, tool_choice=choice)).encode())
+    put("api", "json_mode", bytes([0x80]) + json.dumps({"prompt": "hi", "max_tokens": 2,
+                                                        "response_format": {"type": "json_object"}}).encode())
 
 
 def main() -> None:
