@@ -230,6 +230,7 @@ static const struct field_rule {
     READ("stop_token_ids"), READ("min_tokens"), READ("ignore_eos"), READ("return_token_ids"),
     READ("logprobs"), READ("top_logprobs"), READ("echo"), READ("n"), READ("best_of"), READ("cache_prompt"),
     READ("chat_template_kwargs"), READ("tools"), READ("tool_choice"), READ("response_format"),
+    READ("logit_bias"), READ("presence_penalty"), READ("frequency_penalty"),
 
     /* no effect on the tokens: bookkeeping, caching, scheduling */
     IGNORE("user"), IGNORE("metadata"), IGNORE("store"), IGNORE("parallel_tool_calls"), IGNORE("service_tier"),
@@ -246,8 +247,7 @@ static const struct field_rule {
     OFF("prompt_logprobs", OFF_NULL, 0, "give \"echo\": true with \"logprobs\""),
     OFF("n_probs", OFF_NUM, 0, "give \"logprobs\""), OFF("suffix", OFF_EMPTY, 0, NULL),
     /* penalties, biases and samplers that gcore's sampler does not have */
-    OFF("presence_penalty", OFF_NUM, 0, NULL), OFF("frequency_penalty", OFF_NUM, 0, NULL),
-    OFF("logit_bias", OFF_EMPTY, 0, NULL), OFF("allowed_token_ids", OFF_NULL, 0, NULL),
+    OFF("allowed_token_ids", OFF_NULL, 0, NULL),
     OFF("bad_words", OFF_EMPTY, 0, NULL), OFF("typical_p", OFF_NUM, 1, NULL), OFF("tfs_z", OFF_NUM, 1, NULL),
     OFF("top_a", OFF_NUM, 0, NULL), OFF("mirostat", OFF_NUM, 0, NULL), OFF("dry_multiplier", OFF_NUM, 0, NULL),
     OFF("xtc_probability", OFF_NUM, 0, NULL), OFF("dynatemp_range", OFF_NUM, 0, NULL),
@@ -842,6 +842,35 @@ static int penalty(const gc_api_t *a, const body_t *b, gc_sampler_params_t *sp, 
   return 0;
 }
 
+/* OpenAI's logit_bias ({"id": bias, ...}: at most GC_SRV_MAX_BIAS ids of
+ * the vocabulary, each bias from -100 to 100, added to its logit before
+ * the draw) and its presence and frequency penalties (-2 to 2). */
+static int biases(const gc_api_t *a, const body_t *b, gc_srv_params_t *p, gc_api_err_t *err) {
+  double pres = 0, freq = 0;
+  if (num(b, "presence_penalty", -2, 2, &pres, err) || num(b, "frequency_penalty", -2, 2, &freq, err))
+    return err->status;
+  p->presence = (float)pres, p->frequency = (float)freq;
+  json_object *lb = field(b->o, "logit_bias");
+  if (!lb) return 0;
+  if (!json_object_is_type(lb, json_type_object)) return want(err, "logit_bias", "an object of token ids", lb);
+  if (json_object_object_length(lb) > GC_SRV_MAX_BIAS)
+    return gc_api_fail(err, 400, INVALID, NULL, "logit_bias", "'logit_bias' has %d ids: at most %d",
+                       json_object_object_length(lb), GC_SRV_MAX_BIAS);
+  json_object_object_foreach(lb, key, v) {
+    char *end;
+    errno = 0;
+    long id = strtol(key, &end, 10);
+    if (!*key || *end || errno || id < 0 || id >= a->vocab)
+      return gc_api_fail(err, 400, INVALID, NULL, "logit_bias", "logit_bias key %s is not a token id (0 to %d)",
+                         GC_QUOTED(key), a->vocab - 1);
+    if (!is_number(v) || !(json_object_get_double(v) >= -100 && json_object_get_double(v) <= 100))
+      return gc_api_fail(err, 400, INVALID, NULL, "logit_bias", "logit_bias of %ld must be a number from -100 "
+                         "to 100", id);
+    p->bias_ids[p->nbias] = (int32_t)id, p->bias[p->nbias++] = (float)json_object_get_double(v);
+  }
+  return 0;
+}
+
 /* Log-probabilities: a chat's "logprobs": true with "top_logprobs" N (0 ..
  * GC_LOGPROBS_MAX), a completion's "logprobs": N (false or null: none),
  * and with it "echo": true the prompt's too. They name tokens by their text: a server without a
@@ -923,7 +952,7 @@ static int params(gc_api_t *a, const body_t *b, int chat, int nprompt, int choic
       boolean(o, "cache_prompt", &p->cache_prompt, err) ||
       penalty(a, b, &p->sp, err) || stops(o, p, err) || stop_ids(a, o, p, err) ||
       integer(b, "min_tokens", 0, INT32_MAX, &min_tokens, err) || logprobs(a, b, chat, p, q, err) ||
-      response_format(o, a->tok, p, err))
+      response_format(o, a->tok, p, err) || biases(a, b, p, err))
     return err->status;
   /* max_completion_tokens wins over max_tokens, as OpenAI's; both are
    * checked; 0 only with echo (the prompt's logprobs alone, as OpenAI's and

@@ -112,6 +112,8 @@ void gc_srv_req_release(gc_srv_req_t *r) {
   for (int i = 0; i < r->p.nstop; i++) free(r->p.stop[i]);
   gc_sampler_free(r->smp);
   free(r->jrow);
+  free(r->row);
+  free(r->counts);
   if (r->p.call) free(r->p.call->names);
   free(r->p.call);
   free(r->prompt);
@@ -430,11 +432,33 @@ static void fail_rows(gc_engine_t *en, gc_srv_req_t **rows, int n, const char *m
   for (int i = 0; i < n; i++) end_req(en, rows[i], NULL, 500, msg);
 }
 
+/* Whether r changes its logits before the draw (logit_bias, presence or
+ * frequency penalty): then it draws from its own row, r->row. */
+static int adjusted(const gc_srv_req_t *r) { return r->p.nbias || r->p.presence != 0 || r->p.frequency != 0; }
+
+/* r->row := logits[vocab] with r's logit_bias added, then OpenAI's
+ * penalties: each id the reply holds c > 0 times lowered by presence +
+ * c·frequency (counted in r->counts, zero before and after). */
+static void adjust(gc_srv_req_t *r, const float *logits, int vocab) {
+  int *counts = r->counts;
+  memcpy(r->row, logits, (size_t)vocab * sizeof *r->row);
+  for (int i = 0; i < r->p.nbias; i++) r->row[r->p.bias_ids[i]] += r->p.bias[i];
+  if (r->p.presence == 0 && r->p.frequency == 0) return;
+  for (int i = 0; i < r->nids; i++)
+    if (r->ids[i] >= 0 && r->ids[i] < vocab) counts[r->ids[i]]++;
+  for (int i = 0; i < r->nids; i++) {
+    int32_t id = r->ids[i];
+    if (id < 0 || id >= vocab || !counts[id]) continue;
+    r->row[id] -= r->p.presence + (float)counts[id] * r->p.frequency;
+    counts[id] = 0; /* once an id */
+  }
+}
+
 /* Whether the device's argmax picks r's next token: greedy, no penalty, no
  * end token to keep out (min_tokens), no logprobs wanted, no JSON mode. */
 static int greedy(const gc_srv_req_t *r) {
   return r->p.sp.temperature <= 0 && r->p.sp.repeat_penalty == 1.0f && r->nids >= r->p.min_tokens &&
-         r->p.logprobs < 0 && !r->p.json;
+         r->p.logprobs < 0 && !r->p.json && !adjusted(r);
 }
 
 /* Take logits[id] out (-inf), keeping what it was in saved[*n]. */
@@ -482,7 +506,9 @@ static int sample(const gc_engine_t *en, gc_srv_req_t *r, float *logits, struct 
     for (int i = 0; i < r->p.nstop_ids; i++) mask(saved, logits, r->p.stop_ids[i], &n);
     if (r->p.chat_end >= 0) mask(saved, logits, r->p.chat_end, &n);
   }
-  int t = -1, rc = r->p.json ? sample_json(en, r, logits, &t, e) : gc_sampler_sample(r->smp, logits, &t, e);
+  const float *row = logits;
+  if (adjusted(r)) adjust(r, logits, en->w->cfg.vocab_size), row = r->row;
+  int t = -1, rc = r->p.json ? sample_json(en, r, row, &t, e) : gc_sampler_sample(r->smp, row, &t, e);
   while (n--) logits[saved[n].id] = saved[n].was; /* in reverse: an id masked twice gets its first value */
   *tok = t;
   if (!rc && r->p.logprobs >= 0)
@@ -712,6 +738,15 @@ static void decode_step(gc_engine_t *en) {
   }
 }
 
+/* r's own row (and counts) where it adjusts its logits. Errors: GC_ENOMEM. */
+static int adjust_room(gc_engine_t *en, gc_srv_req_t *r, gc_err_t *e) {
+  size_t n = (size_t)en->w->cfg.vocab_size;
+  if (!adjusted(r)) return GC_OK;
+  if (!(r->row = gc_malloc(n * sizeof *r->row, e))) return e->code;
+  if ((r->p.presence != 0 || r->p.frequency != 0) && !(r->counts = gc_calloc(n, sizeof *r->counts, e))) return e->code;
+  return GC_OK;
+}
+
 /* JSON mode's state for r: the recognizer at the reply's start, its row.
  * Errors: GC_ENOMEM; GC_EUNSUPPORTED without a tokenizer (no pieces). */
 static int json_room(gc_engine_t *en, gc_srv_req_t *r, gc_err_t *e) {
@@ -755,7 +790,8 @@ static void admit(gc_engine_t *en) {
     }
     gc_err_t e = {0};
     if (gc_sampler_create(en->w->cfg.vocab_size, &r->p.sp, &r->smp, &e) ||
-        (r->p.prompt_logprobs && prompt_room(en, r, &e)) || (r->p.json && json_room(en, r, &e))) {
+        (r->p.prompt_logprobs && prompt_room(en, r, &e)) || (r->p.json && json_room(en, r, &e)) ||
+        adjust_room(en, r, &e)) {
       pthread_mutex_lock(r->mu);
       req_done(r, NULL, 500, e.msg);
       pthread_mutex_unlock(r->mu);

@@ -16,6 +16,7 @@
 #define GC_SRV_MAX_STOP 4   /* stop strings per request (OpenAI's limit) */
 #define GC_SRV_STOP_LEN 256 /* bytes per stop string, at most */
 #define GC_SRV_MAX_STOP_IDS 64 /* stop token ids per request (vLLM's stop_token_ids) */
+#define GC_SRV_MAX_BIAS 300    /* logit_bias entries per request (OpenAI's limit) */
 
 /* What a request asks for, checked by serve/api.c before it is queued. */
 typedef struct gc_srv_params {
@@ -39,6 +40,11 @@ typedef struct gc_srv_params {
                               for that one call */
   gc_json_call_t *call;    /* tool_choice "required" or a named function: the call the reply is
                               (owned, names too), or NULL */
+  int32_t bias_ids[GC_SRV_MAX_BIAS]; /* logit_bias: added to these ids' logits before the draw */
+  float bias[GC_SRV_MAX_BIAS];
+  int nbias;
+  float presence, frequency; /* OpenAI's penalties: each id the reply holds c > 0 times has its
+                              logit lowered by presence + c·frequency before the draw (-2 .. 2) */
 } gc_srv_params_t;
 
 /* A latency histogram for /metrics: counts per bucket of upper bounds
@@ -102,6 +108,9 @@ typedef struct gc_srv_req {
   gc_sampler_t *smp;
   gc_json_fsm_t jf;        /* p.json: the reply's text so far, as the JSON recognizer has read it */
   float *jrow;             /* p.json: [vocab] the row of logits with the ids JSON mode refuses at -inf */
+  float *row;              /* [vocab] the row with logit_bias and the penalties applied (where the
+                              request has them), drawn from in place of the engine's */
+  int *counts;             /* [vocab] with the penalties: scratch, zero between draws */
   gc_tok_stream_t ts;
   int slot;                /* KV-cache slot while running, else -1 */
   int fed;                 /* prompt tokens in the cache */

@@ -997,7 +997,7 @@ REFUSED = [
                  ("structured_outputs", '{"regex": "a"}'), ("typical_p", "0.5"), ("mirostat", "2"),
                  ("top_a", "0.1"), ("tfs_z", "0.9"), ("dry_multiplier", "0.8"), ("xtc_probability", "0.5"),
                  ("include_stop_str_in_output", "true"), ("skip_special_tokens", "false"),
-                 ("allowed_token_ids", "[1, 2]"), ("bad_words", '["a"]'), ("logit_bias", '{"5": 10}'),
+                 ("allowed_token_ids", "[1, 2]"), ("bad_words", '["a"]'),
                  ("n_predict", "5"), ("prompt_logprobs", "1"), ("use_beam_search", "true"),
                  ("tool_choice", '"auto"'),
                  ("tools", '[{"type": "function", "function": {"name": "f"}}]'))
@@ -1085,6 +1085,60 @@ def test_json_mode(srv, tiny):
          "response_format", "string \"type\""),
         (b'{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}, '
          b'"ignore_eos": true}', 400, "ignore_eos", "JSON mode"),
+    ])
+
+
+def test_logit_bias_and_openai_penalties(srv, tiny):
+    """OpenAI's logit_bias and presence and frequency penalties, checked
+    against the model's own log-probabilities (which they leave as they
+    are): +100 on an id makes every greedy token that id; -100 on the
+    greedy first token makes it the model's second most likely; -100 on 40
+    ids keeps them out of 64 sampled tokens; with presence_penalty 1.5 and
+    frequency_penalty 0.75 (-1 and -0.5, -1 and 0.4, where ids come back) each
+    greedy token is the best of the top 20 after subtracting presence +
+    count·frequency for the ids the reply already holds. Out-of-range
+    values and keys are refused."""
+    texts, raw = token_texts(tiny[1])
+    msgs = [{"role": "user", "content": "Tell me a story"}]
+    base = {"model": MODEL, "max_tokens": 8, "temperature": 0, "ignore_eos": True, "return_token_ids": True}
+    c = completion(srv, dict(base, prompt=[5, 6, 7], logit_bias={"77": 100}))
+    assert c["token_ids"] == [77] * 8, c
+    chat = dict(base, messages=msgs, logprobs=True, top_logprobs=5)
+    plain = completion(srv, chat, "/v1/chat/completions")
+    first = plain["token_ids"][0]
+    second = raw_id(raw, bytes(plain["logprobs"]["content"][0]["top_logprobs"][1]["bytes"]))
+    c = completion(srv, dict(chat, logit_bias={str(first): -100}), "/v1/chat/completions")
+    tops = [x["logprobs"]["content"][0]["top_logprobs"] for x in (c, plain)]
+    assert c["token_ids"][0] == second, (first, second, c["token_ids"])
+    assert [y["token"] for y in tops[0]] == [y["token"] for y in tops[1]] and \
+        all(abs(a["logprob"] - b["logprob"]) <= 1e-4 for a, b in zip(*tops)), tops  # the model's, unbiased
+    banned = list(range(100, 140))
+    c = completion(srv, dict(base, prompt=[5, 6, 7], max_tokens=64, temperature=1.0, seed=3,
+                             logit_bias={str(i): -100 for i in banned}))
+    assert len(c["token_ids"]) == 64 and not set(c["token_ids"]) & set(banned), c["token_ids"]
+    for pres, freq in ((1.5, 0.75), (-1.0, -0.5), (-1.0, 0.4)):  # the others let ids come back: counts grow
+        c = completion(srv, dict(chat, max_tokens=48, top_logprobs=20, presence_penalty=pres,
+                                 frequency_penalty=freq), "/v1/chat/completions")
+        ids, content = c["token_ids"], c["logprobs"]["content"]
+
+        def score(j, i, lp):  # the model's log-probability less the penalty at step j
+            n = ids[:j].count(i)
+            return lp - (pres + n * freq if n else 0)
+        for j, (i, x) in enumerate(zip(ids, content)):
+            mine = score(j, i, x["logprob"])
+            for y in x["top_logprobs"]:
+                assert score(j, raw_id(raw, bytes(y["bytes"])), y["logprob"]) <= mine + 1e-4, (pres, j, i, y)
+        most = max(ids.count(i) for i in ids)
+        assert most == 1 if pres > 0 else most >= 3, (pres, freq, ids)  # spread, or ids over and over
+    assert_errors(srv, "/v1/completions", [
+        (b'{"prompt": "x", "logit_bias": {"abc": 1}}', 400, "logit_bias", "not a token id"),
+        (b'{"prompt": "x", "logit_bias": {"512": 1}}', 400, "logit_bias", "not a token id (0 to 511)"),
+        (b'{"prompt": "x", "logit_bias": {"-1": 1}}', 400, "logit_bias", "not a token id"),
+        (b'{"prompt": "x", "logit_bias": {"5": 101}}', 400, "logit_bias", "from -100 to 100"),
+        (b'{"prompt": "x", "logit_bias": {"5": "1"}}', 400, "logit_bias", "from -100 to 100"),
+        (b'{"prompt": "x", "logit_bias": [1]}', 400, "logit_bias", "an object"),
+        (b'{"prompt": "x", "presence_penalty": 2.5}', 400, "presence_penalty", "from -2 to 2"),
+        (b'{"prompt": "x", "frequency_penalty": -3}', 400, "frequency_penalty", "from -2 to 2"),
     ])
 
 
@@ -1359,8 +1413,8 @@ BAD = [
     (b'{"prompt": "x", "n": 2, "best_of": 3}', 400, "best_of", "must equal n"),
     (b'{"prompt": "x", "n": 1.5}', 400, "n", "must be an integer"),
     (b'{"prompt": "x", "n_probs": 5}', 400, "n_probs", "not supported"),
-    (b'{"prompt": "x", "presence_penalty": 1}', 400, "presence_penalty", "not supported"),
-    (b'{"prompt": "x", "logit_bias": {"5": 10}}', 400, "logit_bias", "not supported"),
+    (b'{"prompt": "x", "presence_penalty": "1"}', 400, "presence_penalty", "must be a number"),
+    (b'{"prompt": "x", "logit_bias": {"5": null}}', 400, "logit_bias", "from -100 to 100"),
     (b'{"prompt": "x", "model": 7}', 400, "model", "must be a string"),
     (b'{"prompt": "x", "model": "gpt-4"}', 404, "model", "does not exist"),
     (b'{"prompt": "x", "stream_options": 1}', 400, "stream_options", "must be an object"),
