@@ -467,13 +467,6 @@ static void mask(struct masked *saved, float *logits, int32_t id, int *n) {
   logits[id] = -INFINITY;
 }
 
-/* Draw r's next token from its row of logits[vocab] (the engine's buffer:
- * changed while drawing, as it was after; saved: en->nmask entries of
- * scratch, the row's own) and, where r asks, its logprobs into *lp. Before
- * min_tokens tokens every id that would end the reply is taken out of the
- * draw (-inf), ignore_eos or not, as vLLM's min_tokens does; the logprobs
- * are the model's. Touches only r's sampler and the row: rows of a step
- * run at once (decode_step). Errors: the sampler's. */
 /* JSON mode's draw for r from logits[vocab]: the sampler over the ids that
  * keep the reply the beginning of its JSON object (r->jrow: the others at
  * -inf, as llama.cpp applies a grammar before its samplers; a greedy draw
@@ -498,6 +491,13 @@ static int sample_json(const gc_engine_t *en, gc_srv_req_t *r, const float *logi
   return rc;
 }
 
+/* Draw r's next token from its row of logits[vocab] (the engine's buffer:
+ * changed while drawing, as it was after; saved: en->nmask entries of
+ * scratch, the row's own) and, where r asks, its logprobs into *lp. Before
+ * min_tokens tokens every id that would end the reply is taken out of the
+ * draw (-inf), ignore_eos or not, as vLLM's min_tokens does; the logprobs
+ * are the model's. Touches only r's sampler and the row: rows of a step
+ * run at once (decode_step). Errors: the sampler's. */
 static int sample(const gc_engine_t *en, gc_srv_req_t *r, float *logits, struct masked *saved, int32_t *tok,
                   token_lp_t *lp, gc_err_t *e) {
   int n = 0;
@@ -1017,6 +1017,8 @@ void gc_engine_free(gc_engine_t *en) {
 
 int gc_engine_ctx(const gc_engine_t *en) { return en->o.ctx; }
 int gc_engine_parallel(const gc_engine_t *en) { return en->o.parallel; }
+int gc_engine_max_queue(const gc_engine_t *en) { return en->o.max_queue; }
+const char *gc_engine_device(const gc_engine_t *en) { return en->devname; }
 
 const gc_srv_hist_t *gc_engine_itl(const gc_engine_t *en) { return &en->itl; }
 
@@ -1032,5 +1034,3 @@ void gc_srv_hist_add(gc_srv_hist_t *h, double s) {
   atomic_fetch_add(&h->n[b], 1ull);
   atomic_fetch_add(&h->sum_ns, (unsigned long long)(s * 1e9 + 0.5));
 }
-int gc_engine_max_queue(const gc_engine_t *en) { return en->o.max_queue; }
-const char *gc_engine_device(const gc_engine_t *en) { return en->devname; }
