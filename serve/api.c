@@ -230,7 +230,7 @@ static const struct field_rule {
     READ("stop_token_ids"), READ("min_tokens"), READ("ignore_eos"), READ("return_token_ids"),
     READ("logprobs"), READ("top_logprobs"), READ("echo"), READ("n"), READ("best_of"), READ("cache_prompt"),
     READ("chat_template_kwargs"), READ("tools"), READ("tool_choice"), READ("response_format"),
-    READ("logit_bias"), READ("presence_penalty"), READ("frequency_penalty"),
+    READ("logit_bias"), READ("presence_penalty"), READ("frequency_penalty"), READ("allowed_token_ids"),
 
     /* no effect on the tokens: bookkeeping, caching, scheduling */
     IGNORE("user"), IGNORE("metadata"), IGNORE("store"), IGNORE("parallel_tool_calls"), IGNORE("service_tier"),
@@ -247,7 +247,6 @@ static const struct field_rule {
     OFF("prompt_logprobs", OFF_NULL, 0, "give \"echo\": true with \"logprobs\""),
     OFF("n_probs", OFF_NUM, 0, "give \"logprobs\""), OFF("suffix", OFF_EMPTY, 0, NULL),
     /* penalties, biases and samplers that gcore's sampler does not have */
-    OFF("allowed_token_ids", OFF_NULL, 0, NULL),
     OFF("bad_words", OFF_EMPTY, 0, NULL), OFF("typical_p", OFF_NUM, 1, NULL), OFF("tfs_z", OFF_NUM, 1, NULL),
     OFF("top_a", OFF_NUM, 0, NULL), OFF("mirostat", OFF_NUM, 0, NULL), OFF("dry_multiplier", OFF_NUM, 0, NULL),
     OFF("xtc_probability", OFF_NUM, 0, NULL), OFF("dynatemp_range", OFF_NUM, 0, NULL),
@@ -842,14 +841,31 @@ static int penalty(const gc_api_t *a, const body_t *b, gc_sampler_params_t *sp, 
   return 0;
 }
 
-/* OpenAI's logit_bias ({"id": bias, ...}: at most GC_SRV_MAX_BIAS ids of
- * the vocabulary, each bias from -100 to 100, added to its logit before
- * the draw) and its presence and frequency penalties (-2 to 2). */
+/* vLLM's allowed_token_ids (the only ids drawn), OpenAI's logit_bias
+ * ({"id": bias, ...}: at most GC_SRV_MAX_BIAS ids of the vocabulary, each
+ * bias from -100 to 100, added to its logit before the draw) and its
+ * presence and frequency penalties (-2 to 2). */
 static int biases(const gc_api_t *a, const body_t *b, gc_srv_params_t *p, gc_api_err_t *err) {
   double pres = 0, freq = 0;
   if (num(b, "presence_penalty", -2, 2, &pres, err) || num(b, "frequency_penalty", -2, 2, &freq, err))
     return err->status;
   p->presence = (float)pres, p->frequency = (float)freq;
+  json_object *al = field(b->o, "allowed_token_ids");
+  if (al && !json_object_is_type(al, json_type_null)) {
+    size_t n = json_object_is_type(al, json_type_array) ? json_object_array_length(al) : 0;
+    if (!n) return want(err, "allowed_token_ids", "a non-empty array of token ids", al);
+    gc_err_t e = {0};
+    if (!(p->allowed = gc_malloc(n * sizeof *p->allowed, &e)))
+      return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+      json_object *v = json_object_array_get_idx(al, i);
+      int64_t id = json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : -1;
+      if (id < 0 || id >= a->vocab)
+        return gc_api_fail(err, 400, INVALID, NULL, "allowed_token_ids", "allowed_token_ids[%zu] is not a token id "
+                           "(0 to %d)", i, a->vocab - 1);
+      p->allowed[p->nallowed++] = (int32_t)id;
+    }
+  }
   json_object *lb = field(b->o, "logit_bias");
   if (!lb) return 0;
   if (!json_object_is_type(lb, json_type_object)) return want(err, "logit_bias", "an object of token ids", lb);

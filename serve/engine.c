@@ -114,6 +114,7 @@ void gc_srv_req_release(gc_srv_req_t *r) {
   free(r->jrow);
   free(r->row);
   free(r->counts);
+  free(r->p.allowed);
   if (r->p.call) free(r->p.call->names);
   free(r->p.call);
   free(r->prompt);
@@ -432,16 +433,25 @@ static void fail_rows(gc_engine_t *en, gc_srv_req_t **rows, int n, const char *m
   for (int i = 0; i < n; i++) end_req(en, rows[i], NULL, 500, msg);
 }
 
-/* Whether r changes its logits before the draw (logit_bias, presence or
- * frequency penalty): then it draws from its own row, r->row. */
-static int adjusted(const gc_srv_req_t *r) { return r->p.nbias || r->p.presence != 0 || r->p.frequency != 0; }
+/* Whether r changes its logits before the draw (allowed_token_ids,
+ * logit_bias, presence or frequency penalty): then it draws from its own
+ * row, r->row. */
+static int adjusted(const gc_srv_req_t *r) {
+  return r->p.allowed || r->p.nbias || r->p.presence != 0 || r->p.frequency != 0;
+}
 
-/* r->row := logits[vocab] with r's logit_bias added, then OpenAI's
- * penalties: each id the reply holds c > 0 times lowered by presence +
- * c·frequency (counted in r->counts, zero before and after). */
+/* r->row := logits[vocab] with only r's allowed ids (allowed_token_ids;
+ * the others -inf), r's logit_bias added, then OpenAI's penalties: each id
+ * the reply holds c > 0 times lowered by presence + c·frequency (counted
+ * in r->counts, zero before and after). */
 static void adjust(gc_srv_req_t *r, const float *logits, int vocab) {
   int *counts = r->counts;
-  memcpy(r->row, logits, (size_t)vocab * sizeof *r->row);
+  if (r->p.allowed) {
+    for (int id = 0; id < vocab; id++) r->row[id] = -INFINITY;
+    for (int i = 0; i < r->p.nallowed; i++) r->row[r->p.allowed[i]] = logits[r->p.allowed[i]];
+  } else {
+    memcpy(r->row, logits, (size_t)vocab * sizeof *r->row);
+  }
   for (int i = 0; i < r->p.nbias; i++) r->row[r->p.bias_ids[i]] += r->p.bias[i];
   if (r->p.presence == 0 && r->p.frequency == 0) return;
   for (int i = 0; i < r->nids; i++)

@@ -45,6 +45,9 @@ typedef struct gc_srv_params {
   int nbias;
   float presence, frequency; /* OpenAI's penalties: each id the reply holds c > 0 times has its
                               logit lowered by presence + c·frequency before the draw (-2 .. 2) */
+  int32_t *allowed;        /* vLLM's allowed_token_ids: the only ids drawn (owned), nallowed of
+                              them, or NULL: all */
+  int nallowed;
 } gc_srv_params_t;
 
 /* A latency histogram for /metrics: counts per bucket of upper bounds

@@ -997,7 +997,7 @@ REFUSED = [
                  ("structured_outputs", '{"regex": "a"}'), ("typical_p", "0.5"), ("mirostat", "2"),
                  ("top_a", "0.1"), ("tfs_z", "0.9"), ("dry_multiplier", "0.8"), ("xtc_probability", "0.5"),
                  ("include_stop_str_in_output", "true"), ("skip_special_tokens", "false"),
-                 ("allowed_token_ids", "[1, 2]"), ("bad_words", '["a"]'),
+                 ("bad_words", '["a"]'),
                  ("n_predict", "5"), ("prompt_logprobs", "1"), ("use_beam_search", "true"),
                  ("tool_choice", '"auto"'),
                  ("tools", '[{"type": "function", "function": {"name": "f"}}]'))
@@ -1089,7 +1089,9 @@ def test_json_mode(srv, tiny):
 
 
 def test_logit_bias_and_openai_penalties(srv, tiny):
-    """OpenAI's logit_bias and presence and frequency penalties, checked
+    """vLLM's allowed_token_ids (sampled: only those ids; greedy: the fp64
+    reference's best of them), OpenAI's logit_bias and presence and
+    frequency penalties, checked
     against the model's own log-probabilities (which they leave as they
     are): +100 on an id makes every greedy token that id; -100 on the
     greedy first token makes it the model's second most likely; -100 on 40
@@ -1130,7 +1132,20 @@ def test_logit_bias_and_openai_penalties(srv, tiny):
                 assert score(j, raw_id(raw, bytes(y["bytes"])), y["logprob"]) <= mine + 1e-4, (pres, j, i, y)
         most = max(ids.count(i) for i in ids)
         assert most == 1 if pres > 0 else most >= 3, (pres, freq, ids)  # spread, or ids over and over
+    allowed = [10, 20, 30, 77]
+    c = completion(srv, dict(base, prompt=[5, 6, 7], max_tokens=32, temperature=1.0, seed=4,
+                             allowed_token_ids=allowed))
+    assert len(c["token_ids"]) == 32 and set(c["token_ids"]) <= set(allowed), c["token_ids"]
+    c = completion(srv, dict(base, prompt=[5, 6, 7], max_tokens=6, allowed_token_ids=allowed))
+    lp, tol = ref_logprobs(tiny[1], [5, 6, 7] + c["token_ids"])
+    for j, t in enumerate(c["token_ids"]):  # greedy: the model's best of the allowed ids
+        row = lp[2 + j]
+        assert t in allowed and row[t] >= max(row[a] for a in allowed) - tol[2 + j], (j, t, c["token_ids"])
     assert_errors(srv, "/v1/completions", [
+        (b'{"prompt": "x", "allowed_token_ids": []}', 400, "allowed_token_ids", "non-empty array"),
+        (b'{"prompt": "x", "allowed_token_ids": 5}', 400, "allowed_token_ids", "non-empty array"),
+        (b'{"prompt": "x", "allowed_token_ids": [1, "2"]}', 400, "allowed_token_ids", "[1] is not a token id"),
+        (b'{"prompt": "x", "allowed_token_ids": [512]}', 400, "allowed_token_ids", "(0 to 511)"),
         (b'{"prompt": "x", "logit_bias": {"abc": 1}}', 400, "logit_bias", "not a token id"),
         (b'{"prompt": "x", "logit_bias": {"512": 1}}', 400, "logit_bias", "not a token id (0 to 511)"),
         (b'{"prompt": "x", "logit_bias": {"-1": 1}}', 400, "logit_bias", "not a token id"),
