@@ -926,7 +926,7 @@ static int logprobs(const gc_api_t *a, const body_t *b, int chat, gc_srv_params_
 /* response_format: {"type": "text"} (or none) as it is; {"type":
  * "json_object"} JSON mode (p->json), which ends the reply when the object
  * ends, so not with ignore_eos; a schema (json_schema) is refused. */
-static int response_format(json_object *o, const gc_tok_t *a_tok, gc_srv_params_t *p, gc_api_err_t *err) {
+static int response_format(const gc_api_t *a, json_object *o, gc_srv_params_t *p, gc_api_err_t *err) {
   json_object *f = field(o, "response_format"), *t;
   if (!f) return 0;
   if (!json_object_is_type(f, json_type_object) || !json_object_object_get_ex(f, "type", &t) ||
@@ -934,7 +934,7 @@ static int response_format(json_object *o, const gc_tok_t *a_tok, gc_srv_params_
     return want(err, "response_format", "an object with a string \"type\"", f);
   const char *type = json_object_get_string(t);
   if (!strcmp(type, "text")) return 0;
-  if (!a_tok)
+  if (!a->tok)
     return gc_api_fail(err, 400, INVALID, NULL, "response_format", "this server has no tokenizer: JSON mode "
                        "reads each token's text");
   if (!strcmp(type, "json_schema"))
@@ -968,7 +968,7 @@ static int params(gc_api_t *a, const body_t *b, int chat, int nprompt, int choic
       boolean(o, "cache_prompt", &p->cache_prompt, err) ||
       penalty(a, b, &p->sp, err) || stops(o, p, err) || stop_ids(a, o, p, err) ||
       integer(b, "min_tokens", 0, INT32_MAX, &min_tokens, err) || logprobs(a, b, chat, p, q, err) ||
-      response_format(o, a->tok, p, err) || biases(a, b, p, err))
+      response_format(a, o, p, err) || biases(a, b, p, err))
     return err->status;
   /* max_completion_tokens wins over max_tokens, as OpenAI's; both are
    * checked; 0 only with echo (the prompt's logprobs alone, as OpenAI's and
