@@ -263,6 +263,10 @@ build/rel/bench/tok_bench: bench/tok_bench.c lib/libgcore.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+build/rel/bench/json_mask_bench: bench/json_mask_bench.c lib/libgcore.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 bench-tokenizer: all
 	sh bench/tokenizer.sh
 .PHONY: bench-cpu bench-tokenizer

@@ -218,14 +218,80 @@ int gc_json_fsm_feed(gc_json_fsm_t *f, const char *s, size_t n) {
 /* ---- the vocabulary --------------------------------------------------- */
 
 struct gc_json_vocab {
-  int n;           /* ids */
-  size_t *off;     /* [n + 1] id's piece at bytes[off[id], off[id + 1]) */
+  int n;             /* ids */
+  size_t *off;       /* [n + 1] id's piece at bytes[off[id], off[id + 1]) */
   char *bytes;
-  uint8_t *special; /* [n] control tokens */
-  uint8_t *plain;   /* [n] pieces of printable ASCII but '"' and '\\' only: text inside a string */
+  uint8_t *special;  /* [n] control tokens */
+  uint8_t *instr;    /* [n] pieces allowed wherever the recognizer is at J_STR (piece_in_string) */
+  int32_t *rest;     /* [nrest] the other non-empty, non-control ids (for the J_STR mask) */
+  int nrest;
   int32_t *by_first; /* [n] the ids of non-empty pieces, grouped by their first byte */
   int first_at[257]; /* group b: by_first[first_at[b], first_at[b + 1]) */
+  int32_t *by_lead;  /* [n] the ids of pieces that begin with whitespace, grouped by their
+                        first other byte (256: none) */
+  int lead_at[258];  /* group b: by_lead[lead_at[b], lead_at[b + 1]) */
 };
+
+/* Whether piece p (n > 0 bytes) may come at J_STR, whatever string that
+ * is and wherever in the document: without a '"' (which ends a key and a
+ * value differently) what the recognizer makes of it from J_STR depends
+ * on nothing else (characters, escapes, the start of a character). */
+static int piece_in_string(const char *p, size_t n) {
+  if (memchr(p, '"', n)) return 0;
+  gc_json_fsm_t f;
+  gc_json_fsm_init(&f);
+  gc_json_fsm_feed(&f, "{\"", 2);
+  return gc_json_fsm_feed(&f, p, n);
+}
+
+/* The first byte of piece [p, p + n) that is not whitespace (256: none). */
+static int first_solid(const char *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!is_ws((unsigned char)p[i])) return (unsigned char)p[i];
+  return 256;
+}
+
+/* ids into groups by key[id] (< nk <= 257; -1: in none): group k is
+ * grp[at[k], at[k + 1]), its ids in increasing order. */
+static void group(const int *key, int n, int nk, int32_t *grp, int *at) {
+  int fill[258];
+  memset(at, 0, (size_t)(nk + 1) * sizeof *at);
+  for (int id = 0; id < n; id++)
+    if (key[id] >= 0) at[key[id] + 1]++;
+  for (int k = 0; k < nk; k++) at[k + 1] += at[k];
+  memcpy(fill, at, (size_t)nk * sizeof *fill);
+  for (int id = 0; id < n; id++)
+    if (key[id] >= 0) grp[fill[key[id]]++] = id;
+}
+
+/* v's tables from its pieces (v->n, off, bytes, special set). Errors: GC_ENOMEM. */
+static int index_pieces(gc_json_vocab_t *v, gc_err_t *e) {
+  int n = v->n;
+  size_t m = (size_t)(n ? n : 1);
+  int *key = gc_malloc(m * sizeof *key, e);
+  v->instr = key ? gc_calloc(m, 1, e) : NULL;
+  v->rest = v->instr ? gc_malloc(m * sizeof *v->rest, e) : NULL;
+  v->by_first = v->rest ? gc_malloc(m * sizeof *v->by_first, e) : NULL;
+  v->by_lead = v->by_first ? gc_malloc(m * sizeof *v->by_lead, e) : NULL;
+  if (!v->by_lead) return free(key), e->code;
+  for (int id = 0; id < n; id++) {
+    const char *p = v->bytes + v->off[id];
+    size_t len = v->off[id + 1] - v->off[id];
+    if (len && !v->special[id]) {
+      v->instr[id] = (uint8_t)piece_in_string(p, len);
+      if (!v->instr[id]) v->rest[v->nrest++] = id;
+    }
+  }
+  for (int id = 0; id < n; id++)
+    key[id] = v->off[id + 1] > v->off[id] ? (unsigned char)v->bytes[v->off[id]] : -1;
+  group(key, n, 256, v->by_first, v->first_at);
+  for (int id = 0; id < n; id++)
+    key[id] = key[id] >= 0 && is_ws(key[id])
+                  ? first_solid(v->bytes + v->off[id], v->off[id + 1] - v->off[id]) : -1;
+  group(key, n, 257, v->by_lead, v->lead_at);
+  free(key);
+  return GC_OK;
+}
 
 int gc_json_vocab_new(const gc_tok_t *t, gc_json_vocab_t **out, gc_err_t *e) {
   *out = NULL;
@@ -236,34 +302,38 @@ int gc_json_vocab_new(const gc_tok_t *t, gc_json_vocab_t **out, gc_err_t *e) {
   v->n = n;
   v->off = gc_calloc((size_t)n + 1, sizeof *v->off, e);
   v->special = v->off ? gc_calloc((size_t)n ? (size_t)n : 1, 1, e) : NULL;
-  v->plain = v->special ? gc_calloc((size_t)n ? (size_t)n : 1, 1, e) : NULL;
-  int rc = v->plain ? GC_OK : e->code;
+  int rc = v->special ? GC_OK : e->code;
   for (int id = 0; !rc && id < n; id++) {
     v->special[id] = (uint8_t)(gc_tok_is_special(t, id) != 0);
     rc = gc_tok_piece(t, id, 0, &b, e);
     v->off[id + 1] = b.len;
-    int plain = 1;
-    for (size_t i = v->off[id]; i < b.len; i++) {
-      unsigned char c = (unsigned char)b.data[i];
-      plain &= c >= 0x20 && c < 0x7F && c != '"' && c != '\\';
-    }
-    v->plain[id] = (uint8_t)plain;
-  }
-  if (!rc && !(v->by_first = gc_malloc((size_t)(n ? n : 1) * sizeof *v->by_first, e))) rc = e->code;
-  if (rc) {
-    gc_buf_free(&b);
-    v->bytes = NULL;
-    gc_json_vocab_free(v);
-    return rc;
   }
   v->bytes = b.data;
-  int count[257] = {0};
-  for (int id = 0; id < n; id++)
-    if (v->off[id + 1] > v->off[id]) count[(unsigned char)v->bytes[v->off[id]] + 1]++;
-  for (int c = 0; c < 256; c++) count[c + 1] += count[c];
-  memcpy(v->first_at, count, sizeof count);
-  for (int id = 0; id < n; id++)
-    if (v->off[id + 1] > v->off[id]) v->by_first[count[(unsigned char)v->bytes[v->off[id]]]++] = id;
+  if (!rc) rc = index_pieces(v, e);
+  if (rc) return gc_json_vocab_free(v), rc;
+  *out = v;
+  return GC_OK;
+}
+
+int gc_json_vocab_from_pieces(const char *const *pieces, const size_t *lens, const uint8_t *special, int n,
+                              gc_json_vocab_t **out, gc_err_t *e) {
+  *out = NULL;
+  gc_json_vocab_t *v = gc_calloc(1, sizeof *v, e);
+  if (!v) return e->code;
+  size_t total = 0;
+  for (int id = 0; id < n; id++) total += lens[id];
+  v->n = n;
+  v->off = gc_calloc((size_t)n + 1, sizeof *v->off, e);
+  v->special = v->off ? gc_calloc((size_t)n ? (size_t)n : 1, 1, e) : NULL;
+  v->bytes = v->special ? gc_malloc(total ? total : 1, e) : NULL;
+  if (!v->bytes) return gc_json_vocab_free(v), e->code;
+  for (int id = 0; id < n; id++) {
+    memcpy(v->bytes + v->off[id], pieces[id], lens[id]);
+    v->off[id + 1] = v->off[id] + lens[id];
+    v->special[id] = special[id];
+  }
+  int rc = index_pieces(v, e);
+  if (rc) return gc_json_vocab_free(v), rc;
   *out = v;
   return GC_OK;
 }
@@ -273,33 +343,69 @@ void gc_json_vocab_free(gc_json_vocab_t *v) {
   free(v->off);
   free(v->bytes);
   free(v->special);
-  free(v->plain);
+  free(v->instr);
+  free(v->rest);
   free(v->by_first);
+  free(v->by_lead);
   free(v);
 }
+
+/* Whether f reads JSON's grammar (not a call's fixed text or name). */
+static int in_grammar(const gc_json_fsm_t *f) { return !f->call || f->phase == C_ARGS; }
 
 int gc_json_allows(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t id) {
   if (f->call && f->phase == C_LEAD) return id == f->call->lead;
   if (id < 0 || id >= v->n || v->special[id] || v->off[id + 1] == v->off[id]) return 0;
-  if (f->st == J_STR && v->plain[id] && (!f->call || f->phase == C_ARGS)) return 1; /* text inside a string */
+  if (f->st == J_STR && v->instr[id] && in_grammar(f)) return 1; /* text inside a string */
   gc_json_fsm_t g = *f;
   return gc_json_fsm_feed(&g, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
 }
 
+/* out[id] := logits[id] for the ids of grp[lo, hi) below n that f allows. */
+static void mask_group(const gc_json_vocab_t *v, const gc_json_fsm_t *f, const int32_t *grp, int lo, int hi,
+                       const float *logits, float *out, int n) {
+  for (int k = lo; k < hi; k++) {
+    int32_t id = grp[k];
+    if (id < n && gc_json_allows(v, f, id)) out[id] = logits[id];
+  }
+}
+
+/* Whether f may read bytes s[0, len) next (f itself unmoved). */
+static int may_read(const gc_json_fsm_t *f, const char *s, size_t len) {
+  gc_json_fsm_t g = *f;
+  return gc_json_fsm_feed(&g, s, len);
+}
+
 void gc_json_mask(const gc_json_vocab_t *v, const gc_json_fsm_t *f, const float *logits, float *out, int n) {
-  for (int id = 0; id < n; id++) out[id] = -INFINITY;
   if (f->call && f->phase == C_LEAD) {
+    for (int id = 0; id < n; id++) out[id] = -INFINITY;
     if (f->call->lead >= 0 && f->call->lead < n) out[f->call->lead] = logits[f->call->lead];
     return;
   }
+  int m = n < v->n ? n : v->n;
+  if (f->st == J_STR && in_grammar(f)) { /* inside a string: most pieces are text */
+    for (int id = 0; id < m; id++) out[id] = v->instr[id] ? logits[id] : -INFINITY;
+    for (int id = m; id < n; id++) out[id] = -INFINITY;
+    mask_group(v, f, v->rest, 0, v->nrest, logits, out, n);
+    return;
+  }
+  for (int id = 0; id < n; id++) out[id] = -INFINITY;
   for (int c = 0; c < 256; c++) {
-    gc_json_fsm_t g = *f;
     char ch = (char)c;
-    if (v->first_at[c] == v->first_at[c + 1] || !gc_json_fsm_feed(&g, &ch, 1)) continue; /* none may start so */
-    for (int k = v->first_at[c]; k < v->first_at[c + 1]; k++) {
-      int32_t id = v->by_first[k];
-      if (id < n && gc_json_allows(v, f, id)) out[id] = logits[id];
-    }
+    if (is_ws(c) && in_grammar(f)) continue; /* below */
+    if (v->first_at[c] < v->first_at[c + 1] && may_read(f, &ch, 1)) /* else none may start so */
+      mask_group(v, f, v->by_first, v->first_at[c], v->first_at[c + 1], logits, out, n);
+  }
+  if (!in_grammar(f) || !may_read(f, " ", 1)) return;
+  /* Pieces that begin with whitespace, in the grammar outside a string
+     (J_STR is above; in its escapes and characters no whitespace may
+     come): every whitespace byte reads alike there, and a run of them as
+     one, so a group of them by its first other byte d is asked once, as
+     " d" (or " ": no other byte). */
+  for (int d = 0; d <= 256; d++) {
+    char two[2] = {' ', (char)d};
+    if (v->lead_at[d] < v->lead_at[d + 1] && may_read(f, two, d < 256 ? 2 : 1))
+      mask_group(v, f, v->by_lead, v->lead_at[d], v->lead_at[d + 1], logits, out, n);
   }
 }
 

@@ -65,6 +65,11 @@ int gc_json_fsm_done(const gc_json_fsm_t *f);
 typedef struct gc_json_vocab gc_json_vocab_t;
 /* Errors: GC_ENOMEM. */
 int gc_json_vocab_new(const gc_tok_t *t, gc_json_vocab_t **out, gc_err_t *e);
+/* The same from n pieces given as bytes (pieces[id], lens[id] bytes;
+ * special[id]: a control token): tests and tools without a tokenizer.
+ * Errors: GC_ENOMEM. */
+int gc_json_vocab_from_pieces(const char *const *pieces, const size_t *lens, const uint8_t *special, int n,
+                              gc_json_vocab_t **out, gc_err_t *e);
 void gc_json_vocab_free(gc_json_vocab_t *v); /* NULL is a no-op */
 /* Whether token id may come next after what f has read: not a control
  * token (but a call's lead, first), a piece of one byte or more, and f
@@ -73,9 +78,12 @@ void gc_json_vocab_free(gc_json_vocab_t *v); /* NULL is a no-op */
  * is allowed here: the caller ends the reply with an end token.) */
 int gc_json_allows(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t id);
 /* out[0, n) := logits[id] where gc_json_allows(v, f, id), else -inf (ids
- * past the vocabulary: -inf). The same as asking for each id, faster: the
- * tokens are grouped by their first byte, and a group whose first byte
- * cannot come next is refused whole (outside strings, most of them). */
+ * past the vocabulary: -inf). The same as asking for each id, faster:
+ * inside a string the pieces known to stay text there pass without a
+ * look (most of them), and only the others are asked; outside strings the
+ * pieces are grouped by their first byte (those that begin with
+ * whitespace by their first other byte), and a group that cannot begin
+ * so is refused whole (most of them). */
 void gc_json_mask(const gc_json_vocab_t *v, const gc_json_fsm_t *f, const float *logits, float *out, int n);
 /* f advanced past token id (which gc_json_allows). */
 void gc_json_take(const gc_json_vocab_t *v, gc_json_fsm_t *f, int32_t id);

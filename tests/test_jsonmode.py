@@ -10,6 +10,8 @@ import os
 import random
 import subprocess
 
+import pytest
+
 from jsonref import is_object as strict_object, is_prefix, within_limits
 from test_c_units import CDIR
 
@@ -108,3 +110,20 @@ def test_refused_exactly_where_a_prefix_stops_being_one():
             refused += 1
             assert not is_prefix(m[:ok + 1]), (m, ok)
     assert refused > 300, refused
+
+
+@pytest.mark.parametrize("which", ["llama3", "llama2"])
+def test_mask_on_a_real_vocabulary(which):
+    """The token mask's shortcuts (pieces that stay text inside a string;
+    groups by first byte and by first byte after blanks) on Llama 3's
+    byte-level and Llama 2's byte-fallback vocabularies: at every byte of
+    a document and of a tool call the mask equals gc_json_allows id by id,
+    and that equals the recognizer fed each piece
+    (tests/c/test_jsonmode.c's check_vocab)."""
+    from test_tokenizer import NPM
+    if not os.path.exists(NPM[which]):
+        pytest.skip(f"{NPM[which]} is absent: run 'make deps'")
+    p = subprocess.run([os.path.join(CDIR, "test_jsonmode"), "vocab", NPM[which]], capture_output=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr.decode()
+    assert p.stdout.decode().split()[0] == "133", p.stdout

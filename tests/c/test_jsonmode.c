@@ -3,10 +3,13 @@
  * With the argument `check` it reads documents from stdin instead (each
  * "<length>\n<bytes>") and prints "<bytes accepted> <bytes when done, or
  * -1>" for each: tests/test_jsonmode.py's differential test against
- * Python's json module. */
+ * Python's json module; with `vocab TOKENIZER` it checks the mask on that
+ * tokenizer's vocabulary (check_vocab). */
 #include "check.h"
 
 #include "../../models/jsonmode.h"
+
+#include <math.h>
 
 /* Bytes of s[0, n) the recognizer accepts, and where it was first done. */
 static size_t run(const char *s, size_t n, long *done_at) {
@@ -101,10 +104,7 @@ static void limits(void) {
   CHECK(whole(t, 1));
 }
 
-/* A byte-level vocabulary (the tests' tokenizer: 256 byte ids, merges,
- * then <s> and </s>) is not at hand in C; the mask is checked through
- * gcore-serve in tests/test_serve.py. Here: a copy of the state tests a
- * piece without moving the original. */
+/* A copy of the state tests a piece without moving the original. */
 static void copies_are_independent(void) {
   gc_json_fsm_t f, g;
   gc_json_fsm_init(&f);
@@ -140,6 +140,131 @@ static void call_shapes(void) {
   CHECK(!call_feed("{\"name\": \"now\", \"parameters\": {}} ", &done)); /* nothing after the call */
 }
 
+/* ---- the token mask against the recognizer, piece by piece ------------ */
+
+/* Pieces a byte-level vocabulary has (the tests' own: every byte, then
+ * fragments of JSON, text, whitespace runs, whole and cut UTF-8, invalid
+ * UTF-8, escapes, a call's texts, then joins of two or three fragments). */
+static const char *const FRAGS[] = {
+    " ", "  ", "\n", "\t", " \n ", "\r\n", "\n\n", "\"", "\":", "\": \"", "\",", "\"}", "\"]", "\\",
+    "\\n", "\\u00", "\\u00e9", "\\\"", "\xc3\xa9", "\xe4\xb8\xad", "\xf0\x9f\x98\x80", "\xe4",
+    "\xb8\xad", "\xe4\xb8", "\xf0\x9f", "0", "12", "-", "-0", ".5", "e+", "E-1", "true", "tru", "e",
+    "false", "null", "nul", "l}", "{", "}", "[", "]", ",", ":", "{\"", "[1,", "the", " the", " {",
+    " [", " \"", " }", "\n}", " 1", " -", " t", " n", " f", "abc", "a\"b", "\x01", "\x7f",
+    "\xc0\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80", "<tool_call>", "<tool", "_call>\n",
+    "</tool_call>", "name", "get_weather", "get", "arguments", "\t\"", " \":", "  \"x\""};
+#define NFRAG (int)(sizeof FRAGS / sizeof *FRAGS)
+#define NPIECE 2600 /* 256 bytes, NFRAG fragments, joins, 3 control tokens, 1 empty piece */
+
+typedef struct vocab {
+  char *p[NPIECE];
+  size_t len[NPIECE];
+  uint8_t special[NPIECE];
+  int n;
+} vocab_t;
+
+static void vocab_add(vocab_t *v, const char *s, size_t len, int special) {
+  v->p[v->n] = malloc(len + 1);
+  memcpy(v->p[v->n], s, len);
+  v->len[v->n] = len, v->special[v->n] = (uint8_t)special;
+  v->n++;
+}
+
+static void vocab_make(vocab_t *v) {
+  v->n = 0;
+  for (int b = 0; b < 256; b++) {
+    char c = (char)b;
+    vocab_add(v, &c, 1, 0);
+  }
+  for (int i = 0; i < NFRAG; i++) vocab_add(v, FRAGS[i], strlen(FRAGS[i]), 0);
+  uint32_t r = 12345;
+  while (v->n < NPIECE - 4) {
+    char buf[64];
+    size_t len = 0;
+    int k = 2 + (int)((r = r * 1103515245u + 12345u) >> 16) % 2;
+    for (int j = 0; j < k; j++) {
+      const char *f = FRAGS[((r = r * 1103515245u + 12345u) >> 16) % NFRAG];
+      memcpy(buf + len, f, strlen(f)), len += strlen(f);
+    }
+    vocab_add(v, buf, len, 0);
+  }
+  vocab_add(v, "<|eot|>", 7, 1);
+  vocab_add(v, "<|call|>", 8, 1);
+  vocab_add(v, "{", 1, 1); /* a control token whose text would fit */
+  vocab_add(v, "", 0, 0);
+}
+
+/* The recognizer's own answer for id after f, piece by piece. */
+static int ref_allows(const vocab_t *v, const gc_json_fsm_t *f, int id) {
+  if (f->call && f->phase == 0 /* C_LEAD */ && f->call->lead >= 0) return id == f->call->lead;
+  if (v->special[id] || !v->len[id]) return 0;
+  gc_json_fsm_t g = *f;
+  return gc_json_fsm_feed(&g, v->p[id], v->len[id]);
+}
+
+/* The mask (over n ids: fewer than the vocabulary, all, and past it) and
+ * gc_json_allows agree with the recognizer at f for every id. */
+static int mask_agrees(const gc_json_vocab_t *jv, const vocab_t *v, const gc_json_fsm_t *f, float *lg, float *out) {
+  int ns[3] = {v->n / 2, v->n, v->n + 5};
+  for (int t = 0; t < 3; t++) {
+    gc_json_mask(jv, f, lg, out, ns[t]);
+    for (int id = 0; id < ns[t]; id++) {
+      int want = id < v->n && ref_allows(v, f, id);
+      if (want ? out[id] != lg[id] : out[id] != -INFINITY) return 0;
+      if (t == 1 && gc_json_allows(jv, f, id) != want) return 0;
+    }
+  }
+  return 1;
+}
+
+/* At every byte of each document (and each call), the mask agrees. */
+static void mask_matches_the_recognizer(void) {
+  static const char *const DOCS[] = {
+      "  {\"a\": \"x\\n\\u00e9y\\\"\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80 z\", \"b\": [1, -0.5e+10, true, "
+      "false, null, {}, [], \"\"], \"c\": {\"d\": -12.25E-3}}",
+      "{\n\t\"k\"\r\n:\n[ 0 , 1e5 ,\"\\/\\b\\f\\r\\t\\\\\"]}",
+      "{\"a\":                       1}", /* whitespace up to the limit */
+      "{\"\xe4\xb8\xad\":\"\xf0\x9f\x98\x80\"}"};
+  static char names[2][GC_JSON_NAME + 1] = {"get", "get_weather"};
+  gc_json_call_t calls[2] = {{-1, "<tool_call>\n{\"name\": \"", "\", \"arguments\": ", "}\n</tool_call>", names, 2},
+                             {NPIECE - 3, "[{\"name\": \"", "\", \"arguments\": ", "}]", names, 2}};
+  static const char *const CALLARGS = "{\"city\": \"Paris \xc3\xa9\", \"n\": [1, 2]}";
+  static vocab_t v;
+  vocab_make(&v);
+  gc_json_vocab_t *jv;
+  gc_err_t e = {0};
+  CHECK(gc_json_vocab_from_pieces((const char *const *)v.p, v.len, v.special, v.n, &jv, &e) == GC_OK);
+  float *lg = malloc((v.n + 5) * sizeof *lg), *out = malloc((v.n + 5) * sizeof *out);
+  for (int id = 0; id < v.n + 5; id++) lg[id] = (float)(id % 97) - 40.0f;
+  int states = 0, ok = 1;
+  for (int d = 0; d < (int)(sizeof DOCS / sizeof *DOCS); d++) {
+    gc_json_fsm_t f;
+    gc_json_fsm_init(&f);
+    for (size_t i = 0; ok && i <= strlen(DOCS[d]); i++, states++) {
+      ok = mask_agrees(jv, &v, &f, lg, out);
+      if (i < strlen(DOCS[d])) CHECK(gc_json_fsm_feed(&f, DOCS[d] + i, 1));
+    }
+    CHECK(ok);
+  }
+  for (int c = 0; c < 2; c++) {
+    char text[256];
+    snprintf(text, sizeof text, "%s%s%s%s%s", calls[c].pre, names[1], calls[c].mid, CALLARGS, calls[c].post);
+    gc_json_fsm_t f;
+    gc_json_fsm_init_call(&f, &calls[c]);
+    ok = mask_agrees(jv, &v, &f, lg, out), states++;
+    if (calls[c].lead >= 0) gc_json_take(jv, &f, calls[c].lead);
+    for (size_t i = 0; ok && i <= strlen(text); i++, states++) {
+      ok = mask_agrees(jv, &v, &f, lg, out);
+      if (i < strlen(text)) CHECK(gc_json_fsm_feed(&f, text + i, 1));
+    }
+    CHECK(ok && gc_json_fsm_done(&f));
+  }
+  CHECK(states > 300);
+  free(lg), free(out);
+  gc_json_vocab_free(jv);
+  for (int id = 0; id < v.n; id++) free(v.p[id]);
+}
+
 /* `check`: "<length>\n<bytes>" documents from stdin. */
 static int check_stdin(void) {
   size_t n;
@@ -155,12 +280,60 @@ static int check_stdin(void) {
   return 0;
 }
 
+/* `vocab TOKENIZER`: on a real vocabulary (gc_json_vocab_new), at every
+ * byte of a document and of a call, the mask equals gc_json_allows id by
+ * id, which equals the recognizer fed each piece. Prints the states
+ * checked; exit 1 at the first difference. */
+static int check_vocab(const char *path) {
+  gc_err_t e = {0};
+  gc_tok_t *t;
+  gc_json_vocab_t *jv;
+  if (gc_tok_load(path, &t, &e) || gc_json_vocab_new(t, &jv, &e)) return fprintf(stderr, "%s\n", e.msg), 2;
+  int n = gc_tok_vocab_size(t), states = 0;
+  float *lg = malloc((size_t)n * sizeof *lg), *out = malloc((size_t)n * sizeof *out);
+  gc_buf_t b = {0};
+  for (int id = 0; id < n; id++) lg[id] = (float)(id % 101);
+  static char names[1][GC_JSON_NAME + 1] = {"get_weather"};
+  gc_json_call_t call = {-1, "<tool_call>\n{\"name\": \"", "\", \"arguments\": ", "}\n</tool_call>", names, 1};
+  const char *docs[2] = {" {\"a\": \"x\\u00e9 \xc3\xa9\xe4\xb8\xad\", \"b\": [1, -2.5e+3, true, null, {}]}",
+                         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"c\": \"P\"}}\n</tool_call>"};
+  for (int d = 0; d < 2; d++) {
+    gc_json_fsm_t f;
+    if (d) gc_json_fsm_init_call(&f, &call);
+    else gc_json_fsm_init(&f);
+    for (size_t i = 0; i <= strlen(docs[d]); i++, states++) {
+      gc_json_mask(jv, &f, lg, out, n);
+      for (int id = 0; id < n; id++) {
+        int ok = gc_json_allows(jv, &f, id), want = 0;
+        if (!gc_tok_is_special(t, id) && !gc_tok_piece(t, id, 0, (b.len = 0, &b), &e) && b.len) {
+          gc_json_fsm_t g = f;
+          want = gc_json_fsm_feed(&g, b.data, b.len);
+        }
+        if (ok != want || out[id] != (want ? lg[id] : -INFINITY)) {
+          fprintf(stderr, "document %d byte %zu: id %d allowed %d, mask %g, recognizer %d\n", d, i, id, ok,
+                  out[id], want);
+          return 1;
+        }
+      }
+      if (i < strlen(docs[d]) && !gc_json_fsm_feed(&f, docs[d] + i, 1)) return fprintf(stderr, "refused\n"), 1;
+    }
+  }
+  printf("%d states, %d ids\n", states, n);
+  gc_buf_free(&b);
+  free(lg), free(out);
+  gc_json_vocab_free(jv);
+  gc_tok_free(t);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "check")) return check_stdin();
+  if (argc > 2 && !strcmp(argv[1], "vocab")) return check_vocab(argv[2]);
   check_case("objects and their prefixes", objects_and_prefixes);
   check_case("refusals", refusals);
   check_case("limits", limits);
   check_case("copies", copies_are_independent);
   check_case("call shapes", call_shapes);
+  check_case("the mask against the recognizer", mask_matches_the_recognizer);
   return check_report();
 }

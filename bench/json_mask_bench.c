@@ -1,0 +1,70 @@
+/* json_mask_bench.c — what JSON mode's token mask (models/jsonmode.c)
+ * costs a sampled step on one tokenizer's vocabulary: for each of a few
+ * replies cut at a typical point, the best of REPS calls of gc_json_mask
+ * against one gc_json_allows per id (what the mask must equal: checked,
+ * id by id, in the same run). Host time, one thread. Prints one JSON line
+ * a state and one for the vocabulary's build.
+ *   json_mask_bench TOKENIZER [REPS] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../models/jsonmode.h"
+
+static const char *const STATES[][2] = {
+    {"before the object", ""},
+    {"after {", "{"},
+    {"in a key", "{\"na"},
+    {"after a key's colon", "{\"name\": "},
+    {"in a string value", "{\"name\": \"The quick brown "},
+    {"in an array", "{\"n\": [1, 2, "},
+    {"in a number", "{\"n\": 12"},
+    {"after a value", "{\"n\": true"},
+    {"in an escape", "{\"s\": \"a\\u00"},
+};
+
+int main(int argc, char **argv) {
+  gc_err_t e = {0};
+  int reps = argc > 2 ? atoi(argv[2]) : 20;
+  gc_tok_t *t;
+  gc_json_vocab_t *v;
+  if (argc < 2 || reps < 1) return fprintf(stderr, "usage: json_mask_bench TOKENIZER [REPS]\n"), 2;
+  if (gc_tok_load(argv[1], &t, &e)) return fprintf(stderr, "json_mask_bench: %s\n", e.msg), 1;
+  double t0 = gc_now();
+  if (gc_json_vocab_new(t, &v, &e)) return fprintf(stderr, "json_mask_bench: %s\n", e.msg), 1;
+  int n = gc_tok_vocab_size(t);
+  printf("{\"vocab\": %d, \"build_ms\": %.3f}\n", n, (gc_now() - t0) * 1e3);
+  float *lg = malloc((size_t)n * sizeof *lg), *out = malloc((size_t)n * sizeof *out);
+  if (!lg || !out) return fprintf(stderr, "json_mask_bench: out of memory\n"), 1;
+  for (int id = 0; id < n; id++) lg[id] = (float)(id % 1009) * 0.01f;
+  for (size_t s = 0; s < sizeof STATES / sizeof *STATES; s++) {
+    gc_json_fsm_t f;
+    gc_json_fsm_init(&f);
+    if (!gc_json_fsm_feed(&f, STATES[s][1], strlen(STATES[s][1])))
+      return fprintf(stderr, "json_mask_bench: state %zu refused\n", s), 1;
+    double mask = 1e30, each = 1e30;
+    int allowed = 0, same = 1;
+    for (int r = 0; r < reps; r++) {
+      double a = gc_now();
+      gc_json_mask(v, &f, lg, out, n);
+      double b = gc_now();
+      allowed = 0;
+      for (int id = 0; id < n; id++) {
+        int ok = gc_json_allows(v, &f, id);
+        allowed += ok;
+        same &= ok ? out[id] == lg[id] : out[id] == -INFINITY;
+      }
+      double c = gc_now();
+      if (b - a < mask) mask = b - a;
+      if (c - b < each) each = c - b;
+    }
+    printf("{\"state\": \"%s\", \"allowed\": %d, \"mask_ms\": %.3f, \"per_id_ms\": %.3f, \"same\": %s}\n",
+           STATES[s][0], allowed, mask * 1e3, each * 1e3, same ? "true" : "false");
+    if (!same) return 1;
+  }
+  gc_json_vocab_free(v);
+  gc_tok_free(t);
+  free(lg), free(out);
+  return 0;
+}
