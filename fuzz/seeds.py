@@ -396,6 +396,19 @@ def api_seeds() -> None:
                                                         "response_format": {"type": "json_object"}}).encode())
 
 
+def jsonmode_seeds() -> None:
+    """A reply, then pieces: JSON fragments, blanks, whole and cut UTF-8,
+    escapes, a call's texts (fuzz_jsonmode.c: every fifth a control token)."""
+    pieces = [b" ", b"{", b"\"", b"\":", b"<ctl>", b" \"", b"1", b"\\u00", b"\xc3\xa9", b"<eot>",
+              b"\xe4\xb8", b"\xad", b"true", b"  \n", b"}", b"[1,", b"\"}", b"<tool_call>\n{",
+              b"\tnull", b"]"]
+    replies = [b' {"a": ["x\\u00e9\xc3\xa9", 1.5e-3, true, null, {}]}',
+               b'C<tool_call>\n{"name": "get_weather", "arguments": {"c": "P"}}\n</tool_call>',
+               b'{\n\t"k"\r\n:\n[ 0 , -1e5 ,"\\/"]}']
+    for i, r in enumerate(replies):
+        put("jsonmode", f"j{i}", SEP.join([r] + pieces[i:] + pieces[:i]))
+
+
 def main() -> None:
     if os.path.isdir(CORPUS):
         shutil.rmtree(CORPUS)
@@ -411,6 +424,7 @@ def main() -> None:
     template_seeds()
     expr_seeds()
     api_seeds()
+    jsonmode_seeds()
     for t in sorted(os.listdir(CORPUS)):
         files = os.listdir(os.path.join(CORPUS, t))
         size = sum(os.path.getsize(os.path.join(CORPUS, t, f)) for f in files)

@@ -1,0 +1,66 @@
+/* fuzz_jsonmode.c — JSON mode's token mask (models/jsonmode.h) against
+ * its own recognizer, piece by piece: a differential target. The input's
+ * first part is a reply (a leading 'C': a tool call's shape, Hermes' text
+ * around one of two names; else a bare object), the other parts (FZ_SEP)
+ * the pieces of a vocabulary (every fifth a control token), as a
+ * tokenizer file would hand them out. At each byte of the reply the
+ * recognizer accepts (up to REPLY_MAX) the mask and gc_json_allows must
+ * say, for every id, what feeding that piece to a copy of the recognizer
+ * says; a difference aborts (a finding). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "../models/jsonmode.h"
+
+#define PIECES_MAX 64
+#define REPLY_MAX 256
+
+/* The recognizer's own answer for piece id after f. */
+static int want(const gc_json_fsm_t *f, const char *p, size_t n, int special, int id) {
+  if (f->call && f->phase == 0) return id == f->call->lead; /* before a call's lead token */
+  if (special || !n) return 0;
+  gc_json_fsm_t g = *f;
+  return gc_json_fsm_feed(&g, p, n);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  const uint8_t *part[PIECES_MAX + 1];
+  size_t len[PIECES_MAX + 1];
+  int np = fz_split(data, size, part, len, PIECES_MAX + 1) - 1;
+  const char *pieces[PIECES_MAX];
+  size_t plen[PIECES_MAX];
+  uint8_t special[PIECES_MAX];
+  for (int i = 0; i < np; i++)
+    pieces[i] = (const char *)part[i + 1], plen[i] = len[i + 1], special[i] = (uint8_t)(i % 5 == 4);
+  gc_err_t e;
+  gc_json_vocab_t *v;
+  if (gc_json_vocab_from_pieces(pieces, plen, special, np, &v, &e)) abort(); /* only out of memory */
+  static char names[2][GC_JSON_NAME + 1] = {"get", "get_weather"};
+  gc_json_call_t call = {np > 4 ? 4 : -1, "<tool_call>\n{\"name\": \"", "\", \"arguments\": ", "}\n</tool_call>",
+                         names, 2};
+  const char *reply = (const char *)part[0];
+  size_t rn = len[0];
+  gc_json_fsm_t f;
+  if (rn && reply[0] == 'C') {
+    gc_json_fsm_init_call(&f, &call);
+    reply++, rn--;
+  } else
+    gc_json_fsm_init(&f);
+  float lg[PIECES_MAX + 2], out[PIECES_MAX + 2];
+  for (int id = 0; id < np + 2; id++) lg[id] = (float)id;
+  for (size_t i = 0; i <= rn && i <= REPLY_MAX; i++) {
+    gc_json_mask(v, &f, lg, out, np + 2);
+    for (int id = 0; id < np + 2; id++) {
+      int w = id < np && want(&f, pieces[id], plen[id], special[id], id);
+      if (gc_json_allows(v, &f, id) != w || out[id] != (w ? lg[id] : -INFINITY)) abort();
+    }
+    if (f.call && f.phase == 0) /* a call's lead token, then the reply's bytes */
+      gc_json_take(v, &f, call.lead), i--;
+    else if (i == rn || !gc_json_fsm_feed(&f, reply + i, 1))
+      break;
+  }
+  gc_json_vocab_free(v);
+  return 0;
+}
