@@ -37,9 +37,6 @@ enum {
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
   CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
-  CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH = 11,
-  CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14,
-  GC_CU_PORTABLE_CLUSTER = 8, /* the cluster size every sm_90 device schedules */
   CU_STREAM_NON_BLOCKING = 1,
   CU_EVENT_DEFAULT = 0,
   CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
@@ -477,19 +474,6 @@ static CUresult cu_func_shmem(int *bytes, void *fn) {
 static CUresult cu_func_set_shmem(void *fn, int bytes) {
   return cu.FuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
 }
-/* The kernel `name` of module mod. A kernel whose __cluster_dims__ exceed
- * the portable size (8 blocks; attention_decode_mma's CL=1 SPLIT=16) is
- * allowed the device's larger clusters, without which its launch fails;
- * a device that cannot schedule them fails the launch, which the tuner
- * records as the variant's error. */
-static CUresult cu_module_function(void **fn, void *mod, const char *name) {
-  CUresult r = cu.ModuleGetFunction(fn, mod, name);
-  int width = 0;
-  if (r || cu.FuncGetAttribute(&width, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, *fn) ||
-      width <= GC_CU_PORTABLE_CLUSTER)
-    return r; /* the attribute is unknown before CUDA 11.8 and sm_90: no cluster */
-  return cu.FuncSetAttribute(*fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
-}
 static CUresult cu_capture_begin(void *s) {
   return cu.StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
 }
@@ -532,7 +516,7 @@ static void cu_fill_gpu(gc_gpu_api_t *g) {
       .copy_dtod = {cu.MemcpyDtoDAsync, "cuMemcpyDtoDAsync"},
       .module_load = {cu.ModuleLoadData, "cuModuleLoadData"},
       .module_unload = {cu.ModuleUnload, "cuModuleUnload"},
-      .module_function = {cu_module_function, "cuModuleGetFunction"},
+      .module_function = {cu.ModuleGetFunction, "cuModuleGetFunction"},
       .func_shmem = {cu_func_shmem, "cuFuncGetAttribute"},
       .func_set_shmem = {cu_func_set_shmem, "cuFuncSetAttribute"},
       .launch = {cu.LaunchKernel, "cuLaunchKernel"},

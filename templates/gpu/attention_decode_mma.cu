@@ -33,7 +33,7 @@
  * @constraint DMAX / 2 + DMAX / 4 + KW / 2 + 48 <= 255 -- O's accumulators, q's fragments and a chunk's scores fit the registers
  * @constraint WARPS * NST * KW * (DMAX + 8) * 4 <= SMEM -- every warp's K and V stages fit in shared memory
  * @constraint SPLIT * (DMAX + 2) * (128 + 896 * BATCH) <= 2097152 -- the cross-block workspace (128 heads; a batch's 1024 (row, head) pairs) stays within 8 MiB
- * @constraint CL == 0 || (SM >= 90 && SPLIT > 1 && SPLIT <= 8 && KMIN == 0) -- clusters from sm_90, of at most 8 blocks (the portable size; 16, which the runtime allows, lost 2-4% in the decode step on an H100 at every context, bench/RESULTS.md session 47, so the tuner is not offered it); every block of one takes part in its barriers
+ * @constraint CL == 0 || (SM >= 90 && SPLIT > 1 && SPLIT <= 8 && KMIN == 0) -- clusters from sm_90, of at most 8 blocks (the portable size; clusters of 16, bench/cluster16.patch, lost 2-4% in the decode step: bench/RESULTS.md, session 47); every block of one takes part in its barriers
  * @shmem WARPS * NST * KW * (DMAX + 8) * 4
  * @applies (BATCH == 1 || M == 1) && G > 0 && H % G == 0 && H / G <= 16 && D % 16 == 0 && D <= DMAX && (SPLIT == 1 || CL == 1 || M * H <= 128 + 896 * BATCH) -- one query row (a batch: any); a kv head's query heads fit one 16-row tile; whole 16-wide k steps of D; the workspace holds 128 heads (a batch: 1024 (row, head) pairs)
  * @grid M * G * SPLIT 1 1
