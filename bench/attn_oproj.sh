@@ -3,7 +3,7 @@
 # tail would win (issue 16's 1B: "fewer whole-vector dependencies a layer",
 # the attention → O boundary), measured before it is built as an op.
 #
-# bench/attn_oproj.patch (against bfd322a) gives attention_decode_mma
+# bench/attn_oproj.patch (against 44468ad) gives attention_decode_mma
 # (CL=1, the short bucket's cluster merge) a parameter OF: every block of a
 # kv head's cluster merges all of the head group's outputs (not a share),
 # then multiplies them by its slice of an O weight — R = H·D/SPLIT rows of
