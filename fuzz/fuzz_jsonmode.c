@@ -1,7 +1,8 @@
 /* fuzz_jsonmode.c — JSON mode's token mask (models/jsonmode.h) against
  * its own recognizer, piece by piece: a differential target. The input's
- * first part is a reply (a leading 'C': a tool call's shape, Hermes' text
- * around one of two names; else a bare object), the other parts (FZ_SEP)
+ * first part is a reply (a leading 'C': tool calls in Hermes' blocks, 'M':
+ * in Mistral's array after its control token, each of two names; else a
+ * bare object), the other parts (FZ_SEP)
  * the pieces of a vocabulary (every fifth a control token), as a
  * tokenizer file would hand them out. At each byte of the reply the
  * recognizer accepts (up to REPLY_MAX) the mask and gc_json_allows must
@@ -38,13 +39,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   gc_json_vocab_t *v;
   if (gc_json_vocab_from_pieces(pieces, plen, special, np, &v, &e)) abort(); /* only out of memory */
   static char names[2][GC_JSON_NAME + 1] = {"get", "get_weather"};
-  gc_json_call_t call = {np > 4 ? 4 : -1, "<tool_call>\n{\"name\": \"", "\", \"arguments\": ", "}\n</tool_call>",
-                         names, 2};
+  gc_json_call_t hermes = {.lead = -1, .pre = "<tool_call>\n{\"name\": \"", .mid = "\", \"arguments\": ",
+                          .post = "}\n</tool_call>", .sep = "\n", .next = "<tool_call>\n{\"name\": \"", .tail = "",
+                          .names = names, .nnames = 2};
+  gc_json_call_t array = {.lead = np > 4 ? 4 : -1, .pre = " [{\"name\": \"", .mid = "\", \"arguments\": ", .post = "}",
+                         .sep = ", ", .next = "{\"name\": \"", .tail = "]", .names = names, .nnames = 2};
   const char *reply = (const char *)part[0];
   size_t rn = len[0];
   gc_json_fsm_t f;
-  if (rn && reply[0] == 'C') {
-    gc_json_fsm_init_call(&f, &call);
+  const gc_json_call_t *call = rn && reply[0] == 'C' ? &hermes : rn && reply[0] == 'M' ? &array : NULL;
+  if (call) {
+    gc_json_fsm_init_call(&f, call);
     reply++, rn--;
   } else
     gc_json_fsm_init(&f);
@@ -57,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (gc_json_allows(v, &f, id) != w || out[id] != (w ? lg[id] : -INFINITY)) abort();
     }
     if (f.call && f.phase == 0) /* a call's lead token, then the reply's bytes */
-      gc_json_take(v, &f, call.lead), i--;
+      gc_json_take(v, &f, call->lead), i--;
     else if (i == rn || !gc_json_fsm_feed(&f, reply + i, 1))
       break;
   }

@@ -404,7 +404,8 @@ def jsonmode_seeds() -> None:
               b"\tnull", b"]"]
     replies = [b' {"a": ["x\\u00e9\xc3\xa9", 1.5e-3, true, null, {}]}',
                b'C<tool_call>\n{"name": "get_weather", "arguments": {"c": "P"}}\n</tool_call>',
-               b'{\n\t"k"\r\n:\n[ 0 , -1e5 ,"\\/"]}']
+               b'{\n\t"k"\r\n:\n[ 0 , -1e5 ,"\\/"]}',
+               b'M [{"name": "get", "arguments": {}}, {"name": "get_weather", "arguments": {"c": [1]}}]']
     for i, r in enumerate(replies):
         put("jsonmode", f"j{i}", SEP.join([r] + pieces[i:] + pieces[:i]))
 

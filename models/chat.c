@@ -239,17 +239,19 @@ static const char *const LLAMA3_TOOLS_TEXT[] = {"Given the following functions",
                                                 "Respond in the format {", "Do not use variables"};
 
 int gc_chat_call_shape(const gc_tok_t *t, gc_chat_tools_kind_t k, gc_json_call_t *c, gc_err_t *e) {
-  c->lead = -1, c->mid = "\", \"arguments\": ";
+  c->lead = -1, c->mid = "\", \"arguments\": ", c->sep = NULL, c->tail = "";
   switch (k) {
-    case GC_TOOLS_HERMES: c->pre = "<tool_call>\n{\"name\": \"", c->post = "}\n</tool_call>"; return GC_OK;
-    case GC_TOOLS_LLAMA3_JSON:
+    case GC_TOOLS_HERMES: /* blocks one after another, as Qwen writes several */
+      c->pre = c->next = "<tool_call>\n{\"name\": \"", c->post = "}\n</tool_call>", c->sep = "\n";
+      return GC_OK;
+    case GC_TOOLS_LLAMA3_JSON: /* one call a message (Llama 3.1's JSON calls) */
       c->pre = "{\"name\": \"", c->mid = "\", \"parameters\": ", c->post = "}";
       return GC_OK;
-    case GC_TOOLS_MISTRAL:
+    case GC_TOOLS_MISTRAL: /* the calls are one array */
       c->lead = gc_tok_find(t, "[TOOL_CALLS]", 12);
       if (c->lead < 0 || !gc_tok_is_special(t, c->lead))
         return gc_err_set(e, GC_EUNSUPPORTED, "the vocabulary has no [TOOL_CALLS] control token");
-      c->pre = " [{\"name\": \"", c->post = "}]";
+      c->pre = " [{\"name\": \"", c->post = "}", c->sep = ", ", c->next = "{\"name\": \"", c->tail = "]";
       return GC_OK;
     default: return gc_err_set(e, GC_EUNSUPPORTED, "the chat template has no tool calls");
   }

@@ -124,14 +124,15 @@ typedef enum gc_chat_tools_kind {
 } gc_chat_tools_kind_t;
 gc_chat_tools_kind_t gc_chat_tools(const gc_tok_t *t, gc_chat_kind_t k);
 
-/* How a reply of tools kind k spells one call, as the reply's parser
- * reads it back (tool_choice "required" or a named function): c's lead,
- * pre, mid and post (c's names are the caller's). Hermes':
- * <tool_call>\n{"name": "N", "arguments": ARGS}\n</tool_call>; Llama
- * 3.1's: {"name": "N", "parameters": ARGS}; Mistral's: the [TOOL_CALLS]
- * control token, then [{"name": "N", "arguments": ARGS}]. GC_EUNSUPPORTED
- * for NONE, and for Mistral's where [TOOL_CALLS] is no control token of
- * the vocabulary. */
+/* How a reply of tools kind k spells its calls, as the reply's parser
+ * reads them back (tool_choice "required" or a named function): c's lead,
+ * pre, mid, post, and sep, next and tail where the kind writes several
+ * (c's names are the caller's; a caller that wants one call sets sep to
+ * NULL). Hermes': <tool_call>\n{"name": "N", "arguments": ARGS}\n</tool_call>
+ * blocks, one a line; Llama 3.1's: {"name": "N", "parameters": ARGS}, one;
+ * Mistral's: the [TOOL_CALLS] control token, then [{"name": "N",
+ * "arguments": ARGS}, ...]. GC_EUNSUPPORTED for NONE, and for Mistral's
+ * where [TOOL_CALLS] is no control token of the vocabulary. */
 int gc_chat_call_shape(const gc_tok_t *t, gc_chat_tools_kind_t k, gc_json_call_t *c, gc_err_t *e);
 
 /* One tool (a request's {"type": "function", "function": {...}}, a json-c

@@ -38,8 +38,9 @@ void gc_json_fsm_init(gc_json_fsm_t *f) {
   f->st = J_START;
 }
 
-/* The parts of a call's shape, in order. */
-enum { C_LEAD, C_PRE, C_NAME, C_MID, C_ARGS, C_POST, C_DONE };
+/* The parts of a call's shape, in order (C_MORE: after a call, where sep
+ * or tail may begin; C_SEP then C_NEXT lead to the next call's C_NAME). */
+enum { C_LEAD, C_PRE, C_NAME, C_MID, C_ARGS, C_POST, C_MORE, C_SEP, C_NEXT, C_TAIL, C_DONE };
 
 void gc_json_fsm_init_call(gc_json_fsm_t *f, const gc_json_call_t *c) {
   gc_json_fsm_init(f);
@@ -48,6 +49,10 @@ void gc_json_fsm_init_call(gc_json_fsm_t *f, const gc_json_call_t *c) {
 }
 
 int gc_json_fsm_done(const gc_json_fsm_t *f) { return f->call ? f->phase == C_DONE : f->st == J_DONE; }
+
+int gc_json_fsm_may_end(const gc_json_fsm_t *f) {
+  return gc_json_fsm_done(f) || (f->call && f->phase == C_MORE && !*f->call->tail);
+}
 
 static int is_ws(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 static int is_digit(int c) { return c >= '0' && c <= '9'; }
@@ -184,6 +189,23 @@ static int literal(gc_json_fsm_t *f, const char *t, int c) {
 }
 
 /* Byte c of a call's shape. */
+/* A call's post is read: the next call or the tail may follow (sep), or
+ * only the tail. */
+static void after_post(gc_json_fsm_t *f) {
+  const gc_json_call_t *k = f->call;
+  f->off = 0;
+  f->phase = k->sep ? C_MORE : *k->tail ? C_TAIL : C_DONE;
+}
+
+/* The next call's name and object begin: the recognizer's JSON fields
+ * as before the first. */
+static void next_call(gc_json_fsm_t *f) {
+  const gc_json_call_t *k = f->call;
+  uint8_t phase = f->phase;
+  gc_json_fsm_init_call(f, k);
+  f->phase = phase;
+}
+
 static int call_step(gc_json_fsm_t *f, int c) {
   const gc_json_call_t *k = f->call;
   switch (f->phase) {
@@ -202,10 +224,28 @@ static int call_step(gc_json_fsm_t *f, int c) {
       return literal(f, k->mid, c) || (f->phase == C_ARGS && call_step(f, c));
     case C_ARGS:
       if (!step(f, c)) return 0;
-      if (f->st == J_DONE) f->phase = *k->post ? C_POST : C_DONE, f->off = 0;
+      if (f->st == J_DONE) {
+        if (*k->post) f->phase = C_POST, f->off = 0;
+        else after_post(f);
+      }
       return 1;
-    case C_POST: return literal(f, k->post, c);
-    default: return 0; /* before the lead token, or after the call */
+    case C_POST:
+      if (!literal(f, k->post, c)) return 0;
+      if (f->phase != C_POST) after_post(f);
+      return 1;
+    case C_MORE: /* sep or tail: they differ in their first byte */
+      if ((unsigned char)k->sep[0] == c) return f->phase = C_SEP, f->off = 0, call_step(f, c);
+      if (*k->tail && (unsigned char)k->tail[0] == c) return f->phase = C_TAIL, f->off = 0, call_step(f, c);
+      return 0;
+    case C_SEP:
+      return literal(f, k->sep, c);
+    case C_NEXT:
+      if (!literal(f, k->next, c)) return 0;
+      if (f->phase != C_NEXT) f->phase = C_NAME, next_call(f);
+      return 1;
+    case C_TAIL:
+      return literal(f, k->tail, c);
+    default: return 0; /* before the lead token, or after the calls */
   }
 }
 

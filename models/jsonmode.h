@@ -21,14 +21,19 @@
 #define GC_JSON_DEPTH 32 /* objects and arrays inside one another */
 #define GC_JSON_WS 24    /* whitespace bytes in a row outside strings */
 
-/* One tool call as a chat template spells it (tool_choice "required" or
+/* Tool calls as a chat template spells them (tool_choice "required" or
  * a named function): the control token lead (-1: none), the text pre, one
  * of the names (each 1 .. 64 bytes that need no escape in a JSON string),
- * the text mid, a JSON object (the arguments), the text post. */
+ * the text mid, a JSON object (the arguments), the text post; then, where
+ * sep is not NULL, any number of further calls, each sep, next (the later
+ * calls' pre), a name, mid, an object, post; then the text tail. sep and
+ * tail differ in their first byte (tail may be empty: the reply may then
+ * end after any call's post). */
 #define GC_JSON_NAME 64
 typedef struct gc_json_call {
   int32_t lead;
   const char *pre, *mid, *post; /* static text */
+  const char *sep, *next, *tail; /* several calls (sep: NULL for one call); tail: "" for none */
   char (*names)[GC_JSON_NAME + 1]; /* [nnames] (owned) */
   int nnames;
 } gc_json_call_t;
@@ -52,14 +57,17 @@ typedef struct gc_json_fsm {
 
 /* Before the reply's first byte: whitespace, then '{'. Can't fail. */
 void gc_json_fsm_init(gc_json_fsm_t *f);
-/* Before a reply that must be call c (which outlives f). Can't fail. */
+/* Before a reply that must be the call(s) of c (which outlives f). Can't fail. */
 void gc_json_fsm_init_call(gc_json_fsm_t *f, const gc_json_call_t *c);
 /* Read n bytes: 1 while everything read is the beginning of one JSON
  * object with nothing after it; 0 at the first byte that makes it not
  * (f is then left at that byte's state and must not be fed again). */
 int gc_json_fsm_feed(gc_json_fsm_t *f, const char *s, size_t n);
-/* Whether the object (or the call) is complete (then no byte may follow). */
+/* Whether the object (or the calls) is complete and no byte may follow. */
 int gc_json_fsm_done(const gc_json_fsm_t *f);
+/* Whether the reply may end here: done, or after a call's post where
+ * another call may follow and the tail is empty. */
+int gc_json_fsm_may_end(const gc_json_fsm_t *f);
 
 /* Every token's piece, once per vocabulary (immutable: threads share it). */
 typedef struct gc_json_vocab gc_json_vocab_t;

@@ -231,9 +231,10 @@ static const struct field_rule {
     READ("logprobs"), READ("top_logprobs"), READ("echo"), READ("n"), READ("best_of"), READ("cache_prompt"),
     READ("chat_template_kwargs"), READ("tools"), READ("tool_choice"), READ("response_format"),
     READ("logit_bias"), READ("presence_penalty"), READ("frequency_penalty"), READ("allowed_token_ids"),
+    READ("parallel_tool_calls"),
 
     /* no effect on the tokens: bookkeeping, caching, scheduling */
-    IGNORE("user"), IGNORE("metadata"), IGNORE("store"), IGNORE("parallel_tool_calls"), IGNORE("service_tier"),
+    IGNORE("user"), IGNORE("metadata"), IGNORE("store"), IGNORE("service_tier"),
     IGNORE("prompt_cache_key"), IGNORE("safety_identifier"), IGNORE("request_id"), IGNORE("priority"),
     IGNORE("id_slot"),
     /* read only beside a field below that is refused when it is on */
@@ -502,9 +503,12 @@ static int forcible(const char *n) {
 }
 
 /* ca->call for tool_choice choice (2: any of the n tools' names, 3: named)
- * in the spelling of the template's calls. */
-static int forced_call(gc_api_t *a, json_object *ts, size_t n, int choice, const char *named, chat_args_t *ca,
-                       gc_api_err_t *err) {
+ * in the spelling of the template's calls: "required" one call or more
+ * where the template writes several (Qwen's blocks, Mistral's array) and
+ * parallel_tool_calls is not false, as vLLM allows; a named function, one
+ * call (vLLM's and OpenAI's reading). */
+static int forced_call(gc_api_t *a, json_object *ts, size_t n, int choice, const char *named, int parallel,
+                       chat_args_t *ca, gc_api_err_t *err) {
   gc_err_t e = {0};
   if (!(ca->call = gc_calloc(1, sizeof *ca->call, &e)) ||
       !(ca->call->names = gc_calloc(n, sizeof *ca->call->names, &e)))
@@ -512,6 +516,7 @@ static int forced_call(gc_api_t *a, json_object *ts, size_t n, int choice, const
   if (gc_chat_call_shape(a->tok, a->tools, ca->call, &e))
     return gc_api_fail(err, 400, INVALID, NULL, "tool_choice", "tool_choice %s: %s", choice == 2 ? "required" :
                        "naming a function", e.msg);
+  if (choice == 3 || !parallel) ca->call->sep = NULL;
   for (size_t i = 0; i < n; i++) {
     json_object *fn, *name;
     json_object_object_get_ex(json_object_array_get_idx(ts, i), "function", &fn); /* checked by tool_args */
@@ -534,10 +539,11 @@ static int forced_call(gc_api_t *a, json_object *ts, size_t n, int choice, const
  * "function": {"name": ..., ...}}, written as given. 400 for a malformed
  * list, and for tools the model's template cannot offer. */
 static int tool_args(gc_api_t *a, json_object *o, chat_args_t *ca, gc_api_err_t *err) {
-  json_object *ts = field(o, "tools");
+  json_object *ts = field(o, "tools"), *par = field(o, "parallel_tool_calls");
   const char *named = NULL;
   int choice = tool_choice(o, &named, err);
   if (choice < 0) return err->status;
+  if (par && !json_object_is_type(par, json_type_boolean)) return want(err, "parallel_tool_calls", "a boolean", par);
   size_t n = ts && json_object_is_type(ts, json_type_array) ? json_object_array_length(ts) : 0;
   if (choice >= 2 && !n)
     return gc_api_fail(err, 400, INVALID, NULL, "tool_choice", "tool_choice %s needs tools", choice == 2
@@ -576,7 +582,7 @@ static int tool_args(gc_api_t *a, json_object *o, chat_args_t *ca, gc_api_err_t 
   for (size_t i = 0; i < n; i++) ca->tools[i] = ca->tool_text.data + at[i];
   ca->ntools = (int)n;
   free(at);
-  return choice >= 2 ? forced_call(a, ts, n, choice, named, ca, err) : 0;
+  return choice >= 2 ? forced_call(a, ts, n, choice, named, !par || json_object_get_boolean(par), ca, err) : 0;
 }
 
 /* /v1/completions has no tools: 400 for tools (but []) or a tool_choice

@@ -1035,14 +1035,23 @@ CALL_TEXT = {"qwen2_5": '<tool_call>\n{"name": "', "llama3_2": '{"name": "', "mi
 @pytest.mark.parametrize("kind", sorted(CALL_TEXT))
 def test_gguf_forced_tool_calls(gc, bundles, kind):
     """tool_choice "required" and a named function (the reply constrained
-    to one call as the template spells it: models/jsonmode.c) over a
+    to calls as the template spells them: models/jsonmode.c) over a
     random-weight model of each tools template, greedy and sampled: each
-    reply is one call its parser reads back (finish_reason "tool_calls",
-    a name among the tools, the named one where one is named, arguments
-    a JSON object), or, cut by max_tokens, text that begins one; streamed
-    the same. A model left to "auto" calls nothing here."""
+    reply is calls its parser reads back (finish_reason "tool_calls", names
+    among the tools, the named one where one is named, arguments JSON
+    objects; one call where a function is named, one or more under
+    "required" where the template writes several), or, cut by max_tokens,
+    text that begins one; streamed the same. With the reply's end token
+    favoured (logit_bias +100) the reply ends after its first call, where
+    it may; banned, "required" goes on to a second call where the template
+    writes several (Qwen's blocks; Mistral's array, unless the model closes
+    it) and stops after one with parallel_tool_calls false (and always for
+    Llama 3.1's single JSON call). A model left to "auto" calls nothing
+    here."""
     from test_serve import Server, sse
-    path, _ = chat_gguf(gc, kind)
+    path, toks = chat_gguf(gc, kind)
+    end = toks.index({"qwen2_5": "<|im_end|>", "llama3_2": "<|eot_id|>", "mistral_v3": "</s>"}[kind])
+    several = kind != "llama3_2"
     srv = Server(path, chat_bundle(bundles, path, kind), "--parallel", 2)
     names = [t["function"]["name"] for t in TOOLS]
     msgs = [{"role": "user", "content": "weather?"}]
@@ -1060,12 +1069,15 @@ def test_gguf_forced_tool_calls(gc, bundles, kind):
             assert status == 200, text
             ch = json.loads(text)["choices"][0]
             m, finish = ch["message"], ch["finish_reason"]
+            cut = json.loads(text)["usage"]["completion_tokens"] == req["max_tokens"]
             seen[finish] += 1
             if finish == "tool_calls":
-                (call,) = m["tool_calls"]
-                assert not m["content"], m
-                assert call["function"]["name"] in (names if k % 2 else [named]), (k, call)
-                assert isinstance(json.loads(call["function"]["arguments"]), dict), call
+                assert m["tool_calls"] and (len(m["tool_calls"]) == 1 or (several and k % 2)), (k, m)
+                rest = (m["content"] or "").lstrip()  # cut inside a further call: its beginning
+                assert not rest or (cut and (CALL_TEXT[kind].startswith(rest) or rest.startswith(CALL_TEXT[kind]))), m
+                for call in m["tool_calls"]:
+                    assert call["function"]["name"] in (names if k % 2 else [named]), (k, call)
+                    assert isinstance(json.loads(call["function"]["arguments"]), dict), call
             else:
                 assert not m.get("tool_calls") and m["content"].lstrip().startswith(CALL_TEXT[kind]), (k, m)
                 rest = m["content"].lstrip()[len(CALL_TEXT[kind]):]
@@ -1078,6 +1090,36 @@ def test_gguf_forced_tool_calls(gc, bundles, kind):
                 assert got == [(c["function"]["name"], c["function"]["arguments"])
                                for c in m.get("tool_calls") or []], (k, deltas)
         assert seen["tool_calls"] >= 2, seen
+        ended = 0
+        for k in range(6):  # the end token favoured: the reply ends where it may, after its first call
+            req = {"messages": msgs, "tools": TOOLS, "tool_choice": "required", "max_tokens": 250, "temperature": 1.0,
+                   "seed": 50 + k, "logit_bias": {str(end): 100}}
+            status, _, text = srv.post("/v1/chat/completions", req)
+            assert status == 200, text
+            ch = json.loads(text)["choices"][0]
+            if ch["message"].get("tool_calls"):  # (else the model's arguments ran past max_tokens)
+                assert len(ch["message"]["tool_calls"]) == 1 and ch["finish_reason"] == "tool_calls", text
+                assert json.loads(text)["usage"]["completion_tokens"] < 250 and not ch["message"]["content"], text
+                ended += 1
+        assert ended, kind
+        counts = {True: [], False: []}
+        for k in range(6):
+            for par in (True, False):
+                req = {"messages": msgs, "tools": TOOLS, "tool_choice": "required", "max_tokens": 250,
+                       "temperature": 1.0, "seed": 100 + k, "logit_bias": {str(end): -100}, "parallel_tool_calls": par}
+                status, _, text = srv.post("/v1/chat/completions", req)
+                assert status == 200, text
+                ch = json.loads(text)["choices"][0]
+                calls = ch["message"].get("tool_calls") or []
+                for call in calls:
+                    assert call["function"]["name"] in names and isinstance(json.loads(call["function"]["arguments"]),
+                                                                            dict), call
+                if ch["finish_reason"] == "tool_calls" or len(calls) > 1:
+                    counts[par].append(len(calls))
+        assert counts[False] and set(counts[False]) == {1}, counts
+        assert counts[True] and (max(counts[True]) >= 2) == several, counts
+        status, _, text = srv.post("/v1/chat/completions", dict(req, parallel_tool_calls="no"))
+        assert status == 400 and "parallel_tool_calls" in text, text
     finally:
         assert srv.stop()[0] == 0
 

@@ -118,12 +118,49 @@ static void copies_are_independent(void) {
  * the names (one a prefix of another), an object, the end. */
 static int call_feed(const char *s, int *done) {
   static char names[3][GC_JSON_NAME + 1] = {"get", "get_weather", "now"};
-  gc_json_call_t c = {-1, "{\"name\": \"", "\", \"parameters\": ", "}", names, 3};
+  gc_json_call_t c = {.lead = -1, .pre = "{\"name\": \"", .mid = "\", \"parameters\": ", .post = "}", .tail = "",
+                      .names = names, .nnames = 3};
   gc_json_fsm_t f;
   gc_json_fsm_init_call(&f, &c);
   int ok = gc_json_fsm_feed(&f, s, strlen(s));
   *done = gc_json_fsm_done(&f);
   return ok;
+}
+
+/* Several calls (sep, next, tail): Hermes' blocks (the reply may end
+ * after any) and an array (it ends at its ']'); with sep NULL, one. */
+static int calls_feed(const char *sep, const char *tail, const char *s, int *done, int *may_end) {
+  static char names[2][GC_JSON_NAME + 1] = {"a", "bc"};
+  gc_json_call_t c = {.lead = -1, .pre = *tail ? "[{\"n\": \"" : "<c>{\"n\": \"", .mid = "\", \"p\": ",
+                      .post = *tail ? "}" : "}</c>", .sep = sep, .next = *tail ? "{\"n\": \"" : "<c>{\"n\": \"",
+                      .tail = tail, .names = names, .nnames = 2};
+  gc_json_fsm_t f;
+  gc_json_fsm_init_call(&f, &c);
+  int ok = gc_json_fsm_feed(&f, s, strlen(s));
+  *done = gc_json_fsm_done(&f), *may_end = gc_json_fsm_may_end(&f);
+  return ok;
+}
+
+static void several_calls(void) {
+  int done, may;
+  CHECK(calls_feed("\n", "", "<c>{\"n\": \"a\", \"p\": {}}</c>", &done, &may) && !done && may);
+  CHECK(calls_feed("\n", "", "<c>{\"n\": \"a\", \"p\": {}}</c>\n<c>{\"n\": \"bc\", \"p\": {\"x\": [1]}}</c>", &done,
+                   &may) && !done && may);
+  CHECK(calls_feed("\n", "", "<c>{\"n\": \"a\", \"p\": {}}</c>\n<c>{\"n\": \"bc\", \"p\": {", &done, &may) &&
+        !done && !may);
+  CHECK(!calls_feed("\n", "", "<c>{\"n\": \"a\", \"p\": {}}</c><c>", &done, &may)); /* sep first */
+  CHECK(!calls_feed("\n", "", "<c>{\"n\": \"a\", \"p\": {}}</c>\n<c>{\"n\": \"x", &done, &may)); /* a name */
+  CHECK(!calls_feed(NULL, "", "<c>{\"n\": \"a\", \"p\": {}}</c>\n", &done, &may)); /* one call only */
+  CHECK(calls_feed(NULL, "", "<c>{\"n\": \"a\", \"p\": {}}</c>", &done, &may) && done && may);
+  CHECK(calls_feed(", ", "]", "[{\"n\": \"a\", \"p\": {}}", &done, &may) && !done && !may);
+  CHECK(calls_feed(", ", "]", "[{\"n\": \"a\", \"p\": {}}, {\"n\": \"bc\", \"p\": {\"q\": null}}]", &done, &may) &&
+        done && may);
+  CHECK(!calls_feed(", ", "]", "[{\"n\": \"a\", \"p\": {}}]]", &done, &may)); /* nothing after the tail */
+  CHECK(!calls_feed(NULL, "]", "[{\"n\": \"a\", \"p\": {}}, ", &done, &may));
+  CHECK(calls_feed(NULL, "]", "[{\"n\": \"a\", \"p\": {}}]", &done, &may) && done);
+  /* the second call's object starts afresh: depth and blanks */
+  CHECK(calls_feed("\n", "", "<c>{\"n\": \"a\", \"p\": {\"d\": [[[1]]]}}</c>\n<c>{\"n\": \"a\", \"p\": {}}</c>", &done,
+                   &may) && may);
 }
 
 static void call_shapes(void) {
@@ -226,8 +263,11 @@ static void mask_matches_the_recognizer(void) {
       "{\"a\":                       1}", /* whitespace up to the limit */
       "{\"\xe4\xb8\xad\":\"\xf0\x9f\x98\x80\"}"};
   static char names[2][GC_JSON_NAME + 1] = {"get", "get_weather"};
-  gc_json_call_t calls[2] = {{-1, "<tool_call>\n{\"name\": \"", "\", \"arguments\": ", "}\n</tool_call>", names, 2},
-                             {NPIECE - 3, "[{\"name\": \"", "\", \"arguments\": ", "}]", names, 2}};
+  gc_json_call_t calls[2] = {{.lead = -1, .pre = "<tool_call>\n{\"name\": \"", .mid = "\", \"arguments\": ",
+                              .post = "}\n</tool_call>", .sep = "\n", .next = "<tool_call>\n{\"name\": \"", .tail = "",
+                              .names = names, .nnames = 2},
+                             {.lead = NPIECE - 3, .pre = "[{\"name\": \"", .mid = "\", \"arguments\": ", .post = "}",
+                              .sep = ", ", .next = "{\"name\": \"", .tail = "]", .names = names, .nnames = 2}};
   static const char *const CALLARGS = "{\"city\": \"Paris \xc3\xa9\", \"n\": [1, 2]}";
   static vocab_t v;
   vocab_make(&v);
@@ -246,9 +286,10 @@ static void mask_matches_the_recognizer(void) {
     }
     CHECK(ok);
   }
-  for (int c = 0; c < 2; c++) {
-    char text[256];
-    snprintf(text, sizeof text, "%s%s%s%s%s", calls[c].pre, names[1], calls[c].mid, CALLARGS, calls[c].post);
+  for (int c = 0; c < 2; c++) { /* two calls */
+    char text[512];
+    snprintf(text, sizeof text, "%s%s%s%s%s%s%s%s%s{}%s%s", calls[c].pre, names[1], calls[c].mid, CALLARGS,
+             calls[c].post, calls[c].sep, calls[c].next, names[0], calls[c].mid, calls[c].post, calls[c].tail);
     gc_json_fsm_t f;
     gc_json_fsm_init_call(&f, &calls[c]);
     ok = mask_agrees(jv, &v, &f, lg, out), states++;
@@ -257,7 +298,7 @@ static void mask_matches_the_recognizer(void) {
       ok = mask_agrees(jv, &v, &f, lg, out);
       if (i < strlen(text)) CHECK(gc_json_fsm_feed(&f, text + i, 1));
     }
-    CHECK(ok && gc_json_fsm_done(&f));
+    CHECK(ok && gc_json_fsm_may_end(&f) && gc_json_fsm_done(&f) == (*calls[c].tail != 0));
   }
   CHECK(states > 300);
   free(lg), free(out);
@@ -294,7 +335,9 @@ static int check_vocab(const char *path) {
   gc_buf_t b = {0};
   for (int id = 0; id < n; id++) lg[id] = (float)(id % 101);
   static char names[1][GC_JSON_NAME + 1] = {"get_weather"};
-  gc_json_call_t call = {-1, "<tool_call>\n{\"name\": \"", "\", \"arguments\": ", "}\n</tool_call>", names, 1};
+  gc_json_call_t call = {.lead = -1, .pre = "<tool_call>\n{\"name\": \"", .mid = "\", \"arguments\": ",
+                        .post = "}\n</tool_call>", .sep = "\n", .next = "<tool_call>\n{\"name\": \"", .tail = "",
+                        .names = names, .nnames = 1};
   const char *docs[2] = {" {\"a\": \"x\\u00e9 \xc3\xa9\xe4\xb8\xad\", \"b\": [1, -2.5e+3, true, null, {}]}",
                          "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"c\": \"P\"}}\n</tool_call>"};
   for (int d = 0; d < 2; d++) {
@@ -334,6 +377,7 @@ int main(int argc, char **argv) {
   check_case("limits", limits);
   check_case("copies", copies_are_independent);
   check_case("call shapes", call_shapes);
+  check_case("several calls", several_calls);
   check_case("the mask against the recognizer", mask_matches_the_recognizer);
   return check_report();
 }
