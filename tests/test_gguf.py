@@ -1045,9 +1045,9 @@ def test_gguf_forced_tool_calls(gc, bundles, kind):
     favoured (logit_bias +100) the reply ends after its first call, where
     it may; banned, "required" goes on to a second call where the template
     writes several (Qwen's blocks; Mistral's array, unless the model closes
-    it) and stops after one with parallel_tool_calls false (and always for
-    Llama 3.1's single JSON call). A model left to "auto" calls nothing
-    here."""
+    it; streamed, the same calls) and stops after one with
+    parallel_tool_calls false (and always for Llama 3.1's single JSON
+    call). A model left to "auto" calls nothing here."""
     from test_serve import Server, sse
     path, toks = chat_gguf(gc, kind)
     end = toks.index({"qwen2_5": "<|im_end|>", "llama3_2": "<|eot_id|>", "mistral_v3": "</s>"}[kind])
@@ -1116,8 +1116,14 @@ def test_gguf_forced_tool_calls(gc, bundles, kind):
                                                                             dict), call
                 if ch["finish_reason"] == "tool_calls" or len(calls) > 1:
                     counts[par].append(len(calls))
+                if par and len(calls) > 1 and "streamed" not in counts:  # several calls, streamed: the same calls
+                    status, _, text = srv.post("/v1/chat/completions", dict(req, stream=True))
+                    got = [(t["function"]["name"], t["function"]["arguments"]) for ev in sse(text)
+                           for c in ev["choices"] for t in c["delta"].get("tool_calls", [])]
+                    assert got == [(c["function"]["name"], c["function"]["arguments"]) for c in calls], (got, calls)
+                    counts["streamed"] = True
         assert counts[False] and set(counts[False]) == {1}, counts
-        assert counts[True] and (max(counts[True]) >= 2) == several, counts
+        assert counts[True] and (max(counts[True]) >= 2) == several == ("streamed" in counts), counts
         status, _, text = srv.post("/v1/chat/completions", dict(req, parallel_tool_calls="no"))
         assert status == 400 and "parallel_tool_calls" in text, text
     finally:
