@@ -188,7 +188,6 @@ static int literal(gc_json_fsm_t *f, const char *t, int c) {
   return 1;
 }
 
-/* Byte c of a call's shape. */
 /* A call's post is read: the next call or the tail may follow (sep), or
  * only the tail. */
 static void after_post(gc_json_fsm_t *f) {
@@ -206,6 +205,7 @@ static void next_call(gc_json_fsm_t *f) {
   f->phase = phase;
 }
 
+/* Byte c of a call's shape. */
 static int call_step(gc_json_fsm_t *f, int c) {
   const gc_json_call_t *k = f->call;
   switch (f->phase) {

@@ -27,7 +27,7 @@
  * the text mid, a JSON object (the arguments), the text post; then, where
  * sep is not NULL, any number of further calls, each sep, next (the later
  * calls' pre), a name, mid, an object, post; then the text tail. sep and
- * tail differ in their first byte (tail may be empty: the reply may then
+ * next are not empty; sep and tail differ in their first byte (tail may be empty: the reply may then
  * end after any call's post). */
 #define GC_JSON_NAME 64
 typedef struct gc_json_call {

@@ -427,7 +427,7 @@ typedef struct chat_args {
   char **tools;              /* [ntools] the request's tools as the template writes them (tojson) */
   int ntools;
   gc_buf_t tool_text;        /* their text, NUL-separated */
-  gc_json_call_t *call;      /* tool_choice "required" or a named function: the one call the reply must be */
+  gc_json_call_t *call;      /* tool_choice "required" or a named function: the calls the reply must be */
 } chat_args_t;
 
 static void call_free(gc_json_call_t *c) {
@@ -471,7 +471,7 @@ static int template_kwargs(json_object *o, chat_args_t *ca, gc_api_err_t *err) {
 }
 
 /* What tool_choice of o lets the model do with the tools: "auto" (or
- * absent) 1, call them or not; "none" 0; "required" 2, call one; a named
+ * absent) 1, call them or not; "none" 0; "required" 2, call them (one or more); a named
  * function ({"type": "function", "function": {"name": N}}) 3, call N
  * (*named, in o). -1 with err filled. */
 static int tool_choice(json_object *o, const char **named, gc_api_err_t *err) {
@@ -1110,7 +1110,7 @@ static int prompt_requests(gc_api_t *a, const body_t *b, int chat, prompt_t *ps,
     r->index = at + j;
     if (params(a, b, chat, (int)ps->ids.n, j, &r->p, (gc_api_req_t *)q, err)) return err->status;
     if (call && (r->p.json || r->p.ignore_eos))
-      return gc_api_fail(err, 400, INVALID, NULL, "tool_choice", "tool_choice forces one call, which ends the "
+      return gc_api_fail(err, 400, INVALID, NULL, "tool_choice", "tool_choice forces tool calls, which end the "
                          "reply: not with %s", r->p.json ? "response_format json_object" : "ignore_eos");
     if (call) {
       if (!(r->p.call = gc_malloc(sizeof *call, &e)) ||

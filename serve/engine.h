@@ -37,8 +37,8 @@ typedef struct gc_srv_params {
   int json;                /* JSON mode (response_format json_object): every token keeps the reply
                               the beginning of one JSON object (models/jsonmode.h), and the reply
                               ends, with an end token, when the object does; with call, the same
-                              for that one call */
-  gc_json_call_t *call;    /* tool_choice "required" or a named function: the call the reply is
+                              for the call(s) */
+  gc_json_call_t *call;    /* tool_choice "required" or a named function: the calls the reply is
                               (owned, names too), or NULL */
   int32_t bias_ids[GC_SRV_MAX_BIAS]; /* logit_bias: added to these ids' logits before the draw */
   float bias[GC_SRV_MAX_BIAS];
