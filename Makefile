@@ -153,7 +153,8 @@ report-demo: deps all
 # Debian's npm), and `npm ci` installs the reference's and OpenAI's
 # JavaScript client's exact versions from tests/js/package-lock.json.
 DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev libjson-c-dev libpcre2-dev python3 \
-            python3-numpy python3-pytest python3-pytest-xdist python3-jinja2 python3-regex libopenblas-dev \
+            python3-numpy python3-pytest python3-pytest-xdist python3-jinja2 python3-regex python3-jsonschema \
+            libopenblas-dev \
             libmicrohttpd-dev curl clang-19 lld-19 llvm-19 libamd-comgr2 libclang-rt-19-dev chromium
 
 deps:
@@ -189,7 +190,8 @@ deps-test: deps
 FUZZ_CC      ?= clang-19
 FUZZ_S       ?= 60
 FUZZ_RUNS    ?= 0
-FUZZ_TARGETS := safetensors llama2c gguf_model gguf_vocab tokenizer_json bundle tunedb workload template expr api jsonmode
+FUZZ_TARGETS := safetensors llama2c gguf_model gguf_vocab tokenizer_json bundle tunedb workload template expr api jsonmode \
+                jsonschema
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-format-truncation \
                 -DGC_VERSION='"$(VERSION)"' $(FUZZ_SAN) -fsanitize=fuzzer-no-link

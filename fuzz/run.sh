@@ -22,6 +22,7 @@ max_len() {
     llama2c|gguf_vocab|tokenizer_json|template) echo 32768 ;;
     workload) echo 4096 ;;
     api) echo 16384 ;;
+    jsonschema) echo 8192 ;;
     expr) echo 1024 ;;
     *) echo 65536 ;;
   esac

@@ -394,6 +394,12 @@ def api_seeds() -> None:
         put("api", f"chat_forced_{i}", bytes([i]) + json.dumps(dict(chat, tool_choice=choice)).encode())
     put("api", "json_mode", bytes([0x80]) + json.dumps({"prompt": "hi", "max_tokens": 2,
                                                         "response_format": {"type": "json_object"}}).encode())
+    schema = {"type": "object", "properties": {"a": {"enum": ["x", "y"]}, "b": {"type": ["integer", "null"]}},
+              "required": ["a"], "additionalProperties": False}
+    put("api", "json_schema", bytes([0]) + json.dumps(dict(chat, tools=[], tool_choice="none", response_format={
+        "type": "json_schema", "json_schema": {"name": "s", "schema": schema}})).encode())
+    put("api", "guided_json", bytes([0x80]) + json.dumps({"prompt": "hi", "max_tokens": 2,
+                                                          "guided_json": json.dumps(schema)}).encode())
 
 
 def jsonmode_seeds() -> None:
@@ -408,6 +414,36 @@ def jsonmode_seeds() -> None:
                b'M [{"name": "get", "arguments": {}}, {"name": "get_weather", "arguments": {"c": [1]}}]']
     for i, r in enumerate(replies):
         put("jsonmode", f"j{i}", SEP.join([r] + pieces[i:] + pieces[:i]))
+
+
+def jsonschema_seeds() -> None:
+    """A schema, a reply it allows, then pieces (fuzz_jsonschema.c: every
+    fifth a control token): pydantic's shapes ($defs, Optional, enums, a
+    dict, recursion), OpenAI's strict example, type lists."""
+    pet = {"type": "object", "properties": {"kind": {"enum": ["cat", "dog", "caf\u00e9"]},
+                                            "age": {"type": "integer"}}, "required": ["kind"]}
+    schemas = [
+        ({"$defs": {"Pet": pet}, "type": "object", "properties": {
+            "name": {"type": "string"}, "nick": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "pets": {"type": "array", "items": {"$ref": "#/$defs/Pet"}},
+            "scores": {"type": "object", "additionalProperties": {"type": "integer"}}},
+          "required": ["name"], "additionalProperties": False},
+         b'{"name": "A\u00e9", "pets": [{"kind": "caf\xc3\xa9", "age": 3}], "nick": null, "scores": {"x": -1}}'),
+        ({"type": "object", "properties": {"steps": {"type": "array", "items": {"type": "object", "properties": {
+            "explanation": {"type": "string"}, "output": {"type": "string"}}, "required": ["explanation", "output"],
+            "additionalProperties": False}}, "final_answer": {"type": "string"}},
+          "required": ["steps", "final_answer"], "additionalProperties": False},
+         b'{"steps": [{"explanation": "e", "output": "o"}], "final_answer": "42"}'),
+        ({"type": "object", "properties": {"v": {"type": ["integer", "null"]}, "kids": {"type": "array",
+                                                                                        "items": {"$ref": "#"}}},
+          "required": ["v"]}, b'{"v": 1, "kids": [{"v": null, "kids": []}]}'),
+        ({"type": "object", "properties": {"x": {"const": "X"}}, "additionalProperties": True},
+         b'{"y": [1, {"z": true}], "x": "X"}'),
+    ]
+    pieces = [b" ", b"{", b"\"", b"\":", b"<ctl>", b" \"", b"1", b"name", b"\xc3\xa9", b"<eot>", b"kind",
+              b"ca", b"true", b"null", b"}", b"[{", b"\"}", b"-2.5", b"\tnull", b"]"]
+    for i, (sch, reply) in enumerate(schemas):
+        put("jsonschema", f"s{i}", SEP.join([json.dumps(sch).encode(), reply] + pieces[i:] + pieces[:i]))
 
 
 def main() -> None:
@@ -426,6 +462,7 @@ def main() -> None:
     expr_seeds()
     api_seeds()
     jsonmode_seeds()
+    jsonschema_seeds()
     for t in sorted(os.listdir(CORPUS)):
         files = os.listdir(os.path.join(CORPUS, t))
         size = sum(os.path.getsize(os.path.join(CORPUS, t, f)) for f in files)

@@ -2,6 +2,8 @@
  * pieces run through it (jsonmode.h). */
 #include "jsonmode.h"
 
+#include "jsonschema_impl.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,12 @@ static const char *const LITS[3] = {"true", "false", "null"};
 void gc_json_fsm_init(gc_json_fsm_t *f) {
   memset(f, 0, sizeof *f);
   f->st = J_START;
+  f->cset = -1;
+}
+
+void gc_json_fsm_init_schema(gc_json_fsm_t *f, const gc_json_schema_t *s) {
+  gc_json_fsm_init(f);
+  f->schema = s;
 }
 
 /* The parts of a call's shape, in order (C_MORE: after a call, where sep
@@ -62,8 +70,103 @@ static int is_hex(int c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >=
  * object's end: done). */
 static void value_end(gc_json_fsm_t *f) { f->st = f->depth ? J_AFTER : J_DONE; }
 
-static int push(gc_json_fsm_t *f, uint8_t c) {
+/* ---- the schema (f->schema): which values, keys and strings may come -- */
+
+static const gc_json_node_t *node(const gc_json_fsm_t *f, int i) { return &f->schema->nodes[i]; }
+/* The innermost open container's node. */
+static const gc_json_node_t *container(const gc_json_fsm_t *f) { return node(f, f->node[f->depth - 1]); }
+/* Whether a value of node i fits the levels left inside the open containers. */
+static int fits(const gc_json_fsm_t *f, int i) { return node(f, i)->mind <= GC_JSON_DEPTH - f->depth; }
+/* Property p of the innermost object may still come: unread, and fits. */
+static int prop_free(const gc_json_fsm_t *f, int p) {
+  const gc_json_node_t *o = container(f);
+  return !(f->seen[f->depth - 1] >> p & 1) && fits(f, f->schema->props[o->prop0 + p].node);
+}
+/* A key may come in the innermost object (after '{' or ','). */
+static int key_may_come(const gc_json_fsm_t *f) {
+  const gc_json_node_t *o = container(f);
+  if (o->open && fits(f, o->addl)) return 1;
+  for (int p = 0; p < o->nprops; p++)
+    if (prop_free(f, p)) return 1;
+  return 0;
+}
+/* The node of the value that begins now. */
+static int value_node(const gc_json_fsm_t *f) {
+  if (!f->depth) return 1; /* the root */
+  return f->stack[f->depth - 1] == '[' ? container(f)->items : f->vnode;
+}
+/* The kind a value's first byte c begins (0: none). */
+static int kind_of(int c) {
+  switch (c) {
+    case '{': return JK_OBJ;
+    case '[': return JK_ARR;
+    case '"': return JK_STR;
+    case 't': case 'f': return JK_BOOL;
+    case 'n': return JK_NULL;
+    default: return c == '-' || (c >= '0' && c <= '9') ? JK_INT : 0;
+  }
+}
+/* The candidates of the constrained string being read (cset): the i-th's
+ * bytes, or NULL past the last; for -2 (an object's names) those of
+ * properties still free, others "" never matching (-1: no candidates). */
+static const char *candidate(const gc_json_fsm_t *f, int i, int *len) {
+  const gc_json_schema_t *s = f->schema;
+  const char *t;
+  if (f->cset >= 0) {
+    const gc_json_node_t *n = node(f, f->cset);
+    if (i >= n->nenum) return NULL;
+    t = s->strs[n->enum0 + i];
+  } else {
+    const gc_json_node_t *o = container(f);
+    if (i >= o->nprops) return NULL;
+    t = f->cset == -2 && !prop_free(f, i) ? NULL : s->props[o->prop0 + i].name;
+    if (!t) return *len = -1, "";
+  }
+  *len = (int)strlen(t);
+  return t;
+}
+/* Whether the constrained string read so far (sbuf) begins a candidate
+ * (whole: is one). -3 (a key of an open object, recorded to look it up):
+ * always. */
+static int cset_ok(const gc_json_fsm_t *f, int whole) {
+  if (f->cset == -3) return 1;
+  int len;
+  const char *t;
+  for (int i = 0; (t = candidate(f, i, &len)); i++)
+    if (len >= f->slen && (!whole || len == f->slen) && !memcmp(t, f->sbuf, f->slen)) return 1;
+  return 0;
+}
+/* The key just read (cset -2 or -3, its bytes in sbuf; slen 255: longer
+ * than any name) chooses the value's node; 0 where it may not end here
+ * (a name read already, or a value that cannot fit). */
+static int key_end(gc_json_fsm_t *f) {
+  const gc_json_node_t *o = container(f);
+  for (int p = 0; f->slen <= GC_JSON_NAME && p < o->nprops; p++) {
+    const char *name = f->schema->props[o->prop0 + p].name;
+    if (strlen(name) == f->slen && !memcmp(name, f->sbuf, f->slen)) {
+      if (!prop_free(f, p)) return 0;
+      f->seen[f->depth - 1] |= 1ull << p;
+      f->vnode = f->schema->props[o->prop0 + p].node;
+      return 1;
+    }
+  }
+  f->vnode = o->addl;
+  return o->open && fits(f, o->addl);
+}
+/* A byte c of a constrained string (cset != -1) before the recognizer's
+ * own reading of it: 0 where it leaves no candidate. */
+static int cset_byte(gc_json_fsm_t *f, int c) {
+  if (f->st == J_STR && c == '"') return cset_ok(f, 1) && (!f->key || key_end(f));
+  if (c == '\\' && f->st == J_STR) return 0; /* candidates are read unescaped */
+  if (f->cset == -3 && f->slen >= GC_JSON_NAME) return f->slen = 255, 1; /* names no property */
+  if (f->slen >= GC_JSON_NAME) return 0;
+  f->sbuf[f->slen++] = (char)c;
+  return cset_ok(f, 0);
+}
+
+static int push(gc_json_fsm_t *f, uint8_t c, int nd) {
   if (f->depth >= GC_JSON_DEPTH) return 0;
+  f->node[f->depth] = (int16_t)nd, f->seen[f->depth] = 0;
   f->stack[f->depth++] = c;
   f->st = c == '{' ? J_KEY_OR_END : J_VALUE_OR_END;
   return 1;
@@ -71,6 +174,8 @@ static int push(gc_json_fsm_t *f, uint8_t c) {
 
 static int pop(gc_json_fsm_t *f, uint8_t c) {
   if (!f->depth || f->stack[f->depth - 1] != c) return 0;
+  if (f->schema && c == '{' && (f->seen[f->depth - 1] & container(f)->required) != container(f)->required)
+    return 0; /* a required property is missing */
   f->depth--;
   value_end(f);
   return 1;
@@ -78,9 +183,20 @@ static int pop(gc_json_fsm_t *f, uint8_t c) {
 
 /* The first byte of a value (not ']': the caller's). */
 static int value_start(gc_json_fsm_t *f, int c) {
+  int nd = 0;
+  f->cset = -1, f->intg = 0;
+  if (f->schema) {
+    nd = value_node(f);
+    const gc_json_node_t *v = node(f, nd);
+    int k = kind_of(c);
+    if (!(v->kinds & k) && !(k == JK_INT && v->kinds & JK_NUM)) return 0;
+    if (k == JK_OBJ && v->omind > GC_JSON_DEPTH - f->depth) return 0;
+    f->intg = !(v->kinds & JK_NUM);
+    if (k == JK_STR && v->nenum) f->cset = (int16_t)nd, f->slen = 0;
+  }
   switch (c) {
-    case '{': return push(f, '{');
-    case '[': return push(f, '[');
+    case '{': return push(f, '{', nd);
+    case '[': return push(f, '[', nd);
     case '"': f->key = 0, f->st = J_STR; return 1;
     case '-': f->st = J_NEG; return 1;
     case '0': f->st = J_ZERO; return 1;
@@ -93,13 +209,24 @@ static int value_start(gc_json_fsm_t *f, int c) {
   }
 }
 
+/* A key's '"' (after '{' or an object's ','). */
+static int key_start(gc_json_fsm_t *f) {
+  f->key = 1, f->st = J_STR, f->cset = -1, f->slen = 0;
+  if (!f->schema) return 1;
+  const gc_json_node_t *o = container(f);
+  if (o->nprops) f->cset = o->open ? -3 : -2; /* -2: one of the names; -3: recorded, looked up at its end */
+  return key_may_come(f);
+}
+
 /* A string's byte (not in an escape): the character's first byte, its
  * end, or an escape's start; UTF-8's lead bytes set the range of the
  * next (no overlong forms, no surrogates, nothing past U+10FFFF). */
 static int string_byte(gc_json_fsm_t *f, int c) {
   if (c == '"') {
+    if (f->key && f->schema && f->cset == -1) f->vnode = container(f)->addl; /* an open object's any key */
     if (f->key) f->st = J_COLON;
     else value_end(f);
+    f->cset = -1;
     return 1;
   }
   if (c == '\\') return f->st = J_ESC, 1;
@@ -120,21 +247,22 @@ static int step(gc_json_fsm_t *f, int c) {
     return ++f->ws <= GC_JSON_WS;
   }
   if (f->st <= J_AFTER) f->ws = 0;
+  if (f->cset != -1 && (f->st == J_STR || f->st == J_UTF8) && !cset_byte(f, c)) return 0;
   switch ((enum jstate)f->st) {
-    case J_START: return c == '{' && push(f, '{');
+    case J_START: return c == '{' && push(f, '{', 1);
     case J_KEY_OR_END:
       if (c == '}') return pop(f, '{');
       /* fall through */
     case J_KEY:
-      if (c != '"') return 0;
-      f->key = 1, f->st = J_STR;
-      return 1;
+      return c == '"' && key_start(f);
     case J_COLON: return c == ':' && (f->st = J_VALUE, 1);
     case J_VALUE_OR_END:
       if (c == ']') return pop(f, '[');
       /* fall through */
     case J_VALUE: return value_start(f, c);
     case J_AFTER:
+      if (c == ',' && f->schema && !(f->stack[f->depth - 1] == '{' ? key_may_come(f) : fits(f, container(f)->items)))
+        return 0; /* nothing could follow it */
       if (c == ',') return f->st = f->stack[f->depth - 1] == '{' ? J_KEY : J_VALUE, 1;
       if (c == '}' || c == ']') return pop(f, c == '}' ? '{' : '[');
       return 0;
@@ -163,8 +291,8 @@ static int step(gc_json_fsm_t *f, int c) {
     case J_FRAC:
     case J_EXP:
       if (is_digit(c) && f->st != J_ZERO) return 1;
-      if (c == '.' && f->st <= J_INT) return f->st = J_DOT, 1;
-      if ((c == 'e' || c == 'E') && f->st != J_EXP) return f->st = J_E, 1;
+      if (c == '.' && f->st <= J_INT && !f->intg) return f->st = J_DOT, 1;
+      if ((c == 'e' || c == 'E') && f->st != J_EXP && !f->intg) return f->st = J_E, 1;
       value_end(f); /* the number ended before c (inside a container: J_AFTER) */
       return step(f, c);
     case J_DOT: return is_digit(c) && (f->st = J_FRAC, 1);
@@ -392,11 +520,16 @@ void gc_json_vocab_free(gc_json_vocab_t *v) {
 
 /* Whether f reads JSON's grammar (not a call's fixed text or name). */
 static int in_grammar(const gc_json_fsm_t *f) { return !f->call || f->phase == C_ARGS; }
+/* Whether f is inside a string any text may fill (not a schema's enum or key). */
+static int free_string(const gc_json_fsm_t *f) { return f->st == J_STR && in_grammar(f) && f->cset == -1; }
+/* Whether every whitespace byte reads alike next (between the grammar's tokens, or
+   where none may come), so that pieces may be grouped by their first other byte. */
+static int ws_alike(const gc_json_fsm_t *f) { return in_grammar(f) && f->st != J_STR; }
 
 int gc_json_allows(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t id) {
   if (f->call && f->phase == C_LEAD) return id == f->call->lead;
   if (id < 0 || id >= v->n || v->special[id] || v->off[id + 1] == v->off[id]) return 0;
-  if (f->st == J_STR && v->instr[id] && in_grammar(f)) return 1; /* text inside a string */
+  if (v->instr[id] && free_string(f)) return 1; /* text inside a string */
   gc_json_fsm_t g = *f;
   return gc_json_fsm_feed(&g, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
 }
@@ -423,7 +556,7 @@ void gc_json_mask(const gc_json_vocab_t *v, const gc_json_fsm_t *f, const float 
     return;
   }
   int m = n < v->n ? n : v->n;
-  if (f->st == J_STR && in_grammar(f)) { /* inside a string: most pieces are text */
+  if (free_string(f)) { /* inside a string: most pieces are text */
     for (int id = 0; id < m; id++) out[id] = v->instr[id] ? logits[id] : -INFINITY;
     for (int id = m; id < n; id++) out[id] = -INFINITY;
     mask_group(v, f, v->rest, 0, v->nrest, logits, out, n);
@@ -432,16 +565,16 @@ void gc_json_mask(const gc_json_vocab_t *v, const gc_json_fsm_t *f, const float 
   for (int id = 0; id < n; id++) out[id] = -INFINITY;
   for (int c = 0; c < 256; c++) {
     char ch = (char)c;
-    if (is_ws(c) && in_grammar(f)) continue; /* below */
+    if (is_ws(c) && ws_alike(f)) continue; /* below */
     if (v->first_at[c] < v->first_at[c + 1] && may_read(f, &ch, 1)) /* else none may start so */
       mask_group(v, f, v->by_first, v->first_at[c], v->first_at[c + 1], logits, out, n);
   }
-  if (!in_grammar(f) || !may_read(f, " ", 1)) return;
+  if (!ws_alike(f) || !may_read(f, " ", 1)) return;
   /* Pieces that begin with whitespace, in the grammar outside a string
-     (J_STR is above; in its escapes and characters no whitespace may
-     come): every whitespace byte reads alike there, and a run of them as
-     one, so a group of them by its first other byte d is asked once, as
-     " d" (or " ": no other byte). */
+     (in its escapes and characters no whitespace may come): every
+     whitespace byte reads alike there, and a run of them as one, so a
+     group of them by its first other byte d is asked once, as " d" (or
+     " ": no other byte). */
   for (int d = 0; d <= 256; d++) {
     char two[2] = {' ', (char)d};
     if (v->lead_at[d] < v->lead_at[d + 1] && may_read(f, two, d < 256 ? 2 : 1))

@@ -38,6 +38,29 @@ typedef struct gc_json_call {
   int nnames;
 } gc_json_call_t;
 
+/* A JSON Schema compiled for the recognizer (immutable once made:
+ * recognizers and threads share it). The subset (what OpenAI's strict
+ * structured outputs and pydantic's models write):
+ * - type (a name or a list of them): object, array, string, integer,
+ *   number, boolean, null; no type: any value;
+ * - object: properties (names of 1 .. GC_JSON_NAME bytes, no '"', '\' or
+ *   control bytes; at most 64), required (names among them);
+ *   additionalProperties false or absent: no other keys (as OpenAI's strict
+ *   mode writes every schema);
+ * - array: items (absent: any values);
+ * - string: enum or const (strings of at most GC_JSON_NAME bytes, the same
+ *   bytes as names, read unescaped);
+ * - anyOf / oneOf whose branches begin with different bytes (their types
+ *   differ; integer within number), allOf of one schema;
+ * - $ref to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion
+ *   allowed: depth is GC_JSON_DEPTH's);
+ * - annotations ignored: title, description, default, examples, format
+ *   (an annotation in JSON Schema 2020-12), $schema, $id, $comment,
+ *   deprecated, readOnly, writeOnly, strict, $defs, definitions.
+ * Anything else (minimum, pattern, maxLength, minItems, ...) is refused
+ * with its path, never ignored; the root must be an object schema. */
+typedef struct gc_json_schema gc_json_schema_t;
+
 typedef struct gc_json_fsm {
   uint8_t st;    /* where in the grammar (jsonmode.c: enum jstate) */
   uint8_t aux;   /* literal: bytes matched; \u: hex digits left; UTF-8: bytes left */
@@ -47,6 +70,16 @@ typedef struct gc_json_fsm {
   uint8_t ws;    /* whitespace bytes in a row */
   uint8_t depth; /* open objects and arrays */
   uint8_t stack[GC_JSON_DEPTH]; /* '{' or '[' of each, outermost first */
+  /* a schema (gc_json_fsm_init_schema), or NULL: any object */
+  const gc_json_schema_t *schema;
+  int16_t node[GC_JSON_DEPTH]; /* each open container's schema node */
+  uint64_t seen[GC_JSON_DEPTH]; /* each open object's properties read (bit i: its i-th) */
+  int16_t vnode;  /* the node of the value after the key just read */
+  int16_t cset;   /* the string being read must be one of: -1 any, -2 its object's unread
+                     property names, else the node's enum */
+  uint8_t intg;   /* the number being read is an integer */
+  uint8_t slen;   /* bytes of the constrained string read, in sbuf */
+  char sbuf[GC_JSON_NAME];
   /* a call's shape (gc_json_fsm_init_call), or NULL: the fields above read its object */
   const gc_json_call_t *call;
   uint8_t phase;  /* which part of it */
@@ -59,6 +92,16 @@ typedef struct gc_json_fsm {
 void gc_json_fsm_init(gc_json_fsm_t *f);
 /* Before a reply that must be the call(s) of c (which outlives f). Can't fail. */
 void gc_json_fsm_init_call(gc_json_fsm_t *f, const gc_json_call_t *c);
+/* Before a reply that must be one JSON object valid under schema s (which
+ * outlives f). Can't fail. */
+void gc_json_fsm_init_schema(gc_json_fsm_t *f, const gc_json_schema_t *s);
+/* s compiled from the JSON text [text, text + n) (untrusted: a client's).
+ * Errors: GC_EINVAL, the message naming the path and what is wrong or
+ * not supported ("schema.properties.age: minimum is not supported");
+ * GC_ENOMEM. */
+int gc_json_schema_new(const char *text, size_t n, gc_json_schema_t **out, gc_err_t *e);
+void gc_json_schema_free(gc_json_schema_t *s); /* NULL is a no-op */
+
 /* Read n bytes: 1 while everything read is the beginning of one JSON
  * object with nothing after it; 0 at the first byte that makes it not
  * (f is then left at that byte's state and must not be fed again). */

@@ -231,7 +231,7 @@ static const struct field_rule {
     READ("logprobs"), READ("top_logprobs"), READ("echo"), READ("n"), READ("best_of"), READ("cache_prompt"),
     READ("chat_template_kwargs"), READ("tools"), READ("tool_choice"), READ("response_format"),
     READ("logit_bias"), READ("presence_penalty"), READ("frequency_penalty"), READ("allowed_token_ids"),
-    READ("parallel_tool_calls"),
+    READ("parallel_tool_calls"), READ("guided_json"), READ("json_schema"),
 
     /* no effect on the tokens: bookkeeping, caching, scheduling */
     IGNORE("user"), IGNORE("metadata"), IGNORE("store"), IGNORE("service_tier"),
@@ -253,13 +253,11 @@ static const struct field_rule {
     OFF("xtc_probability", OFF_NUM, 0, NULL), OFF("dynatemp_range", OFF_NUM, 0, NULL),
     OFF("top_n_sigma", OFF_NUM, -1, NULL),
     /* constrained decoding */
-    OFF("guided_json", OFF_NULL, 0, "no constrained decoding"),
     OFF("guided_regex", OFF_NULL, 0, "no constrained decoding"),
     OFF("guided_choice", OFF_NULL, 0, "no constrained decoding"),
     OFF("guided_grammar", OFF_NULL, 0, "no constrained decoding"),
     OFF("structured_outputs", OFF_NULL, 0, "no constrained decoding"),
     OFF("grammar", OFF_NULL, 0, "no constrained decoding"),
-    OFF("json_schema", OFF_NULL, 0, "no constrained decoding"),
     /* tools, the chat template, other inputs and outputs */
     OFF("functions", OFF_EMPTY, 0, "give 'tools'"), OFF("function_call", OFF_NONE, 0, "give 'tool_choice'"),
     OFF("add_generation_prompt", OFF_TRUE, 0, NULL), OFF("continue_final_message", OFF_FALSE, 0, NULL),
@@ -929,30 +927,58 @@ static int logprobs(const gc_api_t *a, const body_t *b, int chat, gc_srv_params_
   return 0;
 }
 
+/* The JSON Schema sch (an object, or its JSON text: vLLM's guided_json
+ * takes both) given as request field key, compiled into p->schema. */
+static int schema_of(const char *key, json_object *sch, gc_srv_params_t *p, gc_api_err_t *err) {
+  const char *text;
+  size_t len;
+  if (json_object_is_type(sch, json_type_string)) {
+    text = json_object_get_string(sch), len = (size_t)json_object_get_string_len(sch);
+  } else if (json_object_is_type(sch, json_type_object)) {
+    text = json_object_to_json_string_ext(sch, JSON_C_TO_STRING_PLAIN), len = strlen(text);
+  } else {
+    return want(err, key, "a JSON Schema (an object)", sch);
+  }
+  gc_err_t e = {0};
+  if (gc_json_schema_new(text, len, &p->schema, &e))
+    return e.code == GC_ENOMEM ? gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory")
+                               : gc_api_fail(err, 400, INVALID, NULL, key, "%s", e.msg);
+  return 0;
+}
+
 /* response_format: {"type": "text"} (or none) as it is; {"type":
  * "json_object"} JSON mode (p->json), which ends the reply when the object
- * ends, so not with ignore_eos; a schema (json_schema) is refused. */
+ * ends, so not with ignore_eos; {"type": "json_schema", "json_schema":
+ * {"schema": S, ...}} (OpenAI's structured outputs), vLLM's guided_json: S
+ * or llama.cpp's json_schema: S: JSON mode under schema S (p->schema). */
 static int response_format(const gc_api_t *a, json_object *o, gc_srv_params_t *p, gc_api_err_t *err) {
-  json_object *f = field(o, "response_format"), *t;
-  if (!f) return 0;
-  if (!json_object_is_type(f, json_type_object) || !json_object_object_get_ex(f, "type", &t) ||
-      !json_object_is_type(t, json_type_string))
+  json_object *f = field(o, "response_format"), *t, *js = NULL, *sch = NULL;
+  json_object *guided = field(o, "guided_json"), *lcpp = field(o, "json_schema");
+  const char *key = guided ? "guided_json" : "json_schema";
+  if (f && (!json_object_is_type(f, json_type_object) || !json_object_object_get_ex(f, "type", &t) ||
+            !json_object_is_type(t, json_type_string)))
     return want(err, "response_format", "an object with a string \"type\"", f);
-  const char *type = json_object_get_string(t);
-  if (!strcmp(type, "text")) return 0;
+  const char *type = f ? json_object_get_string(t) : "text";
+  if (!strcmp(type, "text") && !guided && !lcpp) return 0;
+  if (!!strcmp(type, "text") + !!guided + !!lcpp > 1)
+    return gc_api_fail(err, 400, INVALID, NULL, key, "give one of response_format, guided_json and json_schema");
   if (!a->tok)
-    return gc_api_fail(err, 400, INVALID, NULL, "response_format", "this server has no tokenizer: JSON mode "
-                       "reads each token's text");
-  if (!strcmp(type, "json_schema"))
-    return gc_api_fail(err, 400, INVALID, NULL, "response_format",
-                       "response_format json_schema needs a schema-constrained decoder, which gcore-serve does "
-                       "not have; {\"type\": \"json_object\"} (any JSON object) is served");
-  if (strcmp(type, "json_object"))
+    return gc_api_fail(err, 400, INVALID, NULL, guided || lcpp ? key : "response_format",
+                       "this server has no tokenizer: JSON mode reads each token's text");
+  if (strcmp(type, "text") && strcmp(type, "json_object") && strcmp(type, "json_schema"))
     return gc_api_fail(err, 400, INVALID, NULL, "response_format",
                        "response_format type %s: \"text\", \"json_object\" or \"json_schema\"", GC_QUOTED(type));
+  if (!strcmp(type, "json_schema")) {
+    if (!json_object_object_get_ex(f, "json_schema", &js) || !json_object_is_type(js, json_type_object) ||
+        !json_object_object_get_ex(js, "schema", &sch) || !json_object_is_type(sch, json_type_object))
+      return gc_api_fail(err, 400, INVALID, NULL, "response_format",
+                         "response_format json_schema: {\"json_schema\": {\"name\": ..., \"schema\": {...}}}");
+    key = "response_format";
+  }
   if (p->ignore_eos)
     return gc_api_fail(err, 400, INVALID, NULL, "ignore_eos",
                        "JSON mode ends the reply when its object ends: ignore_eos cannot be on");
+  if ((sch || guided || lcpp) && schema_of(key, sch ? sch : guided ? guided : lcpp, p, err)) return err->status;
   p->json = 1;
   return 0;
 }
@@ -1111,7 +1137,7 @@ static int prompt_requests(gc_api_t *a, const body_t *b, int chat, prompt_t *ps,
     if (params(a, b, chat, (int)ps->ids.n, j, &r->p, (gc_api_req_t *)q, err)) return err->status;
     if (call && (r->p.json || r->p.ignore_eos))
       return gc_api_fail(err, 400, INVALID, NULL, "tool_choice", "tool_choice forces tool calls, which end the "
-                         "reply: not with %s", r->p.json ? "response_format json_object" : "ignore_eos");
+                         "reply: not with %s", r->p.json ? "response_format, guided_json or json_schema" : "ignore_eos");
     if (call) {
       if (!(r->p.call = gc_malloc(sizeof *call, &e)) ||
           !(r->p.call->names = gc_malloc((size_t)call->nnames * sizeof *call->names, &e))) {

@@ -117,6 +117,7 @@ void gc_srv_req_release(gc_srv_req_t *r) {
   free(r->p.allowed);
   if (r->p.call) free(r->p.call->names);
   free(r->p.call);
+  gc_json_schema_free(r->p.schema);
   free(r->prompt);
   free(r->echo);
   free(r->ids);
@@ -768,6 +769,7 @@ static int adjust_room(gc_engine_t *en, gc_srv_req_t *r, gc_err_t *e) {
 static int json_room(gc_engine_t *en, gc_srv_req_t *r, gc_err_t *e) {
   if (!en->jv) return gc_err_set(e, GC_EUNSUPPORTED, "JSON mode needs the model's tokenizer");
   if (r->p.call) gc_json_fsm_init_call(&r->jf, r->p.call);
+  else if (r->p.schema) gc_json_fsm_init_schema(&r->jf, r->p.schema);
   else gc_json_fsm_init(&r->jf);
   r->jrow = gc_malloc((size_t)en->w->cfg.vocab_size * sizeof *r->jrow, e);
   return r->jrow ? GC_OK : e->code;

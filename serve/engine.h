@@ -40,6 +40,7 @@ typedef struct gc_srv_params {
                               for the call(s) */
   gc_json_call_t *call;    /* tool_choice "required" or a named function: the calls the reply is
                               (owned, names too), or NULL */
+  gc_json_schema_t *schema; /* with json: the JSON Schema the object must satisfy (owned), or NULL */
   int32_t bias_ids[GC_SRV_MAX_BIAS]; /* logit_bias: added to these ids' logits before the draw */
   float bias[GC_SRV_MAX_BIAS];
   int nbias;

@@ -992,8 +992,8 @@ def test_min_tokens(srv):
 
 REFUSED = [
     (b'{"prompt": "x", "%s": %s}' % (k.encode(), v.encode()), 400, k, "not supported")
-    for k, v in (("guided_json", '{"type": "object"}'), ("guided_regex", '"[a-z]+"'), ("guided_choice", '["a", "b"]'),
-                 ("guided_grammar", '"root ::= x"'), ("grammar", '"root ::= x"'), ("json_schema", "{}"),
+    for k, v in (("guided_regex", '"[a-z]+"'), ("guided_choice", '["a", "b"]'),
+                 ("guided_grammar", '"root ::= x"'), ("grammar", '"root ::= x"'),
                  ("structured_outputs", '{"regex": "a"}'), ("typical_p", "0.5"), ("mirostat", "2"),
                  ("top_a", "0.1"), ("tfs_z", "0.9"), ("dry_multiplier", "0.8"), ("xtc_probability", "0.5"),
                  ("include_stop_str_in_output", "true"), ("skip_special_tokens", "false"),
@@ -1078,13 +1078,80 @@ def test_json_mode(srv, tiny):
     assert is_prefix(b"".join(raw[i] for i in c["token_ids"] if i not in special)), c
     assert_errors(srv, "/v1/chat/completions", [
         (b'{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", '
-         b'"json_schema": {"name": "a", "schema": {}}}}', 400, "response_format", "schema-constrained"),
+         b'"json_schema": {"name": "a", "schema": {"type": "object", "properties": {"a": {"type": "string", '
+         b'"maxLength": 3}}}}}}', 400, "response_format", "schema.properties.a: maxLength is not supported"),
         (b'{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "xml"}}', 400,
          "response_format", "\"json_object\""),
         (b'{"messages": [{"role": "user", "content": "x"}], "response_format": "json"}', 400,
          "response_format", "string \"type\""),
         (b'{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}, '
          b'"ignore_eos": true}', 400, "ignore_eos", "JSON mode"),
+    ])
+
+
+WEATHER = {"type": "object", "properties": {
+    "city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]}, "days": {"type": "integer"},
+    "alerts": {"type": "array", "items": {"type": "string"}}, "note": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+    "required": ["unit", "days"], "additionalProperties": False}
+
+
+def test_json_schema_mode(srv, tiny):
+    """A JSON Schema as OpenAI's response_format json_schema, vLLM's
+    guided_json and llama.cpp's json_schema, greedy and sampled, chat and
+    completion: a reply that ends ("stop") is one object that Debian's
+    python3-jsonschema (not gcore) accepts, ended by an end token right
+    after it; one cut by max_tokens begins one JSON object; the same reply
+    streamed; ignore_eos, two schemas at once, a schema that is not an
+    object, and schemas outside the subset are refused by name."""
+    jsonschema = pytest.importorskip("jsonschema", reason="python3-jsonschema is absent: run 'make deps-test'")
+    model = tiny[1]
+    texts, raw = token_texts(model)
+    special = special_ids(model)
+    check = jsonschema.Draft202012Validator(WEATHER).is_valid
+    seen = {"stop": 0, "length": 0}
+    for k in range(18):
+        greedy, how = k % 2 == 0, k % 3
+        body = {"model": MODEL, "messages": [{"role": "user", "content": f"Weather as JSON, case {k}"}],
+                "max_tokens": 80, "return_token_ids": True, "temperature": 0 if greedy else 1.0, "seed": k,
+                "logit_bias": {str(raw_id(raw, b'"')): 4, str(raw_id(raw, b"}")): 4}}  # close strings and objects
+        if how == 0:
+            body["response_format"] = {"type": "json_schema", "json_schema": {"name": "w", "schema": WEATHER}}
+        elif how == 1:
+            body["guided_json"] = WEATHER
+        else:
+            body["json_schema"] = json.dumps(WEATHER)
+        c = completion(srv, body, "/v1/chat/completions")
+        ids, finish = c["token_ids"], c["finish_reason"]
+        seen[finish] += 1
+        reply = b"".join(raw[i] for i in ids if i not in special)
+        if finish == "stop":
+            assert ids[-1] in special and all(i not in special for i in ids[:-1]), (k, ids)
+            assert is_object(reply) and check(json.loads(reply)), (k, reply)
+        else:
+            assert finish == "length" and len(ids) == 80 and is_prefix(reply), (k, reply)
+    assert seen["stop"] >= 3, seen
+
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "JSON please"}], "max_tokens": 60,
+            "guided_json": WEATHER, "temperature": 0.8, "seed": 5, "return_token_ids": True}
+    c = completion(srv, body, "/v1/chat/completions")
+    status, _, s = srv.post("/v1/chat/completions", dict(body, stream=True))
+    assert status == 200 and stream_text(sse(s), True)[0] == c["message"]["content"]
+    c = completion(srv, {"model": MODEL, "prompt": "x", "max_tokens": 60, "temperature": 0, "json_schema": WEATHER,
+                         "return_token_ids": True, "logit_bias": {str(raw_id(raw, b'"')): 4}})
+    reply = b"".join(raw[i] for i in c["token_ids"] if i not in special)
+    assert (c["finish_reason"] == "stop" and check(json.loads(reply))) or is_prefix(reply), c
+    msg = b'{"messages": [{"role": "user", "content": "x"}], '
+    assert_errors(srv, "/v1/chat/completions", [
+        (msg + b'"guided_json": {"type": "object"}, "ignore_eos": true}', 400, "ignore_eos", "JSON mode"),
+        (msg + b'"guided_json": {"type": "object"}, "json_schema": {"type": "object"}}', 400, "guided_json",
+         "give one of"),
+        (msg + b'"guided_json": [1]}', 400, "guided_json", "a JSON Schema"),
+        (msg + b'"guided_json": "{\\"type\\": \\"array\\"}"}', 400, "guided_json", "root must allow an object"),
+        (msg + b'"json_schema": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}}}', 400,
+         "json_schema", "schema.properties.n: minimum is not supported"),
+        (msg + b'"response_format": {"type": "json_schema", "json_schema": {"name": "a"}}}', 400, "response_format",
+         "\"schema\""),
+        (msg + b'"guided_json": "{"}', 400, "guided_json", "not one JSON value"),
     ])
 
 

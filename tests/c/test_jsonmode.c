@@ -306,6 +306,262 @@ static void mask_matches_the_recognizer(void) {
   for (int id = 0; id < v.n; id++) free(v.p[id]);
 }
 
+/* ---- schemas ----------------------------------------------------------- */
+
+/* A pydantic-like schema: $defs and $ref, Optional (anyOf with null),
+ * enums, an integer, a number, a list of objects, a dict of integers, an
+ * open object with listed properties, a recursive tree. */
+static const char *const PERSON =
+    "{\"$defs\": {\"Pet\": {\"type\": \"object\", \"properties\": {\"kind\": {\"enum\": [\"cat\", \"dog\", "
+    "\"caf\xc3\xa9\"]}, \"age\": {\"type\": \"integer\"}}, \"required\": [\"kind\"], \"additionalProperties\": "
+    "false, \"title\": \"Pet\"}, \"Node\": {\"type\": \"object\", \"properties\": {\"v\": {\"type\": \"number\"}, "
+    "\"kids\": {\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/Node\"}}}, \"required\": [\"v\"]}}, "
+    "\"title\": \"Person\", \"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\", "
+    "\"description\": \"d\"}, \"nick\": {\"anyOf\": [{\"type\": \"string\"}, {\"type\": \"null\"}], "
+    "\"default\": null}, \"age\": {\"type\": \"integer\"}, \"height\": {\"type\": \"number\"}, \"ok\": "
+    "{\"type\": \"boolean\"}, \"pets\": {\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/Pet\"}}, "
+    "\"best\": {\"anyOf\": [{\"$ref\": \"#/$defs/Pet\"}, {\"type\": \"null\"}]}, \"scores\": {\"type\": "
+    "\"object\", \"additionalProperties\": {\"type\": \"integer\"}}, \"extra\": {\"type\": \"object\", "
+    "\"properties\": {\"x\": {\"const\": \"X\"}}, \"additionalProperties\": true}, \"tree\": {\"$ref\": "
+    "\"#/$defs/Node\"}, \"any\": {}}, \"required\": [\"name\", \"age\"], \"additionalProperties\": false}";
+
+static gc_json_schema_t *schema_of(const char *text) {
+  gc_json_schema_t *s = NULL;
+  gc_err_t e = {0};
+  if (gc_json_schema_new(text, strlen(text), &s, &e)) fprintf(stderr, "schema: %s\n", e.msg);
+  return s;
+}
+
+/* Bytes of s the recognizer under schema sc accepts; *done whether it is complete at its end. */
+static size_t srun(const gc_json_schema_t *sc, const char *s, int *done) {
+  gc_json_fsm_t f;
+  gc_json_fsm_init_schema(&f, sc);
+  size_t n = strlen(s), i = 0;
+  while (i < n && gc_json_fsm_feed(&f, s + i, 1)) i++;
+  *done = i == n && gc_json_fsm_done(&f);
+  return i;
+}
+static int sok(const gc_json_schema_t *sc, const char *s) {
+  int done;
+  return srun(sc, s, &done) == strlen(s) && done;
+}
+static int srefused(const gc_json_schema_t *sc, const char *s, size_t at) {
+  int done;
+  return srun(sc, s, &done) == at;
+}
+
+static void schemas(void) {
+  gc_json_schema_t *s = schema_of(PERSON);
+  CHECK(s != NULL);
+  if (!s) return;
+  CHECK(sok(s, "{\"name\": \"Ann\", \"age\": 31}"));
+  CHECK(sok(s, "{\"age\": -0, \"name\": \"\\u00e9\"}")); /* any order; a free string's escapes */
+  CHECK(sok(s, "{\"name\": \"A\", \"age\": 3, \"nick\": null, \"height\": 1.5e3, \"ok\": false, \"pets\": "
+               "[{\"kind\": \"caf\xc3\xa9\", \"age\": 2}, {\"kind\": \"dog\"}], \"best\": null, \"scores\": "
+               "{\"m\": 1, \"\\n\": -2}, \"extra\": {\"y\": [1], \"x\": \"X\"}, \"tree\": {\"v\": 1, \"kids\": "
+               "[{\"v\": -2.5, \"kids\": []}]}, \"any\": [{\"q\": null}]}"));
+  CHECK(srefused(s, "{\"name\": \"A\"}", 12));              /* age is required */
+  CHECK(srefused(s, "{\"nam\": 1}", 5));                    /* no such key */
+  CHECK(srefused(s, "{\"zzz\": 1}", 2));
+  CHECK(srefused(s, "{\"age\": 1.5}", 9));                  /* an integer */
+  CHECK(srefused(s, "{\"age\": 1e3}", 9));
+  CHECK(srefused(s, "{\"age\": \"1\"}", 8));                /* the kind */
+  CHECK(srefused(s, "{\"age\": 1, \"age\": 2}", 13));       /* a key read already (\"any\" begins so) */
+  CHECK(srefused(s, "{\"name\\u0020\": 1}", 6));            /* names unescaped */
+  CHECK(srefused(s, "{\"pets\": [{\"kind\": \"cow\"}]}", 21)); /* the enum */
+  CHECK(srefused(s, "{\"pets\": [{\"kind\": \"ca\"}]}", 22));
+  CHECK(srefused(s, "{\"pets\": [{\"age\": 1}]}", 19));     /* the pet's kind is required */
+  CHECK(srefused(s, "{\"nick\": 1}", 9));                   /* string or null */
+  CHECK(srefused(s, "{\"best\": []}", 9));                  /* a pet or null */
+  CHECK(srefused(s, "{\"scores\": {\"a\": true}}", 17));    /* a dict of integers */
+  CHECK(srefused(s, "{\"extra\": {\"x\": \"Y\"}}", 17));    /* a listed key's const */
+  CHECK(srefused(s, "{\"tree\": {\"kids\": []}}", 20));     /* v is required */
+  int done;
+  CHECK(srun(s, "{\"name\": \"A\", \"age\": 3", &done) == 22 && !done); /* a prefix */
+  gc_json_schema_free(s);
+  /* every property read: no ',' may follow (nothing could come after it) */
+  s = schema_of("{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"null\"}}}");
+  CHECK(s && srefused(s, "{\"a\": null,", 10) && sok(s, "{}") && sok(s, "{\"a\":null}"));
+  gc_json_schema_free(s);
+  s = schema_of("{\"type\": \"object\", \"properties\": {}, \"additionalProperties\": false}");
+  CHECK(s && sok(s, "{ }") && srefused(s, "{\"", 1));
+  gc_json_schema_free(s);
+  s = schema_of("{\"type\": \"object\"}"); /* any object */
+  CHECK(s && sok(s, "{\"a\": [1, {\"b\": \"\\\"\"}]}"));
+  gc_json_schema_free(s);
+  /* a required property nested as deep as the levels allow: 32 objects, not 33 */
+  char deep[2048], text[4096];
+  strcpy(deep, "{\"type\": \"object\", \"properties\": {\"z\": {\"type\": \"null\"}}, \"required\": [\"z\"]}");
+  for (int i = 0; i < 31; i++) {
+    snprintf(text, sizeof text, "{\"type\": \"object\", \"properties\": {\"a\": %s}, \"required\": [\"a\"]}", deep);
+    strcpy(deep, text);
+  }
+  s = schema_of(deep);
+  CHECK(s != NULL);
+  gc_json_schema_free(s);
+  snprintf(text, sizeof text, "{\"type\": \"object\", \"properties\": {\"a\": %s}, \"required\": [\"a\"]}", deep);
+  gc_err_t e = {0};
+  CHECK(gc_json_schema_new(text, strlen(text), &s, &e) == GC_EINVAL && strstr(e.msg, "levels"));
+}
+
+/* Each refused schema's message names its path and what is wrong. */
+static void schema_errors(void) {
+  static const char *const CASES[][2] = {
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\", \"minimum\": 0}}}",
+       "schema.properties.a: minimum is not supported"},
+      {"{\"type\": \"array\"}", "the root must allow an object"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {}}, \"required\": [\"b\"]}", "required name"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"enum\": [1, 2]}}}", "other than strings"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"anyOf\": [{\"type\": \"integer\"}, {\"type\": "
+       "\"number\"}]}}}", "must differ in type"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"$ref\": \"#/$defs/X\"}}}", "names no definition"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"$ref\": \"http://x/y\"}}}", "a $ref is"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"$ref\": \"#\"}}, \"required\": [\"a\"]}", "levels"},
+      {"{\"type\": \"object\", \"properties\": {\"a\\\"b\": {}}}", "property name"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": false}}", "allows no value"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"strin\"}}}", "type is one of"},
+      {"{\"type\": \"object\", \"patternProperties\": {}}", "schema: patternProperties is not supported"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"string\", \"$ref\": \"#\"}}}", "alone"},
+      {"{\"type\": \"object\"} x", "not one JSON value"},
+      {"[", "not one JSON value"},
+      {"{\"$ref\": \"#\"}", "refers to itself"},
+      {"{\"type\": \"object\", \"properties\": true}", "properties is an object"}, /* json-c asserted (fuzz_jsonschema) */
+      {"{\"type\": \"object\", \"properties\": {\"a\": {}}, \"required\": \"a\"}", "required is a list"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"anyOf\": {}}}}", "non-empty lists"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"enum\": \"x\"}}}", "non-empty list"},
+      {"{\"type\": [\"object\", 3]}", "type is one of"},
+  };
+  for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
+    gc_json_schema_t *s = NULL;
+    gc_err_t e = {0};
+    int rc = gc_json_schema_new(CASES[i][0], strlen(CASES[i][0]), &s, &e);
+    CHECK(rc == GC_EINVAL && s == NULL && strstr(e.msg, CASES[i][1]));
+    if (rc != GC_EINVAL || !strstr(e.msg, CASES[i][1])) fprintf(stderr, "  case %zu: %s\n", i, e.msg);
+    gc_json_schema_free(s);
+  }
+}
+
+/* Under a schema, at every byte of documents that use each part of it,
+ * the mask agrees with the recognizer piece by piece (the shortcuts are
+ * for free strings only: keys and enums are asked piece by piece). */
+static void schema_mask_matches_the_recognizer(void) {
+  static const char *const DOCS[] = {
+      "{\"name\": \"x\\n\\u00e9 \xc3\xa9\", \"age\": 3, \"nick\": null, \"height\": -1.5e3, \"ok\": true, "
+      "\"pets\": [{\"kind\": \"caf\xc3\xa9\", \"age\": 2}, {\"kind\": \"dog\"}], \"best\": {\"kind\": \"cat\"}, "
+      "\"scores\": {\"m\": 1, \"\\n\": -2}, \"extra\": {\"y\": [1], \"x\": \"X\"}, \"tree\": {\"v\": 1, \"kids\": "
+      "[{\"v\": -2.5, \"kids\": []}]}, \"any\": [{\"q\": null}]}",
+      "  {\n\t\"age\"\r\n:\n0 , \"name\":\"\"}"};
+  gc_json_schema_t *sc = schema_of(PERSON);
+  static vocab_t v;
+  vocab_make(&v);
+  gc_json_vocab_t *jv;
+  gc_err_t e = {0};
+  CHECK(sc && gc_json_vocab_from_pieces((const char *const *)v.p, v.len, v.special, v.n, &jv, &e) == GC_OK);
+  if (!sc) return;
+  float *lg = malloc((v.n + 5) * sizeof *lg), *out = malloc((v.n + 5) * sizeof *out);
+  for (int id = 0; id < v.n + 5; id++) lg[id] = (float)(id % 97) - 40.0f;
+  int states = 0, ok = 1;
+  for (int d = 0; d < 2; d++) {
+    gc_json_fsm_t f;
+    gc_json_fsm_init_schema(&f, sc);
+    for (size_t i = 0; ok && i <= strlen(DOCS[d]); i++, states++) {
+      ok = mask_agrees(jv, &v, &f, lg, out);
+      if (!ok) fprintf(stderr, "  document %d byte %zu\n", d, i);
+      if (i < strlen(DOCS[d])) CHECK(gc_json_fsm_feed(&f, DOCS[d] + i, 1));
+    }
+    CHECK(ok && gc_json_fsm_done(&f));
+  }
+  CHECK(states > 300);
+  free(lg), free(out);
+  gc_json_vocab_free(jv);
+  gc_json_schema_free(sc);
+  for (int id = 0; id < v.n; id++) free(v.p[id]);
+}
+
+/* A "<length>\n<bytes>" record from stdin into a new buffer (NULL: none). */
+static char *read_record(size_t *n) {
+  if (scanf("%zu", n) != 1 || getchar() != '\n' || *n > (1u << 20)) return NULL;
+  char *s = malloc(*n + 1);
+  if (!s || fread(s, 1, *n, stdin) != *n) return free(s), NULL;
+  s[*n] = 0;
+  return s;
+}
+
+/* `schema`: a schema record, then documents, from stdin: prints "ok" or
+ * "error <message>", then "<bytes accepted> <1: complete at the end>" for
+ * each document (tests/test_jsonschema.py). */
+static int check_schema(void) {
+  size_t n;
+  char *text = read_record(&n);
+  if (!text) return 2;
+  gc_json_schema_t *sc = NULL;
+  gc_err_t e = {0};
+  if (gc_json_schema_new(text, n, &sc, &e)) printf("error %s\n", e.msg);
+  else printf("ok\n");
+  free(text);
+  char *d;
+  while (sc && (d = read_record(&n))) {
+    gc_json_fsm_t f;
+    gc_json_fsm_init_schema(&f, sc);
+    size_t i = 0;
+    while (i < n && gc_json_fsm_feed(&f, d + i, 1)) i++;
+    printf("%zu %d\n", i, i == n && gc_json_fsm_done(&f));
+    free(d);
+  }
+  gc_json_schema_free(sc);
+  return 0;
+}
+
+/* `walk SEED N`: a schema record from stdin, then N random documents it
+ * allows, each written a byte at a time from the bytes the recognizer
+ * allows next (biased to close what is open as the document grows), as
+ * "<length>\n<bytes>\n". Exit 1, naming the document so far, where no
+ * byte may come and the document is not complete: a dead end. */
+static int walk(unsigned seed, int count) {
+  size_t n;
+  char *text = read_record(&n);
+  gc_json_schema_t *sc = NULL;
+  gc_err_t e = {0};
+  if (!text || gc_json_schema_new(text, n, &sc, &e)) return fprintf(stderr, "schema: %s\n", e.msg), free(text), 2;
+  free(text);
+  static char doc[1 << 16];
+  uint32_t r = seed * 2654435761u + 1;
+  for (int k = 0; k < count; k++) {
+    gc_json_fsm_t f;
+    gc_json_fsm_init_schema(&f, sc);
+    size_t len = 0;
+    while (!gc_json_fsm_done(&f)) {
+      double w[256], total = 0;
+      for (int c = 0; c < 256; c++) {
+        gc_json_fsm_t g = f;
+        char ch = (char)c;
+        w[c] = 0;
+        if (!gc_json_fsm_feed(&g, &ch, 1)) continue;
+        int closes = c == '}' || c == ']' || c == '"';
+        w[c] = c >= 0x80 ? 0.3 : c == ' ' || c == '\n' ? 0.5 : c == '\\' ? 0.5 : c == ',' ? (len > 300 ? 0.1 : 3) : 1;
+        if (closes) w[c] = len > 200 ? 50 + (double)len : 3;
+        total += w[c];
+      }
+      if (total == 0 || len + 1 >= sizeof doc) {
+        fprintf(stderr, "dead end after %zu bytes: %.*s\n", len, (int)len, doc);
+        return gc_json_schema_free(sc), 1;
+      }
+      double x = (double)((r = r * 1103515245u + 12345u) >> 8) / (double)(1u << 24) * total;
+      int c = 0;
+      while (c < 255 && (x -= w[c]) >= 0) c++;
+      while (w[c] == 0) c--; /* rounding past the last weight */
+      char ch = (char)c;
+      gc_json_fsm_feed(&f, &ch, 1);
+      doc[len++] = ch;
+    }
+    printf("%zu\n", len);
+    fwrite(doc, 1, len, stdout);
+    printf("\n");
+  }
+  gc_json_schema_free(sc);
+  return 0;
+}
+
 /* `check`: "<length>\n<bytes>" documents from stdin. */
 static int check_stdin(void) {
   size_t n;
@@ -372,6 +628,8 @@ static int check_vocab(const char *path) {
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "check")) return check_stdin();
   if (argc > 2 && !strcmp(argv[1], "vocab")) return check_vocab(argv[2]);
+  if (argc > 1 && !strcmp(argv[1], "schema")) return check_schema();
+  if (argc > 3 && !strcmp(argv[1], "walk")) return walk((unsigned)atoi(argv[2]), atoi(argv[3]));
   check_case("objects and their prefixes", objects_and_prefixes);
   check_case("refusals", refusals);
   check_case("limits", limits);
@@ -379,5 +637,8 @@ int main(int argc, char **argv) {
   check_case("call shapes", call_shapes);
   check_case("several calls", several_calls);
   check_case("the mask against the recognizer", mask_matches_the_recognizer);
+  check_case("schemas", schemas);
+  check_case("schemas refused", schema_errors);
+  check_case("the mask under a schema", schema_mask_matches_the_recognizer);
   return check_report();
 }

@@ -1,0 +1,386 @@
+/* jsonschema.c — a client's JSON Schema compiled into the table the JSON
+ * recognizer walks (jsonmode.h says which subset; jsonschema_impl.h the
+ * table). Everything outside the subset is refused with its path: a
+ * keyword ignored would let through documents the schema forbids. */
+#include "jsonschema_impl.h"
+
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REFS 64 /* distinct $ref targets a schema may name */
+
+typedef struct {
+  gc_json_schema_t *s;
+  json_object *doc; /* the whole schema ($ref's "#") */
+  struct {
+    char *ref;
+    int16_t node;
+  } memo[REFS];
+  int nmemo;
+  int depth; /* nesting of the schema being compiled (json-c's own limit bounds it too) */
+  uint8_t busy[GC_JSON_NODES]; /* nodes being compiled (a $ref to one: recursion) */
+  gc_err_t *e;
+} cc_t;
+
+/* Keywords that change nothing a document may be (JSON Schema's
+ * annotations, format's by default in 2020-12, and where definitions
+ * live: read through $ref only). */
+static const char *const IGNORED[] = {"title", "description", "default", "examples", "format", "$schema",
+                                      "$id", "$comment", "deprecated", "readOnly", "writeOnly", "$defs",
+                                      "definitions", NULL};
+/* Keywords this compiler reads. */
+static const char *const READ[] = {"type", "properties", "required", "additionalProperties", "items", "enum",
+                                   "const", "anyOf", "oneOf", "allOf", "$ref", NULL};
+
+static int listed(const char *const *l, const char *k) {
+  for (; *l; l++)
+    if (!strcmp(*l, k)) return 1;
+  return 0;
+}
+
+static int fail(cc_t *c, const char *path, const char *what) {
+  return gc_err_set(c->e, GC_EINVAL, "%s: %s", path, what);
+}
+
+/* A new node (any value) appended to the table; -1 when it is full. */
+static int new_node(cc_t *c, const char *path) {
+  gc_json_schema_t *s = c->s;
+  if (s->nnodes >= GC_JSON_NODES) return fail(c, path, "the schema has too many parts"), -1;
+  s->nodes[s->nnodes] = (gc_json_node_t){.kinds = JK_ALL, .open = 1, .items = GC_JSON_ANY, .addl = GC_JSON_ANY};
+  return s->nnodes++;
+}
+
+/* Whether s (n bytes) may be a property name or an enum string: 1 ..
+ * GC_JSON_NAME bytes (0 too for enum), no '"', '\', control bytes, valid
+ * UTF-8 (the recognizer reads them unescaped). */
+static int plain_string(const char *s, size_t n, int empty_ok) {
+  if ((!n && !empty_ok) || n > GC_JSON_NAME) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (s[i] == '"' || s[i] == '\\' || (unsigned char)s[i] < 0x20) return 0;
+  gc_json_fsm_t f;
+  gc_json_fsm_init(&f);
+  return gc_json_fsm_feed(&f, "{\"", 2) && gc_json_fsm_feed(&f, s, n) && gc_json_fsm_feed(&f, "\":0}", 4) &&
+         gc_json_fsm_done(&f);
+}
+
+static int add_str(cc_t *c, const char *path, json_object *v) {
+  gc_json_schema_t *s = c->s;
+  if (!json_object_is_type(v, json_type_string))
+    return fail(c, path, "enum and const values other than strings are not supported");
+  const char *t = json_object_get_string(v);
+  size_t n = (size_t)json_object_get_string_len(v);
+  if (!plain_string(t, n, 1))
+    return fail(c, path, "an enum or const string must be at most 64 bytes of UTF-8 without '\"', '\\' or "
+                         "control characters");
+  if (s->nstrs >= GC_JSON_NODES * 4) return fail(c, path, "the schema has too many enum strings");
+  memcpy(s->strs[s->nstrs], t, n);
+  s->strs[s->nstrs][n] = 0;
+  s->nstrs++;
+  return GC_OK;
+}
+
+static int compile_into(cc_t *c, json_object *sch, int n, char *path, size_t plen);
+
+/* path + suffix in path's buffer (GC's 256 bytes), for a child. */
+static size_t extend(char *path, size_t plen, const char *fmt, const char *arg) {
+  int k = snprintf(path + plen, 256 - plen, fmt, arg);
+  return k < 0 ? plen : plen + (size_t)k < 255 ? plen + (size_t)k : 255;
+}
+
+/* The node of schema sch (a new one, or ref's). -1 on error. */
+static int compile(cc_t *c, json_object *sch, char *path, size_t plen) {
+  int n = new_node(c, path);
+  if (n < 0 || compile_into(c, sch, n, path, plen)) return -1;
+  return n;
+}
+
+/* The node a $ref names: "#", "#/$defs/X" or "#/definitions/X". */
+static int resolve(cc_t *c, const char *ref, char *path) {
+  for (int i = 0; i < c->nmemo; i++)
+    if (!strcmp(c->memo[i].ref, ref)) return c->memo[i].node;
+  json_object *target = NULL, *defs = NULL;
+  if (!strcmp(ref, "#")) {
+    target = c->doc;
+  } else {
+    const char *name = !strncmp(ref, "#/$defs/", 8) ? ref + 8 : !strncmp(ref, "#/definitions/", 14) ? ref + 14 : NULL;
+    const char *where = name == ref + 8 ? "$defs" : "definitions";
+    if (!name || strchr(name, '/') || strchr(name, '~'))
+      return fail(c, path, "a $ref is \"#\", \"#/$defs/NAME\" or \"#/definitions/NAME\""), -1;
+    if (!json_object_object_get_ex(c->doc, where, &defs) || !json_object_object_get_ex(defs, name, &target))
+      return fail(c, path, "the $ref names no definition"), -1;
+  }
+  if (c->nmemo >= REFS) return fail(c, path, "the schema has too many $ref targets"), -1;
+  int n = new_node(c, path);
+  if (n < 0) return -1;
+  char *dup = strdup(ref);
+  if (!dup) return gc_err_set(c->e, GC_ENOMEM, "out of memory"), -1;
+  c->memo[c->nmemo].ref = dup, c->memo[c->nmemo].node = (int16_t)n, c->nmemo++;
+  char sub[256];
+  size_t sl = extend(sub, 0, "%s", ref);
+  return compile_into(c, target, n, sub, sl) ? -1 : n;
+}
+
+/* type: a name or a list of them, as kind bits. */
+static int kinds_of(cc_t *c, json_object *t, const char *path, uint8_t *out) {
+  static const struct {
+    const char *name;
+    uint8_t k;
+  } T[] = {{"object", JK_OBJ}, {"array", JK_ARR}, {"string", JK_STR}, {"integer", JK_INT},
+           {"number", JK_NUM | JK_INT}, {"boolean", JK_BOOL}, {"null", JK_NULL}};
+  int list = json_object_is_type(t, json_type_array);
+  size_t n = list ? json_object_array_length(t) : 1;
+  *out = 0;
+  for (size_t i = 0; i < n; i++) {
+    json_object *x = list ? json_object_array_get_idx(t, i) : t;
+    size_t j = 0;
+    while (j < sizeof T / sizeof *T && !(json_object_is_type(x, json_type_string) && !strcmp(json_object_get_string(x), T[j].name)))
+      j++;
+    if (j == sizeof T / sizeof *T)
+      return fail(c, path, "type is one of object, array, string, integer, number, boolean, null, or a list of them");
+    *out |= T[j].k;
+  }
+  return GC_OK;
+}
+
+/* An object's properties, required and additionalProperties into node n. */
+static int object_part(cc_t *c, json_object *sch, int n, char *path, size_t plen) {
+  gc_json_schema_t *s = c->s;
+  json_object *props = NULL, *req = NULL, *addl = NULL;
+  json_object_object_get_ex(sch, "properties", &props);
+  json_object_object_get_ex(sch, "required", &req);
+  json_object_object_get_ex(sch, "additionalProperties", &addl);
+  if (props && !json_object_is_type(props, json_type_object)) return fail(c, path, "properties is an object");
+  int np = props ? json_object_object_length(props) : 0;
+  if (np > GC_JSON_PROPS) return fail(c, path, "an object may list at most 64 properties");
+  if (s->nprops + np > GC_JSON_NODES * 4) return fail(c, path, "the schema has too many properties");
+  int p0 = s->nprops, i = 0;
+  s->nprops += np; /* reserved: the properties' schemas add their own after them */
+  c->s->nodes[n].prop0 = p0, c->s->nodes[n].nprops = np;
+  if (props) {
+    json_object_object_foreach(props, name, sub) {
+      size_t len = strlen(name), pl = extend(path, plen, ".properties.%s", name);
+      if (!plain_string(name, len, 0))
+        return fail(c, path, "a property name must be 1 to 64 bytes of UTF-8 without '\"', '\\' or control "
+                             "characters");
+      memcpy(s->props[p0 + i].name, name, len + 1);
+      int k = compile(c, sub, path, pl);
+      path[plen] = 0;
+      if (k < 0) return c->e->code;
+      s->props[p0 + i++].node = (int16_t)k;
+    }
+  }
+  gc_json_node_t *nd = &s->nodes[n];
+  if (req) {
+    if (!json_object_is_type(req, json_type_array)) return fail(c, path, "required is a list of names");
+    for (size_t j = 0; j < json_object_array_length(req); j++) {
+      json_object *r = json_object_array_get_idx(req, j);
+      int k = 0;
+      while (k < np && !(json_object_is_type(r, json_type_string) && !strcmp(json_object_get_string(r), s->props[p0 + k].name)))
+        k++;
+      if (k == np) return fail(c, path, "every required name is one of the properties");
+      nd->required |= 1ull << k;
+    }
+  }
+  /* additionalProperties: false, or absent where properties are listed: no other keys;
+     absent with none listed (any object), true or a schema: other keys, their values its */
+  if (addl && json_object_is_type(addl, json_type_boolean)) {
+    nd->open = (uint8_t)json_object_get_boolean(addl);
+  } else if (addl) {
+    size_t pl = extend(path, plen, "%s", ".additionalProperties");
+    int k = compile(c, addl, path, pl);
+    path[plen] = 0;
+    if (k < 0) return c->e->code;
+    s->nodes[n].open = 1, s->nodes[n].addl = (int16_t)k;
+  } else {
+    nd->open = np == 0;
+  }
+  return GC_OK;
+}
+
+/* anyOf / oneOf: branches that begin with different bytes, merged into n. */
+static int branches(cc_t *c, json_object *list, const char *key, int n, char *path, size_t plen) {
+  gc_json_schema_t *s = c->s;
+  if (!json_object_is_type(list, json_type_array) || !json_object_array_length(list))
+    return fail(c, path, "anyOf and oneOf are non-empty lists of schemas");
+  uint8_t have = 0;
+  for (size_t i = 0; i < json_object_array_length(list); i++) {
+    char idx[24];
+    snprintf(idx, sizeof idx, "[%zu]", i);
+    size_t pl = extend(path, plen, ".%s", key);
+    pl = extend(path, pl, "%s", idx);
+    int b = compile(c, json_object_array_get_idx(list, i), path, pl);
+    path[plen] = 0;
+    if (b < 0) return c->e->code;
+    for (int hops = 0; !s->nodes[b].kinds && s->nodes[b].prop0 < 0 && hops <= s->nnodes; hops++)
+      b = -1 - s->nodes[b].prop0; /* a $ref's target */
+    if (c->busy[b] || !s->nodes[b].kinds)
+      return fail(c, path, "a branch of anyOf/oneOf that refers back to a schema around it is not supported");
+    gc_json_node_t *nb = &s->nodes[b], *nd = &s->nodes[n];
+    uint8_t k = nb->kinds, cls = (uint8_t)(k & JK_INT ? k | JK_NUM : k), hcls = (uint8_t)(have & JK_INT ? have | JK_NUM : have);
+    if (cls & hcls)
+      return fail(c, path, "anyOf/oneOf branches must differ in type (integer and number alike), so that a value's "
+                           "first byte chooses one");
+    have |= k;
+    if (k & JK_OBJ) nd->open = nb->open, nd->addl = nb->addl, nd->prop0 = nb->prop0, nd->nprops = nb->nprops, nd->required = nb->required;
+    if (k & JK_ARR) nd->items = nb->items;
+    if (k & JK_STR) nd->enum0 = nb->enum0, nd->nenum = nb->nenum;
+  }
+  s->nodes[n].kinds = have;
+  return GC_OK;
+}
+
+/* Schema sch into node n (made any by new_node). */
+static int compile_into(cc_t *c, json_object *sch, int n, char *path, size_t plen) {
+  if (json_object_is_type(sch, json_type_boolean)) {
+    if (json_object_get_boolean(sch)) return GC_OK; /* true: any value */
+    return fail(c, path, "the schema false allows no value");
+  }
+  if (!json_object_is_type(sch, json_type_object)) return fail(c, path, "a schema is an object");
+  if (c->depth >= 64) return fail(c, path, "the schema nests too deeply");
+  c->depth++, c->busy[n] = 1;
+  int rc = GC_OK, nread = 0;
+  json_object_object_foreach(sch, key, val) {
+    (void)val;
+    if (listed(READ, key)) nread++;
+    else if (!listed(IGNORED, key)) {
+      char what[160];
+      snprintf(what, sizeof what, "%.64s is not supported (gcore's schemas: jsonmode.h)", key);
+      rc = fail(c, path, what);
+      break;
+    }
+  }
+  json_object *ref = NULL, *any = NULL, *one = NULL, *all = NULL, *t = NULL, *en = NULL, *cn = NULL, *items = NULL;
+  json_object_object_get_ex(sch, "$ref", &ref);
+  json_object_object_get_ex(sch, "anyOf", &any);
+  json_object_object_get_ex(sch, "oneOf", &one);
+  json_object_object_get_ex(sch, "allOf", &all);
+  gc_json_schema_t *s = c->s;
+  if (!rc && (ref || any || one || all) && nread > 1)
+    rc = fail(c, path, "$ref, anyOf, oneOf and allOf are supported alone (beside annotations)");
+  if (!rc && ref) {
+    int k = json_object_is_type(ref, json_type_string) ? resolve(c, json_object_get_string(ref), path)
+                                                       : (fail(c, path, "a $ref is a string"), -1);
+    if (k < 0) rc = c->e->code;
+    else s->nodes[n].kinds = 0, s->nodes[n].prop0 = -1 - k; /* an alias (k may still be filling): link_aliases */
+  } else if (!rc && (any || one)) {
+    rc = branches(c, any ? any : one, any ? "anyOf" : "oneOf", n, path, plen);
+  } else if (!rc && all) {
+    if (!json_object_is_type(all, json_type_array) || json_object_array_length(all) != 1)
+      rc = fail(c, path, "allOf is supported with one schema");
+    else rc = compile_into(c, json_object_array_get_idx(all, 0), n, path, plen);
+  } else if (!rc) {
+    json_object_object_get_ex(sch, "type", &t);
+    json_object_object_get_ex(sch, "enum", &en);
+    json_object_object_get_ex(sch, "const", &cn);
+    json_object_object_get_ex(sch, "items", &items);
+    uint8_t kinds = JK_ALL;
+    if (t) rc = kinds_of(c, t, path, &kinds);
+    if (!rc && (en || cn)) {
+      if (!(kinds & JK_STR)) rc = fail(c, path, "enum or const strings with a type that is not string");
+      kinds = JK_STR;
+      s->nodes[n].enum0 = s->nstrs;
+      if (!rc && cn) rc = add_str(c, path, cn);
+      if (!rc && en && (!json_object_is_type(en, json_type_array) || !json_object_array_length(en)))
+        rc = fail(c, path, "enum is a non-empty list");
+      for (size_t i = 0; !rc && en && i < json_object_array_length(en); i++)
+        rc = add_str(c, path, json_object_array_get_idx(en, i));
+      s->nodes[n].nenum = s->nstrs - s->nodes[n].enum0;
+    }
+    s->nodes[n].kinds = kinds;
+    if (!rc && (kinds & JK_OBJ)) rc = object_part(c, sch, n, path, plen);
+    if (!rc && items && (kinds & JK_ARR)) {
+      size_t pl = extend(path, plen, "%s", ".items");
+      int k = compile(c, items, path, pl);
+      path[plen] = 0;
+      if (k < 0) rc = c->e->code;
+      else s->nodes[n].items = (int16_t)k;
+    }
+  }
+  c->depth--, c->busy[n] = 0;
+  return rc;
+}
+
+/* Aliases ($ref nodes: kinds 0, prop0 = -1 - target) replaced by copies
+ * of their targets, now complete; a chain of them followed. */
+static int link_aliases(cc_t *c) {
+  gc_json_schema_t *s = c->s;
+  for (int i = 0; i < s->nnodes; i++) {
+    int k = i, hops = 0;
+    while (!s->nodes[k].kinds && s->nodes[k].prop0 < 0 && hops++ <= s->nnodes) k = -1 - s->nodes[k].prop0;
+    if (hops > s->nnodes || !s->nodes[k].kinds)
+      return gc_err_set(c->e, GC_EINVAL, "schema: a $ref refers to itself and nothing else");
+    if (k != i) s->nodes[i] = s->nodes[k];
+  }
+  return GC_OK;
+}
+
+/* mind and omind of every node: the fewest levels of containers a value
+ * needs, to a fixed point (recursion through required properties can
+ * leave a node with none that fits: 255). */
+static void depths(gc_json_schema_t *s) {
+  for (int i = 0; i < s->nnodes; i++) s->nodes[i].mind = s->nodes[i].omind = 255;
+  for (int changed = 1; changed;) {
+    changed = 0;
+    for (int i = 0; i < s->nnodes; i++) {
+      gc_json_node_t *nd = &s->nodes[i];
+      int om = 1;
+      for (int p = 0; p < nd->nprops; p++)
+        if (nd->required >> p & 1) {
+          int m = s->nodes[s->props[nd->prop0 + p].node].mind;
+          om = m == 255 ? 255 : m + 1 > om ? m + 1 : om;
+        }
+      int m = nd->kinds & ~(JK_OBJ | JK_ARR) ? 0 : nd->kinds & JK_ARR ? 1 : 255;
+      if (nd->kinds & JK_OBJ && om < m) m = om;
+      if (om > 255) om = 255;
+      if (om != nd->omind || m != nd->mind) nd->omind = (uint8_t)om, nd->mind = (uint8_t)m, changed = 1;
+    }
+  }
+}
+
+void gc_json_schema_free(gc_json_schema_t *s) {
+  if (!s) return;
+  free(s->nodes);
+  free(s->props);
+  free(s->strs);
+  free(s);
+}
+
+int gc_json_schema_new(const char *text, size_t n, gc_json_schema_t **out, gc_err_t *e) {
+  *out = NULL;
+  json_tokener *tk = json_tokener_new_ex(256); /* levels of JSON: a schema of 32 levels takes about 70 */
+  if (!tk) return gc_err_set(e, GC_ENOMEM, "out of memory");
+  json_object *doc = n <= (size_t)INT32_MAX ? json_tokener_parse_ex(tk, text, (int)n) : NULL;
+  size_t end = doc && json_tokener_get_error(tk) == json_tokener_success ? json_tokener_get_parse_end(tk) : 0;
+  while (end < n && (text[end] == ' ' || text[end] == '\t' || text[end] == '\n' || text[end] == '\r')) end++;
+  int parsed = doc && end == n;
+  json_tokener_free(tk);
+  if (!parsed) return json_object_put(doc), gc_err_set(e, GC_EINVAL, "schema: not one JSON value");
+  cc_t c = {.doc = doc, .e = e};
+  gc_json_schema_t *s = c.s = gc_calloc(1, sizeof *s, e);
+  if (s) s->nodes = gc_calloc(GC_JSON_NODES, sizeof *s->nodes, e);
+  if (s && s->nodes) s->props = gc_calloc(GC_JSON_NODES * 4, sizeof *s->props, e);
+  if (s && s->props) s->strs = gc_calloc(GC_JSON_NODES * 4, sizeof *s->strs, e);
+  char path[256] = "schema";
+  int rc = s && s->strs ? GC_OK : e->code;
+  if (!rc && (new_node(&c, path) != GC_JSON_ANY || new_node(&c, path) != 1)) rc = e->code;
+  if (!rc) {
+    c.memo[0].ref = strdup("#"), c.memo[0].node = 1, c.nmemo = 1;
+    if (!c.memo[0].ref) rc = gc_err_set(e, GC_ENOMEM, "out of memory");
+  }
+  if (!rc) rc = compile_into(&c, doc, 1, path, strlen(path));
+  if (!rc) rc = link_aliases(&c);
+  if (!rc) {
+    depths(s);
+    if (!(s->nodes[1].kinds & JK_OBJ)) rc = gc_err_set(e, GC_EINVAL, "schema: the root must allow an object");
+    else if (s->nodes[1].omind > GC_JSON_DEPTH)
+      rc = gc_err_set(e, GC_EINVAL, "schema: no object it allows fits %d levels of nesting (a required property "
+                                    "recurses)", GC_JSON_DEPTH);
+  }
+  for (int i = 0; i < c.nmemo; i++) free(c.memo[i].ref);
+  json_object_put(doc);
+  if (rc) return gc_json_schema_free(s), rc;
+  *out = s;
+  return GC_OK;
+}

@@ -1,0 +1,48 @@
+/* jsonschema_impl.h — a compiled JSON Schema (jsonmode.h's subset) as the
+ * recognizer reads it: one table of nodes, each value's kinds and what each
+ * kind must be. Private to models/jsonschema.c (which makes it) and
+ * models/jsonmode.c (which walks it). */
+#ifndef GC_MODELS_JSONSCHEMA_IMPL_H
+#define GC_MODELS_JSONSCHEMA_IMPL_H
+
+#include <stdint.h>
+
+#include "jsonmode.h"
+
+/* The kinds of a value, as bits of a node's kinds. Integer is a number
+ * without a fraction or an exponent. */
+enum { JK_OBJ = 1, JK_ARR = 2, JK_STR = 4, JK_INT = 8, JK_NUM = 16, JK_BOOL = 32, JK_NULL = 64, JK_ALL = 127 };
+
+#define GC_JSON_ANY 0         /* node 0: any value, any keys */
+#define GC_JSON_NODES 1024    /* nodes a schema may hold */
+#define GC_JSON_PROPS 64      /* properties an object may list (bits of gc_json_fsm_t.seen) */
+
+typedef struct gc_json_node {
+  uint8_t kinds;     /* JK_* bits the value may be */
+  uint8_t open;      /* object: keys other than the listed ones too (their values: addl) */
+  int16_t items;     /* array: its items' node (GC_JSON_ANY: any) */
+  int32_t prop0;     /* object: its properties, props[prop0, prop0 + nprops) */
+  int32_t nprops;
+  uint64_t required; /* bit i: props[prop0 + i] is required */
+  int32_t enum0;     /* string: one of strs[enum0, enum0 + nenum); nenum 0: any string */
+  int32_t nenum;
+  int16_t addl;      /* object (open): the node of a value whose key is not listed */
+  uint8_t mind;      /* levels of containers its smallest value needs (0: a scalar; 255: none fits) */
+  uint8_t omind;     /* ... as an object (1 + its required properties' mind) */
+} gc_json_node_t;
+
+typedef struct gc_json_prop {
+  char name[GC_JSON_NAME + 1];
+  int16_t node;
+} gc_json_prop_t;
+
+struct gc_json_schema {
+  gc_json_node_t *nodes; /* [nnodes]; nodes[0] any, nodes[1] the root */
+  int nnodes;
+  gc_json_prop_t *props; /* [nprops] */
+  int nprops;
+  char (*strs)[GC_JSON_NAME + 1]; /* [nstrs] enum and const strings */
+  int nstrs;
+};
+
+#endif

@@ -1,0 +1,251 @@
+"""JSON mode under a JSON Schema (models/jsonschema.c, the recognizer of
+models/jsonmode.c) against an independent validator, Debian's
+python3-jsonschema (Draft 2020-12):
+- sound: every document the recognizer accepts whole and complete is one
+  strict JSON object (tests/jsonref.py) that the validator accepts (a key
+  of an open object written twice: whichever value a reader keeps), with
+  no listed property written twice: the random walks over the bytes it allows, and
+  one-byte mutations of valid documents;
+- no dead ends: a walk never reaches a point where no byte may come and
+  the document is not complete (tests/c/test_jsonmode.c's `walk`);
+- complete enough: documents made from each schema here in Python (its own
+  generator, not gcore's), written as json.dumps writes them, are
+  accepted whole;
+- schemas outside the subset are refused with their path.
+The C unit test does the named cases and the token mask under a schema."""
+import json
+import os
+import random
+import subprocess
+
+import pytest
+
+from jsonref import is_object, within_limits
+from test_c_units import CDIR
+
+jsonschema = pytest.importorskip("jsonschema", reason="python3-jsonschema is absent: run 'make deps-test'")
+
+PET = {"type": "object", "properties": {"kind": {"enum": ["cat", "dog", "café"]}, "age": {"type": "integer"}},
+       "required": ["kind"], "additionalProperties": False, "title": "Pet"}
+NODE = {"type": "object", "properties": {"v": {"type": "number"},
+                                         "kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}}},
+        "required": ["v"]}
+SCHEMAS = {
+    # pydantic's shapes: $defs, Optional, enums, a dict, an open object, recursion, any
+    "person": {"$defs": {"Pet": PET, "Node": NODE}, "title": "Person", "type": "object", "properties": {
+        "name": {"type": "string", "description": "d"},
+        "nick": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+        "age": {"type": "integer"}, "height": {"type": "number"}, "ok": {"type": "boolean"},
+        "pets": {"type": "array", "items": {"$ref": "#/$defs/Pet"}},
+        "best": {"anyOf": [{"$ref": "#/$defs/Pet"}, {"type": "null"}]},
+        "scores": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "extra": {"type": "object", "properties": {"x": {"const": "X"}}, "additionalProperties": True},
+        "tree": {"$ref": "#/$defs/Node"}, "any": {}},
+        "required": ["name", "age"], "additionalProperties": False},
+    # OpenAI's structured-outputs example (strict: every field required, no others)
+    "steps": {"type": "object", "properties": {
+        "steps": {"type": "array", "items": {"type": "object", "properties": {
+            "explanation": {"type": "string"}, "output": {"type": "string"}},
+            "required": ["explanation", "output"], "additionalProperties": False}},
+        "final_answer": {"type": "string"}}, "required": ["steps", "final_answer"], "additionalProperties": False},
+    "types": {"type": "object", "properties": {"v": {"type": ["integer", "null", "string"]},
+                                               "w": {"type": ["number", "boolean"]}}, "required": ["v", "w"]},
+    "enums": {"type": "object", "properties": {"color": {"enum": ["red", "green", "blue", "", "gr"]},
+                                               "c2": {"const": "only"}, "colour": {"type": "string"}},
+              "required": ["color"]},
+    "dict": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "integer"}}},
+    "tree": {"type": "object", "properties": {"name": {"type": "string"},
+                                              "children": {"type": "array", "items": {"$ref": "#"}}},
+             "required": ["name"]},
+    "draft7": {"definitions": {"A": {"type": "object", "properties": {"x": {"type": "integer"}},
+                                     "required": ["x"]}},
+               "type": "object", "properties": {"a": {"allOf": [{"$ref": "#/definitions/A"}], "description": "d"},
+                                                "b": {"oneOf": [{"type": "array"}, {"type": "boolean"}]}},
+               "required": ["a"]},
+    "wide": {"type": "object", "properties": {f"p{i}": {"type": ["integer", "string"]} for i in range(64)},
+             "required": [f"p{i}" for i in range(0, 64, 3)], "additionalProperties": False},
+    "untyped": {"properties": {"a": {"type": "integer"}, "b": {"items": {"enum": ["x"]}}}},
+}
+CHARS = ["a", "Z", " ", "\"", "\\", "/", "\n", "\t", "\x00", "é", "€", "😀", "}", "]", ",", ":"]
+
+
+def run(mode, records, *args):
+    data = b"".join(b"%d\n" % len(r) + r for r in records)
+    p = subprocess.run([os.path.join(CDIR, "test_jsonmode"), mode, *map(str, args)], input=data,
+                       capture_output=True, timeout=300)
+    return p
+
+
+def judge(schema, docs):
+    """The recognizer's verdicts: [(bytes accepted, complete at the end)]."""
+    p = run("schema", [json.dumps(schema).encode()] + docs)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.decode().splitlines()
+    assert lines[0] == "ok", lines[0]
+    return [tuple(map(int, line.split())) for line in lines[1:]]
+
+
+def walks(schema, seed, n):
+    p = run("walk", [json.dumps(schema).encode()], seed, n)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")  # a dead end names itself here
+    out, rest = [], p.stdout
+    while rest:
+        head, rest = rest.split(b"\n", 1)
+        k = int(head)
+        out.append(rest[:k])
+        rest = rest[k + 1:]
+    assert len(out) == n
+    return out
+
+
+def first_wins(pairs):
+    out = {}
+    for k, v in pairs:
+        out.setdefault(k, v)
+    return out
+
+
+def valid(schema, b):
+    """A strict JSON object that the validator accepts however a reader
+    takes a key written twice (an open object's: the recognizer checks
+    every value, and a listed property is never written twice): the last
+    value (Python's json) or the first."""
+    if not is_object(b):
+        return False
+    text = b.decode("utf-8")
+    check = jsonschema.Draft202012Validator(schema).is_valid
+    return check(json.loads(text)) and check(json.loads(text, object_pairs_hook=first_wins))
+
+
+def listed_once(schema, b):
+    """No listed property of the root object written twice."""
+    seen = [k for k, _ in json.loads(b.decode("utf-8"), object_pairs_hook=lambda p: p)]
+    return all(seen.count(k) < 2 for k in schema.get("properties", {}))
+
+
+def resolve(root, s):
+    while "$ref" in s:
+        ref = s["$ref"]
+        s = root if ref == "#" else root[ref.split("/")[1]][ref.split("/")[2]]
+    return s
+
+
+def rand_str(rng):
+    return "".join(rng.choice(CHARS) for _ in range(rng.randrange(6)))
+
+
+def rand_any(rng, depth):
+    k = rng.randrange(7 if depth < 3 else 4)
+    return ([None, True, 3, -2.5e-3][rng.randrange(4)] if k == 0 else rng.randrange(-99, 99) if k == 1 else
+            rand_str(rng) if k in (2, 3) else [rand_any(rng, depth + 1) for _ in range(rng.randrange(3))]
+            if k == 4 else {rand_str(rng): rand_any(rng, depth + 1) for _ in range(rng.randrange(3))})
+
+
+def gen(root, s, rng, depth=0):
+    """A random instance of schema s (within root), by this test's reading
+    of JSON Schema: what gcore should accept (the root: an object)."""
+    s = resolve(root, s)
+    if depth == 0:
+        s = dict(s, type="object")
+    if "allOf" in s:
+        return gen(root, s["allOf"][0], rng, depth)
+    if "anyOf" in s or "oneOf" in s:
+        return gen(root, rng.choice(s.get("anyOf") or s["oneOf"]), rng, depth)
+    if "const" in s:
+        return s["const"]
+    if "enum" in s:
+        return rng.choice(s["enum"])
+    types = s.get("type", ["object", "array", "string", "integer", "number", "boolean", "null"])
+    t = rng.choice(types if isinstance(types, list) else [types])
+    if depth > 4 and t in ("object", "array") and not s.get("required"):
+        t = "array" if t == "array" else t
+    if t == "object":
+        props, out = s.get("properties", {}), {}
+        for k, sub in props.items():
+            if k in s.get("required", []) or rng.random() < 0.5:
+                out[k] = gen(root, sub, rng, depth + 1)
+        addl = s.get("additionalProperties", not props)
+        if addl is not False and depth < 4:
+            for _ in range(rng.randrange(3)):
+                k = "".join(rng.choice("xyzq") for _ in range(rng.randrange(1, 5))) if props else rand_str(rng)
+                if k not in props:
+                    out[k] = rand_any(rng, depth + 1) if addl is True else gen(root, addl, rng, depth + 1)
+        items = list(out.items())
+        rng.shuffle(items)
+        return dict(items)
+    if t == "array":
+        return [gen(root, s.get("items", {}), rng, depth + 1) for _ in range(rng.randrange(3 if depth < 4 else 1))]
+    if t == "string":
+        return rand_str(rng)
+    if t == "integer":
+        return rng.choice([0, -1, 7, 10**15, -10**18])
+    if t == "number":
+        return rng.choice([0, 1.5, -2.25e-7, 3.0e21, 1e300, -0.0, 12])
+    if t == "boolean":
+        return rng.random() < 0.5
+    return None
+
+
+def dumps(v, rng):
+    text = json.dumps(v, ensure_ascii=False, indent=rng.choice([None, None, 1, "\t"]),
+                      separators=rng.choice([None, (",", ":")]))
+    return text.encode("utf-8", "surrogatepass")
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_walks_are_valid_and_never_stuck(name):
+    schema = SCHEMAS[name]
+    docs = walks(schema, 7, 40)
+    for d in docs:
+        assert valid(schema, d) and listed_once(schema, d), d
+    assert all(v == (len(d), 1) for d, v in zip(docs, judge(schema, docs)))
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_instances_are_accepted(name):
+    schema, rng = SCHEMAS[name], random.Random(name)
+    docs = [dumps(gen(schema, schema, rng), rng) for _ in range(150)]
+    docs = [d for d in docs if within_limits(d)]
+    assert len(docs) > 120
+    for d, (ok, done) in zip(docs, judge(schema, docs)):
+        assert valid(schema, d), d  # the generator's own check
+        assert (ok, done) == (len(d), 1), (d, ok, done)
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_what_it_accepts_is_valid(name):
+    """One-byte mutations of valid documents: whatever the recognizer
+    accepts whole and complete, the validator accepts."""
+    schema, rng = SCHEMAS[name], random.Random(name + "m")
+    base = walks(schema, 11, 20) + [dumps(gen(schema, schema, rng), rng) for _ in range(60)]
+    muts = []
+    for d in base:
+        for _ in range(20):
+            i = rng.randrange(len(d))
+            b = bytes([rng.choice([rng.randrange(256), *b"{}[]:,\"\\ 0-.eE+tfn1a"])])
+            kind = rng.randrange(3)
+            muts.append(d[:i] + b + d[i + 1:] if kind == 0 else d[:i] + b + d[i:] if kind == 1 else d[:i] + d[i + 1:])
+    kept = 0
+    for m, (ok, done) in zip(muts, judge(schema, muts)):
+        if ok == len(m) and done:
+            kept += 1
+            assert valid(schema, m) and listed_once(schema, m), m
+    assert kept > 20, kept  # mutations that stay valid are judged too
+
+
+REFUSED = [
+    ({"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}},
+     "schema.properties.a: minimum is not supported"),
+    ({"type": "object", "properties": {"s": {"type": "string", "pattern": "^a"}}}, "pattern is not supported"),
+    ({"type": "array", "items": {}}, "the root must allow an object"),
+    ({"type": "object", "properties": {"a": {"anyOf": [{"type": "object"}, {"$ref": "#/$defs/B"}]}},
+      "$defs": {"B": {"type": "object"}}}, "must differ in type"),
+    ({"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}, "levels of nesting"),
+]
+
+
+def test_schemas_outside_the_subset_are_refused_with_their_path():
+    for schema, msg in REFUSED:
+        p = run("schema", [json.dumps(schema).encode()])
+        assert p.returncode == 0 and p.stdout.decode().startswith("error ") and msg in p.stdout.decode(), \
+            (schema, p.stdout)
