@@ -1,7 +1,8 @@
 /* fuzz_jsonmode.c — JSON mode's token mask (models/jsonmode.h) against
  * its own recognizer, piece by piece: a differential target. The input's
  * first part is a reply (a leading 'C': tool calls in Hermes' blocks, 'M':
- * in Mistral's array after its control token, each of two names; else a
+ * in Mistral's array after its control token, each of two names, 'S': in
+ * Hermes' blocks with one name's arguments under a JSON Schema; else a
  * bare object), the other parts (FZ_SEP)
  * the pieces of a vocabulary (every fifth a control token), as a
  * tokenizer file would hand them out. At each byte of the reply the
@@ -44,10 +45,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                           .names = names, .nnames = 2};
   gc_json_call_t array = {.lead = np > 4 ? 4 : -1, .pre = " [{\"name\": \"", .mid = "\", \"arguments\": ", .post = "}",
                          .sep = ", ", .next = "{\"name\": \"", .tail = "]", .names = names, .nnames = 2};
+  /* 'S': Hermes' blocks, get_weather's arguments under a schema */
+  static const char SCHEMA[] = "{\"type\": \"object\", \"properties\": {\"city\": {\"enum\": [\"Paris\", "
+                               "\"Z\\u00fcrich\"]}, \"days\": {\"type\": \"integer\"}, \"n\": {\"anyOf\": [{\"type\": "
+                               "\"number\"}, {\"type\": \"null\"}]}}, \"required\": [\"days\"]}";
+  gc_json_schema_t *sch[2] = {NULL, NULL};
+  if (gc_json_schema_new(SCHEMA, sizeof SCHEMA - 1, &sch[1], &e)) abort();
+  gc_json_call_t typed = hermes;
+  typed.schemas = sch;
   const char *reply = (const char *)part[0];
   size_t rn = len[0];
   gc_json_fsm_t f;
-  const gc_json_call_t *call = rn && reply[0] == 'C' ? &hermes : rn && reply[0] == 'M' ? &array : NULL;
+  const gc_json_call_t *call = rn && reply[0] == 'C'   ? &hermes
+                               : rn && reply[0] == 'M' ? &array
+                               : rn && reply[0] == 'S' ? &typed
+                                                       : NULL;
   if (call) {
     gc_json_fsm_init_call(&f, call);
     reply++, rn--;
@@ -67,5 +79,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       break;
   }
   gc_json_vocab_free(v);
+  gc_json_schema_free(sch[1]);
   return 0;
 }

@@ -411,7 +411,9 @@ def jsonmode_seeds() -> None:
     replies = [b' {"a": ["x\\u00e9\xc3\xa9", 1.5e-3, true, null, {}]}',
                b'C<tool_call>\n{"name": "get_weather", "arguments": {"c": "P"}}\n</tool_call>',
                b'{\n\t"k"\r\n:\n[ 0 , -1e5 ,"\\/"]}',
-               b'M [{"name": "get", "arguments": {}}, {"name": "get_weather", "arguments": {"c": [1]}}]']
+               b'M [{"name": "get", "arguments": {}}, {"name": "get_weather", "arguments": {"c": [1]}}]',
+               b'S<tool_call>\n{"name": "get_weather", "arguments": {"days": 3, "city": "Z\xc3\xbcrich", "n": null}}'
+               b'\n</tool_call>\n<tool_call>\n{"name": "get", "arguments": {"x": [1]}}\n</tool_call>']
     for i, r in enumerate(replies):
         put("jsonmode", f"j{i}", SEP.join([r] + pieces[i:] + pieces[:i]))
 

@@ -50,6 +50,13 @@ void gc_json_fsm_init_schema(gc_json_fsm_t *f, const gc_json_schema_t *s) {
  * or tail may begin; C_SEP then C_NEXT lead to the next call's C_NAME). */
 enum { C_LEAD, C_PRE, C_NAME, C_MID, C_ARGS, C_POST, C_MORE, C_SEP, C_NEXT, C_TAIL, C_DONE };
 
+void gc_json_call_clear(gc_json_call_t *c) {
+  for (int i = 0; c->schemas && i < c->nnames; i++) gc_json_schema_free(c->schemas[i]);
+  free(c->schemas);
+  free(c->names);
+  c->schemas = NULL, c->names = NULL;
+}
+
 void gc_json_fsm_init_call(gc_json_fsm_t *f, const gc_json_call_t *c) {
   gc_json_fsm_init(f);
   f->call = c;
@@ -345,8 +352,10 @@ static int call_step(gc_json_fsm_t *f, int c) {
             (unsigned char)k->names[i][f->nlen] == c)
           return f->name[f->nlen++] = (char)c, 1;
       for (int i = 0; f->nlen && i < k->nnames; i++) /* one that ended: c is mid's */
-        if (strlen(k->names[i]) == f->nlen && !memcmp(k->names[i], f->name, f->nlen))
+        if (strlen(k->names[i]) == f->nlen && !memcmp(k->names[i], f->name, f->nlen)) {
+          f->schema = k->schemas ? k->schemas[i] : NULL; /* its arguments' */
           return f->phase = C_MID, f->off = 0, call_step(f, c);
+        }
       return 0;
     case C_MID:
       return literal(f, k->mid, c) || (f->phase == C_ARGS && call_step(f, c));

@@ -30,13 +30,19 @@
  * next are not empty; sep and tail differ in their first byte (tail may be empty: the reply may then
  * end after any call's post). */
 #define GC_JSON_NAME 64
+typedef struct gc_json_schema gc_json_schema_t; /* below */
 typedef struct gc_json_call {
   int32_t lead;
   const char *pre, *mid, *post; /* static text */
   const char *sep, *next, *tail; /* several calls (sep: NULL for one call); tail: "" for none */
   char (*names)[GC_JSON_NAME + 1]; /* [nnames] (owned) */
+  gc_json_schema_t **schemas; /* [nnames] each name's arguments' schema (owned references; an entry
+                                 or the array NULL: any object) */
   int nnames;
 } gc_json_call_t;
+
+/* Frees c's names and drops its schemas' references (c itself: the caller's). */
+void gc_json_call_clear(gc_json_call_t *c);
 
 /* A JSON Schema compiled for the recognizer (immutable once made:
  * recognizers and threads share it). The subset (what OpenAI's strict
@@ -58,8 +64,8 @@ typedef struct gc_json_call {
  *   (an annotation in JSON Schema 2020-12), $schema, $id, $comment,
  *   deprecated, readOnly, writeOnly, strict, $defs, definitions.
  * Anything else (minimum, pattern, maxLength, minItems, ...) is refused
- * with its path, never ignored; the root must be an object schema. */
-typedef struct gc_json_schema gc_json_schema_t;
+ * with its path, never ignored; the root must be an object schema.
+ * Reference-counted (gc_json_schema_ref), so that requests share one. */
 
 typedef struct gc_json_fsm {
   uint8_t st;    /* where in the grammar (jsonmode.c: enum jstate) */
@@ -100,6 +106,9 @@ void gc_json_fsm_init_schema(gc_json_fsm_t *f, const gc_json_schema_t *s);
  * not supported ("schema.properties.age: minimum is not supported");
  * GC_ENOMEM. */
 int gc_json_schema_new(const char *text, size_t n, gc_json_schema_t **out, gc_err_t *e);
+/* s with one more reference (s may be NULL); gc_json_schema_free drops one,
+ * the last frees it (thread-safe). */
+gc_json_schema_t *gc_json_schema_ref(gc_json_schema_t *s);
 void gc_json_schema_free(gc_json_schema_t *s); /* NULL is a no-op */
 
 /* Read n bytes: 1 while everything read is the beginning of one JSON

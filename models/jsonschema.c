@@ -339,8 +339,13 @@ static void depths(gc_json_schema_t *s) {
   }
 }
 
+gc_json_schema_t *gc_json_schema_ref(gc_json_schema_t *s) {
+  if (s) __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+  return s;
+}
+
 void gc_json_schema_free(gc_json_schema_t *s) {
-  if (!s) return;
+  if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
   free(s->nodes);
   free(s->props);
   free(s->strs);
@@ -359,7 +364,7 @@ int gc_json_schema_new(const char *text, size_t n, gc_json_schema_t **out, gc_er
   if (!parsed) return json_object_put(doc), gc_err_set(e, GC_EINVAL, "schema: not one JSON value");
   cc_t c = {.doc = doc, .e = e};
   gc_json_schema_t *s = c.s = gc_calloc(1, sizeof *s, e);
-  if (s) s->nodes = gc_calloc(GC_JSON_NODES, sizeof *s->nodes, e);
+  if (s) s->refs = 1, s->nodes = gc_calloc(GC_JSON_NODES, sizeof *s->nodes, e);
   if (s && s->nodes) s->props = gc_calloc(GC_JSON_NODES * 4, sizeof *s->props, e);
   if (s && s->props) s->strs = gc_calloc(GC_JSON_NODES * 4, sizeof *s->strs, e);
   char path[256] = "schema";

@@ -37,6 +37,7 @@ typedef struct gc_json_prop {
 } gc_json_prop_t;
 
 struct gc_json_schema {
+  int refs;              /* references (gc_json_schema_ref); atomic */
   gc_json_node_t *nodes; /* [nnodes]; nodes[0] any, nodes[1] the root */
   int nnodes;
   gc_json_prop_t *props; /* [nprops] */

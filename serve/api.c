@@ -429,7 +429,7 @@ typedef struct chat_args {
 } chat_args_t;
 
 static void call_free(gc_json_call_t *c) {
-  if (c) free(c->names);
+  if (c) gc_json_call_clear(c);
   free(c);
 }
 
@@ -500,6 +500,24 @@ static int forcible(const char *n) {
   return len >= 1 && len <= GC_JSON_NAME;
 }
 
+/* A forced call's arguments' schema: function fn's parameters (tools[i]),
+ * compiled where they fall in the subset jsonmode.h reads; with OpenAI's
+ * "strict": true they must (else 400, naming the path), without it
+ * parameters outside the subset leave the arguments any object (*out
+ * NULL), as parameters absent do. */
+static int call_schema(json_object *fn, size_t i, gc_json_schema_t **out, gc_api_err_t *err) {
+  json_object *par = field(fn, "parameters"), *strict = field(fn, "strict");
+  int must = strict && json_object_is_type(strict, json_type_boolean) && json_object_get_boolean(strict);
+  *out = NULL;
+  if (!par) return 0;
+  const char *text = json_object_to_json_string_ext(par, JSON_C_TO_STRING_PLAIN);
+  gc_err_t e = {0};
+  if (!gc_json_schema_new(text, strlen(text), out, &e)) return 0;
+  if (e.code == GC_ENOMEM) return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+  return must ? gc_api_fail(err, 400, INVALID, NULL, "tools", "tools[%zu].function.parameters (strict): %s", i, e.msg)
+              : 0;
+}
+
 /* ca->call for tool_choice choice (2: any of the n tools' names, 3: named)
  * in the spelling of the template's calls: "required" one call or more
  * where the template writes several (Qwen's blocks, Mistral's array) and
@@ -509,7 +527,8 @@ static int forced_call(gc_api_t *a, json_object *ts, size_t n, int choice, const
                        chat_args_t *ca, gc_api_err_t *err) {
   gc_err_t e = {0};
   if (!(ca->call = gc_calloc(1, sizeof *ca->call, &e)) ||
-      !(ca->call->names = gc_calloc(n, sizeof *ca->call->names, &e)))
+      !(ca->call->names = gc_calloc(n, sizeof *ca->call->names, &e)) ||
+      !(ca->call->schemas = gc_calloc(n, sizeof *ca->call->schemas, &e)))
     return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
   if (gc_chat_call_shape(a->tok, a->tools, ca->call, &e))
     return gc_api_fail(err, 400, INVALID, NULL, "tool_choice", "tool_choice %s: %s", choice == 2 ? "required" :
@@ -524,6 +543,7 @@ static int forced_call(gc_api_t *a, json_object *ts, size_t n, int choice, const
     if (!forcible(s))
       return gc_api_fail(err, 400, INVALID, NULL, "tools", "tool name %s cannot be forced: 1 to %d characters, "
                          "none of them '\"', '\\' or a control character", GC_QUOTED(s), GC_JSON_NAME);
+    if (call_schema(fn, i, &ca->call->schemas[ca->call->nnames], err)) return err->status;
     snprintf(ca->call->names[ca->call->nnames++], GC_JSON_NAME + 1, "%s", s);
   }
   if (!ca->call->nnames)
@@ -1138,15 +1158,17 @@ static int prompt_requests(gc_api_t *a, const body_t *b, int chat, prompt_t *ps,
     if (call && (r->p.json || r->p.ignore_eos))
       return gc_api_fail(err, 400, INVALID, NULL, "tool_choice", "tool_choice forces tool calls, which end the "
                          "reply: not with %s", r->p.json ? "response_format, guided_json or json_schema" : "ignore_eos");
-    if (call) {
-      if (!(r->p.call = gc_malloc(sizeof *call, &e)) ||
-          !(r->p.call->names = gc_malloc((size_t)call->nnames * sizeof *call->names, &e))) {
-        free(r->p.call), r->p.call = NULL;
+    if (call) { /* a copy: its names, its schemas' references */
+      gc_json_call_t *c = r->p.call = gc_calloc(1, sizeof *call, &e);
+      char(*names)[GC_JSON_NAME + 1] = c ? gc_malloc((size_t)call->nnames * sizeof *names, &e) : NULL;
+      gc_json_schema_t **schemas = names ? gc_calloc((size_t)call->nnames, sizeof *schemas, &e) : NULL;
+      if (!schemas) {
+        free(names);
         return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
       }
-      char(*names)[GC_JSON_NAME + 1] = r->p.call->names;
-      *r->p.call = *call, r->p.call->names = names;
+      *c = *call, c->names = names, c->schemas = schemas;
       memcpy(names, call->names, (size_t)call->nnames * sizeof *names);
+      for (int i = 0; call->schemas && i < call->nnames; i++) schemas[i] = gc_json_schema_ref(call->schemas[i]);
       r->p.json = 1;
     }
     if (q->echo && echo_text(a, ps->json, &ps->ids, r, err)) return err->status;

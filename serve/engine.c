@@ -115,7 +115,7 @@ void gc_srv_req_release(gc_srv_req_t *r) {
   free(r->row);
   free(r->counts);
   free(r->p.allowed);
-  if (r->p.call) free(r->p.call->names);
+  if (r->p.call) gc_json_call_clear(r->p.call);
   free(r->p.call);
   gc_json_schema_free(r->p.schema);
   free(r->prompt);

@@ -1130,6 +1130,58 @@ def test_gguf_forced_tool_calls(gc, bundles, kind):
         assert srv.stop()[0] == 0
 
 
+STRICT_TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "strict": True, "parameters": {
+        "type": "object", "properties": {"city": {"enum": ["Paris", "Zürich"]}, "days": {"type": "integer"},
+                                         "unit": {"anyOf": [{"enum": ["c", "f"]}, {"type": "null"}]}},
+        "required": ["city", "days", "unit"], "additionalProperties": False}}},
+    {"type": "function", "function": {"name": "now", "parameters": {"type": "object", "properties": {},
+                                                                    "additionalProperties": False}}}]
+
+
+@pytest.mark.parametrize("kind", ["qwen2_5", "llama3_2"])
+def test_gguf_forced_calls_follow_their_schemas(gc, bundles, kind):
+    """A forced call's arguments follow its tool's parameters (a JSON
+    Schema in jsonmode.h's subset), judged by Debian's python3-jsonschema:
+    "required" and a named function, greedy and sampled, over Qwen's and
+    Llama 3.2's call shapes. Parameters outside the subset are refused with
+    their path where the tool is strict (OpenAI's "strict": true), and
+    leave the arguments any object where it is not."""
+    jsonschema = pytest.importorskip("jsonschema", reason="python3-jsonschema is absent: run 'make deps-test'")
+    from test_serve import Server
+    path, toks = chat_gguf(gc, kind)
+    srv = Server(path, chat_bundle(bundles, path, kind), "--parallel", 2)
+    params = {t["function"]["name"]: t["function"]["parameters"] for t in STRICT_TOOLS}
+    msgs = [{"role": "user", "content": "weather?"}]
+    checked = 0
+    try:
+        for k in range(12):
+            choice = "required" if k % 3 == 0 else {"type": "function", "function": {"name": "get_weather"}}
+            bias = {str(toks.index(f"<0x{ord(c):02X}>")): 3 for c in '",}'}  # strings and numbers end sooner
+            req = {"messages": msgs, "tools": STRICT_TOOLS, "tool_choice": choice, "max_tokens": 250,
+                   "temperature": 0 if k < 2 else 1.0, "seed": k, "logit_bias": bias}
+            status, _, text = srv.post("/v1/chat/completions", req)
+            assert status == 200, text
+            ch = json.loads(text)["choices"][0]
+            for call in ch["message"].get("tool_calls") or []:
+                args = json.loads(call["function"]["arguments"])
+                assert jsonschema.Draft202012Validator(params[call["function"]["name"]]).is_valid(args), (k, call)
+                checked += 1
+        assert checked >= 3, checked
+        loose = json.loads(json.dumps(STRICT_TOOLS))
+        loose[0]["function"]["parameters"]["properties"]["days"]["minimum"] = 1
+        status, _, text = srv.post("/v1/chat/completions", {"messages": msgs, "tools": loose, "tool_choice": "required",
+                                                            "max_tokens": 8})
+        assert status == 400 and "tools[0].function.parameters (strict): schema.properties.days: minimum is not" \
+            in text, text
+        del loose[0]["function"]["strict"]
+        status, _, text = srv.post("/v1/chat/completions", {"messages": msgs, "tools": loose, "tool_choice": "required",
+                                                            "max_tokens": 8})
+        assert status == 200, text
+    finally:
+        assert srv.stop()[0] == 0
+
+
 @pytest.mark.parametrize("kind", ["deepseek_r1", "qwen3_thinking"])
 def test_gguf_reasoning_content(gc, bundles, kind):
     """gcore-serve with DeepSeek R1's or Qwen3-Thinking's template: a reply's

@@ -404,6 +404,60 @@ static void schemas(void) {
   CHECK(gc_json_schema_new(text, strlen(text), &s, &e) == GC_EINVAL && strstr(e.msg, "levels"));
 }
 
+/* A forced call's arguments under its name's schema (one name without). */
+static void call_arguments_under_schemas(void) {
+  static char names[2][GC_JSON_NAME + 1] = {"get", "get_weather"};
+  gc_json_schema_t *sch[2] = {NULL, schema_of("{\"type\": \"object\", \"properties\": {\"city\": {\"enum\": "
+                                              "[\"Paris\", \"Z\xc3\xbcrich\"]}, \"days\": {\"type\": \"integer\"}}, "
+                                              "\"required\": [\"days\"], \"additionalProperties\": false}")};
+  CHECK(sch[1] != NULL);
+  gc_json_call_t c = {.lead = -1, .pre = "<c>{\"name\": \"", .mid = "\", \"arguments\": ", .post = "}</c>",
+                      .sep = "\n", .next = "<c>{\"name\": \"", .tail = "", .names = names, .schemas = sch, .nnames = 2};
+  static const struct {
+    const char *text;
+    size_t accepted; /* bytes; strlen: all */
+  } CASES[] = {
+      {"<c>{\"name\": \"get_weather\", \"arguments\": {\"days\": 2, \"city\": \"Z\xc3\xbcrich\"}}</c>", 0},
+      {"<c>{\"name\": \"get\", \"arguments\": {\"x\": [1.5]}}</c>\n<c>{\"name\": \"get_weather\", \"arguments\": "
+       "{\"days\": -1}}</c>", 0},
+      {"<c>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}", 56},  /* days is required: its closing brace */
+      {"<c>{\"name\": \"get_weather\", \"arguments\": {\"days\": 1.5}}", 50},        /* an integer: its point */
+      {"<c>{\"name\": \"get_weather\", \"arguments\": {\"x\": 1}}", 42},             /* no such key: its first byte */
+      {"<c>{\"name\": \"get\", \"arguments\": {\"x\": 1}}</c>\n<c>{\"name\": \"get_weather\", \"arguments\": "
+       "{\"x\"", 88}, /* the second call's schema, not the first's */
+  };
+  for (size_t i = 0; sch[1] && i < sizeof CASES / sizeof *CASES; i++) {
+    gc_json_fsm_t f;
+    gc_json_fsm_init_call(&f, &c);
+    size_t n = strlen(CASES[i].text), at = 0;
+    while (at < n && gc_json_fsm_feed(&f, CASES[i].text + at, 1)) at++;
+    CHECK(at == (CASES[i].accepted ? CASES[i].accepted : n));
+    if (at != (CASES[i].accepted ? CASES[i].accepted : n)) fprintf(stderr, "  case %zu: %zu bytes\n", i, at);
+    if (!CASES[i].accepted) CHECK(gc_json_fsm_may_end(&f));
+  }
+  /* the mask agrees at every byte of the two-call reply */
+  static vocab_t v;
+  vocab_make(&v);
+  gc_json_vocab_t *jv;
+  gc_err_t e = {0};
+  CHECK(gc_json_vocab_from_pieces((const char *const *)v.p, v.len, v.special, v.n, &jv, &e) == GC_OK);
+  float *lg = malloc((v.n + 5) * sizeof *lg), *out = malloc((v.n + 5) * sizeof *out);
+  for (int id = 0; id < v.n + 5; id++) lg[id] = (float)(id % 97) - 40.0f;
+  gc_json_fsm_t f;
+  gc_json_fsm_init_call(&f, &c);
+  int ok = 1;
+  for (size_t i = 0; ok && i <= strlen(CASES[1].text); i++) {
+    ok = mask_agrees(jv, &v, &f, lg, out);
+    if (i < strlen(CASES[1].text)) gc_json_fsm_feed(&f, CASES[1].text + i, 1);
+  }
+  CHECK(ok);
+  free(lg), free(out);
+  gc_json_vocab_free(jv);
+  for (int id = 0; id < v.n; id++) free(v.p[id]);
+  c.names = NULL, c.schemas = NULL;
+  gc_json_schema_free(sch[1]);
+}
+
 /* Each refused schema's message names its path and what is wrong. */
 static void schema_errors(void) {
   static const char *const CASES[][2] = {
@@ -640,5 +694,6 @@ int main(int argc, char **argv) {
   check_case("schemas", schemas);
   check_case("schemas refused", schema_errors);
   check_case("the mask under a schema", schema_mask_matches_the_recognizer);
+  check_case("a call's arguments under its schema", call_arguments_under_schemas);
   return check_report();
 }
