@@ -65,7 +65,9 @@ struct gc_engine {
   int prows;
   char devname[200];
   int32_t *ends;               /* [nends] the model's end-of-sequence ids (config and tokenizer) */
-  gc_json_vocab_t *jv;         /* the tokenizer's pieces for JSON mode (NULL without a tokenizer) */
+  gc_json_vocab_t *jv;         /* the tokenizer's pieces for JSON mode: made by the engine thread for the
+                                  first request that needs them (about 10 ms and a few MB at 128k tokens),
+                                  then kept; NULL before */
   gc_srv_hist_t itl;           /* the gaps between a reply's tokens (gc_engine_itl) */
   int nends;
   struct masked { int32_t id; float was; } *masked; /* [BMAX, nmask] sample()'s, a row's each */
@@ -767,7 +769,9 @@ static int adjust_room(gc_engine_t *en, gc_srv_req_t *r, gc_err_t *e) {
 /* JSON mode's state for r: the recognizer at the reply's start, its row.
  * Errors: GC_ENOMEM; GC_EUNSUPPORTED without a tokenizer (no pieces). */
 static int json_room(gc_engine_t *en, gc_srv_req_t *r, gc_err_t *e) {
-  if (!en->jv) return gc_err_set(e, GC_EUNSUPPORTED, "JSON mode needs the model's tokenizer");
+  if (!en->tok) return gc_err_set(e, GC_EUNSUPPORTED, "JSON mode needs the model's tokenizer");
+  if (!en->jv && gc_json_vocab_new(en->tok, &en->jv, e)) /* the first such request's (the engine thread's) */
+    return e->code;
   if (r->p.call) gc_json_fsm_init_call(&r->jf, r->p.call);
   else if (r->p.schema) gc_json_fsm_init_schema(&r->jf, r->p.schema);
   else gc_json_fsm_init(&r->jf);
@@ -922,12 +926,10 @@ int gc_engine_start(const gc_engine_opts_t *o, const gc_llama_weights_t *w, cons
   const char *delay = getenv("GCORE_SERVE_STEP_DELAY_MS");
   int64_t ms;
   if (delay && !gc_parse_i64(delay, &ms) && ms > 0 && ms <= 10000) en->step_delay_ms = (long)ms;
-  if (!(en->queue = gc_calloc((size_t)o->max_queue, sizeof *en->queue, e)) || collect_ends(en, e) ||
-      (tok && gc_json_vocab_new(tok, &en->jv, e))) {
+  if (!(en->queue = gc_calloc((size_t)o->max_queue, sizeof *en->queue, e)) || collect_ends(en, e)) {
     free(en->queue);
     free(en->ends);
     free(en->masked);
-    gc_json_vocab_free(en->jv);
     free(en);
     return e->code;
   }
@@ -937,7 +939,6 @@ int gc_engine_start(const gc_engine_opts_t *o, const gc_llama_weights_t *w, cons
   if (pthread_create(&en->thread, NULL, engine_main, en)) {
     free(en->ends);
     free(en->masked);
-    gc_json_vocab_free(en->jv);
     free(en->queue);
     free(en);
     return gc_err_set(e, GC_ENOMEM, "cannot start the engine thread");
