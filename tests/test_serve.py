@@ -1155,6 +1155,50 @@ def test_json_schema_mode(srv, tiny):
     ])
 
 
+def test_gcore_run_json_schema(tiny):
+    """gcore-run -j SCHEMA (llama.cpp's flag) and --json-schema-file: each
+    reply, greedy and sampled, from -p, --tokens and --chat, is an object
+    python3-jsonschema accepts, ended by an end id right after it, or (cut
+    by -n) the beginning of one; '{}' any object; a schema outside the
+    subset, --ignore-eos with it, or both spellings: one clear line, exit 1."""
+    jsonschema = pytest.importorskip("jsonschema", reason="python3-jsonschema is absent: run 'make deps-test'")
+    d, model, bundle = tiny
+    texts, raw = token_texts(model)
+    special = special_ids(model)
+    schema = {"type": "object", "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}, "ok": {"type": "boolean"},
+                                               "n": {"anyOf": [{"type": "null"}, {"type": "array", "items": {
+                                                   "enum": ["a", "b"]}}]}},
+              "required": ["unit", "ok", "n"], "additionalProperties": False}  # no free strings or numbers: short
+    check = jsonschema.Draft202012Validator(schema).is_valid
+    path = d / "schema.json"
+    path.write_text(json.dumps(schema))
+    done = 0
+    for k, args in enumerate([["-j", json.dumps(schema), "-p", "Weather:"], ["--json-schema-file", path, "-p", "W"],
+                              ["-j", json.dumps(schema), "--tokens", "5,6,7", "--temp", 1.0, "--seed", 3],
+                              ["-j", json.dumps(schema), "-p", "x", "--temp", 0.7, "--seed", 9]]):
+        out = gcore_run(tiny, *args, "-n", 150, *([] if "--temp" in args else ["--temp", 0]))[0]
+        ids = out["tokens"]
+        reply = b"".join(raw[i] for i in ids if i not in special)
+        if len(ids) < 150:
+            assert ids[-1] in special and all(i not in special for i in ids[:-1]), (k, ids)
+            assert is_object(reply) and check(json.loads(reply)), (k, reply)
+            done += 1
+        else:
+            assert is_prefix(reply), (k, reply)
+    assert done >= 3, done
+    out = gcore_run(tiny, "--chat", "-j", "{}", "-n", 60, "--temp", 0, stdin="hi\nmore\n")
+    for turn in out:
+        reply = b"".join(raw[i] for i in turn["tokens"] if i not in special)
+        assert is_object(reply) or is_prefix(reply), turn
+    for args, msg in ((["-j", '{"type": "object", "properties": {"a": {"minLength": 1}}}'],
+                       "--json-schema: schema.properties.a: minLength is not supported"),
+                      (["-j", "{}", "--ignore-eos"], "without --ignore-eos"),
+                      (["-j", "{}", "--json-schema-file", path], "not both"),
+                      (["--json-schema-file", d / "nope.json"], "nope.json")):
+        r = run_tool("gcore-run", "-m", model, "-b", bundle, "-p", "x", *args, cwd=str(d))
+        assert r.rc == 1 and msg in r.err and len(r.err.strip().splitlines()) == 1, (args, r)
+
+
 def test_logit_bias_and_openai_penalties(srv, tiny):
     """vLLM's allowed_token_ids (sampled: only those ids; greedy: the fp64
     reference's best of them), OpenAI's logit_bias and presence and

@@ -16,6 +16,7 @@
 #include "../runtime/check.h"
 #include "../runtime/dispatch.h"
 #include "../models/chat.h"
+#include "../models/jsonmode.h"
 #include "../models/llama.h"
 #include "../models/llama_bundle.h"
 #include "../models/sampler.h"
@@ -56,6 +57,11 @@ static const char usage[] =
     "  -n, --n-predict N    tokens to generate (default 64)\n"
     "  --ctx N              KV-cache positions (default: the model's maximum, at most 4096)\n"
     "  --ignore-eos         keep generating past end-of-sequence tokens\n"
+    "  -j, --json-schema S  each reply is one JSON object that JSON Schema S accepts (llama.cpp's\n"
+    "                       -j; '{}': any object): tokens are drawn from those that keep it so,\n"
+    "                       and it ends with an end token once complete (the subset gcore-serve's\n"
+    "                       structured outputs read; others refused); needs the tokenizer\n"
+    "  --json-schema-file F the same, S read from file F\n"
     "  --token-by-token     feed the prompt one token at a time (decode path) instead of a prefill\n"
     "  --json               print one JSON object at the end (ids, text, timings) instead of\n"
     "                       streaming; with --chat one object per turn\n"
@@ -111,7 +117,8 @@ static const char usage[] =
 enum { O_VERSION = 255, O_OP = 256, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_BACKEND, O_DEVICE, O_SEED, O_DUMP,
        O_MINTIME, O_POS, O_LAYOUT, O_TOKENS, O_CTX, O_IGNORE_EOS, O_TBT, O_JSON, O_LOGITS, O_TEMP, O_TOPK, O_TOPP,
        O_MINP, O_REPEAT, O_REPEAT_N, O_PROFILE, O_NOGRAPH, O_NOAHEAD, O_NOPDL, O_WARMUP, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE,
-       O_BOS, O_CHAT, O_SYSTEM, O_NO_THINK, O_NULL, O_DB, O_CACHE, O_TOKENS_FILE, O_QUANTIZE, O_TP, O_DEVICES };
+       O_BOS, O_CHAT, O_SYSTEM, O_NO_THINK, O_NULL, O_DB, O_CACHE, O_TOKENS_FILE, O_QUANTIZE, O_TP, O_DEVICES,
+       O_JSON_SCHEMA_FILE };
 
 static const struct option longopts[] = {
     {"bundle", 1, 0, 'b'},        {"model", 1, 0, 'm'},        {"prompt", 1, 0, 'p'},
@@ -128,7 +135,7 @@ static const struct option longopts[] = {
     {"warmup", 1, 0, O_WARMUP},
     {"tokenizer", 1, 0, O_TOKENIZER}, {"tokenize", 0, 0, O_TOKENIZE}, {"detokenize", 0, 0, O_DETOKENIZE},
     {"bos", 0, 0, O_BOS},         {"chat", 0, 0, O_CHAT},      {"system", 1, 0, O_SYSTEM},
-    {"no-think", 0, 0, O_NO_THINK},
+    {"no-think", 0, 0, O_NO_THINK}, {"json-schema", 1, 0, 'j'}, {"json-schema-file", 1, 0, O_JSON_SCHEMA_FILE},
     {"null", 0, 0, O_NULL},       {"db", 1, 0, O_DB},          {"cache", 1, 0, O_CACHE},
     {"tokens-file", 1, 0, O_TOKENS_FILE}, {"quantize", 1, 0, O_QUANTIZE},
     {"tp", 1, 0, O_TP},           {"devices", 1, 0, O_DEVICES},
@@ -236,6 +243,7 @@ typedef struct run_opts {
   int ordinal, n_predict, ctx, ignore_eos, token_by_token, json, chat, bos, profile, no_graph, no_ahead, no_pdl, warmup;
   int tp;                  /* --tp N: tensor-parallel ranks (1: none) */
   int no_think;            /* --no-think: the template's enable_thinking false */
+  const char *json_schema, *json_schema_file; /* --json-schema (its text), --json-schema-file, or NULL */
   int ndev, devices[GC_LLAMA_TP_MAX]; /* --devices: the ranks' ordinals (0: --device + r) */
   gc_sampler_params_t sp;
 } run_opts_t;
@@ -291,6 +299,9 @@ typedef struct text_io {
   gc_chat_kind_t chat;
   gc_chat_t conv;   /* --chat: the conversation so far, as the template sees it */
   int32_t chat_end; /* id closing a reply, -1 without --chat */
+  gc_json_schema_t *js;   /* --json-schema: the schema of every reply, or NULL */
+  gc_json_vocab_t *jv;    /* ... each token's piece (while the tokenizer was open) */
+  int32_t json_end;       /* ... the id that ends a reply once its object is complete */
 } text_io_t;
 
 static int is_stop(const gc_llama_config_t *c, const text_io_t *io, int tok) {
@@ -362,7 +373,23 @@ typedef struct emit_ctx {
   gen_state_t *g;
   text_io_t *io;
   int stopped; /* a stop token or the n_predict-th ended it */
+  gc_json_fsm_t jf; /* --json-schema: the reply so far, as the recognizer read it */
+  float *jrow;      /* ... the step's logits, the tokens that would break it at -inf */
 } emit_ctx_t;
+
+/* The next token from a step's logits lg: the sampler's draw, or (with
+ * --json-schema) its draw among the tokens that keep the reply the
+ * beginning of an object the schema accepts, and the end id once the
+ * object is complete. */
+static int draw(emit_ctx_t *x, const float *lg, int *t, gc_err_t *e) {
+  if (!x->io->js) return gc_sampler_sample(x->smp, lg, t, e);
+  if (gc_json_fsm_done(&x->jf)) return *t = x->io->json_end, GC_OK;
+  gc_json_mask(x->io->jv, &x->jf, lg, x->jrow, x->c->vocab_size);
+  if (gc_sampler_sample(x->smp, x->jrow, t, NULL))
+    return gc_err_set(e, GC_EUNSUPPORTED, "--json-schema: no token of the vocabulary continues the reply's object");
+  gc_json_take(x->io->jv, &x->jf, *t);
+  return GC_OK;
+}
 
 /* Keep and show id: 0 to go on, 1 when generation stops at it (a stop
  * token, or the n_predict-th), -1 with e set when it cannot be shown
@@ -389,7 +416,7 @@ static int decode(gc_llama_t *m, emit_ctx_t *x, int32_t tok, int on_device, floa
     while (!rc && !x->stopped && gc_llama_pos(m) < o->ctx) {
       int t;
       if ((rc = gc_llama_forward_ex(m, &tok, 1, 0, lg, NULL, e)) ||
-          (rc = write_logits(x->g, lg, 1, x->c->vocab_size, e)) || (rc = gc_sampler_sample(x->smp, lg, &t, e)))
+          (rc = write_logits(x->g, lg, 1, x->c->vocab_size, e)) || (rc = draw(x, lg, &t, e)))
         break;
       tok = t;
       if (emit(x, tok, e) < 0) rc = e->code;
@@ -413,12 +440,16 @@ static int generate(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t 
   int rc = prefill(m, o, max_t, p, np, lg, g, e);
   for (int i = 0; i < np; i++) gc_sampler_accept(smp, p[i]);
   double td = gc_now();
-  /* greedy with no penalty and no logits to write: the device does argmax */
-  int on_device = o->sp.temperature <= 0 && o->sp.repeat_penalty == 1.0f && !g->logits;
-  emit_ctx_t x = {o, c, smp, g, io, 0};
+  /* greedy with no penalty, no logits to write and no schema: the device does argmax */
+  int on_device = o->sp.temperature <= 0 && o->sp.repeat_penalty == 1.0f && !g->logits && !io->js;
+  emit_ctx_t x = {.o = o, .c = c, .smp = smp, .g = g, .io = io};
   g->n_out = 0;
   int t = 0;
-  if (!rc && o->n_predict > 0 && !(rc = gc_sampler_sample(smp, lg, &t, e))) {
+  if (io->js) {
+    gc_json_fsm_init_schema(&x.jf, io->js);
+    if (!(x.jrow = gc_malloc((size_t)c->vocab_size * sizeof *x.jrow, e))) rc = GC_ENOMEM;
+  }
+  if (!rc && o->n_predict > 0 && !(rc = draw(&x, lg, &t, e))) {
     g->ttft = gc_now() - t0;
     if (emit(&x, t, e) < 0) rc = e->code;
     td = gc_now();
@@ -428,6 +459,7 @@ static int generate(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t 
   g->t_decode = gc_now() - td;
   g->replays = gc_llama_graph_replays(m) - replays0;
   g->positions = gc_llama_pos(m);
+  free(x.jrow);
   free(lg);
   return rc;
 }
@@ -703,6 +735,29 @@ static int run_prompts(gc_llama_t *m, const run_opts_t *o, int max_t, const prom
   return rc;
 }
 
+/* --json-schema: io->js compiled, io->jv from the tokenizer (open, or
+ * opened here: --tokens frees it later), io->json_end the id a complete
+ * reply ends with (--chat: the turn's end, else the model's first end id). */
+static int open_schema(const run_opts_t *o, const gc_llama_config_t *c, text_io_t *io, gc_err_t *e) {
+  char *text = NULL;
+  const char *s = o->json_schema;
+  size_t n = s ? strlen(s) : 0;
+  int rc = GC_OK;
+  if (o->json_schema_file && !(rc = gc_read_file(o->json_schema_file, 1 << 20, &text, &n, e))) s = text;
+  if (!rc && gc_json_schema_new(s, n, &io->js, e)) rc = gc_err_prefix(e, "--json-schema");
+  free(text);
+  if (rc) return rc;
+  run_opts_t with = *o;
+  if (!io->tok && !o->tokenizer) with.tokenizer = NULL, with.prompt = "";
+  if (!io->tok && (rc = open_tokenizer(&with, c, io, e))) return rc;
+  if (!io->tok) return gc_err_set(e, GC_EINVAL, "--json-schema reads each token's text: the model has no tokenizer");
+  io->json_end = io->chat_end >= 0 ? io->chat_end : c->n_eos ? c->eos_ids[0] : -1;
+  for (int id = 0; io->json_end < 0 && id < gc_tok_vocab_size(io->tok); id++)
+    if (gc_tok_is_eos(io->tok, id)) io->json_end = id;
+  if (io->json_end < 0) return gc_err_set(e, GC_EINVAL, "--json-schema: the model has no end-of-sequence token");
+  return gc_json_vocab_new(io->tok, &io->jv, e);
+}
+
 static int run_model(const run_opts_t *o, gc_err_t *e) {
   gc_llama_weights_t *w = NULL;
   gc_dev_t *devs[GC_LLAMA_TP_MAX] = {0};
@@ -721,6 +776,7 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   if (!rc && (gc_weights_note(w, note, sizeof note), note[0])) fprintf(stderr, "gcore-run: %s: %s\n", o->model, note);
   if (!rc && o->quantize) rc = gc_weights_quantize(w, o->quantize, e);
   if (!rc) rc = open_tokenizer(o, &w->cfg, &io, e);
+  if (!rc && (o->json_schema || o->json_schema_file)) rc = open_schema(o, &w->cfg, &io, e);
   if (!rc && o->tokens_file) {
     rc = read_prompts(o->tokens_file, &many, e);
     np = many.longest;
@@ -767,6 +823,8 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   gc_buf_free(&io.text);
   gc_chat_free(&io.conv);
   gc_tok_free(io.tok);
+  gc_json_schema_free(io.js);
+  gc_json_vocab_free(io.jv);
   gc_sampler_free(smp);
   gc_llama_free(m);
   for (int r = 0; r < o->tp; r++) {
@@ -869,7 +927,7 @@ int main(int argc, char **argv) {
   double min_time = 0.2, fv;
   int64_t op_pos = -1, op_layout = -1; /* --op: --pos, --layout (-1: defaults) */
   int c;
-  while ((c = gc_cli_getopt(argc, argv, "b:m:p:n:h", longopts)) != -1) {
+  while ((c = gc_cli_getopt(argc, argv, "b:m:p:n:j:h", longopts)) != -1) {
     switch (c) {
       case 'b': o.bundle = optarg; break;
       case 'm': o.model = optarg; break;
@@ -899,6 +957,8 @@ int main(int argc, char **argv) {
       case O_CHAT: o.chat = 1; break;
       case O_SYSTEM: o.system = optarg; break;
       case O_NO_THINK: o.no_think = 1; break;
+      case 'j': o.json_schema = optarg; break;
+      case O_JSON_SCHEMA_FILE: o.json_schema_file = optarg; break;
       case O_QUANTIZE: o.quantize = optarg; break;
       case O_TP:
         if (gc_parse_i64(optarg, &iv) || iv < 1 || iv > GC_LLAMA_TP_MAX) return bad_flag("--tp", "1..64 ranks");
@@ -998,6 +1058,11 @@ int main(int argc, char **argv) {
     rc = gc_err_set(&e, GC_EINVAL, "--system goes with --chat");
   else if (o.no_think && !o.chat)
     rc = gc_err_set(&e, GC_EINVAL, "--no-think goes with --chat");
+  else if (o.json_schema && o.json_schema_file)
+    rc = gc_err_set(&e, GC_EINVAL, "give the schema as --json-schema S or --json-schema-file F, not both");
+  else if ((o.json_schema || o.json_schema_file) && (o.ignore_eos || !o.model))
+    rc = gc_err_set(&e, GC_EINVAL, "--json-schema ends each reply when its object is complete: it goes with -m MODEL "
+                                   "and without --ignore-eos");
   else if (o.chat && o.tokens)
     rc = gc_err_set(&e, GC_EINVAL, "--chat takes text turns on stdin, not --tokens");
   else if (o.chat && o.warmup)
