@@ -1,6 +1,7 @@
 /* json_mask_bench.c — what JSON mode's token mask (models/jsonmode.c)
  * costs a sampled step on one tokenizer's vocabulary: for each of a few
- * replies cut at a typical point, the best of REPS calls of gc_json_mask
+ * replies cut at a typical point (bare JSON mode, and under a JSON Schema
+ * of pydantic's shape), the best of REPS calls of gc_json_mask
  * against one gc_json_allows per id (what the mask must equal: checked,
  * id by id, in the same run). Host time, one thread. Prints one JSON line
  * a state and one for the vocabulary's build.
@@ -12,17 +13,30 @@
 
 #include "../models/jsonmode.h"
 
-static const char *const STATES[][2] = {
-    {"before the object", ""},
-    {"after {", "{"},
-    {"in a key", "{\"na"},
-    {"after a key's colon", "{\"name\": "},
-    {"in a string value", "{\"name\": \"The quick brown "},
-    {"in an array", "{\"n\": [1, 2, "},
-    {"in a number", "{\"n\": 12"},
-    {"after a value", "{\"n\": true"},
-    {"in an escape", "{\"s\": \"a\\u00"},
+/* name, reply so far, 1: under SCHEMA (a pydantic-like object) */
+static const char *const STATES[][3] = {
+    {"before the object", "", ""},
+    {"after {", "{", ""},
+    {"in a key", "{\"na", ""},
+    {"after a key's colon", "{\"name\": ", ""},
+    {"in a string value", "{\"name\": \"The quick brown ", ""},
+    {"in an array", "{\"n\": [1, 2, ", ""},
+    {"in a number", "{\"n\": 12", ""},
+    {"after a value", "{\"n\": true", ""},
+    {"in an escape", "{\"s\": \"a\\u00", ""},
+    {"schema: after {", "{", "1"},
+    {"schema: in a key", "{\"na", "1"},
+    {"schema: after a key's colon", "{\"name\": ", "1"},
+    {"schema: in a string value", "{\"name\": \"The quick brown ", "1"},
+    {"schema: in an enum", "{\"unit\": \"cel", "1"},
+    {"schema: in an integer", "{\"days\": 12", "1"},
+    {"schema: after a value", "{\"days\": 12, \"unit\": \"celsius\"", "1"},
 };
+static const char SCHEMA[] =
+    "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"}, \"unit\": {\"enum\": "
+    "[\"celsius\", \"fahrenheit\"]}, \"days\": {\"type\": \"integer\"}, \"tags\": {\"type\": \"array\", "
+    "\"items\": {\"type\": \"string\"}}, \"note\": {\"anyOf\": [{\"type\": \"string\"}, {\"type\": "
+    "\"null\"}]}}, \"required\": [\"name\", \"unit\", \"days\"], \"additionalProperties\": false}";
 
 int main(int argc, char **argv) {
   gc_err_t e = {0};
@@ -38,9 +52,12 @@ int main(int argc, char **argv) {
   float *lg = malloc((size_t)n * sizeof *lg), *out = malloc((size_t)n * sizeof *out);
   if (!lg || !out) return fprintf(stderr, "json_mask_bench: out of memory\n"), 1;
   for (int id = 0; id < n; id++) lg[id] = (float)(id % 1009) * 0.01f;
+  gc_json_schema_t *sch;
+  if (gc_json_schema_new(SCHEMA, sizeof SCHEMA - 1, &sch, &e)) return fprintf(stderr, "json_mask_bench: %s\n", e.msg), 1;
   for (size_t s = 0; s < sizeof STATES / sizeof *STATES; s++) {
     gc_json_fsm_t f;
-    gc_json_fsm_init(&f);
+    if (*STATES[s][2]) gc_json_fsm_init_schema(&f, sch);
+    else gc_json_fsm_init(&f);
     if (!gc_json_fsm_feed(&f, STATES[s][1], strlen(STATES[s][1])))
       return fprintf(stderr, "json_mask_bench: state %zu refused\n", s), 1;
     double mask = 1e30, each = 1e30;
@@ -64,6 +81,7 @@ int main(int argc, char **argv) {
     if (!same) return 1;
   }
   gc_json_vocab_free(v);
+  gc_json_schema_free(sch);
   gc_tok_free(t);
   free(lg), free(out);
   return 0;

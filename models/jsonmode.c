@@ -5,6 +5,7 @@
 #include "jsonschema_impl.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,13 +82,13 @@ static void value_end(gc_json_fsm_t *f) { f->st = f->depth ? J_AFTER : J_DONE; }
 
 static const gc_json_node_t *node(const gc_json_fsm_t *f, int i) { return &f->schema->nodes[i]; }
 /* The innermost open container's node. */
-static const gc_json_node_t *container(const gc_json_fsm_t *f) { return node(f, f->node[f->depth - 1]); }
+static const gc_json_node_t *container(const gc_json_fsm_t *f) { return node(f, f->lv[f->depth - 1].node); }
 /* Whether a value of node i fits the levels left inside the open containers. */
 static int fits(const gc_json_fsm_t *f, int i) { return node(f, i)->mind <= GC_JSON_DEPTH - f->depth; }
 /* Property p of the innermost object may still come: unread, and fits. */
 static int prop_free(const gc_json_fsm_t *f, int p) {
   const gc_json_node_t *o = container(f);
-  return !(f->seen[f->depth - 1] >> p & 1) && fits(f, f->schema->props[o->prop0 + p].node);
+  return !(f->lv[f->depth - 1].seen >> p & 1) && fits(f, f->schema->props[o->prop0 + p].node);
 }
 /* A key may come in the innermost object (after '{' or ','). */
 static int key_may_come(const gc_json_fsm_t *f) {
@@ -100,7 +101,7 @@ static int key_may_come(const gc_json_fsm_t *f) {
 /* The node of the value that begins now. */
 static int value_node(const gc_json_fsm_t *f) {
   if (!f->depth) return 1; /* the root */
-  return f->stack[f->depth - 1] == '[' ? container(f)->items : f->vnode;
+  return f->lv[f->depth - 1].open == '[' ? container(f)->items : f->vnode;
 }
 /* The kind a value's first byte c begins (0: none). */
 static int kind_of(int c) {
@@ -152,7 +153,7 @@ static int key_end(gc_json_fsm_t *f) {
     const char *name = f->schema->props[o->prop0 + p].name;
     if (strlen(name) == f->slen && !memcmp(name, f->sbuf, f->slen)) {
       if (!prop_free(f, p)) return 0;
-      f->seen[f->depth - 1] |= 1ull << p;
+      f->lv[f->depth - 1].seen |= 1ull << p;
       f->vnode = f->schema->props[o->prop0 + p].node;
       return 1;
     }
@@ -173,15 +174,15 @@ static int cset_byte(gc_json_fsm_t *f, int c) {
 
 static int push(gc_json_fsm_t *f, uint8_t c, int nd) {
   if (f->depth >= GC_JSON_DEPTH) return 0;
-  f->node[f->depth] = (int16_t)nd, f->seen[f->depth] = 0;
-  f->stack[f->depth++] = c;
+  f->lv[f->depth].node = (int16_t)nd, f->lv[f->depth].seen = 0;
+  f->lv[f->depth++].open = c;
   f->st = c == '{' ? J_KEY_OR_END : J_VALUE_OR_END;
   return 1;
 }
 
 static int pop(gc_json_fsm_t *f, uint8_t c) {
-  if (!f->depth || f->stack[f->depth - 1] != c) return 0;
-  if (f->schema && c == '{' && (f->seen[f->depth - 1] & container(f)->required) != container(f)->required)
+  if (!f->depth || f->lv[f->depth - 1].open != c) return 0;
+  if (f->schema && c == '{' && (f->lv[f->depth - 1].seen & container(f)->required) != container(f)->required)
     return 0; /* a required property is missing */
   f->depth--;
   value_end(f);
@@ -268,9 +269,9 @@ static int step(gc_json_fsm_t *f, int c) {
       /* fall through */
     case J_VALUE: return value_start(f, c);
     case J_AFTER:
-      if (c == ',' && f->schema && !(f->stack[f->depth - 1] == '{' ? key_may_come(f) : fits(f, container(f)->items)))
+      if (c == ',' && f->schema && !(f->lv[f->depth - 1].open == '{' ? key_may_come(f) : fits(f, container(f)->items)))
         return 0; /* nothing could follow it */
-      if (c == ',') return f->st = f->stack[f->depth - 1] == '{' ? J_KEY : J_VALUE, 1;
+      if (c == ',') return f->st = f->lv[f->depth - 1].open == '{' ? J_KEY : J_VALUE, 1;
       if (c == '}' || c == ']') return pop(f, c == '}' ? '{' : '[');
       return 0;
     case J_STR: return string_byte(f, c);
@@ -527,6 +528,13 @@ void gc_json_vocab_free(gc_json_vocab_t *v) {
   free(v);
 }
 
+/* *dst := *src for reading on: the levels past the open ones are never
+ * read before a push writes them, so only lv[0, depth) is copied (a
+ * whole copy costs the mask several times more on a large vocabulary). */
+static void fsm_copy(gc_json_fsm_t *dst, const gc_json_fsm_t *src) {
+  memcpy(dst, src, offsetof(gc_json_fsm_t, lv) + src->depth * sizeof src->lv[0]);
+}
+
 /* Whether f reads JSON's grammar (not a call's fixed text or name). */
 static int in_grammar(const gc_json_fsm_t *f) { return !f->call || f->phase == C_ARGS; }
 /* Whether f is inside a string any text may fill (not a schema's enum or key). */
@@ -539,7 +547,8 @@ int gc_json_allows(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t id)
   if (f->call && f->phase == C_LEAD) return id == f->call->lead;
   if (id < 0 || id >= v->n || v->special[id] || v->off[id + 1] == v->off[id]) return 0;
   if (v->instr[id] && free_string(f)) return 1; /* text inside a string */
-  gc_json_fsm_t g = *f;
+  gc_json_fsm_t g;
+  fsm_copy(&g, f);
   return gc_json_fsm_feed(&g, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
 }
 
@@ -554,7 +563,8 @@ static void mask_group(const gc_json_vocab_t *v, const gc_json_fsm_t *f, const i
 
 /* Whether f may read bytes s[0, len) next (f itself unmoved). */
 static int may_read(const gc_json_fsm_t *f, const char *s, size_t len) {
-  gc_json_fsm_t g = *f;
+  gc_json_fsm_t g;
+  fsm_copy(&g, f);
   return gc_json_fsm_feed(&g, s, len);
 }
 

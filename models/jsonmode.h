@@ -75,11 +75,8 @@ typedef struct gc_json_fsm {
   uint8_t lit;   /* the literal being read: 0 true, 1 false, 2 null */
   uint8_t ws;    /* whitespace bytes in a row */
   uint8_t depth; /* open objects and arrays */
-  uint8_t stack[GC_JSON_DEPTH]; /* '{' or '[' of each, outermost first */
   /* a schema (gc_json_fsm_init_schema), or NULL: any object */
   const gc_json_schema_t *schema;
-  int16_t node[GC_JSON_DEPTH]; /* each open container's schema node */
-  uint64_t seen[GC_JSON_DEPTH]; /* each open object's properties read (bit i: its i-th) */
   int16_t vnode;  /* the node of the value after the key just read */
   int16_t cset;   /* the string being read must be one of: -1 any, -2 its object's unread
                      property names, else the node's enum */
@@ -92,6 +89,13 @@ typedef struct gc_json_fsm {
   uint8_t off;    /* bytes of the part's text read */
   uint8_t nlen;   /* bytes of the name read */
   char name[GC_JSON_NAME];
+  /* each open object or array, outermost first; last, so that a copy of
+     the recognizer need take only lv[0, depth) (jsonmode.c: fsm_copy) */
+  struct {
+    uint64_t seen; /* an object's properties read (bit i: its i-th) */
+    int16_t node;  /* its schema node */
+    uint8_t open;  /* '{' or '[' */
+  } lv[GC_JSON_DEPTH];
 } gc_json_fsm_t;
 
 /* Before the reply's first byte: whitespace, then '{'. Can't fail. */
