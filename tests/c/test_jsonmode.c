@@ -254,6 +254,40 @@ static int mask_agrees(const gc_json_vocab_t *jv, const vocab_t *v, const gc_jso
   return 1;
 }
 
+/* The tests' vocabulary, its JSON tables and rows of logits for it
+ * (rig_close frees them). */
+typedef struct mask_rig {
+  vocab_t v;
+  gc_json_vocab_t *jv;
+  float *lg, *out; /* [v.n + 5] */
+} mask_rig_t;
+
+static int rig_open(mask_rig_t *r) {
+  gc_err_t e = {0};
+  vocab_make(&r->v);
+  if (gc_json_vocab_from_pieces((const char *const *)r->v.p, r->v.len, r->v.special, r->v.n, &r->jv, &e)) return 0;
+  r->lg = malloc((r->v.n + 5) * sizeof *r->lg), r->out = malloc((r->v.n + 5) * sizeof *r->out);
+  for (int id = 0; r->lg && id < r->v.n + 5; id++) r->lg[id] = (float)(id % 97) - 40.0f;
+  return r->lg && r->out;
+}
+
+static void rig_close(mask_rig_t *r) {
+  free(r->lg), free(r->out);
+  gc_json_vocab_free(r->jv);
+  for (int id = 0; id < r->v.n; id++) free(r->v.p[id]);
+}
+
+/* The mask agrees at f before each byte of text and after the last (f
+ * fed them, left past text); *states counts the states checked. 0 at the
+ * first that disagrees, or a byte f refuses. */
+static int rig_walk(mask_rig_t *r, gc_json_fsm_t *f, const char *text, int *states) {
+  for (size_t i = 0; i <= strlen(text); i++, ++*states) {
+    if (!mask_agrees(r->jv, &r->v, f, r->lg, r->out)) return fprintf(stderr, "  mask differs at byte %zu\n", i), 0;
+    if (i < strlen(text) && !gc_json_fsm_feed(f, text + i, 1)) return fprintf(stderr, "  byte %zu refused\n", i), 0;
+  }
+  return 1;
+}
+
 /* At every byte of each document (and each call), the mask agrees. */
 static void mask_matches_the_recognizer(void) {
   static const char *const DOCS[] = {
@@ -269,22 +303,13 @@ static void mask_matches_the_recognizer(void) {
                              {.lead = NPIECE - 3, .pre = "[{\"name\": \"", .mid = "\", \"arguments\": ", .post = "}",
                               .sep = ", ", .next = "{\"name\": \"", .tail = "]", .names = names, .nnames = 2}};
   static const char *const CALLARGS = "{\"city\": \"Paris \xc3\xa9\", \"n\": [1, 2]}";
-  static vocab_t v;
-  vocab_make(&v);
-  gc_json_vocab_t *jv;
-  gc_err_t e = {0};
-  CHECK(gc_json_vocab_from_pieces((const char *const *)v.p, v.len, v.special, v.n, &jv, &e) == GC_OK);
-  float *lg = malloc((v.n + 5) * sizeof *lg), *out = malloc((v.n + 5) * sizeof *out);
-  for (int id = 0; id < v.n + 5; id++) lg[id] = (float)(id % 97) - 40.0f;
-  int states = 0, ok = 1;
+  static mask_rig_t r;
+  CHECK(rig_open(&r));
+  int states = 0;
   for (int d = 0; d < (int)(sizeof DOCS / sizeof *DOCS); d++) {
     gc_json_fsm_t f;
     gc_json_fsm_init(&f);
-    for (size_t i = 0; ok && i <= strlen(DOCS[d]); i++, states++) {
-      ok = mask_agrees(jv, &v, &f, lg, out);
-      if (i < strlen(DOCS[d])) CHECK(gc_json_fsm_feed(&f, DOCS[d] + i, 1));
-    }
-    CHECK(ok);
+    CHECK(rig_walk(&r, &f, DOCS[d], &states));
   }
   for (int c = 0; c < 2; c++) { /* two calls */
     char text[512];
@@ -292,18 +317,14 @@ static void mask_matches_the_recognizer(void) {
              calls[c].post, calls[c].sep, calls[c].next, names[0], calls[c].mid, calls[c].post, calls[c].tail);
     gc_json_fsm_t f;
     gc_json_fsm_init_call(&f, &calls[c]);
-    ok = mask_agrees(jv, &v, &f, lg, out), states++;
-    if (calls[c].lead >= 0) gc_json_take(jv, &f, calls[c].lead);
-    for (size_t i = 0; ok && i <= strlen(text); i++, states++) {
-      ok = mask_agrees(jv, &v, &f, lg, out);
-      if (i < strlen(text)) CHECK(gc_json_fsm_feed(&f, text + i, 1));
-    }
-    CHECK(ok && gc_json_fsm_may_end(&f) && gc_json_fsm_done(&f) == (*calls[c].tail != 0));
+    CHECK(mask_agrees(r.jv, &r.v, &f, r.lg, r.out));
+    states++;
+    if (calls[c].lead >= 0) gc_json_take(r.jv, &f, calls[c].lead);
+    CHECK(rig_walk(&r, &f, text, &states) && gc_json_fsm_may_end(&f) &&
+          gc_json_fsm_done(&f) == (*calls[c].tail != 0));
   }
   CHECK(states > 300);
-  free(lg), free(out);
-  gc_json_vocab_free(jv);
-  for (int id = 0; id < v.n; id++) free(v.p[id]);
+  rig_close(&r);
 }
 
 /* ---- schemas ----------------------------------------------------------- */
@@ -436,25 +457,13 @@ static void call_arguments_under_schemas(void) {
     if (!CASES[i].accepted) CHECK(gc_json_fsm_may_end(&f));
   }
   /* the mask agrees at every byte of the two-call reply */
-  static vocab_t v;
-  vocab_make(&v);
-  gc_json_vocab_t *jv;
-  gc_err_t e = {0};
-  CHECK(gc_json_vocab_from_pieces((const char *const *)v.p, v.len, v.special, v.n, &jv, &e) == GC_OK);
-  float *lg = malloc((v.n + 5) * sizeof *lg), *out = malloc((v.n + 5) * sizeof *out);
-  for (int id = 0; id < v.n + 5; id++) lg[id] = (float)(id % 97) - 40.0f;
+  static mask_rig_t r;
+  CHECK(rig_open(&r));
   gc_json_fsm_t f;
   gc_json_fsm_init_call(&f, &c);
-  int ok = 1;
-  for (size_t i = 0; ok && i <= strlen(CASES[1].text); i++) {
-    ok = mask_agrees(jv, &v, &f, lg, out);
-    if (i < strlen(CASES[1].text)) gc_json_fsm_feed(&f, CASES[1].text + i, 1);
-  }
-  CHECK(ok);
-  free(lg), free(out);
-  gc_json_vocab_free(jv);
-  for (int id = 0; id < v.n; id++) free(v.p[id]);
-  c.names = NULL, c.schemas = NULL;
+  int states = 0;
+  CHECK(rig_walk(&r, &f, CASES[1].text, &states));
+  rig_close(&r);
   gc_json_schema_free(sch[1]);
 }
 
@@ -506,30 +515,18 @@ static void schema_mask_matches_the_recognizer(void) {
       "[{\"v\": -2.5, \"kids\": []}]}, \"any\": [{\"q\": null}]}",
       "  {\n\t\"age\"\r\n:\n0 , \"name\":\"\"}"};
   gc_json_schema_t *sc = schema_of(PERSON);
-  static vocab_t v;
-  vocab_make(&v);
-  gc_json_vocab_t *jv;
-  gc_err_t e = {0};
-  CHECK(sc && gc_json_vocab_from_pieces((const char *const *)v.p, v.len, v.special, v.n, &jv, &e) == GC_OK);
+  static mask_rig_t r;
+  CHECK(sc && rig_open(&r));
   if (!sc) return;
-  float *lg = malloc((v.n + 5) * sizeof *lg), *out = malloc((v.n + 5) * sizeof *out);
-  for (int id = 0; id < v.n + 5; id++) lg[id] = (float)(id % 97) - 40.0f;
-  int states = 0, ok = 1;
+  int states = 0;
   for (int d = 0; d < 2; d++) {
     gc_json_fsm_t f;
     gc_json_fsm_init_schema(&f, sc);
-    for (size_t i = 0; ok && i <= strlen(DOCS[d]); i++, states++) {
-      ok = mask_agrees(jv, &v, &f, lg, out);
-      if (!ok) fprintf(stderr, "  document %d byte %zu\n", d, i);
-      if (i < strlen(DOCS[d])) CHECK(gc_json_fsm_feed(&f, DOCS[d] + i, 1));
-    }
-    CHECK(ok && gc_json_fsm_done(&f));
+    CHECK(rig_walk(&r, &f, DOCS[d], &states) && gc_json_fsm_done(&f));
   }
   CHECK(states > 300);
-  free(lg), free(out);
-  gc_json_vocab_free(jv);
+  rig_close(&r);
   gc_json_schema_free(sc);
-  for (int id = 0; id < v.n; id++) free(v.p[id]);
 }
 
 /* A "<length>\n<bytes>" record from stdin into a new buffer (NULL: none). */
