@@ -64,9 +64,55 @@ void gc_json_fsm_init_call(gc_json_fsm_t *f, const gc_json_call_t *c) {
   f->phase = c->lead >= 0 ? C_LEAD : C_PRE;
 }
 
-int gc_json_fsm_done(const gc_json_fsm_t *f) { return f->call ? f->phase == C_DONE : f->st == J_DONE; }
+void gc_json_fsm_init_choice(gc_json_fsm_t *f, const gc_json_choice_t *c) {
+  gc_json_fsm_init(f);
+  f->choice = c;
+  f->cand = c->n >= 64 ? ~0ull : (1ull << c->n) - 1;
+}
+
+void gc_json_choice_clear(gc_json_choice_t *c) {
+  for (int i = 0; c->s && i < c->n; i++) free(c->s[i]);
+  free(c->s), free(c->len);
+  c->s = NULL, c->len = NULL, c->n = 0;
+}
+
+/* Choices: whether a candidate is the reply so far whole (is), and
+ * whether one goes on past it (more). */
+static void choice_ends(const gc_json_fsm_t *f, int *is, int *more) {
+  *is = *more = 0;
+  for (int i = 0; i < f->choice->n; i++)
+    if (f->cand >> i & 1) {
+      if (f->choice->len[i] == f->coff) *is = 1;
+      else *more = 1;
+    }
+}
+
+/* Choices: byte c next; 0 where no candidate goes on with it. */
+static int choice_step(gc_json_fsm_t *f, int c) {
+  uint64_t keep = 0;
+  for (int i = 0; i < f->choice->n; i++)
+    if ((f->cand >> i & 1) && f->choice->len[i] > f->coff && (unsigned char)f->choice->s[i][f->coff] == c)
+      keep |= 1ull << i;
+  if (!keep) return 0;
+  f->cand = keep, f->coff++;
+  return 1;
+}
+
+int gc_json_fsm_done(const gc_json_fsm_t *f) {
+  if (f->choice) {
+    int is, more;
+    choice_ends(f, &is, &more);
+    return is && !more;
+  }
+  return f->call ? f->phase == C_DONE : f->st == J_DONE;
+}
 
 int gc_json_fsm_may_end(const gc_json_fsm_t *f) {
+  if (f->choice) {
+    int is, more;
+    choice_ends(f, &is, &more);
+    return is;
+  }
   return gc_json_fsm_done(f) || (f->call && f->phase == C_MORE && !*f->call->tail);
 }
 
@@ -389,7 +435,9 @@ static int call_step(gc_json_fsm_t *f, int c) {
 
 int gc_json_fsm_feed(gc_json_fsm_t *f, const char *s, size_t n) {
   for (size_t i = 0; i < n; i++)
-    if (!(f->call ? call_step(f, (unsigned char)s[i]) : step(f, (unsigned char)s[i]))) return 0;
+    if (!(f->choice ? choice_step(f, (unsigned char)s[i])
+                    : f->call ? call_step(f, (unsigned char)s[i]) : step(f, (unsigned char)s[i])))
+      return 0;
   return 1;
 }
 
@@ -538,10 +586,12 @@ static void fsm_copy(gc_json_fsm_t *dst, const gc_json_fsm_t *src) {
 /* Whether f reads JSON's grammar (not a call's fixed text or name). */
 static int in_grammar(const gc_json_fsm_t *f) { return !f->call || f->phase == C_ARGS; }
 /* Whether f is inside a string any text may fill (not a schema's enum or key). */
-static int free_string(const gc_json_fsm_t *f) { return f->st == J_STR && in_grammar(f) && f->cset == -1; }
+static int free_string(const gc_json_fsm_t *f) {
+  return f->st == J_STR && in_grammar(f) && f->cset == -1 && !f->choice;
+}
 /* Whether every whitespace byte reads alike next (between the grammar's tokens, or
    where none may come), so that pieces may be grouped by their first other byte. */
-static int ws_alike(const gc_json_fsm_t *f) { return in_grammar(f) && f->st != J_STR; }
+static int ws_alike(const gc_json_fsm_t *f) { return in_grammar(f) && f->st != J_STR && !f->choice; }
 
 int gc_json_allows(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t id) {
   if (f->call && f->phase == C_LEAD) return id == f->call->lead;

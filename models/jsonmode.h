@@ -67,6 +67,16 @@ void gc_json_call_clear(gc_json_call_t *c);
  * with its path, never ignored; the root must be an object schema.
  * Reference-counted (gc_json_schema_ref), so that requests share one. */
 
+/* vLLM's guided_choice: the reply is exactly one of n strings (any bytes,
+ * 1 .. GC_JSON_CHOICE_LEN each; at most GC_JSON_CHOICES of them). */
+#define GC_JSON_CHOICES 64
+#define GC_JSON_CHOICE_LEN 1024
+typedef struct gc_json_choice {
+  char **s;    /* [n] (owned) */
+  size_t *len; /* [n] (owned) */
+  int n;
+} gc_json_choice_t;
+
 typedef struct gc_json_fsm {
   uint8_t st;    /* where in the grammar (jsonmode.c: enum jstate) */
   uint8_t aux;   /* literal: bytes matched; \u: hex digits left; UTF-8: bytes left */
@@ -83,6 +93,10 @@ typedef struct gc_json_fsm {
   uint8_t intg;   /* the number being read is an integer */
   uint8_t slen;   /* bytes of the constrained string read, in sbuf */
   char sbuf[GC_JSON_NAME];
+  /* choices (gc_json_fsm_init_choice), or NULL */
+  const gc_json_choice_t *choice;
+  uint64_t cand; /* the choices the reply so far begins (bit i: choice i) */
+  uint32_t coff; /* bytes of the reply so far */
   /* a call's shape (gc_json_fsm_init_call), or NULL: the fields above read its object */
   const gc_json_call_t *call;
   uint8_t phase;  /* which part of it */
@@ -102,6 +116,12 @@ typedef struct gc_json_fsm {
 void gc_json_fsm_init(gc_json_fsm_t *f);
 /* Before a reply that must be the call(s) of c (which outlives f). Can't fail. */
 void gc_json_fsm_init_call(gc_json_fsm_t *f, const gc_json_call_t *c);
+/* Before a reply that must be one of c's strings (c outlives f, 1 <= c->n <=
+ * GC_JSON_CHOICES). Can't fail. */
+void gc_json_fsm_init_choice(gc_json_fsm_t *f, const gc_json_choice_t *c);
+/* c's strings freed (c itself: the caller's). */
+void gc_json_choice_clear(gc_json_choice_t *c);
+
 /* Before a reply that must be one JSON object valid under schema s (which
  * outlives f). Can't fail. */
 void gc_json_fsm_init_schema(gc_json_fsm_t *f, const gc_json_schema_t *s);
@@ -121,8 +141,9 @@ void gc_json_schema_free(gc_json_schema_t *s); /* NULL is a no-op */
 int gc_json_fsm_feed(gc_json_fsm_t *f, const char *s, size_t n);
 /* Whether the object (or the calls) is complete and no byte may follow. */
 int gc_json_fsm_done(const gc_json_fsm_t *f);
-/* Whether the reply may end here: done, or after a call's post where
- * another call may follow and the tail is empty. */
+/* Whether the reply may end here: done, after a call's post where
+ * another call may follow and the tail is empty, or (choices) where the
+ * reply is one choice and a longer one begins with it. */
 int gc_json_fsm_may_end(const gc_json_fsm_t *f);
 
 /* Every token's piece, once per vocabulary (immutable: threads share it). */

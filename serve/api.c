@@ -231,7 +231,7 @@ static const struct field_rule {
     READ("logprobs"), READ("top_logprobs"), READ("echo"), READ("n"), READ("best_of"), READ("cache_prompt"),
     READ("chat_template_kwargs"), READ("tools"), READ("tool_choice"), READ("response_format"),
     READ("logit_bias"), READ("presence_penalty"), READ("frequency_penalty"), READ("allowed_token_ids"),
-    READ("parallel_tool_calls"), READ("guided_json"), READ("json_schema"),
+    READ("parallel_tool_calls"), READ("guided_json"), READ("json_schema"), READ("guided_choice"),
 
     /* no effect on the tokens: bookkeeping, caching, scheduling */
     IGNORE("user"), IGNORE("metadata"), IGNORE("store"), IGNORE("service_tier"),
@@ -254,7 +254,6 @@ static const struct field_rule {
     OFF("top_n_sigma", OFF_NUM, -1, NULL),
     /* constrained decoding */
     OFF("guided_regex", OFF_NULL, 0, "no constrained decoding"),
-    OFF("guided_choice", OFF_NULL, 0, "no constrained decoding"),
     OFF("guided_grammar", OFF_NULL, 0, "no constrained decoding"),
     OFF("structured_outputs", OFF_NULL, 0, "no constrained decoding"),
     OFF("grammar", OFF_NULL, 0, "no constrained decoding"),
@@ -966,6 +965,31 @@ static int schema_of(const char *key, json_object *sch, gc_srv_params_t *p, gc_a
   return 0;
 }
 
+/* vLLM's guided_choice: ch, an array of 1 .. GC_JSON_CHOICES distinct
+ * strings of 1 .. GC_JSON_CHOICE_LEN bytes, into p->choice. */
+static int choices_of(json_object *ch, gc_srv_params_t *p, gc_api_err_t *err) {
+  size_t n = json_object_is_type(ch, json_type_array) ? json_object_array_length(ch) : 0;
+  if (!n || n > GC_JSON_CHOICES)
+    return want(err, "guided_choice", "an array of 1 to 64 strings", ch);
+  gc_err_t e = {0};
+  if (!(p->choice.s = gc_calloc(n, sizeof *p->choice.s, &e)) || !(p->choice.len = gc_calloc(n, sizeof *p->choice.len, &e)))
+    return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    json_object *x = json_object_array_get_idx(ch, i);
+    size_t len = json_object_is_type(x, json_type_string) ? (size_t)json_object_get_string_len(x) : 0;
+    if (!len || len > GC_JSON_CHOICE_LEN)
+      return gc_api_fail(err, 400, INVALID, NULL, "guided_choice", "guided_choice[%zu] is not a string of 1 to %d "
+                         "bytes", i, GC_JSON_CHOICE_LEN);
+    for (int j = 0; j < p->choice.n; j++)
+      if (p->choice.len[j] == len && !memcmp(p->choice.s[j], json_object_get_string(x), len))
+        return gc_api_fail(err, 400, INVALID, NULL, "guided_choice", "guided_choice[%zu] repeats [%d]", i, j);
+    if (!(p->choice.s[i] = gc_malloc(len, &e))) return gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    memcpy(p->choice.s[i], json_object_get_string(x), len);
+    p->choice.len[i] = len, p->choice.n++;
+  }
+  return 0;
+}
+
 /* response_format: {"type": "text"} (or none) as it is; {"type":
  * "json_object"} JSON mode (p->json), which ends the reply when the object
  * ends, so not with ignore_eos; {"type": "json_schema", "json_schema":
@@ -973,18 +997,23 @@ static int schema_of(const char *key, json_object *sch, gc_srv_params_t *p, gc_a
  * or llama.cpp's json_schema: S: JSON mode under schema S (p->schema). */
 static int response_format(const gc_api_t *a, json_object *o, gc_srv_params_t *p, gc_api_err_t *err) {
   json_object *f = field(o, "response_format"), *t, *js = NULL, *sch = NULL;
-  json_object *guided = field(o, "guided_json"), *lcpp = field(o, "json_schema");
-  const char *key = guided ? "guided_json" : "json_schema";
+  json_object *guided = field(o, "guided_json"), *lcpp = field(o, "json_schema"), *choice = field(o, "guided_choice");
+  const char *key = guided ? "guided_json" : lcpp ? "json_schema" : "guided_choice";
   if (f && (!json_object_is_type(f, json_type_object) || !json_object_object_get_ex(f, "type", &t) ||
             !json_object_is_type(t, json_type_string)))
     return want(err, "response_format", "an object with a string \"type\"", f);
   const char *type = f ? json_object_get_string(t) : "text";
-  if (!strcmp(type, "text") && !guided && !lcpp) return 0;
-  if (!!strcmp(type, "text") + !!guided + !!lcpp > 1)
-    return gc_api_fail(err, 400, INVALID, NULL, key, "give one of response_format, guided_json and json_schema");
+  if (!strcmp(type, "text") && !guided && !lcpp && !choice) return 0;
+  if (!!strcmp(type, "text") + !!guided + !!lcpp + !!choice > 1)
+    return gc_api_fail(err, 400, INVALID, NULL, key, "give one of response_format, guided_json, json_schema and "
+                       "guided_choice");
   if (!a->tok)
-    return gc_api_fail(err, 400, INVALID, NULL, guided || lcpp ? key : "response_format",
+    return gc_api_fail(err, 400, INVALID, NULL, guided || lcpp || choice ? key : "response_format",
                        "this server has no tokenizer: JSON mode reads each token's text");
+  if (choice && p->ignore_eos)
+    return gc_api_fail(err, 400, INVALID, NULL, "ignore_eos", "guided_choice ends the reply with its choice: "
+                       "ignore_eos cannot be on");
+  if (choice) return choices_of(choice, p, err) ? err->status : (p->json = 1, 0);
   if (strcmp(type, "text") && strcmp(type, "json_object") && strcmp(type, "json_schema"))
     return gc_api_fail(err, 400, INVALID, NULL, "response_format",
                        "response_format type %s: \"text\", \"json_object\" or \"json_schema\"", GC_QUOTED(type));
@@ -1157,7 +1186,7 @@ static int prompt_requests(gc_api_t *a, const body_t *b, int chat, prompt_t *ps,
     if (params(a, b, chat, (int)ps->ids.n, j, &r->p, (gc_api_req_t *)q, err)) return err->status;
     if (call && (r->p.json || r->p.ignore_eos))
       return gc_api_fail(err, 400, INVALID, NULL, "tool_choice", "tool_choice forces tool calls, which end the "
-                         "reply: not with %s", r->p.json ? "response_format, guided_json or json_schema" : "ignore_eos");
+                         "reply: not with %s", r->p.json ? "response_format, guided_json, json_schema or guided_choice" : "ignore_eos");
     if (call) { /* a copy: its names, its schemas' references */
       gc_json_call_t *c = r->p.call = gc_calloc(1, sizeof *call, &e);
       char(*names)[GC_JSON_NAME + 1] = c ? gc_malloc((size_t)call->nnames * sizeof *names, &e) : NULL;

@@ -992,7 +992,7 @@ def test_min_tokens(srv):
 
 REFUSED = [
     (b'{"prompt": "x", "%s": %s}' % (k.encode(), v.encode()), 400, k, "not supported")
-    for k, v in (("guided_regex", '"[a-z]+"'), ("guided_choice", '["a", "b"]'),
+    for k, v in (("guided_regex", '"[a-z]+"'),
                  ("guided_grammar", '"root ::= x"'), ("grammar", '"root ::= x"'),
                  ("structured_outputs", '{"regex": "a"}'), ("typical_p", "0.5"), ("mirostat", "2"),
                  ("top_a", "0.1"), ("tfs_z", "0.9"), ("dry_multiplier", "0.8"), ("xtc_probability", "0.5"),
@@ -1152,6 +1152,44 @@ def test_json_schema_mode(srv, tiny):
         (msg + b'"response_format": {"type": "json_schema", "json_schema": {"name": "a"}}}', 400, "response_format",
          "\"schema\""),
         (msg + b'"guided_json": "{"}', 400, "guided_json", "not one JSON value"),
+    ])
+
+
+def test_guided_choice(srv, tiny):
+    """vLLM's guided_choice: every reply, greedy and sampled, chat and
+    completion, streamed or not, is one of the choices whole (quotes,
+    blanks and UTF-8 in them as they are), ended by an end token; where a
+    choice is the beginning of a longer one the reply may end there or go
+    on (the end tokens banned: the longer one); bad lists and ignore_eos
+    are refused."""
+    model = tiny[1]
+    texts, raw = token_texts(model)
+    special = special_ids(model)
+    choices = ["positive", "negative", "neutral", 'it "depends" \\ é']
+    for k in range(12):
+        body = {"model": MODEL, "messages": [{"role": "user", "content": f"Sentiment of case {k}?"}],
+                "max_tokens": 60, "guided_choice": choices, "temperature": 0 if k % 2 == 0 else 1.0, "seed": k,
+                "return_token_ids": True}
+        c = completion(srv, body, "/v1/chat/completions")
+        ids = c["token_ids"]
+        assert c["finish_reason"] == "stop" and ids[-1] in special, (k, c)
+        reply = b"".join(raw[i] for i in ids[:-1]).decode("utf-8")
+        assert reply in choices and c["message"]["content"] == reply, (k, reply)
+        if k == 1:
+            status, _, text = srv.post("/v1/chat/completions", dict(body, stream=True))
+            assert status == 200 and stream_text(sse(text), True)[0] == reply
+    body = {"model": MODEL, "prompt": "x", "max_tokens": 60, "temperature": 0, "guided_choice": ["a b", "a"]}
+    assert completion(srv, body)["text"] in ("a b", "a")
+    c = completion(srv, dict(body, logit_bias={str(i): -100 for i in special}))
+    assert c["text"] == "a b" and c["finish_reason"] == "stop", c
+    msg = b'{"messages": [{"role": "user", "content": "x"}], '
+    assert_errors(srv, "/v1/chat/completions", [
+        (msg + b'"guided_choice": []}', 400, "guided_choice", "an array of 1 to 64 strings"),
+        (msg + b'"guided_choice": ["a", 1]}', 400, "guided_choice", "guided_choice[1] is not a string"),
+        (msg + b'"guided_choice": ["a", "a"]}', 400, "guided_choice", "repeats"),
+        (msg + b'"guided_choice": [""]}', 400, "guided_choice", "guided_choice[0]"),
+        (msg + b'"guided_choice": ["a"], "ignore_eos": true}', 400, "ignore_eos", "guided_choice"),
+        (msg + b'"guided_choice": ["a"], "guided_json": {}}', 400, "guided_json", "give one of"),
     ])
 
 

@@ -467,6 +467,40 @@ static void call_arguments_under_schemas(void) {
   gc_json_schema_free(sch[1]);
 }
 
+/* guided_choice: the reply is one of the strings, whole; it may end where
+ * it is one and a longer one goes on; the mask agrees at every byte. */
+static void choices(void) {
+  static char *s[4] = {"yes", "no", "yes!", "\"q\" \\ {\xc3\xa9}"};
+  static size_t len[4] = {3, 2, 4, 10};
+  gc_json_choice_t c = {.s = s, .len = len, .n = 4};
+  static const struct {
+    const char *text;
+    size_t accepted;
+    int may_end, done;
+  } CASES[] = {
+      {"yes", 3, 1, 0}, {"yes!", 4, 1, 1}, {"no", 2, 1, 1}, {"n", 1, 0, 0}, {"", 0, 0, 0},
+      {"yes!!", 4, 1, 1}, {"x", 0, 0, 0}, {"nope", 2, 1, 1}, {" yes", 0, 0, 0},
+      {"\"q\" \\ {\xc3\xa9}", 10, 1, 1}, {"\"q\" \\ {\xc3", 8, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
+    gc_json_fsm_t f;
+    gc_json_fsm_init_choice(&f, &c);
+    size_t n = strlen(CASES[i].text), at = 0;
+    while (at < n && gc_json_fsm_feed(&f, CASES[i].text + at, 1)) at++;
+    CHECK(at == CASES[i].accepted && gc_json_fsm_may_end(&f) == CASES[i].may_end &&
+          gc_json_fsm_done(&f) == CASES[i].done);
+  }
+  static mask_rig_t r;
+  CHECK(rig_open(&r));
+  for (int k = 0; k < 4; k++) {
+    gc_json_fsm_t f;
+    int states = 0;
+    gc_json_fsm_init_choice(&f, &c);
+    CHECK(rig_walk(&r, &f, s[k], &states) && gc_json_fsm_may_end(&f));
+  }
+  rig_close(&r);
+}
+
 /* Each refused schema's message names its path and what is wrong. */
 static void schema_errors(void) {
   static const char *const CASES[][2] = {
@@ -692,5 +726,6 @@ int main(int argc, char **argv) {
   check_case("schemas refused", schema_errors);
   check_case("the mask under a schema", schema_mask_matches_the_recognizer);
   check_case("a call's arguments under its schema", call_arguments_under_schemas);
+  check_case("choices", choices);
   return check_report();
 }
