@@ -2,8 +2,8 @@
  * its own recognizer, piece by piece: a differential target. The input's
  * first part is a reply (a leading 'C': tool calls in Hermes' blocks, 'M':
  * in Mistral's array after its control token, each of two names, 'S': in
- * Hermes' blocks with one name's arguments under a JSON Schema; else a
- * bare object), the other parts (FZ_SEP)
+ * Hermes' blocks with one name's arguments under a JSON Schema, 'K': one
+ * of guided_choice's strings; else a bare object), the other parts (FZ_SEP)
  * the pieces of a vocabulary (every fifth a control token), as a
  * tokenizer file would hand them out. At each byte of the reply the
  * recognizer accepts (up to REPLY_MAX) the mask and gc_json_allows must
@@ -60,8 +60,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                : rn && reply[0] == 'M' ? &array
                                : rn && reply[0] == 'S' ? &typed
                                                        : NULL;
+  /* 'K': guided_choice's strings */
+  static char *cs[4] = {"yes", "no", "yes!", "\"q\" \xc3\xa9"};
+  static size_t clen[4] = {3, 2, 4, 6};
+  gc_json_choice_t choice = {.s = cs, .len = clen, .n = 4};
   if (call) {
     gc_json_fsm_init_call(&f, call);
+    reply++, rn--;
+  } else if (rn && reply[0] == 'K') {
+    gc_json_fsm_init_choice(&f, &choice);
     reply++, rn--;
   } else
     gc_json_fsm_init(&f);

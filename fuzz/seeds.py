@@ -400,6 +400,8 @@ def api_seeds() -> None:
         "type": "json_schema", "json_schema": {"name": "s", "schema": schema}})).encode())
     put("api", "guided_json", bytes([0x80]) + json.dumps({"prompt": "hi", "max_tokens": 2,
                                                           "guided_json": json.dumps(schema)}).encode())
+    put("api", "guided_choice", bytes([0x80]) + json.dumps({"prompt": "hi", "max_tokens": 2,
+                                                            "guided_choice": ["yes", "no", "n\u00e9"]}).encode())
 
 
 def jsonmode_seeds() -> None:
@@ -413,7 +415,8 @@ def jsonmode_seeds() -> None:
                b'{\n\t"k"\r\n:\n[ 0 , -1e5 ,"\\/"]}',
                b'M [{"name": "get", "arguments": {}}, {"name": "get_weather", "arguments": {"c": [1]}}]',
                b'S<tool_call>\n{"name": "get_weather", "arguments": {"days": 3, "city": "Z\xc3\xbcrich", "n": null}}'
-               b'\n</tool_call>\n<tool_call>\n{"name": "get", "arguments": {"x": [1]}}\n</tool_call>']
+               b'\n</tool_call>\n<tool_call>\n{"name": "get", "arguments": {"x": [1]}}\n</tool_call>',
+               b'Kyes!', b'K"q" \xc3\xa9']
     for i, r in enumerate(replies):
         put("jsonmode", f"j{i}", SEP.join([r] + pieces[i:] + pieces[:i]))
 
