@@ -220,7 +220,7 @@ static int cset_byte(gc_json_fsm_t *f, int c) {
 
 static int push(gc_json_fsm_t *f, uint8_t c, int nd) {
   if (f->depth >= GC_JSON_DEPTH) return 0;
-  f->lv[f->depth].node = (int16_t)nd, f->lv[f->depth].seen = 0;
+  f->lv[f->depth].node = (int16_t)nd, f->lv[f->depth].seen = 0, f->lv[f->depth].count = 0;
   f->lv[f->depth++].open = c;
   f->st = c == '{' ? J_KEY_OR_END : J_VALUE_OR_END;
   return 1;
@@ -230,6 +230,7 @@ static int pop(gc_json_fsm_t *f, uint8_t c) {
   if (!f->depth || f->lv[f->depth - 1].open != c) return 0;
   if (f->schema && c == '{' && (f->lv[f->depth - 1].seen & container(f)->required) != container(f)->required)
     return 0; /* a required property is missing */
+  if (f->schema && c == '[' && f->lv[f->depth - 1].count < container(f)->minitems) return 0; /* too few items */
   f->depth--;
   value_end(f);
   return 1;
@@ -240,11 +241,17 @@ static int value_start(gc_json_fsm_t *f, int c) {
   int nd = 0;
   f->cset = -1, f->intg = 0;
   if (f->schema) {
+    if (f->depth && f->lv[f->depth - 1].open == '[') { /* an item: within maxItems */
+      if (f->lv[f->depth - 1].count >= container(f)->maxitems) return 0;
+      f->lv[f->depth - 1].count++;
+    }
     nd = value_node(f);
     const gc_json_node_t *v = node(f, nd);
     int k = kind_of(c);
     if (!(v->kinds & k) && !(k == JK_INT && v->kinds & JK_NUM)) return 0;
     if (k == JK_OBJ && v->omind > GC_JSON_DEPTH - f->depth) return 0;
+    if (k == JK_ARR && v->minitems && node(f, v->items)->mind >= GC_JSON_DEPTH - f->depth)
+      return 0; /* its first item would not fit */
     f->intg = !(v->kinds & JK_NUM);
     if (k == JK_STR && v->nenum) f->cset = (int16_t)nd, f->slen = 0;
   }
@@ -315,7 +322,10 @@ static int step(gc_json_fsm_t *f, int c) {
       /* fall through */
     case J_VALUE: return value_start(f, c);
     case J_AFTER:
-      if (c == ',' && f->schema && !(f->lv[f->depth - 1].open == '{' ? key_may_come(f) : fits(f, container(f)->items)))
+      if (c == ',' && f->schema &&
+          !(f->lv[f->depth - 1].open == '{'
+                ? key_may_come(f)
+                : fits(f, container(f)->items) && f->lv[f->depth - 1].count < container(f)->maxitems))
         return 0; /* nothing could follow it */
       if (c == ',') return f->st = f->lv[f->depth - 1].open == '{' ? J_KEY : J_VALUE, 1;
       if (c == '}' || c == ']') return pop(f, c == '}' ? '{' : '[');

@@ -53,7 +53,7 @@ void gc_json_call_clear(gc_json_call_t *c);
  *   control bytes; at most 64), required (names among them);
  *   additionalProperties false or absent: no other keys (as OpenAI's strict
  *   mode writes every schema);
- * - array: items (absent: any values);
+ * - array: items (absent: any values), minItems, maxItems;
  * - string: enum or const (strings of at most GC_JSON_NAME bytes, the same
  *   bytes as names, read unescaped);
  * - anyOf / oneOf whose branches begin with different bytes (their types
@@ -107,6 +107,7 @@ typedef struct gc_json_fsm {
      the recognizer need take only lv[0, depth) (jsonmode.c: fsm_copy) */
   struct {
     uint64_t seen; /* an object's properties read (bit i: its i-th) */
+    uint32_t count; /* an array's items begun (saturating) */
     int16_t node;  /* its schema node */
     uint8_t open;  /* '{' or '[' */
   } lv[GC_JSON_DEPTH];

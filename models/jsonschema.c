@@ -32,7 +32,7 @@ static const char *const IGNORED[] = {"title", "description", "default", "exampl
                                       "definitions", NULL};
 /* Keywords this compiler reads. */
 static const char *const READ[] = {"type", "properties", "required", "additionalProperties", "items", "enum",
-                                   "const", "anyOf", "oneOf", "allOf", "$ref", NULL};
+                                   "const", "anyOf", "oneOf", "allOf", "$ref", "minItems", "maxItems", NULL};
 
 static int listed(const char *const *l, const char *k) {
   for (; *l; l++)
@@ -48,7 +48,8 @@ static int fail(cc_t *c, const char *path, const char *what) {
 static int new_node(cc_t *c, const char *path) {
   gc_json_schema_t *s = c->s;
   if (s->nnodes >= GC_JSON_NODES) return fail(c, path, "the schema has too many parts"), -1;
-  s->nodes[s->nnodes] = (gc_json_node_t){.kinds = JK_ALL, .open = 1, .items = GC_JSON_ANY, .addl = GC_JSON_ANY};
+  s->nodes[s->nnodes] =
+      (gc_json_node_t){.kinds = JK_ALL, .open = 1, .items = GC_JSON_ANY, .addl = GC_JSON_ANY, .maxitems = UINT32_MAX};
   return s->nnodes++;
 }
 
@@ -199,6 +200,20 @@ static int object_part(cc_t *c, json_object *sch, int n, char *path, size_t plen
   return GC_OK;
 }
 
+/* minItems and maxItems (integers from 0; min <= max) into nd. */
+static int item_bounds(cc_t *c, json_object *sch, gc_json_node_t *nd, const char *path) {
+  static const char *const KEY[2] = {"minItems", "maxItems"};
+  for (int i = 0; i < 2; i++) {
+    json_object *v = NULL;
+    if (!json_object_object_get_ex(sch, KEY[i], &v)) continue;
+    int64_t x = json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : -1;
+    if (x < 0 || x >= (int64_t)UINT32_MAX) return fail(c, path, "minItems and maxItems are integers from 0");
+    if (i == 0) nd->minitems = (uint32_t)x;
+    else nd->maxitems = (uint32_t)x;
+  }
+  return nd->minitems <= nd->maxitems ? GC_OK : fail(c, path, "minItems is above maxItems");
+}
+
 /* anyOf / oneOf: branches that begin with different bytes, merged into n. */
 static int branches(cc_t *c, json_object *list, const char *key, int n, char *path, size_t plen) {
   gc_json_schema_t *s = c->s;
@@ -224,7 +239,7 @@ static int branches(cc_t *c, json_object *list, const char *key, int n, char *pa
                            "first byte chooses one");
     have |= k;
     if (k & JK_OBJ) nd->open = nb->open, nd->addl = nb->addl, nd->prop0 = nb->prop0, nd->nprops = nb->nprops, nd->required = nb->required;
-    if (k & JK_ARR) nd->items = nb->items;
+    if (k & JK_ARR) nd->items = nb->items, nd->minitems = nb->minitems, nd->maxitems = nb->maxitems;
     if (k & JK_STR) nd->enum0 = nb->enum0, nd->nenum = nb->nenum;
   }
   s->nodes[n].kinds = have;
@@ -290,6 +305,7 @@ static int compile_into(cc_t *c, json_object *sch, int n, char *path, size_t ple
     }
     s->nodes[n].kinds = kinds;
     if (!rc && (kinds & JK_OBJ)) rc = object_part(c, sch, n, path, plen);
+    if (!rc && (kinds & JK_ARR)) rc = item_bounds(c, sch, &s->nodes[n], path);
     if (!rc && items && (kinds & JK_ARR)) {
       size_t pl = extend(path, plen, "%s", ".items");
       int k = compile(c, items, path, pl);
@@ -331,7 +347,8 @@ static void depths(gc_json_schema_t *s) {
           int m = s->nodes[s->props[nd->prop0 + p].node].mind;
           om = m == 255 ? 255 : m + 1 > om ? m + 1 : om;
         }
-      int m = nd->kinds & ~(JK_OBJ | JK_ARR) ? 0 : nd->kinds & JK_ARR ? 1 : 255;
+      int im = s->nodes[nd->items].mind, am = !nd->minitems ? 1 : im == 255 ? 255 : im + 1; /* an array's */
+      int m = nd->kinds & ~(JK_OBJ | JK_ARR) ? 0 : nd->kinds & JK_ARR ? am : 255;
       if (nd->kinds & JK_OBJ && om < m) m = om;
       if (om > 255) om = 255;
       if (om != nd->omind || m != nd->mind) nd->omind = (uint8_t)om, nd->mind = (uint8_t)m, changed = 1;

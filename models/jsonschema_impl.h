@@ -21,6 +21,7 @@ typedef struct gc_json_node {
   uint8_t kinds;     /* JK_* bits the value may be */
   uint8_t open;      /* object: keys other than the listed ones too (their values: addl) */
   int16_t items;     /* array: its items' node (GC_JSON_ANY: any) */
+  uint32_t minitems, maxitems; /* array: items at least, at most (0, UINT32_MAX: no bound) */
   int32_t prop0;     /* object: its properties, props[prop0, prop0 + nprops) */
   int32_t nprops;
   uint64_t required; /* bit i: props[prop0 + i] is required */

@@ -65,6 +65,11 @@ SCHEMAS = {
     "wide": {"type": "object", "properties": {f"p{i}": {"type": ["integer", "string"]} for i in range(64)},
              "required": [f"p{i}" for i in range(0, 64, 3)], "additionalProperties": False},
     "untyped": {"properties": {"a": {"type": "integer"}, "b": {"items": {"enum": ["x"]}}}},
+    "counts": {"type": "object", "properties": {
+        "pair": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
+        "some": {"type": "array", "items": {"type": "array", "items": {"type": "boolean"}, "maxItems": 1},
+                 "minItems": 1, "maxItems": 3},
+        "none": {"type": "array", "maxItems": 0}}, "required": ["pair", "some"]},
 }
 CHARS = ["a", "Z", " ", "\"", "\\", "/", "\n", "\t", "\x00", "é", "€", "😀", "}", "]", ",", ":"]
 
@@ -174,7 +179,8 @@ def gen(root, s, rng, depth=0):
         rng.shuffle(items)
         return dict(items)
     if t == "array":
-        return [gen(root, s.get("items", {}), rng, depth + 1) for _ in range(rng.randrange(3 if depth < 4 else 1))]
+        lo, hi = s.get("minItems", 0), s.get("maxItems", 2 if depth < 4 else 0)
+        return [gen(root, s.get("items", {}), rng, depth + 1) for _ in range(rng.randint(lo, max(lo, hi)))]
     if t == "string":
         return rand_str(rng)
     if t == "integer":

@@ -407,6 +407,12 @@ static void schemas(void) {
   s = schema_of("{\"type\": \"object\", \"properties\": {}, \"additionalProperties\": false}");
   CHECK(s && sok(s, "{ }") && srefused(s, "{\"", 1));
   gc_json_schema_free(s);
+  s = schema_of("{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"array\", \"minItems\": 2, "
+                "\"maxItems\": 3, \"items\": {\"type\": \"integer\"}}, \"b\": {\"type\": \"array\", \"maxItems\": 0}}}");
+  CHECK(s && sok(s, "{\"a\": [1, 2]}") && sok(s, "{\"a\": [1, 2, 3], \"b\": []}"));
+  CHECK(s && srefused(s, "{\"a\": [1]}", 8) && srefused(s, "{\"a\": []}", 7));  /* too few: the ']' */
+  CHECK(s && srefused(s, "{\"a\": [1, 2, 3, 4]}", 14) && srefused(s, "{\"b\": [1]}", 7)); /* too many: the ',' */
+  gc_json_schema_free(s);
   s = schema_of("{\"type\": \"object\"}"); /* any object */
   CHECK(s && sok(s, "{\"a\": [1, {\"b\": \"\\\"\"}]}"));
   gc_json_schema_free(s);
@@ -527,6 +533,10 @@ static void schema_errors(void) {
       {"{\"type\": \"object\", \"properties\": {\"a\": {\"anyOf\": {}}}}", "non-empty lists"},
       {"{\"type\": \"object\", \"properties\": {\"a\": {\"enum\": \"x\"}}}", "non-empty list"},
       {"{\"type\": [\"object\", 3]}", "type is one of"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"minItems\": 3, \"maxItems\": 2}}}", "minItems is above"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"maxItems\": -1}}}", "integers from 0"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"array\", \"items\": {\"$ref\": \"#\"}, "
+       "\"minItems\": 1}}, \"required\": [\"a\"]}", "levels"},
   };
   for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
     gc_json_schema_t *s = NULL;
