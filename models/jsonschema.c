@@ -21,6 +21,7 @@ typedef struct {
   int nmemo;
   int depth; /* nesting of the schema being compiled (json-c's own limit bounds it too) */
   uint8_t busy[GC_JSON_NODES]; /* nodes being compiled (a $ref to one: recursion) */
+  int ncap, pcap, scap;        /* room in the table's nodes, props and strs (they grow as needed) */
   gc_err_t *e;
 } cc_t;
 
@@ -44,10 +45,24 @@ static int fail(cc_t *c, const char *path, const char *what) {
   return gc_err_set(c->e, GC_EINVAL, "%s: %s", path, what);
 }
 
+/* *p, an array of *cap elements of elt bytes, with room for need of them
+ * (doubled as it grows: a schema costs what it holds, not the limits).
+ * 0 with e set when out of memory. Pointers into *p do not survive it. */
+static int room(cc_t *c, void **p, int *cap, int need, size_t elt) {
+  if (need <= *cap) return 1;
+  int k = *cap ? *cap : 8;
+  while (k < need) k *= 2;
+  void *q = realloc(*p, (size_t)k * elt);
+  if (!q) return gc_err_set(c->e, GC_ENOMEM, "out of memory"), 0;
+  *p = q, *cap = k;
+  return 1;
+}
+
 /* A new node (any value) appended to the table; -1 when it is full. */
 static int new_node(cc_t *c, const char *path) {
   gc_json_schema_t *s = c->s;
   if (s->nnodes >= GC_JSON_NODES) return fail(c, path, "the schema has too many parts"), -1;
+  if (!room(c, (void **)&s->nodes, &c->ncap, s->nnodes + 1, sizeof *s->nodes)) return -1;
   s->nodes[s->nnodes] =
       (gc_json_node_t){.kinds = JK_ALL, .open = 1, .items = GC_JSON_ANY, .addl = GC_JSON_ANY, .maxitems = UINT32_MAX};
   return s->nnodes++;
@@ -76,6 +91,7 @@ static int add_str(cc_t *c, const char *path, json_object *v) {
     return fail(c, path, "an enum or const string must be at most 64 bytes of UTF-8 without '\"', '\\' or "
                          "control characters");
   if (s->nstrs >= GC_JSON_NODES * 4) return fail(c, path, "the schema has too many enum strings");
+  if (!room(c, (void **)&s->strs, &c->scap, s->nstrs + 1, sizeof *s->strs)) return c->e->code;
   memcpy(s->strs[s->nstrs], t, n);
   s->strs[s->nstrs][n] = 0;
   s->nstrs++;
@@ -156,6 +172,7 @@ static int object_part(cc_t *c, json_object *sch, int n, char *path, size_t plen
   int np = props ? json_object_object_length(props) : 0;
   if (np > GC_JSON_PROPS) return fail(c, path, "an object may list at most 64 properties");
   if (s->nprops + np > GC_JSON_NODES * 4) return fail(c, path, "the schema has too many properties");
+  if (!room(c, (void **)&s->props, &c->pcap, s->nprops + np, sizeof *s->props)) return c->e->code;
   int p0 = s->nprops, i = 0;
   s->nprops += np; /* reserved: the properties' schemas add their own after them */
   c->s->nodes[n].prop0 = p0, c->s->nodes[n].nprops = np;
@@ -381,11 +398,9 @@ int gc_json_schema_new(const char *text, size_t n, gc_json_schema_t **out, gc_er
   if (!parsed) return json_object_put(doc), gc_err_set(e, GC_EINVAL, "schema: not one JSON value");
   cc_t c = {.doc = doc, .e = e};
   gc_json_schema_t *s = c.s = gc_calloc(1, sizeof *s, e);
-  if (s) s->refs = 1, s->nodes = gc_calloc(GC_JSON_NODES, sizeof *s->nodes, e);
-  if (s && s->nodes) s->props = gc_calloc(GC_JSON_NODES * 4, sizeof *s->props, e);
-  if (s && s->props) s->strs = gc_calloc(GC_JSON_NODES * 4, sizeof *s->strs, e);
+  if (s) s->refs = 1;
   char path[256] = "schema";
-  int rc = s && s->strs ? GC_OK : e->code;
+  int rc = s ? GC_OK : e->code;
   if (!rc && (new_node(&c, path) != GC_JSON_ANY || new_node(&c, path) != 1)) rc = e->code;
   if (!rc) {
     c.memo[0].ref = strdup("#"), c.memo[0].node = 1, c.nmemo = 1;
