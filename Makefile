@@ -158,7 +158,7 @@ DEB_PKGS := gcc make ninja-build libsqlite3-dev libxxhash-dev libjson-c-dev libp
             libmicrohttpd-dev curl clang-19 lld-19 llvm-19 libamd-comgr2 libclang-rt-19-dev chromium
 
 deps:
-	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${db:Status-Status}' $$p 2>/dev/null | grep -qx installed || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  sudo=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  echo "installing: $$missing"; \

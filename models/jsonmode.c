@@ -661,6 +661,27 @@ void gc_json_mask(const gc_json_vocab_t *v, const gc_json_fsm_t *f, const float 
   }
 }
 
+int gc_json_sample(const gc_json_vocab_t *v, gc_json_fsm_t *f, gc_sampler_t *smp, int greedy, const float *logits,
+                   float *row, int n, int32_t end, int32_t *tok, gc_err_t *e) {
+  if (gc_json_fsm_done(f)) {
+    *tok = end;
+    return end >= 0 ? GC_OK : gc_err_set(e, GC_EUNSUPPORTED, "JSON mode: the model has no end-of-sequence token");
+  }
+  const int may_end = end >= 0 && end < n && gc_json_fsm_may_end(f);
+  int t = -1;
+  if (greedy && !gc_sampler_sample(smp, logits, &t, NULL) && (gc_json_allows(v, f, t) || (may_end && t == end))) {
+    *tok = t;
+  } else {
+    gc_json_mask(v, f, logits, row, n);
+    if (may_end) row[end] = logits[end];
+    if (gc_sampler_sample(smp, row, &t, NULL))
+      return gc_err_set(e, GC_EUNSUPPORTED, "JSON mode: no token of the vocabulary continues the reply's object");
+    *tok = t;
+  }
+  if (!(may_end && *tok == end)) gc_json_take(v, f, *tok);
+  return GC_OK;
+}
+
 void gc_json_take(const gc_json_vocab_t *v, gc_json_fsm_t *f, int32_t id) {
   if (f->call && f->phase == C_LEAD) f->phase = C_PRE;
   else if (id >= 0 && id < v->n) gc_json_fsm_feed(f, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "../base/base.h"
+#include "sampler.h"
 #include "tokenizer.h"
 
 #define GC_JSON_DEPTH 32 /* objects and arrays inside one another */
@@ -171,6 +172,16 @@ int gc_json_allows(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t id)
  * whitespace by their first other byte), and a group that cannot begin
  * so is refused whole (most of them). */
 void gc_json_mask(const gc_json_vocab_t *v, const gc_json_fsm_t *f, const float *logits, float *out, int n);
+/* The next token of a reply that f has read so far, from logits[n]: once
+ * f is done, end; else smp's draw among the ids f allows (row[n]: scratch,
+ * the others at -inf, as llama.cpp applies a grammar before its samplers),
+ * the end id too, with its own logit, where f may end; a greedy draw tries
+ * the row's own argmax first (the restricted row's where it is allowed).
+ * f reads the token (not end). gcore-serve's and gcore-run's JSON modes.
+ * Errors: GC_EUNSUPPORTED where no token may come next, or end < 0 is
+ * needed. */
+int gc_json_sample(const gc_json_vocab_t *v, gc_json_fsm_t *f, gc_sampler_t *smp, int greedy, const float *logits,
+                   float *row, int n, int32_t end, int32_t *tok, gc_err_t *e);
 /* f advanced past token id (which gc_json_allows). */
 void gc_json_take(const gc_json_vocab_t *v, gc_json_fsm_t *f, int32_t id);
 

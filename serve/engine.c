@@ -481,34 +481,13 @@ static void mask(struct masked *saved, float *logits, int32_t id, int *n) {
   logits[id] = -INFINITY;
 }
 
-/* JSON mode's draw for r from logits[vocab]: the sampler over the ids that
- * keep the reply the beginning of its JSON object or calls (r->jrow: the
- * others at -inf, as llama.cpp applies a grammar before its samplers; a
- * greedy draw tries the row's own argmax first, which is the restricted
- * row's where it is allowed); where the reply may end (after a call when
- * more may follow) the reply's end token is allowed too, with its own
- * logit; once the object or the calls are complete, the reply's end. The
- * end: the chat's end of turn, else the model's first end id. r->jf reads
- * the token. Errors: GC_EUNSUPPORTED where no token may come next. */
+/* JSON mode's draw for r from logits[vocab] (gc_json_sample, r->jrow its
+ * scratch row): the reply's end is the chat's end of turn, else the
+ * model's first end id. */
 static int sample_json(const gc_engine_t *en, gc_srv_req_t *r, const float *logits, int32_t *tok, gc_err_t *e) {
   const int32_t end = r->p.chat_end >= 0 ? r->p.chat_end : en->nends ? en->ends[0] : -1;
-  if (gc_json_fsm_done(&r->jf)) {
-    *tok = end;
-    return *tok >= 0 ? GC_OK : gc_err_set(e, GC_EUNSUPPORTED, "JSON mode: the model has no end-of-sequence token");
-  }
-  const int may_end = end >= 0 && gc_json_fsm_may_end(&r->jf);
-  int vocab = en->w->cfg.vocab_size, rc = GC_OK, t = -1;
-  if (r->p.sp.temperature <= 0 && !gc_sampler_sample(r->smp, logits, &t, NULL) &&
-      (gc_json_allows(en->jv, &r->jf, t) || (may_end && t == end))) {
-    *tok = t;
-  } else {
-    gc_json_mask(en->jv, &r->jf, logits, r->jrow, vocab);
-    if (may_end && end < vocab) r->jrow[end] = logits[end];
-    if (gc_sampler_sample(r->smp, r->jrow, tok, NULL))
-      rc = gc_err_set(e, GC_EUNSUPPORTED, "JSON mode: no token of the vocabulary continues the reply's object");
-  }
-  if (!rc && !(may_end && *tok == end)) gc_json_take(en->jv, &r->jf, *tok);
-  return rc;
+  return gc_json_sample(en->jv, &r->jf, r->smp, r->p.sp.temperature <= 0, logits, r->jrow, en->w->cfg.vocab_size,
+                        end, tok, e);
 }
 
 /* Draw r's next token from its row of logits[vocab] (the engine's buffer:

@@ -378,16 +378,15 @@ typedef struct emit_ctx {
 } emit_ctx_t;
 
 /* The next token from a step's logits lg: the sampler's draw, or (with
- * --json-schema) its draw among the tokens that keep the reply the
- * beginning of an object the schema accepts, and the end id once the
- * object is complete. */
+ * --json-schema) JSON mode's (gc_json_sample), which ends the reply with
+ * the end id once the object is complete. */
 static int draw(emit_ctx_t *x, const float *lg, int *t, gc_err_t *e) {
   if (!x->io->js) return gc_sampler_sample(x->smp, lg, t, e);
-  if (gc_json_fsm_done(&x->jf)) return *t = x->io->json_end, GC_OK;
-  gc_json_mask(x->io->jv, &x->jf, lg, x->jrow, x->c->vocab_size);
-  if (gc_sampler_sample(x->smp, x->jrow, t, NULL))
-    return gc_err_set(e, GC_EUNSUPPORTED, "--json-schema: no token of the vocabulary continues the reply's object");
-  gc_json_take(x->io->jv, &x->jf, *t);
+  int32_t id;
+  if (gc_json_sample(x->io->jv, &x->jf, x->smp, x->o->sp.temperature <= 0, lg, x->jrow, x->c->vocab_size,
+                     x->io->json_end, &id, e))
+    return gc_err_prefix(e, "--json-schema");
+  *t = id;
   return GC_OK;
 }
 
@@ -539,7 +538,7 @@ static int open_tokenizer(const run_opts_t *o, const gc_llama_config_t *c, text_
   char path[4096];
   const char *tp = o->tokenizer;
   struct stat st;
-  if (!tp && !o->prompt && !o->chat) return GC_OK;
+  if (!tp && !o->prompt && !o->chat && !o->json_schema && !o->json_schema_file) return GC_OK; /* none needed */
   snprintf(path, sizeof path, "%s/tokenizer.json", o->model);
   if (!tp && stat(o->model, &st) == 0 && S_ISDIR(st.st_mode) && stat(path, &st) == 0) tp = o->model;
   if (!tp && gc_weights_is_gguf(o->model)) tp = o->model;
@@ -735,9 +734,9 @@ static int run_prompts(gc_llama_t *m, const run_opts_t *o, int max_t, const prom
   return rc;
 }
 
-/* --json-schema: io->js compiled, io->jv from the tokenizer (open, or
- * opened here: --tokens frees it later), io->json_end the id a complete
- * reply ends with (--chat: the turn's end, else the model's first end id). */
+/* --json-schema: io->js compiled, io->jv from the tokenizer (open_tokenizer
+ * opened it; --tokens frees it later), io->json_end the id a complete reply
+ * ends with (--chat: the turn's end, else the model's first end id). */
 static int open_schema(const run_opts_t *o, const gc_llama_config_t *c, text_io_t *io, gc_err_t *e) {
   char *text = NULL;
   const char *s = o->json_schema;
@@ -747,10 +746,6 @@ static int open_schema(const run_opts_t *o, const gc_llama_config_t *c, text_io_
   if (!rc && gc_json_schema_new(s, n, &io->js, e)) rc = gc_err_prefix(e, "--json-schema");
   free(text);
   if (rc) return rc;
-  run_opts_t with = *o;
-  if (!io->tok && !o->tokenizer) with.tokenizer = NULL, with.prompt = "";
-  if (!io->tok && (rc = open_tokenizer(&with, c, io, e))) return rc;
-  if (!io->tok) return gc_err_set(e, GC_EINVAL, "--json-schema reads each token's text: the model has no tokenizer");
   io->json_end = io->chat_end >= 0 ? io->chat_end : c->n_eos ? c->eos_ids[0] : -1;
   for (int id = 0; io->json_end < 0 && id < gc_tok_vocab_size(io->tok); id++)
     if (gc_tok_is_eos(io->tok, id)) io->json_end = id;
