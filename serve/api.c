@@ -1792,6 +1792,11 @@ size_t gc_api_tool_walk(gc_chat_tools_kind_t kind, const char *t, size_t start, 
   return from;
 }
 
+const char *gc_api_finish_reason(const gc_srv_req_t *r, int ncalls) {
+  if (r->finish && !strcmp(r->finish, "length")) return "length";
+  return ncalls ? "tool_calls" : r->finish ? r->finish : "stop";
+}
+
 /* One choice of a whole answer: r's text (the prompt's first where echo),
  * logprobs, finish, ids. NULL on out-of-memory. */
 static json_object *choice_json(const gc_api_t *a, const gc_api_req_t *q, const gc_srv_req_t *r) {
@@ -1832,8 +1837,7 @@ static json_object *choice_json(const gc_api_t *a, const gc_api_req_t *q, const 
   }
   json_object_put(calls);
   json_object_object_add(c, "logprobs", choice_logprobs(a, q, r, q->echo, 0, r->nids, 0));
-  json_object_object_add(c, "finish_reason", json_object_new_string(ncalls ? "tool_calls" : r->finish ? r->finish
-                                                                                                       : "stop"));
+  json_object_object_add(c, "finish_reason", json_object_new_string(gc_api_finish_reason(r, ncalls)));
   if (q->return_ids) {
     json_object_object_add(c, "prompt_token_ids", ids_array(r->prompt, r->nprompt));
     json_object_object_add(c, "token_ids", ids_array(r->ids, r->nids));

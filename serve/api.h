@@ -125,6 +125,12 @@ void gc_api_reply_parts(const gc_api_t *a, const char *text, size_t n, int done,
 size_t gc_api_tool_walk(gc_chat_tools_kind_t kind, const char *t, size_t start, size_t from, size_t end, int done,
                         gc_buf_t *content, json_object *calls, int *ncalls);
 
+/* Choice r's finish_reason, ncalls calls read from its reply: "length"
+ * where max_tokens or the context cut it (a call may be unfinished; as
+ * vLLM), else "tool_calls" where it made any, else r's own ("stop" when
+ * it has none). */
+const char *gc_api_finish_reason(const gc_srv_req_t *r, int ncalls);
+
 /* How choice r's reply is read for calls (gc_api_tool_walk's kind): the
  * template's way (a->tools), Mistral's only where r's first id is
  * [TOOL_CALLS] (NONE otherwise). */

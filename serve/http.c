@@ -334,7 +334,7 @@ static int choice_events(hreq_t *x, int i) {
     return event(x, gc_api_error_json(&err)) ? -1 : 2;
   }
   gc_api_chunk_t k = {.text = "", .from = s->ids, .to = r->nids, .offset = s->chars,
-                      .finish = s->calls ? "tool_calls" : r->finish};
+                      .finish = gc_api_finish_reason(r, s->calls)};
   if (event(x, gc_api_chunk_json(a, &x->q, x->id, x->created, r, &k))) return -1;
   s->ids = r->nids;
   return 1;
