@@ -424,7 +424,8 @@ def jsonmode_seeds() -> None:
 def jsonschema_seeds() -> None:
     """A schema, a reply it allows, then pieces (fuzz_jsonschema.c: every
     fifth a control token): pydantic's shapes ($defs, Optional, enums, a
-    dict, recursion), OpenAI's strict example, type lists."""
+    dict, recursion), OpenAI's strict example, type lists, scalar enums
+    and string lengths."""
     pet = {"type": "object", "properties": {"kind": {"enum": ["cat", "dog", "caf\u00e9"]},
                                             "age": {"type": "integer"}}, "required": ["kind"]}
     schemas = [
@@ -444,6 +445,9 @@ def jsonschema_seeds() -> None:
           "required": ["v"]}, b'{"v": 1, "kids": [{"v": null, "kids": []}]}'),
         ({"type": "object", "properties": {"x": {"const": "X"}}, "additionalProperties": True},
          b'{"y": [1, {"z": true}], "x": "X"}'),
+        ({"type": "object", "properties": {"n": {"enum": [1, 10, -2.5, None, "a b"]}, "c": {"const": False},
+                                           "s": {"type": "string", "minLength": 1, "maxLength": 3}}},
+         b'{"n": 10, "c": false, "s": "\xc3\xa9\\n"}'),
     ]
     pieces = [b" ", b"{", b"\"", b"\":", b"<ctl>", b" \"", b"1", b"name", b"\xc3\xa9", b"<eot>", b"kind",
               b"ca", b"true", b"null", b"}", b"[{", b"\"}", b"-2.5", b"\tnull", b"]"]

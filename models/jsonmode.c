@@ -31,6 +31,7 @@ enum jstate {
   J_E,            /* its 'e' or 'E' */
   J_ESIGN,        /* the exponent's sign */
   J_EXP,          /* the exponent's digits */
+  J_ELIT,         /* in an enum's value: a prefix of one of its JSON texts (cset's) in sbuf */
   J_DONE,         /* the object is complete: nothing may follow */
 };
 
@@ -40,6 +41,7 @@ void gc_json_fsm_init(gc_json_fsm_t *f) {
   memset(f, 0, sizeof *f);
   f->st = J_START;
   f->cset = -1;
+  f->smax = UINT32_MAX;
 }
 
 void gc_json_fsm_init_schema(gc_json_fsm_t *f, const gc_json_schema_t *s) {
@@ -160,9 +162,10 @@ static int kind_of(int c) {
     default: return c == '-' || (c >= '0' && c <= '9') ? JK_INT : 0;
   }
 }
-/* The candidates of the constrained string being read (cset): the i-th's
- * bytes, or NULL past the last; for -2 (an object's names) those of
- * properties still free, others "" never matching (-1: no candidates). */
+/* The candidates of the constrained key or enum value being read (cset):
+ * the i-th's bytes, or NULL past the last; for -2 (an object's names)
+ * those of properties still free, others "" never matching (-1: no
+ * candidates). */
 static const char *candidate(const gc_json_fsm_t *f, int i, int *len) {
   const gc_json_schema_t *s = f->schema;
   const char *t;
@@ -179,7 +182,7 @@ static const char *candidate(const gc_json_fsm_t *f, int i, int *len) {
   *len = (int)strlen(t);
   return t;
 }
-/* Whether the constrained string read so far (sbuf) begins a candidate
+/* Whether the constrained key or value read so far (sbuf) begins a candidate
  * (whole: is one). -3 (a key of an open object, recorded to look it up):
  * always. */
 static int cset_ok(const gc_json_fsm_t *f, int whole) {
@@ -207,8 +210,8 @@ static int key_end(gc_json_fsm_t *f) {
   f->vnode = o->addl;
   return o->open && fits(f, o->addl);
 }
-/* A byte c of a constrained string (cset != -1) before the recognizer's
- * own reading of it: 0 where it leaves no candidate. */
+/* A byte c of a constrained key (cset < -1) before the recognizer's own
+ * reading of it: 0 where it leaves no candidate. */
 static int cset_byte(gc_json_fsm_t *f, int c) {
   if (f->st == J_STR && c == '"') return cset_ok(f, 1) && (!f->key || key_end(f));
   if (c == '\\' && f->st == J_STR) return 0; /* candidates are read unescaped */
@@ -239,7 +242,7 @@ static int pop(gc_json_fsm_t *f, uint8_t c) {
 /* The first byte of a value (not ']': the caller's). */
 static int value_start(gc_json_fsm_t *f, int c) {
   int nd = 0;
-  f->cset = -1, f->intg = 0;
+  f->cset = -1, f->intg = 0, f->sn = 0, f->smin = 0, f->smax = UINT32_MAX;
   if (f->schema) {
     if (f->depth && f->lv[f->depth - 1].open == '[') { /* an item: within maxItems */
       if (f->lv[f->depth - 1].count >= container(f)->maxitems) return 0;
@@ -253,7 +256,11 @@ static int value_start(gc_json_fsm_t *f, int c) {
     if (k == JK_ARR && v->minitems && node(f, v->items)->mind >= GC_JSON_DEPTH - f->depth)
       return 0; /* its first item would not fit */
     f->intg = !(v->kinds & JK_NUM);
-    if (k == JK_STR && v->nenum) f->cset = (int16_t)nd, f->slen = 0;
+    if (v->nenum && v->ekinds & (k == JK_INT ? JK_INT | JK_NUM : k)) { /* one of the enum's texts */
+      f->cset = (int16_t)nd, f->sbuf[0] = (char)c, f->slen = 1, f->st = J_ELIT;
+      return cset_ok(f, 0);
+    }
+    if (k == JK_STR) f->smin = v->minlen, f->smax = v->maxlen;
   }
   switch (c) {
     case '{': return push(f, '{', nd);
@@ -272,7 +279,7 @@ static int value_start(gc_json_fsm_t *f, int c) {
 
 /* A key's '"' (after '{' or an object's ','). */
 static int key_start(gc_json_fsm_t *f) {
-  f->key = 1, f->st = J_STR, f->cset = -1, f->slen = 0;
+  f->key = 1, f->st = J_STR, f->cset = -1, f->slen = 0, f->sn = 0, f->smin = 0, f->smax = UINT32_MAX;
   if (!f->schema) return 1;
   const gc_json_node_t *o = container(f);
   if (o->nprops) f->cset = o->open ? -3 : -2; /* -2: one of the names; -3: recorded, looked up at its end */
@@ -284,12 +291,15 @@ static int key_start(gc_json_fsm_t *f) {
  * next (no overlong forms, no surrogates, nothing past U+10FFFF). */
 static int string_byte(gc_json_fsm_t *f, int c) {
   if (c == '"') {
+    if (f->sn < f->smin) return 0; /* minLength */
     if (f->key && f->schema && f->cset == -1) f->vnode = container(f)->addl; /* an open object's any key */
     if (f->key) f->st = J_COLON;
     else value_end(f);
     f->cset = -1;
     return 1;
   }
+  if (f->sn >= f->smax) return 0; /* maxLength: no further character */
+  f->sn++;
   if (c == '\\') return f->st = J_ESC, 1;
   if (c < 0x20) return 0; /* control characters must be escaped */
   if (c < 0x80) return 1;
@@ -308,7 +318,7 @@ static int step(gc_json_fsm_t *f, int c) {
     return ++f->ws <= GC_JSON_WS;
   }
   if (f->st <= J_AFTER) f->ws = 0;
-  if (f->cset != -1 && (f->st == J_STR || f->st == J_UTF8) && !cset_byte(f, c)) return 0;
+  if (f->cset < -1 && (f->st == J_STR || f->st == J_UTF8) && !cset_byte(f, c)) return 0;
   switch ((enum jstate)f->st) {
     case J_START: return c == '{' && push(f, '{', 1);
     case J_KEY_OR_END:
@@ -336,6 +346,10 @@ static int step(gc_json_fsm_t *f, int c) {
       return strchr("\"\\/bfnrt", c) && c && (f->st = J_STR, 1);
     case J_HEX:
       if (!is_hex(c)) return 0;
+      if (f->smin || f->smax != UINT32_MAX) { /* lengths count characters: no surrogate escapes (a pair is one) */
+        if (f->aux == 4) f->hs = c == 'd' || c == 'D';
+        else if (f->aux == 3 && f->hs && !(c >= '0' && c <= '7')) return 0;
+      }
       if (!--f->aux) f->st = J_STR;
       return 1;
     case J_UTF8:
@@ -364,6 +378,16 @@ static int step(gc_json_fsm_t *f, int c) {
       if (c == '+' || c == '-') return f->st = J_ESIGN, 1;
       /* fall through */
     case J_ESIGN: return is_digit(c) && (f->st = J_EXP, 1);
+    case J_ELIT: /* a text goes on with c; else one ended before c */
+      if (f->slen < GC_JSON_LIT) {
+        f->sbuf[f->slen++] = (char)c;
+        if (cset_ok(f, 0)) return 1;
+        f->slen--;
+      }
+      if (!cset_ok(f, 1)) return 0;
+      f->cset = -1;
+      value_end(f);
+      return step(f, c);
     case J_DONE: return 0;
   }
   return 0;
@@ -458,7 +482,9 @@ struct gc_json_vocab {
   size_t *off;       /* [n + 1] id's piece at bytes[off[id], off[id + 1]) */
   char *bytes;
   uint8_t *special;  /* [n] control tokens */
-  uint8_t *instr;    /* [n] pieces allowed wherever the recognizer is at J_STR (piece_in_string) */
+  uint8_t *instr;    /* [n] pieces allowed wherever the recognizer is at J_STR (piece_in_string)
+                        with room for their bytes under the string's maxLength */
+  uint32_t instr_max; /* the longest of them, in bytes (at least the characters it adds) */
   int32_t *rest;     /* [nrest] the other non-empty, non-control ids (for the J_STR mask) */
   int nrest;
   int32_t *by_first; /* [n] the ids of non-empty pieces, grouped by their first byte */
@@ -516,6 +542,7 @@ static int index_pieces(gc_json_vocab_t *v, gc_err_t *e) {
     if (len && !v->special[id]) {
       v->instr[id] = (uint8_t)piece_in_string(p, len);
       if (!v->instr[id]) v->rest[v->nrest++] = id;
+      else if (len > v->instr_max) v->instr_max = (uint32_t)len;
     }
   }
   for (int id = 0; id < n; id++)
@@ -595,18 +622,23 @@ static void fsm_copy(gc_json_fsm_t *dst, const gc_json_fsm_t *src) {
 
 /* Whether f reads JSON's grammar (not a call's fixed text or name). */
 static int in_grammar(const gc_json_fsm_t *f) { return !f->call || f->phase == C_ARGS; }
-/* Whether f is inside a string any text may fill (not a schema's enum or key). */
-static int free_string(const gc_json_fsm_t *f) {
-  return f->st == J_STR && in_grammar(f) && f->cset == -1 && !f->choice;
+/* Whether f is inside a string any of v's string pieces may fill (not a
+ * schema's key; room left under its maxLength for the longest piece). */
+static int free_string(const gc_json_vocab_t *v, const gc_json_fsm_t *f) {
+  return f->st == J_STR && in_grammar(f) && f->cset == -1 && !f->choice && f->smax - f->sn >= v->instr_max;
 }
 /* Whether every whitespace byte reads alike next (between the grammar's tokens, or
-   where none may come), so that pieces may be grouped by their first other byte. */
+   where none may come), so that pieces may be grouped by their first other byte.
+   In an enum's text (J_ELIT) only ' ' may come inside a string (JSON escapes the
+   others) and after a whole text all of them end the value: a piece that begins
+   with whitespace and d may come only where " d" may, which is all the grouping
+   needs (each piece of a group is then asked). */
 static int ws_alike(const gc_json_fsm_t *f) { return in_grammar(f) && f->st != J_STR && !f->choice; }
 
 int gc_json_allows(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t id) {
   if (f->call && f->phase == C_LEAD) return id == f->call->lead;
   if (id < 0 || id >= v->n || v->special[id] || v->off[id + 1] == v->off[id]) return 0;
-  if (v->instr[id] && free_string(f)) return 1; /* text inside a string */
+  if (v->instr[id] && free_string(v, f)) return 1; /* text inside a string */
   gc_json_fsm_t g;
   fsm_copy(&g, f);
   return gc_json_fsm_feed(&g, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
@@ -635,7 +667,7 @@ void gc_json_mask(const gc_json_vocab_t *v, const gc_json_fsm_t *f, const float 
     return;
   }
   int m = n < v->n ? n : v->n;
-  if (free_string(f)) { /* inside a string: most pieces are text */
+  if (free_string(v, f)) { /* inside a string: most pieces are text */
     for (int id = 0; id < m; id++) out[id] = v->instr[id] ? logits[id] : -INFINITY;
     for (int id = m; id < n; id++) out[id] = -INFINITY;
     mask_group(v, f, v->rest, 0, v->nrest, logits, out, n);

@@ -31,6 +31,7 @@
  * next are not empty; sep and tail differ in their first byte (tail may be empty: the reply may then
  * end after any call's post). */
 #define GC_JSON_NAME 64
+#define GC_JSON_LIT 80 /* bytes of an enum or const value's JSON text */
 typedef struct gc_json_schema gc_json_schema_t; /* below */
 typedef struct gc_json_call {
   int32_t lead;
@@ -55,8 +56,13 @@ void gc_json_call_clear(gc_json_call_t *c);
  *   additionalProperties false or absent: no other keys (as OpenAI's strict
  *   mode writes every schema);
  * - array: items (absent: any values), minItems, maxItems;
- * - string: enum or const (strings of at most GC_JSON_NAME bytes, the same
- *   bytes as names, read unescaped);
+ * - string: minLength, maxLength (characters: code points; a string they
+ *   bound has no \uD800-\uDFFF escapes, since a pair is one character);
+ * - enum or const: strings, numbers, true, false, null (not objects or
+ *   arrays), each written as its JSON text (json-c's: a number as the
+ *   schema spells it), at most GC_JSON_LIT bytes; values not of the
+ *   schema's type are left out (none left: refused); not beside
+ *   minLength or maxLength;
  * - anyOf / oneOf whose branches begin with different bytes (their types
  *   differ; integer within number), allOf of one schema;
  * - $ref to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion
@@ -64,7 +70,7 @@ void gc_json_call_clear(gc_json_call_t *c);
  * - annotations ignored: title, description, default, examples, format
  *   (an annotation in JSON Schema 2020-12), $schema, $id, $comment,
  *   deprecated, readOnly, writeOnly, strict, $defs, definitions.
- * Anything else (minimum, pattern, maxLength, minItems, ...) is refused
+ * Anything else (minimum, pattern, uniqueItems, ...) is refused
  * with its path, never ignored; the root must be an object schema.
  * Reference-counted (gc_json_schema_ref), so that requests share one. */
 
@@ -89,11 +95,14 @@ typedef struct gc_json_fsm {
   /* a schema (gc_json_fsm_init_schema), or NULL: any object */
   const gc_json_schema_t *schema;
   int16_t vnode;  /* the node of the value after the key just read */
-  int16_t cset;   /* the string being read must be one of: -1 any, -2 its object's unread
-                     property names, else the node's enum */
+  int16_t cset;   /* the key being read must be one of: -1 any, -2 its object's unread
+                     property names, -3 any (looked up at its end); else the value being
+                     read (J_ELIT) is one of node cset's enum texts */
   uint8_t intg;   /* the number being read is an integer */
-  uint8_t slen;   /* bytes of the constrained string read, in sbuf */
-  char sbuf[GC_JSON_NAME];
+  uint8_t slen;   /* bytes of the constrained key or enum text read, in sbuf */
+  uint8_t hs;     /* a \u escape's first digit was d or D */
+  uint32_t sn, smin, smax; /* the string being read: characters so far; at least, at most */
+  char sbuf[GC_JSON_LIT];
   /* choices (gc_json_fsm_init_choice), or NULL */
   const gc_json_choice_t *choice;
   uint64_t cand; /* the choices the reply so far begins (bit i: choice i) */

@@ -33,7 +33,8 @@ static const char *const IGNORED[] = {"title", "description", "default", "exampl
                                       "definitions", NULL};
 /* Keywords this compiler reads. */
 static const char *const READ[] = {"type", "properties", "required", "additionalProperties", "items", "enum",
-                                   "const", "anyOf", "oneOf", "allOf", "$ref", "minItems", "maxItems", NULL};
+                                   "const", "anyOf", "oneOf", "allOf", "$ref", "minItems", "maxItems",
+                                   "minLength", "maxLength", NULL};
 
 static int listed(const char *const *l, const char *k) {
   for (; *l; l++)
@@ -64,15 +65,16 @@ static int new_node(cc_t *c, const char *path) {
   if (s->nnodes >= GC_JSON_NODES) return fail(c, path, "the schema has too many parts"), -1;
   if (!room(c, (void **)&s->nodes, &c->ncap, s->nnodes + 1, sizeof *s->nodes)) return -1;
   s->nodes[s->nnodes] =
-      (gc_json_node_t){.kinds = JK_ALL, .open = 1, .items = GC_JSON_ANY, .addl = GC_JSON_ANY, .maxitems = UINT32_MAX};
+      (gc_json_node_t){.kinds = JK_ALL, .open = 1, .items = GC_JSON_ANY, .addl = GC_JSON_ANY, .maxitems = UINT32_MAX,
+                       .maxlen = UINT32_MAX};
   return s->nnodes++;
 }
 
-/* Whether s (n bytes) may be a property name or an enum string: 1 ..
- * GC_JSON_NAME bytes (0 too for enum), no '"', '\', control bytes, valid
- * UTF-8 (the recognizer reads them unescaped). */
-static int plain_string(const char *s, size_t n, int empty_ok) {
-  if ((!n && !empty_ok) || n > GC_JSON_NAME) return 0;
+/* Whether s (n bytes) may be a property name: 1 .. GC_JSON_NAME bytes,
+ * no '"', '\', control bytes, valid UTF-8 (the recognizer reads names
+ * unescaped). */
+static int plain_name(const char *s, size_t n) {
+  if (!n || n > GC_JSON_NAME) return 0;
   for (size_t i = 0; i < n; i++)
     if (s[i] == '"' || s[i] == '\\' || (unsigned char)s[i] < 0x20) return 0;
   gc_json_fsm_t f;
@@ -81,20 +83,55 @@ static int plain_string(const char *s, size_t n, int empty_ok) {
          gc_json_fsm_done(&f);
 }
 
-static int add_str(cc_t *c, const char *path, json_object *v) {
+/* The kind of enum or const value v (0: an object or an array). */
+static uint8_t value_kind(json_object *v) {
+  switch (json_object_get_type(v)) {
+    case json_type_null: return JK_NULL;
+    case json_type_boolean: return JK_BOOL;
+    case json_type_int: return JK_INT;
+    case json_type_double: return JK_NUM;
+    case json_type_string: return JK_STR;
+    default: return 0;
+  }
+}
+
+/* Value v's JSON text (json-c's, '/' unescaped) appended to strs. */
+static int add_lit(cc_t *c, const char *path, json_object *v) {
   gc_json_schema_t *s = c->s;
-  if (!json_object_is_type(v, json_type_string))
-    return fail(c, path, "enum and const values other than strings are not supported");
-  const char *t = json_object_get_string(v);
-  size_t n = (size_t)json_object_get_string_len(v);
-  if (!plain_string(t, n, 1))
-    return fail(c, path, "an enum or const string must be at most 64 bytes of UTF-8 without '\"', '\\' or "
-                         "control characters");
-  if (s->nstrs >= GC_JSON_NODES * 4) return fail(c, path, "the schema has too many enum strings");
+  size_t n;
+  const char *t = json_object_to_json_string_length(v, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
+  if (!t || n > GC_JSON_LIT) return fail(c, path, "an enum or const value's JSON text must be at most 80 bytes");
+  if (s->nstrs >= GC_JSON_NODES * 4) return fail(c, path, "the schema has too many enum values");
   if (!room(c, (void **)&s->strs, &c->scap, s->nstrs + 1, sizeof *s->strs)) return c->e->code;
   memcpy(s->strs[s->nstrs], t, n);
   s->strs[s->nstrs][n] = 0;
   s->nstrs++;
+  return GC_OK;
+}
+
+/* enum (has_en: a non-empty list) or const (has_cn; json-c's null is
+ * NULL) into node n: the values of the kinds *kinds allows (the schema's
+ * type; an integer within number), as JSON texts; *kinds becomes theirs. */
+static int enum_part(cc_t *c, const char *path, int has_en, json_object *en, int has_cn, json_object *cn, int n,
+                     uint8_t *kinds) {
+  gc_json_schema_t *s = c->s;
+  if (has_en && has_cn) return fail(c, path, "enum and const together are not supported");
+  if (has_en && (!json_object_is_type(en, json_type_array) || !json_object_array_length(en)))
+    return fail(c, path, "enum is a non-empty list");
+  size_t m = has_en ? json_object_array_length(en) : 1;
+  int e0 = s->nstrs;
+  uint8_t have = 0;
+  for (size_t i = 0; i < m; i++) {
+    json_object *v = has_en ? json_object_array_get_idx(en, i) : cn;
+    uint8_t k = value_kind(v);
+    if (!k) return fail(c, path, "enum and const values that are objects or arrays are not supported");
+    if (!(k & *kinds) && !(k == JK_INT && *kinds & JK_NUM)) continue; /* not of the schema's type */
+    if (add_lit(c, path, v)) return c->e->code;
+    have |= k;
+  }
+  if (s->nstrs == e0) return fail(c, path, "no enum or const value has the schema's type");
+  s->nodes[n].enum0 = e0, s->nodes[n].nenum = s->nstrs - e0, s->nodes[n].ekinds = have;
+  *kinds = have;
   return GC_OK;
 }
 
@@ -179,7 +216,7 @@ static int object_part(cc_t *c, json_object *sch, int n, char *path, size_t plen
   if (props) {
     json_object_object_foreach(props, name, sub) {
       size_t len = strlen(name), pl = extend(path, plen, ".properties.%s", name);
-      if (!plain_string(name, len, 0))
+      if (!plain_name(name, len))
         return fail(c, path, "a property name must be 1 to 64 bytes of UTF-8 without '\"', '\\' or control "
                              "characters");
       memcpy(s->props[p0 + i].name, name, len + 1);
@@ -217,18 +254,25 @@ static int object_part(cc_t *c, json_object *sch, int n, char *path, size_t plen
   return GC_OK;
 }
 
-/* minItems and maxItems (integers from 0; min <= max) into nd. */
-static int item_bounds(cc_t *c, json_object *sch, gc_json_node_t *nd, const char *path) {
-  static const char *const KEY[2] = {"minItems", "maxItems"};
+/* Keywords lo and hi of sch (integers from 0; lo <= hi), where present,
+ * into *min and *max. */
+static int bounds(cc_t *c, json_object *sch, const char *lo, const char *hi, uint32_t *min, uint32_t *max,
+                  const char *path) {
+  const char *key[2] = {lo, hi};
+  char what[96];
   for (int i = 0; i < 2; i++) {
     json_object *v = NULL;
-    if (!json_object_object_get_ex(sch, KEY[i], &v)) continue;
+    if (!json_object_object_get_ex(sch, key[i], &v)) continue;
     int64_t x = json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : -1;
-    if (x < 0 || x >= (int64_t)UINT32_MAX) return fail(c, path, "minItems and maxItems are integers from 0");
-    if (i == 0) nd->minitems = (uint32_t)x;
-    else nd->maxitems = (uint32_t)x;
+    if (x < 0 || x >= (int64_t)UINT32_MAX) {
+      snprintf(what, sizeof what, "%s and %s are integers from 0", lo, hi);
+      return fail(c, path, what);
+    }
+    *(i ? max : min) = (uint32_t)x;
   }
-  return nd->minitems <= nd->maxitems ? GC_OK : fail(c, path, "minItems is above maxItems");
+  if (*min <= *max) return GC_OK;
+  snprintf(what, sizeof what, "%s is above %s", lo, hi);
+  return fail(c, path, what);
 }
 
 /* anyOf / oneOf: branches that begin with different bytes, merged into n. */
@@ -257,7 +301,9 @@ static int branches(cc_t *c, json_object *list, const char *key, int n, char *pa
     have |= k;
     if (k & JK_OBJ) nd->open = nb->open, nd->addl = nb->addl, nd->prop0 = nb->prop0, nd->nprops = nb->nprops, nd->required = nb->required;
     if (k & JK_ARR) nd->items = nb->items, nd->minitems = nb->minitems, nd->maxitems = nb->maxitems;
-    if (k & JK_STR) nd->enum0 = nb->enum0, nd->nenum = nb->nenum;
+    if (k & JK_STR) nd->minlen = nb->minlen, nd->maxlen = nb->maxlen;
+    if (nb->nenum && nd->nenum) return fail(c, path, "anyOf/oneOf with an enum or const in two branches is not supported");
+    if (nb->nenum) nd->enum0 = nb->enum0, nd->nenum = nb->nenum, nd->ekinds = nb->ekinds;
   }
   s->nodes[n].kinds = have;
   return GC_OK;
@@ -304,25 +350,20 @@ static int compile_into(cc_t *c, json_object *sch, int n, char *path, size_t ple
     else rc = compile_into(c, json_object_array_get_idx(all, 0), n, path, plen);
   } else if (!rc) {
     json_object_object_get_ex(sch, "type", &t);
-    json_object_object_get_ex(sch, "enum", &en);
-    json_object_object_get_ex(sch, "const", &cn);
+    int has_en = json_object_object_get_ex(sch, "enum", &en), has_cn = json_object_object_get_ex(sch, "const", &cn);
     json_object_object_get_ex(sch, "items", &items);
     uint8_t kinds = JK_ALL;
     if (t) rc = kinds_of(c, t, path, &kinds);
-    if (!rc && (en || cn)) {
-      if (!(kinds & JK_STR)) rc = fail(c, path, "enum or const strings with a type that is not string");
-      kinds = JK_STR;
-      s->nodes[n].enum0 = s->nstrs;
-      if (!rc && cn) rc = add_str(c, path, cn);
-      if (!rc && en && (!json_object_is_type(en, json_type_array) || !json_object_array_length(en)))
-        rc = fail(c, path, "enum is a non-empty list");
-      for (size_t i = 0; !rc && en && i < json_object_array_length(en); i++)
-        rc = add_str(c, path, json_object_array_get_idx(en, i));
-      s->nodes[n].nenum = s->nstrs - s->nodes[n].enum0;
-    }
+    if (!rc && (has_en || has_cn) && (json_object_object_get_ex(sch, "minLength", NULL) ||
+                              json_object_object_get_ex(sch, "maxLength", NULL)))
+      rc = fail(c, path, "minLength and maxLength beside enum or const are not supported");
+    if (!rc && (has_en || has_cn)) rc = enum_part(c, path, has_en, en, has_cn, cn, n, &kinds);
     s->nodes[n].kinds = kinds;
     if (!rc && (kinds & JK_OBJ)) rc = object_part(c, sch, n, path, plen);
-    if (!rc && (kinds & JK_ARR)) rc = item_bounds(c, sch, &s->nodes[n], path);
+    if (!rc && (kinds & JK_ARR))
+      rc = bounds(c, sch, "minItems", "maxItems", &s->nodes[n].minitems, &s->nodes[n].maxitems, path);
+    if (!rc && (kinds & JK_STR))
+      rc = bounds(c, sch, "minLength", "maxLength", &s->nodes[n].minlen, &s->nodes[n].maxlen, path);
     if (!rc && items && (kinds & JK_ARR)) {
       size_t pl = extend(path, plen, "%s", ".items");
       int k = compile(c, items, path, pl);

@@ -25,8 +25,10 @@ typedef struct gc_json_node {
   int32_t prop0;     /* object: its properties, props[prop0, prop0 + nprops) */
   int32_t nprops;
   uint64_t required; /* bit i: props[prop0 + i] is required */
-  int32_t enum0;     /* string: one of strs[enum0, enum0 + nenum); nenum 0: any string */
-  int32_t nenum;
+  int32_t enum0;     /* a value of kinds ekinds is one of the JSON texts strs[enum0, enum0 + nenum) */
+  int32_t nenum;     /* (0: no enum) */
+  uint8_t ekinds;    /* JK_* bits of the enum's values */
+  uint32_t minlen, maxlen; /* string: characters at least, at most (0, UINT32_MAX: no bound) */
   int16_t addl;      /* object (open): the node of a value whose key is not listed */
   uint8_t mind;      /* levels of containers its smallest value needs (0: a scalar; 255: none fits) */
   uint8_t omind;     /* ... as an object (1 + its required properties' mind) */
@@ -43,7 +45,7 @@ struct gc_json_schema {
   int nnodes;
   gc_json_prop_t *props; /* [nprops] */
   int nprops;
-  char (*strs)[GC_JSON_NAME + 1]; /* [nstrs] enum and const strings */
+  char (*strs)[GC_JSON_LIT + 1]; /* [nstrs] enum and const values' JSON texts */
   int nstrs;
 };
 

@@ -70,6 +70,17 @@ SCHEMAS = {
         "some": {"type": "array", "items": {"type": "array", "items": {"type": "boolean"}, "maxItems": 1},
                  "minItems": 1, "maxItems": 3},
         "none": {"type": "array", "maxItems": 0}}, "required": ["pair", "some"]},
+    # enums and consts of every scalar (pydantic's Literal, Optional[Literal]), strings' lengths
+    "scalars": {"type": "object", "properties": {
+        "n": {"enum": [1, 10, -2.5, 1000.0, 0]},
+        "m": {"enum": ["a\"b", "x/y", "é", True, None, 7, "", "a b\t"]},
+        "i": {"type": "integer", "enum": [1.5, 2, "q", 30]},
+        "lit": {"anyOf": [{"enum": [1, 2], "type": "integer"}, {"type": "null"}]},
+        "c": {"const": False}, "z": {"const": None},
+        "s": {"type": "string", "minLength": 2, "maxLength": 3},
+        "t": {"type": ["string", "null"], "maxLength": 1},
+        "u": {"minLength": 1},
+        "e": {"type": "array", "items": {"type": "string", "maxLength": 0}}}, "required": ["n", "s"]},
 }
 CHARS = ["a", "Z", " ", "\"", "\\", "/", "\n", "\t", "\x00", "é", "€", "😀", "}", "]", ",", ":"]
 
@@ -146,6 +157,15 @@ def rand_any(rng, depth):
             if k == 4 else {rand_str(rng): rand_any(rng, depth + 1) for _ in range(rng.randrange(3))})
 
 
+def of_type(v, t):
+    """Whether value v has type t (a name or a list), integers being
+    numbers without a fraction as Python holds them."""
+    ok = {"integer": lambda: isinstance(v, int) and not isinstance(v, bool),
+          "number": lambda: isinstance(v, (int, float)) and not isinstance(v, bool),
+          "string": lambda: isinstance(v, str), "boolean": lambda: isinstance(v, bool), "null": lambda: v is None}
+    return any(ok[x]() for x in (t if isinstance(t, list) else [t]))
+
+
 def gen(root, s, rng, depth=0):
     """A random instance of schema s (within root), by this test's reading
     of JSON Schema: what gcore should accept (the root: an object)."""
@@ -158,8 +178,8 @@ def gen(root, s, rng, depth=0):
         return gen(root, rng.choice(s.get("anyOf") or s["oneOf"]), rng, depth)
     if "const" in s:
         return s["const"]
-    if "enum" in s:
-        return rng.choice(s["enum"])
+    if "enum" in s:  # those of the schema's type (gcore leaves the others out)
+        return rng.choice([v for v in s["enum"] if "type" not in s or of_type(v, s["type"])])
     types = s.get("type", ["object", "array", "string", "integer", "number", "boolean", "null"])
     t = rng.choice(types if isinstance(types, list) else [types])
     if depth > 4 and t in ("object", "array") and not s.get("required"):
@@ -182,7 +202,8 @@ def gen(root, s, rng, depth=0):
         lo, hi = s.get("minItems", 0), s.get("maxItems", 2 if depth < 4 else 0)
         return [gen(root, s.get("items", {}), rng, depth + 1) for _ in range(rng.randint(lo, max(lo, hi)))]
     if t == "string":
-        return rand_str(rng)
+        lo = s.get("minLength", 0)
+        return "".join(rng.choice(CHARS) for _ in range(rng.randint(lo, min(s.get("maxLength", lo + 5), lo + 5))))
     if t == "integer":
         return rng.choice([0, -1, 7, 10**15, -10**18])
     if t == "number":

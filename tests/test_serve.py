@@ -1079,7 +1079,7 @@ def test_json_mode(srv, tiny):
     assert_errors(srv, "/v1/chat/completions", [
         (b'{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", '
          b'"json_schema": {"name": "a", "schema": {"type": "object", "properties": {"a": {"type": "string", '
-         b'"maxLength": 3}}}}}}', 400, "response_format", "schema.properties.a: maxLength is not supported"),
+         b'"pattern": "^a"}}}}}}', 400, "response_format", "schema.properties.a: pattern is not supported"),
         (b'{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "xml"}}', 400,
          "response_format", "\"json_object\""),
         (b'{"messages": [{"role": "user", "content": "x"}], "response_format": "json"}', 400,
@@ -1228,8 +1228,8 @@ def test_gcore_run_json_schema(tiny):
     for turn in out:
         reply = b"".join(raw[i] for i in turn["tokens"] if i not in special)
         assert is_object(reply) or is_prefix(reply), turn
-    for args, msg in ((["-j", '{"type": "object", "properties": {"a": {"minLength": 1}}}'],
-                       "--json-schema: schema.properties.a: minLength is not supported"),
+    for args, msg in ((["-j", '{"type": "object", "properties": {"a": {"minimum": 1}}}'],
+                       "--json-schema: schema.properties.a: minimum is not supported"),
                       (["-j", "{}", "--ignore-eos"], "without --ignore-eos"),
                       (["-j", "{}", "--json-schema-file", path], "not both"),
                       (["--json-schema-file", d / "nope.json"], "nope.json")):

@@ -431,6 +431,53 @@ static void schemas(void) {
   CHECK(gc_json_schema_new(text, strlen(text), &s, &e) == GC_EINVAL && strstr(e.msg, "levels"));
 }
 
+/* enum and const of any scalar, as their JSON texts; strings' lengths. */
+static void enums_and_lengths(void) {
+  gc_json_schema_t *s = schema_of(
+      "{\"type\": \"object\", \"properties\": {\"n\": {\"enum\": [1, 10, -2.50, 1e3]}, \"m\": {\"enum\": "
+      "[\"a\\\"b\", \"x/y\", true, null, 7]}, \"i\": {\"type\": \"integer\", \"enum\": [1.5, 2, \"q\"]}, "
+      "\"o\": {\"anyOf\": [{\"const\": 3}, {\"type\": \"null\"}, {\"type\": \"string\", \"maxLength\": 2}]}, "
+      "\"s\": {\"type\": \"string\", \"minLength\": 2, \"maxLength\": 3}, \"f\": {\"const\": false}}}");
+  CHECK(s != NULL);
+  if (!s) return;
+  CHECK(sok(s, "{\"n\": 1}") && sok(s, "{\"n\": 10}") && sok(s, "{\"n\": -2.50}") && sok(s, "{\"n\":1e3 }"));
+  CHECK(srefused(s, "{\"n\": 100}", 8) && srefused(s, "{\"n\": 2}", 6) && srefused(s, "{\"n\": -2.5}", 10));
+  CHECK(srefused(s, "{\"n\": 1.0}", 7) && srefused(s, "{\"n\": \"1\"}", 6)); /* the text, not the number */
+  CHECK(sok(s, "{\"m\": \"a\\\"b\"}") && sok(s, "{\"m\": \"x/y\"}") && sok(s, "{\"m\": null, \"n\": 1}"));
+  CHECK(sok(s, "{\"m\": true}") && sok(s, "{\"m\": 7}") && srefused(s, "{\"m\": \"x\\/y\"}", 8));
+  CHECK(srefused(s, "{\"m\": false}", 6) && srefused(s, "{\"m\": 70}", 7));
+  CHECK(sok(s, "{\"i\": 2}") && srefused(s, "{\"i\": \"q\"}", 6) && srefused(s, "{\"i\": 1.5}", 6)); /* the type's */
+  CHECK(sok(s, "{\"o\": 3}") && sok(s, "{\"o\": null}") && sok(s, "{\"o\": \"ab\"}") && srefused(s, "{\"o\": 4}", 6));
+  CHECK(srefused(s, "{\"o\": \"abc\"}", 9));
+  CHECK(sok(s, "{\"s\": \"ab\"}") && sok(s, "{\"s\": \"\xc3\xa9\\n\xf0\x9f\x98\x80\"}")); /* characters */
+  CHECK(srefused(s, "{\"s\": \"a\"}", 8) && srefused(s, "{\"s\": \"abcd\"}", 10));
+  CHECK(sok(s, "{\"s\": \"\\u00e9ab\"}") && srefused(s, "{\"s\": \"\\ud83d\\ude00a\"}", 10)); /* no surrogates */
+  CHECK(sok(s, "{\"f\": false}") && srefused(s, "{\"f\": true}", 6));
+  gc_json_fsm_t f;
+  gc_json_fsm_init_schema(&f, s);
+  CHECK(gc_json_fsm_feed(&f, "{\"n\": 1", 7) && !gc_json_fsm_done(&f) && gc_json_fsm_feed(&f, "0}", 2) &&
+        gc_json_fsm_done(&f));
+  gc_json_schema_free(s);
+  /* the mask under it, piece by piece (bounded strings ask each piece near their end) */
+  static const char *const DOCS[] = {"{\"n\": 10, \"m\": \"a\\\"b\", \"s\": \"\xc3\xa9\\t\", \"o\": 3}",
+                                     "{\"m\": null , \"s\":\"abc\",\"n\":1e3 , \"o\": \"\"}",
+                                     "{\"m\": \"a the\"}"}; /* whitespace inside a text: not grouped */
+  static mask_rig_t r;
+  s = schema_of("{\"type\": \"object\", \"properties\": {\"n\": {\"enum\": [1, 10, 1e3]}, \"m\": {\"enum\": "
+                "[\"a\\\"b\", null, \"a the\"]}, \"s\": {\"type\": \"string\", \"minLength\": 2, \"maxLength\": 3}, "
+                "\"o\": {\"anyOf\": [{\"const\": 3}, {\"type\": \"string\", \"maxLength\": 2}]}}}");
+  CHECK(s && rig_open(&r));
+  if (!s) return;
+  int states = 0;
+  for (int d = 0; d < 3; d++) {
+    gc_json_fsm_init_schema(&f, s);
+    CHECK(rig_walk(&r, &f, DOCS[d], &states) && gc_json_fsm_done(&f));
+  }
+  CHECK(states > 60);
+  rig_close(&r);
+  gc_json_schema_free(s);
+}
+
 /* A forced call's arguments under its name's schema (one name without). */
 static void call_arguments_under_schemas(void) {
   static char names[2][GC_JSON_NAME + 1] = {"get", "get_weather"};
@@ -514,7 +561,15 @@ static void schema_errors(void) {
        "schema.properties.a: minimum is not supported"},
       {"{\"type\": \"array\"}", "the root must allow an object"},
       {"{\"type\": \"object\", \"properties\": {\"a\": {}}, \"required\": [\"b\"]}", "required name"},
-      {"{\"type\": \"object\", \"properties\": {\"a\": {\"enum\": [1, 2]}}}", "other than strings"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"enum\": [1, {}]}}}", "objects or arrays"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"string\", \"enum\": [1]}}}", "has the schema's type"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"enum\": [\"a\"], \"maxLength\": 3}}}", "beside enum"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"enum\": [\"a\"], \"const\": \"a\"}}}", "together"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"anyOf\": [{\"enum\": [1]}, {\"const\": \"a\"}]}}}",
+       "in two branches"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"minLength\": 3, \"maxLength\": 2}}}", "minLength is above"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"maxLength\": 1.5}}}", "minLength and maxLength are integers"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"const\": \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}}}", "at most 80 bytes"},
       {"{\"type\": \"object\", \"properties\": {\"a\": {\"anyOf\": [{\"type\": \"integer\"}, {\"type\": "
        "\"number\"}]}}}", "must differ in type"},
       {"{\"type\": \"object\", \"properties\": {\"a\": {\"$ref\": \"#/$defs/X\"}}}", "names no definition"},
@@ -734,6 +789,7 @@ int main(int argc, char **argv) {
   check_case("the mask against the recognizer", mask_matches_the_recognizer);
   check_case("schemas", schemas);
   check_case("schemas refused", schema_errors);
+  check_case("enums and string lengths", enums_and_lengths);
   check_case("the mask under a schema", schema_mask_matches_the_recognizer);
   check_case("a call's arguments under its schema", call_arguments_under_schemas);
   check_case("choices", choices);
