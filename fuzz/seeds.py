@@ -446,8 +446,9 @@ def jsonschema_seeds() -> None:
         ({"type": "object", "properties": {"x": {"const": "X"}}, "additionalProperties": True},
          b'{"y": [1, {"z": true}], "x": "X"}'),
         ({"type": "object", "properties": {"n": {"enum": [1, 10, -2.5, None, "a b"]}, "c": {"const": False},
-                                           "s": {"type": "string", "minLength": 1, "maxLength": 3}}},
-         b'{"n": 10, "c": false, "s": "\xc3\xa9\\n"}'),
+                                           "s": {"type": "string", "minLength": 1, "maxLength": 3},
+                                           "r": {"type": "integer", "minimum": -5, "exclusiveMaximum": 300}}},
+         b'{"n": 10, "c": false, "s": "\xc3\xa9\\n", "r": -5}'),
     ]
     pieces = [b" ", b"{", b"\"", b"\":", b"<ctl>", b" \"", b"1", b"name", b"\xc3\xa9", b"<eot>", b"kind",
               b"ca", b"true", b"null", b"}", b"[{", b"\"}", b"-2.5", b"\tnull", b"]"]

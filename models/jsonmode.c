@@ -221,6 +221,33 @@ static int cset_byte(gc_json_fsm_t *f, int c) {
   return cset_ok(f, 0);
 }
 
+/* Whether some integer whose text begins with the bounded one read so far
+ * (ineg, iv of ind digits; none yet after '-') lies within its node's
+ * bounds: every digit allowed leaves one that can be finished. */
+static int int_ok(const gc_json_fsm_t *f) {
+  const gc_json_node_t *n = node(f, f->inode);
+  __int128 p = 1;
+  for (int j = 0; f->ind + j <= 18; j++, p *= 10) { /* j more digits */
+    __int128 a = (__int128)f->iv * p, b = a + p - 1;
+    if (!f->ind) a = 0, b = GC_JSON_IMAX;
+    __int128 lo = f->ineg ? -b : a, hi = f->ineg ? -a : b;
+    if (lo <= n->imax && hi >= n->imin) return 1;
+    if (!f->ind || !f->iv) break; /* any magnitude was that one interval; "0" takes no more */
+  }
+  return 0;
+}
+/* A bounded integer's next digit d. */
+static int int_push(gc_json_fsm_t *f, int d) {
+  if (f->ind >= 18) return 0;
+  f->iv = f->iv * 10 + d, f->ind++;
+  return int_ok(f);
+}
+/* Whether the bounded integer read is within its node's bounds. */
+static int int_in(const gc_json_fsm_t *f) {
+  const int64_t v = f->ineg ? -f->iv : f->iv;
+  return v >= node(f, f->inode)->imin && v <= node(f, f->inode)->imax;
+}
+
 static int push(gc_json_fsm_t *f, uint8_t c, int nd) {
   if (f->depth >= GC_JSON_DEPTH) return 0;
   f->lv[f->depth].node = (int16_t)nd, f->lv[f->depth].seen = 0, f->lv[f->depth].count = 0;
@@ -243,6 +270,7 @@ static int pop(gc_json_fsm_t *f, uint8_t c) {
 static int value_start(gc_json_fsm_t *f, int c) {
   int nd = 0;
   f->cset = -1, f->intg = 0, f->sn = 0, f->smin = 0, f->smax = UINT32_MAX;
+  f->inode = 0, f->ineg = 0, f->ind = 0, f->iv = 0;
   if (f->schema) {
     if (f->depth && f->lv[f->depth - 1].open == '[') { /* an item: within maxItems */
       if (f->lv[f->depth - 1].count >= container(f)->maxitems) return 0;
@@ -261,18 +289,19 @@ static int value_start(gc_json_fsm_t *f, int c) {
       return cset_ok(f, 0);
     }
     if (k == JK_STR) f->smin = v->minlen, f->smax = v->maxlen;
+    if (k == JK_INT && v->ibound) f->inode = (int16_t)nd;
   }
   switch (c) {
     case '{': return push(f, '{', nd);
     case '[': return push(f, '[', nd);
     case '"': f->key = 0, f->st = J_STR; return 1;
-    case '-': f->st = J_NEG; return 1;
-    case '0': f->st = J_ZERO; return 1;
+    case '-': f->st = J_NEG; return !f->inode || (f->ineg = 1, int_ok(f));
+    case '0': f->st = J_ZERO; return !f->inode || int_push(f, 0);
     case 't': case 'f': case 'n':
       f->lit = c == 't' ? 0 : c == 'f' ? 1 : 2, f->aux = 1, f->st = J_LIT;
       return 1;
     default:
-      if (c >= '1' && c <= '9') return f->st = J_INT, 1;
+      if (c >= '1' && c <= '9') return f->st = J_INT, !f->inode || int_push(f, c - '0');
       return 0;
   }
 }
@@ -362,15 +391,17 @@ static int step(gc_json_fsm_t *f, int c) {
       if (!LITS[f->lit][++f->aux]) value_end(f);
       return 1;
     case J_NEG:
-      if (c == '0') return f->st = J_ZERO, 1;
-      return c >= '1' && c <= '9' && (f->st = J_INT, 1);
+      if (c < '0' || c > '9') return 0;
+      f->st = c == '0' ? J_ZERO : J_INT;
+      return !f->inode || int_push(f, c - '0');
     case J_ZERO:
     case J_INT:
     case J_FRAC:
     case J_EXP:
-      if (is_digit(c) && f->st != J_ZERO) return 1;
+      if (is_digit(c) && f->st != J_ZERO) return f->st != J_INT || !f->inode || int_push(f, c - '0');
       if (c == '.' && f->st <= J_INT && !f->intg) return f->st = J_DOT, 1;
       if ((c == 'e' || c == 'E') && f->st != J_EXP && !f->intg) return f->st = J_E, 1;
+      if (f->inode && !int_in(f)) return 0; /* a bounded integer out of its bounds */
       value_end(f); /* the number ended before c (inside a container: J_AFTER) */
       return step(f, c);
     case J_DOT: return is_digit(c) && (f->st = J_FRAC, 1);

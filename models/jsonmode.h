@@ -56,13 +56,16 @@ void gc_json_call_clear(gc_json_call_t *c);
  *   additionalProperties false or absent: no other keys (as OpenAI's strict
  *   mode writes every schema);
  * - array: items (absent: any values), minItems, maxItems;
+ * - integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers;
+ *   the integers between them within +-(10^18 - 1), at most 18 digits;
+ *   not on numbers that may have a fraction);
  * - string: minLength, maxLength (characters: code points; a string they
  *   bound has no \uD800-\uDFFF escapes, since a pair is one character);
  * - enum or const: strings, numbers, true, false, null (not objects or
  *   arrays), each written as its JSON text (json-c's: a number as the
  *   schema spells it), at most GC_JSON_LIT bytes; values not of the
  *   schema's type are left out (none left: refused); not beside
- *   minLength or maxLength;
+ *   minLength, maxLength or the integer bounds;
  * - anyOf / oneOf whose branches begin with different bytes (their types
  *   differ; integer within number), allOf of one schema;
  * - $ref to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion
@@ -70,7 +73,7 @@ void gc_json_call_clear(gc_json_call_t *c);
  * - annotations ignored: title, description, default, examples, format
  *   (an annotation in JSON Schema 2020-12), $schema, $id, $comment,
  *   deprecated, readOnly, writeOnly, strict, $defs, definitions.
- * Anything else (minimum, pattern, uniqueItems, ...) is refused
+ * Anything else (pattern, uniqueItems, multipleOf, ...) is refused
  * with its path, never ignored; the root must be an object schema.
  * Reference-counted (gc_json_schema_ref), so that requests share one. */
 
@@ -99,6 +102,9 @@ typedef struct gc_json_fsm {
                      property names, -3 any (looked up at its end); else the value being
                      read (J_ELIT) is one of node cset's enum texts */
   uint8_t intg;   /* the number being read is an integer */
+  uint8_t ineg, ind; /* ... bounded (inode > 0): its '-', its digits so far */
+  int16_t inode;  /* the bounded integer's node (0: no bounds) */
+  int64_t iv;     /* ... the value of its digits so far */
   uint8_t slen;   /* bytes of the constrained key or enum text read, in sbuf */
   uint8_t hs;     /* a \u escape's first digit was d or D */
   uint32_t sn, smin, smax; /* the string being read: characters so far; at least, at most */

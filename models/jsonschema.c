@@ -5,6 +5,7 @@
 #include "jsonschema_impl.h"
 
 #include <json-c/json.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,8 @@ static const char *const IGNORED[] = {"title", "description", "default", "exampl
 /* Keywords this compiler reads. */
 static const char *const READ[] = {"type", "properties", "required", "additionalProperties", "items", "enum",
                                    "const", "anyOf", "oneOf", "allOf", "$ref", "minItems", "maxItems",
-                                   "minLength", "maxLength", NULL};
+                                   "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
+                                   "exclusiveMaximum", NULL};
 
 static int listed(const char *const *l, const char *k) {
   for (; *l; l++)
@@ -275,6 +277,54 @@ static int bounds(cc_t *c, json_object *sch, const char *lo, const char *hi, uin
   return fail(c, path, what);
 }
 
+/* Bound i of int_bounds (minimum, exclusiveMinimum, maximum,
+ * exclusiveMaximum) of number v as the integer it allows at least (i < 2)
+ * or at most, within +-(GC_JSON_IMAX + 1). */
+static int64_t int_bound(json_object *v, int i) {
+  const int64_t big = GC_JSON_IMAX + 1;
+  int64_t b;
+  if (json_object_is_type(v, json_type_int)) {
+    b = json_object_get_int64(v);
+    b = b > big ? big : b < -big ? -big : b;
+  } else {
+    double x = json_object_get_double(v);
+    x = x > 2e18 ? 2e18 : x < -2e18 ? -2e18 : x;
+    int up = i == 0 || i == 3; /* minimum: ceil; exclusiveMinimum: floor + 1; maximum: floor; exclusiveMaximum: ceil - 1 */
+    b = (int64_t)(up ? ceil(x) : floor(x));
+    b = b > big ? big : b < -big ? -big : b;
+    if (i == 1 || i == 3) return i == 1 ? b + 1 : b - 1;
+    return b;
+  }
+  return i == 1 ? b + 1 : i == 3 ? b - 1 : b;
+}
+
+/* minimum, maximum, exclusiveMinimum, exclusiveMaximum (JSON Schema
+ * 2020-12's: numbers) into node n's integer bounds; where its numbers may
+ * have a fraction, refused. */
+static int int_bounds(cc_t *c, json_object *sch, int n, const char *path) {
+  static const char *const KEY[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+  gc_json_node_t *nd = &c->s->nodes[n];
+  int64_t lo = -GC_JSON_IMAX, hi = GC_JSON_IMAX;
+  int any = 0;
+  for (int i = 0; i < 4; i++) {
+    json_object *v = NULL;
+    if (!json_object_object_get_ex(sch, KEY[i], &v)) continue;
+    if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
+      return fail(c, path, "minimum, maximum, exclusiveMinimum and exclusiveMaximum are numbers");
+    int64_t b = int_bound(v, i);
+    if (i < 2) lo = b > lo ? b : lo;
+    else hi = b < hi ? b : hi;
+    any = 1;
+  }
+  if (!any) return GC_OK;
+  if (nd->kinds & JK_NUM)
+    return fail(c, path, "minimum and maximum are supported on integers only (\"type\": \"integer\")");
+  if (nd->nenum) return fail(c, path, "minimum and maximum beside enum or const are not supported");
+  if (lo > hi) return fail(c, path, "no integer of at most 18 digits lies between the minimum and the maximum");
+  nd->ibound = 1, nd->imin = lo, nd->imax = hi;
+  return GC_OK;
+}
+
 /* anyOf / oneOf: branches that begin with different bytes, merged into n. */
 static int branches(cc_t *c, json_object *list, const char *key, int n, char *path, size_t plen) {
   gc_json_schema_t *s = c->s;
@@ -302,6 +352,7 @@ static int branches(cc_t *c, json_object *list, const char *key, int n, char *pa
     if (k & JK_OBJ) nd->open = nb->open, nd->addl = nb->addl, nd->prop0 = nb->prop0, nd->nprops = nb->nprops, nd->required = nb->required;
     if (k & JK_ARR) nd->items = nb->items, nd->minitems = nb->minitems, nd->maxitems = nb->maxitems;
     if (k & JK_STR) nd->minlen = nb->minlen, nd->maxlen = nb->maxlen;
+    if (k & JK_INT) nd->ibound = nb->ibound, nd->imin = nb->imin, nd->imax = nb->imax;
     if (nb->nenum && nd->nenum) return fail(c, path, "anyOf/oneOf with an enum or const in two branches is not supported");
     if (nb->nenum) nd->enum0 = nb->enum0, nd->nenum = nb->nenum, nd->ekinds = nb->ekinds;
   }
@@ -364,6 +415,7 @@ static int compile_into(cc_t *c, json_object *sch, int n, char *path, size_t ple
       rc = bounds(c, sch, "minItems", "maxItems", &s->nodes[n].minitems, &s->nodes[n].maxitems, path);
     if (!rc && (kinds & JK_STR))
       rc = bounds(c, sch, "minLength", "maxLength", &s->nodes[n].minlen, &s->nodes[n].maxlen, path);
+    if (!rc && (kinds & JK_INT)) rc = int_bounds(c, sch, n, path); /* (minimum on strings: nothing to do) */
     if (!rc && items && (kinds & JK_ARR)) {
       size_t pl = extend(path, plen, "%s", ".items");
       int k = compile(c, items, path, pl);

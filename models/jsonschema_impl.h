@@ -16,6 +16,7 @@ enum { JK_OBJ = 1, JK_ARR = 2, JK_STR = 4, JK_INT = 8, JK_NUM = 16, JK_BOOL = 32
 #define GC_JSON_ANY 0         /* node 0: any value, any keys */
 #define GC_JSON_NODES 1024    /* nodes a schema may hold */
 #define GC_JSON_PROPS 64      /* properties an object may list (bits of gc_json_fsm_t.seen) */
+#define GC_JSON_IMAX 999999999999999999LL /* a bounded integer's largest magnitude: 18 digits */
 
 typedef struct gc_json_node {
   uint8_t kinds;     /* JK_* bits the value may be */
@@ -29,6 +30,8 @@ typedef struct gc_json_node {
   int32_t nenum;     /* (0: no enum) */
   uint8_t ekinds;    /* JK_* bits of the enum's values */
   uint32_t minlen, maxlen; /* string: characters at least, at most (0, UINT32_MAX: no bound) */
+  uint8_t ibound;    /* integer: only imin .. imax (|each| < 10^18) */
+  int64_t imin, imax;
   int16_t addl;      /* object (open): the node of a value whose key is not listed */
   uint8_t mind;      /* levels of containers its smallest value needs (0: a scalar; 255: none fits) */
   uint8_t omind;     /* ... as an object (1 + its required properties' mind) */

@@ -431,7 +431,8 @@ static void schemas(void) {
   CHECK(gc_json_schema_new(text, strlen(text), &s, &e) == GC_EINVAL && strstr(e.msg, "levels"));
 }
 
-/* enum and const of any scalar, as their JSON texts; strings' lengths. */
+/* enum and const of any scalar, as their JSON texts; strings' lengths;
+ * integers' bounds. */
 static void enums_and_lengths(void) {
   gc_json_schema_t *s = schema_of(
       "{\"type\": \"object\", \"properties\": {\"n\": {\"enum\": [1, 10, -2.50, 1e3]}, \"m\": {\"enum\": "
@@ -458,18 +459,38 @@ static void enums_and_lengths(void) {
   CHECK(gc_json_fsm_feed(&f, "{\"n\": 1", 7) && !gc_json_fsm_done(&f) && gc_json_fsm_feed(&f, "0}", 2) &&
         gc_json_fsm_done(&f));
   gc_json_schema_free(s);
+  /* integers between bounds: each digit leaves one that can be finished */
+  s = schema_of("{\"type\": \"object\", \"properties\": {\"r\": {\"type\": \"integer\", \"minimum\": 1, "
+                "\"maximum\": 5}, \"p\": {\"type\": [\"integer\", \"null\"], \"exclusiveMinimum\": 0}, "
+                "\"q\": {\"type\": \"integer\", \"minimum\": -2.5, \"exclusiveMaximum\": 120.0}, "
+                "\"z\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 0}, \"k\": {\"type\": \"integer\", "
+                "\"maximum\": -10}}}");
+  CHECK(s != NULL);
+  if (!s) return;
+  CHECK(sok(s, "{\"r\": 1}") && sok(s, "{\"r\": 5}") && srefused(s, "{\"r\": 6}", 6) && srefused(s, "{\"r\": 0}", 6));
+  CHECK(srefused(s, "{\"r\": -1}", 6) && srefused(s, "{\"r\": 10}", 7) && srefused(s, "{\"r\": 1.0}", 7));
+  CHECK(sok(s, "{\"p\": 1}") && sok(s, "{\"p\": 999999999999999999}") && sok(s, "{\"p\": null}"));
+  CHECK(srefused(s, "{\"p\": 0}", 6) && srefused(s, "{\"p\": -1}", 6) && srefused(s, "{\"p\": 1000000000000000000}", 24));
+  CHECK(sok(s, "{\"q\": -2}") && sok(s, "{\"q\": -0}") && sok(s, "{\"q\": 119}") && srefused(s, "{\"q\": -3}", 7));
+  CHECK(srefused(s, "{\"q\": 120}", 8) && srefused(s, "{\"q\": 1200}", 8) && sok(s, "{\"q\": 12}"));
+  CHECK(sok(s, "{\"q\": 13 }"));
+  CHECK(sok(s, "{\"z\": 0}") && sok(s, "{\"z\": -0}") && srefused(s, "{\"z\": 1}", 6) && srefused(s, "{\"z\": 00}", 7));
+  CHECK(sok(s, "{\"k\": -10}") && sok(s, "{\"k\": -123}") && srefused(s, "{\"k\": 1}", 6) && srefused(s, "{\"k\": -9}", 8));
+  CHECK(srefused(s, "{\"k\": -0}", 7) && srefused(s, "{\"k\": -1}", 8)); /* "-1" may become -10; it may not end */
+  gc_json_schema_free(s);
   /* the mask under it, piece by piece (bounded strings ask each piece near their end) */
   static const char *const DOCS[] = {"{\"n\": 10, \"m\": \"a\\\"b\", \"s\": \"\xc3\xa9\\t\", \"o\": 3}",
                                      "{\"m\": null , \"s\":\"abc\",\"n\":1e3 , \"o\": \"\"}",
-                                     "{\"m\": \"a the\"}"}; /* whitespace inside a text: not grouped */
+                                     "{\"m\": \"a the\", \"r\": 250, \"n\": 1}", "{\"r\":-5 }"};
   static mask_rig_t r;
   s = schema_of("{\"type\": \"object\", \"properties\": {\"n\": {\"enum\": [1, 10, 1e3]}, \"m\": {\"enum\": "
                 "[\"a\\\"b\", null, \"a the\"]}, \"s\": {\"type\": \"string\", \"minLength\": 2, \"maxLength\": 3}, "
-                "\"o\": {\"anyOf\": [{\"const\": 3}, {\"type\": \"string\", \"maxLength\": 2}]}}}");
+                "\"o\": {\"anyOf\": [{\"const\": 3}, {\"type\": \"string\", \"maxLength\": 2}]}, \"r\": {\"type\": "
+                "\"integer\", \"minimum\": -5, \"maximum\": 300}}}");
   CHECK(s && rig_open(&r));
   if (!s) return;
   int states = 0;
-  for (int d = 0; d < 3; d++) {
+  for (int d = 0; d < 4; d++) {
     gc_json_fsm_init_schema(&f, s);
     CHECK(rig_walk(&r, &f, DOCS[d], &states) && gc_json_fsm_done(&f));
   }
@@ -557,8 +578,19 @@ static void choices(void) {
 /* Each refused schema's message names its path and what is wrong. */
 static void schema_errors(void) {
   static const char *const CASES[][2] = {
-      {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\", \"minimum\": 0}}}",
-       "schema.properties.a: minimum is not supported"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\", \"multipleOf\": 2}}}",
+       "schema.properties.a: multipleOf is not supported"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"number\", \"minimum\": 0}}}", "integers only"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"minimum\": 0}}}", "integers only"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\", \"minimum\": 0.5, \"maximum\": 0.9}}}",
+       "no integer"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\", \"exclusiveMinimum\": 1, "
+       "\"exclusiveMaximum\": 2}}}", "no integer"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\", \"minimum\": 1e19}}}", "no integer"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\", \"exclusiveMinimum\": true}}}",
+       "are numbers"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\", \"enum\": [1], \"maximum\": 3}}}",
+       "beside enum"},
       {"{\"type\": \"array\"}", "the root must allow an object"},
       {"{\"type\": \"object\", \"properties\": {\"a\": {}}, \"required\": [\"b\"]}", "required name"},
       {"{\"type\": \"object\", \"properties\": {\"a\": {\"enum\": [1, {}]}}}", "objects or arrays"},
@@ -789,7 +821,7 @@ int main(int argc, char **argv) {
   check_case("the mask against the recognizer", mask_matches_the_recognizer);
   check_case("schemas", schemas);
   check_case("schemas refused", schema_errors);
-  check_case("enums and string lengths", enums_and_lengths);
+  check_case("enums, string lengths, integer bounds", enums_and_lengths);
   check_case("the mask under a schema", schema_mask_matches_the_recognizer);
   check_case("a call's arguments under its schema", call_arguments_under_schemas);
   check_case("choices", choices);
