@@ -248,6 +248,72 @@ static int int_in(const gc_json_fsm_t *f) {
   return v >= node(f, f->inode)->imin && v <= node(f, f->inode)->imax;
 }
 
+static __int128 p10(int k) {
+  __int128 p = 1;
+  while (k-- > 0) p *= 10;
+  return p;
+}
+/* Whether some multiple of g in [a, b] lies in [lo, hi]. */
+static int grid_hits(__int128 a, __int128 b, __int128 g, __int128 lo, __int128 hi) {
+  __int128 x = a >= lo ? a : a + (lo - a + g - 1) / g * g;
+  return x <= b && x <= hi;
+}
+/* The bounded number's text so far (sbuf: '-'? digits ('.' digits?)?):
+ * its integer digits' value i of ni digits, whether a '.' came, its
+ * fraction's value fr of nf digits. 0 past GC_JSON_NDIG digits. */
+typedef struct { int neg, ni, dot, nf; __int128 i, fr; } numtext_t;
+static int num_text(const gc_json_fsm_t *f, numtext_t *t) {
+  *t = (numtext_t){.neg = f->sbuf[0] == '-'};
+  for (int k = t->neg; k < f->slen; k++) {
+    char c = f->sbuf[k];
+    if (c == '.') t->dot = 1;
+    else if (t->dot) t->fr = t->fr * 10 + (c - '0'), t->nf++;
+    else t->i = t->i * 10 + (c - '0'), t->ni++;
+  }
+  return t->ni + t->nf <= GC_JSON_NDIG;
+}
+/* Whether some number whose text begins with the bounded one read so far
+ * (at most GC_JSON_NDIG digits, no exponent) lies within its node's bounds
+ * (units of 10^-GC_JSON_NDIG). With ni integer digits a number has at most
+ * GC_JSON_NDIG - ni fraction digits: its values are the multiples of
+ * 10^ni in a range. */
+static int num_ok(const gc_json_fsm_t *f) {
+  const gc_json_node_t *n = node(f, f->dnode);
+  const __int128 S = p10(GC_JSON_NDIG);
+  numtext_t t;
+  if (!num_text(f, &t)) return 0;
+  __int128 lo = t.neg ? -n->nhi : n->nlo, hi = t.neg ? -n->nlo : n->nhi; /* on the magnitude */
+  if (!t.ni) { /* only '-': any number of 1 .. GC_JSON_NDIG integer digits */
+    for (int ni = 1; ni <= GC_JSON_NDIG; ni++)
+      if (grid_hits(ni == 1 ? 0 : p10(ni - 1) * S, p10(ni) * S - p10(ni), p10(ni), lo, hi)) return 1;
+    return 0;
+  }
+  if (t.dot) { /* the integer part is read: t.fr's digits, then more of them */
+    __int128 x = t.i * S + t.fr * p10(GC_JSON_NDIG - t.nf);
+    return grid_hits(x, x + p10(GC_JSON_NDIG - t.nf) - p10(t.ni), p10(t.ni), lo, hi);
+  }
+  for (int j = 0; t.ni + j <= GC_JSON_NDIG; j++) { /* j more integer digits ("0" takes none) */
+    const int ni = t.ni + j;
+    if (grid_hits(t.i * p10(j) * S, (t.i + 1) * p10(j) * S - p10(ni), p10(ni), lo, hi)) return 1;
+    if (!t.i) break;
+  }
+  return 0;
+}
+/* Byte c (a digit, '.') of a bounded number. */
+static int num_push(gc_json_fsm_t *f, int c) {
+  if (f->slen >= GC_JSON_NDIG + 2) return 0;
+  f->sbuf[f->slen++] = (char)c;
+  return num_ok(f);
+}
+/* Whether the bounded number read is within its node's bounds. */
+static int num_in(const gc_json_fsm_t *f) {
+  numtext_t t;
+  num_text(f, &t);
+  __int128 x = t.i * p10(GC_JSON_NDIG) + t.fr * p10(GC_JSON_NDIG - t.nf);
+  x = t.neg ? -x : x;
+  return x >= node(f, f->dnode)->nlo && x <= node(f, f->dnode)->nhi;
+}
+
 static int push(gc_json_fsm_t *f, uint8_t c, int nd) {
   if (f->depth >= GC_JSON_DEPTH) return 0;
   f->lv[f->depth].node = (int16_t)nd, f->lv[f->depth].seen = 0, f->lv[f->depth].count = 0;
@@ -270,7 +336,7 @@ static int pop(gc_json_fsm_t *f, uint8_t c) {
 static int value_start(gc_json_fsm_t *f, int c) {
   int nd = 0;
   f->cset = -1, f->intg = 0, f->sn = 0, f->smin = 0, f->smax = UINT32_MAX;
-  f->inode = 0, f->ineg = 0, f->ind = 0, f->iv = 0;
+  f->inode = 0, f->ineg = 0, f->ind = 0, f->iv = 0, f->dnode = 0;
   if (f->schema) {
     if (f->depth && f->lv[f->depth - 1].open == '[') { /* an item: within maxItems */
       if (f->lv[f->depth - 1].count >= container(f)->maxitems) return 0;
@@ -290,6 +356,10 @@ static int value_start(gc_json_fsm_t *f, int c) {
     }
     if (k == JK_STR) f->smin = v->minlen, f->smax = v->maxlen;
     if (k == JK_INT && v->ibound) f->inode = (int16_t)nd;
+    if (k == JK_INT && v->nbound) { /* its text in sbuf */
+      f->dnode = (int16_t)nd, f->slen = 0;
+      if (!num_push(f, c)) return 0;
+    }
   }
   switch (c) {
     case '{': return push(f, '{', nd);
@@ -393,18 +463,21 @@ static int step(gc_json_fsm_t *f, int c) {
     case J_NEG:
       if (c < '0' || c > '9') return 0;
       f->st = c == '0' ? J_ZERO : J_INT;
+      if (f->dnode) return num_push(f, c);
       return !f->inode || int_push(f, c - '0');
     case J_ZERO:
     case J_INT:
     case J_FRAC:
     case J_EXP:
+      if (is_digit(c) && f->st != J_ZERO && f->dnode) return num_push(f, c);
       if (is_digit(c) && f->st != J_ZERO) return f->st != J_INT || !f->inode || int_push(f, c - '0');
-      if (c == '.' && f->st <= J_INT && !f->intg) return f->st = J_DOT, 1;
-      if ((c == 'e' || c == 'E') && f->st != J_EXP && !f->intg) return f->st = J_E, 1;
+      if (c == '.' && f->st <= J_INT && !f->intg) return f->st = J_DOT, !f->dnode || num_push(f, c);
+      if ((c == 'e' || c == 'E') && f->st != J_EXP && !f->intg && !f->dnode) return f->st = J_E, 1;
       if (f->inode && !int_in(f)) return 0; /* a bounded integer out of its bounds */
+      if (f->dnode && !num_in(f)) return 0; /* a bounded number out of its bounds */
       value_end(f); /* the number ended before c (inside a container: J_AFTER) */
       return step(f, c);
-    case J_DOT: return is_digit(c) && (f->st = J_FRAC, 1);
+    case J_DOT: return is_digit(c) && (f->st = J_FRAC, 1) && (!f->dnode || num_push(f, c));
     case J_E:
       if (c == '+' || c == '-') return f->st = J_ESIGN, 1;
       /* fall through */

@@ -56,9 +56,10 @@ void gc_json_call_clear(gc_json_call_t *c);
  *   additionalProperties false or absent: no other keys (as OpenAI's strict
  *   mode writes every schema);
  * - array: items (absent: any values), minItems, maxItems;
- * - integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers;
- *   the integers between them within +-(10^18 - 1), at most 18 digits;
- *   not on numbers that may have a fraction);
+ * - number: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers of
+ *   at most 15 significant digits): an integer between them is written with
+ *   at most 18 digits, a number with at most 15 and no exponent (so that its
+ *   decimal value compares as its double does);
  * - string: minLength, maxLength (characters: code points; a string they
  *   bound has no \uD800-\uDFFF escapes, since a pair is one character);
  * - enum or const: strings, numbers, true, false, null (not objects or
@@ -104,6 +105,7 @@ typedef struct gc_json_fsm {
   uint8_t intg;   /* the number being read is an integer */
   uint8_t ineg, ind; /* ... bounded (inode > 0): its '-', its digits so far */
   int16_t inode;  /* the bounded integer's node (0: no bounds) */
+  int16_t dnode;  /* the bounded number's node (0: none): its text so far in sbuf */
   int64_t iv;     /* ... the value of its digits so far */
   uint8_t slen;   /* bytes of the constrained key or enum text read, in sbuf */
   uint8_t hs;     /* a \u escape's first digit was d or D */

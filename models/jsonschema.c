@@ -298,28 +298,79 @@ static int64_t int_bound(json_object *v, int i) {
   return i == 1 ? b + 1 : i == 3 ? b - 1 : b;
 }
 
+static __int128 p10(int k) {
+  __int128 p = 1;
+  while (k-- > 0) p *= 10;
+  return p;
+}
+
+/* Bound i (as int_bound) of number v in units of 10^-GC_JSON_NDIG: the
+ * least (i < 2) or greatest such unit it allows, within +-(10^30 + 1);
+ * 0 where v has more than 15 significant digits (then its decimal and its
+ * double would not order alike). */
+static int num_bound(json_object *v, int i, __int128 *out) {
+  const __int128 big = p10(2 * GC_JSON_NDIG) + 1;
+  char t[40];
+  double x = json_object_get_double(v);
+  snprintf(t, sizeof t, "%.15g", x);
+  if (strtod(t, NULL) != x) return 0;
+  __int128 m = 0; /* t = m * 10^e exactly */
+  int e = 0, neg = t[0] == '-', frac = 0;
+  const char *p = t + neg;
+  for (; *p && *p != 'e'; p++) {
+    if (*p == '.') frac = 1;
+    else m = m * 10 + (*p - '0'), e -= frac;
+  }
+  if (*p == 'e') e += atoi(p + 1);
+  e += GC_JSON_NDIG;
+  int up = i == 0 || i == 3; /* ceil for minimum and exclusiveMaximum, floor for the others */
+  __int128 b;
+  if (e >= 0) {
+    b = e > 2 * GC_JSON_NDIG + 1 || m > big / p10(e) ? (m ? big : 0) : m * p10(e);
+    b = neg ? -b : b;
+  } else { /* a fraction of the unit: rounded toward the side the bound keeps */
+    __int128 d = e < -(2 * GC_JSON_NDIG + 2) ? 0 : m / p10(-e), r = e < -(2 * GC_JSON_NDIG + 2) ? m : m % p10(-e);
+    b = neg ? -d : d;
+    if (r && up && !neg) b++;
+    if (r && !up && neg) b--;
+  }
+  b = b > big ? big : b < -big ? -big : b;
+  *out = i == 1 ? b + 1 : i == 3 ? b - 1 : b;
+  return 1;
+}
+
 /* minimum, maximum, exclusiveMinimum, exclusiveMaximum (JSON Schema
- * 2020-12's: numbers) into node n's integer bounds; where its numbers may
- * have a fraction, refused. */
+ * 2020-12's: numbers) into node n's bounds: an integer node's in imin ..
+ * imax, a number node's in nlo .. nhi. */
 static int int_bounds(cc_t *c, json_object *sch, int n, const char *path) {
   static const char *const KEY[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
   gc_json_node_t *nd = &c->s->nodes[n];
   int64_t lo = -GC_JSON_IMAX, hi = GC_JSON_IMAX;
+  __int128 nhi = p10(2 * GC_JSON_NDIG) - p10(GC_JSON_NDIG), nlo = -nhi; /* 15 digits: |x| <= 10^15 - 1 */
   int any = 0;
   for (int i = 0; i < 4; i++) {
     json_object *v = NULL;
     if (!json_object_object_get_ex(sch, KEY[i], &v)) continue;
     if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
       return fail(c, path, "minimum, maximum, exclusiveMinimum and exclusiveMaximum are numbers");
+    if (nd->kinds & JK_NUM) {
+      __int128 b;
+      if (!num_bound(v, i, &b)) return fail(c, path, "a bound on numbers has at most 15 significant digits");
+      if (i < 2) nlo = b > nlo ? b : nlo;
+      else nhi = b < nhi ? b : nhi;
+    }
     int64_t b = int_bound(v, i);
     if (i < 2) lo = b > lo ? b : lo;
     else hi = b < hi ? b : hi;
     any = 1;
   }
   if (!any) return GC_OK;
-  if (nd->kinds & JK_NUM)
-    return fail(c, path, "minimum and maximum are supported on integers only (\"type\": \"integer\")");
   if (nd->nenum) return fail(c, path, "minimum and maximum beside enum or const are not supported");
+  if (nd->kinds & JK_NUM) {
+    if (nlo > nhi) return fail(c, path, "no number of at most 15 digits lies between the minimum and the maximum");
+    nd->nbound = 1, nd->nlo = nlo, nd->nhi = nhi;
+    return GC_OK;
+  }
   if (lo > hi) return fail(c, path, "no integer of at most 18 digits lies between the minimum and the maximum");
   nd->ibound = 1, nd->imin = lo, nd->imax = hi;
   return GC_OK;
@@ -353,6 +404,7 @@ static int branches(cc_t *c, json_object *list, const char *key, int n, char *pa
     if (k & JK_ARR) nd->items = nb->items, nd->minitems = nb->minitems, nd->maxitems = nb->maxitems;
     if (k & JK_STR) nd->minlen = nb->minlen, nd->maxlen = nb->maxlen;
     if (k & JK_INT) nd->ibound = nb->ibound, nd->imin = nb->imin, nd->imax = nb->imax;
+    if (k & JK_NUM) nd->nbound = nb->nbound, nd->nlo = nb->nlo, nd->nhi = nb->nhi;
     if (nb->nenum && nd->nenum) return fail(c, path, "anyOf/oneOf with an enum or const in two branches is not supported");
     if (nb->nenum) nd->enum0 = nb->enum0, nd->nenum = nb->nenum, nd->ekinds = nb->ekinds;
   }

@@ -17,6 +17,11 @@ enum { JK_OBJ = 1, JK_ARR = 2, JK_STR = 4, JK_INT = 8, JK_NUM = 16, JK_BOOL = 32
 #define GC_JSON_NODES 1024    /* nodes a schema may hold */
 #define GC_JSON_PROPS 64      /* properties an object may list (bits of gc_json_fsm_t.seen) */
 #define GC_JSON_IMAX 999999999999999999LL /* a bounded integer's largest magnitude: 18 digits */
+/* A bounded number (one that may have a fraction) is written with at most
+ * GC_JSON_NDIG digits and no exponent, so that its decimal value orders as
+ * its double does (15 digits survive the round trip); its value is held
+ * exactly in units of 10^-GC_JSON_NDIG. */
+#define GC_JSON_NDIG 15
 
 typedef struct gc_json_node {
   uint8_t kinds;     /* JK_* bits the value may be */
@@ -32,6 +37,8 @@ typedef struct gc_json_node {
   uint32_t minlen, maxlen; /* string: characters at least, at most (0, UINT32_MAX: no bound) */
   uint8_t ibound;    /* integer: only imin .. imax (|each| < 10^18) */
   int64_t imin, imax;
+  uint8_t nbound;    /* number (with fractions): only nlo .. nhi, in units of 10^-15 (GC_JSON_NSCALE) */
+  __int128 nlo, nhi;
   int16_t addl;      /* object (open): the node of a value whose key is not listed */
   uint8_t mind;      /* levels of containers its smallest value needs (0: a scalar; 255: none fits) */
   uint8_t omind;     /* ... as an object (1 + its required properties' mind) */

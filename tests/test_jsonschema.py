@@ -14,6 +14,7 @@ python3-jsonschema (Draft 2020-12):
 - schemas outside the subset are refused with their path.
 The C unit test does the named cases and the token mask under a schema."""
 import json
+import math
 import os
 import random
 import subprocess
@@ -83,7 +84,11 @@ SCHEMAS = {
         "e": {"type": "array", "items": {"type": "string", "maxLength": 0}},
         "r": {"type": "integer", "minimum": 1, "maximum": 5}, "p": {"type": ["integer", "null"], "exclusiveMinimum": 0},
         "q": {"type": "integer", "minimum": -2.5, "exclusiveMaximum": 120.0}, "k": {"type": "integer", "maximum": -10},
-        "big": {"type": "integer", "minimum": 10**17, "maximum": 10**18 - 1}}, "required": ["n", "s", "r"]},
+        "big": {"type": "integer", "minimum": 10**17, "maximum": 10**18 - 1},
+        "conf": {"type": "number", "minimum": 0, "maximum": 1}, "temp": {"exclusiveMinimum": -2.5, "exclusiveMaximum": 1e3},
+        "neg": {"type": ["number", "null"], "maximum": -0.001}, "pin": {"type": "number", "minimum": 0.1, "maximum": 0.1},
+        "tiny": {"type": "number", "exclusiveMinimum": 0, "maximum": 0.001}},
+        "required": ["n", "s", "r", "conf"]},
 }
 CHARS = ["a", "Z", " ", "\"", "\\", "/", "\n", "\t", "\x00", "é", "€", "😀", "}", "]", ",", ":"]
 
@@ -225,7 +230,15 @@ def gen(root, s, rng, depth=0):
         hi = lo + 1000 if hi is None else hi
         return rng.choice([lo, hi, rng.randint(lo, hi)])
     if t == "number":
-        return rng.choice([0, 1.5, -2.25e-7, 3.0e21, 1e300, -0.0, 12])
+        if not any(k in s for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")):
+            return rng.choice([0, 1.5, -2.25e-7, 3.0e21, 1e300, -0.0, 12])
+        lo = s.get("minimum", s.get("exclusiveMinimum", -1e6))  # bounded: at most 15 digits, no exponent
+        hi = s.get("maximum", s.get("exclusiveMaximum", 1e6))
+        ok = [x for x in (lo, hi, (lo + hi) / 2, float(f"{lo + (hi - lo) * rng.random():.9g}"))
+              if s.get("minimum", -math.inf) <= x <= s.get("maximum", math.inf) and "e" not in repr(x)
+              and s.get("exclusiveMinimum", -math.inf) < x < s.get("exclusiveMaximum", math.inf)
+              and sum(ch.isdigit() for ch in repr(x)) <= 15]
+        return rng.choice(ok)
     if t == "boolean":
         return rng.random() < 0.5
     return None
@@ -281,7 +294,7 @@ def test_what_it_accepts_is_valid(name):
 REFUSED = [
     ({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2}}},
      "schema.properties.a: multipleOf is not supported"),
-    ({"type": "object", "properties": {"a": {"type": "number", "maximum": 1}}}, "integers only"),
+    ({"type": "object", "properties": {"a": {"type": "number", "maximum": 0.1 + 0.2}}}, "15 significant digits"),
     ({"type": "object", "properties": {"s": {"type": "string", "pattern": "^a"}}}, "pattern is not supported"),
     ({"type": "array", "items": {}}, "the root must allow an object"),
     ({"type": "object", "properties": {"a": {"anyOf": [{"type": "object"}, {"$ref": "#/$defs/B"}]}},

@@ -432,7 +432,7 @@ static void schemas(void) {
 }
 
 /* enum and const of any scalar, as their JSON texts; strings' lengths;
- * integers' bounds. */
+ * integers' and numbers' bounds. */
 static void enums_and_lengths(void) {
   gc_json_schema_t *s = schema_of(
       "{\"type\": \"object\", \"properties\": {\"n\": {\"enum\": [1, 10, -2.50, 1e3]}, \"m\": {\"enum\": "
@@ -478,19 +478,39 @@ static void enums_and_lengths(void) {
   CHECK(sok(s, "{\"k\": -10}") && sok(s, "{\"k\": -123}") && srefused(s, "{\"k\": 1}", 6) && srefused(s, "{\"k\": -9}", 8));
   CHECK(srefused(s, "{\"k\": -0}", 7) && srefused(s, "{\"k\": -1}", 8)); /* "-1" may become -10; it may not end */
   gc_json_schema_free(s);
+  /* numbers between bounds: at most 15 digits, no exponent, compared exactly */
+  s = schema_of("{\"type\": \"object\", \"properties\": {\"c\": {\"type\": \"number\", \"minimum\": 0, "
+                "\"maximum\": 1}, \"t\": {\"exclusiveMinimum\": -2.5, \"exclusiveMaximum\": 1e3}, \"u\": {\"type\": "
+                "[\"number\", \"null\"], \"maximum\": -0.001}, \"v\": {\"type\": \"number\", \"minimum\": 0.1, "
+                "\"maximum\": 0.1}, \"w\": {\"type\": \"number\", \"minimum\": 1e-20}}}");
+  CHECK(s != NULL);
+  if (!s) return;
+  CHECK(sok(s, "{\"c\": 0}") && sok(s, "{\"c\": 1}") && sok(s, "{\"c\": 0.25}") && sok(s, "{\"c\": 1.000}"));
+  CHECK(sok(s, "{\"c\": -0.0}") && srefused(s, "{\"c\": 1.01}", 9) && srefused(s, "{\"c\": 2}", 6));
+  CHECK(srefused(s, "{\"c\": -0.1}", 9) && srefused(s, "{\"c\": 1e0}", 7) && srefused(s, "{\"c\": 10}", 7));
+  CHECK(sok(s, "{\"c\": 0.12345678901234}") && srefused(s, "{\"c\": 0.123456789012345}", 22)); /* 15 digits */
+  CHECK(sok(s, "{\"t\": -2.4}") && sok(s, "{\"t\": 999.99}") && srefused(s, "{\"t\": -2.5}", 9));
+  CHECK(srefused(s, "{\"t\": 1000}", 9) && srefused(s, "{\"t\": -3}", 7) && sok(s, "{\"t\": \"x\"}"));
+  CHECK(sok(s, "{\"u\": -0.001}") && sok(s, "{\"u\": -5}") && srefused(s, "{\"u\": -0.0001}", 11));
+  CHECK(srefused(s, "{\"u\": 0}", 6) && sok(s, "{\"u\": null}") && srefused(s, "{\"u\": -0}", 8));
+  CHECK(sok(s, "{\"v\": 0.1}") && sok(s, "{\"v\": 0.10}") && srefused(s, "{\"v\": 0.11}", 9));
+  CHECK(srefused(s, "{\"v\": 1}", 6) && srefused(s, "{\"v\": 0}", 7));
+  CHECK(sok(s, "{\"w\": 0.00000000000001}") && srefused(s, "{\"w\": 0}", 7) && srefused(s, "{\"w\": -1}", 6));
+  gc_json_schema_free(s);
   /* the mask under it, piece by piece (bounded strings ask each piece near their end) */
   static const char *const DOCS[] = {"{\"n\": 10, \"m\": \"a\\\"b\", \"s\": \"\xc3\xa9\\t\", \"o\": 3}",
                                      "{\"m\": null , \"s\":\"abc\",\"n\":1e3 , \"o\": \"\"}",
-                                     "{\"m\": \"a the\", \"r\": 250, \"n\": 1}", "{\"r\":-5 }"};
+                                     "{\"m\": \"a the\", \"r\": 250, \"n\": 1}", "{\"r\":-5 , \"x\": 0.25, \"n\": 1}", "{\"x\":-1.5}"};
   static mask_rig_t r;
   s = schema_of("{\"type\": \"object\", \"properties\": {\"n\": {\"enum\": [1, 10, 1e3]}, \"m\": {\"enum\": "
                 "[\"a\\\"b\", null, \"a the\"]}, \"s\": {\"type\": \"string\", \"minLength\": 2, \"maxLength\": 3}, "
                 "\"o\": {\"anyOf\": [{\"const\": 3}, {\"type\": \"string\", \"maxLength\": 2}]}, \"r\": {\"type\": "
-                "\"integer\", \"minimum\": -5, \"maximum\": 300}}}");
+                "\"integer\", \"minimum\": -5, \"maximum\": 300}, \"x\": {\"type\": \"number\", \"minimum\": -1.5, "
+                "\"exclusiveMaximum\": 0.3}}}");
   CHECK(s && rig_open(&r));
   if (!s) return;
   int states = 0;
-  for (int d = 0; d < 4; d++) {
+  for (int d = 0; d < 5; d++) {
     gc_json_fsm_init_schema(&f, s);
     CHECK(rig_walk(&r, &f, DOCS[d], &states) && gc_json_fsm_done(&f));
   }
@@ -580,8 +600,10 @@ static void schema_errors(void) {
   static const char *const CASES[][2] = {
       {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\", \"multipleOf\": 2}}}",
        "schema.properties.a: multipleOf is not supported"},
-      {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"number\", \"minimum\": 0}}}", "integers only"},
-      {"{\"type\": \"object\", \"properties\": {\"a\": {\"minimum\": 0}}}", "integers only"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"number\", \"minimum\": 0.30000000000000004}}}",
+       "15 significant digits"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"minimum\": 0.5, \"exclusiveMaximum\": 0.5}}}", "no number"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"number\", \"minimum\": 1e15}}}", "no number"},
       {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\", \"minimum\": 0.5, \"maximum\": 0.9}}}",
        "no integer"},
       {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\", \"exclusiveMinimum\": 1, "
@@ -821,7 +843,7 @@ int main(int argc, char **argv) {
   check_case("the mask against the recognizer", mask_matches_the_recognizer);
   check_case("schemas", schemas);
   check_case("schemas refused", schema_errors);
-  check_case("enums, string lengths, integer bounds", enums_and_lengths);
+  check_case("enums, string lengths, number bounds", enums_and_lengths);
   check_case("the mask under a schema", schema_mask_matches_the_recognizer);
   check_case("a call's arguments under its schema", call_arguments_under_schemas);
   check_case("choices", choices);
