@@ -146,10 +146,14 @@ static int key_may_come(const gc_json_fsm_t *f) {
     if (prop_free(f, p)) return 1;
   return 0;
 }
-/* The node of the value that begins now. */
+/* The node of array a's item i (from 0): its prefix's, or its items'. */
+static int item_node(const gc_json_fsm_t *f, const gc_json_node_t *a, uint32_t i) {
+  return i < (uint32_t)a->npre ? f->schema->props[a->pre0 + i].node : a->items;
+}
+/* The node of the value that begins now (an item: counted already). */
 static int value_node(const gc_json_fsm_t *f) {
   if (!f->depth) return 1; /* the root */
-  return f->lv[f->depth - 1].open == '[' ? container(f)->items : f->vnode;
+  return f->lv[f->depth - 1].open == '[' ? item_node(f, container(f), f->lv[f->depth - 1].count - 1) : f->vnode;
 }
 /* The kind a value's first byte c begins (0: none). */
 static int kind_of(int c) {
@@ -347,8 +351,7 @@ static int value_start(gc_json_fsm_t *f, int c) {
     int k = kind_of(c);
     if (!(v->kinds & k) && !(k == JK_INT && v->kinds & JK_NUM)) return 0;
     if (k == JK_OBJ && v->omind > GC_JSON_DEPTH - f->depth) return 0;
-    if (k == JK_ARR && v->minitems && node(f, v->items)->mind >= GC_JSON_DEPTH - f->depth)
-      return 0; /* its first item would not fit */
+    if (k == JK_ARR && v->amind > GC_JSON_DEPTH - f->depth) return 0; /* its first items would not fit */
     f->intg = !(v->kinds & JK_NUM);
     if (v->nenum && v->ekinds & (k == JK_INT ? JK_INT | JK_NUM : k)) { /* one of the enum's texts */
       f->cset = (int16_t)nd, f->sbuf[0] = (char)c, f->slen = 1, f->st = J_ELIT;
@@ -434,7 +437,8 @@ static int step(gc_json_fsm_t *f, int c) {
       if (c == ',' && f->schema &&
           !(f->lv[f->depth - 1].open == '{'
                 ? key_may_come(f)
-                : fits(f, container(f)->items) && f->lv[f->depth - 1].count < container(f)->maxitems))
+                : fits(f, item_node(f, container(f), f->lv[f->depth - 1].count)) &&
+                      f->lv[f->depth - 1].count < container(f)->maxitems))
         return 0; /* nothing could follow it */
       if (c == ',') return f->st = f->lv[f->depth - 1].open == '{' ? J_KEY : J_VALUE, 1;
       if (c == '}' || c == ']') return pop(f, c == '}' ? '{' : '[');

@@ -55,7 +55,8 @@ void gc_json_call_clear(gc_json_call_t *c);
  *   control bytes; at most 64), required (names among them);
  *   additionalProperties false or absent: no other keys (as OpenAI's strict
  *   mode writes every schema);
- * - array: items (absent: any values), minItems, maxItems;
+ * - array: prefixItems (the first items' schemas; at most 64), items (the
+ *   others'; absent: any values; false: none), minItems, maxItems;
  * - number: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers of
  *   at most 15 significant digits): an integer between them is written with
  *   at most 18 digits, a number with at most 15 and no exponent (so that its

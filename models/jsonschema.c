@@ -36,7 +36,7 @@ static const char *const IGNORED[] = {"title", "description", "default", "exampl
 static const char *const READ[] = {"type", "properties", "required", "additionalProperties", "items", "enum",
                                    "const", "anyOf", "oneOf", "allOf", "$ref", "minItems", "maxItems",
                                    "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
-                                   "exclusiveMaximum", NULL};
+                                   "exclusiveMaximum", "prefixItems", NULL};
 
 static int listed(const char *const *l, const char *k) {
   for (; *l; l++)
@@ -339,6 +339,31 @@ static int num_bound(json_object *v, int i, __int128 *out) {
   return 1;
 }
 
+/* prefixItems (a non-empty list of at most GC_JSON_PROPS schemas: the
+ * first items' nodes) into node n. */
+static int prefix_part(cc_t *c, json_object *sch, int n, char *path, size_t plen) {
+  gc_json_schema_t *s = c->s;
+  json_object *pre = NULL;
+  if (!json_object_object_get_ex(sch, "prefixItems", &pre)) return GC_OK;
+  size_t np = json_object_is_type(pre, json_type_array) ? json_object_array_length(pre) : 0;
+  if (!np || np > GC_JSON_PROPS) return fail(c, path, "prefixItems is a list of 1 to 64 schemas");
+  if (s->nprops + (int)np > GC_JSON_NODES * 4) return fail(c, path, "the schema has too many properties");
+  if (!room(c, (void **)&s->props, &c->pcap, s->nprops + (int)np, sizeof *s->props)) return c->e->code;
+  int p0 = s->nprops;
+  s->nprops += (int)np; /* reserved: the items' schemas add their own after them */
+  s->nodes[n].pre0 = p0, s->nodes[n].npre = (int16_t)np;
+  for (size_t i = 0; i < np; i++) {
+    char idx[24];
+    snprintf(idx, sizeof idx, ".prefixItems[%zu]", i);
+    size_t pl = extend(path, plen, "%s", idx);
+    int k = compile(c, json_object_array_get_idx(pre, i), path, pl);
+    path[plen] = 0;
+    if (k < 0) return c->e->code;
+    s->props[p0 + i].name[0] = 0, s->props[p0 + i].node = (int16_t)k;
+  }
+  return GC_OK;
+}
+
 /* minimum, maximum, exclusiveMinimum, exclusiveMaximum (JSON Schema
  * 2020-12's: numbers) into node n's bounds: an integer node's in imin ..
  * imax, a number node's in nlo .. nhi. */
@@ -401,7 +426,9 @@ static int branches(cc_t *c, json_object *list, const char *key, int n, char *pa
                            "first byte chooses one");
     have |= k;
     if (k & JK_OBJ) nd->open = nb->open, nd->addl = nb->addl, nd->prop0 = nb->prop0, nd->nprops = nb->nprops, nd->required = nb->required;
-    if (k & JK_ARR) nd->items = nb->items, nd->minitems = nb->minitems, nd->maxitems = nb->maxitems;
+    if (k & JK_ARR)
+      nd->items = nb->items, nd->minitems = nb->minitems, nd->maxitems = nb->maxitems, nd->pre0 = nb->pre0,
+      nd->npre = nb->npre;
     if (k & JK_STR) nd->minlen = nb->minlen, nd->maxlen = nb->maxlen;
     if (k & JK_INT) nd->ibound = nb->ibound, nd->imin = nb->imin, nd->imax = nb->imax;
     if (k & JK_NUM) nd->nbound = nb->nbound, nd->nlo = nb->nlo, nd->nhi = nb->nhi;
@@ -468,7 +495,12 @@ static int compile_into(cc_t *c, json_object *sch, int n, char *path, size_t ple
     if (!rc && (kinds & JK_STR))
       rc = bounds(c, sch, "minLength", "maxLength", &s->nodes[n].minlen, &s->nodes[n].maxlen, path);
     if (!rc && (kinds & JK_INT)) rc = int_bounds(c, sch, n, path); /* (minimum on strings: nothing to do) */
-    if (!rc && items && (kinds & JK_ARR)) {
+    if (!rc && (kinds & JK_ARR)) rc = prefix_part(c, sch, n, path, plen);
+    if (!rc && items && (kinds & JK_ARR) && json_object_is_type(items, json_type_boolean) &&
+        !json_object_get_boolean(items)) { /* no items past the prefix */
+      if (s->nodes[n].maxitems > (uint32_t)s->nodes[n].npre) s->nodes[n].maxitems = (uint32_t)s->nodes[n].npre;
+      if (s->nodes[n].minitems > s->nodes[n].maxitems) rc = fail(c, path, "minItems is above the prefixItems");
+    } else if (!rc && items && (kinds & JK_ARR)) {
       size_t pl = extend(path, plen, "%s", ".items");
       int k = compile(c, items, path, pl);
       path[plen] = 0;
@@ -498,7 +530,7 @@ static int link_aliases(cc_t *c) {
  * needs, to a fixed point (recursion through required properties can
  * leave a node with none that fits: 255). */
 static void depths(gc_json_schema_t *s) {
-  for (int i = 0; i < s->nnodes; i++) s->nodes[i].mind = s->nodes[i].omind = 255;
+  for (int i = 0; i < s->nnodes; i++) s->nodes[i].mind = s->nodes[i].omind = s->nodes[i].amind = 255;
   for (int changed = 1; changed;) {
     changed = 0;
     for (int i = 0; i < s->nnodes; i++) {
@@ -509,11 +541,16 @@ static void depths(gc_json_schema_t *s) {
           int m = s->nodes[s->props[nd->prop0 + p].node].mind;
           om = m == 255 ? 255 : m + 1 > om ? m + 1 : om;
         }
-      int im = s->nodes[nd->items].mind, am = !nd->minitems ? 1 : im == 255 ? 255 : im + 1; /* an array's */
+      int am = 1; /* an array's: its first minitems items */
+      for (uint32_t k = 0; k < nd->minitems && am < 255 && k <= (uint32_t)nd->npre; k++) {
+        int im = s->nodes[k < (uint32_t)nd->npre ? s->props[nd->pre0 + k].node : nd->items].mind;
+        am = im == 255 ? 255 : im + 1 > am ? im + 1 : am;
+      }
       int m = nd->kinds & ~(JK_OBJ | JK_ARR) ? 0 : nd->kinds & JK_ARR ? am : 255;
       if (nd->kinds & JK_OBJ && om < m) m = om;
       if (om > 255) om = 255;
-      if (om != nd->omind || m != nd->mind) nd->omind = (uint8_t)om, nd->mind = (uint8_t)m, changed = 1;
+      if (om != nd->omind || m != nd->mind || am != nd->amind)
+        nd->omind = (uint8_t)om, nd->mind = (uint8_t)m, nd->amind = (uint8_t)am, changed = 1;
     }
   }
 }

@@ -26,7 +26,9 @@ enum { JK_OBJ = 1, JK_ARR = 2, JK_STR = 4, JK_INT = 8, JK_NUM = 16, JK_BOOL = 32
 typedef struct gc_json_node {
   uint8_t kinds;     /* JK_* bits the value may be */
   uint8_t open;      /* object: keys other than the listed ones too (their values: addl) */
-  int16_t items;     /* array: its items' node (GC_JSON_ANY: any) */
+  int16_t items;     /* array: its items' node past the prefix (GC_JSON_ANY: any) */
+  int16_t npre;      /* array: its first items' nodes (prefixItems), props[pre0, pre0 + npre).node */
+  int32_t pre0;
   uint32_t minitems, maxitems; /* array: items at least, at most (0, UINT32_MAX: no bound) */
   int32_t prop0;     /* object: its properties, props[prop0, prop0 + nprops) */
   int32_t nprops;
@@ -42,9 +44,10 @@ typedef struct gc_json_node {
   int16_t addl;      /* object (open): the node of a value whose key is not listed */
   uint8_t mind;      /* levels of containers its smallest value needs (0: a scalar; 255: none fits) */
   uint8_t omind;     /* ... as an object (1 + its required properties' mind) */
+  uint8_t amind;     /* ... as an array (1 + the mind of its first minitems items) */
 } gc_json_node_t;
 
-typedef struct gc_json_prop {
+typedef struct gc_json_prop { /* a property, or (name "") an array's prefix item */
   char name[GC_JSON_NAME + 1];
   int16_t node;
 } gc_json_prop_t;

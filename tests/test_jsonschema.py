@@ -89,6 +89,14 @@ SCHEMAS = {
         "neg": {"type": ["number", "null"], "maximum": -0.001}, "pin": {"type": "number", "minimum": 0.1, "maximum": 0.1},
         "tiny": {"type": "number", "exclusiveMinimum": 0, "maximum": 0.001}},
         "required": ["n", "s", "r", "conf"]},
+    # pydantic's tuples (prefixItems; items false: no more)
+    "tuples": {"type": "object", "properties": {
+        "pt": {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "minItems": 2, "maxItems": 2},
+        "open": {"type": "array", "prefixItems": [{"type": "boolean"}, {"enum": [1, "x"]}], "items": {"type": "null"}},
+        "closed": {"type": "array", "prefixItems": [{"type": "array", "prefixItems": [{"const": 0}], "items": False},
+                                                    {"type": "number"}], "items": False, "minItems": 1},
+        "deep": {"type": "array", "prefixItems": [{"type": "integer"}, {"$ref": "#"}], "minItems": 1}},
+        "required": ["pt"]},
 }
 CHARS = ["a", "Z", " ", "\"", "\\", "/", "\n", "\t", "\x00", "é", "€", "😀", "}", "]", ",", ":"]
 
@@ -217,8 +225,12 @@ def gen(root, s, rng, depth=0):
         rng.shuffle(items)
         return dict(items)
     if t == "array":
+        pre = s.get("prefixItems", [])
         lo, hi = s.get("minItems", 0), s.get("maxItems", 2 if depth < 4 else 0)
-        return [gen(root, s.get("items", {}), rng, depth + 1) for _ in range(rng.randint(lo, max(lo, hi)))]
+        if s.get("items") is False:
+            hi = min(hi if "maxItems" in s else len(pre), len(pre))
+        return [gen(root, pre[i] if i < len(pre) else s.get("items", {}), rng, depth + 1)
+                for i in range(rng.randint(lo, max(lo, hi)))]
     if t == "string":
         lo = s.get("minLength", 0)
         return "".join(rng.choice(CHARS) for _ in range(rng.randint(lo, min(s.get("maxLength", lo + 5), lo + 5))))

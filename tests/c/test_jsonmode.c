@@ -497,6 +497,32 @@ static void enums_and_lengths(void) {
   CHECK(srefused(s, "{\"v\": 1}", 6) && srefused(s, "{\"v\": 0}", 7));
   CHECK(sok(s, "{\"w\": 0.00000000000001}") && srefused(s, "{\"w\": 0}", 7) && srefused(s, "{\"w\": -1}", 6));
   gc_json_schema_free(s);
+  /* tuples: each item its prefix's schema, then items' (false: none) */
+  s = schema_of("{\"type\": \"object\", \"properties\": {\"t\": {\"type\": \"array\", \"prefixItems\": [{\"type\": "
+                "\"integer\"}, {\"type\": \"string\"}], \"items\": false, \"minItems\": 1}, \"u\": {\"prefixItems\": "
+                "[{\"const\": true}], \"items\": {\"type\": \"null\"}}}}");
+  CHECK(s != NULL);
+  if (!s) return;
+  CHECK(sok(s, "{\"t\": [1]}") && sok(s, "{\"t\": [1, \"a\"]}") && srefused(s, "{\"t\": []}", 7));
+  CHECK(srefused(s, "{\"t\": [\"a\"]}", 7) && srefused(s, "{\"t\": [1, 2]}", 10) && srefused(s, "{\"t\": [1, \"a\",", 13));
+  CHECK(sok(s, "{\"u\": []}") && sok(s, "{\"u\": [true, null, null]}") && srefused(s, "{\"u\": [null]}", 7));
+  CHECK(srefused(s, "{\"u\": [true, true]}", 13));
+  gc_json_schema_free(s);
+  /* near the levels' end: no ',' before a prefix item that would not fit (items would) */
+  s = schema_of("{\"type\": \"object\", \"properties\": {\"r\": {\"$ref\": \"#\"}, \"a\": {\"type\": \"array\", "
+                "\"prefixItems\": [{\"type\": \"null\"}, {\"$ref\": \"#/$defs/D\"}], \"items\": {\"type\": \"null\"}}}, "
+                "\"$defs\": {\"D\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"object\", \"properties\": "
+                "{\"y\": {\"type\": \"null\"}}, \"required\": [\"y\"]}}, \"required\": [\"x\"]}}}");
+  CHECK(s != NULL);
+  if (!s) return;
+  for (int k = 28; k <= 29; k++) { /* the array at depth k + 2; D needs 2 more levels */
+    char doc[512] = "";
+    for (int i = 0; i < k; i++) strcat(doc, "{\"r\":");
+    strcat(doc, "{\"a\": [null,");
+    int done;
+    CHECK(srun(s, doc, &done) == strlen(doc) - (k == 29));
+  }
+  gc_json_schema_free(s);
   /* the mask under it, piece by piece (bounded strings ask each piece near their end) */
   static const char *const DOCS[] = {"{\"n\": 10, \"m\": \"a\\\"b\", \"s\": \"\xc3\xa9\\t\", \"o\": 3}",
                                      "{\"m\": null , \"s\":\"abc\",\"n\":1e3 , \"o\": \"\"}",
@@ -623,6 +649,11 @@ static void schema_errors(void) {
        "in two branches"},
       {"{\"type\": \"object\", \"properties\": {\"a\": {\"minLength\": 3, \"maxLength\": 2}}}", "minLength is above"},
       {"{\"type\": \"object\", \"properties\": {\"a\": {\"maxLength\": 1.5}}}", "minLength and maxLength are integers"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"prefixItems\": {}}}}", "prefixItems is a list"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"prefixItems\": [{}], \"items\": false, \"minItems\": 2}}}",
+       "minItems is above the prefixItems"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"array\", \"prefixItems\": [{\"type\": \"integer\"}, "
+       "{\"$ref\": \"#\"}], \"minItems\": 2}}, \"required\": [\"a\"]}", "levels"},
       {"{\"type\": \"object\", \"properties\": {\"a\": {\"const\": \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}}}", "at most 80 bytes"},
       {"{\"type\": \"object\", \"properties\": {\"a\": {\"anyOf\": [{\"type\": \"integer\"}, {\"type\": "
        "\"number\"}]}}}", "must differ in type"},
