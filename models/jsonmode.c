@@ -186,6 +186,20 @@ static const char *candidate(const gc_json_fsm_t *f, int i, int *len) {
   *len = (int)strlen(t);
   return t;
 }
+/* A tagged union's tag read (the whole text in sbuf, of node cset): its
+ * object is now the branch the tag chooses, the tag its property read. */
+static void tag_chosen(gc_json_fsm_t *f) {
+  const gc_json_schema_t *s = f->schema;
+  const gc_json_node_t *u = container(f), *t = node(f, f->cset);
+  int i = 0;
+  while (i + 1 < t->nenum && !(strlen(s->strs[t->enum0 + i]) == f->slen && !memcmp(s->strs[t->enum0 + i], f->sbuf, f->slen)))
+    i++;
+  const int b = s->props[u->u0 + i].node;
+  const gc_json_node_t *o = node(f, b);
+  int p = 0;
+  while (p + 1 < o->nprops && strcmp(s->props[o->prop0 + p].name, s->props[u->prop0].name)) p++;
+  f->lv[f->depth - 1].node = (int16_t)b, f->lv[f->depth - 1].seen = 1ull << p;
+}
 /* Whether the constrained key or value read so far (sbuf) begins a candidate
  * (whole: is one). -3 (a key of an open object, recorded to look it up):
  * always. */
@@ -493,6 +507,7 @@ static int step(gc_json_fsm_t *f, int c) {
         f->slen--;
       }
       if (!cset_ok(f, 1)) return 0;
+      if (f->lv[f->depth - 1].open == '{' && container(f)->nu) tag_chosen(f);
       f->cset = -1;
       value_end(f);
       return step(f, c);

@@ -69,12 +69,17 @@ void gc_json_call_clear(gc_json_call_t *c);
  *   schema's type are left out (none left: refused); not beside
  *   minLength, maxLength or the integer bounds;
  * - anyOf / oneOf whose branches begin with different bytes (their types
- *   differ; integer within number), allOf of one schema;
+ *   differ; integer within number), except that two or more branches that
+ *   are objects may be told apart by a tag (pydantic's discriminated
+ *   union): a property each requires with string enums or consts, no
+ *   string in two of them; the tag is then written first and chooses the
+ *   object; allOf of one schema;
  * - $ref to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion
  *   allowed: depth is GC_JSON_DEPTH's);
  * - annotations ignored: title, description, default, examples, format
  *   (an annotation in JSON Schema 2020-12), $schema, $id, $comment,
- *   deprecated, readOnly, writeOnly, strict, $defs, definitions.
+ *   deprecated, readOnly, writeOnly, strict, $defs, definitions,
+ *   discriminator (OpenAPI's; the tag is found without it).
  * Anything else (pattern, uniqueItems, multipleOf, ...) is refused
  * with its path, never ignored; the root must be an object schema.
  * Reference-counted (gc_json_schema_ref), so that requests share one. */

@@ -31,7 +31,7 @@ typedef struct {
  * live: read through $ref only). */
 static const char *const IGNORED[] = {"title", "description", "default", "examples", "format", "$schema",
                                       "$id", "$comment", "deprecated", "readOnly", "writeOnly", "$defs",
-                                      "definitions", NULL};
+                                      "definitions", "discriminator", NULL};
 /* Keywords this compiler reads. */
 static const char *const READ[] = {"type", "properties", "required", "additionalProperties", "items", "enum",
                                    "const", "anyOf", "oneOf", "allOf", "$ref", "minItems", "maxItems",
@@ -401,15 +401,87 @@ static int int_bounds(cc_t *c, json_object *sch, int n, const char *path) {
   return GC_OK;
 }
 
-/* anyOf / oneOf: branches that begin with different bytes, merged into n. */
+/* Whether property name of object node o is required and allows only
+ * strings of an enum or const: *node its value's node. */
+static int tag_of(const gc_json_schema_t *s, const gc_json_node_t *o, const char *name, int *node) {
+  for (int p = 0; p < o->nprops; p++)
+    if (!strcmp(s->props[o->prop0 + p].name, name)) {
+      const gc_json_node_t *v = &s->nodes[*node = s->props[o->prop0 + p].node];
+      return (o->required >> p & 1) && v->nenum && v->ekinds == JK_STR && v->kinds == JK_STR;
+    }
+  return 0;
+}
+
+/* The branches br[0, nbr) that are objects only (kinds JK_OBJ, two or
+ * more) into node n's object part as a tagged union (pydantic's
+ * discriminated union): a property P that each of them requires with
+ * strings of an enum or const, no string in two of them. n's object then
+ * lists P alone, its value one of every branch's strings (a new node),
+ * and the string read chooses the branch (jsonmode.c: tag_chosen): P is
+ * written first. */
+static int tagged(cc_t *c, const int *br, int nbr, int n, const char *path) {
+  gc_json_schema_t *s = c->s;
+  int first = 0;
+  while (s->nodes[br[first]].kinds != JK_OBJ) first++;
+  for (int p = 0; p < s->nodes[br[first]].nprops; p++) {
+    const char *name = s->props[s->nodes[br[first]].prop0 + p].name;
+    int ok = 1, ntags = 0, tn = 0;
+    for (int i = 0; ok && i < nbr; i++)
+      if (s->nodes[br[i]].kinds == JK_OBJ && (ok = tag_of(s, &s->nodes[br[i]], name, &tn))) ntags += s->nodes[tn].nenum;
+    for (int i = 0; ok && i < nbr; i++) /* no string in two branches */
+      for (int j = i + 1; ok && j < nbr && s->nodes[br[i]].kinds == JK_OBJ; j++) {
+        int ti, tj;
+        if (s->nodes[br[j]].kinds != JK_OBJ || br[i] == br[j]) continue;
+        tag_of(s, &s->nodes[br[i]], name, &ti), tag_of(s, &s->nodes[br[j]], name, &tj);
+        for (int a = 0; ok && a < s->nodes[ti].nenum; a++)
+          for (int b = 0; ok && b < s->nodes[tj].nenum; b++)
+            ok = strcmp(s->strs[s->nodes[ti].enum0 + a], s->strs[s->nodes[tj].enum0 + b]) != 0;
+      }
+    if (!ok) continue;
+    char pname[GC_JSON_NAME + 1];
+    memcpy(pname, name, sizeof pname);
+    int t = new_node(c, path); /* (pointers into the table are stale from here) */
+    if (t < 0) return c->e->code;
+    if (s->nstrs + ntags > GC_JSON_NODES * 4 || s->nprops + 1 + ntags > GC_JSON_NODES * 4)
+      return fail(c, path, "the schema has too many enum values");
+    if (!room(c, (void **)&s->strs, &c->scap, s->nstrs + ntags, sizeof *s->strs) ||
+        !room(c, (void **)&s->props, &c->pcap, s->nprops + 1 + ntags, sizeof *s->props))
+      return c->e->code;
+    int p0 = s->nprops, e0 = s->nstrs, k = 0;
+    s->nprops += 1 + ntags;
+    memcpy(s->props[p0].name, pname, sizeof pname);
+    s->props[p0].node = (int16_t)t;
+    for (int i = 0; i < nbr; i++) {
+      if (s->nodes[br[i]].kinds != JK_OBJ) continue;
+      tag_of(s, &s->nodes[br[i]], pname, &tn);
+      for (int a = 0; a < s->nodes[tn].nenum; a++, k++) {
+        memcpy(s->strs[e0 + k], s->strs[s->nodes[tn].enum0 + a], sizeof *s->strs);
+        s->props[p0 + 1 + k].name[0] = 0, s->props[p0 + 1 + k].node = (int16_t)br[i];
+      }
+    }
+    s->nstrs += ntags;
+    gc_json_node_t *tg = &s->nodes[t], *nd = &s->nodes[n];
+    tg->kinds = tg->ekinds = JK_STR, tg->enum0 = e0, tg->nenum = ntags;
+    nd->prop0 = p0, nd->nprops = 1, nd->required = 1, nd->open = 0, nd->u0 = p0 + 1, nd->nu = (int16_t)ntags;
+    return GC_OK;
+  }
+  return fail(c, path, "anyOf/oneOf of two or more objects needs a tag: a property each of them requires, of "
+                       "string enums or consts no two of them share (pydantic's discriminator)");
+}
+
+#define BRANCHES 64 /* branches an anyOf or oneOf may have */
+
+/* anyOf / oneOf into n: branches that begin with different bytes merged,
+ * objects (two or more) told apart by a tag (tagged). */
 static int branches(cc_t *c, json_object *list, const char *key, int n, char *path, size_t plen) {
   gc_json_schema_t *s = c->s;
   if (!json_object_is_type(list, json_type_array) || !json_object_array_length(list))
     return fail(c, path, "anyOf and oneOf are non-empty lists of schemas");
-  uint8_t have = 0;
-  for (size_t i = 0; i < json_object_array_length(list); i++) {
+  int nbr = (int)json_object_array_length(list), br[BRANCHES], nobj = 0;
+  if (nbr > BRANCHES) return fail(c, path, "anyOf and oneOf have at most 64 branches");
+  for (int i = 0; i < nbr; i++) {
     char idx[24];
-    snprintf(idx, sizeof idx, "[%zu]", i);
+    snprintf(idx, sizeof idx, "[%d]", i);
     size_t pl = extend(path, plen, ".%s", key);
     pl = extend(path, pl, "%s", idx);
     int b = compile(c, json_object_array_get_idx(list, i), path, pl);
@@ -419,6 +491,12 @@ static int branches(cc_t *c, json_object *list, const char *key, int n, char *pa
       b = -1 - s->nodes[b].prop0; /* a $ref's target */
     if (c->busy[b] || !s->nodes[b].kinds)
       return fail(c, path, "a branch of anyOf/oneOf that refers back to a schema around it is not supported");
+    br[i] = b, nobj += s->nodes[b].kinds == JK_OBJ;
+  }
+  uint8_t have = 0;
+  for (int i = 0; i < nbr; i++) {
+    int b = br[i];
+    if (nobj >= 2 && s->nodes[b].kinds == JK_OBJ) continue; /* the tagged union's, below */
     gc_json_node_t *nb = &s->nodes[b], *nd = &s->nodes[n];
     uint8_t k = nb->kinds, cls = (uint8_t)(k & JK_INT ? k | JK_NUM : k), hcls = (uint8_t)(have & JK_INT ? have | JK_NUM : have);
     if (cls & hcls)
@@ -434,6 +512,14 @@ static int branches(cc_t *c, json_object *list, const char *key, int n, char *pa
     if (k & JK_NUM) nd->nbound = nb->nbound, nd->nlo = nb->nlo, nd->nhi = nb->nhi;
     if (nb->nenum && nd->nenum) return fail(c, path, "anyOf/oneOf with an enum or const in two branches is not supported");
     if (nb->nenum) nd->enum0 = nb->enum0, nd->nenum = nb->nenum, nd->ekinds = nb->ekinds;
+  }
+  if (nobj >= 2) {
+    if (have & JK_OBJ)
+      return fail(c, path, "anyOf/oneOf branches must differ in type (integer and number alike), so that a value's "
+                           "first byte chooses one");
+    int rc = tagged(c, br, nbr, n, path);
+    if (rc) return rc;
+    have |= JK_OBJ;
   }
   s->nodes[n].kinds = have;
   return GC_OK;
@@ -541,6 +627,10 @@ static void depths(gc_json_schema_t *s) {
           int m = s->nodes[s->props[nd->prop0 + p].node].mind;
           om = m == 255 ? 255 : m + 1 > om ? m + 1 : om;
         }
+      for (int u = 0; u < nd->nu; u++) { /* a tagged union: whichever object the tag chooses must fit */
+        int m = s->nodes[s->props[nd->u0 + u].node].omind;
+        om = m > om ? m : om;
+      }
       int am = 1; /* an array's: its first minitems items */
       for (uint32_t k = 0; k < nd->minitems && am < 255 && k <= (uint32_t)nd->npre; k++) {
         int im = s->nodes[k < (uint32_t)nd->npre ? s->props[nd->pre0 + k].node : nd->items].mind;

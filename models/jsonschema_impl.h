@@ -31,6 +31,8 @@ typedef struct gc_json_node {
   int32_t pre0;
   uint32_t minitems, maxitems; /* array: items at least, at most (0, UINT32_MAX: no bound) */
   int32_t prop0;     /* object: its properties, props[prop0, prop0 + nprops) */
+  int32_t u0;        /* a tagged union of objects (nu > 0): its one property is the tag, whose i-th enum */
+  int16_t nu;        /* text chooses the object props[u0 + i].node */
   int32_t nprops;
   uint64_t required; /* bit i: props[prop0 + i] is required */
   int32_t enum0;     /* a value of kinds ekinds is one of the JSON texts strs[enum0, enum0 + nenum) */

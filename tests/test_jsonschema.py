@@ -97,6 +97,20 @@ SCHEMAS = {
                                                     {"type": "number"}], "items": False, "minItems": 1},
         "deep": {"type": "array", "prefixItems": [{"type": "integer"}, {"$ref": "#"}], "minItems": 1}},
         "required": ["pt"]},
+    # pydantic's discriminated unions: objects told apart by a tag (written first)
+    "union": {"$defs": {
+        "Cat": {"type": "object", "properties": {"pet_type": {"const": "cat", "type": "string"},
+                                                 "meows": {"type": "integer", "minimum": 0}},
+                "required": ["pet_type", "meows"], "additionalProperties": False},
+        "Dog": {"type": "object", "properties": {"barks": {"type": "number"}, "pet_type": {"enum": ["dog", "puppy"]},
+                                                 "friend": {"$ref": "#/$defs/Pet"}},
+                "required": ["pet_type"]},
+        "Pet": {"oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}], "discriminator": {"propertyName": "pet_type"}}},
+        "type": "object", "properties": {
+            "pet": {"$ref": "#/$defs/Pet"},
+            "pets": {"type": "array", "items": {"$ref": "#/$defs/Pet"}},
+            "maybe": {"anyOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}, {"type": "null"}, {"type": "string"}]}},
+        "required": ["pet"], "additionalProperties": False},
 }
 CHARS = ["a", "Z", " ", "\"", "\\", "/", "\n", "\t", "\x00", "é", "€", "😀", "}", "]", ",", ":"]
 
@@ -201,7 +215,14 @@ def gen(root, s, rng, depth=0):
     if "allOf" in s:
         return gen(root, s["allOf"][0], rng, depth)
     if "anyOf" in s or "oneOf" in s:
-        return gen(root, rng.choice(s.get("anyOf") or s["oneOf"]), rng, depth)
+        branches = s.get("anyOf") or s["oneOf"]
+        b = rng.choice(branches)
+        v = gen(root, b, rng, depth)
+        objs = [resolve(root, x) for x in branches if resolve(root, x).get("type") == "object"]
+        if len(objs) > 1 and isinstance(v, dict):  # a tagged union: the tag written first
+            tag = next(k for k in objs[0]["required"] if all(k in o["required"] for o in objs))
+            v = {tag: v[tag], **{k: x for k, x in v.items() if k != tag}}
+        return v
     if "const" in s:
         return s["const"]
     if "enum" in s:  # those of the schema's type (gcore leaves the others out)
@@ -310,7 +331,8 @@ REFUSED = [
     ({"type": "object", "properties": {"s": {"type": "string", "pattern": "^a"}}}, "pattern is not supported"),
     ({"type": "array", "items": {}}, "the root must allow an object"),
     ({"type": "object", "properties": {"a": {"anyOf": [{"type": "object"}, {"$ref": "#/$defs/B"}]}},
-      "$defs": {"B": {"type": "object"}}}, "must differ in type"),
+      "$defs": {"B": {"type": "object"}}}, "needs a tag"),
+    ({"type": "object", "properties": {"a": {"anyOf": [{"type": "integer"}, {"type": "number"}]}}}, "must differ in type"),
     ({"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}, "levels of nesting"),
 ]
 

@@ -508,6 +508,22 @@ static void enums_and_lengths(void) {
   CHECK(sok(s, "{\"u\": []}") && sok(s, "{\"u\": [true, null, null]}") && srefused(s, "{\"u\": [null]}", 7));
   CHECK(srefused(s, "{\"u\": [true, true]}", 13));
   gc_json_schema_free(s);
+  /* a tagged union: the tag first, then the object it chooses */
+  s = schema_of("{\"$defs\": {\"A\": {\"type\": \"object\", \"properties\": {\"k\": {\"const\": \"a\"}, \"x\": "
+                "{\"type\": \"integer\"}}, \"required\": [\"x\", \"k\"], \"additionalProperties\": false}, \"B\": {\"type\": "
+                "\"object\", \"properties\": {\"y\": {\"type\": \"null\"}, \"k\": {\"enum\": [\"b\", \"ab\"]}}, \"required\": "
+                "[\"k\"]}}, \"type\": \"object\", \"properties\": {\"u\": {\"anyOf\": [{\"$ref\": \"#/$defs/A\"}, {\"$ref\": "
+                "\"#/$defs/B\"}, {\"type\": \"null\"}], \"discriminator\": {\"propertyName\": \"k\"}}}}");
+  CHECK(s != NULL);
+  if (!s) return;
+  CHECK(sok(s, "{\"u\": {\"k\": \"a\", \"x\": 1}}") && sok(s, "{\"u\": {\"k\": \"ab\", \"y\": null}}"));
+  CHECK(sok(s, "{\"u\": {\"k\": \"b\"}}") && sok(s, "{\"u\": null}"));
+  CHECK(srefused(s, "{\"u\": {\"x\": 1, \"k\": \"a\"}}", 8));   /* the tag first */
+  CHECK(srefused(s, "{\"u\": {\"k\": \"a\"}}", 15));              /* A requires x */
+  CHECK(srefused(s, "{\"u\": {\"k\": \"a\", \"y\": null}}", 18)); /* A's keys, not B's */
+  CHECK(srefused(s, "{\"u\": {\"k\": \"b\", \"x\": 1}}", 18) && srefused(s, "{\"u\": {\"k\": \"c\"}}", 13));
+  CHECK(srefused(s, "{\"u\": {\"k\": \"a\", \"k\": \"a\"}}", 18)); /* the tag once */
+  gc_json_schema_free(s);
   /* near the levels' end: no ',' before a prefix item that would not fit (items would) */
   s = schema_of("{\"type\": \"object\", \"properties\": {\"r\": {\"$ref\": \"#\"}, \"a\": {\"type\": \"array\", "
                 "\"prefixItems\": [{\"type\": \"null\"}, {\"$ref\": \"#/$defs/D\"}], \"items\": {\"type\": \"null\"}}}, "
@@ -657,6 +673,14 @@ static void schema_errors(void) {
       {"{\"type\": \"object\", \"properties\": {\"a\": {\"const\": \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}}}", "at most 80 bytes"},
       {"{\"type\": \"object\", \"properties\": {\"a\": {\"anyOf\": [{\"type\": \"integer\"}, {\"type\": "
        "\"number\"}]}}}", "must differ in type"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"anyOf\": [{\"type\": \"object\", \"properties\": {\"k\": "
+       "{\"const\": \"x\"}}, \"required\": [\"k\"]}, {\"type\": \"object\", \"properties\": {\"k\": {\"enum\": "
+       "[\"y\", \"x\"]}}, \"required\": [\"k\"]}]}}}", "needs a tag"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"anyOf\": [{\"type\": \"object\", \"properties\": {\"k\": "
+       "{\"const\": \"x\"}}}, {\"type\": \"object\", \"properties\": {\"k\": {\"const\": \"y\"}}, \"required\": "
+       "[\"k\"]}]}}}", "needs a tag"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"anyOf\": [{\"type\": [\"object\", \"null\"]}, {\"type\": "
+       "\"object\", \"properties\": {\"k\": {\"const\": \"y\"}}, \"required\": [\"k\"]}]}}}", "must differ in type"},
       {"{\"type\": \"object\", \"properties\": {\"a\": {\"$ref\": \"#/$defs/X\"}}}", "names no definition"},
       {"{\"type\": \"object\", \"properties\": {\"a\": {\"$ref\": \"http://x/y\"}}}", "a $ref is"},
       {"{\"type\": \"object\", \"properties\": {\"a\": {\"$ref\": \"#\"}}, \"required\": [\"a\"]}", "levels"},
