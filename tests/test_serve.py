@@ -1090,7 +1090,8 @@ def test_json_mode(srv, tiny):
 
 
 WEATHER = {"type": "object", "properties": {
-    "city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]}, "days": {"type": "integer"},
+    "city": {"type": "string", "maxLength": 12}, "unit": {"enum": ["celsius", "fahrenheit"]},
+    "days": {"type": "integer", "minimum": 1, "maximum": 14}, "level": {"enum": [1, 2, None]},
     "alerts": {"type": "array", "items": {"type": "string"}}, "note": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
     "required": ["unit", "days"], "additionalProperties": False}
 
