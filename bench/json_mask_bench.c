@@ -31,12 +31,23 @@ static const char *const STATES[][3] = {
     {"schema: in an enum", "{\"unit\": \"cel", "1"},
     {"schema: in an integer", "{\"days\": 12", "1"},
     {"schema: after a value", "{\"days\": 12, \"unit\": \"celsius\"", "1"},
+    {"schema: in a string of at most 40 characters", "{\"code\": \"The quick brown ", "1"},
+    {"schema: in an integer of 1 .. 400", "{\"days\": 1", "1"},
+    {"schema: in a number of -90 .. 60", "{\"temp\": -12.", "1"},
+    {"schema: in an enum of numbers", "{\"level\": 1", "1"},
+    {"schema: in a tagged union's tag", "{\"where\": {\"kind\": \"ci", "1"},
+    {"schema: after a tagged union's tag", "{\"where\": {\"kind\": \"city\"", "1"},
 };
 static const char SCHEMA[] =
     "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"}, \"unit\": {\"enum\": "
-    "[\"celsius\", \"fahrenheit\"]}, \"days\": {\"type\": \"integer\"}, \"tags\": {\"type\": \"array\", "
+    "[\"celsius\", \"fahrenheit\"]}, \"days\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 400}, \"tags\": {\"type\": \"array\", "
     "\"items\": {\"type\": \"string\"}}, \"note\": {\"anyOf\": [{\"type\": \"string\"}, {\"type\": "
-    "\"null\"}]}}, \"required\": [\"name\", \"unit\", \"days\"], \"additionalProperties\": false}";
+    "\"null\"}]}, \"code\": {\"type\": \"string\", \"maxLength\": 40}, \"temp\": {\"type\": \"number\", "
+    "\"minimum\": -90, \"maximum\": 60}, \"level\": {\"enum\": [1, 2, 10, null]}, \"where\": {\"oneOf\": "
+    "[{\"type\": \"object\", \"properties\": {\"kind\": {\"const\": \"city\"}, \"name\": {\"type\": \"string\"}}, "
+    "\"required\": [\"kind\", \"name\"]}, {\"type\": \"object\", \"properties\": {\"kind\": {\"const\": "
+    "\"point\"}, \"lat\": {\"type\": \"number\"}}, \"required\": [\"kind\"]}]}}, \"required\": [\"name\", "
+    "\"unit\", \"days\"], \"additionalProperties\": false}";
 
 int main(int argc, char **argv) {
   gc_err_t e = {0};

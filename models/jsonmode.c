@@ -608,6 +608,8 @@ struct gc_json_vocab {
   uint8_t *instr;    /* [n] pieces allowed wherever the recognizer is at J_STR (piece_in_string)
                         with room for their bytes under the string's maxLength */
   uint32_t instr_max; /* the longest of them, in bytes (at least the characters it adds) */
+  uint16_t *ichars;  /* [n] the characters an instr piece adds to a string (NO_CHARS: refused in a
+                        string with a length bound: a surrogate escape) */
   int32_t *rest;     /* [nrest] the other non-empty, non-control ids (for the J_STR mask) */
   int nrest;
   int32_t *by_first; /* [n] the ids of non-empty pieces, grouped by their first byte */
@@ -627,6 +629,17 @@ static int piece_in_string(const char *p, size_t n) {
   gc_json_fsm_init(&f);
   gc_json_fsm_feed(&f, "{\"", 2);
   return gc_json_fsm_feed(&f, p, n);
+}
+
+#define NO_CHARS 0xFFFF
+/* The characters instr piece p (n bytes) adds to a string (NO_CHARS where
+ * a string with a length bound refuses it: a surrogate escape). */
+static uint16_t piece_chars(const char *p, size_t n) {
+  gc_json_fsm_t f;
+  gc_json_fsm_init(&f);
+  gc_json_fsm_feed(&f, "{\"", 2);
+  f.smax = UINT32_MAX - 1; /* a bound, never reached */
+  return gc_json_fsm_feed(&f, p, n) && f.sn < NO_CHARS ? (uint16_t)f.sn : NO_CHARS;
 }
 
 /* The first byte of piece [p, p + n) that is not whitespace (256: none). */
@@ -655,7 +668,8 @@ static int index_pieces(gc_json_vocab_t *v, gc_err_t *e) {
   size_t m = (size_t)(n ? n : 1);
   int *key = gc_malloc(m * sizeof *key, e);
   v->instr = key ? gc_calloc(m, 1, e) : NULL;
-  v->rest = v->instr ? gc_malloc(m * sizeof *v->rest, e) : NULL;
+  v->ichars = v->instr ? gc_malloc(m * sizeof *v->ichars, e) : NULL;
+  v->rest = v->ichars ? gc_malloc(m * sizeof *v->rest, e) : NULL;
   v->by_first = v->rest ? gc_malloc(m * sizeof *v->by_first, e) : NULL;
   v->by_lead = v->by_first ? gc_malloc(m * sizeof *v->by_lead, e) : NULL;
   if (!v->by_lead) return free(key), e->code;
@@ -666,6 +680,7 @@ static int index_pieces(gc_json_vocab_t *v, gc_err_t *e) {
       v->instr[id] = (uint8_t)piece_in_string(p, len);
       if (!v->instr[id]) v->rest[v->nrest++] = id;
       else if (len > v->instr_max) v->instr_max = (uint32_t)len;
+      v->ichars[id] = v->instr[id] ? piece_chars(p, len) : NO_CHARS;
     }
   }
   for (int id = 0; id < n; id++)
@@ -730,6 +745,7 @@ void gc_json_vocab_free(gc_json_vocab_t *v) {
   free(v->bytes);
   free(v->special);
   free(v->instr);
+  free(v->ichars);
   free(v->rest);
   free(v->by_first);
   free(v->by_lead);
@@ -750,6 +766,16 @@ static int in_grammar(const gc_json_fsm_t *f) { return !f->call || f->phase == C
 static int free_string(const gc_json_vocab_t *v, const gc_json_fsm_t *f) {
   return f->st == J_STR && in_grammar(f) && f->cset == -1 && !f->choice && f->smax - f->sn >= v->instr_max;
 }
+/* Whether f is inside a string with a length bound (not a key), where
+ * v's string pieces come as their characters fit (ichars). */
+static int bounded_string(const gc_json_fsm_t *f) {
+  return f->st == J_STR && in_grammar(f) && f->cset == -1 && !f->choice && (f->smin || f->smax != UINT32_MAX);
+}
+/* Whether string piece id fits the room bounded_string(f) leaves. */
+static int piece_fits(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t id) {
+  return v->ichars[id] != NO_CHARS && v->ichars[id] <= f->smax - f->sn;
+}
+
 /* Whether every whitespace byte reads alike next (between the grammar's tokens, or
    where none may come), so that pieces may be grouped by their first other byte.
    In an enum's text (J_ELIT) only ' ' may come inside a string (JSON escapes the
@@ -762,6 +788,7 @@ int gc_json_allows(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t id)
   if (f->call && f->phase == C_LEAD) return id == f->call->lead;
   if (id < 0 || id >= v->n || v->special[id] || v->off[id + 1] == v->off[id]) return 0;
   if (v->instr[id] && free_string(v, f)) return 1; /* text inside a string */
+  if (v->instr[id] && bounded_string(f)) return piece_fits(v, f, id);
   gc_json_fsm_t g;
   fsm_copy(&g, f);
   return gc_json_fsm_feed(&g, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
@@ -790,8 +817,11 @@ void gc_json_mask(const gc_json_vocab_t *v, const gc_json_fsm_t *f, const float 
     return;
   }
   int m = n < v->n ? n : v->n;
-  if (free_string(v, f)) { /* inside a string: most pieces are text */
-    for (int id = 0; id < m; id++) out[id] = v->instr[id] ? logits[id] : -INFINITY;
+  if (free_string(v, f) || bounded_string(f)) { /* inside a string: most pieces are text */
+    if (free_string(v, f))
+      for (int id = 0; id < m; id++) out[id] = v->instr[id] ? logits[id] : -INFINITY;
+    else
+      for (int id = 0; id < m; id++) out[id] = v->instr[id] && piece_fits(v, f, id) ? logits[id] : -INFINITY;
     for (int id = m; id < n; id++) out[id] = -INFINITY;
     mask_group(v, f, v->rest, 0, v->nrest, logits, out, n);
     return;

@@ -184,7 +184,7 @@ static void call_shapes(void) {
  * UTF-8, escapes, a call's texts, then joins of two or three fragments). */
 static const char *const FRAGS[] = {
     " ", "  ", "\n", "\t", " \n ", "\r\n", "\n\n", "\"", "\":", "\": \"", "\",", "\"}", "\"]", "\\",
-    "\\n", "\\u00", "\\u00e9", "\\\"", "\xc3\xa9", "\xe4\xb8\xad", "\xf0\x9f\x98\x80", "\xe4",
+    "\\n", "\\u00", "\\u00e9", "\\ud83d\\ude00", "\\\"", "\xc3\xa9", "\xe4\xb8\xad", "\xf0\x9f\x98\x80", "\xe4",
     "\xb8\xad", "\xe4\xb8", "\xf0\x9f", "0", "12", "-", "-0", ".5", "e+", "E-1", "true", "tru", "e",
     "false", "null", "nul", "l}", "{", "}", "[", "]", ",", ":", "{\"", "[1,", "the", " the", " {",
     " [", " \"", " }", "\n}", " 1", " -", " t", " n", " f", "abc", "a\"b", "\x01", "\x7f",
