@@ -86,6 +86,20 @@ def cache_dir(tmp_path_factory):
     return str(d)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def emu_cache(tmp_path_factory):
+    """The run's cache of host emulation programs (test_amd_emulator's
+    compile_emu, through GCORE_TEST_EMU_CACHE): beside the compile cache,
+    shared by the xdist workers of this run only."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        d = tmp_path_factory.mktemp("emu-cache")
+    else:
+        d = tmp_path_factory.getbasetemp().parent / "shared-emu-cache"
+        d.mkdir(exist_ok=True)
+    os.environ["GCORE_TEST_EMU_CACHE"] = str(d)
+    return str(d)
+
+
 @pytest.fixture
 def gc(tmp_path, cache_dir):
     """Runs a gcore tool in tmp_path with the session cache."""

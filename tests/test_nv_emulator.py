@@ -43,7 +43,7 @@ import subprocess
 import pytest
 
 from conftest import ROOT
-from test_amd_emulator import (ASHAPES, BATCH_SHAPES, CXXFLAGS, DEC_SHAPES, TOL_U, _acheck, _adata, _qcheck, _qdata,
+from test_amd_emulator import (ASHAPES, BATCH_SHAPES, CXXFLAGS, DEC_SHAPES, compile_emu, TOL_U, _acheck, _adata, _qcheck, _qdata,
                                common_block, run_batch)
 from test_amd_templates import evaluate
 from tplhead import op_names
@@ -94,8 +94,7 @@ def build(tmp, dtype, op, params, tpl_text=None, quant_text=None, tpl_file="gemv
            f'\n#define KERNEL {tpl["kernel"]}\n#include "{harness}"\n')
     (tmp / "emu.cpp").write_text(src)
     exe = tmp / "emu"
-    r = subprocess.run([CXX, *CXXFLAGS, "-Wno-unused", "-pthread", f"-I{NV}", f"-I{AMD}",
-                        f"-I{tmp}", "-o", str(exe), str(tmp / "emu.cpp")], capture_output=True, text=True)
+    r = compile_emu([*CXXFLAGS, "-Wno-unused", "-pthread", f"-I{NV}", f"-I{AMD}", f"-I{tmp}"], tmp / "emu.cpp", exe)
     assert r.returncode == 0, r.stderr[-4000:]
     return tpl, env, exe
 
