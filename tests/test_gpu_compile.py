@@ -317,6 +317,15 @@ def ptxas_log(src):
     return r.stderr + r.stdout
 
 
+@pytest.fixture(scope="session")
+def planted_is_named(tmp_path_factory):
+    """The planted kernel SERIALIZED compiles with C7514 in ptxas's log: the
+    log names a serialized wgmma (once a worker, for every case below)."""
+    src = tmp_path_factory.mktemp("planted") / "planted.cu"
+    src.write_text(SERIALIZED)
+    assert "C7514" in ptxas_log(src)
+
+
 @needs_nvcc
 @pytest.mark.parametrize("force,op,dtype,dims", [
     ("gemm_wgmma", "gemm", "f16", "--m 512 --n 4096 --k 4096"),
@@ -329,16 +338,15 @@ def ptxas_log(src):
     ("attention_wgmma:OVL=1", "attention", "bf16", "--m 512 --h 32 --g 8 --d 64"),
     ("attention_wgmma:PP=1", "attention", "f16", "--m 512 --h 32 --g 8 --d 128"),
     ("attention_wgmma:OVL=1,PP=1", "attention", "bf16", "--m 512 --h 32 --g 8 --d 64")])
-def test_wgmma_stays_in_flight(gc, tmp_path, force, op, dtype, dims):
+def test_wgmma_stays_in_flight(gc, tmp_path, planted_is_named, force, op, dtype, dims):
     """The wgmma families, at their defaults and at attention_wgmma's overlap
     and turns,
     compile without ptxas serializing their warpgroup MMAs (C7514: a
     non-wgmma read of an accumulator inside a wgmma pipeline stage, which
     ptxas reports only as an info line and which the results cannot show):
     gcore-gen's generated source through nvcc's ptxas. The planted kernel
-    SERIALIZED shows that the log names it."""
-    (tmp_path / "planted.cu").write_text(SERIALIZED)
-    assert "C7514" in ptxas_log(tmp_path / "planted.cu")
+    SERIALIZED shows that the log names it (planted_is_named: the same
+    nvcc and flags for every case, so checked once a worker)."""
     cache = tmp_path / "cache"
     r = gc("gcore-gen", "--target", "sm_90a", "--op", op, "--dtype", dtype, *dims.split(), "--force", force,
            "--cache", cache, "-o", "b.gcb", "-q")
