@@ -266,11 +266,6 @@ static int int_in(const gc_json_fsm_t *f) {
   return v >= node(f, f->inode)->imin && v <= node(f, f->inode)->imax;
 }
 
-static __int128 p10(int k) {
-  __int128 p = 1;
-  while (k-- > 0) p *= 10;
-  return p;
-}
 /* Whether some multiple of g in [a, b] lies in [lo, hi]. */
 static int grid_hits(__int128 a, __int128 b, __int128 g, __int128 lo, __int128 hi) {
   __int128 x = a >= lo ? a : a + (lo - a + g - 1) / g * g;

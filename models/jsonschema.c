@@ -298,12 +298,6 @@ static int64_t int_bound(json_object *v, int i) {
   return i == 1 ? b + 1 : i == 3 ? b - 1 : b;
 }
 
-static __int128 p10(int k) {
-  __int128 p = 1;
-  while (k-- > 0) p *= 10;
-  return p;
-}
-
 /* Bound i (as int_bound) of number v in units of 10^-GC_JSON_NDIG: the
  * least (i < 2) or greatest such unit it allows, within +-(10^30 + 1);
  * 0 where v has more than 15 significant digits (then its decimal and its

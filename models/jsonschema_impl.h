@@ -23,6 +23,13 @@ enum { JK_OBJ = 1, JK_ARR = 2, JK_STR = 4, JK_INT = 8, JK_NUM = 16, JK_BOOL = 32
  * exactly in units of 10^-GC_JSON_NDIG. */
 #define GC_JSON_NDIG 15
 
+/* 10^k (0 <= k <= 38). */
+static inline __int128 p10(int k) {
+  __int128 p = 1;
+  while (k-- > 0) p *= 10;
+  return p;
+}
+
 typedef struct gc_json_node {
   uint8_t kinds;     /* JK_* bits the value may be */
   uint8_t open;      /* object: keys other than the listed ones too (their values: addl) */
