@@ -600,9 +600,8 @@ struct gc_json_vocab {
   size_t *off;       /* [n + 1] id's piece at bytes[off[id], off[id + 1]) */
   char *bytes;
   uint8_t *special;  /* [n] control tokens */
-  uint8_t *instr;    /* [n] pieces allowed wherever the recognizer is at J_STR (piece_in_string)
-                        with room for their bytes under the string's maxLength */
-  uint32_t instr_max; /* the longest of them, in bytes (at least the characters it adds) */
+  uint8_t *instr;    /* [n] pieces allowed wherever the recognizer is at J_STR of a string
+                        without a length bound (piece_in_string) */
   uint16_t *ichars;  /* [n] the characters an instr piece adds to a string (NO_CHARS: refused in a
                         string with a length bound: a surrogate escape) */
   int32_t *rest;     /* [nrest] the other non-empty, non-control ids (for the J_STR mask) */
@@ -674,7 +673,6 @@ static int index_pieces(gc_json_vocab_t *v, gc_err_t *e) {
     if (len && !v->special[id]) {
       v->instr[id] = (uint8_t)piece_in_string(p, len);
       if (!v->instr[id]) v->rest[v->nrest++] = id;
-      else if (len > v->instr_max) v->instr_max = (uint32_t)len;
       v->ichars[id] = v->instr[id] ? piece_chars(p, len) : NO_CHARS;
     }
   }
@@ -756,17 +754,15 @@ static void fsm_copy(gc_json_fsm_t *dst, const gc_json_fsm_t *src) {
 
 /* Whether f reads JSON's grammar (not a call's fixed text or name). */
 static int in_grammar(const gc_json_fsm_t *f) { return !f->call || f->phase == C_ARGS; }
-/* Whether f is inside a string any of v's string pieces may fill (not a
- * schema's key; room left under its maxLength for the longest piece). */
-static int free_string(const gc_json_vocab_t *v, const gc_json_fsm_t *f) {
-  return f->st == J_STR && in_grammar(f) && f->cset == -1 && !f->choice && f->smax - f->sn >= v->instr_max;
+/* Whether f is inside a string value or an unconstrained key (not a
+ * schema's key, not choices): 1 without a length bound, where every
+ * string piece may come; 2 with one, where they come as their characters
+ * fit (piece_fits); 0 elsewhere. */
+static int in_string(const gc_json_fsm_t *f) {
+  if (f->st != J_STR || !in_grammar(f) || f->cset != -1 || f->choice) return 0;
+  return f->smin || f->smax != UINT32_MAX ? 2 : 1;
 }
-/* Whether f is inside a string with a length bound (not a key), where
- * v's string pieces come as their characters fit (ichars). */
-static int bounded_string(const gc_json_fsm_t *f) {
-  return f->st == J_STR && in_grammar(f) && f->cset == -1 && !f->choice && (f->smin || f->smax != UINT32_MAX);
-}
-/* Whether string piece id fits the room bounded_string(f) leaves. */
+/* Whether string piece id fits the room a bounded string (in_string 2) leaves. */
 static int piece_fits(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t id) {
   return v->ichars[id] != NO_CHARS && v->ichars[id] <= f->smax - f->sn;
 }
@@ -782,8 +778,7 @@ static int ws_alike(const gc_json_fsm_t *f) { return in_grammar(f) && f->st != J
 int gc_json_allows(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t id) {
   if (f->call && f->phase == C_LEAD) return id == f->call->lead;
   if (id < 0 || id >= v->n || v->special[id] || v->off[id + 1] == v->off[id]) return 0;
-  if (v->instr[id] && free_string(v, f)) return 1; /* text inside a string */
-  if (v->instr[id] && bounded_string(f)) return piece_fits(v, f, id);
+  if (v->instr[id] && in_string(f)) return in_string(f) == 1 || piece_fits(v, f, id); /* text inside a string */
   gc_json_fsm_t g;
   fsm_copy(&g, f);
   return gc_json_fsm_feed(&g, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
@@ -812,8 +807,8 @@ void gc_json_mask(const gc_json_vocab_t *v, const gc_json_fsm_t *f, const float 
     return;
   }
   int m = n < v->n ? n : v->n;
-  if (free_string(v, f) || bounded_string(f)) { /* inside a string: most pieces are text */
-    if (free_string(v, f))
+  if (in_string(f)) { /* inside a string: most pieces are text */
+    if (in_string(f) == 1)
       for (int id = 0; id < m; id++) out[id] = v->instr[id] ? logits[id] : -INFINITY;
     else
       for (int id = 0; id < m; id++) out[id] = v->instr[id] && piece_fits(v, f, id) ? logits[id] : -INFINITY;

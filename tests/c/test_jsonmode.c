@@ -542,17 +542,18 @@ static void enums_and_lengths(void) {
   /* the mask under it, piece by piece (bounded strings ask each piece near their end) */
   static const char *const DOCS[] = {"{\"n\": 10, \"m\": \"a\\\"b\", \"s\": \"\xc3\xa9\\t\", \"o\": 3}",
                                      "{\"m\": null , \"s\":\"abc\",\"n\":1e3 , \"o\": \"\"}",
-                                     "{\"m\": \"a the\", \"r\": 250, \"n\": 1}", "{\"r\":-5 , \"x\": 0.25, \"n\": 1}", "{\"x\":-1.5}"};
+                                     "{\"m\": \"a the\", \"r\": 250, \"n\": 1}", "{\"r\":-5 , \"x\": 0.25, \"n\": 1}", "{\"x\":-1.5}",
+                                     "{\"w\": \"ab\\u00e9 \", \"n\": 1}"}; /* a minLength alone: bounded too */
   static mask_rig_t r;
   s = schema_of("{\"type\": \"object\", \"properties\": {\"n\": {\"enum\": [1, 10, 1e3]}, \"m\": {\"enum\": "
                 "[\"a\\\"b\", null, \"a the\"]}, \"s\": {\"type\": \"string\", \"minLength\": 2, \"maxLength\": 3}, "
                 "\"o\": {\"anyOf\": [{\"const\": 3}, {\"type\": \"string\", \"maxLength\": 2}]}, \"r\": {\"type\": "
                 "\"integer\", \"minimum\": -5, \"maximum\": 300}, \"x\": {\"type\": \"number\", \"minimum\": -1.5, "
-                "\"exclusiveMaximum\": 0.3}}}");
+                "\"exclusiveMaximum\": 0.3}, \"w\": {\"type\": \"string\", \"minLength\": 1}}}");
   CHECK(s && rig_open(&r));
   if (!s) return;
   int states = 0;
-  for (int d = 0; d < 5; d++) {
+  for (int d = 0; d < 6; d++) {
     gc_json_fsm_init_schema(&f, s);
     CHECK(rig_walk(&r, &f, DOCS[d], &states) && gc_json_fsm_done(&f));
   }
