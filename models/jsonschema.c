@@ -285,16 +285,12 @@ static int64_t int_bound(json_object *v, int i) {
   int64_t b;
   if (json_object_is_type(v, json_type_int)) {
     b = json_object_get_int64(v);
-    b = b > big ? big : b < -big ? -big : b;
-  } else {
+  } else { /* minimum: ceil; exclusiveMinimum: floor + 1; maximum: floor; exclusiveMaximum: ceil - 1 */
     double x = json_object_get_double(v);
     x = x > 2e18 ? 2e18 : x < -2e18 ? -2e18 : x;
-    int up = i == 0 || i == 3; /* minimum: ceil; exclusiveMinimum: floor + 1; maximum: floor; exclusiveMaximum: ceil - 1 */
-    b = (int64_t)(up ? ceil(x) : floor(x));
-    b = b > big ? big : b < -big ? -big : b;
-    if (i == 1 || i == 3) return i == 1 ? b + 1 : b - 1;
-    return b;
+    b = (int64_t)(i == 0 || i == 3 ? ceil(x) : floor(x));
   }
+  b = b > big ? big : b < -big ? -big : b;
   return i == 1 ? b + 1 : i == 3 ? b - 1 : b;
 }
 
@@ -377,10 +373,11 @@ static int int_bounds(cc_t *c, json_object *sch, int n, const char *path) {
       if (!num_bound(v, i, &b)) return fail(c, path, "a bound on numbers has at most 15 significant digits");
       if (i < 2) nlo = b > nlo ? b : nlo;
       else nhi = b < nhi ? b : nhi;
+    } else {
+      int64_t b = int_bound(v, i);
+      if (i < 2) lo = b > lo ? b : lo;
+      else hi = b < hi ? b : hi;
     }
-    int64_t b = int_bound(v, i);
-    if (i < 2) lo = b > lo ? b : lo;
-    else hi = b < hi ? b : hi;
     any = 1;
   }
   if (!any) return GC_OK;
