@@ -43,11 +43,13 @@ int gc_api_fail(gc_api_err_t *err, int status, const char *type, const char *cod
 
 /* A request: the object json-c parsed, and its text, from which errors quote
  * numbers as the client wrote them (json-c gives an integer beyond 64 bits
- * as the nearest limit, and an overflowing double as inf). */
+ * as the nearest limit, and an overflowing double as inf); and its JSON
+ * Schema once compiled, which every choice of every prompt shares. */
 typedef struct body {
   json_object *o;
   const char *text; /* [n], valid JSON: json-c has parsed it */
   size_t n;
+  gc_json_schema_t *schema; /* NULL until a choice compiles it (schema_of); gc_api_parse drops it before it returns */
 } body_t;
 
 static size_t skip_ws(const char *s, size_t n, size_t i) {
@@ -947,8 +949,12 @@ static int logprobs(const gc_api_t *a, const body_t *b, int chat, gc_srv_params_
 }
 
 /* The JSON Schema sch (an object, or its JSON text: vLLM's guided_json
- * takes both) given as request field key, compiled into p->schema. */
-static int schema_of(const char *key, json_object *sch, gc_srv_params_t *p, gc_api_err_t *err) {
+ * takes both) given as request field key, as p->schema: a reference to
+ * *once, compiled there by the first choice that asks (a request has one
+ * schema; a failed compile leaves *once NULL and fails the request). */
+static int schema_of(const char *key, json_object *sch, gc_json_schema_t **once, gc_srv_params_t *p,
+                     gc_api_err_t *err) {
+  if (*once) return p->schema = gc_json_schema_ref(*once), 0;
   const char *text;
   size_t len;
   if (json_object_is_type(sch, json_type_string)) {
@@ -959,9 +965,10 @@ static int schema_of(const char *key, json_object *sch, gc_srv_params_t *p, gc_a
     return want(err, key, "a JSON Schema (an object)", sch);
   }
   gc_err_t e = {0};
-  if (gc_json_schema_new(text, len, &p->schema, &e))
+  if (gc_json_schema_new(text, len, once, &e))
     return e.code == GC_ENOMEM ? gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory")
                                : gc_api_fail(err, 400, INVALID, NULL, key, "%s", e.msg);
+  p->schema = gc_json_schema_ref(*once);
   return 0;
 }
 
@@ -994,9 +1001,10 @@ static int choices_of(json_object *ch, gc_srv_params_t *p, gc_api_err_t *err) {
  * "json_object"} JSON mode (p->json), which ends the reply when the object
  * ends, so not with ignore_eos; {"type": "json_schema", "json_schema":
  * {"schema": S, ...}} (OpenAI's structured outputs), vLLM's guided_json: S
- * or llama.cpp's json_schema: S: JSON mode under schema S (p->schema). */
-static int response_format(const gc_api_t *a, json_object *o, gc_srv_params_t *p, gc_api_err_t *err) {
-  json_object *f = field(o, "response_format"), *t, *js = NULL, *sch = NULL;
+ * or llama.cpp's json_schema: S: JSON mode under schema S (p->schema,
+ * compiled once a request: b->schema). */
+static int response_format(const gc_api_t *a, body_t *b, gc_srv_params_t *p, gc_api_err_t *err) {
+  json_object *o = b->o, *f = field(o, "response_format"), *t, *js = NULL, *sch = NULL;
   json_object *guided = field(o, "guided_json"), *lcpp = field(o, "json_schema"), *choice = field(o, "guided_choice");
   const char *key = guided ? "guided_json" : lcpp ? "json_schema" : "guided_choice";
   if (f && (!json_object_is_type(f, json_type_object) || !json_object_object_get_ex(f, "type", &t) ||
@@ -1027,7 +1035,8 @@ static int response_format(const gc_api_t *a, json_object *o, gc_srv_params_t *p
   if (p->ignore_eos)
     return gc_api_fail(err, 400, INVALID, NULL, "ignore_eos",
                        "JSON mode ends the reply when its object ends: ignore_eos cannot be on");
-  if ((sch || guided || lcpp) && schema_of(key, sch ? sch : guided ? guided : lcpp, p, err)) return err->status;
+  if ((sch || guided || lcpp) && schema_of(key, sch ? sch : guided ? guided : lcpp, &b->schema, p, err))
+    return err->status;
   p->json = 1;
   return 0;
 }
@@ -1037,7 +1046,7 @@ static int response_format(const gc_api_t *a, json_object *o, gc_srv_params_t *p
  * asked (llama.cpp's top_k, min_p); a random seed unless one is given
  * (-1: llama.cpp's random), and a given seed plus choice for the choice-th
  * choice of the prompt (n). */
-static int params(gc_api_t *a, const body_t *b, int chat, int nprompt, int choice, gc_srv_params_t *p,
+static int params(gc_api_t *a, body_t *b, int chat, int nprompt, int choice, gc_srv_params_t *p,
                   gc_api_req_t *q, gc_api_err_t *err) {
   json_object *o = b->o;
   double temp = 1.0, top_p = 1.0, min_p = 0.0;
@@ -1049,7 +1058,7 @@ static int params(gc_api_t *a, const body_t *b, int chat, int nprompt, int choic
       boolean(o, "cache_prompt", &p->cache_prompt, err) ||
       penalty(a, b, &p->sp, err) || stops(o, p, err) || stop_ids(a, o, p, err) ||
       integer(b, "min_tokens", 0, INT32_MAX, &min_tokens, err) || logprobs(a, b, chat, p, q, err) ||
-      response_format(a, o, p, err) || biases(a, b, p, err))
+      response_format(a, b, p, err) || biases(a, b, p, err))
     return err->status;
   /* max_completion_tokens wins over max_tokens, as OpenAI's; both are
    * checked; 0 only with echo (the prompt's logprobs alone, as OpenAI's and
@@ -1175,8 +1184,8 @@ static int choices(const body_t *b, gc_api_req_t *q, gc_api_err_t *err) {
 
 /* The requests of prompt ps (its ids moved into the first) and its q->n
  * choices, at rs[at, at + q->n), each its own params (a given seed plus
- * the choice's number). */
-static int prompt_requests(gc_api_t *a, const body_t *b, int chat, prompt_t *ps, const gc_api_req_t *q,
+ * the choice's number; the request's one schema, b->schema, referenced). */
+static int prompt_requests(gc_api_t *a, body_t *b, int chat, prompt_t *ps, const gc_api_req_t *q,
                            const gc_json_call_t *call, gc_srv_req_t **rs, int at, gc_api_err_t *err) {
   gc_err_t e = {0};
   for (int j = 0; j < q->n; j++) {
@@ -1221,7 +1230,7 @@ int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_api_req_t
   q->chat = chat;
   json_object *o = NULL;
   int rc = object_body(body, n, &o, err);
-  body_t b = {o, body, n};
+  body_t b = {o, body, n, NULL};
   json_object *model = rc ? NULL : field(o, "model"), *so;
   if (!rc && model && !json_object_is_type(model, json_type_string)) rc = want(err, "model", "a string", model);
   if (!rc && model && strcmp(json_object_get_string(model), a->model_id))
@@ -1260,6 +1269,7 @@ int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_api_req_t
   for (int i = 0; !rc && i < np; i++)
     if ((rc = prompt_requests(a, &b, chat, &ps[i], q, call, rs, i * q->n, err))) of_prompt(err, (size_t)i, (size_t)np);
   call_free(call);
+  gc_json_schema_free(b.schema); /* the requests hold their own references */
   for (int i = 0; i < np; i++) gc_tok_ids_free(&ps[i].ids);
   if (rc) {
     for (int i = rs ? np * q->n : 0; i-- > 0;) gc_srv_req_release(rs[i]); /* the leader, rs[0], last */

@@ -1,7 +1,10 @@
 /* test_serve.c — units of the server's API layer (serve/api.c) that the
  * HTTP tests cannot reach one byte at a time: where a chat reply's
  * reasoning and answer lie (gc_api_reply_parts), whole and as a stream
- * that grows a byte at a time. */
+ * that grows a byte at a time; and what the parsed requests hold that a
+ * reply does not show: one compiled JSON Schema a request, shared by its
+ * choices (gc_api_parse, over fuzz/corpus/gguf_vocab's Qwen2.5 vocabulary,
+ * read from the repository's root, where tests/test_c_units.py runs it). */
 #include "../../serve/api.h"
 #include "check.h"
 
@@ -97,8 +100,131 @@ static void test_reply_parts_hold(void) {
   CHECK(!p.has_reasoning && p.c0 == 0 && p.end == 5, "no block: end %zu", p.end);
 }
 
+/* ---- one schema a request ------------------------------------------------------ */
+
+/* gcore-serve's API over the Qwen2.5 seed vocabulary (its chat template),
+ * as fuzz_api sets it up; 0 where it cannot be read (a failed check). */
+static int api_open(gc_api_t *a) {
+  gc_err_t e = {0};
+  memset(a, 0, sizeof *a);
+  int ok = !gc_tok_load("fuzz/corpus/gguf_vocab/chatml_qwen2_5", &a->tok, &e) && !gc_chat_detect(a->tok, &a->chat, &e);
+  CHECK(ok, "the vocabulary: %s (run from the repository's root)", e.msg);
+  if (!ok) return gc_tok_free(a->tok), 0;
+  pthread_mutex_init(&a->tok_mu, NULL);
+  a->ctx = 4096, a->vocab = gc_tok_vocab_size(a->tok), a->model_id = "m", a->has_chat = 1;
+  a->chat_end = gc_chat_end_token(a->tok, a->chat);
+  return 1;
+}
+
+static void api_close(gc_api_t *a) {
+  pthread_mutex_destroy(&a->tok_mu);
+  gc_tok_free(a->tok);
+}
+
+static void reqs_free(gc_srv_req_t **rs, int nr) {
+  for (int i = nr; i-- > 0;) gc_srv_req_release(rs[i]); /* the leader, rs[0], last */
+  free(rs);
+}
+
+/* body parsed (chat or not) into *rs[*nr] (the caller frees them, none on
+ * an error): 1 where there are want requests, each with a schema, one and
+ * the same object; 0 (a failed check) otherwise. */
+static int parse_shared(gc_api_t *a, int chat, const char *body, int want, gc_srv_req_t ***rs, int *nr) {
+  gc_api_req_t q;
+  gc_api_err_t err;
+  int rc = gc_api_parse(a, chat, body, strlen(body), &q, rs, nr, &err);
+  CHECK(!rc, "%s: %d %s", body, rc, err.msg);
+  if (rc) return 0;
+  CHECK(*nr == want, "%s: %d requests", body, *nr);
+  int same = *nr == want && (*rs)[0]->p.schema && (*rs)[0]->p.json;
+  for (int i = 1; same && i < *nr; i++) same = (*rs)[i]->p.schema == (*rs)[0]->p.schema && (*rs)[i]->p.json;
+  CHECK(same, "%s: the requests' schemas are not one object", body);
+  return same;
+}
+
+/* Request body s with its single quotes made double ones (JSON's), in a
+ * buffer of the caller's of at least strlen(s) + 1 bytes. */
+static const char *quoted(const char *s, char *buf) {
+  size_t i = 0;
+  for (; s[i]; i++) buf[i] = s[i] == '\'' ? '"' : s[i];
+  buf[i] = 0;
+  return buf;
+}
+
+#define SCHEMA "{'type': 'object', 'properties': {'a': {'type': 'integer'}}, 'required': ['a']}"
+#define HI "'messages': [{'role': 'user', 'content': 'hi'}]"
+
+/* n choices of a chat, and a /v1/completions batch of prompts times n,
+ * each under response_format, guided_json or json_schema: the schema is
+ * compiled once a request and every choice holds a reference (released
+ * with its request: ASan counts them); a second request compiles its own. */
+static void test_schema_shared(void) {
+  gc_api_t a;
+  if (!api_open(&a)) return;
+  static const char *const chats[] = {
+      "{" HI ", 'n': 3, 'response_format': {'type': 'json_schema', 'json_schema': {'name': 'x', 'schema': " SCHEMA
+      "}}}",
+      "{" HI ", 'n': 3, 'guided_json': " SCHEMA "}",
+  };
+  static const char *const batches[] = {
+      "{'prompt': ['hi', 'there'], 'n': 2, 'max_tokens': 4, 'guided_json': " SCHEMA "}",
+      "{'prompt': ['hi', 'there'], 'n': 2, 'max_tokens': 4, 'json_schema': " SCHEMA "}",
+  };
+  gc_srv_req_t **rs, **again;
+  int nr, nagain;
+  char buf[512];
+  for (size_t i = 0; i < 2; i++) {
+    int ok = parse_shared(&a, 1, quoted(chats[i], buf), 3, &rs, &nr);
+    if (parse_shared(&a, 1, buf, 3, &again, &nagain) && ok)
+      CHECK(again[0]->p.schema != rs[0]->p.schema, "two requests share a schema");
+    reqs_free(again, nagain);
+    reqs_free(rs, nr);
+    parse_shared(&a, 0, quoted(batches[i], buf), 4, &rs, &nr);
+    reqs_free(rs, nr);
+  }
+  api_close(&a);
+}
+
+/* A schema that does not compile fails the request as it fails one
+ * choice: the same status, param and message with n 3 as with n 1, and
+ * with a batch of 2 prompts (the first prompt's, as its error says). */
+static void test_schema_refused_once(void) {
+  gc_api_t a;
+  if (!api_open(&a)) return;
+  static const char *const bodies[][2] = {
+      {"{" HI ", 'n': 1, 'response_format': {'type': 'json_schema', 'json_schema': {'name': 'x', 'schema': "
+       "{'type': 'object', 'minProperties': 'no'}}}}",
+       "{" HI ", 'n': 3, 'response_format': {'type': 'json_schema', 'json_schema': {'name': 'x', 'schema': "
+       "{'type': 'object', 'minProperties': 'no'}}}}"},
+      {"{'prompt': ['hi', 'there'], 'n': 1, 'guided_json': '{\\'type\\': \\'string\\'}'}",
+       "{'prompt': ['hi', 'there'], 'n': 2, 'guided_json': '{\\'type\\': \\'string\\'}'}"},
+  };
+  for (size_t i = 0; i < sizeof bodies / sizeof *bodies; i++) {
+    gc_api_req_t q;
+    gc_api_err_t one, many;
+    gc_srv_req_t **rs = NULL;
+    int nr = -1;
+    char buf[512];
+    quoted(bodies[i][0], buf);
+    int rc1 = gc_api_parse(&a, !i, buf, strlen(buf), &q, &rs, &nr, &one);
+    CHECK(rc1 == 400 && !strcmp(one.param, i ? "guided_json" : "response_format") && !rs && !nr,
+          "case %zu, n 1: %d %s '%s'", i, rc1, one.param, one.msg);
+    reqs_free(rs, nr); /* none but where the check failed */
+    quoted(bodies[i][1], buf);
+    int rcn = gc_api_parse(&a, !i, buf, strlen(buf), &q, &rs, &nr, &many);
+    CHECK(rcn == rc1 && many.status == one.status && !strcmp(many.param, one.param) && !strcmp(many.msg, one.msg) &&
+              !rs && !nr,
+          "case %zu: n 1: %d %s '%s'; n > 1: %d %s '%s'", i, one.status, one.param, one.msg, many.status, many.param,
+          many.msg);
+    reqs_free(rs, nr);
+  }
+  api_close(&a);
+}
+
 int main(void) {
   check_case("reply_parts", test_reply_parts);
   check_case("reply_parts_hold", test_reply_parts_hold);
+  check_case("schema_shared", test_schema_shared);
+  check_case("schema_refused_once", test_schema_refused_once);
   return check_report();
 }
