@@ -190,7 +190,7 @@ deps-test: deps
 FUZZ_CC      ?= clang-19
 FUZZ_S       ?= 60
 FUZZ_RUNS    ?= 0
-FUZZ_TARGETS := safetensors llama2c gguf_model gguf_vocab tokenizer_json bundle tunedb workload template expr api jsonmode jsonschema
+FUZZ_TARGETS := safetensors llama2c gguf_model gguf_vocab tokenizer_json bundle tunedb workload template expr api jsonmode jsonschema regex
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-format-truncation \
                 -DGC_VERSION='"$(VERSION)"' $(FUZZ_SAN) -fsanitize=fuzzer-no-link

@@ -37,6 +37,9 @@ static const char *const STATES[][3] = {
     {"schema: in an enum of numbers", "{\"level\": 1", "1"},
     {"schema: in a tagged union's tag", "{\"where\": {\"kind\": \"ci", "1"},
     {"schema: after a tagged union's tag", "{\"where\": {\"kind\": \"city\"", "1"},
+    {"schema: in a date's pattern", "{\"date\": \"2024-1", "1"},
+    {"schema: in a slug's pattern, at most 40 characters", "{\"slug\": \"the-quick-brown", "1"},
+    {"schema: in an e-mail's pattern", "{\"email\": \"jane.doe@exam", "1"},
 };
 static const char SCHEMA[] =
     "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"}, \"unit\": {\"enum\": "
@@ -46,7 +49,10 @@ static const char SCHEMA[] =
     "\"minimum\": -90, \"maximum\": 60}, \"level\": {\"enum\": [1, 2, 10, null]}, \"where\": {\"oneOf\": "
     "[{\"type\": \"object\", \"properties\": {\"kind\": {\"const\": \"city\"}, \"name\": {\"type\": \"string\"}}, "
     "\"required\": [\"kind\", \"name\"]}, {\"type\": \"object\", \"properties\": {\"kind\": {\"const\": "
-    "\"point\"}, \"lat\": {\"type\": \"number\"}}, \"required\": [\"kind\"]}]}}, \"required\": [\"name\", "
+    "\"point\"}, \"lat\": {\"type\": \"number\"}}, \"required\": [\"kind\"]}]}, \"date\": {\"type\": "
+    "\"string\", \"pattern\": \"^\\\\d{4}-\\\\d{2}-\\\\d{2}$\"}, \"slug\": {\"type\": \"string\", \"pattern\": "
+    "\"^[a-z0-9-]+$\", \"maxLength\": 40}, \"email\": {\"type\": \"string\", \"pattern\": "
+    "\"^[^@\\\\s]+@[^@\\\\s]+\\\\.[a-z]{2,}$\"}}, \"required\": [\"name\", "
     "\"unit\", \"days\"], \"additionalProperties\": false}";
 
 int main(int argc, char **argv) {

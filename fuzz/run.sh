@@ -23,6 +23,7 @@ max_len() {
     workload) echo 4096 ;;
     api) echo 16384 ;;
     jsonschema) echo 8192 ;;
+    regex) echo 4096 ;;
     expr) echo 1024 ;;
     *) echo 65536 ;;
   esac

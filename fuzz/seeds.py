@@ -449,11 +449,26 @@ def jsonschema_seeds() -> None:
                                            "s": {"type": "string", "minLength": 1, "maxLength": 3},
                                            "r": {"type": "integer", "minimum": -5, "exclusiveMaximum": 300}}},
          b'{"n": 10, "c": false, "s": "\xc3\xa9\\n", "r": -5}'),
+        ({"type": "object", "properties": {"d": {"type": "string", "pattern": "^\\d{4}-\\d{2}$"},
+                                           "w": {"type": ["string", "null"], "pattern": "[a-z\u00e9]", "maxLength": 4}}},
+         b'{"d": "2024-12", "w": "\\u00e9\xc3\xa9x"}'),
     ]
     pieces = [b" ", b"{", b"\"", b"\":", b"<ctl>", b" \"", b"1", b"name", b"\xc3\xa9", b"<eot>", b"kind",
               b"ca", b"true", b"null", b"}", b"[{", b"\"}", b"-2.5", b"\tnull", b"]"]
     for i, (sch, reply) in enumerate(schemas):
         put("jsonschema", f"s{i}", SEP.join([json.dumps(sch).encode(), reply] + pieces[i:] + pieces[:i]))
+
+
+def regex_seeds() -> None:
+    """A reading byte (fuzz_regex.c: bit 0 full, bits 1-3 minLength, 4-7
+    maxLength, 15 none), a pattern, then strings: the shapes people write."""
+    cases = [(0xF0, r"^\d{4}-(0[1-9]|1[0-2])-\d{2}$", ["2024-12-06", "2024-13-01", "x"]),
+             (0xF1, r"(yes|no)[.!]?", ["yes!", "no", "maybe"]), (0x52, r"^[a-z]+$", ["abc", "abcdefgh", "A"]),
+             (0xF0, r"[^@\s]+@[^@\s]+\.[a-z]{2,}", ["a@b.com", "@b"]), (0xF1, "[\u00e0-\u00ff\u20ac\n\"]+.",
+                                                                        ["\u00e9\u20ac\n\"x", "\U0001F600"]),
+             (0xF0, r"(?:ab)*?c|^$|\x41\0", ["", "ababc", "A\0"])]
+    for i, (b, pat, strs) in enumerate(cases):
+        put("regex", f"r{i}", SEP.join([bytes([b]) + pat.encode()] + [x.encode() for x in strs]))
 
 
 def main() -> None:
@@ -473,6 +488,7 @@ def main() -> None:
     api_seeds()
     jsonmode_seeds()
     jsonschema_seeds()
+    regex_seeds()
     for t in sorted(os.listdir(CORPUS)):
         files = os.listdir(os.path.join(CORPUS, t))
         size = sum(os.path.getsize(os.path.join(CORPUS, t, f)) for f in files)

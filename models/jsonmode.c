@@ -349,7 +349,7 @@ static int pop(gc_json_fsm_t *f, uint8_t c) {
 static int value_start(gc_json_fsm_t *f, int c) {
   int nd = 0;
   f->cset = -1, f->intg = 0, f->sn = 0, f->smin = 0, f->smax = UINT32_MAX;
-  f->inode = 0, f->ineg = 0, f->ind = 0, f->iv = 0, f->dnode = 0;
+  f->inode = 0, f->ineg = 0, f->ind = 0, f->iv = 0, f->dnode = 0, f->re = 0;
   if (f->schema) {
     if (f->depth && f->lv[f->depth - 1].open == '[') { /* an item: within maxItems */
       if (f->lv[f->depth - 1].count >= container(f)->maxitems) return 0;
@@ -366,7 +366,8 @@ static int value_start(gc_json_fsm_t *f, int c) {
       f->cset = (int16_t)nd, f->sbuf[0] = (char)c, f->slen = 1, f->st = J_ELIT;
       return cset_ok(f, 0);
     }
-    if (k == JK_STR) f->smin = v->minlen, f->smax = v->maxlen;
+    if (k == JK_STR && v->re) f->re = v->re, f->rst = 0; /* its automaton counts the lengths too */
+    else if (k == JK_STR) f->smin = v->minlen, f->smax = v->maxlen;
     if (k == JK_INT && v->ibound) f->inode = (int16_t)nd;
     if (k == JK_INT && v->nbound) { /* its text in sbuf */
       f->dnode = (int16_t)nd, f->slen = 0;
@@ -390,7 +391,7 @@ static int value_start(gc_json_fsm_t *f, int c) {
 
 /* A key's '"' (after '{' or an object's ','). */
 static int key_start(gc_json_fsm_t *f) {
-  f->key = 1, f->st = J_STR, f->cset = -1, f->slen = 0, f->sn = 0, f->smin = 0, f->smax = UINT32_MAX;
+  f->key = 1, f->st = J_STR, f->cset = -1, f->slen = 0, f->sn = 0, f->smin = 0, f->smax = UINT32_MAX, f->re = 0;
   if (!f->schema) return 1;
   const gc_json_node_t *o = container(f);
   if (o->nprops) f->cset = o->open ? -3 : -2; /* -2: one of the names; -3: recorded, looked up at its end */
@@ -404,6 +405,7 @@ static int string_byte(gc_json_fsm_t *f, int c) {
   if (c == '"') {
     if (f->sn < f->smin) return 0; /* minLength */
     if (f->key && f->schema && f->cset == -1) f->vnode = container(f)->addl; /* an open object's any key */
+    f->re = 0;
     if (f->key) f->st = J_COLON;
     else value_end(f);
     f->cset = -1;
@@ -423,6 +425,60 @@ static int string_byte(gc_json_fsm_t *f, int c) {
   return 1;
 }
 
+/* ---- a pattern (f->re): the string's characters in its automaton ------ */
+
+/* Character cp is the pattern's next. */
+static int re_char(gc_json_fsm_t *f, const gc_re_t *r, uint32_t cp) {
+  int t = cp >= 0xD800 && cp <= 0xDFFF ? -1 : gc_re_step(r, f->rst, cp);
+  return t >= 0 && (f->rst = (int16_t)t, 1);
+}
+
+/* Byte c of a string under a pattern, before the recognizer reads it (f->st
+ * still the state before c): where c ends a character, that character must
+ * lead on in the automaton; where it begins or continues one (a UTF-8 lead,
+ * a \u escape's digits), some character it may still become must; the
+ * closing '"' only where the automaton accepts. Bytes the grammar refuses
+ * pass (the recognizer refuses them). */
+static int re_byte(gc_json_fsm_t *f, int c) {
+  const gc_re_t *r = &f->schema->res[f->re - 1];
+  static const char ESC[] = "\"\"\\\\//b\bf\fn\nr\rt\t";
+  switch (f->st) {
+    case J_STR:
+      if (c == '"') return r->acc[f->rst];
+      if (c == '\\') return gc_re_may(r, f->rst, 0, 0xFFFF); /* \u reaches them all */
+      if (c < 0x80) return c < 0x20 || re_char(f, r, (uint32_t)c);
+      if (c >= 0xC2 && c <= 0xDF) return f->cp = (uint32_t)c & 0x1F, gc_re_may(r, f->rst, f->cp << 6, f->cp << 6 | 0x3F);
+      if (c >= 0xE0 && c <= 0xEF) {
+        f->cp = (uint32_t)c & 0x0F;
+        return gc_re_may(r, f->rst, f->cp ? f->cp << 12 : 0x800, f->cp << 12 | 0xFFF);
+      }
+      if (c >= 0xF0 && c <= 0xF4) {
+        f->cp = (uint32_t)c & 0x07;
+        uint32_t lo = f->cp << 18, hi = lo | 0x3FFFF;
+        return gc_re_may(r, f->rst, lo ? lo : 0x10000, hi < GC_RE_MAXCP ? hi : GC_RE_MAXCP);
+      }
+      return 1;
+    case J_UTF8: {
+      if (c < f->lo || c > f->hi) return 1;
+      f->cp = f->cp << 6 | ((uint32_t)c & 0x3F);
+      const int left = 6 * (f->aux - 1);
+      return left ? gc_re_may(r, f->rst, f->cp << left, f->cp << left | ((1u << left) - 1)) : re_char(f, r, f->cp);
+    }
+    case J_ESC:
+      if (c == 'u') return f->cp = 0, 1; /* (the '\\' asked for [0, 0xFFFF] already) */
+      for (int i = 0; ESC[i]; i += 2)
+        if (ESC[i] == c) return re_char(f, r, (unsigned char)ESC[i + 1]);
+      return 1;
+    case J_HEX: {
+      if (!is_hex(c)) return 1;
+      f->cp = f->cp * 16 + (uint32_t)(is_digit(c) ? c - '0' : (c | 0x20) - 'a' + 10);
+      const int left = 4 * (f->aux - 1);
+      return left ? gc_re_may(r, f->rst, f->cp << left, f->cp << left | ((1u << left) - 1)) : re_char(f, r, f->cp);
+    }
+    default: return 1;
+  }
+}
+
 /* One byte c; 0 where it cannot come next. */
 static int step(gc_json_fsm_t *f, int c) {
   if (is_ws(c) && f->st <= J_AFTER) { /* between tokens of the grammar */
@@ -430,6 +486,7 @@ static int step(gc_json_fsm_t *f, int c) {
   }
   if (f->st <= J_AFTER) f->ws = 0;
   if (f->cset < -1 && (f->st == J_STR || f->st == J_UTF8) && !cset_byte(f, c)) return 0;
+  if (f->re && !re_byte(f, c)) return 0;
   switch ((enum jstate)f->st) {
     case J_START: return c == '{' && push(f, '{', 1);
     case J_KEY_OR_END:
@@ -604,6 +661,10 @@ struct gc_json_vocab {
                         without a length bound (piece_in_string) */
   uint16_t *ichars;  /* [n] the characters an instr piece adds to a string (NO_CHARS: refused in a
                         string with a length bound: a surrogate escape) */
+  uint32_t *cps;     /* the code points of the plain pieces: instr pieces of whole characters */
+  size_t *cp_at;     /* [n + 1] and no '\\' (id's: cps[cp_at[id], cp_at[id + 1]); others: none, and
+                        plain[id] 0), which a pattern's automaton reads directly (pattern_mask) */
+  uint8_t *plain;    /* [n] */
   int32_t *rest;     /* [nrest] the other non-empty, non-control ids (for the J_STR mask) */
   int nrest;
   int32_t *by_first; /* [n] the ids of non-empty pieces, grouped by their first byte */
@@ -656,6 +717,36 @@ static void group(const int *key, int n, int nk, int32_t *grp, int *at) {
     if (key[id] >= 0) grp[fill[key[id]]++] = id;
 }
 
+/* The code points of piece p (n bytes, an instr piece) into cps (room for n),
+ * their count; -1 where it has a '\\' or ends inside a character. */
+static int piece_cps(const unsigned char *p, size_t n, uint32_t *cps) {
+  int k = 0;
+  for (size_t i = 0; i < n; k++) {
+    int more = p[i] < 0x80 ? 0 : p[i] < 0xE0 ? 1 : p[i] < 0xF0 ? 2 : 3;
+    if (p[i] == '\\' || i + (size_t)more >= n) return -1;
+    uint32_t c = more ? p[i] & (0x3Fu >> more) : p[i];
+    for (int j = 1; j <= more; j++) c = c << 6 | (p[i + (size_t)j] & 0x3F);
+    cps[k] = c, i += (size_t)more + 1;
+  }
+  return k;
+}
+
+/* v's plain pieces and their code points (v->instr set). Errors: GC_ENOMEM. */
+static int plain_pieces(gc_json_vocab_t *v, gc_err_t *e) {
+  size_t m = (size_t)(v->n ? v->n : 1);
+  v->plain = gc_calloc(m, 1, e);
+  v->cp_at = v->plain ? gc_calloc(m + 1, sizeof *v->cp_at, e) : NULL;
+  v->cps = v->cp_at ? gc_malloc((v->off[v->n] ? v->off[v->n] : 1) * sizeof *v->cps, e) : NULL;
+  if (!v->cps) return e->code;
+  for (int id = 0; id < v->n; id++) {
+    int k = v->instr[id] ? piece_cps((const unsigned char *)v->bytes + v->off[id], v->off[id + 1] - v->off[id],
+                                     v->cps + v->cp_at[id]) : -1;
+    v->plain[id] = k > 0;
+    v->cp_at[id + 1] = v->cp_at[id] + (size_t)(k > 0 ? k : 0);
+  }
+  return GC_OK;
+}
+
 /* v's tables from its pieces (v->n, off, bytes, special set). Errors: GC_ENOMEM. */
 static int index_pieces(gc_json_vocab_t *v, gc_err_t *e) {
   int n = v->n;
@@ -676,6 +767,7 @@ static int index_pieces(gc_json_vocab_t *v, gc_err_t *e) {
       v->ichars[id] = v->instr[id] ? piece_chars(p, len) : NO_CHARS;
     }
   }
+  if (plain_pieces(v, e)) return free(key), e->code;
   for (int id = 0; id < n; id++)
     key[id] = v->off[id + 1] > v->off[id] ? (unsigned char)v->bytes[v->off[id]] : -1;
   group(key, n, 256, v->by_first, v->first_at);
@@ -738,6 +830,9 @@ void gc_json_vocab_free(gc_json_vocab_t *v) {
   free(v->bytes);
   free(v->special);
   free(v->instr);
+  free(v->plain);
+  free(v->cp_at);
+  free(v->cps);
   free(v->ichars);
   free(v->rest);
   free(v->by_first);
@@ -759,7 +854,7 @@ static int in_grammar(const gc_json_fsm_t *f) { return !f->call || f->phase == C
  * string piece may come; 2 with one, where they come as their characters
  * fit (piece_fits); 0 elsewhere. */
 static int in_string(const gc_json_fsm_t *f) {
-  if (f->st != J_STR || !in_grammar(f) || f->cset != -1 || f->choice) return 0;
+  if (f->st != J_STR || !in_grammar(f) || f->cset != -1 || f->choice || f->re) return 0;
   return f->smin || f->smax != UINT32_MAX ? 2 : 1;
 }
 /* Whether string piece id fits the room a bounded string (in_string 2) leaves. */
@@ -782,6 +877,41 @@ int gc_json_allows(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t id)
   gc_json_fsm_t g;
   fsm_copy(&g, f);
   return gc_json_fsm_feed(&g, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
+}
+
+static int may_read(const gc_json_fsm_t *f, const char *s, size_t len);
+
+/* Whether f is inside a string value under a pattern, between characters. */
+static int in_pattern(const gc_json_fsm_t *f) {
+  return f->st == J_STR && f->re && in_grammar(f) && f->cset == -1 && !f->choice;
+}
+
+/* The mask inside a string under a pattern (in_pattern), by the pieces'
+ * first bytes: a group whose first byte may not come is refused whole
+ * (most of them, in a narrow pattern); in the others a plain piece goes
+ * on where the automaton reads each of its characters from the string's
+ * state (what the recognizer does with it there: no quote, no escape,
+ * whole characters), and the other pieces are asked. */
+static void pattern_mask(const gc_json_vocab_t *v, const gc_json_fsm_t *f, const float *logits, float *out, int n) {
+  const gc_re_t *r = &f->schema->res[f->re - 1];
+  for (int id = 0; id < n; id++) out[id] = -INFINITY;
+  for (int c = 0; c < 256; c++) {
+    const char ch = (char)c;
+    if (v->first_at[c] == v->first_at[c + 1] || !may_read(f, &ch, 1)) continue;
+    for (int k = v->first_at[c]; k < v->first_at[c + 1]; k++) {
+      const int32_t id = v->by_first[k];
+      if (id >= n) continue;
+      int ok;
+      if (v->plain[id]) {
+        int st = f->rst;
+        for (size_t j = v->cp_at[id]; st >= 0 && j < v->cp_at[id + 1]; j++) st = gc_re_step(r, st, v->cps[j]);
+        ok = st >= 0;
+      } else {
+        ok = gc_json_allows(v, f, id);
+      }
+      if (ok) out[id] = logits[id];
+    }
+  }
 }
 
 /* out[id] := logits[id] for the ids of grp[lo, hi) below n that f allows. */
@@ -807,6 +937,10 @@ void gc_json_mask(const gc_json_vocab_t *v, const gc_json_fsm_t *f, const float 
     return;
   }
   int m = n < v->n ? n : v->n;
+  if (in_pattern(f)) {
+    pattern_mask(v, f, logits, out, n);
+    return;
+  }
   if (in_string(f)) { /* inside a string: most pieces are text */
     if (in_string(f) == 1)
       for (int id = 0; id < m; id++) out[id] = v->instr[id] ? logits[id] : -INFINITY;

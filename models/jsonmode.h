@@ -63,6 +63,10 @@ void gc_json_call_clear(gc_json_call_t *c);
  *   decimal value compares as its double does);
  * - string: minLength, maxLength (characters: code points; a string they
  *   bound has no \uD800-\uDFFF escapes, since a pair is one character);
+ *   pattern (ECMA-262, regex.h's subset; the string contains a match, as
+ *   JSON Schema reads it; characters are code points), its automaton
+ *   counting minLength and maxLength too, at most 32 distinct patterns;
+ *   not beside enum or const;
  * - enum or const: strings, numbers, true, false, null (not objects or
  *   arrays), each written as its JSON text (json-c's: a number as the
  *   schema spells it), at most GC_JSON_LIT bytes; values not of the
@@ -80,7 +84,7 @@ void gc_json_call_clear(gc_json_call_t *c);
  *   (an annotation in JSON Schema 2020-12), $schema, $id, $comment,
  *   deprecated, readOnly, writeOnly, strict, $defs, definitions,
  *   discriminator (OpenAPI's; the tag is found without it).
- * Anything else (pattern, uniqueItems, multipleOf, ...) is refused
+ * Anything else (uniqueItems, multipleOf, patternProperties, ...) is refused
  * with its path, never ignored; the root must be an object schema.
  * Reference-counted (gc_json_schema_ref), so that requests share one. */
 
@@ -116,6 +120,9 @@ typedef struct gc_json_fsm {
   uint8_t slen;   /* bytes of the constrained key or enum text read, in sbuf */
   uint8_t hs;     /* a \u escape's first digit was d or D */
   uint32_t sn, smin, smax; /* the string being read: characters so far; at least, at most */
+  int16_t re;     /* ... its pattern's automaton, schema->res[re - 1] (0: none): in state rst, */
+  int16_t rst;
+  uint32_t cp;    /* ... the bits of the character being read (UTF-8 or a \u escape) */
   char sbuf[GC_JSON_LIT];
   /* choices (gc_json_fsm_init_choice), or NULL */
   const gc_json_choice_t *choice;

@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REFS 64 /* distinct $ref targets a schema may name */
+#define REFS 64    /* distinct $ref targets a schema may name */
+#define PATTERNS 32 /* distinct patterns (with their lengths) a schema may hold: each costs up to tens of ms */
 
 typedef struct {
   gc_json_schema_t *s;
@@ -23,6 +24,10 @@ typedef struct {
   int depth; /* nesting of the schema being compiled (json-c's own limit bounds it too) */
   uint8_t busy[GC_JSON_NODES]; /* nodes being compiled (a $ref to one: recursion) */
   int ncap, pcap, scap;        /* room in the table's nodes, props and strs (they grow as needed) */
+  struct {
+    json_object *pat;          /* a pattern compiled (its text), for its lengths: res[k] */
+    uint32_t minlen, maxlen;
+  } rememo[PATTERNS];
   gc_err_t *e;
 } cc_t;
 
@@ -36,7 +41,7 @@ static const char *const IGNORED[] = {"title", "description", "default", "exampl
 static const char *const READ[] = {"type", "properties", "required", "additionalProperties", "items", "enum",
                                    "const", "anyOf", "oneOf", "allOf", "$ref", "minItems", "maxItems",
                                    "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
-                                   "exclusiveMaximum", "prefixItems", NULL};
+                                   "exclusiveMaximum", "prefixItems", "pattern", NULL};
 
 static int listed(const char *const *l, const char *k) {
   for (; *l; l++)
@@ -392,6 +397,37 @@ static int int_bounds(cc_t *c, json_object *sch, int n, const char *path) {
   return GC_OK;
 }
 
+/* pattern (ECMA-262, regex.h's subset; a string contains a match) into
+ * string node n, with n's minLength and maxLength counted in its
+ * automaton; a pattern met before with the same lengths shares its
+ * automaton. */
+static int pattern_part(cc_t *c, json_object *sch, int n, const char *path) {
+  gc_json_schema_t *s = c->s;
+  json_object *pat = NULL;
+  if (!json_object_object_get_ex(sch, "pattern", &pat)) return GC_OK;
+  if (!json_object_is_type(pat, json_type_string)) return fail(c, path, "pattern is a string");
+  if (s->nodes[n].nenum) return fail(c, path, "pattern beside enum or const is not supported");
+  const uint32_t lo = s->nodes[n].minlen, hi = s->nodes[n].maxlen;
+  for (int k = 0; k < s->nres; k++)
+    if (c->rememo[k].minlen == lo && c->rememo[k].maxlen == hi && json_object_equal(c->rememo[k].pat, pat))
+      return s->nodes[n].re = (int16_t)(k + 1), GC_OK;
+  if (s->nres >= PATTERNS) return fail(c, path, "the schema has more than 32 distinct patterns");
+  gc_re_t *res = realloc(s->res, (size_t)(s->nres + 1) * sizeof *res);
+  if (!res) return gc_err_set(c->e, GC_ENOMEM, "out of memory");
+  s->res = res;
+  gc_err_t e = {0};
+  if (gc_re_compile(json_object_get_string(pat), (size_t)json_object_get_string_len(pat), GC_RE_SEARCH, lo, hi,
+                    &s->res[s->nres], &e)) {
+    if (e.code == GC_ENOMEM) return gc_err_set(c->e, GC_ENOMEM, "out of memory");
+    char what[GC_ERR_MSG];
+    snprintf(what, sizeof what, "pattern: %s", e.msg);
+    return fail(c, path, what);
+  }
+  c->rememo[s->nres].pat = pat, c->rememo[s->nres].minlen = lo, c->rememo[s->nres].maxlen = hi;
+  s->nodes[n].re = (int16_t)++s->nres;
+  return GC_OK;
+}
+
 /* Whether property name of object node o is required and allows only
  * strings of an enum or const: *node its value's node. */
 static int tag_of(const gc_json_schema_t *s, const gc_json_node_t *o, const char *name, int *node) {
@@ -498,7 +534,7 @@ static int branches(cc_t *c, json_object *list, const char *key, int n, char *pa
     if (k & JK_ARR)
       nd->items = nb->items, nd->minitems = nb->minitems, nd->maxitems = nb->maxitems, nd->pre0 = nb->pre0,
       nd->npre = nb->npre;
-    if (k & JK_STR) nd->minlen = nb->minlen, nd->maxlen = nb->maxlen;
+    if (k & JK_STR) nd->minlen = nb->minlen, nd->maxlen = nb->maxlen, nd->re = nb->re;
     if (k & JK_INT) nd->ibound = nb->ibound, nd->imin = nb->imin, nd->imax = nb->imax;
     if (k & JK_NUM) nd->nbound = nb->nbound, nd->nlo = nb->nlo, nd->nhi = nb->nhi;
     if (nb->nenum && nd->nenum) return fail(c, path, "anyOf/oneOf with an enum or const in two branches is not supported");
@@ -571,6 +607,7 @@ static int compile_into(cc_t *c, json_object *sch, int n, char *path, size_t ple
       rc = bounds(c, sch, "minItems", "maxItems", &s->nodes[n].minitems, &s->nodes[n].maxitems, path);
     if (!rc && (kinds & JK_STR))
       rc = bounds(c, sch, "minLength", "maxLength", &s->nodes[n].minlen, &s->nodes[n].maxlen, path);
+    if (!rc && (kinds & JK_STR)) rc = pattern_part(c, sch, n, path);
     if (!rc && (kinds & JK_INT)) rc = int_bounds(c, sch, n, path); /* (minimum on strings: nothing to do) */
     if (!rc && (kinds & JK_ARR)) rc = prefix_part(c, sch, n, path, plen);
     if (!rc && items && (kinds & JK_ARR) && json_object_is_type(items, json_type_boolean) &&
@@ -646,6 +683,8 @@ void gc_json_schema_free(gc_json_schema_t *s) {
   free(s->nodes);
   free(s->props);
   free(s->strs);
+  for (int k = 0; k < s->nres; k++) gc_re_free(&s->res[k]);
+  free(s->res);
   free(s);
 }
 

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "jsonmode.h"
+#include "regex.h"
 
 /* The kinds of a value, as bits of a node's kinds. Integer is a number
  * without a fraction or an exponent. */
@@ -46,6 +47,7 @@ typedef struct gc_json_node {
   int32_t nenum;     /* (0: no enum) */
   uint8_t ekinds;    /* JK_* bits of the enum's values */
   uint32_t minlen, maxlen; /* string: characters at least, at most (0, UINT32_MAX: no bound) */
+  int16_t re;        /* string: its pattern's automaton res[re - 1], which counts minlen .. maxlen too (0: none) */
   uint8_t ibound;    /* integer: only imin .. imax (|each| < 10^18) */
   int64_t imin, imax;
   uint8_t nbound;    /* number (with fractions): only nlo .. nhi, in units of 10^-15 (GC_JSON_NSCALE) */
@@ -69,6 +71,8 @@ struct gc_json_schema {
   int nprops;
   char (*strs)[GC_JSON_LIT + 1]; /* [nstrs] enum and const values' JSON texts */
   int nstrs;
+  gc_re_t *res;          /* [nres] patterns' automata (regex.h, GC_RE_SEARCH) */
+  int nres;
 };
 
 #endif

@@ -8,6 +8,7 @@
 #include "check.h"
 
 #include "../../models/jsonmode.h"
+#include "../../models/regex.h"
 
 #include <math.h>
 
@@ -562,6 +563,47 @@ static void enums_and_lengths(void) {
   gc_json_schema_free(s);
 }
 
+/* Strings under patterns: each character must lead on in the pattern's
+ * automaton, a character's first bytes (UTF-8, \u digits) only where some
+ * character they begin may, the closing quote only where it accepts; and
+ * the mask agrees with the recognizer piece by piece. */
+static void patterns(void) {
+  gc_json_schema_t *s = schema_of("{\"type\": \"object\", \"properties\": {\"d\": {\"type\": \"string\", \"pattern\": "
+                "\"^\\\\d{2}-[a-c]$\"}, \"e\": {\"type\": \"string\", \"pattern\": \"^[\\u00e9\\u4e2d\\n\\\"\xf0\x9f\x98\x80]+$\"}, "
+                "\"h\": {\"pattern\": \"x\", \"maxLength\": 2}, \"u\": {\"anyOf\": [{\"type\": \"string\", "
+                "\"pattern\": \"^a\"}, {\"type\": \"null\"}]}, \"m\": {\"pattern\": \"^\xf0\x9f\x98\x80\"}}}");
+  CHECK(s != NULL);
+  if (!s) return;
+  CHECK(sok(s, "{\"d\": \"12-b\"}") && sok(s, "{\"d\": \"\\u00312-c\"}") && srefused(s, "{\"d\": \"1-\"}", 8));
+  CHECK(srefused(s, "{\"d\": \"12-d\"}", 10) && srefused(s, "{\"d\": \"12-\"}", 10));
+  CHECK(srefused(s, "{\"d\": \"a", 7) && srefused(s, "{\"d\": \"\\u0041", 11) && srefused(s, "{\"d\": \"\\u01", 10));
+  CHECK(srefused(s, "{\"d\": \"\\n", 8) && srefused(s, "{\"d\": \"\xc3", 7)); /* no digit begins so */
+  CHECK(sok(s, "{\"e\": \"\xc3\xa9\xe4\xb8\xad\\n\\\"\xf0\x9f\x98\x80\\u00e9\\u4E2D\"}")); /* characters, as written or escaped */
+  CHECK(srefused(s, "{\"e\": \"\"", 7) && srefused(s, "{\"e\": \"\xc3\xa8", 8) && srefused(s, "{\"e\": \"\xc4", 7));
+  CHECK(srefused(s, "{\"e\": \"\xe4\xb8\xae", 9) && srefused(s, "{\"e\": \"\xe5", 7) && srefused(s, "{\"e\": \"\xf0\x9f\x98\x81", 10));
+  CHECK(srefused(s, "{\"e\": \"\\u00e8", 12) && srefused(s, "{\"e\": \"\\u00f", 11) && srefused(s, "{\"e\": \"\\u1", 9));
+  CHECK(srefused(s, "{\"e\": \"\\ud83d", 9) && srefused(s, "{\"e\": \"\\t", 8) && srefused(s, "{\"e\": \"a", 7));
+  CHECK(sok(s, "{\"h\": \"x\"}") && sok(s, "{\"h\": \"ax\"}") && sok(s, "{\"h\": 5}") && srefused(s, "{\"h\": \"ab\"}", 8));
+  CHECK(srefused(s, "{\"h\": \"abx\"}", 8) && srefused(s, "{\"h\": \"\"}", 7)); /* maxLength in the automaton */
+  CHECK(sok(s, "{\"u\": \"ab\", \"h\": \"xx\"}") && sok(s, "{\"u\": null}") && srefused(s, "{\"u\": \"b\"}", 7));
+  CHECK(sok(s, "{\"u\": \"a\", \"d\": \"00-a\"}")); /* a key after a pattern: no pattern */
+  CHECK(sok(s, "{\"m\": \"\xf0\x9f\x98\x80\\\\\"}") && srefused(s, "{\"m\": \"\\", 7)); /* no escape reaches U+1F600 */
+  /* the mask under it, piece by piece */
+  static const char *const DOCS[] = {"{\"d\": \"12-a\", \"e\": \"\xc3\xa9\\n\\u4e2d\\\"\", \"u\": \"a the\"}",
+                                     "{\"h\":\"xx\",\"u\" : \"a\\u00e9\\/\"}", "{\"e\": \"\xf0\x9f\x98\x80\\\"\xc3\xa9\"}"};
+  static mask_rig_t r;
+  CHECK(rig_open(&r));
+  int states = 0;
+  for (int d = 0; d < 3; d++) {
+    gc_json_fsm_t f;
+    gc_json_fsm_init_schema(&f, s);
+    CHECK(rig_walk(&r, &f, DOCS[d], &states) && gc_json_fsm_done(&f));
+  }
+  CHECK(states > 80);
+  rig_close(&r);
+  gc_json_schema_free(s);
+}
+
 /* A forced call's arguments under its name's schema (one name without). */
 static void call_arguments_under_schemas(void) {
   static char names[2][GC_JSON_NAME + 1] = {"get", "get_weather"};
@@ -772,6 +814,29 @@ static int check_schema(void) {
   return 0;
 }
 
+/* `regex MODE MIN MAX`: a pattern record (MODE 0: search, 1: full; MIN,
+ * MAX characters, -1: none), then strings, from stdin: prints "ok
+ * <states>" or "error <message>", then "1" or "0" for each string
+ * (whether it is in the pattern's language; tests/test_regex.py). */
+static int check_regex(int mode, long min, long max) {
+  size_t n;
+  char *text = read_record(&n);
+  if (!text) return 2;
+  gc_re_t re;
+  gc_err_t e = {0};
+  int rc = gc_re_compile(text, n, mode, min < 0 ? 0 : (uint32_t)min, max < 0 ? UINT32_MAX : (uint32_t)max, &re, &e);
+  if (rc) printf("error %s\n", e.msg);
+  else printf("ok %d\n", re.nst);
+  free(text);
+  char *d;
+  while (!rc && (d = read_record(&n))) {
+    printf("%d\n", gc_re_matches(&re, d, n));
+    free(d);
+  }
+  gc_re_free(&re);
+  return 0;
+}
+
 /* `walk SEED N`: a schema record from stdin, then N random documents it
  * allows, each written a byte at a time from the bytes the recognizer
  * allows next (biased to close what is open as the document grows), as
@@ -889,6 +954,7 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "check")) return check_stdin();
   if (argc > 2 && !strcmp(argv[1], "vocab")) return check_vocab(argv[2]);
   if (argc > 1 && !strcmp(argv[1], "schema")) return check_schema();
+  if (argc > 4 && !strcmp(argv[1], "regex")) return check_regex(atoi(argv[2]), atol(argv[3]), atol(argv[4]));
   if (argc > 3 && !strcmp(argv[1], "walk")) return walk((unsigned)atoi(argv[2]), atoi(argv[3]));
   check_case("objects and their prefixes", objects_and_prefixes);
   check_case("refusals", refusals);
@@ -901,6 +967,7 @@ int main(int argc, char **argv) {
   check_case("schemas refused", schema_errors);
   check_case("enums, string lengths, number bounds", enums_and_lengths);
   check_case("the mask under a schema", schema_mask_matches_the_recognizer);
+  check_case("patterns", patterns);
   check_case("a call's arguments under its schema", call_arguments_under_schemas);
   check_case("choices", choices);
   return check_report();
