@@ -78,6 +78,45 @@ void gc_json_choice_clear(gc_json_choice_t *c) {
   c->s = NULL, c->len = NULL, c->n = 0;
 }
 
+struct gc_json_regex {
+  int refs; /* atomic */
+  gc_re_t re;
+};
+
+int gc_json_regex_new(const char *pat, size_t n, gc_json_regex_t **out, gc_err_t *e) {
+  *out = NULL;
+  gc_json_regex_t *r = gc_calloc(1, sizeof *r, e);
+  if (!r) return e->code;
+  if (gc_re_compile(pat, n, GC_RE_FULL, 0, UINT32_MAX, &r->re, e)) return free(r), e->code;
+  r->refs = 1;
+  *out = r;
+  return GC_OK;
+}
+
+gc_json_regex_t *gc_json_regex_ref(gc_json_regex_t *r) {
+  if (r) __atomic_add_fetch(&r->refs, 1, __ATOMIC_RELAXED);
+  return r;
+}
+
+void gc_json_regex_free(gc_json_regex_t *r) {
+  if (!r || __atomic_sub_fetch(&r->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+  gc_re_free(&r->re);
+  free(r);
+}
+
+void gc_json_fsm_init_regex(gc_json_fsm_t *f, const gc_json_regex_t *r) {
+  gc_json_fsm_init(f);
+  f->rx = r;
+}
+
+/* A pattern's whole match: whether no character may follow. */
+static int rx_closed(const gc_json_fsm_t *f) {
+  const gc_re_t *r = &f->rx->re;
+  for (int c = 0; c < r->ncls; c++)
+    if (r->next[f->rst * r->ncls + c] >= 0) return 0;
+  return 1;
+}
+
 /* Choices: whether a candidate is the reply so far whole (is), and
  * whether one goes on past it (more). */
 static void choice_ends(const gc_json_fsm_t *f, int *is, int *more) {
@@ -101,6 +140,7 @@ static int choice_step(gc_json_fsm_t *f, int c) {
 }
 
 int gc_json_fsm_done(const gc_json_fsm_t *f) {
+  if (f->rx) return !f->aux && f->rx->re.acc[f->rst] && rx_closed(f);
   if (f->choice) {
     int is, more;
     choice_ends(f, &is, &more);
@@ -110,6 +150,7 @@ int gc_json_fsm_done(const gc_json_fsm_t *f) {
 }
 
 int gc_json_fsm_may_end(const gc_json_fsm_t *f) {
+  if (f->rx) return !f->aux && f->rx->re.acc[f->rst];
   if (f->choice) {
     int is, more;
     choice_ends(f, &is, &more);
@@ -427,6 +468,20 @@ static int string_byte(gc_json_fsm_t *f, int c) {
 
 /* ---- a pattern (f->re): the string's characters in its automaton ------ */
 
+/* A UTF-8 lead byte c: its bits into f->cp, the code points it may begin
+ * in [*lo, *hi]; 0 where c leads nothing (a continuation, an overlong or
+ * out-of-range lead: the recognizer refuses it). */
+static int lead_range(gc_json_fsm_t *f, int c, uint32_t *lo, uint32_t *hi) {
+  const int k = c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2 : c >= 0xF0 && c <= 0xF4 ? 3 : 0;
+  static const uint32_t LEAST[4] = {0, 0x80, 0x800, 0x10000};
+  if (!k) return 0;
+  f->cp = (uint32_t)c & (0x3Fu >> k);
+  *lo = f->cp << (6 * k), *hi = *lo | ((1u << (6 * k)) - 1);
+  if (*lo < LEAST[k]) *lo = LEAST[k];
+  if (*hi > GC_RE_MAXCP) *hi = GC_RE_MAXCP;
+  return 1;
+}
+
 /* Character cp is the pattern's next. */
 static int re_char(gc_json_fsm_t *f, const gc_re_t *r, uint32_t cp) {
   int t = cp >= 0xD800 && cp <= 0xDFFF ? -1 : gc_re_step(r, f->rst, cp);
@@ -447,17 +502,8 @@ static int re_byte(gc_json_fsm_t *f, int c) {
       if (c == '"') return r->acc[f->rst];
       if (c == '\\') return gc_re_may(r, f->rst, 0, 0xFFFF); /* \u reaches them all */
       if (c < 0x80) return c < 0x20 || re_char(f, r, (uint32_t)c);
-      if (c >= 0xC2 && c <= 0xDF) return f->cp = (uint32_t)c & 0x1F, gc_re_may(r, f->rst, f->cp << 6, f->cp << 6 | 0x3F);
-      if (c >= 0xE0 && c <= 0xEF) {
-        f->cp = (uint32_t)c & 0x0F;
-        return gc_re_may(r, f->rst, f->cp ? f->cp << 12 : 0x800, f->cp << 12 | 0xFFF);
-      }
-      if (c >= 0xF0 && c <= 0xF4) {
-        f->cp = (uint32_t)c & 0x07;
-        uint32_t lo = f->cp << 18, hi = lo | 0x3FFFF;
-        return gc_re_may(r, f->rst, lo ? lo : 0x10000, hi < GC_RE_MAXCP ? hi : GC_RE_MAXCP);
-      }
-      return 1;
+      uint32_t lo, hi;
+      return !lead_range(f, c, &lo, &hi) || gc_re_may(r, f->rst, lo, hi);
     case J_UTF8: {
       if (c < f->lo || c > f->hi) return 1;
       f->cp = f->cp << 6 | ((uint32_t)c & 0x3F);
@@ -642,11 +688,31 @@ static int call_step(gc_json_fsm_t *f, int c) {
   }
 }
 
+/* Byte c of a reply that must match a pattern whole (f->rx): UTF-8 (no
+ * overlong forms, no surrogates), each character leading on in the
+ * automaton, a character's first bytes only where one they may begin does. */
+static int rx_step(gc_json_fsm_t *f, int c) {
+  const gc_re_t *r = &f->rx->re;
+  if (f->aux) { /* a continuation byte */
+    if (c < f->lo || c > f->hi) return 0;
+    f->lo = 0x80, f->hi = 0xBF;
+    f->cp = f->cp << 6 | ((uint32_t)c & 0x3F);
+    const int left = 6 * --f->aux;
+    return left ? gc_re_may(r, f->rst, f->cp << left, f->cp << left | ((1u << left) - 1)) : re_char(f, r, f->cp);
+  }
+  if (c < 0x80) return re_char(f, r, (uint32_t)c);
+  uint32_t lo, hi;
+  if (!lead_range(f, c, &lo, &hi) || !gc_re_may(r, f->rst, lo, hi)) return 0;
+  f->aux = c < 0xE0 ? 1 : c < 0xF0 ? 2 : 3;
+  f->lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, f->hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+  return 1;
+}
+
 int gc_json_fsm_feed(gc_json_fsm_t *f, const char *s, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (!(f->choice ? choice_step(f, (unsigned char)s[i])
-                    : f->call ? call_step(f, (unsigned char)s[i]) : step(f, (unsigned char)s[i])))
-      return 0;
+  for (size_t i = 0; i < n; i++) {
+    const int c = (unsigned char)s[i];
+    if (!(f->rx ? rx_step(f, c) : f->choice ? choice_step(f, c) : f->call ? call_step(f, c) : step(f, c))) return 0;
+  }
   return 1;
 }
 
@@ -854,7 +920,7 @@ static int in_grammar(const gc_json_fsm_t *f) { return !f->call || f->phase == C
  * string piece may come; 2 with one, where they come as their characters
  * fit (piece_fits); 0 elsewhere. */
 static int in_string(const gc_json_fsm_t *f) {
-  if (f->st != J_STR || !in_grammar(f) || f->cset != -1 || f->choice || f->re) return 0;
+  if (f->st != J_STR || !in_grammar(f) || f->cset != -1 || f->choice || f->re || f->rx) return 0;
   return f->smin || f->smax != UINT32_MAX ? 2 : 1;
 }
 /* Whether string piece id fits the room a bounded string (in_string 2) leaves. */
@@ -868,7 +934,7 @@ static int piece_fits(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t 
    others) and after a whole text all of them end the value: a piece that begins
    with whitespace and d may come only where " d" may, which is all the grouping
    needs (each piece of a group is then asked). */
-static int ws_alike(const gc_json_fsm_t *f) { return in_grammar(f) && f->st != J_STR && !f->choice; }
+static int ws_alike(const gc_json_fsm_t *f) { return in_grammar(f) && f->st != J_STR && !f->choice && !f->rx; }
 
 int gc_json_allows(const gc_json_vocab_t *v, const gc_json_fsm_t *f, int32_t id) {
   if (f->call && f->phase == C_LEAD) return id == f->call->lead;
@@ -883,17 +949,24 @@ static int may_read(const gc_json_fsm_t *f, const char *s, size_t len);
 
 /* Whether f is inside a string value under a pattern, between characters. */
 static int in_pattern(const gc_json_fsm_t *f) {
-  return f->st == J_STR && f->re && in_grammar(f) && f->cset == -1 && !f->choice;
+  return f->st == J_STR && f->re && in_grammar(f) && f->cset == -1 && !f->choice && !f->rx;
+}
+/* The automaton f reads plain pieces with, between characters: a string's
+ * pattern's, or the reply's pattern's; NULL where none. */
+static const gc_re_t *pattern_at(const gc_json_fsm_t *f) {
+  if (f->rx) return f->aux ? NULL : &f->rx->re;
+  return in_pattern(f) ? &f->schema->res[f->re - 1] : NULL;
 }
 
-/* The mask inside a string under a pattern (in_pattern), by the pieces'
+/* The mask where f reads plain pieces through automaton r (pattern_at:
+ * in a string under a pattern, or a reply under one), by the pieces'
  * first bytes: a group whose first byte may not come is refused whole
  * (most of them, in a narrow pattern); in the others a plain piece goes
  * on where the automaton reads each of its characters from the string's
  * state (what the recognizer does with it there: no quote, no escape,
  * whole characters), and the other pieces are asked. */
-static void pattern_mask(const gc_json_vocab_t *v, const gc_json_fsm_t *f, const float *logits, float *out, int n) {
-  const gc_re_t *r = &f->schema->res[f->re - 1];
+static void pattern_mask(const gc_json_vocab_t *v, const gc_json_fsm_t *f, const gc_re_t *r, const float *logits,
+                         float *out, int n) {
   for (int id = 0; id < n; id++) out[id] = -INFINITY;
   for (int c = 0; c < 256; c++) {
     const char ch = (char)c;
@@ -937,8 +1010,8 @@ void gc_json_mask(const gc_json_vocab_t *v, const gc_json_fsm_t *f, const float 
     return;
   }
   int m = n < v->n ? n : v->n;
-  if (in_pattern(f)) {
-    pattern_mask(v, f, logits, out, n);
+  if (pattern_at(f)) {
+    pattern_mask(v, f, pattern_at(f), logits, out, n);
     return;
   }
   if (in_string(f)) { /* inside a string: most pieces are text */

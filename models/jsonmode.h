@@ -98,6 +98,11 @@ typedef struct gc_json_choice {
   int n;
 } gc_json_choice_t;
 
+/* vLLM's guided_regex: the reply is one whole match of a pattern (regex.h,
+ * read GC_RE_FULL), as its UTF-8 characters (not JSON). Immutable once
+ * made, reference-counted like a schema. */
+typedef struct gc_json_regex gc_json_regex_t;
+
 typedef struct gc_json_fsm {
   uint8_t st;    /* where in the grammar (jsonmode.c: enum jstate) */
   uint8_t aux;   /* literal: bytes matched; \u: hex digits left; UTF-8: bytes left */
@@ -124,6 +129,9 @@ typedef struct gc_json_fsm {
   int16_t rst;
   uint32_t cp;    /* ... the bits of the character being read (UTF-8 or a \u escape) */
   char sbuf[GC_JSON_LIT];
+  /* a pattern the whole reply matches (gc_json_fsm_init_regex), or NULL:
+     its automaton in state rst, a character's bytes in aux, lo, hi, cp */
+  const gc_json_regex_t *rx;
   /* choices (gc_json_fsm_init_choice), or NULL */
   const gc_json_choice_t *choice;
   uint64_t cand; /* the choices the reply so far begins (bit i: choice i) */
@@ -153,6 +161,16 @@ void gc_json_fsm_init_call(gc_json_fsm_t *f, const gc_json_call_t *c);
 void gc_json_fsm_init_choice(gc_json_fsm_t *f, const gc_json_choice_t *c);
 /* c's strings freed (c itself: the caller's). */
 void gc_json_choice_clear(gc_json_choice_t *c);
+/* Before a reply that must be one whole match of r (which outlives f). Can't fail. */
+void gc_json_fsm_init_regex(gc_json_fsm_t *f, const gc_json_regex_t *r);
+/* r compiled from the pattern [pat, pat + n) (untrusted: a client's).
+ * Errors: GC_EINVAL, what is wrong or not supported and where (regex.h);
+ * GC_ENOMEM. */
+int gc_json_regex_new(const char *pat, size_t n, gc_json_regex_t **out, gc_err_t *e);
+/* r with one more reference (r may be NULL); gc_json_regex_free drops one,
+ * the last frees it (thread-safe). */
+gc_json_regex_t *gc_json_regex_ref(gc_json_regex_t *r);
+void gc_json_regex_free(gc_json_regex_t *r); /* NULL is a no-op */
 
 /* Before a reply that must be one JSON object valid under schema s (which
  * outlives f). Can't fail. */
@@ -171,11 +189,13 @@ void gc_json_schema_free(gc_json_schema_t *s); /* NULL is a no-op */
  * object with nothing after it; 0 at the first byte that makes it not
  * (f is then left at that byte's state and must not be fed again). */
 int gc_json_fsm_feed(gc_json_fsm_t *f, const char *s, size_t n);
-/* Whether the object (or the calls) is complete and no byte may follow. */
+/* Whether the object (or the calls, the choice, the pattern's match) is
+ * complete and no byte may follow. */
 int gc_json_fsm_done(const gc_json_fsm_t *f);
 /* Whether the reply may end here: done, after a call's post where
- * another call may follow and the tail is empty, or (choices) where the
- * reply is one choice and a longer one begins with it. */
+ * another call may follow and the tail is empty, (choices) where the
+ * reply is one choice and a longer one begins with it, or (a pattern)
+ * where the reply so far matches it whole. */
 int gc_json_fsm_may_end(const gc_json_fsm_t *f);
 
 /* Every token's piece, once per vocabulary (immutable: threads share it). */

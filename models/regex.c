@@ -264,6 +264,7 @@ static int parse_atom(re_parse_t *p, int depth) {
                              : p->i + 2 < p->n && p->s[p->i + 1] == '<' && (p->s[p->i + 2] == '=' || p->s[p->i + 2] == '!')
                                  ? "lookbehind is not supported"
                                  : "groups (?...) other than (?:...) are not supported (named groups, flags)";
+          p->i--; /* named at the group's '(' */
           return perr(p, what);
         }
       }

@@ -50,6 +50,7 @@ typedef struct body {
   const char *text; /* [n], valid JSON: json-c has parsed it */
   size_t n;
   gc_json_schema_t *schema; /* NULL until a choice compiles it (schema_of); gc_api_parse drops it before it returns */
+  gc_json_regex_t *regex;   /* guided_regex's automaton: the same (regex_of) */
 } body_t;
 
 static size_t skip_ws(const char *s, size_t n, size_t i) {
@@ -233,7 +234,8 @@ static const struct field_rule {
     READ("logprobs"), READ("top_logprobs"), READ("echo"), READ("n"), READ("best_of"), READ("cache_prompt"),
     READ("chat_template_kwargs"), READ("tools"), READ("tool_choice"), READ("response_format"),
     READ("logit_bias"), READ("presence_penalty"), READ("frequency_penalty"), READ("allowed_token_ids"),
-    READ("parallel_tool_calls"), READ("guided_json"), READ("json_schema"), READ("guided_choice"),
+    READ("parallel_tool_calls"), READ("guided_json"), READ("json_schema"), READ("guided_choice"), READ("guided_regex"),
+    READ("structured_outputs"),
 
     /* no effect on the tokens: bookkeeping, caching, scheduling */
     IGNORE("user"), IGNORE("metadata"), IGNORE("store"), IGNORE("service_tier"),
@@ -255,9 +257,7 @@ static const struct field_rule {
     OFF("xtc_probability", OFF_NUM, 0, NULL), OFF("dynatemp_range", OFF_NUM, 0, NULL),
     OFF("top_n_sigma", OFF_NUM, -1, NULL),
     /* constrained decoding */
-    OFF("guided_regex", OFF_NULL, 0, "no constrained decoding"),
     OFF("guided_grammar", OFF_NULL, 0, "no constrained decoding"),
-    OFF("structured_outputs", OFF_NULL, 0, "no constrained decoding"),
     OFF("grammar", OFF_NULL, 0, "no constrained decoding"),
     /* tools, the chat template, other inputs and outputs */
     OFF("functions", OFF_EMPTY, 0, "give 'tools'"), OFF("function_call", OFF_NONE, 0, "give 'tool_choice'"),
@@ -972,6 +972,21 @@ static int schema_of(const char *key, json_object *sch, gc_json_schema_t **once,
   return 0;
 }
 
+/* vLLM's guided_regex: pattern rx (a string; regex.h's subset) that the
+ * whole reply matches, given as request field key, compiled once a
+ * request (*once) into p->regex. */
+static int regex_of(const char *key, json_object *rx, gc_json_regex_t **once, gc_srv_params_t *p, gc_api_err_t *err) {
+  if (!*once) {
+    if (!json_object_is_type(rx, json_type_string)) return want(err, key, "a string (a pattern)", rx);
+    gc_err_t e = {0};
+    if (gc_json_regex_new(json_object_get_string(rx), (size_t)json_object_get_string_len(rx), once, &e))
+      return e.code == GC_ENOMEM ? gc_api_fail(err, 500, "server_error", NULL, NULL, "out of memory")
+                                 : gc_api_fail(err, 400, INVALID, NULL, key, "%s: %s", key, e.msg);
+  }
+  p->regex = gc_json_regex_ref(*once);
+  return 0;
+}
+
 /* vLLM's guided_choice: ch, an array of 1 .. GC_JSON_CHOICES distinct
  * strings of 1 .. GC_JSON_CHOICE_LEN bytes, into p->choice. */
 static int choices_of(json_object *ch, gc_srv_params_t *p, gc_api_err_t *err) {
@@ -997,6 +1012,38 @@ static int choices_of(json_object *ch, gc_srv_params_t *p, gc_api_err_t *err) {
   return 0;
 }
 
+/* vLLM's structured_outputs (its newer spelling of the guided_* fields):
+ * an object with one of json (a schema), regex, choice, json_object
+ * (true), the others null or absent; its backend's options (whitespace,
+ * fallback) change nothing here; grammar and structural_tag are refused.
+ * Into *json, *rx, *choice, *jobj. */
+static int structured_outputs(json_object *so, json_object **json, json_object **rx, json_object **choice, int *jobj,
+                              gc_api_err_t *err) {
+  static const char *const OPTIONS[] = {"disable_fallback", "disable_any_whitespace", "disable_additional_properties",
+                                        "whitespace_pattern", "_backend", "_backend_was_auto", NULL};
+  if (!json_object_is_type(so, json_type_object)) return want(err, "structured_outputs", "an object", so);
+  int n = 0;
+  json_object_object_foreach(so, k, v) {
+    if (!v) continue;
+    int opt = 0;
+    for (int i = 0; OPTIONS[i]; i++) opt |= !strcmp(k, OPTIONS[i]);
+    if (opt) continue;
+    if (!strcmp(k, "json")) *json = v, n++;
+    else if (!strcmp(k, "regex")) *rx = v, n++;
+    else if (!strcmp(k, "choice")) *choice = v, n++;
+    else if (!strcmp(k, "json_object") && json_object_is_type(v, json_type_boolean)) n += *jobj = json_object_get_boolean(v);
+    else if (!strcmp(k, "grammar") || !strcmp(k, "structural_tag"))
+      return gc_api_fail(err, 400, INVALID, NULL, "structured_outputs", "structured_outputs.%s is not supported: no "
+                         "grammar-constrained decoding (give json, regex, choice or json_object)", k);
+    else
+      return gc_api_fail(err, 400, INVALID, NULL, "structured_outputs", "structured_outputs.%.64s: give json, regex, "
+                         "choice or json_object", k);
+  }
+  if (n != 1) return gc_api_fail(err, 400, INVALID, NULL, "structured_outputs", "structured_outputs: give one of json, "
+                                 "regex, choice and json_object");
+  return 0;
+}
+
 /* response_format: {"type": "text"} (or none) as it is; {"type":
  * "json_object"} JSON mode (p->json), which ends the reply when the object
  * ends, so not with ignore_eos; {"type": "json_schema", "json_schema":
@@ -1006,22 +1053,32 @@ static int choices_of(json_object *ch, gc_srv_params_t *p, gc_api_err_t *err) {
 static int response_format(const gc_api_t *a, body_t *b, gc_srv_params_t *p, gc_api_err_t *err) {
   json_object *o = b->o, *f = field(o, "response_format"), *t, *js = NULL, *sch = NULL;
   json_object *guided = field(o, "guided_json"), *lcpp = field(o, "json_schema"), *choice = field(o, "guided_choice");
-  const char *key = guided ? "guided_json" : lcpp ? "json_schema" : "guided_choice";
+  json_object *rx = field(o, "guided_regex"), *so = field(o, "structured_outputs");
+  const char *key = guided ? "guided_json" : lcpp ? "json_schema" : choice ? "guided_choice" : "guided_regex";
   if (f && (!json_object_is_type(f, json_type_object) || !json_object_object_get_ex(f, "type", &t) ||
             !json_object_is_type(t, json_type_string)))
     return want(err, "response_format", "an object with a string \"type\"", f);
   const char *type = f ? json_object_get_string(t) : "text";
-  if (!strcmp(type, "text") && !guided && !lcpp && !choice) return 0;
-  if (!!strcmp(type, "text") + !!guided + !!lcpp + !!choice > 1)
-    return gc_api_fail(err, 400, INVALID, NULL, key, "give one of response_format, guided_json, json_schema and "
-                       "guided_choice");
+  if (so) { /* vLLM's newer spelling: as the field it names */
+    int jobj = 0;
+    if (f || guided || lcpp || choice || rx)
+      return gc_api_fail(err, 400, INVALID, NULL, "structured_outputs", "give one of response_format, guided_json, "
+                         "json_schema, guided_choice, guided_regex and structured_outputs");
+    if (structured_outputs(so, &guided, &rx, &choice, &jobj, err)) return err->status;
+    key = "structured_outputs", type = jobj ? "json_object" : "text";
+  }
+  if (!strcmp(type, "text") && !guided && !lcpp && !choice && !rx) return 0;
+  if (!!strcmp(type, "text") + !!guided + !!lcpp + !!choice + !!rx > 1)
+    return gc_api_fail(err, 400, INVALID, NULL, key, "give one of response_format, guided_json, json_schema, "
+                       "guided_choice and guided_regex");
   if (!a->tok)
-    return gc_api_fail(err, 400, INVALID, NULL, guided || lcpp || choice ? key : "response_format",
+    return gc_api_fail(err, 400, INVALID, NULL, guided || lcpp || choice || rx ? key : "response_format",
                        "this server has no tokenizer: JSON mode reads each token's text");
-  if (choice && p->ignore_eos)
-    return gc_api_fail(err, 400, INVALID, NULL, "ignore_eos", "guided_choice ends the reply with its choice: "
-                       "ignore_eos cannot be on");
+  if ((choice || rx) && p->ignore_eos)
+    return gc_api_fail(err, 400, INVALID, NULL, "ignore_eos", "%s ends the reply with its %s: ignore_eos cannot be "
+                       "on", key, choice ? "choice" : "match");
   if (choice) return choices_of(choice, p, err) ? err->status : (p->json = 1, 0);
+  if (rx) return regex_of(key, rx, &b->regex, p, err) ? err->status : (p->json = 1, 0);
   if (strcmp(type, "text") && strcmp(type, "json_object") && strcmp(type, "json_schema"))
     return gc_api_fail(err, 400, INVALID, NULL, "response_format",
                        "response_format type %s: \"text\", \"json_object\" or \"json_schema\"", GC_QUOTED(type));
@@ -1195,7 +1252,8 @@ static int prompt_requests(gc_api_t *a, body_t *b, int chat, prompt_t *ps, const
     if (params(a, b, chat, (int)ps->ids.n, j, &r->p, (gc_api_req_t *)q, err)) return err->status;
     if (call && (r->p.json || r->p.ignore_eos))
       return gc_api_fail(err, 400, INVALID, NULL, "tool_choice", "tool_choice forces tool calls, which end the "
-                         "reply: not with %s", r->p.json ? "response_format, guided_json, json_schema or guided_choice" : "ignore_eos");
+                         "reply: not with %s", r->p.json ? "response_format, guided_json, json_schema, guided_choice or "
+                         "guided_regex" : "ignore_eos");
     if (call) { /* a copy: its names, its schemas' references */
       gc_json_call_t *c = r->p.call = gc_calloc(1, sizeof *call, &e);
       char(*names)[GC_JSON_NAME + 1] = c ? gc_malloc((size_t)call->nnames * sizeof *names, &e) : NULL;
@@ -1230,7 +1288,7 @@ int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_api_req_t
   q->chat = chat;
   json_object *o = NULL;
   int rc = object_body(body, n, &o, err);
-  body_t b = {o, body, n, NULL};
+  body_t b = {o, body, n, NULL, NULL};
   json_object *model = rc ? NULL : field(o, "model"), *so;
   if (!rc && model && !json_object_is_type(model, json_type_string)) rc = want(err, "model", "a string", model);
   if (!rc && model && strcmp(json_object_get_string(model), a->model_id))
@@ -1270,6 +1328,7 @@ int gc_api_parse(gc_api_t *a, int chat, const char *body, size_t n, gc_api_req_t
     if ((rc = prompt_requests(a, &b, chat, &ps[i], q, call, rs, i * q->n, err))) of_prompt(err, (size_t)i, (size_t)np);
   call_free(call);
   gc_json_schema_free(b.schema); /* the requests hold their own references */
+  gc_json_regex_free(b.regex);
   for (int i = 0; i < np; i++) gc_tok_ids_free(&ps[i].ids);
   if (rc) {
     for (int i = rs ? np * q->n : 0; i-- > 0;) gc_srv_req_release(rs[i]); /* the leader, rs[0], last */

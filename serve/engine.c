@@ -121,6 +121,7 @@ void gc_srv_req_release(gc_srv_req_t *r) {
   free(r->p.call);
   gc_json_schema_free(r->p.schema);
   gc_json_choice_clear(&r->p.choice);
+  gc_json_regex_free(r->p.regex);
   free(r->prompt);
   free(r->echo);
   free(r->ids);
@@ -755,6 +756,7 @@ static int json_room(gc_engine_t *en, gc_srv_req_t *r, gc_err_t *e) {
   if (r->p.call) gc_json_fsm_init_call(&r->jf, r->p.call);
   else if (r->p.schema) gc_json_fsm_init_schema(&r->jf, r->p.schema);
   else if (r->p.choice.n) gc_json_fsm_init_choice(&r->jf, &r->p.choice);
+  else if (r->p.regex) gc_json_fsm_init_regex(&r->jf, r->p.regex);
   else gc_json_fsm_init(&r->jf);
   r->jrow = gc_malloc((size_t)en->w->cfg.vocab_size * sizeof *r->jrow, e);
   return r->jrow ? GC_OK : e->code;

@@ -43,6 +43,8 @@ typedef struct gc_srv_params {
   gc_json_schema_t *schema; /* with json: the JSON Schema the object must satisfy (owned), or NULL */
   gc_json_choice_t choice;  /* with json and choice.n > 0: the reply is one of these strings (owned;
                                vLLM's guided_choice), not JSON */
+  gc_json_regex_t *regex;   /* with json: the reply is one whole match of this pattern (a reference;
+                               vLLM's guided_regex), not JSON; or NULL */
   int32_t bias_ids[GC_SRV_MAX_BIAS]; /* logit_bias: added to these ids' logits before the draw */
   float bias[GC_SRV_MAX_BIAS];
   int nbias;

@@ -189,7 +189,7 @@ def test_escaped_nul_and_control_characters():
     ("(a", 2, "a group ( is not closed"), ("a)", 1, "a ')' without its '('"), ("*a", 0, "nothing to repeat"),
     ("a**", 2, "nothing to repeat"), ("^*", 1, "nothing to repeat"), ("a{,3}", 1, "quantifier"),
     ("a{2", 1, "quantifier"), ("{", 0, "must be escaped"), ("a{3,2}", 1, "m below n"), ("a{1001}", 1, "above 1000"),
-    ("(?=a)", 1, "lookahead"), ("(?<!a)b", 1, "lookbehind"), ("(?<n>a)", 1, "named groups"), ("(?i)a", 1, "flags"),
+    ("(?=a)", 0, "lookahead"), ("(?<!a)b", 0, "lookbehind"), ("(?<n>a)", 0, "named groups"), ("(?i)a", 0, "flags"),
     (r"(a)\1", 4, "backreferences"), (r"\bx", 1, "word boundaries"), (r"\p{L}", 1, "escape \\p"),
     (r"\cA", 1, "escape \\c"), (r"\x4", 1, "two hex digits"), (r"\ud800", 1, "surrogate"), ("[]", 1, "empty class"),
     ("[^]", 2, "empty class"), ("[a", 2, "not closed"), ("[z-a]", 4, "out of order"), (r"[\d-z]", 3, "class escape"),

@@ -992,9 +992,8 @@ def test_min_tokens(srv):
 
 REFUSED = [
     (b'{"prompt": "x", "%s": %s}' % (k.encode(), v.encode()), 400, k, "not supported")
-    for k, v in (("guided_regex", '"[a-z]+"'),
-                 ("guided_grammar", '"root ::= x"'), ("grammar", '"root ::= x"'),
-                 ("structured_outputs", '{"regex": "a"}'), ("typical_p", "0.5"), ("mirostat", "2"),
+    for k, v in (("guided_grammar", '"root ::= x"'), ("grammar", '"root ::= x"'),
+                 ("typical_p", "0.5"), ("mirostat", "2"),
                  ("top_a", "0.1"), ("tfs_z", "0.9"), ("dry_multiplier", "0.8"), ("xtc_probability", "0.5"),
                  ("include_stop_str_in_output", "true"), ("skip_special_tokens", "false"),
                  ("bad_words", '["a"]'),
@@ -1079,7 +1078,8 @@ def test_json_mode(srv, tiny):
     assert_errors(srv, "/v1/chat/completions", [
         (b'{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", '
          b'"json_schema": {"name": "a", "schema": {"type": "object", "properties": {"a": {"type": "string", '
-         b'"pattern": "^a"}}}}}}', 400, "response_format", "schema.properties.a: pattern is not supported"),
+         b'"pattern": "(?=a)"}}}}}}', 400, "response_format",
+         "schema.properties.a: pattern: at byte 0: lookahead is not supported"),
         (b'{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "xml"}}', 400,
          "response_format", "\"json_object\""),
         (b'{"messages": [{"role": "user", "content": "x"}], "response_format": "json"}', 400,
@@ -1092,7 +1092,8 @@ def test_json_mode(srv, tiny):
 WEATHER = {"type": "object", "properties": {
     "city": {"type": "string", "maxLength": 12}, "unit": {"enum": ["celsius", "fahrenheit"]},
     "days": {"type": "integer", "minimum": 1, "maximum": 14}, "level": {"enum": [1, 2, None]},
-    "alerts": {"type": "array", "items": {"type": "string"}}, "note": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+    "alerts": {"type": "array", "items": {"type": "string"}}, "note": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+    "station": {"type": "string", "pattern": "^[A-Z]{3}-\\d$"}},
     "required": ["unit", "days"], "additionalProperties": False}
 
 
@@ -1194,6 +1195,64 @@ def test_guided_choice(srv, tiny):
     ])
 
 
+def test_guided_regex(srv, tiny):
+    """vLLM's guided_regex: every reply, greedy and sampled, chat and
+    completion, streamed or not, is one whole match of the pattern (Python's
+    re.fullmatch, with ECMA's \\d), raw text (quotes, newlines and UTF-8 as
+    they are), ended by an end token where nothing more may follow or the
+    model ends it (each pattern here is finite and fits max_tokens, so
+    every reply ends); n choices each match; bad patterns and ignore_eos
+    are refused with the byte and the reason."""
+    model = tiny[1]
+    texts, raw = token_texts(model)
+    special = special_ids(model)
+    pats = [r"(yes|no|maybe)!?", r"[0-9]{3}-[0-9]{4}", r'[a-z ]{2,12}"?\n(é|ß){1,3}', r"\w{1,8}@\w{1,5}\.(com|org)"]
+    for k in range(16):
+        pat = pats[k % len(pats)]
+        body = {"model": MODEL, "messages": [{"role": "user", "content": f"Answer {k}"}], "max_tokens": 40,
+                "guided_regex": pat, "temperature": 0 if k % 2 == 0 else 1.0, "seed": k, "return_token_ids": True}
+        c = completion(srv, body, "/v1/chat/completions")
+        ids = c["token_ids"]
+        reply = b"".join(raw[i] for i in ids if i not in special).decode("utf-8", "replace")
+        assert c["finish_reason"] == "stop" and ids[-1] in special, (k, c)  # every match fits max_tokens
+        assert re.fullmatch(pat, reply) and c["message"]["content"] == reply, (k, pat, reply)
+        if k == 1:
+            status, _, text = srv.post("/v1/chat/completions", dict(body, stream=True))
+            assert status == 200 and stream_text(sse(text), True)[0] == reply
+    status, _, text = srv.post("/v1/completions", {"model": MODEL, "prompt": "x", "max_tokens": 30, "n": 3,
+                                                   "guided_regex": "a|b|c", "temperature": 1.0, "seed": 5})
+    c = json.loads(text)["choices"]
+    assert status == 200 and len(c) == 3, text
+    assert all(x["text"] in ("a", "b", "c") and x["finish_reason"] == "stop" for x in c), c
+    msg = b'{"messages": [{"role": "user", "content": "x"}], '
+    assert_errors(srv, "/v1/chat/completions", [
+        (msg + b'"guided_regex": 5}', 400, "guided_regex", "a string"),
+        (msg + b'"guided_regex": "(a"}', 400, "guided_regex", "guided_regex: at byte 2: a group ( is not closed"),
+        (msg + b'"guided_regex": "a(?=b)"}', 400, "guided_regex", "at byte 1: lookahead is not supported"),
+        (msg + b'"guided_regex": "a$b"}', 400, "guided_regex", "no string matches"),
+        (msg + b'"guided_regex": "a", "ignore_eos": true}', 400, "ignore_eos", "guided_regex ends the reply"),
+        (msg + b'"guided_regex": "a", "guided_choice": ["a"]}', 400, "guided_choice", "give one of"),
+    ])
+    # vLLM's newer spelling: structured_outputs {regex | choice | json | json_object}
+    for so, check in [({"regex": "[0-9]{2}"}, lambda t: re.fullmatch("[0-9]{2}", t)),
+                      ({"choice": ["up", "down"], "disable_fallback": True}, lambda t: t in ("up", "down")),
+                      ({"json": {"type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"],
+                                 "additionalProperties": False}}, lambda t: list(json.loads(t)) == ["a"]),
+                      ({"json_object": True, "regex": None}, lambda t: isinstance(json.loads(t), dict))]:
+        c = completion(srv, {"model": MODEL, "prompt": "x", "max_tokens": 40, "temperature": 0,
+                             "structured_outputs": so})
+        assert c["finish_reason"] == "stop" and check(c["text"]), (so, c)
+    assert_errors(srv, "/v1/chat/completions", [
+        (msg + b'"structured_outputs": {"grammar": "root ::= x"}}', 400, "structured_outputs", "not supported"),
+        (msg + b'"structured_outputs": {"regex": "a", "choice": ["a"]}}', 400, "structured_outputs", "give one of"),
+        (msg + b'"structured_outputs": {}}', 400, "structured_outputs", "give one of"),
+        (msg + b'"structured_outputs": {"regx": "a"}}', 400, "structured_outputs", "structured_outputs.regx"),
+        (msg + b'"structured_outputs": {"regex": "(a"}}', 400, "structured_outputs", "at byte 2"),
+        (msg + b'"structured_outputs": {"regex": "a"}, "guided_regex": "a"}', 400, "structured_outputs", "give one of"),
+        (msg + b'"structured_outputs": 3}', 400, "structured_outputs", "an object"),
+    ])
+
+
 def test_gcore_run_json_schema(tiny):
     """gcore-run -j SCHEMA (llama.cpp's flag) and --json-schema-file: each
     reply, greedy and sampled, from -p, --tokens and --chat, is an object
@@ -1234,6 +1293,34 @@ def test_gcore_run_json_schema(tiny):
                       (["-j", "{}", "--ignore-eos"], "without --ignore-eos"),
                       (["-j", "{}", "--json-schema-file", path], "not both"),
                       (["--json-schema-file", d / "nope.json"], "nope.json")):
+        r = run_tool("gcore-run", "-m", model, "-b", bundle, "-p", "x", *args, cwd=str(d))
+        assert r.rc == 1 and msg in r.err and len(r.err.strip().splitlines()) == 1, (args, r)
+
+
+def test_gcore_run_regex(tiny):
+    """gcore-run --regex R: each reply, greedy and sampled, from -p,
+    --tokens and --chat, is one whole match of R (Python's re.fullmatch),
+    ended by an end id (each pattern here is finite and fits -n); a
+    pattern outside the subset, --ignore-eos with it, or beside -j: one
+    clear line, exit 1."""
+    d, model, bundle = tiny
+    texts, raw = token_texts(model)
+    special = special_ids(model)
+    pats = [r"(yes|no)!?", r"[0-9]{2}:[0-5][0-9]", r'"[a-z]{1,6}"\n']
+    for k, args in enumerate([["-p", "Weather:"], ["--tokens", "5,6,7", "--temp", 1.0, "--seed", 3],
+                              ["-p", "x", "--temp", 0.7, "--seed", 9]]):
+        for pat in pats:
+            out = gcore_run(tiny, "--regex", pat, *args, "-n", 40, *([] if "--temp" in args else ["--temp", 0]))[0]
+            ids = out["tokens"]
+            reply = b"".join(raw[i] for i in ids if i not in special).decode()
+            assert ids[-1] in special and all(i not in special for i in ids[:-1]), (k, pat, ids)
+            assert re.fullmatch(pat, reply), (k, pat, reply)
+    out = gcore_run(tiny, "--chat", "--regex", "(a|b)c", "-n", 20, "--temp", 0, stdin="hi\nmore\n")
+    assert len(out) == 2 and all(b"".join(raw[i] for i in t["tokens"] if i not in special) in (b"ac", b"bc")
+                                 for t in out), out
+    for args, msg in ((["--regex", "a(?=b)"], "--regex: at byte 1: lookahead is not supported"),
+                      (["--regex", "a", "--ignore-eos"], "without --ignore-eos"),
+                      (["--regex", "a", "-j", "{}"], "not both")):
         r = run_tool("gcore-run", "-m", model, "-b", bundle, "-p", "x", *args, cwd=str(d))
         assert r.rc == 1 and msg in r.err and len(r.err.strip().splitlines()) == 1, (args, r)
 

@@ -62,6 +62,9 @@ static const char usage[] =
     "                       and it ends with an end token once complete (the subset gcore-serve's\n"
     "                       structured outputs read; others refused); needs the tokenizer\n"
     "  --json-schema-file F the same, S read from file F\n"
+    "  --regex R            each reply is one whole match of pattern R (ECMA-262's syntax, vLLM's\n"
+    "                       guided_regex), ended with an end token where nothing more may follow\n"
+    "                       (or the model ends it where the match is whole); needs the tokenizer\n"
     "  --token-by-token     feed the prompt one token at a time (decode path) instead of a prefill\n"
     "  --json               print one JSON object at the end (ids, text, timings) instead of\n"
     "                       streaming; with --chat one object per turn\n"
@@ -118,7 +121,7 @@ enum { O_VERSION = 255, O_OP = 256, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_BAC
        O_MINTIME, O_POS, O_LAYOUT, O_TOKENS, O_CTX, O_IGNORE_EOS, O_TBT, O_JSON, O_LOGITS, O_TEMP, O_TOPK, O_TOPP,
        O_MINP, O_REPEAT, O_REPEAT_N, O_PROFILE, O_NOGRAPH, O_NOAHEAD, O_NOPDL, O_WARMUP, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE,
        O_BOS, O_CHAT, O_SYSTEM, O_NO_THINK, O_NULL, O_DB, O_CACHE, O_TOKENS_FILE, O_QUANTIZE, O_TP, O_DEVICES,
-       O_JSON_SCHEMA_FILE };
+       O_JSON_SCHEMA_FILE, O_REGEX };
 
 static const struct option longopts[] = {
     {"bundle", 1, 0, 'b'},        {"model", 1, 0, 'm'},        {"prompt", 1, 0, 'p'},
@@ -136,6 +139,7 @@ static const struct option longopts[] = {
     {"tokenizer", 1, 0, O_TOKENIZER}, {"tokenize", 0, 0, O_TOKENIZE}, {"detokenize", 0, 0, O_DETOKENIZE},
     {"bos", 0, 0, O_BOS},         {"chat", 0, 0, O_CHAT},      {"system", 1, 0, O_SYSTEM},
     {"no-think", 0, 0, O_NO_THINK}, {"json-schema", 1, 0, 'j'}, {"json-schema-file", 1, 0, O_JSON_SCHEMA_FILE},
+    {"regex", 1, 0, O_REGEX},
     {"null", 0, 0, O_NULL},       {"db", 1, 0, O_DB},          {"cache", 1, 0, O_CACHE},
     {"tokens-file", 1, 0, O_TOKENS_FILE}, {"quantize", 1, 0, O_QUANTIZE},
     {"tp", 1, 0, O_TP},           {"devices", 1, 0, O_DEVICES},
@@ -244,6 +248,7 @@ typedef struct run_opts {
   int tp;                  /* --tp N: tensor-parallel ranks (1: none) */
   int no_think;            /* --no-think: the template's enable_thinking false */
   const char *json_schema, *json_schema_file; /* --json-schema (its text), --json-schema-file, or NULL */
+  const char *regex;                          /* --regex, or NULL */
   int ndev, devices[GC_LLAMA_TP_MAX]; /* --devices: the ranks' ordinals (0: --device + r) */
   gc_sampler_params_t sp;
 } run_opts_t;
@@ -300,6 +305,7 @@ typedef struct text_io {
   gc_chat_t conv;   /* --chat: the conversation so far, as the template sees it */
   int32_t chat_end; /* id closing a reply, -1 without --chat */
   gc_json_schema_t *js;   /* --json-schema: the schema of every reply, or NULL */
+  gc_json_regex_t *rx;    /* --regex: the pattern every reply matches whole, or NULL */
   gc_json_vocab_t *jv;    /* ... each token's piece (while the tokenizer was open) */
   int32_t json_end;       /* ... the id that ends a reply once its object is complete */
 } text_io_t;
@@ -378,14 +384,14 @@ typedef struct emit_ctx {
 } emit_ctx_t;
 
 /* The next token from a step's logits lg: the sampler's draw, or (with
- * --json-schema) JSON mode's (gc_json_sample), which ends the reply with
- * the end id once the object is complete. */
+ * --json-schema or --regex) JSON mode's (gc_json_sample), which ends the
+ * reply with the end id once the object (the match) is complete. */
 static int draw(emit_ctx_t *x, const float *lg, int *t, gc_err_t *e) {
-  if (!x->io->js) return gc_sampler_sample(x->smp, lg, t, e);
+  if (!x->io->js && !x->io->rx) return gc_sampler_sample(x->smp, lg, t, e);
   int32_t id;
   if (gc_json_sample(x->io->jv, &x->jf, x->smp, x->o->sp.temperature <= 0, lg, x->jrow, x->c->vocab_size,
                      x->io->json_end, &id, e))
-    return gc_err_prefix(e, "--json-schema");
+    return gc_err_prefix(e, x->io->rx ? "--regex" : "--json-schema");
   *t = id;
   return GC_OK;
 }
@@ -440,12 +446,13 @@ static int generate(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t 
   for (int i = 0; i < np; i++) gc_sampler_accept(smp, p[i]);
   double td = gc_now();
   /* greedy with no penalty, no logits to write and no schema: the device does argmax */
-  int on_device = o->sp.temperature <= 0 && o->sp.repeat_penalty == 1.0f && !g->logits && !io->js;
+  int on_device = o->sp.temperature <= 0 && o->sp.repeat_penalty == 1.0f && !g->logits && !io->js && !io->rx;
   emit_ctx_t x = {.o = o, .c = c, .smp = smp, .g = g, .io = io};
   g->n_out = 0;
   int t = 0;
-  if (io->js) {
-    gc_json_fsm_init_schema(&x.jf, io->js);
+  if (io->js || io->rx) {
+    if (io->rx) gc_json_fsm_init_regex(&x.jf, io->rx);
+    else gc_json_fsm_init_schema(&x.jf, io->js);
     if (!(x.jrow = gc_malloc((size_t)c->vocab_size * sizeof *x.jrow, e))) rc = GC_ENOMEM;
   }
   if (!rc && o->n_predict > 0 && !(rc = draw(&x, lg, &t, e))) {
@@ -538,7 +545,7 @@ static int open_tokenizer(const run_opts_t *o, const gc_llama_config_t *c, text_
   char path[4096];
   const char *tp = o->tokenizer;
   struct stat st;
-  if (!tp && !o->prompt && !o->chat && !o->json_schema && !o->json_schema_file) return GC_OK; /* none needed */
+  if (!tp && !o->prompt && !o->chat && !o->json_schema && !o->json_schema_file && !o->regex) return GC_OK; /* none needed */
   snprintf(path, sizeof path, "%s/tokenizer.json", o->model);
   if (!tp && stat(o->model, &st) == 0 && S_ISDIR(st.st_mode) && stat(path, &st) == 0) tp = o->model;
   if (!tp && gc_weights_is_gguf(o->model)) tp = o->model;
@@ -734,22 +741,25 @@ static int run_prompts(gc_llama_t *m, const run_opts_t *o, int max_t, const prom
   return rc;
 }
 
-/* --json-schema: io->js compiled, io->jv from the tokenizer (open_tokenizer
- * opened it; --tokens frees it later), io->json_end the id a complete reply
- * ends with (--chat: the turn's end, else the model's first end id). */
+/* --json-schema (--regex): io->js (io->rx) compiled, io->jv from the
+ * tokenizer (open_tokenizer opened it; --tokens frees it later),
+ * io->json_end the id a complete reply ends with (--chat: the turn's end,
+ * else the model's first end id). */
 static int open_schema(const run_opts_t *o, const gc_llama_config_t *c, text_io_t *io, gc_err_t *e) {
   char *text = NULL;
   const char *s = o->json_schema;
   size_t n = s ? strlen(s) : 0;
   int rc = GC_OK;
   if (o->json_schema_file && !(rc = gc_read_file(o->json_schema_file, 1 << 20, &text, &n, e))) s = text;
-  if (!rc && gc_json_schema_new(s, n, &io->js, e)) rc = gc_err_prefix(e, "--json-schema");
+  if (!rc && o->regex && gc_json_regex_new(o->regex, strlen(o->regex), &io->rx, e)) rc = gc_err_prefix(e, "--regex");
+  else if (!rc && !o->regex && gc_json_schema_new(s, n, &io->js, e)) rc = gc_err_prefix(e, "--json-schema");
   free(text);
   if (rc) return rc;
   io->json_end = io->chat_end >= 0 ? io->chat_end : c->n_eos ? c->eos_ids[0] : -1;
   for (int id = 0; io->json_end < 0 && id < gc_tok_vocab_size(io->tok); id++)
     if (gc_tok_is_eos(io->tok, id)) io->json_end = id;
-  if (io->json_end < 0) return gc_err_set(e, GC_EINVAL, "--json-schema: the model has no end-of-sequence token");
+  if (io->json_end < 0)
+    return gc_err_set(e, GC_EINVAL, "%s: the model has no end-of-sequence token", o->regex ? "--regex" : "--json-schema");
   return gc_json_vocab_new(io->tok, &io->jv, e);
 }
 
@@ -771,7 +781,7 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   if (!rc && (gc_weights_note(w, note, sizeof note), note[0])) fprintf(stderr, "gcore-run: %s: %s\n", o->model, note);
   if (!rc && o->quantize) rc = gc_weights_quantize(w, o->quantize, e);
   if (!rc) rc = open_tokenizer(o, &w->cfg, &io, e);
-  if (!rc && (o->json_schema || o->json_schema_file)) rc = open_schema(o, &w->cfg, &io, e);
+  if (!rc && (o->json_schema || o->json_schema_file || o->regex)) rc = open_schema(o, &w->cfg, &io, e);
   if (!rc && o->tokens_file) {
     rc = read_prompts(o->tokens_file, &many, e);
     np = many.longest;
@@ -819,6 +829,7 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   gc_chat_free(&io.conv);
   gc_tok_free(io.tok);
   gc_json_schema_free(io.js);
+  gc_json_regex_free(io.rx);
   gc_json_vocab_free(io.jv);
   gc_sampler_free(smp);
   gc_llama_free(m);
@@ -954,6 +965,7 @@ int main(int argc, char **argv) {
       case O_NO_THINK: o.no_think = 1; break;
       case 'j': o.json_schema = optarg; break;
       case O_JSON_SCHEMA_FILE: o.json_schema_file = optarg; break;
+      case O_REGEX: o.regex = optarg; break;
       case O_QUANTIZE: o.quantize = optarg; break;
       case O_TP:
         if (gc_parse_i64(optarg, &iv) || iv < 1 || iv > GC_LLAMA_TP_MAX) return bad_flag("--tp", "1..64 ranks");
@@ -1055,6 +1067,11 @@ int main(int argc, char **argv) {
     rc = gc_err_set(&e, GC_EINVAL, "--no-think goes with --chat");
   else if (o.json_schema && o.json_schema_file)
     rc = gc_err_set(&e, GC_EINVAL, "give the schema as --json-schema S or --json-schema-file F, not both");
+  else if (o.regex && (o.json_schema || o.json_schema_file))
+    rc = gc_err_set(&e, GC_EINVAL, "give --regex or --json-schema, not both");
+  else if (o.regex && (o.ignore_eos || !o.model))
+    rc = gc_err_set(&e, GC_EINVAL, "--regex ends each reply when its match is complete: it goes with -m MODEL and "
+                                   "without --ignore-eos");
   else if ((o.json_schema || o.json_schema_file) && (o.ignore_eos || !o.model))
     rc = gc_err_set(&e, GC_EINVAL, "--json-schema ends each reply when its object is complete: it goes with -m MODEL "
                                    "and without --ignore-eos");

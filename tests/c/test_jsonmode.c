@@ -680,6 +680,51 @@ static void choices(void) {
   rig_close(&r);
 }
 
+/* A reply that must match a pattern whole (vLLM's guided_regex): raw
+ * UTF-8, each character leading on, a lead byte only where some character
+ * it begins may come; it may end where the match is whole, and is done
+ * where nothing may follow. */
+static void regexes(void) {
+  gc_json_regex_t *rx = NULL;
+  gc_err_t e = {0};
+  static const char PAT[] = "(yes|no)!?|\\d{2,}|[\xc3\xa9\xe4\xb8\xad]+\n\"";
+  CHECK(gc_json_regex_new(PAT, sizeof PAT - 1, &rx, &e) == GC_OK);
+  if (!rx) return;
+  static const struct {
+    const char *text;
+    size_t accepted;
+    int may_end, done;
+  } CASES[] = {
+      {"yes", 3, 1, 0}, {"yes!", 4, 1, 1}, {"no!x", 3, 1, 1}, {"n", 1, 0, 0}, {"", 0, 0, 0}, {"x", 0, 0, 0},
+      {"1", 1, 0, 0}, {"12", 2, 1, 0}, {"1234567", 7, 1, 0}, {"12a", 2, 1, 0}, {" yes", 0, 0, 0},
+      {"\xc3\xa9\xe4\xb8\xad\n\"", 7, 1, 1}, {"\xc3\xa9\n", 3, 0, 0}, {"\xc3\xa8", 1, 0, 0}, {"\xc4", 0, 0, 0},
+      {"\xe4\xb8\xae", 2, 0, 0}, {"\xe5", 0, 0, 0}, {"\xed\xa0\x80", 0, 0, 0}, {"\xc3\xa9\xc3", 3, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
+    gc_json_fsm_t f;
+    gc_json_fsm_init_regex(&f, rx);
+    size_t n = strlen(CASES[i].text), at = 0;
+    while (at < n && gc_json_fsm_feed(&f, CASES[i].text + at, 1)) at++;
+    CHECK(at == CASES[i].accepted && gc_json_fsm_may_end(&f) == CASES[i].may_end &&
+          gc_json_fsm_done(&f) == CASES[i].done);
+  }
+  static mask_rig_t r;
+  CHECK(rig_open(&r));
+  static const char *const TEXTS[] = {"yes!", "no", "2024", "\xc3\xa9\xe4\xb8\xad\xc3\xa9\n\""};
+  for (int k = 0; k < 4; k++) {
+    gc_json_fsm_t f;
+    int states = 0;
+    gc_json_fsm_init_regex(&f, rx);
+    CHECK(rig_walk(&r, &f, TEXTS[k], &states) && gc_json_fsm_may_end(&f));
+  }
+  rig_close(&r);
+  gc_json_regex_t *two = gc_json_regex_ref(rx);
+  gc_json_regex_free(rx);
+  gc_json_regex_free(two);
+  CHECK(gc_json_regex_new("a(?=b)", 6, &rx, &e) == GC_EINVAL && strstr(e.msg, "at byte 1: lookahead") && !rx);
+  CHECK(gc_json_regex_new("a$b", 3, &rx, &e) == GC_EINVAL && strstr(e.msg, "no string matches") && !rx);
+}
+
 /* Each refused schema's message names its path and what is wrong. */
 static void schema_errors(void) {
   static const char *const CASES[][2] = {
@@ -970,5 +1015,6 @@ int main(int argc, char **argv) {
   check_case("patterns", patterns);
   check_case("a call's arguments under its schema", call_arguments_under_schemas);
   check_case("choices", choices);
+  check_case("a reply under a pattern", regexes);
   return check_report();
 }
