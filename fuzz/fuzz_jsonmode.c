@@ -3,7 +3,9 @@
  * first part is a reply (a leading 'C': tool calls in Hermes' blocks, 'M':
  * in Mistral's array after its control token, each of two names, 'S': in
  * Hermes' blocks with one name's arguments under a JSON Schema, 'K': one
- * of guided_choice's strings; else a bare object), the other parts (FZ_SEP)
+ * of guided_choice's strings, 'R': one whole match of a pattern
+ * (guided_regex), 'P': an object whose strings are under patterns; else a
+ * bare object), the other parts (FZ_SEP)
  * the pieces of a vocabulary (every fifth a control token), as a
  * tokenizer file would hand them out. At each byte of the reply the
  * recognizer accepts (up to REPLY_MAX) the mask and gc_json_allows must
@@ -64,11 +66,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static char *cs[4] = {"yes", "no", "yes!", "\"q\" \xc3\xa9"};
   static size_t clen[4] = {3, 2, 4, 6};
   gc_json_choice_t choice = {.s = cs, .len = clen, .n = 4};
+  /* 'R': a pattern the whole reply matches; 'P': patterns in a schema */
+  static const char PAT[] = "(yes|no)!?|\\d{2,4}|[\"\\\\a-c\xc3\xa9\xe4\xb8\xad\n]+x?|\\u00e8.";
+  static const char PSCHEMA[] = "{\"type\": \"object\", \"properties\": {\"d\": {\"type\": \"string\", \"pattern\": "
+                                "\"^\\\\d{4}-\\\\d{2}$\"}, \"e\": {\"pattern\": \"[a\\u00e9\\\"\\\\\\\\]\", \"maxLength\": 3}}}";
+  gc_json_regex_t *rx = NULL;
+  gc_json_schema_t *psch = NULL;
+  if (gc_json_regex_new(PAT, sizeof PAT - 1, &rx, &e) || gc_json_schema_new(PSCHEMA, sizeof PSCHEMA - 1, &psch, &e))
+    abort();
   if (call) {
     gc_json_fsm_init_call(&f, call);
     reply++, rn--;
   } else if (rn && reply[0] == 'K') {
     gc_json_fsm_init_choice(&f, &choice);
+    reply++, rn--;
+  } else if (rn && reply[0] == 'R') {
+    gc_json_fsm_init_regex(&f, rx);
+    reply++, rn--;
+  } else if (rn && reply[0] == 'P') {
+    gc_json_fsm_init_schema(&f, psch);
     reply++, rn--;
   } else
     gc_json_fsm_init(&f);
@@ -87,5 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   gc_json_vocab_free(v);
   gc_json_schema_free(sch[1]);
+  gc_json_schema_free(psch);
+  gc_json_regex_free(rx);
   return 0;
 }

@@ -416,7 +416,8 @@ def jsonmode_seeds() -> None:
                b'M [{"name": "get", "arguments": {}}, {"name": "get_weather", "arguments": {"c": [1]}}]',
                b'S<tool_call>\n{"name": "get_weather", "arguments": {"days": 3, "city": "Z\xc3\xbcrich", "n": null}}'
                b'\n</tool_call>\n<tool_call>\n{"name": "get", "arguments": {"x": [1]}}\n</tool_call>',
-               b'Kyes!', b'K"q" \xc3\xa9']
+               b'Kyes!', b'K"q" \xc3\xa9', b'R12', b'Rno!', b'Rab\xc3\xa9"\\\n\xe4\xb8\xadx',
+               b'P{"d": "2024-12", "e": "\\u00e9\\\\\\""}']
     for i, r in enumerate(replies):
         put("jsonmode", f"j{i}", SEP.join([r] + pieces[i:] + pieces[:i]))
 
