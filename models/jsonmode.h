@@ -66,7 +66,9 @@ void gc_json_call_clear(gc_json_call_t *c);
  *   pattern (ECMA-262, regex.h's subset; the string contains a match, as
  *   JSON Schema reads it; characters are code points), its automaton
  *   counting minLength and maxLength too, at most 32 distinct patterns;
- *   not beside enum or const;
+ *   not beside enum or const; format date, time, date-time, uuid, ipv4 or
+ *   email, as OpenAI's structured outputs enforce them, read as the
+ *   pattern of its strings (jsonschema.c: FORMATS; not beside a pattern);
  * - enum or const: strings, numbers, true, false, null (not objects or
  *   arrays), each written as its JSON text (json-c's: a number as the
  *   schema spells it), at most GC_JSON_LIT bytes; values not of the
@@ -80,8 +82,8 @@ void gc_json_call_clear(gc_json_call_t *c);
  *   object; allOf of one schema;
  * - $ref to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion
  *   allowed: depth is GC_JSON_DEPTH's);
- * - annotations ignored: title, description, default, examples, format
- *   (an annotation in JSON Schema 2020-12), $schema, $id, $comment,
+ * - annotations ignored: title, description, default, examples, other
+ *   formats (an annotation in JSON Schema 2020-12), $schema, $id, $comment,
  *   deprecated, readOnly, writeOnly, strict, $defs, definitions,
  *   discriminator (OpenAPI's; the tag is found without it).
  * Anything else (uniqueItems, multipleOf, patternProperties, ...) is refused

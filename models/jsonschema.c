@@ -25,7 +25,8 @@ typedef struct {
   uint8_t busy[GC_JSON_NODES]; /* nodes being compiled (a $ref to one: recursion) */
   int ncap, pcap, scap;        /* room in the table's nodes, props and strs (they grow as needed) */
   struct {
-    json_object *pat;          /* a pattern compiled (its text), for its lengths: res[k] */
+    const char *text;          /* a pattern compiled (its text: the schema's or FORMATS'), for its lengths: res[k] */
+    size_t len;
     uint32_t minlen, maxlen;
   } rememo[PATTERNS];
   gc_err_t *e;
@@ -397,33 +398,72 @@ static int int_bounds(cc_t *c, json_object *sch, int n, const char *path) {
   return GC_OK;
 }
 
-/* pattern (ECMA-262, regex.h's subset; a string contains a match) into
- * string node n, with n's minLength and maxLength counted in its
- * automaton; a pattern met before with the same lengths shares its
- * automaton. */
+/* The formats whose strings gcore writes as OpenAI's structured outputs
+ * do (an annotation to JSON Schema 2020-12, so any other name changes
+ * nothing), each as the pattern of its strings: RFC 3339's full-date (the
+ * month's days, 29 February in leap years), full-time (upper-case Z,
+ * seconds 00-59, at most 9 fraction digits) and date-time (with 'T'),
+ * RFC 4122's UUID (hyphenated), dotted-decimal IPv4 (no leading zeros), and
+ * an e-mail address's common form (RFC 5321's dot-atoms of letters,
+ * digits and ._%+-). */
+#define YEAR "([1-9]\\d{3}|0[1-9]\\d{2}|00[1-9]\\d|000[1-9])"
+#define LEAP "(\\d{2}(0[48]|[2468][048]|[13579][26])|([2468][048]|[13579][26]|0[48])00)"
+#define DATE                                                                                                    \
+  "(" YEAR "-(0[13578]|1[02])-(0[1-9]|[12]\\d|3[01])|" YEAR "-(0[469]|11)-(0[1-9]|[12]\\d|30)|" YEAR           \
+  "-02-(0[1-9]|1\\d|2[0-8])|" LEAP "-02-29)"
+#define TIME "([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(\\.\\d{1,9})?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)"
+#define OCTET "(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)"
+static const struct { const char *name, *pattern; } FORMATS[] = {
+    {"date", "^" DATE "$"},
+    {"time", "^" TIME "$"},
+    {"date-time", "^" DATE "T" TIME "$"},
+    {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},
+    {"ipv4", "^(" OCTET "\\.){3}" OCTET "$"},
+    {"email", "^[A-Za-z0-9_%+-]+(\\.[A-Za-z0-9_%+-]+)*@[A-Za-z0-9-]+(\\.[A-Za-z0-9-]+)*\\.[A-Za-z]{2,}$"},
+};
+
+/* The pattern of sch's format where FORMATS has it (NULL: none). */
+static const char *format_of(json_object *sch) {
+  json_object *fmt = NULL;
+  if (!json_object_object_get_ex(sch, "format", &fmt) || !json_object_is_type(fmt, json_type_string)) return NULL;
+  for (size_t i = 0; i < sizeof FORMATS / sizeof *FORMATS; i++)
+    if (!strcmp(json_object_get_string(fmt), FORMATS[i].name)) return FORMATS[i].pattern;
+  return NULL;
+}
+
+/* pattern (ECMA-262, regex.h's subset; a string contains a match), or a
+ * format of FORMATS, into string node n, with n's minLength and maxLength
+ * counted in its automaton; a pattern met before with the same lengths
+ * shares its automaton. */
 static int pattern_part(cc_t *c, json_object *sch, int n, const char *path) {
   gc_json_schema_t *s = c->s;
   json_object *pat = NULL;
-  if (!json_object_object_get_ex(sch, "pattern", &pat)) return GC_OK;
-  if (!json_object_is_type(pat, json_type_string)) return fail(c, path, "pattern is a string");
+  if (json_object_object_get_ex(sch, "pattern", &pat) && !json_object_is_type(pat, json_type_string))
+    return fail(c, path, "pattern is a string");
+  const char *fmt = format_of(sch), *text = pat ? json_object_get_string(pat) : fmt;
+  size_t plen = pat ? (size_t)json_object_get_string_len(pat) : fmt ? strlen(fmt) : 0;
+  if (!text || (!pat && s->nodes[n].nenum)) return GC_OK; /* (a format beside an enum: the enum decides) */
   if (s->nodes[n].nenum) return fail(c, path, "pattern beside enum or const is not supported");
+  if (pat && fmt) return fail(c, path, "pattern beside a format gcore writes (date, time, date-time, uuid, ipv4, "
+                                       "email) is not supported");
   const uint32_t lo = s->nodes[n].minlen, hi = s->nodes[n].maxlen;
   for (int k = 0; k < s->nres; k++)
-    if (c->rememo[k].minlen == lo && c->rememo[k].maxlen == hi && json_object_equal(c->rememo[k].pat, pat))
+    if (c->rememo[k].minlen == lo && c->rememo[k].maxlen == hi && c->rememo[k].len == plen &&
+        !memcmp(c->rememo[k].text, text, plen))
       return s->nodes[n].re = (int16_t)(k + 1), GC_OK;
   if (s->nres >= PATTERNS) return fail(c, path, "the schema has more than 32 distinct patterns");
   gc_re_t *res = realloc(s->res, (size_t)(s->nres + 1) * sizeof *res);
   if (!res) return gc_err_set(c->e, GC_ENOMEM, "out of memory");
   s->res = res;
   gc_err_t e = {0};
-  if (gc_re_compile(json_object_get_string(pat), (size_t)json_object_get_string_len(pat), GC_RE_SEARCH, lo, hi,
-                    &s->res[s->nres], &e)) {
+  if (gc_re_compile(text, plen, GC_RE_SEARCH, lo, hi, &s->res[s->nres], &e)) {
     if (e.code == GC_ENOMEM) return gc_err_set(c->e, GC_ENOMEM, "out of memory");
     char what[GC_ERR_MSG];
-    snprintf(what, sizeof what, "pattern: %s", e.msg);
+    snprintf(what, sizeof what, "%s: %s", pat ? "pattern" : "format", e.msg);
     return fail(c, path, what);
   }
-  c->rememo[s->nres].pat = pat, c->rememo[s->nres].minlen = lo, c->rememo[s->nres].maxlen = hi;
+  c->rememo[s->nres].text = text, c->rememo[s->nres].len = plen;
+  c->rememo[s->nres].minlen = lo, c->rememo[s->nres].maxlen = hi;
   s->nodes[n].re = (int16_t)++s->nres;
   return GC_OK;
 }

@@ -17,6 +17,7 @@ import json
 import math
 import os
 import random
+import re
 import subprocess
 
 import pytest
@@ -122,12 +123,23 @@ SCHEMAS = {
         "uni": {"type": "string", "pattern": "^[\u00e0-\u00ff\u20ac]{1,3}$"},
         "loose": {"pattern": "^x"}},
         "required": ["date", "word"], "additionalProperties": False},
+    # formats OpenAI's structured outputs enforce (checked by the validator's format checker)
+    "formats": {"type": "object", "properties": {
+        "day": {"type": "string", "format": "date"}, "at": {"type": "string", "format": "date-time"},
+        "t": {"type": ["string", "null"], "format": "time"}, "id": {"type": "string", "format": "uuid"},
+        "ip": {"type": "string", "format": "ipv4"}, "mail": {"type": "string", "format": "email"},
+        "other": {"type": "string", "format": "colour"}},
+        "required": ["day", "id"], "additionalProperties": False},
 }
 # strings in each pattern's language, for the generator (the validator checks them too)
 EXAMPLES = {r"^\d{4}-(0[1-9]|1[0-2])-\d{2}$": ["2024-12-06", "0000-01-99"], "^[a-z]+$": ["ab", "abcdef", "zz"],
             r"\d": ["7", "a1", "x 2 y", "é9\n"], "^[A-Z]{3}$": ["ABC", "ZZZ"], r"^#\w+$": ["#a", "#A_9"],
             '^a\n"b\\\\/?$': ['a\n"b\\', 'a\n"b\\/'], "^[\u00e0-\u00ff\u20ac]{1,3}$": ["é", "ÿ€à"],
             "^x": ["x", "xyz", "x\n"]}
+FORMAT_EXAMPLES = {"date": ["2024-02-29", "1999-12-31", "0001-01-01"], "time": ["23:59:59Z", "00:00:00.123456789+05:30"],
+                   "date-time": ["2024-12-06T01:02:03Z", "2000-02-29T12:00:00.5-08:00"],
+                   "uuid": ["123e4567-e89b-12d3-a456-426614174000", "FFFFFFFF-0000-4AAA-8BBB-0123456789ab"],
+                   "ipv4": ["0.0.0.0", "255.255.255.255", "192.168.1.20"], "email": ["jane.doe+x@mail.example.org", "a@b.co"]}
 CHARS = ["a", "Z", " ", "\"", "\\", "/", "\n", "\t", "\x00", "é", "€", "😀", "}", "]", ",", ":"]
 
 
@@ -167,6 +179,26 @@ def first_wins(pairs):
     return out
 
 
+def rfc3339(x, date=True):
+    """RFC 3339's date-time (date: else its full-time), checked in Python:
+    the shape by a regular expression, the values by datetime (the days of
+    each month, leap years); this Debian's jsonschema lacks both checkers."""
+    import datetime
+    t = r"\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)"
+    if not isinstance(x, str) or not re.fullmatch((r"\d{4}-\d\d-\d\d[Tt]" if date else "") + t, x, re.A):
+        return not isinstance(x, str)
+    try:
+        datetime.datetime.fromisoformat((x if date else "2000-01-01T" + x).upper().replace("Z", "+00:00"))
+        return True
+    except ValueError:
+        return False
+
+
+FORMATS = jsonschema.FormatChecker()  # python3-jsonschema's, with RFC 3339's date-time and time
+FORMATS.checks("date-time")(rfc3339)
+FORMATS.checks("time")(lambda x: rfc3339(x, False))
+
+
 def valid(schema, b):
     """A strict JSON object that the validator accepts however a reader
     takes a key written twice (an open object's: the recognizer checks
@@ -175,7 +207,7 @@ def valid(schema, b):
     if not is_object(b):
         return False
     text = b.decode("utf-8")
-    check = jsonschema.Draft202012Validator(schema).is_valid
+    check = jsonschema.Draft202012Validator(schema, format_checker=FORMATS).is_valid
     return check(json.loads(text)) and check(json.loads(text, object_pairs_hook=first_wins))
 
 
@@ -268,6 +300,8 @@ def gen(root, s, rng, depth=0):
             hi = min(hi if "maxItems" in s else len(pre), len(pre))
         return [gen(root, pre[i] if i < len(pre) else s.get("items", {}), rng, depth + 1)
                 for i in range(rng.randint(lo, max(lo, hi)))]
+    if t == "string" and s.get("format") in FORMAT_EXAMPLES and "pattern" not in s:
+        return rng.choice(FORMAT_EXAMPLES[s["format"]])
     if t == "string" and "pattern" in s:
         return rng.choice([x for x in EXAMPLES[s["pattern"]] if s.get("minLength", 0) <= len(x) <= s.get("maxLength", 99)])
     if t == "string":
@@ -342,7 +376,54 @@ def test_what_it_accepts_is_valid(name):
     assert kept > 20, kept  # mutations that stay valid are judged too
 
 
+def test_formats_agree_with_the_format_checker():
+    """Each enforced format, judged string by string against
+    python3-jsonschema's format checker: what the recognizer accepts the
+    checker accepts (edges: 29 February, days of months, leap centuries,
+    octets, hyphens, offsets), and the canonical forms of valid values
+    (Python's own: isoformat, uuid4, dotted quads) are accepted."""
+    import datetime
+    import uuid
+    fc = FORMATS
+    rng = random.Random(5)
+    d0 = datetime.date(1, 1, 1)
+    dates = [d0 + datetime.timedelta(days=rng.randrange(3652058)) for _ in range(300)]
+    dates += [datetime.date(y, 2, 28) for y in (1900, 2000, 2024, 2100, 400, 4)]
+    good = {"date": [d.isoformat() for d in dates] + [f"{y:04d}-02-29" for y in (2000, 2024, 400, 4, 1600)],
+            "time": [f"{rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}" +
+                     rng.choice(["", ".5", ".123456789"]) + rng.choice(["Z", "+01:00", "-23:59"]) for _ in range(200)],
+            "uuid": [str(uuid.UUID(int=rng.getrandbits(128))) for _ in range(100)] + [str(uuid.uuid4()).upper()],
+            "ipv4": [".".join(str(rng.randrange(256)) for _ in range(4)) for _ in range(200)],
+            "email": ["a@b.co", "x.y+z@mail.example.org", "u_1%2@d-1.io"]}
+    good["date-time"] = [d + "T" + t for d, t in zip(good["date"], good["time"])]
+    bad = {"date": ["2023-02-29", "1900-02-29", "2024-04-31", "2024-13-01", "2024-00-10", "0000-01-01", "2024-1-01",
+                    "2024-01-32", "24-01-01", "2024-01-01 "],
+           "time": ["24:00:00Z", "12:60:00Z", "12:00:60Z", "12:00:00", "12:00:00+24:00", "1:00:00Z", "12:00:00.Z"],
+           "uuid": ["123e4567e89b12d3a456426614174000", "123e4567-e89b-12d3-a456-42661417400", "g23e4567-e89b-12d3-a456-426614174000"],
+           "ipv4": ["256.1.1.1", "01.2.3.4", "1.2.3", "1.2.3.4.5", "1..2.3"], "email": ["a", "a@b", "@b.co", "a@.co", "a@b.c"],
+           "date-time": ["2024-02-30T00:00:00Z", "2024-01-01t00:00:00Z", "2024-01-01T00:00:00"]}
+    for f in good:
+        schema = {"type": "object", "properties": {"v": {"type": "string", "format": f}}}
+        muts = []
+        for x in good[f][:60]:
+            for _ in range(4):
+                i = rng.randrange(len(x))
+                muts.append(x[:i] + rng.choice("0123456789-:.TZ+a9") + x[i + 1:])
+        cands = good[f] + bad[f] + muts
+        docs = [json.dumps({"v": x}).encode() for x in cands]
+        for x, d, (ok, done) in zip(cands, docs, judge(schema, docs)):
+            accepted = ok == len(d) and done
+            if accepted:
+                assert fc.conforms(x, f), (f, x)  # sound
+            if x in good[f]:
+                assert accepted, (f, x)  # the canonical forms
+            if x in bad[f]:
+                assert not accepted, (f, x)
+
+
 REFUSED = [
+    ({"type": "object", "properties": {"s": {"type": "string", "format": "date", "pattern": "^2"}}},
+     "schema.properties.s: pattern beside a format gcore writes"),
     ({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2}}},
      "schema.properties.a: multipleOf is not supported"),
     ({"type": "object", "properties": {"a": {"type": "number", "maximum": 0.1 + 0.2}}}, "15 significant digits"),
