@@ -290,7 +290,7 @@ static int int_ok(const gc_json_fsm_t *f) {
     __int128 a = (__int128)f->iv * p, b = a + p - 1;
     if (!f->ind) a = 0, b = GC_JSON_IMAX;
     __int128 lo = f->ineg ? -b : a, hi = f->ineg ? -a : b;
-    if (lo <= n->imax && hi >= n->imin) return 1;
+    if (mult_in(lo > n->imin ? lo : n->imin, hi < n->imax ? hi : n->imax, n->imult)) return 1;
     if (!f->ind || !f->iv) break; /* any magnitude was that one interval; "0" takes no more */
   }
   return 0;
@@ -304,13 +304,24 @@ static int int_push(gc_json_fsm_t *f, int d) {
 /* Whether the bounded integer read is within its node's bounds. */
 static int int_in(const gc_json_fsm_t *f) {
   const int64_t v = f->ineg ? -f->iv : f->iv;
-  return v >= node(f, f->inode)->imin && v <= node(f, f->inode)->imax;
+  return v >= node(f, f->inode)->imin && v <= node(f, f->inode)->imax && v % node(f, f->inode)->imult == 0;
 }
 
 /* Whether some multiple of g in [a, b] lies in [lo, hi]. */
 static int grid_hits(__int128 a, __int128 b, __int128 g, __int128 lo, __int128 hi) {
-  __int128 x = a >= lo ? a : a + (lo - a + g - 1) / g * g;
-  return x <= b && x <= hi;
+  return mult_in(a > lo ? a : lo, b < hi ? b : hi, g);
+}
+/* The grid of a number's values: the multiples of g (its digits' last
+ * unit) that are multiples of m too (multipleOf): lcm(g, m), or 10^32,
+ * past every bound (only 0 in range), where it is larger. */
+static __int128 grid(__int128 g, __int128 m) {
+  __int128 a = g, b = m;
+  while (b) {
+    __int128 t = a % b;
+    a = b, b = t;
+  }
+  const __int128 q = g / a, cap = p10(32);
+  return q > cap / m ? cap : q * m;
 }
 /* The bounded number's text so far (sbuf: '-'? digits ('.' digits?)?):
  * its integer digits' value i of ni digits, whether a '.' came, its
@@ -339,16 +350,16 @@ static int num_ok(const gc_json_fsm_t *f) {
   __int128 lo = t.neg ? -n->nhi : n->nlo, hi = t.neg ? -n->nlo : n->nhi; /* on the magnitude */
   if (!t.ni) { /* only '-': any number of 1 .. GC_JSON_NDIG integer digits */
     for (int ni = 1; ni <= GC_JSON_NDIG; ni++)
-      if (grid_hits(ni == 1 ? 0 : p10(ni - 1) * S, p10(ni) * S - p10(ni), p10(ni), lo, hi)) return 1;
+      if (grid_hits(ni == 1 ? 0 : p10(ni - 1) * S, p10(ni) * S - p10(ni), grid(p10(ni), n->nmult), lo, hi)) return 1;
     return 0;
   }
   if (t.dot) { /* the integer part is read: t.fr's digits, then more of them */
     __int128 x = t.i * S + t.fr * p10(GC_JSON_NDIG - t.nf);
-    return grid_hits(x, x + p10(GC_JSON_NDIG - t.nf) - p10(t.ni), p10(t.ni), lo, hi);
+    return grid_hits(x, x + p10(GC_JSON_NDIG - t.nf) - p10(t.ni), grid(p10(t.ni), n->nmult), lo, hi);
   }
   for (int j = 0; t.ni + j <= GC_JSON_NDIG; j++) { /* j more integer digits ("0" takes none) */
     const int ni = t.ni + j;
-    if (grid_hits(t.i * p10(j) * S, (t.i + 1) * p10(j) * S - p10(ni), p10(ni), lo, hi)) return 1;
+    if (grid_hits(t.i * p10(j) * S, (t.i + 1) * p10(j) * S - p10(ni), grid(p10(ni), n->nmult), lo, hi)) return 1;
     if (!t.i) break;
   }
   return 0;
@@ -365,7 +376,7 @@ static int num_in(const gc_json_fsm_t *f) {
   num_text(f, &t);
   __int128 x = t.i * p10(GC_JSON_NDIG) + t.fr * p10(GC_JSON_NDIG - t.nf);
   x = t.neg ? -x : x;
-  return x >= node(f, f->dnode)->nlo && x <= node(f, f->dnode)->nhi;
+  return x >= node(f, f->dnode)->nlo && x <= node(f, f->dnode)->nhi && x % node(f, f->dnode)->nmult == 0;
 }
 
 static int push(gc_json_fsm_t *f, uint8_t c, int nd) {

@@ -58,9 +58,10 @@ void gc_json_call_clear(gc_json_call_t *c);
  * - array: prefixItems (the first items' schemas; at most 64), items (the
  *   others'; absent: any values; false: none), minItems, maxItems;
  * - number: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers of
- *   at most 15 significant digits): an integer between them is written with
- *   at most 18 digits, a number with at most 15 and no exponent (so that its
- *   decimal value compares as its double does);
+ *   at most 15 significant digits), multipleOf (one above 0, exact in units
+ *   of 10^-15): an integer they bound is written with at most 18 digits, a
+ *   number with at most 15 and no exponent (so that its decimal value
+ *   compares as its double does), and a multiple is exact on the decimal;
  * - string: minLength, maxLength (characters: code points; a string they
  *   bound has no \uD800-\uDFFF escapes, since a pair is one character);
  *   pattern (ECMA-262, regex.h's subset; the string contains a match, as

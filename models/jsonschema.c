@@ -42,7 +42,7 @@ static const char *const IGNORED[] = {"title", "description", "default", "exampl
 static const char *const READ[] = {"type", "properties", "required", "additionalProperties", "items", "enum",
                                    "const", "anyOf", "oneOf", "allOf", "$ref", "minItems", "maxItems",
                                    "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
-                                   "exclusiveMaximum", "prefixItems", "pattern", NULL};
+                                   "exclusiveMaximum", "prefixItems", "pattern", "multipleOf", NULL};
 
 static int listed(const char *const *l, const char *k) {
   for (; *l; l++)
@@ -74,7 +74,7 @@ static int new_node(cc_t *c, const char *path) {
   if (!room(c, (void **)&s->nodes, &c->ncap, s->nnodes + 1, sizeof *s->nodes)) return -1;
   s->nodes[s->nnodes] =
       (gc_json_node_t){.kinds = JK_ALL, .open = 1, .items = GC_JSON_ANY, .addl = GC_JSON_ANY, .maxitems = UINT32_MAX,
-                       .maxlen = UINT32_MAX};
+                       .maxlen = UINT32_MAX, .imult = 1, .nmult = 1};
   return s->nnodes++;
 }
 
@@ -360,9 +360,34 @@ static int prefix_part(cc_t *c, json_object *sch, int n, char *path, size_t plen
   return GC_OK;
 }
 
+/* multipleOf (a number above 0 of at most 15 significant digits, exact in
+ * units of 10^-15) into node n: a number node's values are multiples of
+ * it (nmult, in those units); an integer node's, multiples of the least
+ * integer that is one (imult; beyond 10^18: only 0). */
+static int multiple_part(cc_t *c, json_object *sch, int n, const char *path, int *any) {
+  json_object *v = NULL;
+  if (!json_object_object_get_ex(sch, "multipleOf", &v)) return GC_OK;
+  __int128 up, down;
+  if ((!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double)) ||
+      json_object_get_double(v) <= 0)
+    return fail(c, path, "multipleOf is a number above 0");
+  if (!num_bound(v, 0, &up) || !num_bound(v, 2, &down) || up != down || up <= 0 || up > p10(2 * GC_JSON_NDIG))
+    return fail(c, path, "multipleOf has at most 15 significant digits, none below 10^-15, and is below 10^15");
+  gc_json_node_t *nd = &c->s->nodes[n];
+  __int128 a = up, b = p10(GC_JSON_NDIG);
+  while (b) {
+    __int128 t = a % b;
+    a = b, b = t;
+  }
+  const __int128 im = up / a; /* the least integer that is a multiple */
+  nd->nmult = up, nd->imult = im > GC_JSON_IMAX ? GC_JSON_IMAX + 1 : (int64_t)im;
+  *any = 1;
+  return GC_OK;
+}
+
 /* minimum, maximum, exclusiveMinimum, exclusiveMaximum (JSON Schema
- * 2020-12's: numbers) into node n's bounds: an integer node's in imin ..
- * imax, a number node's in nlo .. nhi. */
+ * 2020-12's: numbers) and multipleOf into node n's bounds: an integer
+ * node's in imin .. imax, a number node's in nlo .. nhi. */
 static int int_bounds(cc_t *c, json_object *sch, int n, const char *path) {
   static const char *const KEY[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
   gc_json_node_t *nd = &c->s->nodes[n];
@@ -386,8 +411,9 @@ static int int_bounds(cc_t *c, json_object *sch, int n, const char *path) {
     }
     any = 1;
   }
+  if (multiple_part(c, sch, n, path, &any)) return c->e->code;
   if (!any) return GC_OK;
-  if (nd->nenum) return fail(c, path, "minimum and maximum beside enum or const are not supported");
+  if (nd->nenum) return fail(c, path, "minimum, maximum and multipleOf beside enum or const are not supported");
   if (nd->kinds & JK_NUM) {
     if (nlo > nhi) return fail(c, path, "no number of at most 15 digits lies between the minimum and the maximum");
     nd->nbound = 1, nd->nlo = nlo, nd->nhi = nhi;
@@ -575,8 +601,8 @@ static int branches(cc_t *c, json_object *list, const char *key, int n, char *pa
       nd->items = nb->items, nd->minitems = nb->minitems, nd->maxitems = nb->maxitems, nd->pre0 = nb->pre0,
       nd->npre = nb->npre;
     if (k & JK_STR) nd->minlen = nb->minlen, nd->maxlen = nb->maxlen, nd->re = nb->re;
-    if (k & JK_INT) nd->ibound = nb->ibound, nd->imin = nb->imin, nd->imax = nb->imax;
-    if (k & JK_NUM) nd->nbound = nb->nbound, nd->nlo = nb->nlo, nd->nhi = nb->nhi;
+    if (k & JK_INT) nd->ibound = nb->ibound, nd->imin = nb->imin, nd->imax = nb->imax, nd->imult = nb->imult;
+    if (k & JK_NUM) nd->nbound = nb->nbound, nd->nlo = nb->nlo, nd->nhi = nb->nhi, nd->nmult = nb->nmult;
     if (nb->nenum && nd->nenum) return fail(c, path, "anyOf/oneOf with an enum or const in two branches is not supported");
     if (nb->nenum) nd->enum0 = nb->enum0, nd->nenum = nb->nenum, nd->ekinds = nb->ekinds;
   }

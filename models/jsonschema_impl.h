@@ -24,6 +24,14 @@ enum { JK_OBJ = 1, JK_ARR = 2, JK_STR = 4, JK_INT = 8, JK_NUM = 16, JK_BOOL = 32
  * exactly in units of 10^-GC_JSON_NDIG. */
 #define GC_JSON_NDIG 15
 
+/* Whether some multiple of m (> 0) lies in [lo, hi]. */
+static inline int mult_in(__int128 lo, __int128 hi, __int128 m) {
+  if (lo > hi) return 0;
+  __int128 q = lo / m; /* (toward zero) */
+  if (q * m < lo) q++;
+  return q * m <= hi;
+}
+
 /* 10^k (0 <= k <= 38). */
 static inline __int128 p10(int k) {
   __int128 p = 1;
@@ -48,10 +56,11 @@ typedef struct gc_json_node {
   uint8_t ekinds;    /* JK_* bits of the enum's values */
   uint32_t minlen, maxlen; /* string: characters at least, at most (0, UINT32_MAX: no bound) */
   int16_t re;        /* string: its pattern's automaton res[re - 1], which counts minlen .. maxlen too (0: none) */
-  uint8_t ibound;    /* integer: only imin .. imax (|each| < 10^18) */
-  int64_t imin, imax;
-  uint8_t nbound;    /* number (with fractions): only nlo .. nhi, in units of 10^-15 (GC_JSON_NSCALE) */
-  __int128 nlo, nhi;
+  uint8_t ibound;    /* integer: only imin .. imax (|each| < 10^18), multiples of imult (1: any) */
+  int64_t imin, imax, imult;
+  uint8_t nbound;    /* number (with fractions): only nlo .. nhi, multiples of nmult (1: any), in units of
+                        10^-15 */
+  __int128 nlo, nhi, nmult;
   int16_t addl;      /* object (open): the node of a value whose key is not listed */
   uint8_t mind;      /* levels of containers its smallest value needs (0: a scalar; 255: none fits) */
   uint8_t omind;     /* ... as an object (1 + its required properties' mind) */

@@ -1108,7 +1108,7 @@ def test_gguf_forced_tool_calls(gc, bundles, kind):
                 ended += 1
         assert ended, kind
         counts = {True: [], False: []}
-        for k in range(6):
+        for k in range(12):
             for par in (True, False):
                 req = {"messages": msgs, "tools": TOOLS, "tool_choice": "required", "max_tokens": 250,
                        "temperature": 1.0, "seed": 100 + k, "logit_bias": {str(end): -100}, "parallel_tool_calls": par}
@@ -1174,10 +1174,10 @@ def test_gguf_forced_calls_follow_their_schemas(gc, bundles, kind):
                 checked += 1
         assert checked >= 3, checked
         loose = json.loads(json.dumps(STRICT_TOOLS))
-        loose[0]["function"]["parameters"]["properties"]["days"]["multipleOf"] = 2
+        loose[0]["function"]["parameters"]["properties"]["days"]["uniqueItems"] = True
         status, _, text = srv.post("/v1/chat/completions", {"messages": msgs, "tools": loose, "tool_choice": "required",
                                                             "max_tokens": 8})
-        assert status == 400 and "tools[0].function.parameters (strict): schema.properties.days: multipleOf is not" \
+        assert status == 400 and "tools[0].function.parameters (strict): schema.properties.days: uniqueItems is not" \
             in text, text
         del loose[0]["function"]["strict"]
         status, _, text = srv.post("/v1/chat/completions", {"messages": msgs, "tools": loose, "tool_choice": "required",

@@ -123,6 +123,15 @@ SCHEMAS = {
         "uni": {"type": "string", "pattern": "^[\u00e0-\u00ff\u20ac]{1,3}$"},
         "loose": {"pattern": "^x"}},
         "required": ["date", "word"], "additionalProperties": False},
+    # multipleOf on integers (an integral one, a fractional one: multiples of 3) and on numbers
+    "multiples": {"type": "object", "properties": {
+        "five": {"type": "integer", "multipleOf": 5}, "three": {"type": "integer", "multipleOf": 3, "minimum": -10,
+                                                                "maximum": 10},
+        "half3": {"type": "integer", "multipleOf": 1.5}, "cents": {"type": "number", "multipleOf": 0.01, "minimum": 0,
+                                                                   "maximum": 100},
+        "quarter": {"type": "number", "multipleOf": 0.25}, "big": {"type": ["number", "null"], "multipleOf": 2.5,
+                                                                   "exclusiveMaximum": 10}},
+        "required": ["five", "cents"], "additionalProperties": False},
     # formats OpenAI's structured outputs enforce (checked by the validator's format checker)
     "formats": {"type": "object", "properties": {
         "day": {"type": "string", "format": "date"}, "at": {"type": "string", "format": "date-time"},
@@ -194,6 +203,15 @@ def rfc3339(x, date=True):
         return False
 
 
+def multiple_of(validator, m, instance, schema):
+    """multipleOf exactly, on the decimals as written (python3-jsonschema's
+    divides doubles: 0.07 / 0.01 is not 7 there)."""
+    from decimal import Decimal
+    if validator.is_type(instance, "number") and Decimal(repr(instance)) % Decimal(repr(m)) != 0:
+        yield jsonschema.ValidationError(f"{instance!r} is not a multiple of {m!r}")
+
+
+Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"multipleOf": multiple_of})
 FORMATS = jsonschema.FormatChecker()  # python3-jsonschema's, with RFC 3339's date-time and time
 FORMATS.checks("date-time")(rfc3339)
 FORMATS.checks("time")(lambda x: rfc3339(x, False))
@@ -207,7 +225,7 @@ def valid(schema, b):
     if not is_object(b):
         return False
     text = b.decode("utf-8")
-    check = jsonschema.Draft202012Validator(schema, format_checker=FORMATS).is_valid
+    check = Validator(schema, format_checker=FORMATS).is_valid
     return check(json.loads(text)) and check(json.loads(text, object_pairs_hook=first_wins))
 
 
@@ -307,6 +325,14 @@ def gen(root, s, rng, depth=0):
     if t == "string":
         lo = s.get("minLength", 0)
         return "".join(rng.choice(CHARS) for _ in range(rng.randint(lo, min(s.get("maxLength", lo + 5), lo + 5))))
+    if t in ("integer", "number") and "multipleOf" in s:  # k multiples, within the bounds
+        from decimal import Decimal
+        m = Decimal(repr(s["multipleOf"]))
+        lo, hi = s.get("minimum", -1000), s.get("maximum", s.get("exclusiveMaximum", 1000) - float(m))
+        ks = [k for k in range(int(Decimal(repr(lo)) / m) - 1, int(Decimal(repr(hi)) / m) + 2)
+              if lo <= k * m <= hi and (t == "number" or (k * m) % 1 == 0)]
+        v = rng.choice(ks) * m
+        return int(v) if t == "integer" or v % 1 == 0 and rng.random() < 0.5 else float(v)
     if t == "integer":
         lo, hi = int_range(s)
         if lo is None and hi is None:
@@ -424,8 +450,11 @@ def test_formats_agree_with_the_format_checker():
 REFUSED = [
     ({"type": "object", "properties": {"s": {"type": "string", "format": "date", "pattern": "^2"}}},
      "schema.properties.s: pattern beside a format gcore writes"),
-    ({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2}}},
-     "schema.properties.a: multipleOf is not supported"),
+    ({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 1e-16}}},
+     "schema.properties.a: multipleOf has at most 15 significant digits"),
+    ({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 0}}}, "multipleOf is a number above 0"),
+    ({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2, "enum": [2]}}},
+     "multipleOf beside enum or const are not supported"),
     ({"type": "object", "properties": {"a": {"type": "number", "maximum": 0.1 + 0.2}}}, "15 significant digits"),
     ({"type": "object", "properties": {"s": {"type": "string", "pattern": "(?=a)"}}},
      "schema.properties.s: pattern: at byte 0: lookahead is not supported"),
