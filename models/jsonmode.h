@@ -50,7 +50,8 @@ void gc_json_call_clear(gc_json_call_t *c);
  * recognizers and threads share it). The subset (what OpenAI's strict
  * structured outputs and pydantic's models write):
  * - type (a name or a list of them): object, array, string, integer,
- *   number, boolean, null; no type: any value;
+ *   number, boolean, null; no type: any value; nullable true (OpenAPI 3.0's,
+ *   as OpenAI's zod helper writes .nullable()): null too;
  * - object: properties (names of 1 .. GC_JSON_NAME bytes, no '"', '\' or
  *   control bytes; at most 64), required (names among them);
  *   additionalProperties false or absent: no other keys (as OpenAI's strict

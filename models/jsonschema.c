@@ -42,7 +42,7 @@ static const char *const IGNORED[] = {"title", "description", "default", "exampl
 static const char *const READ[] = {"type", "properties", "required", "additionalProperties", "items", "enum",
                                    "const", "anyOf", "oneOf", "allOf", "$ref", "minItems", "maxItems",
                                    "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
-                                   "exclusiveMaximum", "prefixItems", "pattern", "multipleOf", NULL};
+                                   "exclusiveMaximum", "prefixItems", "pattern", "multipleOf", "nullable", NULL};
 
 static int listed(const char *const *l, const char *k) {
   for (; *l; l++)
@@ -429,9 +429,12 @@ static int int_bounds(cc_t *c, json_object *sch, int n, const char *path) {
  * nothing), each as the pattern of its strings: RFC 3339's full-date (the
  * month's days, 29 February in leap years), full-time (upper-case Z,
  * seconds 00-59, at most 9 fraction digits) and date-time (with 'T'),
- * RFC 4122's UUID (hyphenated), dotted-decimal IPv4 (no leading zeros), and
- * an e-mail address's common form (RFC 5321's dot-atoms of letters,
- * digits and ._%+-). */
+ * RFC 9562's UUID (hyphenated, a version 1-8 and the variant 10xx, so
+ * that strict validators such as zod's accept it too), dotted-decimal
+ * IPv4 (no leading zeros), and an e-mail address's common form (what
+ * HTML's and zod's checks both accept: dot-atoms of letters, digits and
+ * _+- before the '@', labels that neither begin nor end with '-' after it,
+ * a top-level label of 2 or more letters). */
 #define YEAR "([1-9]\\d{3}|0[1-9]\\d{2}|00[1-9]\\d|000[1-9])"
 #define LEAP "(\\d{2}(0[48]|[2468][048]|[13579][26])|([2468][048]|[13579][26]|0[48])00)"
 #define DATE                                                                                                    \
@@ -443,9 +446,9 @@ static const struct { const char *name, *pattern; } FORMATS[] = {
     {"date", "^" DATE "$"},
     {"time", "^" TIME "$"},
     {"date-time", "^" DATE "T" TIME "$"},
-    {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},
+    {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$"},
     {"ipv4", "^(" OCTET "\\.){3}" OCTET "$"},
-    {"email", "^[A-Za-z0-9_%+-]+(\\.[A-Za-z0-9_%+-]+)*@[A-Za-z0-9-]+(\\.[A-Za-z0-9-]+)*\\.[A-Za-z]{2,}$"},
+    {"email", "^[A-Za-z0-9_+-]+(\\.[A-Za-z0-9_+-]+)*@([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?\\.)+[A-Za-z]{2,}$"},
 };
 
 /* The pattern of sch's format where FORMATS has it (NULL: none). */
@@ -662,7 +665,15 @@ static int compile_into(cc_t *c, json_object *sch, int n, char *path, size_t ple
     int has_en = json_object_object_get_ex(sch, "enum", &en), has_cn = json_object_object_get_ex(sch, "const", &cn);
     json_object_object_get_ex(sch, "items", &items);
     uint8_t kinds = JK_ALL;
+    json_object *nullable = NULL;
+    json_object_object_get_ex(sch, "nullable", &nullable);
     if (t) rc = kinds_of(c, t, path, &kinds);
+    if (!rc && nullable && !json_object_is_type(nullable, json_type_boolean))
+      rc = fail(c, path, "nullable is true or false");
+    if (!rc && nullable && json_object_get_boolean(nullable)) { /* OpenAPI 3.0's (zod's .nullable() as OpenAI's helper writes it) */
+      if (has_en || has_cn) rc = fail(c, path, "nullable beside enum or const is not supported (list null in the enum)");
+      kinds |= JK_NULL;
+    }
     if (!rc && (has_en || has_cn) && (json_object_object_get_ex(sch, "minLength", NULL) ||
                               json_object_object_get_ex(sch, "maxLength", NULL)))
       rc = fail(c, path, "minLength and maxLength beside enum or const are not supported");

@@ -467,12 +467,12 @@ static int spend(re_parse_t *p, long w) {
 
 /* The classes: the boundaries of every set's ranges. */
 static int classes(re_parse_t *p, uint32_t **lo, int *ncls) {
-  int nb = 1;
+  int nb = 2;
   for (int k = 0; k < p->nsets; k++) nb += 2 * p->sets[k].n;
   uint32_t *b = malloc((size_t)nb * sizeof *b);
   if (!b) return oom(p), 0;
   int n = 0;
-  b[n++] = 0;
+  b[n++] = 0, b[n++] = 0x10000; /* (the BMP's end: count_chars leaves the characters past it out) */
   for (int k = 0; k < p->nsets; k++)
     for (int i = 0; i < p->sets[k].n; i++) {
       b[n++] = p->sets[k].r[i].lo;
@@ -703,8 +703,10 @@ fail:
 
 /* d crossed with a count of characters k: state (s, k), k up to maxlen
  * (none after it), or up to minlen where no maximum (then it stays);
- * accepting where s is and k >= minlen. */
-static int count_chars(re_parse_t *p, dfa_t *d, uint32_t minlen, uint32_t maxlen) {
+ * accepting where s is and k >= minlen. Characters past the BMP are left
+ * out: a string with a length bound then has the same length in code
+ * points (JSON Schema's) and in UTF-16 units (JavaScript's). */
+static int count_chars(re_parse_t *p, dfa_t *d, const uint32_t *cls_lo, uint32_t minlen, uint32_t maxlen) {
   const int C = d->ncls, HS = 4 * GC_RE_STATES + 1, bounded = maxlen != UINT32_MAX;
   const uint32_t K = bounded ? maxlen : minlen;
   typedef struct { int s; uint32_t k; } sk_t;
@@ -722,7 +724,7 @@ static int count_chars(re_parse_t *p, dfa_t *d, uint32_t minlen, uint32_t maxlen
     for (int c = 0; c < C; c++) {
       int t = d->next[(size_t)q[i].s * C + c];
       o.next[(size_t)i * C + c] = -1;
-      if (t < 0 || (bounded && q[i].k == K)) continue;
+      if (t < 0 || (bounded && q[i].k == K) || cls_lo[c] >= 0x10000) continue;
       sk_t to = {t, q[i].k < K ? q[i].k + 1 : K};
       int slot = (int)(((uint64_t)to.s * 0x9E3779B97F4A7C15ull ^ to.k * 0xC2B2AE3D27D4EB4Full) % (uint64_t)HS);
       if (!to.s && !to.k) slot = 0;
@@ -785,7 +787,7 @@ int gc_re_compile(const char *pat, size_t n, int mode, uint32_t minlen, uint32_t
   if (!p.rc && nfa_of(&p, &m, root, mode, &s0, &fin) && classes(&p, &clo, &ncls) &&
       subsets(&p, &m, s0, fin, clo, ncls, &d) && prune(&p, &d, "no string matches the pattern") && minimise(&p, &d) &&
       ((minlen == 0 && maxlen == UINT32_MAX) ||
-       (count_chars(&p, &d, minlen, maxlen) && /* (not minimised again: a chain takes Moore a round a state) */
+       (count_chars(&p, &d, clo, minlen, maxlen) && /* (not minimised again: a chain takes Moore a round a state) */
         prune(&p, &d, "no string of the lengths minLength and maxLength allow matches the pattern")))) {
     out->ncls = ncls, out->nst = d.nst;
     for (uint32_t cp = 0; cp < 128; cp++) out->ascii[cp] = (uint8_t)class_of(clo, ncls, cp);

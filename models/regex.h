@@ -19,7 +19,8 @@
  * anywhere, as ECMA's RegExp.test does) and GC_RE_FULL (vLLM's
  * guided_regex: the whole reply is one match). The automaton also counts
  * characters where minlen/maxlen bound the string (JSON Schema's
- * minLength/maxLength beside a pattern). Every state kept can still reach
+ * minLength/maxLength beside a pattern), and then allows only the BMP's
+ * (so that code points and UTF-16 units count alike). Every state kept can still reach
  * an accepting one within those bounds: a recognizer that only steps to
  * states the table names never reaches a dead end. */
 #ifndef GC_MODELS_REGEX_H

@@ -137,7 +137,8 @@ SCHEMAS = {
         "day": {"type": "string", "format": "date"}, "at": {"type": "string", "format": "date-time"},
         "t": {"type": ["string", "null"], "format": "time"}, "id": {"type": "string", "format": "uuid"},
         "ip": {"type": "string", "format": "ipv4"}, "mail": {"type": "string", "format": "email"},
-        "other": {"type": "string", "format": "colour"}},
+        "other": {"type": "string", "format": "colour"}, "maybe": {"type": "string", "format": "date", "nullable": True},
+        "n": {"type": "integer", "nullable": False}},
         "required": ["day", "id"], "additionalProperties": False},
 }
 # strings in each pattern's language, for the generator (the validator checks them too)
@@ -211,7 +212,14 @@ def multiple_of(validator, m, instance, schema):
         yield jsonschema.ValidationError(f"{instance!r} is not a multiple of {m!r}")
 
 
-Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"multipleOf": multiple_of})
+def type_or_null(validator, types, instance, schema):
+    """type, with OpenAPI 3.0's nullable (which OpenAI's zod helper writes)."""
+    if not (instance is None and schema.get("nullable") is True):
+        yield from jsonschema.Draft202012Validator.VALIDATORS["type"](validator, types, instance, schema)
+
+
+Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"multipleOf": multiple_of,
+                                                                           "type": type_or_null})
 FORMATS = jsonschema.FormatChecker()  # python3-jsonschema's, with RFC 3339's date-time and time
 FORMATS.checks("date-time")(rfc3339)
 FORMATS.checks("time")(lambda x: rfc3339(x, False))
@@ -318,13 +326,16 @@ def gen(root, s, rng, depth=0):
             hi = min(hi if "maxItems" in s else len(pre), len(pre))
         return [gen(root, pre[i] if i < len(pre) else s.get("items", {}), rng, depth + 1)
                 for i in range(rng.randint(lo, max(lo, hi)))]
+    if s.get("nullable") is True and rng.random() < 0.3:
+        return None
     if t == "string" and s.get("format") in FORMAT_EXAMPLES and "pattern" not in s:
         return rng.choice(FORMAT_EXAMPLES[s["format"]])
     if t == "string" and "pattern" in s:
         return rng.choice([x for x in EXAMPLES[s["pattern"]] if s.get("minLength", 0) <= len(x) <= s.get("maxLength", 99)])
-    if t == "string":
+    if t == "string":  # (with a length bound: the BMP's characters only, as gcore writes them)
         lo = s.get("minLength", 0)
-        return "".join(rng.choice(CHARS) for _ in range(rng.randint(lo, min(s.get("maxLength", lo + 5), lo + 5))))
+        chars = [c for c in CHARS if ord(c) < 0x10000] if "minLength" in s or "maxLength" in s else CHARS
+        return "".join(rng.choice(chars) for _ in range(rng.randint(lo, min(s.get("maxLength", lo + 5), lo + 5))))
     if t in ("integer", "number") and "multipleOf" in s:  # k multiples, within the bounds
         from decimal import Decimal
         m = Decimal(repr(s["multipleOf"]))
@@ -418,15 +429,16 @@ def test_formats_agree_with_the_format_checker():
     good = {"date": [d.isoformat() for d in dates] + [f"{y:04d}-02-29" for y in (2000, 2024, 400, 4, 1600)],
             "time": [f"{rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}" +
                      rng.choice(["", ".5", ".123456789"]) + rng.choice(["Z", "+01:00", "-23:59"]) for _ in range(200)],
-            "uuid": [str(uuid.UUID(int=rng.getrandbits(128))) for _ in range(100)] + [str(uuid.uuid4()).upper()],
+            "uuid": [str(uuid.UUID(int=rng.getrandbits(128), version=4)) for _ in range(100)] + [str(uuid.uuid1()).upper()],
             "ipv4": [".".join(str(rng.randrange(256)) for _ in range(4)) for _ in range(200)],
-            "email": ["a@b.co", "x.y+z@mail.example.org", "u_1%2@d-1.io"]}
+            "email": ["a@b.co", "x.y+z@mail.example.org", "u_1-2@d-1.io"]}
     good["date-time"] = [d + "T" + t for d, t in zip(good["date"], good["time"])]
     bad = {"date": ["2023-02-29", "1900-02-29", "2024-04-31", "2024-13-01", "2024-00-10", "0000-01-01", "2024-1-01",
                     "2024-01-32", "24-01-01", "2024-01-01 "],
            "time": ["24:00:00Z", "12:60:00Z", "12:00:60Z", "12:00:00", "12:00:00+24:00", "1:00:00Z", "12:00:00.Z"],
-           "uuid": ["123e4567e89b12d3a456426614174000", "123e4567-e89b-12d3-a456-42661417400", "g23e4567-e89b-12d3-a456-426614174000"],
-           "ipv4": ["256.1.1.1", "01.2.3.4", "1.2.3", "1.2.3.4.5", "1..2.3"], "email": ["a", "a@b", "@b.co", "a@.co", "a@b.c"],
+           "uuid": ["123e4567e89b12d3a456426614174000", "123e4567-e89b-12d3-a456-42661417400", "g23e4567-e89b-12d3-a456-426614174000",
+                    "123e4567-e89b-02d3-a456-426614174000", "123e4567-e89b-12d3-c456-426614174000"],
+           "ipv4": ["256.1.1.1", "01.2.3.4", "1.2.3", "1.2.3.4.5", "1..2.3"], "email": ["a", "a@b", "@b.co", "a@.co", "a@b.c", "a%b@c.co", "a@-b.co", "a@b-.co", ".a@b.co"],
            "date-time": ["2024-02-30T00:00:00Z", "2024-01-01t00:00:00Z", "2024-01-01T00:00:00"]}
     for f in good:
         schema = {"type": "object", "properties": {"v": {"type": "string", "format": f}}}

@@ -71,9 +71,12 @@ def run(pat, strings, mode=0, lo=-1, hi=-1):
 
 
 def reference(pat, s, mode, lo=-1, hi=-1):
+    """Python's verdict; with a length bound, only strings of the BMP's
+    characters (whose lengths count alike in code points and UTF-16 units)."""
     py = re.compile(ecma(pat))
     m = py.fullmatch(s) if mode else py.search(s)
-    return bool(m) and (lo < 0 or len(s) >= lo) and (hi < 0 or len(s) <= hi)
+    bmp = (lo < 0 and hi < 0) or all(ord(c) < 0x10000 for c in s)
+    return bool(m) and bmp and (lo < 0 or len(s) >= lo) and (hi < 0 or len(s) <= hi)
 
 
 def strings_for(pat, rng, n):

@@ -421,6 +421,37 @@ def test_openai_js_client(srv, tiny):
     assert out["error"]["status"] == 404 and out["error"]["code"] == "model_not_found"
 
 
+def test_openai_js_client_structured_outputs(tmp_path, cache_dir):
+    """Structured outputs as the OpenAI JavaScript client sends them from a
+    zod schema (zodResponseFormat: a pattern, the formats date, date-time,
+    uuid, email and ipv4, multipleOf, bounds, maxLength, OpenAPI's
+    nullable) and as it reads them back (chat.completions.parse: zod
+    itself validates every reply): greedy and sampled, each reply parses."""
+    if not shutil.which("node") or not os.path.isdir(os.path.join(JS, "node_modules", "zod")):
+        pytest.skip("the npm zod package is not installed (make deps-test)")
+    model = str(tmp_path / MODEL)  # the serve fixture's model with room for an object of a dozen fields
+    TM.write_model(model, seed=3, dtype="f16", dim=64, hidden_dim=160, n_layers=2, n_heads=4, n_kv_heads=2,
+                   vocab=VOCAB, max_seq=1024)
+    TM.write_tokenizer(model, VOCAB)
+    bundle = str(tmp_path / "tiny.gcb")
+    r = run_tool("gcore-gen", "--model", model, "--target", "cpu", "--prefill", 16, "-o", bundle,
+                 env={"GCORE_CACHE": cache_dir})
+    assert r.rc == 0, r
+    srv = Server(model, bundle, "--parallel", 2)
+    try:
+        p = subprocess.run(["node", os.path.join(JS, "serve_zod.js"), srv.url("/v1"), MODEL, "6"],
+                           capture_output=True, text=True, timeout=600)
+    finally:
+        srv.stop()
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    props = out["schema"]["properties"]
+    assert props["day"]["format"] == "date" and "pattern" in props["code"] and props["open"].get("nullable"), props
+    for r in out["replies"]:
+        assert "error" not in r and r["finish"] == "stop", r
+        assert r["parsed"] == json.loads(r["content"]) and set(r["parsed"]) == set(props), r
+
+
 def test_seeded_sampling_matches_gcore_run(srv, tiny):
     """temperature, top_p and seed: the tokens gcore-run samples with the
     same settings (no top-k, no min-p), the same on every request."""

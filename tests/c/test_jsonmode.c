@@ -451,7 +451,8 @@ static void enums_and_lengths(void) {
   CHECK(sok(s, "{\"i\": 2}") && srefused(s, "{\"i\": \"q\"}", 6) && srefused(s, "{\"i\": 1.5}", 6)); /* the type's */
   CHECK(sok(s, "{\"o\": 3}") && sok(s, "{\"o\": null}") && sok(s, "{\"o\": \"ab\"}") && srefused(s, "{\"o\": 4}", 6));
   CHECK(srefused(s, "{\"o\": \"abc\"}", 9));
-  CHECK(sok(s, "{\"s\": \"ab\"}") && sok(s, "{\"s\": \"\xc3\xa9\\n\xf0\x9f\x98\x80\"}")); /* characters */
+  CHECK(sok(s, "{\"s\": \"ab\"}") && sok(s, "{\"s\": \"\xc3\xa9\\n\xe4\xb8\xad\"}")); /* characters */
+  CHECK(srefused(s, "{\"s\": \"\xc3\xa9\\n\xf0\x9f\x98\x80\"}", 11)); /* the BMP's only: UTF-16 counts alike */
   CHECK(srefused(s, "{\"s\": \"a\"}", 8) && srefused(s, "{\"s\": \"abcd\"}", 10));
   CHECK(sok(s, "{\"s\": \"\\u00e9ab\"}") && srefused(s, "{\"s\": \"\\ud83d\\ude00a\"}", 10)); /* no surrogates */
   CHECK(sok(s, "{\"f\": false}") && srefused(s, "{\"f\": true}", 6));
