@@ -353,7 +353,8 @@ static int num_ok(const gc_json_fsm_t *f) {
       if (grid_hits(ni == 1 ? 0 : p10(ni - 1) * S, p10(ni) * S - p10(ni), grid(p10(ni), n->nmult), lo, hi)) return 1;
     return 0;
   }
-  if (t.dot) { /* the integer part is read: t.fr's digits, then more of them */
+  if (t.dot) { /* the integer part is read: t.fr's digits, then more of them (one at least after the '.') */
+    if (!t.nf && t.ni >= GC_JSON_NDIG) return 0;
     __int128 x = t.i * S + t.fr * p10(GC_JSON_NDIG - t.nf);
     return grid_hits(x, x + p10(GC_JSON_NDIG - t.nf) - p10(t.ni), grid(p10(t.ni), n->nmult), lo, hi);
   }
@@ -377,6 +378,25 @@ static int num_in(const gc_json_fsm_t *f) {
   __int128 x = t.i * p10(GC_JSON_NDIG) + t.fr * p10(GC_JSON_NDIG - t.nf);
   x = t.neg ? -x : x;
   return x >= node(f, f->dnode)->nlo && x <= node(f, f->dnode)->nhi && x % node(f, f->dnode)->nmult == 0;
+}
+
+int gc_json_number_fits(const gc_json_schema_t *s, int n) {
+  gc_json_fsm_t f;
+  gc_json_fsm_init_schema(&f, s);
+  const gc_json_node_t *v = &s->nodes[n];
+  for (const char *c = "-0123456789"; *c; c++) { /* a first byte value_start would take */
+    gc_json_fsm_t g = f;
+    if (v->nbound) {
+      g.dnode = (int16_t)n;
+      if (num_push(&g, *c)) return 1;
+    } else if (v->ibound) {
+      g.inode = (int16_t)n;
+      if (*c == '-' ? (g.ineg = 1, int_ok(&g)) : int_push(&g, *c - '0')) return 1;
+    } else {
+      return 1;
+    }
+  }
+  return 0;
 }
 
 static int push(gc_json_fsm_t *f, uint8_t c, int nd) {

@@ -414,13 +414,13 @@ static int int_bounds(cc_t *c, json_object *sch, int n, const char *path) {
   if (multiple_part(c, sch, n, path, &any)) return c->e->code;
   if (!any) return GC_OK;
   if (nd->nenum) return fail(c, path, "minimum, maximum and multipleOf beside enum or const are not supported");
-  if (nd->kinds & JK_NUM) {
-    if (nlo > nhi) return fail(c, path, "no number of at most 15 digits lies between the minimum and the maximum");
-    nd->nbound = 1, nd->nlo = nlo, nd->nhi = nhi;
-    return GC_OK;
-  }
-  if (lo > hi) return fail(c, path, "no integer of at most 18 digits lies between the minimum and the maximum");
-  nd->ibound = 1, nd->imin = lo, nd->imax = hi;
+  if (nd->kinds & JK_NUM) nd->nbound = 1, nd->nlo = nlo, nd->nhi = nhi;
+  else nd->ibound = 1, nd->imin = lo, nd->imax = hi;
+  if (nlo > nhi || lo > hi || !gc_json_number_fits(c->s, n))
+    return fail(c, path, nd->kinds & JK_NUM ? "no number of at most 15 digits lies between the minimum and the "
+                                              "maximum (and is a multiple of multipleOf)"
+                                            : "no integer of at most 18 digits lies between the minimum and the "
+                                              "maximum (and is a multiple of multipleOf)");
   return GC_OK;
 }
 
@@ -649,6 +649,9 @@ static int compile_into(cc_t *c, json_object *sch, int n, char *path, size_t ple
   gc_json_schema_t *s = c->s;
   if (!rc && (ref || any || one || all) && nread > 1)
     rc = fail(c, path, "$ref, anyOf, oneOf and allOf are supported alone (beside annotations)");
+  if (!rc && (ref || any || one || all) && format_of(sch))
+    rc = fail(c, path, "a format gcore writes (date, time, date-time, uuid, ipv4, email) beside $ref, anyOf, oneOf "
+                       "or allOf is not supported");
   if (!rc && ref) {
     int k = json_object_is_type(ref, json_type_string) ? resolve(c, json_object_get_string(ref), path)
                                                        : (fail(c, path, "a $ref is a string"), -1);

@@ -84,4 +84,9 @@ struct gc_json_schema {
   int nres;
 };
 
+/* Whether some number (integer) node n of s allows can be written: the
+ * bounds and multipleOf leave one of the digits it may have
+ * (models/jsonmode.c, the walker's own test). */
+int gc_json_number_fits(const gc_json_schema_t *s, int n);
+
 #endif

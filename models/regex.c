@@ -105,18 +105,33 @@ static int set_not(set_t *t) {
   return 1;
 }
 
-/* ECMA-262's class escapes d, s, w (upper case: their complements) added to t. */
-static int add_class_escape(set_t *t, int c) {
+/* The class escapes d, s, w (upper case: their complements) added to t,
+ * as every reader of the pattern agrees: a pattern is ECMA-262's, but
+ * the validator behind a client may be Python's re or Rust's regex
+ * (pydantic's), where \s, \w and \d are Unicode's. So where the class
+ * is read as it is (neg 0), \s is the spaces all of them share and \S
+ * what none of them calls a space; inside a negated class (neg 1: its
+ * complement is what matches) \s is every space any of them knows and \S
+ * the complement of those they share. \W is ASCII's non-word characters
+ * where read as it is (Python and Rust call most of the others letters),
+ * and \w in a negated class every non-ASCII character too. \d is [0-9]
+ * (ECMA's; Python and Rust also call other scripts' digits \d, which a
+ * \D here may still write: the one difference left). */
+static int add_class_escape(set_t *t, int c, int neg) {
   static const range_t D[] = {{'0', '9'}};
-  static const range_t W[] = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
-  static const range_t S[] = {{0x09, 0x0D}, {0x20, 0x20}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200A},
-                              {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
-  const range_t *r = c == 'd' || c == 'D' ? D : c == 'w' || c == 'W' ? W : S;
-  int n = c == 'd' || c == 'D' ? 1 : c == 'w' || c == 'W' ? 4 : 10;
+  static const range_t W[] = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}, {0x80, GC_RE_MAXCP}};
+  static const range_t S_ALL[] = {{0x09, 0x0D}, {0x20, 0x20}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200A},
+                                  {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}};
+  static const range_t S_ANY[] = {{0x09, 0x0D}, {0x1C, 0x20}, {0x85, 0x85}, {0xA0, 0xA0}, {0x1680, 0x1680},
+                                  {0x2000, 0x200A}, {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F},
+                                  {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
+  const int lower = c >= 'a', wide = lower == neg; /* the larger set: \s in a negated class, \S read as it is */
+  const range_t *r = c == 'd' || c == 'D' ? D : c == 'w' || c == 'W' ? W : wide ? S_ANY : S_ALL;
+  int n = c == 'd' || c == 'D' ? 1 : c == 'w' || c == 'W' ? (wide ? 5 : 4) : wide ? 11 : 9;
   set_t u = {0};
   for (int i = 0; i < n; i++)
     if (!set_add(&u, r[i].lo, r[i].hi)) return free(u.r), 0;
-  if (c < 'a' && !set_not(&u)) return free(u.r), 0;
+  if (!lower && !set_not(&u)) return free(u.r), 0;
   for (int i = 0; i < u.n; i++)
     if (!set_add(t, u.r[i].lo, u.r[i].hi)) return free(u.r), 0;
   free(u.r);
@@ -215,7 +230,7 @@ static int parse_class(re_parse_t *p) {
     else lo = utf8(p);
     if (lo == -1) return free(t.r), -1;
     if (esc) {
-      if (!add_class_escape(&t, esc)) return free(t.r), oom(p);
+      if (!add_class_escape(&t, esc, neg)) return free(t.r), oom(p);
       if (peek(p) == '-' && p->i + 1 < p->n && p->s[p->i + 1] != ']')
         return free(t.r), perr(p, "a range from a class escape is not supported");
       continue;
@@ -242,7 +257,7 @@ static int parse_class(re_parse_t *p) {
 /* The set of one character c, or of a class escape's. */
 static int char_node(re_parse_t *p, int32_t c, int esc) {
   set_t t = {0};
-  if (esc ? !add_class_escape(&t, esc) : !set_add(&t, (uint32_t)c, (uint32_t)c)) return free(t.r), oom(p);
+  if (esc ? !add_class_escape(&t, esc, 0) : !set_add(&t, (uint32_t)c, (uint32_t)c)) return free(t.r), oom(p);
   int k = new_set(p, &t);
   return k < 0 ? -1 : node(p, A_SET, k, 0);
 }
@@ -393,10 +408,51 @@ static int nnew(nfa_t *m, int op, int set) {
   return m->n++;
 }
 
+static int build(nfa_t *m, int t, int *s, int *e);
+
+/* A chain of A_CAT (or A_ALT) nodes from t down its left side (the parser
+ * makes them left-deep: one a character in a row, one an alternative) as
+ * states from *s to *e, a loop rather than a recursion a node: a long
+ * pattern must not exhaust the stack. 0: error. */
+static int build_chain(nfa_t *m, int t, int *s, int *e) {
+  const int op = m->p->ast[t].op;
+  int n = 0, ok = 1;
+  for (int k = t; m->p->ast[k].op == op; k = m->p->ast[k].a) n++;
+  int *part = malloc((size_t)(n + 1) * sizeof *part); /* the chain's parts, left to right */
+  if (!part) return oom(m->p), 0;
+  int k = t;
+  for (int i = n; i > 0; i--, k = m->p->ast[k].a) part[i] = m->p->ast[k].b;
+  part[0] = k;
+  int at = -1, split = -1;
+  for (int i = 0; ok && i <= n; i++) {
+    int ps, pe;
+    ok = build(m, part[i], &ps, &pe);
+    if (!ok) break;
+    if (op == A_CAT) { /* each part's end leads to the next part */
+      if (i) m->st[at].out1 = ps;
+      else *s = ps;
+      at = pe, *e = pe;
+      continue;
+    }
+    if (!i && ((*s = nnew(m, N_EPS, -1)) < 0 || (*e = nnew(m, N_EPS, -1)) < 0)) ok = 0;
+    int sp = i < n ? nnew(m, N_EPS, -1) : -2; /* a split into this part or the ones after it */
+    if (!ok || sp == -1) {
+      ok = 0;
+      break;
+    }
+    if (sp >= 0) m->st[sp].out1 = ps;
+    if (split < 0) m->st[*s].out1 = sp >= 0 ? sp : ps;
+    else m->st[split].out2 = sp >= 0 ? sp : ps;
+    split = sp, m->st[pe].out1 = *e;
+  }
+  free(part);
+  return ok;
+}
+
 /* Tree node t as states from *s to *e (an N_EPS whose out1 is unset). 0: error. */
 static int build(nfa_t *m, int t, int *s, int *e) {
   const ast_t x = m->p->ast[t];
-  int sa, ea, sb, eb;
+  int sa, ea;
   switch (x.op) {
     case A_SET: case A_BOL: case A_EOL:
       if ((*s = nnew(m, x.op == A_SET ? N_SET : x.op == A_BOL ? N_BOL : N_EOL, x.a)) < 0 || (*e = nnew(m, N_EPS, -1)) < 0)
@@ -404,15 +460,7 @@ static int build(nfa_t *m, int t, int *s, int *e) {
       m->st[*s].out1 = *e;
       return 1;
     case A_EMPTY: return (*s = *e = nnew(m, N_EPS, -1)) >= 0;
-    case A_CAT:
-      if (!build(m, x.a, &sa, &ea) || !build(m, x.b, &sb, &eb)) return 0;
-      m->st[ea].out1 = sb, *s = sa, *e = eb;
-      return 1;
-    case A_ALT:
-      if (!build(m, x.a, &sa, &ea) || !build(m, x.b, &sb, &eb)) return 0;
-      if ((*s = nnew(m, N_EPS, -1)) < 0 || (*e = nnew(m, N_EPS, -1)) < 0) return 0;
-      m->st[*s].out1 = sa, m->st[*s].out2 = sb, m->st[ea].out1 = *e, m->st[eb].out1 = *e;
-      return 1;
+    case A_CAT: case A_ALT: return build_chain(m, t, s, e);
     default: { /* A_REP: min copies, then a loop or max - min optional copies */
       int at = nnew(m, N_EPS, -1);
       if (at < 0) return 0;
@@ -465,24 +513,27 @@ static int spend(re_parse_t *p, long w) {
   return 0;
 }
 
+static int u32_cmp(const void *a, const void *b) {
+  const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
 /* The classes: the boundaries of every set's ranges. */
 static int classes(re_parse_t *p, uint32_t **lo, int *ncls) {
-  int nb = 2;
+  int nb = 4;
   for (int k = 0; k < p->nsets; k++) nb += 2 * p->sets[k].n;
+  if (!spend(p, 32L * nb)) return 0; /* (the sort) */
   uint32_t *b = malloc((size_t)nb * sizeof *b);
   if (!b) return oom(p), 0;
   int n = 0;
   b[n++] = 0, b[n++] = 0x10000; /* (the BMP's end: count_chars leaves the characters past it out) */
+  b[n++] = 0xD800, b[n++] = 0xE000; /* (the surrogates: never a character; subsets leaves them out) */
   for (int k = 0; k < p->nsets; k++)
     for (int i = 0; i < p->sets[k].n; i++) {
       b[n++] = p->sets[k].r[i].lo;
       if (p->sets[k].r[i].hi < GC_RE_MAXCP) b[n++] = p->sets[k].r[i].hi + 1;
     }
-  for (int i = 1; i < n; i++) /* insertion sort: few */
-    for (int j = i; j > 0 && b[j - 1] > b[j]; j--) {
-      uint32_t t = b[j];
-      b[j] = b[j - 1], b[j - 1] = t;
-    }
+  qsort(b, (size_t)n, sizeof *b, u32_cmp);
   int k = 0;
   for (int i = 1; i < n; i++)
     if (b[i] != b[k]) b[++k] = b[i];
@@ -501,19 +552,23 @@ static int class_of(const uint32_t *lo, int ncls, uint32_t cp) {
   return a;
 }
 
-/* The closure of bits (W words) over empty moves (^ where bol, $ where eol). */
-static void closure(const nfa_t *m, uint64_t *bits, int W, int *stack, int bol, int eol) {
+/* The closure of bits (W words) over empty moves (^ where bol, $ where eol);
+ * the work it took. */
+static long closure(const nfa_t *m, uint64_t *bits, int W, int *stack, int bol, int eol) {
   int top = 0;
+  long work = W;
   for (int w = 0; w < W; w++)
     for (uint64_t x = bits[w]; x; x &= x - 1) stack[top++] = w * 64 + __builtin_ctzll(x);
   while (top) {
     const nstate_t *q = &m->st[stack[--top]];
     int o[2] = {-1, -1};
+    work++;
     if (q->op == N_EPS) o[0] = q->out1, o[1] = q->out2;
     else if ((q->op == N_BOL && bol) || (q->op == N_EOL && eol)) o[0] = q->out1;
     for (int j = 0; j < 2; j++)
       if (o[j] >= 0 && !(bits[o[j] / 64] >> (o[j] % 64) & 1)) bits[o[j] / 64] |= 1ull << (o[j] % 64), stack[top++] = o[j];
   }
+  return work;
 }
 
 static uint64_t hash_bits(const uint64_t *b, int W) {
@@ -538,14 +593,14 @@ static int subsets(re_parse_t *p, const nfa_t *m, int s0, int fin, const uint32_
   if (!grow((void **)&sets, &scap, W, sizeof *sets)) goto out;
   memset(sets, 0, (size_t)W * sizeof *sets);
   sets[s0 / 64] |= 1ull << (s0 % 64);
-  closure(m, sets, W, stack, 1, 0);
+  closure(m, sets, W, stack, 1, 0); /* (the one before the loop: NFA_MAX at most) */
   nsets = 1;
   for (int di = 0; di < nsets; di++) {
     if (!dfa_room(p, d, di + 1)) goto fail;
     d->nst = di + 1;
     /* accepting: MATCH within reach over empty moves and $ (and ^ at the start) */
     memcpy(tmp, sets + (size_t)di * W, (size_t)W * sizeof *tmp);
-    closure(m, tmp, W, stack, di == 0, 1);
+    if (!spend(p, closure(m, tmp, W, stack, di == 0, 1))) goto fail;
     d->acc[di] = (uint8_t)(tmp[fin / 64] >> (fin % 64) & 1);
     int nused = 0;
     for (int w = 0; w < W; w++)
@@ -553,19 +608,20 @@ static int subsets(re_parse_t *p, const nfa_t *m, int s0, int fin, const uint32_
         const nstate_t *q = &m->st[w * 64 + __builtin_ctzll(x)];
         if (q->op != N_SET) continue;
         const set_t *t = &p->sets[q->set];
+        long work = 8;
         for (int r = 0; r < t->n; r++)
-          for (int c = class_of(clo, ncls, t->r[r].lo); c < ncls && clo[c] <= t->r[r].hi; c++) {
+          for (int c = class_of(clo, ncls, t->r[r].lo); c < ncls && clo[c] <= t->r[r].hi; c++, work++) {
+            if (clo[c] >= 0xD800 && clo[c] < 0xE000) continue; /* a surrogate: no character */
             if (!inb[c]) inb[c] = 1, used[nused++] = c;
             buck[(size_t)c * W + q->out1 / 64] |= 1ull << (q->out1 % 64);
           }
-        if (!spend(p, t->n + 8)) goto fail;
+        if (!spend(p, work)) goto fail;
       }
     for (int c = 0; c < ncls; c++) d->next[(size_t)di * ncls + c] = -1;
     for (int u = 0; u < nused; u++) {
       int c = used[u];
       uint64_t *b = buck + (size_t)c * W;
-      closure(m, b, W, stack, 0, 0);
-      if (!spend(p, 4L * W + 16)) goto fail;
+      if (!spend(p, closure(m, b, W, stack, 0, 0) + 2L * W)) goto fail;
       uint64_t h = hash_bits(b, W);
       int slot = (int)(h % (uint64_t)HS), found = -1;
       for (; hash[slot] >= 0; slot = (slot + 1) % HS) /* (the start is not in it: ^ made it) */
@@ -606,7 +662,7 @@ static int prune(re_parse_t *p, dfa_t *d, const char *none) {
   for (int changed = 1; changed;) { /* to a fixed point: few rounds for the patterns people write */
     changed = 0;
     if (!spend(p, (long)n * C)) return free(live), free(map), 0;
-    for (int s = 0; s < n; s++)
+    for (int s = n - 1; s >= 0; s--) /* (from the end: states made later lie nearer acceptance) */
       for (int c = 0; !live[s] && c < C; c++) {
         int t = d->next[(size_t)s * C + c];
         if (t >= 0 && live[t]) live[s] = 1, changed = 1;
@@ -782,6 +838,7 @@ int gc_re_compile(const char *pat, size_t n, int mode, uint32_t minlen, uint32_t
   dfa_t d = {0};
   uint32_t *clo = NULL;
   int s0, fin, ncls = 0;
+  if (n > GC_RE_MAXLEN) return gc_err_set(e, GC_EINVAL, "the pattern is longer than %d bytes", GC_RE_MAXLEN);
   int root = parse_alt(&p, 0);
   if (root >= 0 && p.i < p.n) perr(&p, "a ')' without its '('");
   if (!p.rc && nfa_of(&p, &m, root, mode, &s0, &fin) && classes(&p, &clo, &ncls) &&

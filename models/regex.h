@@ -3,8 +3,9 @@
  * code points that a recognizer steps one character at a time, so that a
  * token mask can ask "may this character come next?" in O(1).
  *
- * The subset: literals; escapes \d \D \w \W \s \S (ECMA's sets: \d is
- * [0-9], \w [A-Za-z0-9_], \s ECMA's white space and line terminators),
+ * The subset: literals; escapes \d \D \w \W \s \S (the sets ECMA's,
+ * Python's and Rust's readings agree on: \d is [0-9], \w [A-Za-z0-9_], \s
+ * the spaces they share; regex.c: add_class_escape),
  * \t \n \r \f \v \0 \xHH \uHHHH, and any escaped character that is not a
  * letter or a digit; '.' (any character but \n, \r, U+2028, U+2029);
  * classes [...] and [^...] with ranges and the escapes above; groups (...)
@@ -32,6 +33,7 @@
 #include "../base/base.h"
 
 #define GC_RE_MAXCP 0x10FFFF
+#define GC_RE_MAXLEN 65536 /* bytes of a pattern */
 #define GC_RE_STATES 16384 /* states an automaton may have (counting characters: states times lengths) */
 
 enum { GC_RE_SEARCH = 0, GC_RE_FULL = 1 };

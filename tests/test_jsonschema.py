@@ -460,11 +460,19 @@ def test_formats_agree_with_the_format_checker():
 
 
 REFUSED = [
+    ({"type": "object", "properties": {"d": {"anyOf": [{"type": "string"}], "format": "date"}}},
+     "schema.properties.d: a format gcore writes (date, time, date-time, uuid, ipv4, email) beside $ref"),
     ({"type": "object", "properties": {"s": {"type": "string", "format": "date", "pattern": "^2"}}},
      "schema.properties.s: pattern beside a format gcore writes"),
     ({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 1e-16}}},
      "schema.properties.a: multipleOf has at most 15 significant digits"),
     ({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 0}}}, "multipleOf is a number above 0"),
+    ({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2, "minimum": 1, "maximum": 1}}},
+     "no integer of at most 18 digits lies between the minimum and the maximum (and is a multiple of multipleOf)"),
+    ({"type": "object", "properties": {"a": {"type": "number", "multipleOf": 3, "minimum": 1, "maximum": 2}}},
+     "no number of at most 15 digits lies between"),
+    ({"type": "object", "properties": {"s": {"type": "string", "pattern": "^[^\\0-\\uD7FF\\uE000-\\uFFFF]$",
+                                             "maxLength": 1}}}, "no string of the lengths"),
     ({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2, "enum": [2]}}},
      "multipleOf beside enum or const are not supported"),
     ({"type": "object", "properties": {"a": {"type": "number", "maximum": 0.1 + 0.2}}}, "15 significant digits"),

@@ -19,23 +19,30 @@ import pytest
 
 from test_c_units import CDIR
 
-S_CLASS = "\t\n\x0b\x0c\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-ESC = {"d": "0-9", "w": "A-Za-z0-9_", "s": S_CLASS}
+# The class escapes as gcore reads them (models/regex.c: add_class_escape):
+# what ECMA's, Python's and Rust's readings all agree on. S_ALL: the spaces
+# all of them share; S_ANY: every space any of them knows.
+S_ALL = "\t\n\x0b\x0c\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+S_ANY = S_ALL + "\x1c-\x1f\x85\ufeff"
+ESC = {"d": "0-9", "w": "A-Za-z0-9_", "s": S_ALL}  # read as they are
+ESC_NEG = {"d": "0-9", "w": "A-Za-z0-9_\x80-\U0010ffff", "s": S_ANY}  # inside a negated class
+ESC_UPPER = {"D": "[^0-9]", "W": "[\x00-/:-@\\[-^`{-\x7f]", "S": "[^" + S_ANY + "]"}
 
 
 def ecma(p):
-    """ECMA-262 pattern p (this subset) as a Python pattern of the same language."""
-    out, i, cls = [], 0, False
+    """Pattern p (this subset, its class escapes as gcore reads them) as a
+    Python pattern of the same language."""
+    out, i, cls, neg = [], 0, False, False
     while i < len(p):
         c = p[i]
         if c == "\\":
             e = p[i + 1]
             if e in "dws":
-                out.append(ESC[e] if cls else "[" + ESC[e] + "]")
+                out.append((ESC_NEG if neg else ESC)[e] if cls else "[" + ESC[e] + "]")
             elif e in "DWS":
                 if cls:
-                    raise ValueError("negated class escape inside a class: not needed here")
-                out.append("[^" + ESC[e.lower()] + "]")
+                    raise ValueError("an upper-case class escape inside a class: not needed here")
+                out.append(ESC_UPPER[e])
             else:
                 out.append(p[i:i + 2])
             i += 2
@@ -44,9 +51,9 @@ def ecma(p):
             cls = c != "]"
             out.append(c)
         elif c == "[":
-            cls = True
+            cls, neg = True, p[i + 1:i + 2] == "^"
             out.append(c)
-            if p[i + 1:i + 2] == "^":
+            if neg:
                 out.append("^")
                 i += 1
         elif c == ".":
@@ -201,6 +208,25 @@ def test_escaped_nul_and_control_characters():
 def test_refusals_name_the_byte_and_the_reason(pat, where, why):
     head, _ = run(pat, [])
     assert head.startswith("error at byte %d: " % where) and why in head, (pat, head)
+
+
+def test_long_and_adversarial_patterns_are_refused_not_crashed():
+    """Found on review: a long pattern recursed once a character (a stack
+    overflow at 100,000); a pattern of many classes sorted its boundaries
+    in quadratic time before the budget counted. Each is refused now, in
+    a loop and by qsort; the budget counts every closure's states."""
+    for pat, why in [("a" * 100000, "longer than 65536 bytes"), ("a" * 60000, "too large"),
+                     ("a|" * 30000 + "a", "too large"), ("(" * 70 + "a" + ")" * 70, "nest too deeply"),
+                     ("".join("[\\u%04x]" % (0x4000 - 2 * k) for k in range(9000)), "longer than 65536 bytes"),
+                     ("[" + "".join("\\u%04x" % (0x6000 - 2 * k) for k in range(9000)) + "]", "ranges"),
+                     ("(?:(?:(?:[\\u0100-\\u0178]?)?)?.){98}", "")]:
+        head, _ = run(pat, [])
+        assert why in head and (head.startswith("error") or not why), (pat[:40], head)
+    # only surrogates (never a character) or, with a length bound, characters past the BMP: nothing matches
+    head, _ = run("^[^\\0-\\uD7FF\\uE000-\\uFFFF]$", [], 0, -1, 1)
+    assert head == "error no string of the lengths minLength and maxLength allow matches the pattern", head
+    head, got = run("^[^\\0-\\uD7FF\\uE000-\\uFFFF]$", ["\U0001F600", "a"])
+    assert head.startswith("ok") and got == [True, False], (head, got)
 
 
 def test_limits_refuse_in_bounded_time():

@@ -498,6 +498,7 @@ static void enums_and_lengths(void) {
   CHECK(sok(s, "{\"v\": 0.1}") && sok(s, "{\"v\": 0.10}") && srefused(s, "{\"v\": 0.11}", 9));
   CHECK(srefused(s, "{\"v\": 1}", 6) && srefused(s, "{\"v\": 0}", 7));
   CHECK(sok(s, "{\"w\": 0.00000000000001}") && srefused(s, "{\"w\": 0}", 7) && srefused(s, "{\"w\": -1}", 6));
+  CHECK(srefused(s, "{\"w\": 123456789012345.", 21) && sok(s, "{\"w\": 12345678901234.5}")); /* no digit after 15 */
   gc_json_schema_free(s);
   /* tuples: each item its prefix's schema, then items' (false: none) */
   s = schema_of("{\"type\": \"object\", \"properties\": {\"t\": {\"type\": \"array\", \"prefixItems\": [{\"type\": "
