@@ -289,6 +289,21 @@ static int rig_walk(mask_rig_t *r, gc_json_fsm_t *f, const char *text, int *stat
   return 1;
 }
 
+/* Under schema sc, the mask agrees at every byte of each of docs[n], each
+ * a complete document; more than least states checked in all. */
+static void rig_docs(const gc_json_schema_t *sc, const char *const *docs, int n, int least) {
+  static mask_rig_t r;
+  CHECK(rig_open(&r));
+  int states = 0;
+  for (int d = 0; d < n; d++) {
+    gc_json_fsm_t f;
+    gc_json_fsm_init_schema(&f, sc);
+    CHECK(rig_walk(&r, &f, docs[d], &states) && gc_json_fsm_done(&f));
+  }
+  CHECK(states > least);
+  rig_close(&r);
+}
+
 /* At every byte of each document (and each call), the mask agrees. */
 static void mask_matches_the_recognizer(void) {
   static const char *const DOCS[] = {
@@ -547,21 +562,14 @@ static void enums_and_lengths(void) {
                                      "{\"m\": null , \"s\":\"abc\",\"n\":1e3 , \"o\": \"\"}",
                                      "{\"m\": \"a the\", \"r\": 250, \"n\": 1}", "{\"r\":-5 , \"x\": 0.25, \"n\": 1}", "{\"x\":-1.5}",
                                      "{\"w\": \"ab\\u00e9 \", \"n\": 1}"}; /* a minLength alone: bounded too */
-  static mask_rig_t r;
   s = schema_of("{\"type\": \"object\", \"properties\": {\"n\": {\"enum\": [1, 10, 1e3]}, \"m\": {\"enum\": "
                 "[\"a\\\"b\", null, \"a the\"]}, \"s\": {\"type\": \"string\", \"minLength\": 2, \"maxLength\": 3}, "
                 "\"o\": {\"anyOf\": [{\"const\": 3}, {\"type\": \"string\", \"maxLength\": 2}]}, \"r\": {\"type\": "
                 "\"integer\", \"minimum\": -5, \"maximum\": 300}, \"x\": {\"type\": \"number\", \"minimum\": -1.5, "
                 "\"exclusiveMaximum\": 0.3}, \"w\": {\"type\": \"string\", \"minLength\": 1}}}");
-  CHECK(s && rig_open(&r));
+  CHECK(s != NULL);
   if (!s) return;
-  int states = 0;
-  for (int d = 0; d < 6; d++) {
-    gc_json_fsm_init_schema(&f, s);
-    CHECK(rig_walk(&r, &f, DOCS[d], &states) && gc_json_fsm_done(&f));
-  }
-  CHECK(states > 60);
-  rig_close(&r);
+  rig_docs(s, DOCS, 6, 60);
   gc_json_schema_free(s);
 }
 
@@ -593,16 +601,7 @@ static void patterns(void) {
   /* the mask under it, piece by piece */
   static const char *const DOCS[] = {"{\"d\": \"12-a\", \"e\": \"\xc3\xa9\\n\\u4e2d\\\"\", \"u\": \"a the\"}",
                                      "{\"h\":\"xx\",\"u\" : \"a\\u00e9\\/\"}", "{\"e\": \"\xf0\x9f\x98\x80\\\"\xc3\xa9\"}"};
-  static mask_rig_t r;
-  CHECK(rig_open(&r));
-  int states = 0;
-  for (int d = 0; d < 3; d++) {
-    gc_json_fsm_t f;
-    gc_json_fsm_init_schema(&f, s);
-    CHECK(rig_walk(&r, &f, DOCS[d], &states) && gc_json_fsm_done(&f));
-  }
-  CHECK(states > 80);
-  rig_close(&r);
+  rig_docs(s, DOCS, 3, 80);
   gc_json_schema_free(s);
 }
 
@@ -813,17 +812,9 @@ static void schema_mask_matches_the_recognizer(void) {
       "[{\"v\": -2.5, \"kids\": []}]}, \"any\": [{\"q\": null}]}",
       "  {\n\t\"age\"\r\n:\n0 , \"name\":\"\"}"};
   gc_json_schema_t *sc = schema_of(PERSON);
-  static mask_rig_t r;
-  CHECK(sc && rig_open(&r));
+  CHECK(sc != NULL);
   if (!sc) return;
-  int states = 0;
-  for (int d = 0; d < 2; d++) {
-    gc_json_fsm_t f;
-    gc_json_fsm_init_schema(&f, sc);
-    CHECK(rig_walk(&r, &f, DOCS[d], &states) && gc_json_fsm_done(&f));
-  }
-  CHECK(states > 300);
-  rig_close(&r);
+  rig_docs(sc, DOCS, 2, 300);
   gc_json_schema_free(sc);
 }
 
