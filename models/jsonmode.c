@@ -5,6 +5,7 @@
 #include "jsonschema_impl.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -753,6 +754,24 @@ int gc_json_fsm_feed(gc_json_fsm_t *f, const char *s, size_t n) {
 
 /* ---- the vocabulary --------------------------------------------------- */
 
+/* The plain pieces' verdicts in a few automata's states, kept as a mask
+ * computes them (pattern_mask): entry e says for automaton e.id in state
+ * e.st, for the pieces of each first-byte group g marked in e.done, which
+ * go on (e.ok: a bit an id). A reply that stays in one state of a broad
+ * pattern (most of an e-mail address) then reads its verdicts, not the
+ * pieces. The least recently used entry makes way; a lock guards it all
+ * (the vocabulary is otherwise immutable and shared). */
+#define PCACHE 32
+typedef struct pcache {
+  pthread_mutex_t mu;
+  uint64_t tick;
+  struct {
+    uint64_t id, used, done[4];
+    int st;
+    uint64_t *ok; /* [(n + 63) / 64] */
+  } e[PCACHE];
+} pcache_t;
+
 struct gc_json_vocab {
   int n;             /* ids */
   size_t *off;       /* [n + 1] id's piece at bytes[off[id], off[id + 1]) */
@@ -766,6 +785,7 @@ struct gc_json_vocab {
   size_t *cp_at;     /* [n + 1] and no '\\' (id's: cps[cp_at[id], cp_at[id + 1]); others: none, and
                         plain[id] 0), which a pattern's automaton reads directly (pattern_mask) */
   uint8_t *plain;    /* [n] */
+  pcache_t *pc;      /* (mutable: its own lock) */
   int32_t *rest;     /* [nrest] the other non-empty, non-control ids (for the J_STR mask) */
   int nrest;
   int32_t *by_first; /* [n] the ids of non-empty pieces, grouped by their first byte */
@@ -838,7 +858,9 @@ static int plain_pieces(gc_json_vocab_t *v, gc_err_t *e) {
   v->plain = gc_calloc(m, 1, e);
   v->cp_at = v->plain ? gc_calloc(m + 1, sizeof *v->cp_at, e) : NULL;
   v->cps = v->cp_at ? gc_malloc((v->off[v->n] ? v->off[v->n] : 1) * sizeof *v->cps, e) : NULL;
-  if (!v->cps) return e->code;
+  v->pc = v->cps ? gc_calloc(1, sizeof *v->pc, e) : NULL;
+  if (!v->pc) return e->code;
+  pthread_mutex_init(&v->pc->mu, NULL);
   for (int id = 0; id < v->n; id++) {
     int k = v->instr[id] ? piece_cps((const unsigned char *)v->bytes + v->off[id], v->off[id + 1] - v->off[id],
                                      v->cps + v->cp_at[id]) : -1;
@@ -934,6 +956,11 @@ void gc_json_vocab_free(gc_json_vocab_t *v) {
   free(v->plain);
   free(v->cp_at);
   free(v->cps);
+  if (v->pc) {
+    for (int k = 0; k < PCACHE; k++) free(v->pc->e[k].ok);
+    pthread_mutex_destroy(&v->pc->mu);
+    free(v->pc);
+  }
   free(v->ichars);
   free(v->rest);
   free(v->by_first);
@@ -993,33 +1020,62 @@ static const gc_re_t *pattern_at(const gc_json_fsm_t *f) {
   return in_pattern(f) ? &f->schema->res[f->re - 1] : NULL;
 }
 
+/* Whether plain piece id goes on from state st of automaton r. */
+static int plain_goes(const gc_json_vocab_t *v, const gc_re_t *r, int st, int32_t id) {
+  for (size_t j = v->cp_at[id]; st >= 0 && j < v->cp_at[id + 1]; j++) st = gc_re_step(r, st, v->cps[j]);
+  return st >= 0;
+}
+
+/* The cache's entry for state st of automaton r (pc->mu held), made (the
+ * least recently used one's room, its verdicts forgotten) where none is;
+ * NULL when out of memory (the caller then reads the pieces). */
+static int pcache_entry(const gc_json_vocab_t *v, const gc_re_t *r, int st) {
+  pcache_t *pc = v->pc;
+  int k = 0;
+  for (int i = 0; i < PCACHE; i++) {
+    if (pc->e[i].id == r->id && pc->e[i].st == st) return pc->e[i].used = ++pc->tick, i;
+    if (pc->e[i].used < pc->e[k].used) k = i;
+  }
+  if (!pc->e[k].ok && !(pc->e[k].ok = malloc(((size_t)v->n + 63) / 64 * sizeof *pc->e[k].ok))) return -1;
+  pc->e[k].id = r->id, pc->e[k].st = st, pc->e[k].used = ++pc->tick;
+  memset(pc->e[k].done, 0, sizeof pc->e[k].done);
+  return k;
+}
+
 /* The mask where f reads plain pieces through automaton r (pattern_at:
  * in a string under a pattern, or a reply under one), by the pieces'
  * first bytes: a group whose first byte may not come is refused whole
  * (most of them, in a narrow pattern); in the others a plain piece goes
  * on where the automaton reads each of its characters from the string's
  * state (what the recognizer does with it there: no quote, no escape,
- * whole characters), and the other pieces are asked. */
+ * whole characters; kept in the cache by state and group), and the other
+ * pieces are asked. */
 static void pattern_mask(const gc_json_vocab_t *v, const gc_json_fsm_t *f, const gc_re_t *r, const float *logits,
                          float *out, int n) {
   for (int id = 0; id < n; id++) out[id] = -INFINITY;
+  pthread_mutex_lock(&v->pc->mu);
+  const int k = pcache_entry(v, r, f->rst);
+  uint64_t *ok = k >= 0 ? v->pc->e[k].ok : NULL, *done = k >= 0 ? v->pc->e[k].done : NULL;
   for (int c = 0; c < 256; c++) {
     const char ch = (char)c;
     if (v->first_at[c] == v->first_at[c + 1] || !may_read(f, &ch, 1)) continue;
-    for (int k = v->first_at[c]; k < v->first_at[c + 1]; k++) {
-      const int32_t id = v->by_first[k];
-      if (id >= n) continue;
-      int ok;
-      if (v->plain[id]) {
-        int st = f->rst;
-        for (size_t j = v->cp_at[id]; st >= 0 && j < v->cp_at[id + 1]; j++) st = gc_re_step(r, st, v->cps[j]);
-        ok = st >= 0;
+    const int known = done && (done[c / 64] >> (c % 64) & 1);
+    for (int g = v->first_at[c]; g < v->first_at[c + 1]; g++) {
+      const int32_t id = v->by_first[g];
+      int goes;
+      if (!v->plain[id]) {
+        goes = id < n && gc_json_allows(v, f, id);
+      } else if (known) {
+        goes = ok[id / 64] >> (id % 64) & 1;
       } else {
-        ok = gc_json_allows(v, f, id);
+        goes = plain_goes(v, r, f->rst, id);
+        if (ok) ok[id / 64] = (ok[id / 64] & ~(1ull << (id % 64))) | (uint64_t)goes << (id % 64);
       }
-      if (ok) out[id] = logits[id];
+      if (goes && id < n) out[id] = logits[id];
     }
+    if (done) done[c / 64] |= 1ull << (c % 64);
   }
+  pthread_mutex_unlock(&v->pc->mu);
 }
 
 /* out[id] := logits[id] for the ids of grp[lo, hi) below n that f allows. */

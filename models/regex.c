@@ -846,6 +846,8 @@ int gc_re_compile(const char *pat, size_t n, int mode, uint32_t minlen, uint32_t
       ((minlen == 0 && maxlen == UINT32_MAX) ||
        (count_chars(&p, &d, clo, minlen, maxlen) && /* (not minimised again: a chain takes Moore a round a state) */
         prune(&p, &d, "no string of the lengths minLength and maxLength allow matches the pattern")))) {
+    static uint64_t made; /* compilations so far */
+    out->id = __atomic_add_fetch(&made, 1, __ATOMIC_RELAXED);
     out->ncls = ncls, out->nst = d.nst;
     for (uint32_t cp = 0; cp < 128; cp++) out->ascii[cp] = (uint8_t)class_of(clo, ncls, cp);
     out->cls_lo = clo, clo = NULL;

@@ -39,6 +39,7 @@
 enum { GC_RE_SEARCH = 0, GC_RE_FULL = 1 };
 
 typedef struct gc_re {
+  uint64_t id;       /* this compilation's number (never 0; distinct within the process): a cache's key */
   int ncls;          /* classes of code points the pattern tells apart */
   uint32_t *cls_lo;  /* [ncls] class c is [cls_lo[c], cls_lo[c + 1]) (the last: to GC_RE_MAXCP), cls_lo[0] = 0 */
   int nst;           /* states; 0 is the start */
