@@ -603,6 +603,15 @@ static void patterns(void) {
                                      "{\"h\":\"xx\",\"u\" : \"a\\u00e9\\/\"}", "{\"e\": \"\xf0\x9f\x98\x80\\\"\xc3\xa9\"}"};
   rig_docs(s, DOCS, 3, 80);
   gc_json_schema_free(s);
+  /* 41 states of one pattern, twice: the mask's cache of 32 states evicts and refills */
+  s = schema_of("{\"type\": \"object\", \"properties\": {\"k\": {\"type\": \"string\", \"pattern\": "
+                "\"^[a-z]{40}$\"}}}");
+  CHECK(s != NULL);
+  if (!s) return;
+  static const char *const LONG[] = {"{\"k\": \"abcdefghijklmnopqrstuvwxyzabcdefghijklmn\"}",
+                                     "{\"k\": \"zyxwvutsrqponmlkjihgfedcbazyxwvutsrqponm\"}"};
+  rig_docs(s, LONG, 2, 90);
+  gc_json_schema_free(s);
 }
 
 /* A forced call's arguments under its name's schema (one name without). */
