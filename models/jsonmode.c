@@ -212,12 +212,19 @@ static int kind_of(int c) {
  * the i-th's bytes, or NULL past the last; for -2 (an object's names)
  * those of properties still free, others "" never matching (-1: no
  * candidates). */
+/* Whether the innermost container is an array whose items are each one
+ * of an enum's values at most once (uniqueItems): those written are its
+ * level's seen bits. */
+static int unique_items(const gc_json_fsm_t *f) {
+  return f->depth && f->lv[f->depth - 1].open == '[' && container(f)->unique;
+}
 static const char *candidate(const gc_json_fsm_t *f, int i, int *len) {
   const gc_json_schema_t *s = f->schema;
   const char *t;
   if (f->cset >= 0) {
     const gc_json_node_t *n = node(f, f->cset);
     if (i >= n->nenum) return NULL;
+    if (unique_items(f) && (f->lv[f->depth - 1].seen >> i & 1)) return *len = -1, ""; /* written already */
     t = s->strs[n->enum0 + i];
   } else {
     const gc_json_node_t *o = container(f);
@@ -228,15 +235,21 @@ static const char *candidate(const gc_json_fsm_t *f, int i, int *len) {
   *len = (int)strlen(t);
   return t;
 }
+/* The index of the enum text read whole (sbuf, of node cset). */
+static int enum_index(const gc_json_fsm_t *f) {
+  const gc_json_node_t *t = node(f, f->cset);
+  int i = 0;
+  while (i + 1 < t->nenum &&
+         !(strlen(f->schema->strs[t->enum0 + i]) == f->slen && !memcmp(f->schema->strs[t->enum0 + i], f->sbuf, f->slen)))
+    i++;
+  return i;
+}
 /* A tagged union's tag read (the whole text in sbuf, of node cset): its
  * object is now the branch the tag chooses, the tag its property read. */
 static void tag_chosen(gc_json_fsm_t *f) {
   const gc_json_schema_t *s = f->schema;
-  const gc_json_node_t *u = container(f), *t = node(f, f->cset);
-  int i = 0;
-  while (i + 1 < t->nenum && !(strlen(s->strs[t->enum0 + i]) == f->slen && !memcmp(s->strs[t->enum0 + i], f->sbuf, f->slen)))
-    i++;
-  const int b = s->props[u->u0 + i].node;
+  const gc_json_node_t *u = container(f);
+  const int b = s->props[u->u0 + enum_index(f)].node;
   const gc_json_node_t *o = node(f, b);
   int p = 0;
   while (p + 1 < o->nprops && strcmp(s->props[o->prop0 + p].name, s->props[u->prop0].name)) p++;
@@ -586,7 +599,8 @@ static int step(gc_json_fsm_t *f, int c) {
           !(f->lv[f->depth - 1].open == '{'
                 ? key_may_come(f)
                 : fits(f, item_node(f, container(f), f->lv[f->depth - 1].count)) &&
-                      f->lv[f->depth - 1].count < container(f)->maxitems))
+                      f->lv[f->depth - 1].count < container(f)->maxitems &&
+                      !(container(f)->unique && f->lv[f->depth - 1].count >= (uint32_t)node(f, container(f)->items)->nenum)))
         return 0; /* nothing could follow it */
       if (c == ',') return f->st = f->lv[f->depth - 1].open == '{' ? J_KEY : J_VALUE, 1;
       if (c == '}' || c == ']') return pop(f, c == '}' ? '{' : '[');
@@ -642,6 +656,7 @@ static int step(gc_json_fsm_t *f, int c) {
       }
       if (!cset_ok(f, 1)) return 0;
       if (f->lv[f->depth - 1].open == '{' && container(f)->nu) tag_chosen(f);
+      if (unique_items(f)) f->lv[f->depth - 1].seen |= 1ull << enum_index(f);
       f->cset = -1;
       value_end(f);
       return step(f, c);

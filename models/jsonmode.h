@@ -58,6 +58,9 @@ void gc_json_call_clear(gc_json_call_t *c);
  *   mode writes every schema);
  * - array: prefixItems (the first items' schemas; at most 64), items (the
  *   others'; absent: any values; false: none), minItems, maxItems;
+ *   uniqueItems where the items are one of an enum of strings, true, false
+ *   and null (pydantic's sets of a Literal or an Enum: each value at most
+ *   once) or at most one item may come;
  * - number: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers of
  *   at most 15 significant digits), multipleOf (one above 0, exact in units
  *   of 10^-15): an integer they bound is written with at most 18 digits, a
@@ -88,7 +91,7 @@ void gc_json_call_clear(gc_json_call_t *c);
  *   formats (an annotation in JSON Schema 2020-12), $schema, $id, $comment,
  *   deprecated, readOnly, writeOnly, strict, $defs, definitions,
  *   discriminator (OpenAPI's; the tag is found without it).
- * Anything else (uniqueItems, multipleOf, patternProperties, ...) is refused
+ * Anything else (if/then/else, patternProperties, minProperties, ...) is refused
  * with its path, never ignored; the root must be an object schema.
  * Reference-counted (gc_json_schema_ref), so that requests share one. */
 

@@ -42,7 +42,8 @@ static const char *const IGNORED[] = {"title", "description", "default", "exampl
 static const char *const READ[] = {"type", "properties", "required", "additionalProperties", "items", "enum",
                                    "const", "anyOf", "oneOf", "allOf", "$ref", "minItems", "maxItems",
                                    "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
-                                   "exclusiveMaximum", "prefixItems", "pattern", "multipleOf", "nullable", NULL};
+                                   "exclusiveMaximum", "prefixItems", "pattern", "multipleOf", "nullable",
+                                   "uniqueItems", NULL};
 
 static int listed(const char *const *l, const char *k) {
   for (; *l; l++)
@@ -497,6 +498,31 @@ static int pattern_part(cc_t *c, json_object *sch, int n, const char *path) {
   return GC_OK;
 }
 
+/* uniqueItems into array node n (its items compiled): true where at most
+ * one item may come, or where every item is one value of an enum of
+ * strings, true, false and null (pydantic's set of a Literal or an Enum),
+ * each then written once (at most 64 values, no prefixItems); else
+ * refused. Distinct texts of such values are distinct values. */
+static int unique_part(cc_t *c, json_object *sch, int n, const char *path) {
+  gc_json_schema_t *s = c->s;
+  json_object *u = NULL;
+  if (!json_object_object_get_ex(sch, "uniqueItems", &u)) return GC_OK;
+  if (!json_object_is_type(u, json_type_boolean)) return fail(c, path, "uniqueItems is true or false");
+  if (!json_object_get_boolean(u) || s->nodes[n].maxitems <= 1) return GC_OK;
+  int b = s->nodes[n].items;
+  for (int hops = 0; !s->nodes[b].kinds && s->nodes[b].prop0 < 0 && hops <= s->nnodes; hops++)
+    b = -1 - s->nodes[b].prop0; /* a $ref's target */
+  const gc_json_node_t *it = &s->nodes[b];
+  if (c->busy[b] || s->nodes[n].npre || !it->nenum || it->nenum > 64 || (it->ekinds & (JK_INT | JK_NUM)) ||
+      it->kinds != it->ekinds)
+    return fail(c, path, "uniqueItems is supported where the items are one of an enum of strings, true, false or "
+                         "null (at most 64; no prefixItems), or at most one item may come");
+  if (s->nodes[n].minitems > (uint32_t)it->nenum)
+    return fail(c, path, "minItems is above the enum's values, each of which uniqueItems allows once");
+  s->nodes[n].unique = 1;
+  return GC_OK;
+}
+
 /* Whether property name of object node o is required and allows only
  * strings of an enum or const: *node its value's node. */
 static int tag_of(const gc_json_schema_t *s, const gc_json_node_t *o, const char *name, int *node) {
@@ -701,6 +727,7 @@ static int compile_into(cc_t *c, json_object *sch, int n, char *path, size_t ple
       if (k < 0) rc = c->e->code;
       else s->nodes[n].items = (int16_t)k;
     }
+    if (!rc && (kinds & JK_ARR)) rc = unique_part(c, sch, n, path);
   }
   c->depth--, c->busy[n] = 0;
   return rc;

@@ -46,6 +46,8 @@ typedef struct gc_json_node {
   int16_t npre;      /* array: its first items' nodes (prefixItems), props[pre0, pre0 + npre).node */
   int32_t pre0;
   uint32_t minitems, maxitems; /* array: items at least, at most (0, UINT32_MAX: no bound) */
+  uint8_t unique;    /* array: uniqueItems, its items one of an enum of strings, true, false or null each
+                        at most once (the values written: the level's seen bits) */
   int32_t prop0;     /* object: its properties, props[prop0, prop0 + nprops) */
   int32_t u0;        /* a tagged union of objects (nu > 0): its one property is the tag, whose i-th enum */
   int16_t nu;        /* text chooses the object props[u0 + i].node */

@@ -1174,10 +1174,10 @@ def test_gguf_forced_calls_follow_their_schemas(gc, bundles, kind):
                 checked += 1
         assert checked >= 3, checked
         loose = json.loads(json.dumps(STRICT_TOOLS))
-        loose[0]["function"]["parameters"]["properties"]["days"]["uniqueItems"] = True
+        loose[0]["function"]["parameters"]["properties"]["days"]["if"] = {"minimum": 3}
         status, _, text = srv.post("/v1/chat/completions", {"messages": msgs, "tools": loose, "tool_choice": "required",
                                                             "max_tokens": 8})
-        assert status == 400 and "tools[0].function.parameters (strict): schema.properties.days: uniqueItems is not" \
+        assert status == 400 and "tools[0].function.parameters (strict): schema.properties.days: if is not" \
             in text, text
         del loose[0]["function"]["strict"]
         status, _, text = srv.post("/v1/chat/completions", {"messages": msgs, "tools": loose, "tool_choice": "required",

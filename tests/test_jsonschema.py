@@ -132,6 +132,15 @@ SCHEMAS = {
         "quarter": {"type": "number", "multipleOf": 0.25}, "big": {"type": ["number", "null"], "multipleOf": 2.5,
                                                                    "exclusiveMaximum": 10}},
         "required": ["five", "cents"], "additionalProperties": False},
+    # uniqueItems: pydantic's sets of an Enum or a Literal (each value at most once), and of at most one item
+    "sets": {"$defs": {"Color": {"enum": ["red", "green", "blue"], "type": "string", "title": "Color"}},
+             "type": "object", "properties": {
+                 "colors": {"type": "array", "items": {"$ref": "#/$defs/Color"}, "uniqueItems": True},
+                 "flags": {"type": "array", "items": {"enum": [True, False, None, "x"]}, "uniqueItems": True,
+                           "minItems": 1},
+                 "some": {"type": "array", "items": {"enum": ["a", "b", "c", "d"]}, "uniqueItems": True, "maxItems": 2},
+                 "one": {"type": "array", "uniqueItems": True, "maxItems": 1}},
+             "required": ["colors", "flags"], "additionalProperties": False},
     # formats OpenAI's structured outputs enforce (checked by the validator's format checker)
     "formats": {"type": "object", "properties": {
         "day": {"type": "string", "format": "date"}, "at": {"type": "string", "format": "date-time"},
@@ -324,6 +333,9 @@ def gen(root, s, rng, depth=0):
         lo, hi = s.get("minItems", 0), s.get("maxItems", 2 if depth < 4 else 0)
         if s.get("items") is False:
             hi = min(hi if "maxItems" in s else len(pre), len(pre))
+        items = resolve(root, s["items"]) if isinstance(s.get("items"), dict) else {}
+        if s.get("uniqueItems") and "enum" in items:  # each value at most once
+            return rng.sample(items["enum"], rng.randint(lo, min(max(lo, hi), len(items["enum"]))))
         return [gen(root, pre[i] if i < len(pre) else s.get("items", {}), rng, depth + 1)
                 for i in range(rng.randint(lo, max(lo, hi)))]
     if s.get("nullable") is True and rng.random() < 0.3:
@@ -482,7 +494,13 @@ REFUSED = [
      "no string of the lengths minLength and maxLength allow matches the pattern"),
     ({"type": "object", "properties": {"s": {"type": "string", "pattern": "a", "enum": ["a"]}}},
      "pattern beside enum or const is not supported"),
-    ({"type": "object", "properties": {"s": {"type": "array", "uniqueItems": True}}}, "uniqueItems is not supported"),
+    ({"type": "object", "properties": {"s": {"type": "array", "uniqueItems": True}}},
+     "schema.properties.s: uniqueItems is supported where the items are one of an enum"),
+    ({"type": "object", "properties": {"s": {"type": "array", "uniqueItems": True, "items": {"enum": [1, 2]}}}},
+     "uniqueItems is supported where"),
+    ({"type": "object", "properties": {"s": {"type": "array", "uniqueItems": True, "minItems": 3,
+                                             "items": {"enum": ["a", "b"]}}}}, "minItems is above the enum's values"),
+    ({"type": "object", "properties": {"s": {"if": {"type": "string"}}}}, "schema.properties.s: if is not supported"),
     ({"type": "array", "items": {}}, "the root must allow an object"),
     ({"type": "object", "properties": {"a": {"anyOf": [{"type": "object"}, {"$ref": "#/$defs/B"}]}},
       "$defs": {"B": {"type": "object"}}}, "needs a tag"),
