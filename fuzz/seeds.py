@@ -453,6 +453,12 @@ def jsonschema_seeds() -> None:
         ({"type": "object", "properties": {"d": {"type": "string", "pattern": "^\\d{4}-\\d{2}$"},
                                            "w": {"type": ["string", "null"], "pattern": "[a-z\u00e9]", "maxLength": 4}}},
          b'{"d": "2024-12", "w": "\\u00e9\xc3\xa9x"}'),
+        ({"type": "object", "properties": {"day": {"type": "string", "format": "date"},
+                                           "p": {"type": "number", "multipleOf": 0.25, "maximum": 10},
+                                           "n": {"type": "integer", "multipleOf": 3, "nullable": True},
+                                           "set": {"type": "array", "items": {"enum": ["a", "b", None]},
+                                                   "uniqueItems": True}}},
+         b'{"day": "2024-02-29", "p": 2.75, "n": null, "set": ["b", null]}'),
     ]
     pieces = [b" ", b"{", b"\"", b"\":", b"<ctl>", b" \"", b"1", b"name", b"\xc3\xa9", b"<eot>", b"kind",
               b"ca", b"true", b"null", b"}", b"[{", b"\"}", b"-2.5", b"\tnull", b"]"]
