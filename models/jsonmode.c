@@ -481,6 +481,7 @@ static int key_start(gc_json_fsm_t *f) {
   if (!f->schema) return 1;
   const gc_json_node_t *o = container(f);
   if (o->nprops) f->cset = o->open ? -3 : -2; /* -2: one of the names; -3: recorded, looked up at its end */
+  if (o->open && o->kre) f->re = o->kre, f->rst = 0; /* propertyNames (the listed names match it) */
   return key_may_come(f);
 }
 

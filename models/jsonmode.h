@@ -55,7 +55,8 @@ void gc_json_call_clear(gc_json_call_t *c);
  * - object: properties (names of 1 .. GC_JSON_NAME bytes, no '"', '\' or
  *   control bytes; at most 64), required (names among them);
  *   additionalProperties false or absent: no other keys (as OpenAI's strict
- *   mode writes every schema);
+ *   mode writes every schema); propertyNames with pattern, minLength and
+ *   maxLength (a dict's constrained keys; every listed name must match);
  * - array: prefixItems (the first items' schemas; at most 64), items (the
  *   others'; absent: any values; false: none), minItems, maxItems;
  *   uniqueItems where the items are one of an enum of strings, true, false

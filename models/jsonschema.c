@@ -43,7 +43,7 @@ static const char *const READ[] = {"type", "properties", "required", "additional
                                    "const", "anyOf", "oneOf", "allOf", "$ref", "minItems", "maxItems",
                                    "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
                                    "exclusiveMaximum", "prefixItems", "pattern", "multipleOf", "nullable",
-                                   "uniqueItems", NULL};
+                                   "uniqueItems", "propertyNames", NULL};
 
 static int listed(const char *const *l, const char *k) {
   for (; *l; l++)
@@ -523,6 +523,50 @@ static int unique_part(cc_t *c, json_object *sch, int n, const char *path) {
   return GC_OK;
 }
 
+/* propertyNames of object node n (its properties read): a schema of the
+ * keys' strings with pattern, minLength and maxLength (and type string,
+ * annotations), compiled as a string's pattern is (pattern_part: "" where
+ * none, which every key matches); every listed property name must match
+ * it. The recognizer then reads an open object's keys through it. */
+static int names_part(cc_t *c, json_object *sch, int n, char *path, size_t plen) {
+  gc_json_schema_t *s = c->s;
+  json_object *pn = NULL, *t = NULL;
+  if (!json_object_object_get_ex(sch, "propertyNames", &pn)) return GC_OK;
+  (void)extend(path, plen, "%s", ".propertyNames"); /* (messages name it; path[plen] = 0 undoes it) */
+  int rc = GC_OK;
+  if (!json_object_is_type(pn, json_type_object)) rc = fail(c, path, "propertyNames is a schema of the keys (an object)");
+  json_object_object_foreach(pn, key, val) {
+    (void)val;
+    if (!rc && strcmp(key, "pattern") && strcmp(key, "minLength") && strcmp(key, "maxLength") && strcmp(key, "type") &&
+        !listed(IGNORED, key))
+      rc = fail(c, path, "propertyNames is supported with pattern, minLength and maxLength");
+  }
+  if (!rc && json_object_object_get_ex(pn, "type", &t) &&
+      !(json_object_is_type(t, json_type_string) && !strcmp(json_object_get_string(t), "string")))
+    rc = fail(c, path, "a key is a string: propertyNames's type is \"string\"");
+  int k = rc ? -1 : new_node(c, path); /* the keys' string node, its automaton in re */
+  if (k < 0) return path[plen] = 0, c->e->code;
+  s->nodes[k].kinds = JK_STR;
+  json_object *pat = NULL;
+  if (!(rc = bounds(c, pn, "minLength", "maxLength", &s->nodes[k].minlen, &s->nodes[k].maxlen, path)) &&
+      !json_object_object_get_ex(pn, "pattern", &pat)) {
+    json_object_object_add(pn, "pattern", json_object_new_string("")); /* (the document is ours: a copy) */
+  }
+  if (!rc) rc = pattern_part(c, pn, k, path);
+  const gc_json_node_t *o = &s->nodes[n];
+  for (int p = 0; !rc && p < o->nprops; p++) {
+    const char *name = s->props[o->prop0 + p].name;
+    if (!gc_re_matches(&s->res[s->nodes[k].re - 1], name, strlen(name))) {
+      char what[160];
+      snprintf(what, sizeof what, "the property %.64s does not match propertyNames", name);
+      rc = fail(c, path, what);
+    }
+  }
+  path[plen] = 0;
+  if (!rc) s->nodes[n].kre = s->nodes[k].re;
+  return rc;
+}
+
 /* Whether property name of object node o is required and allows only
  * strings of an enum or const: *node its value's node. */
 static int tag_of(const gc_json_schema_t *s, const gc_json_node_t *o, const char *name, int *node) {
@@ -625,7 +669,9 @@ static int branches(cc_t *c, json_object *list, const char *key, int n, char *pa
       return fail(c, path, "anyOf/oneOf branches must differ in type (integer and number alike), so that a value's "
                            "first byte chooses one");
     have |= k;
-    if (k & JK_OBJ) nd->open = nb->open, nd->addl = nb->addl, nd->prop0 = nb->prop0, nd->nprops = nb->nprops, nd->required = nb->required;
+    if (k & JK_OBJ)
+      nd->open = nb->open, nd->addl = nb->addl, nd->prop0 = nb->prop0, nd->nprops = nb->nprops, nd->required = nb->required,
+      nd->kre = nb->kre;
     if (k & JK_ARR)
       nd->items = nb->items, nd->minitems = nb->minitems, nd->maxitems = nb->maxitems, nd->pre0 = nb->pre0,
       nd->npre = nb->npre;
@@ -709,6 +755,7 @@ static int compile_into(cc_t *c, json_object *sch, int n, char *path, size_t ple
     if (!rc && (has_en || has_cn)) rc = enum_part(c, path, has_en, en, has_cn, cn, n, &kinds);
     s->nodes[n].kinds = kinds;
     if (!rc && (kinds & JK_OBJ)) rc = object_part(c, sch, n, path, plen);
+    if (!rc && (kinds & JK_OBJ)) rc = names_part(c, sch, n, path, plen);
     if (!rc && (kinds & JK_ARR))
       rc = bounds(c, sch, "minItems", "maxItems", &s->nodes[n].minitems, &s->nodes[n].maxitems, path);
     if (!rc && (kinds & JK_STR))

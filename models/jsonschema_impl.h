@@ -64,6 +64,7 @@ typedef struct gc_json_node {
                         10^-15 */
   __int128 nlo, nhi, nmult;
   int16_t addl;      /* object (open): the node of a value whose key is not listed */
+  int16_t kre;       /* object (open): its keys' automaton, res[kre - 1] (propertyNames; 0: none) */
   uint8_t mind;      /* levels of containers its smallest value needs (0: a scalar; 255: none fits) */
   uint8_t omind;     /* ... as an object (1 + its required properties' mind) */
   uint8_t amind;     /* ... as an array (1 + the mind of its first minitems items) */

@@ -141,6 +141,14 @@ SCHEMAS = {
                  "some": {"type": "array", "items": {"enum": ["a", "b", "c", "d"]}, "uniqueItems": True, "maxItems": 2},
                  "one": {"type": "array", "uniqueItems": True, "maxItems": 1}},
              "required": ["colors", "flags"], "additionalProperties": False},
+    # propertyNames: a dict's keys under a pattern and lengths (pydantic's dict of constrained strings)
+    "keys": {"type": "object", "properties": {
+        "d": {"type": "object", "properties": {"id": {"type": "integer"}},
+              "additionalProperties": {"type": "boolean"},
+              "propertyNames": {"pattern": "^[a-z_]+$", "minLength": 2, "maxLength": 6}},
+        "e": {"type": "object", "additionalProperties": {"type": "integer"},
+              "propertyNames": {"type": "string", "pattern": "^x", "maxLength": 3}}},
+        "additionalProperties": False},
     # formats OpenAI's structured outputs enforce (checked by the validator's format checker)
     "formats": {"type": "object", "properties": {
         "day": {"type": "string", "format": "date"}, "at": {"type": "string", "format": "date-time"},
@@ -322,7 +330,8 @@ def gen(root, s, rng, depth=0):
         addl = s.get("additionalProperties", not props)
         if addl is not False and depth < 4:
             for _ in range(rng.randrange(3)):
-                k = "".join(rng.choice("xyzq") for _ in range(rng.randrange(1, 5))) if props else rand_str(rng)
+                k = ("x" + "".join(rng.choice("yzq_") for _ in range(rng.randint(1, 2))) if "propertyNames" in s
+                     else "".join(rng.choice("xyzq") for _ in range(rng.randrange(1, 5))) if props else rand_str(rng))
                 if k not in props:
                     out[k] = rand_any(rng, depth + 1) if addl is True else gen(root, addl, rng, depth + 1)
         items = list(out.items())
@@ -501,6 +510,9 @@ REFUSED = [
     ({"type": "object", "properties": {"s": {"type": "array", "uniqueItems": True, "minItems": 3,
                                              "items": {"enum": ["a", "b"]}}}}, "minItems is above the enum's values"),
     ({"type": "object", "properties": {"s": {"if": {"type": "string"}}}}, "schema.properties.s: if is not supported"),
+    ({"type": "object", "properties": {"ID": {}}, "propertyNames": {"pattern": "^[a-z]+$"}},
+     "schema.propertyNames: the property ID does not match propertyNames"),
+    ({"type": "object", "propertyNames": {"enum": ["a"]}}, "propertyNames is supported with pattern, minLength"),
     ({"type": "array", "items": {}}, "the root must allow an object"),
     ({"type": "object", "properties": {"a": {"anyOf": [{"type": "object"}, {"$ref": "#/$defs/B"}]}},
       "$defs": {"B": {"type": "object"}}}, "needs a tag"),
