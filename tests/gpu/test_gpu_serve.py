@@ -209,7 +209,8 @@ def test_prompt_cache_and_shared_prefixes_on_the_gpu(gc):
 
 def test_structured_outputs_on_the_gpu(gc):
     """JSON Schemas (OpenAI's response_format json_schema, vLLM's
-    guided_json) on the GPU, eight requests at once, greedy and sampled,
+    guided_json; a pattern, a format, multipleOf and uniqueItems among its
+    keywords) on the GPU, eight requests at once, greedy and sampled,
     over batched decode steps: every reply that ends is one object Debian's
     python3-jsonschema accepts, ended by an end token; one cut by
     max_tokens begins one JSON object (tests/jsonref.py)."""
@@ -225,9 +226,13 @@ def test_structured_outputs_on_the_gpu(gc):
     schema = {"type": "object", "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}, "ok": {"type": "boolean"},
                                                "days": {"type": "integer"},
                                                "n": {"anyOf": [{"type": "null"}, {"type": "array",
-                                                                                  "items": {"enum": ["a", "b"]}}]}},
-              "required": ["unit", "ok", "n"], "additionalProperties": False}
-    check = jsonschema.Draft202012Validator(schema).is_valid
+                                                                                  "items": {"enum": ["a", "b"]}}]},
+                                               "code": {"type": "string", "pattern": "^[A-Z]{2}\\d$"},
+                                               "day": {"type": "string", "format": "date"},
+                                               "step": {"type": "integer", "multipleOf": 5, "minimum": 0, "maximum": 50},
+                                               "tags": {"type": "array", "items": {"enum": ["x", "y"]}, "uniqueItems": True}},
+              "required": ["unit", "ok", "n", "code", "step"], "additionalProperties": False}
+    check = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER).is_valid
     srv = Server(model, str(gc.dir / "b.gcb"), "--backend", BACKEND, "--parallel", 8, "--ctx", 1024)
     got = [None] * 8
 
