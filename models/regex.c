@@ -11,7 +11,7 @@
 
 #define NFA_MAX 4096   /* NFA states (counted repetition is expanded) */
 #define DFA_MAX 4096   /* subset-construction states, before counting characters */
-#define CLS_MAX 256    /* classes of code points */
+#define CLS_MAX 512    /* classes of code points (\D alone makes 125) */
 #define REP_MAX 1000   /* a repetition's count */
 #define WORK_MAX 40000000L /* word operations, all stages together */
 #define CELLS_MAX (1 << 21) /* states times classes of the table (int16: 4 MiB) */
@@ -115,8 +115,25 @@ static int set_not(set_t *t) {
  * the complement of those they share. \W is ASCII's non-word characters
  * where read as it is (Python and Rust call most of the others letters),
  * and \w in a negated class every non-ASCII character too. \d is [0-9]
- * (ECMA's; Python and Rust also call other scripts' digits \d, which a
- * \D here may still write: the one difference left). */
+ * where read as it is, and every script's decimal digits (Python's and
+ * Rust's \d: ND) in a negated class and under \D. */
+/* Unicode's decimal digits (category Nd: what Python's and Rust's \d
+ * match), from Python 3.11's unicodedata (Unicode 14.0.0):
+ *   [c for c in range(0x110000) if unicodedata.category(chr(c)) == "Nd"] */
+static const range_t ND[] = {
+    {0x30, 0x39}, {0x660, 0x669}, {0x6F0, 0x6F9}, {0x7C0, 0x7C9}, {0x966, 0x96F}, {0x9E6, 0x9EF}, {0xA66, 0xA6F},
+    {0xAE6, 0xAEF}, {0xB66, 0xB6F}, {0xBE6, 0xBEF}, {0xC66, 0xC6F}, {0xCE6, 0xCEF}, {0xD66, 0xD6F}, {0xDE6, 0xDEF},
+    {0xE50, 0xE59}, {0xED0, 0xED9}, {0xF20, 0xF29}, {0x1040, 0x1049}, {0x1090, 0x1099}, {0x17E0, 0x17E9},
+    {0x1810, 0x1819}, {0x1946, 0x194F}, {0x19D0, 0x19D9}, {0x1A80, 0x1A89}, {0x1A90, 0x1A99}, {0x1B50, 0x1B59},
+    {0x1BB0, 0x1BB9}, {0x1C40, 0x1C49}, {0x1C50, 0x1C59}, {0xA620, 0xA629}, {0xA8D0, 0xA8D9}, {0xA900, 0xA909},
+    {0xA9D0, 0xA9D9}, {0xA9F0, 0xA9F9}, {0xAA50, 0xAA59}, {0xABF0, 0xABF9}, {0xFF10, 0xFF19}, {0x104A0, 0x104A9},
+    {0x10D30, 0x10D39}, {0x11066, 0x1106F}, {0x110F0, 0x110F9}, {0x11136, 0x1113F}, {0x111D0, 0x111D9},
+    {0x112F0, 0x112F9}, {0x11450, 0x11459}, {0x114D0, 0x114D9}, {0x11650, 0x11659}, {0x116C0, 0x116C9},
+    {0x11730, 0x11739}, {0x118E0, 0x118E9}, {0x11950, 0x11959}, {0x11C50, 0x11C59}, {0x11D50, 0x11D59},
+    {0x11DA0, 0x11DA9}, {0x16A60, 0x16A69}, {0x16AC0, 0x16AC9}, {0x16B50, 0x16B59}, {0x1D7CE, 0x1D7FF},
+    {0x1E140, 0x1E149}, {0x1E2F0, 0x1E2F9}, {0x1E950, 0x1E959}, {0x1FBF0, 0x1FBF9},
+};
+
 static int add_class_escape(set_t *t, int c, int neg) {
   static const range_t D[] = {{'0', '9'}};
   static const range_t W[] = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}, {0x80, GC_RE_MAXCP}};
@@ -126,8 +143,9 @@ static int add_class_escape(set_t *t, int c, int neg) {
                                   {0x2000, 0x200A}, {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F},
                                   {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
   const int lower = c >= 'a', wide = lower == neg; /* the larger set: \s in a negated class, \S read as it is */
-  const range_t *r = c == 'd' || c == 'D' ? D : c == 'w' || c == 'W' ? W : wide ? S_ANY : S_ALL;
-  int n = c == 'd' || c == 'D' ? 1 : c == 'w' || c == 'W' ? (wide ? 5 : 4) : wide ? 11 : 9;
+  const int digits = c == 'd' || c == 'D', nnd = (int)(sizeof ND / sizeof *ND);
+  const range_t *r = digits ? (wide ? ND : D) : c == 'w' || c == 'W' ? W : wide ? S_ANY : S_ALL;
+  int n = digits ? (wide ? nnd : 1) : c == 'w' || c == 'W' ? (wide ? 5 : 4) : wide ? 11 : 9;
   set_t u = {0};
   for (int i = 0; i < n; i++)
     if (!set_add(&u, r[i].lo, r[i].hi)) return free(u.r), 0;

@@ -4,8 +4,9 @@
  * token mask can ask "may this character come next?" in O(1).
  *
  * The subset: literals; escapes \d \D \w \W \s \S (the sets ECMA's,
- * Python's and Rust's readings agree on: \d is [0-9], \w [A-Za-z0-9_], \s
- * the spaces they share; regex.c: add_class_escape),
+ * Python's and Rust's readings agree on: \d is [0-9], \D no script's
+ * digit, \w [A-Za-z0-9_], \s the spaces they share; regex.c:
+ * add_class_escape),
  * \t \n \r \f \v \0 \xHH \uHHHH, and any escaped character that is not a
  * letter or a digit; '.' (any character but \n, \r, U+2028, U+2029);
  * classes [...] and [^...] with ranges and the escapes above; groups (...)

@@ -25,8 +25,8 @@ from test_c_units import CDIR
 S_ALL = "\t\n\x0b\x0c\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 S_ANY = S_ALL + "\x1c-\x1f\x85\ufeff"
 ESC = {"d": "0-9", "w": "A-Za-z0-9_", "s": S_ALL}  # read as they are
-ESC_NEG = {"d": "0-9", "w": "A-Za-z0-9_\x80-\U0010ffff", "s": S_ANY}  # inside a negated class
-ESC_UPPER = {"D": "[^0-9]", "W": "[\x00-/:-@\\[-^`{-\x7f]", "S": "[^" + S_ANY + "]"}
+ESC_NEG = {"d": "\\d", "w": "A-Za-z0-9_\x80-\U0010ffff", "s": S_ANY}  # inside a negated class (Python's \d: Nd)
+ESC_UPPER = {"D": "[^\\d]", "W": "[\x00-/:-@\\[-^`{-\x7f]", "S": "[^" + S_ANY + "]"}
 
 
 def ecma(p):
@@ -90,7 +90,7 @@ def strings_for(pat, rng, n):
     """Random strings over the pattern's own characters and a few others,
     and every string of length <= 3 over a small alphabet drawn from it."""
     alpha = sorted(set(c for c in pat if c.isprintable() and c not in "\\[]()|*+?{}^$") |
-                   set("a0 _-.\n\u00e9\u2028\U0001F600"))
+                   set("a0 _-.\n\u00e9\u2028\U0001F600\u0663"))  # (U+0663: an Arabic-Indic three)
     small = alpha[:5]
     out = {""}
     for a in small:
@@ -186,6 +186,18 @@ def test_random_patterns_agree_with_python_re():
             continue
         for s, g in zip(strs, got):
             assert g == reference(pat, s, mode), (pat, mode, s, g)
+
+
+def test_class_escapes_every_reader_agrees_on():
+    """\\d is [0-9], and \\D (or [^\\d]) no script's digit, since Python and
+    Rust (pydantic) call U+0663 a digit; \\S no space any of them knows;
+    \\W only ASCII's non-word characters (é is a word character there)."""
+    for pat, strs, want in [(r"^\d$", ["3", "\u0663"], [True, False]), (r"^\D$", ["a", "\u0663", "3"], [True, False, False]),
+                            (r"^[^\d]$", ["a", "\u0663"], [True, False]), (r"^\S$", ["a", "\x1c", "\ufeff", "\x85"],
+                                                                            [True, False, False, False]),
+                            (r"^\s$", [" ", "\ufeff"], [True, False]), (r"^\W$", ["-", "\u00e9"], [True, False])]:
+        head, got = run(pat, strs, 1)
+        assert head.startswith("ok") and got == want, (pat, got)
 
 
 def test_escaped_nul_and_control_characters():
