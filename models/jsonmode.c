@@ -329,12 +329,7 @@ static int grid_hits(__int128 a, __int128 b, __int128 g, __int128 lo, __int128 h
  * unit) that are multiples of m too (multipleOf): lcm(g, m), or 10^32,
  * past every bound (only 0 in range), where it is larger. */
 static __int128 grid(__int128 g, __int128 m) {
-  __int128 a = g, b = m;
-  while (b) {
-    __int128 t = a % b;
-    a = b, b = t;
-  }
-  const __int128 q = g / a, cap = p10(32);
+  const __int128 q = g / gcd128(g, m), cap = p10(32);
   return q > cap / m ? cap : q * m;
 }
 /* The bounded number's text so far (sbuf: '-'? digits ('.' digits?)?):
@@ -485,6 +480,16 @@ static int key_start(gc_json_fsm_t *f) {
   return key_may_come(f);
 }
 
+/* A UTF-8 lead byte c: the continuation bytes left (aux) and the range
+ * of the next (lo, hi: no overlong forms, no surrogates, nothing past
+ * U+10FFFF); 0 where c leads no character. */
+static int utf8_lead(gc_json_fsm_t *f, int c) {
+  if (c < 0xC2 || c > 0xF4) return 0;
+  f->aux = c < 0xE0 ? 1 : c < 0xF0 ? 2 : 3;
+  f->lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, f->hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+  return 1;
+}
+
 /* A string's byte (not in an escape): the character's first byte, its
  * end, or an escape's start; UTF-8's lead bytes set the range of the
  * next (no overlong forms, no surrogates, nothing past U+10FFFF). A string
@@ -506,14 +511,8 @@ static int string_byte(gc_json_fsm_t *f, int c) {
   if (c == '\\') return f->st = J_ESC, 1;
   if (c < 0x20) return 0; /* control characters must be escaped */
   if (c < 0x80) return 1;
-  f->lo = 0x80, f->hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) f->aux = 1;
-  else if (c >= 0xE0 && c <= 0xEF) f->aux = 2, f->lo = c == 0xE0 ? 0xA0 : 0x80, f->hi = c == 0xED ? 0x9F : 0xBF;
-  else if (c >= 0xF0 && c <= 0xF4 && !f->smin && f->smax == UINT32_MAX) /* (BMP only in a bounded string) */
-    f->aux = 3, f->lo = c == 0xF0 ? 0x90 : 0x80, f->hi = c == 0xF4 ? 0x8F : 0xBF;
-  else return 0;
-  f->st = J_UTF8;
-  return 1;
+  if (c >= 0xF0 && (f->smin || f->smax != UINT32_MAX)) return 0; /* BMP only in a bounded string */
+  return utf8_lead(f, c) && (f->st = J_UTF8, 1);
 }
 
 /* ---- a pattern (f->re): the string's characters in its automaton ------ */
@@ -754,10 +753,7 @@ static int rx_step(gc_json_fsm_t *f, int c) {
   }
   if (c < 0x80) return re_char(f, r, (uint32_t)c);
   uint32_t lo, hi;
-  if (!lead_range(f, c, &lo, &hi) || !gc_re_may(r, f->rst, lo, hi)) return 0;
-  f->aux = c < 0xE0 ? 1 : c < 0xF0 ? 2 : 3;
-  f->lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, f->hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
-  return 1;
+  return lead_range(f, c, &lo, &hi) && gc_re_may(r, f->rst, lo, hi) && utf8_lead(f, c);
 }
 
 int gc_json_fsm_feed(gc_json_fsm_t *f, const char *s, size_t n) {

@@ -375,12 +375,7 @@ static int multiple_part(cc_t *c, json_object *sch, int n, const char *path, int
   if (!num_bound(v, 0, &up) || !num_bound(v, 2, &down) || up != down || up <= 0 || up > p10(2 * GC_JSON_NDIG))
     return fail(c, path, "multipleOf has at most 15 significant digits, none below 10^-15, and is below 10^15");
   gc_json_node_t *nd = &c->s->nodes[n];
-  __int128 a = up, b = p10(GC_JSON_NDIG);
-  while (b) {
-    __int128 t = a % b;
-    a = b, b = t;
-  }
-  const __int128 im = up / a; /* the least integer that is a multiple */
+  const __int128 im = up / gcd128(up, p10(GC_JSON_NDIG)); /* the least integer that is a multiple */
   nd->nmult = up, nd->imult = im > GC_JSON_IMAX ? GC_JSON_IMAX + 1 : (int64_t)im;
   *any = 1;
   return GC_OK;

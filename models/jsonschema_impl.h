@@ -24,6 +24,15 @@ enum { JK_OBJ = 1, JK_ARR = 2, JK_STR = 4, JK_INT = 8, JK_NUM = 16, JK_BOOL = 32
  * exactly in units of 10^-GC_JSON_NDIG. */
 #define GC_JSON_NDIG 15
 
+/* The greatest common divisor of a and b (> 0). */
+static inline __int128 gcd128(__int128 a, __int128 b) {
+  while (b) {
+    const __int128 t = a % b;
+    a = b, b = t;
+  }
+  return a;
+}
+
 /* Whether some multiple of m (> 0) lies in [lo, hi]. */
 static inline int mult_in(__int128 lo, __int128 hi, __int128 m) {
   if (lo > hi) return 0;

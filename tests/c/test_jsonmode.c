@@ -656,17 +656,26 @@ static void call_arguments_under_schemas(void) {
   gc_json_schema_free(sch[1]);
 }
 
+typedef struct reply_case { /* a reply's text; bytes the recognizer accepts of it, then may it end, is it done */
+  const char *text;
+  size_t accepted;
+  int may_end, done;
+} reply_case_t;
+
+/* Whether f, fed c's text a byte at a time until it refuses one, agrees with c. */
+static int reply_case(gc_json_fsm_t *f, const reply_case_t *c) {
+  size_t n = strlen(c->text), at = 0;
+  while (at < n && gc_json_fsm_feed(f, c->text + at, 1)) at++;
+  return at == c->accepted && gc_json_fsm_may_end(f) == c->may_end && gc_json_fsm_done(f) == c->done;
+}
+
 /* guided_choice: the reply is one of the strings, whole; it may end where
  * it is one and a longer one goes on; the mask agrees at every byte. */
 static void choices(void) {
   static char *s[4] = {"yes", "no", "yes!", "\"q\" \\ {\xc3\xa9}"};
   static size_t len[4] = {3, 2, 4, 10};
   gc_json_choice_t c = {.s = s, .len = len, .n = 4};
-  static const struct {
-    const char *text;
-    size_t accepted;
-    int may_end, done;
-  } CASES[] = {
+  static const reply_case_t CASES[] = {
       {"yes", 3, 1, 0}, {"yes!", 4, 1, 1}, {"no", 2, 1, 1}, {"n", 1, 0, 0}, {"", 0, 0, 0},
       {"yes!!", 4, 1, 1}, {"x", 0, 0, 0}, {"nope", 2, 1, 1}, {" yes", 0, 0, 0},
       {"\"q\" \\ {\xc3\xa9}", 10, 1, 1}, {"\"q\" \\ {\xc3", 8, 0, 0},
@@ -674,10 +683,7 @@ static void choices(void) {
   for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
     gc_json_fsm_t f;
     gc_json_fsm_init_choice(&f, &c);
-    size_t n = strlen(CASES[i].text), at = 0;
-    while (at < n && gc_json_fsm_feed(&f, CASES[i].text + at, 1)) at++;
-    CHECK(at == CASES[i].accepted && gc_json_fsm_may_end(&f) == CASES[i].may_end &&
-          gc_json_fsm_done(&f) == CASES[i].done);
+    CHECK(reply_case(&f, &CASES[i]));
   }
   static mask_rig_t r;
   CHECK(rig_open(&r));
@@ -700,11 +706,7 @@ static void regexes(void) {
   static const char PAT[] = "(yes|no)!?|\\d{2,}|[\xc3\xa9\xe4\xb8\xad]+\n\"";
   CHECK(gc_json_regex_new(PAT, sizeof PAT - 1, &rx, &e) == GC_OK);
   if (!rx) return;
-  static const struct {
-    const char *text;
-    size_t accepted;
-    int may_end, done;
-  } CASES[] = {
+  static const reply_case_t CASES[] = {
       {"yes", 3, 1, 0}, {"yes!", 4, 1, 1}, {"no!x", 3, 1, 1}, {"n", 1, 0, 0}, {"", 0, 0, 0}, {"x", 0, 0, 0},
       {"1", 1, 0, 0}, {"12", 2, 1, 0}, {"1234567", 7, 1, 0}, {"12a", 2, 1, 0}, {" yes", 0, 0, 0},
       {"\xc3\xa9\xe4\xb8\xad\n\"", 7, 1, 1}, {"\xc3\xa9\n", 3, 0, 0}, {"\xc3\xa8", 1, 0, 0}, {"\xc4", 0, 0, 0},
@@ -713,10 +715,7 @@ static void regexes(void) {
   for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
     gc_json_fsm_t f;
     gc_json_fsm_init_regex(&f, rx);
-    size_t n = strlen(CASES[i].text), at = 0;
-    while (at < n && gc_json_fsm_feed(&f, CASES[i].text + at, 1)) at++;
-    CHECK(at == CASES[i].accepted && gc_json_fsm_may_end(&f) == CASES[i].may_end &&
-          gc_json_fsm_done(&f) == CASES[i].done);
+    CHECK(reply_case(&f, &CASES[i]));
   }
   static mask_rig_t r;
   CHECK(rig_open(&r));
