@@ -47,7 +47,7 @@ READELF = "llvm-readelf-19"
 GPU_TARGETS = {"gpu": ["sm_80", "sm_90a", "gfx90a", "gfx942", "gfx1100"],
                "cuda": ["sm_80", "sm_90a"], "hip": ["gfx90a", "gfx942", "gfx1100"]}
 SHAPES = {"attention": "--m 1 --h 8 --g 2 --d 64", "attention_batch": "--m 3 --h 8 --g 2 --d 64",
-          "embed": "--m 2 --n 256 --k 50", "argmax": "--m 1 --n 1000", "rmsnorm": "--m 2 --n 300",
+          "embed": "--m 2 --n 256 --k 50", "argmax": "--m 1 --n 1000", "argmax_step": "--m 1 --n 1000", "rmsnorm": "--m 2 --n 300",
           "add": "--m 2 --n 300", "rope_kv": "--m 1 --h 8 --g 2 --d 64"}
 
 

@@ -740,6 +740,8 @@ static int ref_attention(const gc_problem_t *p, const gc_op_scalars_t *sc, void 
 }
 
 /* The lowest index of each row's maximum (NaN skipped): exact, tolerance 0. */
+/* argmax (and argmax_step's idx): row i's lowest index of its maximum;
+ * NaN never wins unless the row is all NaN (then 0). Exact. */
 static void ref_argmax(const gc_problem_t *p, void **h, double *ref, double *tol) {
   for (int64_t i = 0; i < p->m; i++) {
     int64_t at = -1;
@@ -869,6 +871,14 @@ static int r_argmax(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, 
                     double **tol, gc_err_t *e) {
   (void)sc, (void)e;
   ref_argmax(p, h, ref[1], tol[1]);
+  return GC_OK;
+}
+/* argmax_step: argmax's idx, and the position advanced by the rows. */
+static int r_argmax_step(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
+                         double **tol, gc_err_t *e) {
+  (void)sc, (void)e;
+  ref_argmax(p, h, ref[1], tol[1]);
+  ref[2][0] = (double)((const int32_t *)h[2])[0] + (double)p->m, tol[2][0] = 0;
   return GC_OK;
 }
 static int r_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
@@ -1185,6 +1195,11 @@ static const gc_op_t ops[] = {
     {"argmax", "mn", "idx[M] = the lowest index of the maximum of each row of X[M,N]", 1, 0, 2,
      {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("idx", 'i', "1", "M", OUT, 0)},
      "MN", 0, r_argmax, f_rows, 0, NULL},
+    {"argmax_step", "mn",
+     "argmax's idx[M], then pos[0] += M: a greedy decode step's position advanced on the device", 1, 0, 3,
+     {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("idx", 'i', "1", "M", OUT, 0),
+      BUF("pos", 'i', "1", "1", INOUT, GC_FILL_POS)},
+     "MN", 0, r_argmax_step, f_rows, 0, NULL},
 };
 
 const gc_op_t *gc_op_table(int *n) {

@@ -95,6 +95,8 @@ struct gc_llama {
   int no_ahead;                 /* gc_llama_set_ahead(m, 0) */
   int no_qkv_rope;              /* the bundle has no rmsnorm_gemm_rope_kv: decode runs its two steps */
   int no_attn_short;            /* the bundle has no short-context decode attention: attn serves */
+  int step_pos;                 /* decode steps run argmax_step, which moves m->pos on (0: the
+                                   bundle has none, argmax serves and the host writes it) */
   int64_t replays;              /* decode steps run as a graph replay */
   gc_graph_t *decode_graph[2][2]; /* slot 0, one token: [short context][0: logits out, 1: device argmax] */
   gc_graph_t *batch_graph[BMAX + 1][2]; /* batched steps of M rows, the same */
@@ -263,7 +265,9 @@ static int resolve_kernels(gc_llama_t *m, int batched, gc_err_t *e) {
     for (int j = 0; !rc && j < l.n; j++) {
       const gc_rt_kernel_t *k;
       gc_err_t miss = {0};
-      if (!is_attn_short(&l.v[j])) rc = gc_rt_find(m->rt, &l.v[j], &k, e);
+      if (!strcmp(l.v[j].op, "argmax_step")) /* optional (a bundle built before it): argmax serves */
+        m->step_pos = gc_rt_find(m->rt, &l.v[j], &k, &miss) == GC_OK;
+      else if (!is_attn_short(&l.v[j])) rc = gc_rt_find(m->rt, &l.v[j], &k, e);
       else if (gc_rt_find(m->rt, &l.v[j], &k, &miss) != GC_OK)
         m->no_attn_short = 1; /* optional (a bundle built before the buckets): attn serves every length */
     }
@@ -700,7 +704,8 @@ int gc_llama_forward(gc_llama_t *m, const int32_t *tokens, int t, int all_rows,
 }
 
 /* The final norm, the LM head over rows rows ending at row t - 1 of x,
- * and (argmax) the device argmax of each of them into ids. */
+ * and (argmax) the device argmax of each of them into ids: a decode step's
+ * with argmax_step where the bundle has it, which also moves m->pos on. */
 static int launch_head(gc_llama_t *m, const gc_llama_steps_t *s, int t, int rows, int argmax,
                        gc_dptr_t ids, const gc_op_scalars_t *sc, gc_err_t *e) {
   size_t a = gc_dtype_size(m->dt.act);
@@ -710,12 +715,13 @@ static int launch_head(gc_llama_t *m, const gc_llama_steps_t *s, int t, int rows
                                    : m->logits;
   gc_dptr_t out = m->cfg.tp > 1 ? m->hlogits : m->logits; /* this rank's vocabulary rows */
   const gc_dptr_t fn[] = {last, m->norm, m->xn}, head[] = {m->xn, m->cls, out},
-                  fhead[] = {last, m->cls, out, m->norm}, am[] = {amx, ids};
+                  fhead[] = {last, m->cls, out, m->norm}, am[] = {amx, ids, m->pos};
   if (s->fused ? run(m, &s->head, sc, fhead, e)
                : run(m, &s->fnorm, sc, fn, e) || run(m, &s->head, sc, head, e))
     return e->code;
   if (m->cfg.tp > 1 && tp_gather(m, rows, e)) return e->code;
-  return argmax ? run(m, &s->argmax, sc, am, e) : GC_OK;
+  if (!argmax) return GC_OK;
+  return run(m, s->argmax_step.op[0] && m->step_pos ? &s->argmax_step : &s->argmax, sc, am, e);
 }
 
 /* Launch the whole forward of t tokens in slot (rows of logits; with
@@ -934,9 +940,13 @@ int gc_llama_slot_forward(gc_llama_t *m, int slot, const int32_t *tokens, int t,
 /* Step k of gc_llama_greedy, enqueued: slot 0's token at position pos (put
  * there, or step k - 1's argmax where that wrote it: m->tokens), its argmax
  * posted to box; *replayed: whether it is a graph replay (counted in
- * m->replays). Only the launches see pos as the host's position. */
-static int greedy_enqueue(gc_llama_t *m, int pos, int box, int *replayed, gc_err_t *e) {
-  if (gc_dev_put32(m->dev, m->pos, (uint32_t)pos, e)) return e->code;
+ * m->replays). Only the launches see pos as the host's position. The
+ * device's position is written for the first step, and for every step
+ * where the bundle has no argmax_step (with it, step k - 1 moved it on:
+ * a stream write between two replays cost 10 µs a step of the 1B on an
+ * H100, bench/RESULTS.md session 51). */
+static int greedy_enqueue(gc_llama_t *m, int pos, int box, int first, int *replayed, gc_err_t *e) {
+  if ((first || !m->step_pos) && gc_dev_put32(m->dev, m->pos, (uint32_t)pos, e)) return e->code;
   int held = m->npos[0], rc = GC_EUNSUPPORTED;
   m->npos[0] = pos; /* sc.pos0 and the attention's bucket (launch_forward) */
   if (m->graphs) {
@@ -975,7 +985,7 @@ int gc_llama_greedy(gc_llama_t *m, int32_t tok, int n, gc_llama_emit_fn emit, vo
   int rc = gc_dev_put32(m->dev, m->tokens, (uint32_t)tok, e), queued = 0, stop = 0;
   int replayed[2] = {0, 0}; /* by box */
   for (; !rc && queued < steps && queued < 2; queued++)
-    rc = greedy_enqueue(m, pos0 + queued, queued % 2, &replayed[queued % 2], e);
+    rc = greedy_enqueue(m, pos0 + queued, queued % 2, queued == 0, &replayed[queued % 2], e);
   for (int k = 0; !rc && k < queued; k++) {
     int32_t id;
     if ((rc = gc_dev_take(m->dev, k % 2, &id, sizeof id, e))) break;
@@ -992,7 +1002,7 @@ int gc_llama_greedy(gc_llama_t *m, int32_t tok, int n, gc_llama_emit_fn emit, vo
     if (r < 0) rc = e->code;
     stop = r != 0;
     if (!rc && !stop && queued < steps &&
-        !(rc = greedy_enqueue(m, pos0 + queued, queued % 2, &replayed[queued % 2], e)))
+        !(rc = greedy_enqueue(m, pos0 + queued, queued % 2, 0, &replayed[queued % 2], e)))
       queued++;
   }
   if (rc) gc_dev_sync(m->dev, NULL); /* nothing of this call still runs when it returns */

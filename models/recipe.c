@@ -89,6 +89,8 @@ void gc_llama_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int
   s->attn_short = s->attn;
   s->attn_short.k = GC_LLAMA_ATTN_SHORT;
   if (!s->decode) memset(&s->attn_short, 0, sizeof s->attn_short);
+  s->argmax_step = prob("argmax_step", a, a, a, 1, c->vocab_size, 0, 0, 0, 0);
+  if (!s->decode) memset(&s->argmax_step, 0, sizeof s->argmax_step);
   s->deq = !f && dt->deq_rows > 0 && t >= dt->deq_rows;
   s->qkv_rope = 0;
   gc_llama_layer_steps(dt, 0, s);
@@ -169,6 +171,7 @@ void gc_llama_batch_steps(const gc_llama_config_t *c, const gc_llama_dtypes_t *d
   gc_llama_steps(c, dt, m, m, s);
   s->decode = 0; /* rows of their own sequences: rope_kv_batch stays a step */
   memset(&s->attn_short, 0, sizeof s->attn_short); /* attention_batch: rows at their own positions */
+  memset(&s->argmax_step, 0, sizeof s->argmax_step); /* rows of their own slots: the host writes positions */
   gc_llama_layer_steps(dt, 0, s);
   s->rope = prob("rope_kv_batch", a, a, a, m, 0, 0, c->n_heads, c->n_kv_heads, c->head_dim);
   pre_rope_steps(c, dt, m, s); /* rope_kv_batch folds neither */
@@ -182,7 +185,7 @@ static int steps_list(const gc_llama_steps_t *s, const gc_problem_t *out[GC_LLAM
   const gc_problem_t *all[] = {&s->embed,  &s->norm,   &s->dq[0],      &s->dq[4], &s->qkv,    &s->qkv_v, &s->cat,
                                &s->bias,   &s->qk_norm, &s->rope,      &s->attn,  &s->attn_short, &s->dq[1],
                                &s->wo,     &s->dq[2],   &s->swiglu,    &s->dq[3], &s->w2,     &s->fnorm, &s->head,
-                               &s->argmax};
+                               &s->argmax, &s->argmax_step};
   int n = 0;
   for (size_t i = 0; i < GC_ARRAY_LEN(all); i++)
     if (!(s->fused && (all[i] == &s->norm || all[i] == &s->fnorm)) && !(s->qkv_rope && all[i] == &s->rope) &&

@@ -124,6 +124,11 @@ typedef struct gc_llama_steps {
    * split and its merge weighs most there); optional: where the bundle has
    * none, attn serves. op "" but in a decode step. */
   gc_problem_t attn_short;
+  /* a decode step's argmax that also moves the position on (argmax_step:
+   * one sequence's greedy steps replay with no host write between them);
+   * optional: where the bundle has none, argmax serves and the host writes
+   * the position. op "" but in a decode step. */
+  gc_problem_t argmax_step;
   /* the dense plan's dequantization of the layer's matrices, in the order
    * qkv, wo, swiglu, w2, and a split layer's V: embed of N rows (ids
    * 0..N-1) of the K-column block matrix into the scratch, where this
@@ -133,8 +138,8 @@ typedef struct gc_llama_steps {
 } gc_llama_steps_t;
 
 /* The most problems one layer's pass launches (gc_llama_recipe's order;
- * attn_short is one of attn and it). */
-#define GC_LLAMA_STEPS_MAX 21
+ * attn_short is one of attn and it, argmax_step one of argmax and it). */
+#define GC_LLAMA_STEPS_MAX 22
 
 /* The unfused steps of a qkv_rope step q: the QKV projection alone
  * (rmsnorm_gemm, its dimensions), what a bundle built before the fused op

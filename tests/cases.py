@@ -162,6 +162,9 @@ CASES = {
     "rope_kv_batch": [(dt, s) for dt in SAME for s in HEAD_SHAPES],
     "attention_batch": [(dt, s) for dt in SAME for s in HEAD_SHAPES[:-1] + [(16, 8, 2, 64)]],
     "argmax": [(dt, s) for dt in SAME for s in [(1, 1000), (3, 128256), (2, 7), (20, 5000)]],
+    # a greedy decode step's argmax, which moves the position on: one row
+    # (Llama 3's vocabulary, an odd one), and rows past one
+    "argmax_step": [(dt, s) for dt in SAME for s in [(1, 128256), (1, 777), (3, 5000)]],
 }
 for _dt in QDTYPES:
     for _op in ("gemm", "gemm_add", "gemm_swiglu"):
@@ -324,6 +327,13 @@ def check_argmax(d, dt, shape):
     x = d["X"][1].reshape(m, n)
     got = d["idx"][1].astype(np.int64)
     assert got.tolist() == np.argmax(x, axis=1).tolist(), "argmax: wrong index (ties go to the lowest)"
+
+def check_argmax_step(d, dt, shape):
+    """Exact: argmax's indices, and the position moved on by the rows."""
+    check_argmax(d, dt, shape)
+    p0 = int(d["pos.init"][1][0])
+    assert p0 == int(d["scalars"]["pos0"]), "the case starts at its own position"
+    assert int(d["pos"][1][0]) == p0 + shape[0], f"pos: {int(d['pos'][1][0])}, not {p0} + {shape[0]} rows"
 
 def rope_ref(x, pos, inv, d):
     """Rotate the halves-layout pairs (x[j], x[j+d/2]) of each head row of x
@@ -535,7 +545,7 @@ def check_attention_batch(d, dt, shape):
 CHECK = {"gemm": check_gemm, "gemm_add": check_gemm_add, "gemm_swiglu": check_gemm_swiglu,
          "rmsnorm_gemm": check_rmsnorm_gemm, "rmsnorm_gemm_swiglu": check_rmsnorm_gemm_swiglu,
          "rmsnorm": check_rmsnorm, "add": check_add, "bias": check_bias, "qk_norm": check_qk_norm, "concat": check_concat, "embed": check_embed, "rope_kv": check_rope_kv,
-         "attention": check_attention, "argmax": check_argmax, "rope_kv_batch": check_rope_kv_batch,
+         "attention": check_attention, "argmax": check_argmax, "argmax_step": check_argmax_step, "rope_kv_batch": check_rope_kv_batch,
          "attention_batch": check_attention_batch, "rmsnorm_gemm_rope_kv": check_rmsnorm_gemm_rope_kv,
          "bias_rope_kv": check_bias_rope_kv, "qk_norm_rope_kv": check_qk_norm_rope_kv,
          "rmsnorm_gemm_bias_rope_kv": check_rmsnorm_gemm_bias_rope_kv}
@@ -548,7 +558,8 @@ RUN_VARIANTS = {"rmsnorm_gemm_rope_kv": [["--pos", p, "--layout", l] for p, l in
                 "rmsnorm_gemm_bias_rope_kv": [["--pos", p, "--layout", l] for p, l in ROPE_POS[:2]],
                 "bias_rope_kv": [["--pos", p, "--layout", l] for p, l in ROPE_POS[:2]],
                 "qk_norm_rope_kv": [["--pos", p, "--layout", l] for p, l in ROPE_POS[:2]],
-                "attention": [[], ["--pos", "300"], ["--pos", "3071"]]}
+                "attention": [[], ["--pos", "300"], ["--pos", "3071"]],
+                "argmax_step": [[], ["--pos", "300"]]}
 
 
 def run_variants(op):

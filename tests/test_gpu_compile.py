@@ -26,7 +26,7 @@ SHAPES = {"gemm": "--m 1 --n 96 --k 72", "gemm_swiglu": "--m 1 --n 96 --k 72",
           "rmsnorm": "--m 1 --n 300", "add": "--m 1 --n 300", "bias": "--m 3 --n 300", "qk_norm": "--m 2 --h 8 --g 2 --d 128", "concat": "--m 3 --n 300 --k 100",
           "embed": "--m 1 --n 64 --k 50",
           "rope_kv": "--m 1 --h 8 --g 2 --d 64", "attention": "--m 1 --h 8 --g 2 --d 64",
-          "argmax": "--m 1 --n 1000", "gemm_add": "--m 1 --n 96 --k 72",
+          "argmax": "--m 1 --n 1000", "argmax_step": "--m 1 --n 1000", "gemm_add": "--m 1 --n 96 --k 72",
           "rmsnorm_gemm": "--m 1 --n 96 --k 72", "rmsnorm_gemm_swiglu": "--m 1 --n 96 --k 72",
           "rope_kv_batch": "--m 1 --h 8 --g 2 --d 64", "attention_batch": "--m 1 --h 8 --g 2 --d 64",
           "rmsnorm_gemm_rope_kv": "--m 1 --n 672 --k 72 --h 5 --g 1 --d 96",
@@ -156,7 +156,7 @@ def test_sm90_bundle_for_a_model(gc):
         ops = {op for (op,) in c.execute("SELECT DISTINCT op FROM dispatch WHERE target='sm_90'")}
     # decode steps fold the norms into the GEMMs; 16 and 32 tokens do not;
     # every row count of gcore-serve's batched decode steps is served too
-    assert ops == {"embed", "rmsnorm", "gemm", "rope_kv", "attention", "gemm_add", "gemm_swiglu", "argmax",
+    assert ops == {"embed", "rmsnorm", "gemm", "rope_kv", "attention", "gemm_add", "gemm_swiglu", "argmax", "argmax_step",
                    "rmsnorm_gemm", "rmsnorm_gemm_swiglu", "rope_kv_batch", "attention_batch",
                    "rmsnorm_gemm_rope_kv"}
 

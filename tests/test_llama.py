@@ -20,6 +20,7 @@ import math
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 
@@ -328,8 +329,8 @@ def test_profile_table_accounts_for_every_launch(gc, gqa):
     attention norm folded in and rope_kv in its epilogue, attention, the output projection with
     the residual add, the gate/up GEMM with the FFN norm folded in, the down
     projection with the add; the LM head with the final norm folded in; one
-    argmax), the --warmup steps not among them; the ids are those of an
-    unprofiled run."""
+    argmax_step, the argmax that moves the position on), the --warmup steps
+    not among them; the ids are those of an unprofiled run."""
     n, L = 6, gqa.cfg.n_layers
     plain, _, _ = generate(gc, gqa.path, gqa.bundle, PROMPT, n, *GREEDY)
     r = gc("gcore-run", "-m", gqa.path, "-b", gqa.bundle, "--tokens", ",".join(map(str, PROMPT)),
@@ -345,7 +346,8 @@ def test_profile_table_accounts_for_every_launch(gc, gqa):
     assert count(rows, "rmsnorm_gemm") == steps, r.err  # the LM head
     assert count(rows, "rmsnorm_gemm_rope_kv") == L * steps, r.err
     assert count(rows, "rmsnorm_gemm_swiglu") == L * steps, r.err
-    assert count(rows, "embed") == steps and count(rows, "argmax") == steps, r.err
+    assert count(rows, "embed") == steps and count(rows, "argmax_step") == steps, r.err
+    assert count(rows, "argmax") == 0, r.err
     assert count(rows, "attention") == L * steps and count(rows, "rope_kv") == 0, r.err
     assert count(rows, "gemm_add") == 2 * L * steps, r.err  # wo and w2, the residual add fused
     psteps, prows = ph["prefill"]
@@ -364,6 +366,22 @@ def test_graph_replay_and_no_graph_on_cpu(gc, gqa):
         b, _, ib = generate(gc, gqa.path, gqa.bundle, PROMPT, 8, *GREEDY, "--no-graph", *extra)
         assert a == b == gqa.ids[:8]
         assert ia["graph_replays"] == 7 and ib["graph_replays"] == 0, (ia, ib)
+
+
+def test_greedy_moves_the_position_on_the_device(gc, gqa):
+    """A decode step's argmax_step moves the device's position on, so that
+    greedy decoding writes it once a call, not before every replay; a
+    bundle without argmax_step (built before it) falls back to argmax and
+    a host write a step. Both give the reference's ids, over enough steps
+    that a position left behind or moved on twice would change them."""
+    old = gc.dir / "old.gcb"
+    shutil.copy(gqa.bundle, old)
+    with sqlite3.connect(old) as c:
+        assert c.execute("DELETE FROM dispatch WHERE op = 'argmax_step'").rowcount > 0
+    a, _, ia = generate(gc, gqa.path, gqa.bundle, PROMPT, N_DECODE, *GREEDY)
+    b, _, ib = generate(gc, gqa.path, str(old), PROMPT, N_DECODE, *GREEDY)
+    assert a == b == gqa.ids[:N_DECODE], (a, b)
+    assert ia["graph_replays"] == ib["graph_replays"] == N_DECODE - 1, (ia, ib)
 
 
 def test_long_prefill_unfused_matches_reference(gc, gqa):

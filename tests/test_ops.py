@@ -102,7 +102,7 @@ def serves(bundle, tpl, m, param):
 
 SAMPLE_SHAPE = {"gemm": (3, 100, 37), "gemm_swiglu": (5, 40, 70), "rmsnorm": (3, 300),
                 "add": (3, 300), "concat": (3, 100, 37), "embed": (5, 72, 40), "rope_kv": (3, 8, 2, 16),
-                "attention": (3, 8, 2, 16), "argmax": (3, 1000), "rope_kv_batch": (3, 8, 2, 16),
+                "attention": (3, 8, 2, 16), "argmax": (3, 1000), "argmax_step": (3, 1000), "rope_kv_batch": (3, 8, 2, 16),
                 "attention_batch": (3, 8, 2, 16), "rmsnorm_gemm_rope_kv": (3, 10 * 16, 37, 6, 2, 16),
                 "qk_norm": (3, 8, 2, 16), "bias_rope_kv": (3, 8, 2, 16), "qk_norm_rope_kv": (3, 8, 2, 16)}
 QSAMPLE_SHAPE = {"gemm": (3, 100, 512), "gemm_swiglu": (5, 40, 256), "embed": (5, 256, 40),
@@ -118,7 +118,7 @@ SPACES = template_spaces()
 @pytest.mark.parametrize("dt", ["f32", "f16", "f32:bf16:f32"])
 def test_parameter_space_sample(gc, tpl, op, params, dt):
     info, params, request_dt = params, params["params"], dt
-    if dt == "f32:bf16:f32" and op in ("add", "concat", "rope_kv", "attention", "argmax", "rope_kv_batch",
+    if dt == "f32:bf16:f32" and op in ("add", "concat", "rope_kv", "attention", "argmax", "argmax_step", "rope_kv_batch",
                                        "attention_batch"):
         dt = "bf16"  # these ops take one dtype
     quant = any(":q" in d for d in info["dtypes"])

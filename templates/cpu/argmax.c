@@ -1,9 +1,10 @@
 /* argmax.c — the index of the largest element of each row of X, for greedy
  * sampling next to the LM head (ties go to the lowest index; NaN is never
- * chosen unless the row is all NaN, then index 0).
+ * chosen unless the row is all NaN, then index 0). argmax_step also
+ * advances the step's position pos[0] by M (task 0 does).
  *
  * @template argmax_cpu
- * @op       argmax
+ * @op       argmax argmax_step
  * @backend  cpu
  * @dtypes   f32 f16 bf16
  * @kernel   argmax_cpu
@@ -42,6 +43,8 @@ static int32_t row_argmax(const TA *x, int64_t n) {
 GC_EXPORT void argmax_cpu(void **args, int64_t task) {
   const TA *X = GC_ARG(args, 0, const TA *); /* [M, N] */
   int32_t *out = GC_ARG(args, 1, int32_t *);   /* [M] */
-  int64_t M = GC_ARG(args, 2, int64_t), N = GC_ARG(args, 3, int64_t);
+  const int P = GC_OP_ARGMAX_STEP;              /* argmax_step: pos[1] (in and out) next */
+  int64_t M = GC_ARG(args, 2 + P, int64_t), N = GC_ARG(args, 3 + P, int64_t);
   for (int64_t r = task * ROWS; r < M && r < (task + 1) * ROWS; r++) out[r] = row_argmax(X + r * N, N);
+  if (P && task == 0) GC_ARG(args, 2, int32_t *)[0] += (int32_t)M;
 }

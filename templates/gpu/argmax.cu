@@ -1,17 +1,19 @@
 /* argmax.cu — the index of the largest element of each row of X on the
  * GPU, so that a greedy decode step copies one id back instead of the
  * logits (ties go to the lowest index; NaN is never chosen unless the row
- * is all NaN, then index 0).
+ * is all NaN, then index 0). argmax_step also advances the step's position
+ * pos[0] by M (the block that writes row 0's index does), so that the next
+ * step's captured graph replays with no host write between them.
  *
  * @template argmax_gpu
- * @op       argmax
+ * @op       argmax argmax_step
  * @backend  gpu
  * @dtypes   f32 f16 bf16
  * @kernel   argmax_gpu
  * @param    THREADS 64 128 256 512 1024 default 256 -- threads per block
  * @param    UNROLL 1 2 4 8 default 4 -- loads in flight per thread
  * @param    SPLIT 1 4 16 32 64 default 32 -- blocks per row, each over a 1/SPLIT slice
- * @defaults argmax SPLIT=64 if !AMD -- H200, the 1B's 128256-entry row: 1161.4 / 1160.5 / 1160.5 tok/s with SPLIT=64 (THREADS 512 / 1024 / 256) against 1154.6 / 1151.6 / 1155.7 at SPLIT=32, alternated in one call (bench/RESULTS.md, session 33)
+ * @defaults argmax argmax_step SPLIT=64 if !AMD -- H200, the 1B's 128256-entry row: 1161.4 / 1160.5 / 1160.5 tok/s with SPLIT=64 (THREADS 512 / 1024 / 256) against 1154.6 / 1151.6 / 1155.7 at SPLIT=32, alternated in one call (bench/RESULTS.md, session 33)
  * @constraint THREADS % WARP == 0 && THREADS <= MAXT
  * @applies  SPLIT == 1 || (M <= 16 && N <= 16777216) -- the workspace holds 16 rows; indices are exact in fp32
  * @grid     M * SPLIT
@@ -53,7 +55,24 @@ GC_DEVICE void am_block_reduce(float *best, int *at, float *sv, int *si) {
       if (am_better(sv[k], si[k], *best, *at)) *best = sv[k], *at = si[k];
 }
 
-GC_KERNEL void argmax_gpu(const TA *X, int32_t *out, int64_t M, int64_t N) {
+/* Row row's index at out[row]; for argmax_step, row 0's writer also moves
+ * the position on by the M rows (one writer: no atomic). */
+GC_DEVICE void am_put(int32_t *out, int32_t *pos, int64_t row, int at, int64_t M) {
+  out[row] = at < 0 ? 0 : at;
+  if (GC_OP_ARGMAX_STEP && row == 0)
+    pos[0] += (int32_t)M;
+}
+
+/* args: X[M, N] (TA), out[M] (int32), argmax_step: pos[1] (int32, in and
+ * out), int64 M, N. */
+GC_KERNEL void argmax_gpu(const TA *X, int32_t *out,
+#if GC_OP_ARGMAX_STEP
+                          int32_t *pos,
+#endif
+                          int64_t M, int64_t N) {
+#if !GC_OP_ARGMAX_STEP
+  int32_t *pos = nullptr;
+#endif
   gc_pdl_wait(); /* @pdl: the kernel before it has completed */
   gc_pdl_launch();
   GC_SHARED float sv[THREADS / GC_WARP];
@@ -77,7 +96,8 @@ GC_KERNEL void argmax_gpu(const TA *X, int32_t *out, int64_t M, int64_t N) {
   }
   am_block_reduce(&best, &at, sv, si);
   if (SPLIT == 1) {
-    if (gc_tid() == 0) out[row] = at < 0 ? 0 : at;
+    if (gc_tid() == 0)
+      am_put(out, pos, row, at, M);
     return;
   }
   float *ws = am_ws + row * SPLIT * 2;
@@ -99,7 +119,7 @@ GC_KERNEL void argmax_gpu(const TA *X, int32_t *out, int64_t M, int64_t N) {
   }
   am_block_reduce(&best, &at, sv, si);
   if (gc_tid() == 0) {
-    out[row] = at < 0 ? 0 : at;
+    am_put(out, pos, row, at, M);
     am_cnt[row] = 0u; /* ready for the next launch (stream order) */
   }
 }
