@@ -873,12 +873,16 @@ static int r_argmax(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, 
   ref_argmax(p, h, ref[1], tol[1]);
   return GC_OK;
 }
-/* argmax_step: argmax's idx, and the position advanced by the rows. */
+/* argmax_step: argmax's idx; the last row's also in box (p0 % 2), the
+ * other box as it was; the position p0 advanced by the rows. Exact. */
 static int r_argmax_step(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
                          double **tol, gc_err_t *e) {
   (void)sc, (void)e;
   ref_argmax(p, h, ref[1], tol[1]);
-  ref[2][0] = (double)((const int32_t *)h[2])[0] + (double)p->m, tol[2][0] = 0;
+  const int32_t p0 = ((const int32_t *)h[2])[0];
+  ref[2][0] = (double)p0 + (double)p->m, tol[2][0] = 0;
+  for (int b = 0; b < 2; b++)
+    ref[3 + b][0] = b == p0 % 2 ? ref[1][p->m - 1] : (double)((const int32_t *)h[3 + b])[0], tol[3 + b][0] = 0;
   return GC_OK;
 }
 static int r_rope_kv(const gc_problem_t *p, const gc_op_scalars_t *sc, void **h, double **ref,
@@ -1196,9 +1200,11 @@ static const gc_op_t ops[] = {
      {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("idx", 'i', "1", "M", OUT, 0)},
      "MN", 0, r_argmax, f_rows, 0, NULL},
     {"argmax_step", "mn",
-     "argmax's idx[M], then pos[0] += M: a greedy decode step's position advanced on the device", 1, 0, 3,
+     "argmax's idx[M]; idx[M-1] also in box0 or box1 (pos[0] even or odd); then pos[0] += M: a greedy "
+     "decode step's id posted and its position moved on by the device", 1, 0, 5,
      {BUF("X", 'A', "M", "N", IN, GC_FILL_UNIT), BUF("idx", 'i', "1", "M", OUT, 0),
-      BUF("pos", 'i', "1", "1", INOUT, GC_FILL_POS)},
+      BUF("pos", 'i', "1", "1", INOUT, GC_FILL_POS), BUF("box0", 'i', "1", "1", INOUT, GC_FILL_POS),
+      BUF("box1", 'i', "1", "1", INOUT, GC_FILL_POS)},
      "MN", 0, r_argmax_step, f_rows, 0, NULL},
 };
 

@@ -97,6 +97,9 @@ struct gc_llama {
   int no_attn_short;            /* the bundle has no short-context decode attention: attn serves */
   int step_pos;                 /* decode steps run argmax_step, which moves m->pos on (0: the
                                    bundle has none, argmax serves and the host writes it) */
+  gc_dptr_t box[2];             /* where argmax_step posts a step's id, by its position's parity:
+                                   the device's boxes 0 and 1 (box_mark), else two scratch words */
+  int box_mark;                 /* greedy steps mark their box (argmax_step stored the id) */
   int64_t replays;              /* decode steps run as a graph replay */
   gc_graph_t *decode_graph[2][2]; /* slot 0, one token: [short context][0: logits out, 1: device argmax] */
   gc_graph_t *batch_graph[BMAX + 1][2]; /* batched steps of M rows, the same */
@@ -174,6 +177,20 @@ static int place_layer(gc_llama_t *m, int l, const gc_llama_layer_weights_t *lw,
   return GC_OK;
 }
 
+/* Where argmax_step posts a step's id: the device's boxes 0 and 1 where
+ * a kernel may store into them (greedy steps then mark the box, no copy
+ * back: about 8 us a step of the 1B on an H100, bench/RESULTS.md session
+ * 51), else two words of scratch (the steps then post a copy of the id). */
+static int post_boxes(gc_llama_t *m, gc_err_t *e) {
+  gc_err_t no = {0};
+  m->box_mark = !gc_dev_box_addr(m->dev, 0, &m->box[0], &no) && !gc_dev_box_addr(m->dev, 1, &m->box[1], &no);
+  if (m->box_mark) return GC_OK;
+  if (no.code != GC_EUNSUPPORTED) return gc_err_set(e, no.code, "%s", no.msg);
+  if (alloc(m, 8, &m->box[0], e)) return e->code;
+  m->box[1] = m->box[0] + 4;
+  return GC_OK;
+}
+
 static int alloc_activations(gc_llama_t *m, gc_err_t *e) {
   const gc_llama_config_t *c = &m->cfg;
   size_t a = gc_dtype_size(m->dt.act), t = (size_t)m->max_t;
@@ -192,7 +209,7 @@ static int alloc_activations(gc_llama_t *m, gc_err_t *e) {
   m->pos = m->step;
   m->tokens = m->step + 4;
   m->brows = m->bstep + BMAX * 4;
-  return GC_OK;
+  return post_boxes(m, e);
 }
 
 static int upload_freqs(gc_llama_t *m, gc_err_t *e) {
@@ -715,7 +732,7 @@ static int launch_head(gc_llama_t *m, const gc_llama_steps_t *s, int t, int rows
                                    : m->logits;
   gc_dptr_t out = m->cfg.tp > 1 ? m->hlogits : m->logits; /* this rank's vocabulary rows */
   const gc_dptr_t fn[] = {last, m->norm, m->xn}, head[] = {m->xn, m->cls, out},
-                  fhead[] = {last, m->cls, out, m->norm}, am[] = {amx, ids, m->pos};
+                  fhead[] = {last, m->cls, out, m->norm}, am[] = {amx, ids, m->pos, m->box[0], m->box[1]};
   if (s->fused ? run(m, &s->head, sc, fhead, e)
                : run(m, &s->fnorm, sc, fn, e) || run(m, &s->head, sc, head, e))
     return e->code;
@@ -939,12 +956,13 @@ int gc_llama_slot_forward(gc_llama_t *m, int slot, const int32_t *tokens, int t,
 
 /* Step k of gc_llama_greedy, enqueued: slot 0's token at position pos (put
  * there, or step k - 1's argmax where that wrote it: m->tokens), its argmax
- * posted to box; *replayed: whether it is a graph replay (counted in
- * m->replays). Only the launches see pos as the host's position. The
- * device's position is written for the first step, and for every step
- * where the bundle has no argmax_step (with it, step k - 1 moved it on:
- * a stream write between two replays cost 10 µs a step of the 1B on an
- * H100, bench/RESULTS.md session 51). */
+ * posted to box (pos % 2: where argmax_step stores it); *replayed: whether
+ * it is a graph replay (counted in m->replays). Only the launches see pos
+ * as the host's position. The device's position is written for the first
+ * step, and for every step where the bundle has no argmax_step (with it,
+ * step k - 1 moved it on); with argmax_step and boxes the device can store
+ * into, the id is not copied back but its box marked, so that nothing but
+ * the mark's event lies between two replays (bench/RESULTS.md, session 51). */
 static int greedy_enqueue(gc_llama_t *m, int pos, int box, int first, int *replayed, gc_err_t *e) {
   if ((first || !m->step_pos) && gc_dev_put32(m->dev, m->pos, (uint32_t)pos, e)) return e->code;
   int held = m->npos[0], rc = GC_EUNSUPPORTED;
@@ -955,7 +973,9 @@ static int greedy_enqueue(gc_llama_t *m, int pos, int box, int first, int *repla
   }
   if (rc == GC_EUNSUPPORTED) rc = launch_forward(m, 0, 1, 1, 1, e);
   m->npos[0] = held;
-  return rc ? rc : gc_dev_post(m->dev, box, m->tokens, sizeof(int32_t), e);
+  if (rc) return rc;
+  return m->step_pos && m->box_mark ? gc_dev_mark(m->dev, box, e) /* argmax_step stored it there */
+                                    : gc_dev_post(m->dev, box, m->tokens, sizeof(int32_t), e);
 }
 
 int gc_llama_count_ids(void *u, int32_t id, gc_err_t *e) {
@@ -983,14 +1003,14 @@ int gc_llama_greedy(gc_llama_t *m, int32_t tok, int n, gc_llama_emit_fn emit, vo
   int pos0 = m->npos[0], steps = n < m->ctx - pos0 ? n : m->ctx - pos0;
   m->decoding = 1;
   int rc = gc_dev_put32(m->dev, m->tokens, (uint32_t)tok, e), queued = 0, stop = 0;
-  int replayed[2] = {0, 0}; /* by box */
+  int replayed[2] = {0, 0}; /* by box: step k's is its position's parity, (pos0 + k) % 2 */
   for (; !rc && queued < steps && queued < 2; queued++)
-    rc = greedy_enqueue(m, pos0 + queued, queued % 2, queued == 0, &replayed[queued % 2], e);
+    rc = greedy_enqueue(m, pos0 + queued, (pos0 + queued) % 2, queued == 0, &replayed[(pos0 + queued) % 2], e);
   for (int k = 0; !rc && k < queued; k++) {
     int32_t id;
-    if ((rc = gc_dev_take(m->dev, k % 2, &id, sizeof id, e))) break;
+    if ((rc = gc_dev_take(m->dev, (pos0 + k) % 2, &id, sizeof id, e))) break;
     if (stop) { /* the step run ahead past a stop: not one of the pass's */
-      m->replays -= replayed[k % 2];
+      m->replays -= replayed[(pos0 + k) % 2];
       continue;
     }
     if (id < 0 || id >= m->cfg.vocab_size) {
@@ -1002,7 +1022,7 @@ int gc_llama_greedy(gc_llama_t *m, int32_t tok, int n, gc_llama_emit_fn emit, vo
     if (r < 0) rc = e->code;
     stop = r != 0;
     if (!rc && !stop && queued < steps &&
-        !(rc = greedy_enqueue(m, pos0 + queued, queued % 2, 0, &replayed[queued % 2], e)))
+        !(rc = greedy_enqueue(m, pos0 + queued, (pos0 + queued) % 2, 0, &replayed[(pos0 + queued) % 2], e)))
       queued++;
   }
   if (rc) gc_dev_sync(m->dev, NULL); /* nothing of this call still runs when it returns */

@@ -109,6 +109,7 @@ typedef struct cu_api {
   CUresult (*StreamWriteValue32)(CUstream, CUdeviceptr, unsigned, unsigned);
   CUresult (*MemHostAlloc)(void **, size_t, unsigned);
   CUresult (*MemFreeHost)(void *);
+  CUresult (*MemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned);
   CUresult (*TensorMapEncodeTiled)(void *, int, unsigned, void *, const unsigned long long *,
                                    const unsigned long long *, const unsigned *, const unsigned *,
                                    int, int, int, int);
@@ -200,6 +201,8 @@ static int cu_load(gc_err_t *e) {
     if (ha && hf) { /* optional, both or neither */
       memcpy(&api.MemHostAlloc, &ha, sizeof ha);
       memcpy(&api.MemFreeHost, &hf, sizeof hf);
+      void *hd = dlsym(h, "cuMemHostGetDevicePointer_v2"); /* optional */
+      memcpy(&api.MemHostGetDevicePointer, &hd, sizeof hd);
     }
     if (rc) {
       dlclose(h);
@@ -483,7 +486,15 @@ static CUresult cu_graph_instantiate(void **x, void *g) {
 static CUresult cu_write32(void *s, gc_gpu_ptr_t dst, unsigned v) {
   return cu.StreamWriteValue32(s, dst, v, 0); /* CU_STREAM_WRITE_VALUE_DEFAULT */
 }
-static CUresult cu_host_alloc(void **p, size_t n) { return cu.MemHostAlloc(p, n, 0); }
+static CUresult cu_host_alloc(void **p, size_t n) {
+  return cu.MemHostAlloc(p, n, 0x02); /* CU_MEMHOSTALLOC_DEVICEMAP: a kernel may store there */
+}
+static CUresult cu_host_dptr(gc_gpu_ptr_t *out, void *p) {
+  CUdeviceptr d = 0;
+  CUresult r = cu.MemHostGetDevicePointer(&d, p, 0);
+  *out = (gc_gpu_ptr_t)d;
+  return r;
+}
 /* May start while the kernel before it drains (it waits itself). */
 static CUresult cu_launch_pdl(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                               unsigned by, unsigned bz, unsigned shmem, void *stream,
@@ -535,6 +546,7 @@ static void cu_fill_gpu(gc_gpu_api_t *g) {
       .write32 = {cu.StreamWriteValue32 ? cu_write32 : NULL, "cuStreamWriteValue32"},
       .host_alloc = {cu.MemHostAlloc ? cu_host_alloc : NULL, "cuMemHostAlloc"},
       .host_free = {cu.MemFreeHost, "cuMemFreeHost"},
+      .host_dptr = {cu.MemHostGetDevicePointer ? cu_host_dptr : NULL, "cuMemHostGetDevicePointer"},
       .release = cuda_release,
   };
 }

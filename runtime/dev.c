@@ -80,6 +80,22 @@ int gc_dev_take(gc_dev_t *d, int box, void *dst, size_t n, gc_err_t *e) {
   return GC_OK;
 }
 
+int gc_dev_box_addr(gc_dev_t *d, int box, gc_dptr_t *out, gc_err_t *e) {
+  if (check_box("box_addr", box, 4, e)) return e->code;
+  if (d->ops->box_addr) return d->ops->box_addr(d, box, out, e);
+  if (d->ops->post) /* boxes of its own, not visible to the device */
+    return gc_err_set(e, GC_EUNSUPPORTED, "the %s backend's boxes are not visible to the device", d->ops->name);
+  *out = (gc_dptr_t)(uintptr_t)d->box[box];
+  return GC_OK;
+}
+
+int gc_dev_mark(gc_dev_t *d, int box, gc_err_t *e) {
+  if (check_box("mark", box, 4, e)) return e->code;
+  if (d->ops->mark && d->ops->mark(d, box, e)) return e->code;
+  d->box_n[box] = 4;
+  return GC_OK;
+}
+
 void *gc_dev_host_ptr(gc_dev_t *d, gc_dptr_t p) { return d->ops->host_ptr(d, p); }
 size_t gc_dev_page_size(gc_dev_t *d) { return d->ops->page_size ? d->ops->page_size(d) : 0; }
 int gc_dev_protect(gc_dev_t *d, gc_dptr_t p, size_t n, int prot, gc_err_t *e) {

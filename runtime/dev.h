@@ -83,6 +83,18 @@ int gc_dev_protect(gc_dev_t *d, gc_dptr_t p, size_t n, int prot, gc_err_t *e);
 int gc_dev_put32(gc_dev_t *d, gc_dptr_t dst, uint32_t v, gc_err_t *e);
 int gc_dev_post(gc_dev_t *d, int box, gc_dptr_t src, size_t n, gc_err_t *e);
 int gc_dev_take(gc_dev_t *d, int box, void *dst, size_t n, gc_err_t *e);
+/* A kernel's own post (greedy decoding's id, stored by the step's last
+ * kernel: no copy between two steps):
+ * - gc_dev_box_addr gives the device address of box's first 4 bytes, 4-byte
+ *   aligned, where a kernel may store (the box's memory is visible to the
+ *   device, e.g. page-locked and mapped);
+ * - gc_dev_mark posts those 4 bytes as they will be after the operations
+ *   before it (the kernel's store among them), in the device's order, and
+ *   returns at once; gc_dev_take(d, box, dst, 4) then waits for them.
+ * GC_EUNSUPPORTED where the boxes are not visible to the device (the
+ * caller posts a copy instead). Refused while a graph capture is open. */
+int gc_dev_box_addr(gc_dev_t *d, int box, gc_dptr_t *out, gc_err_t *e);
+int gc_dev_mark(gc_dev_t *d, int box, gc_err_t *e);
 
 /* Code objects and kernels. */
 int gc_dev_module_load(gc_dev_t *d, const void *code, size_t n, gc_module_t **out,

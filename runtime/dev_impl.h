@@ -23,6 +23,11 @@ typedef struct gc_dev_ops {
   int (*put32)(gc_dev_t *d, gc_dptr_t dst, uint32_t v, gc_err_t *e);
   int (*post)(gc_dev_t *d, int box, gc_dptr_t src, size_t n, gc_err_t *e);
   int (*take)(gc_dev_t *d, int box, void *dst, size_t n, gc_err_t *e);
+  /* gc_dev_box_addr, gc_dev_mark (checked by dev.c); box_addr NULL: the
+   * header's box (a backend whose device addresses are the host's, which
+   * runs each operation at once), mark NULL: nothing to wait for. */
+  int (*box_addr)(gc_dev_t *d, int box, gc_dptr_t *out, gc_err_t *e);
+  int (*mark)(gc_dev_t *d, int box, gc_err_t *e);
   /* Page protection (gc_dev_page_size, gc_dev_protect); NULL where there
    * is none. */
   size_t (*page_size)(gc_dev_t *d);

@@ -188,6 +188,29 @@ int gc_gpu_post(gc_dev_t *dev, int box, gc_dptr_t src, size_t n, gc_err_t *e) {
   return GC_OK;
 }
 
+/* The boxes' device address, where the vendor maps page-locked memory. */
+int gc_gpu_box_addr(gc_dev_t *dev, int box, gc_dptr_t *out, gc_err_t *e) {
+  gc_gpu_dev_t *d = (gc_gpu_dev_t *)dev;
+  if (!d->api->host_alloc.fn || !d->api->host_dptr.fn)
+    return gc_err_set(e, GC_EUNSUPPORTED, "the %s backend's boxes are not visible to the device", dev->ops->name);
+  int rc = gc_gpu_bind(d, e);
+  if (rc || (!d->boxes && (rc = boxes_make(d, e)))) return rc;
+  gc_gpu_ptr_t p = 0;
+  GPU_TRY(d, e, GC_EDEVICE, host_dptr, &p, d->boxes + (size_t)box * GC_DEV_BOX_BYTES);
+  *out = (gc_dptr_t)p;
+  return GC_OK;
+}
+
+/* A post with no copy: the box's event, after what a kernel stored there. */
+int gc_gpu_mark(gc_dev_t *dev, int box, gc_err_t *e) {
+  gc_gpu_dev_t *d = (gc_gpu_dev_t *)dev;
+  int rc = no_capture(d, "mark", e);
+  if (rc || (rc = gc_gpu_bind(d, e))) return rc;
+  if (!d->boxes) return gc_err_set(e, GC_EINVAL, "mark: no kernel can have stored in box %d (no gc_dev_box_addr)", box);
+  GPU_TRY(d, e, GC_EDEVICE, event_record, d->box_ev[box], d->stream);
+  return GC_OK;
+}
+
 int gc_gpu_take(gc_dev_t *dev, int box, void *dst, size_t n, gc_err_t *e) {
   gc_gpu_dev_t *d = (gc_gpu_dev_t *)dev;
   if (!d->boxes) { /* posted by a download that waited */

@@ -102,11 +102,15 @@ typedef struct gc_gpu_api {
   /* Running ahead (gc_dev_put32, gc_dev_post), each optional (fn NULL:
    * an upload; a download that waits): write32 stores a 32-bit value in
    * the stream's order, taken at the call (cuStreamWriteValue32);
-   * host_alloc gives page-locked host memory that an async copy fills
-   * without waiting (cuMemHostAlloc), host_free returns it. */
+   * host_alloc gives page-locked host memory, mapped into the device's
+   * addresses, that an async copy fills without waiting (cuMemHostAlloc),
+   * host_free returns it; host_dptr gives the device address of such
+   * memory (cuMemHostGetDevicePointer: gc_dev_box_addr, for a kernel's
+   * own store). */
   GC_GPU_CALL(write32, (void *stream, gc_gpu_ptr_t dst, unsigned v));
   GC_GPU_CALL(host_alloc, (void **p, size_t n));
   GC_GPU_CALL(host_free, (void *p));
+  GC_GPU_CALL(host_dptr, (gc_gpu_ptr_t *out, void *p));
 
   /* What the vendor releases on close, after the stream is gone (bound:
    * the device could still be made current); NULL: nothing. */
@@ -122,7 +126,7 @@ struct gc_gpu_dev {
   int max_shmem; /* shared memory (LDS) a block may have, where granted */
   int capturing; /* a graph capture is open on stream */
   unsigned char *boxes;       /* [GC_DEV_BOXES][GC_DEV_BOX_BYTES] page-locked (host_alloc), at the first post */
-  void *box_ev[GC_DEV_BOXES]; /* recorded after each box's copy */
+  void *box_ev[GC_DEV_BOXES]; /* recorded after each box's copy (or mark) */
 };
 
 /* The handles gc_dev_* hands out on a GPU. */
@@ -173,6 +177,8 @@ int gc_gpu_copy(gc_dev_t *d, gc_dptr_t dst, gc_dptr_t src, size_t n, gc_err_t *e
 int gc_gpu_put32(gc_dev_t *d, gc_dptr_t dst, uint32_t v, gc_err_t *e);
 int gc_gpu_post(gc_dev_t *d, int box, gc_dptr_t src, size_t n, gc_err_t *e);
 int gc_gpu_take(gc_dev_t *d, int box, void *dst, size_t n, gc_err_t *e);
+int gc_gpu_box_addr(gc_dev_t *d, int box, gc_dptr_t *out, gc_err_t *e);
+int gc_gpu_mark(gc_dev_t *d, int box, gc_err_t *e);
 void *gc_gpu_host_ptr(gc_dev_t *d, gc_dptr_t p);
 int gc_gpu_module_load(gc_dev_t *d, const void *code, size_t n, gc_module_t **out,
                        gc_err_t *e);
@@ -197,7 +203,7 @@ void gc_gpu_graph_destroy(gc_dev_t *d, void *exec);
   .close = gc_gpu_close, .alloc = gc_gpu_alloc, .free = gc_gpu_free,                      \
   .upload = gc_gpu_upload, .download = gc_gpu_download, .memset = gc_gpu_memset,          \
   .copy = gc_gpu_copy,                                                                    \
-  .put32 = gc_gpu_put32, .post = gc_gpu_post, .take = gc_gpu_take,                        \
+  .put32 = gc_gpu_put32, .post = gc_gpu_post, .take = gc_gpu_take, .box_addr = gc_gpu_box_addr, .mark = gc_gpu_mark,                        \
   .host_ptr = gc_gpu_host_ptr, .module_load = gc_gpu_module_load,                         \
   .module_unload = gc_gpu_module_unload, .kernel = gc_gpu_kernel, .launch = gc_gpu_launch, \
   .sync = gc_gpu_sync, .set_stream = gc_gpu_set_stream, .get_stream = gc_gpu_get_stream,  \

@@ -458,6 +458,8 @@ static void hip_fill_gpu(gc_gpu_api_t *g) {
        * host then does not run ahead of the device, and nothing else changes */
       .host_alloc = {hip.HostMalloc ? hip_host_alloc : NULL, "hipHostMalloc"},
       .host_free = {hip.HostFree, "hipHostFree"},
+      /* no host_dptr: a kernel's own post (gc_dev_box_addr) has not run on
+       * an AMD GPU here, so greedy decoding posts its id with a copy */
       .release = NULL, /* memory and modules not freed by the caller stay with the process */
   };
 }

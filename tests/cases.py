@@ -329,11 +329,18 @@ def check_argmax(d, dt, shape):
     assert got.tolist() == np.argmax(x, axis=1).tolist(), "argmax: wrong index (ties go to the lowest)"
 
 def check_argmax_step(d, dt, shape):
-    """Exact: argmax's indices, and the position moved on by the rows."""
+    """Exact: argmax's indices; the last row's in box0 or box1 as the
+    position was even or odd, the other box as it was; the position moved
+    on by the rows."""
     check_argmax(d, dt, shape)
     p0 = int(d["pos.init"][1][0])
     assert p0 == int(d["scalars"]["pos0"]), "the case starts at its own position"
     assert int(d["pos"][1][0]) == p0 + shape[0], f"pos: {int(d['pos'][1][0])}, not {p0} + {shape[0]} rows"
+    last = int(d["idx"][1][-1])
+    for b in (0, 1):
+        got, was = int(d[f"box{b}"][1][0]), int(d[f"box{b}.init"][1][0])
+        want = last if b == p0 % 2 else was
+        assert got == want, f"box{b}: {got}, not {want} (position {p0}, last index {last})"
 
 def rope_ref(x, pos, inv, d):
     """Rotate the halves-layout pairs (x[j], x[j+d/2]) of each head row of x
@@ -559,7 +566,7 @@ RUN_VARIANTS = {"rmsnorm_gemm_rope_kv": [["--pos", p, "--layout", l] for p, l in
                 "bias_rope_kv": [["--pos", p, "--layout", l] for p, l in ROPE_POS[:2]],
                 "qk_norm_rope_kv": [["--pos", p, "--layout", l] for p, l in ROPE_POS[:2]],
                 "attention": [[], ["--pos", "300"], ["--pos", "3071"]],
-                "argmax_step": [[], ["--pos", "300"]]}
+                "argmax_step": [[], ["--pos", "300"], ["--pos", "301"]]}
 
 
 def run_variants(op):

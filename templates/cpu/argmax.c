@@ -1,7 +1,8 @@
 /* argmax.c — the index of the largest element of each row of X, for greedy
  * sampling next to the LM head (ties go to the lowest index; NaN is never
- * chosen unless the row is all NaN, then index 0). argmax_step also
- * advances the step's position pos[0] by M (task 0 does).
+ * chosen unless the row is all NaN, then index 0). argmax_step also posts
+ * the last row's index to box0 or box1 (pos[0] even or odd) and advances
+ * the step's position pos[0] by M (the task of row M-1 does both).
  *
  * @template argmax_cpu
  * @op       argmax argmax_step
@@ -43,8 +44,14 @@ static int32_t row_argmax(const TA *x, int64_t n) {
 GC_EXPORT void argmax_cpu(void **args, int64_t task) {
   const TA *X = GC_ARG(args, 0, const TA *); /* [M, N] */
   int32_t *out = GC_ARG(args, 1, int32_t *);   /* [M] */
-  const int P = GC_OP_ARGMAX_STEP;              /* argmax_step: pos[1] (in and out) next */
+  const int P = 3 * GC_OP_ARGMAX_STEP;          /* argmax_step: pos[1], box0[1], box1[1] (in and out) next */
   int64_t M = GC_ARG(args, 2 + P, int64_t), N = GC_ARG(args, 3 + P, int64_t);
-  for (int64_t r = task * ROWS; r < M && r < (task + 1) * ROWS; r++) out[r] = row_argmax(X + r * N, N);
-  if (P && task == 0) GC_ARG(args, 2, int32_t *)[0] += (int32_t)M;
+  for (int64_t r = task * ROWS; r < M && r < (task + 1) * ROWS; r++) {
+    out[r] = row_argmax(X + r * N, N);
+    if (P && r == M - 1) { /* post it, then move the position on */
+      int32_t *pos = GC_ARG(args, 2, int32_t *), p0 = pos[0];
+      GC_ARG(args, 3 + p0 % 2, int32_t *)[0] = out[r];
+      pos[0] = p0 + (int32_t)M;
+    }
+  }
 }

@@ -1,9 +1,12 @@
 /* argmax.cu — the index of the largest element of each row of X on the
  * GPU, so that a greedy decode step copies one id back instead of the
  * logits (ties go to the lowest index; NaN is never chosen unless the row
- * is all NaN, then index 0). argmax_step also advances the step's position
- * pos[0] by M (the block that writes row 0's index does), so that the next
- * step's captured graph replays with no host write between them.
+ * is all NaN, then index 0). argmax_step also posts the last row's index
+ * to the host, into box0 or box1 as pos[0] is even or odd (page-locked
+ * memory the host reads after the step: no copy back), and advances the
+ * step's position pos[0] by M (the block that writes row M-1's index does
+ * all three), so that the next step's captured graph replays with nothing
+ * between them.
  *
  * @template argmax_gpu
  * @op       argmax argmax_step
@@ -55,23 +58,31 @@ GC_DEVICE void am_block_reduce(float *best, int *at, float *sv, int *si) {
       if (am_better(sv[k], si[k], *best, *at)) *best = sv[k], *at = si[k];
 }
 
-/* Row row's index at out[row]; for argmax_step, row 0's writer also moves
- * the position on by the M rows (one writer: no atomic). */
-GC_DEVICE void am_put(int32_t *out, int32_t *pos, int64_t row, int at, int64_t M) {
-  out[row] = at < 0 ? 0 : at;
-  if (GC_OP_ARGMAX_STEP && row == 0)
-    pos[0] += (int32_t)M;
+/* Row row's index at out[row]; for argmax_step, row M-1's writer also
+ * posts it to box[pos % 2] and moves the position on by the M rows (one
+ * writer: no atomic; the fence puts the post before the kernel's end). */
+GC_DEVICE void am_put(int32_t *out, int32_t *pos, int32_t *const box[2], int64_t row, int at, int64_t M) {
+  const int32_t id = at < 0 ? 0 : at;
+  out[row] = id;
+  if (GC_OP_ARGMAX_STEP && row == M - 1) {
+    const int32_t p0 = pos[0];
+    box[p0 % 2][0] = id;
+    gc_fence_system();
+    pos[0] = p0 + (int32_t)M;
+  }
 }
 
-/* args: X[M, N] (TA), out[M] (int32), argmax_step: pos[1] (int32, in and
- * out), int64 M, N. */
+/* args: X[M, N] (TA), out[M] (int32), argmax_step: pos[1], box0[1],
+ * box1[1] (int32, in and out), int64 M, N. */
 GC_KERNEL void argmax_gpu(const TA *X, int32_t *out,
 #if GC_OP_ARGMAX_STEP
-                          int32_t *pos,
+                          int32_t *pos, int32_t *box0, int32_t *box1,
 #endif
                           int64_t M, int64_t N) {
-#if !GC_OP_ARGMAX_STEP
-  int32_t *pos = nullptr;
+#if GC_OP_ARGMAX_STEP
+  int32_t *const box[2] = {box0, box1};
+#else
+  int32_t *pos = nullptr, *const box[2] = {nullptr, nullptr};
 #endif
   gc_pdl_wait(); /* @pdl: the kernel before it has completed */
   gc_pdl_launch();
@@ -97,7 +108,7 @@ GC_KERNEL void argmax_gpu(const TA *X, int32_t *out,
   am_block_reduce(&best, &at, sv, si);
   if (SPLIT == 1) {
     if (gc_tid() == 0)
-      am_put(out, pos, row, at, M);
+      am_put(out, pos, box, row, at, M);
     return;
   }
   float *ws = am_ws + row * SPLIT * 2;
@@ -119,7 +130,7 @@ GC_KERNEL void argmax_gpu(const TA *X, int32_t *out,
   }
   am_block_reduce(&best, &at, sv, si);
   if (gc_tid() == 0) {
-    am_put(out, pos, row, at, M);
+    am_put(out, pos, box, row, at, M);
     am_cnt[row] = 0u; /* ready for the next launch (stream order) */
   }
 }

@@ -251,6 +251,11 @@ static gc_gpu_res_t mock_host_alloc(void **p, size_t n) {
   mock.hosts++;
   return 0;
 }
+static gc_gpu_res_t mock_host_dptr(gc_gpu_ptr_t *out, void *p) {
+  ENTER("mockHostGetDevicePointer");
+  *out = (gc_gpu_ptr_t)(uintptr_t)p; /* one address space, as CUDA's unified addressing */
+  return 0;
+}
 static gc_gpu_res_t mock_host_free(void *p) {
   mock_release_call();
   free(p);
@@ -526,6 +531,7 @@ static const gc_gpu_api_t mock_cuda = {
     .write32 = {mock_write32, "mockStreamWriteValue32"},
     .host_alloc = {mock_host_alloc, "mockHostAlloc"},
     .host_free = {mock_host_free, "mockFreeHost"},
+    .host_dptr = {mock_host_dptr, "mockHostGetDevicePointer"},
     MOCK_CALLS,
 };
 
@@ -1073,6 +1079,39 @@ static void test_setup(const setup_t *s) {
 
 /* ---- running ahead: put32, post, take ------------------------------------ */
 
+/* A kernel's own post: the box's device address, its store there (here the
+ * host's, as a kernel's would be), a mark, a take; where the boxes are not
+ * visible to the device (no page-locked memory), GC_EUNSUPPORTED. */
+static void test_kernel_post(gc_dev_t *d, int boxes) {
+  gc_err_t e = {0};
+  gc_dptr_t at[2] = {0, 0};
+  uint32_t v = 0, w = 4242;
+  if (!boxes) {
+    CHECK(gc_dev_box_addr(d, 0, &at[0], &e) == GC_EUNSUPPORTED);
+    CHECK(strstr(e.msg, "boxes are not visible to the device"), "%s", e.msg);
+    return;
+  }
+  CHECK(!gc_dev_box_addr(d, 0, &at[0], &e) && !gc_dev_box_addr(d, 1, &at[1], &e));
+  CHECK(at[0] && at[0] % 4 == 0 && at[1] == at[0] + GC_DEV_BOX_BYTES);
+  memcpy((void *)(uintptr_t)at[1], &w, sizeof w);
+  CHECK(!gc_dev_mark(d, 1, &e) && !gc_dev_take(d, 1, &v, 4, &e) && v == 4242);
+  CHECK(gc_dev_take(d, 1, &v, 4, &e) == GC_EINVAL); /* taken */
+  CHECK(gc_dev_box_addr(d, GC_DEV_BOXES, &at[0], &e) == GC_EINVAL);
+  CHECK_MSG(e, "box_addr: box 4 is not one of 0 .. 3");
+  CHECK(gc_dev_mark(d, -1, &e) == GC_EINVAL);
+  CHECK_MSG(e, "mark: box -1 is not one of 0 .. 3");
+  mock_fail("mockEventRecord", MOCK_INVALID_VALUE);
+  CHECK(gc_dev_mark(d, 0, &e) == GC_EDEVICE && gc_dev_take(d, 0, &v, 4, NULL) == GC_EINVAL);
+  mock_fail("mockHostGetDevicePointer", MOCK_INVALID_VALUE);
+  CHECK(gc_dev_box_addr(d, 2, &at[0], &e) == GC_EDEVICE);
+  CHECK_MSG(e, "mockHostGetDevicePointer: mockErrorInvalidValue (invalid argument)");
+  CHECK(!gc_dev_graph_begin(d, &e));
+  CHECK(gc_dev_mark(d, 0, &e) == GC_EINVAL && strstr(e.msg, "is not allowed while a MOCK"));
+  gc_graph_t *x = NULL;
+  CHECK(!gc_dev_graph_end(d, &x, &e));
+  gc_dev_graph_destroy(d, x);
+}
+
 /* On a device of its own: the boxes live until close. */
 static void test_ahead(const setup_t *s) {
   gc_err_t e = {0};
@@ -1128,6 +1167,7 @@ static void test_ahead(const setup_t *s) {
     CHECK(gc_dev_take(d, 3, &v, 4, &e) == GC_EDEVICE);
     CHECK_MSG(e, "mockEventSynchronize: mockErrorInvalidValue (invalid argument)");
   }
+  test_kernel_post(d, boxes);
   gc_dev_free(d, buf);
   mock_close(d);
   CHECK(mock.hosts == 0 && mock.events == 0 && mock.streams == 0);
