@@ -739,9 +739,8 @@ static int ref_attention(const gc_problem_t *p, const gc_op_scalars_t *sc, void 
   return rc;
 }
 
-/* The lowest index of each row's maximum (NaN skipped): exact, tolerance 0. */
 /* argmax (and argmax_step's idx): row i's lowest index of its maximum;
- * NaN never wins unless the row is all NaN (then 0). Exact. */
+ * NaN never wins unless the row is all NaN (then 0). Exact, tolerance 0. */
 static void ref_argmax(const gc_problem_t *p, void **h, double *ref, double *tol) {
   for (int64_t i = 0; i < p->m; i++) {
     int64_t at = -1;

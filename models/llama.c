@@ -963,7 +963,8 @@ int gc_llama_slot_forward(gc_llama_t *m, int slot, const int32_t *tokens, int t,
  * step k - 1 moved it on); with argmax_step and boxes the device can store
  * into, the id is not copied back but its box marked, so that nothing but
  * the mark's event lies between two replays (bench/RESULTS.md, session 51). */
-static int greedy_enqueue(gc_llama_t *m, int pos, int box, int first, int *replayed, gc_err_t *e) {
+static int greedy_enqueue(gc_llama_t *m, int pos, int first, int *replayed, gc_err_t *e) {
+  const int box = pos % 2;
   if ((first || !m->step_pos) && gc_dev_put32(m->dev, m->pos, (uint32_t)pos, e)) return e->code;
   int held = m->npos[0], rc = GC_EUNSUPPORTED;
   m->npos[0] = pos; /* sc.pos0 and the attention's bucket (launch_forward) */
@@ -1005,7 +1006,7 @@ int gc_llama_greedy(gc_llama_t *m, int32_t tok, int n, gc_llama_emit_fn emit, vo
   int rc = gc_dev_put32(m->dev, m->tokens, (uint32_t)tok, e), queued = 0, stop = 0;
   int replayed[2] = {0, 0}; /* by box: step k's is its position's parity, (pos0 + k) % 2 */
   for (; !rc && queued < steps && queued < 2; queued++)
-    rc = greedy_enqueue(m, pos0 + queued, (pos0 + queued) % 2, queued == 0, &replayed[(pos0 + queued) % 2], e);
+    rc = greedy_enqueue(m, pos0 + queued, queued == 0, &replayed[(pos0 + queued) % 2], e);
   for (int k = 0; !rc && k < queued; k++) {
     int32_t id;
     if ((rc = gc_dev_take(m->dev, (pos0 + k) % 2, &id, sizeof id, e))) break;
@@ -1022,7 +1023,7 @@ int gc_llama_greedy(gc_llama_t *m, int32_t tok, int n, gc_llama_emit_fn emit, vo
     if (r < 0) rc = e->code;
     stop = r != 0;
     if (!rc && !stop && queued < steps &&
-        !(rc = greedy_enqueue(m, pos0 + queued, (pos0 + queued) % 2, 0, &replayed[(pos0 + queued) % 2], e)))
+        !(rc = greedy_enqueue(m, pos0 + queued, 0, &replayed[(pos0 + queued) % 2], e)))
       queued++;
   }
   if (rc) gc_dev_sync(m->dev, NULL); /* nothing of this call still runs when it returns */

@@ -92,7 +92,8 @@ int gc_dev_take(gc_dev_t *d, int box, void *dst, size_t n, gc_err_t *e);
  *   before it (the kernel's store among them), in the device's order, and
  *   returns at once; gc_dev_take(d, box, dst, 4) then waits for them.
  * GC_EUNSUPPORTED where the boxes are not visible to the device (the
- * caller posts a copy instead). Refused while a graph capture is open. */
+ * caller posts a copy instead). A GPU refuses a mark, as a post, while a
+ * graph capture is open. */
 int gc_dev_box_addr(gc_dev_t *d, int box, gc_dptr_t *out, gc_err_t *e);
 int gc_dev_mark(gc_dev_t *d, int box, gc_err_t *e);
 

@@ -203,7 +203,8 @@ void gc_gpu_graph_destroy(gc_dev_t *d, void *exec);
   .close = gc_gpu_close, .alloc = gc_gpu_alloc, .free = gc_gpu_free,                      \
   .upload = gc_gpu_upload, .download = gc_gpu_download, .memset = gc_gpu_memset,          \
   .copy = gc_gpu_copy,                                                                    \
-  .put32 = gc_gpu_put32, .post = gc_gpu_post, .take = gc_gpu_take, .box_addr = gc_gpu_box_addr, .mark = gc_gpu_mark,                        \
+  .put32 = gc_gpu_put32, .post = gc_gpu_post, .take = gc_gpu_take,                        \
+  .box_addr = gc_gpu_box_addr, .mark = gc_gpu_mark,                                       \
   .host_ptr = gc_gpu_host_ptr, .module_load = gc_gpu_module_load,                         \
   .module_unload = gc_gpu_module_unload, .kernel = gc_gpu_kernel, .launch = gc_gpu_launch, \
   .sync = gc_gpu_sync, .set_stream = gc_gpu_set_stream, .get_stream = gc_gpu_get_stream,  \
