@@ -12,7 +12,8 @@ struct gc_bundle {
   sqlite3 *sq;
   char *path;
   int writing;
-  int version; /* format version read (1 has no dispatch.tmaps, 1-2 no dispatch.pdl) */
+  int version; /* format version read (1 has no dispatch.tmaps, 1-2 no dispatch.pdl,
+                  1-3 no dispatch.prefetch) */
 };
 
 static const char *schema =
@@ -34,7 +35,7 @@ static const char *schema =
     "  consts TEXT NOT NULL, template TEXT NOT NULL, params TEXT NOT NULL,"
     "  vid TEXT NOT NULL, is_default INTEGER NOT NULL, source TEXT NOT NULL,"
     "  shmem TEXT NOT NULL, tmaps TEXT NOT NULL DEFAULT '',"
-    "  pdl INTEGER NOT NULL DEFAULT 0);"
+    "  pdl INTEGER NOT NULL DEFAULT 0, prefetch INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX dispatch_by_shape ON dispatch(target, op, n, k, m_lo);";
 
 int gc_bundle_create(const char *path, gc_bundle_t **out, gc_err_t *e) {
@@ -126,8 +127,8 @@ int gc_bundle_add_dispatch(gc_bundle_t *b, const gc_dispatch_t *d, gc_err_t *e) 
   if (gc_sql_prepare(b->sq,
                      "INSERT INTO dispatch(target,op,ta,tb,tc,n,k,m_lo,m_hi,code_id,"
                      "symbol,grid,block,consts,template,params,vid,is_default,source,"
-                     "h,g,d,shmem,tmaps,pdl) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,"
-                     "?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25)",
+                     "h,g,d,shmem,tmaps,pdl,prefetch) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,"
+                     "?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26)",
                      &st, e))
     return e->code;
   gc_sql_bind_text(st, 1, d->target);
@@ -152,6 +153,7 @@ int gc_bundle_add_dispatch(gc_bundle_t *b, const gc_dispatch_t *d, gc_err_t *e) 
   gc_sql_bind_text(st, 23, d->shmem[0] ? d->shmem : "0");
   gc_sql_bind_text(st, 24, d->tmaps);
   sqlite3_bind_int(st, 25, d->pdl != 0);
+  sqlite3_bind_int(st, 26, d->prefetch != 0);
   int rc = sqlite3_step(st);
   sqlite3_finalize(st);
   return rc == SQLITE_DONE ? GC_OK : gc_sql_err(b->sq, e, b->path);
@@ -234,11 +236,13 @@ char *gc_bundle_targets(gc_bundle_t *b, gc_err_t *e) {
   "template,params,vid,is_default,source,h,g,d,shmem"
 
 /* The columns to select: format 1 has no tmaps (read as ''), formats 1
- * and 2 no pdl (read as 0: their kernels do not wait for a predecessor). */
+ * and 2 no pdl (read as 0: their kernels do not wait for a predecessor),
+ * formats 1 to 3 no prefetch (read as 0: their kernels take no window). */
 static const char *dispatch_cols(const gc_bundle_t *b) {
-  return b->version == 1   ? DISPATCH_COLS ",'',0"
-         : b->version == 2 ? DISPATCH_COLS ",tmaps,0"
-                           : DISPATCH_COLS ",tmaps,pdl";
+  return b->version == 1   ? DISPATCH_COLS ",'',0,0"
+         : b->version == 2 ? DISPATCH_COLS ",tmaps,0,0"
+         : b->version == 3 ? DISPATCH_COLS ",tmaps,pdl,0"
+                           : DISPATCH_COLS ",tmaps,pdl,prefetch";
 }
 
 /* Fill d from a row of DISPATCH_COLS, validating what the runtime relies on. */
@@ -272,6 +276,7 @@ static int read_dispatch(gc_bundle_t *b, sqlite3_stmt *st, gc_dispatch_t *d,
   d->shape.g = sqlite3_column_int64(st, 21);
   d->shape.d = sqlite3_column_int64(st, 22);
   d->pdl = sqlite3_column_int(st, 25) != 0;
+  d->prefetch = sqlite3_column_int(st, 26) != 0;
   if (d->m_lo < 0 || d->m_hi < d->m_lo || !d->symbol[0] || !gc_op_find(d->shape.op))
     return gc_err_set(e, GC_ECORRUPT, "%s: dispatch entry %lld is malformed",
                       b->path, (long long)d->id);

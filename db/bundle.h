@@ -9,9 +9,10 @@
 #include "../core/problem.h"
 #include "../core/tmapspec.h"
 
-/* 2 added dispatch.tmaps, 3 dispatch.pdl; bundles of versions 1 (no tensor
- * maps) and 2 (no programmatic launch) still read */
-#define GC_BUNDLE_FORMAT_VERSION 3
+/* 2 added dispatch.tmaps, 3 dispatch.pdl, 4 dispatch.prefetch; bundles of
+ * versions 1 (no tensor maps), 2 (no programmatic launch) and 3 (no L2
+ * windows) still read */
+#define GC_BUNDLE_FORMAT_VERSION 4
 
 typedef struct gc_bundle gc_bundle_t;
 
@@ -39,6 +40,7 @@ typedef struct gc_dispatch {
   char template_name[64], params[512], vid[64];
   int is_default;            /* 1 = no tuned winner, the template default */
   int pdl;                   /* 1 = the kernel may overlap its predecessor (@pdl) */
+  int prefetch;              /* 1 = the kernel takes an L2 window last (@prefetch) */
   char source[256];          /* provenance of this entry */
 } gc_dispatch_t;
 

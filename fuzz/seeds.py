@@ -257,12 +257,12 @@ def bundle_seeds(tmp: str) -> None:
     tool("gcore-gen", "--target", "cpu:x86-64-v3", "--op", "rmsnorm", "--m", "1,4", "--n", "32",
          "-o", "a.gcb", "-q", cwd=tmp)
     put("bundle", "cpu_rmsnorm", compact(os.path.join(tmp, "a.gcb")))
-    # an sm_90a GEMM entry with tensor maps and programmatic launch (the
+    # an sm_90a GEMM entry with tensor maps, programmatic launch and an L2 window (the
     # code object is the CPU one: the runtime's reader never looks inside)
     tool("gcore-gen", "--target", "cpu:x86-64-v3", "--op", "gemm", "--m", "128", "--n", "64",
          "--k", "64", "--dtype", "f16", "-o", "b.gcb", "-q", cwd=tmp)
     put("bundle", "sm90a_tmaps", compact(os.path.join(tmp, "b.gcb"), **{
-        "UPDATE dispatch SET target='sm_90a', pdl=1, shmem='BM*BK*2', consts=consts || ',BM=128,BK=64', "
+        "UPDATE dispatch SET target='sm_90a', pdl=1, prefetch=1, shmem='BM*BK*2', consts=consts || ',BM=128,BK=64', "
         "tmaps=?": ("A M K BM BK 128\nB N K 64 BK 128 if BM > 64",),
         "UPDATE code_objects SET target='sm_90a'": ()}))
     shutil.copy(os.path.join(tmp, "a.gcb"), os.path.join(tmp, "c.gcb"))

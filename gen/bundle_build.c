@@ -468,6 +468,7 @@ static int emit_target(gen_t *g, gc_bundle_t *b, int first, gc_err_t *e) {
     snprintf(d.source, sizeof d.source, "%s", pk->source);
     d.is_default = pk->is_default;
     d.pdl = pk->v.tpl->pdl;
+    d.prefetch = pk->v.tpl->prefetch;
     rc = gc_tpl_consts_text(&pk->v, &g->tg, d.consts, sizeof d.consts, e);
     if (!rc) rc = gc_bundle_add_dispatch(b, &d, e);
   }

@@ -72,6 +72,7 @@ typedef struct gc_template {
   int cprio_value[4];           /* EXPR holds gives N (else priority) */
   int ncprio;
   int pdl;                      /* @pdl: the kernel waits for its predecessor itself */
+  int prefetch;                 /* @prefetch: the kernel takes an L2 window (pf, pf_n) last */
 } gc_template_t;
 
 typedef struct gc_templates {

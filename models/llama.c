@@ -93,6 +93,7 @@ struct gc_llama {
   gc_dptr_t bstep, brows;       /* batched step, int32: tokens [BMAX], then [2, M]: pos, slot */
   int graphs;                   /* capture the decode step and replay it */
   int no_ahead;                 /* gc_llama_set_ahead(m, 0) */
+  int64_t l2_window;            /* gc_llama_set_l2_window: bytes of gate/up the O projection asks L2 for */
   int no_qkv_rope;              /* the bundle has no rmsnorm_gemm_rope_kv: decode runs its two steps */
   int no_attn_short;            /* the bundle has no short-context decode attention: attn serves */
   int step_pos;                 /* decode steps run argmax_step, which moves m->pos on (0: the
@@ -294,6 +295,14 @@ static int resolve_kernels(gc_llama_t *m, int batched, gc_err_t *e) {
   return GC_OK;
 }
 
+/* The O projection's L2 window by default: 3/5 of the device's L2 (30 MB
+ * of an H100's or H200's 50; H100, the 1B's decode: 1007.8 tok/s with
+ * none, 1036.0 at 20 MB, 1039.3 at 32, 1036.2 at 40, 1033.4 at 48;
+ * bench/RESULTS.md, session 52), 0 where the device does not say. */
+static int64_t default_l2_window(gc_dev_t *dev) {
+  return (gc_dev_info(dev)->l2_bytes * 3 / 5) & ~(int64_t)15;
+}
+
 static int create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int ctx, int max_t,
                   int slots, int batched, gc_llama_t **out, gc_err_t *e) {
   *out = NULL;
@@ -310,6 +319,7 @@ static int create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int c
   m->max_t = batched && max_t < slots ? slots : max_t; /* a batched step has up to slots rows */
   m->slots = slots;
   m->graphs = m->cfg.tp <= 1; /* see gc_llama_set_graphs */
+  m->l2_window = default_l2_window(dev); /* gc_llama_set_l2_window */
   int rc = gc_llama_dtypes_for(w, gc_dev_info(dev)->backend, &m->dt, e);
   if (!rc) rc = read_plan(m, e);
   m->slot_bytes = (size_t)ctx * m->cfg.n_kv_heads * m->cfg.head_dim * gc_dtype_size(m->dt.act);
@@ -508,6 +518,17 @@ void gc_llama_set_graphs(gc_llama_t *m, int on) {
   }
 }
 void gc_llama_set_ahead(gc_llama_t *m, int on) { m->no_ahead = !on; }
+
+void gc_llama_set_l2_window(gc_llama_t *m, int64_t bytes) {
+  for (int r = 0; r < (m->ranks ? m->cfg.tp : 1); r++) {
+    gc_llama_t *k = m->ranks ? m->ranks[r] : m;
+    int64_t v = bytes < 0 ? default_l2_window(k->dev) : bytes;
+    v &= ~(int64_t)15;
+    if (v == k->l2_window) continue;
+    k->l2_window = v;
+    drop_graphs(k); /* captured with the windows the step had */
+  }
+}
 void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p) { m->prof = p; }
 gc_prof_t *gc_llama_profile(const gc_llama_t *m) { return m->prof; }
 
@@ -530,18 +551,25 @@ int64_t gc_llama_graph_replays(const gc_llama_t *m) { return m->replays; }
 
 /* ---- the forward ---------------------------------------------------------- */
 
-static int run(gc_llama_t *m, const gc_problem_t *p, const gc_op_scalars_t *sc,
-               const gc_dptr_t *bufs, gc_err_t *e) {
+/* Launch p's kernel on bufs, with the L2 window [pf, pf + n) where the
+ * kernel takes one (gc_rt_launch_window). */
+static int run_window(gc_llama_t *m, const gc_problem_t *p, const gc_op_scalars_t *sc,
+                      const gc_dptr_t *bufs, gc_dptr_t pf, int64_t n, gc_err_t *e) {
   const gc_rt_kernel_t *k;
   gc_argpack_t pk;
   if (m->decoding && m->leave_out[0] && !strcmp(p->op, m->leave_out)) return GC_OK; /* gc_llama_leave_out */
   if (gc_rt_find(m->rt, p, &k, e)) return e->code;
   gc_op_args(p, sc, bufs, &pk);
-  if (!m->prof) return gc_rt_launch(m->rt, k, p, pk.args, e);
+  if (!m->prof) return gc_rt_launch_window(m->rt, k, p, pk.args, pf, n, e);
   double flops, bytes;
   gc_op_work(p, sc, &flops, &bytes);
-  if (gc_prof_begin(m->prof, e) || gc_rt_launch(m->rt, k, p, pk.args, e)) return e->code;
+  if (gc_prof_begin(m->prof, e) || gc_rt_launch_window(m->rt, k, p, pk.args, pf, n, e)) return e->code;
   return gc_prof_end(m->prof, k->d.template_name, p, flops, bytes, e);
+}
+
+static int run(gc_llama_t *m, const gc_problem_t *p, const gc_op_scalars_t *sc,
+               const gc_dptr_t *bufs, gc_err_t *e) {
+  return run_window(m, p, sc, bufs, 0, 0, e);
 }
 
 /* Tensor parallelism around a row-parallel gemm_add of rows rows into x:
@@ -690,7 +718,11 @@ static int layer(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L,
   const gc_dptr_t attn[] = {m->q, kc, vc, m->att, where};
   if (run(m, attention(m, s, sc), sc, attn, e) || dequant(m, s, 1, L->wo, &w, sc, e)) return e->code;
   const gc_dptr_t wo[] = {m->att, w, m->x};
-  if (tp_zero(m, s->wo.m, e) || run(m, &s->wo, sc, wo, e) || tp_reduce(m, s->wo.m, e) ||
+  /* O's L2 window: the first of gate/up's bytes (as stored: W[2N,K]) */
+  int64_t w13_bytes = (int64_t)gc_dtype_bytes(s->swiglu.tb, 2 * s->swiglu.n * s->swiglu.k) & ~(int64_t)15;
+  int64_t pf_n = m->l2_window < w13_bytes ? m->l2_window : w13_bytes;
+  if (tp_zero(m, s->wo.m, e) || run_window(m, &s->wo, sc, wo, pf_n ? L->w13 : 0, pf_n, e) ||
+      tp_reduce(m, s->wo.m, e) ||
       dequant(m, s, 2, L->w13, &w, sc, e))
     return e->code;
   const gc_dptr_t norm2[] = {m->x, L->ffn_norm, m->xn}, ffn[] = {m->xn, w, m->hb},

@@ -127,6 +127,13 @@ void gc_llama_set_graphs(gc_llama_t *m, int on);
 /* gc_llama_greedy runs the device one step ahead of the host (default
  * on); off, one pass at a time (the loop it replaces), to compare. */
 void gc_llama_set_ahead(gc_llama_t *m, int on);
+/* The L2 window of the decode step's O projection: its kernel, where it
+ * takes one (@prefetch), asks L2 for the first bytes (a multiple of 16
+ * of them, at most the matrix) of the FFN's gate/up weights, which the
+ * DRAM would otherwise start on only after O. Default (bytes < 0): 3/5
+ * of the device's L2 (30 MB on an H100 or H200; none where the device
+ * does not say); 0: none. Captured steps are captured again. */
+void gc_llama_set_l2_window(gc_llama_t *m, int64_t bytes);
 /* Time every launch into p (NULL: off). Profiled steps run without graphs. */
 void gc_llama_set_profile(gc_llama_t *m, gc_prof_t *p);
 gc_prof_t *gc_llama_profile(const gc_llama_t *m);

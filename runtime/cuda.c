@@ -33,6 +33,7 @@ enum {
   CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
   CUDA_ERROR_NOT_FOUND = 500,
   CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+  CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
   CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
@@ -277,9 +278,10 @@ static int cuda_find_device(int ordinal, CUdevice *dev, gc_err_t *e) {
 
 static int cuda_fill_info(cuda_dev_t *d, gc_err_t *e) {
   gc_dev_info_t *in = &d->gpu.base.info;
-  int sms = 0, ver = 0;
+  int sms = 0, ver = 0, l2 = 0;
   size_t mem = 0;
   const struct { int attr, *out; } attrs[] = {
+      {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, &l2},
       {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &d->cc_major},
       {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &d->cc_minor},
       {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &sms},
@@ -296,6 +298,7 @@ static int cuda_fill_info(cuda_dev_t *d, gc_err_t *e) {
   snprintf(in->target, sizeof in->target, "%s", in->arch);
   in->compute_units = sms;
   in->mem_bytes = (int64_t)mem;
+  in->l2_bytes = l2;
   snprintf(in->driver, sizeof in->driver, "cuda driver %d", ver);
   in->host_memory = 0;
   return GC_OK;

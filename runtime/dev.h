@@ -22,6 +22,7 @@ typedef struct gc_dev_info {
   char name[128];      /* marketing name */
   int64_t compute_units; /* cores, SMs or CUs */
   int64_t mem_bytes;
+  int64_t l2_bytes;    /* the GPU's L2 (CUDA); 0 where not asked (HIP, the CPU) */
   char driver[64];     /* driver / runtime version */
   int host_memory;     /* 1: device addresses are host addresses (cpu), so
                           host data can be used in place without a copy */

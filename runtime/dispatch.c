@@ -193,12 +193,19 @@ static int geometry(gc_rt_t *rt, gc_rt_kernel_t *k, const gc_problem_t *p, gc_er
   return GC_OK;
 }
 
-int gc_rt_launch(gc_rt_t *rt, const gc_rt_kernel_t *kc, const gc_problem_t *p,
-                 void **args, gc_err_t *e) {
+int gc_rt_launch_window(gc_rt_t *rt, const gc_rt_kernel_t *kc, const gc_problem_t *p,
+                        void **args, gc_dptr_t pf, int64_t n, gc_err_t *e) {
   gc_rt_kernel_t *k = (gc_rt_kernel_t *)kc; /* the geometry cache is ours to update */
   void **a;
-  if ((!(k->geom_valid && same_dims(&k->geom_for, p)) && geometry(rt, k, p, e)) ||
+  if (gc_window_check(pf, n, e) || (!(k->geom_valid && same_dims(&k->geom_for, p)) && geometry(rt, k, p, e)) ||
       gc_tmaps_args(rt->dev, &k->tmaps, args, &a, e))
     return e->code;
+  gc_window_args_t w;
+  if (k->d.prefetch && gc_window_args(a, gc_tmaps_nargs(&k->tmaps, a), pf, n, &w, &a, e)) return e->code;
   return gc_dev_launch(rt->dev, k->k, k->grid, k->block, (size_t)k->shmem, a, e);
+}
+
+int gc_rt_launch(gc_rt_t *rt, const gc_rt_kernel_t *k, const gc_problem_t *p,
+                 void **args, gc_err_t *e) {
+  return gc_rt_launch_window(rt, k, p, args, 0, 0, e);
 }

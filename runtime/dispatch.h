@@ -42,8 +42,16 @@ int gc_rt_find(gc_rt_t *rt, const gc_problem_t *p, const gc_rt_kernel_t **out,
                gc_err_t *e);
 /* Launch k for p with args (core/ops.h: each op's list, gc_op_args). A
  * kernel that declares tensor maps gets them after args, encoded for the
- * buffer addresses in args (runtime/tmap.h). */
+ * buffer addresses in args (runtime/tmap.h); one that declares @prefetch
+ * gets an empty L2 window after those (gc_rt_launch_window). */
 int gc_rt_launch(gc_rt_t *rt, const gc_rt_kernel_t *k, const gc_problem_t *p,
                  void **args, gc_err_t *e);
+/* gc_rt_launch with an L2 window: [pf, pf + n), bytes the caller's next
+ * kernels read (n a multiple of 16, pf 16-byte aligned; 0, 0: none),
+ * which a kernel whose entry says @prefetch may ask L2 for and must not
+ * otherwise read or write; other kernels are launched as gc_rt_launch
+ * launches them. A bad window is GC_EINVAL. */
+int gc_rt_launch_window(gc_rt_t *rt, const gc_rt_kernel_t *k, const gc_problem_t *p,
+                        void **args, gc_dptr_t pf, int64_t n, gc_err_t *e);
 
 #endif

@@ -92,3 +92,31 @@ int gc_tmaps_args(gc_dev_t *d, gc_tmaps_t *t, void **args, void ***out, gc_err_t
   *out = t->args;
   return GC_OK;
 }
+
+int gc_tmaps_nargs(const gc_tmaps_t *t, void **a) {
+  if (t->n) return t->nargs + t->n;
+  int n = 0;
+  while (n < GC_OP_MAX_ARGS && a[n]) n++; /* gc_op_args ends the list with NULL */
+  return n;
+}
+
+int gc_window_check(gc_dptr_t pf, int64_t n, gc_err_t *e) {
+  if (n < 0 || n % 16 || pf % 16 || (!pf && n))
+    return gc_err_set(e, GC_EINVAL, "L2 window of %lld bytes at 0x%llx: a multiple of 16 bytes at a "
+                      "16-byte aligned address", (long long)n, (unsigned long long)pf);
+  return GC_OK;
+}
+
+int gc_window_args(void **a, int na, gc_dptr_t pf, int64_t n, gc_window_args_t *w, void ***out,
+                   gc_err_t *e) {
+  if (gc_window_check(pf, n, e)) return e->code;
+  if (na < 0 || na > GC_TMAPS_ARGS) return gc_err_set(e, GC_EINVAL, "%d arguments and an L2 window: too many", na);
+  memcpy(w->args, a, (size_t)na * sizeof *a);
+  w->pf = pf;
+  w->n = n;
+  w->args[na] = &w->pf;
+  w->args[na + 1] = &w->n;
+  w->args[na + 2] = NULL;
+  *out = w->args;
+  return GC_OK;
+}

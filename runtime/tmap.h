@@ -40,5 +40,22 @@ int gc_tmaps_plan(const char *text, const gc_env_t *env, const gc_problem_t *p,
  * addresses args holds). Valid until the next call with t. The addresses
  * must be 16-byte aligned. */
 int gc_tmaps_args(gc_dev_t *d, gc_tmaps_t *t, void **args, void ***out, gc_err_t *e);
+/* The entries of a (what gc_tmaps_args gave for t): the op's and the maps'. */
+int gc_tmaps_nargs(const gc_tmaps_t *t, void **a);
+
+/* An L2 window (@prefetch: bytes a launch's later kernels read, which the
+ * kernel may ask L2 for), its two kernel arguments after all others:
+ * `const char *pf, int64_t pf_n`. */
+typedef struct gc_window_args {
+  gc_dptr_t pf;
+  int64_t n;
+  void *args[GC_TMAPS_ARGS + 3];
+} gc_window_args_t;
+/* GC_OK where n is a multiple of 16 and pf 16-byte aligned (0, 0: none);
+ * else GC_EINVAL, one line. */
+int gc_window_check(gc_dptr_t pf, int64_t n, gc_err_t *e);
+/* *out = w->args: a's na entries, &pf, &n, NULL (the window checked). */
+int gc_window_args(void **a, int na, gc_dptr_t pf, int64_t n, gc_window_args_t *w, void ***out,
+                   gc_err_t *e);
 
 #endif

@@ -95,16 +95,19 @@ def test_newer_schema_is_refused(gc):
     assert_clean_error(r, "gcore-tune", "schema version 99 is newer")
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_older_bundle_formats_still_read(gc, version):
-    """Bundles of format 1 (before dispatch.tmaps) and 2 (before dispatch.pdl)
-    load: their kernels take no tensor maps and never overlap a predecessor."""
+    """Bundles of format 1 (before dispatch.tmaps), 2 (before dispatch.pdl)
+    and 3 (before dispatch.prefetch) load: their kernels take no tensor
+    maps, never overlap a predecessor and take no L2 window."""
     r = gc("gcore-gen", *GEMM, "--m", "4", "-o", "b.gcb")
     assert r.rc == 0, r
     with sqlite3.connect(gc.dir / "b.gcb") as c:
-        assert c.execute("SELECT value FROM meta WHERE key='format_version'").fetchone()[0] == "3"
+        assert c.execute("SELECT value FROM meta WHERE key='format_version'").fetchone()[0] == "4"
         assert {t for (t,) in c.execute("SELECT tmaps FROM dispatch")} == {""}
-        c.execute("ALTER TABLE dispatch DROP COLUMN pdl")
+        c.execute("ALTER TABLE dispatch DROP COLUMN prefetch")
+        if version <= 2:
+            c.execute("ALTER TABLE dispatch DROP COLUMN pdl")
         if version == 1:
             c.execute("ALTER TABLE dispatch DROP COLUMN tmaps")
         c.execute("UPDATE meta SET value=? WHERE key='format_version'", (str(version),))
@@ -116,6 +119,6 @@ def test_newer_bundle_format_is_refused(gc):
     r = gc("gcore-gen", *GEMM, "--m", "4", "-o", "b.gcb")
     assert r.rc == 0, r
     with sqlite3.connect(gc.dir / "b.gcb") as c:
-        c.execute("UPDATE meta SET value='4' WHERE key='format_version'")
+        c.execute("UPDATE meta SET value='5' WHERE key='format_version'")
     r = gc("gcore-run", "-b", "b.gcb", *GEMM, "--m", "4")
-    assert_clean_error(r, "gcore-run", "bundle format 4, this gcore reads 3; rebuild it with gcore-gen")
+    assert_clean_error(r, "gcore-run", "bundle format 5, this gcore reads 4; rebuild it with gcore-gen")

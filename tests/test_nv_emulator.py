@@ -88,10 +88,12 @@ def build(tmp, dtype, op, params, tpl_text=None, quant_text=None, tpl_file="gemv
     (tmp / "quant.h").write_text(quant_text) if quant_text else common_block("gc-quant", tmp / "quant.h")
     common_block("gc-gemv", tmp / "gemv.h")
     (tmp / "split.h").write_text(split_text) if split_text else common_block("gc-split", tmp / "split.h")
-    src = (("#define EMU_ATTENTION 1\n" if op in ("attention", "attention_batch") else "") + '#include "prelude_emu.h"\n' + defs +
+    text = tpl_text or open(os.path.join(GPU, tpl_file)).read()
+    window = "#define EMU_WINDOW 1\n" if re.search(r"^ \* @prefetch\b", text, re.M) else ""  # harness_gemv.h
+    src = (("#define EMU_ATTENTION 1\n" if op in ("attention", "attention_batch") else "") + window +
+           '#include "prelude_emu.h"\n' + defs +
            f'#line 1 "{tpl_file}"\n' +
-           (tpl_text or open(os.path.join(GPU, tpl_file)).read()) +
-           f'\n#define KERNEL {tpl["kernel"]}\n#include "{harness}"\n')
+           text + f'\n#define KERNEL {tpl["kernel"]}\n#include "{harness}"\n')
     (tmp / "emu.cpp").write_text(src)
     exe = tmp / "emu"
     r = compile_emu([*CXXFLAGS, "-Wno-unused", "-pthread", f"-I{NV}", f"-I{AMD}", f"-I{tmp}"], tmp / "emu.cpp", exe)
@@ -766,6 +768,26 @@ SIMT_CASES = [
                          ids=[f"{c[0][:-3]}-{c[1]}-{c[2].replace(':', '_')}" for c in SIMT_CASES])
 def test_simt_gemv_on_the_emulated_gpu(tmp_path, tpl_file, op, dtype, params, shapes):
     check(run_case(tmp_path, dtype, op, params, shapes, tpl_file=tpl_file), f"{tpl_file} {op} {dtype} {params}")
+
+
+# gemv_bulk's L2 window (@prefetch): the harness passes a window of its
+# own (16·1001 bytes, not a multiple of the blocks' shares) that every
+# SIMT case above checks unchanged and asks for inside its bounds; a share
+# not cut at the window's end asks past it (ASan's global redzone), and a
+# prefetch of a size no multiple of 16 is a misuse.
+WINDOW_MUTATIONS = [
+    ("the last share not cut at the window's end", "hi = gc_min64(n, lo + chunk)", "hi = lo + chunk"),
+    ("shares of a size no multiple of 16", "(n / gridDim.x + 15) & ~(int64_t)15", "(n / gridDim.x + 9)"),
+]
+
+
+@pytest.mark.parametrize("what,old,new", WINDOW_MUTATIONS, ids=[m[0] for m in WINDOW_MUTATIONS])
+def test_gemv_bulk_window_out_of_bounds_is_caught(tmp_path, what, old, new):
+    text = open(os.path.join(GPU, "gemv_bulk.cu")).read()
+    assert text.count(old) == 1, f"gemv_bulk.cu no longer has one: {old}"
+    with pytest.raises(AssertionError):  # the run's exit (ASan) or its misuse count
+        run_case(tmp_path, "f16", "gemm", dict(RS=8, KC=512, STAGES=2, BPS=1, SMS=3), [(1, 100, 1240)],
+                 tpl_file="gemv_bulk.cu", tpl_text=text.replace(old, new))
 
 
 # gemv_gpu's RoPE epilogue (the fp16 decode's QKV): both layouts, GQA,

@@ -258,6 +258,47 @@ def test_planted_variants_never_win(gc, mode, m):
     assert winner and (winner[0] == "planted_ok" or not winner[0].startswith("planted_")), (winner, by)
 
 
+# @prefetch (an L2 window after the op's arguments, templates/README.md):
+# kind: (the kernel's use of its window, after C; expected status; words of
+# the reason). The control checks the window it was given, so that it
+# verifies only where the tuner passes what the README says (all of the
+# op's largest input, B here) and the runtime, given none, passes (NULL, 0).
+WINDOW_USE = r"""const char *pf = GC_ARG(args, 6, const char *);
+  int64_t pf_n = GC_ARG(args, 7, int64_t);
+  if (args[8] || !(pf_n == 0 ? pf == 0 : pf == (const char *)B && pf_n == N * K * 4)) C[0] += 1.0f;
+  """
+WINDOW_HARMS = {
+    "window_ok": ("", "ok", ""),
+    "into_window": ("if (pf_n) ((float *)pf)[3] = 2.0f;", "verify-failed", "wrote into input B (element 3"),
+}
+
+
+def test_a_kernel_that_writes_into_its_l2_window_never_wins(gc):
+    """The tuner launches a @prefetch kernel with its window over the op's
+    largest input, so a kernel that writes there fails as one that writes
+    into B does; its twin that only checks the window it was given is
+    measured ok. The bundle gcore-gen then builds records the entry's
+    @prefetch (dispatch.prefetch), and gcore-run's launch through the
+    dispatch table passes the empty window the twin accepts."""
+    d = gc.dir / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), d)
+    for kind, (harm, *_) in WINDOW_HARMS.items():
+        src = TEMPLATE.format(kind=kind, before="", harm=WINDOW_USE + harm)
+        (d / "cpu" / f"planted_{kind}.c").write_text(src.replace(" * @priority 0\n", " * @priority 0\n * @prefetch\n"))
+    problem = ["--op", "gemm", "--m", "8", "--n", "16", "--k", "32", "--dtype", "f32"]
+    r, by, winner = tune_planted(gc, d, "guards-only", problem, len(WINDOW_HARMS) + 4, "0.05")
+    for kind, (_, status, words) in WINDOW_HARMS.items():
+        got = by.get("planted_" + kind, (None, "", None))
+        assert got[0] == status and words in got[1], (kind, got, r)
+    assert winner and winner[0] != "planted_into_window", (winner, by)
+    r = gc("gcore-gen", "--templates", d, *problem, "--target", "cpu", "--force", "planted_window_ok", "-o", "b.gcb")
+    assert r.rc == 0, r
+    with sqlite3.connect(gc.dir / "b.gcb") as c:
+        assert set(c.execute("SELECT template, prefetch FROM dispatch")) == {("planted_window_ok", 1)}
+    r = gc("gcore-run", "-b", "b.gcb", *problem)
+    assert r.rc == 0 and "verified" in r.out, r
+
+
 @pytest.mark.skipif(not NVRTC, reason="NVRTC not installed (CUDA toolkit not found)")
 def test_gpu_planted_templates_compile(gc, target="sm_90"):
     """The GPU table's templates build offline, so that `make test-gpu`

@@ -77,6 +77,8 @@ static const char usage[] =
     "                       before (by default the device runs one step ahead of the host)\n"
     "  --no-pdl             launch every kernel after the one before it has finished (by default\n"
     "                       kernels that allow it start while it drains: CUDA, sm_90 and newer)\n"
+    "  --l2-window MB       the decode step's O projection asks L2 for the first MB of the FFN's\n"
+    "                       gate/up weights (default: 3/5 of the GPU's L2; 0: none)\n"
     "  --warmup N           first run the prompt and N decode steps untimed, then start over\n"
     "                       (not with --chat)\n"
     "                       (first launches, caches and graph capture are then not in the timings)\n"
@@ -119,7 +121,7 @@ static const char usage[] =
 
 enum { O_VERSION = 255, O_OP = 256, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_BACKEND, O_DEVICE, O_SEED, O_DUMP,
        O_MINTIME, O_POS, O_LAYOUT, O_TOKENS, O_CTX, O_IGNORE_EOS, O_TBT, O_JSON, O_LOGITS, O_TEMP, O_TOPK, O_TOPP,
-       O_MINP, O_REPEAT, O_REPEAT_N, O_PROFILE, O_NOGRAPH, O_NOAHEAD, O_NOPDL, O_WARMUP, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE,
+       O_MINP, O_REPEAT, O_REPEAT_N, O_PROFILE, O_NOGRAPH, O_NOAHEAD, O_NOPDL, O_L2WIN, O_WARMUP, O_TOKENIZER, O_TOKENIZE, O_DETOKENIZE,
        O_BOS, O_CHAT, O_SYSTEM, O_NO_THINK, O_NULL, O_DB, O_CACHE, O_TOKENS_FILE, O_QUANTIZE, O_TP, O_DEVICES,
        O_JSON_SCHEMA_FILE, O_REGEX };
 
@@ -135,7 +137,7 @@ static const struct option longopts[] = {
     {"temp", 1, 0, O_TEMP},       {"top-k", 1, 0, O_TOPK},     {"top-p", 1, 0, O_TOPP},
     {"min-p", 1, 0, O_MINP},      {"repeat-penalty", 1, 0, O_REPEAT}, {"repeat-last-n", 1, 0, O_REPEAT_N},
     {"profile", 0, 0, O_PROFILE}, {"no-graph", 0, 0, O_NOGRAPH}, {"no-ahead", 0, 0, O_NOAHEAD}, {"no-pdl", 0, 0, O_NOPDL},
-    {"warmup", 1, 0, O_WARMUP},
+    {"warmup", 1, 0, O_WARMUP}, {"l2-window", 1, 0, O_L2WIN},
     {"tokenizer", 1, 0, O_TOKENIZER}, {"tokenize", 0, 0, O_TOKENIZE}, {"detokenize", 0, 0, O_DETOKENIZE},
     {"bos", 0, 0, O_BOS},         {"chat", 0, 0, O_CHAT},      {"system", 1, 0, O_SYSTEM},
     {"no-think", 0, 0, O_NO_THINK}, {"json-schema", 1, 0, 'j'}, {"json-schema-file", 1, 0, O_JSON_SCHEMA_FILE},
@@ -246,6 +248,7 @@ typedef struct run_opts {
   const char *db, *cache; /* without -b: where the bundle comes from */
   int ordinal, n_predict, ctx, ignore_eos, token_by_token, json, chat, bos, profile, no_graph, no_ahead, no_pdl, warmup;
   int tp;                  /* --tp N: tensor-parallel ranks (1: none) */
+  int l2_window_mb;        /* --l2-window MB; -1: the default */
   int no_think;            /* --no-think: the template's enable_thinking false */
   const char *json_schema, *json_schema_file; /* --json-schema (its text), --json-schema-file, or NULL */
   const char *regex;                          /* --regex, or NULL */
@@ -805,6 +808,7 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   if (!rc && o->profile && !(rc = gc_prof_create(devs[0], &prof, e))) gc_llama_set_profile(m, prof);
   if (!rc && o->no_graph) gc_llama_set_graphs(m, 0);
   if (!rc && o->no_ahead) gc_llama_set_ahead(m, 0);
+  if (!rc && o->l2_window_mb >= 0) gc_llama_set_l2_window(m, (int64_t)o->l2_window_mb << 20);
   if (!rc) rc = gc_sampler_create(w->cfg.vocab_size, &oo.sp, &smp, e);
   if (!rc && !(g.out = gc_calloc((size_t)o->n_predict + 1, sizeof *g.out, e))) rc = GC_ENOMEM;
   if (!rc && o->logits_path && gc_check_output(o->logits_path, 'f', e)) rc = e->code;
@@ -920,6 +924,7 @@ int main(int argc, char **argv) {
   run_opts_t o = {0};
   o.backend = "cpu";
   o.tp = 1;
+  o.l2_window_mb = -1;
   o.n_predict = 64;
   gc_sampler_params_default(&o.sp); /* then llama.cpp's defaults */
   o.sp.temperature = 0.8f;
@@ -1026,6 +1031,10 @@ int main(int argc, char **argv) {
       case O_NOGRAPH: o.no_graph = 1; break;
       case O_NOAHEAD: o.no_ahead = 1; break;
       case O_NOPDL: o.no_pdl = 1; break;
+      case O_L2WIN:
+        if (gc_parse_i64(optarg, &iv) || iv < 0 || iv > 4096) return bad_flag("--l2-window", "0..4096 MB");
+        o.l2_window_mb = (int)iv;
+        break;
       case O_WARMUP:
         if (gc_parse_i64(optarg, &iv) || iv < 0 || iv > 1000000) return bad_flag("--warmup", "a step count >= 0");
         o.warmup = (int)iv;

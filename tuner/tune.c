@@ -322,6 +322,7 @@ static int run(sweep_t *s, const cand_t *c, const gc_compile_job_t *j, double ab
   q.timing = s->o->timing;
   q.timing.abandon_us = abandon_us;
   q.pdl = c->v.tpl->pdl;
+  q.prefetch = c->v.tpl->prefetch;
   q.seed = 0x5eed;
   return gc_worker_run(s->worker, &q, s->o->timeout_s, r, e);
 }

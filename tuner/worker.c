@@ -196,16 +196,42 @@ typedef struct launch_ctx {
   gc_kernel_t *k;
   int64_t grid[3], block[3], shmem;
   gc_tmaps_t tmaps; /* the kernel's tensor maps, if it declares any */
+  int win_arg;      /* @prefetch: the window is the buffer of argument win_arg (the op's
+                       largest input; a timing chain's copy of it where it passes one) ... */
+  int64_t win_n;    /* ... its first win_n bytes; -1: the kernel takes no window */
 } launch_ctx_t;
 
 static int launch_cb(void *ctx, void **args, gc_err_t *e) {
   launch_ctx_t *l = ctx;
   void **a;
+  gc_window_args_t w;
   if (gc_tmaps_args(l->dev, &l->tmaps, args, &a, e)) return e->code;
+  if (l->win_n >= 0 &&
+      gc_window_args(a, gc_tmaps_nargs(&l->tmaps, a), *(const gc_dptr_t *)args[l->win_arg], l->win_n, &w, &a, e))
+    return e->code;
   in_launch = 1; /* a CPU launch runs the kernel now, on this process's threads */
   int rc = gc_dev_launch(l->dev, l->k, l->grid, l->block, (size_t)l->shmem, a, e);
   in_launch = 0;
   return rc;
+}
+
+/* A @prefetch kernel's window in the tuner: all of p's largest input
+ * (under the default scalars), so that a kernel that wrote into its window
+ * would fail as one that writes into an input does. */
+static int window_over_input(const gc_problem_t *p, launch_ctx_t *l, gc_err_t *e) {
+  gc_op_scalars_t sc;
+  gc_opbuf_t b[GC_OP_MAX_BUFS];
+  int nb;
+  gc_op_default_scalars(p, &sc);
+  if (gc_op_buffers(p, &sc, b, &nb, e)) return e->code;
+  l->win_n = -1;
+  for (int i = 0; i < nb; i++)
+    if (b[i].kind == GC_BUF_IN && (int64_t)(gc_opbuf_bytes(&b[i]) & ~(size_t)15) > l->win_n) {
+      l->win_arg = i;
+      l->win_n = (int64_t)(gc_opbuf_bytes(&b[i]) & ~(size_t)15);
+    }
+  if (l->win_n < 0) return gc_err_set(e, GC_EINVAL, "op %s: @prefetch needs an input buffer", p->op);
+  return GC_OK;
 }
 
 static int load_kernel(child_t *ch, const gc_work_req_t *q, gc_module_t **mod,
@@ -225,7 +251,7 @@ static int load_kernel(child_t *ch, const gc_work_req_t *q, gc_module_t **mod,
       gc_expr_eval(q->shmem, &env, &l->shmem, e) ||
       gc_tmaps_plan(q->tmaps, &env, &q->problem, &l->tmaps, e))
     return e->code;
-  return GC_OK;
+  return q->prefetch ? window_over_input(&q->problem, l, e) : (l->win_n = -1, GC_OK);
 }
 
 /* Launches a timing sample of a @pdl kernel chains where the device

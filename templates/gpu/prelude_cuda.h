@@ -201,6 +201,23 @@ GC_DEVICE void gc_bulk_load(unsigned s, const void *g, unsigned bytes, unsigned 
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
                ::"r"(s), "l"(g), "r"(bytes), "r"(b) : "memory");
 }
+/* gc_bulk_load with an L2 cache policy (gc_l2_evict_first). */
+GC_DEVICE void gc_bulk_load_hint(unsigned s, const void *g, unsigned bytes, unsigned b, uint64_t pol) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+               " [%0], [%1], %2, [%3], %4;\n" ::"r"(s), "l"(g), "r"(bytes), "r"(b), "l"(pol) : "memory");
+}
+/* An L2 policy whose lines go first: for bytes read once (a decode
+ * step's weights), so that they do not push out what is read again. */
+GC_DEVICE uint64_t gc_l2_evict_first() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+  return pol;
+}
+/* Ask L2 for bytes (a multiple of 16) at g (16-byte aligned); no wait,
+ * no value: a hint. */
+GC_DEVICE void gc_bulk_prefetch_l2(const void *g, unsigned bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(g), "r"(bytes) : "memory");
+}
 /* The box of map at (column x, row y) to shared address s; completes on b. */
 GC_DEVICE void gc_tma_load(unsigned s, const gc_tmap_t *map, int x, int y, unsigned b) {
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"

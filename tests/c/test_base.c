@@ -183,7 +183,44 @@ static void test_template_parse(void) {
   gc_tpl_vid(&v, &tg, "cc 12", vid1);
   gc_tpl_vid(&v, &tg, "cc 13", vid2);
   CHECK(strcmp(vid1, vid2) != 0); /* the compiler is part of the id */
+  CHECK(!t.prefetch && !t.pdl);
   gc_tpl_free(&t);
+
+  /* @prefetch (no value, an optional doc), and one with a value refused */
+  static const char *decl[] = {" * @prefetch\n", " * @prefetch -- the next weights\n", " * @prefetch 4\n"};
+  for (int i = 0; i < 3; i++) {
+    char src2[1024];
+    snprintf(src2, sizeof src2, "/* t\n * @template t2\n * @op gemm\n * @backend cpu\n * @dtypes f32\n"
+             " * @kernel k\n * @param A 1 default 1\n * @grid 1\n * @block 1\n%s */\nint x;\n", decl[i]);
+    int rc = gc_tpl_parse("t.c", src2, strlen(src2), &t, &e);
+    if (i < 2)
+      CHECK(!rc && t.prefetch && !t.pdl);
+    else
+      CHECK(rc == GC_EINVAL && strstr(e.msg, "t.c:10: @prefetch takes no value (got '4')"));
+    gc_tpl_free(&t); /* after a failed parse too */
+  }
+}
+
+/* An L2 window's arguments (@prefetch): after the others, NULL-ended;
+ * a bad window refused with one line. */
+static void test_window_args(void) {
+  gc_err_t e;
+  int64_t v[3] = {1, 2, 3};
+  void *a[4] = {&v[0], &v[1], &v[2], NULL}, **out = NULL;
+  gc_window_args_t w;
+  gc_tmaps_t none = {0};
+  CHECK(gc_tmaps_nargs(&none, a) == 3); /* no maps: up to the NULL */
+  CHECK(!gc_window_args(a, 3, 4096, 160, &w, &out, &e) && out == w.args);
+  CHECK(out[0] == &v[0] && out[2] == &v[2] && *(gc_dptr_t *)out[3] == 4096 && *(int64_t *)out[4] == 160 &&
+        out[5] == NULL);
+  CHECK(!gc_window_args(a, 3, 0, 0, &w, &out, &e) && *(gc_dptr_t *)out[3] == 0 && *(int64_t *)out[4] == 0);
+  static const struct { gc_dptr_t pf; int64_t n; } bad[] = {{4096, 100}, {4100, 160}, {0, 16}, {4096, -16}};
+  for (size_t i = 0; i < GC_ARRAY_LEN(bad); i++) {
+    CHECK(gc_window_args(a, 3, bad[i].pf, bad[i].n, &w, &out, &e) == GC_EINVAL &&
+          strstr(e.msg, "a multiple of 16 bytes at a 16-byte aligned address"));
+    CHECK(gc_window_check(bad[i].pf, bad[i].n, &e) == GC_EINVAL);
+  }
+  CHECK(gc_window_args(a, GC_TMAPS_ARGS + 1, 0, 0, &w, &out, &e) == GC_EINVAL && strstr(e.msg, "too many"));
 }
 
 /* @tensormap: parsing, evaluation under a shape, the tie to the op's
@@ -570,6 +607,7 @@ int main(void) {
   test_problem();
   test_template_parse();
   test_tensormap();
+  test_window_args();
   test_alloc_faults();
   return check_report();
 }

@@ -297,6 +297,7 @@ static void test_info(gpu_t *g) {
   CHECK(!strcmp(in->backend, "cuda") && !strncmp(in->arch, "sm_", 3));
   CHECK(!strcmp(in->target, in->arch));
   CHECK(in->compute_units > 0 && in->mem_bytes > 0 && in->name[0] && !in->host_memory);
+  CHECK(in->l2_bytes > 0); /* the L2 window's default (models/llama.c) is a share of it */
   CHECK(!strncmp(in->driver, "cuda driver ", 12));
   CHECK(g->ops->runs_target(g->d, in->arch));
   int v = atoi(in->arch + 3), major = v / 10, minor = v % 10;

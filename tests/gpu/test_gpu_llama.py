@@ -83,6 +83,22 @@ def test_overlapped_launches_equal_serialised(gc):
     assert np.array_equal(runs[0][1], runs[1][1]), "logits differ with and without the overlap"
 
 
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_l2_window_changes_no_value(gc, dtype):
+    """The decode step's O projection asks L2 for the FFN's first bytes
+    (--l2-window MB; on sm_90 gemv_bulk takes the window, @prefetch): a
+    hint, so with none (0), the default (2/5 of the GPU's L2, all of this
+    tiny model's gate/up) and 1 MB the greedy ids and every logit are the
+    same bits (test_tiny_vs_transformers checks the default's against
+    transformers)."""
+    ref = chosen_model(str(gc.dir / "model"), dtype, **TL.CONFIGS["llama3_gqa"])
+    b = gen_bundle(gc, ref.path)
+    runs = [TL.generate(gc, ref.path, b, TL.PROMPT, TL.N_DECODE, "--backend", BACKEND, *TL.GREEDY, *flags,
+                        vocab=ref.cfg.vocab_size) for flags in ([], ["--l2-window", "0"], ["--l2-window", "1"])]
+    for (ids, logits, _), mb in zip(runs[1:], ("0", "1")):
+        assert ids == runs[0][0] and np.array_equal(logits, runs[0][1]), f"--l2-window {mb} changed the decode"
+
+
 def test_profile_on_gpu(gc):
     """--profile on the GPU: both phases, every row timed, ids unchanged."""
     path = os.path.join(SHARED, "stories260K.bin")

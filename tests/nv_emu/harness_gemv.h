@@ -20,9 +20,13 @@
  * int32 on the "device", as a replayed graph reads it;
  * rmsnorm_gemm_bias_rope_kv reads b[N] (TB) from DIR/bias.bin too.
  *
+ * EMU_WINDOW (a template that declares @prefetch): the kernel's L2 window
+ * is a buffer of its own (16·1001 bytes, a global: ASan sees a prefetch
+ * past it), which must stay as it was.
+ *
  * Prints "misuse E inputs_changed I" and exits 1 when the emulation saw a
  * misuse (an mbarrier used before its init, an arrival too many) or an
- * input (A, B, the norm weight) was written. */
+ * input (A, B, the norm weight, the window) was written. */
 #define EMU_OWN_CALL 1
 #include "run_block.h"
 #ifndef GC_OP_RMSNORM_GEMM_BIAS_ROPE_KV
@@ -32,6 +36,13 @@
 #define EMU_BIAS , (const TB *)bias.data()
 #else
 #define EMU_BIAS
+#endif
+
+#ifdef EMU_WINDOW
+alignas(16) static unsigned char emu_window[16 * 1001]; /* 16: ASan leaves globals aligned past 32 without redzones */
+#define EMU_PF , (const char *)emu_window, (int64_t)sizeof emu_window
+#else
+#define EMU_PF
 #endif
 
 int main(int argc, char **argv) {
@@ -64,6 +75,10 @@ int main(int argc, char **argv) {
 #endif
   std::vector<unsigned char> W = NORM ? emu_read(dir, "w.bin", (size_t)K * sizeof(TN)) : std::vector<unsigned char>(1);
   const std::vector<unsigned char> A0 = A, B0 = B, W0 = W;
+#ifdef EMU_WINDOW
+  for (size_t i = 0; i < sizeof emu_window; i++) emu_window[i] = (unsigned char)(i * 7 + 1);
+  const std::vector<unsigned char> Pf0(emu_window, emu_window + sizeof emu_window);
+#endif
   const TA *a = (const TA *)A.data();
   const TB *b = (const TB *)B.data();
   TC *c = (TC *)C.data();
@@ -80,16 +95,19 @@ int main(int argc, char **argv) {
     emu_block_launch(bi, block, shmem, 32, [&] {
 #if ROPE
       KERNEL(a, b, c, wn, (TC *)Kc.data(), (TC *)Vc.data(), (const double *)inv.data(), pos.data() EMU_BIAS, M, N,
-             K, H, G, D, layout, 1e-5f EMU_MAP);
+             K, H, G, D, layout, 1e-5f EMU_MAP EMU_PF);
 #elif NORM
-      KERNEL(a, b, c, wn, M, N, K, 1e-5f EMU_MAP);
+      KERNEL(a, b, c, wn, M, N, K, 1e-5f EMU_MAP EMU_PF);
 #else
       (void)wn;
-      KERNEL(a, b, c, M, N, K EMU_MAP);
+      KERNEL(a, b, c, M, N, K EMU_MAP EMU_PF);
 #endif
     });
   /* nothing but C is written (C's own buffer: ASan sees past its ends) */
   int inputs_changed = (A != A0) + (B != B0) + (W != W0);
+#ifdef EMU_WINDOW
+  inputs_changed += std::vector<unsigned char>(emu_window, emu_window + sizeof emu_window) != Pf0;
+#endif
 #if ROPE
   inputs_changed += (inv != inv0) + (pos[0] != pos0) + (bias != bias0);
   if (emu_write(dir, "kc.out", Kc) || emu_write(dir, "vc.out", Vc)) return 2;

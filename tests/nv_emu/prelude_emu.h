@@ -272,6 +272,19 @@ GC_DEVICE void gc_bulk_load(unsigned s, const void *g, unsigned bytes, unsigned 
   emu_mbar_complete_tx(b, bytes);
 }
 
+/* The same with an L2 policy (none here). */
+GC_DEVICE void gc_bulk_load_hint(unsigned s, const void *g, unsigned bytes, unsigned b, uint64_t pol) {
+  (void)pol;
+  gc_bulk_load(s, g, bytes, b);
+}
+GC_DEVICE uint64_t gc_l2_evict_first() { return 0; }
+/* cp.async.bulk.prefetch.L2: the same alignment and size rules; every
+ * byte touched, so that ASan sees a window asked for past its buffer. */
+GC_DEVICE void gc_bulk_prefetch_l2(const void *g, unsigned bytes) {
+  if ((uintptr_t)g % 16 || bytes % 16 || !bytes) __atomic_add_fetch(&emu_errors, 1, __ATOMIC_RELAXED);
+  for (unsigned i = 0; i < bytes; i++) (void)((const volatile unsigned char *)g)[i];
+}
+
 GC_DEVICE void gc_cp_async_mbar_arrive(unsigned b) { gc_mbar_arrive(b); }
 
 /* A tensor map as the harness encodes it (runtime/cuda.c's 3-D map of a

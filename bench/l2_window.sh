@@ -1,0 +1,45 @@
+#!/bin/bash
+# l2_window.sh — the decode step's L2 window (gcore-run --l2-window MB):
+# the O projection's kernel (gemv_bulk, @prefetch) asks L2 for the first
+# MB of the FFN's gate/up weights while the attention and O leave the
+# DRAM time over. The bench's random-weight model of shape S (1b, the
+# default, or 8b), untuned, `gcore-run --temp 0 --ignore-eos -n 256
+# --warmup 8` after P prompt tokens, the window sizes alternated; every
+# run's tokens are compared with the first's (the window changes no value).
+#
+# Run on an sm_90 GPU from the tree's bin/: `bash bench/l2_window.sh [shape]`
+# (MBS: the window sizes, default "0 8 16 20 24 32"; PS: prompt lengths).
+# EVF=0 also builds the bundle with gemv_bulk's copies under the default
+# L2 policy (its evict_first taken out, --templates) and alternates it,
+# window 0 and 32 MB, with the tree's.
+set -e
+S=${1:-1b}
+W=${W:-/tmp/l2_window}; mkdir -p $W; export GCORE_CACHE=$W/cache
+nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader || true; date -u
+M=$W/m_$S
+[ -d $M ] || python3 -c "import sys; sys.path.insert(0, 'bench'); import gpu_llama as G; G.write_model('$M', G.SHAPES['$S'])"
+bin/gcore-gen --model $M --target sm_90a --prefill 128,512 --batch 1 -o $W/$S.gcb -q
+if [ "$EVF" = 0 ]; then
+  rm -rf $W/t; cp -r templates $W/t
+  sed -i 's/gc_bulk_load_hint(/gc_bulk_load(/; s/full + 8 \* s, once);/full + 8 * s); (void)once;/' $W/t/gpu/gemv_bulk.cu
+  grep -q "gc_bulk_load_hint" $W/t/gpu/gemv_bulk.cu && { echo "l2_window.sh: evict_first not taken out" >&2; exit 2; }
+  bin/gcore-gen --model $M --target sm_90a --prefill 128,512 --batch 1 --templates $W/t -o $W/${S}_noevf.gcb -q
+fi
+B=$S
+run() { # window MB, prompt tokens (bundle $B)
+  bin/gcore-run -m $M -b $W/$B.gcb --backend cuda --temp 0 --ignore-eos --json --ctx 1024 --l2-window $1 \
+    --tokens $(seq -s, 1 $2) -n 256 --warmup 8 > $W/o.json 2>$W/err || { tail -2 $W/err; return; }
+  [ -f $W/ref$2.json ] || cp $W/o.json $W/ref$2.json
+  python3 -c "
+import json; d = json.load(open('$W/o.json')); t = d['tokens']; r = json.load(open('$W/ref$2.json'))['tokens']
+print('$B --l2-window $1 P=$2: %.1f tok/s, tokens %s' % (d['decode_tok_per_s'], 'as the first run' if t == r else 'DIFFER'))"
+}
+rm -f $W/ref*.json
+echo "decode tok/s, 256 tokens after P prompt tokens"
+for P in ${PS:-128 700}; do
+  for rep in 1 2; do
+    for mb in ${MBS:-0 8 16 20 24 32}; do run $mb $P; done
+    [ "$EVF" != 0 ] || { B=${S}_noevf; run 0 $P; run 32 $P; B=$S; }
+  done
+done
+date -u
