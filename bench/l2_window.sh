@@ -9,20 +9,28 @@
 #
 # Run on an sm_90 GPU from the tree's bin/: `bash bench/l2_window.sh [shape]`
 # (MBS: the window sizes, default "0 8 16 20 24 32"; PS: prompt lengths).
-# EVF=0 also builds the bundle with gemv_bulk's copies under the default
-# L2 policy (its evict_first taken out, --templates) and alternates it,
-# window 0 and 32 MB, with the tree's.
+# EVF=0 also builds the bundle with the GEMVs' copies under L2's normal
+# policy (gc_l2_evict_first made evict_normal in a copy of the templates,
+# --templates) and alternates it, window 0 and 32 MB, with the tree's.
+# Q=q4_k_m (or q4_0, q8_0): the shape as a GGUF file of that mix
+# (bench/gpu_llama.py's), whose decode GEMVs are gemv_qmma's.
 set -e
 S=${1:-1b}
 W=${W:-/tmp/l2_window}; mkdir -p $W; export GCORE_CACHE=$W/cache
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader || true; date -u
-M=$W/m_$S
-[ -d $M ] || python3 -c "import sys; sys.path.insert(0, 'bench'); import gpu_llama as G; G.write_model('$M', G.SHAPES['$S'])"
+if [ -n "$Q" ]; then
+  M=$W/m_$S-$Q.gguf
+  python3 -c "import sys; sys.path.insert(0, 'bench'); import gpu_llama as G; G.write_gguf_model('$M', G.SHAPES['$S'], '$Q')"
+  S=$S-$Q
+else
+  M=$W/m_$S
+  [ -d $M ] || python3 -c "import sys; sys.path.insert(0, 'bench'); import gpu_llama as G; G.write_model('$M', G.SHAPES['$S'])"
+fi
 bin/gcore-gen --model $M --target sm_90a --prefill 128,512 --batch 1 -o $W/$S.gcb -q
 if [ "$EVF" = 0 ]; then
   rm -rf $W/t; cp -r templates $W/t
-  sed -i 's/gc_bulk_load_hint(/gc_bulk_load(/; s/full + 8 \* s, once);/full + 8 * s); (void)once;/' $W/t/gpu/gemv_bulk.cu
-  grep -q "gc_bulk_load_hint" $W/t/gpu/gemv_bulk.cu && { echo "l2_window.sh: evict_first not taken out" >&2; exit 2; }
+  sed -i 's/createpolicy.fractional.L2::evict_first.b64/createpolicy.fractional.L2::evict_normal.b64/' $W/t/gpu/prelude_cuda.h
+  grep -q "L2::evict_normal" $W/t/gpu/prelude_cuda.h || { echo "l2_window.sh: evict_first not found" >&2; exit 2; }
   bin/gcore-gen --model $M --target sm_90a --prefill 128,512 --batch 1 --templates $W/t -o $W/${S}_noevf.gcb -q
 fi
 B=$S

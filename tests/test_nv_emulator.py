@@ -68,11 +68,12 @@ TARGET = {"WARP": 32, "SMEM": 232448, "SMS": 132, "MAXT": 1024, "SM": 90, "ARCH_
 
 
 def build(tmp, dtype, op, params, tpl_text=None, quant_text=None, tpl_file="gemv_qmma.cu", harness="harness_gemv.h",
-          split_text=None):
+          split_text=None, gemv_text=None):
     """A template of the GEMV ABI (gemv_qmma, gemv_mma) for the emulation,
     assembled as gen/ does (constants, dtype sizes and codes, the op's
     names, parameters, template). dtype: "T" or "A:B:C" (B a block format);
-    split_text: the gc-split block to use (a mutant), else the prelude's."""
+    split_text, gemv_text: the gc-split or gc-gemv block to use (a
+    mutant), else the prelude's."""
     tpl = parse_head(os.path.join(GPU, tpl_file))
     a, q, c = dtype.split(":") if ":" in dtype else [dtype] * 3
     (ca, sa), (cb, sb), (cc, sc) = DT[a], QDT.get(q, DT.get(q)), DT[c]
@@ -86,7 +87,7 @@ def build(tmp, dtype, op, params, tpl_text=None, quant_text=None, tpl_file="gemv
     defs += "".join(f"#define GC_OP_{o.upper()} {int(o == op)}\n" for o in tpl["ops"])
     common_block("gc-epilogue", tmp / "epilogue.h")
     (tmp / "quant.h").write_text(quant_text) if quant_text else common_block("gc-quant", tmp / "quant.h")
-    common_block("gc-gemv", tmp / "gemv.h")
+    (tmp / "gemv.h").write_text(gemv_text) if gemv_text else common_block("gc-gemv", tmp / "gemv.h")
     (tmp / "split.h").write_text(split_text) if split_text else common_block("gc-split", tmp / "split.h")
     text = tpl_text or open(os.path.join(GPU, tpl_file)).read()
     window = "#define EMU_WINDOW 1\n" if re.search(r"^ \* @prefetch\b", text, re.M) else ""  # harness_gemv.h
@@ -206,8 +207,8 @@ MUTATIONS = [
      "gc_mma16816<QM_BF>(c, lv[0][0][0], lv[0][0][1], lv[1][0][0], lv[1][0][1],",
      "gemm", "f16:q8_0r:f16", dict(RL=1, WARPS=4, KS=2), [(1, 32, 512)]),
     ("the ring's stage copied from one block too far", "gemv_qmma.cu",
-     "gc_tma_load3(at + (unsigned)(p * QM_RB * KS * GC_QBYTES), tm, 0, (int)(s * KS),",
-     "gc_tma_load3(at + (unsigned)(p * QM_RB * KS * GC_QBYTES), tm, 0, (int)(s * KS + 1),",
+     "gc_tma_load3_hint(at + (unsigned)(p * QM_RB * KS * GC_QBYTES), tm, 0, (int)(s * KS),",
+     "gc_tma_load3_hint(at + (unsigned)(p * QM_RB * KS * GC_QBYTES), tm, 0, (int)(s * KS + 1),",
      "gemm_add", "f16:q4_0r:f16", dict(RL=3, WARPS=8, KS=4, NST=2, XS=0), [(1, 64, 2048)]),
     ("KQ: the block's sums scaled by dmin and d swapped", "gemv_qmma.cu",
      "const float v = gc_fma(gc_h2f_bits(dd & 0xffffu), cb[e], acc[p][r][j][e]);\n"
@@ -770,24 +771,31 @@ def test_simt_gemv_on_the_emulated_gpu(tmp_path, tpl_file, op, dtype, params, sh
     check(run_case(tmp_path, dtype, op, params, shapes, tpl_file=tpl_file), f"{tpl_file} {op} {dtype} {params}")
 
 
-# gemv_bulk's L2 window (@prefetch): the harness passes a window of its
-# own (16·1001 bytes, not a multiple of the blocks' shares) that every
-# SIMT case above checks unchanged and asks for inside its bounds; a share
-# not cut at the window's end asks past it (ASan's global redzone), and a
-# prefetch of a size no multiple of 16 is a misuse.
+# The GEMVs' L2 window (@prefetch: gemv_bulk, gemv_qmma): the harness
+# passes a window of its own (16·1001 bytes, not a multiple of the blocks'
+# shares) that every case of theirs checks unchanged and asks for inside
+# its bounds; in gc_prefetch_window (the gc-gemv block), a share not cut at
+# the window's end asks past it (ASan's global redzone), and a share of a
+# size no multiple of 16 is a misuse, each caught in both templates' rings.
 WINDOW_MUTATIONS = [
     ("the last share not cut at the window's end", "hi = gc_min64(n, lo + chunk)", "hi = lo + chunk"),
     ("shares of a size no multiple of 16", "(n / gridDim.x + 15) & ~(int64_t)15", "(n / gridDim.x + 9)"),
 ]
+WINDOW_CASES = [
+    ("gemv_bulk.cu", "gemm", "f16", dict(RS=8, KC=512, STAGES=2, BPS=1, SMS=3), [(1, 100, 1240)]),
+    ("gemv_qmma.cu", "gemm_add", "f16:q8_0r:f16", dict(RL=3, PT=1, WARPS=8, KS=4, NST=3, XS=0, SMS=2), [(1, 100, 1536)]),
+]
 
 
 @pytest.mark.parametrize("what,old,new", WINDOW_MUTATIONS, ids=[m[0] for m in WINDOW_MUTATIONS])
-def test_gemv_bulk_window_out_of_bounds_is_caught(tmp_path, what, old, new):
-    text = open(os.path.join(GPU, "gemv_bulk.cu")).read()
-    assert text.count(old) == 1, f"gemv_bulk.cu no longer has one: {old}"
+@pytest.mark.parametrize("case", WINDOW_CASES, ids=[c[0][:-3] for c in WINDOW_CASES])
+def test_a_window_out_of_bounds_is_caught(tmp_path, case, what, old, new):
+    tpl_file, op, dtype, params, shapes = case
+    text = re.search(r"/\* >>> gc-gemv.*?<<< gc-gemv \*/", open(os.path.join(GPU, "prelude_common.h")).read(),
+                     re.S).group(0)
+    assert text.count(old) == 1, f"the gc-gemv block no longer has one: {old}"
     with pytest.raises(AssertionError):  # the run's exit (ASan) or its misuse count
-        run_case(tmp_path, "f16", "gemm", dict(RS=8, KC=512, STAGES=2, BPS=1, SMS=3), [(1, 100, 1240)],
-                 tpl_file="gemv_bulk.cu", tpl_text=text.replace(old, new))
+        run_case(tmp_path, dtype, op, params, shapes, tpl_file=tpl_file, gemv_text=text.replace(old, new) + "\n")
 
 
 # gemv_gpu's RoPE epilogue (the fp16 decode's QKV): both layouts, GQA,

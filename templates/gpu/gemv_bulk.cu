@@ -124,15 +124,6 @@ GC_DEVICE bool gb_valid(const gb_rope_t &ro, int64_t M, int64_t N, int64_t K) {
   return !ROPE || (ro.D > 0 && ro.D % 2 == 0 && N == (ro.H + 2 * ro.G) * ro.D); /* core/problem.c's check */
 }
 
-/* The block's share of the window [pf, pf + n) asked of L2, in 16 KB
- * prefetches (n and the address: multiples of 16, as the runtime's are). */
-GC_DEVICE void gb_prefetch_window(const char *pf, int64_t n) {
-  const int64_t chunk = (n / gridDim.x + 15) & ~(int64_t)15;
-  const int64_t lo = chunk * (int64_t)gc_bid(), hi = gc_min64(n, lo + chunk);
-  for (int64_t o = lo; o < hi; o += 16384)
-    gc_bulk_prefetch_l2(pf + o, (unsigned)gc_min64(16384, hi - o));
-}
-
 /* The producer (one thread): every stage of every group of the block,
  * then (after the first STAGES) the block's share of the window. */
 GC_DEVICE void gb_produce(const TB *B, const gb_rope_t &ro, int64_t N, int64_t K, unsigned ring,
@@ -154,10 +145,10 @@ GC_DEVICE void gb_produce(const TB *B, const gb_rope_t &ro, int64_t N, int64_t K
           gc_bulk_load_hint(ring + (unsigned)(s * GB_SBYTES + (w * GB_NR + r) * KC * SB),
                             B + gb_row(ro, N, g * RS + w, r) * K + kc * KC, cb, full + 8 * s, once);
       if (it + 1 == STAGES && pf_n > 0)
-        gb_prefetch_window(pf, pf_n);
+        gc_prefetch_window(pf, pf_n);
     }
   if (it < STAGES && pf_n > 0)
-    gb_prefetch_window(pf, pf_n);
+    gc_prefetch_window(pf, pf_n);
 }
 
 /* Unit u's output from its sums x (and x2: the up row's), already scaled

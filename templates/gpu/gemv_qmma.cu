@@ -62,6 +62,7 @@
  * @tensormap B N K/256 WARPS/KS*16*RT/(1+ROPE) KS 0 if RL == 3 && PAIR == 1 -- RL 3: a stage of the block's rows, [QM_RB rows][KS blocks] (256-element blocks: the device layouts); with RoPE half of them, two boxes a stage
  * @tensormap W 2*N K/256 WARPS/KS*16*RT KS 0 if RL == 3 && PAIR == 2 -- the same of its gate rows, then of its up rows
  * @pdl -- waits for the kernel before it (gc_pdl_wait) before it reads or writes anything but its rows of B (gemm_swiglu: its gate and up rows of W)
+ * @prefetch -- the L2 window (gemv_bulk's): RL 3's producer asks for the block's share once its first NST stages are issued, other load paths thread 0 before the wait
  *
  * gemv_mma's structure (swapped operands: the mma's 16-row A operand is a
  * tile of 16 rows of B, its 8 columns are rows of A; split-K over warps;
@@ -638,7 +639,8 @@ GC_DEVICE void qm_unit_regs(const qm_blk_t &b, int u, int64_t bi, const TA *A, c
  * the block's rows are two boxes of QM_RB / 2 (@applies: D % QM_RB == 0,
  * so they lie in one head): from rows x0 and x1 (qm_ring_row's order). */
 GC_DEVICE void qm_produce(const gc_tmap_t *tm, const qm_rope_t &ro, int64_t N, int64_t r0, int64_t nblk,
-                          int64_t q0, unsigned ring, unsigned full, unsigned empty) {
+                          int64_t q0, unsigned ring, unsigned full, unsigned empty, const char *pf, int64_t pf_n) {
+  const uint64_t once = gc_l2_evict_first(); /* every weight byte is read once a step (gemv_bulk's policy) */
   int64_t x0 = r0, x1 = r0 + QM_RB / 2; /* ROPE, layout 1: the block's two halves */
   if (ROPE && !ro.layout) {          /* layout 0: elements j0 .. and j0 + D/2 .. of one head */
     const int64_t u = r0 / 2, half = ro.D / 2;
@@ -652,14 +654,17 @@ GC_DEVICE void qm_produce(const gc_tmap_t *tm, const qm_rope_t &ro, int64_t N, i
     gc_mbar_expect_tx(full + 8 * slot, (unsigned)QM_STB);
     const unsigned at = ring + (unsigned)(slot * QM_STB);
     if (ROPE) {
-      gc_tma_load3(at, tm, 0, (int)(s * KS), (int)x0, full + 8 * slot);
-      gc_tma_load3(at + (unsigned)(QM_RB / 2 * KS * GC_QBYTES), tm, 0, (int)(s * KS), (int)x1, full + 8 * slot);
-      continue;
+      gc_tma_load3_hint(at, tm, 0, (int)(s * KS), (int)x0, full + 8 * slot, once);
+      gc_tma_load3_hint(at + (unsigned)(QM_RB / 2 * KS * GC_QBYTES), tm, 0, (int)(s * KS), (int)x1, full + 8 * slot,
+                        once);
+    } else {
+      GC_UNROLL(PAIR)
+      for (int p = 0; p < PAIR; p++)
+        gc_tma_load3_hint(at + (unsigned)(p * QM_RB * KS * GC_QBYTES), tm, 0, (int)(s * KS), (int)(p * N + r0),
+                          full + 8 * slot, once);
     }
-    GC_UNROLL(PAIR)
-    for (int p = 0; p < PAIR; p++)
-      gc_tma_load3(at + (unsigned)(p * QM_RB * KS * GC_QBYTES), tm, 0, (int)(s * KS), (int)(p * N + r0),
-                   full + 8 * slot);
+    if (q + 1 == NST && pf_n > 0) /* the window once the ring's first stages are asked for */
+      gc_prefetch_window(pf, pf_n);
   }
 }
 /* Where slot i (0 .. QM_RB - 1) of the block's outputs is in a stage of
@@ -751,7 +756,8 @@ GC_DEVICE void qm_stage(unsigned char *xs, float *xss, const TA *A, const TN *Wn
  * A, B, C, norm[K], int64 M, N, K, float eps (rmsnorm_gemm,
  * rmsnorm_gemm_swiglu); A, B, Qout (C), norm, Kc, Vc, double inv_freq,
  * int32 pos[1], int64 M, N, K, H, G, D, layout, float eps
- * (rmsnorm_gemm_rope_kv); then RL 3's tensor map. */
+ * (rmsnorm_gemm_rope_kv); then RL 3's tensor map; then the L2 window
+ * pf[pf_n] (@prefetch). */
 GC_KERNEL_OCC((WARPS + QM_RING) * WARP, OCC)
 void gemv_qmma(const TA *A, const TB *B, TC *C,
 #if NORM
@@ -767,7 +773,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
 #if NORM
                , float eps
 #endif
-               QM_TMAP) {
+               QM_TMAP, const char *pf, int64_t pf_n) {
 #if !NORM
   const TN *Wn = A; /* never read (NORM is 0): a pointer to offset, unlike null */
   const float eps = 0.0f;
@@ -801,6 +807,8 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     if (PAIR == 2)
       qm_prefetch(B, N + r0, gc_min64(QM_RB, N - r0), rb);
   }
+  if (!QM_RING && gc_tid() == 0 && pf_n > 0) /* the window (RL 3: the producer's, after its first stages) */
+    gc_prefetch_window(pf, pf_n);
   if (NORM) /* the norm weight (every load path): read first thing after the wait */
     GC_PREFETCH_L2_ONCE(Wn, K * (int64_t)sizeof(TN), WARPS * GC_WARP);
   const int w = gc_tid() / GC_WARP, lane = gc_lane(), g = lane >> 2, t = lane & 3;
@@ -839,9 +847,15 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   const unsigned full = gc_smem_addr(bars), empty = full + 8 * NST;
   gc_ring_init(full, empty, NST, WARPS);
   if (w == WARPS) { /* the producer reads only B: no need to wait for the kernel before */
-    if (ok && lane == 0)
-      QM_EACH_TILE(it, tile, q0)
-        qm_produce(&tmB, ro, N, tile * QM_RB, nblk, q0, gc_smem_addr(ring), full, empty);
+    if (ok && lane == 0) {
+      int64_t stages = 0;
+      QM_EACH_TILE(it, tile, q0) {
+        qm_produce(&tmB, ro, N, tile * QM_RB, nblk, q0, gc_smem_addr(ring), full, empty, pf, pf_n);
+        stages = q0 + spt;
+      }
+      if (stages < NST && pf_n > 0) /* fewer stages than the ring's: qm_produce never reached NST */
+        gc_prefetch_window(pf, pf_n);
+    }
     return;
   }
   const uint8_t *sr[PAIR][RT][2]; /* rows g and g + 8 of each tile in slot 0, at the warp's block */

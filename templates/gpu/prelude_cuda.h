@@ -231,6 +231,12 @@ GC_DEVICE void gc_tma_load3(unsigned s, const gc_tmap_t *map, int x, int y, int 
                " [%0], [%1, {%2, %3, %4}], [%5];\n"
                ::"r"(s), "l"((uint64_t)map), "r"(x), "r"(y), "r"(z), "r"(b) : "memory");
 }
+/* gc_tma_load3 with an L2 cache policy (gc_l2_evict_first). */
+GC_DEVICE void gc_tma_load3_hint(unsigned s, const gc_tmap_t *map, int x, int y, int z, unsigned b, uint64_t pol) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+               " [%0], [%1, {%2, %3, %4}], [%5], %6;\n"
+               ::"r"(s), "l"((uint64_t)map), "r"(x), "r"(y), "r"(z), "r"(b), "l"(pol) : "memory");
+}
 /* The same into shared address s of every block of the cluster in mask,
  * completing on barrier b of each. */
 GC_DEVICE void gc_tma_load_mc(unsigned s, const gc_tmap_t *map, int x, int y, unsigned b,

@@ -105,6 +105,7 @@ GC_DEVICE void gc_syncwarp(void) {
 GC_DEVICE void gc_pdl_wait(void) {}
 GC_DEVICE void gc_pdl_launch(void) {}
 GC_DEVICE void gc_prefetch_l2(const void *) {}
+GC_DEVICE void gc_bulk_prefetch_l2(const void *, unsigned) {} /* no AMD template declares @prefetch */
 
 /* Dynamic shared memory (@shmem bytes), 16-byte aligned at least. */
 extern __shared__ GC_ALIGN(16) unsigned char gc_dyn_smem_[];

@@ -310,6 +310,11 @@ GC_DEVICE void gc_tma_load3(unsigned s, const gc_tmap_t *map, int x, int y, int 
       }
   emu_mbar_complete_tx(b, (unsigned)(4 * map->box[0] * map->box[1] * map->box[2]));
 }
+/* The same with an L2 policy (none here). */
+GC_DEVICE void gc_tma_load3_hint(unsigned s, const gc_tmap_t *map, int x, int y, int z, unsigned b, uint64_t pol) {
+  (void)pol;
+  gc_tma_load3(s, map, x, y, z, b);
+}
 
 /* ---- warp-collective operations ------------------------------------------ */
 
