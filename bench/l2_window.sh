@@ -9,9 +9,10 @@
 #
 # Run on an sm_90 GPU from the tree's bin/: `bash bench/l2_window.sh [shape]`
 # (MBS: the window sizes, default "0 8 16 20 24 32"; PS: prompt lengths).
-# EVF=0 also builds the bundle with the GEMVs' copies under L2's normal
-# policy (gc_l2_evict_first made evict_normal in a copy of the templates,
-# --templates) and alternates it, window 0 and 32 MB, with the tree's.
+# EVF=0 also builds the bundle with the GEMVs' copies under no L2 policy
+# (the cache hint taken out of gc_bulk_load_hint and gc_tma_load3_hint in
+# a copy of the templates, --templates: the copies as they were before
+# session 52) and alternates it, window 0 and 32 MB, with the tree's.
 # Q=q4_k_m (or q4_0, q8_0): the shape as a GGUF file of that mix
 # (bench/gpu_llama.py's), whose decode GEMVs are gemv_qmma's.
 set -e
@@ -29,8 +30,8 @@ fi
 bin/gcore-gen --model $M --target sm_90a --prefill 128,512 --batch 1 -o $W/$S.gcb -q
 if [ "$EVF" = 0 ]; then
   rm -rf $W/t; cp -r templates $W/t
-  sed -i 's/createpolicy.fractional.L2::evict_first.b64/createpolicy.fractional.L2::evict_normal.b64/' $W/t/gpu/prelude_cuda.h
-  grep -q "L2::evict_normal" $W/t/gpu/prelude_cuda.h || { echo "l2_window.sh: evict_first not found" >&2; exit 2; }
+  sed -i -e 's/\.L2::cache_hint"/"/' -e 's/\[%3\], %4;/[%3];/' -e 's/\[%5\], %6;/[%5];/' $W/t/gpu/prelude_cuda.h
+  grep -q "cache_hint" $W/t/gpu/prelude_cuda.h && { echo "l2_window.sh: a cache hint left" >&2; exit 2; }
   bin/gcore-gen --model $M --target sm_90a --prefill 128,512 --batch 1 --templates $W/t -o $W/${S}_noevf.gcb -q
 fi
 B=$S
