@@ -779,7 +779,7 @@ def test_simt_gemv_on_the_emulated_gpu(tmp_path, tpl_file, op, dtype, params, sh
 # size no multiple of 16 is a misuse, each caught in both templates' rings.
 WINDOW_MUTATIONS = [
     ("the last share not cut at the window's end", "hi = gc_min64(n, lo + chunk)", "hi = lo + chunk"),
-    ("shares of a size no multiple of 16", "(n / gridDim.x + 15) & ~(int64_t)15", "(n / gridDim.x + 9)"),
+    ("shares of a size no multiple of 16", "(n / nb + 15) & ~(int64_t)15", "(n / nb + 9)"),
 ]
 WINDOW_CASES = [
     ("gemv_bulk.cu", "gemm", "f16", dict(RS=8, KC=512, STAGES=2, BPS=1, SMS=3), [(1, 100, 1240)]),

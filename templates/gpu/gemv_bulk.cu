@@ -145,10 +145,10 @@ GC_DEVICE void gb_produce(const TB *B, const gb_rope_t &ro, int64_t N, int64_t K
           gc_bulk_load_hint(ring + (unsigned)(s * GB_SBYTES + (w * GB_NR + r) * KC * SB),
                             B + gb_row(ro, N, g * RS + w, r) * K + kc * KC, cb, full + 8 * s, once);
       if (it + 1 == STAGES && pf_n > 0)
-        gc_prefetch_window(pf, pf_n);
+        gc_prefetch_window(pf, pf_n, gridDim.x);
     }
   if (it < STAGES && pf_n > 0)
-    gc_prefetch_window(pf, pf_n);
+    gc_prefetch_window(pf, pf_n, gridDim.x);
 }
 
 /* Unit u's output from its sums x (and x2: the up row's), already scaled

@@ -664,7 +664,7 @@ GC_DEVICE void qm_produce(const gc_tmap_t *tm, const qm_rope_t &ro, int64_t N, i
                           full + 8 * slot, once);
     }
     if (q + 1 == NST && pf_n > 0) /* the window once the ring's first stages are asked for */
-      gc_prefetch_window(pf, pf_n);
+      gc_prefetch_window(pf, pf_n, gridDim.x);
   }
 }
 /* Where slot i (0 .. QM_RB - 1) of the block's outputs is in a stage of
@@ -808,7 +808,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
       qm_prefetch(B, N + r0, gc_min64(QM_RB, N - r0), rb);
   }
   if (!QM_RING && gc_tid() == 0 && pf_n > 0) /* the window (RL 3: the producer's, after its first stages) */
-    gc_prefetch_window(pf, pf_n);
+    gc_prefetch_window(pf, pf_n, gridDim.x);
   if (NORM) /* the norm weight (every load path): read first thing after the wait */
     GC_PREFETCH_L2_ONCE(Wn, K * (int64_t)sizeof(TN), WARPS * GC_WARP);
   const int w = gc_tid() / GC_WARP, lane = gc_lane(), g = lane >> 2, t = lane & 3;
@@ -854,7 +854,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
         stages = q0 + spt;
       }
       if (stages < NST && pf_n > 0) /* fewer stages than the ring's: qm_produce never reached NST */
-        gc_prefetch_window(pf, pf_n);
+        gc_prefetch_window(pf, pf_n, gridDim.x);
     }
     return;
   }
