@@ -378,7 +378,7 @@ def test_gemv_qmma_rope_kv_on_the_emulated_gpu(tmp_path, dtype, params, m, h, g,
 
 ROPE_MUTATIONS = [
     ("the ring's two boxes of a block's head halves swapped",
-     "gc_tma_load3(at, tm, 0, (int)(s * KS), (int)x0,", "gc_tma_load3(at, tm, 0, (int)(s * KS), (int)x1,",
+     "gc_tma_load3_hint(at, tm, 0, (int)(s * KS), (int)x0,", "gc_tma_load3_hint(at, tm, 0, (int)(s * KS), (int)x1,",
      ROPE_CASES[0]),
     ("a RoPE pair's two sums swapped in the epilogue",
      "gc_rope_pair(C, ro, m, u, acc[0][r][j][e] * sc[e], acc[0][r][j][2 + e] * sc[e]);",

@@ -214,9 +214,15 @@ GC_DEVICE uint64_t gc_l2_evict_first() {
   return pol;
 }
 /* Ask L2 for bytes (a multiple of 16) at g (16-byte aligned); no wait,
- * no value: a hint. */
+ * no value: a hint. sm_90: one bulk prefetch; before it, one
+ * prefetch.global.L2 a 128-byte line. */
 GC_DEVICE void gc_bulk_prefetch_l2(const void *g, unsigned bytes) {
+#if __CUDA_ARCH__ >= 900
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(g), "r"(bytes) : "memory");
+#else
+  for (unsigned o = 0; o < bytes; o += 128)
+    gc_prefetch_l2((const char *)g + o);
+#endif
 }
 /* The box of map at (column x, row y) to shared address s; completes on b. */
 GC_DEVICE void gc_tma_load(unsigned s, const gc_tmap_t *map, int x, int y, unsigned b) {
