@@ -318,14 +318,14 @@ static int parse_decl(line_ctx_t *c, gc_template_t *t, char *line) {
     strcpy(t->tmaps[t->ntmaps++], rest);
     return GC_OK;
   }
-  if (!strcmp(kw, "pdl") || !strcmp(kw, "prefetch")) { /* no value; the doc after -- is optional */
+  int *flag = !strcmp(kw, "pdl") ? &t->pdl : !strcmp(kw, "prefetch") ? &t->prefetch : NULL;
+  if (flag) { /* no value; the doc after -- is optional */
     if (!strncmp(rest, "--", 2) && (!rest[2] || rest[2] == ' ')) *rest = 0;
     split_doc(rest);
     trim(rest);
-    if (*rest) return perrq(c, kw[0] == 'p' && kw[1] == 'd' ? "@pdl takes no value (got %s)"
-                                                            : "@prefetch takes no value (got %s)", rest);
-    if (kw[1] == 'd') t->pdl = 1;
-    else t->prefetch = 1;
+    if (*rest)
+      return perrq(c, flag == &t->pdl ? "@pdl takes no value (got %s)" : "@prefetch takes no value (got %s)", rest);
+    *flag = 1;
     return GC_OK;
   }
   if (!strcmp(kw, "priority")) return parse_priority(c, t, rest);
