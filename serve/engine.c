@@ -267,6 +267,7 @@ static int engine_open(gc_engine_t *en, gc_err_t *e) {
   int rc = open_ranks(en, e);
   if (!rc) rc = gc_llama_create_tp(en->devs, en->rts, en->w, o->ctx, o->prefill_chunk, o->parallel, o->tp, &en->m, e);
   if (!rc && o->no_graph) gc_llama_set_graphs(en->m, 0);
+  if (!rc && o->l2_window_mb >= 0) gc_llama_set_l2_window(en->m, (int64_t)o->l2_window_mb << 20);
   if (!rc && !(en->logits = gc_malloc((size_t)o->parallel * en->w->cfg.vocab_size * sizeof(float), e)))
     rc = GC_ENOMEM;
   en->t_open = gc_now();

@@ -152,6 +152,7 @@ typedef struct gc_engine_opts {
   int fixed_batch;        /* every decode step runs `parallel` rows (copies of a real row pad
                              it), so that a request's tokens never depend on how many run beside it */
   int no_graph;
+  int l2_window_mb;       /* the decode step's L2 window in MB (gc_llama_set_l2_window); -1: the default */
   int no_prompt_cache;    /* every prompt runs from position 0 (no request's cache_prompt counts) */
 } gc_engine_opts_t;
 

@@ -57,6 +57,7 @@ def test_bad_flags(gc):
         assert_clean_error(gc("gcore-run", "--repeat-last-n", n), "gcore-run", "--repeat-last-n")
     for n in ("-1", "x", "4097"):
         assert_clean_error(gc("gcore-run", "--l2-window", n), "gcore-run", "--l2-window: expected 0..4096 MB")
+        assert_clean_error(gc("gcore-serve", "--l2-window", n), "gcore-serve", "--l2-window: expected 0..4096 MB")
 
 
 TOOLS = ["gcore-tune", "gcore-gen", "gcore-run", "gcore-compile"]

@@ -53,6 +53,9 @@ static const char usage[] =
     "  --fixed-batch        run every decode step with --parallel rows (padded), so that a request's\n"
     "                       tokens do not depend on how many others run beside it (slower alone)\n"
     "  --no-graph           launch decode steps kernel by kernel instead of replaying a graph\n"
+    "  --l2-window MB       the decode step's O projection asks L2 for the first MB of the FFN's\n"
+    "                       gate/up weights (a hint; no value changes), as gcore-run's (default\n"
+    "                       3/5 of the GPU's L2; 0: none)\n"
     "  --no-prompt-cache    run every prompt from its first token (default: a prompt that begins\n"
     "                       as a free slot's last request did starts after that part)\n"
     "  --reasoning-format F deepseek (default): a DeepSeek R1 reply's <think> block goes to the\n"
@@ -73,7 +76,7 @@ static const char usage[] =
 
 enum { O_VERSION = 256, O_TOKENIZER, O_HOST, O_PORT, O_PARALLEL, O_CTX, O_MAX_QUEUE, O_MAX_BODY,
        O_MODEL_NAME, O_QUANTIZE, O_DB, O_CACHE, O_BACKEND, O_DEVICE, O_NOGRAPH, O_FIXED, O_CHUNK, O_TP, O_DEVICES, O_API_KEY,
-       O_API_KEY_FILE, O_REASONING, O_NO_PROMPT_CACHE };
+       O_API_KEY_FILE, O_REASONING, O_NO_PROMPT_CACHE, O_L2WIN };
 
 static const struct option longopts[] = {
     {"model", 1, 0, 'm'},          {"bundle", 1, 0, 'b'},         {"tokenizer", 1, 0, O_TOKENIZER},
@@ -81,7 +84,7 @@ static const struct option longopts[] = {
     {"ctx", 1, 0, O_CTX},          {"max-queue", 1, 0, O_MAX_QUEUE}, {"max-body", 1, 0, O_MAX_BODY},
     {"model-name", 1, 0, O_MODEL_NAME}, {"quantize", 1, 0, O_QUANTIZE}, {"db", 1, 0, O_DB},
     {"cache", 1, 0, O_CACHE},      {"backend", 1, 0, O_BACKEND},  {"device", 1, 0, O_DEVICE},
-    {"no-graph", 0, 0, O_NOGRAPH}, {"fixed-batch", 0, 0, O_FIXED}, {"verbose", 0, 0, 'v'},
+    {"no-graph", 0, 0, O_NOGRAPH}, {"fixed-batch", 0, 0, O_FIXED}, {"l2-window", 1, 0, O_L2WIN}, {"verbose", 0, 0, 'v'},
     {"prefill-chunk", 1, 0, O_CHUNK}, {"tp", 1, 0, O_TP}, {"devices", 1, 0, O_DEVICES},
     {"api-key", 1, 0, O_API_KEY},  {"api-key-file", 1, 0, O_API_KEY_FILE},
     {"reasoning-format", 1, 0, O_REASONING}, {"no-prompt-cache", 0, 0, O_NO_PROMPT_CACHE}, {"help", 0, 0, 'h'},
@@ -238,7 +241,7 @@ static int bad_flag(const char *flag, const char *what) {
 }
 
 int main(int argc, char **argv) {
-  serve_opts_t o = {.en = {.backend = "cpu", .parallel = 4, .max_queue = 64, .tp = 1}, .reasoning = 1,
+  serve_opts_t o = {.en = {.backend = "cpu", .parallel = 4, .max_queue = 64, .tp = 1, .l2_window_mb = -1}, .reasoning = 1,
                     .http = {.host = "127.0.0.1", .port = 8080, .max_body = 1 << 20}};
   int64_t v;
   int c;
@@ -281,6 +284,10 @@ int main(int argc, char **argv) {
       case O_CHUNK:
         if (gc_parse_i64(optarg, &v) || v < 1 || v > (1 << 20)) return bad_flag("--prefill-chunk", "tokens >= 1");
         o.en.prefill_chunk = (int)v;
+        break;
+      case O_L2WIN:
+        if (gc_parse_i64(optarg, &v) || v < 0 || v > 4096) return bad_flag("--l2-window", "0..4096 MB");
+        o.en.l2_window_mb = (int)v;
         break;
       case O_MAX_QUEUE:
         if (gc_parse_i64(optarg, &v) || v < 1 || v > 100000) return bad_flag("--max-queue", "1 to 100000 requests");

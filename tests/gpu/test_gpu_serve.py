@@ -266,3 +266,39 @@ def test_structured_outputs_on_the_gpu(gc):
     assert rc == 0, err
     assert ended >= 3, ended  # the stop path exercised (5 of 8 on the CPU backend)
     print(f"{ended} of 8 replies complete and valid under the schema")
+
+
+def test_l2_window_changes_no_served_value(gc):
+    """gcore-serve --l2-window MB (the decode step's O projection asks L2
+    for the first MB of gate/up: a hint) serves bit-identical tokens and
+    log-probabilities with windows 0 and 1 MB and the default, two requests
+    at once (batched decode steps), on an fp16 model of odd dimensions."""
+    model = str(gc.dir / "model")
+    TM.write_model(model, seed=12, dtype="f16", **ODD)
+    r = gc("gcore-gen", "--model", model, "--target", TARGETS, "-o", "b.gcb")
+    assert r.rc == 0, r
+    prompts = [[5 + (7 * i) % 700 for i in range(n)] for n in (9, 130)]
+    runs = []
+    for flags in ([], ["--l2-window", 0], ["--l2-window", 1]):
+        srv = Server(model, str(gc.dir / "b.gcb"), "--backend", BACKEND, "--parallel", 2, "--ctx", 1024, *flags)
+        got = [None, None]
+
+        def one(i):
+            status, _, text = srv.post("/v1/completions", {"prompt": prompts[i], "max_tokens": 12, "temperature": 0,
+                                                           "ignore_eos": True, "return_token_ids": True,
+                                                           "logprobs": 3}, timeout=600)
+            assert status == 200, text
+            c = json.loads(text)["choices"][0]
+            got[i] = (c["token_ids"], c["logprobs"]["token_logprobs"], c["logprobs"]["top_logprobs"])
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        rc, err = srv.stop()
+        assert rc == 0, err
+        assert None not in got, got
+        runs.append(got)
+    for flags, got in zip(([], ["--l2-window", 0], ["--l2-window", 1]), runs):
+        assert got == runs[0], f"gcore-serve {flags} served other values than the default window"
