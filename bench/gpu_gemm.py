@@ -200,10 +200,12 @@ class Kernel:
     """One dispatch entry of a bundle: its code object loaded, its launch
     geometry as expressions over M N K and the consts; pdl: the template
     waits for its predecessor itself (@pdl), so on sm_90 it is launched to
-    overlap the kernel before it, as runtime/cuda.c does."""
+    overlap the kernel before it, as runtime/cuda.c does; prefetch: it
+    takes an L2 window after its tensor maps (@prefetch), passed empty
+    (NULL, 0), as gc_rt_launch does."""
 
     def __init__(self, row):
-        blob, self.symbol, grid, block, consts, self.shmem_x, self.name, tmaps, self.pdl = row
+        blob, self.symbol, grid, block, consts, self.shmem_x, self.name, tmaps, self.pdl, self.prefetch = row
         self.env = {k: int(v) for k, v in (kv.split("=") for kv in consts.split(","))}
         self.grid_x, self.block_x = split3(grid), split3(block)
         self.tmaps = []  # (buffer, [rows, cols, box rows, box cols, swizzle], condition)
@@ -253,6 +255,9 @@ class Kernel:
                 self.maps[mkey] = encode_tmap(t, *[self.ev(x, M, N, K) for x in xs],
                                               qbytes=self.qbytes if buf in ("B", "W") else 0)
             vals.append(ctypes.c_void_p(self.maps[mkey][1]))
+        if self.prefetch:  # the empty window: (const char *pf, int64_t pf_n) = (NULL, 0)
+            self.window = (ctypes.c_void_p(0), ctypes.c_int64(0))
+            vals += [ctypes.cast(ctypes.pointer(p), ctypes.c_void_p) for p in self.window]
         arr = (ctypes.c_void_p * len(vals))(*vals)
         if self.pdl and PDL["on"]:
             at = LaunchAttr(id=6)  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
@@ -284,9 +289,11 @@ def build_bundle(op, dt, ms, nks, target, force, out, db=None, templates=None):
 
 def kernel_for(bundle, target, op, dt, M, N, K, cache):
     with sqlite3.connect(bundle) as c:
+        cols = {r[1] for r in c.execute("PRAGMA table_info(dispatch)")}
         row = c.execute(
             "SELECT o.blob, d.symbol, d.grid, d.block, d.consts, d.shmem, "
-            "d.template || ' ' || d.params, d.tmaps, d.pdl FROM dispatch d "
+            "d.template || ' ' || d.params, d.tmaps, d.pdl, " +
+            ("d.prefetch" if "prefetch" in cols else "0") + " FROM dispatch d "
             "JOIN code_objects o ON o.id = d.code_id "
             "WHERE d.target=? AND d.op=? AND d.ta=? AND d.tb=? AND d.n=? AND d.k=? AND d.m_lo<=? AND ?<=d.m_hi "
             "ORDER BY d.m_hi - d.m_lo LIMIT 1",

@@ -298,9 +298,14 @@ static int resolve_kernels(gc_llama_t *m, int batched, gc_err_t *e) {
 /* The O projection's L2 window by default: 3/5 of the device's L2 (30 MB
  * of an H100's or H200's 50; H100, the 1B's decode: 1007.8 tok/s with
  * none, 1036.0 at 20 MB, 1039.3 at 32, 1036.2 at 40, 1033.4 at 48;
- * bench/RESULTS.md, session 52), 0 where the device does not say. */
+ * bench/RESULTS.md, session 52) on sm_90 and newer, where it was measured
+ * and the GEMVs ask for it in 16 KB bulk prefetches; 0 below (an A100's
+ * one 128-byte prefetch.global.L2 a line, unmeasured) and where the device
+ * does not say (gcore-run --l2-window sets it anywhere). */
 static int64_t default_l2_window(gc_dev_t *dev) {
-  return (gc_dev_info(dev)->l2_bytes * 3 / 5) & ~(int64_t)15;
+  const gc_dev_info_t *in = gc_dev_info(dev);
+  if (strncmp(in->arch, "sm_", 3) || atoi(in->arch + 3) < 90) return 0;
+  return (in->l2_bytes * 3 / 5) & ~(int64_t)15;
 }
 
 static int create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int ctx, int max_t,
@@ -718,8 +723,10 @@ static int layer(gc_llama_t *m, const gc_llama_steps_t *s, const layer_dev_t *L,
   const gc_dptr_t attn[] = {m->q, kc, vc, m->att, where};
   if (run(m, attention(m, s, sc), sc, attn, e) || dequant(m, s, 1, L->wo, &w, sc, e)) return e->code;
   const gc_dptr_t wo[] = {m->att, w, m->x};
-  /* O's L2 window: the first of gate/up's bytes (as stored: W[2N,K]) */
-  int64_t w13_bytes = (int64_t)gc_dtype_bytes(s->swiglu.tb, 2 * s->swiglu.n * s->swiglu.k) & ~(int64_t)15;
+  /* O's L2 window: the first of gate/up's bytes as stored (W[2N,K] in the
+   * layer's dtype: a dequantizing pass's swiglu.tb is the scratch's) */
+  const gc_dtype_t w13t = (gc_dtype_t)m->dt.layer[L - m->layers].w13;
+  int64_t w13_bytes = (int64_t)gc_dtype_bytes(w13t, 2 * s->swiglu.n * s->swiglu.k) & ~(int64_t)15;
   int64_t pf_n = m->l2_window < w13_bytes ? m->l2_window : w13_bytes;
   if (tp_zero(m, s->wo.m, e) || run_window(m, &s->wo, sc, wo, pf_n ? L->w13 : 0, pf_n, e) ||
       tp_reduce(m, s->wo.m, e) ||

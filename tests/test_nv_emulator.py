@@ -68,12 +68,13 @@ TARGET = {"WARP": 32, "SMEM": 232448, "SMS": 132, "MAXT": 1024, "SM": 90, "ARCH_
 
 
 def build(tmp, dtype, op, params, tpl_text=None, quant_text=None, tpl_file="gemv_qmma.cu", harness="harness_gemv.h",
-          split_text=None, gemv_text=None):
+          split_text=None, gemv_text=None, window_bytes=None):
     """A template of the GEMV ABI (gemv_qmma, gemv_mma) for the emulation,
     assembled as gen/ does (constants, dtype sizes and codes, the op's
     names, parameters, template). dtype: "T" or "A:B:C" (B a block format);
     split_text, gemv_text: the gc-split or gc-gemv block to use (a
-    mutant), else the prelude's."""
+    mutant), else the prelude's; window_bytes: the L2 window's size (a
+    template that declares @prefetch; default harness_gemv.h's)."""
     tpl = parse_head(os.path.join(GPU, tpl_file))
     a, q, c = dtype.split(":") if ":" in dtype else [dtype] * 3
     (ca, sa), (cb, sb), (cc, sc) = DT[a], QDT.get(q, DT.get(q)), DT[c]
@@ -91,6 +92,7 @@ def build(tmp, dtype, op, params, tpl_text=None, quant_text=None, tpl_file="gemv
     (tmp / "split.h").write_text(split_text) if split_text else common_block("gc-split", tmp / "split.h")
     text = tpl_text or open(os.path.join(GPU, tpl_file)).read()
     window = "#define EMU_WINDOW 1\n" if re.search(r"^ \* @prefetch\b", text, re.M) else ""  # harness_gemv.h
+    window += f"#define EMU_WINDOW_BYTES {window_bytes}\n" if window and window_bytes else ""
     src = (("#define EMU_ATTENTION 1\n" if op in ("attention", "attention_batch") else "") + window +
            '#include "prelude_emu.h"\n' + defs +
            f'#line 1 "{tpl_file}"\n' +
@@ -773,13 +775,14 @@ def test_simt_gemv_on_the_emulated_gpu(tmp_path, tpl_file, op, dtype, params, sh
 
 # The GEMVs' L2 window (@prefetch: gemv_bulk, gemv_qmma): the harness
 # passes a window of its own (16·1001 bytes, not a multiple of the blocks'
-# shares) that every case of theirs checks unchanged and asks for inside
-# its bounds; in gc_prefetch_window (the gc-gemv block), a share not cut at
-# the window's end asks past it (ASan's global redzone), and a share of a
-# size no multiple of 16 is a misuse, each caught in both templates' rings.
+# shares) that every case of theirs checks unchanged, asks for inside its
+# bounds and asks for in full; in gc_prefetch_window (the gc-gemv block), a
+# share not cut at the window's end asks past it (ASan's global redzone) and
+# a share of a size no multiple of 16 is a misuse, each caught in both
+# templates' rings.
 WINDOW_MUTATIONS = [
     ("the last share not cut at the window's end", "hi = gc_min64(n, lo + chunk)", "hi = lo + chunk"),
-    ("shares of a size no multiple of 16", "(n / nb + 15) & ~(int64_t)15", "(n / nb + 9)"),
+    ("shares of a size no multiple of 16", "((n + nb - 1) / nb + 15) & ~(int64_t)15", "((n + nb - 1) / nb + 9)"),
 ]
 WINDOW_CASES = [
     ("gemv_bulk.cu", "gemm", "f16", dict(RS=8, KC=512, STAGES=2, BPS=1, SMS=3), [(1, 100, 1240)]),
@@ -796,6 +799,26 @@ def test_a_window_out_of_bounds_is_caught(tmp_path, case, what, old, new):
     assert text.count(old) == 1, f"the gc-gemv block no longer has one: {old}"
     with pytest.raises(AssertionError):  # the run's exit (ASan) or its misuse count
         run_case(tmp_path, dtype, op, params, shapes, tpl_file=tpl_file, gemv_text=text.replace(old, new) + "\n")
+
+
+@pytest.mark.parametrize("mutant", [False, True], ids=["prelude", "floor of n over nb"])
+def test_the_window_is_asked_in_full(tmp_path, mutant):
+    """gemv_bulk's grid of 17 blocks asks a window of 288 bytes of L2 in
+    full (shares of 32 bytes, the last cut at the end); shares rounded from
+    the floor of n / nb (16 bytes each) would leave its last 16 unasked,
+    which the harness counts as a misuse."""
+    old = "((n + nb - 1) / nb + 15)"
+    text = re.search(r"/\* >>> gc-gemv.*?<<< gc-gemv \*/", open(os.path.join(GPU, "prelude_common.h")).read(),
+                     re.S).group(0)
+    assert text.count(old) == 1, f"the gc-gemv block no longer has one: {old}"
+    params = dict(RS=8, KC=512, STAGES=2, BPS=1, SMS=17)  # 17 blocks for N = 136
+    run = lambda: run_case(tmp_path, "f16", "gemm", params, [(1, 136, 520)], tpl_file="gemv_bulk.cu",  # noqa: E731
+                           gemv_text=text.replace(old, "(n / nb + 15)") + "\n" if mutant else None, window_bytes=288)
+    if mutant:
+        with pytest.raises(AssertionError, match="never asked of L2"):
+            run()
+    else:
+        check(run(), "gemv_bulk, a window of 288 bytes over 17 blocks")
 
 
 # gemv_gpu's RoPE epilogue (the fp16 decode's QKV): both layouts, GQA,

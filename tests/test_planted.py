@@ -261,23 +261,30 @@ def test_planted_variants_never_win(gc, mode, m):
 # @prefetch (an L2 window after the op's arguments, templates/README.md):
 # kind: (the kernel's use of its window, after C; expected status; words of
 # the reason). The control checks the window it was given, so that it
-# verifies only where the tuner passes what the README says (all of the
-# op's largest input, B here) and the runtime, given none, passes (NULL, 0).
+# verifies only where the tuner passes what the README says (a window of
+# its own, 1 MB, none of the op's buffers) and the runtime, given none,
+# passes (NULL, 0).
 WINDOW_USE = r"""const char *pf = GC_ARG(args, 6, const char *);
   int64_t pf_n = GC_ARG(args, 7, int64_t);
-  if (args[8] || !(pf_n == 0 ? pf == 0 : pf == (const char *)B && pf_n == N * K * 4)) C[0] += 1.0f;
+  int mine = pf != (const char *)A && pf != (const char *)B && pf != (const char *)C;
+  if (args[8] || !(pf_n == 0 ? pf == 0 : mine && pf_n == 1 << 20)) C[0] += 1.0f;
   """
 WINDOW_HARMS = {
     "window_ok": ("", "ok", ""),
-    "into_window": ("if (pf_n) ((float *)pf)[3] = 2.0f;", "verify-failed", "wrote into input B (element 3"),
+    "into_window": ("if (pf_n) ((float *)pf)[3] = 2.0f;", "verify-failed", "wrote into its L2 window (byte 12 of 1048576)"),
+    "later_into_window": ("if (pf_n && launches > 1) ((char *)pf)[pf_n - 1] = 0;  /* after the verification's two */",
+                          "verify-failed",
+                          "after the timed launches: wrote into its L2 window (byte 1048575"),
+    "reads_window": ("if (pf_n) C[1] = ((const float *)pf)[1];", "verify-failed", "C element 1 (row 0, col 1)"),
 }
 
 
 def test_a_kernel_that_writes_into_its_l2_window_never_wins(gc):
-    """The tuner launches a @prefetch kernel with its window over the op's
-    largest input, so a kernel that writes there fails as one that writes
-    into B does; its twin that only checks the window it was given is
-    measured ok. The bundle gcore-gen then builds records the entry's
+    """The tuner launches a @prefetch kernel with a window of its own, every
+    byte 0xFF, and checks it after the verification and after the timed
+    launches: a kernel that writes there fails, so does one that reads it as
+    data (a NaN in C); their twin that only checks the window it was given
+    is measured ok. The bundle gcore-gen then builds records the entry's
     @prefetch (dispatch.prefetch), and gcore-run's launch through the
     dispatch table passes the empty window the twin accepts."""
     d = gc.dir / "tpl"

@@ -167,11 +167,20 @@ static void catch_faults(int out) {
 
 /* ---- child ------------------------------------------------------------- */
 
+/* A @prefetch kernel's L2 window in the tuner: a buffer of its own, every
+ * byte 0xFF (a NaN in every float dtype and block scale), so that a kernel
+ * that writes into its window is caught by the bytes it changed and one
+ * that reads its window as data computes NaNs; small, so that the timing
+ * carries no more prefetch than production's launches that take none. */
+#define WORKER_WINDOW ((size_t)1 << 20)
+
 typedef struct child {
   gc_dev_t *dev;
   gc_check_t *check[GC_OP_MAX_POINTS]; /* the problem at each of its tune points */
   gc_op_scalars_t sc[GC_OP_MAX_POINTS];
   int npoints;                           /* 0: no problem set up */
+  gc_dptr_t win;                         /* [WORKER_WINDOW] the window, once a kernel took one; 0: none yet */
+  unsigned char *win_host;               /* [WORKER_WINDOW] its contents read back */
 } child_t;
 
 static void child_free_checks(child_t *ch) {
@@ -196,9 +205,8 @@ typedef struct launch_ctx {
   gc_kernel_t *k;
   int64_t grid[3], block[3], shmem;
   gc_tmaps_t tmaps; /* the kernel's tensor maps, if it declares any */
-  int win_arg;      /* @prefetch: the window is the buffer of argument win_arg (the op's
-                       largest input; a timing chain's copy of it where it passes one) ... */
-  int64_t win_n;    /* ... its first win_n bytes; -1: the kernel takes no window */
+  gc_dptr_t win;    /* @prefetch: the window (child_t.win) ... */
+  int64_t win_n;    /* ... of win_n bytes; -1: the kernel takes no window */
 } launch_ctx_t;
 
 static int launch_cb(void *ctx, void **args, gc_err_t *e) {
@@ -207,7 +215,7 @@ static int launch_cb(void *ctx, void **args, gc_err_t *e) {
   gc_window_args_t w;
   if (gc_tmaps_args(l->dev, &l->tmaps, args, &a, e)) return e->code;
   if (l->win_n >= 0 &&
-      gc_window_args(a, gc_tmaps_nargs(&l->tmaps, a), *(const gc_dptr_t *)args[l->win_arg], l->win_n, &w, &a, e))
+      gc_window_args(a, gc_tmaps_nargs(&l->tmaps, a), l->win, l->win_n, &w, &a, e))
     return e->code;
   in_launch = 1; /* a CPU launch runs the kernel now, on this process's threads */
   int rc = gc_dev_launch(l->dev, l->k, l->grid, l->block, (size_t)l->shmem, a, e);
@@ -215,23 +223,36 @@ static int launch_cb(void *ctx, void **args, gc_err_t *e) {
   return rc;
 }
 
-/* A @prefetch kernel's window in the tuner: all of p's largest input
- * (under the default scalars), so that a kernel that wrote into its window
- * would fail as one that writes into an input does. */
-static int window_over_input(const gc_problem_t *p, launch_ctx_t *l, gc_err_t *e) {
-  gc_op_scalars_t sc;
-  gc_opbuf_t b[GC_OP_MAX_BUFS];
-  int nb;
-  gc_op_default_scalars(p, &sc);
-  if (gc_op_buffers(p, &sc, b, &nb, e)) return e->code;
-  l->win_n = -1;
-  for (int i = 0; i < nb; i++)
-    if (b[i].kind == GC_BUF_IN && (int64_t)(gc_opbuf_bytes(&b[i]) & ~(size_t)15) > l->win_n) {
-      l->win_arg = i;
-      l->win_n = (int64_t)(gc_opbuf_bytes(&b[i]) & ~(size_t)15);
-    }
-  if (l->win_n < 0) return gc_err_set(e, GC_EINVAL, "op %s: @prefetch needs an input buffer", p->op);
+/* The child's window, allocated and filled on its first @prefetch kernel
+ * (then l's); refilled where a kernel changed it (check_window). */
+static int window_setup(child_t *ch, launch_ctx_t *l, gc_err_t *e) {
+  if (!ch->win) {
+    if (!(ch->win_host = gc_malloc(WORKER_WINDOW, e))) return GC_ENOMEM;
+    memset(ch->win_host, 0xFF, WORKER_WINDOW);
+    if (gc_dev_alloc(ch->dev, WORKER_WINDOW, &ch->win, e)) return e->code;
+    if (gc_dev_upload(ch->dev, ch->win, ch->win_host, WORKER_WINDOW, e)) return e->code;
+  }
+  l->win = ch->win;
+  l->win_n = (int64_t)WORKER_WINDOW;
   return GC_OK;
+}
+
+/* Whether l's kernel left its window as window_setup filled it: else *ok
+ * 0, r's status and detail say where (and the window is filled again for
+ * the next kernel). */
+static int check_window(child_t *ch, const launch_ctx_t *l, const char *prefix, gc_work_reply_t *r,
+                        int *ok, gc_err_t *e) {
+  *ok = 1;
+  if (l->win_n < 0) return GC_OK;
+  if (gc_dev_download(ch->dev, ch->win_host, ch->win, WORKER_WINDOW, e)) return e->code;
+  size_t i = 0;
+  while (i < WORKER_WINDOW && ch->win_host[i] == 0xFF) i++;
+  if (i == WORKER_WINDOW) return GC_OK;
+  *ok = 0;
+  r->verify.ok = 0;
+  snprintf(r->detail, sizeof r->detail, "%swrote into its L2 window (byte %zu of %zu)", prefix, i, WORKER_WINDOW);
+  memset(ch->win_host, 0xFF, WORKER_WINDOW);
+  return gc_dev_upload(ch->dev, ch->win, ch->win_host, WORKER_WINDOW, e);
 }
 
 static int load_kernel(child_t *ch, const gc_work_req_t *q, gc_module_t **mod,
@@ -251,7 +272,7 @@ static int load_kernel(child_t *ch, const gc_work_req_t *q, gc_module_t **mod,
       gc_expr_eval(q->shmem, &env, &l->shmem, e) ||
       gc_tmaps_plan(q->tmaps, &env, &q->problem, &l->tmaps, e))
     return e->code;
-  return q->prefetch ? window_over_input(&q->problem, l, e) : (l->win_n = -1, GC_OK);
+  return q->prefetch ? window_setup(ch, l, e) : (l->win_n = -1, GC_OK);
 }
 
 /* Launches a timing sample of a @pdl kernel chains where the device
@@ -321,6 +342,10 @@ static void child_run(child_t *ch, const gc_work_req_t *q, gc_work_reply_t *r,
     snprintf(r->detail, sizeof r->detail, "%s", e->msg);
     goto out;
   }
+  if (ok && check_window(ch, &l, "", r, &ok, e)) {
+    snprintf(r->detail, sizeof r->detail, "%s", e->msg);
+    goto out;
+  }
   if (!ok) {
     strcpy(r->status, "verify-failed");
     goto out;
@@ -334,7 +359,8 @@ static void child_run(child_t *ch, const gc_work_req_t *q, gc_work_reply_t *r,
    * inputs, and a kernel that is right only the first time */
   gc_verify_t first = r->verify;
   if (verify_points(ch, &l, "the verification launch after the timed launches",
-                    "after the timed launches: ", r, &ok, e)) {
+                    "after the timed launches: ", r, &ok, e) ||
+      (ok && check_window(ch, &l, "after the timed launches: ", r, &ok, e))) {
     snprintf(r->detail, sizeof r->detail, "%s", e->msg);
   } else if (!ok) {
     strcpy(r->status, "verify-failed");
@@ -378,6 +404,8 @@ static void child_main(const char *backend, int ordinal, int in, int out) {
     if (write_all(out, &reply, sizeof reply) || write_all(out, &r, sizeof r)) break;
   }
   child_free_checks(&ch);
+  if (ch.win) gc_dev_free(ch.dev, ch.win);
+  free(ch.win_host);
   gc_dev_close(ch.dev);
   _exit(0);
 }

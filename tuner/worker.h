@@ -22,9 +22,9 @@ typedef struct gc_work_req {
   gc_time_opts_t timing;
   int pdl;              /* the template is @pdl: where the device overlaps such
                            launches, time chains of them (gc_time_opts_t.chain) */
-  int prefetch;         /* the template is @prefetch: launches pass its L2 window
-                           over the op's largest input (unchanged, as every input
-                           is checked to be) */
+  int prefetch;         /* the template is @prefetch: launches pass it an L2 window
+                           of the worker's own (1 MB of 0xFF bytes, checked
+                           unchanged after the verification and the timing) */
   uint64_t seed;
 } gc_work_req_t;
 

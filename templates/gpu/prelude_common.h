@@ -343,11 +343,12 @@ GC_DEVICE void gc_prefetch_l2_range(const void *p, int64_t n, int nt) {
 }
 /* A @prefetch kernel's L2 window [pf, pf + n) (n and pf multiples of
  * 16, as the runtime's are): block b of the grid's nb asks for its share,
- * a multiple of 16 bytes cut at the window's end, in prefetches of 16 KB
+ * a multiple of 16 bytes cut at the window's end (the shares cover the
+ * window, one of fewer bytes than blocks too), in prefetches of 16 KB
  * (one thread of the block calls it; a no-op on AMD, which declares no
  * window). */
 GC_DEVICE void gc_prefetch_window(const char *pf, int64_t n, int64_t nb) {
-  const int64_t chunk = (n / nb + 15) & ~(int64_t)15;
+  const int64_t chunk = ((n + nb - 1) / nb + 15) & ~(int64_t)15; /* nb shares cover n */
   const int64_t lo = chunk * (int64_t)gc_bid(), hi = gc_min64(n, lo + chunk);
   for (int64_t o = lo; o < hi; o += 16384)
     gc_bulk_prefetch_l2(pf + o, (unsigned)gc_min64(16384, hi - o));

@@ -87,7 +87,7 @@ def test_overlapped_launches_equal_serialised(gc):
 def test_l2_window_changes_no_value(gc, dtype):
     """The decode step's O projection asks L2 for the FFN's first bytes
     (--l2-window MB; on sm_90 gemv_bulk takes the window, @prefetch): a
-    hint, so with none (0), the default (2/5 of the GPU's L2, all of this
+    hint, so with none (0), the default (3/5 of the GPU's L2, all of this
     tiny model's gate/up) and 1 MB the greedy ids and every logit are the
     same bits (test_tiny_vs_transformers checks the default's against
     transformers)."""

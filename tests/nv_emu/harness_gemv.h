@@ -21,8 +21,10 @@
  * rmsnorm_gemm_bias_rope_kv reads b[N] (TB) from DIR/bias.bin too.
  *
  * EMU_WINDOW (a template that declares @prefetch): the kernel's L2 window
- * is a buffer of its own (16·1001 bytes, a global: ASan sees a prefetch
- * past it), which must stay as it was.
+ * is a buffer of its own (EMU_WINDOW_BYTES, default 16·1001, a global:
+ * ASan sees a prefetch past it), which must stay as it was and whose every
+ * byte the grid must ask L2 for (else a misuse: the window is a hint, but
+ * one the kernel takes in full).
  *
  * Prints "misuse E inputs_changed I" and exits 1 when the emulation saw a
  * misuse (an mbarrier used before its init, an arrival too many) or an
@@ -39,7 +41,17 @@
 #endif
 
 #ifdef EMU_WINDOW
-alignas(16) static unsigned char emu_window[16 * 1001]; /* 16: ASan leaves globals aligned past 32 without redzones */
+#ifndef EMU_WINDOW_BYTES
+#define EMU_WINDOW_BYTES (16 * 1001)
+#endif
+alignas(16) static unsigned char emu_window[EMU_WINDOW_BYTES]; /* 16: ASan leaves globals aligned past 32 without redzones */
+static unsigned char emu_window_asked[EMU_WINDOW_BYTES];       /* 1: asked of L2 (emu_on_prefetch) */
+static void emu_window_mark(const void *p, unsigned bytes) {
+  const unsigned char *c = (const unsigned char *)p;
+  for (unsigned i = 0; i < bytes; i++)
+    if (c + i >= emu_window && c + i < emu_window + sizeof emu_window)
+      __atomic_store_n(&emu_window_asked[c + i - emu_window], 1, __ATOMIC_RELAXED);
+}
 #define EMU_PF , (const char *)emu_window, (int64_t)sizeof emu_window
 #else
 #define EMU_PF
@@ -78,6 +90,7 @@ int main(int argc, char **argv) {
 #ifdef EMU_WINDOW
   for (size_t i = 0; i < sizeof emu_window; i++) emu_window[i] = (unsigned char)(i * 7 + 1);
   const std::vector<unsigned char> Pf0(emu_window, emu_window + sizeof emu_window);
+  emu_on_prefetch = emu_window_mark;
 #endif
   const TA *a = (const TA *)A.data();
   const TB *b = (const TB *)B.data();
@@ -107,6 +120,10 @@ int main(int argc, char **argv) {
   int inputs_changed = (A != A0) + (B != B0) + (W != W0);
 #ifdef EMU_WINDOW
   inputs_changed += std::vector<unsigned char>(emu_window, emu_window + sizeof emu_window) != Pf0;
+  size_t missed = 0;
+  for (size_t i = 0; i < sizeof emu_window; i++) missed += !emu_window_asked[i];
+  if (missed) fprintf(stderr, "window: %zu of %zu bytes never asked of L2\n", missed, sizeof emu_window);
+  emu_errors += missed != 0;
 #endif
 #if ROPE
   inputs_changed += (inv != inv0) + (pos[0] != pos0) + (bias != bias0);

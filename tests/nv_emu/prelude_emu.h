@@ -176,7 +176,13 @@ GC_DEVICE void gc_pdl_wait(void) {}
 GC_DEVICE void gc_pdl_launch(void) {}
 /* A hint, but its address must lie in a buffer: one byte read there, so
  * ASan sees a prefetch past the end (the emulator's buffers are exact). */
-GC_DEVICE void gc_prefetch_l2(const void *p) { (void)*(const volatile char *)p; }
+/* The harness's record of what was asked of L2 (harness_gemv.h: the
+ * window's coverage), or NULL. */
+static void (*emu_on_prefetch)(const void *p, unsigned bytes);
+GC_DEVICE void gc_prefetch_l2(const void *p) {
+  (void)*(const volatile char *)p;
+  if (emu_on_prefetch) emu_on_prefetch(p, 1);
+}
 
 /* Shared memory: the dynamic buffer at addresses 0.., the kernel's
  * __shared__ arrays (section emu_shared) at EMU_STATIC + their offset. */
@@ -283,6 +289,7 @@ GC_DEVICE uint64_t gc_l2_evict_first() { return 0; }
 GC_DEVICE void gc_bulk_prefetch_l2(const void *g, unsigned bytes) {
   if ((uintptr_t)g % 16 || bytes % 16 || !bytes) __atomic_add_fetch(&emu_errors, 1, __ATOMIC_RELAXED);
   for (unsigned i = 0; i < bytes; i++) (void)((const volatile unsigned char *)g)[i];
+  if (emu_on_prefetch) emu_on_prefetch(g, bytes);
 }
 
 GC_DEVICE void gc_cp_async_mbar_arrive(unsigned b) { gc_mbar_arrive(b); }
