@@ -589,7 +589,13 @@ int gc_db_find_winner(gc_db_t *db, const char *target, const gc_problem_t *p,
   if (gc_sql_prepare(db->sq,
                      "SELECT m.id, v.vid, v.template, v.template_hash, v.params, "
                      "c.driver || ' ' || c.version || ' ' || c.flags, m.median_us, "
-                     "coalesce(w.margin, 0) FROM winners w "
+                     "coalesce(w.margin, 0), "
+                     "coalesce((SELECT 1 - s.kept FROM step_checks s WHERE s.measurement_id = m.id "
+                     "AND s.target = ?1 ORDER BY s.id DESC LIMIT 1), 0), "
+                     "(SELECT s.default_us FROM step_checks s WHERE s.measurement_id = m.id "
+                     "AND s.target = ?1 ORDER BY s.id DESC LIMIT 1), "
+                     "(SELECT s.winner_us FROM step_checks s WHERE s.measurement_id = m.id "
+                     "AND s.target = ?1 ORDER BY s.id DESC LIMIT 1) FROM winners w "
                      "JOIN measurements m ON m.id = w.measurement_id "
                      "JOIN variants v ON v.id = m.variant_id "
                      "JOIN compilers c ON c.id = v.compiler_id "
@@ -610,6 +616,9 @@ int gc_db_find_winner(gc_db_t *db, const char *target, const gc_problem_t *p,
                gc_sql_col_text(st, 5, w->compiler, sizeof w->compiler);
     w->median_us = sqlite3_column_double(st, 6);
     w->margin = sqlite3_column_double(st, 7);
+    w->step_lost = sqlite3_column_int(st, 8);
+    w->step_default_us = sqlite3_column_double(st, 9);
+    w->step_winner_us = sqlite3_column_double(st, 10);
     if (over) {
       sqlite3_finalize(st);
       return gc_err_set(e, GC_ECORRUPT, "%s: the winner for '%s' on %s has a field longer than gcore reads",
@@ -619,6 +628,26 @@ int gc_db_find_winner(gc_db_t *db, const char *target, const gc_problem_t *p,
   }
   sqlite3_finalize(st);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) return gc_sql_err(db->sq, e, db->path);
+  return GC_OK;
+}
+
+int gc_db_record_step_check(gc_db_t *db, int64_t measurement_id, const char *target, const char *model,
+                            double default_us, double winner_us, int kept, gc_err_t *e) {
+  sqlite3_stmt *st;
+  if (gc_sql_prepare(db->sq,
+                     "INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                     &st, e))
+    return e->code;
+  sqlite3_bind_int64(st, 1, measurement_id);
+  gc_sql_bind_text(st, 2, target);
+  gc_sql_bind_text(st, 3, model);
+  sqlite3_bind_double(st, 4, default_us);
+  sqlite3_bind_double(st, 5, winner_us);
+  sqlite3_bind_int(st, 6, kept ? 1 : 0);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return gc_sql_err(db->sq, e, db->path);
   return GC_OK;
 }
 

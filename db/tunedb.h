@@ -34,6 +34,10 @@ typedef struct gc_db_winner {
   char vid[64], template_name[64], template_hash[64], params[512];
   char compiler[160];
   double median_us, margin;
+  int step_lost;                 /* gcore-tune's step check (the latest of this measurement):
+                                    the decode step was not faster with it than with the
+                                    template default, whose times follow (µs a step) */
+  double step_default_us, step_winner_us;
 } gc_db_winner_t;
 
 /* Open (create when create != 0) and migrate. A file that is not an SQLite
@@ -100,9 +104,17 @@ int gc_db_pick_winner(gc_db_t *db, int64_t device_id, int64_t problem_id,
                       int *found, gc_err_t *e);
 
 /* The winner for problem p among variants built for target, on any device
- * (newest choice first). */
+ * (newest choice first), with what the step check last said of it
+ * (step_lost). */
 int gc_db_find_winner(gc_db_t *db, const char *target, const gc_problem_t *p,
                       gc_db_winner_t *w, int *found, gc_err_t *e);
+
+/* Record gcore-tune's step check of the winner measurement_id on target:
+ * the decode step of model (its path) took default_us with the template
+ * default and winner_us with the winner in its place; kept 0: gcore-gen
+ * uses the default (gc_db_winner_t.step_lost). */
+int gc_db_record_step_check(gc_db_t *db, int64_t measurement_id, const char *target, const char *model,
+                            double default_us, double winner_us, int kept, gc_err_t *e);
 
 /* Append to out every problem that has a winner for target (any device). */
 int gc_db_tuned_problems(gc_db_t *db, const char *target, gc_problems_t *out, gc_err_t *e);

@@ -66,8 +66,9 @@ static int key_text(gc_db_t *db, const gc_target_t *tg, const gc_compiler_t *cc,
     gc_problem_key(&ps->v[i], key);
     if (db) rc = gc_db_find_winner(db, tg->name, &ps->v[i], &w, &found, e);
     *ntuned += found;
-    if (!rc) rc = gc_buf_printf(k, e, "problem %s winner %s %lld\n", key, found ? w.vid : "-",
-                                found ? (long long)w.measurement_id : -1LL);
+    if (!rc) rc = gc_buf_printf(k, e, "problem %s winner %s %lld%s\n", key, found ? w.vid : "-",
+                                found ? (long long)w.measurement_id : -1LL,
+                                found && w.step_lost ? " slower in the step" : "");
   }
   for (int i = 0; !rc && needs && i < needs->n; i++) {
     gc_problem_key(&needs->v[i].p, key);

@@ -44,7 +44,7 @@ typedef struct gen {
   gc_compiler_t cc;
   pick_t *picks;
   int npicks, cap;
-  int ntuned, ndefault, nstale;
+  int ntuned, ndefault, nstale, nstep_lost; /* nstep_lost: defaults where a step check refused the winner */
   int nvidia; /* an NVIDIA target is among the bundle's */
 } gen_t;
 
@@ -116,6 +116,17 @@ static int tuned(gen_t *g, const gc_problem_t *p, pick_t *pk, int *found, gc_err
   if (gc_db_find_winner(g->db, g->tg.name, p, &w, found, e)) return e->code;
   if (!*found) return GC_OK;
   *found = 0;
+  if (g->o->winner_ok && !g->o->winner_ok(g->o->winner_u, p)) {
+    snprintf(pk->source, sizeof pk->source, "default: its winner left out of this bundle (a step check's)");
+    return GC_OK;
+  }
+  if (w.step_lost && !g->o->winner_ok) {
+    snprintf(pk->source, sizeof pk->source, "default: the winner (measurement %lld) made the decode step "
+             "slower, %.2f us against %.2f (gcore-tune's step check)", (long long)w.measurement_id,
+             w.step_winner_us, w.step_default_us);
+    g->nstep_lost++;
+    return GC_OK;
+  }
   const gc_template_t *t = gc_tpl_find(&g->tpls, w.template_name);
   char key[GC_PROBLEM_KEY];
   gc_problem_key(p, key);
@@ -154,7 +165,8 @@ static int choose(gen_t *g, const gc_problem_t *p, pick_t *pk, gc_err_t *e) {
   }
   if (gc_tpl_pick_default(&g->tpls, &g->tg, p, &pk->v, e)) return e->code;
   pk->is_default = 1;
-  snprintf(pk->source, sizeof pk->source, "default: no tuned winner%s", g->db ? " in the database" : " (no --db)");
+  if (!pk->source[0])
+    snprintf(pk->source, sizeof pk->source, "default: no tuned winner%s", g->db ? " in the database" : " (no --db)");
   g->ndefault++;
   return GC_OK;
 }
@@ -483,7 +495,8 @@ static int write_provenance(gen_t *g, gc_bundle_t *b, gc_err_t *e) {
   char when[64], buf[64];
   time_t now = time(NULL);
   strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-  snprintf(buf, sizeof buf, "%d tuned, %d default, %d stale", g->ntuned, g->ndefault, g->nstale);
+  snprintf(buf, sizeof buf, "%d tuned, %d default, %d stale, %d slower in the step", g->ntuned, g->ndefault,
+           g->nstale, g->nstep_lost);
   if (gc_bundle_set_meta(b, "tool", "gcore-gen " GC_VERSION, e) ||
       gc_bundle_set_meta(b, "created", when, e) ||
       gc_bundle_set_meta(b, "targets", g->o->targets, e) ||
@@ -574,9 +587,10 @@ int gc_gen_bundle(const gc_gen_opts_t *o, const gc_problems_t *probs, const gc_n
   if (!rc) rc = gc_rename_output(tmp, o->out_path, e);
   if (rc) unlink(tmp);
   if (!rc && !o->quiet)
-    printf("%s: %d problems for %s: %d tuned, %d defaults%s; %d dispatch entries\n",
+    printf("%s: %d problems for %s: %d tuned, %d defaults%s%s; %d dispatch entries\n",
            o->out_path, probs->n, o->targets, g.ntuned, g.ndefault,
-           g.nstale ? " (some winners stale)" : "", g.npicks);
+           g.nstale ? " (some winners stale)" : "",
+           g.nstep_lost ? " (some winners slowed the decode step: gcore-tune's step check)" : "", g.npicks);
   gc_db_close(g.db);
   gc_tpl_free_all(&g.tpls);
   free(g.picks);

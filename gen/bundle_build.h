@@ -24,6 +24,12 @@ typedef struct gc_gen_opts {
   int quiet;
   const char *const *meta;    /* more meta entries for the bundle's reader (a model's
                                  plan, models/recipe.h): key, value, ..., NULL; or NULL */
+  /* NULL: every problem's winner, unless gcore-tune's step check found the
+   * decode step slower with it (then the default). Else (the step check's
+   * own bundles) winner_ok(winner_u, p) says whether p takes its winner,
+   * whatever a step check said of it; where it says 0, the default. */
+  int (*winner_ok)(void *winner_u, const gc_problem_t *p);
+  void *winner_u;
 } gc_gen_opts_t;
 
 /* Build the bundle o->out_path for probs (exact entries) on every target,

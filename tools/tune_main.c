@@ -11,6 +11,7 @@
 #include "../models/recipe.h"
 #include "../gen/template.h"
 #include "../tuner/report.h"
+#include "../tuner/stepcheck.h"
 #include "../tuner/tune.h"
 #include "../core/ops.h"
 #include "../db/tunedb.h"
@@ -35,6 +36,12 @@ static const char usage[] =
     "                    --quantize runs them\n"
     "  --tp N            with --model: the shard shapes of one of N tensor-parallel ranks\n"
     "                    (heads, FFN rows and LM-head rows divided by N)\n"
+    "  --step-check      with --model (the default on GPU targets): after the sweeps, each\n"
+    "                    winner of the decode step that differs from its default is timed in\n"
+    "                    the model's decode step itself (its kernels overlapped, as gcore-run\n"
+    "                    runs them) against the defaults; one that makes the step slower is\n"
+    "                    recorded so, and gcore-gen builds the default in its place\n"
+    "  --no-step-check   with --model: skip it\n"
     "  --h/--g/--d LIST  query heads, kv heads, head dim (rope_kv, attention)\n"
     "sweep:\n"
     "  --target T        the code to tune (default cpu: the host's x86-64 level); targets\n"
@@ -86,7 +93,7 @@ static const char usage[] =
 enum { O_VERSION = 255, O_OP = 256, O_MODEL, O_PREFILL, O_BATCH, O_M, O_N, O_K, O_H, O_G, O_D, O_DTYPE, O_WORKLOAD, O_TARGET, O_DB, O_BUDGET,
        O_TEMPLATE, O_TEMPLATES, O_COMPILER, O_CACHE, O_JOBS, O_DEVICE, O_TIMEOUT,
        O_MINTIME, O_MARGIN, O_PROGRESS, O_NOPROGRESS, O_LISTOPS, O_DEVICES, O_STRATEGY, O_COV, O_CTIMEOUT,
-       O_QUANTIZE, O_MERGE, O_REPORT, O_SHARD, O_TP };
+       O_QUANTIZE, O_MERGE, O_REPORT, O_SHARD, O_TP, O_NOSTEP, O_STEP };
 
 static const struct option longopts[] = {
     {"op", 1, 0, O_OP}, {"model", 1, 0, O_MODEL}, {"prefill", 1, 0, O_PREFILL}, {"batch", 1, 0, O_BATCH},           {"m", 1, 0, O_M},
@@ -103,6 +110,7 @@ static const struct option longopts[] = {
     {"code-object", 1, 0, O_COV}, {"compile-timeout", 1, 0, O_CTIMEOUT},
     {"list-ops", 0, 0, O_LISTOPS}, {"quantize", 1, 0, O_QUANTIZE},
     {"merge", 0, 0, O_MERGE}, {"report", 1, 0, O_REPORT}, {"shard", 1, 0, O_SHARD}, {"tp", 1, 0, O_TP},
+    {"no-step-check", 0, 0, O_NOSTEP}, {"step-check", 0, 0, O_STEP},
     {"help", 0, 0, 'h'}, {"version", 0, 0, O_VERSION},          {0, 0, 0, 0}};
 
 static int help(void) {
@@ -272,7 +280,7 @@ int main(int argc, char **argv) {
   char cache[1024];
   gc_cache_default(cache, sizeof cache);
   o.cache = cache;
-  int c, ndev = 0, ords[64], cov = 0, merging = 0, shard_i = 0, shard_n = 0, tp = 0;
+  int c, ndev = 0, ords[64], cov = 0, merging = 0, shard_i = 0, shard_n = 0, tp = 0, step = -1; /* --step-check 1, --no-step-check 0, -1: on GPUs */
   const char *report = NULL;
   int64_t iv;
   while ((c = gc_cli_getopt(argc, argv, "h", longopts)) != -1) {
@@ -343,6 +351,8 @@ int main(int argc, char **argv) {
         cov = (int)iv;
         break;
       case O_MERGE: merging = 1; break;
+      case O_NOSTEP: step = 0; break;
+      case O_STEP: step = 1; break;
       case O_REPORT: report = optarg; break;
       case O_SHARD:
         if (parse_shard(optarg, &shard_i, &shard_n))
@@ -377,8 +387,8 @@ int main(int argc, char **argv) {
   }
   if (given > 1)
     rc = gc_err_set(&e, GC_EINVAL, "give one of --workload, --model, or --op with sizes");
-  else if ((prefill || batch || quantize || tp) && !model)
-    rc = gc_err_set(&e, GC_EINVAL, "--prefill, --batch, --quantize and --tp go with --model");
+  else if ((prefill || batch || quantize || tp || step >= 0) && !model)
+    rc = gc_err_set(&e, GC_EINVAL, "--prefill, --batch, --quantize, --tp and --(no-)step-check go with --model");
   else if (workload)
     rc = gc_problems_load(&probs, workload, &e);
   else if (model && !(rc = gc_target_parse(target, &o.target, &e)))
@@ -407,6 +417,17 @@ int main(int argc, char **argv) {
     rc = gc_tune_run(&o, &probs, &e);
   }
   gc_problems_free(&probs);
+  /* one device, the whole model (not a shard, nor a slice of the problems);
+   * by default on GPUs (on the CPU a tiny step's kernels differ by less
+   * than its noise: --step-check asks) */
+  if (step < 0) step = strcmp(o.target.backend, "cpu") != 0;
+  if (!rc && model && step && (tp ? tp : 1) == 1 && !shard_n && ndev <= 1) {
+    gc_step_opts_t so = {.model = model, .quantize = quantize, .prefill = prefill, .batch = batch,
+                         .db_path = o.db_path, .cache = o.cache, .templates_dir = o.templates_dir,
+                         .compiler = o.compiler, .target = &o.target, .ordinal = o.ordinal};
+    gc_step_opts_default(&so);
+    rc = gc_step_check(&so, &e);
+  }
   if (!rc && report) rc = write_report(o.db_path, o.templates_dir, report, &e);
   if (rc) return die(e.msg);
   return gc_cli_exit("gcore-tune", 0);
