@@ -81,3 +81,13 @@ def test_step_check_flags_go_with_model(gc):
     for flag in ("--step-check", "--no-step-check"):
         r = gc("gcore-tune", "--op", "gemm", "--m", "8", "--n", "16", "--k", "32", flag)
         assert r.rc != 0 and "go with --model" in r.err and len(r.err.strip().splitlines()) == 1, r
+
+
+def test_a_context_too_short_to_time_steps_in_is_said_and_skipped(gc):
+    model = str(gc.dir / "m")
+    TM.write_model(model, seed=4, dtype="f32", **(TINY | dict(max_seq=32)))
+    r = gc("gcore-tune", "--model", model, "--target", "cpu", "--budget", "1", "--prefill", "none", "--db", "t.db",
+           "--min-time", "0.01", "--no-progress", "--step-check", timeout=600)
+    assert r.rc == 0 and "context of 32 positions is too short to time decode steps in; skipped" in r.out, r
+    with sqlite3.connect(gc.dir / "t.db") as c:
+        assert c.execute("SELECT count(*) FROM step_checks").fetchone()[0] == 0

@@ -150,9 +150,18 @@ static int time_group(const gc_step_opts_t *o, gc_dev_t *dev, const gc_llama_wei
 
 int gc_step_check(const gc_step_opts_t *o, gc_err_t *e) {
   cand_t *cs = NULL;
-  int n = 0, rc = candidates(o, &cs, &n, e);
+  gc_llama_weights_t *w = NULL;
+  int n = 0, rc = gc_weights_open(o->model, &w, e);
+  if (!rc && w->cfg.max_seq < 48) { /* a prompt token, 8 warm-up steps and 16 of slack leave too few to time */
+    printf("step check: the model's context of %d positions is too short to time decode steps in; skipped\n",
+           w->cfg.max_seq);
+    gc_weights_close(w);
+    return GC_OK;
+  }
+  if (!rc) rc = candidates(o, &cs, &n, e);
   if (rc || !n) {
     if (!rc) printf("step check: every winner of the decode step is its template's default\n");
+    gc_weights_close(w);
     free(cs);
     return rc;
   }
@@ -162,7 +171,6 @@ int gc_step_check(const gc_step_opts_t *o, gc_err_t *e) {
   gc_needs_t needs = {0};
   gc_llama_plan_t plan = {.db = o->db_path, .target = strcmp(o->target->backend, "cpu") ? o->target->name : NULL,
                           .force = -1};
-  gc_llama_weights_t *w = NULL;
   gc_dev_t *dev = NULL;
   gc_db_t *db = NULL;
   char dir[1100], dpath[1200], (*cpath)[1200] = gc_calloc((size_t)n, sizeof *cpath, e);
@@ -174,7 +182,6 @@ int gc_step_check(const gc_step_opts_t *o, gc_err_t *e) {
   if (!rc) rc = gc_llama_workload(o->model, o->quantize, o->prefill, o->batch, 1, o->target->backend, &probs,
                                   &needs, &plan, e);
   if (!rc) rc = gc_mkdirs(dir, e);
-  if (!rc) rc = gc_weights_open(o->model, &w, e);
   if (!rc && o->quantize) rc = gc_weights_quantize(w, o->quantize, e);
   if (!rc) rc = gc_dev_open(o->target->backend, o->ordinal, &dev, e);
   if (!rc) rc = build(o, &probs, &needs, plan.meta, NULL, dpath, e);
