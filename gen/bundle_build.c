@@ -492,7 +492,7 @@ static int emit_target(gen_t *g, gc_bundle_t *b, int first, gc_err_t *e) {
 }
 
 static int write_provenance(gen_t *g, gc_bundle_t *b, gc_err_t *e) {
-  char when[64], buf[64];
+  char when[64], buf[128];
   time_t now = time(NULL);
   strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
   snprintf(buf, sizeof buf, "%d tuned, %d default, %d stale, %d slower in the step", g->ntuned, g->ndefault,

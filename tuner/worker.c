@@ -227,7 +227,7 @@ static int launch_cb(void *ctx, void **args, gc_err_t *e) {
  * (then l's); refilled where a kernel changed it (check_window). */
 static int window_setup(child_t *ch, launch_ctx_t *l, gc_err_t *e) {
   if (!ch->win) {
-    if (!(ch->win_host = gc_malloc(WORKER_WINDOW, e))) return GC_ENOMEM;
+    if (!ch->win_host && !(ch->win_host = gc_malloc(WORKER_WINDOW, e))) return GC_ENOMEM;
     memset(ch->win_host, 0xFF, WORKER_WINDOW);
     if (gc_dev_alloc(ch->dev, WORKER_WINDOW, &ch->win, e)) return e->code;
     if (gc_dev_upload(ch->dev, ch->win, ch->win_host, WORKER_WINDOW, e)) return e->code;
