@@ -593,8 +593,7 @@ int gc_db_find_winner(gc_db_t *db, const char *target, const gc_problem_t *p,
                      "FROM winners w "
                      "JOIN measurements m ON m.id = w.measurement_id "
                      /* the latest step check of this winner on target, if any */
-                     "LEFT JOIN step_checks s ON s.id = (SELECT max(id) FROM step_checks "
-                     "WHERE measurement_id = m.id AND target = ?1) "
+                     "LEFT JOIN step_checks s ON s.id = (" GC_DB_LATEST_STEP_CHECK("m.id", "?1") ") "
                      "JOIN variants v ON v.id = m.variant_id "
                      "JOIN compilers c ON c.id = v.compiler_id "
                      "JOIN problems p ON p.id = w.problem_id "

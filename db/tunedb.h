@@ -190,6 +190,8 @@ typedef struct gc_db_win_row {
   int64_t device_id, problem_id, measurement_id, runner_up_id; /* runner_up_id 0: none */
   char target[64];
   double margin; /* NAN without a runner-up */
+  int step_checked, step_kept;            /* the latest step check of the winner, if any */
+  double step_default_us, step_winner_us; /* its µs a step (NAN: none) */
 } gc_db_win_row_t;
 
 typedef struct gc_db_dump {
@@ -214,15 +216,17 @@ void gc_db_dump_free(gc_db_dump_t *d);
 typedef struct gc_db_merge_stats {
   int64_t measurements, added; /* rows the source holds; of them new here */
   int64_t devices, compilers, problems, variants; /* rows new here */
+  int64_t step_checks;                            /* ... and step checks new here */
 } gc_db_merge_stats_t;
 
 /* Copy into db (inside the caller's write transaction, gc_db_begin) every
- * device, compiler, problem, variant and measurement of the database at
+ * device, compiler, problem, variant, measurement and step check of the database at
  * src_path, opened read-only (it must have this gcore's schema). Rows are
  * matched by their keys, not their ids: devices by (backend, arch, name,
  * compute units, memory, driver), compilers by (driver, version, flags),
  * problems by key, variants by vid, measurements by (device, problem,
- * variant). A measurement db already holds is kept and the source's
+ * variant), step checks by all their columns (the measurement's id
+ * mapped). A measurement db already holds is kept and the source's
  * dropped, so merging a database twice adds nothing. A source winner is
  * copied where db has none for its (device, problem, target); every such
  * key the source touches is remembered for gc_db_merge_repick. src_path

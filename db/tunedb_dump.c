@@ -116,6 +116,10 @@ static int win_row(sqlite3_stmt *st, gc_db_dump_t *d, gc_err_t *e) {
   r->measurement_id = sqlite3_column_int64(st, 3);
   r->runner_up_id = sqlite3_column_int64(st, 4); /* NULL reads as 0: none */
   r->margin = real_col(st, 5);
+  r->step_checked = sqlite3_column_type(st, 6) != SQLITE_NULL;
+  r->step_kept = sqlite3_column_int(st, 6) == 1;
+  r->step_default_us = real_col(st, 7);
+  r->step_winner_us = real_col(st, 8);
   return GC_OK;
 }
 
@@ -134,8 +138,10 @@ int gc_db_dump(gc_db_t *db, gc_db_dump_t *d, gc_err_t *e) {
                   "ORDER BY m.device_id, v.target, m.problem_id, m.median_us IS NULL, "
                   "m.median_us, m.id", meas_row, d, e);
   if (!rc)
-    rc = each_row(db, "SELECT device_id, problem_id, target, measurement_id, runner_up_id, margin "
-                  "FROM winners ORDER BY device_id, target, problem_id", win_row, d, e);
+    rc = each_row(db, "SELECT w.device_id, w.problem_id, w.target, w.measurement_id, w.runner_up_id, "
+                  "w.margin, s.kept, s.default_us, s.winner_us FROM winners w LEFT JOIN step_checks s "
+                  "ON s.id = (" GC_DB_LATEST_STEP_CHECK("w.measurement_id", "w.target") ") "
+                  "ORDER BY w.device_id, w.target, w.problem_id", win_row, d, e);
   if (rc) gc_db_dump_free(d);
   return rc;
 }

@@ -16,4 +16,11 @@ struct gc_db {
   int64_t pid, pstart;
 };
 
+/* SQL: the id of the step check that is a winner's verdict, the latest
+ * recorded (by time, then id: a merged one keeps its own time) of
+ * measurement MID on target TARGET (SQL expressions). */
+#define GC_DB_LATEST_STEP_CHECK(MID, TARGET)                                            \
+  "SELECT id FROM step_checks WHERE measurement_id = " MID " AND target = " TARGET \
+  " ORDER BY created DESC, id DESC LIMIT 1"
+
 #endif

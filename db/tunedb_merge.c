@@ -160,6 +160,7 @@ static int merge_tables(gc_db_t *db, gc_db_t *src, gc_db_merge_stats_t *st, gc_e
   const remap_t meas_remaps[] = {{1, &devs, "devices"}, {2, &probs, "problems"}, {3, &vars, "variants"}};
   const remap_t win_remaps[] = {{1, &devs, "devices"}, {2, &probs, "problems"},
                                 {4, &meas, "measurements"}, {5, &meas, "measurements"}};
+  const remap_t check_remaps[] = {{1, &meas, "measurements"}};
   const copy_spec_t specs[] = {
       {"devices", "SELECT id, " DEVICE_COLS ", first_seen FROM devices ORDER BY id",
        "INSERT OR IGNORE INTO devices(" DEVICE_COLS ", first_seen) VALUES(?1,?2,?3,?4,?5,?6,?7)",
@@ -198,9 +199,18 @@ static int merge_tables(gc_db_t *db, gc_db_t *src, gc_db_merge_stats_t *st, gc_e
        "INSERT OR IGNORE INTO winners(device_id, problem_id, target, measurement_id, "
        "runner_up_id, margin, chosen) VALUES(?1,?2,?3,?4,?5,?6,?7)", NULL,
        "INSERT OR IGNORE INTO temp.merge_keys VALUES(?1, ?2, ?3)", win_remaps, 4},
+      /* every step check of a measurement copied, each once (it has no key
+       * but all of its columns; the latest by created is the verdict) */
+      {"step_checks", "SELECT id, measurement_id, target, model, default_us, winner_us, kept, "
+       "created FROM step_checks ORDER BY id",
+       "INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept, created) "
+       "SELECT ?1,?2,?3,?4,?5,?6,?7 WHERE NOT EXISTS (SELECT 1 FROM step_checks WHERE "
+       "measurement_id=?1 AND target=?2 AND model=?3 AND default_us=?4 AND winner_us=?5 AND "
+       "kept=?6 AND created=?7)", NULL, NULL, check_remaps, 1},
   };
-  idmap_t *maps[] = {&devs, &comps, &probs, &vars, &meas, NULL};
-  int64_t *added[] = {&st->devices, &st->compilers, &st->problems, &st->variants, &st->added, &ignored};
+  idmap_t *maps[] = {&devs, &comps, &probs, &vars, &meas, NULL, NULL};
+  int64_t *added[] = {&st->devices, &st->compilers, &st->problems, &st->variants, &st->added, &ignored,
+                      &st->step_checks};
   int rc = GC_OK;
   for (size_t i = 0; !rc && i < GC_ARRAY_LEN(specs); i++)
     rc = copy_table(db, src, &specs[i], maps[i], i == 4 ? &st->measurements : &n, added[i], e);

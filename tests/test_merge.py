@@ -192,6 +192,46 @@ def test_winners_are_re_picked_over_the_union(tuned, gc):
     assert rows(gc.dir / "m.db") == sorted(rows(gc.dir / "b.db"))
 
 
+def checks(db):
+    """[(problem key, vid, model, default µs, winner µs, kept, created)] of
+    every step check, by time then id."""
+    with sqlite3.connect(db) as c:
+        return c.execute("SELECT p.key, v.vid, s.model, s.default_us, s.winner_us, s.kept, s.created "
+                         "FROM step_checks s JOIN measurements m ON m.id = s.measurement_id JOIN "
+                         "problems p ON p.id = m.problem_id JOIN variants v ON v.id = m.variant_id "
+                         "ORDER BY s.created, s.id").fetchall()
+
+
+def test_step_checks_travel_with_their_measurements(tuned, gc):
+    """gcore-tune --model's verdicts on winners (step_checks) are copied
+    with the measurement they name, each once however often it is merged;
+    the verdict is the latest recorded, whatever order the files are merged
+    in: the report of the result shows it."""
+    d, _ = tuned
+    key = "rmsnorm f32:f32:f32 m=4 n=256"
+    for name, at, kept in (("new.db", "2026-12-02 10:00:00", 0), ("old.db", "2026-12-01 10:00:00", 1)):
+        shutil.copy(d / "whole.db", gc.dir / name)
+        with sqlite3.connect(gc.dir / name) as c:
+            c.execute("DELETE FROM measurements WHERE id NOT IN (SELECT measurement_id FROM winners UNION "
+                      "SELECT runner_up_id FROM winners WHERE runner_up_id IS NOT NULL) AND id % 2 = ?", (kept,))  # the files' measurement ids differ
+            mid, target = c.execute("SELECT w.measurement_id, w.target FROM winners w JOIN problems p ON "
+                                    "p.id = w.problem_id WHERE p.key = ?", (key,)).fetchone()
+            c.execute("INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept, "
+                      "created) VALUES (?, ?, 'm', 10.0, ?, ?, ?)", (mid, target, 11.0 - kept, kept, at))
+    r = gc("gcore-tune", "--merge", "new.db", "old.db", "new.db", "--db", "m.db", "--report", "m.html")
+    assert r.rc == 0, r
+    assert r.out.count("1 step checks") == 2 and "0 step checks" in r.out, r.out
+    got = checks(gc.dir / "m.db")
+    assert got == checks(gc.dir / "old.db") + checks(gc.dir / "new.db") and len(got) == 2, got
+    assert all(k == key for k, *_ in got)
+    before = dump(gc.dir / "m.db")
+    assert gc("gcore-tune", "--merge", "old.db", "new.db", "--db", "m.db").rc == 0
+    assert dump(gc.dir / "m.db") == before
+    page = (gc.dir / "m.html").read_text()
+    assert "refused: 11.0 µs a step, +10.0% against the default" in page, page
+    assert "kept: 10.0 µs" not in page
+
+
 def test_bad_sources_are_refused(tuned, gc):
     d, _ = tuned
     (gc.dir / "junk.db").write_bytes(b"not a database at all" * 100)

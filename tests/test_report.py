@@ -212,6 +212,26 @@ def test_summary_table_gives_the_fraction_of_a_known_devices_bound(gemm, gc):
     assert '<line class="bound"' in text  # the bound drawn in the candidates' plot
 
 
+def test_summary_table_shows_the_winners_step_check(gemm, gc):
+    """gcore-tune --model's verdict on a winner (step_checks: the decode
+    step timed with it against the template default in its place): none,
+    kept, or refused (the latest one counts)."""
+    d, *_ = gemm
+    key, *_ = winner_row(d / "g.db")
+    text, _ = report(gc, d / "g.db")
+    assert summary_rows(text)[key]["in the decode step"] == "—"
+    shutil.copy(d / "g.db", gc.dir / "s.db")
+    for i, (w_us, kept, want) in enumerate(((99.5, 1, "kept: 99.5 µs a step, -0.5% against the default's 100.0"),
+                                            (102.0, 0, "refused: 102.0 µs a step, +2.0% against the default's "
+                                                       "100.0; bundles build the default"))):
+        with sqlite3.connect(gc.dir / "s.db") as c:
+            c.execute("INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept, created) "
+                      "SELECT measurement_id, target, 'model', 100.0, ?, ?, ? FROM winners",
+                      (w_us, kept, f"2026-12-0{i + 1} 00:00:00"))
+        text, _ = report(gc, "s.db", f"s{i}.html")
+        assert summary_rows(text)[key]["in the decode step"] == want
+
+
 def test_a_plot_per_parameter_with_two_or_more_values(gemm, gc):
     """Every (template, parameter) with two or more values among the
     verified candidates has its plot, with every such candidate in it, and

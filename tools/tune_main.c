@@ -226,9 +226,10 @@ static int merge(const char *db_path, char **srcs, int n, const char *templates_
     rc = gc_db_merge_from(db, srcs[i], &st, e);
     if (!rc)
       printf("%s: %lld measurements, %lld new here (%lld already here); new: %lld devices, "
-             "%lld compilers, %lld problems, %lld variants\n", srcs[i], (long long)st.measurements,
-             (long long)st.added, (long long)(st.measurements - st.added), (long long)st.devices,
-             (long long)st.compilers, (long long)st.problems, (long long)st.variants);
+             "%lld compilers, %lld problems, %lld variants, %lld step checks\n", srcs[i],
+             (long long)st.measurements, (long long)st.added, (long long)(st.measurements - st.added),
+             (long long)st.devices, (long long)st.compilers, (long long)st.problems,
+             (long long)st.variants, (long long)st.step_checks);
     added += st.added;
   }
   if (!rc) rc = gc_db_merge_repick(db, hashes, margin, &picked, &changed, e);

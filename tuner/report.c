@@ -135,6 +135,7 @@ typedef struct group {
   const char *target;
   int pidx;                       /* d->probs[pidx] */
   const gc_db_meas_row_t *win;    /* the winner, or NULL */
+  const gc_db_win_row_t *wrow;    /* its winners row (with its step check), or NULL */
   const gc_db_meas_row_t *def;    /* the template default's row, or NULL */
   char def_desc[600];             /* "template params" of the default, "" if unknown */
   double best, bound_us;          /* fastest verified median; roofline bound (NAN: unknown) */
@@ -224,7 +225,7 @@ static void finish_group(report_t *r, group_t *g, const gc_target_t *tg, int tg_
     if (d->wins[w].device_id == g->dev && d->wins[w].problem_id == g->prob &&
         !strcmp(d->wins[w].target, g->target))
       for (int64_t i = g->lo; i < g->hi; i++)
-        if (d->meas[i].id == d->wins[w].measurement_id) g->win = &d->meas[i];
+        if (d->meas[i].id == d->wins[w].measurement_id) g->win = &d->meas[i], g->wrow = &d->wins[w];
   if (tg_ok) find_default(r, g, tg);
   g->bound_us = dv && gc_report_peak(dv->name, &pk) ? bound_us(&d->probs[g->pidx], &pk) : NAN;
 }
@@ -715,6 +716,22 @@ static void failures_cell(out_t *o, const group_t *g) {
   if (!any) put(o, "none");
 }
 
+/* The cell of a winner's step check (gcore-tune --model): its verdict and
+ * the decode step's time with it against the default's. */
+static void step_check_cell(out_t *o, const gc_db_win_row_t *w) {
+  if (!w || !w->step_checked) {
+    put(o, "<td>—</td>");
+    return;
+  }
+  double pct = 100 * (w->step_winner_us / w->step_default_us - 1);
+  char a[32], b[32];
+  fmt_us(a, sizeof a, w->step_winner_us);
+  fmt_us(b, sizeof b, w->step_default_us);
+  if (w->step_kept) putf(o, "<td>kept: %s µs a step, %+.1f%% against the default's %s</td>", a, pct, b);
+  else putf(o, "<td class=\"bad\">refused: %s µs a step, %+.1f%% against the default's %s; "
+               "bundles build the default</td>", a, pct, b);
+}
+
 /* The winners' table of the groups [g0, g1), then a line with the
  * geometric mean speed-up over the defaults of every problem whose
  * default was measured and verified (1 where the default won). */
@@ -724,7 +741,7 @@ static void summary_table(report_t *r, int64_t g0, int64_t g1) {
   int64_t ngm = 0, nwon = 0;
   put(o, "<table class=\"summary\"><tr><th>problem</th><th>winner</th><th>time µs</th>"
          "<th>TFLOP/s</th><th>GB/s</th><th>speed-up over the default</th><th>of the device "
-         "bound</th><th>verified / measured</th><th>failures</th></tr>\n");
+         "bound</th><th>in the decode step</th><th>verified / measured</th><th>failures</th></tr>\n");
   for (int64_t gi = g0; gi < g1; gi++) {
     const group_t *g = &r->g[gi];
     const gc_db_meas_row_t *w = g->win;
@@ -760,8 +777,10 @@ static void summary_table(report_t *r, int64_t g0, int64_t g1) {
       }
       if (isfinite(g->bound_us)) putf(o, "<td class=\"num\">%.0f%%</td>", 100 * g->bound_us / w->median_us);
       else put(o, "<td>—</td>");
+      step_check_cell(o, g->wrow);
     } else {
-      put(o, "<span class=\"bad\">no verified variant</span></td><td></td><td></td><td></td><td></td><td></td>");
+      put(o, "<span class=\"bad\">no verified variant</span></td><td></td><td></td><td></td><td></td><td></td>"
+             "<td></td>");
     }
     putf(o, "<td class=\"num\">%lld / %lld</td><td>", (long long)g->nok, (long long)(g->hi - g->lo));
     failures_cell(o, g);
