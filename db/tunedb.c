@@ -632,8 +632,8 @@ int gc_db_record_step_check(gc_db_t *db, int64_t measurement_id, const char *tar
                             double default_us, double winner_us, int kept, gc_err_t *e) {
   sqlite3_stmt *st;
   if (gc_sql_prepare(db->sq,
-                     "INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                     "INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept, created) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, strftime('%Y-%m-%d %H:%M:%f', 'now'))",
                      &st, e))
     return e->code;
   sqlite3_bind_int64(st, 1, measurement_id);

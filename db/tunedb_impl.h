@@ -17,10 +17,12 @@ struct gc_db {
 };
 
 /* SQL: the id of the step check that is a winner's verdict, the latest
- * recorded (by time, then id: a merged one keeps its own time) of
- * measurement MID on target TARGET (SQL expressions). */
+ * recorded (by time, to the millisecond where written so; a merged one
+ * keeps its own; an unreadable time is the oldest) of
+ * measurement MID on target TARGET (SQL expressions); of two at one time,
+ * a refusal. */
 #define GC_DB_LATEST_STEP_CHECK(MID, TARGET)                                            \
   "SELECT id FROM step_checks WHERE measurement_id = " MID " AND target = " TARGET \
-  " ORDER BY created DESC, id DESC LIMIT 1"
+  " ORDER BY julianday(created) DESC, kept, id DESC LIMIT 1"
 
 #endif

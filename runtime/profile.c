@@ -122,6 +122,15 @@ int gc_prof_end(gc_prof_t *p, const char *kernel, const gc_problem_t *pr, double
   return GC_OK;
 }
 
+int64_t gc_prof_count(const gc_prof_t *p, const char *phase, const gc_problem_t *pr) {
+  char key[GC_PROBLEM_KEY];
+  int64_t n = 0;
+  gc_problem_key(pr, key);
+  for (int i = 0; i < p->nrows; i++)
+    if (!strcmp(p->rows[i].phase, phase) && !strcmp(p->rows[i].key, key)) n += p->rows[i].count;
+  return n;
+}
+
 static prof_phase_t *phase_of(gc_prof_t *p) {
   for (int i = 0; i < p->nphases; i++)
     if (!strcmp(p->phases[i].name, p->phase)) return &p->phases[i];

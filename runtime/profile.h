@@ -33,6 +33,9 @@ int gc_prof_end(gc_prof_t *p, const char *kernel, const gc_problem_t *pr, double
  * the launches and the sync) to the current phase. */
 int gc_prof_collect(gc_prof_t *p, double wall_s, gc_err_t *e);
 
+/* Launches of pr filed under phase so far, whatever their kernels. */
+int64_t gc_prof_count(const gc_prof_t *p, const char *phase, const gc_problem_t *pr);
+
 /* The table, rows by phase then by total time, to f. */
 void gc_prof_print(const gc_prof_t *p, FILE *f);
 

@@ -26,11 +26,14 @@ def test_the_step_check_records_its_verdicts_and_gen_builds_the_default_for_a_re
     r = gc("gcore-tune", "--model", model, "--target", "cpu", "--budget", "3", "--prefill", "16", "--db", "t.db",
            "--min-time", "0.02", "--no-progress", "--step-check", timeout=600)
     assert r.rc == 0, r
-    lines = re.findall(r"^  (\S+ \S+ m=1 .*?): (\S+) (\S+): ([\d.]+) us a step against ([\d.]+) with the default "
-                       r"\((\S+) (\S+)\): (kept|slower in the step)", r.out, re.M)
-    head = re.search(r"^step check: (\d+) winners of the decode step differ", r.out, re.M)
-    assert head and int(head.group(1)) == len(lines) > 0, r.out
-    assert re.search(rf"^step check: \d+ of {len(lines)} winners kept, \d+ refused", r.out, re.M), r.out
+    lines = re.findall(r"^  (\S+ \S+ m=1 .*?), (one sequence|in a batch of 1): (\S+) (\S+): ([\d.]+) us a step "
+                       r"against ([\d.]+) with the default \((\S+) (\S+)\): (kept|slower in the step)", r.out, re.M)
+    lines = [(key, *rest) for key, _, *rest in lines]
+    head = re.search(r"^step check: (\d+) winners of the decode steps differ from their defaults; (\d+) of them timed",
+                     r.out, re.M)
+    assert head and int(head.group(2)) == len(lines) > 0, r.out
+    assert re.search(rf"^step check: \d+ of {len(lines)} winners timed kept, \d+ refused, \d+ not timed", r.out,
+                     re.M), r.out
     with sqlite3.connect(gc.dir / "t.db") as c:
         rows = c.execute("SELECT s.measurement_id, p.op, p.n, p.k, v.template, v.params, s.default_us, s.winner_us, "
                          "s.kept, s.model FROM step_checks s JOIN measurements m ON m.id = s.measurement_id "
@@ -50,9 +53,9 @@ def test_the_step_check_records_its_verdicts_and_gen_builds_the_default_for_a_re
     # the verdicts, set: the first winner checked refused, the others kept
     with sqlite3.connect(gc.dir / "t.db") as c:
         for i, row in enumerate(rows):
-            c.execute("INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept) "
-                      "VALUES (?, ?, ?, 1.0, ?, ?)", (row[0], target, model, 2.0 if i == 0 else 1.0,
-                                                      0 if i == 0 else 1))
+            c.execute("INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept, created) "
+                      "VALUES (?, ?, ?, 1.0, ?, ?, datetime('now', '+1 minute'))",
+                      (row[0], target, model, 2.0 if i == 0 else 1.0, 0 if i == 0 else 1))
     gen = ["gcore-gen", "--model", model, "--target", "cpu", "--prefill", "16"]
     r = gc(*gen, "-o", "defaults.gcb")
     assert r.rc == 0, r
@@ -70,8 +73,8 @@ def test_the_step_check_records_its_verdicts_and_gen_builds_the_default_for_a_re
 
     # a later check that keeps it: the winner again
     with sqlite3.connect(gc.dir / "t.db") as c:
-        c.execute("INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept) "
-                  "VALUES (?, ?, ?, 1.0, 1.0, 1)", (rows[0][0], target, model))
+        c.execute("INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept, created) "
+                  "VALUES (?, ?, ?, 1.0, 1.0, 1, datetime('now', '+2 minutes'))", (rows[0][0], target, model))
     r = gc(*gen, "--db", "t.db", "-o", "again.gcb")
     assert r.rc == 0 and "slowed the decode step" not in r.out, r
     assert dispatch(gc.dir / "again.gcb")[refused] == tuple(rows[0][4:6])
@@ -83,6 +86,15 @@ def test_step_check_flags_go_with_model(gc):
         assert r.rc != 0 and "go with --model" in r.err and len(r.err.strip().splitlines()) == 1, r
 
 
+def test_step_check_is_refused_where_a_run_tunes_part_of_a_model(gc):
+    model = str(gc.dir / "m")
+    TM.write_model(model, seed=4, dtype="f32", **TINY)
+    for extra in (["--tp", "2"], ["--shard", "1/2"], ["--devices", "0,1"]):
+        r = gc("gcore-tune", "--model", model, "--step-check", *extra)
+        assert r.rc != 0 and "--step-check times one whole model on one device" in r.err, (extra, r)
+        assert len(r.err.strip().splitlines()) == 1 and not (gc.dir / "default-tune.db").exists(), r
+
+
 def test_a_context_too_short_to_time_steps_in_is_said_and_skipped(gc):
     model = str(gc.dir / "m")
     TM.write_model(model, seed=4, dtype="f32", **(TINY | dict(max_seq=32)))
@@ -91,3 +103,58 @@ def test_a_context_too_short_to_time_steps_in_is_said_and_skipped(gc):
     assert r.rc == 0 and "context of 32 positions is too short to time decode steps in; skipped" in r.out, r
     with sqlite3.connect(gc.dir / "t.db") as c:
         assert c.execute("SELECT count(*) FROM step_checks").fetchone()[0] == 0
+
+
+def test_each_winner_is_timed_in_the_step_that_launches_it(gc):
+    """gcore-run's single-sequence step and gcore-serve's batched steps
+    (--batch 1,4) run different kernels: a winner is timed in the step that
+    launches its problem (argmax and the plain QKV projection only in the
+    batched step of one row, where argmax_step and the RoPE-fused QKV take
+    their places in the single sequence's), and one no step here launches (a
+    prefill's problem; the general decode attention in a context shorter
+    than its bucket) is named and not timed. Each chosen winner is made the
+    fastest measurement of its problem, so that the re-run picks it."""
+    model = str(gc.dir / "m")
+    TM.write_model(model, seed=5, dtype="f32", **TINY)
+    tune = ["gcore-tune", "--model", model, "--target", "cpu", "--budget", "4", "--prefill", "none", "--batch", "1,4",
+            "--db", "t.db", "--min-time", "0.01", "--no-progress"]
+    r = gc(*tune, "--no-step-check", timeout=600)
+    assert r.rc == 0, r
+    r = gc("gcore-gen", "--model", model, "--target", "cpu", "--prefill", "none", "--batch", "1,4", "-o", "d.gcb")
+    assert r.rc == 0, r
+    with sqlite3.connect(gc.dir / "d.gcb") as c:
+        defaults = {(op, m, n, k): (t, p) for op, m, n, k, t, p in c.execute(
+            "SELECT op, m_lo, n, k, template, params FROM dispatch WHERE m_lo = m_hi")}
+    want = {"argmax f32:f32:f32 m=1 n=300": "in a batch of 1",
+            "rmsnorm_gemm f32:f32:f32 m=1 n=128 k=64": "in a batch of 1",
+            "attention_batch f32:f32:f32 m=4 h=4 g=2 d=16": "in a batch of 4",
+            "gemm_add f32:f32:f32 m=4 n=64 k=160": "in a batch of 4",
+            "attention f32:f32:f32 m=1 k=1024 h=4 g=2 d=16": "one sequence",
+            "rmsnorm_gemm_rope_kv f32:f32:f32 m=1 n=128 k=64 h=4 g=2 d=16": "one sequence",
+            "attention f32:f32:f32 m=1 h=4 g=2 d=16": None,  # the general attention: past 1024 positions of 256
+            "attention f32:f32:f32 m=4 h=4 g=2 d=16": None,  # a prefill's
+            "rope_kv f32:f32:f32 m=4 h=4 g=2 d=16": None}
+    with sqlite3.connect(gc.dir / "t.db") as c:
+        for key in want:
+            rows = c.execute("SELECT m.id, p.op, p.m, p.n, p.k, v.template, v.params FROM measurements m JOIN problems p "
+                             "ON p.id = m.problem_id JOIN variants v ON v.id = m.variant_id WHERE p.key = ? AND "
+                             "m.status = 'ok'", (key,)).fetchall()
+            other = [mid for mid, op, m, n, k, t, p in rows if defaults[(op, m, n, k)] != (t, p)]
+            assert other, (key, rows)
+            c.execute("UPDATE measurements SET median_us = 1e-6 WHERE id = ?", (other[0],))
+    r = gc(*tune, "--step-check", timeout=600)
+    assert r.rc == 0, r
+    timed = dict(re.findall(r"^  (.*?), (one sequence|in a batch of \d+): \S+ \S+: [\d.]+ us a step", r.out, re.M))
+    untimed = re.findall(r"^  (.*?): \S+ \S+: not timed: no decode step here launches it", r.out, re.M)
+    for key, step in want.items():
+        if step:
+            assert timed.get(key) == step, (key, r.out)
+        else:
+            assert key in untimed and key not in timed, (key, r.out)
+    with sqlite3.connect(gc.dir / "t.db") as c:
+        checked = {k for (k,) in c.execute("SELECT p.key FROM step_checks s JOIN measurements m ON m.id = "
+                                            "s.measurement_id JOIN problems p ON p.id = m.problem_id")}
+    assert checked == set(timed), (checked, timed)
+    head = re.search(r"^step check: (\d+) winners of the decode steps differ from their defaults; (\d+) of them timed",
+                     r.out, re.M)
+    assert head and int(head.group(1)) == len(timed) + len(untimed) and int(head.group(2)) == len(timed), r.out

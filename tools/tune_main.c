@@ -390,6 +390,9 @@ int main(int argc, char **argv) {
     rc = gc_err_set(&e, GC_EINVAL, "give one of --workload, --model, or --op with sizes");
   else if ((prefill || batch || quantize || tp || step >= 0) && !model)
     rc = gc_err_set(&e, GC_EINVAL, "--prefill, --batch, --quantize, --tp and --(no-)step-check go with --model");
+  else if (step == 1 && (tp > 1 || shard_n || ndev > 1))
+    rc = gc_err_set(&e, GC_EINVAL, "--step-check times one whole model on one device: not with --tp, --shard or "
+                    "several --devices (check the merged database with gcore-tune --model on one device)");
   else if (workload)
     rc = gc_problems_load(&probs, workload, &e);
   else if (model && !(rc = gc_target_parse(target, &o.target, &e)))
@@ -425,7 +428,8 @@ int main(int argc, char **argv) {
   if (!rc && model && step && (tp ? tp : 1) == 1 && !shard_n && ndev <= 1) {
     gc_step_opts_t so = {.model = model, .quantize = quantize, .prefill = prefill, .batch = batch,
                          .db_path = o.db_path, .cache = o.cache, .templates_dir = o.templates_dir,
-                         .compiler = o.compiler, .target = &o.target, .ordinal = o.ordinal};
+                         .compiler = o.compiler, .target = &o.target, .ordinal = o.ordinal, .jobs = o.jobs,
+                         .compile_timeout_s = o.compile_timeout_s};
     gc_step_opts_default(&so);
     rc = gc_step_check(&so, &e);
   }

@@ -12,6 +12,8 @@
 #include "../models/llama.h"
 #include "../models/recipe.h"
 #include "../models/weights.h"
+#include "../runtime/dispatch.h"
+#include "../runtime/profile.h"
 
 void gc_step_opts_default(gc_step_opts_t *o) {
   o->prompt = 16;
@@ -20,12 +22,35 @@ void gc_step_opts_default(gc_step_opts_t *o) {
   o->max_loss = 0.005;
 }
 
-/* A winner of the decode step that differs from its default. */
+/* A winner that differs from its default, and the decode step it is timed
+ * in: rows 0, gcore-run's single-sequence step (gc_llama_greedy); rows M,
+ * gcore-serve's batched step of M rows (gc_llama_decode_batch). */
 typedef struct cand {
   gc_problem_t p;
   gc_db_winner_t w;
-  char dflt[600]; /* the default: "template params" */
+  char dflt[600];       /* the default: "template params" */
+  int rows, prompt;     /* the step; tokens in each sequence before its timed steps */
+  char path[1200];      /* its bundle ("" before it is built) */
+  char skip[400];       /* why it is not timed, "": timed */
+  double us, d_us, d_max; /* its fastest step; the defaults' fastest and slowest beside it */
 } cand_t;
+
+typedef struct check {
+  const gc_step_opts_t *o;
+  const gc_llama_weights_t *w;
+  gc_dev_t *dev;
+  gc_problems_t probs;  /* the bundles' problems and needs: the workload's */
+  gc_needs_t needs;
+  gc_llama_plan_t plan;
+  char dpath[1200];     /* the defaults' bundle */
+  cand_t *c;
+  int n;
+  struct { /* the launches of each step profiled (launched) */
+    int rows, np;
+    gc_prof_t *prof;
+  } seen[2 * (GC_LLAMA_BATCH_MAX + 2)];
+  int nseen;
+} check_t;
 
 /* The bundle's problems: all (winner_u NULL: defaults only) or only one
  * takes its winner. */
@@ -37,33 +62,57 @@ static int winner_ok(void *u, const gc_problem_t *p) {
   return !strcmp(a, b);
 }
 
-/* The decode step's winners (batch 1, one sequence: the ops only batched
- * steps run are not timed here) that differ from their template defaults,
- * into *out (n of them; free). */
-static int candidates(const gc_step_opts_t *o, cand_t **out, int *n, gc_err_t *e) {
+/* The step a problem of m rows can run in: m = 1 the single sequence's
+ * (or, where that does not launch it, the batched step of one row), m = 2
+ * .. GC_LLAMA_BATCH_MAX the batched step of m rows; -1: none. */
+static int rows_for(const gc_problem_t *p) {
+  return p->m == 1 ? 0 : p->m <= GC_LLAMA_BATCH_MAX ? (int)p->m : -1;
+}
+
+/* The prompt before a step's timed runs: o->prompt, or one token in a
+ * short context. */
+static int short_prompt(const gc_step_opts_t *o, const gc_llama_config_t *cfg) {
+  return o->prompt < cfg->max_seq / 4 ? o->prompt : 1;
+}
+
+/* The prompt before p's timed steps: past the short-context bucket for the
+ * general decode attention (k = 0: the bucket's kernel is k =
+ * GC_LLAMA_ATTN_SHORT), where the model reaches it (else no step here
+ * launches it: place() says so); else short_prompt. */
+static int prompt_for(const gc_step_opts_t *o, const gc_llama_config_t *cfg, const gc_problem_t *p) {
+  int longer = GC_LLAMA_ATTN_SHORT + 1;
+  if (!strcmp(p->op, "attention") && p->k == 0 && longer + o->steps + 24 <= cfg->max_seq) return longer;
+  return short_prompt(o, cfg);
+}
+
+/* The winners of the workload's decode problems (--batch's: the steps of
+ * one sequence and of its batches) that differ from their template
+ * defaults, into c->c (c->n of them). */
+static int candidates(check_t *c, gc_err_t *e) {
+  const gc_step_opts_t *o = c->o;
   gc_problems_t dp = {0};
   gc_templates_t tpls = {0};
   gc_db_t *db = NULL;
-  *out = NULL;
-  *n = 0;
-  int rc = gc_llama_workload(o->model, o->quantize, "none", "1", 1, o->target->backend, &dp, NULL, NULL, e);
+  int rc = gc_llama_workload(o->model, o->quantize, "none", o->batch ? o->batch : "1", 1, o->target->backend, &dp,
+                             NULL, NULL, e);
   if (!rc) rc = gc_tpl_load_all(o->templates_dir, &tpls, e);
   if (!rc) rc = gc_db_open(o->db_path, 0, &db, e);
-  if (!rc && !(*out = gc_calloc((size_t)dp.n + 1, sizeof **out, e))) rc = GC_ENOMEM;
+  if (!rc && !(c->c = gc_calloc((size_t)dp.n + 1, sizeof *c->c, e))) rc = GC_ENOMEM;
   for (int i = 0; !rc && i < dp.n; i++) {
     const gc_problem_t *p = &dp.v[i];
-    cand_t *c = &(*out)[*n];
+    cand_t *k = &c->c[c->n];
     int found = 0;
     gc_variant_t v;
-    if (!strcmp(p->op, "rope_kv_batch") || !strcmp(p->op, "attention_batch")) continue;
-    if ((rc = gc_db_find_winner(db, o->target->name, p, &c->w, &found, e)) || !found) continue;
-    const gc_template_t *t = gc_tpl_find(&tpls, c->w.template_name);
-    if (!t || strcmp(t->hash, c->w.template_hash)) continue; /* stale: gcore-gen builds the default */
+    if ((rc = gc_db_find_winner(db, o->target->name, p, &k->w, &found, e)) || !found) continue;
+    const gc_template_t *t = gc_tpl_find(&tpls, k->w.template_name);
+    if (!t || strcmp(t->hash, k->w.template_hash)) continue; /* stale: gcore-gen builds the default */
     if ((rc = gc_tpl_pick_default(&tpls, o->target, p, &v, e))) break;
-    if (!strcmp(v.tpl->name, c->w.template_name) && !strcmp(v.params, c->w.params)) continue;
-    c->p = *p;
-    snprintf(c->dflt, sizeof c->dflt, "%s %s", v.tpl->name, v.params);
-    (*n)++;
+    if (!strcmp(v.tpl->name, k->w.template_name) && !strcmp(v.params, k->w.params)) continue;
+    k->p = *p;
+    k->rows = rows_for(p);
+    k->prompt = prompt_for(o, &c->w->cfg, p);
+    snprintf(k->dflt, sizeof k->dflt, "%s %s", v.tpl->name, v.params);
+    c->n++;
   }
   gc_db_close(db);
   gc_tpl_free_all(&tpls);
@@ -72,8 +121,8 @@ static int candidates(const gc_step_opts_t *o, cand_t **out, int *n, gc_err_t *e
 }
 
 /* The bundle at path: the workload's problems, p's winner (NULL: none). */
-static int build(const gc_step_opts_t *o, const gc_problems_t *probs, const gc_needs_t *needs,
-                 const char *const *meta, const gc_problem_t *p, const char *path, gc_err_t *e) {
+static int build(const check_t *c, const gc_problem_t *p, const char *path, gc_err_t *e) {
+  const gc_step_opts_t *o = c->o;
   gc_gen_opts_t g = {0};
   g.db_path = o->db_path;
   g.out_path = path;
@@ -82,144 +131,250 @@ static int build(const gc_step_opts_t *o, const gc_problems_t *probs, const gc_n
   g.cache = o->cache;
   g.compiler = o->compiler;
   g.code_object = o->target->code_object;
+  g.jobs = o->jobs;
+  g.compile_timeout_s = o->compile_timeout_s;
   g.quiet = 1;
-  g.meta = meta;
+  g.meta = c->plan.meta;
   g.winner_ok = winner_ok;
   g.winner_u = (void *)p;
-  return gc_gen_bundle(&g, probs, needs, e);
+  return gc_gen_bundle(&g, &c->probs, &c->needs, e);
 }
 
-/* µs a decode step of w on dev with the bundle at path: after a prompt of
- * np tokens (one at a time: the bundle may serve no prefill) and 8 steps,
- * steps greedy steps timed. */
-static int time_step(gc_dev_t *dev, const gc_llama_weights_t *w, const char *path, int np, int steps,
-                     double *us, gc_err_t *e) {
-  gc_rt_t *rt = NULL;
-  gc_llama_t *m = NULL;
+/* One sequence a slot, rows of them (0: the single-sequence model, one),
+ * each fed np prompt tokens one at a time (the bundle may serve no
+ * prefill), then 8 decode steps. *last: each row's last token. */
+static int start(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int rows, int np, int steps,
+                 gc_llama_t **m, int32_t *last, gc_err_t *e) {
+  const int vocab = w->cfg.vocab_size, slots = rows ? rows : 1, ctx = np + 8 + steps + 16;
   int32_t *toks = gc_malloc((size_t)np * sizeof *toks, e);
-  float *lg = gc_malloc((size_t)w->cfg.vocab_size * sizeof *lg, e);
-  int rc = toks && lg ? GC_OK : GC_ENOMEM, n = 0;
-  for (int i = 0; toks && i < np; i++) toks[i] = (int32_t)(1 + (7 * i) % (w->cfg.vocab_size - 1));
-  if (!rc) rc = gc_rt_open(dev, path, &rt, e);
-  if (!rc) rc = gc_llama_create(dev, rt, w, np + steps + 16, 1, &m, e);
-  for (int i = 0; !rc && i < np; i++) rc = gc_llama_forward(m, toks + i, 1, 0, lg, e);
-  if (!rc) rc = gc_llama_greedy(m, toks[np - 1], 8, gc_llama_count_ids, &n, e);
-  double t0 = gc_now();
-  if (!rc) rc = gc_llama_greedy(m, toks[np - 1], steps, gc_llama_count_ids, &n, e);
-  *us = (gc_now() - t0) * 1e6 / steps;
-  gc_llama_free(m);
-  gc_rt_close(rt);
+  float *lg = gc_malloc((size_t)vocab * sizeof *lg, e);
+  int rc = toks && lg ? GC_OK : GC_ENOMEM, n = 0, sl[GC_LLAMA_BATCH_MAX];
+  for (int i = 0; toks && i < np; i++) toks[i] = vocab > 1 ? (int32_t)(1 + (7 * i) % (vocab - 1)) : 0;
+  if (!rc) rc = rows ? gc_llama_create_slots(dev, rt, w, ctx, 1, slots, m, e) : gc_llama_create(dev, rt, w, ctx, 1, m, e);
+  for (int s = 0; !rc && s < slots; s++) {
+    for (int i = 0; !rc && i < np; i++) rc = gc_llama_slot_forward(*m, s, toks + i, 1, 0, lg, NULL, e);
+    last[s] = toks[np - 1];
+    sl[s] = s;
+  }
+  if (!rc && !rows) rc = gc_llama_greedy(*m, last[0], 8, gc_llama_count_ids, &n, e);
+  for (int i = 0; !rc && rows && i < 8; i++) rc = gc_llama_decode_batch(*m, rows, sl, last, NULL, last, e);
   free(toks);
   free(lg);
   return rc;
 }
 
-/* The prompt before c's timed steps: past the short-context bucket for the
- * general decode attention (k = 0: the bucket's kernel is k = GC_LLAMA_ATTN_SHORT),
- * where the model reaches it; else o->prompt. */
-static int prompt_for(const gc_step_opts_t *o, const gc_llama_config_t *cfg, const gc_problem_t *p) {
-  int longer = GC_LLAMA_ATTN_SHORT + 1;
-  if (!strcmp(p->op, "attention") && p->k == 0 && longer + o->steps + 16 <= cfg->max_seq) return longer;
-  return o->prompt < cfg->max_seq / 4 ? o->prompt : 1;
+/* µs a decode step (the step of `rows`, as in cand_t) of w on c's device
+ * with the bundle at path, steps of them timed after start(). With prof:
+ * one step, its launches filed there, instead. */
+static int time_step(const check_t *c, const char *path, int rows, int np, gc_prof_t *prof, double *us,
+                     gc_err_t *e) {
+  const gc_llama_weights_t *w = c->w;
+  const int room = w->cfg.max_seq - np - 24, steps = prof ? 1 : c->o->steps < room ? c->o->steps : room > 1 ? room : 1;
+  gc_rt_t *rt = NULL;
+  gc_llama_t *m = NULL;
+  int32_t last[GC_LLAMA_BATCH_MAX];
+  int sl[GC_LLAMA_BATCH_MAX], n = 0;
+  for (int s = 0; s < GC_LLAMA_BATCH_MAX; s++) sl[s] = s;
+  int rc = gc_rt_open(c->dev, path, &rt, e);
+  if (!rc) rc = start(c->dev, rt, w, rows, np, steps, &m, last, e);
+  if (!rc && prof) gc_llama_set_profile(m, prof);
+  double t0 = gc_now();
+  if (!rc && !rows) rc = gc_llama_greedy(m, last[0], steps, gc_llama_count_ids, &n, e);
+  for (int i = 0; !rc && rows && i < steps; i++) rc = gc_llama_decode_batch(m, rows, sl, last, NULL, last, e);
+  *us = (gc_now() - t0) * 1e6 / steps;
+  gc_llama_free(m);
+  gc_rt_close(rt);
+  return rc;
 }
 
-/* The runs of one prompt length np: o->reps rounds of the defaults
- * (dpath) then each candidate i with prompt[i] == np (its bundle cpath[i]),
- * so that every weight upload serves one timing; each candidate's fastest
- * into c_us[i], the defaults' fastest and slowest into d_us[i], d_max[i]. */
-static int time_group(const gc_step_opts_t *o, gc_dev_t *dev, const gc_llama_weights_t *w, int n,
-                      const int *prompt, int np, const char *dpath, char (*cpath)[1200], double *d_us,
-                      double *c_us, double *d_max, gc_err_t *e) {
-  const int room = w->cfg.max_seq - np - 16, steps = o->steps < room ? o->steps : room > 1 ? room : 1;
-  double lo = 0, hi = 0;
-  for (int r = 0; r < o->reps; r++) {
-    double t;
-    if (time_step(dev, w, dpath, np, steps, &t, e)) return e->code;
-    if (!r || t < lo) lo = t;
-    if (t > hi) hi = t;
-    for (int i = 0; i < n; i++) {
-      if (prompt[i] != np) continue;
-      if (time_step(dev, w, cpath[i], np, steps, &t, e)) return e->code;
-      if (!r || t < c_us[i]) c_us[i] = t;
-    }
+/* Launches of p in one step of `rows` after np prompt tokens, with the
+ * defaults' bundle (its kernels are the problems the step runs, whatever
+ * the winners); each (rows, np) profiled once, into c->seen. */
+static int launched(check_t *c, int rows, int np, const gc_problem_t *p, int64_t *count, gc_err_t *e) {
+  int i = 0;
+  while (i < c->nseen && (c->seen[i].rows != rows || c->seen[i].np != np)) i++;
+  if (i == c->nseen) {
+    double us;
+    if (i == (int)GC_ARRAY_LEN(c->seen)) return gc_err_set(e, GC_EINVAL, "step check: too many kinds of step");
+    if (gc_prof_create(c->dev, &c->seen[i].prof, e)) return e->code;
+    c->seen[i].rows = rows, c->seen[i].np = np, c->nseen++;
+    if (time_step(c, c->dpath, rows, np, c->seen[i].prof, &us, e)) return e->code;
   }
-  for (int i = 0; i < n; i++)
-    if (prompt[i] == np) d_us[i] = lo, d_max[i] = hi;
+  *count = gc_prof_count(c->seen[i].prof, "decode", p);
   return GC_OK;
 }
 
-int gc_step_check(const gc_step_opts_t *o, gc_err_t *e) {
-  cand_t *cs = NULL;
-  gc_llama_weights_t *w = NULL;
-  int n = 0, rc = gc_weights_open(o->model, &w, e);
-  if (!rc && w->cfg.max_seq < 48) { /* a prompt token, 8 warm-up steps and 16 of slack leave too few to time */
-    printf("step check: the model's context of %d positions is too short to time decode steps in; skipped\n",
-           w->cfg.max_seq);
-    gc_weights_close(w);
+/* Whether the bundle at path serves k's problem with k's winner (not when
+ * the database's winner changed since it was read, or the winner is not
+ * valid for the bundle: gcore-gen then builds the default). */
+static int runs_winner(const check_t *c, const cand_t *k, int *yes, gc_err_t *e) {
+  gc_rt_t *rt = NULL;
+  const gc_rt_kernel_t *kr;
+  int rc = gc_rt_open(c->dev, k->path, &rt, e);
+  if (!rc) rc = gc_rt_find(rt, &k->p, &kr, e);
+  *yes = !rc && !strcmp(kr->d.vid, k->w.vid) && kr->d.m_lo == k->p.m && kr->d.m_hi == k->p.m;
+  gc_rt_close(rt);
+  return rc;
+}
+
+/* Where k runs: its step (a problem of one row that the single sequence's
+ * step does not launch: the batched step of one row, which gcore-serve
+ * runs for one client), or k->skip says it runs in none here. */
+static int place(check_t *c, cand_t *k, gc_err_t *e) {
+  int64_t n = 0;
+  if (k->rows >= 0 && launched(c, k->rows, k->prompt, &k->p, &n, e)) return e->code;
+  if (!n && k->rows == 0) {
+    k->rows = 1;
+    k->prompt = short_prompt(c->o, &c->w->cfg);
+    if (launched(c, 1, k->prompt, &k->p, &n, e)) return e->code;
+  }
+  if (!n) snprintf(k->skip, sizeof k->skip, "no decode step here launches it (a prefill's problem, or the step "
+                   "runs another kernel in its place)");
+  return GC_OK;
+}
+
+/* k's bundle, built and serving k's winner, or k->skip says why not. */
+static int prepare(check_t *c, cand_t *k, const char *dir, int i, gc_err_t *e) {
+  gc_err_t be = {0};
+  int yes = 0;
+  if (snprintf(k->path, sizeof k->path, "%s/%d-winner%d.gcb", dir, (int)getpid(), i) >= (int)sizeof k->path)
+    return gc_err_set(e, GC_EINVAL, "step check: the cache directory's path is too long");
+  if (build(c, &k->p, k->path, &be)) {
+    snprintf(k->skip, sizeof k->skip, "its bundle failed to build: %s", be.msg);
     return GC_OK;
   }
-  if (!rc) rc = candidates(o, &cs, &n, e);
-  if (rc || !n) {
-    if (!rc) printf("step check: every winner of the decode step is its template's default\n");
-    gc_weights_close(w);
-    free(cs);
-    return rc;
+  if (runs_winner(c, k, &yes, e)) return e->code;
+  if (!yes)
+    snprintf(k->skip, sizeof k->skip, "its bundle serves it with another kernel (the database's winner changed "
+             "since, or it is not valid in a bundle)");
+  return GC_OK;
+}
+
+/* The runs of the step of `rows` after np prompt tokens: o->reps rounds
+ * of the defaults, then each candidate timed in it (so that every weight
+ * upload serves one timing); each candidate's fastest into its us, the
+ * defaults' fastest and slowest into its d_us, d_max. */
+static int time_group(check_t *c, int rows, int np, gc_err_t *e) {
+  double lo = 0, hi = 0, t;
+  for (int r = 0; r < c->o->reps; r++) {
+    if (time_step(c, c->dpath, rows, np, NULL, &t, e)) return e->code;
+    if (!r || t < lo) lo = t;
+    if (t > hi) hi = t;
+    for (int i = 0; i < c->n; i++) {
+      cand_t *k = &c->c[i];
+      if (k->skip[0] || k->rows != rows || k->prompt != np) continue;
+      if (time_step(c, k->path, rows, np, NULL, &t, e)) return e->code;
+      if (!r || t < k->us) k->us = t;
+    }
   }
-  const double t0 = gc_now();
-  int refused = 0;
-  gc_problems_t probs = {0};
-  gc_needs_t needs = {0};
-  gc_llama_plan_t plan = {.db = o->db_path, .target = strcmp(o->target->backend, "cpu") ? o->target->name : NULL,
-                          .force = -1};
-  gc_dev_t *dev = NULL;
+  for (int i = 0; i < c->n; i++)
+    if (!c->c[i].skip[0] && c->c[i].rows == rows && c->c[i].prompt == np) c->c[i].d_us = lo, c->c[i].d_max = hi;
+  return GC_OK;
+}
+
+/* Refused: its fastest run slower than every run of the defaults, by more
+ * than max_loss. */
+static int kept(const gc_step_opts_t *o, const cand_t *k) {
+  return k->us <= k->d_us * (1 + o->max_loss) || k->us <= k->d_max;
+}
+
+/* The verdicts into the database, all or none. */
+static int record(const check_t *c, gc_err_t *e) {
   gc_db_t *db = NULL;
-  char dir[1100], dpath[1200], (*cpath)[1200] = gc_calloc((size_t)n, sizeof *cpath, e);
-  int *prompt = gc_calloc((size_t)n, sizeof *prompt, e);
-  double *t = gc_calloc((size_t)n * 3, sizeof *t, e), *d_us = t, *c_us = t ? t + n : NULL, *d_max = t ? t + 2 * n : NULL;
-  if (!cpath || !prompt || !t) rc = GC_ENOMEM;
-  snprintf(dir, sizeof dir, "%s/stepcheck", o->cache);
-  snprintf(dpath, sizeof dpath, "%s/%d-defaults.gcb", dir, (int)getpid());
-  if (!rc) rc = gc_llama_workload(o->model, o->quantize, o->prefill, o->batch, 1, o->target->backend, &probs,
-                                  &needs, &plan, e);
-  if (!rc) rc = gc_mkdirs(dir, e);
-  if (!rc && o->quantize) rc = gc_weights_quantize(w, o->quantize, e);
-  if (!rc) rc = gc_dev_open(o->target->backend, o->ordinal, &dev, e);
-  if (!rc) rc = build(o, &probs, &needs, plan.meta, NULL, dpath, e);
-  for (int i = 0; !rc && i < n; i++) {
-    snprintf(cpath[i], sizeof cpath[i], "%s/%d-winner%d.gcb", dir, (int)getpid(), i);
-    prompt[i] = prompt_for(o, &w->cfg, &cs[i].p);
-    rc = build(o, &probs, &needs, plan.meta, &cs[i].p, cpath[i], e);
+  int rc = gc_db_open(c->o->db_path, 1, &db, e);
+  if (!rc) rc = gc_db_begin(db, e);
+  for (int i = 0; !rc && i < c->n; i++) {
+    const cand_t *k = &c->c[i];
+    if (!k->skip[0])
+      rc = gc_db_record_step_check(db, k->w.measurement_id, c->o->target->name, c->o->model, k->d_us, k->us,
+                                   kept(c->o, k), e);
   }
-  if (!rc)
-    printf("step check: %d winners of the decode step differ from their defaults; each timed in the step "
-           "(%d runs of up to %d steps) against the defaults\n", n, o->reps, o->steps);
-  for (int i = 0; !rc && i < n; i++) /* each prompt length once, at its first candidate */
-    if (!d_us[i]) rc = time_group(o, dev, w, n, prompt, prompt[i], dpath, cpath, d_us, c_us, d_max, e);
-  if (!rc) rc = gc_db_open(o->db_path, 1, &db, e);
-  for (int i = 0; !rc && i < n; i++) {
-    const cand_t *c = &cs[i];
-    char key[GC_PROBLEM_KEY];
-    gc_problem_key(&c->p, key);
-    /* refused: its fastest run slower than every run of the defaults, by more than max_loss */
-    int kept = c_us[i] <= d_us[i] * (1 + o->max_loss) || c_us[i] <= d_max[i];
-    rc = gc_db_record_step_check(db, c->w.measurement_id, o->target->name, o->model, d_us[i], c_us[i], kept, e);
-    printf("  %s: %s %s: %.2f us a step against %.2f with the default (%s): %s\n", key, c->w.template_name,
-           c->w.params, c_us[i], d_us[i], c->dflt,
-           kept ? "kept" : "slower in the step: gcore-gen builds the default");
-    refused += !kept;
-  }
-  if (!rc) printf("step check: %d of %d winners kept, %d refused (%.0f s)\n", n - refused, n, refused, gc_now() - t0);
-  unlink(dpath);
-  for (int i = 0; cpath && i < n; i++)
-    if (cpath[i][0]) unlink(cpath[i]);
-  free(cpath);
-  free(prompt);
-  free(t);
+  if (!rc) rc = gc_db_commit(db, e);
+  else if (db) gc_db_rollback(db);
   gc_db_close(db);
-  gc_dev_close(dev);
+  return rc;
+}
+
+/* A line per candidate, then the count. */
+static void say(const check_t *c, double t0) {
+  int nk = 0, nt = 0;
+  for (int i = 0; i < c->n; i++) {
+    const cand_t *k = &c->c[i];
+    char key[GC_PROBLEM_KEY], step[48];
+    gc_problem_key(&k->p, key);
+    if (k->rows > 0) snprintf(step, sizeof step, "in a batch of %d", k->rows);
+    else snprintf(step, sizeof step, "one sequence");
+    if (k->skip[0]) {
+      printf("  %s: %s %s: not timed: %s\n", key, k->w.template_name, k->w.params, k->skip);
+      continue;
+    }
+    nt++;
+    nk += kept(c->o, k);
+    printf("  %s, %s: %s %s: %.2f us a step against %.2f with the default (%s): %s\n", key, step,
+           k->w.template_name, k->w.params, k->us, k->d_us, k->dflt,
+           kept(c->o, k) ? "kept" : "slower in the step: gcore-gen builds the default");
+  }
+  printf("step check: %d of %d winners timed kept, %d refused, %d not timed (%.0f s)\n", nk, nt, nt - nk,
+         c->n - nt, gc_now() - t0);
+}
+
+/* Build, place, time and record c's candidates. */
+static int check(check_t *c, gc_err_t *e) {
+  const gc_step_opts_t *o = c->o;
+  const double t0 = gc_now();
+  char dir[1100];
+  int rc = GC_OK, nt = 0;
+  c->plan = (gc_llama_plan_t){.db = o->db_path, .target = strcmp(o->target->backend, "cpu") ? o->target->name : NULL,
+                              .force = -1};
+  if (snprintf(dir, sizeof dir, "%s/stepcheck", o->cache) >= (int)sizeof dir ||
+      snprintf(c->dpath, sizeof c->dpath, "%s/%d-defaults.gcb", dir, (int)getpid()) >= (int)sizeof c->dpath)
+    return gc_err_set(e, GC_EINVAL, "step check: the cache directory's path is too long");
+  rc = gc_llama_workload(o->model, o->quantize, o->prefill, o->batch, 1, o->target->backend, &c->probs, &c->needs,
+                         &c->plan, e);
+  if (!rc) rc = gc_mkdirs(dir, e);
+  if (!rc) rc = gc_dev_open(o->target->backend, o->ordinal, &c->dev, e);
+  if (!rc) rc = build(c, NULL, c->dpath, e);
+  for (int i = 0; !rc && i < c->n; i++) rc = place(c, &c->c[i], e);
+  for (int i = 0; !rc && i < c->n; i++)
+    if (!c->c[i].skip[0]) rc = prepare(c, &c->c[i], dir, i, e);
+  for (int i = 0; i < c->n; i++) nt += !c->c[i].skip[0];
+  if (!rc)
+    printf("step check: %d winners of the decode steps differ from their defaults; %d of them timed in their "
+           "step (%d runs of up to %d steps) against the defaults\n", c->n, nt, o->reps, o->steps);
+  for (int i = 0; !rc && i < c->n; i++) { /* each step once, at its first candidate */
+    const cand_t *k = &c->c[i];
+    int first = !k->skip[0];
+    for (int j = 0; first && j < i; j++)
+      first = c->c[j].skip[0] || c->c[j].rows != k->rows || c->c[j].prompt != k->prompt;
+    if (first) rc = time_group(c, k->rows, k->prompt, e);
+  }
+  if (!rc) rc = record(c, e);
+  if (!rc) say(c, t0);
+  return rc;
+}
+
+int gc_step_check(const gc_step_opts_t *o, gc_err_t *e) {
+  check_t c = {.o = o};
+  gc_llama_weights_t *w = NULL;
+  int rc = gc_weights_open(o->model, &w, e);
+  c.w = w;
+  if (!rc && w->cfg.max_seq < 48) { /* a prompt token, 8 warm-up steps and 24 of slack leave too few to time */
+    printf("step check: the model's context of %d positions is too short to time decode steps in; skipped\n",
+           w->cfg.max_seq);
+  } else if (!rc) {
+    rc = candidates(&c, e);
+    if (!rc && !c.n) printf("step check: every winner of the decode steps is its template's default\n");
+    if (!rc && c.n && o->quantize) rc = gc_weights_quantize(w, o->quantize, e);
+    if (!rc && c.n) rc = check(&c, e);
+  }
+  if (c.dpath[0]) unlink(c.dpath);
+  for (int i = 0; i < c.n; i++)
+    if (c.c[i].path[0]) unlink(c.c[i].path);
+  for (int i = 0; i < c.nseen; i++) gc_prof_free(c.seen[i].prof);
+  free(c.c);
+  gc_dev_close(c.dev);
   gc_weights_close(w);
-  gc_problems_free(&probs);
-  gc_needs_free(&needs);
-  free(cs);
+  gc_problems_free(&c.probs);
+  gc_needs_free(&c.needs);
   return rc;
 }
