@@ -1,13 +1,17 @@
 /* fuzz_tunedb.c — the input as a tune.db, opened as gcore-gen opens one
- * (read-only, schema version checked; the winner of a problem looked up)
- * and then as gcore-tune does (read-write: migrations applied, device,
- * compiler and problem rows upserted, the measured candidates counted and
- * the winner picked again). The seeds hold these rows (fuzz/seeds.py). */
+ * (read-only, schema version checked; the winner of a problem looked up,
+ * with its step check), as gcore-tune --report reads one (every row, into
+ * the page), as gcore-tune --merge reads a source (copied into a fresh
+ * database by keys, winners re-picked), and then as gcore-tune opens one
+ * (read-write: migrations applied, device, compiler and problem rows
+ * upserted, the measured candidates counted and the winner picked again).
+ * The seeds hold these rows (fuzz/seeds.py). */
 #include <string.h>
 
 #include "fuzz.h"
 #include "../db/tunedb.h"
 #include "../gen/template.h"
+#include "../tuner/report.h"
 
 #define FZ_TARGET "cpu:x86-64-v3"
 
@@ -46,6 +50,39 @@ static void fz_as_gen(const char *path) {
   gc_db_close(db);
 }
 
+/* gcore-tune --report: the page of every row. */
+static void fz_as_report(const char *path) {
+  gc_err_t e;
+  gc_db_t *db;
+  gc_buf_t page = {0};
+  gc_report_stats_t st;
+  if (gc_db_open(path, 0, &db, &e) != GC_OK) return; /* fz_as_gen reported it */
+  fz_report("report", gc_report_html(db, path, NULL, &page, &st, &e), &e);
+  gc_buf_free(&page);
+  gc_db_close(db);
+}
+
+/* gcore-tune --merge: the input as a source, into a fresh database, in a
+ * transaction rolled back. */
+static void fz_as_merge(const char *path) {
+  gc_err_t e;
+  gc_db_t *db;
+  gc_db_merge_stats_t st;
+  char into[FZ_PATH];
+  int64_t picked, changed;
+  fz_remove("merged.db");
+  fz_write("merged.db", "", 0, into);
+  fz_remove("merged.db");
+  if (fz_report("merge: open", gc_db_open(into, 1, &db, &e), &e) != GC_OK) return;
+  if (fz_report("merge: begin", gc_db_begin(db, &e), &e) == GC_OK) {
+    if (fz_report("merge", gc_db_merge_from(db, path, &st, &e), &e) == GC_OK)
+      fz_report("merge: re-pick", gc_db_merge_repick(db, fz_hashes, 0.02, &picked, &changed, &e), &e);
+    gc_db_rollback(db);
+  }
+  gc_db_close(db);
+  fz_remove("merged.db");
+}
+
 /* gcore-tune: resume a sweep of the problem. */
 static void fz_as_tune(const char *path) {
   static const gc_db_device_t dev = {"cpu", "x86-64-v3", "fuzz cpu", "fuzz", 2, 1 << 30};
@@ -71,6 +108,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_remove("tune.db");
   fz_write("tune.db", data, size, path);
   fz_as_gen(path);
+  fz_as_report(path);
+  fz_as_merge(path);
   fz_as_tune(path);
   fz_remove("tune.db");
   return 0;
