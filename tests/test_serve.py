@@ -1516,9 +1516,10 @@ def test_request_body_checks(srv):
     ])
     msgs = [{"role": "user", "content": "a"}, {"role": "assistant"}, {"role": "user", "content": "b"}]
     completion(srv, {"model": MODEL, "messages": msgs, "max_tokens": 2}, path="/v1/chat/completions")
+    # ignore_eos: a sampled end of the sequence after one token would end it there
     status, _, text = srv.post("/v1/completions", {"model": MODEL, "prompt": [1], "max_tokens": 2, "stream": True,
-                                                   "stream_options": {"include_usage": True}})
-    assert status == 200 and sse(text)[-1]["usage"]["completion_tokens"] == 2
+                                                   "ignore_eos": True, "stream_options": {"include_usage": True}})
+    assert status == 200 and sse(text)[-1]["usage"]["completion_tokens"] == 2, text
 
 
 # ---------------------------------------------------------------- load

@@ -77,11 +77,12 @@ static int short_prompt(const gc_step_opts_t *o, const gc_llama_config_t *cfg) {
 
 /* The prompt before p's timed steps: past the short-context bucket for the
  * general decode attention (k = 0: the bucket's kernel is k =
- * GC_LLAMA_ATTN_SHORT), where the model reaches it (else no step here
+ * GC_LLAMA_ATTN_SHORT; m = 1: a prefill's runs in no decode step), where
+ * the model reaches it (else no step here
  * launches it: place() says so); else short_prompt. */
 static int prompt_for(const gc_step_opts_t *o, const gc_llama_config_t *cfg, const gc_problem_t *p) {
   int longer = GC_LLAMA_ATTN_SHORT + 1;
-  if (!strcmp(p->op, "attention") && p->k == 0 && longer + o->steps + 24 <= cfg->max_seq) return longer;
+  if (!strcmp(p->op, "attention") && p->m == 1 && p->k == 0 && longer + o->steps + 24 <= cfg->max_seq) return longer;
   return short_prompt(o, cfg);
 }
 
@@ -198,7 +199,8 @@ static int launched(check_t *c, int rows, int np, const gc_problem_t *p, int64_t
     if (i == (int)GC_ARRAY_LEN(c->seen)) return gc_err_set(e, GC_EINVAL, "step check: too many kinds of step");
     if (gc_prof_create(c->dev, &c->seen[i].prof, e)) return e->code;
     c->seen[i].rows = rows, c->seen[i].np = np, c->nseen++;
-    if (time_step(c, c->dpath, rows, np, c->seen[i].prof, &us, e)) return e->code;
+    if (time_step(c, c->dpath, rows, np, c->seen[i].prof, &us, e))
+      return gc_err_prefix(e, "step check, the defaults' bundle");
   }
   *count = gc_prof_count(c->seen[i].prof, "decode", p);
   return GC_OK;
@@ -239,14 +241,11 @@ static int prepare(check_t *c, cand_t *k, const char *dir, int i, gc_err_t *e) {
   int yes = 0;
   if (snprintf(k->path, sizeof k->path, "%s/%d-winner%d.gcb", dir, (int)getpid(), i) >= (int)sizeof k->path)
     return gc_err_set(e, GC_EINVAL, "step check: the cache directory's path is too long");
-  if (build(c, &k->p, k->path, &be)) {
-    snprintf(k->skip, sizeof k->skip, "its bundle failed to build: %s", be.msg);
-    return GC_OK;
-  }
-  if (runs_winner(c, k, &yes, e)) return e->code;
-  if (!yes)
+  if (build(c, &k->p, k->path, &be) || runs_winner(c, k, &yes, &be))
+    snprintf(k->skip, sizeof k->skip, "its bundle failed: %s", be.msg);
+  else if (!yes)
     snprintf(k->skip, sizeof k->skip, "its bundle serves it with another kernel (the database's winner changed "
-             "since, or it is not valid in a bundle)");
+             "since, it was tuned with another compiler, or it is not valid in a bundle)");
   return GC_OK;
 }
 
@@ -257,14 +256,17 @@ static int prepare(check_t *c, cand_t *k, const char *dir, int i, gc_err_t *e) {
 static int time_group(check_t *c, int rows, int np, gc_err_t *e) {
   double lo = 0, hi = 0, t;
   for (int r = 0; r < c->o->reps; r++) {
-    if (time_step(c, c->dpath, rows, np, NULL, &t, e)) return e->code;
+    if (time_step(c, c->dpath, rows, np, NULL, &t, e)) return gc_err_prefix(e, "step check, the defaults' bundle");
     if (!r || t < lo) lo = t;
     if (t > hi) hi = t;
     for (int i = 0; i < c->n; i++) {
       cand_t *k = &c->c[i];
+      gc_err_t ke = {0};
       if (k->skip[0] || k->rows != rows || k->prompt != np) continue;
-      if (time_step(c, k->path, rows, np, NULL, &t, e)) return e->code;
-      if (!r || t < k->us) k->us = t;
+      if (time_step(c, k->path, rows, np, NULL, &t, &ke)) /* that winner's alone: the others go on */
+        snprintf(k->skip, sizeof k->skip, "its step failed: %s", ke.msg);
+      else if (!r || t < k->us)
+        k->us = t;
     }
   }
   for (int i = 0; i < c->n; i++)
@@ -333,7 +335,7 @@ static int check(check_t *c, gc_err_t *e) {
                          &c->plan, e);
   if (!rc) rc = gc_mkdirs(dir, e);
   if (!rc) rc = gc_dev_open(o->target->backend, o->ordinal, &c->dev, e);
-  if (!rc) rc = build(c, NULL, c->dpath, e);
+  if (!rc && build(c, NULL, c->dpath, e)) rc = gc_err_prefix(e, "step check, the defaults' bundle");
   for (int i = 0; !rc && i < c->n; i++) rc = place(c, &c->c[i], e);
   for (int i = 0; !rc && i < c->n; i++)
     if (!c->c[i].skip[0]) rc = prepare(c, &c->c[i], dir, i, e);
