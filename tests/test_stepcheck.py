@@ -1,6 +1,7 @@
-"""gcore-tune --model's step check (tuner/stepcheck.c): each winner of the
-decode step that differs from its template default is timed in the model's
-decode step against the defaults, and where the step is slower with it,
+"""gcore-tune --model's step check (tuner/stepcheck.c): each winner of a
+decode step that differs from its template default is timed, against the
+defaults, in the step that launches it (the single sequence's, or
+--batch's batched step of its rows), and where the step is slower with it,
 tune.db's step_checks says so and gcore-gen builds the default in its place
 (gen/bundle_build.c). On the CPU the check runs when asked (--step-check);
 its verdicts there are the host's noise, so this test checks what is
