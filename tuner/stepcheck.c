@@ -22,6 +22,14 @@ void gc_step_opts_default(gc_step_opts_t *o) {
   o->max_loss = 0.005;
 }
 
+/* The slots of a batched step's rows: row i is slot i. */
+static const int slot_of_row[GC_LLAMA_BATCH_MAX] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+_Static_assert(GC_LLAMA_BATCH_MAX == 16, "slot_of_row names every row of a batch");
+
+/* Positions of a step's context past its prompt and timed steps: 8
+ * warm-up steps and 16 spare. */
+#define SLACK 24
+
 /* A winner that differs from its default, and the decode step it is timed
  * in: rows 0, gcore-run's single-sequence step (gc_llama_greedy); rows M,
  * gcore-serve's batched step of M rows (gc_llama_decode_batch). */
@@ -82,7 +90,7 @@ static int short_prompt(const gc_step_opts_t *o, const gc_llama_config_t *cfg) {
  * launches it: place() says so); else short_prompt. */
 static int prompt_for(const gc_step_opts_t *o, const gc_llama_config_t *cfg, const gc_problem_t *p) {
   int longer = GC_LLAMA_ATTN_SHORT + 1;
-  if (!strcmp(p->op, "attention") && p->m == 1 && p->k == 0 && longer + o->steps + 24 <= cfg->max_seq) return longer;
+  if (!strcmp(p->op, "attention") && p->m == 1 && p->k == 0 && longer + o->steps + SLACK <= cfg->max_seq) return longer;
   return short_prompt(o, cfg);
 }
 
@@ -146,19 +154,18 @@ static int build(const check_t *c, const gc_problem_t *p, const char *path, gc_e
  * prefill), then 8 decode steps. *last: each row's last token. */
 static int start(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int rows, int np, int steps,
                  gc_llama_t **m, int32_t *last, gc_err_t *e) {
-  const int vocab = w->cfg.vocab_size, slots = rows ? rows : 1, ctx = np + 8 + steps + 16;
+  const int vocab = w->cfg.vocab_size, slots = rows ? rows : 1, ctx = np + steps + SLACK;
   int32_t *toks = gc_malloc((size_t)np * sizeof *toks, e);
   float *lg = gc_malloc((size_t)vocab * sizeof *lg, e);
-  int rc = toks && lg ? GC_OK : GC_ENOMEM, n = 0, sl[GC_LLAMA_BATCH_MAX];
+  int rc = toks && lg ? GC_OK : GC_ENOMEM, n = 0;
   for (int i = 0; toks && i < np; i++) toks[i] = vocab > 1 ? (int32_t)(1 + (7 * i) % (vocab - 1)) : 0;
   if (!rc) rc = rows ? gc_llama_create_slots(dev, rt, w, ctx, 1, slots, m, e) : gc_llama_create(dev, rt, w, ctx, 1, m, e);
   for (int s = 0; !rc && s < slots; s++) {
     for (int i = 0; !rc && i < np; i++) rc = gc_llama_slot_forward(*m, s, toks + i, 1, 0, lg, NULL, e);
     last[s] = toks[np - 1];
-    sl[s] = s;
   }
   if (!rc && !rows) rc = gc_llama_greedy(*m, last[0], 8, gc_llama_count_ids, &n, e);
-  for (int i = 0; !rc && rows && i < 8; i++) rc = gc_llama_decode_batch(*m, rows, sl, last, NULL, last, e);
+  for (int i = 0; !rc && rows && i < 8; i++) rc = gc_llama_decode_batch(*m, rows, slot_of_row, last, NULL, last, e);
   free(toks);
   free(lg);
   return rc;
@@ -170,18 +177,17 @@ static int start(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int ro
 static int time_step(const check_t *c, const char *path, int rows, int np, gc_prof_t *prof, double *us,
                      gc_err_t *e) {
   const gc_llama_weights_t *w = c->w;
-  const int room = w->cfg.max_seq - np - 24, steps = prof ? 1 : c->o->steps < room ? c->o->steps : room > 1 ? room : 1;
+  const int room = w->cfg.max_seq - np - SLACK, steps = prof ? 1 : c->o->steps < room ? c->o->steps : room > 1 ? room : 1;
   gc_rt_t *rt = NULL;
   gc_llama_t *m = NULL;
   int32_t last[GC_LLAMA_BATCH_MAX];
-  int sl[GC_LLAMA_BATCH_MAX], n = 0;
-  for (int s = 0; s < GC_LLAMA_BATCH_MAX; s++) sl[s] = s;
+  int n = 0;
   int rc = gc_rt_open(c->dev, path, &rt, e);
   if (!rc) rc = start(c->dev, rt, w, rows, np, steps, &m, last, e);
   if (!rc && prof) gc_llama_set_profile(m, prof);
   double t0 = gc_now();
   if (!rc && !rows) rc = gc_llama_greedy(m, last[0], steps, gc_llama_count_ids, &n, e);
-  for (int i = 0; !rc && rows && i < steps; i++) rc = gc_llama_decode_batch(m, rows, sl, last, NULL, last, e);
+  for (int i = 0; !rc && rows && i < steps; i++) rc = gc_llama_decode_batch(m, rows, slot_of_row, last, NULL, last, e);
   *us = (gc_now() - t0) * 1e6 / steps;
   gc_llama_free(m);
   gc_rt_close(rt);
@@ -360,7 +366,7 @@ int gc_step_check(const gc_step_opts_t *o, gc_err_t *e) {
   gc_llama_weights_t *w = NULL;
   int rc = gc_weights_open(o->model, &w, e);
   c.w = w;
-  if (!rc && w->cfg.max_seq < 48) { /* a prompt token, 8 warm-up steps and 24 of slack leave too few to time */
+  if (!rc && w->cfg.max_seq < 48) { /* a prompt token and SLACK leave too few steps to time */
     printf("step check: the model's context of %d positions is too short to time decode steps in; skipped\n",
            w->cfg.max_seq);
   } else if (!rc) {
