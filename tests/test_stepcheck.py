@@ -113,8 +113,10 @@ def test_each_winner_is_timed_in_the_step_that_launches_it(gc):
     batched step of one row, where argmax_step and the RoPE-fused QKV take
     their places in the single sequence's), and one no step here launches (a
     prefill's problem; the general decode attention in a context shorter
-    than its bucket) is named and not timed. Each chosen winner is made the
-    fastest measurement of its problem, so that the re-run picks it."""
+    than its bucket) is named and not timed. A winner of the batch of 4 also
+    serves 2 and 3 rows (gcore-gen's range entry under 4): it is timed in the
+    batch of 2 as well. Each chosen winner is made the fastest measurement of
+    its problem, so that the re-run picks it."""
     model = str(gc.dir / "m")
     TM.write_model(model, seed=5, dtype="f32", **TINY)
     tune = ["gcore-tune", "--model", model, "--target", "cpu", "--budget", "4", "--prefill", "none", "--batch", "1,4",
@@ -147,15 +149,35 @@ def test_each_winner_is_timed_in_the_step_that_launches_it(gc):
     assert r.rc == 0, r
     timed = dict(re.findall(r"^  (.*?), (one sequence|in a batch of \d+): \S+ \S+: [\d.]+ us a step", r.out, re.M))
     untimed = re.findall(r"^  (.*?): \S+ \S+: not timed: no decode step here launches it", r.out, re.M)
+    below = dict(re.findall(r"^  (.*?), in a batch of 4: .*?; in a batch of (\d+) \(the fewest rows it serves\): "
+                            r"[\d.]+ us a step against [\d.]+: (?:kept|slower)", r.out, re.M))
     for key, step in want.items():
         if step:
             assert timed.get(key) == step, (key, r.out)
         else:
             assert key in untimed and key not in timed, (key, r.out)
+        if step == "in a batch of 4":  # its entry serves 2 and 3 rows too (gcore-gen's range under 4)
+            assert below.get(key) == "2", (key, r.out)
     with sqlite3.connect(gc.dir / "t.db") as c:
         checked = {k for (k,) in c.execute("SELECT p.key FROM step_checks s JOIN measurements m ON m.id = "
                                             "s.measurement_id JOIN problems p ON p.id = m.problem_id")}
     assert checked == set(timed), (checked, timed)
+    # a winner timed below M too: one verdict, resting on its step of M rows or (refused there) of L rows
+    with sqlite3.connect(gc.dir / "t.db") as c:
+        lines = re.findall(
+            r"^  (.*?), in a batch of 4: \S+ \S+: ([\d.]+) us a step against ([\d.]+) with the default \(.*?\); in a "
+            r"batch of 2 \(the fewest rows it serves\): ([\d.]+) us a step against ([\d.]+): (kept|slower)", r.out, re.M)
+        assert len(lines) == len(below) >= 2, (lines, below)
+        for key, w, d, lw, ld, verdict in lines:
+            got = c.execute("SELECT round(s.winner_us, 2), round(s.default_us, 2), s.kept FROM step_checks s JOIN "
+                            "measurements m ON m.id = s.measurement_id JOIN problems p ON p.id = m.problem_id "
+                            "WHERE p.key = ?", (key,)).fetchall()
+            assert len(got) == 1 and got[0][2] == (verdict == "kept"), (key, got, verdict)
+            assert got[0][:2] in ((float(w), float(d)), (float(lw), float(ld))), (key, got)
+            if verdict == "kept":
+                assert got[0][:2] == (float(w), float(d)), (key, got)
     head = re.search(r"^step check: (\d+) winners of the decode steps differ from their defaults; (\d+) of them timed",
                      r.out, re.M)
     assert head and int(head.group(1)) == len(timed) + len(untimed) and int(head.group(2)) == len(timed), r.out
+    assert re.search(rf"^step check: .* against the defaults, {len(below)} also in the batch of the fewest rows",
+                     r.out, re.M), r.out

@@ -32,13 +32,18 @@ _Static_assert(GC_LLAMA_BATCH_MAX == 16, "slot_of_row names every row of a batch
 
 /* A winner that differs from its default, and the decode step it is timed
  * in: rows 0, gcore-run's single-sequence step (gc_llama_greedy); rows M,
- * gcore-serve's batched step of M rows (gc_llama_decode_batch). */
+ * gcore-serve's batched step of M rows (gc_llama_decode_batch). A winner
+ * of M > 1 rows also serves the rows below M down to the previous listed
+ * row count (gcore-gen's range entry under its exact one): a second
+ * candidate, its `below`, times it in the batched step of the fewest rows
+ * that entry serves (of = the winner's index; -1 for a winner's own). */
 typedef struct cand {
-  gc_problem_t p;
+  gc_problem_t p;       /* the problem at the step's rows (a below's: m = its rows) */
   gc_db_winner_t w;
   char dflt[600];       /* the default: "template params" */
   int rows, prompt;     /* the step; tokens in each sequence before its timed steps */
-  char path[1200];      /* its bundle ("" before it is built) */
+  int of, below;        /* the winner this times below M (-1: none); its below (-1: none) */
+  char path[1200];      /* its bundle ("" before it is built; a below's is its winner's) */
   char skip[400];       /* why it is not timed, "": timed */
   double us, d_us, d_max; /* its fastest step; the defaults' fastest and slowest beside it */
 } cand_t;
@@ -106,7 +111,7 @@ static int candidates(check_t *c, gc_err_t *e) {
                              NULL, NULL, e);
   if (!rc) rc = gc_tpl_load_all(o->templates_dir, &tpls, e);
   if (!rc) rc = gc_db_open(o->db_path, 0, &db, e);
-  if (!rc && !(c->c = gc_calloc((size_t)dp.n + 1, sizeof *c->c, e))) rc = GC_ENOMEM;
+  if (!rc && !(c->c = gc_calloc(2 * (size_t)dp.n + 1, sizeof *c->c, e))) rc = GC_ENOMEM; /* winners and belows */
   for (int i = 0; !rc && i < dp.n; i++) {
     const gc_problem_t *p = &dp.v[i];
     cand_t *k = &c->c[c->n];
@@ -118,6 +123,7 @@ static int candidates(check_t *c, gc_err_t *e) {
     if ((rc = gc_tpl_pick_default(&tpls, o->target, p, &v, e))) break;
     if (!strcmp(v.tpl->name, k->w.template_name) && !strcmp(v.params, k->w.params)) continue;
     k->p = *p;
+    k->of = k->below = -1;
     k->rows = rows_for(p);
     k->prompt = prompt_for(o, &c->w->cfg, p);
     snprintf(k->dflt, sizeof k->dflt, "%s %s", v.tpl->name, v.params);
@@ -255,6 +261,30 @@ static int prepare(check_t *c, cand_t *k, const char *dir, int i, gc_err_t *e) {
   return GC_OK;
 }
 
+/* k's below (cand_t), where k's bundle serves rows under k's M with k's
+ * winner: the fewest rows of that entry, placed like any candidate. */
+static int add_below(check_t *c, int i, gc_err_t *e) {
+  cand_t *k = &c->c[i], *b = &c->c[c->n];
+  gc_problem_t q = k->p;
+  gc_rt_t *rt = NULL;
+  const gc_rt_kernel_t *kr;
+  gc_err_t be = {0};
+  if (k->skip[0] || k->rows < 2) return GC_OK;
+  q.m = k->p.m - 1;
+  if (gc_rt_open(c->dev, k->path, &rt, &be) || gc_rt_find(rt, &q, &kr, &be) || strcmp(kr->d.vid, k->w.vid) ||
+      kr->d.m_hi != q.m) { /* no entry under it, or another kernel's */
+    gc_rt_close(rt);
+    return GC_OK;
+  }
+  *b = *k;
+  b->p.m = kr->d.m_lo;
+  b->rows = (int)kr->d.m_lo;
+  b->of = i;
+  k->below = c->n++;
+  gc_rt_close(rt);
+  return place(c, b, e);
+}
+
 /* The runs of the step of `rows` after np prompt tokens: o->reps rounds
  * of the defaults, then each candidate timed in it (so that every weight
  * upload serves one timing); each candidate's fastest into its us, the
@@ -286,16 +316,26 @@ static int kept(const gc_step_opts_t *o, const cand_t *k) {
   return k->us <= k->d_us * (1 + o->max_loss) || k->us <= k->d_max;
 }
 
+/* A winner's verdict, and the step it rests on: refused where it slows
+ * its own step or (timed) its below's, the step that refused it; else
+ * kept, its own step. */
+static const cand_t *verdict(const check_t *c, const cand_t *k, int *keep) {
+  const cand_t *b = k->below >= 0 && !c->c[k->below].skip[0] ? &c->c[k->below] : NULL;
+  *keep = kept(c->o, k) && (!b || kept(c->o, b));
+  return !kept(c->o, k) || !b || kept(c->o, b) ? k : b;
+}
+
 /* The verdicts into the database, all or none. */
 static int record(const check_t *c, gc_err_t *e) {
   gc_db_t *db = NULL;
   int rc = gc_db_open(c->o->db_path, 1, &db, e);
   if (!rc) rc = gc_db_begin(db, e);
   for (int i = 0; !rc && i < c->n; i++) {
-    const cand_t *k = &c->c[i];
-    if (!k->skip[0])
-      rc = gc_db_record_step_check(db, k->w.measurement_id, c->o->target->name, c->o->model, k->d_us, k->us,
-                                   kept(c->o, k), e);
+    const cand_t *k = &c->c[i], *v;
+    int keep;
+    if (k->skip[0] || k->of >= 0) continue;
+    v = verdict(c, k, &keep);
+    rc = gc_db_record_step_check(db, k->w.measurement_id, c->o->target->name, c->o->model, v->d_us, v->us, keep, e);
   }
   if (!rc) rc = gc_db_commit(db, e);
   else if (db) gc_db_rollback(db);
@@ -303,12 +343,27 @@ static int record(const check_t *c, gc_err_t *e) {
   return rc;
 }
 
-/* A line per candidate, then the count. */
+/* What a winner's below adds to its line: "" (none), its step's times,
+ * or why it was not timed. */
+static void below_text(const check_t *c, const cand_t *k, char *out, size_t n) {
+  const cand_t *b = k->below >= 0 ? &c->c[k->below] : NULL;
+  if (!b) out[0] = 0;
+  else if (b->skip[0])
+    snprintf(out, n, "; in a batch of %d (the fewest rows it serves): not timed: %s", b->rows, b->skip);
+  else
+    snprintf(out, n, "; in a batch of %d (the fewest rows it serves): %.2f us a step against %.2f", b->rows, b->us,
+             b->d_us);
+}
+
+/* A line per winner, then the count. */
 static void say(const check_t *c, double t0) {
-  int nk = 0, nt = 0;
+  int nk = 0, nt = 0, nw = 0;
   for (int i = 0; i < c->n; i++) {
     const cand_t *k = &c->c[i];
-    char key[GC_PROBLEM_KEY], step[48];
+    char key[GC_PROBLEM_KEY], step[48], below[600];
+    int keep;
+    if (k->of >= 0) continue;
+    nw++;
     gc_problem_key(&k->p, key);
     if (k->rows > 0) snprintf(step, sizeof step, "in a batch of %d", k->rows);
     else snprintf(step, sizeof step, "one sequence");
@@ -317,13 +372,15 @@ static void say(const check_t *c, double t0) {
       continue;
     }
     nt++;
-    nk += kept(c->o, k);
-    printf("  %s, %s: %s %s: %.2f us a step against %.2f with the default (%s): %s\n", key, step,
-           k->w.template_name, k->w.params, k->us, k->d_us, k->dflt,
-           kept(c->o, k) ? "kept" : "slower in the step: gcore-gen builds the default");
+    verdict(c, k, &keep);
+    nk += keep;
+    below_text(c, k, below, sizeof below);
+    printf("  %s, %s: %s %s: %.2f us a step against %.2f with the default (%s)%s: %s\n", key, step,
+           k->w.template_name, k->w.params, k->us, k->d_us, k->dflt, below,
+           keep ? "kept" : "slower in the step: gcore-gen builds the default");
   }
   printf("step check: %d of %d winners timed kept, %d refused, %d not timed (%.0f s)\n", nk, nt, nt - nk,
-         c->n - nt, gc_now() - t0);
+         nw - nt, gc_now() - t0);
 }
 
 /* Build, place, time and record c's candidates. */
@@ -331,7 +388,8 @@ static int check(check_t *c, gc_err_t *e) {
   const gc_step_opts_t *o = c->o;
   const double t0 = gc_now();
   char dir[1100];
-  int rc = GC_OK, nt = 0;
+  const int nw = c->n; /* the winners; their belows follow them in c->c */
+  int rc = GC_OK, nt = 0, nb = 0;
   c->plan = (gc_llama_plan_t){.db = o->db_path, .target = strcmp(o->target->backend, "cpu") ? o->target->name : NULL,
                               .force = -1};
   if (snprintf(dir, sizeof dir, "%s/stepcheck", o->cache) >= (int)sizeof dir ||
@@ -343,12 +401,15 @@ static int check(check_t *c, gc_err_t *e) {
   if (!rc) rc = gc_dev_open(o->target->backend, o->ordinal, &c->dev, e);
   if (!rc && build(c, NULL, c->dpath, e)) rc = gc_err_prefix(e, "step check, the defaults' bundle");
   for (int i = 0; !rc && i < c->n; i++) rc = place(c, &c->c[i], e);
-  for (int i = 0; !rc && i < c->n; i++)
+  for (int i = 0; !rc && i < nw; i++)
     if (!c->c[i].skip[0]) rc = prepare(c, &c->c[i], dir, i, e);
-  for (int i = 0; i < c->n; i++) nt += !c->c[i].skip[0];
+  for (int i = 0; !rc && i < nw; i++) rc = add_below(c, i, e);
+  for (int i = 0; i < nw; i++) nt += !c->c[i].skip[0];
+  for (int i = nw; i < c->n; i++) nb += !c->c[i].skip[0];
   if (!rc)
     printf("step check: %d winners of the decode steps differ from their defaults; %d of them timed in their "
-           "step (%d runs of up to %d steps) against the defaults\n", c->n, nt, o->reps, o->steps);
+           "step (%d runs of up to %d steps) against the defaults, %d also in the batch of the fewest rows "
+           "they serve\n", nw, nt, o->reps, o->steps, nb);
   for (int i = 0; !rc && i < c->n; i++) { /* each step once, at its first candidate */
     const cand_t *k = &c->c[i];
     int first = !k->skip[0];
@@ -377,7 +438,7 @@ int gc_step_check(const gc_step_opts_t *o, gc_err_t *e) {
   }
   if (c.dpath[0]) unlink(c.dpath);
   for (int i = 0; i < c.n; i++)
-    if (c.c[i].path[0]) unlink(c.c[i].path);
+    if (c.c[i].path[0] && c.c[i].of < 0) unlink(c.c[i].path);
   for (int i = 0; i < c.nseen; i++) gc_prof_free(c.seen[i].prof);
   free(c.c);
   gc_dev_close(c.dev);

@@ -7,9 +7,12 @@
  * from its default in its place (the others at their defaults),
  * alternated: the single sequence's step (gc_llama_greedy, as gcore-run
  * decodes) and the batched steps of the workload's --batch rows
- * (gc_llama_decode_batch, as gcore-serve decodes). Where the step is
- * slower with the winner by more than the noise it records so (tune.db's
- * step_checks) and gcore-gen builds the default for that problem. A winner
+ * (gc_llama_decode_batch, as gcore-serve decodes). A winner of M > 1 rows
+ * that its bundle also runs for the rows below M (gcore-gen's range entry
+ * under M) is timed in the batched step of the fewest rows of that entry
+ * too. Where a step is slower with the winner by more than the noise it
+ * records so (tune.db's step_checks) and gcore-gen builds the default for
+ * that problem. A winner
  * no step launches here (a prefill's problem; a kernel the step replaces,
  * as argmax_step replaces argmax; the general decode attention in a
  * context too short for it), or whose bundle does not serve it with that
