@@ -261,27 +261,45 @@ static int prepare(check_t *c, cand_t *k, const char *dir, int i, gc_err_t *e) {
   return GC_OK;
 }
 
-/* k's below (cand_t), where k's bundle serves rows under k's M with k's
- * winner: the fewest rows of that entry, placed like any candidate. */
+/* The entry of the bundle at path that serves q: its kernel's vid and
+ * its rows (*found 0: none serves q). */
+static int entry_of(const check_t *c, const char *path, const gc_problem_t *q, char *vid, size_t n, int64_t *lo,
+                    int64_t *hi, int *found, gc_err_t *e) {
+  gc_rt_t *rt = NULL;
+  const gc_rt_kernel_t *kr;
+  gc_err_t none = {0};
+  int rc = gc_rt_open(c->dev, path, &rt, e);
+  *found = 0;
+  if (!rc && !gc_rt_find(rt, q, &kr, &none)) {
+    snprintf(vid, n, "%s", kr->d.vid);
+    *lo = kr->d.m_lo, *hi = kr->d.m_hi, *found = 1;
+  }
+  gc_rt_close(rt);
+  return rc;
+}
+
+/* k's below (cand_t), where k's bundle serves the rows just under k's M
+ * with k's winner from an entry that ends there (gcore-gen's range under
+ * M) and the defaults' bundle serves them with another kernel: the fewest
+ * rows of that entry, placed like any candidate. */
 static int add_below(check_t *c, int i, gc_err_t *e) {
   cand_t *k = &c->c[i], *b = &c->c[c->n];
   gc_problem_t q = k->p;
-  gc_rt_t *rt = NULL;
-  const gc_rt_kernel_t *kr;
+  char vid[GC_ARRAY_LEN(k->w.vid)], dvid[GC_ARRAY_LEN(k->w.vid)];
+  int64_t lo, hi, dlo, dhi;
+  int found, dfound;
   gc_err_t be = {0};
   if (k->skip[0] || k->rows < 2) return GC_OK;
   q.m = k->p.m - 1;
-  if (gc_rt_open(c->dev, k->path, &rt, &be) || gc_rt_find(rt, &q, &kr, &be) || strcmp(kr->d.vid, k->w.vid) ||
-      kr->d.m_hi != q.m) { /* no entry under it, or another kernel's */
-    gc_rt_close(rt);
-    return GC_OK;
-  }
+  if (entry_of(c, k->path, &q, vid, sizeof vid, &lo, &hi, &found, &be) ||
+      entry_of(c, c->dpath, &q, dvid, sizeof dvid, &dlo, &dhi, &dfound, &be))
+    return GC_OK; /* the bundles opened for its timing: not here (it is timed at M, or said failed there) */
+  if (!found || strcmp(vid, k->w.vid) || hi != q.m || (dfound && !strcmp(dvid, vid))) return GC_OK;
   *b = *k;
-  b->p.m = kr->d.m_lo;
-  b->rows = (int)kr->d.m_lo;
+  b->p.m = lo;
+  b->rows = (int)lo;
   b->of = i;
   k->below = c->n++;
-  gc_rt_close(rt);
   return place(c, b, e);
 }
 

@@ -9,8 +9,8 @@
  * decodes) and the batched steps of the workload's --batch rows
  * (gc_llama_decode_batch, as gcore-serve decodes). A winner of M > 1 rows
  * that its bundle also runs for the rows below M (gcore-gen's range entry
- * under M) is timed in the batched step of the fewest rows of that entry
- * too. Where a step is slower with the winner by more than the noise it
+ * under M), where the defaults run another kernel, is timed in the batched
+ * step of the fewest rows of that entry too. Where a step is slower with the winner by more than the noise it
  * records so (tune.db's step_checks) and gcore-gen builds the default for
  * that problem. A winner
  * no step launches here (a prefill's problem; a kernel the step replaces,
