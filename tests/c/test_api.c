@@ -193,7 +193,7 @@ static int refused(int rc, int code, const char *needle) {
 }
 
 static void test_bad_arguments(gcore_ctx *c) {
-  void *a, *b, *o;
+  void *a = NULL, *b = NULL, *o = NULL;
   CHECK(!posix_memalign(&a, 64, 1 << 16) && !posix_memalign(&b, 64, 1 << 16) &&
         !posix_memalign(&o, 64, 1 << 16));
   int64_t errors = counter(c, GCORE_STAT_ERRORS), calls = counter(c, GCORE_STAT_CALLS);

@@ -307,8 +307,8 @@ static void rig_docs(const gc_json_schema_t *sc, const char *const *docs, int n,
 /* At every byte of each document (and each call), the mask agrees. */
 static void mask_matches_the_recognizer(void) {
   static const char *const DOCS[] = {
-      "  {\"a\": \"x\\n\\u00e9y\\\"\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80 z\", \"b\": [1, -0.5e+10, true, "
-      "false, null, {}, [], \"\"], \"c\": {\"d\": -12.25E-3}}",
+      ("  {\"a\": \"x\\n\\u00e9y\\\"\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80 z\", \"b\": [1, -0.5e+10, true, "
+       "false, null, {}, [], \"\"], \"c\": {\"d\": -12.25E-3}}"), /* one document, two lines */
       "{\n\t\"k\"\r\n:\n[ 0 , 1e5 ,\"\\/\\b\\f\\r\\t\\\\\"]}",
       "{\"a\":                       1}", /* whitespace up to the limit */
       "{\"\xe4\xb8\xad\":\"\xf0\x9f\x98\x80\"}"};

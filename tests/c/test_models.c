@@ -1379,7 +1379,7 @@ static void put_winner(gc_db_t *db, const gc_problem_t *p, double median_us) {
   static int serial;
   gc_err_t e = {0};
   char vid[32];
-  int64_t dev, cc, pid, var;
+  int64_t dev = 0, cc = 0, pid = 0, var = 0;
   int found = 0;
   gc_db_device_t d = {"cuda", "sm_90", "test", "test", 1, 1};
   snprintf(vid, sizeof vid, "v%d", serial++);
