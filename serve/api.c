@@ -1952,7 +1952,8 @@ char *gc_api_chunk_json(const gc_api_t *a, const gc_api_req_t *q, const char *id
   }
   json_object_object_add(c, "logprobs", role ? NULL : choice_logprobs(a, q, r, k->echo, k->from, k->to, k->offset));
   json_object_object_add(c, "finish_reason", finish ? json_object_new_string(finish) : NULL);
-  if (q->return_ids) json_object_object_add(c, "token_ids", ids_array(r->ids + k->from, k->to - k->from));
+  if (q->return_ids) /* r->ids is NULL while nothing was decoded */
+    json_object_object_add(c, "token_ids", ids_array(k->to > k->from ? r->ids + k->from : NULL, k->to - k->from));
   json_object_array_add(choices, c);
   json_object_object_add(o, "choices", choices);
   if (q->include_usage) json_object_object_add(o, "usage", NULL);

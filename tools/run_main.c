@@ -890,7 +890,7 @@ static int run_tokenizer(const run_opts_t *o, int detok, int batch, gc_err_t *e)
   int rc = gc_tok_load(o->tokenizer, &t, e);
   if (!rc && gc_tok_note(t)) fprintf(stderr, "gcore-run: %s\n", gc_tok_note(t));
   if (!rc) rc = read_stdin(&in, e);
-  char *p = in.data, *end = in.data + in.len;
+  char *p = in.data, *end = in.len ? in.data + in.len : in.data; /* data is NULL when stdin was empty */
   if (!rc && !batch)
     rc = detok ? detokenize_one(t, p, 0, e) : tokenize_one(t, p, in.len, o->bos, e);
   while (!rc && batch && p < end) {
