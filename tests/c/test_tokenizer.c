@@ -70,8 +70,7 @@ static void check_stream(gc_tok_t *t, const char *text) {
     size_t before = out.len;
     CHECK(gc_tok_stream_put(&s, ids.v[i], &out, &e) == GC_OK, "put: %s", e.msg);
     size_t n = out.len - before;
-    CHECK(valid_prefix(tail(&out, before), n) == n, "token %zu of '%s' emitted broken UTF-8", i,
-          text);
+    CHECK(valid_prefix(tail(&out, before), n) == n, "token %zu of '%s' emitted broken UTF-8", i, text);
   }
   size_t before = out.len;
   CHECK(gc_tok_stream_flush(&s, &out, &e) == GC_OK, "flush");
