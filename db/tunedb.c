@@ -589,8 +589,8 @@ int gc_db_find_winner(gc_db_t *db, const char *target, const gc_problem_t *p,
   if (gc_sql_prepare(db->sq,
                      "SELECT m.id, v.vid, v.template, v.template_hash, v.params, "
                      "c.driver || ' ' || c.version || ' ' || c.flags, m.median_us, "
-                     "coalesce(w.margin, 0), coalesce(1 - s.kept, 0), s.default_us, s.winner_us "
-                     "FROM winners w "
+                     "coalesce(w.margin, 0), coalesce(1 - s.kept, 0), s.default_us, s.winner_us, "
+                     "coalesce(s.rows, -1) FROM winners w "
                      "JOIN measurements m ON m.id = w.measurement_id "
                      /* the latest step check of this winner on target, if any */
                      "LEFT JOIN step_checks s ON s.id = (" GC_DB_LATEST_STEP_CHECK("m.id", "?1") ") "
@@ -616,6 +616,7 @@ int gc_db_find_winner(gc_db_t *db, const char *target, const gc_problem_t *p,
     w->step_lost = sqlite3_column_int(st, 8);
     w->step_default_us = sqlite3_column_double(st, 9);
     w->step_winner_us = sqlite3_column_double(st, 10);
+    w->step_rows = sqlite3_column_int(st, 11);
     if (over) {
       sqlite3_finalize(st);
       return gc_err_set(e, GC_ECORRUPT, "%s: the winner for '%s' on %s has a field longer than gcore reads",
@@ -629,11 +630,11 @@ int gc_db_find_winner(gc_db_t *db, const char *target, const gc_problem_t *p,
 }
 
 int gc_db_record_step_check(gc_db_t *db, int64_t measurement_id, const char *target, const char *model,
-                            double default_us, double winner_us, int kept, gc_err_t *e) {
+                            int rows, double default_us, double winner_us, int kept, gc_err_t *e) {
   sqlite3_stmt *st;
   if (gc_sql_prepare(db->sq,
-                     "INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept, created) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, strftime('%Y-%m-%d %H:%M:%f', 'now'))",
+                     "INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept, rows, "
+                     "created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, strftime('%Y-%m-%d %H:%M:%f', 'now'))",
                      &st, e))
     return e->code;
   sqlite3_bind_int64(st, 1, measurement_id);
@@ -642,10 +643,17 @@ int gc_db_record_step_check(gc_db_t *db, int64_t measurement_id, const char *tar
   sqlite3_bind_double(st, 4, default_us);
   sqlite3_bind_double(st, 5, winner_us);
   sqlite3_bind_int(st, 6, kept ? 1 : 0);
+  sqlite3_bind_int(st, 7, rows);
   int rc = sqlite3_step(st);
   sqlite3_finalize(st);
   if (rc != SQLITE_DONE) return gc_sql_err(db->sq, e, db->path);
   return GC_OK;
+}
+
+const char *gc_db_step_name(int rows, char *out, size_t n) {
+  if (rows > 0) snprintf(out, n, "the step of a batch of %d", rows);
+  else snprintf(out, n, "%s", rows == 0 ? "the single sequence's step" : "the decode step");
+  return out;
 }
 
 int gc_db_tuned_problems(gc_db_t *db, const char *target, gc_problems_t *out, gc_err_t *e) {

@@ -38,6 +38,9 @@ typedef struct gc_db_winner {
                                     the decode step was not faster with it than with the
                                     template default, whose times follow (µs a step) */
   double step_default_us, step_winner_us;
+  int step_rows;                 /* the step those times are of: 0 gcore-run's single-sequence
+                                    step, M the batched step of M rows, -1 unrecorded (before
+                                    schema 007) */
 } gc_db_winner_t;
 
 /* Open (create when create != 0) and migrate. A file that is not an SQLite
@@ -110,11 +113,17 @@ int gc_db_find_winner(gc_db_t *db, const char *target, const gc_problem_t *p,
                       gc_db_winner_t *w, int *found, gc_err_t *e);
 
 /* Record gcore-tune's step check of the winner measurement_id on target:
- * the decode step of model (its path) took default_us with the template
- * default and winner_us with the winner in its place; kept 0: gcore-gen
- * uses the default (gc_db_winner_t.step_lost). */
+ * the decode step of model (its path) of rows rows (0: the single
+ * sequence's step; M: the batched step of M rows) took default_us with
+ * the template default and winner_us with the winner in its place; kept
+ * 0: gcore-gen uses the default (gc_db_winner_t.step_lost). */
 int gc_db_record_step_check(gc_db_t *db, int64_t measurement_id, const char *target, const char *model,
-                            double default_us, double winner_us, int kept, gc_err_t *e);
+                            int rows, double default_us, double winner_us, int kept, gc_err_t *e);
+
+/* The step a step check's times are of, for a message: "the single
+ * sequence's step" (rows 0), "the step of a batch of M" (rows M), "the
+ * decode step" (-1: unrecorded). Returns out. */
+const char *gc_db_step_name(int rows, char *out, size_t n);
 
 /* Append to out every problem that has a winner for target (any device). */
 int gc_db_tuned_problems(gc_db_t *db, const char *target, gc_problems_t *out, gc_err_t *e);
@@ -192,6 +201,7 @@ typedef struct gc_db_win_row {
   double margin; /* NAN without a runner-up */
   int step_checked, step_kept;            /* the latest step check of the winner, if any */
   double step_default_us, step_winner_us; /* its µs a step (NAN: none) */
+  int step_rows;                          /* ... of this step (gc_db_winner_t.step_rows) */
 } gc_db_win_row_t;
 
 typedef struct gc_db_dump {

@@ -120,6 +120,7 @@ static int win_row(sqlite3_stmt *st, gc_db_dump_t *d, gc_err_t *e) {
   r->step_kept = sqlite3_column_int(st, 6) == 1;
   r->step_default_us = real_col(st, 7);
   r->step_winner_us = real_col(st, 8);
+  r->step_rows = sqlite3_column_int(st, 9);
   return GC_OK;
 }
 
@@ -139,7 +140,8 @@ int gc_db_dump(gc_db_t *db, gc_db_dump_t *d, gc_err_t *e) {
                   "m.median_us, m.id", meas_row, d, e);
   if (!rc)
     rc = each_row(db, "SELECT w.device_id, w.problem_id, w.target, w.measurement_id, w.runner_up_id, "
-                  "w.margin, s.kept, s.default_us, s.winner_us FROM winners w LEFT JOIN step_checks s "
+                  "w.margin, s.kept, s.default_us, s.winner_us, coalesce(s.rows, -1) FROM winners w "
+                  "LEFT JOIN step_checks s "
                   "ON s.id = (" GC_DB_LATEST_STEP_CHECK("w.measurement_id", "w.target") ") "
                   "ORDER BY w.device_id, w.target, w.problem_id", win_row, d, e);
   if (rc) gc_db_dump_free(d);

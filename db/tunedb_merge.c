@@ -202,11 +202,11 @@ static int merge_tables(gc_db_t *db, gc_db_t *src, gc_db_merge_stats_t *st, gc_e
       /* every step check of a measurement copied, each once (it has no key
        * but all of its columns; the latest by created is the verdict) */
       {"step_checks", "SELECT id, measurement_id, target, model, default_us, winner_us, kept, "
-       "created FROM step_checks ORDER BY id",
-       "INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept, created) "
-       "SELECT ?1,?2,?3,?4,?5,?6,?7 WHERE NOT EXISTS (SELECT 1 FROM step_checks WHERE "
+       "created, rows FROM step_checks ORDER BY id",
+       "INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept, created, "
+       "rows) SELECT ?1,?2,?3,?4,?5,?6,?7,?8 WHERE NOT EXISTS (SELECT 1 FROM step_checks WHERE "
        "measurement_id=?1 AND target=?2 AND model=?3 AND default_us=?4 AND winner_us=?5 AND "
-       "kept=?6 AND created=?7)", NULL, NULL, check_remaps, 1},
+       "kept=?6 AND created=?7 AND rows IS ?8)", NULL, NULL, check_remaps, 1},
   };
   idmap_t *maps[] = {&devs, &comps, &probs, &vars, &meas, NULL, NULL};
   int64_t *added[] = {&st->devices, &st->compilers, &st->problems, &st->variants, &st->added, &ignored,

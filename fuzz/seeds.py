@@ -285,8 +285,8 @@ def tunedb_seeds(tmp: str) -> None:
     put("tunedb", "step_checked", compact(os.path.join(tmp, "s.db"), **{
         "UPDATE devices SET backend='cpu', arch='x86-64-v3', name='fuzz cpu', driver='fuzz', "
         "compute_units=2, mem_bytes=1073741824": (),
-        "INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept, created) "
-        "SELECT measurement_id, target, 'm', 10.0, 11.0, 0, '2026-12-06 10:00:00.250' FROM winners": (),
+        "INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept, rows, created) "
+        "SELECT measurement_id, target, 'm', 10.0, 11.0, 0, 2, '2026-12-06 10:00:00.250' FROM winners": (),
         "INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept, created) "
         "SELECT measurement_id, target, 'm', 10.0, 9.0, 1, '2026-12-05 10:00:00' FROM winners": ()}))
     # schema version 1: opening it read-write runs the later migrations

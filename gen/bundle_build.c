@@ -121,9 +121,10 @@ static int tuned(gen_t *g, const gc_problem_t *p, pick_t *pk, int *found, gc_err
     return GC_OK;
   }
   if (w.step_lost && !g->o->winner_ok) {
-    snprintf(pk->source, sizeof pk->source, "default: the winner (measurement %lld) made the decode step "
+    char step[48];
+    snprintf(pk->source, sizeof pk->source, "default: the winner (measurement %lld) made %s "
              "slower, %.2f us against %.2f (gcore-tune's step check)", (long long)w.measurement_id,
-             w.step_winner_us, w.step_default_us);
+             gc_db_step_name(w.step_rows, step, sizeof step), w.step_winner_us, w.step_default_us);
     g->nstep_lost++;
     return GC_OK;
   }

@@ -193,10 +193,10 @@ def test_winners_are_re_picked_over_the_union(tuned, gc):
 
 
 def checks(db):
-    """[(problem key, vid, model, default µs, winner µs, kept, created)] of
-    every step check, by time then id."""
+    """[(problem key, vid, model, default µs, winner µs, kept, created, rows)]
+    of every step check, by time then id."""
     with sqlite3.connect(db) as c:
-        return c.execute("SELECT p.key, v.vid, s.model, s.default_us, s.winner_us, s.kept, s.created "
+        return c.execute("SELECT p.key, v.vid, s.model, s.default_us, s.winner_us, s.kept, s.created, s.rows "
                          "FROM step_checks s JOIN measurements m ON m.id = s.measurement_id JOIN "
                          "problems p ON p.id = m.problem_id JOIN variants v ON v.id = m.variant_id "
                          "ORDER BY s.created, s.id").fetchall()
@@ -209,7 +209,7 @@ def test_step_checks_travel_with_their_measurements(tuned, gc):
     in: the report of the result shows it."""
     d, _ = tuned
     key = "rmsnorm f32:f32:f32 m=4 n=256"
-    for name, at, kept in (("new.db", "2026-12-02 10:00:00", 0), ("old.db", "2026-12-01 10:00:00", 1)):
+    for name, at, kept, rows in (("new.db", "2026-12-02 10:00:00", 0, 8), ("old.db", "2026-12-01 10:00:00", 1, None)):
         shutil.copy(d / "whole.db", gc.dir / name)
         with sqlite3.connect(gc.dir / name) as c:
             c.execute("DELETE FROM measurements WHERE id NOT IN (SELECT measurement_id FROM winners UNION "
@@ -217,7 +217,7 @@ def test_step_checks_travel_with_their_measurements(tuned, gc):
             mid, target = c.execute("SELECT w.measurement_id, w.target FROM winners w JOIN problems p ON "
                                     "p.id = w.problem_id WHERE p.key = ?", (key,)).fetchone()
             c.execute("INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept, "
-                      "created) VALUES (?, ?, 'm', 10.0, ?, ?, ?)", (mid, target, 11.0 - kept, kept, at))
+                      "created, rows) VALUES (?, ?, 'm', 10.0, ?, ?, ?, ?)", (mid, target, 11.0 - kept, kept, at, rows))
     r = gc("gcore-tune", "--merge", "new.db", "old.db", "new.db", "--db", "m.db", "--report", "m.html")
     assert r.rc == 0, r
     assert r.out.count("1 step checks") == 2 and "0 step checks" in r.out, r.out
@@ -228,7 +228,7 @@ def test_step_checks_travel_with_their_measurements(tuned, gc):
     assert gc("gcore-tune", "--merge", "old.db", "new.db", "--db", "m.db").rc == 0
     assert dump(gc.dir / "m.db") == before
     page = (gc.dir / "m.html").read_text()
-    assert "refused: 11.0 µs a step, +10.0% against the default" in page, page
+    assert "refused: 11.0 µs a step, +10.0% against the default's 10.0 (the step of a batch of 8)" in page, page
     assert "kept: 10.0 µs" not in page
 
 

@@ -221,13 +221,15 @@ def test_summary_table_shows_the_winners_step_check(gemm, gc):
     text, _ = report(gc, d / "g.db")
     assert summary_rows(text)[key]["in the decode step"] == "—"
     shutil.copy(d / "g.db", gc.dir / "s.db")
-    for i, (w_us, kept, want) in enumerate(((99.5, 1, "kept: 99.5 µs a step, -0.5% against the default's 100.0"),
-                                            (102.0, 0, "refused: 102.0 µs a step, +2.0% against the default's "
-                                                       "100.0; bundles build the default"))):
-        with sqlite3.connect(gc.dir / "s.db") as c:
-            c.execute("INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept, created) "
-                      "SELECT measurement_id, target, 'model', 100.0, ?, ?, ? FROM winners",
-                      (w_us, kept, f"2026-12-0{i + 1} 00:00:00"))
+    for i, (w_us, kept, rows, want) in enumerate((
+            (99.5, 1, 0, "kept: 99.5 µs a step, -0.5% against the default's 100.0 (the single sequence's step)"),
+            (102.0, 0, 2, "refused: 102.0 µs a step, +2.0% against the default's 100.0 (the step of a batch of 2); "
+                          "bundles build the default"),
+            (98.0, 1, None, "kept: 98.0 µs a step, -2.0% against the default's 100.0 (the decode step)"))):
+        with sqlite3.connect(gc.dir / "s.db") as c:  # rows None: a verdict recorded before schema 007
+            c.execute("INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept, rows, "
+                      "created) SELECT measurement_id, target, 'model', 100.0, ?, ?, ?, ? FROM winners",
+                      (w_us, kept, rows, f"2026-12-0{i + 1} 00:00:00"))
         text, _ = report(gc, "s.db", f"s{i}.html")
         assert summary_rows(text)[key]["in the decode step"] == want
 

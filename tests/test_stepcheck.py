@@ -29,6 +29,7 @@ def test_the_step_check_records_its_verdicts_and_gen_builds_the_default_for_a_re
     assert r.rc == 0, r
     lines = re.findall(r"^  (\S+ \S+ m=1 .*?), (one sequence|in a batch of 1): (\S+) (\S+): ([\d.]+) us a step "
                        r"against ([\d.]+) with the default \((\S+) (\S+)\): (kept|slower in the step)", r.out, re.M)
+    steps = [0 if step == "one sequence" else 1 for _, step, *_ in lines]  # the rows of the step timed
     lines = [(key, *rest) for key, _, *rest in lines]
     head = re.search(r"^step check: (\d+) winners of the decode steps differ from their defaults; (\d+) of them timed",
                      r.out, re.M)
@@ -37,26 +38,26 @@ def test_the_step_check_records_its_verdicts_and_gen_builds_the_default_for_a_re
                      re.M), r.out
     with sqlite3.connect(gc.dir / "t.db") as c:
         rows = c.execute("SELECT s.measurement_id, p.op, p.n, p.k, v.template, v.params, s.default_us, s.winner_us, "
-                         "s.kept, s.model FROM step_checks s JOIN measurements m ON m.id = s.measurement_id "
+                         "s.kept, s.model, s.rows FROM step_checks s JOIN measurements m ON m.id = s.measurement_id "
                          "JOIN problems p ON p.id = m.problem_id JOIN variants v ON v.id = m.variant_id "
                          "ORDER BY s.id").fetchall()
         winners = {r[0] for r in c.execute("SELECT measurement_id FROM winners")}
         target = c.execute("SELECT DISTINCT target FROM step_checks").fetchall()
     assert len(rows) == len(lines) and len(target) == 1, (rows, lines, target)
     target = target[0][0]  # this host's: cpu:x86-64-v4, -v3, ...
-    for row, line in zip(rows, lines):
-        mid, op, n, k, tpl, params, d_us, w_us, kept, m = row
-        assert mid in winners and m == model and (tpl, params) == line[1:3], (row, line)
+    for row, line, step in zip(rows, lines, steps):
+        mid, op, n, k, tpl, params, d_us, w_us, kept, m, nrows = row
+        assert mid in winners and m == model and (tpl, params) == line[1:3] and nrows == step, (row, line)
         assert (round(w_us, 2), round(d_us, 2)) == (float(line[3]), float(line[4])), (row, line)
         assert kept == (line[7] == "kept"), (row, line)
         assert (tpl, params) != line[5:7], "a winner equal to its default was timed"
 
-    # the verdicts, set: the first winner checked refused, the others kept
+    # the verdicts, set: the first winner checked refused (in a batch of 3), the others kept
     with sqlite3.connect(gc.dir / "t.db") as c:
         for i, row in enumerate(rows):
-            c.execute("INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept, created) "
-                      "VALUES (?, ?, ?, 1.0, ?, ?, datetime('now', '+1 minute'))",
-                      (row[0], target, model, 2.0 if i == 0 else 1.0, 0 if i == 0 else 1))
+            c.execute("INSERT INTO step_checks(measurement_id, target, model, default_us, winner_us, kept, rows, "
+                      "created) VALUES (?, ?, ?, 1.0, ?, ?, ?, datetime('now', '+1 minute'))",
+                      (row[0], target, model, 2.0 if i == 0 else 1.0, 0 if i == 0 else 1, 3 if i == 0 else 0))
     gen = ["gcore-gen", "--model", model, "--target", "cpu", "--prefill", "16"]
     r = gc(*gen, "-o", "defaults.gcb")
     assert r.rc == 0, r
@@ -65,6 +66,11 @@ def test_the_step_check_records_its_verdicts_and_gen_builds_the_default_for_a_re
     d, t = dispatch(gc.dir / "defaults.gcb"), dispatch(gc.dir / "tuned.gcb")
     refused = tuple(rows[0][1:4])
     assert t[refused] == d[refused] != tuple(rows[0][4:6]), (t[refused], d[refused], rows[0])
+    with sqlite3.connect(gc.dir / "tuned.gcb") as c:  # the entry's provenance names the step that refused it
+        why = c.execute("SELECT source FROM dispatch WHERE op = ? AND n = ? AND k = ? AND m_lo = 1 AND m_hi = 1",
+                        refused).fetchone()[0]
+    assert why == (f"default: the winner (measurement {rows[0][0]}) made the step of a batch of 3 slower, "
+                   "2.00 us against 1.00 (gcore-tune's step check)"), why
     for row in rows[1:]:
         if tuple(row[1:4]) != refused:
             assert t[tuple(row[1:4])] == tuple(row[4:6]), row
@@ -169,13 +175,14 @@ def test_each_winner_is_timed_in_the_step_that_launches_it(gc):
             r"batch of 2 \(the fewest rows it serves\): ([\d.]+) us a step against ([\d.]+): (kept|slower)", r.out, re.M)
         assert len(lines) == len(below) >= 2, (lines, below)
         for key, w, d, lw, ld, verdict in lines:
-            got = c.execute("SELECT round(s.winner_us, 2), round(s.default_us, 2), s.kept FROM step_checks s JOIN "
-                            "measurements m ON m.id = s.measurement_id JOIN problems p ON p.id = m.problem_id "
+            got = c.execute("SELECT round(s.winner_us, 2), round(s.default_us, 2), s.kept, s.rows FROM step_checks s "
+                            "JOIN measurements m ON m.id = s.measurement_id JOIN problems p ON p.id = m.problem_id "
                             "WHERE p.key = ?", (key,)).fetchall()
             assert len(got) == 1 and got[0][2] == (verdict == "kept"), (key, got, verdict)
-            assert got[0][:2] in ((float(w), float(d)), (float(lw), float(ld))), (key, got)
+            us_rows = (got[0][0], got[0][1], got[0][3])  # the step's two times and its rows
+            assert us_rows in ((float(w), float(d), 4), (float(lw), float(ld), 2)), (key, got)
             if verdict == "kept":
-                assert got[0][:2] == (float(w), float(d)), (key, got)
+                assert us_rows == (float(w), float(d), 4), (key, got)
     head = re.search(r"^step check: (\d+) winners of the decode steps differ from their defaults; (\d+) of them timed",
                      r.out, re.M)
     assert head and int(head.group(1)) == len(timed) + len(untimed) and int(head.group(2)) == len(timed), r.out

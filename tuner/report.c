@@ -724,12 +724,13 @@ static void step_check_cell(out_t *o, const gc_db_win_row_t *w) {
     return;
   }
   double pct = 100 * (w->step_winner_us / w->step_default_us - 1);
-  char a[32], b[32];
+  char a[32], b[32], step[48];
   fmt_us(a, sizeof a, w->step_winner_us);
   fmt_us(b, sizeof b, w->step_default_us);
-  if (w->step_kept) putf(o, "<td>kept: %s µs a step, %+.1f%% against the default's %s</td>", a, pct, b);
-  else putf(o, "<td class=\"bad\">refused: %s µs a step, %+.1f%% against the default's %s; "
-               "bundles build the default</td>", a, pct, b);
+  gc_db_step_name(w->step_rows, step, sizeof step);
+  if (w->step_kept) putf(o, "<td>kept: %s µs a step, %+.1f%% against the default's %s (%s)</td>", a, pct, b, step);
+  else putf(o, "<td class=\"bad\">refused: %s µs a step, %+.1f%% against the default's %s (%s); "
+               "bundles build the default</td>", a, pct, b, step);
 }
 
 /* The winners' table of the groups [g0, g1), then a line with the

@@ -353,7 +353,8 @@ static int record(const check_t *c, gc_err_t *e) {
     int keep;
     if (k->skip[0] || k->of >= 0) continue;
     v = verdict(c, k, &keep);
-    rc = gc_db_record_step_check(db, k->w.measurement_id, c->o->target->name, c->o->model, v->d_us, v->us, keep, e);
+    rc = gc_db_record_step_check(db, k->w.measurement_id, c->o->target->name, c->o->model, v->rows, v->d_us,
+                                 v->us, keep, e);
   }
   if (!rc) rc = gc_db_commit(db, e);
   else if (db) gc_db_rollback(db);

@@ -10,13 +10,13 @@
  * (gc_llama_decode_batch, as gcore-serve decodes). A winner of M > 1 rows
  * that its bundle also runs for the rows below M (gcore-gen's range entry
  * under M), where the defaults run another kernel, is timed in the batched
- * step of the fewest rows of that entry too. Where a step is slower with the winner by more than the noise it
- * records so (tune.db's step_checks) and gcore-gen builds the default for
- * that problem. A winner
- * no step launches here (a prefill's problem; a kernel the step replaces,
- * as argmax_step replaces argmax; the general decode attention in a
- * context too short for it), or whose bundle does not serve it with that
- * winner, is named and not timed. */
+ * step of the fewest rows of that entry too. Where a step is slower with
+ * the winner by more than the noise it records so, and which step
+ * (tune.db's step_checks, its rows), and gcore-gen builds the default for
+ * that problem. A winner no step launches here (a prefill's problem; a
+ * kernel the step replaces, as argmax_step replaces argmax; the general
+ * decode attention in a context too short for it), or whose bundle does
+ * not serve it with that winner, is named and not timed. */
 #ifndef GC_STEPCHECK_H
 #define GC_STEPCHECK_H
 
