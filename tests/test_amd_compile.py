@@ -24,7 +24,8 @@ import subprocess
 import pytest
 
 from conftest import ROOT, SHARED, assert_clean_error, run_tool
-from test_gpu_compile import BLOCK_DTYPES, gpu_templates, shape
+from test_gpu_compile import BLOCK_DTYPES, forced_params, gpu_templates, shape
+from tplhead import constraints, may_hold, op_names
 
 CLANG = os.environ.get("GCORE_CLANG") or shutil.which("clang-19") or (
     "/opt/rocm/llvm/bin/clang" if os.path.exists("/opt/rocm/llvm/bin/clang") else None)
@@ -110,9 +111,12 @@ def test_template_compiles(gc, arch, driver, tpl, op, dts, params):
     # the defaults everywhere, and 2 sampled points on the main target with
     # clang (the matrix-core templates' points: test_amd_templates.py)
     built, need = 0, (3 if params and (arch, driver) == (main, "clang") and tpl not in MATRIX else 1)
+    cons, known = constraints(tpl), dict(op_names(op), WARP=WAVE[arch], MAXT=1024)  # the target's, as gen/target.c
     for force in forces:
         if built >= need:
             break
+        if not may_hold(cons, known | forced_params(force)):
+            continue  # outside the space on its parameters alone: gcore-gen would refuse it
         r = gc("gcore-gen", "--target", arch, "--compiler", driver, "--op", op, "--dtype", dts[0],
                *shape(op, dts[0], tpl).split(), "--force", force, "-o", "b.gcb", "-q")
         if force != tpl and r.rc != 0 and "constraint fails" in r.err:

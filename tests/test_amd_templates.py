@@ -25,7 +25,7 @@ import subprocess
 import pytest
 
 from conftest import ROOT
-from tplhead import op_names
+from tplhead import evaluate, op_names
 from tplhead import parse as parse_head
 
 CLANG = shutil.which("clang-19")
@@ -62,13 +62,6 @@ def parse(path):
 def hip_templates():
     return [parse(os.path.join(GPU, f)) for f in sorted(os.listdir(GPU))
             if f.endswith(".cu") and parse(os.path.join(GPU, f))["backend"] == "hip"]
-
-
-def evaluate(expr, env):
-    """A template expression (C-like integers) in Python: / is C's truncation."""
-    py = re.sub(r"(?<![=!<>])/(?!/)", "//", expr).replace("&&", " and ").replace("||", " or ")
-    py = re.sub(r"!(?!=)", " not ", py)
-    return int(eval(py, {"min": min, "max": max, "cdiv": lambda a, b: -(-a // b)}, dict(env)))
 
 
 def dtype_codes(dtype):

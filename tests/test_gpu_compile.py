@@ -12,7 +12,7 @@ import sqlite3
 import pytest
 
 from conftest import ROOT, SHARED
-from tplhead import sampled_ops
+from tplhead import constraints, may_hold, op_names, sampled_ops
 from cases import problem_args
 
 NVRTC = [p for p in ("/usr/local/cuda/lib64", os.environ.get("CUDA_HOME", "") + "/lib64")
@@ -58,6 +58,11 @@ def shape(op, dtype, tpl=None):
     if tpl and applies_above_one(tpl):
         s = s.replace("--m 1 ", "--m 8 ")
     return s
+
+
+def forced_params(force):
+    """{name: value} of the parameters a --force TEMPLATE:P=V,... names."""
+    return {k: int(v) for k, v in (kv.split("=") for kv in force.split(":", 1)[1].split(","))} if ":" in force else {}
 
 
 def gpu_templates(backends=("gpu", "cuda")):
@@ -121,9 +126,12 @@ def test_template_compiles(gc, arch, tpl, op, dts, params, arch_a):
     near = [[f"{k}={rng.choice(v)}" for k, v in params.items() if rng.random() < 0.5] for _ in range(40 if params else 0)]
     forces += [tpl + ":" + ",".join(p) for p in near if p]
     built, need = 0, (3 if arch == "sm_90a" and params else 1)  # the defaults (and 2 points on sm_90a)
+    cons, known = constraints(tpl), dict(op_names(op), WARP=32, MAXT=1024)  # what every NVIDIA target sets
     for force in forces:
         if built >= need:
             break
+        if not may_hold(cons, known | forced_params(force)):
+            continue  # outside the space on its parameters alone: gcore-gen would refuse it
         r = gc("gcore-gen", "--target", arch, "--op", op, "--dtype", dts[0],
                *shape(op, dts[0], tpl).split(), "--force", force, "-o", "b.gcb", "-q")
         if force != tpl and r.rc != 0 and "constraint fails" in r.err:

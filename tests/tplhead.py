@@ -40,6 +40,39 @@ def sampled_ops(ops):
     return out
 
 
+def evaluate(expr, env):
+    """A template expression (C-like integers) in Python: / is C's truncation."""
+    py = re.sub(r"(?<![=!<>])/(?!/)", "//", expr).replace("&&", " and ").replace("||", " or ")
+    py = re.sub(r"!(?!=)", " not ", py)
+    return int(eval(py, {"min": min, "max": max, "cdiv": lambda a, b: -(-a // b)}, dict(env)))
+
+
+def constraints(name):
+    """The @constraint expressions of the GPU template called name."""
+    import os
+    d = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "templates", "gpu")
+    for f in sorted(os.listdir(d)):
+        if f.endswith(".cu") and re.search(rf"@template\s+{re.escape(name)}\s", open(os.path.join(d, f)).read()):
+            return parse(os.path.join(d, f))["constraints"]
+    raise KeyError(name)
+
+
+def may_hold(exprs, env):
+    """False where one of the constraints exprs that names nothing but env's
+    names fails there; True otherwise (the others are gcore-gen's to judge).
+    It spares a test a gcore-gen run for a sampled point outside a space:
+    such a point is refused either way."""
+    for c in exprs:
+        names = set(re.findall(r"\b[A-Za-z_]\w*\b", c)) - {"min", "max", "cdiv"}
+        if names <= set(env):
+            try:
+                if not evaluate(c, env):
+                    return False
+            except (SyntaxError, ZeroDivisionError):
+                pass  # an expression Python reads otherwise: gcore-gen's
+    return True
+
+
 def _decl(head, kw):
     """The bodies of every '@kw' line, without their ' -- doc'."""
     return [m.split(" -- ")[0].strip() for m in re.findall(rf"@{kw}\s+([^\n]+)", head)]
