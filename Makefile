@@ -198,9 +198,11 @@ deps-test: deps
 # to build/fuzz/corpus/) for FUZZ_S seconds, or until FUZZ_RUNS executions
 # when that is given. A finding (crash, leak, sanitizer report, timeout)
 # leaves its input in build/fuzz/findings/<target>/ and fails the run.
+# FUZZ_JOBS targets run at a time (one per core by default).
 FUZZ_CC      ?= clang-19
 FUZZ_S       ?= 60
 FUZZ_RUNS    ?= 0
+FUZZ_JOBS    ?= $(shell nproc)
 FUZZ_TARGETS := safetensors llama2c gguf_model gguf_vocab tokenizer_json bundle tunedb workload template expr api jsonmode jsonschema regex
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-format-truncation \
@@ -232,12 +234,12 @@ build/fuzz/fuzz_api: build/fuzz/fuzz/fuzz_api.o build/fuzz/fuzz/fuzz_util.o $(FU
 fuzz-build: $(FUZZ_BINS)
 
 fuzz: fuzz-build
-	sh fuzz/run.sh $(FUZZ_S) $(FUZZ_RUNS) $(FUZZ_TARGETS)
+	FUZZ_JOBS=$(FUZZ_JOBS) sh fuzz/run.sh $(FUZZ_S) $(FUZZ_RUNS) $(FUZZ_TARGETS)
 
 # What CI runs: a few seconds per target, enough to replay the seeds and
 # every regression input and to shake the harnesses.
 fuzz-smoke: fuzz-build
-	sh fuzz/run.sh 3 0 $(FUZZ_TARGETS)
+	FUZZ_JOBS=$(FUZZ_JOBS) sh fuzz/run.sh 3 0 $(FUZZ_TARGETS)
 
 .PHONY: fuzz fuzz-build fuzz-smoke
 

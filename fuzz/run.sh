@@ -4,14 +4,18 @@
 # when RUNS > 0, on a scratch corpus: the committed seeds
 # (fuzz/corpus/<target>/) copied to build/fuzz/corpus/<target>/, where
 # what a run finds interesting stays for the next run (the repo is never
-# written). Prints one line per target: executions, seconds, corpus size,
-# findings. A finding keeps its input in build/fuzz/findings/<target>/ and
-# makes the script exit 1 once every target has run.
+# written). $FUZZ_JOBS targets run at a time (default 1; each is one
+# process on one core). Prints one line per target, in the order given:
+# executions, seconds, corpus size, findings. A finding keeps its input in
+# build/fuzz/findings/<target>/ and makes the script exit 1 once every
+# target has run.
 set -u
 cd "$(dirname "$0")/.."
 secs=$1 runs=$2
 shift 2
 out=build/fuzz
+jobs=${FUZZ_JOBS:-1}
+case $jobs in '' | *[!0-9]* | 0) echo "fuzz/run.sh: FUZZ_JOBS='$jobs' is not a count of jobs" >&2; exit 2 ;; esac
 found=0 passed=0 failed=0
 
 # The largest input each target is given: a little over its largest seed,
@@ -28,7 +32,10 @@ max_len() {
     *) echo 65536 ;;
   esac
 }
-for t in "$@"; do
+# Run target $1; its line (and, for a finding, the log's first reports)
+# into $out/logs/$1.log.result, whose first word is "ok" or "finding".
+one() {
+  t=$1
   bin=$out/fuzz_$t corpus=$out/corpus/$t art=$out/findings/$t log=$out/logs/$t.log
   rm -rf "$art"
   mkdir -p "$corpus" "$art" "$out/logs"
@@ -48,13 +55,37 @@ for t in "$@"; do
   files=$(ls "$corpus" | wc -l)
   kb=$(( $(cat "$corpus"/* | wc -c) / 1024 ))
   if [ "$rc" -ne 0 ] || ls "$art" | grep -q .; then
-    found=1 failed=$((failed + 1))
-    echo "fuzz_$t: FINDING after ${execs:-?} executions in ${secs_run}s (exit $rc): $(ls "$art" | head -n 3 | tr '\n' ' ')— see $log"
-    grep -m 3 -E 'ERROR|SUMMARY|runtime error|Sanitizer|timeout' "$log" | sed 's/^/  /'
+    { echo "finding fuzz_$t: FINDING after ${execs:-?} executions in ${secs_run}s (exit $rc): $(ls "$art" | head -n 3 | tr '\n' ' ')— see $log"
+      grep -m 3 -E 'ERROR|SUMMARY|runtime error|Sanitizer|timeout' "$log" | sed 's/^/  /'; } >"$log.result"
   else
-    passed=$((passed + 1))
-    echo "fuzz_$t: ${execs:-?} executions in ${secs_run}s, corpus $files files (${kb} KiB), no finding"
+    echo "ok fuzz_$t: ${execs:-?} executions in ${secs_run}s, corpus $files files (${kb} KiB), no finding" >"$log.result"
   fi
+}
+
+# $jobs targets at a time (a group waits for its slowest: they all run
+# about SECONDS), then their lines in order.
+mkdir -p "$out/logs"
+set -- "$@" --
+group=
+for t in "$@"; do
+  if [ "$t" != -- ]; then
+    rm -f "$out/logs/$t.log.result"
+    one "$t" &
+    group="$group $t"
+    [ $(echo $group | wc -w) -lt "$jobs" ] && continue
+  fi
+  wait
+  for g in $group; do
+    r=$out/logs/$g.log.result
+    if [ -f "$r" ] && [ "$(head -c 3 "$r")" = "ok " ]; then
+      passed=$((passed + 1))
+      sed '1s/^ok //' "$r"
+    else
+      found=1 failed=$((failed + 1))
+      if [ -f "$r" ]; then sed '1s/^finding //' "$r"; else echo "fuzz_$g: the run ended without a result"; fi
+    fi
+  done
+  group=
 done
 echo "fuzz: $passed passed, $failed failed"
 exit $found
