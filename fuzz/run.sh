@@ -62,18 +62,8 @@ one() {
   fi
 }
 
-# $jobs targets at a time (a group waits for its slowest: they all run
-# about SECONDS), then their lines in order.
-mkdir -p "$out/logs"
-set -- "$@" --
-group=
-for t in "$@"; do
-  if [ "$t" != -- ]; then
-    rm -f "$out/logs/$t.log.result"
-    one "$t" &
-    group="$group $t"
-    [ $(echo $group | wc -w) -lt "$jobs" ] && continue
-  fi
+# The lines of the targets in $group, in order, once they have ended.
+flush() {
   wait
   for g in $group; do
     r=$out/logs/$g.log.result
@@ -85,7 +75,19 @@ for t in "$@"; do
       if [ -f "$r" ]; then sed '1s/^finding //' "$r"; else echo "fuzz_$g: the run ended without a result"; fi
     fi
   done
-  group=
+  group= n=0
+}
+
+# $jobs targets at a time (a group waits for its slowest: they all run
+# about SECONDS).
+mkdir -p "$out/logs"
+group= n=0
+for t in "$@"; do
+  rm -f "$out/logs/$t.log.result"
+  one "$t" &
+  group="$group $t" n=$((n + 1))
+  [ "$n" -ge "$jobs" ] && flush
 done
+flush
 echo "fuzz: $passed passed, $failed failed"
 exit $found

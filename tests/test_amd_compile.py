@@ -25,7 +25,7 @@ import pytest
 
 from conftest import ROOT, SHARED, assert_clean_error, run_tool
 from test_gpu_compile import BLOCK_DTYPES, forced_params, gpu_templates, shape
-from tplhead import constraints, may_hold, op_names
+from tplhead import constraints, may_hold, op_names, template_path
 
 CLANG = os.environ.get("GCORE_CLANG") or shutil.which("clang-19") or (
     "/opt/rocm/llvm/bin/clang" if os.path.exists("/opt/rocm/llvm/bin/clang") else None)
@@ -48,16 +48,13 @@ DRIVERS = [("gfx90a", "clang"), ("gfx942", "clang"), ("gfx1100", "clang")] + \
 
 def amd_templates():
     """gpu_templates() that serve AMD: @backend gpu or hip."""
-    d = os.path.join(ROOT, "templates", "gpu")
     served = []
     try:  # amd-rt's gpu_templates() lists cuda and gpu ones unless told otherwise
         listed = gpu_templates(backends=("gpu", "hip"))
     except TypeError:
         listed = gpu_templates()
     for name, op, dts, params, *_ in listed:
-        src = [f for f in os.listdir(d) if f.endswith(".cu") and
-               re.search(rf"@template\s+{re.escape(name)}\b", open(os.path.join(d, f)).read())]
-        backend = re.search(r"@backend\s+(\w+)", open(os.path.join(d, src[0])).read()).group(1)
+        backend = re.search(r"@backend\s+(\w+)", open(template_path(name)).read()).group(1)
         if backend in ("gpu", "hip"):
             served.append((name, op, dts, params))
             if backend == "hip":
@@ -437,13 +434,8 @@ def test_tune_without_an_amd_gpu(gc):
 
 
 def declared_defaults(tpl):
-    d = os.path.join(ROOT, "templates", "gpu")
-    for f in os.listdir(d):
-        text = open(os.path.join(d, f)).read().split("*/", 1)[0]
-        if f.endswith(".cu") and re.search(rf"@template\s+{re.escape(tpl)}\b", text):
-            return {m.group(1): m.group(2) for m in
-                    re.finditer(r"@param\s+(\w+)\s+[-\d\s]+?\s+default\s+(-?\d+)", text)}
-    raise AssertionError(f"no template {tpl}")
+    text = open(template_path(tpl)).read().split("*/", 1)[0]
+    return {m.group(1): m.group(2) for m in re.finditer(r"@param\s+(\w+)\s+[-\d\s]+?\s+default\s+(-?\d+)", text)}
 
 
 def picks(gc, target, *problem):

@@ -12,7 +12,7 @@ import sqlite3
 import pytest
 
 from conftest import ROOT, SHARED
-from tplhead import constraints, may_hold, op_names, sampled_ops
+from tplhead import constraints, may_hold, op_names, sampled_ops, template_path
 from cases import problem_args
 
 NVRTC = [p for p in ("/usr/local/cuda/lib64", os.environ.get("CUDA_HOME", "") + "/lib64")
@@ -40,12 +40,8 @@ BLOCK_DTYPES = ("q8_0", "q4_0", "q4_k", "q5_k", "q6_k")
 def applies_above_one(tpl):
     """Does template tpl (its @template name) leave M = 1 to others, its
     @applies saying M > 1?"""
-    d = os.path.join(ROOT, "templates", "gpu")
-    for f in sorted(os.listdir(d)):
-        head = open(os.path.join(d, f)).read().split("*/", 1)[0] if f.endswith(".cu") else ""
-        if re.search(rf"@template\s+{re.escape(tpl)}\s", head):
-            return any(re.search(r"(^|[(&|\s])M > 1\b", a) for a in re.findall(r"@applies\s+([^\n]+)", head))
-    raise AssertionError(f"no GPU template {tpl}")
+    head = open(template_path(tpl)).read().split("*/", 1)[0]
+    return any(re.search(r"(^|[(&|\s])M > 1\b", a) for a in re.findall(r"@applies\s+([^\n]+)", head))
 
 
 def shape(op, dtype, tpl=None):

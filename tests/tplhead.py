@@ -4,7 +4,11 @@ op (@param's, or an @defaults line's), constraints and launch expressions;
 and the names gen derives from the op (PAIR, NORM, ROPE, BATCH), as
 gen/template.c's op_values table gives them (test_epilogue.py checks the two
 agree), and which of a template's ops the tests sample."""
+import functools
+import os
 import re
+
+GPU = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "templates", "gpu")
 
 # PAIR: rows of B per column of C (2: the gate/up pair of W[2N,K]); NORM: 1
 # where A's rows are RMS-normalised on the way; ROPE: 1 where C's columns are
@@ -47,14 +51,19 @@ def evaluate(expr, env):
     return int(eval(py, {"min": min, "max": max, "cdiv": lambda a, b: -(-a // b)}, dict(env)))
 
 
+@functools.lru_cache(maxsize=None)
+def template_path(name):
+    """The file of the GPU template called name (its @template line)."""
+    for f in sorted(os.listdir(GPU)):
+        path = os.path.join(GPU, f)
+        if f.endswith(".cu") and re.search(rf"@template\s+{re.escape(name)}\s", open(path).read().split("*/", 1)[0]):
+            return path
+    raise AssertionError(f"no GPU template {name}")
+
+
 def constraints(name):
     """The @constraint expressions of the GPU template called name."""
-    import os
-    d = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "templates", "gpu")
-    for f in sorted(os.listdir(d)):
-        if f.endswith(".cu") and re.search(rf"@template\s+{re.escape(name)}\s", open(os.path.join(d, f)).read()):
-            return parse(os.path.join(d, f))["constraints"]
-    raise KeyError(name)
+    return parse(template_path(name))["constraints"]
 
 
 def may_hold(exprs, env):
