@@ -566,6 +566,8 @@ DEC_CASES = [
     ("attention_decode_mma.cu", "f16", dict(WARPS=8, KW=16, NST=2, SPLIT=16, DMAX=128, KMIN=64)),
     ("attention_decode_mma.cu", "bf16", dict(WARPS=2, KW=32, NST=2, SPLIT=4, DMAX=128, KMIN=32)),
     ("attention_decode_mma.cu", "f16", dict(WARPS=1, KW=64, NST=4, SPLIT=1, DMAX=64)),
+    ("attention_decode_mma.cu", "f16", dict(WARPS=2, KW=16, NST=3, SPLIT=16, DMAX=128, L2PF=2)),
+    ("attention_decode_mma.cu", "bf16", dict(WARPS=8, KW=16, NST=2, SPLIT=8, DMAX=128, KMIN=32, L2PF=2)),
     ("attention_decode.cu", "bf16", dict(WARPS=2, KL=16, HPB=2, SPLIT=8, U=2, DMAX=128, L2PF=1)),
     ("attention_decode.cu", "f16", dict(WARPS=4, KL=8, HPB=1, SPLIT=1, U=1, DMAX=128, L2PF=0)),
     ("attention_decode.cu", "bf16", dict(WARPS=2, KL=16, HPB=2, SPLIT=32, U=2, DMAX=128, L2PF=1, PRE=1)),
@@ -630,6 +632,26 @@ def test_pre_without_the_newest_row_is_caught(tmp_path):
     assert attention_caught(tmp_path, "attention_decode.cu", old, "(void)0;", "f16", params,
                             shapes=DEC_SHAPES[:1], p_rounded=False), "not caught"
 
+
+
+# L2PF=2 copies a warp's first chunks but the newest row before the wait:
+# that row read after it (301 keys in slices of 19 at SPLIT 16: the last
+# slice's newest row in warp 0's first chunk), and the path where the
+# positions moved between the two reads (the emulator never moves them:
+# forced here) copying every row again over the early copies.
+EARLY = dict(WARPS=2, KW=16, NST=3, SPLIT=16, DMAX=128, L2PF=2)
+EARLY_OLD = "const bool early = L2PF == 2 && pre.L == at.L && kpre == Kc;"
+
+
+def test_early_copies_without_the_newest_row_are_caught(tmp_path):
+    old = "adm_newest(stages, Kc, Vc, j0, j1, at.L - 1, ld, D, w, lane);"
+    assert attention_caught(tmp_path, "attention_decode_mma.cu", old, "(void)0;", "f16", EARLY,
+                            shapes=DEC_SHAPES[:1]), "not caught"
+
+
+def test_early_copies_made_again_where_the_positions_moved(tmp_path):
+    assert not attention_caught(tmp_path, "attention_decode_mma.cu", EARLY_OLD, "const bool early = false;", "f16",
+                                EARLY, shapes=DEC_SHAPES), "the copies made again are wrong"
 
 
 @pytest.mark.parametrize("tpl_file,params,old,new", PF_MUTATIONS, ids=[m[0][:-3] for m in PF_MUTATIONS])
@@ -907,7 +929,9 @@ SIMT_MUTATIONS = [
     ("gemv_bulk: A read without its stage's offset", "gemv_bulk.cu",
      "gc_ldv<8>(A + kc * KC + c, a);", "gc_ldv<8>(A + c, a);", 10),
     ("gemv_bulk: the up row's sum taken from the gate row", "gemv_bulk.cu",
-     "gb_store(C, u, acc[0] * scale, acc[GB_NR - 1] * scale)", "gb_store(C, u, acc[0] * scale, acc[0] * scale)", 13),
+     "gb_store(C, u, acc[0] * scale, acc[GB_NR - 1] * scale, cold)", "gb_store(C, u, acc[0] * scale, acc[0] * scale, cold)", 13),
+    ("gemv_bulk: gemm_add's residual read ahead but not added", "gemv_bulk.cu",
+     "GC_OP_GEMM_ADD ? x + cold : x", "x", 11),
     ("gemv_bulk: the gate/up pair's up row one row off", "gemv_bulk.cu",
      "return PAIR == 2 ? r * N + u : u;", "return PAIR == 2 ? r * (N - 1) + u : u;", 14),
 ]

@@ -24,14 +24,14 @@
  * @param SPLIT 1 2 4 8 16 32 64 default 16 -- blocks per kv head, each over a 1/SPLIT slice of the keys
  * @param DMAX 64 128 default 128 -- largest head dimension served (registers are sized for it)
  * @param KMIN 0 32 64 128 256 default 0 -- keys a block takes at least: a row of L keys is cut in min(SPLIT, cdiv(L, KMIN)) slices (0: SPLIT), the blocks past them exit at once, so that a short context takes fewer, fuller blocks and merges fewer partials
- * @param L2PF 0 1 default 1 -- 1: before its wait for the kernel before, the block asks L2 for its slice's keys and values but the newest row (gc_split_prefetch), so they stream in while that kernel drains
- * @param CL 0 1 default 0 -- 1: the SPLIT blocks of a (row, kv head) are one thread-block cluster (sm_90): each keeps its partial in shared memory and, after a cluster barrier, merges a share of the heads' elements from all of them (distributed shared memory): no workspace, no ticket, no last block's second pass through L2
+ * @param L2PF 0 1 2 default 1 -- 1: before its wait for the kernel before, the block asks L2 for its slice's keys and values but the newest row (gc_split_prefetch), so they stream in while that kernel drains; 2: each warp copies its first NST-1 chunks but the newest row into its stages before the wait, and after it reads only q, the positions and that row (copying again where the positions moved)
+ * @param CL 0 1 2 default 0 -- 1: the SPLIT blocks of a (row, kv head) are one thread-block cluster (sm_90): each keeps its partial in shared memory and, after a cluster barrier, merges a share of the heads' elements from all of them (distributed shared memory): no workspace, no ticket, no last block's second pass through L2; 2: each block stores its partial's elements into the block that merges them: one barrier before the merge, none after
  * @defaults attention attention_batch DMAX=64 if D <= 64 -- heads of 64 or fewer: registers and stages sized for them (H200, the 1B shape, decode after 128 / 3830 tokens: 1092.4 -> 1121.9 / 1060.3 -> 1079.3 tok/s; bench/RESULTS.md, session 31)
  * @defaults attention CL=1 SPLIT=8 if K > 0 && SM >= 90 -- a decode's short-context bucket (at most K keys) on sm_90: the slices of a kv head merged in a cluster (H200, the 1B shape, untuned, decode after 128 / 850 tokens: 1206.5 / 1177.4 tok/s against 1161.4 / 1152.3 with SPLIT=16 and tickets, 1177.1 / 1157.3 with SPLIT=8 and tickets; bench/RESULTS.md, session 46); the long bucket keeps SPLIT=16 and tickets (after 3830 tokens CL=1 SPLIT=8 ran 1082.9 against 1114.9)
  * @defaults attention_batch WARPS=4 SPLIT=4 -- a batch's M rows multiply the blocks: fewer slices, and half the warps' stages, so that three blocks share an SM (8 warps' stages at DMAX 128: 139 KB, one); on an H200 (bench/RESULTS.md, session 27), 32 heads over 8 of 128 (64), 4 and 16 rows 255 and 2000 positions in: 11.3-34.7 us (10.5-28.5) against attention_decode's 13.1-58.9 (12.6-59.1), where SPLIT=8 took 18.1-60.9
  * @constraint WARP == 32 && WARPS * WARP <= MAXT -- NVIDIA warps, a legal block
  * @constraint DMAX / 2 + DMAX / 4 + KW / 2 + 48 <= 255 -- O's accumulators, q's fragments and a chunk's scores fit the registers
- * @constraint WARPS * NST * KW * (DMAX + 8) * 4 <= SMEM -- every warp's K and V stages fit in shared memory
+ * @constraint WARPS * NST * KW * (DMAX + 8) * 4 + CL / 2 * 12 * (16 * DMAX + SPLIT) <= SMEM -- every warp's K and V stages fit in shared memory (CL 2: and the partials pushed to the block)
  * @constraint SPLIT * (DMAX + 2) * (128 + 896 * BATCH) <= 2097152 -- the cross-block workspace (128 heads; a batch's 1024 (row, head) pairs) stays within 8 MiB
  * @constraint CL == 0 || (SM >= 90 && SPLIT > 1 && SPLIT <= 8 && KMIN == 0) -- clusters from sm_90, of at most 8 blocks (the portable size; clusters of 16, bench/cluster16.patch, lost 2-4% in the decode step: bench/RESULTS.md, session 47); every block of one takes part in its barriers
  * @shmem WARPS * NST * KW * (DMAX + 8) * 4
@@ -39,7 +39,7 @@
  * @grid M * G * SPLIT 1 1
  * @block WARPS * WARP 1 1
  * @priority 3
- * @pdl -- reads nothing before its wait for the kernel before (L2PF: but the positions, for an L2 prefetch of older cache rows)
+ * @pdl -- reads nothing before its wait for the kernel before (L2PF: but the positions, for an L2 prefetch of older cache rows or, L2PF 2, their copy, checked against the positions read after the wait)
  *
  * Block b = (r·G + g)·SPLIT + s serves row r (0 but for a batch) and kv
  * head g (query heads h0 .. h0+per-1, h0 = g·per, per = H/G) over key slice
@@ -96,6 +96,9 @@
 GC_GLOBAL float adm_ws[SPLIT > 1 && !CL ? ADM_HMAX * SPLIT * ADM_W : 1];
 GC_GLOBAL unsigned adm_cnt[SPLIT > 1 && !CL ? ADM_HMAX : 1]; /* per (row, kv head): G <= H */
 
+#if CL == 2
+#define ADM_SLOTS ((16 * DMAX + SPLIT - 1) / SPLIT) /* elements a block merges, at most */
+#endif
 #if CL
 #define ADM_CLUSTER_DIMS __cluster_dims__(SPLIT, 1, 1)
 #else
@@ -107,13 +110,15 @@ GC_DEVICE void adm_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1
 }
 
 /* Issue the calling warp's copies of keys k0 .. k0+KW-1 (those >= j1 zero
- * filled) of K and V into the stage at shared address st: each lane its
- * share of the 16-byte chunks of D. */
+ * filled; key jskip left as it is) of K and V into the stage at shared
+ * address st: each lane its share of the 16-byte chunks of D. */
 GC_DEVICE void adm_load(unsigned st, const TB *Kc, const TB *Vc, int64_t k0, int64_t j1, int64_t ld,
-                        int64_t D, int lane) {
+                        int64_t D, int lane, int64_t jskip = -1) {
   const int ch = (int)(D / 8); /* chunks of a row: D % 16 == 0 */
   for (int c = lane; c < KW * ch; c += WARP) {
     const int r = c / ch, d = c % ch * 8;
+    if (k0 + r == jskip)
+      continue;
     const bool ok = k0 + r < j1;
     const int64_t row = ok ? k0 + r : 0; /* a valid address; nothing read when !ok */
     const unsigned off = (unsigned)((r * ADM_S + d) * 2);
@@ -122,7 +127,76 @@ GC_DEVICE void adm_load(unsigned st, const TB *Kc, const TB *Vc, int64_t k0, int
   }
 }
 
-#if CL
+/* The warp's first NST-1 chunks (w, w + WARPS, ...) of keys j0 .. j1-1
+ * into stages 0 .. NST-2 (st0, stb bytes apart), a commit group each; key
+ * jskip (-1: none) left out. */
+GC_DEVICE void adm_prologue(unsigned st0, unsigned stb, const TB *Kc, const TB *Vc, int64_t j0, int64_t j1,
+                            int64_t ld, int64_t D, int w, int lane, int64_t jskip) {
+  const int64_t nck = gc_cdiv(j1 - j0, KW);
+  GC_UNROLL(1)
+  for (int p = 0; p < NST - 1; p++) {
+    const int64_t c = w + (int64_t)p * WARPS;
+    if (c < nck)
+      adm_load(st0 + p * stb, Kc, Vc, j0 + c * KW, j1, ld, D, lane, jskip);
+    gc_cp_async_commit();
+  }
+}
+
+/* L2PF 2: key jn (the newest, which the kernel before wrote) of K and V,
+ * read after the wait into its place in the stages where it falls in one
+ * of the warp's first NST-1 chunks of keys j0 .. (adm_prologue's, which
+ * left it out); the loop's __syncwarp makes it visible. */
+GC_DEVICE void adm_newest(TB *stages, const TB *Kc, const TB *Vc, int64_t j0, int64_t j1, int64_t jn,
+                          int64_t ld, int64_t D, int w, int lane) {
+  if (jn < j0 || jn >= j1)
+    return;
+  const int64_t cn = (jn - j0) / KW; /* its chunk */
+  if (cn % WARPS != w || cn / WARPS >= NST - 1)
+    return; /* another warp's, or one the loop copies after the wait */
+  TB *k = stages + cn / WARPS * ADM_ST + (jn - j0 - cn * KW) * ADM_S;
+  for (int c = lane; c < D / 8; c += WARP) {
+    *reinterpret_cast<gc_raw16 *>(k + 8 * c) = *reinterpret_cast<const gc_raw16 *>(Kc + jn * ld + 8 * c);
+    *reinterpret_cast<gc_raw16 *>(k + KW * ADM_S + 8 * c) = *reinterpret_cast<const gc_raw16 *>(Vc + jn * ld + 8 * c);
+  }
+}
+
+#if CL == 2
+/* CL = 2: partial k's (m, l, o) of the elements this block merges, at
+ * ((k·ADM_SLOTS + slot)·3: element rank + slot·SPLIT of the heads' per·D,
+ * stored there by block k. */
+GC_SHARED float adm_cl_in[SPLIT * ADM_SLOTS * 3];
+
+/* Element i (head i / D, d = i % D) of block sp's partial, (m, l, o), into
+ * the block that merges it (rank i % SPLIT). */
+GC_DEVICE void adm_cl_push(int64_t i, int sp, float mx, float ls, float os) {
+  float *in = &adm_cl_in[(sp * ADM_SLOTS + i / SPLIT) * 3];
+  const unsigned dst = (unsigned)(i % SPLIT);
+  gc_st_cluster(in, dst, mx), gc_st_cluster(in + 1, dst, ls), gc_st_cluster(in + 2, dst, os);
+}
+
+/* After every block's pushes (the barrier's release and acquire):
+ * elements rank, rank + SPLIT, ... of the nh heads' nh·D merged from the
+ * SPLIT partials in this block's memory, into O (the first head's output).
+ * Nothing remote is read: a block leaves when its merge is done. */
+GC_DEVICE void adm_cl_merge_in(TC *O, int nh, int64_t D, int rank) {
+  gc_cluster_arrive();
+  gc_cluster_wait();
+  for (int64_t t = gc_tid(), i = rank + t * SPLIT; i < nh * D; t += WARPS * WARP, i = rank + t * SPLIT) {
+    float mx = -GC_INF, ls = 0.0f, os = 0.0f;
+    GC_UNROLL(SPLIT)
+    for (int k = 0; k < SPLIT; k++)
+      mx = gc_max(mx, adm_cl_in[(k * ADM_SLOTS + t) * 3]);
+    GC_UNROLL(SPLIT)
+    for (int k = 0; k < SPLIT; k++) {
+      const float *p = &adm_cl_in[(k * ADM_SLOTS + t) * 3];
+      const float w = gc_split_weight(p[0], mx);
+      ls += w * p[1];
+      os += w * p[2];
+    }
+    STORE_C(O, i, os / ls);
+  }
+}
+#elif CL
 /* CL = 1: the block's partial of each of its heads, (m, l, o[DMAX]) a
  * head, read by every block of the cluster. */
 GC_SHARED float adm_cl_part[16 * ADM_W];
@@ -172,27 +246,51 @@ void attention_decode_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const 
   if ((BATCH ? M < 1 : M != 1) || G <= 0 || H % G || H / G > 16 || D <= 0 || D % 16 || D > DMAX ||
       (SPLIT > 1 && !CL && M * H > ADM_HMAX))
     return; /* outside @applies */
+#if CL == 2
+  gc_cluster_arrive_relaxed(); /* every block of the cluster has started before any stores into another (the wait below) */
+#endif
 #if !BATCH
   const int64_t S = 0; /* a batch's rows a slot */
 #endif
+  const int tid = gc_tid(), w = tid / WARP, lane = tid % WARP, qr = lane / 4, qc = lane % 4;
+  /* the warp's stages; ldmatrix row addresses of this lane within one: K
+     (non-trans) key 8·(l/16) + l%8 of an n-tile pair, d 8·((l/8)%2) of a
+     k step; V (.trans) key 8·((l/8)%2) + l%8 of a k step, d 8·(l/16) of
+     an n-tile pair */
+  TB *stages = reinterpret_cast<TB *>(gc_dyn_shared()) + (int64_t)w * NST * ADM_ST;
+  const unsigned st0 = gc_smem_addr(stages), stb = ADM_ST * 2;
+  gc_split_at pre = {0, 0, 0, 0, -1, 0, 0}; /* L2PF 2: the slice whose older rows the stages hold (L -1: none) */
+  const TB *kpre = Kc;
   if (L2PF) { /* the slice's older rows, from positions read past L1 */
     const TA *q = Q;
     const TB *k = Kc, *v = Vc;
     TC *o = O;
     const gc_split_at a = gc_split_block<SPLIT, BATCH>((const volatile int32_t *)pos, M, H, G, D, S, q, k, v, o, KMIN);
-    gc_split_prefetch(k + a.g * D, v + a.g * D, G * D, D, a.j0, gc_min64(a.j1, a.L - 1), WARPS * WARP);
+    if (L2PF == 1) {
+      gc_split_prefetch(k + a.g * D, v + a.g * D, G * D, D, a.j0, gc_min64(a.j1, a.L - 1), WARPS * WARP);
+    } else if (a.sp < a.ns) {
+      adm_prologue(st0, stb, k + a.g * D, v + a.g * D, a.j0, a.j1, G * D, D, w, lane, a.L - 1);
+      pre = a, kpre = k;
+    }
   }
   gc_pdl_wait(); /* @pdl: the kernel before it has completed */
   gc_pdl_launch();
   const gc_split_at at = gc_split_block<SPLIT, BATCH>(pos, M, H, G, D, S, Q, Kc, Vc, O, KMIN); /* row, kv head, keys */
+  /* L2PF 2: the early copies hold this block's rows (the positions did not move) */
+  const bool early = L2PF == 2 && pre.L == at.L && kpre == Kc;
+  if (L2PF == 2 && pre.L >= 0 && !early)
+    gc_cp_async_wait<0>(); /* copies of other rows land before their stages are written again */
   if (at.sp >= at.ns)
     return; /* a slice past this row's split (KMIN) */
   const int64_t row = at.row, g = at.g, per = H / G, h0 = g * per, ld = G * D;
   const int sp = at.sp, ns = at.ns;
-  const int tid = gc_tid(), w = tid / WARP, lane = tid % WARP, qr = lane / 4, qc = lane % 4;
   const int64_t j0 = at.j0, j1 = at.j1, nck = gc_cdiv(j1 - j0, KW);
   const int kd = (int)(D / 16);
   Kc += g * D, Vc += g * D;
+  if (early)
+    adm_newest(stages, Kc, Vc, j0, j1, at.L - 1, ld, D, w, lane);
+  else
+    adm_prologue(st0, stb, Kc, Vc, j0, j1, ld, D, w, lane, -1);
 
   /* q's A fragments: k step s, a0/a1 rows a/b at d = 16s + 2qc, a2/a3 at +8 */
   uint32_t qf[ADM_KD][4];
@@ -212,23 +310,10 @@ void attention_decode_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const 
       oacc[n][x] = 0.0f;
   const float sc = scale * 1.4426950408889634f; /* softmax in base 2 */
 
-  /* the warp's stages; ldmatrix row addresses of this lane within one: K
-     (non-trans) key 8·(l/16) + l%8 of an n-tile pair, d 8·((l/8)%2) of a
-     k step; V (.trans) key 8·((l/8)%2) + l%8 of a k step, d 8·(l/16) of
-     an n-tile pair */
-  TB *stages = reinterpret_cast<TB *>(gc_dyn_shared()) + (int64_t)w * NST * ADM_ST;
-  const unsigned st0 = gc_smem_addr(stages), stb = ADM_ST * 2;
   const unsigned kofs = (unsigned)(((8 * (lane / 16) + lane % 8) * ADM_S + 8 * ((lane / 8) % 2)) * 2);
   const unsigned vofs = (unsigned)(KW * ADM_S * 2) +
                         (unsigned)(((8 * ((lane / 8) % 2) + lane % 8) * ADM_S + 8 * (lane / 16)) * 2);
 
-  GC_UNROLL(1)
-  for (int p = 0; p < NST - 1; p++) {
-    const int64_t c = w + (int64_t)p * WARPS;
-    if (c < nck)
-      adm_load(st0 + p * stb, Kc, Vc, j0 + c * KW, j1, ld, D, lane);
-    gc_cp_async_commit();
-  }
   int it = 0;
   GC_UNROLL(1)
   for (int64_t c = w; c < nck; c += WARPS, it++) {
@@ -343,6 +428,9 @@ void attention_decode_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const 
                                              po[(w * 16 + r) * DMAX + 8 * n + 2 * qc + 1] = oacc[n][2 * x + 1];
   }
   gc_barrier();
+#if CL == 2
+  gc_cluster_wait(); /* the arrival at the start: every block of the cluster runs */
+#endif
 
   /* Merge the warps: thread t takes (head, element) pairs. */
   for (int64_t i = tid; i < per * D; i += WARPS * WARP) {
@@ -352,13 +440,18 @@ void attention_decode_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const 
     if (ns == 1)
       STORE_C(O, (h0 + hh) * D + d, os / ls);
     else
-#if CL
+#if CL == 2
+      adm_cl_push(i, sp, mx, ls, os);
+#elif CL
       adm_cl_put(hh, d, mx, ls, os);
 #else
       gc_split_put(adm_ws + ((row * H + h0 + hh) * SPLIT + sp) * ADM_W, d, mx, ls, os);
 #endif
   }
-#if CL
+#if CL == 2
+  adm_cl_merge_in(O + h0 * D, (int)per, D, sp);
+  return;
+#elif CL
   adm_cl_merge(O + h0 * D, (int)per, D, sp);
   return;
 #endif

@@ -152,12 +152,13 @@ GC_DEVICE void gb_produce(const TB *B, const gb_rope_t &ro, int64_t N, int64_t K
 }
 
 /* Unit u's output from its sums x (and x2: the up row's), already scaled
- * by the norm: the op's epilogue (not ROPE: gb_rope_flush). */
-GC_DEVICE void gb_store(TC *C, int64_t u, float x, float x2) {
+ * by the norm: the op's epilogue (not ROPE: gb_rope_flush); cold: C[u]
+ * as read before the sums (gemm_add's residual; else unused). */
+GC_DEVICE void gb_store(TC *C, int64_t u, float x, float x2, float cold) {
   if (PAIR == 2)
     STORE_C(C, u, gc_silu_mul(x, x2));
   else
-    STORE_GEMM(C, u, x);
+    STORE_C(C, u, GC_OP_GEMM_ADD ? x + cold : x);
 }
 
 /* ROPE: a warp's finished pairs wait in its lanes, lane i the pair of the
@@ -188,6 +189,9 @@ GC_DEVICE void gb_consume(const TA *A, TC *C, const TB *Wn, const gb_rope_t &ro,
   for (int64_t g = gc_bid(), gi = 0; g < ng; g += gridDim.x, gi++) {
     const bool first = g == gc_bid(); /* the warp reads all of A's row in it */
     const int64_t u = g * RS + w;
+    /* gemm_add: C's old value, asked for as the group starts (after the
+       wait) so that its latency passes under the stream, not after it */
+    const float cold = GC_OP_GEMM_ADD && lane == 0 && u < nu ? LOAD_C(C, u) : 0.0f;
     float acc[GB_NR];
     GC_UNROLL(GB_NR)
     for (int r = 0; r < GB_NR; r++)
@@ -238,7 +242,7 @@ GC_DEVICE void gb_consume(const TA *A, TC *C, const TB *Wn, const gb_rope_t &ro,
       if (gi % 32 == 31)
         gb_rope_flush(C, ro, held);
     } else if (lane == 0 && u < nu) {
-      gb_store(C, u, acc[0] * scale, acc[GB_NR - 1] * scale);
+      gb_store(C, u, acc[0] * scale, acc[GB_NR - 1] * scale, cold);
     }
   }
   if (ROPE)

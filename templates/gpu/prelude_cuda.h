@@ -357,6 +357,28 @@ GC_DEVICE float gc_ld_cluster(const float *p, unsigned rank) {
   asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(a) : "memory");
   return v;
 }
+/* v stored at the shared address of p (a __shared__ variable's) in block
+ * rank of the cluster (visible to it after a cluster barrier that
+ * followed the store; the block must have started: a barrier before). */
+GC_DEVICE void gc_st_cluster(float *p, unsigned rank, float v) {
+  unsigned a;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(gc_smem_addr(p)), "r"(rank));
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(a), "f"(v) : "memory");
+}
+/* A cluster barrier in halves: every thread of every block arrives once
+ * (gc_cluster_arrive: its earlier stores, remote ones too, visible to
+ * those past their wait; _relaxed: nothing ordered, for "every block has
+ * started"), then waits (gc_cluster_wait: acquire), before its next
+ * arrival. */
+GC_DEVICE void gc_cluster_arrive_relaxed(void) {
+  __syncwarp();
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+GC_DEVICE void gc_cluster_arrive(void) {
+  __syncwarp();
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+GC_DEVICE void gc_cluster_wait(void) { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
 /* Every thread of every block of the cluster arrives, then waits (the
  * .aligned forms: the warp reconverges first). */
 GC_DEVICE void gc_cluster_sync(void) {
