@@ -894,7 +894,7 @@ def test_gemv_gpu_rope_frequency_of_the_wrong_pair_is_caught(tmp_path, case):
 
 
 # gemv_bulk's RoPE units: the pair's frequency and its second row
-@pytest.mark.parametrize("old,new", [("gc_rope_freq(ro, u)}", "gc_rope_freq(ro, u + 1)}"),
+@pytest.mark.parametrize("old,new", [("? gc_rope_freq(ro, u) :", "? gc_rope_freq(ro, u + 1) :"),
                                      ("gc_rope_elem(u % half, r, ro.D, ro.layout)",
                                       "gc_rope_elem(u % half, 0, ro.D, ro.layout)"),
                                      ("gi % 32 == 31", "gi % 64 == 63")],

@@ -162,8 +162,8 @@ GC_DEVICE void gb_store(TC *C, int64_t u, float x, float x2, float cold) {
 }
 
 /* ROPE: a warp's finished pairs wait in its lanes, lane i the pair of the
- * warp's group i % 32 (its sums, its frequency loaded when it was put
- * there), and are stored 32 at a time, every lane its own in parallel:
+ * warp's group i % 32 (its sums; its frequency, asked for as the group
+ * began), and are stored 32 at a time, every lane its own in parallel:
  * one latency of the double rotation per 32 groups, not one per group on
  * lane 0 between the stages. */
 struct gb_held_t {
@@ -192,6 +192,9 @@ GC_DEVICE void gb_consume(const TA *A, TC *C, const TB *Wn, const gb_rope_t &ro,
     /* gemm_add: C's old value, asked for as the group starts (after the
        wait) so that its latency passes under the stream, not after it */
     const float cold = GC_OP_GEMM_ADD && lane == 0 && u < nu ? LOAD_C(C, u) : 0.0f;
+    /* ROPE: the pair's frequency, asked for here for the same reason (the
+       last group's flush follows its sums at once) */
+    const double freq = ROPE && u < nu ? gc_rope_freq(ro, u) : 0.0;
     float acc[GB_NR];
     GC_UNROLL(GB_NR)
     for (int r = 0; r < GB_NR; r++)
@@ -238,7 +241,7 @@ GC_DEVICE void gb_consume(const TA *A, TC *C, const TB *Wn, const gb_rope_t &ro,
     if (ROPE) {
       if (lane == gi % 32 && u < nu)
         held = {u, acc[0] * scale + gb_bias(ro, N, u, 0), acc[GB_NR - 1] * scale + gb_bias(ro, N, u, GB_NR - 1),
-                gc_rope_freq(ro, u)};
+                freq};
       if (gi % 32 == 31)
         gb_rope_flush(C, ro, held);
     } else if (lane == 0 && u < nu) {
