@@ -110,14 +110,16 @@ GC_DEVICE void adm_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1
 }
 
 /* Issue the calling warp's copies of keys k0 .. k0+KW-1 (those >= j1 zero
- * filled; key jskip left as it is) of K and V into the stage at shared
- * address st: each lane its share of the 16-byte chunks of D. */
+ * filled; key jskip, where it is below j1, left as it is) of K and V into
+ * the stage at shared address st: each lane its share of the 16-byte
+ * chunks of D. (Rows past j1 are masked out of the scores, but their
+ * values still meet a probability of 0 in P·V: they must be numbers.) */
 GC_DEVICE void adm_load(unsigned st, const TB *Kc, const TB *Vc, int64_t k0, int64_t j1, int64_t ld,
                         int64_t D, int lane, int64_t jskip = -1) {
   const int ch = (int)(D / 8); /* chunks of a row: D % 16 == 0 */
   for (int c = lane; c < KW * ch; c += WARP) {
     const int r = c / ch, d = c % ch * 8;
-    if (k0 + r == jskip)
+    if (k0 + r == jskip && jskip < j1)
       continue;
     const bool ok = k0 + r < j1;
     const int64_t row = ok ? k0 + r : 0; /* a valid address; nothing read when !ok */

@@ -57,12 +57,19 @@ static int emu_finish(const char *dir, const char *name, const std::vector<unsig
   return emu_errors || inputs_changed ? 1 : 0;
 }
 
+/* The byte a block's LDS (dynamic shared memory) starts filled with: 0xcd
+ * (finite in every float format), or a case's own (0xff: NaN in each, so
+ * that a value read before it is written shows even multiplied by 0). */
+#ifndef EMU_LDS_FILL
+#define EMU_LDS_FILL 0xcd
+#endif
+
 /* One block: BLOCK threads run body() with the block's LDS. */
 template <class F> static void emu_block_launch(int64_t bid, int block, size_t shmem, int wave, F body) {
   emu_block blk;
   blk.wave_size = wave;
   blk.lds = (unsigned char *)aligned_alloc(16, shmem ? (shmem + 15) / 16 * 16 : 16);
-  memset(blk.lds, 0xcd, shmem);
+  memset(blk.lds, EMU_LDS_FILL, shmem);
   blk.nthreads = block;
   blk.waves = new emu_wave[(block + wave - 1) / wave];
   emu_bid = bid, emu_blk = &blk;
