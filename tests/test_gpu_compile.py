@@ -202,9 +202,10 @@ def test_tensormap_declarations_reach_the_bundle(gc):
 def test_short_decode_attention_merges_in_a_cluster(gc):
     """The decode attention's short-context bucket (k > 0) on sm_90a is
     attention_decode_mma merging its slices in a thread-block cluster
-    (CL=1, SPLIT=8), for heads of 64 and of 128 (where attention_decode
-    serves it before sm_90); the long bucket keeps the ticket merge; sm_80
-    has no clusters: CL=1 is refused there. Nothing spills."""
+    (CL=2: the partials pushed, SPLIT=8, L2PF=2), for heads of 64 and of
+    128 (where attention_decode serves it before sm_90); the long bucket
+    keeps the ticket merge; sm_80 has no clusters: CL=1 is refused there.
+    Nothing spills."""
     def served(target, *args):
         r = gc("gcore-gen", "--target", target, "--op", "attention", "--dtype", "f16", "--m", "1", "--h", "32",
                "--g", "8", *args, "-q", "-o", "b.gcb")
@@ -214,11 +215,11 @@ def test_short_decode_attention_merges_in_a_cluster(gc):
     for d in ("64", "128"):
         rows = served("sm_90a", "--d", d, "--k", "1024")
         assert rows == [("attention_decode_mma", rows[0][1])] and "SPLIT=8" in rows[0][1] and \
-            rows[0][1].endswith(",CL=1"), (d, rows)
+            rows[0][1].endswith(",L2PF=2,CL=2"), (d, rows)
         rows = [p for t, p in served("sm_90a", "--d", d) if t == "attention_decode_mma"]
         assert rows and all(p.endswith(",CL=0") for p in rows), (d, rows)
         rows = served("sm_80", "--d", d, "--k", "1024")
-        assert rows and not any(p.endswith(",CL=1") for t, p in rows), (d, rows)
+        assert rows and not any(p.endswith(",CL=1") or p.endswith(",CL=2") for t, p in rows), (d, rows)
     r = gc("gcore-gen", "--target", "sm_80", "--op", "attention", "--dtype", "f16", "--m", "1", "--h", "32", "--g",
            "8", "--d", "64", "--force", "attention_decode_mma:CL=1,SPLIT=8", "-q", "-o", "c.gcb")
     assert r.rc != 0 and "constraint fails" in r.err, r

@@ -566,9 +566,8 @@ DEC_CASES = [
     ("attention_decode_mma.cu", "f16", dict(WARPS=8, KW=16, NST=2, SPLIT=16, DMAX=128, KMIN=64)),
     ("attention_decode_mma.cu", "bf16", dict(WARPS=2, KW=32, NST=2, SPLIT=4, DMAX=128, KMIN=32)),
     ("attention_decode_mma.cu", "f16", dict(WARPS=1, KW=64, NST=4, SPLIT=1, DMAX=64)),
-    ("attention_decode_mma.cu", "f16", dict(WARPS=2, KW=16, NST=3, SPLIT=16, DMAX=128, L2PF=2, EMU_LDS_FILL=0xff)),
-    ("attention_decode_mma.cu", "bf16", dict(WARPS=8, KW=16, NST=2, SPLIT=8, DMAX=128, KMIN=32, L2PF=2,
-                                             EMU_LDS_FILL=0xff)),
+    ("attention_decode_mma.cu", "f16", dict(WARPS=2, KW=16, NST=3, SPLIT=16, DMAX=128, L2PF=2)),
+    ("attention_decode_mma.cu", "bf16", dict(WARPS=8, KW=16, NST=2, SPLIT=8, DMAX=128, KMIN=32, L2PF=2)),
     ("attention_decode.cu", "bf16", dict(WARPS=2, KL=16, HPB=2, SPLIT=8, U=2, DMAX=128, L2PF=1)),
     ("attention_decode.cu", "f16", dict(WARPS=4, KL=8, HPB=1, SPLIT=1, U=1, DMAX=128, L2PF=0)),
     ("attention_decode.cu", "bf16", dict(WARPS=2, KL=16, HPB=2, SPLIT=32, U=2, DMAX=128, L2PF=1, PRE=1)),
@@ -658,7 +657,7 @@ def test_early_copies_leave_no_row_of_another_slice_unset(tmp_path):
     every row past the slice."""
     old = "if (k0 + r == jskip && jskip < j1)"
     assert attention_caught(tmp_path, "attention_decode_mma.cu", old, "if (k0 + r == jskip)", "f16",
-                            EARLY | dict(EMU_LDS_FILL=0xff), shapes=DEC_SHAPES), "not caught"
+                            EARLY, shapes=DEC_SHAPES), "not caught"
 
 
 def test_early_copies_made_again_where_the_positions_moved(tmp_path):

@@ -57,11 +57,11 @@ static int emu_finish(const char *dir, const char *name, const std::vector<unsig
   return emu_errors || inputs_changed ? 1 : 0;
 }
 
-/* The byte a block's LDS (dynamic shared memory) starts filled with: 0xcd
- * (finite in every float format), or a case's own (0xff: NaN in each, so
- * that a value read before it is written shows even multiplied by 0). */
+/* The byte a block's LDS (dynamic shared memory) starts filled with: 0xff,
+ * NaN in every float format, so that a value read before it is written
+ * shows even where it is multiplied by 0 (a case may set its own). */
 #ifndef EMU_LDS_FILL
-#define EMU_LDS_FILL 0xcd
+#define EMU_LDS_FILL 0xff
 #endif
 
 /* One block: BLOCK threads run body() with the block's LDS. */
