@@ -1,6 +1,6 @@
 /* run_block.h — one block of KERNEL on the host SIMT emulation: BLOCK
  * threads (fibers taking turns on one host thread, emu_fiber.h) run it with the block's LDS (exactly SHMEM bytes, filled with
- * 0xcd, under ASan). Included after the template by harness.h,
+ * EMU_LDS_FILL: NaN, under ASan). Included after the template by harness.h,
  * harness_q.h and harness_att.h. emu_block_launch runs any call of the
  * kernel; emu_block_run calls KERNEL with the GEMM ABI, or with EMU_NORM
  * the rmsnorm_* ABI (A, B, C, norm[K], M, N, K, eps; norm is of type
