@@ -74,9 +74,21 @@
  * cluster barrier (release, acquire) makes them visible, each block merges
  * elements rank, rank + SPLIT, ... of its heads' per·D from every block's
  * partial (ld.shared::cluster) and writes them, and a second barrier keeps
- * every block alive until no one reads its partial. (tests/nv_emu runs a
- * block at a time, so CL = 1 is verified on the GPU only: by the tuner
+ * every block alive until no one reads its partial. CL = 2 turns the
+ * merge around: each block stores each element's partial into the block
+ * that merges it (adm_cl_push), one barrier (release, acquire) follows,
+ * and each block merges from its own shared memory and leaves; an
+ * arrival at the kernel's start, waited for before the first remote
+ * store, makes sure every block of the cluster runs. (tests/nv_emu runs a
+ * block at a time, so CL >= 1 is verified on the GPU only: by the tuner
  * before it may win, tests/test_ops.py and the model tests on sm_90.)
+ * L2PF = 2 issues the warp's first NST-1 chunks (adm_prologue) before the
+ * wait from positions read then, all but the newest row, which the kernel
+ * before writes; after the wait it reads that row into its place
+ * (adm_newest) while q loads. A row past the slice is zero-filled like
+ * every other (its probability 0 still meets it in P·V). If the positions
+ * read after the wait differ, the early copies are waited for and the
+ * chunks copied again, as with L2PF < 2.
  */
 
 #define ADM_S (DMAX + 8)       /* shared row stride of K and V, elements */

@@ -46,7 +46,11 @@
  * stage (empty barrier, one arrival per consumer warp). At the end of a
  * group each warp sums its lanes and lane 0 stores its unit through the
  * epilogue (gb_store; RoPE pairs: gb_rope_flush). Units past the last are
- * neither loaded nor stored.
+ * neither loaded nor stored. What the epilogue reads besides the sums
+ * (gemm_add's old C, a RoPE pair's frequency) is asked for as the group
+ * begins, so that no load stands between a block's last sums and its end
+ * (H100, the 1B's decode after 128 / 700 tokens: +0.8-1.0% / +1.5%;
+ * bench/RESULTS.md, session 57).
  *
  * The producer never reads what another kernel writes, so launched to
  * overlap the kernel before it (@pdl) it fills the first STAGES stages
