@@ -640,7 +640,7 @@ def test_pre_without_the_newest_row_is_caught(tmp_path):
 # positions moved between the two reads (the emulator never moves them:
 # forced here) copying every row again over the early copies.
 EARLY = dict(WARPS=2, KW=16, NST=3, SPLIT=16, DMAX=128, L2PF=2)
-EARLY_OLD = "const bool early = L2PF == 2 && pre.L == at.L && kpre == Kc;"
+EARLY_OLD = "const bool early = L2PF == 2 && lpre == at.L && kpre == Kc;"
 
 
 def test_early_copies_without_the_newest_row_are_caught(tmp_path):

@@ -273,7 +273,7 @@ void attention_decode_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const 
      an n-tile pair */
   TB *stages = reinterpret_cast<TB *>(gc_dyn_shared()) + (int64_t)w * NST * ADM_ST;
   const unsigned st0 = gc_smem_addr(stages), stb = ADM_ST * 2;
-  gc_split_at pre = {0, 0, 0, 0, -1, 0, 0}; /* L2PF 2: the slice whose older rows the stages hold (L -1: none) */
+  int lpre = -1; /* L2PF 2: the row length whose older rows the stages hold (-1: none) */
   const TB *kpre = Kc;
   if (L2PF) { /* the slice's older rows, from positions read past L1 */
     const TA *q = Q;
@@ -284,15 +284,15 @@ void attention_decode_mma(const TA *Q, const TB *Kc, const TB *Vc, TC *O, const 
       gc_split_prefetch(k + a.g * D, v + a.g * D, G * D, D, a.j0, gc_min64(a.j1, a.L - 1), WARPS * WARP);
     } else if (a.sp < a.ns) {
       adm_prologue(st0, stb, k + a.g * D, v + a.g * D, a.j0, a.j1, G * D, D, w, lane, a.L - 1);
-      pre = a, kpre = k;
+      lpre = a.L, kpre = k;
     }
   }
   gc_pdl_wait(); /* @pdl: the kernel before it has completed */
   gc_pdl_launch();
   const gc_split_at at = gc_split_block<SPLIT, BATCH>(pos, M, H, G, D, S, Q, Kc, Vc, O, KMIN); /* row, kv head, keys */
   /* L2PF 2: the early copies hold this block's rows (the positions did not move) */
-  const bool early = L2PF == 2 && pre.L == at.L && kpre == Kc;
-  if (L2PF == 2 && pre.L >= 0 && !early)
+  const bool early = L2PF == 2 && lpre == at.L && kpre == Kc;
+  if (L2PF == 2 && lpre >= 0 && !early)
     gc_cp_async_wait<0>(); /* copies of other rows land before their stages are written again */
   if (at.sp >= at.ns)
     return; /* a slice past this row's split (KMIN) */

@@ -382,9 +382,8 @@ GC_DEVICE void gc_cluster_wait(void) { asm volatile("barrier.cluster.wait.acquir
 /* Every thread of every block of the cluster arrives, then waits (the
  * .aligned forms: the warp reconverges first). */
 GC_DEVICE void gc_cluster_sync(void) {
-  __syncwarp();
-  asm volatile("barrier.cluster.arrive.release.aligned;\n"
-               "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+  gc_cluster_arrive();
+  gc_cluster_wait();
 }
 
 /* Dynamic shared memory (@shmem bytes), 16-byte aligned at least. */
