@@ -797,6 +797,7 @@ SIMT_CASES = [
     ("gemv_bulk.cu", "rmsnorm_gemm", "bf16", dict(RS=4, KC=256, STAGES=3, BPS=1, SMS=2), [(1, 37, 1000)]),
     ("gemv_bulk.cu", "gemm_swiglu", "f16", dict(RS=4, KC=256, STAGES=2, BPS=1, SMS=2), [(1, 19, 776)]),
     ("gemv_bulk.cu", "rmsnorm_gemm_swiglu", "bf16", dict(RS=8, KC=512, STAGES=3, BPS=2, SMS=1), [(1, 40, 1240)]),
+    ("gemv.cu", "gemm_add", "f16", dict(WARPS=4, KS=1, ROWS=4, UNR=2, MMAX=4), [(3, 21, 264), (4, 16, 520)]),
 ]
 
 
@@ -897,7 +898,7 @@ def test_gemv_gpu_rope_kv_on_the_emulated_gpu(tmp_path, dtype, params, m, h, g, 
                                   ("bf16", dict(WARPS=4, KS=1, ROWS=4, UNR=1, MMAX=4), 3, 2, 1, 64, 1, 9)],
                          ids=["KS2", "KS1"])
 def test_gemv_gpu_rope_frequency_of_the_wrong_pair_is_caught(tmp_path, case):
-    old, new = "rf = gc_rope_freq(ro, sn / 2);", "rf = gc_rope_freq(ro, sn / 2 + 1);"
+    old, new = "gc_rope_freq(ro, sn / 2)", "gc_rope_freq(ro, sn / 2 + 1)"
     text = open(os.path.join(GPU, "gemv.cu")).read()
     assert old in text, f"gemv.cu no longer has: {old}"
     unwritten, bad, _ = run_rope(tmp_path, *case, tpl_file="gemv.cu", tpl_text=text.replace(old, new))
@@ -943,6 +944,12 @@ SIMT_MUTATIONS = [
      "gb_store(C, u, acc[0] * scale, acc[GB_NR - 1] * scale, cold)", "gb_store(C, u, acc[0] * scale, acc[0] * scale, cold)", 13),
     ("gemv_bulk: gemm_add's residual read ahead but not added", "gemv_bulk.cu",
      "GC_OP_GEMM_ADD ? x + cold : x", "x", 11),
+    ("gemv_gpu: gemm_add's residual read ahead but not added (split-K)", "gemv.cu",
+     "GC_OP_GEMM_ADD ? (x) + cold : (x)", "(x)", 1),
+    ("gemv_gpu: gemm_add's residual read ahead from row 0 (one warp a row group)", "gemv.cu",
+     "LOAD_C(C, sm * N + sn)", "LOAD_C(C, sn)", 15),
+    ("gemv_gpu: gemm_add's residual read ahead from the next column (split-K)", "gemv.cu",
+     "LOAD_C(C, sm * N + sn)", "LOAD_C(C, sm * N + (sn + 1) % N)", 1),
     ("gemv_bulk: the gate/up pair's up row one row off", "gemv_bulk.cu",
      "return PAIR == 2 ? r * N + u : u;", "return PAIR == 2 ? r * (N - 1) + u : u;", 14),
 ]

@@ -44,7 +44,8 @@
  * keeps M×ROWS fp32 accumulators; at the end they are summed across the
  * warp with shuffles and, when KS > 1, across the KS warps of a row group
  * in shared memory; one thread writes each output, so C is written once,
- * by one block, and never read.
+ * by one block (gemm_add: that thread reads C's old value as the body
+ * starts, so the read is off the kernel's tail).
  *
  * M is a run-time value: the kernel dispatches to a body compiled for the
  * smallest of 1, 2, 4, 8, 16 that is >= M (rows past M are not loaded).
@@ -124,12 +125,32 @@ GC_DEVICE float gv_bias(const gv_rope_t &ro, int64_t s) {
 #define GV_STORE(C, m, n, x, x2) gc_rope_put(C, ro, m, (n) / 2, (x) + gv_bias(ro, n), (x2) + gv_bias(ro, (n) + 1), rf)
 #elif PAIR == 2
 #define GV_STORE(C, m, n, x, x_up) STORE_C(C, (m) * N + (n), gc_silu_mul(x, x_up))
-#else
-#define GV_STORE(C, m, n, x, x_up) STORE_GEMM(C, (m) * N + (n), x)
+#else /* gemm_add: cold, C's old value, read as the body starts (gv_mine) */
+#define GV_STORE(C, m, n, x, x_up) STORE_C(C, (m) * N + (n), GC_OP_GEMM_ADD ? (x) + cold : (x))
 #endif
 /* The row of a warp's sums that is x2 for row r: the up row, or the
  * pair's second row. */
 #define GV_X2(r) (ROPE ? (r) + 1 : ROWS + (r))
+
+/* The output (sm, sn) of C that this thread stores (sm = -1: none), as
+ * gemv_body's stores pick it: KS = 1, lane (m·ROWS + r) % WARP of row
+ * group n0's warp; KS > 1, thread o < RG·MR·ROWS of the block; under
+ * ROPE only a pair's first row. sm may be >= M and sn >= N (not stored). */
+template <int MR>
+GC_DEVICE void gv_mine(int lane, int64_t n0, int64_t &sm, int64_t &sn) {
+  static_assert(MMAX * PAIR * ROWS <= GC_WARP, "one output per thread");
+  if (KS == 1) {
+    GC_UNROLL(MR)
+    for (int m = 0; m < MR; m++)
+      GC_UNROLL(ROWS)
+      for (int r = 0; r < ROWS; r += 1 + ROPE)
+        if (lane == (m * ROWS + r) % GC_WARP)
+          sm = m, sn = n0 + r;
+  } else if (gc_tid() < GV_RG * MR * ROWS && (!ROPE || gc_tid() % ROWS % 2 == 0)) {
+    const int o = gc_tid();
+    sm = o / ROWS % MR, sn = gc_bid() * GV_RB + (int64_t)(o / (MR * ROWS)) * ROWS + o % ROWS;
+  }
+}
 
 /* Accumulate this lane's share of A·Bᵀ for MR rows of A (M <= MR) and the
  * warp's GV_NR rows of B, CW elements per chunk (GV_VEC or 1), then reduce
@@ -148,27 +169,17 @@ GC_DEVICE void gemv_body(const TA *A, const TB *B, TC *C, const TB *Wn, const gv
       b[ROWS + r] = B + (N + gc_min64(n0 + r, N - 1)) * K;
   }
 
-  /* ROPE: the frequency of the one pair this thread stores (the stores
-   * below give a thread at most one output), read before the loop so that
-   * its latency hides behind the stream rather than adding to the tail */
-  static_assert(!ROPE || MMAX * ROWS <= GC_WARP, "one RoPE pair per thread");
-  double rf = 0.0;
-  if (ROPE) {
-    int64_t sm = -1, sn = 0;
-    if (KS == 1) {
-      GC_UNROLL(MR)
-      for (int m = 0; m < MR; m++)
-        GC_UNROLL(ROWS)
-        for (int r = 0; r < ROWS; r += 2)
-          if (lane == (m * ROWS + r) % GC_WARP)
-            sm = m, sn = n0 + r;
-    } else if (gc_tid() < GV_RG * MR * ROWS && gc_tid() % ROWS % 2 == 0) {
-      const int o = gc_tid();
-      sm = o / ROWS % MR, sn = gc_bid() * GV_RB + (int64_t)(o / (MR * ROWS)) * ROWS + o % ROWS;
-    }
-    if (sm >= 0 && sm < M && sn < N)
-      rf = gc_rope_freq(ro, sn / 2);
-  }
+  /* What the one output this thread stores needs besides its sums (the
+   * stores below give a thread at most one: MMAX·PAIR·ROWS <= 32), read
+   * before the loop so that its latency hides behind the stream rather
+   * than adding to the tail: ROPE, the pair's frequency; gemm_add, C's
+   * old value (after gc_pdl_wait, as the whole body is). */
+  int64_t sm = -1, sn = 0;
+  gv_mine<MR>(lane, n0, sm, sn);
+  const bool mine = sm >= 0 && sm < M && sn < N;
+  const double rf = ROPE && mine ? gc_rope_freq(ro, sn / 2) : 0.0;
+  const float cold = GC_OP_GEMM_ADD && mine ? LOAD_C(C, sm * N + sn) : 0.0f;
+  (void)rf, (void)cold;
 
   float acc[MR][GV_NR], ss[MR]; /* ss: sums of squares of A's rows (NORM) */
   GC_UNROLL(MR)
