@@ -17,7 +17,9 @@ every C element is written exactly within the matrix, LDS stays inside
 @shmem, and WMMA operands are replicated across the half-waves; the
 quantized templates (gemm_q_mfma, gemm_q_wmma, and gemv_qmfma for its five
 ops at M = 1 .. 16) for every block format and f16/bf16 activations against
-fp64 on B dequantized independently (tests/ggufq.py). The
+fp64 on B dequantized independently (tests/ggufq.py); gemv_gpu (the SIMT
+GEMV of every GPU backend, AMD's one-row gemm_add) at 64 and 32 lanes for
+all five of its ops. The
 attention templates (attention_mfma on both MFMA families, attention_wmma)
 compute every element of O within the op's tolerance of fp64 (causal mask,
 GQA, online softmax, P rounded once) for shapes with edges in M, D and the
@@ -156,13 +158,29 @@ CASES = [
                           ("rmsnorm_gemm", dict(WARPS=4, KS=2, RT=1, UNR=2, OCC=2), "bf16"),
                           ("rmsnorm_gemm", dict(WARPS=2, KS=1, RT=4, UNR=1, OCC=1), "f16"),
                           ("rmsnorm_gemm_swiglu", dict(WARPS=2, KS=2, RT=2, UNR=1, OCC=2), "bf16")]),
+    # gemv_gpu, the SIMT GEMV that every AMD target runs for the decode's
+    # one-row gemm_add (O, down) and the fallback of the dense ops: its
+    # wave-wide sums and its one-output-per-thread epilogue at the AMD wave
+    # sizes (the NV emulator runs it at 32 lanes), one warp a row group and
+    # split-K, every op
+    ("gemv.cu", 64, [("gemm_add", dict(WARPS=4, KS=1, ROWS=4, UNR=2, MMAX=4, OCC=2), "f16"),
+                     ("gemm_add", dict(WARPS=8, KS=2, ROWS=2, UNR=2, MMAX=4, OCC=2), "bf16"),
+                     ("rmsnorm_gemm", dict(WARPS=4, KS=4, ROWS=2, UNR=1, MMAX=4, OCC=1), "f16"),
+                     ("gemm_swiglu", dict(WARPS=4, KS=1, ROWS=1, UNR=2, MMAX=4, OCC=2), "bf16"),
+                     ("rmsnorm_gemm_swiglu", dict(WARPS=2, KS=2, ROWS=2, UNR=1, MMAX=4, OCC=2), "f32"),
+                     ("gemm", dict(WARPS=2, KS=1, ROWS=8, UNR=1, MMAX=4, OCC=2), "f32")]),
+    ("gemv.cu", 32, [("gemm_add", dict(WARPS=4, KS=1, ROWS=4, UNR=2, MMAX=4, OCC=2), "f16"),
+                     ("gemm_add", dict(WARPS=8, KS=4, ROWS=1, UNR=4, MMAX=4, OCC=2), "bf16")]),
 ]
 SHAPES = [(70, 50, 40), (64, 96, 64), (33, 17, 8)]
 # gemv_mfma serves 2 <= M <= 16: the fewest and the most rows and one
 # between; N not a multiple of its 16-row tiles (and one that is); K % 8 ==
 # 0, not a multiple of its 32-element chunks, from one chunk to several
 # steps of every slice
-SHAPES_OF = {"gemv_mfma.cu": [(3, 50, 40), (16, 37, 264), (9, 96, 8), (2, 17, 136)]}
+SHAPES_OF = {"gemv_mfma.cu": [(3, 50, 40), (16, 37, 264), (9, 96, 8), (2, 17, 136)],
+             # gemv_gpu: M <= MMAX (4 here); K a multiple of its 16-byte
+             # chunks and not (one element a chunk), N no multiple of a block's rows
+             "gemv.cu": [(1, 50, 40), (3, 37, 264), (4, 17, 520), (2, 9, 37)]}
 
 
 def layouts(path, name="gc-matrix-layouts"):
@@ -214,9 +232,14 @@ def build(tmp, tpl_file, wave, dtype, op, params, layout_text=None, quant_text=N
     defs += "".join(f"#define GC_OP_{o.upper()} {int(o == op)}\n" for o in tpl["ops"])
     if quant:
         (tmp / "quant.h").write_text(quant_text) if quant_text else common_block("gc-quant", tmp / "quant.h")
+    gemv = tpl_file == "gemv.cu"  # the SIMT GEMV: the prelude's gc-gemv block too
+    if gemv:
+        common_block("gc-gemv", tmp / "gemv.h")
     harness = "harness_q.h" if quant else "harness_att.h" if att else "harness.h"
     src = (("#define EMU_QUANT 1\n" if quant else "") + ("#define EMU_ATTENTION 1\n" if att else "") +
+
            '#include "prelude_emu.h"\n' + defs +
+           ('#include "gemv_simt.h"\n' if gemv else "") +
            f'#line 1 "{tpl_file}"\n' + (tpl_text or open(os.path.join(GPU, tpl_file)).read()) +
            f"\n#define KERNEL {tpl['kernel']}\n#define EMU_SWIGLU {int(env['PAIR'] == 2)}\n" +
            f"#define EMU_NORM {env['NORM']}\n" + f'#include "{harness}"\n')
@@ -247,15 +270,16 @@ IDS = [(f, w, dt, i) for f, w, ps in CASES for dt in parse(os.path.join(GPU, f))
        for i in range(len(ps)) if dt in ps[i][2:] or len(ps[i]) == 2]
 
 
-def case(tpl_file, which):
-    """(op, parameters) of set `which` of tpl_file's CASES entry."""
-    return next(ps for f, _, ps in CASES if f == tpl_file)[which][:2]
+def case(tpl_file, wave, which):
+    """(op, parameters) of set `which` of tpl_file's CASES entry at wave."""
+    return next(ps for f, w, ps in CASES if f == tpl_file and w == wave)[which][:2]
 
 
 @pytest.mark.parametrize("tpl_file,wave,dtype,which", IDS,
-                         ids=[f"{f[:-3]}-{case(f, i)[0]}-{dt}-{i}" for f, _, dt, i in IDS])
+                         ids=[f"{f[:-3]}-{case(f, w, i)[0]}-{dt}-{i}" + ("-w32" if f == "gemv.cu" and w == 32 else "")
+                              for f, w, dt, i in IDS])
 def test_template_on_emulated_matrix_cores(tmp_path, tpl_file, wave, dtype, which):
-    op, params = case(tpl_file, which)
+    op, params = case(tpl_file, wave, which)
     tpl, env, exe = build(tmp_path, tpl_file, wave, dtype, op, params)
     tpl["grid"], tpl["block"] = grid_block(tpl_file)
     for m, n, k in SHAPES_OF.get(tpl_file, SHAPES):
@@ -302,12 +326,36 @@ MUT_SHAPE = {"gemv_mfma.cu": (16, 50, 72)}  # inside its @applies (M <= 16)
 def test_wrong_layout_is_caught(tmp_path, what, old, new, tpl_file, wave, dtype, which):
     text = layouts(tmp_path / "layouts.h")
     assert old in text, old
-    op, params = case(tpl_file, which)
+    op, params = case(tpl_file, wave, which)
     tpl, env, exe = build(tmp_path, tpl_file, wave, dtype, op, params, text.replace(old, new))
     tpl["grid"], tpl["block"] = grid_block(tpl_file)
     r = run(tpl, env, exe, *MUT_SHAPE.get(tpl_file, (64, 64, 32)))
     assert r.returncode == 1 and "bad 0 unwritten 0 replication 0" not in r.stdout, \
         f"{what}: not detected\n{r.stdout}"
+
+
+# gemv_gpu at 64 and 32 lanes: a plausible slip in its epilogue or its
+# sums, each caught (M = 3 rows, N = 37, K = 264 unless said)
+GEMV_MUTATIONS = [
+    ("gemm_add's residual read ahead from row 0", "LOAD_C(C, sm * N + sn)", "LOAD_C(C, sn)", 64, "f16", 0),
+    ("gemm_add's residual read ahead but not added", "GC_OP_GEMM_ADD ? (x) + cold : (x)", "(x)", 64, "bf16", 1),
+    ("the wave's sum over half the wave", "acc[m][r] = gc_warp_sum(acc[m][r]);",
+     "acc[m][r] = gc_group_sum(acc[m][r], GC_WARP / 2);", 64, "f16", 2),
+    ("one K slice's partial sums dropped", "for (int k = 0; k < KS; k++) {\n      s += red[",
+     "for (int k = 1; k < KS; k++) {\n      s += red[", 32, "bf16", 1),
+]
+
+
+@pytest.mark.parametrize("what,old,new,wave,dtype,which", GEMV_MUTATIONS, ids=[m[0] for m in GEMV_MUTATIONS])
+def test_wrong_simt_gemv_is_caught(tmp_path, what, old, new, wave, dtype, which):
+    text = open(os.path.join(GPU, "gemv.cu")).read()
+    assert text.count(old) == 1, f"gemv.cu no longer has one: {old}"
+    op, params = case("gemv.cu", wave, which)
+    tpl, env, exe = build(tmp_path, "gemv.cu", wave, dtype, op, params, tpl_text=text.replace(old, new))
+    tpl["grid"], tpl["block"] = grid_block("gemv.cu")
+    r = run(tpl, env, exe, 3, 37, 264)
+    assert r.returncode == 1 and "bad 0 unwritten 0 replication 0" not in r.stdout, \
+        f"{what}: not detected\n{r.stdout}{r.stderr[-2000:]}"
 
 
 # ---- B in a block format: gemm_q_mfma, gemm_q_wmma, gemv_qmfma ----------

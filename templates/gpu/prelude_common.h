@@ -329,8 +329,9 @@ GC_DEVICE void gcq_load_q6_kr(const uint8_t *b, int u, int t, uint32_t *r) {
 /* <<< gc-quant */
 
 /* >>> gc-gemv: the GEMVs' shared pieces (outside the gc-quant block: the
- * AMD emulator's templates use none of them; the NVIDIA emulator splices
- * this block in for gemv_qmma) */
+ * AMD emulator's matrix-core templates use none of them; the NVIDIA
+ * emulator splices this block in for its GEMVs, the AMD one for gemv.cu,
+ * tests/amd_emu/gemv_simt.h) */
 
 /* Ask L2 for the n bytes at p, one 128-byte line a thread, the block's
  * first nt threads striding (a hint, no value; a no-op on AMD). A @pdl
