@@ -189,6 +189,7 @@ GC_DEVICE void gc_prefetch_l2(const void *p) {
 extern "C" unsigned char __start_emu_shared[], __stop_emu_shared[];
 /* so that the section exists where a kernel declares no __shared__ array */
 static unsigned char emu_shared_anchor[16] __attribute__((section("emu_shared"), used));
+#define EMU_STATIC_SHARED 1 /* run_block.h fills the section at each block's start */
 #define EMU_STATIC 0x80000000u
 GC_DEVICE unsigned char *gc_dyn_shared(void) { return emu_blk->lds; }
 GC_DEVICE unsigned gc_smem_addr(const void *p) {
