@@ -6,10 +6,13 @@ tune.db's step_checks says so and gcore-gen builds the default in its place
 (gen/bundle_build.c). On the CPU the check runs when asked (--step-check);
 its verdicts there are the host's noise, so this test checks what is
 recorded and what gcore-gen does with a verdict, not which one it is."""
+import os
 import re
+import shutil
 import sqlite3
 
 import tinymodel as TM
+from conftest import ROOT
 
 TINY = dict(dim=64, hidden_dim=160, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16, vocab=300, max_seq=256)
 
@@ -85,6 +88,47 @@ def test_the_step_check_records_its_verdicts_and_gen_builds_the_default_for_a_re
     r = gc(*gen, "--db", "t.db", "-o", "again.gcb")
     assert r.rc == 0 and "slowed the decode step" not in r.out, r
     assert dispatch(gc.dir / "again.gcb")[refused] == tuple(rows[0][4:6])
+
+
+SLOW_TICKS = 8_000_000  # about 2-4 ms of the time-stamp counter at 2-4 GHz
+
+
+def test_each_timing_runs_its_own_bundle(gc):
+    """The one verdict of the step check that the host's noise cannot
+    decide: a copy of the built-in templates whose argmax_cpu has one
+    parameter more, SLOW, whose default (1) spins SLOW_TICKS of the
+    time-stamp counter a launch before the argmax and whose other point (0)
+    does not; its other parameters have one value each. A sweep of two
+    candidates a problem measures both, and picks SLOW=0; the single sequence's step launches
+    argmax_step once a step, so the step check must time the winner's step
+    at least 1 ms faster than the defaults' and keep it. A check that ran
+    the defaults' bundle for the winner (or the winner's for the defaults)
+    would see the same time twice."""
+    tpl = gc.dir / "tpl"
+    shutil.copytree(os.path.join(ROOT, "templates"), tpl)
+    src = (tpl / "cpu" / "argmax.c").read_text()
+    for old, new in (
+            ("@param    ROWS 1 2 4 8 default 1", "@param    ROWS 1 default 1"),
+            ("@param    LANES 1 4 8 default 8", "@param    LANES 8 default 8"),
+            ("@param    THREADS 0 1 2 4 8 16 32 64 default 0", "@param    THREADS 1 default 1\n"
+             " * @param    SLOW 1 0 default 1 -- planted by tests/test_stepcheck.py: 1 spins first"),
+            ("  for (int64_t r = task * ROWS;", f"  for (unsigned long long t0 = __builtin_ia32_rdtsc(); SLOW &&\n"
+             f"       __builtin_ia32_rdtsc() - t0 < {SLOW_TICKS}ull;)\n    ;\n  for (int64_t r = task * ROWS;")):
+        assert src.count(old) == 1, old
+        src = src.replace(old, new)
+    (tpl / "cpu" / "argmax.c").write_text(src)
+    model = str(gc.dir / "m")
+    TM.write_model(model, seed=6, dtype="f32", **TINY)
+    r = gc("gcore-tune", "--model", model, "--target", "cpu", "--templates", tpl, "--budget", "2",
+           "--prefill", "none", "--db", "t.db", "--min-time", "0.02", "--no-progress",
+           "--step-check", timeout=600)
+    assert r.rc == 0, r
+    got = re.findall(r"^  argmax_step f32:f32:f32 m=1 n=300, one sequence: argmax_cpu (\S+): ([\d.]+) us a step "
+                     r"against ([\d.]+) with the default \(argmax_cpu (\S+)\): (kept|slower)", r.out, re.M)
+    assert len(got) == 1, r.out
+    params, w_us, d_us, dflt, verdict = got[0]
+    assert "SLOW=0" in params.split(",") and "SLOW=1" in dflt.split(","), got
+    assert float(w_us) + 1000 < float(d_us) and verdict == "kept", got
 
 
 def test_step_check_flags_go_with_model(gc):
