@@ -96,6 +96,7 @@ struct gc_llama {
   int64_t l2_window;            /* gc_llama_set_l2_window: bytes of gate/up the O projection asks L2 for */
   int no_qkv_rope;              /* the bundle has no rmsnorm_gemm_rope_kv: decode runs its two steps */
   int no_attn_short;            /* the bundle has no short-context decode attention: attn serves */
+  int batched;                  /* made for batched steps: their kernels are resolved */
   int step_pos;                 /* decode steps run argmax_step, which moves m->pos on (0: the
                                    bundle has none, argmax serves and the host writes it) */
   gc_dptr_t box[2];             /* where argmax_step posts a step's id, by its position's parity:
@@ -271,12 +272,12 @@ static int alloc_deq(gc_llama_t *m, gc_err_t *e) {
 /* Whether p is a decode step's short-context attention (attn_short). */
 static int is_attn_short(const gc_problem_t *p) { return !strcmp(p->op, "attention") && p->k > 0; }
 
-/* Every kernel for decode (t = 1), for the largest prefill and, with
- * slots, for batched steps of 1 .. slots rows, so that a bundle missing
+/* Every kernel for decode (t = 1), for the largest prefill and, where
+ * batched, for batched steps of 1 .. slots rows, so that a bundle missing
  * one fails now with its name, not mid-generation. */
-static int resolve_kernels(gc_llama_t *m, int batched, gc_err_t *e) {
+static int resolve_kernels(gc_llama_t *m, gc_err_t *e) {
   int64_t ts[2] = {1, m->max_t};
-  for (int i = 0; i < 2 + (batched ? m->slots : 0); i++) {
+  for (int i = 0; i < 2 + (m->batched ? m->slots : 0); i++) {
     gc_problems_t l = {0};
     int rc = i < 2 ? gc_llama_recipe(&m->cfg, &m->dt, ts[i], 1, &l, e)
                    : gc_llama_batch_recipe(&m->cfg, &m->dt, i - 1, &l, e);
@@ -323,13 +324,14 @@ static int create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int c
   m->ctx = ctx;
   m->max_t = batched && max_t < slots ? slots : max_t; /* a batched step has up to slots rows */
   m->slots = slots;
+  m->batched = batched;
   m->graphs = m->cfg.tp <= 1; /* see gc_llama_set_graphs */
   m->l2_window = default_l2_window(dev); /* gc_llama_set_l2_window */
   int rc = gc_llama_dtypes_for(w, gc_dev_info(dev)->backend, &m->dt, e);
   if (!rc) rc = read_plan(m, e);
   m->slot_bytes = (size_t)ctx * m->cfg.n_kv_heads * m->cfg.head_dim * gc_dtype_size(m->dt.act);
   if (!rc && !(m->npos = gc_calloc((size_t)slots, sizeof *m->npos, e))) rc = GC_ENOMEM;
-  if (!rc) rc = resolve_kernels(m, batched, e);
+  if (!rc) rc = resolve_kernels(m, e);
   /* Block formats stay as stored (the kernels dequantize); what a step
      takes in another dtype is converted once (gc_llama_dtypes_for). */
   gc_st_dtype_t *to = rc ? NULL : gc_malloc(gc_weights_count(w) * sizeof *to, e);
@@ -462,6 +464,28 @@ static void drop_graphs(gc_llama_t *m) {
     gc_dev_graph_destroy(m->dev, m->decode_graph[i / 2][i % 2]), m->decode_graph[i / 2][i % 2] = NULL;
   for (int r = 0; r <= BMAX; r++)
     for (int i = 0; i < 2; i++) gc_dev_graph_destroy(m->dev, m->batch_graph[r][i]), m->batch_graph[r][i] = NULL;
+}
+
+int gc_llama_set_bundle(gc_llama_t *m, gc_rt_t *rt, gc_err_t *e) {
+  if (m->cfg.tp > 1) return gc_err_set(e, GC_EUNSUPPORTED, "a model of %d ranks keeps its bundles", m->cfg.tp);
+  /* what the bundle decides, restored on an error */
+  gc_rt_t *rt0 = m->rt;
+  const int64_t rows0 = m->dt.deq_rows;
+  const int step_pos0 = m->step_pos, no_short0 = m->no_attn_short, no_rope0 = m->no_qkv_rope;
+  m->rt = rt;
+  m->dt.deq_rows = 0, m->step_pos = 0, m->no_attn_short = 0, m->no_qkv_rope = 0;
+  int rc = read_plan(m, e);
+  if (!rc && m->dt.deq_rows != rows0)
+    rc = gc_err_set(e, GC_EINVAL, "the bundle's dense plan starts at %lld rows, the model's at %lld",
+                    (long long)m->dt.deq_rows, (long long)rows0);
+  if (!rc) rc = resolve_kernels(m, e);
+  if (rc) {
+    m->rt = rt0, m->dt.deq_rows = rows0;
+    m->step_pos = step_pos0, m->no_attn_short = no_short0, m->no_qkv_rope = no_rope0;
+    return rc;
+  }
+  drop_graphs(m); /* captured with the old bundle's kernels */
+  return GC_OK;
 }
 
 /* Free one rank's model (or the model without tensor parallelism). */

@@ -48,6 +48,15 @@ int gc_llama_create_slots(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *
  * is then unusable (every later pass returns the same). */
 int gc_llama_create_tp(gc_dev_t *const *devs, gc_rt_t *const *rts, const gc_llama_weights_t *w, int ctx,
                        int max_t, int slots, int tp, gc_llama_t **out, gc_err_t *e);
+/* Serve m's passes with the bundle rt from now on, the weights and caches
+ * staying where they are (gcore-tune's step check times one model with
+ * bundles that differ in a kernel or two, instead of uploading the weights
+ * for each). Its kernels are resolved as gc_llama_create resolves them and
+ * the captured steps dropped. m must not run with the bundle it had once
+ * this returns GC_OK; on an error m keeps that bundle. Errors: GC_EINVAL
+ * (a bundle whose dense plan differs from m's), GC_EUNSUPPORTED (a model of
+ * several ranks), and gc_llama_create's for a bundle lacking a kernel. */
+int gc_llama_set_bundle(gc_llama_t *m, gc_rt_t *rt, gc_err_t *e);
 void gc_llama_free(gc_llama_t *m);
 const gc_llama_config_t *gc_llama_config(const gc_llama_t *m);
 int gc_llama_pos(const gc_llama_t *m); /* tokens in the cache (slot 0) */

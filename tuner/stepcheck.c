@@ -63,6 +63,11 @@ typedef struct check {
     gc_prof_t *prof;
   } seen[2 * (GC_LLAMA_BATCH_MAX + 2)];
   int nseen;
+  struct { /* the model every run of one step uses (step_model), one at a time */
+    gc_rt_t *drt;        /* the defaults' bundle, which it serves with between runs */
+    gc_llama_t *m;       /* NULL: none yet */
+    int rows, np, steps; /* its step, and the steps timed in it */
+  } on;
 } check_t;
 
 /* The bundle's problems: all (winner_u NULL: defaults only) or only one
@@ -155,47 +160,92 @@ static int build(const check_t *c, const gc_problem_t *p, const char *path, gc_e
   return gc_gen_bundle(&g, &c->probs, &c->needs, e);
 }
 
-/* One sequence a slot, rows of them (0: the single-sequence model, one),
- * each fed np prompt tokens one at a time (the bundle may serve no
- * prefill), then 8 decode steps. *last: each row's last token. */
-static int start(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int rows, int np, int steps,
-                 gc_llama_t **m, int32_t *last, gc_err_t *e) {
-  const int vocab = w->cfg.vocab_size, slots = rows ? rows : 1, ctx = np + steps + SLACK;
+/* The steps timed in the step after np prompt tokens: o->steps, or what
+ * the context leaves past np and SLACK (at least 1). */
+static int steps_for(const check_t *c, int np) {
+  const int room = c->w->cfg.max_seq - np - SLACK;
+  return c->o->steps < room ? c->o->steps : room > 1 ? room : 1;
+}
+
+static void step_model_free(check_t *c) {
+  gc_llama_free(c->on.m);
+  gc_rt_close(c->on.drt);
+  c->on.m = NULL, c->on.drt = NULL;
+}
+
+/* The model of the step of `rows` (as in cand_t) after np prompt tokens,
+ * serving with the defaults' bundle: one sequence a slot, rows of them (0:
+ * the single-sequence model, one), with room for np + steps + SLACK
+ * positions. Made once for a run of that step's timings and kept until
+ * another step is asked for (the weights on the device once, not once a
+ * timing; one model at a time, so that a GPU holds one copy of them). */
+static int step_model(check_t *c, int rows, int np, gc_err_t *e) {
+  if (c->on.m && c->on.rows == rows && c->on.np == np) return GC_OK;
+  step_model_free(c);
+  const int steps = steps_for(c, np), ctx = np + steps + SLACK;
+  int rc = gc_rt_open(c->dev, c->dpath, &c->on.drt, e);
+  if (!rc) rc = rows ? gc_llama_create_slots(c->dev, c->on.drt, c->w, ctx, 1, rows, &c->on.m, e)
+                     : gc_llama_create(c->dev, c->on.drt, c->w, ctx, 1, &c->on.m, e);
+  if (rc) {
+    step_model_free(c);
+    return gc_err_prefix(e, "step check, the defaults' bundle");
+  }
+  c->on.rows = rows, c->on.np = np, c->on.steps = steps;
+  return GC_OK;
+}
+
+/* Each slot of m emptied and fed np prompt tokens one at a time (the
+ * bundle may serve no prefill), then 8 decode steps. *last: each row's
+ * last token. */
+static int start(gc_llama_t *m, int rows, int np, int32_t *last, gc_err_t *e) {
+  const int vocab = gc_llama_config(m)->vocab_size, slots = rows ? rows : 1;
   int32_t *toks = gc_malloc((size_t)np * sizeof *toks, e);
   float *lg = gc_malloc((size_t)vocab * sizeof *lg, e);
   int rc = toks && lg ? GC_OK : GC_ENOMEM, n = 0;
   for (int i = 0; toks && i < np; i++) toks[i] = vocab > 1 ? (int32_t)(1 + (7 * i) % (vocab - 1)) : 0;
-  if (!rc) rc = rows ? gc_llama_create_slots(dev, rt, w, ctx, 1, slots, m, e) : gc_llama_create(dev, rt, w, ctx, 1, m, e);
   for (int s = 0; !rc && s < slots; s++) {
-    for (int i = 0; !rc && i < np; i++) rc = gc_llama_slot_forward(*m, s, toks + i, 1, 0, lg, NULL, e);
+    gc_llama_slot_reset(m, s);
+    for (int i = 0; !rc && i < np; i++) rc = gc_llama_slot_forward(m, s, toks + i, 1, 0, lg, NULL, e);
     last[s] = toks[np - 1];
   }
-  if (!rc && !rows) rc = gc_llama_greedy(*m, last[0], 8, gc_llama_count_ids, &n, e);
-  for (int i = 0; !rc && rows && i < 8; i++) rc = gc_llama_decode_batch(*m, rows, slot_of_row, last, NULL, last, e);
+  if (!rc && !rows) rc = gc_llama_greedy(m, last[0], 8, gc_llama_count_ids, &n, e);
+  for (int i = 0; !rc && rows && i < 8; i++) rc = gc_llama_decode_batch(m, rows, slot_of_row, last, NULL, last, e);
   free(toks);
   free(lg);
   return rc;
 }
 
-/* µs a decode step (the step of `rows`, as in cand_t) of w on c's device
- * with the bundle at path, steps of them timed after start(). With prof:
- * one step, its launches filed there, instead. */
-static int time_step(const check_t *c, const char *path, int rows, int np, gc_prof_t *prof, double *us,
-                     gc_err_t *e) {
-  const gc_llama_weights_t *w = c->w;
-  const int room = w->cfg.max_seq - np - SLACK, steps = prof ? 1 : c->o->steps < room ? c->o->steps : room > 1 ? room : 1;
-  gc_rt_t *rt = NULL;
-  gc_llama_t *m = NULL;
+/* The timed steps of m (the step of `rows` after np prompt tokens) with
+ * the bundle it serves with now: µs a step. With prof: one step, its
+ * launches filed there, instead. */
+static int run_steps(const check_t *c, gc_prof_t *prof, double *us, gc_err_t *e) {
+  gc_llama_t *m = c->on.m;
+  const int rows = c->on.rows, steps = prof ? 1 : c->on.steps;
   int32_t last[GC_LLAMA_BATCH_MAX];
-  int n = 0;
-  int rc = gc_rt_open(c->dev, path, &rt, e);
-  if (!rc) rc = start(c->dev, rt, w, rows, np, steps, &m, last, e);
-  if (!rc && prof) gc_llama_set_profile(m, prof);
+  int n = 0, rc = start(m, rows, c->on.np, last, e);
+  gc_llama_set_profile(m, prof);
   double t0 = gc_now();
   if (!rc && !rows) rc = gc_llama_greedy(m, last[0], steps, gc_llama_count_ids, &n, e);
   for (int i = 0; !rc && rows && i < steps; i++) rc = gc_llama_decode_batch(m, rows, slot_of_row, last, NULL, last, e);
   *us = (gc_now() - t0) * 1e6 / steps;
-  gc_llama_free(m);
+  gc_llama_set_profile(m, NULL);
+  return rc;
+}
+
+/* µs a decode step (the step of `rows` after np prompt tokens, as in
+ * cand_t) with the bundle at path (c->dpath: the defaults'), on the step's
+ * model (step_model), which serves with the defaults' bundle again after.
+ * With prof: one step, its launches filed there, instead. */
+static int time_step(check_t *c, const char *path, int rows, int np, gc_prof_t *prof, double *us, gc_err_t *e) {
+  gc_rt_t *rt = NULL;
+  if (step_model(c, rows, np, e)) return e->code;
+  if (!strcmp(path, c->dpath)) return run_steps(c, prof, us, e);
+  int rc = gc_rt_open(c->dev, path, &rt, e);
+  if (!rc && !(rc = gc_llama_set_bundle(c->on.m, rt, e))) {
+    gc_err_t back = {0};
+    rc = run_steps(c, prof, us, e);
+    if (gc_llama_set_bundle(c->on.m, c->on.drt, &back)) step_model_free(c); /* it cannot keep rt: made again */
+  }
   gc_rt_close(rt);
   return rc;
 }
@@ -459,6 +509,7 @@ int gc_step_check(const gc_step_opts_t *o, gc_err_t *e) {
   for (int i = 0; i < c.n; i++)
     if (c.c[i].path[0] && c.c[i].of < 0) unlink(c.c[i].path);
   for (int i = 0; i < c.nseen; i++) gc_prof_free(c.seen[i].prof);
+  step_model_free(&c);
   free(c.c);
   gc_dev_close(c.dev);
   gc_weights_close(w);
