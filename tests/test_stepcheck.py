@@ -4,8 +4,9 @@ defaults, in the step that launches it (the single sequence's, or
 --batch's batched step of its rows), and where the step is slower with it,
 tune.db's step_checks says so and gcore-gen builds the default in its place
 (gen/bundle_build.c). On the CPU the check runs when asked (--step-check);
-its verdicts there are the host's noise, so this test checks what is
-recorded and what gcore-gen does with a verdict, not which one it is."""
+its verdicts there are the host's noise, so these tests check what is
+recorded and what gcore-gen does with a verdict, not which one it is, but
+for one verdict a planted slow default decides."""
 import os
 import re
 import shutil
@@ -99,9 +100,10 @@ def test_each_timing_runs_its_own_bundle(gc):
     parameter more, SLOW, whose default (1) spins SLOW_TICKS of the
     time-stamp counter a launch before the argmax and whose other point (0)
     does not; its other parameters have one value each. A sweep of two
-    candidates a problem measures both, and picks SLOW=0; the single sequence's step launches
-    argmax_step once a step, so the step check must time the winner's step
-    at least 1 ms faster than the defaults' and keep it. A check that ran
+    candidates a problem measures both and picks SLOW=0; the single
+    sequence's step launches argmax_step once a step, so the step check
+    must time the winner's step at least 1 ms faster than the defaults'
+    and keep it. A check that ran
     the defaults' bundle for the winner (or the winner's for the defaults)
     would see the same time twice."""
     tpl = gc.dir / "tpl"

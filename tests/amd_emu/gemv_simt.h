@@ -2,14 +2,10 @@
  * AMD emulation beside prelude_emu.h, as prelude_hip.h gives it, then the
  * GPU preludes' >>> gc-gemv block (gemv.h, extracted by the test).
  * Included after the target's constants (GC_WARP is the build's WARP).
- * The static LDS is one array per program in section emu_shared (the
- * emulation runs one block at a time); run_block.h fills it with
- * EMU_LDS_FILL at each block's start, as it fills the dynamic LDS. */
+ * Its static LDS is GC_SHARED of emu_shared.h. */
 #ifndef GC_EMU_GEMV_SIMT_H
 #define GC_EMU_GEMV_SIMT_H
-#define GC_SHARED static __attribute__((section("emu_shared")))
-static unsigned char emu_shared_anchor[16] __attribute__((section("emu_shared"), used));
-#define EMU_STATIC_SHARED 1
+#include "emu_shared.h"
 #define LOAD_A(p, i) gc_ld((const TA *)(p), (i))
 #define LOAD_B(p, i) gc_ld((const TB *)(p), (i))
 GC_DEVICE float gc_group_sum(float v, int w) {

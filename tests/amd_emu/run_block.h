@@ -1,7 +1,6 @@
 /* run_block.h — one block of KERNEL on the host SIMT emulation: BLOCK
  * threads (fibers taking turns on one host thread, emu_fiber.h) run it with the block's LDS (exactly SHMEM bytes, filled with
- * EMU_LDS_FILL: NaN, under ASan; the static shared arrays too, where the
- * prelude defines EMU_STATIC_SHARED). Included after the template by harness.h,
+ * EMU_LDS_FILL: NaN, under ASan; its static shared arrays too, emu_shared.h). Included after the template by harness.h,
  * harness_q.h and harness_att.h. emu_block_launch runs any call of the
  * kernel; emu_block_run calls KERNEL with the GEMM ABI, or with EMU_NORM
  * the rmsnorm_* ABI (A, B, C, norm[K], M, N, K, eps; norm is of type
@@ -65,14 +64,7 @@ static int emu_finish(const char *dir, const char *name, const std::vector<unsig
 #define EMU_LDS_FILL 0xff
 #endif
 
-/* A prelude whose GC_SHARED puts the kernel's static shared arrays in
- * section emu_shared (function statics: blocks run one after another)
- * defines EMU_STATIC_SHARED; they start every block filled with
- * EMU_LDS_FILL as well, so that a block reads neither the zeros of program
- * start nor what the block before left there. */
-#ifdef EMU_STATIC_SHARED
-extern "C" unsigned char __start_emu_shared[], __stop_emu_shared[];
-#endif
+#include "emu_shared.h" /* the static shared arrays, filled here too */
 
 /* One block: BLOCK threads run body() with the block's LDS. */
 template <class F> static void emu_block_launch(int64_t bid, int block, size_t shmem, int wave, F body) {
@@ -80,9 +72,7 @@ template <class F> static void emu_block_launch(int64_t bid, int block, size_t s
   blk.wave_size = wave;
   blk.lds = (unsigned char *)aligned_alloc(16, shmem ? (shmem + 15) / 16 * 16 : 16);
   memset(blk.lds, EMU_LDS_FILL, shmem);
-#ifdef EMU_STATIC_SHARED
   memset(__start_emu_shared, EMU_LDS_FILL, (size_t)(__stop_emu_shared - __start_emu_shared));
-#endif
   blk.nthreads = block;
   blk.waves = new emu_wave[(block + wave - 1) / wave];
   emu_bid = bid, emu_blk = &blk;

@@ -69,7 +69,7 @@
 #define GC_KERNEL extern "C"
 #define GC_KERNEL_BOUNDS(n) extern "C"
 #define GC_KERNEL_OCC(n, b) extern "C"
-#define GC_SHARED static __attribute__((section("emu_shared")))
+#include "emu_shared.h" /* GC_SHARED (tests/amd_emu) */
 #define GC_RESTRICT
 #define GC_ALIGN(n) alignas(n)
 #define __grid_constant__
@@ -186,10 +186,6 @@ GC_DEVICE void gc_prefetch_l2(const void *p) {
 
 /* Shared memory: the dynamic buffer at addresses 0.., the kernel's
  * __shared__ arrays (section emu_shared) at EMU_STATIC + their offset. */
-extern "C" unsigned char __start_emu_shared[], __stop_emu_shared[];
-/* so that the section exists where a kernel declares no __shared__ array */
-static unsigned char emu_shared_anchor[16] __attribute__((section("emu_shared"), used));
-#define EMU_STATIC_SHARED 1 /* run_block.h fills the section at each block's start */
 #define EMU_STATIC 0x80000000u
 GC_DEVICE unsigned char *gc_dyn_shared(void) { return emu_blk->lds; }
 GC_DEVICE unsigned gc_smem_addr(const void *p) {
