@@ -6,12 +6,14 @@ Llama-3-8B; decode (batch 1, a 128-token prompt, 256 new tokens) and prefill
 memory-bandwidth bound for decode (weight bytes read per token over the
 device-to-device copy bandwidth measured in the same run).
 
-Quantized weights (--quant q4_0,q4_k_m,q8_0): GGUF files of the same shapes
+Quantized weights (--quant q4_0,q4_k_m,q5_k_m,q8_0): GGUF files of the same shapes
 written here with random blocks (random level bytes under fp16 scales chosen
 so that weights stay about N(0, 0.02)-sized), laid out as llama.cpp's
 quantizer lays those types out: q4_0 (matrices and token_embd Q4_0, output
 Q6_K), q8_0 (everything Q8_0), q4_k_m (Q4_K, with attn_v and ffn_down in
-Q6_K on llama.cpp's "more bits" layers and output in Q6_K); norms F32. For
+Q6_K on llama.cpp's "more bits" layers and output in Q6_K), q5_k_m (the
+same with Q5_K, which has no device layout: its GEMVs read the GGUF blocks
+as stored); norms F32. For
 each: decode tok/s (graph, 256 tokens after a 128-token prompt) against its
 bound, the bytes of the weights as stored that a decode step reads (every
 layer matrix, the LM head's matrix, the norms) over the copy bandwidth of the
@@ -22,7 +24,7 @@ fraction of copy bandwidth is bench/gpu_gemm.py's:
 transformers is not run for quantized files (it has no GGUF kernels; its
 GGUF loader dequantizes); --no-hf skips it for fp16 too.
 
-usage: bench/gpu_llama.py [--shapes 1b,8b,qwen2-1.5b,qwen3-1.7b] [--budget N] [--out DIR] [--quant q4_0,q4_k_m,q8_0]
+usage: bench/gpu_llama.py [--shapes 1b,8b,qwen2-1.5b,qwen3-1.7b] [--budget N] [--out DIR] [--quant q4_0,q4_k_m,q5_k_m,q8_0]
                           [--tune-decode N] [--no-hf] [--no-extra] [--profile] [--db PATH]
 Needs: bin/ built, torch (+ transformers unless --no-hf), an NVIDIA GPU."""
 import argparse
@@ -93,12 +95,13 @@ def write_model(d, shape):
 # ggml type id, elements and bytes per block, [(byte offset of an fp16 scale, its value)]:
 # random levels under these scales give weights of about the fp16 model's size
 QT = {"F32": (0, 1, 4, []), "Q8_0": (8, 32, 34, [(0, 2.0 ** -12)]), "Q4_0": (2, 32, 18, [(0, 2.0 ** -8)]),
-      "Q4_K": (12, 256, 144, [(0, 2.0 ** -14), (2, 2.0 ** -11)]), "Q6_K": (14, 256, 210, [(208, 2.0 ** -16)])}
+      "Q4_K": (12, 256, 144, [(0, 2.0 ** -14), (2, 2.0 ** -11)]), "Q5_K": (13, 256, 176, [(0, 2.0 ** -15), (2, 2.0 ** -11)]),
+      "Q6_K": (14, 256, 210, [(208, 2.0 ** -16)])}
 
 
 def more_bits(i, n):
     """llama.cpp's use_more_bits(i_layer, n_layers): the layers whose attn_v
-    and ffn_down Q4_K_M stores in Q6_K."""
+    and ffn_down Q4_K_M and Q5_K_M store in Q6_K."""
     return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
 
 
@@ -115,7 +118,7 @@ def gguf_type(name, mix, n_layers):
     layer = int(name.split(".")[1]) if name.startswith("blk.") else -1
     if ("attn_v" in name or "ffn_down" in name) and more_bits(layer, n_layers):
         return "Q6_K"
-    return "Q4_K"
+    return "Q5_K" if mix == "q5_k_m" else "Q4_K"
 
 
 def gguf_tensors(shape, mix):
@@ -163,7 +166,7 @@ def write_gguf_model(path, shape, mix):
            ("llama.rope.freq_base", "f32", shape["rope_theta"]),
            ("llama.attention.layer_norm_rms_epsilon", "f32", 1e-5), ("llama.rope.dimension_count", "u32", hd),
            ("llama.vocab_size", "u32", shape["vocab"]),
-           ("general.file_type", "u32", {"q8_0": 7, "q4_0": 2, "q4_k_m": 15}[mix])]
+           ("general.file_type", "u32", {"q8_0": 7, "q4_0": 2, "q4_k_m": 15, "q5_k_m": 17}[mix])]
     align = 32
     head = bytearray(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)))
     for k, t, v in kvs:
@@ -382,7 +385,7 @@ def main():
                     "(e.g. bench/gpu_tune.py's) instead of tuning here")
     ap.add_argument("--tune-decode", default=None, metavar="N",
                     help="tune the decode step's problems only (N candidates each) before building the bundle")
-    ap.add_argument("--quant", default="", help="also GGUF files in these types (q4_0, q4_k_m, q8_0), "
+    ap.add_argument("--quant", default="", help="also GGUF files in these types (q4_0, q4_k_m, q5_k_m, q8_0), "
                     "comma-separated: decode against their bound, the ratio to gcore's fp16 decode, prefill")
     ap.add_argument("--no-hf", action="store_true", help="do not run transformers")
     ap.add_argument("--long", type=int, default=0, metavar="N",

@@ -113,6 +113,13 @@
  * 2·16·RT a stage, ran at 0.58 of the copy bandwidth on down and left the
  * fused-norm ops waiting for their stages: the copies' issue bounded it.)
  *
+ * Every load path reads B with an L2 evict_first policy (gemv_bulk's: a
+ * decode step reads each weight once, and L2 should keep what is read
+ * again): the ring's tensor-map copies, the pipeline's cp.async copies
+ * (the GGUF formats without a device layout, Q5_K among them, on every
+ * NVIDIA GPU) and RL 1-2's register loads (the device layouts before
+ * sm_90).
+ *
  * Exactness (gemm_q_mma's scheme): the A operand holds the integer levels
  * q (exact in f16 and bf16: |q| <= 128), a unit's mmas go into a fresh
  * accumulator, which is then scaled into the output's: acc += d·(q·a), and
@@ -323,7 +330,7 @@ GC_DEVICE void qm_prefetch(const TB *B, int64_t r, int64_t n, int64_t rb) {
  * last byte are zero filled, not read). One commit group per step, also
  * when there is nothing to copy, so that gc_cp_async_wait counts steps. */
 GC_DEVICE void qm_fetch(unsigned s, const TB *B, const qm_rope_t &ro, int64_t N, int64_t n0, int64_t rb, int64_t u0,
-                        int64_t nu, int lane) {
+                        int64_t nu, int lane, uint64_t once) {
   if (u0 < nu) {
     const int64_t lo = u0 / GC_QUNITS * GC_QBYTES, hi = gc_min64(u0 + UNR, nu) / GC_QUNITS * GC_QBYTES;
     GC_UNROLL(QM_CPL)
@@ -334,7 +341,7 @@ GC_DEVICE void qm_fetch(unsigned s, const TB *B, const qm_rope_t &ro, int64_t N,
         const uint8_t *row = (const uint8_t *)B + ((int64_t)p * N + qm_row(ro, n0 + rr, N)) * rb;
         const uint8_t *first = row + lo - ((uint64_t)(row + lo) & 15);
         const int64_t nb = (row + hi) - (first + 16 * k); /* bytes of the range from this chunk on */
-        gc_cp_async16(s + (unsigned)c * 16, first + 16 * k, nb <= 0 ? 0 : nb >= 16 ? 16 : (int)nb);
+        gc_cp_async16_hint(s + (unsigned)c * 16, first + 16 * k, nb <= 0 ? 0 : nb >= 16 ? 16 : (int)nb, once);
       }
     }
   }
@@ -566,29 +573,30 @@ typedef struct qm_blk {
   uint4 d[PAIR][RT][2][1 + QM_6K];               /* the eight halves d (Q4_KR: d, dmin, scales; Q6_KR: scales, d) */
 } qm_blk_t;
 
-/* 16 bytes at p: global memory (read-only data) or, with G = 0, shared. */
-template <bool G> GC_DEVICE uint4 qm_ld16(const uint8_t *p) {
-  return G ? __ldg((const uint4 *)p) : *(const uint4 *)p;
+/* 16 bytes at p: global memory (read-only data, L2 policy once) or,
+ * with G = 0, shared. */
+template <bool G> GC_DEVICE uint4 qm_ld16(const uint8_t *p, uint64_t once) {
+  return G ? gc_ldg16_hint(p, once) : *(const uint4 *)p;
 }
 
 /* Block bi of the lane's rows (br: the rows' first bytes; in global
  * memory, or with G = 0 in the ring), part t. */
 template <bool G>
-GC_DEVICE void qm_load_blk(qm_blk_t &b, const uint8_t *const br[PAIR][RT][2], int64_t bi, int t) {
+GC_DEVICE void qm_load_blk(qm_blk_t &b, const uint8_t *const br[PAIR][RT][2], int64_t bi, int t, uint64_t once) {
   QM_EACH_ROW(p, r, h) {
     const uint8_t *blk = br[p][r][h] + bi * GC_QBYTES;
     if (QM_6K) { /* ql's run at 32t, qh's at 128 + 16t, scales and d at 192 */
-      b.q[p][r][h][0] = qm_ld16<G>(blk + 32 * t);
-      b.q[p][r][h][QM_QL(1)] = qm_ld16<G>(blk + 32 * t + 16);
-      b.q[p][r][h][QM_QL(2)] = qm_ld16<G>(blk + 128 + 16 * t);
-      b.d[p][r][h][0] = qm_ld16<G>(blk + 192);
-      b.d[p][r][h][QM_6K] = qm_ld16<G>(blk + 208);
+      b.q[p][r][h][0] = qm_ld16<G>(blk + 32 * t, once);
+      b.q[p][r][h][QM_QL(1)] = qm_ld16<G>(blk + 32 * t + 16, once);
+      b.q[p][r][h][QM_QL(2)] = qm_ld16<G>(blk + 128 + 16 * t, once);
+      b.d[p][r][h][0] = qm_ld16<G>(blk + 192, once);
+      b.d[p][r][h][QM_6K] = qm_ld16<G>(blk + 208, once);
       continue;
     }
     GC_UNROLL(QM_RUNV)
     for (int i = 0; i < QM_RUNV; i++)
-      b.q[p][r][h][i] = qm_ld16<G>(blk + t * (GC_QBYTES - 16) / 4 + 16 * i);
-    b.d[p][r][h][0] = qm_ld16<G>(blk + GC_QBYTES - 16);
+      b.q[p][r][h][i] = qm_ld16<G>(blk + t * (GC_QBYTES - 16) / 4 + 16 * i, once);
+    b.d[p][r][h][0] = qm_ld16<G>(blk + GC_QBYTES - 16, once);
   }
 }
 
@@ -798,6 +806,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   unsigned char *const xs = gc_dyn_shared();                            /* XS: [M·K·4] staged operands */
   unsigned char *const dyn = gc_dyn_shared() + (XS ? M * K * 4 + QM_SAX * M * K / 8 : 0); /* the copies' shared memory */
   const int64_t r0 = gc_bid() * QM_RB, rb = K / GC_QK * GC_QBYTES; /* bytes per row of B */
+  const uint64_t once = gc_l2_evict_first(); /* B's loads and copies: every weight byte is read once a step */
   if (!QM_RING && r0 < N && K % GC_QK == 0 && rope_ok) {
     if (ROPE) /* its pairs' rows, row by row */
       for (int64_t i = 0; i < gc_min64(QM_RB, N - r0); i++)
@@ -838,7 +847,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   GC_UNROLL(NST - 1)
   for (int s = 0; s < NST - 1; s++) { /* weights only: before the wait for the kernel before */
     if (ok)
-      qm_fetch(spipe + s * QM_NR * QM_SC * 16, B, ro, N, n0, rb, fetch, nu, lane);
+      qm_fetch(spipe + s * QM_NR * QM_SC * 16, B, ro, N, n0, rb, fetch, nu, lane, once);
     fetch += stride;
   }
 #elif QM_RING
@@ -865,7 +874,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   const int64_t nblk = K / GC_QK;
   qm_blk_t cur; /* the lane's part of block bi of its rows; the first before the wait (weights only) */
   if (ok && ks < nblk)
-    qm_load_blk<true>(cur, br, ks, t);
+    qm_load_blk<true>(cur, br, ks, t, once);
 #endif
   gc_pdl_wait();
   gc_pdl_launch();
@@ -898,7 +907,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     for (int64_t c0 = (int64_t)ks * UNR; c0 < nu; c0 += stride) {
       gc_cp_async_wait<NST - 2>(); /* this lane's copies of step c0 have landed */
       gc_syncwarp();      /* ... and every lane's; the slot of the step before is free */
-      qm_fetch(spipe + (slot + NST - 1) % NST * QM_NR * QM_SC * 16, B, ro, N, n0, rb, fetch, nu, lane);
+      qm_fetch(spipe + (slot + NST - 1) % NST * QM_NR * QM_SC * 16, B, ro, N, n0, rb, fetch, nu, lane, once);
       fetch += stride;
       const unsigned char *st = pipe + slot * QM_NR * QM_SC * 16;
       int off[PAIR][RT][2]; /* where the lane's rows' step ranges start in their first chunks */
@@ -923,7 +932,7 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
       qm_blk_t cur;
       gc_mbar_wait(full + 8 * slot, (unsigned)((q / NST) & 1));
       if (bi < nblk) {
-        qm_load_blk<false>(cur, sr, (int64_t)slot * (QM_STB / GC_QBYTES), t);
+        qm_load_blk<false>(cur, sr, (int64_t)slot * (QM_STB / GC_QBYTES), t, 0);
         GC_UNROLL(8)
         for (int u = 0; u < 8; u++)
           qm_unit_regs(cur, u, bi, A, Wn, xs, M, K, g, t, acc, ss, kq);
@@ -940,14 +949,14 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
     for (int64_t bi = ks; bi < nblk; bi += KS) {
       qm_blk_t nxt;
       if (RL == 2 && bi + KS < nblk) /* in flight while this block is decoded */
-        qm_load_blk<true>(nxt, br, bi + KS, t);
+        qm_load_blk<true>(nxt, br, bi + KS, t, once);
       GC_UNROLL(8)
       for (int u = 0; u < 8; u++)
         qm_unit_regs(cur, u, bi, A, Wn, xs, M, K, g, t, acc, ss, kq);
       if (RL == 2)
         cur = nxt;
       else if (bi + KS < nblk)
-        qm_load_blk<true>(cur, br, bi + KS, t);
+        qm_load_blk<true>(cur, br, bi + KS, t, once);
     }
 #endif
 

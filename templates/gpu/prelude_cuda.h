@@ -185,6 +185,19 @@ GC_DEVICE void gc_cp_async16(unsigned s, const void *g, int n) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(n)
                : "memory");
 }
+/* gc_cp_async16 with an L2 cache policy (gc_l2_evict_first). */
+GC_DEVICE void gc_cp_async16_hint(unsigned s, const void *g, int n, uint64_t pol) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(s), "l"(g), "r"(n),
+               "l"(pol) : "memory");
+}
+/* 16 bytes of read-only global data at p (16-byte aligned; __ldg's
+ * rules) with an L2 cache policy (gc_l2_evict_first). */
+GC_DEVICE uint4 gc_ldg16_hint(const void *p, uint64_t pol) {
+  uint4 v;
+  asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(pol));
+  return v;
+}
 /* cp.async groups: commit the copies this thread issued since the last
  * commit as one group; wait until at most N of its groups are in flight. */
 GC_DEVICE void gc_cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }

@@ -206,6 +206,17 @@ GC_DEVICE void gc_cp_async16(unsigned s, const void *g, int n) {
   memcpy(d, g, (size_t)n);
   memset(d + n, 0, (size_t)(16 - n));
 }
+/* The same with an L2 policy (none here). */
+GC_DEVICE void gc_cp_async16_hint(unsigned s, const void *g, int n, uint64_t pol) {
+  (void)pol;
+  gc_cp_async16(s, g, n);
+}
+/* ld.global.nc with an L2 policy: 16 aligned bytes (none here). */
+GC_DEVICE uint4 gc_ldg16_hint(const void *p, uint64_t pol) {
+  (void)pol;
+  if ((uintptr_t)p % 16) __atomic_add_fetch(&emu_errors, 1, __ATOMIC_RELAXED);
+  return *(const uint4 *)p;
+}
 /* cp.async.mbarrier.arrive.noinc: the thread's copies (already complete
  * here) arrive on b, counted among its expected arrivals */
 GC_DEVICE void gc_cp_async_mbar_arrive(unsigned b);
