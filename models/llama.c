@@ -115,7 +115,7 @@ struct gc_llama {
   int rank;                     /* tensor parallelism (cfg.tp > 1): this rank, ... */
   gc_comm_t *comm;              /* ... its endpoint, ... */
   gc_llama_weights_t *shard;    /* ... its slices of the weights, ... */
-  gc_dptr_t hlogits;            /* ... its LM head's rows [max_t, vocab / tp] */
+  gc_dptr_t hlogits;            /* ... its LM head's rows [max_t, ceil(vocab / tp)] */
   gc_llama_t **ranks;           /* rank 0 of a group: every rank's model, [tp] (ranks[0] = m) */
 };
 
@@ -198,10 +198,12 @@ static int alloc_activations(gc_llama_t *m, gc_err_t *e) {
   size_t a = gc_dtype_size(m->dt.act), t = (size_t)m->max_t;
   size_t hd = (size_t)c->head_dim, H = (size_t)c->n_heads, G = (size_t)c->n_kv_heads;
   size_t widest = (size_t)c->dim > (size_t)c->vocab_size ? (size_t)c->dim : (size_t)c->vocab_size;
+  /* tp_gather's slack: the last row's values past the vocabulary */
+  size_t slack = c->tp > 1 ? (size_t)(c->tp * gc_llama_head_rows(c) - c->vocab_size) * a : 0;
   if (alloc(m, t * c->dim * a, &m->x, e) || alloc(m, t * c->dim * a, &m->xn, e) ||
       alloc(m, t * (H + 2 * G) * hd * a, &m->qkv, e) || alloc(m, t * H * hd * a, &m->q, e) ||
       alloc(m, t * H * hd * a, &m->att, e) ||
-      alloc(m, t * c->hidden_dim * a, &m->hb, e) || alloc(m, t * widest * 4, &m->logits, e) ||
+      alloc(m, t * c->hidden_dim * a, &m->hb, e) || alloc(m, t * widest * 4 + slack, &m->logits, e) ||
       alloc(m, (t + 1) * 4, &m->step, e) || alloc(m, 3 * BMAX * 4, &m->bstep, e))
     return e->code;
   if (c->tp > 1 && alloc(m, t * (size_t)gc_llama_head_rows(c) * a, &m->hlogits, e)) return e->code;
@@ -627,8 +629,12 @@ static int tp_reduce(gc_llama_t *m, int64_t rows, gc_err_t *e) {
   return m->prof ? prof_collective(m, "all_reduce", rows, m->cfg.dim, e) : GC_OK;
 }
 
-/* Every rank's rows of the LM head (hlogits [rows, vocab / tp]) into
- * logits [rows, vocab], row by row. */
+/* Every rank's rows of the LM head (hlogits [rows, hv], hv = ceil(vocab /
+ * tp)) into logits [rows, vocab], row by row in ascending order: row i's
+ * gather writes tp·hv values from i·vocab on, those past the vocabulary
+ * (the zero rows of the last ranks' shares) into the start of row i + 1,
+ * which its own gather then overwrites, or (the last row) into the
+ * buffer's slack (alloc_activations). */
 static int tp_gather(gc_llama_t *m, int rows, gc_err_t *e) {
   size_t a = gc_dtype_size(m->dt.act), hv = (size_t)gc_llama_head_rows(&m->cfg), v = (size_t)m->cfg.vocab_size;
   if (m->prof && gc_prof_begin(m->prof, e)) return e->code;

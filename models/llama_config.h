@@ -78,7 +78,7 @@ typedef struct gc_llama_config {
                                    one of N tensor-parallel ranks (gc_llama_shard in
                                    recipe.h): n_heads, n_kv_heads and hidden_dim are
                                    the rank's; vocab_size stays the model's, and the
-                                   rank's LM head has vocab_size / N rows */
+                                   rank's LM head has ceil(vocab_size / N) rows */
 } gc_llama_config_t;
 
 /* Parse config.json text [n bytes, need not be NUL-terminated] of

@@ -28,7 +28,7 @@ int gc_llama_shard(const gc_llama_config_t *c, int tp, gc_llama_config_t *out, g
   if (c->tp > 1) return gc_err_set(e, GC_EINVAL, "--tp %d: the config is already a shard of %d", tp, c->tp);
   const struct { int v; const char *what; } dims[] = {
       {c->n_heads, "attention heads"}, {c->n_kv_heads, "KV heads"},
-      {c->hidden_dim, "FFN rows (intermediate_size)"}, {c->vocab_size, "vocabulary rows"}};
+      {c->hidden_dim, "FFN rows (intermediate_size)"}};
   for (size_t i = 0; i < GC_ARRAY_LEN(dims); i++)
     if (dims[i].v % tp)
       return gc_err_set(e, GC_EINVAL, "--tp %d: %d %s are not divisible by %d", tp, dims[i].v,
@@ -42,7 +42,7 @@ int gc_llama_shard(const gc_llama_config_t *c, int tp, gc_llama_config_t *out, g
 }
 
 int64_t gc_llama_head_rows(const gc_llama_config_t *c) {
-  return c->tp > 1 ? c->vocab_size / c->tp : c->vocab_size;
+  return c->tp > 1 ? (c->vocab_size + c->tp - 1) / c->tp : c->vocab_size;
 }
 
 /* The steps between the QKV projection and rope of a pass of t rows:

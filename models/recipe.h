@@ -65,14 +65,17 @@ typedef struct gc_llama_dtypes {
  * n_heads/tp query heads and n_kv_heads/tp KV heads (column-parallel
  * wq|wk|wv: its heads' rows; row-parallel wo: the same heads' columns),
  * hidden_dim/tp of the FFN (column-parallel w1|w3 rows, row-parallel w2
- * columns) and vocab_size/tp rows of the LM head. After each row-parallel
+ * columns) and ceil(vocab_size/tp) rows of the LM head (the last ranks'
+ * shares padded with zero rows past the vocabulary: a vocabulary of 32001
+ * splits as a vocabulary of 32002 would, whose row 32001 no one reads;
+ * vLLM pads its vocabulary the same way). After each row-parallel
  * projection the ranks' partial sums are all-reduced into the residual
  * stream, and the ranks' logits are all-gathered before argmax and
  * download. The token embedding and the norms are replicated: the embedding
  * is a gather of one row per token (no FLOPs to split), and splitting it
  * would cost one more collective per pass to save vocab·dim elements of
- * memory per rank. No remainders: heads, KV heads, the FFN width and the
- * vocabulary must be divisible by tp (padding is not implemented).
+ * memory per rank. Heads, KV heads and the FFN width must be divisible by
+ * tp (their sums over ranks have no padding to hide in).
  *
  * *out = c as rank's shard (every rank's shapes are the same), with
  * out->tp = tp. tp = 1: a copy of c. Errors: GC_EINVAL, one line naming
@@ -81,7 +84,8 @@ typedef struct gc_llama_dtypes {
 #define GC_LLAMA_TP_MAX 64
 int gc_llama_shard(const gc_llama_config_t *c, int tp, gc_llama_config_t *out, gc_err_t *e);
 
-/* Rows of the LM head one rank computes: vocab_size / tp. */
+/* Rows of the LM head one rank computes: ceil(vocab_size / tp), of which
+ * rank r's past vocab_size - r·rows are zero rows (gc_weights_shard). */
 int64_t gc_llama_head_rows(const gc_llama_config_t *c);
 
 /* The problems of one pass of t tokens with rows rows of logits. When

@@ -713,6 +713,28 @@ static void w_vec_slice(const gc_weight_t *src, int64_t i0, int64_t n, gc_weight
   dst->nbytes = (size_t)n * es;
 }
 
+/* dst = rows [r0, r0 + n) of src where all of them exist (a view);
+ * else those that do, then zero rows up to n, copied into memory owned
+ * by w (the last ranks' LM head where tp does not divide the vocabulary). */
+static int w_row_slice_padded(gc_llama_weights_t *w, const gc_weight_t *src, int64_t r0, int64_t n,
+                              gc_weight_t *dst, gc_err_t *e) {
+  const int64_t have = src->shape[0] - r0 < n ? (src->shape[0] > r0 ? src->shape[0] - r0 : 0) : n;
+  if (have == n) {
+    w_row_slice(src, r0, n, dst);
+    return GC_OK;
+  }
+  size_t row = (size_t)src->shape[1] * gc_st_dtype_size(src->dtype);
+  char *p = w_own(w, (size_t)n * row, e);
+  if (!p) return GC_ENOMEM;
+  if (have > 0) memcpy(p, (const char *)src->data + (size_t)r0 * row, (size_t)have * row);
+  memset(p + (size_t)have * row, 0, (size_t)(n - have) * row);
+  *dst = *src;
+  dst->shape[0] = n;
+  dst->data = p;
+  dst->nbytes = (size_t)n * row;
+  return GC_OK;
+}
+
 /* dst = columns [c0, c0 + n) of src, copied into memory owned by w. */
 static int w_col_slice(gc_llama_weights_t *w, const gc_weight_t *src, int64_t c0, int64_t n,
                        gc_weight_t *dst, gc_err_t *e) {
@@ -762,11 +784,10 @@ int gc_weights_shard(const gc_llama_weights_t *w, const gc_llama_config_t *shard
     return gc_err_set(e, GC_EINVAL, "the shard config is not w's split over %d ranks", tp);
   gc_llama_weights_t *d;
   if (w_alloc(shard, &d, e)) return e->code;
-  int64_t v = w->cfg.vocab_size / tp;
+  int64_t v = (w->cfg.vocab_size + tp - 1) / tp; /* recipe.h's gc_llama_head_rows: zero rows past the vocabulary */
   d->tok_embeddings = w->tok_embeddings; /* replicated (recipe.h says why) */
   d->norm = w->norm;
-  w_row_slice(&w->classifier, rank * v, v, &d->classifier);
-  int rc = GC_OK;
+  int rc = w_row_slice_padded(d, &w->classifier, rank * v, v, &d->classifier, e);
   for (int l = 0; !rc && l < w->cfg.n_layers; l++) rc = w_shard_layer(d, &w->layers[l], rank, &d->layers[l], e);
   if (rc) {
     gc_weights_close(d);

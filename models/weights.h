@@ -126,8 +126,9 @@ int gc_weights_as(const gc_llama_weights_t *w, const gc_st_dtype_t *to, gc_llama
 /* A view of rank's shard of w for tensor parallelism: shard is w's config
  * split over shard->tp ranks (gc_llama_shard in recipe.h). Rank r holds
  * rows [r·n, (r+1)·n) of wq, wk, wv (its heads), w1, w3 (its FFN rows)
- * and the classifier (its vocabulary rows), views into w; and the same
- * columns of wo and w2, copies owned by *out. The embedding and the norms
+ * and the classifier (its gc_llama_head_rows vocabulary rows), views into
+ * w; the same columns of wo and w2, and a classifier share that ends past
+ * the vocabulary (its rows there zero), copies owned by *out. The embedding and the norms
  * are w's. w must outlive *out; release with gc_weights_close.
  * Errors: GC_EUNSUPPORTED (block-format weights: a shard's columns would
  * split blocks), GC_EINVAL (a rank out of range, a shard that is not w's

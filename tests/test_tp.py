@@ -12,7 +12,8 @@ sys.path.insert(0, HERE)
 from conftest import assert_clean_error  # noqa: E402
 import tinymodel as TM  # noqa: E402
 
-# heads, KV heads, FFN rows and vocabulary all divisible by 2 and 4
+# heads, KV heads, FFN rows and vocabulary all divisible by 2 and 4 (the
+# vocabulary need not be: test_vocabulary_that_tp_does_not_divide)
 TP_CONFIG = dict(dim=64, hidden_dim=160, n_layers=2, n_heads=8, n_kv_heads=4, vocab=256)
 
 
@@ -104,6 +105,19 @@ def test_tiny_gqa_and_tied_tp2_equal_tp1(gc, kind):
     (rank 0's vocabulary rows are the embedding's first rows)."""
     ref = tiefree_model(os.path.join(gc.dir, "model"), prompt=PROMPT, n=N_TP, **CONFIGS[kind])
     assert_tp_equals_tp1(gc, ref.path, (2,), prompts=(PROMPT,), ref_ids=ref.ids)
+
+
+@pytest.mark.parametrize("kind,tps", [("untied", (2, 4)), ("tied", (2,))])
+def test_vocabulary_that_tp_does_not_divide(gc, kind, tps):
+    """777 tokens over 2 and 4 ranks: 389 and 195 LM-head rows a rank, the
+    last share padded with zero rows that no output shows; the same greedy
+    ids as TP=1 and the reference, logits of 777 a row equal to TP=1's
+    (tied: the padded share is a copy of the embedding's last rows)."""
+    cfg = dict(TP_CONFIG if kind == "untied" else CONFIGS["tied"], vocab=777)
+    ref = tiefree_model(os.path.join(gc.dir, "model"), prompt=PROMPT, n=N_TP, **cfg)
+    assert_tp_equals_tp1(gc, ref.path, tps, ref_ids=ref.ids)
+    ids, lg = run_tp(gc, ref.path, bundle_for(gc, ref.path, tps[-1]), tps[-1], LONG, n=4)
+    assert lg.shape[1] == 777, lg.shape
 
 
 @pytest.mark.parametrize("arch", ["qwen2", "qwen3"])

@@ -1371,9 +1371,6 @@ static void test_rope_inv_freq(void) {
   CHECK(same == 64, "factors: %d of 64 divided", same);
 }
 
-/* gc_llama_shard: each rank's heads, KV heads and FFN rows, the LM head's
- * vocabulary rows; the embedding and argmax stay whole; one-line errors
- * naming what tp does not divide. */
 /* A winner for p on target sm_90a with the given median (its own variant). */
 static void put_winner(gc_db_t *db, const gc_problem_t *p, double median_us) {
   static int serial;
@@ -1613,6 +1610,10 @@ static void test_recipe_bias(void) {
         "both: %s %s %s", s.bias.op, s.qk_norm.op, s.rope.op);
 }
 
+/* gc_llama_shard: each rank's heads, KV heads and FFN rows, the LM head's
+ * vocabulary rows (the last shares padded where tp does not divide them);
+ * the embedding and argmax stay whole; one-line errors naming what tp
+ * does not divide. */
 static void test_recipe_shard(void) {
   gc_llama_config_t c = {0}, s;
   c.dim = 64, c.hidden_dim = 172, c.n_layers = 2, c.n_heads = 8, c.n_kv_heads = 4, c.head_dim = 8;
@@ -1643,9 +1644,12 @@ static void test_recipe_shard(void) {
   c.hidden_dim = 170;
   CHECK(gc_llama_shard(&c, 4, &s, &e) == GC_EINVAL);
   CHECK_MSG(e, "--tp 4: 170 FFN rows (intermediate_size) are not divisible by 4");
-  c.hidden_dim = 172, c.vocab_size = 511;
-  CHECK(gc_llama_shard(&c, 2, &s, &e) == GC_EINVAL);
-  CHECK_MSG(e, "--tp 2: 511 vocabulary rows are not divisible by 2");
+  c.hidden_dim = 172, c.vocab_size = 511; /* a vocabulary tp does not divide: the last share padded */
+  CHECK(gc_llama_shard(&c, 2, &s, &e) == GC_OK && gc_llama_head_rows(&s) == 256 && s.vocab_size == 511);
+  gc_llama_steps(&s, &dt, 16, 1, &st);
+  CHECK(st.head.n == 256 && st.embed.k == 511 && st.argmax.n == 511, "head n %lld", (long long)st.head.n);
+  c.vocab_size = 5; /* four ranks of 2 rows: the third holds one of the vocabulary's, the fourth none */
+  CHECK(gc_llama_shard(&c, 4, &s, &e) == GC_OK && gc_llama_head_rows(&s) == 2);
   CHECK(gc_llama_shard(&c, 0, &s, &e) == GC_EINVAL);
   CHECK_MSG(e, "--tp 0: expected 1 to 64 ranks");
 }
