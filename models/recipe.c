@@ -511,10 +511,9 @@ int gc_llama_workload(const char *model_path, const char *quantize, const char *
   gc_llama_weights_t *w;
   if (gc_weights_open(model_path, &w, e)) return e->code;
   int rc = quantize ? gc_weights_quantize(w, quantize, e) : GC_OK;
-  if (!rc && tp > 1 && gc_weights_quantized(w))
-    rc = gc_err_set(e, GC_EUNSUPPORTED, "--tp %d: block-format (quantized) weights are not split yet", tp);
   gc_llama_config_t shard;
   if (!rc) rc = gc_llama_shard(&w->cfg, tp, &shard, e);
+  if (!rc) rc = gc_weights_check_split(w, tp, e); /* block formats: each rank's columns whole blocks */
   gc_llama_dtypes_t *dt = rc ? NULL : gc_calloc(1, sizeof *dt, e);
   if (!rc && !dt) rc = GC_ENOMEM;
   if (plan) memset(plan->deq_rows, 0, sizeof plan->deq_rows);

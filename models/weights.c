@@ -695,9 +695,12 @@ int gc_weights_as(const gc_llama_weights_t *w, const gc_st_dtype_t *to, gc_llama
 
 /* ------------------------------------------------------ tensor parallel */
 
+/* Bytes of a row of src (its dtype's blocks, or elements). */
+static size_t w_row_bytes(const gc_weight_t *src) { return (size_t)gc_quant_row_bytes(src->dtype, src->shape[1]); }
+
 /* dst = rows [r0, r0 + n) of src: a view into src's data. */
 static void w_row_slice(const gc_weight_t *src, int64_t r0, int64_t n, gc_weight_t *dst) {
-  size_t row = (size_t)src->shape[1] * gc_st_dtype_size(src->dtype);
+  size_t row = w_row_bytes(src);
   *dst = *src;
   dst->shape[0] = n;
   dst->data = (const char *)src->data + (size_t)r0 * row;
@@ -723,7 +726,7 @@ static int w_row_slice_padded(gc_llama_weights_t *w, const gc_weight_t *src, int
     w_row_slice(src, r0, n, dst);
     return GC_OK;
   }
-  size_t row = (size_t)src->shape[1] * gc_st_dtype_size(src->dtype);
+  size_t row = w_row_bytes(src);
   char *p = w_own(w, (size_t)n * row, e);
   if (!p) return GC_ENOMEM;
   if (have > 0) memcpy(p, (const char *)src->data + (size_t)r0 * row, (size_t)have * row);
@@ -735,18 +738,41 @@ static int w_row_slice_padded(gc_llama_weights_t *w, const gc_weight_t *src, int
   return GC_OK;
 }
 
-/* dst = columns [c0, c0 + n) of src, copied into memory owned by w. */
+/* dst = columns [c0, c0 + n) of src, copied into memory owned by w; in a
+ * block format, c0 and n whole blocks (GC_EUNSUPPORTED otherwise: a rank's
+ * columns would split a block's shared scale). */
 static int w_col_slice(gc_llama_weights_t *w, const gc_weight_t *src, int64_t c0, int64_t n,
                        gc_weight_t *dst, gc_err_t *e) {
-  size_t es = gc_st_dtype_size(src->dtype), rows = (size_t)src->shape[0];
-  size_t in = (size_t)src->shape[1] * es, out = (size_t)n * es;
+  size_t rows = (size_t)src->shape[0], in = w_row_bytes(src), out = (size_t)gc_quant_row_bytes(src->dtype, n),
+         at = (size_t)gc_quant_row_bytes(src->dtype, c0);
+  if (!out || (c0 && !at)) {
+    const gc_qformat_t *f = gc_quant_format(src->dtype);
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: a rank's %lld columns (from %lld) are not whole %s blocks of %d",
+                      src->name, (long long)n, (long long)c0, f ? f->name : "?", f ? f->block : 0);
+  }
   char *p = w_own(w, rows * out, e);
   if (!p) return GC_ENOMEM;
-  for (size_t r = 0; r < rows; r++) memcpy(p + r * out, (const char *)src->data + r * in + (size_t)c0 * es, out);
+  for (size_t r = 0; r < rows; r++) memcpy(p + r * out, (const char *)src->data + r * in + at, out);
   *dst = *src;
   dst->shape[1] = n;
   dst->data = p;
   dst->nbytes = rows * out;
+  return GC_OK;
+}
+
+int gc_weights_check_split(const gc_llama_weights_t *w, int tp, gc_err_t *e) {
+  const gc_llama_config_t *c = &w->cfg;
+  if (tp <= 1) return GC_OK;
+  const int64_t cols[2] = {(int64_t)c->n_heads * c->head_dim / tp, (int64_t)c->hidden_dim / tp};
+  for (int l = 0; l < c->n_layers; l++) {
+    const gc_weight_t *m[2] = {&w->layers[l].wo, &w->layers[l].w2};
+    for (int i = 0; i < 2; i++) {
+      const gc_qformat_t *f = gc_quant_format(m[i]->dtype);
+      if (f && cols[i] % f->block)
+        return gc_err_set(e, GC_EUNSUPPORTED, "--tp %d: %s splits into %lld columns a rank, not whole %s blocks of %d",
+                          tp, m[i]->name, (long long)cols[i], f->name, f->block);
+    }
+  }
   return GC_OK;
 }
 
@@ -777,8 +803,7 @@ int gc_weights_shard(const gc_llama_weights_t *w, const gc_llama_config_t *shard
   *out = NULL;
   int tp = shard->tp > 1 ? shard->tp : 1;
   if (rank < 0 || rank >= tp) return gc_err_set(e, GC_EINVAL, "rank %d of %d ranks", rank, tp);
-  if (gc_weights_quantized(w))
-    return gc_err_set(e, GC_EUNSUPPORTED, "--tp %d: block-format (quantized) weights are not split yet", tp);
+  if (gc_weights_check_split(w, tp, e)) return e->code;
   if (shard->n_heads * tp != w->cfg.n_heads || shard->n_kv_heads * tp != w->cfg.n_kv_heads ||
       shard->hidden_dim * tp != w->cfg.hidden_dim || shard->n_layers != w->cfg.n_layers)
     return gc_err_set(e, GC_EINVAL, "the shard config is not w's split over %d ranks", tp);

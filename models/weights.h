@@ -130,11 +130,17 @@ int gc_weights_as(const gc_llama_weights_t *w, const gc_st_dtype_t *to, gc_llama
  * w; the same columns of wo and w2, and a classifier share that ends past
  * the vocabulary (its rows there zero), copies owned by *out. The embedding and the norms
  * are w's. w must outlive *out; release with gc_weights_close.
- * Errors: GC_EUNSUPPORTED (block-format weights: a shard's columns would
- * split blocks), GC_EINVAL (a rank out of range, a shard that is not w's
+ * Errors: GC_EUNSUPPORTED (block-format wo or w2 whose rank's columns
+ * would split blocks: gc_weights_check_split), GC_EINVAL (a rank out of range, a shard that is not w's
  * config split), GC_ENOMEM. */
 int gc_weights_shard(const gc_llama_weights_t *w, const gc_llama_config_t *shard, int rank,
                      gc_llama_weights_t **out, gc_err_t *e);
+
+/* Whether w's row-parallel matrices (wo, w2) split over tp ranks into
+ * whole blocks of their formats (each rank's n_heads·head_dim / tp and
+ * hidden_dim / tp columns); GC_EUNSUPPORTED with one line naming the
+ * tensor otherwise. Float weights always split. */
+int gc_weights_check_split(const gc_llama_weights_t *w, int tp, gc_err_t *e);
 
 /* Release the view and every mapping under it; NULL is a no-op. */
 void gc_weights_close(gc_llama_weights_t *w);

@@ -142,8 +142,12 @@ def test_run_tp_errors_are_one_line(gc, tiny):
     assert_clean_error(r, "gcore-run", "--tp 3: 8 attention heads are not divisible by 3")
     r = gc("gcore-run", "-m", tiny, "-b", one, "--tp", 2, "--tokens", "1", "-n", 2)
     assert_clean_error(r, "gcore-run", "rank 0: ", "the bundle cannot run this model")
+    # FFN rows of 160 quantize into Q8_0 blocks of 32; a rank's 80 columns of w2 would split one
     r = gc("gcore-run", "-m", tiny, "-b", one, "--tp", 2, "--quantize", "q8_0", "--tokens", "1", "-n", 2)
-    assert_clean_error(r, "gcore-run", "--tp 2: block-format (quantized) weights are not split yet")
+    assert_clean_error(r, "gcore-run", "--tp 2: ", "down_proj", "splits into 80 columns a rank, not whole Q8_0 "
+                       "blocks of 32")
+    r = gc("gcore-gen", "--model", tiny, "--tp", 2, "--quantize", "q8_0", "-o", os.path.join(gc.dir, "q.gcb"))
+    assert_clean_error(r, "gcore-gen", "splits into 80 columns a rank, not whole Q8_0 blocks of 32")
 
 
 def test_run_tp_builds_its_bundle(gc, tiny):
@@ -190,6 +194,56 @@ def test_bf16_and_gguf_tp2_equal_tp1(gc):
     gguf = os.path.join(gc.dir, "model.gguf")
     tinygguf.write_model(gguf, qtype="F32", seed=0, **TP_CONFIG)
     assert_tp_equals_tp1(gc, gguf, (2, 4), prompts=(PROMPT,))
+
+
+# heads, KV heads and FFN rows divisible by 2 and 4, each rank's columns of
+# wo (64 / tp) and w2 (384 / tp) whole Q8_0 blocks of 32 at tp 2
+Q_CONFIG = dict(dim=64, hidden_dim=384, n_layers=2, n_heads=8, n_kv_heads=4, vocab=256)
+# the same for Q4_K_M's 256-element blocks (wo 512 / 2, w2 1024 / 2), and a
+# vocabulary that 2 does not divide (the LM head's Q6_K rows padded)
+QK_CONFIG = dict(dim=512, hidden_dim=1024, n_layers=2, n_heads=8, n_kv_heads=4, vocab=777)
+
+
+def test_quantized_tp2_equals_tp1(gc):
+    """--quantize q8_0 and a GGUF file of Q8_0 (llama.cpp's reference
+    quantizer, rows of whole blocks in each rank's share): every rank
+    holds its rows of wq|wk|wv, w1|w3 and the LM head and its block
+    columns of wo and w2; greedy ids equal TP=1's, logits within TOL_TP
+    (measured: 5.7e-7). Then a GGUF file in llama.cpp's Q4_K_M layout
+    (Q4_K, Q6_K, per layer) of 777 tokens."""
+    import tinygguf
+    ref = tiefree_model(os.path.join(gc.dir, "model"), prompt=PROMPT, n=N_TP, **Q_CONFIG)
+    one = os.path.join(gc.dir, "q1.gcb")
+    two = os.path.join(gc.dir, "q2.gcb")
+    for tp, out in ((1, one), (2, two)):
+        r = gc("gcore-gen", "--model", ref.path, "--tp", tp, "--quantize", "q8_0", "--prefill", "none", "-o", out)
+        assert r.rc == 0, r
+    runs = {}
+    for tp, b in ((1, one), (2, two)):
+        lf = os.path.join(gc.dir, f"q-tp{tp}.f32")
+        r = gc("gcore-run", "-m", ref.path, "-b", b, "--tp", tp, "--quantize", "q8_0", "--tokens",
+               ",".join(map(str, LONG)), "-n", 8, *GREEDY, "--json", "--logits", lf)
+        assert r.rc == 0, r
+        ids = parse_json(r)["tokens"]
+        runs[tp] = ids, read_logits(lf, len(LONG) + len(ids) - 1, Q_CONFIG["vocab"])
+    (ids1, lg1), (ids2, lg2) = runs[1], runs[2]
+    assert ids2 == ids1
+    rel = np.max(np.abs(lg2 - lg1), axis=1) / np.max(np.abs(lg1), axis=1)
+    assert rel.max() <= TOL_TP, f"logits row {int(rel.argmax())} off by {rel.max():.3g}"
+    gguf = os.path.join(gc.dir, "q8.gguf")
+    tinygguf.write_model(gguf, qtype="Q8_0", seed=0, **Q_CONFIG)
+    ids1, lg1 = run_tp(gc, gguf, bundle_for(gc, gguf, 1), 1, PROMPT, n=8)
+    ids2, lg2 = run_tp(gc, gguf, bundle_for(gc, gguf, 2), 2, PROMPT, n=8)
+    assert ids2 == ids1
+    rel = np.max(np.abs(lg2 - lg1), axis=1) / np.max(np.abs(lg1), axis=1)
+    assert rel.max() <= TOL_TP, f"GGUF Q8_0: logits row {int(rel.argmax())} off by {rel.max():.3g}"
+    gguf = os.path.join(gc.dir, "q4km.gguf")
+    tinygguf.write_model(gguf, qtype=tinygguf.MIXED, seed=0, **QK_CONFIG)
+    ids1, lg1 = run_tp(gc, gguf, bundle_for(gc, gguf, 1), 1, PROMPT, n=8)
+    ids2, lg2 = run_tp(gc, gguf, bundle_for(gc, gguf, 2), 2, PROMPT, n=8)
+    assert ids2 == ids1 and lg2.shape[1] == 777
+    rel = np.max(np.abs(lg2 - lg1), axis=1) / np.max(np.abs(lg1), axis=1)
+    assert rel.max() <= TOL_TP, f"GGUF Q4_K_M: logits row {int(rel.argmax())} off by {rel.max():.3g}"
 
 
 # ------------------------------------------------------------ gcore-serve
