@@ -329,7 +329,7 @@ static int create(gc_dev_t *dev, gc_rt_t *rt, const gc_llama_weights_t *w, int c
   m->batched = batched;
   m->graphs = m->cfg.tp <= 1; /* see gc_llama_set_graphs */
   m->l2_window = default_l2_window(dev); /* gc_llama_set_l2_window */
-  int rc = gc_llama_dtypes_for(w, gc_dev_info(dev)->backend, &m->dt, e);
+  int rc = gc_llama_dtypes_for(w, gc_dev_info(dev)->backend, 1, &m->dt, e); /* w: a rank's share, or whole */
   if (!rc) rc = read_plan(m, e);
   m->slot_bytes = (size_t)ctx * m->cfg.n_kv_heads * m->cfg.head_dim * gc_dtype_size(m->dt.act);
   if (!rc && !(m->npos = gc_calloc((size_t)slots, sizeof *m->npos, e))) rc = GC_ENOMEM;

@@ -278,9 +278,10 @@ static gc_dtype_t on_device(int q, int64_t cols, int cuda) {
   return gc_dtype_from_qtype(cuda && r != (gc_qtype_t)q && cols % 256 == 0 ? (int)r : q);
 }
 
-/* t's dtype where it is a block format (on_device), else the dense dtype d. */
-static gc_dtype_t kept(const gc_weight_t *t, gc_dtype_t d, int cuda) {
-  return gc_quant_is_block(t->dtype) ? on_device(t->dtype, t->shape[1], cuda) : d;
+/* t's dtype where it is a block format (on_device, its rows of
+ * t->shape[1] / split columns: a rank's share), else the dense dtype d. */
+static gc_dtype_t kept(const gc_weight_t *t, gc_dtype_t d, int cuda, int split) {
+  return gc_quant_is_block(t->dtype) ? on_device(t->dtype, t->shape[1] / split, cuda) : d;
 }
 
 /* The one block format of n weights (on_device), or the dense dtype d
@@ -291,7 +292,7 @@ static gc_dtype_t stacked(const gc_weight_t *const *ts, int n, gc_dtype_t d, int
   return on_device(ts[0]->dtype, ts[0]->shape[1], cuda);
 }
 
-int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend,
+int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend, int split,
                         gc_llama_dtypes_t *dt, gc_err_t *e) {
   int cpu = !strcmp(backend, "cpu"), cuda = !strcmp(backend, "cuda");
   (void)e;
@@ -302,17 +303,18 @@ int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend,
     dt->weight = dt->act = cpu ? GC_DT_F32 : GC_DT_F16;
   }
   gc_dtype_t d = dt->weight;
-  dt->embed = kept(&w->tok_embeddings, d, cuda);
-  dt->head = kept(&w->classifier, d, cuda);
+  split = split > 1 ? split : 1;
+  dt->embed = kept(&w->tok_embeddings, d, cuda, 1);
+  dt->head = kept(&w->classifier, d, cuda, 1);
   for (int l = 0; l < w->cfg.n_layers; l++) {
     const gc_llama_layer_weights_t *L = &w->layers[l];
     const gc_weight_t *qkv[3] = {&L->wq, &L->wk, &L->wv}, *w13[2] = {&L->w1, &L->w3};
     gc_dtype_t q = stacked(qkv, 3, d, cuda), v = q, qk = stacked(qkv, 2, d, cuda);
-    const int split = q == d && qk != d; /* wq|wk in one block format, wv apart (recipe.h) */
-    if (split) q = qk, v = kept(&L->wv, d, cuda);
-    dt->layer[l] = (gc_llama_layer_dtypes_t){(uint8_t)q, (uint8_t)kept(&L->wo, d, cuda),
-                                             (uint8_t)stacked(w13, 2, d, cuda), (uint8_t)kept(&L->w2, d, cuda),
-                                             (uint8_t)v, (uint8_t)split};
+    const int apart = q == d && qk != d; /* wq|wk in one block format, wv apart (recipe.h) */
+    if (apart) q = qk, v = kept(&L->wv, d, cuda, 1);
+    dt->layer[l] = (gc_llama_layer_dtypes_t){(uint8_t)q, (uint8_t)kept(&L->wo, d, cuda, split),
+                                             (uint8_t)stacked(w13, 2, d, cuda), (uint8_t)kept(&L->w2, d, cuda, split),
+                                             (uint8_t)v, (uint8_t)apart};
   }
   return GC_OK;
 }
@@ -520,7 +522,7 @@ int gc_llama_workload(const char *model_path, const char *quantize, const char *
   for (int i = 0; !rc && i < 3; i++) {
     if (backend && !listed(backend, all[i])) continue;
     int gpu = i > 0, timed;
-    rc = gc_llama_dtypes_for(w, all[i], dt, e);
+    rc = gc_llama_dtypes_for(w, all[i], tp, dt, e);
     /* the quantized plan (deq_rows 0), then where listed the dense one
        (deq_rows 1: every unfused pass) */
     int plans = block_layers(&shard, dt) && (gpu ? force != 0 : force > 0) ? 2 : 1;

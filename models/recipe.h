@@ -194,8 +194,11 @@ int gc_llama_needs(const gc_llama_config_t *c, const gc_llama_dtypes_t *dt, int6
  * attn_q and attn_k) the QKV step is split (gc_llama_steps_t) and every
  * part keeps its format; otherwise (w1|w3, or wq and wk apart) that
  * layer's step runs dense, its parts dequantized at load
- * (gc_llama_tensor_dtypes). */
-int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend,
+ * (gc_llama_tensor_dtypes). split: the ranks over which the row-parallel
+ * wo and w2 will be split by columns (gc_weights_shard), whose share's
+ * columns decide their layout; 1 where w is already a rank's share or
+ * whole. */
+int gc_llama_dtypes_for(const gc_llama_weights_t *w, const char *backend, int split,
                         gc_llama_dtypes_t *dt, gc_err_t *e);
 
 /* The dtype each tensor of w (gc_weights_at's order) must have for the

@@ -435,7 +435,7 @@ static void test_recipe_device_layouts(void) {
   CHECK(gc_weights_quantize(w, "q4_0", &e) == GC_OK, "%s", e.msg);
   CHECK(gc_weights_quantize(w, "q4_0r", &e) == GC_EINVAL, "a device layout is never asked for");
   gc_llama_dtypes_t dt;
-  CHECK(gc_llama_dtypes_for(w, "cuda", &dt, &e) == GC_OK);
+  CHECK(gc_llama_dtypes_for(w, "cuda", 1, &dt, &e) == GC_OK);
   CHECK(dt.layer[0].qkv == GC_DT_Q4_0R && dt.layer[0].wo == GC_DT_Q4_0R && dt.layer[0].w13 == GC_DT_Q4_0R &&
         dt.layer[0].w2 == GC_DT_Q4_0, "cuda: %d %d %d %d", dt.layer[0].qkv, dt.layer[0].wo, dt.layer[0].w13,
         dt.layer[0].w2);
@@ -455,8 +455,27 @@ static void test_recipe_device_layouts(void) {
     gc_weights_close(conv);
   }
   free(to);
+  /* over two ranks wo's share is 128 columns, no whole 256-element block:
+     Q4_0 as stored, as rank 0's own share decides (gcore-gen --tp 2 asks
+     for what the ranks run) */
+  gc_llama_dtypes_t d2, r0;
+  gc_llama_config_t sc;
+  gc_llama_weights_t *ws = NULL;
+  CHECK(gc_llama_dtypes_for(w, "cuda", 2, &d2, &e) == GC_OK);
+  CHECK(d2.layer[0].wo == GC_DT_Q4_0 && d2.layer[0].qkv == GC_DT_Q4_0R && d2.layer[0].w13 == GC_DT_Q4_0R,
+        "split 2: wo %d", d2.layer[0].wo);
+  CHECK(gc_llama_shard(&w->cfg, 2, &sc, &e) == GC_OK && gc_weights_shard(w, &sc, 0, &ws, &e) == GC_OK, "%s", e.msg);
+  if (ws) {
+    CHECK(ws->layers[0].wo.shape[1] == 128 && ws->layers[0].w2.shape[1] == 160 && ws->layers[0].wo.dtype == GC_ST_Q4_0);
+    CHECK(gc_llama_dtypes_for(ws, "cuda", 1, &r0, &e) == GC_OK && !memcmp(&r0.layer[0], &d2.layer[0], sizeof r0.layer[0]),
+          "rank 0's share decides as the split model does");
+    gc_weights_close(ws);
+  }
+  CHECK(gc_weights_check_split(w, 4, &e) == GC_EUNSUPPORTED, "H / 4 = 80 columns of w2: not whole Q4_0 blocks");
+  CHECK(strstr(e.msg, "--tp 4: ") && strstr(e.msg, "splits into 80 columns a rank, not whole Q4_0 blocks of 32"),
+        "%s", e.msg);
   for (int k = 0; k < 2; k++) {
-    CHECK(gc_llama_dtypes_for(w, k ? "hip" : "cpu", &dt, &e) == GC_OK);
+    CHECK(gc_llama_dtypes_for(w, k ? "hip" : "cpu", 1, &dt, &e) == GC_OK);
     CHECK(dt.layer[0].qkv == GC_DT_Q4_0 && dt.layer[0].w13 == GC_DT_Q4_0, "%s: GGUF blocks", k ? "hip" : "cpu");
   }
   gc_weights_close(w);
