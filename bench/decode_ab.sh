@@ -18,14 +18,7 @@ set -e
 S=${S:-1b}; Q=${Q:-}; PS=${PS:-128 700}; ROUNDS=${ROUNDS:-3}
 W=${W:-/tmp/decode_ab}; mkdir -p $W; export GCORE_CACHE=$W/cache
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader || true; date -u
-if [ -n "$Q" ]; then
-  M=$W/m_$S-$Q.gguf
-  python3 -c "import sys; sys.path.insert(0, 'bench'); import gpu_llama as G; G.write_gguf_model('$M', G.SHAPES['$S'], '$Q')"
-  S=$S-$Q
-else
-  M=$W/m_$S
-  [ -d $M ] || python3 -c "import sys; sys.path.insert(0, 'bench'); import gpu_llama as G; G.write_model('$M', G.SHAPES['$S'])"
-fi
+. bench/bench_model.sh; bench_model $S "$Q" $W
 NAMES=()
 for a in "$@"; do
   n=${a%%=*} d=${a#*=}

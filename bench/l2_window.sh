@@ -10,27 +10,23 @@
 # Run on an sm_90 GPU from the tree's bin/: `bash bench/l2_window.sh [shape]`
 # (MBS: the window sizes, default "0 8 16 20 24 32"; PS: prompt lengths).
 # EVF=0 also builds the bundle with the GEMVs' copies under no L2 policy
-# (the cache hint taken out of gc_bulk_load_hint and gc_tma_load3_hint in
+# (the cache hint taken out of gc_bulk_load_hint, gc_tma_load3_hint,
+# gc_cp_async16_hint and gc_ldg16_hint in
 # a copy of the templates, --templates: the copies as they were before
 # session 52) and alternates it, window 0 and 32 MB, with the tree's.
-# Q=q4_k_m (or q4_0, q8_0): the shape as a GGUF file of that mix
+# Q=q4_k_m (or q4_0, q5_k_m, q8_0): the shape as a GGUF file of that mix
 # (bench/gpu_llama.py's), whose decode GEMVs are gemv_qmma's.
 set -e
 S=${1:-1b}
 W=${W:-/tmp/l2_window}; mkdir -p $W; export GCORE_CACHE=$W/cache
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader || true; date -u
-if [ -n "$Q" ]; then
-  M=$W/m_$S-$Q.gguf
-  python3 -c "import sys; sys.path.insert(0, 'bench'); import gpu_llama as G; G.write_gguf_model('$M', G.SHAPES['$S'], '$Q')"
-  S=$S-$Q
-else
-  M=$W/m_$S
-  [ -d $M ] || python3 -c "import sys; sys.path.insert(0, 'bench'); import gpu_llama as G; G.write_model('$M', G.SHAPES['$S'])"
-fi
+. bench/bench_model.sh; bench_model $S "$Q" $W
 bin/gcore-gen --model $M --target sm_90a --prefill 128,512 --batch 1 -o $W/$S.gcb -q
 if [ "$EVF" = 0 ]; then
   rm -rf $W/t; cp -r templates $W/t
-  sed -i -e 's/\.L2::cache_hint"/"/' -e 's/\[%3\], %4;/[%3];/' -e 's/\[%5\], %6;/[%5];/' $W/t/gpu/prelude_cuda.h
+  sed -i -e 's/\.L2::cache_hint"/"/' -e 's/\[%3\], %4;/[%3];/' -e 's/\[%5\], %6;/[%5];/' \
+    -e 's/\.L2::cache_hint \[%0\], \[%1\], 16, %2, %3;/ [%0], [%1], 16, %2;/' \
+    -e 's/\.L2::cache_hint\.v4\.u32 {%0, %1, %2, %3}, \[%4\], %5;/.v4.u32 {%0, %1, %2, %3}, [%4];/' $W/t/gpu/prelude_cuda.h
   grep -q "cache_hint" $W/t/gpu/prelude_cuda.h && { echo "l2_window.sh: a cache hint left" >&2; exit 2; }
   bin/gcore-gen --model $M --target sm_90a --prefill 128,512 --batch 1 --templates $W/t -o $W/${S}_noevf.gcb -q
 fi
