@@ -424,6 +424,7 @@ int gc_llama_create_tp(gc_dev_t *const *devs, gc_rt_t *const *rts, const gc_llam
   gc_llama_config_t shard;
   if (gc_llama_shard(&w->cfg, tp, &shard, e)) return e->code;
   if (tp == 1) return create(devs[0], rts[0], w, ctx, max_t, slots ? slots : 1, slots > 0, out, e);
+  if (gc_weights_check_split(w, tp, e)) return e->code; /* before any communicator is made */
   gc_comm_t *comms[GC_LLAMA_TP_MAX];
   if (make_comms(devs, tp, comms, e)) return e->code;
   gc_llama_t **ranks = gc_calloc((size_t)tp, sizeof *ranks, e);

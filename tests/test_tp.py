@@ -144,8 +144,8 @@ def test_run_tp_errors_are_one_line(gc, tiny):
     assert_clean_error(r, "gcore-run", "rank 0: ", "the bundle cannot run this model")
     # FFN rows of 160 quantize into Q8_0 blocks of 32; a rank's 80 columns of w2 would split one
     r = gc("gcore-run", "-m", tiny, "-b", one, "--tp", 2, "--quantize", "q8_0", "--tokens", "1", "-n", 2)
-    assert_clean_error(r, "gcore-run", "--tp 2: ", "down_proj", "splits into 80 columns a rank, not whole Q8_0 "
-                       "blocks of 32")
+    assert_clean_error(r, "gcore-run", "gcore-run: --tp 2: ", "down_proj", "splits into 80 columns a rank, not "
+                       "whole Q8_0 blocks of 32")
     r = gc("gcore-gen", "--model", tiny, "--tp", 2, "--quantize", "q8_0", "-o", os.path.join(gc.dir, "q.gcb"))
     assert_clean_error(r, "gcore-gen", "splits into 80 columns a rank, not whole Q8_0 blocks of 32")
 
