@@ -721,7 +721,7 @@ static void w_vec_slice(const gc_weight_t *src, int64_t i0, int64_t n, gc_weight
  * by w (the last ranks' LM head where tp does not divide the vocabulary). */
 static int w_row_slice_padded(gc_llama_weights_t *w, const gc_weight_t *src, int64_t r0, int64_t n,
                               gc_weight_t *dst, gc_err_t *e) {
-  const int64_t have = src->shape[0] - r0 < n ? (src->shape[0] > r0 ? src->shape[0] - r0 : 0) : n;
+  const int64_t left = src->shape[0] - r0, have = left < 0 ? 0 : left < n ? left : n; /* rows that exist */
   if (have == n) {
     w_row_slice(src, r0, n, dst);
     return GC_OK;

@@ -806,7 +806,8 @@ void gemv_qmma(const TA *A, const TB *B, TC *C,
   unsigned char *const xs = gc_dyn_shared();                            /* XS: [M·K·4] staged operands */
   unsigned char *const dyn = gc_dyn_shared() + (XS ? M * K * 4 + QM_SAX * M * K / 8 : 0); /* the copies' shared memory */
   const int64_t r0 = gc_bid() * QM_RB, rb = K / GC_QK * GC_QBYTES; /* bytes per row of B */
-  const uint64_t once = gc_l2_evict_first(); /* B's loads and copies: every weight byte is read once a step */
+  /* B's loads and copies (RL 3: the producer's own): every weight byte is read once a step */
+  const uint64_t once = QM_RING ? 0 : gc_l2_evict_first();
   if (!QM_RING && r0 < N && K % GC_QK == 0 && rope_ok) {
     if (ROPE) /* its pairs' rows, row by row */
       for (int64_t i = 0; i < gc_min64(QM_RB, N - r0); i++)
