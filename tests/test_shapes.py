@@ -8,23 +8,21 @@ three greedy tokens against the fp64 reference (tests/llama_ref.py).
 
 The configurations come from a seeded generator, so the set is fixed;
 each model's weight seed is the first whose reference decides no step by
-less than TIE_MARGIN of the row's largest logit. A random sweep of this
+less than test_llama's TIE_MARGIN of the row's largest logit
+(tiefree_model). A random sweep of this
 kind (about a hundred configurations) found `--tp 2` refusing a vocabulary of 1885
 tokens; tests/test_tp.py has that case now."""
 import os
 import random
 import sys
 
-import numpy as np
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import llama_ref as R  # noqa: E402
-import tinymodel as TM  # noqa: E402
+from test_llama import tiefree_model  # noqa: E402
 
-TIE_MARGIN = 1e-3
 N_NEW = 3
 
 
@@ -48,37 +46,13 @@ _RNG = random.Random(2026)
 CASES = [draw(_RNG) for _ in range(10)]
 
 
-def margin(row):
-    s = np.sort(row)
-    return (s[-1] - s[-2]) / np.max(np.abs(row))
-
-
-def tie_free(path, kw, dtype, prompt):
-    """Write the first model (weight seeds 0..19) whose reference decides
-    every greedy step by TIE_MARGIN or more: (prompt ids, reference ids)."""
-    for seed in range(20):
-        TM.write_model(path, seed=seed, dtype=dtype, **kw)
-        w, cfg = R.load(path)
-        ids = np.random.default_rng(seed).integers(3, kw["vocab"], prompt).tolist()
-        dec = R.Decoder(w, cfg, max_seq=prompt + N_NEW)
-        for t in ids[:-1]:
-            dec.step(t)
-        row, ref = dec.step(ids[-1]), []
-        while margin(row) >= TIE_MARGIN:
-            ref.append(int(np.argmax(row)))
-            if len(ref) == N_NEW:
-                return ids, ref
-            row = dec.step(ref[-1])
-    raise AssertionError(f"no weight seed in 0..19 is tie-free for {kw} {dtype}")
-
-
 @pytest.mark.parametrize("kw,dtype,tp,prompt", CASES,
                          ids=[f"{k['arch']}-h{k['n_heads']}g{k['n_kv_heads']}d{k['head_dim']}-dim{k['dim']}-"
                               f"ffn{k['hidden_dim']}-v{k['vocab']}-{d}-tp{t}-p{p}" for k, d, t, p in CASES])
 def test_random_shape_greedy_matches_reference(gc, kw, dtype, tp, prompt):
-    path = os.path.join(gc.dir, "model")
-    ids, ref = tie_free(path, kw, dtype, prompt)
-    r = gc("gcore-run", "-m", path, "--tokens", ",".join(map(str, ids)), "-n", N_NEW, "--temp", "0",
+    ids = random.Random(prompt).choices(range(3, kw["vocab"]), k=prompt)
+    ref = tiefree_model(os.path.join(gc.dir, "model"), dtype=dtype, prompt=ids, n=N_NEW, min_distinct=1, **kw)
+    r = gc("gcore-run", "-m", ref.path, "--tokens", ",".join(map(str, ids)), "-n", N_NEW, "--temp", "0",
            "--ignore-eos", "--tp", tp)
     assert r.rc == 0, r
-    assert [int(x) for x in r.out.split()] == ref, r
+    assert [int(x) for x in r.out.split()] == ref.ids, r
