@@ -1,7 +1,8 @@
 /* compile.c — choosing a compile driver per target, and the ninja batch
  * that runs it (cc directly; nvrtc, comgr and clang through gcore-compile).
- * The cache layout: <cache>/src/<vid>.c, <cache>/obj/<vid>.so, and a log
- * per failed compile at <cache>/obj/<vid>.log. Processes share a cache
+ * The cache layout: <cache>/src/<vid>.c, <cache>/obj/<vid>.so, a log
+ * per failed compile at <cache>/obj/<vid>.log, and the cc driver's
+ * precompiled headers, <cache>/pch/<hash>.h and .h.gch (cpu_pch). Processes share a cache
  * (several gcore-tune, gcore-gen, the test suite's workers) by claims: under
  * a flock on <cache>/lock, held only to claim, a process writes
  * obj/<vid>.<ext>.claim (its pid and start time) for each missing code
@@ -273,6 +274,130 @@ static int write_source(const char *cache, const gc_compiler_t *c, gc_compile_jo
   return gc_write_file(path, j->source, j->source_len, e);
 }
 
+/* ---- the cc driver's precompiled header -------------------------------
+ * A CPU source opens with the prelude's system headers (templates/cpu/
+ * prelude.h: <immintrin.h> under -march=native is about half of a small
+ * template's compile). GCC builds them once per compiler, flags and list
+ * into <cache>/pch/<hash>.h.gch, and every compile is given -include
+ * <hash>.h: GCC then reads the .gch instead of parsing the headers, or the
+ * text where the .gch is missing or unusable (it checks the compiler and
+ * the flags, and ignores a PCH that fails them), and either way writes the
+ * same code object byte for byte (tests/test_trust.py). Not with clang,
+ * which fails a compile whose PCH's headers have changed since. */
+
+/* Skip blanks and comments from p; the first other character. */
+static const char *skip_blank(const char *p, const char *end) {
+  while (p < end) {
+    if (isspace((unsigned char)*p)) p++;
+    else if (end - p >= 2 && p[0] == '/' && p[1] == '*') {
+      const char *q = p + 2;
+      while (q + 1 < end && !(q[0] == '*' && q[1] == '/')) q++;
+      if (q + 1 >= end) return end; /* unterminated: nothing after it counts */
+      p = q + 2;
+    } else if (end - p >= 2 && p[0] == '/' && p[1] == '/') {
+      while (p < end && *p != '\n') p++;
+    } else break;
+  }
+  return p;
+}
+
+/* The line at p (to '\n' or end) into w[wn] as one token-free word after
+ * the directive `dir`, or 0 when the line is not `dir NAME`. */
+static int directive_name(const char *p, const char *end, const char *dir, char *w, size_t wn) {
+  size_t dl = strlen(dir), k = 0;
+  if ((size_t)(end - p) <= dl || strncmp(p, dir, dl) || (p[dl] != ' ' && p[dl] != '\t')) return 0;
+  for (p += dl; p < end && (*p == ' ' || *p == '\t'); p++) {
+  }
+  for (; p < end && (isalnum((unsigned char)*p) || *p == '_') && k + 1 < wn; p++) w[k++] = *p;
+  w[k] = 0;
+  while (p < end && (*p == ' ' || *p == '\t')) p++;
+  return k > 0 && (p == end || *p == '\n');
+}
+
+/* Append to b the `#include <...>` lines src[0, n) opens with, past
+ * comments and gcore's own include guards (#ifndef GC_X / #define GC_X:
+ * names no system header reads, so the headers mean the same before
+ * them); stops at the first other line. Returns the number of lines. */
+static int lead_includes(const char *src, size_t n, gc_buf_t *b, gc_err_t *e) {
+  const char *p = src, *end = src + n;
+  int lines = 0;
+  for (;;) {
+    p = skip_blank(p, end);
+    const char *eol = memchr(p, '\n', (size_t)(end - p));
+    if (!eol) eol = end;
+    char a[128], d[128];
+    if (end - p > 10 && !strncmp(p, "#include <", 10)) {
+      const char *gt = memchr(p, '>', (size_t)(eol - p));
+      if (!gt || skip_blank(gt + 1, eol) != eol) break; /* something after it on the line */
+      if (gc_buf_append(b, p, (size_t)(gt + 1 - p), e) || gc_buf_append(b, "\n", 1, e)) return -1;
+      lines++;
+      p = eol;
+    } else if (directive_name(p, eol, "#ifndef", a, sizeof a) && !strncmp(a, "GC_", 3) && eol < end) {
+      const char *q = skip_blank(eol + 1, end), *qe = memchr(q, '\n', (size_t)(end - q));
+      if (!qe) qe = end;
+      if (!directive_name(q, qe, "#define", d, sizeof d) || strcmp(a, d)) break;
+      p = qe;
+    } else break;
+  }
+  return lines;
+}
+
+/* The precompiled header job j's compile can use: key (GC_HASH_HEX) names
+ * <cache>/pch/<key>.h, written here when missing. Returns 1 with key set,
+ * 0 when none applies (not GCC, or the source opens with no system
+ * header), or -1 on an error. */
+static int cpu_pch(const gc_compiler_t *c, const char *cache, const gc_compile_job_t *j,
+                   char key[GC_HASH_HEX], gc_err_t *e) {
+  if (strcmp(c->driver, "cc") || strstr(c->version, "clang")) return 0;
+  gc_buf_t b = {0};
+  int lines = lead_includes(j->source, j->source_len, &b, e);
+  if (lines <= 0) {
+    gc_buf_free(&b);
+    return lines;
+  }
+  gc_buf_t k = {0};
+  int rc = gc_buf_printf(&k, e, "%s\n%.*s", c->id, (int)b.len, b.data);
+  if (!rc) gc_hash_hex(k.data, k.len, key);
+  gc_buf_free(&k);
+  char path[1100];
+  snprintf(path, sizeof path, "%s/pch", cache);
+  if (!rc) rc = gc_mkdirs(path, e);
+  snprintf(path, sizeof path, "%s/pch/%s.h", cache, key);
+  if (!rc && !exists(path)) rc = gc_write_file(path, b.data, b.len, e);
+  gc_buf_free(&b);
+  return rc ? -1 : 1;
+}
+
+/* Under the cache lock: job i's header (cpu_pch) into pch[i], and
+ * pch_build[i] = 1 when this batch is to build its .gch: missing, and
+ * claimed here (by an earlier job of the batch, or now) rather than by
+ * another live process, whose compiles then read the text until it lands. */
+static int claim_pch(const gc_compiler_t *c, const char *cache, const gc_compile_job_t *jobs,
+                     const char *state, int i, char (*pch)[GC_HASH_HEX], char *pch_build,
+                     gc_err_t *e) {
+  int got = cpu_pch(c, cache, &jobs[i], pch[i], e);
+  if (got <= 0) {
+    pch[i][0] = 0;
+    return got < 0 ? e->code : GC_OK;
+  }
+  for (int h = 0; h < i; h++)
+    if (state[h] == 'm' && !strcmp(pch[h], pch[i])) {
+      pch_build[i] = pch_build[h];
+      return GC_OK;
+    }
+  char gch[1100];
+  snprintf(gch, sizeof gch, "%s/pch/%s.h.gch", cache, pch[i]);
+  if (exists(gch) || claimed_by_other(gch)) return GC_OK;
+  pch_build[i] = 1;
+  return write_claim(gch, e);
+}
+
+static void drop_pch_claim(const char *cache, const char *key) {
+  char gch[1100];
+  snprintf(gch, sizeof gch, "%s/pch/%s.h.gch", cache, key);
+  drop_claim(gch); /* the batch's later jobs with this key: already gone */
+}
+
 /* The line a timed-out compile's log ends with (read_log looks for it). */
 #define TIMED_OUT_MARK "gcore: compile timed out"
 
@@ -280,7 +405,7 @@ static int write_source(const char *cache, const gc_compiler_t *c, gc_compile_jo
  * `which` (ninja's own log in .ninja-<tag>, this batch's alone). */
 static int write_ninja(const gc_compiler_t *c, const char *cache, const char *tag,
                        gc_compile_job_t *jobs, const char *state, int n, char which,
-                       gc_err_t *e) {
+                       char (*pch)[GC_HASH_HEX], const char *pch_build, gc_err_t *e) {
   gc_buf_t b = {0};
   int tool = strcmp(c->driver, "cc") != 0;
   /* timeout(1) ends the compile's whole process group: TERM at the limit,
@@ -302,19 +427,36 @@ static int write_ninja(const gc_compiler_t *c, const char *cache, const char *ta
                          "cc = %s\ncflags = %s\ntargs = %s\n"
                          "run = timeout -k 10 %g\n"
                          "rule cc\n"
-                         "  command = $run $cc $cflags -o " PART " $in > $out.log 2>&1; " AFTER "\n"
+                         "  command = $run $cc $cflags $pch -o " PART " $in > $out.log 2>&1; " AFTER "\n"
                          "  description = CC $out\n"
+                         "rule pch\n" /* never fails the batch: without it GCC reads the text */
+                         "  command = $run $cc $cflags -x c-header -o " PART " $in > /dev/null 2>&1 "
+                         "&& mv -f " PART " $out; rm -f " PART "; exit 0\n"
+                         "  description = PCH $out\n"
                          "rule tool\n"
                          "  command = $run $cc $targs --kernel $kernel -o " PART " $in > $out.log "
                          "2>&1; " AFTER "\n"
                          "  description = %s $out\n",
                          tag, c->path, c->flags, c->tool_args, c->timeout_s, c->driver);
-  for (int i = 0; !rc && i < n; i++)
-    if (state[i] == which)
-      rc = tool ? gc_buf_printf(&b, e, "build obj/%s%s: tool src/%s.cu\n  kernel = %s\n",
-                                jobs[i].vid, c->ext, jobs[i].vid,
-                                jobs[i].kernel ? jobs[i].kernel : "none")
-                : gc_buf_printf(&b, e, "build obj/%s.so: cc src/%s.c\n", jobs[i].vid, jobs[i].vid);
+  for (int i = 0; !rc && i < n; i++) {
+    if (state[i] != which) continue;
+    if (tool) {
+      rc = gc_buf_printf(&b, e, "build obj/%s%s: tool src/%s.cu\n  kernel = %s\n", jobs[i].vid,
+                         c->ext, jobs[i].vid, jobs[i].kernel ? jobs[i].kernel : "none");
+      continue;
+    }
+    const char *k = pch[i];
+    int first = 1; /* the first of this batch's jobs with this header builds it */
+    for (int h = 0; *k && first && h < i; h++)
+      first = !(state[h] == which && !strcmp(pch[h], k));
+    if (*k && pch_build[i] && first)
+      rc = gc_buf_printf(&b, e, "build pch/%s.h.gch: pch pch/%s.h\n", k, k);
+    if (!rc)
+      rc = gc_buf_printf(&b, e, "build obj/%s.so: cc src/%s.c%s%s%s\n", jobs[i].vid, jobs[i].vid,
+                         *k && pch_build[i] ? " || pch/" : "", *k && pch_build[i] ? k : "",
+                         *k && pch_build[i] ? ".h.gch" : "");
+    if (!rc && *k) rc = gc_buf_printf(&b, e, "  pch = -include pch/%s.h\n", k);
+  }
   if (!rc) {
     char path[1100];
     snprintf(path, sizeof path, "%s/build-%s.ninja", cache, tag);
@@ -431,6 +573,17 @@ int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
     return e->code;
   }
   memset(state, 'w', (size_t)n);
+  /* pch[i]: the precompiled header job i's compile includes ("" none);
+   * pch_build[i]: 1 when this batch builds it (claimed like a code object) */
+  char(*pch)[GC_HASH_HEX] = gc_malloc((size_t)n * sizeof *pch, e);
+  char *pch_build = gc_malloc((size_t)n, e);
+  if (!pch || !pch_build) {
+    free(pch), free(pch_build), free(state);
+    close(lock);
+    return e->code;
+  }
+  memset(pch, 0, (size_t)n * sizeof *pch);
+  memset(pch_build, 0, (size_t)n);
   /* the batch's build files: the pid, and a count for batches that threads
    * of one process run at once (a claim is the process's: its threads may
    * compile a variant twice, each into its own .part, never clobbering) */
@@ -453,11 +606,15 @@ int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
         rc = write_source(cache, c, j, e);
       }
     }
-    if (!rc && mine) rc = write_ninja(c, cache, tag, jobs, state, n, 'm', e);
+    for (int i = 0; !rc && i < n; i++)
+      if (state[i] == 'm') rc = claim_pch(c, cache, jobs, state, i, pch, pch_build, e);
+    if (!rc && mine) rc = write_ninja(c, cache, tag, jobs, state, n, 'm', pch, pch_build, e);
     flock(lock, LOCK_UN);
     if (!rc && mine) rc = run_ninja(cache, tag, parallel, e);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+      if (state[i] == 'm' && pch_build[i]) drop_pch_claim(cache, pch[i]);
       if (state[i] == 'm') drop_claim(jobs[i].obj), state[i] = 'd';
+    }
     /* the others' compiles: until each code object is there or its claim
      * is gone (a failed or ended compile: claimed again, as a miss) */
     for (int i = 0; !rc && i < n; i++)
@@ -466,7 +623,7 @@ int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
         state[i] = 'w';
       }
   }
-  free(state);
+  free(pch), free(pch_build), free(state);
   close(lock);
   if (!rc) results(c, jobs, n);
   return rc;

@@ -1,7 +1,8 @@
 /* compile.h — compile drivers. A driver turns variant sources into code
  * objects for a target; builds run through ninja so that they are parallel,
  * and land in a content-addressed cache (<cache>/obj/<variant id>.so), so an
- * unchanged variant is never compiled twice. Drivers: cc (CPU), nvrtc
+ * unchanged variant is never compiled twice (cc with GCC: the CPU
+ * prelude's system headers precompiled once into <cache>/pch/). Drivers: cc (CPU), nvrtc
  * (NVIDIA: in process, through the gcore-compile tool on ninja edges),
  * comgr (AMD: in process through gcore-compile, for the ISAs the installed
  * libamd_comgr lists) and clang (AMD: gcore-compile runs clang -x hip as a

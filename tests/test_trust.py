@@ -125,7 +125,8 @@ def test_eight_builds_on_one_cold_compile_cache(gc):
                 assert seen.setdefault(vid, blob) == blob, f"two code objects for {vid}"
     for vid, blob in seen.items():
         assert (cache / "obj" / f"{vid}.so").read_bytes() == blob
-    assert len(seen) >= 4 and not [f for f in os.listdir(cache / "obj") if ".part" in f]
+    assert len(seen) >= 4 and not [f for d in ("obj", "pch") for f in os.listdir(cache / d)
+                                   if ".part" in f or ".claim" in f]
     # all cached now: a ninth build takes no lock (one held elsewhere does not stop it)
     import fcntl
     with open(cache / "lock", "w") as held:
@@ -401,8 +402,9 @@ def test_processes_on_one_cache_compile_side_by_side_and_never_twice(gc):
     with sqlite3.connect(gc.dir / "a.gcb") as c1, sqlite3.connect(gc.dir / "b.gcb") as c2:
         q = "SELECT template, params, blob FROM code_objects ORDER BY id"
         assert c1.execute(q).fetchall() == c2.execute(q).fetchall()
-    assert sorted(x.name for x in cache.iterdir()) == ["lock", "obj", "src"]
+    assert sorted(x.name for x in cache.iterdir()) == ["lock", "obj", "pch", "src"]
     assert not [x for x in (cache / "obj").iterdir() if not x.name.endswith((".so", ".so.res"))]
+    assert not [x for x in (cache / "pch").iterdir() if not x.name.endswith((".h", ".h.gch"))]
 
 
 def test_eight_processes_compile_each_variant_once(gc, tmp_path):
@@ -423,6 +425,10 @@ def test_eight_processes_compile_each_variant_once(gc, tmp_path):
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, (out, err)
     outs = [line.split(" -o ")[1].split()[0] for line in log.read_text().splitlines()]
+    pchs = [o for o in outs if o.startswith("pch/")]  # the precompiled header: once too
+    outs = [o for o in outs if not o.startswith("pch/")]
+    assert len(pchs) == 1 and pchs[0].endswith(".part"), pchs
+    assert (tmp_path / "cache" / pchs[0].rsplit(".", 2)[0]).stat().st_size > 0, pchs
     vids = [o.split("/")[1].split(".")[0] for o in outs]
     assert all(o.startswith("obj/") and o.endswith(".part") for o in outs), outs
     assert len(vids) == len(set(vids)) >= 3, sorted(vids)  # each compiled once
@@ -433,6 +439,37 @@ def test_eight_processes_compile_each_variant_once(gc, tmp_path):
     q = "SELECT template, params, dtypes, blob FROM code_objects ORDER BY template, params, dtypes"
     with sqlite3.connect(tmp_path / "alone.gcb") as a, sqlite3.connect(tmp_path / "b0.gcb") as b:
         assert a.execute(q).fetchall() == b.execute(q).fetchall()
+
+
+def test_the_precompiled_header_changes_no_code_object(gc, tmp_path):
+    """The cc driver's precompiled header (gen/compile.c: cpu_pch): the
+    system headers the CPU prelude opens with, built once into
+    <cache>/pch/<hash>.h.gch and given to every compile as -include
+    <hash>.h. The code objects are the same bytes as from compiles that
+    never see it (a CC that drops -include), and as where the .gch is one
+    GCC cannot use (it reads the text then)."""
+    log, cc, bare = tmp_path / "compiles.log", tmp_path / "cc", tmp_path / "bare-cc"
+    cc.write_text(f'#!/bin/sh\n[ "$1" = --version ] || echo "$*" >> {log}\nexec cc "$@"\n')
+    bare.write_text('#!/bin/sh\nfor a; do shift; [ -n "$skip" ] && { skip=; continue; }; '
+                    '[ "$a" = -include ] && { skip=1; continue; }; set -- "$@" "$a"; done; exec cc "$@"\n')
+    cc.chmod(0o755), bare.chmod(0o755)
+    args = ["gcore-gen", "--op", "gemm", "--m", "1,8", "--n", "16", "--k", "32", "--dtype", "f16", "-q"]
+    assert gc(*args, "-o", "a.gcb", env={"GCORE_CACHE": str(tmp_path / "c1"), "CC": str(cc)}).rc == 0
+    (h,) = (tmp_path / "c1" / "pch").glob("*.h")
+    assert h.read_text() == "".join(f"#include <{x}>\n" for x in ("stdint.h", "math.h", "string.h", "immintrin.h"))
+    assert h.with_suffix(".h.gch").stat().st_size > 0
+    compiles = [l for l in log.read_text().splitlines() if " -o obj/" in l]
+    assert compiles and all(f"-include pch/{h.name}" in l for l in compiles), compiles
+    assert gc(*args, "-o", "b.gcb", env={"GCORE_CACHE": str(tmp_path / "c2"), "CC": str(bare)}).rc == 0
+    (tmp_path / "c3" / "pch").mkdir(parents=True)
+    (tmp_path / "c3" / "pch" / h.name).write_text(h.read_text())
+    (tmp_path / "c3" / "pch" / (h.name + ".gch")).write_text("not a precompiled header\n")
+    assert gc(*args, "-o", "c.gcb", env={"GCORE_CACHE": str(tmp_path / "c3"), "CC": str(cc)}).rc == 0
+    q = "SELECT vid, blob FROM code_objects ORDER BY vid"
+    with sqlite3.connect(tmp_path / "a.gcb") as a, sqlite3.connect(tmp_path / "b.gcb") as b, \
+            sqlite3.connect(tmp_path / "c.gcb") as c:
+        got = a.execute(q).fetchall()
+        assert len(got) >= 2 and got == b.execute(q).fetchall() == c.execute(q).fetchall()
 
 
 def test_a_stale_claim_is_compiled_over(gc, tmp_path):

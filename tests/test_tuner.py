@@ -167,7 +167,7 @@ def test_compile_cache_is_content_addressed(gc, tmp_path):
     args = ["gcore-gen", "--op", "rmsnorm", "--m", "4", "--n", "64", "-o", "b.gcb", "--cache", cache]
     assert gc(*args).rc == 0
     objs = sorted((cache / "obj").glob("*.so"))
-    assert objs and sorted(x.name for x in cache.iterdir()) == ["lock", "obj", "src"]
+    assert objs and sorted(x.name for x in cache.iterdir()) == ["lock", "obj", "pch", "src"]
     before = {o: o.stat().st_mtime_ns for o in objs}
     assert gc(*args).rc == 0
     assert {o: o.stat().st_mtime_ns for o in sorted((cache / "obj").glob("*.so"))} == before
