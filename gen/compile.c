@@ -1,9 +1,9 @@
 /* compile.c — choosing a compile driver per target, and the ninja batch
  * that runs it (cc directly; nvrtc, comgr and clang through gcore-compile).
- * The cache layout: <cache>/src/<vid>.c, <cache>/obj/<vid>.so, a log
- * per failed compile at <cache>/obj/<vid>.log, and the cc driver's
- * precompiled headers, <cache>/pch/<hash>.h and .h.gch (cpu_pch). Processes share a cache
- * (several gcore-tune, gcore-gen, the test suite's workers) by claims: under
+ * The cache layout: <cache>/src/<vid>.c, <cache>/obj/<vid>.so, a log per
+ * failed compile at <cache>/obj/<vid>.log, and the cc driver's precompiled
+ * headers, <cache>/pch/<hash>.h and .h.gch (cpu_pch). Processes share a
+ * cache (several gcore-tune, gcore-gen, the test suite's workers) by claims: under
  * a flock on <cache>/lock, held only to claim, a process writes
  * obj/<vid>.<ext>.claim (its pid and start time) for each missing code
  * object nobody alive has claimed, compiles those through the batch's own
