@@ -301,8 +301,8 @@ static const char *skip_blank(const char *p, const char *end) {
   return p;
 }
 
-/* The line at p (to '\n' or end) into w[wn] as one token-free word after
- * the directive `dir`, or 0 when the line is not `dir NAME`. */
+/* 1 when the line at p (to '\n' or end) is `dir NAME`, NAME into w[wn];
+ * else 0. */
 static int directive_name(const char *p, const char *end, const char *dir, char *w, size_t wn) {
   size_t dl = strlen(dir), k = 0;
   if ((size_t)(end - p) <= dl || strncmp(p, dir, dl) || (p[dl] != ' ' && p[dl] != '\t')) return 0;
@@ -359,21 +359,21 @@ static int cpu_pch(const gc_compiler_t *c, const char *cache, const gc_compile_j
   int rc = gc_buf_printf(&k, e, "%s\n%.*s", c->id, (int)b.len, b.data);
   if (!rc) gc_hash_hex(k.data, k.len, key);
   gc_buf_free(&k);
-  char path[1100];
-  snprintf(path, sizeof path, "%s/pch", cache);
-  if (!rc) rc = gc_mkdirs(path, e);
-  snprintf(path, sizeof path, "%s/pch/%s.h", cache, key);
-  if (!rc && !exists(path)) rc = gc_write_file(path, b.data, b.len, e);
+  char dir[1100], path[1100];
+  snprintf(dir, sizeof dir, "%s/pch", cache);
+  snprintf(path, sizeof path, "%s/%s.h", dir, key);
+  if (!rc && !exists(path)) rc = gc_mkdirs(dir, e) ? e->code : gc_write_file(path, b.data, b.len, e);
   gc_buf_free(&b);
   return rc ? -1 : 1;
 }
 
-/* Under the cache lock: job i's header (cpu_pch) into pch[i], and
- * pch_build[i] = 1 when this batch is to build its .gch: missing, and
- * claimed here (by an earlier job of the batch, or now) rather than by
- * another live process, whose compiles then read the text until it lands. */
+/* Under the cache lock: job i's header (cpu_pch) into pch[i], and its
+ * role[i] in this batch's build of the .gch: 'b' the job whose edge builds
+ * it (missing, and claimed now), 'w' a later job that waits for that edge,
+ * 0 none (there already, or another live process claimed it: the
+ * compiles read the text until it lands). */
 static int claim_pch(const gc_compiler_t *c, const char *cache, const gc_compile_job_t *jobs,
-                     const char *state, int i, char (*pch)[GC_HASH_HEX], char *pch_build,
+                     const char *state, int i, char (*pch)[GC_HASH_HEX], char *role,
                      gc_err_t *e) {
   int got = cpu_pch(c, cache, &jobs[i], pch[i], e);
   if (got <= 0) {
@@ -382,20 +382,20 @@ static int claim_pch(const gc_compiler_t *c, const char *cache, const gc_compile
   }
   for (int h = 0; h < i; h++)
     if (state[h] == 'm' && !strcmp(pch[h], pch[i])) {
-      pch_build[i] = pch_build[h];
+      role[i] = role[h] ? 'w' : 0;
       return GC_OK;
     }
   char gch[1100];
   snprintf(gch, sizeof gch, "%s/pch/%s.h.gch", cache, pch[i]);
   if (exists(gch) || claimed_by_other(gch)) return GC_OK;
-  pch_build[i] = 1;
+  role[i] = 'b';
   return write_claim(gch, e);
 }
 
 static void drop_pch_claim(const char *cache, const char *key) {
   char gch[1100];
   snprintf(gch, sizeof gch, "%s/pch/%s.h.gch", cache, key);
-  drop_claim(gch); /* the batch's later jobs with this key: already gone */
+  drop_claim(gch);
 }
 
 /* The line a timed-out compile's log ends with (read_log looks for it). */
@@ -405,7 +405,7 @@ static void drop_pch_claim(const char *cache, const char *key) {
  * `which` (ninja's own log in .ninja-<tag>, this batch's alone). */
 static int write_ninja(const gc_compiler_t *c, const char *cache, const char *tag,
                        gc_compile_job_t *jobs, const char *state, int n, char which,
-                       char (*pch)[GC_HASH_HEX], const char *pch_build, gc_err_t *e) {
+                       char (*pch)[GC_HASH_HEX], const char *role, gc_err_t *e) {
   gc_buf_t b = {0};
   int tool = strcmp(c->driver, "cc") != 0;
   /* timeout(1) ends the compile's whole process group: TERM at the limit,
@@ -446,15 +446,10 @@ static int write_ninja(const gc_compiler_t *c, const char *cache, const char *ta
       continue;
     }
     const char *k = pch[i];
-    int first = 1; /* the first of this batch's jobs with this header builds it */
-    for (int h = 0; *k && first && h < i; h++)
-      first = !(state[h] == which && !strcmp(pch[h], k));
-    if (*k && pch_build[i] && first)
-      rc = gc_buf_printf(&b, e, "build pch/%s.h.gch: pch pch/%s.h\n", k, k);
+    if (role[i] == 'b') rc = gc_buf_printf(&b, e, "build pch/%s.h.gch: pch pch/%s.h\n", k, k);
     if (!rc)
       rc = gc_buf_printf(&b, e, "build obj/%s.so: cc src/%s.c%s%s%s\n", jobs[i].vid, jobs[i].vid,
-                         *k && pch_build[i] ? " || pch/" : "", *k && pch_build[i] ? k : "",
-                         *k && pch_build[i] ? ".h.gch" : "");
+                         role[i] ? " || pch/" : "", role[i] ? k : "", role[i] ? ".h.gch" : "");
     if (!rc && *k) rc = gc_buf_printf(&b, e, "  pch = -include pch/%s.h\n", k);
   }
   if (!rc) {
@@ -574,16 +569,16 @@ int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
   }
   memset(state, 'w', (size_t)n);
   /* pch[i]: the precompiled header job i's compile includes ("" none);
-   * pch_build[i]: 1 when this batch builds it (claimed like a code object) */
+   * pch_role[i]: its part in this batch's build of it (claim_pch) */
   char(*pch)[GC_HASH_HEX] = gc_malloc((size_t)n * sizeof *pch, e);
-  char *pch_build = gc_malloc((size_t)n, e);
-  if (!pch || !pch_build) {
-    free(pch), free(pch_build), free(state);
+  char *pch_role = gc_malloc((size_t)n, e);
+  if (!pch || !pch_role) {
+    free(pch), free(pch_role), free(state);
     close(lock);
     return e->code;
   }
   memset(pch, 0, (size_t)n * sizeof *pch);
-  memset(pch_build, 0, (size_t)n);
+  memset(pch_role, 0, (size_t)n);
   /* the batch's build files: the pid, and a count for batches that threads
    * of one process run at once (a claim is the process's: its threads may
    * compile a variant twice, each into its own .part, never clobbering) */
@@ -607,12 +602,12 @@ int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
       }
     }
     for (int i = 0; !rc && i < n; i++)
-      if (state[i] == 'm') rc = claim_pch(c, cache, jobs, state, i, pch, pch_build, e);
-    if (!rc && mine) rc = write_ninja(c, cache, tag, jobs, state, n, 'm', pch, pch_build, e);
+      if (state[i] == 'm') rc = claim_pch(c, cache, jobs, state, i, pch, pch_role, e);
+    if (!rc && mine) rc = write_ninja(c, cache, tag, jobs, state, n, 'm', pch, pch_role, e);
     flock(lock, LOCK_UN);
     if (!rc && mine) rc = run_ninja(cache, tag, parallel, e);
     for (int i = 0; i < n; i++) {
-      if (state[i] == 'm' && pch_build[i]) drop_pch_claim(cache, pch[i]);
+      if (state[i] == 'm' && pch_role[i] == 'b') drop_pch_claim(cache, pch[i]);
       if (state[i] == 'm') drop_claim(jobs[i].obj), state[i] = 'd';
     }
     /* the others' compiles: until each code object is there or its claim
@@ -623,7 +618,7 @@ int gc_compile_batch(const gc_compiler_t *c, const gc_target_t *tg,
         state[i] = 'w';
       }
   }
-  free(pch), free(pch_build), free(state);
+  free(pch), free(pch_role), free(state);
   close(lock);
   if (!rc) results(c, jobs, n);
   return rc;
