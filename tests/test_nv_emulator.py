@@ -5,7 +5,8 @@ steps on fp16/bf16 weights), prefill attention on mma.sync
 (attention_mma), the mma.sync prefill GEMMs (gemm_mma, gemm_q_mma), the
 SIMT decode GEMVs (gemv_gpu with its RoPE epilogue, gemv_q_gpu, gemv_bulk
 and its bulk-copy ring), Qwen's row-wise ops (add_gpu built for bias,
-qk_norm_gpu) and sm_90a's prefill attention on wgmma
+qk_norm_gpu), the greedy decode step's argmax (argmax_gpu: its 16-byte
+loads, split tickets and the box it posts to) and sm_90a's prefill attention on wgmma
 (attention_wgmma) run unchanged on a host SIMT emulation (tests/nv_emu): a
 thread per thread (fibers on one host thread, tests/amd_emu/emu_fiber.h), dynamic shared memory of exactly @shmem bytes under
 ASan, real barriers (bar.sync, named barriers, __syncwarp), mbarriers with
@@ -56,7 +57,7 @@ pytestmark = [pytest.mark.skipif(not CXX, reason="clang++-19 not installed (host
 GPU = os.path.join(ROOT, "templates", "gpu")
 NV = os.path.join(ROOT, "tests", "nv_emu")
 AMD = os.path.join(ROOT, "tests", "amd_emu")
-DT = {"f16": (1, 2), "bf16": (2, 2)}
+DT = {"f32": (0, 4), "f16": (1, 2), "bf16": (2, 2)}
 # B's block formats: code and bytes per block (prelude_common.h's tables);
 # the device layouts are NVIDIA's repacks of the GGUF format named beside
 QDT = {"q8_0": (5, 34), "q4_0": (6, 18), "q4_k": (7, 144), "q5_k": (8, 176), "q6_k": (9, 210),
@@ -1204,3 +1205,117 @@ def test_a_wrong_row_op_is_caught(tmp_path, what, tpl_file, old, new, case):
     _, op, dt, params, shapes = ROW_CASES[case]
     with pytest.raises(AssertionError, match="out of tolerance|value head changed|non-finite|AddressSanitizer"):
         run_rows(tmp_path, tpl_file, op, dt, params, shapes, tpl_text=text.replace(old, new))
+
+
+# ---- argmax.cu: argmax and argmax_step (the decode step's greedy id) ----
+
+def argmax_rows(dt, m, n, seed):
+    """X[m, n] in dtype dt ("f16", "bf16", "f32") as its bytes and as fp64:
+    row kinds in turn — random with its maximum at two places in different
+    slices (the lower index must win), NaN sprinkled (index 0 among them)
+    with the maximum at the row's last element, all NaN (index 0), and all
+    -inf but a NaN first (index 1)."""
+    import numpy as np
+    import ggufq
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+    for r in range(m):
+        kind = (r + seed) % 4 if m > 1 else seed % 2
+        if kind == 0:
+            i, j = sorted(rng.choice(n, 2, replace=False))
+            x[r, i] = x[r, j] = 3.0
+        elif kind == 1:
+            x[r, rng.choice(n, max(1, n // 50), replace=False)] = np.nan
+            x[r, 0], x[r, n - 1] = np.nan, 2.5
+        elif kind == 2:
+            x[r] = np.nan
+        else:
+            x[r], x[r, 0] = -np.inf, np.nan
+    if dt == "f32":
+        bits = x.astype("<f4")
+        return bits, bits.astype(np.float64)
+    bits = x.astype("<f2").view("<u2") if dt == "f16" else ggufq.bf16_bits(x).reshape(m, n)
+    return bits, as_f64(bits.tobytes(), dt).reshape(m, n)
+
+
+def argmax_want(v):
+    """Each row's lowest index of its largest non-NaN value; 0 for a row of NaN."""
+    import numpy as np
+    out = []
+    for row in v:
+        ok = ~np.isnan(row)
+        out.append(int(np.flatnonzero(ok & (row == row[ok].max()))[0]) if ok.any() else 0)
+    return out
+
+
+def run_argmax(tmp, op, dt, params, shapes, tpl_text=None):
+    """Build argmax.cu for op and dtype with params (harness_argmax.h), run
+    every shape at positions 300 and 301 (argmax_step's two boxes) and
+    check both launches' every result (raises AssertionError)."""
+    import numpy as np
+    tpl, env, exe = build(tmp, dt, op, params, tpl_text=tpl_text, tpl_file="argmax.cu", harness="harness_argmax.h")
+    first = lambda s: re.split(r"\s+(?=\d+\s+\d+\s*$)", s.strip())[0]  # "<expr> 1 1"
+    for s, (m, n) in enumerate(shapes):
+        bits, v = argmax_rows(dt, m, n, seed=s)
+        (tmp / "x.bin").write_bytes(bits.tobytes())
+        want = argmax_want(v)
+        e = env | {"M": m, "N": n}
+        grid, block = evaluate(first(tpl["grid"]), e), evaluate(first(tpl["block"]), e)
+        for p0 in (300, 301):
+            r = subprocess.run([str(exe), str(grid), str(block), str(tmp), str(m), str(n), str(p0)],
+                               capture_output=True, text=True, timeout=600)
+            assert r.returncode == 0 and "misuse 0 inputs_changed 0" in r.stdout, \
+                f"argmax.cu {op} {dt} {params} {(m, n)}:\n{r.stdout}{r.stderr[-3000:]}"
+            for launch in ("out1.bin", "out2.bin"):
+                got = np.frombuffer((tmp / launch).read_bytes(), "<i4").tolist()
+                boxes = [-5, -5]
+                boxes[p0 % 2] = want[-1]
+                expect = want + ([p0 + m] + boxes if op == "argmax_step" else [])
+                assert got == expect, f"argmax.cu {op} {dt} {params} {(m, n)} p0 {p0} {launch}: got {got[:8]}, want {expect[:8]}"
+
+
+# (op, dtype, parameters, shapes): the 1B's vocabulary in 16-byte loads
+# over 64 slices; rows of every kind in whole chunks, slices past the row's
+# end (16 over 2 chunks, 4104 over 31 of 32), f32's two loads a chunk; a
+# row of 777 (not whole chunks: one element a load though VEC is 8); one
+# block a row; plain argmax
+ARGMAX_CASES = [
+    ("argmax_step", "f16", dict(THREADS=256, UNROLL=4, SPLIT=64, VEC=8), [(1, 128256)]),
+    ("argmax_step", "f16", dict(THREADS=64, UNROLL=2, SPLIT=16, VEC=8), [(4, 5000), (2, 16)]),
+    ("argmax_step", "f32", dict(THREADS=64, UNROLL=1, SPLIT=32, VEC=8), [(2, 4104)]),
+    ("argmax_step", "bf16", dict(THREADS=128, UNROLL=8, SPLIT=4, VEC=8), [(3, 777)]),
+    ("argmax_step", "bf16", dict(THREADS=64, UNROLL=4, SPLIT=1, VEC=1), [(4, 1000)]),
+    ("argmax", "f16", dict(THREADS=128, UNROLL=2, SPLIT=32, VEC=8), [(3, 5000)]),
+]
+
+
+@pytest.mark.parametrize("op,dt,params,shapes", ARGMAX_CASES,
+                         ids=[f"{c[0]}-{c[1]}-" + "-".join(f"{k}{v}" for k, v in c[2].items()) for c in ARGMAX_CASES])
+def test_argmax_on_the_emulated_gpu(tmp_path, op, dt, params, shapes):
+    """argmax.cu runs unchanged on the emulated GPU: every row's lowest
+    index of its maximum (ties, NaN, all-NaN and -inf rows), argmax_step's
+    position moved on and its id in the box of the position's parity only,
+    the same again in a second launch (the split's ticket counter left
+    ready), X unchanged, no vector load misaligned, nothing read past X."""
+    run_argmax(tmp_path, op, dt, params, shapes)
+
+
+# plausible mistakes the argmax check must catch: (what, text, replacement, case)
+ARGMAX_MUTATIONS = [
+    ("a chunk's elements given its first index", "at = (int)(i + e);", "at = (int)i;", 1),
+    ("slices not whole chunks (misaligned loads)", "gc_cdiv(gc_cdiv(N, SPLIT), step) * step", "gc_cdiv(N, SPLIT)", 1),
+    ("the ticket counter not reset for the next launch", "am_cnt[row] = 0u;", ";", 1),
+    ("the box of the other parity", "box[p0 % 2][0] = id;", "box[(p0 + 1) % 2][0] = id;", 4),
+    ("a misaligned vector load, the results right", "LOADV_A(8, x, base + 8 * (int64_t)u * THREADS, v[u]);",
+     "LOADV_A(4, x, base + 8 * (int64_t)u * THREADS + 2, v[u]), LOADV_A(8, x, base + 8 * (int64_t)u * THREADS, v[u]);",
+     1),
+]
+
+
+@pytest.mark.parametrize("what,old,new,case", ARGMAX_MUTATIONS, ids=[m[0] for m in ARGMAX_MUTATIONS])
+def test_a_wrong_argmax_is_caught(tmp_path, what, old, new, case):
+    text = open(os.path.join(GPU, "argmax.cu")).read()
+    assert text.count(old) == 1, old
+    op, dt, params, shapes = ARGMAX_CASES[case]
+    with pytest.raises(AssertionError, match="misuse [1-9]" if "misaligned vector" in what else ""):
+        run_argmax(tmp_path, op, dt, params, shapes, tpl_text=text.replace(old, new))

@@ -16,6 +16,7 @@
  * @param    THREADS 64 128 256 512 1024 default 256 -- threads per block
  * @param    UNROLL 1 2 4 8 default 4 -- loads in flight per thread
  * @param    SPLIT 1 4 16 32 64 default 32 -- blocks per row, each over a 1/SPLIT slice
+ * @param    VEC 1 8 default 8 -- elements per load (8: one 16-byte load of f16/bf16, two of f32) where N % 8 == 0 and X is 16-byte aligned; else one at a time (H100, f16 argmax_step of the 1B's 128256 logits alone, after a cache flush: 5.9 us against 8.8 with 1; in the decode step 1058.8 against 1057.4 tok/s after 700 tokens; bench/RESULTS.md, session 63)
  * @defaults argmax argmax_step SPLIT=64 if !AMD -- H200, the 1B's 128256-entry row: 1161.4 / 1160.5 / 1160.5 tok/s with SPLIT=64 (THREADS 512 / 1024 / 256) against 1154.6 / 1151.6 / 1155.7 at SPLIT=32, alternated in one call (bench/RESULTS.md, session 33)
  * @constraint THREADS % WARP == 0 && THREADS <= MAXT
  * @applies  SPLIT == 1 || (M <= 16 && N <= 16777216) -- the workspace holds 16 rows; indices are exact in fp32
@@ -60,14 +61,18 @@ GC_DEVICE void am_block_reduce(float *best, int *at, float *sv, int *si) {
 
 /* Row row's index at out[row]; for argmax_step, row M-1's writer also
  * posts it to box[pos % 2] and moves the position on by the M rows (one
- * writer: no atomic; the fence puts the post before the kernel's end). */
+ * writer: no atomic). No system-scope fence: the host reads a box only
+ * after waiting for the event recorded behind the step (gc_dev_take),
+ * which makes the kernel's stores to page-locked memory visible, and
+ * nothing on the device reads the box (H100, the 1B's decode: without
+ * the fence 1056.7 / 1060.8 tok/s after 128 / 700 tokens against 1054.8 /
+ * 1058.8 with it, alternated; bench/RESULTS.md, session 63). */
 GC_DEVICE void am_put(int32_t *out, int32_t *pos, int32_t *const box[2], int64_t row, int at, int64_t M) {
   const int32_t id = at < 0 ? 0 : at;
   out[row] = id;
   if (GC_OP_ARGMAX_STEP && row == M - 1) {
     const int32_t p0 = pos[0];
     box[p0 % 2][0] = id;
-    gc_fence_system();
     pos[0] = p0 + (int32_t)M;
   }
 }
@@ -92,17 +97,39 @@ GC_KERNEL void argmax_gpu(const TA *X, int32_t *out,
   if (SPLIT > 1 && (M > AM_RMAX || N > 16777216))
     return; /* outside @applies */
   const int64_t row = gc_bid() / SPLIT, sp = gc_bid() % SPLIT;
-  const int64_t cs = gc_cdiv(N, SPLIT), i0 = gc_min64(N, sp * cs), i1 = gc_min64(N, i0 + cs);
+  /* VEC > 1: whole 8-element chunks (slices of whole chunks) where every
+     row starts 16-byte aligned; else, or VEC 1, one element a load */
+  const bool vec = VEC > 1 && N % 8 == 0 && (uint64_t)X % 16 == 0;
+  const int64_t step = vec ? 8 : 1, cs = gc_cdiv(gc_cdiv(N, SPLIT), step) * step;
+  const int64_t i0 = gc_min64(N, sp * cs), i1 = gc_min64(N, i0 + cs);
   const TA *x = X + row * N; /* row [N] */
   float best = -GC_INF;
   int at = -1;
-  for (int64_t base = i0 + gc_tid(); base < i1; base += (int64_t)THREADS * UNROLL) {
-    GC_UNROLL(UNROLL)
-    for (int u = 0; u < UNROLL; u++) {
-      int64_t i = base + (int64_t)u * THREADS;
-      if (i >= i1) break;
-      float v = LOAD_A(x, i);
-      if (v == v && am_better(v, (int)i, best, at)) best = v, at = (int)i;
+  if (vec) {
+    for (int64_t base = i0 + 8 * (int64_t)gc_tid(); base < i1; base += 8 * (int64_t)THREADS * UNROLL) {
+      float v[UNROLL][8];
+      GC_UNROLL(UNROLL)
+      for (int u = 0; u < UNROLL; u++) /* every load first, then the compares */
+        if (base + 8 * (int64_t)u * THREADS < i1)
+          LOADV_A(8, x, base + 8 * (int64_t)u * THREADS, v[u]);
+      GC_UNROLL(UNROLL)
+      for (int u = 0; u < UNROLL; u++) {
+        const int64_t i = base + 8 * (int64_t)u * THREADS;
+        if (i >= i1) break;
+        GC_UNROLL(8)
+        for (int e = 0; e < 8; e++)
+          if (v[u][e] == v[u][e] && am_better(v[u][e], (int)(i + e), best, at)) best = v[u][e], at = (int)(i + e);
+      }
+    }
+  } else {
+    for (int64_t base = i0 + gc_tid(); base < i1; base += (int64_t)THREADS * UNROLL) {
+      GC_UNROLL(UNROLL)
+      for (int u = 0; u < UNROLL; u++) {
+        int64_t i = base + (int64_t)u * THREADS;
+        if (i >= i1) break;
+        float v = LOAD_A(x, i);
+        if (v == v && am_better(v, (int)i, best, at)) best = v, at = (int)i;
+      }
     }
   }
   am_block_reduce(&best, &at, sv, si);

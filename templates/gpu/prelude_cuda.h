@@ -439,8 +439,6 @@ GC_DEVICE float gc_warp_max(float v) { return gc_group_max(v, GC_WARP); }
 /* Orders this thread's earlier global writes before its later ones, as
  * seen by every thread of the device. */
 GC_DEVICE void gc_fence_device(void) { __threadfence(); }
-/* The same for the host too (stores into page-locked, mapped memory). */
-GC_DEVICE void gc_fence_system(void) { __threadfence_system(); }
 /* *p, read with acquire semantics at device scope (a count other blocks
  * raise after their fence): what they wrote before is seen after it. */
 GC_DEVICE unsigned gc_ld_acquire(const unsigned *p) {

@@ -144,8 +144,6 @@ GC_DEVICE float gc_warp_max(float v) { return gc_group_max(v, GC_WARP); }
 /* ------------------------------------------------------------------ */
 
 GC_DEVICE void gc_fence_device(void) { __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "agent"); }
-/* The same for the host too (stores into page-locked, mapped memory). */
-GC_DEVICE void gc_fence_system(void) { __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, ""); }
 GC_DEVICE unsigned gc_atomic_add(unsigned *p, unsigned v) {
   return __hip_atomic_fetch_add(p, v, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_AGENT);
 }

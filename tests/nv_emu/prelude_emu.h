@@ -596,10 +596,18 @@ template <> struct gc_raw_t<16> { typedef gc_raw16 T; };
 #define LOADV_A(n, p, i, o) gc_ldv<n>((const TA *)(p) + (i), (o))
 #define LOADV_B(n, p, i, o) gc_ldv<n>((const TB *)(p) + (i), (o))
 #define LOADV_C(n, p, i, o) gc_ldv<n>((const TC *)(p) + (i), (o))
+/* the alignment prelude_cuda.h's vector forms need: their access size
+ * (N elements' bytes, at most 16); a misaligned one faults on the GPU */
+template <int N, class T> GC_DEVICE void emu_vec_aligned(const T *p) {
+  constexpr size_t BYTES = N * sizeof(T), A = BYTES < 16 ? BYTES : 16;
+  if (BYTES > sizeof(T) && (uintptr_t)p % A) __atomic_add_fetch(&emu_errors, 1, __ATOMIC_RELAXED);
+}
 template <int N, class T> GC_DEVICE void gc_ldv(const T *p, float *out) {
+  emu_vec_aligned<N>(p);
   for (int i = 0; i < N; i++) out[i] = gc_ld(p, i);
 }
 template <int N, class T> GC_DEVICE void gc_stv(T *p, const float *x) {
+  emu_vec_aligned<N>(p);
   for (int i = 0; i < N; i++) gc_st(p, i, x[i]);
 }
 #define LOAD_A(p, i) gc_ld((const TA *)(p), (i))
