@@ -1302,7 +1302,7 @@ def test_argmax_on_the_emulated_gpu(tmp_path, op, dt, params, shapes):
 
 # plausible mistakes the argmax check must catch: (what, text, replacement, case)
 ARGMAX_MUTATIONS = [
-    ("a chunk's elements given its first index", "at = (int)(i + e);", "at = (int)i;", 1),
+    ("a chunk's elements given its first index", "*at = (int)(i + e);", "*at = (int)i;", 1),
     ("slices not whole chunks (misaligned loads)", "gc_cdiv(gc_cdiv(N, SPLIT), step) * step", "gc_cdiv(N, SPLIT)", 1),
     ("the ticket counter not reset for the next launch", "am_cnt[row] = 0u;", ";", 1),
     ("the box of the other parity", "box[p0 % 2][0] = id;", "box[(p0 + 1) % 2][0] = id;", 4),
