@@ -1254,24 +1254,22 @@ def run_argmax(tmp, op, dt, params, shapes, tpl_text=None):
     check both launches' every result (raises AssertionError)."""
     import numpy as np
     tpl, env, exe = build(tmp, dt, op, params, tpl_text=tpl_text, tpl_file="argmax.cu", harness="harness_argmax.h")
-    first = lambda s: re.split(r"\s+(?=\d+\s+\d+\s*$)", s.strip())[0]  # "<expr> 1 1"
     for s, (m, n) in enumerate(shapes):
         bits, v = argmax_rows(dt, m, n, seed=s)
         (tmp / "x.bin").write_bytes(bits.tobytes())
         want = argmax_want(v)
-        e = env | {"M": m, "N": n}
-        grid, block = evaluate(first(tpl["grid"]), e), evaluate(first(tpl["block"]), e)
+        grid, block, _ = launch(tpl, env, m, n, 0)
         for p0 in (300, 301):
             r = subprocess.run([str(exe), str(grid), str(block), str(tmp), str(m), str(n), str(p0)],
                                capture_output=True, text=True, timeout=600)
             assert r.returncode == 0 and "misuse 0 inputs_changed 0" in r.stdout, \
                 f"argmax.cu {op} {dt} {params} {(m, n)}:\n{r.stdout}{r.stderr[-3000:]}"
-            for launch in ("out1.bin", "out2.bin"):
-                got = np.frombuffer((tmp / launch).read_bytes(), "<i4").tolist()
+            for out in ("out1.bin", "out2.bin"):
+                got = np.frombuffer((tmp / out).read_bytes(), "<i4").tolist()
                 boxes = [-5, -5]
                 boxes[p0 % 2] = want[-1]
                 expect = want + ([p0 + m] + boxes if op == "argmax_step" else [])
-                assert got == expect, f"argmax.cu {op} {dt} {params} {(m, n)} p0 {p0} {launch}: got {got[:8]}, want {expect[:8]}"
+                assert got == expect, f"argmax.cu {op} {dt} {params} {(m, n)} p0 {p0} {out}: got {got[:8]}, want {expect[:8]}"
 
 
 # (op, dtype, parameters, shapes): the 1B's vocabulary in 16-byte loads
@@ -1306,9 +1304,9 @@ ARGMAX_MUTATIONS = [
     ("slices not whole chunks (misaligned loads)", "gc_cdiv(gc_cdiv(N, SPLIT), step) * step", "gc_cdiv(N, SPLIT)", 1),
     ("the ticket counter not reset for the next launch", "am_cnt[row] = 0u;", ";", 1),
     ("the box of the other parity", "box[p0 % 2][0] = id;", "box[(p0 + 1) % 2][0] = id;", 4),
-    ("a misaligned vector load, the results right", "LOADV_A(8, x, base + 8 * (int64_t)u * THREADS, v[u]);",
-     "LOADV_A(4, x, base + 8 * (int64_t)u * THREADS + 2, v[u]), LOADV_A(8, x, base + 8 * (int64_t)u * THREADS, v[u]);",
-     1),
+    ("a misaligned vector load, the results right", "LOADV_A(W, x, base + (int64_t)W * u * THREADS, v[u]);",
+     "LOADV_A(W / 2, x, base + (int64_t)W * u * THREADS + W / 4, v[u]), "
+     "LOADV_A(W, x, base + (int64_t)W * u * THREADS, v[u]);", 1),
 ]
 
 

@@ -44,36 +44,23 @@ GC_DEVICE bool am_better(float v, int i, float w, int j) {
   return v > w || (v == w && i < j);
 }
 
-/* The block's threads over x[i0, i1), one element a load: each thread's
- * best (value, index) so far in *best, *at. */
-GC_DEVICE void am_scan1(const TA *x, int64_t i0, int64_t i1, float *best, int *at) {
-  for (int64_t base = i0 + gc_tid(); base < i1; base += (int64_t)THREADS * UNROLL) {
-    GC_UNROLL(UNROLL)
-    for (int u = 0; u < UNROLL; u++) {
-      int64_t i = base + (int64_t)u * THREADS;
-      if (i >= i1) break;
-      float v = LOAD_A(x, i);
-      if (v == v && am_better(v, (int)i, *best, *at)) *best = v, *at = (int)i;
-    }
-  }
-}
-
-/* am_scan1 in 8-element chunks, one vector load each (x + i0 16-byte
- * aligned, i0 and i1 - i0 multiples of 8): every load of an UNROLL round
- * first, then its compares. */
-GC_DEVICE void am_scan8(const TA *x, int64_t i0, int64_t i1, float *best, int *at) {
-  for (int64_t base = i0 + 8 * (int64_t)gc_tid(); base < i1; base += 8 * (int64_t)THREADS * UNROLL) {
-    float v[UNROLL][8];
+/* The block's threads over x[i0, i1) in chunks of W elements, one load
+ * each (W > 1: x + i0 aligned to the chunk's bytes, at most 16; i0 and
+ * i1 - i0 multiples of W), every load of an UNROLL round first, then its
+ * compares: each thread's best (value, index) so far in *best, *at. */
+template <int W> GC_DEVICE void am_scan(const TA *x, int64_t i0, int64_t i1, float *best, int *at) {
+  for (int64_t base = i0 + W * (int64_t)gc_tid(); base < i1; base += (int64_t)W * THREADS * UNROLL) {
+    float v[UNROLL][W];
     GC_UNROLL(UNROLL)
     for (int u = 0; u < UNROLL; u++)
-      if (base + 8 * (int64_t)u * THREADS < i1)
-        LOADV_A(8, x, base + 8 * (int64_t)u * THREADS, v[u]);
+      if (base + (int64_t)W * u * THREADS < i1)
+        LOADV_A(W, x, base + (int64_t)W * u * THREADS, v[u]);
     GC_UNROLL(UNROLL)
     for (int u = 0; u < UNROLL; u++) {
-      const int64_t i = base + 8 * (int64_t)u * THREADS;
+      const int64_t i = base + (int64_t)W * u * THREADS;
       if (i >= i1) break;
-      GC_UNROLL(8)
-      for (int e = 0; e < 8; e++)
+      GC_UNROLL(W)
+      for (int e = 0; e < W; e++)
         if (v[u][e] == v[u][e] && am_better(v[u][e], (int)(i + e), *best, *at)) *best = v[u][e], *at = (int)(i + e);
     }
   }
@@ -141,9 +128,9 @@ GC_KERNEL void argmax_gpu(const TA *X, int32_t *out,
   float best = -GC_INF;
   int at = -1;
   if (vec)
-    am_scan8(x, i0, i1, &best, &at);
+    am_scan<8>(x, i0, i1, &best, &at);
   else
-    am_scan1(x, i0, i1, &best, &at);
+    am_scan<1>(x, i0, i1, &best, &at);
   am_block_reduce(&best, &at, sv, si);
   if (SPLIT == 1) {
     if (gc_tid() == 0)
