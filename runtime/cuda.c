@@ -40,6 +40,7 @@ enum {
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
   CU_STREAM_NON_BLOCKING = 1,
   CU_EVENT_DEFAULT = 0,
+  CU_EVENT_DISABLE_TIMING = 2,
   CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
   EM_CUDA = 190,
   CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
@@ -474,6 +475,7 @@ static CUresult cu_bind(gc_gpu_dev_t *d) {
 }
 static CUresult cu_stream_create(void **s) { return cu.StreamCreate(s, CU_STREAM_NON_BLOCKING); }
 static CUresult cu_event_create(void **ev) { return cu.EventCreate(ev, CU_EVENT_DEFAULT); }
+static CUresult cu_event_create_untimed(void **ev) { return cu.EventCreate(ev, CU_EVENT_DISABLE_TIMING); }
 static CUresult cu_func_shmem(int *bytes, void *fn) {
   return cu.FuncGetAttribute(bytes, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fn);
 }
@@ -536,6 +538,7 @@ static void cu_fill_gpu(gc_gpu_api_t *g) {
       .launch = {cu.LaunchKernel, "cuLaunchKernel"},
       .launch_pdl = {cu.LaunchKernelEx ? cu_launch_pdl : NULL, "cuLaunchKernelEx"},
       .event_create = {cu_event_create, "cuEventCreate"},
+      .event_create_untimed = {cu_event_create_untimed, "cuEventCreate"},
       .event_destroy = {cu.EventDestroy, "cuEventDestroy"},
       .event_record = {cu.EventRecord, "cuEventRecord"},
       .event_sync = {cu.EventSynchronize, "cuEventSynchronize"},

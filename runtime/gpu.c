@@ -164,12 +164,14 @@ int gc_gpu_put32(gc_dev_t *dev, gc_dptr_t dst, uint32_t v, gc_err_t *e) {
 static int boxes_make(gc_gpu_dev_t *d, gc_err_t *e) {
   void *p = NULL;
   GPU_TRY(d, e, GC_EDEVICE, host_alloc, &p, (size_t)GC_DEV_BOXES * GC_DEV_BOX_BYTES);
+  const int untimed = d->api->event_create_untimed.fn != NULL; /* waited on, never timed */
   for (int b = 0; b < GC_DEV_BOXES; b++) {
-    gc_gpu_res_t r = d->api->event_create.fn(&d->box_ev[b]);
+    gc_gpu_res_t r = untimed ? d->api->event_create_untimed.fn(&d->box_ev[b]) : d->api->event_create.fn(&d->box_ev[b]);
     if (r) {
       while (b-- > 0) d->api->event_destroy.fn(d->box_ev[b]), d->box_ev[b] = NULL;
       d->api->host_free.fn(p);
-      return gc_gpu_fail(d->api, e, GC_EDEVICE, r, d->api->event_create.name);
+      return gc_gpu_fail(d->api, e, GC_EDEVICE, r,
+                         untimed ? d->api->event_create_untimed.name : d->api->event_create.name);
     }
   }
   d->boxes = p;
