@@ -90,6 +90,7 @@ typedef struct hip_api {
                                    unsigned, unsigned, unsigned, hipStream_t, void **,
                                    void **);
   hipError_t (*EventCreate)(hipEvent_t *);
+  hipError_t (*EventCreateWithFlags)(hipEvent_t *, unsigned);
   hipError_t (*EventDestroy)(hipEvent_t);
   hipError_t (*EventRecord)(hipEvent_t, hipStream_t);
   hipError_t (*EventSynchronize)(hipEvent_t);
@@ -125,7 +126,7 @@ static const struct hip_sym {
     S(StreamSynchronize),  S(Malloc),             S(Free),
     S(MemGetInfo),         S(MemcpyHtoDAsync),    S(MemcpyDtoHAsync),
     S(MemsetD8Async),      S(MemcpyDtoDAsync),    S(ModuleLoadData),     S(ModuleUnload),
-    S(ModuleGetFunction),  S(ModuleLaunchKernel), S(EventCreate),
+    S(ModuleGetFunction),  S(ModuleLaunchKernel), S(EventCreate), S(EventCreateWithFlags),
     S(EventDestroy),       S(EventRecord),        S(EventSynchronize),
     S(EventElapsedTime),   S(StreamBeginCapture), S(StreamEndCapture),
     S(GraphInstantiate),   S(GraphLaunch),        S(GraphExecDestroy),
@@ -409,6 +410,8 @@ static hipError_t hip_copy_dtod(gc_gpu_ptr_t dst, gc_gpu_ptr_t src, size_t n, vo
   return hip.MemcpyDtoDAsync((void *)(uintptr_t)dst, (void *)(uintptr_t)src, n, s);
 }
 static hipError_t hip_host_alloc(void **p, size_t n) { return hip.HostMalloc(p, n, 0); }
+/* hipEventDisableTiming (2): the boxes' events, waited on and never timed */
+static hipError_t hip_event_create_untimed(void **ev) { return hip.EventCreateWithFlags(ev, 2u); }
 static hipError_t hip_capture_begin(void *s) {
   return hip.StreamBeginCapture(s, hipStreamCaptureModeThreadLocal);
 }
@@ -443,6 +446,7 @@ static void hip_fill_gpu(gc_gpu_api_t *g) {
       .launch = {hip.ModuleLaunchKernel, "hipModuleLaunchKernel"},
       /* no programmatic dependent launch: launch_pdl stays NULL */
       .event_create = {hip.EventCreate, "hipEventCreate"},
+      .event_create_untimed = {hip_event_create_untimed, "hipEventCreateWithFlags"},
       .event_destroy = {hip.EventDestroy, "hipEventDestroy"},
       .event_record = {hip.EventRecord, "hipEventRecord"},
       .event_sync = {hip.EventSynchronize, "hipEventSynchronize"},
