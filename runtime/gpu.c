@@ -164,9 +164,11 @@ int gc_gpu_put32(gc_dev_t *dev, gc_dptr_t dst, uint32_t v, gc_err_t *e) {
 static int boxes_make(gc_gpu_dev_t *d, gc_err_t *e) {
   void *p = NULL;
   GPU_TRY(d, e, GC_EDEVICE, host_alloc, &p, (size_t)GC_DEV_BOXES * GC_DEV_BOX_BYTES);
-  const int untimed = d->api->event_create_untimed.fn != NULL; /* waited on, never timed */
+  /* waited on, never timed: untimed where the backend can make them so */
+  const int untimed = d->api->event_create_untimed.fn != NULL;
+  gc_gpu_res_t (*make)(void **) = untimed ? d->api->event_create_untimed.fn : d->api->event_create.fn;
   for (int b = 0; b < GC_DEV_BOXES; b++) {
-    gc_gpu_res_t r = untimed ? d->api->event_create_untimed.fn(&d->box_ev[b]) : d->api->event_create.fn(&d->box_ev[b]);
+    gc_gpu_res_t r = make(&d->box_ev[b]);
     if (r) {
       while (b-- > 0) d->api->event_destroy.fn(d->box_ev[b]), d->box_ev[b] = NULL;
       d->api->host_free.fn(p);

@@ -48,6 +48,7 @@ enum {
   hipDeviceAttributeWarpSize = 87,
   hipStreamNonBlocking = 1,
   hipStreamCaptureModeThreadLocal = 1,
+  hipEventDisableTiming = 2,
   EM_AMDGPU = 224,
 };
 
@@ -410,8 +411,8 @@ static hipError_t hip_copy_dtod(gc_gpu_ptr_t dst, gc_gpu_ptr_t src, size_t n, vo
   return hip.MemcpyDtoDAsync((void *)(uintptr_t)dst, (void *)(uintptr_t)src, n, s);
 }
 static hipError_t hip_host_alloc(void **p, size_t n) { return hip.HostMalloc(p, n, 0); }
-/* hipEventDisableTiming (2): the boxes' events, waited on and never timed */
-static hipError_t hip_event_create_untimed(void **ev) { return hip.EventCreateWithFlags(ev, 2u); }
+/* the boxes' events, waited on and never timed */
+static hipError_t hip_event_create_untimed(void **ev) { return hip.EventCreateWithFlags(ev, hipEventDisableTiming); }
 static hipError_t hip_capture_begin(void *s) {
   return hip.StreamBeginCapture(s, hipStreamCaptureModeThreadLocal);
 }
