@@ -70,7 +70,7 @@ static int mock_check_code(const void *code, size_t n, gc_err_t *e) {
 typedef struct mock_kernel mock_kernel_t;
 typedef struct mock_event {
   double t;
-  int recorded;
+  int recorded, untimed; /* untimed: waited on only, as CU_EVENT_DISABLE_TIMING */
 } mock_event_t;
 
 /* A launch, memset, copy or event record, run at once or captured. */
@@ -113,6 +113,7 @@ static struct mock {
   double clock;        /* ms; each kernel run takes 0.25 */
   int syncs, shmem_sets, pdl_launches, launches, unbound;
   int hosts, write32s; /* page-locked blocks live; values written in stream order */
+  int untimed;         /* of the live events, those made untimed */
   const char *fail;    /* the call that fails next, by name */
   int fail_code;
 } mock;
@@ -405,8 +406,17 @@ static gc_gpu_res_t mock_event_create(void **ev) {
   mock.events++;
   return 0;
 }
+static gc_gpu_res_t mock_event_create_untimed(void **ev) {
+  ENTER("mockEventCreateUntimed");
+  mock_event_t *x = calloc(1, sizeof *x);
+  x->untimed = 1;
+  *ev = x;
+  mock.events++, mock.untimed++;
+  return 0;
+}
 static gc_gpu_res_t mock_event_destroy(void *ev) {
   mock_release_call();
+  mock.untimed -= ((mock_event_t *)ev)->untimed;
   free(ev);
   mock.events--;
   return 0;
@@ -421,6 +431,7 @@ static gc_gpu_res_t mock_event_sync(void *ev) {
 }
 static gc_gpu_res_t mock_event_elapsed(float *ms, void *a, void *b) {
   ENTER("mockEventElapsedTime");
+  if (((mock_event_t *)a)->untimed || ((mock_event_t *)b)->untimed) return MOCK_INVALID_VALUE;
   *ms = (float)(((mock_event_t *)b)->t - ((mock_event_t *)a)->t);
   return 0;
 }
@@ -532,6 +543,7 @@ static const gc_gpu_api_t mock_cuda = {
     .host_alloc = {mock_host_alloc, "mockHostAlloc"},
     .host_free = {mock_host_free, "mockFreeHost"},
     .host_dptr = {mock_host_dptr, "mockHostGetDevicePointer"},
+    .event_create_untimed = {mock_event_create_untimed, "mockEventCreateUntimed"},
     MOCK_CALLS,
 };
 
@@ -1118,6 +1130,7 @@ static void test_ahead(const setup_t *s) {
   gc_dev_t *d = NULL;
   gc_dptr_t buf = 0;
   int fast = s->api->write32.fn != NULL, boxes = s->api->host_alloc.fn != NULL;
+  int untimed = s->api->event_create_untimed.fn != NULL;
   if (mock_open(s, &d, &e) || gc_dev_alloc(d, 64, &buf, &e)) {
     CHECK(!"open");
     return;
@@ -1130,6 +1143,8 @@ static void test_ahead(const setup_t *s) {
   /* two posts in flight, taken in order; the first makes the boxes */
   syncs = mock.syncs;
   CHECK(!gc_dev_put32(d, buf, 7, &e) && !gc_dev_post(d, 0, buf, 4, &e) && mock.hosts == boxes);
+  /* the boxes' events, untimed where the vendor can make them so */
+  CHECK(mock.events == boxes * GC_DEV_BOXES && mock.untimed == boxes * untimed * GC_DEV_BOXES);
   CHECK(!gc_dev_put32(d, buf, 8, &e) && !gc_dev_post(d, 1, buf, 8, &e));
   CHECK(mock.syncs - syncs == (boxes ? 0 : 2 + 2 * !fast)); /* the fallback waits for each */
   CHECK(!gc_dev_take(d, 0, &v, 4, &e) && v == 7);
@@ -1173,7 +1188,7 @@ static void test_ahead(const setup_t *s) {
   CHECK(mock.hosts == 0 && mock.events == 0 && mock.streams == 0);
   if (!boxes) return;
   /* the boxes' own failures leave nothing behind, and the next post makes them */
-  const char *fails[] = {"mockHostAlloc", "mockEventCreate"};
+  const char *fails[] = {"mockHostAlloc", untimed ? "mockEventCreateUntimed" : "mockEventCreate"};
   for (int i = 0; i < 2; i++) {
     if (mock_open(s, &d, &e) || gc_dev_alloc(d, 64, &buf, &e)) {
       CHECK(!"open");
@@ -1317,6 +1332,11 @@ int main(void) {
     test_setup(&setups[i]);
     test_every_call(&setups[i]);
     test_ahead(&setups[i]);
+    /* a vendor without untimed events: the boxes fall back to timed ones */
+    gc_gpu_api_t timed = *setups[i].api;
+    setup_t s = setups[i];
+    timed.event_create_untimed.fn = NULL, s.api = &timed;
+    if (setups[i].api->event_create_untimed.fn) test_ahead(&s);
   }
   test_code_checks();
   return check_report();
