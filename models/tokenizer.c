@@ -716,8 +716,10 @@ void gc_tok_stream_init(gc_tok_stream_t *s, const gc_tok_t *t, int flags) {
   *s = (gc_tok_stream_t){.t = t, .flags = flags, .at_start = 1};
 }
 
-void gc_tok_stream_continue(gc_tok_stream_t *s, const gc_tok_t *t, int flags) {
-  *s = (gc_tok_stream_t){.t = t, .flags = flags, .at_start = 0};
+void gc_tok_stream_after(gc_tok_stream_t *s, const gc_tok_t *t, int flags, const int32_t *prompt, size_t n) {
+  int text = 0;
+  for (size_t i = 0; i < n && !text; i++) text = !gc_tok_is_special(t, prompt[i]);
+  *s = (gc_tok_stream_t){.t = t, .flags = flags, .at_start = !text};
 }
 
 static const char REPLACEMENT[] = "\xef\xbf\xbd"; /* U+FFFD */

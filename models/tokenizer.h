@@ -107,9 +107,12 @@ int gc_tok_stream_flush(gc_tok_stream_t *s, gc_buf_t *out, gc_err_t *e);
  * a byte-level piece of a character). GC_EINVAL for an id outside the
  * vocabulary; GC_ENOMEM. */
 int gc_tok_piece(const gc_tok_t *t, int32_t id, int at_start, gc_buf_t *out, gc_err_t *e);
-/* gc_tok_stream_init, for text that continues other text (at_start off:
- * the first word keeps its space). */
-void gc_tok_stream_continue(gc_tok_stream_t *s, const gc_tok_t *t, int flags);
+/* gc_tok_stream_init, for the text generated after prompt[n]: it
+ * continues the prompt's text (the first word keeps its space, as
+ * llama.cpp, vLLM and transformers' text-generation pipeline give it:
+ * prompt + completion reads as one text), unless every prompt id is a
+ * control token (a text of its own, as gc_tok_stream_init). */
+void gc_tok_stream_after(gc_tok_stream_t *s, const gc_tok_t *t, int flags, const int32_t *prompt, size_t n);
 /* Whole-sequence decode: the stream over ids, flushed. */
 int gc_tok_decode(const gc_tok_t *t, const int32_t *ids, size_t n, int flags, gc_buf_t *out, gc_err_t *e);
 

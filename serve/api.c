@@ -1593,12 +1593,12 @@ static lp_at_t lp_at(const gc_srv_req_t *r, int k) {
 /* Position k of r's sequence: the prompt's ids, then the completion's. */
 static int32_t seq_id(const gc_srv_req_t *r, int k) { return k < r->nprompt ? r->prompt[k] : r->ids[k - r->nprompt]; }
 
-/* The position of r's first token with text, the one at the start of the
- * choice's text (from the prompt's first where the text echoes it, else
- * from the completion's): its first word has no space before it. The
+/* The position of r's first token with text, from the prompt's first
+ * (the completion continues the prompt's text, echoed or not:
+ * gc_tok_stream_after): its first word has no space before it. The
  * sequence's end when there is none yet. */
 static int text_start(const gc_api_t *a, const gc_srv_req_t *r) {
-  int n = r->nprompt + r->nids, k = r->necho ? 0 : r->nprompt;
+  int n = r->nprompt + r->nids, k = 0;
   while (k < n && gc_tok_is_special(a->tok, seq_id(r, k))) k++;
   return k;
 }

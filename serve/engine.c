@@ -805,8 +805,8 @@ static void admit(gc_engine_t *en) {
       continue;
     }
     for (int i = 0; i < r->nprompt; i++) gc_sampler_accept(r->smp, r->prompt[i]);
-    if (en->tok && r->necho) gc_tok_stream_continue(&r->ts, en->tok, GC_TOK_SKIP_SPECIAL); /* after the echo */
-    else if (en->tok) gc_tok_stream_init(&r->ts, en->tok, GC_TOK_SKIP_SPECIAL);
+    /* the completion continues the prompt's text, echoed or not */
+    if (en->tok) gc_tok_stream_after(&r->ts, en->tok, GC_TOK_SKIP_SPECIAL, r->prompt, (size_t)r->nprompt);
     gc_llama_slot_keep(en->m, s, keep);
     en->nkept[s] = 0; /* r overwrites what follows; what it leaves is kept at its end */
     r->fed = keep;

@@ -234,6 +234,17 @@ def test_gguf_text_prompt_uses_the_files_vocabulary(gc, bundles):
     assert info["prompt_tokens"] == len(ids) and isinstance(info.get("text"), str), info
     by_ids, _, _ = generate(gc, path, bundle, ids, 8, *GREEDY)
     assert info["tokens"] == by_ids
+    # the text continues the prompt's, as llama.cpp's and vLLM's do: a first
+    # word keeps its space, so prompt + text decodes as the whole sequence
+    whole = [i for i in ids[1:] + info["tokens"] if i > 2]  # no control tokens (0-2)
+    r = gc("gcore-run", "--tokenizer", path, "--detokenize", input=" ".join(map(str, whole)))
+    assert r.rc == 0 and r.out.startswith(text), r
+    assert info["text"] == r.out[len(text):], (info["text"], r.out)
+    # a text that must begin with a space (a regex asks for it): the first
+    # token "▁c" prints it (before, the run printed "cat.": not the regex's text)
+    r = gc("gcore-run", "-m", path, "-b", bundle, "-p", "the", "--regex", r" cat\.", "-n", 8, "--temp", "0",
+           "--json")
+    assert r.rc == 0 and json_of(r)["text"] == " cat.", r
 
 
 def json_of(r):

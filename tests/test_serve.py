@@ -2178,10 +2178,11 @@ def test_batched_steps_of_a_split_qkv(mixed):
 
 def test_echo_and_offsets_of_a_sentencepiece_vocabulary(mixed):
     """A SentencePiece vocabulary (tinygguf's) adds a space before each word
-    that the decoder drops at the start of a text only: with echo the
-    completion continues the prompt's text (its first word keeps its
-    space), without it the completion's text starts bare; the tokens'
-    texts spell the choice's text and text_offset counts into it. The
+    that the decoder drops at the start of a text only: the completion
+    continues the prompt's text, echoed or not (its first word keeps its
+    space, as llama.cpp's and vLLM's do: prompt + text reads as one text);
+    the tokens' texts spell the choice's text and text_offset counts into
+    it. The
     reference decodes the pieces here (▁ a space, <0xXX> a byte, control
     tokens nothing, the first space dropped)."""
     import tinygguf as G
@@ -2215,9 +2216,9 @@ def test_echo_and_offsets_of_a_sentencepiece_vocabulary(mixed):
         assert L["text_offset"][:n + 1] == [len("".join(texts[:k])) for k in range(n + 1)]
         plain = completion(s, dict(body, echo=False))
         assert plain["token_ids"] == c["token_ids"]
-        assert plain["text"] == spm_text(c["token_ids"])  # a text of its own: no space first
+        assert plain["text"] == c["text"][len(prompt):] and plain["text"][0] == " "  # the prompt's continuation
         first = plain["logprobs"]["tokens"][0]
-        assert first == texts[n][1:] and plain["text"].startswith(first)
+        assert first == texts[n] and plain["text"].startswith(first)
         assert plain["logprobs"]["text_offset"][:2] == [0, len(first)]
         only = completion(s, dict(body, max_tokens=0))  # echo alone: the prompt's logprobs
         assert only["text"] == prompt and only["token_ids"] == [] and only["finish_reason"] == "length"

@@ -443,6 +443,8 @@ static int generate(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t 
   int rows = g->logits && !o->token_by_token ? max_t : 1;
   float *lg = gc_malloc((size_t)rows * c->vocab_size * sizeof *lg, e);
   if (!lg) return GC_ENOMEM;
+  /* the generated text continues the prompt's (its first word keeps its space) */
+  if (io->tok) gc_tok_stream_after(&io->ts, io->tok, GC_TOK_SKIP_SPECIAL, p, (size_t)np);
   double t0 = gc_now();
   int64_t replays0 = gc_llama_graph_replays(m);
   int rc = prefill(m, o, max_t, p, np, lg, g, e);
@@ -621,7 +623,6 @@ static int chat_turn(gc_llama_t *m, const run_opts_t *o, int max_t, gc_sampler_t
     return GC_OK;
   }
   io->text.len = 0;
-  gc_tok_stream_init(&io->ts, io->tok, GC_TOK_SKIP_SPECIAL);
   if (!rc) rc = generate(m, o, max_t, smp, ids.v, (int)ids.n, g, io, e);
   if (!rc) report(o, ids.v, (int)ids.n, g, io);
   gc_tok_ids_free(&ids);
