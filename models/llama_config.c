@@ -492,6 +492,33 @@ static int gg_int(const gc_gguf_t *g, const char *key, int required, int def, in
   return GC_OK;
 }
 
+/* gg_int for a key llama.cpp reads as a number or as one per layer
+ * (head_count, head_count_kv, feed_forward_length): an array of n_layers
+ * integers is taken when every layer has the same value; different values
+ * a layer are refused (gcore's layers are one shape). */
+static int gg_int_layers(const gc_gguf_t *g, const char *key, int required, int def, int lo, int hi, int n_layers,
+                         int *out, gc_err_t *e) {
+  const gc_gguf_kv_t *kv = gc_gguf_find(g, key);
+  if (!kv || kv->type != GC_GGUF_ARRAY) return gg_int(g, key, required, def, lo, hi, out, e);
+  int32_t *v = NULL;
+  uint64_t n = 0;
+  int rc = gc_gguf_get_i32s(g, key, &v, &n, e);
+  if (rc) return rc;
+  if (n != (uint64_t)n_layers)
+    rc = gc_err_set(e, GC_ECORRUPT, "%s: '%s' has %llu entries for %d layers", gc_gguf_path(g), key,
+                    (unsigned long long)n, n_layers);
+  for (uint64_t i = 1; !rc && i < n; i++)
+    if (v[i] != v[0])
+      rc = gc_err_set(e, GC_EUNSUPPORTED, "%s: unsupported config: '%s' differs between layers (%d in layer 0, %d in "
+                      "layer %llu); gcore runs layers of one shape", gc_gguf_path(g), key, v[0], v[i],
+                      (unsigned long long)i);
+  if (!rc && (v[0] < lo || v[0] > hi))
+    rc = gc_err_set(e, GC_ECORRUPT, "%s: '%s' = %d is outside %d..%d", gc_gguf_path(g), key, v[0], lo, hi);
+  if (!rc) *out = v[0];
+  free(v);
+  return rc;
+}
+
 static int gg_num(const gc_gguf_t *g, const char *key, int required, double def, double *out, gc_err_t *e) {
   int rc = gc_gguf_get_num(g, key, out, e);
   if (rc == GC_ENOTFOUND && !required) {
@@ -581,11 +608,13 @@ static int gg_dims(const gc_gguf_t *g, const char *a, gc_llama_config_t *c, gc_e
   char k[GG_KEY];
   int rc, kl, vl, rot;
   if ((rc = gg_int(g, gg_key(k, a, "embedding_length"), 1, 0, 1, GC_LLAMA_MAX_DIM, &c->dim, e)) ||
-      (rc = gg_int(g, gg_key(k, a, "feed_forward_length"), 1, 0, 1, GC_LLAMA_MAX_HIDDEN, &c->hidden_dim, e)) ||
       (rc = gg_int(g, gg_key(k, a, "block_count"), 1, 0, 1, GC_LLAMA_MAX_LAYERS, &c->n_layers, e)) ||
-      (rc = gg_int(g, gg_key(k, a, "attention.head_count"), 1, 0, 1, GC_LLAMA_MAX_HEADS, &c->n_heads, e)) ||
-      (rc = gg_int(g, gg_key(k, a, "attention.head_count_kv"), 0, c->n_heads, 1, GC_LLAMA_MAX_HEADS, &c->n_kv_heads,
-                   e)) ||
+      (rc = gg_int_layers(g, gg_key(k, a, "feed_forward_length"), 1, 0, 1, GC_LLAMA_MAX_HIDDEN, c->n_layers,
+                          &c->hidden_dim, e)) ||
+      (rc = gg_int_layers(g, gg_key(k, a, "attention.head_count"), 1, 0, 1, GC_LLAMA_MAX_HEADS, c->n_layers,
+                          &c->n_heads, e)) ||
+      (rc = gg_int_layers(g, gg_key(k, a, "attention.head_count_kv"), 0, c->n_heads, 1, GC_LLAMA_MAX_HEADS,
+                          c->n_layers, &c->n_kv_heads, e)) ||
       (rc = gg_int(g, gg_key(k, a, "context_length"), 1, 0, 1, GC_LLAMA_MAX_SEQ, &c->max_seq, e)) ||
       (rc = gg_num(g, gg_key(k, a, "attention.layer_norm_rms_epsilon"), 1, 0, &c->rms_norm_eps, e)) ||
       (rc = gg_num(g, gg_key(k, a, "rope.freq_base"), 0, 10000.0, &c->rope_theta, e)))

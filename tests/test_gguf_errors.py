@@ -216,6 +216,36 @@ def test_gguf_unsupported_or_bad_config(gc, tmp_path, key, typ, value, needle):
     assert_clean_error(run(gc, path), "gcore-run", needle)
 
 
+@pytest.mark.parametrize("key,value,needle", [
+    ("llama.attention.head_count_kv", [2, 4], "differs between layers (2 in layer 0, 4 in layer 1)"),
+    ("llama.attention.head_count", [4, 4, 4], "has 3 entries for 2 layers"),
+    ("llama.feed_forward_length", [128, 256], "differs between layers"),
+])
+def test_gguf_per_layer_arrays_refused(gc, tmp_path, key, value, needle):
+    """llama.cpp reads these keys as a number or one per layer; gcore's
+    layers are one shape, so different values are refused by name."""
+    path = write(str(tmp_path / "m.gguf"), extra_kvs=[(key, "arr:i32", value)])
+    assert_clean_error(run(gc, path), "gcore-run", key, needle)
+
+
+def test_gguf_per_layer_arrays_of_one_value(gc, tmp_path):
+    """The same keys as arrays of one value a layer: the model llama.cpp
+    reads, the run of the scalar keys (same greedy ids)."""
+    plain = write(str(tmp_path / "s.gguf"))
+    arrays = write(str(tmp_path / "a.gguf"), extra_kvs=[
+        ("llama.attention.head_count_kv", "arr:i32", [2, 2]), ("llama.attention.head_count", "arr:i32", [4, 4]),
+        ("llama.feed_forward_length", "arr:u32", [128, 128])])
+    out = []
+    for path in (plain, arrays):
+        r = gc("gcore-gen", "--model", path, "--target", "cpu", "-o", path + ".gcb")
+        assert r.rc == 0, r
+        r = gc("gcore-run", "-m", path, "-b", path + ".gcb", "--tokens", "1,2,3", "-n", 4, "--temp", "0",
+               "--ignore-eos")
+        assert r.rc == 0, r
+        out.append(r.out)
+    assert out[0] == out[1] and out[0].strip(), out
+
+
 def test_gguf_alignment_not_a_power_of_two(gc, tmp_path):
     path = write(str(tmp_path / "m.gguf"), alignment=48)
     assert_clean_error(run(gc, path), "gcore-run", "general.alignment 48")
