@@ -554,12 +554,22 @@ static const char *gg_key(char *buf, const char *arch, const char *suffix) {
 
 /* general.architecture must be one of gg_archs (*arch its index); what
  * llama.cpp's models may declare that gcore does not run is refused by
- * name. */
+ * name, as is one part of a model split by llama-gguf-split (split.count
+ * parts, each with its share of the tensors). */
 static int gg_refuse(const gc_gguf_t *g, int *arch, gc_err_t *e) {
   const char *p = gc_gguf_path(g);
   gc_gguf_str_t s;
   char k[GG_KEY];
-  int rc = gc_gguf_get_str(g, "general.architecture", &s, e), n;
+  int parts, part, rc;
+  if ((rc = gg_int(g, "split.count", 0, 1, 0, INT_MAX, &parts, e)) ||
+      (rc = gg_int(g, "split.no", 0, 0, 0, INT_MAX, &part, e)))
+    return rc;
+  if (parts > 1)
+    return gc_err_set(e, GC_EUNSUPPORTED, "%s: part %d of a model split into %d files; gcore reads a model from one "
+                      "file: merge the parts with llama.cpp's `llama-gguf-split --merge FIRST-PART OUT.gguf`", p,
+                      part + 1, parts);
+  int n;
+  rc = gc_gguf_get_str(g, "general.architecture", &s, e);
   if (rc == GC_ENOTFOUND) return gc_err_set(e, GC_ECORRUPT, "%s: no 'general.architecture'", p);
   if (rc) return rc;
   *arch = -1;

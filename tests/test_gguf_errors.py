@@ -246,6 +246,16 @@ def test_gguf_per_layer_arrays_of_one_value(gc, tmp_path):
     assert out[0] == out[1] and out[0].strip(), out
 
 
+@pytest.mark.parametrize("tool", ["gcore-run", "gcore-gen", "gcore-tune"])
+def test_gguf_split_part_refused(gc, tmp_path, tool):
+    """One part of a model llama-gguf-split split (split.no of
+    split.count): refused with the merge command, not as a missing tensor."""
+    path = write(str(tmp_path / "m-00001-of-00002.gguf"), extra_kvs=[
+        ("split.no", "u16", 0), ("split.count", "u16", 2), ("split.tensors.count", "i32", 21)])
+    assert_clean_error(run(gc, path, tool=tool), tool, "part 1 of a model split into 2 files",
+                       "llama-gguf-split --merge")
+
+
 def test_gguf_alignment_not_a_power_of_two(gc, tmp_path):
     path = write(str(tmp_path / "m.gguf"), alignment=48)
     assert_clean_error(run(gc, path), "gcore-run", "general.alignment 48")
