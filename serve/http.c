@@ -60,6 +60,13 @@ struct gc_http {
 enum { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_MODEL, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE };
 enum { S_SENDING, S_DONE }; /* a stream's phase */
 
+/* Seconds a stream may have nothing to send before it sends an SSE
+ * comment (": keep-alive", which SSE clients skip): a stream queued
+ * behind long generations, or waiting for a long prompt's first token,
+ * would otherwise be idle past the connection timeout (CONN_TIMEOUT_S,
+ * counted from the socket's last activity) and be closed without a word. */
+enum { KEEPALIVE_S = 15, CONN_TIMEOUT_S = 120 };
+
 typedef struct hreq {
   gc_http_t *h;
   struct MHD_Connection *conn;
@@ -80,6 +87,7 @@ typedef struct hreq {
   int phase;
   gc_buf_t out;             /* events not yet written to the socket */
   size_t out_off;
+  double sent_at;           /* gc_now() of the last bytes handed to the socket (0: none yet) */
   struct sent {             /* [nr] what each choice has sent */
     size_t text;            /* bytes of its text sent (a chat's: up to the end of its answer sent) */
     size_t reason;          /* a chat's: up to the end of its reasoning sent */
@@ -244,14 +252,18 @@ static enum MHD_Result preflight(hreq_t *x) {
 
 /* ---- the client ---------------------------------------------------------------- */
 
-/* Has the client closed its end of the connection? (EOF or an error on
- * the socket; bytes of a next request are not a close.) */
+/* Has the client closed its end of the connection? (EOF, its shutdown of
+ * writing (POLLRDHUP, even with bytes it sent before still unread: a
+ * client that pipelined a byte and left) or an error on the socket; bytes
+ * of a next request alone are not a close. A client that shuts down its
+ * writing and waits to read counts as gone too, as uvicorn's (vLLM's)
+ * server counts it.) */
 static int client_gone(struct MHD_Connection *c) {
   const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
   if (!ci) return 0;
   struct pollfd p = {ci->connect_fd, POLLIN | POLLRDHUP, 0};
   if (poll(&p, 1, 0) <= 0) return 0;
-  if (p.revents & (POLLHUP | POLLERR)) return 1;
+  if (p.revents & (POLLHUP | POLLERR | POLLRDHUP)) return 1;
   char b;
   ssize_t n = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
   return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
@@ -372,10 +384,12 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
       size_t n = x->out.len - x->out_off < max ? x->out.len - x->out_off : max;
       memcpy(buf, x->out.data + x->out_off, n);
       x->out_off += n;
+      x->sent_at = gc_now();
       return (ssize_t)n;
     }
     x->out.len = x->out_off = 0;
     if (x->phase == S_DONE) return MHD_CONTENT_READER_END_OF_STREAM;
+    if (!x->sent_at) x->sent_at = gc_now(); /* the headers have just gone */
     pthread_mutex_lock(x->rs[0]->mu);
     int got = stream_events(x);
     if (!got) wait_a_little(x->rs[0]);
@@ -385,6 +399,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
       x->status = 499;
       return MHD_CONTENT_READER_END_WITH_ERROR;
     }
+    gc_err_t e = {0};
+    if (!got && gc_now() - x->sent_at >= KEEPALIVE_S && gc_buf_printf(&x->out, &e, ": keep-alive\n\n"))
+      return MHD_CONTENT_READER_END_WITH_ERROR;
   }
 }
 
@@ -637,7 +654,7 @@ int gc_http_start(const gc_http_opts_t *o, gc_api_t *api, gc_engine_t *en, gc_ht
   h->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
                           MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
                           MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
-                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S, MHD_OPTION_END);
   int err = errno;
   freeaddrinfo(ai);
   if (!h->d) {

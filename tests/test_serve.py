@@ -1862,6 +1862,31 @@ def open_stream(srv, n=250):
     return s
 
 
+def test_a_waiting_stream_is_kept_alive(tiny):
+    """A stream that waits in the queue for more than 15 s sends SSE
+    comments (": keep-alive") meanwhile, so that nothing between it and its
+    client (the server's own 120 s idle timeout, a proxy's) closes it; its
+    events are then the usual ones, [DONE] last."""
+    d, model, bundle = tiny
+    s = Server(model, bundle, "--parallel", 1, env={"GCORE_SERVE_STEP_DELAY_MS": "100"})
+    try:
+        busy = threading.Thread(target=s.post, args=("/v1/completions", {
+            "model": MODEL, "prompt": [4], "max_tokens": 165, "temperature": 0, "ignore_eos": True}))
+        busy.start()  # holds the one slot for about 16.5 s
+        wait_for(lambda: s.health()["active"] == 1, "the slot taken")
+        status, _, text = s.post("/v1/completions", {"model": MODEL, "prompt": [1, 2, 3], "max_tokens": 2,
+                                                      "stream": True, "temperature": 0, "ignore_eos": True,
+                                                      "return_token_ids": True},
+                                 timeout=60)
+        busy.join()
+        assert status == 200 and text.startswith(": keep-alive\n\n"), text[:200]
+        events = sse(text)
+        _, ids, finish = stream_text(events, chat=False)
+        assert len(ids) == 2 and finish == "length", events
+    finally:
+        check_clean_exit(s)
+
+
 def test_full_queue_gets_503_and_slots_free_at_once(slow):
     """Two streams fill the two slots, two more wait, a fifth gets 503 with
     Retry-After; a client that disconnects frees its slot at once, and a
@@ -1901,6 +1926,13 @@ def test_disconnects(slow):
     wait_for(lambda: slow.health()["active"] == 1, "the abandoned request to start")
     s.close()
     wait_for(lambda: slow.health()["active"] == 0, "the abandoned request to be cancelled", timeout=2)
+    s = socket.create_connection(("127.0.0.1", slow.port))  # the whole request, a byte more, then gone
+    s.sendall(head + body)
+    wait_for(lambda: slow.health()["active"] == 1, "the request left with a byte unread to start")
+    s.sendall(b"G")
+    time.sleep(0.05)
+    s.close()
+    wait_for(lambda: slow.health()["active"] == 0, "the request left with a byte unread to be cancelled", timeout=2)
     s = open_stream(slow)  # mid-stream, with a reset
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
     s.close()
