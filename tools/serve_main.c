@@ -179,7 +179,9 @@ static int setup_api(const serve_opts_t *o, const gc_llama_weights_t *w, gc_tok_
 /* SIGINT/SIGTERM: every thread blocks them and this one takes them with
  * sigwait. Before the server listens (loading the model, building the
  * bundle) a signal ends the process at once; after, it wakes serve(),
- * which stops the engine and the connections in order. */
+ * which stops the engine and the connections in order (up to 10 s for
+ * the connections); a second signal ends the process at once, as a
+ * second Ctrl-C does uvicorn's. */
 static sem_t g_stop;
 static atomic_int g_listening;
 static int g_sig;
@@ -193,7 +195,9 @@ static void *signals(void *arg) {
     _exit(1);
   }
   sem_post(&g_stop);
-  return NULL;
+  if (sigwait((sigset_t *)arg, &sig)) return NULL;
+  fprintf(stderr, "gcore-serve: a second %s while stopping: exiting now\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  _exit(1);
 }
 
 static int serve(serve_opts_t *o, gc_err_t *e) {
