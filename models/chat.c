@@ -339,6 +339,11 @@ void gc_chat_init(gc_chat_t *c, gc_tok_t *t, gc_chat_kind_t k) {
    * write them ('[INST] ' + text + ' [/INST]', '[INST]' + text +
    * '[/INST]', ...), else the kind's own */
   c->inst_pre = tpl && strstr(tpl, "[INST]") ? !quoted(tpl, "[INST]", 1) : k != GC_CHAT_MISTRAL_TEKKEN;
+  /* Mistral v0.1's and v0.2's template since 2024 (llama.cpp's mistral-v1):
+   * ' [INST] ' (a space before the marker too), and the system message
+   * before the first user message's text, "\n\n" between */
+  c->inst_lead = k == GC_CHAT_MISTRAL && tpl && quoted(tpl, " [INST]", -1);
+  c->sys_first = k == GC_CHAT_MISTRAL && tpl && strstr(tpl, "' [INST] ' + system_message");
   c->inst_post = tpl && strstr(tpl, "[/INST]") ? quoted(tpl, " [/INST]", -1)
                                                 : k == GC_CHAT_LLAMA2 || k == GC_CHAT_MISTRAL;
   c->reply_pre = k == GC_CHAT_LLAMA2 || k == GC_CHAT_MISTRAL_V3 ||
@@ -533,7 +538,7 @@ static int inst_turn(gc_chat_t *c, const char *system, const char *user, gc_tok_
   }
   if (!rc) rc = gc_buf_printf(&b, e, "%s", user);
   if (!rc) trim(trims(c->k), b.data, &p, &n);
-  if (!rc) rc = put_marker(c, "[INST]", out, e) || put_text(c, pre, -1, e) || put_text(c, p, (int)n, e) ||
+  if (!rc) rc = (c->inst_lead && put_text(c, " ", 1, e)) || put_marker(c, "[INST]", out, e) || put_text(c, pre, -1, e) || put_text(c, p, (int)n, e) ||
                 put_text(c, post, -1, e) || put_marker(c, "[/INST]", out, e);
   gc_buf_free(&b);
   return rc ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
@@ -568,7 +573,7 @@ int gc_chat_user(gc_chat_t *c, const char *system, const char *user, gc_tok_ids_
   gc_tok_t *t = c->t;
   if (system && c->n_msgs && !gc_chat_system_last(c->k))
     return gc_err_set(e, GC_EINVAL, "a system prompt comes before the first message");
-  if (c->k == GC_CHAT_MISTRAL && system && !c->sys_block)
+  if (c->k == GC_CHAT_MISTRAL && system && !c->sys_block && !c->sys_first)
     return gc_err_set(e, GC_EINVAL, "the Mistral chat template has no system role");
   if (is_inst(c->k) && c->last == 'u')
     return gc_err_set(e, GC_EINVAL, "the %s chat template takes user and assistant messages in turn (two user "

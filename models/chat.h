@@ -72,6 +72,8 @@ typedef struct gc_chat {
   int sys_block;           /* Mistral's later templates: the system message as a
                               [SYSTEM_PROMPT] ... [/SYSTEM_PROMPT] block (Large 2411, Small 3) */
   int sys_pre;             /* ... with a space after "[SYSTEM_PROMPT]" (Large 2411's) */
+  int inst_lead;           /* Mistral v0.1's and v0.2's later template: a space before "[INST]" */
+  int sys_first;           /* ... and the system message before the first user text, "\n\n" after */
   char *sys_head;          /* Llama 3.1's and 3.2's: the text their system message starts with
                               ("Cutting Knowledge Date: ...\nToday Date: ...\n\n"), written where a
                               conversation has no system message too; NULL in Llama 3's */

@@ -24,6 +24,34 @@ MISTRAL = ("{{ bos_token }}{% for message in messages %}{% if (message['role'] =
            "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif "
            "message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only "
            "user and assistant roles are supported!') }}{% endif %}{% endfor %}")
+# mistralai/Mistral-7B-Instruct-v0.2 (and v0.1) as their tokenizer_config.json
+# has it since 2024 (llama.cpp's "mistral-v1"): a space before "[INST]", an
+# optional system message before the first user message's text
+MISTRAL_V1 = """{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content'] %}
+    {%- set loop_messages = messages[1:] %}
+{%- else %}
+    {%- set loop_messages = messages %}
+{%- endif %}
+
+{{- bos_token }}
+{%- for message in loop_messages %}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}
+        {{- raise_exception('After the optional system message, conversation roles must alternate user/assistant/user/assistant/...') }}
+    {%- endif %}
+    {%- if message['role'] == 'user' %}
+        {%- if loop.first and system_message is defined %}
+            {{- ' [INST] ' + system_message + '\n\n' + message['content'] + ' [/INST]' }}
+        {%- else %}
+            {{- ' [INST] ' + message['content'] + ' [/INST]' }}
+        {%- endif %}
+    {%- elif message['role'] == 'assistant' %}
+        {{- ' ' + message['content'] + eos_token}}
+    {%- else %}
+        {{- raise_exception('Only user and assistant roles are supported, with the exception of an initial optional system message!') }}
+    {%- endif %}
+{%- endfor %}
+"""
 # meta-llama/Meta-Llama-3-8B-Instruct
 LLAMA3 = ("{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
           "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + "
@@ -465,7 +493,7 @@ QWEN3 = QWEN3_THINKING.replace("""    {{- '<|im_start|>assistant\\n<think>\\n' }
     {%- endif %}
 """)
 
-TEMPLATES = {"llama2": LLAMA2, "mistral": MISTRAL, "llama3": LLAMA3, "llama3_1": LLAMA3_1, "llama3_2": LLAMA3_2,
+TEMPLATES = {"llama2": LLAMA2, "mistral": MISTRAL, "mistral_v1": MISTRAL_V1, "llama3": LLAMA3, "llama3_1": LLAMA3_1, "llama3_2": LLAMA3_2,
              "chatml": CHATML, "zephyr": ZEPHYR,
              "deepseek": DEEPSEEK, "deepseek_r1": DEEPSEEK_R1, "mistral_v3": MISTRAL_V3,
              "mistral_tekken": MISTRAL_TEKKEN, "mistral_v7": MISTRAL_V7, "mistral_v7_tight": MISTRAL_V7_TIGHT,
@@ -476,7 +504,7 @@ ALL = dict(TEMPLATES, qwen2_5_math=QWEN2_5_MATH)
 _DS = ["<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"]
 _L3 = ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
 _MISTRAL_TOOLS = ["[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_CALLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]"]
-CONTROLS = {"llama2": [], "mistral": [], "llama3": _L3, "llama3_1": _L3, "llama3_2": _L3,
+CONTROLS = {"llama2": [], "mistral": [], "mistral_v1": [], "llama3": _L3, "llama3_1": _L3, "llama3_2": _L3,
             "chatml": ["<|im_start|>", "<|im_end|>"], "zephyr": [], "deepseek": _DS, "deepseek_r1": _DS,
             "mistral_v3": ["[INST]", "[/INST]"] + _MISTRAL_TOOLS, "mistral_tekken": ["[INST]", "[/INST]"] + _MISTRAL_TOOLS,
             "mistral_v7": ["[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]"],

@@ -573,7 +573,7 @@ def rendered_ids(gc, path, kind, messages, **kwargs):
 
 SYSTEM_LAST = ("mistral_v3", "mistral_tekken")
 NO_SYSTEM = ("mistral",)  # refused: v0.1 has none
-INST = ("llama2", "mistral", "mistral_v3", "mistral_tekken")  # user and assistant in turn, or the template raises
+INST = ("llama2", "mistral", "mistral_v1", "mistral_v3", "mistral_tekken")  # user and assistant in turn, or the template raises
 END_TEXT = {"llama3": "<|eot_id|>", "llama3_1": "<|eot_id|>", "llama3_2": "<|eot_id|>", "chatml": "<|im_end|>", "qwen2_5": "<|im_end|>", "qwen3": "<|im_end|>",
             "qwen3_thinking": "<|im_end|>", "deepseek": "<｜end▁of▁sentence｜>",
             "deepseek_r1": "<｜end▁of▁sentence｜>", "deepseek_v3": "<｜end▁of▁sentence｜>"}
