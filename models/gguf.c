@@ -494,9 +494,12 @@ int gc_gguf_eog_ids(const gc_gguf_t *g, int64_t n_vocab, int32_t *ids, int max) 
   gc_err_t ignore = {0};
   int n = 0;
   int64_t v;
-  for (size_t i = 0; i < GC_ARRAY_LEN(keys); i++)
-    if (!gc_gguf_get_int(g, keys[i], &v, &ignore)) n = eog_add(ids, n, max, v, n_vocab);
-    else if (i == 0 && !gc_gguf_find(g, keys[0])) n = eog_add(ids, n, max, gc_gguf_default_special(g, "eos"), n_vocab);
+  for (size_t i = 0; i < GC_ARRAY_LEN(keys); i++) {
+    int got = !gc_gguf_get_int(g, keys[i], &v, &ignore);
+    if (got && v >= 0 && v < n_vocab) n = eog_add(ids, n, max, v, n_vocab);
+    else if (i == 0 && (got || !gc_gguf_find(g, keys[0]))) /* EOS outside the vocabulary or absent: the default */
+      n = eog_add(ids, n, max, gc_gguf_default_special(g, "eos"), n_vocab);
+  }
   gc_gguf_str_t *tok;
   uint64_t nt;
   if (gc_gguf_get_strs(g, "tokenizer.ggml.tokens", &tok, &nt, &ignore)) return n;

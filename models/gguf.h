@@ -91,7 +91,8 @@ int64_t gc_gguf_default_special(const gc_gguf_t *g, const char *which);
 
 /* The ids (below n_vocab, each once, at most max) that end a generation
  * in g, llama.cpp's end-of-generation set: tokenizer.ggml.eos_token_id
- * (absent: gc_gguf_default_special's), eot_token_id and eom_token_id, then the tokens of tokenizer.ggml.tokens
+ * (absent or outside the vocabulary: gc_gguf_default_special's, as
+ * llama.cpp replaces a bad special id), eot_token_id and eom_token_id, then the tokens of tokenizer.ggml.tokens
  * named <|eot_id|>, <|eom_id|>, <|end_of_text|>, <|im_end|>, <|end|>,
  * <end_of_turn>, <|endoftext|> or <EOT> (files converted without the
  * keys; Llama 3.1's <|eom_id|> and <|end_of_text|> beside an eos of

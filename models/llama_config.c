@@ -675,6 +675,27 @@ static int gg_tensors(const gc_gguf_t *g, const char *a, gc_llama_config_t *c, g
   return GC_OK;
 }
 
+/* A special token id (tokenizer.ggml.<which>_token_id): absent, def; one
+ * outside the vocabulary is replaced by def as llama.cpp replaces it ("bad
+ * special token ... using default id"), and c->note says so. */
+static int gg_special(const gc_gguf_t *g, const char *which, int def, gc_llama_config_t *c, int *out, gc_err_t *e) {
+  char key[64];
+  snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", which);
+  int64_t v;
+  int rc = gc_gguf_get_int(g, key, &v, e);
+  *out = def;
+  if (rc == GC_ENOTFOUND) return GC_OK;
+  if (rc) return rc;
+  if (v >= 0 && v < c->vocab_size) {
+    *out = (int)v;
+  } else {
+    size_t n = strlen(c->note);
+    snprintf(c->note + n, sizeof c->note - n, "%s%s %lld is outside the vocabulary (%d tokens): %d used, as llama.cpp "
+             "does", n ? "; " : "", key, (long long)v, c->vocab_size, def);
+  }
+  return GC_OK;
+}
+
 int gc_llama_config_from_gguf(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t *e) {
   memset(c, 0, sizeof *c);
   int rc, arch = 0;
@@ -683,11 +704,9 @@ int gc_llama_config_from_gguf(const gc_gguf_t *g, gc_llama_config_t *c, gc_err_t
   if ((rc = gg_dims(g, a, c, e)) || (rc = gg_tensors(g, a, c, e)) || (rc = gg_rope(g, a, c, e))) return rc;
   /* absent ids: llama.cpp's defaults for the tokenizer model, else 1 and 2 */
   int64_t db = gc_gguf_default_special(g, "bos"), de = gc_gguf_default_special(g, "eos");
-  if ((rc = gg_int(g, "tokenizer.ggml.bos_token_id", 0, db >= 0 && db < c->vocab_size ? (int)db : 1, 0, INT_MAX,
-                   &c->bos_id, e)) ||
-      (rc = gg_int(g, "tokenizer.ggml.eos_token_id", 0, de >= 0 && de < c->vocab_size ? (int)de : 2, 0, INT_MAX,
-                   &c->eos_ids[0], e)) ||
-      (rc = gg_int(g, "tokenizer.ggml.eot_token_id", 0, c->eos_ids[0], 0, INT_MAX, &c->eos_ids[1], e)))
+  if ((rc = gg_special(g, "bos", db >= 0 && db < c->vocab_size ? (int)db : 1, c, &c->bos_id, e)) ||
+      (rc = gg_special(g, "eos", de >= 0 && de < c->vocab_size ? (int)de : 2, c, &c->eos_ids[0], e)) ||
+      (rc = gg_special(g, "eot", c->eos_ids[0], c, &c->eos_ids[1], e)))
     return rc;
   c->n_eos = c->eos_ids[1] != c->eos_ids[0] ? 2 : 1; /* end of turn (Llama 3 instruct) stops too */
   int32_t eog[GC_LLAMA_MAX_EOS]; /* and every other end of generation the file names */

@@ -74,6 +74,9 @@ typedef struct gc_llama_config {
   gc_st_dtype_t dtype;          /* declared torch_dtype/dtype (F32 if absent) */
   gc_st_dtype_t weight_dtype;   /* dtype of the loaded projection matrices
                                    (set by the weight loader; llama2.c: F32) */
+  char note[400];               /* GGUF: a line for the user about what loading replaced (a
+                                   special token id outside the vocabulary: llama.cpp's
+                                   default instead), or "" */
   int tp;                       /* 0 or 1: the whole model. N > 1: the config of
                                    one of N tensor-parallel ranks (gc_llama_shard in
                                    recipe.h): n_heads, n_kv_heads and hidden_dim are

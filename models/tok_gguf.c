@@ -147,13 +147,14 @@ static int read_specials(gc_tok_t *t, const gc_gguf_t *g, gc_err_t *e) {
   int64_t v;
   gc_gguf_str_t s;
   gc_err_t ignore = {0};
-  /* an absent key: llama.cpp's default id for the tokenizer model */
-  v = gc_gguf_find(g, "tokenizer.ggml.bos_token_id") ? -1 : gc_gguf_default_special(g, "bos");
-  gc_gguf_get_int(g, "tokenizer.ggml.bos_token_id", &v, &ignore);
+  /* an absent key, or an id outside the vocabulary: llama.cpp's default id
+   * for the tokenizer model (as the model's config takes it: gg_special) */
+  if (gc_gguf_get_int(g, "tokenizer.ggml.bos_token_id", &v, &ignore) || v < 0 || v >= t->n_vocab)
+    v = gc_gguf_default_special(g, "bos");
   if (v >= 0 && v < t->n_vocab) t->bos = (int32_t)v;
   read_eog(t, g);
-  v = gc_gguf_find(g, "tokenizer.ggml.unknown_token_id") ? -1 : gc_gguf_default_special(g, "unk");
-  gc_gguf_get_int(g, "tokenizer.ggml.unknown_token_id", &v, &ignore);
+  if (gc_gguf_get_int(g, "tokenizer.ggml.unknown_token_id", &v, &ignore) || v < 0 || v >= t->n_vocab)
+    v = gc_gguf_default_special(g, "unk");
   if (v >= 0 && v < t->n_vocab) t->unk_id = (int32_t)v;
   if (!gc_gguf_get_int(g, "tokenizer.ggml.add_bos_token", &v, &ignore)) t->add_bos = v != 0;
   if (!gc_gguf_get_int(g, "tokenizer.ggml.add_eos_token", &v, &ignore)) t->add_eos = v != 0;

@@ -7,6 +7,7 @@ sanitizer or dumps core).
 The model is opened before the bundle, so a run with a bundle path that
 does not exist shows whether the model loaded: the control case below fails
 on the bundle, every broken file fails on the model."""
+import json
 import os
 import sys
 
@@ -254,6 +255,31 @@ def test_gguf_split_part_refused(gc, tmp_path, tool):
         ("split.no", "u16", 0), ("split.count", "u16", 2), ("split.tensors.count", "i32", 21)])
     assert_clean_error(run(gc, path, tool=tool), tool, "part 1 of a model split into 2 files",
                        "llama-gguf-split --merge")
+
+
+def test_gguf_special_ids_outside_the_vocabulary(gc, tmp_path):
+    """BOS and EOS ids past the vocabulary (a converter's slip): llama.cpp
+    warns and keeps its default ids (1 and 2 here); gcore-run says so in one
+    line and runs as the file with those ids does, --tokens and -p alike."""
+    cfg = TM.make_config(**dict(CFG, vocab=320))
+    good, bad = str(tmp_path / "good.gguf"), str(tmp_path / "bad.gguf")
+    G.write_llama(good, cfg, TM.random_weights(cfg, 3))  # its vocabulary's BOS 1, EOS 2
+    G.write_llama(bad, cfg, TM.random_weights(cfg, 3), extra_kvs=[
+        ("tokenizer.ggml.bos_token_id", "u32", 4294967295), ("tokenizer.ggml.eos_token_id", "u32", 100000)])
+    r = gc("gcore-gen", "--model", good, "--target", "cpu", "-o", "g.gcb")
+    assert r.rc == 0, r
+    outs = []
+    for path in (good, bad):
+        r = gc("gcore-run", "-m", path, "-b", "g.gcb", "-p", "the cat", "-n", 6, "--temp", "0", "--json")
+        assert r.rc == 0, r
+        outs.append((json.loads(r.out)["tokens"], r.err))
+    assert outs[0][0] == outs[1][0], outs
+    assert "outside the vocabulary" not in outs[0][1], outs[0][1]
+    for needle in ("tokenizer.ggml.bos_token_id 4294967295 is outside the vocabulary (320 tokens): 1 used",
+                   "tokenizer.ggml.eos_token_id 100000 is outside the vocabulary (320 tokens): 2 used"):
+        assert needle in outs[1][1], outs[1][1]
+    r = gc("gcore-run", "--tokenizer", bad, "--tokenize", "--bos", input="the cat")
+    assert r.rc == 0 and r.out.split()[0] == "1", r  # the tokenizer's BOS: the default too
 
 
 def test_gguf_alignment_not_a_power_of_two(gc, tmp_path):

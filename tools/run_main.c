@@ -781,7 +781,7 @@ static int run_model(const run_opts_t *o, gc_err_t *e) {
   run_opts_t oo = *o;
   prompts_t many = {0};
   int rc = gc_weights_open(o->model, &w, e);
-  char note[160];
+  char note[512];
   if (!rc && (gc_weights_note(w, note, sizeof note), note[0])) fprintf(stderr, "gcore-run: %s: %s\n", o->model, note);
   if (!rc && o->quantize) rc = gc_weights_quantize(w, o->quantize, e);
   if (!rc) rc = open_tokenizer(o, &w->cfg, &io, e);

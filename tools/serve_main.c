@@ -209,7 +209,7 @@ static int serve(serve_opts_t *o, gc_err_t *e) {
   char id[256];
   pthread_mutex_init(&api.tok_mu, NULL);
   int rc = gc_weights_open(o->en.model, &w, e);
-  char note[160];
+  char note[512];
   if (!rc && (gc_weights_note(w, note, sizeof note), note[0])) fprintf(stderr, "gcore-serve: %s: %s\n", o->en.model, note);
   if (!rc && o->en.quantize) rc = gc_weights_quantize(w, o->en.quantize, e);
   if (!rc) rc = open_tokenizer(o, &w->cfg, &tok, e);
