@@ -267,6 +267,30 @@ static int read_tensors(gc_gguf_t *g, cur_t *c, uint64_t n, gc_err_t *e) {
   return check_layout(g, e);
 }
 
+static int cmp_key(const void *a, const void *b) {
+  const gc_gguf_kv_t *x = *(const gc_gguf_kv_t *const *)a, *y = *(const gc_gguf_kv_t *const *)b;
+  size_t n = x->key.n < y->key.n ? (size_t)x->key.n : (size_t)y->key.n;
+  int r = memcmp(x->key.p, y->key.p, n);
+  return r ? r : (x->key.n > y->key.n) - (x->key.n < y->key.n);
+}
+
+/* Keys unique: a file that says one thing twice is refused, as llama.cpp
+ * refuses it ("duplicate key"), rather than read by its first word. */
+static int check_keys(gc_gguf_t *g, gc_err_t *e) {
+  gc_gguf_kv_t **v = gc_malloc((g->n_kv ? g->n_kv : 1) * sizeof *v, e);
+  if (!v) return GC_ENOMEM;
+  int rc = GC_OK;
+  for (uint64_t i = 0; i < g->n_kv; i++) v[i] = &g->kv[i];
+  qsort(v, (size_t)g->n_kv, sizeof *v, cmp_key);
+  char q[GC_QUOTE_BUF];
+  for (uint64_t i = 1; !rc && i < g->n_kv; i++)
+    if (!cmp_key(&v[i - 1], &v[i]))
+      rc = gc_err_set(e, GC_ECORRUPT, "%s: metadata key %s appears twice", g->path,
+                      gc_quote(v[i]->key.p, v[i]->key.n, q, sizeof q));
+  free(v);
+  return rc;
+}
+
 static int parse(gc_gguf_t *g, gc_err_t *e) {
   cur_t c = {g->map, g->map + g->size};
   uint32_t magic, version;
@@ -287,7 +311,7 @@ static int parse(gc_gguf_t *g, gc_err_t *e) {
     return gc_err_set(e, GC_ECORRUPT, "%s: %llu metadata keys do not fit in the file", g->path,
                       (unsigned long long)g->n_kv);
   if (!(g->kv = gc_calloc(g->n_kv ? g->n_kv : 1, sizeof *g->kv, e))) return GC_ENOMEM;
-  if (read_kvs(g, &c, e)) return e->code;
+  if (read_kvs(g, &c, e) || check_keys(g, e)) return e->code;
   return read_tensors(g, &c, n_tensors, e);
 }
 

@@ -282,6 +282,17 @@ def test_gguf_special_ids_outside_the_vocabulary(gc, tmp_path):
     assert r.rc == 0 and r.out.split()[0] == "1", r  # the tokenizer's BOS: the default too
 
 
+def test_gguf_duplicate_key(gc, tmp_path):
+    """A key written twice (its two values may differ): refused, as llama.cpp
+    refuses it, by the model's reader and the vocabulary's alike."""
+    path = str(tmp_path / "d.gguf")
+    G.write_gguf(path, [("general.architecture", "str", "llama"), ("llama.block_count", "u32", 2),
+                        ("llama.block_count", "u32", 3)], [])
+    assert_clean_error(run(gc, path), "gcore-run", "metadata key 'llama.block_count' appears twice")
+    r = gc("gcore-run", "--tokenizer", path, "--tokenize", input="x")
+    assert_clean_error(r, "gcore-run", "appears twice")
+
+
 def test_gguf_alignment_not_a_power_of_two(gc, tmp_path):
     path = write(str(tmp_path / "m.gguf"), alignment=48)
     assert_clean_error(run(gc, path), "gcore-run", "general.alignment 48")
