@@ -513,7 +513,8 @@ static int system_block(gc_chat_t *c, const char *system, gc_tok_ids_t *out, gc_
              : GC_OK;
 }
 
-/* An [INST] turn: "[INST]" + pre + content + post + "[/INST]", the markers
+/* An [INST] turn: (a space where inst_lead) + "[INST]" + pre + content +
+ * post + "[/INST]", the markers
  * by id where they are control tokens (Mistral v3's vocabulary), else as
  * text; pre and post a space where the template writes one (gc_chat_init:
  * Llama 2's and Mistral v0.1's both, v3's pre, Tekken's and Small 3's
@@ -538,8 +539,9 @@ static int inst_turn(gc_chat_t *c, const char *system, const char *user, gc_tok_
   }
   if (!rc) rc = gc_buf_printf(&b, e, "%s", user);
   if (!rc) trim(trims(c->k), b.data, &p, &n);
-  if (!rc) rc = (c->inst_lead && put_text(c, " ", 1, e)) || put_marker(c, "[INST]", out, e) || put_text(c, pre, -1, e) || put_text(c, p, (int)n, e) ||
-                put_text(c, post, -1, e) || put_marker(c, "[/INST]", out, e);
+  if (!rc) rc = (c->inst_lead && put_text(c, " ", 1, e)) || put_marker(c, "[INST]", out, e) ||
+                put_text(c, pre, -1, e) || put_text(c, p, (int)n, e) || put_text(c, post, -1, e) ||
+                put_marker(c, "[/INST]", out, e);
   gc_buf_free(&b);
   return rc ? (e->code ? e->code : GC_ENOMEM) : GC_OK;
 }
