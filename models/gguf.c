@@ -206,11 +206,14 @@ static int read_tensor_info(gc_gguf_t *g, cur_t *c, uint64_t i, uint64_t align, 
   return GC_OK;
 }
 
+/* Two of the file's strings in byte order, a prefix first. */
+static int str_cmp(gc_gguf_str_t x, gc_gguf_str_t y) {
+  int r = memcmp(x.p, y.p, x.n < y.n ? (size_t)x.n : (size_t)y.n);
+  return r ? r : (x.n > y.n) - (x.n < y.n);
+}
+
 static int cmp_name(const void *a, const void *b) {
-  const gc_gguf_tensor_t *x = *(const gc_gguf_tensor_t *const *)a, *y = *(const gc_gguf_tensor_t *const *)b;
-  size_t n = x->name.n < y->name.n ? (size_t)x->name.n : (size_t)y->name.n;
-  int r = memcmp(x->name.p, y->name.p, n);
-  return r ? r : (x->name.n > y->name.n) - (x->name.n < y->name.n);
+  return str_cmp((*(const gc_gguf_tensor_t *const *)a)->name, (*(const gc_gguf_tensor_t *const *)b)->name);
 }
 
 static int cmp_offset(const void *a, const void *b) {
@@ -268,10 +271,7 @@ static int read_tensors(gc_gguf_t *g, cur_t *c, uint64_t n, gc_err_t *e) {
 }
 
 static int cmp_key(const void *a, const void *b) {
-  const gc_gguf_kv_t *x = *(const gc_gguf_kv_t *const *)a, *y = *(const gc_gguf_kv_t *const *)b;
-  size_t n = x->key.n < y->key.n ? (size_t)x->key.n : (size_t)y->key.n;
-  int r = memcmp(x->key.p, y->key.p, n);
-  return r ? r : (x->key.n > y->key.n) - (x->key.n < y->key.n);
+  return str_cmp((*(const gc_gguf_kv_t *const *)a)->key, (*(const gc_gguf_kv_t *const *)b)->key);
 }
 
 /* Keys unique: a file that says one thing twice is refused, as llama.cpp
