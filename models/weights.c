@@ -627,7 +627,7 @@ void gc_weights_note(const gc_llama_weights_t *w, char *buf, size_t n) {
     snprintf(buf, n, "%d tensor%s in %s (formats gcore has no kernels for) made F16 at load", w->dense_at_load,
              w->dense_at_load == 1 ? "" : "s", w->dense_types);
   size_t k = strlen(buf);
-  if (w->cfg.note[0] && k + 3 < n) snprintf(buf + k, n - k, "%s%s", k ? "; " : "", w->cfg.note);
+  if (w->cfg.note[0]) snprintf(buf + k, n - k, "%s%s", k ? "; " : "", w->cfg.note);
 }
 
 int gc_weights_quantized(const gc_llama_weights_t *w) {

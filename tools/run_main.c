@@ -567,8 +567,7 @@ static int open_tokenizer(const run_opts_t *o, const gc_llama_config_t *c, text_
   if (o->chat && gc_chat_detect(io->tok, &io->chat, e)) return e->code;
   if (o->chat) io->chat_end = gc_chat_end_token(io->tok, io->chat);
   if (o->chat) gc_chat_init(&io->conv, io->tok, io->chat);
-  io->conv.think_off = o->no_think;
-  gc_tok_stream_init(&io->ts, io->tok, GC_TOK_SKIP_SPECIAL);
+  io->conv.think_off = o->no_think; /* io->ts: each generate() starts it after its prompt */
   return GC_OK;
 }
 
